@@ -1,0 +1,262 @@
+// Package key holds the vocabulary every other package shares: engine names,
+// drafter kinds, target quantizations, CUDA compute capabilities, and the
+// (engine, drafter, capability, quant) key that a measured policy entry is
+// looked up by. It is pure data with parsers; nothing here does I/O.
+package key
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Engine names an inference server the launcher can start.
+type Engine string
+
+const (
+	MLXCEL   Engine = "mlxcel"
+	LlamaCpp Engine = "llama.cpp"
+	Sim      Engine = "sim"
+)
+
+// Engines lists every engine the launcher knows, in help order.
+var Engines = []Engine{MLXCEL, LlamaCpp, Sim}
+
+// ParseEngine accepts the engine names and a few spellings operators use.
+func ParseEngine(s string) (Engine, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "mlxcel", "mlxcel-server":
+		return MLXCEL, nil
+	case "llama.cpp", "llamacpp", "llama-cpp", "llama-server", "llama":
+		return LlamaCpp, nil
+	case "sim", "simulator":
+		return Sim, nil
+	}
+	return "", fmt.Errorf("unknown engine %q (known: mlxcel, llama.cpp, sim)", s)
+}
+
+// Drafter names a kind of speculative drafter. The names are the launcher's
+// own; each engine adapter maps them to its flag values (mlxcel --draft-kind,
+// llama.cpp --spec-type draft-<kind>).
+type Drafter string
+
+const (
+	DFlash      Drafter = "dflash"
+	MTP         Drafter = "mtp"
+	InternalMTP Drafter = "internal-mtp" // mlxcel's built-in head: detected, never selectable
+	Draft       Drafter = "draft"        // a separate small draft model (llama.cpp draft-simple)
+	DSpark      Drafter = "dspark"
+	Eagle3      Drafter = "eagle3"
+)
+
+// Drafters lists every drafter kind the policy may name.
+var Drafters = []Drafter{DFlash, MTP, InternalMTP, Draft, DSpark, Eagle3}
+
+// ParseDrafter accepts a drafter kind, also in llama.cpp's "draft-<kind>"
+// spelling ("draft-simple" is the plain draft model).
+func ParseDrafter(s string) (Drafter, error) {
+	v := strings.ToLower(strings.TrimSpace(s))
+	switch v {
+	case "draft-simple", "simple", "draft":
+		return Draft, nil
+	}
+	v = strings.TrimPrefix(v, "draft-")
+	for _, d := range Drafters {
+		if string(d) == v {
+			return d, nil
+		}
+	}
+	return "", fmt.Errorf("unknown drafter kind %q (known: dflash, mtp, draft, dspark, eagle3)", s)
+}
+
+// Selectable reports the drafter kinds an operator may choose for an engine,
+// in the launcher's vocabulary. The first is the engine's default kind.
+func Selectable(e Engine) []Drafter {
+	switch e {
+	case LlamaCpp:
+		return []Drafter{Draft, MTP, DFlash, DSpark, Eagle3}
+	default: // mlxcel and sim speak mlxcel's --draft-kind
+		return []Drafter{DFlash, MTP}
+	}
+}
+
+// DefaultDrafter is the kind an engine assumes when nothing names one.
+func DefaultDrafter(e Engine) Drafter { return Selectable(e)[0] }
+
+// CheckSelectable returns an error naming the accepted kinds when d cannot be
+// chosen on engine e.
+func CheckSelectable(e Engine, d Drafter) error {
+	if slices.Contains(Selectable(e), d) {
+		return nil
+	}
+	if d == InternalMTP {
+		return fmt.Errorf("drafter kind internal-mtp is not user-selectable; it is detected from the target")
+	}
+	names := make([]string, 0, 5)
+	for _, k := range Selectable(e) {
+		names = append(names, string(k))
+	}
+	return fmt.Errorf("drafter kind %q is not supported by engine %s (accepted: %s)", d, e, strings.Join(names, ", "))
+}
+
+// Quant is the target's weight format, which selects the engine's matmul
+// kernel and so the cost of a verify block. MLX checkpoints classify as
+// affine/nvfp4/other/unknown (upstream mlxcel's rules); GGUF files as their
+// dominant tensor type.
+type Quant string
+
+const (
+	QuantUnknown Quant = "unknown" // the target could not be read: distinct from unquantized
+	QuantOther   Quant = "other"   // readable but neither affine nor nvfp4 (includes unquantized MLX)
+	QuantAffine  Quant = "affine"
+	QuantNVFP4   Quant = "nvfp4"
+	QuantF32     Quant = "f32"
+	QuantF16     Quant = "f16"
+	QuantBF16    Quant = "bf16"
+	QuantQ4_0    Quant = "q4_0"
+	QuantQ4_1    Quant = "q4_1"
+	QuantQ5_0    Quant = "q5_0"
+	QuantQ5_1    Quant = "q5_1"
+	QuantQ8_0    Quant = "q8_0"
+	QuantQ2_K    Quant = "q2_k"
+	QuantQ3_K    Quant = "q3_k"
+	QuantQ4_K    Quant = "q4_k"
+	QuantQ5_K    Quant = "q5_k"
+	QuantQ6_K    Quant = "q6_k"
+	QuantIQ      Quant = "iq"
+	QuantMXFP4   Quant = "mxfp4"
+	QuantTQ      Quant = "tq"
+)
+
+// Quants lists every quantization name the policy may use.
+var Quants = []Quant{QuantUnknown, QuantOther, QuantAffine, QuantNVFP4, QuantF32, QuantF16, QuantBF16,
+	QuantQ4_0, QuantQ4_1, QuantQ5_0, QuantQ5_1, QuantQ8_0, QuantQ2_K, QuantQ3_K, QuantQ4_K, QuantQ5_K, QuantQ6_K,
+	QuantIQ, QuantMXFP4, QuantTQ}
+
+// ParseQuant accepts a quantization name, case-insensitively; llama.cpp's
+// file-type names such as Q4_K_M map to their tensor type (q4_k).
+func ParseQuant(s string) (Quant, error) {
+	v := strings.ToLower(strings.TrimSpace(s))
+	switch v {
+	case "q4_k_m", "q4_k_s":
+		v = "q4_k"
+	case "q5_k_m", "q5_k_s":
+		v = "q5_k"
+	case "q3_k_m", "q3_k_s", "q3_k_l":
+		v = "q3_k"
+	case "none", "unquantized":
+		v = "other"
+	}
+	for _, q := range Quants {
+		if string(q) == v {
+			return q, nil
+		}
+	}
+	return "", fmt.Errorf("unknown quantization %q (known: affine, nvfp4, other, unknown, f16, bf16, f32, q4_0, q4_k, q8_0, q6_k, mxfp4, ...)", s)
+}
+
+// Phrase renders a quantization in mlxcel's reason vocabulary.
+func (q Quant) Phrase() string {
+	switch q {
+	case QuantAffine:
+		return "an affine-quantized target"
+	case QuantNVFP4:
+		return "an NVFP4 target"
+	case QuantOther:
+		return "a target quantized neither affine nor NVFP4"
+	case QuantUnknown, "":
+		return "a target whose config.json could not be read"
+	case QuantF16, QuantBF16, QuantF32:
+		return "an unquantized " + strings.ToUpper(string(q)) + " target"
+	}
+	return "a " + strings.ToUpper(string(q)) + " target"
+}
+
+// Capability is a CUDA compute capability. The zero value means "no CUDA
+// device", which never matches a measured entry.
+type Capability struct {
+	Major, Minor int
+}
+
+// None is the capability of a host with no usable CUDA device.
+var None = Capability{}
+
+// Known reports whether a device was found.
+func (c Capability) Known() bool { return c.Major > 0 }
+
+// String renders "9.0", or "none" when no device was found.
+func (c Capability) String() string {
+	if !c.Known() {
+		return "none"
+	}
+	return fmt.Sprintf("%d.%d", c.Major, c.Minor)
+}
+
+// SM renders mlxcel's "sm_90" form, or "no CUDA device".
+func (c Capability) SM() string {
+	if !c.Known() {
+		return "no CUDA device"
+	}
+	return fmt.Sprintf("sm_%d%d", c.Major, c.Minor)
+}
+
+// ParseCapability accepts "9.0", "12.1" or "sm_90"/"sm_121" (the last digit
+// is the minor version, as in CUDA's arch names).
+func ParseCapability(s string) (Capability, error) {
+	v := strings.ToLower(strings.TrimSpace(s))
+	bad := fmt.Errorf("malformed compute capability %q (want MAJOR.MINOR such as 9.0 or 12.1, or sm_90)", s)
+	if rest, ok := strings.CutPrefix(v, "sm_"); ok {
+		rest = strings.TrimRight(rest, "af")
+		if len(rest) < 2 {
+			return Capability{}, bad
+		}
+		maj, err1 := strconv.Atoi(rest[:len(rest)-1])
+		min, err2 := strconv.Atoi(rest[len(rest)-1:])
+		if err1 != nil || err2 != nil || maj < 1 || maj > 99 {
+			return Capability{}, bad
+		}
+		return Capability{maj, min}, nil
+	}
+	a, b, ok := strings.Cut(v, ".")
+	if !ok {
+		return Capability{}, bad
+	}
+	maj, err1 := strconv.Atoi(a)
+	min, err2 := strconv.Atoi(b)
+	if err1 != nil || err2 != nil || maj < 1 || maj > 99 || min < 0 || min > 9 || len(b) != 1 {
+		return Capability{}, bad
+	}
+	return Capability{maj, min}, nil
+}
+
+// Key identifies a measured policy entry.
+type Key struct {
+	Engine     Engine
+	Drafter    Drafter
+	Capability Capability
+	Quant      Quant
+}
+
+func (k Key) String() string {
+	return fmt.Sprintf("engine=%s drafter=%s capability=%s quant=%s", k.Engine, k.Drafter, k.Capability, k.Quant)
+}
+
+// Width limits shared by every surface. A width is the verify block: draft
+// tokens per round plus the one row the target always computes.
+const (
+	MinWidth = 2
+	MaxWidth = 256
+)
+
+// CheckWidth validates an operator width and says how to turn speculation
+// off when the value would silently do so.
+func CheckWidth(w int) error {
+	switch {
+	case w < MinWidth:
+		return fmt.Errorf("draft width %d is below %d: widths 0 and 1 silently disable speculation; to run without speculation, remove the draft model (or set draft.model = \"\" in the profile)", w, MinWidth)
+	case w > MaxWidth:
+		return fmt.Errorf("draft width %d is above %d, which no drafter runs; pick a width between %d and 32", w, MaxWidth, MinWidth)
+	}
+	return nil
+}

@@ -1,0 +1,45 @@
+// Package policy holds the width policy: per-(engine, drafter) defaults that
+// mirror each engine, and measured entries keyed on (engine, drafter,
+// compute capability, target quantization), each pinned to the engine
+// version it was measured against and backed by a committed record. The
+// embedded policy.toml is the base; user files layer over it and replace
+// entries by key.
+package policy
+
+import "github.com/speclaunch/speclaunch/key"
+
+// Default is the per-(engine, drafter) fallback width.
+type Default struct {
+	Engine  key.Engine
+	Drafter key.Drafter
+	Width   int
+	Note    string
+	Origin  string // "file:line" it was read from
+}
+
+// Entry is a measured width for one key.
+type Entry struct {
+	ID       string
+	Key      key.Key
+	Width    int
+	Pin      string // engine version it was measured against, e.g. "mlx 81ba1c6a" or "llama.cpp d32676d"
+	Record   string // repo-relative path of the record's .md; its .json twin sits beside it
+	RunnerUp int    // the record's second-best width, 0 if none stated
+	Note     string
+	Origin   string // "file:line" it was read from
+}
+
+// File is one parsed policy file.
+type File struct {
+	Name     string
+	Schema   int
+	Defaults []Default
+	Entries  []Entry
+}
+
+// Policy is the merged view: later layers replace earlier entries by key.
+type Policy struct {
+	Layers   []string // file names, lowest first
+	Defaults []Default
+	Entries  []Entry
+}
