@@ -1,0 +1,428 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/speclaunch/speclaunch/key"
+	"github.com/speclaunch/speclaunch/profiles"
+)
+
+// Input is everything Load layers. It is plain data so that Load is a pure
+// function of it (plus reading the profile file).
+type Input struct {
+	// Flags holds the raw values of flags given on the command line, keyed by
+	// long name without dashes ("draft-block-size"). Absent = not given.
+	Flags map[string]string
+	// Policies are the --policy values, in order.
+	Policies []string
+	// Passthrough are the engine args after "--".
+	Passthrough []string
+	// Getenv reads the environment; a set-but-empty variable counts as unset.
+	Getenv func(string) string
+	// Profile, when non-nil, is used instead of finding one from Flags/env.
+	Profile *profiles.Profile
+}
+
+// Env names per setting, highest precedence first. Where mlxcel-server or
+// llama-server has a LLAMA_ARG_ name it comes first: it wins over the
+// MLXCEL_ alias, as in mlxcel.
+var Envs = map[string][]string{
+	"profile":           {"MLXCEL_PROFILE"},
+	"policy":            {"MLXCEL_POLICY"},
+	"engine":            {"MLXCEL_ENGINE"},
+	"engine-binary":     {"MLXCEL_ENGINE_BINARY"},
+	"model":             {"LLAMA_ARG_MODEL", "MLXCEL_MODEL"},
+	"draft-model":       {"LLAMA_ARG_SPEC_DRAFT_MODEL", "LLAMA_ARG_MODEL_DRAFT", "MLXCEL_DRAFT_MODEL"},
+	"draft-kind":        {"LLAMA_ARG_DRAFT_KIND", "MLXCEL_DRAFT_KIND"},
+	"draft-block-size":  {"LLAMA_ARG_DRAFT_BLOCK_SIZE", "MLXCEL_DRAFT_BLOCK_SIZE"},
+	"spec-draft-n-max":  {"LLAMA_ARG_SPEC_DRAFT_N_MAX", "LLAMA_ARG_DRAFT_MAX"},
+	"capability":        {"MLXCEL_CUDA_CAPABILITY"},
+	"quant":             {"MLXCEL_QUANT"},
+	"host":              {"LLAMA_ARG_HOST", "MLXCEL_HOST"},
+	"port":              {"LLAMA_ARG_PORT", "MLXCEL_PORT"},
+	"log-format":        {"MLXCEL_LOG_FORMAT"},
+	"log-level":         {"MLXCEL_LOG_LEVEL"},
+	"ready-timeout":     {"MLXCEL_READY_TIMEOUT"},
+	"stop-timeout":      {"MLXCEL_STOP_TIMEOUT"},
+	"restart":           {"MLXCEL_RESTART"},
+	"strict-width":      {"MLXCEL_STRICT_WIDTH"},
+	"probe":             {"MLXCEL_PROBE"},
+	"watch":             {"MLXCEL_WATCH"},
+	"raw-engine-output": {"MLXCEL_RAW_ENGINE_OUTPUT"},
+}
+
+// Defaults for settings that have one.
+const (
+	DefaultHost         = "127.0.0.1"
+	DefaultPort         = 8080
+	DefaultReadyTimeout = 15 * time.Minute
+	DefaultStopTimeout  = 20 * time.Second
+)
+
+type layer struct {
+	in      Input
+	prof    *profiles.Profile
+	notices []Notice
+}
+
+// raw picks the winning raw value of a setting: flag, then env (first set
+// name wins; a disagreement with a lower name is an info notice), then the
+// profile (value and dotted key), then nothing.
+func (l *layer) raw(name, profVal, profKey string) (string, Source, bool) {
+	if v, ok := l.in.Flags[name]; ok {
+		l.shadowed(name, "flag --"+name, v, 0)
+		return v, Source{Flag, "--" + name}, true
+	}
+	envs := Envs[name]
+	for i, e := range envs {
+		if v := l.in.Getenv(e); v != "" {
+			l.shadowed(name, e, v, i+1)
+			return v, Source{Env, e}, true
+		}
+	}
+	if profVal != "" && l.prof != nil {
+		return profVal, Source{Profile, l.prof.Where(profKey)}, true
+	}
+	return "", Source{}, false
+}
+
+// shadowed records an info notice for each lower-precedence env name that is
+// set to a different value than the winner.
+func (l *layer) shadowed(name, winner, val string, from int) {
+	for _, e := range Envs[name][from:] {
+		if v := l.in.Getenv(e); v != "" && v != val {
+			l.notices = append(l.notices, Notice{"info", fmt.Sprintf("%s=%q differs from %s=%q; keeping %s", e, v, winner, val, winner)})
+		}
+	}
+}
+
+// Load layers flag > env > profile > default into Settings. The returned
+// profile is the one in use (nil when none). Every error names its source.
+func Load(in Input) (Settings, *profiles.Profile, []Notice, error) {
+	if in.Getenv == nil {
+		in.Getenv = func(string) string { return "" }
+	}
+	if in.Flags == nil {
+		in.Flags = map[string]string{}
+	}
+	l := &layer{in: in, prof: in.Profile}
+	var s Settings
+
+	if l.prof == nil {
+		if ref, src, ok := l.raw("profile", "", ""); ok {
+			path, err := profiles.Find(ref, in.Getenv)
+			if err != nil {
+				return s, nil, nil, &Error{Src: src, Msg: "cannot use profile", Err: err}
+			}
+			p, err := profiles.Load(path)
+			if err != nil {
+				return s, nil, nil, err
+			}
+			l.prof = p
+		}
+	}
+	p := l.prof
+	if p == nil {
+		p = &profiles.Profile{}
+	} else {
+		s.ProfilePath = p.Path
+	}
+
+	var err error
+	fail := func(e error) (Settings, *profiles.Profile, []Notice, error) { return Settings{}, nil, nil, e }
+
+	// engine
+	s.Engine = Field[key.Engine]{Value: key.MLXCEL}
+	if v, src, ok := l.raw("engine", p.Engine.Name, "engine.name"); ok {
+		e, err := key.ParseEngine(v)
+		if err != nil {
+			return fail(&Error{Src: src, Msg: "bad engine", Err: err})
+		}
+		s.Engine = Field[key.Engine]{e, src}
+	}
+	s.EngineBinary = str(l.raw("engine-binary", p.Engine.Binary, "engine.binary"))
+	if s.EngineBinary.Value != "" && p.Path != "" && s.EngineBinary.Src.Origin == Profile {
+		s.EngineBinary.Value = RelTo(p.Path, s.EngineBinary.Value)
+	}
+	args := append([]string(nil), p.Engine.Args...)
+	argsSrc := Source{}
+	if len(p.Engine.Args) > 0 {
+		argsSrc = Source{Profile, p.Where("engine.args")}
+	}
+	if len(in.Passthrough) > 0 {
+		args = append(args, in.Passthrough...)
+		argsSrc = Source{Flag, "--"}
+	}
+	s.EngineArgs = Field[[]string]{args, argsSrc}
+	if len(p.Engine.Env) > 0 {
+		s.EngineEnv = Field[map[string]string]{p.Engine.Env, Source{Profile, p.Where("engine.env")}}
+	}
+
+	// models
+	s.Model = str(l.raw("model", p.Model.Path, "model.path"))
+	draft := ""
+	if p.Draft.Model != nil {
+		draft = *p.Draft.Model
+	}
+	s.DraftModel = str(l.raw("draft-model", draft, "draft.model"))
+	s.DraftKind = str(l.raw("draft-kind", p.Draft.Kind, "draft.kind"))
+	if s.DraftKind.Value != "" {
+		d, err := key.ParseDrafter(s.DraftKind.Value)
+		if err != nil {
+			return fail(&Error{Src: s.DraftKind.Src, Msg: "bad drafter kind", Err: err})
+		}
+		if err := key.CheckSelectable(s.Engine.Value, d); err != nil {
+			return fail(&Error{Src: s.DraftKind.Src, Msg: "bad drafter kind", Err: err})
+		}
+	}
+
+	// width
+	if s.Width, s.WidthNote, err = l.width(s.Engine.Value, p); err != nil {
+		return fail(err)
+	}
+
+	// facts overrides
+	s.Capability = str(l.raw("capability", p.GPU.Capability, "gpu.capability"))
+	if s.Capability.Value != "" {
+		if _, err := key.ParseCapability(s.Capability.Value); err != nil {
+			return fail(&Error{Src: s.Capability.Src, Msg: "bad compute capability", Err: err})
+		}
+	}
+	s.Quant = str(l.raw("quant", p.Model.Quant, "model.quant"))
+	if s.Quant.Value != "" {
+		if _, err := key.ParseQuant(s.Quant.Value); err != nil {
+			return fail(&Error{Src: s.Quant.Src, Msg: "bad quantization", Err: err})
+		}
+	}
+
+	// server
+	s.Host = Field[string]{Value: DefaultHost}
+	if v, src, ok := l.raw("host", p.Server.Host, "server.host"); ok {
+		s.Host = Field[string]{v, src}
+	}
+	portProf := ""
+	if p.Server.Port != nil {
+		portProf = strconv.Itoa(*p.Server.Port)
+	}
+	s.Port = Field[int]{Value: DefaultPort}
+	if v, src, ok := l.raw("port", portProf, "server.port"); ok {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < 1 || n > 65535 {
+			return fail(&Error{Src: src, Msg: fmt.Sprintf("bad port %q: want a number from 1 to 65535", v)})
+		}
+		s.Port = Field[int]{n, src}
+	}
+
+	// logging
+	s.LogFormat = Field[string]{Value: "auto"}
+	if v, src, ok := l.raw("log-format", p.Log.Format, "log.format"); ok {
+		v = strings.ToLower(v)
+		if !oneOf(v, "auto", "text", "color", "json") {
+			return fail(&Error{Src: src, Msg: fmt.Sprintf("bad log format %q: want auto, text, color or json", v)})
+		}
+		s.LogFormat = Field[string]{v, src}
+	}
+	s.LogLevel = Field[string]{Value: "info"}
+	if v, src, ok := l.raw("log-level", p.Log.Level, "log.level"); ok {
+		v = strings.ToLower(v)
+		if !oneOf(v, "debug", "info", "warn", "error") {
+			return fail(&Error{Src: src, Msg: fmt.Sprintf("bad log level %q: want debug, info, warn or error", v)})
+		}
+		s.LogLevel = Field[string]{v, src}
+	}
+
+	// policies: profile files, then MLXCEL_POLICY, then --policy (later wins)
+	for _, f := range p.Policy.Files {
+		s.Policies = append(s.Policies, Field[string]{RelTo(p.Path, f), Source{Profile, p.Where("policy.files")}})
+	}
+	if v := in.Getenv("MLXCEL_POLICY"); v != "" {
+		for _, f := range filepath.SplitList(v) {
+			if f != "" {
+				s.Policies = append(s.Policies, Field[string]{f, Source{Env, "MLXCEL_POLICY"}})
+			}
+		}
+	}
+	for _, f := range in.Policies {
+		s.Policies = append(s.Policies, Field[string]{f, Source{Flag, "--policy"}})
+	}
+
+	// serve
+	if s.ReadyTimeout, err = l.duration("ready-timeout", p.Serve.ReadyTimeout, "serve.ready_timeout", DefaultReadyTimeout); err != nil {
+		return fail(err)
+	}
+	if s.StopTimeout, err = l.duration("stop-timeout", p.Serve.StopTimeout, "serve.stop_timeout", DefaultStopTimeout); err != nil {
+		return fail(err)
+	}
+	s.Restart = Field[string]{Value: RestartNo}
+	if v, src, ok := l.raw("restart", p.Serve.Restart, "serve.restart"); ok {
+		v = strings.ToLower(v)
+		if !oneOf(v, RestartNo, RestartOnFailure) {
+			return fail(&Error{Src: src, Msg: fmt.Sprintf("bad restart policy %q: want no or on-failure", v)})
+		}
+		s.Restart = Field[string]{v, src}
+	}
+	if s.StrictWidth, err = l.boolean("strict-width", p.Serve.StrictWidth, "serve.strict_width", false); err != nil {
+		return fail(err)
+	}
+	if s.Probe, err = l.boolean("probe", p.Serve.Probe, "serve.probe", true); err != nil {
+		return fail(err)
+	}
+	if s.Watch, err = l.boolean("watch", p.Serve.Watch, "serve.watch", true); err != nil {
+		return fail(err)
+	}
+	if s.RawEngineOutput, err = l.boolean("raw-engine-output", p.Serve.RawEngineOutput, "serve.raw_engine_output", false); err != nil {
+		return fail(err)
+	}
+
+	if s.Model.Value != "" && s.Model.Src.Origin == Profile {
+		s.Model.Value = RelTo(p.Path, s.Model.Value)
+	}
+	if s.DraftModel.Value != "" && s.DraftModel.Src.Origin == Profile {
+		s.DraftModel.Value = RelTo(p.Path, s.DraftModel.Value)
+	}
+	return s, l.prof, l.notices, nil
+}
+
+// width layers the operator width: --draft-block-size or the engine-unit
+// --spec-draft-n-max, then LLAMA_ARG_DRAFT_BLOCK_SIZE, MLXCEL_DRAFT_BLOCK_SIZE,
+// then (llama.cpp) LLAMA_ARG_SPEC_DRAFT_N_MAX and the legacy
+// LLAMA_ARG_DRAFT_MAX, converted, then the profile's draft.block_size.
+func (l *layer) width(e key.Engine, p *profiles.Profile) (Field[int], string, error) {
+	blockFlag, hasBlock := l.in.Flags["draft-block-size"]
+	nmaxFlag, hasNmax := l.in.Flags["spec-draft-n-max"]
+	if hasBlock && hasNmax {
+		return Field[int]{}, "", &Error{Src: Source{Flag, "--spec-draft-n-max"}, Msg: "give the width once: --draft-block-size W (verify rows) or --spec-draft-n-max N (draft tokens, = width N+1), not both"}
+	}
+	if hasBlock {
+		return blockWidth(blockFlag, Source{Flag, "--draft-block-size"})
+	}
+	if hasNmax {
+		return nmaxWidth(nmaxFlag, Source{Flag, "--spec-draft-n-max"})
+	}
+	for i, name := range Envs["draft-block-size"] {
+		if v := l.in.Getenv(name); v != "" {
+			f, note, err := blockWidth(v, Source{Env, name})
+			if err == nil {
+				for _, lower := range Envs["draft-block-size"][i+1:] {
+					if w := l.in.Getenv(lower); w != "" && strings.TrimSpace(w) != strings.TrimSpace(v) {
+						l.notices = append(l.notices, Notice{"info", fmt.Sprintf("%s=%q is set but %s=%q already provides the width; keeping %s", lower, w, name, v, name)})
+					}
+				}
+			}
+			return f, note, err
+		}
+	}
+	for _, name := range Envs["spec-draft-n-max"] {
+		v := l.in.Getenv(name)
+		if v == "" {
+			continue
+		}
+		if e != key.LlamaCpp {
+			l.notices = append(l.notices, Notice{"info", fmt.Sprintf("%s=%q is llama.cpp's draft-token cap; it does not set the %s width (use --draft-block-size)", name, v, e)})
+			continue
+		}
+		return nmaxWidth(v, Source{Env, name})
+	}
+	if p != nil && p.Draft.BlockSize != nil {
+		return blockWidth(strconv.Itoa(*p.Draft.BlockSize), Source{Profile, p.Where("draft.block_size")})
+	}
+	return Field[int]{}, "", nil
+}
+
+func blockWidth(v string, src Source) (Field[int], string, error) {
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil {
+		return Field[int]{}, "", &Error{Src: src, Msg: fmt.Sprintf("draft width %q is not a whole number; want a width from %d to %d (verify rows = draft tokens + 1)", v, key.MinWidth, key.MaxWidth)}
+	}
+	if err := key.CheckWidth(n); err != nil {
+		return Field[int]{}, "", &Error{Src: src, Msg: err.Error()}
+	}
+	return Field[int]{n, src}, "", nil
+}
+
+func nmaxWidth(v string, src Source) (Field[int], string, error) {
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil {
+		return Field[int]{}, "", &Error{Src: src, Msg: fmt.Sprintf("draft token count %q is not a whole number; want N from 1 to %d (width N+1)", v, key.MaxWidth-1)}
+	}
+	if n < 1 {
+		return Field[int]{}, "", &Error{Src: src, Msg: fmt.Sprintf("draft token count %d means no drafting (width %d); to run without speculation, remove the draft model", n, n+1)}
+	}
+	if err := key.CheckWidth(n + 1); err != nil {
+		return Field[int]{}, "", &Error{Src: src, Msg: err.Error()}
+	}
+	name := strings.TrimPrefix(src.Name, "--")
+	return Field[int]{n + 1, src}, fmt.Sprintf("%s=%d draft tokens = width %d", name, n, n+1), nil
+}
+
+func (l *layer) duration(name, prof, profKey string, def time.Duration) (Field[time.Duration], error) {
+	v, src, ok := l.raw(name, prof, profKey)
+	if !ok {
+		return Field[time.Duration]{Value: def}, nil
+	}
+	d, err := time.ParseDuration(strings.TrimSpace(v))
+	if err != nil {
+		if secs, err2 := strconv.ParseFloat(strings.TrimSpace(v), 64); err2 == nil {
+			d, err = time.Duration(secs*float64(time.Second)), nil
+		}
+	}
+	if err != nil || d <= 0 {
+		return Field[time.Duration]{}, &Error{Src: src, Msg: fmt.Sprintf("bad duration %q: want e.g. 30s, 10m or a number of seconds", v)}
+	}
+	return Field[time.Duration]{d, src}, nil
+}
+
+func (l *layer) boolean(name string, prof *bool, profKey string, def bool) (Field[bool], error) {
+	pv := ""
+	if prof != nil {
+		pv = strconv.FormatBool(*prof)
+	}
+	v, src, ok := l.raw(name, pv, profKey)
+	if !ok {
+		return Field[bool]{Value: def}, nil
+	}
+	b, err := ParseBool(v)
+	if err != nil {
+		return Field[bool]{}, &Error{Src: src, Msg: err.Error()}
+	}
+	return Field[bool]{b, src}, nil
+}
+
+// ParseBool accepts true/false, 1/0, yes/no, on/off, enabled/disabled.
+func ParseBool(v string) (bool, error) {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "1", "true", "yes", "on", "enabled":
+		return true, nil
+	case "0", "false", "no", "off", "disabled":
+		return false, nil
+	}
+	return false, errors.New("bad boolean " + strconv.Quote(v) + ": want true or false (also 1/0, yes/no, on/off)")
+}
+
+func str(v string, src Source, _ bool) Field[string] { return Field[string]{v, src} }
+
+func oneOf(v string, opts ...string) bool {
+	for _, o := range opts {
+		if v == o {
+			return true
+		}
+	}
+	return false
+}
+
+// RelTo resolves a relative path in a profile against the profile's
+// directory, so a profile means the same thing from any working directory.
+// Values that are not local paths (an HF repo id "owner/name" that does not
+// exist locally) are still joined: engines that accept repo ids should be
+// given them by flag or env.
+func RelTo(profilePath, p string) string {
+	if p == "" || filepath.IsAbs(p) || profilePath == "" {
+		return p
+	}
+	return filepath.Join(filepath.Dir(profilePath), p)
+}

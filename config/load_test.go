@@ -1,0 +1,239 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/speclaunch/speclaunch/key"
+	"github.com/speclaunch/speclaunch/profiles"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func prof(t *testing.T, text string) *profiles.Profile {
+	t.Helper()
+	p, err := profiles.Parse("p.toml", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+const widthProfile = `
+[engine]
+name = "llama.cpp"
+[draft]
+model = "d.gguf"
+block_size = 6
+`
+
+func TestWidthLayering(t *testing.T) {
+	cases := []struct {
+		name    string
+		flags   map[string]string
+		env     map[string]string
+		profile string
+		width   int
+		src     string
+		note    string // substring of WidthNote
+		notice  string // substring of a notice
+	}{
+		{name: "nothing", width: 0, src: "default"},
+		{name: "profile only", profile: widthProfile, width: 6, src: "profile p.toml:6"},
+		{name: "MLXCEL_ over profile", profile: widthProfile, env: map[string]string{"MLXCEL_DRAFT_BLOCK_SIZE": "5"}, width: 5, src: "env MLXCEL_DRAFT_BLOCK_SIZE"},
+		{name: "LLAMA_ARG_ over MLXCEL_", env: map[string]string{"MLXCEL_DRAFT_BLOCK_SIZE": "5", "LLAMA_ARG_DRAFT_BLOCK_SIZE": "7"}, width: 7, src: "env LLAMA_ARG_DRAFT_BLOCK_SIZE", notice: "MLXCEL_DRAFT_BLOCK_SIZE=\"5\" is set but LLAMA_ARG_DRAFT_BLOCK_SIZE"},
+		{name: "agreeing names: no notice", env: map[string]string{"MLXCEL_DRAFT_BLOCK_SIZE": "7", "LLAMA_ARG_DRAFT_BLOCK_SIZE": "7"}, width: 7, src: "env LLAMA_ARG_DRAFT_BLOCK_SIZE"},
+		{name: "empty LLAMA_ARG_ counts as unset", env: map[string]string{"LLAMA_ARG_DRAFT_BLOCK_SIZE": "", "MLXCEL_DRAFT_BLOCK_SIZE": "5"}, width: 5, src: "env MLXCEL_DRAFT_BLOCK_SIZE"},
+		{name: "flag over env", flags: map[string]string{"draft-block-size": "3"}, env: map[string]string{"LLAMA_ARG_DRAFT_BLOCK_SIZE": "7"}, width: 3, src: "flag --draft-block-size"},
+		{name: "engine-unit flag converts", flags: map[string]string{"spec-draft-n-max": "3"}, width: 4, src: "flag --spec-draft-n-max", note: "spec-draft-n-max=3 draft tokens = width 4"},
+		{name: "llama env converts", profile: widthProfile, env: map[string]string{"LLAMA_ARG_SPEC_DRAFT_N_MAX": "4"}, width: 5, src: "env LLAMA_ARG_SPEC_DRAFT_N_MAX", note: "width 5"},
+		{name: "legacy LLAMA_ARG_DRAFT_MAX converts", profile: widthProfile, env: map[string]string{"LLAMA_ARG_DRAFT_MAX": "7"}, width: 8, src: "env LLAMA_ARG_DRAFT_MAX"},
+		{name: "canonical n-max beats legacy", profile: widthProfile, env: map[string]string{"LLAMA_ARG_DRAFT_MAX": "7", "LLAMA_ARG_SPEC_DRAFT_N_MAX": "2"}, width: 3, src: "env LLAMA_ARG_SPEC_DRAFT_N_MAX"},
+		{name: "block-size env beats n-max env", profile: widthProfile, env: map[string]string{"LLAMA_ARG_SPEC_DRAFT_N_MAX": "2", "MLXCEL_DRAFT_BLOCK_SIZE": "9"}, width: 9, src: "env MLXCEL_DRAFT_BLOCK_SIZE"},
+		{name: "n-max env ignored for mlxcel", env: map[string]string{"LLAMA_ARG_SPEC_DRAFT_N_MAX": "2"}, width: 0, src: "default", notice: "does not set the mlxcel width"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			in := Input{Flags: c.flags, Getenv: env(c.env)}
+			if c.profile != "" {
+				in.Profile = prof(t, c.profile)
+			}
+			s, _, notices, err := Load(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Width.Value != c.width || s.Width.Src.String() != c.src {
+				t.Errorf("width %d from %s, want %d from %s", s.Width.Value, s.Width.Src, c.width, c.src)
+			}
+			if c.note != "" && !strings.Contains(s.WidthNote, c.note) {
+				t.Errorf("note %q, want %q", s.WidthNote, c.note)
+			}
+			found := c.notice == ""
+			for _, n := range notices {
+				if c.notice != "" && strings.Contains(n.Msg, c.notice) {
+					found = true
+				}
+			}
+			if !found {
+				t.Errorf("notices %v, want one containing %q", notices, c.notice)
+			}
+			if c.notice == "" && len(notices) > 0 {
+				t.Errorf("unexpected notices %v", notices)
+			}
+		})
+	}
+}
+
+func TestBadWidths(t *testing.T) {
+	cases := []struct {
+		name  string
+		flags map[string]string
+		env   map[string]string
+		prof  string
+		want  []string
+	}{
+		{"zero flag", map[string]string{"draft-block-size": "0"}, nil, "", []string{"flag --draft-block-size", "below 2", "remove the draft model"}},
+		{"one env", nil, map[string]string{"MLXCEL_DRAFT_BLOCK_SIZE": "1"}, "", []string{"env MLXCEL_DRAFT_BLOCK_SIZE", "below 2"}},
+		{"negative", map[string]string{"draft-block-size": "-3"}, nil, "", []string{"below 2"}},
+		{"non-numeric env", nil, map[string]string{"LLAMA_ARG_DRAFT_BLOCK_SIZE": "four"}, "", []string{"env LLAMA_ARG_DRAFT_BLOCK_SIZE", "not a whole number"}},
+		{"absurd", map[string]string{"draft-block-size": "1000"}, nil, "", []string{"above 256"}},
+		{"profile width 1", nil, nil, "[draft]\nmodel = \"d\"\nblock_size = 1\n", []string{"profile p.toml:3", "below 2"}},
+		{"n-max zero", map[string]string{"spec-draft-n-max": "0"}, nil, "", []string{"no drafting"}},
+		{"both width flags", map[string]string{"spec-draft-n-max": "3", "draft-block-size": "4"}, nil, "", []string{"not both"}},
+		{"bad port", map[string]string{"port": "http"}, nil, "", []string{"flag --port", "1 to 65535"}},
+		{"bad port env", nil, map[string]string{"LLAMA_ARG_PORT": "70000"}, "", []string{"env LLAMA_ARG_PORT"}},
+		{"bad engine", map[string]string{"engine": "vllm"}, nil, "", []string{"flag --engine", "unknown engine"}},
+		{"bad kind for engine", map[string]string{"draft-kind": "eagle3"}, nil, "", []string{"not supported by engine mlxcel"}},
+		{"internal-mtp", map[string]string{"draft-kind": "internal-mtp"}, nil, "", []string{"not user-selectable"}},
+		{"bad capability", nil, map[string]string{"MLXCEL_CUDA_CAPABILITY": "nine"}, "", []string{"env MLXCEL_CUDA_CAPABILITY", "malformed"}},
+		{"bad quant", map[string]string{"quant": "q3_x"}, nil, "", []string{"unknown quantization"}},
+		{"bad bool", nil, map[string]string{"MLXCEL_STRICT_WIDTH": "maybe"}, "", []string{"env MLXCEL_STRICT_WIDTH", "bad boolean"}},
+		{"bad duration", map[string]string{"ready-timeout": "soon"}, nil, "", []string{"bad duration"}},
+		{"bad restart", nil, nil, "[serve]\nrestart = \"always\"\n", []string{"profile p.toml:2", "no or on-failure"}},
+		{"bad log format", map[string]string{"log-format": "xml"}, nil, "", []string{"bad log format"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			in := Input{Flags: c.flags, Getenv: env(c.env)}
+			if c.prof != "" {
+				in.Profile = prof(t, c.prof)
+			}
+			_, _, _, err := Load(in)
+			if err == nil {
+				t.Fatal("want an error")
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestSettingsLayering(t *testing.T) {
+	p := prof(t, `
+[engine]
+name = "llama.cpp"
+args = ["-ngl", "99"]
+[model]
+path = "/m/target.gguf"
+[draft]
+model = "/m/draft.gguf"
+[server]
+host = "0.0.0.0"
+port = 9000
+`)
+	s, _, notices, err := Load(Input{
+		Flags:       map[string]string{"port": "9100"},
+		Getenv:      env(map[string]string{"LLAMA_ARG_MODEL": "/env/t.gguf", "MLXCEL_MODEL": "/other.gguf", "LLAMA_ARG_MODEL_DRAFT": "/legacy.gguf", "LLAMA_ARG_SPEC_DRAFT_MODEL": "/canon.gguf", "MLXCEL_HOST": ""}),
+		Profile:     p,
+		Passthrough: []string{"--ctx-size", "4096"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(name, got, want string) {
+		t.Helper()
+		if got != want {
+			t.Errorf("%s = %q, want %q", name, got, want)
+		}
+	}
+	check("engine", string(s.Engine.Value), "llama.cpp")
+	check("engine src", s.Engine.Src.String(), "profile p.toml:3")
+	check("model", s.Model.Value, "/env/t.gguf")
+	check("model src", s.Model.Src.String(), "env LLAMA_ARG_MODEL")
+	check("draft", s.DraftModel.Value, "/canon.gguf")
+	check("host", s.Host.Value, "0.0.0.0")
+	check("host src", s.Host.Src.String(), "profile p.toml:10")
+	if s.Port.Value != 9100 || s.Port.Src.String() != "flag --port" {
+		t.Errorf("port %d from %s", s.Port.Value, s.Port.Src)
+	}
+	if strings.Join(s.EngineArgs.Value, " ") != "-ngl 99 --ctx-size 4096" {
+		t.Errorf("engine args %v", s.EngineArgs.Value)
+	}
+	var sawModel, sawDraft bool
+	for _, n := range notices {
+		sawModel = sawModel || strings.Contains(n.Msg, "MLXCEL_MODEL")
+		sawDraft = sawDraft || strings.Contains(n.Msg, "LLAMA_ARG_MODEL_DRAFT")
+	}
+	if !sawModel || !sawDraft {
+		t.Errorf("want disagreement notices, got %v", notices)
+	}
+	if s.Width.Set() {
+		t.Errorf("width should be unset")
+	}
+	if s.ReadyTimeout.Value != DefaultReadyTimeout || s.Restart.Value != RestartNo || !s.Probe.Value {
+		t.Errorf("serve defaults wrong: %+v", s)
+	}
+}
+
+func TestProfileRelativePaths(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "x.toml")
+	os.WriteFile(path, []byte("[model]\npath = \"t.gguf\"\n[draft]\nmodel = \"/abs/d.gguf\"\n"), 0o644)
+	s, p, _, err := Load(Input{Flags: map[string]string{"profile": path}, Getenv: env(nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p == nil || s.Model.Value != filepath.Join(dir, "t.gguf") || s.DraftModel.Value != "/abs/d.gguf" {
+		t.Errorf("model %q draft %q", s.Model.Value, s.DraftModel.Value)
+	}
+	if s.Engine.Value != key.MLXCEL {
+		t.Errorf("default engine %s", s.Engine.Value)
+	}
+}
+
+func TestProfileByNameAndEnv(t *testing.T) {
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "speclaunch", "profiles"), 0o755)
+	os.WriteFile(filepath.Join(dir, "speclaunch", "profiles", "mine.toml"), []byte("[engine]\nname = \"sim\"\n"), 0o644)
+	s, _, _, err := Load(Input{Getenv: env(map[string]string{"MLXCEL_PROFILE": "mine", "XDG_CONFIG_HOME": dir})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Engine.Value != key.Sim {
+		t.Errorf("engine %s", s.Engine.Value)
+	}
+	_, _, _, err = Load(Input{Getenv: env(map[string]string{"MLXCEL_PROFILE": "nope", "XDG_CONFIG_HOME": dir})})
+	if err == nil || !strings.Contains(err.Error(), "found: mine") || !strings.Contains(err.Error(), "env MLXCEL_PROFILE") {
+		t.Errorf("unknown profile error: %v", err)
+	}
+}
+
+func TestPolicyFilesOrder(t *testing.T) {
+	p := prof(t, "[policy]\nfiles = [\"a.toml\"]\n")
+	s, _, _, err := Load(Input{Profile: p, Policies: []string{"c.toml"}, Getenv: env(map[string]string{"MLXCEL_POLICY": "b1.toml:b2.toml"})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, f := range s.Policies {
+		got = append(got, filepath.Base(f.Value))
+	}
+	if strings.Join(got, ",") != "a.toml,b1.toml,b2.toml,c.toml" {
+		t.Errorf("order %v", got)
+	}
+}

@@ -1,0 +1,43 @@
+package tomlpos
+
+import "testing"
+
+func TestLine(t *testing.T) {
+	text := `# comment
+schema = 1
+
+[engine]
+name = "sim" # trailing
+args = ["--x"]
+
+[[policy.entry]]
+id = "a"
+width = 4
+
+[[policy.entry]]
+id = "b"
+"quoted" = 'x # not a comment'
+`
+	idx := Build(text)
+	cases := []struct {
+		path string
+		want int
+	}{
+		{"schema", 2},
+		{"engine", 4},
+		{"engine.name", 5},
+		{"engine.args", 6},
+		{"policy.entry[0]", 8},
+		{"policy.entry[0].width", 10},
+		{"policy.entry[1].id", 13},
+		{"policy.entry[1].quoted", 14},
+		{"policy.entry[1].missing", 12},
+		{"engine.nothing", 4},
+		{"nowhere", 0},
+	}
+	for _, c := range cases {
+		if got := idx.Line(c.path); got != c.want {
+			t.Errorf("Line(%q) = %d, want %d", c.path, got, c.want)
+		}
+	}
+}

@@ -1,0 +1,241 @@
+// Package profiles reads operator profiles: TOML files that hold the
+// settings a launch needs (engine, models, drafter, width override, server
+// address, serve and bench options, and profile-local policy entries). The
+// example profiles shipped beside this file are embedded so that
+// `speclaunch profile init` can write one anywhere.
+package profiles
+
+import (
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+	"github.com/speclaunch/speclaunch/internal/tomlpos"
+)
+
+//go:embed *.toml
+var examples embed.FS
+
+// Profile is one parsed profile. Zero values mean "not set in the profile".
+type Profile struct {
+	Path string `toml:"-"`
+
+	Engine struct {
+		Name   string            `toml:"name"`
+		Binary string            `toml:"binary"`
+		Args   []string          `toml:"args"`
+		Env    map[string]string `toml:"env"`
+	} `toml:"engine"`
+	Model struct {
+		Path  string `toml:"path"`
+		Quant string `toml:"quant"`
+	} `toml:"model"`
+	Draft struct {
+		Model     *string `toml:"model"` // pointer: draft.model = "" explicitly turns speculation off
+		Kind      string  `toml:"kind"`
+		BlockSize *int    `toml:"block_size"`
+	} `toml:"draft"`
+	Server struct {
+		Host string `toml:"host"`
+		Port *int   `toml:"port"`
+	} `toml:"server"`
+	GPU struct {
+		Capability string `toml:"capability"`
+	} `toml:"gpu"`
+	Log struct {
+		Format string `toml:"format"`
+		Level  string `toml:"level"`
+	} `toml:"log"`
+	Serve struct {
+		ReadyTimeout    string `toml:"ready_timeout"`
+		StopTimeout     string `toml:"stop_timeout"`
+		Restart         string `toml:"restart"`
+		StrictWidth     *bool  `toml:"strict_width"`
+		Probe           *bool  `toml:"probe"`
+		Watch           *bool  `toml:"watch"`
+		RawEngineOutput *bool  `toml:"raw_engine_output"`
+	} `toml:"serve"`
+	Bench struct {
+		Widths     []int  `toml:"widths"`
+		Rounds     int    `toml:"rounds"`
+		Warmup     *int   `toml:"warmup"`
+		MaxTokens  int    `toml:"max_tokens"`
+		Schedule   string `toml:"schedule"`
+		PromptFile string `toml:"prompt_file"`
+		BasePort   int    `toml:"base_port"`
+		Out        string `toml:"out"`
+	} `toml:"bench"`
+	Policy struct {
+		Files []string         `toml:"files"`
+		Entry []map[string]any `toml:"entry"`
+	} `toml:"policy"`
+
+	lines tomlpos.Index
+}
+
+// Line returns the line of a dotted key ("draft.block_size",
+// "policy.entry[0]") in the profile's file, 0 when unknown.
+func (p *Profile) Line(path string) int {
+	if p == nil || p.lines == nil {
+		return 0
+	}
+	return p.lines.Line(path)
+}
+
+// Where renders "FILE:LINE" for a key, or just the file.
+func (p *Profile) Where(path string) string {
+	if n := p.Line(path); n > 0 {
+		return fmt.Sprintf("%s:%d", p.Path, n)
+	}
+	return p.Path
+}
+
+// Error is a profile fault with its file and line.
+type Error struct {
+	File string
+	Line int
+	Msg  string
+}
+
+func (e *Error) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Msg)
+	}
+	return fmt.Sprintf("%s: %s", e.File, e.Msg)
+}
+
+var lineRE = regexp.MustCompile(`^toml: line (\d+)(?: \(last key "([^"]*)"\))?: (.*)$`)
+
+// Parse decodes profile text; name is used in errors. Unknown keys and wrong
+// types are errors with a line, so a typo never silently does nothing.
+func Parse(name string, data []byte) (*Profile, error) {
+	p := &Profile{Path: name}
+	md, err := toml.Decode(string(data), p)
+	if err != nil {
+		var pe toml.ParseError
+		if errors.As(err, &pe) {
+			return nil, &Error{File: name, Line: pe.Position.Line, Msg: "invalid TOML: " + pe.Message}
+		}
+		if m := lineRE.FindStringSubmatch(err.Error()); m != nil {
+			var line int
+			fmt.Sscan(m[1], &line)
+			msg := m[3]
+			if m[2] != "" {
+				msg = fmt.Sprintf("%s: %s", m[2], msg)
+			}
+			return nil, &Error{File: name, Line: line, Msg: msg}
+		}
+		return nil, &Error{File: name, Msg: err.Error()}
+	}
+	p.lines = tomlpos.Build(string(data))
+	for _, k := range md.Undecoded() {
+		path := k.String()
+		// [[policy.entry]] tables are validated by the policy parser.
+		if strings.HasPrefix(path, "policy.entry") {
+			continue
+		}
+		return nil, &Error{File: name, Line: p.lines.Line(path), Msg: fmt.Sprintf("unknown key %q (see docs/profiles.md for the schema; `speclaunch profile init` writes a commented example)", path)}
+	}
+	return p, nil
+}
+
+// Load reads and parses a profile file.
+func Load(path string) (*Profile, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read profile: %w", err)
+	}
+	return Parse(path, data)
+}
+
+// SearchDirs lists where a profile NAME is looked up, in order: ./profiles,
+// the user's config dir, then /etc/speclaunch/profiles.
+func SearchDirs(getenv func(string) string) []string {
+	dirs := []string{"profiles"}
+	cfg := getenv("XDG_CONFIG_HOME")
+	if cfg == "" {
+		if home := getenv("HOME"); home != "" {
+			cfg = filepath.Join(home, ".config")
+		}
+	}
+	if cfg != "" {
+		dirs = append(dirs, filepath.Join(cfg, "speclaunch", "profiles"))
+	}
+	return append(dirs, "/etc/speclaunch/profiles")
+}
+
+// Find resolves --profile PATH|NAME. Anything with a path separator or a
+// .toml suffix that exists is a path; otherwise NAME(.toml) is searched for
+// in SearchDirs. An unknown name lists the profiles that were found.
+func Find(ref string, getenv func(string) string) (string, error) {
+	if ref == "" {
+		return "", errors.New("empty profile name")
+	}
+	if strings.ContainsRune(ref, os.PathSeparator) || strings.HasSuffix(ref, ".toml") {
+		if _, err := os.Stat(ref); err != nil {
+			return "", fmt.Errorf("profile %q: %w", ref, err)
+		}
+		return ref, nil
+	}
+	dirs := SearchDirs(getenv)
+	for _, d := range dirs {
+		p := filepath.Join(d, ref+".toml")
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	found := Available(getenv)
+	list := "none"
+	if len(found) > 0 {
+		list = strings.Join(found, ", ")
+	}
+	return "", fmt.Errorf("no profile named %q in %s (found: %s); pass a path, or create one with `speclaunch profile init`", ref, strings.Join(dirs, ", "), list)
+}
+
+// Available lists profile names found in SearchDirs, first hit per name.
+func Available(getenv func(string) string) []string {
+	seen := map[string]bool{}
+	var names []string
+	for _, d := range SearchDirs(getenv) {
+		ents, err := os.ReadDir(d)
+		if err != nil {
+			continue
+		}
+		for _, e := range ents {
+			n, ok := strings.CutSuffix(e.Name(), ".toml")
+			if ok && !e.IsDir() && !seen[n] {
+				seen[n] = true
+				names = append(names, n)
+			}
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Example returns an embedded example profile by name ("example", "demo",
+// "qwen35-4b-dflash", "llama-draft").
+func Example(name string) ([]byte, error) {
+	b, err := examples.ReadFile(name + ".toml")
+	if err != nil {
+		return nil, fmt.Errorf("no example profile %q (have: %s)", name, strings.Join(ExampleNames(), ", "))
+	}
+	return b, nil
+}
+
+// ExampleNames lists the embedded examples.
+func ExampleNames() []string {
+	ents, _ := fs.ReadDir(examples, ".")
+	var out []string
+	for _, e := range ents {
+		out = append(out, strings.TrimSuffix(e.Name(), ".toml"))
+	}
+	return out
+}

@@ -1,0 +1,92 @@
+package profiles
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestExamplesParse(t *testing.T) {
+	names := ExampleNames()
+	if len(names) < 4 {
+		t.Fatalf("examples %v", names)
+	}
+	for _, n := range names {
+		b, err := Example(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Parse(n+".toml", b); err != nil {
+			t.Errorf("example %s: %v", n, err)
+		}
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	cases := []struct {
+		name, text string
+		want       []string
+	}{
+		{"unknown top key", "[engine]\nname = \"sim\"\n\n[draft]\nmodle = \"x\"\n", []string{"p.toml:5", "draft.modle", "docs/profiles.md"}},
+		{"unknown table", "[serv]\nport = 1\n", []string{"p.toml:", "serv"}},
+		{"wrong type", "[draft]\nblock_size = \"four\"\n", []string{"p.toml:2", "draft.block_size", "incompatible types"}},
+		{"syntax", "[draft\nmodel = 1\n", []string{"p.toml:2", "invalid TOML"}},
+		{"args not list", "[engine]\nargs = \"--x\"\n", []string{"p.toml:2"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Parse("p.toml", []byte(c.text))
+			if err == nil {
+				t.Fatal("want error")
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%q lacks %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestPolicyEntriesPassThrough(t *testing.T) {
+	p, err := Parse("p.toml", []byte("[[policy.entry]]\nid = \"x\"\nwidth = 4\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Policy.Entry) != 1 || p.Line("policy.entry[0]") != 1 {
+		t.Errorf("entries %v line %d", p.Policy.Entry, p.Line("policy.entry[0]"))
+	}
+}
+
+func TestFind(t *testing.T) {
+	dir := t.TempDir()
+	wd, _ := os.Getwd()
+	defer os.Chdir(wd)
+	os.Chdir(dir)
+	os.MkdirAll("profiles", 0o755)
+	os.WriteFile("profiles/a.toml", []byte(""), 0o644)
+	xdg := filepath.Join(dir, "xdg")
+	os.MkdirAll(filepath.Join(xdg, "speclaunch", "profiles"), 0o755)
+	os.WriteFile(filepath.Join(xdg, "speclaunch", "profiles", "a.toml"), []byte(""), 0o644)
+	os.WriteFile(filepath.Join(xdg, "speclaunch", "profiles", "b.toml"), []byte(""), 0o644)
+	getenv := func(k string) string {
+		if k == "XDG_CONFIG_HOME" {
+			return xdg
+		}
+		return ""
+	}
+	if p, err := Find("a", getenv); err != nil || p != filepath.Join("profiles", "a.toml") {
+		t.Errorf("a: %q %v (./profiles must win)", p, err)
+	}
+	if p, err := Find("b", getenv); err != nil || !strings.HasPrefix(p, xdg) {
+		t.Errorf("b: %q %v", p, err)
+	}
+	_, err := Find("c", getenv)
+	if err == nil || !strings.Contains(err.Error(), "found: a, b") {
+		t.Errorf("c: %v", err)
+	}
+	if _, err := Find("./missing.toml", getenv); err == nil {
+		t.Error("missing path must fail")
+	}
+}
