@@ -42,4 +42,7 @@ type Policy struct {
 	Layers   []string // file names, lowest first
 	Defaults []Default
 	Entries  []Entry
+	// Replaced holds the entries a later layer replaced (by key or by id),
+	// so that Explain can say why an entry an operator expected is gone.
+	Replaced []Entry
 }
