@@ -1,0 +1,342 @@
+package engine
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/speclaunch/speclaunch/config"
+	"github.com/speclaunch/speclaunch/key"
+	"github.com/speclaunch/speclaunch/width"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden")
+
+func settings(e key.Engine, draft string, args ...string) config.Settings {
+	var s config.Settings
+	s.Engine = config.Field[key.Engine]{Value: e}
+	s.Model = config.Field[string]{Value: "/models/target.gguf", Src: config.Source{Origin: config.Flag, Name: "--model"}}
+	s.DraftModel = config.Field[string]{Value: draft, Src: config.Source{Origin: config.Flag, Name: "--draft-model"}}
+	s.Host = config.Field[string]{Value: "127.0.0.1"}
+	s.Port = config.Field[int]{Value: 8080}
+	s.EngineArgs = config.Field[[]string]{Value: args, Src: config.Source{Origin: config.Profile, Name: "profiles/demo.toml:7"}}
+	return s
+}
+
+func res(w int) width.Resolution {
+	return width.Resolution{Width: w, Source: width.Measured, Reason: "measured default for sm_121 with an affine-quantized target"}
+}
+
+var off = width.Resolution{Source: width.Off, Reason: "no draft model"}
+
+var baseEnv = []string{"HOME=/home/op", "PATH=/usr/bin:/bin"}
+
+type cmdCase struct {
+	golden  string
+	engine  key.Engine
+	s       config.Settings
+	r       width.Resolution
+	kind    key.Drafter
+	environ []string
+	caps    Caps
+}
+
+func cmdCases() []cmdCase {
+	withEnv := func(s config.Settings, env map[string]string) config.Settings {
+		s.EngineEnv = config.Field[map[string]string]{Value: env, Src: config.Source{Origin: config.Profile, Name: "profiles/demo.toml:9"}}
+		return s
+	}
+	stale := append(slices.Clone(baseEnv), "LLAMA_ARG_DRAFT_MAX=4", "LLAMA_ARG_DRAFT_MIN=1", "LLAMA_ARG_SPEC_DRAFT_N_MAX=3", "LLAMA_ARG_DRAFT_BLOCK_SIZE=4", "MLXCEL_DRAFT_BLOCK_SIZE=4")
+	new26 := Caps{Spelling: Spelling2026, Version: "9749 (d32676d)", Commit: "d32676d"}
+	legacy := Caps{Spelling: SpellingLegacy, Version: "8306 (b1a190e)", Commit: "b1a190e"}
+	self := Caps{Self: "/usr/local/bin/speclaunch"}
+	cs := []cmdCase{
+		{"mlxcel-dflash", key.MLXCEL, settings(key.MLXCEL, "/models/dflash"), res(4), key.DFlash, baseEnv, Caps{}},
+		{"mlxcel-mtp", key.MLXCEL, settings(key.MLXCEL, "/models/mtp"), res(4), key.MTP, baseEnv, Caps{}},
+		{"mlxcel-off", key.MLXCEL, settings(key.MLXCEL, ""), off, "", baseEnv, Caps{}},
+		{"mlxcel-passthrough", key.MLXCEL, settings(key.MLXCEL, "/models/dflash", "--max-batch-size", "1", "--ignore-eos", "--metrics"), res(16), key.DFlash, baseEnv, Caps{}},
+		{"mlxcel-env", key.MLXCEL, withEnv(settings(key.MLXCEL, "/models/dflash"), map[string]string{"MLXCEL_CUDA_CAPABILITY": "12.1"}),
+			res(4), key.DFlash, append(slices.Clone(stale), "RUST_LOG=debug"), Caps{}},
+		{"sim-dflash", key.Sim, settings(key.Sim, "/models/dflash"), res(4), key.DFlash, baseEnv, self},
+		{"sim-off", key.Sim, settings(key.Sim, ""), off, "", baseEnv, self},
+		{"llama-legacy-draft", key.LlamaCpp, settings(key.LlamaCpp, "/models/draft.gguf"), res(4), key.Draft, baseEnv, legacy},
+		{"llama-legacy-off", key.LlamaCpp, settings(key.LlamaCpp, ""), off, "", baseEnv, legacy},
+		{"llama-legacy-stale-env", key.LlamaCpp, settings(key.LlamaCpp, "/models/draft.gguf"), res(4), key.Draft, stale, legacy},
+		{"llama-unknown-draft", key.LlamaCpp, settings(key.LlamaCpp, "/models/draft.gguf"), res(4), key.Draft, baseEnv, Caps{}},
+		{"llama-2026-off", key.LlamaCpp, settings(key.LlamaCpp, ""), off, "", baseEnv, new26},
+		{"llama-2026-stale-env", key.LlamaCpp, settings(key.LlamaCpp, "/models/draft.gguf"), res(4), key.Draft, stale, new26},
+		{"llama-2026-passthrough", key.LlamaCpp, withEnv(settings(key.LlamaCpp, "/models/draft.gguf", "-ngl", "99", "-ngld", "99", "--metrics", "-c", "4096"), map[string]string{"CUDA_VISIBLE_DEVICES": "0"}), res(7), key.Draft, baseEnv, new26},
+	}
+	for _, k := range key.Selectable(key.LlamaCpp) {
+		cs = append(cs, cmdCase{"llama-2026-" + string(k), key.LlamaCpp, settings(key.LlamaCpp, "/models/drafter"), res(4), k, baseEnv, new26})
+	}
+	return cs
+}
+
+func render(l Launch) string {
+	var b strings.Builder
+	b.WriteString("argv:\n")
+	for _, a := range l.Argv {
+		fmt.Fprintf(&b, "  %s\n", a)
+	}
+	b.WriteString("env set:\n")
+	keys := make([]string, 0, len(l.EnvSet))
+	for k := range l.EnvSet {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&b, "  %s=%s\n", k, l.EnvSet[k])
+	}
+	b.WriteString("env removed:\n")
+	for _, k := range l.EnvRemoved {
+		fmt.Fprintf(&b, "  %s\n", k)
+	}
+	b.WriteString("env:\n")
+	for _, e := range l.Env {
+		fmt.Fprintf(&b, "  %s\n", e)
+	}
+	b.WriteString("warnings:\n")
+	for _, w := range l.Warnings {
+		fmt.Fprintf(&b, "  %s\n", w)
+	}
+	fmt.Fprintf(&b, "base_url: %s\n", l.BaseURL)
+	return b.String()
+}
+
+func TestCommandGolden(t *testing.T) {
+	seen := map[string]bool{}
+	for _, tc := range cmdCases() {
+		t.Run(tc.golden, func(t *testing.T) {
+			if seen[tc.golden] {
+				t.Fatalf("duplicate golden %s", tc.golden)
+			}
+			seen[tc.golden] = true
+			a, err := For(tc.engine)
+			if err != nil {
+				t.Fatal(err)
+			}
+			env := slices.Clone(tc.environ)
+			l, err := a.Command(tc.s, tc.r, tc.kind, env, tc.caps)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(env, tc.environ) {
+				t.Error("Command modified its environ argument")
+			}
+			got := render(l)
+			path := filepath.Join("testdata", tc.golden+".golden")
+			if *update {
+				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run go test ./engine -update)", err)
+			}
+			if got != string(want) {
+				t.Errorf("%s differs (run go test ./engine -update to accept):\n--- got\n%s--- want\n%s", path, got, want)
+			}
+		})
+	}
+}
+
+// In 2026 trees a draft model without --spec-type loads and drafts nothing:
+// no argv for spelling 2026 (or unknown, which assumes 2026) may carry one.
+func TestNoDraftModelWithoutSpecType(t *testing.T) {
+	a, _ := For(key.LlamaCpp)
+	for _, sp := range []Spelling{Spelling2026, SpellingUnknown} {
+		for _, k := range key.Drafters {
+			for w := key.MinWidth; w <= 33; w++ {
+				for _, args := range [][]string{nil, {"-ngl", "99"}, {"--metrics"}} {
+					l, err := a.Command(settings(key.LlamaCpp, "/m/d.gguf", args...), res(w), k, baseEnv, Caps{Spelling: sp})
+					if err != nil {
+						continue // kinds llama.cpp cannot take
+					}
+					hasDraft := slices.ContainsFunc(l.Argv, func(s string) bool {
+						return s == "--spec-draft-model" || s == "-md" || s == "--model-draft"
+					})
+					i := slices.Index(l.Argv, "--spec-type")
+					if hasDraft && (i < 0 || !strings.HasPrefix(l.Argv[i+1], "draft-")) {
+						t.Fatalf("spelling %q kind %s width %d: draft model without --spec-type draft-*: %q", sp, k, w, l.Argv)
+					}
+					if !hasDraft {
+						t.Fatalf("spelling %q kind %s: no draft model in %q", sp, k, l.Argv)
+					}
+					j := slices.Index(l.Argv, "--spec-draft-n-max")
+					if j < 0 || l.Argv[j+1] != fmt.Sprint(w-1) {
+						t.Fatalf("width %d: want --spec-draft-n-max %d in %q", w, w-1, l.Argv)
+					}
+					if slices.Contains(l.Argv, "--draft-max") {
+						t.Fatalf("2026 argv has --draft-max: %q", l.Argv)
+					}
+					if n := countOf(l.Argv, "--metrics"); n != 1 {
+						t.Fatalf("--metrics %d times in %q", n, l.Argv)
+					}
+				}
+			}
+		}
+	}
+}
+
+func countOf(xs []string, x string) int {
+	n := 0
+	for _, v := range xs {
+		if v == x {
+			n++
+		}
+	}
+	return n
+}
+
+func TestWidthUnit(t *testing.T) {
+	for w := key.MinWidth; w <= 32; w++ {
+		for _, e := range []key.Engine{key.MLXCEL, key.Sim} {
+			a, _ := For(e)
+			l, err := a.Command(settings(e, "/m/d"), res(w), key.DFlash, nil, Caps{Self: "/bin/speclaunch"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			i := slices.Index(l.Argv, "--draft-block-size")
+			if i < 0 || l.Argv[i+1] != fmt.Sprint(w) {
+				t.Fatalf("%s width %d: %q", e, w, l.Argv)
+			}
+		}
+		a, _ := For(key.LlamaCpp)
+		l, err := a.Command(settings(key.LlamaCpp, "/m/d"), res(w), key.Draft, nil, Caps{Spelling: SpellingLegacy})
+		if err != nil {
+			t.Fatal(err)
+		}
+		i := slices.Index(l.Argv, "--draft-max")
+		if i < 0 || l.Argv[i+1] != fmt.Sprint(w-1) {
+			t.Fatalf("legacy width %d: %q", w, l.Argv)
+		}
+	}
+}
+
+func TestCommandErrors(t *testing.T) {
+	new26 := Caps{Spelling: Spelling2026}
+	legacy := Caps{Spelling: SpellingLegacy}
+	badPort := settings(key.MLXCEL, "/m/d")
+	badPort.Port.Value = 0
+	noModel := settings(key.LlamaCpp, "/m/d")
+	noModel.Model.Value = ""
+	envConflict := settings(key.LlamaCpp, "/m/d")
+	envConflict.EngineEnv = config.Field[map[string]string]{Value: map[string]string{"LLAMA_ARG_DRAFT_MAX": "4"}, Src: config.Source{Origin: config.Profile, Name: "p.toml:3"}}
+	tests := []struct {
+		name   string
+		engine key.Engine
+		s      config.Settings
+		r      width.Resolution
+		kind   key.Drafter
+		caps   Caps
+		want   []string
+		is     error
+	}{
+		{"mlxcel kind draft", key.MLXCEL, settings(key.MLXCEL, "/m/d"), res(4), key.Draft, Caps{}, []string{"accepted: dflash, mtp"}, nil},
+		{"mlxcel internal-mtp", key.MLXCEL, settings(key.MLXCEL, "/m/d"), res(4), key.InternalMTP, Caps{}, []string{"not user-selectable"}, nil},
+		{"sim kind eagle3", key.Sim, settings(key.Sim, "/m/d"), res(4), key.Eagle3, Caps{Self: "/x"}, []string{"accepted: dflash, mtp"}, nil},
+		{"sim without self", key.Sim, settings(key.Sim, "/m/d"), res(4), key.DFlash, Caps{}, []string{"os.Executable"}, nil},
+		{"legacy mtp", key.LlamaCpp, settings(key.LlamaCpp, "/m/d"), res(4), key.MTP, legacy, []string{"predates --spec-type draft-", "upgrade llama.cpp or use drafter kind draft"}, nil},
+		{"legacy dflash", key.LlamaCpp, settings(key.LlamaCpp, "/m/d"), res(4), key.DFlash, legacy, []string{"predates"}, nil},
+		{"2026 internal-mtp", key.LlamaCpp, settings(key.LlamaCpp, "/m/d"), res(4), key.InternalMTP, new26, []string{"internal-mtp"}, nil},
+		{"width 1", key.LlamaCpp, settings(key.LlamaCpp, "/m/d"), res(1), key.Draft, new26, []string{"below 2"}, nil},
+		{"width without draft model", key.MLXCEL, settings(key.MLXCEL, ""), res(4), key.DFlash, Caps{}, []string{"no draft model is set", "--draft-model"}, nil},
+		{"bad port", key.MLXCEL, badPort, res(4), key.DFlash, Caps{}, []string{"port 0"}, nil},
+		{"no model", key.LlamaCpp, noModel, res(4), key.Draft, new26, []string{"--model"}, nil},
+		{"passthrough width", key.LlamaCpp, settings(key.LlamaCpp, "/m/d", "--spec-draft-n-max", "5"), res(4), key.Draft, new26, []string{"profiles/demo.toml:7", "--draft-block-size"}, ErrPassthrough},
+		{"passthrough mlxcel width", key.MLXCEL, settings(key.MLXCEL, "/m/d", "--draft-block-size=8"), res(4), key.DFlash, Caps{}, []string{"draft.block_size"}, ErrPassthrough},
+		{"engine.env width", key.LlamaCpp, envConflict, res(4), key.Draft, new26, []string{"p.toml:3", "LLAMA_ARG_DRAFT_MAX", "draft.block_size"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a, _ := For(tt.engine)
+			_, err := a.Command(tt.s, tt.r, tt.kind, baseEnv, tt.caps)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+			if tt.is != nil && !errors.Is(err, tt.is) {
+				t.Errorf("error %v is not %v", err, tt.is)
+			}
+			if err.Error() != strings.ToLower(err.Error()[:1])+err.Error()[1:] {
+				t.Errorf("error does not start lowercase: %q", err)
+			}
+		})
+	}
+}
+
+func TestFor(t *testing.T) {
+	for _, e := range key.Engines {
+		a, err := For(e)
+		if err != nil || a.Engine() != e {
+			t.Fatalf("For(%s) = %v, %v", e, a, err)
+		}
+	}
+	if _, err := For("vllm"); err == nil {
+		t.Fatal("For(vllm) should fail until vllm has an adapter")
+	}
+	want := map[key.Engine]string{key.MLXCEL: "mlxcel-server", key.LlamaCpp: "llama-server", key.Sim: ""}
+	for e, b := range want {
+		a, _ := For(e)
+		if a.DefaultBinary() != b {
+			t.Errorf("%s DefaultBinary %q", e, a.DefaultBinary())
+		}
+	}
+}
+
+func TestCheckPassthrough(t *testing.T) {
+	tests := []struct {
+		e    key.Engine
+		args []string
+		want string // "" = ok
+	}{
+		{key.MLXCEL, []string{"--max-batch-size", "1", "--ignore-eos"}, ""},
+		{key.MLXCEL, []string{"--draft-block-size", "4"}, "--draft-block-size"},
+		{key.MLXCEL, []string{"--draft-block-size=4"}, "draft width"},
+		{key.Sim, []string{"--draft-block-size=4"}, "draft width"},
+		{key.MLXCEL, []string{"-md", "x"}, "--draft-model"},
+		{key.MLXCEL, []string{"--draft-kind=mtp"}, "--draft-kind"},
+		{key.MLXCEL, []string{"--port", "9"}, "--port"},
+		{key.LlamaCpp, []string{"-ngl", "99", "-c", "4096", "--spec-draft-n-min", "0", "--metrics"}, ""},
+		{key.LlamaCpp, []string{"--spec-draft-n-max", "3"}, "--draft-block-size"},
+		{key.LlamaCpp, []string{"--spec-draft-n-max=3"}, "draft width"},
+		{key.LlamaCpp, []string{"--draft-max", "3"}, "draft width"},
+		{key.LlamaCpp, []string{"--draft", "3"}, "draft width"},
+		{key.LlamaCpp, []string{"--draft-n=3"}, "draft width"},
+		{key.LlamaCpp, []string{"--draft-min", "1"}, "--spec-draft-n-min"},
+		{key.LlamaCpp, []string{"-md", "d.gguf"}, "--draft-model"},
+		{key.LlamaCpp, []string{"--model-draft=d.gguf"}, "--draft-model"},
+		{key.LlamaCpp, []string{"--spec-draft-model", "d.gguf"}, "--draft-model"},
+		{key.LlamaCpp, []string{"--spec-type", "draft-mtp"}, "--draft-kind"},
+		{key.LlamaCpp, []string{"-m", "x.gguf"}, "--model"},
+		{key.LlamaCpp, []string{"--model=x.gguf"}, "--model"},
+		{key.LlamaCpp, []string{"--host", "0.0.0.0"}, "--host"},
+		{key.LlamaCpp, []string{"-hf", "x/y"}, "--model"},
+		{key.LlamaCpp, []string{"--alias", "-m"}, "--model"}, // conservative: a value that looks like a flag is rejected too
+	}
+	for _, tt := range tests {
+		err := CheckPassthrough(tt.e, tt.args)
+		if tt.want == "" {
+			if err != nil {
+				t.Errorf("%s %q: %v", tt.e, tt.args, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tt.want) || !errors.Is(err, ErrPassthrough) {
+			t.Errorf("%s %q: error %v, want one mentioning %q", tt.e, tt.args, err, tt.want)
+		}
+	}
+}

@@ -1,0 +1,140 @@
+// Package engine turns the launcher's settings and resolved width into an
+// engine command line (argv and environment), reads what width an engine
+// really runs from its output, and verifies a running llama-server's width.
+//
+// The adapters are pure: Command does no I/O, so every arm is a table test.
+// I/O lives only in DetectLlama (runs `llama-server --help`/`--version`) and
+// VerifyLlama (HTTP probe of a running llama-server).
+//
+// Width is always the launcher's unit: verify rows = draft tokens + 1.
+// mlxcel and sim take it as --draft-block-size W; llama.cpp as
+// --spec-draft-n-max W-1 (legacy --draft-max W-1).
+package engine
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+
+	"github.com/speclaunch/speclaunch/config"
+	"github.com/speclaunch/speclaunch/key"
+	"github.com/speclaunch/speclaunch/width"
+)
+
+// Spelling is the flag generation of a llama-server binary.
+type Spelling string
+
+const (
+	// Spelling2026 is the 2026 tree: --spec-draft-model, --spec-type
+	// draft-*, --spec-draft-n-max; --draft-max and LLAMA_ARG_DRAFT_MAX are
+	// removed stubs that stop the server.
+	Spelling2026 Spelling = "2026"
+	// SpellingLegacy is the older tree: --model-draft, --draft-max; no
+	// --spec-type draft-*; -md alone drafts.
+	SpellingLegacy Spelling = "legacy"
+	// SpellingUnknown means the binary was not inspected.
+	SpellingUnknown Spelling = ""
+)
+
+// Caps is what the launcher knows about the engine binary it will start.
+type Caps struct {
+	Spelling Spelling
+	Version  string // e.g. "9749 (d32676d)"
+	Commit   string // e.g. "d32676d"
+	Self     string // path of the speclaunch binary, for sim
+}
+
+// Launch is an engine command: argv and the child's full environment.
+type Launch struct {
+	Argv       []string
+	Env        []string          // full child environment
+	EnvSet     map[string]string // what the launcher added or overrode (for display)
+	EnvRemoved []string          // variables kept out of the child, with reasons in Warnings
+	Warnings   []string
+	BaseURL    string // http://host:port
+}
+
+// Observation is what one engine output line (or a verification probe)
+// says about speculation.
+type Observation struct {
+	Speculative bool   // speculation runs
+	Declined    bool   // the engine said it fell back to classic decode
+	Width       int    // the width it runs, in the launcher's unit; 0 = not stated
+	Kind        string // dflash, mtp, classic, draft-simple, ...
+	From        string // block_size_from (mlxcel) or where a probe read the width
+	Line        string // the line (or a probe summary) it came from
+	// Error is a startup error the engine printed (it is about to exit);
+	// empty otherwise.
+	Error string
+}
+
+// Adapter knows one engine's command line and output.
+type Adapter interface {
+	Engine() key.Engine
+	// DefaultBinary is the binary looked up on PATH when the settings name
+	// none: "mlxcel-server", "llama-server"; sim: "" (Caps.Self + "__sim").
+	DefaultBinary() string
+	// Command is pure: settings + resolution + resolved drafter kind + the
+	// launcher's environment + caps -> argv/env.
+	Command(s config.Settings, r width.Resolution, kind key.Drafter, environ []string, caps Caps) (Launch, error)
+	// ObserveLine inspects one engine output line for the width it runs or
+	// a decline. ok=false if the line says nothing.
+	ObserveLine(line string) (Observation, bool)
+}
+
+// For returns the adapter for an engine.
+func For(e key.Engine) (Adapter, error) {
+	switch e {
+	case key.MLXCEL:
+		return mlxcelAdapter{}, nil
+	case key.LlamaCpp:
+		return llamaAdapter{}, nil
+	case key.Sim:
+		return simAdapter{}, nil
+	}
+	return nil, fmt.Errorf("no adapter for engine %q: pick one of mlxcel, llama.cpp, sim", e)
+}
+
+// binary is the executable the settings name, else the engine default.
+func binary(s config.Settings, def string) string {
+	if s.EngineBinary.Value != "" {
+		return s.EngineBinary.Value
+	}
+	return def
+}
+
+// hostPort returns the host and port to bind, with defaults, and the base URL.
+func hostPort(s config.Settings) (host string, port int, baseURL string, err error) {
+	host = s.Host.Value
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	port = s.Port.Value
+	if port <= 0 || port > 65535 {
+		return "", 0, "", fmt.Errorf("%s: port %d is out of range: set --port to a value between 1 and 65535", s.Port.Src, port)
+	}
+	// Connect to loopback when the engine binds every interface.
+	dial := host
+	switch host {
+	case "0.0.0.0", "":
+		dial = "127.0.0.1"
+	case "::", "[::]":
+		dial = "::1"
+	}
+	return host, port, "http://" + net.JoinHostPort(dial, strconv.Itoa(port)), nil
+}
+
+// speculating reports whether the resolution turns speculation on, and
+// checks it against the settings.
+func speculating(s config.Settings, r width.Resolution) (bool, error) {
+	if r.Source == width.Off || (r.Source == "" && r.Width == 0 && s.DraftModel.Value == "") {
+		return false, nil
+	}
+	if s.DraftModel.Value == "" {
+		return false, fmt.Errorf("a draft width %d was resolved (%s) but no draft model is set: set --draft-model (or draft.model in the profile), or leave the width unset to run without speculation", r.Width, r.Source)
+	}
+	if err := key.CheckWidth(r.Width); err != nil {
+		return false, fmt.Errorf("resolved width (%s): %w", r.Source, err)
+	}
+	return true, nil
+}

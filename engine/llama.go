@@ -1,0 +1,143 @@
+package engine
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/speclaunch/speclaunch/config"
+	"github.com/speclaunch/speclaunch/key"
+	"github.com/speclaunch/speclaunch/width"
+)
+
+type llamaAdapter struct{}
+
+func (llamaAdapter) Engine() key.Engine    { return key.LlamaCpp }
+func (llamaAdapter) DefaultBinary() string { return "llama-server" }
+
+// SpecType maps a drafter kind to llama.cpp's 2026 --spec-type value.
+func SpecType(kind key.Drafter) (string, error) {
+	switch kind {
+	case key.Draft:
+		return "draft-simple", nil
+	case key.MTP, key.DFlash, key.DSpark, key.Eagle3:
+		return "draft-" + string(kind), nil
+	}
+	return "", fmt.Errorf("%w: set --draft-kind (or draft.kind in the profile) to one of the accepted values", key.CheckSelectable(key.LlamaCpp, kind))
+}
+
+func (llamaAdapter) Command(s config.Settings, r width.Resolution, kind key.Drafter, environ []string, caps Caps) (Launch, error) {
+	if s.Model.Value == "" {
+		return Launch{}, fmt.Errorf("no target model is set: set --model (or model in the profile)")
+	}
+	host, port, base, err := hostPort(s)
+	if err != nil {
+		return Launch{}, err
+	}
+	if err := CheckPassthrough(key.LlamaCpp, s.EngineArgs.Value); err != nil {
+		return Launch{}, fmt.Errorf("%s: %w", s.EngineArgs.Src, err)
+	}
+	on, err := speculating(s, r)
+	if err != nil {
+		return Launch{}, err
+	}
+	l := Launch{BaseURL: base}
+	sp := caps.Spelling
+	if sp == SpellingUnknown {
+		sp = Spelling2026
+		l.Warnings = append(l.Warnings, "the llama-server flag spelling was not detected (binary not inspected); assumed the 2026 spelling (--spec-draft-model/--spec-type/--spec-draft-n-max): an older llama-server will refuse these flags")
+	}
+	argv := []string{binary(s, "llama-server"), "-m", s.Model.Value}
+	if on {
+		n := strconv.Itoa(r.Width - 1)
+		switch sp {
+		case Spelling2026:
+			st, err := SpecType(kind)
+			if err != nil {
+				return Launch{}, err
+			}
+			// --spec-type is always given: in 2026 trees a draft model alone
+			// is loaded and drafts nothing.
+			argv = append(argv, "--spec-draft-model", s.DraftModel.Value, "--spec-type", st, "--spec-draft-n-max", n)
+		case SpellingLegacy:
+			if kind != key.Draft {
+				return Launch{}, fmt.Errorf("drafter kind %q needs --spec-type draft-%s, but this llama-server predates --spec-type draft-…; it only drafts with a plain draft model: upgrade llama.cpp or use drafter kind draft", kind, kind)
+			}
+			argv = append(argv, "--model-draft", s.DraftModel.Value, "--draft-max", n)
+		default:
+			return Launch{}, fmt.Errorf("unknown llama-server flag spelling %q: the launcher knows %q and %q", sp, Spelling2026, SpellingLegacy)
+		}
+	}
+	argv = append(argv, "--host", host, "--port", strconv.Itoa(port))
+	// Width verification reads /metrics.
+	if !slices.Contains(s.EngineArgs.Value, "--metrics") {
+		argv = append(argv, "--metrics")
+	}
+	argv = append(argv, s.EngineArgs.Value...)
+	l.Argv = argv
+	if err := buildEnv("llama-server", environ, llamaEnvRules, s.EngineEnv, nil, &l); err != nil {
+		return Launch{}, err
+	}
+	return l, nil
+}
+
+// Acceptance is llama-server's per-request acceptance log line.
+type Acceptance struct {
+	Rate       float64
+	Accepted   int
+	Generated  int
+	MeanLen    float64 // tokens per verify step, the bonus token included (2026 trees only)
+	HasMeanLen bool
+}
+
+// Steps estimates the verify steps of the request: accepted / (mean len - 1).
+// 0 when the line has no mean len or nothing was accepted.
+func (a Acceptance) Steps() float64 {
+	if !a.HasMeanLen || a.MeanLen <= 1 {
+		return 0
+	}
+	return float64(a.Accepted) / (a.MeanLen - 1)
+}
+
+var acceptRE = regexp.MustCompile(`draft acceptance(?: rate)? = ([0-9.eE+-]+|nan|inf) \(\s*(\d+) accepted /\s*(\d+) generated\)(?:, mean len =\s*([0-9.eE+-]+|nan|inf))?`)
+
+// ParseLlamaAcceptance parses
+// `draft acceptance = X (A accepted / G generated), mean len = Y` (2026) and
+// `draft acceptance rate = X (A accepted / G generated)` (older trees).
+func ParseLlamaAcceptance(line string) (Acceptance, bool) {
+	m := acceptRE.FindStringSubmatch(line)
+	if m == nil {
+		return Acceptance{}, false
+	}
+	var a Acceptance
+	a.Rate, _ = strconv.ParseFloat(m[1], 64)
+	var err error
+	if a.Accepted, err = strconv.Atoi(m[2]); err != nil {
+		return Acceptance{}, false
+	}
+	if a.Generated, err = strconv.Atoi(m[3]); err != nil {
+		return Acceptance{}, false
+	}
+	if m[4] != "" {
+		if v, err := strconv.ParseFloat(m[4], 64); err == nil {
+			a.MeanLen, a.HasMeanLen = v, true
+		}
+	}
+	return a, true
+}
+
+var llamaErrRE = regexp.MustCompile(`^(error while handling (?:argument|environment variable) .*|error: invalid argument: .*|error: .*)$`)
+
+func (llamaAdapter) ObserveLine(line string) (Observation, bool) {
+	if _, ok := ParseLlamaAcceptance(line); ok {
+		// Drafting happened; the line does not state n_max (VerifyLlama reads it).
+		return Observation{Speculative: true, Line: line}, true
+	}
+	t := strings.TrimSpace(line)
+	if m := llamaErrRE.FindString(t); m != "" {
+		return Observation{Error: m, Line: line}, true
+	}
+	return Observation{}, false
+}

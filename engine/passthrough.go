@@ -1,0 +1,85 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/speclaunch/speclaunch/key"
+)
+
+// ErrPassthrough is wrapped by every CheckPassthrough error.
+var ErrPassthrough = errors.New("engine argument conflicts with the launcher")
+
+type ownedFlag struct {
+	what string // "the draft width", ...
+	fix  string // the launcher's own way to set it
+}
+
+var (
+	ownWidth = ownedFlag{"the draft width",
+		"set the width with speclaunch --draft-block-size W (or draft.block_size in the profile), in the launcher's unit: verify rows = draft tokens + 1"}
+	ownDraftMin = ownedFlag{"the draft size (removed in 2026 llama-server trees, which then refuse to start)",
+		"size the draft with speclaunch --draft-block-size W (or draft.block_size in the profile); for a minimum draft on a 2026 tree pass --spec-draft-n-min"}
+	ownDraftModel = ownedFlag{"the draft model",
+		"set it with speclaunch --draft-model (or draft.model in the profile)"}
+	ownKind = ownedFlag{"the drafter kind",
+		"set it with speclaunch --draft-kind (or draft.kind in the profile)"}
+	ownModel = ownedFlag{"the target model",
+		"set it with speclaunch --model (or model in the profile)"}
+	ownHost = ownedFlag{"the listen address",
+		"set it with speclaunch --host (or host in the profile)"}
+	ownPort = ownedFlag{"the listen port",
+		"set it with speclaunch --port (or port in the profile)"}
+)
+
+var commonOwned = map[string]ownedFlag{
+	"-md": ownDraftModel, "--model-draft": ownDraftModel, "--draft-model": ownDraftModel, "--spec-draft-model": ownDraftModel,
+	"--spec-type": ownKind, "--draft-kind": ownKind,
+	"-m": ownModel, "--model": ownModel,
+	"--host": ownHost, "--port": ownPort,
+}
+
+var mlxcelOwned = map[string]ownedFlag{
+	"--draft-block-size": ownWidth,
+}
+
+var llamaOwned = map[string]ownedFlag{
+	"--spec-draft-n-max": ownWidth, "--draft-max": ownWidth, "--draft": ownWidth, "--draft-n": ownWidth,
+	"--draft-min": ownDraftMin, "--draft-n-min": ownDraftMin,
+	"--spec-draft-hf": ownDraftModel, "-hfd": ownDraftModel, "-hfrd": ownDraftModel, "--hf-repo-draft": ownDraftModel,
+	"--spec-default": ownKind,
+	"-hf":            ownModel, "-hfr": ownModel, "--hf-repo": ownModel, "-mu": ownModel, "--model-url": ownModel,
+}
+
+// CheckPassthrough rejects pass-through engine arguments that set what the
+// launcher owns: the width (mlxcel --draft-block-size; llama.cpp
+// --spec-draft-n-max, --draft-max, --draft, --draft-n, --draft-min), the
+// draft model or kind, the target model, host and port; both `--flag v` and
+// `--flag=v` forms. The error names the launcher's own flag. Arguments are
+// never passed through a shell, so no quoting is checked.
+func CheckPassthrough(e key.Engine, args []string) error {
+	var extra map[string]ownedFlag
+	switch e {
+	case key.MLXCEL, key.Sim:
+		extra = mlxcelOwned
+	case key.LlamaCpp:
+		extra = llamaOwned
+	default:
+		return fmt.Errorf("no pass-through rules for engine %q: pick one of mlxcel, llama.cpp, sim", e)
+	}
+	for _, a := range args {
+		if !strings.HasPrefix(a, "-") {
+			continue
+		}
+		name, _, _ := strings.Cut(a, "=")
+		o, ok := extra[name]
+		if !ok {
+			o, ok = commonOwned[name]
+		}
+		if ok {
+			return fmt.Errorf("%w: %q sets %s: %s", ErrPassthrough, a, o.what, o.fix)
+		}
+	}
+	return nil
+}
