@@ -1,0 +1,15 @@
+// Package sim is speclaunch's built-in stand-in engine: a small HTTP server
+// that imitates mlxcel-server's command line, log lines and llama.cpp-style
+// HTTP surface so the launcher and the bench can be exercised on a machine
+// with no GPU, and so their tests have a real process to supervise.
+//
+// It is a simulator. Its tokens are synthetic words, its speed is a cost
+// model (per-round verify cost and acceptance by width, by default the GB10
+// affine figures of reference/mlxcel.md §5a, plus seeded noise), and it says
+// so in every place it speaks: the startup line, each per-request line, the
+// model list, /props and /metrics. Its numbers are never a measurement and a
+// record made on it can never back a policy entry.
+//
+// The launcher runs it as a separate process by re-executing itself with a
+// hidden subcommand; this package provides ParseArgs and Run for that.
+package sim

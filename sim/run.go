@@ -1,0 +1,132 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// ExitError is an injected failure (--sim-fail-start, --sim-crash-after):
+// the process running the sim should exit with Code.
+type ExitError struct {
+	Code   int
+	Reason string
+}
+
+func (e *ExitError) Error() string {
+	return fmt.Sprintf("simulated %s (exit code %d)", e.Reason, e.Code)
+}
+
+// shutdownGrace bounds how long a clean stop waits for handlers to return;
+// in-flight decodes are cancelled first, so it is rarely reached.
+const shutdownGrace = 2 * time.Second
+
+// Run serves the simulated engine until ctx is done, then shuts down and
+// returns nil. Like mlxcel it does not bind the port until warm-up ends
+// (connection refused meanwhile), unless cfg.Health503 asks for
+// llama-server's 503 "Loading model" phase. All logging goes to stderr, as
+// mlxcel's does; stdout stays empty. Injected failures return *ExitError.
+func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
+	_ = stdout // mlxcel-server and llama-server print nothing on stdout
+	if err := cfg.validate(); err != nil {
+		return fmt.Errorf("sim config: %w", err)
+	}
+	cfg = cfg.clone()
+	clk := cfg.Clock
+	if clk == nil {
+		clk = SystemClock
+	}
+	log := &logger{w: stderr}
+	log.printf("speclaunch sim: a simulated engine standing in for mlxcel-server; tokens are synthetic and its numbers are never a measurement")
+	if cfg.FailStart {
+		log.printf("Speculative decoding dispatch resolution failed: simulated start failure (--sim-fail-start) %s", simTag)
+		return &ExitError{Code: cfg.ExitCode, Reason: "start failure"}
+	}
+	log.startup(cfg)
+
+	s := newServer(cfg, clk, log)
+	serveCtx, stopServing := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopServing()
+	srv := &http.Server{
+		Handler:           s.handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return serveCtx },
+	}
+	serveErr := make(chan error, 1)
+	addr := net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port))
+	var ln net.Listener
+	listen := func() error {
+		var err error
+		if ln, err = net.Listen("tcp", addr); err != nil {
+			return fmt.Errorf("listen on %s: %w", addr, err)
+		}
+		go func() { serveErr <- srv.Serve(ln) }()
+		return nil
+	}
+	stop := func() {
+		stopServing() // cancels in-flight decodes through their request contexts
+		sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+		defer cancel()
+		if srv.Shutdown(sctx) != nil {
+			srv.Close()
+		}
+	}
+
+	if cfg.Health503 {
+		if err := listen(); err != nil {
+			return err
+		}
+	}
+	if err := clk.Sleep(ctx, cfg.Warmup); err != nil {
+		if ln != nil {
+			stop()
+		}
+		log.printf("Shutting down during warm-up %s", simTag)
+		return nil
+	}
+	if w, _ := cfg.ResolveBlockSize(); w > 0 {
+		if cfg.Decline {
+			log.printf("MTP declined: simulated decline. Falling back to classic decode. block_size=%d", w)
+			log.printf("Speculative dispatch after warm-up: speculative=off (declined) %s", simTag)
+		} else {
+			log.printf("MTP exactness probe passed: verify block is byte-identical to the single-token chain block_size=%d %s", w, simTag)
+		}
+	}
+	if ln == nil {
+		if err := listen(); err != nil {
+			return err
+		}
+	}
+	s.ready.Store(true)
+	log.printf("Server listening on http://%s (endpoints: /health /v1/models /v1/completions /completion /metrics /props) %s", ln.Addr(), simTag)
+	if cfg.onReady != nil {
+		cfg.onReady(ln.Addr().String())
+	}
+
+	crash := make(chan struct{})
+	if cfg.CrashAfter > 0 {
+		go func() {
+			if clk.Sleep(serveCtx, cfg.CrashAfter) == nil {
+				close(crash)
+			}
+		}()
+	}
+	select {
+	case <-ctx.Done():
+		log.printf("Shutting down %s", simTag)
+		stop()
+		return nil
+	case err := <-serveErr:
+		stopServing()
+		return fmt.Errorf("serve: %w", err)
+	case <-crash:
+		log.printf("speclaunch sim: injected crash after %v (exit code %d)", cfg.CrashAfter, cfg.ExitCode)
+		stopServing()
+		srv.Close()
+		return &ExitError{Code: cfg.ExitCode, Reason: "crash"}
+	}
+}

@@ -1,0 +1,220 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Like mlxcel: nothing listens during warm-up (connection refused), then
+// /health is 200.
+func TestHealthRefusedUntilWarm(t *testing.T) {
+	port := freePort(t)
+	cfg := testConfig(dflash, 4)
+	cfg.Clock = nil // real time: the warm-up must really hold the port back
+	cfg.Warmup = 300 * time.Millisecond
+	cfg.Port = port
+	url := fmt.Sprintf("http://127.0.0.1:%d/health", port)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, cfg, io.Discard, io.Discard) }()
+	_, err := http.Get(url)
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("during warm-up: got %v, want connection refused", err)
+	}
+	waitStatus(t, url, 200, `{"status":"ok"}`)
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+}
+
+// With --sim-health-503 it binds at once and answers llama-server's 503.
+func TestHealth503DuringWarmup(t *testing.T) {
+	port := freePort(t)
+	cfg := testConfig(dflash, 4)
+	cfg.Clock = nil
+	cfg.Warmup = 2 * time.Second
+	cfg.Port = port
+	cfg.Health503 = true
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, cfg, io.Discard, io.Discard) }()
+	waitStatus(t, base+"/health", 503, `{"error":{"message":"Loading model","type":"unavailable_error","code":503}}`)
+	resp, err := http.Post(base+"/v1/completions", "application/json", strings.NewReader(`{"model":"x","prompt":"a"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 503 {
+		t.Errorf("completion during warm-up: %d, want 503", resp.StatusCode)
+	}
+	waitStatus(t, base+"/health", 200, `{"status":"ok"}`)
+	cancel() // also: a cancel during warm-up must return nil; covered by TestShutdownDuringWarmup
+	if err := <-done; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+}
+
+// waitStatus polls url until it answers status with body (generous bound).
+func waitStatus(t *testing.T, url string, status int, body string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	var last string
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(url)
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == status && string(b) == body {
+				return
+			}
+			last = fmt.Sprintf("%d %s", resp.StatusCode, b)
+		} else {
+			last = err.Error()
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("%s never answered %d %s; last: %s", url, status, body, last)
+}
+
+func TestShutdownDuringWarmup(t *testing.T) {
+	cfg := testConfig("", 0)
+	cfg.Clock = nil
+	cfg.Warmup = time.Hour
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, cfg, io.Discard, io.Discard) }()
+	time.Sleep(20 * time.Millisecond)
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run ignored cancel during warm-up")
+	}
+}
+
+// Real pacing with small costs: the stream takes about the modelled time,
+// and a client's n / wall agrees with the engine's predicted_per_second.
+func TestRealPacing(t *testing.T) {
+	cfg := testConfig("", 0)
+	cfg.Clock = nil
+	cfg.Cost.ClassicMS = 4
+	cfg.Cost.Noise = 0
+	r := startSim(t, cfg)
+	start := time.Now()
+	code, body := r.post(t, "/v1/completions", `{"model":"x","prompt":"hello world","max_tokens":51,"stream":true}`)
+	wall := time.Since(start)
+	if code != 200 {
+		t.Fatalf("status %d", code)
+	}
+	data := sseData(t, body)
+	var final struct{ Timings benchTimings }
+	mustJSON(t, data[len(data)-2], &final)
+	modelled := 50 * 4 * time.Millisecond
+	if wall < modelled*9/10 || wall > modelled*5 {
+		t.Errorf("stream took %v, modelled %v", wall, modelled)
+	}
+	if ms := final.Timings.PredictedMS; ms < 180 || ms > 1000 {
+		t.Errorf("predicted_ms %.1f, modelled 200", ms)
+	}
+	client := 51 / wall.Seconds()
+	if engine := final.Timings.PredictedPerSecond; client > engine*1.01 || client < engine*0.5 {
+		t.Errorf("client %.1f tok/s vs engine %.1f tok/s", client, engine)
+	}
+}
+
+func TestFailStart(t *testing.T) {
+	cfg := testConfig(dflash, 4)
+	cfg.FailStart = true
+	cfg.ExitCode = 3
+	var stderr syncBuffer
+	err := Run(context.Background(), cfg, io.Discard, &stderr)
+	var ee *ExitError
+	if !errors.As(err, &ee) || ee.Code != 3 {
+		t.Fatalf("got %v, want *ExitError code 3", err)
+	}
+	if !strings.Contains(stderr.String(), "Speculative decoding dispatch resolution failed: simulated start failure") {
+		t.Errorf("stderr:\n%s", stderr.String())
+	}
+}
+
+func TestCrashAfter(t *testing.T) {
+	cfg := testConfig("", 0)
+	cfg.Clock = nil
+	cfg.CrashAfter = 50 * time.Millisecond
+	cfg.ExitCode = 7
+	done := make(chan error, 1)
+	go func() { done <- Run(context.Background(), cfg, io.Discard, io.Discard) }()
+	select {
+	case err := <-done:
+		var ee *ExitError
+		if !errors.As(err, &ee) || ee.Code != 7 {
+			t.Fatalf("got %v, want *ExitError code 7", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no crash")
+	}
+}
+
+func TestRunRejectsBadConfig(t *testing.T) {
+	err := Run(context.Background(), Config{Model: "m", DraftModel: "d", BlockSize: 1, Cost: DefaultCostModel()}, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "--draft-block-size") {
+		t.Errorf("got %v", err)
+	}
+}
+
+func TestPortInUse(t *testing.T) {
+	r := startSim(t, testConfig("", 0))
+	cfg := testConfig("", 0)
+	fmt.Sscanf(r.base, "http://127.0.0.1:%d", &cfg.Port)
+	err := Run(context.Background(), cfg, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "listen on") {
+		t.Errorf("got %v, want a listen error", err)
+	}
+}
+
+// Cancelling Run mid-stream ends the stream and returns nil promptly.
+func TestShutdownMidStream(t *testing.T) {
+	cfg := testConfig(dflash, 4)
+	cfg.Clock = nil
+	ready := make(chan string, 1)
+	cfg.onReady = func(a string) { ready <- a }
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, cfg, io.Discard, io.Discard) }()
+	addr := <-ready
+	resp, err := http.Post("http://"+addr+"/completion", "application/json",
+		strings.NewReader(`{"prompt":"x","n_predict":60000,"stream":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	buf := make([]byte, 64)
+	if _, err := resp.Body.Read(buf); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not stop mid-stream")
+	}
+}

@@ -1,0 +1,229 @@
+package sim
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+)
+
+// simTag ends every startup line so no reader mistakes the sim for mlxcel.
+const simTag = "[speclaunch sim: simulated engine, not a measurement]"
+
+// server holds one simulated engine's state.
+type server struct {
+	cfg     Config
+	clk     Clock
+	log     *logger
+	model   string // basename of the target
+	width   int    // width decoding runs at; 0 when speculation is off or declined
+	kind    string
+	created int64
+	ready   atomic.Bool
+	// slot admits one decode at a time: the sim is max_batch_size=1.
+	slot chan struct{}
+
+	mu      sync.Mutex
+	reqNum  uint64
+	metrics counters
+}
+
+type counters struct {
+	promptTokens, predictedTokens int
+	promptSeconds, predictSeconds float64
+	decodes                       int
+	processing                    int
+	draftTokens, acceptedTokens   int
+	drafts                        int
+	perPos                        []int
+}
+
+func newServer(cfg Config, clk Clock, log *logger) *server {
+	s := &server{cfg: cfg, clk: clk, log: log, model: cfg.modelID(), kind: cfg.kind(), slot: make(chan struct{}, 1)}
+	if w, _ := cfg.ResolveBlockSize(); w >= 2 && !cfg.Decline {
+		s.width = w
+		s.metrics.perPos = make([]int, w-1)
+	}
+	s.created = clk.Now().Unix()
+	return s
+}
+
+func (s *server) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /health", s.health)
+	mux.HandleFunc("GET /v1/health", s.health)
+	mux.HandleFunc("GET /v1/models", s.models)
+	mux.HandleFunc("POST /v1/completions", s.v1Completions)
+	mux.HandleFunc("POST /completion", s.nativeCompletion)
+	mux.HandleFunc("POST /completions", s.nativeCompletion) // mlxcel: native, not OpenAI
+	mux.HandleFunc("GET /metrics", s.prometheus)
+	mux.HandleFunc("GET /props", s.props)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Server", "speclaunch-sim")
+		if !s.ready.Load() {
+			writeJSON(w, http.StatusServiceUnavailable, newAPIError(503, "unavailable_error", "Loading model"))
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+func (s *server) health(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s *server) models(w http.ResponseWriter, _ *http.Request) {
+	type model struct {
+		ID        string         `json:"id"`
+		Object    string         `json:"object"`
+		Created   int64          `json:"created"`
+		OwnedBy   string         `json:"owned_by"`
+		Simulated bool           `json:"simulated"`
+		Meta      map[string]any `json:"meta"`
+	}
+	body := struct {
+		Object string  `json:"object"`
+		Data   []model `json:"data"`
+	}{"list", []model{{
+		ID: s.model, Object: "model", Created: s.created, OwnedBy: "speclaunch-sim", Simulated: true,
+		Meta: map[string]any{"engine": "speclaunch sim", "note": "simulated engine; its numbers are never a measurement"},
+	}}}
+	writeJSON(w, http.StatusOK, body)
+}
+
+func (s *server) props(w http.ResponseWriter, _ *http.Request) {
+	var spec any
+	if w0, from := s.cfg.ResolveBlockSize(); w0 > 0 {
+		spec = map[string]any{
+			"draft_model": filepath.Base(s.cfg.DraftModel), "draft_kind": s.kind,
+			"n_max": w0 - 1, "block_size": w0, "block_size_from": from, "declined": s.cfg.Decline,
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"default_generation_settings": map[string]any{"n_ctx": 4096, "params": map[string]any{"n_predict": -1, "temperature": 0.8}},
+		"total_slots":                 1,
+		"model_alias":                 s.model,
+		"model_path":                  s.cfg.Model,
+		"build_info":                  "speclaunch-sim",
+		"speculative":                 spec,
+		"endpoint_metrics":            true,
+		"endpoint_props":              true,
+		"simulated":                   true,
+	})
+}
+
+// decodeError is a request the sim refuses, with its HTTP status.
+type decodeError struct {
+	status int
+	typ    string
+	msg    string
+}
+
+// parseRequest decodes a completion body; requireModel says whether "model" is
+// required (OpenAI route, as in mlxcel: missing → 422).
+func parseRequest(r *http.Request, requireModel bool) (completionRequest, string, int, *decodeError) {
+	var req completionRequest
+	if err := json.NewDecoder(http.MaxBytesReader(nil, r.Body, 16<<20)).Decode(&req); err != nil {
+		return req, "", 0, &decodeError{http.StatusBadRequest, "invalid_request_error", fmt.Sprintf("invalid JSON body: %v", err)}
+	}
+	if requireModel && req.Model == nil {
+		return req, "", 0, &decodeError{http.StatusUnprocessableEntity, "invalid_request_error",
+			"Failed to deserialize the JSON body into the target type: missing field `model`"}
+	}
+	prompt, err := promptText(req.Prompt)
+	if err != nil {
+		return req, "", 0, &decodeError{http.StatusBadRequest, "invalid_request_error", err.Error()}
+	}
+	n, err := req.budget()
+	if err != nil {
+		return req, "", 0, &decodeError{http.StatusBadRequest, "invalid_request_error", err.Error()}
+	}
+	return req, prompt, n, nil
+}
+
+// acquire waits for the single decode slot and numbers the request.
+func (s *server) acquire(r *http.Request) (plan, func(), error) {
+	select {
+	case s.slot <- struct{}{}:
+	case <-r.Context().Done():
+		return plan{}, nil, r.Context().Err()
+	}
+	s.mu.Lock()
+	num := s.reqNum
+	s.reqNum++
+	s.metrics.processing++
+	s.mu.Unlock()
+	p := plan{width: s.width, cost: s.cfg.Cost, seed: s.cfg.Seed, reqNum: num, slow: 1 + s.cfg.Drift*float64(num)}
+	release := func() {
+		s.mu.Lock()
+		s.metrics.processing--
+		s.mu.Unlock()
+		<-s.slot
+	}
+	return p, release, nil
+}
+
+// finish records a completed request in the counters and logs mlxcel's
+// per-request lines when speculation ran.
+func (s *server) finish(res result) {
+	s.mu.Lock()
+	m := &s.metrics
+	m.promptTokens += res.PromptN
+	m.predictedTokens += res.PredictedN
+	m.promptSeconds += res.PromptMS / 1000
+	m.predictSeconds += res.PredictedMS / 1000
+	if res.PredictedN > 0 { // prefill, then one decode per round or classic step
+		steps := res.PredictedN - 1
+		if res.Rounds > 0 {
+			steps = res.Rounds
+		}
+		m.decodes += 1 + steps
+	}
+	m.draftTokens += res.Proposed
+	m.acceptedTokens += res.Accepted
+	m.drafts += res.Rounds
+	for i, c := range res.PerPos {
+		if i < len(m.perPos) {
+			m.perPos[i] += c
+		}
+	}
+	s.mu.Unlock()
+	if res.Rounds > 0 {
+		s.log.diagnostics(s.width, res)
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil { // only our own types are marshalled; this is a bug
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	w.Write(b)
+}
+
+func writeDecodeError(w http.ResponseWriter, e *decodeError) {
+	writeJSON(w, e.status, newAPIError(e.status, e.typ, e.msg))
+}
+
+// sse writes one "data: ..." event; flushing is the caller's, once a burst.
+func sse(w http.ResponseWriter, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("marshal event: %w", err)
+	}
+	_, err = fmt.Fprintf(w, "data: %s\n\n", b)
+	return err
+}
+
+func startSSE(w http.ResponseWriter) *http.ResponseController {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	return http.NewResponseController(w)
+}
