@@ -1,0 +1,378 @@
+package cli
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/speclaunch/speclaunch/bench"
+	"github.com/speclaunch/speclaunch/config"
+	"github.com/speclaunch/speclaunch/cuda"
+	"github.com/speclaunch/speclaunch/key"
+	"github.com/speclaunch/speclaunch/plan"
+	"github.com/speclaunch/speclaunch/profiles"
+	"github.com/speclaunch/speclaunch/record"
+	"github.com/speclaunch/speclaunch/width"
+)
+
+// BenchCmd sweeps widths against classic on the configured engine.
+type BenchCmd struct {
+	LaunchFlags `embed:""`
+
+	Widths         string `help:"Widths to measure, comma-separated (profile bench.widths; default 2,3,4,6,8,16)." placeholder:"W,W,..." group:"Bench"`
+	Rounds         int    `help:"Measured rounds per arm, at least 3 (profile bench.rounds; default 5)." group:"Bench"`
+	Warmup         int    `help:"Discarded warm-up requests per server start (profile bench.warmup; default 1)." default:"-1" group:"Bench"`
+	MaxTokens      int    `help:"Tokens per request (profile bench.max_tokens; default 200)." group:"Bench"`
+	PromptFile     string `help:"Prompt file (profile bench.prompt_file; default the shipped ~160-token Python prompt)." placeholder:"FILE" group:"Bench"`
+	Schedule       string `help:"restart: one server at a time, each round restarts every arm (for models that fit once); resident: every arm's server up at once (profile bench.schedule; default restart)." placeholder:"restart|resident" group:"Bench"`
+	BasePort       int    `help:"First loopback port for arm servers (profile bench.base_port; default 18790)." group:"Bench"`
+	Out            string `help:"Output path without extension: writes OUT.md, OUT.json, OUT.svg (profile bench.out)." placeholder:"DIR/NAME" group:"Bench"`
+	Force          bool   `help:"Overwrite existing outputs." group:"Bench"`
+	JSON           bool   `help:"Progress as JSON lines on stdout, for machines." group:"Bench"`
+	RequestTimeout string `help:"Per-request timeout, stalled streams included (default 120s)." placeholder:"DUR" group:"Bench"`
+	NotesFile      string `help:"A text file whose paragraphs are added to the record's notes (e.g. how the model pair was made)." placeholder:"FILE" group:"Bench"`
+	Title          string `help:"Record title." placeholder:"TEXT" group:"Bench"`
+	ReadyTimeout   string `help:"How long to wait for each engine's /health (env: ${env_ready_timeout})." placeholder:"DUR" group:"Bench"`
+}
+
+// Run implements `speclaunch bench`.
+func (c *BenchCmd) Run(e *Env) error {
+	if err := c.checkArgs(); err != nil {
+		return err
+	}
+	in := c.LaunchFlags.input(e.kctx, e.Getenv, nil, e.Passthrough)
+	l, err := e.load(in)
+	if err != nil {
+		return err
+	}
+	s := l.Settings
+	prof := l.Profile
+	o, widths, outBase, notes, err := c.options(s, prof)
+	if err != nil {
+		return err
+	}
+	if s.DraftModel.Value == "" {
+		return usage(errors.New("bench needs a draft model to measure widths against classic"), "set draft.model in the profile, --draft-model/-md, or LLAMA_ARG_SPEC_DRAFT_MODEL")
+	}
+	if !c.Force {
+		for _, ext := range []string{".md", ".json", ".svg"} {
+			if _, err := os.Stat(outBase + ext); err == nil {
+				return usage(fmt.Errorf("%s already exists", outBase+ext), "pass --force to overwrite it, or choose another --out")
+			}
+		}
+	}
+	log := newLogger(e.Stderr, s.LogFormat.Value, s.LogLevel.Value, e.Getenv)
+
+	// The default arm: what the policy resolves on this host with no
+	// operator width.
+	ds := s
+	ds.Width = config.Field[int]{}
+	dp, err := build(e, &loaded{Settings: ds, Policy: l.Policy}, plan.Options{})
+	if err != nil {
+		return err
+	}
+	if err := checkLaunchable(dp, false); err != nil {
+		return err
+	}
+	if dp.Resolution.Source == width.Off {
+		return usage(errors.New("speculation resolves off for this profile"), "bench needs a draft model")
+	}
+	arms := []bench.ArmSpec{{Label: "classic", Kind: "classic"}}
+	arms = append(arms, bench.ArmSpec{Label: fmt.Sprintf("default = %d (%s)", dp.Resolution.Width, dp.Resolution.Reason), Kind: "default", Width: dp.Resolution.Width, WidthSource: string(dp.Resolution.Source)})
+	for _, w := range widths {
+		arms = append(arms, bench.ArmSpec{Label: fmt.Sprintf("width %d", w), Kind: "width", Width: w, WidthSource: "--draft-block-size (bench arm)"})
+	}
+	o.Arms = arms
+
+	rec := c.identity(e, dp, notes)
+	st := &starter{e: e, l: l, settings: s, opts: startOptions{Out: io.Discard, ReadyTimeout: s.ReadyTimeout.Value, StopTimeout: s.StopTimeout.Value}}
+	if c.ReadyTimeout != "" {
+		d, err := time.ParseDuration(c.ReadyTimeout)
+		if err != nil {
+			return usage(fmt.Errorf("--ready-timeout %q: %w", c.ReadyTimeout, err), "use e.g. 10m")
+		}
+		st.opts.ReadyTimeout = d
+	}
+	if c.JSON {
+		o.Progress, o.JSONProgress = e.Stdout, true
+	} else {
+		o.Progress, o.IsTTY = e.Stderr, isTTY(e.Stderr)
+	}
+	log.Info("bench starting", "arms", len(arms), "rounds", o.Rounds, "schedule", o.Schedule, "engine", string(s.Engine.Value), "out", outBase)
+	runErr := bench.Run(e.Ctx, o, st.start, rec)
+	if err := bench.Write(rec, outBase, true); err != nil {
+		return fmt.Errorf("write record: %w", err)
+	}
+	if runErr != nil {
+		if errors.Is(runErr, context.Canceled) {
+			log.Warn("interrupted: every engine stopped; partial record written", "out", outBase+".md")
+			return exitCode(130, errors.New("bench interrupted; partial record marked incomplete"))
+		}
+		return runErr
+	}
+	log.Info("record written", "md", outBase+".md", "json", outBase+".json", "svg", outBase+".svg")
+	fmt.Fprintf(e.Stderr, "\n%s\n", rec.Verdict.Why)
+	if rec.Verdict.EarnsEntry {
+		fmt.Fprintf(e.Stderr, "\nThis record earns a policy entry; after committing the record, add to policy.toml:\n\n%s\n", rec.Verdict.Entry)
+	}
+	return nil
+}
+
+// options layers bench flags over the profile's [bench] table.
+func (c *BenchCmd) options(s config.Settings, p *profiles.Profile) (bench.Options, []int, string, []string, error) {
+	var o bench.Options
+	var pb struct {
+		Widths                    []int
+		Rounds, Warmup, MaxTokens int
+		Schedule, PromptFile, Out string
+		BasePort                  int
+		hasWarmup                 bool
+	}
+	if p != nil {
+		pb.Widths, pb.Rounds, pb.MaxTokens = p.Bench.Widths, p.Bench.Rounds, p.Bench.MaxTokens
+		pb.Schedule, pb.PromptFile, pb.Out, pb.BasePort = p.Bench.Schedule, config.RelTo(p.Path, p.Bench.PromptFile), p.Bench.Out, p.Bench.BasePort
+		if p.Bench.Warmup != nil {
+			pb.Warmup, pb.hasWarmup = *p.Bench.Warmup, true
+		}
+	}
+	widths := pb.Widths
+	if c.Widths != "" {
+		widths = nil
+		for _, f := range strings.Split(c.Widths, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil {
+				return o, nil, "", nil, usage(fmt.Errorf("--widths %q: %q is not a whole number", c.Widths, f), "give widths like 2,3,4,6,8,16")
+			}
+			widths = append(widths, n)
+		}
+	}
+	if len(widths) == 0 {
+		widths = []int{2, 3, 4, 6, 8, 16}
+	}
+	seen := map[int]bool{}
+	for _, w := range widths {
+		if err := key.CheckWidth(w); err != nil {
+			return o, nil, "", nil, usage(fmt.Errorf("bench width: %w", err), "")
+		}
+		if seen[w] {
+			return o, nil, "", nil, usage(fmt.Errorf("width %d is listed twice", w), "")
+		}
+		seen[w] = true
+	}
+	o.Rounds = firstNonZero(c.Rounds, pb.Rounds, bench.DefaultRounds)
+	if o.Rounds < bench.MinRounds {
+		return o, nil, "", nil, usage(fmt.Errorf("--rounds %d is below %d: ranges from fewer rounds cannot separate widths", o.Rounds, bench.MinRounds), "use --rounds 5")
+	}
+	switch {
+	case c.Warmup >= 0:
+		o.Warmup = c.Warmup
+	case pb.hasWarmup:
+		o.Warmup = pb.Warmup
+	}
+	if o.Warmup == 0 {
+		o.Warmup = -1 // bench: negative means none
+	}
+	o.MaxTokens = firstNonZero(c.MaxTokens, pb.MaxTokens, bench.DefaultMaxTokens)
+	o.Schedule = firstString(c.Schedule, pb.Schedule, "restart")
+	if o.Schedule != "restart" && o.Schedule != "resident" {
+		return o, nil, "", nil, usage(fmt.Errorf("--schedule %q: want restart or resident", o.Schedule), "")
+	}
+	o.BasePort = firstNonZero(c.BasePort, pb.BasePort, bench.DefaultBasePort)
+	if pf := firstString(c.PromptFile, pb.PromptFile, ""); pf != "" {
+		b, err := os.ReadFile(pf)
+		if err != nil {
+			return o, nil, "", nil, usage(fmt.Errorf("prompt file: %w", err), "")
+		}
+		o.Prompt, o.PromptName = string(b), filepath.Base(pf)
+	}
+	if c.RequestTimeout != "" {
+		d, err := time.ParseDuration(c.RequestTimeout)
+		if err != nil || d <= 0 {
+			return o, nil, "", nil, usage(fmt.Errorf("--request-timeout %q: want a duration such as 120s", c.RequestTimeout), "")
+		}
+		o.RequestTimeout = d
+	}
+	out := firstString(c.Out, pb.Out, "")
+	if out == "" {
+		out = fmt.Sprintf("speclaunch-bench-%s-%s", s.Engine.Value, time.Now().Format("20060102-150405"))
+	}
+	out = strings.TrimSuffix(out, ".md")
+	var notes []string
+	if c.NotesFile != "" {
+		b, err := os.ReadFile(c.NotesFile)
+		if err != nil {
+			return o, nil, "", nil, usage(fmt.Errorf("--notes-file: %w", err), "")
+		}
+		for _, para := range strings.Split(strings.TrimSpace(string(b)), "\n\n") {
+			if p := strings.TrimSpace(para); p != "" {
+				notes = append(notes, p)
+			}
+		}
+	}
+	return o, widths, out, notes, nil
+}
+
+func firstNonZero(v ...int) int {
+	for _, x := range v {
+		if x != 0 {
+			return x
+		}
+	}
+	return 0
+}
+
+func firstString(v ...string) string {
+	for _, x := range v {
+		if x != "" {
+			return x
+		}
+	}
+	return ""
+}
+
+// identity fills the record's host, engine and model identity.
+func (c *BenchCmd) identity(e *Env, p *plan.Plan, notes []string) *record.Record {
+	s, f := p.Settings, p.Facts
+	rec := &record.Record{Schema: record.Schema, Date: time.Now().UTC().Format(time.RFC3339), Complete: true,
+		Simulated: s.Engine.Value == key.Sim, Launcher: "speclaunch " + LauncherVersion(), Notes: notes, Title: c.Title}
+	rec.Name = filepath.Base(strings.TrimSuffix(c.Out, ".md"))
+	rk := p.Resolution.Key
+	rec.Key = record.Key{Engine: string(s.Engine.Value), Drafter: string(rk.Drafter), Capability: rk.Capability.String(), Quant: string(rk.Quant)}
+	host, _ := os.Hostname()
+	kernel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
+	rec.Host = record.Host{Hostname: host, Kernel: strings.TrimSpace(string(kernel)), Arch: runtime.GOARCH, Capability: f.CapabilityStr}
+	gpus := f.GPUs
+	if len(gpus) == 0 && s.Engine.Value != key.Sim {
+		gpus = cuda.Probe(e.Ctx, cuda.Options{}).GPUs
+	}
+	if len(gpus) > 0 {
+		rec.Host.GPU, rec.Host.Driver, rec.Host.GPUCount = gpus[0].Name, gpus[0].Driver, len(gpus)
+	}
+	bin := f.BinaryPath
+	if s.Engine.Value == key.Sim {
+		bin = f.Caps.Self
+	}
+	rec.Engine = record.Engine{Name: string(s.Engine.Value), Binary: bin, Version: f.Caps.Version, Spelling: string(f.Caps.Spelling), SHA256: fileSHA(bin)}
+	switch {
+	case s.Engine.Value == key.Sim:
+		rec.Engine.Version = "sim " + LauncherVersion()
+		rec.Engine.Pin = "sim"
+	case f.Caps.Commit != "":
+		rec.Engine.Pin = string(s.Engine.Value) + " " + f.Caps.Commit
+	case f.Caps.Version != "":
+		rec.Engine.Pin = string(s.Engine.Value) + " " + f.Caps.Version
+	default:
+		rec.Engine.Pin = string(s.Engine.Value) + " unknown"
+	}
+	rec.Models = []record.Model{
+		{Role: "target", Path: s.Model.Value, Bytes: pathBytes(s.Model.Value), Quant: string(f.Quant), Note: f.QuantSource},
+		{Role: "draft", Path: s.DraftModel.Value, Bytes: pathBytes(s.DraftModel.Value), Kind: string(f.Drafter), Note: f.DrafterSource},
+	}
+	return rec
+}
+
+func fileSHA(path string) string {
+	if path == "" {
+		return ""
+	}
+	fh, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer fh.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, fh); err != nil {
+		return ""
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func pathBytes(path string) int64 {
+	var n int64
+	filepath.WalkDir(path, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if info, err := d.Info(); err == nil {
+				n += info.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+// starter starts one bench arm through the same plan, adapter and
+// supervisor as serve.
+type starter struct {
+	e        *Env
+	l        *loaded
+	settings config.Settings
+	opts     startOptions
+}
+
+func (st *starter) start(ctx context.Context, arm bench.ArmSpec, port int) (bench.Server, error) {
+	s := st.settings
+	s.Port = config.Field[int]{Value: port, Src: config.Source{Origin: config.Flag, Name: "bench"}}
+	s.Host = config.Field[string]{Value: "127.0.0.1"}
+	o := plan.Options{}
+	switch arm.Kind {
+	case "classic":
+		o.ClassicArm = true
+	case "default":
+		s.Width = config.Field[int]{}
+	default:
+		o.WidthOverride = arm.Width
+	}
+	p, err := build(st.e, &loaded{Settings: s, Policy: st.l.Policy}, o)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkLaunchable(p, true); err != nil {
+		return nil, err
+	}
+	r, err := startEngine(ctx, p, st.opts)
+	if err != nil {
+		return nil, err
+	}
+	srv := &benchServer{r: r, stop: st.opts.StopTimeout}
+	if arm.Kind != "classic" {
+		chk := r.verify(ctx, true)
+		srv.width = chk.Observed.Width
+	}
+	return srv, nil
+}
+
+type benchServer struct {
+	r     *running
+	width int
+	stop  time.Duration
+}
+
+func (b *benchServer) BaseURL() string  { return b.r.plan.Launch.BaseURL }
+func (b *benchServer) ModelID() string  { return "" }
+func (b *benchServer) EngineWidth() int { return b.width }
+func (b *benchServer) Declined() bool {
+	b.r.mu.Lock()
+	defer b.r.mu.Unlock()
+	return b.r.declined
+}
+func (b *benchServer) Diagnostics() []bench.Diag {
+	b.r.mu.Lock()
+	defer b.r.mu.Unlock()
+	out := make([]bench.Diag, 0, len(b.r.diags))
+	for _, d := range b.r.diags {
+		out = append(out, bench.Diag{Rounds: d.Rounds, Proposed: d.ProposedTokens, Accepted: d.AcceptedTokens, SyncMS: d.TargetArgmaxSyncMS, DecodeMS: d.DecodeMS})
+	}
+	return out
+}
+func (b *benchServer) Tail() []string { return b.r.proc.Tail() }
+func (b *benchServer) Stop() error    { return b.r.proc.Stop(b.stop) }

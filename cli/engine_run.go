@@ -1,0 +1,225 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/speclaunch/speclaunch/engine"
+	"github.com/speclaunch/speclaunch/key"
+	"github.com/speclaunch/speclaunch/plan"
+	"github.com/speclaunch/speclaunch/supervise"
+	"github.com/speclaunch/speclaunch/width"
+)
+
+// running is one engine process started from a plan.
+type running struct {
+	plan  *plan.Plan
+	proc  *supervise.Process
+	start time.Time
+	ready time.Duration
+
+	mu       sync.Mutex
+	obs      []engine.Observation // startup/width/decline lines seen
+	diags    []engine.Diagnostics // per-request DFlash diagnostics lines
+	declined bool
+}
+
+func (r *running) observe(line string) {
+	if o, ok := r.plan.Adapter.ObserveLine(line); ok {
+		r.mu.Lock()
+		r.obs = append(r.obs, o)
+		if o.Declined {
+			r.declined = true
+		}
+		r.mu.Unlock()
+	}
+	if d, ok := engine.ParseDiagnostics(line); ok {
+		r.mu.Lock()
+		r.diags = append(r.diags, d)
+		r.mu.Unlock()
+	}
+}
+
+// startOptions are the knobs serve and bench share.
+type startOptions struct {
+	Out          io.Writer // where engine output goes
+	Prefix       string
+	Raw          bool
+	ReadyTimeout time.Duration
+	StopTimeout  time.Duration
+}
+
+// checkLaunchable refuses a plan that cannot start, before anything runs:
+// a missing binary or target, or a port already taken.
+func checkLaunchable(p *plan.Plan, checkPort bool) error {
+	s := p.Settings
+	if p.Settings.Engine.Value != key.Sim && p.Facts.BinaryPath == "" {
+		return &badInput{fmt.Errorf("engine binary %q not found (looked up %q on PATH); install %s or set engine.binary in the profile (--engine-binary, MLXCEL_ENGINE_BINARY)", p.Facts.Binary, p.Facts.Binary, s.Engine.Value)}
+	}
+	if s.Model.Value == "" {
+		return &badInput{errors.New("no target model: set model.path in the profile, --model/-m, or LLAMA_ARG_MODEL")}
+	}
+	if s.Engine.Value != key.Sim {
+		if _, err := os.Stat(s.Model.Value); err != nil {
+			return &badInput{fmt.Errorf("target model %s (%s): %w", s.Model.Value, s.Model.Src, err)}
+		}
+		if s.DraftModel.Value != "" {
+			if _, err := os.Stat(s.DraftModel.Value); err != nil {
+				return &badInput{fmt.Errorf("draft model %s (%s): %w", s.DraftModel.Value, s.DraftModel.Src, err)}
+			}
+		}
+	}
+	if checkPort {
+		ln, err := net.Listen("tcp", net.JoinHostPort(s.Host.Value, strconv.Itoa(s.Port.Value)))
+		if err != nil {
+			return &badInput{fmt.Errorf("port %d on %s is not available (%v); stop what holds it or set --port / server.port / LLAMA_ARG_PORT", s.Port.Value, s.Host.Value, err)}
+		}
+		ln.Close()
+	}
+	return nil
+}
+
+// startEngine starts the plan's engine and waits until it is ready.
+func startEngine(ctx context.Context, p *plan.Plan, o startOptions) (*running, error) {
+	r := &running{plan: p, start: time.Now()}
+	out := o.Out
+	proc, err := supervise.Start(ctx, supervise.Spec{
+		Argv: p.Launch.Argv, Env: p.Launch.Env,
+		Prefix: o.Prefix, Raw: o.Raw, Stdout: out, Stderr: out,
+		OnLine:      func(_, line string) { r.observe(line) },
+		StopTimeout: o.StopTimeout,
+	})
+	if err != nil {
+		return nil, &badInput{fmt.Errorf("start %s: %w", p.Settings.Engine.Value, err)}
+	}
+	r.proc = proc
+	health := strings.TrimRight(p.Launch.BaseURL, "/") + "/health"
+	if err := proc.WaitReady(ctx, supervise.HTTPReady(health), o.ReadyTimeout, 100*time.Millisecond); err != nil {
+		var te *supervise.TimeoutError
+		if errors.As(err, &te) {
+			proc.Stop(o.StopTimeout)
+			return nil, fmt.Errorf("%s did not become ready at %s: %w (raise serve.ready_timeout / --ready-timeout if the model is large)", p.Settings.Engine.Value, health, err)
+		}
+		proc.Stop(o.StopTimeout)
+		return nil, fmt.Errorf("%s failed to start: %w", p.Settings.Engine.Value, err)
+	}
+	r.ready = time.Since(r.start)
+	return r, nil
+}
+
+// widthCheck is what verification found.
+type widthCheck struct {
+	Observed engine.Observation
+	Verified bool   // the engine's width was read and matches
+	Problem  string // non-empty: mismatch, decline, or speculation not live
+	Note     string // could not verify (and why), not an error
+}
+
+// verify reads the width the engine really runs. mlxcel and sim state it at
+// startup; llama-server states nothing, so one short greedy probe request
+// shows whether drafting is live and /metrics (or /slots on older trees)
+// shows the width.
+func (r *running) verify(ctx context.Context, probe bool) widthCheck {
+	p := r.plan
+	want := p.Resolution
+	if p.Settings.Engine.Value == key.LlamaCpp {
+		if want.Source == width.Off {
+			return widthCheck{Note: "speculation off: nothing to verify"}
+		}
+		if !probe {
+			return widthCheck{Note: "probe disabled (--no-probe): width not verified"}
+		}
+		pctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		defer cancel()
+		obs, err := engine.VerifyLlama(pctx, p.Launch.BaseURL, p.Facts.Caps.Spelling, &http.Client{Timeout: 60 * time.Second})
+		if err != nil {
+			return widthCheck{Note: "could not verify the width: " + err.Error()}
+		}
+		return compare(want, obs)
+	}
+	// mlxcel/sim: the startup line, which is printed before the port binds;
+	// allow the output goroutine a moment to deliver it.
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		r.mu.Lock()
+		var last *engine.Observation
+		for i := range r.obs {
+			if r.obs[i].Declined || r.obs[i].Width > 0 || r.obs[i].Kind != "" || !r.obs[i].Speculative {
+				o := r.obs[i]
+				last = &o
+			}
+		}
+		declined := r.declined
+		r.mu.Unlock()
+		if declined {
+			return widthCheck{Observed: engine.Observation{Declined: true}, Problem: "the engine declined speculation (\"falling back to classic decode\"): it runs without drafting"}
+		}
+		if last != nil {
+			return compare(want, *last)
+		}
+		if time.Now().After(deadline) {
+			if want.Source == width.Off {
+				return widthCheck{Note: "speculation off"}
+			}
+			return widthCheck{Note: "the engine printed no speculative= line; run it with RUST_LOG=info to verify the width"}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func compare(want width.Resolution, o engine.Observation) widthCheck {
+	c := widthCheck{Observed: o}
+	switch {
+	case o.Declined:
+		c.Problem = "the engine declined speculation: it runs without drafting (" + o.Line + ")"
+	case want.Source == width.Off:
+		if o.Speculative {
+			c.Problem = "speculation was resolved off but the engine drafts"
+		}
+	case !o.Speculative:
+		c.Problem = fmt.Sprintf("speculation is not live: the engine drafted nothing (%s)", strings.TrimSpace(o.Line))
+	case o.Width == 0:
+		c.Note = "the engine did not state its width"
+	case o.Width != want.Width:
+		c.Problem = fmt.Sprintf("the engine runs width %d, not the resolved %d", o.Width, want.Width)
+	default:
+		c.Verified = true
+	}
+	return c
+}
+
+// logPlan writes the one startup line: width, source, reason, entry and
+// pin, the facts used, and the engine command.
+func logPlan(log *slog.Logger, p *plan.Plan, msg string) {
+	r, f := p.Resolution, p.Facts
+	attrs := []any{
+		"width", r.Width, "source", string(r.Source), "reason", r.Reason,
+	}
+	if r.Source == width.Off {
+		attrs = []any{"speculation", "off", "reason", r.Reason}
+	}
+	if r.Entry != nil {
+		attrs = append(attrs, "entry", r.Entry.ID, "pin", r.Entry.Pin, "record", r.Entry.Record)
+	}
+	if r.Source == width.Override {
+		attrs = append(attrs, "from", p.Settings.Width.Src.String())
+	}
+	attrs = append(attrs,
+		"engine", string(p.Settings.Engine.Value), "drafter", string(f.Drafter),
+		"capability", f.CapabilityStr, "quant", string(f.Quant),
+		"cmd", shellJoin(p.Launch.Argv))
+	log.Info(msg+": "+Headline(r), attrs...)
+	for _, w := range p.Warnings {
+		log.Warn(w)
+	}
+}

@@ -1,0 +1,98 @@
+package cli
+
+import (
+	"strings"
+
+	"github.com/alecthomas/kong"
+	"github.com/speclaunch/speclaunch/config"
+)
+
+// LaunchFlags is the flag surface shared by resolve, serve and bench. Every
+// value is taken as a string and parsed by config.Load, so that a bad value
+// is reported once, the same way, naming its source, whether it came from a
+// flag, a variable or a profile. Env names are shown in help but read by
+// config.Load (Kong's own env handling lets an empty variable shadow the
+// next name and puts config files above env).
+type LaunchFlags struct {
+	Profile        string   `help:"Profile: a TOML file path, or a NAME looked up in ./profiles, $$XDG_CONFIG_HOME/speclaunch/profiles, /etc/speclaunch/profiles (env: ${env_profile})." placeholder:"PATH|NAME" group:"Launch"`
+	Policy         []string `help:"Extra policy file layered over the embedded one; repeatable, later files win (env: ${env_policy}, a :-separated list)." placeholder:"FILE" group:"Launch"`
+	Engine         string   `help:"Engine: mlxcel, llama.cpp or sim (env: ${env_engine}; default mlxcel)." placeholder:"NAME" group:"Launch"`
+	EngineBinary   string   `help:"Engine binary (default mlxcel-server / llama-server on PATH) (env: ${env_engine_binary})." placeholder:"PATH" group:"Launch"`
+	Model          string   `short:"m" help:"Target model: an MLX checkpoint directory or a GGUF file (env: ${env_model})." placeholder:"PATH" group:"Launch"`
+	DraftModel     string   `help:"Draft model; also -md (env: ${env_draft_model}). Without one, speculation is off." placeholder:"PATH" group:"Launch"`
+	DraftKind      string   `help:"Drafter kind: dflash|mtp (mlxcel, sim), draft|mtp|dflash|dspark|eagle3 (llama.cpp); default detected from the drafter (env: ${env_draft_kind})." placeholder:"KIND" group:"Launch"`
+	DraftBlockSize string   `help:"Draft width = verify rows = draft tokens + 1; overrides the policy (env: ${env_draft_block_size})." placeholder:"W" group:"Launch"`
+	SpecDraftNMax  string   `name:"spec-draft-n-max" help:"The width in llama.cpp's unit, draft tokens N (= width N+1) (env, llama.cpp engine: ${env_spec_draft_n_max})." placeholder:"N" group:"Launch"`
+	Capability     string   `help:"CUDA compute capability to resolve for instead of probing nvidia-smi, e.g. 9.0 or 12.1 (env: ${env_capability})." placeholder:"X.Y" group:"Launch"`
+	Quant          string   `help:"Target quantization instead of reading it from the checkpoint: affine, nvfp4, other, q4_0, q4_k, q8_0, f16, ... (env: ${env_quant})." placeholder:"Q" group:"Launch"`
+	Host           string   `help:"Address the engine listens on (env: ${env_host}; default 127.0.0.1)." placeholder:"HOST" group:"Launch"`
+	Port           string   `help:"Port the engine listens on (env: ${env_port}; default 8080)." placeholder:"PORT" group:"Launch"`
+	LogFormat      string   `help:"Log format: auto (colour on a terminal unless NO_COLOR), text, color, json (env: ${env_log_format})." placeholder:"FMT" group:"Logging"`
+	LogLevel       string   `help:"Log level: debug, info, warn, error (env: ${env_log_level})." placeholder:"LEVEL" group:"Logging"`
+
+	EngineArgs []string `arg:"" optional:"" passthrough:"" help:"Extra engine arguments after --, passed through verbatim." placeholder:"-- ENGINE-ARGS"`
+}
+
+// envVars feeds the ${env_*} help interpolations from config.Envs, so help
+// can never drift from what config.Load reads.
+func envVars() kong.Vars {
+	v := kong.Vars{}
+	for name, envs := range config.Envs {
+		v["env_"+strings.ReplaceAll(name, "-", "_")] = "$" + strings.Join(envs, ", $")
+	}
+	return v
+}
+
+// given returns the raw values of the flags that appeared on the command
+// line, keyed by long name.
+func given(kctx *kong.Context) map[string]string {
+	out := map[string]string{}
+	for _, p := range kctx.Path {
+		if p.Flag == nil || p.Resolved {
+			continue
+		}
+		if p.Flag.Name == "policy" {
+			continue
+		}
+		out[p.Flag.Name] = p.Flag.Value.Target.String()
+	}
+	return out
+}
+
+// input builds config.Input from parsed flags.
+func (f *LaunchFlags) input(kctx *kong.Context, getenv func(string) string, extra map[string]string, pass []string) config.Input {
+	flags := given(kctx)
+	for k, v := range extra {
+		flags[k] = v
+	}
+	return config.Input{Flags: flags, Policies: f.Policy, Passthrough: pass, Getenv: getenv}
+}
+
+// shortFlags are llama-style multi-letter single-dash flags. Kong (like
+// clap) would read "-md" as "-m -d"; mlxcel rewrites them in an argv
+// pre-pass, and so do we. Only our own flags are rewritten, only before
+// "--".
+var shortFlags = map[string]string{
+	"-md": "--draft-model",
+}
+
+func rewriteShort(args []string) []string {
+	out := make([]string, 0, len(args))
+	for i, a := range args {
+		if a == "--" {
+			return append(out, args[i:]...)
+		}
+		if long, ok := shortFlags[a]; ok {
+			out = append(out, long)
+			continue
+		}
+		if name, val, ok := strings.Cut(a, "="); ok {
+			if long, ok := shortFlags[name]; ok {
+				out = append(out, long+"="+val)
+				continue
+			}
+		}
+		out = append(out, a)
+	}
+	return out
+}

@@ -1,0 +1,179 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/speclaunch/speclaunch/key"
+	"github.com/speclaunch/speclaunch/plan"
+	"github.com/speclaunch/speclaunch/policy"
+)
+
+// PolicyCmd groups the policy subcommands.
+type PolicyCmd struct {
+	List    PolicyListCmd    `cmd:"" help:"Show the merged policy: defaults and measured entries, with the file and line each came from."`
+	Explain PolicyExplainCmd `cmd:"" help:"Say why a key (engine, drafter, capability, quant) resolves as it does."`
+	Check   PolicyCheckCmd   `cmd:"" help:"Verify every entry against its record: it exists, matches the key, was measured on a real engine, beat classic with disjoint ranges, and carries the pin."`
+}
+
+// Records is the embedded docs/benchmark_results tree, so that policy check
+// works for the embedded policy from any directory; set by main.
+var Records fs.FS
+
+// PolicyListCmd prints the merged policy.
+type PolicyListCmd struct {
+	Policy  []string `help:"Extra policy file layered over the embedded one; repeatable (env: ${env_policy})." placeholder:"FILE"`
+	Profile string   `help:"Also layer this profile's policy files and [[policy.entry]] tables (env: ${env_profile})." placeholder:"PATH|NAME"`
+	JSON    bool     `help:"Print JSON."`
+}
+
+func (e *Env) policyOnly(profile string, files []string) (*policy.Policy, error) {
+	flags := map[string]string{}
+	if profile != "" {
+		flags["profile"] = profile
+	}
+	in := (&LaunchFlags{Policy: files}).input(e.kctx, e.Getenv, nil, nil)
+	in.Flags = flags
+	l, err := e.load(in)
+	if err != nil {
+		return nil, err
+	}
+	return l.Policy, nil
+}
+
+// Run implements `policy list`.
+func (c *PolicyListCmd) Run(e *Env) error {
+	pol, err := e.policyOnly(c.Profile, c.Policy)
+	if err != nil {
+		return err
+	}
+	if c.JSON {
+		return writeJSON(e.Stdout, pol)
+	}
+	w := e.Stdout
+	fmt.Fprintf(w, "layers (lowest first): %v\n\ndefaults (per engine and drafter kind; mirror each engine's own):\n", pol.Layers)
+	for _, d := range pol.Defaults {
+		fmt.Fprintf(w, "  %-10s %-8s width %-3d %s\n", d.Engine, d.Drafter, d.Width, d.Origin)
+	}
+	fmt.Fprintln(w, "\nmeasured entries:")
+	if len(pol.Entries) == 0 {
+		fmt.Fprintln(w, "  (none)")
+	}
+	for _, en := range pol.Entries {
+		fmt.Fprintf(w, "  %s: %s drafter=%s capability=%s quant=%s -> width %d", en.ID, en.Key.Engine, en.Key.Drafter, en.Key.Capability, en.Key.Quant, en.Width)
+		if en.RunnerUp > 0 {
+			fmt.Fprintf(w, " (runner-up %d)", en.RunnerUp)
+		}
+		fmt.Fprintf(w, "\n      pin %s; record %s; %s\n", en.Pin, en.Record, en.Origin)
+	}
+	return nil
+}
+
+// PolicyExplainCmd explains one key.
+type PolicyExplainCmd struct {
+	LaunchFlags `embed:""`
+	JSON        bool `help:"Print JSON."`
+}
+
+// Run implements `policy explain`: the key comes from the same flags,
+// profile and facts as resolve (so --capability/--quant/--draft-kind ask
+// about a hypothetical host).
+func (c *PolicyExplainCmd) Run(e *Env) error {
+	if err := c.checkArgs(); err != nil {
+		return err
+	}
+	l, err := e.load(c.input(e.kctx, e.Getenv, nil, e.Passthrough))
+	if err != nil {
+		return err
+	}
+	p, err := build(e, l, plan.Options{Hypothetical: true})
+	if err != nil {
+		return err
+	}
+	r := p.Resolution
+	lines := []string{}
+	if r.Source != "off" {
+		lines = l.Policy.Explain(r.Key)
+	}
+	if c.JSON {
+		return writeJSON(e.Stdout, map[string]any{"key": keyMap(r.Key), "resolution": resolutionJSON(p, l.Notices), "explain": lines})
+	}
+	fmt.Fprintln(e.Stdout, Headline(r))
+	fmt.Fprintf(e.Stdout, "key: %s\n", r.Key)
+	order := []string{
+		"1. operator override (flag, LLAMA_ARG_DRAFT_BLOCK_SIZE, MLXCEL_DRAFT_BLOCK_SIZE, engine-unit flag/env, profile draft.block_size)",
+		"2. a width the drafter checkpoint declares",
+		"3. a measured policy entry for exactly this key",
+		"4. the per-(engine, drafter) default",
+	}
+	fmt.Fprintln(e.Stdout, "precedence:")
+	for _, o := range order {
+		fmt.Fprintln(e.Stdout, "  "+o)
+	}
+	fmt.Fprintf(e.Stdout, "answered by: %s\n", r.Source)
+	for _, ln := range lines {
+		fmt.Fprintln(e.Stdout, "  "+ln)
+	}
+	return nil
+}
+
+func keyMap(k key.Key) map[string]string {
+	return map[string]string{"engine": string(k.Engine), "drafter": string(k.Drafter), "capability": k.Capability.String(), "quant": string(k.Quant)}
+}
+
+// PolicyCheckCmd verifies entries against records.
+type PolicyCheckCmd struct {
+	Policy  []string `help:"Also check this policy file; repeatable (env: ${env_policy})." placeholder:"FILE"`
+	Profile string   `help:"Also check this profile's policy (env: ${env_profile})." placeholder:"PATH|NAME"`
+	Root    string   `help:"Directory record paths are relative to." default:"." placeholder:"DIR"`
+	JSON    bool     `help:"Print JSON."`
+}
+
+// Run implements `policy check`: exit 1 when any entry fails.
+func (c *PolicyCheckCmd) Run(e *Env) error {
+	pol, err := e.policyOnly(c.Profile, c.Policy)
+	if err != nil {
+		return err
+	}
+	read := func(path string) ([]byte, error) {
+		b, err := os.ReadFile(filepath.Join(c.Root, filepath.FromSlash(path)))
+		if err == nil || Records == nil || !errors.Is(err, fs.ErrNotExist) {
+			return b, err
+		}
+		return fs.ReadFile(Records, path)
+	}
+	verdicts := policy.Check(pol, read)
+	failed := 0
+	for _, v := range verdicts {
+		if !v.OK {
+			failed++
+		}
+	}
+	if c.JSON {
+		if err := writeJSON(e.Stdout, verdicts); err != nil {
+			return err
+		}
+	} else {
+		for _, v := range verdicts {
+			status := "ok  "
+			if !v.OK {
+				status = "FAIL"
+			}
+			fmt.Fprintf(e.Stdout, "%s %s\n", status, v.EntryID)
+			for _, p := range v.Problems {
+				fmt.Fprintf(e.Stdout, "     problem: %s\n", p)
+			}
+			for _, n := range v.Notes {
+				fmt.Fprintf(e.Stdout, "     note: %s\n", n)
+			}
+		}
+		fmt.Fprintf(e.Stdout, "%d entries checked, %d failed\n", len(verdicts), failed)
+	}
+	if failed > 0 {
+		return exitCode(1, fmt.Errorf("%d policy entries are not backed by their records", failed))
+	}
+	return nil
+}

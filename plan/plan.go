@@ -1,0 +1,245 @@
+// Package plan composes one launch: settings and host facts go in, the
+// resolved width and the exact engine command come out. It is the single
+// path shared by `resolve`, `serve` (and every reload) and `bench`, so what
+// `resolve` prints is what `serve` runs. Facts are gathered through Deps so
+// that tests substitute the GPU probe, the checkpoint readers and the engine
+// detection.
+package plan
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+
+	"github.com/speclaunch/speclaunch/checkpoint"
+	"github.com/speclaunch/speclaunch/config"
+	"github.com/speclaunch/speclaunch/cuda"
+	"github.com/speclaunch/speclaunch/engine"
+	"github.com/speclaunch/speclaunch/key"
+	"github.com/speclaunch/speclaunch/policy"
+	"github.com/speclaunch/speclaunch/width"
+)
+
+// Facts are what the launcher learned about the host and the checkpoints,
+// each with how it was learned.
+type Facts struct {
+	Capability    key.Capability `json:"-"`
+	CapabilityStr string         `json:"capability"`
+	CapSource     string         `json:"capability_source"`
+	CapNote       string         `json:"capability_note,omitempty"`
+	GPUs          []cuda.GPU     `json:"gpus,omitempty"`
+	Driver        string         `json:"driver,omitempty"`
+
+	Quant       key.Quant `json:"quant"`
+	QuantSource string    `json:"quant_source"`
+
+	Drafter       key.Drafter `json:"drafter,omitempty"`
+	DrafterSource string      `json:"drafter_source,omitempty"`
+	Hypothetical  bool        `json:"hypothetical,omitempty"`
+
+	Declared       int    `json:"declared_width,omitempty"`
+	DeclaredReason string `json:"declared_reason,omitempty"`
+
+	Binary     string      `json:"binary"`
+	BinaryPath string      `json:"binary_path,omitempty"` // "" when not found on this host
+	Caps       engine.Caps `json:"engine"`
+}
+
+// Plan is one launch, fully decided.
+type Plan struct {
+	Settings   config.Settings
+	Facts      Facts
+	Resolution width.Resolution
+	Launch     engine.Launch
+	Adapter    engine.Adapter
+	Warnings   []string
+}
+
+// Deps are the plan's windows on the world.
+type Deps struct {
+	Probe       func(ctx context.Context) cuda.Result
+	TargetQuant func(path string) (key.Quant, string)
+	DrafterKind func(path string) (key.Drafter, bool)
+	Declared    func(kind key.Drafter, path string) (int, string, bool)
+	DetectLlama func(ctx context.Context, binary string) (engine.Caps, error)
+	LookPath    func(string) (string, error)
+	Environ     []string
+	Self        string // path of this binary, for the sim engine
+}
+
+// RealDeps returns the host's real probes.
+func RealDeps() Deps {
+	self, _ := os.Executable()
+	return Deps{
+		Probe:       func(ctx context.Context) cuda.Result { return cuda.Probe(ctx, cuda.Options{}) },
+		TargetQuant: checkpoint.TargetQuant,
+		DrafterKind: checkpoint.DrafterKind,
+		Declared:    checkpoint.DeclaredWidth,
+		DetectLlama: engine.DetectLlama,
+		LookPath:    exec.LookPath,
+		Environ:     os.Environ(),
+		Self:        self,
+	}
+}
+
+// Options change what a plan means.
+type Options struct {
+	// Hypothetical: a drafter kind without a draft model answers for that
+	// kind (resolve), instead of meaning "speculation off" (serve).
+	Hypothetical bool
+	// ClassicArm forces speculation off (bench's classic arm).
+	ClassicArm bool
+	// WidthOverride forces an operator width (bench's width arms).
+	WidthOverride int
+}
+
+// Build gathers the facts, resolves the width and builds the engine
+// command. It fails only on settings the engine cannot run with; missing or
+// unreadable checkpoints degrade to "unknown" facts with a warning, as
+// upstream mlxcel does.
+func Build(ctx context.Context, s config.Settings, pol *policy.Policy, d Deps, o Options) (*Plan, error) {
+	ad, err := engine.For(s.Engine.Value)
+	if err != nil {
+		return nil, err
+	}
+	p := &Plan{Settings: s, Adapter: ad}
+	f := &p.Facts
+
+	// Drafter.
+	hasDraft := s.DraftModel.Value != "" && !o.ClassicArm
+	kindGiven := s.DraftKind.Value != ""
+	if !hasDraft && kindGiven && o.Hypothetical && !o.ClassicArm {
+		f.Hypothetical = true
+	}
+	speculative := hasDraft || f.Hypothetical
+	if !hasDraft && kindGiven && !o.Hypothetical && !o.ClassicArm {
+		p.Warnings = append(p.Warnings, fmt.Sprintf("drafter kind %q is set (%s) but no draft model is: speculation is off; set --draft-model", s.DraftKind.Value, s.DraftKind.Src))
+	}
+	if speculative {
+		switch {
+		case kindGiven:
+			k, err := key.ParseDrafter(s.DraftKind.Value)
+			if err != nil {
+				return nil, &config.Error{Src: s.DraftKind.Src, Msg: "bad drafter kind", Err: err}
+			}
+			f.Drafter, f.DrafterSource = k, s.DraftKind.Src.String()
+			if hasDraft && d.DrafterKind != nil {
+				if det, ok := d.DrafterKind(s.DraftModel.Value); ok && det != k && key.CheckSelectable(s.Engine.Value, det) == nil {
+					p.Warnings = append(p.Warnings, fmt.Sprintf("drafter kind %s (%s) differs from the drafter's config.json (%s); keeping %s", k, s.DraftKind.Src, det, k))
+				}
+			}
+		case d.DrafterKind != nil:
+			if det, ok := d.DrafterKind(s.DraftModel.Value); ok && key.CheckSelectable(s.Engine.Value, det) == nil {
+				f.Drafter, f.DrafterSource = det, "detected from the drafter's checkpoint"
+			}
+		}
+		if f.Drafter == "" {
+			f.Drafter, f.DrafterSource = key.DefaultDrafter(s.Engine.Value), "the engine's default kind"
+		}
+		if err := key.CheckSelectable(s.Engine.Value, f.Drafter); err != nil {
+			return nil, &config.Error{Src: s.DraftKind.Src, Msg: "bad drafter kind", Err: err}
+		}
+		if hasDraft && d.Declared != nil {
+			f.Declared, f.DeclaredReason, _ = d.Declared(f.Drafter, s.DraftModel.Value)
+		}
+	}
+
+	// Compute capability: an override wins; the probe runs only when a
+	// measured entry could apply.
+	switch {
+	case s.Capability.Value != "":
+		c, err := key.ParseCapability(s.Capability.Value)
+		if err != nil {
+			return nil, &config.Error{Src: s.Capability.Src, Msg: "bad compute capability", Err: err}
+		}
+		f.Capability, f.CapSource = c, s.Capability.Src.String()
+	case speculative && d.Probe != nil:
+		r := d.Probe(ctx)
+		f.Capability, f.CapSource, f.CapNote, f.GPUs, f.Driver = r.Capability, "nvidia-smi", r.Reason, r.GPUs, r.Driver
+	default:
+		f.CapSource = "not probed"
+	}
+	f.CapabilityStr = f.Capability.String()
+
+	// Target quantization.
+	switch {
+	case s.Quant.Value != "":
+		q, err := key.ParseQuant(s.Quant.Value)
+		if err != nil {
+			return nil, &config.Error{Src: s.Quant.Src, Msg: "bad quantization", Err: err}
+		}
+		f.Quant, f.QuantSource = q, s.Quant.Src.String()
+	case s.Model.Value == "":
+		f.Quant, f.QuantSource = key.QuantUnknown, "no target model given"
+	case d.TargetQuant != nil:
+		q, note := d.TargetQuant(s.Model.Value)
+		f.Quant, f.QuantSource = q, note
+		if q == key.QuantUnknown {
+			p.Warnings = append(p.Warnings, fmt.Sprintf("target %s: %s; resolving as an unknown quantization", s.Model.Value, note))
+		}
+	default:
+		f.Quant, f.QuantSource = key.QuantUnknown, "not read"
+	}
+
+	// Engine binary and capabilities.
+	f.Binary = s.EngineBinary.Value
+	if f.Binary == "" {
+		f.Binary = ad.DefaultBinary()
+	}
+	f.Caps.Self = d.Self
+	if f.Binary != "" && d.LookPath != nil {
+		if path, err := d.LookPath(f.Binary); err == nil {
+			f.BinaryPath, _ = filepath.Abs(path)
+		}
+	}
+	if s.Engine.Value == key.LlamaCpp && f.BinaryPath != "" && d.DetectLlama != nil {
+		caps, err := d.DetectLlama(ctx, f.BinaryPath)
+		if err != nil {
+			p.Warnings = append(p.Warnings, fmt.Sprintf("could not read %s's flag spelling: %v", f.BinaryPath, err))
+		} else {
+			caps.Self = d.Self
+			f.Caps = caps
+		}
+	}
+
+	override := s.Width.Value
+	if o.WidthOverride > 0 {
+		override = o.WidthOverride
+	}
+	p.Resolution = width.Resolve(width.Input{
+		Engine:         s.Engine.Value,
+		HasDrafter:     speculative,
+		Drafter:        f.Drafter,
+		Override:       override,
+		OverrideSrc:    s.Width.Src.String(),
+		Declared:       f.Declared,
+		DeclaredReason: f.DeclaredReason,
+		Capability:     f.Capability,
+		Quant:          f.Quant,
+		Policy:         pol,
+		EngineVersion:  f.Caps.Version,
+	})
+	p.Warnings = append(p.Warnings, p.Resolution.Warnings...)
+
+	// A hypothetical drafter has no command line to speak of; build the
+	// launch only for a real draft model (or none).
+	launchRes := p.Resolution
+	if f.Hypothetical {
+		launchRes = width.Resolution{Source: width.Off, Reason: "hypothetical drafter: no draft model to launch"}
+	}
+	if s.Model.Value == "" {
+		// resolve may ask about a host without naming a target; there is
+		// no command line to show then.
+		p.Warnings = append(p.Warnings, "no target model given (--model, LLAMA_ARG_MODEL or model.path): no engine command to show")
+		return p, nil
+	}
+	l, err := ad.Command(s, launchRes, f.Drafter, d.Environ, f.Caps)
+	if err != nil {
+		return nil, err
+	}
+	p.Launch = l
+	p.Warnings = append(p.Warnings, l.Warnings...)
+	return p, nil
+}
