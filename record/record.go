@@ -90,6 +90,8 @@ type Method struct {
 	Endpoint    string `json:"endpoint,omitempty"`
 	Widths      []int  `json:"widths"`
 	Description string `json:"description,omitempty"`
+	// RequestBody is the request sent for every run, the prompt elided.
+	RequestBody string `json:"request_body,omitempty"`
 }
 
 // Arm statuses.
@@ -126,6 +128,13 @@ type Arm struct {
 	IdenticalToClassic *bool `json:"identical_to_classic,omitempty"`
 	FirstDiffToken     int   `json:"first_diff_token,omitempty"` // -1 = identical
 	EngineRate         Stats `json:"engine_rate"`                // the engine's own decode rate (predicted_per_second)
+
+	// FirstDiffChar is the character (rune) index of the first difference
+	// from classic's text in the first differing measured run; -1 = identical.
+	FirstDiffChar int `json:"first_diff_char,omitempty"`
+	// IdentityNote qualifies the identity verdict, e.g. when the text is a
+	// prefix of classic's because the stream ended early (old llama.cpp trees).
+	IdentityNote string `json:"identity_note,omitempty"`
 }
 
 // Run is one request.
@@ -144,6 +153,26 @@ type Run struct {
 	TextSHA256       string  `json:"text_sha256,omitempty"`
 	Text             string  `json:"text,omitempty"`
 	Error            string  `json:"error,omitempty"`
+
+	// Bracket tells classic's two samples per round apart: first | last.
+	Bracket string `json:"bracket,omitempty"`
+	// Pieces is the number of streamed content events (not the token count:
+	// old llama.cpp trees drop the last events of a drafted stream).
+	Pieces int `json:"pieces,omitempty"`
+	// Cycles is the request's draft+verify cycles and CyclesFrom where the
+	// number came from: draft_rounds | diagnostics | metrics | drafted/(W-1).
+	Cycles     int     `json:"cycles,omitempty"`
+	CyclesFrom string  `json:"cycles_from,omitempty"`
+	MSPerCycle float64 `json:"ms_per_cycle,omitempty"`
+	// AcceptedByPos is the request's delta of llama.cpp's per-position
+	// accepted-token counters (/metrics), when the server exposes them.
+	AcceptedByPos []int `json:"accepted_by_pos,omitempty"`
+	// Diag* sum the engine diagnostics lines (mlxcel "DFlash diagnostics")
+	// logged for this request.
+	DiagRounds   int     `json:"diag_rounds,omitempty"`
+	DiagProposed int     `json:"diag_proposed,omitempty"`
+	DiagAccepted int     `json:"diag_accepted,omitempty"`
+	DiagSyncMS   float64 `json:"diag_sync_ms,omitempty"`
 }
 
 // Stats summarises one sample.
@@ -191,4 +220,6 @@ type Verdict struct {
 	EarnsEntry   bool   `json:"earns_entry"`
 	Entry        string `json:"entry,omitempty"` // a ready [[entry]] block, only when earned
 	DefaultWidth int    `json:"default_width,omitempty"`
+	// NoEntryReason says why no entry is earned (empty when one is).
+	NoEntryReason string `json:"no_entry_reason,omitempty"`
 }

@@ -1,0 +1,575 @@
+package bench
+
+import (
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/speclaunch/speclaunch/record"
+)
+
+// Analyze recomputes every derived figure of rec (per-arm statistics,
+// statuses that follow from the runs, cost and acceptance sides, greedy
+// identity, the drift check and the verdict) from its raw runs. It is pure:
+// Run calls it after measuring, and a record can be re-analysed from its
+// .json alone. Statuses the harness set from outside the runs (failed to
+// start, engine declined) are kept.
+func Analyze(rec *record.Record) { analyze(rec, nil) }
+
+// pieceIndex returns the streamed piece ends of arm a's run i when the
+// harness still has them; nil otherwise.
+type pieceIndex func(a, i int) []int32
+
+// effWidth is the width that ran: the engine's report when it gave one.
+func effWidth(a *record.Arm) int {
+	if a.EngineWidth > 0 {
+		return a.EngineWidth
+	}
+	return a.Width
+}
+
+func measuredOK(r *record.Run) bool { return r.Phase == PhaseMeasured && r.Error == "" }
+
+// drafted reports whether the engine says speculation ran for the run.
+func drafted(r *record.Run) bool { return r.DraftN > 0 || r.DiagRounds > 0 }
+
+// Run phases and classic brackets.
+const (
+	PhaseWarmup   = "warmup"
+	PhaseMeasured = "measured"
+	BracketFirst  = "first"
+	BracketLast   = "last"
+)
+
+func classicIndex(rec *record.Record) int {
+	for i := range rec.Arms {
+		if rec.Arms[i].Kind == KindClassic {
+			return i
+		}
+	}
+	return -1
+}
+
+func analyze(rec *record.Record, pieces pieceIndex) {
+	engineReports := false
+	for i := range rec.Arms {
+		for j := range rec.Arms[i].Runs {
+			if r := &rec.Arms[i].Runs[j]; measuredOK(r) && drafted(r) {
+				engineReports = true
+			}
+		}
+	}
+	for i := range rec.Arms {
+		armOwn(&rec.Arms[i], engineReports)
+	}
+	ci := classicIndex(rec)
+	var classic *record.Arm
+	if ci >= 0 {
+		classic = &rec.Arms[ci]
+	}
+	rec.Drift = drift(classic)
+	identity(rec, ci, pieces)
+	if classic != nil && classic.Status == record.StatusOK {
+		for i := range rec.Arms {
+			if i != ci {
+				versusClassic(&rec.Arms[i], classic)
+			}
+		}
+	}
+	note := "the engine reported no draft counters for any arm: whether speculation ran could not be verified"
+	if !engineReports && len(rec.Arms) > 1 && !slices.Contains(rec.Notes, note) {
+		rec.Notes = append(rec.Notes, note)
+	}
+	rec.Verdict = verdict(rec, ci)
+}
+
+// armOwn fills what an arm's figures say on their own: stats, status,
+// per-run cycles, the cost side and the acceptance side.
+func armOwn(a *record.Arm, engineReports bool) {
+	w := effWidth(a)
+	var rates, engine []float64
+	var ok []*record.Run
+	var firstErr string
+	measured := 0
+	for j := range a.Runs {
+		r := &a.Runs[j]
+		if r.Phase != PhaseMeasured {
+			continue
+		}
+		measured++
+		if r.Error != "" {
+			if firstErr == "" {
+				firstErr = r.Error
+			}
+			continue
+		}
+		ok = append(ok, r)
+		rates = append(rates, r.TokPerS)
+		if r.PredictedPerS > 0 {
+			engine = append(engine, r.PredictedPerS)
+		}
+		fillCycles(r, a.Kind, w)
+	}
+	a.Stats = describe(rates)
+	a.EngineRate = describe(engine)
+
+	if a.Status == "" || a.Status == record.StatusOK {
+		a.Status, a.StatusReason = record.StatusOK, ""
+		switch {
+		case len(ok) == 0 && measured == 0:
+			a.Status, a.StatusReason = record.StatusFailed, "no measured request ran"
+		case len(ok) == 0:
+			a.Status, a.StatusReason = record.StatusFailed, fmt.Sprintf("every measured request failed (%d of %d): %s", measured, measured, firstErr)
+		case len(ok) < 2:
+			a.Status, a.StatusReason = record.StatusFailed, fmt.Sprintf("only %d of %d measured requests succeeded (%s); %v", len(ok), measured, firstErr, ErrTooFewSamples)
+		}
+		if a.Status == record.StatusOK && a.Kind != KindClassic {
+			n := 0
+			for _, r := range ok {
+				if drafted(r) {
+					n++
+				}
+			}
+			switch {
+			case engineReports && n == 0:
+				a.Status, a.StatusReason = record.StatusNotMeasurement, "no draft counters in any measured request (timings.draft_n absent or 0, no diagnostics rounds): speculation did not run"
+			case engineReports && n < len(ok):
+				a.StatusReason = fmt.Sprintf("%d of %d measured requests drafted nothing", len(ok)-n, len(ok))
+			}
+		}
+		if a.Status == record.StatusOK && a.Kind != KindClassic && a.EngineWidth > 0 && a.EngineWidth != a.Width {
+			a.StatusReason = joinNote(a.StatusReason, fmt.Sprintf("engine clamped/ran width %d, not the requested %d", a.EngineWidth, a.Width))
+		}
+	}
+	a.Cost = cost(a, ok, w)
+	a.Acceptance = acceptance(a, ok)
+}
+
+func joinNote(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
+}
+
+// fillCycles completes a run's cycle count and cost. Sources, best first:
+// the engine's draft_rounds, its diagnostics rounds, the /metrics delta
+// (set by the harness, which alone can scrape), and drafted / (W−1), exact
+// when the drafter always drafts W−1 tokens (llama.cpp's p-min 0, DFlash's
+// fixed block).
+func fillCycles(r *record.Run, kind string, w int) {
+	if kind == KindClassic {
+		r.Cycles, r.CyclesFrom = r.CompletionTokens, "tokens"
+		if r.CompletionTokens > 0 && r.PredictedMS > 0 {
+			r.MSPerCycle = r.PredictedMS / float64(r.CompletionTokens)
+		}
+		return
+	}
+	if r.Cycles == 0 {
+		switch {
+		case r.DraftRounds > 0:
+			r.Cycles, r.CyclesFrom = r.DraftRounds, "draft_rounds"
+		case r.DiagRounds > 0:
+			r.Cycles, r.CyclesFrom = r.DiagRounds, "diagnostics"
+		case r.DraftN > 0 && w > 1:
+			r.Cycles, r.CyclesFrom = (r.DraftN+(w-1)/2)/(w-1), "drafted/(W-1)"
+		}
+	}
+	switch {
+	case r.DiagRounds > 0 && r.DiagSyncMS > 0:
+		r.MSPerCycle = r.DiagSyncMS / float64(r.DiagRounds)
+	case r.Cycles > 0 && r.PredictedMS > 0:
+		r.MSPerCycle = r.PredictedMS / float64(r.Cycles)
+	default:
+		r.MSPerCycle = 0
+	}
+}
+
+func cost(a *record.Arm, ok []*record.Run, w int) record.Cost {
+	var xs []float64
+	from := map[string]bool{}
+	diag := false
+	for _, r := range ok {
+		if r.MSPerCycle > 0 {
+			xs = append(xs, r.MSPerCycle)
+			if r.DiagRounds > 0 && r.DiagSyncMS > 0 {
+				diag = true
+			} else {
+				from[r.CyclesFrom] = true
+			}
+		}
+	}
+	if len(xs) == 0 {
+		return record.Cost{VerifyRows: max(w, 1)}
+	}
+	c := record.Cost{MSPerCycle: describe(xs).Median, VerifyRows: max(w, 1)}
+	switch {
+	case a.Kind == KindClassic:
+		c.Method = "predicted_ms / predicted_n (one token per cycle)"
+	case diag:
+		c.Method = "target_argmax_sync_ms / rounds (engine diagnostics)"
+	default:
+		keys := make([]string, 0, len(from))
+		for k := range from {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		c.Method = "predicted_ms / cycles (cycles from " + strings.Join(keys, ", ") + ")"
+	}
+	return c
+}
+
+// acceptance sums the drafted and accepted counts over the measured runs.
+// Mean accepted length is emitted tokens per cycle (predicted_n / cycles,
+// so the one token the prompt pass emits is counted in; the engines' own
+// "mean len", (accepted + cycles) / cycles, leaves it out and reads lower
+// by about 1/cycles).
+func acceptance(a *record.Arm, ok []*record.Run) record.Acceptance {
+	if a.Kind == KindClassic {
+		return record.Acceptance{}
+	}
+	var acc record.Acceptance
+	tokens := 0
+	var pos []int
+	posCycles := 0
+	for _, r := range ok {
+		d, ac := r.DraftN, r.DraftAccepted
+		if d == 0 && r.DiagProposed > 0 {
+			d, ac = r.DiagProposed, r.DiagAccepted
+		}
+		acc.Drafted += d
+		acc.Accepted += ac
+		if r.Cycles > 0 {
+			acc.Cycles += r.Cycles
+			tokens += r.CompletionTokens
+		}
+		if len(r.AcceptedByPos) > 0 && r.Cycles > 0 {
+			for len(pos) < len(r.AcceptedByPos) {
+				pos = append(pos, 0)
+			}
+			for i, v := range r.AcceptedByPos {
+				pos[i] += v
+			}
+			posCycles += r.Cycles
+		}
+	}
+	if acc.Drafted > 0 {
+		acc.Rate = float64(acc.Accepted) / float64(acc.Drafted)
+	}
+	if acc.Cycles > 0 {
+		acc.MeanAccepted = float64(tokens) / float64(acc.Cycles)
+	}
+	if posCycles > 0 {
+		acc.ByPosition = make([]float64, len(pos))
+		for i, v := range pos {
+			acc.ByPosition[i] = float64(v) / float64(posCycles)
+		}
+	}
+	return acc
+}
+
+// bracketRates returns classic's measured rates for one bracket ("" = all).
+func bracketRates(classic *record.Arm, bracket string) []float64 {
+	var xs []float64
+	for j := range classic.Runs {
+		r := &classic.Runs[j]
+		if measuredOK(r) && (bracket == "" || r.Bracket == bracket) {
+			xs = append(xs, r.TokPerS)
+		}
+	}
+	return xs
+}
+
+// drift compares classic's first-of-round samples with its last-of-round
+// samples: a machine that warms, throttles or gains a neighbour between
+// the two shows as disjoint brackets.
+func drift(classic *record.Arm) record.Drift {
+	if classic == nil {
+		return record.Drift{Verdict: "no classic arm: drift not checked"}
+	}
+	first, last := bracketRates(classic, BracketFirst), bracketRates(classic, BracketLast)
+	d := record.Drift{First: describe(first), Last: describe(last)}
+	if len(first) < 2 || len(last) < 2 {
+		d.Verdict = fmt.Sprintf("drift not checked: %d first and %d last classic samples (need 2 of each)", len(first), len(last))
+		return d
+	}
+	d.Overlap = Overlap(d.First, d.Last)
+	if d.Overlap {
+		d.Verdict = "classic brackets overlap: no drift detected"
+	} else {
+		d.Verdict = fmt.Sprintf("the run drifted (classic first %.1f–%.1f vs last %.1f–%.1f): treat every middle arm as suspect",
+			d.First.Min, d.First.Max, d.Last.Min, d.Last.Max)
+	}
+	return d
+}
+
+func versusClassic(a, classic *record.Arm) {
+	a.SpeedupVsClassic, a.BeatsClassic, a.RangeVsClassic, a.PairedDeltas = 0, false, "", nil
+	if a.Stats.N == 0 || a.Status == record.StatusFailed {
+		return
+	}
+	if classic.Stats.Median > 0 {
+		a.SpeedupVsClassic = a.Stats.Median / classic.Stats.Median
+	}
+	a.RangeVsClassic = CompareRange(a.Stats, classic.Stats)
+	a.BeatsClassic = a.Status == record.StatusOK && BeatsClassic(a.Stats, classic.Stats)
+	byRound := map[int][]float64{}
+	for j := range classic.Runs {
+		if r := &classic.Runs[j]; measuredOK(r) {
+			byRound[r.Round] = append(byRound[r.Round], r.TokPerS)
+		}
+	}
+	for j := range a.Runs {
+		r := &a.Runs[j]
+		if !measuredOK(r) {
+			continue
+		}
+		if d, ok := PairedDelta(r.TokPerS, byRound[r.Round]); ok {
+			a.PairedDeltas = append(a.PairedDeltas, d)
+		}
+	}
+}
+
+// identity compares every measured text with classic's first measured text.
+// FirstDiffChar is the rune index of the first difference in the first
+// differing run; FirstDiffToken is the index of the streamed piece that
+// holds that character (the engines stream one token per content event
+// outside drafted bursts' joins, so pieces are tokens to within the
+// engine's grouping). Without the piece boundaries (a re-analysis from
+// .json) it is estimated as the character's share of the token count.
+func identity(rec *record.Record, ci int, pieces pieceIndex) {
+	ref, found := "", false
+	if ci >= 0 {
+		for j := range rec.Arms[ci].Runs {
+			if r := &rec.Arms[ci].Runs[j]; measuredOK(r) {
+				ref, found = r.Text, true
+				break
+			}
+		}
+	}
+	for i := range rec.Arms {
+		a := &rec.Arms[i]
+		a.IdenticalToClassic, a.FirstDiffToken, a.FirstDiffChar, a.IdentityNote = nil, 0, 0, ""
+		if i == ci || !found || a.Status == record.StatusFailed {
+			continue
+		}
+		same, any := true, false
+		for j := range a.Runs {
+			r := &a.Runs[j]
+			if !measuredOK(r) {
+				continue
+			}
+			any = true
+			if r.Text == ref {
+				continue
+			}
+			same = false
+			byteAt := commonPrefix(r.Text, ref)
+			a.FirstDiffChar = utf8.RuneCountInString(r.Text[:byteAt])
+			a.FirstDiffToken = tokenAt(r, byteAt, piecesOf(pieces, i, j))
+			switch {
+			case byteAt == len(r.Text):
+				a.IdentityNote = "text is a prefix of classic's: the stream ended early (old llama.cpp trees drop a drafted stream's last events)"
+			case byteAt == len(ref):
+				a.IdentityNote = "classic's text is a prefix of this arm's"
+			}
+			break
+		}
+		if !any {
+			continue
+		}
+		v := same
+		a.IdenticalToClassic = &v
+		if same {
+			a.FirstDiffToken, a.FirstDiffChar = -1, -1
+		}
+	}
+}
+
+func piecesOf(p pieceIndex, a, i int) []int32 {
+	if p == nil {
+		return nil
+	}
+	return p(a, i)
+}
+
+func commonPrefix(a, b string) int {
+	n := min(len(a), len(b))
+	i := 0
+	for i < n && a[i] == b[i] {
+		i++
+	}
+	// back up to a rune boundary so the character index is whole
+	for i > 0 && i < len(a) && !utf8.RuneStart(a[i]) {
+		i--
+	}
+	return i
+}
+
+func tokenAt(r *record.Run, byteAt int, ends []int32) int {
+	if len(ends) > 0 {
+		for k, e := range ends {
+			if int(e) > byteAt {
+				return k
+			}
+		}
+		return len(ends)
+	}
+	if len(r.Text) == 0 {
+		return 0
+	}
+	return byteAt * r.CompletionTokens / len(r.Text)
+}
+
+// verdict ranks the arms and decides whether the record earns an entry.
+func verdict(rec *record.Record, ci int) record.Verdict {
+	var v record.Verdict
+	for i := range rec.Arms {
+		if a := &rec.Arms[i]; a.Kind == KindDefault {
+			v.DefaultWidth = effWidth(a)
+		}
+	}
+	if ci < 0 {
+		v.Why = "no classic arm: nothing to compare against"
+		v.NoEntryReason = v.Why
+		return v
+	}
+	classic := &rec.Arms[ci]
+	if classic.Status != record.StatusOK {
+		v.Why = "the classic arm failed (" + classic.StatusReason + "): nothing to compare against"
+		v.NoEntryReason = v.Why
+		return v
+	}
+	var okArms, winners []ranked
+	var nam []string
+	for i := range rec.Arms {
+		a := &rec.Arms[i]
+		if i == ci {
+			continue
+		}
+		switch a.Status {
+		case record.StatusOK:
+			r := ranked{width: effWidth(a), stats: a.Stats, idx: i}
+			okArms = append(okArms, r)
+			if a.BeatsClassic {
+				winners = append(winners, r)
+			}
+		case record.StatusNotMeasurement:
+			nam = append(nam, a.Label)
+		}
+	}
+	sortRanked(okArms)
+	sortRanked(winners)
+	cm := classic.Stats
+	var why []string
+	if len(winners) > 0 {
+		b := winners[0]
+		ba := &rec.Arms[b.idx]
+		v.Best, v.BestLabel = b.width, ba.Label
+		why = append(why, fmt.Sprintf("width %d ran %.1f tok/s median, %.2fx classic's %.1f, its min %.1f above classic's max %.1f",
+			b.width, b.stats.Median, ba.SpeedupVsClassic, cm.Median, b.stats.Min, cm.Max))
+		for _, r := range okArms {
+			if r.width != b.width {
+				v.RunnerUp = r.width
+				why = append(why, fmt.Sprintf("runner-up width %d at %.1f (%.2fx, %s)", r.width, r.stats.Median,
+					rec.Arms[r.idx].SpeedupVsClassic, rec.Arms[r.idx].RangeVsClassic))
+				break
+			}
+		}
+		for i := range rec.Arms {
+			if d := &rec.Arms[i]; d.Kind == KindDefault && d.Status == record.StatusOK && d.Stats.Median > 0 {
+				if effWidth(d) == b.width {
+					why = append(why, fmt.Sprintf("the best width is the default's (%d)", b.width))
+				} else {
+					why = append(why, fmt.Sprintf("the default (width %d) ran %.1f: width %d is %.2fx the default", effWidth(d), d.Stats.Median, b.width, b.stats.Median/d.Stats.Median))
+				}
+			}
+		}
+	} else {
+		msg := "no width beat classic with disjoint ranges"
+		if len(okArms) > 0 {
+			f := okArms[0]
+			msg += fmt.Sprintf("; the fastest median was width %d at %.1f tok/s (%.2fx classic's %.1f, range %s)",
+				f.width, f.stats.Median, rec.Arms[f.idx].SpeedupVsClassic, cm.Median, rec.Arms[f.idx].RangeVsClassic)
+		}
+		why = append(why, msg)
+	}
+	if len(nam) > 0 {
+		why = append(why, "not ranked, NOT A MEASUREMENT: "+strings.Join(nam, ", "))
+	}
+	if rec.Drift.Verdict != "" && !rec.Drift.Overlap {
+		why = append(why, rec.Drift.Verdict)
+	}
+	v.Why = strings.Join(why, "; ") + "."
+
+	var no []string
+	if v.Best == 0 {
+		no = append(no, "no width beat classic with disjoint ranges")
+	}
+	if rec.Simulated {
+		no = append(no, "the record is simulated (a simulated record never backs a policy entry)")
+	}
+	if !rec.Complete {
+		no = append(no, "the record is incomplete (interrupted)")
+	}
+	if !rec.Drift.Overlap {
+		no = append(no, "the classic brackets do not show a steady machine ("+rec.Drift.Verdict+")")
+	}
+	if rec.Key.Engine == "" || rec.Key.Drafter == "" || rec.Key.Capability == "" || rec.Key.Quant == "" {
+		no = append(no, "the record's key is incomplete")
+	}
+	if len(no) > 0 {
+		v.NoEntryReason = strings.Join(no, "; ")
+		return v
+	}
+	v.EarnsEntry = true
+	v.Entry = EntryBlock(rec, v.Best, v.RunnerUp)
+	return v
+}
+
+// EntryID names an entry as policy.toml does: GPU, quantization, drafter
+// ("h200-q4_0-draft", "gb10-affine-dflash").
+func EntryID(rec *record.Record) string {
+	gpu := strings.ToLower(rec.Host.GPU)
+	gpu = strings.TrimPrefix(gpu, "nvidia ")
+	gpu = strings.TrimPrefix(gpu, "geforce ")
+	// the model's first word ("h200", "gb10", "a100" of "A100-SXM4-80GB"),
+	// with the next one when the first is a family name ("rtx 4090")
+	f := strings.FieldsFunc(gpu, func(r rune) bool { return r == ' ' || r == '-' || r == '_' })
+	switch {
+	case len(f) > 1 && !strings.ContainsAny(f[0], "0123456789"):
+		gpu = f[0] + f[1]
+	case len(f) > 0:
+		gpu = f[0]
+	}
+	gpu = strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return -1
+	}, gpu)
+	if gpu == "" {
+		gpu = "sm" + strings.ReplaceAll(rec.Key.Capability, ".", "")
+	}
+	return gpu + "-" + rec.Key.Quant + "-" + rec.Key.Drafter
+}
+
+// EntryBlock renders the [[entry]] a record earns, ready for policy.toml.
+func EntryBlock(rec *record.Record, width, runnerUp int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "[[entry]]\n")
+	fmt.Fprintf(&b, "id = %q\n", EntryID(rec))
+	fmt.Fprintf(&b, "engine = %q\n", rec.Key.Engine)
+	fmt.Fprintf(&b, "drafter = %q\n", rec.Key.Drafter)
+	fmt.Fprintf(&b, "capability = %q\n", rec.Key.Capability)
+	fmt.Fprintf(&b, "quant = %q\n", rec.Key.Quant)
+	fmt.Fprintf(&b, "width = %d\n", width)
+	if runnerUp > 0 {
+		fmt.Fprintf(&b, "runner_up = %d\n", runnerUp)
+	}
+	fmt.Fprintf(&b, "pin = %q\n", rec.Engine.Pin)
+	fmt.Fprintf(&b, "record = %q\n", path.Join("docs/benchmark_results", rec.Name+".md"))
+	return b.String()
+}

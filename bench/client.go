@@ -1,0 +1,502 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// completionRequest is the body of every request: greedy, a fixed token
+// count regardless of EOS, streamed, with the prompt cached after the
+// warm-up so that measured requests time decode, not prefill.
+type completionRequest struct {
+	Prompt      string  `json:"prompt"`
+	NPredict    int     `json:"n_predict"`
+	Temperature float64 `json:"temperature"`
+	TopK        int     `json:"top_k"`
+	IgnoreEOS   bool    `json:"ignore_eos"`
+	Stream      bool    `json:"stream"`
+	CachePrompt bool    `json:"cache_prompt"`
+	Seed        int     `json:"seed"`
+	Model       string  `json:"model,omitempty"`
+}
+
+// requestBody renders the request for prompt and maxTokens; model is set
+// only when the engine named one (the native endpoint does not need it).
+func requestBody(prompt string, maxTokens int, model string) []byte {
+	b, err := json.Marshal(completionRequest{Prompt: prompt, NPredict: maxTokens, TopK: 1,
+		IgnoreEOS: true, Stream: true, CachePrompt: true, Seed: 42, Model: model})
+	if err != nil { // cannot happen: every field is a plain value
+		panic(err)
+	}
+	return b
+}
+
+// result is one request as the client saw it.
+type result struct {
+	wall, ttft       time.Duration
+	tokens           int // from the final timings, not from the events
+	tokensFrom       string
+	predictedMS      float64
+	predictedPerS    float64
+	draftN, draftAcc int
+	draftRounds      int
+	text             string
+	pieces           int
+	pieceEnds        []int32 // byte offset in text where each streamed piece ends
+	err              error
+}
+
+// client is a streaming /completion client built to cost little per token:
+// one scanner buffer and one text buffer reused across requests, content
+// events decoded by hand (no reflection, no allocation), and encoding/json
+// only for the final and error events, whose shape varies by engine.
+type client struct {
+	http    *http.Client
+	tr      *http.Transport
+	timeout time.Duration
+
+	scanBuf []byte
+	text    []byte
+	ends    []int32
+	ev      event
+}
+
+func newClient(timeout time.Duration) *client {
+	tr := &http.Transport{
+		Proxy:               nil, // loopback only: never through a proxy from the environment
+		MaxIdleConnsPerHost: 2,
+		IdleConnTimeout:     30 * time.Second,
+		DisableCompression:  true,
+	}
+	return &client{
+		http:    &http.Client{Transport: tr},
+		tr:      tr,
+		timeout: timeout,
+		scanBuf: make([]byte, 64<<10),
+		text:    make([]byte, 0, 8<<10),
+		ends:    make([]int32, 0, 512),
+	}
+}
+
+// forget drops pooled connections, called after a server stops so a
+// restarted server on the same port is never sent a dead connection.
+func (c *client) forget() { c.tr.CloseIdleConnections() }
+
+// now is the client's clock; tests replace it with the fake engine's
+// virtual clock so that rankings are decided by the cost model, not by the
+// load on the test machine.
+var now = time.Now
+
+// maxEvent bounds one SSE line; the final llama-server event carries the
+// generation settings and is a few KiB.
+const maxEvent = 4 << 20
+
+// event is the slow-path decoding of one SSE payload.
+type event struct {
+	Content         string          `json:"content"`
+	Stop            bool            `json:"stop"`
+	TokensPredicted int             `json:"tokens_predicted"`
+	Timings         *timings        `json:"timings"`
+	Error           json.RawMessage `json:"error"`
+}
+
+type timings struct {
+	PredictedN         int     `json:"predicted_n"`
+	PredictedMS        float64 `json:"predicted_ms"`
+	PredictedPerSecond float64 `json:"predicted_per_second"`
+	DraftN             int     `json:"draft_n"`
+	DraftNAccepted     int     `json:"draft_n_accepted"`
+	DraftRounds        int     `json:"draft_rounds"`
+}
+
+var (
+	dataPrefix  = []byte("data:")
+	doneMarker  = []byte("[DONE]")
+	stopFalse   = []byte(`"stop":false`)
+	errorKey    = []byte(`"error"`)
+	timingsKey  = []byte(`"timings"`)
+	contentOpen = []byte(`"content":"`)
+)
+
+// complete sends one request and reads the stream to its final event.
+// Every failure comes back in result.err; a cancelled parent context comes
+// back as ctx.Err() itself so that the caller can tell it from a failed run.
+func (c *client) complete(ctx context.Context, baseURL string, body []byte) (res result) {
+	rctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(rctx, http.MethodPost, strings.TrimRight(baseURL, "/")+"/completion", bytes.NewReader(body))
+	if err != nil {
+		res.err = fmt.Errorf("build request: %w", err)
+		return res
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+
+	c.text = c.text[:0]
+	c.ends = c.ends[:0]
+	start := now()
+	resp, err := c.http.Do(req)
+	if err != nil {
+		res.err = c.wrapErr(ctx, rctx, err)
+		return res
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+		res.err = fmt.Errorf("HTTP %d: %s", resp.StatusCode, errorText(msg))
+		return res
+	}
+
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(c.scanBuf, maxEvent)
+	var last time.Time
+	final := false
+	for sc.Scan() {
+		line := sc.Bytes()
+		if !bytes.HasPrefix(line, dataPrefix) {
+			continue
+		}
+		payload := bytes.TrimSpace(line[len(dataPrefix):])
+		if len(payload) == 0 || bytes.Equal(payload, doneMarker) {
+			continue
+		}
+		last = now()
+		if handled, nonEmpty := c.fastContent(payload); handled {
+			if nonEmpty {
+				c.piece(&res, start, last)
+			}
+			continue
+		}
+		ev := &c.ev
+		*ev = event{}
+		if err := json.Unmarshal(payload, ev); err != nil {
+			res.err = fmt.Errorf("malformed event: %w", err)
+			return res
+		}
+		if len(ev.Error) > 0 && !bytes.Equal(ev.Error, []byte("null")) {
+			res.err = fmt.Errorf("engine error event: %s", errorText(ev.Error))
+			return res
+		}
+		if ev.Content != "" {
+			c.text = append(c.text, ev.Content...)
+			c.piece(&res, start, last)
+		}
+		if ev.Stop {
+			final = true
+			res.tokens, res.tokensFrom = ev.TokensPredicted, "tokens_predicted"
+			if t := ev.Timings; t != nil {
+				if t.PredictedN > 0 {
+					res.tokens, res.tokensFrom = t.PredictedN, "predicted_n"
+				}
+				res.predictedMS, res.predictedPerS = t.PredictedMS, t.PredictedPerSecond
+				res.draftN, res.draftAcc, res.draftRounds = t.DraftN, t.DraftNAccepted, t.DraftRounds
+			}
+			break
+		}
+	}
+	if err := sc.Err(); err != nil {
+		res.err = c.wrapErr(ctx, rctx, err)
+		return res
+	}
+	if !final {
+		if err := ctx.Err(); err != nil {
+			res.err = err
+		} else {
+			res.err = errors.New("stream ended without a final event (stop: true)")
+		}
+		return res
+	}
+	// Let the connection go back to the pool; the server ends the stream
+	// right after the final event.
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+
+	res.wall = last.Sub(start)
+	if res.tokens == 0 { // an engine that reports no count: fall back to the events
+		res.tokens, res.tokensFrom = res.pieces, "events"
+	}
+	if res.tokens == 0 {
+		res.err = errors.New("the stream carried no tokens")
+		return res
+	}
+	res.text = string(c.text)
+	res.pieceEnds = append([]int32(nil), c.ends...)
+	return res
+}
+
+func (c *client) piece(res *result, start, now time.Time) {
+	if res.pieces == 0 {
+		res.ttft = now.Sub(start)
+	}
+	res.pieces++
+	c.ends = append(c.ends, int32(len(c.text)))
+}
+
+// wrapErr tells a cancelled run (returned as the parent's error) from a
+// per-request timeout and from a transport failure.
+func (c *client) wrapErr(parent, rctx context.Context, err error) error {
+	if perr := parent.Err(); perr != nil {
+		return perr
+	}
+	if errors.Is(rctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("request timed out after %s (stalled stream?)", c.timeout)
+	}
+	return fmt.Errorf("request: %w", err)
+}
+
+// fastContent appends the content of a plain token event to c.text without
+// allocating. It declines (handled false, text untouched) anything that is
+// not plainly a content event: final and error events, and any encoding it
+// does not expect, which then take the encoding/json path. A quote inside a
+// JSON string is always escaped, so `"stop":false` and `"error"` can only
+// match as keys.
+func (c *client) fastContent(p []byte) (handled, nonEmpty bool) {
+	if !bytes.Contains(p, stopFalse) || bytes.Contains(p, errorKey) || bytes.Contains(p, timingsKey) {
+		return false, false
+	}
+	i := bytes.Index(p, contentOpen)
+	if i < 0 {
+		return false, false
+	}
+	n0 := len(c.text)
+	out, ok := appendJSONString(c.text, p[i+len(contentOpen):])
+	if !ok {
+		c.text = c.text[:n0]
+		return false, false
+	}
+	c.text = out
+	return true, len(out) > n0 // an empty piece is not a token
+}
+
+// appendJSONString decodes the JSON string body s (after its opening
+// quote) up to the closing quote and appends it to dst.
+func appendJSONString(dst, s []byte) ([]byte, bool) {
+	for i := 0; i < len(s); i++ {
+		b := s[i]
+		switch {
+		case b == '"':
+			return dst, true
+		case b < 0x20:
+			return dst, false
+		case b != '\\':
+			dst = append(dst, b)
+			continue
+		}
+		i++
+		if i >= len(s) {
+			return dst, false
+		}
+		switch s[i] {
+		case '"', '\\', '/':
+			dst = append(dst, s[i])
+		case 'b':
+			dst = append(dst, '\b')
+		case 'f':
+			dst = append(dst, '\f')
+		case 'n':
+			dst = append(dst, '\n')
+		case 'r':
+			dst = append(dst, '\r')
+		case 't':
+			dst = append(dst, '\t')
+		case 'u':
+			r, ok := hex4(s[i+1:])
+			if !ok {
+				return dst, false
+			}
+			i += 4
+			if utf16.IsSurrogate(r) {
+				if i+6 < len(s) && s[i+1] == '\\' && s[i+2] == 'u' {
+					if r2, ok := hex4(s[i+3:]); ok {
+						if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
+							dst = utf8.AppendRune(dst, d)
+							i += 6
+							continue
+						}
+					}
+				}
+				r = utf8.RuneError
+			}
+			dst = utf8.AppendRune(dst, r)
+		default:
+			return dst, false
+		}
+	}
+	return dst, false
+}
+
+func hex4(s []byte) (rune, bool) {
+	if len(s) < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, b := range s[:4] {
+		r <<= 4
+		switch {
+		case b >= '0' && b <= '9':
+			r |= rune(b - '0')
+		case b >= 'a' && b <= 'f':
+			r |= rune(b - 'a' + 10)
+		case b >= 'A' && b <= 'F':
+			r |= rune(b - 'A' + 10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
+}
+
+// errorText renders an engine error body or error object briefly: the
+// message of {"error":{"message":...}} or {"message":...}, else the text.
+func errorText(raw []byte) string {
+	raw = bytes.TrimSpace(raw)
+	var obj struct {
+		Message string `json:"message"`
+		Error   *struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(raw, &obj) == nil {
+		switch {
+		case obj.Error != nil && obj.Error.Message != "":
+			return obj.Error.Message
+		case obj.Message != "":
+			return obj.Message
+		}
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	const max = 300
+	t := strings.ToValidUTF8(string(raw), "?")
+	if len(t) > max {
+		t = t[:max] + "…"
+	}
+	return t
+}
+
+// metrics is the part of llama.cpp's Prometheus page the bench reads.
+type metrics struct {
+	drafts      float64   // llamacpp:spec_decode_num_drafts_total
+	hasDrafts   bool      // the counter exists
+	acceptedPos []float64 // llamacpp:spec_decode_num_accepted_tokens_per_pos_total by position
+}
+
+const (
+	metricDrafts = "llamacpp:spec_decode_num_drafts_total"
+	metricPerPos = "llamacpp:spec_decode_num_accepted_tokens_per_pos_total"
+)
+
+// errNoMetrics marks a server without a usable /metrics page (404, or not
+// started with --metrics); the bench then stops asking it.
+var errNoMetrics = errors.New("no /metrics")
+
+// scrapeMetrics reads GET /metrics, bounded by a short timeout: a missing
+// page is not a failure of the run, only of that source of counters.
+func (c *client) scrapeMetrics(ctx context.Context, baseURL string) (metrics, error) {
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(rctx, http.MethodGet, strings.TrimRight(baseURL, "/")+"/metrics", nil)
+	if err != nil {
+		return metrics{}, err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return metrics{}, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+		return metrics{}, fmt.Errorf("%w: HTTP %d", errNoMetrics, resp.StatusCode)
+	}
+	return parseMetrics(io.LimitReader(resp.Body, 8<<20))
+}
+
+// parseMetrics reads the speculative counters from a Prometheus text page.
+func parseMetrics(r io.Reader) (metrics, error) {
+	var m metrics
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		name, rest, ok := strings.Cut(line, " ")
+		labels := ""
+		if j := strings.IndexByte(line, '{'); j >= 0 && (!ok || j < len(name)) {
+			k := strings.IndexByte(line, '}')
+			if k < j {
+				continue
+			}
+			name, labels, rest = line[:j], line[j+1:k], strings.TrimSpace(line[k+1:])
+		}
+		valStr, _, _ := strings.Cut(strings.TrimSpace(rest), " ") // drop an optional timestamp
+		switch name {
+		case metricDrafts:
+			v, err := strconv.ParseFloat(valStr, 64)
+			if err != nil {
+				return m, fmt.Errorf("metrics: %s: %w", name, err)
+			}
+			m.drafts, m.hasDrafts = v, true
+		case metricPerPos:
+			pos, ok := labelValue(labels, "position")
+			if !ok {
+				continue
+			}
+			i, err := strconv.Atoi(pos)
+			if err != nil || i < 0 || i > 4096 {
+				continue
+			}
+			v, err := strconv.ParseFloat(valStr, 64)
+			if err != nil {
+				return m, fmt.Errorf("metrics: %s: %w", name, err)
+			}
+			for len(m.acceptedPos) <= i {
+				m.acceptedPos = append(m.acceptedPos, 0)
+			}
+			m.acceptedPos[i] = v
+		}
+	}
+	return m, sc.Err()
+}
+
+func labelValue(labels, key string) (string, bool) {
+	for _, kv := range strings.Split(labels, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		if ok && k == key {
+			return strings.Trim(v, `"`), true
+		}
+	}
+	return "", false
+}
+
+// delta is after − before per counter; nil positions when the page has none.
+func (after metrics) delta(before metrics) (drafts int, byPos []int, ok bool) {
+	if !after.hasDrafts {
+		return 0, nil, false
+	}
+	drafts = int(after.drafts - before.drafts + 0.5)
+	if len(after.acceptedPos) > 0 {
+		byPos = make([]int, len(after.acceptedPos))
+		for i, v := range after.acceptedPos {
+			b := 0.0
+			if i < len(before.acceptedPos) {
+				b = before.acceptedPos[i]
+			}
+			byPos[i] = int(v - b + 0.5)
+		}
+	}
+	return drafts, byPos, true
+}

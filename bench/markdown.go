@@ -1,0 +1,380 @@
+package bench
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/speclaunch/speclaunch/record"
+)
+
+// RenderMarkdown renders the human record. It is a pure function of rec
+// (golden-tested), so the .md and its .json twin can never disagree.
+func RenderMarkdown(rec *record.Record) []byte {
+	var b bytes.Buffer
+	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
+
+	title := rec.Title
+	if title == "" {
+		title = DefaultTitle(rec)
+	}
+	w("# %s\n\n", title)
+	if rec.Simulated {
+		w("> **SIMULATED: not a measurement; cannot back a policy entry.** The engine was the built-in simulator: its tokens are synthetic and its speed follows a cost model.\n\n")
+	}
+	if !rec.Complete {
+		w("> **INCOMPLETE (interrupted).** The run stopped before every round finished; the figures cover what ran.\n\n")
+	}
+	if rec.Transcribed != nil {
+		w("> Transcribed from %s (%s). %s\n\n", rec.Transcribed.Source, rec.Transcribed.Date, rec.Transcribed.Note)
+	}
+	w("Key: `engine=%s drafter=%s capability=%s quant=%s`. Date: %s. Written by %s (record schema %d).\n\n",
+		rec.Key.Engine, rec.Key.Drafter, rec.Key.Capability, rec.Key.Quant, rec.Date, orDash(rec.Launcher), rec.Schema)
+
+	w("## Host\n\n```text\n")
+	kv(&b, "hostname", rec.Host.Hostname)
+	kv(&b, "kernel", rec.Host.Kernel)
+	kv(&b, "arch", rec.Host.Arch)
+	kv(&b, "gpu", rec.Host.GPU)
+	kv(&b, "gpu_count", intOrEmpty(rec.Host.GPUCount))
+	kv(&b, "driver", rec.Host.Driver)
+	kv(&b, "capability", rec.Host.Capability)
+	w("```\n\n")
+
+	w("## Engine and models\n\n```text\n")
+	kv(&b, "engine", rec.Engine.Name)
+	kv(&b, "binary", rec.Engine.Binary)
+	kv(&b, "version", rec.Engine.Version)
+	kv(&b, "pin", rec.Engine.Pin)
+	kv(&b, "sha256", rec.Engine.SHA256)
+	kv(&b, "flag_spelling", rec.Engine.Spelling)
+	w("```\n\n")
+	if len(rec.Models) > 0 {
+		w("| role | path | bytes | quant | kind | note |\n|---|---|---|---|---|---|\n")
+		for _, m := range rec.Models {
+			w("| %s | `%s` | %s | %s | %s | %s |\n", cell(m.Role), m.Path, intOrDash64(m.Bytes), orDash(m.Quant), orDash(m.Kind), cell(m.Note))
+		}
+		w("\n")
+	}
+
+	m := rec.Method
+	w("## Method\n\n")
+	w("- schedule: %s, %d rounds, %d discarded warm-up request(s) per server start, %d tokens per request\n", m.Schedule, m.Rounds, m.Warmup, m.MaxTokens)
+	w("- prompt: `%s` (sha256 `%s`)\n", orDash(m.Prompt), orDash(m.PromptSHA))
+	w("- endpoint: `%s`, body `%s`\n", orDash(m.Endpoint), orDash(m.RequestBody))
+	w("- widths: %s\n", joinInts(m.Widths))
+	if m.Description != "" {
+		w("\n%s\n", m.Description)
+	}
+	w("\n")
+
+	classic := (*record.Arm)(nil)
+	if ci := classicIndex(rec); ci >= 0 {
+		classic = &rec.Arms[ci]
+	}
+	w("## Results\n\n")
+	w("Tokens/s are end to end. An arm beats classic only when its whole range lies above classic's (all of classic's samples, both brackets). ")
+	w("Paired Δ compares each measured request with the mean of the same round's two classic samples.\n\n")
+	w("| arm | n | min | median | max | mean | speedup | range vs classic | paired Δ vs classic (median) | acceptance | mean accepted len | ms/cycle | engine tok/s (median) | identical to classic |\n")
+	w("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for i := range rec.Arms {
+		a := &rec.Arms[i]
+		w("| %s |", cell(armName(a)))
+		if a.Status == record.StatusFailed && a.Stats.N == 0 {
+			w(" 0 | — | — | — | — | FAILED (%s) | — | — | — | — | — | — | — |\n", cell(a.StatusReason))
+			continue
+		}
+		s := a.Stats
+		w(" %d | %s | %s | %s | %s |", s.N, f1(s.Min), f1(s.Median), f1(s.Max), f1(s.Mean))
+		switch {
+		case a.Kind == KindClassic:
+			w(" 1.00x | — | — | — | — |")
+		case a.Status == record.StatusNotMeasurement:
+			w(" NOT A MEASUREMENT (%s) | — | — | — | — |", cell(a.StatusReason))
+		case a.Status == record.StatusFailed:
+			w(" FAILED (%s) | — | — | — | — |", cell(a.StatusReason))
+		default:
+			w(" %s | %s | %s | %s | %s |", speedup(a), orDash(a.RangeVsClassic), paired(a.PairedDeltas), acceptanceCell(a.Acceptance), f2(a.Acceptance.MeanAccepted))
+		}
+		w(" %s | %s | %s |\n", f2(a.Cost.MSPerCycle), f1(a.EngineRate.Median), identicalCell(a, classic))
+	}
+	w("\n")
+	notes := 0
+	for i := range rec.Arms {
+		a := &rec.Arms[i]
+		if a.Status == record.StatusOK && a.StatusReason != "" {
+			w("- %s: %s\n", armName(a), a.StatusReason)
+			notes++
+		}
+		if a.IdentityNote != "" {
+			w("- %s: %s\n", armName(a), a.IdentityNote)
+			notes++
+		}
+	}
+	if notes > 0 {
+		w("\n")
+	}
+	for i := range rec.Arms {
+		a := &rec.Arms[i]
+		if a.Status == record.StatusFailed && len(a.LastLog) > 0 {
+			w("%s failed: %s. Last log lines:\n\n```text\n%s\n```\n\n", armName(a), a.StatusReason, strings.Join(a.LastLog, "\n"))
+		}
+	}
+
+	order := byWidth(rec)
+	w("## Cost side: time per draft+verify cycle\n\n")
+	w("A property of GPU, engine and weight format. A cycle drafts W−1 tokens and verifies W rows; classic's cycle is one token.\n\n")
+	w("| arm | width | verify rows | ms/cycle (median) | derived from |\n|---|---|---|---|---|\n")
+	for _, i := range order {
+		a := &rec.Arms[i]
+		if a.Status == record.StatusFailed || a.Cost.MSPerCycle == 0 {
+			continue
+		}
+		w("| %s | %s | %d | %s | %s |\n", cell(armName(a)), widthCell(a), a.Cost.VerifyRows, f2(a.Cost.MSPerCycle), cell(orDash(a.Cost.Method)))
+	}
+	w("\n## Acceptance side: tokens per cycle\n\n")
+	w("A property of the model pair and the text. Mean accepted length is emitted tokens per cycle (predicted_n / cycles); by position is the share of cycles that accepted draft position i.\n\n")
+	w("| arm | width | acceptance (accepted/drafted) | mean accepted len | cycles | by position |\n|---|---|---|---|---|---|\n")
+	for _, i := range order {
+		a := &rec.Arms[i]
+		if a.Kind == KindClassic || a.Status != record.StatusOK {
+			continue
+		}
+		ac := a.Acceptance
+		w("| %s | %s | %s | %s | %s | %s |\n", cell(armName(a)), widthCell(a), acceptanceCell(ac), f2(ac.MeanAccepted), intOrDash(ac.Cycles), byPos(ac.ByPosition))
+	}
+
+	d := rec.Drift
+	w("\n## Drift check\n\n")
+	w("- classic first in each round: %s\n", rangeText(d.First))
+	w("- classic last in each round: %s\n", rangeText(d.Last))
+	w("- %s\n", d.Verdict)
+
+	v := rec.Verdict
+	w("\n## Verdict\n\n")
+	if v.Best > 0 {
+		w("- best: width %d (%s)\n", v.Best, v.BestLabel)
+	} else {
+		w("- best: none (no width beat classic with disjoint ranges)\n")
+	}
+	w("- runner-up: %s\n", widthOrDash(v.RunnerUp))
+	w("- default: %s\n", widthOrDash(v.DefaultWidth))
+	w("- why: %s\n", v.Why)
+	w("\n## Policy entry\n\n")
+	if v.EarnsEntry {
+		w("This record earns an entry:\n\n```toml\n%s```\n", v.Entry)
+	} else {
+		w("No entry is earned: %s.\n", orDash(v.NoEntryReason))
+	}
+
+	if len(rec.Notes) > 0 {
+		w("\n## Notes\n\n")
+		for _, n := range rec.Notes {
+			w("- %s\n", n)
+		}
+	}
+
+	w("\n## Raw runs\n\n")
+	w("| arm | round | phase | tok/s | wall s | TTFT s | tokens | engine tok/s | drafted / accepted | cycles | ms/cycle | text sha256 | error |\n")
+	w("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for i := range rec.Arms {
+		a := &rec.Arms[i]
+		for j := range a.Runs {
+			r := &a.Runs[j]
+			phase := r.Phase
+			if r.Bracket != "" {
+				phase += " (" + r.Bracket + ")"
+			}
+			if r.Error != "" {
+				w("| %s | %d | %s | — | — | — | — | — | — | — | — | — | %s |\n", cell(armName(a)), r.Round, phase, cell(r.Error))
+				continue
+			}
+			da := "—"
+			if r.DraftN > 0 || r.DiagProposed > 0 {
+				da = fmt.Sprintf("%d / %d", max(r.DraftN, r.DiagProposed), max(r.DraftAccepted, r.DiagAccepted))
+			}
+			cyc := intOrDash(r.Cycles)
+			if r.Cycles > 0 && r.CyclesFrom != "" {
+				cyc += " (" + r.CyclesFrom + ")"
+			}
+			w("| %s | %d | %s | %s | %.3f | %.3f | %d | %s | %s | %s | %s | `%s` | |\n", cell(armName(a)), r.Round, phase, f1(r.TokPerS),
+				r.WallS, r.TTFTS, r.CompletionTokens, f1(r.PredictedPerS), da, cyc, f2(r.MSPerCycle), short(r.TextSHA256))
+		}
+	}
+	return b.Bytes()
+}
+
+// byWidth orders arm indexes classic first, then by width, the default
+// arm before an explicit arm of the same width.
+func byWidth(rec *record.Record) []int {
+	idx := make([]int, len(rec.Arms))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(x, y int) int {
+		a, b := &rec.Arms[x], &rec.Arms[y]
+		if (a.Kind == KindClassic) != (b.Kind == KindClassic) {
+			if a.Kind == KindClassic {
+				return -1
+			}
+			return 1
+		}
+		if wa, wb := effWidth(a), effWidth(b); wa != wb {
+			return wa - wb
+		}
+		if (a.Kind == KindDefault) != (b.Kind == KindDefault) {
+			if a.Kind == KindDefault {
+				return -1
+			}
+			return 1
+		}
+		return 0
+	})
+	return idx
+}
+
+func armName(a *record.Arm) string {
+	if a.EngineWidth > 0 && a.Kind != KindClassic && a.EngineWidth != a.Width {
+		return fmt.Sprintf("%s (engine ran %d)", a.Label, a.EngineWidth)
+	}
+	return a.Label
+}
+
+func widthCell(a *record.Arm) string {
+	if a.Kind == KindClassic {
+		return "—"
+	}
+	return fmt.Sprint(effWidth(a))
+}
+
+func kv(b *bytes.Buffer, k, v string) {
+	if v != "" {
+		fmt.Fprintf(b, "%s: %s\n", k, v)
+	}
+}
+
+func cell(s string) string {
+	s = strings.ReplaceAll(s, "|", `\|`)
+	return strings.ReplaceAll(s, "\n", " ")
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "—"
+	}
+	return s
+}
+
+func f1(x float64) string {
+	if x == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.1f", x)
+}
+
+func f2(x float64) string {
+	if x == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f", x)
+}
+
+func intOrDash(n int) string {
+	if n == 0 {
+		return "—"
+	}
+	return fmt.Sprint(n)
+}
+
+func intOrDash64(n int64) string {
+	if n == 0 {
+		return "—"
+	}
+	return fmt.Sprint(n)
+}
+
+func intOrEmpty(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprint(n)
+}
+
+func widthOrDash(w int) string {
+	if w == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("width %d", w)
+}
+
+func joinInts(xs []int) string {
+	if len(xs) == 0 {
+		return "—"
+	}
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = fmt.Sprint(x)
+	}
+	return strings.Join(s, ", ")
+}
+
+func speedup(a *record.Arm) string {
+	if a.SpeedupVsClassic == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.2fx", a.SpeedupVsClassic)
+}
+
+func paired(ds []float64) string {
+	if len(ds) == 0 {
+		return "—"
+	}
+	s := describe(ds)
+	return fmt.Sprintf("%+.1f%% (%+.1f to %+.1f%%, n=%d)", s.Median*100, s.Min*100, s.Max*100, s.N)
+}
+
+func acceptanceCell(ac record.Acceptance) string {
+	if ac.Drafted == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.3f (%d/%d)", ac.Rate, ac.Accepted, ac.Drafted)
+}
+
+func byPos(xs []float64) string {
+	if len(xs) == 0 {
+		return "—"
+	}
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = fmt.Sprintf("%.2f", x)
+	}
+	return strings.Join(s, " ")
+}
+
+func identicalCell(a, classic *record.Arm) string {
+	if a == classic {
+		return "ref"
+	}
+	if a.IdenticalToClassic == nil {
+		return "—"
+	}
+	if *a.IdenticalToClassic {
+		return "yes"
+	}
+	return fmt.Sprintf("no (from char %d, token %d)", a.FirstDiffChar, a.FirstDiffToken)
+}
+
+func rangeText(s record.Stats) string {
+	if s.N == 0 {
+		return "no samples"
+	}
+	return fmt.Sprintf("%.1f–%.1f tok/s (median %.1f, n=%d)", s.Min, s.Max, s.Median, s.N)
+}
+
+func short(sha string) string {
+	if len(sha) > 12 {
+		return sha[:12]
+	}
+	return sha
+}

@@ -1,0 +1,89 @@
+package bench
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/speclaunch/speclaunch/record"
+)
+
+// Write renders rec and writes outBase.md, outBase.json and outBase.svg.
+// It refuses when any of them exists unless force is set: a record backs a
+// policy entry, and silently replacing one would orphan the entry's proof.
+// Everything is rendered before anything is written, so a rendering error
+// leaves no partial set behind. An empty rec.Name is set from outBase (and
+// the entry block, which cites the file, follows).
+func Write(rec *record.Record, outBase string, force bool) error {
+	if outBase == "" {
+		return errors.New("write record: empty output name")
+	}
+	name := filepath.Base(outBase)
+	if rec.Name == "" {
+		rec.Name = name
+		if rec.Verdict.EarnsEntry {
+			rec.Verdict.Entry = EntryBlock(rec, rec.Verdict.Best, rec.Verdict.RunnerUp)
+		}
+	}
+	paths := []string{outBase + ".md", outBase + ".json", outBase + ".svg"}
+	if !force {
+		for _, p := range paths {
+			if _, err := os.Lstat(p); err == nil {
+				return fmt.Errorf("write record: %s exists; pass --force to overwrite it", p)
+			} else if !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("write record: %w", err)
+			}
+		}
+	}
+	js, err := json.MarshalIndent(rec, "", "  ")
+	if err != nil {
+		return fmt.Errorf("write record: encode json: %w", err)
+	}
+	svg, err := RenderSVG(rec)
+	if err != nil {
+		return fmt.Errorf("write record: %w", err)
+	}
+	data := [][]byte{RenderMarkdown(rec), append(js, '\n'), svg}
+	if dir := filepath.Dir(outBase); dir != "." {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("write record: %w", err)
+		}
+	}
+	for i, p := range paths {
+		if err := writeFile(p, data[i]); err != nil {
+			return fmt.Errorf("write record: %w", err)
+		}
+	}
+	return nil
+}
+
+// writeFile writes through a temporary file and a rename, so a reader
+// (policy check, a watcher) never sees half a record.
+func writeFile(path string, b []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return err
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if err := os.Chmod(tmp, 0o644); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return nil
+}
