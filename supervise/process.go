@@ -1,0 +1,316 @@
+//go:build linux
+
+// Package supervise runs one engine child process: in its own process group,
+// tied to the launcher's life, with its output prefixed and remembered, and
+// stopped by SIGTERM to the whole group with SIGKILL after a timeout.
+//
+// The design follows llama-swap's runtime_unix.go (Setpgid, signal the
+// group, escalate) and consul-template's child package (Start, Signal, Stop,
+// a done channel). Restart decisions belong to the caller; Backoff is the
+// only policy here.
+package supervise
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Spec describes the child to start.
+type Spec struct {
+	Argv []string // Argv[0] is looked up in PATH unless it contains a slash
+	Env  []string // nil inherits the launcher's environment (os/exec semantics)
+	Dir  string
+
+	// Prefix is put before every line of child output, e.g. "engine | ".
+	// With Prefix "" and Raw true the bytes pass through untouched, which
+	// keeps an engine's own progress bars and colours intact.
+	Prefix string
+	Raw    bool
+
+	// Stdout and Stderr receive the child's output streams; nil discards
+	// (lines still reach OnLine and Tail). The same writer may be given for
+	// both: writes are serialised.
+	Stdout, Stderr io.Writer
+
+	// OnLine is called for every complete child line (without the newline)
+	// with stream "stdout" or "stderr", e.g. to spot the engine's width line.
+	// It runs on the output goroutine, so it must be cheap and not block.
+	OnLine func(stream, line string)
+
+	// TailLines is how many of the last lines Tail keeps for error messages
+	// (default 40).
+	TailLines int
+
+	// StopTimeout is the SIGTERM→SIGKILL grace used when Start's ctx is
+	// cancelled (default 10s). Explicit Stop calls pass their own.
+	StopTimeout time.Duration
+}
+
+const (
+	defaultTailLines   = 40
+	defaultStopTimeout = 10 * time.Second
+
+	// outputGrace bounds how long Done waits for the output pipes to reach
+	// EOF after the group has been killed. Only a process that left the
+	// group (setsid) while holding our pipes can keep them open that long.
+	outputGrace = time.Second
+)
+
+// Process is a started child. All methods are safe for concurrent use.
+type Process struct {
+	pid int
+
+	exited chan struct{} // the leader has exited (still unreaped or just reaped)
+	done   chan struct{} // exited, output drained, exit code set
+
+	exitCode int
+	out      *output
+
+	// mu orders group signals against reaping: once reaped is set the
+	// leader's PID may belong to someone else, so nothing more is sent.
+	mu     sync.Mutex
+	reaped bool
+
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// Start starts the child described by s in its own process group.
+//
+// The child gets Pdeathsig=SIGKILL so that it dies if the launcher dies,
+// even by SIGKILL, when no deferred cleanup can run. Linux sends the death
+// signal when the *thread* that forked the child exits, not the process
+// (prctl(2), golang/go#27505), and the Go runtime does destroy threads: a
+// goroutine that exits while locked to its thread takes the thread with it.
+// If the fork happened on such a thread, the engine would be killed at a
+// random later moment. So the fork happens on a dedicated goroutine that
+// locks its thread and stays locked until the child has been reaped; no other
+// goroutine can run on that thread, so nothing can end it early.
+//
+// When the leader exits, for whatever reason, anything still left in its
+// group (an engine's worker processes) is SIGKILLed: the group is the
+// engine, and its leftovers would be orphans holding GPU memory.
+//
+// Cancelling ctx stops the child (SIGTERM, then SIGKILL after
+// s.StopTimeout). A missing binary is an error naming what was looked up.
+func Start(ctx context.Context, s Spec) (*Process, error) {
+	if len(s.Argv) == 0 || s.Argv[0] == "" {
+		return nil, errors.New("supervise: empty command")
+	}
+	cmd := exec.Command(s.Argv[0], s.Argv[1:]...)
+	if cmd.Err != nil {
+		return nil, fmt.Errorf("supervise: start %q: %w", s.Argv[0], cmd.Err)
+	}
+	cmd.Env = s.Env
+	cmd.Dir = s.Dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Setpgid:   true,
+		Pdeathsig: syscall.SIGKILL,
+	}
+
+	tail := s.TailLines
+	if tail <= 0 {
+		tail = defaultTailLines
+	}
+	out := newOutput(s, tail)
+
+	// Our own pipes rather than cmd.Stdout=io.Writer: os/exec would make
+	// Wait block until every holder of the pipe (grandchildren included)
+	// closed it, and we want to know the moment the leader exits so that the
+	// rest of its group can be killed.
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("supervise: %w", err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return nil, fmt.Errorf("supervise: %w", err)
+	}
+	cmd.Stdout = outW
+	cmd.Stderr = errW
+
+	p := &Process{
+		exited: make(chan struct{}),
+		done:   make(chan struct{}),
+		out:    out,
+	}
+
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // see the doc comment: the forking thread must outlive the child
+		if err := cmd.Start(); err != nil {
+			runtime.UnlockOSThread()
+			started <- err
+			return
+		}
+		p.pid = cmd.Process.Pid
+		started <- nil
+		p.waitLeader()
+		// The zombie still holds the PID, so the group ID cannot have been
+		// reused: kill whatever is left of the engine's group before reaping.
+		p.mu.Lock()
+		_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+		p.reaped = true
+		p.mu.Unlock()
+		_ = cmd.Wait() // exit status comes from ProcessState, not the error
+		runtime.UnlockOSThread()
+		p.exitCode = exitCode(cmd.ProcessState)
+		close(p.exited)
+	}()
+
+	if err := <-started; err != nil {
+		outR.Close()
+		outW.Close()
+		errR.Close()
+		errW.Close()
+		return nil, fmt.Errorf("supervise: start %q: %w", s.Argv[0], err)
+	}
+	// The child has its copies; ours must go so the readers see EOF.
+	outW.Close()
+	errW.Close()
+
+	var readers sync.WaitGroup
+	readers.Add(2)
+	go func() { defer readers.Done(); out.copy(outR, "stdout") }()
+	go func() { defer readers.Done(); out.copy(errR, "stderr") }()
+
+	go func() {
+		<-p.exited
+		drained := make(chan struct{})
+		go func() { readers.Wait(); close(drained) }()
+		t := time.NewTimer(outputGrace)
+		select {
+		case <-drained:
+		case <-t.C:
+			// Someone outside the group holds the pipes; closing our read
+			// ends unblocks the readers (os.Pipe files use the poller).
+			outR.Close()
+			errR.Close()
+			<-drained
+		}
+		t.Stop()
+		outR.Close()
+		errR.Close()
+		close(p.done)
+	}()
+
+	if ctx.Done() != nil {
+		stopTimeout := s.StopTimeout
+		if stopTimeout <= 0 {
+			stopTimeout = defaultStopTimeout
+		}
+		go func() {
+			select {
+			case <-ctx.Done():
+				_ = p.Stop(stopTimeout)
+			case <-p.done:
+			}
+		}()
+	}
+	return p, nil
+}
+
+// waitLeader blocks until the leader has exited without reaping it
+// (waitid WNOWAIT), so its PID stays reserved while the group is killed.
+func (p *Process) waitLeader() {
+	for {
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_PID, p.pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if err != unix.EINTR {
+			return // on any other error cmd.Wait reports and reaps
+		}
+	}
+}
+
+// exitCode maps a wait status to a shell-style code: the exit status, or
+// 128+signal for a signal death (137 for SIGKILL), so it can be propagated
+// as the launcher's own exit code.
+func exitCode(ps *os.ProcessState) int {
+	if ps == nil {
+		return -1
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ps.ExitCode()
+}
+
+// PID is the child's process ID, which is also its process group ID.
+func (p *Process) PID() int { return p.pid }
+
+// Done is closed once the child has exited and its output has been drained.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// ExitCode is the child's exit status, 128+signal for a signal death, or -1
+// before Done is closed.
+func (p *Process) ExitCode() int {
+	select {
+	case <-p.done:
+		return p.exitCode
+	default:
+		return -1
+	}
+}
+
+// Tail returns up to Spec.TailLines of the most recent output lines, both
+// streams interleaved in arrival order.
+func (p *Process) Tail() []string { return p.out.tailLines() }
+
+// Signal sends sig to the child's whole process group, so that an engine's
+// worker processes see it too. It returns os.ErrProcessDone once the child
+// has exited.
+func (p *Process) Signal(sig os.Signal) error {
+	ssig, ok := sig.(syscall.Signal)
+	if !ok {
+		return fmt.Errorf("supervise: unsupported signal %v", sig)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.reaped {
+		return os.ErrProcessDone
+	}
+	// Not reaped yet: the leader, alive or a zombie, still holds its PID, so
+	// the group ID cannot have been reused by an unrelated process.
+	if err := syscall.Kill(-p.pid, ssig); err != nil {
+		if errors.Is(err, syscall.ESRCH) {
+			return os.ErrProcessDone
+		}
+		return fmt.Errorf("supervise: signal %v to group %d: %w", sig, p.pid, err)
+	}
+	return nil
+}
+
+// Stop sends SIGTERM to the group, SIGKILL to the group if the leader is
+// still running after timeout, and waits for Done. Whatever is left of the
+// group when the leader exits is killed. It is idempotent; later and
+// concurrent calls wait for the first one.
+func (p *Process) Stop(timeout time.Duration) error {
+	p.stopOnce.Do(func() {
+		if err := p.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
+			p.stopErr = err
+		}
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		select {
+		case <-p.exited:
+		case <-t.C:
+			if err := p.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
+				p.stopErr = err
+			}
+		}
+	})
+	<-p.done
+	return p.stopErr
+}

@@ -1,0 +1,390 @@
+// Package watch turns edits of the profile and policy files into reload
+// triggers: one Change per effective content change, and one per SIGHUP.
+//
+// Files are watched through their parent directory, never directly:
+// editors save by writing a temporary file and renaming it over the
+// original, which silently ends a watch on the original inode, and a
+// Kubernetes ConfigMap update swaps a "..data" symlink so that no event ever
+// names the file itself (go-notes §4, fsnotify#214, spf13/viper#284). So an
+// event counts when it names the file, or when the file's resolved path
+// (EvalSymlinks) is no longer what it was. Events are debounced, and only a
+// changed sha256 of the content is reported, so an editor's three writes or
+// a rewrite of identical bytes cost no engine restart. A slow poll of the
+// same hash is the safety net for where inotify is blind: single-file bind
+// mounts, NFS, FUSE, queue overflow.
+package watch
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// Reasons carried by Change.
+const (
+	ReasonWrite       = "write"        // the file was written in place
+	ReasonRenameOver  = "rename-over"  // the file's name was created, renamed or removed (editor save)
+	ReasonSymlinkSwap = "symlink swap" // the file resolves elsewhere now (ConfigMap ..data swap)
+	ReasonRescan      = "rescan"       // fsnotify overflowed or failed; every file was re-read
+	ReasonPoll        = "poll"         // found by the periodic poll, not by an event
+	ReasonSIGHUP      = "SIGHUP"       // explicit reload request
+)
+
+// Change reports one reload trigger. For SIGHUP, Path is "": the request is
+// to reload everything, whether or not any file changed.
+type Change struct {
+	Path   string
+	Reason string
+}
+
+// Defaults for Options.
+const (
+	DefaultDebounce = 150 * time.Millisecond
+	DefaultPoll     = 5 * time.Second
+)
+
+// Options tunes a Watcher. The zero value debounces by DefaultDebounce,
+// does not poll and ignores SIGHUP.
+type Options struct {
+	// Debounce is how long the files must be quiet after an event before
+	// they are read (0 means DefaultDebounce). A steady stream of events
+	// still gets a read at least every max(1s, 4×Debounce).
+	Debounce time.Duration
+	// Poll re-hashes every file at this interval, for mounts that deliver
+	// no events (0 = off; DefaultPoll is a good value).
+	Poll time.Duration
+	// Signals makes SIGHUP a forced reload. Registering also means SIGHUP
+	// no longer terminates the process.
+	Signals bool
+	Logger  *slog.Logger
+
+	pollOnly bool // tests: no fsnotify, as on a bind mount
+}
+
+// file is what the loop knows about one watched path. Only the loop
+// goroutine touches it after New returns.
+type file struct {
+	path     string // absolute, cleaned; compared with event names
+	dir      string
+	resolved string   // last EvalSymlinks(path) seen with a readable file
+	sum      [32]byte // sha256 of the last content reported (or found at New)
+	have     bool     // sum is valid
+	pending  string   // strongest reason seen since the last debounced read
+}
+
+// Watcher watches a set of files. Create it with New; Close it when done.
+type Watcher struct {
+	files    []*file
+	dirs     []string
+	fsw      *fsnotify.Watcher // nil when poll-only
+	sig      chan os.Signal    // nil unless Options.Signals
+	debounce time.Duration
+	maxWait  time.Duration
+	poll     time.Duration
+	log      *slog.Logger
+
+	changes   chan Change
+	quit      chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New starts watching paths. A file may be missing (its appearance is a
+// change), but its directory must exist; files sharing a directory share
+// one inotify watch.
+func New(paths []string, o Options) (*Watcher, error) {
+	w := &Watcher{
+		debounce: o.Debounce,
+		poll:     o.Poll,
+		log:      o.Logger,
+		changes:  make(chan Change, 8),
+		quit:     make(chan struct{}),
+		done:     make(chan struct{}),
+	}
+	if w.debounce <= 0 {
+		w.debounce = DefaultDebounce
+	}
+	w.maxWait = max(time.Second, 4*w.debounce)
+	if w.log == nil {
+		w.log = slog.New(slog.DiscardHandler)
+	}
+	for _, p := range paths {
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return nil, fmt.Errorf("watch: %s: %w", p, err)
+		}
+		if slices.ContainsFunc(w.files, func(f *file) bool { return f.path == abs }) {
+			continue
+		}
+		f := &file{path: abs, dir: filepath.Dir(abs)}
+		if sum, resolved, err := readSum(abs); err == nil {
+			f.sum, f.resolved, f.have = sum, resolved, true
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			w.log.Warn("cannot read watched file", "path", abs, "err", err)
+		}
+		w.files = append(w.files, f)
+		if !slices.Contains(w.dirs, f.dir) {
+			w.dirs = append(w.dirs, f.dir)
+		}
+	}
+	if !o.pollOnly {
+		fsw, err := fsnotify.NewWatcher()
+		if err != nil {
+			return nil, fmt.Errorf("watch: %w", err)
+		}
+		for _, d := range w.dirs {
+			if err := fsw.Add(d); err != nil {
+				fsw.Close()
+				return nil, fmt.Errorf("watch: %s: %w", d, err)
+			}
+		}
+		w.fsw = fsw
+	}
+	if o.Signals {
+		w.sig = make(chan os.Signal, 1)
+		signal.Notify(w.sig, syscall.SIGHUP)
+	}
+	go w.loop()
+	return w, nil
+}
+
+// Changes delivers reload triggers. It is closed by Close. A slow reader
+// holds up the watcher but loses nothing.
+func (w *Watcher) Changes() <-chan Change { return w.changes }
+
+// Close stops watching, releases the inotify instance and the SIGHUP
+// registration, waits for the loop to end, and closes Changes. It is safe
+// to call more than once.
+func (w *Watcher) Close() error {
+	w.closeOnce.Do(func() {
+		close(w.quit)
+		if w.sig != nil {
+			signal.Stop(w.sig)
+		}
+		if w.fsw != nil {
+			w.closeErr = w.fsw.Close()
+		}
+		<-w.done
+	})
+	return w.closeErr
+}
+
+func (w *Watcher) loop() {
+	defer close(w.done)
+	defer close(w.changes)
+
+	var events <-chan fsnotify.Event
+	var errs <-chan error
+	if w.fsw != nil {
+		events, errs = w.fsw.Events, w.fsw.Errors
+	}
+	var pollC <-chan time.Time
+	if w.poll > 0 {
+		t := time.NewTicker(w.poll)
+		defer t.Stop()
+		pollC = t.C
+	}
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	var timerC <-chan time.Time
+	var first time.Time // first event of the current debounce window
+
+	arm := func() {
+		now := time.Now()
+		if timerC == nil {
+			first = now
+		}
+		timer.Reset(min(w.debounce, first.Add(w.maxWait).Sub(now)))
+		timerC = timer.C
+	}
+
+	for {
+		select {
+		case <-w.quit:
+			return
+		case ev, ok := <-events:
+			if !ok {
+				events = nil
+				continue
+			}
+			if w.onEvent(ev) {
+				arm()
+			}
+		case err, ok := <-errs:
+			if !ok {
+				errs = nil
+				continue
+			}
+			// An overflow means events were lost; any other error may have
+			// too. Either way, re-read everything.
+			w.log.Warn("file watch error; rescanning", "err", err, "overflow", errors.Is(err, fsnotify.ErrEventOverflow))
+			for _, f := range w.files {
+				f.pending = stronger(f.pending, ReasonRescan)
+			}
+			arm()
+		case <-timerC:
+			timerC = nil
+			for _, f := range w.files {
+				if f.pending != "" {
+					reason := f.pending
+					f.pending = ""
+					if !w.check(f, reason) {
+						return
+					}
+				}
+			}
+		case <-pollC:
+			w.rewatch()
+			for _, f := range w.files {
+				if !w.check(f, ReasonPoll) {
+					return
+				}
+			}
+		case <-w.sig:
+			// Take in the current content so that events for what SIGHUP
+			// already reloaded do not trigger a second reload.
+			for _, f := range w.files {
+				f.pending = ""
+				if sum, resolved, err := readSum(f.path); err == nil {
+					f.sum, f.resolved, f.have = sum, resolved, true
+				}
+			}
+			if !w.emit(Change{Reason: ReasonSIGHUP}) {
+				return
+			}
+		}
+	}
+}
+
+// onEvent marks the files an event may have changed and reports whether
+// any was marked.
+func (w *Watcher) onEvent(ev fsnotify.Event) bool {
+	if ev.Op == fsnotify.Chmod {
+		return false // attribute-only: editors and the kernel storm these
+	}
+	name := filepath.Clean(ev.Name)
+	dir := filepath.Dir(name)
+	marked := false
+	for _, f := range w.files {
+		if f.dir != dir {
+			continue
+		}
+		reason := ""
+		switch {
+		case name == f.path && ev.Op.Has(fsnotify.Create|fsnotify.Rename|fsnotify.Remove):
+			reason = ReasonRenameOver
+		case name == f.path:
+			reason = ReasonWrite
+		default:
+			// The ConfigMap case: no event names the file, but it now
+			// resolves into a different ..<timestamp> directory.
+			if resolved, err := filepath.EvalSymlinks(f.path); err == nil && resolved != f.resolved {
+				reason = ReasonSymlinkSwap
+			}
+		}
+		if reason != "" {
+			w.log.Debug("watched file event", "path", f.path, "event", ev.String(), "reason", reason)
+			f.pending = stronger(f.pending, reason)
+			marked = true
+		}
+	}
+	return marked
+}
+
+// stronger keeps the most telling reason seen in one debounce window.
+func stronger(a, b string) string {
+	if rank(b) > rank(a) {
+		return b
+	}
+	return a
+}
+
+func rank(reason string) int {
+	switch reason {
+	case ReasonWrite:
+		return 1
+	case ReasonRenameOver:
+		return 2
+	case ReasonSymlinkSwap:
+		return 3
+	case ReasonRescan:
+		return 4
+	}
+	return 0
+}
+
+// check re-reads f and emits a Change if its content hash differs from the
+// last one seen. A missing file (between an editor's remove and create) is
+// not a change: the next event or poll looks again. It returns false only
+// if the watcher is closing.
+func (w *Watcher) check(f *file, reason string) bool {
+	sum, resolved, err := readSum(f.path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			w.log.Debug("watched file missing; waiting for the next event", "path", f.path)
+		} else {
+			w.log.Warn("cannot read watched file", "path", f.path, "err", err)
+		}
+		return true
+	}
+	f.resolved = resolved
+	if f.have && bytes.Equal(sum[:], f.sum[:]) {
+		return true
+	}
+	f.sum, f.have = sum, true
+	w.log.Debug("watched file changed", "path", f.path, "reason", reason)
+	return w.emit(Change{Path: f.path, Reason: reason})
+}
+
+func (w *Watcher) emit(c Change) bool {
+	select {
+	case w.changes <- c:
+		return true
+	case <-w.quit:
+		return false
+	}
+}
+
+// rewatch re-adds directories whose watch was dropped (deleted and
+// recreated, or unmounted and remounted), so events resume after the poll
+// has noticed.
+func (w *Watcher) rewatch() {
+	if w.fsw == nil {
+		return
+	}
+	have := w.fsw.WatchList()
+	for _, d := range w.dirs {
+		if !slices.Contains(have, d) {
+			if err := w.fsw.Add(d); err == nil {
+				w.log.Info("watching directory again", "dir", d)
+			}
+		}
+	}
+}
+
+// readSum returns the content hash of path and where it resolves to.
+func readSum(path string) (sum [32]byte, resolved string, err error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return sum, "", err
+	}
+	resolved, err = filepath.EvalSymlinks(path)
+	if err != nil {
+		return sum, "", err
+	}
+	return sha256.Sum256(data), resolved, nil
+}

@@ -1,0 +1,318 @@
+package watch
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// Generous liveness bound for an expected Change; never a speed target.
+const patience = 5 * time.Second
+
+func newWatcher(t testing.TB, paths []string, o Options) *Watcher {
+	t.Helper()
+	if o.Logger == nil && testing.Verbose() {
+		o.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	w, err := New(paths, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	return w
+}
+
+func expect(t *testing.T, w *Watcher, want Change) {
+	t.Helper()
+	select {
+	case got, ok := <-w.Changes():
+		if !ok {
+			t.Fatalf("Changes closed, want %+v", want)
+		}
+		if got != want {
+			t.Fatalf("Change = %+v, want %+v", got, want)
+		}
+	case <-time.After(patience):
+		t.Fatalf("no Change, want %+v", want)
+	}
+}
+
+// expectNone checks that nothing arrives for d: long enough to cover the
+// debounce several times over.
+func expectNone(t *testing.T, w *Watcher, d time.Duration) {
+	t.Helper()
+	select {
+	case got := <-w.Changes():
+		t.Fatalf("unexpected Change %+v", got)
+	case <-time.After(d):
+	}
+}
+
+func write(t testing.TB, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// renameOver saves the way editors do: a temporary file renamed over path.
+func renameOver(t testing.TB, path, content string) {
+	t.Helper()
+	tmp := path + ".tmp~"
+	write(t, tmp, content)
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestInPlaceWriteIsOneChange(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "profile.toml")
+	write(t, path, "v1")
+	w := newWatcher(t, []string{path}, Options{})
+
+	// Three writes in a burst, as some editors do, make one Change.
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, part := range []string{"v", "2", "\n"} {
+		f.WriteString(part)
+		f.Sync()
+	}
+	f.Close()
+	expect(t, w, Change{Path: path, Reason: ReasonWrite})
+	expectNone(t, w, 500*time.Millisecond)
+}
+
+func TestRenameOver(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "profile.toml")
+	write(t, path, "v1")
+	w := newWatcher(t, []string{path}, Options{})
+	renameOver(t, path, "v2")
+	expect(t, w, Change{Path: path, Reason: ReasonRenameOver})
+	// The watch survives the inode swap: a second save is seen too.
+	renameOver(t, path, "v3")
+	expect(t, w, Change{Path: path, Reason: ReasonRenameOver})
+}
+
+// TestConfigMapSwap reproduces the kubelet's atomic writer: the file is a
+// symlink into ..data, which points at a timestamped directory, and an
+// update renames a new ..data symlink over the old one. No event names the
+// watched file.
+func TestConfigMapSwap(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "profile.toml")
+	mkdata := func(ts, content string) {
+		if err := os.Mkdir(filepath.Join(dir, ts), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		write(t, filepath.Join(dir, ts, "profile.toml"), content)
+	}
+	mkdata("..ts1", "v1")
+	must(t, os.Symlink("..ts1", filepath.Join(dir, "..data")))
+	must(t, os.Symlink("..data/profile.toml", path))
+	w := newWatcher(t, []string{path}, Options{})
+
+	swap := func(from, to, content string) {
+		mkdata(to, content)
+		must(t, os.Symlink(to, filepath.Join(dir, "..data_tmp")))
+		must(t, os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")))
+		must(t, os.RemoveAll(filepath.Join(dir, from)))
+	}
+	swap("..ts1", "..ts2", "v2")
+	expect(t, w, Change{Path: path, Reason: ReasonSymlinkSwap})
+	swap("..ts2", "..ts3", "v3")
+	expect(t, w, Change{Path: path, Reason: ReasonSymlinkSwap})
+	// An update of another key swaps ..data but leaves this file's bytes.
+	swap("..ts3", "..ts4", "v3")
+	expectNone(t, w, 500*time.Millisecond)
+}
+
+func TestUnchangedRewriteIsNoChange(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "profile.toml")
+	write(t, path, "same")
+	w := newWatcher(t, []string{path}, Options{})
+	write(t, path, "same")
+	renameOver(t, path, "same")
+	must(t, os.Chmod(path, 0o600))
+	expectNone(t, w, 500*time.Millisecond)
+	// Still watching: a real edit afterwards is reported.
+	write(t, path, "different")
+	expect(t, w, Change{Path: path, Reason: ReasonWrite})
+}
+
+func TestMissingFileWaitsForItsReturn(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "policy.toml")
+	write(t, path, "v1")
+	w := newWatcher(t, []string{path}, Options{})
+	// Remove, then recreate after several debounce periods: the gap is
+	// not a change, the new content is.
+	must(t, os.Remove(path))
+	expectNone(t, w, 400*time.Millisecond)
+	renameOver(t, path, "v2")
+	expect(t, w, Change{Path: path, Reason: ReasonRenameOver})
+
+	// A file absent at New is reported when it appears.
+	later := filepath.Join(dir, "later.toml")
+	w2 := newWatcher(t, []string{later}, Options{})
+	write(t, later, "x")
+	expect(t, w2, Change{Path: later, Reason: ReasonRenameOver})
+}
+
+func TestFilesInOneDirectoryShareAWatch(t *testing.T) {
+	d1, d2 := t.TempDir(), t.TempDir()
+	a, b, c := filepath.Join(d1, "a.toml"), filepath.Join(d1, "b.toml"), filepath.Join(d2, "c.toml")
+	for _, p := range []string{a, b, c} {
+		write(t, p, "v1")
+	}
+	w := newWatcher(t, []string{a, b, c, a}, Options{})
+	if got := slices.Sorted(slices.Values(w.fsw.WatchList())); !slices.Equal(got, slices.Sorted(slices.Values([]string{d1, d2}))) {
+		t.Errorf("WatchList = %q, want one watch per directory", got)
+	}
+	write(t, b, "v2")
+	expect(t, w, Change{Path: b, Reason: ReasonWrite})
+	write(t, c, "v2")
+	expect(t, w, Change{Path: c, Reason: ReasonWrite})
+	expectNone(t, w, 300*time.Millisecond)
+}
+
+// TestPollOnly runs without fsnotify, as a single-file bind mount behaves.
+func TestPollOnly(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "profile.toml")
+	write(t, path, "v1")
+	w := newWatcher(t, []string{path}, Options{Poll: 20 * time.Millisecond, pollOnly: true})
+	if w.fsw != nil {
+		t.Fatal("pollOnly still created an fsnotify watcher")
+	}
+	write(t, path, "v2")
+	expect(t, w, Change{Path: path, Reason: ReasonPoll})
+	write(t, path, "v2")
+	expectNone(t, w, 200*time.Millisecond)
+}
+
+// TestOverflowRescans removes the directory watch so that the kernel
+// reports nothing, then injects the overflow error fsnotify would send.
+func TestOverflowRescans(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "profile.toml")
+	write(t, path, "v1")
+	w := newWatcher(t, []string{path}, Options{})
+	must(t, w.fsw.Remove(dir))
+	write(t, path, "v2")
+	expectNone(t, w, 300*time.Millisecond)
+	w.fsw.Errors <- fsnotify.ErrEventOverflow
+	expect(t, w, Change{Path: path, Reason: ReasonRescan})
+}
+
+func TestSIGHUPForcesReload(t *testing.T) {
+	// Belt and braces: keep SIGHUP caught even if the watcher's
+	// registration were missing, so a failure cannot kill the test binary.
+	guard := make(chan os.Signal, 4)
+	signal.Notify(guard, syscall.SIGHUP)
+	defer signal.Stop(guard)
+
+	path := filepath.Join(t.TempDir(), "profile.toml")
+	write(t, path, "v1")
+	w := newWatcher(t, []string{path}, Options{Signals: true})
+	for range 2 { // unchanged files: a SIGHUP is still a reload each time
+		must(t, syscall.Kill(os.Getpid(), syscall.SIGHUP))
+		expect(t, w, Change{Reason: ReasonSIGHUP})
+	}
+}
+
+func TestCloseStopsEverything(t *testing.T) {
+	// Start os/signal's process-wide goroutine before counting.
+	warm := make(chan os.Signal, 1)
+	signal.Notify(warm, syscall.SIGHUP)
+	signal.Stop(warm)
+	before := runtime.NumGoroutine()
+
+	path := filepath.Join(t.TempDir(), "profile.toml")
+	write(t, path, "v1")
+	w, err := New([]string{path}, Options{Poll: 10 * time.Millisecond, Signals: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, path, "v2") // leave a Change unread: Close must not block on it
+	time.Sleep(50 * time.Millisecond)
+	must(t, w.Close())
+	must(t, w.Close())
+	for range w.Changes() { // drains what was buffered, then sees it closed
+	}
+	deadline := time.Now().Add(patience)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<16)
+			t.Fatalf("%d goroutines after Close, %d before:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestNewRejectsMissingDirectory(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "nope", "profile.toml")
+	_, err := New([]string{missing}, Options{})
+	if err == nil || !strings.Contains(err.Error(), filepath.Dir(missing)) {
+		t.Fatalf("New = %v, want an error naming the directory", err)
+	}
+}
+
+// TestSaveToChangeLatency logs how long after a save the Change arrives,
+// with the default 150 ms debounce. The budget from save to
+// restart start is 500 ms; the bound below is only a liveness check.
+func TestSaveToChangeLatency(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "profile.toml")
+	write(t, path, "v0")
+	w := newWatcher(t, []string{path}, Options{Poll: DefaultPoll})
+	var lat []time.Duration
+	for i := range 10 {
+		start := time.Now()
+		if i%2 == 0 {
+			write(t, path, fmt.Sprint("v", i+1))
+		} else {
+			renameOver(t, path, fmt.Sprint("v", i+1))
+		}
+		select {
+		case <-w.Changes():
+			lat = append(lat, time.Since(start))
+		case <-time.After(patience):
+			t.Fatalf("save %d: no Change", i)
+		}
+	}
+	slices.Sort(lat)
+	t.Logf("save→Change over %d saves (debounce %v): min %v, median %v, max %v",
+		len(lat), DefaultDebounce, lat[0].Round(time.Millisecond), lat[len(lat)/2].Round(time.Millisecond), lat[len(lat)-1].Round(time.Millisecond))
+}
+
+// BenchmarkSaveToChange reports the save→Change latency as ns/op (and
+// ms/save) with the default debounce.
+func BenchmarkSaveToChange(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "profile.toml")
+	write(b, path, "v0")
+	w := newWatcher(b, []string{path}, Options{})
+	i := 0
+	for b.Loop() {
+		i++
+		renameOver(b, path, fmt.Sprint("v", i))
+		<-w.Changes()
+	}
+	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/save")
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
