@@ -106,7 +106,7 @@ func (p *progress) request(arm string, round int, phase string, tokS float64, er
 	if phase != PhaseMeasured {
 		what = "warm-up " + what
 	}
-	p.line(fmt.Sprintf("round %d/%d  %-24s %s  (%d/%d requests, about %s left)", round, p.rounds, arm, what,
+	p.line(fmt.Sprintf("round %d/%d  %-12s %s  (%d/%d requests, about %s left)", round, p.rounds, shortLabel(arm), what,
 		p.done, p.total, eta.Round(time.Second)), !p.tty)
 }
 
@@ -162,3 +162,12 @@ func (p *progress) line(s string, permanent bool) {
 }
 
 func round1(x float64) float64 { return float64(int64(x*10+0.5)) / 10 }
+
+// shortLabel drops an arm label's parenthesised reason ("default = 4
+// (measured default for ...)") so that a progress line stays one line.
+func shortLabel(l string) string {
+	if i := strings.Index(l, " ("); i > 0 {
+		return l[:i]
+	}
+	return l
+}

@@ -24,12 +24,12 @@ func TestProgressModes(t *testing.T) {
 		return b.String()
 	}
 	plain := drive(Options{})
-	if strings.Contains(plain, "\r") || !strings.Contains(plain, "round 1/3  width 4") || !strings.Contains(plain, "61.2 tok/s") ||
+	if strings.Contains(plain, "\r") || !strings.Contains(plain, "round 1/3  width 4 ") || !strings.Contains(plain, "61.2 tok/s") ||
 		!strings.Contains(plain, "about 4s left") || strings.Contains(plain, "warm-up") || strings.Count(plain, "\n") != 4 {
 		t.Errorf("plain progress:\n%s", plain)
 	}
 	tty := drive(Options{IsTTY: true})
-	if !strings.Contains(tty, "\rround 1/3  width 4") || !strings.Contains(tty, "warm-up") {
+	if !strings.Contains(tty, "\rround 1/3  width 4 ") || !strings.Contains(tty, "warm-up") {
 		t.Errorf("tty progress: %q", tty)
 	}
 	js := drive(Options{JSONProgress: true, IsTTY: true})

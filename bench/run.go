@@ -218,8 +218,11 @@ func DefaultTitle(rec *record.Record) string {
 		gpu = "capability " + rec.Key.Capability
 	}
 	t := fmt.Sprintf("Draft width sweep: %s %s on %s, %s target", rec.Key.Engine, rec.Key.Drafter, gpu, rec.Key.Quant)
-	if rec.Date != "" {
-		t += " (" + rec.Date + ")"
+	if d := rec.Date; d != "" {
+		if len(d) > 10 && d[4] == '-' { // RFC 3339: the day is enough for a title
+			d = d[:10]
+		}
+		t += " (" + d + ")"
 	}
 	return t
 }

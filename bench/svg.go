@@ -27,8 +27,12 @@ func (e errPoints) YError(i int) (float64, float64) { return e.lo[i], e.hi[i] }
 // point on the plot reads as a measurement.
 func RenderSVG(rec *record.Record) ([]byte, error) {
 	p := plot.New()
+	gpu := rec.Host.GPU
+	if gpu == "" {
+		gpu = "capability " + rec.Key.Capability
+	}
 	p.Title.Text = fmt.Sprintf("%s\nengine=%s drafter=%s capability=%s quant=%s",
-		orDash(rec.Host.GPU), rec.Key.Engine, rec.Key.Drafter, rec.Key.Capability, rec.Key.Quant)
+		gpu, rec.Key.Engine, rec.Key.Drafter, rec.Key.Capability, rec.Key.Quant)
 	if rec.Simulated {
 		p.Title.Text += " (SIMULATED)"
 	}
