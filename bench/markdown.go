@@ -64,6 +64,9 @@ func RenderMarkdown(rec *record.Record) []byte {
 	w("- prompt: `%s` (sha256 `%s`)\n", orDash(m.Prompt), orDash(m.PromptSHA))
 	w("- endpoint: `%s`, body `%s`\n", orDash(m.Endpoint), orDash(m.RequestBody))
 	w("- widths: %s\n", joinInts(m.Widths))
+	if m.WallS > 0 {
+		w("- harness CPU: %.2f s over %.0f s of wall time (%.2f%%; the launcher's own process, engines excluded)\n", m.HarnessCPUS, m.WallS, 100*m.HarnessCPUS/m.WallS)
+	}
 	if m.Description != "" {
 		w("\n%s\n", m.Description)
 	}

@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/speclaunch/speclaunch/bench"
@@ -95,6 +96,7 @@ func (c *BenchCmd) Run(e *Env) error {
 	o.Arms = arms
 
 	rec := c.identity(e, dp, notes)
+	rec.Name = filepath.Base(outBase)
 	st := &starter{e: e, l: l, settings: s, opts: startOptions{Out: io.Discard, ReadyTimeout: s.ReadyTimeout.Value, StopTimeout: s.StopTimeout.Value}}
 	if c.ReadyTimeout != "" {
 		d, err := time.ParseDuration(c.ReadyTimeout)
@@ -109,7 +111,12 @@ func (c *BenchCmd) Run(e *Env) error {
 		o.Progress, o.IsTTY = e.Stderr, isTTY(e.Stderr)
 	}
 	log.Info("bench starting", "arms", len(arms), "rounds", o.Rounds, "schedule", o.Schedule, "engine", string(s.Engine.Value), "out", outBase)
+	cpu0, wall0 := selfCPU(), time.Now()
 	runErr := bench.Run(e.Ctx, o, st.start, rec)
+	// The harness must not be what it measures: record its own CPU time
+	// (this process only, not the engines) against the run's wall time.
+	rec.Method.HarnessCPUS = (selfCPU() - cpu0).Seconds()
+	rec.Method.WallS = time.Since(wall0).Seconds()
 	if err := bench.Write(rec, outBase, true); err != nil {
 		return fmt.Errorf("write record: %w", err)
 	}
@@ -173,14 +180,18 @@ func (c *BenchCmd) options(s config.Settings, p *profiles.Profile) (bench.Option
 	if o.Rounds < bench.MinRounds {
 		return o, nil, "", nil, usage(fmt.Errorf("--rounds %d is below %d: ranges from fewer rounds cannot separate widths", o.Rounds, bench.MinRounds), "use --rounds 5")
 	}
+	// bench.Options: 0 = the default (1), negative = none.
 	switch {
 	case c.Warmup >= 0:
 		o.Warmup = c.Warmup
+		if o.Warmup == 0 {
+			o.Warmup = -1
+		}
 	case pb.hasWarmup:
 		o.Warmup = pb.Warmup
-	}
-	if o.Warmup == 0 {
-		o.Warmup = -1 // bench: negative means none
+		if o.Warmup == 0 {
+			o.Warmup = -1
+		}
 	}
 	o.MaxTokens = firstNonZero(c.MaxTokens, pb.MaxTokens, bench.DefaultMaxTokens)
 	o.Schedule = firstString(c.Schedule, pb.Schedule, "restart")
@@ -245,7 +256,6 @@ func (c *BenchCmd) identity(e *Env, p *plan.Plan, notes []string) *record.Record
 	s, f := p.Settings, p.Facts
 	rec := &record.Record{Schema: record.Schema, Date: time.Now().UTC().Format(time.RFC3339), Complete: true,
 		Simulated: s.Engine.Value == key.Sim, Launcher: "speclaunch " + LauncherVersion(), Notes: notes, Title: c.Title}
-	rec.Name = filepath.Base(strings.TrimSuffix(c.Out, ".md"))
 	rk := p.Resolution.Key
 	rec.Key = record.Key{Engine: string(s.Engine.Value), Drafter: string(rk.Drafter), Capability: rk.Capability.String(), Quant: string(rk.Quant)}
 	host, _ := os.Hostname()
@@ -341,6 +351,9 @@ func (st *starter) start(ctx context.Context, arm bench.ArmSpec, port int) (benc
 	}
 	r, err := startEngine(ctx, p, st.opts)
 	if err != nil {
+		if r != nil {
+			return &benchServer{r: r, stop: st.opts.StopTimeout}, err
+		}
 		return nil, err
 	}
 	srv := &benchServer{r: r, stop: st.opts.StopTimeout}
@@ -376,3 +389,12 @@ func (b *benchServer) Diagnostics() []bench.Diag {
 }
 func (b *benchServer) Tail() []string { return b.r.proc.Tail() }
 func (b *benchServer) Stop() error    { return b.r.proc.Stop(b.stop) }
+
+// selfCPU is this process's user+system CPU time.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}

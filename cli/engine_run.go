@@ -89,7 +89,9 @@ func checkLaunchable(p *plan.Plan, checkPort bool) error {
 	return nil
 }
 
-// startEngine starts the plan's engine and waits until it is ready.
+// startEngine starts the plan's engine and waits until it is ready. When
+// the engine fails to become ready it is stopped and returned with the
+// error, so callers can show its last lines.
 func startEngine(ctx context.Context, p *plan.Plan, o startOptions) (*running, error) {
 	r := &running{plan: p, start: time.Now()}
 	out := o.Out
@@ -108,10 +110,10 @@ func startEngine(ctx context.Context, p *plan.Plan, o startOptions) (*running, e
 		var te *supervise.TimeoutError
 		if errors.As(err, &te) {
 			proc.Stop(o.StopTimeout)
-			return nil, fmt.Errorf("%s did not become ready at %s: %w (raise serve.ready_timeout / --ready-timeout if the model is large)", p.Settings.Engine.Value, health, err)
+			return r, fmt.Errorf("%s did not become ready at %s: %w (raise serve.ready_timeout / --ready-timeout if the model is large)", p.Settings.Engine.Value, health, err)
 		}
 		proc.Stop(o.StopTimeout)
-		return nil, fmt.Errorf("%s failed to start: %w", p.Settings.Engine.Value, err)
+		return r, fmt.Errorf("%s failed to start: %w", p.Settings.Engine.Value, err)
 	}
 	r.ready = time.Since(r.start)
 	return r, nil

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/alecthomas/kong"
@@ -54,7 +55,7 @@ func given(kctx *kong.Context) map[string]string {
 		if p.Flag.Name == "policy" {
 			continue
 		}
-		out[p.Flag.Name] = p.Flag.Value.Target.String()
+		out[p.Flag.Name] = fmt.Sprint(p.Flag.Value.Target.Interface())
 	}
 	return out
 }

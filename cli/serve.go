@@ -100,6 +100,7 @@ func (sv *server) launch(ctx context.Context, p *plan.Plan, what string) (*runni
 	if err != nil {
 		return nil, err
 	}
+
 	sv.log.Info("ready", "url", p.Launch.BaseURL, "after", r.ready.Round(time.Millisecond).String(), "pid", r.proc.PID())
 	chk := r.verify(ctx, p.Settings.Probe.Value)
 	switch {

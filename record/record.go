@@ -90,6 +90,11 @@ type Method struct {
 	Endpoint    string `json:"endpoint,omitempty"`
 	Widths      []int  `json:"widths"`
 	Description string `json:"description,omitempty"`
+	// HarnessCPUS is the launcher's own CPU time during the run (engines
+	// excluded) and WallS the run's wall time: the harness must stay a
+	// small fraction of what it measures.
+	HarnessCPUS float64 `json:"harness_cpu_s,omitempty"`
+	WallS       float64 `json:"wall_s,omitempty"`
 	// RequestBody is the request sent for every run, the prompt elided.
 	RequestBody string `json:"request_body,omitempty"`
 }
