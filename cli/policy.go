@@ -1,11 +1,17 @@
 package cli
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/speclaunch/speclaunch/bench"
+	"github.com/speclaunch/speclaunch/record"
 
 	"github.com/speclaunch/speclaunch/key"
 	"github.com/speclaunch/speclaunch/plan"
@@ -17,6 +23,7 @@ type PolicyCmd struct {
 	List    PolicyListCmd    `cmd:"" help:"Show the merged policy: defaults and measured entries, with the file and line each came from."`
 	Explain PolicyExplainCmd `cmd:"" help:"Say why a key (engine, drafter, capability, quant) resolves as it does."`
 	Check   PolicyCheckCmd   `cmd:"" help:"Verify every entry against its record: it exists, matches the key, was measured on a real engine, beat classic with disjoint ranges, and carries the pin."`
+	Propose PolicyProposeCmd `cmd:"" help:"Apply the cross-pair rule to bench records of one key (one per model pair) and print the entry they earn, if any."`
 }
 
 // Records is the embedded docs/benchmark_results tree, so that policy check
@@ -175,5 +182,67 @@ func (c *PolicyCheckCmd) Run(e *Env) error {
 	if failed > 0 {
 		return exitCode(1, fmt.Errorf("%d policy entries are not backed by their records", failed))
 	}
+	return nil
+}
+
+// PolicyProposeCmd applies the cross-pair rule of docs/policy.md to bench
+// records of one key made with different model pairs.
+type PolicyProposeCmd struct {
+	Records []string `arg:"" help:"Bench records (.json twins, or their .md paths) of one key, one per model pair." placeholder:"RECORD"`
+	JSON    bool     `help:"Print JSON."`
+}
+
+// Run implements `policy propose`.
+func (c *PolicyProposeCmd) Run(e *Env) error {
+	var recs []*record.Record
+	for _, p := range c.Records {
+		p = strings.TrimSuffix(strings.TrimSuffix(p, ".md"), ".json") + ".json"
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return usage(fmt.Errorf("record: %w", err), "give the .json twins that `speclaunch bench` wrote")
+		}
+		var r record.Record
+		if err := json.Unmarshal(b, &r); err != nil {
+			return usage(fmt.Errorf("%s: not a bench record: %w", p, err), "")
+		}
+		if r.Name == "" {
+			r.Name = strings.TrimSuffix(filepath.Base(p), ".json")
+		}
+		recs = append(recs, &r)
+	}
+	d := bench.Choose(recs)
+	if c.JSON {
+		return writeJSON(e.Stdout, d)
+	}
+	w := e.Stdout
+	fmt.Fprintf(w, "key: engine=%s drafter=%s capability=%s quant=%s, %d record(s)\n", recs[0].Key.Engine, recs[0].Key.Drafter, recs[0].Key.Capability, recs[0].Key.Quant, len(recs))
+	for _, l := range d.PerRecord {
+		fmt.Fprintln(w, "  "+l)
+	}
+	ws := make([]int, 0, len(d.WorstFraction))
+	for wd := range d.WorstFraction {
+		ws = append(ws, wd)
+	}
+	sort.Ints(ws)
+	fmt.Fprintln(w, "worst fraction of each record's best median, per width:")
+	for _, wd := range ws {
+		mark := ""
+		if wd == d.Width {
+			mark = "  <- chosen"
+		} else if wd == d.RunnerUp {
+			mark = "  <- runner-up"
+		}
+		fmt.Fprintf(w, "  width %-3d %.3f%s\n", wd, d.WorstFraction[wd], mark)
+	}
+	fmt.Fprintln(w, d.Why)
+	if !d.Eligible {
+		return exitCode(1, errors.New("the records do not earn an entry"))
+	}
+	block := bench.EntryBlock(recs[0], d.Width, d.RunnerUp)
+	var names []string
+	for _, r := range recs {
+		names = append(names, "docs/benchmark_results/"+r.Name+".md")
+	}
+	fmt.Fprintf(w, "\n# chosen by the cross-pair rule (docs/policy.md) over: %s\n%s", strings.Join(names, ", "), block)
 	return nil
 }
