@@ -297,8 +297,19 @@ func TestShippedPolicy(t *testing.T) {
 			}
 		}
 	}
-	if len(p.Entries) != 1 {
+	if len(p.Entries) != 2 {
 		t.Fatalf("entries = %+v", p.Entries)
+	}
+	h200 := key.Key{Engine: key.LlamaCpp, Drafter: key.Draft, Capability: key.Capability{Major: 9, Minor: 0}, Quant: key.QuantQ8_0}
+	if e := p.Lookup(h200); e == nil || e.ID != "h200-q8_0-draft" || e.Width != 6 || e.RunnerUp != 5 || e.Pin != "llama.cpp d32676d" {
+		t.Errorf("h200 entry = %+v", e)
+	}
+	for _, q := range []key.Quant{key.QuantQ4_0, key.QuantQ4_K, key.QuantF16} {
+		k := h200
+		k.Quant = q
+		if e := p.Lookup(k); e != nil {
+			t.Errorf("%s earned no entry in the H200 records, but the policy has %+v", q, e)
+		}
 	}
 	gb10 := key.Key{Engine: key.MLXCEL, Drafter: key.DFlash, Capability: key.Capability{Major: 12, Minor: 1}, Quant: key.QuantAffine}
 	e := p.Lookup(gb10)
