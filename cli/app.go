@@ -90,7 +90,6 @@ func MainContext(parent context.Context, args []string, policyTOML []byte, stdou
 		kong.Description("Launch a speculative-decoding LLM server at the draft width measured to be best for this GPU, weight format and drafter."),
 		kong.UsageOnError(),
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true, WrapUpperBound: 100}),
-		envVars(),
 		kong.Writers(stdout, stderr),
 		kong.Exit(func(code int) { exited = code; panic(kongExit{}) }),
 		kong.Bind(env),

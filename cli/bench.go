@@ -43,7 +43,7 @@ type BenchCmd struct {
 	RequestTimeout string `help:"Per-request timeout, stalled streams included (default 120s)." placeholder:"DUR" group:"Bench"`
 	NotesFile      string `help:"A text file whose paragraphs are added to the record's notes (e.g. how the model pair was made)." placeholder:"FILE" group:"Bench"`
 	Title          string `help:"Record title." placeholder:"TEXT" group:"Bench"`
-	ReadyTimeout   string `help:"How long to wait for each engine's /health (env: ${env_ready_timeout})." placeholder:"DUR" group:"Bench"`
+	ReadyTimeout   string `help:"How long to wait for each engine's /health (env: $MLXCEL_READY_TIMEOUT)." placeholder:"DUR" group:"Bench"`
 }
 
 // Run implements `speclaunch bench`.

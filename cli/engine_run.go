@@ -21,12 +21,17 @@ import (
 	"github.com/speclaunch/speclaunch/width"
 )
 
+// processStart is as close to the launcher's own start as Go allows; the
+// launcher's overhead before the engine's exec is measured from it.
+var processStart = time.Now()
+
 // running is one engine process started from a plan.
 type running struct {
-	plan  *plan.Plan
-	proc  *supervise.Process
-	start time.Time
-	ready time.Duration
+	plan   *plan.Plan
+	proc   *supervise.Process
+	start  time.Time
+	execAt time.Time // when the engine process had been exec'd
+	ready  time.Duration
 
 	mu       sync.Mutex
 	obs      []engine.Observation // startup/width/decline lines seen
@@ -105,6 +110,7 @@ func startEngine(ctx context.Context, p *plan.Plan, o startOptions) (*running, e
 		return nil, &badInput{fmt.Errorf("start %s: %w", p.Settings.Engine.Value, err)}
 	}
 	r.proc = proc
+	r.execAt = time.Now()
 	health := strings.TrimRight(p.Launch.BaseURL, "/") + "/health"
 	if err := proc.WaitReady(ctx, supervise.HTTPReady(health), o.ReadyTimeout, 100*time.Millisecond); err != nil {
 		var te *supervise.TimeoutError

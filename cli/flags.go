@@ -15,33 +15,23 @@ import (
 // config.Load (Kong's own env handling lets an empty variable shadow the
 // next name and puts config files above env).
 type LaunchFlags struct {
-	Profile        string   `help:"Profile: a TOML file path, or a NAME looked up in ./profiles, $$XDG_CONFIG_HOME/speclaunch/profiles, /etc/speclaunch/profiles (env: ${env_profile})." placeholder:"PATH|NAME" group:"Launch"`
-	Policy         []string `help:"Extra policy file layered over the embedded one; repeatable, later files win (env: ${env_policy}, a :-separated list)." placeholder:"FILE" group:"Launch"`
-	Engine         string   `help:"Engine: mlxcel, llama.cpp or sim (env: ${env_engine}; default mlxcel)." placeholder:"NAME" group:"Launch"`
-	EngineBinary   string   `help:"Engine binary (default mlxcel-server / llama-server on PATH) (env: ${env_engine_binary})." placeholder:"PATH" group:"Launch"`
-	Model          string   `short:"m" help:"Target model: an MLX checkpoint directory or a GGUF file (env: ${env_model})." placeholder:"PATH" group:"Launch"`
-	DraftModel     string   `help:"Draft model; also -md (env: ${env_draft_model}). Without one, speculation is off." placeholder:"PATH" group:"Launch"`
-	DraftKind      string   `help:"Drafter kind: dflash|mtp (mlxcel, sim), draft|mtp|dflash|dspark|eagle3 (llama.cpp); default detected from the drafter (env: ${env_draft_kind})." placeholder:"KIND" group:"Launch"`
-	DraftBlockSize string   `help:"Draft width = verify rows = draft tokens + 1; overrides the policy (env: ${env_draft_block_size})." placeholder:"W" group:"Launch"`
-	SpecDraftNMax  string   `name:"spec-draft-n-max" help:"The width in llama.cpp's unit, draft tokens N (= width N+1) (env, llama.cpp engine: ${env_spec_draft_n_max})." placeholder:"N" group:"Launch"`
-	Capability     string   `help:"CUDA compute capability to resolve for instead of probing nvidia-smi, e.g. 9.0 or 12.1 (env: ${env_capability})." placeholder:"X.Y" group:"Launch"`
-	Quant          string   `help:"Target quantization instead of reading it from the checkpoint: affine, nvfp4, other, q4_0, q4_k, q8_0, f16, ... (env: ${env_quant})." placeholder:"Q" group:"Launch"`
-	Host           string   `help:"Address the engine listens on (env: ${env_host}; default 127.0.0.1)." placeholder:"HOST" group:"Launch"`
-	Port           string   `help:"Port the engine listens on (env: ${env_port}; default 8080)." placeholder:"PORT" group:"Launch"`
-	LogFormat      string   `help:"Log format: auto (colour on a terminal unless NO_COLOR), text, color, json (env: ${env_log_format})." placeholder:"FMT" group:"Logging"`
-	LogLevel       string   `help:"Log level: debug, info, warn, error (env: ${env_log_level})." placeholder:"LEVEL" group:"Logging"`
+	Profile        string   `help:"Profile: a TOML file path, or a NAME looked up in ./profiles, $$XDG_CONFIG_HOME/speclaunch/profiles, /etc/speclaunch/profiles (env: $MLXCEL_PROFILE)." placeholder:"PATH|NAME" group:"Launch"`
+	Policy         []string `help:"Extra policy file layered over the embedded one; repeatable, later files win (env: $MLXCEL_POLICY, a :-separated list)." placeholder:"FILE" group:"Launch"`
+	Engine         string   `help:"Engine: mlxcel, llama.cpp or sim (env: $MLXCEL_ENGINE; default mlxcel)." placeholder:"NAME" group:"Launch"`
+	EngineBinary   string   `help:"Engine binary (default mlxcel-server / llama-server on PATH) (env: $MLXCEL_ENGINE_BINARY)." placeholder:"PATH" group:"Launch"`
+	Model          string   `short:"m" help:"Target model: an MLX checkpoint directory or a GGUF file (env: $LLAMA_ARG_MODEL, $MLXCEL_MODEL)." placeholder:"PATH" group:"Launch"`
+	DraftModel     string   `help:"Draft model; also -md (env: $LLAMA_ARG_SPEC_DRAFT_MODEL, $LLAMA_ARG_MODEL_DRAFT, $MLXCEL_DRAFT_MODEL). Without one, speculation is off." placeholder:"PATH" group:"Launch"`
+	DraftKind      string   `help:"Drafter kind: dflash|mtp (mlxcel, sim), draft|mtp|dflash|dspark|eagle3 (llama.cpp); default detected from the drafter (env: $LLAMA_ARG_DRAFT_KIND, $MLXCEL_DRAFT_KIND)." placeholder:"KIND" group:"Launch"`
+	DraftBlockSize string   `help:"Draft width = verify rows = draft tokens + 1; overrides the policy (env: $LLAMA_ARG_DRAFT_BLOCK_SIZE, $MLXCEL_DRAFT_BLOCK_SIZE)." placeholder:"W" group:"Launch"`
+	SpecDraftNMax  string   `name:"spec-draft-n-max" help:"The width in llama.cpp's unit, draft tokens N (= width N+1) (env, llama.cpp engine: $LLAMA_ARG_SPEC_DRAFT_N_MAX, $LLAMA_ARG_DRAFT_MAX)." placeholder:"N" group:"Launch"`
+	Capability     string   `help:"CUDA compute capability to resolve for instead of probing nvidia-smi, e.g. 9.0 or 12.1 (env: $MLXCEL_CUDA_CAPABILITY)." placeholder:"X.Y" group:"Launch"`
+	Quant          string   `help:"Target quantization instead of reading it from the checkpoint: affine, nvfp4, other, q4_0, q4_k, q8_0, f16, ... (env: $MLXCEL_QUANT)." placeholder:"Q" group:"Launch"`
+	Host           string   `help:"Address the engine listens on (env: $LLAMA_ARG_HOST, $MLXCEL_HOST; default 127.0.0.1)." placeholder:"HOST" group:"Launch"`
+	Port           string   `help:"Port the engine listens on (env: $LLAMA_ARG_PORT, $MLXCEL_PORT; default 8080)." placeholder:"PORT" group:"Launch"`
+	LogFormat      string   `help:"Log format: auto (colour on a terminal unless NO_COLOR), text, color, json (env: $MLXCEL_LOG_FORMAT)." placeholder:"FMT" group:"Logging"`
+	LogLevel       string   `help:"Log level: debug, info, warn, error (env: $MLXCEL_LOG_LEVEL)." placeholder:"LEVEL" group:"Logging"`
 
 	EngineArgs []string `arg:"" optional:"" passthrough:"" help:"Extra engine arguments after --, passed through verbatim." placeholder:"-- ENGINE-ARGS"`
-}
-
-// envVars feeds the ${env_*} help interpolations from config.Envs, so help
-// can never drift from what config.Load reads.
-func envVars() kong.Vars {
-	v := kong.Vars{}
-	for name, envs := range config.Envs {
-		v["env_"+strings.ReplaceAll(name, "-", "_")] = "$" + strings.Join(envs, ", $")
-	}
-	return v
 }
 
 // given returns the raw values of the flags that appeared on the command

@@ -23,13 +23,13 @@ type ServeCmd struct {
 	LaunchFlags `embed:""`
 
 	DryRun          bool   `help:"Print what would run (resolution, command, environment) and exit 0."`
-	ReadyTimeout    string `help:"How long to wait for the engine's /health (env: ${env_ready_timeout}; default 15m)." placeholder:"DUR" group:"Serve"`
-	StopTimeout     string `help:"SIGTERM grace before SIGKILL when stopping the engine (env: ${env_stop_timeout}; default 20s)." placeholder:"DUR" group:"Serve"`
-	Restart         string `help:"Restart policy: no or on-failure (capped exponential backoff) (env: ${env_restart})." placeholder:"POLICY" group:"Serve"`
-	StrictWidth     bool   `help:"Stop with exit code 3 when the engine runs another width than resolved, or declines speculation (env: ${env_strict_width})." group:"Serve"`
-	NoProbe         bool   `help:"Skip the llama.cpp verification request (the width is then not verified) (env: ${env_probe}=false)." group:"Serve"`
-	Watch           string `help:"Reload on profile/policy changes: true or false (env: ${env_watch}; default true when a profile or policy file is given)." placeholder:"BOOL" group:"Serve"`
-	RawEngineOutput bool   `help:"Pass the engine's output through untouched instead of prefixing its lines (env: ${env_raw_engine_output})." group:"Serve"`
+	ReadyTimeout    string `help:"How long to wait for the engine's /health (env: $MLXCEL_READY_TIMEOUT; default 15m)." placeholder:"DUR" group:"Serve"`
+	StopTimeout     string `help:"SIGTERM grace before SIGKILL when stopping the engine (env: $MLXCEL_STOP_TIMEOUT; default 20s)." placeholder:"DUR" group:"Serve"`
+	Restart         string `help:"Restart policy: no or on-failure (capped exponential backoff) (env: $MLXCEL_RESTART)." placeholder:"POLICY" group:"Serve"`
+	StrictWidth     bool   `help:"Stop with exit code 3 when the engine runs another width than resolved, or declines speculation (env: $MLXCEL_STRICT_WIDTH)." group:"Serve"`
+	NoProbe         bool   `help:"Skip the llama.cpp verification request (the width is then not verified) (env: $MLXCEL_PROBE=false)." group:"Serve"`
+	Watch           string `help:"Reload on profile/policy changes: true or false (env: $MLXCEL_WATCH; default true when a profile or policy file is given)." placeholder:"BOOL" group:"Serve"`
+	RawEngineOutput bool   `help:"Pass the engine's output through untouched instead of prefixing its lines (env: $MLXCEL_RAW_ENGINE_OUTPUT)." group:"Serve"`
 }
 
 // exitWidthMismatch is serve's exit code under --strict-width.
@@ -78,10 +78,11 @@ func (c *ServeCmd) Run(e *Env) error {
 }
 
 type server struct {
-	e     *Env
-	in    config.Input
-	log   *slog.Logger
-	files []string
+	launched bool
+	e        *Env
+	in       config.Input
+	log      *slog.Logger
+	files    []string
 }
 
 func (sv *server) opts(s config.Settings) startOptions {
@@ -101,7 +102,13 @@ func (sv *server) launch(ctx context.Context, p *plan.Plan, what string) (*runni
 		return nil, err
 	}
 
-	sv.log.Info("ready", "url", p.Launch.BaseURL, "after", r.ready.Round(time.Millisecond).String(), "pid", r.proc.PID())
+	attrs := []any{"url", p.Launch.BaseURL, "after", r.ready.Round(time.Millisecond).String(), "pid", r.proc.PID()}
+	if !sv.launched {
+		// The launcher's own cost: process start to the engine's exec.
+		attrs = append(attrs, "launcher_to_exec", r.execAt.Sub(processStart).Round(10*time.Microsecond).String())
+		sv.launched = true
+	}
+	sv.log.Info("ready", attrs...)
 	chk := r.verify(ctx, p.Settings.Probe.Value)
 	switch {
 	case chk.Problem != "":
