@@ -14,7 +14,6 @@ import (
 	"github.com/speclaunch/speclaunch/record"
 
 	"github.com/speclaunch/speclaunch/key"
-	"github.com/speclaunch/speclaunch/plan"
 	"github.com/speclaunch/speclaunch/policy"
 )
 
@@ -89,14 +88,7 @@ type PolicyExplainCmd struct {
 // profile and facts as resolve (so --capability/--quant/--draft-kind ask
 // about a hypothetical host).
 func (c *PolicyExplainCmd) Run(e *Env) error {
-	if err := c.checkArgs(); err != nil {
-		return err
-	}
-	l, err := e.load(c.input(e.kctx, e.Getenv, nil, e.Passthrough))
-	if err != nil {
-		return err
-	}
-	p, err := build(e, l, plan.Options{Hypothetical: true})
+	l, p, err := c.hypothetical(e)
 	if err != nil {
 		return err
 	}

@@ -20,14 +20,7 @@ type ResolveCmd struct {
 
 // Run implements `speclaunch resolve`.
 func (c *ResolveCmd) Run(e *Env) error {
-	if err := c.checkArgs(); err != nil {
-		return err
-	}
-	l, err := e.load(c.input(e.kctx, e.Getenv, nil, e.Passthrough))
-	if err != nil {
-		return err
-	}
-	p, err := build(e, l, plan.Options{Hypothetical: true})
+	l, p, err := c.hypothetical(e)
 	if err != nil {
 		return err
 	}
@@ -36,6 +29,21 @@ func (c *ResolveCmd) Run(e *Env) error {
 	}
 	writeResolution(e.Stdout, p, l.Notices)
 	return nil
+}
+
+// hypothetical loads the settings and builds the plan the way resolve and
+// policy explain answer: a drafter kind without a draft model is asked
+// about, not turned off.
+func (f *LaunchFlags) hypothetical(e *Env) (*loaded, *plan.Plan, error) {
+	if err := f.checkArgs(); err != nil {
+		return nil, nil, err
+	}
+	l, err := e.load(f.input(e.kctx, e.Getenv, nil, e.Passthrough))
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := build(e, l, plan.Options{Hypothetical: true})
+	return l, p, err
 }
 
 // checkArgs refuses stray positional arguments: engine args go after --.
