@@ -74,6 +74,8 @@ type config struct {
 	metrics    bool
 	slots      bool
 	nSlots     int
+	npSet      bool // -np N (N > 0) given: kv_unified stays false, as in the real server
+	noUI       bool // --no-ui / --no-webui
 	nCtx       int
 	alias      string
 	loadMS     int
@@ -198,7 +200,7 @@ func parse(args []string, env map[string]string, stdout, stderr io.Writer) (*con
 				return "error while handling argument \"" + given + "\": stoi\n", false
 			}
 			if n > 0 {
-				c.nSlots = n
+				c.nSlots, c.npSet = n, true
 			}
 		case o.has("-c"):
 			n, err := strconv.Atoi(val)
@@ -206,6 +208,8 @@ func parse(args []string, env map[string]string, stdout, stderr io.Writer) (*con
 				return "error while handling argument \"" + given + "\": stoi\n", false
 			}
 			c.nCtx = n
+		case o.has("--ui"):
+			c.noUI = strings.HasPrefix(given, "--no-")
 		case o.has("-a"):
 			c.alias, _, _ = strings.Cut(val, ",")
 		}
@@ -338,7 +342,7 @@ func run(ctx context.Context, args, env []string, stdout, stderr io.Writer, read
 	s.logStart()
 	ln, err := net.Listen("tcp", net.JoinHostPort(c.host, strconv.Itoa(c.port)))
 	if err != nil {
-		s.logf("E", "srv", "llama_server: couldn't bind HTTP server socket, hostname: %s, port: %d", c.host, c.port)
+		s.srvf("E", "llama_server", "couldn't bind HTTP server socket, hostname: %s, port: %d", c.host, c.port)
 		return 1
 	}
 	addr := ln.Addr().(*net.TCPAddr)
@@ -359,7 +363,7 @@ func run(ctx context.Context, args, env []string, stdout, stderr io.Writer, read
 	select {
 	case <-ctx.Done():
 	case err := <-srvErr:
-		s.logf("E", "srv", "llama_server: server error: %v", err)
+		s.srvf("E", "llama_server", "server error: %v", err)
 		return 1
 	}
 	s.logStop()

@@ -98,6 +98,8 @@ type slotState struct {
 	nProcessed int
 	params     *object
 	nDecoded   int
+	lastUsed   int64 // µs since start of the last request (t_last)
+	graphs     int   // "graphs reused" so far
 }
 
 type counters struct {
@@ -149,18 +151,42 @@ func (s *server) logf(level, cat, format string, a ...any) {
 	fmt.Fprintf(s.log, "%d.%02d.%03d.%03d %s %s %s\n", us/60e6, (us/1e6)%60, (us/1e3)%1000, us%1000, level, cat, msg)
 }
 
+// fn12 is llama.cpp's "%12.*s" rendering of a function name in its srv and
+// slot log lines: right-aligned in 12 columns, cut at 12
+// ("srv    load_model:", "slot get_availabl:", "slot      release:").
+func fn12(name string) string {
+	if len(name) > 12 {
+		name = name[:12]
+	}
+	return fmt.Sprintf("%12s", name)
+}
+
+// srvf prints a NEW "srv  <func>: ..." line.
+func (s *server) srvf(level, fn, format string, a ...any) {
+	s.logf(level, "srv ", fn12(fn)+": "+format, a...)
+}
+
+// slotf prints a NEW "slot <func>: id  N | task T | ..." line.
+func (s *server) slotf(level, fn string, slot, task int, format string, a ...any) {
+	s.logf(level, "slot", fmt.Sprintf("%s: id %2d | task %d | ", fn12(fn), slot, task)+format, a...)
+}
+
 func (s *server) logStart() {
 	c := s.c
 	if c.isNew() {
 		s.logf("I", "cmn ", "common_param: common_params_print_info: verbosity = 3 (adjust with the `-lv N` CLI arg)")
+		if c.noUI {
+			s.srvf("I", "init", "The UI is disabled")
+			s.srvf("I", "init", "Use --ui/--no-ui (or deprecated --webui/--no-webui) to enable/disable")
+		}
 		for _, l := range []string{"-----------------",
 			"CORS is set to allow all origins ('*') and no API key is set",
 			"this can be a security risk (cross-origin attacks)",
 			"more info: https://github.com/ggml-org/llama.cpp/pull/25655",
 			"-----------------"} {
-			s.logf("W", "srv ", "llama_server: %s", l)
+			s.srvf("W", "llama_server", "%s", l)
 		}
-		s.logf("I", "srv ", "   load_model: loading model '%s'", c.model)
+		s.srvf("I", "load_model", "loading model '%s'", c.model)
 		if c.draft != "" {
 			s.logf("I", "common_speculative_init_result:", "loading draft model '%s'", c.draft)
 		}
@@ -181,9 +207,11 @@ func (s *server) markLoaded(port int) {
 	s.loaded = true
 	s.mu.Unlock()
 	if c.isNew() {
-		s.logf("I", "srv ", "   load_model: initializing, n_slots = %d, n_ctx_slot = %d, kv_unified = 'true'", c.nSlots, c.nCtx)
-		s.logf("I", "srv ", "llama_server: model loaded")
-		s.logf("I", "srv ", "llama_server: listening on http://%s:%d", c.host, port)
+		// -np auto (the default) turns on the unified KV cache; an explicit
+		// -np leaves it off (the H200 capture, -np 1: kv_unified = 'false').
+		s.srvf("I", "load_model", "initializing, n_slots = %d, n_ctx_slot = %d, kv_unified = '%t'", c.nSlots, c.nCtx, !c.npSet)
+		s.srvf("I", "llama_server", "model loaded")
+		s.srvf("I", "llama_server", "listening on http://%s:%d", c.host, port)
 		return
 	}
 	fmt.Fprintf(s.log, "main: model loaded\nmain: server is listening on http://%s:%d\nmain: starting the main loop...\n", c.host, port)
@@ -191,7 +219,7 @@ func (s *server) markLoaded(port int) {
 
 func (s *server) logStop() {
 	if s.c.isNew() {
-		s.logf("I", "srv ", "   operator(): operator(): cleaning up before exit...")
+		s.srvf("I", "operator()", "operator(): cleaning up before exit...")
 		return
 	}
 	fmt.Fprintf(s.log, "srv    operator(): operator(): cleaning up before exit...\n")
@@ -485,13 +513,30 @@ func (s *server) completion(w http.ResponseWriter, r *http.Request, oai bool) {
 	defer s.release(sl)
 	s.mu.Lock()
 	cacheN := 0
-	if sl.served && sl.lastPrompt == prompt && nEval > 1 {
+	reused := sl.served && sl.lastPrompt == prompt
+	if reused && nEval > 1 {
 		cacheN = nEval - 1
 	}
+	prevTokens, lastUsed := sl.nPrompt, sl.lastUsed
 	s.task++
 	task := s.task*6 + 2
 	s.cnt.processing++
 	s.mu.Unlock()
+	if s.c.isNew() {
+		switch {
+		case reused:
+			s.slotf("I", "get_availabl", sl.id, -1, "selected slot by LCP similarity, f_sim_best = %.3f (> 0.100 thold), f_keep = %.3f", 1.0, float64(nEval)/float64(max(prevTokens, 1)))
+		case sl.served:
+			s.slotf("I", "get_availabl", sl.id, -1, "selected slot by LRU, t_last = %d", lastUsed)
+		default:
+			s.slotf("I", "get_availabl", sl.id, -1, "selected slot by LRU, t_last = -1")
+		}
+		s.slotf("I", "launch_slot_", sl.id, task, "processing task, is_child = 0")
+		if cacheN > 0 && cacheN == nEval-1 {
+			s.slotf("W", "operator()", sl.id, task, "need to evaluate at least 1 token for each active slot (n_past = %d, task.n_tokens() = %d)", nEval, nEval)
+			s.slotf("W", "operator()", sl.id, task, "n_past was set to %d", cacheN)
+		}
+	}
 	defer func() { s.mu.Lock(); s.cnt.processing--; s.mu.Unlock() }()
 
 	promptN := nEval - cacheN
@@ -596,6 +641,9 @@ func (s *server) completion(w http.ResponseWriter, r *http.Request, oai bool) {
 
 	s.mu.Lock()
 	sl.served, sl.lastPrompt, sl.idTask, sl.nDecoded = true, prompt, task, n
+	sl.lastUsed = time.Since(s.start).Microseconds()
+	sl.graphs += max(len(rounds)-1, 0)
+	graphs := sl.graphs
 	sl.nPrompt, sl.nProcessed = nEval+n-1, promptN
 	sl.params = s.genSettings(s.t.slotServed.obj("params"), temp, nPredict, req.Stream)
 	k := &s.cnt
@@ -617,7 +665,7 @@ func (s *server) completion(w http.ResponseWriter, r *http.Request, oai bool) {
 		}
 	}
 	s.mu.Unlock()
-	s.logRequest(sl.id, task, promptN, promptMS, n, predMS, draftN, steps)
+	s.logRequest(sl.id, task, promptN, promptMS, n, predMS, draftN, steps, nEval+n-1, graphs)
 
 	if oai {
 		fin := s.oaiChunk("", "length", created, id)
@@ -694,19 +742,23 @@ func (s *server) genSettings(tmpl *object, temp float64, nPredict int, stream bo
 	return g
 }
 
-func (s *server) logRequest(slot, task, promptN int, promptMS float64, n int, predMS float64, draftN, steps int) {
+// logRequest prints the per-request lines. nTokens is the slot's token
+// count after the request (prompt + generated - 1), which both trees print
+// on the release line (18 for the CPU captures' 3+16, 22 for the H200's 7+16).
+func (s *server) logRequest(slot, task, promptN int, promptMS float64, n int, predMS float64, draftN, steps, nTokens, graphs int) {
 	pps := 1e3 / promptMS * float64(promptN)
 	tps := 1e3 / predMS * float64(n)
 	if s.c.isNew() {
-		pre := fmt.Sprintf("print_timing: id %2d | task %d | ", slot, task)
-		s.logf("I", "slot", "%sprompt eval time = %10.2f ms / %5d tokens (%8.2f ms per token, %8.2f tokens per second)", pre, promptMS, promptN, promptMS/float64(max(promptN, 1)), pps)
-		s.logf("I", "slot", "%s       eval time = %10.2f ms / %5d tokens (%8.2f ms per token, %8.2f tokens per second)", pre, predMS, n, predMS/float64(max(n, 1)), tps)
-		s.logf("I", "slot", "%s      total time = %10.2f ms / %5d tokens", pre, promptMS+predMS, promptN+n)
+		pt := func(format string, a ...any) { s.slotf("I", "print_timing", slot, task, format, a...) }
+		pt("prompt eval time = %10.2f ms / %5d tokens (%8.2f ms per token, %8.2f tokens per second)", promptMS, promptN, promptMS/float64(max(promptN, 1)), pps)
+		pt("       eval time = %10.2f ms / %5d tokens (%8.2f ms per token, %8.2f tokens per second)", predMS, n, predMS/float64(max(n, 1)), tps)
+		pt("      total time = %10.2f ms / %5d tokens", promptMS+predMS, promptN+n)
+		pt("   graphs reused = %10d", graphs)
 		if draftN > 0 {
 			mean := float64(draftN+steps) / float64(steps)
-			s.logf("I", "slot", "%sdraft acceptance = %.5f (%5d accepted / %5d generated), mean len = %5.2f", pre, 1.0, draftN, draftN, mean)
+			pt("draft acceptance = %.5f (%5d accepted / %5d generated), mean len = %5.2f", 1.0, draftN, draftN, mean)
 		}
-		s.logf("I", "slot", "     release: id %2d | task %d | stop processing: n_tokens = %d, truncated = 0", slot, task, promptN+n)
+		s.slotf("I", "release", slot, task, "stop processing: n_tokens = %d, truncated = 0", nTokens)
 		return
 	}
 	fmt.Fprintf(s.log, "slot print_timing: id %2d | task %d | \nprompt eval time = %10.2f ms / %5d tokens (%8.2f ms per token, %8.2f tokens per second)\n       eval time = %10.2f ms / %5d tokens (%8.2f ms per token, %8.2f tokens per second)\n      total time = %10.2f ms / %5d tokens\n",
@@ -714,7 +766,7 @@ func (s *server) logRequest(slot, task, promptN int, promptMS float64, n int, pr
 	if draftN > 0 {
 		fmt.Fprintf(s.log, "draft acceptance rate = %.5f (%5d accepted / %5d generated)\n", 1.0, draftN, draftN)
 	}
-	fmt.Fprintf(s.log, "slot      release: id %2d | task %d | stop processing: n_tokens = %d, truncated = 0\n", slot, task, promptN+n)
+	fmt.Fprintf(s.log, "slot      release: id %2d | task %d | stop processing: n_tokens = %d, truncated = 0\n", slot, task, nTokens)
 }
 
 func randAlnum(n int) string {
