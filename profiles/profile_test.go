@@ -90,3 +90,26 @@ func TestFind(t *testing.T) {
 		t.Error("missing path must fail")
 	}
 }
+
+// FuzzParse: any bytes give a profile or an *Error naming the file, never a
+// panic.
+func FuzzParse(f *testing.F) {
+	for _, n := range ExampleNames() {
+		b, _ := Example(n)
+		f.Add(b)
+	}
+	f.Add([]byte("[draft]\nblock_size = 1\n[[policy.entry]]\nid = 1\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p, err := Parse("f.toml", data)
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "f.toml") {
+				t.Fatalf("error does not name the file: %v", err)
+			}
+			return
+		}
+		if p.Path != "f.toml" {
+			t.Fatalf("path %q", p.Path)
+		}
+		_ = p.Line("draft.block_size")
+	})
+}
