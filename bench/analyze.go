@@ -156,9 +156,10 @@ func joinNote(a, b string) string {
 
 // fillCycles completes a run's cycle count and cost. Sources, best first:
 // the engine's draft_rounds, its diagnostics rounds, the /metrics delta
-// (set by the harness, which alone can scrape), and drafted / (W−1), exact
-// when the drafter always drafts W−1 tokens (llama.cpp's p-min 0, DFlash's
-// fixed block).
+// (set by the harness, which alone can scrape), and drafted / (W−1), an
+// estimate: even with llama.cpp's p-min 0 the last cycles draft fewer than
+// W−1 tokens when the token budget runs out (seen on a real H200: 6 estimated
+// against 7 real cycles at width 6), so records prefer the /metrics count.
 func fillCycles(r *record.Run, kind string, w int) {
 	if kind == KindClassic {
 		r.Cycles, r.CyclesFrom = r.CompletionTokens, "tokens"
