@@ -32,7 +32,7 @@ type BenchCmd struct {
 
 	Widths         string `help:"Widths to measure, comma-separated (profile bench.widths; default 2,3,4,6,8,16)." placeholder:"W,W,..." group:"Bench"`
 	Rounds         int    `help:"Measured rounds per arm, at least 3 (profile bench.rounds; default 5)." group:"Bench"`
-	Warmup         int    `help:"Discarded warm-up requests per server start (profile bench.warmup; default 1)." default:"-1" group:"Bench"`
+	Warmup         int    `help:"Discarded warm-up requests per server start, 0 for none (profile bench.warmup; default 1)." group:"Bench"`
 	MaxTokens      int    `help:"Tokens per request (profile bench.max_tokens; default 200)." group:"Bench"`
 	PromptFile     string `help:"Prompt file (profile bench.prompt_file; default the shipped ~160-token Python prompt)." placeholder:"FILE" group:"Bench"`
 	Schedule       string `help:"restart: one server at a time, each round restarts every arm (for models that fit once); resident: every arm's server up at once (profile bench.schedule; default restart)." placeholder:"restart|resident" group:"Bench"`
@@ -58,7 +58,7 @@ func (c *BenchCmd) Run(e *Env) error {
 	}
 	s := l.Settings
 	prof := l.Profile
-	o, widths, outBase, notes, err := c.options(s, prof)
+	o, widths, outBase, notes, err := c.options(s, prof, given(e.kctx))
 	if err != nil {
 		return err
 	}
@@ -135,81 +135,96 @@ func (c *BenchCmd) Run(e *Env) error {
 	return nil
 }
 
-// options layers bench flags over the profile's [bench] table.
-func (c *BenchCmd) options(s config.Settings, p *profiles.Profile) (bench.Options, []int, string, []string, error) {
+// options layers bench flags over the profile's [bench] table. Every bad
+// value names where it came from: the flag, or the profile's file and line.
+func (c *BenchCmd) options(s config.Settings, p *profiles.Profile, flags map[string]string) (bench.Options, []int, string, []string, error) {
 	var o bench.Options
-	var pb struct {
-		Widths                    []int
-		Rounds, Warmup, MaxTokens int
-		Schedule, PromptFile, Out string
-		BasePort                  int
-		hasWarmup                 bool
+	if p == nil {
+		p = &profiles.Profile{}
 	}
-	if p != nil {
-		pb.Widths, pb.Rounds, pb.MaxTokens = p.Bench.Widths, p.Bench.Rounds, p.Bench.MaxTokens
-		pb.Schedule, pb.PromptFile, pb.Out, pb.BasePort = p.Bench.Schedule, config.RelTo(p.Path, p.Bench.PromptFile), p.Bench.Out, p.Bench.BasePort
-		if p.Bench.Warmup != nil {
-			pb.Warmup, pb.hasWarmup = *p.Bench.Warmup, true
+	pb := p.Bench
+	intOpt := func(flag, profKey string, flagVal int, profVal *int, def int) (int, config.Source) {
+		if _, ok := flags[flag]; ok {
+			return flagVal, config.Source{Origin: config.Flag, Name: "--" + flag}
 		}
+		if profVal != nil {
+			return *profVal, config.Source{Origin: config.Profile, Name: p.Where(profKey)}
+		}
+		return def, config.Source{}
 	}
-	widths := pb.Widths
-	if c.Widths != "" {
-		widths = nil
+	bad := func(src config.Source, format string, args ...any) error {
+		return &config.Error{Src: src, Msg: fmt.Sprintf(format, args...)}
+	}
+
+	widths, wsrc := pb.Widths, config.Source{Origin: config.Profile, Name: p.Where("bench.widths")}
+	if _, ok := flags["widths"]; ok {
+		widths, wsrc = nil, config.Source{Origin: config.Flag, Name: "--widths"}
 		for _, f := range strings.Split(c.Widths, ",") {
 			n, err := strconv.Atoi(strings.TrimSpace(f))
 			if err != nil {
-				return o, nil, "", nil, usage(fmt.Errorf("--widths %q: %q is not a whole number", c.Widths, f), "give widths like 2,3,4,6,8,16")
+				return o, nil, "", nil, bad(wsrc, "%q is not a whole number; give widths like 2,3,4,6,8,16", f)
 			}
 			widths = append(widths, n)
 		}
 	}
 	if len(widths) == 0 {
-		widths = []int{2, 3, 4, 6, 8, 16}
+		widths, wsrc = []int{2, 3, 4, 6, 8, 16}, config.Source{}
 	}
 	seen := map[int]bool{}
 	for _, w := range widths {
 		if err := key.CheckWidth(w); err != nil {
-			return o, nil, "", nil, usage(fmt.Errorf("bench width: %w", err), "")
+			return o, nil, "", nil, bad(wsrc, "%v", err)
 		}
 		if seen[w] {
-			return o, nil, "", nil, usage(fmt.Errorf("width %d is listed twice", w), "")
+			return o, nil, "", nil, bad(wsrc, "width %d is listed twice", w)
 		}
 		seen[w] = true
 	}
-	o.Rounds = firstNonZero(c.Rounds, pb.Rounds, bench.DefaultRounds)
+	var src config.Source
+	o.Rounds, src = intOpt("rounds", "bench.rounds", c.Rounds, pb.Rounds, bench.DefaultRounds)
 	if o.Rounds < bench.MinRounds {
-		return o, nil, "", nil, usage(fmt.Errorf("--rounds %d is below %d: ranges from fewer rounds cannot separate widths", o.Rounds, bench.MinRounds), "use --rounds 5")
+		return o, nil, "", nil, bad(src, "%d rounds is below %d: ranges from fewer rounds cannot separate widths; use 5", o.Rounds, bench.MinRounds)
 	}
-	// bench.Options: 0 = the default (1), negative = none.
-	switch {
-	case c.Warmup >= 0:
-		o.Warmup = c.Warmup
-		if o.Warmup == 0 {
-			o.Warmup = -1
-		}
-	case pb.hasWarmup:
-		o.Warmup = pb.Warmup
-		if o.Warmup == 0 {
-			o.Warmup = -1
-		}
+	warmup, src := intOpt("warmup", "bench.warmup", c.Warmup, pb.Warmup, bench.DefaultWarmup)
+	if warmup < 0 {
+		return o, nil, "", nil, bad(src, "warm-up %d is negative; use 0 for none or 1", warmup)
 	}
-	o.MaxTokens = firstNonZero(c.MaxTokens, pb.MaxTokens, bench.DefaultMaxTokens)
-	o.Schedule = firstString(c.Schedule, pb.Schedule, "restart")
+	o.Warmup = warmup
+	if warmup == 0 {
+		o.Warmup = -1 // bench.Options: negative = none
+	}
+	o.MaxTokens, src = intOpt("max-tokens", "bench.max_tokens", c.MaxTokens, pb.MaxTokens, bench.DefaultMaxTokens)
+	if o.MaxTokens < 1 || o.MaxTokens > 65536 {
+		return o, nil, "", nil, bad(src, "max tokens %d: want 1 to 65536 (200 is the usual)", o.MaxTokens)
+	}
+	o.BasePort, src = intOpt("base-port", "bench.base_port", c.BasePort, pb.BasePort, bench.DefaultBasePort)
+	if o.BasePort < 1 || o.BasePort+len(widths)+2 > 65535 {
+		return o, nil, "", nil, bad(src, "base port %d: want a port with room for one per arm below 65536", o.BasePort)
+	}
+	o.Schedule, src = "restart", config.Source{}
+	if _, ok := flags["schedule"]; ok {
+		o.Schedule, src = c.Schedule, config.Source{Origin: config.Flag, Name: "--schedule"}
+	} else if pb.Schedule != "" {
+		o.Schedule, src = pb.Schedule, config.Source{Origin: config.Profile, Name: p.Where("bench.schedule")}
+	}
 	if o.Schedule != "restart" && o.Schedule != "resident" {
-		return o, nil, "", nil, usage(fmt.Errorf("--schedule %q: want restart or resident", o.Schedule), "")
+		return o, nil, "", nil, bad(src, "schedule %q: want restart or resident", o.Schedule)
 	}
-	o.BasePort = firstNonZero(c.BasePort, pb.BasePort, bench.DefaultBasePort)
-	if pf := firstString(c.PromptFile, pb.PromptFile, ""); pf != "" {
+	pf, src := c.PromptFile, config.Source{Origin: config.Flag, Name: "--prompt-file"}
+	if pf == "" && pb.PromptFile != "" {
+		pf, src = config.RelTo(p.Path, pb.PromptFile), config.Source{Origin: config.Profile, Name: p.Where("bench.prompt_file")}
+	}
+	if pf != "" {
 		b, err := os.ReadFile(pf)
 		if err != nil {
-			return o, nil, "", nil, usage(fmt.Errorf("prompt file: %w", err), "")
+			return o, nil, "", nil, &config.Error{Src: src, Msg: "cannot read the prompt file", Err: err}
 		}
 		o.Prompt, o.PromptName = string(b), filepath.Base(pf)
 	}
 	if c.RequestTimeout != "" {
 		d, err := time.ParseDuration(c.RequestTimeout)
 		if err != nil || d <= 0 {
-			return o, nil, "", nil, usage(fmt.Errorf("--request-timeout %q: want a duration such as 120s", c.RequestTimeout), "")
+			return o, nil, "", nil, bad(config.Source{Origin: config.Flag, Name: "--request-timeout"}, "%q: want a duration such as 120s", c.RequestTimeout)
 		}
 		o.RequestTimeout = d
 	}
@@ -222,7 +237,7 @@ func (c *BenchCmd) options(s config.Settings, p *profiles.Profile) (bench.Option
 	if c.NotesFile != "" {
 		b, err := os.ReadFile(c.NotesFile)
 		if err != nil {
-			return o, nil, "", nil, usage(fmt.Errorf("--notes-file: %w", err), "")
+			return o, nil, "", nil, &config.Error{Src: config.Source{Origin: config.Flag, Name: "--notes-file"}, Msg: "cannot read the notes file", Err: err}
 		}
 		for _, para := range strings.Split(strings.TrimSpace(string(b)), "\n\n") {
 			if p := strings.TrimSpace(para); p != "" {

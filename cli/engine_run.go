@@ -170,7 +170,15 @@ func (r *running) verify(ctx context.Context, probe bool) widthCheck {
 		declined := r.declined
 		r.mu.Unlock()
 		if declined {
-			return widthCheck{Observed: engine.Observation{Declined: true}, Problem: "the engine declined speculation (\"falling back to classic decode\"): it runs without drafting"}
+			line := ""
+			r.mu.Lock()
+			for _, o := range r.obs {
+				if o.Declined {
+					line = o.Line
+				}
+			}
+			r.mu.Unlock()
+			return widthCheck{Observed: engine.Observation{Declined: true, Line: line}, Problem: "the engine declined speculation (\"falling back to classic decode\"): it runs without drafting"}
 		}
 		if last != nil {
 			return compare(want, *last)

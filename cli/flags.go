@@ -67,11 +67,32 @@ var shortFlags = map[string]string{
 	"-md": "--draft-model",
 }
 
+func isNegativeNumber(s string) bool {
+	if len(s) < 2 || s[0] != '-' {
+		return false
+	}
+	for _, r := range s[1:] {
+		if (r < '0' || r > '9') && r != '.' {
+			return false
+		}
+	}
+	return true
+}
+
 func rewriteShort(args []string) []string {
 	out := make([]string, 0, len(args))
-	for i, a := range args {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
 		if a == "--" {
 			return append(out, args[i:]...)
+		}
+		// Kong reads "--rounds -1" as a flag followed by short flags; join a
+		// negative number to its long flag so the value reaches validation
+		// and gets the real message ("below 2", "at least 3").
+		if strings.HasPrefix(a, "--") && !strings.Contains(a, "=") && i+1 < len(args) && isNegativeNumber(args[i+1]) {
+			out = append(out, a+"="+args[i+1])
+			i++
+			continue
 		}
 		if long, ok := shortFlags[a]; ok {
 			out = append(out, long)

@@ -105,7 +105,7 @@ func hintFor(err error) string {
 	case errors.As(err, &pol):
 		return "fix the policy file (schema: docs/policy.md); `speclaunch policy list` shows the merged policy"
 	}
-	return "see `speclaunch --help`, docs/environment-variables.md and docs/profiles.md"
+	return ""
 }
 
 // build makes the plan for the loaded settings.

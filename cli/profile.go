@@ -106,6 +106,10 @@ func (c *ProfileValidateCmd) Run(e *Env) error {
 	if _, err := build(e, l, plan.Options{}); err != nil {
 		return err
 	}
+	// The [bench] table is checked the way bench reads it.
+	if _, _, _, _, err := (&BenchCmd{}).options(l.Settings, l.Profile, nil); err != nil {
+		return err
+	}
 	fmt.Fprintf(e.Stdout, "%s: ok\n", l.Settings.ProfilePath)
 	return nil
 }

@@ -99,6 +99,12 @@ func (sv *server) launch(ctx context.Context, p *plan.Plan, what string) (*runni
 	logPlan(sv.log, p, what)
 	r, err := startEngine(ctx, p, sv.opts(p.Settings))
 	if err != nil {
+		// An engine that exits while starting: the launcher exits with the
+		// engine's code, after showing its last lines.
+		var ee *supervise.ExitedError
+		if errors.As(err, &ee) && ee.Code > 0 {
+			return nil, exitCode(ee.Code, err)
+		}
 		return nil, err
 	}
 
@@ -119,6 +125,9 @@ func (sv *server) launch(ctx context.Context, p *plan.Plan, what string) (*runni
 		}
 	case chk.Verified:
 		sv.log.Info("width verified", "width", chk.Observed.Width, "from", chk.Observed.From)
+	case chk.Note != "" && p.Resolution.Source != "off":
+		// Not a mismatch, but the width is unproven: say so louder than info.
+		sv.log.Warn("width not verified: " + chk.Note)
 	case chk.Note != "":
 		sv.log.Info("width check: " + chk.Note)
 	}

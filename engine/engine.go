@@ -38,10 +38,10 @@ const (
 
 // Caps is what the launcher knows about the engine binary it will start.
 type Caps struct {
-	Spelling Spelling
-	Version  string // e.g. "9749 (d32676d)"
-	Commit   string // e.g. "d32676d"
-	Self     string // path of the speclaunch binary, for sim
+	Spelling Spelling `json:"flag_spelling"`
+	Version  string   `json:"version"` // e.g. "9749 (d32676d)"
+	Commit   string   `json:"commit"`  // e.g. "d32676d"
+	Self     string   `json:"self"`    // path of the speclaunch binary, for sim
 }
 
 // Launch is an engine command: argv and the child's full environment.

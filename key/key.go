@@ -256,7 +256,7 @@ func CheckWidth(w int) error {
 	case w < MinWidth:
 		return fmt.Errorf("draft width %d is below %d: widths 0 and 1 silently disable speculation; to run without speculation, remove the draft model (or set draft.model = \"\" in the profile)", w, MinWidth)
 	case w > MaxWidth:
-		return fmt.Errorf("draft width %d is above %d, which no drafter runs; pick a width between %d and 32", w, MaxWidth, MinWidth)
+		return fmt.Errorf("draft width %d is above %d, which no drafter runs; pick a width from %d to %d (verify rows = draft tokens + 1)", w, MaxWidth, MinWidth, MaxWidth)
 	}
 	return nil
 }

@@ -331,6 +331,12 @@ func parseEntry(t table) (Entry, error) {
 	if err != nil {
 		return Entry{}, err
 	}
+	if e == key.Sim {
+		// The simulator resolves with mlxcel's entries (width.PolicyEngine),
+		// and a sim record never backs an entry: one keyed on sim would
+		// never apply.
+		return Entry{}, t.errf("engine", `a measured entry cannot name engine "sim": the simulator resolves with mlxcel's entries and its records are never measurements; write engine = "mlxcel" with a record from a real engine`)
+	}
 	cs, _, err := t.str("capability", `name the CUDA compute capability measured, e.g. capability = "12.1"`)
 	if err != nil {
 		return Entry{}, err

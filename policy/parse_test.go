@@ -122,6 +122,7 @@ func TestParseRejects(t *testing.T) {
 		{"entry bad id", entryWith("id", `"has space"`), 4, "id \"has space\" must be"},
 		{"entry unknown engine", entryWith("engine", `"ollama"`), 5, `unknown engine "ollama"`},
 		{"entry unknown drafter", entryWith("drafter", `"medusa"`), 6, `unknown drafter kind "medusa"`},
+		{"entry on sim", entryWith("engine", `"sim"`), 5, `cannot name engine "sim"`},
 		// internal-mtp is detected on mlxcel, but llama.cpp never runs it.
 		{"entry internal-mtp on llama.cpp", strings.Replace(entryWith("engine", `"llama.cpp"`), `drafter = "dflash"`, `drafter = "internal-mtp"`, 1), 6, "not user-selectable"},
 		{"entry missing capability", entryWith("capability", ""), 3, "missing capability"},

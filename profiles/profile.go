@@ -64,12 +64,12 @@ type Profile struct {
 	} `toml:"serve"`
 	Bench struct {
 		Widths     []int  `toml:"widths"`
-		Rounds     int    `toml:"rounds"`
+		Rounds     *int   `toml:"rounds"`
 		Warmup     *int   `toml:"warmup"`
-		MaxTokens  int    `toml:"max_tokens"`
+		MaxTokens  *int   `toml:"max_tokens"`
 		Schedule   string `toml:"schedule"`
 		PromptFile string `toml:"prompt_file"`
-		BasePort   int    `toml:"base_port"`
+		BasePort   *int   `toml:"base_port"`
 		Out        string `toml:"out"`
 	} `toml:"bench"`
 	Policy struct {
@@ -127,7 +127,10 @@ func Parse(name string, data []byte) (*Profile, error) {
 			var line int
 			fmt.Sscan(m[1], &line)
 			msg := m[3]
-			if m[2] != "" {
+			if strings.Contains(msg, "expected table but found") {
+				// The decoder's message names a Go struct type; say the fix.
+				msg = fmt.Sprintf("%q must be a table, e.g. [%s] followed by its keys (see docs/profiles.md)", m[2], m[2])
+			} else if m[2] != "" {
 				msg = fmt.Sprintf("%s: %s", m[2], msg)
 			}
 			return nil, &Error{File: name, Line: line, Msg: msg}

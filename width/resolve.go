@@ -62,7 +62,7 @@ func Resolve(in Input) Resolution {
 		if e := in.Policy.Lookup(k); e != nil && e.Width >= key.MinWidth {
 			entry := *e
 			r.Width, r.Source, r.Entry = e.Width, Measured, &entry
-			r.Reason = fmt.Sprintf("measured default for %s with %s", k.Capability.SM(), k.Quant.Phrase())
+			r.Reason = fmt.Sprintf("measured default for %s with %s", k.Capability.SM(), quantPhrase(in.Engine, k.Quant))
 			if w := PinWarning(e.Pin, in.EngineVersion); w != "" {
 				r.Warnings = append(r.Warnings, w)
 			}
@@ -70,7 +70,7 @@ func Resolve(in Input) Resolution {
 		}
 	}
 	r.Source = KindDefault
-	r.Reason = fmt.Sprintf("per-kind default, no measurement for %s with %s", k.Capability.SM(), k.Quant.Phrase())
+	r.Reason = fmt.Sprintf("per-kind default, no measurement for %s with %s", k.Capability.SM(), quantPhrase(in.Engine, k.Quant))
 	r.Width = fallback(in.Engine, in.Drafter)
 	if in.Policy != nil {
 		if w, _, ok := in.Policy.DefaultWidth(in.Engine, in.Drafter); ok && w >= key.MinWidth {
@@ -105,4 +105,13 @@ func PinWarning(pin, version string) string {
 		return ""
 	}
 	return fmt.Sprintf("policy entry was measured against %q but the engine reports %q; the width still applies, re-measure with `speclaunch bench` to confirm it", pin, version)
+}
+
+// quantPhrase is mlxcel's wording, except that a GGUF target has no
+// config.json: for llama.cpp an unreadable target names its header.
+func quantPhrase(e key.Engine, q key.Quant) string {
+	if e == key.LlamaCpp && (q == key.QuantUnknown || q == "") {
+		return "a target whose GGUF header could not be read"
+	}
+	return q.Phrase()
 }

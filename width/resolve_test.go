@@ -167,3 +167,10 @@ func BenchmarkResolve(b *testing.B) {
 		}
 	}
 }
+
+func TestUnreadableGGUFReason(t *testing.T) {
+	r := Resolve(Input{Engine: key.LlamaCpp, HasDrafter: true, Drafter: key.Draft, Capability: h200, Quant: key.QuantUnknown, Policy: testPolicy(t)})
+	if !strings.Contains(r.Reason, "a target whose GGUF header could not be read") {
+		t.Errorf("reason %q", r.Reason)
+	}
+}
