@@ -297,12 +297,28 @@ func drift(classic *record.Arm) record.Drift {
 		return d
 	}
 	d.Overlap = Overlap(d.First, d.Last)
-	if d.Overlap {
-		d.Verdict = "classic brackets overlap: no drift detected"
-	} else {
+	if !d.Overlap {
 		d.Verdict = fmt.Sprintf("the run drifted (classic first %.1f–%.1f vs last %.1f–%.1f): treat every middle arm as suspect",
 			d.First.Min, d.First.Max, d.Last.Min, d.Last.Max)
+		return d
 	}
+	// The brackets compare within rounds; a steady slide across the whole
+	// run widens both brackets alike and hides from them. Compare the first
+	// half of classic's samples, in the order they were taken, with the
+	// second half too.
+	all := bracketRates(classic, "") // in the order taken
+	if h := len(all) / 2; h >= 2 {
+		early, _ := Summarize(all[:h])
+		late, _ := Summarize(all[len(all)-h:])
+		d.Early, d.Late = early, late
+		if !Overlap(early, late) {
+			d.Overlap = false
+			d.Verdict = fmt.Sprintf("the run drifted across rounds (classic's first half %.1f–%.1f vs second half %.1f–%.1f): treat every middle arm as suspect",
+				early.Min, early.Max, late.Min, late.Max)
+			return d
+		}
+	}
+	d.Verdict = "classic brackets overlap: no drift detected"
 	return d
 }
 

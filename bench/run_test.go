@@ -194,6 +194,27 @@ func TestDriftDetected(t *testing.T) {
 	}
 }
 
+func TestSteadyDriftDetected(t *testing.T) {
+	// Classic slows a little with every request across the whole run: both
+	// brackets widen alike and overlap, but the run's first and second
+	// halves do not.
+	models := costModels()
+	c := models["classic"]
+	c.slow = func(k int) float64 { return 1 + 0.15*float64(k) }
+	models["classic"] = c
+	e := newFakeEngine(t, models)
+	rec := newRecord()
+	if err := Run(context.Background(), testOptions(specArms()), e.starter(), rec); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Drift.Overlap {
+		t.Fatalf("steady drift not detected: early %+v late %+v (%s)", rec.Drift.Early, rec.Drift.Late, rec.Drift.Verdict)
+	}
+	if !strings.Contains(rec.Drift.Verdict, "drifted across rounds") {
+		t.Errorf("verdict %q", rec.Drift.Verdict)
+	}
+}
+
 func TestFailedStarterRecordedOthersGoOn(t *testing.T) {
 	for _, schedule := range []string{ScheduleRestart, ScheduleResident} {
 		t.Run(schedule, func(t *testing.T) {

@@ -214,6 +214,10 @@ type Drift struct {
 	Last    Stats  `json:"last"`
 	Overlap bool   `json:"overlap"`
 	Verdict string `json:"verdict"`
+	// Early and Late are classic's first and second half in time order: a
+	// steady slide across the run shows there, not in the brackets.
+	Early Stats `json:"early,omitzero"`
+	Late  Stats `json:"late,omitzero"`
 }
 
 // Verdict is what the record supports.
