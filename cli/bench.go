@@ -19,6 +19,7 @@ import (
 	"github.com/speclaunch/speclaunch/bench"
 	"github.com/speclaunch/speclaunch/config"
 	"github.com/speclaunch/speclaunch/cuda"
+	"github.com/speclaunch/speclaunch/engine"
 	"github.com/speclaunch/speclaunch/key"
 	"github.com/speclaunch/speclaunch/plan"
 	"github.com/speclaunch/speclaunch/profiles"
@@ -97,7 +98,14 @@ func (c *BenchCmd) Run(e *Env) error {
 
 	rec := c.identity(e, dp, notes)
 	rec.Name = filepath.Base(outBase)
-	st := &starter{e: e, l: l, settings: s, opts: startOptions{Out: io.Discard, ReadyTimeout: s.ReadyTimeout.Value, StopTimeout: s.StopTimeout.Value}}
+	// Facts are gathered once: every arm runs on the same host, and an
+	// nvidia-smi probe per arm start would be the harness measuring itself.
+	deps := e.deps()
+	probed := cuda.Result{GPUs: dp.Facts.GPUs, Capability: dp.Facts.Capability, Reason: dp.Facts.CapNote, Driver: dp.Facts.Driver}
+	deps.Probe = func(context.Context) cuda.Result { return probed }
+	caps := dp.Facts.Caps
+	deps.DetectLlama = func(context.Context, string) (engine.Caps, error) { return caps, nil }
+	st := &starter{e: e, l: l, settings: s, deps: deps, opts: startOptions{Out: io.Discard, ReadyTimeout: s.ReadyTimeout.Value, StopTimeout: s.StopTimeout.Value}}
 	if c.ReadyTimeout != "" {
 		d, err := time.ParseDuration(c.ReadyTimeout)
 		if err != nil {
@@ -338,6 +346,7 @@ func pathBytes(path string) int64 {
 // starter starts one bench arm through the same plan, adapter and
 // supervisor as serve.
 type starter struct {
+	deps     plan.Deps // facts probed once for the whole bench
 	e        *Env
 	l        *loaded
 	settings config.Settings
@@ -357,9 +366,9 @@ func (st *starter) start(ctx context.Context, arm bench.ArmSpec, port int) (benc
 	default:
 		o.WidthOverride = arm.Width
 	}
-	p, err := build(st.e, &loaded{Settings: s, Policy: st.l.Policy}, o)
+	p, err := plan.Build(ctx, s, st.l.Policy, st.deps, o)
 	if err != nil {
-		return nil, err
+		return nil, &badInput{err}
 	}
 	if err := checkLaunchable(p, true); err != nil {
 		return nil, err
