@@ -13,6 +13,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/speclaunch/speclaunch/internal/tomlpos"
 	"github.com/speclaunch/speclaunch/key"
 )
 
@@ -50,9 +51,9 @@ func Parse(name string, data []byte) (*File, error) {
 	if _, err := toml.Decode(string(data), &raw); err != nil {
 		return nil, syntaxError(name, err)
 	}
-	ix := indexLines(string(data))
+	ix := tomlpos.Scan(string(data))
 
-	if err := checkUnknown(name, raw, topKeys, ix.topLine, "at the top level",
+	if err := checkUnknown(name, raw, topKeys, ix.TopLine, "at the top level",
 		"a policy file holds only schema, [[default]] and [[entry]]"); err != nil {
 		return nil, err
 	}
@@ -63,10 +64,10 @@ func Parse(name string, data []byte) (*File, error) {
 	}
 	n, err := asInt(sv)
 	if err != nil {
-		return nil, &ParseError{name, ix.topLine("schema"), "schema " + err.Error() + "; write schema = 1"}
+		return nil, &ParseError{name, ix.TopLine("schema"), "schema " + err.Error() + "; write schema = 1"}
 	}
 	if n != SchemaVersion {
-		return nil, &ParseError{name, ix.topLine("schema"), fmt.Sprintf("schema %d is not supported (this speclaunch reads schema %d); set schema = 1 or use a speclaunch that reads schema %d", n, SchemaVersion, n)}
+		return nil, &ParseError{name, ix.TopLine("schema"), fmt.Sprintf("schema %d is not supported (this speclaunch reads schema %d); set schema = 1 or use a speclaunch that reads schema %d", n, SchemaVersion, n)}
 	}
 	f.Schema = SchemaVersion
 
@@ -152,7 +153,7 @@ func (t table) errf(k string, format string, args ...any) *ParseError {
 }
 
 // tables returns the elements of the array of tables named name ([[name]]).
-func tables(file string, raw map[string]any, name string, ix lineIndex) ([]table, error) {
+func tables(file string, raw map[string]any, name string, ix tomlpos.Regions) ([]table, error) {
 	v, ok := raw[name]
 	if !ok {
 		return nil, nil
@@ -165,19 +166,19 @@ func tables(file string, raw map[string]any, name string, ix lineIndex) ([]table
 		for _, e := range a {
 			m, ok := e.(map[string]any)
 			if !ok {
-				return nil, &ParseError{file, ix.topLine(name), fmt.Sprintf("%s must be an array of tables ([[%s]]), but an element is a %s", name, name, typeName(e))}
+				return nil, &ParseError{file, ix.TopLine(name), fmt.Sprintf("%s must be an array of tables ([[%s]]), but an element is a %s", name, name, typeName(e))}
 			}
 			ms = append(ms, m)
 		}
 	default:
-		return nil, &ParseError{file, ix.topLine(name), fmt.Sprintf("%s must be an array of tables, not a %s: write [[%s]] (double brackets) before each one", name, typeName(v), name)}
+		return nil, &ParseError{file, ix.TopLine(name), fmt.Sprintf("%s must be an array of tables, not a %s: write [[%s]] (double brackets) before each one", name, typeName(v), name)}
 	}
-	regs := ix.elements(name)
+	regs := ix.Elements(name)
 	out := make([]table, len(ms))
 	for i, m := range ms {
-		t := table{file: file, label: "[[" + name + "]]", line: ix.topLine(name), m: m}
+		t := table{file: file, label: "[[" + name + "]]", line: ix.TopLine(name), m: m}
 		if len(regs) == len(ms) {
-			t.line, t.keyLines = regs[i].line, regs[i].keys
+			t.line, t.keyLines = regs[i].Line, regs[i].Keys
 		}
 		out[i] = t
 	}

@@ -83,7 +83,7 @@ type Profile struct {
 // Line returns the line of a dotted key ("draft.block_size",
 // "policy.entry[0]") in the profile's file, 0 when unknown.
 func (p *Profile) Line(path string) int {
-	if p == nil || p.lines == nil {
+	if p == nil {
 		return 0
 	}
 	return p.lines.Line(path)

@@ -41,3 +41,10 @@ id = "b"
 		}
 	}
 }
+
+func TestZeroIndex(t *testing.T) {
+	var x Index
+	if got := x.Line("draft.block_size"); got != 0 {
+		t.Errorf("zero Index Line = %d", got)
+	}
+}
