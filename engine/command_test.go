@@ -231,6 +231,8 @@ func TestCommandErrors(t *testing.T) {
 	noModel.Model.Value = ""
 	envConflict := settings(key.LlamaCpp, "/m/d")
 	envConflict.EngineEnv = config.Field[map[string]string]{Value: map[string]string{"LLAMA_ARG_DRAFT_MAX": "4"}, Src: config.Source{Origin: config.Profile, Name: "p.toml:3"}}
+	portConflict := settings(key.MLXCEL, "/m/d")
+	portConflict.EngineEnv = config.Field[map[string]string]{Value: map[string]string{"LLAMA_ARG_PORT": "9"}, Src: config.Source{Origin: config.Profile, Name: "p.toml:4"}}
 	tests := []struct {
 		name   string
 		engine key.Engine
@@ -255,6 +257,7 @@ func TestCommandErrors(t *testing.T) {
 		{"passthrough width", key.LlamaCpp, settings(key.LlamaCpp, "/m/d", "--spec-draft-n-max", "5"), res(4), key.Draft, new26, []string{"profiles/demo.toml:7", "--draft-block-size"}, ErrPassthrough},
 		{"passthrough mlxcel width", key.MLXCEL, settings(key.MLXCEL, "/m/d", "--draft-block-size=8"), res(4), key.DFlash, Caps{}, []string{"draft.block_size"}, ErrPassthrough},
 		{"engine.env width", key.LlamaCpp, envConflict, res(4), key.Draft, new26, []string{"p.toml:3", "LLAMA_ARG_DRAFT_MAX", "draft.block_size"}, nil},
+		{"engine.env port", key.MLXCEL, portConflict, res(4), key.DFlash, Caps{}, []string{"p.toml:4", "LLAMA_ARG_PORT", "server.port"}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

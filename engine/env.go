@@ -38,12 +38,28 @@ var llamaEnvRules = []envRule{ruleDraftMax, ruleDraftMin, ruleSpecNMax, ruleDraf
 
 var mlxcelEnvRules = []envRule{ruleDraftBlockSize, ruleMLXCELBlockSize}
 
+// settingEnvRules are engine variables for settings the launcher passes as
+// flags. In the operator's own environment they are launcher settings (read
+// by config.Load) and harmless to pass on; set through the profile's
+// engine.env they would only restate or contradict a flag, so they are
+// refused there, as the matching pass-through arguments are.
+var settingEnvRules = []envRule{
+	{"LLAMA_ARG_MODEL", "", "set the target with model.path in the profile (or --model)"},
+	{"LLAMA_ARG_SPEC_DRAFT_MODEL", "", "set the drafter with draft.model in the profile (or --draft-model)"},
+	{"LLAMA_ARG_MODEL_DRAFT", "", "set the drafter with draft.model in the profile (or --draft-model)"},
+	{"LLAMA_ARG_SPEC_TYPE", "", "set the drafter kind with draft.kind in the profile (or --draft-kind)"},
+	{"LLAMA_ARG_DRAFT_KIND", "", "set the drafter kind with draft.kind in the profile (or --draft-kind)"},
+	{"LLAMA_ARG_HOST", "", "set the address with server.host in the profile (or --host)"},
+	{"LLAMA_ARG_PORT", "", "set the port with server.port in the profile (or --port)"},
+}
+
 // buildEnv makes the child's environment: environ minus the rules'
 // variables, plus the profile's engine.env, plus defaults (set only when the
 // operator's environment lacks them, or has them empty).
 func buildEnv(engine string, environ []string, rules []envRule, engineEnv config.Field[map[string]string], defaults map[string]string, l *Launch) error {
-	// The profile's engine.env must not set what the launcher owns.
-	for _, r := range rules {
+	// The profile's engine.env must not set what the launcher owns: the
+	// same rule as for pass-through arguments.
+	for _, r := range append(slices.Clone(rules), settingEnvRules...) {
 		if v, ok := engineEnv.Value[r.name]; ok {
 			return fmt.Errorf("%s: engine.env sets %s=%s, which the launcher owns for %s: %s", engineEnv.Src, r.name, v, engine, r.fix)
 		}

@@ -26,11 +26,11 @@ var (
 	ownKind = ownedFlag{"the drafter kind",
 		"set it with speclaunch --draft-kind (or draft.kind in the profile)"}
 	ownModel = ownedFlag{"the target model",
-		"set it with speclaunch --model (or model in the profile)"}
+		"set it with speclaunch --model (or model.path in the profile)"}
 	ownHost = ownedFlag{"the listen address",
-		"set it with speclaunch --host (or host in the profile)"}
+		"set it with speclaunch --host (or server.host in the profile)"}
 	ownPort = ownedFlag{"the listen port",
-		"set it with speclaunch --port (or port in the profile)"}
+		"set it with speclaunch --port (or server.port in the profile)"}
 )
 
 var commonOwned = map[string]ownedFlag{
