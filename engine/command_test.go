@@ -343,3 +343,24 @@ func TestCheckPassthrough(t *testing.T) {
 		}
 	}
 }
+
+func TestRustLogHidingTheWidthLineWarns(t *testing.T) {
+	a, _ := For(key.MLXCEL)
+	for _, tc := range []struct {
+		rustLog string
+		warn    bool
+	}{{"", false}, {"warn", true}, {"mlxcel=info,warn", false}, {"error", true}, {"debug", false}} {
+		env := append([]string{}, baseEnv...)
+		if tc.rustLog != "" {
+			env = append(env, "RUST_LOG="+tc.rustLog)
+		}
+		l, err := a.Command(settings(key.MLXCEL, "/m/d"), res(4), key.DFlash, env, Caps{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := strings.Contains(strings.Join(l.Warnings, "\n"), "hides mlxcel's INFO speculative= line")
+		if got != tc.warn {
+			t.Errorf("RUST_LOG=%q: warning %v, want %v (%v)", tc.rustLog, got, tc.warn, l.Warnings)
+		}
+	}
+}

@@ -30,7 +30,26 @@ func (mlxcelAdapter) Command(s config.Settings, r width.Resolution, kind key.Dra
 	if err := buildEnv("mlxcel-server", environ, mlxcelEnvRules, s.EngineEnv, map[string]string{"RUST_LOG": "info"}, &l); err != nil {
 		return Launch{}, err
 	}
+	if v := envValue(l.Env, "RUST_LOG"); r.Width >= key.MinWidth && !logsInfo(v) {
+		l.Warnings = append(l.Warnings, fmt.Sprintf("RUST_LOG=%s hides mlxcel's INFO speculative= line, so the width it runs cannot be verified; use RUST_LOG=info (or leave RUST_LOG unset)", v))
+	}
 	return l, nil
+}
+
+func envValue(env []string, name string) string {
+	for _, e := range env {
+		if k, v, ok := strings.Cut(e, "="); ok && k == name {
+			return v
+		}
+	}
+	return ""
+}
+
+// logsInfo reports whether a RUST_LOG filter lets INFO lines through: any
+// directive at info, debug or trace (global or for a target) is taken to.
+func logsInfo(filter string) bool {
+	f := strings.ToLower(filter)
+	return f == "" || strings.Contains(f, "info") || strings.Contains(f, "debug") || strings.Contains(f, "trace")
 }
 
 func (mlxcelAdapter) ObserveLine(line string) (Observation, bool) { return observeMLXCEL(line) }
