@@ -160,6 +160,14 @@ func (sv *server) run(p *plan.Plan) error {
 			sv.log.Info("watching for changes", "files", strings.Join(sv.files, ", "))
 		}
 	}
+	// Without a watcher SIGHUP would still reach the launcher, whose default
+	// action is to exit: answer it instead.
+	var hup chan os.Signal
+	if changes == nil {
+		hup = make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+	}
 	backoff := supervise.Backoff{Initial: time.Second, Max: 30 * time.Second, Reset: time.Minute}
 	stopping := func(why string) error {
 		sv.log.Info("stopping engine", "why", why)
@@ -212,6 +220,8 @@ func (sv *server) run(p *plan.Plan) error {
 				sv.log.Info("engine exited", "exit_code", 0)
 			}
 			return codeOf(code)
+		case <-hup:
+			sv.log.Info("SIGHUP: nothing to reload (no profile or policy file is watched; settings come from flags and the environment)")
 		case ch, ok := <-changes:
 			if !ok {
 				changes = nil
