@@ -21,8 +21,9 @@ import (
 	"github.com/speclaunch/speclaunch/width"
 )
 
-// processStart is as close to the launcher's own start as Go allows; the
-// launcher's overhead before the engine's exec is measured from it.
+// processStart is taken at package initialization, after the Go runtime
+// and every dependency have initialized: the launcher's own work before the
+// engine's exec is measured from it (serve logs it as init_to_exec).
 var processStart = time.Now()
 
 // running is one engine process started from a plan.
