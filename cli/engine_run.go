@@ -63,6 +63,8 @@ type startOptions struct {
 	Raw          bool
 	ReadyTimeout time.Duration
 	StopTimeout  time.Duration
+	// Interrupt, when done, ends the wait for ready (a signal); nil = none.
+	Interrupt context.Context
 }
 
 // checkLaunchable refuses a plan that cannot start, before anything runs:
@@ -113,13 +115,27 @@ func startEngine(ctx context.Context, p *plan.Plan, o startOptions) (*running, e
 	r.proc = proc
 	r.execAt = time.Now()
 	health := strings.TrimRight(p.Launch.BaseURL, "/") + "/health"
-	if err := proc.WaitReady(ctx, supervise.HTTPReady(health), o.ReadyTimeout, 100*time.Millisecond); err != nil {
+	waitCtx := ctx
+	if o.Interrupt != nil {
+		// The engine lives on ctx; the wait also ends on an interrupt, so
+		// Ctrl-C during a long model load stops it at once rather than
+		// after the ready timeout.
+		var cancel context.CancelFunc
+		waitCtx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		stop := context.AfterFunc(o.Interrupt, cancel)
+		defer stop()
+	}
+	if err := proc.WaitReady(waitCtx, supervise.HTTPReady(health), o.ReadyTimeout, 100*time.Millisecond); err != nil {
 		var te *supervise.TimeoutError
 		if errors.As(err, &te) {
 			proc.Stop(o.StopTimeout)
 			return r, fmt.Errorf("%s did not become ready at %s: %w (raise serve.ready_timeout / --ready-timeout if the model is large)", p.Settings.Engine.Value, health, err)
 		}
 		proc.Stop(o.StopTimeout)
+		if o.Interrupt != nil && o.Interrupt.Err() != nil {
+			return r, exitCode(130, fmt.Errorf("interrupted while %s was starting; it was stopped", p.Settings.Engine.Value))
+		}
 		return r, fmt.Errorf("%s failed to start: %w", p.Settings.Engine.Value, err)
 	}
 	r.ready = time.Since(r.start)

@@ -90,7 +90,7 @@ func (sv *server) opts(s config.Settings) startOptions {
 	if s.RawEngineOutput.Value {
 		prefix = ""
 	}
-	return startOptions{Out: sv.e.Stderr, Prefix: prefix, Raw: s.RawEngineOutput.Value, ReadyTimeout: s.ReadyTimeout.Value, StopTimeout: s.StopTimeout.Value}
+	return startOptions{Out: sv.e.Stderr, Prefix: prefix, Raw: s.RawEngineOutput.Value, ReadyTimeout: s.ReadyTimeout.Value, StopTimeout: s.StopTimeout.Value, Interrupt: sv.e.Ctx}
 }
 
 // launch starts, waits for ready and verifies. A verification problem under
