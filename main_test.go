@@ -85,8 +85,10 @@ func TestMain(m *testing.M) {
 		},
 		"nvidia-smi": func() { os.Exit(fakeSMI()) },
 		"httpwait":   func() { os.Exit(httpCmd("GET", true)) },
-		"httpget":    func() { os.Exit(httpCmd("GET", false)) },
-		"httppost":   func() { os.Exit(httpCmd("POST", false)) },
+		// settle gives a background launcher time to see its engine ready.
+		"settle":   func() { time.Sleep(500 * time.Millisecond); os.Exit(0) },
+		"httpget":  func() { os.Exit(httpCmd("GET", false)) },
+		"httppost": func() { os.Exit(httpCmd("POST", false)) },
 	})
 }
 
