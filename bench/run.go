@@ -116,6 +116,11 @@ type harness struct {
 	declined  []bool
 	noMetrics map[string]bool // by base URL: a Server need not be comparable
 	pieces    map[[2]int][]int32
+	// lastMetrics is arm i's /metrics as scraped right after its previous
+	// request; it serves as the next request's "before" (halving the
+	// scrapes: the harness must not be what it measures). Dropped whenever
+	// arm i gets a new server or a request that was not scraped after.
+	lastMetrics map[int]metrics
 }
 
 // Run measures every arm and fills rec.Method, rec.Arms, rec.Drift and
@@ -133,7 +138,7 @@ func Run(ctx context.Context, o Options, start Starter, rec *record.Record) (err
 		return err
 	}
 	h := &harness{o: o, start: start, rec: rec, c: newClient(o.RequestTimeout), p: newProgress(o),
-		bodies: map[string][]byte{}, live: map[int]Server{}, noMetrics: map[string]bool{}, pieces: map[[2]int][]int32{},
+		bodies: map[string][]byte{}, live: map[int]Server{}, noMetrics: map[string]bool{}, pieces: map[[2]int][]int32{}, lastMetrics: map[int]metrics{},
 		failed: make([]bool, len(o.Arms)), declined: make([]bool, len(o.Arms))}
 	h.prepare()
 
@@ -282,6 +287,7 @@ func (h *harness) resident(ctx context.Context) error {
 	for i, s := range res {
 		if s.srv != nil {
 			h.live[i] = s.srv
+			delete(h.lastMetrics, i)
 		}
 	}
 	for i, s := range res {
@@ -343,6 +349,7 @@ func (h *harness) startArm(ctx context.Context, i, round int) (Server, error) {
 		return nil, err
 	}
 	h.live[i] = srv
+	delete(h.lastMetrics, i)
 	h.observe(i, srv)
 	return srv, nil
 }
@@ -404,7 +411,11 @@ func (h *harness) request(ctx context.Context, i int, srv Server, round int, pha
 	spec := a.Kind != KindClassic && phase == PhaseMeasured
 	var before metrics
 	haveBefore := false
-	if spec && !h.noMetrics[srv.BaseURL()] {
+	cached, haveCached := h.lastMetrics[i]
+	delete(h.lastMetrics, i) // valid for this request only
+	if spec && haveCached {
+		before, haveBefore = cached, true
+	} else if spec && !h.noMetrics[srv.BaseURL()] {
 		m, err := h.c.scrapeMetrics(ctx, srv.BaseURL())
 		switch {
 		case err == nil && m.hasDrafts:
@@ -445,6 +456,7 @@ func (h *harness) request(ctx context.Context, i int, srv Server, round int, pha
 	}
 	if spec && run.Error == "" && haveBefore {
 		if after, err := h.c.scrapeMetrics(ctx, srv.BaseURL()); err == nil {
+			h.lastMetrics[i] = after
 			if drafts, byPos, ok := after.delta(before); ok {
 				run.AcceptedByPos = byPos
 				// the engine's own round count, when it gives one, wins (fillCycles)
