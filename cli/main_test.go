@@ -301,6 +301,18 @@ func TestServeExitCodes(t *testing.T) {
 			t.Errorf("log:\n%s", r.log)
 		}
 	})
+	t.Run("interrupt while the engine is loading stops it at once", func(t *testing.T) {
+		dir := t.TempDir()
+		prof := filepath.Join(dir, "p.toml")
+		writeFile(t, prof, simProfile(freePort(t), `, "--sim-warmup", "60s"`))
+		r := startServe(t, "--profile", prof)
+		r.log.waitFor(t, `starting engine`, 1, 10*time.Second)
+		time.Sleep(300 * time.Millisecond)
+		r.stop()
+		if c := r.exit(t, 10*time.Second); c != 130 {
+			t.Errorf("exit code %d, want 130; log:\n%s", c, r.log)
+		}
+	})
 	t.Run("engine that exits at once shows its last lines", func(t *testing.T) {
 		dir := t.TempDir()
 		prof := filepath.Join(dir, "p.toml")
