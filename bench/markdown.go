@@ -67,6 +67,9 @@ func RenderMarkdown(rec *record.Record) []byte {
 	if m.WallS > 0 {
 		w("- harness CPU: %.2f s over %.0f s of wall time (%.2f%%; the launcher's own process, engines excluded)\n", m.HarnessCPUS, m.WallS, 100*m.HarnessCPUS/m.WallS)
 	}
+	if m.RequestWallS > 0 {
+		w("- harness CPU during the measured requests: %.2f s over %.1f s (%.2f%%)\n", m.RequestCPUS, m.RequestWallS, 100*m.RequestCPUS/m.RequestWallS)
+	}
 	if m.Description != "" {
 		w("\n%s\n", m.Description)
 	}

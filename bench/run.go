@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/speclaunch/speclaunch/key"
@@ -409,6 +410,15 @@ func (h *harness) body(srv Server) []byte {
 func (h *harness) request(ctx context.Context, i int, srv Server, round int, phase, bracket string) error {
 	a := &h.rec.Arms[i]
 	spec := a.Kind != KindClassic && phase == PhaseMeasured
+	if phase == PhaseMeasured {
+		// The harness's own CPU while a measured request runs: what could
+		// interfere with the engine being measured.
+		cpu0, t0 := SelfCPU(), time.Now()
+		defer func() {
+			h.rec.Method.RequestCPUS += (SelfCPU() - cpu0).Seconds()
+			h.rec.Method.RequestWallS += time.Since(t0).Seconds()
+		}()
+	}
 	var before metrics
 	haveBefore := false
 	cached, haveCached := h.lastMetrics[i]
@@ -534,4 +544,13 @@ func (h *harness) finish(err error) {
 	h.rec.Complete = err == nil
 	analyze(h.rec, func(a, i int) []int32 { return h.pieces[[2]int{a, i}] })
 	h.p.finish(h.rec.Complete, err)
+}
+
+// SelfCPU is this process's user+system CPU time (engines excluded).
+func SelfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -13,7 +13,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/speclaunch/speclaunch/bench"
@@ -119,11 +118,11 @@ func (c *BenchCmd) Run(e *Env) error {
 		o.Progress, o.IsTTY = e.Stderr, isTTY(e.Stderr)
 	}
 	log.Info("bench starting", "arms", len(arms), "rounds", o.Rounds, "schedule", o.Schedule, "engine", string(s.Engine.Value), "out", outBase)
-	cpu0, wall0 := selfCPU(), time.Now()
+	cpu0, wall0 := bench.SelfCPU(), time.Now()
 	runErr := bench.Run(e.Ctx, o, st.start, rec)
 	// The harness must not be what it measures: record its own CPU time
 	// (this process only, not the engines) against the run's wall time.
-	rec.Method.HarnessCPUS = (selfCPU() - cpu0).Seconds()
+	rec.Method.HarnessCPUS = (bench.SelfCPU() - cpu0).Seconds()
 	rec.Method.WallS = time.Since(wall0).Seconds()
 	if err := bench.Write(rec, outBase, true); err != nil {
 		return fmt.Errorf("write record: %w", err)
@@ -413,12 +412,3 @@ func (b *benchServer) Diagnostics() []bench.Diag {
 }
 func (b *benchServer) Tail() []string { return b.r.proc.Tail() }
 func (b *benchServer) Stop() error    { return b.r.proc.Stop(b.stop) }
-
-// selfCPU is this process's user+system CPU time.
-func selfCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}

@@ -95,6 +95,10 @@ type Method struct {
 	// small fraction of what it measures.
 	HarnessCPUS float64 `json:"harness_cpu_s,omitempty"`
 	WallS       float64 `json:"wall_s,omitempty"`
+	// RequestCPUS is the launcher's CPU time during the measured requests
+	// alone, and RequestWallS their summed wall time.
+	RequestCPUS  float64 `json:"request_cpu_s,omitempty"`
+	RequestWallS float64 `json:"request_wall_s,omitempty"`
 	// RequestBody is the request sent for every run, the prompt elided.
 	RequestBody string `json:"request_body,omitempty"`
 }
