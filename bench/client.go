@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/speclaunch/speclaunch/internal/promtext"
 	"io"
 	"net/http"
 	"strconv"
@@ -429,57 +430,34 @@ func parseMetrics(r io.Reader) (metrics, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || line[0] == '#' {
+		smp, ok, err := promtext.ParseLine(sc.Text())
+		if err != nil {
+			// A malformed line of a family the bench reads is an error; one
+			// of any other family (OLD trees print `inf`, odd types) is not.
+			line := strings.TrimSpace(sc.Text())
+			if strings.HasPrefix(line, metricDrafts) || strings.HasPrefix(line, metricPerPos) {
+				return m, fmt.Errorf("metrics: %w", err)
+			}
 			continue
 		}
-		name, rest, ok := strings.Cut(line, " ")
-		labels := ""
-		if j := strings.IndexByte(line, '{'); j >= 0 && (!ok || j < len(name)) {
-			k := strings.IndexByte(line, '}')
-			if k < j {
-				continue
-			}
-			name, labels, rest = line[:j], line[j+1:k], strings.TrimSpace(line[k+1:])
+		if !ok {
+			continue
 		}
-		valStr, _, _ := strings.Cut(strings.TrimSpace(rest), " ") // drop an optional timestamp
-		switch name {
+		switch smp.Name {
 		case metricDrafts:
-			v, err := strconv.ParseFloat(valStr, 64)
-			if err != nil {
-				return m, fmt.Errorf("metrics: %s: %w", name, err)
-			}
-			m.drafts, m.hasDrafts = v, true
+			m.drafts, m.hasDrafts = smp.Value, true
 		case metricPerPos:
-			pos, ok := labelValue(labels, "position")
-			if !ok {
-				continue
-			}
-			i, err := strconv.Atoi(pos)
+			i, err := strconv.Atoi(smp.Labels["position"])
 			if err != nil || i < 0 || i > 4096 {
 				continue
-			}
-			v, err := strconv.ParseFloat(valStr, 64)
-			if err != nil {
-				return m, fmt.Errorf("metrics: %s: %w", name, err)
 			}
 			for len(m.acceptedPos) <= i {
 				m.acceptedPos = append(m.acceptedPos, 0)
 			}
-			m.acceptedPos[i] = v
+			m.acceptedPos[i] = smp.Value
 		}
 	}
 	return m, sc.Err()
-}
-
-func labelValue(labels, key string) (string, bool) {
-	for _, kv := range strings.Split(labels, ",") {
-		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
-		if ok && k == key {
-			return strings.Trim(v, `"`), true
-		}
-	}
-	return "", false
 }
 
 // delta is after − before per counter; nil positions when the page has none.

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/speclaunch/speclaunch/internal/promtext"
 	"io"
 	"net/http"
 	"strconv"
@@ -100,31 +101,18 @@ func ParseMetricsPositions(text string) (int, error) {
 	for sc.Scan() {
 		ln++
 		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
+		rest, mine := strings.CutPrefix(line, PerPosMetric)
+		if !mine || rest == "" || (rest[0] != '{' && rest[0] != ' ') {
+			continue // another family (or a longer name with this prefix)
 		}
-		rest, ok := strings.CutPrefix(line, PerPosMetric)
-		if !ok {
-			continue
+		smp, _, err := promtext.ParseLine(line)
+		if err != nil {
+			return 0, fmt.Errorf("metrics line %d: %w", ln, err)
 		}
-		if rest == "" || (rest[0] != '{' && rest[0] != ' ') {
-			continue // a longer metric name with this prefix
-		}
-		labels, _, ok := strings.Cut(strings.TrimPrefix(rest, "{"), "}")
-		if !ok || rest[0] != '{' {
+		if len(smp.Labels) == 0 {
 			return 0, fmt.Errorf("metrics line %d: %s has no labels: want {position=\"N\"}", ln, PerPosMetric)
 		}
-		pos := ""
-		for _, l := range strings.Split(labels, ",") {
-			k, v, ok := strings.Cut(strings.TrimSpace(l), "=")
-			if ok && k == "position" {
-				uq, err := strconv.Unquote(v)
-				if err != nil {
-					return 0, fmt.Errorf("metrics line %d: malformed position label %s: %w", ln, v, err)
-				}
-				pos = uq
-			}
-		}
+		pos := smp.Labels["position"]
 		if _, err := strconv.Atoi(pos); err != nil {
 			return 0, fmt.Errorf("metrics line %d: %s needs a numeric position label, got %q", ln, PerPosMetric, pos)
 		}
