@@ -142,6 +142,12 @@ func settingsMap(s config.Settings) map[string]Setting {
 	add("probe", s.Probe.Value, s.Probe.Src)
 	add("watch", s.Watch.Value, s.Watch.Src)
 	add("raw-engine-output", s.RawEngineOutput.Value, s.RawEngineOutput.Src)
+	add("proxy", s.Proxy.Value, s.Proxy.Src)
+	add("switch", s.Switch.Value, s.Switch.Src)
+	add("drain-timeout", s.DrainTimeout.Value.String(), s.DrainTimeout.Src)
+	add("hold-timeout", s.HoldTimeout.Value.String(), s.HoldTimeout.Src)
+	add("queue-size", s.QueueSize.Value, s.QueueSize.Src)
+	add("adapt", s.Adapt.Value, s.Adapt.Src)
 	pols := []string{}
 	for _, p := range s.Policies {
 		pols = append(pols, p.Value+" ("+p.Src.String()+")")

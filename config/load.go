@@ -54,6 +54,12 @@ var Envs = map[string][]string{
 	"probe":             {"MLXCEL_PROBE"},
 	"watch":             {"MLXCEL_WATCH"},
 	"raw-engine-output": {"MLXCEL_RAW_ENGINE_OUTPUT"},
+	"proxy":             {"MLXCEL_PROXY"},
+	"switch":            {"MLXCEL_SWITCH"},
+	"drain-timeout":     {"MLXCEL_DRAIN_TIMEOUT"},
+	"hold-timeout":      {"MLXCEL_HOLD_TIMEOUT"},
+	"queue-size":        {"MLXCEL_QUEUE_SIZE"},
+	"adapt":             {"MLXCEL_ADAPT"},
 }
 
 // Defaults for settings that have one.
@@ -62,6 +68,10 @@ const (
 	DefaultPort         = 8080
 	DefaultReadyTimeout = 15 * time.Minute
 	DefaultStopTimeout  = 20 * time.Second
+	DefaultDrainTimeout = 2 * time.Minute
+	DefaultHoldTimeout  = 2 * time.Minute
+	DefaultQueueSize    = 1024
+	MaxQueueSize        = 1 << 20
 )
 
 type layer struct {
@@ -276,6 +286,40 @@ func Load(in Input) (Settings, *profiles.Profile, []Notice, error) {
 		return fail(err)
 	}
 	if s.RawEngineOutput, err = l.boolean("raw-engine-output", p.Serve.RawEngineOutput, "serve.raw_engine_output", false); err != nil {
+		return fail(err)
+	}
+
+	// front proxy and switches
+	if s.Proxy, err = l.boolean("proxy", p.Server.Proxy, "server.proxy", true); err != nil {
+		return fail(err)
+	}
+	s.Switch = Field[string]{Value: SwitchAuto}
+	if v, src, ok := l.raw("switch", p.Server.Switch, "server.switch"); ok {
+		v = strings.ToLower(strings.TrimSpace(v))
+		if !oneOf(v, SwitchAuto, SwitchOverlap, SwitchDrain) {
+			return fail(&Error{Src: src, Msg: fmt.Sprintf("bad switch mode %q: want overlap (start the new engine beside the old), drain (hold requests while one engine is swapped) or auto", v)})
+		}
+		s.Switch = Field[string]{v, src}
+	}
+	if s.DrainTimeout, err = l.duration("drain-timeout", p.Server.DrainTimeout, "server.drain_timeout", DefaultDrainTimeout); err != nil {
+		return fail(err)
+	}
+	if s.HoldTimeout, err = l.duration("hold-timeout", p.Server.HoldTimeout, "server.hold_timeout", DefaultHoldTimeout); err != nil {
+		return fail(err)
+	}
+	qProf := ""
+	if p.Server.QueueSize != nil {
+		qProf = strconv.Itoa(*p.Server.QueueSize)
+	}
+	s.QueueSize = Field[int]{Value: DefaultQueueSize}
+	if v, src, ok := l.raw("queue-size", qProf, "server.queue_size"); ok {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < 1 || n > MaxQueueSize {
+			return fail(&Error{Src: src, Msg: fmt.Sprintf("bad queue size %q: want the number of requests to hold during a switch, from 1 to %d", v, MaxQueueSize)})
+		}
+		s.QueueSize = Field[int]{n, src}
+	}
+	if s.Adapt, err = l.boolean("adapt", p.Adapt.Enabled, "adapt.enabled", false); err != nil {
 		return fail(err)
 	}
 

@@ -93,7 +93,24 @@ type Settings struct {
 	Probe           Field[bool]
 	Watch           Field[bool]
 	RawEngineOutput Field[bool]
+
+	// serve's front proxy and engine switches (docs/serving.md)
+	Proxy        Field[bool]          // serve through the launcher's own public port
+	Switch       Field[string]        // overlap | drain | auto
+	DrainTimeout Field[time.Duration] // how long an old engine may finish its requests
+	HoldTimeout  Field[time.Duration] // how long a held request may wait
+	QueueSize    Field[int]           // held requests at most
+
+	// adaptive width (docs/adaptive.md)
+	Adapt Field[bool]
 }
+
+// Switch modes.
+const (
+	SwitchAuto    = "auto"
+	SwitchOverlap = "overlap"
+	SwitchDrain   = "drain"
+)
 
 // Notice is something the layering decided that an operator should hear
 // about (e.g. LLAMA_ARG_X and MLXCEL_X disagree), logged at Level.

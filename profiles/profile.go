@@ -43,9 +43,17 @@ type Profile struct {
 		BlockSize *int    `toml:"block_size"`
 	} `toml:"draft"`
 	Server struct {
-		Host string `toml:"host"`
-		Port *int   `toml:"port"`
+		Host         string `toml:"host"`
+		Port         *int   `toml:"port"`
+		Proxy        *bool  `toml:"proxy"`
+		Switch       string `toml:"switch"`
+		DrainTimeout string `toml:"drain_timeout"`
+		HoldTimeout  string `toml:"hold_timeout"`
+		QueueSize    *int   `toml:"queue_size"`
 	} `toml:"server"`
+	Adapt struct {
+		Enabled *bool `toml:"enabled"`
+	} `toml:"adapt"`
 	GPU struct {
 		Capability string `toml:"capability"`
 	} `toml:"gpu"`
