@@ -130,4 +130,3 @@ func parseApps(out string) (map[int]int64, error) {
 	}
 	return used, nil
 }
-
