@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -103,7 +104,10 @@ func (c Config) validate() error {
 	if c.DraftModel != "" && len(c.Cost.Verify) == 0 {
 		errs = append(errs, errors.New("cost model has no verify table"))
 	}
-	if c.DraftModel != "" && len(c.Cost.Emitted) == 0 {
+	if err := validProfile(c.Cost.Accept); err != nil {
+		errs = append(errs, err)
+	}
+	if c.DraftModel != "" && len(c.Cost.Emitted) == 0 && len(c.Cost.Accept) == 0 {
 		errs = append(errs, errors.New("cost model has no emitted-per-verify table"))
 	}
 	return errors.Join(errs...)
@@ -114,5 +118,6 @@ func (c Config) validate() error {
 func (c Config) clone() Config {
 	c.Cost.Verify = maps.Clone(c.Cost.Verify)
 	c.Cost.Emitted = maps.Clone(c.Cost.Emitted)
+	c.Cost.Accept = slices.Clone(c.Cost.Accept)
 	return c
 }

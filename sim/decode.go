@@ -16,11 +16,19 @@ type plan struct {
 	seed   int64
 	reqNum uint64  // 0-based request number on this server
 	slow   float64 // cost multiplier: 1 + Drift·reqNum
+	// prompt, when set, replaces the prefill: new tokens evaluated after a
+	// cached prefix (a token-array prompt with cache_prompt).
+	prompt *promptEval
 }
+
+// promptEval is a prefill over New tokens after Cached reused ones; it
+// costs one target forward over New rows (CostModel.VerifyRowsMS).
+type promptEval struct{ New, Cached int }
 
 // result is one request's outcome, in the units the engine reports.
 type result struct {
 	PromptN, PredictedN int
+	CacheN              int // prompt tokens reused from the slot's cache
 	PromptMS            float64 // request start (slot acquired) to first token
 	PredictedMS         float64 // first token to last token, measured on the clock
 	Rounds, Proposed    int
@@ -40,6 +48,11 @@ type result struct {
 // accumulate over a request.
 func decode(ctx context.Context, clk Clock, p plan, prompt string, n int, emit func([]token) error) (res result, err error) {
 	res.PromptN = countPromptTokens(prompt)
+	prefillMS := float64(res.PromptN) * p.cost.PromptTokenMS
+	if p.prompt != nil {
+		res.PromptN, res.CacheN = p.prompt.New, p.prompt.Cached
+		prefillMS = p.cost.VerifyRowsMS(p.prompt.New)
+	}
 	var text strings.Builder
 	defer func() { res.Text = text.String() }()
 	if p.width >= 2 {
@@ -72,7 +85,7 @@ func decode(ctx context.Context, clk Clock, p plan, prompt string, n int, emit f
 	}
 
 	// Prefill yields the first token, as in llama.cpp and mlxcel.
-	if err := wait(float64(res.PromptN) * p.cost.PromptTokenMS * factor()); err != nil {
+	if err := wait(prefillMS * factor()); err != nil {
 		return res, err
 	}
 	first := clk.Now()
@@ -86,6 +99,10 @@ func decode(ctx context.Context, clk Clock, p plan, prompt string, n int, emit f
 		w := p.width
 		u := rand.New(rand.NewPCG(uint64(p.seed)^hashPrompt(prompt), uint64(w))).Float64()
 		prob := acceptProb(w, p.cost.EmittedPerVerify(w))
+		profile := promptProfile(prompt)
+		if profile == nil {
+			profile = p.cost.Accept
+		}
 		draftMS, verifyMS := p.cost.DraftRoundMS(w), p.cost.VerifyMS(w)
 		for left > 0 {
 			// Round k accepts the first j drafts while u < prob^j, u being
@@ -95,9 +112,15 @@ func decode(ctx context.Context, clk Clock, p plan, prompt string, n int, emit f
 			// strayed by 10-20% over 200 tokens.
 			u = math.Mod(u+goldenFrac, 1)
 			k, pj := 0, prob
-			for k < w-1 && u < pj {
-				k++
-				pj *= prob
+			if profile != nil { // accept the first k drafts while u < S(k)
+				for k < w-1 && u < profileAt(profile, k+1) {
+					k++
+				}
+			} else {
+				for k < w-1 && u < pj {
+					k++
+					pj *= prob
+				}
 			}
 			emitted := min(1+k, left)
 			acc := emitted - 1

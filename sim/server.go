@@ -28,6 +28,9 @@ type server struct {
 	mu      sync.Mutex
 	reqNum  uint64
 	metrics counters
+	// cached is the token-array prompt the slot last evaluated: a next
+	// token-array prompt with cache_prompt reuses its common prefix.
+	cached []int
 }
 
 type counters struct {
@@ -56,6 +59,7 @@ func (s *server) handler() http.Handler {
 	mux.HandleFunc("GET /v1/health", s.health)
 	mux.HandleFunc("GET /v1/models", s.models)
 	mux.HandleFunc("POST /v1/completions", s.v1Completions)
+	mux.HandleFunc("POST /v1/chat/completions", s.chatCompletions)
 	mux.HandleFunc("POST /completion", s.nativeCompletion)
 	mux.HandleFunc("POST /completions", s.nativeCompletion) // mlxcel: native, not OpenAI
 	mux.HandleFunc("GET /metrics", s.prometheus)
@@ -68,6 +72,30 @@ func (s *server) handler() http.Handler {
 		}
 		mux.ServeHTTP(w, r)
 	})
+}
+
+// promptCache works out a token-array prompt's prefill against the slot's
+// cache, as llama-server does with cache_prompt: the common prefix is
+// reused, the rest evaluated (at least one token: a fully cached prompt
+// still evaluates its last). Other prompts return nil and clear the cache.
+// The caller holds the slot.
+func (s *server) promptCache(req completionRequest) *promptEval {
+	ids := promptTokenIDs(req.Prompt)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	prev := s.cached
+	s.cached = ids
+	if ids == nil {
+		return nil
+	}
+	common := 0
+	if req.CachePrompt == nil || *req.CachePrompt {
+		for common < len(prev) && common < len(ids) && prev[common] == ids[common] {
+			common++
+		}
+		common = min(common, len(ids)-1)
+	}
+	return &promptEval{New: len(ids) - common, Cached: common}
 }
 
 func (s *server) health(w http.ResponseWriter, _ *http.Request) {
