@@ -28,7 +28,7 @@ type promptEval struct{ New, Cached int }
 // result is one request's outcome, in the units the engine reports.
 type result struct {
 	PromptN, PredictedN int
-	CacheN              int // prompt tokens reused from the slot's cache
+	CacheN              int     // prompt tokens reused from the slot's cache
 	PromptMS            float64 // request start (slot acquired) to first token
 	PredictedMS         float64 // first token to last token, measured on the clock
 	Rounds, Proposed    int
