@@ -93,7 +93,6 @@ func (s *server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
-	s.promptCache(completionRequest{}) // the slot now holds this chat
 	id := fmt.Sprintf("chatcmpl-sim-%d", p.reqNum)
 	created := s.clk.Now().Unix()
 	chunk := func(c chatChoice) chatChunk {

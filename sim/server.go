@@ -28,9 +28,9 @@ type server struct {
 	mu      sync.Mutex
 	reqNum  uint64
 	metrics counters
-	// cached is the token-array prompt the slot last evaluated: a next
-	// token-array prompt with cache_prompt reuses its common prefix.
-	cached []int
+	// cached holds the last token-array prompts evaluated, newest first: a
+	// token-array prompt with cache_prompt reuses its longest common prefix.
+	cached [][]int
 }
 
 type counters struct {
@@ -74,26 +74,36 @@ func (s *server) handler() http.Handler {
 	})
 }
 
-// promptCache works out a token-array prompt's prefill against the slot's
-// cache, as llama-server does with cache_prompt: the common prefix is
-// reused, the rest evaluated (at least one token: a fully cached prompt
-// still evaluates its last). Other prompts return nil and clear the cache.
-// The caller holds the slot.
+// promptCacheSize is how many token-array prompts the sim keeps cached.
+const promptCacheSize = 8
+
+// promptCache works out a token-array prompt's prefill against the cached
+// prompts, as llama-server does with cache_prompt and its host-memory
+// prompt cache (a prompt evicted from the slot by other requests can still
+// be restored): the longest common prefix with any cached prompt is reused,
+// the rest evaluated (at least one token: a fully cached prompt still
+// evaluates its last). Other prompts return nil. The caller holds the slot.
 func (s *server) promptCache(req completionRequest) *promptEval {
 	ids := promptTokenIDs(req.Prompt)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	prev := s.cached
-	s.cached = ids
 	if ids == nil {
 		return nil
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	common := 0
 	if req.CachePrompt == nil || *req.CachePrompt {
-		for common < len(prev) && common < len(ids) && prev[common] == ids[common] {
-			common++
+		for _, prev := range s.cached {
+			c := 0
+			for c < len(prev) && c < len(ids) && prev[c] == ids[c] {
+				c++
+			}
+			common = max(common, c)
 		}
 		common = min(common, len(ids)-1)
+	}
+	s.cached = append([][]int{ids}, s.cached...)
+	if len(s.cached) > promptCacheSize {
+		s.cached = s.cached[:promptCacheSize]
 	}
 	return &promptEval{New: len(ids) - common, Cached: common}
 }
