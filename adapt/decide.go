@@ -56,6 +56,10 @@ type Inputs struct {
 	Curve    Curve
 	Measured map[int]Measure // ms per cycle measured by width
 	Rule     Rule
+	// Live is how many leading positions of Acc the running engine
+	// observed itself (the rest come from an earlier, wider epoch); 0
+	// means all of them.
+	Live int
 }
 
 // Position is one S(k) as logged.
@@ -92,6 +96,11 @@ type Decision struct {
 	// Explore is a width past the observed positions that could pay if
 	// S stayed at its last observed value; 0 when none.
 	Explore int `json:"explore,omitempty"`
+	// Recheck is a wider width that could pay if S stayed at the last
+	// position the running engine observes: far positions seen earlier
+	// may no longer hold (the traffic changed). The loop acts on it at a
+	// bounded rate. 0 when none.
+	Recheck int `json:"recheck,omitempty"`
 }
 
 // Decide applies the rule. Candidates are widths 1 (speculation off) to
@@ -145,7 +154,10 @@ func Decide(in Inputs) Decision {
 	d.Best = best
 	d.Gain = rate[best]/rate[in.Running] - 1
 	d.GainLo = gainLowerBound(in.Acc, r.Z, best, in.Running, cost[best].MS, cost[in.Running].MS) / (rate[in.Running] / (1000 * float64(n)))
-	d.Explore = explore(in, r, n, rate[best])
+	d.Explore = explore(in.Acc, in, r, n, rate[best])
+	if in.Live > 0 && in.Live < len(in.Acc) {
+		d.Recheck = explore(in.Acc[:in.Live], in, r, n, rate[best])
+	}
 	switch {
 	case best == in.Running:
 		d.Reason = fmt.Sprintf("width %d is predicted best", best)
@@ -188,16 +200,16 @@ func gainLowerBound(acc Acceptance, z float64, b, r int, cb, cr float64) float64
 // explore returns a width past the observed positions whose predicted rate,
 // with S held at its last observed value (an upper bound, since S never
 // rises with k), beats bestRate by the margin; 0 when none.
-func explore(in Inputs, r Rule, n int, bestRate float64) int {
-	known := len(in.Acc)
+func explore(acc Acceptance, in Inputs, r Rule, n int, bestRate float64) int {
+	known := len(acc)
 	if known == 0 || known+1 >= r.MaxWidth {
 		return 0
 	}
-	last := in.Acc[known-1].S()
+	last := acc[known-1].S()
 	if last <= 0 {
 		return 0
 	}
-	t, _ := in.Acc.TokensPerCycle(known + 1)
+	t, _ := acc.TokensPerCycle(known + 1)
 	pick, pickRate := 0, bestRate*(1+r.Margin)
 	for w := known + 2; w <= r.MaxWidth; w++ {
 		t += last
@@ -223,6 +235,9 @@ func (d Decision) String() string {
 		verb, d.Running, d.Choice, d.Reason, d.N, 100*d.Margin, 100*d.Gain, 100*d.GainLo)
 	if d.Explore > 0 {
 		fmt.Fprintf(&b, "; wider could pay: explore %d", d.Explore)
+	}
+	if d.Recheck > 0 {
+		fmt.Fprintf(&b, "; wider could pay if the live tail holds: recheck %d", d.Recheck)
 	}
 	b.WriteString("; S(k)=")
 	for i, p := range d.S {

@@ -197,6 +197,7 @@ func (l *loop) run(ctx context.Context) error {
 	l.status.W0, l.status.Curve = l.w0, &l.curve
 	l.d.Log.Info("adapt: verify-cost curve ready", "source", l.curve.Source, "exploration_width", l.w0, "curve_ms", curveString(l.curve))
 	l.reset(cur)
+	l.lastExplore = l.d.Now() // the first epoch explores: re-checks wait a full period
 	if cur.Width < l.w0 {
 		l.status.State = StateExploring
 		l.publish()
@@ -391,7 +392,11 @@ func (l *loop) evaluate(ctx context.Context) {
 	l.probeConcurrency(ctx, n)
 
 	acc := l.acceptance()
-	dec := Decide(Inputs{Running: l.width, N: n, Acc: acc, Curve: l.curve, Measured: maps.Clone(l.measured), Rule: l.cfg.Rule})
+	live := 0
+	if l.width >= 2 {
+		live = min(len(acc), l.width-1)
+	}
+	dec := Decide(Inputs{Running: l.width, N: n, Acc: acc, Curve: l.curve, Measured: maps.Clone(l.measured), Rule: l.cfg.Rule, Live: live})
 	l.status.Decision = &dec
 	l.publish()
 	l.d.Log.Info(dec.String())
@@ -403,8 +408,11 @@ func (l *loop) evaluate(ctx context.Context) {
 		l.d.Log.Info("adapt: switch held: one switch per window", "to", dec.Choice, "window", l.cfg.Window)
 	case dec.Switch:
 		l.switchTo(ctx, dec.Choice, dec.Reason, false)
-	case dec.Explore > 0 && !inWindow && (l.lastExplore.IsZero() || now.Sub(l.lastExplore) >= l.cfg.ReexploreEvery):
-		l.switchTo(ctx, dec.Explore, fmt.Sprintf("explore wider: S(%d) = %.2f suggests width %d could pay", len(acc), acc.S(len(acc)), dec.Explore), true)
+	case inWindow:
+	case dec.Explore > 0:
+		l.switchTo(ctx, dec.Explore, fmt.Sprintf("explore wider: S(%d) = %.2f, the last position observed, suggests width %d could pay", len(acc), acc.S(len(acc)), dec.Explore), true)
+	case dec.Recheck > 0 && now.Sub(l.lastExplore) >= l.cfg.ReexploreEvery:
+		l.switchTo(ctx, dec.Recheck, fmt.Sprintf("re-explore wider: S(%d) = %.2f at the running width suggests width %d could pay", live, acc.S(live), dec.Recheck), true)
 	}
 }
 

@@ -69,3 +69,74 @@ func TestLoopConvergesPerProfile(t *testing.T) {
 		})
 	}
 }
+
+// A traffic change moves the width: flat traffic settles wide; collapsing
+// traffic then drifts S and the loop narrows; flat traffic again, and the
+// bounded re-exploration finds the wide width again.
+func TestLoopFollowsTrafficChange(t *testing.T) {
+	cost := h200Q8()
+	e := newSimEngine(t, cost, 4)
+	var profile atomic.Value
+	profile.Store("flat")
+	prompt := func() string { return "[sim-profile:" + profile.Load().(string) + "] def f(x):" }
+	cfg := testCfg()
+	cfg.ReexploreEvery = 200 * time.Millisecond
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var mu sync.Mutex
+	var last Status
+	var failed atomic.Int64
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, LoopDeps{Current: e.Current, Switch: e.Switch, Log: quietLog(), Cfg: cfg,
+			Publish: func(s Status) { mu.Lock(); last = s; mu.Unlock() }})
+	}()
+	go e.traffic(ctx, prompt, &failed)
+	at := func(w int) func() bool {
+		return func() bool { mu.Lock(); defer mu.Unlock(); return settled(last) && last.Width == w }
+	}
+	if !waitFor(10*time.Second, at(17)) {
+		t.Fatalf("flat traffic: no settle at 17; switches %v", e.Switches())
+	}
+	profile.Store("collapse")
+	if !waitFor(10*time.Second, at(4)) {
+		t.Fatalf("collapsing traffic: no settle at 4; switches %v", e.Switches())
+	}
+	profile.Store("flat")
+	if !waitFor(10*time.Second, at(17)) {
+		t.Fatalf("flat traffic again: no settle at 17; switches %v", e.Switches())
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("switches %v", e.Switches())
+	if failed.Load() > 0 {
+		t.Errorf("%d requests failed", failed.Load())
+	}
+}
+
+// Once settled, the loop keeps deciding but asks for no further switch:
+// one exploration, one decision, then none however long it watches.
+func TestLoopSwitchesOnce(t *testing.T) {
+	for _, profile := range []string{"geometric", "collapse"} {
+		t.Run(profile, func(t *testing.T) {
+			cost := h200Q8()
+			e := newSimEngine(t, cost, 8)
+			cfg := testCfg()
+			cfg.ReexploreEvery = time.Hour
+			decisions := 0
+			prompt := "[sim-profile:" + profile + "] x"
+			runLoop(t, e, cfg, func() string { return prompt }, func(s Status) bool {
+				if s.Decision != nil && s.Width == 4 && s.Decision.Running == 4 {
+					decisions++
+				}
+				return decisions >= 20
+			})
+			if got := e.Switches(); len(got) != 1 || got[0] != 4 {
+				t.Errorf("switches %v, want one to 4", got)
+			}
+		})
+	}
+}
