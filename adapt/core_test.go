@@ -121,7 +121,8 @@ func TestDrift(t *testing.T) {
 }
 
 // The H200 probe curves (llama-server d32676d) put W0 at 8, before the
-// 8 → 9 kernel boundary; a curve without a jump gives the maximum.
+// 8 → 9 kernel boundary; a curve without a jump gives the widest width it
+// covers.
 func TestExplorationWidth(t *testing.T) {
 	q8 := Curve{VerifyMS: map[int]float64{1: 3.20, 2: 3.33, 3: 3.90, 4: 4.14, 5: 4.34, 6: 4.58, 7: 4.81, 8: 5.09, 9: 5.97, 10: 6.08, 11: 6.19}}
 	q4 := Curve{VerifyMS: map[int]float64{1: 2.62, 2: 2.81, 3: 3.18, 4: 3.48, 5: 3.73, 6: 4.10, 7: 4.38, 8: 4.75, 9: 5.80, 10: 5.90}}
@@ -135,8 +136,14 @@ func TestExplorationWidth(t *testing.T) {
 	if w := q8.ExplorationWidth(6); w != 6 {
 		t.Errorf("capped: W0 %d, want 6", w)
 	}
-	if w := smooth.ExplorationWidth(17); w != 17 {
-		t.Errorf("no jump: W0 %d, want 17", w)
+	if w := smooth.ExplorationWidth(17); w != 6 {
+		t.Errorf("no jump: W0 %d, want 6, the widest the curve covers", w)
+	}
+	if w := (Curve{VerifyMS: map[int]float64{1: 1, 4: 2, 16: 3}}).ExplorationWidth(17); w != 16 {
+		t.Errorf("sparse curve: W0 %d, want 16", w)
+	}
+	if w := (Curve{VerifyMS: map[int]float64{1: 1}}).ExplorationWidth(17); w != 0 {
+		t.Errorf("one row: W0 %d, want 0", w)
 	}
 }
 

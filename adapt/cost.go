@@ -43,9 +43,20 @@ const (
 )
 
 // ExplorationWidth is the default W0: the widest width before the curve's
-// first kernel boundary, capped at maxWidth; maxWidth when the curve shows
-// no boundary or is too short to tell.
+// first kernel boundary, capped at maxWidth; when the curve shows no
+// boundary or is too short to tell, the widest width it covers, capped.
 func (c Curve) ExplorationWidth(maxWidth int) int {
+	covered := 0
+	for w := 1; w <= maxWidth; w++ {
+		if _, ok := c.At(w); !ok {
+			break
+		}
+		covered = w
+	}
+	if covered < 2 {
+		return 0
+	}
+	maxWidth = covered
 	var steps []float64
 	for w := 1; w < maxWidth; w++ {
 		a, ok1 := c.VerifyMS[w]

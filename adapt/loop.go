@@ -189,9 +189,13 @@ func (l *loop) run(ctx context.Context) error {
 	if err := l.getCurve(ctx, cur); err != nil {
 		return err
 	}
+	covered := l.curve.ExplorationWidth(l.cfg.MaxWidth)
+	if covered < 2 {
+		return fmt.Errorf("%w: the verify-cost curve does not cover widths 1 and 2 (%s)", ErrNotAdapting, curveString(l.curve))
+	}
 	l.w0 = l.cfg.W0
 	if l.w0 <= 0 {
-		l.w0 = l.curve.ExplorationWidth(l.cfg.MaxWidth)
+		l.w0 = covered
 	}
 	l.w0 = max(2, min(l.w0, l.cfg.MaxWidth))
 	l.status.W0, l.status.Curve = l.w0, &l.curve
