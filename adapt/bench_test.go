@@ -151,20 +151,29 @@ func BenchmarkAdaptRecords(b *testing.B) {
 		}
 		recs = append(recs, rec{filepath.Base(p), cost, med, best})
 	}
-	var fracs []float64
+	var fracs, model, def4 []float64
 	for b.Loop() {
-		fracs = fracs[:0]
+		fracs, model, def4 = fracs[:0], model[:0], def4[:0]
 		for _, r := range recs {
 			got := adaptOnSim(b, r.cost, "def f(x):")
 			f := interpMedian(r.med, got.width) / r.med[r.best]
+			mBest, mRate := oracle(r.cost, "def f(x):", DefaultMaxWidth)
 			fracs = append(fracs, f)
-			b.Logf("%s: record best %d, adapted %d (switches %v): %.3f", r.name, r.best, got.width, got.switches, f)
+			model = append(model, mRate(got.width)/mRate(mBest))
+			def4 = append(def4, r.med[4]/r.med[r.best])
+			b.Logf("%s: record best %d, model best %d, adapted %d (switches %v): %.3f of the record's best (width 4: %.3f), %.3f of the model's",
+				r.name, r.best, mBest, got.width, got.switches, f, r.med[4]/r.med[r.best], model[len(model)-1])
 		}
 	}
-	sort.Float64s(fracs)
+	for _, s := range [][]float64{fracs, model, def4} {
+		sort.Float64s(s)
+	}
 	b.ReportMetric(float64(len(fracs)), "records")
 	b.ReportMetric(fracs[0], "worst-frac")
 	b.ReportMetric(medianOf(fracs), "median-frac")
+	b.ReportMetric(model[0], "model-worst-frac")
+	b.ReportMetric(def4[0], "width4-worst-frac")
+	b.ReportMetric(medianOf(def4), "width4-median-frac")
 }
 
 func interpMedian(med map[int]float64, w int) float64 {

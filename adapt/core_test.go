@@ -1,6 +1,7 @@
 package adapt
 
 import (
+	"encoding/json"
 	"math"
 	"os"
 	"reflect"
@@ -294,6 +295,10 @@ func TestDecisionLine(t *testing.T) {
 	flat := Curve{VerifyMS: map[int]float64{1: 2, 2: 2, 3: 2, 4: 2}}
 	d := Decide(Inputs{Running: 4, N: 1, Acc: acc(1000, 0.5, 0.25, 0.125), Curve: flat,
 		Measured: map[int]Measure{4: {MS: 4, N: 1}}, Rule: Rule{MinCycles: 100, MaxWidth: 4}})
+	b, err := json.Marshal(Status{State: StateWatching, Decision: &d})
+	if err != nil || !strings.Contains(string(b), `"candidates":[{"width":1,"tokens_per_cycle":1,"cost":{"ms":2,"verify_ms":2,"draft_ms":0,"from":"probe"},"tok_per_s":500}`) {
+		t.Errorf("status JSON %s, %v", b, err)
+	}
 	want := "adapt: switch at width 4 → 2: width 2 predicted +20.0% (lower bound +"
 	line := d.String()
 	if !strings.HasPrefix(line, want) {

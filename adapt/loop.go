@@ -174,12 +174,23 @@ type loop struct {
 	probedN                 map[int]bool
 }
 
+// publish hands serve a copy it may keep: the loop goes on changing its
+// own curve and decision.
 func (l *loop) publish() {
 	l.status.Updated = l.d.Now()
-	if l.d.Publish != nil {
-		s := l.status
-		l.d.Publish(s)
+	if l.d.Publish == nil {
+		return
 	}
+	s := l.status
+	if s.Curve != nil {
+		c := Curve{VerifyMS: maps.Clone(s.Curve.VerifyMS), Source: s.Curve.Source}
+		s.Curve = &c
+	}
+	if s.Decision != nil {
+		d := *s.Decision
+		s.Decision = &d
+	}
+	l.d.Publish(s)
 }
 
 func (l *loop) run(ctx context.Context) error {
