@@ -299,7 +299,7 @@ func TestDecisionLine(t *testing.T) {
 	if err != nil || !strings.Contains(string(b), `"candidates":[{"width":1,"tokens_per_cycle":1,"cost":{"ms":2,"verify_ms":2,"draft_ms":0,"from":"probe"},"tok_per_s":500}`) {
 		t.Errorf("status JSON %s, %v", b, err)
 	}
-	want := "adapt: switch at width 4 → 2: width 2 predicted +20.0% (lower bound +"
+	want := "adapt: switch at width 4 → 2: width 2 predicted +20.0% (lower bound +16.5%) over width 4; concurrency 1; margin 3%; S(k)="
 	line := d.String()
 	if !strings.HasPrefix(line, want) {
 		t.Errorf("line %q\nwant prefix %q", line, want)

@@ -231,8 +231,10 @@ func (d Decision) String() string {
 	if d.Switch {
 		verb = "switch"
 	}
-	fmt.Fprintf(&b, "adapt: %s at width %d → %d: %s; concurrency %d; margin %.0f%%; gain %+.1f%% (lower bound %+.1f%%)",
-		verb, d.Running, d.Choice, d.Reason, d.N, 100*d.Margin, 100*d.Gain, 100*d.GainLo)
+	fmt.Fprintf(&b, "adapt: %s at width %d → %d: %s; concurrency %d; margin %.0f%%", verb, d.Running, d.Choice, d.Reason, d.N, 100*d.Margin)
+	if !d.Switch && d.Best != d.Running { // a switch's reason already gives them
+		fmt.Fprintf(&b, "; best %d gain %+.1f%% (lower bound %+.1f%%)", d.Best, 100*d.Gain, 100*d.GainLo)
+	}
 	if d.Explore > 0 {
 		fmt.Fprintf(&b, "; wider could pay: explore %d", d.Explore)
 	}
