@@ -171,7 +171,10 @@ type loop struct {
 	cycles float64
 
 	lastSwitch, lastExplore time.Time
-	probedN                 map[int]bool
+	// exploring: the engine serving was started to observe, not chosen;
+	// its first decision may switch at once, without waiting a window.
+	exploring bool
+	probedN   map[int]bool
 }
 
 // publish hands serve a copy it may keep: the loop goes on changing its
@@ -300,6 +303,7 @@ func (l *loop) switchTo(ctx context.Context, width int, reason string, explore b
 	}
 	l.status.Switches++
 	l.reset(l.d.Current())
+	l.exploring = explore
 	l.publish()
 }
 
@@ -417,7 +421,8 @@ func (l *loop) evaluate(ctx context.Context) {
 	l.d.Log.Info(dec.String())
 
 	now := l.d.Now()
-	inWindow := !l.lastSwitch.IsZero() && now.Sub(l.lastSwitch) < l.cfg.Window
+	inWindow := !l.exploring && !l.lastSwitch.IsZero() && now.Sub(l.lastSwitch) < l.cfg.Window
+	l.exploring = false
 	switch {
 	case dec.Switch && inWindow:
 		l.d.Log.Info("adapt: switch held: one switch per window", "to", dec.Choice, "window", l.cfg.Window)

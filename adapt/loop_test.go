@@ -14,12 +14,19 @@ func runLoop(t testing.TB, e *simEngine, cfg Config, prompt func() string, settl
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	var mu sync.Mutex
-	var last Status
+	var last, settledAt Status
 	var failed atomic.Int64
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(ctx, LoopDeps{Current: e.Current, Switch: e.Switch, Log: quietLog(), Cfg: cfg,
-			Publish: func(s Status) { mu.Lock(); last = s; mu.Unlock() }})
+			Publish: func(s Status) {
+				mu.Lock()
+				defer mu.Unlock()
+				if settledAt.State == "" && settle(s) {
+					settledAt = s
+				}
+				last = s
+			}})
 	}()
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -27,7 +34,7 @@ func runLoop(t testing.TB, e *simEngine, cfg Config, prompt func() string, settl
 	ok := waitFor(15*time.Second, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
-		return settle(last) || last.State == StateNotAdapting
+		return settledAt.State != "" || last.State == StateNotAdapting
 	})
 	cancel()
 	wg.Wait()
@@ -41,7 +48,7 @@ func runLoop(t testing.TB, e *simEngine, cfg Config, prompt func() string, settl
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	return last, failed.Load()
+	return settledAt, failed.Load()
 }
 
 // settled: a decision at the width now serving that says stay, after at
@@ -57,7 +64,9 @@ func TestLoopConvergesPerProfile(t *testing.T) {
 			e := newSimEngine(t, cost, 4)
 			prompt := "[sim-profile:" + profile + "] def f(x):"
 			best, rate := oracle(cost, prompt, DefaultMaxWidth)
-			st, failed := runLoop(t, e, testCfg(), func() string { return prompt }, settled)
+			cfg := testCfg()
+			cfg.ReexploreEvery = time.Hour
+			st, failed := runLoop(t, e, cfg, func() string { return prompt }, settled)
 			if failed > 0 {
 				t.Errorf("%d requests failed", failed)
 			}
