@@ -195,8 +195,11 @@ func TestCurveCache(t *testing.T) {
 func TestRunUsesCache(t *testing.T) {
 	cost := h200Q8()
 	dir := t.TempDir()
-	key := CacheKey{Engine: "sim", GPU: "none"}
-	for i, wantSource := range []string{"probe", "cache"} {
+	key := CacheKey{Engine: "sim", GPU: "none", Models: []ModelFile{{Path: "/m/t.gguf", Size: 1, ModTime: 1}}}
+	for i, wantSource := range []string{"probe", "cache", "probe"} {
+		if i == 2 {
+			key.Models = nil // a key naming no model file is never cached
+		}
 		e := newSimEngine(t, cost, 8)
 		var probes atomic.Int64
 		client := &http.Client{Transport: countingTransport{&probes}}
@@ -219,7 +222,7 @@ func TestRunUsesCache(t *testing.T) {
 		if s.Curve == nil || s.Curve.Source != wantSource {
 			t.Errorf("run %d: curve %+v, want from %s", i, s.Curve, wantSource)
 		}
-		if wantSource == "cache" && probes.Load() != 0 {
+		if (wantSource == "cache") != (probes.Load() == 0) {
 			t.Errorf("run %d: %d probe requests with a cached curve", i, probes.Load())
 		}
 	}

@@ -247,7 +247,7 @@ func (l *loop) getCurve(ctx context.Context, cur Target) error {
 		}
 		return nil
 	}
-	if l.d.CacheDir != "" {
+	if l.cacheable() {
 		if c, ok := LoadCurve(l.d.CacheDir, l.d.CacheKey, l.d.Log); ok {
 			l.curve = c
 			return nil
@@ -269,8 +269,14 @@ func (l *loop) getCurve(ctx context.Context, cur Target) error {
 	return nil
 }
 
+// cacheable: a cache directory and a key that names an engine and model
+// files; an empty key would hand one engine's curve to another.
+func (l *loop) cacheable() bool {
+	return l.d.CacheDir != "" && l.d.CacheKey.Engine != "" && len(l.d.CacheKey.Models) > 0
+}
+
 func (l *loop) saveCurve() {
-	if l.d.CacheDir == "" || l.curve.Source != "probe" {
+	if !l.cacheable() || l.curve.Source != "probe" {
 		return
 	}
 	if err := SaveCurve(l.d.CacheDir, l.d.CacheKey, l.curve, l.d.Now()); err != nil {
