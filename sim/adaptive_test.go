@@ -233,3 +233,39 @@ func TestSimRecord(t *testing.T) {
 		}
 	}
 }
+
+// With --sim-slots 2 two requests decode together and each round verifies
+// both sequences' rows: 8 rows at width 4, twice the 4-row cost here. On
+// the real clock, since the fake one adds concurrent waits up.
+func TestSlotsRowsAddUp(t *testing.T) {
+	perRound := func(slots int) []float64 {
+		cfg := testConfig(dflash, 4)
+		cfg.Clock = SystemClock
+		cfg.Slots = slots
+		cfg.Cost.Noise, cfg.Cost.DraftMS, cfg.Cost.DraftTokenMS = 0, 0, 0
+		cfg.Cost.Verify = map[int]float64{2: 10, 4: 20, 8: 40}
+		r := startSim(t, cfg)
+		out := make(chan float64, 2)
+		for i := range 2 {
+			go func() {
+				_, b := r.post(t, "/completion", fmt.Sprintf(`{"prompt":"request %d","n_predict":24}`, i))
+				var resp struct{ Timings benchTimings }
+				mustJSON(t, string(b), &resp)
+				out <- resp.Timings.PredictedMS / float64(*resp.Timings.DraftRounds)
+			}()
+		}
+		return []float64{<-out, <-out}
+	}
+	one, two := perRound(1), perRound(2)
+	for _, ms := range one {
+		if ms < 19 || ms > 28 {
+			t.Errorf("one slot: %.1f ms per round, want about 20", ms)
+		}
+	}
+	if first := min(two[0], two[1]); first < 30 { // the first to finish ran with both active
+		t.Errorf("two slots: %.1f and %.1f ms per round, want one near 40", two[0], two[1])
+	}
+	if _, err := ParseArgs([]string{"-m", "m", "--sim-slots", "0"}); err == nil || !strings.Contains(err.Error(), "--sim-slots: 0 is out of range 1-64") {
+		t.Errorf("err = %v", err)
+	}
+}

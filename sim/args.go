@@ -118,6 +118,8 @@ func ParseArgs(args []string) (Config, error) {
 			if t, err = tableFlag(name, value, 1e-3, 1e6); err == nil {
 				maps.Copy(cfg.Cost.Verify, t)
 			}
+		case "--sim-slots":
+			err = intFlag(name, value, &cfg.Slots, 1, maxSlots)
 		case "--sim-profile":
 			var v string
 			if v, err = value(); err == nil {

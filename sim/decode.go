@@ -19,6 +19,17 @@ type plan struct {
 	// prompt, when set, replaces the prefill: new tokens evaluated after a
 	// cached prefix (a token-array prompt with cache_prompt).
 	prompt *promptEval
+	// active, when set, returns how many requests decode together now:
+	// their verify rows add up (Config.Slots).
+	active func() int
+}
+
+// together is the number of sequences decoding together, at least 1.
+func (p plan) together() int {
+	if p.active == nil {
+		return 1
+	}
+	return max(1, p.active())
 }
 
 // promptEval is a prefill over New tokens after Cached reused ones; it
@@ -103,8 +114,12 @@ func decode(ctx context.Context, clk Clock, p plan, prompt string, n int, emit f
 		if profile == nil {
 			profile = p.cost.Accept
 		}
-		draftMS, verifyMS := p.cost.DraftRoundMS(w), p.cost.VerifyMS(w)
+		draftMS := p.cost.DraftRoundMS(w)
 		for left > 0 {
+			verifyMS := p.cost.VerifyMS(w)
+			if n := p.together(); n > 1 {
+				verifyMS = p.cost.VerifyRowsMS(n * w)
+			}
 			// Round k accepts the first j drafts while u < prob^j, u being
 			// a golden-ratio sequence from a seeded start: a quasi-random
 			// draw whose mean over a short request stays within a few
@@ -151,7 +166,11 @@ func decode(ctx context.Context, clk Clock, p plan, prompt string, n int, emit f
 		}
 	} else {
 		for ; left > 0; left-- {
-			if err := wait(p.cost.ClassicMS * factor()); err != nil {
+			step := p.cost.ClassicMS
+			if n := p.together(); n > 1 {
+				step = p.cost.VerifyRowsMS(n)
+			}
+			if err := wait(step * factor()); err != nil {
 				return res, err
 			}
 			if err := burst(1); err != nil {

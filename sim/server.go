@@ -22,7 +22,8 @@ type server struct {
 	kind    string
 	created int64
 	ready   atomic.Bool
-	// slot admits one decode at a time: the sim is max_batch_size=1.
+	// slot admits cfg.Slots decodes at a time (one by default, as
+	// mlxcel's max_batch_size=1).
 	slot chan struct{}
 
 	mu      sync.Mutex
@@ -44,7 +45,7 @@ type counters struct {
 }
 
 func newServer(cfg Config, clk Clock, log *logger) *server {
-	s := &server{cfg: cfg, clk: clk, log: log, model: cfg.modelID(), kind: cfg.kind(), slot: make(chan struct{}, 1)}
+	s := &server{cfg: cfg, clk: clk, log: log, model: cfg.modelID(), kind: cfg.kind(), slot: make(chan struct{}, max(1, cfg.Slots))}
 	if w, _ := cfg.ResolveBlockSize(); w >= 2 && !cfg.Decline {
 		s.width = w
 		s.metrics.perPos = make([]int, w-1)
@@ -141,7 +142,7 @@ func (s *server) props(w http.ResponseWriter, _ *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
 		"default_generation_settings": map[string]any{"n_ctx": 4096, "params": map[string]any{"n_predict": -1, "temperature": 0.8}},
-		"total_slots":                 1,
+		"total_slots":                 max(1, s.cfg.Slots),
 		"model_alias":                 s.model,
 		"model_path":                  s.cfg.Model,
 		"build_info":                  "speclaunch-sim",
@@ -181,7 +182,14 @@ func parseRequest(r *http.Request, requireModel bool) (completionRequest, string
 	return req, prompt, n, nil
 }
 
-// acquire waits for the single decode slot and numbers the request.
+// active is the number of requests decoding now.
+func (s *server) active() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.metrics.processing
+}
+
+// acquire waits for a decode slot and numbers the request.
 func (s *server) acquire(r *http.Request) (plan, func(), error) {
 	select {
 	case s.slot <- struct{}{}:
@@ -193,7 +201,7 @@ func (s *server) acquire(r *http.Request) (plan, func(), error) {
 	s.reqNum++
 	s.metrics.processing++
 	s.mu.Unlock()
-	p := plan{width: s.width, cost: s.cfg.Cost, seed: s.cfg.Seed, reqNum: num, slow: 1 + s.cfg.Drift*float64(num)}
+	p := plan{width: s.width, cost: s.cfg.Cost, seed: s.cfg.Seed, reqNum: num, slow: 1 + s.cfg.Drift*float64(num), active: s.active}
 	release := func() {
 		s.mu.Lock()
 		s.metrics.processing--
