@@ -10,6 +10,13 @@
 // model list, /props and /metrics. Its numbers are never a measurement and a
 // record made on it can never back a policy entry.
 //
+// For adaptive width it also speaks the llama-server surface the adapt
+// loop reads: per-position acceptance counters in /metrics, token-array
+// prompts with cache_prompt timed at the verify cost of the new rows,
+// acceptance profiles chosen per request by a "[sim-profile:NAME]" marker in
+// the prompt (Profiles), and the replay of a committed bench record
+// (--sim-record, ReplayCost). docs/adaptive.md describes them.
+//
 // The launcher runs it as a separate process by re-executing itself with a
 // hidden subcommand; this package provides ParseArgs and Run for that.
 package sim
