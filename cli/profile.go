@@ -148,6 +148,11 @@ func settingsMap(s config.Settings) map[string]Setting {
 	add("hold-timeout", s.HoldTimeout.Value.String(), s.HoldTimeout.Src)
 	add("queue-size", s.QueueSize.Value, s.QueueSize.Src)
 	add("adapt", s.Adapt.Value, s.Adapt.Src)
+	add("adapt-max-width", s.AdaptMaxWidth.Value, s.AdaptMaxWidth.Src)
+	add("adapt-explore-width", s.AdaptExplore.Value, s.AdaptExplore.Src)
+	add("adapt-margin", s.AdaptMargin.Value, s.AdaptMargin.Src)
+	add("adapt-min-cycles", s.AdaptMinCycles.Value, s.AdaptMinCycles.Src)
+	add("adapt-window", s.AdaptWindow.Value.String(), s.AdaptWindow.Src)
 	pols := []string{}
 	for _, p := range s.Policies {
 		pols = append(pols, p.Value+" ("+p.Src.String()+")")

@@ -29,7 +29,7 @@ type ServeCmd struct {
 	DrainTimeout string `help:"How long an old engine may finish its requests before it is stopped (env: $MLXCEL_DRAIN_TIMEOUT; default 2m)." placeholder:"DUR" group:"Proxy"`
 	HoldTimeout  string `help:"How long a request may wait while the engine is switched before it gets 503 (env: $MLXCEL_HOLD_TIMEOUT; default 2m)." placeholder:"DUR" group:"Proxy"`
 	QueueSize    string `help:"Requests held at most during a switch; more get 503 at once (env: $MLXCEL_QUEUE_SIZE; default 1024)." placeholder:"N" group:"Proxy"`
-	Adapt        bool   `help:"Learn the width from live traffic and switch to the best one (llama.cpp); an operator width turns it off (env: $MLXCEL_ADAPT; default false). See docs/adaptive.md." group:"Proxy"`
+	Adapt        bool   `help:"Learn the width from live traffic and switch to the best one (llama.cpp); an operator width turns it off (env: $MLXCEL_ADAPT; default false); tuned in the profile's [adapt] table or $MLXCEL_ADAPT_MAX_WIDTH, $MLXCEL_ADAPT_EXPLORE_WIDTH, $MLXCEL_ADAPT_MARGIN, $MLXCEL_ADAPT_MIN_CYCLES, $MLXCEL_ADAPT_WINDOW. See docs/adaptive.md." group:"Proxy"`
 }
 
 // exitWidthMismatch is serve's exit code under --strict-width.

@@ -38,6 +38,7 @@ type server struct {
 	adaptReq chan adaptRequest // from the adaptive loop
 	runCtx   context.Context   // engines live on it; a job's own context only interrupts their start
 	st       *serveStatus
+	gens     uint64 // engines started so far
 }
 
 // inst is one engine process the switcher started.
@@ -48,6 +49,7 @@ type inst struct {
 	port    int // the engine's own port
 	check   widthCheck
 	since   time.Time
+	gen     uint64 // 1, 2, …: which engine process this is, for the adaptive loop
 }
 
 func (in *inst) width() int {
@@ -103,7 +105,8 @@ func (sv *server) startInst(ctx context.Context, p *plan.Plan, what string, inte
 	if err != nil {
 		return nil, err
 	}
-	in := &inst{r: r, plan: p, port: port, check: chk, since: time.Now()}
+	sv.gens++
+	in := &inst{r: r, plan: p, port: port, check: chk, since: time.Now(), gen: sv.gens}
 	if sv.px != nil {
 		b, err := proxy.NewBackend(ep.Launch.BaseURL, fmt.Sprintf("pid %d", r.proc.PID()))
 		if err != nil {

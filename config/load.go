@@ -60,6 +60,11 @@ var Envs = map[string][]string{
 	"hold-timeout":      {"MLXCEL_HOLD_TIMEOUT"},
 	"queue-size":        {"MLXCEL_QUEUE_SIZE"},
 	"adapt":             {"MLXCEL_ADAPT"},
+	"adapt-max-width":   {"MLXCEL_ADAPT_MAX_WIDTH"},
+	"adapt-explore":     {"MLXCEL_ADAPT_EXPLORE_WIDTH"},
+	"adapt-margin":      {"MLXCEL_ADAPT_MARGIN"},
+	"adapt-min-cycles":  {"MLXCEL_ADAPT_MIN_CYCLES"},
+	"adapt-window":      {"MLXCEL_ADAPT_WINDOW"},
 }
 
 // Defaults for settings that have one.
@@ -322,6 +327,32 @@ func Load(in Input) (Settings, *profiles.Profile, []Notice, error) {
 	if s.Adapt, err = l.boolean("adapt", p.Adapt.Enabled, "adapt.enabled", false); err != nil {
 		return fail(err)
 	}
+	if s.AdaptMaxWidth, err = l.intIn("adapt-max-width", p.Adapt.MaxWidth, "adapt.max_width", 2, key.MaxWidth, "the widest width the adaptive loop may try"); err != nil {
+		return fail(err)
+	}
+	if s.AdaptExplore, err = l.intIn("adapt-explore", p.Adapt.ExploreWidth, "adapt.explore_width", 2, key.MaxWidth, "the exploration width W0"); err != nil {
+		return fail(err)
+	}
+	if s.AdaptMinCycles, err = l.intIn("adapt-min-cycles", p.Adapt.MinCycles, "adapt.min_cycles", 16, 1<<30, "the draft cycles observed before a decision"); err != nil {
+		return fail(err)
+	}
+	if s.AdaptExplore.Value > 0 && s.AdaptMaxWidth.Value > 0 && s.AdaptExplore.Value > s.AdaptMaxWidth.Value {
+		return fail(&Error{Src: s.AdaptExplore.Src, Msg: fmt.Sprintf("exploration width %d is wider than adapt.max_width %d: lower it or raise adapt.max_width", s.AdaptExplore.Value, s.AdaptMaxWidth.Value)})
+	}
+	mProf := ""
+	if p.Adapt.Margin != nil {
+		mProf = strconv.FormatFloat(*p.Adapt.Margin, 'g', -1, 64)
+	}
+	if v, src, ok := l.raw("adapt-margin", mProf, "adapt.margin"); ok {
+		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil || f <= 0 || f >= 1 {
+			return fail(&Error{Src: src, Msg: fmt.Sprintf("bad margin %q: want the predicted gain needed to switch as a fraction above 0 and below 1, e.g. 0.03 for 3%%", v)})
+		}
+		s.AdaptMargin = Field[float64]{f, src}
+	}
+	if s.AdaptWindow, err = l.duration("adapt-window", p.Adapt.Window, "adapt.window", 0); err != nil {
+		return fail(err)
+	}
 
 	if s.Model.Value != "" && s.Model.Src.Origin == Profile {
 		s.Model.Value = RelTo(p.Path, s.Model.Value)
@@ -419,6 +450,23 @@ func (l *layer) duration(name, prof, profKey string, def time.Duration) (Field[t
 		return Field[time.Duration]{}, &Error{Src: src, Msg: fmt.Sprintf("bad duration %q: want e.g. 30s, 10m or a number of seconds", v)}
 	}
 	return Field[time.Duration]{d, src}, nil
+}
+
+// intIn layers an optional whole number in [lo, hi]; unset is 0.
+func (l *layer) intIn(name string, prof *int, profKey string, lo, hi int, what string) (Field[int], error) {
+	pv := ""
+	if prof != nil {
+		pv = strconv.Itoa(*prof)
+	}
+	v, src, ok := l.raw(name, pv, profKey)
+	if !ok {
+		return Field[int]{}, nil
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || n < lo || n > hi {
+		return Field[int]{}, &Error{Src: src, Msg: fmt.Sprintf("bad value %q for %s: want a whole number from %d to %d", v, what, lo, hi)}
+	}
+	return Field[int]{n, src}, nil
 }
 
 func (l *layer) boolean(name string, prof *bool, profKey string, def bool) (Field[bool], error) {

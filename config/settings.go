@@ -101,8 +101,13 @@ type Settings struct {
 	HoldTimeout  Field[time.Duration] // how long a held request may wait
 	QueueSize    Field[int]           // held requests at most
 
-	// adaptive width (docs/adaptive.md)
-	Adapt Field[bool]
+	// adaptive width (docs/adaptive.md); zero values take adapt's defaults
+	Adapt          Field[bool]
+	AdaptMaxWidth  Field[int]           // widest candidate and exploration
+	AdaptExplore   Field[int]           // exploration width W0; 0 = from the probed cost curve
+	AdaptMargin    Field[float64]       // predicted gain needed to switch (0.03 = 3%)
+	AdaptMinCycles Field[int]           // cycles behind every position before a decision
+	AdaptWindow    Field[time.Duration] // at most one switch per window
 }
 
 // Switch modes.

@@ -52,7 +52,12 @@ type Profile struct {
 		QueueSize    *int   `toml:"queue_size"`
 	} `toml:"server"`
 	Adapt struct {
-		Enabled *bool `toml:"enabled"`
+		Enabled      *bool    `toml:"enabled"`
+		MaxWidth     *int     `toml:"max_width"`
+		ExploreWidth *int     `toml:"explore_width"`
+		Margin       *float64 `toml:"margin"`
+		MinCycles    *int     `toml:"min_cycles"`
+		Window       string   `toml:"window"`
 	} `toml:"adapt"`
 	GPU struct {
 		Capability string `toml:"capability"`

@@ -41,9 +41,10 @@ type Options struct {
 type Result struct {
 	Sent     int            `json:"sent"`
 	OK       int            `json:"ok"`
-	Failed   int            `json:"failed"` // transport error or a status other than 200
-	Empty    int            `json:"empty"`  // 200 without a token (or without [DONE] when streaming)
-	Tokens   int            `json:"tokens"` // streamed chunks with text, or completion tokens reported
+	Failed   int            `json:"failed"`  // transport error or a status other than 200
+	Empty    int            `json:"empty"`   // 200 without a token (or without [DONE] when streaming)
+	Aborted  int            `json:"aborted"` // cut short by the caller's own cancellation: not counted as sent
+	Tokens   int            `json:"tokens"`  // streamed chunks with text, or completion tokens reported
 	ByStatus map[int]int    `json:"by_status"`
 	Errors   map[string]int `json:"errors,omitempty"` // first words of each failure, counted
 	Elapsed  time.Duration  `json:"elapsed_ns"`
@@ -114,6 +115,11 @@ func Run(ctx context.Context, o Options) (Result, error) {
 				}
 				out := one(ctx, o, body)
 				mu.Lock()
+				if ctx.Err() != nil && out.err != "" {
+					res.Aborted++
+					mu.Unlock()
+					return
+				}
 				res.Sent++
 				res.ByStatus[out.status]++
 				res.Tokens += out.tokens
