@@ -79,13 +79,7 @@ func TestServeReloadBusyPortKeepsServing(t *testing.T) {
 // SIGHUP reloads the profile even under --watch=false: watching is about
 // files, not signals.
 func TestServeSIGHUPReloadsWithoutWatch(t *testing.T) {
-	dir := t.TempDir()
-	port := freePort(t)
-	prof := filepath.Join(dir, "p.toml")
-	base := simProfile(port, "")
-	writeFile(t, prof, base)
-	r := startServe(t, "--profile", prof, "--watch", "false")
-	r.log.waitFor(t, `width verified width=4`, 1, 20*time.Second)
+	r, prof, base, _ := serveSim(t, "", "--watch", "false")
 	writeFile(t, prof, withWidth(base, 5))
 	time.Sleep(300 * time.Millisecond)
 	if r.log.count(`switching engines`) != 0 {
@@ -98,13 +92,7 @@ func TestServeSIGHUPReloadsWithoutWatch(t *testing.T) {
 // SIGTERM while a reload's engine is still starting stops everything
 // without claiming the new settings failed.
 func TestServeSIGTERMDuringSwitch(t *testing.T) {
-	dir := t.TempDir()
-	port := freePort(t)
-	prof := filepath.Join(dir, "p.toml")
-	base := simProfile(port, "")
-	writeFile(t, prof, base)
-	r := startServe(t, "--profile", prof)
-	r.log.waitFor(t, `width verified width=4`, 1, 20*time.Second)
+	r, prof, base, port := serveSim(t, "")
 	renameOver(t, prof, strings.Replace(withWidth(base, 3), `"100ms"`, `"30s"`, 1))
 	r.log.waitFor(t, `starting engine for the new settings`, 1, 20*time.Second)
 	time.Sleep(200 * time.Millisecond)
@@ -118,4 +106,17 @@ func TestServeSIGTERMDuringSwitch(t *testing.T) {
 	if health(port) == 200 {
 		t.Error("still serving after SIGTERM")
 	}
+}
+
+// serveSim writes a sim profile (with extra engine args) on a free port,
+// starts serve with it and waits until the engine's width is verified.
+func serveSim(t *testing.T, extra string, args ...string) (r *serveRun, prof, base string, port int) {
+	t.Helper()
+	port = freePort(t)
+	prof = filepath.Join(t.TempDir(), "p.toml")
+	base = simProfile(port, extra)
+	writeFile(t, prof, base)
+	r = startServe(t, append([]string{"--profile", prof}, args...)...)
+	r.log.waitFor(t, `width verified width=4`, 1, 20*time.Second)
+	return r, prof, base, port
 }
