@@ -63,8 +63,8 @@ func TestReadFileShapes(t *testing.T) {
 	p := shapes(t, t.TempDir())
 	for _, tc := range []struct {
 		name, want string // want: "" for success, else a substring of the error
-		size           int
-		notExist       bool
+		size       int
+		notExist   bool
 	}{
 		{name: "small", size: 11},
 		{name: "empty", size: 0},
