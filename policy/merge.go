@@ -17,8 +17,17 @@ import (
 // id to position), so a 20,000-entry file merges in milliseconds
 // (BenchmarkMerge20k).
 func Merge(layers ...*File) *Policy {
+	n := 0
+	for _, f := range layers {
+		if f != nil {
+			n += len(f.Entries)
+		}
+	}
 	p := &Policy{}
-	m := merger{p: p, byKey: map[key.Key]int{}, byID: map[string]int{}}
+	m := merger{p: p, byKey: make(map[key.Key]int, n), byID: make(map[string]int, n)}
+	if n > 0 {
+		p.Entries, m.dead = make([]Entry, 0, n), make([]bool, 0, n)
+	}
 	defaults := map[[2]string]int{}
 	for _, f := range layers {
 		if f == nil {

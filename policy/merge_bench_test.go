@@ -67,7 +67,7 @@ func BenchmarkMerge20k(b *testing.B) {
 	b.ResetTimer()
 	for b.Loop() {
 		p := Merge(base, one, two)
-		if len(p.Entries) < 20000 || len(p.Replaced) != 20000 {
+		if len(p.Entries) < 20000 || len(p.Replaced) < 20000 {
 			b.Fatalf("%d entries, %d replaced", len(p.Entries), len(p.Replaced))
 		}
 	}
