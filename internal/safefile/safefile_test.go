@@ -5,77 +5,45 @@ import (
 	"context"
 	"errors"
 	"io/fs"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
-)
 
-// shapes makes, in dir, one file of each shape an operator may name by
-// mistake, and returns their paths by name.
-func shapes(t testing.TB, dir string) map[string]string {
-	t.Helper()
-	p := map[string]string{
-		"dir":     filepath.Join(dir, "adir"),
-		"fifo":    filepath.Join(dir, "fifo"),
-		"empty":   filepath.Join(dir, "empty"),
-		"small":   filepath.Join(dir, "small"),
-		"atcap":   filepath.Join(dir, "atcap"),
-		"huge":    filepath.Join(dir, "huge"),
-		"missing": filepath.Join(dir, "missing"),
-		"device":  "/dev/zero",
-		"null":    "/dev/null",
-	}
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	must(os.Mkdir(p["dir"], 0o755))
-	must(syscall.Mkfifo(p["fifo"], 0o644))
-	must(os.WriteFile(p["empty"], nil, 0o644))
-	must(os.WriteFile(p["small"], []byte("schema = 1\n"), 0o644))
-	must(os.WriteFile(p["atcap"], bytes.Repeat([]byte("x"), testCap), 0o644))
-	// Sparse: a terabyte costs nothing on disk, and reading it whole would
-	// never end.
-	f, err := os.Create(p["huge"])
-	must(err)
-	must(f.Truncate(1 << 40))
-	must(f.Close())
-	// A unix socket; its path must stay short.
-	sdir, err := os.MkdirTemp("", "sf")
-	must(err)
-	t.Cleanup(func() { os.RemoveAll(sdir) })
-	p["socket"] = filepath.Join(sdir, "s")
-	l, err := net.Listen("unix", p["socket"])
-	must(err)
-	t.Cleanup(func() { l.Close() })
-	return p
-}
+	"github.com/speclaunch/speclaunch/internal/safefile/safefiletest"
+)
 
 const testCap = 4096
 
 func TestReadFileShapes(t *testing.T) {
-	p := shapes(t, t.TempDir())
+	p := safefiletest.Make(t, "policy.toml", 1<<40) // a terabyte, sparse
+	dir := t.TempDir()
+	p["small"] = filepath.Join(dir, "small")
+	p["atcap"] = filepath.Join(dir, "atcap")
+	p["null"] = "/dev/null"
+	if err := os.WriteFile(p["small"], []byte("schema = 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p["atcap"], bytes.Repeat([]byte("x"), testCap), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name, want string // want: "" for success, else a substring of the error
 		size       int
 		notExist   bool
 	}{
 		{name: "small", size: 11},
-		{name: "empty", size: 0},
+		{name: safefiletest.Empty, size: 0},
 		{name: "atcap", size: testCap},
-		{name: "dir", want: "is a directory, not a regular file; give the path of the policy file itself"},
-		{name: "fifo", want: "is a FIFO (named pipe)"},
-		{name: "socket", want: "is a socket"},
-		{name: "device", want: "is a device"},
+		{name: safefiletest.Dir, want: "is a directory, not a regular file; give the path of the policy file itself"},
+		{name: safefiletest.FIFO, want: "is a FIFO (named pipe)"},
+		{name: safefiletest.Socket, want: "is a socket"},
+		{name: safefiletest.Device, want: "is a device"},
 		{name: "null", want: "is a device"},
-		{name: "huge", want: "file is larger than 4 KiB (4096 bytes), the cap for a policy file"},
-		{name: "missing", want: "no such file; check the path", notExist: true},
+		{name: safefiletest.Huge, want: "file is larger than 4 KiB (4096 bytes), the cap for a policy file"},
+		{name: safefiletest.Missing, want: "no such file; check the path", notExist: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			done := make(chan struct{})
@@ -106,7 +74,7 @@ func TestReadFileShapes(t *testing.T) {
 			if tc.notExist != errors.Is(err, fs.ErrNotExist) {
 				t.Fatalf("errors.Is(ErrNotExist) = %v for %v", !tc.notExist, err)
 			}
-			if tc.name == "huge" && !errors.Is(err, ErrTooLarge) {
+			if tc.name == safefiletest.Huge && !errors.Is(err, ErrTooLarge) {
 				t.Fatalf("%v does not wrap ErrTooLarge", err)
 			}
 		})
