@@ -1,6 +1,7 @@
 package config
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/speclaunch/speclaunch/internal/safefile"
 	"github.com/speclaunch/speclaunch/key"
 	"github.com/speclaunch/speclaunch/profiles"
 )
@@ -26,6 +28,8 @@ type Input struct {
 	Getenv func(string) string
 	// Profile, when non-nil, is used instead of finding one from Flags/env.
 	Profile *profiles.Profile
+	// Ctx stops reading the profile (Ctrl-C); nil is context.Background.
+	Ctx context.Context
 }
 
 // Env names per setting, highest precedence first. Where mlxcel-server or
@@ -134,7 +138,15 @@ func Load(in Input) (Settings, *profiles.Profile, []Notice, error) {
 			if err != nil {
 				return s, nil, nil, &Error{Src: src, Msg: "cannot use profile", Err: err}
 			}
-			p, err := profiles.Load(path)
+			ctx := in.Ctx
+			if ctx == nil {
+				ctx = context.Background()
+			}
+			p, err := profiles.Load(ctx, path)
+			var se *safefile.Error
+			if errors.As(err, &se) {
+				return s, nil, nil, &Error{Src: src, Msg: "cannot use profile", Err: err}
+			}
 			if err != nil {
 				return s, nil, nil, err
 			}

@@ -6,6 +6,7 @@
 package profiles
 
 import (
+	"context"
 	"embed"
 	"errors"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"strings"
 
 	"github.com/BurntSushi/toml"
+	"github.com/speclaunch/speclaunch/internal/safefile"
 	"github.com/speclaunch/speclaunch/internal/tomlpos"
 )
 
@@ -162,11 +164,13 @@ func Parse(name string, data []byte) (*Profile, error) {
 	return p, nil
 }
 
-// Load reads and parses a profile file.
-func Load(path string) (*Profile, error) {
-	data, err := os.ReadFile(path)
+// Load reads and parses a profile file. The file must be a regular file
+// of at most safefile.ProfileLimit bytes; anything else is refused with a
+// *safefile.Error naming it, and ctx ending stops the read.
+func Load(ctx context.Context, path string) (*Profile, error) {
+	data, err := safefile.ReadFile(ctx, "profile", path, safefile.ProfileLimit)
 	if err != nil {
-		return nil, fmt.Errorf("read profile: %w", err)
+		return nil, err
 	}
 	return Parse(path, data)
 }

@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// The JSON shapes below mirror llama-server's (reference/golden/new-spec-*),
+// The JSON shapes below mirror llama-server's (internal/fakellama/testdata/new-spec-*),
 // in its field order, with a "simulated" marker added where a client looks.
 
 // completionRequest covers both /v1/completions (OpenAI) and /completion

@@ -6,8 +6,9 @@ import (
 	"slices"
 )
 
-// GB10 affine figures (reference/mlxcel.md §5a: qwen3.5-4b-4bit with a DFlash
-// drafter, sm_121). They are the default cost model so the sim reproduces the
+// GB10 affine figures (docs/benchmark_results/draft-block-width-default-gb10-2026-09-20.md,
+// transcribed from upstream mlxcel: qwen3.5-4b-4bit with a DFlash drafter,
+// sm_121). They are the default cost model so the sim reproduces the
 // shape that motivated speclaunch: widths 2-4 beat classic, 16 loses.
 const gb10ClassicTokPerSec = 58.23
 

@@ -5,7 +5,8 @@
 //
 // It is a simulator. Its tokens are synthetic words, its speed is a cost
 // model (per-round verify cost and acceptance by width, by default the GB10
-// affine figures of reference/mlxcel.md §5a, plus seeded noise), and it says
+// affine figures of docs/benchmark_results/draft-block-width-default-gb10-2026-09-20.md,
+// plus seeded noise), and it says
 // so in every place it speaks: the startup line, each per-request line, the
 // model list, /props and /metrics. Its numbers are never a measurement and a
 // record made on it can never back a policy entry.

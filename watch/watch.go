@@ -5,7 +5,9 @@
 // editors save by writing a temporary file and renaming it over the
 // original, which silently ends a watch on the original inode, and a
 // Kubernetes ConfigMap update swaps a "..data" symlink so that no event ever
-// names the file itself (go-notes §4, fsnotify#214, spf13/viper#284). So an
+// names the file itself (fsnotify's README, "Watching a file doesn't work
+// well"; fsnotify#214; spf13/viper#284: the update renames a ..data_tmp
+// symlink over ..data and removes the old directory). So an
 // event counts when it names the file, or when the file's resolved path
 // (EvalSymlinks) is no longer what it was. Events are debounced, and only a
 // changed sha256 of the content is reported, so an editor's three writes or
@@ -16,6 +18,7 @@ package watch
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -30,6 +33,8 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+
+	"github.com/speclaunch/speclaunch/internal/safefile"
 )
 
 // Reasons carried by Change.
@@ -396,9 +401,12 @@ func (w *Watcher) rewatch() {
 	}
 }
 
-// readSum returns the content hash of path and where it resolves to.
+// readSum returns the content hash of path, where it resolves to and its
+// size. The read is safefile's: a watched file swapped for a FIFO or a
+// device, or grown past the policy cap, is a warning here (and bad input on
+// reload), never a watcher stuck in a read.
 func readSum(path string) (sum [32]byte, resolved string, size int, err error) {
-	data, err := os.ReadFile(path)
+	data, err := safefile.ReadFile(context.Background(), "watched file", path, safefile.PolicyLimit)
 	if err != nil {
 		return sum, "", 0, err
 	}
