@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -121,6 +122,9 @@ func (vllmAdapter) Command(s config.Settings, r width.Resolution, kind key.Draft
 				argv = append(argv, "--speculative-model", s.DraftModel.Value)
 			case key.Ngram:
 				argv = append(argv, "--speculative-model", "[ngram]")
+				if !slices.ContainsFunc(rest, func(a string) bool { return strings.HasPrefix(normFlag(a), "--ngram-prompt-lookup-max") }) {
+					l.Warnings = append(l.Warnings, "vLLM before 0.8.0 wants --ngram-prompt-lookup-max N for n-gram drafting (not verified against a real install): pass it through engine.args if vLLM refuses to start")
+				}
 			default:
 				return Launch{}, fmt.Errorf("drafter kind %q needs vLLM's --speculative-config method %q (vLLM 0.8.0 and later), but this vLLM is %s: upgrade vLLM, or use drafter kind draft or ngram", kind, method, caps.Version)
 			}
