@@ -78,11 +78,11 @@ func checkLaunchable(p *plan.Plan, checkPort bool) error {
 		return &badInput{errors.New("no target model: set model.path in the profile, --model/-m, or LLAMA_ARG_MODEL")}
 	}
 	if s.Engine.Value != key.Sim {
-		if _, err := os.Stat(s.Model.Value); err != nil && !engine.FetchesModel(s.Engine.Value, s.Model.Value) {
+		if _, err := os.Stat(s.Model.Value); err != nil && !key.FetchesModel(s.Engine.Value, s.Model.Value) {
 			return &badInput{fmt.Errorf("target model %s (%s): %w", s.Model.Value, s.Model.Src, err)}
 		}
 		if s.DraftModel.Value != "" {
-			if _, err := os.Stat(s.DraftModel.Value); err != nil && !engine.FetchesModel(s.Engine.Value, s.DraftModel.Value) {
+			if _, err := os.Stat(s.DraftModel.Value); err != nil && !key.FetchesModel(s.Engine.Value, s.DraftModel.Value) {
 				return &badInput{fmt.Errorf("draft model %s (%s): %w", s.DraftModel.Value, s.DraftModel.Src, err)}
 			}
 		}

@@ -232,15 +232,6 @@ func (vllmAdapter) ObserveLine(line string) (Observation, bool) {
 	return Observation{}, false
 }
 
-// hfRepoRE is a Hugging Face repo id: owner/name.
-var hfRepoRE = regexp.MustCompile(`^[A-Za-z0-9][\w.-]*/[\w.-]+$`)
-
 // FetchesModel reports whether engine e loads ref itself although it is not
-// a local path: vLLM and SGLang download a Hugging Face repo id
-// ("meta-llama/Llama-3.1-8B-Instruct") and take "ngram" as n-gram drafting.
-func FetchesModel(e key.Engine, ref string) bool {
-	if e != key.VLLM && e != key.SGLang {
-		return false
-	}
-	return IsNgramDraft(ref) || (hfRepoRE.MatchString(ref) && !strings.HasPrefix(ref, "."))
-}
+// a local path (see key.FetchesModel).
+func FetchesModel(e key.Engine, ref string) bool { return key.FetchesModel(e, ref) }

@@ -6,6 +6,7 @@ package key
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -42,6 +43,22 @@ func ParseEngine(s string) (Engine, error) {
 		return SGLang, nil
 	}
 	return "", fmt.Errorf("unknown engine %q (known: mlxcel, llama.cpp, vllm, sglang, sim)", s)
+}
+
+// hfRepoRE is a Hugging Face repo id: owner/name.
+var hfRepoRE = regexp.MustCompile(`^[A-Za-z0-9][\w.-]*/[\w.-]+$`)
+
+// FetchesModel reports whether engine e loads a model reference that is
+// not a local path: vLLM and SGLang download a Hugging Face repo id
+// ("meta-llama/Llama-3.1-8B-Instruct") and take "ngram" as n-gram drafting.
+// Whether such a reference is instead a local directory is the caller's
+// question (a relative "owner/name" may be either).
+func FetchesModel(e Engine, ref string) bool {
+	if e != VLLM && e != SGLang {
+		return false
+	}
+	r := strings.TrimSpace(ref)
+	return r == "ngram" || r == "[ngram]" || (hfRepoRE.MatchString(r) && !strings.HasPrefix(r, "."))
 }
 
 // Drafter names a kind of speculative drafter. The names are the launcher's
