@@ -68,7 +68,11 @@ var (
 
 // sglangVersionProg asks the interpreter for the installed sglang
 // distribution's version without importing sglang (which loads torch).
-const sglangVersionProg = "import importlib.metadata as m; print(m.version('sglang'))"
+const sglangVersionProg = `import importlib.metadata as m, sys
+try:
+    print(m.version('sglang'))
+except m.PackageNotFoundError:
+    sys.exit('sglang is not installed in this interpreter')`
 
 // DetectEngine reads the version (and for vLLM the flag spelling) of a
 // vLLM or SGLang install: `vllm --version`, or for SGLang the interpreter's

@@ -170,17 +170,19 @@ func splitSpecConfig(args []string) (map[string]json.RawMessage, []string, error
 			i++
 			val = args[i]
 		}
-		if extra != nil {
-			return nil, nil, fmt.Errorf("--speculative-config is given twice: merge the keys into one JSON object")
-		}
-		if err := json.Unmarshal([]byte(val), &extra); err != nil || extra == nil {
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(val), &m); err != nil || m == nil {
 			return nil, nil, fmt.Errorf("--speculative-config %s is not a JSON object: pass keys such as '{\"draft_tensor_parallel_size\": 1}'", val)
 		}
-		for k := range extra {
+		for k := range m {
 			if fix, owned := vllmOwnedKeys[k]; owned {
 				return nil, nil, fmt.Errorf("%w: --speculative-config key %q sets %s", ErrPassthrough, k, fix)
 			}
 		}
+		if extra != nil {
+			return nil, nil, fmt.Errorf("--speculative-config is given twice (engine.args and after --?): merge the keys into one JSON object")
+		}
+		extra = m
 	}
 	return extra, rest, nil
 }

@@ -181,6 +181,9 @@ func Build(ctx context.Context, s config.Settings, pol *policy.Policy, d Deps, o
 		f.Quant, f.QuantSource = key.QuantUnknown, "no target model given"
 	case d.TargetQuant != nil:
 		q, note := d.TargetQuant(s.Model.Value)
+		if q == key.QuantUnknown && key.FetchesModel(s.Engine.Value, s.Model.Value) {
+			note = "a Hugging Face repo id, which the launcher does not download: set model.quant (or --quant) for a measured entry to apply"
+		}
 		f.Quant, f.QuantSource = q, note
 		if q == key.QuantUnknown {
 			p.Warnings = append(p.Warnings, fmt.Sprintf("target %s: %s; resolving as an unknown quantization", s.Model.Value, note))
