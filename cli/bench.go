@@ -58,6 +58,9 @@ func (c *BenchCmd) Run(e *Env) error {
 	}
 	s := l.Settings
 	prof := l.Profile
+	if s.Engine.Value == key.VLLM || s.Engine.Value == key.SGLang {
+		return usage(fmt.Errorf("bench cannot measure %s: it times llama-server's native /completion stream (timings, draft counts), which %s does not serve", s.Engine.Value, s.Engine.Value), "bench a llama.cpp, mlxcel or sim engine; see docs/engines.md for what works with vLLM and SGLang")
+	}
 	o, widths, outBase, notes, err := c.options(s, prof, given(e.kctx))
 	if err != nil {
 		return err

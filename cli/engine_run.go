@@ -78,11 +78,11 @@ func checkLaunchable(p *plan.Plan, checkPort bool) error {
 		return &badInput{errors.New("no target model: set model.path in the profile, --model/-m, or LLAMA_ARG_MODEL")}
 	}
 	if s.Engine.Value != key.Sim {
-		if _, err := os.Stat(s.Model.Value); err != nil {
+		if _, err := os.Stat(s.Model.Value); err != nil && !key.FetchesModel(s.Engine.Value, s.Model.Value) {
 			return &badInput{fmt.Errorf("target model %s (%s): %w", s.Model.Value, s.Model.Src, err)}
 		}
 		if s.DraftModel.Value != "" {
-			if _, err := os.Stat(s.DraftModel.Value); err != nil {
+			if _, err := os.Stat(s.DraftModel.Value); err != nil && !key.FetchesModel(s.Engine.Value, s.DraftModel.Value) {
 				return &badInput{fmt.Errorf("draft model %s (%s): %w", s.DraftModel.Value, s.DraftModel.Src, err)}
 			}
 		}
@@ -157,6 +157,9 @@ type widthCheck struct {
 func (r *running) verify(ctx context.Context, probe bool) widthCheck {
 	p := r.plan
 	want := p.Resolution
+	if e := p.Settings.Engine.Value; e == key.VLLM || e == key.SGLang {
+		return r.verifyPy(ctx)
+	}
 	if p.Settings.Engine.Value == key.LlamaCpp {
 		if want.Source == width.Off {
 			return widthCheck{Note: "speculation off: nothing to verify"}

@@ -17,11 +17,11 @@ import (
 type LaunchFlags struct {
 	Profile        string   `help:"Profile: a TOML file path, or a NAME looked up in ./profiles, $$XDG_CONFIG_HOME/speclaunch/profiles, /etc/speclaunch/profiles (env: $MLXCEL_PROFILE)." placeholder:"PATH|NAME" group:"Launch"`
 	Policy         []string `help:"Extra policy file layered over the embedded one; repeatable, later files win (env: $MLXCEL_POLICY, a :-separated list)." placeholder:"FILE" group:"Launch"`
-	Engine         string   `help:"Engine: mlxcel, llama.cpp or sim (env: $MLXCEL_ENGINE; default mlxcel)." placeholder:"NAME" group:"Launch"`
+	Engine         string   `help:"Engine: mlxcel, llama.cpp, vllm, sglang or sim (env: $MLXCEL_ENGINE; default mlxcel)." placeholder:"NAME" group:"Launch"`
 	EngineBinary   string   `help:"Engine binary (default mlxcel-server / llama-server on PATH) (env: $MLXCEL_ENGINE_BINARY)." placeholder:"PATH" group:"Launch"`
 	Model          string   `short:"m" help:"Target model: an MLX checkpoint directory or a GGUF file (env: $LLAMA_ARG_MODEL, $MLXCEL_MODEL)." placeholder:"PATH" group:"Launch"`
 	DraftModel     string   `help:"Draft model; also -md (env: $LLAMA_ARG_SPEC_DRAFT_MODEL, $LLAMA_ARG_MODEL_DRAFT, $MLXCEL_DRAFT_MODEL). Without one, speculation is off." placeholder:"PATH" group:"Launch"`
-	DraftKind      string   `help:"Drafter kind: dflash|mtp (mlxcel, sim), draft|mtp|dflash|dspark|eagle3 (llama.cpp); default detected from the drafter (env: $LLAMA_ARG_DRAFT_KIND, $MLXCEL_DRAFT_KIND)." placeholder:"KIND" group:"Launch"`
+	DraftKind      string   `help:"Drafter kind: dflash|mtp (mlxcel, sim), draft|mtp|dflash|dspark|eagle3 (llama.cpp), draft|eagle|eagle3|mtp|ngram|dflash (vllm, sglang); default detected from the drafter (env: $LLAMA_ARG_DRAFT_KIND, $MLXCEL_DRAFT_KIND)." placeholder:"KIND" group:"Launch"`
 	DraftBlockSize string   `help:"Draft width = verify rows = draft tokens + 1; overrides the policy (env: $LLAMA_ARG_DRAFT_BLOCK_SIZE, $MLXCEL_DRAFT_BLOCK_SIZE)." placeholder:"W" group:"Launch"`
 	SpecDraftNMax  string   `name:"spec-draft-n-max" help:"The width in llama.cpp's unit, draft tokens N (= width N+1) (env, llama.cpp engine: $LLAMA_ARG_SPEC_DRAFT_N_MAX, $LLAMA_ARG_DRAFT_MAX)." placeholder:"N" group:"Launch"`
 	Capability     string   `help:"CUDA compute capability to resolve for instead of probing nvidia-smi, e.g. 9.0 or 12.1 (env: $MLXCEL_CUDA_CAPABILITY)." placeholder:"X.Y" group:"Launch"`

@@ -366,10 +366,13 @@ func Load(in Input) (Settings, *profiles.Profile, []Notice, error) {
 		return fail(err)
 	}
 
-	if s.Model.Value != "" && s.Model.Src.Origin == Profile {
+	// In a vLLM or SGLang profile "owner/name" is a Hugging Face repo id and
+	// "ngram" is n-gram drafting: both stay as written (a directory beside
+	// the profile is written "./owner/name").
+	if s.Model.Value != "" && s.Model.Src.Origin == Profile && !key.FetchesModel(s.Engine.Value, s.Model.Value) {
 		s.Model.Value = RelTo(p.Path, s.Model.Value)
 	}
-	if s.DraftModel.Value != "" && s.DraftModel.Src.Origin == Profile {
+	if s.DraftModel.Value != "" && s.DraftModel.Src.Origin == Profile && !key.FetchesModel(s.Engine.Value, s.DraftModel.Value) {
 		s.DraftModel.Value = RelTo(p.Path, s.DraftModel.Value)
 	}
 	return s, l.prof, l.notices, nil

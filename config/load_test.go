@@ -104,7 +104,7 @@ func TestBadWidths(t *testing.T) {
 		{"both width flags", map[string]string{"spec-draft-n-max": "3", "draft-block-size": "4"}, nil, "", []string{"not both"}},
 		{"bad port", map[string]string{"port": "http"}, nil, "", []string{"flag --port", "1 to 65535"}},
 		{"bad port env", nil, map[string]string{"LLAMA_ARG_PORT": "70000"}, "", []string{"env LLAMA_ARG_PORT"}},
-		{"bad engine", map[string]string{"engine": "vllm"}, nil, "", []string{"flag --engine", "unknown engine"}},
+		{"bad engine", map[string]string{"engine": "tgi"}, nil, "", []string{"flag --engine", "unknown engine"}},
 		{"bad kind for engine", map[string]string{"draft-kind": "eagle3"}, nil, "", []string{"not supported by engine mlxcel"}},
 		{"internal-mtp", map[string]string{"draft-kind": "internal-mtp"}, nil, "", []string{"not user-selectable"}},
 		{"bad capability", nil, map[string]string{"MLXCEL_CUDA_CAPABILITY": "nine"}, "", []string{"env MLXCEL_CUDA_CAPABILITY", "malformed"}},

@@ -288,10 +288,10 @@ func TestFor(t *testing.T) {
 			t.Fatalf("For(%s) = %v, %v", e, a, err)
 		}
 	}
-	if _, err := For("vllm"); err == nil {
-		t.Fatal("For(vllm) should fail until vllm has an adapter")
+	if _, err := For("tgi"); err == nil {
+		t.Fatal("For(tgi) should fail: no adapter")
 	}
-	want := map[key.Engine]string{key.MLXCEL: "mlxcel-server", key.LlamaCpp: "llama-server", key.Sim: ""}
+	want := map[key.Engine]string{key.MLXCEL: "mlxcel-server", key.LlamaCpp: "llama-server", key.Sim: "", key.VLLM: "vllm", key.SGLang: "python3"}
 	for e, b := range want {
 		a, _ := For(e)
 		if a.DefaultBinary() != b {

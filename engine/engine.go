@@ -8,7 +8,9 @@
 //
 // Width is always the launcher's unit: verify rows = draft tokens + 1.
 // mlxcel and sim take it as --draft-block-size W; llama.cpp as
-// --spec-draft-n-max W-1 (legacy --draft-max W-1).
+// --spec-draft-n-max W-1 (legacy --draft-max W-1); vLLM as
+// num_speculative_tokens W-1 in --speculative-config; SGLang as
+// --speculative-num-draft-tokens W (a chain of W-1 steps, topk 1).
 package engine
 
 import (
@@ -91,8 +93,12 @@ func For(e key.Engine) (Adapter, error) {
 		return llamaAdapter{}, nil
 	case key.Sim:
 		return simAdapter{}, nil
+	case key.VLLM:
+		return vllmAdapter{}, nil
+	case key.SGLang:
+		return sglangAdapter{}, nil
 	}
-	return nil, fmt.Errorf("no adapter for engine %q: pick one of mlxcel, llama.cpp, sim", e)
+	return nil, fmt.Errorf("no adapter for engine %q: pick one of mlxcel, llama.cpp, vllm, sglang, sim", e)
 }
 
 // binary is the executable the settings name, else the engine default.

@@ -52,6 +52,38 @@ var llamaOwned = map[string]ownedFlag{
 	"-hf":            ownModel, "-hfr": ownModel, "--hf-repo": ownModel, "-mu": ownModel, "--model-url": ownModel,
 }
 
+// vllmOwned: vLLM's pre-0.8 speculative flags (the launcher writes
+// --speculative-config, or these on an old vLLM). --speculative-config
+// itself passes through: its keys merge into the launcher's JSON
+// (splitSpecConfig), except method, model and num_speculative_tokens.
+var vllmOwned = map[string]ownedFlag{
+	"--num-speculative-tokens": ownWidth,
+	"--speculative-model":      ownDraftModel,
+}
+
+// sglangOwned: SGLang's speculative settings (python/sglang/srt/server_args.py)
+// and its model flag with its alias.
+var sglangOwned = map[string]ownedFlag{
+	"--speculative-num-draft-tokens":  ownWidth,
+	"--speculative-num-steps":         ownWidth,
+	"--speculative-eagle-topk":        {"the draft tree's branching (the launcher runs a chain, topk 1, so that the width is num_draft_tokens)", "set the width with speclaunch --draft-block-size W (or draft.block_size in the profile)"},
+	"--speculative-dflash-block-size": ownWidth,
+	"--speculative-dspark-block-size": ownWidth,
+	"--speculative-algorithm":         ownKind,
+	"--speculative-draft-model-path":  ownDraftModel,
+	"--speculative-draft-model":       ownDraftModel,
+	"--model-path":                    ownModel,
+}
+
+// normFlag spells a long flag with dashes: vLLM's and SGLang's parsers
+// accept --tensor_parallel_size for --tensor-parallel-size.
+func normFlag(name string) string {
+	if strings.HasPrefix(name, "--") {
+		return "--" + strings.ReplaceAll(name[2:], "_", "-")
+	}
+	return name
+}
+
 // CheckPassthrough rejects pass-through engine arguments that set what the
 // launcher owns: the width (mlxcel --draft-block-size; llama.cpp
 // --spec-draft-n-max, --draft-max, --draft, --draft-n, --draft-min), the
@@ -65,14 +97,21 @@ func CheckPassthrough(e key.Engine, args []string) error {
 		extra = mlxcelOwned
 	case key.LlamaCpp:
 		extra = llamaOwned
+	case key.VLLM:
+		extra = vllmOwned
+	case key.SGLang:
+		extra = sglangOwned
 	default:
-		return fmt.Errorf("no pass-through rules for engine %q: pick one of mlxcel, llama.cpp, sim", e)
+		return fmt.Errorf("no pass-through rules for engine %q: pick one of mlxcel, llama.cpp, vllm, sglang, sim", e)
 	}
 	for _, a := range args {
 		if !strings.HasPrefix(a, "-") {
 			continue
 		}
 		name, _, _ := strings.Cut(a, "=")
+		if e == key.VLLM || e == key.SGLang {
+			name = normFlag(name)
+		}
 		o, ok := extra[name]
 		if !ok {
 			o, ok = commonOwned[name]

@@ -6,6 +6,7 @@ package key
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,10 +19,14 @@ const (
 	MLXCEL   Engine = "mlxcel"
 	LlamaCpp Engine = "llama.cpp"
 	Sim      Engine = "sim"
+	// VLLM is vLLM's OpenAI-compatible server (`vllm serve`).
+	VLLM Engine = "vllm"
+	// SGLang is SGLang's server (`python -m sglang.launch_server`).
+	SGLang Engine = "sglang"
 )
 
 // Engines lists every engine the launcher knows, in help order.
-var Engines = []Engine{MLXCEL, LlamaCpp, Sim}
+var Engines = []Engine{MLXCEL, LlamaCpp, VLLM, SGLang, Sim}
 
 // ParseEngine accepts the engine names and a few spellings operators use.
 func ParseEngine(s string) (Engine, error) {
@@ -32,8 +37,28 @@ func ParseEngine(s string) (Engine, error) {
 		return LlamaCpp, nil
 	case "sim", "simulator":
 		return Sim, nil
+	case "vllm", "vllm-serve":
+		return VLLM, nil
+	case "sglang", "sgl", "sglang.launch_server":
+		return SGLang, nil
 	}
-	return "", fmt.Errorf("unknown engine %q (known: mlxcel, llama.cpp, sim)", s)
+	return "", fmt.Errorf("unknown engine %q (known: mlxcel, llama.cpp, vllm, sglang, sim)", s)
+}
+
+// hfRepoRE is a Hugging Face repo id: owner/name.
+var hfRepoRE = regexp.MustCompile(`^[A-Za-z0-9][\w.-]*/[\w.-]+$`)
+
+// FetchesModel reports whether engine e loads a model reference that is
+// not a local path: vLLM and SGLang download a Hugging Face repo id
+// ("meta-llama/Llama-3.1-8B-Instruct") and take "ngram" as n-gram drafting.
+// Whether such a reference is instead a local directory is the caller's
+// question (a relative "owner/name" may be either).
+func FetchesModel(e Engine, ref string) bool {
+	if e != VLLM && e != SGLang {
+		return false
+	}
+	r := strings.TrimSpace(ref)
+	return r == "ngram" || r == "[ngram]" || (hfRepoRE.MatchString(r) && !strings.HasPrefix(r, "."))
 }
 
 // Drafter names a kind of speculative drafter. The names are the launcher's
@@ -48,18 +73,23 @@ const (
 	Draft       Drafter = "draft"        // a separate small draft model (llama.cpp draft-simple)
 	DSpark      Drafter = "dspark"
 	Eagle3      Drafter = "eagle3"
+	Eagle       Drafter = "eagle" // an EAGLE(-1/2) head (vLLM method eagle, SGLang EAGLE)
+	Ngram       Drafter = "ngram" // prompt lookup: no draft model (vLLM method ngram, SGLang NGRAM)
 )
 
 // Drafters lists every drafter kind the policy may name.
-var Drafters = []Drafter{DFlash, MTP, InternalMTP, Draft, DSpark, Eagle3}
+var Drafters = []Drafter{DFlash, MTP, InternalMTP, Draft, DSpark, Eagle3, Eagle, Ngram}
 
 // ParseDrafter accepts a drafter kind, also in llama.cpp's "draft-<kind>"
-// spelling ("draft-simple" is the plain draft model).
+// spelling ("draft-simple" is the plain draft model), vLLM's method names
+// (draft_model) and SGLang's algorithm names (STANDALONE, NEXTN).
 func ParseDrafter(s string) (Drafter, error) {
 	v := strings.ToLower(strings.TrimSpace(s))
 	switch v {
-	case "draft-simple", "simple", "draft":
+	case "draft-simple", "simple", "draft", "draft_model", "draft-model", "standalone":
 		return Draft, nil
+	case "nextn":
+		return MTP, nil
 	}
 	v = strings.TrimPrefix(v, "draft-")
 	for _, d := range Drafters {
@@ -67,7 +97,7 @@ func ParseDrafter(s string) (Drafter, error) {
 			return d, nil
 		}
 	}
-	return "", fmt.Errorf("unknown drafter kind %q (known: dflash, mtp, draft, dspark, eagle3)", s)
+	return "", fmt.Errorf("unknown drafter kind %q (known: dflash, mtp, draft, dspark, eagle3, eagle, ngram)", s)
 }
 
 // Selectable reports the drafter kinds an operator may choose for an engine,
@@ -76,6 +106,11 @@ func Selectable(e Engine) []Drafter {
 	switch e {
 	case LlamaCpp:
 		return []Drafter{Draft, MTP, DFlash, DSpark, Eagle3}
+	case VLLM, SGLang:
+		// Both default to a separate draft model: vLLM's method is
+		// draft_model when none is named (vllm/config/speculative.py),
+		// SGLang's is STANDALONE.
+		return []Drafter{Draft, Eagle, Eagle3, MTP, Ngram, DFlash}
 	default: // mlxcel and sim speak mlxcel's --draft-kind
 		return []Drafter{DFlash, MTP}
 	}
@@ -93,7 +128,7 @@ func CheckSelectable(e Engine, d Drafter) error {
 	if d == InternalMTP {
 		return fmt.Errorf("drafter kind internal-mtp is not user-selectable; it is detected from the target")
 	}
-	names := make([]string, 0, 5)
+	names := make([]string, 0, 6)
 	for _, k := range Selectable(e) {
 		names = append(names, string(k))
 	}

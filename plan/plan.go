@@ -67,6 +67,10 @@ type Deps struct {
 	LookPath    func(string) (string, error)
 	Environ     []string
 	Self        string // path of this binary, for the sim engine
+
+	// DetectEngine reads a vLLM or SGLang install's version (and vLLM's
+	// flag spelling).
+	DetectEngine func(ctx context.Context, e key.Engine, binary string) (engine.Caps, error)
 }
 
 // RealDeps returns the host's real probes.
@@ -81,6 +85,8 @@ func RealDeps() Deps {
 		LookPath:    exec.LookPath,
 		Environ:     os.Environ(),
 		Self:        self,
+
+		DetectEngine: engine.DetectEngine,
 	}
 }
 
@@ -179,6 +185,9 @@ func Build(ctx context.Context, s config.Settings, pol *policy.Policy, d Deps, o
 		f.Quant, f.QuantSource = key.QuantUnknown, "no target model given"
 	case d.TargetQuant != nil:
 		q, note := d.TargetQuant(s.Model.Value)
+		if q == key.QuantUnknown && key.FetchesModel(s.Engine.Value, s.Model.Value) {
+			note = "a Hugging Face repo id, which the launcher does not download: set model.quant (or --quant) for a measured entry to apply"
+		}
 		f.Quant, f.QuantSource = q, note
 		if q == key.QuantUnknown {
 			p.Warnings = append(p.Warnings, fmt.Sprintf("target %s: %s; resolving as an unknown quantization", s.Model.Value, note))
@@ -198,8 +207,17 @@ func Build(ctx context.Context, s config.Settings, pol *policy.Policy, d Deps, o
 			f.BinaryPath, _ = filepath.Abs(path)
 		}
 	}
-	if s.Engine.Value == key.LlamaCpp && f.BinaryPath != "" && d.DetectLlama != nil {
-		caps, err := d.DetectLlama(ctx, f.BinaryPath)
+	detect := d.DetectLlama
+	if s.Engine.Value != key.LlamaCpp {
+		detect = nil
+		if (s.Engine.Value == key.VLLM || s.Engine.Value == key.SGLang) && d.DetectEngine != nil {
+			detect = func(ctx context.Context, bin string) (engine.Caps, error) {
+				return d.DetectEngine(ctx, s.Engine.Value, bin)
+			}
+		}
+	}
+	if f.BinaryPath != "" && detect != nil {
+		caps, err := detect(ctx, f.BinaryPath)
 		if err != nil {
 			p.Warnings = append(p.Warnings, fmt.Sprintf("could not read %s's flag spelling: %v", f.BinaryPath, err))
 		} else {

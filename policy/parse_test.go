@@ -112,7 +112,7 @@ func TestParseRejects(t *testing.T) {
 		{"default width 1", "schema = 1\n[[default]]\nengine = \"mlxcel\"\ndrafter = \"dflash\"\nwidth = 1\n", 5, "widths 0 and 1 disable speculation"},
 		{"default width 0", "schema = 1\n[[default]]\nengine = \"mlxcel\"\ndrafter = \"dflash\"\nwidth = 0\n", 5, "widths 0 and 1 disable speculation"},
 		{"default width negative", "schema = 1\n[[default]]\nengine = \"mlxcel\"\ndrafter = \"dflash\"\nwidth = -3\n", 5, "below 2"},
-		{"default unknown engine", "schema = 1\n[[default]]\nengine = \"vllm\"\ndrafter = \"dflash\"\nwidth = 4\n", 3, `unknown engine "vllm"`},
+		{"default unknown engine", "schema = 1\n[[default]]\nengine = \"tgi\"\ndrafter = \"dflash\"\nwidth = 4\n", 3, `unknown engine "tgi"`},
 		{"default engine not string", "schema = 1\n[[default]]\nengine = 7\ndrafter = \"dflash\"\nwidth = 4\n", 3, "engine must be a string, not a integer"},
 		{"default drafter unsupported", "schema = 1\n[[default]]\nengine = \"mlxcel\"\ndrafter = \"eagle3\"\nwidth = 4\n", 4, "not supported by engine mlxcel"},
 		{"duplicate default", "schema = 1\n[[default]]\nengine = \"mlxcel\"\ndrafter = \"dflash\"\nwidth = 16\n[[default]]\nengine = \"mlxcel-server\"\ndrafter = \"dflash\"\nwidth = 8\n", 6, "duplicate [[default]] for engine mlxcel drafter dflash (first at p.toml:2)"},

@@ -1,0 +1,239 @@
+package engine
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/speclaunch/speclaunch/config"
+	"github.com/speclaunch/speclaunch/key"
+	"github.com/speclaunch/speclaunch/width"
+)
+
+// vLLM flag generations. vLLM PR #14434 (merged 2025-03-07, first in
+// v0.8.0) moved every speculative setting into one JSON flag,
+// --speculative-config; PR #15466 (merged 2025-03-31) removed the old
+// --speculative-model / --num-speculative-tokens flags.
+const (
+	// SpellingVLLMConfig is --speculative-config '{...}' (vLLM >= 0.8.0).
+	SpellingVLLMConfig Spelling = "speculative-config"
+	// SpellingVLLMLegacy is --speculative-model M --num-speculative-tokens N
+	// (vLLM < 0.8.0).
+	SpellingVLLMLegacy Spelling = "speculative-model"
+)
+
+// NgramDraft is the draft.model value that selects prompt-lookup (n-gram)
+// drafting, which has no draft checkpoint. vLLM itself accepts "ngram" (and
+// "[ngram]") as the model of an n-gram speculative config
+// (vllm/config/speculative.py, SpeculativeConfig.__post_init__).
+const NgramDraft = "ngram"
+
+// IsNgramDraft reports whether a draft model setting names n-gram drafting.
+func IsNgramDraft(model string) bool {
+	m := strings.TrimSpace(model)
+	return m == NgramDraft || m == "[ngram]"
+}
+
+// VLLMMethod maps a drafter kind to vLLM's speculative_config "method"
+// (SpeculativeMethod in vllm/config/speculative.py at 002e77c1).
+func VLLMMethod(kind key.Drafter) (string, error) {
+	switch kind {
+	case key.Draft:
+		return "draft_model", nil
+	case key.Eagle, key.Eagle3, key.MTP, key.Ngram, key.DFlash:
+		return string(kind), nil
+	}
+	return "", fmt.Errorf("%w: set --draft-kind (or draft.kind in the profile) to one of the accepted values", key.CheckSelectable(key.VLLM, kind))
+}
+
+// checkNgram ties the n-gram kind to the n-gram draft sentinel, both ways.
+func checkNgram(s config.Settings, kind key.Drafter) error {
+	switch ng := IsNgramDraft(s.DraftModel.Value); {
+	case ng && kind != key.Ngram:
+		return fmt.Errorf("%s: draft model %q means n-gram drafting but the drafter kind is %q: set --draft-kind ngram (or draft.kind = \"ngram\" in the profile)", s.DraftModel.Src, s.DraftModel.Value, kind)
+	case !ng && kind == key.Ngram:
+		return fmt.Errorf("drafter kind ngram drafts from the prompt and loads no checkpoint, but draft model %q is set (%s): set draft.model = %q (or --draft-model %s)", s.DraftModel.Value, s.DraftModel.Src, NgramDraft, NgramDraft)
+	}
+	return nil
+}
+
+type vllmAdapter struct{}
+
+func (vllmAdapter) Engine() key.Engine    { return key.VLLM }
+func (vllmAdapter) DefaultBinary() string { return "vllm" }
+
+// Command renders `vllm serve MODEL [--speculative-config JSON] --host H
+// --port P` + pass-through. num_speculative_tokens = width - 1: vLLM verifies
+// the drafted tokens plus the target's own next token in one step (the
+// per-position acceptance counters have num_speculative_tokens positions).
+func (vllmAdapter) Command(s config.Settings, r width.Resolution, kind key.Drafter, environ []string, caps Caps) (Launch, error) {
+	if s.Model.Value == "" {
+		return Launch{}, fmt.Errorf("no target model is set: set --model (or model.path in the profile) to a local directory or a Hugging Face repo id")
+	}
+	host, port, base, err := hostPort(s)
+	if err != nil {
+		return Launch{}, err
+	}
+	if err := CheckPassthrough(key.VLLM, s.EngineArgs.Value); err != nil {
+		return Launch{}, fmt.Errorf("%s: %w", s.EngineArgs.Src, err)
+	}
+	extra, rest, err := splitSpecConfig(s.EngineArgs.Value)
+	if err != nil {
+		return Launch{}, fmt.Errorf("%s: %w", s.EngineArgs.Src, err)
+	}
+	on, err := speculating(s, r)
+	if err != nil {
+		return Launch{}, err
+	}
+	l := Launch{BaseURL: base}
+	sp := caps.Spelling
+	if sp == SpellingUnknown {
+		sp = SpellingVLLMConfig
+		if on {
+			l.Warnings = append(l.Warnings, "the vLLM version was not detected (binary not inspected); assumed --speculative-config (vLLM 0.8.0 and later): an older vLLM refuses it")
+		}
+	}
+	argv := []string{binary(s, "vllm"), "serve", s.Model.Value}
+	if on {
+		method, err := VLLMMethod(kind)
+		if err != nil {
+			return Launch{}, err
+		}
+		if err := checkNgram(s, kind); err != nil {
+			return Launch{}, err
+		}
+		n := r.Width - 1
+		switch sp {
+		case SpellingVLLMConfig:
+			js, err := VLLMSpecConfig(method, s.DraftModel.Value, n, extra)
+			if err != nil {
+				return Launch{}, fmt.Errorf("%s: %w", s.EngineArgs.Src, err)
+			}
+			argv = append(argv, "--speculative-config", js)
+		case SpellingVLLMLegacy:
+			if len(extra) > 0 {
+				return Launch{}, fmt.Errorf("%s: --speculative-config needs vLLM 0.8.0 or later, but this vLLM is %s: upgrade vLLM or drop the --speculative-config pass-through", s.EngineArgs.Src, caps.Version)
+			}
+			switch kind {
+			case key.Draft:
+				argv = append(argv, "--speculative-model", s.DraftModel.Value)
+			case key.Ngram:
+				argv = append(argv, "--speculative-model", "[ngram]")
+				if !slices.ContainsFunc(rest, func(a string) bool { return strings.HasPrefix(normFlag(a), "--ngram-prompt-lookup-max") }) {
+					l.Warnings = append(l.Warnings, "vLLM before 0.8.0 wants --ngram-prompt-lookup-max N for n-gram drafting (not verified against a real install): pass it through engine.args if vLLM refuses to start")
+				}
+			default:
+				return Launch{}, fmt.Errorf("drafter kind %q needs vLLM's --speculative-config method %q (vLLM 0.8.0 and later), but this vLLM is %s: upgrade vLLM, or use drafter kind draft or ngram", kind, method, caps.Version)
+			}
+			argv = append(argv, "--num-speculative-tokens", strconv.Itoa(n))
+		default:
+			return Launch{}, fmt.Errorf("unknown vLLM flag spelling %q: the launcher knows %q and %q", sp, SpellingVLLMConfig, SpellingVLLMLegacy)
+		}
+	}
+	argv = append(argv, "--host", host, "--port", strconv.Itoa(port))
+	argv = append(argv, rest...)
+	l.Argv = argv
+	if err := buildEnv("vllm", environ, nil, s.EngineEnv, nil, &l); err != nil {
+		return Launch{}, err
+	}
+	return l, nil
+}
+
+// vllmOwnedKeys are the speculative_config keys the launcher sets.
+var vllmOwnedKeys = map[string]string{
+	"method":                 "the drafter kind: set --draft-kind (or draft.kind in the profile)",
+	"model":                  "the draft model: set --draft-model (or draft.model in the profile)",
+	"num_speculative_tokens": "the draft width: set --draft-block-size W (or draft.block_size in the profile), in the launcher's unit: num_speculative_tokens = W - 1",
+}
+
+// splitSpecConfig takes an operator's --speculative-config out of the
+// pass-through arguments so that its other keys (draft_tensor_parallel_size,
+// prompt_lookup_max, ...) merge into the launcher's JSON. Keys the launcher
+// owns are refused.
+func splitSpecConfig(args []string) (map[string]json.RawMessage, []string, error) {
+	var extra map[string]json.RawMessage
+	rest := make([]string, 0, len(args))
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		name, val, hasVal := strings.Cut(a, "=")
+		if normFlag(name) != "--speculative-config" {
+			rest = append(rest, a)
+			continue
+		}
+		if !hasVal {
+			if i+1 >= len(args) {
+				return nil, nil, fmt.Errorf("%s has no value: pass a JSON object such as %s '{\"draft_tensor_parallel_size\": 1}'", a, a)
+			}
+			i++
+			val = args[i]
+		}
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(val), &m); err != nil || m == nil {
+			return nil, nil, fmt.Errorf("--speculative-config %s is not a JSON object: pass keys such as '{\"draft_tensor_parallel_size\": 1}'", val)
+		}
+		for k := range m {
+			if fix, owned := vllmOwnedKeys[k]; owned {
+				return nil, nil, fmt.Errorf("%w: --speculative-config key %q sets %s", ErrPassthrough, k, fix)
+			}
+		}
+		if extra != nil {
+			return nil, nil, fmt.Errorf("--speculative-config is given twice (engine.args and after --?): merge the keys into one JSON object")
+		}
+		extra = m
+	}
+	return extra, rest, nil
+}
+
+// VLLMSpecConfig renders the --speculative-config JSON: method, model
+// (omitted for n-gram, which has no checkpoint), num_speculative_tokens,
+// then the operator's extra keys, in sorted key order.
+func VLLMSpecConfig(method, model string, numSpecTokens int, extra map[string]json.RawMessage) (string, error) {
+	m := map[string]any{"method": method, "num_speculative_tokens": numSpecTokens}
+	if method != "ngram" {
+		m["model"] = model
+	}
+	for k, v := range extra {
+		m[k] = v
+	}
+	b, err := json.Marshal(m) // encoding/json sorts map keys
+	if err != nil {
+		return "", fmt.Errorf("rendering --speculative-config: %w", err)
+	}
+	return string(b), nil
+}
+
+// vllmSpecRE reads SpeculativeConfig.__repr__ (vllm/config/speculative.py
+// at 002e77c1): SpeculativeConfig(method='eagle3', model='…', num_spec_tokens=3),
+// which vLLM prints inside its engine config line at startup.
+var vllmSpecRE = regexp.MustCompile(`SpeculativeConfig\(method='?([\w\[\]]+)'?, model=(?:'[^']*'|None), num_spec_tokens=(\d+)\)`)
+
+// vllmOffRE is the same engine config line with speculation off.
+var vllmOffRE = regexp.MustCompile(`Initializing a V1 LLM engine.*\bspeculative_config=None\b`)
+
+// vllmErrRE matches the exception line a failed `vllm serve` ends with.
+var vllmErrRE = regexp.MustCompile(`^(?:\w+\.)*(ValueError|NotImplementedError|ImportError|RuntimeError|pydantic_core\._pydantic_core\.ValidationError|ValidationError): .*`)
+
+func (vllmAdapter) ObserveLine(line string) (Observation, bool) {
+	clean := strings.TrimSpace(ansiRE.ReplaceAllString(line, ""))
+	if m := vllmSpecRE.FindStringSubmatch(clean); m != nil {
+		n, err := strconv.Atoi(m[2])
+		if err != nil || n < 1 {
+			return Observation{}, false
+		}
+		return Observation{Speculative: true, Kind: m[1], Width: n + 1, From: "vLLM engine config num_spec_tokens", Line: line}, true
+	}
+	if vllmOffRE.MatchString(clean) {
+		return Observation{Kind: "off", Line: line}, true
+	}
+	if m := vllmErrRE.FindString(clean); m != "" {
+		return Observation{Error: m, Line: line}, true
+	}
+	return Observation{}, false
+}
+
+// FetchesModel reports whether engine e loads ref itself although it is not
+// a local path (see key.FetchesModel).
+func FetchesModel(e key.Engine, ref string) bool { return key.FetchesModel(e, ref) }
