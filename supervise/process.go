@@ -34,6 +34,12 @@ type Spec struct {
 	Prefix string
 	Raw    bool
 
+	// Format, when set, renders each line for Stdout/Stderr in place of
+	// Prefix, trailing newline included: e.g. one JSON object per line, so
+	// that a JSON log stays JSON with the engine's lines in it. Raw (with no
+	// Prefix) still wins: the bytes then pass through untouched.
+	Format func(stream, line string) []byte
+
 	// Stdout and Stderr receive the child's output streams; nil discards
 	// (lines still reach OnLine and Tail). The same writer may be given for
 	// both: writes are serialised.
