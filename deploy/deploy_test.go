@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -276,5 +277,42 @@ func TestContainerfiles(t *testing.T) {
 	b, _ := os.ReadFile("Containerfile")
 	if !strings.Contains(string(b), "FROM scratch") || !strings.Contains(string(b), `ENTRYPOINT ["/speclaunch"]`) {
 		t.Errorf("deploy/Containerfile is not the scratch image with /speclaunch as entrypoint")
+	}
+}
+
+// TestScratchImageBuilds runs scripts/build_image.sh where podman is
+// installed (running the container is not needed: the binary's static
+// linking is checked by TestStaticBinary) and reads the image back: one
+// layer, /speclaunch as entrypoint, a non-root user. The engine layer
+// (Containerfile.llama-server) is built over the scratch image standing in
+// for llama.cpp's, which cannot be pulled here: that checks its syntax and
+// its COPY, not llama.cpp's image.
+func TestScratchImageBuilds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds an image")
+	}
+	if _, err := exec.LookPath("podman"); err != nil {
+		t.Skip("podman is not installed")
+	}
+	tag := "localhost/speclaunch-test:" + strconv.Itoa(os.Getpid())
+	t.Cleanup(func() { _ = exec.Command("podman", "rmi", "-f", tag, tag+"-llama").Run() })
+	if out, err := exec.Command("../scripts/build_image.sh", tag).CombinedOutput(); err != nil {
+		t.Fatalf("build_image.sh: %v\n%s", err, out)
+	}
+	out, err := exec.Command("podman", "image", "inspect", tag, "--format", "{{json .Config.Entrypoint}} {{.Config.User}} {{len .RootFS.Layers}}").CombinedOutput()
+	if err != nil {
+		t.Fatalf("inspect: %v\n%s", err, out)
+	}
+	if got, want := strings.TrimSpace(string(out)), `["/speclaunch"] 65532:65532 1`; got != want {
+		t.Errorf("image config %q, want %q", got, want)
+	}
+	cmd := exec.Command("podman", "build", "-f", "Containerfile.llama-server", "-t", tag+"-llama",
+		"--build-arg", "SPECLAUNCH_IMAGE="+tag, "--build-arg", "LLAMA_IMAGE="+tag, t.TempDir())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("engine layer: %v\n%s", err, out)
+	}
+	out, err = exec.Command("podman", "image", "inspect", tag+"-llama", "--format", "{{json .Config.Entrypoint}}").CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != `["/usr/local/bin/speclaunch","serve"]` {
+		t.Errorf("engine layer entrypoint %s (%v)", out, err)
 	}
 }
