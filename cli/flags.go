@@ -35,7 +35,7 @@ type LaunchFlags struct {
 	LogFormat      string   `help:"Log format: auto (colour on a terminal unless NO_COLOR), text, color, json (env: $MLXCEL_LOG_FORMAT)." placeholder:"FMT" group:"Logging"`
 	LogLevel       string   `help:"Log level: debug, info, warn, error (env: $MLXCEL_LOG_LEVEL)." placeholder:"LEVEL" group:"Logging"`
 
-	EngineArgs []string `arg:"" optional:"" passthrough:"" help:"Extra engine arguments after --, passed through verbatim." placeholder:"-- ENGINE-ARGS"`
+	EngineArgs []string `arg:"" optional:"" passthrough:"" help:"Engine arguments: llama-server flags work as typed (-ngl 99 -c 8192 --jinja); anything else goes after --. Passed through verbatim." placeholder:"-- ENGINE-ARGS"`
 }
 
 // given returns the raw values of the flags that appeared on the command
