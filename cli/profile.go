@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -42,6 +43,13 @@ func (c *ProfileInitCmd) Run(e *Env) error {
 		return err
 	}
 	if _, err := os.Stat(path); err == nil && !c.Force {
+		// Run twice, or in this repository (which ships the examples), the
+		// default path already holds the very example: that is done, not
+		// an error. Anything else there is someone's work.
+		if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, data) {
+			fmt.Fprintf(e.Stdout, "%s already holds that example (--from %s); edit it, then: speclaunch resolve --profile %s\n", path, c.From, path)
+			return nil
+		}
 		return usage(fmt.Errorf("%s already exists", path), "pass --force to overwrite it, or give another path")
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {

@@ -15,13 +15,13 @@ import (
 type ServeCmd struct {
 	LaunchFlags `embed:""`
 
-	DryRun          bool   `help:"Print what would run (resolution, command, environment) and exit 0."`
+	DryRun          bool   `help:"Print what would run (resolution, command, environment) and exit: 0 when it could start, 2 when it says it would fail."`
 	ReadyTimeout    string `help:"How long to wait for the engine's /health (env: $MLXCEL_READY_TIMEOUT; default 15m)." placeholder:"DUR" group:"Serve"`
 	StopTimeout     string `help:"SIGTERM grace before SIGKILL when stopping the engine (env: $MLXCEL_STOP_TIMEOUT; default 20s)." placeholder:"DUR" group:"Serve"`
 	Restart         string `help:"Restart policy: no or on-failure (capped exponential backoff) (env: $MLXCEL_RESTART)." placeholder:"POLICY" group:"Serve"`
 	StrictWidth     bool   `help:"Stop with exit code 3 when the engine runs another width than resolved, or declines speculation (env: $MLXCEL_STRICT_WIDTH)." group:"Serve"`
 	NoProbe         bool   `help:"Skip the llama.cpp verification request (the width is then not verified) (env: $MLXCEL_PROBE=false)." group:"Serve"`
-	Watch           string `help:"Reload on profile/policy changes: true or false (env: $MLXCEL_WATCH; default true when a profile or policy file is given)." placeholder:"BOOL" group:"Serve"`
+	Watch           bool   `help:"Reload on profile/policy changes; --watch=false turns it off (env: $MLXCEL_WATCH; default true when a profile or policy file is given)." group:"Serve"`
 	RawEngineOutput bool   `help:"Pass the engine's output through untouched instead of prefixing its lines (env: $MLXCEL_RAW_ENGINE_OUTPUT)." group:"Serve"`
 
 	Proxy        bool   `help:"Serve through speclaunch's own front proxy on --host/--port, the engine on a loopback port, so engine switches fail no request; --proxy=false runs the engine on --host/--port directly (env: $MLXCEL_PROXY; default true)." group:"Proxy"`
@@ -59,6 +59,11 @@ func (c *ServeCmd) Run(e *Env) error {
 	for _, n := range l.Notices {
 		log.Info(n.Msg)
 	}
+	if !c.DryRun {
+		// Once, at start: what every setting is and where it came from,
+		// as `profile show` prints them.
+		log.Info("effective settings", settingsAttrs(settingsMap(s), s.LogFormat.Value)...)
+	}
 	p, err := build(e, l, plan.Options{})
 	if err != nil {
 		return err
@@ -67,6 +72,7 @@ func (c *ServeCmd) Run(e *Env) error {
 		writeResolution(e.Stdout, p, l.Notices)
 		if err := checkLaunchable(p, false); err != nil {
 			fmt.Fprintf(e.Stdout, "would fail: %v\n", err)
+			return usage(fmt.Errorf("dry run: the launch would fail: %w", err), "")
 		}
 		return nil
 	}

@@ -212,7 +212,7 @@ func (st *serveStatus) handler(sv *server) http.Handler {
 			}
 			switch {
 			case in.check.Verified:
-				e.Verification = fmt.Sprintf("engine reports width %d (%s)", in.check.Observed.Width, in.check.Observed.From)
+				e.Verification = fmt.Sprintf("engine runs width %d, read from %s", in.check.Observed.Width, in.check.ReadFrom)
 			case in.check.Problem != "":
 				e.Verification = in.check.Problem
 			default:

@@ -181,7 +181,7 @@ func (sv *server) launch(ctx context.Context, p *plan.Plan, what string, interru
 			return nil, chk, exitCode(exitWidthMismatch, fmt.Errorf("--strict-width: %s", chk.Problem))
 		}
 	case chk.Verified:
-		sv.log.Info("width verified", "width", chk.Observed.Width, "from", chk.Observed.From)
+		sv.log.Info("width verified", "width", chk.Observed.Width, "resolved_from", string(p.Resolution.Source), "read_from", chk.ReadFrom)
 	case chk.Note != "" && p.Resolution.Source != "off":
 		// Not a mismatch, but the width is unproven: say so louder than info.
 		sv.log.Warn("width not verified: " + chk.Note)

@@ -42,7 +42,7 @@ var Envs = map[string][]string{
 	"engine-binary":     {"MLXCEL_ENGINE_BINARY"},
 	"model":             {"LLAMA_ARG_MODEL", "MLXCEL_MODEL"},
 	"draft-model":       {"LLAMA_ARG_SPEC_DRAFT_MODEL", "LLAMA_ARG_MODEL_DRAFT", "MLXCEL_DRAFT_MODEL"},
-	"draft-kind":        {"LLAMA_ARG_DRAFT_KIND", "MLXCEL_DRAFT_KIND"},
+	"draft-kind":        {"LLAMA_ARG_DRAFT_KIND", "LLAMA_ARG_SPEC_TYPE", "MLXCEL_DRAFT_KIND"},
 	"draft-block-size":  {"LLAMA_ARG_DRAFT_BLOCK_SIZE", "MLXCEL_DRAFT_BLOCK_SIZE"},
 	"spec-draft-n-max":  {"LLAMA_ARG_SPEC_DRAFT_N_MAX", "LLAMA_ARG_DRAFT_MAX"},
 	"capability":        {"MLXCEL_CUDA_CAPABILITY"},
@@ -114,7 +114,7 @@ func (l *layer) raw(name, profVal, profKey string) (string, Source, bool) {
 // set to a different value than the winner.
 func (l *layer) shadowed(name, winner, val string, from int) {
 	for _, e := range Envs[name][from:] {
-		if v := l.in.Getenv(e); v != "" && v != val {
+		if v := l.in.Getenv(e); v != "" && v != val && !sameKind(name, v, val) {
 			l.notices = append(l.notices, Notice{"info", fmt.Sprintf("%s=%q differs from %s=%q; keeping %s", e, v, winner, val, winner)})
 		}
 	}
@@ -199,7 +199,7 @@ func Load(in Input) (Settings, *profiles.Profile, []Notice, error) {
 	s.DraftModel = str(l.raw("draft-model", draft, "draft.model"))
 	s.DraftKind = str(l.raw("draft-kind", p.Draft.Kind, "draft.kind"))
 	if s.DraftKind.Value != "" {
-		d, err := key.ParseDrafter(s.DraftKind.Value)
+		d, err := ParseKind(s.DraftKind.Value)
 		if err != nil {
 			return fail(&Error{Src: s.DraftKind.Src, Msg: "bad drafter kind", Err: err})
 		}
@@ -509,6 +509,34 @@ func ParseBool(v string) (bool, error) {
 		return false, nil
 	}
 	return false, errors.New("bad boolean " + strconv.Quote(v) + ": want true or false (also 1/0, yes/no, on/off)")
+}
+
+// ParseKind reads a drafter kind in the launcher's words (dflash, draft)
+// or llama-server's --spec-type / LLAMA_ARG_SPEC_TYPE words (draft-dflash,
+// draft-simple). The spec types that name no drafter the launcher can size
+// are refused with what to do instead.
+func ParseKind(v string) (key.Drafter, error) {
+	t := strings.ToLower(strings.TrimSpace(v))
+	switch {
+	case strings.Contains(t, ","):
+		return "", fmt.Errorf("%q lists several speculative types; speclaunch runs one drafter: name one kind (draft-simple, draft-mtp, draft-dflash, draft-dspark, draft-eagle3 or dflash, mtp, draft, ...)", v)
+	case t == "none":
+		return "", fmt.Errorf("%q would turn speculation off; speclaunch turns it off when no draft model is set: unset the draft model and this value", v)
+	case strings.HasPrefix(t, "ngram"):
+		return "", fmt.Errorf("%q is n-gram speculation, which drafts from the prompt without a draft model, so there is no drafter width for speclaunch to resolve: name a draft-model kind, or run llama-server with --spec-type %s directly", v, t)
+	}
+	return key.ParseDrafter(t)
+}
+
+// sameKind reports two drafter-kind spellings of one kind
+// (LLAMA_ARG_SPEC_TYPE=draft-dflash and MLXCEL_DRAFT_KIND=dflash).
+func sameKind(name, a, b string) bool {
+	if name != "draft-kind" {
+		return false
+	}
+	x, err1 := ParseKind(a)
+	y, err2 := ParseKind(b)
+	return err1 == nil && err2 == nil && x == y
 }
 
 func str(v string, src Source, _ bool) Field[string] { return Field[string]{v, src} }
