@@ -79,7 +79,7 @@ func TestServeReloadBusyPortKeepsServing(t *testing.T) {
 // SIGHUP reloads the profile even under --watch=false: watching is about
 // files, not signals.
 func TestServeSIGHUPReloadsWithoutWatch(t *testing.T) {
-	r, prof, base, _ := serveSim(t, "", "--watch", "false")
+	r, prof, base, _ := serveSim(t, "", "--watch=false")
 	writeFile(t, prof, withWidth(base, 5))
 	time.Sleep(300 * time.Millisecond)
 	if r.log.count(`switching engines`) != 0 {
