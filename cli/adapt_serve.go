@@ -8,6 +8,7 @@ import (
 
 	"github.com/speclaunch/speclaunch/adapt"
 	"github.com/speclaunch/speclaunch/config"
+	"github.com/speclaunch/speclaunch/key"
 	"github.com/speclaunch/speclaunch/plan"
 	"github.com/speclaunch/speclaunch/width"
 )
@@ -33,6 +34,10 @@ func adaptOff(p *plan.Plan, proxied bool) string {
 		return "no draft model: speculation is off"
 	case !proxied:
 		return "the proxy is off (--proxy=false): a switch would fail requests"
+	case p.Settings.Engine.Value == key.MLXCEL:
+		return "mlxcel-server exposes no per-position acceptance counters and no verify-cost probe"
+	case p.Settings.Engine.Value != key.LlamaCpp && p.Settings.Engine.Value != key.Sim:
+		return string(p.Settings.Engine.Value) + ": the loop reads llama-server's per-position counters and probes its /completion timings, which this engine does not expose (docs/engines.md)"
 	}
 	return ""
 }
