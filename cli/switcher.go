@@ -211,6 +211,10 @@ func (sv *server) runJob(ctx context.Context, j *job) jobResult {
 		sv.log.Info("stopping the old engine", "pid", j.old.r.proc.PID(), "why", j.kind)
 		j.old.r.proc.Stop(j.old.plan.Settings.StopTimeout.Value)
 	}
+	if ctx.Err() != nil {
+		res.interrupted = true
+		return res
+	}
 	what := map[string]string{"start": "starting engine", "restart": "restarting engine", "reload": "starting engine for the new settings", "adapt": "starting engine for the adapted width"}[j.kind]
 	res.in, res.err = sv.startInst(sv.runCtx, j.plan, what, ctx)
 	if ctx.Err() != nil {
@@ -268,6 +272,7 @@ func (sv *server) run(p *plan.Plan) error {
 		}
 		sv.pub = pub
 		defer sv.pub.close()
+		defer sv.px.Close() // before the listener closes: held requests get 503, not a reset
 		sv.log.Info("proxy listening; the engine gets a loopback port of its own", "addr", pub.addr, "switch", p.Settings.Switch.Value)
 	}
 
@@ -496,6 +501,9 @@ func (sv *server) run(p *plan.Plan) error {
 			}
 			if np, changed, err := sv.reload(p, watch.Change{Reason: watch.ReasonSIGHUP}); err == nil && changed {
 				request("reload", "SIGHUP", np, nil)
+			} else if err == nil {
+				sv.applyServing(p, np)
+				p = np
 			}
 		case ch, ok := <-changes:
 			if !ok {
@@ -503,7 +511,12 @@ func (sv *server) run(p *plan.Plan) error {
 				continue
 			}
 			np, changed, err := sv.reload(p, ch)
-			if err != nil || !changed {
+			if err != nil {
+				continue
+			}
+			if !changed {
+				sv.applyServing(p, np)
+				p = np // same engine command; the proxy's and the switch's own settings may differ
 				continue
 			}
 			why := ch.Reason
@@ -572,6 +585,20 @@ func (sv *server) finishJob(j *job, res jobResult, cur **inst, p **plan.Plan, dr
 	}
 	if j.kind != "start" {
 		sv.log.Info("switched", "to_pid", res.in.r.proc.PID(), "width", res.in.width(), "mode", j.mode, "took", time.Since(j.began).Round(time.Millisecond).String())
+	}
+}
+
+// applyServing takes in a reload's proxy settings that need no engine
+// switch: the queue bound and the hold timeout (the switch mode, drain
+// timeout and adaptive settings are read from the plan when used).
+func (sv *server) applyServing(cur, np *plan.Plan) {
+	if sv.px == nil {
+		return
+	}
+	a, b := cur.Settings, np.Settings
+	if a.QueueSize.Value != b.QueueSize.Value || a.HoldTimeout.Value != b.HoldTimeout.Value {
+		sv.px.SetLimits(b.QueueSize.Value, b.HoldTimeout.Value)
+		sv.log.Info("proxy limits changed", "queue_size", b.QueueSize.Value, "hold_timeout", b.HoldTimeout.Value.String())
 	}
 }
 

@@ -129,6 +129,7 @@ type Proxy struct {
 	cur     *Backend  // nil before the first Route and while held
 	ready   bool      // some backend has served: /health says "switching", not "loading"
 	holding bool      // new requests wait in queue
+	closed  bool      // speclaunch is stopping: nothing waits any more
 	queue   []*waiter // FIFO
 
 	held, rejected, retried atomic.Int64
@@ -196,6 +197,31 @@ func (p *Proxy) Route(b *Backend) {
 	p.queue = nil
 }
 
+// Close answers every held request, and every later one, with 503: the
+// launcher is stopping and no engine will come.
+func (p *Proxy) Close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed, p.cur = true, nil
+	for _, w := range p.queue {
+		w.ch <- nil
+	}
+	p.queue = nil
+}
+
+// SetLimits changes the queue bound and the hold timeout (a reload);
+// requests already waiting keep the timeout they started with.
+func (p *Proxy) SetLimits(queueSize int, hold time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if queueSize > 0 {
+		p.o.QueueSize = queueSize
+	}
+	if hold > 0 {
+		p.o.HoldTimeout = hold
+	}
+}
+
 // Hold makes new requests wait until the next Route. Requests already
 // routed go on.
 func (p *Proxy) Hold() {
@@ -225,9 +251,9 @@ type Stats struct {
 // Stats reports the proxy's counters.
 func (p *Proxy) Stats() Stats {
 	p.mu.Lock()
-	n, h := len(p.queue), p.holding
+	n, h, q, hold := len(p.queue), p.holding, p.o.QueueSize, p.o.HoldTimeout
 	p.mu.Unlock()
-	return Stats{HeldNow: n, Holding: h, QueueSize: p.o.QueueSize, HoldTimeoutS: int(p.o.HoldTimeout / time.Second),
+	return Stats{HeldNow: n, Holding: h, QueueSize: q, HoldTimeoutS: int(hold / time.Second),
 		HeldTotal: p.held.Load(), RejectedTotal: p.rejected.Load(), RetriedTotal: p.retried.Load()}
 }
 
@@ -240,11 +266,16 @@ func (e *errHeld) Error() string { return e.why }
 // in the queue while requests are held. skip is a backend known dead.
 func (p *Proxy) acquire(ctx context.Context, skip *Backend) (*Backend, error) {
 	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil, errStopping
+	}
 	if b := p.cur; b != nil && !p.holding && b != skip && !b.dead.Load() {
 		b.add(1)
 		p.mu.Unlock()
 		return b, nil
 	}
+	hold := p.o.HoldTimeout
 	if len(p.queue) >= p.o.QueueSize {
 		p.mu.Unlock()
 		return nil, &errHeld{fmt.Sprintf("the engine is being switched and %d requests are already waiting (server.queue_size)", p.o.QueueSize)}
@@ -254,36 +285,46 @@ func (p *Proxy) acquire(ctx context.Context, skip *Backend) (*Backend, error) {
 	p.mu.Unlock()
 	p.held.Add(1)
 
-	t := time.NewTimer(p.o.HoldTimeout)
+	t := time.NewTimer(hold)
 	defer t.Stop()
 	select {
 	case b := <-w.ch:
+		if b == nil {
+			return nil, errStopping
+		}
 		return b, nil
 	case <-t.C:
-		if b := p.dequeue(w); b != nil {
+		if b, released := p.dequeue(w); released {
+			if b == nil {
+				return nil, errStopping
+			}
 			return b, nil
 		}
-		return nil, &errHeld{fmt.Sprintf("the engine is being switched and no engine became ready within %s (server.hold_timeout)", p.o.HoldTimeout)}
+		return nil, &errHeld{fmt.Sprintf("the engine is being switched and no engine became ready within %s (server.hold_timeout)", hold)}
 	case <-ctx.Done():
-		if b := p.dequeue(w); b != nil {
+		if b, _ := p.dequeue(w); b != nil {
 			b.add(-1)
 		}
 		return nil, ctx.Err()
 	}
 }
 
-// dequeue removes w from the queue; if it was released meanwhile, the
-// backend it got is returned (still counted in flight).
-func (p *Proxy) dequeue(w *waiter) *Backend {
+// errStopping answers requests while the launcher stops.
+var errStopping = &errHeld{"speclaunch is stopping"}
+
+// dequeue removes w from the queue; if it was released meanwhile, it
+// returns what it was released with (a backend still counted in flight, or
+// nil when the proxy closed) and released = true.
+func (p *Proxy) dequeue(w *waiter) (b *Backend, released bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for i, q := range p.queue {
 		if q == w {
 			p.queue = append(p.queue[:i], p.queue[i+1:]...)
-			return nil
+			return nil, false
 		}
 	}
-	return <-w.ch // released between the timer and the lock
+	return <-w.ch, true // released between the timer and the lock
 }
 
 type slotKey struct{}

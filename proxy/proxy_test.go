@@ -299,3 +299,34 @@ func TestDrain(t *testing.T) {
 func contextWithTimeout(d time.Duration) (ctx2 context.Context, cancel func()) {
 	return context.WithTimeout(context.Background(), d)
 }
+
+// Stopping answers held requests with 503 instead of dropping them.
+func TestCloseAnswersHeldRequests(t *testing.T) {
+	p := New(Options{HoldTimeout: time.Minute})
+	u := front(t, p)
+	got := make(chan int, 1)
+	go func() {
+		resp, err := http.Get(u + "/v1/models")
+		if err != nil {
+			got <- 0
+			return
+		}
+		resp.Body.Close()
+		got <- resp.StatusCode
+	}()
+	for p.Stats().HeldNow != 1 {
+		time.Sleep(time.Millisecond)
+	}
+	p.Close()
+	if c := <-got; c != 503 {
+		t.Errorf("held request got %d on Close, want 503", c)
+	}
+	resp, err := http.Get(u + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 503 {
+		t.Errorf("request after Close got %d", resp.StatusCode)
+	}
+}
