@@ -103,7 +103,7 @@ func (sv *server) startAdapt(ctx context.Context, p *plan.Plan) func() {
 		defer close(done)
 		err := adapt.Run(ctx, deps)
 		switch {
-		case err == nil, errors.Is(err, context.Canceled):
+		case err == nil, ctx.Err() != nil: // stopped with serve
 		case errors.Is(err, adapt.ErrNotAdapting):
 			sv.log.Warn("adaptive width off: " + err.Error())
 		default:
