@@ -90,12 +90,12 @@ type argvPlan struct {
 //   - any other flag llama-server lists in its --help (-ngl 99, -c 8192,
 //     --jinja, -hf REPO) moves to the engine arguments with as many values as
 //     llama-server gives it (internal/llamaflags, from the captured --help);
-//   - an unknown multi-letter single-dash flag is refused here, since Kong
-//     would read "-ngx" as "-n -g -x"; an unknown --flag is left to Kong,
-//     whose error suggests the nearest name.
+//   - a flag neither knows is refused here, with the nearest launcher flag:
+//     Kong would read "-ngx" as "-n -g -x", and would take an unknown --flag
+//     for an engine argument. A single-letter one is left to Kong.
 //
-// Everything after "--" goes to the engine untouched. Other commands only get
-// the value joining.
+// Everything after "--" goes to the engine untouched. Other commands only
+// get the value joining and the short-to-long rewriting.
 func prepass(app *kong.Node, args []string) (argvPlan, error) {
 	var out argvPlan
 	cmd, at := findCommand(app, args)
