@@ -75,7 +75,14 @@ func checkLaunchable(p *plan.Plan, checkPort bool) error {
 		return &badInput{fmt.Errorf("engine binary %q not found (looked up %q on PATH); install %s or set engine.binary in the profile (--engine-binary, MLXCEL_ENGINE_BINARY)", p.Facts.Binary, p.Facts.Binary, s.Engine.Value)}
 	}
 	if s.Model.Value == "" {
-		return &badInput{errors.New("no target model: set model.path in the profile, --model/-m, or LLAMA_ARG_MODEL")}
+		msg := "no target model: set model.path in the profile, --model/-m, or LLAMA_ARG_MODEL"
+		for _, a := range s.EngineArgs.Value {
+			if name, _, _ := strings.Cut(a, "="); name == "-hf" || name == "-hfr" || name == "--hf-repo" {
+				msg += " (" + name + " is not enough: speclaunch reads the target's weight format from a local file, so download the GGUF and pass -m PATH)"
+				break
+			}
+		}
+		return &badInput{errors.New(msg)}
 	}
 	if s.Engine.Value != key.Sim {
 		if _, err := os.Stat(s.Model.Value); err != nil && !key.FetchesModel(s.Engine.Value, s.Model.Value) {

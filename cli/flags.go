@@ -90,16 +90,16 @@ type argvPlan struct {
 //   - any other flag llama-server lists in its --help (-ngl 99, -c 8192,
 //     --jinja, -hf REPO) moves to the engine arguments with as many values as
 //     llama-server gives it (internal/llamaflags, from the captured --help);
-//   - an unknown multi-letter single-dash flag is refused here, since Kong
-//     would read "-ngx" as "-n -g -x"; an unknown --flag is left to Kong,
-//     whose error suggests the nearest name.
+//   - a flag neither knows is refused here, with the nearest launcher flag:
+//     Kong would read "-ngx" as "-n -g -x", and would take an unknown --flag
+//     for an engine argument. A single-letter one is left to Kong.
 //
-// Everything after "--" goes to the engine untouched. Other commands only get
-// the value joining.
+// Everything after "--" goes to the engine untouched. Other commands only
+// get the value joining and the short-to-long rewriting.
 func prepass(app *kong.Node, args []string) (argvPlan, error) {
 	var out argvPlan
 	cmd, at := findCommand(app, args)
-	owned := ownedFlags(cmd)
+	owned, shortToLong := ownedFlags(cmd)
 	launch := takesEngineArgs(cmd)
 	for i := 0; i < len(args); i++ {
 		a := args[i]
@@ -116,6 +116,9 @@ func prepass(app *kong.Node, args []string) (argvPlan, error) {
 			name = long
 		}
 		if values, ok := owned[name]; ok {
+			if l, ok := shortToLong[name]; ok && (hasVal || values == 1) {
+				name = l
+			}
 			switch {
 			case hasVal:
 				out.kong = append(out.kong, name+"="+val)
@@ -191,28 +194,30 @@ func childNamed(n *kong.Node, name string) *kong.Node {
 }
 
 // ownedFlags maps every spelling of the command's flags (--name, aliases,
-// -s) to how many values it takes.
-func ownedFlags(n *kong.Node) map[string]int {
-	out := map[string]int{}
+// -s) to how many values it takes, and each short spelling to its long
+// name (Kong would read "-m=x" as the value "=x").
+func ownedFlags(n *kong.Node) (values map[string]int, long map[string]string) {
+	values, long = map[string]int{}, map[string]string{}
 	for _, group := range n.AllFlags(false) {
 		for _, f := range group {
-			values := 1
+			v := 1
 			if f.IsBool() || f.IsCounter() {
-				values = 0
+				v = 0
 			}
-			out["--"+f.Name] = values
+			values["--"+f.Name] = v
 			for _, a := range f.Aliases {
-				out["--"+a] = values
+				values["--"+a] = v
 			}
 			if f.Short != 0 {
-				out["-"+string(f.Short)] = values
+				values["-"+string(f.Short)] = v
+				long["-"+string(f.Short)] = "--" + f.Name
 			}
 			if f.Tag != nil && f.Tag.Negatable != "" {
-				out["--no-"+f.Name] = 0
+				values["--no-"+f.Name] = 0
 			}
 		}
 	}
-	return out
+	return values, long
 }
 
 // nearest returns the owned flag closest to name by edit distance, when

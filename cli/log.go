@@ -114,11 +114,8 @@ func settingsAttrs(m map[string]Setting, format string) []any {
 	var out []any
 	for _, k := range sortedKeys(m) {
 		v := fmt.Sprint(m[k].Value)
-		switch m[k].Value.(type) {
-		case []string:
-			if len(m[k].Value.([]string)) == 0 {
-				v = "(none)"
-			}
+		if l, ok := m[k].Value.([]string); ok && len(l) == 0 {
+			v = "(none)"
 		}
 		if v == "" {
 			v = "(unset)"

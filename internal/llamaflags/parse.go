@@ -26,6 +26,28 @@ type Flag struct {
 	Hint   string   // the values' placeholder in --help, e.g. "N", "FNAME", "START END"
 }
 
+// countValues counts the placeholders in a hint: words separated by
+// spaces outside brackets, so "START END" is two and
+// "<tensor name pattern>=<buffer type>,..." is one.
+func countValues(hint string) int {
+	n, depth, inWord := 0, 0, false
+	for _, r := range hint {
+		switch {
+		case r == '<' || r == '[' || r == '{':
+			depth++
+		case (r == '>' || r == ']' || r == '}') && depth > 0:
+			depth--
+		case r == ' ' && depth == 0:
+			inWord = false
+			continue
+		}
+		if !inWord {
+			n, inWord = n+1, true
+		}
+	}
+	return n
+}
+
 // headRE matches an option line of `llama-server --help`: names separated
 // by ", " (short names are padded with spaces after the comma), then the
 // value placeholders, each after a single space ("N", "START END"), then two
@@ -47,7 +69,7 @@ func Parse(help string) []Flag {
 			continue
 		}
 		hint := strings.TrimSpace(m[2])
-		f := Flag{Hint: hint, Values: len(strings.Fields(hint))}
+		f := Flag{Hint: hint, Values: countValues(hint)}
 		for _, n := range strings.Split(m[1], ",") {
 			f.Names = append(f.Names, strings.TrimSpace(n))
 		}

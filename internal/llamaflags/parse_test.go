@@ -44,6 +44,8 @@ func TestParseArity(t *testing.T) {
 		{"-ngl", 1}, {"--n-gpu-layers", 1}, {"-c", 1}, {"-fa", 1}, {"--jinja", 0}, {"--no-jinja", 0},
 		{"-np", 1}, {"-hf", 1}, {"-md", 1}, {"--spec-type", 1}, {"--metrics", 0}, {"-h", 0},
 		{"--control-vector-layer-range", 2}, {"-kvu", 0}, {"--version", 0}, {"--draft-max", 1},
+		// spaces inside <...> are one value
+		{"-ot", 1}, {"--override-tensor-draft", 1}, {"-dr", 1},
 	} {
 		f, ok := m[c.name]
 		if !ok {
