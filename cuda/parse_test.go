@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -132,7 +133,7 @@ func TestVisible(t *testing.T) {
 			for _, g := range got {
 				idx = append(idx, g.Index)
 			}
-			if !equalInts(idx, tt.want) {
+			if !slices.Equal(idx, tt.want) {
 				t.Errorf("visible = %v, want %v", idx, tt.want)
 			}
 			if !strings.Contains(reason, tt.reason) || (tt.reason == "" && reason != "") {
