@@ -230,15 +230,10 @@ func TestBadFileShapesExit2(t *testing.T) {
 			}
 			t.Run(tc.what+"/"+shape, func(t *testing.T) {
 				var stdout, stderr bytes.Buffer
-				done := make(chan int, 1)
-				go func() { done <- cli.Main(tc.args(path), policyTOML, &stdout, &stderr) }()
-				select {
-				case got := <-done:
-					if got != code {
-						t.Errorf("exit %d, want %d", got, code)
-					}
-				case <-time.After(20 * time.Second):
-					t.Fatal("blocked")
+				got := -1
+				safefiletest.Within(t, func() { got = cli.Main(tc.args(path), policyTOML, &stdout, &stderr) })
+				if got != code {
+					t.Errorf("exit %d, want %d", got, code)
 				}
 				if want != "" && (!strings.Contains(stderr.String(), "speclaunch: error: ") || !strings.Contains(stderr.String(), want)) {
 					t.Errorf("stderr %q: want the %s named (%q)", stderr.String(), tc.what, want)

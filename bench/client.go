@@ -7,14 +7,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/speclaunch/speclaunch/internal/promtext"
 	"io"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf16"
-	"unicode/utf8"
+
+	"github.com/speclaunch/speclaunch/internal/jsonstr"
+	"github.com/speclaunch/speclaunch/internal/promtext"
 )
 
 // completionRequest is the body of every request: greedy, a fixed token
@@ -270,91 +270,13 @@ func (c *client) fastContent(p []byte) (handled, nonEmpty bool) {
 		return false, false
 	}
 	n0 := len(c.text)
-	out, ok := appendJSONString(c.text, p[i+len(contentOpen):])
-	if !ok {
+	out, _, err := jsonstr.Append(c.text, p[i+len(contentOpen):])
+	if err != nil {
 		c.text = c.text[:n0]
 		return false, false
 	}
 	c.text = out
 	return true, len(out) > n0 // an empty piece is not a token
-}
-
-// appendJSONString decodes the JSON string body s (after its opening
-// quote) up to the closing quote and appends it to dst.
-func appendJSONString(dst, s []byte) ([]byte, bool) {
-	for i := 0; i < len(s); i++ {
-		b := s[i]
-		switch {
-		case b == '"':
-			return dst, true
-		case b < 0x20:
-			return dst, false
-		case b != '\\':
-			dst = append(dst, b)
-			continue
-		}
-		i++
-		if i >= len(s) {
-			return dst, false
-		}
-		switch s[i] {
-		case '"', '\\', '/':
-			dst = append(dst, s[i])
-		case 'b':
-			dst = append(dst, '\b')
-		case 'f':
-			dst = append(dst, '\f')
-		case 'n':
-			dst = append(dst, '\n')
-		case 'r':
-			dst = append(dst, '\r')
-		case 't':
-			dst = append(dst, '\t')
-		case 'u':
-			r, ok := hex4(s[i+1:])
-			if !ok {
-				return dst, false
-			}
-			i += 4
-			if utf16.IsSurrogate(r) {
-				if i+6 < len(s) && s[i+1] == '\\' && s[i+2] == 'u' {
-					if r2, ok := hex4(s[i+3:]); ok {
-						if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
-							dst = utf8.AppendRune(dst, d)
-							i += 6
-							continue
-						}
-					}
-				}
-				r = utf8.RuneError
-			}
-			dst = utf8.AppendRune(dst, r)
-		default:
-			return dst, false
-		}
-	}
-	return dst, false
-}
-
-func hex4(s []byte) (rune, bool) {
-	if len(s) < 4 {
-		return 0, false
-	}
-	var r rune
-	for _, b := range s[:4] {
-		r <<= 4
-		switch {
-		case b >= '0' && b <= '9':
-			r |= rune(b - '0')
-		case b >= 'a' && b <= 'f':
-			r |= rune(b - 'a' + 10)
-		case b >= 'A' && b <= 'F':
-			r |= rune(b - 'A' + 10)
-		default:
-			return 0, false
-		}
-	}
-	return r, true
 }
 
 // errorText renders an engine error body or error object briefly: the

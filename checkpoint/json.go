@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/speclaunch/speclaunch/internal/jsonstr"
 )
 
 // A small JSON reader that accepts exactly what upstream mlxcel's
@@ -212,78 +213,13 @@ func (p *jparser) array(depth int) (*jval, error) {
 
 func (p *jparser) str() (string, error) {
 	p.i++ // "
-	var out []byte
-	for {
-		if p.i >= len(p.d) {
-			return "", p.errf("unterminated string")
-		}
-		c := p.d[p.i]
-		switch {
-		case c == '"':
-			p.i++
-			return string(out), nil
-		case c < 0x20:
-			return "", p.errf("control character in string")
-		case c != '\\':
-			out = append(out, c)
-			p.i++
-			continue
-		}
-		p.i++ // backslash
-		if p.i >= len(p.d) {
-			return "", p.errf("unterminated escape")
-		}
-		e := p.d[p.i]
-		p.i++
-		switch e {
-		case '"', '\\', '/':
-			out = append(out, e)
-		case 'b':
-			out = append(out, '\b')
-		case 'f':
-			out = append(out, '\f')
-		case 'n':
-			out = append(out, '\n')
-		case 'r':
-			out = append(out, '\r')
-		case 't':
-			out = append(out, '\t')
-		case 'u':
-			r, err := p.hex4()
-			if err != nil {
-				return "", err
-			}
-			if utf16.IsSurrogate(r) {
-				// serde_json refuses a lone surrogate.
-				if r >= 0xDC00 || !p.lit(`\u`) {
-					return "", p.errf("lone surrogate in escape")
-				}
-				r2, err := p.hex4()
-				if err != nil {
-					return "", err
-				}
-				if r2 < 0xDC00 || r2 > 0xDFFF {
-					return "", p.errf("lone surrogate in escape")
-				}
-				r = utf16.DecodeRune(r, r2)
-			}
-			out = utf8.AppendRune(out, r)
-		default:
-			return "", p.errf("invalid escape")
-		}
+	out, n, err := jsonstr.Append(nil, p.d[p.i:])
+	p.i += n
+	var se *jsonstr.SyntaxError
+	if errors.As(err, &se) {
+		return "", p.errf("%s", se.Msg)
 	}
-}
-
-func (p *jparser) hex4() (rune, error) {
-	if len(p.d)-p.i < 4 {
-		return 0, p.errf("short unicode escape")
-	}
-	n, err := strconv.ParseUint(string(p.d[p.i:p.i+4]), 16, 32)
-	if err != nil {
-		return 0, p.errf("invalid unicode escape")
-	}
-	p.i += 4
-	return rune(n), nil
+	return string(out), nil
 }
 
 func (p *jparser) number() (*jval, error) {

@@ -8,24 +8,11 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/speclaunch/speclaunch/internal/safefile"
+	"github.com/speclaunch/speclaunch/internal/safefile/safefiletest"
 	"github.com/speclaunch/speclaunch/key"
 )
-
-// within fails the test when f does not return within a few seconds: a
-// FIFO or a device named as a checkpoint must never hang the launcher.
-func within(t *testing.T, f func()) {
-	t.Helper()
-	done := make(chan struct{})
-	go func() { defer close(done); f() }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("blocked")
-	}
-}
 
 func sparse(t *testing.T, path string, size int64, head []byte) {
 	t.Helper()
@@ -111,7 +98,7 @@ func TestTargetQuantShapes(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := tc.make(t, t.TempDir())
-			within(t, func() {
+			safefiletest.Within(t, func() {
 				q, note := TargetQuant(path)
 				if q != key.QuantUnknown || !strings.Contains(note, tc.note) {
 					t.Errorf("TargetQuant = %s, %q; want unknown with %q", q, note, tc.note)

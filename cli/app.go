@@ -111,7 +111,7 @@ func MainContext(parent context.Context, args []string, policyTOML []byte, stdou
 		if err != nil {
 			fmt.Fprintf(stderr, "speclaunch: error: %v\n", err)
 			if pe, ok := err.(*kong.ParseError); ok && pe.Context != nil {
-				fmt.Fprintln(stderr, "hint: run with --help for the flags and commands; engine flags llama-server does not list go after --")
+				fmt.Fprintln(stderr, "speclaunch: hint: run with --help for the flags and commands; engine flags llama-server does not list go after --")
 			}
 			return 2, true
 		}
@@ -137,14 +137,14 @@ func report(w io.Writer, err error) int {
 			fmt.Fprintf(w, "speclaunch: error: %v\n", ee.err)
 		}
 		if ee.hint != "" {
-			fmt.Fprintf(w, "hint: %s\n", ee.hint)
+			fmt.Fprintf(w, "speclaunch: hint: %s\n", ee.hint)
 		}
 		return ee.code
 	}
 	if isBadInput(err) {
 		fmt.Fprintf(w, "speclaunch: error: %v\n", err)
 		if h := hintFor(err); h != "" {
-			fmt.Fprintf(w, "hint: %s\n", h)
+			fmt.Fprintf(w, "speclaunch: hint: %s\n", h)
 		}
 		return 2
 	}

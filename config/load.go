@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -246,21 +247,11 @@ func Load(in Input) (Settings, *profiles.Profile, []Notice, error) {
 	}
 
 	// logging
-	s.LogFormat = Field[string]{Value: "auto"}
-	if v, src, ok := l.raw("log-format", p.Log.Format, "log.format"); ok {
-		v = strings.ToLower(v)
-		if !oneOf(v, "auto", "text", "color", "json") {
-			return fail(&Error{Src: src, Msg: fmt.Sprintf("bad log format %q: want auto, text, color or json", v)})
-		}
-		s.LogFormat = Field[string]{v, src}
+	if s.LogFormat, err = l.choice("log-format", p.Log.Format, "log.format", "log format", "auto", "auto", "text", "color", "json"); err != nil {
+		return fail(err)
 	}
-	s.LogLevel = Field[string]{Value: "info"}
-	if v, src, ok := l.raw("log-level", p.Log.Level, "log.level"); ok {
-		v = strings.ToLower(v)
-		if !oneOf(v, "debug", "info", "warn", "error") {
-			return fail(&Error{Src: src, Msg: fmt.Sprintf("bad log level %q: want debug, info, warn or error", v)})
-		}
-		s.LogLevel = Field[string]{v, src}
+	if s.LogLevel, err = l.choice("log-level", p.Log.Level, "log.level", "log level", "info", "debug", "info", "warn", "error"); err != nil {
+		return fail(err)
 	}
 
 	// policies: profile files, then MLXCEL_POLICY, then --policy (later wins)
@@ -285,13 +276,8 @@ func Load(in Input) (Settings, *profiles.Profile, []Notice, error) {
 	if s.StopTimeout, err = l.duration("stop-timeout", p.Serve.StopTimeout, "serve.stop_timeout", DefaultStopTimeout); err != nil {
 		return fail(err)
 	}
-	s.Restart = Field[string]{Value: RestartNo}
-	if v, src, ok := l.raw("restart", p.Serve.Restart, "serve.restart"); ok {
-		v = strings.ToLower(v)
-		if !oneOf(v, RestartNo, RestartOnFailure) {
-			return fail(&Error{Src: src, Msg: fmt.Sprintf("bad restart policy %q: want no or on-failure", v)})
-		}
-		s.Restart = Field[string]{v, src}
+	if s.Restart, err = l.choice("restart", p.Serve.Restart, "serve.restart", "restart policy", RestartNo, RestartNo, RestartOnFailure); err != nil {
+		return fail(err)
 	}
 	if s.StrictWidth, err = l.boolean("strict-width", p.Serve.StrictWidth, "serve.strict_width", false); err != nil {
 		return fail(err)
@@ -310,13 +296,8 @@ func Load(in Input) (Settings, *profiles.Profile, []Notice, error) {
 	if s.Proxy, err = l.boolean("proxy", p.Server.Proxy, "server.proxy", true); err != nil {
 		return fail(err)
 	}
-	s.Switch = Field[string]{Value: SwitchAuto}
-	if v, src, ok := l.raw("switch", p.Server.Switch, "server.switch"); ok {
-		v = strings.ToLower(strings.TrimSpace(v))
-		if !oneOf(v, SwitchAuto, SwitchOverlap, SwitchDrain) {
-			return fail(&Error{Src: src, Msg: fmt.Sprintf("bad switch mode %q: want overlap (start the new engine beside the old), drain (hold requests while one engine is swapped) or auto", v)})
-		}
-		s.Switch = Field[string]{v, src}
+	if s.Switch, err = l.choice("switch", p.Server.Switch, "server.switch", "switch mode", SwitchAuto, SwitchOverlap, SwitchDrain, SwitchAuto); err != nil {
+		return fail(err)
 	}
 	if s.DrainTimeout, err = l.duration("drain-timeout", p.Server.DrainTimeout, "server.drain_timeout", DefaultDrainTimeout); err != nil {
 		return fail(err)
@@ -539,16 +520,27 @@ func sameKind(name, a, b string) bool {
 	return err1 == nil && err2 == nil && x == y
 }
 
-func str(v string, src Source, _ bool) Field[string] { return Field[string]{v, src} }
-
-func oneOf(v string, opts ...string) bool {
-	for _, o := range opts {
-		if v == o {
-			return true
-		}
+// choice layers a setting that takes one of a few words (case-insensitive):
+// def when unset, else the winning value, which must be one of opts; what
+// names it in the error ("bad log level \"x\": want debug, info, warn or
+// error").
+func (l *layer) choice(name, prof, profKey, what, def string, opts ...string) (Field[string], error) {
+	v, src, ok := l.raw(name, prof, profKey)
+	if !ok {
+		return Field[string]{Value: def}, nil
 	}
-	return false
+	v = strings.ToLower(v)
+	if !slices.Contains(opts, v) {
+		want := strings.Join(opts, ", ")
+		if n := len(opts); n > 1 {
+			want = strings.Join(opts[:n-1], ", ") + " or " + opts[n-1]
+		}
+		return Field[string]{}, &Error{Src: src, Msg: fmt.Sprintf("bad %s %q: want %s", what, v, want)}
+	}
+	return Field[string]{v, src}, nil
 }
+
+func str(v string, src Source, _ bool) Field[string] { return Field[string]{v, src} }
 
 // RelTo resolves a relative path in a profile against the profile's
 // directory, so a profile means the same thing from any working directory.

@@ -305,3 +305,36 @@ kind = "draft"
 		})
 	}
 }
+
+// TestChoiceSettings: each setting that takes one of a few words has its
+// default, accepts its words in any case with their source, and refuses
+// anything else naming the source and every word it takes.
+func TestChoiceSettings(t *testing.T) {
+	get := map[string]func(Settings) Field[string]{
+		"log-format": func(s Settings) Field[string] { return s.LogFormat },
+		"log-level":  func(s Settings) Field[string] { return s.LogLevel },
+		"restart":    func(s Settings) Field[string] { return s.Restart },
+	}
+	for _, tc := range []struct {
+		name, def, good, goodWant, bad, badMsg string
+	}{
+		{"log-format", "auto", "JSON", "json", "xml", `flag --log-format: bad log format "xml": want auto, text, color or json`},
+		{"log-level", "info", "Warn", "warn", "trace", `flag --log-level: bad log level "trace": want debug, info, warn or error`},
+		{"restart", RestartNo, "On-Failure", RestartOnFailure, "always", `flag --restart: bad restart policy "always": want no or on-failure`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _, _, err := Load(Input{})
+			if err != nil || get[tc.name](s) != (Field[string]{Value: tc.def}) {
+				t.Fatalf("default: %+v, %v; want %q", get[tc.name](s), err, tc.def)
+			}
+			s, _, _, err = Load(Input{Flags: map[string]string{tc.name: tc.good}})
+			if f := get[tc.name](s); err != nil || f.Value != tc.goodWant || f.Src.String() != "flag --"+tc.name {
+				t.Fatalf("%q: %+v, %v; want %q from the flag", tc.good, f, err, tc.goodWant)
+			}
+			_, _, _, err = Load(Input{Flags: map[string]string{tc.name: tc.bad}})
+			if err == nil || err.Error() != tc.badMsg {
+				t.Fatalf("%q: %v; want %q", tc.bad, err, tc.badMsg)
+			}
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -133,7 +134,7 @@ func TestProbe(t *testing.T) {
 			for _, g := range got.GPUs {
 				idx = append(idx, g.Index)
 			}
-			if !equalInts(idx, tt.wantGPUs) {
+			if !slices.Equal(idx, tt.wantGPUs) {
 				t.Errorf("visible GPUs = %v, want %v", idx, tt.wantGPUs)
 			}
 			if got.Driver != tt.driver {
@@ -141,18 +142,6 @@ func TestProbe(t *testing.T) {
 			}
 		})
 	}
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // A wedged nvidia-smi whose grandchild keeps the pipes open must not hold

@@ -20,20 +20,7 @@ import (
 // output format is reported instead of silently hiding a GPU.
 func parseDevices(out string) ([]GPU, error) {
 	var gpus []GPU
-	seen := map[int]bool{}
-	for _, line := range lines(out) {
-		f := splitCSV(line)
-		if len(f) < 4 {
-			return nil, fmt.Errorf("want 4 fields (index, name, uuid, driver), got %d in %q", len(f), clip(line))
-		}
-		idx, err := parseIndex(f[0])
-		if err != nil {
-			return nil, fmt.Errorf("%w in %q", err, clip(line))
-		}
-		if seen[idx] {
-			return nil, fmt.Errorf("gpu index %d listed twice", idx)
-		}
-		seen[idx] = true
+	err := rows(out, func(n int) bool { return n >= 4 }, "4 fields (index, name, uuid, driver)", func(idx int, f []string) error {
 		// A name containing commas splits into extra fields: uuid and
 		// driver are always the last two.
 		n := len(f)
@@ -43,6 +30,10 @@ func parseDevices(out string) ([]GPU, error) {
 			UUID:   value(f[n-2]),
 			Driver: value(f[n-1]),
 		})
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return gpus, nil
 }
@@ -53,31 +44,48 @@ func parseDevices(out string) ([]GPU, error) {
 // absent from the map (unknown), which is not an error.
 func parseCaps(out string) (map[int]key.Capability, error) {
 	caps := map[int]key.Capability{}
-	seen := map[int]bool{}
-	for _, line := range lines(out) {
-		f := splitCSV(line)
-		if len(f) != 2 {
-			return nil, fmt.Errorf("want 2 fields (index, compute_cap), got %d in %q", len(f), clip(line))
-		}
-		idx, err := parseIndex(f[0])
-		if err != nil {
-			return nil, fmt.Errorf("%w in %q", err, clip(line))
-		}
-		if seen[idx] {
-			return nil, fmt.Errorf("gpu index %d listed twice", idx)
-		}
-		seen[idx] = true
+	err := rows(out, func(n int) bool { return n == 2 }, "2 fields (index, compute_cap)", func(idx int, f []string) error {
 		v := value(f[1])
 		if v == "" {
-			continue
+			return nil
 		}
 		c, err := key.ParseCapability(v)
 		if err != nil || strings.HasPrefix(strings.ToLower(v), "sm_") {
-			return nil, fmt.Errorf("malformed compute_cap %q for gpu %d", v, idx)
+			return fmt.Errorf("malformed compute_cap %q for gpu %d", v, idx)
 		}
 		caps[idx] = c
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return caps, nil
+}
+
+// rows walks the records of an nvidia-smi CSV query whose first field is
+// the GPU index: each line is split, its field count checked by fieldsOK
+// (want describes it), its index parsed and checked for repeats, then
+// handed to row with its fields. The first problem stops the walk.
+func rows(out string, fieldsOK func(int) bool, want string, row func(idx int, f []string) error) error {
+	seen := map[int]bool{}
+	for _, line := range lines(out) {
+		f := splitCSV(line)
+		if !fieldsOK(len(f)) {
+			return fmt.Errorf("want %s, got %d in %q", want, len(f), clip(line))
+		}
+		idx, err := parseIndex(f[0])
+		if err != nil {
+			return fmt.Errorf("%w in %q", err, clip(line))
+		}
+		if seen[idx] {
+			return fmt.Errorf("gpu index %d listed twice", idx)
+		}
+		seen[idx] = true
+		if err := row(idx, f); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // lines splits on LF, drops CR, surrounding space, blank lines and

@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -31,14 +32,8 @@ func TestParseDevices(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := parseDevices(tt.in)
-			if tt.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.err) {
-					t.Fatalf("err = %v, want %q", err, tt.err)
-				}
+			if checkErr(t, err, tt.err) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if len(got) != len(tt.want) {
 				t.Fatalf("got %+v, want %+v", got, tt.want)
@@ -50,6 +45,22 @@ func TestParseDevices(t *testing.T) {
 			}
 		})
 	}
+}
+
+// checkErr fails t unless err matches want ("" = no error); it reports
+// whether the case expected an error, so the caller stops there.
+func checkErr(t *testing.T, err error, want string) bool {
+	t.Helper()
+	if want == "" {
+		if err != nil {
+			t.Fatal(err)
+		}
+		return false
+	}
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("err = %v, want %q", err, want)
+	}
+	return true
 }
 
 func TestParseCaps(t *testing.T) {
@@ -66,18 +77,14 @@ func TestParseCaps(t *testing.T) {
 		{"sm form refused", "0, sm_90\n", nil, "malformed compute_cap"},
 		{"three fields", "0, 9.0, x\n", nil, "want 2 fields"},
 		{"old driver text", `Field "compute_cap" is not a valid field to query.`, nil, "want 2 fields"},
+		{"bad index", "x, 9.0\n", nil, `malformed gpu index "x"`},
+		{"duplicate index", "0, 9.0\n0, 9.0\n", nil, "gpu index 0 listed twice"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := parseCaps(tt.in)
-			if tt.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.err) {
-					t.Fatalf("err = %v, want %q", err, tt.err)
-				}
+			if checkErr(t, err, tt.err) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if len(got) != len(tt.want) {
 				t.Fatalf("got %v, want %v", got, tt.want)
@@ -126,7 +133,7 @@ func TestVisible(t *testing.T) {
 			for _, g := range got {
 				idx = append(idx, g.Index)
 			}
-			if !equalInts(idx, tt.want) {
+			if !slices.Equal(idx, tt.want) {
 				t.Errorf("visible = %v, want %v", idx, tt.want)
 			}
 			if !strings.Contains(reason, tt.reason) || (tt.reason == "" && reason != "") {

@@ -65,10 +65,6 @@ func TestH200Version(t *testing.T) {
 	if err := json.Unmarshal(readH200(t, "props.json"), &props); err != nil || props.BuildInfo != "b0-d32676d" {
 		t.Errorf("props build_info %q, %v", props.BuildInfo, err)
 	}
-	// resolve printed the version as DetectLlama stores it.
-	if !strings.Contains(string(readH200(t, "resolve-formats.txt")), "version 0 (d32676d), flag spelling 2026") {
-		t.Error("resolve-formats.txt lacks `version 0 (d32676d), flag spelling 2026`")
-	}
 }
 
 func TestH200Timings(t *testing.T) {
@@ -161,10 +157,6 @@ func TestH200MetricsPositions(t *testing.T) {
 		if !strings.Contains(after, l+"\n") {
 			t.Errorf("metrics-after.txt lacks %q", l)
 		}
-	}
-	// The launcher's log line is what VerifyLlama's From says for 5 labels.
-	if !strings.Contains(string(readH200(t, "speclaunch-serve.log")), `width verified width=6 from="/metrics `+PerPosMetric+`: 5 positions = n_max 5"`) {
-		t.Error("speclaunch-serve.log lacks the width-6 verification line")
 	}
 }
 

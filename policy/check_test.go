@@ -196,14 +196,7 @@ func TestCheckEveryEntryAndNil(t *testing.T) {
 // against the records committed in this repository: CI fails when an entry
 // loses its backing.
 func TestShippedPolicyChecks(t *testing.T) {
-	data, err := os.ReadFile("../policy.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := Parse("policy.toml", data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := shipped(t)
 	vs := Check(Merge(f), func(p string) ([]byte, error) { return os.ReadFile(filepath.Join("..", filepath.FromSlash(p))) })
 	if len(vs) == 0 {
 		t.Fatal("no verdicts")

@@ -45,6 +45,16 @@ func bigPolicy(n int, prefix string) []byte {
 	return []byte(b.String())
 }
 
+// shipped is the embedded policy.toml, parsed.
+func shipped(tb testing.TB) *File {
+	tb.Helper()
+	data, err := os.ReadFile("../policy.toml")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return mustParse(tb, "policy.toml", data)
+}
+
 func mustParse(tb testing.TB, name string, data []byte) *File {
 	tb.Helper()
 	f, err := Parse(name, data)
@@ -57,11 +67,7 @@ func mustParse(tb testing.TB, name string, data []byte) *File {
 // BenchmarkMerge20k: the embedded policy, a 20,000-entry file, and a second
 // 20,000-entry file that replaces every entry of the first by key.
 func BenchmarkMerge20k(b *testing.B) {
-	embedded, err := os.ReadFile("../policy.toml")
-	if err != nil {
-		b.Fatal(err)
-	}
-	base := mustParse(b, "policy.toml", embedded)
+	base := shipped(b)
 	one := mustParse(b, "one.toml", bigPolicy(20000, "one"))
 	two := mustParse(b, "two.toml", bigPolicy(20000, "two"))
 	b.ResetTimer()
@@ -76,11 +82,7 @@ func BenchmarkMerge20k(b *testing.B) {
 // BenchmarkParseMerge20k is what a reload of a 20,000-entry policy file
 // costs: parse it, then merge it over the embedded policy.
 func BenchmarkParseMerge20k(b *testing.B) {
-	embedded, err := os.ReadFile("../policy.toml")
-	if err != nil {
-		b.Fatal(err)
-	}
-	base := mustParse(b, "policy.toml", embedded)
+	base := shipped(b)
 	data := bigPolicy(20000, "one")
 	b.SetBytes(int64(len(data)))
 	b.ResetTimer()

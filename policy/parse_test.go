@@ -2,7 +2,6 @@ package policy
 
 import (
 	"errors"
-	"os"
 	"strings"
 	"testing"
 
@@ -262,14 +261,7 @@ func TestParseProfileEntries(t *testing.T) {
 // TestShippedPolicy pins what the embedded policy.toml says: the defaults
 // mirror each engine, and there is exactly one measured entry.
 func TestShippedPolicy(t *testing.T) {
-	data, err := os.ReadFile("../policy.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := Parse("policy.toml", data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := shipped(t)
 	p := Merge(f)
 	for _, tc := range []struct {
 		e    key.Engine

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/speclaunch/speclaunch/internal/safefile/safefiletest"
 )
@@ -46,18 +45,9 @@ func TestReadFileShapes(t *testing.T) {
 		{name: safefiletest.Missing, want: "no such file; check the path", notExist: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			done := make(chan struct{})
 			var b []byte
 			var err error
-			go func() {
-				defer close(done)
-				b, err = ReadFile(context.Background(), "policy file", p[tc.name], testCap)
-			}()
-			select {
-			case <-done:
-			case <-time.After(10 * time.Second):
-				t.Fatal("ReadFile blocked")
-			}
+			safefiletest.Within(t, func() { b, err = ReadFile(context.Background(), "policy file", p[tc.name], testCap) })
 			if tc.want == "" {
 				if err != nil || len(b) != tc.size {
 					t.Fatalf("got %d bytes, %v; want %d bytes", len(b), err, tc.size)
@@ -95,21 +85,15 @@ func TestOpenRechecksAfterOpen(t *testing.T) {
 	}
 	stat = func(string) (fs.FileInfo, error) { return os.Stat(reg) }
 	t.Cleanup(func() { stat = os.Stat })
-	done := make(chan error, 1)
-	go func() {
-		r, err := Open(context.Background(), "profile", fifo, testCap)
-		if err == nil {
+	var err error
+	safefiletest.Within(t, func() {
+		var r *Reader
+		if r, err = Open(context.Background(), "profile", fifo, testCap); err == nil {
 			r.Close()
 		}
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		if err == nil || !strings.Contains(err.Error(), "is a FIFO") {
-			t.Fatalf("got %v, want the FIFO refused", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Open blocked on a FIFO")
+	})
+	if err == nil || !strings.Contains(err.Error(), "is a FIFO") {
+		t.Fatalf("got %v, want the FIFO refused", err)
 	}
 }
 

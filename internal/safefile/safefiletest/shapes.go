@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // Shape names, the keys of Make's map.
@@ -55,4 +56,30 @@ func Make(t testing.TB, name string, overCap int64) map[string]string {
 	must(err)
 	t.Cleanup(func() { l.Close() })
 	return p
+}
+
+// Refused maps each shape that must be refused to a phrase its error
+// holds; capText is the cap as the error writes it ("4 MiB").
+func Refused(capText string) map[string]string {
+	return map[string]string{
+		Dir:     "is a directory",
+		FIFO:    "is a FIFO",
+		Socket:  "is a socket",
+		Device:  "is a device",
+		Huge:    "file is larger than " + capText,
+		Missing: "no such file",
+	}
+}
+
+// Within runs f and fails t when it has not returned within ten seconds:
+// no shape of file may block a reader.
+func Within(t testing.TB, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { defer close(done); f() }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("blocked reading a file")
+	}
 }
