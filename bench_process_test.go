@@ -23,7 +23,7 @@ var (
 	buildErr  error
 )
 
-func staticBinary(b *testing.B) string {
+func staticBinary(b testing.TB) string {
 	b.Helper()
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "speclaunch-bench")

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"debug/elf"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"io/fs"
@@ -16,6 +18,8 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 	"github.com/speclaunch/speclaunch/cli"
 	"github.com/speclaunch/speclaunch/internal/fakellama"
+	"github.com/speclaunch/speclaunch/internal/safefile"
+	"github.com/speclaunch/speclaunch/internal/safefile/safefiletest"
 )
 
 func speclaunchMain() int {
@@ -146,15 +150,100 @@ func CheckStatic(path string) error {
 	return nil
 }
 
+// TestCheckStaticRejectsDynamic: CheckStatic must fail for an ELF that has
+// an interpreter or a dynamic section, and pass one with neither. The ELF
+// files are made here, so the test never depends on how the host's own
+// binaries were linked.
 func TestCheckStaticRejectsDynamic(t *testing.T) {
-	// /bin/sh is dynamically linked on every distribution CI uses; the check
-	// must be able to fail.
-	sh, err := exec.LookPath("sh")
-	if err != nil {
-		t.Skip("no sh")
+	for _, tc := range []struct {
+		name  string
+		progs []elf.ProgType
+		want  string // "" = static
+	}{
+		{"static", []elf.ProgType{elf.PT_LOAD}, ""},
+		{"interpreter", []elf.ProgType{elf.PT_PHDR, elf.PT_INTERP, elf.PT_LOAD}, "has an ELF interpreter"},
+		{"dynamic section", []elf.ProgType{elf.PT_LOAD, elf.PT_DYNAMIC}, "has a dynamic section"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "a.out")
+			if err := os.WriteFile(path, fakeELF(tc.progs), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			err := CheckStatic(path)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("static ELF refused: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("CheckStatic = %v; want %q", err, tc.want)
+			}
+		})
 	}
-	real, _ := filepath.EvalSymlinks(sh)
-	if err := CheckStatic(real); err == nil {
-		t.Skipf("%s is static here", real)
+}
+
+// fakeELF is a minimal x86-64 ELF executable header with one program
+// header per type and no sections.
+func fakeELF(progs []elf.ProgType) []byte {
+	var b bytes.Buffer
+	h := elf.Header64{
+		Type: uint16(elf.ET_EXEC), Machine: uint16(elf.EM_X86_64), Version: uint32(elf.EV_CURRENT),
+		Phoff: 64, Ehsize: 64, Phentsize: 56, Phnum: uint16(len(progs)), Shentsize: 64,
+	}
+	copy(h.Ident[:], elf.ELFMAG)
+	h.Ident[elf.EI_CLASS], h.Ident[elf.EI_DATA], h.Ident[elf.EI_VERSION] = byte(elf.ELFCLASS64), byte(elf.ELFDATA2LSB), byte(elf.EV_CURRENT)
+	binary.Write(&b, binary.LittleEndian, h)
+	for _, pt := range progs {
+		binary.Write(&b, binary.LittleEndian, elf.Prog64{Type: uint32(pt), Flags: uint32(elf.PF_R), Align: 8})
+	}
+	return b.Bytes()
+}
+
+// TestBadFileShapesExit2: a profile, policy file or record that is a
+// directory, FIFO, socket, device, missing or over its cap is bad input:
+// exit code 2, the file named, at once. An empty policy or record is bad
+// input too (the parser's error); an empty profile is a valid one.
+func TestBadFileShapesExit2(t *testing.T) {
+	for _, tc := range []struct {
+		what  string
+		limit int64
+		args  func(path string) []string
+		want  string
+	}{
+		{"profile", safefile.ProfileLimit, func(p string) []string { return []string{"resolve", "--profile", p} }, "flag --profile: cannot use profile: profile "},
+		{"policy", safefile.PolicyLimit, func(p string) []string { return []string{"policy", "list", "--policy", p} }, "flag --policy: cannot use policy file: policy file "},
+		{"record", safefile.RecordLimit, func(p string) []string { return []string{"policy", "propose", p} }, "record "},
+	} {
+		name := "x.toml"
+		if tc.what == "record" {
+			name = "x.json"
+		}
+		shapes := safefiletest.Make(t, name, tc.limit+1)
+		for shape, path := range shapes {
+			want, code := tc.want+path, 2
+			switch {
+			case shape == safefiletest.Empty && tc.what == "profile":
+				want, code = "", 0
+			case shape == safefiletest.Empty || shape == safefiletest.Missing:
+				want = path // the parser's or the profile finder's message
+			}
+			t.Run(tc.what+"/"+shape, func(t *testing.T) {
+				var stdout, stderr bytes.Buffer
+				done := make(chan int, 1)
+				go func() { done <- cli.Main(tc.args(path), policyTOML, &stdout, &stderr) }()
+				select {
+				case got := <-done:
+					if got != code {
+						t.Errorf("exit %d, want %d", got, code)
+					}
+				case <-time.After(20 * time.Second):
+					t.Fatal("blocked")
+				}
+				if want != "" && (!strings.Contains(stderr.String(), "speclaunch: error: ") || !strings.Contains(stderr.String(), want)) {
+					t.Errorf("stderr %q: want the %s named (%q)", stderr.String(), tc.what, want)
+				}
+			})
+		}
 	}
 }

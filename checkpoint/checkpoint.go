@@ -12,7 +12,9 @@
 package checkpoint
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -147,7 +149,7 @@ func DrafterKind(path string) (key.Drafter, bool) {
 	}
 	raw, err := readConfig(path)
 	if err != nil {
-		if g, _ := findGGUF(path); g != "" && os.IsNotExist(err) {
+		if g, _ := findGGUF(path); g != "" && errors.Is(err, fs.ErrNotExist) {
 			return ggufDrafter(g)
 		}
 		return "", false

@@ -1,12 +1,11 @@
 package checkpoint
 
 import (
-	"fmt"
-	"io"
-	"os"
+	"context"
 	"path/filepath"
 	"strings"
 
+	"github.com/speclaunch/speclaunch/internal/safefile"
 	"github.com/speclaunch/speclaunch/key"
 )
 
@@ -95,23 +94,9 @@ func asciiLower(s string) string {
 	return string(b)
 }
 
-// maxConfig bounds how much of a config.json is read; real ones are a few
-// KiB, and a 16 MiB "config" is not one (upstream would read it all).
-const maxConfig = 16 << 20
-
-// readConfig reads dir/config.json, bounded.
+// readConfig reads dir/config.json: a regular file of at most
+// safefile.ConfigLimit bytes (real ones are a few KiB; upstream would read
+// any size).
 func readConfig(dir string) ([]byte, error) {
-	f, err := os.Open(filepath.Join(dir, "config.json"))
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxConfig+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(b) > maxConfig {
-		return nil, fmt.Errorf("%s is larger than %d bytes", filepath.Join(dir, "config.json"), maxConfig)
-	}
-	return b, nil
+	return safefile.ReadFile(context.Background(), "config.json", filepath.Join(dir, "config.json"), safefile.ConfigLimit)
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/speclaunch/speclaunch/key"
 )
 
-// Vectors from upstream's draft_block_policy_tests.rs (mlxcel.md §1, §11)
+// Vectors from upstream mlxcel's src/cli/draft_block_policy_tests.rs
 // plus the edges of serde_json's grammar that decide unknown vs other.
 func TestClassifyConfig(t *testing.T) {
 	tests := []struct {
@@ -127,7 +127,7 @@ func museWith(kv string) string { return strings.TrimSuffix(musePublished, "}") 
 
 func dsparkWith(kv string) string { return strings.TrimSuffix(dsparkConfig, "}") + "," + kv + "}" }
 
-// Vectors from upstream's speculative_args_tests.rs (mlxcel.md §2) and the
+// Vectors from upstream mlxcel's src/cli/speculative_args_tests.rs and the
 // Muse config tests, plus the type strictness each peek inherits from serde.
 func TestDeclaredWidth(t *testing.T) {
 	tests := []struct {

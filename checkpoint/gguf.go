@@ -2,16 +2,17 @@ package checkpoint
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"math/bits"
-	"os"
 	"sort"
 	"strings"
 
+	"github.com/speclaunch/speclaunch/internal/safefile"
 	"github.com/speclaunch/speclaunch/key"
 )
 
@@ -112,18 +113,16 @@ func ggmlName(t uint32) string {
 	return fmt.Sprintf("type%d", t)
 }
 
-// ReadGGUFFile reads the header of the GGUF file at path.
+// ReadGGUFFile reads the header of the GGUF file at path. The file must be
+// a regular file (a directory, FIFO or device is refused before any read)
+// and its header must end within safefile.GGUFLimit bytes.
 func ReadGGUFFile(path string) (*GGUFInfo, error) {
-	f, err := os.Open(path)
+	f, err := safefile.Open(context.Background(), "GGUF file", path, safefile.GGUFLimit)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	info, err := readGGUF(bufio.NewReaderSize(f, 1<<16), fi.Size())
+	info, err := readGGUF(bufio.NewReaderSize(f, 1<<16), f.Size())
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -133,7 +132,8 @@ func ReadGGUFFile(path string) (*GGUFInfo, error) {
 // ReadGGUF reads a GGUF header (magic, version 2 or 3, KVs, tensor infos)
 // from r and stops before the tensor data. When r knows its size
 // (Size() int64, as bytes.Reader and strings.Reader do), counts and
-// lengths are also checked against the bytes left.
+// lengths are also checked against the bytes left; either way nothing past
+// safefile.GGUFLimit bytes is read.
 func ReadGGUF(r io.Reader) (*GGUFInfo, error) {
 	size := int64(-1)
 	if s, ok := r.(interface{ Size() int64 }); ok {
@@ -143,10 +143,11 @@ func ReadGGUF(r io.Reader) (*GGUFInfo, error) {
 }
 
 type ggufReader struct {
-	r    io.Reader
-	off  uint64
-	size int64 // -1 when unknown
-	buf  [8]byte
+	r     io.Reader
+	off   uint64
+	size  int64 // -1 when unknown
+	limit int64 // the header must end within this many bytes
+	buf   [8]byte
 }
 
 // ErrTruncated is wrapped by every error for input that ends early.
@@ -156,18 +157,35 @@ func (g *ggufReader) fail(at uint64, format string, a ...any) error {
 	return fmt.Errorf("gguf: %s at byte %d", fmt.Sprintf(format, a...), at)
 }
 
+// remain is what may still be read: up to the end of the file or the
+// header cap, whichever comes first.
 func (g *ggufReader) remain() uint64 {
-	if g.size < 0 {
-		return math.MaxUint64
+	end := uint64(g.limit)
+	if g.size >= 0 && uint64(g.size) < end {
+		end = uint64(g.size)
 	}
-	if uint64(g.size) < g.off {
+	if end < g.off {
 		return 0
 	}
-	return uint64(g.size) - g.off
+	return end - g.off
+}
+
+// end names what remain counts to, for messages.
+func (g *ggufReader) end() string {
+	if g.size < 0 || g.size > g.limit {
+		return fmt.Sprintf("the %d MiB cap on a GGUF header (docs/file-limits.md)", g.limit>>20)
+	}
+	return "the end of the file"
 }
 
 func (g *ggufReader) read(n int, what string) ([]byte, error) {
 	at := g.off
+	if uint64(n) > g.remain() && g.size >= 0 && g.size <= g.limit {
+		return nil, fmt.Errorf("gguf: %w reading %s at byte %d", ErrTruncated, what, at)
+	}
+	if uint64(n) > g.remain() {
+		return nil, g.fail(at, "%s runs past %s", what, g.end())
+	}
 	k, err := io.ReadFull(g.r, g.buf[:n])
 	g.off += uint64(k)
 	if err != nil {
@@ -199,7 +217,7 @@ func (g *ggufReader) u64(what string) (uint64, error) {
 func (g *ggufReader) skip(n uint64, what string) error {
 	at := g.off
 	if n > g.remain() {
-		return g.fail(at, "%s of %d bytes runs past the end of the file (%d left)", what, n, g.remain())
+		return g.fail(at, "%s of %d bytes runs past %s (%d left)", what, n, g.end(), g.remain())
 	}
 	k, err := io.CopyN(io.Discard, g.r, int64(n))
 	g.off += uint64(k)
@@ -223,7 +241,7 @@ func (g *ggufReader) str(what string, keep bool) (string, error) {
 		return "", g.fail(at, "%s length %d exceeds the %d-byte limit", what, n, maxGGUFString)
 	}
 	if n > g.remain() {
-		return "", g.fail(at, "%s length %d runs past the end of the file (%d left)", what, n, g.remain())
+		return "", g.fail(at, "%s length %d runs past %s (%d left)", what, n, g.end(), g.remain())
 	}
 	if !keep {
 		return "", g.skip(n, what)
@@ -345,7 +363,7 @@ func clipKey(k string) string {
 }
 
 func readGGUF(r io.Reader, size int64) (*GGUFInfo, error) {
-	g := &ggufReader{r: r, size: size}
+	g := &ggufReader{r: r, size: size, limit: safefile.GGUFLimit}
 	magic, err := g.read(ggufMagicLength, "magic")
 	if err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"io"
 	"os"
 	"strings"
 	"testing"
@@ -279,7 +280,7 @@ func FuzzReadGGUF(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in []byte) {
 		for _, r := range []func() (*GGUFInfo, error){
 			func() (*GGUFInfo, error) { return ReadGGUF(bytes.NewReader(in)) },
-			func() (*GGUFInfo, error) { return ReadGGUF(struct{ *bytes.Reader }{bytes.NewReader(in)}) },
+			func() (*GGUFInfo, error) { return ReadGGUF(struct{ io.Reader }{bytes.NewReader(in)}) },
 		} {
 			info, err := r()
 			if err != nil {

@@ -26,6 +26,8 @@ type App struct {
 	Policy  PolicyCmd  `cmd:"" help:"Show, explain and check the width policy."`
 	Profile ProfileCmd `cmd:"" help:"Write, show and validate profiles."`
 	Version VersionCmd `cmd:"" help:"Print the version, commit and Go version."`
+
+	VersionFlag kong.VersionFlag `name:"version" help:"Print the version and exit (as llama-server --version)."`
 }
 
 // Env is what commands get bound to instead of globals.
@@ -70,23 +72,15 @@ func MainContext(parent context.Context, args []string, policyTOML []byte, stdou
 	if len(args) > 0 && args[0] == simCommand {
 		return runSim(args[1:], stdout, stderr)
 	}
-	args = rewriteShort(args)
-	var pass []string
-	for i, a := range args {
-		if a == "--" {
-			pass = append([]string(nil), args[i+1:]...)
-			args = args[:i]
-			break
-		}
-	}
 	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	env := &Env{Stdout: stdout, Stderr: stderr, Getenv: os.Getenv, PolicyTOML: policyTOML, Passthrough: pass, Ctx: ctx, Deps: deps, parent: parent}
+	env := &Env{Stdout: stdout, Stderr: stderr, Getenv: os.Getenv, PolicyTOML: policyTOML, Ctx: ctx, Deps: deps, parent: parent}
 
 	var app App
 	exited := -1
 	parser, err := kong.New(&app,
 		kong.Name("speclaunch"),
+		kong.Vars{"version": versionLine()},
 		kong.Description("Launch a speculative-decoding LLM server at the draft width measured to be best for this GPU, weight format and drafter."),
 		kong.UsageOnError(),
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true, WrapUpperBound: 100}),
@@ -98,6 +92,11 @@ func MainContext(parent context.Context, args []string, policyTOML []byte, stdou
 		fmt.Fprintf(stderr, "speclaunch: internal error: %v\n", err)
 		return 1
 	}
+	argv, err := prepass(parser.Model.Node, args)
+	if err != nil {
+		return report(stderr, err)
+	}
+	args, env.Passthrough = argv.kong, argv.engine
 	code, done := func() (code int, done bool) {
 		defer func() {
 			if r := recover(); r != nil {
@@ -112,7 +111,7 @@ func MainContext(parent context.Context, args []string, policyTOML []byte, stdou
 		if err != nil {
 			fmt.Fprintf(stderr, "speclaunch: error: %v\n", err)
 			if pe, ok := err.(*kong.ParseError); ok && pe.Context != nil {
-				fmt.Fprintln(stderr, "hint: run with --help for the flags and commands")
+				fmt.Fprintln(stderr, "hint: run with --help for the flags and commands; engine flags llama-server does not list go after --")
 			}
 			return 2, true
 		}

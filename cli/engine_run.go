@@ -75,7 +75,14 @@ func checkLaunchable(p *plan.Plan, checkPort bool) error {
 		return &badInput{fmt.Errorf("engine binary %q not found (looked up %q on PATH); install %s or set engine.binary in the profile (--engine-binary, MLXCEL_ENGINE_BINARY)", p.Facts.Binary, p.Facts.Binary, s.Engine.Value)}
 	}
 	if s.Model.Value == "" {
-		return &badInput{errors.New("no target model: set model.path in the profile, --model/-m, or LLAMA_ARG_MODEL")}
+		msg := "no target model: set model.path in the profile, --model/-m, or LLAMA_ARG_MODEL"
+		for _, a := range s.EngineArgs.Value {
+			if name, _, _ := strings.Cut(a, "="); name == "-hf" || name == "-hfr" || name == "--hf-repo" {
+				msg += " (" + name + " is not enough: speclaunch reads the target's weight format from a local file, so download the GGUF and pass -m PATH)"
+				break
+			}
+		}
+		return &badInput{errors.New(msg)}
 	}
 	if s.Engine.Value != key.Sim {
 		if _, err := os.Stat(s.Model.Value); err != nil && !key.FetchesModel(s.Engine.Value, s.Model.Value) {
@@ -103,9 +110,13 @@ func checkLaunchable(p *plan.Plan, checkPort bool) error {
 func startEngine(ctx context.Context, p *plan.Plan, o startOptions) (*running, error) {
 	r := &running{plan: p, start: time.Now()}
 	out := o.Out
+	var format func(stream, line string) []byte
+	if p.Settings.LogFormat.Value == "json" && !o.Raw {
+		format = engineLineJSON
+	}
 	proc, err := supervise.Start(ctx, supervise.Spec{
 		Argv: p.Launch.Argv, Env: p.Launch.Env,
-		Prefix: o.Prefix, Raw: o.Raw, Stdout: out, Stderr: out,
+		Prefix: o.Prefix, Raw: o.Raw, Format: format, Stdout: out, Stderr: out,
 		OnLine:      func(_, line string) { r.observe(line) },
 		StopTimeout: o.StopTimeout,
 	})
@@ -148,6 +159,9 @@ type widthCheck struct {
 	Verified bool   // the engine's width was read and matches
 	Problem  string // non-empty: mismatch, decline, or speculation not live
 	Note     string // could not verify (and why), not an error
+	// ReadFrom says where the engine's width was read: its startup line, or
+	// the probe's /metrics or /slots reading.
+	ReadFrom string
 }
 
 // verify reads the width the engine really runs. mlxcel and sim state it at
@@ -173,7 +187,9 @@ func (r *running) verify(ctx context.Context, probe bool) widthCheck {
 		if err != nil {
 			return widthCheck{Note: "could not verify the width: " + err.Error()}
 		}
-		return compare(want, obs)
+		c := compare(want, obs)
+		c.ReadFrom = "probe request, then " + obs.From
+		return c
 	}
 	// mlxcel/sim: the startup line, which is printed before the port binds;
 	// allow the output goroutine a moment to deliver it.
@@ -201,7 +217,12 @@ func (r *running) verify(ctx context.Context, probe bool) widthCheck {
 			return widthCheck{Observed: engine.Observation{Declined: true, Line: line}, Problem: "the engine declined speculation (\"falling back to classic decode\"): it runs without drafting"}
 		}
 		if last != nil {
-			return compare(want, *last)
+			c := compare(want, *last)
+			// The engine's block_size_from names why the engine took its
+			// width: for a width speclaunch passes, always its flag
+			// ("operator override"), whatever the launcher resolved from.
+			c.ReadFrom = fmt.Sprintf("the engine's startup line (speculative=%s, block_size=%d)", last.Kind, last.Width)
+			return c
 		}
 		if time.Now().After(deadline) {
 			if want.Source == width.Off {
@@ -239,7 +260,7 @@ func compare(want width.Resolution, o engine.Observation) widthCheck {
 func logPlan(log *slog.Logger, p *plan.Plan, msg string) {
 	r, f := p.Resolution, p.Facts
 	attrs := []any{
-		"width", r.Width, "source", string(r.Source), "reason", r.Reason,
+		"width", r.Width, "width_source", string(r.Source), "reason", r.Reason,
 	}
 	if r.Source == width.Off {
 		attrs = []any{"speculation", "off", "reason", r.Reason}

@@ -1,11 +1,15 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/alecthomas/kong"
 	"github.com/speclaunch/speclaunch/config"
+	"github.com/speclaunch/speclaunch/internal/llamaflags"
 )
 
 // LaunchFlags is the flag surface shared by resolve, serve and bench. Every
@@ -20,10 +24,10 @@ type LaunchFlags struct {
 	Engine         string   `help:"Engine: mlxcel, llama.cpp, vllm, sglang or sim (env: $MLXCEL_ENGINE; default mlxcel)." placeholder:"NAME" group:"Launch"`
 	EngineBinary   string   `help:"Engine binary (default mlxcel-server / llama-server on PATH) (env: $MLXCEL_ENGINE_BINARY)." placeholder:"PATH" group:"Launch"`
 	Model          string   `short:"m" help:"Target model: an MLX checkpoint directory or a GGUF file (env: $LLAMA_ARG_MODEL, $MLXCEL_MODEL)." placeholder:"PATH" group:"Launch"`
-	DraftModel     string   `help:"Draft model; also -md (env: $LLAMA_ARG_SPEC_DRAFT_MODEL, $LLAMA_ARG_MODEL_DRAFT, $MLXCEL_DRAFT_MODEL). Without one, speculation is off." placeholder:"PATH" group:"Launch"`
-	DraftKind      string   `help:"Drafter kind: dflash|mtp (mlxcel, sim), draft|mtp|dflash|dspark|eagle3 (llama.cpp), draft|eagle|eagle3|mtp|ngram|dflash (vllm, sglang); default detected from the drafter (env: $LLAMA_ARG_DRAFT_KIND, $MLXCEL_DRAFT_KIND)." placeholder:"KIND" group:"Launch"`
+	DraftModel     string   `aliases:"model-draft,spec-draft-model" help:"Draft model; also -md, --model-draft, --spec-draft-model (env: $LLAMA_ARG_SPEC_DRAFT_MODEL, $LLAMA_ARG_MODEL_DRAFT, $MLXCEL_DRAFT_MODEL). Without one, speculation is off." placeholder:"PATH" group:"Launch"`
+	DraftKind      string   `aliases:"spec-type" help:"Drafter kind: dflash|mtp (mlxcel, sim), draft|mtp|dflash|dspark|eagle3 (llama.cpp), draft|eagle|eagle3|mtp|ngram|dflash (vllm, sglang); also --spec-type draft-KIND, as llama-server spells it; default detected from the drafter (env: $LLAMA_ARG_DRAFT_KIND, $LLAMA_ARG_SPEC_TYPE, $MLXCEL_DRAFT_KIND)." placeholder:"KIND" group:"Launch"`
 	DraftBlockSize string   `help:"Draft width = verify rows = draft tokens + 1; overrides the policy (env: $LLAMA_ARG_DRAFT_BLOCK_SIZE, $MLXCEL_DRAFT_BLOCK_SIZE)." placeholder:"W" group:"Launch"`
-	SpecDraftNMax  string   `name:"spec-draft-n-max" help:"The width in llama.cpp's unit, draft tokens N (= width N+1) (env, llama.cpp engine: $LLAMA_ARG_SPEC_DRAFT_N_MAX, $LLAMA_ARG_DRAFT_MAX)." placeholder:"N" group:"Launch"`
+	SpecDraftNMax  string   `name:"spec-draft-n-max" aliases:"draft-max,draft,draft-n" help:"The width in llama.cpp's unit, draft tokens N (= width N+1); also --draft-max (env, llama.cpp engine: $LLAMA_ARG_SPEC_DRAFT_N_MAX, $LLAMA_ARG_DRAFT_MAX)." placeholder:"N" group:"Launch"`
 	Capability     string   `help:"CUDA compute capability to resolve for instead of probing nvidia-smi, e.g. 9.0 or 12.1 (env: $MLXCEL_CUDA_CAPABILITY)." placeholder:"X.Y" group:"Launch"`
 	Quant          string   `help:"Target quantization instead of reading it from the checkpoint: affine, nvfp4, other, q4_0, q4_k, q8_0, f16, ... (env: $MLXCEL_QUANT)." placeholder:"Q" group:"Launch"`
 	Host           string   `help:"Address the engine listens on (env: $LLAMA_ARG_HOST, $MLXCEL_HOST; default 127.0.0.1)." placeholder:"HOST" group:"Launch"`
@@ -31,7 +35,7 @@ type LaunchFlags struct {
 	LogFormat      string   `help:"Log format: auto (colour on a terminal unless NO_COLOR), text, color, json (env: $MLXCEL_LOG_FORMAT)." placeholder:"FMT" group:"Logging"`
 	LogLevel       string   `help:"Log level: debug, info, warn, error (env: $MLXCEL_LOG_LEVEL)." placeholder:"LEVEL" group:"Logging"`
 
-	EngineArgs []string `arg:"" optional:"" passthrough:"" help:"Extra engine arguments after --, passed through verbatim." placeholder:"-- ENGINE-ARGS"`
+	EngineArgs []string `arg:"" optional:"" passthrough:"" help:"Engine arguments: llama-server flags work as typed (-ngl 99 -c 8192 --jinja); anything else goes after --. Passed through verbatim." placeholder:"-- ENGINE-ARGS"`
 }
 
 // given returns the raw values of the flags that appeared on the command
@@ -59,12 +63,224 @@ func (f *LaunchFlags) input(kctx *kong.Context, getenv func(string) string, extr
 	return config.Input{Flags: flags, Policies: f.Policy, Passthrough: pass, Getenv: getenv}
 }
 
-// shortFlags are llama-style multi-letter single-dash flags. Kong (like
-// clap) would read "-md" as "-m -d"; mlxcel rewrites them in an argv
-// pre-pass, and so do we. Only our own flags are rewritten, only before
-// "--".
-var shortFlags = map[string]string{
-	"-md": "--draft-model",
+// llamaAliases are llama-server's spellings of what the launcher owns, as a
+// llama-server user types them. The long ones are also Kong aliases (so help
+// and errors know them); -md needs the pre-pass, since Kong (like clap)
+// would read it as -m -d.
+var llamaAliases = map[string]string{
+	"-md":     "--draft-model",
+	"--usage": "--help",
+}
+
+// argvPlan is the pre-pass's result: what Kong parses, and the engine
+// arguments in the order they were typed (those routed out of the launcher's
+// flags, then those after "--").
+type argvPlan struct {
+	kong   []string
+	engine []string
+}
+
+// prepass rewrites argv before Kong sees it. In a launch command (one that
+// takes engine arguments: resolve, serve, bench, profile show/validate):
+//
+//   - a flag the launcher owns, under its name or a llama-server alias (-md,
+//     --model-draft, --spec-type, --draft-max), stays with the launcher,
+//     joined to its value ("--draft-block-size=-3") so that a value starting
+//     with '-' reaches validation and gets the real message;
+//   - any other flag llama-server lists in its --help (-ngl 99, -c 8192,
+//     --jinja, -hf REPO) moves to the engine arguments with as many values as
+//     llama-server gives it (internal/llamaflags, from the captured --help);
+//   - a flag neither knows is refused here, with the nearest launcher flag:
+//     Kong would read "-ngx" as "-n -g -x", and would take an unknown --flag
+//     for an engine argument. A single-letter one is left to Kong.
+//
+// Everything after "--" goes to the engine untouched. Other commands only
+// get the value joining and the short-to-long rewriting.
+func prepass(app *kong.Node, args []string) (argvPlan, error) {
+	var out argvPlan
+	cmd, at := findCommand(app, args)
+	owned, shortToLong := ownedFlags(cmd)
+	launch := takesEngineArgs(cmd)
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			out.engine = append(out.engine, args[i+1:]...)
+			return out, nil
+		}
+		if i <= at || !strings.HasPrefix(a, "-") || a == "-" || isNegativeNumber(a) {
+			out.kong = append(out.kong, a)
+			continue
+		}
+		name, val, hasVal := strings.Cut(a, "=")
+		if long, ok := llamaAliases[name]; ok {
+			name = long
+		}
+		if values, ok := owned[name]; ok {
+			if l, ok := shortToLong[name]; ok && (hasVal || values == 1) {
+				name = l
+			}
+			switch {
+			case hasVal:
+				out.kong = append(out.kong, name+"="+val)
+			case values == 1 && i+1 < len(args) && looksLikeValue(args[i+1], owned):
+				// Kong would read "--rounds -1" as a flag followed by
+				// short flags.
+				out.kong = append(out.kong, name+"="+args[i+1])
+				i++
+			default:
+				out.kong = append(out.kong, name)
+			}
+			continue
+		}
+		if !launch {
+			out.kong = append(out.kong, a)
+			continue
+		}
+		if values, ok := llamaflags.Values(name); ok {
+			if hasVal || values == 0 {
+				out.engine = append(out.engine, a)
+				continue
+			}
+			if i+values >= len(args) || slices.Contains(args[i+1:i+1+values], "--") {
+				return out, usage(fmt.Errorf("llama-server flag %s takes %d value(s) and got none", a, values), "give it its value ("+a+" VALUE), or put engine arguments after --")
+			}
+			out.engine = append(out.engine, args[i:i+1+values]...)
+			i += values
+			continue
+		}
+		if strings.HasPrefix(a, "--") || len(name) > 2 {
+			msg := fmt.Sprintf("unknown flag %s: neither a speclaunch flag nor one llama-server lists", name)
+			if near := nearest(name, owned); near != "" {
+				msg += fmt.Sprintf(" (did you mean %s?)", near)
+			}
+			return out, usage(errors.New(msg), "to pass a flag to the engine as it is, put it after --: speclaunch "+cmd.Path()+" ... -- "+a)
+		}
+		out.kong = append(out.kong, a)
+	}
+	return out, nil
+}
+
+// findCommand returns the command node args select and the index of its
+// name in args (-1 for the application itself). Flags before a command name
+// are the application's (--help, --version), which take no value.
+func findCommand(app *kong.Node, args []string) (*kong.Node, int) {
+	node, at := app, -1
+	for i, a := range args {
+		if a == "--" {
+			break
+		}
+		if strings.HasPrefix(a, "-") {
+			continue
+		}
+		child := childNamed(node, a)
+		if child == nil {
+			break
+		}
+		node, at = child, i
+	}
+	return node, at
+}
+
+func childNamed(n *kong.Node, name string) *kong.Node {
+	for _, c := range n.Children {
+		if c.Type != kong.CommandNode {
+			continue
+		}
+		if c.Name == name || slices.Contains(c.Aliases, name) {
+			return c
+		}
+	}
+	return nil
+}
+
+// ownedFlags maps every spelling of the command's flags (--name, aliases,
+// -s) to how many values it takes, and each short spelling to its long
+// name (Kong would read "-m=x" as the value "=x").
+func ownedFlags(n *kong.Node) (values map[string]int, long map[string]string) {
+	values, long = map[string]int{}, map[string]string{}
+	for _, group := range n.AllFlags(false) {
+		for _, f := range group {
+			v := 1
+			if f.IsBool() || f.IsCounter() {
+				v = 0
+			}
+			values["--"+f.Name] = v
+			for _, a := range f.Aliases {
+				values["--"+a] = v
+			}
+			if f.Short != 0 {
+				values["-"+string(f.Short)] = v
+				long["-"+string(f.Short)] = "--" + f.Name
+			}
+			if f.Tag != nil && f.Tag.Negatable != "" {
+				values["--no-"+f.Name] = 0
+			}
+		}
+	}
+	return values, long
+}
+
+// nearest returns the owned flag closest to name by edit distance, when
+// it is close enough to be a typo.
+func nearest(name string, owned map[string]int) string {
+	best, bestD := "", 3
+	for _, o := range slices.Sorted(maps.Keys(owned)) {
+		if d := editDistance(name, o); d < bestD {
+			best, bestD = o, d
+		}
+	}
+	return best
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// takesEngineArgs reports a command with the engine-arguments positional.
+func takesEngineArgs(n *kong.Node) bool {
+	for _, p := range n.Positional {
+		if p.Name == "engine-args" {
+			return true
+		}
+	}
+	return false
+}
+
+// looksLikeValue reports a token starting with '-' that must be the
+// preceding flag's value: a negative number, or anything that is no flag
+// either table knows ("-", "--" and flags are left alone).
+func looksLikeValue(next string, owned map[string]int) bool {
+	if !strings.HasPrefix(next, "-") || next == "-" || next == "--" {
+		return false
+	}
+	if isNegativeNumber(next) {
+		return true
+	}
+	name, _, _ := strings.Cut(next, "=")
+	if _, ok := owned[name]; ok {
+		return false
+	}
+	if _, ok := llamaAliases[name]; ok {
+		return false
+	}
+	_, known := llamaflags.Values(name)
+	return !known
 }
 
 func isNegativeNumber(s string) bool {
@@ -77,34 +293,4 @@ func isNegativeNumber(s string) bool {
 		}
 	}
 	return true
-}
-
-func rewriteShort(args []string) []string {
-	out := make([]string, 0, len(args))
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a == "--" {
-			return append(out, args[i:]...)
-		}
-		// Kong reads "--rounds -1" as a flag followed by short flags; join a
-		// negative number to its long flag so the value reaches validation
-		// and gets the real message ("below 2", "at least 3").
-		if strings.HasPrefix(a, "--") && !strings.Contains(a, "=") && i+1 < len(args) && isNegativeNumber(args[i+1]) {
-			out = append(out, a+"="+args[i+1])
-			i++
-			continue
-		}
-		if long, ok := shortFlags[a]; ok {
-			out = append(out, long)
-			continue
-		}
-		if name, val, ok := strings.Cut(a, "="); ok {
-			if long, ok := shortFlags[name]; ok {
-				out = append(out, long+"="+val)
-				continue
-			}
-		}
-		out = append(out, a)
-	}
-	return out
 }

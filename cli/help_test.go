@@ -19,7 +19,8 @@ func TestHelpNamesEveryEnvVar(t *testing.T) {
 		help := strings.Join(strings.Fields(out.String()), " ")
 		for name, envs := range config.Envs {
 			switch name {
-			case "ready-timeout", "stop-timeout", "restart", "strict-width", "probe", "watch", "raw-engine-output":
+			case "ready-timeout", "stop-timeout", "restart", "strict-width", "probe", "watch", "raw-engine-output",
+				"proxy", "switch", "drain-timeout", "hold-timeout", "queue-size", "adapt", "adapt-max-width", "adapt-explore", "adapt-margin", "adapt-min-cycles", "adapt-window":
 				if cmd != "serve" {
 					continue
 				}

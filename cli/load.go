@@ -1,12 +1,13 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"os"
 
 	"github.com/alecthomas/kong"
 	"github.com/speclaunch/speclaunch/config"
+	"github.com/speclaunch/speclaunch/internal/safefile"
 	"github.com/speclaunch/speclaunch/plan"
 	"github.com/speclaunch/speclaunch/policy"
 	"github.com/speclaunch/speclaunch/profiles"
@@ -28,6 +29,9 @@ type loaded struct {
 // load layers the settings and merges the policies. Every failure is bad
 // input (exit 2) naming its file, line, flag or variable.
 func (e *Env) load(in config.Input) (*loaded, error) {
+	if in.Ctx == nil {
+		in.Ctx = e.Ctx
+	}
 	s, prof, notices, err := config.Load(in)
 	if err != nil {
 		return nil, err
@@ -36,7 +40,7 @@ func (e *Env) load(in config.Input) (*loaded, error) {
 	if prof != nil {
 		l.Files = append(l.Files, prof.Path)
 	}
-	pol, files, err := loadPolicy(e.PolicyTOML, s, prof)
+	pol, files, err := loadPolicy(in.Ctx, e.PolicyTOML, s, prof)
 	if err != nil {
 		return nil, err
 	}
@@ -47,7 +51,7 @@ func (e *Env) load(in config.Input) (*loaded, error) {
 
 // loadPolicy merges the embedded policy, the policy files in order, then the
 // profile's own [[policy.entry]] tables.
-func loadPolicy(embedded []byte, s config.Settings, prof *profiles.Profile) (*policy.Policy, []string, error) {
+func loadPolicy(ctx context.Context, embedded []byte, s config.Settings, prof *profiles.Profile) (*policy.Policy, []string, error) {
 	base, err := policy.Parse(EmbeddedPolicyName, embedded)
 	if err != nil {
 		return nil, nil, fmt.Errorf("embedded policy is invalid (a build problem): %w", err)
@@ -55,11 +59,11 @@ func loadPolicy(embedded []byte, s config.Settings, prof *profiles.Profile) (*po
 	layers := []*policy.File{base}
 	var files []string
 	for _, f := range s.Policies {
-		data, err := os.ReadFile(f.Value)
-		if err != nil {
-			return nil, nil, &config.Error{Src: f.Src, Msg: "cannot read policy file", Err: err}
+		pf, err := policy.ReadFile(ctx, f.Value)
+		var se *safefile.Error
+		if errors.As(err, &se) {
+			return nil, nil, &config.Error{Src: f.Src, Msg: "cannot use policy file", Err: err}
 		}
-		pf, err := policy.Parse(f.Value, data)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -87,7 +91,8 @@ func isBadInput(err error) bool {
 	var pol *policy.ParseError
 	var ke *kong.ParseError
 	var be *badInput
-	return errors.As(err, &ce) || errors.As(err, &pe) || errors.As(err, &pol) || errors.As(err, &ke) || errors.As(err, &be)
+	var se *safefile.Error
+	return errors.As(err, &ce) || errors.As(err, &pe) || errors.As(err, &pol) || errors.As(err, &ke) || errors.As(err, &be) || errors.As(err, &se)
 }
 
 // badInput marks other operator errors (adapter refusals, missing files).

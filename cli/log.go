@@ -1,9 +1,13 @@
 package cli
 
 import (
+	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"regexp"
+	"strings"
 	"time"
 
 	"github.com/lmittmann/tint"
@@ -24,7 +28,8 @@ func newLogger(w io.Writer, format, level string, getenv func(string) string) *s
 		lv = slog.LevelError
 	}
 	if format == "json" {
-		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lv}))
+		// source tells the launcher's lines from the engine's (engineLineJSON).
+		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lv})).With("source", "speclaunch")
 	}
 	color := format == "color"
 	if format == "auto" {
@@ -40,4 +45,82 @@ func newLogger(w io.Writer, format, level string, getenv func(string) string) *s
 func isTTY(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// engineLineJSON renders one engine output line as a JSON log line, so that
+// --log-format json gives a stream where every line is JSON: the time, the
+// engine's own level where its line shows one, source "engine", the stream
+// (stdout or stderr) and the text, terminal colour codes removed.
+func engineLineJSON(stream, line string) []byte {
+	text := ansiRE.ReplaceAllString(line, "")
+	rec := struct {
+		Time   string `json:"time"`
+		Level  string `json:"level,omitempty"`
+		Source string `json:"source"`
+		Stream string `json:"stream"`
+		Text   string `json:"text"`
+	}{time.Now().Format(time.RFC3339Nano), engineLevel(text), "engine", stream, text}
+	b, err := json.Marshal(rec)
+	if err != nil { // cannot happen for strings; keep the line anyway
+		b = []byte(`{"source":"engine","text":"unprintable line"}`)
+	}
+	return append(b, '\n')
+}
+
+var (
+	ansiRE = regexp.MustCompile(`\x1b\[[0-9;]*[A-Za-z]`)
+	// llama.cpp 2026: "0.00.003.124 W srv  llama_server: ..." (a time, then
+	// one letter: D, I, W, E).
+	llamaLevelRE = regexp.MustCompile(`^\d+\.\d+\.\d+\.\d+ ([DIWE]) `)
+	// Rust tracing (mlxcel-server): "2026-09-20T10:00:00.123456Z  INFO target: ..."
+	// or the level first.
+	tracingLevelRE = regexp.MustCompile(`^(?:\d\S*\s+)?(TRACE|DEBUG|INFO|WARN|ERROR)\s`)
+	// A plain "error: ..." or "warning: ..." (llama.cpp's argument errors).
+	prefixLevelRE = regexp.MustCompile(`^(?i)(error|warning|warn):`)
+)
+
+// engineLevel is the slog level name an engine line shows, or "" when it
+// shows none (the line is then not guessed at).
+func engineLevel(line string) string {
+	if m := llamaLevelRE.FindStringSubmatch(line); m != nil {
+		return map[string]string{"D": "DEBUG", "I": "INFO", "W": "WARN", "E": "ERROR"}[m[1]]
+	}
+	if m := tracingLevelRE.FindStringSubmatch(line); m != nil {
+		if m[1] == "TRACE" {
+			return "DEBUG"
+		}
+		return m[1]
+	}
+	if m := prefixLevelRE.FindStringSubmatch(line); m != nil {
+		if strings.EqualFold(m[1], "error") {
+			return "ERROR"
+		}
+		return "WARN"
+	}
+	return ""
+}
+
+// settingsAttrs renders every effective setting with its source for the
+// one line serve logs at start: in text "engine=\"sim (profile p.toml:2)\"",
+// in JSON a "settings" object of {"value", "source"} pairs.
+func settingsAttrs(m map[string]Setting, format string) []any {
+	if format == "json" {
+		var group []any
+		for _, k := range sortedKeys(m) {
+			group = append(group, slog.Group(k, "value", m[k].Value, "source", m[k].Source))
+		}
+		return []any{slog.Group("settings", group...)}
+	}
+	var out []any
+	for _, k := range sortedKeys(m) {
+		v := fmt.Sprint(m[k].Value)
+		if l, ok := m[k].Value.([]string); ok && len(l) == 0 {
+			v = "(none)"
+		}
+		if v == "" {
+			v = "(unset)"
+		}
+		out = append(out, k, v+" ("+m[k].Source+")")
+	}
+	return out
 }

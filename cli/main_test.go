@@ -180,7 +180,7 @@ func TestServeReload(t *testing.T) {
 	// An unchanged rewrite restarts nothing.
 	renameOver(t, prof, base)
 	time.Sleep(600 * time.Millisecond)
-	if n := r.log.count(`restarting engine`); n != 0 {
+	if n := r.log.count(`switching engines`); n != 0 {
 		t.Fatalf("unchanged rewrite restarted the engine:\n%s", r.log)
 	}
 
@@ -189,7 +189,7 @@ func TestServeReload(t *testing.T) {
 	time.Sleep(400 * time.Millisecond) // whitespace only: same command, no restart
 	renameOver(t, prof, strings.Replace(base, `kind = "dflash"`, "kind = \"dflash\"\nblock_size = 3", 1))
 	r.log.waitFor(t, `width verified width=3`, 1, 20*time.Second)
-	if !strings.Contains(r.log.String(), "restarting engine for the new settings") {
+	if !strings.Contains(r.log.String(), "switching engines") {
 		t.Errorf("no restart line:\n%s", r.log)
 	}
 	if len(pids(r.log.String())) != 2 {

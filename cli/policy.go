@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -138,7 +137,7 @@ func (c *PolicyCheckCmd) Run(e *Env) error {
 		return err
 	}
 	read := func(path string) ([]byte, error) {
-		b, err := os.ReadFile(filepath.Join(c.Root, filepath.FromSlash(path)))
+		b, err := record.ReadFile(e.Ctx, filepath.Join(c.Root, filepath.FromSlash(path)))
 		if err == nil || Records == nil || !errors.Is(err, fs.ErrNotExist) {
 			return b, err
 		}
@@ -189,9 +188,9 @@ func (c *PolicyProposeCmd) Run(e *Env) error {
 	var recs []*record.Record
 	for _, p := range c.Records {
 		p = strings.TrimSuffix(strings.TrimSuffix(p, ".md"), ".json") + ".json"
-		b, err := os.ReadFile(p)
+		b, err := record.ReadFile(e.Ctx, p)
 		if err != nil {
-			return usage(fmt.Errorf("record: %w", err), "give the .json twins that `speclaunch bench` wrote")
+			return usage(err, "give the .json twins that `speclaunch bench` wrote")
 		}
 		var r record.Record
 		if err := json.Unmarshal(b, &r); err != nil {

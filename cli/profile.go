@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -42,6 +43,13 @@ func (c *ProfileInitCmd) Run(e *Env) error {
 		return err
 	}
 	if _, err := os.Stat(path); err == nil && !c.Force {
+		// Run twice, or in this repository (which ships the examples), the
+		// default path already holds the very example: that is done, not
+		// an error. Anything else there is someone's work.
+		if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, data) {
+			fmt.Fprintf(e.Stdout, "%s already holds that example (--from %s); edit it, then: speclaunch resolve --profile %s\n", path, c.From, path)
+			return nil
+		}
 		return usage(fmt.Errorf("%s already exists", path), "pass --force to overwrite it, or give another path")
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -142,6 +150,17 @@ func settingsMap(s config.Settings) map[string]Setting {
 	add("probe", s.Probe.Value, s.Probe.Src)
 	add("watch", s.Watch.Value, s.Watch.Src)
 	add("raw-engine-output", s.RawEngineOutput.Value, s.RawEngineOutput.Src)
+	add("proxy", s.Proxy.Value, s.Proxy.Src)
+	add("switch", s.Switch.Value, s.Switch.Src)
+	add("drain-timeout", s.DrainTimeout.Value.String(), s.DrainTimeout.Src)
+	add("hold-timeout", s.HoldTimeout.Value.String(), s.HoldTimeout.Src)
+	add("queue-size", s.QueueSize.Value, s.QueueSize.Src)
+	add("adapt", s.Adapt.Value, s.Adapt.Src)
+	add("adapt-max-width", s.AdaptMaxWidth.Value, s.AdaptMaxWidth.Src)
+	add("adapt-explore-width", s.AdaptExplore.Value, s.AdaptExplore.Src)
+	add("adapt-margin", s.AdaptMargin.Value, s.AdaptMargin.Src)
+	add("adapt-min-cycles", s.AdaptMinCycles.Value, s.AdaptMinCycles.Src)
+	add("adapt-window", s.AdaptWindow.Value.String(), s.AdaptWindow.Src)
 	pols := []string{}
 	for _, p := range s.Policies {
 		pols = append(pols, p.Value+" ("+p.Src.String()+")")

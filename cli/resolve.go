@@ -119,6 +119,9 @@ func writeResolution(w io.Writer, p *plan.Plan, notices []config.Notice) {
 		target = "(none)"
 	}
 	row("target", fmt.Sprintf("%s, quant %s (%s)", target, f.Quant, f.QuantSource))
+	if s.Adapt.Value {
+		row("adaptive", adaptNote(p).Note)
+	}
 	if len(p.Launch.Argv) > 0 {
 		fmt.Fprintln(w, "command:")
 		fmt.Fprintln(w, "  "+shellJoin(p.Launch.Argv))
@@ -180,6 +183,22 @@ type ResolutionJSON struct {
 	Settings   map[string]Setting `json:"settings"`
 	Notices    []string           `json:"notices"`
 	Warnings   []string           `json:"warnings"`
+	Adapt      AdaptJSON          `json:"adapt"`
+}
+
+// AdaptJSON says whether serve would adapt this width from live traffic.
+type AdaptJSON struct {
+	Enabled bool   `json:"enabled"`
+	Note    string `json:"note"`
+}
+
+// adaptNote is resolve's line about the adaptive width: serve starts at
+// the resolved width and may move from it.
+func adaptNote(p *plan.Plan) AdaptJSON {
+	if why := adaptOff(p, p.Settings.Proxy.Value); why != "" {
+		return AdaptJSON{Note: "off: " + why}
+	}
+	return AdaptJSON{Enabled: true, Note: "on (" + p.Settings.Adapt.Src.String() + "): serve starts at this width, probes the cost curve and switches to the width live traffic favours (docs/adaptive.md)"}
 }
 
 // EntryJSON is the policy entry that applied.
@@ -205,6 +224,7 @@ func resolutionJSON(p *plan.Plan, notices []config.Notice) ResolutionJSON {
 		Key:   map[string]string{"engine": string(r.Key.Engine), "drafter": string(r.Key.Drafter), "capability": r.Key.Capability.String(), "quant": string(r.Key.Quant)},
 		Facts: p.Facts, Argv: p.Launch.Argv, EnvSet: p.Launch.EnvSet, EnvRemoved: p.Launch.EnvRemoved,
 		Settings: settingsMap(p.Settings), Notices: []string{}, Warnings: append([]string{}, p.Warnings...),
+		Adapt: adaptNote(p),
 	}
 	if out.EnvSet == nil {
 		out.EnvSet = map[string]string{}

@@ -1,20 +1,13 @@
 package cli
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"os"
-	"os/signal"
 	"slices"
 	"strings"
-	"syscall"
-	"time"
 
 	"github.com/speclaunch/speclaunch/config"
 	"github.com/speclaunch/speclaunch/plan"
-	"github.com/speclaunch/speclaunch/supervise"
 	"github.com/speclaunch/speclaunch/watch"
 )
 
@@ -22,14 +15,21 @@ import (
 type ServeCmd struct {
 	LaunchFlags `embed:""`
 
-	DryRun          bool   `help:"Print what would run (resolution, command, environment) and exit 0."`
+	DryRun          bool   `help:"Print what would run (resolution, command, environment) and exit: 0 when it could start, 2 when it says it would fail."`
 	ReadyTimeout    string `help:"How long to wait for the engine's /health (env: $MLXCEL_READY_TIMEOUT; default 15m)." placeholder:"DUR" group:"Serve"`
 	StopTimeout     string `help:"SIGTERM grace before SIGKILL when stopping the engine (env: $MLXCEL_STOP_TIMEOUT; default 20s)." placeholder:"DUR" group:"Serve"`
 	Restart         string `help:"Restart policy: no or on-failure (capped exponential backoff) (env: $MLXCEL_RESTART)." placeholder:"POLICY" group:"Serve"`
 	StrictWidth     bool   `help:"Stop with exit code 3 when the engine runs another width than resolved, or declines speculation (env: $MLXCEL_STRICT_WIDTH)." group:"Serve"`
 	NoProbe         bool   `help:"Skip the llama.cpp verification request (the width is then not verified) (env: $MLXCEL_PROBE=false)." group:"Serve"`
-	Watch           string `help:"Reload on profile/policy changes: true or false (env: $MLXCEL_WATCH; default true when a profile or policy file is given)." placeholder:"BOOL" group:"Serve"`
+	Watch           bool   `help:"Reload on profile/policy changes; --watch=false turns it off (env: $MLXCEL_WATCH; default true when a profile or policy file is given)." group:"Serve"`
 	RawEngineOutput bool   `help:"Pass the engine's output through untouched instead of prefixing its lines (env: $MLXCEL_RAW_ENGINE_OUTPUT)." group:"Serve"`
+
+	Proxy        bool   `help:"Serve through speclaunch's own front proxy on --host/--port, the engine on a loopback port, so engine switches fail no request; --proxy=false runs the engine on --host/--port directly (env: $MLXCEL_PROXY; default true)." group:"Proxy"`
+	Switch       string `help:"How an engine is replaced (reload, restart, adaptive width): overlap (new engine beside the old), drain (hold requests while one engine is swapped) or auto (drain when two copies would not fit in GPU memory) (env: $MLXCEL_SWITCH; default auto)." placeholder:"MODE" group:"Proxy"`
+	DrainTimeout string `help:"How long an old engine may finish its requests before it is stopped (env: $MLXCEL_DRAIN_TIMEOUT; default 2m)." placeholder:"DUR" group:"Proxy"`
+	HoldTimeout  string `help:"How long a request may wait while the engine is switched before it gets 503 (env: $MLXCEL_HOLD_TIMEOUT; default 2m)." placeholder:"DUR" group:"Proxy"`
+	QueueSize    string `help:"Requests held at most during a switch; more get 503 at once (env: $MLXCEL_QUEUE_SIZE; default 1024)." placeholder:"N" group:"Proxy"`
+	Adapt        bool   `help:"Learn the width from live traffic and switch to the best one (llama.cpp); an operator width turns it off (env: $MLXCEL_ADAPT; default false); tuned in the profile's [adapt] table or $MLXCEL_ADAPT_MAX_WIDTH, $MLXCEL_ADAPT_EXPLORE_WIDTH, $MLXCEL_ADAPT_MARGIN, $MLXCEL_ADAPT_MIN_CYCLES, $MLXCEL_ADAPT_WINDOW. See docs/adaptive.md." group:"Proxy"`
 }
 
 // exitWidthMismatch is serve's exit code under --strict-width.
@@ -59,6 +59,11 @@ func (c *ServeCmd) Run(e *Env) error {
 	for _, n := range l.Notices {
 		log.Info(n.Msg)
 	}
+	if !c.DryRun {
+		// Once, at start: what every setting is and where it came from,
+		// as `profile show` prints them.
+		log.Info("effective settings", settingsAttrs(settingsMap(s), s.LogFormat.Value)...)
+	}
 	p, err := build(e, l, plan.Options{})
 	if err != nil {
 		return err
@@ -67,6 +72,7 @@ func (c *ServeCmd) Run(e *Env) error {
 		writeResolution(e.Stdout, p, l.Notices)
 		if err := checkLaunchable(p, false); err != nil {
 			fmt.Fprintf(e.Stdout, "would fail: %v\n", err)
+			return usage(fmt.Errorf("dry run: the launch would fail: %w", err), "")
 		}
 		return nil
 	}
@@ -77,182 +83,12 @@ func (c *ServeCmd) Run(e *Env) error {
 	return sv.run(p)
 }
 
-type server struct {
-	launched bool
-	e        *Env
-	in       config.Input
-	log      *slog.Logger
-	files    []string
-}
-
 func (sv *server) opts(s config.Settings) startOptions {
 	prefix := "engine | "
 	if s.RawEngineOutput.Value {
 		prefix = ""
 	}
 	return startOptions{Out: sv.e.Stderr, Prefix: prefix, Raw: s.RawEngineOutput.Value, ReadyTimeout: s.ReadyTimeout.Value, StopTimeout: s.StopTimeout.Value, Interrupt: sv.e.Ctx}
-}
-
-// launch starts, waits for ready and verifies. A verification problem under
-// --strict-width stops the engine and returns exit code 3.
-func (sv *server) launch(ctx context.Context, p *plan.Plan, what string) (*running, error) {
-	logPlan(sv.log, p, what)
-	r, err := startEngine(ctx, p, sv.opts(p.Settings))
-	if err != nil {
-		// An engine that exits while starting: the launcher exits with the
-		// engine's code, after showing its last lines.
-		var ee *supervise.ExitedError
-		if errors.As(err, &ee) && ee.Code > 0 {
-			return nil, exitCode(ee.Code, err)
-		}
-		return nil, err
-	}
-
-	attrs := []any{"url", p.Launch.BaseURL, "after", r.ready.Round(time.Millisecond).String(), "pid", r.proc.PID()}
-	if !sv.launched {
-		// The launcher's own cost after the Go runtime has started (package
-		// init to the engine's exec); the runtime's start itself is not
-		// visible from inside the process.
-		attrs = append(attrs, "init_to_exec", r.execAt.Sub(processStart).Round(10*time.Microsecond).String())
-		sv.launched = true
-	}
-	sv.log.Info("ready", attrs...)
-	chk := r.verify(ctx, p.Settings.Probe.Value)
-	switch {
-	case chk.Problem != "":
-		sv.log.Error("width check failed: "+chk.Problem, "resolved", p.Resolution.Width, "engine_says", chk.Observed.Line)
-		if p.Settings.StrictWidth.Value {
-			r.proc.Stop(p.Settings.StopTimeout.Value)
-			return nil, exitCode(exitWidthMismatch, fmt.Errorf("--strict-width: %s", chk.Problem))
-		}
-	case chk.Verified:
-		sv.log.Info("width verified", "width", chk.Observed.Width, "from", chk.Observed.From)
-	case chk.Note != "" && p.Resolution.Source != "off":
-		// Not a mismatch, but the width is unproven: say so louder than info.
-		sv.log.Warn("width not verified: " + chk.Note)
-	case chk.Note != "":
-		sv.log.Info("width check: " + chk.Note)
-	}
-	return r, nil
-}
-
-func (sv *server) run(p *plan.Plan) error {
-	ctx := sv.e.Ctx
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	// The launcher's own lifetime context: signals are handled below, so
-	// the engine is not cancelled by Main's signal context behind our back.
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancel()
-
-	r, err := sv.launch(runCtx, p, "starting engine")
-	if err != nil {
-		return err
-	}
-
-	var changes <-chan watch.Change
-	if p.Settings.Watch.Value && len(sv.files) > 0 {
-		w, err := watch.New(sv.files, watch.Options{Debounce: 150 * time.Millisecond, Poll: 5 * time.Second, Signals: true, Logger: sv.log})
-		if err != nil {
-			sv.log.Warn("cannot watch for changes; reload with a restart", "err", err)
-		} else {
-			defer w.Close()
-			changes = w.Changes()
-			sv.log.Info("watching for changes", "files", strings.Join(sv.files, ", "))
-		}
-	}
-	// Without a watcher SIGHUP would still reach the launcher, whose default
-	// action is to exit: answer it instead.
-	var hup chan os.Signal
-	if changes == nil {
-		hup = make(chan os.Signal, 1)
-		signal.Notify(hup, syscall.SIGHUP)
-		defer signal.Stop(hup)
-	}
-	backoff := supervise.Backoff{Initial: time.Second, Max: 30 * time.Second, Reset: time.Minute}
-	stopping := func(why string) error {
-		sv.log.Info("stopping engine", "why", why)
-		r.proc.Stop(p.Settings.StopTimeout.Value)
-		code := r.proc.ExitCode()
-		sv.log.Info("engine stopped", "exit_code", code)
-		return codeOf(code)
-	}
-	parentDone := sv.e.parent.Done()
-	for {
-		select {
-		case <-parentDone:
-			return stopping("context cancelled")
-		case sig := <-sigs:
-			sv.log.Info("stopping engine", "signal", sig.String())
-			r.proc.Signal(sig)
-			select {
-			case <-r.proc.Done():
-			case <-time.After(p.Settings.StopTimeout.Value):
-				sv.log.Warn("engine did not stop in time; killing it", "after", p.Settings.StopTimeout.Value.String())
-				r.proc.Stop(0)
-			}
-			<-r.proc.Done()
-			code := r.proc.ExitCode()
-			sv.log.Info("engine stopped", "exit_code", code)
-			return codeOf(code)
-		case <-r.proc.Done():
-			code := r.proc.ExitCode()
-			ranFor := time.Since(r.start)
-			if code != 0 && p.Settings.Restart.Value == config.RestartOnFailure {
-				wait := backoff.Next(ranFor)
-				sv.log.Error("engine exited; restarting", "exit_code", code, "ran_for", ranFor.Round(time.Second).String(), "backoff", wait.String(), "last", lastLine(r.proc.Tail()))
-				select {
-				case <-time.After(wait):
-				case sig := <-sigs:
-					sv.log.Info("not restarting", "signal", sig.String())
-					return codeOf(code)
-				}
-				nr, err := sv.launch(runCtx, p, "restarting engine")
-				if err != nil {
-					sv.log.Error("restart failed", "err", err)
-					return err
-				}
-				r = nr
-				continue
-			}
-			if code != 0 {
-				sv.log.Error("engine exited", "exit_code", code, "last", lastLine(r.proc.Tail()))
-			} else {
-				sv.log.Info("engine exited", "exit_code", 0)
-			}
-			return codeOf(code)
-		case <-hup:
-			sv.log.Info("SIGHUP: nothing to reload (no profile or policy file is watched; settings come from flags and the environment)")
-		case ch, ok := <-changes:
-			if !ok {
-				changes = nil
-				continue
-			}
-			np, changed, err := sv.reload(p, ch)
-			if err != nil || !changed {
-				continue
-			}
-			sv.log.Info("restarting engine for the new settings", "changed", diffArgv(p.Launch.Argv, np.Launch.Argv))
-			r.proc.Stop(p.Settings.StopTimeout.Value)
-			if np.Settings.Port.Value != p.Settings.Port.Value || np.Settings.Host.Value != p.Settings.Host.Value {
-				if err := checkLaunchable(np, true); err != nil {
-					sv.log.Error("new settings cannot start; restarting the old ones", "err", err)
-					np = p
-				}
-			}
-			nr, err := sv.launch(runCtx, np, "restarting engine")
-			if err != nil {
-				sv.log.Error("engine with the new settings failed; going back to the previous ones", "err", err)
-				nr, err = sv.launch(runCtx, p, "restarting engine")
-				if err != nil {
-					return err
-				}
-				np = p
-			}
-			p, r = np, nr
-		}
-	}
 }
 
 // reload re-reads profile and policy files and rebuilds the plan. A bad

@@ -40,9 +40,14 @@ func BuildInfo() (version, commit, goVersion string) {
 
 // Run implements `speclaunch version`.
 func (VersionCmd) Run(e *Env) error {
-	v, c, g := BuildInfo()
-	fmt.Fprintf(e.Stdout, "speclaunch %s (commit %s, %s, %s/%s)\n", v, c, g, runtime.GOOS, runtime.GOARCH)
+	fmt.Fprintln(e.Stdout, versionLine())
 	return nil
+}
+
+// versionLine is what `version` and `--version` print.
+func versionLine() string {
+	v, c, g := BuildInfo()
+	return fmt.Sprintf("speclaunch %s (commit %s, %s, %s/%s)", v, c, g, runtime.GOOS, runtime.GOARCH)
 }
 
 // LauncherVersion is the one-string form records carry.

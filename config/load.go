@@ -1,6 +1,7 @@
 package config
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/speclaunch/speclaunch/internal/safefile"
 	"github.com/speclaunch/speclaunch/key"
 	"github.com/speclaunch/speclaunch/profiles"
 )
@@ -26,6 +28,8 @@ type Input struct {
 	Getenv func(string) string
 	// Profile, when non-nil, is used instead of finding one from Flags/env.
 	Profile *profiles.Profile
+	// Ctx stops reading the profile (Ctrl-C); nil is context.Background.
+	Ctx context.Context
 }
 
 // Env names per setting, highest precedence first. Where mlxcel-server or
@@ -38,7 +42,7 @@ var Envs = map[string][]string{
 	"engine-binary":     {"MLXCEL_ENGINE_BINARY"},
 	"model":             {"LLAMA_ARG_MODEL", "MLXCEL_MODEL"},
 	"draft-model":       {"LLAMA_ARG_SPEC_DRAFT_MODEL", "LLAMA_ARG_MODEL_DRAFT", "MLXCEL_DRAFT_MODEL"},
-	"draft-kind":        {"LLAMA_ARG_DRAFT_KIND", "MLXCEL_DRAFT_KIND"},
+	"draft-kind":        {"LLAMA_ARG_DRAFT_KIND", "LLAMA_ARG_SPEC_TYPE", "MLXCEL_DRAFT_KIND"},
 	"draft-block-size":  {"LLAMA_ARG_DRAFT_BLOCK_SIZE", "MLXCEL_DRAFT_BLOCK_SIZE"},
 	"spec-draft-n-max":  {"LLAMA_ARG_SPEC_DRAFT_N_MAX", "LLAMA_ARG_DRAFT_MAX"},
 	"capability":        {"MLXCEL_CUDA_CAPABILITY"},
@@ -54,6 +58,17 @@ var Envs = map[string][]string{
 	"probe":             {"MLXCEL_PROBE"},
 	"watch":             {"MLXCEL_WATCH"},
 	"raw-engine-output": {"MLXCEL_RAW_ENGINE_OUTPUT"},
+	"proxy":             {"MLXCEL_PROXY"},
+	"switch":            {"MLXCEL_SWITCH"},
+	"drain-timeout":     {"MLXCEL_DRAIN_TIMEOUT"},
+	"hold-timeout":      {"MLXCEL_HOLD_TIMEOUT"},
+	"queue-size":        {"MLXCEL_QUEUE_SIZE"},
+	"adapt":             {"MLXCEL_ADAPT"},
+	"adapt-max-width":   {"MLXCEL_ADAPT_MAX_WIDTH"},
+	"adapt-explore":     {"MLXCEL_ADAPT_EXPLORE_WIDTH"},
+	"adapt-margin":      {"MLXCEL_ADAPT_MARGIN"},
+	"adapt-min-cycles":  {"MLXCEL_ADAPT_MIN_CYCLES"},
+	"adapt-window":      {"MLXCEL_ADAPT_WINDOW"},
 }
 
 // Defaults for settings that have one.
@@ -62,6 +77,10 @@ const (
 	DefaultPort         = 8080
 	DefaultReadyTimeout = 15 * time.Minute
 	DefaultStopTimeout  = 20 * time.Second
+	DefaultDrainTimeout = 2 * time.Minute
+	DefaultHoldTimeout  = 2 * time.Minute
+	DefaultQueueSize    = 1024
+	MaxQueueSize        = 1 << 20
 )
 
 type layer struct {
@@ -95,7 +114,7 @@ func (l *layer) raw(name, profVal, profKey string) (string, Source, bool) {
 // set to a different value than the winner.
 func (l *layer) shadowed(name, winner, val string, from int) {
 	for _, e := range Envs[name][from:] {
-		if v := l.in.Getenv(e); v != "" && v != val {
+		if v := l.in.Getenv(e); v != "" && v != val && !sameKind(name, v, val) {
 			l.notices = append(l.notices, Notice{"info", fmt.Sprintf("%s=%q differs from %s=%q; keeping %s", e, v, winner, val, winner)})
 		}
 	}
@@ -119,7 +138,15 @@ func Load(in Input) (Settings, *profiles.Profile, []Notice, error) {
 			if err != nil {
 				return s, nil, nil, &Error{Src: src, Msg: "cannot use profile", Err: err}
 			}
-			p, err := profiles.Load(path)
+			ctx := in.Ctx
+			if ctx == nil {
+				ctx = context.Background()
+			}
+			p, err := profiles.Load(ctx, path)
+			var se *safefile.Error
+			if errors.As(err, &se) {
+				return s, nil, nil, &Error{Src: src, Msg: "cannot use profile", Err: err}
+			}
 			if err != nil {
 				return s, nil, nil, err
 			}
@@ -172,7 +199,7 @@ func Load(in Input) (Settings, *profiles.Profile, []Notice, error) {
 	s.DraftModel = str(l.raw("draft-model", draft, "draft.model"))
 	s.DraftKind = str(l.raw("draft-kind", p.Draft.Kind, "draft.kind"))
 	if s.DraftKind.Value != "" {
-		d, err := key.ParseDrafter(s.DraftKind.Value)
+		d, err := ParseKind(s.DraftKind.Value)
 		if err != nil {
 			return fail(&Error{Src: s.DraftKind.Src, Msg: "bad drafter kind", Err: err})
 		}
@@ -279,6 +306,66 @@ func Load(in Input) (Settings, *profiles.Profile, []Notice, error) {
 		return fail(err)
 	}
 
+	// front proxy and switches
+	if s.Proxy, err = l.boolean("proxy", p.Server.Proxy, "server.proxy", true); err != nil {
+		return fail(err)
+	}
+	s.Switch = Field[string]{Value: SwitchAuto}
+	if v, src, ok := l.raw("switch", p.Server.Switch, "server.switch"); ok {
+		v = strings.ToLower(strings.TrimSpace(v))
+		if !oneOf(v, SwitchAuto, SwitchOverlap, SwitchDrain) {
+			return fail(&Error{Src: src, Msg: fmt.Sprintf("bad switch mode %q: want overlap (start the new engine beside the old), drain (hold requests while one engine is swapped) or auto", v)})
+		}
+		s.Switch = Field[string]{v, src}
+	}
+	if s.DrainTimeout, err = l.duration("drain-timeout", p.Server.DrainTimeout, "server.drain_timeout", DefaultDrainTimeout); err != nil {
+		return fail(err)
+	}
+	if s.HoldTimeout, err = l.duration("hold-timeout", p.Server.HoldTimeout, "server.hold_timeout", DefaultHoldTimeout); err != nil {
+		return fail(err)
+	}
+	qProf := ""
+	if p.Server.QueueSize != nil {
+		qProf = strconv.Itoa(*p.Server.QueueSize)
+	}
+	s.QueueSize = Field[int]{Value: DefaultQueueSize}
+	if v, src, ok := l.raw("queue-size", qProf, "server.queue_size"); ok {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < 1 || n > MaxQueueSize {
+			return fail(&Error{Src: src, Msg: fmt.Sprintf("bad queue size %q: want the number of requests to hold during a switch, from 1 to %d", v, MaxQueueSize)})
+		}
+		s.QueueSize = Field[int]{n, src}
+	}
+	if s.Adapt, err = l.boolean("adapt", p.Adapt.Enabled, "adapt.enabled", false); err != nil {
+		return fail(err)
+	}
+	if s.AdaptMaxWidth, err = l.intIn("adapt-max-width", p.Adapt.MaxWidth, "adapt.max_width", 2, key.MaxWidth, "the widest width the adaptive loop may try"); err != nil {
+		return fail(err)
+	}
+	if s.AdaptExplore, err = l.intIn("adapt-explore", p.Adapt.ExploreWidth, "adapt.explore_width", 2, key.MaxWidth, "the exploration width W0"); err != nil {
+		return fail(err)
+	}
+	if s.AdaptMinCycles, err = l.intIn("adapt-min-cycles", p.Adapt.MinCycles, "adapt.min_cycles", 16, 1<<30, "the draft cycles observed before a decision"); err != nil {
+		return fail(err)
+	}
+	if s.AdaptExplore.Value > 0 && s.AdaptMaxWidth.Value > 0 && s.AdaptExplore.Value > s.AdaptMaxWidth.Value {
+		return fail(&Error{Src: s.AdaptExplore.Src, Msg: fmt.Sprintf("exploration width %d is wider than adapt.max_width %d: lower it or raise adapt.max_width", s.AdaptExplore.Value, s.AdaptMaxWidth.Value)})
+	}
+	mProf := ""
+	if p.Adapt.Margin != nil {
+		mProf = strconv.FormatFloat(*p.Adapt.Margin, 'g', -1, 64)
+	}
+	if v, src, ok := l.raw("adapt-margin", mProf, "adapt.margin"); ok {
+		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil || f <= 0 || f >= 1 {
+			return fail(&Error{Src: src, Msg: fmt.Sprintf("bad margin %q: want the predicted gain needed to switch as a fraction above 0 and below 1, e.g. 0.03 for 3%%", v)})
+		}
+		s.AdaptMargin = Field[float64]{f, src}
+	}
+	if s.AdaptWindow, err = l.duration("adapt-window", p.Adapt.Window, "adapt.window", 0); err != nil {
+		return fail(err)
+	}
+
 	// In a vLLM or SGLang profile "owner/name" is a Hugging Face repo id and
 	// "ngram" is n-gram drafting: both stay as written (a directory beside
 	// the profile is written "./owner/name").
@@ -380,6 +467,23 @@ func (l *layer) duration(name, prof, profKey string, def time.Duration) (Field[t
 	return Field[time.Duration]{d, src}, nil
 }
 
+// intIn layers an optional whole number in [lo, hi]; unset is 0.
+func (l *layer) intIn(name string, prof *int, profKey string, lo, hi int, what string) (Field[int], error) {
+	pv := ""
+	if prof != nil {
+		pv = strconv.Itoa(*prof)
+	}
+	v, src, ok := l.raw(name, pv, profKey)
+	if !ok {
+		return Field[int]{}, nil
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || n < lo || n > hi {
+		return Field[int]{}, &Error{Src: src, Msg: fmt.Sprintf("bad value %q for %s: want a whole number from %d to %d", v, what, lo, hi)}
+	}
+	return Field[int]{n, src}, nil
+}
+
 func (l *layer) boolean(name string, prof *bool, profKey string, def bool) (Field[bool], error) {
 	pv := ""
 	if prof != nil {
@@ -405,6 +509,34 @@ func ParseBool(v string) (bool, error) {
 		return false, nil
 	}
 	return false, errors.New("bad boolean " + strconv.Quote(v) + ": want true or false (also 1/0, yes/no, on/off)")
+}
+
+// ParseKind reads a drafter kind in the launcher's words (dflash, draft)
+// or llama-server's --spec-type / LLAMA_ARG_SPEC_TYPE words (draft-dflash,
+// draft-simple). The spec types that name no drafter the launcher can size
+// are refused with what to do instead.
+func ParseKind(v string) (key.Drafter, error) {
+	t := strings.ToLower(strings.TrimSpace(v))
+	switch {
+	case strings.Contains(t, ","):
+		return "", fmt.Errorf("%q lists several speculative types; speclaunch runs one drafter: name one kind (draft-simple, draft-mtp, draft-dflash, draft-dspark, draft-eagle3 or dflash, mtp, draft, ...)", v)
+	case t == "none":
+		return "", fmt.Errorf("%q would turn speculation off; speclaunch turns it off when no draft model is set: unset the draft model and this value", v)
+	case strings.HasPrefix(t, "ngram"):
+		return "", fmt.Errorf("%q is n-gram speculation, which drafts from the prompt without a draft model, so there is no drafter width for speclaunch to resolve: name a draft-model kind, or run llama-server with --spec-type %s directly", v, t)
+	}
+	return key.ParseDrafter(t)
+}
+
+// sameKind reports two drafter-kind spellings of one kind
+// (LLAMA_ARG_SPEC_TYPE=draft-dflash and MLXCEL_DRAFT_KIND=dflash).
+func sameKind(name, a, b string) bool {
+	if name != "draft-kind" {
+		return false
+	}
+	x, err1 := ParseKind(a)
+	y, err2 := ParseKind(b)
+	return err1 == nil && err2 == nil && x == y
 }
 
 func str(v string, src Source, _ bool) Field[string] { return Field[string]{v, src} }

@@ -237,3 +237,71 @@ func TestPolicyFilesOrder(t *testing.T) {
 		t.Errorf("order %v", got)
 	}
 }
+
+// LLAMA_ARG_SPEC_TYPE, llama-server's name for the speculative type, is a
+// drafter kind below LLAMA_ARG_DRAFT_KIND and above MLXCEL_DRAFT_KIND; the
+// types that name no drafter the launcher can size are refused.
+func TestSpecTypeEnv(t *testing.T) {
+	llama := `
+[engine]
+name = "llama.cpp"
+[draft]
+kind = "draft"
+`
+	cases := []struct {
+		name    string
+		profile string
+		flags   map[string]string
+		env     map[string]string
+		kind    key.Drafter
+		src     string
+		err     string
+		notice  string
+	}{
+		{name: "draft-simple is the plain draft model", profile: llama, env: map[string]string{"LLAMA_ARG_SPEC_TYPE": "draft-simple"}, kind: key.Draft, src: "env LLAMA_ARG_SPEC_TYPE"},
+		{name: "draft-dflash over the profile", profile: llama, env: map[string]string{"LLAMA_ARG_SPEC_TYPE": "draft-dflash"}, kind: key.DFlash, src: "env LLAMA_ARG_SPEC_TYPE"},
+		{name: "mlxcel takes draft-mtp", env: map[string]string{"LLAMA_ARG_SPEC_TYPE": "Draft-MTP"}, kind: key.MTP, src: "env LLAMA_ARG_SPEC_TYPE"},
+		{name: "LLAMA_ARG_DRAFT_KIND wins", env: map[string]string{"LLAMA_ARG_DRAFT_KIND": "mtp", "LLAMA_ARG_SPEC_TYPE": "draft-dflash"}, kind: key.MTP, src: "env LLAMA_ARG_DRAFT_KIND", notice: `LLAMA_ARG_SPEC_TYPE="draft-dflash" differs`},
+		{name: "over MLXCEL_DRAFT_KIND", env: map[string]string{"MLXCEL_DRAFT_KIND": "mtp", "LLAMA_ARG_SPEC_TYPE": "draft-dflash"}, kind: key.DFlash, src: "env LLAMA_ARG_SPEC_TYPE", notice: `MLXCEL_DRAFT_KIND="mtp" differs`},
+		{name: "same kind in two spellings: no notice", env: map[string]string{"MLXCEL_DRAFT_KIND": "dflash", "LLAMA_ARG_SPEC_TYPE": "draft-dflash"}, kind: key.DFlash, src: "env LLAMA_ARG_SPEC_TYPE"},
+		{name: "the flag wins", flags: map[string]string{"draft-kind": "mtp"}, env: map[string]string{"LLAMA_ARG_SPEC_TYPE": "draft-dflash"}, kind: key.MTP, src: "flag --draft-kind", notice: `LLAMA_ARG_SPEC_TYPE="draft-dflash" differs from flag --draft-kind`},
+		{name: "none is refused", env: map[string]string{"LLAMA_ARG_SPEC_TYPE": "none"}, err: "env LLAMA_ARG_SPEC_TYPE: bad drafter kind: \"none\" would turn speculation off"},
+		{name: "ngram is refused", profile: llama, env: map[string]string{"LLAMA_ARG_SPEC_TYPE": "ngram-mod"}, err: "n-gram speculation"},
+		{name: "a list is refused", profile: llama, env: map[string]string{"LLAMA_ARG_SPEC_TYPE": "draft-simple,ngram-mod"}, err: "lists several speculative types"},
+		{name: "a kind the engine lacks", env: map[string]string{"LLAMA_ARG_SPEC_TYPE": "draft-eagle3"}, err: `drafter kind "eagle3" is not supported by engine mlxcel`},
+		{name: "unknown", profile: llama, env: map[string]string{"LLAMA_ARG_SPEC_TYPE": "draft-bogus"}, err: `unknown drafter kind "draft-bogus"`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			in := Input{Flags: c.flags, Getenv: env(c.env)}
+			if c.profile != "" {
+				in.Profile = prof(t, c.profile)
+			}
+			s, _, notices, err := Load(in)
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) {
+					t.Fatalf("err = %v, want %q", err, c.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			k, err := ParseKind(s.DraftKind.Value)
+			if err != nil || k != c.kind || s.DraftKind.Src.String() != c.src {
+				t.Errorf("kind %q (%v) from %s, want %s from %s", s.DraftKind.Value, err, s.DraftKind.Src, c.kind, c.src)
+			}
+			var msgs []string
+			for _, n := range notices {
+				msgs = append(msgs, n.Msg)
+			}
+			all := strings.Join(msgs, "\n")
+			if c.notice == "" && len(msgs) > 0 {
+				t.Errorf("unexpected notices %q", all)
+			}
+			if c.notice != "" && !strings.Contains(all, c.notice) {
+				t.Errorf("notices %q, want %q", all, c.notice)
+			}
+		})
+	}
+}

@@ -93,7 +93,29 @@ type Settings struct {
 	Probe           Field[bool]
 	Watch           Field[bool]
 	RawEngineOutput Field[bool]
+
+	// serve's front proxy and engine switches (docs/serving.md)
+	Proxy        Field[bool]          // serve through the launcher's own public port
+	Switch       Field[string]        // overlap | drain | auto
+	DrainTimeout Field[time.Duration] // how long an old engine may finish its requests
+	HoldTimeout  Field[time.Duration] // how long a held request may wait
+	QueueSize    Field[int]           // held requests at most
+
+	// adaptive width (docs/adaptive.md); zero values take adapt's defaults
+	Adapt          Field[bool]
+	AdaptMaxWidth  Field[int]           // widest candidate and exploration
+	AdaptExplore   Field[int]           // exploration width W0; 0 = from the probed cost curve
+	AdaptMargin    Field[float64]       // predicted gain needed to switch (0.03 = 3%)
+	AdaptMinCycles Field[int]           // cycles behind every position before a decision
+	AdaptWindow    Field[time.Duration] // at most one switch per window
 }
+
+// Switch modes.
+const (
+	SwitchAuto    = "auto"
+	SwitchOverlap = "overlap"
+	SwitchDrain   = "drain"
+)
 
 // Notice is something the layering decided that an operator should hear
 // about (e.g. LLAMA_ARG_X and MLXCEL_X disagree), logged at Level.

@@ -32,10 +32,15 @@ func ParseLlamaHelp(help string) Spelling {
 	return SpellingUnknown
 }
 
-var versionRE = regexp.MustCompile(`(?m)^version:\s*(\S+)(?:\s+\(([0-9a-fA-F]+)\))?`)
+var (
+	versionRE = regexp.MustCompile(`(?m)^version:\s*(\S+)(?:[ \t]+\(([^)\n]*)\))?`)
+	commitRE  = regexp.MustCompile(`^[0-9a-fA-F]{4,40}$`)
+)
 
 // ParseLlamaVersion reads `version: 9749 (d32676d)` from `llama-server
-// --version` output and returns ("9749 (d32676d)", "d32676d").
+// --version` output and returns ("9749 (d32676d)", "d32676d"). A build
+// without git, as from a source archive, prints `version: 0 (unknown)`: its
+// version is kept as printed and its commit is "".
 func ParseLlamaVersion(out string) (version, commit string) {
 	m := versionRE.FindStringSubmatch(out)
 	if m == nil {
@@ -44,7 +49,11 @@ func ParseLlamaVersion(out string) (version, commit string) {
 	if m[2] == "" {
 		return m[1], ""
 	}
-	return m[1] + " (" + m[2] + ")", m[2]
+	version = m[1] + " (" + m[2] + ")"
+	if commitRE.MatchString(m[2]) {
+		commit = m[2]
+	}
+	return version, commit
 }
 
 type capsCacheEntry struct {

@@ -34,9 +34,15 @@ var (
 		"a 2026 llama-server refuses to start while it is set (\"the argument has been removed\"); the launcher sizes the draft with the width alone", widthFix}
 )
 
-var llamaEnvRules = []envRule{ruleDraftMax, ruleDraftMin, ruleSpecNMax, ruleDraftBlockSize, ruleMLXCELBlockSize}
+// ruleSpecType: the settings layer read LLAMA_ARG_SPEC_TYPE as the drafter
+// kind. Left in the child's environment it would restate a flag, or, with
+// speculation off, ask the engine for a drafter it has no model for.
+var ruleSpecType = envRule{"LLAMA_ARG_SPEC_TYPE",
+	"the launcher read it as the drafter kind and passes the kind as a flag", "set the drafter kind with draft.kind in the profile (or --draft-kind)"}
 
-var mlxcelEnvRules = []envRule{ruleDraftBlockSize, ruleMLXCELBlockSize}
+var llamaEnvRules = []envRule{ruleDraftMax, ruleDraftMin, ruleSpecNMax, ruleDraftBlockSize, ruleMLXCELBlockSize, ruleSpecType}
+
+var mlxcelEnvRules = []envRule{ruleDraftBlockSize, ruleMLXCELBlockSize, ruleSpecType}
 
 // settingEnvRules are engine variables for settings the launcher passes as
 // flags. In the operator's own environment they are launcher settings (read

@@ -42,6 +42,9 @@ func TestParseLlamaVersion(t *testing.T) {
 		{string(readGolden(t, "new-version.txt")), "9749 (d32676d)", "d32676d"},
 		{string(readGolden(t, "old-version.txt")), "8306 (b1a190e)", "b1a190e"},
 		{"version: 1\n", "1", ""},
+		// cmake without git (a source archive) writes BUILD_NUMBER 0 and
+		// BUILD_COMMIT "unknown".
+		{"version: 0 (unknown)\nbuilt with GNU 13.3.0 for Linux x86_64\n", "0 (unknown)", ""},
 		{"garbage", "", ""},
 		{"load_backend: loaded CUDA\nversion: 6000 (abc1234)\nbuilt with", "6000 (abc1234)", "abc1234"},
 	}

@@ -27,6 +27,10 @@ var (
 		"set it with speclaunch --draft-kind (or draft.kind in the profile)"}
 	ownModel = ownedFlag{"the target model",
 		"set it with speclaunch --model (or model.path in the profile)"}
+	ownHFModel = ownedFlag{"the target model from a Hugging Face repo",
+		"speclaunch reads the target's weight format from a local file: download the GGUF first (llama-server -hf caches it under ~/.cache/llama.cpp) and pass --model PATH"}
+	ownHFDraft = ownedFlag{"the draft model from a Hugging Face repo",
+		"speclaunch reads the drafter from a local file: download the draft GGUF first and pass --draft-model PATH"}
 	ownHost = ownedFlag{"the listen address",
 		"set it with speclaunch --host (or server.host in the profile)"}
 	ownPort = ownedFlag{"the listen port",
@@ -47,9 +51,9 @@ var mlxcelOwned = map[string]ownedFlag{
 var llamaOwned = map[string]ownedFlag{
 	"--spec-draft-n-max": ownWidth, "--draft-max": ownWidth, "--draft": ownWidth, "--draft-n": ownWidth,
 	"--draft-min": ownDraftMin, "--draft-n-min": ownDraftMin,
-	"--spec-draft-hf": ownDraftModel, "-hfd": ownDraftModel, "-hfrd": ownDraftModel, "--hf-repo-draft": ownDraftModel,
+	"--spec-draft-hf": ownHFDraft, "-hfd": ownHFDraft, "-hfrd": ownHFDraft, "--hf-repo-draft": ownHFDraft,
 	"--spec-default": ownKind,
-	"-hf":            ownModel, "-hfr": ownModel, "--hf-repo": ownModel, "-mu": ownModel, "--model-url": ownModel,
+	"-hf":            ownHFModel, "-hfr": ownHFModel, "--hf-repo": ownHFModel, "-mu": ownModel, "--model-url": ownModel,
 }
 
 // vllmOwned: vLLM's pre-0.8 speculative flags (the launcher writes

@@ -99,6 +99,10 @@ type Options struct {
 	ClassicArm bool
 	// WidthOverride forces an operator width (bench's width arms).
 	WidthOverride int
+	// Adapted is a width serve's adaptive loop chose (1 = speculation
+	// off); AdaptReason says why. An operator width still wins.
+	Adapted     int
+	AdaptReason string
 }
 
 // Build gathers the facts, resolves the width and builds the engine
@@ -240,6 +244,12 @@ func Build(ctx context.Context, s config.Settings, pol *policy.Policy, d Deps, o
 		EngineVersion:  f.Caps.Version,
 	})
 	p.Warnings = append(p.Warnings, p.Resolution.Warnings...)
+	if o.Adapted > 0 && speculative && !f.Hypothetical && p.Resolution.Source != width.Override {
+		p.Resolution = width.Resolution{Width: o.Adapted, Source: width.Adaptive, Reason: o.AdaptReason, Key: p.Resolution.Key}
+		if o.Adapted < key.MinWidth {
+			p.Resolution.Width, p.Resolution.Source = 0, width.Off
+		}
+	}
 
 	// A hypothetical drafter has no command line to speak of; build the
 	// launch only for a real draft model (or none).

@@ -22,6 +22,11 @@ func FuzzParse(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
+	// The contents of the wrong files an operator may name: what /dev/zero
+	// gives, a binary file, and a policy of many entries.
+	f.Add(make([]byte, 4096))
+	f.Add([]byte("GGUF\x03\x00\x00\x00\xff\xff"))
+	f.Add(bigPolicy(200, "fz"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		file, err := Parse("fuzz.toml", data)
 		if err != nil {

@@ -2,7 +2,6 @@ package policy
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/speclaunch/speclaunch/key"
@@ -13,47 +12,108 @@ import (
 // entries. A later layer replaces a default with the same (engine, drafter)
 // and an entry with the same key or the same id, so an operator can retune
 // or retire a shipped entry without editing the binary. Nil layers are
-// skipped. Order is kept: a replacement takes the place of what it replaced.
+// skipped. Order is kept: a replacement takes the place of the first entry
+// it replaced. Merge is linear in the number of entries (maps from key and
+// id to position), so a 20,000-entry file merges in milliseconds
+// (BenchmarkMerge20k).
 func Merge(layers ...*File) *Policy {
+	n := 0
+	for _, f := range layers {
+		if f != nil {
+			n += len(f.Entries)
+		}
+	}
 	p := &Policy{}
+	m := merger{p: p, byKey: make(map[key.Key]int, n), byID: make(map[string]int, n)}
+	if n > 0 {
+		p.Entries, m.dead = make([]Entry, 0, n), make([]bool, 0, n)
+	}
+	defaults := map[[2]string]int{}
 	for _, f := range layers {
 		if f == nil {
 			continue
 		}
 		p.Layers = append(p.Layers, f.Name)
 		for _, d := range f.Defaults {
-			i := slices.IndexFunc(p.Defaults, func(o Default) bool { return o.Engine == d.Engine && o.Drafter == d.Drafter })
-			if i < 0 {
-				p.Defaults = append(p.Defaults, d)
-			} else {
+			k := [2]string{string(d.Engine), string(d.Drafter)}
+			if i, ok := defaults[k]; ok {
 				p.Defaults[i] = d
+			} else {
+				defaults[k] = len(p.Defaults)
+				p.Defaults = append(p.Defaults, d)
 			}
 		}
 		for _, e := range f.Entries {
-			p.addEntry(e)
+			m.add(e)
 		}
 	}
+	m.compact()
 	return p
 }
 
-func (p *Policy) addEntry(e Entry) {
-	at := -1
-	kept := p.Entries[:0:0]
-	for _, o := range p.Entries {
-		if o.Key == e.Key || o.ID == e.ID {
-			p.Replaced = append(p.Replaced, o)
-			if at < 0 {
-				at = len(kept)
-				kept = append(kept, e)
-			}
-			continue
+// merger holds the entries being merged. Keys and ids are unique among the
+// live entries, so a new entry replaces at most two: one with its key and
+// one with its id. A replaced entry that is not the first is marked dead
+// and dropped by compact, rather than shifting the slice on every add.
+type merger struct {
+	p     *Policy
+	dead  []bool
+	byKey map[key.Key]int
+	byID  map[string]int
+}
+
+func (m *merger) add(e Entry) {
+	ki, kok := m.byKey[e.Key]
+	ii, iok := m.byID[e.ID]
+	switch {
+	case !kok && !iok:
+		m.byKey[e.Key], m.byID[e.ID] = len(m.p.Entries), len(m.p.Entries)
+		m.p.Entries = append(m.p.Entries, e)
+		m.dead = append(m.dead, false)
+		return
+	case kok && iok && ki != ii:
+		// Two entries go, in their order; e takes the first one's place.
+		first, second := min(ki, ii), max(ki, ii)
+		m.p.Replaced = append(m.p.Replaced, m.p.Entries[first], m.p.Entries[second])
+		m.forget(second)
+		m.dead[second] = true
+		m.put(first, e)
+	case kok:
+		m.p.Replaced = append(m.p.Replaced, m.p.Entries[ki])
+		m.put(ki, e)
+	default:
+		m.p.Replaced = append(m.p.Replaced, m.p.Entries[ii])
+		m.put(ii, e)
+	}
+}
+
+// put replaces the live entry at i with e.
+func (m *merger) put(i int, e Entry) {
+	m.forget(i)
+	m.p.Entries[i] = e
+	m.byKey[e.Key], m.byID[e.ID] = i, i
+}
+
+// forget drops the index entries of the entry at i.
+func (m *merger) forget(i int) {
+	o := m.p.Entries[i]
+	if m.byKey[o.Key] == i {
+		delete(m.byKey, o.Key)
+	}
+	if m.byID[o.ID] == i {
+		delete(m.byID, o.ID)
+	}
+}
+
+// compact drops the dead entries, keeping order.
+func (m *merger) compact() {
+	kept := m.p.Entries[:0]
+	for i, e := range m.p.Entries {
+		if !m.dead[i] {
+			kept = append(kept, e)
 		}
-		kept = append(kept, o)
 	}
-	if at < 0 {
-		kept = append(kept, e)
-	}
-	p.Entries = kept
+	m.p.Entries = kept
 }
 
 // Lookup returns the measured entry for exactly k, or nil. A host with no

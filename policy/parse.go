@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/speclaunch/speclaunch/internal/safefile"
 	"github.com/speclaunch/speclaunch/internal/tomlpos"
 	"github.com/speclaunch/speclaunch/key"
 )
@@ -97,6 +99,17 @@ func Parse(name string, data []byte) (*File, error) {
 		return nil, err
 	}
 	return f, nil
+}
+
+// ReadFile reads and parses the policy file at path. It must be a regular
+// file of at most safefile.PolicyLimit bytes; anything else is refused with
+// a *safefile.Error naming it, and ctx ending stops the read.
+func ReadFile(ctx context.Context, path string) (*File, error) {
+	data, err := safefile.ReadFile(ctx, "policy file", path, safefile.PolicyLimit)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(path, data)
 }
 
 // ParseProfileEntries validates a profile's own [[policy.entry]] tables,

@@ -6,6 +6,7 @@
 package profiles
 
 import (
+	"context"
 	"embed"
 	"errors"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"strings"
 
 	"github.com/BurntSushi/toml"
+	"github.com/speclaunch/speclaunch/internal/safefile"
 	"github.com/speclaunch/speclaunch/internal/tomlpos"
 )
 
@@ -43,9 +45,22 @@ type Profile struct {
 		BlockSize *int    `toml:"block_size"`
 	} `toml:"draft"`
 	Server struct {
-		Host string `toml:"host"`
-		Port *int   `toml:"port"`
+		Host         string `toml:"host"`
+		Port         *int   `toml:"port"`
+		Proxy        *bool  `toml:"proxy"`
+		Switch       string `toml:"switch"`
+		DrainTimeout string `toml:"drain_timeout"`
+		HoldTimeout  string `toml:"hold_timeout"`
+		QueueSize    *int   `toml:"queue_size"`
 	} `toml:"server"`
+	Adapt struct {
+		Enabled      *bool    `toml:"enabled"`
+		MaxWidth     *int     `toml:"max_width"`
+		ExploreWidth *int     `toml:"explore_width"`
+		Margin       *float64 `toml:"margin"`
+		MinCycles    *int     `toml:"min_cycles"`
+		Window       string   `toml:"window"`
+	} `toml:"adapt"`
 	GPU struct {
 		Capability string `toml:"capability"`
 	} `toml:"gpu"`
@@ -149,11 +164,13 @@ func Parse(name string, data []byte) (*Profile, error) {
 	return p, nil
 }
 
-// Load reads and parses a profile file.
-func Load(path string) (*Profile, error) {
-	data, err := os.ReadFile(path)
+// Load reads and parses a profile file. The file must be a regular file
+// of at most safefile.ProfileLimit bytes; anything else is refused with a
+// *safefile.Error naming it, and ctx ending stops the read.
+func Load(ctx context.Context, path string) (*Profile, error) {
+	data, err := safefile.ReadFile(ctx, "profile", path, safefile.ProfileLimit)
 	if err != nil {
-		return nil, fmt.Errorf("read profile: %w", err)
+		return nil, err
 	}
 	return Parse(path, data)
 }

@@ -99,6 +99,11 @@ func FuzzParse(f *testing.F) {
 		f.Add(b)
 	}
 	f.Add([]byte("[draft]\nblock_size = 1\n[[policy.entry]]\nid = 1\n"))
+	// The contents of the wrong files an operator may name: an empty one,
+	// what /dev/zero gives, and a binary file.
+	f.Add([]byte{})
+	f.Add(make([]byte, 4096))
+	f.Add([]byte("GGUF\x03\x00\x00\x00\xff\xff"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, err := Parse("f.toml", data)
 		if err != nil {

@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// The JSON shapes below mirror llama-server's (reference/golden/new-spec-*),
+// The JSON shapes below mirror llama-server's (internal/fakellama/testdata/new-spec-*),
 // in its field order, with a "simulated" marker added where a client looks.
 
 // completionRequest covers both /v1/completions (OpenAI) and /completion
@@ -20,6 +20,8 @@ type completionRequest struct {
 	NPredict      *int            `json:"n_predict"`
 	Temperature   *float64        `json:"temperature"`
 	Stream        bool            `json:"stream"`
+	CachePrompt   *bool           `json:"cache_prompt"` // llama-server's default: true
+	Messages      []chatMessage   `json:"messages"`     // /v1/chat/completions only
 	StreamOptions *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
@@ -48,6 +50,16 @@ func (r completionRequest) budget() (int, error) {
 		return 0, fmt.Errorf("max_tokens %d is more than the sim's limit of %d", n, maxMaxTokens)
 	}
 	return n, nil
+}
+
+// promptTokenIDs returns the prompt's token ids when it is an array of token
+// ids only (the probe's shape), else nil.
+func promptTokenIDs(raw json.RawMessage) []int {
+	var ids []int
+	if len(raw) == 0 || raw[0] != '[' || json.Unmarshal(raw, &ids) != nil || len(ids) == 0 {
+		return nil
+	}
+	return ids
 }
 
 // promptText accepts a string, or an array of strings and/or token ids
@@ -104,7 +116,7 @@ type draftTimings struct {
 }
 
 func newTimings(r result, kind string) timings {
-	t := timings{PromptN: r.PromptN, PromptMS: r.PromptMS, PredictedN: r.PredictedN, PredictedMS: r.PredictedMS}
+	t := timings{CacheN: r.CacheN, PromptN: r.PromptN, PromptMS: r.PromptMS, PredictedN: r.PredictedN, PredictedMS: r.PredictedMS}
 	if r.PromptN > 0 && r.PromptMS > 0 {
 		t.PromptPerTokenMS = r.PromptMS / float64(r.PromptN)
 		t.PromptPerSecond = float64(r.PromptN) / r.PromptMS * 1000

@@ -33,6 +33,7 @@ func ParseArgs(args []string) (Config, error) {
 		Cost:     DefaultCostModel(),
 		ExitCode: 1,
 	}
+	var record string // applied last, over the cost flags
 	for i := 0; i < len(args); i++ {
 		arg := args[i]
 		if !strings.HasPrefix(arg, "-") || arg == "-" || arg == "--" {
@@ -117,6 +118,15 @@ func ParseArgs(args []string) (Config, error) {
 			if t, err = tableFlag(name, value, 1e-3, 1e6); err == nil {
 				maps.Copy(cfg.Cost.Verify, t)
 			}
+		case "--sim-slots":
+			err = intFlag(name, value, &cfg.Slots, 1, maxSlots)
+		case "--sim-profile":
+			var v string
+			if v, err = value(); err == nil {
+				cfg.Cost.Accept, err = lookupProfile(v)
+			}
+		case "--sim-record":
+			record, err = value()
 		case "--sim-accept":
 			var t map[int]float64
 			if t, err = tableFlag(name, value, 0, 1); err == nil {
@@ -139,6 +149,15 @@ func ParseArgs(args []string) (Config, error) {
 	}
 	if cfg.Model == "" {
 		return Config{}, fmt.Errorf("-m/--model is required")
+	}
+	if record != "" {
+		r, err := LoadRecord(record)
+		if err != nil {
+			return Config{}, err
+		}
+		if cfg.Cost, err = ReplayCost(r, cfg.Cost); err != nil {
+			return Config{}, fmt.Errorf("--sim-record %s: %w", record, err)
+		}
 	}
 	return cfg, nil
 }

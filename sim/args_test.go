@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// The mlxcel adapter's command line (reference/mlxcel.md §9) must parse, with
+// The mlxcel adapter's command line (engine/testdata/mlxcel-dflash.golden) must parse, with
 // the engine flags the sim does not model ignored.
 func TestParseArgsMLXCelCommandLine(t *testing.T) {
 	cfg, err := ParseArgs(strings.Fields(

@@ -20,6 +20,7 @@ func (s *server) v1Completions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
+	p.prompt = s.promptCache(req)
 	id := fmt.Sprintf("cmpl-sim-%d", p.reqNum)
 	created := s.clk.Now().Unix()
 	chunk := func(text string, finish *string) v1Chunk {
@@ -82,10 +83,14 @@ func (s *server) nativeCompletion(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
+	p.prompt = s.promptCache(req)
 
 	var rc *http.ResponseController
 	predicted := 0
 	promptN := countPromptTokens(prompt)
+	if p.prompt != nil {
+		promptN = p.prompt.New + p.prompt.Cached
+	}
 	emit := func([]token) error { return nil }
 	if req.Stream {
 		rc = startSSE(w)
@@ -109,7 +114,7 @@ func (s *server) nativeCompletion(w http.ResponseWriter, r *http.Request) {
 	t := newTimings(res, s.kind)
 	final := nativeEvent{
 		Tokens: []int{}, Stop: true, IDSlot: 0, Model: s.model,
-		TokensPredicted: res.PredictedN, TokensEvaluated: res.PromptN,
+		TokensPredicted: res.PredictedN, TokensEvaluated: res.PromptN + res.CacheN,
 		Prompt: &prompt, StopType: "limit", Timings: &t, Simulated: true,
 	}
 	if !req.Stream {

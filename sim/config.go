@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -36,12 +37,21 @@ type Config struct {
 	// Drift slows request k (0-based) by a factor 1 + Drift·k, to test a
 	// bench's drift check.
 	Drift float64
+	// Slots is how many requests decode together (--sim-slots; 0 means 1).
+	// Their verify rows add up: a round at width W with n requests decoding
+	// costs the verify cost of n·W rows, a classic step that of n rows.
+	// Under a fake Clock the requests' waits add up instead of overlapping,
+	// so concurrent timings are only meaningful on the real clock.
+	Slots int
 
 	// Clock is the time source; nil means SystemClock. Tests use a fake.
 	Clock Clock
 	// onReady, when set, is called with the listen address once ready.
 	onReady func(addr string)
 }
+
+// maxSlots bounds --sim-slots.
+const maxSlots = 64
 
 // Per-kind default widths, mirroring mlxcel's flat defaults.
 const (
@@ -94,6 +104,9 @@ func (c Config) validate() error {
 	if c.BlockSize != 0 && c.BlockSize < 2 {
 		errs = append(errs, fmt.Errorf("--draft-block-size %d: want at least 2 (leave out --model-draft to turn speculation off)", c.BlockSize))
 	}
+	if c.Slots < 0 || c.Slots > maxSlots {
+		errs = append(errs, fmt.Errorf("--sim-slots %d: want 1-%d", c.Slots, maxSlots))
+	}
 	if c.Port < 0 || c.Port > 65535 {
 		errs = append(errs, fmt.Errorf("--port %d: want 0-65535", c.Port))
 	}
@@ -103,7 +116,10 @@ func (c Config) validate() error {
 	if c.DraftModel != "" && len(c.Cost.Verify) == 0 {
 		errs = append(errs, errors.New("cost model has no verify table"))
 	}
-	if c.DraftModel != "" && len(c.Cost.Emitted) == 0 {
+	if err := validProfile(c.Cost.Accept); err != nil {
+		errs = append(errs, err)
+	}
+	if c.DraftModel != "" && len(c.Cost.Emitted) == 0 && len(c.Cost.Accept) == 0 {
 		errs = append(errs, errors.New("cost model has no emitted-per-verify table"))
 	}
 	return errors.Join(errs...)
@@ -114,5 +130,6 @@ func (c Config) validate() error {
 func (c Config) clone() Config {
 	c.Cost.Verify = maps.Clone(c.Cost.Verify)
 	c.Cost.Emitted = maps.Clone(c.Cost.Emitted)
+	c.Cost.Accept = slices.Clone(c.Cost.Accept)
 	return c
 }

@@ -6,8 +6,9 @@ import (
 	"slices"
 )
 
-// GB10 affine figures (reference/mlxcel.md §5a: qwen3.5-4b-4bit with a DFlash
-// drafter, sm_121). They are the default cost model so the sim reproduces the
+// GB10 affine figures (docs/benchmark_results/draft-block-width-default-gb10-2026-09-20.md,
+// transcribed from upstream mlxcel: qwen3.5-4b-4bit with a DFlash drafter,
+// sm_121). They are the default cost model so the sim reproduces the
 // shape that motivated speclaunch: widths 2-4 beat classic, 16 loses.
 const gb10ClassicTokPerSec = 58.23
 
@@ -46,6 +47,12 @@ type CostModel struct {
 	// Noise scales each round's (and each classic step's) cost by
 	// 1 + Noise·N(0,1), from a PRNG seeded by (seed, request number).
 	Noise float64
+	// Accept, when set, is the acceptance by draft position, S(k) for
+	// k = 1..len (see Profiles): it replaces Emitted, so that tokens per
+	// cycle at width W is 1 + S(1) + … + S(W−1) whatever the width, as
+	// with a real pair under greedy decoding. A prompt's profile marker
+	// overrides it per request.
+	Accept []float64
 }
 
 // DefaultCostModel returns the GB10 affine model with 1% noise.
@@ -72,7 +79,43 @@ func (c CostModel) RoundMS(w int) float64 { return c.DraftRoundMS(w) + c.VerifyM
 
 // EmittedPerVerify is the mean tokens one round emits at width w, in [1, w].
 func (c CostModel) EmittedPerVerify(w int) float64 {
+	if len(c.Accept) > 0 {
+		return emittedFromProfile(c.Accept, w)
+	}
 	return math.Min(float64(w), math.Max(1, interpolate(c.Emitted, w)))
+}
+
+// emittedFromProfile is 1 + S(1) + … + S(w−1); positions past the profile's
+// end repeat its last value (a flat tail).
+func emittedFromProfile(s []float64, w int) float64 {
+	e := 1.0
+	for k := 1; k < w; k++ {
+		e += profileAt(s, k)
+	}
+	return e
+}
+
+// profileAt is S(k), the last value repeated past the end; 0 for k < 1 or
+// an empty profile.
+func profileAt(s []float64, k int) float64 {
+	if k < 1 || len(s) == 0 {
+		return 0
+	}
+	return s[min(k, len(s))-1]
+}
+
+// VerifyRowsMS is the modelled cost of one target forward over rows new
+// tokens: one row is a classic step (unless the verify table names row 1),
+// more rows read the verify table. Prompt evaluation of a few new tokens
+// after a cached prefix costs the same (the probe relies on it).
+func (c CostModel) VerifyRowsMS(rows int) float64 {
+	if v, ok := c.Verify[rows]; ok {
+		return v
+	}
+	if rows <= 1 {
+		return c.ClassicMS
+	}
+	return c.VerifyMS(rows)
 }
 
 // Acceptance is accepted/proposed draft tokens at width w, as mlxcel reports
@@ -92,6 +135,15 @@ func (c CostModel) ExpectedRate(w int) float64 {
 		return 1000 / c.ClassicMS
 	}
 	return 1000 * c.EmittedPerVerify(w) / c.RoundMS(w)
+}
+
+// ExpectedRateFor is ExpectedRate for a request whose prompt carries a
+// profile marker (see Profiles); without one it equals ExpectedRate.
+func (c CostModel) ExpectedRateFor(prompt string, w int) float64 {
+	if s := promptProfile(prompt); s != nil {
+		c.Accept = s
+	}
+	return c.ExpectedRate(w)
 }
 
 // interpolate reads table at w: exact, linear between neighbours, or the

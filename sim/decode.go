@@ -16,11 +16,30 @@ type plan struct {
 	seed   int64
 	reqNum uint64  // 0-based request number on this server
 	slow   float64 // cost multiplier: 1 + Drift·reqNum
+	// prompt, when set, replaces the prefill: new tokens evaluated after a
+	// cached prefix (a token-array prompt with cache_prompt).
+	prompt *promptEval
+	// active, when set, returns how many requests decode together now:
+	// their verify rows add up (Config.Slots).
+	active func() int
 }
+
+// together is the number of sequences decoding together, at least 1.
+func (p plan) together() int {
+	if p.active == nil {
+		return 1
+	}
+	return max(1, p.active())
+}
+
+// promptEval is a prefill over New tokens after Cached reused ones; it
+// costs one target forward over New rows (CostModel.VerifyRowsMS).
+type promptEval struct{ New, Cached int }
 
 // result is one request's outcome, in the units the engine reports.
 type result struct {
 	PromptN, PredictedN int
+	CacheN              int     // prompt tokens reused from the slot's cache
 	PromptMS            float64 // request start (slot acquired) to first token
 	PredictedMS         float64 // first token to last token, measured on the clock
 	Rounds, Proposed    int
@@ -40,6 +59,11 @@ type result struct {
 // accumulate over a request.
 func decode(ctx context.Context, clk Clock, p plan, prompt string, n int, emit func([]token) error) (res result, err error) {
 	res.PromptN = countPromptTokens(prompt)
+	prefillMS := float64(res.PromptN) * p.cost.PromptTokenMS
+	if p.prompt != nil {
+		res.PromptN, res.CacheN = p.prompt.New, p.prompt.Cached
+		prefillMS = p.cost.VerifyRowsMS(p.prompt.New)
+	}
 	var text strings.Builder
 	defer func() { res.Text = text.String() }()
 	if p.width >= 2 {
@@ -72,7 +96,7 @@ func decode(ctx context.Context, clk Clock, p plan, prompt string, n int, emit f
 	}
 
 	// Prefill yields the first token, as in llama.cpp and mlxcel.
-	if err := wait(float64(res.PromptN) * p.cost.PromptTokenMS * factor()); err != nil {
+	if err := wait(prefillMS * factor()); err != nil {
 		return res, err
 	}
 	first := clk.Now()
@@ -86,8 +110,16 @@ func decode(ctx context.Context, clk Clock, p plan, prompt string, n int, emit f
 		w := p.width
 		u := rand.New(rand.NewPCG(uint64(p.seed)^hashPrompt(prompt), uint64(w))).Float64()
 		prob := acceptProb(w, p.cost.EmittedPerVerify(w))
-		draftMS, verifyMS := p.cost.DraftRoundMS(w), p.cost.VerifyMS(w)
+		profile := promptProfile(prompt)
+		if profile == nil {
+			profile = p.cost.Accept
+		}
+		draftMS := p.cost.DraftRoundMS(w)
 		for left > 0 {
+			verifyMS := p.cost.VerifyMS(w)
+			if n := p.together(); n > 1 {
+				verifyMS = p.cost.VerifyRowsMS(n * w)
+			}
 			// Round k accepts the first j drafts while u < prob^j, u being
 			// a golden-ratio sequence from a seeded start: a quasi-random
 			// draw whose mean over a short request stays within a few
@@ -95,9 +127,15 @@ func decode(ctx context.Context, clk Clock, p plan, prompt string, n int, emit f
 			// strayed by 10-20% over 200 tokens.
 			u = math.Mod(u+goldenFrac, 1)
 			k, pj := 0, prob
-			for k < w-1 && u < pj {
-				k++
-				pj *= prob
+			if profile != nil { // accept the first k drafts while u < S(k)
+				for k < w-1 && u < profileAt(profile, k+1) {
+					k++
+				}
+			} else {
+				for k < w-1 && u < pj {
+					k++
+					pj *= prob
+				}
 			}
 			emitted := min(1+k, left)
 			acc := emitted - 1
@@ -128,7 +166,11 @@ func decode(ctx context.Context, clk Clock, p plan, prompt string, n int, emit f
 		}
 	} else {
 		for ; left > 0; left-- {
-			if err := wait(p.cost.ClassicMS * factor()); err != nil {
+			step := p.cost.ClassicMS
+			if n := p.together(); n > 1 {
+				step = p.cost.VerifyRowsMS(n)
+			}
+			if err := wait(step * factor()); err != nil {
 				return res, err
 			}
 			if err := burst(1); err != nil {

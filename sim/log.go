@@ -19,7 +19,11 @@ func (l *logger) printf(format string, args ...any) {
 	fmt.Fprintf(l.w, format+"\n", args...)
 }
 
-// startup logs mlxcel's scheduler line (reference/mlxcel.md §7) for cfg.
+// startup logs mlxcel's scheduler line for cfg: mlxcel-server logs one INFO
+// line "Starting BatchScheduler (..., speculative=dflash (drafter=PATH,
+// block_size=N, block_size_from=REASON, explicit_kind=B))" when its
+// scheduler starts (src/server/speculative_dispatch.rs summary()), or
+// "speculative=off".
 func (l *logger) startup(cfg Config) {
 	spec := "speculative=off"
 	if w, from := cfg.ResolveBlockSize(); w > 0 {

@@ -7,7 +7,7 @@ import (
 )
 
 // prometheus serves GET /metrics with llama-server's llamacpp: families
-// (reference/golden/new-spec-metrics-after.txt) and one speclaunch_sim family
+// (internal/fakellama/testdata/new-spec-metrics-after.txt) and one speclaunch_sim family
 // saying the numbers are simulated. The per-position family has W−1 labels,
 // one per draft token, as llama-server sizes it to n_max; the sim shows it
 // from the start (llama-server only after the first drafted request).

@@ -130,3 +130,20 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		return &ExitError{Code: cfg.ExitCode, Reason: "crash"}
 	}
 }
+
+// NewHandler returns a ready simulated engine as an http.Handler, with no
+// warm-up, process or listener, for tests that run an engine in-process
+// (httptest.NewServer). Its log lines go to stderr.
+func NewHandler(cfg Config, stderr io.Writer) (http.Handler, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("sim config: %w", err)
+	}
+	cfg = cfg.clone()
+	clk := cfg.Clock
+	if clk == nil {
+		clk = SystemClock
+	}
+	s := newServer(cfg, clk, &logger{w: stderr})
+	s.ready.Store(true)
+	return s.handler(), nil
+}

@@ -22,12 +22,16 @@ type server struct {
 	kind    string
 	created int64
 	ready   atomic.Bool
-	// slot admits one decode at a time: the sim is max_batch_size=1.
+	// slot admits cfg.Slots decodes at a time (one by default, as
+	// mlxcel's max_batch_size=1).
 	slot chan struct{}
 
 	mu      sync.Mutex
 	reqNum  uint64
 	metrics counters
+	// cached holds the last token-array prompts evaluated, newest first: a
+	// token-array prompt with cache_prompt reuses its longest common prefix.
+	cached [][]int
 }
 
 type counters struct {
@@ -41,7 +45,7 @@ type counters struct {
 }
 
 func newServer(cfg Config, clk Clock, log *logger) *server {
-	s := &server{cfg: cfg, clk: clk, log: log, model: cfg.modelID(), kind: cfg.kind(), slot: make(chan struct{}, 1)}
+	s := &server{cfg: cfg, clk: clk, log: log, model: cfg.modelID(), kind: cfg.kind(), slot: make(chan struct{}, max(1, cfg.Slots))}
 	if w, _ := cfg.ResolveBlockSize(); w >= 2 && !cfg.Decline {
 		s.width = w
 		s.metrics.perPos = make([]int, w-1)
@@ -56,6 +60,7 @@ func (s *server) handler() http.Handler {
 	mux.HandleFunc("GET /v1/health", s.health)
 	mux.HandleFunc("GET /v1/models", s.models)
 	mux.HandleFunc("POST /v1/completions", s.v1Completions)
+	mux.HandleFunc("POST /v1/chat/completions", s.chatCompletions)
 	mux.HandleFunc("POST /completion", s.nativeCompletion)
 	mux.HandleFunc("POST /completions", s.nativeCompletion) // mlxcel: native, not OpenAI
 	mux.HandleFunc("GET /metrics", s.prometheus)
@@ -68,6 +73,40 @@ func (s *server) handler() http.Handler {
 		}
 		mux.ServeHTTP(w, r)
 	})
+}
+
+// promptCacheSize is how many token-array prompts the sim keeps cached.
+const promptCacheSize = 8
+
+// promptCache works out a token-array prompt's prefill against the cached
+// prompts, as llama-server does with cache_prompt and its host-memory
+// prompt cache (a prompt evicted from the slot by other requests can still
+// be restored): the longest common prefix with any cached prompt is reused,
+// the rest evaluated (at least one token: a fully cached prompt still
+// evaluates its last). Other prompts return nil. The caller holds the slot.
+func (s *server) promptCache(req completionRequest) *promptEval {
+	ids := promptTokenIDs(req.Prompt)
+	if ids == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	common := 0
+	if req.CachePrompt == nil || *req.CachePrompt {
+		for _, prev := range s.cached {
+			c := 0
+			for c < len(prev) && c < len(ids) && prev[c] == ids[c] {
+				c++
+			}
+			common = max(common, c)
+		}
+		common = min(common, len(ids)-1)
+	}
+	s.cached = append([][]int{ids}, s.cached...)
+	if len(s.cached) > promptCacheSize {
+		s.cached = s.cached[:promptCacheSize]
+	}
+	return &promptEval{New: len(ids) - common, Cached: common}
 }
 
 func (s *server) health(w http.ResponseWriter, _ *http.Request) {
@@ -103,7 +142,7 @@ func (s *server) props(w http.ResponseWriter, _ *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
 		"default_generation_settings": map[string]any{"n_ctx": 4096, "params": map[string]any{"n_predict": -1, "temperature": 0.8}},
-		"total_slots":                 1,
+		"total_slots":                 max(1, s.cfg.Slots),
 		"model_alias":                 s.model,
 		"model_path":                  s.cfg.Model,
 		"build_info":                  "speclaunch-sim",
@@ -143,7 +182,14 @@ func parseRequest(r *http.Request, requireModel bool) (completionRequest, string
 	return req, prompt, n, nil
 }
 
-// acquire waits for the single decode slot and numbers the request.
+// active is the number of requests decoding now.
+func (s *server) active() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.metrics.processing
+}
+
+// acquire waits for a decode slot and numbers the request.
 func (s *server) acquire(r *http.Request) (plan, func(), error) {
 	select {
 	case s.slot <- struct{}{}:
@@ -155,7 +201,7 @@ func (s *server) acquire(r *http.Request) (plan, func(), error) {
 	s.reqNum++
 	s.metrics.processing++
 	s.mu.Unlock()
-	p := plan{width: s.width, cost: s.cfg.Cost, seed: s.cfg.Seed, reqNum: num, slow: 1 + s.cfg.Drift*float64(num)}
+	p := plan{width: s.width, cost: s.cfg.Cost, seed: s.cfg.Seed, reqNum: num, slow: 1 + s.cfg.Drift*float64(num), active: s.active}
 	release := func() {
 		s.mu.Lock()
 		s.metrics.processing--

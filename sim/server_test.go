@@ -148,7 +148,7 @@ func TestV1CompletionsNonStream(t *testing.T) {
 }
 
 // The native stream: one event per token, then "stop":true with timings, and
-// no [DONE] (reference/golden/new-spec-completion-stream.txt).
+// no [DONE] (internal/fakellama/testdata/new-spec-completion-stream.txt).
 func TestNativeCompletion(t *testing.T) {
 	r := startSim(t, testConfig(dflash, 16))
 	code, body := r.post(t, "/completion", `{"prompt":"hello world","n_predict":16,"temperature":0,"stream":true}`)

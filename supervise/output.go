@@ -1,5 +1,3 @@
-//go:build linux
-
 package supervise
 
 import (
@@ -20,6 +18,7 @@ const maxLine = 64 << 10
 // OnLine is never called concurrently with itself.
 type output struct {
 	prefix string
+	format func(stream, line string) []byte
 	raw    bool // pass bytes through untouched (Raw with no Prefix)
 	stdout io.Writer
 	stderr io.Writer
@@ -34,6 +33,7 @@ type output struct {
 func newOutput(s Spec, tail int) *output {
 	o := &output{
 		prefix: s.Prefix,
+		format: s.Format,
 		raw:    s.Raw && s.Prefix == "",
 		stdout: s.Stdout,
 		stderr: s.Stderr,
@@ -117,7 +117,11 @@ func (o *output) emit(w io.Writer, stream string, b []byte) {
 	if o.next == len(o.ring) {
 		o.next, o.full = 0, true
 	}
-	if !o.raw {
+	switch {
+	case o.raw:
+	case o.format != nil:
+		_, _ = w.Write(o.format(stream, s))
+	default:
 		// One Write per line keeps lines whole on a shared writer.
 		out := make([]byte, 0, len(o.prefix)+len(s)+1)
 		out = append(out, o.prefix...)

@@ -248,6 +248,22 @@ func TestExitCodeAndPrefixedOutput(t *testing.T) {
 	}
 }
 
+// Format renders every line in place of Prefix, with the stream it came on.
+func TestFormatRendersEachLine(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	s := fake("lines")
+	s.Prefix, s.Stdout, s.Stderr = "engine | ", &stdout, &stderr
+	s.Format = func(stream, line string) []byte { return []byte("{" + stream + ":" + line + "}\n") }
+	p := start(t, s)
+	waitDone(t, p)
+	if got, want := stdout.String(), "{stdout:out 1}\n{stdout:out 2}\n"; got != want {
+		t.Errorf("stdout = %q, want %q", got, want)
+	}
+	if got, want := stderr.String(), "{stderr:err 1}\n"; got != want {
+		t.Errorf("stderr = %q, want %q", got, want)
+	}
+}
+
 func TestRawPassthroughKeepsBytes(t *testing.T) {
 	var stdout bytes.Buffer
 	s := fake("partial")

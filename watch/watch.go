@@ -5,7 +5,9 @@
 // editors save by writing a temporary file and renaming it over the
 // original, which silently ends a watch on the original inode, and a
 // Kubernetes ConfigMap update swaps a "..data" symlink so that no event ever
-// names the file itself (go-notes §4, fsnotify#214, spf13/viper#284). So an
+// names the file itself (fsnotify's README, "Watching a file doesn't work
+// well"; fsnotify#214; spf13/viper#284: the update renames a ..data_tmp
+// symlink over ..data and removes the old directory). So an
 // event counts when it names the file, or when the file's resolved path
 // (EvalSymlinks) is no longer what it was. Events are debounced, and only a
 // changed sha256 of the content is reported, so an editor's three writes or
@@ -16,6 +18,7 @@ package watch
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -30,6 +33,8 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+
+	"github.com/speclaunch/speclaunch/internal/safefile"
 )
 
 // Reasons carried by Change.
@@ -82,6 +87,8 @@ type file struct {
 	sum      [32]byte // sha256 of the last content reported (or found at New)
 	have     bool     // sum is valid
 	pending  string   // strongest reason seen since the last debounced read
+	missing  bool     // last read found no file (warned once)
+	empty    bool     // last read found an empty file (warned once)
 }
 
 // Watcher watches a set of files. Create it with New; Close it when done.
@@ -130,7 +137,7 @@ func New(paths []string, o Options) (*Watcher, error) {
 			continue
 		}
 		f := &file{path: abs, dir: filepath.Dir(abs)}
-		if sum, resolved, err := readSum(abs); err == nil {
+		if sum, resolved, _, err := readSum(abs); err == nil {
 			f.sum, f.resolved, f.have = sum, resolved, true
 		} else if !errors.Is(err, fs.ErrNotExist) {
 			w.log.Warn("cannot read watched file", "path", abs, "err", err)
@@ -259,7 +266,7 @@ func (w *Watcher) loop() {
 			// already reloaded do not trigger a second reload.
 			for _, f := range w.files {
 				f.pending = ""
-				if sum, resolved, err := readSum(f.path); err == nil {
+				if sum, resolved, _, err := readSum(f.path); err == nil {
 					f.sum, f.resolved, f.have = sum, resolved, true
 				}
 			}
@@ -332,16 +339,34 @@ func rank(reason string) int {
 // not a change: the next event or poll looks again. It returns false only
 // if the watcher is closing.
 func (w *Watcher) check(f *file, reason string) bool {
-	sum, resolved, err := readSum(f.path)
+	sum, resolved, size, err := readSum(f.path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			w.log.Debug("watched file missing; waiting for the next event", "path", f.path)
+			if !f.missing {
+				f.missing = true
+				w.log.Warn("watched file is missing (deleted, or being replaced); the running settings stay until it is back", "path", f.path)
+			}
 		} else {
 			w.log.Warn("cannot read watched file", "path", f.path, "err", err)
 		}
 		return true
 	}
+	if f.missing {
+		f.missing = false
+		w.log.Info("watched file is back", "path", f.path)
+	}
 	f.resolved = resolved
+	if size == 0 {
+		// A truncate-then-write caught between its two steps, or a file
+		// emptied by mistake: neither is a profile to apply. The next
+		// write brings a change.
+		if !f.empty {
+			f.empty = true
+			w.log.Warn("watched file is empty (a write caught halfway?); not applied: waiting for the next write", "path", f.path)
+		}
+		return true
+	}
+	f.empty = false
 	if f.have && bytes.Equal(sum[:], f.sum[:]) {
 		return true
 	}
@@ -376,15 +401,18 @@ func (w *Watcher) rewatch() {
 	}
 }
 
-// readSum returns the content hash of path and where it resolves to.
-func readSum(path string) (sum [32]byte, resolved string, err error) {
-	data, err := os.ReadFile(path)
+// readSum returns the content hash of path, where it resolves to and its
+// size. The read is safefile's: a watched file swapped for a FIFO or a
+// device, or grown past the policy cap, is a warning here (and bad input on
+// reload), never a watcher stuck in a read.
+func readSum(path string) (sum [32]byte, resolved string, size int, err error) {
+	data, err := safefile.ReadFile(context.Background(), "watched file", path, safefile.PolicyLimit)
 	if err != nil {
-		return sum, "", err
+		return sum, "", 0, err
 	}
 	resolved, err = filepath.EvalSymlinks(path)
 	if err != nil {
-		return sum, "", err
+		return sum, "", 0, err
 	}
-	return sha256.Sum256(data), resolved, nil
+	return sha256.Sum256(data), resolved, len(data), nil
 }

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -315,4 +316,45 @@ func must(t testing.TB, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// lockedBuffer collects log output from the watcher's goroutine.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// A deleted profile is said at warn (the running settings stay), and an
+// empty one (a truncate-then-write caught halfway) is not a change: the
+// next write is.
+func TestDeletedAndEmptyFilesAreSaidAndNotApplied(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "p.toml")
+	write(t, path, "v1")
+	var logs lockedBuffer
+	w := newWatcher(t, []string{path}, Options{Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	must(t, os.Remove(path))
+	expectNone(t, w, 400*time.Millisecond)
+	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "missing") {
+		t.Errorf("a deleted file was not logged at warn: %q", logs.String())
+	}
+	write(t, path, "")
+	expectNone(t, w, 400*time.Millisecond)
+	if !strings.Contains(logs.String(), "empty") {
+		t.Errorf("an empty file was not logged: %q", logs.String())
+	}
+	write(t, path, "v2")
+	expect(t, w, Change{Path: path, Reason: ReasonWrite})
 }

@@ -2,6 +2,7 @@ package width
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/speclaunch/speclaunch/key"
@@ -94,7 +95,9 @@ func fallback(e key.Engine, d key.Drafter) int {
 
 // PinWarning says when the running engine's version does not contain the
 // commit an entry was pinned to. The entry still applies: a pin is evidence
-// of where it was measured, not a gate.
+// of where it was measured, not a gate. A version that names no commit (a
+// llama.cpp built from a source archive prints "0 (unknown)") can neither
+// match nor contradict the pin, and the warning says so.
 func PinWarning(pin, version string) string {
 	if pin == "" || version == "" {
 		return ""
@@ -104,8 +107,15 @@ func PinWarning(pin, version string) string {
 	if strings.Contains(version, commit) {
 		return ""
 	}
+	if !versionCommitRE.MatchString(version) {
+		return fmt.Sprintf("policy entry was measured against %q; the engine's version %q names no commit (built without git, e.g. from a source archive), so the pin cannot be confirmed; the width still applies", pin, version)
+	}
 	return fmt.Sprintf("policy entry was measured against %q but the engine reports %q; the width still applies, re-measure with `speclaunch bench` to confirm it", pin, version)
 }
+
+// versionCommitRE finds a commit in an engine version string, as
+// llama-server prints it: "9749 (d32676d)".
+var versionCommitRE = regexp.MustCompile(`\([0-9a-fA-F]{4,40}\)`)
 
 // quantPhrase is mlxcel's wording, except that a GGUF target has no
 // config.json: for llama.cpp an unreadable target names its header.

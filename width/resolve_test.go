@@ -85,6 +85,7 @@ func TestResolve(t *testing.T) {
 		{"sim uses mlxcel's entries", Input{Engine: key.Sim, HasDrafter: true, Drafter: key.DFlash, Capability: gb10, Quant: key.QuantAffine}, 4, Measured, "sm_121", "gb10-affine-dflash", ""},
 		{"sim default", Input{Engine: key.Sim, HasDrafter: true, Drafter: key.DFlash}, 16, KindDefault, "no CUDA device", "", ""},
 		{"llama h200 q4_0", Input{Engine: key.LlamaCpp, HasDrafter: true, Drafter: key.Draft, Capability: h200, Quant: key.QuantQ4_0, EngineVersion: "9749 (d32676d)"}, 5, Measured, "measured default for sm_90 with a Q4_0 target", "h200-q4_0-draft", ""},
+		{"llama without a commit cannot confirm the pin", Input{Engine: key.LlamaCpp, HasDrafter: true, Drafter: key.Draft, Capability: h200, Quant: key.QuantQ4_0, EngineVersion: "0 (unknown)"}, 5, Measured, "sm_90", "h200-q4_0-draft", "the pin cannot be confirmed"},
 		{"llama pin mismatch warns", Input{Engine: key.LlamaCpp, HasDrafter: true, Drafter: key.Draft, Capability: h200, Quant: key.QuantQ4_0, EngineVersion: "9999 (abcdef0)"}, 5, Measured, "sm_90", "h200-q4_0-draft", "measured against"},
 		{"llama q4_k unmeasured", Input{Engine: key.LlamaCpp, HasDrafter: true, Drafter: key.Draft, Capability: h200, Quant: key.QuantQ4_K}, 4, KindDefault, "no measurement for sm_90 with a Q4_K target", "", ""},
 		{"llama dflash without a default row falls back", Input{Engine: key.LlamaCpp, HasDrafter: true, Drafter: key.DFlash, Capability: h200, Quant: key.QuantQ4_0}, 4, KindDefault, "per-kind default", "", ""},

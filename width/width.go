@@ -18,6 +18,9 @@ const (
 	Measured          SourceKind = "measured"           // a policy entry for this key
 	KindDefault       SourceKind = "kind-default"       // the per-(engine, kind) default
 	Off               SourceKind = "off"                // no drafter: speculation is off
+	// Adaptive is a width serve's adaptive loop chose from live traffic
+	// (docs/adaptive.md); it never overrides an operator width.
+	Adaptive SourceKind = "adaptive"
 )
 
 // Resolution is the resolver's answer.

@@ -372,3 +372,30 @@ func run(ctx context.Context, args, env []string, stdout, stderr io.Writer, read
 	_ = srv.Shutdown(shut)
 	return 0
 }
+
+// Start runs the fake in-process (for benchmarks that must not count a
+// process boundary twice): args as llama-server's, env as KEY=VALUE. It
+// returns once the server is listening and loaded; stop ends it.
+func Start(args, env []string, stderr io.Writer) (addr string, stop func(), err error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan string, 1)
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, args, env, io.Discard, stderr, func(a string) { ready <- a }) }()
+	select {
+	case a := <-ready:
+		stop := func() { cancel(); <-done }
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			if resp, err := http.Get("http://" + a + "/health"); err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					return a, stop, nil
+				}
+			}
+		}
+		stop()
+		return "", nil, fmt.Errorf("fakellama at %s did not become ready", a)
+	case code := <-done:
+		cancel()
+		return "", nil, fmt.Errorf("fakellama exited with %d before listening", code)
+	}
+}

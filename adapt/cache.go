@@ -1,0 +1,167 @@
+package adapt
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+)
+
+// CacheKey names what a probed curve is a property of: the engine build,
+// the GPU and the model files. A different key is a different curve.
+type CacheKey struct {
+	Engine     string      `json:"engine"`     // e.g. "llama.cpp 0 (d32676d)"
+	GPU        string      `json:"gpu"`        // e.g. "NVIDIA H200"
+	Capability string      `json:"capability"` // e.g. "9.0"
+	Models     []ModelFile `json:"models"`
+}
+
+// ModelFile identifies a model file by path, size and modification time:
+// re-quantizing or replacing it changes one of them.
+type ModelFile struct {
+	Path    string `json:"path"`
+	Size    int64  `json:"size"`
+	ModTime int64  `json:"mtime_unix_ns"`
+}
+
+// StatModel fills a ModelFile from the file system.
+func StatModel(path string) (ModelFile, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return ModelFile{}, err
+	}
+	fi, err := os.Stat(abs)
+	if err != nil {
+		return ModelFile{}, fmt.Errorf("model file: %w", err)
+	}
+	return ModelFile{Path: abs, Size: fi.Size(), ModTime: fi.ModTime().UnixNano()}, nil
+}
+
+// id is the key's file name stem: a hash of its canonical JSON.
+func (k CacheKey) id() string {
+	b, _ := json.Marshal(k)
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:8])
+}
+
+// CacheDir is $XDG_CACHE_HOME/speclaunch, or ~/.cache/speclaunch.
+func CacheDir() (string, error) {
+	if d := os.Getenv("XDG_CACHE_HOME"); d != "" && filepath.IsAbs(d) {
+		return filepath.Join(d, "speclaunch"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("no cache directory: $XDG_CACHE_HOME is unset and %w", err)
+	}
+	return filepath.Join(home, ".cache", "speclaunch"), nil
+}
+
+// maxCacheBytes bounds a cache file: a curve is a few hundred bytes.
+const maxCacheBytes = 1 << 20
+
+type cacheFile struct {
+	Key    CacheKey  `json:"key"`
+	Curve  Curve     `json:"curve"`
+	Probed time.Time `json:"probed"`
+}
+
+func cachePath(dir string, k CacheKey) string {
+	return filepath.Join(dir, "verify-curve-"+k.id()+".json")
+}
+
+// LoadCurve returns the cached curve for k. A missing file is a miss; a
+// file that is not a regular file, too large, corrupt, or for another key is
+// a miss with a warning, never an error: the probe can always run again.
+func LoadCurve(dir string, k CacheKey, log *slog.Logger) (Curve, bool) {
+	path := cachePath(dir, k)
+	warn := func(why string) {
+		if log != nil {
+			log.Warn("adapt: ignoring the cached verify-cost curve; probing again", "file", path, "why", why)
+		}
+	}
+	fi, err := os.Lstat(path)
+	if err != nil {
+		if !os.IsNotExist(err) {
+			warn(err.Error())
+		}
+		return Curve{}, false
+	}
+	if !fi.Mode().IsRegular() {
+		warn("not a regular file")
+		return Curve{}, false
+	}
+	if fi.Size() > maxCacheBytes {
+		warn(fmt.Sprintf("%d bytes, more than %d", fi.Size(), maxCacheBytes))
+		return Curve{}, false
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		warn(err.Error())
+		return Curve{}, false
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxCacheBytes+1))
+	if err != nil {
+		warn(err.Error())
+		return Curve{}, false
+	}
+	var cf cacheFile
+	if err := json.Unmarshal(b, &cf); err != nil {
+		warn("corrupt: " + err.Error())
+		return Curve{}, false
+	}
+	if !sameKey(cf.Key, k) {
+		warn("written for another engine, GPU or model")
+		return Curve{}, false
+	}
+	if len(cf.Curve.VerifyMS) == 0 {
+		warn("no verify costs in it")
+		return Curve{}, false
+	}
+	for rows, ms := range cf.Curve.VerifyMS {
+		if rows < 1 || !(ms > 0 && ms < 1e6) {
+			warn(fmt.Sprintf("bad entry %d rows = %v ms", rows, ms))
+			return Curve{}, false
+		}
+	}
+	cf.Curve.Source = "cache"
+	return cf.Curve, true
+}
+
+func sameKey(a, b CacheKey) bool {
+	return a.Engine == b.Engine && a.GPU == b.GPU && a.Capability == b.Capability && slices.Equal(a.Models, b.Models)
+}
+
+// SaveCurve writes the curve for k atomically (a temporary file renamed
+// over the old one), creating dir.
+func SaveCurve(dir string, k CacheKey, c Curve, now time.Time) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("cache: %w", err)
+	}
+	b, err := json.MarshalIndent(cacheFile{Key: k, Curve: c, Probed: now.UTC()}, "", "  ")
+	if err != nil {
+		return fmt.Errorf("cache: %w", err)
+	}
+	tmp, err := os.CreateTemp(dir, ".verify-curve-*.tmp")
+	if err != nil {
+		return fmt.Errorf("cache: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(append(b, '\n')); err != nil {
+		tmp.Close()
+		return fmt.Errorf("cache: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("cache: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), cachePath(dir, k)); err != nil {
+		return fmt.Errorf("cache: %w", err)
+	}
+	return nil
+}

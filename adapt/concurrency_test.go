@@ -1,0 +1,164 @@
+package adapt
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// modelEngine is a llama-server stand-in driven by a closed-form model, for
+// concurrency: n sequences always decode together, every scrape of
+// /metrics finds 100 more cycles per sequence at the current width, with S
+// by position as given and each cycle costing verify(n·W rows) + drafting.
+// /completion answers the probe from the same verify cost.
+type modelEngine struct {
+	n     int
+	s     func(k int) float64
+	draft float64 // ms per drafted token
+
+	mu     sync.Mutex
+	width  int
+	gen    uint64
+	cycles float64
+	perPos []float64
+	predS  float64
+	probes []int // row counts probed
+	srv    *httptest.Server
+}
+
+// verify has a kernel boundary every 8 rows.
+func verify(rows int) float64 {
+	return 3.2 + 0.25*float64(rows-1) + 1.0*math.Floor(float64(rows-1)/8)
+}
+
+func (m *modelEngine) cycleMS(w int) float64 {
+	if w < 2 {
+		return verify(m.n)
+	}
+	return verify(m.n*w) + m.draft*float64(w-1)
+}
+
+func (m *modelEngine) rate(w int) float64 {
+	t := 1.0
+	for k := 1; k < w; k++ {
+		t += m.s(k)
+	}
+	return float64(m.n) * t / m.cycleMS(w)
+}
+
+func newModelEngine(t *testing.T, n, width int, s func(int) float64) *modelEngine {
+	m := &modelEngine{n: n, s: s, draft: 0.5, width: width, gen: 1}
+	m.srv = httptest.NewServer(http.HandlerFunc(m.serve))
+	t.Cleanup(m.srv.Close)
+	return m
+}
+
+func (m *modelEngine) serve(w http.ResponseWriter, r *http.Request) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch r.URL.Path {
+	case "/metrics":
+		if m.width >= 2 {
+			c := 100.0 * float64(m.n)
+			m.cycles += c
+			for len(m.perPos) < m.width-1 {
+				m.perPos = append(m.perPos, 0)
+			}
+			for k := 1; k < m.width; k++ {
+				m.perPos[k-1] += math.Round(c * m.s(k))
+			}
+			m.predS += c * m.cycleMS(m.width) / 1000
+		}
+		var b strings.Builder
+		fmt.Fprintf(&b, "llamacpp:spec_decode_num_drafts_total %g\nllamacpp:tokens_predicted_seconds_total %g\n", m.cycles, m.predS)
+		fmt.Fprintf(&b, "llamacpp:tokens_predicted_total %g\nllamacpp:requests_processing %d\n", m.cycles*2, m.n)
+		for p, v := range m.perPos {
+			fmt.Fprintf(&b, "llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position=\"%d\"} %g\n", p, v)
+		}
+		fmt.Fprint(w, b.String())
+	case "/completion":
+		var req struct{ Prompt []int }
+		json.NewDecoder(r.Body).Decode(&req)
+		rows := len(req.Prompt) - probePrefixLen
+		m.probes = append(m.probes, rows)
+		fmt.Fprintf(w, `{"timings":{"prompt_n":%d,"prompt_ms":%g}}`, rows, verify(rows))
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+func (m *modelEngine) Current() Target {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return Target{BaseURL: m.srv.URL, Width: m.width, Gen: m.gen}
+}
+
+func (m *modelEngine) Switch(_ context.Context, w int, _ string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.width, m.gen = w, m.gen+1
+	m.cycles, m.perPos, m.predS = 0, nil, 0 // a new engine process
+	return nil
+}
+
+// Under load the loop sees the concurrency, probes the rows it needs, and
+// picks the width that is best for n sequences together, which is narrower
+// than the single-stream best (and may be speculation off).
+func TestLoopConcurrency(t *testing.T) {
+	geometric := func(k int) float64 { return math.Pow(0.8, float64(k)) }
+	for _, n := range []int{1, 4} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			m := newModelEngine(t, n, 4, geometric)
+			best := 1
+			for w := 2; w <= DefaultMaxWidth; w++ {
+				if m.rate(w) > m.rate(best) {
+					best = w
+				}
+			}
+			cfg := testCfg()
+			cfg.ReexploreEvery = time.Hour
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			var mu sync.Mutex
+			var got *Status
+			done := make(chan error, 1)
+			go func() {
+				done <- Run(ctx, LoopDeps{Current: m.Current, Switch: m.Switch, Log: quietLog(), Cfg: cfg,
+					Publish: func(s Status) {
+						mu.Lock()
+						defer mu.Unlock()
+						if got == nil && settled(s) {
+							got = &s
+						}
+					}})
+			}()
+			ok := waitFor(8*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return got != nil })
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			if !ok {
+				t.Fatalf("no settle at n=%d", n)
+			}
+			t.Logf("n=%d: oracle %d, adapted %d: %s", n, best, got.Width, got.Decision)
+			if got.Concurrency != n || got.Decision.N != n {
+				t.Errorf("concurrency %d / %d, want %d", got.Concurrency, got.Decision.N, n)
+			}
+			if frac := m.rate(got.Width) / m.rate(best); frac < 0.97 {
+				t.Errorf("n=%d: width %d at %.3f of the oracle %d", n, got.Width, frac, best)
+			}
+			if n > 1 {
+				if _, ok := got.Curve.VerifyMS[n*8]; !ok {
+					t.Errorf("rows %d not probed: %v", n*8, got.Curve.VerifyMS)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,266 @@
+package adapt
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Rule is the decision rule's settings. Zero fields take the defaults.
+type Rule struct {
+	// MinCycles is the fewest cycles behind every position used before any
+	// decision. 256 keeps the Wilson half-width of one S(k) under about
+	// 0.06 at z = 1.96 (0.5 is the worst case: 1.96·√(0.25/256) ≈ 0.061),
+	// and a 200-token request at width 4-8 gives 40-120 cycles, so it is a
+	// handful of requests.
+	MinCycles float64
+	// Margin is the predicted gain over the running width below which the
+	// loop does not switch (default 3%): a switch costs an engine start and
+	// the model's error is a few percent (premise: choices at 0.87-1.00 of
+	// the best, median 0.98).
+	Margin float64
+	// Z is the standard errors of the per-position Wilson bounds (1.96).
+	Z float64
+	// MaxWidth caps every candidate and exploration (17).
+	MaxWidth int
+}
+
+// Defaults.
+const (
+	DefaultMinCycles = 256
+	DefaultMargin    = 0.03
+	DefaultZ         = 1.96
+	DefaultMaxWidth  = 17
+)
+
+func (r Rule) withDefaults() Rule {
+	if r.MinCycles <= 0 {
+		r.MinCycles = DefaultMinCycles
+	}
+	if r.Margin <= 0 {
+		r.Margin = DefaultMargin
+	}
+	if r.Z <= 0 {
+		r.Z = DefaultZ
+	}
+	if r.MaxWidth < 2 {
+		r.MaxWidth = DefaultMaxWidth
+	}
+	return r
+}
+
+// Inputs is everything one decision reads.
+type Inputs struct {
+	Running  int        // width serving now; 1 = speculation off
+	N        int        // sequences decoding together (≥ 1)
+	Acc      Acceptance // S(k) observations; see Acceptance
+	Curve    Curve
+	Measured map[int]Measure // ms per cycle measured by width
+	Rule     Rule
+	// Live is how many leading positions of Acc the running engine
+	// observed itself (the rest come from an earlier, wider epoch); 0
+	// means all of them.
+	Live int
+}
+
+// Position is one S(k) as logged.
+type Position struct {
+	K      int     `json:"k"`
+	Count  float64 `json:"count"`
+	Cycles float64 `json:"cycles"`
+	S      float64 `json:"s"`
+	Lo     float64 `json:"lo"`
+	Hi     float64 `json:"hi"`
+}
+
+// Candidate is one width's prediction.
+type Candidate struct {
+	Width          int     `json:"width"`
+	TokensPerCycle float64 `json:"tokens_per_cycle"`
+	Cost           Cost    `json:"cost"`
+	TokPerS        float64 `json:"tok_per_s"` // aggregate over the N sequences
+}
+
+// Decision is one evaluation of the rule, with everything to log.
+type Decision struct {
+	Running    int         `json:"running"`
+	Choice     int         `json:"choice"` // the width to serve; = Running when staying
+	Switch     bool        `json:"switch"`
+	Reason     string      `json:"reason"`
+	N          int         `json:"concurrency"`
+	S          []Position  `json:"s"`
+	Candidates []Candidate `json:"candidates"`
+	Best       int         `json:"best"`    // the best predicted width, switched to or not
+	Gain       float64     `json:"gain"`    // predicted best / running − 1
+	GainLo     float64     `json:"gain_lo"` // its lower bound from the S bounds
+	Margin     float64     `json:"margin"`
+	// Explore is a width past the observed positions that could pay if
+	// S stayed at its last observed value; 0 when none.
+	Explore int `json:"explore,omitempty"`
+	// Recheck is a wider width that could pay if S stayed at the last
+	// position the running engine observes: far positions seen earlier
+	// may no longer hold (the traffic changed). The loop acts on it at a
+	// bounded rate. 0 when none.
+	Recheck int `json:"recheck,omitempty"`
+}
+
+// Decide applies the rule. Candidates are widths 1 (speculation off) to
+// the widest the observed positions cover (capped by MaxWidth), plus the
+// running width. predicted tok/s(W) = N · (1 + S(1) + … + S(W−1)) / cost(W).
+// It switches when the best width's predicted gain over the running width
+// is at least Margin and the gain's lower bound (S at the Wilson bound that
+// hurts the best width most, position by position) is above zero. Ties go
+// to the running width, then to the narrower.
+func Decide(in Inputs) Decision {
+	r := in.Rule.withDefaults()
+	n := max(1, in.N)
+	d := Decision{Running: in.Running, Choice: in.Running, Best: in.Running, N: n, Margin: r.Margin}
+	for i, o := range in.Acc {
+		lo, hi := o.Bounds(r.Z)
+		d.S = append(d.S, Position{K: i + 1, Count: o.Count, Cycles: o.Cycles, S: o.S(), Lo: lo, Hi: hi})
+	}
+	maxW := min(r.MaxWidth, len(in.Acc)+1)
+	if maxW < 2 {
+		d.Reason = "no acceptance observed yet"
+		return d
+	}
+	if c := in.Acc.MinCycles(max(maxW, in.Running)); c < r.MinCycles {
+		d.Reason = fmt.Sprintf("too few cycles: %.0f of the %.0f needed", c, r.MinCycles)
+		return d
+	}
+	rate := map[int]float64{}
+	cost := map[int]Cost{}
+	for w := 1; w <= max(maxW, in.Running); w++ {
+		if w > maxW && w != in.Running {
+			continue
+		}
+		t, ok1 := in.Acc.TokensPerCycle(w)
+		c, ok2 := CycleCost(in.Curve, in.Measured, w, n)
+		if !ok1 || !ok2 || c.MS <= 0 {
+			continue
+		}
+		rate[w], cost[w] = 1000*float64(n)*t/c.MS, c
+		d.Candidates = append(d.Candidates, Candidate{Width: w, TokensPerCycle: t, Cost: c, TokPerS: rate[w]})
+	}
+	if _, ok := rate[in.Running]; !ok {
+		d.Reason = fmt.Sprintf("no cost for the running width %d at %d sequences (the probed curve does not cover %d rows)", in.Running, n, n*in.Running)
+		return d
+	}
+	best := in.Running
+	for _, c := range d.Candidates { // ascending width: ties keep the narrower
+		if c.TokPerS > rate[best] {
+			best = c.Width
+		}
+	}
+	d.Best = best
+	d.Gain = rate[best]/rate[in.Running] - 1
+	d.GainLo = gainLowerBound(in.Acc, r.Z, best, in.Running, cost[best].MS, cost[in.Running].MS) / (rate[in.Running] / (1000 * float64(n)))
+	d.Explore = explore(in.Acc, in, r, n, rate[best])
+	if in.Live > 0 && in.Live < len(in.Acc) {
+		d.Recheck = explore(in.Acc[:in.Live], in, r, n, rate[best])
+	}
+	switch {
+	case best == in.Running:
+		d.Reason = fmt.Sprintf("width %d is predicted best", best)
+	case d.Gain < r.Margin:
+		d.Reason = fmt.Sprintf("width %d predicted %+.1f%%, under the %.0f%% margin", best, 100*d.Gain, 100*r.Margin)
+	case d.GainLo <= 0:
+		d.Reason = fmt.Sprintf("width %d predicted %+.1f%% but its lower bound %+.1f%% is not above zero: more cycles needed", best, 100*d.Gain, 100*d.GainLo)
+	default:
+		d.Choice, d.Switch = best, true
+		d.Reason = fmt.Sprintf("width %d predicted %+.1f%% (lower bound %+.1f%%) over width %d", best, 100*d.Gain, 100*d.GainLo, in.Running)
+	}
+	return d
+}
+
+// gainLowerBound bounds rate(b) − rate(r) per sequence, in tokens per ms:
+// Σ over positions of S(k)·a_k plus 1/c_b − 1/c_r, where a_k = [k<b]/c_b −
+// [k<r]/c_r, taking S(k) at its lower bound where a_k > 0 and at its upper
+// bound where a_k < 0. Both rates share S, so this is tighter, and still
+// sound, than comparing the two widths' separate intervals.
+func gainLowerBound(acc Acceptance, z float64, b, r int, cb, cr float64) float64 {
+	g := 1/cb - 1/cr
+	for k := 1; k < max(b, r); k++ {
+		var a float64
+		if k < b {
+			a += 1 / cb
+		}
+		if k < r {
+			a -= 1 / cr
+		}
+		lo, hi := acc[k-1].Bounds(z)
+		if a > 0 {
+			g += a * lo
+		} else {
+			g += a * hi
+		}
+	}
+	return g
+}
+
+// explore returns a width past the observed positions whose predicted rate,
+// with S held at its last observed value (an upper bound, since S never
+// rises with k), beats bestRate by the margin; 0 when none.
+func explore(acc Acceptance, in Inputs, r Rule, n int, bestRate float64) int {
+	known := len(acc)
+	if known == 0 || known+1 >= r.MaxWidth {
+		return 0
+	}
+	last := acc[known-1].S()
+	if last <= 0 {
+		return 0
+	}
+	t, _ := acc.TokensPerCycle(known + 1)
+	pick, pickRate := 0, bestRate*(1+r.Margin)
+	for w := known + 2; w <= r.MaxWidth; w++ {
+		t += last
+		c, ok := CycleCost(in.Curve, in.Measured, w, n)
+		if !ok {
+			break
+		}
+		if rt := 1000 * float64(n) * t / c.MS; rt > pickRate {
+			pick, pickRate = w, rt
+		}
+	}
+	return pick
+}
+
+// String is the decision's one log line.
+func (d Decision) String() string {
+	var b strings.Builder
+	verb := "stay"
+	if d.Switch {
+		verb = "switch"
+	}
+	fmt.Fprintf(&b, "adapt: %s at width %d → %d: %s; concurrency %d; margin %.0f%%", verb, d.Running, d.Choice, d.Reason, d.N, 100*d.Margin)
+	if !d.Switch && d.Best != d.Running { // a switch's reason already gives them
+		fmt.Fprintf(&b, "; best %d gain %+.1f%% (lower bound %+.1f%%)", d.Best, 100*d.Gain, 100*d.GainLo)
+	}
+	if d.Explore > 0 {
+		fmt.Fprintf(&b, "; wider could pay: explore %d", d.Explore)
+	}
+	if d.Recheck > 0 {
+		fmt.Fprintf(&b, "; wider could pay if the live tail holds: recheck %d", d.Recheck)
+	}
+	b.WriteString("; S(k)=")
+	for i, p := range d.S {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "%d:%.3f(%.0f/%.0f)", p.K, p.S, p.Count, p.Cycles)
+	}
+	b.WriteString("; ms/cycle=")
+	for i, c := range d.Candidates {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "%d:%.2f", c.Width, c.Cost.MS)
+	}
+	b.WriteString("; tok/s=")
+	for i, c := range d.Candidates {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "%d:%.1f", c.Width, c.TokPerS)
+	}
+	return b.String()
+}

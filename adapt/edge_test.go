@@ -1,0 +1,248 @@
+package adapt
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// An engine without token-array prompt timings (mlxcel-server answers
+// /completion without timings.prompt_n) cannot be probed: with no curve
+// given, Run returns at once saying why, and asks for no switch.
+func TestRunNotProbeable(t *testing.T) {
+	for name, h := range map[string]http.HandlerFunc{
+		"404": func(w http.ResponseWriter, r *http.Request) { http.NotFound(w, r) },
+		"no prompt timings": func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprint(w, `{"content":"x","timings":{"predicted_n":1,"predicted_ms":3.1}}`)
+		},
+		"not json": func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "<html>") },
+	} {
+		t.Run(name, func(t *testing.T) {
+			srv := httptest.NewServer(h)
+			defer srv.Close()
+			switched := false
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			var last Status
+			err := Run(ctx, LoopDeps{
+				Current: func() Target { return Target{BaseURL: srv.URL, Width: 4, Gen: 1} },
+				Switch:  func(context.Context, int, string) error { switched = true; return nil },
+				Publish: func(s Status) { last = s },
+				Cfg:     testCfg(),
+			})
+			if !errors.Is(err, ErrNotAdapting) || !errors.Is(err, ErrNoProbe) || !strings.Contains(err.Error(), "give one in the policy entry") {
+				t.Errorf("err = %v", err)
+			}
+			if switched || last.State != StateNotAdapting || last.Note == "" {
+				t.Errorf("switched %v, status %+v", switched, last)
+			}
+		})
+	}
+}
+
+// A curve given in Config replaces the probe; an engine that drafts but
+// shows no per-position counters stops the loop with the reason.
+func TestRunGivenCurveNoPerPosition(t *testing.T) {
+	var cycles atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/metrics" {
+			t.Errorf("unexpected %s %s (the curve was given)", r.Method, r.URL.Path)
+			http.NotFound(w, r)
+			return
+		}
+		n := cycles.Add(50)
+		fmt.Fprintf(w, "llamacpp:spec_decode_num_drafts_total %d\nllamacpp:tokens_predicted_total %d\n", n, 3*n)
+	}))
+	defer srv.Close()
+	curve := Curve{VerifyMS: map[int]float64{1: 3, 2: 3.1, 3: 3.2, 4: 3.3, 5: 3.4, 6: 3.5}}
+	cfg := testCfg()
+	cfg.Curve = &curve
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := Run(ctx, LoopDeps{
+		Current: func() Target { return Target{BaseURL: srv.URL, Width: 6, Gen: 1} },
+		Switch:  func(context.Context, int, string) error { t.Error("switch asked"); return nil },
+		Cfg:     cfg,
+	})
+	if !errors.Is(err, ErrNotAdapting) || !strings.Contains(err.Error(), famPerPos) {
+		t.Errorf("err = %v", err)
+	}
+}
+
+// The probe checks prompt_n: an engine that re-evaluates the prefix every
+// time is reported, not measured.
+func TestProbeCacheMiss(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `{"timings":{"prompt_n":70,"prompt_ms":9.5}}`)
+	}))
+	defer srv.Close()
+	_, err := Probe(context.Background(), nil, srv.URL, []int{1, 2}, 2)
+	if err == nil || !strings.Contains(err.Error(), "prompt_n is 70, want 1") {
+		t.Errorf("err = %v", err)
+	}
+}
+
+// The probe is cancellable: a hung engine does not hold it past ctx.
+func TestProbeCancel(t *testing.T) {
+	block := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-block:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(block)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if _, err := Probe(ctx, nil, srv.URL, []int{1}, 1); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("err = %v", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("probe held %v past its context", d)
+	}
+}
+
+// The probe on the sim reads the sim's verify cost by rows.
+func TestProbeSim(t *testing.T) {
+	cost := h200Q8()
+	cost.Noise = 0
+	e := newSimEngine(t, cost, 4)
+	c, err := Probe(context.Background(), nil, e.Current().BaseURL, []int{1, 2, 8, 9, 17}, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows, want := range map[int]float64{1: 3.20, 2: 3.33, 8: 5.09, 9: 5.97, 17: 6.86} {
+		if !near(c.VerifyMS[rows], want, 0.01) {
+			t.Errorf("%d rows: %.3f ms, want %.2f", rows, c.VerifyMS[rows], want)
+		}
+	}
+}
+
+func TestCurveCache(t *testing.T) {
+	dir := t.TempDir()
+	key := CacheKey{Engine: "llama.cpp 0 (d32676d)", GPU: "NVIDIA H200", Capability: "9.0",
+		Models: []ModelFile{{Path: "/m/t.gguf", Size: 3905910048, ModTime: 1}}}
+	c := Curve{VerifyMS: map[int]float64{1: 3.2, 2: 3.33}, Source: "probe"}
+	if err := SaveCurve(dir, key, c, time.Unix(0, 0)); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	got, ok := LoadCurve(dir, key, log)
+	if !ok || got.VerifyMS[2] != 3.33 || got.Source != "cache" {
+		t.Fatalf("got %+v %v", got, ok)
+	}
+	other := key
+	other.Models = []ModelFile{{Path: "/m/t.gguf", Size: 3905910048, ModTime: 2}}
+	if _, ok := LoadCurve(dir, other, log); ok {
+		t.Error("a curve for another model file was used")
+	}
+	if logs.Len() != 0 {
+		t.Errorf("a plain miss warned: %s", logs.String())
+	}
+
+	path := cachePath(dir, key)
+	for name, setup := range map[string]func(){
+		"corrupt":   func() { os.WriteFile(path, []byte("{not json"), 0o644) },
+		"oversized": func() { os.WriteFile(path, bytes.Repeat([]byte(" "), maxCacheBytes+1), 0o644) },
+		"directory": func() { os.Remove(path); os.Mkdir(path, 0o755) },
+		"symlink": func() {
+			os.RemoveAll(path)
+			target := filepath.Join(dir, "elsewhere.json")
+			os.WriteFile(target, []byte("{}"), 0o644)
+			os.Symlink(target, path)
+		},
+		"bad entry": func() {
+			os.RemoveAll(path)
+			os.WriteFile(path, []byte(`{"key":`+mustJSONString(key)+`,"curve":{"verify_ms":{"2":-1}}}`), 0o644)
+		},
+	} {
+		logs.Reset()
+		setup()
+		if _, ok := LoadCurve(dir, key, log); ok {
+			t.Errorf("%s: used", name)
+		}
+		if !strings.Contains(logs.String(), "ignoring the cached verify-cost curve") {
+			t.Errorf("%s: no warning: %q", name, logs.String())
+		}
+	}
+	// A bad file is replaced by the next save.
+	os.RemoveAll(path)
+	os.WriteFile(path, []byte("junk"), 0o644)
+	if err := SaveCurve(dir, key, c, time.Unix(0, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := LoadCurve(dir, key, log); !ok {
+		t.Error("not readable after a save over a corrupt file")
+	}
+}
+
+// A second Run with the same key loads the probed curve from the cache
+// instead of probing again.
+func TestRunUsesCache(t *testing.T) {
+	cost := h200Q8()
+	dir := t.TempDir()
+	key := CacheKey{Engine: "sim", GPU: "none", Models: []ModelFile{{Path: "/m/t.gguf", Size: 1, ModTime: 1}}}
+	for i, wantSource := range []string{"probe", "cache", "probe"} {
+		if i == 2 {
+			key.Models = nil // a key naming no model file is never cached
+		}
+		e := newSimEngine(t, cost, 8)
+		var probes atomic.Int64
+		client := &http.Client{Transport: countingTransport{&probes}}
+		ctx, cancel := context.WithCancel(context.Background())
+		var last atomic.Value
+		done := make(chan error, 1)
+		go func() {
+			done <- Run(ctx, LoopDeps{Current: e.Current, Switch: e.Switch, HTTP: client, CacheDir: dir, CacheKey: key, Cfg: testCfg(),
+				Publish: func(s Status) { last.Store(s) }})
+		}()
+		waitFor(5*time.Second, func() bool {
+			s, _ := last.Load().(Status)
+			return s.State == StateWatching
+		})
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		s := last.Load().(Status)
+		if s.Curve == nil || s.Curve.Source != wantSource {
+			t.Errorf("run %d: curve %+v, want from %s", i, s.Curve, wantSource)
+		}
+		if (wantSource == "cache") != (probes.Load() == 0) {
+			t.Errorf("run %d: %d probe requests with a cached curve", i, probes.Load())
+		}
+	}
+}
+
+type countingTransport struct{ n *atomic.Int64 }
+
+func (c countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.Path == "/completion" {
+		c.n.Add(1)
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func mustJSONString(v any) string {
+	b, err := jsonMarshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
+
+var jsonMarshal = func(v any) ([]byte, error) { return json.Marshal(v) }

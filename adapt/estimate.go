@@ -1,0 +1,146 @@
+package adapt
+
+import "math"
+
+// Counts accumulates acceptance over cycles of one width: AtLeast[k-1] is
+// the number of cycles that accepted at least k draft tokens.
+type Counts struct {
+	Cycles  float64
+	AtLeast []float64
+}
+
+// Add adds one scrape's delta. Positions at or past width−1 are dropped:
+// llama-server keeps a family sized to the widest n_max it has run, and a
+// position the running width does not draft carries no observation.
+func (c *Counts) Add(d Delta, width int) {
+	if d.Cycles <= 0 {
+		return
+	}
+	c.Cycles += d.Cycles
+	n := min(len(d.PerPos), max(0, width-1))
+	for len(c.AtLeast) < n {
+		c.AtLeast = append(c.AtLeast, 0)
+	}
+	for p := range n {
+		c.AtLeast[p] += d.PerPos[p]
+	}
+}
+
+// Merge adds another epoch of the same width.
+func (c *Counts) Merge(o Counts) {
+	c.Cycles += o.Cycles
+	for len(c.AtLeast) < len(o.AtLeast) {
+		c.AtLeast = append(c.AtLeast, 0)
+	}
+	for p, v := range o.AtLeast {
+		c.AtLeast[p] += v
+	}
+}
+
+// Obs returns the per-position observations, k = 1..len(AtLeast).
+func (c Counts) Obs() Acceptance {
+	a := make(Acceptance, len(c.AtLeast))
+	for i, v := range c.AtLeast {
+		a[i] = Obs{Count: v, Cycles: c.Cycles}
+	}
+	return a
+}
+
+// Obs is one draft position's observation: Count of Cycles accepted at
+// least this many draft tokens.
+type Obs struct {
+	Count, Cycles float64
+}
+
+// S is the point estimate Count/Cycles, clamped to [0, 1].
+func (o Obs) S() float64 {
+	if o.Cycles <= 0 {
+		return 0
+	}
+	return math.Max(0, math.Min(1, o.Count/o.Cycles))
+}
+
+// Bounds is the Wilson score interval at z standard errors: it stays inside
+// [0, 1] and behaves at S near 0 or 1, where most positions of a flat or a
+// collapsing profile sit.
+func (o Obs) Bounds(z float64) (lo, hi float64) {
+	return Wilson(o.Count, o.Cycles, z)
+}
+
+// Wilson is the Wilson score interval for x successes in n trials.
+func Wilson(x, n, z float64) (lo, hi float64) {
+	if n <= 0 {
+		return 0, 1
+	}
+	p := math.Max(0, math.Min(1, x/n))
+	z2 := z * z
+	den := 1 + z2/n
+	centre := (p + z2/(2*n)) / den
+	half := z * math.Sqrt(p*(1-p)/n+z2/(4*n*n)) / den
+	return math.Max(0, centre-half), math.Min(1, centre+half)
+}
+
+// Acceptance is S(k) by position: Acceptance[k-1] observes S(k), the share
+// of cycles accepting at least k draft tokens. Positions may come from
+// different epochs (near positions from the running width, far ones from
+// the last exploration), so each carries its own cycle count.
+type Acceptance []Obs
+
+// S is S(k); 0 outside the observed positions.
+func (a Acceptance) S(k int) float64 {
+	if k < 1 || k > len(a) {
+		return 0
+	}
+	return a[k-1].S()
+}
+
+// TokensPerCycle is 1 + S(1) + … + S(w−1): the bonus token plus the
+// expected accepted drafts of a cycle at width w. ok is false when w needs a
+// position not observed.
+func (a Acceptance) TokensPerCycle(w int) (float64, bool) {
+	if w < 1 || w-1 > len(a) {
+		return 0, false
+	}
+	t := 1.0
+	for k := 1; k < w; k++ {
+		t += a.S(k)
+	}
+	return t, true
+}
+
+// MinCycles returns the fewest cycles behind any of positions 1..w−1.
+func (a Acceptance) MinCycles(w int) float64 {
+	m := math.Inf(1)
+	for k := 1; k < w && k <= len(a); k++ {
+		m = math.Min(m, a[k-1].Cycles)
+	}
+	if math.IsInf(m, 1) {
+		return 0
+	}
+	return m
+}
+
+// Drift compares two acceptance observations position by position with a
+// two-proportion z test and returns the first position whose difference
+// exceeds z standard errors (0 when none): the traffic changed.
+func Drift(old, now Acceptance, z float64) int {
+	for k := 1; k <= min(len(old), len(now)); k++ {
+		a, b := old[k-1], now[k-1]
+		if a.Cycles <= 0 || b.Cycles <= 0 {
+			continue
+		}
+		p1, p2 := a.S(), b.S()
+		p := (a.Count + b.Count) / (a.Cycles + b.Cycles)
+		se := math.Sqrt(p * (1 - p) * (1/a.Cycles + 1/b.Cycles))
+		if se == 0 {
+			if p1 != p2 {
+				return k
+			}
+			continue
+		}
+		if math.Abs(p1-p2)/se > z {
+			return k
+		}
+	}
+	return 0
+}

@@ -1,0 +1,500 @@
+package adapt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"math"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Target is the engine serving now. Width 1 means speculation off. Gen
+// changes whenever another engine process takes over (a switch or a
+// restart), so the loop knows its counters start again.
+type Target struct {
+	BaseURL string
+	Width   int
+	Gen     uint64
+}
+
+// Config holds the loop's settings; zero fields take the defaults.
+type Config struct {
+	Rule
+	Interval       time.Duration // between /metrics scrapes (2s)
+	Window         time.Duration // at most one switch per window (60s)
+	ReexploreEvery time.Duration // at most one wider exploration per this (10m)
+	DriftZ         float64       // z of the drift test between epochs (4)
+	W0             int           // exploration width; 0: from the curve (ExplorationWidth)
+	ProbeReps      int           // repetitions per row count (7)
+	ProbeTimeout   time.Duration // bound on one probe (30s)
+	// Curve, when set, is the verify cost by rows to use instead of
+	// probing (from a policy entry, or an engine that cannot be probed).
+	Curve *Curve
+}
+
+// Loop defaults.
+const (
+	DefaultInterval       = 2 * time.Second
+	DefaultWindow         = time.Minute
+	DefaultReexploreEvery = 10 * time.Minute
+	DefaultDriftZ         = 4.0
+)
+
+func (c Config) withDefaults() Config {
+	c.Rule = c.Rule.withDefaults()
+	if c.Interval <= 0 {
+		c.Interval = DefaultInterval
+	}
+	if c.Window <= 0 {
+		c.Window = DefaultWindow
+	}
+	if c.ReexploreEvery <= 0 {
+		c.ReexploreEvery = DefaultReexploreEvery
+	}
+	if c.DriftZ <= 0 {
+		c.DriftZ = DefaultDriftZ
+	}
+	if c.ProbeReps <= 0 {
+		c.ProbeReps = DefaultProbeReps
+	}
+	if c.ProbeTimeout <= 0 {
+		c.ProbeTimeout = DefaultProbeTimeout
+	}
+	return c
+}
+
+// LoopDeps is what Run needs from serve.
+type LoopDeps struct {
+	Current func() Target // which engine serves now
+	// Switch blocks until an engine at width serves (Current then reports
+	// it, with a new Gen), or fails, the old engine still serving.
+	Switch   func(ctx context.Context, width int, reason string) error
+	HTTP     *http.Client
+	Log      *slog.Logger
+	Publish  func(Status) // latest state for /speclaunch/status; may be nil
+	CacheDir string       // "" disables the curve cache
+	CacheKey CacheKey
+	Cfg      Config
+	Now      func() time.Time // nil: time.Now (tests pin it)
+}
+
+// Loop states.
+const (
+	StateProbing     = "probing"
+	StateExploring   = "exploring"
+	StateWatching    = "watching"
+	StateNotAdapting = "not adapting"
+	StateStopped     = "stopped"
+)
+
+// Status is the loop's state as /speclaunch/status shows it.
+type Status struct {
+	State       string    `json:"state"`
+	Note        string    `json:"note,omitempty"`
+	Width       int       `json:"width"`
+	W0          int       `json:"exploration_width,omitempty"`
+	Curve       *Curve    `json:"verify_curve,omitempty"`
+	ProbeTime   float64   `json:"probe_s,omitempty"`
+	Concurrency int       `json:"concurrency,omitempty"`
+	Switches    int       `json:"switches"`
+	Decision    *Decision `json:"last_decision,omitempty"`
+	Updated     time.Time `json:"updated"`
+}
+
+// ErrNotAdapting wraps every reason Run gives up adapting; serve keeps
+// serving at the width it has.
+var ErrNotAdapting = errors.New("not adapting")
+
+// Run adapts the width until ctx is done (then it returns nil) or it finds
+// it cannot (an error wrapping ErrNotAdapting that says why). It gets the
+// verify-cost curve (Cfg.Curve, the cache, or a probe of the serving
+// engine), switches to the exploration width W0 if the engine runs
+// narrower, then scrapes /metrics every Interval: counter deltas since the
+// last engine change build epochs of at least MinCycles cycles; each epoch
+// either joins the acceptance seen so far or, when S moved by more than
+// DriftZ standard errors, replaces it (the traffic changed); then Decide
+// runs, and its switch (or a wider exploration) is made, at most one per
+// Window (explorations at most one per ReexploreEvery).
+func Run(ctx context.Context, d LoopDeps) error {
+	l := &loop{d: d, cfg: d.Cfg.withDefaults(), measured: map[int]Measure{}}
+	if l.d.HTTP == nil {
+		l.d.HTTP = http.DefaultClient
+	}
+	if l.d.Log == nil {
+		l.d.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if l.d.Now == nil {
+		l.d.Now = time.Now
+	}
+	if d.Current == nil || d.Switch == nil {
+		return fmt.Errorf("%w: the loop needs Current and Switch", ErrNotAdapting)
+	}
+	err := l.run(ctx)
+	if ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		l.status.State = StateStopped
+		l.publish()
+		return nil
+	}
+	if err != nil {
+		l.status.State, l.status.Note = StateNotAdapting, err.Error()
+		l.publish()
+		l.d.Log.Warn("adapt: " + err.Error())
+	}
+	return err
+}
+
+type loop struct {
+	d      LoopDeps
+	cfg    Config
+	status Status
+
+	curve    Curve
+	w0       int
+	measured map[int]Measure
+
+	gen    uint64
+	width  int
+	fresh  bool // no baseline scrape yet for this engine
+	prev   Snapshot
+	base   Counts     // consistent epochs since this engine started
+	epoch  Counts     // the epoch being filled
+	wide   Acceptance // the widest observation: far positions for Decide
+	tokens float64    // tokens in this epoch (width 1 has no cycles)
+	nSum   float64    // concurrency samples in this engine's life
+	nCount float64
+	predS  float64 // predict seconds and cycles in this engine's life
+	cycles float64
+
+	lastSwitch, lastExplore time.Time
+	// exploring: the engine serving was started to observe, not chosen;
+	// its first decision may switch at once, without waiting a window.
+	exploring bool
+	probedN   map[int]bool
+}
+
+// publish hands serve a copy it may keep: the loop goes on changing its
+// own curve and decision.
+func (l *loop) publish() {
+	l.status.Updated = l.d.Now()
+	if l.d.Publish == nil {
+		return
+	}
+	s := l.status
+	if s.Curve != nil {
+		c := Curve{VerifyMS: maps.Clone(s.Curve.VerifyMS), Source: s.Curve.Source}
+		s.Curve = &c
+	}
+	if s.Decision != nil {
+		d := *s.Decision
+		s.Decision = &d
+	}
+	l.d.Publish(s)
+}
+
+func (l *loop) run(ctx context.Context) error {
+	cur := l.d.Current()
+	l.status = Status{State: StateProbing, Width: cur.Width}
+	l.publish()
+	if err := l.getCurve(ctx, cur); err != nil {
+		return err
+	}
+	covered := l.curve.ExplorationWidth(l.cfg.MaxWidth)
+	if covered < 2 {
+		return fmt.Errorf("%w: the verify-cost curve does not cover widths 1 and 2 (%s)", ErrNotAdapting, curveString(l.curve))
+	}
+	l.w0 = l.cfg.W0
+	if l.w0 <= 0 {
+		l.w0 = covered
+	}
+	l.w0 = max(2, min(l.w0, l.cfg.MaxWidth))
+	l.status.W0, l.status.Curve = l.w0, &l.curve
+	l.d.Log.Info("adapt: verify-cost curve ready", "source", l.curve.Source, "exploration_width", l.w0, "curve_ms", curveString(l.curve))
+	l.reset(cur)
+	l.lastExplore = l.d.Now() // the first epoch explores: re-checks wait a full period
+	if cur.Width < l.w0 {
+		l.status.State = StateExploring
+		l.publish()
+		l.switchTo(ctx, l.w0, fmt.Sprintf("explore: observe acceptance at positions 1-%d", l.w0-1), true)
+	}
+	l.status.State = StateWatching
+	l.publish()
+
+	tick := time.NewTicker(l.cfg.Interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+		if err := l.step(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+// getCurve takes the curve from the config, the cache or a probe.
+func (l *loop) getCurve(ctx context.Context, cur Target) error {
+	if l.cfg.Curve != nil && len(l.cfg.Curve.VerifyMS) > 0 {
+		l.curve = *l.cfg.Curve
+		if l.curve.Source == "" {
+			l.curve.Source = "config"
+		}
+		return nil
+	}
+	if l.cacheable() {
+		if c, ok := LoadCurve(l.d.CacheDir, l.d.CacheKey, l.d.Log); ok {
+			l.curve = c
+			return nil
+		}
+	}
+	start := l.d.Now()
+	pctx, cancel := context.WithTimeout(ctx, l.cfg.ProbeTimeout)
+	defer cancel()
+	c, err := Probe(pctx, l.d.HTTP, cur.BaseURL, ProbeRows(l.cfg.MaxWidth, 0), l.cfg.ProbeReps)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("%w: no verify-cost curve: %w (give one in the policy entry, or set the width)", ErrNotAdapting, err)
+	}
+	l.status.ProbeTime = l.d.Now().Sub(start).Seconds()
+	l.curve = c
+	l.saveCurve()
+	return nil
+}
+
+// cacheable: a cache directory and a key that names an engine and model
+// files; an empty key would hand one engine's curve to another.
+func (l *loop) cacheable() bool {
+	return l.d.CacheDir != "" && l.d.CacheKey.Engine != "" && len(l.d.CacheKey.Models) > 0
+}
+
+func (l *loop) saveCurve() {
+	if !l.cacheable() || l.curve.Source != "probe" {
+		return
+	}
+	if err := SaveCurve(l.d.CacheDir, l.d.CacheKey, l.curve, l.d.Now()); err != nil {
+		l.d.Log.Warn("adapt: could not cache the verify-cost curve", "err", err)
+	}
+}
+
+// reset starts a new engine's life: its counters are a new baseline.
+func (l *loop) reset(t Target) {
+	l.gen, l.width, l.fresh = t.Gen, t.Width, true
+	l.base, l.epoch = Counts{}, Counts{}
+	l.tokens, l.nSum, l.nCount, l.predS, l.cycles = 0, 0, 0, 0, 0
+	l.status.Width = t.Width
+}
+
+// switchTo asks for width and records when; a failure leaves the old
+// engine serving and is only logged.
+func (l *loop) switchTo(ctx context.Context, width int, reason string, explore bool) {
+	now := l.d.Now()
+	l.lastSwitch = now
+	if explore {
+		l.lastExplore = now
+	}
+	l.d.Log.Info("adapt: switching width", "from", l.width, "to", width, "reason", reason)
+	if err := l.d.Switch(ctx, width, reason); err != nil {
+		if ctx.Err() == nil {
+			l.d.Log.Warn("adapt: switch failed; the engine serving keeps serving", "to", width, "err", err)
+		}
+		return
+	}
+	l.status.Switches++
+	l.reset(l.d.Current())
+	l.exploring = explore
+	l.publish()
+}
+
+func (l *loop) step(ctx context.Context) error {
+	t := l.d.Current()
+	if t.Gen != l.gen {
+		l.reset(t)
+	}
+	snap, err := l.scrape(ctx, t.BaseURL)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		l.d.Log.Debug("adapt: scrape failed", "err", err)
+		return nil
+	}
+	if l.fresh {
+		l.prev, l.fresh = snap, false
+		return nil
+	}
+	delta, ok := snap.Since(l.prev)
+	l.prev = snap
+	if !ok {
+		l.d.Log.Info("adapt: engine counters went backwards (restarted); starting over")
+		l.reset(t)
+		l.prev, l.fresh = snap, false
+		return nil
+	}
+	if l.width >= 2 && delta.Cycles > 0 && !snap.HasPerPos {
+		return fmt.Errorf("%w: the engine reports no acceptance by draft position (%s); only the width it was given is served", ErrNotAdapting, famPerPos)
+	}
+	l.epoch.Add(delta, l.width)
+	l.tokens += delta.Predicted
+	if delta.Predicted > 0 {
+		l.nSum += math.Max(1, delta.Processing)
+		l.nCount++
+	}
+	l.predS += delta.PredictSeconds
+	l.cycles += delta.Cycles
+
+	ready := l.epoch.Cycles >= l.cfg.MinCycles
+	if l.width < 2 {
+		ready = l.tokens >= l.cfg.MinCycles
+	}
+	if !ready {
+		return nil
+	}
+	l.evaluate(ctx)
+	return nil
+}
+
+func (l *loop) scrape(ctx context.Context, base string) (Snapshot, error) {
+	sctx, cancel := context.WithTimeout(ctx, max(l.cfg.Interval, time.Second))
+	defer cancel()
+	req, err := http.NewRequestWithContext(sctx, http.MethodGet, strings.TrimRight(base, "/")+"/metrics", nil)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	resp, err := l.d.HTTP.Do(req)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return Snapshot{}, fmt.Errorf("GET /metrics: %s", resp.Status)
+	}
+	return ParseMetrics(io.LimitReader(resp.Body, 4<<20))
+}
+
+// concurrency is the mean number of requests processing while tokens were
+// generated, rounded: the sequences whose verify rows add up in a cycle.
+func (l *loop) concurrency() int {
+	if l.nCount == 0 {
+		return 1
+	}
+	return max(1, int(math.Round(l.nSum/l.nCount)))
+}
+
+// evaluate closes an epoch and applies the rule.
+func (l *loop) evaluate(ctx context.Context) {
+	n := l.concurrency()
+	l.status.Concurrency = n
+	if l.width >= 2 {
+		ep := l.epoch.Obs()
+		if l.base.Cycles > 0 {
+			if k := Drift(l.base.Obs(), ep, l.cfg.DriftZ); k > 0 {
+				l.d.Log.Info("adapt: acceptance drifted; deciding from the latest epoch", "position", k,
+					"was", l.base.Obs().S(k), "now", ep.S(k))
+				l.base = Counts{}
+			}
+		}
+		l.base.Merge(l.epoch)
+		obs := l.base.Obs()
+		if len(l.wide) > 0 && Drift(l.wide, obs, l.cfg.DriftZ) > 0 {
+			l.wide = nil // far positions observed under other traffic
+		}
+		if len(obs) >= len(l.wide) {
+			l.wide = obs
+		}
+		if l.cycles > 0 {
+			l.measured[l.width] = Measure{MS: 1000 * l.predS / l.cycles, Cycles: l.cycles, N: n}
+		}
+	}
+	l.epoch, l.tokens = Counts{}, 0
+	l.probeConcurrency(ctx, n)
+
+	acc := l.acceptance()
+	live := 0
+	if l.width >= 2 {
+		live = min(len(acc), l.width-1)
+	}
+	dec := Decide(Inputs{Running: l.width, N: n, Acc: acc, Curve: l.curve, Measured: maps.Clone(l.measured), Rule: l.cfg.Rule, Live: live})
+	l.status.Decision = &dec
+	l.publish()
+	l.d.Log.Info(dec.String())
+
+	now := l.d.Now()
+	inWindow := !l.exploring && !l.lastSwitch.IsZero() && now.Sub(l.lastSwitch) < l.cfg.Window
+	l.exploring = false
+	switch {
+	case dec.Switch && inWindow:
+		l.d.Log.Info("adapt: switch held: one switch per window", "to", dec.Choice, "window", l.cfg.Window)
+	case dec.Switch:
+		l.switchTo(ctx, dec.Choice, dec.Reason, false)
+	case inWindow:
+	case dec.Explore > 0:
+		l.switchTo(ctx, dec.Explore, fmt.Sprintf("explore wider: S(%d) = %.2f, the last position observed, suggests width %d could pay", len(acc), acc.S(len(acc)), dec.Explore), true)
+	case dec.Recheck > 0 && now.Sub(l.lastExplore) >= l.cfg.ReexploreEvery:
+		l.switchTo(ctx, dec.Recheck, fmt.Sprintf("re-explore wider: S(%d) = %.2f at the running width suggests width %d could pay", live, acc.S(live), dec.Recheck), true)
+	}
+}
+
+// acceptance is the running width's positions from this engine's epochs,
+// and farther positions from the widest observation, when it agrees.
+func (l *loop) acceptance() Acceptance {
+	if l.width < 2 {
+		return l.wide
+	}
+	acc := l.base.Obs()
+	if len(l.wide) > len(acc) {
+		acc = append(acc, l.wide[len(acc):]...)
+	}
+	return acc
+}
+
+// probeConcurrency extends a probed curve to the rows n sequences verify
+// together, once per n.
+func (l *loop) probeConcurrency(ctx context.Context, n int) {
+	if n <= 1 || l.curve.Source == "config" || l.probedN[n] {
+		return
+	}
+	if l.probedN == nil {
+		l.probedN = map[int]bool{}
+	}
+	l.probedN[n] = true
+	var missing []int
+	for _, r := range ProbeRows(0, l.cfg.MaxWidth, n) {
+		if _, ok := l.curve.VerifyMS[r]; !ok {
+			missing = append(missing, r)
+		}
+	}
+	if len(missing) == 0 {
+		return
+	}
+	pctx, cancel := context.WithTimeout(ctx, l.cfg.ProbeTimeout)
+	defer cancel()
+	c, err := Probe(pctx, l.d.HTTP, l.d.Current().BaseURL, missing, l.cfg.ProbeReps)
+	if err != nil {
+		l.d.Log.Warn("adapt: could not probe the rows of concurrent decoding", "concurrency", n, "err", err)
+		return
+	}
+	curve := Curve{VerifyMS: maps.Clone(l.curve.VerifyMS), Source: "probe"}
+	maps.Copy(curve.VerifyMS, c.VerifyMS)
+	l.curve = curve
+	l.status.Curve = &l.curve
+	l.saveCurve()
+}
+
+func curveString(c Curve) string {
+	var b strings.Builder
+	for _, r := range sortedKeys(c.VerifyMS) {
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "%d:%.2f", r, c.VerifyMS[r])
+	}
+	return b.String()
+}

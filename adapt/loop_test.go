@@ -1,0 +1,151 @@
+package adapt
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// runLoop runs Run against e with traffic from prompt until settle says
+// the loop is done or the timeout passes; it returns the last status.
+func runLoop(t testing.TB, e *simEngine, cfg Config, prompt func() string, settle func(Status) bool) (Status, int64) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var mu sync.Mutex
+	var last, settledAt Status
+	var failed atomic.Int64
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, LoopDeps{Current: e.Current, Switch: e.Switch, Log: quietLog(), Cfg: cfg,
+			Publish: func(s Status) {
+				mu.Lock()
+				defer mu.Unlock()
+				if settledAt.State == "" && settle(s) {
+					settledAt = s
+				}
+				last = s
+			}})
+	}()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); e.traffic(ctx, prompt, &failed) }()
+	ok := waitFor(15*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return settledAt.State != "" || last.State == StateNotAdapting
+	})
+	cancel()
+	wg.Wait()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if !ok {
+		mu.Lock()
+		defer mu.Unlock()
+		t.Fatalf("the loop did not settle; switches %v; last status %+v", e.Switches(), last)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return settledAt, failed.Load()
+}
+
+// settled: a decision at the width now serving that says stay, after at
+// least one epoch there.
+func settled(s Status) bool {
+	return s.Decision != nil && !s.Decision.Switch && s.Decision.Running == s.Width && s.Width >= 1 && s.Decision.Explore == 0 && len(s.Decision.Candidates) > 0
+}
+
+func TestLoopConvergesPerProfile(t *testing.T) {
+	for _, profile := range []string{"flat", "geometric", "collapse"} {
+		t.Run(profile, func(t *testing.T) {
+			cost := h200Q8()
+			e := newSimEngine(t, cost, 4)
+			prompt := "[sim-profile:" + profile + "] def f(x):"
+			best, rate := oracle(cost, prompt, DefaultMaxWidth)
+			cfg := testCfg()
+			cfg.ReexploreEvery = time.Hour
+			st, failed := runLoop(t, e, cfg, func() string { return prompt }, settled)
+			if failed > 0 {
+				t.Errorf("%d requests failed", failed)
+			}
+			frac := rate(st.Width) / rate(best)
+			t.Logf("%s: oracle %d, adapted %d (%.3f of the oracle), switches %v; %s", profile, best, st.Width, frac, e.Switches(), st.Decision)
+			if frac < 0.97 {
+				t.Errorf("adapted to width %d at %.3f of the oracle width %d", st.Width, frac, best)
+			}
+		})
+	}
+}
+
+// A traffic change moves the width: flat traffic settles wide; collapsing
+// traffic then drifts S and the loop narrows; flat traffic again, and the
+// bounded re-exploration finds the wide width again.
+func TestLoopFollowsTrafficChange(t *testing.T) {
+	cost := h200Q8()
+	e := newSimEngine(t, cost, 4)
+	var profile atomic.Value
+	profile.Store("flat")
+	prompt := func() string { return "[sim-profile:" + profile.Load().(string) + "] def f(x):" }
+	cfg := testCfg()
+	cfg.ReexploreEvery = 200 * time.Millisecond
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var mu sync.Mutex
+	var last Status
+	var failed atomic.Int64
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, LoopDeps{Current: e.Current, Switch: e.Switch, Log: quietLog(), Cfg: cfg,
+			Publish: func(s Status) { mu.Lock(); last = s; mu.Unlock() }})
+	}()
+	go e.traffic(ctx, prompt, &failed)
+	at := func(w int) func() bool {
+		return func() bool { mu.Lock(); defer mu.Unlock(); return settled(last) && last.Width == w }
+	}
+	if !waitFor(10*time.Second, at(17)) {
+		t.Fatalf("flat traffic: no settle at 17; switches %v", e.Switches())
+	}
+	profile.Store("collapse")
+	if !waitFor(10*time.Second, at(4)) {
+		t.Fatalf("collapsing traffic: no settle at 4; switches %v", e.Switches())
+	}
+	profile.Store("flat")
+	if !waitFor(10*time.Second, at(17)) {
+		t.Fatalf("flat traffic again: no settle at 17; switches %v", e.Switches())
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("switches %v", e.Switches())
+	if failed.Load() > 0 {
+		t.Errorf("%d requests failed", failed.Load())
+	}
+}
+
+// Once settled, the loop keeps deciding but asks for no further switch:
+// one exploration, one decision, then none however long it watches.
+func TestLoopSwitchesOnce(t *testing.T) {
+	for _, profile := range []string{"geometric", "collapse"} {
+		t.Run(profile, func(t *testing.T) {
+			cost := h200Q8()
+			e := newSimEngine(t, cost, 8)
+			cfg := testCfg()
+			cfg.ReexploreEvery = time.Hour
+			decisions := 0
+			prompt := "[sim-profile:" + profile + "] x"
+			runLoop(t, e, cfg, func() string { return prompt }, func(s Status) bool {
+				if s.Decision != nil && s.Width == 4 && s.Decision.Running == 4 {
+					decisions++
+				}
+				return decisions >= 20
+			})
+			if got := e.Switches(); len(got) != 1 || got[0] != 4 {
+				t.Errorf("switches %v, want one to 4", got)
+			}
+		})
+	}
+}

@@ -1,0 +1,185 @@
+package adapt
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Probe settings. The prefix is long enough that W fresh tokens after it
+// run the same kernels as a verify step deep in a conversation, and short
+// enough to cache in a moment. Token ids 1000+ exist in every vocabulary
+// the engines load (the smallest, the golden captures' toy model, is only
+// used with the sim).
+const (
+	probePrefixLen   = 64
+	probePrefixBase  = 1000
+	probeFreshBase   = 2000
+	probeFreshSpan   = 8000 // 37 is coprime with it: 8000 distinct first tokens
+	DefaultProbeReps = 7
+	// DefaultProbeTimeout bounds a whole probe: on the H200 all widths took
+	// about a second.
+	DefaultProbeTimeout = 30 * time.Second
+)
+
+// errNotCached: the prefix was not reused from the slot's cache.
+var errNotCached = errors.New("the probe's prefix was not reused from the cache")
+
+// probeRetries bounds re-warming the prefix after a cache miss.
+const probeRetries = 4
+
+// ErrNoProbe says the engine cannot be probed: it lacks the token-array
+// /completion with prompt timings the probe needs (mlxcel-server).
+var ErrNoProbe = errors.New("the engine cannot be probed for its verify cost")
+
+// ProbeRows returns the rows to probe: 1..maxWidth, plus n·w for w ≤ w0
+// for each concurrency n in ns (rows add up across sequences).
+func ProbeRows(maxWidth, w0 int, ns ...int) []int {
+	var rows []int
+	for r := 1; r <= maxWidth; r++ {
+		rows = append(rows, r)
+	}
+	for _, n := range ns {
+		for w := 1; n > 1 && w <= w0; w++ {
+			rows = append(rows, n*w)
+		}
+	}
+	slices.Sort(rows)
+	return slices.Compact(rows)
+}
+
+// Probe measures the verify cost by rows on a running llama-server-style
+// engine, without restarting it: for each row count W it sends
+// POST /completion with a token-array prompt of a fixed prefix (sent once
+// first, so it is cached) plus W fresh tokens, n_predict 1, cache_prompt
+// true and id_slot 0 (one slot's cache), and reads timings.prompt_ms,
+// checking timings.prompt_n == W. reps repetitions per W, median. Rows are
+// visited in rounds (each round every W once) so that a slow spell spreads
+// over all widths instead of one.
+func Probe(ctx context.Context, client *http.Client, baseURL string, rows []int, reps int) (Curve, error) {
+	if client == nil {
+		client = http.DefaultClient
+	}
+	if reps <= 0 {
+		reps = DefaultProbeReps
+	}
+	if len(rows) == 0 {
+		return Curve{}, errors.New("probe: no rows to probe")
+	}
+	base := strings.TrimRight(baseURL, "/")
+	prefix := make([]int, probePrefixLen)
+	for i := range prefix {
+		prefix[i] = probePrefixBase + i
+	}
+	// Warm the cache with the prefix alone (plus one token, evaluated).
+	warm := func() error {
+		_, err := probeOnce(ctx, client, base, append(slices.Clone(prefix), probeFreshBase+probeFreshSpan), -1)
+		return err
+	}
+	if err := warm(); err != nil {
+		return Curve{}, err
+	}
+	samples := map[int][]float64{}
+	turn := 0
+	for rep := range reps {
+		for _, w := range rows {
+			if w < 1 {
+				return Curve{}, fmt.Errorf("probe: row count %d is not positive", w)
+			}
+			// Each request's first fresh token is one no earlier request
+			// had after the prefix, so only the prefix is reused.
+			turn++
+			prompt := slices.Clone(prefix)
+			for i := range w {
+				prompt = append(prompt, probeFreshBase+(turn*37+i)%probeFreshSpan)
+			}
+			ms, err := probeOnce(ctx, client, base, prompt, w)
+			// Live traffic may have taken the slot between two probes and
+			// evicted the prefix: warm it again and retry, a few times.
+			for try := 0; errors.Is(err, errNotCached) && try < probeRetries; try++ {
+				if err = warm(); err == nil {
+					ms, err = probeOnce(ctx, client, base, prompt, w)
+				}
+			}
+			if err != nil {
+				return Curve{}, fmt.Errorf("probe %d rows (repetition %d): %w", w, rep+1, err)
+			}
+			samples[w] = append(samples[w], ms)
+		}
+	}
+	c := Curve{VerifyMS: map[int]float64{}, Source: "probe"}
+	for w, s := range samples {
+		c.VerifyMS[w] = median(s)
+	}
+	return c, nil
+}
+
+// probeOnce sends one probe request and returns timings.prompt_ms;
+// wantNew < 0 skips the prompt_n check (the warm-up).
+func probeOnce(ctx context.Context, client *http.Client, base string, prompt []int, wantNew int) (float64, error) {
+	body, _ := json.Marshal(map[string]any{
+		"prompt": prompt, "n_predict": 1, "cache_prompt": true, "temperature": 0, "id_slot": 0, "stream": false,
+	})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/completion", bytes.NewReader(body))
+	if err != nil {
+		return 0, fmt.Errorf("probe: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("probe: POST /completion: %w", err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return 0, fmt.Errorf("probe: POST /completion: reading the reply: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("%w: POST /completion answered %s: %s", ErrNoProbe, resp.Status, snippet(raw))
+	}
+	var out struct {
+		Timings *struct {
+			PromptN  *int     `json:"prompt_n"`
+			PromptMS *float64 `json:"prompt_ms"`
+		} `json:"timings"`
+	}
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return 0, fmt.Errorf("%w: POST /completion did not answer JSON: %s", ErrNoProbe, snippet(raw))
+	}
+	if out.Timings == nil || out.Timings.PromptN == nil || out.Timings.PromptMS == nil {
+		return 0, fmt.Errorf("%w: POST /completion reply has no timings.prompt_n/prompt_ms: %s", ErrNoProbe, snippet(raw))
+	}
+	if wantNew >= 0 && *out.Timings.PromptN != wantNew {
+		return 0, fmt.Errorf("%w: timings.prompt_n is %d, want %d new tokens (cache_prompt off, or other requests took the slot)", errNotCached, *out.Timings.PromptN, wantNew)
+	}
+	if ms := *out.Timings.PromptMS; ms > 0 {
+		return ms, nil
+	}
+	return 0, fmt.Errorf("timings.prompt_ms is %v, want > 0", *out.Timings.PromptMS)
+}
+
+func snippet(b []byte) string {
+	s := strings.TrimSpace(string(b))
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return fmt.Sprintf("%q", s)
+}
+
+func median(s []float64) float64 {
+	s = slices.Sorted(slices.Values(s))
+	if len(s) == 0 {
+		return 0
+	}
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}

@@ -1,0 +1,114 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/speclaunch/speclaunch/adapt"
+	"github.com/speclaunch/speclaunch/config"
+	"github.com/speclaunch/speclaunch/key"
+	"github.com/speclaunch/speclaunch/plan"
+	"github.com/speclaunch/speclaunch/width"
+)
+
+// adaptConfig turns the settings into the loop's configuration; zero
+// values take the loop's defaults (docs/adaptive.md).
+func adaptConfig(s config.Settings) adapt.Config {
+	c := adapt.Config{W0: s.AdaptExplore.Value, Window: s.AdaptWindow.Value}
+	c.MaxWidth = s.AdaptMaxWidth.Value
+	c.Margin = s.AdaptMargin.Value
+	c.MinCycles = float64(s.AdaptMinCycles.Value)
+	return c
+}
+
+// adaptOff says why serve does not adapt for a plan, "" when it may.
+func adaptOff(p *plan.Plan, proxied bool) string {
+	switch {
+	case !p.Settings.Adapt.Value:
+		return "not asked for (--adapt, adapt.enabled, MLXCEL_ADAPT)"
+	case p.Resolution.Source == width.Override:
+		return "an operator width is set (" + p.Settings.Width.Src.String() + "); it always wins"
+	case p.Settings.DraftModel.Value == "":
+		return "no draft model: speculation is off"
+	case !proxied:
+		return "the proxy is off (--proxy=false): a switch would fail requests"
+	case p.Settings.Engine.Value == key.MLXCEL:
+		return "mlxcel-server exposes no per-position acceptance counters and no verify-cost probe"
+	case p.Settings.Engine.Value != key.LlamaCpp && p.Settings.Engine.Value != key.Sim:
+		return string(p.Settings.Engine.Value) + ": the loop reads llama-server's per-position counters and probes its /completion timings, which this engine does not expose (docs/engines.md)"
+	}
+	return ""
+}
+
+// startAdapt starts the adaptive width loop beside the switcher when it is
+// asked for; the returned func stops it and waits for it.
+func (sv *server) startAdapt(ctx context.Context, p *plan.Plan) func() {
+	if why := adaptOff(p, sv.px != nil); why != "" {
+		if p.Settings.Adapt.Value {
+			sv.log.Info("adaptive width off: " + why)
+			sv.st.setAdapt(adapt.Status{State: adapt.StateNotAdapting, Note: why, Updated: time.Now()})
+		}
+		return func() {}
+	}
+	key := adapt.CacheKey{Engine: string(p.Settings.Engine.Value) + " " + p.Facts.Caps.Version, Capability: p.Facts.CapabilityStr}
+	if len(p.Facts.GPUs) > 0 {
+		key.GPU = p.Facts.GPUs[0].Name
+	}
+	for _, m := range []string{p.Settings.Model.Value, p.Settings.DraftModel.Value} {
+		if mf, err := adapt.StatModel(m); err == nil {
+			key.Models = append(key.Models, mf)
+		}
+	}
+	dir, err := adapt.CacheDir()
+	if err != nil {
+		sv.log.Warn("adaptive width: the probed cost curve will not be cached", "err", err)
+	}
+	deps := adapt.LoopDeps{
+		Current: func() adapt.Target {
+			sv.st.mu.Lock()
+			defer sv.st.mu.Unlock()
+			in := sv.st.cur
+			if in == nil || in.backend == nil {
+				return adapt.Target{}
+			}
+			return adapt.Target{BaseURL: in.backend.URL.String(), Width: in.width(), Gen: in.gen}
+		},
+		Switch: func(ctx context.Context, w int, reason string) error {
+			reply := make(chan error, 1)
+			select {
+			case sv.adaptReq <- adaptRequest{width: w, reason: reason, reply: reply}:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			select {
+			case err := <-reply:
+				return err
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		},
+		HTTP:     &http.Client{Timeout: 60 * time.Second},
+		Log:      sv.log.With("component", "adapt"),
+		Publish:  func(s adapt.Status) { sv.st.setAdapt(s) },
+		CacheDir: dir,
+		CacheKey: key,
+		Cfg:      adaptConfig(p.Settings),
+	}
+	sv.log.Info("adaptive width on: the width is learned from live traffic (docs/adaptive.md)", "starts_at", p.Resolution.Width)
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		err := adapt.Run(ctx, deps)
+		switch {
+		case err == nil, ctx.Err() != nil: // stopped with serve
+		case errors.Is(err, adapt.ErrNotAdapting):
+			sv.log.Warn("adaptive width off: " + err.Error())
+		default:
+			sv.log.Error("adaptive width stopped", "err", err)
+		}
+	}()
+	return func() { cancel(); <-done }
+}

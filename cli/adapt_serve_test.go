@@ -1,0 +1,108 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/speclaunch/speclaunch/internal/loadgen"
+	"github.com/speclaunch/speclaunch/sim"
+)
+
+// oracle is the width the sim's own model says is best for a profile,
+// among widths 2..max, and speculation off.
+func oracle(t *testing.T, profile string, max int) int {
+	cfg, err := sim.ParseArgs([]string{"-m", "t", "--model-draft", "d", "--sim-profile", profile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	best, rate := 1, cfg.Cost.ExpectedRate(1)
+	for w := 2; w <= max; w++ {
+		if r := cfg.Cost.ExpectedRate(w); r > rate {
+			best, rate = w, r
+		}
+	}
+	return best
+}
+
+// serve --adapt on the sim: the loop probes, explores, decides and
+// switches to the sim model's best width through the proxy, under load,
+// with no failed request.
+func TestServeAdaptConvergesUnderLoad(t *testing.T) {
+	for _, prof := range []string{"collapse", "geometric"} {
+		t.Run(prof, func(t *testing.T) {
+			want := oracle(t, prof, 17)
+			dir := t.TempDir()
+			port := freePort(t)
+			p := filepath.Join(dir, "p.toml")
+			writeFile(t, p, simProfile(port, `, "--sim-profile", "`+prof+`", "--sim-noise", "0"`)+`[adapt]
+enabled = true
+min_cycles = 64
+window = "1s"
+`)
+			r := startServe(t, "--profile", p)
+			r.log.waitFor(t, `width verified`, 1, 20*time.Second)
+			// A fresh server probes its cost curve before traffic arrives
+			// (the sim has one slot: a probe would queue behind the load).
+			for i := 0; i < 200 && adaptState(t, port) == "probing"; i++ {
+				time.Sleep(100 * time.Millisecond)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan loadgen.Result, 1)
+			go func() {
+				res, _ := loadgen.Run(ctx, loadgen.Options{URL: fmt.Sprintf("http://127.0.0.1:%d", port), Clients: 2, Duration: 60 * time.Second, Stream: true, MaxTokens: 64})
+				done <- res
+			}()
+			deadline := time.Now().Add(50 * time.Second)
+			for time.Now().Before(deadline) {
+				if st := status(t, port); st.Engine != nil && st.Engine.Width == want && st.Engine.WidthSource == "adaptive" {
+					break
+				}
+				time.Sleep(250 * time.Millisecond)
+			}
+			cancel()
+			res := <-done
+			st := status(t, port)
+			if st.Engine == nil || st.Engine.Width != want || st.Engine.WidthSource != "adaptive" {
+				t.Fatalf("engine %+v, want width %d chosen by the adaptive loop; log:\n%s", st.Engine, want, r.log)
+			}
+			if res.Bad() != 0 {
+				t.Errorf("%s", res)
+			}
+			if !strings.Contains(r.log.String(), "component=adapt") {
+				t.Errorf("no decision logged:\n%s", r.log)
+			}
+		})
+	}
+}
+
+// An operator width turns adaptation off, and says so.
+func TestServeAdaptOffUnderOperatorWidth(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "p.toml")
+	writeFile(t, p, withWidth(simProfile(freePort(t), ""), 3)+"[adapt]\nenabled = true\n")
+	r := startServe(t, "--profile", p)
+	r.log.waitFor(t, `adaptive width off: an operator width is set \(profile .*p.toml:\d+\); it always wins`, 1, 20*time.Second)
+}
+
+func adaptState(t *testing.T, port int) string {
+	t.Helper()
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/speclaunch/status", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st struct {
+		Adapt struct {
+			State string `json:"state"`
+		} `json:"adapt"`
+	}
+	json.NewDecoder(resp.Body).Decode(&st)
+	return st.Adapt.State
+}

@@ -1,0 +1,122 @@
+package cli
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// An engine that crashes while its restart is still starting is a crash
+// like any other under --restart on-failure: back off and retry.
+func TestServeRestartCrashWhileStarting(t *testing.T) {
+	dir := t.TempDir()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Starts 2 and 3 crash before they are ready; 1 and 4 start normally
+	// (and crash 300 ms after, as the profile's args say).
+	script := filepath.Join(dir, "engine.sh")
+	writeFile(t, script, fmt.Sprintf(`#!/bin/sh
+n=$(cat %[1]s/count 2>/dev/null || echo 0); n=$((n+1)); echo $n > %[1]s/count
+if [ $n -eq 2 ] || [ $n -eq 3 ]; then exec %[2]s "$@" --sim-fail-start; fi
+exec %[2]s "$@"
+`, dir, self))
+	os.Chmod(script, 0o755)
+	prof := filepath.Join(dir, "p.toml")
+	writeFile(t, prof, strings.Replace(simProfile(freePort(t), `, "--sim-crash-after", "300ms", "--sim-exit-code", "7"`), `name = "sim"`, fmt.Sprintf("name = \"sim\"\nbinary = %q", script), 1))
+	r := startServe(t, "--profile", prof, "--restart", "on-failure")
+	r.log.waitFor(t, `engine failed to start; retrying`, 2, 30*time.Second)
+	r.log.waitFor(t, `ready url=`, 2, 30*time.Second)
+	select {
+	case c := <-r.code:
+		t.Fatalf("launcher exited (%d) although --restart on-failure:\n%s", c, r.log)
+	default:
+	}
+}
+
+// A reload whose new address cannot be bound stops nothing: the engine
+// keeps serving on the old one, in direct mode and behind the proxy.
+func TestServeReloadBusyPortKeepsServing(t *testing.T) {
+	for _, proxy := range []bool{false, true} {
+		t.Run(fmt.Sprint("proxy=", proxy), func(t *testing.T) {
+			dir := t.TempDir()
+			port := freePort(t)
+			busy, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer busy.Close()
+			bport := busy.Addr().(*net.TCPAddr).Port
+			prof := filepath.Join(dir, "p.toml")
+			base := simProfile(port, "")
+			writeFile(t, prof, base)
+			r := startServe(t, "--profile", prof, fmt.Sprintf("--proxy=%v", proxy))
+			r.log.waitFor(t, `width verified width=4`, 1, 20*time.Second)
+			renameOver(t, prof, strings.Replace(withWidth(base, 3), fmt.Sprintf("port = %d", port), fmt.Sprintf("port = %d", bport), 1))
+			r.log.waitFor(t, `new settings cannot start; the engine keeps running`, 1, 20*time.Second)
+			if !strings.Contains(r.log.String(), fmt.Sprintf("port %d on 127.0.0.1 is not available", bport)) {
+				t.Errorf("the error does not name the busy port:\n%s", r.log)
+			}
+			if n := len(pids(r.log.String())); n != 1 {
+				t.Errorf("%d engine starts, want 1 (nothing restarted)", n)
+			}
+			if r.log.count(`stopping`) != 0 {
+				t.Errorf("something was stopped:\n%s", r.log)
+			}
+			if health(port) != 200 {
+				t.Error("the old address stopped serving")
+			}
+		})
+	}
+}
+
+// SIGHUP reloads the profile even under --watch=false: watching is about
+// files, not signals.
+func TestServeSIGHUPReloadsWithoutWatch(t *testing.T) {
+	r, prof, base, _ := serveSim(t, "", "--watch=false")
+	writeFile(t, prof, withWidth(base, 5))
+	time.Sleep(300 * time.Millisecond)
+	if r.log.count(`switching engines`) != 0 {
+		t.Fatal("--watch=false reloaded on a file change")
+	}
+	syscall.Kill(os.Getpid(), syscall.SIGHUP)
+	r.log.waitFor(t, `width verified width=5`, 1, 20*time.Second)
+}
+
+// SIGTERM while a reload's engine is still starting stops everything
+// without claiming the new settings failed.
+func TestServeSIGTERMDuringSwitch(t *testing.T) {
+	r, prof, base, port := serveSim(t, "")
+	renameOver(t, prof, strings.Replace(withWidth(base, 3), `"100ms"`, `"30s"`, 1))
+	r.log.waitFor(t, `starting engine for the new settings`, 1, 20*time.Second)
+	time.Sleep(200 * time.Millisecond)
+	syscall.Kill(os.Getpid(), syscall.SIGTERM)
+	r.exit(t, 20*time.Second)
+	for _, bad := range []string{"failed", "going back", "ERR"} {
+		if strings.Contains(r.log.String(), bad) {
+			t.Errorf("log says %q after SIGTERM during a switch:\n%s", bad, r.log)
+		}
+	}
+	if health(port) == 200 {
+		t.Error("still serving after SIGTERM")
+	}
+}
+
+// serveSim writes a sim profile (with extra engine args) on a free port,
+// starts serve with it and waits until the engine's width is verified.
+func serveSim(t *testing.T, extra string, args ...string) (r *serveRun, prof, base string, port int) {
+	t.Helper()
+	port = freePort(t)
+	prof = filepath.Join(t.TempDir(), "p.toml")
+	base = simProfile(port, extra)
+	writeFile(t, prof, base)
+	r = startServe(t, append([]string{"--profile", prof}, args...)...)
+	r.log.waitFor(t, `width verified width=4`, 1, 20*time.Second)
+	return r, prof, base, port
+}

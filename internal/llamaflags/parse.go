@@ -1,0 +1,118 @@
+// Package llamaflags knows llama-server's command-line flags: each name and
+// whether it takes a value. The launcher's argv pre-pass uses it to pass the
+// flags a llama-server user types (-ngl 99, -c 8192, --jinja) through to the
+// engine with the right number of tokens, since that cannot be guessed:
+// --jinja takes no value, -ngl does.
+//
+// The table (table.go) is generated from llama-server's own --help, captured
+// from two llama.cpp trees and committed under
+// internal/fakellama/testdata/{new,old}-help.txt; `go generate` rebuilds it.
+package llamaflags
+
+//go:generate go run ./gen -o table.go ../fakellama/testdata/new-help.txt ../fakellama/testdata/old-help.txt
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// Flag is one llama-server option: every name it answers to and whether it
+// takes a value.
+type Flag struct {
+	Names  []string // "-ngl", "--gpu-layers", "--n-gpu-layers"
+	Values int      // how many tokens follow it: 0 (--jinja), 1 (-ngl N), 2 (--control-vector-layer-range START END)
+	Hint   string   // the values' placeholder in --help, e.g. "N", "FNAME", "START END"
+}
+
+// countValues counts the placeholders in a hint: words separated by
+// spaces outside brackets, so "START END" is two and
+// "<tensor name pattern>=<buffer type>,..." is one.
+func countValues(hint string) int {
+	n, depth, inWord := 0, 0, false
+	for _, r := range hint {
+		switch {
+		case r == '<' || r == '[' || r == '{':
+			depth++
+		case (r == '>' || r == ']' || r == '}') && depth > 0:
+			depth--
+		case r == ' ' && depth == 0:
+			inWord = false
+			continue
+		}
+		if !inWord {
+			n, inWord = n+1, true
+		}
+	}
+	return n
+}
+
+// headRE matches an option line of `llama-server --help`: names separated
+// by ", " (short names are padded with spaces after the comma), then the
+// value placeholders, each after a single space ("N", "START END"), then two
+// or more spaces (the description column) or the end of the line.
+var headRE = regexp.MustCompile(`^((?:-[-\w.]+,\s+)*-[-\w.]+)((?: \S+)*)(?:\s{2,}|$)`)
+
+// Parse reads the options of `llama-server --help`. Only lines that start
+// with '-' in the first column are options; continuation lines (the
+// description, "(env: ...)") are indented.
+func Parse(help string) []Flag {
+	var out []Flag
+	for _, line := range strings.Split(help, "\n") {
+		line = strings.TrimRight(line, "\r")
+		if !strings.HasPrefix(line, "-") || strings.HasPrefix(line, "-----") {
+			continue
+		}
+		m := headRE.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		hint := strings.TrimSpace(m[2])
+		f := Flag{Hint: hint, Values: countValues(hint)}
+		for _, n := range strings.Split(m[1], ",") {
+			f.Names = append(f.Names, strings.TrimSpace(n))
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// Merge joins flag lists (the newest tree first) into one entry per name.
+// A name that takes a different number of values in two trees is an error:
+// the pre-pass could not know how many tokens to pass on.
+func Merge(lists ...[]Flag) (map[string]Flag, error) {
+	out := map[string]Flag{}
+	for _, l := range lists {
+		for _, f := range l {
+			for _, n := range f.Names {
+				old, ok := out[n]
+				if !ok {
+					out[n] = f
+					continue
+				}
+				if old.Values != f.Values {
+					return nil, fmt.Errorf("flag %s takes %d values (%q) in one --help and %d (%q) in another", n, old.Values, old.Hint, f.Values, f.Hint)
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// Values reports how many tokens follow a llama-server flag, and whether
+// llama-server knows the flag at all.
+func Values(name string) (int, bool) {
+	n, ok := values[name]
+	return n, ok
+}
+
+// Names returns the keys of m, sorted.
+func Names(m map[string]Flag) []string {
+	out := make([]string, 0, len(m))
+	for n := range m {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,84 @@
+package llamaflags
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+func readHelp(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile("../fakellama/testdata/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// Every option line of a captured --help parses: none is skipped silently.
+func TestParseReadsEveryOptionLine(t *testing.T) {
+	for _, name := range []string{"new-help.txt", "old-help.txt"} {
+		help := readHelp(t, name)
+		want := 0
+		for _, l := range strings.Split(help, "\n") {
+			if strings.HasPrefix(l, "-") && !strings.HasPrefix(l, "-----") {
+				want++
+			}
+		}
+		if got := len(Parse(help)); got != want || want < 200 {
+			t.Errorf("%s: parsed %d options, want %d option lines", name, got, want)
+		}
+	}
+}
+
+func TestParseArity(t *testing.T) {
+	help := readHelp(t, "new-help.txt")
+	m, err := Merge(Parse(help))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		want int
+	}{
+		{"-ngl", 1}, {"--n-gpu-layers", 1}, {"-c", 1}, {"-fa", 1}, {"--jinja", 0}, {"--no-jinja", 0},
+		{"-np", 1}, {"-hf", 1}, {"-md", 1}, {"--spec-type", 1}, {"--metrics", 0}, {"-h", 0},
+		{"--control-vector-layer-range", 2}, {"-kvu", 0}, {"--version", 0}, {"--draft-max", 1},
+		// spaces inside <...> are one value
+		{"-ot", 1}, {"--override-tensor-draft", 1}, {"-dr", 1},
+	} {
+		f, ok := m[c.name]
+		if !ok {
+			t.Errorf("%s: not parsed", c.name)
+			continue
+		}
+		if f.Values != c.want {
+			t.Errorf("%s: %d values, want %d (hint %q)", c.name, f.Values, c.want, f.Hint)
+		}
+	}
+}
+
+func TestMergeRefusesArityConflict(t *testing.T) {
+	a := []Flag{{Names: []string{"-x", "--ex"}, Values: 1, Hint: "N"}}
+	b := []Flag{{Names: []string{"--ex"}}}
+	if _, err := Merge(a, b); err == nil || !strings.Contains(err.Error(), "--ex") {
+		t.Fatalf("Merge = %v, want an error naming --ex", err)
+	}
+}
+
+// The committed table is what the generator makes from the committed
+// captures: a new capture without `go generate` fails here.
+func TestTableIsCurrent(t *testing.T) {
+	m, err := Merge(Parse(readHelp(t, "new-help.txt")), Parse(readHelp(t, "old-help.txt")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m) != len(values) {
+		t.Errorf("table has %d names, the captures %d: run go generate ./internal/llamaflags", len(values), len(m))
+	}
+	for n, f := range m {
+		if v, ok := Values(n); !ok || v != f.Values {
+			t.Errorf("%s: table says %d (known %v), the captures %d: run go generate ./internal/llamaflags", n, v, ok, f.Values)
+		}
+	}
+}

@@ -1,0 +1,209 @@
+// Package safefile opens the files an operator names (profiles, policy
+// files, config.json, GGUF headers, prompt files, bench records) so that a
+// wrong path can never hang or exhaust the launcher: a directory, FIFO,
+// socket or device is refused before anything is read, a file larger than
+// its cap is refused rather than read whole, and every read honours a
+// context so Ctrl-C stops it. The caps and the reasons for them are in
+// docs/file-limits.md.
+package safefile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+)
+
+// Caps, in bytes, for each kind of input (docs/file-limits.md). Each is far
+// above any real file of its kind and far below what would hurt a host.
+const (
+	ProfileLimit = 4 << 20   // a profile is a few KiB of TOML
+	PolicyLimit  = 4 << 20   // 20,000 entries of TOML are about 4 MiB
+	ConfigLimit  = 4 << 20   // a model's config.json is a few KiB
+	GGUFLimit    = 256 << 20 // a GGUF header: KVs (the vocabulary) and tensor infos
+	PromptLimit  = 64 << 20  // a bench prompt set
+	RecordLimit  = 64 << 20  // a bench record's .json or .md
+)
+
+// stat is os.Stat; a test replaces it to reach the check after the open.
+var stat = os.Stat
+
+// chunk is how much is read between two looks at the context.
+const chunk = 64 << 10
+
+// Error is every refusal: the file, what it was read as, what is wrong and
+// what to do. It is bad input (exit code 2 at the top level).
+type Error struct {
+	What string // "profile", "policy file", "config.json", "GGUF file", "prompt file", "record"
+	Path string
+	Msg  string // what is wrong and the fix
+	Err  error  // the underlying error, if any
+}
+
+func (e *Error) Error() string { return e.What + " " + e.Path + ": " + e.Msg }
+func (e *Error) Unwrap() error { return e.Err }
+
+// ErrTooLarge is wrapped by the error for a file over its cap.
+var ErrTooLarge = errors.New("file is larger than its cap")
+
+// ReadFile reads the whole regular file at path, at most limit bytes, as
+// what ("policy file"). It refuses anything but a regular file, a file over
+// limit, and stops with ctx's error when ctx ends.
+func ReadFile(ctx context.Context, what, path string, limit int64) ([]byte, error) {
+	r, err := Open(ctx, what, path, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	size := r.Size()
+	if size > limit {
+		size = limit
+	}
+	buf := make([]byte, 0, size+1)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if errors.Is(err, io.EOF) {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+// Reader reads one opened regular file: at most its cap, and never after
+// its context ends.
+type Reader struct {
+	ctx   context.Context
+	f     *os.File
+	what  string
+	path  string
+	limit int64
+	size  int64
+	n     int64 // bytes read so far
+}
+
+// Open opens path as what for reading with the checks ReadFile makes; the
+// caller closes it. Reading past limit bytes fails with an error wrapping
+// ErrTooLarge, so a reader that stops early (a GGUF header) may open a file
+// larger than limit.
+func Open(ctx context.Context, what, path string, limit int64) (*Reader, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	// Stat first: a FIFO or a device is refused without being opened at
+	// all (opening a FIFO waits for a writer, and some devices act on open).
+	fi, err := stat(path)
+	if err != nil {
+		return nil, statError(what, path, err)
+	}
+	if err := checkMode(what, path, fi.Mode()); err != nil {
+		return nil, err
+	}
+	// Open non-blocking, then look again at what was opened: a FIFO
+	// swapped in after the Stat must not block the open or the reads.
+	f, err := os.OpenFile(path, os.O_RDONLY|openFlags, 0)
+	if err != nil {
+		return nil, statError(what, path, err)
+	}
+	fi, err = f.Stat()
+	if err == nil {
+		err = checkMode(what, path, fi.Mode())
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &Reader{ctx: ctx, f: f, what: what, path: path, limit: limit, size: fi.Size()}, nil
+}
+
+// Size is the file's size when opened.
+func (r *Reader) Size() int64 { return r.size }
+
+// Close closes the file.
+func (r *Reader) Close() error { return r.f.Close() }
+
+// Read reads at most one chunk, after checking the context, and fails once
+// more than the cap has been read.
+func (r *Reader) Read(p []byte) (int, error) {
+	if err := r.ctx.Err(); err != nil {
+		return 0, fmt.Errorf("reading %s %s: %w", r.what, r.path, err)
+	}
+	if r.n > r.limit {
+		return 0, r.tooLarge()
+	}
+	if len(p) > chunk {
+		p = p[:chunk]
+	}
+	// Read one byte past the cap so that a file of exactly limit bytes
+	// reads whole and one of limit+1 is refused.
+	if left := r.limit + 1 - r.n; int64(len(p)) > left {
+		p = p[:left]
+	}
+	n, err := r.f.Read(p)
+	r.n += int64(n)
+	if r.n > r.limit {
+		return n, r.tooLarge()
+	}
+	if err != nil && !errors.Is(err, io.EOF) {
+		return n, &Error{What: r.what, Path: r.path, Msg: "cannot read: " + err.Error(), Err: err}
+	}
+	return n, err
+}
+
+func (r *Reader) tooLarge() error {
+	return &Error{What: r.what, Path: r.path, Err: ErrTooLarge,
+		Msg: fmt.Sprintf("file is larger than %s (%d bytes), the cap for a %s; check that this is the file you meant (caps: docs/file-limits.md)", human(r.limit), r.limit, r.what)}
+}
+
+// checkMode refuses everything but a regular file.
+func checkMode(what, path string, m fs.FileMode) error {
+	kind := ""
+	switch {
+	case m.IsRegular():
+		return nil
+	case m.IsDir():
+		kind = "is a directory"
+	case m&fs.ModeNamedPipe != 0:
+		kind = "is a FIFO (named pipe)"
+	case m&fs.ModeSocket != 0:
+		kind = "is a socket"
+	case m&fs.ModeDevice != 0:
+		kind = "is a device"
+	default:
+		kind = "is not a regular file (" + m.Type().String() + ")"
+	}
+	return &Error{What: what, Path: path, Msg: kind + ", not a regular file; give the path of the " + what + " itself (to read from a pipe, write it to a file first)"}
+}
+
+func statError(what, path string, err error) error {
+	fix := "check the path"
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		fix = "no such file; check the path"
+	case errors.Is(err, fs.ErrPermission):
+		fix = "permission denied; make it readable by this user"
+	default:
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			fix = pe.Err.Error() + "; check the path"
+		}
+	}
+	return &Error{What: what, Path: path, Msg: fix, Err: err}
+}
+
+func human(n int64) string {
+	if n >= 1<<20 && n%(1<<20) == 0 {
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	if n >= 1<<10 && n%(1<<10) == 0 {
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}

@@ -1,0 +1,169 @@
+package safefile
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/speclaunch/speclaunch/internal/safefile/safefiletest"
+)
+
+const testCap = 4096
+
+func TestReadFileShapes(t *testing.T) {
+	p := safefiletest.Make(t, "policy.toml", 1<<40) // a terabyte, sparse
+	dir := t.TempDir()
+	p["small"] = filepath.Join(dir, "small")
+	p["atcap"] = filepath.Join(dir, "atcap")
+	p["null"] = "/dev/null"
+	if err := os.WriteFile(p["small"], []byte("schema = 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p["atcap"], bytes.Repeat([]byte("x"), testCap), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, want string // want: "" for success, else a substring of the error
+		size       int
+		notExist   bool
+	}{
+		{name: "small", size: 11},
+		{name: safefiletest.Empty, size: 0},
+		{name: "atcap", size: testCap},
+		{name: safefiletest.Dir, want: "is a directory, not a regular file; give the path of the policy file itself"},
+		{name: safefiletest.FIFO, want: "is a FIFO (named pipe)"},
+		{name: safefiletest.Socket, want: "is a socket"},
+		{name: safefiletest.Device, want: "is a device"},
+		{name: "null", want: "is a device"},
+		{name: safefiletest.Huge, want: "file is larger than 4 KiB (4096 bytes), the cap for a policy file"},
+		{name: safefiletest.Missing, want: "no such file; check the path", notExist: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			done := make(chan struct{})
+			var b []byte
+			var err error
+			go func() {
+				defer close(done)
+				b, err = ReadFile(context.Background(), "policy file", p[tc.name], testCap)
+			}()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("ReadFile blocked")
+			}
+			if tc.want == "" {
+				if err != nil || len(b) != tc.size {
+					t.Fatalf("got %d bytes, %v; want %d bytes", len(b), err, tc.size)
+				}
+				return
+			}
+			var se *Error
+			if !errors.As(err, &se) || se.Path != p[tc.name] || se.What != "policy file" {
+				t.Fatalf("error %T %v: want a *Error naming the file", err, err)
+			}
+			if !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "policy file "+p[tc.name]+": ") {
+				t.Fatalf("error %q: want it to name the file and say %q", err, tc.want)
+			}
+			if tc.notExist != errors.Is(err, fs.ErrNotExist) {
+				t.Fatalf("errors.Is(ErrNotExist) = %v for %v", !tc.notExist, err)
+			}
+			if tc.name == safefiletest.Huge && !errors.Is(err, ErrTooLarge) {
+				t.Fatalf("%v does not wrap ErrTooLarge", err)
+			}
+		})
+	}
+}
+
+// TestOpenRechecksAfterOpen: a FIFO swapped in between the Stat and the
+// open is caught by the check on the opened file, without blocking.
+func TestOpenRechecksAfterOpen(t *testing.T) {
+	dir := t.TempDir()
+	reg := filepath.Join(dir, "regular")
+	fifo := filepath.Join(dir, "fifo")
+	if err := os.WriteFile(reg, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stat = func(string) (fs.FileInfo, error) { return os.Stat(reg) }
+	t.Cleanup(func() { stat = os.Stat })
+	done := make(chan error, 1)
+	go func() {
+		r, err := Open(context.Background(), "profile", fifo, testCap)
+		if err == nil {
+			r.Close()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "is a FIFO") {
+			t.Fatalf("got %v, want the FIFO refused", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Open blocked on a FIFO")
+	}
+}
+
+func TestReadFileHonoursContext(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(path, bytes.Repeat([]byte("x"), 3*chunk), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := ReadFile(ctx, "record", path, RecordLimit); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled before opening: got %v", err)
+	}
+	// Cancelled between two chunks: the next Read stops.
+	ctx, cancel = context.WithCancel(context.Background())
+	r, err := Open(ctx, "record", path, RecordLimit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	buf := make([]byte, 2*chunk)
+	if n, err := r.Read(buf); n != chunk || err != nil {
+		t.Fatalf("first read: %d, %v; want one chunk", n, err)
+	}
+	cancel()
+	if _, err := r.Read(buf); !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), path) {
+		t.Fatalf("read after cancel: got %v", err)
+	}
+}
+
+// FuzzReadFile: whatever the content and cap, ReadFile returns the file
+// exactly when it fits, and ErrTooLarge otherwise.
+func FuzzReadFile(f *testing.F) {
+	f.Add([]byte{}, uint16(0))
+	f.Add([]byte{}, uint16(10))
+	f.Add([]byte("schema = 1\n"), uint16(11))
+	f.Add([]byte("schema = 1\n"), uint16(10))
+	f.Add(make([]byte, 5000), uint16(4096)) // what /dev/zero gives
+	f.Add(bytes.Repeat([]byte("x"), chunk+1), uint16(65535))
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, data []byte, limit uint16) {
+		path := filepath.Join(dir, "f")
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		b, err := ReadFile(context.Background(), "prompt file", path, int64(limit))
+		if len(data) <= int(limit) {
+			if err != nil || !bytes.Equal(b, data) {
+				t.Fatalf("%d bytes under cap %d: got %d bytes, %v", len(data), limit, len(b), err)
+			}
+			return
+		}
+		if !errors.Is(err, ErrTooLarge) || b != nil {
+			t.Fatalf("%d bytes over cap %d: got %d bytes, %v", len(data), limit, len(b), err)
+		}
+	})
+}

@@ -1,0 +1,465 @@
+// Package proxy is speclaunch's front proxy: it owns the public address and
+// passes every request through to the engine that serves now, so that an
+// engine can be replaced under live traffic without a failed request.
+//
+// It knows nothing of widths or policies. The switcher (cli's serve) tells
+// it where to send requests (Route) and when to hold them (Hold); the proxy
+// counts each backend's requests in flight so an old engine can be drained
+// before it is stopped.
+//
+// What a client sees:
+//   - bodies and responses are streamed; server-sent events are flushed as
+//     they arrive; headers pass through (hop-by-hop ones excepted, as any
+//     HTTP proxy must); a client that goes away cancels its upstream request;
+//   - while requests are held (a drain switch, or an engine restarting after
+//     a crash) they wait in a bounded FIFO queue and are released in arrival
+//     order; one that waits past the hold timeout, or arrives when the queue
+//     is full, gets 503 with Retry-After and a JSON error body;
+//   - a request whose connection to the engine is refused (nothing was sent:
+//     the engine died between routing and dialing) is sent again to whichever
+//     engine serves next instead of failing;
+//   - GET /health is answered without holding: the engine's own answer when
+//     one serves, 200 {"status":"ok","speclaunch":"switching"} while requests
+//     are held, 503 "Loading model" before the first engine is ready, as
+//     llama-server answers while it loads.
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// StatusPath is served by the proxy itself (Options.Status).
+const StatusPath = "/speclaunch/status"
+
+// Defaults for Options.
+const (
+	DefaultQueueSize   = 1024
+	DefaultHoldTimeout = 2 * time.Minute
+)
+
+// Backend is one engine the proxy can send requests to.
+type Backend struct {
+	URL  *url.URL
+	Name string // for logs: "pid 1234, width 4"
+
+	mu       sync.Mutex
+	inflight int
+	zero     chan struct{} // closed when inflight reaches 0 (made by Drain)
+	dead     atomic.Bool   // a dial was refused: it no longer serves
+}
+
+// NewBackend parses an engine's base URL ("http://127.0.0.1:40123").
+func NewBackend(baseURL, name string) (*Backend, error) {
+	u, err := url.Parse(baseURL)
+	if err != nil || u.Scheme == "" || u.Host == "" {
+		return nil, fmt.Errorf("bad engine URL %q: want http://host:port", baseURL)
+	}
+	return &Backend{URL: u, Name: name}, nil
+}
+
+// InFlight is the number of requests being served by the backend now.
+func (b *Backend) InFlight() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.inflight
+}
+
+func (b *Backend) add(d int) {
+	b.mu.Lock()
+	b.inflight += d
+	if b.inflight == 0 && b.zero != nil {
+		close(b.zero)
+		b.zero = nil
+	}
+	b.mu.Unlock()
+}
+
+// Drain waits until no request is in flight on b, or ctx ends. It returns
+// the number still in flight (0 when drained).
+func (b *Backend) Drain(ctx context.Context) int {
+	b.mu.Lock()
+	if b.inflight == 0 {
+		b.mu.Unlock()
+		return 0
+	}
+	if b.zero == nil {
+		b.zero = make(chan struct{})
+	}
+	ch := b.zero
+	b.mu.Unlock()
+	select {
+	case <-ch:
+		return 0
+	case <-ctx.Done():
+		return b.InFlight()
+	}
+}
+
+// Options tune a Proxy.
+type Options struct {
+	QueueSize   int           // held requests at most; 0 = DefaultQueueSize
+	HoldTimeout time.Duration // how long a request may be held; 0 = DefaultHoldTimeout
+	// Status answers StatusPath; nil = 404 there.
+	Status http.Handler
+	Log    *slog.Logger
+	// Transport reaches the engines; nil = a loopback transport tuned for
+	// many concurrent streams.
+	Transport http.RoundTripper
+}
+
+// Proxy routes requests to the backend that serves now.
+type Proxy struct {
+	o  Options
+	rp *httputil.ReverseProxy
+
+	mu      sync.Mutex
+	cur     *Backend  // nil before the first Route and while held
+	ready   bool      // some backend has served: /health says "switching", not "loading"
+	holding bool      // new requests wait in queue
+	closed  bool      // speclaunch is stopping: nothing waits any more
+	queue   []*waiter // FIFO
+
+	held, rejected, retried atomic.Int64
+}
+
+type waiter struct {
+	ch chan *Backend // receives the backend when released
+}
+
+// New makes a proxy that holds every request until the first Route.
+func New(o Options) *Proxy {
+	if o.QueueSize <= 0 {
+		o.QueueSize = DefaultQueueSize
+	}
+	if o.HoldTimeout <= 0 {
+		o.HoldTimeout = DefaultHoldTimeout
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Transport == nil {
+		o.Transport = &http.Transport{
+			DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			MaxIdleConns:        256,
+			MaxIdleConnsPerHost: 256,
+			IdleConnTimeout:     90 * time.Second,
+			// Engines answer plain HTTP/1.1 on loopback; compression would
+			// only add CPU and break byte-for-byte pass-through.
+			DisableCompression: true,
+			ForceAttemptHTTP2:  false,
+		}
+	}
+	p := &Proxy{o: o, holding: true}
+	p.rp = &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			s := pr.In.Context().Value(slotKey{}).(*slot)
+			pr.SetURL(s.b.URL)
+			pr.Out.Host = pr.In.Host
+			pr.SetXForwarded()
+			// The inbound body stays ours: a refused dial must leave it
+			// unread and open so the request can go to the next engine.
+			if pr.Out.Body != nil && pr.Out.Body != http.NoBody {
+				pr.Out.Body = io.NopCloser(pr.In.Body)
+			}
+		},
+		Transport:     &retrying{p: p, base: o.Transport},
+		FlushInterval: -1, // every write reaches the client at once: SSE tokens are not batched
+		BufferPool:    bufPool{},
+		ErrorLog:      slog.NewLogLogger(o.Log.Handler(), slog.LevelDebug),
+		ErrorHandler:  p.upstreamError,
+	}
+	return p
+}
+
+// Route sends new requests to b from now on and releases every held
+// request to it, in arrival order.
+func (p *Proxy) Route(b *Backend) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cur, p.holding, p.ready = b, false, true
+	for _, w := range p.queue {
+		b.add(1)
+		w.ch <- b // buffered: never blocks
+	}
+	p.queue = nil
+}
+
+// Close answers every held request, and every later one, with 503: the
+// launcher is stopping and no engine will come.
+func (p *Proxy) Close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed, p.cur = true, nil
+	for _, w := range p.queue {
+		w.ch <- nil
+	}
+	p.queue = nil
+}
+
+// SetLimits changes the queue bound and the hold timeout (a reload);
+// requests already waiting keep the timeout they started with.
+func (p *Proxy) SetLimits(queueSize int, hold time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if queueSize > 0 {
+		p.o.QueueSize = queueSize
+	}
+	if hold > 0 {
+		p.o.HoldTimeout = hold
+	}
+}
+
+// Hold makes new requests wait until the next Route. Requests already
+// routed go on.
+func (p *Proxy) Hold() {
+	p.mu.Lock()
+	p.holding, p.cur = true, nil
+	p.mu.Unlock()
+}
+
+// Current is the backend new requests go to; nil while held.
+func (p *Proxy) Current() *Backend {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cur
+}
+
+// Stats are the proxy's counters for the status endpoint.
+type Stats struct {
+	HeldNow       int   `json:"held_now"`
+	Holding       bool  `json:"holding"`
+	QueueSize     int   `json:"queue_size"`
+	HoldTimeoutS  int   `json:"hold_timeout_s"`
+	HeldTotal     int64 `json:"held_total"`
+	RejectedTotal int64 `json:"rejected_total"` // 503s: queue full or held too long
+	RetriedTotal  int64 `json:"retried_total"`  // refused dials sent to the next engine
+}
+
+// Stats reports the proxy's counters.
+func (p *Proxy) Stats() Stats {
+	p.mu.Lock()
+	n, h, q, hold := len(p.queue), p.holding, p.o.QueueSize, p.o.HoldTimeout
+	p.mu.Unlock()
+	return Stats{HeldNow: n, Holding: h, QueueSize: q, HoldTimeoutS: int(hold / time.Second),
+		HeldTotal: p.held.Load(), RejectedTotal: p.rejected.Load(), RetriedTotal: p.retried.Load()}
+}
+
+// errHeld is a request that could not be given a backend in time.
+type errHeld struct{ why string }
+
+func (e *errHeld) Error() string { return e.why }
+
+// acquire returns the backend for one request, counted in flight, waiting
+// in the queue while requests are held. skip is a backend known dead.
+func (p *Proxy) acquire(ctx context.Context, skip *Backend) (*Backend, error) {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil, errStopping
+	}
+	if b := p.cur; b != nil && !p.holding && b != skip && !b.dead.Load() {
+		b.add(1)
+		p.mu.Unlock()
+		return b, nil
+	}
+	hold := p.o.HoldTimeout
+	if len(p.queue) >= p.o.QueueSize {
+		p.mu.Unlock()
+		return nil, &errHeld{fmt.Sprintf("the engine is being switched and %d requests are already waiting (server.queue_size)", p.o.QueueSize)}
+	}
+	w := &waiter{ch: make(chan *Backend, 1)}
+	p.queue = append(p.queue, w)
+	p.mu.Unlock()
+	p.held.Add(1)
+
+	t := time.NewTimer(hold)
+	defer t.Stop()
+	select {
+	case b := <-w.ch:
+		if b == nil {
+			return nil, errStopping
+		}
+		return b, nil
+	case <-t.C:
+		if b, released := p.dequeue(w); released {
+			if b == nil {
+				return nil, errStopping
+			}
+			return b, nil
+		}
+		return nil, &errHeld{fmt.Sprintf("the engine is being switched and no engine became ready within %s (server.hold_timeout)", hold)}
+	case <-ctx.Done():
+		if b, _ := p.dequeue(w); b != nil {
+			b.add(-1)
+		}
+		return nil, ctx.Err()
+	}
+}
+
+// errStopping answers requests while the launcher stops.
+var errStopping = &errHeld{"speclaunch is stopping"}
+
+// dequeue removes w from the queue; if it was released meanwhile, it
+// returns what it was released with (a backend still counted in flight, or
+// nil when the proxy closed) and released = true.
+func (p *Proxy) dequeue(w *waiter) (b *Backend, released bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, q := range p.queue {
+		if q == w {
+			p.queue = append(p.queue[:i], p.queue[i+1:]...)
+			return nil, false
+		}
+	}
+	return <-w.ch, true // released between the timer and the lock
+}
+
+type slotKey struct{}
+
+// slot is the backend one request is counted against; the transport moves
+// it when a dial is refused.
+type slot struct{ b *Backend }
+
+// ServeHTTP proxies one request.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == StatusPath {
+		if p.o.Status == nil {
+			http.NotFound(w, r)
+			return
+		}
+		p.o.Status.ServeHTTP(w, r)
+		return
+	}
+	if r.URL.Path == "/health" && r.Method == http.MethodGet {
+		p.mu.Lock()
+		cur, holding, ready := p.cur, p.holding, p.ready
+		p.mu.Unlock()
+		if cur == nil || holding {
+			if ready {
+				writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "speclaunch": "switching"})
+			} else {
+				writeError(w, http.StatusServiceUnavailable, "Loading model", "unavailable_error", 0)
+			}
+			return
+		}
+	}
+	b, err := p.acquire(r.Context(), nil)
+	if err != nil {
+		var h *errHeld
+		if errors.As(err, &h) {
+			p.reject(w, h.why)
+		}
+		return // the client went away: nobody to answer
+	}
+	s := &slot{b: b}
+	defer func() { s.b.add(-1) }()
+	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), slotKey{}, s)))
+}
+
+func (p *Proxy) reject(w http.ResponseWriter, why string) {
+	p.rejected.Add(1)
+	retry := 1
+	if s := int(p.o.HoldTimeout / (10 * time.Second)); s > retry {
+		retry = min(s, 30)
+	}
+	writeError(w, http.StatusServiceUnavailable, why+"; retry shortly", "unavailable_error", retry)
+}
+
+// upstreamError answers a request the engine failed (it died mid-request,
+// or no engine could be reached in time).
+func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
+	if r.Context().Err() != nil {
+		return // the client went away
+	}
+	var h *errHeld
+	if errors.As(err, &h) {
+		p.reject(w, h.why)
+		return
+	}
+	p.o.Log.Warn("proxy: engine request failed", "path", r.URL.Path, "err", err)
+	writeError(w, http.StatusBadGateway, "the engine failed this request: "+err.Error(), "server_error", 0)
+}
+
+// retrying sends a request again to the next backend when the dial to its
+// backend is refused: no byte of it reached the engine, so the retry cannot
+// duplicate work.
+type retrying struct {
+	p    *Proxy
+	base http.RoundTripper
+}
+
+func (t *retrying) RoundTrip(req *http.Request) (*http.Response, error) {
+	s, _ := req.Context().Value(slotKey{}).(*slot)
+	for attempt := 0; ; attempt++ {
+		resp, err := t.base.RoundTrip(req)
+		if err == nil || s == nil || !dialRefused(err) || attempt >= 8 {
+			return resp, err
+		}
+		dead := s.b
+		dead.dead.Store(true)
+		t.p.o.Log.Info("proxy: engine refused a connection; sending the request to the next engine", "engine", dead.Name, "path", req.URL.Path)
+		t.p.retried.Add(1)
+		nb, aerr := t.p.acquire(req.Context(), dead)
+		if aerr != nil {
+			return nil, aerr
+		}
+		dead.add(-1)
+		s.b = nb
+		r2 := req.Clone(req.Context())
+		r2.URL.Scheme, r2.URL.Host = nb.URL.Scheme, nb.URL.Host
+		req = r2
+	}
+}
+
+// dialRefused reports an error from connecting, before anything was sent.
+func dialRefused(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// APIError is the OpenAI-style error body the engines answer with.
+type APIError struct {
+	Error struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+		Type    string `json:"type"`
+	} `json:"error"`
+}
+
+func writeError(w http.ResponseWriter, code int, msg, typ string, retryAfter int) {
+	var e APIError
+	e.Error.Code, e.Error.Message, e.Error.Type = code, msg, typ
+	if retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
+	}
+	writeJSON(w, code, e)
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	b, _ := json.Marshal(v)
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)+1))
+	w.WriteHeader(code)
+	w.Write(append(b, '\n'))
+}
+
+// bufPool recycles the 32 KiB copy buffers of streamed responses.
+type bufPool struct{}
+
+var pool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+func (bufPool) Get() []byte  { return *(pool.Get().(*[]byte)) }
+func (bufPool) Put(b []byte) { pool.Put(&b) }

@@ -1,0 +1,332 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func backend(t *testing.T, h http.HandlerFunc) *Backend {
+	t.Helper()
+	s := httptest.NewServer(h)
+	t.Cleanup(s.Close)
+	b, err := NewBackend(s.URL, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func front(t *testing.T, p *Proxy) string {
+	t.Helper()
+	s := httptest.NewServer(p)
+	t.Cleanup(s.Close)
+	return s.URL
+}
+
+// An SSE event reaches the client while the engine is still streaming:
+// the proxy does not buffer.
+func TestStreamsEventsAsTheyArrive(t *testing.T) {
+	release := make(chan struct{})
+	b := backend(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Client") != "yes" {
+			t.Errorf("request header not passed: %v", r.Header)
+		}
+		body, _ := io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Header().Set("X-Engine", "kept")
+		w.WriteHeader(200)
+		fmt.Fprintf(w, "data: {\"echo\":%q}\n\n", body)
+		w.(http.Flusher).Flush()
+		<-release
+		fmt.Fprint(w, "data: [DONE]\n\n")
+	})
+	p := New(Options{})
+	p.Route(b)
+	req, _ := http.NewRequest("POST", front(t, p)+"/v1/completions", strings.NewReader(`{"x":1}`))
+	req.Header.Set("X-Client", "yes")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.Header.Get("X-Engine") != "kept" {
+		t.Errorf("response header lost: %v", resp.Header)
+	}
+	rd := bufio.NewReader(resp.Body)
+	got := make(chan string, 1)
+	go func() { l, _ := rd.ReadString('\n'); got <- l }()
+	select {
+	case l := <-got:
+		if !strings.Contains(l, `{\"x\":1}`) {
+			t.Errorf("first event %q", l)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("first event did not arrive while the engine was still streaming: buffered")
+	}
+	close(release)
+	rest, _ := io.ReadAll(rd)
+	if !strings.Contains(string(rest), "[DONE]") {
+		t.Errorf("rest %q", rest)
+	}
+	if n := b.InFlight(); n != 0 {
+		t.Errorf("in flight %d after the response", n)
+	}
+}
+
+// A client that goes away cancels its request on the engine.
+func TestClientDisconnectCancelsUpstream(t *testing.T) {
+	cancelled := make(chan struct{})
+	started := make(chan struct{})
+	b := backend(t, func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(200)
+		w.(http.Flusher).Flush()
+		close(started)
+		<-r.Context().Done()
+		close(cancelled)
+	})
+	p := New(Options{})
+	p.Route(b)
+	u := front(t, p)
+	conn, err := net.Dial("tcp", strings.TrimPrefix(u, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprint(conn, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}")
+	<-started
+	conn.Close()
+	select {
+	case <-cancelled:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the engine's request was not cancelled when the client left")
+	}
+}
+
+// Held requests wait, are released to the new engine in arrival order,
+// and are counted in flight on it.
+func TestHoldReleasesInOrder(t *testing.T) {
+	var mu sync.Mutex
+	var order []string
+	b := backend(t, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		order = append(order, r.URL.Query().Get("n"))
+		mu.Unlock()
+		io.WriteString(w, "ok")
+	})
+	p := New(Options{})
+	u := front(t, p)
+	var wg sync.WaitGroup
+	codes := make([]int, 5)
+	for i := range 5 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := http.Get(fmt.Sprintf("%s/v1/models?n=%d", u, i))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			resp.Body.Close()
+			codes[i] = resp.StatusCode
+		}()
+		for p.Stats().HeldNow != i+1 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	p.Route(b)
+	wg.Wait()
+	for i, c := range codes {
+		if c != 200 {
+			t.Errorf("request %d: status %d", i, c)
+		}
+	}
+	if len(order) != 5 {
+		t.Fatalf("engine saw %v", order)
+	}
+	if s := p.Stats(); s.HeldNow != 0 || s.HeldTotal != 5 {
+		t.Errorf("stats %+v", s)
+	}
+}
+
+func apiError(t *testing.T, resp *http.Response) APIError {
+	t.Helper()
+	var e APIError
+	if err := json.NewDecoder(resp.Body).Decode(&e); err != nil {
+		t.Fatalf("503 body is not a JSON error: %v", err)
+	}
+	return e
+}
+
+// A full queue and a wait past the hold timeout get 503 with Retry-After
+// and a JSON error body, never an empty 200.
+func TestHeldRequestsGet503(t *testing.T) {
+	t.Run("queue full", func(t *testing.T) {
+		p := New(Options{QueueSize: 1, HoldTimeout: time.Second})
+		u := front(t, p)
+		go http.Get(u + "/v1/models") // takes the one place
+		for p.Stats().HeldNow != 1 {
+			time.Sleep(time.Millisecond)
+		}
+		resp, err := http.Get(u + "/v1/models")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" {
+			t.Fatalf("status %d, Retry-After %q", resp.StatusCode, resp.Header.Get("Retry-After"))
+		}
+		if e := apiError(t, resp); e.Error.Code != 503 || !strings.Contains(e.Error.Message, "queue_size") {
+			t.Errorf("error %+v", e)
+		}
+	})
+	t.Run("hold timeout", func(t *testing.T) {
+		p := New(Options{HoldTimeout: 100 * time.Millisecond})
+		resp, err := http.Get(front(t, p) + "/v1/models")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+		if e := apiError(t, resp); !strings.Contains(e.Error.Message, "hold_timeout") {
+			t.Errorf("error %+v", e)
+		}
+		if p.Stats().RejectedTotal != 1 || p.Stats().HeldNow != 0 {
+			t.Errorf("stats %+v", p.Stats())
+		}
+	})
+}
+
+// A refused connection (the engine died after the request was routed)
+// sends the request, body intact, to the next engine.
+func TestRefusedDialGoesToTheNextEngine(t *testing.T) {
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	deadURL := "http://" + ln.Addr().String()
+	ln.Close()
+	dead, _ := NewBackend(deadURL, "dead")
+	good := backend(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		w.Write(b)
+	})
+	p := New(Options{})
+	p.Route(dead)
+	u := front(t, p)
+	got := make(chan string, 1)
+	go func() {
+		resp, err := http.Post(u+"/completion", "application/json", strings.NewReader(`{"prompt":"abc"}`))
+		if err != nil {
+			got <- err.Error()
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		got <- fmt.Sprint(resp.StatusCode, " ", string(b))
+	}()
+	for p.Stats().HeldNow != 1 {
+		time.Sleep(time.Millisecond)
+	}
+	p.Route(good)
+	if g := <-got; g != `200 {"prompt":"abc"}` {
+		t.Errorf("got %q", g)
+	}
+	if p.Stats().RetriedTotal != 1 || dead.InFlight() != 0 || good.InFlight() != 0 {
+		t.Errorf("stats %+v, in flight %d/%d", p.Stats(), dead.InFlight(), good.InFlight())
+	}
+}
+
+// /health never waits: loading before the first engine, switching while
+// requests are held, the engine's own answer otherwise.
+func TestHealth(t *testing.T) {
+	b := backend(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, `{"status":"engine"}`) })
+	p := New(Options{})
+	u := front(t, p)
+	get := func() (int, string) {
+		resp, err := http.Get(u + "/health")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	if c, body := get(); c != 503 || !strings.Contains(body, "Loading model") {
+		t.Errorf("before the first engine: %d %s", c, body)
+	}
+	p.Route(b)
+	if c, body := get(); c != 200 || !strings.Contains(body, "engine") {
+		t.Errorf("serving: %d %s", c, body)
+	}
+	p.Hold()
+	if c, body := get(); c != 200 || !strings.Contains(body, "switching") {
+		t.Errorf("held: %d %s", c, body)
+	}
+}
+
+// Drain waits for the requests in flight, and no longer.
+func TestDrain(t *testing.T) {
+	release := make(chan struct{})
+	b := backend(t, func(w http.ResponseWriter, r *http.Request) { <-release })
+	p := New(Options{})
+	p.Route(b)
+	u := front(t, p)
+	go http.Get(u + "/slow")
+	for b.InFlight() != 1 {
+		time.Sleep(time.Millisecond)
+	}
+	ctx, cancel := contextWithTimeout(50 * time.Millisecond)
+	if left := b.Drain(ctx); left != 1 {
+		t.Errorf("drain with a request in flight returned %d", left)
+	}
+	cancel()
+	close(release)
+	ctx, cancel = contextWithTimeout(5 * time.Second)
+	defer cancel()
+	if left := b.Drain(ctx); left != 0 {
+		t.Errorf("drain after the request ended returned %d", left)
+	}
+}
+
+func contextWithTimeout(d time.Duration) (ctx2 context.Context, cancel func()) {
+	return context.WithTimeout(context.Background(), d)
+}
+
+// Stopping answers held requests with 503 instead of dropping them.
+func TestCloseAnswersHeldRequests(t *testing.T) {
+	p := New(Options{HoldTimeout: time.Minute})
+	u := front(t, p)
+	got := make(chan int, 1)
+	go func() {
+		resp, err := http.Get(u + "/v1/models")
+		if err != nil {
+			got <- 0
+			return
+		}
+		resp.Body.Close()
+		got <- resp.StatusCode
+	}()
+	for p.Stats().HeldNow != 1 {
+		time.Sleep(time.Millisecond)
+	}
+	p.Close()
+	if c := <-got; c != 503 {
+		t.Errorf("held request got %d on Close, want 503", c)
+	}
+	resp, err := http.Get(u + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 503 {
+		t.Errorf("request after Close got %d", resp.StatusCode)
+	}
+}

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// children lists the processes whose parent is pid (from /proc).
+func children(pid int) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		n, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so cut at ')'.
+		s := string(b)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	return len(f) > 0 && f[0] != "Z"
+}
+
+// SIGKILL of the launcher in the middle of an overlap switch, with two
+// engines running, leaves neither behind.
+func TestSIGKILLDuringOverlapLeavesNoEngine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := staticBinary(t)
+	dir := t.TempDir()
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	prof := filepath.Join(dir, "p.toml")
+	profile := func(warmup string, w int) string {
+		return fmt.Sprintf("[engine]\nname = \"sim\"\nargs = [\"--sim-warmup\", %q]\n[model]\npath = \"t\"\n[draft]\nmodel = \"d\"\nblock_size = %d\n[server]\nport = %d\nswitch = \"overlap\"\n", warmup, w, port)
+	}
+	os.WriteFile(prof, []byte(profile("100ms", 4)), 0o644)
+	cmd := exec.Command(bin, "serve", "--profile", prof, "--log-format", "text")
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	lines := make(chan string, 100)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	waitLine := func(sub string) {
+		t.Helper()
+		deadline := time.After(30 * time.Second)
+		for {
+			select {
+			case l, ok := <-lines:
+				if !ok {
+					t.Fatalf("launcher ended before %q", sub)
+				}
+				if strings.Contains(l, sub) {
+					return
+				}
+			case <-deadline:
+				t.Fatalf("no %q", sub)
+			}
+		}
+	}
+	waitLine("width verified")
+	os.WriteFile(prof+".tmp", []byte(profile("60s", 3)), 0o644)
+	os.Rename(prof+".tmp", prof)
+	waitLine("starting engine for the new settings")
+	var engines []int
+	for deadline := time.Now().Add(10 * time.Second); len(engines) < 2 && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		engines = children(cmd.Process.Pid)
+	}
+	if len(engines) != 2 {
+		t.Fatalf("want two engines during the overlap, found %v", engines)
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		left := 0
+		for _, p := range engines {
+			if alive(p) {
+				left++
+			}
+		}
+		if left == 0 {
+			return
+		}
+	}
+	t.Fatalf("engines %v outlived the SIGKILLed launcher", engines)
+}
