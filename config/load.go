@@ -503,7 +503,7 @@ func ParseKind(v string) (key.Drafter, error) {
 		return "", fmt.Errorf("%q lists several speculative types; speclaunch runs one drafter: name one kind (draft-simple, draft-mtp, draft-dflash, draft-dspark, draft-eagle3 or dflash, mtp, draft, ...)", v)
 	case t == "none":
 		return "", fmt.Errorf("%q would turn speculation off; speclaunch turns it off when no draft model is set: unset the draft model and this value", v)
-	case strings.HasPrefix(t, "ngram"):
+	case strings.HasPrefix(t, "ngram") && t != string(key.Ngram): // bare "ngram" is vLLM's and SGLang's kind
 		return "", fmt.Errorf("%q is n-gram speculation, which drafts from the prompt without a draft model, so there is no drafter width for speclaunch to resolve: name a draft-model kind, or run llama-server with --spec-type %s directly", v, t)
 	}
 	return key.ParseDrafter(t)

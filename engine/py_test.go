@@ -369,6 +369,9 @@ func TestVerifySGLang(t *testing.T) {
 	if _, err := VerifySGLang(context.Background(), srv.URL, srv.Client()); err == nil || !strings.Contains(err.Error(), "is this SGLang") {
 		t.Fatalf("not sglang: %v", err)
 	}
+	if _, err := ParseSGLangServerInfo([]byte(`{"version":"0.5.6","speculative_algorithm":"EAGLE","speculative_num_draft_tokens":null}`)); err == nil {
+		t.Fatal("algorithm without num_draft_tokens accepted")
+	}
 	gone := httptest.NewServer(http.NotFoundHandler())
 	defer gone.Close()
 	if _, err := VerifySGLang(context.Background(), gone.URL, gone.Client()); err == nil || !strings.Contains(err.Error(), "get_server_info: HTTP 404") {

@@ -205,6 +205,9 @@ func ParseSGLangServerInfo(body []byte) (SGLangInfo, error) {
 		return *p
 	}
 	i.NumSteps, i.EagleTopK, i.NumDraftTokens = deref(raw.NumSteps), deref(raw.EagleTopK), deref(raw.NumDraftTokens)
+	if i.Algorithm != "" && i.NumDraftTokens < 1 {
+		return SGLangInfo{}, fmt.Errorf("server info says speculative_algorithm %q but speculative_num_draft_tokens %d: SGLang resolves it at startup, so this is not a running SGLang's answer", i.Algorithm, i.NumDraftTokens)
+	}
 	var sum float64
 	var n int
 	for _, st := range raw.States {

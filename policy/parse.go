@@ -263,7 +263,7 @@ func (t table) width(k string, required bool) (int, bool, error) {
 }
 
 func (t table) engineDrafter() (key.Engine, key.Drafter, error) {
-	es, _, err := t.str("engine", `name the engine, e.g. engine = "mlxcel" (known: mlxcel, llama.cpp, sim)`)
+	es, _, err := t.str("engine", `name the engine, e.g. engine = "mlxcel" (known: mlxcel, llama.cpp, vllm, sglang, sim)`)
 	if err != nil {
 		return "", "", err
 	}

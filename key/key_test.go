@@ -1,0 +1,71 @@
+package key
+
+import "testing"
+
+func TestParseEnginePy(t *testing.T) {
+	for in, want := range map[string]Engine{"vllm": VLLM, "vLLM": VLLM, "vllm-serve": VLLM, "sglang": SGLang, "SGLang": SGLang, "sglang.launch_server": SGLang} {
+		if got, err := ParseEngine(in); err != nil || got != want {
+			t.Errorf("%q: %q %v", in, got, err)
+		}
+	}
+	if _, err := ParseEngine("tgi"); err == nil {
+		t.Error("tgi accepted")
+	}
+}
+
+// vLLM's method names and SGLang's algorithm names read as the launcher's kinds.
+func TestParseDrafterEngineSpellings(t *testing.T) {
+	for in, want := range map[string]Drafter{
+		"draft_model": Draft, "STANDALONE": Draft, "NEXTN": MTP, "EAGLE": Eagle, "EAGLE3": Eagle3,
+		"ngram": Ngram, "NGRAM": Ngram, "DFLASH": DFlash, "draft-simple": Draft,
+	} {
+		if got, err := ParseDrafter(in); err != nil || got != want {
+			t.Errorf("%q: %q %v", in, got, err)
+		}
+	}
+}
+
+func TestSelectablePy(t *testing.T) {
+	for _, e := range []Engine{VLLM, SGLang} {
+		if DefaultDrafter(e) != Draft {
+			t.Errorf("%s default %s", e, DefaultDrafter(e))
+		}
+		for _, d := range []Drafter{Draft, Eagle, Eagle3, MTP, Ngram, DFlash} {
+			if err := CheckSelectable(e, d); err != nil {
+				t.Errorf("%s %s: %v", e, d, err)
+			}
+		}
+		for _, d := range []Drafter{DSpark, InternalMTP} {
+			if CheckSelectable(e, d) == nil {
+				t.Errorf("%s %s selectable", e, d)
+			}
+		}
+	}
+	// Eagle and ngram are not llama.cpp's or mlxcel's.
+	for _, e := range []Engine{LlamaCpp, MLXCEL} {
+		for _, d := range []Drafter{Eagle, Ngram} {
+			if CheckSelectable(e, d) == nil {
+				t.Errorf("%s %s selectable", e, d)
+			}
+		}
+	}
+}
+
+func TestFetchesModel(t *testing.T) {
+	for _, c := range []struct {
+		e    Engine
+		ref  string
+		want bool
+	}{
+		{VLLM, "Qwen/Qwen3-8B", true},
+		{SGLang, "[ngram]", true},
+		{SGLang, "/abs/dir", false},
+		{VLLM, "../up/dir", false},
+		{MLXCEL, "Qwen/Qwen3-8B", false},
+		{Sim, "ngram", false},
+	} {
+		if got := FetchesModel(c.e, c.ref); got != c.want {
+			t.Errorf("%s %q: %v", c.e, c.ref, got)
+		}
+	}
+}
