@@ -10,7 +10,9 @@ import (
 )
 
 // pairRec builds an analysed-looking record: classic's range, a default
-// arm, and width arms given as median (range ±4%).
+// arm, and width arms given as median (range ±4%), each with five measured
+// runs spread over that range round by round, so that the bootstrap has raw
+// runs to resample.
 type armSpec struct {
 	width   int
 	median  float64
@@ -30,6 +32,13 @@ func pairRec(name string, classic float64, arms ...armSpec) *record.Record {
 			s.Min = c.Max - 1
 		}
 		arm := record.Arm{Label: fmt.Sprintf("width %d", a.width), Kind: KindWidth, Width: a.width, Status: record.StatusOK, Stats: s}
+		for r, f := range []float64{0.96, 0.98, 1, 1.02, 1.04} {
+			v := a.median * f
+			if r == 0 {
+				v = s.Min
+			}
+			arm.Runs = append(arm.Runs, record.Run{Round: r + 1, Phase: PhaseMeasured, TokPerS: v})
+		}
 		if a.deflt {
 			arm.Kind, arm.Label = KindDefault, fmt.Sprintf("default = %d", a.width)
 		}

@@ -15,6 +15,8 @@ package bootstrap
 import (
 	"math/rand/v2"
 	"slices"
+
+	"github.com/speclaunch/speclaunch/record"
 )
 
 // Defaults of the method, stated in every record that uses them.
@@ -165,4 +167,34 @@ func quantile(sorted []float64, q float64) float64 {
 		i = len(sorted) - 1
 	}
 	return sorted[i]
+}
+
+// Units names the resampling units in records.
+const Units = "prompts, then rounds within each prompt, with replacement; paired: both arms take the drawn units' samples"
+
+// Method is the record's statement of the defaults.
+func Method() *record.BootstrapMethod {
+	return &record.BootstrapMethod{Resamples: DefaultResamples, Seed: DefaultSeed, Units: Units}
+}
+
+// ArmSamples are an arm's measured, successful requests as samples of its
+// end-to-end tokens/s.
+func ArmSamples(a *record.Arm) []Sample {
+	var out []Sample
+	for _, r := range a.Runs {
+		if r.Phase == "measured" && r.Error == "" {
+			out = append(out, Sample{Prompt: r.Prompt, Round: r.Round, Value: r.TokPerS})
+		}
+	}
+	return out
+}
+
+// CompareArms bootstraps arm a's median against arm b's with the defaults;
+// against names b in the result.
+func CompareArms(a, b *record.Arm, against string) (*record.Comparison, bool) {
+	r, ok := Compare(ArmSamples(a), ArmSamples(b), DefaultResamples, DefaultSeed)
+	if !ok {
+		return nil, false
+	}
+	return &record.Comparison{Against: against, Ratio: r.Ratio, Lo: r.Lo, Hi: r.Hi, PBetter: r.PBetter, Resamples: r.Resamples}, true
 }
