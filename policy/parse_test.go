@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -41,11 +42,12 @@ func TestParseValid(t *testing.T) {
 		Width:    4,
 		Pin:      "mlx 81ba1c6a",
 		Record:   "docs/benchmark_results/x.md",
+		Records:  []string{"docs/benchmark_results/x.md"},
 		RunnerUp: 3,
 		Note:     "n",
 		Origin:   "p.toml:9",
 	}
-	if f.Entries[0] != want {
+	if !reflect.DeepEqual(f.Entries[0], want) {
 		t.Errorf("entry = %+v\nwant   %+v", f.Entries[0], want)
 	}
 }
