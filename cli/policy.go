@@ -4,10 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 
 	"github.com/speclaunch/speclaunch/bench"
@@ -73,7 +73,18 @@ func (c *PolicyListCmd) Run(e *Env) error {
 		if en.RunnerUp > 0 {
 			fmt.Fprintf(w, " (runner-up %d)", en.RunnerUp)
 		}
-		fmt.Fprintf(w, "\n      pin %s; record %s; %s\n", en.Pin, en.Record, en.Origin)
+		recs := en.Records
+		if len(recs) == 0 {
+			recs = []string{en.Record}
+		}
+		word := "record"
+		if len(recs) > 1 {
+			word = "records"
+		}
+		fmt.Fprintf(w, "\n      pin %s; %s %s; %s\n", en.Pin, word, strings.Join(recs, ", "), en.Origin)
+		if len(en.Cost) > 0 {
+			fmt.Fprintf(w, "      cost tables for %d record(s)\n", len(en.Cost))
+		}
 	}
 	return nil
 }
@@ -189,7 +200,7 @@ func (c *PolicyProposeCmd) Run(e *Env) error {
 	var recs []*record.Record
 	for _, p := range c.Records {
 		p = strings.TrimSuffix(strings.TrimSuffix(p, ".md"), ".json") + ".json"
-		b, err := os.ReadFile(p)
+		b, err := readCapped(p, maxRecordFile)
 		if err != nil {
 			return usage(fmt.Errorf("record: %w", err), "give the .json twins that `speclaunch bench` wrote")
 		}
@@ -211,30 +222,56 @@ func (c *PolicyProposeCmd) Run(e *Env) error {
 	for _, l := range d.PerRecord {
 		fmt.Fprintln(w, "  "+l)
 	}
-	ws := make([]int, 0, len(d.WorstFraction))
-	for wd := range d.WorstFraction {
-		ws = append(ws, wd)
-	}
-	sort.Ints(ws)
-	fmt.Fprintln(w, "worst fraction of each record's best median, per width:")
-	for _, wd := range ws {
+	fmt.Fprintln(w, "widths ranked by their worst fraction of each record's best median:")
+	for _, cd := range d.Ranked {
 		mark := ""
-		if wd == d.Width {
+		switch {
+		case cd.Width == d.Width && d.Eligible:
 			mark = "  <- chosen"
-		} else if wd == d.RunnerUp {
+		case cd.Width == d.RunnerUp:
 			mark = "  <- runner-up"
 		}
-		fmt.Fprintf(w, "  width %-3d %.3f%s\n", wd, d.WorstFraction[wd], mark)
+		state := "passes"
+		if len(cd.Fails) > 0 {
+			state = "fails: " + strings.Join(cd.Fails, "; ")
+		}
+		fmt.Fprintf(w, "  width %-3d %.3f%s  (%s)\n", cd.Width, cd.WorstFraction, mark, state)
 	}
 	fmt.Fprintln(w, d.Why)
 	if !d.Eligible {
 		return exitCode(1, errors.New("the records do not earn an entry"))
 	}
-	block := bench.EntryBlock(recs[0], d.Width, d.RunnerUp)
-	var names []string
-	for _, r := range recs {
-		names = append(names, "docs/benchmark_results/"+r.Name+".md")
-	}
-	fmt.Fprintf(w, "\n# chosen by the cross-pair rule (docs/policy.md) over: %s\n%s", strings.Join(names, ", "), block)
+	fmt.Fprintf(w, "\n# chosen by the cross-pair rule (docs/policy.md) over %d record(s)\n%s", len(recs), bench.EntryFor(recs, d))
 	return nil
+}
+
+// maxRecordFile caps a record's .json (the largest committed is ~160 KB).
+const maxRecordFile = 64 << 20
+
+// readCapped reads a regular file of at most max bytes; a directory, FIFO
+// or device is refused before it is opened.
+func readCapped(path string, max int64) ([]byte, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !info.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	if info.Size() > max {
+		return nil, fmt.Errorf("%s is %d bytes, above the %d-byte cap", path, info.Size(), max)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if int64(len(b)) > max {
+		return nil, fmt.Errorf("%s grew past the %d-byte cap while being read", path, max)
+	}
+	return b, nil
 }
