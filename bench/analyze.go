@@ -613,6 +613,9 @@ func verdict(rec *record.Record, ci int) record.Verdict {
 				break
 			}
 		}
+		if v.EntryWidth == 0 && defOK {
+			why = append(why, fmt.Sprintf("no width that beats classic beats the default with probability >= %.2f: width %d %s", bootstrap.Level, v.Best, passesDefault(ba, def)))
+		}
 		if v.EntryWidth != 0 && v.EntryWidth != v.Best {
 			why = append(why, fmt.Sprintf("width %d %s; the next-ranked width that does is %d (%s)", v.Best, passesDefault(ba, def),
 				v.EntryWidth, versusDefault(rec.Representative(v.EntryWidth))))
