@@ -78,7 +78,7 @@ func h200Record(t *testing.T, quant, pair string) *record.Record {
 // figure. The representative arm of a width is its explicit width arm.
 func TestRunnerUpFigureIsTheWidthArms(t *testing.T) {
 	for _, c := range []struct{ quant, pair, want string }{
-		{"q4_0", "1234", "runner-up width 4 at 548.4"}, // the default arm ran 550.1
+		{"q4_0", "1234", "runner-up width 4 at 548.4"},   // the default arm ran 550.1
 		{"q4_k_m", "1234", "runner-up width 2 at 399.2"}, // the default arm (width 4) ran 402.4
 	} {
 		rec := h200Record(t, c.quant, c.pair)
