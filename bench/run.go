@@ -261,8 +261,9 @@ func (h *harness) prepare() {
 		rec.Method.Sampling, rec.Method.Temperature, rec.Method.SeedRule = "sampled", o.Temperature, SeedRule
 		rec.Method.Description += fmt.Sprintf(" Sampled at temperature %g with a fixed seed per request (%s), so that rounds differ in the text they sample while every arm sees the same seeds.", o.Temperature, SeedRule)
 	}
+	rec.Method.Concurrency = o.Concurrency
 	if o.Concurrency > 1 {
-		rec.Method.Concurrency, rec.Method.Slots, rec.Method.SlotsFrom = o.Concurrency, o.Slots, o.SlotsFrom
+		rec.Method.Slots, rec.Method.SlotsFrom = o.Slots, o.SlotsFrom
 	}
 	if len(o.Prompts) > 1 {
 		rec.Method.PromptSet = o.PromptSet
