@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/speclaunch/speclaunch/bench/bootstrap"
 	"github.com/speclaunch/speclaunch/record"
 )
 
@@ -23,12 +24,7 @@ func Analyze(rec *record.Record) { analyze(rec, nil) }
 type pieceIndex func(a, i int) []int32
 
 // effWidth is the width that ran: the engine's report when it gave one.
-func effWidth(a *record.Arm) int {
-	if a.EngineWidth > 0 {
-		return a.EngineWidth
-	}
-	return a.Width
-}
+func effWidth(a *record.Arm) int { return a.RanWidth() }
 
 func measuredOK(r *record.Run) bool { return r.Phase == PhaseMeasured && r.Error == "" }
 
@@ -78,11 +74,102 @@ func analyze(rec *record.Record, pieces pieceIndex) {
 			}
 		}
 	}
+	for i := range rec.Arms {
+		rec.Arms[i].ByPrompt = byPrompt(&rec.Arms[i])
+	}
+	compare(rec, classic)
+	rec.FirstRound = firstRound(rec)
 	note := "the engine reported no draft counters for any arm: whether speculation ran could not be verified"
 	if !engineReports && len(rec.Arms) > 1 && !slices.Contains(rec.Notes, note) {
 		rec.Notes = append(rec.Notes, note)
 	}
 	rec.Verdict = verdict(rec, ci)
+}
+
+// byPrompt splits an arm's measured rates by prompt when the record used a
+// prompt set (nil otherwise), in the set's order.
+func byPrompt(a *record.Arm) []record.PromptStats {
+	var order []string
+	rates := map[string][]float64{}
+	for j := range a.Runs {
+		r := &a.Runs[j]
+		if !measuredOK(r) || r.Prompt == "" {
+			continue
+		}
+		if _, ok := rates[r.Prompt]; !ok {
+			order = append(order, r.Prompt)
+		}
+		rates[r.Prompt] = append(rates[r.Prompt], r.TokPerS)
+	}
+	if len(order) < 2 {
+		return nil
+	}
+	out := make([]record.PromptStats, len(order))
+	for i, p := range order {
+		out[i] = record.PromptStats{Prompt: p, Stats: describe(rates[p])}
+	}
+	return out
+}
+
+// compare bootstraps every speculative arm's median against classic's and
+// against the default arm's (bench/bootstrap states the method).
+func compare(rec *record.Record, classic *record.Arm) {
+	def := rec.DefaultArm()
+	if def != nil && (def.Status != record.StatusOK || def.Stats.N < 2) {
+		def = nil
+	}
+	any := false
+	for i := range rec.Arms {
+		a := &rec.Arms[i]
+		a.VsClassic, a.VsDefault = nil, nil
+		if a.Kind == KindClassic || a.Status == record.StatusFailed || a.Stats.N < 2 {
+			continue
+		}
+		if classic != nil && classic.Status == record.StatusOK {
+			a.VsClassic, _ = bootstrap.CompareArms(a, classic, "classic")
+		}
+		if def != nil && a != def {
+			a.VsDefault, _ = bootstrap.CompareArms(a, def, fmt.Sprintf("default (width %d)", effWidth(def)))
+		}
+		any = any || a.VsClassic != nil || a.VsDefault != nil
+	}
+	if any {
+		rec.Method.Bootstrap = bootstrap.Method()
+	}
+}
+
+// firstRound compares round 1's first-token times with the later rounds':
+// on the H200 records a server's first two or three requests took 37-49 ms
+// to the first token against 5-7 ms afterwards, and one warm-up left that
+// in round 1. Cold: round 1's median is more than twice the later rounds'
+// and 5 ms or more above it.
+func firstRound(rec *record.Record) *record.FirstRound {
+	var first, later []float64
+	for i := range rec.Arms {
+		for j := range rec.Arms[i].Runs {
+			r := &rec.Arms[i].Runs[j]
+			if !measuredOK(r) || r.TTFTS <= 0 {
+				continue
+			}
+			if r.Round == 1 {
+				first = append(first, r.TTFTS*1000)
+			} else if r.Round > 1 {
+				later = append(later, r.TTFTS*1000)
+			}
+		}
+	}
+	if len(first) == 0 || len(later) == 0 {
+		return nil
+	}
+	f := &record.FirstRound{TTFTMS: describe(first).Median, LaterTTFTMS: describe(later).Median}
+	f.Cold = f.TTFTMS > 2*f.LaterTTFTMS && f.TTFTMS-f.LaterTTFTMS >= 5
+	if f.Cold {
+		f.Verdict = fmt.Sprintf("round 1 was cold: its first-token times (median %.1f ms) are %.1fx the later rounds' (%.1f ms); the servers' first requests paid one-time costs the warm-up did not absorb, which lowers round 1's rates and every arm's minimum (raise --warmup, or read round 1 apart)",
+			f.TTFTMS, f.TTFTMS/f.LaterTTFTMS, f.LaterTTFTMS)
+	} else {
+		f.Verdict = fmt.Sprintf("round 1 was warm: first-token times %.1f ms (median) against %.1f ms in later rounds", f.TTFTMS, f.LaterTTFTMS)
+	}
+	return f
 }
 
 // armOwn fills what an arm's figures say on their own: stats, status,
@@ -357,25 +444,30 @@ func versusClassic(a, classic *record.Arm) {
 // engine's grouping). Without the piece boundaries (a re-analysis from
 // .json) it is estimated as the character's share of the token count.
 func identity(rec *record.Record, ci int, pieces pieceIndex) {
-	ref, found := "", false
+	refs := map[string]string{} // by prompt
 	if ci >= 0 {
 		for j := range rec.Arms[ci].Runs {
 			if r := &rec.Arms[ci].Runs[j]; measuredOK(r) {
-				ref, found = r.Text, true
-				break
+				if _, ok := refs[r.Prompt]; !ok {
+					refs[r.Prompt] = r.Text
+				}
 			}
 		}
 	}
+	// Sampled text is not expected to match classic's: speculative
+	// sampling keeps the distribution, not the bytes.
+	sampled := rec.Method.Sampling == "sampled"
 	for i := range rec.Arms {
 		a := &rec.Arms[i]
 		a.IdenticalToClassic, a.FirstDiffToken, a.FirstDiffChar, a.IdentityNote = nil, 0, 0, ""
-		if i == ci || !found || a.Status == record.StatusFailed {
+		if i == ci || len(refs) == 0 || sampled || a.Status == record.StatusFailed {
 			continue
 		}
 		same, any := true, false
 		for j := range a.Runs {
 			r := &a.Runs[j]
-			if !measuredOK(r) {
+			ref, found := refs[r.Prompt]
+			if !measuredOK(r) || !found {
 				continue
 			}
 			any = true
@@ -440,13 +532,16 @@ func tokenAt(r *record.Run, byteAt int, ends []int32) int {
 	return byteAt * r.CompletionTokens / len(r.Text)
 }
 
-// verdict ranks the arms and decides whether the record earns an entry.
+// verdict ranks the widths and decides whether the record earns an entry.
+// Each width is ranked by its representative arm (record.Representative),
+// so a record that measured one width under two names reports each figure
+// for the arm it belongs to.
 func verdict(rec *record.Record, ci int) record.Verdict {
-	var v record.Verdict
-	for i := range rec.Arms {
-		if a := &rec.Arms[i]; a.Kind == KindDefault {
-			v.DefaultWidth = effWidth(a)
-		}
+	prev := rec.Verdict
+	v := record.Verdict{PolicyWidth: prev.PolicyWidth, PolicyEntry: prev.PolicyEntry}
+	def := rec.DefaultArm()
+	if def != nil {
+		v.DefaultWidth = effWidth(def)
 	}
 	if ci < 0 {
 		v.Why = "no classic arm: nothing to compare against"
@@ -461,6 +556,7 @@ func verdict(rec *record.Record, ci int) record.Verdict {
 	}
 	var okArms, winners []ranked
 	var nam []string
+	seen := map[int]bool{}
 	for i := range rec.Arms {
 		a := &rec.Arms[i]
 		if i == ci {
@@ -468,9 +564,15 @@ func verdict(rec *record.Record, ci int) record.Verdict {
 		}
 		switch a.Status {
 		case record.StatusOK:
-			r := ranked{width: effWidth(a), stats: a.Stats, idx: i}
+			w := effWidth(a)
+			if seen[w] {
+				continue
+			}
+			seen[w] = true
+			rep := rec.Representative(w)
+			r := ranked{width: w, stats: rep.Stats, idx: armIndex(rec, rep)}
 			okArms = append(okArms, r)
-			if a.BeatsClassic {
+			if rep.BeatsClassic {
 				winners = append(winners, r)
 			}
 		case record.StatusNotMeasurement:
@@ -479,6 +581,7 @@ func verdict(rec *record.Record, ci int) record.Verdict {
 	}
 	sortRanked(okArms)
 	sortRanked(winners)
+	defOK := def != nil && def.Status == record.StatusOK && def.Stats.Median > 0
 	cm := classic.Stats
 	var why []string
 	if len(winners) > 0 {
@@ -495,14 +598,27 @@ func verdict(rec *record.Record, ci int) record.Verdict {
 				break
 			}
 		}
-		for i := range rec.Arms {
-			if d := &rec.Arms[i]; d.Kind == KindDefault && d.Status == record.StatusOK && d.Stats.Median > 0 {
-				if effWidth(d) == b.width {
-					why = append(why, fmt.Sprintf("the best width is the default's (%d)", b.width))
-				} else {
-					why = append(why, fmt.Sprintf("the default (width %d) ran %.1f: width %d is %.2fx the default", effWidth(d), d.Stats.Median, b.width, b.stats.Median/d.Stats.Median))
-				}
+		if defOK {
+			if effWidth(def) == b.width {
+				why = append(why, fmt.Sprintf("the best width is the engine's default (%d)", b.width))
+			} else {
+				why = append(why, fmt.Sprintf("the default (width %d) ran %.1f: width %d is %s", effWidth(def), def.Stats.Median, b.width, versusDefault(ba)))
 			}
+		}
+		// The entry's width: the best-ranked width that also beats the
+		// engine's default with probability >= bootstrap.Level.
+		for _, r := range winners {
+			if passesDefault(&rec.Arms[r.idx], def) == "" {
+				v.EntryWidth = r.width
+				break
+			}
+		}
+		if v.EntryWidth == 0 && defOK {
+			why = append(why, fmt.Sprintf("no width that beats classic beats the default with probability >= %.2f: width %d %s", bootstrap.Level, v.Best, passesDefault(ba, def)))
+		}
+		if v.EntryWidth != 0 && v.EntryWidth != v.Best {
+			why = append(why, fmt.Sprintf("width %d %s; the next-ranked width that does is %d (%s)", v.Best, passesDefault(ba, def),
+				v.EntryWidth, versusDefault(rec.Representative(v.EntryWidth))))
 		}
 	} else {
 		msg := "no width beat classic with disjoint ranges"
@@ -519,11 +635,20 @@ func verdict(rec *record.Record, ci int) record.Verdict {
 	if rec.Drift.Verdict != "" && !rec.Drift.Overlap {
 		why = append(why, rec.Drift.Verdict)
 	}
+	if fr := rec.FirstRound; fr != nil && fr.Cold {
+		why = append(why, fr.Verdict)
+	}
 	v.Why = strings.Join(why, "; ") + "."
+	v.CrossPair = crossPair(v)
 
 	var no []string
-	if v.Best == 0 {
+	switch {
+	case v.Best == 0:
 		no = append(no, "no width beat classic with disjoint ranges")
+	case !defOK:
+		no = append(no, "the record has no default arm that measured: an entry must beat the engine's default")
+	case v.EntryWidth == 0:
+		no = append(no, fmt.Sprintf("no width that beats classic also beats the engine's default (width %d) with probability >= %.2f", effWidth(def), bootstrap.Level))
 	}
 	if rec.Simulated {
 		no = append(no, "the record is simulated (a simulated record never backs a policy entry)")
@@ -542,8 +667,69 @@ func verdict(rec *record.Record, ci int) record.Verdict {
 		return v
 	}
 	v.EarnsEntry = true
-	v.Entry = EntryBlock(rec, v.Best, v.RunnerUp)
+	ru := 0
+	for _, r := range winners {
+		if r.width != v.EntryWidth {
+			ru = r.width
+			break
+		}
+	}
+	v.Entry = EntryBlock(rec, v.EntryWidth, ru)
 	return v
+}
+
+// armIndex is a's index in rec.Arms (a points into it).
+func armIndex(rec *record.Record, a *record.Arm) int {
+	for i := range rec.Arms {
+		if &rec.Arms[i] == a {
+			return i
+		}
+	}
+	return -1
+}
+
+// passesDefault says why arm a does not beat the default arm with
+// probability >= bootstrap.Level ("" when it does).
+func passesDefault(a, def *record.Arm) string {
+	switch {
+	case def == nil || def.Status != record.StatusOK:
+		return "has no default arm to beat"
+	case effWidth(a) == effWidth(def):
+		return "is the engine's default already"
+	case a.VsDefault == nil:
+		return "has no bootstrap comparison with the default"
+	case a.VsDefault.PBetter < bootstrap.Level:
+		return fmt.Sprintf("beats the default with probability %.3f only (below %.2f)", a.VsDefault.PBetter, bootstrap.Level)
+	}
+	return ""
+}
+
+// versusDefault renders an arm's bootstrap comparison with the default.
+func versusDefault(a *record.Arm) string {
+	if a == nil || a.VsDefault == nil {
+		return "not compared with the default"
+	}
+	c := a.VsDefault
+	return fmt.Sprintf("%.2fx the default by median (95%% interval %.2f-%.2f, P(better) %.3f)", c.Ratio, c.Lo, c.Hi, c.PBetter)
+}
+
+// crossPair says plainly how the policy's own choice for the key (a
+// cross-pair choice over several records) relates to this record's.
+func crossPair(v record.Verdict) string {
+	if v.PolicyWidth == 0 {
+		return ""
+	}
+	name := "the policy's entry"
+	if v.PolicyEntry != "" {
+		name += " " + v.PolicyEntry
+	}
+	switch {
+	case v.Best == 0:
+		return fmt.Sprintf("%s sets width %d for this key; this record has no width that beats classic", name, v.PolicyWidth)
+	case v.Best == v.PolicyWidth:
+		return fmt.Sprintf("%s sets width %d for this key, this record's best too", name, v.PolicyWidth)
+	}
+	return fmt.Sprintf("%s sets width %d for this key (chosen across the records it rests on); this record's own best is width %d: the choices differ", name, v.PolicyWidth, v.Best)
 }
 
 // EntryID names an entry as policy.toml does: GPU, quantization, drafter

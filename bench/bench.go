@@ -21,6 +21,8 @@ import (
 	_ "embed"
 	"io"
 	"time"
+
+	"github.com/speclaunch/speclaunch/record"
 )
 
 // DefaultPrompt is the fixed prompt: hand-written Python source cut
@@ -33,11 +35,13 @@ var DefaultPrompt string
 // DefaultPromptName names DefaultPrompt in records.
 const DefaultPromptName = "code.py.txt"
 
-// Arm kinds.
+// Arm kinds (record.Kind*): the default arm runs the engine's own default
+// width, the policy arm the policy's width when it differs.
 const (
-	KindClassic = "classic"
-	KindDefault = "default"
-	KindWidth   = "width"
+	KindClassic = record.KindClassic
+	KindDefault = record.KindDefault
+	KindPolicy  = record.KindPolicy
+	KindWidth   = record.KindWidth
 )
 
 // Schedules.
@@ -48,20 +52,33 @@ const (
 
 // Defaults and floors of the method (DESIGN "Bench and records").
 const (
-	DefaultRounds         = 5
-	MinRounds             = 3
-	DefaultWarmup         = 1
+	DefaultRounds = 5
+	MinRounds     = 3
+	// DefaultWarmup is 3 discarded requests per server start: on the H200
+	// records a llama-server's first two or three requests took 37-49 ms to
+	// the first token against 5-7 ms afterwards (the first prefills the
+	// whole prompt; the next one or two still pay one-time costs on the
+	// cached-prompt path), and one warm-up left that in round 1.
+	DefaultWarmup         = 3
 	DefaultMaxTokens      = 200
 	DefaultBasePort       = 18790
 	DefaultRequestTimeout = 120 * time.Second
+	// DefaultSeed is the request seed: every greedy request, and the base
+	// of the per-request seeds when sampling (SeedRule).
+	DefaultSeed = 42
+	// MaxConcurrency bounds --concurrency: the harness opens one
+	// connection per request in flight.
+	MaxConcurrency = 256
+	// SeedRule states how a sampled request's seed is derived.
+	SeedRule = "seed = 42 + 10007*round + 101*prompt index + k (k = the request's place in a concurrent batch; warm-ups are round 0)"
 	// Endpoint is the one request every engine serves alike.
 	Endpoint = "POST /completion"
 )
 
 // ArmSpec is one server configuration to measure.
 type ArmSpec struct {
-	Label       string // "classic", "default = 4 (measured default for sm_90 with a Q4_0 target)", "width 6"
-	Kind        string // classic | default | width
+	Label       string // "classic", "default = 4 (engine default ...)", "policy = 6 (entry ...)", "width 6"
+	Kind        string // classic | default | policy | width
 	Width       int    // 0 for classic; for default the resolved width
 	WidthSource string
 }
@@ -99,8 +116,22 @@ type Options struct {
 	MaxTokens  int       // n_predict (default DefaultMaxTokens)
 	Prompt     string    // default DefaultPrompt
 	PromptName string    // default DefaultPromptName when Prompt is empty
-	Schedule   string    // restart (default) | resident
-	BasePort   int       // arm i listens on BasePort+i (default DefaultBasePort)
+	// Prompts is a prompt set: every visit sends each prompt once, and
+	// the record keeps per-prompt and pooled figures. It replaces Prompt.
+	Prompts   []Prompt
+	PromptSet string // the set's name (its directory) for the record
+
+	// Temperature 0 (the default) is greedy; above 0 every request samples
+	// with its own fixed seed (SeedRule).
+	Temperature float64
+	// Concurrency is the number of requests in flight per measured visit
+	// (0 or 1: one at a time); Slots and SlotsFrom say how the engine was
+	// sized for it, for the record.
+	Concurrency int
+	Slots       int
+	SlotsFrom   string
+	Schedule    string // restart (default) | resident
+	BasePort    int    // arm i listens on BasePort+i (default DefaultBasePort)
 
 	RequestTimeout time.Duration // per request, stalled streams included (default DefaultRequestTimeout)
 	Progress       io.Writer     // nil: no progress
@@ -108,4 +139,9 @@ type Options struct {
 	IsTTY          bool          // rewrite one line with \r
 
 	Seed int64 // unused: the rotation is deterministic; kept so a CLI flag has somewhere to land
+}
+
+// Prompt is one prompt of a set.
+type Prompt struct {
+	Name, Text string
 }

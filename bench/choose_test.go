@@ -10,7 +10,9 @@ import (
 )
 
 // pairRec builds an analysed-looking record: classic's range, a default
-// arm, and width arms given as median (range ±4%).
+// arm, and width arms given as median (range ±4%), each with five measured
+// runs spread over that range round by round, so that the bootstrap has raw
+// runs to resample.
 type armSpec struct {
 	width   int
 	median  float64
@@ -30,6 +32,13 @@ func pairRec(name string, classic float64, arms ...armSpec) *record.Record {
 			s.Min = c.Max - 1
 		}
 		arm := record.Arm{Label: fmt.Sprintf("width %d", a.width), Kind: KindWidth, Width: a.width, Status: record.StatusOK, Stats: s}
+		for r, f := range []float64{0.96, 0.98, 1, 1.02, 1.04} {
+			v := a.median * f
+			if r == 0 {
+				v = s.Min
+			}
+			arm.Runs = append(arm.Runs, record.Run{Round: r + 1, Phase: PhaseMeasured, TokPerS: v})
+		}
 		if a.deflt {
 			arm.Kind, arm.Label = KindDefault, fmt.Sprintf("default = %d", a.width)
 		}
@@ -117,5 +126,67 @@ func TestChoose(t *testing.T) {
 				t.Errorf("per-record lines %q", d.PerRecord)
 			}
 		})
+	}
+}
+
+// When the top-ranked width fails a rule, the rule falls back to the next
+// one that passes instead of earning nothing. Here width 7 keeps the most
+// of each pair's best but does not beat the default in pair-x.
+func TestChooseFallsBack(t *testing.T) {
+	x := pairRec("pair-x", 400, armSpec{width: 4, median: 650, deflt: true}, armSpec{width: 5, median: 700}, armSpec{width: 7, median: 640})
+	y := pairRec("pair-y", 400, armSpec{width: 4, median: 600, deflt: true}, armSpec{width: 5, median: 650}, armSpec{width: 7, median: 800})
+	d := Choose([]*record.Record{x, y})
+	if !d.Eligible || d.Width != 5 || d.RunnerUp != 7 {
+		t.Fatalf("width %d runner-up %d eligible %v: %s", d.Width, d.RunnerUp, d.Eligible, d.Why)
+	}
+	if len(d.Ranked) < 2 || d.Ranked[0].Width != 7 || len(d.Ranked[0].Fails) == 0 || len(d.Ranked[1].Fails) != 0 {
+		t.Errorf("ranked %+v", d.Ranked)
+	}
+	if !strings.Contains(d.Why, "fell back past width 7") || !strings.Contains(d.Why, "does not beat the default's median in pair-x") {
+		t.Errorf("why %s", d.Why)
+	}
+	if !strings.Contains(d.PerRecord[1], "this record's own best (width 7) differs from the cross-pair choice (width 5)") {
+		t.Errorf("per record %q", d.PerRecord)
+	}
+}
+
+// A width whose median beats the default's but not surely enough: the
+// bootstrap rule (probability >= 0.95) refuses it.
+func TestChooseNeedsProbabilityOverDefault(t *testing.T) {
+	rec := pairRec("noisy", 100, armSpec{width: 4, median: 150, deflt: true}, armSpec{width: 6, median: 151})
+	for i, v := range []float64{152, 139, 158, 146, 151} {
+		rec.Arms[2].Runs[i].TokPerS = v
+	}
+	for i, v := range []float64{150, 140, 160, 145, 155} {
+		rec.Arms[1].Runs[i].TokPerS = v
+	}
+	d := Choose([]*record.Record{rec})
+	if d.Eligible || !strings.Contains(d.Why, "width 6 beats the default in noisy with probability") {
+		t.Errorf("eligible %v: %s", d.Eligible, d.Why)
+	}
+}
+
+func TestEntryForListsRecordsAndCost(t *testing.T) {
+	x := pairRec("pair-x", 400, armSpec{width: 4, median: 650, deflt: true}, armSpec{width: 5, median: 700})
+	y := pairRec("pair-y", 400, armSpec{width: 4, median: 600, deflt: true}, armSpec{width: 5, median: 650})
+	for _, r := range []*record.Record{x, y} {
+		r.Engine.Pin = "llama.cpp d32676d"
+		for i := range r.Arms {
+			r.Arms[i].Cost.MSPerCycle = 3 + float64(r.Arms[i].Width)/3
+		}
+	}
+	d := Choose([]*record.Record{x, y})
+	got := EntryFor([]*record.Record{x, y}, d)
+	for _, want := range []string{
+		"width = 5\n", `pin = "llama.cpp d32676d"`,
+		"records = [\n  \"docs/benchmark_results/pair-x.md\",\n  \"docs/benchmark_results/pair-y.md\",\n]\n",
+		`{ record = "docs/benchmark_results/pair-y.md", classic_ms = 3.00, widths = [4, 5], ms_per_cycle = [4.33, 4.67] }`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("entry lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "\nrecord = ") {
+		t.Errorf("a cross-pair entry names one record:\n%s", got)
 	}
 }

@@ -17,26 +17,38 @@ import (
 	"github.com/speclaunch/speclaunch/internal/promtext"
 )
 
-// completionRequest is the body of every request: greedy, a fixed token
-// count regardless of EOS, streamed, with the prompt cached after the
-// warm-up so that measured requests time decode, not prefill.
+// completionRequest is the body of every request: greedy unless a
+// temperature is given, a fixed token count regardless of EOS, streamed,
+// with the prompt cached after the warm-up so that measured requests time
+// decode, not prefill.
 type completionRequest struct {
 	Prompt      string  `json:"prompt"`
 	NPredict    int     `json:"n_predict"`
 	Temperature float64 `json:"temperature"`
-	TopK        int     `json:"top_k"`
+	TopK        *int    `json:"top_k,omitempty"` // 1 when greedy; the engine's own when sampling
 	IgnoreEOS   bool    `json:"ignore_eos"`
 	Stream      bool    `json:"stream"`
 	CachePrompt bool    `json:"cache_prompt"`
-	Seed        int     `json:"seed"`
+	Seed        int64   `json:"seed"`
 	Model       string  `json:"model,omitempty"`
 }
 
-// requestBody renders the request for prompt and maxTokens; model is set
-// only when the engine named one (the native endpoint does not need it).
+// requestBody renders a greedy request for prompt and maxTokens; model is
+// set only when the engine named one (the native endpoint does not need it).
 func requestBody(prompt string, maxTokens int, model string) []byte {
-	b, err := json.Marshal(completionRequest{Prompt: prompt, NPredict: maxTokens, TopK: 1,
-		IgnoreEOS: true, Stream: true, CachePrompt: true, Seed: 42, Model: model})
+	return sampledBody(prompt, maxTokens, model, 0, DefaultSeed)
+}
+
+// sampledBody renders a request at temperature temp (0 = greedy, top_k 1)
+// with the given seed.
+func sampledBody(prompt string, maxTokens int, model string, temp float64, seed int64) []byte {
+	req := completionRequest{Prompt: prompt, NPredict: maxTokens, Temperature: temp,
+		IgnoreEOS: true, Stream: true, CachePrompt: true, Seed: seed, Model: model}
+	if temp == 0 {
+		one := 1
+		req.TopK = &one
+	}
+	b, err := json.Marshal(req)
 	if err != nil { // cannot happen: every field is a plain value
 		panic(err)
 	}
@@ -45,7 +57,10 @@ func requestBody(prompt string, maxTokens int, model string) []byte {
 
 // result is one request as the client saw it.
 type result struct {
+	start            time.Time // when the request was sent (the client's clock)
 	wall, ttft       time.Duration
+	promptN, cacheN  int
+	promptMS         float64
 	tokens           int // from the final timings, not from the events
 	tokensFrom       string
 	predictedMS      float64
@@ -113,6 +128,9 @@ type event struct {
 }
 
 type timings struct {
+	PromptN            int     `json:"prompt_n"`
+	CacheN             int     `json:"cache_n"`
+	PromptMS           float64 `json:"prompt_ms"`
 	PredictedN         int     `json:"predicted_n"`
 	PredictedMS        float64 `json:"predicted_ms"`
 	PredictedPerSecond float64 `json:"predicted_per_second"`
@@ -147,6 +165,7 @@ func (c *client) complete(ctx context.Context, baseURL string, body []byte) (res
 	c.text = c.text[:0]
 	c.ends = c.ends[:0]
 	start := now()
+	res.start = start
 	resp, err := c.http.Do(req)
 	if err != nil {
 		res.err = c.wrapErr(ctx, rctx, err)
@@ -202,6 +221,7 @@ func (c *client) complete(ctx context.Context, baseURL string, body []byte) (res
 				}
 				res.predictedMS, res.predictedPerS = t.PredictedMS, t.PredictedPerSecond
 				res.draftN, res.draftAcc, res.draftRounds = t.DraftN, t.DraftNAccepted, t.DraftRounds
+				res.promptN, res.cacheN, res.promptMS = t.PromptN, t.CacheN, t.PromptMS
 			}
 			break
 		}

@@ -258,7 +258,7 @@ func (s *fakeServer) serve(w http.ResponseWriter, r *http.Request) {
 func specArms(extra ...ArmSpec) []ArmSpec {
 	arms := []ArmSpec{
 		{Label: "classic", Kind: KindClassic},
-		{Label: "default = 4", Kind: KindDefault, Width: 4, WidthSource: "measured default"},
+		{Label: "default = 3", Kind: KindDefault, Width: 3, WidthSource: "engine default"},
 		{Label: "width 2", Kind: KindWidth, Width: 2, WidthSource: "flag"},
 		{Label: "width 4", Kind: KindWidth, Width: 4, WidthSource: "flag"},
 		{Label: "width 6", Kind: KindWidth, Width: 6, WidthSource: "flag"},
@@ -266,13 +266,14 @@ func specArms(extra ...ArmSpec) []ArmSpec {
 	return append(arms, extra...)
 }
 
-// costModels: 24 tokens per request. Classic 2 ms/token (48 ms); width 2
+// costModels: 24 tokens per request. Classic 2 ms/token (48 ms); the
+// default, width 3, emits 3 per 2.7 ms cycle (21.6 ms); width 2
 // emits 2 per 2.4 ms cycle (28.8 ms); width 4 emits 4 per 3 ms (18 ms,
 // fastest); width 6 emits 4 per 4 ms (acceptance saturated: 24 ms).
 func costModels() map[string]engineModel {
 	return map[string]engineModel{
 		"classic":     {cycle: 2 * time.Millisecond, perCycle: 1},
-		"default = 4": {cycle: 3 * time.Millisecond, perCycle: 4, draftN: 3, metrics: true},
+		"default = 3": {cycle: 2700 * time.Microsecond, perCycle: 3, draftN: 2, metrics: true},
 		"width 2":     {cycle: 2400 * time.Microsecond, perCycle: 2, draftN: 1, metrics: true},
 		"width 4":     {cycle: 3 * time.Millisecond, perCycle: 4, draftN: 3, metrics: true},
 		"width 6":     {cycle: 4 * time.Millisecond, perCycle: 4, draftN: 5, metrics: true},
@@ -280,7 +281,7 @@ func costModels() map[string]engineModel {
 }
 
 func testOptions(arms []ArmSpec) Options {
-	return Options{Arms: arms, Rounds: 3, MaxTokens: 24, RequestTimeout: 10 * time.Second}
+	return Options{Arms: arms, Rounds: 3, Warmup: 1, MaxTokens: 24, RequestTimeout: 10 * time.Second}
 }
 
 func armByLabel(t testing.TB, arms []ArmSpec, label string) int {

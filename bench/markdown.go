@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/speclaunch/speclaunch/bench/bootstrap"
 	"github.com/speclaunch/speclaunch/record"
 )
 
@@ -32,6 +33,33 @@ func RenderMarkdown(rec *record.Record) []byte {
 	w("Key: `engine=%s drafter=%s capability=%s quant=%s`. Date: %s. Written by %s (record schema %d).\n\n",
 		rec.Key.Engine, rec.Key.Drafter, rec.Key.Capability, rec.Key.Quant, rec.Date, orDash(rec.Launcher), rec.Schema)
 
+	v := rec.Verdict
+	w("## Verdict\n\n")
+	if v.Best > 0 {
+		w("- best: width %d (%s)\n", v.Best, v.BestLabel)
+	} else {
+		w("- best: none (no width beat classic with disjoint ranges)\n")
+	}
+	w("- runner-up: %s\n", widthOrDash(v.RunnerUp))
+	w("- default: %s\n", widthOrDash(v.DefaultWidth))
+	if v.EntryWidth > 0 && v.EntryWidth != v.Best {
+		w("- entry width: %d (the best-ranked width that also beats the engine's default with probability >= %.2f)\n", v.EntryWidth, bootstrap.Level)
+	}
+	w("- why: %s\n", v.Why)
+	if v.CrossPair != "" {
+		w("- policy: %s\n", v.CrossPair)
+	}
+	if fr := rec.FirstRound; fr != nil {
+		w("- first round: %s\n", fr.Verdict)
+	}
+	w("\n## Policy entry\n\n")
+	if v.EarnsEntry {
+		w("This record earns an entry:\n\n```toml\n%s```\n", v.Entry)
+	} else {
+		w("No entry is earned: %s.\n", orDash(v.NoEntryReason))
+	}
+	w("\n")
+
 	w("## Host\n\n```text\n")
 	kv(&b, "hostname", rec.Host.Hostname)
 	kv(&b, "kernel", rec.Host.Kernel)
@@ -51,17 +79,48 @@ func RenderMarkdown(rec *record.Record) []byte {
 	kv(&b, "flag_spelling", rec.Engine.Spelling)
 	w("```\n\n")
 	if len(rec.Models) > 0 {
-		w("| role | path | bytes | quant | kind | note |\n|---|---|---|---|---|---|\n")
+		w("| role | path | bytes | content sha256 | quant | kind | note |\n|---|---|---|---|---|---|---|\n")
+		method := ""
 		for _, m := range rec.Models {
-			w("| %s | `%s` | %s | %s | %s | %s |\n", cell(m.Role), m.Path, intOrDash64(m.Bytes), orDash(m.Quant), orDash(m.Kind), cell(m.Note))
+			content := "—"
+			if m.Content != "" {
+				content = "`" + short(m.Content) + "`"
+				method = m.ContentMethod
+			}
+			w("| %s | `%s` | %s | %s | %s | %s | %s |\n", cell(m.Role), m.Path, intOrDash64(m.Bytes), content, orDash(m.Quant), orDash(m.Kind), cell(m.Note))
 		}
 		w("\n")
+		if method != "" {
+			w("Content hash: %s.\n\n", method)
+		}
 	}
 
 	m := rec.Method
 	w("## Method\n\n")
 	w("- schedule: %s, %d rounds, %d discarded warm-up request(s) per server start, %d tokens per request\n", m.Schedule, m.Rounds, m.Warmup, m.MaxTokens)
-	w("- prompt: `%s` (sha256 `%s`)\n", orDash(m.Prompt), orDash(m.PromptSHA))
+	if len(m.Prompts) > 0 {
+		w("- prompt set: `%s`, %d prompts:", orDash(m.PromptSet), len(m.Prompts))
+		for _, p := range m.Prompts {
+			w(" `%s` (%d bytes, sha256 `%s`)", p.Name, p.Bytes, short(p.SHA256))
+		}
+		w("\n")
+	} else {
+		w("- prompt: `%s` (sha256 `%s`)\n", orDash(m.Prompt), orDash(m.PromptSHA))
+	}
+	switch m.Sampling {
+	case "sampled":
+		w("- decoding: sampled at temperature %g, %s\n", m.Temperature, m.SeedRule)
+	default:
+		w("- decoding: greedy (temperature 0, top_k 1): acceptance is deterministic, so rounds measure timing jitter\n")
+	}
+	if m.Concurrency > 1 {
+		w("- concurrency: %d requests in flight per measured run (aggregate tokens/s); engine slots: %s (%s)\n", m.Concurrency, intOrDash(m.Slots), orDash(m.SlotsFrom))
+	} else {
+		w("- concurrency: 1 (one request at a time)\n")
+	}
+	if b := m.Bootstrap; b != nil {
+		w("- comparisons: bootstrap of medians, %d resamples, seed %d; units: %s\n", b.Resamples, b.Seed, b.Units)
+	}
 	w("- endpoint: `%s`, body `%s`\n", orDash(m.Endpoint), orDash(m.RequestBody))
 	w("- widths: %s\n", joinInts(m.Widths))
 	if m.WallS > 0 {
@@ -129,6 +188,53 @@ func RenderMarkdown(rec *record.Record) []byte {
 	}
 
 	order := byWidth(rec)
+	if rec.Method.Bootstrap != nil {
+		w("## Comparisons with stated uncertainty\n\n")
+		w("Median against classic's and against the default arm's (the engine's own default width), with the central 95%% of the bootstrap's resampled ratios and the share of resamples in which the arm's median is higher. An entry needs P(better than the default) >= %.2f in every record it rests on.\n\n", bootstrap.Level)
+		w("| arm | width | vs classic (95%% interval) | P(better than classic) | vs default (95%% interval) | P(better than default) |\n|---|---|---|---|---|---|\n")
+		for _, i := range order {
+			a := &rec.Arms[i]
+			if a.Kind == KindClassic || (a.VsClassic == nil && a.VsDefault == nil) {
+				continue
+			}
+			vc, pc, vd, pd := "—", "—", "—", "—"
+			if c := a.VsClassic; c != nil {
+				vc, pc = fmt.Sprintf("%.3fx (%.3f–%.3f)", c.Ratio, c.Lo, c.Hi), fmt.Sprintf("%.3f", c.PBetter)
+			}
+			if c := a.VsDefault; c != nil {
+				vd, pd = fmt.Sprintf("%.3fx (%.3f–%.3f)", c.Ratio, c.Lo, c.Hi), fmt.Sprintf("%.3f", c.PBetter)
+			} else if a.Kind == KindDefault {
+				vd = "the default"
+			}
+			w("| %s | %s | %s | %s | %s | %s |\n", cell(armName(a)), widthCell(a), vc, pc, vd, pd)
+		}
+		w("\n")
+	}
+	if prompts := promptNames(rec); len(prompts) > 0 {
+		w("## Per prompt\n\nMedian end-to-end tokens/s per prompt (min–max); the results table pools them.\n\n| arm |")
+		for _, p := range prompts {
+			w(" `%s` |", p)
+		}
+		w("\n|---|%s\n", strings.Repeat("---|", len(prompts)))
+		for _, i := range order {
+			a := &rec.Arms[i]
+			if len(a.ByPrompt) == 0 {
+				continue
+			}
+			w("| %s |", cell(armName(a)))
+			for _, p := range prompts {
+				cellText := "—"
+				for _, ps := range a.ByPrompt {
+					if ps.Prompt == p {
+						cellText = fmt.Sprintf("%.1f (%.1f–%.1f)", ps.Stats.Median, ps.Stats.Min, ps.Stats.Max)
+					}
+				}
+				w(" %s |", cellText)
+			}
+			w("\n")
+		}
+		w("\n")
+	}
 	w("## Cost side: time per draft+verify cycle\n\n")
 	w("A property of GPU, engine and weight format. A cycle drafts W−1 tokens and verifies W rows; classic's cycle is one token.\n\n")
 	w("| arm | width | verify rows | ms/cycle (median) | derived from |\n|---|---|---|---|---|\n")
@@ -156,22 +262,10 @@ func RenderMarkdown(rec *record.Record) []byte {
 	w("- classic first in each round: %s\n", rangeText(d.First))
 	w("- classic last in each round: %s\n", rangeText(d.Last))
 	w("- %s\n", d.Verdict)
-
-	v := rec.Verdict
-	w("\n## Verdict\n\n")
-	if v.Best > 0 {
-		w("- best: width %d (%s)\n", v.Best, v.BestLabel)
-	} else {
-		w("- best: none (no width beat classic with disjoint ranges)\n")
-	}
-	w("- runner-up: %s\n", widthOrDash(v.RunnerUp))
-	w("- default: %s\n", widthOrDash(v.DefaultWidth))
-	w("- why: %s\n", v.Why)
-	w("\n## Policy entry\n\n")
-	if v.EarnsEntry {
-		w("This record earns an entry:\n\n```toml\n%s```\n", v.Entry)
-	} else {
-		w("No entry is earned: %s.\n", orDash(v.NoEntryReason))
+	if fr := rec.FirstRound; fr != nil {
+		w("\n## First round\n\n")
+		w("A server's first requests can pay one-time costs (on the H200 records, 37-49 ms to the first token against 5-7 ms later). Round 1's first-token times against the later rounds':\n\n")
+		w("- round 1: %.1f ms (median); later rounds: %.1f ms\n- %s\n", fr.TTFTMS, fr.LaterTTFTMS, fr.Verdict)
 	}
 
 	if len(rec.Notes) > 0 {
@@ -182,8 +276,8 @@ func RenderMarkdown(rec *record.Record) []byte {
 	}
 
 	w("\n## Raw runs\n\n")
-	w("| arm | round | phase | tok/s | wall s | TTFT s | tokens | engine tok/s | drafted / accepted | cycles | ms/cycle | text sha256 | error |\n")
-	w("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	w("| arm | round | phase | prompt | tok/s | wall s | TTFT s | tokens | engine tok/s | drafted / accepted | cycles | ms/cycle | text sha256 | error |\n")
+	w("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for i := range rec.Arms {
 		a := &rec.Arms[i]
 		for j := range a.Runs {
@@ -193,7 +287,7 @@ func RenderMarkdown(rec *record.Record) []byte {
 				phase += " (" + r.Bracket + ")"
 			}
 			if r.Error != "" {
-				w("| %s | %d | %s | — | — | — | — | — | — | — | — | — | %s |\n", cell(armName(a)), r.Round, phase, cell(r.Error))
+				w("| %s | %d | %s | %s | — | — | — | — | — | — | — | — | — | %s |\n", cell(armName(a)), r.Round, phase, orDash(r.Prompt), cell(r.Error))
 				continue
 			}
 			da := "—"
@@ -204,11 +298,31 @@ func RenderMarkdown(rec *record.Record) []byte {
 			if r.Cycles > 0 && r.CyclesFrom != "" {
 				cyc += " (" + r.CyclesFrom + ")"
 			}
-			w("| %s | %d | %s | %s | %.3f | %.3f | %d | %s | %s | %s | %s | `%s` | |\n", cell(armName(a)), r.Round, phase, f1(r.TokPerS),
+			w("| %s | %d | %s | %s | %s | %.3f | %.3f | %d | %s | %s | %s | %s | `%s` | |\n", cell(armName(a)), r.Round, phase, orDash(r.Prompt), f1(r.TokPerS),
 				r.WallS, r.TTFTS, r.CompletionTokens, f1(r.PredictedPerS), da, cyc, f2(r.MSPerCycle), short(r.TextSHA256))
 		}
 	}
 	return b.Bytes()
+}
+
+// promptNames lists the prompts the arms' per-prompt figures name, in the
+// record's set order (nil for a one-prompt record).
+func promptNames(rec *record.Record) []string {
+	var out []string
+	for _, p := range rec.Method.Prompts {
+		out = append(out, p.Name)
+	}
+	if len(out) > 0 {
+		return out
+	}
+	for i := range rec.Arms {
+		for _, ps := range rec.Arms[i].ByPrompt {
+			if !slices.Contains(out, ps.Prompt) {
+				out = append(out, ps.Prompt)
+			}
+		}
+	}
+	return out
 }
 
 // byWidth orders arm indexes classic first, then by width, the default

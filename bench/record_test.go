@@ -7,10 +7,13 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"flag"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -189,6 +192,8 @@ func TestSVG(t *testing.T) {
 	}
 	dec := xml.NewDecoder(bytes.NewReader(b))
 	var texts []string
+	xOf := map[string]float64{} // text -> its x
+	x := 0.0
 	for {
 		tok, err := dec.Token()
 		if err == io.EOF {
@@ -197,20 +202,44 @@ func TestSVG(t *testing.T) {
 		if err != nil {
 			t.Fatalf("svg is not XML: %v", err)
 		}
-		if cd, ok := tok.(xml.CharData); ok {
-			texts = append(texts, string(cd))
+		switch el := tok.(type) {
+		case xml.StartElement:
+			for _, a := range el.Attr {
+				if el.Name.Local == "text" && a.Name.Local == "x" {
+					fmt.Sscan(a.Value, &x)
+				}
+			}
+		case xml.CharData:
+			if s := strings.TrimSpace(string(el)); s != "" {
+				texts = append(texts, s)
+				xOf[s] = x
+			}
 		}
 	}
-	all := strings.Join(texts, " ")
-	for _, want := range []string{"NVIDIA GB10", "engine=sim drafter=dflash capability=12.1 quant=affine", "SIMULATED", "classic 58.3"} {
+	all := strings.Join(texts, " | ")
+	for _, want := range []string{"NVIDIA GB10", "engine=sim drafter=dflash capability=12.1 quant=affine", "SIMULATED", "classic 58.3",
+		"best: width 3, 70.3 (1.21x)", "1.21x", "engine's default"} {
 		if !strings.Contains(all, want) {
-			t.Errorf("svg text lacks %q", want)
+			t.Errorf("svg text lacks %q: %s", want, all)
 		}
 	}
 	// NOT A MEASUREMENT and failed arms are not plotted: the x axis ends at
 	// the widest measured arm (4), not at 8 or 16.
-	if strings.Contains(all, " 8 ") || strings.Contains(all, "16") {
+	if slices.Contains(texts, "8") || slices.Contains(texts, "16") {
 		t.Errorf("svg plots an unmeasured width: %q", all)
+	}
+	// The legend stands right of everything drawn for the data: tick
+	// labels and the speedup labels beside the points.
+	legendX := xOf["best: width 3, 70.3 (1.21x)"]
+	for _, s := range []string{"2", "3", "4", "1.21x", "1.17x"} {
+		if xOf[s] >= legendX {
+			t.Errorf("%q at x %.1f is not left of the legend at %.1f", s, xOf[s], legendX)
+		}
+	}
+	// Text names a font stack that renders alike without Liberation fonts.
+	svg := string(b)
+	if !strings.Contains(svg, svgFontFamily) || strings.Contains(svg, "font-family:Liberation") {
+		t.Errorf("font families: %q", regexp.MustCompile(`font-family:[^;"]*`).FindAllString(svg, -1))
 	}
 }
 

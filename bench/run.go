@@ -37,11 +37,40 @@ func (o Options) withDefaults() (Options, error) {
 	if o.MaxTokens < 0 {
 		return o, fmt.Errorf("bench: max tokens %d is negative", o.MaxTokens)
 	}
-	if o.Prompt == "" {
-		o.Prompt = DefaultPrompt
-		if o.PromptName == "" {
-			o.PromptName = DefaultPromptName
+	if len(o.Prompts) == 0 {
+		if o.Prompt == "" {
+			o.Prompt = DefaultPrompt
+			if o.PromptName == "" {
+				o.PromptName = DefaultPromptName
+			}
 		}
+		o.Prompts = []Prompt{{Name: o.PromptName, Text: o.Prompt}}
+	} else {
+		seen := map[string]bool{}
+		for i, p := range o.Prompts {
+			switch {
+			case p.Text == "":
+				return o, fmt.Errorf("bench: prompt %d (%s) is empty", i, p.Name)
+			case p.Name == "":
+				return o, fmt.Errorf("bench: prompt %d of the set has no name", i)
+			case seen[p.Name]:
+				return o, fmt.Errorf("bench: prompt %s is in the set twice", p.Name)
+			}
+			seen[p.Name] = true
+		}
+		o.Prompt, o.PromptName = o.Prompts[0].Text, o.Prompts[0].Name
+	}
+	if o.Warmup > 0 && o.Warmup < len(o.Prompts) {
+		o.Warmup = len(o.Prompts) // every prompt is sent once before any is measured
+	}
+	if o.Temperature < 0 || o.Temperature > 5 || o.Temperature != o.Temperature {
+		return o, fmt.Errorf("bench: temperature %v: want 0 (greedy) up to 5", o.Temperature)
+	}
+	if o.Concurrency == 0 {
+		o.Concurrency = 1
+	}
+	if o.Concurrency < 1 || o.Concurrency > MaxConcurrency {
+		return o, fmt.Errorf("bench: concurrency %d: want 1 to %d requests in flight", o.Concurrency, MaxConcurrency)
 	}
 	switch o.Schedule {
 	case "":
@@ -64,13 +93,13 @@ func (o Options) withDefaults() (Options, error) {
 		switch a.Kind {
 		case KindClassic:
 			classic++
-		case KindDefault, KindWidth:
+		case KindDefault, KindPolicy, KindWidth:
 			others++
 			if err := key.CheckWidth(a.Width); err != nil {
 				return o, fmt.Errorf("bench: arm %d (%s): %w", i, a.Label, err)
 			}
 		default:
-			return o, fmt.Errorf("bench: arm %d (%s): unknown kind %q (want classic, default or width)", i, a.Label, a.Kind)
+			return o, fmt.Errorf("bench: arm %d (%s): unknown kind %q (want classic, default, policy or width)", i, a.Label, a.Kind)
 		}
 	}
 	if classic != 1 {
@@ -106,7 +135,7 @@ type harness struct {
 	o      Options
 	start  Starter
 	rec    *record.Record
-	c      *client
+	cs     []*client // one per request in flight
 	p      *progress
 	ci     int
 	others []int
@@ -138,7 +167,11 @@ func Run(ctx context.Context, o Options, start Starter, rec *record.Record) (err
 	if err != nil {
 		return err
 	}
-	h := &harness{o: o, start: start, rec: rec, c: newClient(o.RequestTimeout), p: newProgress(o),
+	cs := make([]*client, o.Concurrency)
+	for k := range cs {
+		cs[k] = newClient(o.RequestTimeout)
+	}
+	h := &harness{o: o, start: start, rec: rec, cs: cs, p: newProgress(o),
 		bodies: map[string][]byte{}, live: map[int]Server{}, noMetrics: map[string]bool{}, pieces: map[[2]int][]int32{}, lastMetrics: map[int]metrics{},
 		failed: make([]bool, len(o.Arms)), declined: make([]bool, len(o.Arms))}
 	h.prepare()
@@ -169,7 +202,7 @@ func (h *harness) prepare() {
 		rec.Title = DefaultTitle(rec)
 	}
 	rec.Complete = false
-	sum := sha256.Sum256([]byte(o.Prompt))
+	sum := sha256.Sum256([]byte(o.Prompts[0].Text))
 	var widths []int
 	rec.Arms = make([]record.Arm, len(o.Arms))
 	h.ci = -1
@@ -196,9 +229,17 @@ func (h *harness) prepare() {
 	if o.PromptName == "" {
 		elided = fmt.Sprintf("<prompt, %d bytes>", len(o.Prompt))
 	}
-	per := "each round's visit starts the arm's server, sends the warm-up request(s) and one measured request, then stops it"
+	measured := "one measured request"
+	if len(o.Prompts) > 1 {
+		measured = fmt.Sprintf("one measured request per prompt of the set (%d, in an order rotated by the round)", len(o.Prompts))
+		elided = "<the prompt>"
+	}
+	if o.Concurrency > 1 {
+		measured += fmt.Sprintf(", each as %d concurrent requests whose tokens are summed over the wall time from the first send to the last event", o.Concurrency)
+	}
+	per := "each round's visit starts the arm's server, sends the warm-up request(s), then " + measured + ", then stops it"
 	if o.Schedule == ScheduleResident {
-		per = "every arm's server runs at once on its own loopback port, gets its warm-up request(s) once, then one measured request per visit"
+		per = "every arm's server runs at once on its own loopback port, gets its warm-up request(s) once, then " + measured + " per visit"
 	}
 	rec.Method = record.Method{
 		Schedule:  o.Schedule,
@@ -213,7 +254,26 @@ func (h *harness) prepare() {
 			"(classic's first and last samples bracket the round and check drift); " + per + ". " +
 			"Tokens/s is end to end: the final event's predicted_n over the wall time from sending the request to the last streamed event. " +
 			"Only measured requests count; warm-ups are recorded and discarded.",
-		RequestBody: strings.Replace(string(requestBody("", o.MaxTokens, "")), `"prompt":""`, `"prompt":`+fmt.Sprintf("%q", elided), 1),
+		RequestBody: strings.Replace(string(sampledBody("", o.MaxTokens, "", o.Temperature, DefaultSeed)), `"prompt":""`, `"prompt":`+fmt.Sprintf("%q", elided), 1),
+		Sampling:    "greedy",
+	}
+	if o.Temperature > 0 {
+		rec.Method.Sampling, rec.Method.Temperature, rec.Method.SeedRule = "sampled", o.Temperature, SeedRule
+		rec.Method.Description += fmt.Sprintf(" Sampled at temperature %g with a fixed seed per request (%s), so that rounds differ in the text they sample while every arm sees the same seeds.", o.Temperature, SeedRule)
+	}
+	rec.Method.Concurrency = o.Concurrency
+	if o.Concurrency > 1 {
+		rec.Method.Slots, rec.Method.SlotsFrom = o.Slots, o.SlotsFrom
+	}
+	if len(o.Prompts) > 1 {
+		rec.Method.PromptSet = o.PromptSet
+		rec.Method.Prompt = ""
+		rec.Method.PromptSHA = ""
+		for _, p := range o.Prompts {
+			sum := sha256.Sum256([]byte(p.Text))
+			rec.Method.Prompts = append(rec.Method.Prompts, record.Prompt{Name: p.Name, SHA256: hex.EncodeToString(sum[:]), Bytes: len(p.Text)})
+		}
+		rec.Method.Description += " With a prompt set, each measured request after a change of prompt prefills that prompt (its time is in the first-token time and the end-to-end rate, alike for every arm)."
 	}
 }
 
@@ -233,8 +293,30 @@ func DefaultTitle(rec *record.Record) string {
 	return t
 }
 
+// measure sends one visit's measured requests: one per prompt, the order
+// rotated by the round so that no prompt always follows a change of server.
+func (h *harness) measure(ctx context.Context, i int, srv Server, round int, bracket string) error {
+	n := len(h.o.Prompts)
+	for k := 0; k < n; k++ {
+		if err := h.request(ctx, i, srv, round, PhaseMeasured, bracket, (round+k)%n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// warm sends a server's discarded warm-up requests, cycling the prompts.
+func (h *harness) warm(ctx context.Context, i int, srv Server) error {
+	for w := 0; w < h.o.Warmup; w++ {
+		if err := h.request(ctx, i, srv, 0, PhaseWarmup, "", w%len(h.o.Prompts)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (h *harness) restart(ctx context.Context) error {
-	per := h.o.Warmup + 1
+	per := h.o.Warmup + len(h.o.Prompts)
 	h.p.begin(len(h.o.Arms), h.o.Schedule, h.o.Rounds*(len(h.others)+2)*per)
 	for r := 0; r < h.o.Rounds; r++ {
 		for _, v := range roundOrder(h.ci, h.others, r) {
@@ -253,12 +335,10 @@ func (h *harness) restart(ctx context.Context) error {
 				h.p.skip(per)
 				continue
 			}
-			for w := 0; w < h.o.Warmup; w++ {
-				if err := h.request(ctx, v.arm, srv, r+1, PhaseWarmup, ""); err != nil {
-					return err
-				}
+			if err := h.warm(ctx, v.arm, srv); err != nil {
+				return err
 			}
-			if err := h.request(ctx, v.arm, srv, r+1, PhaseMeasured, v.bracket); err != nil {
+			if err := h.measure(ctx, v.arm, srv, r+1, v.bracket); err != nil {
 				return err
 			}
 			h.stop(v.arm)
@@ -269,7 +349,8 @@ func (h *harness) restart(ctx context.Context) error {
 
 func (h *harness) resident(ctx context.Context) error {
 	n := len(h.o.Arms)
-	h.p.begin(n, h.o.Schedule, h.o.Warmup*n+h.o.Rounds*(len(h.others)+2))
+	np := len(h.o.Prompts)
+	h.p.begin(n, h.o.Schedule, h.o.Warmup*n+h.o.Rounds*(len(h.others)+2)*np)
 	type started struct {
 		srv Server
 		err error
@@ -301,12 +382,12 @@ func (h *harness) resident(ctx context.Context) error {
 		}
 		if s.err != nil {
 			h.startFailed(i, 0, s.srv, s.err)
-			h.p.skip(h.o.Warmup + visits*h.o.Rounds)
+			h.p.skip(h.o.Warmup + visits*h.o.Rounds*np)
 			continue
 		}
 		if s.srv == nil {
 			h.startFailed(i, 0, nil, errors.New("starter returned no server"))
-			h.p.skip(h.o.Warmup + visits*h.o.Rounds)
+			h.p.skip(h.o.Warmup + visits*h.o.Rounds*np)
 			continue
 		}
 		h.observe(i, s.srv)
@@ -316,10 +397,8 @@ func (h *harness) resident(ctx context.Context) error {
 		if h.failed[i] {
 			continue
 		}
-		for w := 0; w < h.o.Warmup; w++ {
-			if err := h.request(ctx, i, h.live[i], 0, PhaseWarmup, ""); err != nil {
-				return err
-			}
+		if err := h.warm(ctx, i, h.live[i]); err != nil {
+			return err
 		}
 	}
 	for r := 0; r < h.o.Rounds; r++ {
@@ -327,7 +406,7 @@ func (h *harness) resident(ctx context.Context) error {
 			if h.failed[v.arm] {
 				continue
 			}
-			if err := h.request(ctx, v.arm, h.live[v.arm], r+1, PhaseMeasured, v.bracket); err != nil {
+			if err := h.measure(ctx, v.arm, h.live[v.arm], r+1, v.bracket); err != nil {
 				return err
 			}
 		}
@@ -395,19 +474,97 @@ func (h *harness) observe(i int, srv Server) {
 
 func (h *harness) note(s string) { h.rec.Notes = append(h.rec.Notes, s) }
 
-func (h *harness) body(srv Server) []byte {
+// seed is request k's seed in a batch for prompt pi in round (0 for
+// warm-ups): DefaultSeed when greedy, SeedRule when sampling.
+func (h *harness) seed(round, pi, k int) int64 {
+	if h.o.Temperature == 0 {
+		return DefaultSeed
+	}
+	return DefaultSeed + 10007*int64(round) + 101*int64(pi) + int64(k)
+}
+
+// body renders the request; greedy bodies are the same for every round
+// and are built once per (model, prompt).
+func (h *harness) body(srv Server, pi int, seed int64) []byte {
 	id := srv.ModelID()
-	b, ok := h.bodies[id]
+	if h.o.Temperature > 0 {
+		return sampledBody(h.o.Prompts[pi].Text, h.o.MaxTokens, id, h.o.Temperature, seed)
+	}
+	k := fmt.Sprintf("%d\x00%s", pi, id)
+	b, ok := h.bodies[k]
 	if !ok {
-		b = requestBody(h.o.Prompt, h.o.MaxTokens, id)
-		h.bodies[id] = b
+		b = requestBody(h.o.Prompts[pi].Text, h.o.MaxTokens, id)
+		h.bodies[k] = b
 	}
 	return b
 }
 
+// batch sends Concurrency requests at once (one client each) and waits for
+// all of them; one request goes without a goroutine.
+func (h *harness) batch(ctx context.Context, srv Server, round, pi int) []result {
+	n := len(h.cs)
+	out := make([]result, n)
+	if n == 1 {
+		out[0] = h.cs[0].complete(ctx, srv.BaseURL(), h.body(srv, pi, h.seed(round, pi, 0)))
+		return out
+	}
+	bodies := make([][]byte, n)
+	for k := range bodies {
+		bodies[k] = h.body(srv, pi, h.seed(round, pi, k))
+	}
+	var wg sync.WaitGroup
+	for k := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[k] = h.cs[k].complete(ctx, srv.BaseURL(), bodies[k])
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// aggregate folds a batch into one result: tokens and draft counts summed,
+// the wall time from the first send to the last event, the median
+// first-token time; text, pieces and prompt timings are the first
+// request's (the identity check compares one text).
+func aggregate(rs []result) result {
+	if len(rs) == 1 {
+		return rs[0]
+	}
+	agg := rs[0]
+	for k, r := range rs {
+		if r.err != nil {
+			agg.err = fmt.Errorf("request %d of %d in flight: %w", k+1, len(rs), r.err)
+			return agg
+		}
+	}
+	first, last := rs[0].start, rs[0].start.Add(rs[0].wall)
+	ttfts := make([]float64, len(rs))
+	agg.tokens, agg.predictedMS, agg.predictedPerS, agg.draftN, agg.draftAcc, agg.draftRounds = 0, 0, 0, 0, 0, 0
+	for k, r := range rs {
+		if r.start.Before(first) {
+			first = r.start
+		}
+		if e := r.start.Add(r.wall); e.After(last) {
+			last = e
+		}
+		ttfts[k] = float64(r.ttft)
+		agg.tokens += r.tokens
+		agg.predictedMS += r.predictedMS
+		agg.predictedPerS += r.predictedPerS
+		agg.draftN += r.draftN
+		agg.draftAcc += r.draftAcc
+		agg.draftRounds += r.draftRounds
+	}
+	agg.start, agg.wall = first, last.Sub(first)
+	agg.ttft = time.Duration(describe(ttfts).Median)
+	return agg
+}
+
 // request sends one request to arm i's server and records it. It returns
 // an error only when ctx is done; a failed request is a recorded run.
-func (h *harness) request(ctx context.Context, i int, srv Server, round int, phase, bracket string) error {
+func (h *harness) request(ctx context.Context, i int, srv Server, round int, phase, bracket string, pi int) error {
 	a := &h.rec.Arms[i]
 	spec := a.Kind != KindClassic && phase == PhaseMeasured
 	if phase == PhaseMeasured {
@@ -426,7 +583,7 @@ func (h *harness) request(ctx context.Context, i int, srv Server, round int, pha
 	if spec && haveCached {
 		before, haveBefore = cached, true
 	} else if spec && !h.noMetrics[srv.BaseURL()] {
-		m, err := h.c.scrapeMetrics(ctx, srv.BaseURL())
+		m, err := h.cs[0].scrapeMetrics(ctx, srv.BaseURL())
 		switch {
 		case err == nil && m.hasDrafts:
 			before, haveBefore = m, true
@@ -436,11 +593,20 @@ func (h *harness) request(ctx context.Context, i int, srv Server, round int, pha
 	}
 	diags := len(srv.Diagnostics())
 
-	res := h.c.complete(ctx, srv.BaseURL(), h.body(srv))
+	res := aggregate(h.batch(ctx, srv, round, pi))
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
 	run := record.Run{Round: round, Phase: phase, Bracket: bracket}
+	if len(h.o.Prompts) > 1 {
+		run.Prompt = h.o.Prompts[pi].Name
+	}
+	if len(h.cs) > 1 {
+		run.Requests = len(h.cs)
+	}
+	if h.o.Temperature > 0 {
+		run.Seed = h.seed(round, pi, 0)
+	}
 	if res.err != nil {
 		run.Error = res.err.Error()
 	} else {
@@ -453,6 +619,7 @@ func (h *harness) request(ctx context.Context, i int, srv Server, round int, pha
 		run.PredictedMS, run.PredictedPerS = res.predictedMS, res.predictedPerS
 		run.DraftN, run.DraftAccepted, run.DraftRounds = res.draftN, res.draftAcc, res.draftRounds
 		run.Text, run.Pieces = res.text, res.pieces
+		run.PromptN, run.CacheN, run.PromptMS = res.promptN, res.cacheN, res.promptMS
 		sum := sha256.Sum256([]byte(res.text))
 		run.TextSHA256 = hex.EncodeToString(sum[:])
 	}
@@ -465,7 +632,7 @@ func (h *harness) request(ctx context.Context, i int, srv Server, round int, pha
 		}
 	}
 	if spec && run.Error == "" && haveBefore {
-		if after, err := h.c.scrapeMetrics(ctx, srv.BaseURL()); err == nil {
+		if after, err := h.cs[0].scrapeMetrics(ctx, srv.BaseURL()); err == nil {
 			h.lastMetrics[i] = after
 			if drafts, byPos, ok := after.delta(before); ok {
 				run.AcceptedByPos = byPos
@@ -518,7 +685,9 @@ func (h *harness) stop(i int) {
 	if err := srv.Stop(); err != nil {
 		h.note(fmt.Sprintf("stopping %s: %v", h.rec.Arms[i].Label, err))
 	}
-	h.c.forget()
+	for _, c := range h.cs {
+		c.forget()
+	}
 }
 
 func (h *harness) stopAll() {

@@ -68,10 +68,10 @@ func TestRunRanksByCostModel(t *testing.T) {
 				t.Errorf("medians out of the cost model's order: w2 %.1f, w4 %.1f, w6 %.1f", w2.Stats.Median, w4.Stats.Median, w6.Stats.Median)
 			}
 			v := rec.Verdict
-			if v.Best != 4 || v.RunnerUp != 6 {
-				t.Errorf("best %d runner-up %d, want 4 and 6 (why: %s)", v.Best, v.RunnerUp, v.Why)
+			if v.Best != 4 || v.RunnerUp != 3 {
+				t.Errorf("best %d runner-up %d, want 4 and the default's 3 (why: %s)", v.Best, v.RunnerUp, v.Why)
 			}
-			if v.DefaultWidth != 4 {
+			if v.DefaultWidth != 3 {
 				t.Errorf("default width %d", v.DefaultWidth)
 			}
 			if !v.EarnsEntry || !strings.Contains(v.Entry, "width = 4\n") || !strings.Contains(v.Entry, `id = "h200-q4_0-draft"`) ||
@@ -239,7 +239,7 @@ func TestFailedStarterRecordedOthersGoOn(t *testing.T) {
 					t.Errorf("%s: %s (%s)", a.Label, a.Status, a.StatusReason)
 				}
 			}
-			if rec.Verdict.Best != 4 || rec.Verdict.RunnerUp != 2 {
+			if rec.Verdict.Best != 4 || rec.Verdict.RunnerUp != 3 {
 				t.Errorf("verdict %+v", rec.Verdict)
 			}
 			if e.liveServers() != 0 {
@@ -365,7 +365,7 @@ func TestDiagnosticsAndDraftRounds(t *testing.T) {
 	// mlxcel's shape: draft_rounds in the timings and a diagnostics line per
 	// request; the cost side comes from the diagnostics' sync time.
 	models := costModels()
-	for _, l := range []string{"default = 4", "width 2", "width 4", "width 6"} {
+	for _, l := range []string{"default = 3", "width 2", "width 4", "width 6"} {
 		m := models[l]
 		m.metrics, m.draftRounds, m.diagnostics = false, true, true
 		models[l] = m

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"github.com/speclaunch/speclaunch/engine"
 	"github.com/speclaunch/speclaunch/key"
 	"github.com/speclaunch/speclaunch/plan"
+	"github.com/speclaunch/speclaunch/policy"
 	"github.com/speclaunch/speclaunch/profiles"
 	"github.com/speclaunch/speclaunch/record"
 	"github.com/speclaunch/speclaunch/width"
@@ -30,20 +32,23 @@ import (
 type BenchCmd struct {
 	LaunchFlags `embed:""`
 
-	Widths         string `help:"Widths to measure, comma-separated (profile bench.widths; default 2,3,4,6,8,16)." placeholder:"W,W,..." group:"Bench"`
-	Rounds         int    `help:"Measured rounds per arm, at least 3 (profile bench.rounds; default 5)." group:"Bench"`
-	Warmup         int    `help:"Discarded warm-up requests per server start, 0 for none (profile bench.warmup; default 1)." group:"Bench"`
-	MaxTokens      int    `help:"Tokens per request (profile bench.max_tokens; default 200)." group:"Bench"`
-	PromptFile     string `help:"Prompt file (profile bench.prompt_file; default the shipped ~160-token Python prompt)." placeholder:"FILE" group:"Bench"`
-	Schedule       string `help:"restart: one server at a time, each round restarts every arm (for models that fit once); resident: every arm's server up at once (profile bench.schedule; default restart)." placeholder:"restart|resident" group:"Bench"`
-	BasePort       int    `help:"First loopback port for arm servers (profile bench.base_port; default 18790)." group:"Bench"`
-	Out            string `help:"Output path without extension: writes OUT.md, OUT.json, OUT.svg (profile bench.out)." placeholder:"DIR/NAME" group:"Bench"`
-	Force          bool   `help:"Overwrite existing outputs." group:"Bench"`
-	JSON           bool   `help:"Progress as JSON lines on stdout, for machines." group:"Bench"`
-	RequestTimeout string `help:"Per-request timeout, stalled streams included (default 120s)." placeholder:"DUR" group:"Bench"`
-	NotesFile      string `help:"A text file whose paragraphs are added to the record's notes (e.g. how the model pair was made)." placeholder:"FILE" group:"Bench"`
-	Title          string `help:"Record title." placeholder:"TEXT" group:"Bench"`
-	ReadyTimeout   string `help:"How long to wait for each engine's /health (env: $MLXCEL_READY_TIMEOUT)." placeholder:"DUR" group:"Bench"`
+	Widths         string  `help:"Widths to measure, comma-separated (profile bench.widths; default 2,3,4,6,8,16)." placeholder:"W,W,..." group:"Bench"`
+	Rounds         int     `help:"Measured rounds per arm, at least 3 (profile bench.rounds; default 5)." group:"Bench"`
+	Warmup         int     `help:"Discarded warm-up requests per server start, 0 for none; at least one per prompt of a set (profile bench.warmup; default 3)." group:"Bench"`
+	MaxTokens      int     `help:"Tokens per request (profile bench.max_tokens; default 200)." group:"Bench"`
+	PromptFile     string  `help:"Prompt file (profile bench.prompt_file; default the shipped ~160-token Python prompt)." placeholder:"FILE" group:"Bench"`
+	Prompts        string  `help:"A prompt set: a directory of prompt files, or a shipped set (code, prose); every arm runs every prompt, and the record keeps per-prompt and pooled figures (profile bench.prompts)." placeholder:"DIR|code|prose" group:"Bench"`
+	Temperature    float64 `help:"Sample at this temperature with a fixed seed per request; 0, the default, is greedy (profile bench.temperature)." group:"Bench"`
+	Concurrency    int     `help:"Requests in flight per measured run, for aggregate throughput under load; the engine is started with that many slots unless -np/--parallel is given (profile bench.concurrency; default 1)." group:"Bench"`
+	Schedule       string  `help:"restart: one server at a time, each round restarts every arm (for models that fit once); resident: every arm's server up at once (profile bench.schedule; default restart)." placeholder:"restart|resident" group:"Bench"`
+	BasePort       int     `help:"First loopback port for arm servers (profile bench.base_port; default 18790)." group:"Bench"`
+	Out            string  `help:"Output path without extension: writes OUT.md, OUT.json, OUT.svg (profile bench.out)." placeholder:"DIR/NAME" group:"Bench"`
+	Force          bool    `help:"Overwrite existing outputs." group:"Bench"`
+	JSON           bool    `help:"Progress as JSON lines on stdout, for machines." group:"Bench"`
+	RequestTimeout string  `help:"Per-request timeout, stalled streams included (default 120s)." placeholder:"DUR" group:"Bench"`
+	NotesFile      string  `help:"A text file whose paragraphs are added to the record's notes (e.g. how the model pair was made)." placeholder:"FILE" group:"Bench"`
+	Title          string  `help:"Record title." placeholder:"TEXT" group:"Bench"`
+	ReadyTimeout   string  `help:"How long to wait for each engine's /health (env: $MLXCEL_READY_TIMEOUT)." placeholder:"DUR" group:"Bench"`
 }
 
 // Run implements `speclaunch bench`.
@@ -77,8 +82,9 @@ func (c *BenchCmd) Run(e *Env) error {
 	}
 	log := newLogger(e.Stderr, s.LogFormat.Value, s.LogLevel.Value, e.Getenv)
 
-	// The default arm: what the policy resolves on this host with no
-	// operator width.
+	// The default arm runs the engine's own default width; the policy arm,
+	// only when the policy resolves another width for this host, runs that
+	// one. No width is measured twice under two names.
 	ds := s
 	ds.Width = config.Field[int]{}
 	dp, err := build(e, &loaded{Settings: ds, Policy: l.Policy}, plan.Options{})
@@ -91,15 +97,23 @@ func (c *BenchCmd) Run(e *Env) error {
 	if dp.Resolution.Source == width.Off {
 		return usage(errors.New("speculation resolves off for this profile"), "bench needs a draft model")
 	}
-	arms := []bench.ArmSpec{{Label: "classic", Kind: "classic"}}
-	arms = append(arms, bench.ArmSpec{Label: fmt.Sprintf("default = %d (%s)", dp.Resolution.Width, dp.Resolution.Reason), Kind: "default", Width: dp.Resolution.Width, WidthSource: string(dp.Resolution.Source)})
-	for _, w := range widths {
-		arms = append(arms, bench.ArmSpec{Label: fmt.Sprintf("width %d", w), Kind: "width", Width: w, WidthSource: "--draft-block-size (bench arm)"})
+	arms, skipped := benchArms(dp.Resolution, l.Policy, s.Engine.Value, widths)
+	for _, msg := range skipped {
+		log.Info(msg)
 	}
 	o.Arms = arms
+	if o.Concurrency > 1 {
+		s.EngineArgs, o.Slots, o.SlotsFrom = withSlots(s.Engine.Value, s.EngineArgs, e.Getenv, o.Concurrency)
+		if o.Slots > 0 && o.Slots < o.Concurrency {
+			notes = append(notes, fmt.Sprintf("the engine has %d slots for %d requests in flight (%s): the excess requests queue", o.Slots, o.Concurrency, o.SlotsFrom))
+		}
+	}
 
 	rec := c.identity(e, dp, notes)
 	rec.Name = filepath.Base(outBase)
+	if r := dp.Resolution; r.Source == width.Measured && r.Entry != nil {
+		rec.Verdict.PolicyWidth, rec.Verdict.PolicyEntry = r.Width, r.Entry.ID
+	}
 	// Facts are gathered once: every arm runs on the same host, and an
 	// nvidia-smi probe per arm start would be the harness measuring itself.
 	deps := e.deps()
@@ -224,12 +238,52 @@ func (c *BenchCmd) options(s config.Settings, p *profiles.Profile, flags map[str
 	if pf == "" && pb.PromptFile != "" {
 		pf, src = config.RelTo(p.Path, pb.PromptFile), config.Source{Origin: config.Profile, Name: p.Where("bench.prompt_file")}
 	}
-	if pf != "" {
-		b, err := os.ReadFile(pf)
-		if err != nil {
-			return o, nil, "", nil, &config.Error{Src: src, Msg: "cannot read the prompt file", Err: err}
+	set, setSrc := c.Prompts, config.Source{Origin: config.Flag, Name: "--prompts"}
+	if _, ok := flags["prompts"]; !ok {
+		set, setSrc = "", config.Source{}
+		if pb.Prompts != "" {
+			set, setSrc = pb.Prompts, config.Source{Origin: config.Profile, Name: p.Where("bench.prompts")}
 		}
-		o.Prompt, o.PromptName = string(b), filepath.Base(pf)
+	}
+	if pf != "" && set != "" {
+		return o, nil, "", nil, bad(setSrc, "a prompt set and a prompt file (%s) were both given; keep one", src)
+	}
+	if pf != "" {
+		text, err := bench.ReadPromptFile(pf)
+		if err != nil {
+			return o, nil, "", nil, &config.Error{Src: src, Msg: "cannot use the prompt file", Err: err}
+		}
+		o.Prompt, o.PromptName = text, filepath.Base(pf)
+	}
+	if set != "" {
+		dir := set
+		if setSrc.Origin == config.Profile {
+			dir = config.RelTo(p.Path, set)
+		}
+		if _, err := os.Stat(dir); err != nil && slices.Contains(bench.ShippedSets, set) {
+			o.Prompts, _ = bench.ShippedSet(set)
+			o.PromptSet = "shipped:" + set
+		} else {
+			ps, err := bench.ReadPromptDir(dir)
+			if err != nil {
+				return o, nil, "", nil, &config.Error{Src: setSrc, Msg: "cannot use the prompt set (a directory of prompt files, or a shipped set: " + strings.Join(bench.ShippedSets, ", ") + ")", Err: err}
+			}
+			o.Prompts, o.PromptSet = ps, filepath.Base(filepath.Clean(dir))
+		}
+	}
+	o.Temperature, src = c.Temperature, config.Source{Origin: config.Flag, Name: "--temperature"}
+	if _, ok := flags["temperature"]; !ok {
+		o.Temperature, src = 0, config.Source{}
+		if pb.Temperature != nil {
+			o.Temperature, src = *pb.Temperature, config.Source{Origin: config.Profile, Name: p.Where("bench.temperature")}
+		}
+	}
+	if !(o.Temperature >= 0 && o.Temperature <= 5) {
+		return o, nil, "", nil, bad(src, "temperature %v: want 0 (greedy, the default) up to 5, e.g. 0.7", o.Temperature)
+	}
+	o.Concurrency, src = intOpt("concurrency", "bench.concurrency", c.Concurrency, pb.Concurrency, 1)
+	if o.Concurrency < 1 || o.Concurrency > bench.MaxConcurrency {
+		return o, nil, "", nil, bad(src, "concurrency %d: want 1 (one request at a time, the default) to %d", o.Concurrency, bench.MaxConcurrency)
 	}
 	if c.RequestTimeout != "" {
 		d, err := time.ParseDuration(c.RequestTimeout)
@@ -245,11 +299,11 @@ func (c *BenchCmd) options(s config.Settings, p *profiles.Profile, flags map[str
 	out = strings.TrimSuffix(out, ".md")
 	var notes []string
 	if c.NotesFile != "" {
-		b, err := os.ReadFile(c.NotesFile)
+		b, err := bench.ReadPromptFile(c.NotesFile) // the same caps: a small text file
 		if err != nil {
-			return o, nil, "", nil, &config.Error{Src: config.Source{Origin: config.Flag, Name: "--notes-file"}, Msg: "cannot read the notes file", Err: err}
+			return o, nil, "", nil, &config.Error{Src: config.Source{Origin: config.Flag, Name: "--notes-file"}, Msg: "cannot use the notes file", Err: err}
 		}
-		for _, para := range strings.Split(strings.TrimSpace(string(b)), "\n\n") {
+		for _, para := range strings.Split(strings.TrimSpace(b), "\n\n") {
 			if p := strings.TrimSpace(para); p != "" {
 				notes = append(notes, p)
 			}
@@ -313,7 +367,90 @@ func (c *BenchCmd) identity(e *Env, p *plan.Plan, notes []string) *record.Record
 		{Role: "target", Path: s.Model.Value, Bytes: pathBytes(s.Model.Value), Quant: string(f.Quant), Note: f.QuantSource},
 		{Role: "draft", Path: s.DraftModel.Value, Bytes: pathBytes(s.DraftModel.Value), Kind: string(f.Drafter), Note: f.DrafterSource},
 	}
+	for i := range rec.Models {
+		m := &rec.Models[i]
+		if sum, err := bench.ContentHash(m.Path); err == nil {
+			m.Content, m.ContentMethod = sum, bench.ContentMethod
+		} else if s.Engine.Value != key.Sim {
+			rec.Notes = append(rec.Notes, fmt.Sprintf("the %s's content could not be hashed (%v): the record names it by path alone", m.Role, err))
+		}
+	}
 	return rec
+}
+
+// benchArms lays out the arms: classic, the engine's own default width,
+// the policy's width when it differs, then the requested widths less those
+// two. skipped says which requested widths were folded into them.
+func benchArms(r width.Resolution, pol *policy.Policy, eng key.Engine, widths []int) ([]bench.ArmSpec, []string) {
+	def, why := engineDefault(r, pol, eng)
+	arms := []bench.ArmSpec{
+		{Label: "classic", Kind: bench.KindClassic},
+		{Label: fmt.Sprintf("default = %d (%s)", def, why), Kind: bench.KindDefault, Width: def, WidthSource: "the engine's own default"},
+	}
+	taken := map[int]string{def: "the default arm"}
+	if r.Width != def {
+		src := string(r.Source)
+		label := fmt.Sprintf("policy = %d (%s)", r.Width, r.Reason)
+		if r.Entry != nil {
+			src = "policy entry " + r.Entry.ID
+			label = fmt.Sprintf("policy = %d (entry %s)", r.Width, r.Entry.ID)
+		}
+		arms = append(arms, bench.ArmSpec{Label: label, Kind: bench.KindPolicy, Width: r.Width, WidthSource: src})
+		taken[r.Width] = "the policy arm"
+	}
+	var skipped []string
+	for _, w := range widths {
+		if by, ok := taken[w]; ok {
+			skipped = append(skipped, fmt.Sprintf("width %d is measured once, as %s", w, by))
+			continue
+		}
+		arms = append(arms, bench.ArmSpec{Label: fmt.Sprintf("width %d", w), Kind: bench.KindWidth, Width: w, WidthSource: "--draft-block-size (bench arm)"})
+	}
+	return arms, skipped
+}
+
+// engineDefault is the width the engine runs with no width given: the
+// resolution itself unless a measured policy entry answered it, in which
+// case the same key resolved without the policy's entries.
+func engineDefault(r width.Resolution, pol *policy.Policy, eng key.Engine) (int, string) {
+	if r.Source != width.Measured {
+		return r.Width, "engine default: " + r.Reason
+	}
+	var defaults *policy.Policy
+	if pol != nil {
+		defaults = &policy.Policy{Layers: pol.Layers, Defaults: pol.Defaults}
+	}
+	d := width.Resolve(width.Input{Engine: eng, HasDrafter: true, Drafter: r.Key.Drafter, Capability: r.Key.Capability, Quant: r.Key.Quant, Policy: defaults})
+	return d.Width, fmt.Sprintf("engine default for %s %s, without the policy's entry", eng, r.Key.Drafter)
+}
+
+// withSlots starts the engine with as many slots as requests in flight
+// (--parallel N, which llama-server and mlxcel-server both read), unless
+// the operator set the slot count (-np/--parallel among the engine
+// arguments, or LLAMA_ARG_N_PARALLEL). It returns the engine arguments,
+// the slot count (0 unknown) and where it came from, for the record.
+func withSlots(eng key.Engine, args config.Field[[]string], getenv func(string) string, n int) (config.Field[[]string], int, string) {
+	for i, a := range args.Value {
+		name, val, inline := strings.Cut(a, "=")
+		if name != "-np" && name != "--parallel" {
+			continue
+		}
+		if !inline && i+1 < len(args.Value) {
+			val = args.Value[i+1]
+		}
+		v, _ := strconv.Atoi(val)
+		return args, max(v, 0), fmt.Sprintf("the operator's %s %s", name, val)
+	}
+	if v := getenv("LLAMA_ARG_N_PARALLEL"); v != "" {
+		k, _ := strconv.Atoi(v)
+		return args, max(k, 0), "the operator's LLAMA_ARG_N_PARALLEL=" + v
+	}
+	out := config.Field[[]string]{Value: append(slices.Clone(args.Value), "--parallel", strconv.Itoa(n)), Src: args.Src}
+	from := fmt.Sprintf("--parallel %d, added by bench", n)
+	if eng == key.Sim {
+		from += " (the sim serves every request at once and ignores it)"
+	}
+	return out, n, from
 }
 
 func fileSHA(path string) string {
@@ -363,9 +500,9 @@ func (st *starter) start(ctx context.Context, arm bench.ArmSpec, port int) (benc
 	switch arm.Kind {
 	case "classic":
 		o.ClassicArm = true
-	case "default":
-		s.Width = config.Field[int]{}
 	default:
+		// default, policy and width arms all run their arm's width
+		// explicitly: the default arm's is the engine's own default
 		o.WidthOverride = arm.Width
 	}
 	p, err := plan.Build(ctx, s, st.l.Policy, st.deps, o)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
-	"sort"
 	"strings"
 
 	"github.com/speclaunch/speclaunch/bench"
@@ -72,7 +71,18 @@ func (c *PolicyListCmd) Run(e *Env) error {
 		if en.RunnerUp > 0 {
 			fmt.Fprintf(w, " (runner-up %d)", en.RunnerUp)
 		}
-		fmt.Fprintf(w, "\n      pin %s; record %s; %s\n", en.Pin, en.Record, en.Origin)
+		recs := en.Records
+		if len(recs) == 0 {
+			recs = []string{en.Record}
+		}
+		word := "record"
+		if len(recs) > 1 {
+			word = "records"
+		}
+		fmt.Fprintf(w, "\n      pin %s; %s %s; %s\n", en.Pin, word, strings.Join(recs, ", "), en.Origin)
+		if len(en.Cost) > 0 {
+			fmt.Fprintf(w, "      cost tables for %d record(s)\n", len(en.Cost))
+		}
 	}
 	return nil
 }
@@ -210,30 +220,25 @@ func (c *PolicyProposeCmd) Run(e *Env) error {
 	for _, l := range d.PerRecord {
 		fmt.Fprintln(w, "  "+l)
 	}
-	ws := make([]int, 0, len(d.WorstFraction))
-	for wd := range d.WorstFraction {
-		ws = append(ws, wd)
-	}
-	sort.Ints(ws)
-	fmt.Fprintln(w, "worst fraction of each record's best median, per width:")
-	for _, wd := range ws {
+	fmt.Fprintln(w, "widths ranked by their worst fraction of each record's best median:")
+	for _, cd := range d.Ranked {
 		mark := ""
-		if wd == d.Width {
+		switch {
+		case cd.Width == d.Width && d.Eligible:
 			mark = "  <- chosen"
-		} else if wd == d.RunnerUp {
+		case cd.Width == d.RunnerUp:
 			mark = "  <- runner-up"
 		}
-		fmt.Fprintf(w, "  width %-3d %.3f%s\n", wd, d.WorstFraction[wd], mark)
+		state := "passes"
+		if len(cd.Fails) > 0 {
+			state = "fails: " + strings.Join(cd.Fails, "; ")
+		}
+		fmt.Fprintf(w, "  width %-3d %.3f%s  (%s)\n", cd.Width, cd.WorstFraction, mark, state)
 	}
 	fmt.Fprintln(w, d.Why)
 	if !d.Eligible {
 		return exitCode(1, errors.New("the records do not earn an entry"))
 	}
-	block := bench.EntryBlock(recs[0], d.Width, d.RunnerUp)
-	var names []string
-	for _, r := range recs {
-		names = append(names, "docs/benchmark_results/"+r.Name+".md")
-	}
-	fmt.Fprintf(w, "\n# chosen by the cross-pair rule (docs/policy.md) over: %s\n%s", strings.Join(names, ", "), block)
+	fmt.Fprintf(w, "\n# chosen by the cross-pair rule (docs/policy.md) over %d record(s)\n%s", len(recs), bench.EntryFor(recs, d))
 	return nil
 }

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/speclaunch/speclaunch/bench/bootstrap"
 	"github.com/speclaunch/speclaunch/key"
 	"github.com/speclaunch/speclaunch/record"
 )
@@ -51,25 +53,144 @@ func checkEntry(e Entry, readFile func(string) ([]byte, error)) Verdict {
 	return v
 }
 
-// entryProblems reads the entry's record and applies every rule it can.
+// entryProblems reads every record the entry rests on and applies every
+// rule to each: a cross-pair entry must hold in all of its records.
 func entryProblems(e Entry, readFile func(string) ([]byte, error), notes *[]string) []string {
-	var probs []string
-	if _, err := readFile(e.Record); err != nil {
-		probs = append(probs, fmt.Sprintf("record %s: %s", e.Record, readProblem(err)))
+	recs := e.Records
+	if len(recs) == 0 {
+		recs = []string{e.Record}
 	}
-	jsonPath := strings.TrimSuffix(e.Record, ".md") + ".json"
+	var probs []string
+	for _, path := range recs {
+		var ps, ns []string
+		rec, ps := readRecord(path, readFile)
+		if rec != nil {
+			ps = append(ps, recordProblems(e, rec, &ns)...)
+			ps = append(ps, defaultProblems(e, rec, &ns)...)
+			ps = append(ps, costProblems(e, path, rec)...)
+		}
+		prefix := ""
+		if len(recs) > 1 {
+			prefix = path + ": "
+		}
+		for _, p := range ps {
+			probs = append(probs, prefix+p)
+		}
+		for _, n := range ns {
+			*notes = append(*notes, prefix+n)
+		}
+	}
+	return probs
+}
+
+// readRecord reads a record's .md (it must exist) and decodes its .json twin.
+func readRecord(path string, readFile func(string) ([]byte, error)) (*record.Record, []string) {
+	var probs []string
+	if _, err := readFile(path); err != nil {
+		probs = append(probs, fmt.Sprintf("record %s: %s", path, readProblem(err)))
+	}
+	jsonPath := strings.TrimSuffix(path, ".md") + ".json"
 	data, err := readFile(jsonPath)
 	if err != nil {
-		return append(probs, fmt.Sprintf("record twin %s: %s", jsonPath, readProblem(err)))
+		return nil, append(probs, fmt.Sprintf("record twin %s: %s", jsonPath, readProblem(err)))
+	}
+	if len(data) > maxRecordBytes {
+		return nil, append(probs, fmt.Sprintf("record twin %s is %d bytes, above the %d-byte cap for a record", jsonPath, len(data), maxRecordBytes))
 	}
 	var rec record.Record
 	if err := json.Unmarshal(data, &rec); err != nil {
-		return append(probs, fmt.Sprintf("record twin %s does not parse as a record: %v; regenerate it with speclaunch bench", jsonPath, err))
+		return nil, append(probs, fmt.Sprintf("record twin %s does not parse as a record: %v; regenerate it with speclaunch bench", jsonPath, err))
 	}
 	if rec.Schema != record.Schema {
-		return append(probs, fmt.Sprintf("record twin %s has schema %d; this speclaunch reads record schema %d", jsonPath, rec.Schema, record.Schema))
+		return nil, append(probs, fmt.Sprintf("record twin %s has schema %d; this speclaunch reads record schema %d", jsonPath, rec.Schema, record.Schema))
 	}
-	return append(probs, recordProblems(e, &rec, notes)...)
+	return &rec, probs
+}
+
+// maxRecordBytes caps a record's .json: the largest committed one is about
+// 160 KB; a file far above it is not a record.
+const maxRecordBytes = 64 << 20
+
+// defaultProblems applies the rule that an entry's width beats the
+// engine's default (the record's default arm) with probability >=
+// bootstrap.Level, by the bootstrap recomputed from the raw runs. Records
+// written before records carried comparisons (no method.bootstrap) predate
+// the rule: what it would say of them is a note, so that the entries they
+// earned keep their backing until re-measured (docs/policy.md).
+func defaultProblems(e Entry, rec *record.Record, notes *[]string) []string {
+	var probs []string
+	legacy := rec.Method.Bootstrap == nil
+	report := func(format string, args ...any) {
+		msg := fmt.Sprintf(format, args...)
+		if legacy {
+			*notes = append(*notes, "the record predates the rule that an entry beats the engine's default with probability >= "+
+				fmt.Sprintf("%.2f", bootstrap.Level)+" (no bootstrap in its method), which it would fail: "+msg+"; re-measure to keep the entry under the rule")
+			return
+		}
+		probs = append(probs, msg)
+	}
+	rep := rec.Representative(e.Width)
+	if rep == nil {
+		return nil // reported by recordProblems
+	}
+	def := rec.DefaultArm()
+	switch {
+	case def == nil || def.Status != record.StatusOK:
+		report("the record has no default arm that measured, so width %d was never compared with the engine's default", e.Width)
+	case def.RanWidth() == e.Width:
+		report("width %d is the record's default arm's width: the entry changes nothing against the engine's default", e.Width)
+	default:
+		c, ok := bootstrap.CompareArms(rep, def, "default")
+		switch {
+		case !ok:
+			report("width %d cannot be compared with the default (width %d): the record keeps no raw runs for both", e.Width, def.RanWidth())
+		case c.PBetter < bootstrap.Level:
+			report("width %d beats the default (width %d) with probability %.3f, below %.2f (median ratio %.3f, 95%% interval %.3f-%.3f)",
+				e.Width, def.RanWidth(), c.PBetter, bootstrap.Level, c.Ratio, c.Lo, c.Hi)
+		default:
+			*notes = append(*notes, fmt.Sprintf("width %d beats the default (width %d) with probability %.3f (median ratio %.3f, 95%% interval %.3f-%.3f)",
+				e.Width, def.RanWidth(), c.PBetter, c.Ratio, c.Lo, c.Hi))
+		}
+		if ok && !legacy && rep.VsDefault != nil && math.Abs(rep.VsDefault.PBetter-c.PBetter) > 1e-9 {
+			probs = append(probs, fmt.Sprintf("the record's stored comparison of width %d with the default (P %.3f) disagrees with its raw runs (P %.3f); regenerate the record's analysis", e.Width, rep.VsDefault.PBetter, c.PBetter))
+		}
+	}
+	return probs
+}
+
+// costTolerance allows the two-decimal rounding policy propose writes.
+const costTolerance = 0.0051
+
+// costProblems verifies the entry's cost table for this record, if it
+// carries one, against the record's own figures.
+func costProblems(e Entry, path string, rec *record.Record) []string {
+	var probs []string
+	for _, row := range e.Cost {
+		if row.Record != path {
+			continue
+		}
+		if row.ClassicMS > 0 {
+			got := 0.0
+			for _, a := range rec.Arms {
+				if a.Kind == record.KindClassic && a.Status == record.StatusOK {
+					got = a.Cost.MSPerCycle
+				}
+			}
+			if math.Abs(got-row.ClassicMS) > costTolerance {
+				probs = append(probs, fmt.Sprintf("cost table: classic is %.2f ms per token in the entry but %.2f in the record", row.ClassicMS, got))
+			}
+		}
+		for i, w := range row.Widths {
+			a := rec.Representative(w)
+			switch {
+			case a == nil:
+				probs = append(probs, fmt.Sprintf("cost table: width %d has no measured arm in the record", w))
+			case math.Abs(a.Cost.MSPerCycle-row.MS[i]) > costTolerance:
+				probs = append(probs, fmt.Sprintf("cost table: width %d is %.2f ms per cycle in the entry but %.2f in the record (arm %q)", w, row.MS[i], a.Cost.MSPerCycle, a.Label))
+			}
+		}
+	}
+	return probs
 }
 
 func readProblem(err error) string {

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -216,5 +217,90 @@ func TestCheckUnreadable(t *testing.T) {
 	v := Check(&Policy{Entries: []Entry{goodEntry()}}, denied)[0]
 	if v.OK || len(v.Problems) != 2 || !strings.Contains(v.Problems[0], "cannot be read: open docs/benchmark_results/r.md: permission denied") {
 		t.Errorf("verdict = %+v", v)
+	}
+}
+
+// strictRecord is a record made under the bootstrap rule: raw runs for the
+// default arm (the engine's own width 3) and width 4, and method.bootstrap.
+func strictRecord(w4, def []float64) record.Record {
+	r := goodRecord()
+	r.Method.Bootstrap = &record.BootstrapMethod{Resamples: 4000, Seed: 1, Units: "rounds"}
+	runs := func(xs []float64) []record.Run {
+		var out []record.Run
+		for i, x := range xs {
+			out = append(out, record.Run{Round: i + 1, Phase: "measured", TokPerS: x})
+		}
+		return out
+	}
+	r.Arms[1] = record.Arm{Label: "default = 3", Kind: "default", Width: 3, Status: record.StatusOK, Stats: stats(63, 64), Runs: runs(def), Cost: record.Cost{MSPerCycle: 20.5}}
+	r.Arms[2].Width, r.Arms[2].Label = 2, "width 2" // keep one arm per width
+	r.Arms[3].Runs = runs(w4)
+	r.Arms[3].Cost.MSPerCycle = 22.25
+	r.Arms[0].Cost.MSPerCycle = 17.1
+	return r
+}
+
+func TestCheckStrictRecordsAndCost(t *testing.T) {
+	const second = "docs/benchmark_results/r2.md"
+	sure := strictRecord([]float64{68.04, 68.1, 68.2, 68.29, 68.15}, []float64{63, 63.5, 64, 63.2, 63.8})
+	noisy := strictRecord([]float64{68.04, 62, 68.2, 61, 68.15}, []float64{63, 68.3, 62, 68.6, 63.8})
+	legacy := noisy
+	legacy.Method.Bootstrap = nil
+	repo := func(a, b record.Record) files {
+		f := repoWith(a)
+		js, _ := json.Marshal(b)
+		f[second], f["docs/benchmark_results/r2.json"] = []byte("# r2"), js
+		return f
+	}
+	both := func(e *Entry) { e.Records = []string{recPath, second} }
+	cost := func(ms float64) func(*Entry) {
+		return func(e *Entry) {
+			both(e)
+			e.Cost = []CostRow{{Record: second, ClassicMS: 17.1, Widths: []int{3, 4}, MS: []float64{20.5, ms}}}
+		}
+	}
+	for _, tc := range []struct {
+		name     string
+		entry    func(*Entry)
+		repo     files
+		problems []string
+		notes    []string
+	}{
+		{name: "both records pass", entry: both, repo: repo(sure, sure),
+			notes: []string{"r2.md: width 4 beats the default (width 3) with probability 1.000"}},
+		{name: "the second record fails", entry: both, repo: repo(sure, noisy),
+			problems: []string{"docs/benchmark_results/r2.md: width 4 beats the default (width 3) with probability"}},
+		{name: "a record that predates the rule: a note", entry: both, repo: repo(sure, legacy),
+			notes: []string{"r2.md: the record predates the rule that an entry beats the engine's default with probability >= 0.95"}},
+		{name: "the second record measured another key", entry: both, repo: repo(sure, func() record.Record { r := sure; r.Key.Quant = "nvfp4"; return r }()),
+			problems: []string{`docs/benchmark_results/r2.md: record measures a different key than the entry: record quant "nvfp4" vs affine`}},
+		{name: "cost table matches", entry: cost(22.25), repo: repo(sure, sure)},
+		{name: "cost table off", entry: cost(21.5), repo: repo(sure, sure),
+			problems: []string{"r2.md: cost table: width 4 is 21.50 ms per cycle in the entry but 22.25 in the record"}},
+		{name: "stored comparison disagrees", entry: both, repo: repo(sure, func() record.Record {
+			r := sure
+			r.Arms = append([]record.Arm(nil), sure.Arms...)
+			r.Arms[3].VsDefault = &record.Comparison{PBetter: 0.5}
+			return r
+		}()), problems: []string{"r2.md: the record's stored comparison of width 4 with the default (P 0.500) disagrees"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := goodEntry()
+			tc.entry(&e)
+			v := Check(&Policy{Entries: []Entry{e}}, tc.repo.read)[0]
+			if len(v.Problems) != len(tc.problems) {
+				t.Fatalf("problems %q, want %q", v.Problems, tc.problems)
+			}
+			for i, want := range tc.problems {
+				if !strings.Contains(v.Problems[i], want) {
+					t.Errorf("problem %q lacks %q", v.Problems[i], want)
+				}
+			}
+			for _, want := range tc.notes {
+				if !slices.ContainsFunc(v.Notes, func(n string) bool { return strings.Contains(n, want) }) {
+					t.Errorf("notes %q lack %q", v.Notes, want)
+				}
+			}
+		})
 	}
 }

@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"os"
+	"slices"
 	"testing"
 
 	"github.com/speclaunch/speclaunch/key"
@@ -47,6 +48,14 @@ func FuzzParse(f *testing.F) {
 		ids := map[string]bool{}
 		keys := map[key.Key]bool{}
 		for _, e := range file.Entries {
+			if len(e.Records) == 0 || e.Records[0] != e.Record {
+				t.Fatalf("entry's record %q is not the first of its records %q", e.Record, e.Records)
+			}
+			for _, c := range e.Cost {
+				if len(c.Widths) != len(c.MS) || !slices.Contains(e.Records, c.Record) {
+					t.Fatalf("invalid cost row accepted: %+v", c)
+				}
+			}
 			if e.Width < key.MinWidth || e.Width > key.MaxWidth || e.ID == "" || e.Pin == "" || e.Record == "" ||
 				!e.Key.Capability.Known() || e.Key.Quant == key.QuantUnknown || ids[e.ID] || keys[e.Key] {
 				t.Fatalf("invalid entry accepted: %+v", e)

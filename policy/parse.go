@@ -41,7 +41,8 @@ func (e *ParseError) Error() string {
 var (
 	topKeys     = []string{"schema", "default", "entry"}
 	defaultKeys = []string{"engine", "drafter", "width", "note"}
-	entryKeys   = []string{"id", "engine", "drafter", "capability", "quant", "width", "runner_up", "pin", "record", "note"}
+	entryKeys   = []string{"id", "engine", "drafter", "capability", "quant", "width", "runner_up", "pin", "record", "records", "cost", "note"}
+	costKeys    = []string{"record", "classic_ms", "widths", "ms_per_cycle"}
 	idPattern   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 )
 
@@ -388,12 +389,13 @@ func parseEntry(t table) (Entry, error) {
 	if strings.TrimSpace(pin) == "" {
 		return Entry{}, t.errf("pin", `pin is empty: name the engine version the record measured, e.g. pin = "mlx 81ba1c6a"`)
 	}
-	rec, _, err := t.str("record", `every entry names the committed record that earned it, e.g. record = "docs/benchmark_results/<name>.md"`)
+	rec, recs, err := t.records()
 	if err != nil {
 		return Entry{}, err
 	}
-	if !strings.HasSuffix(rec, ".md") || path.IsAbs(rec) || path.Clean(rec) != rec || strings.HasPrefix(rec, "../") {
-		return Entry{}, t.errf("record", "record %q must be the repository-relative path of the record's .md, e.g. \"docs/benchmark_results/<name>.md\" (its .json twin sits beside it)", rec)
+	cost, err := t.cost(recs)
+	if err != nil {
+		return Entry{}, err
 	}
 	note, _, err := t.str("note", "")
 	if err != nil {
@@ -405,10 +407,189 @@ func parseEntry(t table) (Entry, error) {
 		Width:    w,
 		Pin:      strings.TrimSpace(pin),
 		Record:   rec,
+		Records:  recs,
 		RunnerUp: ru,
+		Cost:     cost,
 		Note:     note,
 		Origin:   origin(t.file, t.line),
 	}, nil
+}
+
+// records reads `record` (one path, the schema before cross-pair entries)
+// and `records` (every record the entry rests on); at least one is given,
+// and a `record` given beside `records` must be among them.
+func (t table) records() (string, []string, error) {
+	const missing = `every entry names the committed records that earned it, e.g. records = ["docs/benchmark_results/<pair-a>.md", "docs/benchmark_results/<pair-b>.md"] (or record = "..." for one)`
+	one, hasOne, err := t.str("record", "")
+	if err != nil {
+		return "", nil, err
+	}
+	if hasOne {
+		if err := t.recordPath("record", one); err != nil {
+			return "", nil, err
+		}
+	}
+	v, hasMany := t.m["records"]
+	if !hasOne && !hasMany {
+		return "", nil, t.errAt(t.line, "%s is missing records: %s", t.label, missing)
+	}
+	if !hasMany {
+		return one, []string{one}, nil
+	}
+	items, ok := v.([]any)
+	if !ok {
+		if ss, isStrs := v.([]string); isStrs {
+			for _, s := range ss {
+				items = append(items, s)
+			}
+		} else {
+			return "", nil, t.errf("records", "records must be an array of strings, not a %s: %s", typeName(v), missing)
+		}
+	}
+	if len(items) == 0 {
+		return "", nil, t.errf("records", "records is empty: %s", missing)
+	}
+	var out []string
+	for _, it := range items {
+		s, isStr := it.(string)
+		if !isStr {
+			return "", nil, t.errf("records", "records must hold strings (record paths), not a %s", typeName(it))
+		}
+		if err := t.recordPath("records", s); err != nil {
+			return "", nil, err
+		}
+		if slices.Contains(out, s) {
+			return "", nil, t.errf("records", "record %q is listed twice in records; list each once", s)
+		}
+		out = append(out, s)
+	}
+	if hasOne && !slices.Contains(out, one) {
+		return "", nil, t.errf("record", "record %q is not among records; drop record (records lists every record) or add it to records", one)
+	}
+	if hasOne && one != out[0] {
+		// keep record first: it is the record older tools read
+		out = append([]string{one}, slices.DeleteFunc(out, func(s string) bool { return s == one })...)
+	}
+	return out[0], out, nil
+}
+
+func (t table) recordPath(k, rec string) error {
+	if !strings.HasSuffix(rec, ".md") || path.IsAbs(rec) || path.Clean(rec) != rec || strings.HasPrefix(rec, "../") {
+		return t.errf(k, "record %q must be the repository-relative path of the record's .md, e.g. \"docs/benchmark_results/<name>.md\" (its .json twin sits beside it)", rec)
+	}
+	return nil
+}
+
+// cost reads the entry's cost tables: one inline table per record,
+// { record = "...", classic_ms = 3.11, widths = [2, 3], ms_per_cycle = [3.94, 4.73] }.
+func (t table) cost(records []string) ([]CostRow, error) {
+	v, ok := t.m["cost"]
+	if !ok {
+		return nil, nil
+	}
+	const shape = `write cost = [{ record = "docs/benchmark_results/<name>.md", classic_ms = 3.11, widths = [2, 3], ms_per_cycle = [3.94, 4.73] }] (speclaunch policy propose writes it)`
+	var ms []map[string]any
+	switch a := v.(type) {
+	case []map[string]any:
+		ms = a
+	case []any:
+		for _, e := range a {
+			m, isMap := e.(map[string]any)
+			if !isMap {
+				return nil, t.errf("cost", "cost must be an array of inline tables, but an element is a %s; %s", typeName(e), shape)
+			}
+			ms = append(ms, m)
+		}
+	default:
+		return nil, t.errf("cost", "cost must be an array of inline tables, not a %s; %s", typeName(v), shape)
+	}
+	var out []CostRow
+	for i, m := range ms {
+		at := fmt.Sprintf("cost[%d]", i)
+		for k := range m {
+			if !slices.Contains(costKeys, k) {
+				return nil, t.errf("cost", "unknown key %q in %s (known: %s)", k, at, strings.Join(costKeys, ", "))
+			}
+		}
+		var row CostRow
+		rec, isStr := m["record"].(string)
+		if !isStr || !slices.Contains(records, rec) {
+			return nil, t.errf("cost", "%s must name one of the entry's records in record (got %v); %s", at, m["record"], shape)
+		}
+		for _, o := range out {
+			if o.Record == rec {
+				return nil, t.errf("cost", "%s repeats the cost table of %s; give one per record", at, rec)
+			}
+		}
+		row.Record = rec
+		if c, has := m["classic_ms"]; has {
+			f, err := asPositive(c)
+			if err != nil {
+				return nil, t.errf("cost", "%s classic_ms %v", at, err)
+			}
+			row.ClassicMS = f
+		}
+		ws, err := list(m["widths"])
+		if err != nil {
+			return nil, t.errf("cost", "%s widths %v; %s", at, err, shape)
+		}
+		for j, w := range ws {
+			n, err := asInt(w)
+			if err != nil || n < key.MinWidth || n > key.MaxWidth {
+				return nil, t.errf("cost", "%s widths[%d] = %v: want a width from %d to %d", at, j, w, key.MinWidth, key.MaxWidth)
+			}
+			if j > 0 && int(n) <= row.Widths[j-1] {
+				return nil, t.errf("cost", "%s widths must ascend, each once (%d after %d)", at, n, row.Widths[j-1])
+			}
+			row.Widths = append(row.Widths, int(n))
+		}
+		xs, err := list(m["ms_per_cycle"])
+		if err != nil {
+			return nil, t.errf("cost", "%s ms_per_cycle %v; %s", at, err, shape)
+		}
+		if len(xs) != len(row.Widths) {
+			return nil, t.errf("cost", "%s has %d widths but %d ms_per_cycle figures; give one per width", at, len(row.Widths), len(xs))
+		}
+		for j, x := range xs {
+			f, err := asPositive(x)
+			if err != nil {
+				return nil, t.errf("cost", "%s ms_per_cycle[%d] %v", at, j, err)
+			}
+			row.MS = append(row.MS, f)
+		}
+		out = append(out, row)
+	}
+	return out, nil
+}
+
+// list accepts a decoded TOML array.
+func list(v any) ([]any, error) {
+	switch a := v.(type) {
+	case []any:
+		return a, nil
+	case nil:
+		return nil, errors.New("is missing")
+	}
+	return nil, fmt.Errorf("must be an array, not a %s", typeName(v))
+}
+
+// asPositive accepts a TOML float or integer above zero (milliseconds).
+func asPositive(v any) (float64, error) {
+	var f float64
+	switch n := v.(type) {
+	case float64:
+		f = n
+	case int64:
+		f = float64(n)
+	case int:
+		f = float64(n)
+	default:
+		return 0, fmt.Errorf("must be a number of milliseconds, not a %s", typeName(v))
+	}
+	if !(f > 0) || math.IsInf(f, 0) {
+		return 0, fmt.Errorf("%v must be above 0", f)
+	}
+	return f, nil
 }
 
 func origin(file string, line int) string {

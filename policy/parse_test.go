@@ -2,6 +2,7 @@ package policy
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -40,11 +41,12 @@ func TestParseValid(t *testing.T) {
 		Width:    4,
 		Pin:      "mlx 81ba1c6a",
 		Record:   "docs/benchmark_results/x.md",
+		Records:  []string{"docs/benchmark_results/x.md"},
 		RunnerUp: 3,
 		Note:     "n",
 		Origin:   "p.toml:9",
 	}
-	if f.Entries[0] != want {
+	if !reflect.DeepEqual(f.Entries[0], want) {
 		t.Errorf("entry = %+v\nwant   %+v", f.Entries[0], want)
 	}
 }
@@ -339,6 +341,73 @@ func TestParseLines(t *testing.T) {
 			}
 			if pe.Line != tc.line || !strings.Contains(pe.Msg, tc.msg) {
 				t.Errorf("got %v, want line %d containing %q", err, tc.line, tc.msg)
+			}
+		})
+	}
+}
+
+const recLine = `record = "docs/benchmark_results/x.md"`
+
+func withRecords(repl string) string {
+	return "schema = 1\n" + strings.Replace(validEntry, recLine, repl, 1)
+}
+
+func TestParseRecordsAndCost(t *testing.T) {
+	src := withRecords(`records = ["docs/benchmark_results/a.md", "docs/benchmark_results/b.md"]
+cost = [
+  { record = "docs/benchmark_results/b.md", classic_ms = 3.11, widths = [2, 4], ms_per_cycle = [3.94, 5] },
+]`)
+	f, err := Parse("p.toml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := f.Entries[0]
+	if e.Record != "docs/benchmark_results/a.md" || !reflect.DeepEqual(e.Records, []string{"docs/benchmark_results/a.md", "docs/benchmark_results/b.md"}) {
+		t.Errorf("record %q records %q", e.Record, e.Records)
+	}
+	want := []CostRow{{Record: "docs/benchmark_results/b.md", ClassicMS: 3.11, Widths: []int{2, 4}, MS: []float64{3.94, 5}}}
+	if !reflect.DeepEqual(e.Cost, want) {
+		t.Errorf("cost %+v", e.Cost)
+	}
+	// record beside records: record comes first
+	f, err = Parse("p.toml", []byte(withRecords(`record = "docs/benchmark_results/b.md"
+records = ["docs/benchmark_results/a.md", "docs/benchmark_results/b.md"]`)))
+	if err != nil || f.Entries[0].Record != "docs/benchmark_results/b.md" || f.Entries[0].Records[1] != "docs/benchmark_results/a.md" {
+		t.Errorf("%+v %v", f, err)
+	}
+}
+
+func TestParseRejectsRecordsAndCost(t *testing.T) {
+	cost := func(c string) string { return withRecords(recLine + "\ncost = [" + c + "]") }
+	for _, tc := range []struct {
+		name, src string
+		line      int
+		msg       string
+	}{
+		{"records a string", withRecords(`records = "docs/x.md"`), 11, "records must be an array of strings, not a string"},
+		{"records empty", withRecords(`records = []`), 11, "records is empty"},
+		{"records twice", withRecords(`records = ["docs/a.md", "docs/a.md"]`), 11, `record "docs/a.md" is listed twice`},
+		{"records not md", withRecords(`records = ["docs/a.json"]`), 11, "must be the repository-relative path of the record's .md"},
+		{"records of numbers", withRecords(`records = [1]`), 11, "records must hold strings"},
+		{"record not among records", withRecords(`record = "docs/c.md"` + "\n" + `records = ["docs/a.md"]`), 11, `record "docs/c.md" is not among records`},
+		{"cost of another record", cost(`{ record = "docs/other.md", widths = [2], ms_per_cycle = [1.0] }`), 12, "must name one of the entry's records"},
+		{"cost lengths differ", cost(`{ record = "docs/benchmark_results/x.md", widths = [2, 3], ms_per_cycle = [1.0] }`), 12, "2 widths but 1 ms_per_cycle figures"},
+		{"cost widths descend", cost(`{ record = "docs/benchmark_results/x.md", widths = [3, 2], ms_per_cycle = [1.0, 2.0] }`), 12, "widths must ascend"},
+		{"cost width 1", cost(`{ record = "docs/benchmark_results/x.md", widths = [1], ms_per_cycle = [1.0] }`), 12, "want a width from 2 to 256"},
+		{"cost zero ms", cost(`{ record = "docs/benchmark_results/x.md", widths = [2], ms_per_cycle = [0.0] }`), 12, "must be above 0"},
+		{"cost string ms", cost(`{ record = "docs/benchmark_results/x.md", widths = [2], ms_per_cycle = ["1"] }`), 12, "must be a number of milliseconds"},
+		{"cost unknown key", cost(`{ record = "docs/benchmark_results/x.md", widths = [2], ms_per_cycle = [1.0], rows = 2 }`), 12, `unknown key "rows" in cost[0]`},
+		{"cost twice for a record", cost(`{ record = "docs/benchmark_results/x.md", widths = [2], ms_per_cycle = [1.0] }, { record = "docs/benchmark_results/x.md", widths = [2], ms_per_cycle = [1.0] }`), 12, "repeats the cost table"},
+		{"cost not a table", withRecords(recLine + "\ncost = 3"), 12, "cost must be an array of inline tables, not a integer"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("p.toml", []byte(tc.src))
+			var pe *ParseError
+			if !errors.As(err, &pe) {
+				t.Fatalf("error %v", err)
+			}
+			if pe.Line != tc.line || !strings.Contains(pe.Msg, tc.msg) {
+				t.Errorf("p.toml:%d %q; want line %d and %q", pe.Line, pe.Msg, tc.line, tc.msg)
 			}
 		})
 	}

@@ -19,14 +19,22 @@ type Default struct {
 
 // Entry is a measured width for one key.
 type Entry struct {
-	ID       string
-	Key      key.Key
-	Width    int
-	Pin      string // engine version it was measured against, e.g. "mlx 81ba1c6a" or "llama.cpp d32676d"
-	Record   string // repo-relative path of the record's .md; its .json twin sits beside it
-	RunnerUp int    // the record's second-best width, 0 if none stated
-	Note     string
-	Origin   string // "file:line" it was read from
+	ID     string
+	Key    key.Key
+	Width  int
+	Pin    string // engine version it was measured against, e.g. "mlx 81ba1c6a" or "llama.cpp d32676d"
+	Record string // repo-relative path of the (first) record's .md; its .json twin sits beside it
+	// Records is every record the entry rests on (a cross-pair choice
+	// rests on one per model pair); Records[0] == Record. An entry written
+	// with `record` alone has just that one.
+	Records  []string
+	RunnerUp int // the record's second-best width, 0 if none stated
+	// Cost is the cost side of the records, when the entry carries it:
+	// ms per draft+verify cycle by width, and classic's; policy check
+	// verifies it against the records.
+	Cost   []CostRow
+	Note   string
+	Origin string // "file:line" it was read from
 }
 
 // File is one parsed policy file.
@@ -45,4 +53,12 @@ type Policy struct {
 	// Replaced holds the entries a later layer replaced (by key or by id),
 	// so that Explain can say why an entry an operator expected is gone.
 	Replaced []Entry
+}
+
+// CostRow is one record's cost table as an entry carries it.
+type CostRow struct {
+	Record    string
+	ClassicMS float64 // 0 when not stated
+	Widths    []int
+	MS        []float64 // ms per cycle at Widths[i]
 }

@@ -84,8 +84,12 @@ type Profile struct {
 		MaxTokens  *int   `toml:"max_tokens"`
 		Schedule   string `toml:"schedule"`
 		PromptFile string `toml:"prompt_file"`
-		BasePort   *int   `toml:"base_port"`
-		Out        string `toml:"out"`
+		// Prompts is a prompt set: a directory, or a shipped set's name.
+		Prompts     string   `toml:"prompts"`
+		Temperature *float64 `toml:"temperature"`
+		Concurrency *int     `toml:"concurrency"`
+		BasePort    *int     `toml:"base_port"`
+		Out         string   `toml:"out"`
 	} `toml:"bench"`
 	Policy struct {
 		Files []string         `toml:"files"`

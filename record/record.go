@@ -31,6 +31,9 @@ type Record struct {
 	Drift    Drift    `json:"drift"`
 	Verdict  Verdict  `json:"verdict"`
 	Notes    []string `json:"notes,omitempty"`
+	// FirstRound is the cold-server check of round 1 (nil when too few
+	// rounds carried first-token times).
+	FirstRound *FirstRound `json:"first_round,omitempty"`
 }
 
 // Transcription names where transcribed figures came from.
@@ -74,9 +77,14 @@ type Model struct {
 	Role  string `json:"role"` // target | draft
 	Path  string `json:"path"`
 	Bytes int64  `json:"bytes,omitempty"`
-	Quant string `json:"quant,omitempty"`
-	Kind  string `json:"kind,omitempty"` // drafter kind, for the draft
-	Note  string `json:"note,omitempty"`
+	// Content identifies the exact weights: a pair is its weights, and two
+	// trainings of one recipe gave different best widths. ContentMethod
+	// says what was hashed (a sample of a multi-GB file, or all of it).
+	Content       string `json:"content_sha256,omitempty"`
+	ContentMethod string `json:"content_method,omitempty"`
+	Quant         string `json:"quant,omitempty"`
+	Kind          string `json:"kind,omitempty"` // drafter kind, for the draft
+	Note          string `json:"note,omitempty"`
 }
 
 // Method records how the numbers were taken.
@@ -101,6 +109,69 @@ type Method struct {
 	RequestWallS float64 `json:"request_wall_s,omitempty"`
 	// RequestBody is the request sent for every run, the prompt elided.
 	RequestBody string `json:"request_body,omitempty"`
+
+	// PromptSet names the directory of a prompt set and Prompts its files;
+	// runs then name their prompt (Run.Prompt). Empty for one prompt.
+	PromptSet string   `json:"prompt_set,omitempty"`
+	Prompts   []Prompt `json:"prompts,omitempty"`
+	// Sampling is "greedy" (temperature 0, top_k 1: acceptance is then
+	// deterministic and rounds measure timing jitter alone) or "sampled"
+	// (Temperature > 0 with a fixed seed per request, SeedRule). Records
+	// from before sampling existed leave it empty: they are greedy.
+	Sampling    string  `json:"sampling,omitempty"`
+	Temperature float64 `json:"temperature,omitempty"`
+	SeedRule    string  `json:"seed_rule,omitempty"`
+	// Concurrency is the number of requests in flight per measured visit
+	// (0 or 1: one at a time); a run then aggregates them. Slots is the
+	// engine's slot count and SlotsFrom where it came from.
+	Concurrency int    `json:"concurrency,omitempty"`
+	Slots       int    `json:"slots,omitempty"`
+	SlotsFrom   string `json:"slots_from,omitempty"`
+	// Bootstrap states how the comparisons' uncertainty was computed; nil
+	// in records written before comparisons carried one.
+	Bootstrap *BootstrapMethod `json:"bootstrap,omitempty"`
+}
+
+// Prompt is one prompt file of a set.
+type Prompt struct {
+	Name   string `json:"name"`
+	SHA256 string `json:"sha256"`
+	Bytes  int    `json:"bytes"`
+}
+
+// BootstrapMethod is the resampling behind every Comparison of a record.
+type BootstrapMethod struct {
+	Resamples int    `json:"resamples"`
+	Seed      uint64 `json:"seed"`
+	Units     string `json:"units"`
+}
+
+// Comparison is one arm's median against another's, with the bootstrap's
+// uncertainty (BootstrapMethod says how).
+type Comparison struct {
+	Against string  `json:"against"` // "classic" or "default (width 4)"
+	Ratio   float64 `json:"ratio"`   // median / the other's median
+	Lo      float64 `json:"lo"`      // central 95% of the resampled ratios
+	Hi      float64 `json:"hi"`
+	// PBetter is the share of resamples where this arm's median is above.
+	PBetter   float64 `json:"p_better"`
+	Resamples int     `json:"resamples"`
+}
+
+// PromptStats is an arm's end-to-end tokens/s on one prompt of a set.
+type PromptStats struct {
+	Prompt string `json:"prompt"`
+	Stats  Stats  `json:"stats"`
+}
+
+// FirstRound compares the first measured round's first-token times with
+// the later rounds': a server's first requests pay one-time costs that a
+// warm-up must absorb (docs/benchmark_results/README.md).
+type FirstRound struct {
+	TTFTMS      float64 `json:"ttft_ms"`       // median over round 1's measured requests
+	LaterTTFTMS float64 `json:"later_ttft_ms"` // median over later rounds
+	Cold        bool    `json:"cold"`          // round 1 is more than twice as slow to the first token, and by 5 ms or more
+	Verdict     string  `json:"verdict"`
 }
 
 // Arm statuses.
@@ -110,10 +181,20 @@ const (
 	StatusFailed         = "failed"            // the engine failed to start or every request failed
 )
 
+// Arm kinds. The default arm runs the engine's own default width (what it
+// does with no width given); the policy arm runs the width the policy
+// resolves for the key, present only when that differs from the default.
+const (
+	KindClassic = "classic"
+	KindDefault = "default"
+	KindPolicy  = "policy"
+	KindWidth   = "width"
+)
+
 // Arm is one server configuration: classic, the policy default, or a width.
 type Arm struct {
-	Label       string `json:"label"` // e.g. "classic", "default = 4 (measured default ...)", "width 6 (flag)"
-	Kind        string `json:"kind"`  // classic | default | width
+	Label       string `json:"label"` // e.g. "classic", "default = 4 (engine default ...)", "width 6"
+	Kind        string `json:"kind"`  // classic | default | policy | width
 	Width       int    `json:"width"` // resolved width; 0 for classic
 	WidthSource string `json:"width_source,omitempty"`
 	// EngineWidth is the width the engine reported running (0 = not read).
@@ -130,6 +211,12 @@ type Arm struct {
 	PairedDeltas     []float64 `json:"paired_deltas_vs_classic,omitempty"`
 	BeatsClassic     bool      `json:"beats_classic"` // min above classic's max (disjoint ranges)
 	RangeVsClassic   string    `json:"range_vs_classic,omitempty"`
+	// VsClassic and VsDefault bootstrap the arm's median against classic's
+	// and against the default arm's (Method.Bootstrap).
+	VsClassic *Comparison `json:"vs_classic,omitempty"`
+	VsDefault *Comparison `json:"vs_default,omitempty"`
+	// ByPrompt splits Stats by prompt when the record used a prompt set.
+	ByPrompt []PromptStats `json:"by_prompt,omitempty"`
 
 	Cost       Cost       `json:"cost"`
 	Acceptance Acceptance `json:"acceptance"`
@@ -162,6 +249,20 @@ type Run struct {
 	TextSHA256       string  `json:"text_sha256,omitempty"`
 	Text             string  `json:"text,omitempty"`
 	Error            string  `json:"error,omitempty"`
+	// Prompt names the run's prompt when the record used a set.
+	Prompt string `json:"prompt,omitempty"`
+	// Seed is the request's sampling seed when sampled (Method.SeedRule).
+	Seed int64 `json:"seed,omitempty"`
+	// Requests is how many concurrent requests the run aggregates (0 = one):
+	// TokPerS is then their summed tokens over the wall time from the first
+	// send to the last event, TTFTS the median first-token time.
+	Requests int `json:"requests,omitempty"`
+	// PromptN, CacheN and PromptMS are the engine's prompt timings (tokens
+	// evaluated, tokens reused from the cache, and their time): they tell a
+	// cold prefill from a cached prompt.
+	PromptN  int     `json:"prompt_n,omitempty"`
+	CacheN   int     `json:"cache_n,omitempty"`
+	PromptMS float64 `json:"prompt_ms,omitempty"`
 
 	// Bracket tells classic's two samples per round apart: first | last.
 	Bracket string `json:"bracket,omitempty"`
@@ -235,4 +336,52 @@ type Verdict struct {
 	DefaultWidth int    `json:"default_width,omitempty"`
 	// NoEntryReason says why no entry is earned (empty when one is).
 	NoEntryReason string `json:"no_entry_reason,omitempty"`
+	// EntryWidth is the width the entry takes: the best width when it
+	// passes every rule, else the next-ranked width that does.
+	EntryWidth int `json:"entry_width,omitempty"`
+	// PolicyWidth and PolicyEntry are what the policy resolved for the key
+	// when the record was made (0 and "" when no measured entry applied);
+	// CrossPair says plainly when that choice differs from this record's.
+	PolicyWidth int    `json:"policy_width,omitempty"`
+	PolicyEntry string `json:"policy_entry,omitempty"`
+	CrossPair   string `json:"cross_pair,omitempty"`
+}
+
+// Representative returns the arm that stands for width w: the measured
+// (status ok) speculative arm at w, an explicit width arm before a policy
+// arm before the default arm. Records made before the default arm was the
+// engine's own could measure one width under two names; their explicit
+// width arm stands for the width, so that a figure is never reported for
+// the wrong arm. nil when no arm at w measured.
+func (r *Record) Representative(w int) *Arm {
+	var best *Arm
+	rank := map[string]int{KindWidth: 3, KindPolicy: 2, KindDefault: 1}
+	for i := range r.Arms {
+		a := &r.Arms[i]
+		if a.Kind == KindClassic || a.Status != StatusOK || a.RanWidth() != w {
+			continue
+		}
+		if best == nil || rank[a.Kind] > rank[best.Kind] {
+			best = a
+		}
+	}
+	return best
+}
+
+// RanWidth is the width the arm ran: the engine's report when it gave one.
+func (a *Arm) RanWidth() int {
+	if a.EngineWidth > 0 {
+		return a.EngineWidth
+	}
+	return a.Width
+}
+
+// DefaultArm returns the record's default arm, nil when it has none.
+func (r *Record) DefaultArm() *Arm {
+	for i := range r.Arms {
+		if r.Arms[i].Kind == KindDefault {
+			return &r.Arms[i]
+		}
+	}
+	return nil
 }

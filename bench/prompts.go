@@ -1,0 +1,130 @@
+package bench
+
+import (
+	"embed"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"unicode/utf8"
+)
+
+// MaxPromptBytes caps one prompt file: a prompt is a few hundred tokens, and
+// a file that is not (a model, a device) must fail at once, not be read
+// into memory.
+const MaxPromptBytes = 1 << 20
+
+// MaxPrompts caps a set: every arm sends every prompt every round.
+const MaxPrompts = 64
+
+//go:embed prompts/code prompts/prose
+var shipped embed.FS
+
+// ShippedSets are the prompt sets built into the binary (bench/prompts).
+var ShippedSets = []string{"code", "prose"}
+
+// ShippedSet returns a built-in prompt set by name.
+func ShippedSet(name string) ([]Prompt, error) {
+	if !slices.Contains(ShippedSets, name) {
+		return nil, fmt.Errorf("no shipped prompt set %q (shipped: %s)", name, strings.Join(ShippedSets, ", "))
+	}
+	ents, err := fs.ReadDir(shipped, "prompts/"+name)
+	if err != nil {
+		return nil, err
+	}
+	var out []Prompt
+	for _, e := range ents {
+		b, err := fs.ReadFile(shipped, path.Join("prompts", name, e.Name()))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Prompt{Name: e.Name(), Text: string(b)})
+	}
+	return out, nil
+}
+
+// ReadPromptFile reads one prompt: a regular file of at most MaxPromptBytes
+// of UTF-8 text, not empty. Errors name the file.
+func ReadPromptFile(name string) (string, error) {
+	info, err := os.Stat(name)
+	if err != nil {
+		return "", err
+	}
+	if !info.Mode().IsRegular() {
+		return "", fmt.Errorf("%s is not a regular file (%s): a prompt is a text file", name, kindOf(info.Mode()))
+	}
+	if info.Size() > MaxPromptBytes {
+		return "", fmt.Errorf("%s is %d bytes, above the %d-byte cap for a prompt", name, info.Size(), MaxPromptBytes)
+	}
+	f, err := os.Open(name)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, MaxPromptBytes+1))
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", name, err)
+	}
+	switch {
+	case len(b) > MaxPromptBytes:
+		return "", fmt.Errorf("%s grew past the %d-byte cap for a prompt while being read", name, MaxPromptBytes)
+	case len(strings.TrimSpace(string(b))) == 0:
+		return "", fmt.Errorf("%s is empty", name)
+	case !utf8.Valid(b):
+		return "", fmt.Errorf("%s is not UTF-8 text", name)
+	}
+	return string(b), nil
+}
+
+// ReadPromptDir reads a prompt set: every entry of dir whose name does not
+// start with "." must be a regular file and is one prompt, in name order.
+func ReadPromptDir(dir string) ([]Prompt, error) {
+	info, err := os.Stat(dir)
+	if err != nil {
+		return nil, err
+	}
+	if !info.IsDir() {
+		return nil, fmt.Errorf("%s is not a directory: --prompts takes a directory of prompt files (or a shipped set: %s); for one prompt use --prompt-file", dir, strings.Join(ShippedSets, ", "))
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []Prompt
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		if len(out) == MaxPrompts {
+			return nil, fmt.Errorf("%s holds more than %d prompts", dir, MaxPrompts)
+		}
+		text, err := ReadPromptFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Prompt{Name: e.Name(), Text: text})
+	}
+	if len(out) == 0 {
+		return nil, errors.New(dir + " holds no prompt files")
+	}
+	return out, nil
+}
+
+func kindOf(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&fs.ModeDevice != 0, m&fs.ModeCharDevice != 0:
+		return "a device"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	}
+	return m.Type().String()
+}
