@@ -25,7 +25,7 @@ func TestAdaptEvalReportsOracleWidth(t *testing.T) {
 	p := filepath.Join(dir, "p.toml")
 	writeFile(t, p, simProfile(port, `, "--sim-profile", "`+prof+`", "--sim-noise", "0"`)+`[adapt]
 enabled = true
-min_cycles = 64
+min_cycles = 32
 window = "1s"
 `)
 	prompts := filepath.Join(dir, "prompts")
