@@ -45,7 +45,7 @@ window = "1s"
 	var progress strings.Builder
 	res, err := adapteval.Run(context.Background(), adapteval.Options{
 		URL: fmt.Sprintf("http://127.0.0.1:%d", port), Prompts: ps, Clients: 2, MaxTokens: 64,
-		SettleTimeout: 40 * time.Second, Measure: 2 * time.Second, Poll: 100 * time.Millisecond, Progress: &progress,
+		SettleTimeout: 40 * time.Second, Measure: 2 * time.Second, Poll: 100 * time.Millisecond, Progress: &progress, Direct: true,
 	})
 	if err != nil {
 		t.Fatalf("%v\n%s\nlog:\n%s", err, &progress, r.log)
@@ -70,6 +70,9 @@ window = "1s"
 	m := res.Measure
 	if m.TokPerSec <= 0 || m.Requests == 0 || m.Width != want || m.SwitchesDuring != 0 || m.EngineSamples == 0 || m.EngineMeanPerSec <= 0 {
 		t.Errorf("measure %+v", m)
+	}
+	if d := res.Direct; d == nil || d.TokPerSec <= 0 || d.Width != want || d.SwitchesDuring != 0 || res.DirectLoad.Bad() != 0 {
+		t.Errorf("direct %+v, load %v", d, res.DirectLoad)
 	}
 	if !regexp.MustCompile(`"state":\s*"watching"`).Match(res.Adapt) {
 		t.Errorf("final adapt status %s", res.Adapt)

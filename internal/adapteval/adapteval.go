@@ -46,6 +46,10 @@ type Options struct {
 	Poll          time.Duration // status poll period (default 500ms)
 	Client        *http.Client
 	Progress      io.Writer // one line per switch and phase; may be nil
+	// Direct adds phase 3: the same load, as long, sent straight to the
+	// engine (engine.url of /speclaunch/status, on loopback: run on the
+	// server's host), for the proxy's cost at the same width.
+	Direct bool
 }
 
 // Prompt is one prompt file.
@@ -114,6 +118,12 @@ type Result struct {
 	Empty  int            `json:"empty"`
 	// Adapt is the final /speclaunch/status "adapt" object, as served.
 	Adapt json.RawMessage `json:"adapt"`
+
+	// With Options.Direct: phase 3, and the proxy's cost,
+	// 1 − tokens_per_s through the proxy / tokens_per_s direct.
+	Direct     *Measured       `json:"direct,omitempty"`
+	DirectLoad *loadgen.Result `json:"direct_load,omitempty"`
+	ProxyCost  *float64        `json:"proxy_cost,omitempty"`
 }
 
 // OK: settled, and no request failed or came back empty.
@@ -145,6 +155,12 @@ func (r Result) Summary() string {
 		strings.Join(hops, " "), r.Measure.TokPerSec, r.Measure.Seconds, r.Measure.Requests, r.Clients)
 	if r.Measure.SwitchesDuring > 0 {
 		fmt.Fprintf(&b, ", %d switches during it", r.Measure.SwitchesDuring)
+	}
+	if r.Direct != nil {
+		fmt.Fprintf(&b, "; direct %.1f tok/s", r.Direct.TokPerSec)
+		if r.ProxyCost != nil {
+			fmt.Fprintf(&b, " (proxy cost %.1f%%)", 100**r.ProxyCost)
+		}
 	}
 	fmt.Fprintf(&b, "; failed %d, empty %d", r.Failed, r.Empty)
 	return b.String()
@@ -415,27 +431,89 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	}
 	var rates []float64
 	for _, s := range samples {
-		if s.End.After(t1) {
-			continue
-		}
-		if s.EnginePerSecond > 0 {
+		if !s.End.After(t1) && s.EnginePerSecond > 0 {
 			rates = append(rates, s.EnginePerSecond)
 		}
 	}
-	if len(rates) > 0 {
-		sort.Float64s(rates)
-		sum := 0.0
-		for _, v := range rates {
-			sum += v
-		}
-		m.EngineSamples, m.EngineMeanPerSec, m.EngineMedianPerSec = len(rates), sum/float64(len(rates)), median(rates)
-	}
+	m.engine(rates)
 	if st.Engine != nil {
 		m.Width = st.Engine.Width
 	}
 	r.Measure = m
 	r.Adapt = st.Adapt
+	if o.Direct {
+		if err := o.direct(ctx, &r, st, lo); err != nil {
+			return r, err
+		}
+	}
 	return r, nil
+}
+
+// direct is phase 3: the phase-2 load straight at the engine. Its window
+// opens once every client has finished one request (phase 2's opened
+// with the load already running), and lasts as long as phase 2's.
+func (o Options) direct(ctx context.Context, r *Result, st status, lo loadgen.Options) error {
+	if st.Engine == nil || st.Engine.URL == "" {
+		return errors.New("-direct: /speclaunch/status names no engine URL")
+	}
+	live, stop := &loadgen.Live{}, make(chan struct{})
+	lo.URL, lo.Live, lo.Stop, lo.OnDone = st.Engine.URL, live, stop, nil
+	var mu sync.Mutex
+	var rates []float64
+	win := false
+	lo.OnDone = func(s loadgen.Sample) {
+		mu.Lock()
+		if win && s.EnginePerSecond > 0 {
+			rates = append(rates, s.EnginePerSecond)
+		}
+		mu.Unlock()
+	}
+	o.progress("phase 3: the same load straight at the engine (%s)", st.Engine.URL)
+	done := make(chan loadgen.Result, 1)
+	go func() {
+		res, _ := loadgen.Run(ctx, lo)
+		done <- res
+	}()
+	wait := func(f func() bool) {
+		for ctx.Err() == nil && !f() {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	wait(func() bool { return live.Done.Load() >= int64(o.Clients) })
+	mu.Lock()
+	win = true
+	mu.Unlock()
+	t0, tok0, done0 := time.Now(), live.Tokens.Load(), live.Done.Load()
+	if o.Requests > 0 {
+		wait(func() bool { return live.Done.Load()-done0 >= int64(o.Requests) })
+	} else {
+		wait(func() bool { return time.Since(t0) >= o.Measure })
+	}
+	t1, tok1, done1 := time.Now(), live.Tokens.Load(), live.Done.Load()
+	mu.Lock()
+	win = false
+	mu.Unlock()
+	close(stop)
+	res := <-done
+	r.DirectLoad = &res
+	r.Failed, r.Empty = r.Failed+res.Failed, r.Empty+res.Empty
+	m := Measured{Seconds: t1.Sub(t0).Seconds(), Requests: int(done1 - done0), Tokens: tok1 - tok0, Width: st.Engine.Width}
+	if m.Seconds > 0 {
+		m.TokPerSec = float64(m.Tokens) / m.Seconds
+	}
+	m.engine(rates)
+	if end, err := getStatus(ctx, o); err == nil && end.Engine != nil {
+		m.Width = end.Engine.Width
+		if end.Engine.URL != st.Engine.URL {
+			m.SwitchesDuring = 1 // the engine changed under the direct load
+		}
+	}
+	r.Direct = &m
+	if m.TokPerSec > 0 {
+		c := 1 - r.Measure.TokPerSec/m.TokPerSec
+		r.ProxyCost = &c
+	}
+	return ctx.Err()
 }
 
 // waitProbe polls while the loop is probing, within SettleTimeout.
@@ -476,6 +554,19 @@ func (o Options) progress(format string, a ...any) {
 	if o.Progress != nil {
 		fmt.Fprintf(o.Progress, "adapteval: "+format+"\n", a...)
 	}
+}
+
+// engine sets the engine's per-request figures from their rates.
+func (m *Measured) engine(rates []float64) {
+	if len(rates) == 0 {
+		return
+	}
+	sort.Float64s(rates)
+	sum := 0.0
+	for _, v := range rates {
+		sum += v
+	}
+	m.EngineSamples, m.EngineMeanPerSec, m.EngineMedianPerSec = len(rates), sum/float64(len(rates)), median(rates)
 }
 
 func median(sorted []float64) float64 {

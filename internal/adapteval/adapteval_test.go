@@ -22,6 +22,7 @@ func st(engineWidth int, adapt string) status {
 		s.Engine = &struct {
 			Width       int    `json:"width"`
 			WidthSource string `json:"width_source"`
+			URL         string `json:"url"`
 		}{Width: engineWidth}
 	}
 	return s
@@ -89,6 +90,7 @@ func TestReadPrompts(t *testing.T) {
 // adaptive loop switches 4→17 (explore) after 4 requests and 17→6 after
 // 10, then stays.
 type fakeServe struct {
+	url      string
 	mu       sync.Mutex
 	done     atomic.Int64
 	width    int
@@ -123,7 +125,7 @@ func (f *fakeServe) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			dec["explore"] = 17
 		}
 		json.NewEncoder(w).Encode(map[string]any{
-			"engine":   map[string]any{"width": f.width, "width_source": "adaptive"},
+			"engine":   map[string]any{"width": f.width, "width_source": "adaptive", "url": f.url},
 			"switches": append([]map[string]any{{"at": time.Now(), "kind": "start", "ok": true}}, f.switches...),
 			"adapt":    map[string]any{"state": state, "width": f.width, "last_decision": dec},
 		})
@@ -150,9 +152,10 @@ func TestRunAgainstFake(t *testing.T) {
 	f.probing.Store(2)
 	srv := httptest.NewServer(f)
 	defer srv.Close()
+	f.url = srv.URL // the fake engine is the fake proxy
 	ps := []Prompt{{Name: "a", Text: "A"}, {Name: "b", Text: "B"}}
 	res, err := Run(context.Background(), Options{URL: srv.URL, Prompts: ps, Clients: 2, MaxTokens: 5, Temperature: 0.7, Seed: 10,
-		Requests: 20, Poll: 10 * time.Millisecond, SettleTimeout: 10 * time.Second})
+		Requests: 20, Poll: 10 * time.Millisecond, SettleTimeout: 10 * time.Second, Direct: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,6 +172,9 @@ func TestRunAgainstFake(t *testing.T) {
 	m := res.Measure
 	if m.Requests < 20 || m.Tokens < 5*19 || m.TokPerSec <= 0 || m.EngineSamples == 0 || m.EngineMeanPerSec != 250 || m.SwitchesDuring != 0 || m.Width != 6 {
 		t.Errorf("measure %+v", m)
+	}
+	if d := res.Direct; d == nil || d.Requests < 20 || d.TokPerSec <= 0 || d.EngineMeanPerSec != 250 || res.ProxyCost == nil || res.DirectLoad.OK == 0 {
+		t.Errorf("direct %+v, proxy cost %v", d, res.ProxyCost)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -15,6 +15,7 @@ type status struct {
 	Engine *struct {
 		Width       int    `json:"width"`
 		WidthSource string `json:"width_source"`
+		URL         string `json:"url"` // the engine's own loopback URL, behind the proxy
 	} `json:"engine"`
 	Switches []struct {
 		At     time.Time `json:"at"`

@@ -39,6 +39,7 @@ func run(args []string) int {
 	fs.DurationVar(&o.SettleTimeout, "settle-timeout", 5*time.Minute, "phase 1 bound: wait this long for the loop to settle")
 	fs.DurationVar(&o.Measure, "measure", 0, "phase 2 length (default 60s unless -requests)")
 	fs.IntVar(&o.Requests, "requests", 0, "phase 2: measure over this many completed requests instead")
+	fs.BoolVar(&o.Direct, "direct", false, "phase 3: the same load straight at the engine, for the proxy's cost")
 	out := fs.String("out", "", "write the JSON result here")
 	quiet := fs.Bool("q", false, "no progress lines on stderr")
 	if err := fs.Parse(args); err != nil {
