@@ -365,7 +365,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 				finish()
 				return r, err
 			}
-			if ok, note := Settled(st); ok {
+			if ok, note := settled(st); ok {
 				r.Settled, r.SettleNote = true, note
 				break
 			} else {

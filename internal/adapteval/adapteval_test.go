@@ -48,9 +48,9 @@ func TestSettled(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got, note := Settled(c.s)
+			got, note := settled(c.s)
 			if got != c.want || !strings.Contains(note, c.note) {
-				t.Errorf("Settled = %v %q, want %v %q", got, note, c.want, c.note)
+				t.Errorf("settled = %v %q, want %v %q", got, note, c.want, c.note)
 			}
 		})
 	}

@@ -66,11 +66,11 @@ func (st status) adapting() error {
 	return nil
 }
 
-// Settled is the rule for the end of phase 1: the loop is watching, the
+// settled is the rule for the end of phase 1: the loop is watching, the
 // engine serves the width the loop last decided at, and that decision
 // neither switched nor asked to explore wider. The note says what it waits
 // for, or why it holds.
-func Settled(st status) (bool, string) {
+func settled(st status) (bool, string) {
 	a, ok := st.adapt()
 	switch {
 	case !ok:
