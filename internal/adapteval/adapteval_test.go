@@ -166,7 +166,9 @@ func TestRunAgainstFake(t *testing.T) {
 	if s := res.Switches[0]; !s.Explore || s.From != 4 || s.To != 17 {
 		t.Errorf("first switch %+v", s)
 	}
-	if s := res.Switches[1]; s.Explore || s.To != 6 || s.RequestsBefore < 10 || s.AtS <= 0 || s.AtS > res.SettleS {
+	// The fake switches once it has finished 10 requests; with 2 clients the
+	// client has seen at least 8 of them end.
+	if s := res.Switches[1]; s.Explore || s.To != 6 || s.RequestsBefore < 10-2 || s.AtS <= 0 || s.AtS > res.SettleS {
 		t.Errorf("deciding switch %+v (settled at %.3fs)", s, res.SettleS)
 	}
 	m := res.Measure
