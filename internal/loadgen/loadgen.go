@@ -19,21 +19,28 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
 // Options describe the load.
 type Options struct {
-	URL       string        // base URL, e.g. http://127.0.0.1:8080
-	Path      string        // default /v1/completions
-	Clients   int           // concurrent clients (default 4)
-	Requests  int           // requests per client; 0 = until Duration ends
-	Duration  time.Duration // stop starting requests after this; 0 = no limit (Requests must be set)
-	Stream    bool          // stream: true (SSE)
-	MaxTokens int           // default 16
-	Prompt    string        // default "def fib(n):"
-	Model     string        // default "speclaunch"
-	Timeout   time.Duration // per request (default 60s)
+	URL       string          // base URL, e.g. http://127.0.0.1:8080
+	Path      string          // default /v1/completions
+	Clients   int             // concurrent clients (default 4)
+	Requests  int             // requests per client; 0 = until Duration ends
+	Duration  time.Duration   // stop starting requests after this; 0 = no limit (Requests must be set)
+	Stream    bool            // stream: true (SSE)
+	MaxTokens int             // default 16
+	Prompt    string          // default "def fib(n):"
+	Prompts   []string        // when set, requests rotate through these instead of Prompt
+	Seeds     []int           // when set, Prompts[i] is sent with "seed": Seeds[i]
+	Params    map[string]any  // extra request fields (temperature, seed), merged into every body
+	Stop      <-chan struct{} // closed: start no new request; those in flight finish
+	Live      *Live           // optional counters updated as chunks arrive
+	OnDone    func(Sample)    // optional: called for every request counted in Result
+	Model     string          // default "speclaunch"
+	Timeout   time.Duration   // per request (default 60s)
 	Client    *http.Client
 }
 
@@ -48,6 +55,28 @@ type Result struct {
 	ByStatus map[int]int    `json:"by_status"`
 	Errors   map[string]int `json:"errors,omitempty"` // first words of each failure, counted
 	Elapsed  time.Duration  `json:"elapsed_ns"`
+}
+
+// Live counts while the load runs, for a caller that measures a window of
+// it: Tokens grows with every streamed chunk that carries text (or by a
+// whole answer's tokens when not streaming), Done with every request
+// counted in Result.
+type Live struct {
+	Tokens atomic.Int64
+	Done   atomic.Int64
+}
+
+// Sample is one finished request, for OnDone.
+type Sample struct {
+	End    time.Time
+	Prompt int  // index into Prompts (0 with a single Prompt)
+	Tokens int  // as in Result.Tokens
+	OK     bool // neither failed nor empty
+	// EngineN and EnginePerSecond are the engine's own timings block
+	// (predicted_n, predicted_per_second) when the answer carried one
+	// (llama-server and the sim do); 0 otherwise.
+	EngineN         int
+	EnginePerSecond float64
 }
 
 // Bad is Failed + Empty.
@@ -93,10 +122,27 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if o.Requests <= 0 && o.Duration <= 0 {
 		return Result{}, fmt.Errorf("loadgen: give a request count or a duration")
 	}
-	body, err := json.Marshal(map[string]any{"model": o.Model, "prompt": o.Prompt, "max_tokens": o.MaxTokens, "stream": o.Stream})
-	if err != nil {
-		return Result{}, err
+	prompts := o.Prompts
+	if len(prompts) == 0 {
+		prompts = []string{o.Prompt}
 	}
+	bodies := make([][]byte, len(prompts))
+	for i, p := range prompts {
+		m := map[string]any{}
+		for k, v := range o.Params {
+			m[k] = v
+		}
+		m["model"], m["prompt"], m["max_tokens"], m["stream"] = o.Model, p, o.MaxTokens, o.Stream
+		if i < len(o.Seeds) {
+			m["seed"] = o.Seeds[i]
+		}
+		b, err := json.Marshal(m)
+		if err != nil {
+			return Result{}, fmt.Errorf("loadgen: request body: %w", err)
+		}
+		bodies[i] = b
+	}
+	var next atomic.Int64 // rotates prompts across all clients
 	res := Result{ByStatus: map[int]int{}, Errors: map[string]int{}}
 	var mu sync.Mutex
 	start := time.Now()
@@ -110,10 +156,11 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		go func() {
 			defer wg.Done()
 			for i := 0; o.Requests <= 0 || i < o.Requests; i++ {
-				if ctx.Err() != nil || (!deadline.IsZero() && time.Now().After(deadline)) {
+				if ctx.Err() != nil || (!deadline.IsZero() && time.Now().After(deadline)) || stopped(o.Stop) {
 					return
 				}
-				out := one(ctx, o, body)
+				pi := int((next.Add(1) - 1) % int64(len(bodies)))
+				out := one(ctx, o, bodies[pi])
 				mu.Lock()
 				if ctx.Err() != nil && out.err != "" {
 					res.Aborted++
@@ -133,6 +180,16 @@ func Run(ctx context.Context, o Options) (Result, error) {
 				default:
 					res.OK++
 				}
+				if !o.Stream && o.Live != nil {
+					o.Live.Tokens.Add(int64(out.tokens))
+				}
+				if o.Live != nil {
+					o.Live.Done.Add(1)
+				}
+				if o.OnDone != nil {
+					o.OnDone(Sample{End: time.Now(), Prompt: pi, Tokens: out.tokens, OK: out.err == "" && out.tokens > 0 && (!o.Stream || out.done),
+						EngineN: out.engineN, EnginePerSecond: out.enginePS})
+				}
 				mu.Unlock()
 			}
 		}()
@@ -142,11 +199,38 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	return res, nil
 }
 
+func stopped(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false // a nil channel never stops
+	}
+}
+
 type outcome struct {
-	status int
-	tokens int
-	done   bool
-	err    string
+	status   int
+	tokens   int
+	done     bool
+	err      string
+	engineN  int
+	enginePS float64
+}
+
+// timings is the part of llama-server's per-request timings block the
+// load reports.
+type timings struct {
+	Timings *struct {
+		PredictedN         int     `json:"predicted_n"`
+		PredictedPerSecond float64 `json:"predicted_per_second"`
+	} `json:"timings"`
+}
+
+func (out *outcome) timings(data []byte) {
+	var v timings
+	if json.Unmarshal(data, &v) == nil && v.Timings != nil {
+		out.engineN, out.enginePS = v.Timings.PredictedN, v.Timings.PredictedPerSecond
+	}
 }
 
 func one(ctx context.Context, o Options, body []byte) outcome {
@@ -180,10 +264,15 @@ func one(ctx context.Context, o Options, body []byte) outcome {
 				CompletionTokens int `json:"completion_tokens"`
 			} `json:"usage"`
 		}
-		if err := json.NewDecoder(io.LimitReader(resp.Body, 16<<20)).Decode(&v); err != nil {
+		raw, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+		if err == nil {
+			err = json.Unmarshal(raw, &v)
+		}
+		if err != nil {
 			out.err = "bad body: " + short(err.Error())
 			return out
 		}
+		out.timings(raw)
 		if len(v.Choices) > 0 && (v.Choices[0].Text != "" || v.Choices[0].Message.Content != "") {
 			out.tokens = max(1, v.Usage.CompletionTokens)
 		}
@@ -207,6 +296,12 @@ func one(ctx context.Context, o Options, body []byte) outcome {
 		}
 		if strings.Contains(data, `"text":"`) && !strings.Contains(data, `"text":""`) || strings.Contains(data, `"content":"`) && !strings.Contains(data, `"content":""`) {
 			out.tokens++
+			if o.Live != nil {
+				o.Live.Tokens.Add(1)
+			}
+		}
+		if strings.Contains(data, `"timings"`) {
+			out.timings([]byte(data))
 		}
 	}
 	if err := sc.Err(); err != nil {

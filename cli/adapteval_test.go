@@ -1,0 +1,80 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/speclaunch/speclaunch/internal/adapteval"
+)
+
+// The measurement tool of docs/adaptive.md ("Measuring it on real
+// hardware") against serve --adapt on the sim: it must report the sim
+// model's best width as the one chosen, a decision switch that needed
+// traffic, a throughput after it, and no failed or empty request.
+func TestAdaptEvalReportsOracleWidth(t *testing.T) {
+	const prof = "collapse"
+	want := oracle(t, prof, 17)
+	dir := t.TempDir()
+	port := freePort(t)
+	p := filepath.Join(dir, "p.toml")
+	writeFile(t, p, simProfile(port, `, "--sim-profile", "`+prof+`", "--sim-noise", "0"`)+`[adapt]
+enabled = true
+min_cycles = 32
+window = "1s"
+`)
+	prompts := filepath.Join(dir, "prompts")
+	if err := os.Mkdir(prompts, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range []string{"def fib(n):", "The quick brown fox", "for i in range(10):"} {
+		writeFile(t, filepath.Join(prompts, fmt.Sprintf("%02d.txt", i)), s)
+	}
+	r := startServe(t, "--profile", p)
+	r.log.waitFor(t, `width verified`, 1, 20*time.Second)
+
+	ps, err := adapteval.ReadPrompts(context.Background(), prompts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var progress strings.Builder
+	res, err := adapteval.Run(context.Background(), adapteval.Options{
+		URL: fmt.Sprintf("http://127.0.0.1:%d", port), Prompts: ps, Clients: 2, MaxTokens: 64,
+		SettleTimeout: 40 * time.Second, Measure: 2 * time.Second, Poll: 100 * time.Millisecond, Progress: &progress, Direct: true,
+	})
+	if err != nil {
+		t.Fatalf("%v\n%s\nlog:\n%s", err, &progress, r.log)
+	}
+	t.Log(res.Summary())
+	if !res.Settled || res.Width != want || res.WidthSource != "adaptive" {
+		t.Fatalf("settled %v at width %d (%s), want %d chosen by the adaptive loop: %s\n%s\nlog:\n%s", res.Settled, res.Width, res.WidthSource, want, res.Summary(), &progress, r.log)
+	}
+	if res.Failed != 0 || res.Empty != 0 || res.Load.OK == 0 {
+		t.Errorf("load %s", res.Load)
+	}
+	if len(res.Switches) == 0 {
+		t.Fatalf("no switch recorded: %s", res.Summary())
+	}
+	last := res.Switches[len(res.Switches)-1]
+	if last.To != want || last.Explore || !last.OK || last.RequestsBefore == 0 || last.AtS <= 0 || last.AtS > res.SettleS {
+		t.Errorf("deciding switch %+v: want an OK non-exploring switch to %d after some requests, before settling at %.1fs", last, want, res.SettleS)
+	}
+	if res.SettleRequests < last.RequestsBefore {
+		t.Errorf("settled after %d requests, before the switch's %d", res.SettleRequests, last.RequestsBefore)
+	}
+	m := res.Measure
+	if m.TokPerSec <= 0 || m.Requests == 0 || m.Width != want || m.SwitchesDuring != 0 || m.EngineSamples == 0 || m.EngineMeanPerSec <= 0 {
+		t.Errorf("measure %+v", m)
+	}
+	if d := res.Direct; d == nil || d.TokPerSec <= 0 || d.Width != want || d.SwitchesDuring != 0 || res.DirectLoad.Bad() != 0 {
+		t.Errorf("direct %+v, load %v", d, res.DirectLoad)
+	}
+	if !regexp.MustCompile(`"state":\s*"watching"`).Match(res.Adapt) {
+		t.Errorf("final adapt status %s", res.Adapt)
+	}
+}

@@ -1,0 +1,223 @@
+package adapteval
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func st(engineWidth int, adapt string) status {
+	s := status{Adapt: json.RawMessage(adapt)}
+	if engineWidth > 0 {
+		s.Engine = &struct {
+			Width       int    `json:"width"`
+			WidthSource string `json:"width_source"`
+			URL         string `json:"url"`
+		}{Width: engineWidth}
+	}
+	return s
+}
+
+func TestSettled(t *testing.T) {
+	cases := []struct {
+		name string
+		s    status
+		want bool
+		note string
+	}{
+		{"no adapt", st(4, ``), false, "no adapt status"},
+		{"null adapt", st(4, `null`), false, "no adapt status"},
+		{"probing", st(4, `{"state":"probing","width":4}`), false, "adaptive loop probing"},
+		{"exploring", st(4, `{"state":"exploring","width":4}`), false, "adaptive loop exploring"},
+		{"no decision", st(17, `{"state":"watching","width":17}`), false, "no decision yet"},
+		{"no engine", st(0, `{"state":"watching","width":4,"last_decision":{"running":4,"choice":4}}`), false, "no engine serving"},
+		{"decision before the switch", st(4, `{"state":"watching","width":4,"last_decision":{"running":17,"choice":4,"switch":true}}`), false, "last decision was at width 17"},
+		{"switch held", st(17, `{"state":"watching","width":17,"last_decision":{"running":17,"choice":4,"switch":true}}`), false, "decided to switch 17→4"},
+		{"explore", st(4, `{"state":"watching","width":4,"last_decision":{"running":4,"choice":4,"explore":9}}`), false, "exploring wider (width 9)"},
+		{"stays", st(4, `{"state":"watching","width":4,"last_decision":{"running":4,"choice":4,"reason":"best","recheck":17}}`), true, "stays at width 4: best"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, note := settled(c.s)
+			if got != c.want || !strings.Contains(note, c.note) {
+				t.Errorf("settled = %v %q, want %v %q", got, note, c.want, c.note)
+			}
+		})
+	}
+}
+
+func TestReadPrompts(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "b.txt"), []byte("second"), 0o644)
+	os.WriteFile(filepath.Join(dir, "a.txt"), []byte("first"), 0o644)
+	os.WriteFile(filepath.Join(dir, ".hidden"), []byte("x"), 0o644)
+	ps, err := ReadPrompts(ctx, dir)
+	if err != nil || len(ps) != 2 || ps[0].Name != "a.txt" || ps[1].Text != "second" {
+		t.Fatalf("ReadPrompts = %+v, %v", ps, err)
+	}
+	bad := map[string]func(d string){
+		"holds no prompt files": func(d string) {},
+		"is empty":              func(d string) { os.WriteFile(filepath.Join(d, "e"), []byte(" \n"), 0o644) },
+		"not UTF-8":             func(d string) { os.WriteFile(filepath.Join(d, "u"), []byte{0xff, 0xfe}, 0o644) },
+		"larger":                func(d string) { os.WriteFile(filepath.Join(d, "big"), make([]byte, MaxPromptBytes+1), 0o644) },
+		"directory":             func(d string) { os.Mkdir(filepath.Join(d, "sub"), 0o755) },
+		"FIFO":                  func(d string) { syscall.Mkfifo(filepath.Join(d, "fifo"), 0o644) },
+	}
+	for want, mk := range bad {
+		d := t.TempDir()
+		mk(d)
+		if _, err := ReadPrompts(ctx, d); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: err %v", want, err)
+		}
+	}
+	if _, err := ReadPrompts(ctx, filepath.Join(dir, "a.txt")); err == nil || !strings.Contains(err.Error(), "prompt directory") {
+		t.Errorf("a file as the directory: %v", err)
+	}
+}
+
+// fakeServe is /speclaunch/status and a streaming /v1/completions whose
+// adaptive loop switches 4→17 (explore) after 4 requests and 17→6 after
+// 10, then stays.
+type fakeServe struct {
+	url      string
+	mu       sync.Mutex
+	done     atomic.Int64
+	width    int
+	switches []map[string]any
+	bodies   []map[string]any
+	probing  atomic.Int64 // polls left in "probing"
+}
+
+func (f *fakeServe) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch r.URL.Path {
+	case "/speclaunch/status":
+		n := f.done.Load()
+		sw := func(from, to int, reason string) {
+			if f.width == from {
+				f.width = to
+				f.switches = append(f.switches, map[string]any{"at": time.Now(), "kind": "adapt", "reason": reason, "from_width": from, "to_width": to, "ok": true, "took_ms": 5})
+			}
+		}
+		state := "watching"
+		if f.probing.Add(-1) >= 0 {
+			state = "probing"
+		} else if n >= 4 {
+			sw(4, 17, "explore wider: x")
+		}
+		if n >= 10 {
+			sw(17, 6, "width 6 is predicted best")
+		}
+		dec := map[string]any{"running": f.width, "choice": f.width, "switch": false, "reason": "best"}
+		if f.width != 6 {
+			dec["explore"] = 17
+		}
+		json.NewEncoder(w).Encode(map[string]any{
+			"engine":   map[string]any{"width": f.width, "width_source": "adaptive", "url": f.url},
+			"switches": append([]map[string]any{{"at": time.Now(), "kind": "start", "ok": true}}, f.switches...),
+			"adapt":    map[string]any{"state": state, "width": f.width, "last_decision": dec},
+		})
+	case "/v1/completions":
+		var b map[string]any
+		json.NewDecoder(r.Body).Decode(&b)
+		f.bodies = append(f.bodies, b)
+		f.mu.Unlock()
+		w.Header().Set("Content-Type", "text/event-stream")
+		for range 5 {
+			fmt.Fprintf(w, "data: {\"choices\":[{\"text\":\"x\"}]}\n\n")
+		}
+		fmt.Fprintf(w, "data: {\"choices\":[{\"text\":\"\"}],\"timings\":{\"predicted_n\":5,\"predicted_per_second\":250}}\n\ndata: [DONE]\n\n")
+		time.Sleep(5 * time.Millisecond)
+		f.done.Add(1)
+		f.mu.Lock()
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+func TestRunAgainstFake(t *testing.T) {
+	f := &fakeServe{width: 4}
+	f.probing.Store(2)
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	f.url = srv.URL // the fake engine is the fake proxy
+	ps := []Prompt{{Name: "a", Text: "A"}, {Name: "b", Text: "B"}}
+	res, err := Run(context.Background(), Options{URL: srv.URL, Prompts: ps, Clients: 2, MaxTokens: 5, Temperature: 0.7, Seed: 10,
+		Requests: 20, Poll: 10 * time.Millisecond, SettleTimeout: 10 * time.Second, Direct: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(res.Summary())
+	if !res.OK() || res.Width != 6 || len(res.Switches) != 2 {
+		t.Fatalf("%s", res.Summary())
+	}
+	if s := res.Switches[0]; !s.Explore || s.From != 4 || s.To != 17 {
+		t.Errorf("first switch %+v", s)
+	}
+	// The fake switches once it has finished 10 requests; with 2 clients the
+	// client has seen at least 8 of them end.
+	if s := res.Switches[1]; s.Explore || s.To != 6 || s.RequestsBefore < 10-2 || s.AtS <= 0 || s.AtS > res.SettleS {
+		t.Errorf("deciding switch %+v (settled at %.3fs)", s, res.SettleS)
+	}
+	m := res.Measure
+	if m.Requests < 20 || m.Tokens < 5*19 || m.TokPerSec <= 0 || m.EngineSamples == 0 || m.EngineMeanPerSec != 250 || m.SwitchesDuring != 0 || m.Width != 6 {
+		t.Errorf("measure %+v", m)
+	}
+	if d := res.Direct; d == nil || d.Requests < 20 || d.TokPerSec <= 0 || d.EngineMeanPerSec != 250 || res.ProxyCost == nil || res.DirectLoad.OK == 0 {
+		t.Errorf("direct %+v, proxy cost %v", d, res.ProxyCost)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	seen := map[string]bool{}
+	for _, b := range f.bodies {
+		if b["temperature"] != 0.7 || b["stream"] != true || b["max_tokens"] != 5.0 {
+			t.Fatalf("body %v", b)
+		}
+		// each prompt always carries its own seed
+		seen[fmt.Sprint(b["prompt"], " ", b["seed"])] = true
+	}
+	if len(seen) != 2 || !seen["A 10"] || !seen["B 11"] {
+		t.Errorf("prompt/seed pairs %v", seen)
+	}
+}
+
+// Greedy is sent as temperature 0 (llama-server would sample at 0.8) and
+// without a seed.
+func TestRunGreedyAndNotAdapting(t *testing.T) {
+	f := &fakeServe{width: 6}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	res, err := Run(context.Background(), Options{URL: srv.URL, Prompts: []Prompt{{Text: "A"}}, Requests: 3, Poll: 10 * time.Millisecond})
+	if err != nil || !res.OK() || res.Seed != nil {
+		t.Fatalf("%v %s", err, res.Summary())
+	}
+	if b := f.bodies[0]; b["temperature"] != 0.0 || b["seed"] != nil {
+		t.Errorf("greedy body %v", b)
+	}
+
+	for _, c := range []struct{ adapt, want string }{
+		{`null`, "no adaptive loop"},
+		{`{"state":"not adapting","note":"no per-position counters"}`, "not adapting: no per-position counters"},
+	} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprintf(w, `{"engine":{"width":4},"adapt":%s}`, c.adapt)
+		}))
+		_, err := Run(context.Background(), Options{URL: srv.URL, Prompts: []Prompt{{Text: "A"}}, Requests: 1})
+		srv.Close()
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("adapt %s: err %v, want %q", c.adapt, err, c.want)
+		}
+	}
+}

@@ -1,0 +1,115 @@
+package adapteval
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// status is the part of /speclaunch/status this package reads.
+type status struct {
+	Engine *struct {
+		Width       int    `json:"width"`
+		WidthSource string `json:"width_source"`
+		URL         string `json:"url"` // the engine's own loopback URL, behind the proxy
+	} `json:"engine"`
+	Switches []struct {
+		At     time.Time `json:"at"`
+		Kind   string    `json:"kind"`
+		Reason string    `json:"reason"`
+		From   int       `json:"from_width"`
+		To     int       `json:"to_width"`
+		OK     bool      `json:"ok"`
+		TookMS float64   `json:"took_ms"`
+	} `json:"switches"`
+	Adapt json.RawMessage `json:"adapt"`
+}
+
+// adaptStatus is the part of adapt.Status the settle rule reads (a copy,
+// so this client depends only on the served JSON).
+type adaptStatus struct {
+	State    string `json:"state"`
+	Note     string `json:"note"`
+	Width    int    `json:"width"`
+	Decision *struct {
+		Running int    `json:"running"`
+		Choice  int    `json:"choice"`
+		Switch  bool   `json:"switch"`
+		Reason  string `json:"reason"`
+		Explore int    `json:"explore"`
+	} `json:"last_decision"`
+}
+
+func (st status) adapt() (adaptStatus, bool) {
+	var a adaptStatus
+	if len(st.Adapt) == 0 || string(st.Adapt) == "null" || json.Unmarshal(st.Adapt, &a) != nil || a.State == "" {
+		return a, false
+	}
+	return a, true
+}
+
+// adapting says why a measurement is impossible: no adaptive loop, or one
+// that stopped.
+func (st status) adapting() error {
+	a, ok := st.adapt()
+	if !ok {
+		return fmt.Errorf("the server reports no adaptive loop in /speclaunch/status: start it with `speclaunch serve --adapt` (no operator width) and give its public URL (the proxy)")
+	}
+	switch a.State {
+	case "not adapting", "stopped":
+		return fmt.Errorf("the adaptive loop is %s: %s", a.State, a.Note)
+	}
+	return nil
+}
+
+// settled is the rule for the end of phase 1: the loop is watching, the
+// engine serves the width the loop last decided at, and that decision
+// neither switched nor asked to explore wider. The note says what it waits
+// for, or why it holds.
+func settled(st status) (bool, string) {
+	a, ok := st.adapt()
+	switch {
+	case !ok:
+		return false, "no adapt status"
+	case a.State != "watching":
+		return false, "adaptive loop " + a.State
+	case a.Decision == nil:
+		return false, "no decision yet"
+	case st.Engine == nil:
+		return false, "no engine serving"
+	case a.Decision.Running != st.Engine.Width || a.Width != st.Engine.Width:
+		return false, fmt.Sprintf("last decision was at width %d; the engine now serves width %d", a.Decision.Running, st.Engine.Width)
+	case a.Decision.Switch:
+		return false, fmt.Sprintf("decided to switch %d→%d", a.Decision.Running, a.Decision.Choice)
+	case a.Decision.Explore > 0:
+		return false, fmt.Sprintf("exploring wider (width %d)", a.Decision.Explore)
+	}
+	return true, fmt.Sprintf("stays at width %d: %s", a.Decision.Running, a.Decision.Reason)
+}
+
+func getStatus(ctx context.Context, o Options) (status, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	url := strings.TrimRight(o.URL, "/") + "/speclaunch/status"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return status{}, fmt.Errorf("server URL %q: %w", o.URL, err)
+	}
+	resp, err := o.Client.Do(req)
+	if err != nil {
+		return status{}, fmt.Errorf("GET %s: %w (is `speclaunch serve --adapt` running there?)", url, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return status{}, fmt.Errorf("GET %s: %s (is this speclaunch's public port, with the proxy on?)", url, resp.Status)
+	}
+	var st status
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(&st); err != nil {
+		return status{}, fmt.Errorf("GET %s: not speclaunch's status JSON: %w", url, err)
+	}
+	return st, nil
+}
