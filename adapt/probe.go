@@ -74,13 +74,14 @@ func Probe(ctx context.Context, client *http.Client, baseURL string, rows []int,
 		return Curve{}, errors.New("probe: no rows to probe")
 	}
 	base := strings.TrimRight(baseURL, "/")
+	ids := tokenIDs(vocabSize(ctx, client, base))
 	prefix := make([]int, probePrefixLen)
 	for i := range prefix {
-		prefix[i] = probePrefixBase + i
+		prefix[i] = ids.prefix + i
 	}
 	// Warm the cache with the prefix alone (plus one token, evaluated).
 	warm := func() error {
-		_, err := probeOnce(ctx, client, base, append(slices.Clone(prefix), probeFreshBase+probeFreshSpan), -1)
+		_, err := probeOnce(ctx, client, base, append(slices.Clone(prefix), ids.fresh+ids.span), -1)
 		return err
 	}
 	if err := warm(); err != nil {
@@ -98,7 +99,7 @@ func Probe(ctx context.Context, client *http.Client, baseURL string, rows []int,
 			turn++
 			prompt := slices.Clone(prefix)
 			for i := range w {
-				prompt = append(prompt, probeFreshBase+(turn*37+i)%probeFreshSpan)
+				prompt = append(prompt, ids.fresh+(turn*37+i)%ids.span)
 			}
 			ms, err := probeOnce(ctx, client, base, prompt, w)
 			// Live traffic may have taken the slot between two probes and
@@ -119,6 +120,54 @@ func Probe(ctx context.Context, client *http.Client, baseURL string, rows []int,
 		c.VerifyMS[w] = median(s)
 	}
 	return c, nil
+}
+
+// probeIDs are the token ids a probe uses: a prefix run and a span of
+// fresh ids, all inside the target's vocabulary.
+type probeIDs struct{ prefix, fresh, span int }
+
+// tokenIDs places the probe's ids inside a vocabulary of n tokens (0 =
+// unknown: the defaults, which fit every vocabulary of 10,000 or more). A
+// small vocabulary (a synthetic pair's 8,192 on the H200 refused id 9,000
+// with "Prompt contains invalid tokens") gets ids from a quarter of the way
+// in, and a fresh span that 37 does not divide, so consecutive requests
+// still start with distinct tokens.
+func tokenIDs(n int) probeIDs {
+	if n <= 0 || n > probeFreshBase+probeFreshSpan {
+		return probeIDs{probePrefixBase, probeFreshBase, probeFreshSpan}
+	}
+	lo := min(probePrefixBase, n/4)
+	fresh := lo + probePrefixLen
+	span := n - fresh - 1 // the last id is the warm-up's, outside the span
+	if span%37 == 0 {
+		span--
+	}
+	return probeIDs{lo, fresh, max(span, 1)}
+}
+
+// vocabSize reads n_vocab from llama-server's /v1/models (data[0].meta);
+// 0 when the engine does not say.
+func vocabSize(ctx context.Context, client *http.Client, base string) int {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/models", nil)
+	if err != nil {
+		return 0
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	var v struct {
+		Data []struct {
+			Meta struct {
+				NVocab int `json:"n_vocab"`
+			} `json:"meta"`
+		} `json:"data"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&v) != nil || len(v.Data) == 0 {
+		return 0
+	}
+	return max(v.Data[0].Meta.NVocab, 0)
 }
 
 // probeOnce sends one probe request and returns timings.prompt_ms;
