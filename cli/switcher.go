@@ -276,6 +276,13 @@ func (sv *server) run(p *plan.Plan) error {
 		sv.log.Info("proxy listening; the engine gets a loopback port of its own", "addr", pub.addr, "switch", p.Settings.Switch.Value)
 	}
 
+	// SIGHUP is caught from here on: during the first load (minutes for a
+	// real model) its default action would end the launcher and its engine.
+	// One that arrives while loading reloads once the engine serves.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+
 	first, err := sv.startInst(runCtx, p, "starting engine", ctx)
 	if err != nil {
 		return err
@@ -295,13 +302,11 @@ func (sv *server) run(p *plan.Plan) error {
 			sv.log.Info("watching for changes", "files", strings.Join(sv.files, ", "))
 		}
 	}
-	// Without a watcher SIGHUP still reloads (watching is about files, not
-	// signals), and must not kill the launcher by its default action.
-	var hup chan os.Signal
-	if changes == nil {
-		hup = make(chan os.Signal, 1)
-		signal.Notify(hup, syscall.SIGHUP)
-		defer signal.Stop(hup)
+	// Without a watcher SIGHUP still reloads through hup (watching is about
+	// files, not signals). With one, the watcher reports SIGHUP from now on;
+	// hup still holds, at most, the one that arrived during the first load.
+	if changes != nil {
+		signal.Stop(hup)
 	}
 
 	stopAdapt := sv.startAdapt(runCtx, p)
