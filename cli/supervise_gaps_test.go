@@ -120,3 +120,20 @@ func serveSim(t *testing.T, extra string, args ...string) (r *serveRun, prof, ba
 	r.log.waitFor(t, `width verified width=4`, 1, 20*time.Second)
 	return r, prof, base, port
 }
+
+// A reload caught while a switch to the same settings is under way (an
+// editor's second write, a SIGHUP after the edit) starts no second engine.
+func TestServeReloadDuringSwitchToSameSettings(t *testing.T) {
+	r, prof, base, _ := serveSim(t, "", "--watch=false")
+	slow := strings.Replace(withWidth(base, 3), `"100ms"`, `"1s"`, 1)
+	writeFile(t, prof, slow)
+	syscall.Kill(os.Getpid(), syscall.SIGHUP)
+	r.log.waitFor(t, `starting engine for the new settings`, 1, 20*time.Second)
+	syscall.Kill(os.Getpid(), syscall.SIGHUP)
+	r.log.waitFor(t, `switched to_pid`, 1, 20*time.Second)
+	r.log.waitFor(t, `nothing to do`, 1, 20*time.Second)
+	time.Sleep(1500 * time.Millisecond)
+	if n := r.log.count(`switching engines`); n != 1 {
+		t.Fatalf("%d switches for one edit, want 1:\n%s", n, r.log)
+	}
+}

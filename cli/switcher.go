@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -496,7 +497,20 @@ func (sv *server) run(p *plan.Plan) error {
 			if pending != nil {
 				next := pending
 				pending = nil
-				request(next.kind, next.reason, next.plan, next.reply)
+				if cur != nil && slices.Equal(next.plan.Launch.Argv, p.Launch.Argv) && slices.Equal(next.plan.Launch.Env, p.Launch.Env) {
+					// It was diffed against the settings the switch replaced;
+					// against what serves now it changes nothing (a reload
+					// caught during a switch to the same edit): no second
+					// engine start.
+					sv.log.Info("the settings that arrived during the switch are the ones now serving; nothing to do", "why", next.reason)
+					sv.applyServing(p, next.plan)
+					p = next.plan
+					if next.reply != nil {
+						next.reply <- nil
+					}
+				} else {
+					request(next.kind, next.reason, next.plan, next.reply)
+				}
 			}
 
 		case <-hup:
