@@ -595,6 +595,7 @@ func (sv *server) finishJob(j *job, res jobResult, cur **inst, p **plan.Plan, dr
 		*p = j.plan
 		reply(nil)
 	}
+	sv.st.settings(*p)
 	rec.ToWidth = res.in.width()
 	rec.OK = !res.fellBack
 	sv.st.switched(rec)
@@ -611,6 +612,7 @@ func (sv *server) finishJob(j *job, res jobResult, cur **inst, p **plan.Plan, dr
 // switch: the queue bound and the hold timeout (the switch mode, drain
 // timeout and adaptive settings are read from the plan when used).
 func (sv *server) applyServing(cur, np *plan.Plan) {
+	sv.st.settings(np)
 	if sv.px == nil {
 		return
 	}
