@@ -101,6 +101,10 @@ func (sv *server) reload(cur *plan.Plan, ch watch.Change) (*plan.Plan, bool, err
 		return nil, false, err
 	}
 	np, err := build(sv.e, l, plan.Options{})
+	if err == nil && sv.adapted > 0 && np.Settings.Adapt.Value {
+		// The width the adaptive loop chose stays (an operator width still wins).
+		np, err = build(sv.e, l, plan.Options{Adapted: sv.adapted, AdaptReason: sv.adaptReason})
+	}
 	if err == nil {
 		err = checkLaunchable(np, false)
 	}

@@ -40,6 +40,12 @@ type server struct {
 	runCtx   context.Context   // engines live on it; a job's own context only interrupts their start
 	st       *serveStatus
 	gens     uint64 // engines started so far
+
+	// adapted is the width the adaptive loop switched to (1 = speculation
+	// off), 0 before it has; a reload keeps it, or every profile edit (a
+	// comment, a SIGHUP) would put the policy's width back.
+	adapted     int
+	adaptReason string
 }
 
 // inst is one engine process the switcher started.
@@ -594,6 +600,12 @@ func (sv *server) finishJob(j *job, res jobResult, cur **inst, p **plan.Plan, dr
 	} else {
 		*p = j.plan
 		reply(nil)
+		switch {
+		case j.kind == "adapt":
+			sv.adapted, sv.adaptReason = res.in.width(), j.reason
+		case !j.plan.Settings.Adapt.Value || j.plan.Resolution.Source == width.Override:
+			sv.adapted, sv.adaptReason = 0, ""
+		}
 	}
 	sv.st.settings(*p)
 	rec.ToWidth = res.in.width()
