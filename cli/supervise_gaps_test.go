@@ -137,3 +137,13 @@ func TestServeReloadDuringSwitchToSameSettings(t *testing.T) {
 		t.Fatalf("%d switches for one edit, want 1:\n%s", n, r.log)
 	}
 }
+
+// Settings read only at start (adapt.*, server.proxy) say so when a reload
+// changes them, instead of being ignored in silence.
+func TestServeReloadWarnsStartOnlySettings(t *testing.T) {
+	r, prof, base, _ := serveSim(t, "")
+	writeFile(t, prof, base+"[adapt]\nenabled = true\n")
+	r.log.waitFor(t, `adapt.\* settings apply when speclaunch starts`, 1, 20*time.Second)
+	writeFile(t, prof, strings.Replace(base, "[server]\n", "[server]\nproxy = false\n", 1))
+	r.log.waitFor(t, `server.proxy applies when speclaunch starts`, 1, 20*time.Second)
+}
