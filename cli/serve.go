@@ -121,7 +121,6 @@ func (sv *server) reload(cur *plan.Plan, ch watch.Change) (*plan.Plan, bool, err
 		sv.log.Warn("reload: server.proxy applies when speclaunch starts; restart it to turn the proxy on or off")
 	}
 	if slices.Equal(np.Launch.Argv, cur.Launch.Argv) && slices.Equal(np.Launch.Env, cur.Launch.Env) {
-		sv.log.Info("reload: engine command unchanged; nothing to do", "width", np.Resolution.Width)
 		return np, false, nil
 	}
 	return np, true, nil

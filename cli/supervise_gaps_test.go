@@ -147,3 +147,20 @@ func TestServeReloadWarnsStartOnlySettings(t *testing.T) {
 	writeFile(t, prof, strings.Replace(base, "[server]\n", "[server]\nproxy = false\n", 1))
 	r.log.waitFor(t, `server.proxy applies when speclaunch starts`, 1, 20*time.Second)
 }
+
+// An edit back to the serving settings while a switch away from them is
+// under way is the latest edit: it wins, the engine ends at the file's width.
+func TestServeReloadBackDuringSwitchWins(t *testing.T) {
+	r, prof, base, port := serveSim(t, "")
+	slow := strings.Replace(base, `"100ms"`, `"1s"`, 1) // width 4, each start 1 s
+	writeFile(t, prof, slow)
+	r.log.waitFor(t, `switched to_pid`, 1, 20*time.Second)
+	writeFile(t, prof, withWidth(slow, 3))
+	r.log.waitFor(t, `starting engine for the new settings`, 2, 20*time.Second)
+	writeFile(t, prof, slow) // back to what serves now, while the switch to 3 runs
+	r.log.waitFor(t, `reloading`, 3, 20*time.Second)
+	r.log.waitFor(t, `switched to_pid`, 3, 20*time.Second)
+	if st := status(t, port); st.Engine == nil || st.Engine.Width != 4 {
+		t.Fatalf("engine %+v, want width 4 as the profile says now; log:\n%s", st.Engine, r.log)
+	}
+}

@@ -524,9 +524,12 @@ func (sv *server) run(p *plan.Plan) error {
 				sv.log.Info("SIGHUP: nothing to reload (no profile or policy file is given; settings come from flags and the environment)")
 				continue
 			}
-			if np, changed, err := sv.reload(p, watch.Change{Reason: watch.ReasonSIGHUP}); err == nil && changed {
+			if np, changed, err := sv.reload(p, watch.Change{Reason: watch.ReasonSIGHUP}); err == nil && (changed || running != nil) {
+				// During a switch even the settings now serving are a change
+				// of target: they queue behind it (the latest wins).
 				request("reload", "SIGHUP", np, nil)
 			} else if err == nil {
+				sv.log.Info("reload: engine command unchanged; nothing to do", "width", np.Resolution.Width)
 				sv.applyServing(p, np)
 				p = np
 			}
@@ -539,11 +542,15 @@ func (sv *server) run(p *plan.Plan) error {
 			if err != nil {
 				continue
 			}
-			if !changed {
+			if !changed && running == nil {
+				sv.log.Info("reload: engine command unchanged; nothing to do", "width", np.Resolution.Width)
 				sv.applyServing(p, np)
 				p = np // same engine command; the proxy's and the switch's own settings may differ
 				continue
 			}
+			// During a switch a reload is compared with what the switch
+			// leaves serving, once it has: it queues behind it (the latest
+			// wins), even when it equals the settings the switch replaces.
 			why := ch.Reason
 			if ch.Path != "" {
 				why = ch.Path + " (" + ch.Reason + ")"
