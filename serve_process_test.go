@@ -120,3 +120,63 @@ func TestSIGKILLDuringOverlapLeavesNoEngine(t *testing.T) {
 	}
 	t.Fatalf("engines %v outlived the SIGKILLed launcher", engines)
 }
+
+// SIGHUP while the first engine is still loading neither ends the launcher
+// (its default action) nor is lost: the profile is reloaded once the engine
+// serves.
+func TestSIGHUPDuringFirstLoadReloadsAfter(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := staticBinary(t)
+	dir := t.TempDir()
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	prof := filepath.Join(dir, "p.toml")
+	profile := func(w int, watch string) string {
+		return fmt.Sprintf("[engine]\nname = \"sim\"\nargs = [\"--sim-warmup\", \"1500ms\"]\n[model]\npath = \"t\"\n[draft]\nmodel = \"d\"\nblock_size = %d\n[server]\nport = %d\n[serve]\nwatch = %s\n", w, port, watch)
+	}
+	for _, watch := range []string{"false", "true"} {
+		t.Run("watch="+watch, func(t *testing.T) {
+			os.WriteFile(prof, []byte(profile(4, watch)), 0o644)
+			cmd := exec.Command(bin, "serve", "--profile", prof, "--log-format", "text")
+			stderr, _ := cmd.StderrPipe()
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }()
+			lines := make(chan string, 200)
+			go func() {
+				sc := bufio.NewScanner(stderr)
+				for sc.Scan() {
+					lines <- sc.Text()
+				}
+				close(lines)
+			}()
+			waitLine := func(sub string) {
+				t.Helper()
+				deadline := time.After(30 * time.Second)
+				for {
+					select {
+					case l, ok := <-lines:
+						if !ok {
+							t.Fatalf("launcher ended (%v) before %q", cmd.Wait(), sub)
+						}
+						if strings.Contains(l, sub) {
+							return
+						}
+					case <-deadline:
+						t.Fatalf("no %q", sub)
+					}
+				}
+			}
+			waitLine("starting engine:")
+			os.WriteFile(prof, []byte(profile(3, watch)), 0o644)
+			time.Sleep(200 * time.Millisecond)
+			cmd.Process.Signal(syscall.SIGHUP)
+			waitLine("width verified width=4")
+			waitLine("width verified width=3")
+		})
+	}
+}

@@ -106,3 +106,39 @@ func adaptState(t *testing.T, port int) string {
 	json.NewDecoder(resp.Body).Decode(&st)
 	return st.Adapt.State
 }
+
+// A profile edit that changes no setting (here a comment) keeps the width
+// the adaptive loop chose instead of going back to the policy's.
+func TestServeAdaptedWidthSurvivesReload(t *testing.T) {
+	want := oracle(t, "flat", 8) // not the policy's 4
+	dir := t.TempDir()
+	port := freePort(t)
+	p := filepath.Join(dir, "p.toml")
+	body := simProfile(port, `, "--sim-profile", "flat", "--sim-noise", "0"`) + "[adapt]\nenabled = true\nmax_width = 8\nmin_cycles = 64\nwindow = \"1s\"\n"
+	writeFile(t, p, body)
+	r := startServe(t, "--profile", p)
+	r.log.waitFor(t, `width verified`, 1, 20*time.Second)
+	for i := 0; i < 200 && adaptState(t, port) == "probing"; i++ {
+		time.Sleep(100 * time.Millisecond)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go loadgen.Run(ctx, loadgen.Options{URL: fmt.Sprintf("http://127.0.0.1:%d", port), Clients: 2, Duration: 60 * time.Second, Stream: true, MaxTokens: 64})
+	adapted := func() bool {
+		st := status(t, port)
+		return st.Engine != nil && st.Engine.Width == want && st.Engine.WidthSource == "adaptive"
+	}
+	for deadline := time.Now().Add(50 * time.Second); !adapted() && time.Now().Before(deadline); {
+		time.Sleep(250 * time.Millisecond)
+	}
+	if !adapted() {
+		t.Fatalf("the loop did not reach width %d; log:\n%s", want, r.log)
+	}
+	cancel()
+	writeFile(t, p, body+"# a comment\n")
+	r.log.waitFor(t, `reloading`, 1, 20*time.Second)
+	time.Sleep(1500 * time.Millisecond) // a switch back would be done by now (100 ms warmup)
+	if st := status(t, port); !adapted() {
+		t.Fatalf("after a comment edit the engine runs %+v, want the adapted width %d; log:\n%s", st.Engine, want, r.log)
+	}
+}

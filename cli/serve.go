@@ -101,6 +101,10 @@ func (sv *server) reload(cur *plan.Plan, ch watch.Change) (*plan.Plan, bool, err
 		return nil, false, err
 	}
 	np, err := build(sv.e, l, plan.Options{})
+	if err == nil && sv.adapted > 0 && np.Settings.Adapt.Value {
+		// The width the adaptive loop chose stays (an operator width still wins).
+		np, err = build(sv.e, l, plan.Options{Adapted: sv.adapted, AdaptReason: sv.adaptReason})
+	}
 	if err == nil {
 		err = checkLaunchable(np, false)
 	}
@@ -108,8 +112,15 @@ func (sv *server) reload(cur *plan.Plan, ch watch.Change) (*plan.Plan, bool, err
 		sv.log.Error("reload rejected; the engine keeps running with the previous settings", "err", err)
 		return nil, false, err
 	}
+	if a, b := cur.Settings, np.Settings; a.Adapt.Value != b.Adapt.Value || a.AdaptMaxWidth.Value != b.AdaptMaxWidth.Value ||
+		a.AdaptExplore.Value != b.AdaptExplore.Value || a.AdaptMargin.Value != b.AdaptMargin.Value ||
+		a.AdaptMinCycles.Value != b.AdaptMinCycles.Value || a.AdaptWindow.Value != b.AdaptWindow.Value {
+		sv.log.Warn("reload: adapt.* settings apply when speclaunch starts; restart it for this change to take effect")
+	}
+	if cur.Settings.Proxy.Value != np.Settings.Proxy.Value {
+		sv.log.Warn("reload: server.proxy applies when speclaunch starts; restart it to turn the proxy on or off")
+	}
 	if slices.Equal(np.Launch.Argv, cur.Launch.Argv) && slices.Equal(np.Launch.Env, cur.Launch.Env) {
-		sv.log.Info("reload: engine command unchanged; nothing to do", "width", np.Resolution.Width)
 		return np, false, nil
 	}
 	return np, true, nil

@@ -172,6 +172,15 @@ func (st *serveStatus) drained(*inst, time.Duration) {
 	st.mu.Unlock()
 }
 
+// settings takes in a reload's settings that the status shows: the switch
+// mode and the public address (which a reload may move).
+func (st *serveStatus) settings(p *plan.Plan) {
+	st.mu.Lock()
+	st.mode = p.Settings.Switch.Value
+	st.public = net.JoinHostPort(p.Settings.Host.Value, fmt.Sprint(p.Settings.Port.Value))
+	st.mu.Unlock()
+}
+
 func (st *serveStatus) setAdapt(v any) {
 	st.mu.Lock()
 	st.adapt = v

@@ -120,3 +120,47 @@ func serveSim(t *testing.T, extra string, args ...string) (r *serveRun, prof, ba
 	r.log.waitFor(t, `width verified width=4`, 1, 20*time.Second)
 	return r, prof, base, port
 }
+
+// A reload caught while a switch to the same settings is under way (an
+// editor's second write, a SIGHUP after the edit) starts no second engine.
+func TestServeReloadDuringSwitchToSameSettings(t *testing.T) {
+	r, prof, base, _ := serveSim(t, "", "--watch=false")
+	slow := strings.Replace(withWidth(base, 3), `"100ms"`, `"1s"`, 1)
+	writeFile(t, prof, slow)
+	syscall.Kill(os.Getpid(), syscall.SIGHUP)
+	r.log.waitFor(t, `starting engine for the new settings`, 1, 20*time.Second)
+	syscall.Kill(os.Getpid(), syscall.SIGHUP)
+	r.log.waitFor(t, `switched to_pid`, 1, 20*time.Second)
+	r.log.waitFor(t, `nothing to do`, 1, 20*time.Second)
+	time.Sleep(1500 * time.Millisecond)
+	if n := r.log.count(`switching engines`); n != 1 {
+		t.Fatalf("%d switches for one edit, want 1:\n%s", n, r.log)
+	}
+}
+
+// Settings read only at start (adapt.*, server.proxy) say so when a reload
+// changes them, instead of being ignored in silence.
+func TestServeReloadWarnsStartOnlySettings(t *testing.T) {
+	r, prof, base, _ := serveSim(t, "")
+	writeFile(t, prof, base+"[adapt]\nenabled = true\n")
+	r.log.waitFor(t, `adapt.\* settings apply when speclaunch starts`, 1, 20*time.Second)
+	writeFile(t, prof, strings.Replace(base, "[server]\n", "[server]\nproxy = false\n", 1))
+	r.log.waitFor(t, `server.proxy applies when speclaunch starts`, 1, 20*time.Second)
+}
+
+// An edit back to the serving settings while a switch away from them is
+// under way is the latest edit: it wins, the engine ends at the file's width.
+func TestServeReloadBackDuringSwitchWins(t *testing.T) {
+	r, prof, base, port := serveSim(t, "")
+	slow := strings.Replace(base, `"100ms"`, `"1s"`, 1) // width 4, each start 1 s
+	writeFile(t, prof, slow)
+	r.log.waitFor(t, `switched to_pid`, 1, 20*time.Second)
+	writeFile(t, prof, withWidth(slow, 3))
+	r.log.waitFor(t, `starting engine for the new settings`, 2, 20*time.Second)
+	writeFile(t, prof, slow) // back to what serves now, while the switch to 3 runs
+	r.log.waitFor(t, `reloading`, 3, 20*time.Second)
+	r.log.waitFor(t, `switched to_pid`, 3, 20*time.Second)
+	if st := status(t, port); st.Engine == nil || st.Engine.Width != 4 {
+		t.Fatalf("engine %+v, want width 4 as the profile says now; log:\n%s", st.Engine, r.log)
+	}
+}

@@ -76,7 +76,9 @@ type statusDoc struct {
 		Width        int    `json:"width"`
 		WidthSource  string `json:"width_source"`
 	} `json:"engine"`
-	SwitchesTotal int `json:"switches_total"`
+	SwitchesTotal int    `json:"switches_total"`
+	SwitchMode    string `json:"switch_mode"`
+	Public        string `json:"public"`
 	Switches      []struct {
 		Kind, Mode string
 		OK         bool
@@ -100,4 +102,22 @@ func status(t *testing.T, port int) statusDoc {
 		t.Fatal(err)
 	}
 	return st
+}
+
+// /speclaunch/status follows a reload: the switch mode it shows is the one
+// the next switch uses, and the public address is where the proxy listens.
+func TestStatusFollowsReload(t *testing.T) {
+	r, prof, base, port := serveSim(t, "")
+	writeFile(t, prof, strings.Replace(base, "[server]\n", "[server]\nswitch = \"drain\"\n", 1))
+	r.log.waitFor(t, `engine command unchanged`, 1, 20*time.Second)
+	if st := status(t, port); st.SwitchMode != "drain" {
+		t.Errorf("status switch_mode %q after a reload to drain", st.SwitchMode)
+	}
+	port2 := freePort(t)
+	moved := strings.Replace(base, fmt.Sprintf("port = %d", port), fmt.Sprintf("port = %d", port2), 1)
+	writeFile(t, prof, withWidth(moved, 3))
+	r.log.waitFor(t, `width verified width=3`, 1, 20*time.Second)
+	if st := status(t, port2); st.Public != fmt.Sprintf("127.0.0.1:%d", port2) {
+		t.Errorf("status public %q after the proxy moved to port %d", st.Public, port2)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,6 +40,12 @@ type server struct {
 	runCtx   context.Context   // engines live on it; a job's own context only interrupts their start
 	st       *serveStatus
 	gens     uint64 // engines started so far
+
+	// adapted is the width the adaptive loop switched to (1 = speculation
+	// off), 0 before it has; a reload keeps it, or every profile edit (a
+	// comment, a SIGHUP) would put the policy's width back.
+	adapted     int
+	adaptReason string
 }
 
 // inst is one engine process the switcher started.
@@ -276,6 +283,13 @@ func (sv *server) run(p *plan.Plan) error {
 		sv.log.Info("proxy listening; the engine gets a loopback port of its own", "addr", pub.addr, "switch", p.Settings.Switch.Value)
 	}
 
+	// SIGHUP is caught from here on: during the first load (minutes for a
+	// real model) its default action would end the launcher and its engine.
+	// One that arrives while loading reloads once the engine serves.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+
 	first, err := sv.startInst(runCtx, p, "starting engine", ctx)
 	if err != nil {
 		return err
@@ -295,13 +309,11 @@ func (sv *server) run(p *plan.Plan) error {
 			sv.log.Info("watching for changes", "files", strings.Join(sv.files, ", "))
 		}
 	}
-	// Without a watcher SIGHUP still reloads (watching is about files, not
-	// signals), and must not kill the launcher by its default action.
-	var hup chan os.Signal
-	if changes == nil {
-		hup = make(chan os.Signal, 1)
-		signal.Notify(hup, syscall.SIGHUP)
-		defer signal.Stop(hup)
+	// Without a watcher SIGHUP still reloads through hup (watching is about
+	// files, not signals). With one, the watcher reports SIGHUP from now on;
+	// hup still holds, at most, the one that arrived during the first load.
+	if changes != nil {
+		signal.Stop(hup)
 	}
 
 	stopAdapt := sv.startAdapt(runCtx, p)
@@ -491,7 +503,20 @@ func (sv *server) run(p *plan.Plan) error {
 			if pending != nil {
 				next := pending
 				pending = nil
-				request(next.kind, next.reason, next.plan, next.reply)
+				if cur != nil && slices.Equal(next.plan.Launch.Argv, p.Launch.Argv) && slices.Equal(next.plan.Launch.Env, p.Launch.Env) {
+					// It was diffed against the settings the switch replaced;
+					// against what serves now it changes nothing (a reload
+					// caught during a switch to the same edit): no second
+					// engine start.
+					sv.log.Info("the settings that arrived during the switch are the ones now serving; nothing to do", "why", next.reason)
+					sv.applyServing(p, next.plan)
+					p = next.plan
+					if next.reply != nil {
+						next.reply <- nil
+					}
+				} else {
+					request(next.kind, next.reason, next.plan, next.reply)
+				}
 			}
 
 		case <-hup:
@@ -499,9 +524,12 @@ func (sv *server) run(p *plan.Plan) error {
 				sv.log.Info("SIGHUP: nothing to reload (no profile or policy file is given; settings come from flags and the environment)")
 				continue
 			}
-			if np, changed, err := sv.reload(p, watch.Change{Reason: watch.ReasonSIGHUP}); err == nil && changed {
+			if np, changed, err := sv.reload(p, watch.Change{Reason: watch.ReasonSIGHUP}); err == nil && (changed || running != nil) {
+				// During a switch even the settings now serving are a change
+				// of target: they queue behind it (the latest wins).
 				request("reload", "SIGHUP", np, nil)
 			} else if err == nil {
+				sv.log.Info("reload: engine command unchanged; nothing to do", "width", np.Resolution.Width)
 				sv.applyServing(p, np)
 				p = np
 			}
@@ -514,11 +542,15 @@ func (sv *server) run(p *plan.Plan) error {
 			if err != nil {
 				continue
 			}
-			if !changed {
+			if !changed && running == nil {
+				sv.log.Info("reload: engine command unchanged; nothing to do", "width", np.Resolution.Width)
 				sv.applyServing(p, np)
 				p = np // same engine command; the proxy's and the switch's own settings may differ
 				continue
 			}
+			// During a switch a reload is compared with what the switch
+			// leaves serving, once it has: it queues behind it (the latest
+			// wins), even when it equals the settings the switch replaces.
 			why := ch.Reason
 			if ch.Path != "" {
 				why = ch.Path + " (" + ch.Reason + ")"
@@ -575,7 +607,14 @@ func (sv *server) finishJob(j *job, res jobResult, cur **inst, p **plan.Plan, dr
 	} else {
 		*p = j.plan
 		reply(nil)
+		switch {
+		case j.kind == "adapt":
+			sv.adapted, sv.adaptReason = res.in.width(), j.reason
+		case !j.plan.Settings.Adapt.Value || j.plan.Resolution.Source == width.Override:
+			sv.adapted, sv.adaptReason = 0, ""
+		}
 	}
+	sv.st.settings(*p)
 	rec.ToWidth = res.in.width()
 	rec.OK = !res.fellBack
 	sv.st.switched(rec)
@@ -592,6 +631,7 @@ func (sv *server) finishJob(j *job, res jobResult, cur **inst, p **plan.Plan, dr
 // switch: the queue bound and the hold timeout (the switch mode, drain
 // timeout and adaptive settings are read from the plan when used).
 func (sv *server) applyServing(cur, np *plan.Plan) {
+	sv.st.settings(np)
 	if sv.px == nil {
 		return
 	}

@@ -338,7 +338,7 @@ func Load(in Input) (Settings, *profiles.Profile, []Notice, error) {
 	}
 	if v, src, ok := l.raw("adapt-margin", mProf, "adapt.margin"); ok {
 		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-		if err != nil || f <= 0 || f >= 1 {
+		if err != nil || !(f > 0 && f < 1) { // NaN fails both
 			return fail(&Error{Src: src, Msg: fmt.Sprintf("bad margin %q: want the predicted gain needed to switch as a fraction above 0 and below 1, e.g. 0.03 for 3%%", v)})
 		}
 		s.AdaptMargin = Field[float64]{f, src}

@@ -113,6 +113,8 @@ func TestBadWidths(t *testing.T) {
 		{"bad duration", map[string]string{"ready-timeout": "soon"}, nil, "", []string{"bad duration"}},
 		{"bad restart", nil, nil, "[serve]\nrestart = \"always\"\n", []string{"profile p.toml:2", "no or on-failure"}},
 		{"bad log format", map[string]string{"log-format": "xml"}, nil, "", []string{"bad log format"}},
+		{"margin NaN env", nil, map[string]string{"MLXCEL_ADAPT_MARGIN": "NaN"}, "", []string{"env MLXCEL_ADAPT_MARGIN", "bad margin"}},
+		{"margin nan profile", nil, nil, "[adapt]\nmargin = nan\n", []string{"profile p.toml:2", "bad margin"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
