@@ -58,7 +58,9 @@ func TestServeSwitchesFailNoRequest(t *testing.T) {
 			if res.OK < 20 {
 				t.Errorf("only %d requests succeeded: the load did not run through the switches", res.OK)
 			}
-			st := status(t, port)
+			// In drain mode the failed switch is recorded once the previous
+			// settings serve again, after the log line above: wait for it.
+			st := waitStatus(t, port, 20*time.Second, func(st statusDoc) bool { return st.SwitchesTotal >= 4 })
 			if st.Engine == nil || st.Engine.Width != 2 {
 				t.Errorf("status engine %+v, want width 2 serving after the failed switch", st.Engine)
 			}
@@ -102,6 +104,20 @@ func status(t *testing.T, port int) statusDoc {
 		t.Fatal(err)
 	}
 	return st
+}
+
+// waitStatus polls /speclaunch/status until done holds or the timeout
+// passes, and returns the last document read either way.
+func waitStatus(t *testing.T, port int, timeout time.Duration, done func(statusDoc) bool) statusDoc {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		st := status(t, port)
+		if done(st) || time.Now().After(deadline) {
+			return st
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // /speclaunch/status follows a reload: the switch mode it shows is the one
