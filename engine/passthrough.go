@@ -57,12 +57,18 @@ var llamaOwned = map[string]ownedFlag{
 }
 
 // vllmOwned: vLLM's pre-0.8 speculative flags (the launcher writes
-// --speculative-config, or these on an old vLLM). --speculative-config
-// itself passes through: its keys merge into the launcher's JSON
-// (splitSpecConfig), except method, model and num_speculative_tokens.
+// --speculative-config, or these on an old vLLM), and the --spec-method /
+// --spec-model / --spec-tokens shorthands that launchers pass to newer vLLM
+// trees in place of those --speculative-config keys (docs/engines.md).
+// --speculative-config itself (also -sc and --speculative-config.KEY)
+// passes through: its keys merge into the launcher's JSON (splitSpecConfig),
+// except method, model and num_speculative_tokens.
 var vllmOwned = map[string]ownedFlag{
 	"--num-speculative-tokens": ownWidth,
 	"--speculative-model":      ownDraftModel,
+	"--spec-tokens":            ownWidth,
+	"--spec-model":             ownDraftModel,
+	"--spec-method":            ownKind,
 }
 
 // sglangOwned: SGLang's speculative settings (python/sglang/srt/server_args.py)
@@ -77,6 +83,9 @@ var sglangOwned = map[string]ownedFlag{
 	"--speculative-draft-model-path":  ownDraftModel,
 	"--speculative-draft-model":       ownDraftModel,
 	"--model-path":                    ownModel,
+	// SGLang's own adaptive mode moves num_steps (so the width) at run time.
+	"--speculative-adaptive": {"SGLang's adaptive speculation, which changes num_steps and so the width while serving (the launcher's width and its verification would no longer hold)",
+		"drop it: the launcher runs the one width it resolved; pick another with speclaunch --draft-block-size W (or draft.block_size in the profile)"},
 }
 
 // normFlag spells a long flag with dashes: vLLM's and SGLang's parsers

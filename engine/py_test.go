@@ -180,6 +180,20 @@ func TestPyRefusals(t *testing.T) {
 		{"sglang dflash block", key.SGLang, pySettings(key.SGLang, "/d", "--speculative-dflash-block-size", "8"), key.DFlash, Caps{}, []string{"the draft width"}},
 		{"sglang ngram with model", key.SGLang, pySettings(key.SGLang, "/d"), key.Ngram, Caps{}, []string{`draft.model = "ngram"`}},
 		{"sglang internal-mtp", key.SGLang, pySettings(key.SGLang, "/d"), key.InternalMTP, Caps{}, []string{"not user-selectable"}},
+		{"vllm short alias owned key", key.VLLM, pySettings(key.VLLM, "/d", "-sc", `{"method":"ngram"}`), key.Eagle3, cfg, []string{`key "method"`, "--draft-kind"}},
+		{"vllm short alias twice", key.VLLM, pySettings(key.VLLM, "/d", "-sc", `{"a":1}`, "--speculative-config", `{"b":1}`), key.Eagle3, cfg, []string{"twice"}},
+		{"vllm dotted width", key.VLLM, pySettings(key.VLLM, "/d", "--speculative-config.num_speculative_tokens", "5"), key.Eagle3, cfg, []string{`key "num_speculative_tokens"`, "--draft-block-size"}},
+		{"vllm dotted method", key.VLLM, pySettings(key.VLLM, "/d", "--speculative_config.method=ngram"), key.Eagle3, cfg, []string{`key "method"`}},
+		{"vllm dotted model alias", key.VLLM, pySettings(key.VLLM, "/d", "-sc.model", "/x"), key.Eagle3, cfg, []string{`key "model"`, "--draft-model"}},
+		{"vllm dotted no value", key.VLLM, pySettings(key.VLLM, "/d", "--speculative-config.prompt_lookup_max"), key.Ngram, cfg, []string{"has no value"}},
+		{"vllm dotted empty key", key.VLLM, pySettings(key.VLLM, "/d", "--speculative-config..x", "1"), key.Eagle3, cfg, []string{"empty key"}},
+		{"vllm dotted and json", key.VLLM, pySettings(key.VLLM, "/d", "--speculative-config", `{"quantization":"fp8"}`, "--speculative-config.quantization", "awq"), key.Eagle3, cfg, []string{`"quantization" is given both`}},
+		{"vllm dotted twice", key.VLLM, pySettings(key.VLLM, "/d", "--speculative-config.quantization", "fp8", "--speculative-config.quantization", "awq"), key.Eagle3, cfg, []string{"set twice"}},
+		{"vllm spec-tokens shorthand", key.VLLM, pySettings(key.VLLM, "/d", "--spec-tokens", "5"), key.Eagle3, cfg, []string{"the draft width"}},
+		{"vllm spec-method shorthand", key.VLLM, pySettings(key.VLLM, "/d", "--spec_method=eagle"), key.Eagle3, cfg, []string{"the drafter kind"}},
+		{"vllm spec-model shorthand", key.VLLM, pySettings(key.VLLM, "/d", "--spec-model", "/x"), key.Eagle3, cfg, []string{"the draft model"}},
+		{"sglang adaptive", key.SGLang, pySettings(key.SGLang, "/d", "--speculative-adaptive"), key.Eagle3, Caps{}, []string{"num_steps", "--draft-block-size"}},
+		{"sglang adaptive underscore", key.SGLang, pySettings(key.SGLang, "/d", "--speculative_adaptive"), key.Eagle3, Caps{}, []string{"adaptive"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -192,6 +206,55 @@ func TestPyRefusals(t *testing.T) {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("error %q lacks %q", err, w)
 				}
+			}
+		})
+	}
+}
+
+// Every spelling vLLM's parser takes for --speculative-config merges into
+// the launcher's one JSON object: a second --speculative-config (-sc, or the
+// one vLLM builds from dotted keys) would replace the launcher's.
+func TestVLLMSpecConfigSpellings(t *testing.T) {
+	cfg := Caps{Spelling: SpellingVLLMConfig}
+	const own = `"method":"eagle3","model":"/d","num_speculative_tokens":3`
+	cases := []struct {
+		name string
+		args []string
+		want string // the --speculative-config JSON
+		rest []string
+	}{
+		{"long", []string{"--speculative-config", `{"draft_tensor_parallel_size": 1}`}, `{"draft_tensor_parallel_size":1,` + own + `}`, nil},
+		{"short alias", []string{"-sc", `{"draft_tensor_parallel_size": 1}`, "--tp", "2"}, `{"draft_tensor_parallel_size":1,` + own + `}`, []string{"--tp", "2"}},
+		{"short alias with =", []string{`-sc={"quantization":"fp8"}`}, `{` + own + `,"quantization":"fp8"}`, nil},
+		{"dotted int", []string{"--speculative-config.draft_tensor_parallel_size", "1"}, `{"draft_tensor_parallel_size":1,` + own + `}`, nil},
+		{"dotted string with =", []string{"--speculative_config.quantization=fp8"}, `{` + own + `,"quantization":"fp8"}`, nil},
+		{"dotted nested", []string{"--speculative-config.draft_load_config.load_format", "dummy"}, `{"draft_load_config":{"load_format":"dummy"},` + own + `}`, nil},
+		{"dotted list append", []string{"--speculative-config.tags+", "a,b", "--speculative-config.tags+=c"}, `{` + own + `,"tags":["a","b","c"]}`, nil},
+		{"json and dotted merge", []string{"--speculative-config", `{"quantization":"fp8"}`, "-sc.draft_tensor_parallel_size", "1"}, `{"draft_tensor_parallel_size":1,` + own + `,"quantization":"fp8"}`, nil},
+		{"other dotted flag passes", []string{"--compilation-config.level", "3"}, `{` + own + `}`, []string{"--compilation-config.level", "3"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			a, _ := For(key.VLLM)
+			l, err := a.Command(pySettings(key.VLLM, "/d", c.args...), res(4), key.Eagle3, baseEnv, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := slices.Index(l.Argv, "--speculative-config"); n < 0 || l.Argv[n+1] != c.want {
+				t.Fatalf("argv %q, want --speculative-config %s", l.Argv, c.want)
+			}
+			var specFlags int
+			for _, arg := range l.Argv {
+				if strings.HasPrefix(arg, "--speculative") || strings.HasPrefix(arg, "-sc") {
+					specFlags++
+				}
+			}
+			if specFlags != 1 {
+				t.Fatalf("argv %q has %d speculative-config flags, want 1", l.Argv, specFlags)
+			}
+			port := slices.Index(l.Argv, "--port")
+			if got := l.Argv[port+2:]; !slices.Equal(got, c.rest) && len(got)+len(c.rest) > 0 {
+				t.Fatalf("pass-through %q, want %q", got, c.rest)
 			}
 		})
 	}

@@ -3,6 +3,7 @@ package engine
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -152,31 +153,48 @@ var vllmOwnedKeys = map[string]string{
 // splitSpecConfig takes an operator's --speculative-config out of the
 // pass-through arguments so that its other keys (draft_tensor_parallel_size,
 // prompt_lookup_max, ...) merge into the launcher's JSON. Keys the launcher
-// owns are refused.
+// owns are refused. It reads every spelling vLLM's parser accepts (see
+// docs/engines.md, "Your own --speculative-config"): --speculative-config
+// and --speculative_config, the short alias -sc, `=` or a separate value,
+// and the dotted form --speculative-config.KEY[.SUB] VALUE (KEY+ appends
+// comma-separated strings to a list). vLLM turns dotted keys into one more
+// --speculative-config at the end of its argv, which would replace the
+// launcher's whole JSON, so passing them through is never right.
 func splitSpecConfig(args []string) (map[string]json.RawMessage, []string, error) {
 	var extra map[string]json.RawMessage
+	dotted := map[string]any{}
 	rest := make([]string, 0, len(args))
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		name, val, hasVal := strings.Cut(a, "=")
-		if normFlag(name) != "--speculative-config" {
+		flag, path, isDotted := strings.Cut(name, ".")
+		if !strings.HasPrefix(flag, "-") || !isSpecConfigFlag(normFlag(flag)) {
 			rest = append(rest, a)
 			continue
 		}
 		if !hasVal {
 			if i+1 >= len(args) {
+				if isDotted {
+					return nil, nil, fmt.Errorf("%s has no value: pass one, as in %s 1", a, a)
+				}
 				return nil, nil, fmt.Errorf("%s has no value: pass a JSON object such as %s '{\"draft_tensor_parallel_size\": 1}'", a, a)
 			}
 			i++
 			val = args[i]
+		}
+		if isDotted {
+			if err := addDottedKey(dotted, a, path, val); err != nil {
+				return nil, nil, err
+			}
+			continue
 		}
 		var m map[string]json.RawMessage
 		if err := json.Unmarshal([]byte(val), &m); err != nil || m == nil {
 			return nil, nil, fmt.Errorf("--speculative-config %s is not a JSON object: pass keys such as '{\"draft_tensor_parallel_size\": 1}'", val)
 		}
 		for k := range m {
-			if fix, owned := vllmOwnedKeys[k]; owned {
-				return nil, nil, fmt.Errorf("%w: --speculative-config key %q sets %s", ErrPassthrough, k, fix)
+			if err := checkOwnedKey(k); err != nil {
+				return nil, nil, err
 			}
 		}
 		if extra != nil {
@@ -184,7 +202,78 @@ func splitSpecConfig(args []string) (map[string]json.RawMessage, []string, error
 		}
 		extra = m
 	}
+	if len(dotted) > 0 && extra == nil {
+		extra = map[string]json.RawMessage{}
+	}
+	for _, k := range slices.Sorted(maps.Keys(dotted)) {
+		if _, dup := extra[k]; dup {
+			return nil, nil, fmt.Errorf("--speculative-config key %q is given both in a JSON object and as --speculative-config.%s: keep one", k, k)
+		}
+		b, err := json.Marshal(dotted[k])
+		if err != nil {
+			return nil, nil, fmt.Errorf("--speculative-config.%s: %w", k, err)
+		}
+		extra[k] = b
+	}
 	return extra, rest, nil
+}
+
+// isSpecConfigFlag reports whether a dash-normalized flag name is vLLM's
+// --speculative-config or its short alias -sc.
+func isSpecConfigFlag(name string) bool { return name == "--speculative-config" || name == "-sc" }
+
+func checkOwnedKey(k string) error {
+	if fix, owned := vllmOwnedKeys[k]; owned {
+		return fmt.Errorf("%w: --speculative-config key %q sets %s", ErrPassthrough, k, fix)
+	}
+	return nil
+}
+
+// addDottedKey merges --speculative-config.PATH VALUE into m the way vLLM's
+// parser does: VALUE is JSON when it parses as JSON and a string otherwise;
+// PATH+ makes VALUE a list of its comma-separated strings.
+func addDottedKey(m map[string]any, arg, path, val string) error {
+	keys := strings.Split(path, ".")
+	if slices.Contains(keys, "") || slices.Contains(keys, "+") {
+		return fmt.Errorf("%s: empty key in --speculative-config.KEY: write it as --speculative-config.draft_tensor_parallel_size 1", arg)
+	}
+	if err := checkOwnedKey(strings.TrimSuffix(keys[0], "+")); err != nil {
+		return err
+	}
+	var v any
+	last := keys[len(keys)-1]
+	if strings.HasSuffix(last, "+") {
+		keys[len(keys)-1] = strings.TrimSuffix(last, "+")
+		list := []any{}
+		for _, s := range strings.Split(val, ",") {
+			list = append(list, s)
+		}
+		v = list
+	} else if err := json.Unmarshal([]byte(val), &v); err != nil {
+		v = val
+	}
+	for _, k := range keys[:len(keys)-1] {
+		sub, ok := m[k].(map[string]any)
+		if !ok {
+			if _, set := m[k]; set {
+				return fmt.Errorf("%s: --speculative-config key %q is set twice: keep one", arg, k)
+			}
+			sub = map[string]any{}
+			m[k] = sub
+		}
+		m = sub
+	}
+	k := keys[len(keys)-1]
+	if old, set := m[k]; set {
+		ol, okOld := old.([]any)
+		nl, okNew := v.([]any)
+		if !okOld || !okNew {
+			return fmt.Errorf("%s: --speculative-config key %q is set twice: keep one", arg, k)
+		}
+		v = append(ol, nl...)
+	}
+	m[k] = v
+	return nil
 }
 
 // VLLMSpecConfig renders the --speculative-config JSON: method, model
