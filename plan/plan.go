@@ -219,7 +219,11 @@ func Build(ctx context.Context, s config.Settings, pol *policy.Policy, d Deps, o
 	if f.BinaryPath != "" && detect != nil {
 		caps, err := detect(ctx, f.BinaryPath)
 		if err != nil {
-			p.Warnings = append(p.Warnings, fmt.Sprintf("could not read %s's flag spelling: %v", f.BinaryPath, err))
+			what := "flag spelling"
+			if s.Engine.Value == key.SGLang {
+				what = "sglang version" // SGLang has one spelling; the version is the pin
+			}
+			p.Warnings = append(p.Warnings, fmt.Sprintf("could not read %s's %s: %v", f.BinaryPath, what, err))
 		} else {
 			caps.Self = d.Self
 			f.Caps = caps

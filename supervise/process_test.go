@@ -596,6 +596,16 @@ func TestHTTPReadyDetails(t *testing.T) {
 		t.Cleanup(srv.Close)
 		return srv.URL
 	}
+	// slow answers after d, as SGLang's /health does: it waits at least a
+	// second for its one-token health generation.
+	slow := func(d time.Duration, code int) string {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			time.Sleep(d)
+			w.WriteHeader(code)
+		}))
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
 	closed := httptest.NewServer(http.NotFoundHandler())
 	closedURL := closed.URL
 	closed.Close()
@@ -610,6 +620,12 @@ func TestHTTPReadyDetails(t *testing.T) {
 		{"plain body", serve(500, "boom\nstack"), false, "500 boom"},
 		{"empty body", serve(404, ""), false, "404 Not Found"},
 		{"refused", closedURL, false, "connection refused"},
+		// vLLM's /health and SGLang's /health answer with empty bodies
+		// (docs/engines.md, "vLLM and SGLang"): 503 while SGLang starts or
+		// when vLLM's engine died, 200 once ready.
+		{"empty 503 (vllm dead, sglang starting)", serve(503, ""), false, "503 Service Unavailable"},
+		{"empty 200 (vllm, sglang)", serve(200, ""), true, ""},
+		{"sglang one-token generation", slow(time.Second, 200), true, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
