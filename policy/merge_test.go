@@ -265,3 +265,35 @@ func TestExplain(t *testing.T) {
 		})
 	}
 }
+
+// TestShippedPyDefaults pins the shipped vLLM and SGLang defaults to the
+// engines' own (policy.toml's comments and docs/engines.md, "Policy
+// defaults", say where each comes from), and checks that no measured entry
+// exists for them: none can be earned without a real engine.
+func TestShippedPyDefaults(t *testing.T) {
+	p := Merge(shipped(t))
+	want := map[key.Engine]map[key.Drafter]int{
+		key.VLLM:   {key.Draft: 4, key.Eagle: 4, key.Eagle3: 4, key.MTP: 2, key.Ngram: 4, key.DFlash: 16},
+		key.SGLang: {key.Draft: 4, key.Eagle: 4, key.Eagle3: 4, key.MTP: 4, key.Ngram: 12, key.DFlash: 16},
+	}
+	for e, kinds := range want {
+		for _, d := range key.Selectable(e) {
+			w, def, ok := p.DefaultWidth(e, d)
+			if !ok {
+				t.Errorf("%s %s: no default", e, d)
+				continue
+			}
+			if w != kinds[d] {
+				t.Errorf("%s %s: default width %d, want %d", e, d, w, kinds[d])
+			}
+			if def.Note == "" {
+				t.Errorf("%s %s: default has no note saying where it comes from", e, d)
+			}
+		}
+		for _, en := range p.Entries {
+			if en.Key.Engine == e {
+				t.Errorf("measured entry %q for %s: none can be earned here", en.ID, e)
+			}
+		}
+	}
+}
