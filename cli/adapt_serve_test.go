@@ -34,6 +34,7 @@ func oracle(t *testing.T, profile string, max int) int {
 // switches to the sim model's best width through the proxy, under load,
 // with no failed request.
 func TestServeAdaptConvergesUnderLoad(t *testing.T) {
+	t.Parallel() // see TestMain
 	for _, prof := range []string{"collapse", "geometric"} {
 		t.Run(prof, func(t *testing.T) {
 			want := oracle(t, prof, 17)
@@ -110,6 +111,7 @@ func adaptState(t *testing.T, port int) string {
 // A profile edit that changes no setting (here a comment) keeps the width
 // the adaptive loop chose instead of going back to the policy's.
 func TestServeAdaptedWidthSurvivesReload(t *testing.T) {
+	t.Parallel() // see TestMain
 	want := oracle(t, "flat", 8) // not the policy's 4
 	dir := t.TempDir()
 	port := freePort(t)

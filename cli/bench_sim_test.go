@@ -87,6 +87,7 @@ func armAt(t *testing.T, rec *record.Record, w int) *record.Arm {
 // (~0.72x); the bench must rank them so, and never propose an entry from a
 // simulated record.
 func TestBenchOnSimRanksByCostModel(t *testing.T) {
+	t.Parallel() // see TestMain
 	rec := benchSim(t, "", "3,16", "60") // shorter outputs stray from the model's means
 	if !rec.Simulated || !rec.Complete {
 		t.Fatalf("simulated %v complete %v", rec.Simulated, rec.Complete)
@@ -133,6 +134,7 @@ func TestBenchOnSimRanksByCostModel(t *testing.T) {
 }
 
 func TestBenchOnSimDeclineIsNotAMeasurement(t *testing.T) {
+	t.Parallel() // see TestMain
 	rec := benchSim(t, `, "--sim-decline"`, "3", "24")
 	w3 := armAt(t, rec, 3)
 	if w3 == nil || w3.Status != record.StatusNotMeasurement {
@@ -144,6 +146,7 @@ func TestBenchOnSimDeclineIsNotAMeasurement(t *testing.T) {
 }
 
 func TestBenchOnSimDetectsInjectedDrift(t *testing.T) {
+	t.Parallel() // see TestMain
 	rec := benchSim(t, `, "--sim-drift", "0.15"`, "3", "24")
 	if rec.Drift.Overlap {
 		t.Fatalf("drift not detected: %+v", rec.Drift)
@@ -154,6 +157,7 @@ func TestBenchOnSimDetectsInjectedDrift(t *testing.T) {
 // every arm runs every prompt, the record keeps per-prompt figures, says
 // how it sampled, and sized the engine's slots.
 func TestBenchOnSimPromptSetSampledConcurrent(t *testing.T) {
+	t.Parallel() // see TestMain
 	rec := benchSim(t, "", "3", "24", "--prompts", "prose", "--temperature", "0.7", "--concurrency", "2")
 	m := rec.Method
 	if len(m.Prompts) != 4 || m.PromptSet != "shipped:prose" {

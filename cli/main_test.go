@@ -16,6 +16,10 @@ import (
 )
 
 // The sim engine is this test binary re-executed with "__sim".
+//
+// The slow tests on the sim call t.Parallel, so they run together once the
+// serial tests are done; a test that signals the test process itself
+// (SIGHUP, SIGTERM) must stay serial, since every in-process serve hears it.
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == simCommand {
 		os.Exit(runSim(os.Args[2:], os.Stdout, os.Stderr))
@@ -249,6 +253,7 @@ func TestServeReloadConfigMapSwap(t *testing.T) {
 }
 
 func TestServeExitCodes(t *testing.T) {
+	t.Parallel() // see TestMain
 	t.Run("engine exit code propagates", func(t *testing.T) {
 		dir := t.TempDir()
 		prof := filepath.Join(dir, "p.toml")

@@ -14,6 +14,7 @@ import (
 // An engine that crashes while its restart is still starting is a crash
 // like any other under --restart on-failure: back off and retry.
 func TestServeRestartCrashWhileStarting(t *testing.T) {
+	t.Parallel() // see TestMain
 	dir := t.TempDir()
 	self, err := os.Executable()
 	if err != nil {
@@ -151,6 +152,7 @@ func TestServeReloadWarnsStartOnlySettings(t *testing.T) {
 // An edit back to the serving settings while a switch away from them is
 // under way is the latest edit: it wins, the engine ends at the file's width.
 func TestServeReloadBackDuringSwitchWins(t *testing.T) {
+	t.Parallel() // see TestMain
 	r, prof, base, port := serveSim(t, "")
 	slow := strings.Replace(base, `"100ms"`, `"1s"`, 1) // width 4, each start 1 s
 	writeFile(t, prof, slow)

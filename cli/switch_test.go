@@ -23,6 +23,7 @@ func withWidth(base string, w int) string {
 // reload whose new engine fails to start, give no failed and no empty
 // response.
 func TestServeSwitchesFailNoRequest(t *testing.T) {
+	t.Parallel() // see TestMain
 	for _, mode := range []string{"overlap", "drain"} {
 		t.Run(mode, func(t *testing.T) {
 			dir := t.TempDir()
