@@ -111,7 +111,7 @@ func adaptState(t *testing.T, port int) string {
 // A profile edit that changes no setting (here a comment) keeps the width
 // the adaptive loop chose instead of going back to the policy's.
 func TestServeAdaptedWidthSurvivesReload(t *testing.T) {
-	t.Parallel() // see TestMain
+	t.Parallel()                 // see TestMain
 	want := oracle(t, "flat", 8) // not the policy's 4
 	dir := t.TempDir()
 	port := freePort(t)

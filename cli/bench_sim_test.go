@@ -87,7 +87,7 @@ func armAt(t *testing.T, rec *record.Record, w int) *record.Arm {
 // (~0.72x); the bench must rank them so, and never propose an entry from a
 // simulated record.
 func TestBenchOnSimRanksByCostModel(t *testing.T) {
-	t.Parallel() // see TestMain
+	t.Parallel()                         // see TestMain
 	rec := benchSim(t, "", "3,16", "60") // shorter outputs stray from the model's means
 	if !rec.Simulated || !rec.Complete {
 		t.Fatalf("simulated %v complete %v", rec.Simulated, rec.Complete)
