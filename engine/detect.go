@@ -173,23 +173,28 @@ func runBounded(ctx context.Context, path, arg string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, DetectTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, path, arg)
-	cmd.WaitDelay = time.Second
 	// A 2026 llama-server parses LLAMA_ARG_* before --help and stops on a
 	// removed one (LLAMA_ARG_DRAFT_MAX): inspect it with a clean slate.
+	cmd.Env = []string{}
 	for _, e := range os.Environ() {
 		if !strings.HasPrefix(e, "LLAMA_ARG_") {
 			cmd.Env = append(cmd.Env, e)
 		}
 	}
-	if cmd.Env == nil {
-		cmd.Env = []string{}
-	}
+	return runCaptured(ctx, cmd, DetectTimeout)
+}
+
+// runCaptured runs cmd (made with ctx) and returns its stdout+stderr; an
+// error carries the first 300 bytes of that output, and a deadline says
+// how long it waited.
+func runCaptured(ctx context.Context, cmd *exec.Cmd, timeout time.Duration) (string, error) {
+	cmd.WaitDelay = time.Second
 	var out bytes.Buffer
 	cmd.Stdout = &out
 	cmd.Stderr = &out
 	err := cmd.Run()
 	if ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return "", fmt.Errorf("timed out after %s", DetectTimeout)
+		return "", fmt.Errorf("timed out after %s", timeout)
 	}
 	if err != nil {
 		msg := strings.TrimSpace(out.String())

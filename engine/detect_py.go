@@ -1,9 +1,7 @@
 package engine
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -131,24 +129,5 @@ func DetectEngine(ctx context.Context, e key.Engine, binary string) (Caps, error
 func runBoundedArgs(ctx context.Context, timeout time.Duration, path string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, path, args...)
-	cmd.WaitDelay = time.Second
-	var out bytes.Buffer
-	cmd.Stdout = &out
-	cmd.Stderr = &out
-	err := cmd.Run()
-	if ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return "", fmt.Errorf("timed out after %s", timeout)
-	}
-	if err != nil {
-		msg := strings.TrimSpace(out.String())
-		if len(msg) > 300 {
-			msg = msg[:300] + "…"
-		}
-		if msg != "" {
-			return "", fmt.Errorf("%w (%s)", err, msg)
-		}
-		return "", err
-	}
-	return out.String(), nil
+	return runCaptured(ctx, exec.CommandContext(ctx, path, args...), timeout)
 }
