@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 
@@ -95,6 +96,15 @@ func (sv *server) opts(s config.Settings) startOptions {
 // file is logged with its file and line and changes nothing.
 func (sv *server) reload(cur *plan.Plan, ch watch.Change) (*plan.Plan, bool, error) {
 	sv.log.Info("reloading", "file", ch.Path, "why", ch.Reason)
+	// The watcher skips an empty file, but the file is read again here: a
+	// truncate-then-write can be caught halfway after the watcher's read,
+	// or by a SIGHUP. An empty profile would load as all defaults.
+	for _, f := range sv.files {
+		if fi, err := os.Stat(f); err == nil && fi.Size() == 0 {
+			sv.log.Warn("reload: the file is empty (a write caught halfway?); not applied: waiting for the next write", "file", f)
+			return nil, false, fmt.Errorf("%s is empty", f)
+		}
+	}
 	l, err := sv.e.load(sv.in)
 	if err != nil {
 		sv.log.Error("reload rejected; the engine keeps running with the previous settings", "err", err)

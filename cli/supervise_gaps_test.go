@@ -89,6 +89,25 @@ func TestServeSIGHUPReloadsWithoutWatch(t *testing.T) {
 	r.log.waitFor(t, `width verified width=5`, 1, 20*time.Second)
 }
 
+// An empty profile (a truncate-then-write caught halfway, here by a
+// SIGHUP) is not applied as all defaults: the reload waits for the next
+// write and says so.
+func TestServeReloadEmptyProfileNotApplied(t *testing.T) {
+	r, prof, base, port := serveSim(t, "", "--watch=false")
+	writeFile(t, prof, "")
+	syscall.Kill(os.Getpid(), syscall.SIGHUP)
+	r.log.waitFor(t, `file is empty \(a write caught halfway\?\); not applied`, 1, 20*time.Second)
+	if n := r.log.count(`reload rejected|switching engines`); n != 0 {
+		t.Errorf("the empty profile was loaded:\n%s", r.log)
+	}
+	writeFile(t, prof, withWidth(base, 5))
+	syscall.Kill(os.Getpid(), syscall.SIGHUP)
+	r.log.waitFor(t, `width verified width=5`, 1, 20*time.Second)
+	if health(port) != 200 {
+		t.Error("not serving after the next write")
+	}
+}
+
 // SIGTERM while a reload's engine is still starting stops everything
 // without claiming the new settings failed.
 func TestServeSIGTERMDuringSwitch(t *testing.T) {
