@@ -1,14 +1,19 @@
 package cli
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/speclaunch/speclaunch/internal/loadgen"
 )
 
 // An engine that crashes while its restart is still starting is a crash
@@ -37,6 +42,49 @@ exec %[2]s "$@"
 	case c := <-r.code:
 		t.Fatalf("launcher exited (%d) although --restart on-failure:\n%s", c, r.log)
 	default:
+	}
+}
+
+// Requests that arrive while a crashed engine is restarted under
+// --restart on-failure are held and answered by the restarted engine, not
+// failed; /health says "switching" meanwhile.
+func TestServeRestartHoldsRequests(t *testing.T) {
+	dir := t.TempDir()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first engine crashes 500 ms after it is ready; later ones serve.
+	script := filepath.Join(dir, "engine.sh")
+	writeFile(t, script, fmt.Sprintf(`#!/bin/sh
+n=$(cat %[1]s/count 2>/dev/null || echo 0); n=$((n+1)); echo $n > %[1]s/count
+if [ $n -eq 1 ]; then exec %[2]s "$@" --sim-crash-after 500ms --sim-exit-code 7; fi
+exec %[2]s "$@"
+`, dir, self))
+	os.Chmod(script, 0o755)
+	port := freePort(t)
+	prof := filepath.Join(dir, "p.toml")
+	writeFile(t, prof, strings.Replace(simProfile(port, ""), `name = "sim"`, fmt.Sprintf("name = \"sim\"\nbinary = %q", script), 1))
+	r := startServe(t, "--profile", prof, "--restart", "on-failure")
+	r.log.waitFor(t, `engine exited; restarting`, 1, 30*time.Second)
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/health", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), "switching") {
+		t.Errorf("/health during the restart: %d %s", resp.StatusCode, body)
+	}
+	res, err := loadgen.Run(context.Background(), loadgen.Options{URL: fmt.Sprintf("http://127.0.0.1:%d", port), Clients: 2, Requests: 2, Stream: true, MaxTokens: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Bad() != 0 || res.OK != 4 {
+		t.Errorf("requests sent during the restart: %s\nlog:\n%s", res, r.log)
+	}
+	if n := len(pids(r.log.String())); n != 2 {
+		t.Errorf("%d engine starts, want 2", n)
 	}
 }
 
