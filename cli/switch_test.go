@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -77,6 +78,7 @@ type statusDoc struct {
 		InternalPort int    `json:"internal_port"`
 		Width        int    `json:"width"`
 		WidthSource  string `json:"width_source"`
+		InFlight     int    `json:"in_flight"`
 	} `json:"engine"`
 	SwitchesTotal int    `json:"switches_total"`
 	SwitchMode    string `json:"switch_mode"`
@@ -203,5 +205,39 @@ func TestStatusDocument(t *testing.T) {
 	}
 	if s := st.Switches[0]; s.Kind != "reload" || !strings.Contains(s.Reason, prof) || s.Mode != "overlap" || s.From != 4 || s.To != 3 || !s.OK || s.TookMS <= 0 || s.At == "" {
 		t.Errorf("switch %+v", s)
+	}
+}
+
+// The old engine of an overlap switch finishes its requests for at most
+// server.drain_timeout, then is stopped with them in flight.
+func TestServeDrainTimeoutBoundsOldEngine(t *testing.T) {
+	port := freePort(t)
+	prof := filepath.Join(t.TempDir(), "p.toml")
+	base := strings.Replace(simProfile(port, ""), "[server]\n", "[server]\ndrain_timeout = \"1s\"\nswitch = \"overlap\"\n", 1)
+	writeFile(t, prof, base)
+	r := startServe(t, "--profile", prof)
+	r.log.waitFor(t, `width verified width=4`, 1, 20*time.Second)
+	long := make(chan error, 1)
+	go func() {
+		// About 20 s of tokens at the sim's pace.
+		resp, err := http.Post(fmt.Sprintf("http://127.0.0.1:%d/completion", port), "application/json", strings.NewReader(`{"prompt":"x","n_predict":1500,"stream":true}`))
+		if err == nil {
+			_, err = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		long <- err
+	}()
+	waitStatus(t, port, 10*time.Second, func(st statusDoc) bool { return st.Engine != nil && st.Engine.InFlight == 1 })
+	t0 := time.Now()
+	writeFile(t, prof, withWidth(base, 3))
+	r.log.waitFor(t, `drain ended with requests still in flight; stopping the old engine in_flight=1 after=1`, 1, 20*time.Second)
+	r.log.waitFor(t, `old engine stopped`, 1, 20*time.Second)
+	if d := time.Since(t0); d > 8*time.Second {
+		t.Errorf("the old engine was stopped %s after the reload, drain_timeout 1s", d)
+	}
+	select {
+	case <-long:
+	case <-time.After(10 * time.Second):
+		t.Error("the request in flight on the stopped engine did not end")
 	}
 }
