@@ -157,21 +157,26 @@ func TestServeReloadEmptyProfileNotApplied(t *testing.T) {
 }
 
 // SIGTERM while a reload's engine is still starting stops everything
-// without claiming the new settings failed.
+// without claiming the new settings failed, in both switch modes.
 func TestServeSIGTERMDuringSwitch(t *testing.T) {
-	r, prof, base, port := serveSim(t, "")
-	renameOver(t, prof, strings.Replace(withWidth(base, 3), `"100ms"`, `"30s"`, 1))
-	r.log.waitFor(t, `starting engine for the new settings`, 1, 20*time.Second)
-	time.Sleep(200 * time.Millisecond)
-	syscall.Kill(os.Getpid(), syscall.SIGTERM)
-	r.exit(t, 20*time.Second)
-	for _, bad := range []string{"failed", "going back", "ERR"} {
-		if strings.Contains(r.log.String(), bad) {
-			t.Errorf("log says %q after SIGTERM during a switch:\n%s", bad, r.log)
-		}
-	}
-	if health(port) == 200 {
-		t.Error("still serving after SIGTERM")
+	for _, mode := range []string{"overlap", "drain"} {
+		t.Run(mode, func(t *testing.T) {
+			r, prof, base, port := serveSim(t, "", "--switch", mode)
+			renameOver(t, prof, strings.Replace(withWidth(base, 3), `"100ms"`, `"30s"`, 1))
+			r.log.waitFor(t, `switching engines mode=`+mode, 1, 20*time.Second)
+			r.log.waitFor(t, `starting engine for the new settings`, 1, 20*time.Second)
+			time.Sleep(200 * time.Millisecond)
+			syscall.Kill(os.Getpid(), syscall.SIGTERM)
+			r.exit(t, 20*time.Second)
+			for _, bad := range []string{"failed", "going back", "ERR"} {
+				if strings.Contains(r.log.String(), bad) {
+					t.Errorf("log says %q after SIGTERM during a switch:\n%s", bad, r.log)
+				}
+			}
+			if health(port) == 200 {
+				t.Error("still serving after SIGTERM")
+			}
+		})
 	}
 }
 
