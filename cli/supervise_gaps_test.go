@@ -165,6 +165,11 @@ func TestServeSIGTERMDuringSwitch(t *testing.T) {
 			renameOver(t, prof, strings.Replace(withWidth(base, 3), `"100ms"`, `"30s"`, 1))
 			r.log.waitFor(t, `switching engines mode=`+mode, 1, 20*time.Second)
 			r.log.waitFor(t, `starting engine for the new settings`, 1, 20*time.Second)
+			// The status names the engine that serves: the old one in an
+			// overlap, none in a drain (the old one is stopped).
+			if st := status(t, port); (st.Engine == nil) != (mode == "drain") {
+				t.Errorf("%s: status engine %+v while the new engine starts", mode, st.Engine)
+			}
 			time.Sleep(200 * time.Millisecond)
 			syscall.Kill(os.Getpid(), syscall.SIGTERM)
 			r.exit(t, 20*time.Second)
