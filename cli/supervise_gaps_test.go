@@ -156,6 +156,20 @@ func TestServeReloadEmptyProfileNotApplied(t *testing.T) {
 	}
 }
 
+// A profile that was empty when serve started (everything from flags) is
+// not a write caught halfway: SIGHUP still reloads it.
+func TestServeReloadProfileEmptyFromStart(t *testing.T) {
+	prof := filepath.Join(t.TempDir(), "p.toml")
+	writeFile(t, prof, "")
+	r := startServe(t, "--profile", prof, "--watch=false", "--engine", "sim", "-m", "target", "--port", fmt.Sprint(freePort(t)))
+	r.log.waitFor(t, `ready url=`, 1, 20*time.Second)
+	syscall.Kill(os.Getpid(), syscall.SIGHUP)
+	r.log.waitFor(t, `engine command unchanged`, 1, 20*time.Second)
+	if strings.Contains(r.log.String(), "empty") {
+		t.Errorf("a profile empty from the start was refused:\n%s", r.log)
+	}
+}
+
 // SIGTERM while a reload's engine is still starting stops everything
 // without claiming the new settings failed, in both switch modes.
 func TestServeSIGTERMDuringSwitch(t *testing.T) {

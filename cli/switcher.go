@@ -32,6 +32,7 @@ type server struct {
 	in       config.Input
 	log      *slog.Logger
 	files    []string
+	wasEmpty map[string]bool // files that were empty when serve started
 
 	px  *proxy.Proxy // nil in direct mode (--proxy=false)
 	pub *public      // the public listener (proxy mode)
