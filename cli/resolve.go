@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/speclaunch/speclaunch/config"
@@ -121,6 +123,12 @@ func writeResolution(w io.Writer, p *plan.Plan, notices []config.Notice) {
 	row("target", fmt.Sprintf("%s, quant %s (%s)", target, f.Quant, f.QuantSource))
 	if s.Adapt.Value {
 		row("adaptive", adaptNote(p).Note)
+	}
+	addr := net.JoinHostPort(s.Host.Value, strconv.Itoa(s.Port.Value))
+	if s.Proxy.Value {
+		row("serving", "through speclaunch's proxy on "+addr+"; the engine gets a loopback port picked at start (the command shows the public address)")
+	} else {
+		row("serving", "directly on "+addr+" (proxy off)")
 	}
 	if len(p.Launch.Argv) > 0 {
 		fmt.Fprintln(w, "command:")

@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 
@@ -79,7 +80,12 @@ func (c *ServeCmd) Run(e *Env) error {
 	if err := checkLaunchable(p, true); err != nil {
 		return err
 	}
-	sv := &server{e: e, in: in, log: log, files: l.Files}
+	sv := &server{e: e, in: in, log: log, files: l.Files, wasEmpty: map[string]bool{}}
+	for _, f := range l.Files {
+		if fi, err := os.Stat(f); err == nil && fi.Size() == 0 {
+			sv.wasEmpty[f] = true
+		}
+	}
 	return sv.run(p)
 }
 
@@ -95,6 +101,17 @@ func (sv *server) opts(s config.Settings) startOptions {
 // file is logged with its file and line and changes nothing.
 func (sv *server) reload(cur *plan.Plan, ch watch.Change) (*plan.Plan, bool, error) {
 	sv.log.Info("reloading", "file", ch.Path, "why", ch.Reason)
+	// The watcher skips an empty file, but the file is read again here: a
+	// truncate-then-write can be caught halfway after the watcher's read,
+	// or by a SIGHUP. A profile that had content and is empty now would
+	// load as all defaults. (One that was empty when serve started stays
+	// a valid, empty profile.)
+	for _, f := range sv.files {
+		if fi, err := os.Stat(f); err == nil && fi.Size() == 0 && !sv.wasEmpty[f] {
+			sv.log.Warn("reload: the file is empty (a write caught halfway?); not applied: waiting for the next write", "file", f)
+			return nil, false, fmt.Errorf("%s is empty", f)
+		}
+	}
 	l, err := sv.e.load(sv.in)
 	if err != nil {
 		sv.log.Error("reload rejected; the engine keeps running with the previous settings", "err", err)

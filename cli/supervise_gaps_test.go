@@ -1,14 +1,19 @@
 package cli
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/speclaunch/speclaunch/internal/loadgen"
 )
 
 // An engine that crashes while its restart is still starting is a crash
@@ -38,6 +43,49 @@ exec %[2]s "$@"
 	case c := <-r.code:
 		t.Fatalf("launcher exited (%d) although --restart on-failure:\n%s", c, r.log)
 	default:
+	}
+}
+
+// Requests that arrive while a crashed engine is restarted under
+// --restart on-failure are held and answered by the restarted engine, not
+// failed; /health says "switching" meanwhile.
+func TestServeRestartHoldsRequests(t *testing.T) {
+	dir := t.TempDir()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first engine crashes 500 ms after it is ready; later ones serve.
+	script := filepath.Join(dir, "engine.sh")
+	writeFile(t, script, fmt.Sprintf(`#!/bin/sh
+n=$(cat %[1]s/count 2>/dev/null || echo 0); n=$((n+1)); echo $n > %[1]s/count
+if [ $n -eq 1 ]; then exec %[2]s "$@" --sim-crash-after 500ms --sim-exit-code 7; fi
+exec %[2]s "$@"
+`, dir, self))
+	os.Chmod(script, 0o755)
+	port := freePort(t)
+	prof := filepath.Join(dir, "p.toml")
+	writeFile(t, prof, strings.Replace(simProfile(port, ""), `name = "sim"`, fmt.Sprintf("name = \"sim\"\nbinary = %q", script), 1))
+	r := startServe(t, "--profile", prof, "--restart", "on-failure")
+	r.log.waitFor(t, `engine exited; restarting`, 1, 30*time.Second)
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/health", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), "switching") {
+		t.Errorf("/health during the restart: %d %s", resp.StatusCode, body)
+	}
+	res, err := loadgen.Run(context.Background(), loadgen.Options{URL: fmt.Sprintf("http://127.0.0.1:%d", port), Clients: 2, Requests: 2, Stream: true, MaxTokens: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Bad() != 0 || res.OK != 4 {
+		t.Errorf("requests sent during the restart: %s\nlog:\n%s", res, r.log)
+	}
+	if n := len(pids(r.log.String())); n != 2 {
+		t.Errorf("%d engine starts, want 2", n)
 	}
 }
 
@@ -90,22 +138,65 @@ func TestServeSIGHUPReloadsWithoutWatch(t *testing.T) {
 	r.log.waitFor(t, `width verified width=5`, 1, 20*time.Second)
 }
 
-// SIGTERM while a reload's engine is still starting stops everything
-// without claiming the new settings failed.
-func TestServeSIGTERMDuringSwitch(t *testing.T) {
-	r, prof, base, port := serveSim(t, "")
-	renameOver(t, prof, strings.Replace(withWidth(base, 3), `"100ms"`, `"30s"`, 1))
-	r.log.waitFor(t, `starting engine for the new settings`, 1, 20*time.Second)
-	time.Sleep(200 * time.Millisecond)
-	syscall.Kill(os.Getpid(), syscall.SIGTERM)
-	r.exit(t, 20*time.Second)
-	for _, bad := range []string{"failed", "going back", "ERR"} {
-		if strings.Contains(r.log.String(), bad) {
-			t.Errorf("log says %q after SIGTERM during a switch:\n%s", bad, r.log)
-		}
+// An empty profile (a truncate-then-write caught halfway, here by a
+// SIGHUP) is not applied as all defaults: the reload waits for the next
+// write and says so.
+func TestServeReloadEmptyProfileNotApplied(t *testing.T) {
+	r, prof, base, port := serveSim(t, "", "--watch=false")
+	writeFile(t, prof, "")
+	syscall.Kill(os.Getpid(), syscall.SIGHUP)
+	r.log.waitFor(t, `file is empty \(a write caught halfway\?\); not applied`, 1, 20*time.Second)
+	if n := r.log.count(`reload rejected|switching engines`); n != 0 {
+		t.Errorf("the empty profile was loaded:\n%s", r.log)
 	}
-	if health(port) == 200 {
-		t.Error("still serving after SIGTERM")
+	writeFile(t, prof, withWidth(base, 5))
+	syscall.Kill(os.Getpid(), syscall.SIGHUP)
+	r.log.waitFor(t, `width verified width=5`, 1, 20*time.Second)
+	if health(port) != 200 {
+		t.Error("not serving after the next write")
+	}
+}
+
+// A profile that was empty when serve started (everything from flags) is
+// not a write caught halfway: SIGHUP still reloads it.
+func TestServeReloadProfileEmptyFromStart(t *testing.T) {
+	prof := filepath.Join(t.TempDir(), "p.toml")
+	writeFile(t, prof, "")
+	r := startServe(t, "--profile", prof, "--watch=false", "--engine", "sim", "-m", "target", "--port", fmt.Sprint(freePort(t)))
+	r.log.waitFor(t, `ready url=`, 1, 20*time.Second)
+	syscall.Kill(os.Getpid(), syscall.SIGHUP)
+	r.log.waitFor(t, `engine command unchanged`, 1, 20*time.Second)
+	if strings.Contains(r.log.String(), "empty") {
+		t.Errorf("a profile empty from the start was refused:\n%s", r.log)
+	}
+}
+
+// SIGTERM while a reload's engine is still starting stops everything
+// without claiming the new settings failed, in both switch modes.
+func TestServeSIGTERMDuringSwitch(t *testing.T) {
+	for _, mode := range []string{"overlap", "drain"} {
+		t.Run(mode, func(t *testing.T) {
+			r, prof, base, port := serveSim(t, "", "--switch", mode)
+			renameOver(t, prof, strings.Replace(withWidth(base, 3), `"100ms"`, `"30s"`, 1))
+			r.log.waitFor(t, `switching engines mode=`+mode, 1, 20*time.Second)
+			r.log.waitFor(t, `starting engine for the new settings`, 1, 20*time.Second)
+			// The status names the engine that serves: the old one in an
+			// overlap, none in a drain (the old one is stopped).
+			if st := status(t, port); (st.Engine == nil) != (mode == "drain") {
+				t.Errorf("%s: status engine %+v while the new engine starts", mode, st.Engine)
+			}
+			time.Sleep(200 * time.Millisecond)
+			syscall.Kill(os.Getpid(), syscall.SIGTERM)
+			r.exit(t, 20*time.Second)
+			for _, bad := range []string{"failed", "going back", "ERR"} {
+				if strings.Contains(r.log.String(), bad) {
+					t.Errorf("log says %q after SIGTERM during a switch:\n%s", bad, r.log)
+				}
+			}
+			if health(port) == 200 {
+				t.Error("still serving after SIGTERM")
+			}
+		})
 	}
 }
 

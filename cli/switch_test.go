@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -78,6 +79,7 @@ type statusDoc struct {
 		InternalPort int    `json:"internal_port"`
 		Width        int    `json:"width"`
 		WidthSource  string `json:"width_source"`
+		InFlight     int    `json:"in_flight"`
 	} `json:"engine"`
 	SwitchesTotal int    `json:"switches_total"`
 	SwitchMode    string `json:"switch_mode"`
@@ -136,5 +138,107 @@ func TestStatusFollowsReload(t *testing.T) {
 	r.log.waitFor(t, `width verified width=3`, 1, 20*time.Second)
 	if st := status(t, port2); st.Public != fmt.Sprintf("127.0.0.1:%d", port2) {
 		t.Errorf("status public %q after the proxy moved to port %d", st.Public, port2)
+	}
+}
+
+// /speclaunch/status says what the issue asks of it: the engine's pid and
+// internal port, its width with source and verification, uptime, switches
+// with reasons and timings, and the requests held now.
+func TestStatusDocument(t *testing.T) {
+	r, prof, base, port := serveSim(t, "")
+	writeFile(t, prof, withWidth(base, 3))
+	r.log.waitFor(t, `switched to_pid=\d+ width=3`, 1, 20*time.Second)
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/speclaunch/status", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+		t.Errorf("content type %q", ct)
+	}
+	var st struct {
+		Engine *struct {
+			PID          int     `json:"pid"`
+			InternalPort int     `json:"internal_port"`
+			URL          string  `json:"url"`
+			Width        int     `json:"width"`
+			WidthSource  string  `json:"width_source"`
+			Verified     bool    `json:"width_verified"`
+			Verification string  `json:"verification"`
+			UptimeS      float64 `json:"uptime_s"`
+		} `json:"engine"`
+		Proxy *struct {
+			HeldNow *int `json:"held_now"`
+		} `json:"proxy"`
+		Switches []struct {
+			Kind   string  `json:"kind"`
+			Reason string  `json:"reason"`
+			Mode   string  `json:"mode"`
+			From   int     `json:"from_width"`
+			To     int     `json:"to_width"`
+			OK     bool    `json:"ok"`
+			TookMS float64 `json:"took_ms"`
+			At     string  `json:"at"`
+		} `json:"switches"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		t.Fatal(err)
+	}
+	e := st.Engine
+	if e == nil {
+		t.Fatal("no engine in the status")
+	}
+	pid := pids(r.log.String())
+	if len(pid) == 0 || fmt.Sprint(e.PID) != pid[len(pid)-1] {
+		t.Errorf("pid %d, the log's engines %v", e.PID, pid)
+	}
+	if e.InternalPort == 0 || e.InternalPort == port || e.URL != fmt.Sprintf("http://127.0.0.1:%d", e.InternalPort) {
+		t.Errorf("internal port %d, url %q (public port %d)", e.InternalPort, e.URL, port)
+	}
+	if e.Width != 3 || e.WidthSource != "override" || !e.Verified || !strings.Contains(e.Verification, "width 3") || e.UptimeS <= 0 {
+		t.Errorf("engine %+v", *e)
+	}
+	if st.Proxy == nil || st.Proxy.HeldNow == nil || *st.Proxy.HeldNow != 0 {
+		t.Errorf("proxy %+v: want held_now 0", st.Proxy)
+	}
+	if len(st.Switches) != 1 {
+		t.Fatalf("switches %+v", st.Switches)
+	}
+	if s := st.Switches[0]; s.Kind != "reload" || !strings.Contains(s.Reason, prof) || s.Mode != "overlap" || s.From != 4 || s.To != 3 || !s.OK || s.TookMS <= 0 || s.At == "" {
+		t.Errorf("switch %+v", s)
+	}
+}
+
+// The old engine of an overlap switch finishes its requests for at most
+// server.drain_timeout, then is stopped with them in flight.
+func TestServeDrainTimeoutBoundsOldEngine(t *testing.T) {
+	port := freePort(t)
+	prof := filepath.Join(t.TempDir(), "p.toml")
+	base := strings.Replace(simProfile(port, ""), "[server]\n", "[server]\ndrain_timeout = \"1s\"\nswitch = \"overlap\"\n", 1)
+	writeFile(t, prof, base)
+	r := startServe(t, "--profile", prof)
+	r.log.waitFor(t, `width verified width=4`, 1, 20*time.Second)
+	long := make(chan error, 1)
+	go func() {
+		// About 20 s of tokens at the sim's pace.
+		resp, err := http.Post(fmt.Sprintf("http://127.0.0.1:%d/completion", port), "application/json", strings.NewReader(`{"prompt":"x","n_predict":1500,"stream":true}`))
+		if err == nil {
+			_, err = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		long <- err
+	}()
+	waitStatus(t, port, 10*time.Second, func(st statusDoc) bool { return st.Engine != nil && st.Engine.InFlight == 1 })
+	t0 := time.Now()
+	writeFile(t, prof, withWidth(base, 3))
+	r.log.waitFor(t, `drain ended with requests still in flight; stopping the old engine in_flight=1 after=1`, 1, 20*time.Second)
+	r.log.waitFor(t, `old engine stopped`, 1, 20*time.Second)
+	if d := time.Since(t0); d > 8*time.Second {
+		t.Errorf("the old engine was stopped %s after the reload, drain_timeout 1s", d)
+	}
+	select {
+	case <-long:
+	case <-time.After(10 * time.Second):
+		t.Error("the request in flight on the stopped engine did not end")
 	}
 }

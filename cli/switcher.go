@@ -32,6 +32,7 @@ type server struct {
 	in       config.Input
 	log      *slog.Logger
 	files    []string
+	wasEmpty map[string]bool // files that were empty when serve started
 
 	px  *proxy.Proxy // nil in direct mode (--proxy=false)
 	pub *public      // the public listener (proxy mode)
@@ -217,6 +218,7 @@ func (sv *server) runJob(ctx context.Context, j *job) jobResult {
 		}
 		sv.log.Info("stopping the old engine", "pid", j.old.r.proc.PID(), "why", j.kind)
 		j.old.r.proc.Stop(j.old.plan.Settings.StopTimeout.Value)
+		sv.st.exited(j.old, j.old.r.proc.ExitCode()) // the status shows no engine until the new one serves
 	}
 	if ctx.Err() != nil {
 		res.interrupted = true

@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -336,6 +337,61 @@ func TestChoiceSettings(t *testing.T) {
 			_, _, _, err = Load(Input{Flags: map[string]string{tc.name: tc.bad}})
 			if err == nil || err.Error() != tc.badMsg {
 				t.Fatalf("%q: %v; want %q", tc.bad, err, tc.badMsg)
+			}
+		})
+	}
+}
+
+// TestProxySettings: server.proxy, server.switch and the switch's bounds
+// layer flag > env > profile > default like every other setting, and a bad
+// value names its source.
+func TestProxySettings(t *testing.T) {
+	const profile = "[server]\nproxy = false\nswitch = \"drain\"\ndrain_timeout = \"10s\"\nhold_timeout = \"30s\"\nqueue_size = 8\n"
+	get := func(s Settings, name string) (string, string) {
+		switch name {
+		case "proxy":
+			return strconv.FormatBool(s.Proxy.Value), s.Proxy.Src.String()
+		case "switch":
+			return s.Switch.Value, s.Switch.Src.String()
+		case "drain-timeout":
+			return s.DrainTimeout.Value.String(), s.DrainTimeout.Src.String()
+		case "hold-timeout":
+			return s.HoldTimeout.Value.String(), s.HoldTimeout.Src.String()
+		}
+		return strconv.Itoa(s.QueueSize.Value), s.QueueSize.Src.String()
+	}
+	for _, c := range []struct {
+		name, env                  string
+		def, profVal, profLine     string
+		envVal, flagVal, bad, want string
+	}{
+		{"proxy", "MLXCEL_PROXY", "true", "false", "profile p.toml:2", "false", "true", "maybe", "flag --proxy"},
+		{"switch", "MLXCEL_SWITCH", "auto", "drain", "profile p.toml:3", "overlap", "auto", "sideways", "flag --switch"},
+		{"drain-timeout", "MLXCEL_DRAIN_TIMEOUT", "2m0s", "10s", "profile p.toml:4", "5s", "1m0s", "soon", "flag --drain-timeout"},
+		{"hold-timeout", "MLXCEL_HOLD_TIMEOUT", "2m0s", "30s", "profile p.toml:5", "5s", "1m0s", "soon", "flag --hold-timeout"},
+		{"queue-size", "MLXCEL_QUEUE_SIZE", "1024", "8", "profile p.toml:6", "16", "2", "0", "flag --queue-size"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s, _, _, err := Load(Input{})
+			if v, _ := get(s, c.name); err != nil || v != c.def {
+				t.Errorf("default %s, %v; want %s", v, err, c.def)
+			}
+			s, _, _, err = Load(Input{Profile: prof(t, profile)})
+			if v, src := get(s, c.name); err != nil || v != c.profVal || src != c.profLine {
+				t.Errorf("profile: %s from %s, %v; want %s from %s", v, src, err, c.profVal, c.profLine)
+			}
+			e := env(map[string]string{c.env: c.envVal})
+			s, _, _, err = Load(Input{Profile: prof(t, profile), Getenv: e})
+			if v, src := get(s, c.name); err != nil || v != c.envVal || src != "env "+c.env {
+				t.Errorf("env over profile: %s from %s, %v", v, src, err)
+			}
+			s, _, _, err = Load(Input{Profile: prof(t, profile), Getenv: e, Flags: map[string]string{c.name: c.flagVal}})
+			if v, src := get(s, c.name); err != nil || v != c.flagVal || src != c.want {
+				t.Errorf("flag over env: %s from %s, %v", v, src, err)
+			}
+			_, _, _, err = Load(Input{Getenv: env(map[string]string{c.env: c.bad})})
+			if err == nil || !strings.Contains(err.Error(), "env "+c.env) {
+				t.Errorf("bad %s=%q: %v; want an error naming the variable", c.env, c.bad, err)
 			}
 		})
 	}

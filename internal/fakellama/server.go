@@ -582,8 +582,12 @@ func (s *server) completion(w http.ResponseWriter, r *http.Request, oai bool) {
 			}
 		}
 		if pace > 0 {
+			// Against a schedule from the first token on, not one sleep
+			// per round: a sleep that overshoots (a timer's resolution, a
+			// busy machine) is made up by the next, so the rate is the one
+			// asked for.
 			select {
-			case <-time.After(pace * time.Duration(rd.emit)):
+			case <-time.After(time.Until(t1.Add(pace * time.Duration(produced+rd.emit)))):
 			case <-r.Context().Done():
 				return
 			}
