@@ -175,6 +175,7 @@ type loop struct {
 	// its first decision may switch at once, without waiting a window.
 	exploring bool
 	probedN   map[int]bool
+	probeN    map[int]*probeState // concurrent rows' probes under way
 }
 
 // publish hands serve a copy it may keep: the loop goes on changing its
@@ -200,7 +201,7 @@ func (l *loop) run(ctx context.Context) error {
 	cur := l.d.Current()
 	l.status = Status{State: StateProbing, Width: cur.Width}
 	l.publish()
-	if err := l.getCurve(ctx, cur); err != nil {
+	if err := l.getCurve(ctx); err != nil {
 		return err
 	}
 	covered := l.curve.ExplorationWidth(l.cfg.MaxWidth)
@@ -239,7 +240,7 @@ func (l *loop) run(ctx context.Context) error {
 }
 
 // getCurve takes the curve from the config, the cache or a probe.
-func (l *loop) getCurve(ctx context.Context, cur Target) error {
+func (l *loop) getCurve(ctx context.Context) error {
 	if l.cfg.Curve != nil && len(l.cfg.Curve.VerifyMS) > 0 {
 		l.curve = *l.cfg.Curve
 		if l.curve.Source == "" {
@@ -254,20 +255,45 @@ func (l *loop) getCurve(ctx context.Context, cur Target) error {
 		}
 	}
 	start := l.d.Now()
-	pctx, cancel := context.WithTimeout(ctx, l.cfg.ProbeTimeout)
-	defer cancel()
-	c, err := Probe(pctx, l.d.HTTP, cur.BaseURL, ProbeRows(l.cfg.MaxWidth, 0), l.cfg.ProbeReps)
-	if err != nil {
+	rows := ProbeRows(l.cfg.MaxWidth, 0)
+	var st probeState
+	for attempt := 1; ; attempt++ {
+		before := st.done()
+		pctx, cancel := context.WithTimeout(ctx, l.cfg.ProbeTimeout)
+		err := st.probe(pctx, l.d.HTTP, l.d.Current().BaseURL, rows, l.cfg.ProbeReps)
+		cancel()
+		if err == nil {
+			break
+		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return fmt.Errorf("%w: no verify-cost curve: %w (give one in the policy entry, or set the width)", ErrNotAdapting, err)
+		// An engine that cannot be probed stops here; a probe cut short
+		// (live traffic held the slot past the bound, or the engine was
+		// replaced) resumes where it stopped while it makes progress.
+		if errors.Is(err, ErrNoProbe) || st.done() == before || attempt >= probeAttempts {
+			return fmt.Errorf("%w: no verify-cost curve: %w (this engine could not be probed: serve keeps its width; set one to silence this)", ErrNotAdapting, err)
+		}
+		l.status.Note = fmt.Sprintf("probe attempt %d cut short after %d of %d requests: resuming", attempt, st.done(), len(rows)*l.cfg.ProbeReps)
+		l.publish()
+		l.d.Log.Warn("adapt: the verify-cost probe did not finish within its bound (the engine is busy); resuming where it stopped",
+			"attempt", attempt, "of", probeAttempts, "done", st.done(), "requests", len(rows)*l.cfg.ProbeReps, "err", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(l.cfg.Interval):
+		}
 	}
 	l.status.ProbeTime = l.d.Now().Sub(start).Seconds()
-	l.curve = c
+	l.status.Note = ""
+	l.curve = curveOf(st.samples)
 	l.saveCurve()
 	return nil
 }
+
+// probeAttempts bounds a probe's resumptions: each attempt runs for at most
+// Config.ProbeTimeout, and one that takes no sample ends the probe.
+const probeAttempts = 10
 
 // cacheable: a cache directory and a key that names an engine and model
 // files; an empty key would hand one engine's curve to another.
@@ -462,9 +488,8 @@ func (l *loop) probeConcurrency(ctx context.Context, n int) {
 		return
 	}
 	if l.probedN == nil {
-		l.probedN = map[int]bool{}
+		l.probedN, l.probeN = map[int]bool{}, map[int]*probeState{}
 	}
-	l.probedN[n] = true
 	var missing []int
 	for _, r := range ProbeRows(0, l.cfg.MaxWidth, n) {
 		if _, ok := l.curve.VerifyMS[r]; !ok {
@@ -472,17 +497,35 @@ func (l *loop) probeConcurrency(ctx context.Context, n int) {
 		}
 	}
 	if len(missing) == 0 {
+		l.probedN[n] = true
 		return
 	}
+	// These rows are probed under the load that needs them: a probe cut
+	// short resumes at the next epoch while it makes progress, at most
+	// probeAttempts times.
+	st := l.probeN[n]
+	if st == nil {
+		st = &probeState{}
+		l.probeN[n] = st
+	}
+	before := st.done()
+	st.attempts++
 	pctx, cancel := context.WithTimeout(ctx, l.cfg.ProbeTimeout)
 	defer cancel()
-	c, err := Probe(pctx, l.d.HTTP, l.d.Current().BaseURL, missing, l.cfg.ProbeReps)
-	if err != nil {
-		l.d.Log.Warn("adapt: could not probe the rows of concurrent decoding", "concurrency", n, "err", err)
+	if err := st.probe(pctx, l.d.HTTP, l.d.Current().BaseURL, missing, l.cfg.ProbeReps); err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		final := errors.Is(err, ErrNoProbe) || st.done() == before || st.attempts >= probeAttempts
+		if final {
+			l.probedN[n] = true
+		}
+		l.d.Log.Warn("adapt: could not probe the rows of concurrent decoding", "concurrency", n, "attempt", st.attempts, "resume", !final, "err", err)
 		return
 	}
+	l.probedN[n] = true
 	curve := Curve{VerifyMS: maps.Clone(l.curve.VerifyMS), Source: "probe"}
-	maps.Copy(curve.VerifyMS, c.VerifyMS)
+	maps.Copy(curve.VerifyMS, curveOf(st.samples).VerifyMS)
 	l.curve = curve
 	l.status.Curve = &l.curve
 	l.saveCurve()
