@@ -1,14 +1,17 @@
 package adapt
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -160,5 +163,55 @@ func TestLoopConcurrency(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// At most one switch per window: once settled wide under flat traffic, a
+// collapse of acceptance makes the rule want a narrower width at once, but
+// the switch is held (and logged) until the window since the last switch
+// has passed; then it is made.
+func TestLoopHoldsSwitchWithinWindow(t *testing.T) {
+	var collapse atomic.Bool
+	s := func(k int) float64 {
+		if collapse.Load() && k > 3 {
+			return 0.03
+		}
+		return math.Pow(0.97, float64(k))
+	}
+	m := newModelEngine(t, 1, 4, s)
+	clock := newFakeClock()
+	cfg := testCfg()
+	cfg.Window, cfg.ReexploreEvery = time.Hour, 10*time.Hour
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var mu sync.Mutex
+	var last Status
+	var logs bytes.Buffer
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, LoopDeps{Current: m.Current, Switch: m.Switch, Cfg: cfg, Now: clock.Now,
+			Log:     slog.New(slog.NewTextHandler(&syncWriter{w: &logs, mu: &mu}, nil)),
+			Publish: func(st Status) { mu.Lock(); last = st; mu.Unlock() }})
+	}()
+	width := func() int { return m.Current().Width }
+	if !waitFor(5*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return settled(last) && last.Width >= 9 }) {
+		t.Fatalf("flat traffic: no settle wide; width %d", width())
+	}
+	wide := width()
+	collapse.Store(true)
+	if !waitFor(5*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return strings.Contains(logs.String(), "switch held") }) {
+		t.Fatalf("no held switch; width %d", width())
+	}
+	time.Sleep(50 * time.Millisecond) // more decisions inside the window
+	if w := width(); w != wide {
+		t.Fatalf("switched %d → %d inside the window", wide, w)
+	}
+	clock.Sleep(ctx, 2*cfg.Window)
+	if !waitFor(5*time.Second, func() bool { return width() == 4 }) {
+		t.Errorf("after the window: width %d, want 4", width())
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }
