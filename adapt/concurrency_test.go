@@ -206,9 +206,70 @@ func TestLoopHoldsSwitchWithinWindow(t *testing.T) {
 	if w := width(); w != wide {
 		t.Fatalf("switched %d → %d inside the window", wide, w)
 	}
+	// The drift dropped the flat acceptance: the decision reads the
+	// collapsed epochs only, not a mix of both.
+	mu.Lock()
+	if d := last.Decision; d == nil || len(d.S) < 5 || d.S[4].S > 0.1 {
+		t.Errorf("after the drift S(5) should be about 0.03: %v", d)
+	}
+	mu.Unlock()
 	clock.Sleep(ctx, 2*cfg.Window)
 	if !waitFor(5*time.Second, func() bool { return width() == 4 }) {
 		t.Errorf("after the window: width %d, want 4", width())
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The bounded re-exploration: settled narrow under a collapsing tail that
+// an exploration observed, the traffic changes past the running width only
+// (S(1..3) stay), which the running engine's counters cannot show. The far
+// positions still say narrow, so no exploration; the live tail says a
+// wider width could pay, so the loop re-checks, but only once
+// ReexploreEvery has passed since the last exploration.
+func TestLoopRechecksWiderAtABoundedRate(t *testing.T) {
+	var longTail atomic.Bool
+	s := func(k int) float64 {
+		if k > 3 && !longTail.Load() {
+			return 0.03
+		}
+		return math.Pow(0.95, float64(k))
+	}
+	m := newModelEngine(t, 1, 4, s)
+	clock := newFakeClock()
+	cfg := testCfg()
+	cfg.Window, cfg.ReexploreEvery = time.Millisecond, time.Hour
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var mu sync.Mutex
+	var last Status
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, LoopDeps{Current: m.Current, Switch: m.Switch, Cfg: cfg, Now: clock.Now, Log: quietLog(),
+			Publish: func(st Status) { mu.Lock(); last = st; mu.Unlock() }})
+	}()
+	width := func() int { return m.Current().Width }
+	if !waitFor(5*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return settled(last) && last.Width == 4 }) {
+		t.Fatalf("collapsing tail: no settle at 4; width %d", width())
+	}
+	clock.Sleep(ctx, time.Second) // past the window, not the re-exploration period
+	longTail.Store(true)
+	if !waitFor(5*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return last.Decision != nil && last.Decision.Recheck > 4
+	}) {
+		t.Fatalf("no recheck asked for; last decision %v", last.Decision)
+	}
+	time.Sleep(50 * time.Millisecond) // more decisions inside the period
+	if w := width(); w != 4 {
+		t.Fatalf("re-explored to %d before ReexploreEvery passed", w)
+	}
+	clock.Sleep(ctx, 2*cfg.ReexploreEvery)
+	if !waitFor(5*time.Second, func() bool { return width() > 8 }) {
+		t.Errorf("after the period: width %d, want the long tail's wide width", width())
 	}
 	cancel()
 	if err := <-done; err != nil {
