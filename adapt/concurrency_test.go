@@ -32,7 +32,8 @@ type modelEngine struct {
 	cycles float64
 	perPos []float64
 	predS  float64
-	probes []int // row counts probed
+	tokens float64 // generated at width 1
+	probes []int   // row counts probed
 	srv    *httptest.Server
 }
 
@@ -68,6 +69,9 @@ func (m *modelEngine) serve(w http.ResponseWriter, r *http.Request) {
 	defer m.mu.Unlock()
 	switch r.URL.Path {
 	case "/metrics":
+		if m.width < 2 { // classic decode: n tokens a step, 100 steps a scrape
+			m.tokens += 100 * float64(m.n)
+		}
 		if m.width >= 2 {
 			c := 100.0 * float64(m.n)
 			m.cycles += c
@@ -81,7 +85,7 @@ func (m *modelEngine) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		var b strings.Builder
 		fmt.Fprintf(&b, "llamacpp:spec_decode_num_drafts_total %g\nllamacpp:tokens_predicted_seconds_total %g\n", m.cycles, m.predS)
-		fmt.Fprintf(&b, "llamacpp:tokens_predicted_total %g\nllamacpp:requests_processing %d\n", m.cycles*2, m.n)
+		fmt.Fprintf(&b, "llamacpp:tokens_predicted_total %g\nllamacpp:requests_processing %d\n", m.cycles*2+m.tokens, m.n)
 		for p, v := range m.perPos {
 			fmt.Fprintf(&b, "llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position=\"%d\"} %g\n", p, v)
 		}
@@ -107,7 +111,7 @@ func (m *modelEngine) Switch(_ context.Context, w int, _ string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.width, m.gen = w, m.gen+1
-	m.cycles, m.perPos, m.predS = 0, nil, 0 // a new engine process
+	m.cycles, m.perPos, m.predS, m.tokens = 0, nil, 0, 0 // a new engine process
 	return nil
 }
 
@@ -271,6 +275,60 @@ func TestLoopRechecksWiderAtABoundedRate(t *testing.T) {
 	if !waitFor(5*time.Second, func() bool { return width() > 8 }) {
 		t.Errorf("after the period: width %d, want the long tail's wide width", width())
 	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (m *modelEngine) setN(n int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.n = n
+}
+
+// Speculation off is a width like any other: under heavy load the loop
+// turns it off (8 sequences verifying together pass the kernel boundaries),
+// and when the load drops it turns it back on, from the acceptance it saw
+// last and the live concurrency, within a few epochs of the drop, however
+// long the load lasted.
+func TestLoopSpeculationOffAndBack(t *testing.T) {
+	s := func(k int) float64 { return math.Pow(0.6, float64(k)) }
+	m := newModelEngine(t, 8, 4, s)
+	cfg := testCfg()
+	cfg.ReexploreEvery = time.Hour
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var mu sync.Mutex
+	var last Status
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, LoopDeps{Current: m.Current, Switch: m.Switch, Cfg: cfg, Log: quietLog(),
+			Publish: func(st Status) { mu.Lock(); last = st; mu.Unlock() }})
+	}()
+	width := func() int { return m.Current().Width }
+	if !waitFor(5*time.Second, func() bool { return width() == 1 }) {
+		t.Fatalf("8 sequences: speculation not turned off; width %d; %v", width(), last.Decision)
+	}
+	// Many epochs at width 1 under the heavy load, then it drops.
+	if !waitFor(5*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return last.Decision != nil && last.Decision.Running == 1 && last.Concurrency == 8
+	}) {
+		t.Fatalf("no decision at width 1")
+	}
+	time.Sleep(600 * time.Millisecond) // about 300 scrapes
+	m.setN(1)
+	dropped := time.Now()
+	// The concurrency is the live one (the last scrapes), not the mean
+	// over the engine's life, which would take many times as long again.
+	if !waitFor(300*time.Millisecond, func() bool { return width() >= 2 }) {
+		mu.Lock()
+		defer mu.Unlock()
+		t.Fatalf("one sequence: speculation not back on; concurrency %d; %v", last.Concurrency, last.Decision)
+	}
+	t.Logf("back on at width %d %v after the drop", width(), time.Since(dropped))
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)

@@ -165,10 +165,12 @@ type loop struct {
 	epoch  Counts     // the epoch being filled
 	wide   Acceptance // the widest observation: far positions for Decide
 	tokens float64    // tokens in this epoch (width 1 has no cycles)
-	nSum   float64    // concurrency samples in this engine's life
-	nCount float64
-	predS  float64 // predict seconds and cycles in this engine's life
-	cycles float64
+	nLive  []float64  // concurrency samples, the last liveScrapes of this engine
+	lastN  int        // the concurrency of the last epoch; 0 before one
+	// predict seconds and cycles: of the epoch being filled, and of this
+	// engine's epochs since the concurrency last changed
+	epPredS, epCycles float64
+	predS, cycles     float64
 
 	lastSwitch, lastExplore time.Time
 	// exploring: the engine serving was started to observe, not chosen;
@@ -314,7 +316,8 @@ func (l *loop) saveCurve() {
 func (l *loop) reset(t Target) {
 	l.gen, l.width, l.fresh = t.Gen, t.Width, true
 	l.base, l.epoch = Counts{}, Counts{}
-	l.tokens, l.nSum, l.nCount, l.predS, l.cycles = 0, 0, 0, 0, 0
+	l.tokens, l.nLive, l.lastN = 0, nil, 0
+	l.epPredS, l.epCycles, l.predS, l.cycles = 0, 0, 0, 0
 	l.status.Width = t.Width
 }
 
@@ -370,11 +373,13 @@ func (l *loop) step(ctx context.Context) error {
 	l.epoch.Add(delta, l.width)
 	l.tokens += delta.Predicted
 	if delta.Predicted > 0 {
-		l.nSum += math.Max(1, delta.Processing)
-		l.nCount++
+		l.nLive = append(l.nLive, math.Max(1, delta.Processing))
+		if len(l.nLive) > liveScrapes {
+			l.nLive = l.nLive[1:]
+		}
 	}
-	l.predS += delta.PredictSeconds
-	l.cycles += delta.Cycles
+	l.epPredS += delta.PredictSeconds
+	l.epCycles += delta.Cycles
 
 	ready := l.epoch.Cycles >= l.cfg.MinCycles
 	if l.width < 2 {
@@ -405,19 +410,35 @@ func (l *loop) scrape(ctx context.Context, base string) (Snapshot, error) {
 	return ParseMetrics(io.LimitReader(resp.Body, 4<<20))
 }
 
+// liveScrapes is how many of the latest scrapes the concurrency is taken
+// over: 32 s at the default interval, so a change of load shows within
+// about a minute however long the engine has served (a mean over its life
+// took as long again as the load had lasted).
+const liveScrapes = 16
+
 // concurrency is the mean number of requests processing while tokens were
-// generated, rounded: the sequences whose verify rows add up in a cycle.
+// generated over the latest scrapes, rounded: the sequences whose verify
+// rows add up in a cycle.
 func (l *loop) concurrency() int {
-	if l.nCount == 0 {
+	if len(l.nLive) == 0 {
 		return 1
 	}
-	return max(1, int(math.Round(l.nSum/l.nCount)))
+	var sum float64
+	for _, v := range l.nLive {
+		sum += v
+	}
+	return max(1, int(math.Round(sum/float64(len(l.nLive)))))
 }
 
 // evaluate closes an epoch and applies the rule.
 func (l *loop) evaluate(ctx context.Context) {
 	n := l.concurrency()
 	l.status.Concurrency = n
+	if n != l.lastN { // a cycle's time is measured at one concurrency
+		l.predS, l.cycles = 0, 0
+	}
+	l.predS, l.cycles, l.lastN = l.predS+l.epPredS, l.cycles+l.epCycles, n
+	l.epPredS, l.epCycles = 0, 0
 	if l.width >= 2 {
 		ep := l.epoch.Obs()
 		if l.base.Cycles > 0 {
