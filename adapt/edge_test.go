@@ -170,6 +170,11 @@ func TestCurveCache(t *testing.T) {
 			os.RemoveAll(path)
 			os.WriteFile(path, []byte(`{"key":`+mustJSONString(key)+`,"curve":{"verify_ms":{"2":-1}}}`), 0o644)
 		},
+		// a file copied from another host under this key's name
+		"another key inside": func() {
+			os.RemoveAll(path)
+			os.WriteFile(path, []byte(`{"key":`+mustJSONString(other)+`,"curve":{"verify_ms":{"1":3.2,"2":3.3}}}`), 0o644)
+		},
 	} {
 		logs.Reset()
 		setup()
