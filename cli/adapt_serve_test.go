@@ -10,7 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/speclaunch/speclaunch/config"
+	"github.com/speclaunch/speclaunch/engine"
 	"github.com/speclaunch/speclaunch/internal/loadgen"
+	"github.com/speclaunch/speclaunch/key"
+	"github.com/speclaunch/speclaunch/plan"
 	"github.com/speclaunch/speclaunch/sim"
 )
 
@@ -140,5 +144,27 @@ func TestServeAdaptedWidthSurvivesReload(t *testing.T) {
 	time.Sleep(1500 * time.Millisecond) // a switch back would be done by now (100 ms warmup)
 	if st := status(t, port); !adapted() {
 		t.Fatalf("after a comment edit the engine runs %+v, want the adapted width %d; log:\n%s", st.Engine, want, r.log)
+	}
+}
+
+// The probed curve's cache key names the engine build; an engine whose
+// version is unknown gets none (serve then does not cache its curve).
+func TestEngineIdentity(t *testing.T) {
+	for _, c := range []struct {
+		engine          key.Engine
+		version, commit string
+		want            string
+	}{
+		{key.LlamaCpp, "9749", "d32676d", "llama.cpp 9749 (d32676d)"},
+		{key.LlamaCpp, "9749", "", "llama.cpp 9749"},
+		{key.LlamaCpp, "", "d32676d", "llama.cpp d32676d"},
+		{key.LlamaCpp, "", "", ""},
+		{key.Sim, "", "", "sim"},
+	} {
+		p := &plan.Plan{Settings: config.Settings{Engine: config.Field[key.Engine]{Value: c.engine}}}
+		p.Facts.Caps = engine.Caps{Version: c.version, Commit: c.commit}
+		if got := engineIdentity(p); got != c.want {
+			t.Errorf("%s %q %q: %q, want %q", c.engine, c.version, c.commit, got, c.want)
+		}
 	}
 }
