@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -332,5 +333,57 @@ func TestLoopSpeculationOffAndBack(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A switch refused for good (serve: a reload set an operator width, which
+// always wins) stops the loop, saying why; a switch that merely failed
+// (the new engine did not start) leaves the loop watching.
+func TestLoopStopsWhenSwitchingIsOff(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		err  error
+		stop bool
+	}{
+		{"operator width", fmt.Errorf("%w: an operator width is set (env LLAMA_ARG_DRAFT_BLOCK_SIZE); it always wins", ErrNotAdapting), true},
+		{"engine failed", errors.New("the new engine failed to start"), false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := newModelEngine(t, 1, 4, func(k int) float64 { return math.Pow(0.8, float64(k)) })
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			var mu sync.Mutex
+			var last Status
+			tries := 0
+			done := make(chan error, 1)
+			go func() {
+				done <- Run(ctx, LoopDeps{Current: m.Current, Cfg: testCfg(), Log: quietLog(),
+					Switch: func(context.Context, int, string) error {
+						mu.Lock()
+						defer mu.Unlock()
+						tries++
+						return c.err
+					},
+					Publish: func(st Status) { mu.Lock(); last = st; mu.Unlock() }})
+			}()
+			if c.stop {
+				select {
+				case err := <-done:
+					if !errors.Is(err, ErrNotAdapting) || last.State != StateNotAdapting || !strings.Contains(last.Note, "operator width") || tries != 1 {
+						t.Errorf("err %v, tries %d, status %+v", err, tries, last)
+					}
+				case <-time.After(3 * time.Second):
+					t.Fatal("the loop went on after a switch refused for good")
+				}
+				return
+			}
+			if !waitFor(3*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return tries >= 2 }) {
+				t.Fatalf("the loop stopped trying after a failed switch: tries %d, status %+v", tries, last)
+			}
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		})
 	}
 }

@@ -222,7 +222,9 @@ func (l *loop) run(ctx context.Context) error {
 	if cur.Width < l.w0 {
 		l.status.State = StateExploring
 		l.publish()
-		l.switchTo(ctx, l.w0, fmt.Sprintf("explore: observe acceptance at positions 1-%d", l.w0-1), true)
+		if err := l.switchTo(ctx, l.w0, fmt.Sprintf("explore: observe acceptance at positions 1-%d", l.w0-1), true); err != nil {
+			return err
+		}
 	}
 	l.status.State = StateWatching
 	l.publish()
@@ -325,8 +327,10 @@ func (l *loop) reset(t Target) {
 }
 
 // switchTo asks for width and records when; a failure leaves the old
-// engine serving and is only logged.
-func (l *loop) switchTo(ctx context.Context, width int, reason string, explore bool) {
+// engine serving and is only logged, unless Switch says adapting is off
+// for good (an error wrapping ErrNotAdapting, e.g. a reload set an
+// operator width), which it returns.
+func (l *loop) switchTo(ctx context.Context, width int, reason string, explore bool) error {
 	now := l.d.Now()
 	l.lastSwitch = now
 	if explore {
@@ -334,15 +338,19 @@ func (l *loop) switchTo(ctx context.Context, width int, reason string, explore b
 	}
 	l.d.Log.Info("adapt: switching width", "from", l.width, "to", width, "reason", reason)
 	if err := l.d.Switch(ctx, width, reason); err != nil {
+		if errors.Is(err, ErrNotAdapting) {
+			return err
+		}
 		if ctx.Err() == nil {
 			l.d.Log.Warn("adapt: switch failed; the engine serving keeps serving", "to", width, "err", err)
 		}
-		return
+		return nil
 	}
 	l.status.Switches++
 	l.reset(l.d.Current())
 	l.exploring = explore
 	l.publish()
+	return nil
 }
 
 func (l *loop) step(ctx context.Context) error {
@@ -391,8 +399,7 @@ func (l *loop) step(ctx context.Context) error {
 	if !ready {
 		return nil
 	}
-	l.evaluate(ctx)
-	return nil
+	return l.evaluate(ctx)
 }
 
 func (l *loop) scrape(ctx context.Context, base string) (Snapshot, error) {
@@ -434,7 +441,7 @@ func (l *loop) concurrency() int {
 }
 
 // evaluate closes an epoch and applies the rule.
-func (l *loop) evaluate(ctx context.Context) {
+func (l *loop) evaluate(ctx context.Context) error {
 	n := l.concurrency()
 	l.status.Concurrency = n
 	if n != l.lastN { // a cycle's time is measured at one concurrency
@@ -483,13 +490,14 @@ func (l *loop) evaluate(ctx context.Context) {
 	case dec.Switch && inWindow:
 		l.d.Log.Info("adapt: switch held: one switch per window", "to", dec.Choice, "window", l.cfg.Window)
 	case dec.Switch:
-		l.switchTo(ctx, dec.Choice, dec.Reason, false)
+		return l.switchTo(ctx, dec.Choice, dec.Reason, false)
 	case inWindow:
 	case dec.Explore > 0:
-		l.switchTo(ctx, dec.Explore, fmt.Sprintf("explore wider: S(%d) = %.2f, the last position observed, suggests width %d could pay", len(acc), acc.S(len(acc)), dec.Explore), true)
+		return l.switchTo(ctx, dec.Explore, fmt.Sprintf("explore wider: S(%d) = %.2f, the last position observed, suggests width %d could pay", len(acc), acc.S(len(acc)), dec.Explore), true)
 	case dec.Recheck > 0 && now.Sub(l.lastExplore) >= l.cfg.ReexploreEvery:
-		l.switchTo(ctx, dec.Recheck, fmt.Sprintf("re-explore wider: S(%d) = %.2f at the running width suggests width %d could pay", live, acc.S(live), dec.Recheck), true)
+		return l.switchTo(ctx, dec.Recheck, fmt.Sprintf("re-explore wider: S(%d) = %.2f at the running width suggests width %d could pay", live, acc.S(live), dec.Recheck), true)
 	}
+	return nil
 }
 
 // acceptance is the running width's positions from this engine's epochs,

@@ -43,14 +43,15 @@ func adaptOff(p *plan.Plan, proxied bool) string {
 }
 
 // startAdapt starts the adaptive width loop beside the switcher when it is
-// asked for; the returned func stops it and waits for it.
+// asked for; the returned func stops it and waits for it (nil when it did
+// not start).
 func (sv *server) startAdapt(ctx context.Context, p *plan.Plan) func() {
 	if why := adaptOff(p, sv.px != nil); why != "" {
 		if p.Settings.Adapt.Value {
 			sv.log.Info("adaptive width off: " + why)
 			sv.st.setAdapt(adapt.Status{State: adapt.StateNotAdapting, Note: why, Updated: time.Now()})
 		}
-		return func() {}
+		return nil
 	}
 	key := adapt.CacheKey{Engine: engineIdentity(p), Capability: p.Facts.CapabilityStr}
 	if len(p.Facts.GPUs) > 0 {

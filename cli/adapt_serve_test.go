@@ -168,3 +168,23 @@ func TestEngineIdentity(t *testing.T) {
 		}
 	}
 }
+
+// A reload that sets an operator width ends adaptation, saying so: the loop
+// stops and /speclaunch/status says why.
+func TestServeAdaptOffAfterReloadSetsWidth(t *testing.T) {
+	dir := t.TempDir()
+	port := freePort(t)
+	p := filepath.Join(dir, "p.toml")
+	body := simProfile(port, "")
+	writeFile(t, p, body+"[adapt]\nenabled = true\n")
+	r := startServe(t, "--profile", p)
+	r.log.waitFor(t, `adaptive width on`, 1, 20*time.Second)
+	writeFile(t, p, withWidth(body, 3)+"[adapt]\nenabled = true\n")
+	r.log.waitFor(t, `adaptive width off: an operator width is set \(profile .*p.toml:\d+\); it always wins; it stays off until speclaunch restarts`, 1, 20*time.Second)
+	for deadline := time.Now().Add(10 * time.Second); adaptState(t, port) != "not adapting"; {
+		if time.Now().After(deadline) {
+			t.Fatalf("adapt state %q after the operator width; log:\n%s", adaptState(t, port), r.log)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
