@@ -98,6 +98,8 @@ func BenchmarkAdaptProfiles(b *testing.B) {
 			for b.Loop() {
 				r = adaptOnSim(b, cost, prompt)
 			}
+			b.Logf("%s: oracle %d, adapted %d, switches %v after %d requests, %.1f simulated s; probe %.1f simulated s, %.2f engine s",
+				profile, best, r.width, r.switches, r.requests, r.simToLast.Seconds(), r.probeSim, r.probeEng)
 			b.ReportMetric(rate(r.width)/rate(best), "frac-of-oracle")
 			b.ReportMetric(float64(r.width), "width")
 			b.ReportMetric(float64(best), "oracle-width")

@@ -1,14 +1,18 @@
 package adapt
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -29,7 +33,8 @@ type modelEngine struct {
 	cycles float64
 	perPos []float64
 	predS  float64
-	probes []int // row counts probed
+	tokens float64 // generated at width 1
+	probes []int   // row counts probed
 	srv    *httptest.Server
 }
 
@@ -65,6 +70,9 @@ func (m *modelEngine) serve(w http.ResponseWriter, r *http.Request) {
 	defer m.mu.Unlock()
 	switch r.URL.Path {
 	case "/metrics":
+		if m.width < 2 { // classic decode: n tokens a step, 100 steps a scrape
+			m.tokens += 100 * float64(m.n)
+		}
 		if m.width >= 2 {
 			c := 100.0 * float64(m.n)
 			m.cycles += c
@@ -78,7 +86,7 @@ func (m *modelEngine) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		var b strings.Builder
 		fmt.Fprintf(&b, "llamacpp:spec_decode_num_drafts_total %g\nllamacpp:tokens_predicted_seconds_total %g\n", m.cycles, m.predS)
-		fmt.Fprintf(&b, "llamacpp:tokens_predicted_total %g\nllamacpp:requests_processing %d\n", m.cycles*2, m.n)
+		fmt.Fprintf(&b, "llamacpp:tokens_predicted_total %g\nllamacpp:requests_processing %d\n", m.cycles*2+m.tokens, m.n)
 		for p, v := range m.perPos {
 			fmt.Fprintf(&b, "llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position=\"%d\"} %g\n", p, v)
 		}
@@ -104,7 +112,7 @@ func (m *modelEngine) Switch(_ context.Context, w int, _ string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.width, m.gen = w, m.gen+1
-	m.cycles, m.perPos, m.predS = 0, nil, 0 // a new engine process
+	m.cycles, m.perPos, m.predS, m.tokens = 0, nil, 0, 0 // a new engine process
 	return nil
 }
 
@@ -158,6 +166,223 @@ func TestLoopConcurrency(t *testing.T) {
 				if _, ok := got.Curve.VerifyMS[n*8]; !ok {
 					t.Errorf("rows %d not probed: %v", n*8, got.Curve.VerifyMS)
 				}
+			}
+		})
+	}
+}
+
+// At most one switch per window: once settled wide under flat traffic, a
+// collapse of acceptance makes the rule want a narrower width at once, but
+// the switch is held (and logged) until the window since the last switch
+// has passed; then it is made.
+func TestLoopHoldsSwitchWithinWindow(t *testing.T) {
+	var collapse atomic.Bool
+	s := func(k int) float64 {
+		if collapse.Load() && k > 3 {
+			return 0.03
+		}
+		return math.Pow(0.97, float64(k))
+	}
+	m := newModelEngine(t, 1, 4, s)
+	clock := newFakeClock()
+	cfg := testCfg()
+	cfg.Window, cfg.ReexploreEvery = time.Hour, 10*time.Hour
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var mu sync.Mutex
+	var last Status
+	var logs bytes.Buffer
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, LoopDeps{Current: m.Current, Switch: m.Switch, Cfg: cfg, Now: clock.Now,
+			Log:     slog.New(slog.NewTextHandler(&syncWriter{w: &logs, mu: &mu}, nil)),
+			Publish: func(st Status) { mu.Lock(); last = st; mu.Unlock() }})
+	}()
+	width := func() int { return m.Current().Width }
+	if !waitFor(5*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return settled(last) && last.Width >= 9 }) {
+		t.Fatalf("flat traffic: no settle wide; width %d", width())
+	}
+	wide := width()
+	collapse.Store(true)
+	if !waitFor(5*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return strings.Contains(logs.String(), "switch held") }) {
+		t.Fatalf("no held switch; width %d", width())
+	}
+	time.Sleep(50 * time.Millisecond) // more decisions inside the window
+	if w := width(); w != wide {
+		t.Fatalf("switched %d → %d inside the window", wide, w)
+	}
+	// The drift dropped the flat acceptance: the decision reads the
+	// collapsed epochs only, not a mix of both.
+	mu.Lock()
+	if d := last.Decision; d == nil || len(d.S) < 5 || d.S[4].S > 0.1 {
+		t.Errorf("after the drift S(5) should be about 0.03: %v", d)
+	}
+	mu.Unlock()
+	clock.Sleep(ctx, 2*cfg.Window)
+	if !waitFor(5*time.Second, func() bool { return width() == 4 }) {
+		t.Errorf("after the window: width %d, want 4", width())
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The bounded re-exploration: settled narrow under a collapsing tail that
+// an exploration observed, the traffic changes past the running width only
+// (S(1..3) stay), which the running engine's counters cannot show. The far
+// positions still say narrow, so no exploration; the live tail says a
+// wider width could pay, so the loop re-checks, but only once
+// ReexploreEvery has passed since the last exploration.
+func TestLoopRechecksWiderAtABoundedRate(t *testing.T) {
+	var longTail atomic.Bool
+	s := func(k int) float64 {
+		if k > 3 && !longTail.Load() {
+			return 0.03
+		}
+		return math.Pow(0.95, float64(k))
+	}
+	m := newModelEngine(t, 1, 4, s)
+	clock := newFakeClock()
+	cfg := testCfg()
+	cfg.Window, cfg.ReexploreEvery = time.Millisecond, time.Hour
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var mu sync.Mutex
+	var last Status
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, LoopDeps{Current: m.Current, Switch: m.Switch, Cfg: cfg, Now: clock.Now, Log: quietLog(),
+			Publish: func(st Status) { mu.Lock(); last = st; mu.Unlock() }})
+	}()
+	width := func() int { return m.Current().Width }
+	if !waitFor(5*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return settled(last) && last.Width == 4 }) {
+		t.Fatalf("collapsing tail: no settle at 4; width %d", width())
+	}
+	clock.Sleep(ctx, time.Second) // past the window, not the re-exploration period
+	longTail.Store(true)
+	if !waitFor(5*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return last.Decision != nil && last.Decision.Recheck > 4
+	}) {
+		t.Fatalf("no recheck asked for; last decision %v", last.Decision)
+	}
+	time.Sleep(50 * time.Millisecond) // more decisions inside the period
+	if w := width(); w != 4 {
+		t.Fatalf("re-explored to %d before ReexploreEvery passed", w)
+	}
+	clock.Sleep(ctx, 2*cfg.ReexploreEvery)
+	if !waitFor(5*time.Second, func() bool { return width() > 8 }) {
+		t.Errorf("after the period: width %d, want the long tail's wide width", width())
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (m *modelEngine) setN(n int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.n = n
+}
+
+// Speculation off is a width like any other: under heavy load the loop
+// turns it off (8 sequences verifying together pass the kernel boundaries),
+// and when the load drops it turns it back on, from the acceptance it saw
+// last and the live concurrency, within a few epochs of the drop, however
+// long the load lasted.
+func TestLoopSpeculationOffAndBack(t *testing.T) {
+	s := func(k int) float64 { return math.Pow(0.6, float64(k)) }
+	m := newModelEngine(t, 8, 4, s)
+	cfg := testCfg()
+	cfg.ReexploreEvery = time.Hour
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var mu sync.Mutex
+	var last Status
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, LoopDeps{Current: m.Current, Switch: m.Switch, Cfg: cfg, Log: quietLog(),
+			Publish: func(st Status) { mu.Lock(); last = st; mu.Unlock() }})
+	}()
+	width := func() int { return m.Current().Width }
+	if !waitFor(5*time.Second, func() bool { return width() == 1 }) {
+		t.Fatalf("8 sequences: speculation not turned off; width %d; %v", width(), last.Decision)
+	}
+	// Many epochs at width 1 under the heavy load, then it drops.
+	if !waitFor(5*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return last.Decision != nil && last.Decision.Running == 1 && last.Concurrency == 8
+	}) {
+		t.Fatalf("no decision at width 1")
+	}
+	time.Sleep(600 * time.Millisecond) // about 300 scrapes
+	m.setN(1)
+	dropped := time.Now()
+	// The concurrency is the live one (the last scrapes), not the mean
+	// over the engine's life, which would take many times as long again.
+	if !waitFor(300*time.Millisecond, func() bool { return width() >= 2 }) {
+		mu.Lock()
+		defer mu.Unlock()
+		t.Fatalf("one sequence: speculation not back on; concurrency %d; %v", last.Concurrency, last.Decision)
+	}
+	t.Logf("back on at width %d %v after the drop", width(), time.Since(dropped))
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A switch refused for good (serve: a reload set an operator width, which
+// always wins) stops the loop, saying why; a switch that merely failed
+// (the new engine did not start) leaves the loop watching.
+func TestLoopStopsWhenSwitchingIsOff(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		err  error
+		stop bool
+	}{
+		{"operator width", fmt.Errorf("%w: an operator width is set (env LLAMA_ARG_DRAFT_BLOCK_SIZE); it always wins", ErrNotAdapting), true},
+		{"engine failed", errors.New("the new engine failed to start"), false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := newModelEngine(t, 1, 4, func(k int) float64 { return math.Pow(0.8, float64(k)) })
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			var mu sync.Mutex
+			var last Status
+			tries := 0
+			done := make(chan error, 1)
+			go func() {
+				done <- Run(ctx, LoopDeps{Current: m.Current, Cfg: testCfg(), Log: quietLog(),
+					Switch: func(context.Context, int, string) error {
+						mu.Lock()
+						defer mu.Unlock()
+						tries++
+						return c.err
+					},
+					Publish: func(st Status) { mu.Lock(); last = st; mu.Unlock() }})
+			}()
+			if c.stop {
+				select {
+				case err := <-done:
+					if !errors.Is(err, ErrNotAdapting) || last.State != StateNotAdapting || !strings.Contains(last.Note, "operator width") || tries != 1 {
+						t.Errorf("err %v, tries %d, status %+v", err, tries, last)
+					}
+				case <-time.After(3 * time.Second):
+					t.Fatal("the loop went on after a switch refused for good")
+				}
+				return
+			}
+			if !waitFor(3*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return tries >= 2 }) {
+				t.Fatalf("the loop stopped trying after a failed switch: tries %d, status %+v", tries, last)
+			}
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v", err)
 			}
 		})
 	}

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -41,7 +42,7 @@ func TestRunNotProbeable(t *testing.T) {
 				Publish: func(s Status) { last = s },
 				Cfg:     testCfg(),
 			})
-			if !errors.Is(err, ErrNotAdapting) || !errors.Is(err, ErrNoProbe) || !strings.Contains(err.Error(), "give one in the policy entry") {
+			if !errors.Is(err, ErrNotAdapting) || !errors.Is(err, ErrNoProbe) || !strings.Contains(err.Error(), "could not be probed") {
 				t.Errorf("err = %v", err)
 			}
 			if switched || last.State != StateNotAdapting || last.Note == "" {
@@ -169,6 +170,11 @@ func TestCurveCache(t *testing.T) {
 			os.RemoveAll(path)
 			os.WriteFile(path, []byte(`{"key":`+mustJSONString(key)+`,"curve":{"verify_ms":{"2":-1}}}`), 0o644)
 		},
+		// a file copied from another host under this key's name
+		"another key inside": func() {
+			os.RemoveAll(path)
+			os.WriteFile(path, []byte(`{"key":`+mustJSONString(other)+`,"curve":{"verify_ms":{"1":3.2,"2":3.3}}}`), 0o644)
+		},
 	} {
 		logs.Reset()
 		setup()
@@ -246,3 +252,99 @@ func mustJSONString(v any) string {
 }
 
 var jsonMarshal = func(v any) ([]byte, error) { return json.Marshal(v) }
+
+// A probe cut short by its bound (live traffic held the engine's slot)
+// resumes where it stopped instead of giving up adapting; an engine that
+// answers no probe request at all ends it, saying why.
+func TestProbeResumesUnderLoad(t *testing.T) {
+	cases := []struct {
+		name    string
+		stall   func(n int64) bool // whether the n-th /completion hangs
+		curve   bool               // a curve is expected
+		minSent int64              // /completion requests at least
+	}{
+		// Every 20th request waits longer than the bound: each attempt
+		// makes progress, the curve completes.
+		{name: "busy spells", stall: func(n int64) bool { return n%20 == 0 }, curve: true, minSent: 17*3 + 2},
+		// After 10 requests the engine answers none: the next attempt
+		// takes no sample and the loop stops adapting.
+		{name: "hung", stall: func(n int64) bool { return n > 10 }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var sent atomic.Int64
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				switch r.URL.Path {
+				case "/completion":
+				case "/metrics":
+					fmt.Fprint(w, "llamacpp:spec_decode_num_drafts_total 0\n")
+					return
+				default:
+					http.NotFound(w, r)
+					return
+				}
+				var req struct{ Prompt []int }
+				json.NewDecoder(r.Body).Decode(&req)
+				if c.stall(sent.Add(1)) {
+					<-r.Context().Done()
+					return
+				}
+				rows := len(req.Prompt) - probePrefixLen
+				fmt.Fprintf(w, `{"timings":{"prompt_n":%d,"prompt_ms":%g}}`, rows, 2+0.1*float64(rows))
+			}))
+			defer srv.Close()
+			cfg := testCfg()
+			cfg.ProbeTimeout = 100 * time.Millisecond
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			var logs bytes.Buffer
+			var mu sync.Mutex
+			var last Status
+			done := make(chan error, 1)
+			go func() {
+				done <- Run(ctx, LoopDeps{
+					Current: func() Target { return Target{BaseURL: srv.URL, Width: 17, Gen: 1} },
+					Switch:  func(context.Context, int, string) error { return nil },
+					Log:     slog.New(slog.NewTextHandler(&syncWriter{w: &logs, mu: &mu}, nil)),
+					Publish: func(s Status) { mu.Lock(); last = s; mu.Unlock() },
+					Cfg:     cfg,
+				})
+			}()
+			waitFor(8*time.Second, func() bool {
+				mu.Lock()
+				defer mu.Unlock()
+				return last.State == StateWatching || last.State == StateNotAdapting
+			})
+			cancel()
+			err := <-done
+			mu.Lock()
+			defer mu.Unlock()
+			if c.curve {
+				if err != nil || last.State != StateStopped || last.Curve == nil || len(last.Curve.VerifyMS) != DefaultMaxWidth {
+					t.Fatalf("err %v, status %+v", err, last)
+				}
+				if !strings.Contains(logs.String(), "resuming where it stopped") || sent.Load() < c.minSent {
+					t.Errorf("%d requests; log:\n%s", sent.Load(), logs.String())
+				}
+				if got := last.Curve.VerifyMS[17]; !near(got, 3.7, 1e-9) {
+					t.Errorf("17 rows: %v ms, want 3.7", got)
+				}
+				return
+			}
+			if !errors.Is(err, ErrNotAdapting) || last.State != StateNotAdapting || !strings.Contains(last.Note, "could not be probed") {
+				t.Errorf("err %v, status %+v", err, last)
+			}
+		})
+	}
+}
+
+type syncWriter struct {
+	w  *bytes.Buffer
+	mu *sync.Mutex
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}

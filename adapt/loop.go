@@ -165,16 +165,19 @@ type loop struct {
 	epoch  Counts     // the epoch being filled
 	wide   Acceptance // the widest observation: far positions for Decide
 	tokens float64    // tokens in this epoch (width 1 has no cycles)
-	nSum   float64    // concurrency samples in this engine's life
-	nCount float64
-	predS  float64 // predict seconds and cycles in this engine's life
-	cycles float64
+	nLive  []float64  // concurrency samples, the last liveScrapes of this engine
+	lastN  int        // the concurrency of the last epoch; 0 before one
+	// predict seconds and cycles: of the epoch being filled, and of this
+	// engine's epochs since the concurrency last changed
+	epPredS, epCycles float64
+	predS, cycles     float64
 
 	lastSwitch, lastExplore time.Time
 	// exploring: the engine serving was started to observe, not chosen;
 	// its first decision may switch at once, without waiting a window.
 	exploring bool
 	probedN   map[int]bool
+	probeN    map[int]*probeState // concurrent rows' probes under way
 }
 
 // publish hands serve a copy it may keep: the loop goes on changing its
@@ -200,7 +203,7 @@ func (l *loop) run(ctx context.Context) error {
 	cur := l.d.Current()
 	l.status = Status{State: StateProbing, Width: cur.Width}
 	l.publish()
-	if err := l.getCurve(ctx, cur); err != nil {
+	if err := l.getCurve(ctx); err != nil {
 		return err
 	}
 	covered := l.curve.ExplorationWidth(l.cfg.MaxWidth)
@@ -219,7 +222,9 @@ func (l *loop) run(ctx context.Context) error {
 	if cur.Width < l.w0 {
 		l.status.State = StateExploring
 		l.publish()
-		l.switchTo(ctx, l.w0, fmt.Sprintf("explore: observe acceptance at positions 1-%d", l.w0-1), true)
+		if err := l.switchTo(ctx, l.w0, fmt.Sprintf("explore: observe acceptance at positions 1-%d", l.w0-1), true); err != nil {
+			return err
+		}
 	}
 	l.status.State = StateWatching
 	l.publish()
@@ -239,7 +244,7 @@ func (l *loop) run(ctx context.Context) error {
 }
 
 // getCurve takes the curve from the config, the cache or a probe.
-func (l *loop) getCurve(ctx context.Context, cur Target) error {
+func (l *loop) getCurve(ctx context.Context) error {
 	if l.cfg.Curve != nil && len(l.cfg.Curve.VerifyMS) > 0 {
 		l.curve = *l.cfg.Curve
 		if l.curve.Source == "" {
@@ -254,20 +259,48 @@ func (l *loop) getCurve(ctx context.Context, cur Target) error {
 		}
 	}
 	start := l.d.Now()
-	pctx, cancel := context.WithTimeout(ctx, l.cfg.ProbeTimeout)
-	defer cancel()
-	c, err := Probe(pctx, l.d.HTTP, cur.BaseURL, ProbeRows(l.cfg.MaxWidth, 0), l.cfg.ProbeReps)
-	if err != nil {
+	rows := ProbeRows(l.cfg.MaxWidth, 0)
+	var st probeState
+	for attempt := 1; ; attempt++ {
+		before := st.done()
+		pctx, cancel := context.WithTimeout(ctx, l.cfg.ProbeTimeout)
+		err := st.probe(pctx, l.d.HTTP, l.d.Current().BaseURL, rows, l.cfg.ProbeReps)
+		cancel()
+		if err == nil {
+			break
+		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return fmt.Errorf("%w: no verify-cost curve: %w (give one in the policy entry, or set the width)", ErrNotAdapting, err)
+		// An engine that cannot be probed stops here; a probe cut short
+		// (live traffic held the slot past the bound, or the engine was
+		// replaced) resumes where it stopped while it makes progress.
+		if errors.Is(err, ErrNoProbe) || st.done() == before || attempt >= probeAttempts {
+			return fmt.Errorf("%w: no verify-cost curve: %w (this engine could not be probed: serve keeps its width; set one to silence this)", ErrNotAdapting, err)
+		}
+		l.status.Note = fmt.Sprintf("probe attempt %d cut short after %d of %d requests: resuming", attempt, st.done(), len(rows)*l.cfg.ProbeReps)
+		l.publish()
+		l.d.Log.Warn("adapt: the verify-cost probe did not finish within its bound (the engine is busy); resuming where it stopped",
+			"attempt", attempt, "of", probeAttempts, "done", st.done(), "requests", len(rows)*l.cfg.ProbeReps, "err", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(l.cfg.Interval):
+		}
 	}
 	l.status.ProbeTime = l.d.Now().Sub(start).Seconds()
-	l.curve = c
+	l.status.Note = ""
+	l.curve = curveOf(st.samples)
 	l.saveCurve()
 	return nil
 }
+
+// probeAttempts bounds a probe's resumptions: each attempt runs for at most
+// Config.ProbeTimeout (10 minutes in all at the default 30 s), and one that
+// takes no sample ends the probe. On the demo profile (the sim's GB10
+// model, one slot) under one client of 200-token requests the probe took 9
+// attempts (283 s): about 13 of its 119 requests per attempt.
+const probeAttempts = 20
 
 // cacheable: a cache directory and a key that names an engine and model
 // files; an empty key would hand one engine's curve to another.
@@ -288,13 +321,16 @@ func (l *loop) saveCurve() {
 func (l *loop) reset(t Target) {
 	l.gen, l.width, l.fresh = t.Gen, t.Width, true
 	l.base, l.epoch = Counts{}, Counts{}
-	l.tokens, l.nSum, l.nCount, l.predS, l.cycles = 0, 0, 0, 0, 0
+	l.tokens, l.nLive, l.lastN = 0, nil, 0
+	l.epPredS, l.epCycles, l.predS, l.cycles = 0, 0, 0, 0
 	l.status.Width = t.Width
 }
 
 // switchTo asks for width and records when; a failure leaves the old
-// engine serving and is only logged.
-func (l *loop) switchTo(ctx context.Context, width int, reason string, explore bool) {
+// engine serving and is only logged, unless Switch says adapting is off
+// for good (an error wrapping ErrNotAdapting, e.g. a reload set an
+// operator width), which it returns.
+func (l *loop) switchTo(ctx context.Context, width int, reason string, explore bool) error {
 	now := l.d.Now()
 	l.lastSwitch = now
 	if explore {
@@ -302,15 +338,19 @@ func (l *loop) switchTo(ctx context.Context, width int, reason string, explore b
 	}
 	l.d.Log.Info("adapt: switching width", "from", l.width, "to", width, "reason", reason)
 	if err := l.d.Switch(ctx, width, reason); err != nil {
+		if errors.Is(err, ErrNotAdapting) {
+			return err
+		}
 		if ctx.Err() == nil {
 			l.d.Log.Warn("adapt: switch failed; the engine serving keeps serving", "to", width, "err", err)
 		}
-		return
+		return nil
 	}
 	l.status.Switches++
 	l.reset(l.d.Current())
 	l.exploring = explore
 	l.publish()
+	return nil
 }
 
 func (l *loop) step(ctx context.Context) error {
@@ -344,11 +384,13 @@ func (l *loop) step(ctx context.Context) error {
 	l.epoch.Add(delta, l.width)
 	l.tokens += delta.Predicted
 	if delta.Predicted > 0 {
-		l.nSum += math.Max(1, delta.Processing)
-		l.nCount++
+		l.nLive = append(l.nLive, math.Max(1, delta.Processing))
+		if len(l.nLive) > liveScrapes {
+			l.nLive = l.nLive[1:]
+		}
 	}
-	l.predS += delta.PredictSeconds
-	l.cycles += delta.Cycles
+	l.epPredS += delta.PredictSeconds
+	l.epCycles += delta.Cycles
 
 	ready := l.epoch.Cycles >= l.cfg.MinCycles
 	if l.width < 2 {
@@ -357,8 +399,7 @@ func (l *loop) step(ctx context.Context) error {
 	if !ready {
 		return nil
 	}
-	l.evaluate(ctx)
-	return nil
+	return l.evaluate(ctx)
 }
 
 func (l *loop) scrape(ctx context.Context, base string) (Snapshot, error) {
@@ -379,19 +420,35 @@ func (l *loop) scrape(ctx context.Context, base string) (Snapshot, error) {
 	return ParseMetrics(io.LimitReader(resp.Body, 4<<20))
 }
 
+// liveScrapes is how many of the latest scrapes the concurrency is taken
+// over: 32 s at the default interval, so a change of load shows within
+// about a minute however long the engine has served (a mean over its life
+// took as long again as the load had lasted).
+const liveScrapes = 16
+
 // concurrency is the mean number of requests processing while tokens were
-// generated, rounded: the sequences whose verify rows add up in a cycle.
+// generated over the latest scrapes, rounded: the sequences whose verify
+// rows add up in a cycle.
 func (l *loop) concurrency() int {
-	if l.nCount == 0 {
+	if len(l.nLive) == 0 {
 		return 1
 	}
-	return max(1, int(math.Round(l.nSum/l.nCount)))
+	var sum float64
+	for _, v := range l.nLive {
+		sum += v
+	}
+	return max(1, int(math.Round(sum/float64(len(l.nLive)))))
 }
 
 // evaluate closes an epoch and applies the rule.
-func (l *loop) evaluate(ctx context.Context) {
+func (l *loop) evaluate(ctx context.Context) error {
 	n := l.concurrency()
 	l.status.Concurrency = n
+	if n != l.lastN { // a cycle's time is measured at one concurrency
+		l.predS, l.cycles = 0, 0
+	}
+	l.predS, l.cycles, l.lastN = l.predS+l.epPredS, l.cycles+l.epCycles, n
+	l.epPredS, l.epCycles = 0, 0
 	if l.width >= 2 {
 		ep := l.epoch.Obs()
 		if l.base.Cycles > 0 {
@@ -433,13 +490,14 @@ func (l *loop) evaluate(ctx context.Context) {
 	case dec.Switch && inWindow:
 		l.d.Log.Info("adapt: switch held: one switch per window", "to", dec.Choice, "window", l.cfg.Window)
 	case dec.Switch:
-		l.switchTo(ctx, dec.Choice, dec.Reason, false)
+		return l.switchTo(ctx, dec.Choice, dec.Reason, false)
 	case inWindow:
 	case dec.Explore > 0:
-		l.switchTo(ctx, dec.Explore, fmt.Sprintf("explore wider: S(%d) = %.2f, the last position observed, suggests width %d could pay", len(acc), acc.S(len(acc)), dec.Explore), true)
+		return l.switchTo(ctx, dec.Explore, fmt.Sprintf("explore wider: S(%d) = %.2f, the last position observed, suggests width %d could pay", len(acc), acc.S(len(acc)), dec.Explore), true)
 	case dec.Recheck > 0 && now.Sub(l.lastExplore) >= l.cfg.ReexploreEvery:
-		l.switchTo(ctx, dec.Recheck, fmt.Sprintf("re-explore wider: S(%d) = %.2f at the running width suggests width %d could pay", live, acc.S(live), dec.Recheck), true)
+		return l.switchTo(ctx, dec.Recheck, fmt.Sprintf("re-explore wider: S(%d) = %.2f at the running width suggests width %d could pay", live, acc.S(live), dec.Recheck), true)
 	}
+	return nil
 }
 
 // acceptance is the running width's positions from this engine's epochs,
@@ -462,9 +520,8 @@ func (l *loop) probeConcurrency(ctx context.Context, n int) {
 		return
 	}
 	if l.probedN == nil {
-		l.probedN = map[int]bool{}
+		l.probedN, l.probeN = map[int]bool{}, map[int]*probeState{}
 	}
-	l.probedN[n] = true
 	var missing []int
 	for _, r := range ProbeRows(0, l.cfg.MaxWidth, n) {
 		if _, ok := l.curve.VerifyMS[r]; !ok {
@@ -472,17 +529,35 @@ func (l *loop) probeConcurrency(ctx context.Context, n int) {
 		}
 	}
 	if len(missing) == 0 {
+		l.probedN[n] = true
 		return
 	}
+	// These rows are probed under the load that needs them: a probe cut
+	// short resumes at the next epoch while it makes progress, at most
+	// probeAttempts times.
+	st := l.probeN[n]
+	if st == nil {
+		st = &probeState{}
+		l.probeN[n] = st
+	}
+	before := st.done()
+	st.attempts++
 	pctx, cancel := context.WithTimeout(ctx, l.cfg.ProbeTimeout)
 	defer cancel()
-	c, err := Probe(pctx, l.d.HTTP, l.d.Current().BaseURL, missing, l.cfg.ProbeReps)
-	if err != nil {
-		l.d.Log.Warn("adapt: could not probe the rows of concurrent decoding", "concurrency", n, "err", err)
+	if err := st.probe(pctx, l.d.HTTP, l.d.Current().BaseURL, missing, l.cfg.ProbeReps); err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		final := errors.Is(err, ErrNoProbe) || st.done() == before || st.attempts >= probeAttempts
+		if final {
+			l.probedN[n] = true
+		}
+		l.d.Log.Warn("adapt: could not probe the rows of concurrent decoding", "concurrency", n, "attempt", st.attempts, "resume", !final, "err", err)
 		return
 	}
+	l.probedN[n] = true
 	curve := Curve{VerifyMS: maps.Clone(l.curve.VerifyMS), Source: "probe"}
-	maps.Copy(curve.VerifyMS, c.VerifyMS)
+	maps.Copy(curve.VerifyMS, curveOf(st.samples).VerifyMS)
 	l.curve = curve
 	l.status.Curve = &l.curve
 	l.saveCurve()

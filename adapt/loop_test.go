@@ -127,7 +127,10 @@ func TestLoopFollowsTrafficChange(t *testing.T) {
 }
 
 // Once settled, the loop keeps deciding but asks for no further switch:
-// one exploration, one decision, then none however long it watches.
+// one exploration, one decision, then none however long it watches. The
+// one switch goes to the oracle width or one within the margin of it
+// (geometric: widths 4 and 5 are within 0.1%, and which one the noise of
+// an epoch favours varies from run to run).
 func TestLoopSwitchesOnce(t *testing.T) {
 	for _, profile := range []string{"geometric", "collapse"} {
 		t.Run(profile, func(t *testing.T) {
@@ -137,14 +140,16 @@ func TestLoopSwitchesOnce(t *testing.T) {
 			cfg.ReexploreEvery = time.Hour
 			decisions := 0
 			prompt := "[sim-profile:" + profile + "] x"
+			best, rate := oracle(cost, prompt, DefaultMaxWidth)
 			runLoop(t, e, cfg, func() string { return prompt }, func(s Status) bool {
-				if s.Decision != nil && s.Width == 4 && s.Decision.Running == 4 {
+				if s.Decision != nil && s.Switches > 0 && s.Decision.Running == s.Width {
 					decisions++
 				}
 				return decisions >= 20
 			})
-			if got := e.Switches(); len(got) != 1 || got[0] != 4 {
-				t.Errorf("switches %v, want one to 4", got)
+			got := e.Switches()
+			if len(got) != 1 || rate(got[0])/rate(best) < 1-DefaultMargin {
+				t.Errorf("switches %v, want one, to %d or a width within %.0f%% of it", got, best, 100*DefaultMargin)
 			}
 		})
 	}

@@ -64,6 +64,43 @@ func ProbeRows(maxWidth, w0 int, ns ...int) []int {
 // visited in rounds (each round every W once) so that a slow spell spreads
 // over all widths instead of one.
 func Probe(ctx context.Context, client *http.Client, baseURL string, rows []int, reps int) (Curve, error) {
+	var st probeState
+	if err := st.probe(ctx, client, baseURL, rows, reps); err != nil {
+		return Curve{}, err
+	}
+	return curveOf(st.samples), nil
+}
+
+// probeState is a probe's progress: the samples by row count and the
+// requests sent, so that a probe cut short (its bound passed while live
+// traffic held the slot) resumes where it stopped, every request's first
+// fresh token still one no earlier request had.
+type probeState struct {
+	samples  map[int][]float64
+	turn     int
+	attempts int // the loop's count of calls, for its bound
+}
+
+// done counts the samples taken.
+func (st *probeState) done() int {
+	n := 0
+	for _, s := range st.samples {
+		n += len(s)
+	}
+	return n
+}
+
+// curveOf is the probed curve: the median of each row count's samples.
+func curveOf(samples map[int][]float64) Curve {
+	c := Curve{VerifyMS: map[int]float64{}, Source: "probe"}
+	for w, s := range samples {
+		c.VerifyMS[w] = median(s)
+	}
+	return c
+}
+
+// probe is Probe adding to st, skipping the repetitions it already holds.
+func (st *probeState) probe(ctx context.Context, client *http.Client, baseURL string, rows []int, reps int) error {
 	if client == nil {
 		client = http.DefaultClient
 	}
@@ -71,7 +108,12 @@ func Probe(ctx context.Context, client *http.Client, baseURL string, rows []int,
 		reps = DefaultProbeReps
 	}
 	if len(rows) == 0 {
-		return Curve{}, errors.New("probe: no rows to probe")
+		return errors.New("probe: no rows to probe")
+	}
+	for _, w := range rows {
+		if w < 1 {
+			return fmt.Errorf("probe: row count %d is not positive", w)
+		}
 	}
 	base := strings.TrimRight(baseURL, "/")
 	ids := tokenIDs(vocabSize(ctx, client, base))
@@ -85,21 +127,22 @@ func Probe(ctx context.Context, client *http.Client, baseURL string, rows []int,
 		return err
 	}
 	if err := warm(); err != nil {
-		return Curve{}, err
+		return err
 	}
-	samples := map[int][]float64{}
-	turn := 0
+	if st.samples == nil {
+		st.samples = map[int][]float64{}
+	}
 	for rep := range reps {
 		for _, w := range rows {
-			if w < 1 {
-				return Curve{}, fmt.Errorf("probe: row count %d is not positive", w)
+			if len(st.samples[w]) > rep {
+				continue
 			}
 			// Each request's first fresh token is one no earlier request
 			// had after the prefix, so only the prefix is reused.
-			turn++
+			st.turn++
 			prompt := slices.Clone(prefix)
 			for i := range w {
-				prompt = append(prompt, ids.fresh+(turn*37+i)%ids.span)
+				prompt = append(prompt, ids.fresh+(st.turn*37+i)%ids.span)
 			}
 			ms, err := probeOnce(ctx, client, base, prompt, w)
 			// Live traffic may have taken the slot between two probes and
@@ -110,16 +153,12 @@ func Probe(ctx context.Context, client *http.Client, baseURL string, rows []int,
 				}
 			}
 			if err != nil {
-				return Curve{}, fmt.Errorf("probe %d rows (repetition %d): %w", w, rep+1, err)
+				return fmt.Errorf("probe %d rows (repetition %d): %w", w, rep+1, err)
 			}
-			samples[w] = append(samples[w], ms)
+			st.samples[w] = append(st.samples[w], ms)
 		}
 	}
-	c := Curve{VerifyMS: map[int]float64{}, Source: "probe"}
-	for w, s := range samples {
-		c.VerifyMS[w] = median(s)
-	}
-	return c, nil
+	return nil
 }
 
 // probeIDs are the token ids a probe uses: a prefix run and a span of

@@ -43,27 +43,42 @@ func adaptOff(p *plan.Plan, proxied bool) string {
 }
 
 // startAdapt starts the adaptive width loop beside the switcher when it is
-// asked for; the returned func stops it and waits for it.
+// asked for; the returned func stops it and waits for it (nil when it did
+// not start).
 func (sv *server) startAdapt(ctx context.Context, p *plan.Plan) func() {
 	if why := adaptOff(p, sv.px != nil); why != "" {
 		if p.Settings.Adapt.Value {
 			sv.log.Info("adaptive width off: " + why)
 			sv.st.setAdapt(adapt.Status{State: adapt.StateNotAdapting, Note: why, Updated: time.Now()})
 		}
-		return func() {}
+		return nil
 	}
-	key := adapt.CacheKey{Engine: string(p.Settings.Engine.Value) + " " + p.Facts.Caps.Version, Capability: p.Facts.CapabilityStr}
+	key := adapt.CacheKey{Engine: engineIdentity(p), Capability: p.Facts.CapabilityStr}
 	if len(p.Facts.GPUs) > 0 {
 		key.GPU = p.Facts.GPUs[0].Name
 	}
+	var unstated error
 	for _, m := range []string{p.Settings.Model.Value, p.Settings.DraftModel.Value} {
-		if mf, err := adapt.StatModel(m); err == nil {
-			key.Models = append(key.Models, mf)
+		mf, err := adapt.StatModel(m)
+		if err != nil {
+			unstated = err
+			continue
 		}
+		key.Models = append(key.Models, mf)
 	}
 	dir, err := adapt.CacheDir()
-	if err != nil {
+	switch {
+	case err != nil:
 		sv.log.Warn("adaptive width: the probed cost curve will not be cached", "err", err)
+	case unstated != nil:
+		// A model named by a repo id or a directory the engine resolves:
+		// no size and time to tell a replaced model by.
+		sv.log.Info("adaptive width: the probed cost curve will not be cached: a model is not a file here", "err", unstated)
+		dir = ""
+	case key.Engine == "":
+		// A curve keyed by no version would outlive an engine upgrade.
+		sv.log.Info("adaptive width: the probed cost curve will not be cached: the engine's version is unknown")
+		dir = ""
 	}
 	deps := adapt.LoopDeps{
 		Current: func() adapt.Target {
@@ -111,4 +126,20 @@ func (sv *server) startAdapt(ctx context.Context, p *plan.Plan) func() {
 		}
 	}()
 	return func() { cancel(); <-done }
+}
+
+// engineIdentity names the engine build a probed curve belongs to, e.g.
+// "llama.cpp 9749 (d32676d)"; "" when its version is unknown. The sim's
+// cost model is the binary's own, so it needs none.
+func engineIdentity(p *plan.Plan) string {
+	name, c := string(p.Settings.Engine.Value), p.Facts.Caps
+	switch {
+	case c.Version != "" && c.Commit != "":
+		return name + " " + c.Version + " (" + c.Commit + ")"
+	case c.Version != "" || c.Commit != "":
+		return name + " " + c.Version + c.Commit
+	case p.Settings.Engine.Value == key.Sim:
+		return name
+	}
+	return ""
 }

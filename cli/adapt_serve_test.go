@@ -10,7 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/speclaunch/speclaunch/config"
+	"github.com/speclaunch/speclaunch/engine"
 	"github.com/speclaunch/speclaunch/internal/loadgen"
+	"github.com/speclaunch/speclaunch/key"
+	"github.com/speclaunch/speclaunch/plan"
 	"github.com/speclaunch/speclaunch/sim"
 )
 
@@ -142,5 +146,47 @@ func TestServeAdaptedWidthSurvivesReload(t *testing.T) {
 	time.Sleep(1500 * time.Millisecond) // a switch back would be done by now (100 ms warmup)
 	if st := status(t, port); !adapted() {
 		t.Fatalf("after a comment edit the engine runs %+v, want the adapted width %d; log:\n%s", st.Engine, want, r.log)
+	}
+}
+
+// The probed curve's cache key names the engine build; an engine whose
+// version is unknown gets none (serve then does not cache its curve).
+func TestEngineIdentity(t *testing.T) {
+	for _, c := range []struct {
+		engine          key.Engine
+		version, commit string
+		want            string
+	}{
+		{key.LlamaCpp, "9749", "d32676d", "llama.cpp 9749 (d32676d)"},
+		{key.LlamaCpp, "9749", "", "llama.cpp 9749"},
+		{key.LlamaCpp, "", "d32676d", "llama.cpp d32676d"},
+		{key.LlamaCpp, "", "", ""},
+		{key.Sim, "", "", "sim"},
+	} {
+		p := &plan.Plan{Settings: config.Settings{Engine: config.Field[key.Engine]{Value: c.engine}}}
+		p.Facts.Caps = engine.Caps{Version: c.version, Commit: c.commit}
+		if got := engineIdentity(p); got != c.want {
+			t.Errorf("%s %q %q: %q, want %q", c.engine, c.version, c.commit, got, c.want)
+		}
+	}
+}
+
+// A reload that sets an operator width ends adaptation, saying so: the loop
+// stops and /speclaunch/status says why.
+func TestServeAdaptOffAfterReloadSetsWidth(t *testing.T) {
+	dir := t.TempDir()
+	port := freePort(t)
+	p := filepath.Join(dir, "p.toml")
+	body := simProfile(port, "")
+	writeFile(t, p, body+"[adapt]\nenabled = true\n")
+	r := startServe(t, "--profile", p)
+	r.log.waitFor(t, `adaptive width on`, 1, 20*time.Second)
+	writeFile(t, p, withWidth(body, 3)+"[adapt]\nenabled = true\n")
+	r.log.waitFor(t, `adaptive width off: an operator width is set \(profile .*p.toml:\d+\); it always wins; it stays off until speclaunch restarts`, 1, 20*time.Second)
+	for deadline := time.Now().Add(10 * time.Second); adaptState(t, port) != "not adapting"; {
+		if time.Now().After(deadline) {
+			t.Fatalf("adapt state %q after the operator width; log:\n%s", adaptState(t, port), r.log)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/speclaunch/speclaunch/adapt"
 	"github.com/speclaunch/speclaunch/config"
 	"github.com/speclaunch/speclaunch/plan"
 	"github.com/speclaunch/speclaunch/proxy"
@@ -47,6 +48,9 @@ type server struct {
 	// comment, a SIGHUP) would put the policy's width back.
 	adapted     int
 	adaptReason string
+	// stopAdapt stops the adaptive loop, nil when none runs: a reload that
+	// sets an operator width ends it (an operator width always wins).
+	stopAdapt func()
 }
 
 // inst is one engine process the switcher started.
@@ -318,8 +322,12 @@ func (sv *server) run(p *plan.Plan) error {
 		signal.Stop(hup)
 	}
 
-	stopAdapt := sv.startAdapt(runCtx, p)
-	defer stopAdapt()
+	sv.stopAdapt = sv.startAdapt(runCtx, p)
+	defer func() {
+		if sv.stopAdapt != nil {
+			sv.stopAdapt()
+		}
+	}()
 
 	backoff := supervise.Backoff{Initial: time.Second, Max: 30 * time.Second, Reset: time.Minute}
 	var (
@@ -615,6 +623,7 @@ func (sv *server) finishJob(j *job, res jobResult, cur **inst, p **plan.Plan, dr
 		case !j.plan.Settings.Adapt.Value || j.plan.Resolution.Source == width.Override:
 			sv.adapted, sv.adaptReason = 0, ""
 		}
+		sv.operatorWidthEndsAdapt(j.plan, res.in.width())
 	}
 	sv.st.settings(*p)
 	rec.ToWidth = res.in.width()
@@ -629,11 +638,29 @@ func (sv *server) finishJob(j *job, res jobResult, cur **inst, p **plan.Plan, dr
 	}
 }
 
+// operatorWidthEndsAdapt stops the adaptive loop when a reload's plan,
+// now serving, has an operator width: it always wins. The loop stays off
+// until speclaunch restarts (adapt.* settings apply at start).
+func (sv *server) operatorWidthEndsAdapt(p *plan.Plan, w int) {
+	if p.Resolution.Source != width.Override || sv.stopAdapt == nil {
+		return
+	}
+	why := "an operator width is set (" + p.Settings.Width.Src.String() + "); it always wins"
+	sv.log.Info("adaptive width off: " + why + "; it stays off until speclaunch restarts")
+	stop := sv.stopAdapt
+	sv.stopAdapt = nil
+	go func() { // the loop may be waiting on the switcher's goroutine
+		stop()
+		sv.st.setAdapt(adapt.Status{State: adapt.StateNotAdapting, Note: why, Width: w, Updated: time.Now()})
+	}()
+}
+
 // applyServing takes in a reload's proxy settings that need no engine
 // switch: the queue bound and the hold timeout (the switch mode, drain
 // timeout and adaptive settings are read from the plan when used).
 func (sv *server) applyServing(cur, np *plan.Plan) {
 	sv.st.settings(np)
+	sv.operatorWidthEndsAdapt(np, np.Resolution.Width)
 	if sv.px == nil {
 		return
 	}
@@ -693,7 +720,8 @@ func (sv *server) adaptedPlan(cur *plan.Plan, w int, reason string) (*plan.Plan,
 		return nil, err
 	}
 	if np.Resolution.Source == width.Override {
-		return nil, errors.New("an operator width is set: adaptation is off")
+		// The loop stops on it: an operator width always wins.
+		return nil, fmt.Errorf("%w: an operator width is set (%s); it always wins", adapt.ErrNotAdapting, np.Settings.Width.Src)
 	}
 	return np, nil
 }

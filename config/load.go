@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/speclaunch/speclaunch/adapt"
 	"github.com/speclaunch/speclaunch/internal/safefile"
 	"github.com/speclaunch/speclaunch/key"
 	"github.com/speclaunch/speclaunch/profiles"
@@ -329,7 +330,16 @@ func Load(in Input) (Settings, *profiles.Profile, []Notice, error) {
 	if s.AdaptMinCycles, err = l.intIn("adapt-min-cycles", p.Adapt.MinCycles, "adapt.min_cycles", 16, 1<<30, "the draft cycles observed before a decision"); err != nil {
 		return fail(err)
 	}
-	if s.AdaptExplore.Value > 0 && s.AdaptMaxWidth.Value > 0 && s.AdaptExplore.Value > s.AdaptMaxWidth.Value {
+	// Unset: the loop's defaults, so that the effective settings show them
+	// (docs/adaptive.md); the exploration width stays 0, "from the probed
+	// cost curve".
+	if s.AdaptMaxWidth.Src.Origin == Default {
+		s.AdaptMaxWidth.Value = adapt.DefaultMaxWidth
+	}
+	if s.AdaptMinCycles.Src.Origin == Default {
+		s.AdaptMinCycles.Value = adapt.DefaultMinCycles
+	}
+	if s.AdaptExplore.Value > 0 && s.AdaptExplore.Value > s.AdaptMaxWidth.Value {
 		return fail(&Error{Src: s.AdaptExplore.Src, Msg: fmt.Sprintf("exploration width %d is wider than adapt.max_width %d: lower it or raise adapt.max_width", s.AdaptExplore.Value, s.AdaptMaxWidth.Value)})
 	}
 	mProf := ""
@@ -343,7 +353,10 @@ func Load(in Input) (Settings, *profiles.Profile, []Notice, error) {
 		}
 		s.AdaptMargin = Field[float64]{f, src}
 	}
-	if s.AdaptWindow, err = l.duration("adapt-window", p.Adapt.Window, "adapt.window", 0); err != nil {
+	if s.AdaptMargin.Src.Origin == Default {
+		s.AdaptMargin.Value = adapt.DefaultMargin
+	}
+	if s.AdaptWindow, err = l.duration("adapt-window", p.Adapt.Window, "adapt.window", adapt.DefaultWindow); err != nil {
 		return fail(err)
 	}
 

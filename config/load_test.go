@@ -396,3 +396,29 @@ func TestProxySettings(t *testing.T) {
 		})
 	}
 }
+
+// Unset adapt.* settings carry the loop's defaults (so the effective
+// settings show them), and an exploration width is checked against the
+// default max_width too.
+func TestAdaptDefaults(t *testing.T) {
+	s, _, _, err := Load(Input{Getenv: env(nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.AdaptMaxWidth.Value != 17 || s.AdaptMinCycles.Value != 256 || s.AdaptMargin.Value != 0.03 || s.AdaptWindow.Value.String() != "1m0s" || s.AdaptExplore.Value != 0 {
+		t.Errorf("defaults: max %d, min cycles %d, margin %v, window %v, explore %d", s.AdaptMaxWidth.Value, s.AdaptMinCycles.Value, s.AdaptMargin.Value, s.AdaptWindow.Value, s.AdaptExplore.Value)
+	}
+	for _, c := range []struct {
+		env  map[string]string
+		want string // "" = accepted
+	}{
+		{map[string]string{"MLXCEL_ADAPT_EXPLORE_WIDTH": "17"}, ""},
+		{map[string]string{"MLXCEL_ADAPT_EXPLORE_WIDTH": "18"}, "env MLXCEL_ADAPT_EXPLORE_WIDTH: exploration width 18 is wider than adapt.max_width 17"},
+		{map[string]string{"MLXCEL_ADAPT_EXPLORE_WIDTH": "18", "MLXCEL_ADAPT_MAX_WIDTH": "18"}, ""},
+	} {
+		_, _, _, err := Load(Input{Getenv: env(c.env)})
+		if (c.want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: err %v, want %q", c.env, err, c.want)
+		}
+	}
+}
