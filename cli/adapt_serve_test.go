@@ -38,7 +38,6 @@ func oracle(t *testing.T, profile string, max int) int {
 // switches to the sim model's best width through the proxy, under load,
 // with no failed request.
 func TestServeAdaptConvergesUnderLoad(t *testing.T) {
-	t.Parallel() // see TestMain
 	for _, prof := range []string{"collapse", "geometric"} {
 		t.Run(prof, func(t *testing.T) {
 			want := oracle(t, prof, 17)

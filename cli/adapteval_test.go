@@ -18,7 +18,6 @@ import (
 // model's best width as the one chosen, a decision switch that needed
 // traffic, a throughput after it, and no failed or empty request.
 func TestAdaptEvalReportsOracleWidth(t *testing.T) {
-	t.Parallel() // see TestMain
 	const prof = "collapse"
 	want := oracle(t, prof, 17)
 	dir := t.TempDir()

@@ -18,8 +18,11 @@ import (
 // The sim engine is this test binary re-executed with "__sim".
 //
 // The slow tests on the sim call t.Parallel, so they run together once the
-// serial tests are done; a test that signals the test process itself
-// (SIGHUP, SIGTERM) must stay serial, since every in-process serve hears it.
+// serial tests are done. Two kinds stay serial: a test that signals the
+// test process itself (SIGHUP, SIGTERM), since every in-process serve hears
+// it, and a test whose verdict rests on the sim's wall-clock speed (the
+// adaptive loop's choice, the bench's ranking), which other tests' load
+// on a small machine would skew.
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == simCommand {
 		os.Exit(runSim(os.Args[2:], os.Stdout, os.Stderr))
