@@ -424,8 +424,8 @@ func nmaxWidth(v string, src Source) (Field[int], string, error) {
 	if n < 1 {
 		return Field[int]{}, "", &Error{Src: src, Msg: fmt.Sprintf("draft token count %d means no drafting (width %d); to run without speculation, remove the draft model", n, n+1)}
 	}
-	if err := key.CheckWidth(n + 1); err != nil {
-		return Field[int]{}, "", &Error{Src: src, Msg: err.Error()}
+	if n > key.MaxWidth-1 { // checked before n+1, which would overflow for the largest ints
+		return Field[int]{}, "", &Error{Src: src, Msg: fmt.Sprintf("draft token count %d is above %d (width %d), which no drafter runs; want N from 1 to %d (width N+1)", n, key.MaxWidth-1, key.MaxWidth, key.MaxWidth-1)}
 	}
 	name := strings.TrimPrefix(src.Name, "--")
 	return Field[int]{n + 1, src}, fmt.Sprintf("%s=%d draft tokens = width %d", name, n, n+1), nil
