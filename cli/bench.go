@@ -66,7 +66,7 @@ func (c *BenchCmd) Run(e *Env) error {
 	if s.Engine.Value == key.VLLM || s.Engine.Value == key.SGLang {
 		return usage(fmt.Errorf("bench cannot measure %s: it times llama-server's native /completion stream (timings, draft counts), which %s does not serve", s.Engine.Value, s.Engine.Value), "bench a llama.cpp, mlxcel or sim engine; see docs/engines.md for what works with vLLM and SGLang")
 	}
-	o, widths, outBase, notes, err := c.options(s, prof, given(e.kctx))
+	o, widths, outBase, notes, err := c.options(e.Ctx, s, prof, given(e.kctx))
 	if err != nil {
 		return err
 	}
@@ -161,7 +161,7 @@ func (c *BenchCmd) Run(e *Env) error {
 
 // options layers bench flags over the profile's [bench] table. Every bad
 // value names where it came from: the flag, or the profile's file and line.
-func (c *BenchCmd) options(s config.Settings, p *profiles.Profile, flags map[string]string) (bench.Options, []int, string, []string, error) {
+func (c *BenchCmd) options(ctx context.Context, s config.Settings, p *profiles.Profile, flags map[string]string) (bench.Options, []int, string, []string, error) {
 	var o bench.Options
 	if p == nil {
 		p = &profiles.Profile{}
@@ -249,7 +249,7 @@ func (c *BenchCmd) options(s config.Settings, p *profiles.Profile, flags map[str
 		return o, nil, "", nil, bad(setSrc, "a prompt set and a prompt file (%s) were both given; keep one", src)
 	}
 	if pf != "" {
-		text, err := bench.ReadPromptFile(pf)
+		text, err := bench.ReadPromptFile(ctx, pf)
 		if err != nil {
 			return o, nil, "", nil, &config.Error{Src: src, Msg: "cannot use the prompt file", Err: err}
 		}
@@ -264,7 +264,7 @@ func (c *BenchCmd) options(s config.Settings, p *profiles.Profile, flags map[str
 			o.Prompts, _ = bench.ShippedSet(set)
 			o.PromptSet = "shipped:" + set
 		} else {
-			ps, err := bench.ReadPromptDir(dir)
+			ps, err := bench.ReadPromptDir(ctx, dir)
 			if err != nil {
 				return o, nil, "", nil, &config.Error{Src: setSrc, Msg: "cannot use the prompt set (a directory of prompt files, or a shipped set: " + strings.Join(bench.ShippedSets, ", ") + ")", Err: err}
 			}
@@ -299,7 +299,7 @@ func (c *BenchCmd) options(s config.Settings, p *profiles.Profile, flags map[str
 	out = strings.TrimSuffix(out, ".md")
 	var notes []string
 	if c.NotesFile != "" {
-		b, err := bench.ReadPromptFile(c.NotesFile) // the same caps: a small text file
+		b, err := bench.ReadPromptFile(ctx, c.NotesFile) // the same caps: a small text file
 		if err != nil {
 			return o, nil, "", nil, &config.Error{Src: config.Source{Origin: config.Flag, Name: "--notes-file"}, Msg: "cannot use the notes file", Err: err}
 		}
