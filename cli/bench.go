@@ -57,11 +57,13 @@ func (c *BenchCmd) Run(e *Env) error {
 		return err
 	}
 	in := c.LaunchFlags.input(e.kctx, e.Getenv, nil, e.Passthrough)
+	e.logJSON = logsJSON(c.LogFormat, e.Getenv)
 	l, err := e.load(in)
 	if err != nil {
 		return err
 	}
 	s := l.Settings
+	e.logJSON = s.LogFormat.Value == "json"
 	prof := l.Profile
 	if s.Engine.Value == key.VLLM || s.Engine.Value == key.SGLang {
 		return usage(fmt.Errorf("bench cannot measure %s: it times llama-server's native /completion stream (timings, draft counts), which %s does not serve", s.Engine.Value, s.Engine.Value), "bench a llama.cpp, mlxcel or sim engine; see docs/engines.md for what works with vLLM and SGLang")
