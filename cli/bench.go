@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -41,7 +42,7 @@ type BenchCmd struct {
 	Temperature    float64 `help:"Sample at this temperature with a fixed seed per request; 0, the default, is greedy (profile bench.temperature)." group:"Bench"`
 	Concurrency    int     `help:"Requests in flight per measured run, for aggregate throughput under load; the engine is started with that many slots unless -np/--parallel is given (profile bench.concurrency; default 1)." group:"Bench"`
 	Schedule       string  `help:"restart: one server at a time, each round restarts every arm (for models that fit once); resident: every arm's server up at once (profile bench.schedule; default restart)." placeholder:"restart|resident" group:"Bench"`
-	BasePort       int     `help:"First loopback port for arm servers (profile bench.base_port; default 18790)." group:"Bench"`
+	BasePort       int     `help:"First loopback port for arm servers (profile bench.base_port; default 18790, where an arm whose port is taken gets a free one; a port given here is used as is)." group:"Bench"`
 	Out            string  `help:"Output path without extension: writes OUT.md, OUT.json, OUT.svg (profile bench.out)." placeholder:"DIR/NAME" group:"Bench"`
 	Force          bool    `help:"Overwrite existing outputs." group:"Bench"`
 	JSON           bool    `help:"Progress as JSON lines on stdout, for machines." group:"Bench"`
@@ -124,6 +125,7 @@ func (c *BenchCmd) Run(e *Env) error {
 	caps := dp.Facts.Caps
 	deps.DetectLlama = func(context.Context, string) (engine.Caps, error) { return caps, nil }
 	st := &starter{e: e, l: l, settings: s, deps: deps, opts: startOptions{Out: io.Discard, ReadyTimeout: s.ReadyTimeout.Value, StopTimeout: s.StopTimeout.Value}}
+	st.anyPort = c.BasePort == 0 && (prof == nil || prof.Bench.BasePort == nil)
 	if c.ReadyTimeout != "" {
 		d, err := time.ParseDuration(c.ReadyTimeout)
 		if err != nil {
@@ -155,6 +157,11 @@ func (c *BenchCmd) Run(e *Env) error {
 	}
 	log.Info("record written", "md", outBase+".md", "json", outBase+".json", "svg", outBase+".svg")
 	fmt.Fprintf(e.Stderr, "\n%s\n", rec.Verdict.Why)
+	for _, a := range rec.Arms {
+		if a.Status == record.StatusFailed {
+			fmt.Fprintf(e.Stderr, "failed, not measured: %s (%s)\n", a.Label, a.StatusReason)
+		}
+	}
 	if rec.Verdict.EarnsEntry {
 		fmt.Fprintf(e.Stderr, "\nThis record earns a policy entry; after committing the record, add to policy.toml:\n\n%s\n", rec.Verdict.Entry)
 	}
@@ -492,10 +499,15 @@ type starter struct {
 	l        *loaded
 	settings config.Settings
 	opts     startOptions
+	// anyPort: the base port is the default, not the operator's, so an
+	// arm whose port another process holds takes a free loopback port
+	// rather than failing (a shared host's other servers sit there).
+	anyPort bool
 }
 
 func (st *starter) start(ctx context.Context, arm bench.ArmSpec, port int) (bench.Server, error) {
 	s := st.settings
+	port = st.armPort(port)
 	s.Port = config.Field[int]{Value: port, Src: config.Source{Origin: config.Flag, Name: "bench"}}
 	s.Host = config.Field[string]{Value: "127.0.0.1"}
 	o := plan.Options{}
@@ -527,6 +539,27 @@ func (st *starter) start(ctx context.Context, arm bench.ArmSpec, port int) (benc
 		srv.width = chk.Observed.Width
 	}
 	return srv, nil
+}
+
+// armPort is the port an arm listens on: its own (base port + index), or,
+// when that is taken and the base port was not the operator's, a free one.
+func (st *starter) armPort(port int) int {
+	if st.anyPort && !portFree(port) {
+		if p, err := loopbackPort(); err == nil {
+			return p
+		}
+	}
+	return port
+}
+
+// portFree reports that nothing listens on the loopback port now.
+func portFree(port int) bool {
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		return false
+	}
+	l.Close()
+	return true
 }
 
 type benchServer struct {
