@@ -116,6 +116,7 @@ func TestBadWidths(t *testing.T) {
 		{"bad duration", map[string]string{"ready-timeout": "soon"}, nil, "", []string{"bad duration"}},
 		{"bad restart", nil, nil, "[serve]\nrestart = \"always\"\n", []string{"profile p.toml:2", "no or on-failure"}},
 		{"bad log format", map[string]string{"log-format": "xml"}, nil, "", []string{"bad log format"}},
+		{"a kilobyte value is quoted in part", nil, map[string]string{"LLAMA_ARG_PORT": strings.Repeat("8", 5000)}, "", []string{"env LLAMA_ARG_PORT", `bad port "` + strings.Repeat("8", 64) + `"... (5000 bytes): want`}},
 		{"margin NaN env", nil, map[string]string{"MLXCEL_ADAPT_MARGIN": "NaN"}, "", []string{"env MLXCEL_ADAPT_MARGIN", "bad margin"}},
 		{"margin nan profile", nil, nil, "[adapt]\nmargin = nan\n", []string{"profile p.toml:2", "bad margin"}},
 	}
@@ -133,6 +134,9 @@ func TestBadWidths(t *testing.T) {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("error %q does not contain %q", err, w)
 				}
+			}
+			if n := len(err.Error()); n > 400 {
+				t.Errorf("error of %d bytes: %.120q...", n, err)
 			}
 		})
 	}
