@@ -200,7 +200,7 @@ func fakeELF(progs []elf.ProgType) []byte {
 	return b.Bytes()
 }
 
-// TestBadFileShapesExit2: a profile, policy file or record that is a
+// TestBadFileShapesExit2: a profile, policy file, record or prompt file that is a
 // directory, FIFO, socket, device, missing or over its cap is bad input:
 // exit code 2, the file named, at once. An empty policy or record is bad
 // input too (the parser's error); an empty profile is a valid one.
@@ -214,10 +214,16 @@ func TestBadFileShapesExit2(t *testing.T) {
 		{"profile", safefile.ProfileLimit, func(p string) []string { return []string{"resolve", "--profile", p} }, "flag --profile: cannot use profile: profile "},
 		{"policy", safefile.PolicyLimit, func(p string) []string { return []string{"policy", "list", "--policy", p} }, "flag --policy: cannot use policy file: policy file "},
 		{"record", safefile.RecordLimit, func(p string) []string { return []string{"policy", "propose", p} }, "record "},
+		{"prompt", safefile.PromptLimit, func(p string) []string {
+			return []string{"bench", "--engine", "sim", "-m", "t", "-md", "d", "--prompt-file", p, "--out", filepath.Join(filepath.Dir(p), "rec")}
+		}, "flag --prompt-file: cannot use the prompt file: prompt file "},
 	} {
 		name := "x.toml"
-		if tc.what == "record" {
+		switch tc.what {
+		case "record":
 			name = "x.json"
+		case "prompt":
+			name = "x.txt"
 		}
 		shapes := safefiletest.Make(t, name, tc.limit+1)
 		for shape, path := range shapes {
@@ -225,6 +231,10 @@ func TestBadFileShapesExit2(t *testing.T) {
 			switch {
 			case shape == safefiletest.Empty && tc.what == "profile":
 				want, code = "", 0
+			case shape == safefiletest.Empty && tc.what == "prompt":
+				want = path + " is empty"
+			case shape == safefiletest.Missing && tc.what == "prompt":
+				want = tc.want + path + ": no such file"
 			case shape == safefiletest.Empty || shape == safefiletest.Missing:
 				want = path // the parser's or the profile finder's message
 			}

@@ -46,6 +46,13 @@ func RenderMarkdown(rec *record.Record) []byte {
 		w("- entry width: %d (the best-ranked width that also beats the engine's default with probability >= %.2f)\n", v.EntryWidth, bootstrap.Level)
 	}
 	w("- why: %s\n", v.Why)
+	// An arm that failed was not measured: the verdict above is about the
+	// other arms only, and a reader must see that before the tables.
+	for _, a := range rec.Arms {
+		if a.Status == record.StatusFailed {
+			w("- failed, not measured: %s (%s)\n", a.Label, orDash(a.StatusReason))
+		}
+	}
 	if v.CrossPair != "" {
 		w("- policy: %s\n", v.CrossPair)
 	}

@@ -1,10 +1,10 @@
 package bench
 
 import (
+	"context"
 	"embed"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -12,12 +12,14 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/speclaunch/speclaunch/internal/safefile"
 )
 
 // MaxPromptBytes caps one prompt file: a prompt is a few hundred tokens, and
 // a file that is not (a model, a device) must fail at once, not be read
 // into memory.
-const MaxPromptBytes = 1 << 20
+const MaxPromptBytes = safefile.PromptLimit
 
 // MaxPrompts caps a set: every arm sends every prompt every round.
 const MaxPrompts = 64
@@ -49,30 +51,15 @@ func ShippedSet(name string) ([]Prompt, error) {
 }
 
 // ReadPromptFile reads one prompt: a regular file of at most MaxPromptBytes
-// of UTF-8 text, not empty. Errors name the file.
-func ReadPromptFile(name string) (string, error) {
-	info, err := os.Stat(name)
+// of UTF-8 text, not empty, opened as internal/safefile opens every file an
+// operator names (a directory, FIFO or device is refused before it is read,
+// and ctx ending stops the read). Errors name the file.
+func ReadPromptFile(ctx context.Context, name string) (string, error) {
+	b, err := safefile.ReadFile(ctx, "prompt file", name, MaxPromptBytes)
 	if err != nil {
 		return "", err
-	}
-	if !info.Mode().IsRegular() {
-		return "", fmt.Errorf("%s is not a regular file (%s): a prompt is a text file", name, kindOf(info.Mode()))
-	}
-	if info.Size() > MaxPromptBytes {
-		return "", fmt.Errorf("%s is %d bytes, above the %d-byte cap for a prompt", name, info.Size(), MaxPromptBytes)
-	}
-	f, err := os.Open(name)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, MaxPromptBytes+1))
-	if err != nil {
-		return "", fmt.Errorf("%s: %w", name, err)
 	}
 	switch {
-	case len(b) > MaxPromptBytes:
-		return "", fmt.Errorf("%s grew past the %d-byte cap for a prompt while being read", name, MaxPromptBytes)
 	case len(strings.TrimSpace(string(b))) == 0:
 		return "", fmt.Errorf("%s is empty", name)
 	case !utf8.Valid(b):
@@ -83,7 +70,7 @@ func ReadPromptFile(name string) (string, error) {
 
 // ReadPromptDir reads a prompt set: every entry of dir whose name does not
 // start with "." must be a regular file and is one prompt, in name order.
-func ReadPromptDir(dir string) ([]Prompt, error) {
+func ReadPromptDir(ctx context.Context, dir string) ([]Prompt, error) {
 	info, err := os.Stat(dir)
 	if err != nil {
 		return nil, err
@@ -103,7 +90,7 @@ func ReadPromptDir(dir string) ([]Prompt, error) {
 		if len(out) == MaxPrompts {
 			return nil, fmt.Errorf("%s holds more than %d prompts", dir, MaxPrompts)
 		}
-		text, err := ReadPromptFile(filepath.Join(dir, e.Name()))
+		text, err := ReadPromptFile(ctx, filepath.Join(dir, e.Name()))
 		if err != nil {
 			return nil, err
 		}
@@ -113,18 +100,4 @@ func ReadPromptDir(dir string) ([]Prompt, error) {
 		return nil, errors.New(dir + " holds no prompt files")
 	}
 	return out, nil
-}
-
-func kindOf(m fs.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "a directory"
-	case m&fs.ModeNamedPipe != 0:
-		return "a FIFO"
-	case m&fs.ModeDevice != 0, m&fs.ModeCharDevice != 0:
-		return "a device"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	}
-	return m.Type().String()
 }

@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -40,7 +42,7 @@ func TestReadPromptDir(t *testing.T) {
 	write("b.txt", "second")
 	write("a.txt", "first")
 	write(".hidden", "skipped")
-	ps, err := ReadPromptDir(dir)
+	ps, err := ReadPromptDir(context.Background(), dir)
 	if err != nil || len(ps) != 2 || ps[0].Name != "a.txt" || ps[1].Text != "second" {
 		t.Fatalf("%+v, %v", ps, err)
 	}
@@ -49,7 +51,7 @@ func TestReadPromptDir(t *testing.T) {
 		t.Helper()
 		d := t.TempDir()
 		setup(d)
-		_, err := ReadPromptDir(d)
+		_, err := ReadPromptDir(context.Background(), d)
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v, want it to contain %q", err, want)
 		}
@@ -59,17 +61,24 @@ func TestReadPromptDir(t *testing.T) {
 			if err := syscall.Mkfifo(filepath.Join(d, "pipe"), 0o644); err != nil {
 				t.Skip("no FIFOs here:", err)
 			}
-		}, "pipe is not a regular file (a FIFO)")
+		}, "pipe: is a FIFO (named pipe), not a regular file")
 	})
 	t.Run("directory", func(t *testing.T) {
-		bad(t, func(d string) { os.Mkdir(filepath.Join(d, "sub"), 0o755) }, "sub is not a regular file (a directory)")
+		bad(t, func(d string) { os.Mkdir(filepath.Join(d, "sub"), 0o755) }, "sub: is a directory, not a regular file")
 	})
 	t.Run("too big", func(t *testing.T) {
 		bad(t, func(d string) {
 			f, _ := os.Create(filepath.Join(d, "big.txt"))
 			f.Truncate(MaxPromptBytes + 1)
 			f.Close()
-		}, "big.txt is 1048577 bytes, above the 1048576-byte cap")
+		}, "big.txt: file is larger than 1 MiB (1048576 bytes), the cap for a prompt file")
+	})
+	t.Run("a device", func(t *testing.T) {
+		bad(t, func(d string) {
+			if err := os.Symlink("/dev/zero", filepath.Join(d, "zero")); err != nil {
+				t.Skip(err)
+			}
+		}, "zero: is a device, not a regular file")
 	})
 	t.Run("not utf-8", func(t *testing.T) {
 		bad(t, func(d string) { os.WriteFile(filepath.Join(d, "bin"), []byte{0xff, 0xfe, 'x'}, 0o644) }, "bin is not UTF-8 text")
@@ -80,7 +89,7 @@ func TestReadPromptDir(t *testing.T) {
 	t.Run("no prompts", func(t *testing.T) {
 		bad(t, func(d string) { os.WriteFile(filepath.Join(d, ".only-hidden"), []byte("x"), 0o644) }, "holds no prompt files")
 	})
-	if _, err := ReadPromptDir(filepath.Join(dir, "a.txt")); err == nil || !strings.Contains(err.Error(), "is not a directory") {
+	if _, err := ReadPromptDir(context.Background(), filepath.Join(dir, "a.txt")); err == nil || !strings.Contains(err.Error(), "is not a directory") {
 		t.Errorf("a file as the set: %v", err)
 	}
 }
@@ -147,5 +156,21 @@ func TestContentHash(t *testing.T) {
 	}
 	if _, err := ContentHash(filepath.Join(dir, "missing")); err == nil {
 		t.Error("a missing model hashed")
+	}
+}
+
+// Ctrl-C (the command's context ending) stops a prompt read.
+func TestReadPromptFileHonoursContext(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "p.txt")
+	if err := os.WriteFile(f, []byte("def f(): pass\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := ReadPromptFile(ctx, f); !errors.Is(err, context.Canceled) {
+		t.Errorf("err = %v, want context.Canceled", err)
+	}
+	if got, err := ReadPromptFile(context.Background(), f); err != nil || got != "def f(): pass\n" {
+		t.Errorf("%q, %v", got, err)
 	}
 }

@@ -12,6 +12,7 @@
 package checkpoint
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -29,28 +30,34 @@ import (
 // the first shard of a split). The note says how the answer was found or
 // why it is unknown. It never fails: unreadable is key.QuantUnknown.
 func TargetQuant(path string) (key.Quant, string) {
+	return TargetQuantContext(context.Background(), path)
+}
+
+// TargetQuantContext is TargetQuant whose reads stop when ctx ends
+// (Ctrl-C during a large GGUF header).
+func TargetQuantContext(ctx context.Context, path string) (key.Quant, string) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return key.QuantUnknown, fmt.Sprintf("cannot read target: %v", err)
 	}
 	if !fi.IsDir() {
 		if filepath.Base(path) == "config.json" {
-			return configQuant(filepath.Dir(path))
+			return configQuant(ctx, filepath.Dir(path))
 		}
-		return ggufQuant(path)
+		return ggufQuant(ctx, path)
 	}
 	if _, err := os.Stat(filepath.Join(path, "config.json")); err == nil || !os.IsNotExist(err) {
-		return configQuant(path)
+		return configQuant(ctx, path)
 	}
 	g, why := findGGUF(path)
 	if g == "" {
 		return key.QuantUnknown, why
 	}
-	return ggufQuant(g)
+	return ggufQuant(ctx, g)
 }
 
-func configQuant(dir string) (key.Quant, string) {
-	raw, err := readConfig(dir)
+func configQuant(ctx context.Context, dir string) (key.Quant, string) {
+	raw, err := readConfig(ctx, dir)
 	if err != nil {
 		return key.QuantUnknown, fmt.Sprintf("cannot read config.json: %v", err)
 	}
@@ -61,8 +68,8 @@ func configQuant(dir string) (key.Quant, string) {
 	return q, "from config.json (mlxcel's classify_quantization rules)"
 }
 
-func ggufQuant(file string) (key.Quant, string) {
-	info, err := ReadGGUFFile(file)
+func ggufQuant(ctx context.Context, file string) (key.Quant, string) {
+	info, err := ReadGGUFFileContext(ctx, file)
 	if err != nil {
 		return key.QuantUnknown, fmt.Sprintf("cannot read GGUF header: %v", err)
 	}
@@ -140,17 +147,22 @@ var dflashArchitectures = []string{"DFlashDraftModel", "Lfm2DSparkDraftModel", "
 // ok is false when nothing identifies the kind: the caller then uses the
 // profile's or the engine's default.
 func DrafterKind(path string) (key.Drafter, bool) {
+	return DrafterKindContext(context.Background(), path)
+}
+
+// DrafterKindContext is DrafterKind whose reads stop when ctx ends.
+func DrafterKindContext(ctx context.Context, path string) (key.Drafter, bool) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return "", false
 	}
 	if !fi.IsDir() {
-		return ggufDrafter(path)
+		return ggufDrafter(ctx, path)
 	}
-	raw, err := readConfig(path)
+	raw, err := readConfig(ctx, path)
 	if err != nil {
 		if g, _ := findGGUF(path); g != "" && errors.Is(err, fs.ErrNotExist) {
-			return ggufDrafter(g)
+			return ggufDrafter(ctx, g)
 		}
 		return "", false
 	}
@@ -183,8 +195,8 @@ func drafterFromConfig(raw []byte) (key.Drafter, bool) {
 	return "", false
 }
 
-func ggufDrafter(file string) (key.Drafter, bool) {
-	info, err := ReadGGUFFile(file)
+func ggufDrafter(ctx context.Context, file string) (key.Drafter, bool) {
+	info, err := ReadGGUFFileContext(ctx, file)
 	if err != nil {
 		return "", false
 	}

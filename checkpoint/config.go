@@ -96,7 +96,7 @@ func asciiLower(s string) string {
 
 // readConfig reads dir/config.json: a regular file of at most
 // safefile.ConfigLimit bytes (real ones are a few KiB; upstream would read
-// any size).
-func readConfig(dir string) ([]byte, error) {
-	return safefile.ReadFile(context.Background(), "config.json", filepath.Join(dir, "config.json"), safefile.ConfigLimit)
+// any size); ctx ending stops the read.
+func readConfig(ctx context.Context, dir string) ([]byte, error) {
+	return safefile.ReadFile(ctx, "config.json", filepath.Join(dir, "config.json"), safefile.ConfigLimit)
 }

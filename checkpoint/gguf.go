@@ -117,7 +117,13 @@ func ggmlName(t uint32) string {
 // a regular file (a directory, FIFO or device is refused before any read)
 // and its header must end within safefile.GGUFLimit bytes.
 func ReadGGUFFile(path string) (*GGUFInfo, error) {
-	f, err := safefile.Open(context.Background(), "GGUF file", path, safefile.GGUFLimit)
+	return ReadGGUFFileContext(context.Background(), path)
+}
+
+// ReadGGUFFileContext is ReadGGUFFile whose reads stop when ctx ends
+// (Ctrl-C during a header of hundreds of MiB on slow storage).
+func ReadGGUFFileContext(ctx context.Context, path string) (*GGUFInfo, error) {
+	f, err := safefile.Open(ctx, "GGUF file", path, safefile.GGUFLimit)
 	if err != nil {
 		return nil, err
 	}

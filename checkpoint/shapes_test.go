@@ -2,6 +2,8 @@ package checkpoint
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -129,5 +131,38 @@ func TestReadGGUFCapOnStream(t *testing.T) {
 	_, err := ReadGGUF(struct{ io.Reader }{bytes.NewReader(w.Bytes())})
 	if err == nil || !strings.Contains(err.Error(), "cap on a GGUF header") {
 		t.Fatalf("err = %v, want the header cap named", err)
+	}
+}
+
+// The context variants stop reading when the command's context ends
+// (Ctrl-C): a cancelled read is an unknown answer naming the cancellation.
+func TestReadsHonourContext(t *testing.T) {
+	dir := t.TempDir()
+	gguf := filepath.Join(dir, "t.gguf")
+	var w ggufWriter
+	w.WriteString("GGUF")
+	w.u32(3)
+	w.u64(0)
+	w.u64(0)
+	if err := os.WriteFile(gguf, w.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mlx := filepath.Join(dir, "mlx")
+	os.Mkdir(mlx, 0o755)
+	if err := os.WriteFile(filepath.Join(mlx, "config.json"), []byte(`{"model_type":"qwen3","quantization":{"bits":4,"group_size":64}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, p := range []string{gguf, mlx} {
+		if q, note := TargetQuantContext(ctx, p); q != key.QuantUnknown || !strings.Contains(note, "context canceled") {
+			t.Errorf("%s: %s (%s), want unknown after a cancel", p, q, note)
+		}
+		if q, note := TargetQuantContext(context.Background(), p); q == key.QuantUnknown {
+			t.Errorf("%s: unknown without a cancel (%s)", p, note)
+		}
+	}
+	if _, err := ReadGGUFFileContext(ctx, gguf); !errors.Is(err, context.Canceled) {
+		t.Errorf("ReadGGUFFileContext after a cancel: %v", err)
 	}
 }

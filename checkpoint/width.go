@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"context"
 	"math"
 
 	"github.com/speclaunch/speclaunch/key"
@@ -37,7 +38,12 @@ const (
 // The width is upstream's, verbatim: 0 or 1 can come back from a config
 // that says so, and the caller must validate it (key.CheckWidth).
 func DeclaredWidth(kind key.Drafter, drafterPath string) (width int, reason string, ok bool) {
-	raw, err := readConfig(drafterPath)
+	return DeclaredWidthContext(context.Background(), kind, drafterPath)
+}
+
+// DeclaredWidthContext is DeclaredWidth whose read stops when ctx ends.
+func DeclaredWidthContext(ctx context.Context, kind key.Drafter, drafterPath string) (width int, reason string, ok bool) {
+	raw, err := readConfig(ctx, drafterPath)
 	if err != nil {
 		return 0, "", false
 	}

@@ -39,6 +39,9 @@ type Env struct {
 	Ctx            context.Context
 	Deps           *plan.Deps // nil = the host's real probes
 	parent         context.Context
+	// logJSON: the command logs JSON (--log-format json), so its final
+	// error and hint are one JSON line too (reportJSON).
+	logJSON bool
 
 	kctx *kong.Context
 }
@@ -92,8 +95,14 @@ func MainContext(parent context.Context, args []string, policyTOML []byte, stdou
 		fmt.Fprintf(stderr, "speclaunch: internal error: %v\n", err)
 		return 1
 	}
+	// Before Kong has parsed anything, --log-format json as typed (or
+	// MLXCEL_LOG_FORMAT=json) makes a usage error a JSON line as well.
+	env.logJSON = logsJSON(typedLogFormat(args), os.Getenv)
 	argv, err := prepass(parser.Model.Node, args)
 	if err != nil {
+		if env.logJSON {
+			return reportJSON(stderr, err)
+		}
 		return report(stderr, err)
 	}
 	args, env.Passthrough = argv.kong, argv.engine
@@ -109,14 +118,20 @@ func MainContext(parent context.Context, args []string, policyTOML []byte, stdou
 		}()
 		kctx, err := parser.Parse(args)
 		if err != nil {
-			fmt.Fprintf(stderr, "speclaunch: error: %v\n", err)
+			hint := ""
 			if pe, ok := err.(*kong.ParseError); ok && pe.Context != nil {
-				fmt.Fprintln(stderr, "speclaunch: hint: run with --help for the flags and commands; engine flags llama-server does not list go after --")
+				hint = "run with --help for the flags and commands; engine flags llama-server does not list go after --"
 			}
-			return 2, true
+			if env.logJSON {
+				return reportJSON(stderr, usage(err, hint)), true
+			}
+			return report(stderr, usage(err, hint)), true
 		}
 		env.kctx = kctx
 		if err := kctx.Run(env, kctx); err != nil {
+			if env.logJSON {
+				return reportJSON(stderr, err), true
+			}
 			return report(stderr, err), true
 		}
 		return 0, true
@@ -131,23 +146,43 @@ type kongExit struct{}
 
 // report prints an error with its hint and returns the exit code.
 func report(w io.Writer, err error) int {
+	msg, hint, code := explain(err)
+	if msg != "" {
+		fmt.Fprintf(w, "speclaunch: error: %s\n", msg)
+	}
+	if hint != "" {
+		fmt.Fprintf(w, "speclaunch: hint: %s\n", hint)
+	}
+	return code
+}
+
+// reportJSON is report for a command that logs JSON: one line, as the
+// launcher's other log lines (time, level ERROR, msg, source), with the
+// hint and the exit code as fields, so that every line of the stream
+// parses.
+func reportJSON(w io.Writer, err error) int {
+	msg, hint, code := explain(err)
+	attrs := []any{"exit_code", code}
+	if hint != "" {
+		attrs = append(attrs, "hint", hint)
+	}
+	if msg != "" || hint != "" {
+		newLogger(w, "json", "info", nil).Error(msg, attrs...)
+	}
+	return code
+}
+
+// explain is an error's message, hint and exit code.
+func explain(err error) (msg, hint string, code int) {
 	var ee *exitError
 	if errors.As(err, &ee) {
-		if ee.err != nil && ee.err.Error() != "" {
-			fmt.Fprintf(w, "speclaunch: error: %v\n", ee.err)
+		if ee.err != nil {
+			msg = ee.err.Error()
 		}
-		if ee.hint != "" {
-			fmt.Fprintf(w, "speclaunch: hint: %s\n", ee.hint)
-		}
-		return ee.code
+		return msg, ee.hint, ee.code
 	}
 	if isBadInput(err) {
-		fmt.Fprintf(w, "speclaunch: error: %v\n", err)
-		if h := hintFor(err); h != "" {
-			fmt.Fprintf(w, "speclaunch: hint: %s\n", h)
-		}
-		return 2
+		return err.Error(), hintFor(err), 2
 	}
-	fmt.Fprintf(w, "speclaunch: error: %v\n", err)
-	return 1
+	return err.Error(), "", 1
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -41,7 +42,7 @@ type BenchCmd struct {
 	Temperature    float64 `help:"Sample at this temperature with a fixed seed per request; 0, the default, is greedy (profile bench.temperature)." group:"Bench"`
 	Concurrency    int     `help:"Requests in flight per measured run, for aggregate throughput under load; the engine is started with that many slots unless -np/--parallel is given (profile bench.concurrency; default 1)." group:"Bench"`
 	Schedule       string  `help:"restart: one server at a time, each round restarts every arm (for models that fit once); resident: every arm's server up at once (profile bench.schedule; default restart)." placeholder:"restart|resident" group:"Bench"`
-	BasePort       int     `help:"First loopback port for arm servers (profile bench.base_port; default 18790)." group:"Bench"`
+	BasePort       int     `help:"First loopback port for arm servers (profile bench.base_port; default 18790, where an arm whose port is taken gets a free one; a port given here is used as is)." group:"Bench"`
 	Out            string  `help:"Output path without extension: writes OUT.md, OUT.json, OUT.svg (profile bench.out)." placeholder:"DIR/NAME" group:"Bench"`
 	Force          bool    `help:"Overwrite existing outputs." group:"Bench"`
 	JSON           bool    `help:"Progress as JSON lines on stdout, for machines." group:"Bench"`
@@ -57,16 +58,18 @@ func (c *BenchCmd) Run(e *Env) error {
 		return err
 	}
 	in := c.LaunchFlags.input(e.kctx, e.Getenv, nil, e.Passthrough)
+	e.logJSON = logsJSON(c.LogFormat, e.Getenv)
 	l, err := e.load(in)
 	if err != nil {
 		return err
 	}
 	s := l.Settings
+	e.logJSON = s.LogFormat.Value == "json"
 	prof := l.Profile
 	if s.Engine.Value == key.VLLM || s.Engine.Value == key.SGLang {
 		return usage(fmt.Errorf("bench cannot measure %s: it times llama-server's native /completion stream (timings, draft counts), which %s does not serve", s.Engine.Value, s.Engine.Value), "bench a llama.cpp, mlxcel or sim engine; see docs/engines.md for what works with vLLM and SGLang")
 	}
-	o, widths, outBase, notes, err := c.options(s, prof, given(e.kctx))
+	o, widths, outBase, notes, err := c.options(e.Ctx, s, prof, given(e.kctx))
 	if err != nil {
 		return err
 	}
@@ -122,6 +125,7 @@ func (c *BenchCmd) Run(e *Env) error {
 	caps := dp.Facts.Caps
 	deps.DetectLlama = func(context.Context, string) (engine.Caps, error) { return caps, nil }
 	st := &starter{e: e, l: l, settings: s, deps: deps, opts: startOptions{Out: io.Discard, ReadyTimeout: s.ReadyTimeout.Value, StopTimeout: s.StopTimeout.Value}}
+	st.anyPort = c.BasePort == 0 && (prof == nil || prof.Bench.BasePort == nil)
 	if c.ReadyTimeout != "" {
 		d, err := time.ParseDuration(c.ReadyTimeout)
 		if err != nil {
@@ -153,6 +157,11 @@ func (c *BenchCmd) Run(e *Env) error {
 	}
 	log.Info("record written", "md", outBase+".md", "json", outBase+".json", "svg", outBase+".svg")
 	fmt.Fprintf(e.Stderr, "\n%s\n", rec.Verdict.Why)
+	for _, a := range rec.Arms {
+		if a.Status == record.StatusFailed {
+			fmt.Fprintf(e.Stderr, "failed, not measured: %s (%s)\n", a.Label, a.StatusReason)
+		}
+	}
 	if rec.Verdict.EarnsEntry {
 		fmt.Fprintf(e.Stderr, "\nThis record earns a policy entry; after committing the record, add to policy.toml:\n\n%s\n", rec.Verdict.Entry)
 	}
@@ -161,7 +170,7 @@ func (c *BenchCmd) Run(e *Env) error {
 
 // options layers bench flags over the profile's [bench] table. Every bad
 // value names where it came from: the flag, or the profile's file and line.
-func (c *BenchCmd) options(s config.Settings, p *profiles.Profile, flags map[string]string) (bench.Options, []int, string, []string, error) {
+func (c *BenchCmd) options(ctx context.Context, s config.Settings, p *profiles.Profile, flags map[string]string) (bench.Options, []int, string, []string, error) {
 	var o bench.Options
 	if p == nil {
 		p = &profiles.Profile{}
@@ -249,7 +258,7 @@ func (c *BenchCmd) options(s config.Settings, p *profiles.Profile, flags map[str
 		return o, nil, "", nil, bad(setSrc, "a prompt set and a prompt file (%s) were both given; keep one", src)
 	}
 	if pf != "" {
-		text, err := bench.ReadPromptFile(pf)
+		text, err := bench.ReadPromptFile(ctx, pf)
 		if err != nil {
 			return o, nil, "", nil, &config.Error{Src: src, Msg: "cannot use the prompt file", Err: err}
 		}
@@ -264,7 +273,7 @@ func (c *BenchCmd) options(s config.Settings, p *profiles.Profile, flags map[str
 			o.Prompts, _ = bench.ShippedSet(set)
 			o.PromptSet = "shipped:" + set
 		} else {
-			ps, err := bench.ReadPromptDir(dir)
+			ps, err := bench.ReadPromptDir(ctx, dir)
 			if err != nil {
 				return o, nil, "", nil, &config.Error{Src: setSrc, Msg: "cannot use the prompt set (a directory of prompt files, or a shipped set: " + strings.Join(bench.ShippedSets, ", ") + ")", Err: err}
 			}
@@ -299,7 +308,7 @@ func (c *BenchCmd) options(s config.Settings, p *profiles.Profile, flags map[str
 	out = strings.TrimSuffix(out, ".md")
 	var notes []string
 	if c.NotesFile != "" {
-		b, err := bench.ReadPromptFile(c.NotesFile) // the same caps: a small text file
+		b, err := bench.ReadPromptFile(ctx, c.NotesFile) // the same caps: a small text file
 		if err != nil {
 			return o, nil, "", nil, &config.Error{Src: config.Source{Origin: config.Flag, Name: "--notes-file"}, Msg: "cannot use the notes file", Err: err}
 		}
@@ -490,10 +499,15 @@ type starter struct {
 	l        *loaded
 	settings config.Settings
 	opts     startOptions
+	// anyPort: the base port is the default, not the operator's, so an
+	// arm whose port another process holds takes a free loopback port
+	// rather than failing (a shared host's other servers sit there).
+	anyPort bool
 }
 
 func (st *starter) start(ctx context.Context, arm bench.ArmSpec, port int) (bench.Server, error) {
 	s := st.settings
+	port = st.armPort(port)
 	s.Port = config.Field[int]{Value: port, Src: config.Source{Origin: config.Flag, Name: "bench"}}
 	s.Host = config.Field[string]{Value: "127.0.0.1"}
 	o := plan.Options{}
@@ -525,6 +539,27 @@ func (st *starter) start(ctx context.Context, arm bench.ArmSpec, port int) (benc
 		srv.width = chk.Observed.Width
 	}
 	return srv, nil
+}
+
+// armPort is the port an arm listens on: its own (base port + index), or,
+// when that is taken and the base port was not the operator's, a free one.
+func (st *starter) armPort(port int) int {
+	if st.anyPort && !portFree(port) {
+		if p, err := loopbackPort(); err == nil {
+			return p
+		}
+	}
+	return port
+}
+
+// portFree reports that nothing listens on the loopback port now.
+func portFree(port int) bool {
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		return false
+	}
+	l.Close()
+	return true
 }
 
 type benchServer struct {

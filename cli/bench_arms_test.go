@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -68,5 +69,38 @@ func TestBenchArms(t *testing.T) {
 	arms, _ = benchArms(kindDefault, pol, key.LlamaCpp, []int{4, 6})
 	if len(arms) != 3 || arms[1].Kind != "default" || arms[1].Width != 4 || arms[2].Width != 6 {
 		t.Errorf("no policy entry: %+v", arms)
+	}
+}
+
+// An arm whose port another process holds takes a free one when the base
+// port is the default; a base port the operator gave is used as is.
+func TestBenchArmPort(t *testing.T) {
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	taken := held.Addr().(*net.TCPAddr).Port
+	free := freePort(t)
+	cases := []struct {
+		name    string
+		anyPort bool
+		port    int
+		moved   bool
+	}{
+		{"default base, port taken", true, taken, true},
+		{"default base, port free", true, free, false},
+		{"operator's base, port taken", false, taken, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := (&starter{anyPort: c.anyPort}).armPort(c.port)
+			if moved := got != c.port; moved != c.moved {
+				t.Fatalf("armPort(%d) = %d, moved %v, want moved %v", c.port, got, moved, c.moved)
+			}
+			if c.moved && !portFree(got) {
+				t.Errorf("moved to %d, which is not free", got)
+			}
+		})
 	}
 }

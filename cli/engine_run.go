@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -85,12 +86,12 @@ func checkLaunchable(p *plan.Plan, checkPort bool) error {
 		return &badInput{errors.New(msg)}
 	}
 	if s.Engine.Value != key.Sim {
-		if _, err := os.Stat(s.Model.Value); err != nil && !key.FetchesModel(s.Engine.Value, s.Model.Value) {
-			return &badInput{fmt.Errorf("target model %s (%s): %w", s.Model.Value, s.Model.Src, err)}
+		if err := checkModelPath(s.Engine.Value, "target model", s.Model.Value, s.Model.Src.String()); err != nil {
+			return err
 		}
 		if s.DraftModel.Value != "" {
-			if _, err := os.Stat(s.DraftModel.Value); err != nil && !key.FetchesModel(s.Engine.Value, s.DraftModel.Value) {
-				return &badInput{fmt.Errorf("draft model %s (%s): %w", s.DraftModel.Value, s.DraftModel.Src, err)}
+			if err := checkModelPath(s.Engine.Value, "draft model", s.DraftModel.Value, s.DraftModel.Src.String()); err != nil {
+				return err
 			}
 		}
 	}
@@ -102,6 +103,39 @@ func checkLaunchable(p *plan.Plan, checkPort bool) error {
 		ln.Close()
 	}
 	return nil
+}
+
+// checkModelPath refuses a model path the engine cannot load: missing
+// (unless the engine fetches it by name), or a FIFO, socket or device (the
+// engine would block on it or read it without end); for llama.cpp also a
+// directory, since llama-server's -m takes the .gguf file itself.
+func checkModelPath(e key.Engine, what, path, src string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		if key.FetchesModel(e, path) {
+			return nil
+		}
+		return &badInput{fmt.Errorf("%s %s (%s): %w", what, path, src, err)}
+	}
+	m := fi.Mode()
+	switch {
+	case m.IsRegular():
+		return nil
+	case m.IsDir() && e != key.LlamaCpp:
+		return nil
+	case m.IsDir():
+		return &badInput{fmt.Errorf("%s %s (%s) is a directory: llama-server loads a .gguf file; give the path of the file itself", what, path, src)}
+	}
+	kind := "not a regular file"
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		kind = "a FIFO (named pipe)"
+	case m&fs.ModeSocket != 0:
+		kind = "a socket"
+	case m&fs.ModeDevice != 0:
+		kind = "a device"
+	}
+	return &badInput{fmt.Errorf("%s %s (%s) is %s, not a model file or directory; give the path of the model itself", what, path, src, kind)}
 }
 
 // startEngine starts the plan's engine and waits until it is ready. When

@@ -42,6 +42,32 @@ func newLogger(w io.Writer, format, level string, getenv func(string) string) *s
 	return slog.New(tint.NewTextHandler(w, &tint.Options{Level: lv, NoColor: !color, TimeFormat: tf}))
 }
 
+// logsJSON reports --log-format json, or MLXCEL_LOG_FORMAT=json without
+// the flag, before the settings are loaded.
+func logsJSON(flag string, getenv func(string) string) bool {
+	if flag != "" {
+		return strings.TrimSpace(flag) == "json"
+	}
+	return strings.TrimSpace(getenv("MLXCEL_LOG_FORMAT")) == "json"
+}
+
+// typedLogFormat is the value of the last --log-format on the command
+// line before "--" ("" when none), read before Kong parses it.
+func typedLogFormat(args []string) string {
+	v := ""
+	for i, a := range args {
+		switch {
+		case a == "--":
+			return v
+		case a == "--log-format" && i+1 < len(args):
+			v = args[i+1]
+		case strings.HasPrefix(a, "--log-format="):
+			v = strings.TrimPrefix(a, "--log-format=")
+		}
+	}
+	return v
+}
+
 func isTTY(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))

@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -101,5 +103,61 @@ func TestServeJSONLog(t *testing.T) {
 	}
 	if engine < 2 || settings != 1 {
 		t.Errorf("%d engine lines, %d settings lines; want ≥2 and 1:\n%s", engine, settings, r.log.String())
+	}
+}
+
+// With --log-format json (flag, env or profile) the error that ends serve or
+// bench is a JSON line too, with its hint and exit code; without it the
+// error stays the two plain lines.
+func TestErrorLineFollowsLogFormat(t *testing.T) {
+	dir := t.TempDir()
+	prof := filepath.Join(dir, "json.toml")
+	writeFile(t, prof, "[engine]\nname = \"llama.cpp\"\n[log]\nformat = \"json\"\n")
+	cases := []struct {
+		name string
+		args []string
+		env  string // MLXCEL_LOG_FORMAT
+		json bool
+		code int
+		msg  string
+	}{
+		{"flag, bad env after it", []string{"serve", "--log-format", "json", "--engine", "tgi"}, "", true, 2, "flag --engine: bad engine"},
+		{"env", []string{"serve", "--engine", "llama.cpp", "--engine-binary", "/nonexistent/llama-server", "-m", "t.gguf", "--dry-run"}, "json", true, 2, "dry run: the launch would fail"},
+		{"profile", []string{"serve", "--profile", prof, "--engine-binary", "/nonexistent/llama-server", "-m", "t.gguf"}, "", true, 2, "engine binary"},
+		{"bench flag", []string{"bench", "--log-format=json", "--engine", "sim", "-m", "t", "--out", filepath.Join(dir, "r")}, "", true, 2, "bench needs a draft model"},
+		{"an unknown flag", []string{"serve", "--log-format", "json", "--bogus-flag", "1"}, "", true, 2, "unknown flag --bogus-flag"},
+		{"a parse error", []string{"serve", "--log-format=json", "--port"}, "", true, 2, "--port"},
+		{"text", []string{"serve", "--engine", "tgi"}, "", false, 2, "flag --engine: bad engine"},
+		{"an unknown flag in text", []string{"serve", "--bogus-flag", "1"}, "", false, 2, "unknown flag --bogus-flag"},
+		{"flag text over env json", []string{"serve", "--log-format", "text", "--engine", "tgi"}, "json", false, 2, "flag --engine: bad engine"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Setenv("MLXCEL_LOG_FORMAT", c.env)
+			var stdout, stderr bytes.Buffer
+			if code := Main(c.args, policyTOML, &stdout, &stderr); code != c.code {
+				t.Fatalf("exit %d, want %d: %s", code, c.code, stderr.String())
+			}
+			lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+			last := lines[len(lines)-1]
+			if !c.json {
+				if !strings.Contains(stderr.String(), "speclaunch: error: "+c.msg) {
+					t.Errorf("stderr %q: want the plain error line", stderr.String())
+				}
+				return
+			}
+			for _, l := range lines {
+				if !json.Valid([]byte(l)) {
+					t.Errorf("not JSON: %q", l)
+				}
+			}
+			var m map[string]any
+			if err := json.Unmarshal([]byte(last), &m); err != nil {
+				t.Fatalf("last line %q: %v", last, err)
+			}
+			if m["level"] != "ERROR" || m["source"] != "speclaunch" || !strings.Contains(fmt.Sprint(m["msg"]), c.msg) || m["exit_code"] != float64(c.code) {
+				t.Errorf("error line %v: want level ERROR, source speclaunch, msg with %q, exit_code %d", m, c.msg, c.code)
+			}
+		})
 	}
 }

@@ -104,6 +104,9 @@ type ProfileValidateCmd struct {
 // Run implements `profile validate`: the same load serve does, so a profile
 // that validates is one serve accepts.
 func (c *ProfileValidateCmd) Run(e *Env) error {
+	if err := c.checkArgs(); err != nil {
+		return err
+	}
 	if c.Profile == "" && e.Getenv("MLXCEL_PROFILE") == "" {
 		return usage(errors.New("no profile given"), "pass --profile PATH|NAME")
 	}
@@ -115,7 +118,7 @@ func (c *ProfileValidateCmd) Run(e *Env) error {
 		return err
 	}
 	// The [bench] table is checked the way bench reads it.
-	if _, _, _, _, err := (&BenchCmd{}).options(l.Settings, l.Profile, nil); err != nil {
+	if _, _, _, _, err := (&BenchCmd{}).options(e.Ctx, l.Settings, l.Profile, nil); err != nil {
 		return err
 	}
 	fmt.Fprintf(e.Stdout, "%s: ok\n", l.Settings.ProfilePath)

@@ -54,7 +54,12 @@ func (f *LaunchFlags) hypothetical(e *Env) (*loaded, *plan.Plan, error) {
 // checkArgs refuses stray positional arguments: engine args go after --.
 func (f *LaunchFlags) checkArgs() error {
 	if len(f.EngineArgs) > 0 {
-		return usage(fmt.Errorf("unexpected argument %q", f.EngineArgs[0]), "engine arguments go after --, e.g. speclaunch serve --profile P -- --ctx-size 8192")
+		a := f.EngineArgs[0]
+		if strings.HasSuffix(a, ".toml") {
+			// "profile validate my.toml": a profile is a flag, not a positional.
+			return usage(fmt.Errorf("unexpected argument %q", a), "a profile is named with --profile: --profile "+a)
+		}
+		return usage(fmt.Errorf("unexpected argument %q", a), "engine arguments go after --, e.g. speclaunch serve --profile P -- --ctx-size 8192")
 	}
 	return nil
 }

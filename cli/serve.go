@@ -51,11 +51,15 @@ func (c *ServeCmd) Run(e *Env) error {
 		return err
 	}
 	in := c.input(e)
+	// Until the settings load, --log-format or MLXCEL_LOG_FORMAT as given
+	// decides whether an error is a JSON line; then the effective setting.
+	e.logJSON = logsJSON(c.LogFormat, e.Getenv)
 	l, err := e.load(in)
 	if err != nil {
 		return err
 	}
 	s := l.Settings
+	e.logJSON = s.LogFormat.Value == "json"
 	log := newLogger(e.Stderr, s.LogFormat.Value, s.LogLevel.Value, e.Getenv)
 	for _, n := range l.Notices {
 		log.Info(n.Msg)

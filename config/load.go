@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/speclaunch/speclaunch/adapt"
 	"github.com/speclaunch/speclaunch/internal/safefile"
@@ -117,7 +118,7 @@ func (l *layer) raw(name, profVal, profKey string) (string, Source, bool) {
 func (l *layer) shadowed(name, winner, val string, from int) {
 	for _, e := range Envs[name][from:] {
 		if v := l.in.Getenv(e); v != "" && v != val && !sameKind(name, v, val) {
-			l.notices = append(l.notices, Notice{"info", fmt.Sprintf("%s=%q differs from %s=%q; keeping %s", e, v, winner, val, winner)})
+			l.notices = append(l.notices, Notice{"info", fmt.Sprintf("%s=%s differs from %s=%s; keeping %s", e, quoted(v), winner, quoted(val), winner)})
 		}
 	}
 }
@@ -242,7 +243,7 @@ func Load(in Input) (Settings, *profiles.Profile, []Notice, error) {
 	if v, src, ok := l.raw("port", portProf, "server.port"); ok {
 		n, err := strconv.Atoi(strings.TrimSpace(v))
 		if err != nil || n < 1 || n > 65535 {
-			return fail(&Error{Src: src, Msg: fmt.Sprintf("bad port %q: want a number from 1 to 65535", v)})
+			return fail(&Error{Src: src, Msg: fmt.Sprintf("bad port %s: want a number from 1 to 65535", quoted(v))})
 		}
 		s.Port = Field[int]{n, src}
 	}
@@ -314,7 +315,7 @@ func Load(in Input) (Settings, *profiles.Profile, []Notice, error) {
 	if v, src, ok := l.raw("queue-size", qProf, "server.queue_size"); ok {
 		n, err := strconv.Atoi(strings.TrimSpace(v))
 		if err != nil || n < 1 || n > MaxQueueSize {
-			return fail(&Error{Src: src, Msg: fmt.Sprintf("bad queue size %q: want the number of requests to hold during a switch, from 1 to %d", v, MaxQueueSize)})
+			return fail(&Error{Src: src, Msg: fmt.Sprintf("bad queue size %s: want the number of requests to hold during a switch, from 1 to %d", quoted(v), MaxQueueSize)})
 		}
 		s.QueueSize = Field[int]{n, src}
 	}
@@ -349,7 +350,7 @@ func Load(in Input) (Settings, *profiles.Profile, []Notice, error) {
 	if v, src, ok := l.raw("adapt-margin", mProf, "adapt.margin"); ok {
 		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
 		if err != nil || !(f > 0 && f < 1) { // NaN fails both
-			return fail(&Error{Src: src, Msg: fmt.Sprintf("bad margin %q: want the predicted gain needed to switch as a fraction above 0 and below 1, e.g. 0.03 for 3%%", v)})
+			return fail(&Error{Src: src, Msg: fmt.Sprintf("bad margin %s: want the predicted gain needed to switch as a fraction above 0 and below 1, e.g. 0.03 for 3%%", quoted(v))})
 		}
 		s.AdaptMargin = Field[float64]{f, src}
 	}
@@ -394,7 +395,7 @@ func (l *layer) width(e key.Engine, p *profiles.Profile) (Field[int], string, er
 			if err == nil {
 				for _, lower := range Envs["draft-block-size"][i+1:] {
 					if w := l.in.Getenv(lower); w != "" && strings.TrimSpace(w) != strings.TrimSpace(v) {
-						l.notices = append(l.notices, Notice{"info", fmt.Sprintf("%s=%q is set but %s=%q already provides the width; keeping %s", lower, w, name, v, name)})
+						l.notices = append(l.notices, Notice{"info", fmt.Sprintf("%s=%s is set but %s=%s already provides the width; keeping %s", lower, quoted(w), name, quoted(v), name)})
 					}
 				}
 			}
@@ -407,7 +408,7 @@ func (l *layer) width(e key.Engine, p *profiles.Profile) (Field[int], string, er
 			continue
 		}
 		if e != key.LlamaCpp {
-			l.notices = append(l.notices, Notice{"info", fmt.Sprintf("%s=%q is llama.cpp's draft-token cap; it does not set the %s width (use --draft-block-size)", name, v, e)})
+			l.notices = append(l.notices, Notice{"info", fmt.Sprintf("%s=%s is llama.cpp's draft-token cap; it does not set the %s width (use --draft-block-size)", name, quoted(v), e)})
 			continue
 		}
 		return nmaxWidth(v, Source{Env, name})
@@ -421,7 +422,7 @@ func (l *layer) width(e key.Engine, p *profiles.Profile) (Field[int], string, er
 func blockWidth(v string, src Source) (Field[int], string, error) {
 	n, err := strconv.Atoi(strings.TrimSpace(v))
 	if err != nil {
-		return Field[int]{}, "", &Error{Src: src, Msg: fmt.Sprintf("draft width %q is not a whole number; want a width from %d to %d (verify rows = draft tokens + 1)", v, key.MinWidth, key.MaxWidth)}
+		return Field[int]{}, "", &Error{Src: src, Msg: fmt.Sprintf("draft width %s is not a whole number; want a width from %d to %d (verify rows = draft tokens + 1)", quoted(v), key.MinWidth, key.MaxWidth)}
 	}
 	if err := key.CheckWidth(n); err != nil {
 		return Field[int]{}, "", &Error{Src: src, Msg: err.Error()}
@@ -432,13 +433,13 @@ func blockWidth(v string, src Source) (Field[int], string, error) {
 func nmaxWidth(v string, src Source) (Field[int], string, error) {
 	n, err := strconv.Atoi(strings.TrimSpace(v))
 	if err != nil {
-		return Field[int]{}, "", &Error{Src: src, Msg: fmt.Sprintf("draft token count %q is not a whole number; want N from 1 to %d (width N+1)", v, key.MaxWidth-1)}
+		return Field[int]{}, "", &Error{Src: src, Msg: fmt.Sprintf("draft token count %s is not a whole number; want N from 1 to %d (width N+1)", quoted(v), key.MaxWidth-1)}
 	}
 	if n < 1 {
 		return Field[int]{}, "", &Error{Src: src, Msg: fmt.Sprintf("draft token count %d means no drafting (width %d); to run without speculation, remove the draft model", n, n+1)}
 	}
-	if err := key.CheckWidth(n + 1); err != nil {
-		return Field[int]{}, "", &Error{Src: src, Msg: err.Error()}
+	if n > key.MaxWidth-1 { // checked before n+1, which would overflow for the largest ints
+		return Field[int]{}, "", &Error{Src: src, Msg: fmt.Sprintf("draft token count %d is above %d (width %d), which no drafter runs; want N from 1 to %d (width N+1)", n, key.MaxWidth-1, key.MaxWidth, key.MaxWidth-1)}
 	}
 	name := strings.TrimPrefix(src.Name, "--")
 	return Field[int]{n + 1, src}, fmt.Sprintf("%s=%d draft tokens = width %d", name, n, n+1), nil
@@ -456,7 +457,7 @@ func (l *layer) duration(name, prof, profKey string, def time.Duration) (Field[t
 		}
 	}
 	if err != nil || d <= 0 {
-		return Field[time.Duration]{}, &Error{Src: src, Msg: fmt.Sprintf("bad duration %q: want e.g. 30s, 10m or a number of seconds", v)}
+		return Field[time.Duration]{}, &Error{Src: src, Msg: fmt.Sprintf("bad duration %s: want e.g. 30s, 10m or a number of seconds", quoted(v))}
 	}
 	return Field[time.Duration]{d, src}, nil
 }
@@ -473,7 +474,7 @@ func (l *layer) intIn(name string, prof *int, profKey string, lo, hi int, what s
 	}
 	n, err := strconv.Atoi(strings.TrimSpace(v))
 	if err != nil || n < lo || n > hi {
-		return Field[int]{}, &Error{Src: src, Msg: fmt.Sprintf("bad value %q for %s: want a whole number from %d to %d", v, what, lo, hi)}
+		return Field[int]{}, &Error{Src: src, Msg: fmt.Sprintf("bad value %s for %s: want a whole number from %d to %d", quoted(v), what, lo, hi)}
 	}
 	return Field[int]{n, src}, nil
 }
@@ -513,9 +514,9 @@ func ParseKind(v string) (key.Drafter, error) {
 	t := strings.ToLower(strings.TrimSpace(v))
 	switch {
 	case strings.Contains(t, ","):
-		return "", fmt.Errorf("%q lists several speculative types; speclaunch runs one drafter: name one kind (draft-simple, draft-mtp, draft-dflash, draft-dspark, draft-eagle3 or dflash, mtp, draft, ...)", v)
+		return "", fmt.Errorf("%s lists several speculative types; speclaunch runs one drafter: name one kind (draft-simple, draft-mtp, draft-dflash, draft-dspark, draft-eagle3 or dflash, mtp, draft, ...)", quoted(v))
 	case t == "none":
-		return "", fmt.Errorf("%q would turn speculation off; speclaunch turns it off when no draft model is set: unset the draft model and this value", v)
+		return "", fmt.Errorf("%s would turn speculation off; speclaunch turns it off when no draft model is set: unset the draft model and this value", quoted(v))
 	case strings.HasPrefix(t, "ngram") && t != string(key.Ngram): // bare "ngram" is vLLM's and SGLang's kind
 		return "", fmt.Errorf("%q is n-gram speculation, which drafts from the prompt without a draft model, so there is no drafter width for speclaunch to resolve: name a draft-model kind, or run llama-server with --spec-type %s directly", v, t)
 	}
@@ -548,7 +549,7 @@ func (l *layer) choice(name, prof, profKey, what, def string, opts ...string) (F
 		if n := len(opts); n > 1 {
 			want = strings.Join(opts[:n-1], ", ") + " or " + opts[n-1]
 		}
-		return Field[string]{}, &Error{Src: src, Msg: fmt.Sprintf("bad %s %q: want %s", what, v, want)}
+		return Field[string]{}, &Error{Src: src, Msg: fmt.Sprintf("bad %s %s: want %s", what, quoted(v), want)}
 	}
 	return Field[string]{v, src}, nil
 }
@@ -565,4 +566,20 @@ func RelTo(profilePath, p string) string {
 		return p
 	}
 	return filepath.Join(filepath.Dir(profilePath), p)
+}
+
+// maxQuoted is how much of a value an error or notice quotes: a value of
+// kilobytes (a wrong variable, a pasted file) would bury the message.
+const maxQuoted = 64
+
+// quoted is v quoted as %q does, cut to maxQuoted bytes with its length said.
+func quoted(v string) string {
+	if len(v) <= maxQuoted {
+		return strconv.Quote(v)
+	}
+	cut := v[:maxQuoted]
+	for !utf8.ValidString(cut) && len(cut) > 0 {
+		cut = cut[:len(cut)-1]
+	}
+	return fmt.Sprintf("%s... (%d bytes)", strconv.Quote(cut), len(v))
 }

@@ -102,6 +102,9 @@ func TestBadWidths(t *testing.T) {
 		{"absurd", map[string]string{"draft-block-size": "1000"}, nil, "", []string{"above 256"}},
 		{"profile width 1", nil, nil, "[draft]\nmodel = \"d\"\nblock_size = 1\n", []string{"profile p.toml:3", "below 2"}},
 		{"n-max zero", map[string]string{"spec-draft-n-max": "0"}, nil, "", []string{"no drafting"}},
+		{"n-max above the widest", map[string]string{"spec-draft-n-max": "256"}, nil, "", []string{"flag --spec-draft-n-max", "draft token count 256 is above 255"}},
+		{"n-max env at the int limit", map[string]string{"engine": "llama.cpp"}, map[string]string{"LLAMA_ARG_SPEC_DRAFT_N_MAX": "9223372036854775807"}, "", []string{"env LLAMA_ARG_SPEC_DRAFT_N_MAX", "draft token count 9223372036854775807 is above 255"}},
+		{"legacy draft max env above the int limit", map[string]string{"engine": "llama.cpp"}, map[string]string{"LLAMA_ARG_DRAFT_MAX": "9223372036854775808"}, "", []string{"env LLAMA_ARG_DRAFT_MAX", "not a whole number"}},
 		{"both width flags", map[string]string{"spec-draft-n-max": "3", "draft-block-size": "4"}, nil, "", []string{"not both"}},
 		{"bad port", map[string]string{"port": "http"}, nil, "", []string{"flag --port", "1 to 65535"}},
 		{"bad port env", nil, map[string]string{"LLAMA_ARG_PORT": "70000"}, "", []string{"env LLAMA_ARG_PORT"}},
@@ -114,6 +117,7 @@ func TestBadWidths(t *testing.T) {
 		{"bad duration", map[string]string{"ready-timeout": "soon"}, nil, "", []string{"bad duration"}},
 		{"bad restart", nil, nil, "[serve]\nrestart = \"always\"\n", []string{"profile p.toml:2", "no or on-failure"}},
 		{"bad log format", map[string]string{"log-format": "xml"}, nil, "", []string{"bad log format"}},
+		{"a kilobyte value is quoted in part", nil, map[string]string{"LLAMA_ARG_PORT": strings.Repeat("8", 5000)}, "", []string{"env LLAMA_ARG_PORT", `bad port "` + strings.Repeat("8", 64) + `"... (5000 bytes): want`}},
 		{"margin NaN env", nil, map[string]string{"MLXCEL_ADAPT_MARGIN": "NaN"}, "", []string{"env MLXCEL_ADAPT_MARGIN", "bad margin"}},
 		{"margin nan profile", nil, nil, "[adapt]\nmargin = nan\n", []string{"profile p.toml:2", "bad margin"}},
 	}
@@ -131,6 +135,9 @@ func TestBadWidths(t *testing.T) {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("error %q does not contain %q", err, w)
 				}
+			}
+			if n := len(err.Error()); n > 400 {
+				t.Errorf("error of %d bytes: %.120q...", n, err)
 			}
 		})
 	}

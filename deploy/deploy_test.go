@@ -6,6 +6,7 @@ package deploy
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -88,12 +89,26 @@ type probe struct {
 	FailureThreshold int `yaml:"failureThreshold"`
 }
 
+// checker is what the manifest checks report to: a *testing.T, or the
+// recorder of TestManifestChecksCanFail.
+type checker interface {
+	Helper()
+	Errorf(format string, args ...any)
+	Fatalf(format string, args ...any)
+	Fatal(args ...any)
+}
+
 func readManifests(t *testing.T, path string) []manifest {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return parseManifests(t, path, b)
+}
+
+func parseManifests(t checker, path string, b []byte) []manifest {
+	t.Helper()
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	var out []manifest
 	for {
@@ -122,7 +137,7 @@ func TestKubernetesManifests(t *testing.T) {
 	}
 }
 
-func checkManifests(t *testing.T, ms []manifest) {
+func checkManifests(t checker, ms []manifest) {
 	configMaps := map[string]map[string]string{}
 	var deployments []manifest
 	for _, m := range ms {
@@ -144,7 +159,7 @@ func checkManifests(t *testing.T, ms []manifest) {
 	}
 }
 
-func checkContainer(t *testing.T, pod podSpec, c container, configMaps map[string]map[string]string) {
+func checkContainer(t checker, pod podSpec, c container, configMaps map[string]map[string]string) {
 	env := map[string]string{}
 	for _, e := range c.Env {
 		if !knownEnv(e.Name) {
@@ -232,7 +247,7 @@ func checkContainer(t *testing.T, pod podSpec, c container, configMaps map[strin
 }
 
 // checkArgs parses a container's args as `speclaunch serve` would.
-func checkArgs(t *testing.T, c container) {
+func checkArgs(t checker, c container) {
 	if len(c.Command) > 0 {
 		t.Errorf("container %s sets command: the image's entrypoint is speclaunch serve", c.Name)
 	}
@@ -246,6 +261,69 @@ func checkArgs(t *testing.T, c container) {
 	}
 	if _, err := p.Parse(append([]string{"serve"}, c.Args...)); err != nil {
 		t.Errorf("container %s args %q: %v", c.Name, c.Args, err)
+	}
+}
+
+// recorder collects what the checks report; Fatalf ends the check run.
+type recorder struct{ msgs []string }
+
+type fatal struct{}
+
+func (r *recorder) Helper() {}
+func (r *recorder) Errorf(format string, args ...any) {
+	r.msgs = append(r.msgs, fmt.Sprintf(format, args...))
+}
+func (r *recorder) Fatalf(format string, args ...any) { r.Errorf(format, args...); panic(fatal{}) }
+func (r *recorder) Fatal(args ...any)                 { r.msgs = append(r.msgs, fmt.Sprint(args...)); panic(fatal{}) }
+
+// The manifest checks can fail: each edit of the shipped manifest that
+// breaks one rule is reported, and the manifest itself passes.
+func TestManifestChecksCanFail(t *testing.T) {
+	b, err := os.ReadFile("kubernetes/speclaunch.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(text string) (msgs []string) {
+		r := &recorder{}
+		defer func() {
+			if v := recover(); v != nil {
+				if _, ok := v.(fatal); !ok {
+					panic(v)
+				}
+			}
+			msgs = r.msgs
+		}()
+		checkManifests(r, parseManifests(r, "speclaunch.yaml", []byte(text)))
+		return r.msgs
+	}
+	if msgs := run(string(b)); len(msgs) != 0 {
+		t.Fatalf("the shipped manifest fails: %q", msgs)
+	}
+	cases := []struct {
+		name, old, new, want string
+	}{
+		{"grace period at the stop timeout", "terminationGracePeriodSeconds: 45", "terminationGracePeriodSeconds: 30", "is not above the stop timeout 30s"},
+		{"an env name speclaunch does not read", "- name: MLXCEL_LOG_FORMAT", "- name: MLXCEL_LOG_FMT", "env MLXCEL_LOG_FMT is not a variable speclaunch reads"},
+		{"a bad env value", "value: json", "value: xml", "the settings do not load"},
+		{"a probe off /health", "path: /health", "path: /healthz", "want /health"},
+		{"a startup probe shorter than the ready timeout", "failureThreshold: 120", "failureThreshold: 12", "less than the ready timeout"},
+		{"a profile the ConfigMap lacks", "value: llama-draft", "value: llama-other", "has no llama-other.toml"},
+		{"an unknown profile key", `    args = ["-ngl"`, `    argz = ["-ngl"`, "unknown key"},
+		{"a subPath mount", "mountPath: /etc/speclaunch/profiles", "mountPath: /etc/speclaunch/profiles\n              subPath: llama-draft.toml", "subPath"},
+		{"a mount where names are not looked up", "mountPath: /etc/speclaunch/profiles", "mountPath: /config", "where a profile NAME is not looked up"},
+		{"a command over the entrypoint", "image: registry.example.com/speclaunch-llama:server-cuda", "image: registry.example.com/speclaunch-llama:server-cuda\n          command: [\"/bin/sh\"]", "sets command"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			text := strings.Replace(string(b), c.old, c.new, 1)
+			if text == string(b) {
+				t.Fatalf("the manifest has no %q to edit", c.old)
+			}
+			msgs := run(text)
+			if !slices.ContainsFunc(msgs, func(m string) bool { return strings.Contains(m, c.want) }) {
+				t.Errorf("reported %q, want one containing %q", msgs, c.want)
+			}
+		})
 	}
 }
 

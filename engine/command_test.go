@@ -364,3 +364,35 @@ func TestRustLogHidingTheWidthLineWarns(t *testing.T) {
 		}
 	}
 }
+
+// A set-but-empty variable the launcher keeps out of the child was read as
+// unset (config.Load), so its warning must not claim it was read.
+func TestEmptyEnvRemovedWarning(t *testing.T) {
+	cases := []struct {
+		name, v, want, notWant string
+	}{
+		{"empty", "", "LLAMA_ARG_SPEC_TYPE is set but empty: the launcher treats it as unset", "read it as the drafter kind"},
+		{"blank", "  ", "LLAMA_ARG_SPEC_TYPE is set but empty", "read it as the drafter kind"},
+		{"set", "draft-simple", "LLAMA_ARG_SPEC_TYPE=draft-simple is kept out of llama-server's environment: the launcher read it as the drafter kind", "set but empty"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			a, err := For(key.LlamaCpp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			env := append(slices.Clone(baseEnv), "LLAMA_ARG_SPEC_TYPE="+c.v)
+			l, err := a.Command(settings(key.LlamaCpp, "/models/draft.gguf"), res(4), key.Draft, env, Caps{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Contains(l.EnvRemoved, "LLAMA_ARG_SPEC_TYPE") {
+				t.Errorf("not kept out: %v", l.EnvRemoved)
+			}
+			w := strings.Join(l.Warnings, "\n")
+			if !strings.Contains(w, c.want) || strings.Contains(w, c.notWant) {
+				t.Errorf("warnings %q: want %q and not %q", w, c.want, c.notWant)
+			}
+		})
+	}
+}

@@ -93,6 +93,12 @@ func buildEnv(engine string, environ []string, rules []envRule, engineEnv config
 		}
 		removed[r.name] = true
 		l.EnvRemoved = append(l.EnvRemoved, r.name)
+		if strings.TrimSpace(vars[i].v) == "" {
+			// Set but empty counts as unset for the launcher (config.Load):
+			// nothing was read from it, so say so rather than r.why.
+			l.Warnings = append(l.Warnings, fmt.Sprintf("%s is set but empty: the launcher treats it as unset and keeps it out of %s's environment", r.name, engine))
+			continue
+		}
 		l.Warnings = append(l.Warnings, fmt.Sprintf("%s=%s is kept out of %s's environment: %s", r.name, vars[i].v, engine, r.why))
 	}
 	l.EnvSet = map[string]string{}

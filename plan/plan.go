@@ -60,9 +60,9 @@ type Plan struct {
 // Deps are the plan's windows on the world.
 type Deps struct {
 	Probe       func(ctx context.Context) cuda.Result
-	TargetQuant func(path string) (key.Quant, string)
-	DrafterKind func(path string) (key.Drafter, bool)
-	Declared    func(kind key.Drafter, path string) (int, string, bool)
+	TargetQuant func(ctx context.Context, path string) (key.Quant, string)
+	DrafterKind func(ctx context.Context, path string) (key.Drafter, bool)
+	Declared    func(ctx context.Context, kind key.Drafter, path string) (int, string, bool)
 	DetectLlama func(ctx context.Context, binary string) (engine.Caps, error)
 	LookPath    func(string) (string, error)
 	Environ     []string
@@ -78,9 +78,9 @@ func RealDeps() Deps {
 	self, _ := os.Executable()
 	return Deps{
 		Probe:       func(ctx context.Context) cuda.Result { return cuda.Probe(ctx, cuda.Options{}) },
-		TargetQuant: checkpoint.TargetQuant,
-		DrafterKind: checkpoint.DrafterKind,
-		Declared:    checkpoint.DeclaredWidth,
+		TargetQuant: checkpoint.TargetQuantContext,
+		DrafterKind: checkpoint.DrafterKindContext,
+		Declared:    checkpoint.DeclaredWidthContext,
 		DetectLlama: engine.DetectLlama,
 		LookPath:    exec.LookPath,
 		Environ:     os.Environ(),
@@ -136,12 +136,12 @@ func Build(ctx context.Context, s config.Settings, pol *policy.Policy, d Deps, o
 			}
 			f.Drafter, f.DrafterSource = k, s.DraftKind.Src.String()
 			if hasDraft && d.DrafterKind != nil {
-				if det, ok := d.DrafterKind(s.DraftModel.Value); ok && det != k && key.CheckSelectable(s.Engine.Value, det) == nil {
+				if det, ok := d.DrafterKind(ctx, s.DraftModel.Value); ok && det != k && key.CheckSelectable(s.Engine.Value, det) == nil {
 					p.Warnings = append(p.Warnings, fmt.Sprintf("drafter kind %s (%s) differs from the drafter's config.json (%s); keeping %s", k, s.DraftKind.Src, det, k))
 				}
 			}
 		case d.DrafterKind != nil:
-			if det, ok := d.DrafterKind(s.DraftModel.Value); ok && key.CheckSelectable(s.Engine.Value, det) == nil {
+			if det, ok := d.DrafterKind(ctx, s.DraftModel.Value); ok && key.CheckSelectable(s.Engine.Value, det) == nil {
 				f.Drafter, f.DrafterSource = det, "detected from the drafter's checkpoint"
 			}
 		}
@@ -152,7 +152,7 @@ func Build(ctx context.Context, s config.Settings, pol *policy.Policy, d Deps, o
 			return nil, &config.Error{Src: s.DraftKind.Src, Msg: "bad drafter kind", Err: err}
 		}
 		if hasDraft && d.Declared != nil {
-			f.Declared, f.DeclaredReason, _ = d.Declared(f.Drafter, s.DraftModel.Value)
+			f.Declared, f.DeclaredReason, _ = d.Declared(ctx, f.Drafter, s.DraftModel.Value)
 		}
 	}
 
@@ -184,7 +184,7 @@ func Build(ctx context.Context, s config.Settings, pol *policy.Policy, d Deps, o
 	case s.Model.Value == "":
 		f.Quant, f.QuantSource = key.QuantUnknown, "no target model given"
 	case d.TargetQuant != nil:
-		q, note := d.TargetQuant(s.Model.Value)
+		q, note := d.TargetQuant(ctx, s.Model.Value)
 		if q == key.QuantUnknown && key.FetchesModel(s.Engine.Value, s.Model.Value) {
 			note = "a Hugging Face repo id, which the launcher does not download: set model.quant (or --quant) for a measured entry to apply"
 		}

@@ -197,7 +197,8 @@ func SearchDirs(getenv func(string) string) []string {
 
 // Find resolves --profile PATH|NAME. Anything with a path separator or a
 // .toml suffix that exists is a path; otherwise NAME(.toml) is searched for
-// in SearchDirs. An unknown name lists the profiles that were found.
+// in SearchDirs, then NAME itself in the working directory. An unknown name
+// lists the profiles that were found.
 func Find(ref string, getenv func(string) string) (string, error) {
 	if ref == "" {
 		return "", errors.New("empty profile name")
@@ -214,6 +215,12 @@ func Find(ref string, getenv func(string) string) (string, error) {
 		if _, err := os.Stat(p); err == nil {
 			return p, nil
 		}
+	}
+	if _, err := os.Lstat(ref); err == nil {
+		// No profile of that name, but a file (or a FIFO, a directory) of
+		// that name here: it is what was meant, and opening it says what
+		// is wrong with it rather than "no profile named".
+		return ref, nil
 	}
 	found := Available(getenv)
 	list := "none"

@@ -86,6 +86,16 @@ func TestFind(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "found: a, b") {
 		t.Errorf("c: %v", err)
 	}
+	// A bare name no search directory holds, of a file here, is that file
+	// (its shape is checked when it is read), and a profile name wins.
+	os.WriteFile("myprofile", []byte(""), 0o644)
+	os.Mkdir("a", 0o755)
+	if p, err := Find("myprofile", getenv); err != nil || p != "myprofile" {
+		t.Errorf("myprofile: %q %v", p, err)
+	}
+	if p, err := Find("a", getenv); err != nil || p != filepath.Join("profiles", "a.toml") {
+		t.Errorf("a with a directory a here: %q %v", p, err)
+	}
 	if _, err := Find("./missing.toml", getenv); err == nil {
 		t.Error("missing path must fail")
 	}

@@ -102,7 +102,7 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		}
 	}
 	s.ready.Store(true)
-	log.printf("Server listening on http://%s (endpoints: /health /v1/models /v1/completions /completion /metrics /props) %s", ln.Addr(), simTag)
+	log.printf("Server listening on http://%s (endpoints: /health /v1/models /v1/completions /v1/chat/completions /completion /metrics /props) %s", ln.Addr(), simTag)
 	if cfg.onReady != nil {
 		cfg.onReady(ln.Addr().String())
 	}

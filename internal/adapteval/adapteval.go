@@ -168,7 +168,7 @@ func (r Result) Summary() string {
 
 // MaxPromptBytes caps one prompt file, MaxPrompts a directory.
 const (
-	MaxPromptBytes = 1 << 20
+	MaxPromptBytes = safefile.PromptLimit
 	MaxPrompts     = 256
 )
 

@@ -23,7 +23,7 @@ const (
 	PolicyLimit  = 4 << 20   // 20,000 entries of TOML are about 4 MiB
 	ConfigLimit  = 4 << 20   // a model's config.json is a few KiB
 	GGUFLimit    = 256 << 20 // a GGUF header: KVs (the vocabulary) and tensor infos
-	PromptLimit  = 64 << 20  // a bench prompt set
+	PromptLimit  = 1 << 20   // one bench prompt: a few hundred tokens of text
 	RecordLimit  = 64 << 20  // a bench record's .json or .md
 )
 
