@@ -77,7 +77,7 @@ window = "1s"
 				t.Fatalf("engine %+v, want width %d chosen by the adaptive loop; log:\n%s", st.Engine, want, r.log)
 			}
 			if res.Bad() != 0 {
-				t.Errorf("%s", res)
+				t.Errorf("%s; log:\n%s", res, r.log)
 			}
 			if !strings.Contains(r.log.String(), "component=adapt") {
 				t.Errorf("no decision logged:\n%s", r.log)
