@@ -152,10 +152,13 @@ func New(o Options) *Proxy {
 	}
 	if o.Transport == nil {
 		o.Transport = &http.Transport{
-			DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-			MaxIdleConns:        256,
-			MaxIdleConnsPerHost: 256,
-			IdleConnTimeout:     90 * time.Second,
+			DialContext: (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			// One loopback connection per request: llama-server d32676d
+			// closes a connection shortly after each streamed answer while
+			// advertising keep-alive, so a reused connection lost the next
+			// request (a 502 or a cut stream). A loopback dial costs tens
+			// of microseconds, next to a completion's milliseconds.
+			DisableKeepAlives: true,
 			// Engines answer plain HTTP/1.1 on loopback; compression would
 			// only add CPU and break byte-for-byte pass-through.
 			DisableCompression: true,

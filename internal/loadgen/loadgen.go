@@ -112,7 +112,11 @@ func (o *Options) defaults() {
 		o.Timeout = 60 * time.Second
 	}
 	if o.Client == nil {
-		o.Client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+		// A connection per request, as the proxy does towards engines:
+		// llama-server d32676d closes a streamed connection shortly after
+		// its answer while advertising keep-alive, and a reused one lost
+		// the next request (125 of 394 in a direct run).
+		o.Client = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	}
 }
 
