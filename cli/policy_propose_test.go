@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/speclaunch/speclaunch/key"
 	"github.com/speclaunch/speclaunch/policy"
 )
 
@@ -48,5 +49,30 @@ func TestPolicyProposeH200Q8RoundTrip(t *testing.T) {
 	vs := policy.Check(policy.Merge(f), func(p string) ([]byte, error) { return os.ReadFile(filepath.Join(root, filepath.FromSlash(p))) })
 	if !vs[0].OK {
 		t.Errorf("the proposed entry fails its own check: %q", vs[0].Problems)
+	}
+}
+
+// The shipped policy follows the rule over every committed H200 record of a
+// key: propose over all of them earns nothing for Q8_0 (the third pair's
+// best width was 2 and no width beats the default with probability >= 0.95
+// there), and the embedded policy has no entry for it.
+func TestPolicyH200Q8EntryDroppedByTheRule(t *testing.T) {
+	recs, err := filepath.Glob(filepath.Join("..", "docs", "benchmark_results", "h200-llamacpp-d32676d-q8_0-pair*.json"))
+	if err != nil || len(recs) < 3 {
+		t.Fatalf("want the three committed Q8_0 records, found %v (%v)", recs, err)
+	}
+	out := &syncBuffer{}
+	code := MainContext(context.Background(), append([]string{"policy", "propose"}, recs...), policyTOML, out, out, nil)
+	if code == 0 || !strings.Contains(out.String(), "the records do not earn an entry") {
+		t.Fatalf("exit %d; want no entry earned:\n%s", code, out)
+	}
+	f, err := policy.Parse("policy.toml", policyTOML)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range f.Entries {
+		if e.Key.Engine == key.LlamaCpp && e.Key.Quant == key.QuantQ8_0 {
+			t.Errorf("the embedded policy keeps %s (width %d), which its records no longer earn", e.ID, e.Width)
+		}
 	}
 }
