@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/speclaunch/speclaunch/internal/safefile"
 	"io"
-	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -126,16 +126,7 @@ func checkModelPath(e key.Engine, what, path, src string) error {
 	case m.IsDir():
 		return &badInput{fmt.Errorf("%s %s (%s) is a directory: llama-server loads a .gguf file; give the path of the file itself", what, path, src)}
 	}
-	kind := "not a regular file"
-	switch {
-	case m&fs.ModeNamedPipe != 0:
-		kind = "a FIFO (named pipe)"
-	case m&fs.ModeSocket != 0:
-		kind = "a socket"
-	case m&fs.ModeDevice != 0:
-		kind = "a device"
-	}
-	return &badInput{fmt.Errorf("%s %s (%s) is %s, not a model file or directory; give the path of the model itself", what, path, src, kind)}
+	return &badInput{fmt.Errorf("%s %s (%s) is %s, not a model file or directory; give the path of the model itself", what, path, src, safefile.Kind(m))}
 }
 
 // startEngine starts the plan's engine and waits until it is ready. When

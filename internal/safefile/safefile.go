@@ -164,22 +164,28 @@ func (r *Reader) tooLarge() error {
 
 // checkMode refuses everything but a regular file.
 func checkMode(what, path string, m fs.FileMode) error {
-	kind := ""
+	if m.IsRegular() {
+		return nil
+	}
+	return &Error{What: what, Path: path, Msg: "is " + Kind(m) + ", not a regular file; give the path of the " + what + " itself (to read from a pipe, write it to a file first)"}
+}
+
+// Kind names what a file that is not a regular one is, for an error
+// message: "a directory", "a FIFO (named pipe)", "a socket", "a device".
+func Kind(m fs.FileMode) string {
 	switch {
 	case m.IsRegular():
-		return nil
+		return "a regular file"
 	case m.IsDir():
-		kind = "is a directory"
+		return "a directory"
 	case m&fs.ModeNamedPipe != 0:
-		kind = "is a FIFO (named pipe)"
+		return "a FIFO (named pipe)"
 	case m&fs.ModeSocket != 0:
-		kind = "is a socket"
+		return "a socket"
 	case m&fs.ModeDevice != 0:
-		kind = "is a device"
-	default:
-		kind = "is not a regular file (" + m.Type().String() + ")"
+		return "a device"
 	}
-	return &Error{What: what, Path: path, Msg: kind + ", not a regular file; give the path of the " + what + " itself (to read from a pipe, write it to a file first)"}
+	return "not a regular file (" + m.Type().String() + ")"
 }
 
 func statError(what, path string, err error) error {
