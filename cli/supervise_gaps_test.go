@@ -21,19 +21,9 @@ import (
 func TestServeRestartCrashWhileStarting(t *testing.T) {
 	t.Parallel() // see TestMain
 	dir := t.TempDir()
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Starts 2 and 3 crash before they are ready; 1 and 4 start normally
 	// (and crash 300 ms after, as the profile's args say).
-	script := filepath.Join(dir, "engine.sh")
-	writeFile(t, script, fmt.Sprintf(`#!/bin/sh
-n=$(cat %[1]s/count 2>/dev/null || echo 0); n=$((n+1)); echo $n > %[1]s/count
-if [ $n -eq 2 ] || [ $n -eq 3 ]; then exec %[2]s "$@" --sim-fail-start; fi
-exec %[2]s "$@"
-`, dir, self))
-	os.Chmod(script, 0o755)
+	script := countingEngine(t, dir, `[ $n -eq 2 ] || [ $n -eq 3 ]`, `--sim-fail-start`)
 	prof := filepath.Join(dir, "p.toml")
 	writeFile(t, prof, strings.Replace(simProfile(freePort(t), `, "--sim-crash-after", "300ms", "--sim-exit-code", "7"`), `name = "sim"`, fmt.Sprintf("name = \"sim\"\nbinary = %q", script), 1))
 	r := startServe(t, "--profile", prof, "--restart", "on-failure")
@@ -51,18 +41,8 @@ exec %[2]s "$@"
 // failed; /health says "switching" meanwhile.
 func TestServeRestartHoldsRequests(t *testing.T) {
 	dir := t.TempDir()
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	// The first engine crashes 500 ms after it is ready; later ones serve.
-	script := filepath.Join(dir, "engine.sh")
-	writeFile(t, script, fmt.Sprintf(`#!/bin/sh
-n=$(cat %[1]s/count 2>/dev/null || echo 0); n=$((n+1)); echo $n > %[1]s/count
-if [ $n -eq 1 ]; then exec %[2]s "$@" --sim-crash-after 500ms --sim-exit-code 7; fi
-exec %[2]s "$@"
-`, dir, self))
-	os.Chmod(script, 0o755)
+	script := countingEngine(t, dir, `[ $n -eq 1 ]`, `--sim-crash-after 500ms --sim-exit-code 7`)
 	port := freePort(t)
 	prof := filepath.Join(dir, "p.toml")
 	writeFile(t, prof, strings.Replace(simProfile(port, ""), `name = "sim"`, fmt.Sprintf("name = \"sim\"\nbinary = %q", script), 1))
@@ -256,4 +236,25 @@ func TestServeReloadBackDuringSwitchWins(t *testing.T) {
 	if st := status(t, port); st.Engine == nil || st.Engine.Width != 4 {
 		t.Fatalf("engine %+v, want width 4 as the profile says now; log:\n%s", st.Engine, r.log)
 	}
+}
+
+// countingEngine writes a stand-in engine binary that counts its starts in
+// dir and runs the sim (this test binary) with extra sim flags on the starts
+// for which the shell test cond (over $n, the start number) holds.
+func countingEngine(t *testing.T, dir, cond, extra string) string {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(dir, "engine.sh")
+	writeFile(t, script, fmt.Sprintf(`#!/bin/sh
+n=$(cat %[1]s/count 2>/dev/null || echo 0); n=$((n+1)); echo $n > %[1]s/count
+if %[3]s; then exec %[2]s "$@" %[4]s; fi
+exec %[2]s "$@"
+`, dir, self, cond, extra))
+	if err := os.Chmod(script, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return script
 }
