@@ -138,11 +138,16 @@ func BenchmarkAdaptRecords(b *testing.B) {
 			b.Logf("skip %s: %v", filepath.Base(p), err)
 			continue
 		}
+		// Widths from the width and classic arms; the default and policy
+		// arms fill the widths no width arm measured (newer records
+		// measure each width once, under its first name).
 		med := map[int]float64{}
-		for _, a := range r.Arms {
-			if a.Status == record.StatusOK && (a.Kind == "width" || a.Kind == "classic") {
+		for _, pass := range [][]string{{"width", "classic"}, {"default", "policy"}} {
+			for _, a := range r.Arms {
 				w := max(1, a.Width)
-				med[w] = a.Stats.Median
+				if _, seen := med[w]; a.Status == record.StatusOK && slices.Contains(pass, a.Kind) && !seen {
+					med[w] = a.Stats.Median
+				}
 			}
 		}
 		best := 1

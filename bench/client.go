@@ -90,10 +90,14 @@ type client struct {
 
 func newClient(timeout time.Duration) *client {
 	tr := &http.Transport{
-		Proxy:               nil, // loopback only: never through a proxy from the environment
-		MaxIdleConnsPerHost: 2,
-		IdleConnTimeout:     30 * time.Second,
-		DisableCompression:  true,
+		Proxy: nil, // loopback only: never through a proxy from the environment
+		// One connection per request: llama-server d32676d closes a
+		// streamed connection shortly after the answer while advertising
+		// keep-alive, and a request sent on it is lost (docs/engines.md).
+		// The loopback dial falls inside the measured time to first token:
+		// tens of microseconds against its milliseconds.
+		DisableKeepAlives:  true,
+		DisableCompression: true,
 	}
 	return &client{
 		http:    &http.Client{Transport: tr},

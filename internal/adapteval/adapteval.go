@@ -233,7 +233,9 @@ func (o *Options) defaults() error {
 		o.Poll = 500 * time.Millisecond
 	}
 	if o.Client == nil {
-		o.Client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+		// A connection per request, as loadgen's default and the proxy's
+		// (phase 3 talks to the engine directly; docs/engines.md says why).
+		o.Client = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	}
 	return nil
 }
