@@ -199,8 +199,8 @@ func TestLoopHoldsSwitchWithinWindow(t *testing.T) {
 			Publish: func(st Status) { mu.Lock(); last = st; mu.Unlock() }})
 	}()
 	width := func() int { return m.Current().Width }
-	if !waitFor(5*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return settled(last) && last.Width >= 9 }) {
-		t.Fatalf("flat traffic: no settle wide; width %d", width())
+	if !waitFor(5*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return settled(last) && last.Width >= 8 }) {
+		t.Fatalf("flat traffic: no settle wide; width %d\n%s", width(), logs.String())
 	}
 	wide := width()
 	collapse.Store(true)

@@ -60,6 +60,14 @@ type Inputs struct {
 	// observed itself (the rest come from an earlier, wider epoch); 0
 	// means all of them.
 	Live int
+	// Home is the width served before an exploration, while the running
+	// width is one the loop started to observe rather than chose; 0 (or
+	// Running) when not exploring. An exploration width is a measuring
+	// device: the rule compares candidates with Home, and goes back to it
+	// unless a width beats it by the margin, so that a cost curve that
+	// misprices the widths cannot leave the engine at the exploration
+	// width by inertia.
+	Home int
 }
 
 // Position is one S(k) as logged.
@@ -89,9 +97,10 @@ type Decision struct {
 	N          int         `json:"concurrency"`
 	S          []Position  `json:"s"`
 	Candidates []Candidate `json:"candidates"`
-	Best       int         `json:"best"`    // the best predicted width, switched to or not
-	Gain       float64     `json:"gain"`    // predicted best / running − 1
-	GainLo     float64     `json:"gain_lo"` // its lower bound from the S bounds
+	Best       int         `json:"best"`           // the best predicted width, switched to or not
+	Home       int         `json:"home,omitempty"` // the width before an exploration, the incumbent while exploring
+	Gain       float64     `json:"gain"`           // predicted best / incumbent − 1 (the incumbent: Home while exploring, else Running)
+	GainLo     float64     `json:"gain_lo"`        // its lower bound from the S bounds
 	Margin     float64     `json:"margin"`
 	// Explore is a width past the observed positions that could pay if
 	// S stayed at its last observed value; 0 when none.
@@ -106,10 +115,12 @@ type Decision struct {
 // Decide applies the rule. Candidates are widths 1 (speculation off) to
 // the widest the observed positions cover (capped by MaxWidth), plus the
 // running width. predicted tok/s(W) = N · (1 + S(1) + … + S(W−1)) / cost(W).
-// It switches when the best width's predicted gain over the running width
-// is at least Margin and the gain's lower bound (S at the Wilson bound that
-// hurts the best width most, position by position) is above zero. Ties go
-// to the running width, then to the narrower.
+// It switches when the best width's predicted gain over the incumbent (the
+// running width, or while exploring the width before the exploration,
+// Inputs.Home) is at least Margin and the gain's lower bound (S at the
+// Wilson bound that hurts the best width most, position by position) is
+// above zero. Ties go to the incumbent, then to the narrower. While
+// exploring, no such gain means back to Home.
 func Decide(in Inputs) Decision {
 	r := in.Rule.withDefaults()
 	n := max(1, in.N)
@@ -127,10 +138,14 @@ func Decide(in Inputs) Decision {
 		d.Reason = fmt.Sprintf("too few cycles: %.0f of the %.0f needed", c, r.MinCycles)
 		return d
 	}
+	inc := in.Running // the incumbent: what a switch must beat
+	if in.Home >= 1 && in.Home != in.Running {
+		inc = in.Home
+	}
 	rate := map[int]float64{}
 	cost := map[int]Cost{}
-	for w := 1; w <= max(maxW, in.Running); w++ {
-		if w > maxW && w != in.Running {
+	for w := 1; w <= max(maxW, in.Running, inc); w++ {
+		if w > maxW && w != in.Running && w != inc {
 			continue
 		}
 		t, ok1 := in.Acc.TokensPerCycle(w)
@@ -145,30 +160,43 @@ func Decide(in Inputs) Decision {
 		d.Reason = fmt.Sprintf("no cost for the running width %d at %d sequences (the probed curve does not cover %d rows)", in.Running, n, n*in.Running)
 		return d
 	}
-	best := in.Running
+	if _, ok := rate[inc]; !ok {
+		inc = in.Running // no cost for the width before the exploration: judge from here
+	}
+	if inc != in.Running {
+		d.Home = inc
+	}
+	best := inc
 	for _, c := range d.Candidates { // ascending width: ties keep the narrower
 		if c.TokPerS > rate[best] {
 			best = c.Width
 		}
 	}
 	d.Best = best
-	d.Gain = rate[best]/rate[in.Running] - 1
-	d.GainLo = gainLowerBound(in.Acc, r.Z, best, in.Running, cost[best].MS, cost[in.Running].MS) / (rate[in.Running] / (1000 * float64(n)))
+	d.Gain = rate[best]/rate[inc] - 1
+	d.GainLo = gainLowerBound(in.Acc, r.Z, best, inc, cost[best].MS, cost[inc].MS) / (rate[inc] / (1000 * float64(n)))
 	d.Explore = explore(in.Acc, in, r, n, rate[best])
 	if in.Live > 0 && in.Live < len(in.Acc) {
 		d.Recheck = explore(in.Acc[:in.Live], in, r, n, rate[best])
 	}
+	chosen := false
 	switch {
-	case best == in.Running:
+	case best == inc:
 		d.Reason = fmt.Sprintf("width %d is predicted best", best)
 	case d.Gain < r.Margin:
 		d.Reason = fmt.Sprintf("width %d predicted %+.1f%%, under the %.0f%% margin", best, 100*d.Gain, 100*r.Margin)
 	case d.GainLo <= 0:
 		d.Reason = fmt.Sprintf("width %d predicted %+.1f%% but its lower bound %+.1f%% is not above zero: more cycles needed", best, 100*d.Gain, 100*d.GainLo)
 	default:
-		d.Choice, d.Switch = best, true
-		d.Reason = fmt.Sprintf("width %d predicted %+.1f%% (lower bound %+.1f%%) over width %d", best, 100*d.Gain, 100*d.GainLo, in.Running)
+		d.Choice, chosen = best, true
+		d.Reason = fmt.Sprintf("width %d predicted %+.1f%% (lower bound %+.1f%%) over width %d", best, 100*d.Gain, 100*d.GainLo, inc)
 	}
+	if !chosen && inc != in.Running {
+		// Nothing beat the width before the exploration by the margin.
+		d.Choice = inc
+		d.Reason = fmt.Sprintf("back from exploration width %d to width %d: %s", in.Running, inc, d.Reason)
+	}
+	d.Switch = d.Choice != in.Running
 	return d
 }
 

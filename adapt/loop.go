@@ -173,6 +173,9 @@ type loop struct {
 	predS, cycles     float64
 
 	lastSwitch, lastExplore time.Time
+	// home: the width served before the current exploration, which the
+	// rule must beat (Inputs.Home); 0 when the width serving was chosen.
+	home int
 	// exploring: the engine serving was started to observe, not chosen;
 	// its first decision may switch at once, without waiting a window.
 	exploring bool
@@ -331,6 +334,7 @@ func (l *loop) reset(t Target) {
 // for good (an error wrapping ErrNotAdapting, e.g. a reload set an
 // operator width), which it returns.
 func (l *loop) switchTo(ctx context.Context, width int, reason string, explore bool) error {
+	from := l.width
 	now := l.d.Now()
 	l.lastSwitch = now
 	if explore {
@@ -349,6 +353,12 @@ func (l *loop) switchTo(ctx context.Context, width int, reason string, explore b
 	l.status.Switches++
 	l.reset(l.d.Current())
 	l.exploring = explore
+	switch {
+	case !explore:
+		l.home = 0
+	case l.home == 0: // a wider exploration from an exploration keeps the first home
+		l.home = from
+	}
 	l.publish()
 	return nil
 }
@@ -478,7 +488,10 @@ func (l *loop) evaluate(ctx context.Context) error {
 	if l.width >= 2 {
 		live = min(len(acc), l.width-1)
 	}
-	dec := Decide(Inputs{Running: l.width, N: n, Acc: acc, Curve: l.curve, Measured: maps.Clone(l.measured), Rule: l.cfg.Rule, Live: live})
+	dec := Decide(Inputs{Running: l.width, N: n, Acc: acc, Curve: l.curve, Measured: maps.Clone(l.measured), Rule: l.cfg.Rule, Live: live, Home: l.home})
+	if !dec.Switch && len(dec.Candidates) > 0 {
+		l.home = 0 // decided: the width serving now is the choice
+	}
 	l.status.Decision = &dec
 	l.publish()
 	l.d.Log.Info(dec.String())
