@@ -258,3 +258,19 @@ exec %[2]s "$@"
 	}
 	return script
 }
+
+// An edit saved while the first engine is still loading is applied once it
+// serves: the watcher's baseline is what was loaded, not what the file
+// holds when the engine is ready.
+func TestServeEditDuringFirstLoadApplied(t *testing.T) {
+	t.Parallel() // see TestMain
+	port := freePort(t)
+	prof := filepath.Join(t.TempDir(), "p.toml")
+	base := strings.Replace(simProfile(port, ""), `"100ms"`, `"1500ms"`, 1)
+	writeFile(t, prof, base)
+	r := startServe(t, "--profile", prof)
+	r.log.waitFor(t, `starting engine`, 1, 20*time.Second)
+	renameOver(t, prof, withWidth(base, 3))
+	r.log.waitFor(t, `width verified width=4`, 1, 20*time.Second)
+	r.log.waitFor(t, `switched to_pid=\d+ width=3`, 1, 20*time.Second)
+}

@@ -296,14 +296,10 @@ func (sv *server) run(p *plan.Plan) error {
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 
-	first, err := sv.startInst(runCtx, p, "starting engine", ctx)
-	if err != nil {
-		return err
-	}
-	cur := first
-	sv.route(cur)
-	sv.st.serving(cur)
-
+	// The watcher starts before the first engine, so that its baseline is
+	// the content just loaded: an edit made while the model loads (which
+	// can take minutes) waits in its queue and is applied once the engine
+	// serves, instead of being taken for the baseline and lost.
 	var changes <-chan watch.Change
 	if p.Settings.Watch.Value && len(sv.files) > 0 {
 		w, err := watch.New(sv.files, watch.Options{Debounce: 150 * time.Millisecond, Poll: 5 * time.Second, Signals: true, Logger: sv.log})
@@ -312,14 +308,23 @@ func (sv *server) run(p *plan.Plan) error {
 		} else {
 			defer w.Close()
 			changes = w.Changes()
-			sv.log.Info("watching for changes", "files", strings.Join(sv.files, ", "))
 		}
 	}
-	// Without a watcher SIGHUP still reloads through hup (watching is about
-	// files, not signals). With one, the watcher reports SIGHUP from now on;
-	// hup still holds, at most, the one that arrived during the first load.
+	// Without a watcher SIGHUP reloads through hup (watching is about
+	// files, not signals); with one, the watcher reports SIGHUP.
 	if changes != nil {
 		signal.Stop(hup)
+	}
+
+	first, err := sv.startInst(runCtx, p, "starting engine", ctx)
+	if err != nil {
+		return err
+	}
+	cur := first
+	sv.route(cur)
+	sv.st.serving(cur)
+	if changes != nil {
+		sv.log.Info("watching for changes", "files", strings.Join(sv.files, ", "))
 	}
 
 	sv.stopAdapt = sv.startAdapt(runCtx, p)
