@@ -264,27 +264,21 @@ func (l *loop) getCurve(ctx context.Context) error {
 	start := l.d.Now()
 	rows := ProbeRows(l.cfg.MaxWidth, 0)
 	var st probeState
-	for attempt := 1; ; attempt++ {
-		before := st.done()
-		pctx, cancel := context.WithTimeout(ctx, l.cfg.ProbeTimeout)
-		err := st.probe(pctx, l.d.HTTP, l.d.Current().BaseURL, rows, l.cfg.ProbeReps)
-		cancel()
+	for {
+		again, err := st.try(ctx, l.cfg.ProbeTimeout, l.d.HTTP, l.d.Current().BaseURL, rows, l.cfg.ProbeReps)
 		if err == nil {
 			break
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		// An engine that cannot be probed stops here; a probe cut short
-		// (live traffic held the slot past the bound, or the engine was
-		// replaced) resumes where it stopped while it makes progress.
-		if errors.Is(err, ErrNoProbe) || st.done() == before || attempt >= probeAttempts {
+		if !again {
 			return fmt.Errorf("%w: no verify-cost curve: %w (this engine could not be probed: serve keeps its width; set one to silence this)", ErrNotAdapting, err)
 		}
-		l.status.Note = fmt.Sprintf("probe attempt %d cut short after %d of %d requests: resuming", attempt, st.done(), len(rows)*l.cfg.ProbeReps)
+		l.status.Note = fmt.Sprintf("probe attempt %d cut short after %d of %d requests: resuming", st.attempts, st.done(), len(rows)*l.cfg.ProbeReps)
 		l.publish()
 		l.d.Log.Warn("adapt: the verify-cost probe did not finish within its bound (the engine is busy); resuming where it stopped",
-			"attempt", attempt, "of", probeAttempts, "done", st.done(), "requests", len(rows)*l.cfg.ProbeReps, "err", err)
+			"attempt", st.attempts, "of", probeAttempts, "done", st.done(), "requests", len(rows)*l.cfg.ProbeReps, "err", err)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -553,19 +547,14 @@ func (l *loop) probeConcurrency(ctx context.Context, n int) {
 		st = &probeState{}
 		l.probeN[n] = st
 	}
-	before := st.done()
-	st.attempts++
-	pctx, cancel := context.WithTimeout(ctx, l.cfg.ProbeTimeout)
-	defer cancel()
-	if err := st.probe(pctx, l.d.HTTP, l.d.Current().BaseURL, missing, l.cfg.ProbeReps); err != nil {
+	if again, err := st.try(ctx, l.cfg.ProbeTimeout, l.d.HTTP, l.d.Current().BaseURL, missing, l.cfg.ProbeReps); err != nil {
 		if ctx.Err() != nil {
 			return
 		}
-		final := errors.Is(err, ErrNoProbe) || st.done() == before || st.attempts >= probeAttempts
-		if final {
+		if !again {
 			l.probedN[n] = true
 		}
-		l.d.Log.Warn("adapt: could not probe the rows of concurrent decoding", "concurrency", n, "attempt", st.attempts, "resume", !final, "err", err)
+		l.d.Log.Warn("adapt: could not probe the rows of concurrent decoding", "concurrency", n, "attempt", st.attempts, "resume", again, "err", err)
 		return
 	}
 	l.probedN[n] = true

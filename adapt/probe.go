@@ -78,7 +78,22 @@ func Probe(ctx context.Context, client *http.Client, baseURL string, rows []int,
 type probeState struct {
 	samples  map[int][]float64
 	turn     int
-	attempts int // the loop's count of calls, for its bound
+	attempts int // attempts made by try, for its bound
+}
+
+// try runs one attempt of the probe, bounded by timeout. again says that
+// an attempt that failed may be resumed: the engine can be probed, this
+// attempt took samples (live traffic held the slot past the bound, or the
+// engine was replaced), and fewer than probeAttempts were made.
+func (st *probeState) try(ctx context.Context, timeout time.Duration, client *http.Client, baseURL string, rows []int, reps int) (again bool, err error) {
+	before := st.done()
+	st.attempts++
+	pctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := st.probe(pctx, client, baseURL, rows, reps); err != nil {
+		return !errors.Is(err, ErrNoProbe) && st.done() > before && st.attempts < probeAttempts, err
+	}
+	return false, nil
 }
 
 // done counts the samples taken.
