@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -544,22 +543,12 @@ func (st *starter) start(ctx context.Context, arm bench.ArmSpec, port int) (benc
 // armPort is the port an arm listens on: its own (base port + index), or,
 // when that is taken and the base port was not the operator's, a free one.
 func (st *starter) armPort(port int) int {
-	if st.anyPort && !portFree(port) {
+	if st.anyPort && portFree("127.0.0.1", port) != nil {
 		if p, err := loopbackPort(); err == nil {
 			return p
 		}
 	}
 	return port
-}
-
-// portFree reports that nothing listens on the loopback port now.
-func portFree(port int) bool {
-	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-	if err != nil {
-		return false
-	}
-	l.Close()
-	return true
 }
 
 type benchServer struct {

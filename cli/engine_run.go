@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/speclaunch/speclaunch/internal/safefile"
 	"io"
 	"log/slog"
 	"net"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/speclaunch/speclaunch/engine"
+	"github.com/speclaunch/speclaunch/internal/safefile"
 	"github.com/speclaunch/speclaunch/key"
 	"github.com/speclaunch/speclaunch/plan"
 	"github.com/speclaunch/speclaunch/supervise"
@@ -96,13 +96,21 @@ func checkLaunchable(p *plan.Plan, checkPort bool) error {
 		}
 	}
 	if checkPort {
-		ln, err := net.Listen("tcp", net.JoinHostPort(s.Host.Value, strconv.Itoa(s.Port.Value)))
-		if err != nil {
+		if err := portFree(s.Host.Value, s.Port.Value); err != nil {
 			return &badInput{fmt.Errorf("port %d on %s is not available (%v); stop what holds it or set --port / server.port / LLAMA_ARG_PORT", s.Port.Value, s.Host.Value, err)}
 		}
-		ln.Close()
 	}
 	return nil
+}
+
+// portFree checks that nothing listens on host:port now, by binding it
+// for a moment.
+func portFree(host string, port int) error {
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	if err != nil {
+		return err
+	}
+	return ln.Close()
 }
 
 // checkModelPath refuses a model path the engine cannot load: missing

@@ -518,7 +518,7 @@ func ParseKind(v string) (key.Drafter, error) {
 	case t == "none":
 		return "", fmt.Errorf("%s would turn speculation off; speclaunch turns it off when no draft model is set: unset the draft model and this value", quoted(v))
 	case strings.HasPrefix(t, "ngram") && t != string(key.Ngram): // bare "ngram" is vLLM's and SGLang's kind
-		return "", fmt.Errorf("%q is n-gram speculation, which drafts from the prompt without a draft model, so there is no drafter width for speclaunch to resolve: name a draft-model kind, or run llama-server with --spec-type %s directly", v, t)
+		return "", fmt.Errorf("%s is n-gram speculation, which drafts from the prompt without a draft model, so there is no drafter width for speclaunch to resolve: name a draft-model kind, or run llama-server with --spec-type %s directly", quoted(v), quoted(t))
 	}
 	return key.ParseDrafter(t)
 }
