@@ -190,16 +190,11 @@ func TestLoopHoldsSwitchWithinWindow(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var mu sync.Mutex
-	var last Status
 	var logs bytes.Buffer
-	done := make(chan error, 1)
-	go func() {
-		done <- Run(ctx, LoopDeps{Current: m.Current, Switch: m.Switch, Cfg: cfg, Now: clock.Now,
-			Log:     slog.New(slog.NewTextHandler(&syncWriter{w: &logs, mu: &mu}, nil)),
-			Publish: func(st Status) { mu.Lock(); last = st; mu.Unlock() }})
-	}()
+	r := startLoop(ctx, LoopDeps{Current: m.Current, Switch: m.Switch, Cfg: cfg, Now: clock.Now,
+		Log: slog.New(slog.NewTextHandler(&syncWriter{w: &logs, mu: &mu}, nil))})
 	width := func() int { return m.Current().Width }
-	if !waitFor(5*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return settled(last) && last.Width >= 8 }) {
+	if !waitFor(5*time.Second, func() bool { last := r.status(); return settled(last) && last.Width >= 8 }) {
 		t.Fatalf("flat traffic: no settle wide; width %d\n%s", width(), logs.String())
 	}
 	wide := width()
@@ -213,17 +208,15 @@ func TestLoopHoldsSwitchWithinWindow(t *testing.T) {
 	}
 	// The drift dropped the flat acceptance: the decision reads the
 	// collapsed epochs only, not a mix of both.
-	mu.Lock()
-	if d := last.Decision; d == nil || len(d.S) < 5 || d.S[4].S > 0.1 {
+	if d := r.status().Decision; d == nil || len(d.S) < 5 || d.S[4].S > 0.1 {
 		t.Errorf("after the drift S(5) should be about 0.03: %v", d)
 	}
-	mu.Unlock()
 	clock.Sleep(ctx, 2*cfg.Window)
 	if !waitFor(5*time.Second, func() bool { return width() == 4 }) {
 		t.Errorf("after the window: width %d, want 4", width())
 	}
 	cancel()
-	if err := <-done; err != nil {
+	if err := <-r.done; err != nil {
 		t.Fatal(err)
 	}
 }
@@ -248,25 +241,15 @@ func TestLoopRechecksWiderAtABoundedRate(t *testing.T) {
 	cfg.Window, cfg.ReexploreEvery = time.Millisecond, time.Hour
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	var mu sync.Mutex
-	var last Status
-	done := make(chan error, 1)
-	go func() {
-		done <- Run(ctx, LoopDeps{Current: m.Current, Switch: m.Switch, Cfg: cfg, Now: clock.Now, Log: quietLog(),
-			Publish: func(st Status) { mu.Lock(); last = st; mu.Unlock() }})
-	}()
+	r := startLoop(ctx, LoopDeps{Current: m.Current, Switch: m.Switch, Cfg: cfg, Now: clock.Now, Log: quietLog()})
 	width := func() int { return m.Current().Width }
-	if !waitFor(5*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return settled(last) && last.Width == 4 }) {
+	if !waitFor(5*time.Second, func() bool { last := r.status(); return settled(last) && last.Width == 4 }) {
 		t.Fatalf("collapsing tail: no settle at 4; width %d", width())
 	}
 	clock.Sleep(ctx, time.Second) // past the window, not the re-exploration period
 	longTail.Store(true)
-	if !waitFor(5*time.Second, func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return last.Decision != nil && last.Decision.Recheck > 4
-	}) {
-		t.Fatalf("no recheck asked for; last decision %v", last.Decision)
+	if !waitFor(5*time.Second, func() bool { d := r.status().Decision; return d != nil && d.Recheck > 4 }) {
+		t.Fatalf("no recheck asked for; last decision %v", r.status().Decision)
 	}
 	time.Sleep(50 * time.Millisecond) // more decisions inside the period
 	if w := width(); w != 4 {
@@ -277,7 +260,7 @@ func TestLoopRechecksWiderAtABoundedRate(t *testing.T) {
 		t.Errorf("after the period: width %d, want the long tail's wide width", width())
 	}
 	cancel()
-	if err := <-done; err != nil {
+	if err := <-r.done; err != nil {
 		t.Fatal(err)
 	}
 }
@@ -300,21 +283,14 @@ func TestLoopSpeculationOffAndBack(t *testing.T) {
 	cfg.ReexploreEvery = time.Hour
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	var mu sync.Mutex
-	var last Status
-	done := make(chan error, 1)
-	go func() {
-		done <- Run(ctx, LoopDeps{Current: m.Current, Switch: m.Switch, Cfg: cfg, Log: quietLog(),
-			Publish: func(st Status) { mu.Lock(); last = st; mu.Unlock() }})
-	}()
+	r := startLoop(ctx, LoopDeps{Current: m.Current, Switch: m.Switch, Cfg: cfg, Log: quietLog()})
 	width := func() int { return m.Current().Width }
 	if !waitFor(5*time.Second, func() bool { return width() == 1 }) {
-		t.Fatalf("8 sequences: speculation not turned off; width %d; %v", width(), last.Decision)
+		t.Fatalf("8 sequences: speculation not turned off; width %d; %v", width(), r.status().Decision)
 	}
 	// Many epochs at width 1 under the heavy load, then it drops.
 	if !waitFor(5*time.Second, func() bool {
-		mu.Lock()
-		defer mu.Unlock()
+		last := r.status()
 		return last.Decision != nil && last.Decision.Running == 1 && last.Concurrency == 8
 	}) {
 		t.Fatalf("no decision at width 1")
@@ -325,13 +301,12 @@ func TestLoopSpeculationOffAndBack(t *testing.T) {
 	// The concurrency is the live one (the last scrapes), not the mean
 	// over the engine's life, which would take many times as long again.
 	if !waitFor(300*time.Millisecond, func() bool { return width() >= 2 }) {
-		mu.Lock()
-		defer mu.Unlock()
+		last := r.status()
 		t.Fatalf("one sequence: speculation not back on; concurrency %d; %v", last.Concurrency, last.Decision)
 	}
 	t.Logf("back on at width %d %v after the drop", width(), time.Since(dropped))
 	cancel()
-	if err := <-done; err != nil {
+	if err := <-r.done; err != nil {
 		t.Fatal(err)
 	}
 }
@@ -386,4 +361,26 @@ func TestLoopStopsWhenSwitchingIsOff(t *testing.T) {
 			}
 		})
 	}
+}
+
+// loopRun is a loop a test started: the latest status it published, and
+// its end.
+type loopRun struct {
+	mu   sync.Mutex
+	last Status
+	done chan error
+}
+
+// startLoop runs the loop with d (its Publish replaced) until ctx ends.
+func startLoop(ctx context.Context, d LoopDeps) *loopRun {
+	r := &loopRun{done: make(chan error, 1)}
+	d.Publish = func(st Status) { r.mu.Lock(); r.last = st; r.mu.Unlock() }
+	go func() { r.done <- Run(ctx, d) }()
+	return r
+}
+
+func (r *loopRun) status() Status {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.last
 }
