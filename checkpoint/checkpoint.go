@@ -29,13 +29,8 @@ import (
 // directory without config.json holding one GGUF model (a single file, or
 // the first shard of a split). The note says how the answer was found or
 // why it is unknown. It never fails: unreadable is key.QuantUnknown.
-func TargetQuant(path string) (key.Quant, string) {
-	return TargetQuantContext(context.Background(), path)
-}
-
-// TargetQuantContext is TargetQuant whose reads stop when ctx ends
-// (Ctrl-C during a large GGUF header).
-func TargetQuantContext(ctx context.Context, path string) (key.Quant, string) {
+// Reads stop when ctx ends (Ctrl-C during a large GGUF header).
+func TargetQuant(ctx context.Context, path string) (key.Quant, string) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return key.QuantUnknown, fmt.Sprintf("cannot read target: %v", err)
@@ -69,7 +64,7 @@ func configQuant(ctx context.Context, dir string) (key.Quant, string) {
 }
 
 func ggufQuant(ctx context.Context, file string) (key.Quant, string) {
-	info, err := ReadGGUFFileContext(ctx, file)
+	info, err := ReadGGUFFile(ctx, file)
 	if err != nil {
 		return key.QuantUnknown, fmt.Sprintf("cannot read GGUF header: %v", err)
 	}
@@ -146,12 +141,8 @@ var dflashArchitectures = []string{"DFlashDraftModel", "Lfm2DSparkDraftModel", "
 // any other GGUF is a plain draft model (llama.cpp draft-simple).
 // ok is false when nothing identifies the kind: the caller then uses the
 // profile's or the engine's default.
-func DrafterKind(path string) (key.Drafter, bool) {
-	return DrafterKindContext(context.Background(), path)
-}
-
-// DrafterKindContext is DrafterKind whose reads stop when ctx ends.
-func DrafterKindContext(ctx context.Context, path string) (key.Drafter, bool) {
+// Reads stop when ctx ends.
+func DrafterKind(ctx context.Context, path string) (key.Drafter, bool) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return "", false
@@ -196,7 +187,7 @@ func drafterFromConfig(raw []byte) (key.Drafter, bool) {
 }
 
 func ggufDrafter(ctx context.Context, file string) (key.Drafter, bool) {
-	info, err := ReadGGUFFileContext(ctx, file)
+	info, err := ReadGGUFFile(ctx, file)
 	if err != nil {
 		return "", false
 	}

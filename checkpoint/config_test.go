@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -104,7 +105,7 @@ func TestTargetQuant(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, note := TargetQuant(tt.path)
+			got, note := TargetQuant(context.Background(), tt.path)
 			if got != tt.want || !strings.Contains(note, tt.note) {
 				t.Errorf("TargetQuant = %s, %q; want %s, note containing %q", got, note, tt.want, tt.note)
 			}
@@ -187,13 +188,13 @@ func TestDeclaredWidth(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			w, reason, ok := DeclaredWidth(tt.kind, writeConfig(t, tt.cfg))
+			w, reason, ok := DeclaredWidth(context.Background(), tt.kind, writeConfig(t, tt.cfg))
 			if ok != (tt.reason != "") || w != tt.width || reason != tt.reason {
 				t.Errorf("DeclaredWidth = %d, %q, %v; want %d, %q", w, reason, ok, tt.width, tt.reason)
 			}
 		})
 	}
-	if w, r, ok := DeclaredWidth(key.MTP, filepath.Join(t.TempDir(), "missing")); ok {
+	if w, r, ok := DeclaredWidth(context.Background(), key.MTP, filepath.Join(t.TempDir(), "missing")); ok {
 		t.Errorf("missing dir declared %d (%s)", w, r)
 	}
 }
@@ -217,13 +218,13 @@ func TestDrafterKind(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, ok := DrafterKind(writeConfig(t, tt.cfg))
+			got, ok := DrafterKind(context.Background(), writeConfig(t, tt.cfg))
 			if got != tt.want || ok != (tt.want != "") {
 				t.Errorf("DrafterKind = %q, %v; want %q", got, ok, tt.want)
 			}
 		})
 	}
-	if _, ok := DrafterKind(filepath.Join(t.TempDir(), "missing")); ok {
+	if _, ok := DrafterKind(context.Background(), filepath.Join(t.TempDir(), "missing")); ok {
 		t.Error("missing path identified a kind")
 	}
 	for arch, want := range map[string]key.Drafter{"llama": key.Draft, "dflash": key.DFlash, "eagle3": key.Eagle3, "gemma4-assistant": key.MTP} {
@@ -231,10 +232,10 @@ func TestDrafterKind(t *testing.T) {
 		spec := q8File()
 		spec.arch = arch
 		writeGGUF(t, p, spec)
-		if got, ok := DrafterKind(p); got != want || !ok {
+		if got, ok := DrafterKind(context.Background(), p); got != want || !ok {
 			t.Errorf("gguf arch %s: DrafterKind = %q, %v; want %q", arch, got, ok, want)
 		}
-		if got, ok := DrafterKind(filepath.Dir(p)); got != want || !ok {
+		if got, ok := DrafterKind(context.Background(), filepath.Dir(p)); got != want || !ok {
 			t.Errorf("gguf dir arch %s: DrafterKind = %q, %v; want %q", arch, got, ok, want)
 		}
 	}
@@ -269,7 +270,7 @@ func FuzzDeclaredWidth(f *testing.F) {
 	f.Fuzz(func(t *testing.T, raw []byte, k uint8) {
 		dir := writeConfig(t, string(raw))
 		kind := kinds[int(k)%len(kinds)]
-		w, reason, ok := DeclaredWidth(kind, dir)
+		w, reason, ok := DeclaredWidth(context.Background(), kind, dir)
 		if !ok {
 			if w != 0 || reason != "" {
 				t.Fatalf("no declaration but width %d reason %q", w, reason)
@@ -285,6 +286,6 @@ func FuzzDeclaredWidth(f *testing.F) {
 		if !jsonValid(raw) {
 			t.Fatalf("declared a width from invalid JSON %q", raw)
 		}
-		DrafterKind(dir) // must not panic
+		DrafterKind(context.Background(), dir) // must not panic
 	})
 }

@@ -116,13 +116,9 @@ func ggmlName(t uint32) string {
 // ReadGGUFFile reads the header of the GGUF file at path. The file must be
 // a regular file (a directory, FIFO or device is refused before any read)
 // and its header must end within safefile.GGUFLimit bytes.
-func ReadGGUFFile(path string) (*GGUFInfo, error) {
-	return ReadGGUFFileContext(context.Background(), path)
-}
-
-// ReadGGUFFileContext is ReadGGUFFile whose reads stop when ctx ends
-// (Ctrl-C during a header of hundreds of MiB on slow storage).
-func ReadGGUFFileContext(ctx context.Context, path string) (*GGUFInfo, error) {
+// Reads stop when ctx ends (Ctrl-C during a header of hundreds of MiB on
+// slow storage).
+func ReadGGUFFile(ctx context.Context, path string) (*GGUFInfo, error) {
 	f, err := safefile.Open(ctx, "GGUF file", path, safefile.GGUFLimit)
 	if err != nil {
 		return nil, err

@@ -101,14 +101,14 @@ func TestTargetQuantShapes(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			path := tc.make(t, t.TempDir())
 			safefiletest.Within(t, func() {
-				q, note := TargetQuant(path)
+				q, note := TargetQuant(context.Background(), path)
 				if q != key.QuantUnknown || !strings.Contains(note, tc.note) {
 					t.Errorf("TargetQuant = %s, %q; want unknown with %q", q, note, tc.note)
 				}
-				if d, ok := DrafterKind(path); ok {
+				if d, ok := DrafterKind(context.Background(), path); ok {
 					t.Errorf("DrafterKind = %s on a bad file", d)
 				}
-				if _, _, ok := DeclaredWidth(key.DFlash, path); ok {
+				if _, _, ok := DeclaredWidth(context.Background(), key.DFlash, path); ok {
 					t.Error("DeclaredWidth read a bad file")
 				}
 			})
@@ -155,14 +155,14 @@ func TestReadsHonourContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	for _, p := range []string{gguf, mlx} {
-		if q, note := TargetQuantContext(ctx, p); q != key.QuantUnknown || !strings.Contains(note, "context canceled") {
+		if q, note := TargetQuant(ctx, p); q != key.QuantUnknown || !strings.Contains(note, "context canceled") {
 			t.Errorf("%s: %s (%s), want unknown after a cancel", p, q, note)
 		}
-		if q, note := TargetQuantContext(context.Background(), p); q == key.QuantUnknown {
+		if q, note := TargetQuant(context.Background(), p); q == key.QuantUnknown {
 			t.Errorf("%s: unknown without a cancel (%s)", p, note)
 		}
 	}
-	if _, err := ReadGGUFFileContext(ctx, gguf); !errors.Is(err, context.Canceled) {
-		t.Errorf("ReadGGUFFileContext after a cancel: %v", err)
+	if _, err := ReadGGUFFile(ctx, gguf); !errors.Is(err, context.Canceled) {
+		t.Errorf("ReadGGUFFile after a cancel: %v", err)
 	}
 }

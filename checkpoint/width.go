@@ -37,12 +37,8 @@ const (
 //
 // The width is upstream's, verbatim: 0 or 1 can come back from a config
 // that says so, and the caller must validate it (key.CheckWidth).
-func DeclaredWidth(kind key.Drafter, drafterPath string) (width int, reason string, ok bool) {
-	return DeclaredWidthContext(context.Background(), kind, drafterPath)
-}
-
-// DeclaredWidthContext is DeclaredWidth whose read stops when ctx ends.
-func DeclaredWidthContext(ctx context.Context, kind key.Drafter, drafterPath string) (width int, reason string, ok bool) {
+// The read stops when ctx ends.
+func DeclaredWidth(ctx context.Context, kind key.Drafter, drafterPath string) (width int, reason string, ok bool) {
 	raw, err := readConfig(ctx, drafterPath)
 	if err != nil {
 		return 0, "", false

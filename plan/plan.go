@@ -78,9 +78,9 @@ func RealDeps() Deps {
 	self, _ := os.Executable()
 	return Deps{
 		Probe:       func(ctx context.Context) cuda.Result { return cuda.Probe(ctx, cuda.Options{}) },
-		TargetQuant: checkpoint.TargetQuantContext,
-		DrafterKind: checkpoint.DrafterKindContext,
-		Declared:    checkpoint.DeclaredWidthContext,
+		TargetQuant: checkpoint.TargetQuant,
+		DrafterKind: checkpoint.DrafterKind,
+		Declared:    checkpoint.DeclaredWidth,
 		DetectLlama: engine.DetectLlama,
 		LookPath:    exec.LookPath,
 		Environ:     os.Environ(),
