@@ -100,10 +100,7 @@ func MainContext(parent context.Context, args []string, policyTOML []byte, stdou
 	env.logJSON = logsJSON(typedLogFormat(args), os.Getenv)
 	argv, err := prepass(parser.Model.Node, args)
 	if err != nil {
-		if env.logJSON {
-			return reportJSON(stderr, err)
-		}
-		return report(stderr, err)
+		return env.report(stderr, err)
 	}
 	args, env.Passthrough = argv.kong, argv.engine
 	code, done := func() (code int, done bool) {
@@ -122,17 +119,11 @@ func MainContext(parent context.Context, args []string, policyTOML []byte, stdou
 			if pe, ok := err.(*kong.ParseError); ok && pe.Context != nil {
 				hint = "run with --help for the flags and commands; engine flags llama-server does not list go after --"
 			}
-			if env.logJSON {
-				return reportJSON(stderr, usage(err, hint)), true
-			}
-			return report(stderr, usage(err, hint)), true
+			return env.report(stderr, usage(err, hint)), true
 		}
 		env.kctx = kctx
 		if err := kctx.Run(env, kctx); err != nil {
-			if env.logJSON {
-				return reportJSON(stderr, err), true
-			}
-			return report(stderr, err), true
+			return env.report(stderr, err), true
 		}
 		return 0, true
 	}()
@@ -143,6 +134,15 @@ func MainContext(parent context.Context, args []string, policyTOML []byte, stdou
 }
 
 type kongExit struct{}
+
+// report prints err as the command logs: a JSON line under --log-format
+// json, else the error and hint lines; it returns the exit code.
+func (e *Env) report(w io.Writer, err error) int {
+	if e.logJSON {
+		return reportJSON(w, err)
+	}
+	return report(w, err)
+}
 
 // report prints an error with its hint and returns the exit code.
 func report(w io.Writer, err error) int {
