@@ -69,12 +69,10 @@ type startOptions struct {
 }
 
 // checkLaunchable refuses a plan that cannot start, before anything runs:
-// a missing binary or target, or a port already taken.
+// a missing target (what the operator typed, first), a missing binary, or
+// a port already taken.
 func checkLaunchable(p *plan.Plan, checkPort bool) error {
 	s := p.Settings
-	if p.Settings.Engine.Value != key.Sim && p.Facts.BinaryPath == "" {
-		return &badInput{fmt.Errorf("engine binary %q not found (looked up %q on PATH); install %s or set engine.binary in the profile (--engine-binary, MLXCEL_ENGINE_BINARY)", p.Facts.Binary, p.Facts.Binary, s.Engine.Value)}
-	}
 	if s.Model.Value == "" {
 		msg := "no target model: set model.path in the profile, --model/-m, or LLAMA_ARG_MODEL"
 		for _, a := range s.EngineArgs.Value {
@@ -84,6 +82,9 @@ func checkLaunchable(p *plan.Plan, checkPort bool) error {
 			}
 		}
 		return &badInput{errors.New(msg)}
+	}
+	if p.Settings.Engine.Value != key.Sim && p.Facts.BinaryPath == "" {
+		return &badInput{fmt.Errorf("engine binary %q not found (looked up %q on PATH); install %s or set engine.binary in the profile (--engine-binary, MLXCEL_ENGINE_BINARY)", p.Facts.Binary, p.Facts.Binary, s.Engine.Value)}
 	}
 	if s.Engine.Value != key.Sim {
 		if err := checkModelPath(s.Engine.Value, "target model", s.Model.Value, s.Model.Src.String()); err != nil {
