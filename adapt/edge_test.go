@@ -132,6 +132,48 @@ func TestProbeSim(t *testing.T) {
 	}
 }
 
+// A fake of ggml's CUDA graphs: a shape (the rows evaluated) runs without
+// its captured graph, 2 ms slower, on its first two calls in a row. The
+// probe must report the replayed cost, as a decoding loop at one width
+// sees it; changing the row count on every request (the probe's first
+// order) measured only the slow calls.
+func TestProbeSkipsGraphWarmUp(t *testing.T) {
+	var mu sync.Mutex
+	last, streak := -1, 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Prompt []int `json:"prompt"`
+		}
+		if r.URL.Path != "/completion" || json.NewDecoder(r.Body).Decode(&req) != nil {
+			http.NotFound(w, r)
+			return
+		}
+		n := len(req.Prompt) - probePrefixLen
+		mu.Lock()
+		if n == last {
+			streak++
+		} else {
+			last, streak = n, 1
+		}
+		ms := 1 + 0.1*float64(n)
+		if streak < 3 {
+			ms += 2
+		}
+		mu.Unlock()
+		fmt.Fprintf(w, `{"timings":{"prompt_n":%d,"prompt_ms":%g}}`, n, ms)
+	}))
+	defer srv.Close()
+	c, err := Probe(context.Background(), nil, srv.URL, []int{1, 2, 3, 8, 9}, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rows := range []int{1, 2, 3, 8, 9} {
+		if want := 1 + 0.1*float64(rows); !near(c.VerifyMS[rows], want, 1e-9) {
+			t.Errorf("%d rows: %.3f ms, want %.3f (the graph's replayed cost)", rows, c.VerifyMS[rows], want)
+		}
+	}
+}
+
 func TestCurveCache(t *testing.T) {
 	dir := t.TempDir()
 	key := CacheKey{Engine: "llama.cpp 0 (d32676d)", GPU: "NVIDIA H200", Capability: "9.0",

@@ -35,6 +35,14 @@ var errNotCached = errors.New("the probe's prefix was not reused from the cache"
 // probeRetries bounds re-warming the prefix after a cache miss.
 const probeRetries = 4
 
+// probeGraphWarm is the requests of one row count discarded after a change
+// of shape. ggml's CUDA backend runs a graph directly on its first call of a
+// new shape and captures it on the second; decoding at a fixed width replays
+// it. On an H200 (llama-server d32676d) a probe that changed the row count
+// on every request priced 2-8 rows at 4.2-4.4 ms, above the 2.9 ms that a
+// whole width-2 cycle measured.
+const probeGraphWarm = 2
+
 // ErrNoProbe says the engine cannot be probed: it lacks the token-array
 // /completion with prompt timings the probe needs (mlxcel-server).
 var ErrNoProbe = errors.New("the engine cannot be probed for its verify cost")
@@ -60,9 +68,8 @@ func ProbeRows(maxWidth, w0 int, ns ...int) []int {
 // POST /completion with a token-array prompt of a fixed prefix (sent once
 // first, so it is cached) plus W fresh tokens, n_predict 1, cache_prompt
 // true and id_slot 0 (one slot's cache), and reads timings.prompt_ms,
-// checking timings.prompt_n == W. reps repetitions per W, median. Rows are
-// visited in rounds (each round every W once) so that a slow spell spreads
-// over all widths instead of one.
+// checking timings.prompt_n == W. reps repetitions per W, median, sent
+// back to back after probeGraphWarm discarded ones (see there).
 func Probe(ctx context.Context, client *http.Client, baseURL string, rows []int, reps int) (Curve, error) {
 	var st probeState
 	if err := st.probe(ctx, client, baseURL, rows, reps); err != nil {
@@ -147,11 +154,13 @@ func (st *probeState) probe(ctx context.Context, client *http.Client, baseURL st
 	if st.samples == nil {
 		st.samples = map[int][]float64{}
 	}
-	for rep := range reps {
-		for _, w := range rows {
-			if len(st.samples[w]) > rep {
-				continue
-			}
+	for _, w := range rows {
+		// The requests of one row count go back to back, and the first
+		// probeGraphWarm after another shape are discarded: llama.cpp's CUDA
+		// backend replays a captured graph only from the third call of an
+		// unchanged shape, which is how a decoding loop at one width runs.
+		streak := 0
+		for len(st.samples[w]) < reps {
 			// Each request's first fresh token is one no earlier request
 			// had after the prefix, so only the prefix is reused.
 			st.turn++
@@ -164,13 +173,16 @@ func (st *probeState) probe(ctx context.Context, client *http.Client, baseURL st
 			// evicted the prefix: warm it again and retry, a few times.
 			for try := 0; errors.Is(err, errNotCached) && try < probeRetries; try++ {
 				if err = warm(); err == nil {
+					streak = 0 // the warm-up ran another shape
 					ms, err = probeOnce(ctx, client, base, prompt, w)
 				}
 			}
 			if err != nil {
-				return fmt.Errorf("probe %d rows (repetition %d): %w", w, rep+1, err)
+				return fmt.Errorf("probe %d rows (sample %d): %w", w, len(st.samples[w])+1, err)
 			}
-			st.samples[w] = append(st.samples[w], ms)
+			if streak++; streak > probeGraphWarm {
+				st.samples[w] = append(st.samples[w], ms)
+			}
 		}
 	}
 	return nil
