@@ -460,13 +460,18 @@ func (l *loop) evaluate(ctx context.Context) error {
 				l.d.Log.Info("adapt: acceptance drifted; deciding from the latest epoch", "position", k,
 					"was", l.base.Obs().S(k), "now", ep.S(k))
 				l.base = Counts{}
+				l.wide = nil // far positions observed under other traffic
 			}
 		}
 		l.base.Merge(l.epoch)
 		obs := l.base.Obs()
-		if len(l.wide) > 0 && Drift(l.wide, obs, l.cfg.DriftZ) > 0 {
-			l.wide = nil // far positions observed under other traffic
-		}
+		// The far positions are not tested against this width's S: S per
+		// cycle depends on the width when easy text comes in runs (a wide
+		// cycle takes a run at once), so S(k) at width 8 can sit several
+		// standard errors above S(k) at width 16 on the same traffic (H200,
+		// 2026-12-01: 0.34 against 0.22 at k = 7), and dropping them for it
+		// made the loop explore the wide width again every few seconds.
+		// A traffic change shows between epochs of one width, above.
 		if len(obs) >= len(l.wide) {
 			l.wide = obs
 		}

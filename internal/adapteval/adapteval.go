@@ -124,6 +124,8 @@ type Result struct {
 	Direct     *Measured       `json:"direct,omitempty"`
 	DirectLoad *loadgen.Result `json:"direct_load,omitempty"`
 	ProxyCost  *float64        `json:"proxy_cost,omitempty"`
+	// DirectNote says why there is no proxy cost, when there is none.
+	DirectNote string `json:"direct_note,omitempty"`
 }
 
 // OK: settled, and no request failed or came back empty.
@@ -160,6 +162,8 @@ func (r Result) Summary() string {
 		fmt.Fprintf(&b, "; direct %.1f tok/s", r.Direct.TokPerSec)
 		if r.ProxyCost != nil {
 			fmt.Fprintf(&b, " (proxy cost %.1f%%)", 100**r.ProxyCost)
+		} else if r.DirectNote != "" {
+			fmt.Fprintf(&b, " (%s)", r.DirectNote)
 		}
 	}
 	fmt.Fprintf(&b, "; failed %d, empty %d", r.Failed, r.Empty)
@@ -455,6 +459,10 @@ func Run(ctx context.Context, o Options) (Result, error) {
 // opens once every client has finished one request (phase 2's opened
 // with the load already running), and lasts as long as phase 2's.
 func (o Options) direct(ctx context.Context, r *Result, st status, lo loadgen.Options) error {
+	// The engine serving now: phase 2's last status may predate a switch.
+	if now, err := getStatus(ctx, o); err == nil && now.Engine != nil {
+		st = now
+	}
 	if st.Engine == nil || st.Engine.URL == "" {
 		return errors.New("-direct: /speclaunch/status names no engine URL")
 	}
@@ -486,11 +494,23 @@ func (o Options) direct(ctx context.Context, r *Result, st status, lo loadgen.Op
 	win = true
 	mu.Unlock()
 	t0, tok0, done0 := time.Now(), live.Tokens.Load(), live.Done.Load()
-	if o.Requests > 0 {
-		wait(func() bool { return live.Done.Load()-done0 >= int64(o.Requests) })
-	} else {
-		wait(func() bool { return time.Since(t0) >= o.Measure })
-	}
+	// The window closes early when the loop replaces the engine (a
+	// re-exploration): the load would then measure a retired port.
+	replaced := false
+	lastPoll := time.Now()
+	wait(func() bool {
+		if time.Since(lastPoll) >= o.Poll {
+			lastPoll = time.Now()
+			if now, err := getStatus(ctx, o); err == nil && now.Engine != nil && now.Engine.URL != st.Engine.URL {
+				replaced = true
+				return true
+			}
+		}
+		if o.Requests > 0 {
+			return live.Done.Load()-done0 >= int64(o.Requests)
+		}
+		return time.Since(t0) >= o.Measure
+	})
 	t1, tok1, done1 := time.Now(), live.Tokens.Load(), live.Done.Load()
 	mu.Lock()
 	win = false
@@ -498,8 +518,17 @@ func (o Options) direct(ctx context.Context, r *Result, st status, lo loadgen.Op
 	close(stop)
 	res := <-done
 	r.DirectLoad = &res
-	r.Failed, r.Empty = r.Failed+res.Failed, r.Empty+res.Empty
 	m := Measured{Seconds: t1.Sub(t0).Seconds(), Requests: int(done1 - done0), Tokens: tok1 - tok0, Width: st.Engine.Width}
+	if replaced {
+		// Requests to the retired engine fail by design; they are no
+		// failure of serving, and the window is no measurement of it.
+		m.SwitchesDuring = 1
+		r.Direct = &m
+		r.DirectNote = "the loop replaced the engine during the direct window; no proxy cost"
+		o.progress("phase 3: %s", r.DirectNote)
+		return ctx.Err()
+	}
+	r.Failed, r.Empty = r.Failed+res.Failed, r.Empty+res.Empty
 	if m.Seconds > 0 {
 		m.TokPerSec = float64(m.Tokens) / m.Seconds
 	}
@@ -511,7 +540,12 @@ func (o Options) direct(ctx context.Context, r *Result, st status, lo loadgen.Op
 		}
 	}
 	r.Direct = &m
-	if m.TokPerSec > 0 {
+	switch {
+	case m.SwitchesDuring > 0:
+		r.DirectNote = "the engine changed under the direct load; no proxy cost"
+	case r.Measure.SwitchesDuring > 0:
+		r.DirectNote = "the width changed during phase 2; no proxy cost at one width"
+	case m.TokPerSec > 0:
 		c := 1 - r.Measure.TokPerSec/m.TokPerSec
 		r.ProxyCost = &c
 	}

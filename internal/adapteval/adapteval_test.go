@@ -221,3 +221,47 @@ func TestRunGreedyAndNotAdapting(t *testing.T) {
 		}
 	}
 }
+
+// A re-exploration during phase 3 retires the engine the direct load is
+// sent to: the window closes at the change, its refused requests are not
+// counted as failures of serving, no proxy cost is claimed, and the load
+// does not flood the retired port (on an H200 it sent 182,477 requests in
+// 15 s, all refused but 14).
+func TestDirectEngineReplaced(t *testing.T) {
+	f := &fakeServe{width: 6}
+	proxy := httptest.NewServer(f)
+	defer proxy.Close()
+	eng2 := httptest.NewServer(f)
+	defer eng2.Close()
+	var direct atomic.Int64
+	var eng *httptest.Server
+	eng = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if direct.Add(1) == 3 {
+			go func() {
+				f.mu.Lock()
+				f.url = eng2.URL
+				f.mu.Unlock()
+				eng.CloseClientConnections()
+				eng.Listener.Close()
+			}()
+		}
+		f.ServeHTTP(w, r)
+	}))
+	defer eng.Close()
+	f.url = eng.URL
+	res, err := Run(context.Background(), Options{URL: proxy.URL, Prompts: []Prompt{{Text: "A"}}, Clients: 2, MaxTokens: 5,
+		Requests: 6, Poll: 10 * time.Millisecond, SettleTimeout: 5 * time.Second, Direct: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(res.Summary())
+	if res.Failed != 0 || !res.OK() {
+		t.Errorf("failed %d: the retired engine's refusals counted against serving", res.Failed)
+	}
+	if res.ProxyCost != nil || !strings.Contains(res.DirectNote, "replaced the engine") || res.Direct == nil || res.Direct.SwitchesDuring != 1 {
+		t.Errorf("proxy cost %v, note %q, direct %+v", res.ProxyCost, res.DirectNote, res.Direct)
+	}
+	if res.DirectLoad == nil || res.DirectLoad.Sent > 200 {
+		t.Errorf("direct load %+v: flooded the retired port", res.DirectLoad)
+	}
+}

@@ -195,6 +195,16 @@ func Run(ctx context.Context, o Options) (Result, error) {
 						EngineN: out.engineN, EnginePerSecond: out.enginePS})
 				}
 				mu.Unlock()
+				// A client whose request did not reach the engine waits a
+				// moment before the next one: against a port no longer
+				// served (an engine retired by a switch) it would otherwise
+				// send hundreds of thousands a second.
+				if out.status == 0 && out.err != "" {
+					select {
+					case <-ctx.Done():
+					case <-time.After(failBackoff):
+					}
+				}
 			}
 		}()
 	}
@@ -236,6 +246,9 @@ func (out *outcome) timings(data []byte) {
 		out.engineN, out.enginePS = v.Timings.PredictedN, v.Timings.PredictedPerSecond
 	}
 }
+
+// failBackoff is the pause after a request that got no HTTP answer.
+const failBackoff = 50 * time.Millisecond
 
 func one(ctx context.Context, o Options, body []byte) outcome {
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
