@@ -243,12 +243,7 @@ func TestLoopRechecksWiderAtABoundedRate(t *testing.T) {
 		return math.Pow(0.95, float64(k))
 	}
 	m := newModelEngine(t, 1, 4, s)
-	clock := newFakeClock()
-	cfg := testCfg()
-	cfg.Window, cfg.ReexploreEvery = time.Millisecond, time.Hour
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	r := startLoop(ctx, LoopDeps{Current: m.Current, Switch: m.Switch, Cfg: cfg, Now: clock.Now, Log: quietLog()})
+	r, clock, ctx, cancel := startModelLoop(t, m)
 	width := func() int { return m.Current().Width }
 	if !waitFor(5*time.Second, func() bool { last := r.status(); return settled(last) && last.Width == 4 }) {
 		t.Fatalf("collapsing tail: no settle at 4; width %d", width())
@@ -262,7 +257,7 @@ func TestLoopRechecksWiderAtABoundedRate(t *testing.T) {
 	if w := width(); w != 4 {
 		t.Fatalf("re-explored to %d before ReexploreEvery passed", w)
 	}
-	clock.Sleep(ctx, 2*cfg.ReexploreEvery)
+	clock.Sleep(ctx, 2*time.Hour) // past the re-exploration period
 	if !waitFor(5*time.Second, func() bool { return width() > 8 }) {
 		t.Errorf("after the period: width %d, want the long tail's wide width", width())
 	}
@@ -379,6 +374,17 @@ type loopRun struct {
 }
 
 // startLoop runs the loop with d (its Publish replaced) until ctx ends.
+// startModelLoop runs the loop on m under a fake clock, with a 1 ms window
+// and a re-exploration period (1 h) that passes only when a test sleeps it.
+func startModelLoop(t *testing.T, m *modelEngine) (*loopRun, *fakeClock, context.Context, context.CancelFunc) {
+	clock := newFakeClock()
+	cfg := testCfg()
+	cfg.Window, cfg.ReexploreEvery = time.Millisecond, time.Hour
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return startLoop(ctx, LoopDeps{Current: m.Current, Switch: m.Switch, Cfg: cfg, Now: clock.Now, Log: quietLog()}), clock, ctx, cancel
+}
+
 func startLoop(ctx context.Context, d LoopDeps) *loopRun {
 	r := &loopRun{done: make(chan error, 1)}
 	d.Publish = func(st Status) { r.mu.Lock(); r.last = st; r.mu.Unlock() }
@@ -410,12 +416,7 @@ func TestLoopKeepsFarPositionsAcrossWidths(t *testing.T) {
 		return s
 	}
 	m.s = func(k int) float64 { return m.sw(8, k) }
-	clock := newFakeClock()
-	cfg := testCfg()
-	cfg.Window, cfg.ReexploreEvery = time.Millisecond, time.Hour
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	r := startLoop(ctx, LoopDeps{Current: m.Current, Switch: m.Switch, Cfg: cfg, Now: clock.Now, Log: quietLog()})
+	r, clock, ctx, cancel := startModelLoop(t, m)
 	wide := func() int {
 		m.mu.Lock()
 		defer m.mu.Unlock()
