@@ -48,6 +48,12 @@ func classicIndex(rec *record.Record) int {
 	return -1
 }
 
+// How a cost per cycle was derived, as the record says (the prefixes).
+const (
+	costClassic = "predicted_ms / predicted_n"
+	costCycles  = "predicted_ms / cycles"
+)
+
 func analyze(rec *record.Record, pieces pieceIndex) {
 	engineReports := false
 	for i := range rec.Arms {
@@ -79,6 +85,7 @@ func analyze(rec *record.Record, pieces pieceIndex) {
 	}
 	compare(rec, classic)
 	rec.FirstRound = firstRound(rec)
+	checkProbe(rec)
 	note := "the engine reported no draft counters for any arm: whether speculation ran could not be verified"
 	if !engineReports && len(rec.Arms) > 1 && !slices.Contains(rec.Notes, note) {
 		rec.Notes = append(rec.Notes, note)
@@ -295,7 +302,7 @@ func cost(a *record.Arm, ok []*record.Run, w int) record.Cost {
 	c := record.Cost{MSPerCycle: describe(xs).Median, VerifyRows: max(w, 1)}
 	switch {
 	case a.Kind == KindClassic:
-		c.Method = "predicted_ms / predicted_n (one token per cycle)"
+		c.Method = costClassic + " (one token per cycle)"
 	case diag:
 		c.Method = "target_argmax_sync_ms / rounds (engine diagnostics)"
 	default:
@@ -304,7 +311,7 @@ func cost(a *record.Arm, ok []*record.Run, w int) record.Cost {
 			keys = append(keys, k)
 		}
 		slices.Sort(keys)
-		c.Method = "predicted_ms / cycles (cycles from " + strings.Join(keys, ", ") + ")"
+		c.Method = costCycles + " (cycles from " + strings.Join(keys, ", ") + ")"
 	}
 	return c
 }

@@ -139,6 +139,12 @@ type Options struct {
 	IsTTY          bool          // rewrite one line with \r
 
 	Seed int64 // unused: the rotation is deterministic; kept so a CLI flag has somewhere to land
+
+	// Probe runs the adaptive loop's verify-cost probe on one speculative
+	// arm's server after its last round and checks it against the measured
+	// cycles (record.ProbeCheck); for engines that answer a token-array
+	// /completion with prompt timings (llama.cpp, the sim).
+	Probe bool
 }
 
 // Prompt is one prompt of a set.

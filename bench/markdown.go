@@ -252,6 +252,20 @@ func RenderMarkdown(rec *record.Record) []byte {
 		}
 		w("| %s | %s | %d | %s | %s |\n", cell(armName(a)), widthCell(a), a.Cost.VerifyRows, f2(a.Cost.MSPerCycle), cell(orDash(a.Cost.Method)))
 	}
+	if pc := rec.ProbeCheck; pc != nil {
+		w("\n## Verify-cost probe check\n\n")
+		w("`serve --adapt` prices a width by probing the verify cost of W rows (prompt evaluation of W new tokens after a cached prefix) and taking the rest of a cycle as drafting. The probe ran on %s after its rounds (%d samples per row count, medians). %s.\n\n", cell(pc.Arm), pc.Reps, upperFirst(pc.Verdict))
+		if len(pc.Check) > 0 {
+			w("| width | probe ms (W rows) | measured ms/cycle | drafting ms per drafted token |\n|---|---|---|---|\n")
+			for _, r := range pc.Check {
+				wc, d := fmt.Sprint(r.Width), f2(r.DraftPerTokenMS)
+				if r.Width == 1 {
+					wc, d = "1 (classic)", "—"
+				}
+				w("| %s | %s | %s | %s |\n", wc, f2(r.ProbeMS), f2(r.CycleMS), d)
+			}
+		}
+	}
 	w("\n## Acceptance side: tokens per cycle\n\n")
 	w("A property of the model pair and the text. Mean accepted length is emitted tokens per cycle (predicted_n / cycles); by position is the share of cycles that accepted draft position i.\n\n")
 	w("| arm | width | acceptance (accepted/drafted) | mean accepted len | cycles | by position |\n|---|---|---|---|---|---|\n")
@@ -504,4 +518,12 @@ func short(sha string) string {
 		return sha[:12]
 	}
 	return sha
+}
+
+// upperFirst starts a verdict written for the middle of a line as a sentence.
+func upperFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
 }

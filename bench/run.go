@@ -143,6 +143,7 @@ type harness struct {
 	bodies    map[string][]byte
 	live      map[int]Server
 	failed    []bool
+	probed    bool // the verify-cost probe has run (Options.Probe)
 	declined  []bool
 	noMetrics map[string]bool // by base URL: a Server need not be comparable
 	pieces    map[[2]int][]int32
@@ -341,6 +342,9 @@ func (h *harness) restart(ctx context.Context) error {
 			if err := h.measure(ctx, v.arm, srv, r+1, v.bracket); err != nil {
 				return err
 			}
+			if r == h.o.Rounds-1 {
+				h.probeCost(ctx, v.arm, srv)
+			}
 			h.stop(v.arm)
 		}
 	}
@@ -411,7 +415,10 @@ func (h *harness) resident(ctx context.Context) error {
 			}
 		}
 	}
-	return nil
+	if i := h.probeArm(); i >= 0 {
+		h.probeCost(ctx, i, h.live[i])
+	}
+	return ctx.Err()
 }
 
 // startArm starts one server (restart schedule) and records a failure.

@@ -104,6 +104,8 @@ func (c *BenchCmd) Run(e *Env) error {
 		log.Info(msg)
 	}
 	o.Arms = arms
+	// The adaptive loop's probe is checked on the engines it adapts.
+	o.Probe = s.Engine.Value == key.LlamaCpp || s.Engine.Value == key.Sim
 	if o.Concurrency > 1 {
 		s.EngineArgs, o.Slots, o.SlotsFrom = withSlots(s.Engine.Value, s.EngineArgs, e.Getenv, o.Concurrency)
 		if o.Slots > 0 && o.Slots < o.Concurrency {

@@ -155,6 +155,12 @@ func TestBenchOnSimRanksByCostModel(t *testing.T) {
 	if rec.Verdict.EarnsEntry || rec.Verdict.Entry != "" {
 		t.Error("a simulated record proposed an entry")
 	}
+	// The adaptive loop's probe ran on the default arm after its rounds;
+	// this sim reports mlxcel's verify-only sync ms per round, so only
+	// classic's whole token is set beside it, and nothing is judged.
+	if pc := rec.ProbeCheck; pc == nil || pc.Error != "" || pc.OK || len(pc.Rows) != 16 || len(pc.Check) != 1 || !strings.HasPrefix(pc.Arm, "default") || !strings.Contains(pc.Verdict, "no speculative width measured a whole cycle") {
+		t.Errorf("probe check %+v", pc)
+	}
 	// The harness must not be what it measures: client and engine agree.
 	for _, a := range rec.Arms {
 		if a.EngineRate.Median > 0 && (a.Stats.Median/a.EngineRate.Median < 0.95 || a.Stats.Median/a.EngineRate.Median > 1.02) {

@@ -34,6 +34,42 @@ type Record struct {
 	// FirstRound is the cold-server check of round 1 (nil when too few
 	// rounds carried first-token times).
 	FirstRound *FirstRound `json:"first_round,omitempty"`
+	// ProbeCheck is the adaptive loop's verify-cost probe run on one of
+	// this record's engines after the rounds, against the cycles measured
+	// (nil when the bench did not probe).
+	ProbeCheck *ProbeCheck `json:"probe_check,omitempty"`
+}
+
+// ProbeCheck says whether `serve --adapt` can trust its probe on this
+// build: a cycle is the probed forward over W rows plus drafting, so the
+// probe must sit under every measured cycle. On an H200 build without
+// flash-attention kernels an earlier probe priced 2-8 rows above the whole
+// width-2 cycle, and the loop stayed at 0.77 of the best width.
+type ProbeCheck struct {
+	Arm   string       `json:"arm"`  // the arm whose server was probed
+	Reps  int          `json:"reps"` // samples per row count (medians)
+	Rows  []ProbeRow   `json:"rows"`
+	Check []ProbeWidth `json:"check,omitempty"` // per measured width, classic as width 1
+	// OK: the probe is under the measured cycle at every width ≥ 2.
+	OK      bool   `json:"ok"`
+	Verdict string `json:"verdict"`
+	Error   string `json:"error,omitempty"` // why the probe gave no curve
+}
+
+// ProbeRow is the probed verify cost of one row count.
+type ProbeRow struct {
+	Rows int     `json:"rows"`
+	MS   float64 `json:"ms"`
+}
+
+// ProbeWidth sets a width's measured cycle beside the probe at its rows;
+// DraftPerTokenMS = (cycle − probe) / (W − 1), what the loop takes as the
+// drafting cost.
+type ProbeWidth struct {
+	Width           int     `json:"width"`
+	CycleMS         float64 `json:"cycle_ms"`
+	ProbeMS         float64 `json:"probe_ms"`
+	DraftPerTokenMS float64 `json:"draft_per_token_ms,omitempty"`
 }
 
 // Transcription names where transcribed figures came from.
