@@ -34,20 +34,24 @@ func (h *harness) probeCost(ctx context.Context, i int, srv Server) {
 		return
 	}
 	h.probed = true
-	maxW := 2
+	// The rows the check needs: one (classic) and each measured width.
+	rows := []int{1}
 	for _, a := range h.o.Arms {
-		maxW = max(maxW, a.Width)
+		if a.Width >= 2 && a.Width <= adapt.DefaultMaxWidth {
+			rows = append(rows, a.Width)
+		}
 	}
-	maxW = min(maxW, adapt.DefaultMaxWidth)
+	slices.Sort(rows)
+	rows = slices.Compact(rows)
 	pc := &record.ProbeCheck{Arm: h.rec.Arms[i].Label, Reps: adapt.DefaultProbeReps}
 	h.rec.ProbeCheck = pc
-	h.p.line(fmt.Sprintf("bench: probing the verify cost on %s (rows 1-%d)", pc.Arm, maxW), true)
+	h.p.line(fmt.Sprintf("bench: probing the verify cost on %s (rows %v)", pc.Arm, rows), true)
 	pctx, cancel := context.WithTimeout(ctx, adapt.DefaultProbeTimeout)
 	defer cancel()
 	// One connection per request, as every bench client (llama-server
 	// d32676d closes connections it advertises as kept alive).
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-	c, err := adapt.Probe(pctx, client, srv.BaseURL(), adapt.ProbeRows(maxW, 0), adapt.DefaultProbeReps)
+	c, err := adapt.Probe(pctx, client, srv.BaseURL(), rows, adapt.DefaultProbeReps)
 	if err != nil {
 		pc.Error = err.Error()
 		return
