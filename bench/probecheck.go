@@ -45,7 +45,7 @@ func (h *harness) probeCost(ctx context.Context, i int, srv Server) {
 	rows = slices.Compact(rows)
 	pc := &record.ProbeCheck{Arm: h.rec.Arms[i].Label, Reps: adapt.DefaultProbeReps}
 	h.rec.ProbeCheck = pc
-	h.p.line(fmt.Sprintf("bench: probing the verify cost on %s (rows %v)", pc.Arm, rows), true)
+	h.p.probing(pc.Arm, rows)
 	pctx, cancel := context.WithTimeout(ctx, adapt.DefaultProbeTimeout)
 	defer cancel()
 	// One connection per request, as every bench client (llama-server

@@ -1,6 +1,9 @@
 package bench
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -74,4 +77,49 @@ func TestCheckProbe(t *testing.T) {
 		t.Errorf("markdown lacks the probe check:\n%s", md)
 	}
 	checkProbe(&record.Record{}) // no probe: nothing to do, no panic
+}
+
+// With Options.Probe the harness probes once, on the default arm after its
+// last round, under both schedules: with no progress writer it must not
+// write one (a nil writer), and with JSON progress every line stays JSON.
+// The fake engine is no llama-server, so the probe fails and says why; the
+// record is still complete.
+func TestRunProbes(t *testing.T) {
+	for _, schedule := range []string{ScheduleRestart, ScheduleResident} {
+		for _, progress := range []string{"none", "json"} {
+			t.Run(schedule+"/"+progress, func(t *testing.T) {
+				e := newFakeEngine(t, costModels())
+				o := testOptions(specArms())
+				o.Schedule, o.Probe = schedule, true
+				var out bytes.Buffer
+				if progress == "json" {
+					o.Progress, o.JSONProgress = &out, true
+				}
+				rec := newRecord()
+				if err := Run(context.Background(), o, e.starter(), rec); err != nil {
+					t.Fatal(err)
+				}
+				pc := rec.ProbeCheck
+				if !rec.Complete || pc == nil || pc.Error == "" || pc.OK || !strings.HasPrefix(pc.Verdict, "the probe gave no curve") || !strings.HasPrefix(pc.Arm, "default") {
+					t.Fatalf("complete %v, probe check %+v", rec.Complete, pc)
+				}
+				probes := 0
+				for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+					if progress == "none" {
+						break
+					}
+					var ev map[string]any
+					if err := json.Unmarshal([]byte(line), &ev); err != nil {
+						t.Fatalf("progress line is not JSON: %q", line)
+					}
+					if ev["event"] == "probe" {
+						probes++
+					}
+				}
+				if progress == "json" && probes != 1 {
+					t.Errorf("%d probe events, want 1", probes)
+				}
+			})
+		}
+	}
 }

@@ -110,6 +110,18 @@ func (p *progress) request(arm string, round int, phase string, tokS float64, er
 		p.done, p.total, eta.Round(time.Second)), !p.tty)
 }
 
+// probing says the verify-cost probe is running (Options.Probe).
+func (p *progress) probing(arm string, rows []int) {
+	if !p.on() {
+		return
+	}
+	if p.json {
+		p.emit(map[string]any{"event": "probe", "arm": arm, "rows": rows})
+		return
+	}
+	p.line(fmt.Sprintf("bench: probing the verify cost on %s (rows %v)", shortLabel(arm), rows), true)
+}
+
 func (p *progress) armFailed(arm, errText string) {
 	if !p.on() {
 		return
