@@ -275,10 +275,10 @@ func (l *loop) getCurve(ctx context.Context) error {
 		if !again {
 			return fmt.Errorf("%w: no verify-cost curve: %w (this engine could not be probed: serve keeps its width; set one to silence this)", ErrNotAdapting, err)
 		}
-		l.status.Note = fmt.Sprintf("probe attempt %d cut short after %d of %d requests: resuming", st.attempts, st.done(), len(rows)*l.cfg.ProbeReps)
+		l.status.Note = fmt.Sprintf("probe attempt %d cut short after %d of %d samples: resuming", st.attempts, st.done(), len(rows)*l.cfg.ProbeReps)
 		l.publish()
 		l.d.Log.Warn("adapt: the verify-cost probe did not finish within its bound (the engine is busy); resuming where it stopped",
-			"attempt", st.attempts, "of", probeAttempts, "done", st.done(), "requests", len(rows)*l.cfg.ProbeReps, "err", err)
+			"attempt", st.attempts, "attempts", probeAttempts, "samples", st.done(), "wanted", len(rows)*l.cfg.ProbeReps, "err", err)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -296,7 +296,7 @@ func (l *loop) getCurve(ctx context.Context) error {
 // Config.ProbeTimeout (10 minutes in all at the default 30 s), and one that
 // takes no sample ends the probe. On the demo profile (the sim's GB10
 // model, one slot) under one client of 200-token requests the probe took 9
-// attempts (283 s): about 13 of its 119 requests per attempt.
+// attempts (283 s): about 13 of the 119 requests it then sent per attempt.
 const probeAttempts = 20
 
 // cacheable: a cache directory and a key that names an engine and model

@@ -155,11 +155,7 @@ func (st *probeState) probe(ctx context.Context, client *http.Client, baseURL st
 		st.samples = map[int][]float64{}
 	}
 	for _, w := range rows {
-		// The requests of one row count go back to back, and the first
-		// probeGraphWarm after another shape are discarded: llama.cpp's CUDA
-		// backend replays a captured graph only from the third call of an
-		// unchanged shape, which is how a decoding loop at one width runs.
-		streak := 0
+		streak := 0 // requests of w rows in a row (probeGraphWarm)
 		for len(st.samples[w]) < reps {
 			// Each request's first fresh token is one no earlier request
 			// had after the prefix, so only the prefix is reused.

@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
 
@@ -48,10 +47,8 @@ func (h *harness) probeCost(ctx context.Context, i int, srv Server) {
 	h.p.probing(pc.Arm, rows)
 	pctx, cancel := context.WithTimeout(ctx, adapt.DefaultProbeTimeout)
 	defer cancel()
-	// One connection per request, as every bench client (llama-server
-	// d32676d closes connections it advertises as kept alive).
-	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-	c, err := adapt.Probe(pctx, client, srv.BaseURL(), rows, adapt.DefaultProbeReps)
+	// The harness's own client: one loopback connection per request.
+	c, err := adapt.Probe(pctx, h.cs[0].http, srv.BaseURL(), rows, adapt.DefaultProbeReps)
 	if err != nil {
 		pc.Error = err.Error()
 		return
