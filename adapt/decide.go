@@ -22,6 +22,14 @@ type Rule struct {
 	Z float64
 	// MaxWidth caps every candidate and exploration (17).
 	MaxWidth int
+	// TrialBand is how far under the incumbent's predicted rate a width
+	// that has not been measured may be predicted and still be measured
+	// (a trial, Decision.Trial) before it is judged (default 10%). The
+	// model takes S(k) as independent of the running width, and it is
+	// not: on the H200 Q4_0 pair 5791L24 width 3 ran 2.50 tokens per
+	// cycle where width 8's S predicted 2.23, so a width the model puts up
+	// to about 10% under the incumbent can be the better one.
+	TrialBand float64
 }
 
 // Defaults.
@@ -30,6 +38,7 @@ const (
 	DefaultMargin    = 0.03
 	DefaultZ         = 1.96
 	DefaultMaxWidth  = 17
+	DefaultTrialBand = 0.10
 )
 
 func (r Rule) withDefaults() Rule {
@@ -44,6 +53,9 @@ func (r Rule) withDefaults() Rule {
 	}
 	if r.MaxWidth < 2 {
 		r.MaxWidth = DefaultMaxWidth
+	}
+	if r.TrialBand <= 0 {
+		r.TrialBand = DefaultTrialBand
 	}
 	return r
 }
@@ -68,6 +80,19 @@ type Inputs struct {
 	// misprices the widths cannot leave the engine at the exploration
 	// width by inertia.
 	Home int
+	// Own is each width's own acceptance: the cycles served at that width
+	// (since the traffic last drifted, at this concurrency), counted at
+	// the positions it drafts. A width other than the running one with at
+	// least MinCycles of its own is judged by its own tokens per cycle, not
+	// the model's: S per cycle depends on the width (see Rule.TrialBand).
+	// The running width is always judged by Acc, whose positions below it
+	// are the running engine's own.
+	Own map[int]Counts
+	// Trials is how many more trials the rule may name (0: none); Tried
+	// holds the widths measured by a trial since the last reset, never
+	// named again.
+	Trials int
+	Tried  map[int]bool
 }
 
 // Position is one S(k) as logged.
@@ -84,8 +109,12 @@ type Position struct {
 type Candidate struct {
 	Width          int     `json:"width"`
 	TokensPerCycle float64 `json:"tokens_per_cycle"`
-	Cost           Cost    `json:"cost"`
-	TokPerS        float64 `json:"tok_per_s"` // aggregate over the N sequences
+	// TokensFrom says where TokensPerCycle came from: "own" (cycles served
+	// at this width: the running width, or one measured earlier, Inputs.Own)
+	// or "model" (S(k) observed at other widths).
+	TokensFrom string  `json:"tokens_from"`
+	Cost       Cost    `json:"cost"`
+	TokPerS    float64 `json:"tok_per_s"` // aggregate over the N sequences
 }
 
 // Decision is one evaluation of the rule, with everything to log.
@@ -110,17 +139,24 @@ type Decision struct {
 	// may no longer hold (the traffic changed). The loop acts on it at a
 	// bounded rate. 0 when none.
 	Recheck int `json:"recheck,omitempty"`
+	// Trial is a width not yet measured, predicted within Rule.TrialBand
+	// of the width kept, that the loop measures before judging it: the
+	// decision then switches there (Switch, Choice = Trial), as an
+	// exploration that observes rather than chooses. 0 when none.
+	Trial int `json:"trial,omitempty"`
 }
 
 // Decide applies the rule. Candidates are widths 1 (speculation off) to
 // the widest the observed positions cover (capped by MaxWidth), plus the
-// running width. predicted tok/s(W) = N · (1 + S(1) + … + S(W−1)) / cost(W).
-// It switches when the best width's predicted gain over the incumbent (the
-// running width, or while exploring the width before the exploration,
-// Inputs.Home) is at least Margin and the gain's lower bound (S at the
-// Wilson bound that hurts the best width most, position by position) is
-// above zero. Ties go to the incumbent, then to the narrower. While
-// exploring, no such gain means back to Home.
+// running width. predicted tok/s(W) = N · tokens/cycle(W) / cost(W), where
+// tokens/cycle is 1 + S(1) + … + S(W−1) from Acc, or for a width measured
+// earlier (Inputs.Own) its own mean. It switches when the best width's
+// predicted gain over the incumbent (the running width, or while exploring
+// the width before the exploration, Inputs.Home) is at least Margin and the
+// gain's lower bound (see gainBound) is above zero. Ties go to the
+// incumbent, then to the narrower. While exploring, no such gain means back
+// to Home. A decision that keeps the running width may name a trial: the width not yet measured with the
+// highest predicted rate within TrialBand of the running width's.
 func Decide(in Inputs) Decision {
 	r := in.Rule.withDefaults()
 	n := max(1, in.N)
@@ -144,17 +180,25 @@ func Decide(in Inputs) Decision {
 	}
 	rate := map[int]float64{}
 	cost := map[int]Cost{}
+	own := map[int]Counts{} // widths judged by their own tokens per cycle (the running one is not here)
 	for w := 1; w <= max(maxW, in.Running, inc); w++ {
 		if w > maxW && w != in.Running && w != inc {
 			continue
 		}
 		t, ok1 := in.Acc.TokensPerCycle(w)
+		from := "model"
+		if o, ok := in.Own[w]; ok && w >= 2 && w != in.Running && o.Cycles >= r.MinCycles && len(o.AtLeast) >= w-1 {
+			t, ok1, from = o.TokensPerCycle(), true, "own"
+			own[w] = o
+		} else if w == in.Running {
+			from = "own" // Acc's positions below the running width are its own
+		}
 		c, ok2 := CycleCost(in.Curve, in.Measured, w, n)
 		if !ok1 || !ok2 || c.MS <= 0 {
 			continue
 		}
 		rate[w], cost[w] = 1000*float64(n)*t/c.MS, c
-		d.Candidates = append(d.Candidates, Candidate{Width: w, TokensPerCycle: t, Cost: c, TokPerS: rate[w]})
+		d.Candidates = append(d.Candidates, Candidate{Width: w, TokensPerCycle: t, TokensFrom: from, Cost: c, TokPerS: rate[w]})
 	}
 	if _, ok := rate[in.Running]; !ok {
 		d.Reason = fmt.Sprintf("no cost for the running width %d at %d sequences (the probed curve does not cover %d rows)", in.Running, n, n*in.Running)
@@ -174,7 +218,9 @@ func Decide(in Inputs) Decision {
 	}
 	d.Best = best
 	d.Gain = rate[best]/rate[inc] - 1
-	d.GainLo = gainLowerBound(in.Acc, r.Z, best, inc, cost[best].MS, cost[inc].MS) / (rate[inc] / (1000 * float64(n)))
+	if best != inc {
+		d.GainLo = gainBound(in, r.Z, own, best, inc, cost[best].MS, cost[inc].MS) / (rate[inc] / (1000 * float64(n)))
+	}
 	d.Explore = explore(in.Acc, in, r, n, rate[best])
 	if in.Live > 0 && in.Live < len(in.Acc) {
 		d.Recheck = explore(in.Acc[:in.Live], in, r, n, rate[best])
@@ -197,7 +243,90 @@ func Decide(in Inputs) Decision {
 		d.Reason = fmt.Sprintf("back from exploration width %d to width %d: %s", in.Running, inc, d.Reason)
 	}
 	d.Switch = d.Choice != in.Running
+	// A trial only from a decision that keeps the running width: not one
+	// that switches (to a better width, or back home from an exploration
+	// or a trial), and not while a wider exploration is asked for (it
+	// observes more positions, which the trial's prediction reads). A
+	// decision that ends an exploration or a trial by choosing the width
+	// it observed may name one: the width kept is then the incumbent.
+	if in.Trials > 0 && !d.Switch && d.Explore == 0 {
+		d.Trial = trial(in, r, d.Candidates, maxW, rate)
+	}
+	if d.Trial > 0 {
+		d.Reason = fmt.Sprintf("trial width %d: predicted %+.1f%% against width %d, within the %.0f%% band; measuring it (%s)",
+			d.Trial, 100*(rate[d.Trial]/rate[in.Running]-1), in.Running, 100*r.TrialBand, d.Reason)
+		d.Choice, d.Switch = d.Trial, true
+	}
 	return d
+}
+
+// trial picks the width to measure before judging it: one with no own
+// acceptance and not tried before, 2 ≤ t ≤ maxW (within the observed
+// positions), predicted at least (1 − TrialBand) of the running width's
+// rate; the highest predicted, ties to the narrower. 0 when none.
+func trial(in Inputs, r Rule, cands []Candidate, maxW int, rate map[int]float64) int {
+	pick := 0
+	for _, c := range cands { // ascending width
+		w := c.Width
+		if w < 2 || w > maxW || w == in.Running || w == in.Home || in.Own[w].Cycles > 0 || in.Tried[w] {
+			continue
+		}
+		if c.TokPerS < (1-r.TrialBand)*rate[in.Running] {
+			continue
+		}
+		if pick == 0 || c.TokPerS > rate[pick] {
+			pick = w
+		}
+	}
+	return pick
+}
+
+// gainBound bounds rate(b) − rate(i) per sequence, in tokens per ms. When
+// both widths take their tokens per cycle from Acc (neither is in own), the
+// shared-S bound of gainLowerBound. Otherwise each width's tokens per cycle
+// is bounded on its own, and the bound is b's lower end over c_b minus i's
+// upper end over c_i: for a width in own, and for the running width (Acc's
+// positions below it all come from the same cycles), z standard errors of
+// its mean accepted length (Counts.TokensBounds); for a width read from the
+// model, 1 + Σ S(k) with each S(k) at the end of its Wilson interval, which
+// is looser than one interval for the sum (the positions of one cycle are
+// positively correlated) and so still sound. The two widths' intervals
+// come from different cycles, so they are combined end to end.
+func gainBound(in Inputs, z float64, own map[int]Counts, b, i int, cb, ci float64) float64 {
+	_, ownB := own[b]
+	_, ownI := own[i]
+	if !ownB && !ownI {
+		return gainLowerBound(in.Acc, z, b, i, cb, ci)
+	}
+	loB, _ := tokensBounds(in, z, own, b)
+	_, hiI := tokensBounds(in, z, own, i)
+	return loB/cb - hiI/ci
+}
+
+// tokensBounds bounds width w's tokens per cycle as gainBound reads it.
+func tokensBounds(in Inputs, z float64, own map[int]Counts, w int) (lo, hi float64) {
+	if o, ok := own[w]; ok {
+		return o.TokensBounds(z)
+	}
+	if w == in.Running && w >= 2 && w-1 <= len(in.Acc) {
+		c := Counts{Cycles: in.Acc[0].Cycles}
+		for _, o := range in.Acc[:w-1] {
+			if o.Cycles != c.Cycles {
+				c.Cycles = -1
+				break
+			}
+			c.AtLeast = append(c.AtLeast, o.Count)
+		}
+		if c.Cycles > 0 {
+			return c.TokensBounds(z)
+		}
+	}
+	lo, hi = 1, 1
+	for k := 1; k < w && k <= len(in.Acc); k++ {
+		l, h := in.Acc[k-1].Bounds(z)
+		lo, hi = lo+l, hi+h
+	}
+	return lo, hi
 }
 
 // gainLowerBound bounds rate(b) − rate(r) per sequence, in tokens per ms:
@@ -260,7 +389,7 @@ func (d Decision) String() string {
 		verb = "switch"
 	}
 	fmt.Fprintf(&b, "adapt: %s at width %d → %d: %s; concurrency %d; margin %.0f%%", verb, d.Running, d.Choice, d.Reason, d.N, 100*d.Margin)
-	if !d.Switch && d.Best != d.Running { // a switch's reason already gives them
+	if (!d.Switch || d.Trial > 0) && d.Best != d.Running { // a switch's reason already gives them
 		fmt.Fprintf(&b, "; best %d gain %+.1f%% (lower bound %+.1f%%)", d.Best, 100*d.Gain, 100*d.GainLo)
 	}
 	if d.Explore > 0 {
@@ -289,6 +418,9 @@ func (d Decision) String() string {
 			b.WriteByte(' ')
 		}
 		fmt.Fprintf(&b, "%d:%.1f", c.Width, c.TokPerS)
+		if c.TokensFrom == "own" && c.Width != d.Running {
+			b.WriteString("(own)") // measured earlier, not read from the model
+		}
 	}
 	return b.String()
 }

@@ -37,6 +37,40 @@ func (c *Counts) Merge(o Counts) {
 	}
 }
 
+// TokensPerCycle is the mean tokens per cycle these cycles gave: the bonus
+// token plus the mean accepted length, 1 + Σ AtLeast[k-1]/Cycles.
+func (c Counts) TokensPerCycle() float64 {
+	if c.Cycles <= 0 {
+		return 1
+	}
+	t := 1.0
+	for _, v := range c.AtLeast {
+		t += v / c.Cycles
+	}
+	return t
+}
+
+// TokensBounds bounds TokensPerCycle by z standard errors of the mean
+// accepted length L per cycle, its variance from these cycles' own
+// distribution: with P(L ≥ k) = AtLeast[k-1]/Cycles, E[L] = Σ P(L ≥ k) and
+// E[L²] = Σ (2k−1)·P(L ≥ k). One interval for the sum is tighter than
+// summing the positions' intervals: the positions of one cycle are not
+// independent (a cycle accepting k tokens accepted every one before).
+func (c Counts) TokensBounds(z float64) (lo, hi float64) {
+	t := c.TokensPerCycle()
+	if c.Cycles <= 0 {
+		return 1, math.Inf(1)
+	}
+	var m1, m2 float64
+	for i, v := range c.AtLeast {
+		p := math.Max(0, math.Min(1, v/c.Cycles))
+		m1 += p
+		m2 += float64(2*(i+1)-1) * p
+	}
+	se := math.Sqrt(math.Max(0, m2-m1*m1) / c.Cycles)
+	return math.Max(1, t-z*se), t + z*se
+}
+
 // Obs returns the per-position observations, k = 1..len(AtLeast).
 func (c Counts) Obs() Acceptance {
 	a := make(Acceptance, len(c.AtLeast))

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"math"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 )
@@ -32,6 +33,14 @@ type Config struct {
 	W0             int           // exploration width; 0: from the curve (ExplorationWidth)
 	ProbeReps      int           // repetitions per row count (7)
 	ProbeTimeout   time.Duration // bound on one probe (30s)
+	// MaxTrials bounds the trials (Decision.Trial) per drift period: the
+	// widths measured before they are judged, each at most once, counted
+	// again from zero when the traffic drifts or the concurrency changes.
+	// 0 means the default (2); a negative value turns trials off. Trials
+	// are held by the window like any switch, so at the production 60 s
+	// window two trials end about two minutes after the first decision
+	// that stays (one window and one trial epoch each).
+	MaxTrials int
 	// Curve, when set, is the verify cost by rows to use instead of
 	// probing (from a policy entry, or an engine that cannot be probed).
 	Curve *Curve
@@ -43,7 +52,15 @@ const (
 	DefaultWindow         = time.Minute
 	DefaultReexploreEvery = 10 * time.Minute
 	DefaultDriftZ         = 4.0
+	DefaultMaxTrials      = 2
 )
+
+// trialEpochs is how many MinCycles a trial's epoch takes before its
+// decision: the width is judged from that one epoch of its own, and a
+// longer epoch covers more of the traffic's mix (easy and hard stretches
+// come in runs, which is why S per cycle depends on the width); the
+// incumbent, served for longer, has more.
+const trialEpochs = 2
 
 func (c Config) withDefaults() Config {
 	c.Rule = c.Rule.withDefaults()
@@ -64,6 +81,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ProbeTimeout <= 0 {
 		c.ProbeTimeout = DefaultProbeTimeout
+	}
+	if c.MaxTrials == 0 {
+		c.MaxTrials = DefaultMaxTrials
 	}
 	return c
 }
@@ -121,7 +141,7 @@ var ErrNotAdapting = errors.New("not adapting")
 // runs, and its switch (or a wider exploration) is made, at most one per
 // Window (explorations at most one per ReexploreEvery).
 func Run(ctx context.Context, d LoopDeps) error {
-	l := &loop{d: d, cfg: d.Cfg.withDefaults(), measured: map[int]Measure{}}
+	l := &loop{d: d, cfg: d.Cfg.withDefaults(), measured: map[int]Measure{}, own: map[int]Counts{}, tried: map[int]bool{}}
 	if l.d.HTTP == nil {
 		l.d.HTTP = http.DefaultClient
 	}
@@ -179,8 +199,16 @@ type loop struct {
 	// exploring: the engine serving was started to observe, not chosen;
 	// its first decision may switch at once, without waiting a window.
 	exploring bool
-	probedN   map[int]bool
-	probeN    map[int]*probeState // concurrent rows' probes under way
+	// own: each width's acceptance from its own epochs, since the last
+	// drift, at concurrency ownN (Inputs.Own); tried: the widths a trial
+	// measured in that period; trial: the engine serving is a trial, its
+	// epoch takes trialEpochs·MinCycles cycles.
+	own     map[int]Counts
+	ownN    int
+	tried   map[int]bool
+	trial   bool
+	probedN map[int]bool
+	probeN  map[int]*probeState // concurrent rows' probes under way
 }
 
 // publish hands serve a copy it may keep: the loop goes on changing its
@@ -328,6 +356,12 @@ func (l *loop) reset(t Target) {
 // for good (an error wrapping ErrNotAdapting, e.g. a reload set an
 // operator width), which it returns.
 func (l *loop) switchTo(ctx context.Context, width int, reason string, explore bool) error {
+	return l.switchTrial(ctx, width, reason, explore, false)
+}
+
+// switchTrial is switchTo; trial marks an exploration that measures a
+// width the rule named (Decision.Trial).
+func (l *loop) switchTrial(ctx context.Context, width int, reason string, explore, trial bool) error {
 	from := l.width
 	now := l.d.Now()
 	l.lastSwitch = now
@@ -346,7 +380,7 @@ func (l *loop) switchTo(ctx context.Context, width int, reason string, explore b
 	}
 	l.status.Switches++
 	l.reset(l.d.Current())
-	l.exploring = explore
+	l.exploring, l.trial = explore, trial && l.width == width
 	switch {
 	case !explore:
 		l.home = 0
@@ -396,7 +430,11 @@ func (l *loop) step(ctx context.Context) error {
 	l.epPredS += delta.PredictSeconds
 	l.epCycles += delta.Cycles
 
-	ready := l.epoch.Cycles >= l.cfg.MinCycles
+	need := l.cfg.MinCycles
+	if l.trial {
+		need *= trialEpochs
+	}
+	ready := l.epoch.Cycles >= need
 	if l.width < 2 {
 		ready = l.tokens >= l.cfg.MinCycles
 	}
@@ -453,17 +491,40 @@ func (l *loop) evaluate(ctx context.Context) error {
 	}
 	l.predS, l.cycles, l.lastN = l.predS+l.epPredS, l.cycles+l.epCycles, n
 	l.epPredS, l.epCycles = 0, 0
+	if n != l.ownN { // each width's own acceptance is taken at one concurrency
+		l.resetTrials()
+		l.ownN = n
+	}
 	if l.width >= 2 {
 		ep := l.epoch.Obs()
+		drifted := false
 		if l.base.Cycles > 0 {
 			if k := Drift(l.base.Obs(), ep, l.cfg.DriftZ); k > 0 {
+				drifted = true
 				l.d.Log.Info("adapt: acceptance drifted; deciding from the latest epoch", "position", k,
 					"was", l.base.Obs().S(k), "now", ep.S(k))
 				l.base = Counts{}
 				l.wide = nil // far positions observed under other traffic
+				// Each width's own acceptance is of the older traffic too;
+				// its ms per cycle (measured) is not: cost does not move
+				// with the traffic.
+				l.resetTrials()
+			}
+		}
+		// This width's own acceptance may be from an earlier engine at
+		// it, before a traffic change no epoch of one engine showed (one
+		// past the width served meanwhile): the same test, at one width.
+		if o := l.own[l.width]; !drifted && o.Cycles > 0 {
+			if k := Drift(o.Obs(), ep, l.cfg.DriftZ); k > 0 {
+				l.d.Log.Info("adapt: acceptance at this width drifted since it was last measured; dropping the widths measured", "width", l.width, "position", k,
+					"was", o.Obs().S(k), "now", ep.S(k))
+				l.resetTrials()
 			}
 		}
 		l.base.Merge(l.epoch)
+		o := l.own[l.width]
+		o.Merge(l.epoch)
+		l.own[l.width] = o
 		obs := l.base.Obs()
 		// The far positions are not tested against this width's S: S per
 		// cycle depends on the width when easy text comes in runs (a wide
@@ -487,20 +548,37 @@ func (l *loop) evaluate(ctx context.Context) error {
 	if l.width >= 2 {
 		live = min(len(acc), l.width-1)
 	}
-	dec := Decide(Inputs{Running: l.width, N: n, Acc: acc, Curve: l.curve, Measured: maps.Clone(l.measured), Rule: l.cfg.Rule, Live: live, Home: l.home})
-	if !dec.Switch && len(dec.Candidates) > 0 {
-		l.home = 0 // decided: the width serving now is the choice
+	trials := 0
+	if l.cfg.MaxTrials > 0 {
+		trials = max(0, l.cfg.MaxTrials-len(l.tried))
+	}
+	dec := Decide(Inputs{Running: l.width, N: n, Acc: acc, Curve: l.curve, Measured: maps.Clone(l.measured), Rule: l.cfg.Rule, Live: live, Home: l.home,
+		Own: l.ownCopy(), Trials: trials, Tried: maps.Clone(l.tried)})
+	if (!dec.Switch || dec.Trial > 0) && len(dec.Candidates) > 0 {
+		l.home = 0 // decided: the width serving now is the choice (a trial is named only then)
 	}
 	l.status.Decision = &dec
 	l.publish()
 	l.d.Log.Info(dec.String())
 
 	now := l.d.Now()
-	inWindow := !l.exploring && !l.lastSwitch.IsZero() && now.Sub(l.lastSwitch) < l.cfg.Window
-	l.exploring = false
+	// The first decision after an exploration is not held: it goes home
+	// or chooses the width it observed. A trial is held by the window like
+	// any switch, also one named by the decision that ends an exploration
+	// or another trial: it costs an engine start, and its return home
+	// another (that one is not held). The trials are bounded (MaxTrials
+	// per drift period), so they end a few windows after the first
+	// decision that stays, and while one is named the decision says
+	// switch, so nobody reading the status takes the loop as settled.
+	inWindow := (!l.exploring || dec.Trial > 0) && !l.lastSwitch.IsZero() && now.Sub(l.lastSwitch) < l.cfg.Window
+	l.exploring, l.trial = false, false
 	switch {
 	case dec.Switch && inWindow:
-		l.d.Log.Info("adapt: switch held: one switch per window", "to", dec.Choice, "window", l.cfg.Window)
+		l.d.Log.Info("adapt: switch held: one switch per window", "to", dec.Choice, "trial", dec.Trial > 0, "window", l.cfg.Window)
+	case dec.Trial > 0:
+		l.tried[dec.Trial] = true // counted when tried, even if the switch fails
+		l.home = 0                // the width kept is the home the trial must beat
+		return l.switchTrial(ctx, dec.Trial, "explore: "+dec.Reason, true, true)
 	case dec.Switch:
 		return l.switchTo(ctx, dec.Choice, dec.Reason, false)
 	case inWindow:
@@ -510,6 +588,22 @@ func (l *loop) evaluate(ctx context.Context) error {
 		return l.switchTo(ctx, dec.Recheck, fmt.Sprintf("re-explore wider: S(%d) = %.2f at the running width suggests width %d could pay", live, acc.S(live), dec.Recheck), true)
 	}
 	return nil
+}
+
+// resetTrials drops each width's own acceptance and the trials taken: the
+// traffic drifted, or the concurrency changed.
+func (l *loop) resetTrials() {
+	clear(l.own)
+	clear(l.tried)
+}
+
+// ownCopy is l.own for Decide, which must not share the loop's slices.
+func (l *loop) ownCopy() map[int]Counts {
+	m := make(map[int]Counts, len(l.own))
+	for w, c := range l.own {
+		m[w] = Counts{Cycles: c.Cycles, AtLeast: slices.Clone(c.AtLeast)}
+	}
+	return m
 }
 
 // acceptance is the running width's positions from this engine's epochs,
