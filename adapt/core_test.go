@@ -323,7 +323,7 @@ func TestDecisionLine(t *testing.T) {
 	d := Decide(Inputs{Running: 4, N: 1, Acc: acc(1000, 0.5, 0.25, 0.125), Curve: flat,
 		Measured: map[int]Measure{4: {MS: 4, N: 1}}, Rule: Rule{MinCycles: 100, MaxWidth: 4}})
 	b, err := json.Marshal(Status{State: StateWatching, Decision: &d})
-	if err != nil || !strings.Contains(string(b), `"candidates":[{"width":1,"tokens_per_cycle":1,"cost":{"ms":2,"verify_ms":2,"draft_ms":0,"from":"probe"},"tok_per_s":500}`) {
+	if err != nil || !strings.Contains(string(b), `"candidates":[{"width":1,"tokens_per_cycle":1,"tokens_from":"model","cost":{"ms":2,"verify_ms":2,"draft_ms":0,"from":"probe"},"tok_per_s":500}`) {
 		t.Errorf("status JSON %s, %v", b, err)
 	}
 	want := "adapt: switch at width 4 → 2: width 2 predicted +20.0% (lower bound +16.5%) over width 4; concurrency 1; margin 3%; S(k)="

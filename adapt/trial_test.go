@@ -1,0 +1,281 @@
+package adapt
+
+import (
+	"context"
+	"math"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Decide with widths measured earlier (Inputs.Own) and trials. Costs are
+// hand-computed as in TestDecide: verify 2 ms at every row count, drafting
+// from the measured width nearest.
+func TestDecideOwnAndTrials(t *testing.T) {
+	flat := Curve{VerifyMS: map[int]float64{1: 2, 2: 2, 3: 2, 4: 2}}
+	rule := Rule{MinCycles: 100, Margin: 0.03, MaxWidth: 4}
+	// S .8 .6 .4, width 4 measured at 4 ms: d = 2/3 per drafted token;
+	// T = 1, 1.8, 2.4, 2.8; cost 2, 2.667, 3.333, 4; tok/s 500, 675, 720,
+	// 700. Width 3 is +2.9%, under the margin: stay at 4. Within the 10%
+	// band (≥ 630): widths 2 and 3.
+	band := func(in Inputs) Inputs {
+		in.Running, in.N, in.Acc, in.Curve, in.Rule = 4, 1, acc(1000, 0.8, 0.6, 0.4), flat, rule
+		in.Measured = map[int]Measure{4: {MS: 4, N: 1}}
+		return in
+	}
+	cases := []struct {
+		name   string
+		in     Inputs
+		choice int
+		trial  int
+		reason string
+	}{
+		{
+			name:   "trial: the highest predicted within the band",
+			in:     band(Inputs{Trials: 2}),
+			choice: 3, trial: 3, reason: "trial width 3: predicted +2.9% against width 4, within the 10% band; measuring it (width 3 predicted +2.9%, under the 3% margin)",
+		},
+		{
+			name:   "no trials left: none",
+			in:     band(Inputs{}),
+			choice: 4, reason: "width 3 predicted +2.9%, under the 3% margin",
+		},
+		{
+			// Width 3 measured (its own S as the model's): not measured
+			// again; width 2 is.
+			name:   "a measured width is not tried",
+			in:     band(Inputs{Trials: 2, Own: map[int]Counts{3: {Cycles: 1000, AtLeast: []float64{800, 600}}}}),
+			choice: 2, trial: 2, reason: "trial width 2: predicted -3.6% against width 4",
+		},
+		{
+			name:   "a width tried is not tried again",
+			in:     band(Inputs{Trials: 1, Tried: map[int]bool{3: true, 2: true}}),
+			choice: 4, reason: "under the 3% margin",
+		},
+		{
+			// S .9 .9 .9, width 4 at 3 ms: d = 1/3; tok/s 500, 814, 1050,
+			// 1233: width 3 is −14.9%, outside the band.
+			name: "none within the band",
+			in: Inputs{Running: 4, N: 1, Acc: acc(1000, 0.9, 0.9, 0.9), Curve: flat, Rule: rule, Trials: 2,
+				Measured: map[int]Measure{4: {MS: 3, N: 1}}},
+			choice: 4, reason: "width 4 is predicted best",
+		},
+		{
+			// Exploring at 4 from home 2 and going back: no trial.
+			name:   "no trial from a decision going home",
+			in:     band(Inputs{Trials: 2, Home: 2, Own: map[int]Counts{2: {Cycles: 1000, AtLeast: []float64{900}}}}),
+			choice: 2, reason: "back from exploration width 4 to width 2",
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			d := Decide(c.in)
+			if d.Choice != c.choice || d.Trial != c.trial || d.Switch != (c.choice != c.in.Running) || !strings.Contains(d.Reason, c.reason) {
+				t.Errorf("got choice %d trial %d switch %v reason %q\nwant choice %d trial %d reason ~%q\n%s",
+					d.Choice, d.Trial, d.Switch, d.Reason, c.choice, c.trial, c.reason, d)
+			}
+			if c.trial > 0 && !strings.HasPrefix(d.String(), "adapt: switch at width 4 → "+string(rune('0'+c.trial))+": trial width") {
+				t.Errorf("line %q", d)
+			}
+		})
+	}
+}
+
+// A width with its own acceptance is judged by its own tokens per cycle,
+// not the model's: S .5 .25 .125 says 1.75 tokens at width 3 (500 tok/s at
+// 3.5 ms, +6.7% over width 4's 468.75), its own cycles say 2.1 (600,
+// +28%).
+func TestDecideOwnTokens(t *testing.T) {
+	flat := Curve{VerifyMS: map[int]float64{1: 2, 2: 2, 3: 2, 4: 2}}
+	d := Decide(Inputs{Running: 4, N: 1, Acc: acc(1000, 0.5, 0.25, 0.125), Curve: flat, Rule: Rule{MinCycles: 100, MaxWidth: 4},
+		Measured: map[int]Measure{3: {MS: 3.5, N: 1}, 4: {MS: 4, N: 1}},
+		Own:      map[int]Counts{3: {Cycles: 1000, AtLeast: []float64{700, 400}}}})
+	var c3, c4 Candidate
+	for _, c := range d.Candidates {
+		switch c.Width {
+		case 3:
+			c3 = c
+		case 4:
+			c4 = c
+		}
+	}
+	if c3.TokensFrom != "own" || !near(c3.TokensPerCycle, 2.1, 1e-9) || !near(c3.TokPerS, 600, 1e-9) || c4.TokensFrom != "own" {
+		t.Errorf("width 3 %+v, width 4 %+v", c3, c4)
+	}
+	if d.Choice != 3 || !near(d.Gain, 600/468.75-1, 1e-9) || !(d.GainLo > 0 && d.GainLo < d.Gain) {
+		t.Errorf("choice %d gain %v lower bound %v\n%s", d.Choice, d.Gain, d.GainLo, d)
+	}
+	if !strings.Contains(d.String(), "3:600.0(own) 4:468.8;") && !strings.HasSuffix(d.String(), "3:600.0(own) 4:468.8") {
+		t.Errorf("line %q", d)
+	}
+	// Too few of its own cycles: the model's.
+	d = Decide(Inputs{Running: 4, N: 1, Acc: acc(1000, 0.5, 0.25, 0.125), Curve: flat, Rule: Rule{MinCycles: 100, MaxWidth: 4},
+		Measured: map[int]Measure{3: {MS: 3.5, N: 1}, 4: {MS: 4, N: 1}},
+		Own:      map[int]Counts{3: {Cycles: 99, AtLeast: []float64{70, 40}}}})
+	if d.Candidates[2].TokensFrom != "model" || !near(d.Candidates[2].TokensPerCycle, 1.75, 1e-9) {
+		t.Errorf("width 3 with 99 cycles of its own: %+v", d.Candidates[2])
+	}
+}
+
+// Own against own: each tokens per cycle bounded by z standard errors of
+// its mean accepted length, the best's lower end against the incumbent's
+// upper end. Width 3: P(L≥1) .8, P(L≥2) .6 over 400 cycles: E[L] 1.4,
+// E[L²] .8 + 3·.6 = 2.6, Var .64, SE .04; T 2.4, lower 2.4 − 1.96·.04.
+// Width 4: .6 .3 .1: E[L] 1, E[L²] .6 + .9 + .5 = 2, Var 1, SE .05; T 2,
+// upper 2 + 1.96·.05. Costs 3 and 4 ms.
+func TestDecideOwnBound(t *testing.T) {
+	flat := Curve{VerifyMS: map[int]float64{1: 2, 2: 2, 3: 2, 4: 2}}
+	d := Decide(Inputs{Running: 2, Home: 4, N: 1, Acc: acc(1000, 0.5, 0.3, 0.1), Curve: flat, Rule: Rule{MinCycles: 100, MaxWidth: 4},
+		Measured: map[int]Measure{2: {MS: 2.5, N: 1}, 3: {MS: 3, N: 1}, 4: {MS: 4, N: 1}},
+		Own: map[int]Counts{3: {Cycles: 400, AtLeast: []float64{320, 240}},
+			4: {Cycles: 400, AtLeast: []float64{240, 120, 40}}}})
+	want := ((2.4-1.96*0.04)/3 - (2+1.96*0.05)/4) / (2.0 / 4)
+	if d.Best != 3 || d.Choice != 3 || !near(d.Gain, 0.6, 1e-9) || !near(d.GainLo, want, 1e-9) {
+		t.Errorf("best %d choice %d gain %v lower bound %v, want 3, 3, 0.6, %v\n%s", d.Best, d.Choice, d.Gain, d.GainLo, want, d)
+	}
+}
+
+// trueRate is m's tok/s at width w when S depends on the running width.
+func (m *modelEngine) trueRate(w int) float64 {
+	t := 1.0
+	for k := 1; k < w; k++ {
+		t += m.sw(w, k)
+	}
+	return float64(m.n) * t / m.cycleMS(w)
+}
+
+// runTrials runs the loop on m (real clock, 20 ms window) until 30
+// decisions in a row stay at the width serving, with no trial named; it
+// returns that width and the widths switched to. Each decision at a trial
+// width (one with a home, other than the exploration width 8) rests on
+// a trial epoch: at least trialEpochs·MinCycles cycles.
+func runTrials(t *testing.T, m *modelEngine, maxTrials int) (int, []int) {
+	cfg := testCfg()
+	cfg.ReexploreEvery, cfg.MaxTrials = time.Hour, maxTrials
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var mu sync.Mutex
+	stays, width := 0, 0
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, LoopDeps{Current: m.Current, Switch: m.Switch, Log: quietLog(), Cfg: cfg,
+			Publish: func(s Status) {
+				mu.Lock()
+				defer mu.Unlock()
+				if s.Decision == nil || s.Decision.Running != s.Width {
+					return
+				}
+				if d := s.Decision; d.Home > 0 && d.Running != 8 && len(d.S) > 0 && d.S[0].Cycles < trialEpochs*DefaultMinCycles {
+					t.Errorf("decision at trial width %d on %v cycles", d.Running, d.S[0].Cycles)
+				}
+				if !settled(s) || s.Width != width {
+					stays, width = 0, s.Width
+				}
+				if settled(s) {
+					stays++
+				}
+			}})
+	}()
+	ok := waitFor(8*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return stays >= 30 })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !ok {
+		t.Fatalf("no settle; switches %v", m.switched)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return width, append([]int(nil), m.switched...)
+}
+
+// S per cycle depends on the running width (easy text comes in runs): at
+// width 3, S(1) and S(2) are .90 and .78; at every other width S(k) is
+// .8^k. Drafting costs 1 ms a token. The model, from width 8's (or 4's) S,
+// puts width 3 at +0.8% over width 4, under the margin; truly width 3 is
+// 10.7% faster. Without trials the loop keeps 4 (the H200 Q4_0 pair
+// 5791L24 case); with them it measures 3 and moves there, then measures
+// 5 (the next within the band) and comes back to 3.
+func TestLoopTrialFindsUndervaluedWidth(t *testing.T) {
+	newEngine := func() *modelEngine {
+		m := newModelEngine(t, 1, 4, nil)
+		m.draft = 1.0
+		m.sw = func(w, k int) float64 {
+			if w == 3 {
+				return []float64{0.90, 0.78}[k-1]
+			}
+			return math.Pow(0.8, float64(k))
+		}
+		m.s = func(k int) float64 { return m.sw(8, k) }
+		return m
+	}
+	m := newEngine()
+	if r := m.rate(3) / m.rate(4); r < 1 || r > 1.03 {
+		t.Fatalf("model: width 3 at %.3f of width 4, want within the margin", r)
+	}
+	if r := m.trueRate(3) / m.trueRate(4); r < 1.08 {
+		t.Fatalf("truly width 3 at %.3f of width 4, want ≥ 1.08", r)
+	}
+	for w := 1; w <= DefaultMaxWidth; w++ {
+		if w != 3 && m.trueRate(w) >= m.trueRate(3) {
+			t.Fatalf("width %d truly at or above width 3", w)
+		}
+	}
+	t.Run("trials", func(t *testing.T) {
+		m := newEngine()
+		w, sw := runTrials(t, m, 0)
+		t.Logf("settled at %d (%.3f of the best); switches %v", w, m.trueRate(w)/m.trueRate(3), sw)
+		if w != 3 {
+			t.Errorf("settled at %d, want 3; switches %v", w, sw)
+		}
+		if len(sw) > 2+2*DefaultMaxTrials {
+			t.Errorf("switches %v: more than an exploration, its return and %d trials", sw, DefaultMaxTrials)
+		}
+	})
+	t.Run("no trials", func(t *testing.T) {
+		m := newEngine()
+		w, sw := runTrials(t, m, -1)
+		t.Logf("settled at %d (%.3f of the best); switches %v", w, m.trueRate(w)/m.trueRate(3), sw)
+		if w != 4 {
+			t.Errorf("without trials settled at %d, want 4 (the model's bias); switches %v", w, sw)
+		}
+	})
+}
+
+// A trial width that is truly worse: width 3 runs S(1) .75 and S(2) .60
+// (3% under width 4) where the model says +0.8%. The loop measures 3, goes
+// back to 4, measures 5, goes back to 4, and stays there: at most
+// MaxTrials trials, no width tried twice, however long it watches.
+func TestLoopTrialGoesBackHome(t *testing.T) {
+	m := newModelEngine(t, 1, 4, nil)
+	m.draft = 1.0
+	m.sw = func(w, k int) float64 {
+		if w == 3 {
+			return []float64{0.75, 0.60}[k-1]
+		}
+		return math.Pow(0.8, float64(k))
+	}
+	m.s = func(k int) float64 { return m.sw(8, k) }
+	if m.trueRate(3) >= m.trueRate(4) {
+		t.Fatal("width 3 is not worse")
+	}
+	w, sw := runTrials(t, m, 0)
+	t.Logf("settled at %d; switches %v", w, sw)
+	if w != 4 {
+		t.Errorf("settled at %d, want 4; switches %v", w, sw)
+	}
+	trials, seen := 0, map[int]bool{}
+	for i := 2; i < len(sw); i += 2 { // after the exploration and its return: trial, back
+		trials++
+		if seen[sw[i]] || i+1 < len(sw) && sw[i+1] != 4 {
+			t.Errorf("switches %v: a width tried twice, or no return home", sw)
+		}
+		seen[sw[i]] = true
+	}
+	if trials > DefaultMaxTrials || len(sw) < 4 || sw[0] != 8 || sw[1] != 4 || sw[2] != 3 {
+		t.Errorf("switches %v: want 8, 4, then at most %d trials (the first at 3) each back to 4", sw, DefaultMaxTrials)
+	}
+}
