@@ -149,7 +149,7 @@ func (m *modelEngine) trueRate(w int) float64 {
 // decisions in a row stay at the width serving, with no trial named; it
 // returns that width and the widths switched to. Each decision at a trial
 // width (one with a home, other than the exploration width 8) rests on
-// a trial epoch: at least trialEpochs·MinCycles cycles.
+// a trial epoch: at least 2·MinCycles cycles (trialEpochs).
 func runTrials(t *testing.T, m *modelEngine, maxTrials int) (int, []int) {
 	cfg := testCfg()
 	cfg.ReexploreEvery, cfg.MaxTrials = time.Hour, maxTrials
@@ -166,7 +166,7 @@ func runTrials(t *testing.T, m *modelEngine, maxTrials int) (int, []int) {
 				if s.Decision == nil || s.Decision.Running != s.Width {
 					return
 				}
-				if d := s.Decision; d.Home > 0 && d.Running != 8 && len(d.S) > 0 && d.S[0].Cycles < trialEpochs*DefaultMinCycles {
+				if d := s.Decision; d.Home > 0 && d.Running != 8 && len(d.S) > 0 && d.S[0].Cycles < 2*DefaultMinCycles {
 					t.Errorf("decision at trial width %d on %v cycles", d.Running, d.S[0].Cycles)
 				}
 				if !settled(s) || s.Width != width {
