@@ -279,3 +279,39 @@ func TestLoopTrialGoesBackHome(t *testing.T) {
 		t.Errorf("switches %v: want 8, 4, then at most %d trials (the first at 3) each back to 4", sw, DefaultMaxTrials)
 	}
 }
+
+// A width's own acceptance from an earlier engine at it is tested against
+// the new engine's first epoch at that width: traffic that changed while
+// another width served (past that width's positions, where its counters
+// cannot show it) drops the widths measured and the trials taken, as a
+// drift within one engine does. Without it a stale measurement held the
+// loop at a width the new traffic did not favour (TestLoopFollowsTrafficChange
+// under -race).
+func TestLoopOwnDriftAcrossEngineLives(t *testing.T) {
+	cfg := testCfg()
+	cfg.MaxTrials = -1
+	l := &loop{cfg: cfg.withDefaults(), measured: map[int]Measure{}, own: map[int]Counts{}, tried: map[int]bool{3: true},
+		d: LoopDeps{Current: func() Target { return Target{Width: 4} }, Switch: func(context.Context, int, string) error { return nil },
+			Log: quietLog(), Now: time.Now},
+		curve: Curve{VerifyMS: map[int]float64{1: 2, 4: 2, 8: 3}}, width: 4, ownN: 1}
+	l.own[4] = Counts{Cycles: 1000, AtLeast: []float64{300, 90, 27}} // S(1) .3 under the old traffic
+	l.own[5] = Counts{Cycles: 1000, AtLeast: []float64{300, 90, 27, 8}}
+	l.epoch = Counts{Cycles: 300, AtLeast: []float64{270, 243, 219}} // S(1) .9 now
+	l.epCycles, l.epPredS = 300, 1.2
+	if err := l.evaluate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if o := l.own[4]; o.Cycles != 300 || len(l.own) != 1 || len(l.tried) != 0 {
+		t.Errorf("own %+v, tried %v: want width 4's new epoch only and no trials taken", l.own, l.tried)
+	}
+	// The same traffic: the epoch joins the earlier one.
+	l.epoch = Counts{Cycles: 300, AtLeast: []float64{270, 243, 219}}
+	l.epCycles, l.epPredS = 300, 1.2
+	l.base = Counts{} // a new engine at the same width
+	if err := l.evaluate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if o := l.own[4]; o.Cycles != 600 {
+		t.Errorf("own %+v: want both epochs", l.own)
+	}
+}
