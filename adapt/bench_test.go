@@ -138,6 +138,12 @@ func BenchmarkAdaptRecords(b *testing.B) {
 			b.Logf("skip %s: %v", filepath.Base(p), err)
 			continue
 		}
+		if r.Method.Concurrency > 1 {
+			// The replay decodes one sequence; a record measured with
+			// several requests in flight has cycle costs of n·W rows.
+			b.Logf("skip %s: measured at concurrency %d; the replay is one sequence", filepath.Base(p), r.Method.Concurrency)
+			continue
+		}
 		// Widths from the width and classic arms; the default and policy
 		// arms fill the widths no width arm measured (newer records
 		// measure each width once, under its first name).
