@@ -20,6 +20,10 @@ func adaptConfig(s config.Settings) adapt.Config {
 	c.MaxWidth = s.AdaptMaxWidth.Value
 	c.Margin = s.AdaptMargin.Value
 	c.MinCycles = float64(s.AdaptMinCycles.Value)
+	c.MaxTrials = s.AdaptTrials.Value
+	if c.MaxTrials == 0 {
+		c.MaxTrials = -1 // the loop reads 0 as its default; -1 is off
+	}
 	return c
 }
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/speclaunch/speclaunch/adapt"
 	"github.com/speclaunch/speclaunch/config"
 	"github.com/speclaunch/speclaunch/engine"
 	"github.com/speclaunch/speclaunch/internal/loadgen"
@@ -187,5 +188,28 @@ func TestServeAdaptOffAfterReloadSetsWidth(t *testing.T) {
 			t.Fatalf("adapt state %q after the operator width; log:\n%s", adaptState(t, port), r.log)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// adapt.trials reaches the loop: unset is the loop's default, 0 turns
+// trials off (the loop reads a zero MaxTrials as its default, so off is
+// passed as a negative count), a count passes as is.
+func TestAdaptConfigTrials(t *testing.T) {
+	for _, c := range []struct {
+		env  string
+		want int
+	}{{"", adapt.DefaultMaxTrials}, {"0", -1}, {"1", 1}, {"8", 8}} {
+		s, _, _, err := config.Load(config.Input{Getenv: func(k string) string {
+			if k == "MLXCEL_ADAPT_TRIALS" {
+				return c.env
+			}
+			return ""
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := adaptConfig(s).MaxTrials; got != c.want {
+			t.Errorf("MLXCEL_ADAPT_TRIALS=%q: MaxTrials %d, want %d", c.env, got, c.want)
+		}
 	}
 }

@@ -20,7 +20,7 @@ func TestHelpNamesEveryEnvVar(t *testing.T) {
 		for name, envs := range config.Envs {
 			switch name {
 			case "ready-timeout", "stop-timeout", "restart", "strict-width", "probe", "watch", "raw-engine-output",
-				"proxy", "switch", "drain-timeout", "hold-timeout", "queue-size", "adapt", "adapt-max-width", "adapt-explore", "adapt-margin", "adapt-min-cycles", "adapt-window":
+				"proxy", "switch", "drain-timeout", "hold-timeout", "queue-size", "adapt", "adapt-max-width", "adapt-explore", "adapt-margin", "adapt-min-cycles", "adapt-window", "adapt-trials":
 				if cmd != "serve" {
 					continue
 				}

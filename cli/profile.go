@@ -164,6 +164,7 @@ func settingsMap(s config.Settings) map[string]Setting {
 	add("adapt-margin", s.AdaptMargin.Value, s.AdaptMargin.Src)
 	add("adapt-min-cycles", s.AdaptMinCycles.Value, s.AdaptMinCycles.Src)
 	add("adapt-window", s.AdaptWindow.Value.String(), s.AdaptWindow.Src)
+	add("adapt-trials", s.AdaptTrials.Value, s.AdaptTrials.Src)
 	pols := []string{}
 	for _, p := range s.Policies {
 		pols = append(pols, p.Value+" ("+p.Src.String()+")")

@@ -30,7 +30,7 @@ type ServeCmd struct {
 	DrainTimeout string `help:"How long an old engine may finish its requests before it is stopped (env: $MLXCEL_DRAIN_TIMEOUT; default 2m)." placeholder:"DUR" group:"Proxy"`
 	HoldTimeout  string `help:"How long a request may wait while the engine is switched before it gets 503 (env: $MLXCEL_HOLD_TIMEOUT; default 2m)." placeholder:"DUR" group:"Proxy"`
 	QueueSize    string `help:"Requests held at most during a switch; more get 503 at once (env: $MLXCEL_QUEUE_SIZE; default 1024)." placeholder:"N" group:"Proxy"`
-	Adapt        bool   `help:"Learn the width from live traffic and switch to the best one (llama.cpp); an operator width turns it off (env: $MLXCEL_ADAPT; default false); tuned in the profile's [adapt] table or $MLXCEL_ADAPT_MAX_WIDTH, $MLXCEL_ADAPT_EXPLORE_WIDTH, $MLXCEL_ADAPT_MARGIN, $MLXCEL_ADAPT_MIN_CYCLES, $MLXCEL_ADAPT_WINDOW. See docs/adaptive.md." group:"Proxy"`
+	Adapt        bool   `help:"Learn the width from live traffic and switch to the best one (llama.cpp); an operator width turns it off (env: $MLXCEL_ADAPT; default false); tuned in the profile's [adapt] table or $MLXCEL_ADAPT_MAX_WIDTH, $MLXCEL_ADAPT_EXPLORE_WIDTH, $MLXCEL_ADAPT_MARGIN, $MLXCEL_ADAPT_MIN_CYCLES, $MLXCEL_ADAPT_WINDOW, $MLXCEL_ADAPT_TRIALS. See docs/adaptive.md." group:"Proxy"`
 }
 
 // exitWidthMismatch is serve's exit code under --strict-width.
@@ -135,7 +135,8 @@ func (sv *server) reload(cur *plan.Plan, ch watch.Change) (*plan.Plan, bool, err
 	}
 	if a, b := cur.Settings, np.Settings; a.Adapt.Value != b.Adapt.Value || a.AdaptMaxWidth.Value != b.AdaptMaxWidth.Value ||
 		a.AdaptExplore.Value != b.AdaptExplore.Value || a.AdaptMargin.Value != b.AdaptMargin.Value ||
-		a.AdaptMinCycles.Value != b.AdaptMinCycles.Value || a.AdaptWindow.Value != b.AdaptWindow.Value {
+		a.AdaptMinCycles.Value != b.AdaptMinCycles.Value || a.AdaptWindow.Value != b.AdaptWindow.Value ||
+		a.AdaptTrials.Value != b.AdaptTrials.Value {
 		sv.log.Warn("reload: adapt.* settings apply when speclaunch starts; restart it for this change to take effect")
 	}
 	if cur.Settings.Proxy.Value != np.Settings.Proxy.Value {

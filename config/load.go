@@ -72,6 +72,7 @@ var Envs = map[string][]string{
 	"adapt-margin":      {"MLXCEL_ADAPT_MARGIN"},
 	"adapt-min-cycles":  {"MLXCEL_ADAPT_MIN_CYCLES"},
 	"adapt-window":      {"MLXCEL_ADAPT_WINDOW"},
+	"adapt-trials":      {"MLXCEL_ADAPT_TRIALS"},
 }
 
 // Defaults for settings that have one.
@@ -331,6 +332,9 @@ func Load(in Input) (Settings, *profiles.Profile, []Notice, error) {
 	if s.AdaptMinCycles, err = l.intIn("adapt-min-cycles", p.Adapt.MinCycles, "adapt.min_cycles", 16, 1<<30, "the draft cycles observed before a decision"); err != nil {
 		return fail(err)
 	}
+	if s.AdaptTrials, err = l.intIn("adapt-trials", p.Adapt.Trials, "adapt.trials", 0, MaxAdaptTrials, "the trial widths measured per drift period (0 turns trials off)"); err != nil {
+		return fail(err)
+	}
 	// Unset: the loop's defaults, so that the effective settings show them
 	// (docs/adaptive.md); the exploration width stays 0, "from the probed
 	// cost curve".
@@ -339,6 +343,9 @@ func Load(in Input) (Settings, *profiles.Profile, []Notice, error) {
 	}
 	if s.AdaptMinCycles.Src.Origin == Default {
 		s.AdaptMinCycles.Value = adapt.DefaultMinCycles
+	}
+	if s.AdaptTrials.Src.Origin == Default {
+		s.AdaptTrials.Value = adapt.DefaultMaxTrials
 	}
 	if s.AdaptExplore.Value > 0 && s.AdaptExplore.Value > s.AdaptMaxWidth.Value {
 		return fail(&Error{Src: s.AdaptExplore.Src, Msg: fmt.Sprintf("exploration width %d is wider than adapt.max_width %d: lower it or raise adapt.max_width", s.AdaptExplore.Value, s.AdaptMaxWidth.Value)})

@@ -120,6 +120,8 @@ func TestBadWidths(t *testing.T) {
 		{"a kilobyte value is quoted in part", nil, map[string]string{"LLAMA_ARG_PORT": strings.Repeat("8", 5000)}, "", []string{"env LLAMA_ARG_PORT", `bad port "` + strings.Repeat("8", 64) + `"... (5000 bytes): want`}},
 		{"margin NaN env", nil, map[string]string{"MLXCEL_ADAPT_MARGIN": "NaN"}, "", []string{"env MLXCEL_ADAPT_MARGIN", "bad margin"}},
 		{"margin nan profile", nil, nil, "[adapt]\nmargin = nan\n", []string{"profile p.toml:2", "bad margin"}},
+		{"trials above the bound", nil, map[string]string{"MLXCEL_ADAPT_TRIALS": "9"}, "", []string{"env MLXCEL_ADAPT_TRIALS", "from 0 to 8"}},
+		{"trials negative in the profile", nil, nil, "[adapt]\ntrials = -1\n", []string{"profile p.toml:2", "from 0 to 8"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -412,8 +414,8 @@ func TestAdaptDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.AdaptMaxWidth.Value != 17 || s.AdaptMinCycles.Value != 256 || s.AdaptMargin.Value != 0.03 || s.AdaptWindow.Value.String() != "1m0s" || s.AdaptExplore.Value != 0 {
-		t.Errorf("defaults: max %d, min cycles %d, margin %v, window %v, explore %d", s.AdaptMaxWidth.Value, s.AdaptMinCycles.Value, s.AdaptMargin.Value, s.AdaptWindow.Value, s.AdaptExplore.Value)
+	if s.AdaptMaxWidth.Value != 17 || s.AdaptMinCycles.Value != 256 || s.AdaptMargin.Value != 0.03 || s.AdaptWindow.Value.String() != "1m0s" || s.AdaptExplore.Value != 0 || s.AdaptTrials.Value != 2 {
+		t.Errorf("defaults: max %d, min cycles %d, margin %v, window %v, explore %d, trials %d", s.AdaptMaxWidth.Value, s.AdaptMinCycles.Value, s.AdaptMargin.Value, s.AdaptWindow.Value, s.AdaptExplore.Value, s.AdaptTrials.Value)
 	}
 	for _, c := range []struct {
 		env  map[string]string

@@ -108,7 +108,13 @@ type Settings struct {
 	AdaptMargin    Field[float64]       // predicted gain needed to switch (0.03 = 3%)
 	AdaptMinCycles Field[int]           // cycles behind every position before a decision
 	AdaptWindow    Field[time.Duration] // at most one switch per window
+	AdaptTrials    Field[int]           // trial widths per drift period; 0 = none
 }
+
+// MaxAdaptTrials bounds adapt.trials: each trial is an engine start and an
+// epoch at a width that may be slower, so more than a handful per drift
+// period is churn, not measurement.
+const MaxAdaptTrials = 8
 
 // Switch modes.
 const (

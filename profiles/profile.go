@@ -60,6 +60,7 @@ type Profile struct {
 		Margin       *float64 `toml:"margin"`
 		MinCycles    *int     `toml:"min_cycles"`
 		Window       string   `toml:"window"`
+		Trials       *int     `toml:"trials"`
 	} `toml:"adapt"`
 	GPU struct {
 		Capability string `toml:"capability"`
