@@ -431,3 +431,19 @@ func TestAdaptDefaults(t *testing.T) {
 		}
 	}
 }
+
+// Every variable Load reads is documented (five MLXCEL_ADAPT_* variables
+// were once missing from the page).
+func TestEveryEnvVarDocumented(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "environment-variables.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, envs := range Envs {
+		for _, e := range envs {
+			if !strings.Contains(string(doc), "`"+e+"`") {
+				t.Errorf("docs/environment-variables.md does not document `%s` (setting %s)", e, name)
+			}
+		}
+	}
+}
