@@ -37,7 +37,13 @@ type modelEngine struct {
 	tokens   float64 // generated at width 1
 	probes   []int   // row counts probed
 	switched []int   // widths switched to
-	srv      *httptest.Server
+	probesAt []int   // len(probes) at each switch
+	// slots, when set, is GET /props's total_slots (else /props is 404);
+	// probeFail, when set, makes the probe of those rows miss the cache
+	// (prompt_n counts the prefix), as when live requests take the slot.
+	slots     int
+	probeFail func(rows int) bool
+	srv       *httptest.Server
 }
 
 // verify has a kernel boundary every 8 rows.
@@ -102,7 +108,17 @@ func (m *modelEngine) serve(w http.ResponseWriter, r *http.Request) {
 		json.NewDecoder(r.Body).Decode(&req)
 		rows := len(req.Prompt) - probePrefixLen
 		m.probes = append(m.probes, rows)
-		fmt.Fprintf(w, `{"timings":{"prompt_n":%d,"prompt_ms":%g}}`, rows, verify(rows))
+		n := rows
+		if m.probeFail != nil && m.probeFail(rows) {
+			n += probePrefixLen
+		}
+		fmt.Fprintf(w, `{"timings":{"prompt_n":%d,"prompt_ms":%g}}`, n, verify(rows))
+	case "/props":
+		if m.slots == 0 {
+			http.NotFound(w, r)
+			return
+		}
+		fmt.Fprintf(w, `{"total_slots":%d,"endpoint_metrics":true}`, m.slots)
 	default:
 		http.NotFound(w, r)
 	}
@@ -119,6 +135,7 @@ func (m *modelEngine) Switch(_ context.Context, w int, _ string) error {
 	defer m.mu.Unlock()
 	m.width, m.gen = w, m.gen+1
 	m.switched = append(m.switched, w)
+	m.probesAt = append(m.probesAt, len(m.probes))
 	m.cycles, m.perPos, m.predS, m.tokens = 0, nil, 0, 0 // a new engine process
 	return nil
 }

@@ -274,7 +274,11 @@ func (l *loop) run(ctx context.Context) error {
 	}
 }
 
-// getCurve takes the curve from the config, the cache or a probe.
+// getCurve takes the curve from the config, the cache or a probe. The
+// probe before traffic takes rows 1..MaxWidth and the rows that up to
+// upFrontMaxN sequences verify together, as many as the engine has slots
+// (GET /props total_slots); a cached curve that lacks some of those (one
+// cached before they were probed up front) gets them probed now.
 func (l *loop) getCurve(ctx context.Context) error {
 	if l.cfg.Curve != nil && len(l.cfg.Curve.VerifyMS) > 0 {
 		l.curve = *l.cfg.Curve
@@ -283,14 +287,60 @@ func (l *loop) getCurve(ctx context.Context) error {
 		}
 		return nil
 	}
+	slots, err := totalSlots(ctx, l.d.HTTP, l.d.Current().BaseURL)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		l.d.Log.Debug("adapt: the engine's slots are unknown; probing the rows of one sequence before traffic", "err", err)
+	}
+	rows := upFrontRows(l.cfg.MaxWidth, slots)
 	if l.cacheable() {
 		if c, ok := LoadCurve(l.d.CacheDir, l.d.CacheKey, l.d.Log); ok {
 			l.curve = c
+			var missing []int
+			for _, r := range rows {
+				if _, ok := c.VerifyMS[r]; !ok {
+					missing = append(missing, r)
+				}
+			}
+			if len(missing) == 0 {
+				return nil
+			}
+			l.d.Log.Info("adapt: the cached verify-cost curve lacks rows of concurrent decoding; probing them before traffic", "slots", slots, "rows", len(missing))
+			samples, err := l.probeBeforeTraffic(ctx, missing)
+			if err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				// The cached curve still serves; the under-load probe
+				// (probeConcurrency) tries the rows again when they are needed.
+				l.d.Log.Warn("adapt: could not probe the rows of concurrent decoding before traffic; using the cached curve", "err", err)
+				return nil
+			}
+			curve := Curve{VerifyMS: maps.Clone(c.VerifyMS), Source: "probe"}
+			maps.Copy(curve.VerifyMS, curveOf(samples).VerifyMS)
+			l.curve = curve
+			l.saveCurve()
 			return nil
 		}
 	}
+	samples, err := l.probeBeforeTraffic(ctx, rows)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("%w: no verify-cost curve: %w (this engine could not be probed: serve keeps its width; set one to silence this)", ErrNotAdapting, err)
+	}
+	l.curve = curveOf(samples)
+	l.saveCurve()
+	return nil
+}
+
+// probeBeforeTraffic probes rows, resuming an attempt cut short by the
+// bound (traffic may already be there) while attempts take samples.
+func (l *loop) probeBeforeTraffic(ctx context.Context, rows []int) (map[int][]float64, error) {
 	start := l.d.Now()
-	rows := ProbeRows(l.cfg.MaxWidth, 0)
 	var st probeState
 	for {
 		again, err := st.try(ctx, l.cfg.ProbeTimeout, l.d.HTTP, l.d.Current().BaseURL, rows, l.cfg.ProbeReps)
@@ -298,10 +348,11 @@ func (l *loop) getCurve(ctx context.Context) error {
 			break
 		}
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return nil, ctx.Err()
 		}
 		if !again {
-			return fmt.Errorf("%w: no verify-cost curve: %w (this engine could not be probed: serve keeps its width; set one to silence this)", ErrNotAdapting, err)
+			l.status.Note = ""
+			return nil, err
 		}
 		l.status.Note = fmt.Sprintf("probe attempt %d cut short after %d of %d samples: resuming", st.attempts, st.done(), len(rows)*l.cfg.ProbeReps)
 		l.publish()
@@ -309,15 +360,13 @@ func (l *loop) getCurve(ctx context.Context) error {
 			"attempt", st.attempts, "attempts", probeAttempts, "samples", st.done(), "wanted", len(rows)*l.cfg.ProbeReps, "err", err)
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil, ctx.Err()
 		case <-time.After(l.cfg.Interval):
 		}
 	}
 	l.status.ProbeTime = l.d.Now().Sub(start).Seconds()
 	l.status.Note = ""
-	l.curve = curveOf(st.samples)
-	l.saveCurve()
-	return nil
+	return st.samples, nil
 }
 
 // probeAttempts bounds a probe's resumptions: each attempt runs for at most

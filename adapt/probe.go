@@ -207,6 +207,62 @@ func tokenIDs(n int) probeIDs {
 	return probeIDs{lo, fresh, max(span, 1)}
 }
 
+// upFrontMaxN is the most sequences decoding together whose verify rows
+// (n·W for W = 1..MaxWidth) the loop probes before traffic, besides rows
+// 1..MaxWidth. Under load the probe of those rows can fail for good: on an
+// H200 (llama-server d32676d, 4 slots, 4 closed-loop clients, 2026-12-02)
+// a live request took slot 0 between the probe's prefix and its measured
+// request every time, the probe of 20 rows failed at once, and the loop
+// stayed at its exploration width 8 for the rest of the run. n up to 4 at
+// MaxWidth 17 is 42 distinct row counts, each 2 discarded and 7 kept
+// requests: 378 requests, about 1-3 s at the 2-7 ms a probe request costs
+// there. Larger n would add mostly rows past 68 (to 8·17 = 136 at n = 8)
+// and double that; they keep the under-load probe.
+const upFrontMaxN = 4
+
+// slotsTimeout bounds the GET /props that reads total_slots.
+const slotsTimeout = 2 * time.Second
+
+// totalSlots reads total_slots from llama-server's GET /props: how many
+// sequences can decode together. 1 when the engine does not say (no
+// /props, an error, not JSON, no such field), with why.
+func totalSlots(ctx context.Context, client *http.Client, base string) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, slotsTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(base, "/")+"/props", nil)
+	if err != nil {
+		return 1, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 1, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 1, fmt.Errorf("GET /props answered %s", resp.Status)
+	}
+	var v struct {
+		TotalSlots *int `json:"total_slots"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&v); err != nil {
+		return 1, fmt.Errorf("GET /props: not JSON: %w", err)
+	}
+	if v.TotalSlots == nil || *v.TotalSlots < 1 {
+		return 1, errors.New("GET /props has no positive total_slots")
+	}
+	return *v.TotalSlots, nil
+}
+
+// upFrontRows are the rows the probe before traffic takes: 1..maxWidth,
+// and n·W for W = 1..maxWidth and n = 2..min(slots, upFrontMaxN).
+func upFrontRows(maxWidth, slots int) []int {
+	var ns []int
+	for n := 2; n <= min(slots, upFrontMaxN); n++ {
+		ns = append(ns, n)
+	}
+	return ProbeRows(maxWidth, maxWidth, ns...)
+}
+
 // vocabSize reads n_vocab from llama-server's /v1/models (data[0].meta);
 // 0 when the engine does not say.
 func vocabSize(ctx context.Context, client *http.Client, base string) int {
