@@ -144,6 +144,11 @@ type Decision struct {
 	// decision then switches there (Switch, Choice = Trial), as an
 	// exploration that observes rather than chooses. 0 when none.
 	Trial int `json:"trial,omitempty"`
+	// NoCost says the rule could not judge the running width: the curve
+	// does not cover the rows it verifies at this concurrency (N·Running).
+	// The decision then stays and says so; the loop probes those rows, or
+	// goes back home from an exploration when they cannot be probed.
+	NoCost bool `json:"no_cost,omitempty"`
 }
 
 // Decide applies the rule. Candidates are widths 1 (speculation off) to
@@ -201,7 +206,12 @@ func Decide(in Inputs) Decision {
 		d.Candidates = append(d.Candidates, Candidate{Width: w, TokensPerCycle: t, TokensFrom: from, Cost: c, TokPerS: rate[w]})
 	}
 	if _, ok := rate[in.Running]; !ok {
+		if _, covered := in.Curve.At(n * in.Running); covered {
+			d.Reason = fmt.Sprintf("no prediction for the running width %d at %d sequences", in.Running, n)
+			return d
+		}
 		d.Reason = fmt.Sprintf("no cost for the running width %d at %d sequences (the probed curve does not cover %d rows)", in.Running, n, n*in.Running)
+		d.NoCost = true
 		return d
 	}
 	if _, ok := rate[inc]; !ok {

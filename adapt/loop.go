@@ -209,6 +209,14 @@ type loop struct {
 	trial   bool
 	probedN map[int]bool
 	probeN  map[int]*probeState // concurrent rows' probes under way
+	probeEr map[int]error       // why the rows of n sequences could not be probed
+	// noCostNote is the Status note published while the running width
+	// could not be judged at concurrency noCostN (Decision.NoCost); it is
+	// logged at warn once, and cleared by a decision at another
+	// concurrency.
+	noCostNote string
+	noCostWhy  string // the note without the width serving
+	noCostN    int
 }
 
 // publish hands serve a copy it may keep: the loop goes on changing its
@@ -603,6 +611,21 @@ func (l *loop) evaluate(ctx context.Context) error {
 	}
 	dec := Decide(Inputs{Running: l.width, N: n, Acc: acc, Curve: l.curve, Measured: maps.Clone(l.measured), Rule: l.cfg.Rule, Live: live, Home: l.home,
 		Own: l.ownCopy(), Trials: trials, Tried: maps.Clone(l.tried)})
+	if dec.NoCost {
+		return l.noCost(ctx, dec, n)
+	}
+	if l.noCostNote != "" && n != l.noCostN { // a concurrency the curve covers: deciding again
+		if l.status.Note == l.noCostNote {
+			l.status.Note = ""
+		}
+		l.d.Log.Info("adapt: the running width is judged again", "concurrency", n, "was", l.noCostNote)
+		l.noCostNote, l.noCostN, l.noCostWhy = "", 0, ""
+	} else if l.noCostNote != "" && l.status.Note == l.noCostNote {
+		// Still at that concurrency, deciding among the widths the curve
+		// covers (after going home): the note names the width serving.
+		l.noCostNote = fmt.Sprintf("%s; serving width %d", l.noCostWhy, l.width)
+		l.status.Note = l.noCostNote
+	}
 	if (!dec.Switch || dec.Trial > 0) && len(dec.Candidates) > 0 {
 		l.home = 0 // decided: the width serving now is the choice (a trial is named only then)
 	}
@@ -637,6 +660,65 @@ func (l *loop) evaluate(ctx context.Context) error {
 		return l.switchTo(ctx, dec.Recheck, fmt.Sprintf("re-explore wider: S(%d) = %.2f at the running width suggests width %d could pay", live, acc.S(live), dec.Recheck), true)
 	}
 	return nil
+}
+
+// noCost handles a decision that could not judge the running width: the
+// curve lacks the n·W rows it verifies at this concurrency. While the
+// under-load probe of those rows may still resume, it waits. Once they
+// cannot be probed, an exploration (or a trial) goes back to its home
+// width at once, not held by the window: an exploration width is a
+// measuring device, and staying there because its cost is missing is
+// inertia, not a choice (H200, 2026-12-02: the loop stayed at its
+// exploration width 8 under 4 sequences for a whole run). In any case the
+// Status says that the loop is not adapting at this concurrency and which
+// width serves, logged at warn once; it keeps watching, and decides again
+// when the concurrency changes to one the curve covers.
+func (l *loop) noCost(ctx context.Context, dec Decision, n int) error {
+	rows := n * l.width
+	why, pending := l.unprobed(n)
+	if pending {
+		l.status.Decision = &dec
+		l.publish()
+		l.d.Log.Info(dec.String())
+		return nil
+	}
+	home := l.home
+	serving := l.width
+	if home >= 1 && home != l.width {
+		serving = home
+		dec.Choice, dec.Switch = home, true
+		dec.Reason = fmt.Sprintf("back from exploration width %d to width %d: %s, and they could not be probed", l.width, home, dec.Reason)
+	}
+	whyNote := fmt.Sprintf("not adapting at concurrency %d: the verify cost of %d rows could not be probed (%s)", n, rows, why)
+	note := fmt.Sprintf("%s; serving width %d", whyNote, serving)
+	l.status.Note = note
+	l.status.Decision = &dec
+	l.publish()
+	l.d.Log.Info(dec.String())
+	if note != l.noCostNote {
+		l.d.Log.Warn("adapt: " + note)
+	}
+	l.noCostNote, l.noCostN, l.noCostWhy = note, n, whyNote
+	if dec.Switch {
+		return l.switchTo(ctx, home, dec.Reason, false)
+	}
+	return nil
+}
+
+// unprobed says why the rows n sequences verify at the running width are
+// not in the curve, and whether the under-load probe may still get them.
+func (l *loop) unprobed(n int) (why string, pending bool) {
+	switch {
+	case l.curve.Source == "config":
+		return "the curve was given in the config; the loop does not probe it", false
+	case n <= 1 || l.width > l.cfg.MaxWidth:
+		return fmt.Sprintf("the probe covers widths up to %d", l.cfg.MaxWidth), false
+	case !l.probedN[n]:
+		return "", true
+	case l.probeEr[n] != nil:
+		return l.probeEr[n].Error(), false
+	}
+	return "the probe did not cover them", false
 }
 
 // resetTrials drops each width's own acceptance and the trials taken: the
@@ -675,7 +757,7 @@ func (l *loop) probeConcurrency(ctx context.Context, n int) {
 		return
 	}
 	if l.probedN == nil {
-		l.probedN, l.probeN = map[int]bool{}, map[int]*probeState{}
+		l.probedN, l.probeN, l.probeEr = map[int]bool{}, map[int]*probeState{}, map[int]error{}
 	}
 	var missing []int
 	for _, r := range ProbeRows(0, l.cfg.MaxWidth, n) {
@@ -701,6 +783,7 @@ func (l *loop) probeConcurrency(ctx context.Context, n int) {
 		}
 		if !again {
 			l.probedN[n] = true
+			l.probeEr[n] = err
 		}
 		l.d.Log.Warn("adapt: could not probe the rows of concurrent decoding", "concurrency", n, "attempt", st.attempts, "resume", again, "err", err)
 		return

@@ -54,7 +54,7 @@ func runLoop(t testing.TB, e *simEngine, cfg Config, prompt func() string, settl
 // settled: a decision at the width now serving that says stay, after at
 // least one epoch there.
 func settled(s Status) bool {
-	return s.Decision != nil && !s.Decision.Switch && s.Decision.Running == s.Width && s.Width >= 1 && s.Decision.Explore == 0 && len(s.Decision.Candidates) > 0
+	return s.Decision != nil && !s.Decision.NoCost && !s.Decision.Switch && s.Decision.Running == s.Width && s.Width >= 1 && s.Decision.Explore == 0 && len(s.Decision.Candidates) > 0
 }
 
 func TestLoopConvergesPerProfile(t *testing.T) {
