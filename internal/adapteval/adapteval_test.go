@@ -44,7 +44,16 @@ func TestSettled(t *testing.T) {
 		{"decision before the switch", st(4, `{"state":"watching","width":4,"last_decision":{"running":17,"choice":4,"switch":true}}`), false, "last decision was at width 17"},
 		{"switch held", st(17, `{"state":"watching","width":17,"last_decision":{"running":17,"choice":4,"switch":true}}`), false, "decided to switch 17→4"},
 		{"explore", st(4, `{"state":"watching","width":4,"last_decision":{"running":4,"choice":4,"explore":9}}`), false, "exploring wider (width 9)"},
-		{"stays", st(4, `{"state":"watching","width":4,"last_decision":{"running":4,"choice":4,"reason":"best","recheck":17}}`), true, "stays at width 4: best"},
+		{"stays", st(4, `{"state":"watching","width":4,"last_decision":{"running":4,"choice":4,"reason":"best","recheck":17,"candidates":[{"width":1},{"width":4}]}}`), true, "stays at width 4: best"},
+		// H200, 2026-12-02: the loop stayed at its exploration width 8
+		// under 4 sequences because the cost of 32 rows was missing.
+		{"no cost", st(8, `{"state":"watching","width":8,"note":"not adapting at concurrency 4: the verify cost of 32 rows could not be probed (x); serving width 8",
+			"last_decision":{"running":8,"choice":8,"no_cost":true,"reason":"no cost for the running width 8 at 4 sequences (the probed curve does not cover 32 rows)",
+			"candidates":[{"width":1},{"width":2},{"width":3},{"width":4}]}}`), false, "cannot judge the running width 8: no cost for the running width 8 at 4 sequences (the probed curve does not cover 32 rows) (not adapting at concurrency 4"},
+		// An older server without no_cost: the running width is not among the candidates.
+		{"running width not judged", st(8, `{"state":"watching","width":8,"last_decision":{"running":8,"choice":8,"reason":"no cost for the running width 8 at 4 sequences",
+			"candidates":[{"width":1},{"width":4}]}}`), false, "did not judge the running width 8: no cost"},
+		{"too few cycles", st(4, `{"state":"watching","width":4,"last_decision":{"running":4,"choice":4,"reason":"too few cycles: 100 of the 256 needed"}}`), false, "did not judge the running width 4: too few cycles"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -97,6 +106,9 @@ type fakeServe struct {
 	switches []map[string]any
 	bodies   []map[string]any
 	probing  atomic.Int64 // polls left in "probing"
+	// noCost: after the exploration to 8 every decision says it has no
+	// cost for the running width (the H200 run of 2026-12-02)
+	noCost bool
 }
 
 func (f *fakeServe) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -117,17 +129,25 @@ func (f *fakeServe) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		} else if n >= 4 {
 			sw(4, 17, "explore wider: x")
 		}
-		if n >= 10 {
+		if n >= 10 && !f.noCost {
 			sw(17, 6, "width 6 is predicted best")
 		}
-		dec := map[string]any{"running": f.width, "choice": f.width, "switch": false, "reason": "best"}
+		dec := map[string]any{"running": f.width, "choice": f.width, "switch": false, "reason": "best",
+			"candidates": []map[string]any{{"width": 1}, {"width": f.width}}}
 		if f.width != 6 {
 			dec["explore"] = 17
+		}
+		note := ""
+		if f.noCost && f.width == 17 {
+			dec = map[string]any{"running": 17, "choice": 17, "switch": false, "no_cost": true,
+				"reason":     "no cost for the running width 17 at 4 sequences (the probed curve does not cover 68 rows)",
+				"candidates": []map[string]any{{"width": 1}, {"width": 2}, {"width": 3}, {"width": 4}}}
+			note = "not adapting at concurrency 4: the verify cost of 68 rows could not be probed (x); serving width 17"
 		}
 		json.NewEncoder(w).Encode(map[string]any{
 			"engine":   map[string]any{"width": f.width, "width_source": "adaptive", "url": f.url},
 			"switches": append([]map[string]any{{"at": time.Now(), "kind": "start", "ok": true}}, f.switches...),
-			"adapt":    map[string]any{"state": state, "width": f.width, "last_decision": dec},
+			"adapt":    map[string]any{"state": state, "width": f.width, "last_decision": dec, "note": note},
 		})
 	case "/v1/completions":
 		var b map[string]any
@@ -263,5 +283,29 @@ func TestDirectEngineReplaced(t *testing.T) {
 	}
 	if res.DirectLoad == nil || res.DirectLoad.Sent > 200 {
 		t.Errorf("direct load %+v: flooded the retired port", res.DirectLoad)
+	}
+}
+
+// A run whose loop stays at its exploration width because the cost of the
+// rows it verifies at the live concurrency is missing (every decision
+// says no_cost) never settles, and the note says why.
+func TestRunNoCostDoesNotSettle(t *testing.T) {
+	f := &fakeServe{width: 4, noCost: true}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	f.url = srv.URL
+	res, err := Run(context.Background(), Options{URL: srv.URL, Prompts: []Prompt{{Text: "A"}}, Clients: 2, MaxTokens: 5,
+		Requests: 2, Poll: 5 * time.Millisecond, SettleTimeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(res.Summary())
+	if res.Settled || res.OK() || res.Width != 17 {
+		t.Fatalf("settled %v at width %d: %s", res.Settled, res.Width, res.Summary())
+	}
+	for _, want := range []string{"timed out", "cannot judge the running width 17", "could not be probed"} {
+		if !strings.Contains(res.SettleNote, want) {
+			t.Errorf("settle note %q lacks %q", res.SettleNote, want)
+		}
 	}
 }

@@ -41,6 +41,12 @@ type adaptStatus struct {
 		Switch  bool   `json:"switch"`
 		Reason  string `json:"reason"`
 		Explore int    `json:"explore"`
+		// NoCost: the rule could not judge the running width (the curve
+		// lacks the rows it verifies at the live concurrency).
+		NoCost     bool `json:"no_cost"`
+		Candidates []struct {
+			Width int `json:"width"`
+		} `json:"candidates"`
 	} `json:"last_decision"`
 }
 
@@ -68,8 +74,12 @@ func (st status) adapting() error {
 
 // settled is the rule for the end of phase 1: the loop is watching, the
 // engine serves the width the loop last decided at, and that decision
-// neither switched nor asked to explore wider. The note says what it waits
-// for, or why it holds.
+// judged that width (it is among the candidates, and no_cost is not set),
+// and neither switched nor asked to explore wider. The note says what it
+// waits for, or why it holds. A decision that could not judge the running
+// width is no settle: on an H200 (2026-12-02) the loop stayed at its
+// exploration width 8 under 4 sequences because the verify cost of 32 rows
+// was missing, and this rule called that "settled at width 8".
 func settled(st status) (bool, string) {
 	a, ok := st.adapt()
 	switch {
@@ -87,8 +97,30 @@ func settled(st status) (bool, string) {
 		return false, fmt.Sprintf("decided to switch %d→%d", a.Decision.Running, a.Decision.Choice)
 	case a.Decision.Explore > 0:
 		return false, fmt.Sprintf("exploring wider (width %d)", a.Decision.Explore)
+	case a.Decision.NoCost:
+		return false, fmt.Sprintf("the loop cannot judge the running width %d: %s%s", a.Decision.Running, a.Decision.Reason, noteOf(a))
+	case !a.judged():
+		return false, fmt.Sprintf("the last decision did not judge the running width %d: %s%s", a.Decision.Running, a.Decision.Reason, noteOf(a))
 	}
 	return true, fmt.Sprintf("stays at width %d: %s", a.Decision.Running, a.Decision.Reason)
+}
+
+// judged: the running width is among the last decision's candidates.
+func (a adaptStatus) judged() bool {
+	for _, c := range a.Decision.Candidates {
+		if c.Width == a.Decision.Running {
+			return true
+		}
+	}
+	return false
+}
+
+// noteOf is the loop's own note, as a suffix of a settle note.
+func noteOf(a adaptStatus) string {
+	if a.Note == "" {
+		return ""
+	}
+	return " (" + a.Note + ")"
 }
 
 func getStatus(ctx context.Context, o Options) (status, error) {
