@@ -180,3 +180,54 @@ func TestSIGHUPDuringFirstLoadReloadsAfter(t *testing.T) {
 		})
 	}
 }
+
+// SIGINT while the adaptive loop probes the engine stops the loop before
+// the engine: the probe's cut-off request is not reported as an engine
+// that cannot be probed.
+func TestSIGINTDuringProbeIsNoProbeFailure(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := staticBinary(t)
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	// The demo's GB10 sim model is slow to probe: seconds of probing.
+	cmd := exec.Command(bin, "serve", "--profile", "profiles/demo.toml", "--adapt", "--port", strconv.Itoa(port), "--log-format", "text")
+	cmd.Env = append(os.Environ(), "XDG_CACHE_HOME="+t.TempDir())
+	var out strings.Builder
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	probing := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(stderr)
+		seen := false
+		for sc.Scan() {
+			out.WriteString(sc.Text() + "\n")
+			if !seen && strings.Contains(sc.Text(), "adaptive width on") {
+				seen = true
+				close(probing)
+			}
+		}
+	}()
+	select {
+	case <-probing:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the loop did not start")
+	}
+	time.Sleep(500 * time.Millisecond) // inside the probe
+	cmd.Process.Signal(syscall.SIGINT)
+	<-done
+	cmd.Wait()
+	if strings.Contains(out.String(), "cannot be probed") || strings.Contains(out.String(), "adaptive width off") {
+		t.Errorf("SIGINT during the probe was reported as a probe failure:\n%s", out.String())
+	}
+	if !strings.Contains(out.String(), "engine stopped") {
+		t.Errorf("no engine stop in the log:\n%s", out.String())
+	}
+}

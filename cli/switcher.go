@@ -418,6 +418,12 @@ func (sv *server) run(p *plan.Plan) error {
 	}
 
 	shutdown := func(sig os.Signal, why string) error {
+		// The adaptive loop goes first: stopping the engine under a probe
+		// or a scrape would read as an engine that cannot be probed.
+		if sv.stopAdapt != nil {
+			sv.stopAdapt()
+			sv.stopAdapt = nil
+		}
 		if running != nil {
 			running.cancel()
 			res := <-running.done
