@@ -40,13 +40,7 @@ func (c *Counts) Merge(o Counts) {
 // TokensPerCycle is the mean tokens per cycle these cycles gave: the bonus
 // token plus the mean accepted length, 1 + Σ AtLeast[k-1]/Cycles.
 func (c Counts) TokensPerCycle() float64 {
-	if c.Cycles <= 0 {
-		return 1
-	}
-	t := 1.0
-	for _, v := range c.AtLeast {
-		t += v / c.Cycles
-	}
+	t, _ := c.Obs().TokensPerCycle(len(c.AtLeast) + 1)
 	return t
 }
 

@@ -306,12 +306,7 @@ func (l *loop) getCurve(ctx context.Context) error {
 	if l.cacheable() {
 		if c, ok := LoadCurve(l.d.CacheDir, l.d.CacheKey, l.d.Log); ok {
 			l.curve = c
-			var missing []int
-			for _, r := range rows {
-				if _, ok := c.VerifyMS[r]; !ok {
-					missing = append(missing, r)
-				}
-			}
+			missing := c.missing(rows)
 			if len(missing) == 0 {
 				return nil
 			}
@@ -326,9 +321,7 @@ func (l *loop) getCurve(ctx context.Context) error {
 				l.d.Log.Warn("adapt: could not probe the rows of concurrent decoding before traffic; using the cached curve", "err", err)
 				return nil
 			}
-			curve := Curve{VerifyMS: maps.Clone(c.VerifyMS), Source: "probe"}
-			maps.Copy(curve.VerifyMS, curveOf(samples).VerifyMS)
-			l.curve = curve
+			l.curve = c.with(samples)
 			l.saveCurve()
 			return nil
 		}
@@ -759,12 +752,7 @@ func (l *loop) probeConcurrency(ctx context.Context, n int) {
 	if l.probedN == nil {
 		l.probedN, l.probeN, l.probeEr = map[int]bool{}, map[int]*probeState{}, map[int]error{}
 	}
-	var missing []int
-	for _, r := range ProbeRows(0, l.cfg.MaxWidth, n) {
-		if _, ok := l.curve.VerifyMS[r]; !ok {
-			missing = append(missing, r)
-		}
-	}
+	missing := l.curve.missing(ProbeRows(0, l.cfg.MaxWidth, n))
 	if len(missing) == 0 {
 		l.probedN[n] = true
 		return
@@ -789,9 +777,7 @@ func (l *loop) probeConcurrency(ctx context.Context, n int) {
 		return
 	}
 	l.probedN[n] = true
-	curve := Curve{VerifyMS: maps.Clone(l.curve.VerifyMS), Source: "probe"}
-	maps.Copy(curve.VerifyMS, curveOf(st.samples).VerifyMS)
-	l.curve = curve
+	l.curve = l.curve.with(st.samples)
 	l.status.Curve = &l.curve
 	l.saveCurve()
 }

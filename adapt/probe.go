@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -121,6 +122,24 @@ func curveOf(samples map[int][]float64) Curve {
 	return c
 }
 
+// missing returns the rows the curve has no cost for, in order.
+func (c Curve) missing(rows []int) []int {
+	var out []int
+	for _, r := range rows {
+		if _, ok := c.VerifyMS[r]; !ok {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// with is the curve extended by newly probed samples (a probed curve).
+func (c Curve) with(samples map[int][]float64) Curve {
+	out := Curve{VerifyMS: maps.Clone(c.VerifyMS), Source: "probe"}
+	maps.Copy(out.VerifyMS, curveOf(samples).VerifyMS)
+	return out
+}
+
 // probe is Probe adding to st, skipping the repetitions it already holds.
 func (st *probeState) probe(ctx context.Context, client *http.Client, baseURL string, rows []int, reps int) error {
 	if client == nil {
@@ -229,23 +248,11 @@ const slotsTimeout = 2 * time.Second
 func totalSlots(ctx context.Context, client *http.Client, base string) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, slotsTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(base, "/")+"/props", nil)
-	if err != nil {
-		return 1, err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return 1, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return 1, fmt.Errorf("GET /props answered %s", resp.Status)
-	}
 	var v struct {
 		TotalSlots *int `json:"total_slots"`
 	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&v); err != nil {
-		return 1, fmt.Errorf("GET /props: not JSON: %w", err)
+	if err := getJSON(ctx, client, strings.TrimRight(base, "/")+"/props", &v); err != nil {
+		return 1, err
 	}
 	if v.TotalSlots == nil || *v.TotalSlots < 1 {
 		return 1, errors.New("GET /props has no positive total_slots")
@@ -266,15 +273,6 @@ func upFrontRows(maxWidth, slots int) []int {
 // vocabSize reads n_vocab from llama-server's /v1/models (data[0].meta);
 // 0 when the engine does not say.
 func vocabSize(ctx context.Context, client *http.Client, base string) int {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/models", nil)
-	if err != nil {
-		return 0
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0
-	}
-	defer resp.Body.Close()
 	var v struct {
 		Data []struct {
 			Meta struct {
@@ -282,10 +280,30 @@ func vocabSize(ctx context.Context, client *http.Client, base string) int {
 			} `json:"meta"`
 		} `json:"data"`
 	}
-	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&v) != nil || len(v.Data) == 0 {
+	if getJSON(ctx, client, base+"/v1/models", &v) != nil || len(v.Data) == 0 {
 		return 0
 	}
 	return max(v.Data[0].Meta.NVocab, 0)
+}
+
+// getJSON decodes a GET of url answered 200 into v, reading at most 1 MiB.
+func getJSON(ctx context.Context, client *http.Client, url string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s answered %s", req.URL.Path, resp.Status)
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(v); err != nil {
+		return fmt.Errorf("GET %s: not JSON: %w", req.URL.Path, err)
+	}
+	return nil
 }
 
 // probeOnce sends one probe request and returns timings.prompt_ms;
