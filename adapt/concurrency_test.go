@@ -148,34 +148,8 @@ func TestLoopConcurrency(t *testing.T) {
 	for _, n := range []int{1, 4} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			m := newModelEngine(t, n, 4, geometric)
-			best := 1
-			for w := 2; w <= DefaultMaxWidth; w++ {
-				if m.rate(w) > m.rate(best) {
-					best = w
-				}
-			}
-			cfg := testCfg()
-			cfg.ReexploreEvery = time.Hour
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			var mu sync.Mutex
-			var got *Status
-			done := make(chan error, 1)
-			go func() {
-				done <- Run(ctx, LoopDeps{Current: m.Current, Switch: m.Switch, Log: quietLog(), Cfg: cfg,
-					Publish: func(s Status) {
-						mu.Lock()
-						defer mu.Unlock()
-						if got == nil && settled(s) {
-							got = &s
-						}
-					}})
-			}()
-			ok := waitFor(8*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return got != nil })
-			cancel()
-			if err := <-done; err != nil {
-				t.Fatal(err)
-			}
+			best := m.best()
+			got, ok := m.settle(t, 8*time.Second, 0)
 			if !ok {
 				t.Fatalf("no settle at n=%d", n)
 			}
@@ -193,6 +167,52 @@ func TestLoopConcurrency(t *testing.T) {
 			}
 		})
 	}
+}
+
+// best is the width with the highest rate, 1..DefaultMaxWidth.
+func (m *modelEngine) best() int {
+	best := 1
+	for w := 2; w <= DefaultMaxWidth; w++ {
+		if m.rate(w) > m.rate(best) {
+			best = w
+		}
+	}
+	return best
+}
+
+// settle runs the loop on m (test settings, no re-checks) until a status
+// is settled or wait passes, lets it run on for more epochs, then stops
+// it; it returns the first settled status.
+func (m *modelEngine) settle(t *testing.T, wait, more time.Duration) (*Status, bool) {
+	t.Helper()
+	cfg := testCfg()
+	cfg.ReexploreEvery = time.Hour
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var mu sync.Mutex
+	var got *Status
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, LoopDeps{Current: m.Current, Switch: m.Switch, Log: quietLog(), Cfg: cfg,
+			Publish: func(s Status) {
+				mu.Lock()
+				defer mu.Unlock()
+				if got == nil && settled(s) {
+					got = &s
+				}
+			}})
+	}()
+	ok := waitFor(wait, func() bool { mu.Lock(); defer mu.Unlock(); return got != nil })
+	if ok {
+		time.Sleep(more)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return got, ok
 }
 
 // At most one switch per window: once settled wide under flat traffic, a

@@ -103,37 +103,8 @@ func TestLoopConcurrencyProbedUpFront(t *testing.T) {
 	m := newModelEngine(t, 4, 4, func(k int) float64 { return math.Pow(0.8, float64(k)) })
 	m.slots = 4
 	m.probeFail = func(rows int) bool { return rows > 17 && len(m.switched) > 0 } // m.mu held
-	best := 1
-	for w := 2; w <= DefaultMaxWidth; w++ {
-		if m.rate(w) > m.rate(best) {
-			best = w
-		}
-	}
-	cfg := testCfg()
-	cfg.ReexploreEvery = time.Hour
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	var mu sync.Mutex
-	var got *Status
-	done := make(chan error, 1)
-	go func() {
-		done <- Run(ctx, LoopDeps{Current: m.Current, Switch: m.Switch, Log: quietLog(), Cfg: cfg,
-			Publish: func(s Status) {
-				mu.Lock()
-				defer mu.Unlock()
-				if got == nil && settled(s) {
-					got = &s
-				}
-			}})
-	}()
-	ok := waitFor(5*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return got != nil })
-	if ok {
-		time.Sleep(50 * time.Millisecond) // more epochs under load
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	best := m.best()
+	got, ok := m.settle(t, 5*time.Second, 50*time.Millisecond) // more epochs under load after the settle
 	if !ok {
 		t.Fatalf("no settle at 4 sequences; switches %v", switchedOf(m))
 	}
