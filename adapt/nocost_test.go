@@ -33,11 +33,7 @@ func TestLoopNoCostGoesHome(t *testing.T) {
 			cfg := testCfg()
 			cfg.Window, cfg.ReexploreEvery = time.Hour, 10*time.Hour // the return home is not held by the window
 			if c.config {
-				curve := Curve{VerifyMS: map[int]float64{}}
-				for w := 1; w <= DefaultMaxWidth; w++ {
-					curve.VerifyMS[w] = verify(w)
-				}
-				cfg.Curve = &curve
+				cfg.Curve = oneSequenceCurve()
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
@@ -94,11 +90,7 @@ func TestLoopNoCostGoesHome(t *testing.T) {
 func TestLoopNoCostStaysAndSaysSo(t *testing.T) {
 	m := newModelEngine(t, 4, 8, func(k int) float64 { return math.Pow(0.8, float64(k)) })
 	cfg := testCfg()
-	curve := Curve{VerifyMS: map[int]float64{}}
-	for w := 1; w <= DefaultMaxWidth; w++ {
-		curve.VerifyMS[w] = verify(w)
-	}
-	cfg.Curve = &curve
+	cfg.Curve = oneSequenceCurve()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var mu sync.Mutex
@@ -124,4 +116,14 @@ func TestLoopNoCostStaysAndSaysSo(t *testing.T) {
 	}
 	cancel()
 	<-r.done
+}
+
+// oneSequenceCurve is the model engine's verify cost for rows 1..17 only:
+// no rows of concurrent decoding.
+func oneSequenceCurve() *Curve {
+	c := Curve{VerifyMS: map[int]float64{}}
+	for w := 1; w <= DefaultMaxWidth; w++ {
+		c.VerifyMS[w] = verify(w)
+	}
+	return &c
 }
