@@ -25,6 +25,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -36,6 +37,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -58,7 +60,10 @@ type Backend struct {
 	mu       sync.Mutex
 	inflight int
 	zero     chan struct{} // closed when inflight reaches 0 (made by Drain)
-	dead     atomic.Bool   // a dial was refused: it no longer serves
+	dead     atomic.Bool   // a dial was refused, or the engine is gone: it no longer serves
+	gone     chan struct{} // closed by Gone: the engine died or hung
+	goneOnce sync.Once
+	closing  atomic.Bool // the engine is being stopped: no new launcher request starts on it
 }
 
 // NewBackend parses an engine's base URL ("http://127.0.0.1:40123").
@@ -67,7 +72,33 @@ func NewBackend(baseURL, name string) (*Backend, error) {
 	if err != nil || u.Scheme == "" || u.Host == "" {
 		return nil, fmt.Errorf("bad engine URL %q: want http://host:port", baseURL)
 	}
-	return &Backend{URL: u, Name: name}, nil
+	return &Backend{URL: u, Name: name, gone: make(chan struct{})}, nil
+}
+
+// Gone marks the engine dead (it exited or hung): a request that has had
+// no response byte from it is sent to the next engine instead of failing.
+func (b *Backend) Gone() {
+	b.dead.Store(true)
+	b.goneOnce.Do(func() { close(b.gone) })
+}
+
+// Closing marks the engine as being stopped: Track refuses new launcher
+// requests on it (they move to the engine that replaces it).
+func (b *Backend) Closing() { b.closing.Store(true) }
+
+// ErrEngineReplaced refuses a launcher request on an engine being stopped.
+var ErrEngineReplaced = errors.New("the engine is being replaced; ask the serving one")
+
+// Track counts one of the launcher's own requests (a probe, a scrape, a
+// verification) in flight on b, like a client's, so that b is not
+// stopped under it; release ends it. It fails once b is being stopped.
+func (b *Backend) Track() (release func(), err error) {
+	if b.closing.Load() || b.dead.Load() {
+		return nil, ErrEngineReplaced
+	}
+	b.add(1)
+	var once sync.Once
+	return func() { once.Do(func() { b.add(-1) }) }, nil
 }
 
 // InFlight is the number of requests being served by the backend now.
@@ -129,7 +160,8 @@ type Proxy struct {
 	cur     *Backend  // nil before the first Route and while held
 	ready   bool      // some backend has served: /health says "switching", not "loading"
 	holding bool      // new requests wait in queue
-	closed  bool      // speclaunch is stopping: nothing waits any more
+	closed  bool      // speclaunch has stopped: nothing waits any more
+	refuse  bool      // speclaunch is stopping: new requests get 503, held ones stay
 	queue   []*waiter // FIFO
 
 	held, rejected, retried atomic.Int64
@@ -212,6 +244,15 @@ func (p *Proxy) Close() {
 	p.queue = nil
 }
 
+// Refuse answers new requests, and /health, with 503 and Retry-After:
+// the launcher is stopping (readiness goes down at once). Requests in
+// flight go on; held ones stay held for an engine that is starting.
+func (p *Proxy) Refuse() {
+	p.mu.Lock()
+	p.refuse = true
+	p.mu.Unlock()
+}
+
 // SetLimits changes the queue bound and the hold timeout (a reload);
 // requests already waiting keep the timeout they started with.
 func (p *Proxy) SetLimits(queueSize int, hold time.Duration) {
@@ -269,7 +310,7 @@ func (e *errHeld) Error() string { return e.why }
 // in the queue while requests are held. skip is a backend known dead.
 func (p *Proxy) acquire(ctx context.Context, skip *Backend) (*Backend, error) {
 	p.mu.Lock()
-	if p.closed {
+	if p.closed || p.refuse && skip == nil {
 		p.mu.Unlock()
 		return nil, errStopping
 	}
@@ -347,17 +388,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.URL.Path == "/health" && r.Method == http.MethodGet {
-		p.mu.Lock()
-		cur, holding, ready := p.cur, p.holding, p.ready
-		p.mu.Unlock()
-		if cur == nil || holding {
-			if ready {
-				writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "speclaunch": "switching"})
-			} else {
-				writeError(w, http.StatusServiceUnavailable, "Loading model", "unavailable_error", 0)
-			}
-			return
-		}
+		p.health(w)
+		return
+	}
+	if err := replayable(w, r); err != nil {
+		writeError(w, http.StatusBadRequest, "cannot read the request body: "+err.Error(), "invalid_request_error", 0)
+		return
 	}
 	b, err := p.acquire(r.Context(), nil)
 	if err != nil {
@@ -370,6 +406,69 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s := &slot{b: b}
 	defer func() { s.b.add(-1) }()
 	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), slotKey{}, s)))
+}
+
+// health answers GET /health from the proxy's own state, never by waiting
+// on an engine: 200 while an engine serves or one is being switched in,
+// 503 "Loading model" before the first engine is ready (as llama-server
+// answers while it loads), 503 once the launcher is stopping (readiness).
+func (p *Proxy) health(w http.ResponseWriter) {
+	p.mu.Lock()
+	cur, holding, ready, refuse, closed := p.cur, p.holding, p.ready, p.refuse, p.closed
+	p.mu.Unlock()
+	switch {
+	case refuse || closed:
+		writeError(w, http.StatusServiceUnavailable, "speclaunch is stopping", "unavailable_error", 1)
+	case cur != nil && !holding:
+		w.Header().Set("Content-Type", "application/json; charset=utf-8")
+		io.WriteString(w, `{"status":"ok"}`) // byte for byte llama-server's
+
+	case ready:
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "speclaunch": "switching"})
+	default:
+		writeError(w, http.StatusServiceUnavailable, "Loading model", "unavailable_error", 0)
+	}
+}
+
+// maxReplay is the largest request body kept in memory so that the
+// request can be sent again to the next engine when its engine dies
+// before answering. LLM requests are far below it.
+const maxReplay = 8 << 20
+
+// replayable reads the request body before anything goes upstream, so that
+// (1) the engine's answer can start streaming while nothing is left to
+// read from the client: net/http's server would otherwise consume the
+// unread body itself once the response headers go out, racing the
+// transport that is still sending it, and the transport then closes the
+// engine connection mid-stream (a stream cut after its first token); and
+// (2) a request whose engine died before answering can be sent again. A
+// larger body streams through in full-duplex mode, without a re-send.
+func replayable(w http.ResponseWriter, r *http.Request) error {
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil
+	}
+	if r.ContentLength > maxReplay {
+		return fullDuplex(w)
+	}
+	buf, err := io.ReadAll(io.LimitReader(r.Body, maxReplay+1))
+	if err != nil {
+		return err
+	}
+	if len(buf) > maxReplay {
+		r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(buf), r.Body))
+		return fullDuplex(w)
+	}
+	r.ContentLength = int64(len(buf))
+	r.Body = io.NopCloser(bytes.NewReader(buf))
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf)), nil }
+	return nil
+}
+
+func fullDuplex(w http.ResponseWriter) error {
+	if err := http.NewResponseController(w).EnableFullDuplex(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return err
+	}
+	return nil
 }
 
 func (p *Proxy) reject(w http.ResponseWriter, why string) {
@@ -408,12 +507,24 @@ func (t *retrying) RoundTrip(req *http.Request) (*http.Response, error) {
 	s, _ := req.Context().Value(slotKey{}).(*slot)
 	for attempt := 0; ; attempt++ {
 		resp, err := t.base.RoundTrip(req)
-		if err == nil || s == nil || !dialRefused(err) || attempt >= 8 {
+		if err == nil {
+			return guardStream(resp, t.p.o.Log), nil
+		}
+		if s == nil || attempt >= 8 || req.Context().Err() != nil {
 			return resp, err
 		}
 		dead := s.b
-		dead.dead.Store(true)
-		t.p.o.Log.Info("proxy: engine refused a connection; sending the request to the next engine", "engine", dead.Name, "path", req.URL.Path)
+		switch {
+		case dialRefused(err):
+			dead.dead.Store(true)
+			t.p.o.Log.Info("proxy: engine refused a connection; sending the request to the next engine", "engine", dead.Name, "path", req.URL.Path)
+		case req.GetBody != nil && t.p.waitGone(req.Context(), dead):
+			// The engine died or hung before answering: the request had
+			// no effect a client could see.
+			t.p.o.Log.Info("proxy: the engine ended before answering; sending the request to the next engine", "engine", dead.Name, "path", req.URL.Path, "err", err)
+		default:
+			return resp, err
+		}
 		t.p.retried.Add(1)
 		nb, aerr := t.p.acquire(req.Context(), dead)
 		if aerr != nil {
@@ -423,8 +534,69 @@ func (t *retrying) RoundTrip(req *http.Request) (*http.Response, error) {
 		s.b = nb
 		r2 := req.Clone(req.Context())
 		r2.URL.Scheme, r2.URL.Host = nb.URL.Scheme, nb.URL.Host
+		if req.GetBody != nil {
+			if r2.Body, err = req.GetBody(); err != nil {
+				return nil, err
+			}
+		}
 		req = r2
 	}
+}
+
+// goneGrace is how long a failed request waits to learn whether its
+// engine is gone (the runtime notices an exit within milliseconds) before
+// the failure is the client's answer.
+const goneGrace = 3 * time.Second
+
+// waitGone reports whether b is marked gone within goneGrace.
+func (p *Proxy) waitGone(ctx context.Context, b *Backend) bool {
+	t := time.NewTimer(goneGrace)
+	defer t.Stop()
+	select {
+	case <-b.gone:
+		return true
+	case <-t.C:
+		return false
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// guardStream makes a server-sent-event stream that breaks mid-way end
+// with an error event, never with a clean end that looks complete.
+func guardStream(resp *http.Response, log *slog.Logger) *http.Response {
+	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		return resp
+	}
+	resp.Body = &sseGuard{ReadCloser: resp.Body, log: log}
+	return resp
+}
+
+// sseGuard turns a read error of an event stream into a final error event.
+type sseGuard struct {
+	io.ReadCloser
+	log  *slog.Logger
+	tail *bytes.Reader // the error event, once the engine failed
+}
+
+func (g *sseGuard) Read(b []byte) (int, error) {
+	if g.tail != nil {
+		return g.tail.Read(b)
+	}
+	n, err := g.ReadCloser.Read(b)
+	if err == nil || err == io.EOF || errors.Is(err, context.Canceled) {
+		return n, err
+	}
+	g.log.Warn("proxy: the engine failed mid-stream; ending the stream with an error event", "err", err)
+	var e APIError
+	e.Error.Code, e.Error.Type = http.StatusBadGateway, "server_error"
+	e.Error.Message = "the engine failed during this response (" + err.Error() + "); the output is incomplete"
+	body, _ := json.Marshal(e)
+	g.tail = bytes.NewReader([]byte("\n\ndata: " + string(body) + "\n\n"))
+	if n > 0 {
+		return n, nil
+	}
+	return g.tail.Read(b)
 }
 
 // dialRefused reports an error from connecting, before anything was sent.

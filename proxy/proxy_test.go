@@ -247,8 +247,9 @@ func TestRefusedDialGoesToTheNextEngine(t *testing.T) {
 	}
 }
 
-// /health never waits: loading before the first engine, switching while
-// requests are held, the engine's own answer otherwise.
+// /health never waits and never asks an engine: loading before the first
+// engine, ok while one serves, switching while requests are held, 503 once
+// the launcher stops.
 func TestHealth(t *testing.T) {
 	b := backend(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, `{"status":"engine"}`) })
 	p := New(Options{})
@@ -266,12 +267,17 @@ func TestHealth(t *testing.T) {
 		t.Errorf("before the first engine: %d %s", c, body)
 	}
 	p.Route(b)
-	if c, body := get(); c != 200 || !strings.Contains(body, "engine") {
-		t.Errorf("serving: %d %s", c, body)
+	if c, body := get(); c != 200 || body != `{"status":"ok"}` {
+		t.Errorf("serving: %d %s, want 200 {\"status\":\"ok\"} as llama-server answers", c, body)
 	}
 	p.Hold()
 	if c, body := get(); c != 200 || !strings.Contains(body, "switching") {
 		t.Errorf("held: %d %s", c, body)
+	}
+	p.Route(b)
+	p.Refuse()
+	if c, body := get(); c != 503 || !strings.Contains(body, "stopping") {
+		t.Errorf("stopping: %d %s, want 503 (readiness down)", c, body)
 	}
 }
 
