@@ -41,11 +41,11 @@ type Hooks struct {
 	// proxy routes a request to it (the adaptive loop's probe: the engine
 	// is idle then). An error is logged; the engine serves all the same.
 	BeforeTraffic func(ctx context.Context, in *Instance) error
-	Serving       func(in *Instance)                 // it takes the traffic now
+	Serving       func(in *Instance)                   // it takes the traffic now
 	Switched      func(s Switched, from, to *Instance) // a switch ended
-	Adopted       func(j *Job)                       // a plan took effect without a switch
-	Stopping      func()                             // the first signal arrived
-	Exited        func(in *Instance, code int)       // an engine's process ended
+	Adopted       func(j *Job)                         // a plan took effect without a switch
+	Stopping      func()                               // the first signal arrived
+	Exited        func(in *Instance, code int)         // an engine's process ended
 }
 
 // Options configure a Runtime.
@@ -57,8 +57,8 @@ type Options struct {
 	Limits      func(*plan.Plan) Limits
 	StopTimeout func(*plan.Plan) time.Duration
 	HangTimeout func(*plan.Plan) time.Duration // 0: no hang detection
-	Signals     <-chan os.Signal              // SIGINT, SIGTERM
-	Done        <-chan struct{}               // the parent ends: as SIGTERM
+	Signals     <-chan os.Signal               // SIGINT, SIGTERM
+	Done        <-chan struct{}                // the parent ends: as SIGTERM
 	Hooks
 }
 
