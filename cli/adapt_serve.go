@@ -3,13 +3,13 @@ package cli
 import (
 	"context"
 	"errors"
-	"net/http"
 	"time"
 
 	"github.com/speclaunch/speclaunch/adapt"
 	"github.com/speclaunch/speclaunch/config"
 	"github.com/speclaunch/speclaunch/key"
 	"github.com/speclaunch/speclaunch/plan"
+	"github.com/speclaunch/speclaunch/server"
 	"github.com/speclaunch/speclaunch/width"
 )
 
@@ -49,7 +49,7 @@ func adaptOff(p *plan.Plan, proxied bool) string {
 // startAdapt starts the adaptive width loop beside the switcher when it is
 // asked for; the returned func stops it and waits for it (nil when it did
 // not start).
-func (sv *server) startAdapt(ctx context.Context, p *plan.Plan) func() {
+func (sv *launcher) startAdapt(ctx context.Context, p *plan.Plan) func() {
 	if why := adaptOff(p, sv.px != nil); why != "" {
 		if p.Settings.Adapt.Value {
 			sv.log.Info("adaptive width off: " + why)
@@ -86,21 +86,20 @@ func (sv *server) startAdapt(ctx context.Context, p *plan.Plan) func() {
 	}
 	deps := adapt.LoopDeps{
 		Current: func() adapt.Target {
-			sv.st.mu.Lock()
-			defer sv.st.mu.Unlock()
-			in := sv.st.cur
-			if in == nil || in.backend == nil {
+			in := sv.rt.Current()
+			if in == nil || in.Backend == nil {
 				return adapt.Target{}
 			}
-			return adapt.Target{BaseURL: in.backend.URL.String(), Width: in.width(), Gen: in.gen}
+			return adapt.Target{BaseURL: in.Backend.URL.String(), Width: widthOf(in.Plan), Gen: uint64(in.ID)}
 		},
 		Switch: func(ctx context.Context, w int, reason string) error {
-			reply := make(chan error, 1)
-			select {
-			case sv.adaptReq <- adaptRequest{width: w, reason: reason, reply: reply}:
-			case <-ctx.Done():
-				return ctx.Err()
+			cur := sv.plan()
+			np, err := sv.adaptedPlan(cur, w, reason)
+			if err != nil {
+				return err
 			}
+			reply := make(chan error, 1)
+			sv.submit(server.KindAdapt, reason, cur, np, reply)
 			select {
 			case err := <-reply:
 				return err
@@ -108,7 +107,7 @@ func (sv *server) startAdapt(ctx context.Context, p *plan.Plan) func() {
 				return ctx.Err()
 			}
 		},
-		HTTP:     &http.Client{Timeout: 60 * time.Second},
+		HTTP:     sv.probeClient(60 * time.Second),
 		Log:      sv.log.With("component", "adapt"),
 		Publish:  func(s adapt.Status) { sv.st.setAdapt(s) },
 		CacheDir: dir,

@@ -84,7 +84,7 @@ func (c *ServeCmd) Run(e *Env) error {
 	if err := checkLaunchable(p, true); err != nil {
 		return err
 	}
-	sv := &server{e: e, in: in, log: log, files: l.Files, wasEmpty: map[string]bool{}}
+	sv := &launcher{e: e, in: in, log: log, files: l.Files, wasEmpty: map[string]bool{}}
 	for _, f := range l.Files {
 		if fi, err := os.Stat(f); err == nil && fi.Size() == 0 {
 			sv.wasEmpty[f] = true
@@ -93,7 +93,7 @@ func (c *ServeCmd) Run(e *Env) error {
 	return sv.run(p)
 }
 
-func (sv *server) opts(s config.Settings) startOptions {
+func (sv *launcher) opts(s config.Settings) startOptions {
 	prefix := "engine | "
 	if s.RawEngineOutput.Value {
 		prefix = ""
@@ -103,7 +103,7 @@ func (sv *server) opts(s config.Settings) startOptions {
 
 // reload re-reads profile and policy files and rebuilds the plan. A bad
 // file is logged with its file and line and changes nothing.
-func (sv *server) reload(cur *plan.Plan, ch watch.Change) (*plan.Plan, bool, error) {
+func (sv *launcher) reload(cur *plan.Plan, ch watch.Change) (*plan.Plan, bool, error) {
 	sv.log.Info("reloading", "file", ch.Path, "why", ch.Reason)
 	// The watcher skips an empty file, but the file is read again here: a
 	// truncate-then-write can be caught halfway after the watcher's read,
@@ -162,21 +162,63 @@ func lastLine(tail []string) string {
 	return tail[len(tail)-1]
 }
 
-// diffArgv summarises what changed between two command lines.
+// diffArgv says what changed between two engine command lines, flag by
+// flag: "--draft-block-size 4 → 3", "+--no-mmap", "-(--spec-draft-n-max 3)"
+// (removed).
 func diffArgv(a, b []string) string {
+	pa, pb := argPairs(a), argPairs(b)
 	var out []string
-	for _, x := range b {
-		if !slices.Contains(a, x) {
-			out = append(out, "+"+x)
+	for _, f := range pb.order {
+		va, ok := pa.vals[f]
+		switch {
+		case !ok:
+			out = append(out, "+"+strings.TrimSpace(f+" "+pb.vals[f]))
+		case va != pb.vals[f]:
+			out = append(out, fmt.Sprintf("%s %s → %s", f, va, pb.vals[f]))
 		}
 	}
-	for _, x := range a {
-		if !slices.Contains(b, x) {
-			out = append(out, "-"+x)
+	for _, f := range pa.order {
+		if _, ok := pb.vals[f]; !ok {
+			out = append(out, "-("+strings.TrimSpace(f+" "+pa.vals[f])+")")
 		}
 	}
 	if len(out) == 0 {
 		return "environment"
 	}
-	return strings.Join(out, " ")
+	return strings.Join(out, ", ")
+}
+
+type pairs struct {
+	order []string
+	vals  map[string]string
+}
+
+// argPairs reads argv as flags with their values (a flag followed by a
+// word that is not a flag); the program and bare words are keyed by
+// position.
+func argPairs(argv []string) pairs {
+	p := pairs{vals: map[string]string{}}
+	for i := 0; i < len(argv); i++ {
+		a := argv[i]
+		key, val := a, ""
+		switch {
+		case strings.HasPrefix(a, "-") && strings.Contains(a, "="):
+			key, val, _ = strings.Cut(a, "=")
+		case strings.HasPrefix(a, "-") && i+1 < len(argv) && !isFlag(argv[i+1]):
+			val = argv[i+1]
+			i++
+		case !strings.HasPrefix(a, "-"):
+			key, val = fmt.Sprintf("arg %d", i), a
+		}
+		if _, dup := p.vals[key]; !dup {
+			p.order = append(p.order, key)
+		}
+		p.vals[key] = val
+	}
+	return p
+}
+
+// isFlag: "-x" or "--xy", not a negative number.
+func isFlag(s string) bool {
+	return strings.HasPrefix(s, "-") && len(s) > 1 && (s[1] < '0' || s[1] > '9') && s[1] != '.'
 }

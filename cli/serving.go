@@ -15,6 +15,7 @@ import (
 	"github.com/speclaunch/speclaunch/cuda"
 	"github.com/speclaunch/speclaunch/key"
 	"github.com/speclaunch/speclaunch/plan"
+	"github.com/speclaunch/speclaunch/server"
 )
 
 // httpServer is one public listener of the proxy.
@@ -91,7 +92,7 @@ func chooseSwitch(mode string, f switchFacts) (string, string) {
 }
 
 // switchFacts gathers the facts for chooseSwitch (nvidia-smi, file sizes).
-func (sv *server) switchFacts(np *plan.Plan, cur *inst) switchFacts {
+func (sv *launcher) switchFacts(np *plan.Plan, cur *server.Instance) switchFacts {
 	f := switchFacts{Engine: np.Settings.Engine.Value}
 	if f.Engine == key.Sim {
 		return f
@@ -100,7 +101,7 @@ func (sv *server) switchFacts(np *plan.Plan, cur *inst) switchFacts {
 	defer cancel()
 	f.Mem, f.MemErr = cuda.ProbeMemory(ctx, cuda.Options{})
 	if f.MemErr == nil && cur != nil {
-		f.EngineMiB = f.Mem.UsedByPID[cur.r.proc.PID()]
+		f.EngineMiB = f.Mem.UsedByPID[cur.Proc.PID()]
 	}
 	f.ModelBytes = pathBytes(np.Settings.Model.Value) + pathBytes(np.Settings.DraftModel.Value)
 	return f
@@ -130,11 +131,10 @@ type serveStatus struct {
 	public   string
 	proxy    bool
 	mode     string
-	cur      *inst
+	cur      *server.Instance
 	switches []switchRecord
 	total    int
 	adapt    any // the adaptive loop's latest state
-	drains   int
 }
 
 func newServeStatus(p *plan.Plan) *serveStatus {
@@ -142,13 +142,13 @@ func newServeStatus(p *plan.Plan) *serveStatus {
 		public: net.JoinHostPort(p.Settings.Host.Value, fmt.Sprint(p.Settings.Port.Value))}
 }
 
-func (st *serveStatus) serving(in *inst) {
+func (st *serveStatus) serving(in *server.Instance) {
 	st.mu.Lock()
 	st.cur = in
 	st.mu.Unlock()
 }
 
-func (st *serveStatus) exited(in *inst, code int) {
+func (st *serveStatus) exited(in *server.Instance, code int) {
 	st.mu.Lock()
 	if st.cur == in {
 		st.cur = nil
@@ -164,12 +164,6 @@ func (st *serveStatus) switched(r switchRecord) {
 	if len(st.switches) > maxSwitchRecords {
 		st.switches = st.switches[len(st.switches)-maxSwitchRecords:]
 	}
-}
-
-func (st *serveStatus) drained(*inst, time.Duration) {
-	st.mu.Lock()
-	st.drains++
-	st.mu.Unlock()
 }
 
 // settings takes in a reload's settings that the status shows: the switch
@@ -202,7 +196,7 @@ type statusEngine struct {
 	InFlight     int     `json:"in_flight"`
 }
 
-func (st *serveStatus) handler(sv *server) http.Handler {
+func (st *serveStatus) handler(sv *launcher) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		st.mu.Lock()
 		out := map[string]any{
@@ -213,19 +207,20 @@ func (st *serveStatus) handler(sv *server) http.Handler {
 			"switches":          append([]switchRecord{}, st.switches...),
 		}
 		if in := st.cur; in != nil {
-			e := statusEngine{PID: in.r.proc.PID(), Engine: string(in.plan.Settings.Engine.Value), InternalPort: in.port,
-				Width: in.width(), WidthSource: string(in.plan.Resolution.Source), WidthReason: in.plan.Resolution.Reason,
-				Verified: in.check.Verified, UptimeS: time.Since(in.since).Seconds()}
-			if in.backend != nil {
-				e.URL, e.InFlight = in.backend.URL.String(), in.backend.InFlight()
+			chk := infoOf(in).check
+			e := statusEngine{PID: in.Proc.PID(), Engine: string(in.Plan.Settings.Engine.Value), InternalPort: in.Port,
+				Width: widthOf(in.Plan), WidthSource: string(in.Plan.Resolution.Source), WidthReason: in.Plan.Resolution.Reason,
+				Verified: chk.Verified, UptimeS: time.Since(in.Since).Seconds()}
+			if in.Backend != nil {
+				e.URL, e.InFlight = in.Backend.URL.String(), in.Backend.InFlight()
 			}
 			switch {
-			case in.check.Verified:
-				e.Verification = fmt.Sprintf("engine runs width %d, read from %s", in.check.Observed.Width, in.check.ReadFrom)
-			case in.check.Problem != "":
-				e.Verification = in.check.Problem
+			case chk.Verified:
+				e.Verification = fmt.Sprintf("engine runs width %d, read from %s", chk.Observed.Width, chk.ReadFrom)
+			case chk.Problem != "":
+				e.Verification = chk.Problem
 			default:
-				e.Verification = in.check.Note
+				e.Verification = chk.Note
 			}
 			out["engine"] = e
 		} else {

@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -19,15 +19,16 @@ import (
 	"github.com/speclaunch/speclaunch/config"
 	"github.com/speclaunch/speclaunch/plan"
 	"github.com/speclaunch/speclaunch/proxy"
+	"github.com/speclaunch/speclaunch/server"
 	"github.com/speclaunch/speclaunch/supervise"
 	"github.com/speclaunch/speclaunch/watch"
 	"github.com/speclaunch/speclaunch/width"
 )
 
-// server is serve's switcher: one engine serving, at most one starting, any
-// number draining. Reloads, restarts after a crash and the adaptive width
-// all become switch jobs here, and only the switcher routes the proxy.
-type server struct {
+// launcher is serve's face on the runtime (package server): it builds plans
+// from the files, starts engines for the runtime, turns reloads and the
+// adaptive loop's choices into switch jobs, and keeps the status page.
+type launcher struct {
 	launched bool
 	e        *Env
 	in       config.Input
@@ -37,12 +38,11 @@ type server struct {
 
 	px  *proxy.Proxy // nil in direct mode (--proxy=false)
 	pub *public      // the public listener (proxy mode)
+	rt  *server.Runtime
+	st  *serveStatus
 
-	adaptReq chan adaptRequest // from the adaptive loop
-	runCtx   context.Context   // engines live on it; a job's own context only interrupts their start
-	st       *serveStatus
-	gens     uint64 // engines started so far
-
+	mu  sync.Mutex
+	cur *plan.Plan // the plan in force (the runtime's goroutine sets it)
 	// adapted is the width the adaptive loop switched to (1 = speculation
 	// off), 0 before it has; a reload keeps it, or every profile edit (a
 	// comment, a SIGHUP) would put the policy's width back.
@@ -50,59 +50,39 @@ type server struct {
 	adaptReason string
 	// stopAdapt stops the adaptive loop, nil when none runs: a reload that
 	// sets an operator width ends it (an operator width always wins).
-	stopAdapt func()
+	stopAdapt    func()
+	adaptStarted bool
 }
 
-// inst is one engine process the switcher started.
+// inst is what the launcher learned starting one engine (server.Instance
+// Info).
 type inst struct {
-	r       *running
-	plan    *plan.Plan // the plan as the operator sees it (public address)
-	backend *proxy.Backend
-	port    int // the engine's own port
-	check   widthCheck
-	since   time.Time
-	gen     uint64 // 1, 2, …: which engine process this is, for the adaptive loop
+	r     *running
+	check widthCheck
 }
 
-func (in *inst) width() int {
-	if in.plan.Resolution.Source == width.Off {
+func infoOf(in *server.Instance) *inst {
+	i, _ := in.Info.(*inst)
+	return i
+}
+
+// widthOf is the width a plan runs (1 = speculation off).
+func widthOf(p *plan.Plan) int {
+	if p.Resolution.Source == width.Off {
 		return 1
 	}
-	return in.plan.Resolution.Width
+	return p.Resolution.Width
 }
 
-// job is one engine start: a switch, a restart, or the first start.
-type job struct {
-	kind     string // "start", "reload", "restart", "adapt"
-	reason   string
-	mode     string // overlap | drain | direct | restart
-	plan     *plan.Plan
-	fallback *plan.Plan // started when plan fails and nothing serves; nil = none
-	old      *inst      // drain/direct: the engine this job stops first
-	began    time.Time
-	cancel   context.CancelFunc
-	done     chan jobResult
-	reply    chan error // adaptive requests wait for the outcome
+func (sv *launcher) plan() *plan.Plan {
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	return sv.cur
 }
 
-type jobResult struct {
-	in          *inst
-	err         error // the start of job.plan failed (in may still come from the fallback)
-	fellBack    bool
-	drained     time.Duration // drain: time spent letting the old engine finish
-	leftInside  int           // drain: requests still in flight when the drain timed out
-	interrupted bool
-}
-
-type adaptRequest struct {
-	width  int
-	reason string
-	reply  chan error
-}
-
-// startInst starts p's engine: on a loopback port of its own behind the
-// proxy, or on the public address in direct mode.
-func (sv *server) startInst(ctx context.Context, p *plan.Plan, what string, interrupt context.Context) (*inst, error) {
+// startInst starts p's engine for the runtime: on a loopback port of its
+// own behind the proxy, or on the public address in direct mode.
+func (sv *launcher) startInst(ctx context.Context, p *plan.Plan, kind server.Kind, interrupt context.Context) (*server.Instance, error) {
 	ep, port := p, p.Settings.Port.Value
 	if sv.px != nil {
 		var err error
@@ -113,21 +93,263 @@ func (sv *server) startInst(ctx context.Context, p *plan.Plan, what string, inte
 			return nil, err
 		}
 	}
+	what := map[server.Kind]string{server.KindStart: "starting engine", server.KindRestart: "restarting engine",
+		server.KindReload: "starting engine for the new settings", server.KindAdapt: "starting engine for the adapted width"}[kind]
 	r, chk, err := sv.launch(ctx, ep, what, interrupt)
 	if err != nil {
 		return nil, err
 	}
-	sv.gens++
-	in := &inst{r: r, plan: p, port: port, check: chk, since: time.Now(), gen: sv.gens}
+	in := &server.Instance{Plan: p, Proc: r.proc, BaseURL: ep.Launch.BaseURL, Port: port, Since: time.Now(), Info: &inst{r: r, check: chk}}
 	if sv.px != nil {
 		b, err := proxy.NewBackend(ep.Launch.BaseURL, fmt.Sprintf("pid %d", r.proc.PID()))
 		if err != nil {
 			r.proc.Stop(p.Settings.StopTimeout.Value)
 			return nil, err
 		}
-		in.backend = b
+		in.Backend = b
 	}
 	return in, nil
+}
+
+// limits are the runtime's settings of a plan.
+func limits(p *plan.Plan) server.Limits {
+	s := p.Settings
+	return server.Limits{Restart: s.Restart.Value == config.RestartOnFailure, DrainTimeout: s.DrainTimeout.Value, ShutdownTimeout: shutdownTimeout(s)}
+}
+
+// run starts the first engine and serves until a signal, a fatal exit or
+// the parent context ends it.
+func (sv *launcher) run(p *plan.Plan) error {
+	sigs := make(chan os.Signal, 3)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	sv.cur = p
+	sv.st = newServeStatus(p)
+	if p.Settings.Proxy.Value {
+		sv.px = proxy.New(proxy.Options{
+			QueueSize:   p.Settings.QueueSize.Value,
+			HoldTimeout: p.Settings.HoldTimeout.Value,
+			Status:      sv.st.handler(sv),
+			Log:         sv.log,
+		})
+		pub, err := listenPublic(p, sv.px, sv.log)
+		if err != nil {
+			return err
+		}
+		sv.pub = pub
+		defer sv.pub.close()
+		sv.log.Info("proxy listening; the engine gets a loopback port of its own", "addr", pub.addr, "switch", p.Settings.Switch.Value)
+	}
+
+	// SIGHUP is caught from here on: during the first load (minutes for a
+	// real model) its default action would end the launcher and its engine.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	// The watcher starts before the first engine, so that its baseline is
+	// the content just loaded: an edit made while the model loads waits in
+	// its queue and is applied once the engine serves.
+	var changes <-chan watch.Change
+	if p.Settings.Watch.Value && len(sv.files) > 0 {
+		w, err := watch.New(sv.files, watch.Options{Debounce: 150 * time.Millisecond, Poll: 5 * time.Second, Signals: true, Logger: sv.log})
+		if err != nil {
+			sv.log.Warn("cannot watch for changes; reload with SIGHUP", "err", err)
+		} else {
+			defer w.Close()
+			changes = w.Changes()
+			signal.Stop(hup) // the watcher reports SIGHUP
+		}
+	}
+
+	sv.rt = server.New(server.Options{
+		Plan: p, Proxy: sv.px, Log: sv.log,
+		Limits:      limits,
+		StopTimeout: func(p *plan.Plan) time.Duration { return p.Settings.StopTimeout.Value },
+		HangTimeout: func(p *plan.Plan) time.Duration { return hangTimeout(p.Settings) },
+		Signals:     sigs,
+		Done:        sv.e.parent.Done(),
+		Hooks: server.Hooks{
+			Launch:   sv.startInst,
+			Serving:  sv.serving,
+			Switched: sv.switched,
+			Adopted:  sv.adopted,
+			Stopping: sv.endAdapt,
+			Exited:   func(in *server.Instance, code int) { sv.st.exited(in, code) },
+		},
+	})
+	stopFeed := make(chan struct{})
+	fed := make(chan struct{})
+	go func() { defer close(fed); sv.feed(changes, hup, stopFeed) }()
+	code, err := sv.rt.Run()
+	close(stopFeed)
+	<-fed
+	sv.endAdapt()
+	switch {
+	case code == 0:
+		return nil
+	case err == nil:
+		return codeOf(code)
+	case errors.As(err, new(*exitError)), errors.As(err, new(*badInput)):
+		return err
+	default:
+		return exitCode(code, err)
+	}
+}
+
+// feed turns file changes and SIGHUP into reload jobs until stop.
+func (sv *launcher) feed(changes <-chan watch.Change, hup <-chan os.Signal, stop <-chan struct{}) {
+	for {
+		var ch watch.Change
+		select {
+		case <-stop:
+			return
+		case <-hup:
+			if len(sv.files) == 0 {
+				sv.log.Info("SIGHUP: nothing to reload (no profile or policy file is given; settings come from flags and the environment)")
+				continue
+			}
+			ch = watch.Change{Reason: watch.ReasonSIGHUP}
+		case c, ok := <-changes:
+			if !ok {
+				changes = nil
+				continue
+			}
+			ch = c
+		}
+		cur := sv.plan()
+		np, changed, err := sv.reload(cur, ch)
+		if err != nil {
+			continue
+		}
+		if !changed {
+			// The runtime takes it in without a switch (or, during one,
+			// after it: the latest wins).
+			sv.log.Info("reload: engine command unchanged; nothing to do", "width", np.Resolution.Width)
+		}
+		why := ch.Reason
+		if ch.Path != "" {
+			why = ch.Path + " (" + ch.Reason + ")"
+		}
+		sv.submit(server.KindReload, "reload: "+why, cur, np, nil)
+	}
+}
+
+// submit hands a plan to the runtime as a switch job, after the checks
+// that need no engine: a plan that cannot start is refused before anything
+// is stopped.
+func (sv *launcher) submit(kind server.Kind, reason string, cur, np *plan.Plan, reply chan error) {
+	if err := sv.checkSwitch(cur, np); err != nil {
+		sv.log.Error("new settings cannot start; the engine keeps running with the previous ones", "err", err)
+		if reply != nil {
+			reply <- err
+		}
+		return
+	}
+	mode := sv.switchMode(np)
+	if kind == server.KindReload && !slices.Equal(cur.Launch.Argv, np.Launch.Argv) {
+		sv.log.Info("engine command changed", "changed", diffArgv(cur.Launch.Argv, np.Launch.Argv))
+	}
+	sv.rt.Submit(&server.Job{Kind: kind, Mode: mode, Plan: np, Limits: limits(np), Reason: reason, Reply: reply})
+}
+
+// serving: the engine takes the traffic now. The adaptive loop starts
+// with the first engine that serves.
+func (sv *launcher) serving(in *server.Instance) {
+	sv.st.serving(in)
+	sv.mu.Lock()
+	first := !sv.adaptStarted
+	sv.adaptStarted = true
+	sv.mu.Unlock()
+	if first {
+		stop := sv.startAdapt(context.Background(), in.Plan)
+		sv.mu.Lock()
+		sv.stopAdapt = stop
+		sv.mu.Unlock()
+	}
+}
+
+// switched records a finished switch and takes its plan in.
+func (sv *launcher) switched(s server.Switched, from, to *server.Instance) {
+	j := s.Job
+	rec := switchRecord{Kind: j.Kind.String(), Reason: j.Reason, Mode: j.Mode.String(), At: time.Now().Add(-s.Took), StartMS: ms(s.Took), OK: s.OK, Error: errString(s.Err)}
+	if from != nil {
+		rec.FromWidth = widthOf(from.Plan)
+	}
+	if to == nil {
+		sv.st.switched(rec)
+		return
+	}
+	rec.ToWidth = widthOf(to.Plan)
+	if !s.OK {
+		rec.Error = "new settings failed (" + errString(s.Err) + "); the previous settings serve again"
+	}
+	sv.st.switched(rec)
+	sv.adopt(to.Plan)
+	if s.OK {
+		switch {
+		case j.Kind == server.KindAdapt:
+			sv.mu.Lock()
+			sv.adapted, sv.adaptReason = widthOf(to.Plan), j.Reason
+			sv.mu.Unlock()
+		case !j.Plan.Settings.Adapt.Value || j.Plan.Resolution.Source == width.Override:
+			sv.mu.Lock()
+			sv.adapted, sv.adaptReason = 0, ""
+			sv.mu.Unlock()
+		}
+	}
+	sv.log.Info("switched", "to_pid", to.Proc.PID(), "width", widthOf(to.Plan), "mode", j.Mode.String(), "took", s.Took.Round(time.Millisecond).String())
+}
+
+// adopted: a reload that starts the engine command now serving (one
+// that arrived during a switch to the same settings, or a comment edit).
+func (sv *launcher) adopted(j *server.Job) {
+	if sv.plan() != j.Plan {
+		sv.log.Info("the settings asked for are the ones now serving; nothing to do", "why", j.Reason)
+	}
+	sv.adopt(j.Plan)
+}
+
+// adopt takes a plan in force: the status page, the proxy's limits, and
+// an operator width ends the adaptive loop.
+func (sv *launcher) adopt(np *plan.Plan) {
+	sv.mu.Lock()
+	cur := sv.cur
+	sv.cur = np
+	sv.mu.Unlock()
+	sv.st.settings(np)
+	sv.operatorWidthEndsAdapt(np, widthOf(np))
+	if sv.px == nil || cur == nil {
+		return
+	}
+	a, b := cur.Settings, np.Settings
+	if a.QueueSize.Value != b.QueueSize.Value || a.HoldTimeout.Value != b.HoldTimeout.Value {
+		sv.px.SetLimits(b.QueueSize.Value, b.HoldTimeout.Value)
+		sv.log.Info("proxy limits changed", "queue_size", b.QueueSize.Value, "hold_timeout", b.HoldTimeout.Value.String())
+	}
+}
+
+// endAdapt stops the adaptive loop (at shutdown: it must not probe an
+// engine being stopped, nor ask for a switch).
+func (sv *launcher) endAdapt() {
+	sv.mu.Lock()
+	stop := sv.stopAdapt
+	sv.stopAdapt = nil
+	sv.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+}
+
+// shutdownTimeout: how long requests may finish after SIGTERM.
+func shutdownTimeout(s config.Settings) time.Duration { return 30 * time.Second }
+
+// hangTimeout: how long an engine may not answer before it is failed.
+func hangTimeout(s config.Settings) time.Duration { return 30 * time.Second }
+
+// probeClient is the client of the launcher's own requests to engines:
+// they count in flight like a client's, so no engine is stopped under one.
+func (sv *launcher) probeClient(timeout time.Duration) *http.Client {
+	return &http.Client{Timeout: timeout, Transport: sv.rt.Transport(nil)}
 }
 
 // rebind returns p with the engine bound to host:port instead of the
@@ -160,7 +382,7 @@ func loopbackPort() (int, error) {
 
 // launch starts, waits for ready and verifies. A verification problem under
 // --strict-width stops the engine and returns exit code 3.
-func (sv *server) launch(ctx context.Context, p *plan.Plan, what string, interrupt context.Context) (*running, widthCheck, error) {
+func (sv *launcher) launch(ctx context.Context, p *plan.Plan, what string, interrupt context.Context) (*running, widthCheck, error) {
 	logPlan(sv.log, p, what)
 	o := sv.opts(p.Settings)
 	o.Interrupt = interrupt
@@ -203,495 +425,30 @@ func (sv *server) launch(ctx context.Context, p *plan.Plan, what string, interru
 	return r, chk, nil
 }
 
-// runJob does one job's work off the switcher's loop: for drain and direct
-// switches it first holds requests, drains and stops the old engine; then
-// it starts the new one, and the fallback if that fails.
-func (sv *server) runJob(ctx context.Context, j *job) jobResult {
-	var res jobResult
-	if j.old != nil {
-		if sv.px != nil {
-			sv.px.Hold()
-			t0 := time.Now()
-			dctx, cancel := context.WithTimeout(ctx, j.old.plan.Settings.DrainTimeout.Value)
-			res.leftInside = j.old.backend.Drain(dctx)
-			cancel()
-			res.drained = time.Since(t0)
-			if res.leftInside > 0 && ctx.Err() == nil {
-				sv.log.Warn("drain timed out; stopping the old engine with requests still in flight", "in_flight", res.leftInside, "after", res.drained.Round(time.Millisecond).String(), "pid", j.old.r.proc.PID())
-			}
-		}
-		sv.log.Info("stopping the old engine", "pid", j.old.r.proc.PID(), "why", j.kind)
-		j.old.r.proc.Stop(j.old.plan.Settings.StopTimeout.Value)
-		sv.st.exited(j.old, j.old.r.proc.ExitCode()) // the status shows no engine until the new one serves
-	}
-	if ctx.Err() != nil {
-		res.interrupted = true
-		return res
-	}
-	what := map[string]string{"start": "starting engine", "restart": "restarting engine", "reload": "starting engine for the new settings", "adapt": "starting engine for the adapted width"}[j.kind]
-	res.in, res.err = sv.startInst(sv.runCtx, j.plan, what, ctx)
-	if ctx.Err() != nil {
-		res.interrupted = true
-		if res.in != nil {
-			res.in.r.proc.Stop(j.plan.Settings.StopTimeout.Value)
-			res.in = nil
-		}
-		return res
-	}
-	if res.err != nil && j.fallback != nil {
-		sv.log.Error("engine with the new settings failed; going back to the previous ones", "err", res.err)
-		in, err := sv.startInst(sv.runCtx, j.fallback, "restarting engine", ctx)
-		if ctx.Err() != nil {
-			res.interrupted = true
-			if in != nil {
-				in.r.proc.Stop(j.fallback.Settings.StopTimeout.Value)
-			}
-			return res
-		}
-		if err == nil {
-			res.in, res.fellBack = in, true
-		} else {
-			res.err = err
-		}
-	}
-	return res
-}
-
-// run starts the first engine and switches engines until a signal, a fatal
-// exit or the parent context ends it.
-func (sv *server) run(p *plan.Plan) error {
-	ctx := sv.e.Ctx
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	// The launcher's own lifetime context: signals are handled below, so
-	// the engine is not cancelled by Main's signal context behind our back.
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancel()
-	sv.runCtx = runCtx
-
-	sv.adaptReq = make(chan adaptRequest)
-	sv.st = newServeStatus(p)
-	if p.Settings.Proxy.Value {
-		sv.px = proxy.New(proxy.Options{
-			QueueSize:   p.Settings.QueueSize.Value,
-			HoldTimeout: p.Settings.HoldTimeout.Value,
-			Status:      sv.st.handler(sv),
-			Log:         sv.log,
-		})
-		pub, err := listenPublic(p, sv.px, sv.log)
-		if err != nil {
-			return err
-		}
-		sv.pub = pub
-		defer sv.pub.close()
-		defer sv.px.Close() // before the listener closes: held requests get 503, not a reset
-		sv.log.Info("proxy listening; the engine gets a loopback port of its own", "addr", pub.addr, "switch", p.Settings.Switch.Value)
-	}
-
-	// SIGHUP is caught from here on: during the first load (minutes for a
-	// real model) its default action would end the launcher and its engine.
-	// One that arrives while loading reloads once the engine serves.
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-
-	// The watcher starts before the first engine, so that its baseline is
-	// the content just loaded: an edit made while the model loads (which
-	// can take minutes) waits in its queue and is applied once the engine
-	// serves, instead of being taken for the baseline and lost.
-	var changes <-chan watch.Change
-	if p.Settings.Watch.Value && len(sv.files) > 0 {
-		w, err := watch.New(sv.files, watch.Options{Debounce: 150 * time.Millisecond, Poll: 5 * time.Second, Signals: true, Logger: sv.log})
-		if err != nil {
-			sv.log.Warn("cannot watch for changes; reload with SIGHUP", "err", err)
-		} else {
-			defer w.Close()
-			changes = w.Changes()
-		}
-	}
-	// Without a watcher SIGHUP reloads through hup (watching is about
-	// files, not signals); with one, the watcher reports SIGHUP.
-	if changes != nil {
-		signal.Stop(hup)
-	}
-
-	first, err := sv.startInst(runCtx, p, "starting engine", ctx)
-	if err != nil {
-		return err
-	}
-	cur := first
-	sv.route(cur)
-	sv.st.serving(cur)
-	if changes != nil {
-		sv.log.Info("watching for changes", "files", strings.Join(sv.files, ", "))
-	}
-
-	sv.stopAdapt = sv.startAdapt(runCtx, p)
-	defer func() {
-		if sv.stopAdapt != nil {
-			sv.stopAdapt()
-		}
-	}()
-
-	backoff := supervise.Backoff{Initial: time.Second, Max: 30 * time.Second, Reset: time.Minute}
-	var (
-		running   *job
-		pending   *job // a reload that arrived while a job ran: applied after it
-		restartC  <-chan time.Time
-		lastCode  int
-		draining  sync.WaitGroup
-		drainStop = make(chan struct{})
-	)
-	defer func() {
-		close(drainStop)
-		draining.Wait()
-	}()
-
-	begin := func(j *job) {
-		jctx, cancel := context.WithCancel(runCtx)
-		j.cancel, j.done, j.began = cancel, make(chan jobResult, 1), time.Now()
-		if j.old != nil && cur == j.old {
-			cur = nil
-		}
-		running = j
-		go func() { j.done <- sv.runJob(jctx, j) }()
-	}
-	// drainOld lets an engine that no longer gets new requests finish its
-	// requests, then stops it; overlap switches only.
-	drainOld := func(old *inst) {
-		draining.Add(1)
-		go func() {
-			defer draining.Done()
-			dctx, cancel := context.WithTimeout(context.Background(), old.plan.Settings.DrainTimeout.Value)
-			defer cancel()
-			go func() {
-				select {
-				case <-drainStop:
-					cancel()
-				case <-dctx.Done():
-				}
-			}()
-			t0 := time.Now()
-			left := old.backend.Drain(dctx)
-			if left > 0 {
-				sv.log.Warn("drain ended with requests still in flight; stopping the old engine", "in_flight", left, "after", time.Since(t0).Round(time.Millisecond).String(), "pid", old.r.proc.PID())
-			}
-			old.r.proc.Stop(old.plan.Settings.StopTimeout.Value)
-			sv.log.Info("old engine stopped", "pid", old.r.proc.PID(), "drained_in", time.Since(t0).Round(time.Millisecond).String())
-			sv.st.drained(old, time.Since(t0))
-		}()
-	}
-	// request turns a new plan into a switch job, or queues it behind the
-	// running job (the latest wins).
-	request := func(kind, reason string, np *plan.Plan, reply chan error) {
-		j := &job{kind: kind, reason: reason, plan: np, reply: reply}
-		if running != nil {
-			if pending != nil && pending.reply != nil {
-				pending.reply <- errors.New("superseded by a later switch")
-			}
-			pending = j
-			sv.log.Info("a switch is under way; the new settings apply after it", "why", reason)
-			return
-		}
-		if cur == nil {
-			// Nothing serves (restarting after a crash): start the new
-			// settings now; the restart timer is moot.
-			restartC = nil
-			j.mode, j.fallback = "restart", p
-			begin(j)
-			return
-		}
-		if err := sv.checkSwitch(p, np); err != nil {
-			sv.log.Error("new settings cannot start; the engine keeps running with the previous ones", "err", err)
-			if reply != nil {
-				reply <- err
-			}
-			return
-		}
-		j.mode = sv.switchMode(np, cur)
-		if j.mode != config.SwitchOverlap {
-			j.old, j.fallback = cur, p
-		}
-		sv.log.Info("switching engines", "mode", j.mode, "why", reason, "changed", diffArgv(p.Launch.Argv, np.Launch.Argv))
-		begin(j)
-	}
-
-	shutdown := func(sig os.Signal, why string) error {
-		// The adaptive loop goes first: stopping the engine under a probe
-		// or a scrape would read as an engine that cannot be probed.
-		if sv.stopAdapt != nil {
-			sv.stopAdapt()
-			sv.stopAdapt = nil
-		}
-		if running != nil {
-			running.cancel()
-			res := <-running.done
-			if res.in != nil {
-				res.in.r.proc.Stop(p.Settings.StopTimeout.Value)
-			}
-			if running.old != nil && cur == nil {
-				running.old.r.proc.Stop(p.Settings.StopTimeout.Value)
-			}
-			running = nil
-		}
-		if sv.pub != nil {
-			sv.pub.stopAccepting()
-		}
-		if cur == nil {
-			sv.log.Info("stopped while no engine was serving", "why", why)
-			return codeOf(lastCode)
-		}
-		if sig == nil {
-			sv.log.Info("stopping engine", "why", why)
-			cur.r.proc.Stop(p.Settings.StopTimeout.Value)
-		} else {
-			sv.log.Info("stopping engine", "signal", sig.String())
-			cur.r.proc.Signal(sig)
-			select {
-			case <-cur.r.proc.Done():
-			case <-time.After(p.Settings.StopTimeout.Value):
-				sv.log.Warn("engine did not stop in time; killing it", "after", p.Settings.StopTimeout.Value.String())
-				cur.r.proc.Stop(0)
-			}
-		}
-		<-cur.r.proc.Done()
-		code := cur.r.proc.ExitCode()
-		sv.log.Info("engine stopped", "exit_code", code)
-		return codeOf(code)
-	}
-
-	parentDone := sv.e.parent.Done()
-	for {
-		var curDone <-chan struct{}
-		if cur != nil {
-			curDone = cur.r.proc.Done()
-		}
-		var jobDone chan jobResult
-		if running != nil {
-			jobDone = running.done
-		}
-		select {
-		case <-parentDone:
-			return shutdown(nil, "context cancelled")
-		case sig := <-sigs:
-			return shutdown(sig, "signal")
-
-		case <-curDone:
-			code := cur.r.proc.ExitCode()
-			ranFor := time.Since(cur.r.start)
-			lastCode = code
-			dead := cur
-			cur = nil
-			if sv.px != nil {
-				sv.px.Hold() // requests wait for the next engine
-			}
-			sv.st.exited(dead, code)
-			switch {
-			case running != nil:
-				sv.log.Error("engine exited during a switch; requests wait for the new engine", "exit_code", code, "last", lastLine(dead.r.proc.Tail()))
-			case code != 0 && p.Settings.Restart.Value == config.RestartOnFailure:
-				wait := backoff.Next(ranFor)
-				sv.log.Error("engine exited; restarting", "exit_code", code, "ran_for", ranFor.Round(time.Second).String(), "backoff", wait.String(), "last", lastLine(dead.r.proc.Tail()))
-				restartC = time.After(wait)
-			case code != 0:
-				sv.log.Error("engine exited", "exit_code", code, "last", lastLine(dead.r.proc.Tail()))
-				return codeOf(code)
-			default:
-				sv.log.Info("engine exited", "exit_code", 0)
-				return nil
-			}
-
-		case <-restartC:
-			restartC = nil
-			begin(&job{kind: "restart", reason: "the engine exited", mode: "restart", plan: p})
-
-		case res := <-jobDone:
-			j := running
-			running = nil
-			j.cancel()
-			sv.finishJob(j, res, &cur, &p, drainOld)
-			if cur == nil && !res.interrupted {
-				// Nothing serves and nothing could start.
-				if p.Settings.Restart.Value == config.RestartOnFailure {
-					wait := backoff.Next(time.Since(j.began))
-					sv.log.Error("engine failed to start; retrying", "err", res.err, "backoff", wait.String())
-					restartC = time.After(wait)
-				} else {
-					return res.err
-				}
-			}
-			if pending != nil {
-				next := pending
-				pending = nil
-				if cur != nil && slices.Equal(next.plan.Launch.Argv, p.Launch.Argv) && slices.Equal(next.plan.Launch.Env, p.Launch.Env) {
-					// It was diffed against the settings the switch replaced;
-					// against what serves now it changes nothing (a reload
-					// caught during a switch to the same edit): no second
-					// engine start.
-					sv.log.Info("the settings that arrived during the switch are the ones now serving; nothing to do", "why", next.reason)
-					sv.applyServing(p, next.plan)
-					p = next.plan
-					if next.reply != nil {
-						next.reply <- nil
-					}
-				} else {
-					request(next.kind, next.reason, next.plan, next.reply)
-				}
-			}
-
-		case <-hup:
-			if len(sv.files) == 0 {
-				sv.log.Info("SIGHUP: nothing to reload (no profile or policy file is given; settings come from flags and the environment)")
-				continue
-			}
-			if np, changed, err := sv.reload(p, watch.Change{Reason: watch.ReasonSIGHUP}); err == nil && (changed || running != nil) {
-				// During a switch even the settings now serving are a change
-				// of target: they queue behind it (the latest wins).
-				request("reload", "SIGHUP", np, nil)
-			} else if err == nil {
-				sv.log.Info("reload: engine command unchanged; nothing to do", "width", np.Resolution.Width)
-				sv.applyServing(p, np)
-				p = np
-			}
-		case ch, ok := <-changes:
-			if !ok {
-				changes = nil
-				continue
-			}
-			np, changed, err := sv.reload(p, ch)
-			if err != nil {
-				continue
-			}
-			if !changed && running == nil {
-				sv.log.Info("reload: engine command unchanged; nothing to do", "width", np.Resolution.Width)
-				sv.applyServing(p, np)
-				p = np // same engine command; the proxy's and the switch's own settings may differ
-				continue
-			}
-			// During a switch a reload is compared with what the switch
-			// leaves serving, once it has: it queues behind it (the latest
-			// wins), even when it equals the settings the switch replaces.
-			why := ch.Reason
-			if ch.Path != "" {
-				why = ch.Path + " (" + ch.Reason + ")"
-			}
-			request("reload", "reload: "+why, np, nil)
-		case ar := <-sv.adaptReq:
-			np, err := sv.adaptedPlan(p, ar.width, ar.reason)
-			if err != nil {
-				ar.reply <- err
-				continue
-			}
-			request("adapt", ar.reason, np, ar.reply)
-		}
-	}
-}
-
-// finishJob applies a job's outcome: route to the new engine and drain the
-// old (overlap), or keep the old one serving when the new one failed.
-func (sv *server) finishJob(j *job, res jobResult, cur **inst, p **plan.Plan, drainOld func(*inst)) {
-	rec := switchRecord{Kind: j.kind, Reason: j.reason, Mode: j.mode, At: j.began, StartMS: ms(time.Since(j.began))}
-	if *cur != nil {
-		rec.FromWidth = (*cur).width()
-	} else if j.old != nil {
-		rec.FromWidth = j.old.width()
-	}
-	if res.drained > 0 {
-		rec.DrainMS = ms(res.drained)
-	}
-	reply := func(err error) {
-		if j.reply != nil {
-			j.reply <- err
-		}
-	}
-	if res.interrupted {
-		reply(errors.New("interrupted"))
-		return
-	}
-	if res.in == nil {
-		rec.Error = errString(res.err)
-		sv.st.switched(rec)
-		if *cur != nil {
-			sv.log.Error("the new engine failed to start; the old one keeps serving", "why", j.reason, "err", res.err)
-		}
-		reply(res.err)
-		return
-	}
-	old := *cur
-	*cur = res.in
-	sv.route(res.in)
-	if res.fellBack {
-		rec.Error = "new settings failed (" + errString(res.err) + "); the previous settings serve again"
-		*p = j.fallback
-		reply(res.err)
-	} else {
-		*p = j.plan
-		reply(nil)
-		switch {
-		case j.kind == "adapt":
-			sv.adapted, sv.adaptReason = res.in.width(), j.reason
-		case !j.plan.Settings.Adapt.Value || j.plan.Resolution.Source == width.Override:
-			sv.adapted, sv.adaptReason = 0, ""
-		}
-		sv.operatorWidthEndsAdapt(j.plan, res.in.width())
-	}
-	sv.st.settings(*p)
-	rec.ToWidth = res.in.width()
-	rec.OK = !res.fellBack
-	sv.st.switched(rec)
-	sv.st.serving(res.in)
-	if old != nil {
-		drainOld(old)
-	}
-	if j.kind != "start" {
-		sv.log.Info("switched", "to_pid", res.in.r.proc.PID(), "width", res.in.width(), "mode", j.mode, "took", time.Since(j.began).Round(time.Millisecond).String())
-	}
-}
-
 // operatorWidthEndsAdapt stops the adaptive loop when a reload's plan,
 // now serving, has an operator width: it always wins. The loop stays off
 // until speclaunch restarts (adapt.* settings apply at start).
-func (sv *server) operatorWidthEndsAdapt(p *plan.Plan, w int) {
-	if p.Resolution.Source != width.Override || sv.stopAdapt == nil {
+func (sv *launcher) operatorWidthEndsAdapt(p *plan.Plan, w int) {
+	sv.mu.Lock()
+	stop := sv.stopAdapt
+	if p.Resolution.Source != width.Override || stop == nil {
+		sv.mu.Unlock()
 		return
 	}
+	sv.stopAdapt = nil
+	sv.mu.Unlock()
 	why := "an operator width is set (" + p.Settings.Width.Src.String() + "); it always wins"
 	sv.log.Info("adaptive width off: " + why + "; it stays off until speclaunch restarts")
-	stop := sv.stopAdapt
-	sv.stopAdapt = nil
-	go func() { // the loop may be waiting on the switcher's goroutine
+	go func() { // the loop may be waiting on the runtime's goroutine
 		stop()
 		sv.st.setAdapt(adapt.Status{State: adapt.StateNotAdapting, Note: why, Width: w, Updated: time.Now()})
 	}()
 }
 
-// applyServing takes in a reload's proxy settings that need no engine
-// switch: the queue bound and the hold timeout (the switch mode, drain
-// timeout and adaptive settings are read from the plan when used).
-func (sv *server) applyServing(cur, np *plan.Plan) {
-	sv.st.settings(np)
-	sv.operatorWidthEndsAdapt(np, np.Resolution.Width)
-	if sv.px == nil {
-		return
-	}
-	a, b := cur.Settings, np.Settings
-	if a.QueueSize.Value != b.QueueSize.Value || a.HoldTimeout.Value != b.HoldTimeout.Value {
-		sv.px.SetLimits(b.QueueSize.Value, b.HoldTimeout.Value)
-		sv.log.Info("proxy limits changed", "queue_size", b.QueueSize.Value, "hold_timeout", b.HoldTimeout.Value.String())
-	}
-}
-
-func (sv *server) route(in *inst) {
-	if sv.px != nil {
-		sv.px.Route(in.backend)
-	}
-}
-
 // checkSwitch refuses, before anything is stopped, a plan that cannot
 // start: in direct mode a new public port that is taken; behind the proxy a
 // new public address is bound first (the old one closes once it is).
-func (sv *server) checkSwitch(cur, np *plan.Plan) error {
+func (sv *launcher) checkSwitch(cur, np *plan.Plan) error {
 	samePublic := np.Settings.Port.Value == cur.Settings.Port.Value && np.Settings.Host.Value == cur.Settings.Host.Value
 	if np.Settings.Proxy.Value != cur.Settings.Proxy.Value {
 		return &badInput{errors.New("server.proxy cannot change under a running server: restart speclaunch to turn the proxy on or off")}
@@ -707,20 +464,23 @@ func (sv *server) checkSwitch(cur, np *plan.Plan) error {
 
 // switchMode picks overlap or drain for a switch; direct mode has only
 // stop-then-start.
-func (sv *server) switchMode(np *plan.Plan, cur *inst) string {
+func (sv *launcher) switchMode(np *plan.Plan) server.Mode {
 	if sv.px == nil {
-		return "direct"
+		return server.Direct
 	}
-	mode, why := chooseSwitch(np.Settings.Switch.Value, sv.switchFacts(np, cur))
+	mode, why := chooseSwitch(np.Settings.Switch.Value, sv.switchFacts(np, sv.rt.Current()))
 	if np.Settings.Switch.Value == config.SwitchAuto {
 		sv.log.Info("switch mode", "mode", mode, "why", why)
 	}
-	return mode
+	if mode == config.SwitchDrain {
+		return server.Drain
+	}
+	return server.Overlap
 }
 
 // adaptedPlan rebuilds the serving plan at the width the adaptive loop
 // chose (1 = speculation off).
-func (sv *server) adaptedPlan(cur *plan.Plan, w int, reason string) (*plan.Plan, error) {
+func (sv *launcher) adaptedPlan(cur *plan.Plan, w int, reason string) (*plan.Plan, error) {
 	// The files as they are now: what a reload would apply.
 	l, err := sv.e.load(sv.in)
 	if err != nil {

@@ -249,6 +249,10 @@ const (
 	lvError = 8
 )
 
+// DrainTimedOut is the Why of a Stop whose engine still had requests in
+// flight when its drain timeout ran out.
+const DrainTimedOut = "drain timed out"
+
 // ErrStopping answers switches asked for while the launcher stops.
 var ErrStopping = errors.New("speclaunch is stopping")
 
@@ -581,10 +585,11 @@ func (s *stepper) drained(id EngineID, timedOut bool) {
 		return
 	}
 	m.drainBy = time.Time{}
+	why := s.jobKind()
 	if timedOut {
-		s.log(lvWarn, "drain timed out; stopping the old engine with requests still in flight", "engine", id)
+		why = DrainTimedOut
 	}
-	s.stopEngine(m.Draining, s.jobKind())
+	s.stopEngine(m.Draining, why)
 }
 
 func (s *stepper) jobKind() string {
@@ -648,8 +653,18 @@ func (s *stepper) graceful() {
 			m.Job = nil
 		}
 	}
-	// A drain or restart with nothing serving: the engine starting may
-	// still take the held requests before the deadline.
+	if m.Serving == nil && m.Starting != nil {
+		// Nothing serves (the first load, a restart, a drain switch): a
+		// model load can take minutes, so the signal stops it now; held
+		// requests get 503 (they had no byte: the client may retry).
+		// Like a shell, the launcher then exits with 128+signal.
+		st := m.Starting
+		m.Starting = nil
+		s.stopEngine(st, "stopping")
+		if n, ok := m.sig.(syscall.Signal); ok {
+			m.lastCode, m.lastErr = 128+int(n), fmt.Errorf("interrupted (%s) while the engine was starting; it was stopped", sigName(m.sig))
+		}
+	}
 	s.drainForStop()
 }
 

@@ -160,6 +160,9 @@ func TestDrainTimeoutStopsTheOldEngine(t *testing.T) {
 		t.Fatalf("deadline %v, want the drain timeout", d)
 	}
 	f.wantAfter(limits.DrainTimeout, Tick{}, "Stop(1)")
+	if st := f.m.stopping; len(st) != 1 || st[0] != 1 {
+		t.Fatalf("stopping %v", st)
+	}
 }
 
 // In drain mode a new engine that cannot start gives way to the previous
@@ -217,17 +220,25 @@ func TestSIGTERMDuringOverlapSwitch(t *testing.T) {
 	f.want(Exited{ID: 1}, "Exit(0)")
 }
 
-// SIGTERM in the middle of a drain switch: the held requests wait for the
-// new engine up to the shutdown timeout, then finish on it.
+// SIGTERM in the middle of a drain switch, nothing serving: the engine
+// starting is stopped at once (a model load takes minutes); held requests
+// get 503.
 func TestSIGTERMDuringDrainSwitch(t *testing.T) {
 	f := serving(t, limits)
 	f.want(Submit{Job: job(KindReload, Drain, planOf("--w", "3"))}, "Hold Watch(1)")
 	f.want(Drained{ID: 1}, "Stop(1)")
 	f.want(Exited{ID: 1}, "Start(2 reload)")
-	f.want(Signal{Sig: syscall.SIGTERM}, "Refuse")
-	f.want(Ready{ID: 2}, "Route(2) Reply(<nil>) Switched(ok=true) Watch(2)")
-	f.want(Drained{ID: 2}, "Stop(2 SIGTERM)")
-	f.want(Exited{ID: 2}, "Exit(0)")
+	f.want(Signal{Sig: syscall.SIGTERM}, "Refuse Stop(2 SIGTERM)")
+	f.want(Ready{ID: 2, Err: errors.New("interrupted")}, "")
+	f.want(Exited{ID: 2, Code: -1}, "Reply(speclaunch is stopping) Exit(143)")
+}
+
+// A signal during the first load stops the engine at once.
+func TestSignalDuringFirstLoad(t *testing.T) {
+	f := &fake{t: t, m: NewMachine(planOf(), limits), now: t0}
+	f.want(Begin{}, "Start(1 start)")
+	f.want(Signal{Sig: os.Interrupt}, "Refuse Stop(1 SIGINT)")
+	f.want(Exited{ID: 1, Code: -1}, "Reply(speclaunch is stopping) Exit(130)")
 }
 
 func TestCrashRestartsOnFailure(t *testing.T) {

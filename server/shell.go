@@ -78,6 +78,7 @@ type live struct {
 	plan   *plan.Plan
 	ctx    context.Context // ends when the engine is told to stop
 	cancel context.CancelFunc
+	drain  time.Time // when its drain began
 }
 
 // New makes a runtime; Run starts it.
@@ -140,7 +141,7 @@ func (r *Runtime) Run() (int, error) {
 			ev = Signal{Sig: s}
 		case <-done:
 			done = nil
-			ev = Signal{Sig: syscall.SIGTERM}
+			ev = Signal{Sig: os.Interrupt}
 		case <-timerC:
 			ev = Tick{}
 		}
@@ -284,6 +285,9 @@ func (r *Runtime) watch(id EngineID) {
 		r.events <- Drained{ID: id}
 		return
 	}
+	r.mu.Lock()
+	l.drain = time.Now()
+	r.mu.Unlock()
 	go func() {
 		if l.inst.Backend.Drain(l.ctx) == 0 {
 			r.events <- Drained{ID: id}
@@ -311,8 +315,22 @@ func (r *Runtime) stop(a Stop) {
 		in.Backend.Closing()
 	}
 	timeout := r.o.StopTimeout(l.plan)
+	if a.Why == DrainTimedOut && in.Backend != nil {
+		r.mu.Lock()
+		since := time.Since(l.drain)
+		r.mu.Unlock()
+		r.o.Log.Warn("drain ended with requests still in flight; stopping the old engine", "in_flight", in.Backend.InFlight(), "after", since.Round(time.Millisecond).String(), "pid", in.Proc.PID())
+	}
 	r.o.Log.Info("stopping engine", "pid", in.Proc.PID(), "why", a.Why)
 	go func() {
+		defer func() {
+			<-in.Proc.Done()
+			if a.Why == "stopping" || a.Why == "requests finished" {
+				r.o.Log.Info("engine stopped", "pid", in.Proc.PID(), "exit_code", in.Proc.ExitCode())
+			} else {
+				r.o.Log.Info("old engine stopped", "pid", in.Proc.PID(), "exit_code", in.Proc.ExitCode())
+			}
+		}()
 		switch {
 		case a.Kill:
 			in.Proc.Signal(syscall.SIGKILL)
