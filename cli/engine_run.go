@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -85,6 +86,13 @@ func checkLaunchable(p *plan.Plan, checkPort bool) error {
 	}
 	if p.Settings.Engine.Value != key.Sim && p.Facts.BinaryPath == "" {
 		return &badInput{fmt.Errorf("engine binary %q not found (looked up %q on PATH); install %s or set engine.binary in the profile (--engine-binary, MLXCEL_ENGINE_BINARY)", p.Facts.Binary, p.Facts.Binary, s.Engine.Value)}
+	}
+	if len(p.Launch.Argv) > 0 {
+		// What will be exec'd, whatever the engine: a drain switch stops
+		// the old engine only after this check.
+		if _, err := exec.LookPath(p.Launch.Argv[0]); err != nil {
+			return &badInput{fmt.Errorf("engine binary %s cannot be run (%v); install it or fix engine.binary in the profile (--engine-binary, MLXCEL_ENGINE_BINARY)", p.Launch.Argv[0], errors.Unwrap(err))}
+		}
 	}
 	if s.Engine.Value != key.Sim {
 		if err := checkModelPath(s.Engine.Value, "target model", s.Model.Value, s.Model.Src.String()); err != nil {

@@ -156,6 +156,8 @@ func settingsMap(s config.Settings) map[string]Setting {
 	add("proxy", s.Proxy.Value, s.Proxy.Src)
 	add("switch", s.Switch.Value, s.Switch.Src)
 	add("drain-timeout", s.DrainTimeout.Value.String(), s.DrainTimeout.Src)
+	add("shutdown-timeout", s.ShutdownTimeout.Value.String(), s.ShutdownTimeout.Src)
+	add("hang-timeout", s.HangTimeout.Value.String(), s.HangTimeout.Src)
 	add("hold-timeout", s.HoldTimeout.Value.String(), s.HoldTimeout.Src)
 	add("queue-size", s.QueueSize.Value, s.QueueSize.Src)
 	add("adapt", s.Adapt.Value, s.Adapt.Src)

@@ -25,12 +25,14 @@ type ServeCmd struct {
 	Watch           bool   `help:"Reload on profile/policy changes; --watch=false turns it off (env: $MLXCEL_WATCH; default true when a profile or policy file is given)." group:"Serve"`
 	RawEngineOutput bool   `help:"Pass the engine's output through untouched instead of prefixing its lines (env: $MLXCEL_RAW_ENGINE_OUTPUT)." group:"Serve"`
 
-	Proxy        bool   `help:"Serve through speclaunch's own front proxy on --host/--port, the engine on a loopback port, so engine switches fail no request; --proxy=false runs the engine on --host/--port directly (env: $MLXCEL_PROXY; default true)." group:"Proxy"`
-	Switch       string `help:"How an engine is replaced (reload, restart, adaptive width): overlap (new engine beside the old), drain (hold requests while one engine is swapped) or auto (drain when two copies would not fit in GPU memory) (env: $MLXCEL_SWITCH; default auto)." placeholder:"MODE" group:"Proxy"`
-	DrainTimeout string `help:"How long an old engine may finish its requests before it is stopped (env: $MLXCEL_DRAIN_TIMEOUT; default 2m)." placeholder:"DUR" group:"Proxy"`
-	HoldTimeout  string `help:"How long a request may wait while the engine is switched before it gets 503 (env: $MLXCEL_HOLD_TIMEOUT; default 2m)." placeholder:"DUR" group:"Proxy"`
-	QueueSize    string `help:"Requests held at most during a switch; more get 503 at once (env: $MLXCEL_QUEUE_SIZE; default 1024)." placeholder:"N" group:"Proxy"`
-	Adapt        bool   `help:"Learn the width from live traffic and switch to the best one (llama.cpp); an operator width turns it off (env: $MLXCEL_ADAPT; default false); tuned in the profile's [adapt] table or $MLXCEL_ADAPT_MAX_WIDTH, $MLXCEL_ADAPT_EXPLORE_WIDTH, $MLXCEL_ADAPT_MARGIN, $MLXCEL_ADAPT_MIN_CYCLES, $MLXCEL_ADAPT_WINDOW, $MLXCEL_ADAPT_TRIALS. See docs/adaptive.md." group:"Proxy"`
+	Proxy           bool   `help:"Serve through speclaunch's own front proxy on --host/--port, the engine on a loopback port, so engine switches fail no request; --proxy=false runs the engine on --host/--port directly (env: $MLXCEL_PROXY; default true)." group:"Proxy"`
+	Switch          string `help:"How an engine is replaced (reload, restart, adaptive width): overlap (new engine beside the old), drain (hold requests while one engine is swapped) or auto (drain when two copies would not fit in GPU memory) (env: $MLXCEL_SWITCH; default auto)." placeholder:"MODE" group:"Proxy"`
+	DrainTimeout    string `help:"How long an old engine may finish its requests before it is stopped (env: $MLXCEL_DRAIN_TIMEOUT; default 2m)." placeholder:"DUR" group:"Proxy"`
+	HoldTimeout     string `help:"How long a request may wait while the engine is switched before it gets 503 (env: $MLXCEL_HOLD_TIMEOUT; default 2m)." placeholder:"DUR" group:"Proxy"`
+	ShutdownTimeout string `help:"After SIGTERM, how long requests in flight and held may finish before the engine is stopped; /health answers 503 at once and new requests get 503 (env: $MLXCEL_SHUTDOWN_TIMEOUT; default 25s, under Kubernetes' 30s grace period)." placeholder:"DUR" group:"Proxy"`
+	HangTimeout     string `help:"An engine that answers nothing (not even /health) for this long is taken as failed: killed, and the restart policy applies; 0 turns it off (env: $MLXCEL_HANG_TIMEOUT; default 30s)." placeholder:"DUR" group:"Proxy"`
+	QueueSize       string `help:"Requests held at most during a switch; more get 503 at once (env: $MLXCEL_QUEUE_SIZE; default 1024)." placeholder:"N" group:"Proxy"`
+	Adapt           bool   `help:"Learn the width from live traffic and switch to the best one (llama.cpp); an operator width turns it off (env: $MLXCEL_ADAPT; default false); tuned in the profile's [adapt] table or $MLXCEL_ADAPT_MAX_WIDTH, $MLXCEL_ADAPT_EXPLORE_WIDTH, $MLXCEL_ADAPT_MARGIN, $MLXCEL_ADAPT_MIN_CYCLES, $MLXCEL_ADAPT_WINDOW, $MLXCEL_ADAPT_TRIALS. See docs/adaptive.md." group:"Proxy"`
 }
 
 // exitWidthMismatch is serve's exit code under --strict-width.

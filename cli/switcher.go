@@ -114,7 +114,7 @@ func (sv *launcher) startInst(ctx context.Context, p *plan.Plan, kind server.Kin
 // limits are the runtime's settings of a plan.
 func limits(p *plan.Plan) server.Limits {
 	s := p.Settings
-	return server.Limits{Restart: s.Restart.Value == config.RestartOnFailure, DrainTimeout: s.DrainTimeout.Value, ShutdownTimeout: shutdownTimeout(s)}
+	return server.Limits{Restart: s.Restart.Value == config.RestartOnFailure, DrainTimeout: s.DrainTimeout.Value, ShutdownTimeout: s.ShutdownTimeout.Value}
 }
 
 // run starts the first engine and serves until a signal, a fatal exit or
@@ -165,7 +165,7 @@ func (sv *launcher) run(p *plan.Plan) error {
 		Plan: p, Proxy: sv.px, Log: sv.log,
 		Limits:      limits,
 		StopTimeout: func(p *plan.Plan) time.Duration { return p.Settings.StopTimeout.Value },
-		HangTimeout: func(p *plan.Plan) time.Duration { return hangTimeout(p.Settings) },
+		HangTimeout: func(p *plan.Plan) time.Duration { return p.Settings.HangTimeout.Value },
 		Signals:     sigs,
 		Done:        sv.e.parent.Done(),
 		Hooks: server.Hooks{
@@ -339,12 +339,6 @@ func (sv *launcher) endAdapt() {
 		stop()
 	}
 }
-
-// shutdownTimeout: how long requests may finish after SIGTERM.
-func shutdownTimeout(s config.Settings) time.Duration { return 30 * time.Second }
-
-// hangTimeout: how long an engine may not answer before it is failed.
-func hangTimeout(s config.Settings) time.Duration { return 30 * time.Second }
 
 // probeClient is the client of the launcher's own requests to engines:
 // they count in flight like a client's, so no engine is stopped under one.

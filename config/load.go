@@ -64,6 +64,8 @@ var Envs = map[string][]string{
 	"proxy":             {"MLXCEL_PROXY"},
 	"switch":            {"MLXCEL_SWITCH"},
 	"drain-timeout":     {"MLXCEL_DRAIN_TIMEOUT"},
+	"shutdown-timeout":  {"MLXCEL_SHUTDOWN_TIMEOUT"},
+	"hang-timeout":      {"MLXCEL_HANG_TIMEOUT"},
 	"hold-timeout":      {"MLXCEL_HOLD_TIMEOUT"},
 	"queue-size":        {"MLXCEL_QUEUE_SIZE"},
 	"adapt":             {"MLXCEL_ADAPT"},
@@ -83,8 +85,12 @@ const (
 	DefaultStopTimeout  = 20 * time.Second
 	DefaultDrainTimeout = 2 * time.Minute
 	DefaultHoldTimeout  = 2 * time.Minute
-	DefaultQueueSize    = 1024
-	MaxQueueSize        = 1 << 20
+	// DefaultShutdownTimeout matches Kubernetes' default grace period
+	// (terminationGracePeriodSeconds 30).
+	DefaultShutdownTimeout = 25 * time.Second
+	DefaultHangTimeout     = 30 * time.Second
+	DefaultQueueSize       = 1024
+	MaxQueueSize           = 1 << 20
 )
 
 type layer struct {
@@ -308,6 +314,12 @@ func Load(in Input) (Settings, *profiles.Profile, []Notice, error) {
 	if s.HoldTimeout, err = l.duration("hold-timeout", p.Server.HoldTimeout, "server.hold_timeout", DefaultHoldTimeout); err != nil {
 		return fail(err)
 	}
+	if s.ShutdownTimeout, err = l.duration("shutdown-timeout", p.Server.ShutdownTimeout, "server.shutdown_timeout", DefaultShutdownTimeout); err != nil {
+		return fail(err)
+	}
+	if s.HangTimeout, err = l.durationOrOff("hang-timeout", p.Server.HangTimeout, "server.hang_timeout", DefaultHangTimeout); err != nil {
+		return fail(err)
+	}
 	qProf := ""
 	if p.Server.QueueSize != nil {
 		qProf = strconv.Itoa(*p.Server.QueueSize)
@@ -450,6 +462,16 @@ func nmaxWidth(v string, src Source) (Field[int], string, error) {
 	}
 	name := strings.TrimPrefix(src.Name, "--")
 	return Field[int]{n + 1, src}, fmt.Sprintf("%s=%d draft tokens = width %d", name, n, n+1), nil
+}
+
+// durationOrOff is duration where 0 turns the feature off.
+func (l *layer) durationOrOff(name, prof, profKey string, def time.Duration) (Field[time.Duration], error) {
+	if v, src, ok := l.raw(name, prof, profKey); ok {
+		if t := strings.TrimSpace(v); t == "0" || t == "0s" || t == "off" {
+			return Field[time.Duration]{0, src}, nil
+		}
+	}
+	return l.duration(name, prof, profKey, def)
 }
 
 func (l *layer) duration(name, prof, profKey string, def time.Duration) (Field[time.Duration], error) {

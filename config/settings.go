@@ -99,7 +99,13 @@ type Settings struct {
 	Switch       Field[string]        // overlap | drain | auto
 	DrainTimeout Field[time.Duration] // how long an old engine may finish its requests
 	HoldTimeout  Field[time.Duration] // how long a held request may wait
-	QueueSize    Field[int]           // held requests at most
+	// ShutdownTimeout: after SIGTERM, how long requests in flight and
+	// held may finish before the engine is stopped.
+	ShutdownTimeout Field[time.Duration]
+	// HangTimeout: an engine that answers nothing for this long is failed;
+	// 0 turns hang detection off.
+	HangTimeout Field[time.Duration]
+	QueueSize   Field[int] // held requests at most
 
 	// adaptive width (docs/adaptive.md); zero values take adapt's defaults
 	Adapt          Field[bool]

@@ -45,13 +45,15 @@ type Profile struct {
 		BlockSize *int    `toml:"block_size"`
 	} `toml:"draft"`
 	Server struct {
-		Host         string `toml:"host"`
-		Port         *int   `toml:"port"`
-		Proxy        *bool  `toml:"proxy"`
-		Switch       string `toml:"switch"`
-		DrainTimeout string `toml:"drain_timeout"`
-		HoldTimeout  string `toml:"hold_timeout"`
-		QueueSize    *int   `toml:"queue_size"`
+		Host            string `toml:"host"`
+		Port            *int   `toml:"port"`
+		Proxy           *bool  `toml:"proxy"`
+		Switch          string `toml:"switch"`
+		DrainTimeout    string `toml:"drain_timeout"`
+		HoldTimeout     string `toml:"hold_timeout"`
+		ShutdownTimeout string `toml:"shutdown_timeout"`
+		HangTimeout     string `toml:"hang_timeout"`
+		QueueSize       *int   `toml:"queue_size"`
 	} `toml:"server"`
 	Adapt struct {
 		Enabled      *bool    `toml:"enabled"`

@@ -1,0 +1,124 @@
+package cli
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// streamWhole sends one streamed completion and reports whether it ended
+// whole: a finish_reason and then [DONE].
+func streamWhole(port, tokens int) error {
+	body := fmt.Sprintf(`{"model":"target","prompt":"def fib(n):","max_tokens":%d,"stream":true}`, tokens)
+	resp, err := http.Post(fmt.Sprintf("http://127.0.0.1:%d/v1/completions", port), "application/json", strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		b, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("HTTP %d: %s", resp.StatusCode, b)
+	}
+	finished, done := false, false
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		finished = finished || strings.Contains(line, `"finish_reason":"`)
+		done = done || line == "data: [DONE]"
+	}
+	if err := sc.Err(); err != nil {
+		return err
+	}
+	if !finished || !done {
+		return fmt.Errorf("the stream ended without its final event (finish_reason %v, [DONE] %v)", finished, done)
+	}
+	return nil
+}
+
+// SIGTERM with four streams in flight: readiness goes 503 and new
+// requests get 503 with Retry-After at once; the four finish whole; the
+// exit code is 0.
+func TestServeSIGTERMLetsRequestsFinish(t *testing.T) {
+	r, _, _, port := serveSim(t, "")
+	errs := make(chan error, 4)
+	for range 4 {
+		go func() { errs <- streamWhole(port, 48) }()
+	}
+	waitStatus(t, port, 10*time.Second, func(st statusDoc) bool { return st.Engine != nil && st.Engine.InFlight == 4 })
+	syscall.Kill(os.Getpid(), syscall.SIGTERM)
+	r.log.waitFor(t, `stopping: requests in flight may finish`, 1, 10*time.Second)
+	if c := health(port); c != 503 {
+		t.Errorf("/health answered %d while stopping, want 503 (readiness down)", c)
+	}
+	resp, err := http.Post(fmt.Sprintf("http://127.0.0.1:%d/v1/completions", port), "application/json", strings.NewReader(`{"prompt":"x","max_tokens":2}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("a new request while stopping got %d (Retry-After %q), want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Errorf("a request in flight at SIGTERM did not finish whole: %v", err)
+		}
+	}
+	if c := r.exit(t, 20*time.Second); c != 0 {
+		t.Errorf("exit code %d, want 0; log:\n%s", c, r.log)
+	}
+}
+
+// An engine that stops answering (SIGSTOP) does not hang the launcher:
+// /health answers from the runtime's state; after --hang-timeout the
+// engine is killed and replaced, and a request sent to it meanwhile,
+// which had no response byte, is answered by the replacement.
+func TestServeHungEngineIsReplaced(t *testing.T) {
+	r, _, _, port := serveSim(t, "", "--hang-timeout", "2s", "--restart", "on-failure")
+	st := status(t, port)
+	if st.Engine == nil {
+		t.Fatal("no engine in the status")
+	}
+	hung := st.Engine.PID
+	if err := syscall.Kill(hung, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(hung, syscall.SIGKILL)
+	answered := make(chan error, 1)
+	go func() { answered <- streamWhole(port, 8) }()
+	client := &http.Client{Timeout: 5 * time.Second}
+	resp, err := client.Get(fmt.Sprintf("http://127.0.0.1:%d/health", port))
+	if err != nil {
+		t.Fatalf("/health did not answer while the engine hangs: %v", err)
+	}
+	resp.Body.Close()
+	r.log.waitFor(t, `engine stopped answering; killing it`, 1, 20*time.Second)
+	r.log.waitFor(t, `restarting engine`, 1, 20*time.Second)
+	if err := <-answered; err != nil {
+		t.Errorf("the request sent to the hung engine failed instead of going to its replacement: %v\n%s", err, r.log)
+	}
+	if st := status(t, port); st.Engine == nil || st.Engine.PID == hung {
+		t.Errorf("status engine %+v, want a new engine", st.Engine)
+	}
+}
+
+// Drain mode checks what it can before it stops the old engine: a new
+// engine binary that does not exist is refused and the old engine serves
+// on, never stopped.
+func TestServeDrainChecksBeforeStopping(t *testing.T) {
+	r, prof, base, port := serveSim(t, "", "--switch", "drain")
+	bad := strings.Replace(withWidth(base, 3), "[engine]\n", "[engine]\nbinary = \"/nonexistent/engine\"\n", 1)
+	renameOver(t, prof, bad)
+	r.log.waitFor(t, `reload rejected; the engine keeps running`, 1, 20*time.Second)
+	if strings.Contains(r.log.String(), "stopping engine") {
+		t.Fatalf("the old engine was stopped for a switch that could not start:\n%s", r.log)
+	}
+	if err := streamWhole(port, 4); err != nil {
+		t.Errorf("the old engine does not serve after the rejected reload: %v", err)
+	}
+}
