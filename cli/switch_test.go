@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"flag"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -19,13 +20,25 @@ func withWidth(base string, w int) string {
 	return strings.Replace(base, `kind = "dflash"`, fmt.Sprintf("kind = \"dflash\"\nblock_size = %d", w), 1)
 }
 
-// TestServeSwitchesFailNoRequest is the proxy's promise: under a bounded
-// streaming load, three reloads in overlap mode and in drain mode, and a
-// reload whose new engine fails to start, give no failed and no empty
-// response.
+// The switch load test's length: 3 switches per mode in CI; the long
+// variant the serve runtime is held to is
+//
+//	go test ./cli -run TestServeSwitchesFailNoRequest -switches.overlap 200 -switches.drain 50 -timeout 30m
+var (
+	switchesOverlap = flag.Int("switches.overlap", 3, "overlap switches in TestServeSwitchesFailNoRequest")
+	switchesDrain   = flag.Int("switches.drain", 3, "drain switches in TestServeSwitchesFailNoRequest")
+)
+
+// TestServeSwitchesFailNoRequest is the proxy's promise: under streaming
+// load on every route (/v1/completions, /v1/chat/completions,
+// /completion), reloads in overlap mode and in drain mode, and a reload
+// whose new engine fails to start, give no failed response, no empty one
+// and no stream without its final event (finish_reason and [DONE], or
+// "stop":true).
 func TestServeSwitchesFailNoRequest(t *testing.T) {
 	t.Parallel() // see TestMain
 	for _, mode := range []string{"overlap", "drain"} {
+		n := map[string]int{"overlap": *switchesOverlap, "drain": *switchesDrain}[mode]
 		t.Run(mode, func(t *testing.T) {
 			dir := t.TempDir()
 			port := freePort(t)
@@ -35,41 +48,80 @@ func TestServeSwitchesFailNoRequest(t *testing.T) {
 			r := startServe(t, "--profile", prof)
 			r.log.waitFor(t, `width verified width=4`, 1, 20*time.Second)
 
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			done := make(chan loadgen.Result, 1)
-			go func() {
-				res, _ := loadgen.Run(ctx, loadgen.Options{URL: fmt.Sprintf("http://127.0.0.1:%d", port), Clients: 4, Duration: 9 * time.Second, Stream: true, MaxTokens: 12})
-				done <- res
-			}()
-			time.Sleep(700 * time.Millisecond)
-			for _, w := range []int{3, 5, 2} {
+			stop := make(chan struct{})
+			results := make(chan loadgen.Result, 3)
+			for _, path := range []string{"/v1/completions", "/v1/chat/completions", "/completion"} {
+				go func() {
+					res, _ := loadgen.Run(context.Background(), loadgen.Options{URL: fmt.Sprintf("http://127.0.0.1:%d", port), Path: path,
+						Clients: 2, Stop: stop, Duration: time.Hour, Stream: true, MaxTokens: 12})
+					results <- res
+				}()
+			}
+			time.Sleep(500 * time.Millisecond)
+			widths := []int{3, 5, 2, 6}
+			w := 0
+			for i := range n {
+				w = widths[i%len(widths)]
 				renameOver(t, prof, withWidth(base, w))
-				r.log.waitFor(t, `switched to_pid=\d+ width=`+fmt.Sprint(w)+` mode=`+mode, 1, 20*time.Second)
-				time.Sleep(900 * time.Millisecond)
+				r.log.waitFor(t, `switched to_pid=\d+ width=\d+ mode=`+mode, i+1, 30*time.Second)
+				time.Sleep(300 * time.Millisecond)
 			}
 			// A new engine that cannot start: the old one (overlap) or the
 			// previous settings (drain) keep serving.
-			renameOver(t, prof, strings.Replace(withWidth(base, 6), `"100ms"`, `"100ms", "--sim-fail-start"`, 1))
+			renameOver(t, prof, strings.Replace(withWidth(base, 7), `"100ms"`, `"100ms", "--sim-fail-start"`, 1))
 			r.log.waitFor(t, `failed to start`, 1, 20*time.Second)
-			res := <-done
-			t.Logf("load: %s", res)
-			if res.Bad() != 0 {
-				t.Errorf("%d failed and %d empty responses across the switches: %s\nlog:\n%s", res.Failed, res.Empty, res, r.log)
+			time.Sleep(300 * time.Millisecond)
+			close(stop)
+			var total loadgen.Result
+			for range 3 {
+				res := <-results
+				t.Logf("load: %s", res)
+				total.OK += res.OK
+				total.Failed += res.Failed
+				total.Empty += res.Empty
+				total.Cut += res.Cut
 			}
-			if res.OK < 20 {
-				t.Errorf("only %d requests succeeded: the load did not run through the switches", res.OK)
+			if total.Bad() != 0 {
+				t.Errorf("%d switches: %d failed, %d empty and %d cut responses\nlog:\n%s", n, total.Failed, total.Empty, total.Cut, r.log)
 			}
-			// In drain mode the failed switch is recorded once the previous
-			// settings serve again, after the log line above: wait for it.
-			st := waitStatus(t, port, 20*time.Second, func(st statusDoc) bool { return st.SwitchesTotal >= 4 })
-			if st.Engine == nil || st.Engine.Width != 2 {
-				t.Errorf("status engine %+v, want width 2 serving after the failed switch", st.Engine)
+			if total.OK < 10*n {
+				t.Errorf("only %d requests succeeded over %d switches: the load did not run through them", total.OK, n)
 			}
-			if st.SwitchesTotal != 4 || len(st.Switches) != 4 || st.Switches[3].OK || st.Switches[3].Error == "" {
-				t.Errorf("status shows %d switches %+v, want 3 and a failed fourth", st.SwitchesTotal, st.Switches)
+			checkSwitchOrder(t, r.log.String(), mode)
+			// The failed switch is recorded once the old engine (overlap)
+			// or the previous settings (drain) serve again.
+			st := waitStatus(t, port, 20*time.Second, func(st statusDoc) bool { return st.SwitchesTotal >= n+1 })
+			if st.Engine == nil || st.Engine.Width != w {
+				t.Errorf("status engine %+v, want width %d serving after the failed switch", st.Engine, w)
+			}
+			last := st.Switches[len(st.Switches)-1]
+			if st.SwitchesTotal != n+1 || last.OK || last.Error == "" {
+				t.Errorf("status shows %d switches, the last %+v; want %d and a failed last one", st.SwitchesTotal, last, n+1)
 			}
 		})
+	}
+}
+
+// checkSwitchOrder holds each switch to its mode: in overlap the new
+// engine is ready before the old one stops; in drain the old one stops
+// before the new one starts.
+func checkSwitchOrder(t *testing.T, log, mode string) {
+	t.Helper()
+	lines := strings.Split(log, "\n")
+	for i, l := range lines {
+		if !strings.Contains(l, "switching engines mode="+mode) {
+			continue
+		}
+		for _, next := range lines[i+1:] {
+			stopped, ready := strings.Contains(next, "stopping engine pid="), strings.Contains(next, " ready url=")
+			if !stopped && !ready {
+				continue
+			}
+			if mode == "overlap" && stopped || mode == "drain" && ready {
+				t.Errorf("%s switch at log line %d: %q came first", mode, i+1, next)
+			}
+			break
+		}
 	}
 }
 

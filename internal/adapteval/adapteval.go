@@ -311,7 +311,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	finish := func() {
 		close(stop)
 		r.Load = <-loadDone
-		r.Failed, r.Empty = r.Load.Failed, r.Load.Empty
+		r.Failed, r.Empty = r.Load.Failed, r.Load.Empty+r.Load.Cut
 	}
 	before := func(t time.Time) int {
 		mu.Lock()
@@ -528,7 +528,7 @@ func (o Options) direct(ctx context.Context, r *Result, st status, lo loadgen.Op
 		o.progress("phase 3: %s", r.DirectNote)
 		return ctx.Err()
 	}
-	r.Failed, r.Empty = r.Failed+res.Failed, r.Empty+res.Empty
+	r.Failed, r.Empty = r.Failed+res.Failed, r.Empty+res.Empty+res.Cut
 	if m.Seconds > 0 {
 		m.TokPerSec = float64(m.Tokens) / m.Seconds
 	}

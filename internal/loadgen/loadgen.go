@@ -26,7 +26,7 @@ import (
 // Options describe the load.
 type Options struct {
 	URL       string          // base URL, e.g. http://127.0.0.1:8080
-	Path      string          // default /v1/completions
+	Path      string          // default /v1/completions; a /chat/ path sends the prompt as one user message
 	Clients   int             // concurrent clients (default 4)
 	Requests  int             // requests per client; 0 = until Duration ends
 	Duration  time.Duration   // stop starting requests after this; 0 = no limit (Requests must be set)
@@ -49,7 +49,12 @@ type Result struct {
 	Sent     int            `json:"sent"`
 	OK       int            `json:"ok"`
 	Failed   int            `json:"failed"`  // transport error or a status other than 200
-	Empty    int            `json:"empty"`   // 200 without a token (or without [DONE] when streaming)
+	Empty    int            `json:"empty"`   // 200 without a token
+	// Cut counts streams that ended without their final event: a
+	// finish_reason and then [DONE] on the OpenAI routes, "stop":true on
+	// llama-server's /completion. A cut stream can look complete to a
+	// client that does not check.
+	Cut int `json:"cut"`
 	Aborted  int            `json:"aborted"` // cut short by the caller's own cancellation: not counted as sent
 	Tokens   int            `json:"tokens"`  // streamed chunks with text, or completion tokens reported
 	ByStatus map[int]int    `json:"by_status"`
@@ -80,7 +85,7 @@ type Sample struct {
 }
 
 // Bad is Failed + Empty.
-func (r Result) Bad() int { return r.Failed + r.Empty }
+func (r Result) Bad() int { return r.Failed + r.Empty + r.Cut }
 
 func (r Result) String() string {
 	var errs []string
@@ -88,8 +93,8 @@ func (r Result) String() string {
 		errs = append(errs, fmt.Sprintf("%dx %s", n, e))
 	}
 	sort.Strings(errs)
-	return fmt.Sprintf("sent %d, ok %d, failed %d, empty %d, %d tokens in %s; statuses %v; %s",
-		r.Sent, r.OK, r.Failed, r.Empty, r.Tokens, r.Elapsed.Round(time.Millisecond), r.ByStatus, strings.Join(errs, "; "))
+	return fmt.Sprintf("sent %d, ok %d, failed %d, empty %d, cut %d, %d tokens in %s; statuses %v; %s",
+		r.Sent, r.OK, r.Failed, r.Empty, r.Cut, r.Tokens, r.Elapsed.Round(time.Millisecond), r.ByStatus, strings.Join(errs, "; "))
 }
 
 func (o *Options) defaults() {
@@ -137,6 +142,10 @@ func Run(ctx context.Context, o Options) (Result, error) {
 			m[k] = v
 		}
 		m["model"], m["prompt"], m["max_tokens"], m["stream"] = o.Model, p, o.MaxTokens, o.Stream
+		if strings.Contains(o.Path, "/chat/") {
+			delete(m, "prompt")
+			m["messages"] = []map[string]string{{"role": "user", "content": p}}
+		}
 		if i < len(o.Seeds) {
 			m["seed"] = o.Seeds[i]
 		}
@@ -178,9 +187,12 @@ func Run(ctx context.Context, o Options) (Result, error) {
 				case out.err != "":
 					res.Failed++
 					res.Errors[out.err]++
-				case out.tokens == 0 || (o.Stream && !out.done):
+				case out.tokens == 0:
 					res.Empty++
 					res.Errors["empty 200"]++
+				case o.Stream && !out.done:
+					res.Cut++
+					res.Errors["stream without its final event"]++
 				default:
 					res.OK++
 				}
@@ -297,6 +309,7 @@ func one(ctx context.Context, o Options, body []byte) outcome {
 	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	var finish, sawDone, stop bool
 	for sc.Scan() {
 		line := sc.Text()
 		data, ok := strings.CutPrefix(line, "data: ")
@@ -304,9 +317,11 @@ func one(ctx context.Context, o Options, body []byte) outcome {
 			continue
 		}
 		if data == "[DONE]" {
-			out.done = true
+			sawDone = true
 			continue
 		}
+		finish = finish || strings.Contains(data, `"finish_reason":"`)
+		stop = stop || strings.Contains(data, `"stop":true`)
 		if strings.Contains(data, `"error"`) {
 			out.err = "error event: " + short(data)
 			return out
@@ -324,7 +339,16 @@ func one(ctx context.Context, o Options, body []byte) outcome {
 	if err := sc.Err(); err != nil {
 		out.err = "stream cut: " + short(err.Error())
 	}
+	out.done = streamWhole(o.Path, finish, sawDone, stop)
 	return out
+}
+
+// streamWhole: the stream carried its final event.
+func streamWhole(path string, finish, done, stop bool) bool {
+	if strings.HasPrefix(path, "/v1/") {
+		return finish && done
+	}
+	return stop
 }
 
 // short keeps error keys readable and bounded (ports and pids vary).
