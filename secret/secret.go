@@ -12,6 +12,7 @@
 package secret
 
 import (
+	"slices"
 	"sort"
 	"strings"
 )
@@ -44,11 +45,8 @@ func secretParts(parts []string) bool {
 	if len(parts) == 0 {
 		return false
 	}
-	last := parts[len(parts)-1]
-	for _, w := range pathWords {
-		if last == w || strings.HasSuffix(last, w) {
-			return false
-		}
+	if slices.Contains(pathWords, parts[len(parts)-1]) {
+		return false
 	}
 	for _, p := range parts {
 		for _, w := range secretWords {
