@@ -25,7 +25,10 @@ func init() {
 	}
 }
 
-const testKey = "sk-test-secret-0123456789abcdef"
+const (
+	testKey = "sk-test-secret-0123456789abcdef"
+	hfToken = "hf_test_token_abcdefghijklmnop"
+)
 
 // keySetup is one way an operator gives llama-server its key.
 type keySetup struct {
@@ -38,7 +41,7 @@ func keySetups(t *testing.T) []keySetup {
 	kf := filepath.Join(t.TempDir(), "keys.txt")
 	writeFile(t, kf, "# the operators' key\n"+testKey+"\n")
 	return []keySetup{
-		{name: "flag", args: []string{"--api-key", testKey}},
+		{name: "flag", args: []string{"--api-key", testKey, "--hf-token", hfToken}},
 		{name: "flag=", args: []string{"--api-key=other-key-0000," + testKey}},
 		{name: "env", env: map[string]string{"LLAMA_API_KEY": testKey}},
 		{name: "key file", args: []string{"--api-key-file", kf}},
@@ -164,8 +167,8 @@ func TestSecretsServe(t *testing.T) {
 				<-done
 				done <- 0
 				out.WriteString(log.String())
-				if strings.Contains(out.String(), testKey) {
-					t.Errorf("the key is printed:\n%s", out.String())
+				if strings.Contains(out.String(), testKey) || strings.Contains(out.String(), hfToken) {
+					t.Errorf("a secret is printed:\n%s", out.String())
 				}
 				if strings.Contains(log.String(), "unauthorized") {
 					t.Errorf("the engine refused one of speclaunch's requests:\n%s", log.String())
@@ -221,5 +224,17 @@ func TestSecretsBench(t *testing.T) {
 				t.Errorf("probe check %+v", rec.ProbeCheck)
 			}
 		})
+	}
+}
+
+// A key file that cannot be read stops the launch before anything starts,
+// naming the file and where it was given (llama-server would refuse it).
+func TestSecretsKeyFileMissing(t *testing.T) {
+	t.Setenv("FAKELLAMA_MAIN", "1")
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	missing := filepath.Join(t.TempDir(), "nope.txt")
+	code, o, e := runCLI(t, "serve", "--dry-run", "--profile", fakeLlamaProfile(t, freePort(t)), "--", "--api-key-file", missing)
+	if want := "--api-key-file: api key file " + missing + ": no such file"; code != 2 || !strings.Contains(e, want) {
+		t.Errorf("exit %d, want 2 and %q:\n%s%s", code, want, o, e)
 	}
 }

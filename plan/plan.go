@@ -287,7 +287,7 @@ func Build(ctx context.Context, s config.Settings, pol *policy.Policy, d Deps, o
 		return safefile.ReadFile(ctx, "api key file", path, safefile.KeyFileLimit)
 	}
 	if p.APIKeys, err = secret.Keys(engine.APIKeySpec(s.Engine.Value), l.Argv, l.Env, read); err != nil {
-		return nil, fmt.Errorf("%w: give a readable file of keys, one per line", err)
+		return nil, err
 	}
 	return p, nil
 }

@@ -22,8 +22,9 @@ type Spec struct {
 // named by flags, then variables, then key files named by variables, each
 // in order. A key file holds one key per line, as llama-server reads it:
 // lines empty or starting with "#" are skipped, nothing is trimmed. read
-// reads a key file (bounded: the caller's); its error is returned naming
-// the flag or variable. No key means the engine is open.
+// reads a key file (bounded, and its errors naming the file: the
+// caller's); its error is returned after the flag or variable that named
+// the file. No key means the engine is open.
 func Keys(sp Spec, argv, env []string, read func(path string) ([]byte, error)) ([]string, error) {
 	var keys []string
 	add := func(v string) {
@@ -69,7 +70,7 @@ func Keys(sp Spec, argv, env []string, read func(path string) ([]byte, error)) (
 	read1 := func(path, from string) error {
 		b, err := read(path)
 		if err != nil {
-			return fmt.Errorf("api key file %s (%s): %w", path, from, err)
+			return fmt.Errorf("%s: %w", from, err)
 		}
 		for _, line := range strings.Split(string(b), "\n") {
 			if line != "" && line[0] != '#' {

@@ -154,8 +154,8 @@ func TestKeys(t *testing.T) {
 		{name: "not llama's own name", sp: llamaSpec, env: []string{"LLAMA_ARG_API_KEY=ignored"}},
 		{name: "flag without value", sp: llamaSpec, argv: []string{"--api-key"}},
 		{name: "no split for vllm", sp: Spec{Flags: []string{"--api-key"}, Env: []string{"VLLM_API_KEY"}}, argv: []string{"--api-key", "a,b"}, env: []string{"VLLM_API_KEY=v"}, want: []string{"a,b", "v"}},
-		{name: "missing file", sp: llamaSpec, argv: []string{"--api-key-file", "/nope"}, wantErrSub: "api key file /nope (--api-key-file)"},
-		{name: "missing env file", sp: llamaSpec, env: []string{"LLAMA_ARG_API_KEY_FILE=/nope"}, wantErrSub: "api key file /nope (LLAMA_ARG_API_KEY_FILE)"},
+		{name: "missing file", sp: llamaSpec, argv: []string{"--api-key-file", "/nope"}, wantErrSub: "--api-key-file: "},
+		{name: "missing env file", sp: llamaSpec, env: []string{"LLAMA_ARG_API_KEY_FILE=/nope"}, wantErrSub: "LLAMA_ARG_API_KEY_FILE: "},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got, err := Keys(c.sp, c.argv, c.env, read)
