@@ -37,12 +37,12 @@ func TestStatusNeedsTheEnginesKey(t *testing.T) {
 		name, path, auth string
 		keys             []string // SetAPIKeys before the request; nil = keep
 		code             int
-		body             string
+		body             string // "" = not checked
 	}{
 		{"status without a key", StatusPath, "", nil, 401, secret.UnauthorizedBody},
 		{"status with a wrong key", StatusPath, "Bearer nope", nil, 401, secret.UnauthorizedBody},
 		{"status with the key", StatusPath, "Bearer sk-old-key-0001", nil, 200, "status"},
-		{"health is public", "/health", "", nil, 200, "/health auth="},
+		{"health is public", "/health", "", nil, 200, ""}, // answered by the proxy or the engine
 		{"engine routes pass through", "/slots", "Bearer x", nil, 200, "/slots auth=Bearer x"},
 		{"a new engine's key replaces the old", StatusPath, "Bearer sk-old-key-0001", []string{"sk-new-key-0002"}, 401, secret.UnauthorizedBody},
 		{"the new key is asked", StatusPath, "Bearer sk-new-key-0002", nil, 200, "status"},
@@ -51,7 +51,7 @@ func TestStatusNeedsTheEnginesKey(t *testing.T) {
 		if c.keys != nil {
 			p.SetAPIKeys(c.keys)
 		}
-		if code, body := do(c.path, c.auth); code != c.code || body != c.body {
+		if code, body := do(c.path, c.auth); code != c.code || (c.body != "" && body != c.body) {
 			t.Errorf("%s: %d %q, want %d %q", c.name, code, body, c.code, c.body)
 		}
 	}
