@@ -15,6 +15,7 @@ import (
 
 	"github.com/speclaunch/speclaunch/internal/fakellama"
 	"github.com/speclaunch/speclaunch/record"
+	"github.com/speclaunch/speclaunch/secret"
 )
 
 // The test binary is a fake llama-server when re-executed with
@@ -159,10 +160,10 @@ func TestSecretsServe(t *testing.T) {
 				if code := health(port); code != http.StatusOK {
 					t.Errorf("/health is public, got %d", code)
 				}
-				// The adaptive loop's first word comes after it has asked
-				// the engine (/props, a probe): the fake answers its token
-				// prompts 400, never 401.
-				log.waitFor(t, `component.{0,3}adapt`, 1, 20*time.Second)
+				// The adaptive loop's probe got past the key check: the fake
+				// read /props for it and refused only its token prompts
+				// (it serves string prompts alone), not with a 401.
+				log.waitFor(t, `string prompts only`, 1, 20*time.Second)
 				cancel()
 				<-done
 				done <- 0
@@ -236,5 +237,26 @@ func TestSecretsKeyFileMissing(t *testing.T) {
 	code, o, e := runCLI(t, "serve", "--dry-run", "--profile", fakeLlamaProfile(t, freePort(t)), "--", "--api-key-file", missing)
 	if want := "--api-key-file: api key file " + missing + ": no such file"; code != 2 || !strings.Contains(e, want) {
 		t.Errorf("exit %d, want 2 and %q:\n%s%s", code, want, o, e)
+	}
+}
+
+// What a record keeps of the engines' command lines and output shows no
+// known key; the numbers are left alone.
+func TestRedactRecord(t *testing.T) {
+	var r secret.Redactor
+	r.Add(testKey)
+	rec := &record.Record{Notes: []string{"started with " + testKey}, ProbeCheck: &record.ProbeCheck{Error: "HTTP 401 for " + testKey}}
+	rec.Arms = []record.Arm{{Label: "width 4", Argv: []string{"llama-server", "--api-key", testKey, "--hf-token", hfToken},
+		LastLog: []string{"engine said " + testKey}, StatusReason: "failed: " + testKey, Width: 4}}
+	redactRecord(rec, &r)
+	b, err := json.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), testKey) || strings.Contains(string(b), hfToken) {
+		t.Errorf("a secret is kept: %s", b)
+	}
+	if rec.Arms[0].Width != 4 || !strings.Contains(string(b), "****cdef") {
+		t.Errorf("record changed beyond its secrets: %s", b)
 	}
 }
