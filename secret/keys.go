@@ -15,6 +15,9 @@ type Spec struct {
 	// Split: a key value is a comma-separated list of keys (llama-server's
 	// --api-key and LLAMA_API_KEY); empty items are skipped.
 	Split bool
+	// Multi: a key flag takes one or more values, up to the next argument
+	// that starts with "-" (vLLM's --api-key K1 K2).
+	Multi bool
 }
 
 // Keys returns the API keys an engine started with argv and env (the
@@ -57,6 +60,10 @@ func Keys(sp Spec, argv, env []string, read func(path string) ([]byte, error)) (
 		}
 		if isKey {
 			add(val)
+			for sp.Multi && !inline && i+1 < len(argv) && !strings.HasPrefix(argv[i+1], "-") {
+				i++
+				add(argv[i])
+			}
 		} else {
 			files, fileFrom = append(files, val), append(fileFrom, name)
 		}

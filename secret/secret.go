@@ -81,9 +81,11 @@ func SecretFlag(name string) bool {
 }
 
 // MaskArgv returns argv with the value of every secret flag masked, in
-// both forms: "--api-key K" and "--api-key=K". A secret flag's value that
-// looks like the next flag ("--hf-token --port 8080": vLLM's --hf-token
-// takes an optional value) is left alone. argv itself is not changed.
+// both forms: "--api-key K" and "--api-key=K", and the further values of
+// the first form up to the next argument that starts with "-" (vLLM's
+// --api-key K1 K2). A secret flag's value that looks like the next flag
+// ("--hf-token --port 8080": vLLM's --hf-token takes an optional value) is
+// left alone. argv itself is not changed.
 func MaskArgv(argv []string) []string {
 	out := make([]string, len(argv))
 	copy(out, argv)
@@ -97,6 +99,10 @@ func MaskArgv(argv []string) []string {
 			continue
 		}
 		if i+1 < len(out) && !strings.HasPrefix(out[i+1], "--") {
+			out[i+1] = Mask(out[i+1])
+			i++
+		}
+		for i+1 < len(out) && !strings.HasPrefix(out[i+1], "-") {
 			out[i+1] = Mask(out[i+1])
 			i++
 		}

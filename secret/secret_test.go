@@ -89,6 +89,7 @@ func TestMaskArgv(t *testing.T) {
 		{"optional value absent", []string{"--hf-token", "--port", "8000"}, []string{"--hf-token", "--port", "8000"}},
 		{"key file path shown", []string{"--api-key-file", "/run/keys.txt"}, []string{"--api-key-file", "/run/keys.txt"}},
 		{"flag last", []string{"--api-key"}, []string{"--api-key"}},
+		{"several values", []string{"vllm", "serve", "m", "--api-key", "sk-first-0001", "sk-second-0002", "--port", "1"}, []string{"vllm", "serve", "m", "--api-key", "****0001", "****0002", "--port", "1"}},
 		{"width untouched", []string{"--spec-draft-n-max", "3", "--speculative-num-draft-tokens", "4"}, []string{"--spec-draft-n-max", "3", "--speculative-num-draft-tokens", "4"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -154,6 +155,8 @@ func TestKeys(t *testing.T) {
 		{name: "not llama's own name", sp: llamaSpec, env: []string{"LLAMA_ARG_API_KEY=ignored"}},
 		{name: "flag without value", sp: llamaSpec, argv: []string{"--api-key"}},
 		{name: "no split for vllm", sp: Spec{Flags: []string{"--api-key"}, Env: []string{"VLLM_API_KEY"}}, argv: []string{"--api-key", "a,b"}, env: []string{"VLLM_API_KEY=v"}, want: []string{"a,b", "v"}},
+		{name: "several values", sp: Spec{Flags: []string{"--api-key"}, Multi: true}, argv: []string{"--api-key", "k1", "k2", "--port", "1", "--api-key=k3", "x"}, want: []string{"k1", "k2", "k3"}},
+		{name: "one value without Multi", sp: llamaSpec, argv: []string{"--api-key", "k1", "k2"}, want: []string{"k1"}},
 		{name: "missing file", sp: llamaSpec, argv: []string{"--api-key-file", "/nope"}, wantErrSub: "--api-key-file: "},
 		{name: "missing env file", sp: llamaSpec, env: []string{"LLAMA_ARG_API_KEY_FILE=/nope"}, wantErrSub: "LLAMA_ARG_API_KEY_FILE: "},
 	} {
