@@ -134,9 +134,12 @@ type Options struct {
 	BasePort    int    // arm i listens on BasePort+i (default DefaultBasePort)
 
 	RequestTimeout time.Duration // per request, stalled streams included (default DefaultRequestTimeout)
-	Progress       io.Writer     // nil: no progress
-	JSONProgress   bool          // one JSON object per line
-	IsTTY          bool          // rewrite one line with \r
+	// APIKey goes on every request to the engines (warm-ups, measured
+	// runs, scrapes, the probe) as "Authorization: Bearer"; "" for none.
+	APIKey       string
+	Progress     io.Writer // nil: no progress
+	JSONProgress bool      // one JSON object per line
+	IsTTY        bool      // rewrite one line with \r
 
 	Seed int64 // unused: the rotation is deterministic; kept so a CLI flag has somewhere to land
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/speclaunch/speclaunch/internal/jsonstr"
 	"github.com/speclaunch/speclaunch/internal/promtext"
+	"github.com/speclaunch/speclaunch/secret"
 )
 
 // completionRequest is the body of every request: greedy unless a
@@ -107,6 +108,14 @@ func newClient(timeout time.Duration) *client {
 		text:    make([]byte, 0, 8<<10),
 		ends:    make([]int32, 0, 512),
 	}
+}
+
+// withKey makes every request of c carry the engine's API key ("" none).
+func (c *client) withKey(key string) *client {
+	if key != "" {
+		c.http.Transport = secret.Bearer(c.tr, secret.Static(key))
+	}
+	return c
 }
 
 // forget drops pooled connections, called after a server stops so a

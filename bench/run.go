@@ -170,7 +170,7 @@ func Run(ctx context.Context, o Options, start Starter, rec *record.Record) (err
 	}
 	cs := make([]*client, o.Concurrency)
 	for k := range cs {
-		cs[k] = newClient(o.RequestTimeout)
+		cs[k] = newClient(o.RequestTimeout).withKey(o.APIKey)
 	}
 	h := &harness{o: o, start: start, rec: rec, cs: cs, p: newProgress(o),
 		bodies: map[string][]byte{}, live: map[int]Server{}, noMetrics: map[string]bool{}, pieces: map[[2]int][]int32{}, lastMetrics: map[int]metrics{},

@@ -9,6 +9,7 @@ import (
 	"github.com/speclaunch/speclaunch/config"
 	"github.com/speclaunch/speclaunch/key"
 	"github.com/speclaunch/speclaunch/plan"
+	"github.com/speclaunch/speclaunch/secret"
 	"github.com/speclaunch/speclaunch/server"
 	"github.com/speclaunch/speclaunch/width"
 )
@@ -107,7 +108,7 @@ func (sv *launcher) startAdapt(ctx context.Context, p *plan.Plan) func() {
 				return ctx.Err()
 			}
 		},
-		HTTP:     sv.probeClient(60 * time.Second),
+		HTTP:     secret.Client(sv.probeClient(60*time.Second), sv.engineKey),
 		Log:      sv.log.With("component", "adapt"),
 		Publish:  func(s adapt.Status) { sv.st.setAdapt(s) },
 		CacheDir: dir,
@@ -145,4 +146,15 @@ func engineIdentity(p *plan.Plan) string {
 		return name
 	}
 	return ""
+}
+
+// engineKey is the API key of the engine that serves now ("" for none):
+// the adaptive loop's probe and scrapes carry it.
+func (sv *launcher) engineKey() string {
+	sv.st.mu.Lock()
+	defer sv.st.mu.Unlock()
+	if sv.st.cur == nil {
+		return ""
+	}
+	return sv.st.cur.Plan.APIKey()
 }

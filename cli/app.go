@@ -16,6 +16,7 @@ import (
 
 	"github.com/alecthomas/kong"
 	"github.com/speclaunch/speclaunch/plan"
+	"github.com/speclaunch/speclaunch/secret"
 )
 
 // App is the command tree.
@@ -42,6 +43,10 @@ type Env struct {
 	// logJSON: the command logs JSON (--log-format json), so its final
 	// error and hint are one JSON line too (reportJSON).
 	logJSON bool
+	// secrets are the API keys and secret env values met so far (build
+	// adds them); Stdout and Stderr pass through it, so no byte the
+	// launcher writes shows one.
+	secrets *secret.Redactor
 
 	kctx *kong.Context
 }
@@ -77,7 +82,9 @@ func MainContext(parent context.Context, args []string, policyTOML []byte, stdou
 	}
 	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	env := &Env{Stdout: stdout, Stderr: stderr, Getenv: os.Getenv, PolicyTOML: policyTOML, Ctx: ctx, Deps: deps, parent: parent}
+	secrets := &secret.Redactor{}
+	stdout, stderr = secrets.Writer(stdout), secrets.Writer(stderr)
+	env := &Env{Stdout: stdout, Stderr: stderr, Getenv: os.Getenv, PolicyTOML: policyTOML, Ctx: ctx, Deps: deps, parent: parent, secrets: secrets}
 
 	var app App
 	exited := -1

@@ -25,6 +25,7 @@ import (
 	"github.com/speclaunch/speclaunch/policy"
 	"github.com/speclaunch/speclaunch/profiles"
 	"github.com/speclaunch/speclaunch/record"
+	"github.com/speclaunch/speclaunch/secret"
 	"github.com/speclaunch/speclaunch/width"
 )
 
@@ -104,6 +105,7 @@ func (c *BenchCmd) Run(e *Env) error {
 		log.Info(msg)
 	}
 	o.Arms = arms
+	o.APIKey = dp.APIKey()
 	// The adaptive loop's probe is checked on the engines it adapts.
 	o.Probe = s.Engine.Value == key.LlamaCpp || s.Engine.Value == key.Sim
 	if o.Concurrency > 1 {
@@ -146,6 +148,7 @@ func (c *BenchCmd) Run(e *Env) error {
 	// (this process only, not the engines) against the run's wall time.
 	rec.Method.HarnessCPUS = (bench.SelfCPU() - cpu0).Seconds()
 	rec.Method.WallS = time.Since(wall0).Seconds()
+	redactRecord(rec, e.secrets)
 	if err := bench.Write(rec, outBase, true); err != nil {
 		return fmt.Errorf("write record: %w", err)
 	}
@@ -578,3 +581,25 @@ func (b *benchServer) Diagnostics() []bench.Diag {
 }
 func (b *benchServer) Tail() []string { return b.r.proc.Tail() }
 func (b *benchServer) Stop() error    { return b.r.proc.Stop(b.stop) }
+
+// redactRecord masks secrets in what a record keeps of the engines and
+// their output: each arm's command line, last log lines and status, the
+// notes and the probe's error. Numbers are left alone.
+func redactRecord(rec *record.Record, r *secret.Redactor) {
+	for i := range rec.Arms {
+		a := &rec.Arms[i]
+		if a.Argv != nil {
+			a.Argv = secret.MaskArgv(a.Argv)
+		}
+		for j, l := range a.LastLog {
+			a.LastLog[j] = r.String(l)
+		}
+		a.StatusReason = r.String(a.StatusReason)
+	}
+	for i, n := range rec.Notes {
+		rec.Notes[i] = r.String(n)
+	}
+	if rec.ProbeCheck != nil {
+		rec.ProbeCheck.Error = r.String(rec.ProbeCheck.Error)
+	}
+}

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"net/http"
 	"time"
 
 	"github.com/speclaunch/speclaunch/engine"
@@ -20,7 +19,7 @@ func (r *running) verifyPy(ctx context.Context) widthCheck {
 	want := p.Resolution
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	client := &http.Client{Timeout: 30 * time.Second}
+	client := engineClient(p, 30*time.Second)
 	var obs engine.Observation
 	var err error
 	if p.Settings.Engine.Value == key.VLLM {

@@ -19,6 +19,7 @@ import (
 	"github.com/speclaunch/speclaunch/internal/safefile"
 	"github.com/speclaunch/speclaunch/key"
 	"github.com/speclaunch/speclaunch/plan"
+	"github.com/speclaunch/speclaunch/secret"
 	"github.com/speclaunch/speclaunch/supervise"
 	"github.com/speclaunch/speclaunch/width"
 )
@@ -225,7 +226,7 @@ func (r *running) verify(ctx context.Context, probe bool) widthCheck {
 		}
 		pctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 		defer cancel()
-		obs, err := engine.VerifyLlama(pctx, p.Launch.BaseURL, p.Facts.Caps.Spelling, &http.Client{Timeout: 60 * time.Second})
+		obs, err := engine.VerifyLlama(pctx, p.Launch.BaseURL, p.Facts.Caps.Spelling, engineClient(p, 60*time.Second))
 		if err != nil {
 			return widthCheck{Note: "could not verify the width: " + err.Error()}
 		}
@@ -321,4 +322,10 @@ func logPlan(log *slog.Logger, p *plan.Plan, msg string) {
 	for _, w := range p.Warnings {
 		log.Warn(w)
 	}
+}
+
+// engineClient is the client for speclaunch's own requests to p's engine
+// (verification, probes): it carries the engine's API key, if it has one.
+func engineClient(p *plan.Plan, timeout time.Duration) *http.Client {
+	return secret.Client(&http.Client{Timeout: timeout}, secret.Static(p.APIKey()))
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/speclaunch/speclaunch/plan"
 	"github.com/speclaunch/speclaunch/policy"
 	"github.com/speclaunch/speclaunch/profiles"
+	"github.com/speclaunch/speclaunch/secret"
 )
 
 // EmbeddedPolicyName names the embedded policy in messages.
@@ -119,6 +120,8 @@ func build(e *Env, l *loaded, o plan.Options) (*plan.Plan, error) {
 	if err != nil {
 		return nil, &badInput{err}
 	}
+	e.secrets.Add(p.APIKeys...)
+	e.secrets.Add(secret.EnvValues(p.Launch.Env)...)
 	return p, nil
 }
 

@@ -69,6 +69,9 @@ func typedLogFormat(args []string) string {
 }
 
 func isTTY(w io.Writer) bool {
+	if u, ok := w.(interface{ Unwrap() io.Writer }); ok {
+		w = u.Unwrap() // the secret redactor over stderr
+	}
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
 }

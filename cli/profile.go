@@ -12,6 +12,7 @@ import (
 	"github.com/speclaunch/speclaunch/config"
 	"github.com/speclaunch/speclaunch/plan"
 	"github.com/speclaunch/speclaunch/profiles"
+	"github.com/speclaunch/speclaunch/secret"
 )
 
 // ProfileCmd groups the profile subcommands.
@@ -131,7 +132,7 @@ func settingsMap(s config.Settings) map[string]Setting {
 	add := func(name string, v any, src config.Source) { m[name] = Setting{v, src.String()} }
 	add("engine", s.Engine.Value, s.Engine.Src)
 	add("engine-binary", s.EngineBinary.Value, s.EngineBinary.Src)
-	add("engine-args", s.EngineArgs.Value, s.EngineArgs.Src)
+	add("engine-args", secret.MaskArgv(s.EngineArgs.Value), s.EngineArgs.Src)
 	add("model", s.Model.Value, s.Model.Src)
 	add("draft-model", s.DraftModel.Value, s.DraftModel.Src)
 	add("draft-kind", s.DraftKind.Value, s.DraftKind.Src)

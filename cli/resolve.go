@@ -11,6 +11,7 @@ import (
 
 	"github.com/speclaunch/speclaunch/config"
 	"github.com/speclaunch/speclaunch/plan"
+	"github.com/speclaunch/speclaunch/secret"
 	"github.com/speclaunch/speclaunch/width"
 )
 
@@ -144,8 +145,9 @@ func writeResolution(w io.Writer, p *plan.Plan, notices []config.Notice) {
 	}
 	if len(p.Launch.EnvSet) > 0 || len(p.Launch.EnvRemoved) > 0 {
 		fmt.Fprintln(w, "environment:")
-		for _, k := range sortedKeys(p.Launch.EnvSet) {
-			fmt.Fprintf(w, "  %s=%s\n", k, shellQuote(p.Launch.EnvSet[k]))
+		env := secret.MaskEnvMap(p.Launch.EnvSet)
+		for _, k := range sortedKeys(env) {
+			fmt.Fprintf(w, "  %s=%s\n", k, shellQuote(env[k]))
 		}
 		for _, k := range p.Launch.EnvRemoved {
 			fmt.Fprintf(w, "  unset %s\n", k)
@@ -238,7 +240,7 @@ func resolutionJSON(p *plan.Plan, notices []config.Notice) ResolutionJSON {
 	out := ResolutionJSON{
 		Width: r.Width, Speculate: r.Source != width.Off, Source: string(r.Source), Reason: r.Reason, Headline: Headline(r),
 		Key:   map[string]string{"engine": string(r.Key.Engine), "drafter": string(r.Key.Drafter), "capability": r.Key.Capability.String(), "quant": string(r.Key.Quant)},
-		Facts: p.Facts, Argv: p.Launch.Argv, EnvSet: p.Launch.EnvSet, EnvRemoved: p.Launch.EnvRemoved,
+		Facts: p.Facts, Argv: secret.MaskArgv(p.Launch.Argv), EnvSet: secret.MaskEnvMap(p.Launch.EnvSet), EnvRemoved: p.Launch.EnvRemoved,
 		Settings: settingsMap(p.Settings), Notices: []string{}, Warnings: append([]string{}, p.Warnings...),
 		Adapt: adaptNote(p),
 	}
@@ -272,11 +274,11 @@ func sortedKeys[V any](m map[string]V) []string {
 	return ks
 }
 
-// shellJoin renders argv for copy and paste; the launcher itself never uses
-// a shell.
+// shellJoin renders argv for copy and paste, secrets masked; the launcher
+// itself never uses a shell.
 func shellJoin(argv []string) string {
 	q := make([]string, len(argv))
-	for i, a := range argv {
+	for i, a := range secret.MaskArgv(argv) {
 		q[i] = shellQuote(a)
 	}
 	return strings.Join(q, " ")

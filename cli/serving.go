@@ -1,9 +1,9 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -233,11 +233,14 @@ func (st *serveStatus) handler(sv *launcher) http.Handler {
 		if sv.px != nil {
 			out["proxy"] = sv.px.Stats()
 		}
-		w.Header().Set("Content-Type", "application/json")
-		enc := json.NewEncoder(w)
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
 		enc.SetIndent("", "  ")
-		if err := enc.Encode(out); err != nil && !errors.Is(err, http.ErrHandlerTimeout) {
+		if err := enc.Encode(out); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(sv.e.secrets.Bytes(buf.Bytes())) // a secret in a note or an error shows masked
 	})
 }

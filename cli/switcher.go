@@ -19,6 +19,7 @@ import (
 	"github.com/speclaunch/speclaunch/config"
 	"github.com/speclaunch/speclaunch/plan"
 	"github.com/speclaunch/speclaunch/proxy"
+	"github.com/speclaunch/speclaunch/secret"
 	"github.com/speclaunch/speclaunch/server"
 	"github.com/speclaunch/speclaunch/supervise"
 	"github.com/speclaunch/speclaunch/watch"
@@ -131,6 +132,7 @@ func (sv *launcher) run(p *plan.Plan) error {
 			HoldTimeout: p.Settings.HoldTimeout.Value,
 			Status:      sv.st.handler(sv),
 			Log:         sv.log,
+			APIKeys:     p.APIKeys,
 		})
 		pub, err := listenPublic(p, sv.px, sv.log)
 		if err != nil {
@@ -247,7 +249,7 @@ func (sv *launcher) submit(kind server.Kind, reason string, cur, np *plan.Plan, 
 	}
 	mode := sv.switchMode(np)
 	if kind == server.KindReload && !slices.Equal(cur.Launch.Argv, np.Launch.Argv) {
-		sv.log.Info("engine command changed", "changed", diffArgv(cur.Launch.Argv, np.Launch.Argv))
+		sv.log.Info("engine command changed", "changed", diffArgv(secret.MaskArgv(cur.Launch.Argv), secret.MaskArgv(np.Launch.Argv)))
 	}
 	sv.rt.Submit(&server.Job{Kind: kind, Mode: mode, Plan: np, Limits: limits(np), Reason: reason, Reply: reply})
 }
@@ -256,6 +258,9 @@ func (sv *launcher) submit(kind server.Kind, reason string, cur, np *plan.Plan, 
 // with the first engine that serves.
 func (sv *launcher) serving(in *server.Instance) {
 	sv.st.serving(in)
+	if sv.px != nil {
+		sv.px.SetAPIKeys(in.Plan.APIKeys) // the status page asks for this engine's keys
+	}
 	sv.mu.Lock()
 	first := !sv.adaptStarted
 	sv.adaptStarted = true

@@ -17,8 +17,10 @@ import (
 	"github.com/speclaunch/speclaunch/config"
 	"github.com/speclaunch/speclaunch/cuda"
 	"github.com/speclaunch/speclaunch/engine"
+	"github.com/speclaunch/speclaunch/internal/safefile"
 	"github.com/speclaunch/speclaunch/key"
 	"github.com/speclaunch/speclaunch/policy"
+	"github.com/speclaunch/speclaunch/secret"
 	"github.com/speclaunch/speclaunch/width"
 )
 
@@ -55,7 +57,15 @@ type Plan struct {
 	Launch     engine.Launch
 	Adapter    engine.Adapter
 	Warnings   []string
+	// APIKeys are the keys the engine will require (engine.APIKeySpec: its
+	// argv, environment and key files); speclaunch's own requests to it
+	// send the first (APIKey). Never printed: see package secret.
+	APIKeys []string
 }
+
+// APIKey is the key speclaunch's own requests to the engine carry; "" when
+// the engine is open.
+func (p *Plan) APIKey() string { return secret.First(p.APIKeys) }
 
 // Deps are the plan's windows on the world.
 type Deps struct {
@@ -273,5 +283,11 @@ func Build(ctx context.Context, s config.Settings, pol *policy.Policy, d Deps, o
 	}
 	p.Launch = l
 	p.Warnings = append(p.Warnings, l.Warnings...)
+	read := func(path string) ([]byte, error) {
+		return safefile.ReadFile(ctx, "api key file", path, safefile.KeyFileLimit)
+	}
+	if p.APIKeys, err = secret.Keys(engine.APIKeySpec(s.Engine.Value), l.Argv, l.Env, read); err != nil {
+		return nil, err
+	}
 	return p, nil
 }

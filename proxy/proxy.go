@@ -41,6 +41,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/speclaunch/speclaunch/secret"
 )
 
 // StatusPath is served by the proxy itself (Options.Status).
@@ -149,6 +151,10 @@ type Options struct {
 	// Transport reaches the engines; nil = a loopback transport tuned for
 	// many concurrent streams.
 	Transport http.RoundTripper
+	// APIKeys are the engine's keys: StatusPath then asks for one of them
+	// as the engine asks on its own routes (401 otherwise); /health stays
+	// public. Every other request goes to the engine, which checks it.
+	APIKeys []string
 }
 
 // Proxy routes requests to the backend that serves now.
@@ -264,6 +270,14 @@ func (p *Proxy) SetLimits(queueSize int, hold time.Duration) {
 	if hold > 0 {
 		p.o.HoldTimeout = hold
 	}
+}
+
+// SetAPIKeys replaces the keys StatusPath asks for (the engine that serves
+// next may have others).
+func (p *Proxy) SetAPIKeys(keys []string) {
+	p.mu.Lock()
+	p.o.APIKeys = keys
+	p.mu.Unlock()
 }
 
 // Hold makes new requests wait until the next Route. Requests already
@@ -382,6 +396,15 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == StatusPath {
 		if p.o.Status == nil {
 			http.NotFound(w, r)
+			return
+		}
+		p.mu.Lock()
+		keys := p.o.APIKeys
+		p.mu.Unlock()
+		if !secret.Authorized(r, keys) {
+			w.Header().Set("Content-Type", "application/json; charset=utf-8")
+			w.WriteHeader(http.StatusUnauthorized)
+			io.WriteString(w, secret.UnauthorizedBody)
 			return
 		}
 		p.o.Status.ServeHTTP(w, r)

@@ -10,6 +10,11 @@
 // the server. FAKELLAMA_TREE=old behaves like the older tree (b1a190e):
 // --draft-max; -md alone drafts; /slots reports speculative.n_max.
 //
+// Like llama-server, it requires an API key (--api-key, a comma-separated
+// list, or LLAMA_API_KEY; --api-key-file or LLAMA_ARG_API_KEY_FILE, one per
+// line, "#" comments) on every route but /health, /v1/health, /models and
+// /v1/models once it has one, and answers 401 "Invalid API Key" otherwise.
+//
 // Other knobs: FAKELLAMA_LOAD_MS (a 503 "Loading model" phase of that
 // length), FAKELLAMA_TOKENS_PER_S (pace generated tokens; default: no pacing).
 package fakellama
@@ -80,6 +85,7 @@ type config struct {
 	alias      string
 	loadMS     int
 	tokensPerS float64
+	apiKeys    []string // --api-key, LLAMA_API_KEY, --api-key-file, LLAMA_ARG_API_KEY_FILE
 }
 
 func (c *config) isNew() bool { return c.tree == "new" }
@@ -212,6 +218,22 @@ func parse(args []string, env map[string]string, stdout, stderr io.Writer) (*con
 			c.noUI = strings.HasPrefix(given, "--no-")
 		case o.has("-a"):
 			c.alias, _, _ = strings.Cut(val, ",")
+		case o.has("--api-key"):
+			for _, k := range strings.Split(val, ",") {
+				if k != "" {
+					c.apiKeys = append(c.apiKeys, k)
+				}
+			}
+		case o.has("--api-key-file"):
+			b, err := os.ReadFile(val)
+			if err != nil {
+				return "error while handling argument \"" + given + "\": error: failed to open file '" + val + "'\n\n", false
+			}
+			for _, k := range strings.Split(string(b), "\n") {
+				if k != "" && k[0] != '#' {
+					c.apiKeys = append(c.apiKeys, k)
+				}
+			}
 		}
 		return "", true
 	}

@@ -77,6 +77,7 @@ func TestOneShot(t *testing.T) {
 		{name: "new --draft-min", tree: "new", args: []string{"-m", "t.gguf", "--draft-min", "1"}, code: 1, stderrHas: "use --spec-draft-n-min"},
 		{name: "new env draft max", tree: "new", args: []string{"-m", "t.gguf"}, env: []string{"LLAMA_ARG_DRAFT_MAX=4"}, code: 1, stderrFile: "new-env-draft-max.txt"},
 		{name: "new env draft max stops help too", tree: "new", args: []string{"--help"}, env: []string{"LLAMA_ARG_DRAFT_MAX=4"}, code: 1, stderrFile: "new-env-draft-max.txt"},
+		{name: "api key file missing", tree: "new", args: []string{"-m", "t.gguf", "--api-key-file", "/nonexistent/keys"}, code: 1, stderrHas: "failed to open file '/nonexistent/keys'"},
 		{name: "new env draft min", tree: "new", args: []string{"-m", "t.gguf"}, env: []string{"LLAMA_ARG_DRAFT_MIN=1"}, code: 1, stderrHas: `environment variable "LLAMA_ARG_DRAFT_MIN"`},
 		{name: "old --spec-draft-n-max", tree: "old", args: []string{"-m", "t.gguf", "-md", "d.gguf", "--spec-draft-n-max", "3"}, code: 1, stderrFile: "old-flag-spec-draft-n-max.txt"},
 		{name: "old --spec-type draft-simple", tree: "old", args: []string{"-m", "t.gguf", "--spec-type", "draft-simple"}, code: 1, stderrHas: "error: invalid argument: --spec-type"},

@@ -179,12 +179,22 @@ func (s *server) logStart() {
 			s.srvf("I", "init", "The UI is disabled")
 			s.srvf("I", "init", "Use --ui/--no-ui (or deprecated --webui/--no-webui) to enable/disable")
 		}
-		for _, l := range []string{"-----------------",
-			"CORS is set to allow all origins ('*') and no API key is set",
-			"this can be a security risk (cross-origin attacks)",
-			"more info: https://github.com/ggml-org/llama.cpp/pull/25655",
-			"-----------------"} {
-			s.srvf("W", "llama_server", "%s", l)
+		switch n := len(c.apiKeys); {
+		case n == 0:
+			for _, l := range []string{"-----------------",
+				"CORS is set to allow all origins ('*') and no API key is set",
+				"this can be a security risk (cross-origin attacks)",
+				"more info: https://github.com/ggml-org/llama.cpp/pull/25655",
+				"-----------------"} {
+				s.srvf("W", "llama_server", "%s", l)
+			}
+		case n == 1:
+			// llama-server's own masking: "****" and the last 4 characters
+			// (the whole key when it is shorter).
+			k := c.apiKeys[0]
+			s.srvf("I", "init", "api_keys: ****%s", k[max(len(k)-4, 0):])
+		default:
+			s.srvf("I", "init", "api_keys: %d keys loaded", n)
 		}
 		s.srvf("I", "load_model", "loading model '%s'", c.model)
 		if c.draft != "" {
@@ -236,14 +246,54 @@ func writeError(w http.ResponseWriter, code int, typ, msg string) {
 	writeJSON(w, code, toJSON(newObject().set("error", o)))
 }
 
+// UnauthorizedBody is llama-server's answer to a request without a valid
+// API key (tools/server/server-http.cpp, middleware_validate_api_key).
+const UnauthorizedBody = `{"error":{"message":"Invalid API Key","type":"authentication_error","code":401}}`
+
+// publicPaths need no API key (d32676d's get_public_endpoints).
+var publicPaths = map[string]bool{"/health": true, "/v1/health": true, "/models": true, "/v1/models": true}
+
+// authorized is llama-server's key check: no keys, a public path, or the
+// Authorization header (else X-Api-Key), less a "Bearer " prefix, equal to
+// one of the keys.
+func (s *server) authorized(r *http.Request) bool {
+	if len(s.c.apiKeys) == 0 || publicPaths[r.URL.Path] {
+		return true
+	}
+	got := r.Header.Get("Authorization")
+	if got == "" {
+		got = r.Header.Get("X-Api-Key")
+	}
+	got = strings.TrimPrefix(got, "Bearer ")
+	for _, k := range s.c.apiKeys {
+		if got == k {
+			return true
+		}
+	}
+	return false
+}
+
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Server", "llama.cpp")
 	w.Header().Set("Access-Control-Allow-Origin", r.Header.Get("Origin"))
+	if r.Method == http.MethodOptions {
+		// Browsers send no Authorization on a preflight: answered first.
+		w.Header().Set("Access-Control-Allow-Credentials", "true")
+		w.Header().Set("Access-Control-Allow-Methods", "GET, POST")
+		w.Header().Set("Access-Control-Allow-Headers", "*")
+		w.Header().Set("Content-Type", "text/html")
+		return
+	}
 	s.mu.Lock()
 	loaded := s.loaded
 	s.mu.Unlock()
 	if !loaded {
 		writeJSON(w, http.StatusServiceUnavailable, []byte(LoadingBody))
+		return
+	}
+	if !s.authorized(r) {
+		writeJSON(w, http.StatusUnauthorized, []byte(UnauthorizedBody))
+		s.srvf("W", "operator()", "unauthorized: Invalid API Key")
 		return
 	}
 	switch r.URL.Path {

@@ -25,6 +25,7 @@ const (
 	GGUFLimit    = 256 << 20 // a GGUF header: KVs (the vocabulary) and tensor infos
 	PromptLimit  = 1 << 20   // one bench prompt: a few hundred tokens of text
 	RecordLimit  = 64 << 20  // a bench record's .json or .md
+	KeyFileLimit = 1 << 20   // an engine's API key file: a key per line
 )
 
 // stat is os.Stat; a test replaces it to reach the check after the open.

@@ -1,0 +1,84 @@
+package secret
+
+import (
+	"crypto/subtle"
+	"net/http"
+	"strings"
+)
+
+// Bearer wraps base (nil = http.DefaultTransport) so that every request
+// carries "Authorization: Bearer KEY", KEY being key() at the time of the
+// request ("" = none added). A request that already has an Authorization
+// header keeps it.
+func Bearer(base http.RoundTripper, key func() string) http.RoundTripper {
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	return &bearer{base: base, key: key}
+}
+
+type bearer struct {
+	base http.RoundTripper
+	key  func() string
+}
+
+func (b *bearer) RoundTrip(req *http.Request) (*http.Response, error) {
+	k := ""
+	if b.key != nil {
+		k = b.key()
+	}
+	if k == "" || req.Header.Get("Authorization") != "" {
+		return b.base.RoundTrip(req)
+	}
+	r2 := req.Clone(req.Context()) // a RoundTripper must not change the request
+	r2.Header.Set("Authorization", "Bearer "+k)
+	return b.base.RoundTrip(r2)
+}
+
+// Client returns a copy of c whose requests carry the key (see Bearer); c
+// nil is a zero http.Client.
+func Client(c *http.Client, key func() string) *http.Client {
+	var out http.Client
+	if c != nil {
+		out = *c
+	}
+	out.Transport = Bearer(out.Transport, key)
+	return &out
+}
+
+// Static is a key function for one fixed key.
+func Static(key string) func() string { return func() string { return key } }
+
+// First is the key speclaunch sends of an engine's keys: the first; "" for
+// none.
+func First(keys []string) string {
+	if len(keys) == 0 {
+		return ""
+	}
+	return keys[0]
+}
+
+// Authorized reports whether r presents one of keys as llama-server checks
+// it (tools/server/server-http.cpp): the Authorization header, else
+// X-Api-Key, with an optional "Bearer " prefix, compared exactly. No keys
+// means open.
+func Authorized(r *http.Request, keys []string) bool {
+	if len(keys) == 0 {
+		return true
+	}
+	got := r.Header.Get("Authorization")
+	if got == "" {
+		got = r.Header.Get("X-Api-Key")
+	}
+	got = strings.TrimPrefix(got, "Bearer ")
+	ok := false
+	for _, k := range keys {
+		if subtle.ConstantTimeCompare([]byte(got), []byte(k)) == 1 {
+			ok = true
+		}
+	}
+	return ok
+}
+
+// UnauthorizedBody is llama-server's 401 body, byte for byte.
+const UnauthorizedBody = `{"error":{"message":"Invalid API Key","type":"authentication_error","code":401}}`

@@ -1,0 +1,107 @@
+package secret
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Spec names where an engine reads its API keys.
+type Spec struct {
+	Flags     []string // flags whose value is a key: --api-key
+	FileFlags []string // flags whose value is a key file: --api-key-file
+	Env       []string // variables whose value is a key: LLAMA_API_KEY
+	FileEnv   []string // variables whose value is a key file: LLAMA_ARG_API_KEY_FILE
+	// Split: a key value is a comma-separated list of keys (llama-server's
+	// --api-key and LLAMA_API_KEY); empty items are skipped.
+	Split bool
+	// Multi: a key flag takes one or more values, up to the next argument
+	// that starts with "-" (vLLM's --api-key K1 K2).
+	Multi bool
+}
+
+// Keys returns the API keys an engine started with argv and env (the
+// child's full NAME=VALUE environment) accepts: flags first, then key files
+// named by flags, then variables, then key files named by variables, each
+// in order. A key file holds one key per line, as llama-server reads it:
+// lines empty or starting with "#" are skipped, nothing is trimmed. read
+// reads a key file (bounded, and its errors naming the file: the
+// caller's); its error is returned after the flag or variable that named
+// the file. No key means the engine is open.
+func Keys(sp Spec, argv, env []string, read func(path string) ([]byte, error)) ([]string, error) {
+	var keys []string
+	add := func(v string) {
+		if !sp.Split {
+			if v != "" {
+				keys = append(keys, v)
+			}
+			return
+		}
+		for _, k := range strings.Split(v, ",") {
+			if k != "" {
+				keys = append(keys, k)
+			}
+		}
+	}
+	var files []string
+	var fileFrom []string
+	for i := 0; i < len(argv); i++ {
+		name, val, inline := strings.Cut(argv[i], "=")
+		isKey, isFile := slices.Contains(sp.Flags, name), slices.Contains(sp.FileFlags, name)
+		if !isKey && !isFile {
+			continue
+		}
+		if !inline {
+			if i+1 >= len(argv) {
+				continue // the engine refuses a flag without its value
+			}
+			i++
+			val = argv[i]
+		}
+		if isKey {
+			add(val)
+			for sp.Multi && !inline && i+1 < len(argv) && !strings.HasPrefix(argv[i+1], "-") {
+				i++
+				add(argv[i])
+			}
+		} else {
+			files, fileFrom = append(files, val), append(fileFrom, name)
+		}
+	}
+	vars := map[string]string{}
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			vars[k] = v
+		}
+	}
+	read1 := func(path, from string) error {
+		b, err := read(path)
+		if err != nil {
+			return fmt.Errorf("%s: %w", from, err)
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if line != "" && line[0] != '#' {
+				keys = append(keys, line)
+			}
+		}
+		return nil
+	}
+	for i, f := range files {
+		if err := read1(f, fileFrom[i]); err != nil {
+			return nil, err
+		}
+	}
+	for _, n := range sp.Env {
+		if v := vars[n]; v != "" {
+			add(v)
+		}
+	}
+	for _, n := range sp.FileEnv {
+		if v := vars[n]; v != "" {
+			if err := read1(v, n); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return keys, nil
+}

@@ -1,0 +1,120 @@
+package secret
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// MinRedact is the shortest value a Redactor replaces in free text. A
+// shorter one (an env flag "1", a toy key "abc") would blank every
+// occurrence of common text; it is still masked wherever it is known to be
+// a secret (MaskArgv, MaskEnv).
+const MinRedact = 6
+
+// Redactor replaces known secret values in free text with their Mask. It
+// is the net under the structural masking: every byte speclaunch writes to
+// stdout and stderr, its status page and its records pass through one.
+// The zero value and a nil *Redactor are ready (and replace nothing until
+// Add). Safe for concurrent use.
+type Redactor struct {
+	mu   sync.RWMutex
+	olds [][]byte // longest first, so a key that contains another is replaced whole
+	news [][]byte
+}
+
+// Add registers secret values; ones shorter than MinRedact and ones already
+// known are ignored. A value that JSON escapes differently (a quote, a
+// backslash, <, >, &) is registered in its escaped form as well.
+func (r *Redactor) Add(values ...string) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, v := range values {
+		if len(v) < MinRedact {
+			continue
+		}
+		forms := []string{v}
+		if b, err := json.Marshal(v); err == nil {
+			if esc := string(b[1 : len(b)-1]); esc != v {
+				forms = append(forms, esc)
+			}
+		}
+		for _, f := range forms {
+			if slices.ContainsFunc(r.olds, func(o []byte) bool { return string(o) == f }) {
+				continue
+			}
+			r.olds = append(r.olds, []byte(f))
+			r.news = append(r.news, []byte(Mask(v)))
+		}
+	}
+	// Longest first.
+	idx := make([]int, len(r.olds))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return len(r.olds[b]) - len(r.olds[a]) })
+	olds, news := make([][]byte, len(idx)), make([][]byte, len(idx))
+	for i, j := range idx {
+		olds[i], news[i] = r.olds[j], r.news[j]
+	}
+	r.olds, r.news = olds, news
+}
+
+// Bytes returns b with every known secret replaced; b itself when none
+// occurs.
+func (r *Redactor) Bytes(b []byte) []byte {
+	if r == nil {
+		return b
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for i, o := range r.olds {
+		if bytes.Contains(b, o) {
+			b = bytes.ReplaceAll(b, o, r.news[i])
+		}
+	}
+	return b
+}
+
+// String is Bytes for a string.
+func (r *Redactor) String(s string) string {
+	if r == nil {
+		return s
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for i, o := range r.olds {
+		s = strings.ReplaceAll(s, string(o), string(r.news[i]))
+	}
+	return s
+}
+
+// Writer returns a writer that redacts each Write before passing it to w.
+// Each Write is redacted on its own: the launcher's writers (slog handlers,
+// the engine output copier, fmt) write a line at a time.
+func (r *Redactor) Writer(w io.Writer) io.Writer { return &writer{r: r, w: w} }
+
+type writer struct {
+	r *Redactor
+	w io.Writer
+}
+
+func (w *writer) Write(p []byte) (int, error) {
+	q := w.r.Bytes(p)
+	if len(q) == len(p) && (len(p) == 0 || &q[0] == &p[0]) {
+		return w.w.Write(p)
+	}
+	if _, err := w.w.Write(q); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// Unwrap returns the writer underneath (for terminal detection).
+func (w *writer) Unwrap() io.Writer { return w.w }

@@ -1,0 +1,153 @@
+// Package secret keeps API keys and tokens out of everything speclaunch
+// prints, and puts the engine's API key on speclaunch's own requests to it.
+//
+// Masking follows llama-server, which logs its key as "****" and the last 4
+// characters (tools/server/server-http.cpp): Mask does the same, and masks
+// a key of 4 characters or fewer completely. What is a secret is decided in
+// one place each: SecretFlag for command-line flags, SecretEnv for
+// environment variables; Keys reads an engine's keys from its argv,
+// environment and key files; Redactor replaces secret values wherever they
+// appear in free text; Bearer adds the key to outgoing requests and
+// Authorized checks it on incoming ones.
+package secret
+
+import (
+	"slices"
+	"sort"
+	"strings"
+)
+
+// Masked is what a secret shows as, before its last 4 characters.
+const Masked = "****"
+
+// Mask renders a secret as llama-server logs its key: "****" and the last
+// 4 characters; a secret of 4 characters or fewer shows as "****" alone.
+func Mask(v string) string {
+	r := []rune(v)
+	if len(r) <= 4 {
+		return Masked
+	}
+	return Masked + string(r[len(r)-4:])
+}
+
+// secretWords are the name parts (of a flag split on "-", of a variable
+// split on "_") that say a value is a secret: HF_TOKEN, OPENAI_API_KEY,
+// AWS_SECRET_ACCESS_KEY, --api-key, --hf-token. A part ending in one counts
+// too (APIKEY, PGPASSWORD); TOKENS (a count) and TOKENIZER do not.
+var secretWords = []string{"KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "CREDENTIALS"}
+
+// pathWords end a name whose value is a path, not a secret
+// (--api-key-file, LLAMA_ARG_SSL_KEY_FILE): the file's content may be
+// secret, the path is not.
+var pathWords = []string{"FILE", "PATH", "DIR"}
+
+func secretParts(parts []string) bool {
+	if len(parts) == 0 {
+		return false
+	}
+	if slices.Contains(pathWords, parts[len(parts)-1]) {
+		return false
+	}
+	for _, p := range parts {
+		for _, w := range secretWords {
+			if strings.HasSuffix(p, w) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// SecretEnv reports whether an environment variable's name says its value
+// is a secret: a part (split on "_") that is or ends in KEY, TOKEN, SECRET,
+// PASSWORD, PASSWD or CREDENTIAL(S), unless the name ends in FILE, PATH or
+// DIR. Case does not matter.
+func SecretEnv(name string) bool {
+	return secretParts(strings.Split(strings.ToUpper(name), "_"))
+}
+
+// SecretFlag reports whether a command-line flag (with its dashes, without
+// "=value") takes a secret: --api-key, --hf-token, -hft, --admin-api-key;
+// not --api-key-file, --ssl-key-file or --max-num-batched-tokens.
+func SecretFlag(name string) bool {
+	if !strings.HasPrefix(name, "-") {
+		return false
+	}
+	n := strings.ToUpper(strings.TrimLeft(name, "-"))
+	if n == "HFT" { // llama.cpp's short --hf-token
+		return true
+	}
+	return secretParts(strings.Split(n, "-"))
+}
+
+// MaskArgv returns argv with the value of every secret flag masked, in
+// both forms: "--api-key K" and "--api-key=K", and the further values of
+// the first form up to the next argument that starts with "-" (vLLM's
+// --api-key K1 K2). A secret flag's value that looks like the next flag
+// ("--hf-token --port 8080": vLLM's --hf-token takes an optional value) is
+// left alone. argv itself is not changed.
+func MaskArgv(argv []string) []string {
+	out := make([]string, len(argv))
+	copy(out, argv)
+	for i := 0; i < len(out); i++ {
+		name, val, inline := strings.Cut(out[i], "=")
+		if !SecretFlag(name) {
+			continue
+		}
+		if inline {
+			out[i] = name + "=" + Mask(val)
+			continue
+		}
+		if i+1 < len(out) && !strings.HasPrefix(out[i+1], "--") {
+			out[i+1] = Mask(out[i+1])
+			i++
+		}
+		for i+1 < len(out) && !strings.HasPrefix(out[i+1], "-") {
+			out[i+1] = Mask(out[i+1])
+			i++
+		}
+	}
+	return out
+}
+
+// MaskEnv returns NAME=VALUE entries with the value of every secret-named
+// variable masked.
+func MaskEnv(env []string) []string {
+	out := make([]string, len(env))
+	for i, kv := range env {
+		k, v, ok := strings.Cut(kv, "=")
+		if ok && SecretEnv(k) {
+			kv = k + "=" + Mask(v)
+		}
+		out[i] = kv
+	}
+	return out
+}
+
+// MaskEnvMap is MaskEnv for a name -> value map (a copy; nil stays nil).
+func MaskEnvMap(m map[string]string) map[string]string {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		if SecretEnv(k) {
+			v = Mask(v)
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// EnvValues are the values of the secret-named variables in env
+// (NAME=VALUE entries), sorted, for a Redactor.
+func EnvValues(env []string) []string {
+	var out []string
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok && v != "" && SecretEnv(k) {
+			out = append(out, v)
+		}
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,259 @@
+package secret
+
+import (
+	"bytes"
+	"errors"
+	"io/fs"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestMask(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"sk-live-0123456789abcdef", "****cdef"},
+		{"abcde", "****bcde"},
+		{"abcd", "****"}, // 4 or fewer: nothing shown
+		{"abc", "****"},
+		{"", "****"},
+		{"ключ-секрет", "****крет"}, // runes, not bytes
+	} {
+		if got := Mask(c.in); got != c.want {
+			t.Errorf("Mask(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+func TestSecretNames(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		want bool
+	}{
+		{"HF_TOKEN", true},
+		{"OPENAI_API_KEY", true},
+		{"LLAMA_API_KEY", true},
+		{"VLLM_API_KEY", true},
+		{"AWS_SECRET_ACCESS_KEY", true},
+		{"DB_SECRET", true},
+		{"PGPASSWORD", true},
+		{"hf_token", true},
+		{"GITHUB_ACCESSTOKEN", true},
+		{"LLAMA_ARG_API_KEY_FILE", false}, // a path; its content is read as keys
+		{"LLAMA_ARG_SSL_KEY_FILE", false},
+		{"TOKENIZERS_PARALLELISM", false},
+		{"LLAMA_ARG_SPEC_DRAFT_N_MAX", false},
+		{"MLXCEL_MAX_TOKENS", false},
+		{"KEYCLOAK_URL", false},
+		{"PATH", false},
+	} {
+		if got := SecretEnv(c.name); got != c.want {
+			t.Errorf("SecretEnv(%q) = %v, want %v", c.name, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		want bool
+	}{
+		{"--api-key", true},
+		{"--hf-token", true},
+		{"-hft", true},
+		{"--admin-api-key", true},
+		{"--api-key-file", false},
+		{"--ssl-key-file", false},
+		{"--ssl-keyfile", false},
+		{"--speculative-num-draft-tokens", false},
+		{"--max-num-batched-tokens", false},
+		{"--tokenizer", false},
+		{"--n-keep", false},
+		{"api-key", false}, // not a flag
+	} {
+		if got := SecretFlag(c.name); got != c.want {
+			t.Errorf("SecretFlag(%q) = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+func TestMaskArgv(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		in, want []string
+	}{
+		{"space", []string{"llama-server", "-m", "t.gguf", "--api-key", "sk-0123456789", "--port", "8080"},
+			[]string{"llama-server", "-m", "t.gguf", "--api-key", "****6789", "--port", "8080"}},
+		{"equals", []string{"llama-server", "--api-key=sk-0123456789"}, []string{"llama-server", "--api-key=****6789"}},
+		{"short key", []string{"--api-key", "abcd"}, []string{"--api-key", "****"}},
+		{"comma list", []string{"--api-key", "first-key-1111,second-key-2222"}, []string{"--api-key", "****2222"}},
+		{"hf token short form", []string{"-hft", "hf_abcdefgh"}, []string{"-hft", "****efgh"}},
+		{"optional value absent", []string{"--hf-token", "--port", "8000"}, []string{"--hf-token", "--port", "8000"}},
+		{"key file path shown", []string{"--api-key-file", "/run/keys.txt"}, []string{"--api-key-file", "/run/keys.txt"}},
+		{"flag last", []string{"--api-key"}, []string{"--api-key"}},
+		{"several values", []string{"vllm", "serve", "m", "--api-key", "sk-first-0001", "sk-second-0002", "--port", "1"}, []string{"vllm", "serve", "m", "--api-key", "****0001", "****0002", "--port", "1"}},
+		{"width untouched", []string{"--spec-draft-n-max", "3", "--speculative-num-draft-tokens", "4"}, []string{"--spec-draft-n-max", "3", "--speculative-num-draft-tokens", "4"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			orig := slices.Clone(c.in)
+			if got := MaskArgv(c.in); !slices.Equal(got, c.want) {
+				t.Errorf("MaskArgv(%q) = %q, want %q", c.in, got, c.want)
+			}
+			if !slices.Equal(c.in, orig) {
+				t.Errorf("MaskArgv changed its input: %q", c.in)
+			}
+		})
+	}
+}
+
+func TestMaskEnv(t *testing.T) {
+	in := []string{"HF_TOKEN=hf_0123456789", "OPENAI_API_KEY=sk-abcdefgh", "APP_SECRET=xyz", "LLAMA_ARG_API_KEY_FILE=/k.txt", "PATH=/usr/bin", "EMPTY_TOKEN="}
+	want := []string{"HF_TOKEN=****6789", "OPENAI_API_KEY=****efgh", "APP_SECRET=****", "LLAMA_ARG_API_KEY_FILE=/k.txt", "PATH=/usr/bin", "EMPTY_TOKEN=****"}
+	if got := MaskEnv(in); !slices.Equal(got, want) {
+		t.Errorf("MaskEnv = %q, want %q", got, want)
+	}
+	m := MaskEnvMap(map[string]string{"LLAMA_API_KEY": "sk-0123456789", "LLAMA_ARG_PORT": "8080"})
+	if m["LLAMA_API_KEY"] != "****6789" || m["LLAMA_ARG_PORT"] != "8080" {
+		t.Errorf("MaskEnvMap = %v", m)
+	}
+	if got := EnvValues(in); !slices.Equal(got, []string{"hf_0123456789", "sk-abcdefgh", "xyz"}) {
+		t.Errorf("EnvValues = %q", got)
+	}
+}
+
+var llamaSpec = Spec{Flags: []string{"--api-key"}, FileFlags: []string{"--api-key-file"}, Env: []string{"LLAMA_API_KEY"}, FileEnv: []string{"LLAMA_ARG_API_KEY_FILE"}, Split: true}
+
+func TestKeys(t *testing.T) {
+	files := map[string]string{
+		"/keys.txt":  "# operators\nkey-from-file-1\n\n  # not a comment\nkey-from-file-2 \n",
+		"/env-keys":  "env-file-key\n",
+		"/crlf.txt":  "crlf-key\r\n",
+		"/empty.txt": "",
+	}
+	read := func(p string) ([]byte, error) {
+		s, ok := files[p]
+		if !ok {
+			return nil, fs.ErrNotExist
+		}
+		return []byte(s), nil
+	}
+	for _, c := range []struct {
+		name       string
+		sp         Spec
+		argv, env  []string
+		want       []string
+		wantErrSub string
+	}{
+		{name: "none", sp: llamaSpec, argv: []string{"llama-server", "-m", "x"}, env: []string{"PATH=/bin"}},
+		{name: "flag", sp: llamaSpec, argv: []string{"--api-key", "k1"}, want: []string{"k1"}},
+		{name: "flag equals and comma list", sp: llamaSpec, argv: []string{"--api-key=k1,,k2"}, want: []string{"k1", "k2"}},
+		{name: "file as llama-server reads it", sp: llamaSpec, argv: []string{"--api-key-file", "/keys.txt"},
+			want: []string{"key-from-file-1", "  # not a comment", "key-from-file-2 "}},
+		{name: "carriage return kept", sp: llamaSpec, argv: []string{"--api-key-file=/crlf.txt"}, want: []string{"crlf-key\r"}},
+		{name: "empty file", sp: llamaSpec, argv: []string{"--api-key-file", "/empty.txt"}},
+		{name: "env", sp: llamaSpec, env: []string{"LLAMA_API_KEY=e1,e2"}, want: []string{"e1", "e2"}},
+		{name: "env file", sp: llamaSpec, env: []string{"LLAMA_ARG_API_KEY_FILE=/env-keys"}, want: []string{"env-file-key"}},
+		{name: "flags before env", sp: llamaSpec, argv: []string{"--api-key", "cli"}, env: []string{"LLAMA_API_KEY=env"}, want: []string{"cli", "env"}},
+		{name: "not llama's own name", sp: llamaSpec, env: []string{"LLAMA_ARG_API_KEY=ignored"}},
+		{name: "flag without value", sp: llamaSpec, argv: []string{"--api-key"}},
+		{name: "no split for vllm", sp: Spec{Flags: []string{"--api-key"}, Env: []string{"VLLM_API_KEY"}}, argv: []string{"--api-key", "a,b"}, env: []string{"VLLM_API_KEY=v"}, want: []string{"a,b", "v"}},
+		{name: "several values", sp: Spec{Flags: []string{"--api-key"}, Multi: true}, argv: []string{"--api-key", "k1", "k2", "--port", "1", "--api-key=k3", "x"}, want: []string{"k1", "k2", "k3"}},
+		{name: "one value without Multi", sp: llamaSpec, argv: []string{"--api-key", "k1", "k2"}, want: []string{"k1"}},
+		{name: "missing file", sp: llamaSpec, argv: []string{"--api-key-file", "/nope"}, wantErrSub: "--api-key-file: "},
+		{name: "missing env file", sp: llamaSpec, env: []string{"LLAMA_ARG_API_KEY_FILE=/nope"}, wantErrSub: "LLAMA_ARG_API_KEY_FILE: "},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := Keys(c.sp, c.argv, c.env, read)
+			if c.wantErrSub != "" {
+				if err == nil || !strings.Contains(err.Error(), c.wantErrSub) || !errors.Is(err, fs.ErrNotExist) {
+					t.Fatalf("err = %v, want one containing %q wrapping fs.ErrNotExist", err, c.wantErrSub)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, c.want) {
+				t.Errorf("Keys = %q, want %q", got, c.want)
+			}
+		})
+	}
+}
+
+func TestRedactor(t *testing.T) {
+	var r Redactor
+	r.Add("sk-0123456789", "short", `we"ird\key-0000`, "sk-0123456789-longer")
+	for _, c := range []struct{ in, want string }{
+		{"cmd=llama-server --api-key sk-0123456789 --port 1", "cmd=llama-server --api-key ****6789 --port 1"},
+		{"both sk-0123456789-longer and sk-0123456789", "both ****nger and ****6789"},
+		{"short stays", "short stays"}, // under MinRedact
+		{`{"v":"we\"ird\\key-0000"}`, `{"v":"****0000"}`},
+		{"nothing here", "nothing here"},
+	} {
+		if got := r.String(c.in); got != c.want {
+			t.Errorf("String(%q) = %q, want %q", c.in, got, c.want)
+		}
+		if got := string(r.Bytes([]byte(c.in))); got != c.want {
+			t.Errorf("Bytes(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+	var buf bytes.Buffer
+	w := r.Writer(&buf)
+	n, err := w.Write([]byte("key sk-0123456789\n"))
+	if err != nil || n != len("key sk-0123456789\n") || buf.String() != "key ****6789\n" {
+		t.Errorf("Writer: n=%d err=%v wrote %q", n, err, buf.String())
+	}
+	var nilR *Redactor
+	nilR.Add("sk-0123456789")
+	if nilR.String("sk-0123456789") != "sk-0123456789" {
+		t.Error("a nil Redactor changed text")
+	}
+}
+
+func TestBearerAndAuthorized(t *testing.T) {
+	keys := []string{"sk-first-0001", "sk-second-0002"}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !Authorized(r, keys) {
+			w.WriteHeader(http.StatusUnauthorized)
+			w.Write([]byte(UnauthorizedBody))
+			return
+		}
+		w.Write([]byte("ok"))
+	}))
+	defer srv.Close()
+	get := func(c *http.Client, hdr map[string]string) int {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/slots", nil)
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if req.Header.Get("Authorization") != hdr["Authorization"] {
+			t.Errorf("the transport changed the caller's request")
+		}
+		return resp.StatusCode
+	}
+	for _, c := range []struct {
+		name string
+		c    *http.Client
+		hdr  map[string]string
+		want int
+	}{
+		{"bearer client", Client(nil, Static("sk-second-0002")), nil, 200},
+		{"no key", &http.Client{}, nil, 401},
+		{"empty key adds nothing", Client(nil, Static("")), nil, 401},
+		{"wrong key", Client(nil, Static("sk-wrong")), nil, 401},
+		{"raw Authorization", &http.Client{}, map[string]string{"Authorization": "sk-first-0001"}, 200},
+		{"X-Api-Key", &http.Client{}, map[string]string{"X-Api-Key": "sk-first-0001"}, 200},
+		{"caller's header kept", Client(nil, Static("sk-first-0001")), map[string]string{"Authorization": "Bearer sk-wrong"}, 401},
+		{"lowercase bearer is not stripped", &http.Client{}, map[string]string{"Authorization": "bearer sk-first-0001"}, 401},
+	} {
+		if got := get(c.c, c.hdr); got != c.want {
+			t.Errorf("%s: HTTP %d, want %d", c.name, got, c.want)
+		}
+	}
+	if !Authorized(httptest.NewRequest(http.MethodGet, "/x", nil), nil) {
+		t.Error("no keys must mean open")
+	}
+}
