@@ -241,8 +241,9 @@ func checkContainer(t checker, pod podSpec, c container, configMaps map[string]m
 	if g := pod.TerminationGracePeriodSeconds; g != nil {
 		grace = *g
 	}
-	if float64(grace) <= s.StopTimeout.Value.Seconds() {
-		t.Errorf("terminationGracePeriodSeconds %d is not above the stop timeout %s (%s)", grace, s.StopTimeout.Value, s.StopTimeout.Src)
+	if float64(grace) <= (s.ShutdownTimeout.Value + s.StopTimeout.Value).Seconds() {
+		t.Errorf("terminationGracePeriodSeconds %d is not above the shutdown timeout %s (%s) plus the stop timeout %s (%s)",
+			grace, s.ShutdownTimeout.Value, s.ShutdownTimeout.Src, s.StopTimeout.Value, s.StopTimeout.Src)
 	}
 }
 
@@ -302,7 +303,7 @@ func TestManifestChecksCanFail(t *testing.T) {
 	cases := []struct {
 		name, old, new, want string
 	}{
-		{"grace period at the stop timeout", "terminationGracePeriodSeconds: 45", "terminationGracePeriodSeconds: 30", "is not above the stop timeout 30s"},
+		{"grace period at the stop timeout", "terminationGracePeriodSeconds: 60", "terminationGracePeriodSeconds: 45", "is not above the shutdown timeout 25s"},
 		{"an env name speclaunch does not read", "- name: MLXCEL_LOG_FORMAT", "- name: MLXCEL_LOG_FMT", "env MLXCEL_LOG_FMT is not a variable speclaunch reads"},
 		{"a bad env value", "value: json", "value: xml", "the settings do not load"},
 		{"a probe off /health", "path: /health", "path: /healthz", "want /health"},
