@@ -108,9 +108,12 @@ func (sv *launcher) startAdapt(ctx context.Context, p *plan.Plan) func() {
 				return ctx.Err()
 			}
 		},
-		HTTP:     secret.Client(sv.probeClient(60*time.Second), sv.engineKey),
-		Log:      sv.log.With("component", "adapt"),
-		Publish:  func(s adapt.Status) { sv.st.setAdapt(s) },
+		HTTP: secret.Client(sv.probeClient(60*time.Second), sv.engineKey),
+		Log:  sv.log.With("component", "adapt"),
+		Publish: func(s adapt.Status) {
+			sv.st.setAdapt(s)
+			sv.met.Adapt(s.State)
+		},
 		CacheDir: dir,
 		CacheKey: key,
 		Cfg:      adaptConfig(p.Settings),

@@ -10,6 +10,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // streamWhole sends one streamed completion and reports whether it ended
@@ -121,4 +125,78 @@ func TestServeDrainChecksBeforeStopping(t *testing.T) {
 	if err := streamWhole(port, 4); err != nil {
 		t.Errorf("the old engine does not serve after the rejected reload: %v", err)
 	}
+}
+
+// GET /metrics is the engine's series followed by speclaunch's own, one
+// exposition the Prometheus text parser reads; /speclaunch/metrics has
+// speclaunch's alone; a switch shows in its counters.
+func TestServeMetrics(t *testing.T) {
+	r, prof, base, port := serveSim(t, "")
+	renameOver(t, prof, withWidth(base, 3))
+	r.log.waitFor(t, `switched to_pid=\d+ width=3`, 1, 20*time.Second)
+	fams := scrape(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
+	engine := 0
+	for name := range fams {
+		if !strings.HasPrefix(name, "speclaunch_") {
+			engine++
+		}
+	}
+	if engine == 0 {
+		t.Errorf("no engine series in /metrics: %v", keys(fams))
+	}
+	want := map[string]float64{
+		"speclaunch_width":          3,
+		"speclaunch_width_verified": 1,
+		"speclaunch_switches_total": 1,
+	}
+	for name, v := range want {
+		f := fams[name]
+		if f == nil {
+			t.Errorf("/metrics lacks %s: %v", name, keys(fams))
+			continue
+		}
+		m := f.GetMetric()[0]
+		got := m.GetGauge().GetValue() + m.GetCounter().GetValue()
+		if got != v {
+			t.Errorf("%s = %v, want %v", name, got, v)
+		}
+	}
+	if l := fams["speclaunch_switches_total"].GetMetric()[0].GetLabel(); len(l) != 3 || l[0].GetValue() != "reload" || l[1].GetValue() != "overlap" || l[2].GetValue() != "ok" {
+		t.Errorf("switch labels %v, want kind=reload mode=overlap outcome=ok", l)
+	}
+	own := scrape(t, fmt.Sprintf("http://127.0.0.1:%d/speclaunch/metrics", port))
+	for name := range own {
+		if !strings.HasPrefix(name, "speclaunch_") {
+			t.Errorf("/speclaunch/metrics has the engine's %s", name)
+		}
+	}
+	if own["speclaunch_state"] == nil {
+		t.Errorf("/speclaunch/metrics lacks speclaunch_state: %v", keys(own))
+	}
+}
+
+func scrape(t *testing.T, url string) map[string]*dto.MetricFamily {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("%s: HTTP %d", url, resp.StatusCode)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("%s does not parse as Prometheus text: %v", url, err)
+	}
+	return fams
+}
+
+func keys(m map[string]*dto.MetricFamily) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
 }

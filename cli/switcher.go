@@ -17,6 +17,7 @@ import (
 
 	"github.com/speclaunch/speclaunch/adapt"
 	"github.com/speclaunch/speclaunch/config"
+	"github.com/speclaunch/speclaunch/metrics"
 	"github.com/speclaunch/speclaunch/plan"
 	"github.com/speclaunch/speclaunch/proxy"
 	"github.com/speclaunch/speclaunch/secret"
@@ -41,6 +42,7 @@ type launcher struct {
 	pub *public      // the public listener (proxy mode)
 	rt  *server.Runtime
 	st  *serveStatus
+	met *metrics.Metrics
 
 	mu  sync.Mutex
 	cur *plan.Plan // the plan in force (the runtime's goroutine sets it)
@@ -126,21 +128,16 @@ func (sv *launcher) run(p *plan.Plan) error {
 	defer signal.Stop(sigs)
 	sv.cur = p
 	sv.st = newServeStatus(p)
+	sv.met = metrics.New(sv.metricSources())
 	if p.Settings.Proxy.Value {
 		sv.px = proxy.New(proxy.Options{
 			QueueSize:   p.Settings.QueueSize.Value,
 			HoldTimeout: p.Settings.HoldTimeout.Value,
 			Status:      sv.st.handler(sv),
+			Metrics:     sv.met.Text,
 			Log:         sv.log,
 			APIKeys:     p.APIKeys,
 		})
-		pub, err := listenPublic(p, sv.px, sv.log)
-		if err != nil {
-			return err
-		}
-		sv.pub = pub
-		defer sv.pub.close()
-		sv.log.Info("proxy listening; the engine gets a loopback port of its own", "addr", pub.addr, "switch", p.Settings.Switch.Value)
 	}
 
 	// SIGHUP is caught from here on: during the first load (minutes for a
@@ -177,8 +174,20 @@ func (sv *launcher) run(p *plan.Plan) error {
 			Adopted:  sv.adopted,
 			Stopping: sv.endAdapt,
 			Exited:   func(in *server.Instance, code int) { sv.st.exited(in, code) },
+			Phase:    func(ph server.Phase) { sv.met.Phase(ph.String()) },
 		},
 	})
+	if sv.px != nil {
+		// Listening once the runtime exists: a request or a scrape
+		// arriving at once finds it.
+		pub, err := listenPublic(p, sv.px, sv.log)
+		if err != nil {
+			return err
+		}
+		sv.pub = pub
+		defer sv.pub.close()
+		sv.log.Info("proxy listening; the engine gets a loopback port of its own", "addr", pub.addr, "switch", p.Settings.Switch.Value)
+	}
 	stopFeed := make(chan struct{})
 	fed := make(chan struct{})
 	go func() { defer close(fed); sv.feed(changes, hup, stopFeed) }()
@@ -258,6 +267,7 @@ func (sv *launcher) submit(kind server.Kind, reason string, cur, np *plan.Plan, 
 // with the first engine that serves.
 func (sv *launcher) serving(in *server.Instance) {
 	sv.st.serving(in)
+	sv.met.Serving(widthOf(in.Plan), string(in.Plan.Resolution.Source), infoOf(in).check.Verified)
 	if sv.px != nil {
 		sv.px.SetAPIKeys(in.Plan.APIKeys) // the status page asks for this engine's keys
 	}
@@ -277,6 +287,7 @@ func (sv *launcher) serving(in *server.Instance) {
 func (sv *launcher) switched(s server.Switched, from, to *server.Instance) {
 	j := s.Job
 	rec := switchRecord{Kind: j.Kind.String(), Reason: j.Reason, Mode: j.Mode.String(), At: time.Now().Add(-s.Took), StartMS: ms(s.Took), OK: s.OK, Error: errString(s.Err)}
+	sv.met.Switched(j.Kind.String(), j.Mode.String(), s.OK, s.Took)
 	if from != nil {
 		rec.FromWidth = widthOf(from.Plan)
 	}
@@ -303,6 +314,33 @@ func (sv *launcher) switched(s server.Switched, from, to *server.Instance) {
 		}
 	}
 	sv.log.Info("switched", "to_pid", to.Proc.PID(), "width", widthOf(to.Plan), "mode", j.Mode.String(), "took", s.Took.Round(time.Millisecond).String())
+}
+
+// metricSources are the proxy's counters, read at scrape time.
+func (sv *launcher) metricSources() metrics.Sources {
+	stat := func(f func(proxy.Stats) float64) func() float64 {
+		return func() float64 {
+			if sv.px == nil {
+				return 0
+			}
+			return f(sv.px.Stats())
+		}
+	}
+	return metrics.Sources{
+		InFlight: func() float64 {
+			if sv.rt == nil {
+				return 0
+			}
+			if in := sv.rt.Current(); in != nil && in.Backend != nil {
+				return float64(in.Backend.InFlight())
+			}
+			return 0
+		},
+		HeldNow:  stat(func(s proxy.Stats) float64 { return float64(s.HeldNow) }),
+		Held:     stat(func(s proxy.Stats) float64 { return float64(s.HeldTotal) }),
+		Rejected: stat(func(s proxy.Stats) float64 { return float64(s.RejectedTotal) }),
+		Retried:  stat(func(s proxy.Stats) float64 { return float64(s.RetriedTotal) }),
+	}
 }
 
 // adopted: a reload that starts the engine command now serving (one

@@ -48,6 +48,9 @@ import (
 // StatusPath is served by the proxy itself (Options.Status).
 const StatusPath = "/speclaunch/status"
 
+// MetricsPath serves speclaunch's own series alone (Options.Metrics).
+const MetricsPath = "/speclaunch/metrics"
+
 // Defaults for Options.
 const (
 	DefaultQueueSize   = 1024
@@ -155,6 +158,9 @@ type Options struct {
 	// as the engine asks on its own routes (401 otherwise); /health stays
 	// public. Every other request goes to the engine, which checks it.
 	APIKeys []string
+	// Metrics, when set, gives speclaunch's own series (Prometheus text):
+	// served at MetricsPath and appended to the engine's on GET /metrics.
+	Metrics func() []byte
 }
 
 // Proxy routes requests to the backend that serves now.
@@ -393,21 +399,23 @@ type slot struct{ b *Backend }
 
 // ServeHTTP proxies one request.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path == StatusPath {
+	switch {
+	case r.URL.Path == StatusPath:
 		if p.o.Status == nil {
 			http.NotFound(w, r)
-			return
+		} else if p.authorized(w, r) {
+			p.o.Status.ServeHTTP(w, r)
 		}
-		p.mu.Lock()
-		keys := p.o.APIKeys
-		p.mu.Unlock()
-		if !secret.Authorized(r, keys) {
-			w.Header().Set("Content-Type", "application/json; charset=utf-8")
-			w.WriteHeader(http.StatusUnauthorized)
-			io.WriteString(w, secret.UnauthorizedBody)
-			return
+		return
+	case r.URL.Path == MetricsPath && p.o.Metrics != nil:
+		if p.authorized(w, r) {
+			writeMetrics(w, nil, p.o.Metrics())
 		}
-		p.o.Status.ServeHTTP(w, r)
+		return
+	case r.URL.Path == "/metrics" && r.Method == http.MethodGet && p.o.Metrics != nil:
+		if p.authorized(w, r) {
+			p.metrics(w, r)
+		}
 		return
 	}
 	if r.URL.Path == "/health" && r.Method == http.MethodGet {
@@ -429,6 +437,80 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s := &slot{b: b}
 	defer func() { s.b.add(-1) }()
 	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), slotKey{}, s)))
+}
+
+// authorized answers 401 as llama-server does when the engine has keys
+// and the request carries none of them.
+func (p *Proxy) authorized(w http.ResponseWriter, r *http.Request) bool {
+	p.mu.Lock()
+	keys := p.o.APIKeys
+	p.mu.Unlock()
+	if secret.Authorized(r, keys) {
+		return true
+	}
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(http.StatusUnauthorized)
+	io.WriteString(w, secret.UnauthorizedBody)
+	return false
+}
+
+// metrics answers GET /metrics: the serving engine's series, then
+// speclaunch's own. An engine that exposes none (llama-server without
+// --metrics), or none serving, leaves speclaunch's alone; an engine's 401
+// passes through.
+func (p *Proxy) metrics(w http.ResponseWriter, r *http.Request) {
+	own := p.o.Metrics()
+	p.mu.Lock()
+	b := p.cur
+	if p.holding || p.closed || b == nil || b.dead.Load() {
+		b = nil
+	} else {
+		b.add(1)
+	}
+	p.mu.Unlock()
+	if b == nil {
+		writeMetrics(w, nil, own)
+		return
+	}
+	defer b.add(-1)
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.URL.String()+"/metrics", nil)
+	if err != nil {
+		writeMetrics(w, nil, own)
+		return
+	}
+	req.Header = r.Header.Clone()
+	resp, err := p.o.Transport.RoundTrip(req)
+	if err != nil {
+		writeMetrics(w, nil, own)
+		return
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	switch {
+	case resp.StatusCode == http.StatusUnauthorized:
+		w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
+		w.WriteHeader(resp.StatusCode)
+		w.Write(body)
+	case err != nil || resp.StatusCode != http.StatusOK:
+		writeMetrics(w, nil, own)
+	default:
+		writeMetrics(w, body, own)
+	}
+}
+
+// writeMetrics writes the engine's series (if any) and speclaunch's, each
+// ending in a newline, as one Prometheus text exposition.
+func writeMetrics(w http.ResponseWriter, engine, own []byte) {
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+	if len(engine) > 0 {
+		w.Write(engine)
+		if engine[len(engine)-1] != '\n' {
+			w.Write([]byte{'\n'})
+		}
+	}
+	w.Write(own)
 }
 
 // health answers GET /health from the proxy's own state, never by waiting

@@ -46,6 +46,7 @@ type Hooks struct {
 	Adopted       func(j *Job)                         // a plan took effect without a switch
 	Stopping      func()                               // the first signal arrived
 	Exited        func(in *Instance, code int)         // an engine's process ended
+	Phase         func(p Phase)                        // the runtime's state changed
 }
 
 // Options configure a Runtime.
@@ -145,7 +146,11 @@ func (r *Runtime) Run() (int, error) {
 		case <-timerC:
 			ev = Tick{}
 		}
+		prev := m.Phase
 		m, acts = Step(m, ev, time.Now())
+		if m.Phase != prev && r.o.Phase != nil {
+			r.o.Phase(m.Phase)
+		}
 		if e, ok := ev.(Exited); ok {
 			exited = append(exited, e.ID)
 		}
