@@ -20,6 +20,7 @@ import (
 	"github.com/speclaunch/speclaunch/config"
 	"github.com/speclaunch/speclaunch/cuda"
 	"github.com/speclaunch/speclaunch/engine"
+	"github.com/speclaunch/speclaunch/instance"
 	"github.com/speclaunch/speclaunch/key"
 	"github.com/speclaunch/speclaunch/plan"
 	"github.com/speclaunch/speclaunch/policy"
@@ -127,7 +128,7 @@ func (c *BenchCmd) Run(e *Env) error {
 	deps.Probe = func(context.Context) cuda.Result { return probed }
 	caps := dp.Facts.Caps
 	deps.DetectLlama = func(context.Context, string) (engine.Caps, error) { return caps, nil }
-	st := &starter{e: e, l: l, settings: s, deps: deps, opts: startOptions{Out: io.Discard, ReadyTimeout: s.ReadyTimeout.Value, StopTimeout: s.StopTimeout.Value}}
+	st := &starter{e: e, l: l, settings: s, deps: deps, opts: instance.Options{Out: io.Discard, ReadyTimeout: s.ReadyTimeout.Value, StopTimeout: s.StopTimeout.Value, Client: engineClient}}
 	st.anyPort = c.BasePort == 0 && (prof == nil || prof.Bench.BasePort == nil)
 	if c.ReadyTimeout != "" {
 		d, err := time.ParseDuration(c.ReadyTimeout)
@@ -502,7 +503,7 @@ type starter struct {
 	e        *Env
 	l        *loaded
 	settings config.Settings
-	opts     startOptions
+	opts     instance.Options
 	// anyPort: the base port is the default, not the operator's, so an
 	// arm whose port another process holds takes a free loopback port
 	// rather than failing (a shared host's other servers sit there).
@@ -530,19 +531,18 @@ func (st *starter) start(ctx context.Context, arm bench.ArmSpec, port int) (benc
 	if err := checkLaunchable(p, true); err != nil {
 		return nil, err
 	}
-	r, err := startEngine(ctx, p, st.opts)
+	r, err := instance.Start(ctx, p, st.opts)
 	if err != nil {
+		err = startErr(err)
 		if r != nil {
-			return &benchServer{r: r, stop: st.opts.StopTimeout}, err
+			return r, err
 		}
 		return nil, err
 	}
-	srv := &benchServer{r: r, stop: st.opts.StopTimeout}
 	if arm.Kind != "classic" {
-		chk := r.verify(ctx, true)
-		srv.width = chk.Observed.Width
+		r.Verify(ctx, true)
 	}
-	return srv, nil
+	return r, nil
 }
 
 // armPort is the port an arm listens on: its own (base port + index), or,
@@ -555,32 +555,6 @@ func (st *starter) armPort(port int) int {
 	}
 	return port
 }
-
-type benchServer struct {
-	r     *running
-	width int
-	stop  time.Duration
-}
-
-func (b *benchServer) BaseURL() string  { return b.r.plan.Launch.BaseURL }
-func (b *benchServer) ModelID() string  { return "" }
-func (b *benchServer) EngineWidth() int { return b.width }
-func (b *benchServer) Declined() bool {
-	b.r.mu.Lock()
-	defer b.r.mu.Unlock()
-	return b.r.declined
-}
-func (b *benchServer) Diagnostics() []bench.Diag {
-	b.r.mu.Lock()
-	defer b.r.mu.Unlock()
-	out := make([]bench.Diag, 0, len(b.r.diags))
-	for _, d := range b.r.diags {
-		out = append(out, bench.Diag{Rounds: d.Rounds, Proposed: d.ProposedTokens, Accepted: d.AcceptedTokens, SyncMS: d.TargetArgmaxSyncMS, DecodeMS: d.DecodeMS})
-	}
-	return out
-}
-func (b *benchServer) Tail() []string { return b.r.proc.Tail() }
-func (b *benchServer) Stop() error    { return b.r.proc.Stop(b.stop) }
 
 // redactRecord masks secrets in what a record keeps of the engines and
 // their output: each arm's command line, last log lines and status, the

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/speclaunch/speclaunch/config"
+	"github.com/speclaunch/speclaunch/instance"
 	"github.com/speclaunch/speclaunch/plan"
 	"github.com/speclaunch/speclaunch/watch"
 )
@@ -95,12 +96,16 @@ func (c *ServeCmd) Run(e *Env) error {
 	return sv.run(p)
 }
 
-func (sv *launcher) opts(s config.Settings) startOptions {
+func (sv *launcher) opts(s config.Settings) instance.Options {
 	prefix := "engine | "
 	if s.RawEngineOutput.Value {
 		prefix = ""
 	}
-	return startOptions{Out: sv.e.Stderr, Prefix: prefix, Raw: s.RawEngineOutput.Value, ReadyTimeout: s.ReadyTimeout.Value, StopTimeout: s.StopTimeout.Value, Interrupt: sv.e.Ctx}
+	o := instance.Options{Out: sv.e.Stderr, Prefix: prefix, Raw: s.RawEngineOutput.Value, ReadyTimeout: s.ReadyTimeout.Value, StopTimeout: s.StopTimeout.Value, Interrupt: sv.e.Ctx, Client: engineClient}
+	if s.LogFormat.Value == "json" {
+		o.Format = engineLineJSON
+	}
+	return o
 }
 
 // reload re-reads profile and policy files and rebuilds the plan. A bad

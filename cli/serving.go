@@ -207,7 +207,7 @@ func (st *serveStatus) handler(sv *launcher) http.Handler {
 			"switches":          append([]switchRecord{}, st.switches...),
 		}
 		if in := st.cur; in != nil {
-			chk := infoOf(in).check
+			chk := infoOf(in).Check
 			e := statusEngine{PID: in.Proc.PID(), Engine: string(in.Plan.Settings.Engine.Value), InternalPort: in.Port,
 				Width: widthOf(in.Plan), WidthSource: string(in.Plan.Resolution.Source), WidthReason: in.Plan.Resolution.Reason,
 				Verified: chk.Verified, UptimeS: time.Since(in.Since).Seconds()}

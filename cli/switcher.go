@@ -17,6 +17,7 @@ import (
 
 	"github.com/speclaunch/speclaunch/adapt"
 	"github.com/speclaunch/speclaunch/config"
+	"github.com/speclaunch/speclaunch/instance"
 	"github.com/speclaunch/speclaunch/metrics"
 	"github.com/speclaunch/speclaunch/plan"
 	"github.com/speclaunch/speclaunch/proxy"
@@ -57,15 +58,9 @@ type launcher struct {
 	adaptStarted bool
 }
 
-// inst is what the launcher learned starting one engine (server.Instance
-// Info).
-type inst struct {
-	r     *running
-	check widthCheck
-}
-
-func infoOf(in *server.Instance) *inst {
-	i, _ := in.Info.(*inst)
+// infoOf is the engine handle behind a runtime instance.
+func infoOf(in *server.Instance) *instance.Engine {
+	i, _ := in.Info.(*instance.Engine)
 	return i
 }
 
@@ -98,15 +93,15 @@ func (sv *launcher) startInst(ctx context.Context, p *plan.Plan, kind server.Kin
 	}
 	what := map[server.Kind]string{server.KindStart: "starting engine", server.KindRestart: "restarting engine",
 		server.KindReload: "starting engine for the new settings", server.KindAdapt: "starting engine for the adapted width"}[kind]
-	r, chk, err := sv.launch(ctx, ep, what, interrupt)
+	r, err := sv.launch(ctx, ep, what, interrupt)
 	if err != nil {
 		return nil, err
 	}
-	in := &server.Instance{Plan: p, Proc: r.proc, BaseURL: ep.Launch.BaseURL, Port: port, Since: time.Now(), Info: &inst{r: r, check: chk}}
+	in := &server.Instance{Plan: p, Proc: r.Proc, BaseURL: ep.Launch.BaseURL, Port: port, Since: time.Now(), Info: r}
 	if sv.px != nil {
-		b, err := proxy.NewBackend(ep.Launch.BaseURL, fmt.Sprintf("pid %d", r.proc.PID()))
+		b, err := proxy.NewBackend(ep.Launch.BaseURL, fmt.Sprintf("pid %d", r.Proc.PID()))
 		if err != nil {
-			r.proc.Stop(p.Settings.StopTimeout.Value)
+			r.Stop()
 			return nil, err
 		}
 		in.Backend = b
@@ -267,7 +262,7 @@ func (sv *launcher) submit(kind server.Kind, reason string, cur, np *plan.Plan, 
 // with the first engine that serves.
 func (sv *launcher) serving(in *server.Instance) {
 	sv.st.serving(in)
-	sv.met.Serving(widthOf(in.Plan), string(in.Plan.Resolution.Source), infoOf(in).check.Verified)
+	sv.met.Serving(widthOf(in.Plan), string(in.Plan.Resolution.Source), infoOf(in).Check.Verified)
 	if sv.px != nil {
 		sv.px.SetAPIKeys(in.Plan.APIKeys) // the status page asks for this engine's keys
 	}
@@ -419,37 +414,37 @@ func loopbackPort() (int, error) {
 
 // launch starts, waits for ready and verifies. A verification problem under
 // --strict-width stops the engine and returns exit code 3.
-func (sv *launcher) launch(ctx context.Context, p *plan.Plan, what string, interrupt context.Context) (*running, widthCheck, error) {
+func (sv *launcher) launch(ctx context.Context, p *plan.Plan, what string, interrupt context.Context) (*instance.Engine, error) {
 	logPlan(sv.log, p, what)
 	o := sv.opts(p.Settings)
 	o.Interrupt = interrupt
-	r, err := startEngine(ctx, p, o)
+	r, err := instance.Start(ctx, p, o)
 	if err != nil {
 		// An engine that exits while starting: the launcher exits with the
 		// engine's code, after showing its last lines.
 		var ee *supervise.ExitedError
 		if errors.As(err, &ee) && ee.Code > 0 {
-			return nil, widthCheck{}, exitCode(ee.Code, err)
+			return nil, exitCode(ee.Code, err)
 		}
-		return nil, widthCheck{}, err
+		return nil, startErr(err)
 	}
 
-	attrs := []any{"url", p.Launch.BaseURL, "after", r.ready.Round(time.Millisecond).String(), "pid", r.proc.PID()}
+	attrs := []any{"url", p.Launch.BaseURL, "after", r.Ready.Round(time.Millisecond).String(), "pid", r.Proc.PID()}
 	if !sv.launched {
 		// The launcher's own cost after the Go runtime has started (package
 		// init to the engine's exec); the runtime's start itself is not
 		// visible from inside the process.
-		attrs = append(attrs, "init_to_exec", r.execAt.Sub(processStart).Round(10*time.Microsecond).String())
+		attrs = append(attrs, "init_to_exec", r.ExecAt.Sub(processStart).Round(10*time.Microsecond).String())
 		sv.launched = true
 	}
 	sv.log.Info("ready", attrs...)
-	chk := r.verify(ctx, p.Settings.Probe.Value)
+	chk := r.Verify(ctx, p.Settings.Probe.Value)
 	switch {
 	case chk.Problem != "":
 		sv.log.Error("width check failed: "+chk.Problem, "resolved", p.Resolution.Width, "engine_says", chk.Observed.Line)
 		if p.Settings.StrictWidth.Value {
-			r.proc.Stop(p.Settings.StopTimeout.Value)
-			return nil, chk, exitCode(exitWidthMismatch, fmt.Errorf("--strict-width: %s", chk.Problem))
+			r.Stop()
+			return nil, exitCode(exitWidthMismatch, fmt.Errorf("--strict-width: %s", chk.Problem))
 		}
 	case chk.Verified:
 		sv.log.Info("width verified", "width", chk.Observed.Width, "resolved_from", string(p.Resolution.Source), "read_from", chk.ReadFrom)
@@ -459,7 +454,20 @@ func (sv *launcher) launch(ctx context.Context, p *plan.Plan, what string, inter
 	case chk.Note != "":
 		sv.log.Info("width check: " + chk.Note)
 	}
-	return r, chk, nil
+	return r, nil
+}
+
+// startErr maps an engine start's errors to exit codes: a binary that
+// cannot run is bad input (2); an interrupted load is 130, like a shell.
+func startErr(err error) error {
+	var se *instance.StartError
+	switch {
+	case errors.As(err, &se):
+		return &badInput{err}
+	case errors.Is(err, instance.ErrInterrupted):
+		return exitCode(130, err)
+	}
+	return err
 }
 
 // operatorWidthEndsAdapt stops the adaptive loop when a reload's plan,

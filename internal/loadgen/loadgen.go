@@ -46,15 +46,15 @@ type Options struct {
 
 // Result counts the outcomes.
 type Result struct {
-	Sent     int            `json:"sent"`
-	OK       int            `json:"ok"`
-	Failed   int            `json:"failed"`  // transport error or a status other than 200
-	Empty    int            `json:"empty"`   // 200 without a token
+	Sent   int `json:"sent"`
+	OK     int `json:"ok"`
+	Failed int `json:"failed"` // transport error or a status other than 200
+	Empty  int `json:"empty"`  // 200 without a token
 	// Cut counts streams that ended without their final event: a
 	// finish_reason and then [DONE] on the OpenAI routes, "stop":true on
 	// llama-server's /completion. A cut stream can look complete to a
 	// client that does not check.
-	Cut int `json:"cut"`
+	Cut      int            `json:"cut"`
 	Aborted  int            `json:"aborted"` // cut short by the caller's own cancellation: not counted as sent
 	Tokens   int            `json:"tokens"`  // streamed chunks with text, or completion tokens reported
 	ByStatus map[int]int    `json:"by_status"`
