@@ -84,7 +84,7 @@ func TestServeSwitchesFailNoRequest(t *testing.T) {
 			if total.Bad() != 0 {
 				t.Errorf("%d switches: %d failed, %d empty and %d cut responses\nlog:\n%s", n, total.Failed, total.Empty, total.Cut, r.log)
 			}
-			if total.OK < 10*n {
+			if total.OK < 4*n {
 				t.Errorf("only %d requests succeeded over %d switches: the load did not run through them", total.OK, n)
 			}
 			checkSwitchOrder(t, r.log.String(), mode)
