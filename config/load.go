@@ -13,6 +13,7 @@ import (
 	"github.com/speclaunch/speclaunch/internal/safefile"
 	"github.com/speclaunch/speclaunch/key"
 	"github.com/speclaunch/speclaunch/profiles"
+	"github.com/speclaunch/speclaunch/secret"
 )
 
 // Input is everything Load layers. It is plain data so that Load is a pure
@@ -184,7 +185,8 @@ var engineArgsRow = Row{Name: "engine-args", Key: "engine.args", Default: "none"
 		s.EngineArgs = Field[[]string]{args, src}
 		return nil
 	},
-	show: func(s *Settings) (any, string) { return s.EngineArgs.Value, s.EngineArgs.Src.String() }}
+	// A secret among the arguments (--api-key K) is masked.
+	show: func(s *Settings) (any, string) { return secret.MaskArgv(s.EngineArgs.Value), s.EngineArgs.Src.String() }}
 
 // width layers the operator width: --draft-block-size or the engine-unit
 // --spec-draft-n-max, then LLAMA_ARG_DRAFT_BLOCK_SIZE, MLXCEL_DRAFT_BLOCK_SIZE,

@@ -100,7 +100,7 @@ var Rows = []Row{
 		func(s *Settings) *Field[string] { return &s.DraftModel }, true),
 	checked(value(Row{Name: "draft-kind", Flag: "draft-kind", Envs: []string{"LLAMA_ARG_DRAFT_KIND", "LLAMA_ARG_SPEC_TYPE", "MLXCEL_DRAFT_KIND"}, Key: "draft.kind", Default: "detected from the drafter's `config.json`, else the engine's default (`dflash` for mlxcel/sim, `draft` for llama.cpp, vllm, sglang)", Doc: "mlxcel/sim: `dflash`, `mtp`; llama.cpp: `draft` (= `draft-simple`), `mtp`, `dflash`, `dspark`, `eagle3`; vllm, sglang: `draft` (= vLLM `draft_model`, SGLang `STANDALONE`), `eagle`, `eagle3`, `mtp` (= `NEXTN`), `ngram`, `dflash`; `internal-mtp` is detected, never selectable. Every value may also be spelled as llama-server's `--spec-type` (below), the flag's alias"},
 		"", asIs, func(s *Settings) *Field[string] { return &s.DraftKind }), checkKind),
-	{Name: "draft-block-size", Flag: "draft-block-size", Envs: blockEnvs, Key: "draft.block_size", Default: "resolved (below)", Doc: "the **width**: verify rows = draft tokens + 1, from 2 to 256",
+	{Name: "draft-block-size", Flag: "draft-block-size", Envs: blockEnvs, Key: "draft.block_size", Default: "resolved", Doc: "the **width**: verify rows = draft tokens + 1, from 2 to 256; resolved (below) when unset",
 		apply: func(l *layer, s *Settings) (err error) {
 			s.Width, s.WidthNote, err = l.width(s.Engine.Value)
 			return err
@@ -170,7 +170,7 @@ var Rows = []Row{
 	value(Row{Name: "adapt-window", Envs: []string{"MLXCEL_ADAPT_WINDOW"}, Key: "adapt.window", Scope: ScopeServe, HelpOn: "adapt", Doc: "at most one switch per window"},
 		defaults.AdaptWindow, parseDuration, func(s *Settings) *Field[time.Duration] { return &s.AdaptWindow }),
 
-	value(Row{Name: "bench-widths", Flag: "widths", Key: "bench.widths", Scope: ScopeBench, Default: "2,3,4,6,8,16", Doc: "widths to sweep, comma-separated, each 2 to 256, none twice"},
+	value(Row{Name: "bench-widths", Flag: "widths", Key: "bench.widths", Scope: ScopeBench, Doc: "widths to sweep, comma-separated, each 2 to 256, none twice"},
 		defaults.BenchWidths(), parseWidths, func(s *Settings) *Field[[]int] { return &s.Bench.Widths }),
 	value(Row{Name: "bench-rounds", Flag: "rounds", Key: "bench.rounds", Scope: ScopeBench, Doc: "measured rounds per arm, at least 3"},
 		defaults.BenchRounds, parseRounds, func(s *Settings) *Field[int] { return &s.Bench.Rounds }),
