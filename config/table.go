@@ -135,7 +135,7 @@ var Rows = []Row{
 		RestartNo, oneOf("restart policy", RestartNo, RestartOnFailure), func(s *Settings) *Field[string] { return &s.Restart }),
 	value(Row{Name: "strict-width", Flag: "strict-width", Envs: []string{"MLXCEL_STRICT_WIDTH"}, Key: "serve.strict_width", Scope: ScopeServe, Doc: "stop with exit code 3 when the engine runs another width or declines speculation"},
 		false, ParseBool, func(s *Settings) *Field[bool] { return &s.StrictWidth }),
-	value(Row{Name: "probe", Flag: "probe", Envs: []string{"MLXCEL_PROBE"}, Key: "serve.probe", Scope: ScopeServe, Doc: "llama.cpp: one short greedy request after ready verifies the running width; the flag is `--no-probe` (sets false)"},
+	value(Row{Name: "probe", Flag: "probe", Envs: []string{"MLXCEL_PROBE"}, Key: "serve.probe", Scope: ScopeServe, Doc: "llama.cpp: one short greedy request after ready verifies the running width; `--no-probe` turns it off"},
 		true, ParseBool, func(s *Settings) *Field[bool] { return &s.Probe }),
 	value(Row{Name: "watch", Flag: "watch", Envs: []string{"MLXCEL_WATCH"}, Key: "serve.watch", Scope: ScopeServe, Doc: "reload on profile/policy changes when a file is in use (`--watch=false` turns it off)"},
 		true, ParseBool, func(s *Settings) *Field[bool] { return &s.Watch }),
