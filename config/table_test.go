@@ -202,14 +202,8 @@ func TestServeRuntimeTimeouts(t *testing.T) {
 				}
 			}
 			s, _, _, err := Load(Input{Flags: flags, Getenv: env(c.envs)})
-			if c.err != "" {
-				if err == nil || !strings.Contains(err.Error(), c.err) {
-					t.Fatalf("err %v, want %q", err, c.err)
-				}
+			if !wantErr(t, err, c.err) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if s.ShutdownTimeout.Value != c.shutdown || s.HangTimeout.Value != c.hang || s.HangTimeout.Src.String() != c.src {
 				t.Errorf("shutdown %v, hang %v from %s; want %v, %v from %s", s.ShutdownTimeout.Value, s.HangTimeout.Value, s.HangTimeout.Src, c.shutdown, c.hang, c.src)
@@ -260,18 +254,28 @@ func TestLoadBench(t *testing.T) {
 			}
 			var s Settings
 			err := LoadBench(&s, p, c.flags)
-			if c.err != "" {
-				if err == nil || !strings.Contains(err.Error(), c.err) {
-					t.Fatalf("err %v, want %q", err, c.err)
-				}
+			if !wantErr(t, err, c.err) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if !c.check(s.Bench) {
 				t.Errorf("got %+v", s.Bench)
 			}
 		})
 	}
+}
+
+// wantErr fails t unless err holds want ("" = no error); it reports
+// whether the case goes on to check the value (no error was wanted).
+func wantErr(t *testing.T, err error, want string) bool {
+	t.Helper()
+	if want != "" {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("err %v, want %q", err, want)
+		}
+		return false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return true
 }
