@@ -32,7 +32,7 @@ type Row struct {
 	Flag    string   // long flag name and key of Input.Flags; "" = none
 	Envs    []string // environment names, highest precedence first
 	Key     string   // the profile's dotted key; "" = none
-	Scope   Scope    //
+	Scope   Scope    // which commands read it
 	Default string   // the default as --help and the docs say it; "" = none
 	Doc     string   // one line for the docs (Markdown)
 	// HelpOn names the flag whose --help lists this flagless row's
