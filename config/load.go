@@ -44,7 +44,7 @@ type layer struct {
 // wins; a disagreement with a lower name is an info notice), then the
 // profile (value and file:line), then nothing.
 func (l *layer) raw(r Row) (string, Source, bool) {
-	if v, ok := l.in.Flags[r.Flag]; ok && r.Flag != "" {
+	if v, ok := l.in.Flags[r.Flag]; ok && r.Flag != "" && !(r.blank && v == "") {
 		l.shadowed(r, "flag --"+r.Flag, v, 0)
 		return v, Source{Flag, "--" + r.Flag}, true
 	}
@@ -145,7 +145,7 @@ func (l *layer) findProfile() (*profiles.Profile, error) {
 // then --policy's (later files win).
 var policyRow = Row{Name: "policy", Flag: "policy", Envs: []string{"MLXCEL_POLICY"}, Key: "policy.files", Default: "none",
 	Doc: "`:`-separated policy files layered over the embedded policy; the flag is repeatable; order: profile files < `MLXCEL_POLICY` < `--policy` < the profile's `[[policy.entry]]` (docs/policy.md)",
-	apply: func(l *layer, s *Settings) error {
+	apply: func(_ Row, l *layer, s *Settings) error {
 		if p := l.prof; p != nil {
 			for _, f := range p.Policy.Files {
 				s.Policies = append(s.Policies, Field[string]{RelTo(p.Path, f), Source{Profile, p.Where("policy.files")}})
@@ -173,7 +173,7 @@ var policyRow = Row{Name: "policy", Flag: "policy", Envs: []string{"MLXCEL_POLIC
 // engine.args, then those typed on the command line.
 var engineArgsRow = Row{Name: "engine-args", Key: "engine.args", Default: "none",
 	Doc: "passed to the engine verbatim: the profile's, then llama-server flags typed on the command line and anything after `--`",
-	apply: func(l *layer, s *Settings) error {
+	apply: func(_ Row, l *layer, s *Settings) error {
 		var args []string
 		var src Source
 		if p := l.prof; p != nil && len(p.Engine.Args) > 0 {

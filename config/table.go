@@ -42,10 +42,11 @@ type Row struct {
 	// it has no line of its own.
 	ShownAs string
 
-	literal bool                              // Default is a value (docs quote it as code)
-	apply   func(l *layer, s *Settings) error // nil: another row's apply layers it
-	show    func(s *Settings) (any, string)   // value and source for `profile show`
-	check   func(s *Settings) error           // run on the value as layered
+	literal bool                                     // Default is a value (docs quote it as code)
+	blank   bool                                     // an empty flag value counts as not given
+	apply   func(r Row, l *layer, s *Settings) error // nil: another row's apply layers it; r is the row as built
+	show    func(s *Settings) (any, string)          // value and source for `profile show`
+	check   func(s *Settings) error                  // run on the value as layered
 }
 
 // Show is the row's value and source as `profile show` prints them; false
@@ -101,7 +102,7 @@ var Rows = []Row{
 	checked(value(Row{Name: "draft-kind", Flag: "draft-kind", Envs: []string{"LLAMA_ARG_DRAFT_KIND", "LLAMA_ARG_SPEC_TYPE", "MLXCEL_DRAFT_KIND"}, Key: "draft.kind", Default: "detected from the drafter's `config.json`, else the engine's default (`dflash` for mlxcel/sim, `draft` for llama.cpp, vllm, sglang)", Doc: "mlxcel/sim: `dflash`, `mtp`; llama.cpp: `draft` (= `draft-simple`), `mtp`, `dflash`, `dspark`, `eagle3`; vllm, sglang: `draft` (= vLLM `draft_model`, SGLang `STANDALONE`), `eagle`, `eagle3`, `mtp` (= `NEXTN`), `ngram`, `dflash`; `internal-mtp` is detected, never selectable. Every value may also be spelled as llama-server's `--spec-type` (below), the flag's alias"},
 		"", asIs, func(s *Settings) *Field[string] { return &s.DraftKind }), checkKind),
 	{Name: "draft-block-size", Flag: "draft-block-size", Envs: blockEnvs, Key: "draft.block_size", Default: "resolved", Doc: "the **width**: verify rows = draft tokens + 1, from 2 to 256; resolved (below) when unset",
-		apply: func(l *layer, s *Settings) (err error) {
+		apply: func(_ Row, l *layer, s *Settings) (err error) {
 			s.Width, s.WidthNote, err = l.width(s.Engine.Value)
 			return err
 		},
@@ -183,7 +184,7 @@ var Rows = []Row{
 	value(Row{Name: "bench-schedule", Flag: "schedule", Key: "bench.schedule", Scope: ScopeBench, Doc: "`restart`: one server at a time, each round restarts every arm; `resident`: every arm's server up at once"},
 		defaults.BenchSchedule, parseSchedule, func(s *Settings) *Field[string] { return &s.Bench.Schedule }),
 	pathRow(Row{Name: "bench-prompt-file", Flag: "prompt-file", Key: "bench.prompt_file", Scope: ScopeBench, Default: "the shipped ~160-token Python prompt", Doc: "one prompt file; not with a prompt set"},
-		func(s *Settings) *Field[string] { return &s.Bench.PromptFile }, false),
+		func(s *Settings) *Field[string] { return &s.Bench.PromptFile }, false).blankUnset(),
 	checked(value(Row{Name: "bench-prompts", Flag: "prompts", Key: "bench.prompts", Scope: ScopeBench, Default: "none", Doc: "a prompt set: a directory of prompt files (relative to the profile), or a shipped set, `code` or `prose`; every arm runs every prompt"},
 		"", asIs, func(s *Settings) *Field[string] { return &s.Bench.Prompts }), checkPrompts),
 	value(Row{Name: "bench-temperature", Flag: "temperature", Key: "bench.temperature", Scope: ScopeBench, Doc: "0 (greedy) up to 5; above 0 every request samples with a fixed seed"},
@@ -191,9 +192,9 @@ var Rows = []Row{
 	value(Row{Name: "bench-concurrency", Flag: "concurrency", Key: "bench.concurrency", Scope: ScopeBench, Doc: "requests in flight per measured run, 1 to 256; the engine gets `--parallel N` unless `-np`/`--parallel` is among its arguments or `LLAMA_ARG_N_PARALLEL` is set"},
 		1, parseConcurrency, func(s *Settings) *Field[int] { return &s.Bench.Concurrency }),
 	value(Row{Name: "bench-request-timeout", Flag: "request-timeout", Scope: ScopeBench, Doc: "per request, stalled streams included"},
-		defaults.BenchRequestTimeout, parseRequestTimeout, func(s *Settings) *Field[time.Duration] { return &s.Bench.RequestTimeout }),
+		defaults.BenchRequestTimeout, parseRequestTimeout, func(s *Settings) *Field[time.Duration] { return &s.Bench.RequestTimeout }).blankUnset(),
 	value(Row{Name: "bench-out", Flag: "out", Key: "bench.out", Scope: ScopeBench, Default: "`speclaunch-bench-ENGINE-TIME`", Doc: "output path without extension: writes OUT.md, OUT.json, OUT.svg"},
-		"", asIs, func(s *Settings) *Field[string] { return &s.Bench.Out }),
+		"", asIs, func(s *Settings) *Field[string] { return &s.Bench.Out }).blankUnset(),
 }
 
 // Envs maps each row's name to its environment names, highest first.
@@ -213,7 +214,7 @@ func value[T any](r Row, def T, parse func(string) (T, error), at func(*Settings
 	if r.Default == "" {
 		r.Default, r.literal = defaultText(def), true
 	}
-	r.apply = func(l *layer, s *Settings) error {
+	r.apply = func(r Row, l *layer, s *Settings) error {
 		f := at(s)
 		*f = Field[T]{Value: def}
 		v, src, ok := l.raw(r)
@@ -243,6 +244,15 @@ func (r Row) showing(show func(s *Settings) (any, string)) Row {
 	return r
 }
 
+// blankUnset makes an empty value of the row's flag count as not given, as
+// an empty variable does (bench's --prompt-file, --out and
+// --request-timeout always read so: `--out "$OUT"` with OUT unset keeps
+// the profile's).
+func (r Row) blankUnset() Row {
+	r.blank = true
+	return r
+}
+
 // checked adds a check of the layered value against the settings above it.
 func checked(r Row, check func(s *Settings) error) Row {
 	r.check = check
@@ -256,8 +266,8 @@ func checked(r Row, check func(s *Settings) error) Row {
 func pathRow(r Row, at func(*Settings) *Field[string], model bool) Row {
 	r = value(r, "", asIs, at)
 	apply := r.apply
-	r.apply = func(l *layer, s *Settings) error {
-		if err := apply(l, s); err != nil {
+	r.apply = func(r Row, l *layer, s *Settings) error {
+		if err := apply(r, l, s); err != nil {
 			return err
 		}
 		f := at(s)
@@ -274,7 +284,7 @@ func (r Row) layer(l *layer, s *Settings) error {
 	if r.apply == nil {
 		return nil
 	}
-	if err := r.apply(l, s); err != nil {
+	if err := r.apply(r, l, s); err != nil {
 		return err
 	}
 	if r.check == nil {

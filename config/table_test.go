@@ -245,6 +245,12 @@ func TestLoadBench(t *testing.T) {
 		{name: "temperature", flags: map[string]string{"temperature": "6"}, err: "flag --temperature: temperature 6: want 0"},
 		{name: "concurrency", profile: "[bench]\nconcurrency = 0\n", err: "profile d/p.toml:2: concurrency 0: want 1"},
 		{name: "set and file", profile: "[bench]\nprompt_file = \"a.txt\"\n", flags: map[string]string{"prompts": "code"}, err: "flag --prompts: a prompt set and a prompt file (profile d/p.toml:2) were both given"},
+		{name: "empty --out keeps the profile's", profile: "[bench]\nout = \"r/x\"\n", flags: map[string]string{"out": "", "request-timeout": ""}, check: func(b Bench) bool {
+			return b.Out.Value == "r/x" && b.RequestTimeout.Value == 2*time.Minute
+		}},
+		{name: "empty --prompts is no set", profile: "[bench]\nprompts = \"code\"\n", flags: map[string]string{"prompts": ""}, check: func(b Bench) bool {
+			return b.Prompts.Value == "" && b.Prompts.Src.String() == "flag --prompts"
+		}},
 		{name: "request timeout", flags: map[string]string{"request-timeout": "0s"}, err: `flag --request-timeout: "0s": want a duration such as 120s`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
