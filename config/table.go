@@ -69,15 +69,17 @@ var (
 // Defaults for settings config owns. The adaptive loop's and bench's are
 // theirs, in internal/defaults.
 const (
-	DefaultHost            = "127.0.0.1"
-	DefaultPort            = 8080
-	DefaultReadyTimeout    = 15 * time.Minute
-	DefaultStopTimeout     = 20 * time.Second
-	DefaultDrainTimeout    = 2 * time.Minute
-	DefaultHoldTimeout     = 2 * time.Minute
-	DefaultQueueSize       = 1024
-	MaxQueueSize           = 1 << 20
-	DefaultShutdownTimeout = 30 * time.Second
+	DefaultHost         = "127.0.0.1"
+	DefaultPort         = 8080
+	DefaultReadyTimeout = 15 * time.Minute
+	DefaultStopTimeout  = 20 * time.Second
+	DefaultDrainTimeout = 2 * time.Minute
+	DefaultHoldTimeout  = 2 * time.Minute
+	DefaultQueueSize    = 1024
+	MaxQueueSize        = 1 << 20
+	// DefaultShutdownTimeout stays under Kubernetes' default grace period
+	// (terminationGracePeriodSeconds 30).
+	DefaultShutdownTimeout = 25 * time.Second
 	DefaultHangTimeout     = 30 * time.Second
 )
 
@@ -150,12 +152,12 @@ var Rows = []Row{
 		DefaultDrainTimeout, parseDuration, func(s *Settings) *Field[time.Duration] { return &s.DrainTimeout }),
 	value(Row{Name: "hold-timeout", Flag: "hold-timeout", Envs: []string{"MLXCEL_HOLD_TIMEOUT"}, Key: "server.hold_timeout", Scope: ScopeServe, Doc: "how long a request may wait during a switch before it gets `503` with `Retry-After`"},
 		DefaultHoldTimeout, parseDuration, func(s *Settings) *Field[time.Duration] { return &s.HoldTimeout }),
-	value(Row{Name: "queue-size", Flag: "queue-size", Envs: []string{"MLXCEL_QUEUE_SIZE"}, Key: "server.queue_size", Scope: ScopeServe, Doc: "requests held at most during a switch (1 to 1048576); more get `503` at once"},
-		DefaultQueueSize, parseQueueSize, func(s *Settings) *Field[int] { return &s.QueueSize }),
 	value(Row{Name: "shutdown-timeout", Flag: "shutdown-timeout", Envs: []string{"MLXCEL_SHUTDOWN_TIMEOUT"}, Key: "server.shutdown_timeout", Scope: ScopeServe, Doc: "on SIGTERM, how long in-flight and held requests may finish before the engine is stopped; above 0"},
 		DefaultShutdownTimeout, parseDuration, func(s *Settings) *Field[time.Duration] { return &s.ShutdownTimeout }),
-	value(Row{Name: "hang-timeout", Flag: "hang-timeout", Envs: []string{"MLXCEL_HANG_TIMEOUT"}, Key: "server.hang_timeout", Scope: ScopeServe, Doc: "an engine that does not answer its liveness check for this long is taken as failed (`serve.restart` then applies); `0` turns hang detection off"},
+	value(Row{Name: "hang-timeout", Flag: "hang-timeout", Envs: []string{"MLXCEL_HANG_TIMEOUT"}, Key: "server.hang_timeout", Scope: ScopeServe, Doc: "an engine that does not answer its liveness check for this long is taken as failed (`serve.restart` then applies); `0` (or `off`) turns hang detection off"},
 		DefaultHangTimeout, parseDurationOrOff, func(s *Settings) *Field[time.Duration] { return &s.HangTimeout }),
+	value(Row{Name: "queue-size", Flag: "queue-size", Envs: []string{"MLXCEL_QUEUE_SIZE"}, Key: "server.queue_size", Scope: ScopeServe, Doc: "requests held at most during a switch (1 to 1048576); more get `503` at once"},
+		DefaultQueueSize, parseQueueSize, func(s *Settings) *Field[int] { return &s.QueueSize }),
 	value(Row{Name: "adapt", Flag: "adapt", Envs: []string{"MLXCEL_ADAPT"}, Key: "adapt.enabled", Scope: ScopeServe, Doc: "learn the width from live traffic (llama.cpp; docs/adaptive.md); an operator width turns it off"},
 		false, ParseBool, func(s *Settings) *Field[bool] { return &s.Adapt }),
 	value(Row{Name: "adapt-max-width", Envs: []string{"MLXCEL_ADAPT_MAX_WIDTH"}, Key: "adapt.max_width", Scope: ScopeServe, HelpOn: "adapt", Doc: "widest width the loop may try or explore (2 to 256)"},
@@ -377,8 +379,11 @@ func parseDuration(v string) (time.Duration, error) {
 	return d, nil
 }
 
-// parseDurationOrOff is parseDuration where 0 means off.
+// parseDurationOrOff is parseDuration where 0 (or "off") means off.
 func parseDurationOrOff(v string) (time.Duration, error) {
+	if strings.EqualFold(strings.TrimSpace(v), "off") {
+		return 0, nil
+	}
 	d, ok := readDuration(v)
 	if !ok || d < 0 {
 		return 0, fmt.Errorf("bad duration %s: want e.g. 30s, 10m or a number of seconds, or 0 for off", quoted(v))

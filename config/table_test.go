@@ -185,7 +185,8 @@ func TestServeRuntimeTimeouts(t *testing.T) {
 		src         string // the hang timeout's source
 		err         string
 	}{
-		{name: "defaults", shutdown: 30 * time.Second, hang: 30 * time.Second, src: "default"},
+		{name: "defaults", shutdown: 25 * time.Second, hang: 30 * time.Second, src: "default"},
+		{name: "hang off", envs: map[string]string{"MLXCEL_HANG_TIMEOUT": "Off"}, shutdown: 25 * time.Second, hang: 0, src: "env MLXCEL_HANG_TIMEOUT"},
 		{name: "profile", profile: true, shutdown: 45 * time.Second, hang: 0, src: "profile " + prof + ":3"},
 		{name: "env over profile", profile: true, envs: map[string]string{"MLXCEL_HANG_TIMEOUT": "90"}, shutdown: 45 * time.Second, hang: 90 * time.Second, src: "env MLXCEL_HANG_TIMEOUT"},
 		{name: "flag over env", flags: map[string]string{"hang-timeout": "2m", "shutdown-timeout": "1s"}, envs: map[string]string{"MLXCEL_HANG_TIMEOUT": "90"}, shutdown: time.Second, hang: 2 * time.Minute, src: "flag --hang-timeout"},
