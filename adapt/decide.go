@@ -3,6 +3,8 @@ package adapt
 import (
 	"fmt"
 	"strings"
+
+	"github.com/speclaunch/speclaunch/internal/defaults"
 )
 
 // Rule is the decision rule's settings. Zero fields take the defaults.
@@ -34,10 +36,10 @@ type Rule struct {
 
 // Defaults.
 const (
-	DefaultMinCycles = 256
-	DefaultMargin    = 0.03
+	DefaultMinCycles = defaults.AdaptMinCycles
+	DefaultMargin    = defaults.AdaptMargin
 	DefaultZ         = 1.96
-	DefaultMaxWidth  = 17
+	DefaultMaxWidth  = defaults.AdaptMaxWidth
 	DefaultTrialBand = 0.10
 )
 

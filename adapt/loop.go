@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/speclaunch/speclaunch/internal/defaults"
 )
 
 // Target is the engine serving now. Width 1 means speculation off. Gen
@@ -49,10 +51,10 @@ type Config struct {
 // Loop defaults.
 const (
 	DefaultInterval       = 2 * time.Second
-	DefaultWindow         = time.Minute
+	DefaultWindow         = defaults.AdaptWindow
 	DefaultReexploreEvery = 10 * time.Minute
 	DefaultDriftZ         = 4.0
-	DefaultMaxTrials      = 2
+	DefaultMaxTrials      = defaults.AdaptMaxTrials
 )
 
 // trialEpochs is how many MinCycles a trial's epoch takes before its

@@ -22,6 +22,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/speclaunch/speclaunch/internal/defaults"
 	"github.com/speclaunch/speclaunch/record"
 )
 
@@ -46,29 +47,29 @@ const (
 
 // Schedules.
 const (
-	ScheduleRestart  = "restart"
+	ScheduleRestart  = defaults.BenchSchedule
 	ScheduleResident = "resident"
 )
 
 // Defaults and floors of the method (DESIGN "Bench and records").
 const (
-	DefaultRounds = 5
-	MinRounds     = 3
+	DefaultRounds = defaults.BenchRounds
+	MinRounds     = defaults.BenchMinRounds
 	// DefaultWarmup is 3 discarded requests per server start: on the H200
 	// records a llama-server's first two or three requests took 37-49 ms to
 	// the first token against 5-7 ms afterwards (the first prefills the
 	// whole prompt; the next one or two still pay one-time costs on the
 	// cached-prompt path), and one warm-up left that in round 1.
-	DefaultWarmup         = 3
-	DefaultMaxTokens      = 200
-	DefaultBasePort       = 18790
-	DefaultRequestTimeout = 120 * time.Second
+	DefaultWarmup         = defaults.BenchWarmup
+	DefaultMaxTokens      = defaults.BenchMaxTokens
+	DefaultBasePort       = defaults.BenchBasePort
+	DefaultRequestTimeout = defaults.BenchRequestTimeout
 	// DefaultSeed is the request seed: every greedy request, and the base
 	// of the per-request seeds when sampling (SeedRule).
 	DefaultSeed = 42
 	// MaxConcurrency bounds --concurrency: the harness opens one
 	// connection per request in flight.
-	MaxConcurrency = 256
+	MaxConcurrency = defaults.BenchMaxConcurrency
 	// SeedRule states how a sampled request's seed is derived.
 	SeedRule = "seed = 42 + 10007*round + 101*prompt index + k (k = the request's place in a concurrent batch; warm-ups are round 0)"
 	// Endpoint is the one request every engine serves alike.

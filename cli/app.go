@@ -97,6 +97,7 @@ func MainContext(parent context.Context, args []string, policyTOML []byte, stdou
 		kong.Writers(stdout, stderr),
 		kong.Exit(func(code int) { exited = code; panic(kongExit{}) }),
 		kong.Bind(env),
+		kong.PostBuild(settingsHelp),
 	)
 	if err != nil {
 		fmt.Fprintf(stderr, "speclaunch: internal error: %v\n", err)

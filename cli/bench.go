@@ -34,23 +34,23 @@ import (
 type BenchCmd struct {
 	LaunchFlags `embed:""`
 
-	Widths         string  `help:"Widths to measure, comma-separated (profile bench.widths; default 2,3,4,6,8,16)." placeholder:"W,W,..." group:"Bench"`
-	Rounds         int     `help:"Measured rounds per arm, at least 3 (profile bench.rounds; default 5)." group:"Bench"`
-	Warmup         int     `help:"Discarded warm-up requests per server start, 0 for none; at least one per prompt of a set (profile bench.warmup; default 3)." group:"Bench"`
-	MaxTokens      int     `help:"Tokens per request (profile bench.max_tokens; default 200)." group:"Bench"`
-	PromptFile     string  `help:"Prompt file (profile bench.prompt_file; default the shipped ~160-token Python prompt)." placeholder:"FILE" group:"Bench"`
-	Prompts        string  `help:"A prompt set: a directory of prompt files, or a shipped set (code, prose); every arm runs every prompt, and the record keeps per-prompt and pooled figures (profile bench.prompts)." placeholder:"DIR|code|prose" group:"Bench"`
-	Temperature    float64 `help:"Sample at this temperature with a fixed seed per request; 0, the default, is greedy (profile bench.temperature)." group:"Bench"`
-	Concurrency    int     `help:"Requests in flight per measured run, for aggregate throughput under load; the engine is started with that many slots unless -np/--parallel is given (profile bench.concurrency; default 1)." group:"Bench"`
-	Schedule       string  `help:"restart: one server at a time, each round restarts every arm (for models that fit once); resident: every arm's server up at once (profile bench.schedule; default restart)." placeholder:"restart|resident" group:"Bench"`
-	BasePort       int     `help:"First loopback port for arm servers (profile bench.base_port; default 18790, where an arm whose port is taken gets a free one; a port given here is used as is)." group:"Bench"`
-	Out            string  `help:"Output path without extension: writes OUT.md, OUT.json, OUT.svg (profile bench.out)." placeholder:"DIR/NAME" group:"Bench"`
+	Widths         string  `help:"Widths to measure, comma-separated." placeholder:"W,W,..." group:"Bench"`
+	Rounds         int     `help:"Measured rounds per arm, at least 3." group:"Bench"`
+	Warmup         int     `help:"Discarded warm-up requests per server start, 0 for none; at least one per prompt of a set." group:"Bench"`
+	MaxTokens      int     `help:"Tokens per request." group:"Bench"`
+	PromptFile     string  `help:"Prompt file." placeholder:"FILE" group:"Bench"`
+	Prompts        string  `help:"A prompt set: a directory of prompt files, or a shipped set (code, prose); every arm runs every prompt, and the record keeps per-prompt and pooled figures." placeholder:"DIR|code|prose" group:"Bench"`
+	Temperature    float64 `help:"Sample at this temperature with a fixed seed per request; 0 is greedy." group:"Bench"`
+	Concurrency    int     `help:"Requests in flight per measured run, for aggregate throughput under load; the engine is started with that many slots unless -np/--parallel is given." group:"Bench"`
+	Schedule       string  `help:"restart: one server at a time, each round restarts every arm (for models that fit once); resident: every arm's server up at once." placeholder:"restart|resident" group:"Bench"`
+	BasePort       int     `help:"First loopback port for arm servers; at the default an arm whose port is taken gets a free one, a port given here is used as is." group:"Bench"`
+	Out            string  `help:"Output path without extension: writes OUT.md, OUT.json, OUT.svg." placeholder:"DIR/NAME" group:"Bench"`
 	Force          bool    `help:"Overwrite existing outputs." group:"Bench"`
 	JSON           bool    `help:"Progress as JSON lines on stdout, for machines." group:"Bench"`
-	RequestTimeout string  `help:"Per-request timeout, stalled streams included (default 120s)." placeholder:"DUR" group:"Bench"`
+	RequestTimeout string  `help:"Per-request timeout, stalled streams included." placeholder:"DUR" group:"Bench"`
 	NotesFile      string  `help:"A text file whose paragraphs are added to the record's notes (e.g. how the model pair was made)." placeholder:"FILE" group:"Bench"`
 	Title          string  `help:"Record title." placeholder:"TEXT" group:"Bench"`
-	ReadyTimeout   string  `help:"How long to wait for each engine's /health (env: $MLXCEL_READY_TIMEOUT)." placeholder:"DUR" group:"Bench"`
+	ReadyTimeout   string  `help:"How long to wait for each engine's /health." placeholder:"DUR" group:"Bench"`
 }
 
 // Run implements `speclaunch bench`.
@@ -130,13 +130,6 @@ func (c *BenchCmd) Run(e *Env) error {
 	deps.DetectLlama = func(context.Context, string) (engine.Caps, error) { return caps, nil }
 	st := &starter{e: e, l: l, settings: s, deps: deps, opts: instance.Options{Out: io.Discard, ReadyTimeout: s.ReadyTimeout.Value, StopTimeout: s.StopTimeout.Value, Client: engineClient}}
 	st.anyPort = c.BasePort == 0 && (prof == nil || prof.Bench.BasePort == nil)
-	if c.ReadyTimeout != "" {
-		d, err := time.ParseDuration(c.ReadyTimeout)
-		if err != nil {
-			return usage(fmt.Errorf("--ready-timeout %q: %w", c.ReadyTimeout, err), "use e.g. 10m")
-		}
-		st.opts.ReadyTimeout = d
-	}
 	if c.JSON {
 		o.Progress, o.JSONProgress = e.Stdout, true
 	} else {
@@ -173,175 +166,79 @@ func (c *BenchCmd) Run(e *Env) error {
 	return nil
 }
 
-// options layers bench flags over the profile's [bench] table. Every bad
-// value names where it came from: the flag, or the profile's file and line.
+// options reads bench's rows of the settings table (flag > profile >
+// default, config.LoadBench) into the harness's options, and reads the
+// prompt and notes files they name. Every bad value names where it came
+// from: the flag, or the profile's file and line.
 func (c *BenchCmd) options(ctx context.Context, s config.Settings, p *profiles.Profile, flags map[string]string) (bench.Options, []int, string, []string, error) {
-	var o bench.Options
-	if p == nil {
-		p = &profiles.Profile{}
+	if err := config.LoadBench(&s, p, flags); err != nil {
+		return bench.Options{}, nil, "", nil, err
 	}
-	pb := p.Bench
-	intOpt := func(flag, profKey string, flagVal int, profVal *int, def int) (int, config.Source) {
-		if _, ok := flags[flag]; ok {
-			return flagVal, config.Source{Origin: config.Flag, Name: "--" + flag}
-		}
-		if profVal != nil {
-			return *profVal, config.Source{Origin: config.Profile, Name: p.Where(profKey)}
-		}
-		return def, config.Source{}
-	}
-	bad := func(src config.Source, format string, args ...any) error {
-		return &config.Error{Src: src, Msg: fmt.Sprintf(format, args...)}
-	}
-
-	widths, wsrc := pb.Widths, config.Source{Origin: config.Profile, Name: p.Where("bench.widths")}
-	if _, ok := flags["widths"]; ok {
-		widths, wsrc = nil, config.Source{Origin: config.Flag, Name: "--widths"}
-		for _, f := range strings.Split(c.Widths, ",") {
-			n, err := strconv.Atoi(strings.TrimSpace(f))
-			if err != nil {
-				return o, nil, "", nil, bad(wsrc, "%q is not a whole number; give widths like 2,3,4,6,8,16", f)
-			}
-			widths = append(widths, n)
-		}
-	}
-	if len(widths) == 0 {
-		widths, wsrc = []int{2, 3, 4, 6, 8, 16}, config.Source{}
-	}
-	seen := map[int]bool{}
-	for _, w := range widths {
-		if err := key.CheckWidth(w); err != nil {
-			return o, nil, "", nil, bad(wsrc, "%v", err)
-		}
-		if seen[w] {
-			return o, nil, "", nil, bad(wsrc, "width %d is listed twice", w)
-		}
-		seen[w] = true
-	}
-	var src config.Source
-	o.Rounds, src = intOpt("rounds", "bench.rounds", c.Rounds, pb.Rounds, bench.DefaultRounds)
-	if o.Rounds < bench.MinRounds {
-		return o, nil, "", nil, bad(src, "%d rounds is below %d: ranges from fewer rounds cannot separate widths; use 5", o.Rounds, bench.MinRounds)
-	}
-	warmup, src := intOpt("warmup", "bench.warmup", c.Warmup, pb.Warmup, bench.DefaultWarmup)
-	if warmup < 0 {
-		return o, nil, "", nil, bad(src, "warm-up %d is negative; use 0 for none or 1", warmup)
-	}
-	o.Warmup = warmup
-	if warmup == 0 {
+	b := s.Bench
+	o := bench.Options{Rounds: b.Rounds.Value, Warmup: b.Warmup.Value, MaxTokens: b.MaxTokens.Value, BasePort: b.BasePort.Value,
+		Schedule: b.Schedule.Value, Temperature: b.Temperature.Value, Concurrency: b.Concurrency.Value, RequestTimeout: b.RequestTimeout.Value}
+	if o.Warmup == 0 {
 		o.Warmup = -1 // bench.Options: negative = none
 	}
-	o.MaxTokens, src = intOpt("max-tokens", "bench.max_tokens", c.MaxTokens, pb.MaxTokens, bench.DefaultMaxTokens)
-	if o.MaxTokens < 1 || o.MaxTokens > 65536 {
-		return o, nil, "", nil, bad(src, "max tokens %d: want 1 to 65536 (200 is the usual)", o.MaxTokens)
+	if err := readPrompts(ctx, &o, b, p); err != nil {
+		return o, nil, "", nil, err
 	}
-	o.BasePort, src = intOpt("base-port", "bench.base_port", c.BasePort, pb.BasePort, bench.DefaultBasePort)
-	if o.BasePort < 1 || o.BasePort+len(widths)+2 > 65535 {
-		return o, nil, "", nil, bad(src, "base port %d: want a port with room for one per arm below 65536", o.BasePort)
-	}
-	o.Schedule, src = "restart", config.Source{}
-	if _, ok := flags["schedule"]; ok {
-		o.Schedule, src = c.Schedule, config.Source{Origin: config.Flag, Name: "--schedule"}
-	} else if pb.Schedule != "" {
-		o.Schedule, src = pb.Schedule, config.Source{Origin: config.Profile, Name: p.Where("bench.schedule")}
-	}
-	if o.Schedule != "restart" && o.Schedule != "resident" {
-		return o, nil, "", nil, bad(src, "schedule %q: want restart or resident", o.Schedule)
-	}
-	pf, src := c.PromptFile, config.Source{Origin: config.Flag, Name: "--prompt-file"}
-	if pf == "" && pb.PromptFile != "" {
-		pf, src = config.RelTo(p.Path, pb.PromptFile), config.Source{Origin: config.Profile, Name: p.Where("bench.prompt_file")}
-	}
-	set, setSrc := c.Prompts, config.Source{Origin: config.Flag, Name: "--prompts"}
-	if _, ok := flags["prompts"]; !ok {
-		set, setSrc = "", config.Source{}
-		if pb.Prompts != "" {
-			set, setSrc = pb.Prompts, config.Source{Origin: config.Profile, Name: p.Where("bench.prompts")}
-		}
-	}
-	if pf != "" && set != "" {
-		return o, nil, "", nil, bad(setSrc, "a prompt set and a prompt file (%s) were both given; keep one", src)
-	}
-	if pf != "" {
-		text, err := bench.ReadPromptFile(ctx, pf)
-		if err != nil {
-			return o, nil, "", nil, &config.Error{Src: src, Msg: "cannot use the prompt file", Err: err}
-		}
-		o.Prompt, o.PromptName = text, filepath.Base(pf)
-	}
-	if set != "" {
-		dir := set
-		if setSrc.Origin == config.Profile {
-			dir = config.RelTo(p.Path, set)
-		}
-		if _, err := os.Stat(dir); err != nil && slices.Contains(bench.ShippedSets, set) {
-			o.Prompts, _ = bench.ShippedSet(set)
-			o.PromptSet = "shipped:" + set
-		} else {
-			ps, err := bench.ReadPromptDir(ctx, dir)
-			if err != nil {
-				return o, nil, "", nil, &config.Error{Src: setSrc, Msg: "cannot use the prompt set (a directory of prompt files, or a shipped set: " + strings.Join(bench.ShippedSets, ", ") + ")", Err: err}
-			}
-			o.Prompts, o.PromptSet = ps, filepath.Base(filepath.Clean(dir))
-		}
-	}
-	o.Temperature, src = c.Temperature, config.Source{Origin: config.Flag, Name: "--temperature"}
-	if _, ok := flags["temperature"]; !ok {
-		o.Temperature, src = 0, config.Source{}
-		if pb.Temperature != nil {
-			o.Temperature, src = *pb.Temperature, config.Source{Origin: config.Profile, Name: p.Where("bench.temperature")}
-		}
-	}
-	if !(o.Temperature >= 0 && o.Temperature <= 5) {
-		return o, nil, "", nil, bad(src, "temperature %v: want 0 (greedy, the default) up to 5, e.g. 0.7", o.Temperature)
-	}
-	o.Concurrency, src = intOpt("concurrency", "bench.concurrency", c.Concurrency, pb.Concurrency, 1)
-	if o.Concurrency < 1 || o.Concurrency > bench.MaxConcurrency {
-		return o, nil, "", nil, bad(src, "concurrency %d: want 1 (one request at a time, the default) to %d", o.Concurrency, bench.MaxConcurrency)
-	}
-	if c.RequestTimeout != "" {
-		d, err := time.ParseDuration(c.RequestTimeout)
-		if err != nil || d <= 0 {
-			return o, nil, "", nil, bad(config.Source{Origin: config.Flag, Name: "--request-timeout"}, "%q: want a duration such as 120s", c.RequestTimeout)
-		}
-		o.RequestTimeout = d
-	}
-	out := firstString(c.Out, pb.Out, "")
+	out := b.Out.Value
 	if out == "" {
 		out = fmt.Sprintf("speclaunch-bench-%s-%s", s.Engine.Value, time.Now().Format("20060102-150405"))
 	}
-	out = strings.TrimSuffix(out, ".md")
-	var notes []string
-	if c.NotesFile != "" {
-		b, err := bench.ReadPromptFile(ctx, c.NotesFile) // the same caps: a small text file
+	notes, err := readNotes(ctx, c.NotesFile)
+	return o, b.Widths.Value, strings.TrimSuffix(out, ".md"), notes, err
+}
+
+// readPrompts reads the prompt file or the prompt set the options name: a
+// set is a directory (relative to the profile when it came from one), or a
+// shipped set's name where no such directory exists.
+func readPrompts(ctx context.Context, o *bench.Options, b config.Bench, p *profiles.Profile) error {
+	if pf := b.PromptFile.Value; pf != "" {
+		text, err := bench.ReadPromptFile(ctx, pf)
 		if err != nil {
-			return o, nil, "", nil, &config.Error{Src: config.Source{Origin: config.Flag, Name: "--notes-file"}, Msg: "cannot use the notes file", Err: err}
+			return &config.Error{Src: b.PromptFile.Src, Msg: "cannot use the prompt file", Err: err}
 		}
-		for _, para := range strings.Split(strings.TrimSpace(b), "\n\n") {
-			if p := strings.TrimSpace(para); p != "" {
-				notes = append(notes, p)
-			}
-		}
+		o.Prompt, o.PromptName = text, filepath.Base(pf)
 	}
-	return o, widths, out, notes, nil
+	set := b.Prompts.Value
+	if set == "" {
+		return nil
+	}
+	dir := set
+	if b.Prompts.Src.Origin == config.Profile {
+		dir = config.RelTo(p.Path, set)
+	}
+	if _, err := os.Stat(dir); err != nil && slices.Contains(bench.ShippedSets, set) {
+		o.Prompts, _ = bench.ShippedSet(set)
+		o.PromptSet = "shipped:" + set
+		return nil
+	}
+	ps, err := bench.ReadPromptDir(ctx, dir)
+	if err != nil {
+		return &config.Error{Src: b.Prompts.Src, Msg: "cannot use the prompt set (a directory of prompt files, or a shipped set: " + strings.Join(bench.ShippedSets, ", ") + ")", Err: err}
+	}
+	o.Prompts, o.PromptSet = ps, filepath.Base(filepath.Clean(dir))
+	return nil
 }
 
-func firstNonZero(v ...int) int {
-	for _, x := range v {
-		if x != 0 {
-			return x
+// readNotes reads --notes-file's paragraphs for the record.
+func readNotes(ctx context.Context, path string) ([]string, error) {
+	if path == "" {
+		return nil, nil
+	}
+	b, err := bench.ReadPromptFile(ctx, path) // the same caps: a small text file
+	if err != nil {
+		return nil, &config.Error{Src: config.Source{Origin: config.Flag, Name: "--notes-file"}, Msg: "cannot use the notes file", Err: err}
+	}
+	var notes []string
+	for _, para := range strings.Split(strings.TrimSpace(b), "\n\n") {
+		if p := strings.TrimSpace(para); p != "" {
+			notes = append(notes, p)
 		}
 	}
-	return 0
-}
-
-func firstString(v ...string) string {
-	for _, x := range v {
-		if x != "" {
-			return x
-		}
-	}
-	return ""
+	return notes, nil
 }
 
 // identity fills the record's host, engine and model identity.

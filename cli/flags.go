@@ -19,21 +19,21 @@ import (
 // config.Load (Kong's own env handling lets an empty variable shadow the
 // next name and puts config files above env).
 type LaunchFlags struct {
-	Profile        string   `help:"Profile: a TOML file path, or a NAME looked up in ./profiles, $$XDG_CONFIG_HOME/speclaunch/profiles, /etc/speclaunch/profiles (env: $MLXCEL_PROFILE)." placeholder:"PATH|NAME" group:"Launch"`
-	Policy         []string `help:"Extra policy file layered over the embedded one; repeatable, later files win (env: $MLXCEL_POLICY, a :-separated list)." placeholder:"FILE" group:"Launch"`
-	Engine         string   `help:"Engine: mlxcel, llama.cpp, vllm, sglang or sim (env: $MLXCEL_ENGINE; default mlxcel)." placeholder:"NAME" group:"Launch"`
-	EngineBinary   string   `help:"Engine binary (default mlxcel-server / llama-server on PATH) (env: $MLXCEL_ENGINE_BINARY)." placeholder:"PATH" group:"Launch"`
-	Model          string   `short:"m" help:"Target model: an MLX checkpoint directory or a GGUF file (env: $LLAMA_ARG_MODEL, $MLXCEL_MODEL)." placeholder:"PATH" group:"Launch"`
-	DraftModel     string   `aliases:"model-draft,spec-draft-model" help:"Draft model; also -md, --model-draft, --spec-draft-model (env: $LLAMA_ARG_SPEC_DRAFT_MODEL, $LLAMA_ARG_MODEL_DRAFT, $MLXCEL_DRAFT_MODEL). Without one, speculation is off." placeholder:"PATH" group:"Launch"`
-	DraftKind      string   `aliases:"spec-type" help:"Drafter kind: dflash|mtp (mlxcel, sim), draft|mtp|dflash|dspark|eagle3 (llama.cpp), draft|eagle|eagle3|mtp|ngram|dflash (vllm, sglang); also --spec-type draft-KIND, as llama-server spells it; default detected from the drafter (env: $LLAMA_ARG_DRAFT_KIND, $LLAMA_ARG_SPEC_TYPE, $MLXCEL_DRAFT_KIND)." placeholder:"KIND" group:"Launch"`
-	DraftBlockSize string   `help:"Draft width = verify rows = draft tokens + 1; overrides the policy (env: $LLAMA_ARG_DRAFT_BLOCK_SIZE, $MLXCEL_DRAFT_BLOCK_SIZE)." placeholder:"W" group:"Launch"`
-	SpecDraftNMax  string   `name:"spec-draft-n-max" aliases:"draft-max,draft,draft-n" help:"The width in llama.cpp's unit, draft tokens N (= width N+1); also --draft-max (env, llama.cpp engine: $LLAMA_ARG_SPEC_DRAFT_N_MAX, $LLAMA_ARG_DRAFT_MAX)." placeholder:"N" group:"Launch"`
-	Capability     string   `help:"CUDA compute capability to resolve for instead of probing nvidia-smi, e.g. 9.0 or 12.1 (env: $MLXCEL_CUDA_CAPABILITY)." placeholder:"X.Y" group:"Launch"`
-	Quant          string   `help:"Target quantization instead of reading it from the checkpoint: affine, nvfp4, other, q4_0, q4_k, q8_0, f16, ... (env: $MLXCEL_QUANT)." placeholder:"Q" group:"Launch"`
-	Host           string   `help:"Address the engine listens on (env: $LLAMA_ARG_HOST, $MLXCEL_HOST; default 127.0.0.1)." placeholder:"HOST" group:"Launch"`
-	Port           string   `help:"Port the engine listens on (env: $LLAMA_ARG_PORT, $MLXCEL_PORT; default 8080)." placeholder:"PORT" group:"Launch"`
-	LogFormat      string   `help:"Log format: auto (colour on a terminal unless NO_COLOR), text, color, json (env: $MLXCEL_LOG_FORMAT)." placeholder:"FMT" group:"Logging"`
-	LogLevel       string   `help:"Log level: debug, info, warn, error (env: $MLXCEL_LOG_LEVEL)." placeholder:"LEVEL" group:"Logging"`
+	Profile        string   `help:"Profile: a TOML file path, or a NAME looked up in ./profiles, $$XDG_CONFIG_HOME/speclaunch/profiles, /etc/speclaunch/profiles." placeholder:"PATH|NAME" group:"Launch"`
+	Policy         []string `help:"Extra policy file layered over the embedded one; repeatable, later files win; the variable is a :-separated list." placeholder:"FILE" group:"Launch"`
+	Engine         string   `help:"Engine: mlxcel, llama.cpp, vllm, sglang or sim." placeholder:"NAME" group:"Launch"`
+	EngineBinary   string   `help:"Engine binary." placeholder:"PATH" group:"Launch"`
+	Model          string   `short:"m" help:"Target model: an MLX checkpoint directory or a GGUF file." placeholder:"PATH" group:"Launch"`
+	DraftModel     string   `aliases:"model-draft,spec-draft-model" help:"Draft model; also -md, --model-draft, --spec-draft-model. Without one, speculation is off." placeholder:"PATH" group:"Launch"`
+	DraftKind      string   `aliases:"spec-type" help:"Drafter kind: dflash|mtp (mlxcel, sim), draft|mtp|dflash|dspark|eagle3 (llama.cpp), draft|eagle|eagle3|mtp|ngram|dflash (vllm, sglang); also --spec-type draft-KIND, as llama-server spells it." placeholder:"KIND" group:"Launch"`
+	DraftBlockSize string   `help:"Draft width = verify rows = draft tokens + 1; overrides the policy." placeholder:"W" group:"Launch"`
+	SpecDraftNMax  string   `name:"spec-draft-n-max" aliases:"draft-max,draft,draft-n" help:"The width in llama.cpp's unit, draft tokens N (= width N+1); also --draft-max; its variables apply to a llama.cpp engine only." placeholder:"N" group:"Launch"`
+	Capability     string   `help:"CUDA compute capability to resolve for instead of probing nvidia-smi, e.g. 9.0 or 12.1." placeholder:"X.Y" group:"Launch"`
+	Quant          string   `help:"Target quantization instead of reading it from the checkpoint: affine, nvfp4, other, q4_0, q4_k, q8_0, f16, ..." placeholder:"Q" group:"Launch"`
+	Host           string   `help:"Address the engine listens on." placeholder:"HOST" group:"Launch"`
+	Port           string   `help:"Port the engine listens on." placeholder:"PORT" group:"Launch"`
+	LogFormat      string   `help:"Log format: auto (colour on a terminal unless NO_COLOR), text, color, json." placeholder:"FMT" group:"Logging"`
+	LogLevel       string   `help:"Log level: debug, info, warn, error." placeholder:"LEVEL" group:"Logging"`
 
 	EngineArgs []string `arg:"" optional:"" passthrough:"" help:"Engine arguments: llama-server flags work as typed (-ngl 99 -c 8192 --jinja); anything else goes after --. Passed through verbatim." placeholder:"-- ENGINE-ARGS"`
 }
@@ -293,4 +293,27 @@ func isNegativeNumber(s string) bool {
 		}
 	}
 	return true
+}
+
+// settingsHelp adds each flag's variables, profile key and default to its
+// --help from config.Rows (kong.PostBuild), so the help names what
+// config.Load reads. It edits the built model: no interpolation at start.
+func settingsHelp(k *kong.Kong) error {
+	var walk func(n *kong.Node)
+	walk = func(n *kong.Node) {
+		for _, f := range n.Flags {
+			if clause, ok := config.HelpFor(f.Name); ok {
+				help, dot := strings.CutSuffix(strings.TrimSpace(f.Help), ".")
+				f.Help = strings.TrimSpace(help + " " + clause)
+				if dot {
+					f.Help += "."
+				}
+			}
+		}
+		for _, c := range n.Children {
+			walk(c)
+		}
+	}
+	walk(k.Model.Node)
+	return nil
 }

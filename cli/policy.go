@@ -29,8 +29,8 @@ var Records fs.FS
 
 // PolicyListCmd prints the merged policy.
 type PolicyListCmd struct {
-	Policy  []string `help:"Extra policy file layered over the embedded one; repeatable (env: $MLXCEL_POLICY)." placeholder:"FILE"`
-	Profile string   `help:"Also layer this profile's policy files and [[policy.entry]] tables (env: $MLXCEL_PROFILE)." placeholder:"PATH|NAME"`
+	Policy  []string `help:"Extra policy file layered over the embedded one; repeatable." placeholder:"FILE"`
+	Profile string   `help:"Also layer this profile's policy files and [[policy.entry]] tables." placeholder:"PATH|NAME"`
 	JSON    bool     `help:"Print JSON."`
 }
 
@@ -134,8 +134,8 @@ func keyMap(k key.Key) map[string]string {
 
 // PolicyCheckCmd verifies entries against records.
 type PolicyCheckCmd struct {
-	Policy  []string `help:"Also check this policy file; repeatable (env: $MLXCEL_POLICY)." placeholder:"FILE"`
-	Profile string   `help:"Also check this profile's policy (env: $MLXCEL_PROFILE)." placeholder:"PATH|NAME"`
+	Policy  []string `help:"Also check this policy file; repeatable." placeholder:"FILE"`
+	Profile string   `help:"Also check this profile's policy." placeholder:"PATH|NAME"`
 	Root    string   `help:"Directory record paths are relative to." default:"." placeholder:"DIR"`
 	JSON    bool     `help:"Print JSON."`
 }

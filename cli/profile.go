@@ -4,15 +4,15 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
-	"time"
 
 	"github.com/speclaunch/speclaunch/config"
 	"github.com/speclaunch/speclaunch/plan"
 	"github.com/speclaunch/speclaunch/profiles"
-	"github.com/speclaunch/speclaunch/secret"
 )
 
 // ProfileCmd groups the profile subcommands.
@@ -79,6 +79,15 @@ func (c *ProfileShowCmd) Run(e *Env) error {
 		return err
 	}
 	m := settingsMap(l.Settings)
+	// bench's options too, as bench would read them; a [bench] table bench
+	// would refuse is said, not fatal: serve does not read it.
+	notices := l.Notices
+	s := l.Settings
+	if err := config.LoadBench(&s, l.Profile, given(e.kctx)); err != nil {
+		notices = append(notices, config.Notice{Level: "warn", Msg: "bench options not shown: " + err.Error()})
+	} else {
+		maps.Copy(m, rowsMap(s, config.ScopeBench))
+	}
 	if c.JSON {
 		return writeJSON(e.Stdout, map[string]any{"profile": l.Settings.ProfilePath, "settings": m, "policy_layers": l.Policy.Layers})
 	}
@@ -87,11 +96,15 @@ func (c *ProfileShowCmd) Run(e *Env) error {
 	} else {
 		fmt.Fprintln(e.Stdout, "no profile (set --profile or MLXCEL_PROFILE)")
 	}
+	width := 18
+	for k := range m {
+		width = max(width, len(k))
+	}
 	for _, k := range sortedKeys(m) {
-		fmt.Fprintf(e.Stdout, "  %-18s %-40s %s\n", k, fmt.Sprint(m[k].Value), m[k].Source)
+		fmt.Fprintf(e.Stdout, "  %-*s %-40s %s\n", width, k, fmt.Sprint(m[k].Value), m[k].Source)
 	}
 	fmt.Fprintf(e.Stdout, "policy layers: %s\n", strings.Join(l.Policy.Layers, " < "))
-	for _, n := range l.Notices {
+	for _, n := range notices {
 		fmt.Fprintf(e.Stdout, "%s: %s\n", n.Level, n.Msg)
 	}
 	return nil
@@ -126,52 +139,22 @@ func (c *ProfileValidateCmd) Run(e *Env) error {
 	return nil
 }
 
-// settingsMap flattens Settings for show/--json.
+// settingsMap flattens Settings for show/--json and serve's effective
+// settings line: every launch and serve row of config.Rows with a line of
+// its own.
 func settingsMap(s config.Settings) map[string]Setting {
+	return rowsMap(s, config.ScopeLaunch, config.ScopeServe)
+}
+
+func rowsMap(s config.Settings, scopes ...config.Scope) map[string]Setting {
 	m := map[string]Setting{}
-	add := func(name string, v any, src config.Source) { m[name] = Setting{v, src.String()} }
-	add("engine", s.Engine.Value, s.Engine.Src)
-	add("engine-binary", s.EngineBinary.Value, s.EngineBinary.Src)
-	add("engine-args", secret.MaskArgv(s.EngineArgs.Value), s.EngineArgs.Src)
-	add("model", s.Model.Value, s.Model.Src)
-	add("draft-model", s.DraftModel.Value, s.DraftModel.Src)
-	add("draft-kind", s.DraftKind.Value, s.DraftKind.Src)
-	w := any(s.Width.Value)
-	if s.Width.Value == 0 {
-		w = "(resolved)"
+	for _, r := range config.Rows {
+		if !slices.Contains(scopes, r.Scope) {
+			continue
+		}
+		if v, src, ok := r.Show(&s); ok {
+			m[r.Name] = Setting{v, src}
+		}
 	}
-	add("draft-block-size", w, s.Width.Src)
-	add("capability", s.Capability.Value, s.Capability.Src)
-	add("quant", s.Quant.Value, s.Quant.Src)
-	add("host", s.Host.Value, s.Host.Src)
-	add("port", s.Port.Value, s.Port.Src)
-	add("log-format", s.LogFormat.Value, s.LogFormat.Src)
-	add("log-level", s.LogLevel.Value, s.LogLevel.Src)
-	add("ready-timeout", s.ReadyTimeout.Value.Round(time.Second).String(), s.ReadyTimeout.Src)
-	add("stop-timeout", s.StopTimeout.Value.String(), s.StopTimeout.Src)
-	add("restart", s.Restart.Value, s.Restart.Src)
-	add("strict-width", s.StrictWidth.Value, s.StrictWidth.Src)
-	add("probe", s.Probe.Value, s.Probe.Src)
-	add("watch", s.Watch.Value, s.Watch.Src)
-	add("raw-engine-output", s.RawEngineOutput.Value, s.RawEngineOutput.Src)
-	add("proxy", s.Proxy.Value, s.Proxy.Src)
-	add("switch", s.Switch.Value, s.Switch.Src)
-	add("drain-timeout", s.DrainTimeout.Value.String(), s.DrainTimeout.Src)
-	add("shutdown-timeout", s.ShutdownTimeout.Value.String(), s.ShutdownTimeout.Src)
-	add("hang-timeout", s.HangTimeout.Value.String(), s.HangTimeout.Src)
-	add("hold-timeout", s.HoldTimeout.Value.String(), s.HoldTimeout.Src)
-	add("queue-size", s.QueueSize.Value, s.QueueSize.Src)
-	add("adapt", s.Adapt.Value, s.Adapt.Src)
-	add("adapt-max-width", s.AdaptMaxWidth.Value, s.AdaptMaxWidth.Src)
-	add("adapt-explore-width", s.AdaptExplore.Value, s.AdaptExplore.Src)
-	add("adapt-margin", s.AdaptMargin.Value, s.AdaptMargin.Src)
-	add("adapt-min-cycles", s.AdaptMinCycles.Value, s.AdaptMinCycles.Src)
-	add("adapt-window", s.AdaptWindow.Value.String(), s.AdaptWindow.Src)
-	add("adapt-trials", s.AdaptTrials.Value, s.AdaptTrials.Src)
-	pols := []string{}
-	for _, p := range s.Policies {
-		pols = append(pols, p.Value+" ("+p.Src.String()+")")
-	}
-	m["policy"] = Setting{pols, "layered"}
 	return m
 }

@@ -20,8 +20,8 @@ type ResolveCmd struct {
 	LaunchFlags `embed:""`
 	JSON        bool `help:"Print JSON for machines instead of text."`
 	// As serve's: resolve then says whether serve would adapt this width.
-	Adapt bool `help:"Ask as serve --adapt would: say whether the width would be learned from live traffic at serve time, and if not why (env: $MLXCEL_ADAPT; docs/adaptive.md)."`
-	Proxy bool `help:"As serve's --proxy; --proxy=false says serve would not adapt (env: $MLXCEL_PROXY; default true)."`
+	Adapt bool `help:"Ask as serve --adapt would: say whether the width would be learned from live traffic at serve time, and if not why (docs/adaptive.md)."`
+	Proxy bool `help:"As serve's --proxy; --proxy=false says serve would not adapt."`
 }
 
 // Run implements `speclaunch resolve`.

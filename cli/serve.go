@@ -18,34 +18,29 @@ type ServeCmd struct {
 	LaunchFlags `embed:""`
 
 	DryRun          bool   `help:"Print what would run (resolution, command, environment) and exit: 0 when it could start, 2 when it says it would fail."`
-	ReadyTimeout    string `help:"How long to wait for the engine's /health (env: $MLXCEL_READY_TIMEOUT; default 15m)." placeholder:"DUR" group:"Serve"`
-	StopTimeout     string `help:"SIGTERM grace before SIGKILL when stopping the engine (env: $MLXCEL_STOP_TIMEOUT; default 20s)." placeholder:"DUR" group:"Serve"`
-	Restart         string `help:"Restart policy: no or on-failure (capped exponential backoff) (env: $MLXCEL_RESTART)." placeholder:"POLICY" group:"Serve"`
-	StrictWidth     bool   `help:"Stop with exit code 3 when the engine runs another width than resolved, or declines speculation (env: $MLXCEL_STRICT_WIDTH)." group:"Serve"`
-	NoProbe         bool   `help:"Skip the llama.cpp verification request (the width is then not verified) (env: $MLXCEL_PROBE=false)." group:"Serve"`
-	Watch           bool   `help:"Reload on profile/policy changes; --watch=false turns it off (env: $MLXCEL_WATCH; default true when a profile or policy file is given)." group:"Serve"`
-	RawEngineOutput bool   `help:"Pass the engine's output through untouched instead of prefixing its lines (env: $MLXCEL_RAW_ENGINE_OUTPUT)." group:"Serve"`
+	ReadyTimeout    string `help:"How long to wait for the engine's /health." placeholder:"DUR" group:"Serve"`
+	StopTimeout     string `help:"SIGTERM grace before SIGKILL when stopping the engine." placeholder:"DUR" group:"Serve"`
+	Restart         string `help:"Restart policy: no or on-failure (capped exponential backoff)." placeholder:"POLICY" group:"Serve"`
+	StrictWidth     bool   `help:"Stop with exit code 3 when the engine runs another width than resolved, or declines speculation." group:"Serve"`
+	Probe           bool   `negatable:"" default:"true" help:"Verify the running width with one short llama.cpp request; --no-probe skips it (the width is then not verified)." group:"Serve"`
+	Watch           bool   `help:"Reload on profile/policy changes; --watch=false turns it off; it watches when a profile or policy file is given." group:"Serve"`
+	RawEngineOutput bool   `help:"Pass the engine's output through untouched instead of prefixing its lines." group:"Serve"`
 
-	Proxy           bool   `help:"Serve through speclaunch's own front proxy on --host/--port, the engine on a loopback port, so engine switches fail no request; --proxy=false runs the engine on --host/--port directly (env: $MLXCEL_PROXY; default true)." group:"Proxy"`
-	Switch          string `help:"How an engine is replaced (reload, restart, adaptive width): overlap (new engine beside the old), drain (hold requests while one engine is swapped) or auto (drain when two copies would not fit in GPU memory) (env: $MLXCEL_SWITCH; default auto)." placeholder:"MODE" group:"Proxy"`
-	DrainTimeout    string `help:"How long an old engine may finish its requests before it is stopped (env: $MLXCEL_DRAIN_TIMEOUT; default 2m)." placeholder:"DUR" group:"Proxy"`
-	HoldTimeout     string `help:"How long a request may wait while the engine is switched before it gets 503 (env: $MLXCEL_HOLD_TIMEOUT; default 2m)." placeholder:"DUR" group:"Proxy"`
-	ShutdownTimeout string `help:"After SIGTERM, how long requests in flight and held may finish before the engine is stopped; /health answers 503 at once and new requests get 503 (env: $MLXCEL_SHUTDOWN_TIMEOUT; default 25s, under Kubernetes' 30s grace period)." placeholder:"DUR" group:"Proxy"`
-	HangTimeout     string `help:"An engine that answers nothing (not even /health) for this long is taken as failed: killed, and the restart policy applies; 0 turns it off (env: $MLXCEL_HANG_TIMEOUT; default 30s)." placeholder:"DUR" group:"Proxy"`
-	QueueSize       string `help:"Requests held at most during a switch; more get 503 at once (env: $MLXCEL_QUEUE_SIZE; default 1024)." placeholder:"N" group:"Proxy"`
-	Adapt           bool   `help:"Learn the width from live traffic and switch to the best one (llama.cpp); an operator width turns it off (env: $MLXCEL_ADAPT; default false); tuned in the profile's [adapt] table or $MLXCEL_ADAPT_MAX_WIDTH, $MLXCEL_ADAPT_EXPLORE_WIDTH, $MLXCEL_ADAPT_MARGIN, $MLXCEL_ADAPT_MIN_CYCLES, $MLXCEL_ADAPT_WINDOW, $MLXCEL_ADAPT_TRIALS. See docs/adaptive.md." group:"Proxy"`
+	Proxy           bool   `help:"Serve through speclaunch's own front proxy on --host/--port, the engine on a loopback port, so engine switches fail no request; --proxy=false runs the engine on --host/--port directly." group:"Proxy"`
+	Switch          string `help:"How an engine is replaced (reload, restart, adaptive width): overlap (new engine beside the old), drain (hold requests while one engine is swapped) or auto (drain when two copies would not fit in GPU memory)." placeholder:"MODE" group:"Proxy"`
+	DrainTimeout    string `help:"How long an old engine may finish its requests before it is stopped." placeholder:"DUR" group:"Proxy"`
+	HoldTimeout     string `help:"How long a request may wait while the engine is switched before it gets 503." placeholder:"DUR" group:"Proxy"`
+	ShutdownTimeout string `help:"After SIGTERM, how long requests in flight and held may finish before the engine is stopped; /health answers 503 at once and new requests get 503; the default stays under Kubernetes' 30s grace period." placeholder:"DUR" group:"Proxy"`
+	HangTimeout     string `help:"An engine that answers nothing (not even /health) for this long is taken as failed: killed, and the restart policy applies; 0 or off turns it off." placeholder:"DUR" group:"Proxy"`
+	QueueSize       string `help:"Requests held at most during a switch; more get 503 at once." placeholder:"N" group:"Proxy"`
+	Adapt           bool   `help:"Learn the width from live traffic and switch to the best one (llama.cpp); an operator width turns it off; tuned in the profile's [adapt] table or by variables; see docs/adaptive.md." group:"Proxy"`
 }
 
 // exitWidthMismatch is serve's exit code under --strict-width.
 const exitWidthMismatch = 3
 
 func (c *ServeCmd) input(e *Env) config.Input {
-	extra := map[string]string{}
-	if c.NoProbe {
-		extra["probe"] = "false"
-	}
-	in := c.LaunchFlags.input(e.kctx, e.Getenv, extra, e.Passthrough)
-	return in
+	return c.LaunchFlags.input(e.kctx, e.Getenv, nil, e.Passthrough)
 }
 
 // Run implements `speclaunch serve`.

@@ -115,6 +115,26 @@ type Settings struct {
 	AdaptMinCycles Field[int]           // cycles behind every position before a decision
 	AdaptWindow    Field[time.Duration] // at most one switch per window
 	AdaptTrials    Field[int]           // trial widths per drift period; 0 = none
+
+	// Bench is bench's own options, layered by LoadBench (Load leaves it
+	// zero: a bad [bench] table must not stop serve).
+	Bench Bench
+}
+
+// Bench is bench's options: a flag or the profile's [bench] table, no env.
+type Bench struct {
+	Widths         Field[[]int]
+	Rounds         Field[int]
+	Warmup         Field[int] // 0 = none
+	MaxTokens      Field[int]
+	BasePort       Field[int]
+	Schedule       Field[string]
+	PromptFile     Field[string] // relative to the profile when it came from one
+	Prompts        Field[string] // a directory or a shipped set's name, as given
+	Temperature    Field[float64]
+	Concurrency    Field[int]
+	RequestTimeout Field[time.Duration]
+	Out            Field[string] // "" = a name bench makes from the engine and the time
 }
 
 // MaxAdaptTrials bounds adapt.trials: each trial is an engine start and an

@@ -1,0 +1,63 @@
+package config
+
+import (
+	"reflect"
+	"strconv"
+	"strings"
+
+	"github.com/speclaunch/speclaunch/profiles"
+)
+
+// profValue is the profile's value at a dotted key ("server.port") as the
+// raw text a flag would give, "" when the profile leaves it out. The key is
+// looked up by the toml tags of profiles.Profile, so a row names its key
+// once; TestRowKeysAreProfileKeys keeps every row's key one the decoder
+// reads.
+func profValue(p *profiles.Profile, key string) string {
+	if p == nil || key == "" {
+		return ""
+	}
+	v := reflect.ValueOf(p).Elem()
+	for _, part := range strings.Split(key, ".") {
+		if v = tomlField(v, part); !v.IsValid() {
+			return ""
+		}
+	}
+	if v.Kind() == reflect.Pointer {
+		if v.IsNil() {
+			return ""
+		}
+		v = v.Elem()
+	}
+	switch x := v.Interface().(type) {
+	case string:
+		return x
+	case int:
+		return strconv.Itoa(x)
+	case bool:
+		return strconv.FormatBool(x)
+	case float64:
+		return strconv.FormatFloat(x, 'g', -1, 64)
+	case []int:
+		parts := make([]string, len(x))
+		for i, n := range x {
+			parts[i] = strconv.Itoa(n)
+		}
+		return strings.Join(parts, ",")
+	}
+	return ""
+}
+
+// tomlField is the field of struct v whose toml tag is name.
+func tomlField(v reflect.Value, name string) reflect.Value {
+	if v.Kind() != reflect.Struct {
+		return reflect.Value{}
+	}
+	t := v.Type()
+	for i := range t.NumField() {
+		if tag, _, _ := strings.Cut(t.Field(i).Tag.Get("toml"), ","); tag == name {
+			return v.Field(i)
+		}
+	}
+	return reflect.Value{}
+}

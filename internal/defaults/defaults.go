@@ -1,0 +1,35 @@
+// Package defaults holds the built-in values of the settings whose owner
+// is not config: the adaptive loop's tuning and bench's method. The owners
+// declare their own names from these (adapt.DefaultMaxWidth, bench.
+// DefaultRounds) and apply them to zero values; config's table of settings
+// refers to the same values for `profile show`, --help and
+// docs/environment-variables.md. It imports nothing, so config reads a
+// default without depending on the loop or the harness.
+package defaults
+
+import "time"
+
+// The adaptive loop's tuning (adapt.Config, docs/adaptive.md).
+const (
+	AdaptMaxWidth  = 17
+	AdaptMinCycles = 256
+	AdaptMargin    = 0.03
+	AdaptWindow    = time.Minute
+	AdaptMaxTrials = 2
+)
+
+// Bench's method (DESIGN "Bench and records"): defaults, and the floors and
+// caps a run must stay within.
+const (
+	BenchRounds         = 5
+	BenchMinRounds      = 3
+	BenchWarmup         = 3
+	BenchMaxTokens      = 200
+	BenchBasePort       = 18790
+	BenchRequestTimeout = 120 * time.Second
+	BenchMaxConcurrency = 256
+	BenchSchedule       = "restart"
+)
+
+// BenchWidths returns the widths bench sweeps when none are given.
+func BenchWidths() []int { return []int{2, 3, 4, 6, 8, 16} }
