@@ -392,7 +392,7 @@ func rebind(p *plan.Plan, host string, port int, environ []string) (*plan.Plan, 
 	s.Host = config.Field[string]{Value: host, Src: config.Source{Name: "speclaunch proxy"}}
 	s.Port = config.Field[int]{Value: port, Src: config.Source{Name: "speclaunch proxy"}}
 	np.Settings = s
-	l, err := p.Adapter.Command(s, p.Resolution, p.Facts.Drafter, environ, p.Facts.Caps)
+	l, err := p.Adapter.Command(plan.LaunchSpec(s), p.Resolution, p.Facts.Drafter, environ, p.Facts.Caps)
 	if err != nil {
 		return nil, &badInput{err}
 	}

@@ -11,22 +11,15 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/speclaunch/speclaunch/config"
 	"github.com/speclaunch/speclaunch/key"
 	"github.com/speclaunch/speclaunch/width"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden")
 
-func settings(e key.Engine, draft string, args ...string) config.Settings {
-	var s config.Settings
-	s.Engine = config.Field[key.Engine]{Value: e}
-	s.Model = config.Field[string]{Value: "/models/target.gguf", Src: config.Source{Origin: config.Flag, Name: "--model"}}
-	s.DraftModel = config.Field[string]{Value: draft, Src: config.Source{Origin: config.Flag, Name: "--draft-model"}}
-	s.Host = config.Field[string]{Value: "127.0.0.1"}
-	s.Port = config.Field[int]{Value: 8080}
-	s.EngineArgs = config.Field[[]string]{Value: args, Src: config.Source{Origin: config.Profile, Name: "profiles/demo.toml:7"}}
-	return s
+func settings(_ key.Engine, draft string, args ...string) Spec {
+	return Spec{Model: "/models/target.gguf", Draft: draft, DraftFrom: "flag --draft-model", Host: "127.0.0.1", Port: 8080,
+		Args: args, ArgsFrom: "profile profiles/demo.toml:7"}
 }
 
 func res(w int) width.Resolution {
@@ -40,7 +33,7 @@ var baseEnv = []string{"HOME=/home/op", "PATH=/usr/bin:/bin"}
 type cmdCase struct {
 	golden  string
 	engine  key.Engine
-	s       config.Settings
+	s       Spec
 	r       width.Resolution
 	kind    key.Drafter
 	environ []string
@@ -48,8 +41,8 @@ type cmdCase struct {
 }
 
 func cmdCases() []cmdCase {
-	withEnv := func(s config.Settings, env map[string]string) config.Settings {
-		s.EngineEnv = config.Field[map[string]string]{Value: env, Src: config.Source{Origin: config.Profile, Name: "profiles/demo.toml:9"}}
+	withEnv := func(s Spec, env map[string]string) Spec {
+		s.Env, s.EnvFrom = env, "profile profiles/demo.toml:9"
 		return s
 	}
 	stale := append(slices.Clone(baseEnv), "LLAMA_ARG_DRAFT_MAX=4", "LLAMA_ARG_DRAFT_MIN=1", "LLAMA_ARG_SPEC_DRAFT_N_MAX=3", "LLAMA_ARG_DRAFT_BLOCK_SIZE=4", "MLXCEL_DRAFT_BLOCK_SIZE=4")
@@ -226,17 +219,17 @@ func TestCommandErrors(t *testing.T) {
 	new26 := Caps{Spelling: Spelling2026}
 	legacy := Caps{Spelling: SpellingLegacy}
 	badPort := settings(key.MLXCEL, "/m/d")
-	badPort.Port.Value = 0
+	badPort.Port = 0
 	noModel := settings(key.LlamaCpp, "/m/d")
-	noModel.Model.Value = ""
+	noModel.Model = ""
 	envConflict := settings(key.LlamaCpp, "/m/d")
-	envConflict.EngineEnv = config.Field[map[string]string]{Value: map[string]string{"LLAMA_ARG_DRAFT_MAX": "4"}, Src: config.Source{Origin: config.Profile, Name: "p.toml:3"}}
+	envConflict.Env, envConflict.EnvFrom = map[string]string{"LLAMA_ARG_DRAFT_MAX": "4"}, "profile p.toml:3"
 	portConflict := settings(key.MLXCEL, "/m/d")
-	portConflict.EngineEnv = config.Field[map[string]string]{Value: map[string]string{"LLAMA_ARG_PORT": "9"}, Src: config.Source{Origin: config.Profile, Name: "p.toml:4"}}
+	portConflict.Env, portConflict.EnvFrom = map[string]string{"LLAMA_ARG_PORT": "9"}, "profile p.toml:4"
 	tests := []struct {
 		name   string
 		engine key.Engine
-		s      config.Settings
+		s      Spec
 		r      width.Resolution
 		kind   key.Drafter
 		caps   Caps

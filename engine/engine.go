@@ -18,7 +18,6 @@ import (
 	"net"
 	"strconv"
 
-	"github.com/speclaunch/speclaunch/config"
 	"github.com/speclaunch/speclaunch/key"
 	"github.com/speclaunch/speclaunch/width"
 )
@@ -78,7 +77,7 @@ type Adapter interface {
 	DefaultBinary() string
 	// Command is pure: settings + resolution + resolved drafter kind + the
 	// launcher's environment + caps -> argv/env.
-	Command(s config.Settings, r width.Resolution, kind key.Drafter, environ []string, caps Caps) (Launch, error)
+	Command(s Spec, r width.Resolution, kind key.Drafter, environ []string, caps Caps) (Launch, error)
 	// ObserveLine inspects one engine output line for the width it runs or
 	// a decline. ok=false if the line says nothing.
 	ObserveLine(line string) (Observation, bool)
@@ -101,23 +100,42 @@ func For(e key.Engine) (Adapter, error) {
 	return nil, fmt.Errorf("no adapter for engine %q: pick one of mlxcel, llama.cpp, vllm, sglang, sim", e)
 }
 
+// Spec is what an adapter needs of the settings to build an engine's
+// command: the binary, the models, the address, and the operator's extra
+// arguments and environment, with where each came from (a source label
+// such as "profile p.toml:12", for errors). The width comes as a
+// resolution beside it. plan.LaunchSpec makes one from the settings.
+type Spec struct {
+	Binary    string // "" = the engine's own binary name
+	Model     string
+	Draft     string
+	DraftFrom string
+	Host      string
+	Port      int
+	PortFrom  string
+	Args      []string // passed through to the engine
+	ArgsFrom  string
+	Env       map[string]string // engine.env: set in the engine's environment
+	EnvFrom   string
+}
+
 // binary is the executable the settings name, else the engine default.
-func binary(s config.Settings, def string) string {
-	if s.EngineBinary.Value != "" {
-		return s.EngineBinary.Value
+func binary(s Spec, def string) string {
+	if s.Binary != "" {
+		return s.Binary
 	}
 	return def
 }
 
 // hostPort returns the host and port to bind, with defaults, and the base URL.
-func hostPort(s config.Settings) (host string, port int, baseURL string, err error) {
-	host = s.Host.Value
+func hostPort(s Spec) (host string, port int, baseURL string, err error) {
+	host = s.Host
 	if host == "" {
 		host = "127.0.0.1"
 	}
-	port = s.Port.Value
+	port = s.Port
 	if port <= 0 || port > 65535 {
-		return "", 0, "", fmt.Errorf("%s: port %d is out of range: set --port to a value between 1 and 65535", s.Port.Src, port)
+		return "", 0, "", fmt.Errorf("%s: port %d is out of range: set --port to a value between 1 and 65535", s.PortFrom, port)
 	}
 	// Connect to loopback when the engine binds every interface.
 	dial := host
@@ -132,11 +150,11 @@ func hostPort(s config.Settings) (host string, port int, baseURL string, err err
 
 // speculating reports whether the resolution turns speculation on, and
 // checks it against the settings.
-func speculating(s config.Settings, r width.Resolution) (bool, error) {
-	if r.Source == width.Off || (r.Source == "" && r.Width == 0 && s.DraftModel.Value == "") {
+func speculating(s Spec, r width.Resolution) (bool, error) {
+	if r.Source == width.Off || (r.Source == "" && r.Width == 0 && s.Draft == "") {
 		return false, nil
 	}
-	if s.DraftModel.Value == "" {
+	if s.Draft == "" {
 		return false, fmt.Errorf("a draft width %d was resolved (%s) but no draft model is set: set --draft-model (or draft.model in the profile), or leave the width unset to run without speculation", r.Width, r.Source)
 	}
 	if err := key.CheckWidth(r.Width); err != nil {

@@ -5,8 +5,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-
-	"github.com/speclaunch/speclaunch/config"
 )
 
 // envRule names a variable the launcher keeps out of an engine's
@@ -62,12 +60,12 @@ var settingEnvRules = []envRule{
 // buildEnv makes the child's environment: environ minus the rules'
 // variables, plus the profile's engine.env, plus defaults (set only when the
 // operator's environment lacks them, or has them empty).
-func buildEnv(engine string, environ []string, rules []envRule, engineEnv config.Field[map[string]string], defaults map[string]string, l *Launch) error {
+func buildEnv(engine string, environ []string, rules []envRule, engineEnv map[string]string, envFrom string, defaults map[string]string, l *Launch) error {
 	// The profile's engine.env must not set what the launcher owns: the
 	// same rule as for pass-through arguments.
 	for _, r := range append(slices.Clone(rules), settingEnvRules...) {
-		if v, ok := engineEnv.Value[r.name]; ok {
-			return fmt.Errorf("%s: engine.env sets %s=%s, which the launcher owns for %s: %s", engineEnv.Src, r.name, v, engine, r.fix)
+		if v, ok := engineEnv[r.name]; ok {
+			return fmt.Errorf("%s: engine.env sets %s=%s, which the launcher owns for %s: %s", envFrom, r.name, v, engine, r.fix)
 		}
 	}
 	type kv struct{ k, v string }
@@ -111,16 +109,16 @@ func buildEnv(engine string, environ []string, rules []envRule, engineEnv config
 		idx[k] = len(vars)
 		vars = append(vars, kv{k, v})
 	}
-	keys := make([]string, 0, len(engineEnv.Value))
-	for k := range engineEnv.Value {
+	keys := make([]string, 0, len(engineEnv))
+	for k := range engineEnv {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
-			return fmt.Errorf("%s: engine.env has a malformed variable name %q: use NAME = \"value\" with a name without '='", engineEnv.Src, k)
+			return fmt.Errorf("%s: engine.env has a malformed variable name %q: use NAME = \"value\" with a name without '='", envFrom, k)
 		}
-		set(k, engineEnv.Value[k])
+		set(k, engineEnv[k])
 	}
 	dkeys := make([]string, 0, len(defaults))
 	for k := range defaults {

@@ -172,9 +172,9 @@ func TestVerifyLlamaAgainstFake(t *testing.T) {
 				t.Fatal(err)
 			}
 			s := settings(key.LlamaCpp, "draft.gguf")
-			s.Model.Value = "target.gguf"
-			s.EngineBinary.Value = bin
-			s.Port.Value = freePort(t)
+			s.Model = "target.gguf"
+			s.Binary = bin
+			s.Port = freePort(t)
 			// The operator's stale variable would stop a 2026 server; the adapter keeps it out.
 			environ := append(os.Environ(), "LLAMA_ARG_DRAFT_MAX=6")
 			a, _ := For(key.LlamaCpp)

@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/speclaunch/speclaunch/config"
 	"github.com/speclaunch/speclaunch/key"
 	"github.com/speclaunch/speclaunch/width"
 )
@@ -28,16 +27,16 @@ func SpecType(kind key.Drafter) (string, error) {
 	return "", fmt.Errorf("%w: set --draft-kind (or draft.kind in the profile) to one of the accepted values", key.CheckSelectable(key.LlamaCpp, kind))
 }
 
-func (llamaAdapter) Command(s config.Settings, r width.Resolution, kind key.Drafter, environ []string, caps Caps) (Launch, error) {
-	if s.Model.Value == "" {
+func (llamaAdapter) Command(s Spec, r width.Resolution, kind key.Drafter, environ []string, caps Caps) (Launch, error) {
+	if s.Model == "" {
 		return Launch{}, fmt.Errorf("no target model is set: set --model (or model in the profile)")
 	}
 	host, port, base, err := hostPort(s)
 	if err != nil {
 		return Launch{}, err
 	}
-	if err := CheckPassthrough(key.LlamaCpp, s.EngineArgs.Value); err != nil {
-		return Launch{}, fmt.Errorf("%s: %w", s.EngineArgs.Src, err)
+	if err := CheckPassthrough(key.LlamaCpp, s.Args); err != nil {
+		return Launch{}, fmt.Errorf("%s: %w", s.ArgsFrom, err)
 	}
 	on, err := speculating(s, r)
 	if err != nil {
@@ -49,7 +48,7 @@ func (llamaAdapter) Command(s config.Settings, r width.Resolution, kind key.Draf
 		sp = Spelling2026
 		l.Warnings = append(l.Warnings, "the llama-server flag spelling was not detected (binary not inspected); assumed the 2026 spelling (--spec-draft-model/--spec-type/--spec-draft-n-max): an older llama-server will refuse these flags")
 	}
-	argv := []string{binary(s, "llama-server"), "-m", s.Model.Value}
+	argv := []string{binary(s, "llama-server"), "-m", s.Model}
 	if on {
 		n := strconv.Itoa(r.Width - 1)
 		switch sp {
@@ -60,24 +59,24 @@ func (llamaAdapter) Command(s config.Settings, r width.Resolution, kind key.Draf
 			}
 			// --spec-type is always given: in 2026 trees a draft model alone
 			// is loaded and drafts nothing.
-			argv = append(argv, "--spec-draft-model", s.DraftModel.Value, "--spec-type", st, "--spec-draft-n-max", n)
+			argv = append(argv, "--spec-draft-model", s.Draft, "--spec-type", st, "--spec-draft-n-max", n)
 		case SpellingLegacy:
 			if kind != key.Draft {
 				return Launch{}, fmt.Errorf("drafter kind %q needs --spec-type draft-%s, but this llama-server predates --spec-type draft-…; it only drafts with a plain draft model: upgrade llama.cpp or use drafter kind draft", kind, kind)
 			}
-			argv = append(argv, "--model-draft", s.DraftModel.Value, "--draft-max", n)
+			argv = append(argv, "--model-draft", s.Draft, "--draft-max", n)
 		default:
 			return Launch{}, fmt.Errorf("unknown llama-server flag spelling %q: the launcher knows %q and %q", sp, Spelling2026, SpellingLegacy)
 		}
 	}
 	argv = append(argv, "--host", host, "--port", strconv.Itoa(port))
 	// Width verification reads /metrics.
-	if !slices.Contains(s.EngineArgs.Value, "--metrics") {
+	if !slices.Contains(s.Args, "--metrics") {
 		argv = append(argv, "--metrics")
 	}
-	argv = append(argv, s.EngineArgs.Value...)
+	argv = append(argv, s.Args...)
 	l.Argv = argv
-	if err := buildEnv("llama-server", environ, llamaEnvRules, s.EngineEnv, nil, &l); err != nil {
+	if err := buildEnv("llama-server", environ, llamaEnvRules, s.Env, s.EnvFrom, nil, &l); err != nil {
 		return Launch{}, err
 	}
 	return l, nil

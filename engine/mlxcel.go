@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/speclaunch/speclaunch/config"
 	"github.com/speclaunch/speclaunch/key"
 	"github.com/speclaunch/speclaunch/width"
 )
@@ -20,14 +19,14 @@ type mlxcelAdapter struct{}
 func (mlxcelAdapter) Engine() key.Engine    { return key.MLXCEL }
 func (mlxcelAdapter) DefaultBinary() string { return "mlxcel-server" }
 
-func (mlxcelAdapter) Command(s config.Settings, r width.Resolution, kind key.Drafter, environ []string, caps Caps) (Launch, error) {
+func (mlxcelAdapter) Command(s Spec, r width.Resolution, kind key.Drafter, environ []string, caps Caps) (Launch, error) {
 	argv, base, err := mlxcelFlags(key.MLXCEL, s, r, kind)
 	if err != nil {
 		return Launch{}, err
 	}
 	l := Launch{Argv: append([]string{binary(s, "mlxcel-server")}, argv...), BaseURL: base}
 	// The width line is an INFO line: RUST_LOG=info unless the operator set one.
-	if err := buildEnv("mlxcel-server", environ, mlxcelEnvRules, s.EngineEnv, map[string]string{"RUST_LOG": "info"}, &l); err != nil {
+	if err := buildEnv("mlxcel-server", environ, mlxcelEnvRules, s.Env, s.EnvFrom, map[string]string{"RUST_LOG": "info"}, &l); err != nil {
 		return Launch{}, err
 	}
 	if v := envValue(l.Env, "RUST_LOG"); r.Width >= key.MinWidth && !logsInfo(v) {
@@ -59,10 +58,10 @@ type simAdapter struct{}
 func (simAdapter) Engine() key.Engine    { return key.Sim }
 func (simAdapter) DefaultBinary() string { return "" }
 
-func (simAdapter) Command(s config.Settings, r width.Resolution, kind key.Drafter, environ []string, caps Caps) (Launch, error) {
+func (simAdapter) Command(s Spec, r width.Resolution, kind key.Drafter, environ []string, caps Caps) (Launch, error) {
 	self := caps.Self
-	if s.EngineBinary.Value != "" {
-		self = s.EngineBinary.Value
+	if s.Binary != "" {
+		self = s.Binary
 	}
 	if self == "" {
 		return Launch{}, fmt.Errorf("the sim engine re-executes the speclaunch binary, but its path is unknown: pass Caps.Self (os.Executable) or set engine.binary")
@@ -72,7 +71,7 @@ func (simAdapter) Command(s config.Settings, r width.Resolution, kind key.Drafte
 		return Launch{}, err
 	}
 	l := Launch{Argv: append([]string{self, SimArg}, argv...), BaseURL: base}
-	if err := buildEnv("sim", environ, mlxcelEnvRules, s.EngineEnv, nil, &l); err != nil {
+	if err := buildEnv("sim", environ, mlxcelEnvRules, s.Env, s.EnvFrom, nil, &l); err != nil {
 		return Launch{}, err
 	}
 	return l, nil
@@ -82,33 +81,33 @@ func (simAdapter) ObserveLine(line string) (Observation, bool) { return observeM
 
 // mlxcelFlags renders mlxcel-server's flags (shared by sim):
 // -m T [--model-draft D --draft-kind K --draft-block-size W] --host H --port P + pass-through.
-func mlxcelFlags(e key.Engine, s config.Settings, r width.Resolution, kind key.Drafter) ([]string, string, error) {
-	if s.Model.Value == "" {
+func mlxcelFlags(e key.Engine, s Spec, r width.Resolution, kind key.Drafter) ([]string, string, error) {
+	if s.Model == "" {
 		return nil, "", fmt.Errorf("no target model is set: set --model (or model in the profile)")
 	}
 	host, port, base, err := hostPort(s)
 	if err != nil {
 		return nil, "", err
 	}
-	if err := CheckPassthrough(e, s.EngineArgs.Value); err != nil {
-		return nil, "", fmt.Errorf("%s: %w", s.EngineArgs.Src, err)
+	if err := CheckPassthrough(e, s.Args); err != nil {
+		return nil, "", fmt.Errorf("%s: %w", s.ArgsFrom, err)
 	}
 	on, err := speculating(s, r)
 	if err != nil {
 		return nil, "", err
 	}
-	argv := []string{"-m", s.Model.Value}
+	argv := []string{"-m", s.Model}
 	if on {
 		if err := key.CheckSelectable(e, kind); err != nil {
 			return nil, "", fmt.Errorf("%w: set --draft-kind (or draft.kind in the profile) to one of the accepted values", err)
 		}
 		argv = append(argv,
-			"--model-draft", s.DraftModel.Value,
+			"--model-draft", s.Draft,
 			"--draft-kind", string(kind),
 			"--draft-block-size", strconv.Itoa(r.Width))
 	}
 	argv = append(argv, "--host", host, "--port", strconv.Itoa(port))
-	argv = append(argv, s.EngineArgs.Value...)
+	argv = append(argv, s.Args...)
 	return argv, base, nil
 }
 

@@ -13,13 +13,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/speclaunch/speclaunch/config"
 	"github.com/speclaunch/speclaunch/key"
 )
 
-func pySettings(e key.Engine, draft string, args ...string) config.Settings {
+func pySettings(e key.Engine, draft string, args ...string) Spec {
 	s := settings(e, draft, args...)
-	s.Model.Value = "meta-llama/Llama-3.1-8B-Instruct"
+	s.Model = "meta-llama/Llama-3.1-8B-Instruct"
 	return s
 }
 
@@ -154,7 +153,7 @@ func TestPyRefusals(t *testing.T) {
 	cases := []struct {
 		name string
 		e    key.Engine
-		s    config.Settings
+		s    Spec
 		kind key.Drafter
 		caps Caps
 		want []string

@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/speclaunch/speclaunch/config"
 	"github.com/speclaunch/speclaunch/key"
 	"github.com/speclaunch/speclaunch/width"
 )
@@ -64,22 +63,22 @@ func (sglangAdapter) DefaultBinary() string { return "python3" }
 // [--speculative-algorithm A [--speculative-draft-model-path D] width flags]
 // --host H --port P` + pass-through. engine.binary names the Python
 // interpreter of the environment SGLang is installed in.
-func (sglangAdapter) Command(s config.Settings, r width.Resolution, kind key.Drafter, environ []string, caps Caps) (Launch, error) {
-	if s.Model.Value == "" {
+func (sglangAdapter) Command(s Spec, r width.Resolution, kind key.Drafter, environ []string, caps Caps) (Launch, error) {
+	if s.Model == "" {
 		return Launch{}, fmt.Errorf("no target model is set: set --model (or model.path in the profile) to a local directory or a Hugging Face repo id")
 	}
 	host, port, base, err := hostPort(s)
 	if err != nil {
 		return Launch{}, err
 	}
-	if err := CheckPassthrough(key.SGLang, s.EngineArgs.Value); err != nil {
-		return Launch{}, fmt.Errorf("%s: %w", s.EngineArgs.Src, err)
+	if err := CheckPassthrough(key.SGLang, s.Args); err != nil {
+		return Launch{}, fmt.Errorf("%s: %w", s.ArgsFrom, err)
 	}
 	on, err := speculating(s, r)
 	if err != nil {
 		return Launch{}, err
 	}
-	argv := []string{binary(s, "python3"), "-m", SGLangModule, "--model-path", s.Model.Value}
+	argv := []string{binary(s, "python3"), "-m", SGLangModule, "--model-path", s.Model}
 	if on {
 		algo, err := SGLangAlgorithm(kind)
 		if err != nil {
@@ -90,14 +89,14 @@ func (sglangAdapter) Command(s config.Settings, r width.Resolution, kind key.Dra
 		}
 		argv = append(argv, "--speculative-algorithm", algo)
 		if kind != key.Ngram {
-			argv = append(argv, "--speculative-draft-model-path", s.DraftModel.Value)
+			argv = append(argv, "--speculative-draft-model-path", s.Draft)
 		}
 		argv = append(argv, SGLangWidthFlags(algo, r.Width)...)
 	}
 	argv = append(argv, "--host", host, "--port", strconv.Itoa(port))
-	argv = append(argv, s.EngineArgs.Value...)
+	argv = append(argv, s.Args...)
 	l := Launch{Argv: argv, BaseURL: base}
-	if err := buildEnv("sglang", environ, nil, s.EngineEnv, nil, &l); err != nil {
+	if err := buildEnv("sglang", environ, nil, s.Env, s.EnvFrom, nil, &l); err != nil {
 		return Launch{}, err
 	}
 	return l, nil

@@ -7,12 +7,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/speclaunch/speclaunch/internal/promtext"
 	"io"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/speclaunch/speclaunch/internal/promtext"
 )
 
 // Timings is the `timings` object of a llama-server (or mlxcel) completion.

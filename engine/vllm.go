@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/speclaunch/speclaunch/config"
 	"github.com/speclaunch/speclaunch/key"
 	"github.com/speclaunch/speclaunch/width"
 )
@@ -51,12 +50,12 @@ func VLLMMethod(kind key.Drafter) (string, error) {
 }
 
 // checkNgram ties the n-gram kind to the n-gram draft sentinel, both ways.
-func checkNgram(s config.Settings, kind key.Drafter) error {
-	switch ng := IsNgramDraft(s.DraftModel.Value); {
+func checkNgram(s Spec, kind key.Drafter) error {
+	switch ng := IsNgramDraft(s.Draft); {
 	case ng && kind != key.Ngram:
-		return fmt.Errorf("%s: draft model %q means n-gram drafting but the drafter kind is %q: set --draft-kind ngram (or draft.kind = \"ngram\" in the profile)", s.DraftModel.Src, s.DraftModel.Value, kind)
+		return fmt.Errorf("%s: draft model %q means n-gram drafting but the drafter kind is %q: set --draft-kind ngram (or draft.kind = \"ngram\" in the profile)", s.DraftFrom, s.Draft, kind)
 	case !ng && kind == key.Ngram:
-		return fmt.Errorf("drafter kind ngram drafts from the prompt and loads no checkpoint, but draft model %q is set (%s): set draft.model = %q (or --draft-model %s)", s.DraftModel.Value, s.DraftModel.Src, NgramDraft, NgramDraft)
+		return fmt.Errorf("drafter kind ngram drafts from the prompt and loads no checkpoint, but draft model %q is set (%s): set draft.model = %q (or --draft-model %s)", s.Draft, s.DraftFrom, NgramDraft, NgramDraft)
 	}
 	return nil
 }
@@ -70,20 +69,20 @@ func (vllmAdapter) DefaultBinary() string { return "vllm" }
 // --port P` + pass-through. num_speculative_tokens = width - 1: vLLM verifies
 // the drafted tokens plus the target's own next token in one step (the
 // per-position acceptance counters have num_speculative_tokens positions).
-func (vllmAdapter) Command(s config.Settings, r width.Resolution, kind key.Drafter, environ []string, caps Caps) (Launch, error) {
-	if s.Model.Value == "" {
+func (vllmAdapter) Command(s Spec, r width.Resolution, kind key.Drafter, environ []string, caps Caps) (Launch, error) {
+	if s.Model == "" {
 		return Launch{}, fmt.Errorf("no target model is set: set --model (or model.path in the profile) to a local directory or a Hugging Face repo id")
 	}
 	host, port, base, err := hostPort(s)
 	if err != nil {
 		return Launch{}, err
 	}
-	if err := CheckPassthrough(key.VLLM, s.EngineArgs.Value); err != nil {
-		return Launch{}, fmt.Errorf("%s: %w", s.EngineArgs.Src, err)
+	if err := CheckPassthrough(key.VLLM, s.Args); err != nil {
+		return Launch{}, fmt.Errorf("%s: %w", s.ArgsFrom, err)
 	}
-	extra, rest, err := splitSpecConfig(s.EngineArgs.Value)
+	extra, rest, err := splitSpecConfig(s.Args)
 	if err != nil {
-		return Launch{}, fmt.Errorf("%s: %w", s.EngineArgs.Src, err)
+		return Launch{}, fmt.Errorf("%s: %w", s.ArgsFrom, err)
 	}
 	on, err := speculating(s, r)
 	if err != nil {
@@ -97,7 +96,7 @@ func (vllmAdapter) Command(s config.Settings, r width.Resolution, kind key.Draft
 			l.Warnings = append(l.Warnings, "the vLLM version was not detected (binary not inspected); assumed --speculative-config (vLLM 0.8.0 and later): an older vLLM refuses it")
 		}
 	}
-	argv := []string{binary(s, "vllm"), "serve", s.Model.Value}
+	argv := []string{binary(s, "vllm"), "serve", s.Model}
 	if on {
 		method, err := VLLMMethod(kind)
 		if err != nil {
@@ -109,18 +108,18 @@ func (vllmAdapter) Command(s config.Settings, r width.Resolution, kind key.Draft
 		n := r.Width - 1
 		switch sp {
 		case SpellingVLLMConfig:
-			js, err := VLLMSpecConfig(method, s.DraftModel.Value, n, extra)
+			js, err := VLLMSpecConfig(method, s.Draft, n, extra)
 			if err != nil {
-				return Launch{}, fmt.Errorf("%s: %w", s.EngineArgs.Src, err)
+				return Launch{}, fmt.Errorf("%s: %w", s.ArgsFrom, err)
 			}
 			argv = append(argv, "--speculative-config", js)
 		case SpellingVLLMLegacy:
 			if len(extra) > 0 {
-				return Launch{}, fmt.Errorf("%s: --speculative-config needs vLLM 0.8.0 or later, but this vLLM is %s: upgrade vLLM or drop the --speculative-config pass-through", s.EngineArgs.Src, caps.Version)
+				return Launch{}, fmt.Errorf("%s: --speculative-config needs vLLM 0.8.0 or later, but this vLLM is %s: upgrade vLLM or drop the --speculative-config pass-through", s.ArgsFrom, caps.Version)
 			}
 			switch kind {
 			case key.Draft:
-				argv = append(argv, "--speculative-model", s.DraftModel.Value)
+				argv = append(argv, "--speculative-model", s.Draft)
 			case key.Ngram:
 				argv = append(argv, "--speculative-model", "[ngram]")
 				if !slices.ContainsFunc(rest, func(a string) bool { return strings.HasPrefix(normFlag(a), "--ngram-prompt-lookup-max") }) {
@@ -137,7 +136,7 @@ func (vllmAdapter) Command(s config.Settings, r width.Resolution, kind key.Draft
 	argv = append(argv, "--host", host, "--port", strconv.Itoa(port))
 	argv = append(argv, rest...)
 	l.Argv = argv
-	if err := buildEnv("vllm", environ, nil, s.EngineEnv, nil, &l); err != nil {
+	if err := buildEnv("vllm", environ, nil, s.Env, s.EnvFrom, nil, &l); err != nil {
 		return Launch{}, err
 	}
 	return l, nil

@@ -277,7 +277,7 @@ func Build(ctx context.Context, s config.Settings, pol *policy.Policy, d Deps, o
 		p.Warnings = append(p.Warnings, "no target model given (--model, LLAMA_ARG_MODEL or model.path): no engine command to show")
 		return p, nil
 	}
-	l, err := ad.Command(s, launchRes, f.Drafter, d.Environ, f.Caps)
+	l, err := ad.Command(LaunchSpec(s), launchRes, f.Drafter, d.Environ, f.Caps)
 	if err != nil {
 		return nil, err
 	}
@@ -290,4 +290,17 @@ func Build(ctx context.Context, s config.Settings, pol *policy.Policy, d Deps, o
 		return nil, err
 	}
 	return p, nil
+}
+
+// LaunchSpec is the part of the settings an engine adapter reads.
+func LaunchSpec(s config.Settings) engine.Spec {
+	return engine.Spec{
+		Binary: s.EngineBinary.Value,
+		Model:  s.Model.Value,
+		Draft:  s.DraftModel.Value, DraftFrom: s.DraftModel.Src.String(),
+		Host: s.Host.Value,
+		Port: s.Port.Value, PortFrom: s.Port.Src.String(),
+		Args: s.EngineArgs.Value, ArgsFrom: s.EngineArgs.Src.String(),
+		Env: s.EngineEnv.Value, EnvFrom: s.EngineEnv.Src.String(),
+	}
 }
