@@ -103,7 +103,7 @@ func checkModelPath(e key.Engine, what, path, src string) error {
 
 // logPlan writes the one startup line: width, source, reason, entry and
 // pin, the facts used, and the engine command.
-func logPlan(log *slog.Logger, p *plan.Plan, msg string) {
+func logPlan(log *slog.Logger, p *plan.Plan, msg string, extra ...any) {
 	r, f := p.Resolution, p.Facts
 	attrs := []any{
 		"width", r.Width, "width_source", string(r.Source), "reason", r.Reason,
@@ -121,6 +121,7 @@ func logPlan(log *slog.Logger, p *plan.Plan, msg string) {
 		"engine", string(p.Settings.Engine.Value), "drafter", string(f.Drafter),
 		"capability", f.CapabilityStr, "quant", string(f.Quant),
 		"cmd", shellJoin(p.Launch.Argv))
+	attrs = append(attrs, extra...)
 	log.Info(msg+": "+Headline(r), attrs...)
 	for _, w := range p.Warnings {
 		log.Warn(w)

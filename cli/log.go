@@ -80,15 +80,16 @@ func isTTY(w io.Writer) bool {
 // --log-format json gives a stream where every line is JSON: the time, the
 // engine's own level where its line shows one, source "engine", the stream
 // (stdout or stderr) and the text, terminal colour codes removed.
-func engineLineJSON(stream, line string) []byte {
+func engineLineJSON(n int, stream, line string) []byte {
 	text := ansiRE.ReplaceAllString(line, "")
 	rec := struct {
 		Time   string `json:"time"`
 		Level  string `json:"level,omitempty"`
 		Source string `json:"source"`
+		Engine int    `json:"engine,omitempty"` // which engine: 1, 2, … (two run during an overlap switch)
 		Stream string `json:"stream"`
 		Text   string `json:"text"`
-	}{time.Now().Format(time.RFC3339Nano), engineLevel(text), "engine", stream, text}
+	}{time.Now().Format(time.RFC3339Nano), engineLevel(text), "engine", n, stream, text}
 	b, err := json.Marshal(rec)
 	if err != nil { // cannot happen for strings; keep the line anyway
 		b = []byte(`{"source":"engine","text":"unprintable line"}`)

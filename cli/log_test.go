@@ -36,22 +36,22 @@ func TestEngineLevel(t *testing.T) {
 }
 
 func TestEngineLineJSON(t *testing.T) {
-	b := engineLineJSON("stdout", "\x1b[32m2026-09-20T10:00:00Z  INFO\x1b[0m mlxcel: \"quoted\" \\ done")
+	b := engineLineJSON(2, "stdout", "\x1b[32m2026-09-20T10:00:00Z  INFO\x1b[0m mlxcel: \"quoted\" \\ done")
 	if !strings.HasSuffix(string(b), "}\n") || strings.Count(string(b), "\n") != 1 {
 		t.Fatalf("not one line: %q", b)
 	}
-	var m map[string]string
+	var m map[string]any
 	if err := json.Unmarshal(b, &m); err != nil {
 		t.Fatalf("%v: %s", err, b)
 	}
-	if m["source"] != "engine" || m["stream"] != "stdout" || m["level"] != "INFO" || m["text"] != "2026-09-20T10:00:00Z  INFO mlxcel: \"quoted\" \\ done" {
+	if m["source"] != "engine" || m["engine"] != 2.0 || m["stream"] != "stdout" || m["level"] != "INFO" || m["text"] != "2026-09-20T10:00:00Z  INFO mlxcel: \"quoted\" \\ done" {
 		t.Errorf("got %v", m)
 	}
-	if _, err := time.Parse(time.RFC3339Nano, m["time"]); err != nil {
+	if _, err := time.Parse(time.RFC3339Nano, m["time"].(string)); err != nil {
 		t.Errorf("time: %v", err)
 	}
 	var none map[string]string
-	_ = json.Unmarshal(engineLineJSON("stderr", "plain"), &none)
+	_ = json.Unmarshal(engineLineJSON(0, "stderr", "plain"), &none)
 	if _, ok := none["level"]; ok {
 		t.Errorf("a line without a level got one: %v", none)
 	}

@@ -91,14 +91,17 @@ func (c *ServeCmd) Run(e *Env) error {
 	return sv.run(p)
 }
 
-func (sv *launcher) opts(s config.Settings) instance.Options {
-	prefix := "engine | "
+// opts are the start options of engine n: its lines are prefixed
+// "engine n | " (in JSON, "engine": n), so that two engines of an overlap
+// switch can be told apart.
+func (sv *launcher) opts(s config.Settings, n int) instance.Options {
+	prefix := fmt.Sprintf("engine %d | ", n)
 	if s.RawEngineOutput.Value {
 		prefix = ""
 	}
 	o := instance.Options{Out: sv.e.Stderr, Prefix: prefix, Raw: s.RawEngineOutput.Value, ReadyTimeout: s.ReadyTimeout.Value, StopTimeout: s.StopTimeout.Value, Interrupt: sv.e.Ctx, Client: engineClient}
 	if s.LogFormat.Value == "json" {
-		o.Format = engineLineJSON
+		o.Format = func(stream, line string) []byte { return engineLineJSON(n, stream, line) }
 	}
 	return o
 }
@@ -106,7 +109,11 @@ func (sv *launcher) opts(s config.Settings) instance.Options {
 // reload re-reads profile and policy files and rebuilds the plan. A bad
 // file is logged with its file and line and changes nothing.
 func (sv *launcher) reload(cur *plan.Plan, ch watch.Change) (*plan.Plan, bool, error) {
-	sv.log.Info("reloading", "file", ch.Path, "why", ch.Reason)
+	if ch.Path == "" {
+		sv.log.Info("reloading", "files", strings.Join(sv.files, ", "), "why", ch.Reason)
+	} else {
+		sv.log.Info("reloading", "file", ch.Path, "why", ch.Reason)
+	}
 	// The watcher skips an empty file, but the file is read again here: a
 	// truncate-then-write can be caught halfway after the watcher's read,
 	// or by a SIGHUP. A profile that had content and is empty now would

@@ -80,7 +80,7 @@ func (sv *launcher) plan() *plan.Plan {
 
 // startInst starts p's engine for the runtime: on a loopback port of its
 // own behind the proxy, or on the public address in direct mode.
-func (sv *launcher) startInst(ctx context.Context, p *plan.Plan, kind server.Kind, interrupt context.Context) (*server.Instance, error) {
+func (sv *launcher) startInst(ctx context.Context, p *plan.Plan, id server.EngineID, kind server.Kind, interrupt context.Context) (*server.Instance, error) {
 	ep, port := p, p.Settings.Port.Value
 	if sv.px != nil {
 		var err error
@@ -93,7 +93,7 @@ func (sv *launcher) startInst(ctx context.Context, p *plan.Plan, kind server.Kin
 	}
 	what := map[server.Kind]string{server.KindStart: "starting engine", server.KindRestart: "restarting engine",
 		server.KindReload: "starting engine for the new settings", server.KindAdapt: "starting engine for the adapted width"}[kind]
-	r, err := sv.launch(ctx, ep, what, interrupt)
+	r, err := sv.launch(ctx, ep, int(id), what, interrupt)
 	if err != nil {
 		return nil, err
 	}
@@ -414,9 +414,9 @@ func loopbackPort() (int, error) {
 
 // launch starts, waits for ready and verifies. A verification problem under
 // --strict-width stops the engine and returns exit code 3.
-func (sv *launcher) launch(ctx context.Context, p *plan.Plan, what string, interrupt context.Context) (*instance.Engine, error) {
-	logPlan(sv.log, p, what)
-	o := sv.opts(p.Settings)
+func (sv *launcher) launch(ctx context.Context, p *plan.Plan, n int, what string, interrupt context.Context) (*instance.Engine, error) {
+	logPlan(sv.log, p, what, "engine_n", n)
+	o := sv.opts(p.Settings, n)
 	o.Interrupt = interrupt
 	r, err := instance.Start(ctx, p, o)
 	if err != nil {

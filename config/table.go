@@ -142,7 +142,7 @@ var Rows = []Row{
 		true, ParseBool, func(s *Settings) *Field[bool] { return &s.Probe }),
 	value(Row{Name: "watch", Flag: "watch", Envs: []string{"MLXCEL_WATCH"}, Key: "serve.watch", Scope: ScopeServe, Doc: "reload on profile/policy changes when a file is in use (`--watch=false` turns it off)"},
 		true, ParseBool, func(s *Settings) *Field[bool] { return &s.Watch }),
-	value(Row{Name: "raw-engine-output", Flag: "raw-engine-output", Envs: []string{"MLXCEL_RAW_ENGINE_OUTPUT"}, Key: "serve.raw_engine_output", Scope: ScopeServe, Doc: "pass engine output through untouched instead of prefixing `engine | `"},
+	value(Row{Name: "raw-engine-output", Flag: "raw-engine-output", Envs: []string{"MLXCEL_RAW_ENGINE_OUTPUT"}, Key: "serve.raw_engine_output", Scope: ScopeServe, Doc: "pass engine output through untouched instead of prefixing `engine N | ` (N numbers the engines: two run during an overlap switch)"},
 		false, ParseBool, func(s *Settings) *Field[bool] { return &s.RawEngineOutput }),
 	value(Row{Name: "proxy", Flag: "proxy", Envs: []string{"MLXCEL_PROXY"}, Key: "server.proxy", Scope: ScopeServe, Doc: "serve through speclaunch's front proxy on `--host`/`--port`; `false` (`--proxy=false`) runs the engine on that address directly, and a switch then stops the old engine before starting the new one (docs/serving.md)"},
 		true, ParseBool, func(s *Settings) *Field[bool] { return &s.Proxy }),

@@ -33,10 +33,10 @@ type Instance struct {
 // Hooks connect the runtime to the launcher. Launch is required; the rest
 // may be nil.
 type Hooks struct {
-	// Launch starts p's engine, waits until it is ready and verifies its
-	// width; interrupt ends the wait (the engine is then stopped). On an
+	// Launch starts p's engine (the runtime's engine id), waits until it is
+	// ready and verifies its width; interrupt ends the wait (the engine is then stopped). On an
 	// error the engine process, if any, has been stopped.
-	Launch func(ctx context.Context, p *plan.Plan, kind Kind, interrupt context.Context) (*Instance, error)
+	Launch func(ctx context.Context, p *plan.Plan, id EngineID, kind Kind, interrupt context.Context) (*Instance, error)
 	// BeforeTraffic runs on every new engine after Launch and before the
 	// proxy routes a request to it (the adaptive loop's probe: the engine
 	// is idle then). An error is logged; the engine serves all the same.
@@ -233,7 +233,7 @@ func (r *Runtime) start(a Start) {
 	r.mu.Unlock()
 	id := a.Engine.ID
 	go func() {
-		in, err := r.o.Launch(context.Background(), a.Engine.Plan, a.Kind, ctx)
+		in, err := r.o.Launch(context.Background(), a.Engine.Plan, id, a.Kind, ctx)
 		if err == nil && ctx.Err() != nil {
 			in.Proc.Stop(r.o.StopTimeout(a.Engine.Plan))
 			err = context.Canceled
