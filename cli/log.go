@@ -141,8 +141,15 @@ func settingsAttrs(m map[string]Setting, format string) []any {
 		}
 		return []any{slog.Group("settings", group...)}
 	}
+	// Text is read by people: the settings someone set, and a count of the
+	// rest (all of them: `profile show`, or the JSON line).
 	var out []any
+	defaults := 0
 	for _, k := range sortedKeys(m) {
+		if m[k].Source == "default" {
+			defaults++
+			continue
+		}
 		v := fmt.Sprint(m[k].Value)
 		if l, ok := m[k].Value.([]string); ok && len(l) == 0 {
 			v = "(none)"
@@ -151,6 +158,9 @@ func settingsAttrs(m map[string]Setting, format string) []any {
 			v = "(unset)"
 		}
 		out = append(out, k, v+" ("+m[k].Source+")")
+	}
+	if defaults > 0 {
+		out = append(out, "at_defaults", fmt.Sprintf("%d more (speclaunch profile show lists every setting)", defaults))
 	}
 	return out
 }
