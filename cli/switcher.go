@@ -134,27 +134,8 @@ func (sv *launcher) run(p *plan.Plan) error {
 			APIKeys:     p.APIKeys,
 		})
 	}
-
-	// SIGHUP is caught from here on: during the first load (minutes for a
-	// real model) its default action would end the launcher and its engine.
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	// The watcher starts before the first engine, so that its baseline is
-	// the content just loaded: an edit made while the model loads waits in
-	// its queue and is applied once the engine serves.
-	var changes <-chan watch.Change
-	if p.Settings.Watch.Value && len(sv.files) > 0 {
-		w, err := watch.New(sv.files, watch.Options{Debounce: 150 * time.Millisecond, Poll: 5 * time.Second, Signals: true, Logger: sv.log})
-		if err != nil {
-			sv.log.Warn("cannot watch for changes; reload with SIGHUP", "err", err)
-		} else {
-			defer w.Close()
-			changes = w.Changes()
-			signal.Stop(hup) // the watcher reports SIGHUP
-		}
-	}
-
+	changes, hup, closeWatch := sv.watchFiles(p)
+	defer closeWatch()
 	sv.rt = server.New(server.Options{
 		Plan: p, Proxy: sv.px, Log: sv.log,
 		Limits:      limits,
@@ -190,6 +171,34 @@ func (sv *launcher) run(p *plan.Plan) error {
 	close(stopFeed)
 	<-fed
 	sv.endAdapt()
+	return runErr(code, err)
+}
+
+// watchFiles catches SIGHUP and watches the profile and policy files.
+// SIGHUP is caught from here on: during the first load (minutes for a
+// real model) its default action would end the launcher and its engine.
+// The watcher starts before the first engine, so that its baseline is the
+// content just loaded: an edit made while the model loads waits in its
+// queue and is applied once the engine serves. With a watcher, SIGHUP
+// comes through it.
+func (sv *launcher) watchFiles(p *plan.Plan) (<-chan watch.Change, <-chan os.Signal, func()) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	closeAll := func() { signal.Stop(hup) }
+	if !p.Settings.Watch.Value || len(sv.files) == 0 {
+		return nil, hup, closeAll
+	}
+	w, err := watch.New(sv.files, watch.Options{Debounce: 150 * time.Millisecond, Poll: 5 * time.Second, Signals: true, Logger: sv.log})
+	if err != nil {
+		sv.log.Warn("cannot watch for changes; reload with SIGHUP", "err", err)
+		return nil, hup, closeAll
+	}
+	signal.Stop(hup)
+	return w.Changes(), hup, func() { w.Close() }
+}
+
+// runErr is serve's error for the runtime's exit code and reason.
+func runErr(code int, err error) error {
 	switch {
 	case code == 0:
 		return nil

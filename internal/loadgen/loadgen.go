@@ -131,6 +131,28 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if o.Requests <= 0 && o.Duration <= 0 {
 		return Result{}, fmt.Errorf("loadgen: give a request count or a duration")
 	}
+	bodies, err := requestBodies(o)
+	if err != nil {
+		return Result{}, err
+	}
+	r := &run{o: o, bodies: bodies, res: Result{ByStatus: map[int]int{}, Errors: map[string]int{}}}
+	start := time.Now()
+	if o.Duration > 0 {
+		r.deadline = start.Add(o.Duration)
+	}
+	var wg sync.WaitGroup
+	for c := 0; c < o.Clients; c++ {
+		wg.Add(1)
+		go func() { defer wg.Done(); r.client(ctx) }()
+	}
+	wg.Wait()
+	r.res.Elapsed = time.Since(start)
+	return r.res, nil
+}
+
+// requestBodies are the JSON bodies, one per prompt: a completion, or a
+// chat completion with the prompt as one user message.
+func requestBodies(o Options) ([][]byte, error) {
 	prompts := o.Prompts
 	if len(prompts) == 0 {
 		prompts = []string{o.Prompt}
@@ -151,78 +173,87 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		}
 		b, err := json.Marshal(m)
 		if err != nil {
-			return Result{}, fmt.Errorf("loadgen: request body: %w", err)
+			return nil, fmt.Errorf("loadgen: request body: %w", err)
 		}
 		bodies[i] = b
 	}
-	var next atomic.Int64 // rotates prompts across all clients
-	res := Result{ByStatus: map[int]int{}, Errors: map[string]int{}}
-	var mu sync.Mutex
-	start := time.Now()
-	deadline := time.Time{}
-	if o.Duration > 0 {
-		deadline = start.Add(o.Duration)
-	}
-	var wg sync.WaitGroup
-	for c := 0; c < o.Clients; c++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; o.Requests <= 0 || i < o.Requests; i++ {
-				if ctx.Err() != nil || (!deadline.IsZero() && time.Now().After(deadline)) || stopped(o.Stop) {
-					return
-				}
-				pi := int((next.Add(1) - 1) % int64(len(bodies)))
-				out := one(ctx, o, bodies[pi])
-				mu.Lock()
-				if ctx.Err() != nil && out.err != "" {
-					res.Aborted++
-					mu.Unlock()
-					return
-				}
-				res.Sent++
-				res.ByStatus[out.status]++
-				res.Tokens += out.tokens
-				switch {
-				case out.err != "":
-					res.Failed++
-					res.Errors[out.err]++
-				case out.tokens == 0:
-					res.Empty++
-					res.Errors["empty 200"]++
-				case o.Stream && !out.done:
-					res.Cut++
-					res.Errors["stream without its final event"]++
-				default:
-					res.OK++
-				}
-				if !o.Stream && o.Live != nil {
-					o.Live.Tokens.Add(int64(out.tokens))
-				}
-				if o.Live != nil {
-					o.Live.Done.Add(1)
-				}
-				if o.OnDone != nil {
-					o.OnDone(Sample{End: time.Now(), Prompt: pi, Tokens: out.tokens, OK: out.err == "" && out.tokens > 0 && (!o.Stream || out.done),
-						EngineN: out.engineN, EnginePerSecond: out.enginePS})
-				}
-				mu.Unlock()
-				// A client whose request did not reach the engine waits a
-				// moment before the next one: against a port no longer
-				// served (an engine retired by a switch) it would otherwise
-				// send hundreds of thousands a second.
-				if out.status == 0 && out.err != "" {
-					select {
-					case <-ctx.Done():
-					case <-time.After(failBackoff):
-					}
-				}
+	return bodies, nil
+}
+
+// run is one load: its clients share the prompt rotation and the result.
+type run struct {
+	o        Options
+	bodies   [][]byte
+	deadline time.Time
+	next     atomic.Int64 // rotates prompts across all clients
+
+	mu  sync.Mutex
+	res Result
+}
+
+// client sends requests one after another until the load ends.
+func (r *run) client(ctx context.Context) {
+	o := r.o
+	for i := 0; o.Requests <= 0 || i < o.Requests; i++ {
+		if ctx.Err() != nil || (!r.deadline.IsZero() && time.Now().After(r.deadline)) || stopped(o.Stop) {
+			return
+		}
+		pi := int((r.next.Add(1) - 1) % int64(len(r.bodies)))
+		out := one(ctx, o, r.bodies[pi])
+		if !r.count(ctx, pi, out) {
+			return
+		}
+		// A client whose request did not reach the engine waits a moment
+		// before the next one: against a port no longer served (an engine
+		// retired by a switch) it would otherwise send hundreds of
+		// thousands a second.
+		if out.status == 0 && out.err != "" {
+			select {
+			case <-ctx.Done():
+			case <-time.After(failBackoff):
 			}
-		}()
+		}
 	}
-	wg.Wait()
-	res.Elapsed = time.Since(start)
-	return res, nil
+}
+
+// count adds one request's outcome; false when the caller's own
+// cancellation cut it (not counted as sent).
+func (r *run) count(ctx context.Context, pi int, out outcome) bool {
+	o := r.o
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	res := &r.res
+	if ctx.Err() != nil && out.err != "" {
+		res.Aborted++
+		return false
+	}
+	res.Sent++
+	res.ByStatus[out.status]++
+	res.Tokens += out.tokens
+	switch {
+	case out.err != "":
+		res.Failed++
+		res.Errors[out.err]++
+	case out.tokens == 0:
+		res.Empty++
+		res.Errors["empty 200"]++
+	case o.Stream && !out.done:
+		res.Cut++
+		res.Errors["stream without its final event"]++
+	default:
+		res.OK++
+	}
+	if !o.Stream && o.Live != nil {
+		o.Live.Tokens.Add(int64(out.tokens))
+	}
+	if o.Live != nil {
+		o.Live.Done.Add(1)
+	}
+	if o.OnDone != nil {
+		o.OnDone(Sample{End: time.Now(), Prompt: pi, Tokens: out.tokens, OK: out.err == "" && out.tokens > 0 && (!o.Stream || out.done),
+			EngineN: out.engineN, EnginePerSecond: out.enginePS})
+	}
+	return true
 }
 
 func stopped(c <-chan struct{}) bool {
