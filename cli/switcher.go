@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -194,6 +195,7 @@ func (sv *launcher) watchFiles(p *plan.Plan) (<-chan watch.Change, <-chan os.Sig
 		return nil, hup, closeAll
 	}
 	signal.Stop(hup)
+	sv.log.Info("watching for changes", "files", strings.Join(sv.files, ", "))
 	return w.Changes(), hup, func() { w.Close() }
 }
 

@@ -80,6 +80,7 @@ type live struct {
 	ctx    context.Context // ends when the engine is told to stop
 	cancel context.CancelFunc
 	drain  time.Time // when its drain began
+	why    string    // why it was told to stop; "" while it was not
 }
 
 // New makes a runtime; Run starts it.
@@ -255,6 +256,16 @@ func (r *Runtime) start(a Start) {
 		r.events <- Ready{ID: id}
 		<-in.Proc.Done()
 		code := in.Proc.ExitCode()
+		r.mu.Lock()
+		why := l.why
+		r.mu.Unlock()
+		switch why {
+		case "":
+		case "stopping", "requests finished":
+			r.o.Log.Info("engine stopped", "pid", in.Proc.PID(), "exit_code", code)
+		default:
+			r.o.Log.Info("old engine stopped", "pid", in.Proc.PID(), "exit_code", code)
+		}
 		if r.o.Exited != nil {
 			r.o.Exited(in, code)
 		}
@@ -311,6 +322,7 @@ func (r *Runtime) stop(a Stop) {
 		r.serving = 0
 	}
 	in := l.inst
+	l.why = a.Why
 	r.mu.Unlock()
 	l.cancel() // ends a start still under way, a drain watch, the liveness check
 	if in == nil {
@@ -328,14 +340,6 @@ func (r *Runtime) stop(a Stop) {
 	}
 	r.o.Log.Info("stopping engine", "pid", in.Proc.PID(), "why", a.Why)
 	go func() {
-		defer func() {
-			<-in.Proc.Done()
-			if a.Why == "stopping" || a.Why == "requests finished" {
-				r.o.Log.Info("engine stopped", "pid", in.Proc.PID(), "exit_code", in.Proc.ExitCode())
-			} else {
-				r.o.Log.Info("old engine stopped", "pid", in.Proc.PID(), "exit_code", in.Proc.ExitCode())
-			}
-		}()
 		switch {
 		case a.Kill:
 			in.Proc.Signal(syscall.SIGKILL)
