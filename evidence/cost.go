@@ -9,8 +9,8 @@ import (
 
 // How a cost per cycle was derived, as the record says (the prefixes).
 const (
-	costClassic = "predicted_ms / predicted_n"
-	costCycles  = "predicted_ms / cycles"
+	CostClassic = "predicted_ms / predicted_n"
+	CostCycles  = "predicted_ms / cycles"
 )
 
 // RunCycles is a run's draft+verify cycle count, where it came from, and
@@ -78,7 +78,7 @@ func ArmCost(a *record.Arm) record.Cost {
 	c.MSPerCycle = Median(xs)
 	switch {
 	case a.Kind == record.KindClassic:
-		c.Method = costClassic + " (one token per cycle)"
+		c.Method = CostClassic + " (one token per cycle)"
 	case diag:
 		c.Method = "target_argmax_sync_ms / rounds (engine diagnostics)"
 	default:
@@ -87,7 +87,7 @@ func ArmCost(a *record.Arm) record.Cost {
 			keys = append(keys, k)
 		}
 		slices.Sort(keys)
-		c.Method = costCycles + " (cycles from " + strings.Join(keys, ", ") + ")"
+		c.Method = CostCycles + " (cycles from " + strings.Join(keys, ", ") + ")"
 	}
 	return c
 }

@@ -3,50 +3,71 @@ package evidence
 import (
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/speclaunch/speclaunch/record"
 )
 
 // Disagreements compares every figure the rule judges, as the record
 // stores it, with the same figure recomputed from the raw runs, and names
-// the arm and field of each that differs: per arm with runs, its stats and
-// ms per cycle; per speculative arm, beats_classic; for classic with runs,
-// the drift brackets. An arm without runs has only its stored figures and
-// is judged on them (HasRuns, Arm.FromRuns).
+// the arm and the fields that differ: per arm with runs, its stats and ms
+// per cycle; per speculative arm, beats_classic; for classic, the drift
+// brackets (recomputed from its runs, or, without runs, at least inside
+// classic's stored range, since they are part of it). An arm without runs
+// has only its stored figures and is judged on them (Arm.FromRuns).
 func (e *Evidence) Disagreements() []string {
 	var out []string
 	for i := range e.Arms {
 		a := &e.Arms[i]
+		who := fmt.Sprintf("arm %q", a.Label)
 		if a.FromRuns {
-			out = append(out, statsDiff(fmt.Sprintf("arm %q", a.Label), "stats", a.Arm.Stats, a.Stats)...)
+			fs := statsFields("stats", a.Arm.Stats, a.Stats)
 			if !same(a.Arm.Cost.MSPerCycle, a.Cost.MSPerCycle) {
-				out = append(out, mismatch(fmt.Sprintf("arm %q", a.Label), "cost.ms_per_cycle", a.Arm.Cost.MSPerCycle, a.Cost.MSPerCycle))
+				fs = append(fs, field("cost.ms_per_cycle", a.Arm.Cost.MSPerCycle, a.Cost.MSPerCycle))
 			}
+			out = appendDiff(out, who, "its raw runs", fs)
 		}
 		if a.Kind != record.KindClassic && e.classicOK() != nil && a.Arm.BeatsClassic != e.BeatsClassic(a) {
-			out = append(out, fmt.Sprintf("arm %q: stored beats_classic %v disagrees with the margin applied to its figures (%v); regenerate the record's analysis with this speclaunch",
-				a.Label, a.Arm.BeatsClassic, !a.Arm.BeatsClassic))
+			out = append(out, fmt.Sprintf("%s: stored beats_classic %v disagrees with the margin applied to its figures (%v); regenerate the record's analysis with this speclaunch",
+				who, a.Arm.BeatsClassic, !a.Arm.BeatsClassic))
 		}
 	}
-	if c := e.Classic; c != nil && c.FromRuns {
-		d := Drift(c.Arm)
-		out = append(out, statsDiff("classic", "drift.first", e.Rec.Drift.First, d.First)...)
-		out = append(out, statsDiff("classic", "drift.last", e.Rec.Drift.Last, d.Last)...)
+	return append(out, e.bracketDiff()...)
+}
+
+// bracketDiff checks the stored drift brackets against classic.
+func (e *Evidence) bracketDiff() []string {
+	c, d := e.Classic, e.Rec.Drift
+	if c == nil {
+		return nil
 	}
-	return out
+	if c.FromRuns {
+		got := Drift(c.Arm)
+		fs := append(statsFields("drift.first", d.First, got.First), statsFields("drift.last", d.Last, got.Last)...)
+		return appendDiff(nil, "classic", "its raw runs", fs)
+	}
+	var fs []string
+	for _, b := range []struct {
+		name string
+		s    record.Stats
+	}{{"drift.first", d.First}, {"drift.last", d.Last}} {
+		if b.s.N > 0 && (b.s.Min < c.Stats.Min || b.s.Max > c.Stats.Max) {
+			fs = append(fs, fmt.Sprintf("%s %.2f–%.2f outside classic's stored range %.2f–%.2f", b.name, b.s.Min, b.s.Max, c.Stats.Min, c.Stats.Max))
+		}
+	}
+	if n := d.First.N + d.Last.N; n > c.Stats.N {
+		fs = append(fs, fmt.Sprintf("the brackets hold %d runs, classic's stats %d", n, c.Stats.N))
+	}
+	return appendDiff(nil, "classic", "classic's own stats (the brackets are part of its runs)", fs)
 }
 
 // ComparisonDiff compares a stored bootstrap comparison of arm label with
-// the one recomputed from the raw runs.
-func ComparisonDiff(label, field string, stored, got *record.Comparison) []string {
-	who := fmt.Sprintf("arm %q", label)
-	switch {
-	case got == nil:
+// the one recomputed from the raw runs (nothing when either is missing).
+func ComparisonDiff(label, name string, stored, got *record.Comparison) []string {
+	if stored == nil || got == nil {
 		return nil
-	case stored == nil:
-		return []string{fmt.Sprintf("%s: the record stores no %s, but its raw runs give P(better) %.3f; regenerate the record's analysis", who, field, got.PBetter)}
 	}
-	var out []string
+	var fs []string
 	for _, f := range []struct {
 		name      string
 		have, get float64
@@ -55,14 +76,14 @@ func ComparisonDiff(label, field string, stored, got *record.Comparison) []strin
 		{"p_better", stored.PBetter, got.PBetter}, {"resamples", float64(stored.Resamples), float64(got.Resamples)},
 	} {
 		if !same(f.have, f.get) {
-			out = append(out, mismatch(who, field+"."+f.name, f.have, f.get))
+			fs = append(fs, field(name+"."+f.name, f.have, f.get))
 		}
 	}
-	return out
+	return appendDiff(nil, fmt.Sprintf("arm %q", label), "its raw runs", fs)
 }
 
-func statsDiff(who, field string, stored, got record.Stats) []string {
-	var out []string
+func statsFields(name string, stored, got record.Stats) []string {
+	var fs []string
 	for _, f := range []struct {
 		name      string
 		have, get float64
@@ -71,14 +92,23 @@ func statsDiff(who, field string, stored, got record.Stats) []string {
 		{"max", stored.Max, got.Max}, {"mean", stored.Mean, got.Mean},
 	} {
 		if !same(f.have, f.get) {
-			out = append(out, mismatch(who, field+"."+f.name, f.have, f.get))
+			fs = append(fs, field(name+"."+f.name, f.have, f.get))
 		}
 	}
-	return out
+	return fs
 }
 
-func mismatch(who, field string, stored, got float64) string {
-	return fmt.Sprintf("%s: stored %s %.4g disagrees with its raw runs (%.4g); the figure was edited or the runs were: regenerate the record with speclaunch bench", who, field, stored, got)
+func field(name string, stored, got float64) string {
+	return fmt.Sprintf("%s %.4g (recomputed %.4g)", name, stored, got)
+}
+
+// appendDiff adds one finding for who when fields differ.
+func appendDiff(out []string, who, source string, fields []string) []string {
+	if len(fields) == 0 {
+		return out
+	}
+	return append(out, fmt.Sprintf("%s: stored %s disagree(s) with %s; the figures or the runs were edited: regenerate the record with speclaunch bench",
+		who, strings.Join(fields, ", "), source))
 }
 
 // same is equality up to float rounding: a record's figures are written
