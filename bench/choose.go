@@ -127,4 +127,3 @@ func writeCost(b *strings.Builder, rows []CostRow) {
 func ms2(x float64) string {
 	return fmt.Sprintf("%.2f", math.Round(x*100)/100)
 }
-

@@ -86,7 +86,9 @@ type findings struct{ probs, notes []string }
 func (f *findings) problem(format string, args ...any) {
 	f.probs = append(f.probs, fmt.Sprintf(format, args...))
 }
-func (f *findings) note(format string, args ...any) { f.notes = append(f.notes, fmt.Sprintf(format, args...)) }
+func (f *findings) note(format string, args ...any) {
+	f.notes = append(f.notes, fmt.Sprintf(format, args...))
+}
 
 // record applies every rule to one decoded record.
 func (f *findings) record(ctx context.Context, e Entry, path string, rec *record.Record) error {
