@@ -143,7 +143,7 @@ func TestPolicyProposeRefusesInvalidRecords(t *testing.T) {
 		{"width 1", width(1), "r.json: arms[3].width: 1 is outside 2 to 256"},
 		{"width 10^9", width(1e9), "r.json: arms[3].width: 1000000000 is outside 2 to 256"},
 		{"no key", gb10(func(rec map[string]any) { delete(rec, "key") }), "r.json: key.engine: is empty"},
-		{"80,000 runs in an arm", manyRuns, "r.json: arms[3].runs: holds 80000 runs, above the 2000 an arm may hold"},
+		{"80,000 runs in an arm", manyRuns, "r.json: arms[3].runs: holds 80000 runs, above the 1000 an arm may hold"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := filepath.Join(t.TempDir(), "r.json")

@@ -117,12 +117,16 @@ func (e *Evidence) defaultFails(ctx context.Context, a *Arm) (*record.Comparison
 		return nil, nil, err
 	case c == nil:
 		fails = append(fails, fmt.Sprintf("width %d cannot be compared with the default (width %d) by the bootstrap: the record keeps no raw runs of both in a shared round", w, def.RanWidth()))
-	case c.PBetter < Level:
+	case !SureOverDefault(c):
 		fails = append(fails, fmt.Sprintf("width %d beats the default (width %d) with probability %.3f, below %.2f (median ratio %.3f, 95%% interval %.3f-%.3f)",
 			w, def.RanWidth(), c.PBetter, Level, c.Ratio, c.Lo, c.Hi))
 	}
 	return c, fails, nil
 }
+
+// SureOverDefault is the margin over the default: a share of resamples
+// of at least Level in which the width's median is above the default's.
+func SureOverDefault(c *record.Comparison) bool { return c.PBetter >= Level }
 
 // RecordFails are the reasons this record cannot back an entry whatever
 // its figures: it is simulated, incomplete, or transcribed without naming

@@ -19,11 +19,12 @@ const (
 	// MaxArms is above one arm per width of the whole range (2 to 256)
 	// plus classic, default and policy.
 	MaxArms = 300
-	// MaxRunsPerArm allows 100 rounds of 10 prompts, classic's two
-	// brackets per round included.
-	MaxRunsPerArm = 2000
+	// MaxRunsPerArm allows 50 rounds of 10 prompts, classic's two
+	// brackets per round included; the bootstrap of two such arms takes
+	// about a quarter of a second (go test ./evidence -bench Large).
+	MaxRunsPerArm = 1000
 	// MaxRuns bounds the record as a whole.
-	MaxRuns = 20000
+	MaxRuns = 10000
 )
 
 // ErrInvalid is wrapped by every error Validate returns.
