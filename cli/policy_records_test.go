@@ -11,21 +11,10 @@ import (
 
 const gb10Record = "draft-block-width-default-gb10-2026-09-20"
 
-// gb10Copy copies the committed GB10 record into a fresh root, after
-// edit has changed its decoded JSON, and returns the root.
-func gb10Copy(t *testing.T, edit func(rec map[string]any)) string {
+// gb10JSON is the committed GB10 record's .json after edit has changed it.
+func gb10JSON(t *testing.T, edit func(rec map[string]any)) []byte {
 	t.Helper()
-	src := filepath.Join("..", "docs", "benchmark_results", gb10Record)
-	root := t.TempDir()
-	dir := filepath.Join(root, "docs", "benchmark_results")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	md, err := os.ReadFile(src + ".md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	js, err := os.ReadFile(src + ".json")
+	js, err := os.ReadFile(filepath.Join("..", "docs", "benchmark_results", gb10Record+".json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +26,23 @@ func gb10Copy(t *testing.T, edit func(rec map[string]any)) string {
 	if js, err = json.Marshal(rec); err != nil {
 		t.Fatal(err)
 	}
-	for name, b := range map[string][]byte{gb10Record + ".md": md, gb10Record + ".json": js} {
+	return js
+}
+
+// gb10Copy copies the committed GB10 record into a fresh root, its .json
+// edited (gb10JSON), and returns the root.
+func gb10Copy(t *testing.T, edit func(rec map[string]any)) string {
+	t.Helper()
+	root := t.TempDir()
+	dir := filepath.Join(root, "docs", "benchmark_results")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(filepath.Join("..", "docs", "benchmark_results", gb10Record+".md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, b := range map[string][]byte{gb10Record + ".md": md, gb10Record + ".json": gb10JSON(t, edit)} {
 		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -110,19 +115,7 @@ func TestPolicyCheckTamperedGB10Record(t *testing.T) {
 // is bad input (exit 2) naming the file and the field, and nothing is
 // printed as an entry.
 func TestPolicyProposeRefusesInvalidRecords(t *testing.T) {
-	gb10 := func(edit func(rec map[string]any)) []byte {
-		b, err := os.ReadFile(filepath.Join("..", "docs", "benchmark_results", gb10Record+".json"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var rec map[string]any
-		if err := json.Unmarshal(b, &rec); err != nil {
-			t.Fatal(err)
-		}
-		edit(rec)
-		b, _ = json.Marshal(rec)
-		return b
-	}
+	gb10 := func(edit func(rec map[string]any)) []byte { return gb10JSON(t, edit) }
 	width := func(w float64) []byte {
 		return gb10(func(rec map[string]any) { armNamed(t, rec, "width 3")["width"] = w })
 	}
