@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/speclaunch/speclaunch/evidence"
 	"github.com/speclaunch/speclaunch/record"
 )
 
@@ -424,25 +423,6 @@ func TestRoundOrder(t *testing.T) {
 		got := roundOrder(0, others, r)
 		if !reflect.DeepEqual(labels(got), want) || got[0].bracket != BracketFirst || got[4].bracket != BracketLast {
 			t.Errorf("round %d: %v", r, got)
-		}
-	}
-}
-
-// Classic's ranges a hair apart (a noiseless sim gives point ranges) are
-// no drift; the ~3% seen on real hardware is.
-func TestDriftOverlapTolerance(t *testing.T) {
-	pt := func(v float64) record.Stats { return record.Stats{N: 2, Min: v, Median: v, Max: v} }
-	for _, c := range []struct {
-		a, b record.Stats
-		want bool
-	}{
-		{pt(59.5), pt(59.4), true},  // 0.17% apart
-		{pt(100), pt(100.6), false}, // 0.6% apart
-		{pt(300), pt(309), false},   // 3%
-		{record.Stats{N: 3, Min: 98, Median: 100, Max: 102}, record.Stats{N: 3, Min: 101, Median: 103, Max: 105}, true},
-	} {
-		if got := evidence.DriftOverlap(c.a, c.b); got != c.want {
-			t.Errorf("%+v vs %+v: overlap %v, want %v", c.a, c.b, got, c.want)
 		}
 	}
 }
