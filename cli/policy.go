@@ -18,7 +18,7 @@ import (
 type PolicyCmd struct {
 	List    PolicyListCmd    `cmd:"" help:"Show the merged policy: defaults and measured entries, with the file and line each came from."`
 	Explain PolicyExplainCmd `cmd:"" help:"Say why a key (engine, drafter, capability, quant) resolves as it does."`
-	Check   PolicyCheckCmd   `cmd:"" help:"Verify every entry against its record: it exists, matches the key, was measured on a real engine, beat classic with disjoint ranges, and carries the pin."`
+	Check   PolicyCheckCmd   `cmd:"" help:"Verify every entry against its records: each exists and is valid, matches the key and the pin, was measured on a real engine, its stored figures match its raw runs, and the width beats classic with disjoint ranges and the engine's default."`
 	Propose PolicyProposeCmd `cmd:"" help:"Apply the cross-pair rule to bench records of one key (one per model pair) and print the entry they earn, if any."`
 }
 
