@@ -8,7 +8,6 @@ import (
 // the record's stored figures when it kept no runs (a transcribed record).
 type Arm struct {
 	*record.Arm
-	Index int // in the record's arms
 	// Stats and Cost are recomputed from the runs when FromRuns, else the
 	// record's stored ones.
 	Stats    record.Stats
@@ -36,7 +35,7 @@ func Of(rec *record.Record) *Evidence {
 	for i := range rec.Arms {
 		a := &rec.Arms[i]
 		at[a] = &e.Arms[i]
-		x := Arm{Arm: a, Index: i, Stats: a.Stats, Cost: a.Cost, FromRuns: len(a.Runs) > 0}
+		x := Arm{Arm: a, Stats: a.Stats, Cost: a.Cost, FromRuns: len(a.Runs) > 0}
 		if x.FromRuns {
 			x.Stats = Describe(Rates(a))
 			x.Cost = ArmCost(a)

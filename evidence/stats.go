@@ -27,19 +27,12 @@ const (
 	Level = 0.95
 )
 
-// ErrTooFewSamples is returned for a sample of fewer than two values: one
-// request has no range, and a range is what a verdict compares.
+// ErrTooFewSamples says why an arm of fewer than two successful runs has
+// no range: one request has no range, and a range is what a verdict
+// compares.
 var ErrTooFewSamples = errors.New("a range needs at least 2 samples")
 
-// Summarize returns n, min, median, max and mean of xs. It refuses n < 2.
-func Summarize(xs []float64) (record.Stats, error) {
-	if len(xs) < 2 {
-		return Describe(xs), fmt.Errorf("summarize %d sample(s): %w", len(xs), ErrTooFewSamples)
-	}
-	return Describe(xs), nil
-}
-
-// Describe is Summarize without the floor, for display of what there is.
+// Describe returns n, min, median, max and mean of xs (zero for none).
 func Describe(xs []float64) record.Stats {
 	if len(xs) == 0 {
 		return record.Stats{}

@@ -1,7 +1,6 @@
 package evidence
 
 import (
-	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -9,24 +8,22 @@ import (
 	"github.com/speclaunch/speclaunch/record"
 )
 
-func TestSummarize(t *testing.T) {
+func TestDescribe(t *testing.T) {
 	for _, tc := range []struct {
 		in   []float64
 		want record.Stats
-		err  bool
 	}{
-		{nil, record.Stats{}, true},
-		{[]float64{5}, record.Stats{N: 1, Min: 5, Median: 5, Max: 5, Mean: 5}, true},
-		{[]float64{3, 1}, record.Stats{N: 2, Min: 1, Median: 2, Max: 3, Mean: 2}, false},
-		{[]float64{9, 1, 5}, record.Stats{N: 3, Min: 1, Median: 5, Max: 9, Mean: 5}, false},
-		{[]float64{4, 1, 3, 8}, record.Stats{N: 4, Min: 1, Median: 3.5, Max: 8, Mean: 4}, false},
+		{nil, record.Stats{}},
+		{[]float64{5}, record.Stats{N: 1, Min: 5, Median: 5, Max: 5, Mean: 5}},
+		{[]float64{3, 1}, record.Stats{N: 2, Min: 1, Median: 2, Max: 3, Mean: 2}},
+		{[]float64{9, 1, 5}, record.Stats{N: 3, Min: 1, Median: 5, Max: 9, Mean: 5}},
+		{[]float64{4, 1, 3, 8}, record.Stats{N: 4, Min: 1, Median: 3.5, Max: 8, Mean: 4}},
 	} {
-		got, err := Summarize(tc.in)
-		if (err != nil) != tc.err || got != tc.want {
-			t.Errorf("Summarize(%v) = %+v, %v; want %+v, err %v", tc.in, got, err, tc.want, tc.err)
+		if got := Describe(tc.in); got != tc.want {
+			t.Errorf("Describe(%v) = %+v, want %+v", tc.in, got, tc.want)
 		}
-		if err != nil && !errors.Is(err, ErrTooFewSamples) {
-			t.Errorf("error %v is not ErrTooFewSamples", err)
+		if got, want := Median(tc.in), tc.want.Median; got != want {
+			t.Errorf("Median(%v) = %v, want %v", tc.in, got, want)
 		}
 	}
 }
