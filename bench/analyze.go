@@ -1,13 +1,14 @@
 package bench
 
 import (
+	"context"
 	"fmt"
 	"path"
 	"slices"
 	"strings"
 	"unicode/utf8"
 
-	"github.com/speclaunch/speclaunch/bench/bootstrap"
+	"github.com/speclaunch/speclaunch/evidence"
 	"github.com/speclaunch/speclaunch/record"
 )
 
@@ -26,17 +27,17 @@ type pieceIndex func(a, i int) []int32
 // effWidth is the width that ran: the engine's report when it gave one.
 func effWidth(a *record.Arm) int { return a.RanWidth() }
 
-func measuredOK(r *record.Run) bool { return r.Phase == PhaseMeasured && r.Error == "" }
+func measuredOK(r *record.Run) bool { return r.Measured() }
 
 // drafted reports whether the engine says speculation ran for the run.
 func drafted(r *record.Run) bool { return r.DraftN > 0 || r.DiagRounds > 0 }
 
 // Run phases and classic brackets.
 const (
-	PhaseWarmup   = "warmup"
-	PhaseMeasured = "measured"
-	BracketFirst  = "first"
-	BracketLast   = "last"
+	PhaseWarmup   = record.PhaseWarmup
+	PhaseMeasured = record.PhaseMeasured
+	BracketFirst  = record.BracketFirst
+	BracketLast   = record.BracketLast
 )
 
 func classicIndex(rec *record.Record) int {
@@ -47,12 +48,6 @@ func classicIndex(rec *record.Record) int {
 	}
 	return -1
 }
-
-// How a cost per cycle was derived, as the record says (the prefixes).
-const (
-	costClassic = "predicted_ms / predicted_n"
-	costCycles  = "predicted_ms / cycles"
-)
 
 func analyze(rec *record.Record, pieces pieceIndex) {
 	engineReports := false
@@ -71,7 +66,7 @@ func analyze(rec *record.Record, pieces pieceIndex) {
 	if ci >= 0 {
 		classic = &rec.Arms[ci]
 	}
-	rec.Drift = drift(classic)
+	rec.Drift = evidence.Drift(classic)
 	identity(rec, ci, pieces)
 	if classic != nil && classic.Status == record.StatusOK {
 		for i := range rec.Arms {
@@ -90,7 +85,7 @@ func analyze(rec *record.Record, pieces pieceIndex) {
 	if !engineReports && len(rec.Arms) > 1 && !slices.Contains(rec.Notes, note) {
 		rec.Notes = append(rec.Notes, note)
 	}
-	rec.Verdict = verdict(rec, ci)
+	rec.Verdict = verdict(rec)
 }
 
 // byPrompt splits an arm's measured rates by prompt when the record used a
@@ -119,7 +114,9 @@ func byPrompt(a *record.Arm) []record.PromptStats {
 }
 
 // compare bootstraps every speculative arm's median against classic's and
-// against the default arm's (bench/bootstrap states the method).
+// against the default arm's (package evidence states the method). The
+// record is the bench's own, bounded by what it measured, so the bootstrap
+// runs to the end.
 func compare(rec *record.Record, classic *record.Arm) {
 	def := rec.DefaultArm()
 	if def != nil && (def.Status != record.StatusOK || def.Stats.N < 2) {
@@ -133,15 +130,15 @@ func compare(rec *record.Record, classic *record.Arm) {
 			continue
 		}
 		if classic != nil && classic.Status == record.StatusOK {
-			a.VsClassic, _ = bootstrap.CompareArms(a, classic, "classic")
+			a.VsClassic, _ = evidence.CompareArms(context.Background(), a, classic, "classic")
 		}
 		if def != nil && a != def {
-			a.VsDefault, _ = bootstrap.CompareArms(a, def, fmt.Sprintf("default (width %d)", effWidth(def)))
+			a.VsDefault, _ = evidence.CompareArms(context.Background(), a, def, evidence.DefaultLabel(def))
 		}
 		any = any || a.VsClassic != nil || a.VsDefault != nil
 	}
 	if any {
-		rec.Method.Bootstrap = bootstrap.Method()
+		rec.Method.Bootstrap = evidence.Method()
 	}
 }
 
@@ -217,7 +214,7 @@ func armOwn(a *record.Arm, engineReports bool) {
 		case len(ok) == 0:
 			a.Status, a.StatusReason = record.StatusFailed, fmt.Sprintf("every measured request failed (%d of %d): %s", measured, measured, firstErr)
 		case len(ok) < 2:
-			a.Status, a.StatusReason = record.StatusFailed, fmt.Sprintf("only %d of %d measured requests succeeded (%s); %v", len(ok), measured, firstErr, ErrTooFewSamples)
+			a.Status, a.StatusReason = record.StatusFailed, fmt.Sprintf("only %d of %d measured requests succeeded (%s); %v", len(ok), measured, firstErr, evidence.ErrTooFewSamples)
 		}
 		if a.Status == record.StatusOK && a.Kind != KindClassic {
 			n := 0
@@ -237,7 +234,7 @@ func armOwn(a *record.Arm, engineReports bool) {
 			a.StatusReason = joinNote(a.StatusReason, fmt.Sprintf("engine clamped/ran width %d, not the requested %d", a.EngineWidth, a.Width))
 		}
 	}
-	a.Cost = cost(a, ok, w)
+	a.Cost = evidence.ArmCost(a)
 	a.Acceptance = acceptance(a, ok)
 }
 
@@ -248,72 +245,9 @@ func joinNote(a, b string) string {
 	return a + "; " + b
 }
 
-// fillCycles completes a run's cycle count and cost. Sources, best first:
-// the engine's draft_rounds, its diagnostics rounds, the /metrics delta
-// (set by the harness, which alone can scrape), and drafted / (W−1), an
-// estimate: even with llama.cpp's p-min 0 the last cycles draft fewer than
-// W−1 tokens when the token budget runs out (seen on a real H200: 6 estimated
-// against 7 real cycles at width 6), so records prefer the /metrics count.
+// fillCycles completes a run's cycle count and cost (evidence.RunCycles).
 func fillCycles(r *record.Run, kind string, w int) {
-	if kind == KindClassic {
-		r.Cycles, r.CyclesFrom = r.CompletionTokens, "tokens"
-		if r.CompletionTokens > 0 && r.PredictedMS > 0 {
-			r.MSPerCycle = r.PredictedMS / float64(r.CompletionTokens)
-		}
-		return
-	}
-	if r.Cycles == 0 {
-		switch {
-		case r.DraftRounds > 0:
-			r.Cycles, r.CyclesFrom = r.DraftRounds, "draft_rounds"
-		case r.DiagRounds > 0:
-			r.Cycles, r.CyclesFrom = r.DiagRounds, "diagnostics"
-		case r.DraftN > 0 && w > 1:
-			r.Cycles, r.CyclesFrom = (r.DraftN+(w-1)/2)/(w-1), "drafted/(W-1)"
-		}
-	}
-	switch {
-	case r.DiagRounds > 0 && r.DiagSyncMS > 0:
-		r.MSPerCycle = r.DiagSyncMS / float64(r.DiagRounds)
-	case r.Cycles > 0 && r.PredictedMS > 0:
-		r.MSPerCycle = r.PredictedMS / float64(r.Cycles)
-	default:
-		r.MSPerCycle = 0
-	}
-}
-
-func cost(a *record.Arm, ok []*record.Run, w int) record.Cost {
-	var xs []float64
-	from := map[string]bool{}
-	diag := false
-	for _, r := range ok {
-		if r.MSPerCycle > 0 {
-			xs = append(xs, r.MSPerCycle)
-			if r.DiagRounds > 0 && r.DiagSyncMS > 0 {
-				diag = true
-			} else {
-				from[r.CyclesFrom] = true
-			}
-		}
-	}
-	if len(xs) == 0 {
-		return record.Cost{VerifyRows: max(w, 1)}
-	}
-	c := record.Cost{MSPerCycle: describe(xs).Median, VerifyRows: max(w, 1)}
-	switch {
-	case a.Kind == KindClassic:
-		c.Method = costClassic + " (one token per cycle)"
-	case diag:
-		c.Method = "target_argmax_sync_ms / rounds (engine diagnostics)"
-	default:
-		keys := make([]string, 0, len(from))
-		for k := range from {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		c.Method = costCycles + " (cycles from " + strings.Join(keys, ", ") + ")"
-	}
-	return c
+	r.Cycles, r.CyclesFrom, r.MSPerCycle = evidence.RunCycles(r, kind, w)
 }
 
 // acceptance sums the drafted and accepted counts over the measured runs.
@@ -365,70 +299,6 @@ func acceptance(a *record.Arm, ok []*record.Run) record.Acceptance {
 	return acc
 }
 
-// bracketRates returns classic's measured rates for one bracket ("" = all).
-func bracketRates(classic *record.Arm, bracket string) []float64 {
-	var xs []float64
-	for j := range classic.Runs {
-		r := &classic.Runs[j]
-		if measuredOK(r) && (bracket == "" || r.Bracket == bracket) {
-			xs = append(xs, r.TokPerS)
-		}
-	}
-	return xs
-}
-
-// DriftTolerance is how close two of classic's ranges may come apart, as a
-// fraction of their medians, and still count as overlapping: a run whose
-// samples barely vary (the sim with its noise off gives point ranges) would
-// otherwise be called drifted for a 0.2% difference. The drifts seen on real
-// hardware were about 3%.
-const DriftTolerance = 0.005
-
-// driftOverlap is Overlap with a gap of up to DriftTolerance forgiven.
-func driftOverlap(a, b record.Stats) bool {
-	tol := DriftTolerance * (a.Median + b.Median) / 2
-	return a.Min <= b.Max+tol && b.Min <= a.Max+tol
-}
-
-// drift compares classic's first-of-round samples with its last-of-round
-// samples: a machine that warms, throttles or gains a neighbour between
-// the two shows as disjoint brackets.
-func drift(classic *record.Arm) record.Drift {
-	if classic == nil {
-		return record.Drift{Verdict: "no classic arm: drift not checked"}
-	}
-	first, last := bracketRates(classic, BracketFirst), bracketRates(classic, BracketLast)
-	d := record.Drift{First: describe(first), Last: describe(last)}
-	if len(first) < 2 || len(last) < 2 {
-		d.Verdict = fmt.Sprintf("drift not checked: %d first and %d last classic samples (need 2 of each)", len(first), len(last))
-		return d
-	}
-	d.Overlap = driftOverlap(d.First, d.Last)
-	if !d.Overlap {
-		d.Verdict = fmt.Sprintf("the run drifted (classic first %.1f–%.1f vs last %.1f–%.1f): treat every middle arm as suspect",
-			d.First.Min, d.First.Max, d.Last.Min, d.Last.Max)
-		return d
-	}
-	// The brackets compare within rounds; a steady slide across the whole
-	// run widens both brackets alike and hides from them. Compare the first
-	// half of classic's samples, in the order they were taken, with the
-	// second half too.
-	all := bracketRates(classic, "") // in the order taken
-	if h := len(all) / 2; h >= 2 {
-		early, _ := Summarize(all[:h])
-		late, _ := Summarize(all[len(all)-h:])
-		d.Early, d.Late = early, late
-		if !driftOverlap(early, late) {
-			d.Overlap = false
-			d.Verdict = fmt.Sprintf("the run drifted across rounds (classic's first half %.1f–%.1f vs second half %.1f–%.1f): treat every middle arm as suspect",
-				early.Min, early.Max, late.Min, late.Max)
-			return d
-		}
-	}
-	d.Verdict = "classic brackets overlap: no drift detected"
-	return d
-}
-
 func versusClassic(a, classic *record.Arm) {
 	a.SpeedupVsClassic, a.BeatsClassic, a.RangeVsClassic, a.PairedDeltas = 0, false, "", nil
 	if a.Stats.N == 0 || a.Status == record.StatusFailed {
@@ -437,8 +307,8 @@ func versusClassic(a, classic *record.Arm) {
 	if classic.Stats.Median > 0 {
 		a.SpeedupVsClassic = a.Stats.Median / classic.Stats.Median
 	}
-	a.RangeVsClassic = CompareRange(a.Stats, classic.Stats)
-	a.BeatsClassic = a.Status == record.StatusOK && BeatsClassic(a.Stats, classic.Stats)
+	a.RangeVsClassic = evidence.CompareRange(a.Stats, classic.Stats)
+	a.BeatsClassic = a.Status == record.StatusOK && evidence.BeatsClassic(a.Stats, classic.Stats)
 	byRound := map[int][]float64{}
 	for j := range classic.Runs {
 		if r := &classic.Runs[j]; measuredOK(r) {
@@ -552,184 +422,163 @@ func tokenAt(r *record.Run, byteAt int, ends []int32) int {
 	return byteAt * r.CompletionTokens / len(r.Text)
 }
 
-// verdict ranks the widths and decides whether the record earns an entry.
-// Each width is ranked by its representative arm (record.Representative),
-// so a record that measured one width under two names reports each figure
-// for the arm it belongs to.
-func verdict(rec *record.Record, ci int) record.Verdict {
+// verdict ranks the widths and decides whether the record earns an entry
+// by the rule of package evidence (Judge, and Choose over this one
+// record). Each width is ranked by its representative arm
+// (record.Representative), so a record that measured one width under two
+// names reports each figure for the arm it belongs to.
+func verdict(rec *record.Record) record.Verdict {
 	prev := rec.Verdict
 	v := record.Verdict{PolicyWidth: prev.PolicyWidth, PolicyEntry: prev.PolicyEntry}
-	def := rec.DefaultArm()
-	if def != nil {
-		v.DefaultWidth = effWidth(def)
+	ev := evidence.Of(rec)
+	if ev.Default != nil {
+		v.DefaultWidth = ev.Default.RanWidth()
 	}
-	if ci < 0 {
+	switch c := ev.Classic; {
+	case c == nil:
 		v.Why = "no classic arm: nothing to compare against"
+	case c.Status != record.StatusOK:
+		v.Why = "the classic arm failed (" + c.StatusReason + "): nothing to compare against"
+	}
+	if v.Why != "" {
 		v.NoEntryReason = v.Why
 		return v
 	}
-	classic := &rec.Arms[ci]
-	if classic.Status != record.StatusOK {
-		v.Why = "the classic arm failed (" + classic.StatusReason + "): nothing to compare against"
-		v.NoEntryReason = v.Why
-		return v
-	}
-	var okArms, winners []ranked
-	var nam []string
-	seen := map[int]bool{}
-	for i := range rec.Arms {
-		a := &rec.Arms[i]
-		if i == ci {
-			continue
-		}
-		switch a.Status {
-		case record.StatusOK:
-			w := effWidth(a)
-			if seen[w] {
-				continue
-			}
-			seen[w] = true
-			rep := rec.Representative(w)
-			r := ranked{width: w, stats: rep.Stats, idx: armIndex(rec, rep)}
-			okArms = append(okArms, r)
-			if rep.BeatsClassic {
-				winners = append(winners, r)
-			}
-		case record.StatusNotMeasurement:
-			nam = append(nam, a.Label)
-		}
-	}
-	sortRanked(okArms)
-	sortRanked(winners)
-	defOK := def != nil && def.Status == record.StatusOK && def.Stats.Median > 0
-	cm := classic.Stats
-	var why []string
-	if len(winners) > 0 {
-		b := winners[0]
-		ba := &rec.Arms[b.idx]
-		v.Best, v.BestLabel = b.width, ba.Label
-		why = append(why, fmt.Sprintf("width %d ran %.1f tok/s median, %.2fx classic's %.1f, its min %.1f above classic's max %.1f",
-			b.width, b.stats.Median, ba.SpeedupVsClassic, cm.Median, b.stats.Min, cm.Max))
-		for _, r := range okArms {
-			if r.width != b.width {
-				v.RunnerUp = r.width
-				why = append(why, fmt.Sprintf("runner-up width %d at %.1f (%.2fx, %s)", r.width, r.stats.Median,
-					rec.Arms[r.idx].SpeedupVsClassic, rec.Arms[r.idx].RangeVsClassic))
-				break
-			}
-		}
-		if defOK {
-			if effWidth(def) == b.width {
-				why = append(why, fmt.Sprintf("the best width is the engine's default (%d)", b.width))
-			} else {
-				why = append(why, fmt.Sprintf("the default (width %d) ran %.1f: width %d is %s", effWidth(def), def.Stats.Median, b.width, versusDefault(ba)))
-			}
-		}
-		// The entry's width: the best-ranked width that also beats the
-		// engine's default with probability >= bootstrap.Level.
-		for _, r := range winners {
-			if passesDefault(&rec.Arms[r.idx], def) == "" {
-				v.EntryWidth = r.width
-				break
-			}
-		}
-		if v.EntryWidth == 0 && defOK {
-			why = append(why, fmt.Sprintf("no width that beats classic beats the default with probability >= %.2f: width %d %s", bootstrap.Level, v.Best, passesDefault(ba, def)))
-		}
-		if v.EntryWidth != 0 && v.EntryWidth != v.Best {
-			why = append(why, fmt.Sprintf("width %d %s; the next-ranked width that does is %d (%s)", v.Best, passesDefault(ba, def),
-				v.EntryWidth, versusDefault(rec.Representative(v.EntryWidth))))
-		}
-	} else {
-		msg := "no width beat classic with disjoint ranges"
-		if len(okArms) > 0 {
-			f := okArms[0]
-			msg += fmt.Sprintf("; the fastest median was width %d at %.1f tok/s (%.2fx classic's %.1f, range %s)",
-				f.width, f.stats.Median, rec.Arms[f.idx].SpeedupVsClassic, cm.Median, rec.Arms[f.idx].RangeVsClassic)
-		}
-		why = append(why, msg)
-	}
-	if len(nam) > 0 {
-		why = append(why, "not ranked, NOT A MEASUREMENT: "+strings.Join(nam, ", "))
-	}
-	if rec.Drift.Verdict != "" && !rec.Drift.Overlap {
-		why = append(why, rec.Drift.Verdict)
-	}
-	if fr := rec.FirstRound; fr != nil && fr.Cold {
-		why = append(why, fr.Verdict)
-	}
+	ctx := context.Background() // the bench's own record: bounded by what it measured
+	d, _ := evidence.Choose(ctx, []*evidence.Evidence{ev})
+	why := rankingWhy(ctx, ev, &v)
+	why = append(why, caveats(rec)...)
 	v.Why = strings.Join(why, "; ") + "."
 	v.CrossPair = crossPair(v)
-
-	var no []string
-	switch {
-	case v.Best == 0:
-		no = append(no, "no width beat classic with disjoint ranges")
-	case !defOK:
-		no = append(no, "the record has no default arm that measured: an entry must beat the engine's default")
-	case v.EntryWidth == 0:
-		no = append(no, fmt.Sprintf("no width that beats classic also beats the engine's default (width %d) with probability >= %.2f", effWidth(def), bootstrap.Level))
-	}
-	if rec.Simulated {
-		no = append(no, "the record is simulated (a simulated record never backs a policy entry)")
-	}
-	if !rec.Complete {
-		no = append(no, "the record is incomplete (interrupted)")
-	}
-	if !rec.Drift.Overlap {
-		no = append(no, "the classic brackets do not show a steady machine ("+rec.Drift.Verdict+")")
-	}
-	if rec.Key.Engine == "" || rec.Key.Drafter == "" || rec.Key.Capability == "" || rec.Key.Quant == "" {
-		no = append(no, "the record's key is incomplete")
-	}
-	if len(no) > 0 {
+	if no := noEntry(ev, v); len(no) > 0 {
 		v.NoEntryReason = strings.Join(no, "; ")
 		return v
 	}
 	v.EarnsEntry = true
-	ru := 0
-	for _, r := range winners {
-		if r.width != v.EntryWidth {
-			ru = r.width
-			break
-		}
-	}
-	v.Entry = EntryBlock(rec, v.EntryWidth, ru)
+	v.Entry = EntryBlock(rec, d.Width, d.RunnerUp)
 	return v
 }
 
-// armIndex is a's index in rec.Arms (a points into it).
-func armIndex(rec *record.Record, a *record.Arm) int {
-	for i := range rec.Arms {
-		if &rec.Arms[i] == a {
-			return i
+// rankingWhy fills the verdict's best width, runner-up and entry width,
+// and says why: the best width that beats classic, the next-ranked width,
+// how the best compares with the default, and the fallback when the best
+// does not beat the default.
+func rankingWhy(ctx context.Context, ev *evidence.Evidence, v *record.Verdict) []string {
+	ranked := ev.Ranked()
+	cm := ev.Classic.Stats
+	var winners []*evidence.Arm
+	for _, a := range ranked {
+		if ev.BeatsClassic(a) {
+			winners = append(winners, a)
 		}
 	}
-	return -1
+	if len(winners) == 0 {
+		msg := "no width beat classic with disjoint ranges"
+		if len(ranked) > 0 {
+			f := ranked[0]
+			msg += fmt.Sprintf("; the fastest median was width %d at %.1f tok/s (%.2fx classic's %.1f, range %s)",
+				f.RanWidth(), f.Stats.Median, f.SpeedupVsClassic, cm.Median, f.RangeVsClassic)
+		}
+		return []string{msg}
+	}
+	b := winners[0]
+	v.Best, v.BestLabel = b.RanWidth(), b.Label
+	why := []string{fmt.Sprintf("width %d ran %.1f tok/s median, %.2fx classic's %.1f, its min %.1f above classic's max %.1f",
+		b.RanWidth(), b.Stats.Median, b.SpeedupVsClassic, cm.Median, b.Stats.Min, cm.Max)}
+	for _, r := range ranked {
+		if r.RanWidth() != v.Best {
+			v.RunnerUp = r.RanWidth()
+			why = append(why, fmt.Sprintf("runner-up width %d at %.1f (%.2fx, %s)", r.RanWidth(), r.Stats.Median, r.SpeedupVsClassic, r.RangeVsClassic))
+			break
+		}
+	}
+	def := ev.Default
+	defOK := def != nil && def.Status == record.StatusOK && def.Stats.Median > 0
+	if defOK && def.RanWidth() == v.Best {
+		why = append(why, fmt.Sprintf("the best width is the engine's default (%d)", v.Best))
+	} else if defOK {
+		why = append(why, fmt.Sprintf("the default (width %d) ran %.1f: width %d is %s", def.RanWidth(), def.Stats.Median, v.Best, versusDefault(b.VsDefault)))
+	}
+	// The entry's width: the best-ranked width that passes every rule on
+	// its figures (the record's own fitness is judged apart, in noEntry).
+	var bestFails []string
+	for _, a := range winners {
+		j, _ := ev.Judge(ctx, a.RanWidth())
+		fails := figureFails(j)
+		if a == b {
+			bestFails = fails
+		}
+		if len(fails) == 0 {
+			v.EntryWidth = a.RanWidth()
+			if a != b {
+				why = append(why, fmt.Sprintf("width %d fails: %s; the next-ranked width that passes is %d (%s)", v.Best, strings.Join(bestFails, "; "),
+					v.EntryWidth, versusDefault(j.VsDefault)))
+			}
+			return why
+		}
+	}
+	if defOK {
+		why = append(why, fmt.Sprintf("no width that beats classic beats the default with probability >= %.2f: %s", evidence.Level, strings.Join(bestFails, "; ")))
+	}
+	return why
 }
 
-// passesDefault says why arm a does not beat the default arm with
-// probability >= bootstrap.Level ("" when it does).
-func passesDefault(a, def *record.Arm) string {
-	switch {
-	case def == nil || def.Status != record.StatusOK:
-		return "has no default arm to beat"
-	case effWidth(a) == effWidth(def):
-		return "is the engine's default already"
-	case a.VsDefault == nil:
-		return "has no bootstrap comparison with the default"
-	case a.VsDefault.PBetter < bootstrap.Level:
-		return fmt.Sprintf("beats the default with probability %.3f only (below %.2f)", a.VsDefault.PBetter, bootstrap.Level)
+// figureFails are the judgement's fails other than the record's own.
+func figureFails(j evidence.Judgement) []string {
+	var out []string
+	for _, f := range j.Fails {
+		if f.Rule != evidence.RuleRecord {
+			out = append(out, f.Msg)
+		}
 	}
-	return ""
+	return out
+}
+
+// caveats are what the reader must know about the run itself: arms that
+// were not measurements, drift, a cold first round.
+func caveats(rec *record.Record) []string {
+	var out, nam []string
+	for i := range rec.Arms {
+		if a := &rec.Arms[i]; a.Kind != KindClassic && a.Status == record.StatusNotMeasurement {
+			nam = append(nam, a.Label)
+		}
+	}
+	if len(nam) > 0 {
+		out = append(out, "not ranked, NOT A MEASUREMENT: "+strings.Join(nam, ", "))
+	}
+	if rec.Drift.Verdict != "" && !rec.Drift.Overlap {
+		out = append(out, rec.Drift.Verdict)
+	}
+	if fr := rec.FirstRound; fr != nil && fr.Cold {
+		out = append(out, fr.Verdict)
+	}
+	return out
+}
+
+// noEntry says why the record earns no entry (none: it earns one).
+func noEntry(ev *evidence.Evidence, v record.Verdict) []string {
+	var no []string
+	def := ev.Default
+	switch {
+	case v.Best == 0:
+		no = append(no, "no width beat classic with disjoint ranges")
+	case def == nil || def.Status != record.StatusOK:
+		no = append(no, "the record has no default arm that measured: an entry must beat the engine's default")
+	case v.EntryWidth == 0:
+		no = append(no, fmt.Sprintf("no width that beats classic also beats the engine's default (width %d) with probability >= %.2f", def.RanWidth(), evidence.Level))
+	}
+	no = append(no, ev.RecordFails()...)
+	if k := ev.Rec.Key; k.Engine == "" || k.Drafter == "" || k.Capability == "" || k.Quant == "" {
+		no = append(no, "the record's key is incomplete")
+	}
+	return no
 }
 
 // versusDefault renders an arm's bootstrap comparison with the default.
-func versusDefault(a *record.Arm) string {
-	if a == nil || a.VsDefault == nil {
+func versusDefault(c *record.Comparison) string {
+	if c == nil {
 		return "not compared with the default"
 	}
-	c := a.VsDefault
 	return fmt.Sprintf("%.2fx the default by median (95%% interval %.2f-%.2f, P(better) %.3f)", c.Ratio, c.Lo, c.Hi, c.PBetter)
 }
 

@@ -1,11 +1,13 @@
 package bench
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"strings"
 	"testing"
 
+	"github.com/speclaunch/speclaunch/evidence"
 	"github.com/speclaunch/speclaunch/record"
 )
 
@@ -45,8 +47,8 @@ func pairRec(name string, classic float64, arms ...armSpec) *record.Record {
 		if a.status != "" {
 			arm.Status = a.status
 		}
-		arm.RangeVsClassic = CompareRange(s, c)
-		arm.BeatsClassic = arm.Status == record.StatusOK && BeatsClassic(s, c)
+		arm.RangeVsClassic = evidence.CompareRange(s, c)
+		arm.BeatsClassic = arm.Status == record.StatusOK && evidence.BeatsClassic(s, c)
 		rec.Arms = append(rec.Arms, arm)
 	}
 	return rec
@@ -77,23 +79,23 @@ func TestChoose(t *testing.T) {
 			worst: map[int]float64{4: 520.0 / 674, 5: 660.0 / 676, 6: 632.0 / 676, 7: 621.0 / 674, 8: 573.0 / 674}, perRecords: 2},
 		{name: "one record: its best", recs: []*record.Record{pairA()}, width: 7, ru: 5, eligible: true, why: "width 7 keeps at least 1.00", perRecords: 1},
 		{name: "simulated record", recs: []*record.Record{pairA(), func() *record.Record { r := pairB(); r.Simulated = true; return r }()},
-			width: 5, ru: 6, why: "pair-b is simulated", perRecords: 2},
+			width: 5, ru: 6, why: "pair-b: the record is simulated", perRecords: 2},
 		{name: "incomplete record", recs: []*record.Record{func() *record.Record { r := pairA(); r.Complete = false; return r }(), pairB()},
-			width: 5, ru: 6, why: "pair-a is incomplete", perRecords: 2},
+			width: 5, ru: 6, why: "pair-a: the record is incomplete", perRecords: 2},
 		{name: "overlaps classic in one record",
 			recs: []*record.Record{pairA(), pairRec("pair-c", 402, armSpec{width: 4, median: 420, deflt: true},
 				armSpec{width: 5, median: 431, overlap: true}, armSpec{width: 7, median: 400, overlap: true})},
-			width: 5, ru: 7, why: "width 5 does not beat classic with disjoint ranges in pair-c", perRecords: 2},
+			width: 5, ru: 7, why: `pair-c: width 5 (arm "width 5") does not beat classic with disjoint ranges`, perRecords: 2},
 		{name: "chosen width is the default",
 			recs: []*record.Record{pairRec("d1", 100, armSpec{width: 4, median: 150, deflt: true}, armSpec{width: 6, median: 140}),
 				pairRec("d2", 100, armSpec{width: 4, median: 160, deflt: true}, armSpec{width: 6, median: 130})},
-			width: 4, ru: 6, why: "width 4 is the default in d1: an entry would change nothing", perRecords: 2},
+			width: 4, ru: 6, why: "d1: width 4 is the default arm's width: an entry would change nothing", perRecords: 2},
 		{name: "does not beat the default",
 			recs: []*record.Record{pairRec("e1", 100, armSpec{width: 3, median: 150, deflt: true}, armSpec{width: 4, median: 149}, armSpec{width: 6, median: 140}),
 				pairRec("e2", 100, armSpec{width: 3, median: 150, deflt: true}, armSpec{width: 4, median: 160}, armSpec{width: 6, median: 130})},
-			width: 4, ru: 3, why: "width 4 does not beat the default's median in e1", perRecords: 2},
+			width: 4, ru: 3, why: "e1: width 4 does not beat the default's median", perRecords: 2},
 		{name: "no default arm", recs: []*record.Record{pairRec("f1", 100, armSpec{width: 4, median: 150})},
-			width: 4, why: "f1 has no default arm to beat", perRecords: 1},
+			width: 4, why: "f1: the record has no default arm that measured", perRecords: 1},
 		{name: "not a measurement leaves the common set",
 			recs: []*record.Record{pairA(), pairRec("g", 402, armSpec{width: 4, median: 522, deflt: true},
 				armSpec{width: 5, median: 900, status: record.StatusNotMeasurement}, armSpec{width: 6, median: 648}, armSpec{width: 7, median: 621})},
@@ -110,7 +112,7 @@ func TestChoose(t *testing.T) {
 		{name: "no records", why: "no records"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d := Choose(tc.recs)
+			d := mustChoose(t, tc.recs)
 			if d.Width != tc.width || d.RunnerUp != tc.ru || d.Eligible != tc.eligible {
 				t.Errorf("width %d runner-up %d eligible %v; want %d %d %v (why: %s)", d.Width, d.RunnerUp, d.Eligible, tc.width, tc.ru, tc.eligible, d.Why)
 			}
@@ -135,14 +137,14 @@ func TestChoose(t *testing.T) {
 func TestChooseFallsBack(t *testing.T) {
 	x := pairRec("pair-x", 400, armSpec{width: 4, median: 650, deflt: true}, armSpec{width: 5, median: 700}, armSpec{width: 7, median: 640})
 	y := pairRec("pair-y", 400, armSpec{width: 4, median: 600, deflt: true}, armSpec{width: 5, median: 650}, armSpec{width: 7, median: 800})
-	d := Choose([]*record.Record{x, y})
+	d := mustChoose(t, []*record.Record{x, y})
 	if !d.Eligible || d.Width != 5 || d.RunnerUp != 7 {
 		t.Fatalf("width %d runner-up %d eligible %v: %s", d.Width, d.RunnerUp, d.Eligible, d.Why)
 	}
 	if len(d.Ranked) < 2 || d.Ranked[0].Width != 7 || len(d.Ranked[0].Fails) == 0 || len(d.Ranked[1].Fails) != 0 {
 		t.Errorf("ranked %+v", d.Ranked)
 	}
-	if !strings.Contains(d.Why, "fell back past width 7") || !strings.Contains(d.Why, "does not beat the default's median in pair-x") {
+	if !strings.Contains(d.Why, "fell back past width 7") || !strings.Contains(d.Why, "pair-x: width 7 does not beat the default's median") {
 		t.Errorf("why %s", d.Why)
 	}
 	if !strings.Contains(d.PerRecord[1], "this record's own best (width 7) differs from the cross-pair choice (width 5)") {
@@ -160,8 +162,8 @@ func TestChooseNeedsProbabilityOverDefault(t *testing.T) {
 	for i, v := range []float64{150, 140, 160, 145, 155} {
 		rec.Arms[1].Runs[i].TokPerS = v
 	}
-	d := Choose([]*record.Record{rec})
-	if d.Eligible || !strings.Contains(d.Why, "width 6 beats the default in noisy with probability") {
+	d := mustChoose(t, []*record.Record{rec})
+	if d.Eligible || !strings.Contains(d.Why, "noisy: width 6 beats the default (width 4) with probability") {
 		t.Errorf("eligible %v: %s", d.Eligible, d.Why)
 	}
 }
@@ -175,7 +177,7 @@ func TestEntryForListsRecordsAndCost(t *testing.T) {
 			r.Arms[i].Cost.MSPerCycle = 3 + float64(r.Arms[i].Width)/3
 		}
 	}
-	d := Choose([]*record.Record{x, y})
+	d := mustChoose(t, []*record.Record{x, y})
 	got := EntryFor([]*record.Record{x, y}, d)
 	for _, want := range []string{
 		"width = 5\n", `pin = "llama.cpp d32676d"`,
@@ -189,4 +191,13 @@ func TestEntryForListsRecordsAndCost(t *testing.T) {
 	if strings.Contains(got, "\nrecord = ") {
 		t.Errorf("a cross-pair entry names one record:\n%s", got)
 	}
+}
+
+func mustChoose(t *testing.T, recs []*record.Record) Decision {
+	t.Helper()
+	d, err := Choose(context.Background(), recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }

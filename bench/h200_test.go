@@ -115,7 +115,7 @@ func TestVerdictEntryWidthFallsBack(t *testing.T) {
 	if v.Best != 5 || v.EarnsEntry || v.EntryWidth != 0 || !strings.Contains(v.NoEntryReason, "with probability >= 0.95") {
 		t.Errorf("f16 pair 1234: best %d entry width %d earns %v (%s)", v.Best, v.EntryWidth, v.EarnsEntry, v.NoEntryReason)
 	}
-	if !strings.Contains(v.Why, "width 5 beats the default with probability 0.940 only") {
+	if !strings.Contains(v.Why, "width 5 beats the default (width 4) with probability 0.940, below 0.95") {
 		t.Errorf("why: %s", v.Why)
 	}
 }

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/speclaunch/speclaunch/bench/bootstrap"
+	"github.com/speclaunch/speclaunch/evidence"
 	"github.com/speclaunch/speclaunch/record"
 )
 
@@ -43,7 +43,7 @@ func RenderMarkdown(rec *record.Record) []byte {
 	w("- runner-up: %s\n", widthOrDash(v.RunnerUp))
 	w("- default: %s\n", widthOrDash(v.DefaultWidth))
 	if v.EntryWidth > 0 && v.EntryWidth != v.Best {
-		w("- entry width: %d (the best-ranked width that also beats the engine's default with probability >= %.2f)\n", v.EntryWidth, bootstrap.Level)
+		w("- entry width: %d (the best-ranked width that also beats the engine's default with probability >= %.2f)\n", v.EntryWidth, evidence.Level)
 	}
 	w("- why: %s\n", v.Why)
 	// An arm that failed was not measured: the verdict above is about the
@@ -197,7 +197,7 @@ func RenderMarkdown(rec *record.Record) []byte {
 	order := byWidth(rec)
 	if rec.Method.Bootstrap != nil {
 		w("## Comparisons with stated uncertainty\n\n")
-		w("Median against classic's and against the default arm's (the engine's own default width), with the central 95%% of the bootstrap's resampled ratios and the share of resamples in which the arm's median is higher. An entry needs P(better than the default) >= %.2f in every record it rests on.\n\n", bootstrap.Level)
+		w("Median against classic's and against the default arm's (the engine's own default width), with the central 95%% of the bootstrap's resampled ratios and the share of resamples in which the arm's median is higher. An entry needs P(better than the default) >= %.2f in every record it rests on.\n\n", evidence.Level)
 		w("| arm | width | vs classic (95%% interval) | P(better than classic) | vs default (95%% interval) | P(better than default) |\n|---|---|---|---|---|---|\n")
 		for _, i := range order {
 			a := &rec.Arms[i]

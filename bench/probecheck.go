@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/speclaunch/speclaunch/adapt"
+	"github.com/speclaunch/speclaunch/evidence"
 	"github.com/speclaunch/speclaunch/record"
 )
 
@@ -124,5 +125,5 @@ func checkProbe(rec *record.Record) {
 // not the verify step alone (mlxcel's sync ms per round), so the probe can
 // be set against it.
 func wholeCycle(method string) bool {
-	return strings.HasPrefix(method, costCycles) || strings.HasPrefix(method, costClassic)
+	return strings.HasPrefix(method, evidence.CostCycles) || strings.HasPrefix(method, evidence.CostClassic)
 }

@@ -7,14 +7,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/speclaunch/speclaunch/evidence"
 	"github.com/speclaunch/speclaunch/record"
 )
 
 func TestCheckProbe(t *testing.T) {
 	arm := func(kind string, w int, ms float64, status string) record.Arm {
-		m := costCycles + " (cycles from x)"
+		m := evidence.CostCycles + " (cycles from x)"
 		if kind == KindClassic {
-			m = costClassic
+			m = evidence.CostClassic
 		}
 		return record.Arm{Kind: kind, Width: w, Status: status, Cost: record.Cost{MSPerCycle: ms, Method: m}}
 	}

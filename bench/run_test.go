@@ -189,8 +189,10 @@ func TestDriftDetected(t *testing.T) {
 	if !strings.Contains(rec.Drift.Verdict, "the run drifted (classic first") || !strings.Contains(rec.Drift.Verdict, "treat every middle arm as suspect") {
 		t.Errorf("verdict %q", rec.Drift.Verdict)
 	}
-	if rec.Verdict.EarnsEntry {
-		t.Error("a drifting record earned an entry")
+	// Drift is noted where the entry is proposed, not a rule of its own
+	// (docs/policy.md): the margin takes classic over both brackets.
+	if !strings.Contains(rec.Verdict.Why, "the run drifted") {
+		t.Errorf("the verdict does not name the drift: %s", rec.Verdict.Why)
 	}
 }
 
@@ -421,25 +423,6 @@ func TestRoundOrder(t *testing.T) {
 		got := roundOrder(0, others, r)
 		if !reflect.DeepEqual(labels(got), want) || got[0].bracket != BracketFirst || got[4].bracket != BracketLast {
 			t.Errorf("round %d: %v", r, got)
-		}
-	}
-}
-
-// Classic's ranges a hair apart (a noiseless sim gives point ranges) are
-// no drift; the ~3% seen on real hardware is.
-func TestDriftOverlapTolerance(t *testing.T) {
-	pt := func(v float64) record.Stats { return record.Stats{N: 2, Min: v, Median: v, Max: v} }
-	for _, c := range []struct {
-		a, b record.Stats
-		want bool
-	}{
-		{pt(59.5), pt(59.4), true},  // 0.17% apart
-		{pt(100), pt(100.6), false}, // 0.6% apart
-		{pt(300), pt(309), false},   // 3%
-		{record.Stats{N: 3, Min: 98, Median: 100, Max: 102}, record.Stats{N: 3, Min: 101, Median: 103, Max: 105}, true},
-	} {
-		if got := driftOverlap(c.a, c.b); got != c.want {
-			t.Errorf("%+v vs %+v: overlap %v, want %v", c.a, c.b, got, c.want)
 		}
 	}
 }

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -19,7 +18,7 @@ import (
 type PolicyCmd struct {
 	List    PolicyListCmd    `cmd:"" help:"Show the merged policy: defaults and measured entries, with the file and line each came from."`
 	Explain PolicyExplainCmd `cmd:"" help:"Say why a key (engine, drafter, capability, quant) resolves as it does."`
-	Check   PolicyCheckCmd   `cmd:"" help:"Verify every entry against its record: it exists, matches the key, was measured on a real engine, beat classic with disjoint ranges, and carries the pin."`
+	Check   PolicyCheckCmd   `cmd:"" help:"Verify every entry against its records: each exists and is valid, matches the key and the pin, was measured on a real engine, its stored figures match its raw runs, and the width beats classic with disjoint ranges and the engine's default."`
 	Propose PolicyProposeCmd `cmd:"" help:"Apply the cross-pair rule to bench records of one key (one per model pair) and print the entry they earn, if any."`
 }
 
@@ -153,7 +152,10 @@ func (c *PolicyCheckCmd) Run(e *Env) error {
 		}
 		return fs.ReadFile(Records, path)
 	}
-	verdicts := policy.Check(pol, read)
+	verdicts, err := policy.Check(e.Ctx, pol, read)
+	if err != nil {
+		return fmt.Errorf("policy check stopped: %w", err)
+	}
 	failed := 0
 	for _, v := range verdicts {
 		if !v.OK {
@@ -195,23 +197,14 @@ type PolicyProposeCmd struct {
 
 // Run implements `policy propose`.
 func (c *PolicyProposeCmd) Run(e *Env) error {
-	var recs []*record.Record
-	for _, p := range c.Records {
-		p = strings.TrimSuffix(strings.TrimSuffix(p, ".md"), ".json") + ".json"
-		b, err := record.ReadFile(e.Ctx, p)
-		if err != nil {
-			return usage(err, "give the .json twins that `speclaunch bench` wrote")
-		}
-		var r record.Record
-		if err := json.Unmarshal(b, &r); err != nil {
-			return usage(fmt.Errorf("%s: not a bench record: %w", p, err), "")
-		}
-		if r.Name == "" {
-			r.Name = strings.TrimSuffix(filepath.Base(p), ".json")
-		}
-		recs = append(recs, &r)
+	recs, err := readRecords(e, c.Records)
+	if err != nil {
+		return err
 	}
-	d := bench.Choose(recs)
+	d, err := bench.Choose(e.Ctx, recs)
+	if err != nil {
+		return fmt.Errorf("policy propose stopped: %w", err)
+	}
 	if c.JSON {
 		return writeJSON(e.Stdout, d)
 	}
@@ -241,4 +234,31 @@ func (c *PolicyProposeCmd) Run(e *Env) error {
 	}
 	fmt.Fprintf(w, "\n# chosen by the cross-pair rule (docs/policy.md) over %d record(s)\n%s", len(recs), bench.EntryFor(recs, d))
 	return nil
+}
+
+// readRecords reads and validates the records propose is given: each a
+// regular file within the record cap (record.ReadFile), a valid record
+// (record.Decode: schema, key, widths, counts) before anything is derived.
+// A bad one is bad input naming the file and the field.
+func readRecords(e *Env, paths []string) ([]*record.Record, error) {
+	var recs []*record.Record
+	for _, p := range paths {
+		p = strings.TrimSuffix(strings.TrimSuffix(p, ".md"), ".json") + ".json"
+		b, err := record.ReadFile(e.Ctx, p)
+		if ctxErr := e.Ctx.Err(); ctxErr != nil {
+			return nil, fmt.Errorf("policy propose stopped: %w", ctxErr)
+		}
+		if err != nil {
+			return nil, usage(err, "give the .json twins that `speclaunch bench` wrote")
+		}
+		r, err := record.Decode(b)
+		if err != nil {
+			return nil, usage(fmt.Errorf("record %s: %w", p, err), "give a .json twin written by `speclaunch bench`, unedited; re-run the bench if it was changed")
+		}
+		if r.Name == "" {
+			r.Name = strings.TrimSuffix(filepath.Base(p), ".json")
+		}
+		recs = append(recs, r)
+	}
+	return recs, nil
 }

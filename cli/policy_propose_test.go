@@ -29,7 +29,7 @@ func TestPolicyProposeH200Q8RoundTrip(t *testing.T) {
 	}
 	text := out.String()
 	for _, want := range []string{
-		"width 6   0.972  <- runner-up  (fails: width 6 beats the default in h200-llamacpp-d32676d-q8_0-pair1234-2026-11-30 with probability 0.938",
+		"width 6   0.972  <- runner-up  (fails: h200-llamacpp-d32676d-q8_0-pair1234-2026-11-30: width 6 beats the default (width 4) with probability 0.938",
 		"width 5   0.903  <- chosen  (passes)",
 		"fell back past width 6",
 	} {
@@ -46,7 +46,10 @@ func TestPolicyProposeH200Q8RoundTrip(t *testing.T) {
 	if e.Width != 5 || e.RunnerUp != 6 || len(e.Records) != 2 || len(e.Cost) != 2 {
 		t.Errorf("entry %+v", e)
 	}
-	vs := policy.Check(policy.Merge(f), func(p string) ([]byte, error) { return os.ReadFile(filepath.Join(root, filepath.FromSlash(p))) })
+	vs, err := policy.Check(context.Background(), policy.Merge(f), func(p string) ([]byte, error) { return os.ReadFile(filepath.Join(root, filepath.FromSlash(p))) })
+	if err != nil {
+		t.Fatal(err)
+	}
 	if !vs[0].OK {
 		t.Errorf("the proposed entry fails its own check: %q", vs[0].Problems)
 	}

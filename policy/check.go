@@ -1,16 +1,16 @@
 package policy
 
 import (
-	"encoding/json"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
 
-	"github.com/speclaunch/speclaunch/bench/bootstrap"
+	"github.com/speclaunch/speclaunch/evidence"
+	"github.com/speclaunch/speclaunch/internal/safefile"
 	"github.com/speclaunch/speclaunch/key"
 	"github.com/speclaunch/speclaunch/record"
 )
@@ -25,65 +25,88 @@ type Verdict struct {
 	Notes    []string
 }
 
-// minRuns is the bench's floor: fewer measured runs cannot show a range.
-const minRuns = 3
-
-// Check verifies every entry of p against its committed record: the .md and
-// its .json twin exist, the record measures the entry's key on a real engine
-// at the entry's pin, it is complete, and the entry's width beats classic
-// with disjoint ranges, recomputed from the stats rather than trusted from
-// the record's flag. readFile reads a repository-relative path; Check itself
-// does no I/O, so every rule is a table test. Every problem is reported, not
-// only the first.
-func Check(p *Policy, readFile func(path string) ([]byte, error)) []Verdict {
+// Check verifies every entry of p against its committed records: the .md
+// and its .json twin exist, the twin is a valid record (record.Decode), the
+// record measures the entry's key on a real engine at the entry's pin, its
+// stored figures agree with its raw runs, and the entry's width passes the
+// rule (evidence.Judge) on figures recomputed from those runs. readFile
+// reads a repository-relative path; Check itself does no I/O, so every rule
+// is a table test. Every problem is reported, not only the first. An error
+// is the context's: a signal stops the bootstrap.
+func Check(ctx context.Context, p *Policy, readFile func(path string) ([]byte, error)) ([]Verdict, error) {
 	if p == nil {
-		return nil
+		return nil, nil
 	}
 	out := make([]Verdict, 0, len(p.Entries))
 	for _, e := range p.Entries {
-		out = append(out, checkEntry(e, readFile))
+		v, err := checkEntry(ctx, e, readFile)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, v)
 	}
-	return out
+	return out, nil
 }
 
-func checkEntry(e Entry, readFile func(string) ([]byte, error)) Verdict {
+// checkEntry reads every record the entry rests on and applies every rule
+// to each: a cross-pair entry must hold in all of its records.
+func checkEntry(ctx context.Context, e Entry, readFile func(string) ([]byte, error)) (Verdict, error) {
 	v := Verdict{EntryID: e.ID}
-	v.Problems = entryProblems(e, readFile, &v.Notes)
-	v.OK = len(v.Problems) == 0
-	return v
-}
-
-// entryProblems reads every record the entry rests on and applies every
-// rule to each: a cross-pair entry must hold in all of its records.
-func entryProblems(e Entry, readFile func(string) ([]byte, error), notes *[]string) []string {
 	recs := e.Records
 	if len(recs) == 0 {
 		recs = []string{e.Record}
 	}
-	var probs []string
 	for _, path := range recs {
-		var ps, ns []string
+		f := findings{}
 		rec, ps := readRecord(path, readFile)
+		f.probs = ps
 		if rec != nil {
-			ps = append(ps, recordProblems(e, rec, &ns)...)
-			ps = append(ps, defaultProblems(e, rec, &ns)...)
-			ps = append(ps, costProblems(e, path, rec)...)
+			if err := f.record(ctx, e, path, rec); err != nil {
+				return v, err
+			}
 		}
 		prefix := ""
 		if len(recs) > 1 {
 			prefix = path + ": "
 		}
-		for _, p := range ps {
-			probs = append(probs, prefix+p)
+		for _, p := range f.probs {
+			v.Problems = append(v.Problems, prefix+p)
 		}
-		for _, n := range ns {
-			*notes = append(*notes, prefix+n)
+		for _, n := range f.notes {
+			v.Notes = append(v.Notes, prefix+n)
 		}
 	}
-	return probs
+	v.OK = len(v.Problems) == 0
+	return v, nil
 }
 
-// readRecord reads a record's .md (it must exist) and decodes its .json twin.
+// findings gathers one record's problems and notes.
+type findings struct{ probs, notes []string }
+
+func (f *findings) problem(format string, args ...any) {
+	f.probs = append(f.probs, fmt.Sprintf(format, args...))
+}
+func (f *findings) note(format string, args ...any) {
+	f.notes = append(f.notes, fmt.Sprintf(format, args...))
+}
+
+// record applies every rule to one decoded record.
+func (f *findings) record(ctx context.Context, e Entry, path string, rec *record.Record) error {
+	ev := evidence.Of(rec)
+	f.identity(e, rec)
+	f.runs(ev)
+	f.probs = append(f.probs, ev.Disagreements()...)
+	if err := f.width(ctx, e, ev); err != nil {
+		return err
+	}
+	f.runnerUp(e, ev)
+	f.drift(ev)
+	f.probs = append(f.probs, costProblems(e, path, ev)...)
+	return nil
+}
+
+// readRecord reads a record's .md (it must exist) and decodes its .json
+// twin (record.Decode validates it before anything is derived).
 func readRecord(path string, readFile func(string) ([]byte, error)) (*record.Record, []string) {
 	var probs []string
 	if _, err := readFile(path); err != nil {
@@ -94,76 +117,117 @@ func readRecord(path string, readFile func(string) ([]byte, error)) (*record.Rec
 	if err != nil {
 		return nil, append(probs, fmt.Sprintf("record twin %s: %s", jsonPath, readProblem(err)))
 	}
-	if len(data) > maxRecordBytes {
-		return nil, append(probs, fmt.Sprintf("record twin %s is %d bytes, above the %d-byte cap for a record", jsonPath, len(data), maxRecordBytes))
+	if len(data) > safefile.RecordLimit {
+		return nil, append(probs, fmt.Sprintf("record twin %s is %d bytes, above the %d-byte cap for a record", jsonPath, len(data), safefile.RecordLimit))
 	}
-	var rec record.Record
-	if err := json.Unmarshal(data, &rec); err != nil {
-		return nil, append(probs, fmt.Sprintf("record twin %s does not parse as a record: %v; regenerate it with speclaunch bench", jsonPath, err))
+	rec, err := record.Decode(data)
+	if err != nil {
+		return nil, append(probs, fmt.Sprintf("record twin %s: %v", jsonPath, err))
 	}
-	if rec.Schema != record.Schema {
-		return nil, append(probs, fmt.Sprintf("record twin %s has schema %d; this speclaunch reads record schema %d", jsonPath, rec.Schema, record.Schema))
-	}
-	return &rec, probs
+	return rec, probs
 }
 
-// maxRecordBytes caps a record's .json: the largest committed one is about
-// 160 KB; a file far above it is not a record.
-const maxRecordBytes = 64 << 20
+// identity checks what the record is: the entry's key, a real engine at
+// the entry's pin, complete, and a transcription that names its source.
+func (f *findings) identity(e Entry, rec *record.Record) {
+	if diff := keyDiff(e.Key, rec.Key); diff != "" {
+		f.problem("record measures a different key than the entry: %s", diff)
+	}
+	if t := rec.Transcribed; t != nil && strings.TrimSpace(t.Source) != "" {
+		f.note("figures transcribed from %s (%s), not measured by speclaunch", t.Source, t.Date)
+	}
+	if pin := strings.TrimSpace(rec.Engine.Pin); pin != e.Pin {
+		f.problem("pin mismatch: the entry pins %q but the record measured %q; re-measure, or pin the entry to what was measured", e.Pin, pin)
+	}
+}
 
-// defaultProblems applies the rule that an entry's width beats the
-// engine's default (the record's default arm) with probability >=
-// bootstrap.Level, by the bootstrap recomputed from the raw runs. Records
-// written before records carried comparisons (no method.bootstrap) predate
-// the rule: what it would say of them is a note, so that the entries they
-// earned keep their backing until re-measured (docs/policy.md).
-func defaultProblems(e Entry, rec *record.Record, notes *[]string) []string {
-	var probs []string
-	legacy := rec.Method.Bootstrap == nil
-	report := func(format string, args ...any) {
-		msg := fmt.Sprintf(format, args...)
-		if legacy {
-			*notes = append(*notes, "the record predates the rule that an entry beats the engine's default with probability >= "+
-				fmt.Sprintf("%.2f", bootstrap.Level)+" (no bootstrap in its method), which it would fail: "+msg+"; re-measure to keep the entry under the rule")
-			return
+// runs says what the figures were recomputed from.
+func (f *findings) runs(ev *evidence.Evidence) {
+	if !ev.HasRuns() {
+		f.note("the record keeps no raw runs: it is judged on its stored figures, which cannot be recomputed (and the bootstrap against the default cannot be run)")
+		return
+	}
+	var without []string
+	for _, a := range ev.Arms {
+		if !a.FromRuns {
+			without = append(without, strconv.Quote(a.Label))
 		}
-		probs = append(probs, msg)
 	}
-	rep := rec.Representative(e.Width)
-	if rep == nil {
-		return nil // reported by recordProblems
+	if len(without) > 0 {
+		f.note("arms without raw runs, judged on their stored figures: %s", strings.Join(without, ", "))
 	}
-	def := rec.DefaultArm()
-	switch {
-	case def == nil || def.Status != record.StatusOK:
-		report("the record has no default arm that measured, so width %d was never compared with the engine's default", e.Width)
-	case def.RanWidth() == e.Width:
-		report("width %d is the record's default arm's width: the entry changes nothing against the engine's default", e.Width)
-	default:
-		c, ok := bootstrap.CompareArms(rep, def, "default")
+}
+
+// width judges the entry's width by the rule (evidence.Judge). A record
+// made before records carried comparisons (no method.bootstrap) predates
+// "beats the default": what that rule says of it is a note, so that the
+// entries it earned keep their backing until re-measured (docs/policy.md).
+func (f *findings) width(ctx context.Context, e Entry, ev *evidence.Evidence) error {
+	j, err := ev.Judge(ctx, e.Width)
+	if err != nil {
+		return err
+	}
+	legacy := ev.Rec.Method.Bootstrap == nil
+	for _, fl := range j.Fails {
 		switch {
-		case !ok:
-			report("width %d cannot be compared with the default (width %d): the record keeps no raw runs for both", e.Width, def.RanWidth())
-		case c.PBetter < bootstrap.Level:
-			report("width %d beats the default (width %d) with probability %.3f, below %.2f (median ratio %.3f, 95%% interval %.3f-%.3f)",
-				e.Width, def.RanWidth(), c.PBetter, bootstrap.Level, c.Ratio, c.Lo, c.Hi)
+		case fl.Rule == evidence.RuleDefault && legacy:
+			f.note("the record predates the rule that an entry beats the engine's default with probability >= %.2f (no bootstrap in its method), which it would fail: %s; re-measure to keep the entry under the rule", evidence.Level, fl.Msg)
 		default:
-			*notes = append(*notes, fmt.Sprintf("width %d beats the default (width %d) with probability %.3f (median ratio %.3f, 95%% interval %.3f-%.3f)",
-				e.Width, def.RanWidth(), c.PBetter, c.Ratio, c.Lo, c.Hi))
-		}
-		if ok && !legacy && rep.VsDefault != nil && math.Abs(rep.VsDefault.PBetter-c.PBetter) > 1e-9 {
-			probs = append(probs, fmt.Sprintf("the record's stored comparison of width %d with the default (P %.3f) disagrees with its raw runs (P %.3f); regenerate the record's analysis", e.Width, rep.VsDefault.PBetter, c.PBetter))
+			f.probs = append(f.probs, fl.Msg)
 		}
 	}
-	return probs
+	if c := ev.Classic; c != nil && c.Status == record.StatusOK {
+		f.note("classic range %.2f–%.2f tok/s over %d runs, both brackets (ceiling %.2f)", c.Stats.Min, c.Stats.Max, c.Stats.N, c.Stats.Max)
+	}
+	for _, a := range ev.Arms {
+		if a.Kind != record.KindClassic && a.RanWidth() == e.Width && a.Status != record.StatusOK {
+			f.note("arm %q at width %d is %s%s: not ranked", a.Label, e.Width, a.Status, reason(*a.Arm))
+		}
+	}
+	if c := j.VsDefault; c != nil && j.Arm != nil {
+		if len(j.Fails) == 0 {
+			f.note("width %d beats the default (width %d) with probability %.3f (median ratio %.3f, 95%% interval %.3f-%.3f)",
+				e.Width, ev.Default.RanWidth(), c.PBetter, c.Ratio, c.Lo, c.Hi)
+		}
+		if !legacy {
+			f.probs = append(f.probs, evidence.ComparisonDiff(j.Arm.Label, "vs_default", j.Arm.VsDefault, c)...)
+		}
+	}
+	return nil
+}
+
+// runnerUp: the runner-up must have been measured; that it beats classic
+// is noted, not required.
+func (f *findings) runnerUp(e Entry, ev *evidence.Evidence) {
+	if e.RunnerUp == 0 {
+		return
+	}
+	switch a := ev.Width(e.RunnerUp); {
+	case a == nil:
+		f.problem("runner_up %d has no measured arm in the record", e.RunnerUp)
+	case !ev.BeatsClassic(a):
+		f.note("runner-up width %d does not beat classic with disjoint ranges", e.RunnerUp)
+	}
+}
+
+// drift notes classic brackets that do not overlap: the margin already
+// takes classic over both, so drift is not a rule of its own.
+func (f *findings) drift(ev *evidence.Evidence) {
+	d := ev.Rec.Drift
+	if c := ev.Classic; c != nil && c.FromRuns {
+		d = evidence.Drift(c.Arm)
+	}
+	if d.First.N > 0 && d.Last.N > 0 && !d.Overlap {
+		f.note("the classic brackets do not overlap: the host drifted during the run (%s)", d.Verdict)
+	}
 }
 
 // costTolerance allows the two-decimal rounding policy propose writes.
 const costTolerance = 0.0051
 
 // costProblems verifies the entry's cost table for this record, if it
-// carries one, against the record's own figures.
-func costProblems(e Entry, path string, rec *record.Record) []string {
+// carries one, against the record's figures recomputed from its runs.
+func costProblems(e Entry, path string, ev *evidence.Evidence) []string {
 	var probs []string
 	for _, row := range e.Cost {
 		if row.Record != path {
@@ -171,17 +235,15 @@ func costProblems(e Entry, path string, rec *record.Record) []string {
 		}
 		if row.ClassicMS > 0 {
 			got := 0.0
-			for _, a := range rec.Arms {
-				if a.Kind == record.KindClassic && a.Status == record.StatusOK {
-					got = a.Cost.MSPerCycle
-				}
+			if c := ev.Classic; c != nil && c.Status == record.StatusOK {
+				got = c.Cost.MSPerCycle
 			}
 			if math.Abs(got-row.ClassicMS) > costTolerance {
 				probs = append(probs, fmt.Sprintf("cost table: classic is %.2f ms per token in the entry but %.2f in the record", row.ClassicMS, got))
 			}
 		}
 		for i, w := range row.Widths {
-			a := rec.Representative(w)
+			a := ev.Width(w)
 			switch {
 			case a == nil:
 				probs = append(probs, fmt.Sprintf("cost table: width %d has no measured arm in the record", w))
@@ -198,73 +260,6 @@ func readProblem(err error) string {
 		return "missing; commit the record the entry cites, or fix the entry's record path"
 	}
 	return "cannot be read: " + err.Error()
-}
-
-// recordProblems applies the rules that need the decoded record.
-func recordProblems(e Entry, rec *record.Record, notes *[]string) []string {
-	var probs []string
-	problem := func(format string, args ...any) { probs = append(probs, fmt.Sprintf(format, args...)) }
-	note := func(format string, args ...any) { *notes = append(*notes, fmt.Sprintf(format, args...)) }
-
-	if diff := keyDiff(e.Key, rec.Key); diff != "" {
-		problem("record measures a different key than the entry: %s", diff)
-	}
-	if rec.Simulated {
-		problem("record is simulated: a record from the sim engine never backs an entry; measure on a real engine and GPU")
-	}
-	if rec.Transcribed != nil {
-		if strings.TrimSpace(rec.Transcribed.Source) == "" {
-			problem("record is transcribed but names no source; a transcription is accepted only with transcribed.source set")
-		} else {
-			note("figures transcribed from %s (%s), not measured by speclaunch", rec.Transcribed.Source, rec.Transcribed.Date)
-		}
-	}
-	if !rec.Complete {
-		problem("record is incomplete (the bench was interrupted); re-run it to completion")
-	}
-	if pin := strings.TrimSpace(rec.Engine.Pin); pin != e.Pin {
-		problem("pin mismatch: the entry pins %q but the record measured %q; re-measure, or pin the entry to what was measured", e.Pin, pin)
-	}
-
-	classicMax, classicFrom, ok := classicCeiling(rec)
-	if !ok {
-		problem("record has no classic arm that ran with n >= %d: there is nothing to beat", minRuns)
-	} else {
-		note("classic range ceiling %.2f tok/s, from %s", classicMax, classicFrom)
-	}
-
-	widthArms, skipped := armsAt(rec, e.Width)
-	for _, a := range skipped {
-		note("arm %q at width %d is %s%s: not ranked", a.Label, a.Width, a.Status, reason(a))
-	}
-	if len(widthArms) == 0 {
-		problem("width %d has no measured arm in the record (measured widths: %s); an entry's width must be one the record measured", e.Width, measuredWidths(rec))
-	}
-	for _, a := range widthArms {
-		switch {
-		case a.Stats.N < minRuns:
-			problem("arm %q at width %d has n = %d; the floor is %d runs", a.Label, e.Width, a.Stats.N, minRuns)
-		case ok && !(a.Stats.Min > classicMax):
-			problem("arm %q at width %d does not beat classic with disjoint ranges: its min %.2f is not above classic's max %.2f", a.Label, e.Width, a.Stats.Min, classicMax)
-		}
-		if !a.BeatsClassic {
-			problem("arm %q at width %d is not marked beats_classic in the record", a.Label, e.Width)
-		}
-	}
-
-	if e.RunnerUp != 0 {
-		ru, _ := armsAt(rec, e.RunnerUp)
-		switch {
-		case len(ru) == 0:
-			problem("runner_up %d has no measured arm in the record (measured widths: %s)", e.RunnerUp, measuredWidths(rec))
-		case ok && !slices.ContainsFunc(ru, func(a record.Arm) bool { return a.Stats.Min > classicMax }):
-			note("runner-up width %d does not beat classic with disjoint ranges", e.RunnerUp)
-		}
-	}
-	if rec.Drift.First.N > 0 && rec.Drift.Last.N > 0 && !rec.Drift.Overlap {
-		note("the classic brackets do not overlap: the host drifted during the run (%s)", rec.Drift.Verdict)
-	}
-	return probs
 }
 
 // keyDiff names each field where the record's key differs from the entry's,
@@ -287,66 +282,6 @@ func keyDiff(k key.Key, r record.Key) string {
 		return ""
 	}
 	return "record " + strings.Join(d, ", ") + " (record value first)"
-}
-
-// classicCeiling is the highest classic throughput the record saw: the max
-// over every classic arm that ran and both drift brackets. Taking the
-// highest is the conservative reading of "disjoint ranges".
-func classicCeiling(rec *record.Record) (float64, string, bool) {
-	max, ok := 0.0, false
-	var from []string
-	take := func(s record.Stats, what string) {
-		if s.N < minRuns {
-			return
-		}
-		if !ok || s.Max > max {
-			max = s.Max
-		}
-		ok = true
-		from = append(from, what)
-	}
-	for _, a := range rec.Arms {
-		if a.Kind == "classic" && a.Status == record.StatusOK {
-			take(a.Stats, "arm "+strconv.Quote(a.Label))
-		}
-	}
-	take(rec.Drift.First, "the opening classic bracket")
-	take(rec.Drift.Last, "the closing classic bracket")
-	return max, strings.Join(from, ", "), ok
-}
-
-// armsAt returns the speculative arms that ran at width w, and separately
-// those at w that did not measure (failed, or NOT A MEASUREMENT).
-func armsAt(rec *record.Record, w int) (ran, skipped []record.Arm) {
-	for _, a := range rec.Arms {
-		if a.Kind == "classic" || a.Width != w {
-			continue
-		}
-		if a.Status == record.StatusOK {
-			ran = append(ran, a)
-		} else {
-			skipped = append(skipped, a)
-		}
-	}
-	return ran, skipped
-}
-
-func measuredWidths(rec *record.Record) string {
-	var ws []int
-	for _, a := range rec.Arms {
-		if a.Kind != "classic" && a.Status == record.StatusOK && !slices.Contains(ws, a.Width) {
-			ws = append(ws, a.Width)
-		}
-	}
-	if len(ws) == 0 {
-		return "none"
-	}
-	slices.Sort(ws)
-	s := make([]string, len(ws))
-	for i, w := range ws {
-		s[i] = strconv.Itoa(w)
-	}
-	return strings.Join(s, ", ")
 }
 
 func reason(a record.Arm) string {

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"context"
 	"encoding/json"
 	"io/fs"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/speclaunch/speclaunch/evidence"
 	"github.com/speclaunch/speclaunch/record"
 )
 
@@ -28,7 +30,7 @@ func goodRecord() record.Record {
 		Key:      record.Key{Engine: "mlxcel", Drafter: "dflash", Capability: "12.1", Quant: "affine"},
 		Engine:   record.Engine{Name: "mlxcel", Pin: "mlx 81ba1c6a"},
 		Arms: []record.Arm{
-			{Label: "classic", Kind: "classic", Status: record.StatusOK, Stats: stats(57.98, 58.71)},
+			{Label: "classic", Kind: "classic", Status: record.StatusOK, Stats: record.Stats{N: 6, Min: 57.98, Median: 58.355, Max: 58.71, Mean: 58.365}},
 			{Label: "default = 4", Kind: "default", Width: 4, Status: record.StatusOK, Stats: stats(67.22, 67.91), BeatsClassic: true},
 			{Label: "width 3", Kind: "width", Width: 3, Status: record.StatusOK, Stats: stats(69.78, 70.72), BeatsClassic: true},
 			{Label: "width 4", Kind: "width", Width: 4, Status: record.StatusOK, Stats: stats(68.04, 68.29), BeatsClassic: true},
@@ -77,7 +79,7 @@ func TestCheck(t *testing.T) {
 		notes    []string
 	}{
 		{name: "good", repo: repoWith(goodRecord()),
-			notes: []string{"classic range ceiling 58.71 tok/s"}},
+			notes: []string{"classic range 57.98–58.71 tok/s over 6 runs, both brackets (ceiling 58.71)", "the record keeps no raw runs"}},
 		{name: "missing md", repo: func() files { f := repoWith(goodRecord()); delete(f, recPath); return f }(),
 			problems: []string{"record docs/benchmark_results/r.md: missing"}},
 		{name: "missing json", repo: files{recPath: []byte("# r")},
@@ -89,38 +91,53 @@ func TestCheck(t *testing.T) {
 		{name: "json of wrong shape", repo: files{recPath: []byte("# r"), jsonPath: []byte(`{"schema": "one"}`)},
 			problems: []string{"does not parse as a record"}},
 		{name: "record schema 2", repo: mod(func(r *record.Record) { r.Schema = 2 }),
-			problems: []string{"has schema 2"}},
+			problems: []string{"r.json: schema: is 2; this speclaunch reads record schema 1"}},
 		{name: "record schema missing", repo: mod(func(r *record.Record) { r.Schema = 0 }),
-			problems: []string{"has schema 0"}},
+			problems: []string{"schema: is 0"}},
+		{name: "record null", repo: files{recPath: []byte("# r"), jsonPath: []byte("null")},
+			problems: []string{"r.json: (top level): a record is a JSON object"}},
+		{name: "record empty object", repo: files{recPath: []byte("# r"), jsonPath: []byte("{}")},
+			problems: []string{"r.json: schema: is 0"}},
+		{name: "record width out of range", repo: mod(func(r *record.Record) { r.Arms[3].Width = 1_000_000_000 }),
+			problems: []string{"r.json: arms[3].width: 1000000000 is outside 2 to 256"}},
 		{name: "key mismatch", repo: mod(func(r *record.Record) { r.Key.Capability = "9.0"; r.Key.Quant = "nvfp4" }),
 			problems: []string{`record capability "9.0" vs 12.1, quant "nvfp4" vs affine`}},
 		{name: "key in other spellings still matches", repo: mod(func(r *record.Record) { r.Key.Capability = "sm_121"; r.Key.Engine = "mlxcel-server" })},
 		{name: "key unparseable", repo: mod(func(r *record.Record) { r.Key.Drafter = "" }),
-			problems: []string{`drafter "" vs dflash`}},
+			problems: []string{`r.json: key.drafter: is empty`}},
 		{name: "width not measured", entry: func(e *Entry) { e.Width = 6 }, repo: repoWith(goodRecord()),
 			problems: []string{"width 6 has no measured arm in the record (measured widths: 3, 4, 5)"}},
-		{name: "width not beating classic", entry: func(e *Entry) { e.Width, e.RunnerUp = 5, 4 }, repo: mod(func(r *record.Record) { r.Arms[4].BeatsClassic = true }),
-			problems: []string{`arm "width 5" at width 5 does not beat classic with disjoint ranges: its min 58.15 is not above classic's max 58.71`}},
+		{name: "width not beating classic", entry: func(e *Entry) { e.Width, e.RunnerUp = 5, 4 }, repo: repoWith(goodRecord()),
+			problems: []string{`width 5 (arm "width 5") does not beat classic with disjoint ranges: its min 58.15 is not above classic's max 58.71`}},
+		{name: "margin boundary: min equal to classic's max", entry: func(e *Entry) { e.Width, e.RunnerUp = 5, 4 }, repo: mod(func(r *record.Record) { r.Arms[4].Stats = stats(58.71, 59.5) }),
+			problems: []string{`its min 58.71 is not above classic's max 58.71`}},
+		{name: "flag true on a width that does not beat classic", entry: func(e *Entry) { e.Width, e.RunnerUp = 5, 4 }, repo: mod(func(r *record.Record) { r.Arms[4].BeatsClassic = true }),
+			problems: []string{`arm "width 5": stored beats_classic true disagrees`, `width 5 (arm "width 5") does not beat classic`}},
 		{name: "flag false though ranges disjoint", repo: mod(func(r *record.Record) { r.Arms[3].BeatsClassic = false }),
-			problems: []string{`arm "width 4" at width 4 is not marked beats_classic`}},
-		{name: "flag true but ranges overlap the closing bracket only", repo: mod(func(r *record.Record) {
-			r.Arms[0].Stats = stats(57.0, 58.0)
+			problems: []string{`arm "width 4": stored beats_classic false disagrees with the margin applied to its figures (true)`}},
+		{name: "a bracket above classic's stored range", repo: mod(func(r *record.Record) {
+			r.Arms[0].Stats = record.Stats{N: 6, Min: 57.0, Median: 58, Max: 58.5, Mean: 58}
 			r.Drift.Last = stats(58.0, 67.5)
-		}), problems: []string{`arm "default = 4" at width 4 does not beat classic with disjoint ranges: its min 67.22 is not above classic's max 67.50`}},
-		{name: "every arm at the width must beat classic", repo: mod(func(r *record.Record) { r.Arms[1].Stats = stats(58.0, 60.0) }),
-			problems: []string{`arm "default = 4" at width 4 does not beat classic`}},
+		}), problems: []string{`classic: stored drift.last 58.00–67.50 outside classic's stored range 57.00–58.50 disagree(s) with classic's own stats`}},
+		{name: "the width's representative is judged: the explicit width arm", repo: mod(func(r *record.Record) {
+			r.Arms[1].Stats, r.Arms[1].BeatsClassic = stats(58.0, 60.0), false
+		})},
 		{name: "width only not-a-measurement", repo: mod(func(r *record.Record) {
 			r.Arms = append(r.Arms[:1], r.Arms[2])
-			r.Arms = append(r.Arms, record.Arm{Label: "width 4", Kind: "width", Width: 4, Status: record.StatusNotMeasurement, StatusReason: "speculation declined", Stats: stats(68, 69), BeatsClassic: true})
+			r.Arms = append(r.Arms, record.Arm{Label: "width 4", Kind: "width", Width: 4, Status: record.StatusNotMeasurement, StatusReason: "speculation declined", Stats: stats(68, 69)})
 		}), problems: []string{"width 4 has no measured arm"}, notes: []string{`arm "width 4" at width 4 is not-a-measurement (speculation declined): not ranked`}},
-		{name: "width failed", repo: mod(func(r *record.Record) { r.Arms[1].Status = record.StatusFailed; r.Arms[3].Status = record.StatusFailed }),
+		{name: "width failed", repo: mod(func(r *record.Record) {
+			for _, i := range []int{1, 3} {
+				r.Arms[i].Status, r.Arms[i].BeatsClassic = record.StatusFailed, false
+			}
+		}),
 			problems: []string{"width 4 has no measured arm"}},
-		{name: "width arm under the floor", repo: mod(func(r *record.Record) { r.Arms[3].Stats.N = 2 }),
-			problems: []string{`arm "width 4" at width 4 has n = 2; the floor is 3 runs`}},
+		{name: "width arm under the floor", repo: mod(func(r *record.Record) { r.Arms[3].Stats.N, r.Arms[3].BeatsClassic = 2, false }),
+			problems: []string{`width 4 (arm "width 4") does not beat classic with disjoint ranges: n = 2; the floor is 3 runs`}},
 		{name: "no classic arm", repo: mod(func(r *record.Record) { r.Arms = r.Arms[1:]; r.Drift = record.Drift{} }),
-			problems: []string{"no classic arm that ran"}},
-		{name: "classic arm failed, brackets still count", repo: mod(func(r *record.Record) { r.Arms[0].Status = record.StatusFailed }),
-			notes: []string{"classic range ceiling 58.71 tok/s, from the opening classic bracket, the closing classic bracket"}},
+			problems: []string{"no classic arm that measured"}},
+		{name: "classic arm failed", repo: mod(func(r *record.Record) { r.Arms[0].Status = record.StatusFailed }),
+			problems: []string{"no classic arm that measured"}},
 		{name: "simulated", repo: mod(func(r *record.Record) { r.Simulated = true }),
 			problems: []string{"record is simulated"}},
 		{name: "pin mismatch", repo: mod(func(r *record.Record) { r.Engine.Pin = "mlx 0000000" }),
@@ -147,7 +164,7 @@ func TestCheck(t *testing.T) {
 			if tc.entry != nil {
 				tc.entry(&e)
 			}
-			vs := Check(&Policy{Entries: []Entry{e}}, tc.repo.read)
+			vs := check(t, &Policy{Entries: []Entry{e}}, tc.repo.read)
 			if len(vs) != 1 {
 				t.Fatalf("verdicts = %+v", vs)
 			}
@@ -184,11 +201,11 @@ func containsSub(ss []string, sub string) bool {
 func TestCheckEveryEntryAndNil(t *testing.T) {
 	bad := goodEntry()
 	bad.ID, bad.Record = "other", "docs/missing.md"
-	vs := Check(&Policy{Entries: []Entry{goodEntry(), bad}}, repoWith(goodRecord()).read)
+	vs := check(t, &Policy{Entries: []Entry{goodEntry(), bad}}, repoWith(goodRecord()).read)
 	if len(vs) != 2 || !vs[0].OK || vs[1].OK || vs[1].EntryID != "other" {
 		t.Errorf("verdicts = %+v", vs)
 	}
-	if vs := Check(nil, repoWith(goodRecord()).read); len(vs) != 0 {
+	if vs := check(t, nil, repoWith(goodRecord()).read); len(vs) != 0 {
 		t.Errorf("nil policy: %+v", vs)
 	}
 }
@@ -198,7 +215,7 @@ func TestCheckEveryEntryAndNil(t *testing.T) {
 // loses its backing.
 func TestShippedPolicyChecks(t *testing.T) {
 	f := shipped(t)
-	vs := Check(Merge(f), func(p string) ([]byte, error) { return os.ReadFile(filepath.Join("..", filepath.FromSlash(p))) })
+	vs := check(t, Merge(f), func(p string) ([]byte, error) { return os.ReadFile(filepath.Join("..", filepath.FromSlash(p))) })
 	if len(vs) == 0 {
 		t.Fatal("no verdicts")
 	}
@@ -214,7 +231,7 @@ func TestShippedPolicyChecks(t *testing.T) {
 
 func TestCheckUnreadable(t *testing.T) {
 	denied := func(p string) ([]byte, error) { return nil, &fs.PathError{Op: "open", Path: p, Err: fs.ErrPermission} }
-	v := Check(&Policy{Entries: []Entry{goodEntry()}}, denied)[0]
+	v := check(t, &Policy{Entries: []Entry{goodEntry()}}, denied)[0]
 	if v.OK || len(v.Problems) != 2 || !strings.Contains(v.Problems[0], "cannot be read: open docs/benchmark_results/r.md: permission denied") {
 		t.Errorf("verdict = %+v", v)
 	}
@@ -225,17 +242,21 @@ func TestCheckUnreadable(t *testing.T) {
 func strictRecord(w4, def []float64) record.Record {
 	r := goodRecord()
 	r.Method.Bootstrap = &record.BootstrapMethod{Resamples: 4000, Seed: 1, Units: "rounds"}
-	runs := func(xs []float64) []record.Run {
+	// runs whose cost is ms per cycle: 100 cycles of predicted_ms ms
+	runs := func(xs []float64, ms float64) []record.Run {
 		var out []record.Run
 		for i, x := range xs {
-			out = append(out, record.Run{Round: i + 1, Phase: "measured", TokPerS: x})
+			out = append(out, record.Run{Round: i + 1, Phase: "measured", TokPerS: x, Cycles: 100, PredictedMS: 100 * ms})
 		}
 		return out
 	}
-	r.Arms[1] = record.Arm{Label: "default = 3", Kind: "default", Width: 3, Status: record.StatusOK, Stats: stats(63, 64), Runs: runs(def), Cost: record.Cost{MSPerCycle: 20.5}}
+	r.Arms[1] = record.Arm{Label: "default = 3", Kind: "default", Width: 3, Status: record.StatusOK, Runs: runs(def, 20.5), BeatsClassic: true}
 	r.Arms[2].Width, r.Arms[2].Label = 2, "width 2" // keep one arm per width
-	r.Arms[3].Runs = runs(w4)
-	r.Arms[3].Cost.MSPerCycle = 22.25
+	r.Arms[3].Runs = runs(w4, 22.25)
+	for _, i := range []int{1, 3} {
+		a := &r.Arms[i]
+		a.Stats, a.Cost = evidence.Describe(evidence.Rates(a)), evidence.ArmCost(a)
+	}
 	r.Arms[0].Cost.MSPerCycle = 17.1
 	return r
 }
@@ -282,12 +303,22 @@ func TestCheckStrictRecordsAndCost(t *testing.T) {
 			r.Arms = append([]record.Arm(nil), sure.Arms...)
 			r.Arms[3].VsDefault = &record.Comparison{PBetter: 0.5}
 			return r
-		}()), problems: []string{"r2.md: the record's stored comparison of width 4 with the default (P 0.500) disagrees"}},
+		}()), problems: []string{`r2.md: arm "width 4": stored vs_default.ratio 0 (recomputed 1.073), vs_default.lo 0 (recomputed 1.066)`}},
+		{name: "a run edited under its stats", entry: both, repo: repo(sure, func() record.Record {
+			r := sure
+			r.Arms = append([]record.Arm(nil), sure.Arms...)
+			r.Arms[3].Runs = append([]record.Run(nil), sure.Arms[3].Runs...)
+			r.Arms[3].Runs[0].TokPerS = 58.0
+			return r
+		}()), problems: []string{`r2.md: arm "width 4": stored stats.min 68.04 (recomputed 58), stats.mean 68.16 (recomputed 66.15) disagree(s) with its raw runs`,
+			`r2.md: arm "width 4": stored beats_classic true disagrees with the margin applied to its figures (false)`,
+			`r2.md: width 4 (arm "width 4") does not beat classic with disjoint ranges: its min 58.00 is not above classic's max 58.71`,
+			`r2.md: width 4 beats the default (width 3) with probability 0.940, below 0.95`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := goodEntry()
 			tc.entry(&e)
-			v := Check(&Policy{Entries: []Entry{e}}, tc.repo.read)[0]
+			v := check(t, &Policy{Entries: []Entry{e}}, tc.repo.read)[0]
 			if len(v.Problems) != len(tc.problems) {
 				t.Fatalf("problems %q, want %q", v.Problems, tc.problems)
 			}
@@ -303,4 +334,14 @@ func TestCheckStrictRecordsAndCost(t *testing.T) {
 			}
 		})
 	}
+}
+
+// check runs Check with a live context; the context's error is the only one.
+func check(t *testing.T, p *Policy, read func(string) ([]byte, error)) []Verdict {
+	t.Helper()
+	vs, err := Check(context.Background(), p, read)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return vs
 }

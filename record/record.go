@@ -388,20 +388,26 @@ type Verdict struct {
 // arm before the default arm. Records made before the default arm was the
 // engine's own could measure one width under two names; their explicit
 // width arm stands for the width, so that a figure is never reported for
-// the wrong arm. nil when no arm at w measured.
-func (r *Record) Representative(w int) *Arm {
-	var best *Arm
+// the wrong arm. nil when no arm at w measured. To look up many widths,
+// build Representatives once: calling this per arm is quadratic in arms.
+func (r *Record) Representative(w int) *Arm { return r.Representatives()[w] }
+
+// Representatives maps every measured width to its representative arm
+// (Representative), in one pass over the arms.
+func (r *Record) Representatives() map[int]*Arm {
 	rank := map[string]int{KindWidth: 3, KindPolicy: 2, KindDefault: 1}
+	out := map[int]*Arm{}
 	for i := range r.Arms {
 		a := &r.Arms[i]
-		if a.Kind == KindClassic || a.Status != StatusOK || a.RanWidth() != w {
+		if a.Kind == KindClassic || a.Status != StatusOK {
 			continue
 		}
-		if best == nil || rank[a.Kind] > rank[best.Kind] {
-			best = a
+		w := a.RanWidth()
+		if best := out[w]; best == nil || rank[a.Kind] > rank[best.Kind] {
+			out[w] = a
 		}
 	}
-	return best
+	return out
 }
 
 // RanWidth is the width the arm ran: the engine's report when it gave one.
@@ -411,6 +417,28 @@ func (a *Arm) RanWidth() int {
 	}
 	return a.Width
 }
+
+// ClassicArm returns the record's (first) classic arm, nil when it has none.
+func (r *Record) ClassicArm() *Arm {
+	for i := range r.Arms {
+		if r.Arms[i].Kind == KindClassic {
+			return &r.Arms[i]
+		}
+	}
+	return nil
+}
+
+// Run phases and classic's brackets (Run.Phase, Run.Bracket).
+const (
+	PhaseWarmup   = "warmup"
+	PhaseMeasured = "measured"
+	BracketFirst  = "first"
+	BracketLast   = "last"
+)
+
+// Measured reports whether the run is a measured request that succeeded:
+// the only runs any figure is computed from.
+func (r *Run) Measured() bool { return r.Phase == PhaseMeasured && r.Error == "" }
 
 // DefaultArm returns the record's default arm, nil when it has none.
 func (r *Record) DefaultArm() *Arm {

@@ -1,0 +1,89 @@
+package record
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// valid is the smallest record Validate accepts: a key, classic and a width.
+func valid() *Record {
+	return &Record{Schema: Schema, Name: "r",
+		Key: Key{Engine: "llama.cpp", Drafter: "draft", Capability: "9.0", Quant: "q8_0"},
+		Arms: []Arm{
+			{Label: "classic", Kind: KindClassic, Status: StatusOK, Runs: []Run{{Phase: PhaseMeasured, TokPerS: 100}}},
+			{Label: "width 4", Kind: KindWidth, Width: 4, Status: StatusOK, Runs: []Run{{Phase: PhaseMeasured, TokPerS: 120}}},
+		}}
+}
+
+func TestValidate(t *testing.T) {
+	runs := func(n int) []Run { return make([]Run, n) }
+	for _, tc := range []struct {
+		name  string
+		edit  func(r *Record)
+		field string // "" = valid
+		msg   string
+	}{
+		{"valid", func(*Record) {}, "", ""},
+		{"schema 0", func(r *Record) { r.Schema = 0 }, "schema", "is 0; this speclaunch reads record schema 1"},
+		{"schema 2", func(r *Record) { r.Schema = 2 }, "schema", "is 2"},
+		{"name with a directory", func(r *Record) { r.Name = "../../etc/x" }, "name", "is not a file name"},
+		{"empty key", func(r *Record) { r.Key = Key{} }, "key.engine", "is empty"},
+		{"unknown engine", func(r *Record) { r.Key.Engine = "tgi" }, "key.engine", `unknown engine "tgi"`},
+		{"bad capability", func(r *Record) { r.Key.Capability = "twelve" }, "key.capability", ""},
+		{"no arms", func(r *Record) { r.Arms = nil }, "arms", "is empty"},
+		{"too many arms", func(r *Record) { r.Arms = append(r.Arms, make([]Arm, MaxArms)...) }, "arms", "holds 302 arms, above the 300"},
+		{"width 1", func(r *Record) { r.Arms[1].Width = 1 }, "arms[1].width", "1 is outside 2 to 256"},
+		{"width 0 on a width arm", func(r *Record) { r.Arms[1].Width = 0 }, "arms[1].width", "0 is outside 2 to 256"},
+		{"width 10^9", func(r *Record) { r.Arms[1].Width = 1_000_000_000 }, "arms[1].width", "1000000000 is outside 2 to 256"},
+		{"width 256", func(r *Record) { r.Arms[1].Width = 256 }, "", ""},
+		{"width 257", func(r *Record) { r.Arms[1].Width = 257 }, "arms[1].width", "257 is outside"},
+		{"engine width 1", func(r *Record) { r.Arms[1].EngineWidth = 1 }, "arms[1].engine_width", "1 is outside"},
+		{"classic with a width", func(r *Record) { r.Arms[0].Width = 4 }, "arms[0].width", "classic's width is 0"},
+		{"unknown kind", func(r *Record) { r.Arms[1].Kind = "turbo" }, "arms[1].kind", `"turbo" is not an arm kind`},
+		{"unknown status", func(r *Record) { r.Arms[1].Status = "" }, "arms[1].status", `"" is not an arm status`},
+		{"runs per arm at the bound", func(r *Record) { r.Arms[1].Runs = runs(MaxRunsPerArm) }, "", ""},
+		{"runs per arm over the bound", func(r *Record) { r.Arms[1].Runs = runs(MaxRunsPerArm + 1) }, "arms[1].runs", "holds 1001 runs, above the 1000"},
+		{"runs in all over the bound", func(r *Record) {
+			for range MaxRuns / MaxRunsPerArm {
+				r.Arms = append(r.Arms, Arm{Label: "w", Kind: KindWidth, Width: 5, Status: StatusOK, Runs: runs(MaxRunsPerArm)})
+			}
+		}, "arms", "hold 10002 runs in all, above the 10000"},
+		{"negative rate", func(r *Record) { r.Arms[1].Runs[0].TokPerS = -1 }, "arms[1].runs[0].tok_per_s", "is -1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := valid()
+			tc.edit(r)
+			err := Validate(r)
+			if tc.field == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			var fe *FieldError
+			if !errors.As(err, &fe) || fe.Field != tc.field || !strings.Contains(fe.Msg, tc.msg) || !errors.Is(err, ErrInvalid) {
+				t.Errorf("error %v, want field %s and %q", err, tc.field, tc.msg)
+			}
+		})
+	}
+}
+
+func TestDecode(t *testing.T) {
+	for _, tc := range []struct {
+		name, data, want string
+	}{
+		{"null", "null", "(top level): a record is a JSON object"},
+		{"empty", "  ", "(top level): a record is a JSON object"},
+		{"array", "[]", "(top level): a record is a JSON object"},
+		{"empty object", "{}", "schema: is 0"},
+		{"wrong type", `{"schema": "one"}`, "does not parse as a record"},
+		{"truncated", `{"schema": 1, "arms": [`, "does not parse as a record"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := Decode([]byte(tc.data)); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
