@@ -125,150 +125,23 @@ func Build(ctx context.Context, s config.Settings, pol *policy.Policy, d Deps, o
 		return nil, err
 	}
 	p := &Plan{Settings: s, Adapter: ad}
-	f := &p.Facts
-
-	// Drafter.
-	hasDraft := s.DraftModel.Value != "" && !o.ClassicArm
-	kindGiven := s.DraftKind.Value != ""
-	if !hasDraft && kindGiven && o.Hypothetical && !o.ClassicArm {
-		f.Hypothetical = true
+	speculative, err := p.drafter(ctx, d, o)
+	if err != nil {
+		return nil, err
 	}
-	speculative := hasDraft || f.Hypothetical
-	if !hasDraft && kindGiven && !o.Hypothetical && !o.ClassicArm {
-		p.Warnings = append(p.Warnings, fmt.Sprintf("drafter kind %q is set (%s) but no draft model is: speculation is off; set --draft-model", s.DraftKind.Value, s.DraftKind.Src))
+	if err := p.capability(ctx, d, speculative); err != nil {
+		return nil, err
 	}
-	if speculative {
-		switch {
-		case kindGiven:
-			k, err := key.ParseDrafter(s.DraftKind.Value)
-			if err != nil {
-				return nil, &config.Error{Src: s.DraftKind.Src, Msg: "bad drafter kind", Err: err}
-			}
-			f.Drafter, f.DrafterSource = k, s.DraftKind.Src.String()
-			if hasDraft && d.DrafterKind != nil {
-				if det, ok := d.DrafterKind(ctx, s.DraftModel.Value); ok && det != k && key.CheckSelectable(s.Engine.Value, det) == nil {
-					p.Warnings = append(p.Warnings, fmt.Sprintf("drafter kind %s (%s) differs from the drafter's config.json (%s); keeping %s", k, s.DraftKind.Src, det, k))
-				}
-			}
-		case d.DrafterKind != nil:
-			if det, ok := d.DrafterKind(ctx, s.DraftModel.Value); ok && key.CheckSelectable(s.Engine.Value, det) == nil {
-				f.Drafter, f.DrafterSource = det, "detected from the drafter's checkpoint"
-			}
-		}
-		if f.Drafter == "" {
-			f.Drafter, f.DrafterSource = key.DefaultDrafter(s.Engine.Value), "the engine's default kind"
-		}
-		if err := key.CheckSelectable(s.Engine.Value, f.Drafter); err != nil {
-			return nil, &config.Error{Src: s.DraftKind.Src, Msg: "bad drafter kind", Err: err}
-		}
-		if hasDraft && d.Declared != nil {
-			f.Declared, f.DeclaredReason, _ = d.Declared(ctx, f.Drafter, s.DraftModel.Value)
-		}
+	if err := p.quant(ctx, d); err != nil {
+		return nil, err
 	}
-
-	// Compute capability: an override wins; the probe runs only when a
-	// measured entry could apply.
-	switch {
-	case s.Capability.Value != "":
-		c, err := key.ParseCapability(s.Capability.Value)
-		if err != nil {
-			return nil, &config.Error{Src: s.Capability.Src, Msg: "bad compute capability", Err: err}
-		}
-		f.Capability, f.CapSource = c, s.Capability.Src.String()
-	case speculative && d.Probe != nil:
-		r := d.Probe(ctx)
-		f.Capability, f.CapSource, f.CapNote, f.GPUs, f.Driver = r.Capability, "nvidia-smi", r.Reason, r.GPUs, r.Driver
-	default:
-		f.CapSource = "not probed"
-	}
-	f.CapabilityStr = f.Capability.String()
-
-	// Target quantization.
-	switch {
-	case s.Quant.Value != "":
-		q, err := key.ParseQuant(s.Quant.Value)
-		if err != nil {
-			return nil, &config.Error{Src: s.Quant.Src, Msg: "bad quantization", Err: err}
-		}
-		f.Quant, f.QuantSource = q, s.Quant.Src.String()
-	case s.Model.Value == "":
-		f.Quant, f.QuantSource = key.QuantUnknown, "no target model given"
-	case d.TargetQuant != nil:
-		q, note := d.TargetQuant(ctx, s.Model.Value)
-		if q == key.QuantUnknown && key.FetchesModel(s.Engine.Value, s.Model.Value) {
-			note = "a Hugging Face repo id, which the launcher does not download: set model.quant (or --quant) for a measured entry to apply"
-		}
-		f.Quant, f.QuantSource = q, note
-		if q == key.QuantUnknown {
-			p.Warnings = append(p.Warnings, fmt.Sprintf("target %s: %s; resolving as an unknown quantization", s.Model.Value, note))
-		}
-	default:
-		f.Quant, f.QuantSource = key.QuantUnknown, "not read"
-	}
-
-	// Engine binary and capabilities.
-	f.Binary = s.EngineBinary.Value
-	if f.Binary == "" {
-		f.Binary = ad.DefaultBinary()
-	}
-	f.Caps.Self = d.Self
-	if f.Binary != "" && d.LookPath != nil {
-		if path, err := d.LookPath(f.Binary); err == nil {
-			f.BinaryPath, _ = filepath.Abs(path)
-		}
-	}
-	detect := d.DetectLlama
-	if s.Engine.Value != key.LlamaCpp {
-		detect = nil
-		if (s.Engine.Value == key.VLLM || s.Engine.Value == key.SGLang) && d.DetectEngine != nil {
-			detect = func(ctx context.Context, bin string) (engine.Caps, error) {
-				return d.DetectEngine(ctx, s.Engine.Value, bin)
-			}
-		}
-	}
-	if f.BinaryPath != "" && detect != nil {
-		caps, err := detect(ctx, f.BinaryPath)
-		if err != nil {
-			what := "flag spelling"
-			if s.Engine.Value == key.SGLang {
-				what = "sglang version" // SGLang has one spelling; the version is the pin
-			}
-			p.Warnings = append(p.Warnings, fmt.Sprintf("could not read %s's %s: %v", f.BinaryPath, what, err))
-		} else {
-			caps.Self = d.Self
-			f.Caps = caps
-		}
-	}
-
-	override := s.Width.Value
-	if o.WidthOverride > 0 {
-		override = o.WidthOverride
-	}
-	p.Resolution = width.Resolve(width.Input{
-		Engine:         s.Engine.Value,
-		HasDrafter:     speculative,
-		Drafter:        f.Drafter,
-		Override:       override,
-		OverrideSrc:    s.Width.Src.String(),
-		Declared:       f.Declared,
-		DeclaredReason: f.DeclaredReason,
-		Capability:     f.Capability,
-		Quant:          f.Quant,
-		Policy:         pol,
-		EngineVersion:  f.Caps.Version,
-	})
-	p.Warnings = append(p.Warnings, p.Resolution.Warnings...)
-	if o.Adapted > 0 && speculative && !f.Hypothetical && p.Resolution.Source != width.Override {
-		p.Resolution = width.Resolution{Width: o.Adapted, Source: width.Adaptive, Reason: o.AdaptReason, Key: p.Resolution.Key}
-		if o.Adapted < key.MinWidth {
-			p.Resolution.Width, p.Resolution.Source = 0, width.Off
-		}
-	}
+	p.engineCaps(ctx, d)
+	p.resolve(pol, o, speculative)
 
 	// A hypothetical drafter has no command line to speak of; build the
 	// launch only for a real draft model (or none).
 	launchRes := p.Resolution
-	if f.Hypothetical {
+	if p.Facts.Hypothetical {
 		launchRes = width.Resolution{Source: width.Off, Reason: "hypothetical drafter: no draft model to launch"}
 	}
 	if s.Model.Value == "" {
@@ -277,7 +150,7 @@ func Build(ctx context.Context, s config.Settings, pol *policy.Policy, d Deps, o
 		p.Warnings = append(p.Warnings, "no target model given (--model, LLAMA_ARG_MODEL or model.path): no engine command to show")
 		return p, nil
 	}
-	l, err := ad.Command(LaunchSpec(s), launchRes, f.Drafter, d.Environ, f.Caps)
+	l, err := ad.Command(LaunchSpec(s), launchRes, p.Facts.Drafter, d.Environ, p.Facts.Caps)
 	if err != nil {
 		return nil, err
 	}
@@ -302,5 +175,169 @@ func LaunchSpec(s config.Settings) engine.Spec {
 		Port: s.Port.Value, PortFrom: s.Port.Src.String(),
 		Args: s.EngineArgs.Value, ArgsFrom: s.EngineArgs.Src.String(),
 		Env: s.EngineEnv.Value, EnvFrom: s.EngineEnv.Src.String(),
+	}
+}
+
+// drafter settles whether the launch is speculative and with which drafter
+// kind (given, else detected from the checkpoint, else the engine's
+// default), and reads the width the drafter checkpoint declares.
+func (p *Plan) drafter(ctx context.Context, d Deps, o Options) (speculative bool, err error) {
+	s, f := p.Settings, &p.Facts
+	hasDraft := s.DraftModel.Value != "" && !o.ClassicArm
+	kindGiven := s.DraftKind.Value != ""
+	if !hasDraft && kindGiven && o.Hypothetical && !o.ClassicArm {
+		f.Hypothetical = true
+	}
+	speculative = hasDraft || f.Hypothetical
+	if !hasDraft && kindGiven && !o.Hypothetical && !o.ClassicArm {
+		p.Warnings = append(p.Warnings, fmt.Sprintf("drafter kind %q is set (%s) but no draft model is: speculation is off; set --draft-model", s.DraftKind.Value, s.DraftKind.Src))
+	}
+	if !speculative {
+		return false, nil
+	}
+	switch {
+	case kindGiven:
+		k, err := key.ParseDrafter(s.DraftKind.Value)
+		if err != nil {
+			return false, &config.Error{Src: s.DraftKind.Src, Msg: "bad drafter kind", Err: err}
+		}
+		f.Drafter, f.DrafterSource = k, s.DraftKind.Src.String()
+		if hasDraft && d.DrafterKind != nil {
+			if det, ok := d.DrafterKind(ctx, s.DraftModel.Value); ok && det != k && key.CheckSelectable(s.Engine.Value, det) == nil {
+				p.Warnings = append(p.Warnings, fmt.Sprintf("drafter kind %s (%s) differs from the drafter's config.json (%s); keeping %s", k, s.DraftKind.Src, det, k))
+			}
+		}
+	case d.DrafterKind != nil:
+		if det, ok := d.DrafterKind(ctx, s.DraftModel.Value); ok && key.CheckSelectable(s.Engine.Value, det) == nil {
+			f.Drafter, f.DrafterSource = det, "detected from the drafter's checkpoint"
+		}
+	}
+	if f.Drafter == "" {
+		f.Drafter, f.DrafterSource = key.DefaultDrafter(s.Engine.Value), "the engine's default kind"
+	}
+	if err := key.CheckSelectable(s.Engine.Value, f.Drafter); err != nil {
+		return false, &config.Error{Src: s.DraftKind.Src, Msg: "bad drafter kind", Err: err}
+	}
+	if hasDraft && d.Declared != nil {
+		f.Declared, f.DeclaredReason, _ = d.Declared(ctx, f.Drafter, s.DraftModel.Value)
+	}
+	return true, nil
+}
+
+// capability: an override wins; the probe runs only when a measured entry
+// could apply.
+func (p *Plan) capability(ctx context.Context, d Deps, speculative bool) error {
+	s, f := p.Settings, &p.Facts
+	switch {
+	case s.Capability.Value != "":
+		c, err := key.ParseCapability(s.Capability.Value)
+		if err != nil {
+			return &config.Error{Src: s.Capability.Src, Msg: "bad compute capability", Err: err}
+		}
+		f.Capability, f.CapSource = c, s.Capability.Src.String()
+	case speculative && d.Probe != nil:
+		r := d.Probe(ctx)
+		f.Capability, f.CapSource, f.CapNote, f.GPUs, f.Driver = r.Capability, "nvidia-smi", r.Reason, r.GPUs, r.Driver
+	default:
+		f.CapSource = "not probed"
+	}
+	f.CapabilityStr = f.Capability.String()
+	return nil
+}
+
+// quant is the target's quantization: an override wins, else the
+// checkpoint's; unreadable is unknown, with a warning.
+func (p *Plan) quant(ctx context.Context, d Deps) error {
+	s, f := p.Settings, &p.Facts
+	switch {
+	case s.Quant.Value != "":
+		q, err := key.ParseQuant(s.Quant.Value)
+		if err != nil {
+			return &config.Error{Src: s.Quant.Src, Msg: "bad quantization", Err: err}
+		}
+		f.Quant, f.QuantSource = q, s.Quant.Src.String()
+	case s.Model.Value == "":
+		f.Quant, f.QuantSource = key.QuantUnknown, "no target model given"
+	case d.TargetQuant != nil:
+		q, note := d.TargetQuant(ctx, s.Model.Value)
+		if q == key.QuantUnknown && key.FetchesModel(s.Engine.Value, s.Model.Value) {
+			note = "a Hugging Face repo id, which the launcher does not download: set model.quant (or --quant) for a measured entry to apply"
+		}
+		f.Quant, f.QuantSource = q, note
+		if q == key.QuantUnknown {
+			p.Warnings = append(p.Warnings, fmt.Sprintf("target %s: %s; resolving as an unknown quantization", s.Model.Value, note))
+		}
+	default:
+		f.Quant, f.QuantSource = key.QuantUnknown, "not read"
+	}
+	return nil
+}
+
+// engineCaps finds the engine binary and asks it (llama.cpp, vLLM,
+// SGLang) its version and flag spelling; a failed ask is a warning.
+func (p *Plan) engineCaps(ctx context.Context, d Deps) {
+	s, f := p.Settings, &p.Facts
+	f.Binary = s.EngineBinary.Value
+	if f.Binary == "" {
+		f.Binary = p.Adapter.DefaultBinary()
+	}
+	f.Caps.Self = d.Self
+	if f.Binary != "" && d.LookPath != nil {
+		if path, err := d.LookPath(f.Binary); err == nil {
+			f.BinaryPath, _ = filepath.Abs(path)
+		}
+	}
+	detect := d.DetectLlama
+	if s.Engine.Value != key.LlamaCpp {
+		detect = nil
+		if (s.Engine.Value == key.VLLM || s.Engine.Value == key.SGLang) && d.DetectEngine != nil {
+			detect = func(ctx context.Context, bin string) (engine.Caps, error) {
+				return d.DetectEngine(ctx, s.Engine.Value, bin)
+			}
+		}
+	}
+	if f.BinaryPath == "" || detect == nil {
+		return
+	}
+	caps, err := detect(ctx, f.BinaryPath)
+	if err != nil {
+		what := "flag spelling"
+		if s.Engine.Value == key.SGLang {
+			what = "sglang version" // SGLang has one spelling; the version is the pin
+		}
+		p.Warnings = append(p.Warnings, fmt.Sprintf("could not read %s's %s: %v", f.BinaryPath, what, err))
+		return
+	}
+	caps.Self = d.Self
+	f.Caps = caps
+}
+
+// resolve applies the width precedence to the facts; the adaptive loop's
+// width replaces all but an operator's.
+func (p *Plan) resolve(pol *policy.Policy, o Options, speculative bool) {
+	s, f := p.Settings, &p.Facts
+	override := s.Width.Value
+	if o.WidthOverride > 0 {
+		override = o.WidthOverride
+	}
+	p.Resolution = width.Resolve(width.Input{
+		Engine:         s.Engine.Value,
+		HasDrafter:     speculative,
+		Drafter:        f.Drafter,
+		Override:       override,
+		OverrideSrc:    s.Width.Src.String(),
+		Declared:       f.Declared,
+		DeclaredReason: f.DeclaredReason,
+		Capability:     f.Capability,
+		Quant:          f.Quant,
+		Policy:         pol,
+		EngineVersion:  f.Caps.Version,
+	})
+	p.Warnings = append(p.Warnings, p.Resolution.Warnings...)
+	if o.Adapted > 0 && speculative && !f.Hypothetical && p.Resolution.Source != width.Override {
+		p.Resolution = width.Resolution{Width: o.Adapted, Source: width.Adaptive, Reason: o.AdaptReason, Key: p.Resolution.Key}
+		if o.Adapted < key.MinWidth {
+			p.Resolution.Width, p.Resolution.Source = 0, width.Off
+		}
 	}
 }
