@@ -264,151 +264,198 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if st, err = o.waitProbe(ctx, st); err != nil {
 		return r, err
 	}
-	params := map[string]any{"temperature": o.Temperature}
 	if o.Temperature > 0 {
 		seed := o.Seed
 		r.Seed = &seed
 	}
+	e := &evalRun{o: o, r: &r, seen: map[string]bool{}, live: &loadgen.Live{}, stop: make(chan struct{}), loadDone: make(chan loadgen.Result, 1)}
+	lctx, cancelLoad := context.WithCancel(ctx)
+	defer cancelLoad()
+	e.startLoad(lctx)
+	e.track(st)
+	if st, err = e.settle(ctx, st); err != nil {
+		return r, err
+	}
+	if st, err = e.measure(ctx, st); err != nil {
+		return r, err
+	}
+	r.Adapt = st.Adapt
+	if o.Direct {
+		if err := o.direct(ctx, &r, st, e.lo); err != nil {
+			return r, err
+		}
+	}
+	return r, nil
+}
+
+// evalRun is one Run's load and what it has seen: when each request
+// ended, the samples of the measuring window, the switches already
+// recorded.
+type evalRun struct {
+	o        Options
+	r        *Result
+	lo       loadgen.Options
+	start    time.Time
+	live     *loadgen.Live
+	stop     chan struct{}
+	loadDone chan loadgen.Result
+	seen     map[string]bool // switches already in r.Switches
+
+	mu    sync.Mutex
+	ends  []time.Time
+	inWin []loadgen.Sample
+	win   bool // phase 2's window is open
+}
+
+// startLoad starts the closed-loop load that runs through phases 1 and 2
+// without a pause; the load's start is the timeline's zero.
+func (e *evalRun) startLoad(ctx context.Context) {
+	o := e.o
 	prompts := make([]string, len(o.Prompts))
 	for i, p := range o.Prompts {
 		prompts[i] = p.Text
 	}
-	var (
-		mu    sync.Mutex
-		ends  []time.Time
-		inWin []loadgen.Sample
-		win   bool
-	)
-	live := &loadgen.Live{}
-	stop := make(chan struct{})
-	lo := loadgen.Options{URL: o.URL, Clients: o.Clients, Duration: o.SettleTimeout + o.Measure + time.Hour, Stream: true,
-		MaxTokens: o.MaxTokens, Prompts: prompts, Params: params, Stop: stop, Live: live, Client: o.Client,
-		OnDone: func(s loadgen.Sample) {
-			mu.Lock()
-			ends = append(ends, s.End)
-			if win {
-				inWin = append(inWin, s)
-			}
-			mu.Unlock()
-		}}
+	e.lo = loadgen.Options{URL: o.URL, Clients: o.Clients, Duration: o.SettleTimeout + o.Measure + time.Hour, Stream: true,
+		MaxTokens: o.MaxTokens, Prompts: prompts, Params: map[string]any{"temperature": o.Temperature},
+		Stop: e.stop, Live: e.live, Client: o.Client, OnDone: e.done}
 	// Seeds differ per prompt and repeat per prompt, so a prompt's sampled
 	// text is the same every time it comes round (as greedy text is).
 	if o.Temperature > 0 {
-		lo.Seeds = make([]int, len(prompts))
-		for i := range lo.Seeds {
-			lo.Seeds[i] = o.Seed + i
+		e.lo.Seeds = make([]int, len(prompts))
+		for i := range e.lo.Seeds {
+			e.lo.Seeds[i] = o.Seed + i
 		}
 	}
-	r.Started = time.Now()
-	start := r.Started
-	loadDone := make(chan loadgen.Result, 1)
-	lctx, cancelLoad := context.WithCancel(ctx)
-	defer cancelLoad()
+	e.r.Started = time.Now()
+	e.start = e.r.Started
 	go func() {
-		res, _ := loadgen.Run(lctx, lo)
-		loadDone <- res
+		res, _ := loadgen.Run(ctx, e.lo)
+		e.loadDone <- res
 	}()
-	finish := func() {
-		close(stop)
-		r.Load = <-loadDone
-		r.Failed, r.Empty = r.Load.Failed, r.Load.Empty+r.Load.Cut
-	}
-	before := func(t time.Time) int {
-		mu.Lock()
-		defer mu.Unlock()
-		n := 0
-		for _, e := range ends {
-			if e.Before(t) {
-				n++
-			}
-		}
-		return n
-	}
-	seen := map[string]bool{}
-	track := func(st status) int {
-		n := 0
-		for _, s := range st.Switches {
-			if s.Kind != "adapt" {
-				continue
-			}
-			key := s.At.Format(time.RFC3339Nano) + fmt.Sprint(s.From, s.To)
-			if seen[key] {
-				continue
-			}
-			seen[key] = true
-			n++
-			sw := Switch{From: s.From, To: s.To, Reason: s.Reason, Explore: isExplore(s.Reason), OK: s.OK, TookMS: s.TookMS,
-				AtS: s.At.Sub(start).Seconds(), RequestsBefore: before(s.At), SeenS: time.Since(start).Seconds()}
-			r.Switches = append(r.Switches, sw)
-			o.progress("switch %d→%d at %.1fs after %d requests (%s)", sw.From, sw.To, sw.AtS, sw.RequestsBefore, sw.Reason)
-		}
-		return n
-	}
-	track(st)
+}
 
-	// Phase 1: until settled or the timeout.
-	o.progress("phase 1: %d clients, %d prompts, max_tokens %d, until the adaptive loop settles (at most %s)", o.Clients, len(prompts), o.MaxTokens, o.SettleTimeout)
-	settleBy := start.Add(o.SettleTimeout)
+// done records one finished request.
+func (e *evalRun) done(s loadgen.Sample) {
+	e.mu.Lock()
+	e.ends = append(e.ends, s.End)
+	if e.win {
+		e.inWin = append(e.inWin, s)
+	}
+	e.mu.Unlock()
+}
+
+// finish stops the load and counts its failures.
+func (e *evalRun) finish() {
+	close(e.stop)
+	e.r.Load = <-e.loadDone
+	e.r.Failed, e.r.Empty = e.r.Load.Failed, e.r.Load.Empty+e.r.Load.Cut
+}
+
+// before counts the requests that ended before t.
+func (e *evalRun) before(t time.Time) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := 0
+	for _, end := range e.ends {
+		if end.Before(t) {
+			n++
+		}
+	}
+	return n
+}
+
+// track adds the status's adapt switches not seen before to the result,
+// placed on the load's timeline.
+func (e *evalRun) track(st status) {
+	for _, s := range st.Switches {
+		if s.Kind != "adapt" {
+			continue
+		}
+		key := s.At.Format(time.RFC3339Nano) + fmt.Sprint(s.From, s.To)
+		if e.seen[key] {
+			continue
+		}
+		e.seen[key] = true
+		sw := Switch{From: s.From, To: s.To, Reason: s.Reason, Explore: isExplore(s.Reason), OK: s.OK, TookMS: s.TookMS,
+			AtS: s.At.Sub(e.start).Seconds(), RequestsBefore: e.before(s.At), SeenS: time.Since(e.start).Seconds()}
+		e.r.Switches = append(e.r.Switches, sw)
+		e.o.progress("switch %d→%d at %.1fs after %d requests (%s)", sw.From, sw.To, sw.AtS, sw.RequestsBefore, sw.Reason)
+	}
+}
+
+// settle is phase 1: poll the status until the adaptive loop has settled
+// or SettleTimeout has passed. It returns the last status read; on an
+// error the load is already stopped.
+func (e *evalRun) settle(ctx context.Context, st status) (status, error) {
+	o, r := e.o, e.r
+	o.progress("phase 1: %d clients, %d prompts, max_tokens %d, until the adaptive loop settles (at most %s)", o.Clients, len(o.Prompts), o.MaxTokens, o.SettleTimeout)
+	settleBy := e.start.Add(o.SettleTimeout)
 	tick := time.NewTicker(o.Poll)
 	defer tick.Stop()
 	failedPolls := 0
 	for {
 		if ctx.Err() != nil {
-			finish()
-			return r, ctx.Err()
+			e.finish()
+			return st, ctx.Err()
 		}
 		st2, err := getStatus(ctx, o)
 		if err != nil {
 			if failedPolls++; failedPolls*int(o.Poll/time.Millisecond) > 30000 {
-				finish()
-				return r, fmt.Errorf("status unreadable for 30s: %w", err)
+				e.finish()
+				return st, fmt.Errorf("status unreadable for 30s: %w", err)
 			}
 		} else {
 			failedPolls = 0
 			st = st2
-			track(st)
+			e.track(st)
 			if err := st.adapting(); err != nil {
-				finish()
-				return r, err
+				e.finish()
+				return st, err
 			}
-			if ok, note := settled(st); ok {
-				r.Settled, r.SettleNote = true, note
-				break
-			} else {
-				r.SettleNote = note
+			ok, note := settled(st)
+			r.SettleNote = note
+			if ok {
+				r.Settled = true
+				return st, nil
 			}
 		}
 		if time.Now().After(settleBy) {
 			r.SettleNote = fmt.Sprintf("timed out after %s: %s", o.SettleTimeout, r.SettleNote)
-			break
+			return st, nil
 		}
 		select {
 		case <-ctx.Done():
 		case <-tick.C:
 		}
 	}
+}
+
+// measure closes phase 1 now (its seconds, requests and width) and is
+// phase 2: the load goes on and the window opens at once, for Measure or
+// Requests. It stops the load and returns the last status.
+func (e *evalRun) measure(ctx context.Context, st status) (status, error) {
+	o, r := e.o, e.r
 	t0 := time.Now()
-	r.SettleS = t0.Sub(start).Seconds()
-	r.SettleRequests = before(t0)
+	r.SettleS = t0.Sub(e.start).Seconds()
+	r.SettleRequests = e.before(t0)
 	if st.Engine != nil {
 		r.Width, r.WidthSource = st.Engine.Width, st.Engine.WidthSource
 	}
 	o.progress("phase 1 done: %s after %.1fs; width %d", r.SettleNote, r.SettleS, r.Width)
 
-	// Phase 2: the load goes on; the window starts now.
-	mu.Lock()
-	win = true
-	mu.Unlock()
-	tok0, done0 := live.Tokens.Load(), live.Done.Load()
+	e.mu.Lock()
+	e.win = true
+	e.mu.Unlock()
+	tok0, done0 := e.live.Tokens.Load(), e.live.Done.Load()
 	nsw := len(r.Switches)
 	o.progress("phase 2: measuring for %s", o.describeMeasure())
 	endBy := t0.Add(o.Measure)
 	for {
 		if ctx.Err() != nil {
-			finish()
-			return r, ctx.Err()
+			e.finish()
+			return st, ctx.Err()
 		}
-		if o.Measure > 0 && !time.Now().Before(endBy) || o.Requests > 0 && live.Done.Load()-done0 >= int64(o.Requests) {
+		if o.Measure > 0 && !time.Now().Before(endBy) || o.Requests > 0 && e.live.Done.Load()-done0 >= int64(o.Requests) {
 			break
 		}
 		select {
@@ -417,19 +464,19 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		}
 		if st2, err := getStatus(ctx, o); err == nil {
 			st = st2
-			track(st)
+			e.track(st)
 		}
 	}
 	t1 := time.Now()
-	tok1, done1 := live.Tokens.Load(), live.Done.Load()
-	mu.Lock()
-	win = false
-	samples := slices.Clone(inWin)
-	mu.Unlock()
-	finish()
+	tok1, done1 := e.live.Tokens.Load(), e.live.Done.Load()
+	e.mu.Lock()
+	e.win = false
+	samples := slices.Clone(e.inWin)
+	e.mu.Unlock()
+	e.finish()
 	if st2, err := getStatus(ctx, o); err == nil {
 		st = st2
-		track(st)
+		e.track(st)
 	}
 	m := Measured{Seconds: t1.Sub(t0).Seconds(), Requests: int(done1 - done0), Tokens: tok1 - tok0, SwitchesDuring: len(r.Switches) - nsw}
 	if m.Seconds > 0 {
@@ -446,13 +493,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		m.Width = st.Engine.Width
 	}
 	r.Measure = m
-	r.Adapt = st.Adapt
-	if o.Direct {
-		if err := o.direct(ctx, &r, st, lo); err != nil {
-			return r, err
-		}
-	}
-	return r, nil
+	return st, nil
 }
 
 // direct is phase 3: the phase-2 load straight at the engine. Its window
