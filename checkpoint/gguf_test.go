@@ -174,6 +174,13 @@ func TestReadGGUF(t *testing.T) {
 			return tBF16
 		})}, key.QuantMXFP4, 38, map[string]int{"mxfp4": 6, "bf16": 10}},
 		{"IQ4_XS", ggufSpec{fileType: 30, tensors: model(1, tQ4_K, tQ6_K, tF32, uniform(tIQ4_XS))}, key.QuantIQ, 30, map[string]int{"iq4_xs": 7, "q4_K": 1, "q6_K": 1}},
+		// The q6_K head alone outweighs the q4_0 body (64000 against
+		// 4096 elements); the dominant type must still be the body's.
+		{"q6_K output head outweighs a small body", ggufSpec{fileType: 2, tensors: []tensorSpec{
+			{"token_embd.weight", []uint64{64, 1000}, tQ4_0},
+			{"blk.0.attn_q.weight", []uint64{64, 64}, tQ4_0},
+			{"output.weight", []uint64{64, 1000}, tQ6_K},
+		}}, key.QuantQ4_0, 2, map[string]int{"q4_0": 2, "q6_K": 1}},
 		{"only embeddings left counts them", ggufSpec{tensors: []tensorSpec{{"token_embd.weight", []uint64{4, 4}, tQ8_0}}}, key.QuantQ8_0, -1, map[string]int{"q8_0": 1}},
 		{"no tensors: file_type", ggufSpec{fileType: 15}, key.QuantQ4_K, 15, map[string]int{}},
 		{"no tensors, no file_type", ggufSpec{}, key.QuantOther, -1, map[string]int{}},

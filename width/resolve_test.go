@@ -81,6 +81,10 @@ func TestResolve(t *testing.T) {
 		{"mtp on gb10 keeps its default", Input{Engine: key.MLXCEL, HasDrafter: true, Drafter: key.MTP, Capability: gb10, Quant: key.QuantAffine}, 4, KindDefault, "per-kind default", "", ""},
 		{"override beats entry", Input{Engine: key.MLXCEL, HasDrafter: true, Drafter: key.DFlash, Capability: gb10, Quant: key.QuantAffine, Override: 8}, 8, Override, "operator override", "", ""},
 		{"override beats checkpoint", Input{Engine: key.MLXCEL, HasDrafter: true, Drafter: key.DFlash, Override: 6, Declared: 8, DeclaredReason: "the DSpark drafter's runtime verify width"}, 6, Override, "operator override", "", ""},
+		// 2 is the narrowest width, an operator's or a checkpoint's: it
+		// must win as any other (a ">" for ">=" would drop it).
+		{"override of 2 beats entry", Input{Engine: key.MLXCEL, HasDrafter: true, Drafter: key.DFlash, Capability: gb10, Quant: key.QuantAffine, Override: 2}, 2, Override, "operator override", "", ""},
+		{"checkpoint width 2 beats entry", Input{Engine: key.MLXCEL, HasDrafter: true, Drafter: key.DFlash, Capability: gb10, Quant: key.QuantAffine, Declared: 2, DeclaredReason: "the drafter's declared width"}, 2, DrafterCheckpoint, "the drafter's declared width", "", ""},
 		{"checkpoint beats entry", Input{Engine: key.MLXCEL, HasDrafter: true, Drafter: key.DFlash, Capability: gb10, Quant: key.QuantAffine, Declared: 8, DeclaredReason: "the DSpark drafter's runtime verify width"}, 8, DrafterCheckpoint, "the DSpark drafter's runtime verify width", "", ""},
 		{"sim uses mlxcel's entries", Input{Engine: key.Sim, HasDrafter: true, Drafter: key.DFlash, Capability: gb10, Quant: key.QuantAffine}, 4, Measured, "sm_121", "gb10-affine-dflash", ""},
 		{"sim default", Input{Engine: key.Sim, HasDrafter: true, Drafter: key.DFlash}, 16, KindDefault, "no CUDA device", "", ""},
