@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -114,21 +115,26 @@ func TestClientDisconnectCancelsUpstream(t *testing.T) {
 	}
 }
 
-// Held requests wait, are released to the new engine in arrival order,
-// and are counted in flight on it.
+// Held requests wait in a queue in arrival order, are released to the new
+// engine in that order, and are counted in flight on it.
 func TestHoldReleasesInOrder(t *testing.T) {
 	var mu sync.Mutex
-	var order []string
+	var seen []string
 	b := backend(t, func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
-		order = append(order, r.URL.Query().Get("n"))
+		seen = append(seen, r.URL.Query().Get("n"))
 		mu.Unlock()
 		io.WriteString(w, "ok")
 	})
-	p := New(Options{})
+	// A hold shorter than the package's timeout, and Close before the
+	// front server's own close: a failure below never leaves a request
+	// held for the default two minutes.
+	p := New(Options{HoldTimeout: 10 * time.Second})
 	u := front(t, p)
+	t.Cleanup(p.Close)
 	var wg sync.WaitGroup
 	codes := make([]int, 5)
+	var arrived []*waiter // the queue's waiters, in the order the requests were sent
 	for i := range 5 {
 		wg.Add(1)
 		go func() {
@@ -141,22 +147,70 @@ func TestHoldReleasesInOrder(t *testing.T) {
 			resp.Body.Close()
 			codes[i] = resp.StatusCode
 		}()
-		for p.Stats().HeldNow != i+1 {
-			time.Sleep(time.Millisecond)
+		waitFor(t, fmt.Sprintf("request %d held", i), func() bool { return p.Stats().HeldNow == i+1 })
+		p.mu.Lock()
+		q := slices.Clone(p.queue)
+		p.mu.Unlock()
+		if !slices.Equal(q[:i], arrived) {
+			t.Fatalf("request %d was not queued behind the %d before it", i, i)
 		}
+		arrived = append(arrived, q[i])
 	}
 	p.Route(b)
-	wg.Wait()
+	answered := make(chan struct{})
+	go func() { wg.Wait(); close(answered) }()
+	select {
+	case <-answered:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the held requests were not answered within 5s of Route")
+	}
 	for i, c := range codes {
 		if c != 200 {
 			t.Errorf("request %d: status %d", i, c)
 		}
 	}
-	if len(order) != 5 {
-		t.Fatalf("engine saw %v", order)
+	if len(seen) != 5 {
+		t.Fatalf("engine saw %v", seen)
 	}
 	if s := p.Stats(); s.HeldNow != 0 || s.HeldTotal != 5 {
 		t.Errorf("stats %+v", s)
+	}
+
+	// Route hands the engine to the queue in order. The released requests
+	// then race to the engine, so the order is checked at the hand-over:
+	// with unbuffered channels each hand-over waits for its taker, and a
+	// waiter served out of turn stalls Route and fails the deadline.
+	p.Hold()
+	ws := make([]*waiter, 5)
+	for i := range ws {
+		ws[i] = &waiter{ch: make(chan *Backend)}
+	}
+	p.mu.Lock()
+	p.queue = slices.Clone(ws)
+	p.mu.Unlock()
+	go p.Route(b)
+	for i, w := range ws {
+		select {
+		case <-w.ch:
+		case <-time.After(5 * time.Second):
+			for _, w := range ws[i:] { // let Route finish
+				go func() { <-w.ch }()
+			}
+			t.Fatalf("held request %d of 5 was not the next released", i)
+		}
+	}
+}
+
+// waitFor polls cond until it holds, and fails the test after 5 s: a
+// broken hold fails its test instead of hanging the package.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 5s", what)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
