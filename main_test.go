@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"debug/elf"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -98,7 +100,8 @@ func TestMain(m *testing.M) {
 
 func TestScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{
-		Dir: "testdata/script",
+		Dir:  "testdata/script",
+		Cmds: map[string]func(*testscript.TestScript, bool, []string){"exits": cmdExits},
 		Setup: func(env *testscript.Env) error {
 			wd, _ := os.Getwd()
 			env.Setenv("REPO", wd)
@@ -110,6 +113,33 @@ func TestScripts(t *testing.T) {
 			return nil
 		},
 	})
+}
+
+// cmdExits is "exits CODE program [args...]": run the program and require
+// that exact exit code. `! exec` takes any failure, where the CLI's
+// contract is 2 for bad input and 1 for a failure at run time.
+func cmdExits(ts *testscript.TestScript, neg bool, args []string) {
+	if neg {
+		ts.Fatalf("unsupported: ! exits (give the code the command must exit with)")
+	}
+	if len(args) < 2 {
+		ts.Fatalf("usage: exits CODE program [args...]")
+	}
+	want, err := strconv.Atoi(args[0])
+	if err != nil {
+		ts.Fatalf("exits: bad code %q: %v", args[0], err)
+	}
+	got := 0
+	if err := ts.Exec(args[1], args[2:]...); err != nil {
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
+			ts.Fatalf("%s: %v", args[1], err)
+		}
+		got = ee.ExitCode()
+	}
+	if got != want {
+		ts.Fatalf("%s exited with code %d, want %d", args[1], got, want)
+	}
 }
 
 // TestStaticBinary builds the binary as CI and operators do and checks its
