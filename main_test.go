@@ -142,17 +142,22 @@ func cmdExits(ts *testscript.TestScript, neg bool, args []string) {
 	}
 }
 
-// TestStaticBinary builds the binary as CI and operators do and checks its
-// ELF: no interpreter, no dynamic section, so it runs in FROM scratch.
+// TestStaticBinary checks that the binary is static: no interpreter, no
+// dynamic section, so it runs in FROM scratch. .ci/run names the binary
+// it ships in SPECLAUNCH_STATIC_CHECK, so the check is of that file;
+// without it the test builds the binary as CI and operators do.
 func TestStaticBinary(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary")
-	}
-	out := filepath.Join(t.TempDir(), "speclaunch")
-	cmd := exec.Command("go", "build", "-trimpath", "-o", out, ".")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, b)
+	out := os.Getenv("SPECLAUNCH_STATIC_CHECK")
+	if out == "" {
+		if testing.Short() {
+			t.Skip("builds the binary")
+		}
+		out = filepath.Join(t.TempDir(), "speclaunch")
+		cmd := exec.Command("go", "build", "-trimpath", "-o", out, ".")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("build: %v\n%s", err, b)
+		}
 	}
 	if err := CheckStatic(out); err != nil {
 		t.Fatal(err)
