@@ -496,9 +496,8 @@ func (e *evalRun) measure(ctx context.Context, st status) (status, error) {
 	return st, nil
 }
 
-// direct is phase 3: the phase-2 load straight at the engine. Its window
-// opens once every client has finished one request (phase 2's opened
-// with the load already running), and lasts as long as phase 2's.
+// direct is phase 3: the phase-2 load straight at the engine, for the
+// proxy's cost at the same width.
 func (o Options) direct(ctx context.Context, r *Result, st status, lo loadgen.Options) error {
 	// The engine serving now: phase 2's last status may predate a switch.
 	if now, err := getStatus(ctx, o); err == nil && now.Engine != nil {
@@ -507,59 +506,9 @@ func (o Options) direct(ctx context.Context, r *Result, st status, lo loadgen.Op
 	if st.Engine == nil || st.Engine.URL == "" {
 		return errors.New("-direct: /speclaunch/status names no engine URL")
 	}
-	live, stop := &loadgen.Live{}, make(chan struct{})
-	lo.URL, lo.Live, lo.Stop, lo.OnDone = st.Engine.URL, live, stop, nil
-	var mu sync.Mutex
-	var rates []float64
-	win := false
-	lo.OnDone = func(s loadgen.Sample) {
-		mu.Lock()
-		if win && s.EnginePerSecond > 0 {
-			rates = append(rates, s.EnginePerSecond)
-		}
-		mu.Unlock()
-	}
 	o.progress("phase 3: the same load straight at the engine (%s)", st.Engine.URL)
-	done := make(chan loadgen.Result, 1)
-	go func() {
-		res, _ := loadgen.Run(ctx, lo)
-		done <- res
-	}()
-	wait := func(f func() bool) {
-		for ctx.Err() == nil && !f() {
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
-	wait(func() bool { return live.Done.Load() >= int64(o.Clients) })
-	mu.Lock()
-	win = true
-	mu.Unlock()
-	t0, tok0, done0 := time.Now(), live.Tokens.Load(), live.Done.Load()
-	// The window closes early when the loop replaces the engine (a
-	// re-exploration): the load would then measure a retired port.
-	replaced := false
-	lastPoll := time.Now()
-	wait(func() bool {
-		if time.Since(lastPoll) >= o.Poll {
-			lastPoll = time.Now()
-			if now, err := getStatus(ctx, o); err == nil && now.Engine != nil && now.Engine.URL != st.Engine.URL {
-				replaced = true
-				return true
-			}
-		}
-		if o.Requests > 0 {
-			return live.Done.Load()-done0 >= int64(o.Requests)
-		}
-		return time.Since(t0) >= o.Measure
-	})
-	t1, tok1, done1 := time.Now(), live.Tokens.Load(), live.Done.Load()
-	mu.Lock()
-	win = false
-	mu.Unlock()
-	close(stop)
-	res := <-done
+	m, rates, res, replaced := o.directWindow(ctx, st, lo)
 	r.DirectLoad = &res
-	m := Measured{Seconds: t1.Sub(t0).Seconds(), Requests: int(done1 - done0), Tokens: tok1 - tok0, Width: st.Engine.Width}
 	if replaced {
 		// Requests to the retired engine fail by design; they are no
 		// failure of serving, and the window is no measurement of it.
@@ -591,6 +540,65 @@ func (o Options) direct(ctx context.Context, r *Result, st status, lo loadgen.Op
 		r.ProxyCost = &c
 	}
 	return ctx.Err()
+}
+
+// directWindow runs lo against st's engine and counts one window: it
+// opens once every client has finished one request (phase 2's opened with
+// the load already running), lasts as long as phase 2's, and closes early
+// when the loop replaces the engine (a re-exploration: the load would then
+// measure a retired port). It returns the window's counts and engine
+// rates, and the whole load's result.
+func (o Options) directWindow(ctx context.Context, st status, lo loadgen.Options) (m Measured, rates []float64, res loadgen.Result, replaced bool) {
+	live, stop := &loadgen.Live{}, make(chan struct{})
+	lo.URL, lo.Live, lo.Stop = st.Engine.URL, live, stop
+	var mu sync.Mutex
+	win := false
+	lo.OnDone = func(s loadgen.Sample) {
+		mu.Lock()
+		if win && s.EnginePerSecond > 0 {
+			rates = append(rates, s.EnginePerSecond)
+		}
+		mu.Unlock()
+	}
+	done := make(chan loadgen.Result, 1)
+	go func() {
+		res, _ := loadgen.Run(ctx, lo)
+		done <- res
+	}()
+	wait := func(f func() bool) {
+		for ctx.Err() == nil && !f() {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	wait(func() bool { return live.Done.Load() >= int64(o.Clients) })
+	mu.Lock()
+	win = true
+	mu.Unlock()
+	t0, tok0, done0 := time.Now(), live.Tokens.Load(), live.Done.Load()
+	lastPoll := time.Now()
+	wait(func() bool {
+		if time.Since(lastPoll) >= o.Poll {
+			lastPoll = time.Now()
+			if now, err := getStatus(ctx, o); err == nil && now.Engine != nil && now.Engine.URL != st.Engine.URL {
+				replaced = true
+				return true
+			}
+		}
+		if o.Requests > 0 {
+			return live.Done.Load()-done0 >= int64(o.Requests)
+		}
+		return time.Since(t0) >= o.Measure
+	})
+	t1, tok1, done1 := time.Now(), live.Tokens.Load(), live.Done.Load()
+	mu.Lock()
+	win = false
+	mu.Unlock()
+	close(stop)
+	res = <-done
+	m = Measured{Seconds: t1.Sub(t0).Seconds(), Requests: int(done1 - done0), Tokens: tok1 - tok0, Width: st.Engine.Width}
+	mu.Lock()
+	defer mu.Unlock()
+	return m, rates, res, replaced
 }
 
 // waitProbe polls while the loop is probing, within SettleTimeout.
