@@ -158,7 +158,9 @@ func (f *fakeServe) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		for range 5 {
 			fmt.Fprintf(w, "data: {\"choices\":[{\"text\":\"x\"}]}\n\n")
 		}
-		fmt.Fprintf(w, "data: {\"choices\":[{\"text\":\"\"}],\"timings\":{\"predicted_n\":5,\"predicted_per_second\":250}}\n\ndata: [DONE]\n\n")
+		// The final event, as an engine ends a stream: loadgen counts a
+		// stream without one as cut (Result.Cut), and Run as empty.
+		fmt.Fprintf(w, "data: {\"choices\":[{\"text\":\"\",\"finish_reason\":\"length\"}],\"timings\":{\"predicted_n\":5,\"predicted_per_second\":250}}\n\ndata: [DONE]\n\n")
 		time.Sleep(5 * time.Millisecond)
 		f.done.Add(1)
 		f.mu.Lock()
