@@ -230,9 +230,7 @@ func TestHeldRequestsGet503(t *testing.T) {
 		p := New(Options{QueueSize: 1, HoldTimeout: time.Second})
 		u := front(t, p)
 		go http.Get(u + "/v1/models") // takes the one place
-		for p.Stats().HeldNow != 1 {
-			time.Sleep(time.Millisecond)
-		}
+		waitFor(t, "one request held", func() bool { return p.Stats().HeldNow == 1 })
 		resp, err := http.Get(u + "/v1/models")
 		if err != nil {
 			t.Fatal(err)
@@ -289,9 +287,7 @@ func TestRefusedDialGoesToTheNextEngine(t *testing.T) {
 		resp.Body.Close()
 		got <- fmt.Sprint(resp.StatusCode, " ", string(b))
 	}()
-	for p.Stats().HeldNow != 1 {
-		time.Sleep(time.Millisecond)
-	}
+	waitFor(t, "one request held", func() bool { return p.Stats().HeldNow == 1 })
 	p.Route(good)
 	if g := <-got; g != `200 {"prompt":"abc"}` {
 		t.Errorf("got %q", g)
@@ -343,9 +339,7 @@ func TestDrain(t *testing.T) {
 	p.Route(b)
 	u := front(t, p)
 	go http.Get(u + "/slow")
-	for b.InFlight() != 1 {
-		time.Sleep(time.Millisecond)
-	}
+	waitFor(t, "one request in flight", func() bool { return b.InFlight() == 1 })
 	ctx, cancel := contextWithTimeout(50 * time.Millisecond)
 	if left := b.Drain(ctx); left != 1 {
 		t.Errorf("drain with a request in flight returned %d", left)
@@ -377,9 +371,7 @@ func TestCloseAnswersHeldRequests(t *testing.T) {
 		resp.Body.Close()
 		got <- resp.StatusCode
 	}()
-	for p.Stats().HeldNow != 1 {
-		time.Sleep(time.Millisecond)
-	}
+	waitFor(t, "one request held", func() bool { return p.Stats().HeldNow == 1 })
 	p.Close()
 	if c := <-got; c != 503 {
 		t.Errorf("held request got %d on Close, want 503", c)
