@@ -292,6 +292,8 @@ func TestRefusedDialGoesToTheNextEngine(t *testing.T) {
 	if g := <-got; g != `200 {"prompt":"abc"}` {
 		t.Errorf("got %q", g)
 	}
+	// The handler counts the request out after the client has its answer.
+	waitFor(t, "the request counted out", func() bool { return good.InFlight() == 0 })
 	if p.Stats().RetriedTotal != 1 || dead.InFlight() != 0 || good.InFlight() != 0 {
 		t.Errorf("stats %+v, in flight %d/%d", p.Stats(), dead.InFlight(), good.InFlight())
 	}
