@@ -30,8 +30,8 @@ type LaunchFlags struct {
 	SpecDraftNMax  string   `name:"spec-draft-n-max" aliases:"draft-max,draft,draft-n" help:"The width in llama.cpp's unit, draft tokens N (= width N+1); also --draft-max; its variables apply to a llama.cpp engine only." placeholder:"N" group:"Launch"`
 	Capability     string   `help:"CUDA compute capability to resolve for instead of probing nvidia-smi, e.g. 9.0 or 12.1." placeholder:"X.Y" group:"Launch"`
 	Quant          string   `help:"Target quantization instead of reading it from the checkpoint: affine, nvfp4, other, q4_0, q4_k, q8_0, f16, ..." placeholder:"Q" group:"Launch"`
-	Host           string   `help:"Address the engine listens on." placeholder:"HOST" group:"Launch"`
-	Port           string   `help:"Port the engine listens on." placeholder:"PORT" group:"Launch"`
+	Host           string   `help:"Public address serve listens on: speclaunch's proxy, with the engine on a loopback port of its own behind it; with --proxy=false, the engine itself. An IP address or host name." placeholder:"HOST" group:"Launch"`
+	Port           string   `help:"Public port serve listens on: the proxy's, or with --proxy=false the engine's." placeholder:"PORT" group:"Launch"`
 	LogFormat      string   `help:"Log format: auto (colour on a terminal unless NO_COLOR), text, color, json." placeholder:"FMT" group:"Logging"`
 	LogLevel       string   `help:"Log level: debug, info, warn, error." placeholder:"LEVEL" group:"Logging"`
 
