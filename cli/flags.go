@@ -150,9 +150,7 @@ func prepass(app *kong.Node, args []string) (argvPlan, error) {
 		}
 		if strings.HasPrefix(a, "--") || len(name) > 2 {
 			msg := fmt.Sprintf("unknown flag %s: neither a speclaunch flag nor one llama-server lists", name)
-			if near := nearest(name, owned); near != "" {
-				msg += fmt.Sprintf(" (did you mean %s?)", near)
-			}
+			msg += suggestion(name, owned)
 			return out, usage(errors.New(msg), "to pass a flag to the engine as it is, put it after --: speclaunch "+cmd.Path()+" ... -- "+a)
 		}
 		out.kong = append(out.kong, a)
@@ -220,11 +218,31 @@ func ownedFlags(n *kong.Node) (values map[string]int, long map[string]string) {
 	return values, long
 }
 
-// nearest returns the owned flag closest to name by edit distance, when
+// suggestion names the flag closest to an unknown one, when it is close
+// enough to be a typo: a launcher flag, or a llama-server one with all its
+// spellings (--ngl: llama-server's -ngl, --gpu-layers, --n-gpu-layers).
+func suggestion(name string, owned map[string]int) string {
+	known := maps.Clone(owned)
+	for _, n := range llamaflags.All() {
+		if _, ok := known[n]; !ok {
+			known[n] = -1 // a llama-server flag
+		}
+	}
+	switch near := nearest(name, known); {
+	case near == "":
+		return ""
+	case known[near] >= 0:
+		return fmt.Sprintf(" (did you mean %s?)", near)
+	default:
+		return fmt.Sprintf(" (did you mean llama-server's %s?)", strings.Join(llamaflags.Spellings(near), ", "))
+	}
+}
+
+// nearest returns the flag of known closest to name by edit distance, when
 // it is close enough to be a typo.
-func nearest(name string, owned map[string]int) string {
+func nearest(name string, known map[string]int) string {
 	best, bestD := "", 3
-	for _, o := range slices.Sorted(maps.Keys(owned)) {
+	for _, o := range slices.Sorted(maps.Keys(known)) {
 		if d := editDistance(name, o); d < bestD {
 			best, bestD = o, d
 		}

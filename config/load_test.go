@@ -450,3 +450,15 @@ func TestEveryEnvVarDocumented(t *testing.T) {
 		}
 	}
 }
+
+// TestEngineArgsSource: engine arguments from the command line are named as
+// such, typed llama-server flags included, not as the "--" separator alone.
+func TestEngineArgsSource(t *testing.T) {
+	s, _, _, err := Load(Input{Passthrough: []string{"-ngl", "99"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := s.EngineArgs.Src.String(), "flag engine arguments (llama-server flags as typed, and after --)"; got != want {
+		t.Errorf("source %q, want %q", got, want)
+	}
+}
