@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"path/filepath"
 	"strconv"
@@ -223,7 +224,7 @@ func (c *PolicyProposeCmd) Run(e *Env) error {
 	w := e.Stdout
 	fmt.Fprintf(w, "key: engine=%s drafter=%s capability=%s quant=%s, %d record(s)\n", recs[0].Key.Engine, recs[0].Key.Drafter, recs[0].Key.Capability, recs[0].Key.Quant, len(recs))
 	for _, l := range d.PerRecord {
-		fmt.Fprintln(w, "  "+l)
+		writeClauses(w, "  ", l)
 	}
 	fmt.Fprintln(w, "widths ranked by their worst fraction of each record's best median:")
 	for _, cd := range d.Ranked {
@@ -236,11 +237,14 @@ func (c *PolicyProposeCmd) Run(e *Env) error {
 		}
 		state := "passes"
 		if len(cd.Fails) > 0 {
-			state = "fails: " + strings.Join(cd.Fails, "; ")
+			state = "fails"
 		}
 		fmt.Fprintf(w, "  width %-3d %.3f%s  (%s)\n", cd.Width, cd.WorstFraction, mark, state)
+		for _, f := range cd.Fails {
+			fmt.Fprintln(w, "      - "+f)
+		}
 	}
-	fmt.Fprintln(w, d.Why)
+	writeClauses(w, "", d.Why)
 	if !d.Eligible {
 		return exitCode(1, errors.New("the records do not earn an entry"))
 	}
@@ -303,4 +307,16 @@ func alignRows(rows [][]string) []string {
 		out[n] = b.String()
 	}
 	return out
+}
+
+// writeClauses prints a summary that bench builds as one line of clauses
+// joined by "; " (thousands of characters over many records) as its first
+// clause, then one indented line per further clause.
+func writeClauses(w io.Writer, indent, text string) {
+	for i, c := range strings.Split(text, "; ") {
+		if i > 0 {
+			c = "    " + c
+		}
+		fmt.Fprintln(w, indent+c)
+	}
 }
