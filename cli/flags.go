@@ -228,7 +228,7 @@ func suggestion(name string, owned map[string]int) string {
 			known[n] = -1 // a llama-server flag
 		}
 	}
-	switch near := nearest(name, known); {
+	switch near := llamaflags.Nearest(name, slices.Sorted(maps.Keys(known))); {
 	case near == "":
 		return ""
 	case known[near] >= 0:
@@ -236,38 +236,6 @@ func suggestion(name string, owned map[string]int) string {
 	default:
 		return fmt.Sprintf(" (did you mean llama-server's %s?)", strings.Join(llamaflags.Spellings(near), ", "))
 	}
-}
-
-// nearest returns the flag of known closest to name by edit distance, when
-// it is close enough to be a typo.
-func nearest(name string, known map[string]int) string {
-	best, bestD := "", 3
-	for _, o := range slices.Sorted(maps.Keys(known)) {
-		if d := editDistance(name, o); d < bestD {
-			best, bestD = o, d
-		}
-	}
-	return best
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // takesEngineArgs reports a command with the engine-arguments positional.
