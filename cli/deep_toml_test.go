@@ -8,36 +8,52 @@ import (
 	"testing"
 
 	"github.com/speclaunch/speclaunch/config"
+	"github.com/speclaunch/speclaunch/internal/safefile"
 )
 
 // deepTOML are the shapes of issue 20 that overflowed the decoder's stack
-// or took gigabytes: each goes past the guard's depth on line 3.
-var deepTOML = map[string]string{
-	"2,000,000 nested arrays":     "a = " + strings.Repeat("[", 2_000_000) + strings.Repeat("]", 2_000_000),
-	"20,000 nested inline tables": "a = " + strings.Repeat("{b = ", 20_000) + "1" + strings.Repeat("}", 20_000),
-	"5,000 nested inline tables":  "a = " + strings.Repeat("{b = ", 5_000) + "1" + strings.Repeat("}", 5_000),
+// or took gigabytes, and 500,000 nested arrays, which fit a profile's
+// 1 MiB cap; each goes past the guard's depth on line 3 of its file.
+var deepTOML = []struct{ shape, body string }{
+	{"2,000,000 nested arrays", "a = " + strings.Repeat("[", 2_000_000) + strings.Repeat("]", 2_000_000)},
+	{"500,000 nested arrays", "a = " + strings.Repeat("[", 500_000) + strings.Repeat("]", 500_000)},
+	{"20,000 nested inline tables", "a = " + strings.Repeat("{b = ", 20_000) + "1" + strings.Repeat("}", 20_000)},
+	{"5,000 nested inline tables", "a = " + strings.Repeat("{b = ", 5_000) + "1" + strings.Repeat("}", 5_000)},
+}
+
+// deepWant is the refusal of a deep file at path: its nesting, or its size
+// where it is over the cap for what it is read as.
+func deepWant(path, text string, limit int64) string {
+	if int64(len(text)) > limit {
+		return path + ": file is larger than"
+	}
+	return path + ":3: nested more than"
 }
 
 // TestDeepTOMLExit2: a deeply nested profile or policy file is bad input
 // at once, exit 2, with its file and line, from every command that reads it.
 func TestDeepTOMLExit2(t *testing.T) {
 	dir := t.TempDir()
-	for shape, body := range deepTOML {
-		path := filepath.Join(dir, strings.NewReplacer(",", "", " ", "-").Replace(shape)+".toml")
-		writeFile(t, path, "# a file that nests too deep\n\n"+body+"\n")
-		for _, args := range [][]string{
-			{"profile", "validate", "--profile", path},
-			{"resolve", "--profile", path},
-			{"resolve", "--policy", path},
-			{"policy", "list", "--policy", path},
+	for _, d := range deepTOML {
+		path := filepath.Join(dir, strings.NewReplacer(",", "", " ", "-").Replace(d.shape)+".toml")
+		text := "# a file that nests too deep\n\n" + d.body + "\n"
+		writeFile(t, path, text)
+		for _, tc := range []struct {
+			args  []string
+			limit int64
+		}{
+			{[]string{"profile", "validate", "--profile", path}, safefile.ProfileLimit},
+			{[]string{"resolve", "--profile", path}, safefile.ProfileLimit},
+			{[]string{"resolve", "--policy", path}, safefile.PolicyLimit},
+			{[]string{"policy", "list", "--policy", path}, safefile.PolicyLimit},
 		} {
-			t.Run(shape+"/"+strings.Join(args[:len(args)-1], " "), func(t *testing.T) {
+			t.Run(d.shape+"/"+strings.Join(tc.args[:len(tc.args)-1], " "), func(t *testing.T) {
 				var stdout, stderr bytes.Buffer
-				code := MainContext(context.Background(), args, policyTOML, &stdout, &stderr, nil)
+				code := MainContext(context.Background(), tc.args, policyTOML, &stdout, &stderr, nil)
 				if code != 2 {
 					t.Errorf("exit %d, want 2; stderr %s", code, stderr.String())
 				}
-				if want := path + ":3: nested more than"; !strings.Contains(stderr.String(), want) {
+				if want := deepWant(path, text, tc.limit); !strings.Contains(stderr.String(), want) {
 					t.Errorf("stderr %q: want %q", stderr.String(), want)
 				}
 			})
@@ -59,15 +75,18 @@ func TestReloadLoadRefusesDeepTOML(t *testing.T) {
 	if _, err := e.load(in); err != nil {
 		t.Fatalf("the valid files: %v", err)
 	}
-	for _, file := range []string{prof, pol} {
-		for shape, body := range deepTOML {
-			t.Run(filepath.Base(file)+"/"+shape, func(t *testing.T) {
+	for _, f := range []struct {
+		path  string
+		limit int64
+	}{{prof, safefile.ProfileLimit}, {pol, safefile.PolicyLimit}} {
+		for _, d := range deepTOML {
+			t.Run(filepath.Base(f.path)+"/"+d.shape, func(t *testing.T) {
 				writeFile(t, prof, "[engine]\nname = \"sim\"\n")
 				writeFile(t, pol, "schema = 1\n")
-				writeFile(t, file, "\n\n"+body)
+				writeFile(t, f.path, "\n\n"+d.body)
 				_, err := e.load(in)
-				if err == nil || !isBadInput(err) || !strings.Contains(err.Error(), file+":3: nested more than") {
-					t.Errorf("err = %v, want bad input naming %s:3 and the nesting", err, file)
+				if want := deepWant(f.path, "\n\n"+d.body, f.limit); err == nil || !isBadInput(err) || !strings.Contains(err.Error(), want) {
+					t.Errorf("err = %v, want bad input with %q", err, want)
 				}
 			})
 		}
