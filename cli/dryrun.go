@@ -73,8 +73,8 @@ func writeLaunch(w io.Writer, p *plan.Plan) {
 // engineEnvPrefixes are the variable families an engine reads itself; a
 // dry run shows those the engine inherits, not the whole environment.
 var engineEnvPrefixes = map[key.Engine][]string{
-	key.LlamaCpp: {"LLAMA_ARG_"},
-	key.MLXCEL:   {"LLAMA_ARG_", "MLXCEL_", "RUST_LOG"},
+	key.LlamaCpp: {"LLAMA_ARG_", "LLAMA_API_KEY"},
+	key.MLXCEL:   {"LLAMA_ARG_", "LLAMA_API_KEY", "MLXCEL_", "RUST_LOG"},
 	key.Sim:      {"LLAMA_ARG_", "MLXCEL_"},
 	key.VLLM:     {"VLLM_"},
 	key.SGLang:   {"SGLANG_", "SGL_"},
