@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"github.com/speclaunch/speclaunch/record"
 )
@@ -86,4 +87,40 @@ func writeFile(path string, b []byte) error {
 		return err
 	}
 	return nil
+}
+
+// CheckWritable says, before a run, whether Write could create outBase's
+// files: a sweep takes hours on real hardware, and an output path that
+// cannot be written must not be found at its end. The nearest existing
+// directory on the way (Write makes the rest) must take a new file, and
+// none of the three files may be a directory.
+func CheckWritable(outBase string) error {
+	for _, ext := range []string{".md", ".json", ".svg"} {
+		if fi, err := os.Stat(outBase + ext); err == nil && fi.IsDir() {
+			return fmt.Errorf("%s is a directory", outBase+ext)
+		}
+	}
+	dir := filepath.Dir(outBase)
+	for {
+		fi, err := os.Stat(dir)
+		if err == nil && !fi.IsDir() {
+			return fmt.Errorf("%s is not a directory", dir)
+		}
+		if err == nil {
+			break
+		}
+		// Walk up past what is missing, and past a file in the way
+		// (ENOTDIR), to the directory Write would make the rest in.
+		if parent := filepath.Dir(dir); (errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)) && parent != dir {
+			dir = parent
+			continue
+		}
+		return err
+	}
+	f, err := os.CreateTemp(dir, ".speclaunch-write-check-*")
+	if err != nil {
+		return fmt.Errorf("cannot create files in %s: %w", dir, err)
+	}
+	f.Close()
+	return os.Remove(f.Name())
 }

@@ -183,12 +183,16 @@ func (c *BenchCmd) options(ctx context.Context, s config.Settings, p *profiles.P
 	if err := readPrompts(ctx, &o, b, p); err != nil {
 		return o, nil, "", nil, err
 	}
-	out := b.Out.Value
+	out, src := b.Out.Value, b.Out.Src
 	if out == "" {
-		out = fmt.Sprintf("speclaunch-bench-%s-%s", s.Engine.Value, time.Now().Format("20060102-150405"))
+		out, src = fmt.Sprintf("speclaunch-bench-%s-%s", s.Engine.Value, time.Now().Format("20060102-150405")), config.Source{}
+	}
+	out = strings.TrimSuffix(out, ".md")
+	if err := bench.CheckWritable(out); err != nil {
+		return o, nil, "", nil, &config.Error{Src: src, Msg: fmt.Sprintf("the record cannot be written to %s: %v; give --out (profile bench.out) a path in a directory you can write to", out, err)}
 	}
 	notes, err := readNotes(ctx, c.NotesFile)
-	return o, b.Widths.Value, strings.TrimSuffix(out, ".md"), notes, err
+	return o, b.Widths.Value, out, notes, err
 }
 
 // readPrompts reads the prompt file or the prompt set the options name: a

@@ -30,8 +30,8 @@ type LaunchFlags struct {
 	SpecDraftNMax  string   `name:"spec-draft-n-max" aliases:"draft-max,draft,draft-n" help:"The width in llama.cpp's unit, draft tokens N (= width N+1); also --draft-max; its variables apply to a llama.cpp engine only." placeholder:"N" group:"Launch"`
 	Capability     string   `help:"CUDA compute capability to resolve for instead of probing nvidia-smi, e.g. 9.0 or 12.1." placeholder:"X.Y" group:"Launch"`
 	Quant          string   `help:"Target quantization instead of reading it from the checkpoint: affine, nvfp4, other, q4_0, q4_k, q8_0, f16, ..." placeholder:"Q" group:"Launch"`
-	Host           string   `help:"Address the engine listens on." placeholder:"HOST" group:"Launch"`
-	Port           string   `help:"Port the engine listens on." placeholder:"PORT" group:"Launch"`
+	Host           string   `help:"Public address serve listens on: speclaunch's proxy, with the engine on a loopback port of its own behind it; with --proxy=false, the engine itself. An IP address or host name." placeholder:"HOST" group:"Launch"`
+	Port           string   `help:"Public port serve listens on: the proxy's, or with --proxy=false the engine's." placeholder:"PORT" group:"Launch"`
 	LogFormat      string   `help:"Log format: auto (colour on a terminal unless NO_COLOR), text, color, json." placeholder:"FMT" group:"Logging"`
 	LogLevel       string   `help:"Log level: debug, info, warn, error." placeholder:"LEVEL" group:"Logging"`
 
@@ -150,9 +150,7 @@ func prepass(app *kong.Node, args []string) (argvPlan, error) {
 		}
 		if strings.HasPrefix(a, "--") || len(name) > 2 {
 			msg := fmt.Sprintf("unknown flag %s: neither a speclaunch flag nor one llama-server lists", name)
-			if near := nearest(name, owned); near != "" {
-				msg += fmt.Sprintf(" (did you mean %s?)", near)
-			}
+			msg += suggestion(name, owned)
 			return out, usage(errors.New(msg), "to pass a flag to the engine as it is, put it after --: speclaunch "+cmd.Path()+" ... -- "+a)
 		}
 		out.kong = append(out.kong, a)
@@ -220,36 +218,24 @@ func ownedFlags(n *kong.Node) (values map[string]int, long map[string]string) {
 	return values, long
 }
 
-// nearest returns the owned flag closest to name by edit distance, when
-// it is close enough to be a typo.
-func nearest(name string, owned map[string]int) string {
-	best, bestD := "", 3
-	for _, o := range slices.Sorted(maps.Keys(owned)) {
-		if d := editDistance(name, o); d < bestD {
-			best, bestD = o, d
+// suggestion names the flag closest to an unknown one, when it is close
+// enough to be a typo: a launcher flag, or a llama-server one with all its
+// spellings (--ngl: llama-server's -ngl, --gpu-layers, --n-gpu-layers).
+func suggestion(name string, owned map[string]int) string {
+	known := maps.Clone(owned)
+	for _, n := range llamaflags.All() {
+		if _, ok := known[n]; !ok {
+			known[n] = -1 // a llama-server flag
 		}
 	}
-	return best
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
+	switch near := llamaflags.Nearest(name, slices.Sorted(maps.Keys(known))); {
+	case near == "":
+		return ""
+	case known[near] >= 0:
+		return fmt.Sprintf(" (did you mean %s?)", near)
+	default:
+		return fmt.Sprintf(" (did you mean llama-server's %s?)", strings.Join(llamaflags.Spellings(near), ", "))
 	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // takesEngineArgs reports a command with the engine-arguments positional.

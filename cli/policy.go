@@ -3,9 +3,12 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/speclaunch/speclaunch/bench"
 	"github.com/speclaunch/speclaunch/record"
@@ -58,15 +61,25 @@ func (c *PolicyListCmd) Run(e *Env) error {
 	}
 	w := e.Stdout
 	fmt.Fprintf(w, "layers (lowest first): %v\n\ndefaults (per engine and drafter kind; mirror each engine's own):\n", pol.Layers)
+	var rows [][]string
 	for _, d := range pol.Defaults {
-		fmt.Fprintf(w, "  %-10s %-8s width %-3d %s\n", d.Engine, d.Drafter, d.Width, d.Origin)
+		rows = append(rows, []string{string(d.Engine), string(d.Drafter), "width " + strconv.Itoa(d.Width), d.Origin})
+	}
+	for _, l := range alignRows(rows) {
+		fmt.Fprintln(w, "  "+l)
 	}
 	fmt.Fprintln(w, "\nmeasured entries:")
 	if len(pol.Entries) == 0 {
 		fmt.Fprintln(w, "  (none)")
 	}
+	rows = rows[:0]
 	for _, en := range pol.Entries {
-		fmt.Fprintf(w, "  %s: %s drafter=%s capability=%s quant=%s -> width %d", en.ID, en.Key.Engine, en.Key.Drafter, en.Key.Capability, en.Key.Quant, en.Width)
+		rows = append(rows, []string{en.ID + ":", string(en.Key.Engine), "drafter=" + string(en.Key.Drafter),
+			"capability=" + en.Key.Capability.String(), "quant=" + string(en.Key.Quant), "-> width " + strconv.Itoa(en.Width)})
+	}
+	heads := alignRows(rows)
+	for i, en := range pol.Entries {
+		fmt.Fprint(w, "  "+heads[i])
 		if en.RunnerUp > 0 {
 			fmt.Fprintf(w, " (runner-up %d)", en.RunnerUp)
 		}
@@ -211,7 +224,7 @@ func (c *PolicyProposeCmd) Run(e *Env) error {
 	w := e.Stdout
 	fmt.Fprintf(w, "key: engine=%s drafter=%s capability=%s quant=%s, %d record(s)\n", recs[0].Key.Engine, recs[0].Key.Drafter, recs[0].Key.Capability, recs[0].Key.Quant, len(recs))
 	for _, l := range d.PerRecord {
-		fmt.Fprintln(w, "  "+l)
+		writeClauses(w, "  ", l)
 	}
 	fmt.Fprintln(w, "widths ranked by their worst fraction of each record's best median:")
 	for _, cd := range d.Ranked {
@@ -224,11 +237,14 @@ func (c *PolicyProposeCmd) Run(e *Env) error {
 		}
 		state := "passes"
 		if len(cd.Fails) > 0 {
-			state = "fails: " + strings.Join(cd.Fails, "; ")
+			state = "fails"
 		}
 		fmt.Fprintf(w, "  width %-3d %.3f%s  (%s)\n", cd.Width, cd.WorstFraction, mark, state)
+		for _, f := range cd.Fails {
+			fmt.Fprintln(w, "      - "+f)
+		}
 	}
-	fmt.Fprintln(w, d.Why)
+	writeClauses(w, "", d.Why)
 	if !d.Eligible {
 		return exitCode(1, errors.New("the records do not earn an entry"))
 	}
@@ -261,4 +277,46 @@ func readRecords(e *Env, paths []string) ([]*record.Record, error) {
 		recs = append(recs, r)
 	}
 	return recs, nil
+}
+
+// alignRows pads each column to its widest cell, so that a long engine,
+// drafter or entry id does not push its row out of line; the last column
+// is not padded.
+func alignRows(rows [][]string) []string {
+	var widths []int
+	for _, r := range rows {
+		for i, c := range r {
+			if i == len(widths) {
+				widths = append(widths, 0)
+			}
+			widths[i] = max(widths[i], utf8.RuneCountInString(c))
+		}
+	}
+	out := make([]string, len(rows))
+	for n, r := range rows {
+		var b strings.Builder
+		for i, c := range r {
+			if i > 0 {
+				b.WriteByte(' ')
+			}
+			b.WriteString(c)
+			if i < len(r)-1 {
+				b.WriteString(strings.Repeat(" ", widths[i]-utf8.RuneCountInString(c)))
+			}
+		}
+		out[n] = b.String()
+	}
+	return out
+}
+
+// writeClauses prints a summary that bench builds as one line of clauses
+// joined by "; " (thousands of characters over many records) as its first
+// clause, then one indented line per further clause.
+func writeClauses(w io.Writer, indent, text string) {
+	for i, c := range strings.Split(text, "; ") {
+		if i > 0 {
+			c = "    " + c
+		}
+		fmt.Fprintln(w, indent+c)
+	}
 }

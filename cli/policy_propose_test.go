@@ -29,7 +29,7 @@ func TestPolicyProposeH200Q8RoundTrip(t *testing.T) {
 	}
 	text := out.String()
 	for _, want := range []string{
-		"width 6   0.972  <- runner-up  (fails: h200-llamacpp-d32676d-q8_0-pair1234-2026-11-30: width 6 beats the default (width 4) with probability 0.938",
+		"width 6   0.972  <- runner-up  (fails)\n      - h200-llamacpp-d32676d-q8_0-pair1234-2026-11-30: width 6 beats the default (width 4) with probability 0.938",
 		"width 5   0.903  <- chosen  (passes)",
 		"fell back past width 6",
 	} {
@@ -68,6 +68,13 @@ func TestPolicyH200Q8EntryDroppedByTheRule(t *testing.T) {
 	code := MainContext(context.Background(), append([]string{"policy", "propose"}, recs...), policyTOML, out, out, nil)
 	if code == 0 || !strings.Contains(out.String(), "the records do not earn an entry") {
 		t.Fatalf("exit %d; want no entry earned:\n%s", code, out)
+	}
+	// Over eight records a width fails for a dozen reasons: one per line,
+	// never one line of thousands of characters.
+	for _, l := range strings.Split(out.String(), "\n") {
+		if len(l) > 400 {
+			t.Errorf("a line of %d characters: %.120s...", len(l), l)
+		}
 	}
 	f, err := policy.Parse("policy.toml", policyTOML)
 	if err != nil {

@@ -4,9 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/speclaunch/speclaunch/config"
@@ -133,26 +131,8 @@ func writeResolution(w io.Writer, p *plan.Plan, notices []config.Notice) {
 	if s.Adapt.Value {
 		row("adaptive", adaptNote(p).Note)
 	}
-	addr := net.JoinHostPort(s.Host.Value, strconv.Itoa(s.Port.Value))
-	if s.Proxy.Value {
-		row("serving", "through speclaunch's proxy on "+addr+"; the engine gets a loopback port picked at start (the command shows the public address)")
-	} else {
-		row("serving", "directly on "+addr+" (proxy off)")
-	}
-	if len(p.Launch.Argv) > 0 {
-		fmt.Fprintln(w, "command:")
-		fmt.Fprintln(w, "  "+shellJoin(p.Launch.Argv))
-	}
-	if len(p.Launch.EnvSet) > 0 || len(p.Launch.EnvRemoved) > 0 {
-		fmt.Fprintln(w, "environment:")
-		env := secret.MaskEnvMap(p.Launch.EnvSet)
-		for _, k := range sortedKeys(env) {
-			fmt.Fprintf(w, "  %s=%s\n", k, shellQuote(env[k]))
-		}
-		for _, k := range p.Launch.EnvRemoved {
-			fmt.Fprintf(w, "  unset %s\n", k)
-		}
-	}
+	row("serving", servingLine(p))
+	writeLaunch(w, p)
 	if len(notices) > 0 || len(p.Warnings) > 0 {
 		fmt.Fprintln(w, "notes:")
 		for _, n := range notices {

@@ -108,6 +108,9 @@ func TestBadWidths(t *testing.T) {
 		{"both width flags", map[string]string{"spec-draft-n-max": "3", "draft-block-size": "4"}, nil, "", []string{"not both"}},
 		{"bad port", map[string]string{"port": "http"}, nil, "", []string{"flag --port", "1 to 65535"}},
 		{"bad port env", nil, map[string]string{"LLAMA_ARG_PORT": "70000"}, "", []string{"env LLAMA_ARG_PORT"}},
+		{"host with a space", map[string]string{"host": "a b"}, nil, "", []string{"flag --host: bad host", `"a b" is not an IP address or a host name`}},
+		{"host env with a port", nil, map[string]string{"LLAMA_ARG_HOST": "0.0.0.0:8080"}, "", []string{"env LLAMA_ARG_HOST: bad host", "has a port"}},
+		{"host in the profile", nil, nil, "[server]\nhost = \"http://x\"\n", []string{"profile p.toml:2: bad host", "is a URL"}},
 		{"bad engine", map[string]string{"engine": "tgi"}, nil, "", []string{"flag --engine", "unknown engine"}},
 		{"bad kind for engine", map[string]string{"draft-kind": "eagle3"}, nil, "", []string{"not supported by engine mlxcel"}},
 		{"internal-mtp", map[string]string{"draft-kind": "internal-mtp"}, nil, "", []string{"not user-selectable"}},
@@ -445,5 +448,17 @@ func TestEveryEnvVarDocumented(t *testing.T) {
 				t.Errorf("docs/environment-variables.md does not document `%s` (setting %s)", e, name)
 			}
 		}
+	}
+}
+
+// TestEngineArgsSource: engine arguments from the command line are named as
+// such, typed llama-server flags included, not as the "--" separator alone.
+func TestEngineArgsSource(t *testing.T) {
+	s, _, _, err := Load(Input{Passthrough: []string{"-ngl", "99"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := s.EngineArgs.Src.String(), "flag engine arguments (llama-server flags as typed, and after --)"; got != want {
+		t.Errorf("source %q, want %q", got, want)
 	}
 }

@@ -42,7 +42,7 @@ func (llamaAdapter) Command(s Spec, r width.Resolution, kind key.Drafter, enviro
 	if err != nil {
 		return Launch{}, err
 	}
-	l := Launch{BaseURL: base}
+	l := Launch{BaseURL: base, Warnings: unknownLlamaFlags(s.Args)}
 	sp := caps.Spelling
 	if sp == SpellingUnknown {
 		sp = Spelling2026

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/speclaunch/speclaunch/internal/llamaflags"
 	"github.com/speclaunch/speclaunch/key"
 )
 
@@ -134,4 +135,32 @@ func CheckPassthrough(e key.Engine, args []string) error {
 		}
 	}
 	return nil
+}
+
+// unknownLlamaFlags warns of each pass-through argument that looks like a
+// flag llama-server's --help does not list (internal/llamaflags), naming the
+// nearest one it does: llama-server refuses to start on an unknown flag, and
+// a dry run should say so first. Values are stepped over by each known
+// flag's arity, so "--keep -1" is not read as a flag.
+func unknownLlamaFlags(args []string) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if !strings.HasPrefix(a, "-") || a == "-" || strings.TrimLeft(a, "-0123456789.") == "" {
+			continue
+		}
+		name, _, hasVal := strings.Cut(a, "=")
+		if n, ok := llamaflags.Values(name); ok {
+			if !hasVal {
+				i += n
+			}
+			continue
+		}
+		msg := fmt.Sprintf("engine argument %s is not a flag llama-server lists in its --help; llama-server refuses to start on an unknown flag", name)
+		if near := llamaflags.Nearest(name, llamaflags.All()); near != "" {
+			msg += fmt.Sprintf(" (did you mean %s?)", strings.Join(llamaflags.Spellings(near), ", "))
+		}
+		out = append(out, msg)
+	}
+	return out
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/speclaunch/speclaunch/internal/safefile"
+	"github.com/speclaunch/speclaunch/internal/tomlguard"
 	"github.com/speclaunch/speclaunch/internal/tomlpos"
 	"github.com/speclaunch/speclaunch/key"
 )
@@ -51,6 +52,10 @@ var (
 // file order, is returned as a *ParseError; nothing is half-parsed.
 func Parse(name string, data []byte) (*File, error) {
 	var raw map[string]any
+	var ge *tomlguard.Error
+	if err := tomlguard.Check(string(data)); errors.As(err, &ge) {
+		return nil, &ParseError{name, ge.Line, ge.Error()}
+	}
 	if _, err := toml.Decode(string(data), &raw); err != nil {
 		return nil, syntaxError(name, err)
 	}

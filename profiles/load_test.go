@@ -14,7 +14,7 @@ import (
 // once with a *safefile.Error naming it; an empty profile is a valid one.
 func TestLoadShapes(t *testing.T) {
 	p := safefiletest.Make(t, "p.toml", safefile.ProfileLimit+1)
-	for shape, msg := range safefiletest.Refused("4 MiB") {
+	for shape, msg := range safefiletest.Refused("1 MiB") {
 		t.Run(shape, func(t *testing.T) {
 			var err error
 			safefiletest.Within(t, func() { _, err = Load(context.Background(), p[shape]) })

@@ -19,6 +19,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 	"github.com/speclaunch/speclaunch/internal/safefile"
+	"github.com/speclaunch/speclaunch/internal/tomlguard"
 	"github.com/speclaunch/speclaunch/internal/tomlpos"
 )
 
@@ -139,6 +140,10 @@ var lineRE = regexp.MustCompile(`^toml: line (\d+)(?: \(last key "([^"]*)"\))?: 
 // types are errors with a line, so a typo never silently does nothing.
 func Parse(name string, data []byte) (*Profile, error) {
 	p := &Profile{Path: name}
+	var ge *tomlguard.Error
+	if err := tomlguard.Check(string(data)); errors.As(err, &ge) {
+		return nil, &Error{File: name, Line: ge.Line, Msg: ge.Error()}
+	}
 	md, err := toml.Decode(string(data), p)
 	if err != nil {
 		var pe toml.ParseError

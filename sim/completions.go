@@ -10,7 +10,7 @@ import (
 // llama-server does, whether or not stream_options.include_usage is set) and
 // timings.
 func (s *server) v1Completions(w http.ResponseWriter, r *http.Request) {
-	req, prompt, n, derr := parseRequest(r, true)
+	req, prompt, n, derr := parseRequest(r)
 	if derr != nil {
 		writeDecodeError(w, derr)
 		return
@@ -73,7 +73,7 @@ func (s *server) v1Completions(w http.ResponseWriter, r *http.Request) {
 // one event per token, then a "stop":true event carrying timings; the native
 // stream has no [DONE].
 func (s *server) nativeCompletion(w http.ResponseWriter, r *http.Request) {
-	req, prompt, n, derr := parseRequest(r, false)
+	req, prompt, n, derr := parseRequest(r)
 	if derr != nil {
 		writeDecodeError(w, derr)
 		return

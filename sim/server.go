@@ -160,16 +160,13 @@ type decodeError struct {
 	msg    string
 }
 
-// parseRequest decodes a completion body; requireModel says whether "model" is
-// required (OpenAI route, as in mlxcel: missing → 422).
-func parseRequest(r *http.Request, requireModel bool) (completionRequest, string, int, *decodeError) {
+// parseRequest decodes a completion body. "model" is optional, as on
+// llama-server, which serves the model it loaded whatever the request names:
+// a client written for llama-server must work against the sim unchanged.
+func parseRequest(r *http.Request) (completionRequest, string, int, *decodeError) {
 	var req completionRequest
 	if err := json.NewDecoder(http.MaxBytesReader(nil, r.Body, 16<<20)).Decode(&req); err != nil {
 		return req, "", 0, &decodeError{http.StatusBadRequest, "invalid_request_error", fmt.Sprintf("invalid JSON body: %v", err)}
-	}
-	if requireModel && req.Model == nil {
-		return req, "", 0, &decodeError{http.StatusUnprocessableEntity, "invalid_request_error",
-			"Failed to deserialize the JSON body into the target type: missing field `model`"}
 	}
 	prompt, err := promptText(req.Prompt)
 	if err != nil {

@@ -10,16 +10,26 @@ import (
 
 const dflash = "/models/qwen3.5-4b-dflash"
 
-func TestV1CompletionsRequiresModel(t *testing.T) {
+// TestV1CompletionsModelOptional: as on llama-server, a request without
+// "model" is served by the loaded model, named in the reply.
+func TestV1CompletionsModelOptional(t *testing.T) {
 	r := startSim(t, testConfig(dflash, 4))
-	code, body := r.post(t, "/v1/completions", `{"prompt":"hello world","max_tokens":4}`)
-	if code != 422 {
-		t.Fatalf("status %d, want 422: %s", code, body)
-	}
-	var e apiError
-	mustJSON(t, string(body), &e)
-	if e.Error.Code != 422 || !strings.Contains(e.Error.Message, "model") {
-		t.Errorf("error body %s", body)
+	for _, route := range []string{"/v1/completions", "/v1/chat/completions"} {
+		body := `{"prompt":"hello world","max_tokens":4}`
+		if strings.Contains(route, "chat") {
+			body = `{"messages":[{"role":"user","content":"hello world"}],"max_tokens":4}`
+		}
+		code, got := r.post(t, route, body)
+		if code != 200 {
+			t.Fatalf("%s: status %d, want 200: %s", route, code, got)
+		}
+		var reply struct {
+			Model string `json:"model"`
+		}
+		mustJSON(t, string(got), &reply)
+		if reply.Model != "qwen3.5-4b-4bit" {
+			t.Errorf("%s: model %q, want the loaded one", route, reply.Model)
+		}
 	}
 	if code, _ := r.post(t, "/v1/completions", `{"model":"x","prompt":`); code != 400 {
 		t.Errorf("bad JSON: status %d, want 400", code)

@@ -14,6 +14,7 @@ package llamaflags
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -115,4 +116,30 @@ func Names(m map[string]Flag) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// All returns every llama-server flag name, sorted.
+func All() []string {
+	out := make([]string, 0, len(values))
+	for n := range values {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Spellings returns every name of the flag that name is one of, as
+// llama-server's --help lists them ("-ngl" -> -ngl, --gpu-layers,
+// --n-gpu-layers); a flag with one name gives just that name, an unknown
+// one nil.
+func Spellings(name string) []string {
+	if _, ok := values[name]; !ok {
+		return nil
+	}
+	for _, names := range spellings {
+		if slices.Contains(names, name) {
+			return names
+		}
+	}
+	return []string{name}
 }

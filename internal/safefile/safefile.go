@@ -19,7 +19,7 @@ import (
 // Caps, in bytes, for each kind of input (docs/file-limits.md). Each is far
 // above any real file of its kind and far below what would hurt a host.
 const (
-	ProfileLimit = 4 << 20   // a profile is a few KiB of TOML
+	ProfileLimit = 1 << 20   // a profile is a few KiB of TOML
 	PolicyLimit  = 4 << 20   // 20,000 entries of TOML are about 4 MiB
 	ConfigLimit  = 4 << 20   // a model's config.json is a few KiB
 	GGUFLimit    = 256 << 20 // a GGUF header: KVs (the vocabulary) and tensor infos

@@ -57,6 +57,21 @@ func Generate(srcs []string, lists ...[]llamaflags.Flag) ([]byte, error) {
 			fmt.Fprintf(&b, "\t%q: %d,\n", n, m[n].Values)
 		}
 	}
+	fmt.Fprintf(&b, "}\n\n")
+	fmt.Fprintf(&b, "// spellings lists the names of each flag that has several, as the\n// newest --help that knows the flag lists them.\n")
+	fmt.Fprintf(&b, "var spellings = [][]string{\n")
+	seen := map[string]bool{}
+	for _, n := range llamaflags.Names(m) {
+		names := m[n].Names
+		if key := fmt.Sprint(names); len(names) > 1 && !seen[key] {
+			seen[key] = true
+			fmt.Fprintf(&b, "\t{%q", names[0])
+			for _, a := range names[1:] {
+				fmt.Fprintf(&b, ", %q", a)
+			}
+			fmt.Fprintf(&b, "},\n")
+		}
+	}
 	fmt.Fprintf(&b, "}\n")
 	return format.Source(b.Bytes())
 }

@@ -1,0 +1,70 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestAlignRows(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		rows [][]string
+		want []string
+	}{
+		{"empty", nil, []string{}},
+		{"one row", [][]string{{"a", "b"}}, []string{"a b"}},
+		{"columns padded, the last not", [][]string{{"mlxcel", "internal-mtp", "x"}, {"sim", "mtp", "yyyy"}},
+			[]string{"mlxcel internal-mtp x", "sim    mtp          yyyy"}},
+		{"runes, not bytes", [][]string{{"é", "1"}, {"ab", "2"}}, []string{"é  1", "ab 2"}},
+		{"a short row", [][]string{{"aaa", "b", "c"}, {"a"}}, []string{"aaa b c", "a"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := alignRows(tc.rows)
+			if strings.Join(got, "|") != strings.Join(tc.want, "|") || len(got) != len(tc.want) {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestPolicyListAligns: entries whose ids and keys differ in length keep
+// their columns in line, as the defaults do (internal-mtp is the longest
+// drafter kind).
+func TestPolicyListAligns(t *testing.T) {
+	pol := filepath.Join(t.TempDir(), "p.toml")
+	entry := func(id, capability string) string {
+		return "[[entry]]\nid = \"" + id + "\"\nengine = \"llama.cpp\"\ndrafter = \"draft\"\ncapability = \"" + capability +
+			"\"\nquant = \"q4_0\"\nwidth = 4\npin = \"b1\"\nrecord = \"docs/benchmark_results/x.md\"\n\n"
+	}
+	writeFile(t, pol, "schema = 1\n\n"+entry("a-rather-long-entry-id-for-one-host", "9.0")+entry("short", "12.1"))
+	var out bytes.Buffer
+	if code := MainContext(context.Background(), []string{"policy", "list", "--policy", pol}, policyTOML, &out, &out, nil); code != 0 {
+		t.Fatalf("exit %d: %s", code, out.String())
+	}
+	cols := map[string][]int{}
+	for _, l := range strings.Split(out.String(), "\n") {
+		marks := []string{" width "} // a default's line
+		if strings.Contains(l, "->") {
+			marks = []string{"-> width", "quant=", "capability="} // an entry's
+		} else if strings.Contains(l, "pin ") || !strings.Contains(l, "(embedded):") {
+			continue
+		}
+		for _, mark := range marks {
+			cols[mark] = append(cols[mark], strings.Index(l, mark))
+		}
+	}
+	for mark, at := range cols {
+		for _, i := range at {
+			if i != at[0] {
+				t.Errorf("%q at columns %v, want one column\n%s", mark, at, out.String())
+				break
+			}
+		}
+	}
+	if len(cols["-> width"]) != 3 || len(cols[" width "]) < 20 {
+		t.Errorf("found %v\n%s", cols, out.String())
+	}
+}
