@@ -142,8 +142,13 @@ func TestServeAdaptedWidthSurvivesReload(t *testing.T) {
 	}
 	cancel()
 	writeFile(t, p, body+"# a comment\n")
-	r.log.waitFor(t, `reloading`, 1, 20*time.Second)
-	time.Sleep(1500 * time.Millisecond) // a switch back would be done by now (100 ms warmup)
+	// The reload decides at once whether the engine command changes: it
+	// must find the adapted width's command unchanged (a switch back to
+	// the policy's width would say "engine command changed").
+	r.log.waitFor(t, `reload: engine command unchanged; nothing to do width=`+fmt.Sprint(want), 1, 20*time.Second)
+	if after := r.log.String()[strings.LastIndex(r.log.String(), "reloading"):]; strings.Contains(after, "engine command changed") {
+		t.Fatalf("a comment edit changed the engine command (back to the policy's width?); log:\n%s", r.log)
+	}
 	if st := status(t, port); !adapted() {
 		t.Fatalf("after a comment edit the engine runs %+v, want the adapted width %d; log:\n%s", st.Engine, want, r.log)
 	}
