@@ -2,7 +2,9 @@ package adapt
 
 import (
 	"fmt"
+	"math"
 	"strings"
+	"time"
 
 	"github.com/speclaunch/speclaunch/internal/defaults"
 )
@@ -32,6 +34,11 @@ type Rule struct {
 	// cycle where width 8's S predicted 2.23, so a width the model puts up
 	// to about 10% under the incumbent can be the better one.
 	TrialBand float64
+	// Payback is the time over which a switch's predicted gain must repay
+	// the throughput it costs (Inputs.SwitchS at the incumbent's rate)
+	// (default 10 min, the loop's re-exploration period: a width chosen is
+	// served at least that long unless the traffic changes).
+	Payback time.Duration
 }
 
 // Defaults.
@@ -41,6 +48,7 @@ const (
 	DefaultZ         = 1.96
 	DefaultMaxWidth  = defaults.AdaptMaxWidth
 	DefaultTrialBand = 0.10
+	DefaultPayback   = 10 * time.Minute
 )
 
 func (r Rule) withDefaults() Rule {
@@ -58,6 +66,9 @@ func (r Rule) withDefaults() Rule {
 	}
 	if r.TrialBand <= 0 {
 		r.TrialBand = DefaultTrialBand
+	}
+	if r.Payback <= 0 {
+		r.Payback = DefaultPayback
 	}
 	return r
 }
@@ -95,6 +106,14 @@ type Inputs struct {
 	// named again.
 	Trials int
 	Tried  map[int]bool
+	// Avoid holds widths measured worse than the width they replaced
+	// (a switch undone, see Check): never chosen again until the traffic
+	// drifts.
+	Avoid map[int]bool
+	// SwitchS is the measured seconds one switch of this engine takes
+	// (0: not measured yet). A switch is made only when the predicted
+	// gain over Rule.Payback repays it.
+	SwitchS float64
 }
 
 // Position is one S(k) as logged.
@@ -224,6 +243,9 @@ func Decide(in Inputs) Decision {
 	}
 	best := inc
 	for _, c := range d.Candidates { // ascending width: ties keep the narrower
+		if in.Avoid[c.Width] && c.Width != inc {
+			continue
+		}
 		if c.TokPerS > rate[best] {
 			best = c.Width
 		}
@@ -231,7 +253,11 @@ func Decide(in Inputs) Decision {
 	d.Best = best
 	d.Gain = rate[best]/rate[inc] - 1
 	if best != inc {
-		d.GainLo = gainBound(in, r.Z, own, best, inc, cost[best].MS, cost[inc].MS) / (rate[inc] / (1000 * float64(n)))
+		// A modelled cost is taken at the end of its interval that hurts
+		// the best: a fitted drafting cost is an estimate, not a measure.
+		cb := cost[best].MS + r.Z*cost[best].SE
+		ci := math.Max(cost[inc].MS-r.Z*cost[inc].SE, cost[inc].VerifyMS)
+		d.GainLo = gainBound(in, r.Z, own, best, inc, cb, ci) / (rate[inc] / (1000 * float64(n)))
 	}
 	d.Explore = explore(in.Acc, in, r, n, rate[best])
 	if in.Live > 0 && in.Live < len(in.Acc) {
@@ -245,6 +271,8 @@ func Decide(in Inputs) Decision {
 		d.Reason = fmt.Sprintf("width %d predicted %+.1f%%, under the %.0f%% margin", best, 100*d.Gain, 100*r.Margin)
 	case d.GainLo <= 0:
 		d.Reason = fmt.Sprintf("width %d predicted %+.1f%% but its lower bound %+.1f%% is not above zero: more cycles needed", best, 100*d.Gain, 100*d.GainLo)
+	case in.SwitchS > 0 && best != in.Running && d.Gain*r.Payback.Seconds() < in.SwitchS:
+		d.Reason = fmt.Sprintf("width %d predicted %+.1f%% does not repay a %.1fs switch within %s", best, 100*d.Gain, in.SwitchS, r.Payback)
 	default:
 		d.Choice, chosen = best, true
 		d.Reason = fmt.Sprintf("width %d predicted %+.1f%% (lower bound %+.1f%%) over width %d", best, 100*d.Gain, 100*d.GainLo, inc)
@@ -280,7 +308,7 @@ func trial(in Inputs, r Rule, cands []Candidate, maxW int, rate map[int]float64)
 	pick := 0
 	for _, c := range cands { // ascending width
 		w := c.Width
-		if w < 2 || w > maxW || w == in.Running || w == in.Home || in.Own[w].Cycles > 0 || in.Tried[w] {
+		if w < 2 || w > maxW || w == in.Running || w == in.Home || in.Own[w].Cycles > 0 || in.Tried[w] || in.Avoid[w] {
 			continue
 		}
 		if c.TokPerS < (1-r.TrialBand)*rate[in.Running] {

@@ -11,7 +11,7 @@ import (
 
 // Decide with widths measured earlier (Inputs.Own) and trials. Costs are
 // hand-computed as in TestDecide: verify 2 ms at every row count, drafting
-// from the measured width nearest.
+// 2/3 ms per drafted token.
 func TestDecideOwnAndTrials(t *testing.T) {
 	flat := Curve{VerifyMS: map[int]float64{1: 2, 2: 2, 3: 2, 4: 2}}
 	rule := Rule{MinCycles: 100, Margin: 0.03, MaxWidth: 4}
@@ -21,7 +21,7 @@ func TestDecideOwnAndTrials(t *testing.T) {
 	// band (≥ 630): widths 2 and 3.
 	band := func(in Inputs) Inputs {
 		in.Running, in.N, in.Acc, in.Curve, in.Rule = 4, 1, acc(1000, 0.8, 0.6, 0.4), flat, rule
-		in.Measured = map[int]Measure{4: {MS: 4, N: 1}}
+		in.Measured = map[int]Measure{4: {MS: 4, N: 1}, 2: {MS: 2 + 2.0/3, N: 1}} // 3: priced by the fit, the same line
 		return in
 	}
 	cases := []struct {
