@@ -135,7 +135,8 @@ func (c Curve) missing(rows []int) []int {
 
 // with is the curve extended by newly probed samples (a probed curve).
 func (c Curve) with(samples map[int][]float64) Curve {
-	out := Curve{VerifyMS: maps.Clone(c.VerifyMS), Source: "probe"}
+	out := Curve{VerifyMS: map[int]float64{}, Source: "probe"}
+	maps.Copy(out.VerifyMS, c.VerifyMS)
 	maps.Copy(out.VerifyMS, curveOf(samples).VerifyMS)
 	return out
 }

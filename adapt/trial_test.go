@@ -290,10 +290,10 @@ func TestLoopTrialGoesBackHome(t *testing.T) {
 func TestLoopOwnDriftAcrossEngineLives(t *testing.T) {
 	cfg := testCfg()
 	cfg.MaxTrials = -1
-	l := &loop{cfg: cfg.withDefaults(), measured: map[int]Measure{}, own: map[int]Counts{}, tried: map[int]bool{3: true},
-		d: LoopDeps{Current: func() Target { return Target{Width: 4} }, Switch: func(context.Context, int, string) error { return nil },
-			Log: quietLog(), Now: time.Now},
-		curve: Curve{VerifyMS: map[int]float64{1: 2, 4: 2, 8: 3}}, width: 4, ownN: 1}
+	l := New(LoopDeps{Current: func() Target { return Target{Width: 4} }, Switch: func(context.Context, int, string) error { return nil },
+		Log: quietLog(), Cfg: cfg})
+	l.tried[3] = true
+	l.curve, l.width, l.ownN = Curve{VerifyMS: map[int]float64{1: 2, 4: 2, 8: 3}}, 4, 1
 	l.own[4] = Counts{Cycles: 1000, AtLeast: []float64{300, 90, 27}} // S(1) .3 under the old traffic
 	l.own[5] = Counts{Cycles: 1000, AtLeast: []float64{300, 90, 27, 8}}
 	l.epoch = Counts{Cycles: 300, AtLeast: []float64{270, 243, 219}} // S(1) .9 now
