@@ -327,6 +327,11 @@ func probeOnce(ctx context.Context, client *http.Client, base string, prompt []i
 	if err != nil {
 		return 0, fmt.Errorf("probe: POST /completion: reading the reply: %w", err)
 	}
+	if resp.StatusCode >= 500 {
+		// Loading, overloaded or restarting (llama-server answers 503
+		// while it loads a model): it may pass.
+		return 0, fmt.Errorf("probe: POST /completion answered %s: %s", resp.Status, snippet(raw))
+	}
 	if resp.StatusCode != http.StatusOK {
 		return 0, fmt.Errorf("%w: POST /completion answered %s: %s", ErrNoProbe, resp.Status, snippet(raw))
 	}
