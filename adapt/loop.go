@@ -204,6 +204,7 @@ type Loop struct {
 	fresh  bool // no baseline scrape yet for this engine
 	prev   Snapshot
 	base   Counts     // consistent epochs since this engine started
+	pend   Counts     // epochs not yet tested for a drift (driftPool)
 	epoch  Counts     // the epoch being filled
 	wide   Acceptance // the widest observation: far positions for Decide
 	tokens float64    // tokens in this epoch (width 1 has no cycles)
@@ -215,6 +216,14 @@ type Loop struct {
 	predS, cycles     float64
 
 	lastSwitch, lastExplore time.Time
+	// recheckEvery is the period between two re-checks (Decision.Recheck):
+	// ReexploreEvery, doubled after each up to reexploreMaxDoublings
+	// times, and back to ReexploreEvery when the traffic drifts.
+	recheckEvery time.Duration
+	// exploreFirst: the starting width serves one epoch (its own measured
+	// rate, which every later switch is checked against) before the
+	// exploration to W0.
+	exploreFirst bool
 	// home: the width served before the current exploration, which the
 	// rule must beat (Inputs.Home); 0 when the width serving was chosen.
 	home int
@@ -265,7 +274,8 @@ func New(d LoopDeps) *Loop {
 // clearState drops what the loop learnt of a model pair.
 func (l *Loop) clearState() {
 	l.measured, l.own, l.tried, l.avoid, l.predict = map[int]Measure{}, map[int]Counts{}, map[int]bool{}, map[int]bool{}, map[int]float64{}
-	l.wide, l.base, l.home, l.exploring, l.trial, l.check = nil, Counts{}, 0, false, false, nil
+	l.wide, l.base, l.pend, l.home, l.exploring, l.trial, l.check = nil, Counts{}, Counts{}, 0, false, false, nil
+	l.recheckEvery, l.exploreFirst = 0, false
 	l.probedN, l.probeN, l.probeEr = nil, nil, nil
 	l.noCostNote, l.noCostWhy, l.noCostN = "", "", 0
 }
@@ -364,12 +374,11 @@ func (l *Loop) start(ctx context.Context) error {
 	cur = l.d.Current()
 	l.reset(cur)
 	l.lastExplore = l.d.Now() // the first epoch explores: re-checks wait a full period
-	if cur.Width < l.w0 && len(l.wide) < l.w0-1 {
+	l.exploreFirst = cur.Width < l.w0 && len(l.wide) < l.w0-1
+	if l.exploreFirst {
 		l.status.State = StateExploring
 		l.publish()
-		if err := l.switchTo(ctx, l.w0, fmt.Sprintf("explore: observe acceptance at positions 1-%d", l.w0-1), true); err != nil {
-			return err
-		}
+		return nil
 	}
 	l.status.State = StateWatching
 	l.publish()
@@ -515,8 +524,11 @@ func (l *Loop) cacheable() bool {
 
 // reset starts a new engine's life: its counters are a new baseline.
 func (l *Loop) reset(t Target) {
+	if l.width >= 2 && l.pend.Cycles > 0 {
+		l.commit(l.pend.Cycles >= l.cfg.MinCycles)
+	}
 	l.gen, l.width, l.fresh = t.Gen, t.Width, true
-	l.base, l.epoch = Counts{}, Counts{}
+	l.base, l.pend, l.epoch = Counts{}, Counts{}, Counts{}
 	l.tokens, l.nLive, l.lastN = 0, nil, 0
 	l.epPredS, l.epCycles, l.predS, l.cycles = 0, 0, 0, 0
 	l.status.Width = t.Width
@@ -673,6 +685,12 @@ func (l *Loop) evaluate(ctx context.Context) error {
 	n := l.concurrency()
 	l.closeEpoch(n)
 	l.probeConcurrency(ctx, n)
+	if l.exploreFirst {
+		// The starting width has its own epoch now: explore.
+		l.exploreFirst = false
+		l.status.State = StateWatching
+		return l.switchTo(ctx, l.w0, fmt.Sprintf("explore: observe acceptance at positions 1-%d", l.w0-1), true)
+	}
 	dec := l.decide(n)
 	if dec.NoCost {
 		return l.noCost(ctx, dec, n)
@@ -720,15 +738,34 @@ func (l *Loop) closeEpoch(n int) {
 	l.epoch, l.tokens = Counts{}, 0
 }
 
-// foldAcceptance joins the epoch to this engine's acceptance and to the
-// running width's own counts, or drops them first when the traffic drifted.
+// driftPool is how many MinCycles of epochs are pooled before they are
+// tested for a drift: 1024 cycles at the default, about 20 requests of
+// 128 tokens. A pool covers the traffic's mix where one epoch did not: on
+// the sim matrix with two classes of requests alternating every 8, one
+// epoch held one class or the other, the test found a drift nearly every
+// epoch, and each drift dropped the far positions and sent the loop
+// exploring again (50 switches in 30 minutes).
+const driftPool = 4
+
+// foldAcceptance adds the epoch to the pending pool, and commits the pool
+// once it holds driftPool·MinCycles cycles.
 func (l *Loop) foldAcceptance() {
-	ep := l.epoch.Obs()
+	l.pend.Merge(l.epoch)
+	if l.pend.Cycles >= driftPool*l.cfg.MinCycles {
+		l.commit(true)
+	}
+}
+
+// commit joins the pending pool to this engine's acceptance and to the
+// running width's own counts, or, when tested and the traffic drifted,
+// replaces them with it.
+func (l *Loop) commit(test bool) {
+	ep := l.pend.Obs()
 	drifted := false
-	if l.base.Cycles > 0 {
+	if test && l.base.Cycles > 0 {
 		if k := Drift(l.base.Obs(), ep, l.cfg.DriftZ); k > 0 {
 			drifted = true
-			l.d.Log.Info("adapt: acceptance drifted; deciding from the latest epoch", "position", k,
+			l.d.Log.Info("adapt: acceptance drifted; deciding from the latest epochs", "position", k,
 				"was", l.base.Obs().S(k), "now", ep.S(k))
 			l.base = Counts{}
 			l.wide = nil // far positions observed under other traffic
@@ -736,22 +773,24 @@ func (l *Loop) foldAcceptance() {
 			// its ms per cycle (measured) is not: cost does not move
 			// with the traffic.
 			l.resetTrials()
+			l.recheckEvery = 0
 		}
 	}
 	// This width's own acceptance may be from an earlier engine at it,
 	// before a traffic change no epoch of one engine showed (one past the
 	// width served meanwhile): the same test, at one width.
-	if o := l.own[l.width]; !drifted && o.Cycles > 0 {
+	if o := l.own[l.width]; test && !drifted && o.Cycles > 0 {
 		if k := Drift(o.Obs(), ep, l.cfg.DriftZ); k > 0 {
 			l.d.Log.Info("adapt: acceptance at this width drifted since it was last measured; dropping the widths measured", "width", l.width, "position", k,
 				"was", o.Obs().S(k), "now", ep.S(k))
 			l.resetTrials()
 		}
 	}
-	l.base.Merge(l.epoch)
+	l.base.Merge(l.pend)
 	o := l.own[l.width]
-	o.Merge(l.epoch)
+	o.Merge(l.pend)
 	l.own[l.width] = o
+	l.pend = Counts{}
 	// The far positions are not tested against this width's S: S per
 	// cycle depends on the width when easy text comes in runs (a wide
 	// cycle takes a run at once), so S(k) at width 8 can sit several
@@ -828,6 +867,16 @@ func (l *Loop) judge(n int, dec *Decision) (undo int, hold bool) {
 	}
 	to, ok1 := l.ownRateOf(c.to, n)
 	from, ok2 := l.ownRateOf(c.from, n)
+	if !ok2 {
+		// The width left has no measured rate of its own here (the loop
+		// explored before it served a whole epoch, or at another
+		// concurrency): its predicted rate stands in, without doubt.
+		for _, cd := range dec.Candidates {
+			if cd.Width == c.from {
+				from, ok2 = rateObs{T: cd.TokensPerCycle, MS: cd.Cost.MS, Cycles: math.Inf(1)}, true
+			}
+		}
+	}
 	if !ok1 || !ok2 {
 		// The width left lost its own counts (the traffic drifted, or the
 		// concurrency changed): nothing to compare with; the rule decides.
@@ -860,11 +909,15 @@ func (l *Loop) ownRateOf(w, n int) (rateObs, bool) {
 		v, ok := l.curve.At(max(1, n))
 		return ownRate(1, Counts{}, v*float64(boolInt(ok)))
 	}
+	own := l.own[w]
+	if w == l.width {
+		own = l.ownCopy()[w]
+	}
 	m, ok := l.measured[w]
-	if !ok || m.N != n || l.own[w].Cycles < l.cfg.MinCycles {
+	if !ok || m.N != n || own.Cycles < l.cfg.MinCycles {
 		return rateObs{}, false
 	}
-	return ownRate(w, l.own[w], m.MS)
+	return ownRate(w, own, m.MS)
 }
 
 func boolInt(b bool) int {
@@ -910,7 +963,11 @@ func (l *Loop) act(ctx context.Context, dec Decision) error {
 	case dec.Explore > 0:
 		k := len(acc)
 		return l.switchTo(ctx, dec.Explore, fmt.Sprintf("explore wider: S(%d) = %.2f, the last position observed, suggests width %d could pay", k, acc[k-1].S, dec.Explore), true)
-	case dec.Recheck > 0 && now.Sub(l.lastExplore) >= l.cfg.ReexploreEvery:
+	case dec.Recheck > 0 && now.Sub(l.lastExplore) >= l.recheckPeriod():
+		// Each re-check that is asked for again waits twice as long: on
+		// the sim's collapse profile the live tail at width 4 asks for one
+		// every period, and each costs an epoch at the widest width.
+		l.recheckEvery = min(2*l.recheckPeriod(), reexploreMaxFactor*l.cfg.ReexploreEvery)
 		live := min(len(acc), max(0, l.width-1))
 		s := 0.0
 		if live > 0 {
@@ -919,6 +976,18 @@ func (l *Loop) act(ctx context.Context, dec Decision) error {
 		return l.switchTo(ctx, dec.Recheck, fmt.Sprintf("re-explore wider: S(%d) = %.2f at the running width suggests width %d could pay", live, s, dec.Recheck), true)
 	}
 	return nil
+}
+
+// reexploreMaxFactor bounds the re-check period: 8 × ReexploreEvery,
+// 80 minutes at the default.
+const reexploreMaxFactor = 8
+
+// recheckPeriod is the wait between two re-checks.
+func (l *Loop) recheckPeriod() time.Duration {
+	if l.recheckEvery <= 0 {
+		return l.cfg.ReexploreEvery
+	}
+	return l.recheckEvery
 }
 
 // expect records what the switch to w predicted (its modelled ms per
@@ -1002,9 +1071,14 @@ func (l *Loop) resetTrials() {
 
 // ownCopy is l.own for Decide, which must not share the loop's slices.
 func (l *Loop) ownCopy() map[int]Counts {
-	m := make(map[int]Counts, len(l.own))
+	m := make(map[int]Counts, len(l.own)+1)
 	for w, c := range l.own {
 		m[w] = Counts{Cycles: c.Cycles, AtLeast: slices.Clone(c.AtLeast)}
+	}
+	if l.width >= 2 && l.pend.Cycles > 0 { // the running width's epochs not yet committed
+		o := m[l.width]
+		o.Merge(l.pend)
+		m[l.width] = o
 	}
 	return m
 }
@@ -1015,7 +1089,10 @@ func (l *Loop) acceptance() Acceptance {
 	if l.width < 2 {
 		return l.wide
 	}
-	acc := l.base.Obs()
+	cur := l.base
+	cur.AtLeast = slices.Clone(cur.AtLeast)
+	cur.Merge(l.pend)
+	acc := cur.Obs()
 	if len(l.wide) > len(acc) {
 		acc = append(acc, l.wide[len(acc):]...)
 	}

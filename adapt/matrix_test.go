@@ -34,16 +34,16 @@ import (
 // sweep of the same engine at each width 1..17 over the same traffic.
 
 const (
-	matrixStep     = 2 * time.Second   // virtual decoding per scrape (DefaultInterval)
-	matrixSwitch   = 3 * time.Second   // virtual time of one switch
-	matrixHorizon  = 30 * time.Minute  // virtual length of one adaptive run
-	matrixMeasure  = 10 * time.Minute  // the measured window at its end
-	matrixSweep    = 10 * time.Minute  // virtual length of one oracle width
-	matrixReqTok   = 128               // tokens a request
-	matrixEvery    = 8                 // requests of one class before the other (two classes)
-	matrixClassB   = 0.75              // class B: each conditional acceptance times this
-	matrixStartW   = 4                 // llama.cpp's default width
-	matrixBadStart = 16                // the engine default with no policy entry (the demo at capability 9.0)
+	matrixStep     = 2 * time.Second  // virtual decoding per scrape (DefaultInterval)
+	matrixSwitch   = 3 * time.Second  // virtual time of one switch
+	matrixHorizon  = 30 * time.Minute // virtual length of one adaptive run
+	matrixMeasure  = 10 * time.Minute // the measured window at its end
+	matrixSweep    = 10 * time.Minute // virtual length of one oracle width
+	matrixReqTok   = 128              // tokens a request
+	matrixEvery    = 8                // requests of one class before the other (two classes)
+	matrixClassB   = 0.75             // class B: each conditional acceptance times this
+	matrixStartW   = 4                // llama.cpp's default width
+	matrixBadStart = 16               // the engine default with no policy entry (the demo at capability 9.0)
 )
 
 // matrixProfile is one sim profile of the matrix.

@@ -158,6 +158,7 @@ func TestCachedCurveWithoutConcurrentRows(t *testing.T) {
 			var mu sync.Mutex
 			var first *Status
 			var last Status
+			var before []int // the probe's requests when the curve was first published
 			done := make(chan error, 1)
 			go func() {
 				done <- Run(ctx, LoopDeps{Current: m.Current, Switch: m.Switch, Cfg: cfg, Log: quietLog(), CacheDir: dir, CacheKey: key,
@@ -166,6 +167,9 @@ func TestCachedCurveWithoutConcurrentRows(t *testing.T) {
 						defer mu.Unlock()
 						if first == nil && s.Curve != nil {
 							first = &s
+							m.mu.Lock()
+							before = slices.Clone(m.probes)
+							m.mu.Unlock()
 						}
 						last = s
 					}})
@@ -183,9 +187,8 @@ func TestCachedCurveWithoutConcurrentRows(t *testing.T) {
 			if !ok {
 				t.Fatalf("68 rows never in the curve; last %+v", last)
 			}
-			m.mu.Lock()
-			defer m.mu.Unlock()
-			before := m.probes[:m.probesAt[0]]
+			mu.Lock()
+			defer mu.Unlock()
 			t.Logf("first curve from %s with %d rows; %d probe requests before traffic", first.Curve.Source, len(first.Curve.VerifyMS), len(before))
 			for _, r := range before {
 				if r >= 2 && r <= DefaultMaxWidth {
