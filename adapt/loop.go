@@ -1019,6 +1019,7 @@ func (l *Loop) noCost(ctx context.Context, dec Decision, n int) error {
 	why, pending := l.unprobed(n)
 	if pending {
 		l.status.Decision = &dec
+		l.status.Decisions++
 		l.publish()
 		l.d.Log.Info(dec.String())
 		return nil
@@ -1034,6 +1035,7 @@ func (l *Loop) noCost(ctx context.Context, dec Decision, n int) error {
 	note := fmt.Sprintf("%s; serving width %d", whyNote, serving)
 	l.status.Note = note
 	l.status.Decision = &dec
+	l.status.Decisions++
 	l.publish()
 	l.d.Log.Info(dec.String())
 	if note != l.noCostNote {

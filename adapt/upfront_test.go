@@ -104,7 +104,7 @@ func TestLoopConcurrencyProbedUpFront(t *testing.T) {
 	m.slots = 4
 	m.probeFail = func(rows int) bool { return rows > 17 && len(m.switched) > 0 } // m.mu held
 	best := m.best()
-	got, ok := m.settle(t, 5*time.Second, 50*time.Millisecond) // more epochs under load after the settle
+	got, ok := m.settle(t, 5*time.Second, 20) // more epochs under load after the settle
 	if !ok {
 		t.Fatalf("no settle at 4 sequences; switches %v", switchedOf(m))
 	}
