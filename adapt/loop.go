@@ -944,6 +944,7 @@ func (l *Loop) act(ctx context.Context, dec Decision) error {
 	if l.exploring && l.home > 0 {
 		from = l.home // an exploration observed; the width it left is home
 	}
+	chained := l.exploring // a wider exploration straight from one
 	l.exploring, l.trial = false, false
 	acc := dec.S
 	switch {
@@ -960,7 +961,11 @@ func (l *Loop) act(ctx context.Context, dec Decision) error {
 		}
 		return l.switchTo(ctx, dec.Choice, dec.Reason, false)
 	case inWindow:
-	case dec.Explore > 0:
+	case dec.Explore > 0 && (chained || l.status.Switches <= 1 || now.Sub(l.lastExplore) >= l.recheckPeriod()):
+		// Past the first explorations, at most one per re-check period: a
+		// drift drops the far positions, and on mixed traffic drifts come
+		// often (the sim matrix's two alternating classes sent the loop
+		// to width 17 every minute or so).
 		k := len(acc)
 		return l.switchTo(ctx, dec.Explore, fmt.Sprintf("explore wider: S(%d) = %.2f, the last position observed, suggests width %d could pay", k, acc[k-1].S, dec.Explore), true)
 	case dec.Recheck > 0 && now.Sub(l.lastExplore) >= l.recheckPeriod():
