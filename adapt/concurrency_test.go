@@ -44,6 +44,7 @@ type modelEngine struct {
 	slots     int
 	probeFail func(rows int) bool
 	srv       *httptest.Server
+	pair      string // Target.Pair
 }
 
 // verify has a kernel boundary every 8 rows.
@@ -127,7 +128,7 @@ func (m *modelEngine) serve(w http.ResponseWriter, r *http.Request) {
 func (m *modelEngine) Current() Target {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return Target{BaseURL: m.srv.URL, Width: m.width, Gen: m.gen}
+	return Target{BaseURL: m.srv.URL, Width: m.width, Gen: m.gen, Pair: m.pair}
 }
 
 func (m *modelEngine) Switch(_ context.Context, w int, _ string) error {

@@ -440,29 +440,38 @@ func (l *Loop) getCurve(ctx context.Context) error {
 	t := l.d.Current()
 	rows := l.rowsFor(ctx, t.BaseURL)
 	c, known := l.knownCurve(t.Pair)
-	missing := rows
-	if known {
-		l.curve = c
-		if missing = c.missing(rows); len(missing) == 0 {
-			return nil
+	if !known {
+		// Rows 1..MaxWidth first, on their own: a busy engine may refuse
+		// the rows of concurrent decoding (a live request takes the slot
+		// between the probe's prefix and its request) and the loop can
+		// start without them.
+		samples, err := l.probeResuming(ctx, ProbeRows(l.cfg.MaxWidth, 0))
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if errors.Is(err, ErrNoProbe) {
+				return fmt.Errorf("%w: no verify-cost curve: %w (this engine could not be probed: serve keeps its width; set one to silence this)", ErrNotAdapting, err)
+			}
+			return fmt.Errorf("no verify-cost curve yet: %w", err)
 		}
-		l.d.Log.Info("adapt: the known verify-cost curve lacks rows of concurrent decoding; probing them", "rows", len(missing))
+		c = l.addCurve(t.Pair, samples)
 	}
+	l.curve = c
+	missing := c.missing(rows)
+	if len(missing) == 0 {
+		return nil
+	}
+	l.d.Log.Info("adapt: the verify-cost curve lacks rows of concurrent decoding; probing them", "rows", len(missing))
 	samples, err := l.probeResuming(ctx, missing)
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if known {
-			// The known curve still serves; the under-load probe
-			// (probeConcurrency) tries the rows again when they are needed.
-			l.d.Log.Warn("adapt: could not probe the rows of concurrent decoding; using the known curve", "err", err)
-			return nil
-		}
-		if errors.Is(err, ErrNoProbe) {
-			return fmt.Errorf("%w: no verify-cost curve: %w (this engine could not be probed: serve keeps its width; set one to silence this)", ErrNotAdapting, err)
-		}
-		return fmt.Errorf("no verify-cost curve yet: %w", err)
+		// The curve still serves; the under-load probe (probeConcurrency)
+		// tries the rows again when they are needed.
+		l.d.Log.Warn("adapt: could not probe the rows of concurrent decoding; using the curve without them", "err", err)
+		return nil
 	}
 	l.curve = l.addCurve(t.Pair, samples)
 	return nil
