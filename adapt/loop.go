@@ -199,17 +199,18 @@ type Loop struct {
 	w0       int
 	measured map[int]Measure
 
-	gen    uint64
-	width  int
-	fresh  bool // no baseline scrape yet for this engine
-	prev   Snapshot
-	base   Counts     // consistent epochs since this engine started
-	pend   Counts     // epochs not yet tested for a drift (driftPool)
-	epoch  Counts     // the epoch being filled
-	wide   Acceptance // the widest observation: far positions for Decide
-	tokens float64    // tokens in this epoch (width 1 has no cycles)
-	nLive  []float64  // concurrency samples, the last liveScrapes of this engine
-	lastN  int        // the concurrency of the last epoch; 0 before one
+	gen     uint64
+	width   int
+	fresh   bool // no baseline scrape yet for this engine
+	prev    Snapshot
+	base    Counts     // consistent epochs since this engine started
+	pend    Counts     // epochs not yet tested for a drift (driftPool)
+	epoch   Counts     // the epoch being filled
+	wide    Acceptance // the widest observation: far positions for Decide
+	tokens  float64    // tokens in this epoch (width 1 has no cycles)
+	classic float64    // tokens this engine decoded at width 1, for a check
+	nLive   []float64  // concurrency samples, the last liveScrapes of this engine
+	lastN   int        // the concurrency of the last epoch; 0 before one
 	// predict seconds and cycles: of the epoch being filled, and of this
 	// engine's epochs since the concurrency last changed
 	epPredS, epCycles float64
@@ -534,11 +535,11 @@ func (l *Loop) cacheable() bool {
 // reset starts a new engine's life: its counters are a new baseline.
 func (l *Loop) reset(t Target) {
 	if l.width >= 2 && l.pend.Cycles > 0 {
-		l.commit(l.pend.Cycles >= l.cfg.MinCycles)
+		l.commit(false) // a part of a pool: too little of the traffic's mix to test
 	}
 	l.gen, l.width, l.fresh = t.Gen, t.Width, true
 	l.base, l.pend, l.epoch = Counts{}, Counts{}, Counts{}
-	l.tokens, l.nLive, l.lastN = 0, nil, 0
+	l.tokens, l.classic, l.nLive, l.lastN = 0, 0, nil, 0
 	l.epPredS, l.epCycles, l.predS, l.cycles = 0, 0, 0, 0
 	l.status.Width = t.Width
 }
@@ -744,6 +745,9 @@ func (l *Loop) closeEpoch(n int) {
 			l.scorePrediction(l.width)
 		}
 	}
+	if l.width < 2 {
+		l.classic += l.tokens
+	}
 	l.epoch, l.tokens = Counts{}, 0
 }
 
@@ -916,7 +920,11 @@ func (l *Loop) judge(n int, dec *Decision) (undo int, hold bool) {
 func (l *Loop) ownRateOf(w, n int) (rateObs, bool) {
 	if w < 2 {
 		v, ok := l.curve.At(max(1, n))
-		return ownRate(1, Counts{}, v*float64(boolInt(ok)))
+		r, ok2 := ownRate(1, Counts{}, v*float64(boolInt(ok)))
+		if w == l.width {
+			r.Cycles = l.classic // its own steps, for the check's cap
+		}
+		return r, ok2
 	}
 	own := l.own[w]
 	if w == l.width {
