@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"math"
 	"math/rand/v2"
 	"net/http"
@@ -279,7 +278,7 @@ func runCell(p matrixProfile, n, classes int, seed uint64) matrixCell {
 	defer e.srv.Close()
 	var mu sync.Mutex
 	var last Status
-	l := New(LoopDeps{Current: e.Current, Switch: e.Switch, Log: cellLog(), Now: e.clock.Now,
+	l := New(LoopDeps{Current: e.Current, Switch: e.Switch, Log: quietLog(), Now: e.clock.Now,
 		Cfg:     Config{Interval: 300 * time.Microsecond},
 		Publish: func(s Status) { mu.Lock(); last = s; mu.Unlock() }})
 	e.loop = l
@@ -492,13 +491,4 @@ func TestMatrixCellSmoke(t *testing.T) {
 				c.profile, n, c.oracle, c.oracleRate, c.startFrac, c.frac, c.width, c.switches, c.settleS, c.predErr, time.Since(start))
 		}
 	}
-}
-
-var dbgLog *slog.Logger
-
-func cellLog() *slog.Logger {
-	if dbgLog != nil {
-		return dbgLog
-	}
-	return quietLog()
 }

@@ -296,22 +296,23 @@ func TestLoopOwnDriftAcrossEngineLives(t *testing.T) {
 	l.curve, l.width, l.ownN = Curve{VerifyMS: map[int]float64{1: 2, 4: 2, 8: 3}}, 4, 1
 	l.own[4] = Counts{Cycles: 1000, AtLeast: []float64{300, 90, 27}} // S(1) .3 under the old traffic
 	l.own[5] = Counts{Cycles: 1000, AtLeast: []float64{300, 90, 27, 8}}
-	l.epoch = Counts{Cycles: 300, AtLeast: []float64{270, 243, 219}} // S(1) .9 now
-	l.epCycles, l.epPredS = 300, 1.2
+	// A pool's worth (driftPool epochs) of S(1) .9 now.
+	l.epoch = Counts{Cycles: 1100, AtLeast: []float64{990, 891, 803}}
+	l.epCycles, l.epPredS = 1100, 4.4
 	if err := l.evaluate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if o := l.own[4]; o.Cycles != 300 || len(l.own) != 1 || len(l.tried) != 0 {
+	if o := l.own[4]; o.Cycles != 1100 || len(l.own) != 1 || len(l.tried) != 0 {
 		t.Errorf("own %+v, tried %v: want width 4's new epoch only and no trials taken", l.own, l.tried)
 	}
 	// The same traffic: the epoch joins the earlier one.
-	l.epoch = Counts{Cycles: 300, AtLeast: []float64{270, 243, 219}}
-	l.epCycles, l.epPredS = 300, 1.2
+	l.epoch = Counts{Cycles: 1100, AtLeast: []float64{990, 891, 803}}
+	l.epCycles, l.epPredS = 1100, 4.4
 	l.base = Counts{} // a new engine at the same width
 	if err := l.evaluate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if o := l.own[4]; o.Cycles != 600 {
+	if o := l.own[4]; o.Cycles != 2200 {
 		t.Errorf("own %+v: want both epochs", l.own)
 	}
 }
