@@ -34,7 +34,7 @@ type modelEngine struct {
 	cycles   float64
 	perPos   []float64
 	predS    float64
-	tokens   float64 // generated at width 1
+	tokens   float64 // generated
 	probes   []int   // row counts probed
 	switched []int   // widths switched to
 	probesAt []int   // len(probes) at each switch
@@ -88,18 +88,20 @@ func (m *modelEngine) serve(w http.ResponseWriter, r *http.Request) {
 			for len(m.perPos) < m.width-1 {
 				m.perPos = append(m.perPos, 0)
 			}
+			m.tokens += c // the bonus token of each cycle
 			for k := 1; k < m.width; k++ {
 				sk := m.s(k)
 				if m.sw != nil {
 					sk = m.sw(m.width, k)
 				}
 				m.perPos[k-1] += math.Round(c * sk)
+				m.tokens += math.Round(c * sk)
 			}
 			m.predS += c * m.cycleMS(m.width) / 1000
 		}
 		var b strings.Builder
 		fmt.Fprintf(&b, "llamacpp:spec_decode_num_drafts_total %g\nllamacpp:tokens_predicted_seconds_total %g\n", m.cycles, m.predS)
-		fmt.Fprintf(&b, "llamacpp:tokens_predicted_total %g\nllamacpp:requests_processing %d\n", m.cycles*2+m.tokens, m.n)
+		fmt.Fprintf(&b, "llamacpp:tokens_predicted_total %g\nllamacpp:requests_processing %d\n", m.tokens, m.n)
 		for p, v := range m.perPos {
 			fmt.Fprintf(&b, "llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position=\"%d\"} %g\n", p, v)
 		}

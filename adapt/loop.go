@@ -237,6 +237,7 @@ type Loop struct {
 	// epoch takes trialEpochs·MinCycles cycles; avoid: widths a check
 	// undid (Inputs.Avoid).
 	own     map[int]Counts
+	deliv   map[int][2]float64 // width → tokens delivered, cycles: what a check compares
 	ownN    int
 	tried   map[int]bool
 	avoid   map[int]bool
@@ -275,6 +276,7 @@ func New(d LoopDeps) *Loop {
 // clearState drops what the loop learnt of a model pair.
 func (l *Loop) clearState() {
 	l.measured, l.own, l.tried, l.avoid, l.predict = map[int]Measure{}, map[int]Counts{}, map[int]bool{}, map[int]bool{}, map[int]float64{}
+	l.deliv = map[int][2]float64{}
 	l.wide, l.base, l.pend, l.home, l.exploring, l.trial, l.check = nil, Counts{}, Counts{}, 0, false, false, nil
 	l.recheckEvery, l.exploreFirst = 0, false
 	l.probedN, l.probeN, l.probeEr = nil, nil, nil
@@ -747,6 +749,9 @@ func (l *Loop) closeEpoch(n int) {
 	}
 	if l.width < 2 {
 		l.classic += l.tokens
+	} else if l.epoch.Cycles > 0 {
+		d := l.deliv[l.width]
+		l.deliv[l.width] = [2]float64{d[0] + l.tokens, d[1] + l.epoch.Cycles}
 	}
 	l.epoch, l.tokens = Counts{}, 0
 }
@@ -934,7 +939,17 @@ func (l *Loop) ownRateOf(w, n int) (rateObs, bool) {
 	if !ok || m.N != n || own.Cycles < l.cfg.MinCycles {
 		return rateObs{}, false
 	}
-	return ownRate(w, own, m.MS)
+	r, ok := ownRate(w, own, m.MS)
+	// The tokens a cycle delivered (Δ tokens_predicted / Δ cycles), where
+	// known: a request's last cycle delivers only what the request still
+	// wants, which the acceptance counters do not see, and it tells
+	// widths apart when a request is a few cycles long (the sim's flat
+	// profile: 128 tokens at 15.4 or 14.5 tokens a cycle both take 9
+	// cycles, so width 16 beats 17, which the counters rank first).
+	if d := l.deliv[w]; ok && d[1] >= l.cfg.MinCycles && d[0] > 0 {
+		r.T = d[0] / d[1]
+	}
+	return r, ok
 }
 
 func boolInt(b bool) int {
@@ -1090,6 +1105,7 @@ func (l *Loop) unprobed(n int) (why string, pending bool) {
 // traffic drifted, or the concurrency changed.
 func (l *Loop) resetTrials() {
 	clear(l.own)
+	clear(l.deliv)
 	clear(l.tried)
 }
 
