@@ -45,9 +45,12 @@ func ownRate(w int, own Counts, cost float64) (rateObs, bool) {
 // their own cycles: gain = rate(to)/rate(from) − 1, its half-width z
 // relative standard errors of the two tokens per cycle in quadrature (the
 // two come from different cycles). Worse beyond the noise (gain + half <
-// 0): undo. Within the floor (gain − half > −floor): keep. After
-// capCycles of its own the point estimate decides. Otherwise wait.
-func judgeSwitch(to, from rateObs, z, floor, capCycles float64) (verdict int, gain, half float64) {
+// 0): undo. Within the floor (gain − half > −floor), once the width has
+// keepCycles of its own (enough to cover the traffic's mix: a width
+// measured over one stretch of easy requests looks better than it is):
+// keep. After capCycles of its own the point estimate decides. Otherwise
+// wait.
+func judgeSwitch(to, from rateObs, z, floor, keepCycles, capCycles float64) (verdict int, gain, half float64) {
 	rt, rf := to.T/to.MS, from.T/from.MS
 	gain = rt/rf - 1
 	rel := math.Hypot(to.SE/to.T, from.SE/from.T)
@@ -55,7 +58,7 @@ func judgeSwitch(to, from rateObs, z, floor, capCycles float64) (verdict int, ga
 	switch {
 	case gain+half < 0:
 		return checkUndo, gain, half
-	case gain-half > -floor:
+	case gain-half > -floor && to.Cycles >= keepCycles:
 		return checkKeep, gain, half
 	case to.Cycles >= capCycles && gain < 0:
 		return checkUndo, gain, half

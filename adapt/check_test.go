@@ -6,8 +6,9 @@ import (
 	"time"
 )
 
-// judgeSwitch: worse beyond the noise is undone, within the floor kept,
-// in between measured on until the cap, where the point estimate decides.
+// judgeSwitch: worse beyond the noise is undone, within the floor kept
+// once a pool's worth of cycles covers the traffic's mix, in between
+// measured on until the cap, where the point estimate decides.
 func TestJudgeSwitch(t *testing.T) {
 	// from: 2.5 tokens a cycle at 10 ms, known to ±0.5%.
 	from := rateObs{T: 2.5, SE: 0.0125 / DefaultZ, MS: 10, Cycles: 4000}
@@ -16,14 +17,15 @@ func TestJudgeSwitch(t *testing.T) {
 		to   rateObs
 		want int
 	}{
-		{"clearly worse", rateObs{T: 2.5, SE: 0.01, MS: 11, Cycles: 512}, checkUndo}, // −9%
-		{"clearly better", rateObs{T: 2.5, SE: 0.01, MS: 9, Cycles: 512}, checkKeep}, // +11%
-		{"equal, tight", rateObs{T: 2.5, SE: 0.002, MS: 10, Cycles: 512}, checkKeep}, // 0 ± 0.4%
+		{"clearly worse", rateObs{T: 2.5, SE: 0.01, MS: 11, Cycles: 512}, checkUndo},  // −9%
+		{"clearly better", rateObs{T: 2.5, SE: 0.01, MS: 9, Cycles: 1024}, checkKeep}, // +11%
+		{"equal, tight", rateObs{T: 2.5, SE: 0.002, MS: 10, Cycles: 1024}, checkKeep}, // 0 ± 0.4%
+		{"better, but too little of the mix", rateObs{T: 2.5, SE: 0.01, MS: 9, Cycles: 512}, checkWait},
 		{"slightly worse, loose", rateObs{T: 2.47, SE: 0.04, MS: 10, Cycles: 512}, checkWait},
 		{"slightly worse at the cap", rateObs{T: 2.47, SE: 0.04, MS: 10, Cycles: 2048}, checkUndo},
 		{"slightly better at the cap", rateObs{T: 2.53, SE: 0.06, MS: 10, Cycles: 2048}, checkKeep},
 	} {
-		got, gain, half := judgeSwitch(c.to, from, DefaultZ, DefaultNoiseFloor, 2048)
+		got, gain, half := judgeSwitch(c.to, from, DefaultZ, DefaultNoiseFloor, 1024, 2048)
 		if got != c.want {
 			t.Errorf("%s: verdict %d (gain %+.3f ± %.3f), want %d", c.name, got, gain, half, c.want)
 		}

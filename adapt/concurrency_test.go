@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"net/http"
@@ -99,13 +100,7 @@ func (m *modelEngine) serve(w http.ResponseWriter, r *http.Request) {
 			}
 			m.predS += c * m.cycleMS(m.width) / 1000
 		}
-		var b strings.Builder
-		fmt.Fprintf(&b, "llamacpp:spec_decode_num_drafts_total %g\nllamacpp:tokens_predicted_seconds_total %g\n", m.cycles, m.predS)
-		fmt.Fprintf(&b, "llamacpp:tokens_predicted_total %g\nllamacpp:requests_processing %d\n", m.tokens, m.n)
-		for p, v := range m.perPos {
-			fmt.Fprintf(&b, "llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position=\"%d\"} %g\n", p, v)
-		}
-		fmt.Fprint(w, b.String())
+		writeMetrics(w, m.cycles, m.predS, m.tokens, m.n, m.perPos)
 	case "/completion":
 		var req struct{ Prompt []int }
 		json.NewDecoder(r.Body).Decode(&req)
@@ -125,6 +120,19 @@ func (m *modelEngine) serve(w http.ResponseWriter, r *http.Request) {
 	default:
 		http.NotFound(w, r)
 	}
+}
+
+// writeMetrics answers /metrics as llama-server does, for the fake
+// engines: cycles, predict seconds and tokens (summed over slots), the
+// requests processing, and the cycles accepting each draft position.
+func writeMetrics(w io.Writer, cycles, predS, tokens float64, n int, perPos []float64) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "llamacpp:spec_decode_num_drafts_total %g\nllamacpp:tokens_predicted_seconds_total %g\n", cycles, predS)
+	fmt.Fprintf(&b, "llamacpp:tokens_predicted_total %g\nllamacpp:requests_processing %d\n", tokens, n)
+	for p, v := range perPos {
+		fmt.Fprintf(&b, "llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position=\"%d\"} %g\n", p, v)
+	}
+	fmt.Fprint(w, b.String())
 }
 
 func (m *modelEngine) Current() Target {

@@ -901,7 +901,7 @@ func (l *Loop) judge(n int, dec *Decision) (undo int, hold bool) {
 		l.check, l.status.Checking = nil, ""
 		return 0, false
 	}
-	v, gain, half := judgeSwitch(to, from, l.cfg.Z, l.cfg.NoiseFloor, checkEpochs*l.cfg.MinCycles)
+	v, gain, half := judgeSwitch(to, from, l.cfg.Z, l.cfg.NoiseFloor, driftPool*l.cfg.MinCycles, checkEpochs*l.cfg.MinCycles)
 	what := fmt.Sprintf("width %d measured %+.1f%% ± %.1f%% against width %d, the width it replaced", c.to, 100*gain, 100*half, c.from)
 	switch v {
 	case checkUndo:

@@ -196,13 +196,7 @@ func (e *vEngine) serve(w http.ResponseWriter, r *http.Request) {
 	case "/metrics":
 		e.advance(e.ms + float64(matrixStep/time.Millisecond))
 		e.marks = append(e.marks, e.mark())
-		var b strings.Builder
-		fmt.Fprintf(&b, "llamacpp:spec_decode_num_drafts_total %g\nllamacpp:tokens_predicted_seconds_total %g\n", e.cycles, e.predS)
-		fmt.Fprintf(&b, "llamacpp:tokens_predicted_total %g\nllamacpp:requests_processing %d\n", e.pred, e.n)
-		for p, v := range e.perPos {
-			fmt.Fprintf(&b, "llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position=\"%d\"} %g\n", p, v)
-		}
-		fmt.Fprint(w, b.String())
+		writeMetrics(w, e.cycles, e.predS, e.pred, e.n, e.perPos)
 	case "/completion":
 		var req struct{ Prompt []int }
 		json.NewDecoder(r.Body).Decode(&req)
@@ -486,7 +480,11 @@ func TestMatrixCellSmoke(t *testing.T) {
 		}
 		for _, n := range []int{1, 4} {
 			start := time.Now()
-			c := runCell(p, n, 1, 1)
+			classes := 1
+			if os.Getenv("ADAPT_MATRIX_CLASSES") == "2" {
+				classes = 2
+			}
+			c := runCell(p, n, classes, 1)
 			t.Logf("%s n=%d: oracle %d (%.1f), start frac %.3f, frac %.3f, width %d, switches %v, settle %.0fs, pred %+v, wall %v",
 				c.profile, n, c.oracle, c.oracleRate, c.startFrac, c.frac, c.width, c.switches, c.settleS, c.predErr, time.Since(start))
 		}
