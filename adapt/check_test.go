@@ -1,6 +1,7 @@
 package adapt
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -105,4 +106,21 @@ func TestLoopUndoesAWorseSwitch(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = ctx
+}
+
+// Batch means: the standard error of the mean of epoch means.
+func TestBatchSE(t *testing.T) {
+	for _, c := range []struct {
+		means []float64
+		want  float64
+	}{
+		{nil, 0},
+		{[]float64{1, 3}, 0}, // too few epochs to tell
+		{[]float64{2, 2, 2}, 0},
+		{[]float64{1, 2, 3}, 1 / math.Sqrt(3)}, // sd 1 over √3
+	} {
+		if got := batchSE(c.means); !near(got, c.want, 1e-12) {
+			t.Errorf("batchSE(%v) = %v, want %v", c.means, got, c.want)
+		}
+	}
 }
