@@ -229,6 +229,7 @@ type Loop struct {
 	// rate, which every later switch is checked against) before the
 	// exploration to W0.
 	exploreFirst bool
+	explored     int // explorations made (a trial is not one)
 	// home: the width served before the current exploration, which the
 	// rule must beat (Inputs.Home); 0 when the width serving was chosen.
 	home int
@@ -284,7 +285,7 @@ func (l *Loop) clearState() {
 	l.deliv, l.delivEp = map[int][2]float64{}, map[int][]float64{}
 	l.wide, l.base, l.pend, l.home, l.exploring, l.trial, l.check = nil, Counts{}, Counts{}, 0, false, false, nil
 	l.pendTok, l.pendEp = 0, nil
-	l.recheckEvery, l.exploreFirst = 0, false
+	l.recheckEvery, l.exploreFirst, l.explored = 0, false, 0
 	l.probedN, l.probeN, l.probeEr = nil, nil, nil
 	l.noCostNote, l.noCostWhy, l.noCostN = "", "", 0
 }
@@ -568,6 +569,9 @@ func (l *Loop) switchTrial(ctx context.Context, width int, reason string, explor
 	l.lastSwitch = now
 	if explore {
 		l.lastExplore = now
+		if !trial {
+			l.explored++
+		}
 	}
 	l.d.Log.Info("adapt: switching width", "from", l.width, "to", width, "reason", reason)
 	if err := l.d.Switch(ctx, width, reason); err != nil {
@@ -1031,11 +1035,12 @@ func (l *Loop) act(ctx context.Context, dec Decision) error {
 		}
 		return l.switchTo(ctx, dec.Choice, dec.Reason, false)
 	case inWindow:
-	case dec.Explore > 0 && (chained || l.status.Switches <= 1 || now.Sub(l.lastExplore) >= l.recheckPeriod()):
-		// Past the first explorations, at most one per re-check period: a
-		// drift drops the far positions, and on mixed traffic drifts come
-		// often (the sim matrix's two alternating classes sent the loop
-		// to width 17 every minute or so).
+	case dec.Explore > 0 && (chained || l.explored == 0 || now.Sub(l.lastExplore) >= l.recheckPeriod()):
+		// Past the first exploration (and a wider one straight after it),
+		// at most one per re-check period: a drift drops the far
+		// positions, and on mixed traffic drifts come often (the sim
+		// matrix's two alternating classes sent the loop to width 17
+		// every minute or so).
 		k := len(acc)
 		return l.switchTo(ctx, dec.Explore, fmt.Sprintf("explore wider: S(%d) = %.2f, the last position observed, suggests width %d could pay", k, acc[k-1].S, dec.Explore), true)
 	case dec.Recheck > 0 && now.Sub(l.lastExplore) >= l.recheckPeriod():
