@@ -1,7 +1,6 @@
 package adapt
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -553,16 +552,12 @@ func (l *Loop) reset(t Target) {
 	l.status.Width = t.Width
 }
 
-// switchTo asks for width and records when; a failure leaves the old
-// engine serving and is only logged, unless Switch says adapting is off
-// for good (an error wrapping ErrNotAdapting, e.g. a reload set an
-// operator width), which it returns.
-func (l *Loop) switchTo(ctx context.Context, width int, reason string, explore bool) error {
-	return l.switchTrial(ctx, width, reason, explore, false)
-}
-
-// switchTrial is switchTo; trial marks a switch that measures a width the
-// rule named (Decision.Trial), checked against the width it left.
+// switchTrial asks for width and records when, and how long the switch
+// took; a failure leaves the old engine serving and is only logged, unless
+// Switch says adapting is off for good (an error wrapping ErrNotAdapting,
+// e.g. a reload set an operator width), which it returns. explore marks a
+// width started to observe; trial one the rule named to measure
+// (Decision.Trial), checked against the width it left.
 func (l *Loop) switchTrial(ctx context.Context, width int, reason string, explore, trial bool) error {
 	from := l.width
 	now := l.d.Now()
@@ -602,65 +597,38 @@ func (l *Loop) switchTrial(ctx context.Context, width int, reason string, explor
 	return nil
 }
 
+// step is one scrape of the shell: the serving engine's counters go to
+// Step, and its action is carried out here.
 func (l *Loop) step(ctx context.Context) error {
 	l.refreshCurve()
 	t := l.d.Current()
-	if t.Gen != l.gen {
-		if t.Pair != "" && l.pair != "" && t.Pair != l.pair {
-			l.d.Log.Info("adapt: another model pair serves; starting over", "was", l.pair, "now", t.Pair)
-			l.clearState()
-			l.curve = Curve{}
-			return errPairChanged
-		}
-		l.pair = cmp.Or(l.pair, t.Pair)
-		l.reset(t)
+	if t.Gen != l.gen && t.Pair != "" && l.pair != "" && t.Pair != l.pair {
+		l.d.Log.Info("adapt: another model pair serves; starting over", "was", l.pair, "now", t.Pair)
+		l.clearState()
+		l.curve = Curve{}
+		return errPairChanged
 	}
 	snap, err := l.scrape(ctx, t.BaseURL)
-	if err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		l.d.Log.Debug("adapt: scrape failed", "err", err)
-		return nil
+	if err != nil && ctx.Err() != nil {
+		return ctx.Err()
 	}
-	if l.fresh {
-		l.prev, l.fresh = snap, false
-		return nil
-	}
-	delta, ok := snap.Since(l.prev)
-	l.prev = snap
-	if !ok {
-		l.d.Log.Info("adapt: engine counters went backwards (restarted); starting over")
-		l.reset(t)
-		l.prev, l.fresh = snap, false
-		return nil
-	}
-	if l.width >= 2 && delta.Cycles > 0 && !snap.HasPerPos {
-		return fmt.Errorf("%w: the engine reports no acceptance by draft position (%s); only the width it was given is served", ErrNotAdapting, famPerPos)
-	}
-	l.epoch.Add(delta, l.width)
-	l.tokens += delta.Predicted
-	if delta.Predicted > 0 {
-		l.nLive = append(l.nLive, math.Max(1, delta.Processing))
-		if len(l.nLive) > liveScrapes {
-			l.nLive = l.nLive[1:]
-		}
-	}
-	l.epPredS += delta.PredictSeconds
-	l.epCycles += delta.Cycles
+	return l.perform(ctx, l.Step(Observation{Now: l.d.Now(), Target: t, Snap: snap, Err: err}))
+}
 
-	need := l.cfg.MinCycles
-	if l.trial {
-		need *= trialEpochs
+// perform carries out an action of the stepper: a switch (Switch, timed),
+// a probe of the rows of concurrent decoding (then the decision it held),
+// or the end of adapting.
+func (l *Loop) perform(ctx context.Context, a Action) error {
+	switch a.Kind {
+	case ActStop:
+		return a.Err
+	case ActProbe:
+		l.probeConcurrency(ctx, a.N)
+		return l.perform(ctx, l.Resume(l.d.Now()))
+	case ActSwitch:
+		return l.switchTrial(ctx, a.Width, a.Reason, a.Explore, a.Trial)
 	}
-	ready := l.epoch.Cycles >= need
-	if l.width < 2 {
-		ready = l.tokens >= l.cfg.MinCycles
-	}
-	if !ready {
-		return nil
-	}
-	return l.evaluate(ctx)
+	return nil
 }
 
 func (l *Loop) scrape(ctx context.Context, base string) (Snapshot, error) {
@@ -699,41 +667,6 @@ func (l *Loop) concurrency() int {
 		sum += v
 	}
 	return max(1, int(math.Round(sum/float64(len(l.nLive)))))
-}
-
-// evaluate closes an epoch, applies the rule, checks the last switch
-// against the width it left, and acts.
-func (l *Loop) evaluate(ctx context.Context) error {
-	n := l.concurrency()
-	l.closeEpoch(n)
-	l.probeConcurrency(ctx, n)
-	if l.exploreFirst {
-		// The starting width has its own epoch now: explore.
-		l.exploreFirst = false
-		l.status.State = StateWatching
-		return l.switchTo(ctx, l.w0, fmt.Sprintf("explore: observe acceptance at positions 1-%d", l.w0-1), true)
-	}
-	dec := l.decide(n)
-	if dec.NoCost {
-		return l.noCost(ctx, dec, n)
-	}
-	l.clearNoCostNote(n)
-	if (!dec.Switch || dec.Trial > 0) && len(dec.Candidates) > 0 {
-		l.home = 0 // decided: the width serving now is the choice (a trial is named only then)
-	}
-	undo, hold := l.judge(n, &dec)
-	l.status.Decision = &dec
-	l.status.Decisions++
-	l.publish()
-	l.d.Log.Info(dec.String())
-	switch {
-	case undo > 0:
-		return l.switchTo(ctx, undo, dec.Reason, false)
-	case hold:
-		l.exploring, l.trial = false, false
-		return nil
-	}
-	return l.act(ctx, dec)
 }
 
 // closeEpoch folds the epoch into the acceptance (or, on a drift, starts
@@ -1001,63 +934,6 @@ func boolInt(b bool) int {
 	return 0
 }
 
-// act makes the decision's switch, trial or exploration, within the
-// window.
-func (l *Loop) act(ctx context.Context, dec Decision) error {
-	now := l.d.Now()
-	// The first decision after an exploration is not held: it goes home
-	// or chooses the width it observed. A trial is held by the window like
-	// any switch, also one named by the decision that ends an exploration
-	// or another trial: it costs an engine start, and its return home
-	// another (that one is not held). The trials are bounded (MaxTrials
-	// per drift period), so they end a few windows after the first
-	// decision that stays, and while one is named the decision says
-	// switch, so nobody reading the status takes the loop as settled.
-	inWindow := (!l.exploring || dec.Trial > 0) && !l.lastSwitch.IsZero() && now.Sub(l.lastSwitch) < l.cfg.Window
-	from := l.width
-	if l.exploring && l.home > 0 {
-		from = l.home // an exploration observed; the width it left is home
-	}
-	chained := l.exploring // a wider exploration straight from one
-	l.exploring, l.trial = false, false
-	acc := dec.S
-	switch {
-	case dec.Switch && inWindow:
-		l.d.Log.Info("adapt: switch held: one switch per window", "to", dec.Choice, "trial", dec.Trial > 0, "window", l.cfg.Window)
-	case dec.Trial > 0:
-		l.tried[dec.Trial] = true // counted when tried, even if the switch fails
-		l.home = 0                // the width kept is the one the trial is checked against
-		l.expect(dec, dec.Trial, l.width)
-		return l.switchTrial(ctx, dec.Trial, "explore: "+dec.Reason, true, true)
-	case dec.Switch:
-		if dec.Choice != from {
-			l.expect(dec, dec.Choice, from)
-		}
-		return l.switchTo(ctx, dec.Choice, dec.Reason, false)
-	case inWindow:
-	case dec.Explore > 0 && (chained || l.explored == 0 || now.Sub(l.lastExplore) >= l.recheckPeriod()):
-		// Past the first exploration (and a wider one straight after it),
-		// at most one per re-check period: a drift drops the far
-		// positions, and on mixed traffic drifts come often (the sim
-		// matrix's two alternating classes sent the loop to width 17
-		// every minute or so).
-		k := len(acc)
-		return l.switchTo(ctx, dec.Explore, fmt.Sprintf("explore wider: S(%d) = %.2f, the last position observed, suggests width %d could pay", k, acc[k-1].S, dec.Explore), true)
-	case dec.Recheck > 0 && now.Sub(l.lastExplore) >= l.recheckPeriod():
-		// Each re-check that is asked for again waits twice as long: on
-		// the sim's collapse profile the live tail at width 4 asks for one
-		// every period, and each costs an epoch at the widest width.
-		l.recheckEvery = min(2*l.recheckPeriod(), reexploreMaxFactor*l.cfg.ReexploreEvery)
-		live := min(len(acc), max(0, l.width-1))
-		s := 0.0
-		if live > 0 {
-			s = acc[live-1].S
-		}
-		return l.switchTo(ctx, dec.Recheck, fmt.Sprintf("re-explore wider: S(%d) = %.2f at the running width suggests width %d could pay", live, s, dec.Recheck), true)
-	}
-	return nil
-}
-
 // reexploreMaxFactor bounds the re-check period: 8 × ReexploreEvery,
 // 80 minutes at the default.
 const reexploreMaxFactor = 8
@@ -1081,51 +957,6 @@ func (l *Loop) expect(dec Decision, w, from int) {
 		}
 	}
 	l.check = &switchCheck{from: from, to: w}
-}
-
-// noCost handles a decision that could not judge the running width: the
-// curve lacks the n·W rows it verifies at this concurrency. While the
-// under-load probe of those rows may still resume, it waits. Once they
-// cannot be probed, an exploration (or a trial) goes back to its home
-// width at once, not held by the window: an exploration width is a
-// measuring device, and staying there because its cost is missing is
-// inertia, not a choice (H200, 2026-12-02: the loop stayed at its
-// exploration width 8 under 4 sequences for a whole run). In any case the
-// Status says that the loop is not adapting at this concurrency and which
-// width serves, logged at warn once; it keeps watching, and decides again
-// when the concurrency changes to one the curve covers.
-func (l *Loop) noCost(ctx context.Context, dec Decision, n int) error {
-	rows := n * l.width
-	why, pending := l.unprobed(n)
-	if pending {
-		l.status.Decision = &dec
-		l.status.Decisions++
-		l.publish()
-		l.d.Log.Info(dec.String())
-		return nil
-	}
-	home := l.home
-	serving := l.width
-	if home >= 1 && home != l.width {
-		serving = home
-		dec.Choice, dec.Switch = home, true
-		dec.Reason = fmt.Sprintf("back from exploration width %d to width %d: %s, and they could not be probed", l.width, home, dec.Reason)
-	}
-	whyNote := fmt.Sprintf("not adapting at concurrency %d: the verify cost of %d rows could not be probed (%s)", n, rows, why)
-	note := fmt.Sprintf("%s; serving width %d", whyNote, serving)
-	l.status.Note = note
-	l.status.Decision = &dec
-	l.status.Decisions++
-	l.publish()
-	l.d.Log.Info(dec.String())
-	if note != l.noCostNote {
-		l.d.Log.Warn("adapt: " + note)
-	}
-	l.noCostNote, l.noCostN, l.noCostWhy = note, n, whyNote
-	if dec.Switch {
-		return l.switchTo(ctx, home, dec.Reason, false)
-	}
-	return nil
 }
 
 // unprobed says why the rows n sequences verify at the running width are

@@ -299,8 +299,8 @@ func TestLoopOwnDriftAcrossEngineLives(t *testing.T) {
 	// A pool's worth (driftPool epochs) of S(1) .9 now.
 	l.epoch = Counts{Cycles: 1100, AtLeast: []float64{990, 891, 803}}
 	l.epCycles, l.epPredS = 1100, 4.4
-	if err := l.evaluate(context.Background()); err != nil {
-		t.Fatal(err)
+	if a := l.endEpoch(time.Now()); a.Kind == ActStop {
+		t.Fatal(a.Err)
 	}
 	if o := l.own[4]; o.Cycles != 1100 || len(l.own) != 1 || len(l.tried) != 0 {
 		t.Errorf("own %+v, tried %v: want width 4's new epoch only and no trials taken", l.own, l.tried)
@@ -309,8 +309,8 @@ func TestLoopOwnDriftAcrossEngineLives(t *testing.T) {
 	l.epoch = Counts{Cycles: 1100, AtLeast: []float64{990, 891, 803}}
 	l.epCycles, l.epPredS = 1100, 4.4
 	l.base = Counts{} // a new engine at the same width
-	if err := l.evaluate(context.Background()); err != nil {
-		t.Fatal(err)
+	if a := l.endEpoch(time.Now()); a.Kind == ActStop {
+		t.Fatal(a.Err)
 	}
 	if o := l.own[4]; o.Cycles != 2200 {
 		t.Errorf("own %+v: want both epochs", l.own)
