@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"net/http"
@@ -34,7 +35,7 @@ type modelEngine struct {
 	cycles   float64
 	perPos   []float64
 	predS    float64
-	tokens   float64 // generated at width 1
+	tokens   float64 // generated
 	probes   []int   // row counts probed
 	switched []int   // widths switched to
 	probesAt []int   // len(probes) at each switch
@@ -44,6 +45,7 @@ type modelEngine struct {
 	slots     int
 	probeFail func(rows int) bool
 	srv       *httptest.Server
+	pair      string // Target.Pair
 }
 
 // verify has a kernel boundary every 8 rows.
@@ -87,22 +89,18 @@ func (m *modelEngine) serve(w http.ResponseWriter, r *http.Request) {
 			for len(m.perPos) < m.width-1 {
 				m.perPos = append(m.perPos, 0)
 			}
+			m.tokens += c // the bonus token of each cycle
 			for k := 1; k < m.width; k++ {
 				sk := m.s(k)
 				if m.sw != nil {
 					sk = m.sw(m.width, k)
 				}
 				m.perPos[k-1] += math.Round(c * sk)
+				m.tokens += math.Round(c * sk)
 			}
 			m.predS += c * m.cycleMS(m.width) / 1000
 		}
-		var b strings.Builder
-		fmt.Fprintf(&b, "llamacpp:spec_decode_num_drafts_total %g\nllamacpp:tokens_predicted_seconds_total %g\n", m.cycles, m.predS)
-		fmt.Fprintf(&b, "llamacpp:tokens_predicted_total %g\nllamacpp:requests_processing %d\n", m.cycles*2+m.tokens, m.n)
-		for p, v := range m.perPos {
-			fmt.Fprintf(&b, "llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position=\"%d\"} %g\n", p, v)
-		}
-		fmt.Fprint(w, b.String())
+		writeMetrics(w, m.cycles, m.predS, m.tokens, m.n, m.perPos)
 	case "/completion":
 		var req struct{ Prompt []int }
 		json.NewDecoder(r.Body).Decode(&req)
@@ -124,10 +122,23 @@ func (m *modelEngine) serve(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// writeMetrics answers /metrics as llama-server does, for the fake
+// engines: cycles, predict seconds and tokens (summed over slots), the
+// requests processing, and the cycles accepting each draft position.
+func writeMetrics(w io.Writer, cycles, predS, tokens float64, n int, perPos []float64) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "llamacpp:spec_decode_num_drafts_total %g\nllamacpp:tokens_predicted_seconds_total %g\n", cycles, predS)
+	fmt.Fprintf(&b, "llamacpp:tokens_predicted_total %g\nllamacpp:requests_processing %d\n", tokens, n)
+	for p, v := range perPos {
+		fmt.Fprintf(&b, "llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position=\"%d\"} %g\n", p, v)
+	}
+	fmt.Fprint(w, b.String())
+}
+
 func (m *modelEngine) Current() Target {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return Target{BaseURL: m.srv.URL, Width: m.width, Gen: m.gen}
+	return Target{BaseURL: m.srv.URL, Width: m.width, Gen: m.gen, Pair: m.pair}
 }
 
 func (m *modelEngine) Switch(_ context.Context, w int, _ string) error {
@@ -181,9 +192,9 @@ func (m *modelEngine) best() int {
 }
 
 // settle runs the loop on m (test settings, no re-checks) until a status
-// is settled or wait passes, lets it run on for more epochs, then stops
-// it; it returns the first settled status.
-func (m *modelEngine) settle(t *testing.T, wait, more time.Duration) (*Status, bool) {
+// is settled or wait passes, lets it make more decisions, then stops it;
+// it returns the first settled status.
+func (m *modelEngine) settle(t *testing.T, wait time.Duration, more int) (*Status, bool) {
 	t.Helper()
 	cfg := testCfg()
 	cfg.ReexploreEvery = time.Hour
@@ -191,6 +202,7 @@ func (m *modelEngine) settle(t *testing.T, wait, more time.Duration) (*Status, b
 	defer cancel()
 	var mu sync.Mutex
 	var got *Status
+	var decisions int
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(ctx, LoopDeps{Current: m.Current, Switch: m.Switch, Log: quietLog(), Cfg: cfg,
@@ -200,11 +212,12 @@ func (m *modelEngine) settle(t *testing.T, wait, more time.Duration) (*Status, b
 				if got == nil && settled(s) {
 					got = &s
 				}
+				decisions = s.Decisions
 			}})
 	}()
 	ok := waitFor(wait, func() bool { mu.Lock(); defer mu.Unlock(); return got != nil })
-	if ok {
-		time.Sleep(more)
+	if ok && !waitFor(wait, func() bool { mu.Lock(); defer mu.Unlock(); return decisions >= got.Decisions+more }) {
+		t.Errorf("the loop stopped deciding after it settled")
 	}
 	cancel()
 	if err := <-done; err != nil {
@@ -250,14 +263,18 @@ func TestLoopHoldsSwitchWithinWindow(t *testing.T) {
 	if !waitFor(5*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return strings.Contains(logs.String(), "switch held") }) {
 		t.Fatalf("no held switch; width %d", width())
 	}
-	time.Sleep(50 * time.Millisecond) // more decisions inside the window
+	r.waitDecisions(t, 5) // more decisions inside the window
 	if w := width(); w != wide {
 		t.Fatalf("switched %d → %d inside the window", wide, w)
 	}
-	// The drift dropped the flat acceptance: the decision reads the
-	// collapsed epochs only, not a mix of both.
-	if d := r.status().Decision; d == nil || len(d.S) < 5 || d.S[4].S > 0.1 {
-		t.Errorf("after the drift S(5) should be about 0.03: %v", d)
+	// The drift (tested on a pool of epochs) dropped the flat acceptance:
+	// the decision reads the collapsed epochs only, not a mix of both; and
+	// the switch is still held.
+	if !waitFor(5*time.Second, func() bool { d := r.status().Decision; return d != nil && len(d.S) >= 5 && d.S[4].S < 0.1 }) {
+		t.Errorf("after the drift S(5) should be about 0.03: %v", r.status().Decision)
+	}
+	if w := width(); w != wide {
+		t.Fatalf("switched %d → %d inside the window", wide, w)
 	}
 	clock.Sleep(ctx, 2*cfg.Window)
 	if !waitFor(5*time.Second, func() bool { return width() == 4 }) {
@@ -294,7 +311,7 @@ func TestLoopRechecksWiderAtABoundedRate(t *testing.T) {
 	if !waitFor(5*time.Second, func() bool { d := r.status().Decision; return d != nil && d.Recheck > 4 }) {
 		t.Fatalf("no recheck asked for; last decision %v", r.status().Decision)
 	}
-	time.Sleep(50 * time.Millisecond) // more decisions inside the period
+	r.waitDecisions(t, 5) // more decisions inside the period
 	if w := width(); w != 4 {
 		t.Fatalf("re-explored to %d before ReexploreEvery passed", w)
 	}
@@ -338,7 +355,7 @@ func TestLoopSpeculationOffAndBack(t *testing.T) {
 	}) {
 		t.Fatalf("no decision at width 1")
 	}
-	time.Sleep(600 * time.Millisecond) // about 300 scrapes
+	r.waitDecisions(t, 50) // many epochs at width 1 under the heavy load
 	m.setN(1)
 	dropped := time.Now()
 	// The concurrency is the live one (the last scrapes), not the mean
@@ -434,6 +451,18 @@ func startLoop(ctx context.Context, d LoopDeps) *loopRun {
 	return r
 }
 
+// waitDecisions waits for k more decisions than the status shows now (an
+// event, not a sleep: a slow machine waits longer, a test that asserts
+// afterwards that nothing happened has seen the decisions that could have
+// done it). It fails the test if they do not come.
+func (r *loopRun) waitDecisions(t *testing.T, k int) {
+	t.Helper()
+	from := r.status().Decisions
+	if !waitFor(10*time.Second, func() bool { return r.status().Decisions >= from+k }) {
+		t.Fatalf("no %d more decisions (from %d); last %+v", k, from, r.status())
+	}
+}
+
 func (r *loopRun) status() Status {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -473,9 +502,9 @@ func TestLoopKeepsFarPositionsAcrossWidths(t *testing.T) {
 	if !waitFor(5*time.Second, func() bool { return wide() >= 1 && settled(r.status()) && r.status().Width <= 8 }) {
 		t.Fatalf("no exploration past 8 and settle back; switches %v, last %v", m.switched, r.status().Decision)
 	}
-	time.Sleep(100 * time.Millisecond) // many more epochs at the settled width
-	clock.Sleep(ctx, time.Second)      // past the window, not the re-exploration period
-	time.Sleep(100 * time.Millisecond)
+	r.waitDecisions(t, 20)        // many more epochs at the settled width
+	clock.Sleep(ctx, time.Second) // past the window, not the re-exploration period
+	r.waitDecisions(t, 20)
 	if n := wide(); n != 1 {
 		m.mu.Lock()
 		t.Errorf("explored past width 8 %d times within the re-exploration period; switches %v", n, m.switched)

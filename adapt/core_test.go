@@ -162,33 +162,62 @@ func TestCurveAt(t *testing.T) {
 	}
 }
 
-// Draft cost per token comes from the measured width nearest the
-// candidate: (measured − probed verify) / (W − 1).
+// Drafting is a fixed part per cycle plus a part per drafted token, fitted
+// to every width measured; a width measured uses its own cycle.
 func TestCycleCost(t *testing.T) {
-	c := Curve{VerifyMS: map[int]float64{1: 2, 2: 2, 3: 2, 4: 2, 8: 3, 9: 4}}
-	m := map[int]Measure{4: {MS: 4, N: 1}, 9: {MS: 8, N: 1}}
+	c := Curve{VerifyMS: map[int]float64{1: 2, 2: 2, 3: 2, 4: 2, 8: 3, 9: 4, 16: 5, 17: 5}}
+	// The demo's shape: 6.9 ms fixed + 0.24 ms per drafted token.
+	demo := func(w int) float64 { v, _ := c.At(w); return v + 6.9 + 0.24*float64(w-1) }
 	for _, tc := range []struct {
+		name string
+		m    map[int]Measure
 		w, n int
 		ms   float64
 		from string
 	}{
-		{1, 1, 2, "probe"},
-		{4, 1, 4, "measured"},
-		{2, 1, 2 + 2.0/3, "probe+draft@4"}, // (4−2)/3 per token
-		{8, 1, 3 + 7*0.5, "probe+draft@9"}, // (8−4)/8 per token
-		{2, 4, 3 + 2.0/3, "probe+draft@4"}, // 8 rows; measured at n=1 only
-		{1, 4, 2, "probe"},                 // 4 rows
+		{"classic", nil, 1, 1, 2, "probe"},
+		{"measured wins", map[int]Measure{4: {MS: 4, N: 1}}, 4, 1, 4, "measured"},
+		// A model through the origin from width 17 would give 2 + 0.24 +
+		// 6.9/16 = 2.67 ms: 90% of the real cycle missing.
+		{"fixed part from two widths", map[int]Measure{4: {MS: demo(4), N: 1}, 17: {MS: demo(17), N: 1}}, 2, 1, demo(2), "probe+draft fit(4,17)"},
+		{"fixed part, between", map[int]Measure{2: {MS: demo(2), N: 1}, 17: {MS: demo(17), N: 1}}, 8, 1, demo(8), "probe+draft fit(2,17)"},
+		// One width: half of its drafting fixed, half per token.
+		{"one width: the middle", map[int]Measure{9: {MS: 8, N: 1}}, 5, 1, 2.25 + 2 + 4*4.0/16, "probe+draft@9"},
+		// A per-token part that comes out negative is no part at all: the
+		// mean of 3 and 2.5 ms, weighted by 1/(2% of the cycle)².
+		{"negative per token", map[int]Measure{3: {MS: 5, N: 1}, 8: {MS: 5.5, N: 1}}, 4, 1, 2 + (3/25.0+2.5/30.25)/(1/25.0+1/30.25), "probe+draft fit(3,8)"},
+		{"rows add up", map[int]Measure{2: {MS: 4, N: 4}, 4: {MS: 6.5, N: 4}}, 3, 4, 4 + 3/7.0 + 1.25, "probe+draft fit(2,4)"},
+		{"another concurrency when none at n", map[int]Measure{4: {MS: 3, N: 1}, 8: {MS: 4, N: 1}}, 2, 4, 3 + 1.0/4*1 + 0.75, "probe+draft fit(4,8)"},
 	} {
-		got, ok := CycleCost(c, m, tc.w, tc.n)
+		got, ok := CycleCost(c, tc.m, tc.w, tc.n)
 		if !ok || !near(got.MS, tc.ms, 1e-9) || got.From != tc.from {
-			t.Errorf("CycleCost(W=%d, n=%d) = %+v %v, want %v from %s", tc.w, tc.n, got, ok, tc.ms, tc.from)
+			t.Errorf("%s: CycleCost(W=%d, n=%d) = %+v %v, want %v from %s", tc.name, tc.w, tc.n, got, ok, tc.ms, tc.from)
 		}
 	}
-	if _, ok := CycleCost(c, m, 3, 4); ok { // 12 rows: past the curve
+	if _, ok := CycleCost(c, map[int]Measure{4: {MS: 4, N: 1}}, 5, 4); ok { // 20 rows: past the curve
 		t.Error("extrapolated past the probed rows")
 	}
 	if _, ok := CycleCost(c, nil, 3, 1); ok {
 		t.Error("a cost with no measured width")
+	}
+}
+
+// The fit's doubt: zero where a width was measured (beside the noise),
+// growing away from the widths measured, and from one width large enough
+// that both extremes (all fixed, all per token) are 1.96 errors away.
+func TestFitDraftUncertainty(t *testing.T) {
+	c := Curve{VerifyMS: map[int]float64{1: 2, 17: 2}}
+	two, _ := FitDraft(c, map[int]Measure{4: {MS: 10, N: 1}, 8: {MS: 12, N: 1}}, 1)
+	_, se4 := two.At(4)
+	_, se2 := two.At(2)
+	_, se17 := two.At(17)
+	if !(se4 < se2 && se2 < se17) {
+		t.Errorf("se at 4, 2, 17: %v %v %v; want growing away from the widths measured", se4, se2, se17)
+	}
+	one, _ := FitDraft(c, map[int]Measure{9: {MS: 10, N: 1}}, 1)
+	ms, se := one.At(1) // x = 0: the all-per-token extreme is 0 ms
+	if !near(ms, 4, 1e-9) || !near(ms-DefaultZ*se, 0, 0.05) {
+		t.Errorf("one width at W=1: %v ± %v, want 4 with 0 at 1.96 errors", ms, se)
 	}
 }
 
@@ -219,13 +248,13 @@ func TestDecide(t *testing.T) {
 			// 525, 468.75. Width 2 gains 562.5/468.75 − 1 = 20%.
 			name: "narrower wins",
 			in: Inputs{Running: 4, N: 1, Acc: acc(1000, 0.5, 0.25, 0.125), Curve: flat,
-				Measured: map[int]Measure{4: {MS: 4, N: 1}}},
+				Measured: perToken4()},
 			choice: 2, sw: true, best: 2, gain: 0.2, reason: "width 2 predicted +20.0%",
 		},
 		{
 			name: "too few cycles",
 			in: Inputs{Running: 4, N: 1, Acc: acc(99, 0.5, 0.25, 0.125), Curve: flat,
-				Measured: map[int]Measure{4: {MS: 4, N: 1}}},
+				Measured: perToken4()},
 			choice: 4, best: 4, reason: "too few cycles: 99 of the 100 needed",
 		},
 		{
@@ -261,7 +290,7 @@ func TestDecide(t *testing.T) {
 			// for width 4 to be as good.
 			name: "bound not above zero",
 			in: Inputs{Running: 4, N: 1, Acc: acc(100, 0.4, 0.3, 0.25), Curve: flat,
-				Measured: map[int]Measure{4: {MS: 4, N: 1}}},
+				Measured: perToken4()},
 			choice: 4, best: 2, gain: (1.4/(2+2.0/3))/(1.95/4) - 1, reason: "is not above zero",
 		},
 		{
@@ -269,7 +298,7 @@ func TestDecide(t *testing.T) {
 			// 2 is predicted best, so back home.
 			name: "exploration: home is best, back to it",
 			in: Inputs{Running: 4, Home: 2, N: 1, Acc: acc(1000, 0.5, 0.25, 0.125), Curve: flat,
-				Measured: map[int]Measure{4: {MS: 4, N: 1}}},
+				Measured: perToken4()},
 			choice: 2, sw: true, best: 2, gain: 0, reason: "back from exploration width 4 to width 2: width 2 is predicted best",
 		},
 		{
@@ -286,7 +315,7 @@ func TestDecide(t *testing.T) {
 			// 700. The exploration width itself beats home by 40%: stay.
 			name: "exploration: the explored width wins, stay",
 			in: Inputs{Running: 3, Home: 1, N: 1, Acc: acc(1000, 0.9, 0.9), Curve: flat,
-				Measured: map[int]Measure{3: {MS: 4, N: 1}}},
+				Measured: map[int]Measure{3: {MS: 4, N: 1}, 2: {MS: 3, N: 1}}},
 			choice: 3, best: 3, gain: 0.4, reason: "width 3 predicted +40.0%",
 		},
 		{
@@ -296,7 +325,7 @@ func TestDecide(t *testing.T) {
 			name: "concurrency",
 			in: Inputs{Running: 4, N: 4, Acc: acc(1000, 0.5, 0.25, 0.125),
 				Curve:    Curve{VerifyMS: map[int]float64{1: 2, 2: 2, 4: 2.2, 8: 2.4, 9: 4, 16: 5}},
-				Measured: map[int]Measure{4: {MS: 6, N: 4}}},
+				Measured: map[int]Measure{4: {MS: 6, N: 4}, 3: {MS: 4 + 3.0/7 + 2.0/3, N: 4}}},
 			choice: 2, sw: true, best: 2, gain: (4000*1.5/(2.4+1.0/3))/(4000*1.875/6) - 1, reason: "width 2 predicted",
 		},
 	}
@@ -317,16 +346,23 @@ func TestDecide(t *testing.T) {
 	}
 }
 
+// perToken4 is width 4 measured at 4 ms and width 3 at 3.33 ms over a
+// 2 ms verify: drafting 2/3 ms per drafted token and no fixed part, so
+// that the hand-computed figures of the cases read one line.
+func perToken4() map[int]Measure {
+	return map[int]Measure{4: {MS: 4, N: 1}, 3: {MS: 2 + 2*2.0/3, N: 1}}
+}
+
 // Hand-computed candidates of the "narrower wins" case, as logged.
 func TestDecisionLine(t *testing.T) {
 	flat := Curve{VerifyMS: map[int]float64{1: 2, 2: 2, 3: 2, 4: 2}}
 	d := Decide(Inputs{Running: 4, N: 1, Acc: acc(1000, 0.5, 0.25, 0.125), Curve: flat,
-		Measured: map[int]Measure{4: {MS: 4, N: 1}}, Rule: Rule{MinCycles: 100, MaxWidth: 4}})
+		Measured: perToken4(), Rule: Rule{MinCycles: 100, MaxWidth: 4}})
 	b, err := json.Marshal(Status{State: StateWatching, Decision: &d})
 	if err != nil || !strings.Contains(string(b), `"candidates":[{"width":1,"tokens_per_cycle":1,"tokens_from":"model","cost":{"ms":2,"verify_ms":2,"draft_ms":0,"from":"probe"},"tok_per_s":500}`) {
 		t.Errorf("status JSON %s, %v", b, err)
 	}
-	want := "adapt: switch at width 4 → 2: width 2 predicted +20.0% (lower bound +16.5%) over width 4; concurrency 1; margin 3%; S(k)="
+	want := "adapt: switch at width 4 → 2: width 2 predicted +20.0% (lower bound +4.5%) over width 4; concurrency 1; margin 3%; S(k)="
 	line := d.String()
 	if !strings.HasPrefix(line, want) {
 		t.Errorf("line %q\nwant prefix %q", line, want)

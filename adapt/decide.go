@@ -2,7 +2,9 @@ package adapt
 
 import (
 	"fmt"
+	"math"
 	"strings"
+	"time"
 
 	"github.com/speclaunch/speclaunch/internal/defaults"
 )
@@ -32,6 +34,11 @@ type Rule struct {
 	// cycle where width 8's S predicted 2.23, so a width the model puts up
 	// to about 10% under the incumbent can be the better one.
 	TrialBand float64
+	// Payback is the time over which a switch's predicted gain must repay
+	// the throughput it costs (Inputs.SwitchS at the incumbent's rate)
+	// (default 10 min, the loop's re-exploration period: a width chosen is
+	// served at least that long unless the traffic changes).
+	Payback time.Duration
 }
 
 // Defaults.
@@ -41,6 +48,7 @@ const (
 	DefaultZ         = 1.96
 	DefaultMaxWidth  = defaults.AdaptMaxWidth
 	DefaultTrialBand = 0.10
+	DefaultPayback   = 10 * time.Minute
 )
 
 func (r Rule) withDefaults() Rule {
@@ -58,6 +66,9 @@ func (r Rule) withDefaults() Rule {
 	}
 	if r.TrialBand <= 0 {
 		r.TrialBand = DefaultTrialBand
+	}
+	if r.Payback <= 0 {
+		r.Payback = DefaultPayback
 	}
 	return r
 }
@@ -95,6 +106,14 @@ type Inputs struct {
 	// named again.
 	Trials int
 	Tried  map[int]bool
+	// Avoid holds widths measured worse than the width they replaced
+	// (a switch undone, see Check): never chosen again until the traffic
+	// drifts.
+	Avoid map[int]bool
+	// SwitchS is the measured seconds one switch of this engine takes
+	// (0: not measured yet). A switch is made only when the predicted
+	// gain over Rule.Payback repays it.
+	SwitchS float64
 }
 
 // Position is one S(k) as logged.
@@ -185,28 +204,10 @@ func Decide(in Inputs) Decision {
 	if in.Home >= 1 && in.Home != in.Running {
 		inc = in.Home
 	}
-	rate := map[int]float64{}
-	cost := map[int]Cost{}
-	own := map[int]Counts{} // widths judged by their own tokens per cycle (the running one is not here)
-	for w := 1; w <= max(maxW, in.Running, inc); w++ {
-		if w > maxW && w != in.Running && w != inc {
-			continue
-		}
-		t, ok1 := in.Acc.TokensPerCycle(w)
-		from := "model"
-		if o, ok := in.Own[w]; ok && w >= 2 && w != in.Running && o.Cycles >= r.MinCycles && len(o.AtLeast) >= w-1 {
-			t, ok1, from = o.TokensPerCycle(), true, "own"
-			own[w] = o
-		} else if w == in.Running {
-			from = "own" // Acc's positions below the running width are its own
-		}
-		c, ok2 := CycleCost(in.Curve, in.Measured, w, n)
-		if !ok1 || !ok2 || c.MS <= 0 {
-			continue
-		}
-		rate[w], cost[w] = 1000*float64(n)*t/c.MS, c
-		d.Candidates = append(d.Candidates, Candidate{Width: w, TokensPerCycle: t, TokensFrom: from, Cost: c, TokPerS: rate[w]})
-	}
+	var rate map[int]float64
+	var cost map[int]Cost
+	var own map[int]Counts
+	d.Candidates, rate, cost, own = candidates(in, r, n, maxW, inc)
 	if _, ok := rate[in.Running]; !ok {
 		if _, covered := in.Curve.At(n * in.Running); covered {
 			d.Reason = fmt.Sprintf("no prediction for the running width %d at %d sequences", in.Running, n)
@@ -224,6 +225,9 @@ func Decide(in Inputs) Decision {
 	}
 	best := inc
 	for _, c := range d.Candidates { // ascending width: ties keep the narrower
+		if in.Avoid[c.Width] && c.Width != inc {
+			continue
+		}
 		if c.TokPerS > rate[best] {
 			best = c.Width
 		}
@@ -231,13 +235,76 @@ func Decide(in Inputs) Decision {
 	d.Best = best
 	d.Gain = rate[best]/rate[inc] - 1
 	if best != inc {
-		d.GainLo = gainBound(in, r.Z, own, best, inc, cost[best].MS, cost[inc].MS) / (rate[inc] / (1000 * float64(n)))
+		// A modelled cost is taken at the end of its interval that hurts
+		// the best: a fitted drafting cost is an estimate, not a measure.
+		cb := cost[best].MS + r.Z*cost[best].SE
+		ci := math.Max(cost[inc].MS-r.Z*cost[inc].SE, cost[inc].VerifyMS)
+		d.GainLo = gainBound(in, r.Z, own, best, inc, cb, ci) / (rate[inc] / (1000 * float64(n)))
 	}
 	d.Explore = explore(in.Acc, in, r, n, rate[best])
 	if in.Live > 0 && in.Live < len(in.Acc) {
 		d.Recheck = explore(in.Acc[:in.Live], in, r, n, rate[best])
 	}
-	chosen := false
+	chosen := d.verdict(in, r, inc)
+	if !chosen && inc != in.Running {
+		// Nothing beat the width before the exploration by the margin.
+		d.Choice = inc
+		d.Reason = fmt.Sprintf("back from exploration width %d to width %d: %s", in.Running, inc, d.Reason)
+	}
+	d.Switch = d.Choice != in.Running
+	d.nameTrial(in, r, maxW, rate)
+	return d
+}
+
+// nameTrial names a trial, only from a decision that keeps the running
+// width: not one that switches (to a better width, or back home from an
+// exploration or a trial), and not while a wider exploration is asked for
+// (it observes more positions, which the trial's prediction reads). A
+// decision that ends an exploration or a trial by choosing the width it
+// observed may name one: the width kept is then the incumbent.
+func (d *Decision) nameTrial(in Inputs, r Rule, maxW int, rate map[int]float64) {
+	if in.Trials <= 0 || d.Switch || d.Explore != 0 {
+		return
+	}
+	if d.Trial = trial(in, r, d.Candidates, maxW, rate); d.Trial > 0 {
+		d.Reason = fmt.Sprintf("trial width %d: predicted %+.1f%% against width %d, within the %.0f%% band; measuring it (%s)",
+			d.Trial, 100*(rate[d.Trial]/rate[in.Running]-1), in.Running, 100*r.TrialBand, d.Reason)
+		d.Choice, d.Switch = d.Trial, true
+	}
+}
+
+// candidates predicts each width from 1 to maxW (and the running and the
+// incumbent widths): its tokens per cycle (the model's, or a width's own
+// counts), its cost and its rate; own holds the widths read from their
+// own counts (not the running one).
+func candidates(in Inputs, r Rule, n, maxW, inc int) (cands []Candidate, rate map[int]float64, cost map[int]Cost, own map[int]Counts) {
+	rate, cost, own = map[int]float64{}, map[int]Cost{}, map[int]Counts{}
+	for w := 1; w <= max(maxW, in.Running, inc); w++ {
+		if w > maxW && w != in.Running && w != inc {
+			continue
+		}
+		t, ok1 := in.Acc.TokensPerCycle(w)
+		from := "model"
+		if o, ok := in.Own[w]; ok && w >= 2 && w != in.Running && o.Cycles >= r.MinCycles && len(o.AtLeast) >= w-1 {
+			t, ok1, from = o.TokensPerCycle(), true, "own"
+			own[w] = o
+		} else if w == in.Running {
+			from = "own" // Acc's positions below the running width are its own
+		}
+		c, ok2 := CycleCost(in.Curve, in.Measured, w, n)
+		if !ok1 || !ok2 || c.MS <= 0 {
+			continue
+		}
+		rate[w], cost[w] = 1000*float64(n)*t/c.MS, c
+		cands = append(cands, Candidate{Width: w, TokensPerCycle: t, TokensFrom: from, Cost: c, TokPerS: rate[w]})
+	}
+	return cands, rate, cost, own
+}
+
+// verdict applies rules 2 and 3 to the best width against the incumbent
+// inc: the reason, and whether the best is chosen.
+func (d *Decision) verdict(in Inputs, r Rule, inc int) bool {
+	best := d.Best
 	switch {
 	case best == inc:
 		d.Reason = fmt.Sprintf("width %d is predicted best", best)
@@ -245,31 +312,14 @@ func Decide(in Inputs) Decision {
 		d.Reason = fmt.Sprintf("width %d predicted %+.1f%%, under the %.0f%% margin", best, 100*d.Gain, 100*r.Margin)
 	case d.GainLo <= 0:
 		d.Reason = fmt.Sprintf("width %d predicted %+.1f%% but its lower bound %+.1f%% is not above zero: more cycles needed", best, 100*d.Gain, 100*d.GainLo)
+	case in.SwitchS > 0 && best != in.Running && d.Gain*r.Payback.Seconds() < in.SwitchS:
+		d.Reason = fmt.Sprintf("width %d predicted %+.1f%% does not repay a %.1fs switch within %s", best, 100*d.Gain, in.SwitchS, r.Payback)
 	default:
-		d.Choice, chosen = best, true
+		d.Choice = best
 		d.Reason = fmt.Sprintf("width %d predicted %+.1f%% (lower bound %+.1f%%) over width %d", best, 100*d.Gain, 100*d.GainLo, inc)
+		return true
 	}
-	if !chosen && inc != in.Running {
-		// Nothing beat the width before the exploration by the margin.
-		d.Choice = inc
-		d.Reason = fmt.Sprintf("back from exploration width %d to width %d: %s", in.Running, inc, d.Reason)
-	}
-	d.Switch = d.Choice != in.Running
-	// A trial only from a decision that keeps the running width: not one
-	// that switches (to a better width, or back home from an exploration
-	// or a trial), and not while a wider exploration is asked for (it
-	// observes more positions, which the trial's prediction reads). A
-	// decision that ends an exploration or a trial by choosing the width
-	// it observed may name one: the width kept is then the incumbent.
-	if in.Trials > 0 && !d.Switch && d.Explore == 0 {
-		d.Trial = trial(in, r, d.Candidates, maxW, rate)
-	}
-	if d.Trial > 0 {
-		d.Reason = fmt.Sprintf("trial width %d: predicted %+.1f%% against width %d, within the %.0f%% band; measuring it (%s)",
-			d.Trial, 100*(rate[d.Trial]/rate[in.Running]-1), in.Running, 100*r.TrialBand, d.Reason)
-		d.Choice, d.Switch = d.Trial, true
-	}
-	return d
+	return false
 }
 
 // trial picks the width to measure before judging it: one with no own
@@ -280,7 +330,7 @@ func trial(in Inputs, r Rule, cands []Candidate, maxW int, rate map[int]float64)
 	pick := 0
 	for _, c := range cands { // ascending width
 		w := c.Width
-		if w < 2 || w > maxW || w == in.Running || w == in.Home || in.Own[w].Cycles > 0 || in.Tried[w] {
+		if w < 2 || w > maxW || w == in.Running || w == in.Home || in.Own[w].Cycles > 0 || in.Tried[w] || in.Avoid[w] {
 			continue
 		}
 		if c.TokPerS < (1-r.TrialBand)*rate[in.Running] {

@@ -4,8 +4,11 @@
 // The core is pure and table-tested: counters parsed from llama-server's
 // /metrics (Snapshot, Delta), acceptance by draft position with Wilson
 // bounds (Counts, Acceptance), the cost of a cycle from a verify-cost curve
-// and the engine's own time per cycle (Curve, CycleCost), and the decision
-// rule (Decide, Decision). The edges are the verify-cost probe (Probe), its
-// cache (LoadCurve, SaveCurve) and the loop serve runs (Run, LoopDeps).
+// and a drafting cost fitted to the widths measured (Curve, FitDraft,
+// CycleCost), the decision rule (Decide, Decision), the check of a switch
+// against the width it left, and the stepper that turns one scrape into an
+// action (Loop.Step, Observation, Action). The edges are the verify-cost
+// probe (Probe, Loop.BeforeTraffic), its cache (LoadCurve, SaveCurve) and
+// the shell that scrapes, probes and switches (New, Loop.Run, LoopDeps).
 // docs/adaptive.md explains the model, the rule and its margin.
 package adapt

@@ -296,21 +296,27 @@ func mustJSONString(v any) string {
 var jsonMarshal = func(v any) ([]byte, error) { return json.Marshal(v) }
 
 // A probe cut short by its bound (live traffic held the engine's slot)
-// resumes where it stopped instead of giving up adapting; an engine that
-// answers no probe request at all ends it, saying why.
+// resumes where it stopped instead of giving up adapting. An engine that
+// answers no probe request at all (hung, restarting under a reload) does
+// not turn the loop off: it backs off, says so in the status, and tries
+// again; once the engine answers, the curve completes.
 func TestProbeResumesUnderLoad(t *testing.T) {
 	cases := []struct {
 		name    string
 		stall   func(n int64) bool // whether the n-th /completion hangs
 		curve   bool               // a curve is expected
+		retried bool               // the status says it backs off, and the log
 		minSent int64              // /completion requests at least
 	}{
 		// Every 20th request waits longer than the bound: each attempt
 		// makes progress, the curve completes.
 		{name: "busy spells", stall: func(n int64) bool { return n%20 == 0 }, curve: true, minSent: 17*3 + 2},
-		// After 10 requests the engine answers none: the next attempt
-		// takes no sample and the loop stops adapting.
-		{name: "hung", stall: func(n int64) bool { return n > 10 }},
+		// Requests 11 to 20 hang (a reload restarting the engine): the
+		// attempt that takes no sample fails, the loop backs off and
+		// tries again, and the curve completes.
+		{name: "hung, then back", stall: func(n int64) bool { return n > 10 && n <= 20 }, curve: true, retried: true, minSent: 17*3 + 2},
+		// The engine never answers again: still retrying, never off.
+		{name: "hung", stall: func(n int64) bool { return n > 10 }, retried: true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -342,39 +348,48 @@ func TestProbeResumesUnderLoad(t *testing.T) {
 			var logs bytes.Buffer
 			var mu sync.Mutex
 			var last Status
+			retrying := false
 			done := make(chan error, 1)
 			go func() {
 				done <- Run(ctx, LoopDeps{
 					Current: func() Target { return Target{BaseURL: srv.URL, Width: 17, Gen: 1} },
 					Switch:  func(context.Context, int, string) error { return nil },
 					Log:     slog.New(slog.NewTextHandler(&syncWriter{w: &logs, mu: &mu}, nil)),
-					Publish: func(s Status) { mu.Lock(); last = s; mu.Unlock() },
-					Cfg:     cfg,
+					Publish: func(s Status) {
+						mu.Lock()
+						defer mu.Unlock()
+						last = s
+						retrying = retrying || s.State == StateProbing && strings.Contains(s.Note, "verify-cost probe failed") && strings.Contains(s.Note, "retrying in")
+					},
+					Cfg: cfg,
 				})
 			}()
 			waitFor(8*time.Second, func() bool {
 				mu.Lock()
 				defer mu.Unlock()
-				return last.State == StateWatching || last.State == StateNotAdapting
+				return last.State == StateWatching || last.State == StateNotAdapting || !c.curve && retrying && sent.Load() > 12
 			})
 			cancel()
 			err := <-done
 			mu.Lock()
 			defer mu.Unlock()
-			if c.curve {
-				if err != nil || last.State != StateStopped || last.Curve == nil || len(last.Curve.VerifyMS) != DefaultMaxWidth {
-					t.Fatalf("err %v, status %+v", err, last)
-				}
-				if !strings.Contains(logs.String(), "resuming where it stopped") || sent.Load() < c.minSent {
-					t.Errorf("%d requests; log:\n%s", sent.Load(), logs.String())
-				}
-				if got := last.Curve.VerifyMS[17]; !near(got, 3.7, 1e-9) {
-					t.Errorf("17 rows: %v ms, want 3.7", got)
-				}
+			if err != nil || last.State == StateNotAdapting {
+				t.Fatalf("err %v, status %+v: a probe that may pass turned the loop off", err, last)
+			}
+			if retrying != c.retried || c.retried && !strings.Contains(logs.String(), "the verify-cost probe failed; retrying later") {
+				t.Errorf("backing off %v, want %v; log:\n%s", retrying, c.retried, logs.String())
+			}
+			if !c.curve {
 				return
 			}
-			if !errors.Is(err, ErrNotAdapting) || last.State != StateNotAdapting || !strings.Contains(last.Note, "could not be probed") {
-				t.Errorf("err %v, status %+v", err, last)
+			if last.State != StateStopped || last.Curve == nil || len(last.Curve.VerifyMS) != DefaultMaxWidth {
+				t.Fatalf("err %v, status %+v", err, last)
+			}
+			if !strings.Contains(logs.String(), "resuming where it stopped") && !c.retried || sent.Load() < c.minSent {
+				t.Errorf("%d requests; log:\n%s", sent.Load(), logs.String())
+			}
+			if got := last.Curve.VerifyMS[17]; !near(got, 3.7, 1e-9) {
+				t.Errorf("17 rows: %v ms, want 3.7", got)
 			}
 		})
 	}

@@ -65,6 +65,16 @@ func (c Counts) TokensBounds(z float64) (lo, hi float64) {
 	return math.Max(1, t-z*se), t + z*se
 }
 
+// TokensSE is TokensPerCycle and its standard error (see TokensBounds).
+func (c Counts) TokensSE() (t, se float64) {
+	_, hi := c.TokensBounds(1)
+	t = c.TokensPerCycle()
+	if math.IsInf(hi, 1) {
+		return t, math.Inf(1)
+	}
+	return t, hi - t
+}
+
 // Obs returns the per-position observations, k = 1..len(AtLeast).
 func (c Counts) Obs() Acceptance {
 	a := make(Acceptance, len(c.AtLeast))

@@ -48,7 +48,7 @@ func TestLoopNoCostGoesHome(t *testing.T) {
 			}) {
 				t.Fatalf("no return home with the note; switches %v; last %+v", switchedOf(m), r.status())
 			}
-			time.Sleep(50 * time.Millisecond) // many more epochs at 4 sequences
+			r.waitDecisions(t, 20) // many more epochs at 4 sequences
 			s := r.status()
 			sw := switchedOf(m)
 			t.Logf("switches %v; note %q; %s", sw, s.Note, s.Decision)
@@ -100,7 +100,7 @@ func TestLoopNoCostStaysAndSaysSo(t *testing.T) {
 	if !waitFor(5*time.Second, func() bool { d := r.status().Decision; return d != nil && d.NoCost }) {
 		t.Fatalf("no NoCost decision; last %+v", r.status())
 	}
-	time.Sleep(100 * time.Millisecond) // many more epochs
+	r.waitDecisions(t, 20) // many more epochs
 	s := r.status()
 	if want := "not adapting at concurrency 4: the verify cost of 32 rows could not be probed (the curve was given in the config; the loop does not probe it); serving width 8"; s.Note != want {
 		t.Errorf("note %q, want %q", s.Note, want)

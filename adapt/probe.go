@@ -135,7 +135,8 @@ func (c Curve) missing(rows []int) []int {
 
 // with is the curve extended by newly probed samples (a probed curve).
 func (c Curve) with(samples map[int][]float64) Curve {
-	out := Curve{VerifyMS: maps.Clone(c.VerifyMS), Source: "probe"}
+	out := Curve{VerifyMS: map[int]float64{}, Source: "probe"}
+	maps.Copy(out.VerifyMS, c.VerifyMS)
 	maps.Copy(out.VerifyMS, curveOf(samples).VerifyMS)
 	return out
 }
@@ -325,6 +326,11 @@ func probeOnce(ctx context.Context, client *http.Client, base string, prompt []i
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
 		return 0, fmt.Errorf("probe: POST /completion: reading the reply: %w", err)
+	}
+	if resp.StatusCode >= 500 {
+		// Loading, overloaded or restarting (llama-server answers 503
+		// while it loads a model): it may pass.
+		return 0, fmt.Errorf("probe: POST /completion answered %s: %s", resp.Status, snippet(raw))
 	}
 	if resp.StatusCode != http.StatusOK {
 		return 0, fmt.Errorf("%w: POST /completion answered %s: %s", ErrNoProbe, resp.Status, snippet(raw))

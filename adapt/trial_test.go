@@ -11,7 +11,7 @@ import (
 
 // Decide with widths measured earlier (Inputs.Own) and trials. Costs are
 // hand-computed as in TestDecide: verify 2 ms at every row count, drafting
-// from the measured width nearest.
+// 2/3 ms per drafted token.
 func TestDecideOwnAndTrials(t *testing.T) {
 	flat := Curve{VerifyMS: map[int]float64{1: 2, 2: 2, 3: 2, 4: 2}}
 	rule := Rule{MinCycles: 100, Margin: 0.03, MaxWidth: 4}
@@ -21,7 +21,7 @@ func TestDecideOwnAndTrials(t *testing.T) {
 	// band (≥ 630): widths 2 and 3.
 	band := func(in Inputs) Inputs {
 		in.Running, in.N, in.Acc, in.Curve, in.Rule = 4, 1, acc(1000, 0.8, 0.6, 0.4), flat, rule
-		in.Measured = map[int]Measure{4: {MS: 4, N: 1}}
+		in.Measured = map[int]Measure{4: {MS: 4, N: 1}, 2: {MS: 2 + 2.0/3, N: 1}} // 3: priced by the fit, the same line
 		return in
 	}
 	cases := []struct {
@@ -290,28 +290,29 @@ func TestLoopTrialGoesBackHome(t *testing.T) {
 func TestLoopOwnDriftAcrossEngineLives(t *testing.T) {
 	cfg := testCfg()
 	cfg.MaxTrials = -1
-	l := &loop{cfg: cfg.withDefaults(), measured: map[int]Measure{}, own: map[int]Counts{}, tried: map[int]bool{3: true},
-		d: LoopDeps{Current: func() Target { return Target{Width: 4} }, Switch: func(context.Context, int, string) error { return nil },
-			Log: quietLog(), Now: time.Now},
-		curve: Curve{VerifyMS: map[int]float64{1: 2, 4: 2, 8: 3}}, width: 4, ownN: 1}
+	l := New(LoopDeps{Current: func() Target { return Target{Width: 4} }, Switch: func(context.Context, int, string) error { return nil },
+		Log: quietLog(), Cfg: cfg})
+	l.tried[3] = true
+	l.curve, l.width, l.ownN = Curve{VerifyMS: map[int]float64{1: 2, 4: 2, 8: 3}}, 4, 1
 	l.own[4] = Counts{Cycles: 1000, AtLeast: []float64{300, 90, 27}} // S(1) .3 under the old traffic
 	l.own[5] = Counts{Cycles: 1000, AtLeast: []float64{300, 90, 27, 8}}
-	l.epoch = Counts{Cycles: 300, AtLeast: []float64{270, 243, 219}} // S(1) .9 now
-	l.epCycles, l.epPredS = 300, 1.2
-	if err := l.evaluate(context.Background()); err != nil {
-		t.Fatal(err)
+	// A pool's worth (driftPool epochs) of S(1) .9 now.
+	l.epoch = Counts{Cycles: 1100, AtLeast: []float64{990, 891, 803}}
+	l.epCycles, l.epPredS = 1100, 4.4
+	if a := l.endEpoch(time.Now()); a.Kind == ActStop {
+		t.Fatal(a.Err)
 	}
-	if o := l.own[4]; o.Cycles != 300 || len(l.own) != 1 || len(l.tried) != 0 {
+	if o := l.own[4]; o.Cycles != 1100 || len(l.own) != 1 || len(l.tried) != 0 {
 		t.Errorf("own %+v, tried %v: want width 4's new epoch only and no trials taken", l.own, l.tried)
 	}
 	// The same traffic: the epoch joins the earlier one.
-	l.epoch = Counts{Cycles: 300, AtLeast: []float64{270, 243, 219}}
-	l.epCycles, l.epPredS = 300, 1.2
+	l.epoch = Counts{Cycles: 1100, AtLeast: []float64{990, 891, 803}}
+	l.epCycles, l.epPredS = 1100, 4.4
 	l.base = Counts{} // a new engine at the same width
-	if err := l.evaluate(context.Background()); err != nil {
-		t.Fatal(err)
+	if a := l.endEpoch(time.Now()); a.Kind == ActStop {
+		t.Fatal(a.Err)
 	}
-	if o := l.own[4]; o.Cycles != 600 {
+	if o := l.own[4]; o.Cycles != 2200 {
 		t.Errorf("own %+v: want both epochs", l.own)
 	}
 }

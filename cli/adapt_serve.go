@@ -91,7 +91,7 @@ func (sv *launcher) startAdapt(ctx context.Context, p *plan.Plan) func() {
 			if in == nil || in.Backend == nil {
 				return adapt.Target{}
 			}
-			return adapt.Target{BaseURL: in.Backend.URL.String(), Width: widthOf(in.Plan), Gen: uint64(in.ID)}
+			return adapt.Target{BaseURL: in.Backend.URL.String(), Width: widthOf(in.Plan), Gen: uint64(in.ID), Pair: modelPair(in.Plan)}
 		},
 		Switch: func(ctx context.Context, w int, reason string) error {
 			cur := sv.plan()
@@ -123,7 +123,7 @@ func (sv *launcher) startAdapt(ctx context.Context, p *plan.Plan) func() {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		err := adapt.Run(ctx, deps)
+		err := adapt.New(deps).Run(ctx)
 		switch {
 		case err == nil, ctx.Err() != nil: // stopped with serve
 		case errors.Is(err, adapt.ErrNotAdapting):
@@ -160,4 +160,11 @@ func (sv *launcher) engineKey() string {
 		return ""
 	}
 	return sv.st.cur.Plan.APIKey()
+}
+
+// modelPair names the target and draft models an engine serves, so that
+// the loop keeps what it learnt across engines of one pair and starts over
+// when a reload changes either.
+func modelPair(p *plan.Plan) string {
+	return p.Settings.Model.Value + "\x00" + p.Settings.DraftModel.Value
 }

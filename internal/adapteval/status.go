@@ -32,9 +32,12 @@ type status struct {
 // adaptStatus is the part of adapt.Status the settle rule reads (a copy,
 // so this client depends only on the served JSON).
 type adaptStatus struct {
-	State    string `json:"state"`
-	Note     string `json:"note"`
-	Width    int    `json:"width"`
+	State string `json:"state"`
+	Note  string `json:"note"`
+	Width int    `json:"width"`
+	// Checking is a switch the loop is still checking against the width
+	// it left ("width 3 against width 4"): it may yet go back.
+	Checking string `json:"checking"`
 	Decision *struct {
 		Running int    `json:"running"`
 		Choice  int    `json:"choice"`
@@ -75,7 +78,8 @@ func (st status) adapting() error {
 // settled is the rule for the end of phase 1: the loop is watching, the
 // engine serves the width the loop last decided at, and that decision
 // judged that width (it is among the candidates, and no_cost is not set),
-// and neither switched nor asked to explore wider. The note says what it
+// and neither switched nor asked to explore wider, nor is still checking
+// its last switch against the width it left. The note says what it
 // waits for, or why it holds. A decision that could not judge the running
 // width is no settle: on an H200 (2026-12-02) the loop stayed at its
 // exploration width 8 under 4 sequences because the verify cost of 32 rows
@@ -97,6 +101,8 @@ func settled(st status) (bool, string) {
 		return false, fmt.Sprintf("decided to switch %d→%d", a.Decision.Running, a.Decision.Choice)
 	case a.Decision.Explore > 0:
 		return false, fmt.Sprintf("exploring wider (width %d)", a.Decision.Explore)
+	case a.Checking != "":
+		return false, "checking " + a.Checking + ": it may go back"
 	case a.Decision.NoCost:
 		return false, fmt.Sprintf("the loop cannot judge the running width %d: %s%s", a.Decision.Running, a.Decision.Reason, noteOf(a))
 	case !a.judged():

@@ -1,0 +1,80 @@
+package adapt
+
+import (
+	"context"
+	"math"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// The runtime probes each new engine before it takes traffic: on a server
+// busy from the first second (4 sequences, every probe of concurrent rows
+// failing once traffic runs) the loop has the rows it needs and adapts;
+// engines of the same pair after it are not probed again; an engine of
+// another pair is probed in full, and the loop starts over for it.
+func TestBeforeTraffic(t *testing.T) {
+	m := newModelEngine(t, 4, 4, func(k int) float64 { return math.Pow(0.8, float64(k)) })
+	m.slots, m.pair = 4, "a"
+	var traffic atomic.Bool
+	m.probeFail = func(rows int) bool { return rows > 17 && traffic.Load() } // m.mu held
+	probes := func() int { m.mu.Lock(); defer m.mu.Unlock(); return len(m.probes) }
+	cfg := testCfg()
+	cfg.ReexploreEvery = time.Hour
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var l *Loop
+	r := &loopRun{done: make(chan error, 1)}
+	l = New(LoopDeps{Current: m.Current, Cfg: cfg, Log: quietLog(),
+		Publish: func(st Status) { r.mu.Lock(); r.last = st; r.mu.Unlock() },
+		Switch: func(ctx context.Context, w int, reason string) error {
+			if err := m.Switch(ctx, w, reason); err != nil {
+				return err
+			}
+			return l.BeforeTraffic(ctx, m.Current()) // as the runtime does, before routing to it
+		}})
+	if err := l.BeforeTraffic(ctx, m.Current()); err != nil {
+		t.Fatal(err)
+	}
+	first := probes()
+	m.mu.Lock()
+	has68 := slices.Contains(m.probes, 68)
+	m.mu.Unlock()
+	if !has68 {
+		t.Fatalf("68 rows (4 sequences at width 17) not probed before traffic")
+	}
+	traffic.Store(true)
+	go func() { r.done <- l.Run(ctx) }()
+	if !waitFor(5*time.Second, func() bool { s := r.status(); return settled(s) && len(switchedOf(m)) >= 2 }) {
+		t.Fatalf("no settle under load; switches %v; last %+v", switchedOf(m), r.status())
+	}
+	if got := probes(); got != first {
+		t.Errorf("%d probe requests after the first engine's (%d): the curve was known", got-first, first)
+	}
+	if s := r.status(); s.Note != "" || s.Decision.NoCost {
+		t.Errorf("note %q, no cost %v", s.Note, s.Decision.NoCost)
+	}
+	// Another pair: probed in full before its traffic, and the loop
+	// starts over (it explores again).
+	before, sw := probes(), len(switchedOf(m))
+	m.mu.Lock()
+	m.pair, m.gen = "b", m.gen+1
+	m.cycles, m.perPos, m.predS = 0, nil, 0
+	m.mu.Unlock()
+	traffic.Store(false)
+	if err := l.BeforeTraffic(ctx, m.Current()); err != nil {
+		t.Fatal(err)
+	}
+	traffic.Store(true)
+	if got := probes() - before; got < first/2 {
+		t.Errorf("another pair: %d probe requests, want the full set (%d)", got, first)
+	}
+	if !waitFor(5*time.Second, func() bool { return len(switchedOf(m)) > sw && switchedOf(m)[sw] == 8 }) {
+		t.Errorf("another pair: no new exploration; switches %v", switchedOf(m))
+	}
+	cancel()
+	if err := <-r.done; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,126 @@
+package adapt
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+// judgeSwitch: worse beyond the noise is undone, within the floor kept
+// once a pool's worth of cycles covers the traffic's mix, in between
+// measured on until the cap, where the point estimate decides.
+func TestJudgeSwitch(t *testing.T) {
+	// from: 2.5 tokens a cycle at 10 ms, known to ±0.5%.
+	from := rateObs{T: 2.5, SE: 0.0125 / DefaultZ, MS: 10, Cycles: 4000}
+	for _, c := range []struct {
+		name string
+		to   rateObs
+		want int
+	}{
+		{"clearly worse", rateObs{T: 2.5, SE: 0.01, MS: 11, Cycles: 512}, checkUndo},  // −9%
+		{"clearly better", rateObs{T: 2.5, SE: 0.01, MS: 9, Cycles: 1024}, checkKeep}, // +11%
+		{"equal, tight", rateObs{T: 2.5, SE: 0.002, MS: 10, Cycles: 1024}, checkKeep}, // 0 ± 0.4%
+		{"better, but too little of the mix", rateObs{T: 2.5, SE: 0.01, MS: 9, Cycles: 512}, checkWait},
+		{"slightly worse, loose", rateObs{T: 2.47, SE: 0.04, MS: 10, Cycles: 512}, checkWait},
+		{"slightly worse at the cap", rateObs{T: 2.47, SE: 0.04, MS: 10, Cycles: 2048}, checkUndo},
+		{"slightly better at the cap", rateObs{T: 2.53, SE: 0.06, MS: 10, Cycles: 2048}, checkKeep},
+	} {
+		got, gain, half := judgeSwitch(c.to, from, DefaultZ, DefaultNoiseFloor, 1024, 2048)
+		if got != c.want {
+			t.Errorf("%s: verdict %d (gain %+.3f ± %.3f), want %d", c.name, got, gain, half, c.want)
+		}
+	}
+}
+
+// Decide never picks a width a check undid, and does not switch when the
+// measured switch time is not repaid over the payback horizon.
+func TestDecideAvoidAndPayback(t *testing.T) {
+	flat := Curve{VerifyMS: map[int]float64{1: 2, 2: 2, 3: 2, 4: 2}}
+	base := Inputs{Running: 4, N: 1, Acc: acc(1000, 0.5, 0.25, 0.125), Curve: flat, Measured: perToken4(),
+		Rule: Rule{MinCycles: 100, MaxWidth: 4}} // width 2 +20%, width 3 +12% (TestDecide)
+	for _, c := range []struct {
+		name   string
+		mod    func(in *Inputs)
+		choice int
+		reason string
+	}{
+		{"as before", func(*Inputs) {}, 2, "width 2 predicted +20.0%"},
+		{"2 undone: the next best", func(in *Inputs) { in.Avoid = map[int]bool{2: true} }, 3, "width 3 predicted +12.0%"},
+		{"a switch of 60 s repays in 10 min", func(in *Inputs) { in.SwitchS = 60 }, 2, "width 2 predicted +20.0%"},
+		{"a switch of 200 s does not", func(in *Inputs) { in.SwitchS = 200 }, 4, "does not repay a 200.0s switch within 10m0s"},
+	} {
+		in := base
+		c.mod(&in)
+		d := Decide(in)
+		if d.Choice != c.choice || !strings.Contains(d.Reason, c.reason) {
+			t.Errorf("%s: choice %d reason %q, want %d ~%q", c.name, d.Choice, d.Reason, c.choice, c.reason)
+		}
+	}
+}
+
+// The self-correction on a closed-form engine whose acceptance at width 2
+// is lower than the other widths' S predicts (S per cycle depends on the
+// width): the model sends the loop from 4 to 2, width 2 then measures
+// worse, the check undoes it, and 2 is not tried again.
+func TestLoopUndoesAWorseSwitch(t *testing.T) {
+	m := newModelEngine(t, 1, 4, nil)
+	m.draft = 0.1
+	m.sw = func(w, k int) float64 {
+		switch {
+		case w == 2:
+			return 0.35 // width 2's own cycles accept half as often
+		case k == 1:
+			return 0.7
+		}
+		return 0.05 / float64(k)
+	}
+	m.s = func(k int) float64 { return m.sw(4, k) }
+	r, _, ctx, cancel := startModelLoop(t, m, -1)
+	if !waitFor(5*time.Second, func() bool {
+		d := r.status().Decision
+		return d != nil && strings.HasPrefix(d.Reason, "undo: width 2 measured")
+	}) {
+		t.Fatalf("no undo; switches %v; last %v", switchedOf(m), r.status().Decision)
+	}
+	// Many decisions later: never 2 again.
+	n := r.status().Decisions
+	if !waitFor(5*time.Second, func() bool { return r.status().Decisions >= n+20 }) {
+		t.Fatalf("the loop stopped deciding")
+	}
+	sw := switchedOf(m)
+	twos := 0
+	for _, w := range sw {
+		if w == 2 {
+			twos++
+		}
+	}
+	if twos != 1 || m.Current().Width == 2 {
+		t.Errorf("switches %v: want width 2 once, undone", sw)
+	}
+	if p := r.status().Prediction; p.N < 1 {
+		t.Errorf("no prediction scored: %+v", p)
+	}
+	cancel()
+	if err := <-r.done; err != nil {
+		t.Fatal(err)
+	}
+	_ = ctx
+}
+
+// Batch means: the standard error of the mean of epoch means.
+func TestBatchSE(t *testing.T) {
+	for _, c := range []struct {
+		means []float64
+		want  float64
+	}{
+		{nil, 0},
+		{[]float64{1, 3}, 0}, // too few epochs to tell
+		{[]float64{2, 2, 2}, 0},
+		{[]float64{1, 2, 3}, 1 / math.Sqrt(3)}, // sd 1 over √3
+	} {
+		if got := batchSE(c.means); !near(got, c.want, 1e-12) {
+			t.Errorf("batchSE(%v) = %v, want %v", c.means, got, c.want)
+		}
+	}
+}

@@ -1,0 +1,492 @@
+package adapt
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/speclaunch/speclaunch/sim"
+)
+
+// The sim matrix: the loop at its production settings (2 s scrapes, 60 s
+// window, 256-cycle epochs, 10 min re-exploration) against a sim engine in
+// closed form and virtual time, per sim profile × concurrency × traffic.
+// The engine is the sim's cost model (sim.CostModel: a round costs
+// DraftMS + DraftTokenMS·(W−1) + the verify cost of n·W rows, times
+// 1 + Noise·N(0,1)) decoding cycle by cycle: each sequence accepts draft
+// token k with probability S(k)/S(k−1) of its request's class. Each
+// /metrics scrape advances the virtual clock by 2 s of decoding; a switch
+// takes matrixSwitch of virtual time, the old engine serving meanwhile
+// (an overlap switch), and the new engine is probed before traffic
+// (Loop.BeforeTraffic) as the runtime does. The oracle of a cell is a
+// sweep of the same engine at each width 1..17 over the same traffic.
+
+const (
+	matrixStep     = 2 * time.Second  // virtual decoding per scrape (DefaultInterval)
+	matrixSwitch   = 3 * time.Second  // virtual time of one switch
+	matrixHorizon  = 30 * time.Minute // virtual length of one adaptive run
+	matrixMeasure  = 10 * time.Minute // the measured window at its end
+	matrixSweep    = 10 * time.Minute // virtual length of one oracle width
+	matrixReqTok   = 128              // tokens a request
+	matrixEvery    = 8                // requests of one class before the other (two classes)
+	matrixClassB   = 0.75             // class B: each conditional acceptance times this
+	matrixStartW   = 4                // llama.cpp's default width
+	matrixBadStart = 16               // the engine default with no policy entry (the demo at capability 9.0)
+)
+
+// matrixProfile is one sim profile of the matrix.
+type matrixProfile struct {
+	name  string
+	cost  sim.CostModel
+	start int // starting width (matrixStartW unless a bad start is the point)
+}
+
+// cond is P(accept draft token k | accepted k−1) at width w for the cost
+// model: S(k)/S(k−1) of its acceptance profile, or, for a model given as
+// mean tokens per cycle by width (the GB10 demo), the p with 1 + p + … +
+// p^(w−1) = that mean (the sim draws each draft token with one p per
+// width).
+func cond(c sim.CostModel, w, k int) float64 {
+	if len(c.Accept) > 0 {
+		s := func(k int) float64 {
+			if k < 1 {
+				return 1
+			}
+			return c.Accept[min(k, len(c.Accept))-1]
+		}
+		if s(k-1) <= 0 {
+			return 0
+		}
+		return math.Min(1, s(k)/s(k-1))
+	}
+	e := c.EmittedPerVerify(w)
+	lo, hi := 0.0, 1.0
+	for range 60 {
+		p := (lo + hi) / 2
+		t, x := 0.0, 1.0
+		for range w {
+			t += x
+			x *= p
+		}
+		if t < e {
+			lo = p
+		} else {
+			hi = p
+		}
+	}
+	return (lo + hi) / 2
+}
+
+// vEngine is the sim engine in closed form: /metrics advances it by
+// matrixStep, /completion answers the probe, /props gives the slots.
+type vEngine struct {
+	cost    sim.CostModel
+	n       int // clients, each a sequence decoding (slots = n)
+	classes int
+	p       [2][18][17]float64 // class, width, k → conditional acceptance
+	clock   *fakeClock
+	loop    *Loop
+
+	mu     sync.Mutex
+	rng    *rand.Rand
+	ms     float64 // virtual ms decoded
+	width  int
+	gen    uint64
+	cycles float64
+	predS  float64
+	pred   float64
+	perPos []float64
+	left   []int // tokens left in each sequence's request
+	cls    []int // each sequence's class
+	reqs   int   // requests started
+	done   int   // requests finished
+	tokens float64
+	marks  []mark // one per scrape and switch
+	sws    []mark // at each switch
+	srv    *httptest.Server
+}
+
+type mark struct {
+	ms, tokens float64
+	done       int
+	width      int
+}
+
+func newVEngine(cost sim.CostModel, n, classes, width int, seed uint64) *vEngine {
+	e := &vEngine{cost: cost, n: n, classes: classes, width: width, gen: 1, clock: newFakeClock(), rng: rand.New(rand.NewPCG(seed, 7))}
+	for w := 2; w <= 17; w++ {
+		for k := 1; k < w; k++ {
+			p := cond(cost, w, k)
+			e.p[0][w][k], e.p[1][w][k] = p, p*matrixClassB
+		}
+	}
+	for range n {
+		e.next(len(e.left))
+	}
+	return e
+}
+
+// next starts sequence i's next request, its class by the rotation.
+func (e *vEngine) next(i int) {
+	c := (e.reqs / matrixEvery) % e.classes
+	e.reqs++
+	if i == len(e.left) {
+		e.left, e.cls = append(e.left, matrixReqTok), append(e.cls, c)
+		return
+	}
+	e.left[i], e.cls[i] = matrixReqTok, c
+}
+
+func (e *vEngine) noise() float64 { return math.Max(0.5, 1+e.cost.Noise*e.rng.NormFloat64()) }
+
+// advance decodes until the virtual clock reaches ms.
+func (e *vEngine) advance(ms float64) {
+	for e.ms < ms {
+		w, n := e.width, e.n
+		var round float64
+		if w < 2 {
+			round = e.cost.VerifyRowsMS(n) * e.noise()
+		} else {
+			round = (e.cost.DraftRoundMS(w) + e.cost.VerifyRowsMS(n*w)) * e.noise()
+			e.cycles += float64(n)
+			for len(e.perPos) < w-1 {
+				e.perPos = append(e.perPos, 0)
+			}
+		}
+		e.predS += float64(n) * round / 1000
+		for i := range n {
+			t := 1
+			for k := 1; k < w && e.rng.Float64() < e.p[e.cls[i]][w][k]; k++ {
+				e.perPos[k-1]++
+				t++
+			}
+			t = min(t, e.left[i])
+			e.pred += float64(t)
+			e.tokens += float64(t)
+			if e.left[i] -= t; e.left[i] <= 0 {
+				e.done++
+				e.next(i)
+			}
+		}
+		e.ms += round
+	}
+	e.clock.mu.Lock()
+	e.clock.now = time.Unix(1_800_000_000, 0).Add(time.Duration(e.ms * float64(time.Millisecond)))
+	e.clock.mu.Unlock()
+}
+
+func (e *vEngine) mark() mark { return mark{e.ms, e.tokens, e.done, e.width} }
+
+func (e *vEngine) serve(w http.ResponseWriter, r *http.Request) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch r.URL.Path {
+	case "/metrics":
+		e.advance(e.ms + float64(matrixStep/time.Millisecond))
+		e.marks = append(e.marks, e.mark())
+		writeMetrics(w, e.cycles, e.predS, e.pred, e.n, e.perPos)
+	case "/completion":
+		var req struct{ Prompt []int }
+		json.NewDecoder(r.Body).Decode(&req)
+		rows := max(1, len(req.Prompt)-probePrefixLen)
+		fmt.Fprintf(w, `{"timings":{"prompt_n":%d,"prompt_ms":%g}}`, rows, e.cost.VerifyRowsMS(rows)*e.noise())
+	case "/props":
+		fmt.Fprintf(w, `{"total_slots":%d}`, e.n)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+func (e *vEngine) Current() Target {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return Target{BaseURL: e.srv.URL, Width: e.width, Gen: e.gen, Pair: "matrix"}
+}
+
+// Switch serves matrixSwitch more at the old width (the new engine
+// starting beside it), then the new engine, probed before traffic.
+func (e *vEngine) Switch(ctx context.Context, w int, _ string) error {
+	e.mu.Lock()
+	e.advance(e.ms + float64(matrixSwitch/time.Millisecond))
+	e.width, e.gen = w, e.gen+1
+	e.cycles, e.predS, e.pred, e.perPos = 0, 0, 0, nil
+	e.sws = append(e.sws, e.mark())
+	e.mu.Unlock()
+	if e.loop != nil {
+		e.loop.BeforeTraffic(ctx, e.Current())
+	}
+	return nil
+}
+
+// matrixCell is one cell's outcome.
+type matrixCell struct {
+	profile           string
+	n, classes, start int
+	oracle            int
+	oracleRate        float64
+	startFrac         float64 // the starting width's sweep rate over the oracle's
+	frac              float64 // the adaptive run's rate over its last matrixMeasure, over the oracle's
+	width             int     // serving at the end
+	settleS           float64 // virtual seconds to the last switch
+	settleReq         int     // requests finished by then
+	switches          []int
+	predErr           PredictionError
+}
+
+// sweep is the oracle: each width's rate over matrixSweep of the traffic.
+func sweep(cost sim.CostModel, n, classes int, seed uint64) map[int]float64 {
+	rates := map[int]float64{}
+	for w := 1; w <= DefaultMaxWidth; w++ {
+		e := newVEngine(cost, n, classes, w, seed+uint64(w))
+		e.advance(float64(matrixSweep / time.Millisecond))
+		rates[w] = 1000 * e.tokens / e.ms
+	}
+	return rates
+}
+
+func runCell(p matrixProfile, n, classes int, seed uint64) matrixCell {
+	rates := sweep(p.cost, n, classes, seed)
+	c := matrixCell{profile: p.name, n: n, classes: classes, start: p.start, oracle: 1}
+	for w, r := range rates {
+		if r > rates[c.oracle] || r == rates[c.oracle] && w < c.oracle {
+			c.oracle = w
+		}
+	}
+	c.oracleRate = rates[c.oracle]
+	c.startFrac = rates[p.start] / c.oracleRate
+
+	e := newVEngine(p.cost, n, classes, p.start, seed)
+	e.srv = httptest.NewServer(http.HandlerFunc(e.serve))
+	defer e.srv.Close()
+	var mu sync.Mutex
+	var last Status
+	l := New(LoopDeps{Current: e.Current, Switch: e.Switch, Log: quietLog(), Now: e.clock.Now,
+		Cfg:     Config{Interval: 300 * time.Microsecond},
+		Publish: func(s Status) { mu.Lock(); last = s; mu.Unlock() }})
+	e.loop = l
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	l.BeforeTraffic(ctx, e.Current()) // the runtime, before the first request
+	done := make(chan error, 1)
+	go func() { done <- l.Run(ctx) }()
+	horizon := float64(matrixHorizon / time.Millisecond)
+	for {
+		time.Sleep(2 * time.Millisecond)
+		e.mu.Lock()
+		at := e.ms
+		e.mu.Unlock()
+		if at >= horizon {
+			break
+		}
+	}
+	cancel()
+	<-done
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	end := e.marks[len(e.marks)-1]
+	from := end
+	for _, m := range e.marks {
+		if end.ms-m.ms <= float64(matrixMeasure/time.Millisecond) {
+			from = m
+			break
+		}
+	}
+	c.frac = 1000 * (end.tokens - from.tokens) / (end.ms - from.ms) / c.oracleRate
+	c.width = e.width
+	for _, s := range e.sws {
+		c.switches = append(c.switches, s.width)
+	}
+	if k := len(e.sws); k > 0 {
+		c.settleS, c.settleReq = e.sws[k-1].ms/1000, e.sws[k-1].done
+	}
+	mu.Lock()
+	c.predErr = last.Prediction
+	mu.Unlock()
+	return c
+}
+
+// matrixProfiles: the sim's named profiles on the H200 Q8_0 model, the
+// demo pairing (GB10), one with a large fixed drafting cost, a bad start,
+// and a replay of every committed one-sequence H200 record.
+func matrixProfiles(tb testing.TB) []matrixProfile {
+	var ps []matrixProfile
+	for _, name := range []string{"flat", "geometric", "collapse"} {
+		c := h200Q8()
+		c.Accept = sim.Profiles[name]
+		ps = append(ps, matrixProfile{name, c, matrixStartW})
+	}
+	ps = append(ps, matrixProfile{"demo (GB10)", sim.DefaultCostModel(), matrixStartW})
+	ps = append(ps, matrixProfile{"demo, start 16", sim.DefaultCostModel(), matrixBadStart})
+	big := h200Q8()
+	big.Accept = sim.Profiles["geometric"]
+	big.DraftMS, big.DraftTokenMS = 4, 0.15 // drafting mostly fixed: 4 ms a cycle
+	ps = append(ps, matrixProfile{"large fixed drafting", big, matrixStartW})
+	paths, _ := filepath.Glob("../docs/benchmark_results/h200-*.json")
+	for _, path := range paths {
+		r, err := sim.LoadRecord(path)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if r.Simulated || r.Method.Concurrency > 1 {
+			continue
+		}
+		cost, err := sim.ReplayCost(r, sim.DefaultCostModel())
+		if err != nil {
+			continue
+		}
+		name := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(path), "h200-llamacpp-d32676d-"), ".json")
+		ps = append(ps, matrixProfile{"replay " + name, cost, matrixStartW})
+	}
+	return ps
+}
+
+// BenchmarkAdaptMatrix runs the sim matrix and reports the worst and
+// median fraction of the oracle. With ADAPT_MATRIX_OUT set it writes the
+// table there as markdown (docs/benchmark_results/sim-adapt-matrix-*.md):
+//
+//	ADAPT_MATRIX_OUT=$PWD/docs/benchmark_results/sim-adapt-matrix-2026-12-02.md \
+//	  go test ./adapt -run X -bench AdaptMatrix -benchtime 1x
+func BenchmarkAdaptMatrix(b *testing.B) {
+	profiles := matrixProfiles(b)
+	var cells []matrixCell
+	for b.Loop() {
+		cells = runMatrix(profiles)
+	}
+	fracs := make([]float64, len(cells))
+	below := 0
+	for i, c := range cells {
+		fracs[i] = c.frac
+		if c.frac < c.startFrac-DefaultNoiseFloor {
+			below++
+		}
+	}
+	sort.Float64s(fracs)
+	b.ReportMetric(float64(len(cells)), "cells")
+	b.ReportMetric(fracs[0], "worst-frac")
+	b.ReportMetric(median(fracs), "median-frac")
+	b.ReportMetric(float64(below), "cells-below-start")
+	if out := os.Getenv("ADAPT_MATRIX_OUT"); out != "" {
+		if err := os.WriteFile(out, []byte(matrixMarkdown(cells)), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Log("\n" + matrixMarkdown(cells))
+}
+
+// runMatrix runs every cell, four at a time (each mostly waits on its
+// loop's ticker).
+func runMatrix(profiles []matrixProfile) []matrixCell {
+	type job struct {
+		i          int
+		p          matrixProfile
+		n, classes int
+	}
+	var jobs []job
+	for _, p := range profiles {
+		for _, n := range []int{1, 4} {
+			for _, classes := range []int{1, 2} {
+				jobs = append(jobs, job{len(jobs), p, n, classes})
+			}
+		}
+	}
+	cells := make([]matrixCell, len(jobs))
+	ch := make(chan job)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range ch {
+				cells[j.i] = runCell(j.p, j.n, j.classes, uint64(j.i)*1000+1)
+			}
+		}()
+	}
+	for _, j := range jobs {
+		ch <- j
+	}
+	close(ch)
+	wg.Wait()
+	return cells
+}
+
+func matrixMarkdown(cells []matrixCell) string {
+	var b strings.Builder
+	b.WriteString("# Adaptive width on the sim matrix (2026-12-02)\n\n")
+	b.WriteString("Generated by `ADAPT_MATRIX_OUT=… go test ./adapt -run X -bench AdaptMatrix -benchtime 1x`\n")
+	b.WriteString("(adapt/matrix_test.go). A simulation: no number here is a measurement of hardware.\n\n")
+	fmt.Fprintf(&b, "The loop runs at its production settings (2 s scrapes, 60 s window, 256-cycle epochs, 2 trials, 3%% margin) for %s of virtual time\n", matrixHorizon)
+	fmt.Fprintf(&b, "against the sim's cost model decoding cycle by cycle (%d-token requests, closed loop, 1 or 4 clients = slots);\n", matrixReqTok)
+	fmt.Fprintf(&b, "a switch takes %s, the old engine serving meanwhile, and each new engine is probed before traffic.\n", matrixSwitch)
+	fmt.Fprintf(&b, "Traffic: one class, or two alternating every %d requests, the second accepting each draft token with %.2f of the first's probability.\n", matrixEvery, matrixClassB)
+	fmt.Fprintf(&b, "The oracle is a sweep of the same engine and traffic at each width 1-17 (%s each). *frac* is the adaptive run's tokens/s over its last %s\n", matrixSweep, matrixMeasure)
+	b.WriteString("over the oracle's; *start* is the starting width's sweep rate over the oracle's; *settle* is the virtual time and requests to the last switch.\n\n")
+	b.WriteString("| profile | clients | classes | oracle | oracle tok/s | start | frac | end width | settle s | settle requests | switches | prediction error (n, mean) |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	worst := 0
+	below := 0
+	fracs := make([]float64, len(cells))
+	for i, c := range cells {
+		sw := make([]string, len(c.switches))
+		for j, w := range c.switches {
+			sw[j] = fmt.Sprint(w)
+		}
+		flag := ""
+		if c.frac < c.startFrac-DefaultNoiseFloor {
+			flag = " (below start)"
+			below++
+		}
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %.1f | %d: %.3f | %.3f%s | %d | %.0f | %d | %d: %s | %d, %.1f%% |\n",
+			c.profile, c.n, c.classes, c.oracle, c.oracleRate, c.start, c.startFrac, c.frac, flag, c.width, c.settleS, c.settleReq,
+			len(c.switches), strings.Join(sw, " "), c.predErr.N, 100*c.predErr.MeanAbs)
+		if c.frac < cells[worst].frac {
+			worst = i
+		}
+		fracs[i] = c.frac
+	}
+	atLeast := 0
+	for _, f := range fracs {
+		if f >= 0.97 {
+			atLeast++
+		}
+	}
+	w := cells[worst]
+	fmt.Fprintf(&b, "\n%d cells: %d at or above 0.97 of the oracle, median %.3f; worst %.3f (%s, %d clients, %d classes: oracle %d, ended at %d);\n",
+		len(cells), atLeast, median(slices.Clone(fracs)), w.frac, w.profile, w.n, w.classes, w.oracle, w.width)
+	fmt.Fprintf(&b, "%d cells below the starting width's rate by more than the 1%% noise floor. Failed requests are not modelled here\n", below)
+	b.WriteString("(the engine is closed-form); the HTTP sim tests (adapt/loop_test.go, cli/adapt_serve_test.go) count them.\n")
+	return b.String()
+}
+
+// TestMatrixCellSmoke is a quick look at single cells (-run, -v).
+func TestMatrixCellSmoke(t *testing.T) {
+	if os.Getenv("ADAPT_MATRIX_SMOKE") == "" {
+		t.Skip("set ADAPT_MATRIX_SMOKE")
+	}
+	for _, p := range matrixProfiles(t) {
+		if !strings.Contains(p.name, os.Getenv("ADAPT_MATRIX_SMOKE")) {
+			continue
+		}
+		for _, n := range []int{1, 4} {
+			start := time.Now()
+			classes := 1
+			if os.Getenv("ADAPT_MATRIX_CLASSES") == "2" {
+				classes = 2
+			}
+			c := runCell(p, n, classes, 1)
+			t.Logf("%s n=%d: oracle %d (%.1f), start frac %.3f, frac %.3f, width %d, switches %v, settle %.0fs, pred %+v, wall %v",
+				c.profile, n, c.oracle, c.oracleRate, c.startFrac, c.frac, c.width, c.switches, c.settleS, c.predErr, time.Since(start))
+		}
+	}
+}

@@ -1,0 +1,264 @@
+package adapt
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"time"
+)
+
+// The stepper: what the loop does with one scrape, without I/O. The shell
+// (Loop.step, Loop.perform) scrapes /metrics, hands the snapshot to Step
+// with the clock and the serving engine, and carries out the Action it
+// returns: a switch (LoopDeps.Switch, timed), a probe of the rows of
+// concurrent decoding, or the end of adapting. Step and Resume call no
+// engine; they log and publish through LoopDeps only.
+
+// Observation is one scrape as the shell saw it.
+type Observation struct {
+	Now    time.Time
+	Target Target   // the engine serving when the scrape was made
+	Snap   Snapshot // its counters
+	Err    error    // the scrape failed: Snap is empty
+}
+
+// ActionKind is what the shell is asked to do.
+type ActionKind int
+
+// Actions.
+const (
+	ActWait   ActionKind = iota // nothing: the next scrape
+	ActSwitch                   // switch to Width
+	ActProbe                    // probe the rows N sequences verify, then Resume
+	ActStop                     // stop adapting for good: Err says why
+)
+
+// Action is the stepper's answer to an observation.
+type Action struct {
+	Kind    ActionKind
+	Width   int    // ActSwitch: the width to serve
+	Reason  string // why, as logged
+	Explore bool   // ActSwitch: the width observes rather than is chosen
+	Trial   bool   // ActSwitch: a width the rule named to measure (Decision.Trial)
+	N       int    // ActProbe: sequences decoding together
+	Err     error  // ActStop
+}
+
+func wait(why string) Action { return Action{Kind: ActWait, Reason: why} }
+
+// Step takes one scrape: counter deltas since the last scrape of the same
+// engine fill the epoch; a full epoch is closed and decided (endEpoch).
+func (l *Loop) Step(o Observation) Action {
+	t := o.Target
+	if t.Gen != l.gen {
+		l.pair = cmp.Or(l.pair, t.Pair)
+		l.reset(t)
+	}
+	if o.Err != nil {
+		l.d.Log.Debug("adapt: scrape failed", "err", o.Err)
+		return wait("scrape failed")
+	}
+	if l.fresh {
+		l.prev, l.fresh = o.Snap, false
+		return wait("baseline scrape of a new engine")
+	}
+	delta, ok := o.Snap.Since(l.prev)
+	l.prev = o.Snap
+	if !ok {
+		l.d.Log.Info("adapt: engine counters went backwards (restarted); starting over")
+		l.reset(t)
+		l.prev, l.fresh = o.Snap, false
+		return wait("counters went backwards")
+	}
+	if l.width >= 2 && delta.Cycles > 0 && !o.Snap.HasPerPos {
+		return Action{Kind: ActStop, Err: fmt.Errorf("%w: the engine reports no acceptance by draft position (%s); only the width it was given is served", ErrNotAdapting, famPerPos)}
+	}
+	l.epoch.Add(delta, l.width)
+	l.tokens += delta.Predicted
+	if delta.Predicted > 0 {
+		l.nLive = append(l.nLive, math.Max(1, delta.Processing))
+		if len(l.nLive) > liveScrapes {
+			l.nLive = l.nLive[1:]
+		}
+	}
+	l.epPredS += delta.PredictSeconds
+	l.epCycles += delta.Cycles
+
+	need := l.cfg.MinCycles
+	if l.trial {
+		need *= trialEpochs
+	}
+	ready := l.epoch.Cycles >= need
+	if l.width < 2 {
+		ready = l.tokens >= l.cfg.MinCycles
+	}
+	if !ready {
+		return wait("filling the epoch")
+	}
+	return l.endEpoch(o.Now)
+}
+
+// endEpoch closes the epoch at the live concurrency and decides, unless
+// the rows that concurrency verifies must be probed first (ActProbe; the
+// shell then calls Resume).
+func (l *Loop) endEpoch(now time.Time) Action {
+	n := l.concurrency()
+	l.closeEpoch(n)
+	if l.needsProbe(n) {
+		return Action{Kind: ActProbe, N: n, Reason: fmt.Sprintf("the verify cost of %d sequences' rows", n)}
+	}
+	return l.Resume(now)
+}
+
+// Resume decides on the epoch just closed: the rule, the check of the last
+// switch against the width it left, and what to do.
+func (l *Loop) Resume(now time.Time) Action {
+	n := l.lastN
+	if l.exploreFirst {
+		// The starting width has its own epoch now: explore.
+		l.exploreFirst = false
+		l.status.State = StateWatching
+		return Action{Kind: ActSwitch, Width: l.w0, Explore: true, Reason: fmt.Sprintf("explore: observe acceptance at positions 1-%d", l.w0-1)}
+	}
+	dec := l.decide(n)
+	if dec.NoCost {
+		return l.noCost(dec, n)
+	}
+	l.clearNoCostNote(n)
+	if (!dec.Switch || dec.Trial > 0) && len(dec.Candidates) > 0 {
+		l.home = 0 // decided: the width serving now is the choice (a trial is named only then)
+	}
+	undo, hold := l.judge(n, &dec)
+	l.status.Decision = &dec
+	l.status.Decisions++
+	l.publish()
+	l.d.Log.Info(dec.String())
+	switch {
+	case undo > 0:
+		return Action{Kind: ActSwitch, Width: undo, Reason: dec.Reason}
+	case hold:
+		l.exploring, l.trial = false, false
+		return wait("checking the last switch")
+	}
+	return l.act(now, dec)
+}
+
+// needsProbe says whether the rows n sequences verify must be probed
+// (under load) before deciding: n > 1, a probed curve, not tried for this
+// n yet, and rows missing.
+func (l *Loop) needsProbe(n int) bool {
+	if n <= 1 || l.curve.Source == "config" || l.probedN[n] {
+		return false
+	}
+	if len(l.curve.missing(ProbeRows(0, l.cfg.MaxWidth, n))) == 0 {
+		if l.probedN == nil {
+			l.probedN = map[int]bool{}
+		}
+		l.probedN[n] = true
+		return false
+	}
+	return true
+}
+
+// act turns the decision into the switch, trial or exploration to make,
+// within the window.
+func (l *Loop) act(now time.Time, dec Decision) Action {
+	// The first decision after an exploration is not held: it goes home
+	// or chooses the width it observed. A trial is held by the window like
+	// any switch, also one named by the decision that ends an exploration
+	// or another trial: it costs an engine start, and its return home
+	// another (that one is not held). The trials are bounded (MaxTrials
+	// per drift period), so they end a few windows after the first
+	// decision that stays, and while one is named the decision says
+	// switch, so nobody reading the status takes the loop as settled.
+	inWindow := (!l.exploring || dec.Trial > 0) && !l.lastSwitch.IsZero() && now.Sub(l.lastSwitch) < l.cfg.Window
+	from := l.width
+	if l.exploring && l.home > 0 {
+		from = l.home // an exploration observed; the width it left is home
+	}
+	chained := l.exploring // a wider exploration straight from one
+	l.exploring, l.trial = false, false
+	acc := dec.S
+	switch {
+	case dec.Switch && inWindow:
+		l.d.Log.Info("adapt: switch held: one switch per window", "to", dec.Choice, "trial", dec.Trial > 0, "window", l.cfg.Window)
+	case dec.Trial > 0:
+		l.tried[dec.Trial] = true // counted when tried, even if the switch fails
+		l.home = 0                // the width kept is the one the trial is checked against
+		l.expect(dec, dec.Trial, l.width)
+		return Action{Kind: ActSwitch, Width: dec.Trial, Reason: "explore: " + dec.Reason, Explore: true, Trial: true}
+	case dec.Switch:
+		if dec.Choice != from {
+			l.expect(dec, dec.Choice, from)
+		}
+		return Action{Kind: ActSwitch, Width: dec.Choice, Reason: dec.Reason}
+	case inWindow:
+	case dec.Explore > 0 && (chained || l.explored == 0 || now.Sub(l.lastExplore) >= l.recheckPeriod()):
+		// Past the first exploration (and a wider one straight after it),
+		// at most one per re-check period: a drift drops the far
+		// positions, and on mixed traffic drifts come often (the sim
+		// matrix's two alternating classes sent the loop to width 17
+		// every minute or so).
+		k := len(acc)
+		return Action{Kind: ActSwitch, Width: dec.Explore, Explore: true,
+			Reason: fmt.Sprintf("explore wider: S(%d) = %.2f, the last position observed, suggests width %d could pay", k, acc[k-1].S, dec.Explore)}
+	case dec.Recheck > 0 && now.Sub(l.lastExplore) >= l.recheckPeriod():
+		// Each re-check that is asked for again waits twice as long: on
+		// the sim's collapse profile the live tail at width 4 asks for one
+		// every period, and each costs an epoch at the widest width.
+		l.recheckEvery = min(2*l.recheckPeriod(), reexploreMaxFactor*l.cfg.ReexploreEvery)
+		live := min(len(acc), max(0, l.width-1))
+		s := 0.0
+		if live > 0 {
+			s = acc[live-1].S
+		}
+		return Action{Kind: ActSwitch, Width: dec.Recheck, Explore: true,
+			Reason: fmt.Sprintf("re-explore wider: S(%d) = %.2f at the running width suggests width %d could pay", live, s, dec.Recheck)}
+	}
+	return wait(dec.Reason)
+}
+
+// noCost handles a decision that could not judge the running width: the
+// curve lacks the n·W rows it verifies at this concurrency. While the
+// under-load probe of those rows may still resume, it waits. Once they
+// cannot be probed, an exploration (or a trial) goes back to its home
+// width at once, not held by the window: an exploration width is a
+// measuring device, and staying there because its cost is missing is
+// inertia, not a choice (H200, 2026-12-02: the loop stayed at its
+// exploration width 8 under 4 sequences for a whole run). In any case the
+// Status says that the loop is not adapting at this concurrency and which
+// width serves, logged at warn once; it keeps watching, and decides again
+// when the concurrency changes to one the curve covers.
+func (l *Loop) noCost(dec Decision, n int) Action {
+	rows := n * l.width
+	why, pending := l.unprobed(n)
+	if pending {
+		l.status.Decision = &dec
+		l.status.Decisions++
+		l.publish()
+		l.d.Log.Info(dec.String())
+		return wait("the rows of concurrent decoding are being probed")
+	}
+	home := l.home
+	serving := l.width
+	if home >= 1 && home != l.width {
+		serving = home
+		dec.Choice, dec.Switch = home, true
+		dec.Reason = fmt.Sprintf("back from exploration width %d to width %d: %s, and they could not be probed", l.width, home, dec.Reason)
+	}
+	whyNote := fmt.Sprintf("not adapting at concurrency %d: the verify cost of %d rows could not be probed (%s)", n, rows, why)
+	note := fmt.Sprintf("%s; serving width %d", whyNote, serving)
+	l.status.Note = note
+	l.status.Decision = &dec
+	l.status.Decisions++
+	l.publish()
+	l.d.Log.Info(dec.String())
+	if note != l.noCostNote {
+		l.d.Log.Warn("adapt: " + note)
+	}
+	l.noCostNote, l.noCostN, l.noCostWhy = note, n, whyNote
+	if dec.Switch {
+		return Action{Kind: ActSwitch, Width: home, Reason: dec.Reason}
+	}
+	return wait(dec.Reason)
+}

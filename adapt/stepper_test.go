@@ -1,0 +1,134 @@
+package adapt
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The stepper, fed scrapes by hand: no engine, no network. Each case
+// builds a loop in a state, feeds observations, and checks the last
+// action.
+func TestStep(t *testing.T) {
+	curve := func() Curve {
+		c := Curve{VerifyMS: map[int]float64{}, Source: "probe"}
+		for r := 1; r <= 17; r++ {
+			c.VerifyMS[r] = verify(r)
+		}
+		return c
+	}
+	// snap is cumulative counters after c cycles at width w with S(k) =
+	// 0.8^k, each cycle costing ms, n requests processing.
+	snap := func(c float64, w int, ms float64, n int, perPos bool) Snapshot {
+		s := Snapshot{Cycles: c, HasSpec: true, HasPerPos: perPos, PredictSeconds: c * ms / 1000, Processing: float64(n), Predicted: c}
+		p := 1.0
+		for k := 1; k < w; k++ {
+			p *= 0.8
+			s.PerPos = append(s.PerPos, c*p)
+			s.Predicted += c * p
+		}
+		return s
+	}
+	now := time.Unix(1_800_000_000, 0)
+	cases := []struct {
+		name  string
+		setup func(l *Loop)
+		obs   []Observation
+		kind  ActionKind
+		check func(t *testing.T, a Action)
+	}{
+		{
+			name: "baseline of a new engine",
+			obs:  []Observation{{Target: Target{Gen: 1, Width: 4}, Snap: snap(10, 4, 5, 1, true)}},
+			kind: ActWait,
+		},
+		{
+			name:  "the starting width's epoch, then the exploration",
+			setup: func(l *Loop) { l.exploreFirst = true },
+			obs: []Observation{{Target: Target{Gen: 1, Width: 4}, Snap: snap(0, 4, 5, 1, true)},
+				{Target: Target{Gen: 1, Width: 4}, Snap: snap(300, 4, 5, 1, true)}},
+			kind: ActSwitch,
+			check: func(t *testing.T, a Action) {
+				if a.Width != 8 || !a.Explore || a.Trial {
+					t.Errorf("%+v: want an exploration to W0 8", a)
+				}
+			},
+		},
+		{
+			name: "no per-position counters: stop for good",
+			obs: []Observation{{Target: Target{Gen: 1, Width: 4}, Snap: snap(0, 4, 5, 1, false)},
+				{Target: Target{Gen: 1, Width: 4}, Snap: snap(300, 4, 5, 1, false)}},
+			kind: ActStop,
+			check: func(t *testing.T, a Action) {
+				if !errors.Is(a.Err, ErrNotAdapting) {
+					t.Errorf("err %v", a.Err)
+				}
+			},
+		},
+		{
+			name: "counters backwards: a new baseline",
+			obs: []Observation{{Target: Target{Gen: 1, Width: 4}, Snap: snap(500, 4, 5, 1, true)},
+				{Target: Target{Gen: 1, Width: 4}, Snap: snap(100, 4, 5, 1, true)}},
+			kind: ActWait,
+			check: func(t *testing.T, a Action) {
+				if !strings.Contains(a.Reason, "backwards") {
+					t.Errorf("reason %q", a.Reason)
+				}
+			},
+		},
+		{
+			name:  "4 sequences, rows missing: probe them first",
+			setup: func(l *Loop) { l.curve.VerifyMS = map[int]float64{1: 3, 2: 3.2, 17: 7} },
+			obs: []Observation{{Target: Target{Gen: 1, Width: 4}, Snap: snap(0, 4, 5, 4, true)},
+				{Target: Target{Gen: 1, Width: 4}, Snap: snap(300, 4, 5, 4, true)}},
+			kind: ActProbe,
+			check: func(t *testing.T, a Action) {
+				if a.N != 4 {
+					t.Errorf("%+v: want the rows of 4 sequences", a)
+				}
+			},
+		},
+		{
+			// Width 2 switched to from 4 (the model's choice) measures far
+			// worse than 4 did: back to 4, and 2 is avoided.
+			name: "a worse switch is undone",
+			setup: func(l *Loop) {
+				l.check, l.ownN = &switchCheck{from: 4, to: 2}, 1
+				l.own[4] = Counts{Cycles: 4000, AtLeast: []float64{3200, 2560, 2048}}
+				l.deliv[4] = [2]float64{4000 * 3.44, 4000}
+				l.measured[4] = Measure{MS: 3.95 + 1.5, Cycles: 4000, N: 1}
+			},
+			obs: []Observation{{Target: Target{Gen: 1, Width: 2}, Snap: snap(0, 2, 20, 1, true)},
+				{Target: Target{Gen: 1, Width: 2}, Snap: snap(2000, 2, 20, 1, true)}},
+			kind: ActSwitch,
+			check: func(t *testing.T, a Action) {
+				if a.Width != 4 || !strings.HasPrefix(a.Reason, "undo: width 2 measured") {
+					t.Errorf("%+v: want an undo to 4", a)
+				}
+			},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			l := New(LoopDeps{Current: func() Target { return Target{} }, Switch: func(context.Context, int, string) error { return nil },
+				Log: quietLog(), Cfg: Config{Rule: Rule{MinCycles: 256}, MaxTrials: -1}})
+			l.curve, l.w0 = curve(), 8
+			if c.setup != nil {
+				c.setup(l)
+			}
+			var a Action
+			for i, o := range c.obs {
+				o.Now = now.Add(time.Duration(i) * 2 * time.Second)
+				a = l.Step(o)
+			}
+			if a.Kind != c.kind {
+				t.Fatalf("action %+v, want kind %d", a, c.kind)
+			}
+			if c.check != nil {
+				c.check(t, a)
+			}
+		})
+	}
+}
