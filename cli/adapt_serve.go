@@ -47,10 +47,10 @@ func adaptOff(p *plan.Plan, proxied bool) string {
 	return ""
 }
 
-// startAdapt starts the adaptive width loop beside the switcher when it is
-// asked for; the returned func stops it and waits for it (nil when it did
-// not start).
-func (sv *launcher) startAdapt(ctx context.Context, p *plan.Plan) func() {
+// newAdapt makes the adaptive width loop when it is asked for (nil when
+// not): before the first engine starts, so that every new engine is probed
+// before it takes traffic (BeforeTraffic); it runs once one serves.
+func (sv *launcher) newAdapt(p *plan.Plan) *adapt.Loop {
 	if why := adaptOff(p, sv.px != nil); why != "" {
 		if p.Settings.Adapt.Value {
 			sv.log.Info("adaptive width off: " + why)
@@ -58,6 +58,15 @@ func (sv *launcher) startAdapt(ctx context.Context, p *plan.Plan) func() {
 		}
 		return nil
 	}
+	l := adapt.New(sv.adaptDeps(p))
+	// Until the first engine serves, the loop probes it before traffic.
+	sv.st.setAdapt(adapt.Status{State: adapt.StateProbing, Width: p.Resolution.Width, Note: "the first engine is probed before it takes traffic", Updated: time.Now()})
+	return l
+}
+
+// adaptDeps connect the loop to the runtime: which engine serves, how to
+// switch, the launcher's own counted client, the status page, the cache.
+func (sv *launcher) adaptDeps(p *plan.Plan) adapt.LoopDeps {
 	key := adapt.CacheKey{Engine: engineIdentity(p), Capability: p.Facts.CapabilityStr}
 	if len(p.Facts.GPUs) > 0 {
 		key.GPU = p.Facts.GPUs[0].Name
@@ -85,14 +94,8 @@ func (sv *launcher) startAdapt(ctx context.Context, p *plan.Plan) func() {
 		sv.log.Info("adaptive width: the probed cost curve will not be cached: the engine's version is unknown")
 		dir = ""
 	}
-	deps := adapt.LoopDeps{
-		Current: func() adapt.Target {
-			in := sv.rt.Current()
-			if in == nil || in.Backend == nil {
-				return adapt.Target{}
-			}
-			return adapt.Target{BaseURL: in.Backend.URL.String(), Width: widthOf(in.Plan), Gen: uint64(in.ID), Pair: modelPair(in.Plan)}
-		},
+	return adapt.LoopDeps{
+		Current: func() adapt.Target { return targetOf(sv.rt.Current()) },
 		Switch: func(ctx context.Context, w int, reason string) error {
 			cur := sv.plan()
 			np, err := sv.adaptedPlan(cur, w, reason)
@@ -118,12 +121,52 @@ func (sv *launcher) startAdapt(ctx context.Context, p *plan.Plan) func() {
 		CacheKey: key,
 		Cfg:      adaptConfig(p.Settings),
 	}
+}
+
+// targetOf is an engine as the adaptive loop sees it.
+func targetOf(in *server.Instance) adapt.Target {
+	if in == nil || in.Backend == nil {
+		return adapt.Target{}
+	}
+	return adapt.Target{BaseURL: in.Backend.URL.String(), Width: widthOf(in.Plan), Gen: uint64(in.ID), Pair: modelPair(in.Plan)}
+}
+
+// beforeTraffic probes a new engine for the adaptive loop before the
+// proxy routes to it: it is idle then, so a busy server needs no idle
+// moment. With nothing serving (the first start, a restart, a drain
+// switch) requests are held meanwhile, so the probe is bounded to a few
+// seconds (what it lacks is probed later); in an overlap switch the old
+// engine serves meanwhile.
+func (sv *launcher) beforeTraffic(ctx context.Context, in *server.Instance) error {
+	sv.mu.Lock()
+	loop := sv.loop
+	sv.mu.Unlock()
+	if loop == nil {
+		return nil
+	}
+	bound := 2 * time.Minute
+	if sv.rt.Current() == nil {
+		bound = beforeTrafficHeld
+	}
+	ctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	return loop.BeforeTraffic(ctx, targetOf(in))
+}
+
+// beforeTrafficHeld bounds the probe of a new engine while requests wait.
+const beforeTrafficHeld = 10 * time.Second
+
+// runAdapt runs the loop until the returned func stops it (and waits).
+func (sv *launcher) runAdapt(p *plan.Plan) func() {
+	if sv.loop == nil {
+		return nil
+	}
 	sv.log.Info("adaptive width on: the width is learned from live traffic (docs/adaptive.md)", "starts_at", p.Resolution.Width)
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		err := adapt.New(deps).Run(ctx)
+		err := sv.loop.Run(ctx)
 		switch {
 		case err == nil, ctx.Err() != nil: // stopped with serve
 		case errors.Is(err, adapt.ErrNotAdapting):
@@ -151,15 +194,13 @@ func engineIdentity(p *plan.Plan) string {
 	return ""
 }
 
-// engineKey is the API key of the engine that serves now ("" for none):
+// engineKey is the API key of the plan in force ("" for none):
 // the adaptive loop's probe and scrapes carry it.
 func (sv *launcher) engineKey() string {
-	sv.st.mu.Lock()
-	defer sv.st.mu.Unlock()
-	if sv.st.cur == nil {
-		return ""
+	if p := sv.plan(); p != nil {
+		return p.APIKey()
 	}
-	return sv.st.cur.Plan.APIKey()
+	return ""
 }
 
 // modelPair names the target and draft models an engine serves, so that

@@ -57,6 +57,7 @@ type launcher struct {
 	// sets an operator width ends it (an operator width always wins).
 	stopAdapt    func()
 	adaptStarted bool
+	loop         *adapt.Loop // nil when the width is not adapted
 }
 
 // infoOf is the engine handle behind a runtime instance.
@@ -145,15 +146,17 @@ func (sv *launcher) run(p *plan.Plan) error {
 		Signals:     sigs,
 		Done:        sv.e.parent.Done(),
 		Hooks: server.Hooks{
-			Launch:   sv.startInst,
-			Serving:  sv.serving,
-			Switched: sv.switched,
-			Adopted:  sv.adopted,
-			Stopping: sv.endAdapt,
-			Exited:   func(in *server.Instance, code int) { sv.st.exited(in, code) },
-			Phase:    func(ph server.Phase) { sv.met.Phase(ph.String()) },
+			Launch:        sv.startInst,
+			BeforeTraffic: sv.beforeTraffic,
+			Serving:       sv.serving,
+			Switched:      sv.switched,
+			Adopted:       sv.adopted,
+			Stopping:      sv.endAdapt,
+			Exited:        func(in *server.Instance, code int) { sv.st.exited(in, code) },
+			Phase:         func(ph server.Phase) { sv.met.Phase(ph.String()) },
 		},
 	})
+	sv.loop = sv.newAdapt(p) // its client counts through the runtime
 	if sv.px != nil {
 		// Listening once the runtime exists: a request or a scrape
 		// arriving at once finds it.
@@ -282,7 +285,7 @@ func (sv *launcher) serving(in *server.Instance) {
 	sv.adaptStarted = true
 	sv.mu.Unlock()
 	if first {
-		stop := sv.startAdapt(context.Background(), in.Plan)
+		stop := sv.runAdapt(in.Plan)
 		sv.mu.Lock()
 		sv.stopAdapt = stop
 		sv.mu.Unlock()
@@ -491,7 +494,7 @@ func (sv *launcher) operatorWidthEndsAdapt(p *plan.Plan, w int) {
 		sv.mu.Unlock()
 		return
 	}
-	sv.stopAdapt = nil
+	sv.stopAdapt, sv.loop = nil, nil
 	sv.mu.Unlock()
 	why := "an operator width is set (" + p.Settings.Width.Src.String() + "); it always wins"
 	sv.log.Info("adaptive width off: " + why + "; it stays off until speclaunch restarts")
