@@ -2,10 +2,12 @@ package cli
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -14,6 +16,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"github.com/speclaunch/speclaunch/internal/loadgen"
 )
 
 // streamWhole sends one streamed completion and reports whether it ended
@@ -199,4 +202,40 @@ func keys(m map[string]*dto.MetricFamily) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// The launcher's own requests are accounted for: profile edits that
+// replace the engine while the adaptive loop probes and scrapes it neither
+// stop an engine under a probe nor turn the loop off; it goes on with the
+// engine that replaces it.
+func TestServeAdaptSurvivesEditsDuringProbes(t *testing.T) {
+	dir := t.TempDir()
+	port := freePort(t)
+	p := filepath.Join(dir, "p.toml")
+	base := simProfile(port, `, "--sim-profile", "geometric"`) + "[adapt]\nenabled = true\nmin_cycles = 32\nwindow = \"1s\"\n"
+	writeFile(t, p, base)
+	r := startServe(t, "--profile", p)
+	r.log.waitFor(t, `adaptive width on`, 1, 30*time.Second)
+	stop := make(chan struct{})
+	loaded := make(chan loadgen.Result, 1)
+	go func() {
+		res, _ := loadgen.Run(context.Background(), loadgen.Options{URL: fmt.Sprintf("http://127.0.0.1:%d", port), Clients: 2, Stop: stop, Duration: time.Minute, Stream: true, MaxTokens: 32})
+		loaded <- res
+	}()
+	for i, warm := range []string{"150ms", "120ms", "180ms"} {
+		renameOver(t, p, strings.Replace(base, `"100ms"`, `"`+warm+`"`, 1))
+		r.log.waitFor(t, `switched to_pid=\d+ width=\d+ mode=overlap`, i+1, 30*time.Second)
+	}
+	// The loop is still there after the edits: it decides again on the
+	// engine that serves now.
+	decisions := r.log.count(`component=adapt`)
+	r.log.waitFor(t, `component=adapt`, decisions+1, 60*time.Second)
+	close(stop)
+	res := <-loaded
+	if strings.Contains(r.log.String(), "adaptive width off") || adaptState(t, port) == "not adapting" {
+		t.Fatalf("the loop turned itself off after engine switches; log:\n%s", r.log)
+	}
+	if res.Bad() != 0 {
+		t.Errorf("load through the edits: %s", res)
+	}
 }
