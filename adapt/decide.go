@@ -446,11 +446,12 @@ func explore(acc Acceptance, in Inputs, r Rule, n int, bestRate float64) int {
 // String is the decision's one log line.
 func (d Decision) String() string {
 	var b strings.Builder
-	verb := "stay"
 	if d.Switch {
-		verb = "switch"
+		fmt.Fprintf(&b, "adapt: switch at width %d → %d: %s", d.Running, d.Choice, d.Reason)
+	} else {
+		fmt.Fprintf(&b, "adapt: stay at width %d: %s", d.Running, d.Reason)
 	}
-	fmt.Fprintf(&b, "adapt: %s at width %d → %d: %s; concurrency %d; margin %.0f%%", verb, d.Running, d.Choice, d.Reason, d.N, 100*d.Margin)
+	fmt.Fprintf(&b, "; concurrency %d; margin %.0f%%", d.N, 100*d.Margin)
 	if (!d.Switch || d.Trial > 0) && d.Best != d.Running { // a switch's reason already gives them
 		fmt.Fprintf(&b, "; best %d gain %+.1f%% (lower bound %+.1f%%)", d.Best, 100*d.Gain, 100*d.GainLo)
 	}
