@@ -367,6 +367,11 @@ func TestDecisionLine(t *testing.T) {
 	if !strings.HasPrefix(line, want) {
 		t.Errorf("line %q\nwant prefix %q", line, want)
 	}
+	stay := d
+	stay.Switch, stay.Choice, stay.Reason = false, 4, "width 2 predicted +1.0%, under the 3% margin"
+	if got := stay.String(); !strings.HasPrefix(got, "adapt: stay at width 4: width 2 predicted") {
+		t.Errorf("a stay reads %q: it names the width it keeps, once", got)
+	}
 	for _, part := range []string{"S(k)=1:0.500(500/1000) 2:0.250(250/1000) 3:0.125(125/1000)",
 		"ms/cycle=1:2.00 2:2.67 3:3.33 4:4.00", "tok/s=1:500.0 2:562.5 3:525.0 4:468.8", "margin 3%", "concurrency 1"} {
 		if !strings.Contains(line, part) {
