@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -77,29 +78,13 @@ func (c *BenchCmd) Run(e *Env) error {
 	if s.DraftModel.Value == "" {
 		return usage(errors.New("bench needs a draft model to measure widths against classic"), "set draft.model in the profile, --draft-model/-md, or LLAMA_ARG_SPEC_DRAFT_MODEL")
 	}
-	if !c.Force {
-		for _, ext := range []string{".md", ".json", ".svg"} {
-			if _, err := os.Stat(outBase + ext); err == nil {
-				return usage(fmt.Errorf("%s already exists", outBase+ext), "pass --force to overwrite it, or choose another --out")
-			}
-		}
+	if err := c.checkOut(outBase); err != nil {
+		return err
 	}
 	log := newLogger(e.Stderr, s.LogFormat.Value, s.LogLevel.Value, e.Getenv)
-
-	// The default arm runs the engine's own default width; the policy arm,
-	// only when the policy resolves another width for this host, runs that
-	// one. No width is measured twice under two names.
-	ds := s
-	ds.Width = config.Field[int]{}
-	dp, err := build(e, &loaded{Settings: ds, Policy: l.Policy}, plan.Options{})
+	dp, err := defaultPlan(e, l)
 	if err != nil {
 		return err
-	}
-	if err := checkLaunchable(dp, false); err != nil {
-		return err
-	}
-	if dp.Resolution.Source == width.Off {
-		return usage(errors.New("speculation resolves off for this profile"), "bench needs a draft model")
 	}
 	arms, skipped := benchArms(dp.Resolution, l.Policy, s.Engine.Value, widths)
 	for _, msg := range skipped {
@@ -136,6 +121,44 @@ func (c *BenchCmd) Run(e *Env) error {
 		o.Progress, o.IsTTY = e.Stderr, isTTY(e.Stderr)
 	}
 	log.Info("bench starting", "arms", len(arms), "rounds", o.Rounds, "schedule", o.Schedule, "engine", string(s.Engine.Value), "out", outBase)
+	return c.sweep(e, log, o, st, rec, outBase)
+}
+
+// checkOut refuses to overwrite a record unless --force.
+func (c *BenchCmd) checkOut(outBase string) error {
+	if c.Force {
+		return nil
+	}
+	for _, ext := range []string{".md", ".json", ".svg"} {
+		if _, err := os.Stat(outBase + ext); err == nil {
+			return usage(fmt.Errorf("%s already exists", outBase+ext), "pass --force to overwrite it, or choose another --out")
+		}
+	}
+	return nil
+}
+
+// defaultPlan is the default arm's plan: the engine's own default width
+// (the policy arm, only when the policy resolves another width for this
+// host, runs that one; no width is measured twice under two names).
+func defaultPlan(e *Env, l *loaded) (*plan.Plan, error) {
+	ds := l.Settings
+	ds.Width = config.Field[int]{}
+	dp, err := build(e, &loaded{Settings: ds, Policy: l.Policy}, plan.Options{})
+	if err != nil {
+		return nil, err
+	}
+	if err := checkLaunchable(dp, false); err != nil {
+		return nil, err
+	}
+	if dp.Resolution.Source == width.Off {
+		return nil, usage(errors.New("speculation resolves off for this profile"), "bench needs a draft model")
+	}
+	return dp, nil
+}
+
+// sweep runs the arms, writes the record (partial when interrupted) and
+// says what it earned.
+func (c *BenchCmd) sweep(e *Env, log *slog.Logger, o bench.Options, st *starter, rec *record.Record, outBase string) error {
 	cpu0, wall0 := bench.SelfCPU(), time.Now()
 	runErr := bench.Run(e.Ctx, o, st.start, rec)
 	// The harness must not be what it measures: record its own CPU time

@@ -357,24 +357,9 @@ func parseEntry(t table) (Entry, error) {
 		// never apply.
 		return Entry{}, t.errf("engine", `a measured entry cannot name engine "sim": the simulator resolves with mlxcel's entries and its records are never measurements; write engine = "mlxcel" with a record from a real engine`)
 	}
-	cs, _, err := t.str("capability", `name the CUDA compute capability measured, e.g. capability = "12.1"`)
+	c, q, err := t.hostKey()
 	if err != nil {
 		return Entry{}, err
-	}
-	c, err := key.ParseCapability(cs)
-	if err != nil || c.String() != cs {
-		return Entry{}, t.errf("capability", "capability %q must be written MAJOR.MINOR, e.g. \"12.1\" for GB10 or \"9.0\" for H200", cs)
-	}
-	qs, _, err := t.str("quant", `name the target quantization measured, e.g. quant = "affine"`)
-	if err != nil {
-		return Entry{}, err
-	}
-	q, err := key.ParseQuant(qs)
-	if err != nil {
-		return Entry{}, t.errf("quant", "quant: %v; use one of the known names", err)
-	}
-	if q == key.QuantUnknown {
-		return Entry{}, t.errf("quant", "quant \"unknown\" cannot key an entry: it means the target could not be read, which is never measured; name the quantization the record measured, e.g. \"affine\"")
 	}
 	w, _, err := t.width("width", true)
 	if err != nil {
@@ -418,6 +403,31 @@ func parseEntry(t table) (Entry, error) {
 		Note:     note,
 		Origin:   origin(t.file, t.line),
 	}, nil
+}
+
+// hostKey reads the host half of an entry's key: the compute capability
+// and the target's quantization.
+func (t table) hostKey() (key.Capability, key.Quant, error) {
+	cs, _, err := t.str("capability", `name the CUDA compute capability measured, e.g. capability = "12.1"`)
+	if err != nil {
+		return key.Capability{}, "", err
+	}
+	c, err := key.ParseCapability(cs)
+	if err != nil || c.String() != cs {
+		return key.Capability{}, "", t.errf("capability", "capability %q must be written MAJOR.MINOR, e.g. \"12.1\" for GB10 or \"9.0\" for H200", cs)
+	}
+	qs, _, err := t.str("quant", `name the target quantization measured, e.g. quant = "affine"`)
+	if err != nil {
+		return key.Capability{}, "", err
+	}
+	q, err := key.ParseQuant(qs)
+	if err != nil {
+		return key.Capability{}, "", t.errf("quant", "quant: %v; use one of the known names", err)
+	}
+	if q == key.QuantUnknown {
+		return key.Capability{}, "", t.errf("quant", "quant \"unknown\" cannot key an entry: it means the target could not be read, which is never measured; name the quantization the record measured, e.g. \"affine\"")
+	}
+	return c, q, nil
 }
 
 // records reads `record` (one path, the schema before cross-pair entries)
