@@ -19,11 +19,26 @@ import (
 // withDefaults fills zero options and refuses a plan that cannot yield a
 // ranking, before anything is started.
 func (o Options) withDefaults() (Options, error) {
+	if err := o.fillRuns(); err != nil {
+		return o, err
+	}
+	if err := o.fillPrompts(); err != nil {
+		return o, err
+	}
+	if err := o.fillLoad(); err != nil {
+		return o, err
+	}
+	return o, checkArms(o.Arms)
+}
+
+// fillRuns fills and checks how much is measured: rounds, warm-up
+// requests, tokens per request.
+func (o *Options) fillRuns() error {
 	if o.Rounds == 0 {
 		o.Rounds = DefaultRounds
 	}
 	if o.Rounds < MinRounds {
-		return o, fmt.Errorf("bench: %d rounds is below the floor of %d: one sample per arm has no range, and a verdict compares ranges", o.Rounds, MinRounds)
+		return fmt.Errorf("bench: %d rounds is below the floor of %d: one sample per arm has no range, and a verdict compares ranges", o.Rounds, MinRounds)
 	}
 	switch {
 	case o.Warmup == 0:
@@ -35,8 +50,15 @@ func (o Options) withDefaults() (Options, error) {
 		o.MaxTokens = DefaultMaxTokens
 	}
 	if o.MaxTokens < 0 {
-		return o, fmt.Errorf("bench: max tokens %d is negative", o.MaxTokens)
+		return fmt.Errorf("bench: max tokens %d is negative", o.MaxTokens)
 	}
+	return nil
+}
+
+// fillPrompts makes the prompt set: the one prompt (the default when none
+// is given) or a set whose prompts are named, non-empty and distinct. Each
+// prompt is warmed once, so the warm-up is at least the set's size.
+func (o *Options) fillPrompts() error {
 	if len(o.Prompts) == 0 {
 		if o.Prompt == "" {
 			o.Prompt = DefaultPrompt
@@ -50,11 +72,11 @@ func (o Options) withDefaults() (Options, error) {
 		for i, p := range o.Prompts {
 			switch {
 			case p.Text == "":
-				return o, fmt.Errorf("bench: prompt %d (%s) is empty", i, p.Name)
+				return fmt.Errorf("bench: prompt %d (%s) is empty", i, p.Name)
 			case p.Name == "":
-				return o, fmt.Errorf("bench: prompt %d of the set has no name", i)
+				return fmt.Errorf("bench: prompt %d of the set has no name", i)
 			case seen[p.Name]:
-				return o, fmt.Errorf("bench: prompt %s is in the set twice", p.Name)
+				return fmt.Errorf("bench: prompt %s is in the set twice", p.Name)
 			}
 			seen[p.Name] = true
 		}
@@ -63,52 +85,64 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Warmup > 0 && o.Warmup < len(o.Prompts) {
 		o.Warmup = len(o.Prompts) // every prompt is sent once before any is measured
 	}
+	return nil
+}
+
+// fillLoad fills and checks how the requests are sent: temperature,
+// concurrency, schedule, ports and timeout.
+func (o *Options) fillLoad() error {
 	if o.Temperature < 0 || o.Temperature > 5 || o.Temperature != o.Temperature {
-		return o, fmt.Errorf("bench: temperature %v: want 0 (greedy) up to 5", o.Temperature)
+		return fmt.Errorf("bench: temperature %v: want 0 (greedy) up to 5", o.Temperature)
 	}
 	if o.Concurrency == 0 {
 		o.Concurrency = 1
 	}
 	if o.Concurrency < 1 || o.Concurrency > MaxConcurrency {
-		return o, fmt.Errorf("bench: concurrency %d: want 1 to %d requests in flight", o.Concurrency, MaxConcurrency)
+		return fmt.Errorf("bench: concurrency %d: want 1 to %d requests in flight", o.Concurrency, MaxConcurrency)
 	}
 	switch o.Schedule {
 	case "":
 		o.Schedule = ScheduleRestart
 	case ScheduleRestart, ScheduleResident:
 	default:
-		return o, fmt.Errorf("bench: unknown schedule %q (want restart or resident)", o.Schedule)
+		return fmt.Errorf("bench: unknown schedule %q (want restart or resident)", o.Schedule)
 	}
 	if o.BasePort == 0 {
 		o.BasePort = DefaultBasePort
 	}
 	if o.BasePort < 1 || o.BasePort+len(o.Arms) > 65535 {
-		return o, fmt.Errorf("bench: base port %d cannot hold %d arms", o.BasePort, len(o.Arms))
+		return fmt.Errorf("bench: base port %d cannot hold %d arms", o.BasePort, len(o.Arms))
 	}
 	if o.RequestTimeout <= 0 {
 		o.RequestTimeout = DefaultRequestTimeout
 	}
+	return nil
+}
+
+// checkArms refuses arms that cannot yield a ranking: exactly one classic
+// arm, at least one width, and every width one the launcher accepts.
+func checkArms(arms []ArmSpec) error {
 	classic, others := 0, 0
-	for i, a := range o.Arms {
+	for i, a := range arms {
 		switch a.Kind {
 		case KindClassic:
 			classic++
 		case KindDefault, KindPolicy, KindWidth:
 			others++
 			if err := key.CheckWidth(a.Width); err != nil {
-				return o, fmt.Errorf("bench: arm %d (%s): %w", i, a.Label, err)
+				return fmt.Errorf("bench: arm %d (%s): %w", i, a.Label, err)
 			}
 		default:
-			return o, fmt.Errorf("bench: arm %d (%s): unknown kind %q (want classic, default, policy or width)", i, a.Label, a.Kind)
+			return fmt.Errorf("bench: arm %d (%s): unknown kind %q (want classic, default, policy or width)", i, a.Label, a.Kind)
 		}
 	}
 	if classic != 1 {
-		return o, fmt.Errorf("bench: want exactly one classic arm, got %d", classic)
+		return fmt.Errorf("bench: want exactly one classic arm, got %d", classic)
 	}
 	if others == 0 {
-		return o, errors.New("bench: no width to measure: add the default arm or a width")
+		return errors.New("bench: no width to measure: add the default arm or a width")
 	}
-	return o, nil
+	return nil
 }
 
 // visit is one stop of a round: an arm, and for classic which bracket.
