@@ -223,7 +223,7 @@ func Run(ctx context.Context, o Options, start Starter, rec *record.Record) (err
 
 // prepare writes the method and one arm per spec into the record.
 func (h *harness) prepare() {
-	o, rec := h.o, h.rec
+	rec := h.rec
 	if rec.Schema == 0 {
 		rec.Schema = record.Schema
 	}
@@ -237,11 +237,18 @@ func (h *harness) prepare() {
 		rec.Title = DefaultTitle(rec)
 	}
 	rec.Complete = false
-	sum := sha256.Sum256([]byte(o.Prompts[0].Text))
+	widths := h.prepareArms()
+	rec.Method = describeMethod(h.o, widths)
+}
+
+// prepareArms writes one empty arm per spec (labelled by its kind or
+// width when the spec has no label), notes classic's index and the
+// others', and returns the distinct widths, sorted.
+func (h *harness) prepareArms() []int {
 	var widths []int
-	rec.Arms = make([]record.Arm, len(o.Arms))
+	h.rec.Arms = make([]record.Arm, len(h.o.Arms))
 	h.ci = -1
-	for i, a := range o.Arms {
+	for i, a := range h.o.Arms {
 		label := a.Label
 		if label == "" {
 			label = a.Kind
@@ -249,7 +256,7 @@ func (h *harness) prepare() {
 				label = fmt.Sprintf("width %d", a.Width)
 			}
 		}
-		rec.Arms[i] = record.Arm{Label: label, Kind: a.Kind, Width: a.Width, WidthSource: a.WidthSource, Runs: []record.Run{}}
+		h.rec.Arms[i] = record.Arm{Label: label, Kind: a.Kind, Width: a.Width, WidthSource: a.WidthSource, Runs: []record.Run{}}
 		if a.Kind == KindClassic {
 			h.ci = i
 			continue
@@ -260,23 +267,16 @@ func (h *harness) prepare() {
 		}
 	}
 	slices.Sort(widths)
-	elided := fmt.Sprintf("<%s, %d bytes>", o.PromptName, len(o.Prompt))
-	if o.PromptName == "" {
-		elided = fmt.Sprintf("<prompt, %d bytes>", len(o.Prompt))
-	}
-	measured := "one measured request"
-	if len(o.Prompts) > 1 {
-		measured = fmt.Sprintf("one measured request per prompt of the set (%d, in an order rotated by the round)", len(o.Prompts))
-		elided = "<the prompt>"
-	}
-	if o.Concurrency > 1 {
-		measured += fmt.Sprintf(", each as %d concurrent requests whose tokens are summed over the wall time from the first send to the last event", o.Concurrency)
-	}
-	per := "each round's visit starts the arm's server, sends the warm-up request(s), then " + measured + ", then stops it"
-	if o.Schedule == ScheduleResident {
-		per = "every arm's server runs at once on its own loopback port, gets its warm-up request(s) once, then " + measured + " per visit"
-	}
-	rec.Method = record.Method{
+	return widths
+}
+
+// describeMethod is the record's method: the options as figures, and a
+// description a reader can follow without the code. The request body is
+// shown with the prompt elided.
+func describeMethod(o Options, widths []int) record.Method {
+	per, elided := scheduleText(o)
+	sum := sha256.Sum256([]byte(o.Prompts[0].Text))
+	m := record.Method{
 		Schedule:  o.Schedule,
 		Rounds:    o.Rounds,
 		Warmup:    o.Warmup,
@@ -293,23 +293,52 @@ func (h *harness) prepare() {
 		Sampling:    "greedy",
 	}
 	if o.Temperature > 0 {
-		rec.Method.Sampling, rec.Method.Temperature, rec.Method.SeedRule = "sampled", o.Temperature, SeedRule
-		rec.Method.Description += fmt.Sprintf(" Sampled at temperature %g with a fixed seed per request (%s), so that rounds differ in the text they sample while every arm sees the same seeds.", o.Temperature, SeedRule)
+		m.Sampling, m.Temperature, m.SeedRule = "sampled", o.Temperature, SeedRule
+		m.Description += fmt.Sprintf(" Sampled at temperature %g with a fixed seed per request (%s), so that rounds differ in the text they sample while every arm sees the same seeds.", o.Temperature, SeedRule)
 	}
-	rec.Method.Concurrency = o.Concurrency
+	m.Concurrency = o.Concurrency
 	if o.Concurrency > 1 {
-		rec.Method.Slots, rec.Method.SlotsFrom = o.Slots, o.SlotsFrom
+		m.Slots, m.SlotsFrom = o.Slots, o.SlotsFrom
 	}
 	if len(o.Prompts) > 1 {
-		rec.Method.PromptSet = o.PromptSet
-		rec.Method.Prompt = ""
-		rec.Method.PromptSHA = ""
-		for _, p := range o.Prompts {
-			sum := sha256.Sum256([]byte(p.Text))
-			rec.Method.Prompts = append(rec.Method.Prompts, record.Prompt{Name: p.Name, SHA256: hex.EncodeToString(sum[:]), Bytes: len(p.Text)})
-		}
-		rec.Method.Description += " With a prompt set, each measured request after a change of prompt prefills that prompt (its time is in the first-token time and the end-to-end rate, alike for every arm)."
+		describePromptSet(&m, o)
 	}
+	return m
+}
+
+// scheduleText says what one visit of an arm does under o's schedule,
+// and how the method shows the prompt in the request body.
+func scheduleText(o Options) (per, elided string) {
+	elided = fmt.Sprintf("<%s, %d bytes>", o.PromptName, len(o.Prompt))
+	if o.PromptName == "" {
+		elided = fmt.Sprintf("<prompt, %d bytes>", len(o.Prompt))
+	}
+	measured := "one measured request"
+	if len(o.Prompts) > 1 {
+		measured = fmt.Sprintf("one measured request per prompt of the set (%d, in an order rotated by the round)", len(o.Prompts))
+		elided = "<the prompt>"
+	}
+	if o.Concurrency > 1 {
+		measured += fmt.Sprintf(", each as %d concurrent requests whose tokens are summed over the wall time from the first send to the last event", o.Concurrency)
+	}
+	per = "each round's visit starts the arm's server, sends the warm-up request(s), then " + measured + ", then stops it"
+	if o.Schedule == ScheduleResident {
+		per = "every arm's server runs at once on its own loopback port, gets its warm-up request(s) once, then " + measured + " per visit"
+	}
+	return per, elided
+}
+
+// describePromptSet replaces the one prompt's name and hash with the
+// set's, each prompt hashed, and says what a change of prompt costs.
+func describePromptSet(m *record.Method, o Options) {
+	m.PromptSet = o.PromptSet
+	m.Prompt = ""
+	m.PromptSHA = ""
+	for _, p := range o.Prompts {
+		sum := sha256.Sum256([]byte(p.Text))
+		m.Prompts = append(m.Prompts, record.Prompt{Name: p.Name, SHA256: hex.EncodeToString(sum[:]), Bytes: len(p.Text)})
+	}
+	m.Description += " With a prompt set, each measured request after a change of prompt prefills that prompt (its time is in the first-token time and the end-to-end rate, alike for every arm)."
 }
 
 // DefaultTitle is the record title when the caller gives none.
