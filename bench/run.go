@@ -646,27 +646,58 @@ func (h *harness) request(ctx context.Context, i int, srv Server, round int, pha
 			h.rec.Method.RequestWallS += time.Since(t0).Seconds()
 		}()
 	}
-	var before metrics
-	haveBefore := false
-	cached, haveCached := h.lastMetrics[i]
-	delete(h.lastMetrics, i) // valid for this request only
-	if spec && haveCached {
-		before, haveBefore = cached, true
-	} else if spec && !h.noMetrics[srv.BaseURL()] {
-		m, err := h.cs[0].scrapeMetrics(ctx, srv.BaseURL())
-		switch {
-		case err == nil && m.hasDrafts:
-			before, haveBefore = m, true
-		case err != nil && errors.Is(err, errNoMetrics), err == nil:
-			h.noMetrics[srv.BaseURL()] = true // no page, or no speculative counters on it
-		}
-	}
+	before, haveBefore := h.metricsBefore(ctx, i, srv, spec)
 	diags := len(srv.Diagnostics())
 
 	res := aggregate(h.batch(ctx, srv, round, pi))
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
+	run := h.newRun(res, round, phase, bracket, pi)
+	for _, d := range h.newDiags(ctx, srv, diags) {
+		run.DiagRounds += d.Rounds
+		run.DiagProposed += d.Proposed
+		run.DiagAccepted += d.Accepted
+		run.DiagSyncMS += d.SyncMS
+	}
+	if spec && run.Error == "" && haveBefore {
+		h.metricsAfter(ctx, i, srv, &run, before)
+	}
+	a.Runs = append(a.Runs, run)
+	if res.err == nil {
+		h.pieces[[2]int{i, len(a.Runs) - 1}] = res.pieceEnds
+	}
+	h.observe(i, srv)
+	h.p.request(a.Label, round, phase, run.TokPerS, run.Error)
+	return nil
+}
+
+// metricsBefore is arm i's speculative counters before a request: the
+// scrape taken after its previous request when there is one (valid for
+// this request only), else a fresh scrape. A server whose /metrics has
+// no such counters is not scraped again. Only speculative measured
+// requests (spec) need them.
+func (h *harness) metricsBefore(ctx context.Context, i int, srv Server, spec bool) (metrics, bool) {
+	cached, haveCached := h.lastMetrics[i]
+	delete(h.lastMetrics, i) // valid for this request only
+	if spec && haveCached {
+		return cached, true
+	}
+	if !spec || h.noMetrics[srv.BaseURL()] {
+		return metrics{}, false
+	}
+	m, err := h.cs[0].scrapeMetrics(ctx, srv.BaseURL())
+	switch {
+	case err == nil && m.hasDrafts:
+		return m, true
+	case err != nil && errors.Is(err, errNoMetrics), err == nil:
+		h.noMetrics[srv.BaseURL()] = true // no page, or no speculative counters on it
+	}
+	return metrics{}, false
+}
+
+// newRun records one request's result: its figures, or its error.
+func (h *harness) newRun(res result, round int, phase, bracket string, pi int) record.Run {
 	run := record.Run{Round: round, Phase: phase, Bracket: bracket}
 	if len(h.o.Prompts) > 1 {
 		run.Prompt = h.o.Prompts[pi].Name
@@ -679,47 +710,42 @@ func (h *harness) request(ctx context.Context, i int, srv Server, round int, pha
 	}
 	if res.err != nil {
 		run.Error = res.err.Error()
-	} else {
-		run.WallS = res.wall.Seconds()
-		run.TTFTS = res.ttft.Seconds()
-		run.CompletionTokens = res.tokens
-		if res.wall > 0 {
-			run.TokPerS = float64(res.tokens) / res.wall.Seconds()
-		}
-		run.PredictedMS, run.PredictedPerS = res.predictedMS, res.predictedPerS
-		run.DraftN, run.DraftAccepted, run.DraftRounds = res.draftN, res.draftAcc, res.draftRounds
-		run.Text, run.Pieces = res.text, res.pieces
-		run.PromptN, run.CacheN, run.PromptMS = res.promptN, res.cacheN, res.promptMS
-		sum := sha256.Sum256([]byte(res.text))
-		run.TextSHA256 = hex.EncodeToString(sum[:])
+		return run
 	}
-	if ds := h.newDiags(ctx, srv, diags); len(ds) > 0 {
-		for _, d := range ds {
-			run.DiagRounds += d.Rounds
-			run.DiagProposed += d.Proposed
-			run.DiagAccepted += d.Accepted
-			run.DiagSyncMS += d.SyncMS
-		}
+	run.WallS = res.wall.Seconds()
+	run.TTFTS = res.ttft.Seconds()
+	run.CompletionTokens = res.tokens
+	if res.wall > 0 {
+		run.TokPerS = float64(res.tokens) / res.wall.Seconds()
 	}
-	if spec && run.Error == "" && haveBefore {
-		if after, err := h.cs[0].scrapeMetrics(ctx, srv.BaseURL()); err == nil {
-			h.lastMetrics[i] = after
-			if drafts, byPos, ok := after.delta(before); ok {
-				run.AcceptedByPos = byPos
-				// the engine's own round count, when it gives one, wins (fillCycles)
-				if run.DraftRounds == 0 && run.DiagRounds == 0 && drafts > 0 {
-					run.Cycles, run.CyclesFrom = drafts, "metrics"
-				}
-			}
-		}
+	run.PredictedMS, run.PredictedPerS = res.predictedMS, res.predictedPerS
+	run.DraftN, run.DraftAccepted, run.DraftRounds = res.draftN, res.draftAcc, res.draftRounds
+	run.Text, run.Pieces = res.text, res.pieces
+	run.PromptN, run.CacheN, run.PromptMS = res.promptN, res.cacheN, res.promptMS
+	sum := sha256.Sum256([]byte(res.text))
+	run.TextSHA256 = hex.EncodeToString(sum[:])
+	return run
+}
+
+// metricsAfter scrapes arm i's counters after a request and puts the
+// difference from before into run: acceptances by position, and the
+// cycle count when the engine gave none of its own (fillCycles). The
+// scrape is kept as the next request's before.
+func (h *harness) metricsAfter(ctx context.Context, i int, srv Server, run *record.Run, before metrics) {
+	after, err := h.cs[0].scrapeMetrics(ctx, srv.BaseURL())
+	if err != nil {
+		return
 	}
-	a.Runs = append(a.Runs, run)
-	if res.err == nil {
-		h.pieces[[2]int{i, len(a.Runs) - 1}] = res.pieceEnds
+	h.lastMetrics[i] = after
+	drafts, byPos, ok := after.delta(before)
+	if !ok {
+		return
 	}
-	h.observe(i, srv)
-	h.p.request(a.Label, round, phase, run.TokPerS, run.Error)
-	return nil
+	run.AcceptedByPos = byPos
+	// the engine's own round count, when it gives one, wins (fillCycles)
+	if run.DraftRounds == 0 && run.DiagRounds == 0 && drafts > 0 {
+		run.Cycles, run.CyclesFrom = drafts, "metrics"
+	}
 }
 
 // diagWait bounds how long the harness waits for an engine's per-request
