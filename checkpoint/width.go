@@ -310,18 +310,7 @@ func strList(v *jval) ([]string, bool) {
 	if v == nil {
 		return nil, true
 	}
-	if v.kind != jarr {
-		return nil, false
-	}
-	var out []string
-	for _, e := range v.arr {
-		s, ok := e.asStr()
-		if !ok {
-			return nil, false
-		}
-		out = append(out, s)
-	}
-	return out, true
+	return listOf(v, (*jval).asStr)
 }
 
 // valid is MuseAssistantConfig::validate.

@@ -307,19 +307,11 @@ func (c *config) apply(o *option, given, val string) (string, bool) {
 		}
 		c.specType = val
 	case o.has("--spec-draft-n-max") || (!c.isNew() && o.has("--draft-max")):
-		n, err := strconv.Atoi(val)
-		if err != nil {
-			return stoiError(given), false
-		}
-		c.nMax = n
+		return setInt(&c.nMax, given, val)
 	case o.has("--host"):
 		c.host = val
 	case o.has("--port"):
-		n, err := strconv.Atoi(val)
-		if err != nil {
-			return stoiError(given), false
-		}
-		c.port = n
+		return setInt(&c.port, given, val)
 	case o.has("--metrics"):
 		c.metrics = true
 	case o.has("--no-slots"):
@@ -333,11 +325,7 @@ func (c *config) apply(o *option, given, val string) (string, bool) {
 			c.nSlots, c.npSet = n, true
 		}
 	case o.has("-c"):
-		n, err := strconv.Atoi(val)
-		if err != nil {
-			return stoiError(given), false
-		}
-		c.nCtx = n
+		return setInt(&c.nCtx, given, val)
 	case o.has("--ui"):
 		c.noUI = strings.HasPrefix(given, "--no-")
 	case o.has("-a"):
@@ -366,6 +354,16 @@ func (c *config) apply(o *option, given, val string) (string, bool) {
 // number argument.
 func stoiError(given string) string {
 	return "error while handling argument \"" + given + "\": stoi\n"
+}
+
+// setInt sets *dst to the number val, or returns std::stoi's message.
+func setInt(dst *int, given, val string) (string, bool) {
+	n, err := strconv.Atoi(val)
+	if err != nil {
+		return stoiError(given), false
+	}
+	*dst = n
+	return "", true
 }
 
 // invalidArg is the message both trees print for an argument they do not
