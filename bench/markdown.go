@@ -44,6 +44,7 @@ type mdWriter struct {
 	order []int // arm indexes, classic first, then by width (byWidth)
 }
 
+// w is Fprintf to the record, short because every line of it calls it.
 func (md *mdWriter) w(format string, a ...any) { fmt.Fprintf(md, format, a...) }
 
 // header writes the title and the banners a reader must see before any

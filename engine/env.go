@@ -128,6 +128,7 @@ type envList struct {
 	idx  map[string]int // name → index in vars
 }
 
+// envVar is one NAME=value of an envList.
 type envVar struct{ k, v string }
 
 // parseEnviron reads KEY=VALUE entries, skipping malformed ones; of a
@@ -149,6 +150,7 @@ func parseEnviron(environ []string) *envList {
 	return e
 }
 
+// get is k's value, and whether k is set at all (set but empty counts).
 func (e *envList) get(k string) (string, bool) {
 	i, ok := e.idx[k]
 	if !ok {
