@@ -191,10 +191,31 @@ func (c *client) complete(ctx context.Context, baseURL string, body []byte) (res
 		return res
 	}
 
-	sc := bufio.NewScanner(resp.Body)
+	last, final, err := c.readStream(ctx, rctx, resp.Body, &res, start)
+	if err == nil && !final {
+		err = ctx.Err() // a cancelled parent is not a failed run
+		if err == nil {
+			err = errors.New("stream ended without a final event (stop: true)")
+		}
+	}
+	if err != nil {
+		res.err = err
+		return res
+	}
+	// Let the connection go back to the pool; the server ends the stream
+	// right after the final event.
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+	c.finish(&res, last.Sub(start))
+	return res
+}
+
+// readStream reads SSE events until the final one (stop: true), timing
+// each content piece from start. It returns when the last event arrived
+// and whether the final one came; an error event, a malformed event or a
+// failed read ends it with an error.
+func (c *client) readStream(ctx, rctx context.Context, body io.Reader, res *result, start time.Time) (last time.Time, final bool, err error) {
+	sc := bufio.NewScanner(body)
 	sc.Buffer(c.scanBuf, maxEvent)
-	var last time.Time
-	final := false
 	for sc.Scan() {
 		line := sc.Bytes()
 		if !bytes.HasPrefix(line, dataPrefix) {
@@ -207,65 +228,63 @@ func (c *client) complete(ctx context.Context, baseURL string, body []byte) (res
 		last = now()
 		if handled, nonEmpty := c.fastContent(payload); handled {
 			if nonEmpty {
-				c.piece(&res, start, last)
+				c.piece(res, start, last)
 			}
 			continue
 		}
 		ev := &c.ev
 		*ev = event{}
 		if err := json.Unmarshal(payload, ev); err != nil {
-			res.err = fmt.Errorf("malformed event: %w", err)
-			return res
+			return last, false, fmt.Errorf("malformed event: %w", err)
 		}
 		if len(ev.Error) > 0 && !bytes.Equal(ev.Error, []byte("null")) {
-			res.err = fmt.Errorf("engine error event: %s", errorText(ev.Error))
-			return res
+			return last, false, fmt.Errorf("engine error event: %s", errorText(ev.Error))
 		}
 		if ev.Content != "" {
 			c.text = append(c.text, ev.Content...)
-			c.piece(&res, start, last)
+			c.piece(res, start, last)
 		}
 		if ev.Stop {
-			final = true
-			res.tokens, res.tokensFrom = ev.TokensPredicted, "tokens_predicted"
-			if t := ev.Timings; t != nil {
-				if t.PredictedN > 0 {
-					res.tokens, res.tokensFrom = t.PredictedN, "predicted_n"
-				}
-				res.predictedMS, res.predictedPerS = t.PredictedMS, t.PredictedPerSecond
-				res.draftN, res.draftAcc, res.draftRounds = t.DraftN, t.DraftNAccepted, t.DraftRounds
-				res.promptN, res.cacheN, res.promptMS = t.PromptN, t.CacheN, t.PromptMS
-			}
-			break
+			res.final(ev)
+			return last, true, nil
 		}
 	}
 	if err := sc.Err(); err != nil {
-		res.err = c.wrapErr(ctx, rctx, err)
-		return res
+		return last, false, c.wrapErr(ctx, rctx, err)
 	}
-	if !final {
-		if err := ctx.Err(); err != nil {
-			res.err = err
-		} else {
-			res.err = errors.New("stream ended without a final event (stop: true)")
-		}
-		return res
-	}
-	// Let the connection go back to the pool; the server ends the stream
-	// right after the final event.
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+	return last, false, nil
+}
 
-	res.wall = last.Sub(start)
+// final takes the token count and timings of the final event; the
+// timings' predicted_n, when given, is the engine's own count.
+func (res *result) final(ev *event) {
+	res.tokens, res.tokensFrom = ev.TokensPredicted, "tokens_predicted"
+	t := ev.Timings
+	if t == nil {
+		return
+	}
+	if t.PredictedN > 0 {
+		res.tokens, res.tokensFrom = t.PredictedN, "predicted_n"
+	}
+	res.predictedMS, res.predictedPerS = t.PredictedMS, t.PredictedPerSecond
+	res.draftN, res.draftAcc, res.draftRounds = t.DraftN, t.DraftNAccepted, t.DraftRounds
+	res.promptN, res.cacheN, res.promptMS = t.PromptN, t.CacheN, t.PromptMS
+}
+
+// finish completes a result whose stream ended well: its wall time, a
+// token count from the events when the engine reported none, and its
+// text. No tokens at all is a failed run.
+func (c *client) finish(res *result, wall time.Duration) {
+	res.wall = wall
 	if res.tokens == 0 { // an engine that reports no count: fall back to the events
 		res.tokens, res.tokensFrom = res.pieces, "events"
 	}
 	if res.tokens == 0 {
 		res.err = errors.New("the stream carried no tokens")
-		return res
+		return
 	}
 	res.text = string(c.text)
 	res.pieceEnds = append([]int32(nil), c.ends...)
-	return res
 }
 
 func (c *client) piece(res *result, start, now time.Time) {

@@ -11,319 +11,437 @@ import (
 )
 
 // RenderMarkdown renders the human record. It is a pure function of rec
-// (golden-tested), so the .md and its .json twin can never disagree.
+// (golden-tested), so the .md and its .json twin can never disagree. The
+// sections are written in the order a reader needs them: what was
+// decided, on what, how it was measured, then the evidence.
 func RenderMarkdown(rec *record.Record) []byte {
-	var b bytes.Buffer
-	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
+	md := &mdWriter{rec: rec, order: byWidth(rec)}
+	md.header()
+	md.verdict()
+	md.policyEntry()
+	md.hostAndEngine()
+	md.models()
+	md.method()
+	md.results()
+	md.resultNotes()
+	md.failedLogs()
+	md.comparisons()
+	md.perPrompt()
+	md.costSide()
+	md.probeCheck()
+	md.acceptanceSide()
+	md.drift()
+	md.notes()
+	md.rawRuns()
+	return md.Bytes()
+}
 
+// mdWriter holds the record being rendered and the arm order the
+// per-width tables share, so each section is a short method.
+type mdWriter struct {
+	bytes.Buffer
+	rec   *record.Record
+	order []int // arm indexes, classic first, then by width (byWidth)
+}
+
+// w is Fprintf to the record, short because every line of it calls it.
+func (md *mdWriter) w(format string, a ...any) { fmt.Fprintf(md, format, a...) }
+
+// header writes the title and the banners a reader must see before any
+// figure: simulated, interrupted, transcribed.
+func (md *mdWriter) header() {
+	rec := md.rec
 	title := rec.Title
 	if title == "" {
 		title = DefaultTitle(rec)
 	}
-	w("# %s\n\n", title)
+	md.w("# %s\n\n", title)
 	if rec.Simulated {
-		w("> **SIMULATED: not a measurement; cannot back a policy entry.** The engine was the built-in simulator: its tokens are synthetic and its speed follows a cost model.\n\n")
+		md.w("> **SIMULATED: not a measurement; cannot back a policy entry.** The engine was the built-in simulator: its tokens are synthetic and its speed follows a cost model.\n\n")
 	}
 	if !rec.Complete {
-		w("> **INCOMPLETE (interrupted).** The run stopped before every round finished; the figures cover what ran.\n\n")
+		md.w("> **INCOMPLETE (interrupted).** The run stopped before every round finished; the figures cover what ran.\n\n")
 	}
 	if rec.Transcribed != nil {
-		w("> Transcribed from %s (%s). %s\n\n", rec.Transcribed.Source, rec.Transcribed.Date, rec.Transcribed.Note)
+		md.w("> Transcribed from %s (%s). %s\n\n", rec.Transcribed.Source, rec.Transcribed.Date, rec.Transcribed.Note)
 	}
-	w("Key: `engine=%s drafter=%s capability=%s quant=%s`. Date: %s. Written by %s (record schema %d).\n\n",
+	md.w("Key: `engine=%s drafter=%s capability=%s quant=%s`. Date: %s. Written by %s (record schema %d).\n\n",
 		rec.Key.Engine, rec.Key.Drafter, rec.Key.Capability, rec.Key.Quant, rec.Date, orDash(rec.Launcher), rec.Schema)
+}
 
+// verdict writes the decision first, so a reader who stops here knows it.
+func (md *mdWriter) verdict() {
+	rec := md.rec
 	v := rec.Verdict
-	w("## Verdict\n\n")
+	md.w("## Verdict\n\n")
 	if v.Best > 0 {
-		w("- best: width %d (%s)\n", v.Best, v.BestLabel)
+		md.w("- best: width %d (%s)\n", v.Best, v.BestLabel)
 	} else {
-		w("- best: none (no width beat classic with disjoint ranges)\n")
+		md.w("- best: none (no width beat classic with disjoint ranges)\n")
 	}
-	w("- runner-up: %s\n", widthOrDash(v.RunnerUp))
-	w("- default: %s\n", widthOrDash(v.DefaultWidth))
+	md.w("- runner-up: %s\n", widthOrDash(v.RunnerUp))
+	md.w("- default: %s\n", widthOrDash(v.DefaultWidth))
 	if v.EntryWidth > 0 && v.EntryWidth != v.Best {
-		w("- entry width: %d (the best-ranked width that also beats the engine's default with probability >= %.2f)\n", v.EntryWidth, evidence.Level)
+		md.w("- entry width: %d (the best-ranked width that also beats the engine's default with probability >= %.2f)\n", v.EntryWidth, evidence.Level)
 	}
-	w("- why: %s\n", v.Why)
+	md.w("- why: %s\n", v.Why)
 	// An arm that failed was not measured: the verdict above is about the
 	// other arms only, and a reader must see that before the tables.
 	for _, a := range rec.Arms {
 		if a.Status == record.StatusFailed {
-			w("- failed, not measured: %s (%s)\n", a.Label, orDash(a.StatusReason))
+			md.w("- failed, not measured: %s (%s)\n", a.Label, orDash(a.StatusReason))
 		}
 	}
 	if v.CrossPair != "" {
-		w("- policy: %s\n", v.CrossPair)
+		md.w("- policy: %s\n", v.CrossPair)
 	}
 	if fr := rec.FirstRound; fr != nil {
-		w("- first round: %s\n", fr.Verdict)
+		md.w("- first round: %s\n", fr.Verdict)
 	}
-	w("\n## Policy entry\n\n")
+}
+
+// policyEntry writes the entry the record earns, or why it earns none.
+func (md *mdWriter) policyEntry() {
+	v := md.rec.Verdict
+	md.w("\n## Policy entry\n\n")
 	if v.EarnsEntry {
-		w("This record earns an entry:\n\n```toml\n%s```\n", v.Entry)
+		md.w("This record earns an entry:\n\n```toml\n%s```\n", v.Entry)
 	} else {
-		w("No entry is earned: %s.\n", orDash(v.NoEntryReason))
+		md.w("No entry is earned: %s.\n", orDash(v.NoEntryReason))
 	}
-	w("\n")
+	md.w("\n")
+}
 
-	w("## Host\n\n```text\n")
-	kv(&b, "hostname", rec.Host.Hostname)
-	kv(&b, "kernel", rec.Host.Kernel)
-	kv(&b, "arch", rec.Host.Arch)
-	kv(&b, "gpu", rec.Host.GPU)
-	kv(&b, "gpu_count", intOrEmpty(rec.Host.GPUCount))
-	kv(&b, "driver", rec.Host.Driver)
-	kv(&b, "capability", rec.Host.Capability)
-	w("```\n\n")
+// hostAndEngine writes what the figures were measured on, as key: value
+// blocks that leave out what was not known.
+func (md *mdWriter) hostAndEngine() {
+	h, e := md.rec.Host, md.rec.Engine
+	md.w("## Host\n\n```text\n")
+	kv(&md.Buffer, "hostname", h.Hostname)
+	kv(&md.Buffer, "kernel", h.Kernel)
+	kv(&md.Buffer, "arch", h.Arch)
+	kv(&md.Buffer, "gpu", h.GPU)
+	kv(&md.Buffer, "gpu_count", intOrEmpty(h.GPUCount))
+	kv(&md.Buffer, "driver", h.Driver)
+	kv(&md.Buffer, "capability", h.Capability)
+	md.w("```\n\n")
 
-	w("## Engine and models\n\n```text\n")
-	kv(&b, "engine", rec.Engine.Name)
-	kv(&b, "binary", rec.Engine.Binary)
-	kv(&b, "version", rec.Engine.Version)
-	kv(&b, "pin", rec.Engine.Pin)
-	kv(&b, "sha256", rec.Engine.SHA256)
-	kv(&b, "flag_spelling", rec.Engine.Spelling)
-	w("```\n\n")
-	if len(rec.Models) > 0 {
-		w("| role | path | bytes | content sha256 | quant | kind | note |\n|---|---|---|---|---|---|---|\n")
-		method := ""
-		for _, m := range rec.Models {
-			content := "—"
-			if m.Content != "" {
-				content = "`" + short(m.Content) + "`"
-				method = m.ContentMethod
-			}
-			w("| %s | `%s` | %s | %s | %s | %s | %s |\n", cell(m.Role), m.Path, intOrDash64(m.Bytes), content, orDash(m.Quant), orDash(m.Kind), cell(m.Note))
-		}
-		w("\n")
-		if method != "" {
-			w("Content hash: %s.\n\n", method)
-		}
+	md.w("## Engine and models\n\n```text\n")
+	kv(&md.Buffer, "engine", e.Name)
+	kv(&md.Buffer, "binary", e.Binary)
+	kv(&md.Buffer, "version", e.Version)
+	kv(&md.Buffer, "pin", e.Pin)
+	kv(&md.Buffer, "sha256", e.SHA256)
+	kv(&md.Buffer, "flag_spelling", e.Spelling)
+	md.w("```\n\n")
+}
+
+// models writes the model files with their content hashes, so a reader
+// can tell whether two records ran the same weights.
+func (md *mdWriter) models() {
+	if len(md.rec.Models) == 0 {
+		return
 	}
+	md.w("| role | path | bytes | content sha256 | quant | kind | note |\n|---|---|---|---|---|---|---|\n")
+	method := ""
+	for _, m := range md.rec.Models {
+		content := "—"
+		if m.Content != "" {
+			content = "`" + short(m.Content) + "`"
+			method = m.ContentMethod
+		}
+		md.w("| %s | `%s` | %s | %s | %s | %s | %s |\n", cell(m.Role), m.Path, intOrDash64(m.Bytes), content, orDash(m.Quant), orDash(m.Kind), cell(m.Note))
+	}
+	md.w("\n")
+	if method != "" {
+		md.w("Content hash: %s.\n\n", method)
+	}
+}
 
-	m := rec.Method
-	w("## Method\n\n")
-	w("- schedule: %s, %d rounds, %d discarded warm-up request(s) per server start, %d tokens per request\n", m.Schedule, m.Rounds, m.Warmup, m.MaxTokens)
+// method writes how the figures were taken: schedule, prompts, decoding,
+// concurrency and the harness's own cost.
+func (md *mdWriter) method() {
+	m := md.rec.Method
+	md.w("## Method\n\n")
+	md.w("- schedule: %s, %d rounds, %d discarded warm-up request(s) per server start, %d tokens per request\n", m.Schedule, m.Rounds, m.Warmup, m.MaxTokens)
 	if len(m.Prompts) > 0 {
-		w("- prompt set: `%s`, %d prompts:", orDash(m.PromptSet), len(m.Prompts))
+		md.w("- prompt set: `%s`, %d prompts:", orDash(m.PromptSet), len(m.Prompts))
 		for _, p := range m.Prompts {
-			w(" `%s` (%d bytes, sha256 `%s`)", p.Name, p.Bytes, short(p.SHA256))
+			md.w(" `%s` (%d bytes, sha256 `%s`)", p.Name, p.Bytes, short(p.SHA256))
 		}
-		w("\n")
+		md.w("\n")
 	} else {
-		w("- prompt: `%s` (sha256 `%s`)\n", orDash(m.Prompt), orDash(m.PromptSHA))
+		md.w("- prompt: `%s` (sha256 `%s`)\n", orDash(m.Prompt), orDash(m.PromptSHA))
 	}
 	switch m.Sampling {
 	case "sampled":
-		w("- decoding: sampled at temperature %g, %s\n", m.Temperature, m.SeedRule)
+		md.w("- decoding: sampled at temperature %g, %s\n", m.Temperature, m.SeedRule)
 	default:
-		w("- decoding: greedy (temperature 0, top_k 1): acceptance is deterministic, so rounds measure timing jitter\n")
+		md.w("- decoding: greedy (temperature 0, top_k 1): acceptance is deterministic, so rounds measure timing jitter\n")
 	}
 	if m.Concurrency > 1 {
-		w("- concurrency: %d requests in flight per measured run (aggregate tokens/s); engine slots: %s (%s)\n", m.Concurrency, intOrDash(m.Slots), orDash(m.SlotsFrom))
+		md.w("- concurrency: %d requests in flight per measured run (aggregate tokens/s); engine slots: %s (%s)\n", m.Concurrency, intOrDash(m.Slots), orDash(m.SlotsFrom))
 	} else {
-		w("- concurrency: 1 (one request at a time)\n")
+		md.w("- concurrency: 1 (one request at a time)\n")
 	}
 	if b := m.Bootstrap; b != nil {
-		w("- comparisons: bootstrap of medians, %d resamples, seed %d; units: %s\n", b.Resamples, b.Seed, b.Units)
+		md.w("- comparisons: bootstrap of medians, %d resamples, seed %d; units: %s\n", b.Resamples, b.Seed, b.Units)
 	}
-	w("- endpoint: `%s`, body `%s`\n", orDash(m.Endpoint), orDash(m.RequestBody))
-	w("- widths: %s\n", joinInts(m.Widths))
+	md.w("- endpoint: `%s`, body `%s`\n", orDash(m.Endpoint), orDash(m.RequestBody))
+	md.w("- widths: %s\n", joinInts(m.Widths))
 	if m.WallS > 0 {
-		w("- harness CPU: %.2f s over %.0f s of wall time (%.2f%%; the launcher's own process, engines excluded)\n", m.HarnessCPUS, m.WallS, 100*m.HarnessCPUS/m.WallS)
+		md.w("- harness CPU: %.2f s over %.0f s of wall time (%.2f%%; the launcher's own process, engines excluded)\n", m.HarnessCPUS, m.WallS, 100*m.HarnessCPUS/m.WallS)
 	}
 	if m.RequestWallS > 0 {
-		w("- harness CPU during the measured requests: %.2f s over %.1f s (%.2f%%)\n", m.RequestCPUS, m.RequestWallS, 100*m.RequestCPUS/m.RequestWallS)
+		md.w("- harness CPU during the measured requests: %.2f s over %.1f s (%.2f%%)\n", m.RequestCPUS, m.RequestWallS, 100*m.RequestCPUS/m.RequestWallS)
 	}
 	if m.Description != "" {
-		w("\n%s\n", m.Description)
+		md.w("\n%s\n", m.Description)
 	}
-	w("\n")
+	md.w("\n")
+}
 
+// results writes one row per arm in the record's own order; a failed or
+// not-measured arm says so in the cells a reader would otherwise trust.
+func (md *mdWriter) results() {
+	rec := md.rec
 	classic := (*record.Arm)(nil)
 	if ci := classicIndex(rec); ci >= 0 {
 		classic = &rec.Arms[ci]
 	}
-	w("## Results\n\n")
-	w("Tokens/s are end to end. An arm beats classic only when its whole range lies above classic's (all of classic's samples, both brackets). ")
-	w("Paired Δ compares each measured request with the mean of the same round's two classic samples.\n\n")
-	w("| arm | n | min | median | max | mean | speedup | range vs classic | paired Δ vs classic (median) | acceptance | mean accepted len | ms/cycle | engine tok/s (median) | identical to classic |\n")
-	w("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	md.w("## Results\n\n")
+	md.w("Tokens/s are end to end. An arm beats classic only when its whole range lies above classic's (all of classic's samples, both brackets). ")
+	md.w("Paired Δ compares each measured request with the mean of the same round's two classic samples.\n\n")
+	md.w("| arm | n | min | median | max | mean | speedup | range vs classic | paired Δ vs classic (median) | acceptance | mean accepted len | ms/cycle | engine tok/s (median) | identical to classic |\n")
+	md.w("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for i := range rec.Arms {
 		a := &rec.Arms[i]
-		w("| %s |", cell(armName(a)))
+		md.w("| %s |", cell(armName(a)))
 		if a.Status == record.StatusFailed && a.Stats.N == 0 {
-			w(" 0 | — | — | — | — | FAILED (%s) | — | — | — | — | — | — | — |\n", cell(a.StatusReason))
+			md.w(" 0 | — | — | — | — | FAILED (%s) | — | — | — | — | — | — | — |\n", cell(a.StatusReason))
 			continue
 		}
 		s := a.Stats
-		w(" %d | %s | %s | %s | %s |", s.N, f1(s.Min), f1(s.Median), f1(s.Max), f1(s.Mean))
+		md.w(" %d | %s | %s | %s | %s |", s.N, f1(s.Min), f1(s.Median), f1(s.Max), f1(s.Mean))
 		switch {
 		case a.Kind == KindClassic:
-			w(" 1.00x | — | — | — | — |")
+			md.w(" 1.00x | — | — | — | — |")
 		case a.Status == record.StatusNotMeasurement:
-			w(" NOT A MEASUREMENT (%s) | — | — | — | — |", cell(a.StatusReason))
+			md.w(" NOT A MEASUREMENT (%s) | — | — | — | — |", cell(a.StatusReason))
 		case a.Status == record.StatusFailed:
-			w(" FAILED (%s) | — | — | — | — |", cell(a.StatusReason))
+			md.w(" FAILED (%s) | — | — | — | — |", cell(a.StatusReason))
 		default:
-			w(" %s | %s | %s | %s | %s |", speedup(a), orDash(a.RangeVsClassic), paired(a.PairedDeltas), acceptanceCell(a.Acceptance), f2(a.Acceptance.MeanAccepted))
+			md.w(" %s | %s | %s | %s | %s |", speedup(a), orDash(a.RangeVsClassic), paired(a.PairedDeltas), acceptanceCell(a.Acceptance), f2(a.Acceptance.MeanAccepted))
 		}
-		w(" %s | %s | %s |\n", f2(a.Cost.MSPerCycle), f1(a.EngineRate.Median), identicalCell(a, classic))
+		md.w(" %s | %s | %s |\n", f2(a.Cost.MSPerCycle), f1(a.EngineRate.Median), identicalCell(a, classic))
 	}
-	w("\n")
+	md.w("\n")
+}
+
+// resultNotes writes the notes on measured arms under the results table.
+func (md *mdWriter) resultNotes() {
 	notes := 0
-	for i := range rec.Arms {
-		a := &rec.Arms[i]
+	for i := range md.rec.Arms {
+		a := &md.rec.Arms[i]
 		if a.Status == record.StatusOK && a.StatusReason != "" {
-			w("- %s: %s\n", armName(a), a.StatusReason)
+			md.w("- %s: %s\n", armName(a), a.StatusReason)
 			notes++
 		}
 		if a.IdentityNote != "" {
-			w("- %s: %s\n", armName(a), a.IdentityNote)
+			md.w("- %s: %s\n", armName(a), a.IdentityNote)
 			notes++
 		}
 	}
 	if notes > 0 {
-		w("\n")
+		md.w("\n")
 	}
-	for i := range rec.Arms {
-		a := &rec.Arms[i]
-		if a.Status == record.StatusFailed && len(a.LastLog) > 0 {
-			w("%s failed: %s. Last log lines:\n\n```text\n%s\n```\n\n", armName(a), a.StatusReason, strings.Join(a.LastLog, "\n"))
-		}
-	}
+}
 
-	order := byWidth(rec)
-	if rec.Method.Bootstrap != nil {
-		w("## Comparisons with stated uncertainty\n\n")
-		w("Median against classic's and against the default arm's (the engine's own default width), with the central 95%% of the bootstrap's resampled ratios and the share of resamples in which the arm's median is higher. An entry needs P(better than the default) >= %.2f in every record it rests on.\n\n", evidence.Level)
-		w("| arm | width | vs classic (95%% interval) | P(better than classic) | vs default (95%% interval) | P(better than default) |\n|---|---|---|---|---|---|\n")
-		for _, i := range order {
-			a := &rec.Arms[i]
-			if a.Kind == KindClassic || (a.VsClassic == nil && a.VsDefault == nil) {
-				continue
-			}
-			vc, pc, vd, pd := "—", "—", "—", "—"
-			if c := a.VsClassic; c != nil {
-				vc, pc = fmt.Sprintf("%.3fx (%.3f–%.3f)", c.Ratio, c.Lo, c.Hi), fmt.Sprintf("%.3f", c.PBetter)
-			}
-			if c := a.VsDefault; c != nil {
-				vd, pd = fmt.Sprintf("%.3fx (%.3f–%.3f)", c.Ratio, c.Lo, c.Hi), fmt.Sprintf("%.3f", c.PBetter)
-			} else if a.Kind == KindDefault {
-				vd = "the default"
-			}
-			w("| %s | %s | %s | %s | %s | %s |\n", cell(armName(a)), widthCell(a), vc, pc, vd, pd)
+// failedLogs writes the engine's last log lines for each arm that failed,
+// so the record says why without the run's console.
+func (md *mdWriter) failedLogs() {
+	for i := range md.rec.Arms {
+		a := &md.rec.Arms[i]
+		if a.Status == record.StatusFailed && len(a.LastLog) > 0 {
+			md.w("%s failed: %s. Last log lines:\n\n```text\n%s\n```\n\n", armName(a), a.StatusReason, strings.Join(a.LastLog, "\n"))
 		}
-		w("\n")
 	}
-	if prompts := promptNames(rec); len(prompts) > 0 {
-		w("## Per prompt\n\nMedian end-to-end tokens/s per prompt (min–max); the results table pools them.\n\n| arm |")
+}
+
+// comparisons writes the bootstrap intervals, present only when the
+// record ran the bootstrap.
+func (md *mdWriter) comparisons() {
+	if md.rec.Method.Bootstrap == nil {
+		return
+	}
+	md.w("## Comparisons with stated uncertainty\n\n")
+	md.w("Median against classic's and against the default arm's (the engine's own default width), with the central 95%% of the bootstrap's resampled ratios and the share of resamples in which the arm's median is higher. An entry needs P(better than the default) >= %.2f in every record it rests on.\n\n", evidence.Level)
+	md.w("| arm | width | vs classic (95%% interval) | P(better than classic) | vs default (95%% interval) | P(better than default) |\n|---|---|---|---|---|---|\n")
+	for _, i := range md.order {
+		a := &md.rec.Arms[i]
+		if a.Kind == KindClassic || (a.VsClassic == nil && a.VsDefault == nil) {
+			continue
+		}
+		vc, pc, vd, pd := "—", "—", "—", "—"
+		if c := a.VsClassic; c != nil {
+			vc, pc = fmt.Sprintf("%.3fx (%.3f–%.3f)", c.Ratio, c.Lo, c.Hi), fmt.Sprintf("%.3f", c.PBetter)
+		}
+		if c := a.VsDefault; c != nil {
+			vd, pd = fmt.Sprintf("%.3fx (%.3f–%.3f)", c.Ratio, c.Lo, c.Hi), fmt.Sprintf("%.3f", c.PBetter)
+		} else if a.Kind == KindDefault {
+			vd = "the default"
+		}
+		md.w("| %s | %s | %s | %s | %s | %s |\n", cell(armName(a)), widthCell(a), vc, pc, vd, pd)
+	}
+	md.w("\n")
+}
+
+// perPrompt writes each arm's median per prompt, present only when the
+// record ran more than one prompt, since the results table pools them.
+func (md *mdWriter) perPrompt() {
+	prompts := promptNames(md.rec)
+	if len(prompts) == 0 {
+		return
+	}
+	md.w("## Per prompt\n\nMedian end-to-end tokens/s per prompt (min–max); the results table pools them.\n\n| arm |")
+	for _, p := range prompts {
+		md.w(" `%s` |", p)
+	}
+	md.w("\n|---|%s\n", strings.Repeat("---|", len(prompts)))
+	for _, i := range md.order {
+		a := &md.rec.Arms[i]
+		if len(a.ByPrompt) == 0 {
+			continue
+		}
+		md.w("| %s |", cell(armName(a)))
 		for _, p := range prompts {
-			w(" `%s` |", p)
-		}
-		w("\n|---|%s\n", strings.Repeat("---|", len(prompts)))
-		for _, i := range order {
-			a := &rec.Arms[i]
-			if len(a.ByPrompt) == 0 {
-				continue
-			}
-			w("| %s |", cell(armName(a)))
-			for _, p := range prompts {
-				cellText := "—"
-				for _, ps := range a.ByPrompt {
-					if ps.Prompt == p {
-						cellText = fmt.Sprintf("%.1f (%.1f–%.1f)", ps.Stats.Median, ps.Stats.Min, ps.Stats.Max)
-					}
+			cellText := "—"
+			for _, ps := range a.ByPrompt {
+				if ps.Prompt == p {
+					cellText = fmt.Sprintf("%.1f (%.1f–%.1f)", ps.Stats.Median, ps.Stats.Min, ps.Stats.Max)
 				}
-				w(" %s |", cellText)
 			}
-			w("\n")
+			md.w(" %s |", cellText)
 		}
-		w("\n")
+		md.w("\n")
 	}
-	w("## Cost side: time per draft+verify cycle\n\n")
-	w("A property of GPU, engine and weight format. A cycle drafts W−1 tokens and verifies W rows; classic's cycle is one token.\n\n")
-	w("| arm | width | verify rows | ms/cycle (median) | derived from |\n|---|---|---|---|---|\n")
-	for _, i := range order {
-		a := &rec.Arms[i]
+	md.w("\n")
+}
+
+// costSide writes the time per draft+verify cycle, the half of the
+// trade-off that belongs to the GPU and engine.
+func (md *mdWriter) costSide() {
+	md.w("## Cost side: time per draft+verify cycle\n\n")
+	md.w("A property of GPU, engine and weight format. A cycle drafts W−1 tokens and verifies W rows; classic's cycle is one token.\n\n")
+	md.w("| arm | width | verify rows | ms/cycle (median) | derived from |\n|---|---|---|---|---|\n")
+	for _, i := range md.order {
+		a := &md.rec.Arms[i]
 		if a.Status == record.StatusFailed || a.Cost.MSPerCycle == 0 {
 			continue
 		}
-		w("| %s | %s | %d | %s | %s |\n", cell(armName(a)), widthCell(a), a.Cost.VerifyRows, f2(a.Cost.MSPerCycle), cell(orDash(a.Cost.Method)))
+		md.w("| %s | %s | %d | %s | %s |\n", cell(armName(a)), widthCell(a), a.Cost.VerifyRows, f2(a.Cost.MSPerCycle), cell(orDash(a.Cost.Method)))
 	}
-	if pc := rec.ProbeCheck; pc != nil {
-		w("\n## Verify-cost probe check\n\n")
-		w("`serve --adapt` prices a width by probing the verify cost of W rows (prompt evaluation of W new tokens after a cached prefix) and taking the rest of a cycle as drafting. The probe ran on %s after its rounds (%d samples per row count, medians). %s.\n\n", cell(pc.Arm), pc.Reps, upperFirst(pc.Verdict))
-		if len(pc.Check) > 0 {
-			w("| width | probe ms (W rows) | measured ms/cycle | drafting ms per drafted token |\n|---|---|---|---|\n")
-			for _, r := range pc.Check {
-				wc, d := fmt.Sprint(r.Width), f2(r.DraftPerTokenMS)
-				if r.Width == 1 {
-					wc, d = "1 (classic)", "—"
-				}
-				w("| %s | %s | %s | %s |\n", wc, f2(r.ProbeMS), f2(r.CycleMS), d)
-			}
+}
+
+// probeCheck writes how well serve --adapt's verify-cost probe predicted
+// the measured cycles, present only when the probe ran.
+func (md *mdWriter) probeCheck() {
+	pc := md.rec.ProbeCheck
+	if pc == nil {
+		return
+	}
+	md.w("\n## Verify-cost probe check\n\n")
+	md.w("`serve --adapt` prices a width by probing the verify cost of W rows (prompt evaluation of W new tokens after a cached prefix) and taking the rest of a cycle as drafting. The probe ran on %s after its rounds (%d samples per row count, medians). %s.\n\n", cell(pc.Arm), pc.Reps, upperFirst(pc.Verdict))
+	if len(pc.Check) == 0 {
+		return
+	}
+	md.w("| width | probe ms (W rows) | measured ms/cycle | drafting ms per drafted token |\n|---|---|---|---|\n")
+	for _, r := range pc.Check {
+		wc, d := fmt.Sprint(r.Width), f2(r.DraftPerTokenMS)
+		if r.Width == 1 {
+			wc, d = "1 (classic)", "—"
 		}
+		md.w("| %s | %s | %s | %s |\n", wc, f2(r.ProbeMS), f2(r.CycleMS), d)
 	}
-	w("\n## Acceptance side: tokens per cycle\n\n")
-	w("A property of the model pair and the text. Mean accepted length is emitted tokens per cycle (predicted_n / cycles); by position is the share of cycles that accepted draft position i.\n\n")
-	w("| arm | width | acceptance (accepted/drafted) | mean accepted len | cycles | by position |\n|---|---|---|---|---|---|\n")
-	for _, i := range order {
-		a := &rec.Arms[i]
+}
+
+// acceptanceSide writes tokens per cycle, the half of the trade-off that
+// belongs to the model pair and the text.
+func (md *mdWriter) acceptanceSide() {
+	md.w("\n## Acceptance side: tokens per cycle\n\n")
+	md.w("A property of the model pair and the text. Mean accepted length is emitted tokens per cycle (predicted_n / cycles); by position is the share of cycles that accepted draft position i.\n\n")
+	md.w("| arm | width | acceptance (accepted/drafted) | mean accepted len | cycles | by position |\n|---|---|---|---|---|---|\n")
+	for _, i := range md.order {
+		a := &md.rec.Arms[i]
 		if a.Kind == KindClassic || a.Status != record.StatusOK {
 			continue
 		}
 		ac := a.Acceptance
-		w("| %s | %s | %s | %s | %s | %s |\n", cell(armName(a)), widthCell(a), acceptanceCell(ac), f2(ac.MeanAccepted), intOrDash(ac.Cycles), byPos(ac.ByPosition))
+		md.w("| %s | %s | %s | %s | %s | %s |\n", cell(armName(a)), widthCell(a), acceptanceCell(ac), f2(ac.MeanAccepted), intOrDash(ac.Cycles), byPos(ac.ByPosition))
 	}
+}
 
-	d := rec.Drift
-	w("\n## Drift check\n\n")
-	w("- classic first in each round: %s\n", rangeText(d.First))
-	w("- classic last in each round: %s\n", rangeText(d.Last))
-	w("- %s\n", d.Verdict)
-	if fr := rec.FirstRound; fr != nil {
-		w("\n## First round\n\n")
-		w("A server's first requests can pay one-time costs (on the H200 records, 37-49 ms to the first token against 5-7 ms later). Round 1's first-token times against the later rounds':\n\n")
-		w("- round 1: %.1f ms (median); later rounds: %.1f ms\n- %s\n", fr.TTFTMS, fr.LaterTTFTMS, fr.Verdict)
+// drift writes whether the machine's speed moved during the run (classic
+// first against classic last) and what the first round cost.
+func (md *mdWriter) drift() {
+	d := md.rec.Drift
+	md.w("\n## Drift check\n\n")
+	md.w("- classic first in each round: %s\n", rangeText(d.First))
+	md.w("- classic last in each round: %s\n", rangeText(d.Last))
+	md.w("- %s\n", d.Verdict)
+	if fr := md.rec.FirstRound; fr != nil {
+		md.w("\n## First round\n\n")
+		md.w("A server's first requests can pay one-time costs (on the H200 records, 37-49 ms to the first token against 5-7 ms later). Round 1's first-token times against the later rounds':\n\n")
+		md.w("- round 1: %.1f ms (median); later rounds: %.1f ms\n- %s\n", fr.TTFTMS, fr.LaterTTFTMS, fr.Verdict)
 	}
+}
 
-	if len(rec.Notes) > 0 {
-		w("\n## Notes\n\n")
-		for _, n := range rec.Notes {
-			w("- %s\n", n)
-		}
+// notes writes the record's free-text notes, when it has any.
+func (md *mdWriter) notes() {
+	if len(md.rec.Notes) == 0 {
+		return
 	}
+	md.w("\n## Notes\n\n")
+	for _, n := range md.rec.Notes {
+		md.w("- %s\n", n)
+	}
+}
 
-	w("\n## Raw runs\n\n")
-	w("| arm | round | phase | prompt | tok/s | wall s | TTFT s | tokens | engine tok/s | drafted / accepted | cycles | ms/cycle | text sha256 | error |\n")
-	w("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
-	for i := range rec.Arms {
-		a := &rec.Arms[i]
+// rawRuns writes every request the figures rest on, so any figure above
+// can be recomputed from the record alone.
+func (md *mdWriter) rawRuns() {
+	md.w("\n## Raw runs\n\n")
+	md.w("| arm | round | phase | prompt | tok/s | wall s | TTFT s | tokens | engine tok/s | drafted / accepted | cycles | ms/cycle | text sha256 | error |\n")
+	md.w("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for i := range md.rec.Arms {
+		a := &md.rec.Arms[i]
 		for j := range a.Runs {
-			r := &a.Runs[j]
-			phase := r.Phase
-			if r.Bracket != "" {
-				phase += " (" + r.Bracket + ")"
-			}
-			if r.Error != "" {
-				w("| %s | %d | %s | %s | — | — | — | — | — | — | — | — | — | %s |\n", cell(armName(a)), r.Round, phase, orDash(r.Prompt), cell(r.Error))
-				continue
-			}
-			da := "—"
-			if r.DraftN > 0 || r.DiagProposed > 0 {
-				da = fmt.Sprintf("%d / %d", max(r.DraftN, r.DiagProposed), max(r.DraftAccepted, r.DiagAccepted))
-			}
-			cyc := intOrDash(r.Cycles)
-			if r.Cycles > 0 && r.CyclesFrom != "" {
-				cyc += " (" + r.CyclesFrom + ")"
-			}
-			w("| %s | %d | %s | %s | %s | %.3f | %.3f | %d | %s | %s | %s | %s | `%s` | |\n", cell(armName(a)), r.Round, phase, orDash(r.Prompt), f1(r.TokPerS),
-				r.WallS, r.TTFTS, r.CompletionTokens, f1(r.PredictedPerS), da, cyc, f2(r.MSPerCycle), short(r.TextSHA256))
+			md.rawRun(a, &a.Runs[j])
 		}
 	}
-	return b.Bytes()
+}
+
+// rawRun writes one request's row; a failed request keeps its error and
+// no figures.
+func (md *mdWriter) rawRun(a *record.Arm, r *record.Run) {
+	phase := r.Phase
+	if r.Bracket != "" {
+		phase += " (" + r.Bracket + ")"
+	}
+	if r.Error != "" {
+		md.w("| %s | %d | %s | %s | — | — | — | — | — | — | — | — | — | %s |\n", cell(armName(a)), r.Round, phase, orDash(r.Prompt), cell(r.Error))
+		return
+	}
+	da := "—"
+	if r.DraftN > 0 || r.DiagProposed > 0 {
+		da = fmt.Sprintf("%d / %d", max(r.DraftN, r.DiagProposed), max(r.DraftAccepted, r.DiagAccepted))
+	}
+	cyc := intOrDash(r.Cycles)
+	if r.Cycles > 0 && r.CyclesFrom != "" {
+		cyc += " (" + r.CyclesFrom + ")"
+	}
+	md.w("| %s | %d | %s | %s | %s | %.3f | %.3f | %d | %s | %s | %s | %s | `%s` | |\n", cell(armName(a)), r.Round, phase, orDash(r.Prompt), f1(r.TokPerS),
+		r.WallS, r.TTFTS, r.CompletionTokens, f1(r.PredictedPerS), da, cyc, f2(r.MSPerCycle), short(r.TextSHA256))
 }
 
 // promptNames lists the prompts the arms' per-prompt figures name, in the

@@ -19,11 +19,26 @@ import (
 // withDefaults fills zero options and refuses a plan that cannot yield a
 // ranking, before anything is started.
 func (o Options) withDefaults() (Options, error) {
+	if err := o.fillRuns(); err != nil {
+		return o, err
+	}
+	if err := o.fillPrompts(); err != nil {
+		return o, err
+	}
+	if err := o.fillLoad(); err != nil {
+		return o, err
+	}
+	return o, checkArms(o.Arms)
+}
+
+// fillRuns fills and checks how much is measured: rounds, warm-up
+// requests, tokens per request.
+func (o *Options) fillRuns() error {
 	if o.Rounds == 0 {
 		o.Rounds = DefaultRounds
 	}
 	if o.Rounds < MinRounds {
-		return o, fmt.Errorf("bench: %d rounds is below the floor of %d: one sample per arm has no range, and a verdict compares ranges", o.Rounds, MinRounds)
+		return fmt.Errorf("bench: %d rounds is below the floor of %d: one sample per arm has no range, and a verdict compares ranges", o.Rounds, MinRounds)
 	}
 	switch {
 	case o.Warmup == 0:
@@ -35,8 +50,15 @@ func (o Options) withDefaults() (Options, error) {
 		o.MaxTokens = DefaultMaxTokens
 	}
 	if o.MaxTokens < 0 {
-		return o, fmt.Errorf("bench: max tokens %d is negative", o.MaxTokens)
+		return fmt.Errorf("bench: max tokens %d is negative", o.MaxTokens)
 	}
+	return nil
+}
+
+// fillPrompts makes the prompt set: the one prompt (the default when none
+// is given) or a set whose prompts are named, non-empty and distinct. Each
+// prompt is warmed once, so the warm-up is at least the set's size.
+func (o *Options) fillPrompts() error {
 	if len(o.Prompts) == 0 {
 		if o.Prompt == "" {
 			o.Prompt = DefaultPrompt
@@ -50,11 +72,11 @@ func (o Options) withDefaults() (Options, error) {
 		for i, p := range o.Prompts {
 			switch {
 			case p.Text == "":
-				return o, fmt.Errorf("bench: prompt %d (%s) is empty", i, p.Name)
+				return fmt.Errorf("bench: prompt %d (%s) is empty", i, p.Name)
 			case p.Name == "":
-				return o, fmt.Errorf("bench: prompt %d of the set has no name", i)
+				return fmt.Errorf("bench: prompt %d of the set has no name", i)
 			case seen[p.Name]:
-				return o, fmt.Errorf("bench: prompt %s is in the set twice", p.Name)
+				return fmt.Errorf("bench: prompt %s is in the set twice", p.Name)
 			}
 			seen[p.Name] = true
 		}
@@ -63,52 +85,64 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Warmup > 0 && o.Warmup < len(o.Prompts) {
 		o.Warmup = len(o.Prompts) // every prompt is sent once before any is measured
 	}
+	return nil
+}
+
+// fillLoad fills and checks how the requests are sent: temperature,
+// concurrency, schedule, ports and timeout.
+func (o *Options) fillLoad() error {
 	if o.Temperature < 0 || o.Temperature > 5 || o.Temperature != o.Temperature {
-		return o, fmt.Errorf("bench: temperature %v: want 0 (greedy) up to 5", o.Temperature)
+		return fmt.Errorf("bench: temperature %v: want 0 (greedy) up to 5", o.Temperature)
 	}
 	if o.Concurrency == 0 {
 		o.Concurrency = 1
 	}
 	if o.Concurrency < 1 || o.Concurrency > MaxConcurrency {
-		return o, fmt.Errorf("bench: concurrency %d: want 1 to %d requests in flight", o.Concurrency, MaxConcurrency)
+		return fmt.Errorf("bench: concurrency %d: want 1 to %d requests in flight", o.Concurrency, MaxConcurrency)
 	}
 	switch o.Schedule {
 	case "":
 		o.Schedule = ScheduleRestart
 	case ScheduleRestart, ScheduleResident:
 	default:
-		return o, fmt.Errorf("bench: unknown schedule %q (want restart or resident)", o.Schedule)
+		return fmt.Errorf("bench: unknown schedule %q (want restart or resident)", o.Schedule)
 	}
 	if o.BasePort == 0 {
 		o.BasePort = DefaultBasePort
 	}
 	if o.BasePort < 1 || o.BasePort+len(o.Arms) > 65535 {
-		return o, fmt.Errorf("bench: base port %d cannot hold %d arms", o.BasePort, len(o.Arms))
+		return fmt.Errorf("bench: base port %d cannot hold %d arms", o.BasePort, len(o.Arms))
 	}
 	if o.RequestTimeout <= 0 {
 		o.RequestTimeout = DefaultRequestTimeout
 	}
+	return nil
+}
+
+// checkArms refuses arms that cannot yield a ranking: exactly one classic
+// arm, at least one width, and every width one the launcher accepts.
+func checkArms(arms []ArmSpec) error {
 	classic, others := 0, 0
-	for i, a := range o.Arms {
+	for i, a := range arms {
 		switch a.Kind {
 		case KindClassic:
 			classic++
 		case KindDefault, KindPolicy, KindWidth:
 			others++
 			if err := key.CheckWidth(a.Width); err != nil {
-				return o, fmt.Errorf("bench: arm %d (%s): %w", i, a.Label, err)
+				return fmt.Errorf("bench: arm %d (%s): %w", i, a.Label, err)
 			}
 		default:
-			return o, fmt.Errorf("bench: arm %d (%s): unknown kind %q (want classic, default, policy or width)", i, a.Label, a.Kind)
+			return fmt.Errorf("bench: arm %d (%s): unknown kind %q (want classic, default, policy or width)", i, a.Label, a.Kind)
 		}
 	}
 	if classic != 1 {
-		return o, fmt.Errorf("bench: want exactly one classic arm, got %d", classic)
+		return fmt.Errorf("bench: want exactly one classic arm, got %d", classic)
 	}
 	if others == 0 {
-		return o, errors.New("bench: no width to measure: add the default arm or a width")
+		return errors.New("bench: no width to measure: add the default arm or a width")
 	}
-	return o, nil
+	return nil
 }
 
 // visit is one stop of a round: an arm, and for classic which bracket.
@@ -189,7 +223,7 @@ func Run(ctx context.Context, o Options, start Starter, rec *record.Record) (err
 
 // prepare writes the method and one arm per spec into the record.
 func (h *harness) prepare() {
-	o, rec := h.o, h.rec
+	rec := h.rec
 	if rec.Schema == 0 {
 		rec.Schema = record.Schema
 	}
@@ -203,11 +237,18 @@ func (h *harness) prepare() {
 		rec.Title = DefaultTitle(rec)
 	}
 	rec.Complete = false
-	sum := sha256.Sum256([]byte(o.Prompts[0].Text))
+	widths := h.prepareArms()
+	rec.Method = describeMethod(h.o, widths)
+}
+
+// prepareArms writes one empty arm per spec (labelled by its kind or
+// width when the spec has no label), notes classic's index and the
+// others', and returns the distinct widths, sorted.
+func (h *harness) prepareArms() []int {
 	var widths []int
-	rec.Arms = make([]record.Arm, len(o.Arms))
+	h.rec.Arms = make([]record.Arm, len(h.o.Arms))
 	h.ci = -1
-	for i, a := range o.Arms {
+	for i, a := range h.o.Arms {
 		label := a.Label
 		if label == "" {
 			label = a.Kind
@@ -215,7 +256,7 @@ func (h *harness) prepare() {
 				label = fmt.Sprintf("width %d", a.Width)
 			}
 		}
-		rec.Arms[i] = record.Arm{Label: label, Kind: a.Kind, Width: a.Width, WidthSource: a.WidthSource, Runs: []record.Run{}}
+		h.rec.Arms[i] = record.Arm{Label: label, Kind: a.Kind, Width: a.Width, WidthSource: a.WidthSource, Runs: []record.Run{}}
 		if a.Kind == KindClassic {
 			h.ci = i
 			continue
@@ -226,23 +267,16 @@ func (h *harness) prepare() {
 		}
 	}
 	slices.Sort(widths)
-	elided := fmt.Sprintf("<%s, %d bytes>", o.PromptName, len(o.Prompt))
-	if o.PromptName == "" {
-		elided = fmt.Sprintf("<prompt, %d bytes>", len(o.Prompt))
-	}
-	measured := "one measured request"
-	if len(o.Prompts) > 1 {
-		measured = fmt.Sprintf("one measured request per prompt of the set (%d, in an order rotated by the round)", len(o.Prompts))
-		elided = "<the prompt>"
-	}
-	if o.Concurrency > 1 {
-		measured += fmt.Sprintf(", each as %d concurrent requests whose tokens are summed over the wall time from the first send to the last event", o.Concurrency)
-	}
-	per := "each round's visit starts the arm's server, sends the warm-up request(s), then " + measured + ", then stops it"
-	if o.Schedule == ScheduleResident {
-		per = "every arm's server runs at once on its own loopback port, gets its warm-up request(s) once, then " + measured + " per visit"
-	}
-	rec.Method = record.Method{
+	return widths
+}
+
+// describeMethod is the record's method: the options as figures, and a
+// description a reader can follow without the code. The request body is
+// shown with the prompt elided.
+func describeMethod(o Options, widths []int) record.Method {
+	per, elided := scheduleText(o)
+	sum := sha256.Sum256([]byte(o.Prompts[0].Text))
+	m := record.Method{
 		Schedule:  o.Schedule,
 		Rounds:    o.Rounds,
 		Warmup:    o.Warmup,
@@ -259,23 +293,52 @@ func (h *harness) prepare() {
 		Sampling:    "greedy",
 	}
 	if o.Temperature > 0 {
-		rec.Method.Sampling, rec.Method.Temperature, rec.Method.SeedRule = "sampled", o.Temperature, SeedRule
-		rec.Method.Description += fmt.Sprintf(" Sampled at temperature %g with a fixed seed per request (%s), so that rounds differ in the text they sample while every arm sees the same seeds.", o.Temperature, SeedRule)
+		m.Sampling, m.Temperature, m.SeedRule = "sampled", o.Temperature, SeedRule
+		m.Description += fmt.Sprintf(" Sampled at temperature %g with a fixed seed per request (%s), so that rounds differ in the text they sample while every arm sees the same seeds.", o.Temperature, SeedRule)
 	}
-	rec.Method.Concurrency = o.Concurrency
+	m.Concurrency = o.Concurrency
 	if o.Concurrency > 1 {
-		rec.Method.Slots, rec.Method.SlotsFrom = o.Slots, o.SlotsFrom
+		m.Slots, m.SlotsFrom = o.Slots, o.SlotsFrom
 	}
 	if len(o.Prompts) > 1 {
-		rec.Method.PromptSet = o.PromptSet
-		rec.Method.Prompt = ""
-		rec.Method.PromptSHA = ""
-		for _, p := range o.Prompts {
-			sum := sha256.Sum256([]byte(p.Text))
-			rec.Method.Prompts = append(rec.Method.Prompts, record.Prompt{Name: p.Name, SHA256: hex.EncodeToString(sum[:]), Bytes: len(p.Text)})
-		}
-		rec.Method.Description += " With a prompt set, each measured request after a change of prompt prefills that prompt (its time is in the first-token time and the end-to-end rate, alike for every arm)."
+		describePromptSet(&m, o)
 	}
+	return m
+}
+
+// scheduleText says what one visit of an arm does under o's schedule,
+// and how the method shows the prompt in the request body.
+func scheduleText(o Options) (per, elided string) {
+	elided = fmt.Sprintf("<%s, %d bytes>", o.PromptName, len(o.Prompt))
+	if o.PromptName == "" {
+		elided = fmt.Sprintf("<prompt, %d bytes>", len(o.Prompt))
+	}
+	measured := "one measured request"
+	if len(o.Prompts) > 1 {
+		measured = fmt.Sprintf("one measured request per prompt of the set (%d, in an order rotated by the round)", len(o.Prompts))
+		elided = "<the prompt>"
+	}
+	if o.Concurrency > 1 {
+		measured += fmt.Sprintf(", each as %d concurrent requests whose tokens are summed over the wall time from the first send to the last event", o.Concurrency)
+	}
+	per = "each round's visit starts the arm's server, sends the warm-up request(s), then " + measured + ", then stops it"
+	if o.Schedule == ScheduleResident {
+		per = "every arm's server runs at once on its own loopback port, gets its warm-up request(s) once, then " + measured + " per visit"
+	}
+	return per, elided
+}
+
+// describePromptSet replaces the one prompt's name and hash with the
+// set's, each prompt hashed, and says what a change of prompt costs.
+func describePromptSet(m *record.Method, o Options) {
+	m.PromptSet = o.PromptSet
+	m.Prompt = ""
+	m.PromptSHA = ""
+	for _, p := range o.Prompts {
+		sum := sha256.Sum256([]byte(p.Text))
+		m.Prompts = append(m.Prompts, record.Prompt{Name: p.Name, SHA256: hex.EncodeToString(sum[:]), Bytes: len(p.Text)})
+	}
+	m.Description += " With a prompt set, each measured request after a change of prompt prefills that prompt (its time is in the first-token time and the end-to-end rate, alike for every arm)."
 }
 
 // DefaultTitle is the record title when the caller gives none.
@@ -583,27 +646,58 @@ func (h *harness) request(ctx context.Context, i int, srv Server, round int, pha
 			h.rec.Method.RequestWallS += time.Since(t0).Seconds()
 		}()
 	}
-	var before metrics
-	haveBefore := false
-	cached, haveCached := h.lastMetrics[i]
-	delete(h.lastMetrics, i) // valid for this request only
-	if spec && haveCached {
-		before, haveBefore = cached, true
-	} else if spec && !h.noMetrics[srv.BaseURL()] {
-		m, err := h.cs[0].scrapeMetrics(ctx, srv.BaseURL())
-		switch {
-		case err == nil && m.hasDrafts:
-			before, haveBefore = m, true
-		case err != nil && errors.Is(err, errNoMetrics), err == nil:
-			h.noMetrics[srv.BaseURL()] = true // no page, or no speculative counters on it
-		}
-	}
+	before, haveBefore := h.metricsBefore(ctx, i, srv, spec)
 	diags := len(srv.Diagnostics())
 
 	res := aggregate(h.batch(ctx, srv, round, pi))
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
+	run := h.newRun(res, round, phase, bracket, pi)
+	for _, d := range h.newDiags(ctx, srv, diags) {
+		run.DiagRounds += d.Rounds
+		run.DiagProposed += d.Proposed
+		run.DiagAccepted += d.Accepted
+		run.DiagSyncMS += d.SyncMS
+	}
+	if spec && run.Error == "" && haveBefore {
+		h.metricsAfter(ctx, i, srv, &run, before)
+	}
+	a.Runs = append(a.Runs, run)
+	if res.err == nil {
+		h.pieces[[2]int{i, len(a.Runs) - 1}] = res.pieceEnds
+	}
+	h.observe(i, srv)
+	h.p.request(a.Label, round, phase, run.TokPerS, run.Error)
+	return nil
+}
+
+// metricsBefore is arm i's speculative counters before a request: the
+// scrape taken after its previous request when there is one (valid for
+// this request only), else a fresh scrape. A server whose /metrics has
+// no such counters is not scraped again. Only speculative measured
+// requests (spec) need them.
+func (h *harness) metricsBefore(ctx context.Context, i int, srv Server, spec bool) (metrics, bool) {
+	cached, haveCached := h.lastMetrics[i]
+	delete(h.lastMetrics, i) // valid for this request only
+	if spec && haveCached {
+		return cached, true
+	}
+	if !spec || h.noMetrics[srv.BaseURL()] {
+		return metrics{}, false
+	}
+	m, err := h.cs[0].scrapeMetrics(ctx, srv.BaseURL())
+	switch {
+	case err == nil && m.hasDrafts:
+		return m, true
+	case err != nil && errors.Is(err, errNoMetrics), err == nil:
+		h.noMetrics[srv.BaseURL()] = true // no page, or no speculative counters on it
+	}
+	return metrics{}, false
+}
+
+// newRun records one request's result: its figures, or its error.
+func (h *harness) newRun(res result, round int, phase, bracket string, pi int) record.Run {
 	run := record.Run{Round: round, Phase: phase, Bracket: bracket}
 	if len(h.o.Prompts) > 1 {
 		run.Prompt = h.o.Prompts[pi].Name
@@ -616,47 +710,42 @@ func (h *harness) request(ctx context.Context, i int, srv Server, round int, pha
 	}
 	if res.err != nil {
 		run.Error = res.err.Error()
-	} else {
-		run.WallS = res.wall.Seconds()
-		run.TTFTS = res.ttft.Seconds()
-		run.CompletionTokens = res.tokens
-		if res.wall > 0 {
-			run.TokPerS = float64(res.tokens) / res.wall.Seconds()
-		}
-		run.PredictedMS, run.PredictedPerS = res.predictedMS, res.predictedPerS
-		run.DraftN, run.DraftAccepted, run.DraftRounds = res.draftN, res.draftAcc, res.draftRounds
-		run.Text, run.Pieces = res.text, res.pieces
-		run.PromptN, run.CacheN, run.PromptMS = res.promptN, res.cacheN, res.promptMS
-		sum := sha256.Sum256([]byte(res.text))
-		run.TextSHA256 = hex.EncodeToString(sum[:])
+		return run
 	}
-	if ds := h.newDiags(ctx, srv, diags); len(ds) > 0 {
-		for _, d := range ds {
-			run.DiagRounds += d.Rounds
-			run.DiagProposed += d.Proposed
-			run.DiagAccepted += d.Accepted
-			run.DiagSyncMS += d.SyncMS
-		}
+	run.WallS = res.wall.Seconds()
+	run.TTFTS = res.ttft.Seconds()
+	run.CompletionTokens = res.tokens
+	if res.wall > 0 {
+		run.TokPerS = float64(res.tokens) / res.wall.Seconds()
 	}
-	if spec && run.Error == "" && haveBefore {
-		if after, err := h.cs[0].scrapeMetrics(ctx, srv.BaseURL()); err == nil {
-			h.lastMetrics[i] = after
-			if drafts, byPos, ok := after.delta(before); ok {
-				run.AcceptedByPos = byPos
-				// the engine's own round count, when it gives one, wins (fillCycles)
-				if run.DraftRounds == 0 && run.DiagRounds == 0 && drafts > 0 {
-					run.Cycles, run.CyclesFrom = drafts, "metrics"
-				}
-			}
-		}
+	run.PredictedMS, run.PredictedPerS = res.predictedMS, res.predictedPerS
+	run.DraftN, run.DraftAccepted, run.DraftRounds = res.draftN, res.draftAcc, res.draftRounds
+	run.Text, run.Pieces = res.text, res.pieces
+	run.PromptN, run.CacheN, run.PromptMS = res.promptN, res.cacheN, res.promptMS
+	sum := sha256.Sum256([]byte(res.text))
+	run.TextSHA256 = hex.EncodeToString(sum[:])
+	return run
+}
+
+// metricsAfter scrapes arm i's counters after a request and puts the
+// difference from before into run: acceptances by position, and the
+// cycle count when the engine gave none of its own (fillCycles). The
+// scrape is kept as the next request's before.
+func (h *harness) metricsAfter(ctx context.Context, i int, srv Server, run *record.Run, before metrics) {
+	after, err := h.cs[0].scrapeMetrics(ctx, srv.BaseURL())
+	if err != nil {
+		return
 	}
-	a.Runs = append(a.Runs, run)
-	if res.err == nil {
-		h.pieces[[2]int{i, len(a.Runs) - 1}] = res.pieceEnds
+	h.lastMetrics[i] = after
+	drafts, byPos, ok := after.delta(before)
+	if !ok {
+		return
 	}
-	h.observe(i, srv)
-	h.p.request(a.Label, round, phase, run.TokPerS, run.Error)
-	return nil
+	run.AcceptedByPos = byPos
+	// the engine's own round count, when it gives one, wins (fillCycles)
+	if run.DraftRounds == 0 && run.DiagRounds == 0 && drafts > 0 {
+		run.Cycles, run.CyclesFrom = drafts, "metrics"
+	}
 }
 
 // diagWait bounds how long the harness waits for an engine's per-request

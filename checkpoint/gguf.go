@@ -364,8 +364,37 @@ func clipKey(k string) string {
 	return k
 }
 
+// readGGUF reads a GGUF header (never the tensor data): the fixed header,
+// the key/value metadata, then the tensor infos, whose types give the
+// dominant weight type. size bounds every count read, so a hostile header
+// cannot ask for more than the file holds.
 func readGGUF(r io.Reader, size int64) (*GGUFInfo, error) {
 	g := &ggufReader{r: r, size: size, limit: safefile.GGUFLimit}
+	info, err := g.header()
+	if err != nil {
+		return nil, err
+	}
+	if err := g.metadata(info); err != nil {
+		return nil, err
+	}
+	var ts []tensorInfo
+	for i := uint64(0); i < info.TensorCount; i++ {
+		t, err := g.tensor(i)
+		if err != nil {
+			return nil, err
+		}
+		if t.dims >= 2 {
+			ts = append(ts, t)
+			info.TensorTypes[ggmlName(t.typ)]++
+		}
+	}
+	info.Dominant = dominant(ts, info.FileType)
+	return info, nil
+}
+
+// header reads the magic, the version (2 or 3, little-endian) and the two
+// counts, refusing counts the rest of the file cannot hold.
+func (g *ggufReader) header() (*GGUFInfo, error) {
 	magic, err := g.read(ggufMagicLength, "magic")
 	if err != nil {
 		return nil, err
@@ -398,20 +427,25 @@ func readGGUF(r io.Reader, size int64) (*GGUFInfo, error) {
 	if info.KVCount > maxGGUFCount || info.KVCount > g.remain()/minKVBytes {
 		return nil, g.fail(16, "kv count %d is impossible for the %d bytes left", info.KVCount, g.remain())
 	}
+	return info, nil
+}
 
+// metadata reads the key/value pairs into info.Meta and takes the
+// architecture, name and file type from them.
+func (g *ggufReader) metadata(info *GGUFInfo) error {
 	for i := uint64(0); i < info.KVCount; i++ {
 		at := g.off
 		k, err := g.str(fmt.Sprintf("key %d", i), true)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		t, err := g.u32(fmt.Sprintf("type of %q", clipKey(k)))
 		if err != nil {
-			return nil, err
+			return err
 		}
 		v, err := g.value(t, k, at)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if v != nil {
 			info.Meta[k] = v
@@ -433,20 +467,7 @@ func readGGUF(r io.Reader, size int64) (*GGUFInfo, error) {
 			info.FileType = int(v)
 		}
 	}
-
-	var ts []tensorInfo
-	for i := uint64(0); i < info.TensorCount; i++ {
-		t, err := g.tensor(i)
-		if err != nil {
-			return nil, err
-		}
-		if t.dims >= 2 {
-			ts = append(ts, t)
-			info.TensorTypes[ggmlName(t.typ)]++
-		}
-	}
-	info.Dominant = dominant(ts, info.FileType)
-	return info, nil
+	return nil
 }
 
 type tensorInfo struct {

@@ -386,16 +386,22 @@ func boolField(m *jval, k string) bool {
 }
 
 func usizeList(v *jval) ([]uint64, bool) {
+	return listOf(v, (*jval).asU64)
+}
+
+// listOf deserializes a Vec<T>: an array whose every element elem
+// accepts; anything else, null and absent included, fails.
+func listOf[T any](v *jval, elem func(*jval) (T, bool)) ([]T, bool) {
 	if v == nil || v.kind != jarr {
 		return nil, false
 	}
-	out := make([]uint64, 0, len(v.arr))
+	out := make([]T, 0, len(v.arr))
 	for _, e := range v.arr {
-		u, ok := e.asU64()
+		x, ok := elem(e)
 		if !ok {
 			return nil, false
 		}
-		out = append(out, u)
+		out = append(out, x)
 	}
 	return out, true
 }

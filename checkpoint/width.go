@@ -201,124 +201,151 @@ func museWidth(cfg *jval) (uint64, bool) {
 	if !ok {
 		return 0, false
 	}
-	// Types (serde derive).
-	mt, hasMT, ok := strField(flat, "model_type", false)
-	if !ok {
+	m, ok := decodeMuse(flat)
+	if !ok || !m.valid() {
 		return 0, false
+	}
+	if m.hasRuntime {
+		return min(m.runtime, m.block), true
+	}
+	return m.block, true
+}
+
+// museConfig is what MuseAssistantConfig::validate reads of a config,
+// after serde's type checks and defaults.
+type museConfig struct {
+	modelType        string
+	sizes            map[string]uint64 // the required usize fields, by key
+	layerTypes       []string
+	sliding          uint64 // sliding_window, default 2048
+	block            uint64 // block_size, default museDefaultBlockSize
+	mask             int64  // mask_token_id (an i32)
+	targets          []uint64
+	numTarget, vocab uint64
+	hasNumTarget     bool
+	hasVocab         bool
+	runtime          uint64
+	hasRuntime       bool
+}
+
+// museSizes are MuseAssistantConfig's required usize fields.
+var museSizes = []string{"hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim"}
+
+// decodeMuse deserializes flat as MuseAssistantConfig the way serde's
+// derive does: a present field of the wrong type, or a missing required
+// one, fails the whole config. Fields that validate does not read are
+// type-checked only.
+func decodeMuse(flat *jval) (museConfig, bool) {
+	var m museConfig
+	var ok, hasMT, hasSliding, hasBlock, hasMask bool
+	if m.modelType, hasMT, ok = strField(flat, "model_type", false); !ok {
+		return m, false
 	}
 	if !hasMT {
-		mt = "muse_glimmer_assistant"
+		m.modelType = "muse_glimmer_assistant"
 	}
-	req := map[string]uint64{}
-	for _, k := range []string{"hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim"} {
+	m.sizes = map[string]uint64{}
+	for _, k := range museSizes {
 		n, present, ok := usizeField(flat, k, false)
 		if !ok || !present {
-			return 0, false
+			return m, false
 		}
-		req[k] = n
+		m.sizes[k] = n
 	}
 	if !numField(flat, "rms_norm_eps") {
-		return 0, false
+		return m, false
 	}
-	var layerTypes []string
-	if v := flat.obj["layer_types"]; v != nil {
-		if v.kind != jarr {
-			return 0, false
-		}
-		for _, e := range v.arr {
-			s, ok := e.asStr()
-			if !ok {
-				return 0, false
-			}
-			layerTypes = append(layerTypes, s)
-		}
+	if m.layerTypes, ok = strList(flat.obj["layer_types"]); !ok {
+		return m, false
 	}
-	sliding, hasSliding, ok := usizeField(flat, "sliding_window", false)
-	if !ok {
-		return 0, false
+	if m.sliding, hasSliding, ok = usizeField(flat, "sliding_window", false); !ok {
+		return m, false
 	}
 	if !hasSliding {
-		sliding = 2048
+		m.sliding = 2048
 	}
 	if !ropeParametersOK(flat.obj["rope_parameters"]) {
-		return 0, false
+		return m, false
 	}
-	block, hasBlock, ok := usizeField(flat, "block_size", false)
-	if !ok {
-		return 0, false
+	if m.block, hasBlock, ok = usizeField(flat, "block_size", false); !ok {
+		return m, false
 	}
 	if !hasBlock {
-		block = museDefaultBlockSize
+		m.block = museDefaultBlockSize
 	}
-	mask, hasMask, ok := i32Field(flat, "mask_token_id")
-	if !ok || !hasMask {
-		return 0, false
+	if m.mask, hasMask, ok = i32Field(flat, "mask_token_id"); !ok || !hasMask {
+		return m, false
 	}
 	tv := flat.obj["target_layer_ids"]
 	if tv == nil {
-		return 0, false
+		return m, false
 	}
-	targets, ok := usizeList(tv)
-	if !ok {
-		return 0, false
+	if m.targets, ok = usizeList(tv); !ok {
+		return m, false
 	}
-	numTarget, hasNumTarget, ok := usizeField(flat, "num_target_layers", true)
-	if !ok {
-		return 0, false
+	return m, m.decodeOptional(flat)
+}
+
+// decodeOptional type-checks MuseAssistantConfig's nullable fields.
+func (m *museConfig) decodeOptional(flat *jval) bool {
+	var ok bool
+	if m.numTarget, m.hasNumTarget, ok = usizeField(flat, "num_target_layers", true); !ok {
+		return false
 	}
-	vocab, hasVocab, ok := usizeField(flat, "vocab_size", true)
-	if !ok {
-		return 0, false
+	if m.vocab, m.hasVocab, ok = usizeField(flat, "vocab_size", true); !ok {
+		return false
 	}
-	runtime, hasRuntime, ok := usizeField(flat, "runtime_block_size", true)
-	if !ok {
-		return 0, false
+	if m.runtime, m.hasRuntime, ok = usizeField(flat, "runtime_block_size", true); !ok {
+		return false
 	}
 	if _, _, ok := usizeField(flat, "draft_window_size", true); !ok {
-		return 0, false
+		return false
 	}
-	if !quantizationOK(flat.obj["quantization"]) {
-		return 0, false
-	}
+	return quantizationOK(flat.obj["quantization"])
+}
 
-	// MuseAssistantConfig::validate.
-	layers := req["num_hidden_layers"]
-	switch {
-	case mt != "muse_glimmer_assistant",
-		layers == 0,
-		req["hidden_size"] == 0 || req["head_dim"] == 0 || req["intermediate_size"] == 0,
-		req["num_attention_heads"] == 0 || req["num_key_value_heads"] == 0,
-		req["num_attention_heads"]%req["num_key_value_heads"] != 0,
-		sliding == 0,
-		uint64(len(targets)) != layers,
-		block < 2,
-		hasRuntime && runtime < 2,
-		mask < 0,
-		hasVocab && uint64(mask) >= vocab:
-		return 0, false
+// strList deserializes Option<Vec<String>>: absent, or an array of
+// strings (nil, true when absent).
+func strList(v *jval) ([]string, bool) {
+	if v == nil {
+		return nil, true
 	}
-	if len(layerTypes) > 0 {
-		if uint64(len(layerTypes)) != layers {
-			return 0, false
+	return listOf(v, (*jval).asStr)
+}
+
+// valid is MuseAssistantConfig::validate.
+func (m *museConfig) valid() bool {
+	layers := m.sizes["num_hidden_layers"]
+	switch {
+	case m.modelType != "muse_glimmer_assistant",
+		layers == 0,
+		m.sizes["hidden_size"] == 0 || m.sizes["head_dim"] == 0 || m.sizes["intermediate_size"] == 0,
+		m.sizes["num_attention_heads"] == 0 || m.sizes["num_key_value_heads"] == 0,
+		m.sizes["num_attention_heads"]%m.sizes["num_key_value_heads"] != 0,
+		m.sliding == 0,
+		uint64(len(m.targets)) != layers,
+		m.block < 2,
+		m.hasRuntime && m.runtime < 2,
+		m.mask < 0,
+		m.hasVocab && uint64(m.mask) >= m.vocab:
+		return false
+	}
+	if len(m.layerTypes) > 0 {
+		if uint64(len(m.layerTypes)) != layers {
+			return false
 		}
-		for _, lt := range layerTypes {
+		for _, lt := range m.layerTypes {
 			if lt != "sliding_attention" {
-				return 0, false
+				return false
 			}
 		}
 	}
-	for i := 1; i < len(targets); i++ {
-		if targets[i-1] >= targets[i] {
-			return 0, false
+	for i := 1; i < len(m.targets); i++ {
+		if m.targets[i-1] >= m.targets[i] {
+			return false
 		}
 	}
-	if hasNumTarget && len(targets) > 0 && targets[len(targets)-1] >= numTarget {
-		return 0, false
-	}
-	if hasRuntime {
-		return min(runtime, block), true
-	}
-	return block, true
+	return !(m.hasNumTarget && len(m.targets) > 0 && m.targets[len(m.targets)-1] >= m.numTarget)
 }
 
 // isMuse is upstream's is_muse_assistant_config.

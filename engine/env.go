@@ -2,8 +2,8 @@ package engine
 
 import (
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 )
 
@@ -61,83 +61,122 @@ var settingEnvRules = []envRule{
 // variables, plus the profile's engine.env, plus defaults (set only when the
 // operator's environment lacks them, or has them empty).
 func buildEnv(engine string, environ []string, rules []envRule, engineEnv map[string]string, envFrom string, defaults map[string]string, l *Launch) error {
-	// The profile's engine.env must not set what the launcher owns: the
-	// same rule as for pass-through arguments.
+	if err := checkOwned(engine, rules, engineEnv, envFrom); err != nil {
+		return err
+	}
+	env := parseEnviron(environ)
+	removed := keepOut(engine, rules, env, l)
+	l.EnvSet = map[string]string{}
+	for _, k := range slices.Sorted(maps.Keys(engineEnv)) {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return fmt.Errorf("%s: engine.env has a malformed variable name %q: use NAME = \"value\" with a name without '='", envFrom, k)
+		}
+		env.set(k, engineEnv[k])
+		l.EnvSet[k] = engineEnv[k]
+	}
+	for _, k := range slices.Sorted(maps.Keys(defaults)) {
+		if v, ok := env.get(k); ok && v != "" {
+			continue // the operator's value stands
+		}
+		env.set(k, defaults[k])
+		l.EnvSet[k] = defaults[k]
+	}
+	l.Env = env.list(removed)
+	slices.Sort(l.EnvRemoved)
+	return nil
+}
+
+// checkOwned refuses a profile whose engine.env sets what the launcher
+// owns: the same rule as for pass-through arguments.
+func checkOwned(engine string, rules []envRule, engineEnv map[string]string, envFrom string) error {
 	for _, r := range append(slices.Clone(rules), settingEnvRules...) {
 		if v, ok := engineEnv[r.name]; ok {
 			return fmt.Errorf("%s: engine.env sets %s=%s, which the launcher owns for %s: %s", envFrom, r.name, v, engine, r.fix)
 		}
 	}
-	type kv struct{ k, v string }
-	var vars []kv
-	idx := map[string]int{}
-	for _, e := range environ {
-		k, v, ok := strings.Cut(e, "=")
-		if !ok || k == "" {
-			continue
-		}
-		if i, dup := idx[k]; dup {
-			vars[i].v = v // the last one wins, as in getenv on most libcs
-			continue
-		}
-		idx[k] = len(vars)
-		vars = append(vars, kv{k, v})
-	}
+	return nil
+}
+
+// keepOut names the rules' variables present in env, to be left out of
+// the child's environment, and records each in l with a warning that
+// says why (or that it was set but empty, which the launcher reads as
+// unset).
+func keepOut(engine string, rules []envRule, env *envList, l *Launch) map[string]bool {
 	removed := map[string]bool{}
 	for _, r := range rules {
-		i, ok := idx[r.name]
+		v, ok := env.get(r.name)
 		if !ok {
 			continue
 		}
 		removed[r.name] = true
 		l.EnvRemoved = append(l.EnvRemoved, r.name)
-		if strings.TrimSpace(vars[i].v) == "" {
+		if strings.TrimSpace(v) == "" {
 			// Set but empty counts as unset for the launcher (config.Load):
 			// nothing was read from it, so say so rather than r.why.
 			l.Warnings = append(l.Warnings, fmt.Sprintf("%s is set but empty: the launcher treats it as unset and keeps it out of %s's environment", r.name, engine))
 			continue
 		}
-		l.Warnings = append(l.Warnings, fmt.Sprintf("%s=%s is kept out of %s's environment: %s", r.name, vars[i].v, engine, r.why))
+		l.Warnings = append(l.Warnings, fmt.Sprintf("%s=%s is kept out of %s's environment: %s", r.name, v, engine, r.why))
 	}
-	l.EnvSet = map[string]string{}
-	set := func(k, v string) {
-		l.EnvSet[k] = v
-		if i, ok := idx[k]; ok {
-			vars[i].v = v
-			return
-		}
-		idx[k] = len(vars)
-		vars = append(vars, kv{k, v})
-	}
-	keys := make([]string, 0, len(engineEnv))
-	for k := range engineEnv {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		if k == "" || strings.ContainsAny(k, "=\x00") {
-			return fmt.Errorf("%s: engine.env has a malformed variable name %q: use NAME = \"value\" with a name without '='", envFrom, k)
-		}
-		set(k, engineEnv[k])
-	}
-	dkeys := make([]string, 0, len(defaults))
-	for k := range defaults {
-		dkeys = append(dkeys, k)
-	}
-	sort.Strings(dkeys)
-	for _, k := range dkeys {
-		if i, ok := idx[k]; ok && vars[i].v != "" {
-			continue // the operator's value stands
-		}
-		set(k, defaults[k])
-	}
-	l.Env = make([]string, 0, len(vars))
-	for _, e := range vars {
-		if removed[e.k] {
+	return removed
+}
+
+// envList is an environment in its original order, one entry per name,
+// so the child sees the operator's variables where they were.
+type envList struct {
+	vars []envVar
+	idx  map[string]int // name → index in vars
+}
+
+// envVar is one NAME=value of an envList.
+type envVar struct{ k, v string }
+
+// parseEnviron reads KEY=VALUE entries, skipping malformed ones; of a
+// repeated name the last value wins, as in getenv on most libcs.
+func parseEnviron(environ []string) *envList {
+	e := &envList{idx: map[string]int{}}
+	for _, kv := range environ {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
 			continue
 		}
-		l.Env = append(l.Env, e.k+"="+e.v)
+		if i, dup := e.idx[k]; dup {
+			e.vars[i].v = v
+			continue
+		}
+		e.idx[k] = len(e.vars)
+		e.vars = append(e.vars, envVar{k, v})
 	}
-	slices.Sort(l.EnvRemoved)
-	return nil
+	return e
+}
+
+// get is k's value, and whether k is set at all (set but empty counts).
+func (e *envList) get(k string) (string, bool) {
+	i, ok := e.idx[k]
+	if !ok {
+		return "", false
+	}
+	return e.vars[i].v, true
+}
+
+// set replaces k's value in place, or appends it.
+func (e *envList) set(k, v string) {
+	if i, ok := e.idx[k]; ok {
+		e.vars[i].v = v
+		return
+	}
+	e.idx[k] = len(e.vars)
+	e.vars = append(e.vars, envVar{k, v})
+}
+
+// list is the environment as KEY=VALUE entries, less the removed names.
+func (e *envList) list(removed map[string]bool) []string {
+	out := make([]string, 0, len(e.vars))
+	for _, v := range e.vars {
+		if removed[v.k] {
+			continue
+		}
+		out = append(out, v.k+"="+v.v)
+	}
+	return out
 }

@@ -253,31 +253,12 @@ func VerifyLlama(ctx context.Context, baseURL string, sp Spelling, client *http.
 	if client == nil {
 		client = &http.Client{Timeout: 2 * time.Minute}
 	}
-	base := strings.TrimRight(baseURL, "/")
-	body, code, err := httpDo(ctx, client, http.MethodPost, base+"/completion", []byte(ProbeBody))
+	v := &llamaProbe{ctx: ctx, client: client, base: strings.TrimRight(baseURL, "/")}
+	t, meta, err := v.complete()
 	if err != nil {
-		return Observation{}, fmt.Errorf("width probe: POST %s/completion: %w: is llama-server up and ready?", base, err)
+		return Observation{}, err
 	}
-	if code != http.StatusOK {
-		return Observation{}, fmt.Errorf("width probe: POST %s/completion: HTTP %d: %s: wait until /health answers 200", base, code, snippet(body))
-	}
-	t, err := ParseTimings(body)
-	if err != nil {
-		return Observation{}, fmt.Errorf("width probe: %w", err)
-	}
-	var meta struct {
-		IDSlot *int `json:"id_slot"`
-		GS     struct {
-			Types string `json:"speculative.types"`
-		} `json:"generation_settings"`
-	}
-	_ = json.Unmarshal(body, &meta) // optional fields
-	kind := ""
-	for _, ty := range strings.Split(meta.GS.Types, ",") {
-		if strings.HasPrefix(ty, "draft-") {
-			kind = ty
-		}
-	}
+	kind := meta.draftKind()
 	if !t.HasDraft || t.DraftN == 0 {
 		msg := "speculation is not live: the probe completion reported no draft_n, so nothing was drafted"
 		switch sp {
@@ -287,76 +268,134 @@ func VerifyLlama(ctx context.Context, baseURL string, sp Spelling, client *http.
 		return Observation{Speculative: false, Kind: kind, Line: msg}, nil
 	}
 	o := Observation{Speculative: true, Kind: kind}
-	tryMetrics := func() (bool, error) {
-		mb, code, err := httpDo(ctx, client, http.MethodGet, base+"/metrics", nil)
-		if err != nil {
-			return false, fmt.Errorf("width probe: GET %s/metrics: %w", base, err)
-		}
-		if code != http.StatusOK {
-			return false, fmt.Errorf("width probe: GET %s/metrics: HTTP %d: %s: start llama-server with --metrics", base, code, snippet(mb))
-		}
-		n, err := ParseMetricsPositions(string(mb))
-		if err != nil {
-			return false, fmt.Errorf("width probe: %s/metrics: %w", base, err)
-		}
-		if n == 0 {
-			return false, nil
-		}
-		o.Width = n + 1
-		o.From = fmt.Sprintf("/metrics %s: %d positions = n_max %d", PerPosMetric, n, n)
-		return true, nil
-	}
-	trySlots := func() error {
-		sb, code, err := httpDo(ctx, client, http.MethodGet, base+"/slots", nil)
-		if err != nil {
-			return fmt.Errorf("width probe: GET %s/slots: %w", base, err)
-		}
-		if code != http.StatusOK {
-			return fmt.Errorf("width probe: GET %s/slots: HTTP %d: %s: do not pass --no-slots", base, code, snippet(sb))
-		}
-		var n int
-		if meta.IDSlot != nil && *meta.IDSlot >= 0 {
-			n, err = ParseSlotNMax(sb, *meta.IDSlot)
-		} else {
-			n, err = ParseSlotsNMax(sb)
-		}
-		if err != nil {
-			return fmt.Errorf("width probe: %w", err)
-		}
-		if n < 1 {
-			return fmt.Errorf("width probe: /slots reports speculative.n_max %d, which drafts nothing: %w", n, ErrNotLive)
-		}
-		o.Width = n + 1
-		o.From = fmt.Sprintf("/slots params speculative.n_max = %d", n)
-		if o.Kind == "" {
-			o.Kind = "draft"
-		}
-		return nil
-	}
-	switch sp {
-	case Spelling2026:
-		ok, err := tryMetrics()
-		if err != nil {
-			return Observation{}, err
-		}
-		if !ok {
-			return Observation{}, fmt.Errorf("width probe: %s drafted %d tokens but /metrics has no %s labels: %w (is this llama-server older than its --help suggests?)", base, t.DraftN, PerPosMetric, ErrNotLive)
-		}
-	case SpellingLegacy:
-		if err := trySlots(); err != nil {
-			return Observation{}, err
-		}
-	default:
-		ok, merr := tryMetrics()
-		if !ok {
-			if err := trySlots(); err != nil {
-				if merr != nil {
-					return Observation{}, fmt.Errorf("%w; and %w", merr, err)
-				}
-				return Observation{}, err
-			}
-		}
+	if err := v.width(&o, sp, t, meta.IDSlot); err != nil {
+		return Observation{}, err
 	}
 	o.Line = fmt.Sprintf("llama-server drafts: probe drafted %d, accepted %d; width %d (%s)", t.DraftN, t.DraftAccepted, o.Width, o.From)
 	return o, nil
+}
+
+// llamaProbe is one VerifyLlama's connection to the server.
+type llamaProbe struct {
+	ctx    context.Context
+	client *http.Client
+	base   string // the server's URL without a trailing slash
+}
+
+// probeMeta is what VerifyLlama reads of the probe's response besides its
+// timings; both fields are optional.
+type probeMeta struct {
+	IDSlot *int `json:"id_slot"`
+	GS     struct {
+		Types string `json:"speculative.types"`
+	} `json:"generation_settings"`
+}
+
+// draftKind is the last draft-* type the server lists, "" when none.
+func (m probeMeta) draftKind() string {
+	kind := ""
+	for _, ty := range strings.Split(m.GS.Types, ",") {
+		if strings.HasPrefix(ty, "draft-") {
+			kind = ty
+		}
+	}
+	return kind
+}
+
+// complete sends the probe completion and reads its timings and metadata.
+func (v *llamaProbe) complete() (Timings, probeMeta, error) {
+	body, code, err := httpDo(v.ctx, v.client, http.MethodPost, v.base+"/completion", []byte(ProbeBody))
+	if err != nil {
+		return Timings{}, probeMeta{}, fmt.Errorf("width probe: POST %s/completion: %w: is llama-server up and ready?", v.base, err)
+	}
+	if code != http.StatusOK {
+		return Timings{}, probeMeta{}, fmt.Errorf("width probe: POST %s/completion: HTTP %d: %s: wait until /health answers 200", v.base, code, snippet(body))
+	}
+	t, err := ParseTimings(body)
+	if err != nil {
+		return Timings{}, probeMeta{}, fmt.Errorf("width probe: %w", err)
+	}
+	var meta probeMeta
+	_ = json.Unmarshal(body, &meta) // optional fields
+	return t, meta, nil
+}
+
+// width sets o's width from the counter the spelling has: /metrics on
+// 2026 trees, /slots on legacy ones, /metrics then /slots when unknown.
+func (v *llamaProbe) width(o *Observation, sp Spelling, t Timings, idSlot *int) error {
+	switch sp {
+	case Spelling2026:
+		ok, err := v.fromMetrics(o)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("width probe: %s drafted %d tokens but /metrics has no %s labels: %w (is this llama-server older than its --help suggests?)", v.base, t.DraftN, PerPosMetric, ErrNotLive)
+		}
+	case SpellingLegacy:
+		return v.fromSlots(o, idSlot)
+	default:
+		ok, merr := v.fromMetrics(o)
+		if !ok {
+			if err := v.fromSlots(o, idSlot); err != nil {
+				if merr != nil {
+					return fmt.Errorf("%w; and %w", merr, err)
+				}
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// fromMetrics counts the per-position acceptance labels in /metrics
+// (width = positions + 1); false when there are none.
+func (v *llamaProbe) fromMetrics(o *Observation) (bool, error) {
+	mb, code, err := httpDo(v.ctx, v.client, http.MethodGet, v.base+"/metrics", nil)
+	if err != nil {
+		return false, fmt.Errorf("width probe: GET %s/metrics: %w", v.base, err)
+	}
+	if code != http.StatusOK {
+		return false, fmt.Errorf("width probe: GET %s/metrics: HTTP %d: %s: start llama-server with --metrics", v.base, code, snippet(mb))
+	}
+	n, err := ParseMetricsPositions(string(mb))
+	if err != nil {
+		return false, fmt.Errorf("width probe: %s/metrics: %w", v.base, err)
+	}
+	if n == 0 {
+		return false, nil
+	}
+	o.Width = n + 1
+	o.From = fmt.Sprintf("/metrics %s: %d positions = n_max %d", PerPosMetric, n, n)
+	return true, nil
+}
+
+// fromSlots reads speculative.n_max of the slot that served the probe (any
+// slot when the response did not say) from /slots (width = n_max + 1).
+func (v *llamaProbe) fromSlots(o *Observation, idSlot *int) error {
+	sb, code, err := httpDo(v.ctx, v.client, http.MethodGet, v.base+"/slots", nil)
+	if err != nil {
+		return fmt.Errorf("width probe: GET %s/slots: %w", v.base, err)
+	}
+	if code != http.StatusOK {
+		return fmt.Errorf("width probe: GET %s/slots: HTTP %d: %s: do not pass --no-slots", v.base, code, snippet(sb))
+	}
+	var n int
+	if idSlot != nil && *idSlot >= 0 {
+		n, err = ParseSlotNMax(sb, *idSlot)
+	} else {
+		n, err = ParseSlotsNMax(sb)
+	}
+	if err != nil {
+		return fmt.Errorf("width probe: %w", err)
+	}
+	if n < 1 {
+		return fmt.Errorf("width probe: /slots reports speculative.n_max %d, which drafts nothing: %w", n, ErrNotLive)
+	}
+	o.Width = n + 1
+	o.From = fmt.Sprintf("/slots params speculative.n_max = %d", n)
+	if o.Kind == "" {
+		o.Kind = "draft"
+	}
+	return nil
 }

@@ -34,114 +34,18 @@ func ParseArgs(args []string) (Config, error) {
 		ExitCode: 1,
 	}
 	var record string // applied last, over the cost flags
-	for i := 0; i < len(args); i++ {
-		arg := args[i]
+	c := &argCursor{args: args}
+	for ; c.i < len(args); c.i++ {
+		arg := args[c.i]
 		if !strings.HasPrefix(arg, "-") || arg == "-" || arg == "--" {
 			return Config{}, fmt.Errorf("unexpected argument %q", arg)
 		}
-		name, inline, hasInline := strings.Cut(arg, "=")
-		value := func() (string, error) {
-			if hasInline {
-				return inline, nil
-			}
-			if i+1 >= len(args) {
-				return "", fmt.Errorf("%s: missing value", name)
-			}
-			i++
-			return args[i], nil
-		}
-		boolean := func(dst *bool) error {
-			if !hasInline {
-				*dst = true
-				return nil
-			}
-			b, err := strconv.ParseBool(inline)
-			if err != nil {
-				return fmt.Errorf("%s: %q is not a boolean", name, inline)
-			}
-			*dst = b
-			return nil
-		}
+		c.name, c.inline, c.hasInline = strings.Cut(arg, "=")
 		var err error
-		switch name {
-		case "-m", "--model":
-			cfg.Model, err = value()
-		case "--model-draft", "--draft-model", "-md", "--spec-draft-model":
-			cfg.DraftModel, err = value()
-		case "--draft-kind":
-			var v string
-			if v, err = value(); err == nil {
-				cfg.DraftKind = strings.ToLower(v)
-				if cfg.DraftKind != "dflash" && cfg.DraftKind != "mtp" {
-					err = fmt.Errorf("%s: %q is not supported by the sim (want dflash or mtp)", name, v)
-				}
-			}
-		case "--draft-block-size":
-			err = intFlag(name, value, &cfg.BlockSize, 2, 1<<16)
-		case "--host":
-			cfg.Host, err = value()
-		case "--port":
-			err = intFlag(name, value, &cfg.Port, 0, 65535)
-		case "--sim-warmup":
-			err = durationFlag(name, value, &cfg.Warmup)
-		case "--sim-health-503":
-			err = boolean(&cfg.Health503)
-		case "--sim-seed":
-			var v string
-			if v, err = value(); err == nil {
-				if cfg.Seed, err = strconv.ParseInt(v, 10, 64); err != nil {
-					err = fmt.Errorf("%s: %q is not an integer", name, v)
-				}
-			}
-		case "--sim-decline":
-			err = boolean(&cfg.Decline)
-		case "--sim-crash-after":
-			err = durationFlag(name, value, &cfg.CrashAfter)
-		case "--sim-exit-code":
-			err = intFlag(name, value, &cfg.ExitCode, 0, 255)
-		case "--sim-fail-start":
-			err = boolean(&cfg.FailStart)
-		case "--sim-drift":
-			err = floatFlag(name, value, &cfg.Drift, 0, 10)
-		case "--sim-classic-ms":
-			err = floatFlag(name, value, &cfg.Cost.ClassicMS, 1e-3, 1e6)
-		case "--sim-draft-ms":
-			err = floatFlag(name, value, &cfg.Cost.DraftMS, 0, 1e6)
-		case "--sim-draft-token-ms":
-			err = floatFlag(name, value, &cfg.Cost.DraftTokenMS, 0, 1e6)
-		case "--sim-prompt-ms":
-			err = floatFlag(name, value, &cfg.Cost.PromptTokenMS, 0, 1e6)
-		case "--sim-noise":
-			err = floatFlag(name, value, &cfg.Cost.Noise, 0, 0.5)
-		case "--sim-verify-ms":
-			var t map[int]float64
-			if t, err = tableFlag(name, value, 1e-3, 1e6); err == nil {
-				maps.Copy(cfg.Cost.Verify, t)
-			}
-		case "--sim-slots":
-			err = intFlag(name, value, &cfg.Slots, 1, maxSlots)
-		case "--sim-profile":
-			var v string
-			if v, err = value(); err == nil {
-				cfg.Cost.Accept, err = lookupProfile(v)
-			}
-		case "--sim-record":
-			record, err = value()
-		case "--sim-accept":
-			var t map[int]float64
-			if t, err = tableFlag(name, value, 0, 1); err == nil {
-				for w, a := range t { // acceptance → mean emitted per verify
-					cfg.Cost.Emitted[w] = 1 + a*float64(w-1)
-				}
-			}
-		default:
-			if strings.HasPrefix(name, "--sim-") {
-				return Config{}, fmt.Errorf("%s: unknown sim flag", name)
-			}
-			// An engine flag the sim does not model: skip it and its value.
-			if !hasInline && !ignoredBoolFlags[name] && i+1 < len(args) && looksLikeValue(args[i+1]) {
-				i++
-			}
+		if strings.HasPrefix(c.name, "--sim-") {
+			err = cfg.setSimFlag(c, &record)
+		} else {
+			err = cfg.setEngineFlag(c)
 		}
 		if err != nil {
 			return Config{}, err
@@ -151,15 +55,173 @@ func ParseArgs(args []string) (Config, error) {
 		return Config{}, fmt.Errorf("-m/--model is required")
 	}
 	if record != "" {
-		r, err := LoadRecord(record)
-		if err != nil {
+		if err := cfg.replayRecord(record); err != nil {
 			return Config{}, err
-		}
-		if cfg.Cost, err = ReplayCost(r, cfg.Cost); err != nil {
-			return Config{}, fmt.Errorf("--sim-record %s: %w", record, err)
 		}
 	}
 	return cfg, nil
+}
+
+// argCursor is the flag being parsed and where it stands in the command
+// line, so a flag's value can come from "=value" or the next argument.
+type argCursor struct {
+	args      []string
+	i         int // index of the flag in args
+	name      string
+	inline    string // the text after "=", when hasInline
+	hasInline bool
+}
+
+// value returns the flag's value: its "=value", else the next argument,
+// which it consumes.
+func (c *argCursor) value() (string, error) {
+	if c.hasInline {
+		return c.inline, nil
+	}
+	if c.i+1 >= len(c.args) {
+		return "", fmt.Errorf("%s: missing value", c.name)
+	}
+	c.i++
+	return c.args[c.i], nil
+}
+
+// boolean sets dst from a switch: bare means true, "=value" is parsed.
+func (c *argCursor) boolean(dst *bool) error {
+	if !c.hasInline {
+		*dst = true
+		return nil
+	}
+	b, err := strconv.ParseBool(c.inline)
+	if err != nil {
+		return fmt.Errorf("%s: %q is not a boolean", c.name, c.inline)
+	}
+	*dst = b
+	return nil
+}
+
+// skipUnknown steps over the value of an engine flag the sim does not
+// model, when it has one.
+func (c *argCursor) skipUnknown() {
+	if !c.hasInline && !ignoredBoolFlags[c.name] && c.i+1 < len(c.args) && looksLikeValue(c.args[c.i+1]) {
+		c.i++
+	}
+}
+
+// setEngineFlag applies one of mlxcel-server's own flags; one the sim does
+// not model is skipped with its value.
+func (cfg *Config) setEngineFlag(c *argCursor) error {
+	var err error
+	switch name := c.name; name {
+	case "-m", "--model":
+		cfg.Model, err = c.value()
+	case "--model-draft", "--draft-model", "-md", "--spec-draft-model":
+		cfg.DraftModel, err = c.value()
+	case "--draft-kind":
+		var v string
+		if v, err = c.value(); err == nil {
+			cfg.DraftKind = strings.ToLower(v)
+			if cfg.DraftKind != "dflash" && cfg.DraftKind != "mtp" {
+				err = fmt.Errorf("%s: %q is not supported by the sim (want dflash or mtp)", name, v)
+			}
+		}
+	case "--draft-block-size":
+		err = intFlag(name, c.value, &cfg.BlockSize, 2, 1<<16)
+	case "--host":
+		cfg.Host, err = c.value()
+	case "--port":
+		err = intFlag(name, c.value, &cfg.Port, 0, 65535)
+	default:
+		c.skipUnknown()
+	}
+	return err
+}
+
+// setSimFlag applies one of the sim's own --sim-* flags; an unknown one is
+// an error, since it can only be a misspelling. --sim-record's file is
+// only named here (*record): it is replayed after every cost flag.
+func (cfg *Config) setSimFlag(c *argCursor, record *string) error {
+	var err error
+	switch name := c.name; name {
+	case "--sim-warmup":
+		err = durationFlag(name, c.value, &cfg.Warmup)
+	case "--sim-health-503":
+		err = c.boolean(&cfg.Health503)
+	case "--sim-seed":
+		var v string
+		if v, err = c.value(); err == nil {
+			if cfg.Seed, err = strconv.ParseInt(v, 10, 64); err != nil {
+				err = fmt.Errorf("%s: %q is not an integer", name, v)
+			}
+		}
+	case "--sim-decline":
+		err = c.boolean(&cfg.Decline)
+	case "--sim-crash-after":
+		err = durationFlag(name, c.value, &cfg.CrashAfter)
+	case "--sim-exit-code":
+		err = intFlag(name, c.value, &cfg.ExitCode, 0, 255)
+	case "--sim-fail-start":
+		err = c.boolean(&cfg.FailStart)
+	case "--sim-drift":
+		err = floatFlag(name, c.value, &cfg.Drift, 0, 10)
+	case "--sim-slots":
+		err = intFlag(name, c.value, &cfg.Slots, 1, maxSlots)
+	case "--sim-record":
+		*record, err = c.value()
+	default:
+		return cfg.setCostFlag(c)
+	}
+	return err
+}
+
+// setCostFlag applies a --sim-* flag of the cost model: times, noise,
+// verify table, acceptance profile or table.
+func (cfg *Config) setCostFlag(c *argCursor) error {
+	var err error
+	switch name := c.name; name {
+	case "--sim-classic-ms":
+		err = floatFlag(name, c.value, &cfg.Cost.ClassicMS, 1e-3, 1e6)
+	case "--sim-draft-ms":
+		err = floatFlag(name, c.value, &cfg.Cost.DraftMS, 0, 1e6)
+	case "--sim-draft-token-ms":
+		err = floatFlag(name, c.value, &cfg.Cost.DraftTokenMS, 0, 1e6)
+	case "--sim-prompt-ms":
+		err = floatFlag(name, c.value, &cfg.Cost.PromptTokenMS, 0, 1e6)
+	case "--sim-noise":
+		err = floatFlag(name, c.value, &cfg.Cost.Noise, 0, 0.5)
+	case "--sim-verify-ms":
+		var t map[int]float64
+		if t, err = tableFlag(name, c.value, 1e-3, 1e6); err == nil {
+			maps.Copy(cfg.Cost.Verify, t)
+		}
+	case "--sim-profile":
+		var v string
+		if v, err = c.value(); err == nil {
+			cfg.Cost.Accept, err = lookupProfile(v)
+		}
+	case "--sim-accept":
+		var t map[int]float64
+		if t, err = tableFlag(name, c.value, 0, 1); err == nil {
+			for w, a := range t { // acceptance → mean emitted per verify
+				cfg.Cost.Emitted[w] = 1 + a*float64(w-1)
+			}
+		}
+	default:
+		return fmt.Errorf("%s: unknown sim flag", name)
+	}
+	return err
+}
+
+// replayRecord replaces the cost model with one fitted to a bench record,
+// starting from the flags' costs.
+func (cfg *Config) replayRecord(record string) error {
+	r, err := LoadRecord(record)
+	if err != nil {
+		return err
+	}
+	if cfg.Cost, err = ReplayCost(r, cfg.Cost); err != nil {
+		return fmt.Errorf("--sim-record %s: %w", record, err)
+	}
+	return nil
 }
 
 // looksLikeValue: not a flag, or a negative number (--parallel -1).

@@ -57,129 +57,195 @@ type result struct {
 // prefill, then one burst per verify round (or one token per classic step).
 // Waits run against absolute deadlines so timer overshoot does not
 // accumulate over a request.
-func decode(ctx context.Context, clk Clock, p plan, prompt string, n int, emit func([]token) error) (res result, err error) {
-	res.PromptN = countPromptTokens(prompt)
-	prefillMS := float64(res.PromptN) * p.cost.PromptTokenMS
+func decode(ctx context.Context, clk Clock, p plan, prompt string, n int, emit func([]token) error) (result, error) {
+	d := newDecoder(ctx, clk, p, prompt, emit)
+	err := d.run(n)
+	d.res.Text = d.text.String()
+	return d.res, err
+}
+
+// decoder is one request's decode in progress: the clock it waits on, the
+// noise it draws, the tokens it has produced and the result so far.
+type decoder struct {
+	ctx       context.Context
+	clk       Clock
+	p         plan
+	prompt    string
+	emit      func([]token) error
+	prefillMS float64
+	noise     *rand.Rand
+	start     time.Time
+	deadline  time.Time // when the work waited for so far is done
+	toks      *tokenStream
+	text      strings.Builder
+	res       result
+}
+
+// newDecoder prices the prefill (a cached prefix makes it a verify of the
+// new rows) and seeds the request's noise from the server seed and the
+// request number, so a rerun draws the same times.
+func newDecoder(ctx context.Context, clk Clock, p plan, prompt string, emit func([]token) error) *decoder {
+	d := &decoder{ctx: ctx, clk: clk, p: p, prompt: prompt, emit: emit}
+	d.res.PromptN = countPromptTokens(prompt)
+	d.prefillMS = float64(d.res.PromptN) * p.cost.PromptTokenMS
 	if p.prompt != nil {
-		res.PromptN, res.CacheN = p.prompt.New, p.prompt.Cached
-		prefillMS = p.cost.VerifyRowsMS(p.prompt.New)
+		d.res.PromptN, d.res.CacheN = p.prompt.New, p.prompt.Cached
+		d.prefillMS = p.cost.VerifyRowsMS(p.prompt.New)
 	}
-	var text strings.Builder
-	defer func() { res.Text = text.String() }()
 	if p.width >= 2 {
-		res.PerPos = make([]int, p.width-1)
+		d.res.PerPos = make([]int, p.width-1)
 	}
-	noise := rand.New(rand.NewPCG(uint64(p.seed), p.reqNum))
-	factor := func() float64 {
-		f := 1 + p.cost.Noise*noise.NormFloat64()
-		return math.Max(0.05, f) * p.slow
-	}
-	start := clk.Now()
-	deadline := start
-	wait := func(ms float64) error {
-		deadline = deadline.Add(time.Duration(ms * float64(time.Millisecond)))
-		return clk.Sleep(ctx, deadline.Sub(clk.Now()))
-	}
-	toks := newTokenStream(prompt)
-	burst := func(k int) error {
-		b := make([]token, k)
-		for i := range b {
-			b[i] = toks.next()
-			res.Tokens = append(res.Tokens, b[i].ID)
-			text.WriteString(b[i].Text)
-		}
-		res.PredictedN += k
-		return emit(b)
-	}
+	d.noise = rand.New(rand.NewPCG(uint64(p.seed), p.reqNum))
+	d.start = clk.Now()
+	d.deadline = d.start
+	d.toks = newTokenStream(prompt)
+	return d
+}
+
+// run decodes n tokens: prefill yields the first, as in llama.cpp and
+// mlxcel, then speculative rounds or classic steps the rest.
+func (d *decoder) run(n int) error {
 	if n <= 0 {
-		return res, nil
+		return nil
 	}
-
-	// Prefill yields the first token, as in llama.cpp and mlxcel.
-	if err := wait(prefillMS * factor()); err != nil {
-		return res, err
+	if err := d.wait(d.prefillMS * d.factor()); err != nil {
+		return err
 	}
-	first := clk.Now()
-	res.PromptMS = ms(first.Sub(start))
-	if err := burst(1); err != nil {
-		return res, err
+	first := d.clk.Now()
+	d.res.PromptMS = ms(first.Sub(d.start))
+	if err := d.burst(1); err != nil {
+		return err
 	}
-
-	left := n - 1
-	if p.width >= 2 {
-		w := p.width
-		u := rand.New(rand.NewPCG(uint64(p.seed)^hashPrompt(prompt), uint64(w))).Float64()
-		prob := acceptProb(w, p.cost.EmittedPerVerify(w))
-		profile := promptProfile(prompt)
-		if profile == nil {
-			profile = p.cost.Accept
-		}
-		draftMS := p.cost.DraftRoundMS(w)
-		for left > 0 {
-			verifyMS := p.cost.VerifyMS(w)
-			if n := p.together(); n > 1 {
-				verifyMS = p.cost.VerifyRowsMS(n * w)
-			}
-			// Round k accepts the first j drafts while u < prob^j, u being
-			// a golden-ratio sequence from a seeded start: a quasi-random
-			// draw whose mean over a short request stays within a few
-			// percent of the table, where independent draws at width 16
-			// strayed by 10-20% over 200 tokens.
-			u = math.Mod(u+goldenFrac, 1)
-			k, pj := 0, prob
-			if profile != nil { // accept the first k drafts while u < S(k)
-				for k < w-1 && u < profileAt(profile, k+1) {
-					k++
-				}
-			} else {
-				for k < w-1 && u < pj {
-					k++
-					pj *= prob
-				}
-			}
-			emitted := min(1+k, left)
-			acc := emitted - 1
-			for i := range acc {
-				res.PerPos[i]++
-			}
-			switch acc {
-			case 0:
-				res.ZeroAccept++
-			case w - 1:
-				res.FullAccept++
-			default:
-				res.Partial++
-			}
-			f := factor()
-			res.DraftMS += draftMS * f
-			res.VerifyMS += verifyMS * f
-			if err := wait((draftMS + verifyMS) * f); err != nil {
-				return res, err
-			}
-			res.Rounds++
-			res.Proposed += w - 1
-			res.Accepted += acc
-			left -= emitted
-			if err := burst(emitted); err != nil {
-				return res, err
-			}
-		}
+	var err error
+	if d.p.width >= 2 {
+		err = d.speculate(n - 1)
 	} else {
-		for ; left > 0; left-- {
-			step := p.cost.ClassicMS
-			if n := p.together(); n > 1 {
-				step = p.cost.VerifyRowsMS(n)
-			}
-			if err := wait(step * factor()); err != nil {
-				return res, err
-			}
-			if err := burst(1); err != nil {
-				return res, err
-			}
+		err = d.classic(n - 1)
+	}
+	if err != nil {
+		return err
+	}
+	d.res.PredictedMS = ms(d.clk.Now().Sub(first))
+	return nil
+}
+
+// factor is one draw of the cost noise, times the drift slowdown; never
+// below 5% of the model's time.
+func (d *decoder) factor() float64 {
+	f := 1 + d.p.cost.Noise*d.noise.NormFloat64()
+	return math.Max(0.05, f) * d.p.slow
+}
+
+// wait moves the deadline on by ms and sleeps until it.
+func (d *decoder) wait(ms float64) error {
+	d.deadline = d.deadline.Add(time.Duration(ms * float64(time.Millisecond)))
+	return d.clk.Sleep(d.ctx, d.deadline.Sub(d.clk.Now()))
+}
+
+// burst produces the next k tokens and emits them together.
+func (d *decoder) burst(k int) error {
+	b := make([]token, k)
+	for i := range b {
+		b[i] = d.toks.next()
+		d.res.Tokens = append(d.res.Tokens, b[i].ID)
+		d.text.WriteString(b[i].Text)
+	}
+	d.res.PredictedN += k
+	return d.emit(b)
+}
+
+// classic decodes left tokens one target step each; a step shared with
+// other requests costs a verify over all their rows.
+func (d *decoder) classic(left int) error {
+	for ; left > 0; left-- {
+		step := d.p.cost.ClassicMS
+		if n := d.p.together(); n > 1 {
+			step = d.p.cost.VerifyRowsMS(n)
+		}
+		if err := d.wait(step * d.factor()); err != nil {
+			return err
+		}
+		if err := d.burst(1); err != nil {
+			return err
 		}
 	}
-	res.PredictedMS = ms(clk.Now().Sub(first))
-	return res, nil
+	return nil
+}
+
+// speculate decodes left tokens in draft+verify rounds of the plan's
+// width, counting what each round accepted the way engines report it.
+func (d *decoder) speculate(left int) error {
+	p, w := d.p, d.p.width
+	u := rand.New(rand.NewPCG(uint64(p.seed)^hashPrompt(d.prompt), uint64(w))).Float64()
+	prob := acceptProb(w, p.cost.EmittedPerVerify(w))
+	profile := promptProfile(d.prompt)
+	if profile == nil {
+		profile = p.cost.Accept
+	}
+	draftMS := p.cost.DraftRoundMS(w)
+	for left > 0 {
+		verifyMS := p.cost.VerifyMS(w)
+		if n := p.together(); n > 1 {
+			verifyMS = p.cost.VerifyRowsMS(n * w)
+		}
+		// Round k accepts the first j drafts while u < prob^j, u being
+		// a golden-ratio sequence from a seeded start: a quasi-random
+		// draw whose mean over a short request stays within a few
+		// percent of the table, where independent draws at width 16
+		// strayed by 10-20% over 200 tokens.
+		u = math.Mod(u+goldenFrac, 1)
+		emitted := min(1+acceptedDrafts(u, prob, profile, w), left)
+		acc := emitted - 1
+		d.countRound(acc, w)
+		f := d.factor()
+		d.res.DraftMS += draftMS * f
+		d.res.VerifyMS += verifyMS * f
+		if err := d.wait((draftMS + verifyMS) * f); err != nil {
+			return err
+		}
+		d.res.Rounds++
+		d.res.Proposed += w - 1
+		d.res.Accepted += acc
+		left -= emitted
+		if err := d.burst(emitted); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// acceptedDrafts is how many of a round's w−1 drafts the draw u accepts:
+// the first k while u < S(k) on an acceptance profile, else while
+// u < prob^k.
+func acceptedDrafts(u, prob float64, profile []float64, w int) int {
+	k, pj := 0, prob
+	if profile != nil {
+		for k < w-1 && u < profileAt(profile, k+1) {
+			k++
+		}
+		return k
+	}
+	for k < w-1 && u < pj {
+		k++
+		pj *= prob
+	}
+	return k
+}
+
+// countRound adds a round that accepted acc of w−1 drafts to the
+// by-position and zero/partial/full counts.
+func (d *decoder) countRound(acc, w int) {
+	for i := range acc {
+		d.res.PerPos[i]++
+	}
+	switch acc {
+	case 0:
+		d.res.ZeroAccept++
+	case w - 1:
+		d.res.FullAccept++
+	default:
+		d.res.Partial++
+	}
 }
 
 // goldenFrac is the fractional part of the golden ratio.

@@ -49,68 +49,87 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	log.startup(cfg)
 
 	s := newServer(cfg, clk, log)
-	serveCtx, stopServing := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopServing()
-	srv := &http.Server{
-		Handler:           s.handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		BaseContext:       func(net.Listener) context.Context { return serveCtx },
-	}
-	serveErr := make(chan error, 1)
-	addr := net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port))
-	var ln net.Listener
-	listen := func() error {
-		var err error
-		if ln, err = net.Listen("tcp", addr); err != nil {
-			return fmt.Errorf("listen on %s: %w", addr, err)
-		}
-		go func() { serveErr <- srv.Serve(ln) }()
-		return nil
-	}
-	stop := func() {
-		stopServing() // cancels in-flight decodes through their request contexts
-		sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
-		defer cancel()
-		if srv.Shutdown(sctx) != nil {
-			srv.Close()
-		}
-	}
-
+	h := newHTTPServer(ctx, s.handler(), net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
+	defer h.stopServing()
 	if cfg.Health503 {
-		if err := listen(); err != nil {
+		if err := h.listen(); err != nil {
 			return err
 		}
 	}
 	if err := clk.Sleep(ctx, cfg.Warmup); err != nil {
-		if ln != nil {
-			stop()
+		if h.ln != nil {
+			h.stop()
 		}
 		log.printf("Shutting down during warm-up %s", simTag)
 		return nil
 	}
-	if w, _ := cfg.ResolveBlockSize(); w > 0 {
-		if cfg.Decline {
-			log.printf("MTP declined: simulated decline. Falling back to classic decode. block_size=%d", w)
-			log.printf("Speculative dispatch after warm-up: speculative=off (declined) %s", simTag)
-		} else {
-			log.printf("MTP exactness probe passed: verify block is byte-identical to the single-token chain block_size=%d %s", w, simTag)
-		}
-	}
-	if ln == nil {
-		if err := listen(); err != nil {
+	logDispatch(log, cfg)
+	if h.ln == nil {
+		if err := h.listen(); err != nil {
 			return err
 		}
 	}
 	s.ready.Store(true)
-	log.printf("Server listening on http://%s (endpoints: /health /v1/models /v1/completions /v1/chat/completions /completion /metrics /props) %s", ln.Addr(), simTag)
+	log.printf("Server listening on http://%s (endpoints: /health /v1/models /v1/completions /v1/chat/completions /completion /metrics /props) %s", h.ln.Addr(), simTag)
 	if cfg.onReady != nil {
-		cfg.onReady(ln.Addr().String())
+		cfg.onReady(h.ln.Addr().String())
 	}
+	return h.serveUntil(ctx, cfg, clk, log)
+}
 
+// httpServer is the sim's listener and HTTP server. Requests run under a
+// context of their own (serveCtx), cancelled on stop, so in-flight
+// decodes end before the server shuts down.
+type httpServer struct {
+	srv         *http.Server
+	addr        string
+	ln          net.Listener // nil until listen
+	serveCtx    context.Context
+	stopServing context.CancelFunc
+	serveErr    chan error
+}
+
+// newHTTPServer makes the server for handler on addr; nothing is bound
+// until listen.
+func newHTTPServer(ctx context.Context, handler http.Handler, addr string) *httpServer {
+	h := &httpServer{addr: addr, serveErr: make(chan error, 1)}
+	h.serveCtx, h.stopServing = context.WithCancel(context.WithoutCancel(ctx))
+	h.srv = &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return h.serveCtx },
+	}
+	return h
+}
+
+// listen binds the address and starts serving on it.
+func (h *httpServer) listen() error {
+	var err error
+	if h.ln, err = net.Listen("tcp", h.addr); err != nil {
+		return fmt.Errorf("listen on %s: %w", h.addr, err)
+	}
+	go func() { h.serveErr <- h.srv.Serve(h.ln) }()
+	return nil
+}
+
+// stop cancels in-flight decodes, then shuts the server down, closing it
+// when that takes longer than shutdownGrace.
+func (h *httpServer) stop() {
+	h.stopServing() // cancels in-flight decodes through their request contexts
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	if h.srv.Shutdown(sctx) != nil {
+		h.srv.Close()
+	}
+}
+
+// serveUntil serves until ctx is done (a clean stop, nil), the server
+// fails, or the injected crash (cfg.CrashAfter) comes due (*ExitError).
+func (h *httpServer) serveUntil(ctx context.Context, cfg Config, clk Clock, log *logger) error {
 	crash := make(chan struct{})
 	if cfg.CrashAfter > 0 {
 		go func() {
-			if clk.Sleep(serveCtx, cfg.CrashAfter) == nil {
+			if clk.Sleep(h.serveCtx, cfg.CrashAfter) == nil {
 				close(crash)
 			}
 		}()
@@ -118,17 +137,32 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	select {
 	case <-ctx.Done():
 		log.printf("Shutting down %s", simTag)
-		stop()
+		h.stop()
 		return nil
-	case err := <-serveErr:
-		stopServing()
+	case err := <-h.serveErr:
+		h.stopServing()
 		return fmt.Errorf("serve: %w", err)
 	case <-crash:
 		log.printf("speclaunch sim: injected crash after %v (exit code %d)", cfg.CrashAfter, cfg.ExitCode)
-		stopServing()
-		srv.Close()
+		h.stopServing()
+		h.srv.Close()
 		return &ExitError{Code: cfg.ExitCode, Reason: "crash"}
 	}
+}
+
+// logDispatch prints what mlxcel prints after warm-up about speculative
+// dispatch: declined, or the exactness probe passed.
+func logDispatch(log *logger, cfg Config) {
+	w, _ := cfg.ResolveBlockSize()
+	if w <= 0 {
+		return
+	}
+	if cfg.Decline {
+		log.printf("MTP declined: simulated decline. Falling back to classic decode. block_size=%d", w)
+		log.printf("Speculative dispatch after warm-up: speculative=off (declined) %s", simTag)
+		return
+	}
+	log.printf("MTP exactness probe passed: verify block is byte-identical to the single-token chain block_size=%d %s", w, simTag)
 }
 
 // NewHandler returns a ready simulated engine as an http.Handler, with no

@@ -189,6 +189,8 @@ func (w *Watcher) Close() error {
 	return w.closeErr
 }
 
+// loop turns file events, watch errors, polls and SIGHUP into checks and
+// Changes until Close. Events are debounced; a poll or SIGHUP acts at once.
 func (w *Watcher) loop() {
 	defer close(w.done)
 	defer close(w.changes)
@@ -204,20 +206,8 @@ func (w *Watcher) loop() {
 		defer t.Stop()
 		pollC = t.C
 	}
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	defer timer.Stop()
-	var timerC <-chan time.Time
-	var first time.Time // first event of the current debounce window
-
-	arm := func() {
-		now := time.Now()
-		if timerC == nil {
-			first = now
-		}
-		timer.Reset(min(w.debounce, first.Add(w.maxWait).Sub(now)))
-		timerC = timer.C
-	}
+	d := newDebounce(w.debounce, w.maxWait)
+	defer d.timer.Stop()
 
 	for {
 		select {
@@ -229,52 +219,105 @@ func (w *Watcher) loop() {
 				continue
 			}
 			if w.onEvent(ev) {
-				arm()
+				d.arm()
 			}
 		case err, ok := <-errs:
 			if !ok {
 				errs = nil
 				continue
 			}
-			// An overflow means events were lost; any other error may have
-			// too. Either way, re-read everything.
-			w.log.Warn("file watch error; rescanning", "err", err, "overflow", errors.Is(err, fsnotify.ErrEventOverflow))
-			for _, f := range w.files {
-				f.pending = stronger(f.pending, ReasonRescan)
-			}
-			arm()
-		case <-timerC:
-			timerC = nil
-			for _, f := range w.files {
-				if f.pending != "" {
-					reason := f.pending
-					f.pending = ""
-					if !w.check(f, reason) {
-						return
-					}
-				}
+			w.onError(err)
+			d.arm()
+		case <-d.c:
+			d.c = nil
+			if !w.checkPending() {
+				return
 			}
 		case <-pollC:
-			w.rewatch()
-			for _, f := range w.files {
-				if !w.check(f, ReasonPoll) {
-					return
-				}
+			if !w.pollAll() {
+				return
 			}
 		case <-w.sig:
-			// Take in the current content so that events for what SIGHUP
-			// already reloaded do not trigger a second reload.
-			for _, f := range w.files {
-				f.pending = ""
-				if sum, resolved, _, err := readSum(f.path); err == nil {
-					f.sum, f.resolved, f.have = sum, resolved, true
-				}
-			}
-			if !w.emit(Change{Reason: ReasonSIGHUP}) {
+			if !w.onSIGHUP() {
 				return
 			}
 		}
 	}
+}
+
+// debounce coalesces a burst of events into one check: it fires wait
+// after the latest event, but no later than maxWait after the first.
+type debounce struct {
+	timer         *time.Timer
+	c             <-chan time.Time // the timer's channel while armed, else nil
+	first         time.Time        // first event of the current window
+	wait, maxWait time.Duration
+}
+
+// newDebounce returns a debounce that is not armed.
+func newDebounce(wait, maxWait time.Duration) *debounce {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return &debounce{timer: t, wait: wait, maxWait: maxWait}
+}
+
+// arm (re)starts the timer for an event.
+func (d *debounce) arm() {
+	now := time.Now()
+	if d.c == nil {
+		d.first = now
+	}
+	d.timer.Reset(min(d.wait, d.first.Add(d.maxWait).Sub(now)))
+	d.c = d.timer.C
+}
+
+// onError marks every file for a rescan: an overflow means events were
+// lost; any other watch error may have lost some too.
+func (w *Watcher) onError(err error) {
+	w.log.Warn("file watch error; rescanning", "err", err, "overflow", errors.Is(err, fsnotify.ErrEventOverflow))
+	for _, f := range w.files {
+		f.pending = stronger(f.pending, ReasonRescan)
+	}
+}
+
+// checkPending checks each file an event marked, with the strongest
+// reason it was marked for; false once the watcher is closing.
+func (w *Watcher) checkPending() bool {
+	for _, f := range w.files {
+		if f.pending != "" {
+			reason := f.pending
+			f.pending = ""
+			if !w.check(f, reason) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// pollAll re-adds lost watches and checks every file, for file systems
+// whose events cannot be trusted; false once the watcher is closing.
+func (w *Watcher) pollAll() bool {
+	w.rewatch()
+	for _, f := range w.files {
+		if !w.check(f, ReasonPoll) {
+			return false
+		}
+	}
+	return true
+}
+
+// onSIGHUP takes in the current content, so that events for what SIGHUP
+// already reloaded do not trigger a second reload, and sends the reload
+// Change; false once the watcher is closing.
+func (w *Watcher) onSIGHUP() bool {
+	for _, f := range w.files {
+		f.pending = ""
+		if sum, resolved, _, err := readSum(f.path); err == nil {
+			f.sum, f.resolved, f.have = sum, resolved, true
+		}
+	}
+	return w.emit(Change{Reason: ReasonSIGHUP})
 }
 
 // onEvent marks the files an event may have changed and reports whether

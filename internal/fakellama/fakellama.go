@@ -140,6 +140,44 @@ func envMap(env []string) map[string]string {
 // parse applies env then argv, as llama.cpp does (env first, CLI overrides).
 // It returns an exit code >= 0 when the process should end now.
 func parse(args []string, env map[string]string, stdout, stderr io.Writer) (*config, int) {
+	c, code := knobs(env, stderr)
+	if code >= 0 {
+		return nil, code
+	}
+	help := string(capture(c.tree + "-help.txt"))
+	byName, all := parseHelp(help)
+	if code := c.applyEnv(all, env, stderr); code >= 0 {
+		return nil, code
+	}
+	showHelp, showVersion, code := c.applyArgs(byName, args, stderr)
+	if code >= 0 {
+		return nil, code
+	}
+	if showHelp {
+		io.WriteString(stdout, help)
+		return nil, 0
+	}
+	if showVersion {
+		stderr.Write(capture(c.tree + "-version.txt"))
+		return nil, 0
+	}
+	if c.model == "" {
+		io.WriteString(stderr, "error: no model given: pass -m FNAME (fakellama)\n")
+		return nil, 1
+	}
+	if c.nCtx <= 0 {
+		c.nCtx = 4096
+	}
+	if c.alias == "" {
+		c.alias = c.model
+	}
+	return c, -1
+}
+
+// knobs reads the fake's own FAKELLAMA_* variables (tree, load time,
+// pacing) into a config with the chosen tree's defaults. A bad value is
+// the test's mistake, not llama-server's: exit code 2.
+func knobs(env map[string]string, stderr io.Writer) (*config, int) {
 	c := &config{tree: "new", host: "127.0.0.1", port: 8080, nSlots: 4, slots: true}
 	if t := env["FAKELLAMA_TREE"]; t != "" {
 		if t != "new" && t != "old" {
@@ -168,77 +206,13 @@ func parse(args []string, env map[string]string, stdout, stderr io.Writer) (*con
 		}
 		c.tokensPerS = f
 	}
-	help := string(capture(c.tree + "-help.txt"))
-	byName, all := parseHelp(help)
+	return c, -1
+}
 
-	apply := func(o *option, given, val string) (string, bool) {
-		switch {
-		case o.has("-m"):
-			c.model = val
-		case o.has("-md"):
-			c.draft = val
-		case o.has("--spec-type"):
-			if !c.isNew() && strings.Contains(val, "draft-") {
-				return "error: invalid argument: " + given + " " + val + "\n", false
-			}
-			c.specType = val
-		case o.has("--spec-draft-n-max") || (!c.isNew() && o.has("--draft-max")):
-			n, err := strconv.Atoi(val)
-			if err != nil {
-				return "error while handling argument \"" + given + "\": stoi\n", false
-			}
-			c.nMax = n
-		case o.has("--host"):
-			c.host = val
-		case o.has("--port"):
-			n, err := strconv.Atoi(val)
-			if err != nil {
-				return "error while handling argument \"" + given + "\": stoi\n", false
-			}
-			c.port = n
-		case o.has("--metrics"):
-			c.metrics = true
-		case o.has("--no-slots"):
-			c.slots = given != "--no-slots"
-		case o.has("-np"):
-			n, err := strconv.Atoi(val)
-			if err != nil {
-				return "error while handling argument \"" + given + "\": stoi\n", false
-			}
-			if n > 0 {
-				c.nSlots, c.npSet = n, true
-			}
-		case o.has("-c"):
-			n, err := strconv.Atoi(val)
-			if err != nil {
-				return "error while handling argument \"" + given + "\": stoi\n", false
-			}
-			c.nCtx = n
-		case o.has("--ui"):
-			c.noUI = strings.HasPrefix(given, "--no-")
-		case o.has("-a"):
-			c.alias, _, _ = strings.Cut(val, ",")
-		case o.has("--api-key"):
-			for _, k := range strings.Split(val, ",") {
-				if k != "" {
-					c.apiKeys = append(c.apiKeys, k)
-				}
-			}
-		case o.has("--api-key-file"):
-			b, err := os.ReadFile(val)
-			if err != nil {
-				return "error while handling argument \"" + given + "\": error: failed to open file '" + val + "'\n\n", false
-			}
-			for _, k := range strings.Split(string(b), "\n") {
-				if k != "" && k[0] != '#' {
-					c.apiKeys = append(c.apiKeys, k)
-				}
-			}
-		}
-		return "", true
-	}
-
-	// Environment first: a removed option's variable stops a NEW server.
+// applyEnv applies the options' LLAMA_ARG_* variables. A removed option's
+// variable stops a NEW server (exit 1), as the real one does; a switch's
+// variable counts only when it says on.
+func (c *config) applyEnv(all []*option, env map[string]string, stderr io.Writer) int {
 	for _, o := range all {
 		if o.env == "" {
 			continue
@@ -253,7 +227,7 @@ func parse(args []string, env map[string]string, stdout, stderr io.Writer) (*con
 			} else {
 				io.WriteString(stderr, removedEnvError(o.env, o))
 			}
-			return nil, 1
+			return 1
 		}
 		if o.nvals == 0 {
 			switch v {
@@ -263,13 +237,18 @@ func parse(args []string, env map[string]string, stdout, stderr io.Writer) (*con
 				continue
 			}
 		}
-		if msg, ok := apply(o, o.names[0], v); !ok {
+		if msg, ok := c.apply(o, o.names[0], v); !ok {
 			io.WriteString(stderr, msg)
-			return nil, 1
+			return 1
 		}
 	}
+	return -1
+}
 
-	showHelp, showVersion := false, false
+// applyArgs applies argv over the environment, with the real trees'
+// messages for an unknown, removed or valueless argument (exit 1). -h and
+// --version are only noted: the whole command line is checked first.
+func (c *config) applyArgs(byName map[string]*option, args []string, stderr io.Writer) (showHelp, showVersion bool, code int) {
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		name, val, hasEq := a, "", false
@@ -279,7 +258,7 @@ func parse(args []string, env map[string]string, stdout, stderr io.Writer) (*con
 		o, ok := byName[name]
 		if !ok {
 			stderr.Write(invalidArg(a))
-			return nil, 1
+			return false, false, 1
 		}
 		if o.removed {
 			if a == "--draft-max" {
@@ -287,12 +266,12 @@ func parse(args []string, env map[string]string, stdout, stderr io.Writer) (*con
 			} else {
 				io.WriteString(stderr, removedArgError(name, o))
 			}
-			return nil, 1
+			return false, false, 1
 		}
 		if o.nvals > 0 && !hasEq {
 			if i+o.nvals >= len(args) {
 				io.WriteString(stderr, "error while handling argument \""+name+"\": expected value for argument\n")
-				return nil, 1
+				return false, false, 1
 			}
 			val = args[i+1]
 			i += o.nvals
@@ -305,30 +284,86 @@ func parse(args []string, env map[string]string, stdout, stderr io.Writer) (*con
 			showVersion = true
 			continue
 		}
-		if msg, ok := apply(o, name, val); !ok {
+		if msg, ok := c.apply(o, name, val); !ok {
 			io.WriteString(stderr, msg)
-			return nil, 1
+			return false, false, 1
 		}
 	}
-	if showHelp {
-		io.WriteString(stdout, help)
-		return nil, 0
+	return showHelp, showVersion, -1
+}
+
+// apply sets the option o (spelled given) to val, one case per option the
+// fake understands; options it does not model are accepted and ignored.
+// A bad value returns the real tree's message and false.
+func (c *config) apply(o *option, given, val string) (string, bool) {
+	switch {
+	case o.has("-m"):
+		c.model = val
+	case o.has("-md"):
+		c.draft = val
+	case o.has("--spec-type"):
+		if !c.isNew() && strings.Contains(val, "draft-") {
+			return "error: invalid argument: " + given + " " + val + "\n", false
+		}
+		c.specType = val
+	case o.has("--spec-draft-n-max") || (!c.isNew() && o.has("--draft-max")):
+		return setInt(&c.nMax, given, val)
+	case o.has("--host"):
+		c.host = val
+	case o.has("--port"):
+		return setInt(&c.port, given, val)
+	case o.has("--metrics"):
+		c.metrics = true
+	case o.has("--no-slots"):
+		c.slots = given != "--no-slots"
+	case o.has("-np"):
+		n, err := strconv.Atoi(val)
+		if err != nil {
+			return stoiError(given), false
+		}
+		if n > 0 {
+			c.nSlots, c.npSet = n, true
+		}
+	case o.has("-c"):
+		return setInt(&c.nCtx, given, val)
+	case o.has("--ui"):
+		c.noUI = strings.HasPrefix(given, "--no-")
+	case o.has("-a"):
+		c.alias, _, _ = strings.Cut(val, ",")
+	case o.has("--api-key"):
+		for _, k := range strings.Split(val, ",") {
+			if k != "" {
+				c.apiKeys = append(c.apiKeys, k)
+			}
+		}
+	case o.has("--api-key-file"):
+		b, err := os.ReadFile(val)
+		if err != nil {
+			return "error while handling argument \"" + given + "\": error: failed to open file '" + val + "'\n\n", false
+		}
+		for _, k := range strings.Split(string(b), "\n") {
+			if k != "" && k[0] != '#' {
+				c.apiKeys = append(c.apiKeys, k)
+			}
+		}
 	}
-	if showVersion {
-		stderr.Write(capture(c.tree + "-version.txt"))
-		return nil, 0
+	return "", true
+}
+
+// stoiError is the message llama.cpp prints when std::stoi rejects a
+// number argument.
+func stoiError(given string) string {
+	return "error while handling argument \"" + given + "\": stoi\n"
+}
+
+// setInt sets *dst to the number val, or returns std::stoi's message.
+func setInt(dst *int, given, val string) (string, bool) {
+	n, err := strconv.Atoi(val)
+	if err != nil {
+		return stoiError(given), false
 	}
-	if c.model == "" {
-		io.WriteString(stderr, "error: no model given: pass -m FNAME (fakellama)\n")
-		return nil, 1
-	}
-	if c.nCtx <= 0 {
-		c.nCtx = 4096
-	}
-	if c.alias == "" {
-		c.alias = c.model
-	}
-	return c, -1
+	*dst = n
+	return "", true
 }
 
 // invalidArg is the message both trees print for an argument they do not

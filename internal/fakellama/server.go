@@ -523,112 +523,192 @@ func (s *server) plan(n int) []round {
 	return rs
 }
 
+// completion answers /completion and /v1/completions (oai) the way the
+// captured llama-server did: read the request, take a slot, evaluate the
+// prompt, generate (streaming as it goes), account, then send the final
+// object. Each step is its own method on the request's job.
 func (s *server) completion(w http.ResponseWriter, r *http.Request, oai bool) {
+	j, ok := readCompletion(w, r, s.c.nCtx)
+	if !ok {
+		return
+	}
+	j.oai = oai
+	j.sl = s.acquire(j.prompt)
+	defer s.release(j.sl)
+	s.claim(j)
+	defer func() { s.mu.Lock(); s.cnt.processing--; s.mu.Unlock() }()
+
+	j.evalPrompt()
+	j.startResponse(w)
+	if !s.generate(j, r) {
+		return
+	}
+	tm := j.timings()
+	params := s.genSettings(s.t.completion.obj("generation_settings"), j.temp, j.nPredict, j.stream)
+	graphs := s.account(j)
+	s.logRequest(j.sl.id, j.task, j.promptN, j.promptMS, j.n, j.predMS, j.draftN, j.steps, j.nEval+j.n-1, graphs)
+	if oai {
+		s.finishOAI(j, tm)
+		return
+	}
+	s.finishNative(j, tm, params)
+}
+
+// job is one completion request as it moves through the fake: what was
+// asked, the slot it runs on, and what it produced, so the steps of
+// completion share it instead of a dozen locals.
+type job struct {
+	oai      bool
+	stream   bool
+	prompt   string
+	nPredict int     // as asked; -1 when the request set no limit
+	temp     float64 // sampling temperature, llama-server's default when unset
+	nEval    int     // prompt tokens, "<s>" included
+	n        int     // tokens to generate
+
+	sl       *slotState
+	task     int
+	cacheN   int // prompt tokens reused from the slot's cache
+	promptN  int // prompt tokens evaluated
+	promptMS float64
+
+	w       http.ResponseWriter
+	flusher http.Flusher
+	id      string // the OpenAI-style completion id
+	created int64
+
+	rounds  []round
+	content strings.Builder
+	draftN  int
+	steps   int
+	perPos  []int
+	predMS  float64
+}
+
+// readCompletion decodes and checks the request body, answering the
+// client itself (false) when it is not one the fake serves. The number of
+// tokens to generate is capped by the context left after the prompt, as
+// llama-server does.
+func readCompletion(w http.ResponseWriter, r *http.Request, nCtx int) (*job, bool) {
 	if r.Method != http.MethodPost {
 		writeError(w, 405, "invalid_request_error", "Method Not Allowed")
-		return
+		return nil, false
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, 8<<20))
 	if err != nil {
 		writeError(w, 400, "invalid_request_error", err.Error())
-		return
+		return nil, false
 	}
 	var req completionReq
 	if err := json.Unmarshal(body, &req); err != nil {
 		writeError(w, 400, "invalid_request_error", "[json.exception.parse_error] "+err.Error())
-		return
+		return nil, false
 	}
-	var prompt string
-	if err := json.Unmarshal(req.Prompt, &prompt); err != nil || req.Prompt == nil {
+	j := &job{stream: req.Stream, nPredict: -1, temp: 0.800000011920929}
+	if err := json.Unmarshal(req.Prompt, &j.prompt); err != nil || req.Prompt == nil {
 		writeError(w, 400, "invalid_request_error", "\"prompt\" must be a string (fakellama supports string prompts only)")
-		return
+		return nil, false
 	}
-	nPredict := -1
 	if req.NPredict != nil {
-		nPredict = *req.NPredict
+		j.nPredict = *req.NPredict
 	} else if req.MaxTokens != nil {
-		nPredict = *req.MaxTokens
+		j.nPredict = *req.MaxTokens
 	}
-	temp := 0.800000011920929
 	if req.Temperature != nil {
-		temp = *req.Temperature
+		j.temp = *req.Temperature
 	}
-	nEval := 1 + len(strings.Fields(prompt)) // "<s> hello world" = 3
-	n := nPredict
-	if n < 0 || n > s.c.nCtx-nEval {
-		n = max(0, s.c.nCtx-nEval)
+	j.nEval = 1 + len(strings.Fields(j.prompt)) // "<s> hello world" = 3
+	j.n = j.nPredict
+	if j.n < 0 || j.n > nCtx-j.nEval {
+		j.n = max(0, nCtx-j.nEval)
 	}
+	return j, true
+}
 
-	sl := s.acquire(prompt)
-	defer s.release(sl)
+// claim numbers the task on its acquired slot, notes what the slot's
+// cache can reuse, counts the request as processing, and prints NEW's
+// slot-selection lines.
+func (s *server) claim(j *job) {
+	sl := j.sl
 	s.mu.Lock()
-	cacheN := 0
-	reused := sl.served && sl.lastPrompt == prompt
-	if reused && nEval > 1 {
-		cacheN = nEval - 1
+	reused := sl.served && sl.lastPrompt == j.prompt
+	if reused && j.nEval > 1 {
+		j.cacheN = j.nEval - 1
 	}
 	prevTokens, lastUsed := sl.nPrompt, sl.lastUsed
 	s.task++
-	task := s.task*6 + 2
+	j.task = s.task*6 + 2
 	s.cnt.processing++
 	s.mu.Unlock()
-	if s.c.isNew() {
-		switch {
-		case reused:
-			s.slotf("I", "get_availabl", sl.id, -1, "selected slot by LCP similarity, f_sim_best = %.3f (> 0.100 thold), f_keep = %.3f", 1.0, float64(nEval)/float64(max(prevTokens, 1)))
-		case sl.served:
-			s.slotf("I", "get_availabl", sl.id, -1, "selected slot by LRU, t_last = %d", lastUsed)
-		default:
-			s.slotf("I", "get_availabl", sl.id, -1, "selected slot by LRU, t_last = -1")
-		}
-		s.slotf("I", "launch_slot_", sl.id, task, "processing task, is_child = 0")
-		if cacheN > 0 && cacheN == nEval-1 {
-			s.slotf("W", "operator()", sl.id, task, "need to evaluate at least 1 token for each active slot (n_past = %d, task.n_tokens() = %d)", nEval, nEval)
-			s.slotf("W", "operator()", sl.id, task, "n_past was set to %d", cacheN)
-		}
+	if !s.c.isNew() {
+		return
 	}
-	defer func() { s.mu.Lock(); s.cnt.processing--; s.mu.Unlock() }()
+	switch {
+	case reused:
+		s.slotf("I", "get_availabl", sl.id, -1, "selected slot by LCP similarity, f_sim_best = %.3f (> 0.100 thold), f_keep = %.3f", 1.0, float64(j.nEval)/float64(max(prevTokens, 1)))
+	case sl.served:
+		s.slotf("I", "get_availabl", sl.id, -1, "selected slot by LRU, t_last = %d", lastUsed)
+	default:
+		s.slotf("I", "get_availabl", sl.id, -1, "selected slot by LRU, t_last = -1")
+	}
+	s.slotf("I", "launch_slot_", sl.id, j.task, "processing task, is_child = 0")
+	if j.cacheN > 0 && j.cacheN == j.nEval-1 {
+		s.slotf("W", "operator()", sl.id, j.task, "need to evaluate at least 1 token for each active slot (n_past = %d, task.n_tokens() = %d)", j.nEval, j.nEval)
+		s.slotf("W", "operator()", sl.id, j.task, "n_past was set to %d", j.cacheN)
+	}
+}
 
-	promptN := nEval - cacheN
+// evalPrompt spends 200 µs per uncached prompt token, so the prompt's
+// timings are real durations.
+func (j *job) evalPrompt() {
+	j.promptN = j.nEval - j.cacheN
 	t0 := time.Now()
-	promptDur := time.Duration(promptN) * 200 * time.Microsecond
-	time.Sleep(promptDur)
-	promptMS := float64(time.Since(t0).Microseconds()) / 1000
+	time.Sleep(time.Duration(j.promptN) * 200 * time.Microsecond)
+	j.promptMS = float64(time.Since(t0).Microseconds()) / 1000
+}
 
-	flusher, _ := w.(http.Flusher)
-	if req.Stream {
+// startResponse sends a stream's headers and names the completion.
+func (j *job) startResponse(w http.ResponseWriter) {
+	j.w = w
+	j.flusher, _ = w.(http.Flusher)
+	if j.stream {
 		w.Header().Set("Content-Type", "text/event-stream")
 		w.WriteHeader(200)
 	}
-	send := func(o *object) bool {
-		if _, err := fmt.Fprintf(w, "data: %s\n\n", toJSON(o)); err != nil {
-			return false
-		}
-		if flusher != nil {
-			flusher.Flush()
-		}
-		return true
-	}
-	id := "chatcmpl-" + randAlnum(32)
-	created := time.Now().Unix()
+	j.id = "chatcmpl-" + randAlnum(32)
+	j.created = time.Now().Unix()
+}
 
-	rounds := s.plan(n)
-	var content strings.Builder
-	draftN, steps := 0, 0
-	perPos := make([]int, max(s.c.nMax, 0))
+// send writes one SSE event and flushes it; false once the client is gone.
+func (j *job) send(o *object) bool {
+	if _, err := fmt.Fprintf(j.w, "data: %s\n\n", toJSON(o)); err != nil {
+		return false
+	}
+	if j.flusher != nil {
+		j.flusher.Flush()
+	}
+	return true
+}
+
+// generate runs the decode steps of s.plan, paced at the configured rate,
+// counting drafts per position and streaming each token. It returns false
+// when the client went away mid-generation.
+func (s *server) generate(j *job, r *http.Request) bool {
+	j.rounds = s.plan(j.n)
+	j.perPos = make([]int, max(s.c.nMax, 0))
 	var pace time.Duration
 	if s.c.tokensPerS > 0 {
 		pace = time.Duration(float64(time.Second) / s.c.tokensPerS)
 	}
 	t1 := time.Now()
 	produced := 0
-	oldDrop := !oai && !s.c.isNew() && s.c.drafting() // /v1/completions was complete
-	for ri, rd := range rounds {
+	oldDrop := !j.oai && !s.c.isNew() && s.c.drafting() // /v1/completions was complete
+	for ri, rd := range j.rounds {
 		if rd.drafted > 0 {
-			draftN += rd.drafted
-			steps++
-			for p := 0; p < rd.drafted && p < len(perPos); p++ {
-				perPos[p]++
+			j.draftN += rd.drafted
+			j.steps++
+			for p := 0; p < rd.drafted && p < len(j.perPos); p++ {
+				j.perPos[p]++
 			}
 		}
 		if pace > 0 {
@@ -639,128 +719,149 @@ func (s *server) completion(w http.ResponseWriter, r *http.Request, oai bool) {
 			select {
 			case <-time.After(time.Until(t1.Add(pace * time.Duration(produced+rd.emit)))):
 			case <-r.Context().Done():
-				return
+				return false
 			}
 		}
 		start := produced
 		produced += rd.emit
-		for i := start; i < produced; i++ {
-			p := s.t.pieces[i%len(s.t.pieces)]
-			content.WriteString(p.text)
-			if !req.Stream {
-				continue
-			}
-			// OLD with a draft model never streamed its last step's tokens on
-			// the native /completion stream.
-			if oldDrop && ri == len(rounds)-1 && ri > 0 {
-				continue
-			}
-			var ev *object
-			if oai {
-				ev = s.oaiChunk(p.text, "", created, id)
+		// OLD with a draft model never streamed its last step's tokens on
+		// the native /completion stream.
+		quiet := oldDrop && ri == len(j.rounds)-1 && ri > 0
+		if !s.emit(j, start, produced, quiet) {
+			return false
+		}
+	}
+	j.predMS = float64(time.Since(t1).Microseconds()) / 1000
+	if j.predMS <= 0 {
+		j.predMS = 0.001
+	}
+	return true
+}
+
+// emit appends tokens [start, end) of the captured text and, on a stream
+// that is not quiet, sends each as its own event; false once the client
+// is gone.
+func (s *server) emit(j *job, start, end int, quiet bool) bool {
+	for i := start; i < end; i++ {
+		p := s.t.pieces[i%len(s.t.pieces)]
+		j.content.WriteString(p.text)
+		if !j.stream || quiet {
+			continue
+		}
+		var ev *object
+		if j.oai {
+			ev = s.oaiChunk(p.text, "", j.created, j.id)
+		} else {
+			ev = clone(s.t.streamToken).(*object)
+			ev.set("content", p.text).set("tokens", []any{p.id})
+			if s.c.isNew() {
+				ev.set("tokens_predicted", i+1)
 			} else {
-				ev = clone(s.t.streamToken).(*object)
-				ev.set("content", p.text).set("tokens", []any{p.id})
-				if s.c.isNew() {
-					ev.set("tokens_predicted", i+1)
-				} else {
-					ev.set("tokens_predicted", produced)
-				}
-				ev.set("tokens_evaluated", nEval)
+				ev.set("tokens_predicted", end)
 			}
-			if !send(ev) {
-				return
-			}
+			ev.set("tokens_evaluated", j.nEval)
+		}
+		if !j.send(ev) {
+			return false
 		}
 	}
-	predMS := float64(time.Since(t1).Microseconds()) / 1000
-	if predMS <= 0 {
-		predMS = 0.001
-	}
-	drafting := draftN > 0
+	return true
+}
 
-	// timings, in the captured key order
+// timings builds the response's "timings" object, in the captured key
+// order; the draft counts only when the request drafted.
+func (j *job) timings() *object {
 	tm := newObject()
-	tm.set("cache_n", cacheN).set("prompt_n", promptN).set("prompt_ms", promptMS)
-	tm.set("prompt_per_token_ms", promptMS/float64(max(promptN, 1)))
-	tm.set("prompt_per_second", 1e3/promptMS*float64(promptN))
-	tm.set("predicted_n", n).set("predicted_ms", predMS)
-	tm.set("predicted_per_token_ms", predMS/float64(max(n, 1)))
-	tm.set("predicted_per_second", 1e3/predMS*float64(n))
-	if drafting {
-		tm.set("draft_n", draftN).set("draft_n_accepted", draftN)
+	tm.set("cache_n", j.cacheN).set("prompt_n", j.promptN).set("prompt_ms", j.promptMS)
+	tm.set("prompt_per_token_ms", j.promptMS/float64(max(j.promptN, 1)))
+	tm.set("prompt_per_second", 1e3/j.promptMS*float64(j.promptN))
+	tm.set("predicted_n", j.n).set("predicted_ms", j.predMS)
+	tm.set("predicted_per_token_ms", j.predMS/float64(max(j.n, 1)))
+	tm.set("predicted_per_second", 1e3/j.predMS*float64(j.n))
+	if j.draftN > 0 {
+		tm.set("draft_n", j.draftN).set("draft_n_accepted", j.draftN)
 	}
+	return tm
+}
 
-	params := s.genSettings(s.t.completion.obj("generation_settings"), temp, nPredict, req.Stream)
-
+// account records the request on its slot (for /slots) and in the
+// server's counters (for /metrics), and returns the slot's graphs-reused
+// count for the log line.
+func (s *server) account(j *job) int {
 	s.mu.Lock()
-	sl.served, sl.lastPrompt, sl.idTask, sl.nDecoded = true, prompt, task, n
+	defer s.mu.Unlock()
+	sl := j.sl
+	sl.served, sl.lastPrompt, sl.idTask, sl.nDecoded = true, j.prompt, j.task, j.n
 	sl.lastUsed = time.Since(s.start).Microseconds()
-	sl.graphs += max(len(rounds)-1, 0)
-	graphs := sl.graphs
-	sl.nPrompt, sl.nProcessed = nEval+n-1, promptN
-	sl.params = s.genSettings(s.t.slotServed.obj("params"), temp, nPredict, req.Stream)
+	sl.graphs += max(len(j.rounds)-1, 0)
+	sl.nPrompt, sl.nProcessed = j.nEval+j.n-1, j.promptN
+	sl.params = s.genSettings(s.t.slotServed.obj("params"), j.temp, j.nPredict, j.stream)
 	k := &s.cnt
-	k.promptTokens += promptN
-	k.promptSeconds += promptMS / 1000
-	k.predicted += n
-	k.predictedSecs += predMS / 1000
-	k.nDecode += len(rounds)
-	k.nTokensMax = max(k.nTokensMax, nEval+n-1)
-	if drafting {
-		k.draftTokens += draftN
-		k.acceptedTokens += draftN
-		k.drafts += steps
-		if len(k.perPos) < len(perPos) {
-			k.perPos = append(k.perPos, make([]int, len(perPos)-len(k.perPos))...)
+	k.promptTokens += j.promptN
+	k.promptSeconds += j.promptMS / 1000
+	k.predicted += j.n
+	k.predictedSecs += j.predMS / 1000
+	k.nDecode += len(j.rounds)
+	k.nTokensMax = max(k.nTokensMax, j.nEval+j.n-1)
+	if j.draftN > 0 {
+		k.draftTokens += j.draftN
+		k.acceptedTokens += j.draftN
+		k.drafts += j.steps
+		if len(k.perPos) < len(j.perPos) {
+			k.perPos = append(k.perPos, make([]int, len(j.perPos)-len(k.perPos))...)
 		}
-		for i, v := range perPos {
+		for i, v := range j.perPos {
 			k.perPos[i] += v
 		}
 	}
-	s.mu.Unlock()
-	s.logRequest(sl.id, task, promptN, promptMS, n, predMS, draftN, steps, nEval+n-1, graphs)
+	return sl.graphs
+}
 
-	if oai {
-		fin := s.oaiChunk("", "length", created, id)
-		usage := newObject().set("completion_tokens", n).set("prompt_tokens", nEval).set("total_tokens", nEval+n)
-		if u := s.t.oaiFinal.obj("usage"); u != nil && u.has("prompt_tokens_details") {
-			usage.set("prompt_tokens_details", newObject().set("cached_tokens", cacheN))
-		}
-		fin.set("usage", usage)
-		fin.del("id")
-		fin.set("id", id)
-		fin.set("timings", tm)
-		if req.Stream {
-			send(fin)
-			io.WriteString(w, "data: [DONE]\n\n")
-			return
-		}
-		ch := fin.get("choices").([]any)[0].(*object)
-		ch.set("text", content.String())
-		fin.set("object", "text_completion")
-		writeJSON(w, 200, toJSON(fin))
+// finishOAI sends /v1/completions' last chunk (usage and timings) and
+// [DONE], or the whole text_completion object when not streaming.
+func (s *server) finishOAI(j *job, tm *object) {
+	fin := s.oaiChunk("", "length", j.created, j.id)
+	usage := newObject().set("completion_tokens", j.n).set("prompt_tokens", j.nEval).set("total_tokens", j.nEval+j.n)
+	if u := s.t.oaiFinal.obj("usage"); u != nil && u.has("prompt_tokens_details") {
+		usage.set("prompt_tokens_details", newObject().set("cached_tokens", j.cacheN))
+	}
+	fin.set("usage", usage)
+	fin.del("id")
+	fin.set("id", j.id)
+	fin.set("timings", tm)
+	if j.stream {
+		j.send(fin)
+		io.WriteString(j.w, "data: [DONE]\n\n")
 		return
 	}
+	ch := fin.get("choices").([]any)[0].(*object)
+	ch.set("text", j.content.String())
+	fin.set("object", "text_completion")
+	writeJSON(j.w, 200, toJSON(fin))
+}
+
+// finishNative sends /completion's stop event, or the whole response
+// when not streaming.
+func (s *server) finishNative(j *job, tm, params *object) {
 	var final *object
-	if req.Stream {
+	if j.stream {
 		final = clone(s.t.streamFinal).(*object)
 		final.set("content", "")
 	} else {
 		final = clone(s.t.completion).(*object)
-		final.set("content", content.String())
+		final.set("content", j.content.String())
 	}
-	final.set("id_slot", sl.id).set("model", s.c.alias)
-	final.set("tokens_predicted", n).set("tokens_evaluated", nEval)
+	final.set("id_slot", j.sl.id).set("model", s.c.alias)
+	final.set("tokens_predicted", j.n).set("tokens_evaluated", j.nEval)
 	final.set("generation_settings", params)
-	final.set("prompt", "<s> "+prompt)
-	final.set("tokens_cached", nEval+n-1)
+	final.set("prompt", "<s> "+j.prompt)
+	final.set("tokens_cached", j.nEval+j.n-1)
 	final.set("timings", tm)
-	if req.Stream {
-		send(final)
+	if j.stream {
+		j.send(final)
 		return
 	}
-	writeJSON(w, 200, toJSON(final))
+	writeJSON(j.w, 200, toJSON(final))
 }
 
 // oaiChunk builds a /v1/completions chunk in the captured shape.
