@@ -18,7 +18,7 @@ import (
 // split along their seams; it must never rise.
 const (
 	maxFuncLines    = 80
-	longFuncCeiling = 17
+	longFuncCeiling = 0
 )
 
 // TestLongFunctionsCeiling fails when a change adds a non-test function
