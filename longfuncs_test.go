@@ -13,7 +13,7 @@ import (
 )
 
 // maxFuncLines is the length above which a function is a defect unless it
-// does one thing (HELPERS.md); longFuncCeiling is how many such non-test
+// reads as one story; longFuncCeiling is how many such non-test
 // functions the repository still has. Lower the ceiling as functions are
 // split along their seams; it must never rise.
 const (
