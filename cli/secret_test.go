@@ -157,7 +157,13 @@ func TestSecretsServe(t *testing.T) {
 				if code, body := statusCode(t, port, "Bearer "+testKey); code != http.StatusOK {
 					t.Errorf("/speclaunch/status with the key: %d %s", code, body)
 				}
-				if code := health(port); code != http.StatusOK {
+				// /health asks no key; it says 503 "Loading model" until the
+				// engine takes traffic (after the adaptive loop's probe).
+				code := health(port)
+				for deadline := time.Now().Add(20 * time.Second); code == http.StatusServiceUnavailable && time.Now().Before(deadline); code = health(port) {
+					time.Sleep(50 * time.Millisecond)
+				}
+				if code != http.StatusOK {
 					t.Errorf("/health is public, got %d", code)
 				}
 				// The adaptive loop's probe got past the key check: the fake
