@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"net/http"
@@ -256,7 +257,7 @@ func sweep(cost sim.CostModel, n, classes int, seed uint64) map[int]float64 {
 	return rates
 }
 
-func runCell(p matrixProfile, n, classes int, seed uint64) matrixCell {
+func runCell(p matrixProfile, n, classes int, seed uint64, log *slog.Logger) matrixCell {
 	rates := sweep(p.cost, n, classes, seed)
 	c := matrixCell{profile: p.name, n: n, classes: classes, start: p.start, oracle: 1}
 	for w, r := range rates {
@@ -272,7 +273,7 @@ func runCell(p matrixProfile, n, classes int, seed uint64) matrixCell {
 	defer e.srv.Close()
 	var mu sync.Mutex
 	var last Status
-	l := New(LoopDeps{Current: e.Current, Switch: e.Switch, Log: quietLog(), Now: e.clock.Now,
+	l := New(LoopDeps{Current: e.Current, Switch: e.Switch, Log: log, Now: e.clock.Now,
 		Cfg:     Config{Interval: 300 * time.Microsecond},
 		Publish: func(s Status) { mu.Lock(); last = s; mu.Unlock() }})
 	e.loop = l
@@ -385,31 +386,41 @@ func BenchmarkAdaptMatrix(b *testing.B) {
 	b.Log("\n" + matrixMarkdown(cells))
 }
 
-// runMatrix runs every cell, four at a time (each mostly waits on its
-// loop's ticker).
-func runMatrix(profiles []matrixProfile) []matrixCell {
-	type job struct {
-		i          int
-		p          matrixProfile
-		n, classes int
-	}
-	var jobs []job
+// matrixJob is one cell to run; its index in the matrix gives its seed,
+// so a cell run alone (TestMatrixCell) runs as it does in the matrix.
+type matrixJob struct {
+	i          int
+	p          matrixProfile
+	n, classes int
+}
+
+func (j matrixJob) seed() uint64 { return uint64(j.i)*1000 + 1 }
+
+func matrixJobs(profiles []matrixProfile) []matrixJob {
+	var jobs []matrixJob
 	for _, p := range profiles {
 		for _, n := range []int{1, 4} {
 			for _, classes := range []int{1, 2} {
-				jobs = append(jobs, job{len(jobs), p, n, classes})
+				jobs = append(jobs, matrixJob{len(jobs), p, n, classes})
 			}
 		}
 	}
+	return jobs
+}
+
+// runMatrix runs every cell, four at a time (each mostly waits on its
+// loop's ticker).
+func runMatrix(profiles []matrixProfile) []matrixCell {
+	jobs := matrixJobs(profiles)
 	cells := make([]matrixCell, len(jobs))
-	ch := make(chan job)
+	ch := make(chan matrixJob)
 	var wg sync.WaitGroup
 	for range 4 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for j := range ch {
-				cells[j.i] = runCell(j.p, j.n, j.classes, uint64(j.i)*1000+1)
+				cells[j.i] = runCell(j.p, j.n, j.classes, j.seed(), quietLog())
 			}
 		}()
 	}
@@ -469,24 +480,23 @@ func matrixMarkdown(cells []matrixCell) string {
 	return b.String()
 }
 
-// TestMatrixCellSmoke is a quick look at single cells (-run, -v).
-func TestMatrixCellSmoke(t *testing.T) {
-	if os.Getenv("ADAPT_MATRIX_SMOKE") == "" {
-		t.Skip("set ADAPT_MATRIX_SMOKE")
+// TestMatrixCell runs matrix cells alone, with their matrix seeds, and
+// logs every decision of the loop: ADAPT_MATRIX_CELL=profile/clients/classes
+// (e.g. "flat/1/2"; the profile as in the table, a field left empty
+// matches all), with -v.
+func TestMatrixCell(t *testing.T) {
+	want := os.Getenv("ADAPT_MATRIX_CELL")
+	if want == "" {
+		t.Skip("set ADAPT_MATRIX_CELL=profile/clients/classes")
 	}
-	for _, p := range matrixProfiles(t) {
-		if !strings.Contains(p.name, os.Getenv("ADAPT_MATRIX_SMOKE")) {
+	f := append(strings.Split(want, "/"), "", "")
+	for _, j := range matrixJobs(matrixProfiles(t)) {
+		if f[0] != "" && j.p.name != f[0] || f[1] != "" && f[1] != fmt.Sprint(j.n) || f[2] != "" && f[2] != fmt.Sprint(j.classes) {
 			continue
 		}
-		for _, n := range []int{1, 4} {
-			start := time.Now()
-			classes := 1
-			if os.Getenv("ADAPT_MATRIX_CLASSES") == "2" {
-				classes = 2
-			}
-			c := runCell(p, n, classes, 1)
-			t.Logf("%s n=%d: oracle %d (%.1f), start frac %.3f, frac %.3f, width %d, switches %v, settle %.0fs, pred %+v, wall %v",
-				c.profile, n, c.oracle, c.oracleRate, c.startFrac, c.frac, c.width, c.switches, c.settleS, c.predErr, time.Since(start))
-		}
+		log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+		c := runCell(j.p, j.n, j.classes, j.seed(), log)
+		t.Logf("%s n=%d classes=%d: oracle %d (%.1f), start frac %.3f, frac %.3f, width %d, switches %v, settle %.0fs, pred %+v",
+			c.profile, j.n, j.classes, c.oracle, c.oracleRate, c.startFrac, c.frac, c.width, c.switches, c.settleS, c.predErr)
 	}
 }
