@@ -109,14 +109,14 @@ func TestDrift(t *testing.T) {
 		return a
 	}
 	base := obs(1000, 0.9, 0.9, 0.9)
-	if k := Drift(base, obs(300, 0.88, 0.91, 0.9), 4); k != 0 {
+	if k := Drift(base, obs(300, 0.88, 0.91, 0.9), 4, nil); k != 0 {
 		t.Errorf("noise called drift at %d", k)
 	}
 	// Position 3 falls from 0.9 to 0.5: z ≈ 16.
-	if k := Drift(base, obs(300, 0.9, 0.9, 0.5), 4); k != 3 {
+	if k := Drift(base, obs(300, 0.9, 0.9, 0.5), 4, nil); k != 3 {
 		t.Errorf("drift at %d, want 3", k)
 	}
-	if k := Drift(base, obs(300, 0.9), 4); k != 0 { // fewer positions: compare the common ones
+	if k := Drift(base, obs(300, 0.9), 4, nil); k != 0 { // fewer positions: compare the common ones
 		t.Errorf("drift at %d", k)
 	}
 }

@@ -96,8 +96,12 @@ type Inputs struct {
 	// Own is each width's own acceptance: the cycles served at that width
 	// (since the traffic last drifted, at this concurrency), counted at
 	// the positions it drafts. A width other than the running one with at
-	// least MinCycles of its own is judged by its own tokens per cycle, not
-	// the model's: S per cycle depends on the width (see Rule.TrialBand).
+	// least a pool's worth of its own (driftPool · MinCycles, 1024 cycles)
+	// is judged by its own tokens per cycle, not the model's: S per cycle
+	// depends on the width (see Rule.TrialBand). Less is one stretch of
+	// the traffic: on the sim matrix's two alternating classes the
+	// exploration width 8 measured 581 tok/s over 396 cycles where the
+	// model said 455, and the loop settled there instead of going home.
 	// The running width is always judged by Acc, whose positions below it
 	// are the running engine's own.
 	Own map[int]Counts
@@ -285,7 +289,7 @@ func candidates(in Inputs, r Rule, n, maxW, inc int) (cands []Candidate, rate ma
 		}
 		t, ok1 := in.Acc.TokensPerCycle(w)
 		from := "model"
-		if o, ok := in.Own[w]; ok && w >= 2 && w != in.Running && o.Cycles >= r.MinCycles && len(o.AtLeast) >= w-1 {
+		if o, ok := in.Own[w]; ok && w >= 2 && w != in.Running && o.Cycles >= driftPool*r.MinCycles && len(o.AtLeast) >= w-1 {
 			t, ok1, from = o.TokensPerCycle(), true, "own"
 			own[w] = o
 		} else if w == in.Running {
@@ -322,16 +326,22 @@ func (d *Decision) verdict(in Inputs, r Rule, inc int) bool {
 	return false
 }
 
-// trial picks the width to measure before judging it: one with no own
-// acceptance and not tried before, 2 ≤ t ≤ maxW (within the observed
-// positions), predicted at least (1 − TrialBand) of the running width's
-// rate; the highest predicted, ties to the narrower. 0 when none.
+// trial picks the width to measure before judging it: one not tried
+// before, 2 ≤ t ≤ maxW (within the observed positions), predicted at
+// least (1 − TrialBand) of the running width's rate; the highest
+// predicted, ties to the narrower. 0 when none. A width with own
+// acceptance is tried again only when a pool's worth of it (driftPool ·
+// MinCycles) measured better than the running width, under the margin:
+// a trial kept on a lucky stretch of the traffic left it.
 func trial(in Inputs, r Rule, cands []Candidate, maxW int, rate map[int]float64) int {
 	pick := 0
 	for _, c := range cands { // ascending width
 		w := c.Width
-		if w < 2 || w > maxW || w == in.Running || w == in.Home || in.Own[w].Cycles > 0 || in.Tried[w] || in.Avoid[w] {
+		if w < 2 || w > maxW || w == in.Running || w == in.Home || in.Tried[w] || in.Avoid[w] {
 			continue
+		}
+		if o := in.Own[w].Cycles; o > 0 && (o < driftPool*r.MinCycles || c.TokensFrom != "own" || c.TokPerS <= rate[in.Running]) {
+			continue // measured, and not over a pool's worth measured better than the running width
 		}
 		if c.TokPerS < (1-r.TrialBand)*rate[in.Running] {
 			continue

@@ -160,8 +160,11 @@ func (a Acceptance) MinCycles(w int) float64 {
 
 // Drift compares two acceptance observations position by position with a
 // two-proportion z test and returns the first position whose difference
-// exceeds z standard errors (0 when none): the traffic changed.
-func Drift(old, now Acceptance, z float64) int {
+// exceeds z standard errors (0 when none): the traffic changed. phi[k-1]
+// (see Dispersion; 1 where missing) scales the variance of position k:
+// cycles are not independent draws when requests of different acceptance
+// come in runs.
+func Drift(old, now Acceptance, z float64, phi []float64) int {
 	for k := 1; k <= min(len(old), len(now)); k++ {
 		a, b := old[k-1], now[k-1]
 		if a.Cycles <= 0 || b.Cycles <= 0 {
@@ -170,6 +173,9 @@ func Drift(old, now Acceptance, z float64) int {
 		p1, p2 := a.S(), b.S()
 		p := (a.Count + b.Count) / (a.Cycles + b.Cycles)
 		se := math.Sqrt(p * (1 - p) * (1/a.Cycles + 1/b.Cycles))
+		if k <= len(phi) {
+			se *= math.Sqrt(phi[k-1])
+		}
 		if se == 0 {
 			if p1 != p2 {
 				return k
@@ -181,4 +187,51 @@ func Drift(old, now Acceptance, z float64) int {
 		}
 	}
 	return 0
+}
+
+// Dispersion is, per position, how much more S(k) spreads between the
+// epochs of each group than binomial sampling of their cycles explains:
+// Pearson's χ² of the epochs around their group's pooled S(k), summed over
+// the groups, over its degrees of freedom; at least 1, and 1 with no
+// degree of freedom. Each group is one stretch of the traffic (the pool
+// under test, the pool before it), so a change between the groups (a
+// drift) does not inflate it, while requests of different acceptance
+// alternating within a stretch do. On the sim matrix with two classes of
+// requests alternating every 8, a 1024-cycle pool at width 4 held about 3
+// runs of one class, two of one and one of the other in turn; the test
+// took that for a drift at nearly every pool, dropped the far positions
+// and the trials they named, and the loop stayed at 4 (0.95 of the best).
+func Dispersion(groups ...[]Acceptance) []float64 {
+	var phi []float64
+	for k := 1; ; k++ {
+		chi, df, any := 0.0, 0, false
+		for _, g := range groups {
+			var x, c float64
+			var at []Obs
+			for _, a := range g {
+				if k <= len(a) && a[k-1].Cycles > 0 {
+					at = append(at, a[k-1])
+					x, c = x+a[k-1].Count, c+a[k-1].Cycles
+				}
+			}
+			any = any || len(at) > 0
+			p := x / c
+			if len(at) < 2 || p <= 0 || p >= 1 {
+				continue
+			}
+			for _, o := range at {
+				d := o.Count - o.Cycles*p
+				chi += d * d / (o.Cycles * p * (1 - p))
+			}
+			df += len(at) - 1
+		}
+		if !any {
+			return phi
+		}
+		f := 1.0
+		if df > 0 {
+			f = math.Max(1, chi/float64(df))
+		}
+		phi = append(phi, f)
+	}
 }

@@ -208,12 +208,14 @@ type Loop struct {
 	// epoch the tokens a cycle delivered; they join deliv with pend.
 	pendTok float64
 	pendEp  []float64
-	epoch   Counts     // the epoch being filled
-	wide    Acceptance // the widest observation: far positions for Decide
-	tokens  float64    // tokens in this epoch (width 1 has no cycles)
-	classic float64    // tokens this engine decoded at width 1, for a check
-	nLive   []float64  // concurrency samples, the last liveScrapes of this engine
-	lastN   int        // the concurrency of the last epoch; 0 before one
+	pendObs []Acceptance // each epoch's acceptance in pend, for the drift test's Dispersion
+	prevObs []Acceptance // and in the pool before it on this engine
+	epoch   Counts       // the epoch being filled
+	wide    Acceptance   // the widest observation: far positions for Decide
+	tokens  float64      // tokens in this epoch (width 1 has no cycles)
+	classic float64      // tokens this engine decoded at width 1, for a check
+	nLive   []float64    // concurrency samples, the last liveScrapes of this engine
+	lastN   int          // the concurrency of the last epoch; 0 before one
 	// predict seconds and cycles: of the epoch being filled, and of this
 	// engine's epochs since the concurrency last changed
 	epPredS, epCycles float64
@@ -283,7 +285,7 @@ func (l *Loop) clearState() {
 	l.measured, l.own, l.tried, l.avoid, l.predict = map[int]Measure{}, map[int]Counts{}, map[int]bool{}, map[int]bool{}, map[int]float64{}
 	l.deliv, l.delivEp = map[int][2]float64{}, map[int][]float64{}
 	l.wide, l.base, l.pend, l.home, l.exploring, l.trial, l.check = nil, Counts{}, Counts{}, 0, false, false, nil
-	l.pendTok, l.pendEp = 0, nil
+	l.pendTok, l.pendEp, l.pendObs, l.prevObs = 0, nil, nil, nil
 	l.recheckEvery, l.exploreFirst, l.explored = 0, false, 0
 	l.probedN, l.probeN, l.probeEr = nil, nil, nil
 	l.noCostNote, l.noCostWhy, l.noCostN = "", "", 0
@@ -547,6 +549,7 @@ func (l *Loop) reset(t Target) {
 	}
 	l.gen, l.width, l.fresh = t.Gen, t.Width, true
 	l.base, l.pend, l.epoch, l.pendTok, l.pendEp = Counts{}, Counts{}, Counts{}, 0, nil
+	l.pendObs, l.prevObs = nil, nil
 	l.tokens, l.classic, l.nLive, l.lastN = 0, 0, nil, 0
 	l.epPredS, l.epCycles, l.predS, l.cycles = 0, 0, 0, 0
 	l.status.Width = t.Width
@@ -713,6 +716,7 @@ const driftPool = 4
 // once it holds driftPool·MinCycles cycles.
 func (l *Loop) foldAcceptance() {
 	l.pend.Merge(l.epoch)
+	l.pendObs = append(l.pendObs, l.epoch.Obs())
 	if l.pend.Cycles >= driftPool*l.cfg.MinCycles {
 		l.commit(true)
 	}
@@ -723,9 +727,10 @@ func (l *Loop) foldAcceptance() {
 // replaces them with it.
 func (l *Loop) commit(test bool) {
 	ep := l.pend.Obs()
+	phi := Dispersion(l.prevObs, l.pendObs)
 	drifted := false
 	if test && l.base.Cycles > 0 {
-		if k := Drift(l.base.Obs(), ep, l.cfg.DriftZ); k > 0 {
+		if k := Drift(l.base.Obs(), ep, l.cfg.DriftZ, phi); k > 0 {
 			drifted = true
 			l.d.Log.Info("adapt: acceptance drifted; deciding from the latest epochs", "position", k,
 				"was", l.base.Obs().S(k), "now", ep.S(k))
@@ -742,7 +747,7 @@ func (l *Loop) commit(test bool) {
 	// before a traffic change no epoch of one engine showed (one past the
 	// width served meanwhile): the same test, at one width.
 	if o := l.own[l.width]; test && !drifted && o.Cycles > 0 {
-		if k := Drift(o.Obs(), ep, l.cfg.DriftZ); k > 0 {
+		if k := Drift(o.Obs(), ep, l.cfg.DriftZ, phi); k > 0 {
 			l.d.Log.Info("adapt: acceptance at this width drifted since it was last measured; dropping the widths measured", "width", l.width, "position", k,
 				"was", o.Obs().S(k), "now", ep.S(k))
 			l.resetTrials()
@@ -756,6 +761,7 @@ func (l *Loop) commit(test bool) {
 	l.deliv[l.width] = [2]float64{d[0] + l.pendTok, d[1] + l.pend.Cycles}
 	l.delivEp[l.width] = append(l.delivEp[l.width], l.pendEp...)
 	l.pend, l.pendTok, l.pendEp = Counts{}, 0, nil
+	l.prevObs, l.pendObs = l.pendObs, nil
 	// The far positions are not tested against this width's S: S per
 	// cycle depends on the width when easy text comes in runs (a wide
 	// cycle takes a run at once), so S(k) at width 8 can sit several

@@ -207,6 +207,7 @@ func (l *Loop) act(now time.Time, dec Decision) Action {
 		// the sim's collapse profile the live tail at width 4 asks for one
 		// every period, and each costs an epoch at the widest width.
 		l.recheckEvery = min(2*l.recheckPeriod(), reexploreMaxFactor*l.cfg.ReexploreEvery)
+		clear(l.tried) // a new look: widths measured better, under the margin, may be tried again (Decide's trial)
 		live := min(len(acc), max(0, l.width-1))
 		s := 0.0
 		if live > 0 {

@@ -1,0 +1,81 @@
+package adapt
+
+import (
+	"context"
+	"testing"
+)
+
+// Two classes of requests: an easy one (S = .9, .8, .7) and a hard one
+// (S = .5, .3, .2), in epochs of 256 cycles.
+var (
+	easyEpoch = Counts{Cycles: 256, AtLeast: []float64{230.4, 204.8, 179.2}}
+	hardEpoch = Counts{Cycles: 256, AtLeast: []float64{128, 76.8, 51.2}}
+)
+
+// Requests of different acceptance alternating within each pool are not a
+// drift, however unevenly two pools split them; a pool of other traffic
+// throughout is. Before Dispersion a pool of three easy epochs and one
+// hard against one of three hard and one easy read as z ≈ 10 at S(1),
+// and each such drift dropped the far positions and the trials.
+func TestLoopDriftAcrossMixedPools(t *testing.T) {
+	e, h := easyEpoch, hardEpoch
+	cases := []struct {
+		name   string
+		epochs []Counts // pools of driftPool epochs
+		drift  bool
+	}{
+		{"the same mix, split unevenly", []Counts{e, e, h, e, h, h, e, h}, false},
+		{"the same mix, split evenly", []Counts{e, h, e, h, h, e, h, e}, false},
+		{"one class, then the other", []Counts{e, e, e, e, h, h, h, h}, true},
+		{"one class throughout", []Counts{e, e, e, e, e, e, e, e}, false},
+		// The mix's own spread hides the change at the first pool of the
+		// hard class alone; the next pool shows it.
+		{"a mix, then the hard class alone", []Counts{e, h, e, h, h, h, h, h, h, h, h, h}, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			l := New(LoopDeps{Current: func() Target { return Target{Width: 4} }, Switch: func(context.Context, int, string) error { return nil },
+				Log: quietLog(), Cfg: testCfg()})
+			l.width, l.ownN, l.lastN = 4, 1, 1
+			l.tried[3] = true
+			for _, ep := range c.epochs {
+				l.epoch = Counts{Cycles: ep.Cycles, AtLeast: append([]float64(nil), ep.AtLeast...)}
+				l.epCycles, l.epPredS = ep.Cycles, ep.Cycles*0.005
+				l.closeEpoch(1)
+			}
+			all := float64(len(c.epochs)) * 256
+			if dropped := l.base.Cycles < all; dropped != c.drift {
+				t.Errorf("base holds %.0f of %.0f cycles, tried %v: drift %v, want %v", l.base.Cycles, all, l.tried, dropped, c.drift)
+			}
+		})
+	}
+}
+
+// Dispersion is 1 for epochs that spread as binomial sampling does (here
+// not at all), large for epochs of two classes within one group, and not
+// raised by a change between the groups.
+func TestDispersion(t *testing.T) {
+	e, h := easyEpoch.Obs(), hardEpoch.Obs()
+	cases := []struct {
+		name   string
+		groups [][]Acceptance
+		min    float64 // phi at S(1) at least
+		max    float64 // and at most
+	}{
+		{"one class", [][]Acceptance{{e, e, e, e}}, 1, 1},
+		{"a change between the groups", [][]Acceptance{{e, e}, {h, h}}, 1, 1},
+		{"two classes within a group", [][]Acceptance{{e, h, e, h}}, 64, 66}, // (.2·256)²/(256·.7·.3) · 4/3
+		{"one epoch: no degree of freedom", [][]Acceptance{{e}}, 1, 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			phi := Dispersion(c.groups...)
+			if len(phi) != 3 || phi[0] < c.min || phi[0] > c.max {
+				t.Errorf("phi %v, want S(1)'s in [%g, %g] over 3 positions", phi, c.min, c.max)
+			}
+		})
+	}
+	if phi := Dispersion(); len(phi) != 0 {
+		t.Errorf("no epochs: phi %v, want none", phi)
+	}
+}
