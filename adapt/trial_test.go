@@ -336,3 +336,30 @@ func TestLoopOwnDriftAcrossEngineLives(t *testing.T) {
 		t.Errorf("own %+v: want both epochs", l.own)
 	}
 }
+
+// A re-check renews the trials: the widths tried may be tried again (a
+// width measured better, under the margin, left behind by a trial kept on
+// a run of easy requests; see TestDecideOwnAndTrials), at the re-check's
+// bounded rate.
+func TestRecheckRenewsTrials(t *testing.T) {
+	cases := []struct {
+		name  string
+		dec   Decision
+		tried int // widths still counted as tried after the decision
+	}{
+		{"a re-check", Decision{Running: 4, Choice: 4, Recheck: 17, S: []Position{{K: 1, S: 0.8}, {K: 2, S: 0.6}, {K: 3, S: 0.5}}}, 0},
+		{"a decision that stays", Decision{Running: 4, Choice: 4, S: []Position{{K: 1, S: 0.8}}}, 2},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			l := New(LoopDeps{Current: func() Target { return Target{Width: 4} }, Switch: func(context.Context, int, string) error { return nil },
+				Log: quietLog(), Cfg: testCfg()})
+			l.width, l.explored = 4, 1
+			l.tried[5], l.tried[3] = true, true
+			a := l.act(time.Unix(1_800_000_000, 0), c.dec)
+			if len(l.tried) != c.tried || (c.dec.Recheck > 0) != (a.Kind == ActSwitch && a.Width == c.dec.Recheck) {
+				t.Errorf("action %+v, tried %v: want %d widths still tried", a, l.tried, c.tried)
+			}
+		})
+	}
+}
