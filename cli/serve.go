@@ -131,9 +131,12 @@ func (sv *launcher) reload(cur *plan.Plan, ch watch.Change) (*plan.Plan, bool, e
 		return nil, false, err
 	}
 	np, err := build(sv.e, l, plan.Options{})
-	if err == nil && sv.adapted > 0 && np.Settings.Adapt.Value {
+	sv.mu.Lock() // the runtime's goroutine sets them after an adaptive switch
+	adapted, why := sv.adapted, sv.adaptReason
+	sv.mu.Unlock()
+	if err == nil && adapted > 0 && np.Settings.Adapt.Value {
 		// The width the adaptive loop chose stays (an operator width still wins).
-		np, err = build(sv.e, l, plan.Options{Adapted: sv.adapted, AdaptReason: sv.adaptReason})
+		np, err = build(sv.e, l, plan.Options{Adapted: adapted, AdaptReason: why})
 	}
 	if err == nil {
 		err = checkLaunchable(np, false)

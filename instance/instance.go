@@ -96,11 +96,8 @@ type Options struct {
 // so callers can show its last lines.
 func Start(ctx context.Context, p *plan.Plan, o Options) (*Engine, error) {
 	r := &Engine{Plan: p, Began: time.Now(), StopTimeout: o.StopTimeout}
-	r.client = func(timeout time.Duration) *http.Client {
-		if o.Client != nil {
-			return o.Client(p, timeout)
-		}
-		return &http.Client{Timeout: timeout}
+	if o.Client != nil {
+		r.client = func(timeout time.Duration) *http.Client { return o.Client(p, timeout) }
 	}
 	out := o.Out
 	format := o.Format
@@ -288,7 +285,8 @@ func (r *Engine) verifyPy(ctx context.Context) Check {
 	return Check{Note: "could not verify the width: " + err.Error()}
 }
 
-// httpClient is the client of verification requests.
+// httpClient is the client of verification requests: Options.Client's,
+// else a plain one.
 func (r *Engine) httpClient(timeout time.Duration) *http.Client {
 	if r.client == nil {
 		return &http.Client{Timeout: timeout}

@@ -249,9 +249,17 @@ const (
 	lvError = 8
 )
 
-// DrainTimedOut is the Why of a Stop whose engine still had requests in
-// flight when its drain timeout ran out.
-const DrainTimedOut = "drain timed out"
+// Why a Stop is sent, besides a switch's kind (reload, adapt, …): the
+// shell logs a stop for shutdown ("engine stopped") apart from an old
+// engine's ("old engine stopped").
+const (
+	// DrainTimedOut: the engine still had requests in flight when its
+	// drain timeout ran out.
+	DrainTimedOut = "drain timed out"
+	WhyStopping   = "stopping"          // the launcher stops
+	WhyFinished   = "requests finished" // the launcher stops; its requests ended
+	WhyHung       = "hung"
+)
 
 // ErrStopping answers switches asked for while the launcher stops.
 var ErrStopping = errors.New("speclaunch is stopping")
@@ -500,7 +508,7 @@ func samePlan(a, b *plan.Plan) bool {
 // exited takes an engine's end.
 func (s *stepper) exited(e Exited) {
 	m := &s.m
-	m.stopping = remove(m.stopping, e.ID)
+	m.stopping = slices.DeleteFunc(m.stopping, func(x EngineID) bool { return x == e.ID })
 	switch {
 	case m.Draining != nil && m.Draining.ID == e.ID:
 		m.Draining, m.drainBy = nil, time.Time{}
@@ -531,7 +539,7 @@ func (s *stepper) hung(id EngineID) {
 	for _, e := range []*Engine{m.Serving, m.Draining} {
 		if e != nil && e.ID == id {
 			s.log(lvError, "engine stopped answering; killing it", "engine", id)
-			s.do(Gone{ID: id}, Stop{ID: id, Kill: true, Why: "hung"})
+			s.do(Gone{ID: id}, Stop{ID: id, Kill: true, Why: WhyHung})
 			m.stopping = append(m.stopping, id)
 			if e == m.Serving {
 				m.lastCode = 137
@@ -577,11 +585,11 @@ func (s *stepper) drained(id EngineID, timedOut bool) {
 	m := &s.m
 	if m.Phase == Stopping {
 		if m.Serving != nil && m.Serving.ID == id {
-			s.stopEngine(m.Serving, "requests finished")
+			s.stopEngine(m.Serving, WhyFinished)
 			return
 		}
 	}
-	if m.Draining == nil || m.Draining.ID != id || contains(m.stopping, id) {
+	if m.Draining == nil || m.Draining.ID != id || slices.Contains(m.stopping, id) {
 		return
 	}
 	m.drainBy = time.Time{}
@@ -600,7 +608,7 @@ func (s *stepper) jobKind() string {
 }
 
 func (s *stepper) stopEngine(e *Engine, why string) {
-	if contains(s.m.stopping, e.ID) {
+	if slices.Contains(s.m.stopping, e.ID) {
 		return
 	}
 	s.m.stopping = append(s.m.stopping, e.ID)
@@ -647,7 +655,7 @@ func (s *stepper) graceful() {
 		// new one is not needed.
 		st := m.Starting
 		m.Starting = nil
-		s.stopEngine(st, "stopping")
+		s.stopEngine(st, WhyStopping)
 		if m.Job != nil {
 			s.do(Reply{Job: m.Job, Err: ErrStopping})
 			m.Job = nil
@@ -660,7 +668,7 @@ func (s *stepper) graceful() {
 		// Like a shell, the launcher then exits with 128+signal.
 		st := m.Starting
 		m.Starting = nil
-		s.stopEngine(st, "stopping")
+		s.stopEngine(st, WhyStopping)
 		if n, ok := m.sig.(syscall.Signal); ok {
 			m.lastCode, m.lastErr = 128+int(n), fmt.Errorf("interrupted (%s) while the engine was starting; it was stopped", sigName(m.sig))
 		}
@@ -709,11 +717,11 @@ func (s *stepper) stopAll(kill bool) {
 		if e == nil {
 			continue
 		}
-		if kill || !contains(m.stopping, e.ID) {
-			if !contains(m.stopping, e.ID) {
+		if kill || !slices.Contains(m.stopping, e.ID) {
+			if !slices.Contains(m.stopping, e.ID) {
 				m.stopping = append(m.stopping, e.ID)
 			}
-			s.do(Stop{ID: e.ID, Sig: m.sig, Kill: kill, Why: "stopping"})
+			s.do(Stop{ID: e.ID, Sig: m.sig, Kill: kill, Why: WhyStopping})
 		}
 	}
 	if m.Job != nil {
@@ -746,7 +754,7 @@ func (s *stepper) maybeExit() {
 	}
 	if m.Starting != nil {
 		// Past the deadline with an engine still starting: stop it.
-		s.stopEngine(m.Starting, "stopping")
+		s.stopEngine(m.Starting, WhyStopping)
 		m.Starting = nil
 		return
 	}
@@ -777,23 +785,4 @@ func sigName(sig os.Signal) string {
 		return "SIGINT"
 	}
 	return sig.String()
-}
-
-func contains(ids []EngineID, id EngineID) bool {
-	for _, x := range ids {
-		if x == id {
-			return true
-		}
-	}
-	return false
-}
-
-func remove(ids []EngineID, id EngineID) []EngineID {
-	out := ids[:0:0]
-	for _, x := range ids {
-		if x != id {
-			out = append(out, x)
-		}
-	}
-	return out
 }

@@ -261,7 +261,7 @@ func (r *Runtime) start(a Start) {
 		r.mu.Unlock()
 		switch why {
 		case "":
-		case "stopping", "requests finished":
+		case WhyStopping, WhyFinished:
 			r.o.Log.Info("engine stopped", "pid", in.Proc.PID(), "exit_code", code)
 		default:
 			r.o.Log.Info("old engine stopped", "pid", in.Proc.PID(), "exit_code", code)
