@@ -108,14 +108,20 @@ func TestLoopNoCostStaysAndSaysSo(t *testing.T) {
 	if settled(s) || s.Decision.Switch || len(switchedOf(m)) != 0 {
 		t.Errorf("switches %v; decision %+v", switchedOf(m), s.Decision)
 	}
+	// Read the log under the lock, and release it before waiting for the
+	// loop: it logs under the same lock, so holding it across <-r.done
+	// deadlocks the test (CI once hung here for 10 minutes).
 	mu.Lock()
-	defer mu.Unlock()
-	decisions := strings.Count(logs.String(), "no cost for the running width 8")
-	if n := strings.Count(logs.String(), "level=WARN msg=\"adapt: not adapting at concurrency 4"); n != 1 || decisions < 5 {
+	text := logs.String()
+	mu.Unlock()
+	decisions := strings.Count(text, "no cost for the running width 8")
+	if n := strings.Count(text, "level=WARN msg=\"adapt: not adapting at concurrency 4"); n != 1 || decisions < 5 {
 		t.Errorf("the note logged at warn %d times over %d decisions, want once", n, decisions)
 	}
 	cancel()
-	<-r.done
+	if err := <-r.done; err != nil {
+		t.Fatal(err)
+	}
 }
 
 // oneSequenceCurve is the model engine's verify cost for rows 1..17 only:
