@@ -54,6 +54,9 @@ func (l *Loop) knownCurve(pair string) (Curve, bool) {
 	if l.sharedPair == "" {
 		l.sharedPair = pair
 	}
+	if l.sharedSlot != l.slots {
+		l.shared, l.sharedSlot = Curve{}, l.slots // another slot count: its own curve
+	}
 	if len(l.shared.VerifyMS) > 0 {
 		return copyCurve(l.shared), true
 	}
@@ -75,8 +78,13 @@ func (l *Loop) firstPair() string {
 	return l.keyPair
 }
 
-// cacheKey is the deps' key.
-func (l *Loop) cacheKey() CacheKey { return l.d.CacheKey }
+// cacheKey is the deps' key with the slots of the engine last asked
+// (rowsFor). Call with l.mu held.
+func (l *Loop) cacheKey() CacheKey {
+	k := l.d.CacheKey
+	k.Slots = l.slots
+	return k
+}
 
 // addCurve extends the known curve for pair by probed samples, caches it
 // and returns it.
@@ -86,7 +94,10 @@ func (l *Loop) addCurve(pair string, samples map[int][]float64) Curve {
 	if pair != "" && l.sharedPair != "" && pair != l.sharedPair {
 		l.shared = Curve{}
 	}
-	l.sharedPair = cmp.Or(l.sharedPair, pair)
+	if l.sharedSlot != l.slots {
+		l.shared = Curve{}
+	}
+	l.sharedPair, l.sharedSlot = cmp.Or(l.sharedPair, pair), l.slots
 	l.shared = l.shared.with(samples)
 	if l.cacheable() && (pair == "" || pair == l.firstPair()) {
 		if err := SaveCurve(l.d.CacheDir, l.cacheKey(), l.shared, l.d.Now()); err != nil {

@@ -14,20 +14,30 @@ import (
 )
 
 // CacheKey names what a probed curve is a property of: the engine build,
-// the GPU and the model files. A different key is a different curve.
+// the GPU, the model files and the engine's slots. A different key is a
+// different curve.
 type CacheKey struct {
 	Engine     string      `json:"engine"`     // e.g. "llama.cpp 0 (d32676d)"
 	GPU        string      `json:"gpu"`        // e.g. "NVIDIA H200"
 	Capability string      `json:"capability"` // e.g. "9.0"
 	Models     []ModelFile `json:"models"`
+	// Slots is the engine's /props total_slots (0: unknown). The same
+	// rows cost differently with another slot count (the KV cache is
+	// split among the slots): on the H200 of 2026-12-03 a curve probed
+	// under -np 4 was reused for an -np 1 engine of the same files.
+	Slots int `json:"slots"`
 }
 
-// ModelFile identifies a model file by path, size and modification time:
-// re-quantizing or replacing it changes one of them.
+// ModelFile identifies a model file by path, size, modification time and
+// content: re-quantizing, replacing or copying another file over it
+// changes one of them.
 type ModelFile struct {
 	Path    string `json:"path"`
 	Size    int64  `json:"size"`
 	ModTime int64  `json:"mtime_unix_ns"`
+	// SHA256 is the content hash of the record's content_method (sampled
+	// above 64 MiB, so it costs about 33 MiB of reading per file).
+	SHA256 string `json:"sha256,omitempty"`
 }
 
 // StatModel fills a ModelFile from the file system.
@@ -135,7 +145,7 @@ func LoadCurve(dir string, k CacheKey, log *slog.Logger) (Curve, bool) {
 }
 
 func sameKey(a, b CacheKey) bool {
-	return a.Engine == b.Engine && a.GPU == b.GPU && a.Capability == b.Capability && slices.Equal(a.Models, b.Models)
+	return a.Engine == b.Engine && a.GPU == b.GPU && a.Capability == b.Capability && a.Slots == b.Slots && slices.Equal(a.Models, b.Models)
 }
 
 // SaveCurve writes the curve for k atomically (a temporary file renamed

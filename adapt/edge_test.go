@@ -193,6 +193,20 @@ func TestCurveCache(t *testing.T) {
 	if _, ok := LoadCurve(dir, other, log); ok {
 		t.Error("a curve for another model file was used")
 	}
+	// Another content under the same path, size and time (a copy with
+	// its times kept), or another slot count: another curve.
+	for name, k := range map[string]CacheKey{
+		"content": func() CacheKey {
+			k := key
+			k.Models = []ModelFile{{Path: "/m/t.gguf", Size: 3905910048, ModTime: 1, SHA256: "ab12"}}
+			return k
+		}(),
+		"slots": func() CacheKey { k := key; k.Slots = 4; return k }(),
+	} {
+		if _, ok := LoadCurve(dir, k, log); ok {
+			t.Errorf("a curve for another %s was used", name)
+		}
+	}
 	if logs.Len() != 0 {
 		t.Errorf("a plain miss warned: %s", logs.String())
 	}

@@ -192,6 +192,8 @@ type Loop struct {
 	shared     Curve
 	sharedPair string
 	keyPair    string // the pair the cache key names: the first seen
+	slots      int    // the engine's total_slots, last asked (0: unknown)
+	sharedSlot int    // the slots shared was probed with
 
 	curve    Curve
 	pair     string // the model pair the state below belongs to ("" unknown)
@@ -491,9 +493,16 @@ func (l *Loop) getCurve(ctx context.Context) error {
 // rowsFor is the rows the engine at base needs probed for its slots.
 func (l *Loop) rowsFor(ctx context.Context, base string) []int {
 	slots, err := totalSlots(ctx, l.d.HTTP, base)
-	if err != nil && ctx.Err() == nil {
-		l.d.Log.Debug("adapt: the engine's slots are unknown; probing the rows of one sequence", "err", err)
+	known := slots
+	if err != nil {
+		known = 0
+		if ctx.Err() == nil {
+			l.d.Log.Debug("adapt: the engine's slots are unknown; probing the rows of one sequence", "err", err)
+		}
 	}
+	l.mu.Lock()
+	l.slots = known // part of the cache key
+	l.mu.Unlock()
 	return upFrontRows(l.cfg.MaxWidth, slots)
 }
 

@@ -146,7 +146,7 @@ func TestCachedCurveWithoutConcurrentRows(t *testing.T) {
 	for _, slots := range []int{4, 0} {
 		t.Run(fmt.Sprintf("slots %d", slots), func(t *testing.T) {
 			dir := t.TempDir()
-			key := CacheKey{Engine: "llama.cpp 0 (test)", GPU: "test", Models: []ModelFile{{Path: "/m.gguf", Size: 1}}}
+			key := CacheKey{Engine: "llama.cpp 0 (test)", GPU: "test", Models: []ModelFile{{Path: "/m.gguf", Size: 1}}, Slots: slots}
 			old := Curve{VerifyMS: map[int]float64{}, Source: "probe"}
 			for w := 1; w <= DefaultMaxWidth; w++ {
 				old.VerifyMS[w] = verify(w)
@@ -212,5 +212,45 @@ func TestCachedCurveWithoutConcurrentRows(t *testing.T) {
 				t.Errorf("cache not updated: %v", c.VerifyMS)
 			}
 		})
+	}
+}
+
+// A curve cached by an engine of 4 slots is not the curve of one with 1
+// slot of the same files (on the H200 of 2026-12-03 an -np 1 engine
+// started from an -np 4 engine's cached curve): the loop probes rows
+// 1..17 again before traffic and caches them under the new key, leaving
+// the 4-slot file as it was.
+func TestCachedCurveIsPerSlots(t *testing.T) {
+	dir := t.TempDir()
+	key := CacheKey{Engine: "llama.cpp 0 (test)", GPU: "test", Models: []ModelFile{{Path: "/m.gguf", Size: 1, SHA256: "aa"}}}
+	four := key
+	four.Slots = 4
+	cached := Curve{VerifyMS: map[int]float64{}, Source: "probe"}
+	for _, r := range upFrontRows(DefaultMaxWidth, 4) {
+		cached.VerifyMS[r] = 2 * verify(r) // not the engine's: a reuse would show
+	}
+	if err := SaveCurve(dir, four, cached, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	m := newModelEngine(t, 1, 4, func(k int) float64 { return math.Pow(0.8, float64(k)) })
+	m.slots = 1
+	l := New(LoopDeps{Current: m.Current, Switch: m.Switch, Cfg: testCfg(), Log: quietLog(), CacheDir: dir, CacheKey: key})
+	if err := l.BeforeTraffic(context.Background(), m.Current()); err != nil {
+		t.Fatal(err)
+	}
+	m.mu.Lock()
+	probed := len(m.probes)
+	m.mu.Unlock()
+	if probed == 0 {
+		t.Fatal("no probe before traffic: the 4-slot engine's cached curve was taken for a 1-slot engine")
+	}
+	one := key
+	one.Slots = 1
+	c, ok := LoadCurve(dir, one, nil)
+	if !ok || !near(c.VerifyMS[4], verify(4), 1e-6) {
+		t.Errorf("1-slot curve cached %v: %v", ok, c.VerifyMS)
+	}
+	if c, ok := LoadCurve(dir, four, nil); !ok || c.VerifyMS[4] != cached.VerifyMS[4] {
+		t.Errorf("the 4-slot file changed: %v %v", ok, c.VerifyMS)
 	}
 }

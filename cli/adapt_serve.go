@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/speclaunch/speclaunch/adapt"
+	"github.com/speclaunch/speclaunch/bench"
 	"github.com/speclaunch/speclaunch/config"
 	"github.com/speclaunch/speclaunch/key"
 	"github.com/speclaunch/speclaunch/plan"
@@ -74,6 +75,9 @@ func (sv *launcher) adaptDeps(p *plan.Plan) adapt.LoopDeps {
 	var unstated error
 	for _, m := range []string{p.Settings.Model.Value, p.Settings.DraftModel.Value} {
 		mf, err := adapt.StatModel(m)
+		if err == nil {
+			mf.SHA256, err = bench.ContentHash(mf.Path)
+		}
 		if err != nil {
 			unstated = err
 			continue
