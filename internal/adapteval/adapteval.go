@@ -50,6 +50,14 @@ type Options struct {
 	// engine (engine.url of /speclaunch/status, on loopback: run on the
 	// server's host), for the proxy's cost at the same width.
 	Direct bool
+	// Fixed, when above 0, measures a server at a fixed width (serve
+	// without --adapt): phase 1 is a warm-up of this length under the
+	// same load instead of waiting for a loop to settle. One such run per
+	// width is the oracle of the adaptive run's own traffic: at 4 clients
+	// on an H200 (2026-12-03) llama-server ran speculative widths about
+	// 1.6x slower under these out-of-step clients than under bench's
+	// identical requests in step, so bench's sweep was no oracle there.
+	Fixed time.Duration
 }
 
 // Prompt is one prompt file.
@@ -104,6 +112,9 @@ type Result struct {
 	Temperature float64   `json:"temperature"`
 	Seed        *int      `json:"seed,omitempty"`
 
+	// Fixed: a fixed-width measurement (Options.Fixed); Settled then
+	// means the width did not change from the warm-up to the end.
+	Fixed          bool     `json:"fixed,omitempty"`
 	Settled        bool     `json:"settled"`
 	SettleNote     string   `json:"settle_note"`
 	SettleS        float64  `json:"settle_s"`
@@ -134,9 +145,12 @@ func (r Result) OK() bool { return r.Settled && r.Failed == 0 && r.Empty == 0 }
 // Summary is the one-line human account.
 func (r Result) Summary() string {
 	var b strings.Builder
-	if r.Settled {
+	switch {
+	case r.Fixed && r.Settled:
+		fmt.Fprintf(&b, "fixed width %d (%s), warmed up for %.1fs and %d requests", r.Width, r.WidthSource, r.SettleS, r.SettleRequests)
+	case r.Settled:
 		fmt.Fprintf(&b, "settled at width %d (%s) after %.1fs and %d requests", r.Width, r.WidthSource, r.SettleS, r.SettleRequests)
-	} else {
+	default:
 		fmt.Fprintf(&b, "NOT settled (%s); width %d (%s) after %.1fs and %d requests", r.SettleNote, r.Width, r.WidthSource, r.SettleS, r.SettleRequests)
 	}
 	var hops []string
@@ -256,12 +270,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if err != nil {
 		return r, err
 	}
-	if err := st.adapting(); err != nil {
-		return r, err
-	}
-	// A fresh server probes its verify-cost curve before traffic: load
-	// sent now would queue behind the probe and distort it.
-	if st, err = o.waitProbe(ctx, st); err != nil {
+	if err := o.ready(ctx, &st); err != nil {
 		return r, err
 	}
 	if o.Temperature > 0 {
@@ -273,11 +282,20 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	defer cancelLoad()
 	e.startLoad(lctx)
 	e.track(st)
-	if st, err = e.settle(ctx, st); err != nil {
+	if o.Fixed > 0 {
+		st, err = e.warmUp(ctx, st)
+	} else {
+		st, err = e.settle(ctx, st)
+	}
+	if err != nil {
 		return r, err
 	}
 	if st, err = e.measure(ctx, st); err != nil {
 		return r, err
+	}
+	if o.Fixed > 0 && r.Measure.Width != r.Width {
+		r.Settled = false
+		r.SettleNote = fmt.Sprintf("the width changed during the measurement: %d, then %d", r.Width, r.Measure.Width)
 	}
 	r.Adapt = st.Adapt
 	if o.Direct {
@@ -286,6 +304,53 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		}
 	}
 	return r, nil
+}
+
+// ready checks that the server can be measured the way o asks: a loop
+// that adapts (waiting out its probe before traffic: load sent now would
+// queue behind the probe and distort it), or with Fixed a server that
+// serves one width and has no loop that could change it.
+func (o Options) ready(ctx context.Context, st *status) error {
+	if o.Fixed > 0 {
+		if a, ok := st.adapt(); ok && a.State != "not adapting" && a.State != "stopped" {
+			return fmt.Errorf("-fixed measures one width, and this server's adaptive loop is %s: start it without --adapt, at the width to measure (--draft-block-size W)", a.State)
+		}
+		if st.Engine == nil || st.Engine.Width < 1 {
+			return errors.New("-fixed: /speclaunch/status names no engine serving a width")
+		}
+		return nil
+	}
+	if err := st.adapting(); err != nil {
+		return err
+	}
+	next, err := o.waitProbe(ctx, *st)
+	*st = next
+	return err
+}
+
+// warmUp is phase 1 of a fixed-width run: the load runs for Fixed, so the
+// window measures a warm engine with its clients out of step.
+func (e *evalRun) warmUp(ctx context.Context, st status) (status, error) {
+	o, r := e.o, e.r
+	r.Fixed = true
+	o.progress("phase 1: %d clients, %d prompts, max_tokens %d, warming up a fixed width for %s", o.Clients, len(o.Prompts), o.MaxTokens, o.Fixed)
+	select {
+	case <-ctx.Done():
+		e.finish()
+		return st, ctx.Err()
+	case <-time.After(o.Fixed):
+	}
+	if st2, err := getStatus(ctx, o); err == nil {
+		st = st2
+		e.track(st)
+	}
+	if st.Engine == nil {
+		e.finish()
+		return st, errors.New("-fixed: /speclaunch/status names no engine after the warm-up")
+	}
+	r.Settled = true
+	r.SettleNote = fmt.Sprintf("fixed width %d, warmed up for %s", st.Engine.Width, o.Fixed)
+	return st, nil
 }
 
 // evalRun is one Run's load and what it has seen: when each request

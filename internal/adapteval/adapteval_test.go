@@ -312,3 +312,56 @@ func TestRunNoCostDoesNotSettle(t *testing.T) {
 		}
 	}
 }
+
+// A fixed-width server (serve without --adapt: no adapt status) is
+// measured after a warm-up under the same load, and the result says so;
+// a server that adapts is refused with the way out; a width that changes
+// under the measurement is no measurement of one width.
+func TestRunFixed(t *testing.T) {
+	// The status reads of a run: Run's first, the warm-up's last, then
+	// the measuring window's. flipAt > 0: from that read on the server
+	// serves width 5 (a reload under the measurement).
+	var reads, flipAt atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/speclaunch/status":
+			width := 3
+			if n := reads.Add(1); flipAt.Load() > 0 && n >= flipAt.Load() {
+				width = 5
+			}
+			fmt.Fprintf(w, `{"engine":{"width":%d,"width_source":"flag","url":"http://x"},"switches":[],"adapt":null}`, width)
+		case "/v1/completions":
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprintf(w, "data: {\"choices\":[{\"text\":\"x\"}]}\n\ndata: {\"choices\":[{\"text\":\"\",\"finish_reason\":\"length\"}],\"timings\":{\"predicted_n\":1,\"predicted_per_second\":100}}\n\ndata: [DONE]\n\n")
+		}
+	}))
+	defer srv.Close()
+	o := Options{URL: srv.URL, Prompts: []Prompt{{Text: "A"}}, Clients: 2, Requests: 20, Poll: 10 * time.Millisecond, Fixed: 50 * time.Millisecond}
+	res, err := Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.OK() || !res.Fixed || res.Width != 3 || res.Measure.Width != 3 || res.Measure.Requests < 20 || res.SettleRequests == 0 ||
+		!strings.HasPrefix(res.Summary(), "fixed width 3 (flag), warmed up") {
+		t.Fatalf("%s; %+v", res.Summary(), res.Measure)
+	}
+	// The width changes during the measurement.
+	reads.Store(0)
+	flipAt.Store(3)
+	o.Requests, o.Measure = 0, 300*time.Millisecond
+	res, err = Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.OK() || !strings.Contains(res.SettleNote, "the width changed during the measurement: 3, then 5") {
+		t.Errorf("a width that changed: %s", res.Summary())
+	}
+	// A server that adapts is not a fixed width.
+	f := &fakeServe{width: 4}
+	adapting := httptest.NewServer(f)
+	defer adapting.Close()
+	o.URL = adapting.URL
+	if _, err := Run(context.Background(), o); err == nil || !strings.Contains(err.Error(), "start it without --adapt") {
+		t.Errorf("adapting server: %v", err)
+	}
+}

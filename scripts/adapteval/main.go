@@ -40,6 +40,7 @@ func run(args []string) int {
 	fs.DurationVar(&o.Measure, "measure", 0, "phase 2 length (default 60s unless -requests)")
 	fs.IntVar(&o.Requests, "requests", 0, "phase 2: measure over this many completed requests instead")
 	fs.BoolVar(&o.Direct, "direct", false, "phase 3: the same load straight at the engine, for the proxy's cost")
+	fs.DurationVar(&o.Fixed, "fixed", 0, "measure a server at a fixed width (serve without --adapt): warm up this long, then phase 2; one run per width is the oracle of this traffic")
 	out := fs.String("out", "", "write the JSON result here")
 	quiet := fs.Bool("q", false, "no progress lines on stderr")
 	if err := fs.Parse(args); err != nil {
@@ -53,8 +54,8 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "adapteval: give -measure or -requests, not both")
 		return 2
 	}
-	if o.Clients < 1 || o.MaxTokens < 1 || o.Temperature < 0 || o.Requests < 0 || o.Measure < 0 || o.SettleTimeout <= 0 {
-		fmt.Fprintln(os.Stderr, "adapteval: -clients and -max-tokens must be ≥ 1, -temperature, -requests and -measure ≥ 0, -settle-timeout > 0")
+	if o.Clients < 1 || o.MaxTokens < 1 || o.Temperature < 0 || o.Requests < 0 || o.Measure < 0 || o.SettleTimeout <= 0 || o.Fixed < 0 {
+		fmt.Fprintln(os.Stderr, "adapteval: -clients and -max-tokens must be ≥ 1, -temperature, -requests, -measure and -fixed ≥ 0, -settle-timeout > 0")
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
