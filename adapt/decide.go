@@ -270,7 +270,19 @@ func (d *Decision) nameTrial(in Inputs, r Rule, maxW int, rate map[int]float64) 
 	if in.Trials <= 0 || d.Switch || d.Explore != 0 {
 		return
 	}
-	if d.Trial = trial(in, r, d.Candidates, maxW, rate); d.Trial > 0 {
+	t := trial(in, r, d.Candidates, maxW, rate)
+	if t > 0 && in.SwitchS > 0 {
+		// A trial gains at most the band over its prediction (the
+		// model's stated error) and costs up to two switches (there and
+		// back); on a target that loads in tens of seconds a trial of a
+		// width predicted slower does not repay them (on the H200 a 20 GB
+		// target's switch took 9.5-10.3 s).
+		if up := rate[t]/rate[in.Running] - 1 + r.TrialBand; up*r.Payback.Seconds() < 2*in.SwitchS {
+			d.Reason += fmt.Sprintf("; no trial of width %d: at most %+.1f%% does not repay two %.1fs switches within %s", t, 100*up, in.SwitchS, r.Payback)
+			return
+		}
+	}
+	if d.Trial = t; d.Trial > 0 {
 		d.Reason = fmt.Sprintf("trial width %d: predicted %+.1f%% against width %d, within the %.0f%% band; measuring it (%s)",
 			d.Trial, 100*(rate[d.Trial]/rate[in.Running]-1), in.Running, 100*r.TrialBand, d.Reason)
 		d.Choice, d.Switch = d.Trial, true

@@ -37,6 +37,19 @@ func TestDecideOwnAndTrials(t *testing.T) {
 			choice: 3, trial: 3, reason: "trial width 3: predicted +2.9% against width 4, within the 10% band; measuring it (width 3 predicted +2.9%, under the 3% margin)",
 		},
 		{
+			// Width 3 at +2.9% could be up to +12.9% (the band): over the
+			// 10-minute payback that repays two switches of 30 s (77 s of
+			// gain), not two of 40 s.
+			name:   "a trial repays two switches",
+			in:     band(Inputs{Trials: 2, SwitchS: 30}),
+			choice: 3, trial: 3, reason: "trial width 3: predicted +2.9%",
+		},
+		{
+			name:   "a trial that does not repay two switches is not made",
+			in:     band(Inputs{Trials: 2, SwitchS: 40}),
+			choice: 4, reason: "width 3 predicted +2.9%, under the 3% margin; no trial of width 3: at most +12.9% does not repay two 40.0s switches within 10m0s",
+		},
+		{
 			name:   "no trials left: none",
 			in:     band(Inputs{}),
 			choice: 4, reason: "width 3 predicted +2.9%, under the 3% margin",
