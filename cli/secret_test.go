@@ -266,3 +266,66 @@ func TestRedactRecord(t *testing.T) {
 		t.Errorf("record changed beyond its secrets: %s", b)
 	}
 }
+
+// The sim takes its key as llama-server does (the README's demo profile
+// with `-- --api-key KEY`): the proxy's routes and the engine refuse
+// requests without it, speclaunch's own requests carry it (the width is
+// verified), and an unreadable key file stops the launch with exit 2.
+// Before, the sim accepted --api-key and ignored it: every route answered
+// without a key, and a missing key file started a server.
+func TestSecretsServeSim(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	prof := filepath.Join(t.TempDir(), "sim.toml")
+	port := freePort(t)
+	writeFile(t, prof, simProfile(port, ""))
+	ctx, cancel := context.WithCancel(context.Background())
+	log := &syncBuffer{}
+	done := make(chan int, 1)
+	go func() {
+		done <- MainContext(ctx, []string{"serve", "--profile", prof, "--log-format", "json", "--", "--api-key", testKey}, policyTOML, log, log, nil)
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	log.waitFor(t, `width verified`, 1, 30*time.Second)
+	post := func(hdr string) int {
+		req, _ := http.NewRequest(http.MethodPost, fmt.Sprintf("http://127.0.0.1:%d/v1/completions", port),
+			strings.NewReader(`{"prompt":"def f():","max_tokens":4}`))
+		if hdr != "" {
+			req.Header.Set("Authorization", hdr)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := post(""); code != http.StatusUnauthorized {
+		t.Errorf("a completion without the key: %d", code)
+	}
+	if code := post("Bearer " + testKey); code != http.StatusOK {
+		t.Errorf("a completion with the key: %d", code)
+	}
+	if code, body := statusCode(t, port, ""); code != http.StatusUnauthorized || body != secret.UnauthorizedBody {
+		t.Errorf("/speclaunch/status without the key: %d %s", code, body)
+	}
+	if code := health(port); code != http.StatusOK {
+		t.Errorf("/health is public, got %d", code)
+	}
+	cancel()
+	<-done
+	done <- 0
+	if strings.Contains(log.String(), testKey) {
+		t.Errorf("the key is printed:\n%s", log.String())
+	}
+
+	for _, kf := range []string{filepath.Join(t.TempDir(), "nope.txt"), t.TempDir()} {
+		code, o, e := runCLI(t, "serve", "--dry-run", "--profile", prof, "--", "--api-key-file", kf)
+		if code != 2 || !strings.Contains(e, "--api-key-file: api key file "+kf) {
+			t.Errorf("key file %s: exit %d, want 2 naming it:\n%s%s", kf, code, o, e)
+		}
+	}
+}

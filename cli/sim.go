@@ -9,6 +9,10 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/speclaunch/speclaunch/engine"
+	"github.com/speclaunch/speclaunch/internal/safefile"
+	"github.com/speclaunch/speclaunch/key"
+	"github.com/speclaunch/speclaunch/secret"
 	"github.com/speclaunch/speclaunch/sim"
 )
 
@@ -24,6 +28,15 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// The keys, from where llama-server reads them; a key file that cannot
+	// be read stops the start, as it stops llama-server's.
+	read := func(path string) ([]byte, error) {
+		return safefile.ReadFile(ctx, "api key file", path, safefile.KeyFileLimit)
+	}
+	if cfg.APIKeys, err = secret.Keys(engine.APIKeySpec(key.Sim), args, os.Environ(), read); err != nil {
+		fmt.Fprintf(stderr, "speclaunch sim: error: %v\n", err)
+		return 2
+	}
 	if err := sim.Run(ctx, cfg, stdout, stderr); err != nil {
 		var ee *sim.ExitError
 		if errors.As(err, &ee) {

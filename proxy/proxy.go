@@ -322,7 +322,10 @@ func (p *Proxy) Stats() Stats {
 }
 
 // errHeld is a request that could not be given a backend in time.
-type errHeld struct{ why string }
+type errHeld struct {
+	why      string
+	stopping bool // the launcher is stopping: retry elsewhere at once
+}
 
 func (e *errHeld) Error() string { return e.why }
 
@@ -342,7 +345,7 @@ func (p *Proxy) acquire(ctx context.Context, skip *Backend) (*Backend, error) {
 	hold := p.o.HoldTimeout
 	if len(p.queue) >= p.o.QueueSize {
 		p.mu.Unlock()
-		return nil, &errHeld{fmt.Sprintf("the engine is being switched and %d requests are already waiting (server.queue_size)", p.o.QueueSize)}
+		return nil, &errHeld{why: fmt.Sprintf("the engine is being switched and %d requests are already waiting (server.queue_size)", p.o.QueueSize)}
 	}
 	w := &waiter{ch: make(chan *Backend, 1)}
 	p.queue = append(p.queue, w)
@@ -364,7 +367,7 @@ func (p *Proxy) acquire(ctx context.Context, skip *Backend) (*Backend, error) {
 			}
 			return b, nil
 		}
-		return nil, &errHeld{fmt.Sprintf("the engine is being switched and no engine became ready within %s (server.hold_timeout)", hold)}
+		return nil, &errHeld{why: fmt.Sprintf("the engine is being switched and no engine became ready within %s (server.hold_timeout)", hold)}
 	case <-ctx.Done():
 		if b, _ := p.dequeue(w); b != nil {
 			b.add(-1)
@@ -374,7 +377,7 @@ func (p *Proxy) acquire(ctx context.Context, skip *Backend) (*Backend, error) {
 }
 
 // errStopping answers requests while the launcher stops.
-var errStopping = &errHeld{"speclaunch is stopping"}
+var errStopping = &errHeld{why: "speclaunch is stopping", stopping: true}
 
 // dequeue removes w from the queue; if it was released meanwhile, it
 // returns what it was released with (a backend still counted in flight, or
@@ -430,7 +433,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		var h *errHeld
 		if errors.As(err, &h) {
-			p.reject(w, h.why)
+			p.reject(w, h)
 		}
 		return // the client went away: nobody to answer
 	}
@@ -576,13 +579,15 @@ func fullDuplex(w http.ResponseWriter) error {
 	return nil
 }
 
-func (p *Proxy) reject(w http.ResponseWriter, why string) {
+func (p *Proxy) reject(w http.ResponseWriter, h *errHeld) {
 	p.rejected.Add(1)
+	// While stopping, the client should go to another replica now, as
+	// /health's Retry-After says; a switch's hold is worth waiting out.
 	retry := 1
-	if s := int(p.o.HoldTimeout / (10 * time.Second)); s > retry {
+	if s := int(p.o.HoldTimeout / (10 * time.Second)); s > retry && !h.stopping {
 		retry = min(s, 30)
 	}
-	writeError(w, http.StatusServiceUnavailable, why+"; retry shortly", "unavailable_error", retry)
+	writeError(w, http.StatusServiceUnavailable, h.why+"; retry shortly", "unavailable_error", retry)
 }
 
 // upstreamError answers a request the engine failed (it died mid-request,
@@ -593,7 +598,7 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 	}
 	var h *errHeld
 	if errors.As(err, &h) {
-		p.reject(w, h.why)
+		p.reject(w, h)
 		return
 	}
 	p.o.Log.Warn("proxy: engine request failed", "path", r.URL.Path, "err", err)

@@ -333,6 +333,30 @@ func TestHealth(t *testing.T) {
 	}
 }
 
+// While stopping, a new request is refused with the Retry-After /health
+// gives (1 s: go to another replica now), not the 12 s a switch's hold
+// (2 minutes by default) is worth waiting.
+func TestStoppingRetryAfter(t *testing.T) {
+	b := backend(t, func(w http.ResponseWriter, r *http.Request) {})
+	p := New(Options{HoldTimeout: 2 * time.Minute})
+	u := front(t, p)
+	p.Route(b)
+	p.Refuse()
+	for _, path := range []string{"/health", "/v1/completions"} {
+		resp, err := http.Post(u+path, "application/json", strings.NewReader(`{}`))
+		if path == "/health" {
+			resp, err = http.Get(u + path)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 503 || resp.Header.Get("Retry-After") != "1" {
+			t.Errorf("%s: %d, Retry-After %q, want 503 and 1", path, resp.StatusCode, resp.Header.Get("Retry-After"))
+		}
+	}
+}
+
 // Drain waits for the requests in flight, and no longer.
 func TestDrain(t *testing.T) {
 	release := make(chan struct{})

@@ -2,6 +2,7 @@ package secret
 
 import (
 	"crypto/subtle"
+	"io"
 	"net/http"
 	"strings"
 )
@@ -82,3 +83,25 @@ func Authorized(r *http.Request, keys []string) bool {
 
 // UnauthorizedBody is llama-server's 401 body, byte for byte.
 const UnauthorizedBody = `{"error":{"message":"Invalid API Key","type":"authentication_error","code":401}}`
+
+// publicPaths need no key (d32676d's get_public_endpoints).
+var publicPaths = map[string]bool{"/health": true, "/v1/health": true, "/models": true, "/v1/models": true}
+
+// Require is llama-server's key check as an engine applies it
+// (middleware_validate_api_key): with keys, every path but the public ones
+// answers 401 with UnauthorizedBody unless the request is Authorized. No
+// keys: next as it is.
+func Require(keys []string, next http.Handler) http.Handler {
+	if len(keys) == 0 {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !publicPaths[r.URL.Path] && !Authorized(r, keys) {
+			w.Header().Set("Content-Type", "application/json; charset=utf-8")
+			w.WriteHeader(http.StatusUnauthorized)
+			io.WriteString(w, UnauthorizedBody)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}

@@ -90,7 +90,7 @@ func (s *server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	p, release, err := s.acquire(r)
 	if err != nil {
-		return
+		abort()
 	}
 	defer release()
 	id := fmt.Sprintf("chatcmpl-sim-%d", p.reqNum)
@@ -123,7 +123,7 @@ func (s *server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := decode(r.Context(), s.clk, p, prompt, n, emit)
 	if err != nil {
-		return
+		abort()
 	}
 	s.finish(res)
 

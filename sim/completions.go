@@ -17,7 +17,7 @@ func (s *server) v1Completions(w http.ResponseWriter, r *http.Request) {
 	}
 	p, release, err := s.acquire(r)
 	if err != nil {
-		return
+		abort()
 	}
 	defer release()
 	p.prompt = s.promptCache(req)
@@ -46,7 +46,7 @@ func (s *server) v1Completions(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := decode(r.Context(), s.clk, p, prompt, n, emit)
 	if err != nil {
-		return // client gone or server stopping: nothing more to say
+		abort() // client gone or server stopping
 	}
 	s.finish(res)
 
@@ -80,7 +80,7 @@ func (s *server) nativeCompletion(w http.ResponseWriter, r *http.Request) {
 	}
 	p, release, err := s.acquire(r)
 	if err != nil {
-		return
+		abort()
 	}
 	defer release()
 	p.prompt = s.promptCache(req)
@@ -107,7 +107,7 @@ func (s *server) nativeCompletion(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := decode(r.Context(), s.clk, p, prompt, n, emit)
 	if err != nil {
-		return
+		abort()
 	}
 	s.finish(res)
 

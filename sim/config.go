@@ -43,6 +43,11 @@ type Config struct {
 	// Under a fake Clock the requests' waits add up instead of overlapping,
 	// so concurrent timings are only meaningful on the real clock.
 	Slots int
+	// APIKeys, when any, are required of every request but /health,
+	// /v1/health, /models and /v1/models, as llama-server requires its
+	// --api-key (the caller reads them: --api-key, --api-key-file,
+	// LLAMA_API_KEY, LLAMA_ARG_API_KEY_FILE).
+	APIKeys []string
 
 	// Clock is the time source; nil means SystemClock. Tests use a fake.
 	Clock Clock

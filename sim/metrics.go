@@ -31,6 +31,7 @@ func (s *server) prometheus(w http.ResponseWriter, _ *http.Request) {
 	family("llamacpp:spec_decode_num_accepted_tokens_total", "counter", "Total draft tokens accepted by the target model", m.acceptedTokens)
 	family("llamacpp:spec_decode_num_drafts_total", "counter", "Total speculative decoding verification steps", m.drafts)
 	family("llamacpp:requests_processing", "gauge", "Number of requests processing.", m.processing)
+	family("llamacpp:requests_deferred", "gauge", "Number of requests deferred.", m.deferred)
 	if len(m.perPos) > 0 {
 		const name = "llamacpp:spec_decode_num_accepted_tokens_per_pos_total"
 		fmt.Fprintf(&b, "# HELP %s Accepted tokens per draft position\n# TYPE %s counter\n", name, name)

@@ -188,7 +188,10 @@ func TestPortInUse(t *testing.T) {
 	}
 }
 
-// Cancelling Run mid-stream ends the stream and returns nil promptly.
+// Cancelling Run mid-stream returns nil promptly, and the requests it cut
+// are cut as a stopped llama-server cuts them: the stream in flight breaks
+// off (an error, not a clean end without its final event) and the request
+// queued behind it gets no answer (not an empty 200).
 func TestShutdownMidStream(t *testing.T) {
 	cfg := testConfig(dflash, 4)
 	cfg.Clock = nil
@@ -208,6 +211,24 @@ func TestShutdownMidStream(t *testing.T) {
 	if _, err := resp.Body.Read(buf); err != nil {
 		t.Fatal(err)
 	}
+	// One slot: this request waits behind the stream.
+	queued := make(chan error, 1)
+	go func() {
+		r, err := http.Post("http://"+addr+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"x","max_tokens":8}`))
+		if err == nil {
+			b, _ := io.ReadAll(r.Body)
+			r.Body.Close()
+			err = fmt.Errorf("answered %s: %q", r.Status, b)
+		}
+		queued <- err
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(scrape(t, addr), "llamacpp:requests_deferred 1\n") {
+		if time.Now().After(deadline) {
+			t.Fatal("the second request never waited for the slot")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	cancel()
 	select {
 	case err := <-done:
@@ -217,4 +238,22 @@ func TestShutdownMidStream(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Run did not stop mid-stream")
 	}
+	if _, err := io.ReadAll(resp.Body); err == nil || strings.Contains(err.Error(), "answered") {
+		t.Errorf("the cut stream ended cleanly (err %v): a client takes it for complete", err)
+	}
+	if err := <-queued; err != nil && strings.Contains(err.Error(), "answered") {
+		t.Errorf("the queued request: %v", err)
+	}
+}
+
+// scrape is the sim's /metrics page.
+func scrape(t *testing.T, addr string) string {
+	t.Helper()
+	r, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Body.Close()
+	b, _ := io.ReadAll(r.Body)
+	return string(b)
 }

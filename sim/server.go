@@ -3,6 +3,7 @@ package sim
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/speclaunch/speclaunch/secret"
 	"net/http"
 	"path/filepath"
 	"sync"
@@ -39,6 +40,7 @@ type counters struct {
 	promptSeconds, predictSeconds float64
 	decodes                       int
 	processing                    int
+	deferred                      int // waiting for a slot
 	draftTokens, acceptedTokens   int
 	drafts                        int
 	perPos                        []int
@@ -71,7 +73,7 @@ func (s *server) handler() http.Handler {
 			writeJSON(w, http.StatusServiceUnavailable, newAPIError(503, "unavailable_error", "Loading model"))
 			return
 		}
-		mux.ServeHTTP(w, r)
+		secret.Require(s.cfg.APIKeys, mux).ServeHTTP(w, r)
 	})
 }
 
@@ -187,11 +189,32 @@ func (s *server) active() int {
 }
 
 // acquire waits for a decode slot and numbers the request.
+// abort ends a request the engine cannot finish (the server stopping, or
+// the client gone) as a stopped llama-server does: the connection drops
+// mid-response. Returning instead ended a stream with a clean chunked close
+// and no final event, and a queued request with an empty 200, which a
+// client (and the proxy) took for complete answers.
+func abort() { panic(http.ErrAbortHandler) }
+
 func (s *server) acquire(r *http.Request) (plan, func(), error) {
 	select {
 	case s.slot <- struct{}{}:
-	case <-r.Context().Done():
-		return plan{}, nil, r.Context().Err()
+	default: // every slot busy: deferred until one frees, as llama-server counts it
+		s.mu.Lock()
+		s.metrics.deferred++
+		s.mu.Unlock()
+		var err error
+		select {
+		case s.slot <- struct{}{}:
+		case <-r.Context().Done():
+			err = r.Context().Err()
+		}
+		s.mu.Lock()
+		s.metrics.deferred--
+		s.mu.Unlock()
+		if err != nil {
+			return plan{}, nil, err
+		}
 	}
 	s.mu.Lock()
 	num := s.reqNum
