@@ -451,9 +451,7 @@ func (p *Proxy) authorized(w http.ResponseWriter, r *http.Request) bool {
 	if secret.Authorized(r, keys) {
 		return true
 	}
-	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-	w.WriteHeader(http.StatusUnauthorized)
-	io.WriteString(w, secret.UnauthorizedBody)
+	secret.Unauthorized(w)
 	return false
 }
 

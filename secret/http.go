@@ -97,11 +97,17 @@ func Require(keys []string, next http.Handler) http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !publicPaths[r.URL.Path] && !Authorized(r, keys) {
-			w.Header().Set("Content-Type", "application/json; charset=utf-8")
-			w.WriteHeader(http.StatusUnauthorized)
-			io.WriteString(w, UnauthorizedBody)
+			Unauthorized(w)
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// Unauthorized answers as llama-server does a request without a valid key:
+// 401 and UnauthorizedBody.
+func Unauthorized(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(http.StatusUnauthorized)
+	io.WriteString(w, UnauthorizedBody)
 }

@@ -3,11 +3,12 @@ package sim
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/speclaunch/speclaunch/secret"
 	"net/http"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+
+	"github.com/speclaunch/speclaunch/secret"
 )
 
 // simTag ends every startup line so no reader mistakes the sim for mlxcel.
@@ -67,13 +68,14 @@ func (s *server) handler() http.Handler {
 	mux.HandleFunc("POST /completions", s.nativeCompletion) // mlxcel: native, not OpenAI
 	mux.HandleFunc("GET /metrics", s.prometheus)
 	mux.HandleFunc("GET /props", s.props)
+	guarded := secret.Require(s.cfg.APIKeys, mux)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Server", "speclaunch-sim")
 		if !s.ready.Load() {
 			writeJSON(w, http.StatusServiceUnavailable, newAPIError(503, "unavailable_error", "Loading model"))
 			return
 		}
-		secret.Require(s.cfg.APIKeys, mux).ServeHTTP(w, r)
+		guarded.ServeHTTP(w, r)
 	})
 }
 
@@ -188,7 +190,6 @@ func (s *server) active() int {
 	return s.metrics.processing
 }
 
-// acquire waits for a decode slot and numbers the request.
 // abort ends a request the engine cannot finish (the server stopping, or
 // the client gone) as a stopped llama-server does: the connection drops
 // mid-response. Returning instead ended a stream with a clean chunked close
@@ -196,6 +197,7 @@ func (s *server) active() int {
 // client (and the proxy) took for complete answers.
 func abort() { panic(http.ErrAbortHandler) }
 
+// acquire waits for a decode slot and numbers the request.
 func (s *server) acquire(r *http.Request) (plan, func(), error) {
 	select {
 	case s.slot <- struct{}{}:
