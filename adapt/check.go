@@ -19,10 +19,10 @@ const (
 )
 
 // rateObs is one width's measured rate: tokens per cycle with its standard
-// error, and ms per cycle.
+// error, and ms per cycle with its standard error.
 type rateObs struct {
-	T, SE, MS float64
-	Cycles    float64
+	T, SE, MS, MSSE float64
+	Cycles          float64
 }
 
 // ownRate is width w's own rate from its own cycles and measured cost;
@@ -43,8 +43,11 @@ func ownRate(w int, own Counts, cost float64) (rateObs, bool) {
 
 // judgeSwitch compares the width switched to with the width left, both by
 // their own cycles: gain = rate(to)/rate(from) − 1, its half-width z
-// relative standard errors of the two tokens per cycle in quadrature (the
-// two come from different cycles). Worse beyond the noise (gain + half <
+// relative standard errors of the two tokens per cycle and the two costs
+// in quadrature (the four come from different cycles). The costs' errors
+// matter: on the H200 under 4 independent clients one width's ms per cycle
+// moved by ±10 % between epochs, and a check of classic (tokens per cycle
+// exactly 1) against a width of stood-in rate claimed ± 0.0 %. Worse beyond the noise (gain + half <
 // 0): undo. Within the floor (gain − half > −floor), once the width has
 // keepCycles of its own (enough to cover the traffic's mix: a width
 // measured over one stretch of easy requests looks better than it is):
@@ -53,7 +56,7 @@ func ownRate(w int, own Counts, cost float64) (rateObs, bool) {
 func judgeSwitch(to, from rateObs, z, floor, keepCycles, capCycles float64) (verdict int, gain, half float64) {
 	rt, rf := to.T/to.MS, from.T/from.MS
 	gain = rt/rf - 1
-	rel := math.Hypot(to.SE/to.T, from.SE/from.T)
+	rel := math.Sqrt(sq(to.SE/to.T) + sq(from.SE/from.T) + sq(to.MSSE/to.MS) + sq(from.MSSE/from.MS))
 	half = z * rel * (1 + gain)
 	switch {
 	case gain+half < 0:
@@ -75,3 +78,5 @@ type switchCheck struct{ from, to int }
 func (c switchCheck) String() string {
 	return fmt.Sprintf("width %d against width %d", c.to, c.from)
 }
+
+func sq(x float64) float64 { return x * x }

@@ -25,6 +25,11 @@ func TestJudgeSwitch(t *testing.T) {
 		{"slightly worse, loose", rateObs{T: 2.47, SE: 0.04, MS: 10, Cycles: 512}, checkWait},
 		{"slightly worse at the cap", rateObs{T: 2.47, SE: 0.04, MS: 10, Cycles: 2048}, checkUndo},
 		{"slightly better at the cap", rateObs{T: 2.53, SE: 0.06, MS: 10, Cycles: 2048}, checkKeep},
+		// Classic emits exactly one token a step; its cost's spread is
+		// the only noise on its side, and it counts: +4 % ± 5.6 %.
+		{"classic better, its cost loose", rateObs{T: 1, MS: 3.85, MSSE: 0.11, Cycles: 1024}, checkWait},
+		{"classic better, its cost tight", rateObs{T: 1, MS: 3.85, MSSE: 0.01, Cycles: 1024}, checkKeep},
+		{"classic worse beyond its cost's spread", rateObs{T: 1, MS: 4.4, MSSE: 0.1, Cycles: 1024}, checkUndo},
 	} {
 		got, gain, half := judgeSwitch(c.to, from, DefaultZ, DefaultNoiseFloor, 1024, 2048)
 		if got != c.want {

@@ -90,6 +90,9 @@ type Measure struct {
 	MS     float64 `json:"ms_per_cycle"`
 	Cycles float64 `json:"cycles"`
 	N      int     `json:"concurrency"` // sequences decoding together when measured
+	// SE is the standard error of MS from the spread between its epochs
+	// (batch means; 0 with fewer than 3 epochs).
+	SE float64 `json:"se_ms,omitempty"`
 }
 
 // Cost is one candidate's modelled time per cycle at N sequences together.
@@ -122,11 +125,15 @@ func CycleCost(curve Curve, measured map[int]Measure, w, n int) (Cost, bool) {
 	if !ok {
 		return Cost{}, false
 	}
+	if m, ok := measured[w]; ok && m.N == n && m.MS > 0 {
+		d := math.Max(0, m.MS-v)
+		if w == 1 {
+			d = 0 // classic drafts nothing: the difference is live load
+		}
+		return Cost{MS: m.MS, VerifyMS: v, DraftMS: d, SE: m.SE, From: "measured"}, true
+	}
 	if w == 1 {
 		return Cost{MS: v, VerifyMS: v, From: "probe"}, true
-	}
-	if m, ok := measured[w]; ok && m.N == n && m.MS > 0 {
-		return Cost{MS: m.MS, VerifyMS: v, DraftMS: math.Max(0, m.MS-v), From: "measured"}, true
 	}
 	f, ok := FitDraft(curve, measured, n)
 	if !ok {

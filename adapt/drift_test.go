@@ -14,7 +14,7 @@ var (
 
 // Requests of different acceptance alternating within each pool are not a
 // drift, however unevenly two pools split them; a pool of other traffic
-// throughout is. Before Dispersion a pool of three easy epochs and one
+// throughout is, and it lifts the bar on widths undone before it. Before Dispersion a pool of three easy epochs and one
 // hard against one of three hard and one easy read as z ≈ 10 at S(1),
 // and each such drift dropped the far positions and the trials.
 func TestLoopDriftAcrossMixedPools(t *testing.T) {
@@ -37,7 +37,7 @@ func TestLoopDriftAcrossMixedPools(t *testing.T) {
 			l := New(LoopDeps{Current: func() Target { return Target{Width: 4} }, Switch: func(context.Context, int, string) error { return nil },
 				Log: quietLog(), Cfg: testCfg()})
 			l.width, l.ownN, l.lastN = 4, 1, 1
-			l.tried[3] = true
+			l.tried[3], l.avoid[5] = true, true
 			for _, ep := range c.epochs {
 				l.epoch = Counts{Cycles: ep.Cycles, AtLeast: append([]float64(nil), ep.AtLeast...)}
 				l.epCycles, l.epPredS = ep.Cycles, ep.Cycles*0.005
@@ -46,6 +46,10 @@ func TestLoopDriftAcrossMixedPools(t *testing.T) {
 			all := float64(len(c.epochs)) * 256
 			if dropped := l.base.Cycles < all; dropped != c.drift {
 				t.Errorf("base holds %.0f of %.0f cycles, tried %v: drift %v, want %v", l.base.Cycles, all, l.tried, dropped, c.drift)
+			}
+			// A width undone under the old traffic may be tried under the new.
+			if avoided := l.avoid[5]; avoided == c.drift {
+				t.Errorf("after drift=%v width 5 avoided=%v", c.drift, avoided)
 			}
 		})
 	}

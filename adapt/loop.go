@@ -171,6 +171,7 @@ type Status struct {
 type PredictionError struct {
 	N       int     `json:"n"`
 	MeanAbs float64 `json:"mean_abs"` // mean |measured/predicted − 1|
+	RMS     float64 `json:"rms"`      // root mean square of measured/predicted − 1
 	Last    float64 `json:"last"`     // the latest measured/predicted − 1
 }
 
@@ -222,6 +223,9 @@ type Loop struct {
 	// engine's epochs since the concurrency last changed
 	epPredS, epCycles float64
 	predS, cycles     float64
+	// msEp: ms per cycle of each epoch in predS/cycles, whose spread is
+	// the measured cost's standard error (Measure.SE)
+	msEp []float64
 
 	lastSwitch, lastExplore time.Time
 	// recheckEvery is the period between two re-checks (Decision.Recheck):
@@ -560,7 +564,7 @@ func (l *Loop) reset(t Target) {
 	l.base, l.pend, l.epoch, l.pendTok, l.pendEp = Counts{}, Counts{}, Counts{}, 0, nil
 	l.pendObs, l.prevObs = nil, nil
 	l.tokens, l.classic, l.nLive, l.lastN = 0, 0, nil, 0
-	l.epPredS, l.epCycles, l.predS, l.cycles = 0, 0, 0, 0
+	l.epPredS, l.epCycles, l.predS, l.cycles, l.msEp = 0, 0, 0, 0, nil
 	l.status.Width = t.Width
 }
 
@@ -687,7 +691,10 @@ func (l *Loop) concurrency() int {
 func (l *Loop) closeEpoch(n int) {
 	l.status.Concurrency = n
 	if n != l.lastN { // a cycle's time is measured at one concurrency
-		l.predS, l.cycles = 0, 0
+		l.predS, l.cycles, l.msEp = 0, 0, nil
+	}
+	if l.epCycles > 0 {
+		l.msEp = append(l.msEp, 1000*l.epPredS/l.epCycles)
 	}
 	l.predS, l.cycles, l.lastN = l.predS+l.epPredS, l.cycles+l.epCycles, n
 	l.epPredS, l.epCycles = 0, 0
@@ -701,10 +708,14 @@ func (l *Loop) closeEpoch(n int) {
 			l.pendEp = append(l.pendEp, l.tokens/l.epoch.Cycles)
 		}
 		l.foldAcceptance()
-		if l.cycles > 0 {
-			l.measured[l.width] = Measure{MS: 1000 * l.predS / l.cycles, Cycles: l.cycles, N: n}
-			l.scorePrediction(l.width)
-		}
+	}
+	// Every width's cost is measured live, classic too (a step per token):
+	// under independent clients on the H200 a classic step at 4
+	// sequences cost 7 % more than the idle probe of 4 rows, and a check
+	// of a switch to classic against the probe was no check.
+	if l.cycles > 0 {
+		l.measured[l.width] = Measure{MS: 1000 * l.predS / l.cycles, Cycles: l.cycles, N: n, SE: batchSE(l.msEp)}
+		l.scorePrediction(l.width)
 	}
 	if l.width < 2 {
 		l.classic += l.tokens
@@ -795,6 +806,7 @@ func (l *Loop) scorePrediction(w int) {
 	e := m/p - 1
 	pe := &l.status.Prediction
 	pe.MeanAbs = (pe.MeanAbs*float64(pe.N) + math.Abs(e)) / float64(pe.N+1)
+	pe.RMS = math.Sqrt((pe.RMS*pe.RMS*float64(pe.N) + e*e) / float64(pe.N+1))
 	pe.N, pe.Last = pe.N+1, e
 	l.d.Log.Info(fmt.Sprintf("adapt: width %d predicted %.2f ms per cycle, measured %.2f (%+.1f%%)", w, p, m, 100*e),
 		"mean_abs_error", pe.MeanAbs, "predictions", pe.N)
@@ -812,7 +824,8 @@ func (l *Loop) decide(n int) Decision {
 		trials = max(0, l.cfg.MaxTrials-len(l.tried))
 	}
 	return Decide(Inputs{Running: l.width, N: n, Acc: acc, Curve: l.curve, Measured: maps.Clone(l.measured), Rule: l.cfg.Rule, Live: live, Home: l.home,
-		Own: l.ownCopy(), Trials: trials, Tried: maps.Clone(l.tried), Avoid: maps.Clone(l.avoid), SwitchS: l.switchS})
+		Own: l.ownCopy(), Trials: trials, Tried: maps.Clone(l.tried), Avoid: maps.Clone(l.avoid), SwitchS: l.switchS,
+		PredErr: l.status.Prediction.RMS})
 }
 
 // clearNoCostNote drops the no-cost note when the loop decides at another
@@ -853,7 +866,7 @@ func (l *Loop) judge(n int, dec *Decision) (undo int, hold bool) {
 		// concurrency): its predicted rate stands in, without doubt.
 		for _, cd := range dec.Candidates {
 			if cd.Width == c.from {
-				from, ok2 = rateObs{T: cd.TokensPerCycle, MS: cd.Cost.MS, Cycles: math.Inf(1)}, true
+				from, ok2 = rateObs{T: cd.TokensPerCycle, MS: cd.Cost.MS, MSSE: math.Max(cd.Cost.SE, costNoise*cd.Cost.MS), Cycles: math.Inf(1)}, true
 			}
 		}
 	}
@@ -886,8 +899,15 @@ func (l *Loop) judge(n int, dec *Decision) (undo int, hold bool) {
 // ownRateOf is width w's own measured rate at concurrency n, if it has one.
 func (l *Loop) ownRateOf(w, n int) (rateObs, bool) {
 	if w < 2 {
+		// Measured live at this concurrency where it was served; else the
+		// probe's idle cost, with the noise of a model.
 		v, ok := l.curve.At(max(1, n))
-		r, ok2 := ownRate(1, Counts{}, v*float64(boolInt(ok)))
+		ms, se := v*float64(boolInt(ok)), costNoise*v
+		if m, okm := l.measured[1]; okm && m.N == n && m.MS > 0 {
+			ms, se = m.MS, math.Max(m.SE, costNoise*m.MS)
+		}
+		r, ok2 := ownRate(1, Counts{}, ms)
+		r.MSSE = se
 		if w == l.width {
 			r.Cycles = l.classic // its own steps, for the check's cap
 		}
@@ -902,6 +922,7 @@ func (l *Loop) ownRateOf(w, n int) (rateObs, bool) {
 		return rateObs{}, false
 	}
 	r, ok := ownRate(w, own, m.MS)
+	r.MSSE = math.Max(m.SE, costNoise*m.MS)
 	// The tokens a cycle delivered (Δ tokens_predicted / Δ cycles), where
 	// known: a request's last cycle delivers only what the request still
 	// wants, which the acceptance counters do not see, and it tells
@@ -966,7 +987,7 @@ func (l *Loop) recheckPeriod() time.Duration {
 // check against from, the width it leaves.
 func (l *Loop) expect(dec Decision, w, from int) {
 	for _, c := range dec.Candidates {
-		if c.Width == w && c.Cost.From != "measured" && c.Cost.From != "probe" {
+		if c.Width == w && c.Cost.From != "measured" {
 			l.predict[w] = c.Cost.MS
 			l.d.Log.Info(fmt.Sprintf("adapt: width %d predicted %.2f ms per cycle (%s)", w, c.Cost.MS, c.Cost.From))
 		}
@@ -990,13 +1011,17 @@ func (l *Loop) unprobed(n int) (why string, pending bool) {
 	return "the probe did not cover them", false
 }
 
-// resetTrials drops each width's own acceptance and the trials taken: the
-// traffic drifted, or the concurrency changed.
+// resetTrials drops each width's own acceptance, the trials taken and the
+// widths undone: the traffic drifted, or the concurrency changed. A width
+// undone under one traffic can be the best of the next (the sim's flat
+// traffic undid width 4 against 17; collapsing traffic then has its best
+// at 4, and the loop, barred from it, kept 5 at 0.90 of it).
 func (l *Loop) resetTrials() {
 	clear(l.own)
 	clear(l.deliv)
 	clear(l.delivEp)
 	clear(l.tried)
+	clear(l.avoid)
 }
 
 // ownCopy is l.own for Decide, which must not share the loop's slices.

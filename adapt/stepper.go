@@ -82,7 +82,11 @@ func (l *Loop) Step(o Observation) Action {
 		}
 	}
 	l.epPredS += delta.PredictSeconds
-	l.epCycles += delta.Cycles
+	if l.width < 2 {
+		l.epCycles += delta.Predicted // a classic step is a cycle of one token
+	} else {
+		l.epCycles += delta.Cycles
+	}
 
 	need := l.cfg.MinCycles
 	if l.trial {

@@ -115,6 +115,30 @@ func TestDecideOwnAndTrials(t *testing.T) {
 	}
 }
 
+// The trial band widens to twice the loop's measured prediction error:
+// S .9 .85 .8 puts width 2 at 712.5 tok/s, 19.7 % under width 4's 887.5,
+// outside the 10 % band; after predictions off by 12 % (rms) it is tried.
+func TestDecideTrialBandFollowsPredictionError(t *testing.T) {
+	flat := Curve{VerifyMS: map[int]float64{1: 2, 2: 2, 3: 2, 4: 2}}
+	for _, c := range []struct {
+		predErr float64
+		trial   int
+		reason  string
+	}{
+		{0, 0, "width 4 is predicted best"},
+		{0.04, 0, "width 4 is predicted best"}, // 8 %: the default 10 % stands
+		{0.12, 2, "trial width 2: predicted -19.7% against width 4, within the 24% band"},
+		{0.40, 2, "within the 50% band"}, // capped
+	} {
+		in := Inputs{Running: 4, N: 1, Acc: acc(1000, 0.9, 0.85, 0.8), Curve: flat, Rule: Rule{MinCycles: 100, Margin: 0.03, MaxWidth: 4},
+			Measured: map[int]Measure{4: {MS: 4, N: 1}, 2: {MS: 2 + 2.0/3, N: 1}}, Trials: 2, Tried: map[int]bool{3: true}, PredErr: c.predErr}
+		d := Decide(in)
+		if d.Trial != c.trial || !strings.Contains(d.Reason, c.reason) {
+			t.Errorf("prediction error %.2f: trial %d, reason %q; want trial %d, reason ~%q", c.predErr, d.Trial, d.Reason, c.trial, c.reason)
+		}
+	}
+}
+
 // A width with its own acceptance is judged by its own tokens per cycle,
 // not the model's: S .5 .25 .125 says 1.75 tokens at width 3 (500 tok/s at
 // 3.5 ms, +6.7% over width 4's 468.75), its own cycles say 2.1 (600,
