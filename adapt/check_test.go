@@ -1,6 +1,7 @@
 package adapt
 
 import (
+	"context"
 	"math"
 	"strings"
 	"testing"
@@ -127,5 +128,30 @@ func TestBatchSE(t *testing.T) {
 		if got := batchSE(c.means); !near(got, c.want, 1e-12) {
 			t.Errorf("batchSE(%v) = %v, want %v", c.means, got, c.want)
 		}
+	}
+}
+
+// Classic is measured live like any width: its steps under load, not the
+// idle probe's rows (on the H200 under 4 clients, 7 % apart), and its
+// spread between epochs is the check's noise on its side.
+func TestLoopMeasuresClassicLive(t *testing.T) {
+	l := New(LoopDeps{Current: func() Target { return Target{Width: 1} }, Switch: func(context.Context, int, string) error { return nil },
+		Log: quietLog(), Cfg: testCfg()})
+	l.curve = Curve{VerifyMS: map[int]float64{4: 4.82}}
+	l.width, l.ownN, l.lastN = 1, 4, 4
+	for _, ms := range []float64{5.0, 5.3, 5.15} { // three epochs of 1000 steps a sequence
+		l.tokens, l.epCycles, l.epPredS = 1000, 1000, ms
+		l.closeEpoch(4)
+	}
+	m := l.measured[1]
+	if m.N != 4 || !near(m.MS, 5.15, 1e-9) || !near(m.SE, batchSE([]float64{5.0, 5.3, 5.15}), 1e-12) {
+		t.Fatalf("measured classic %+v, want 5.15 ms at 4 sequences with the epochs' spread", m)
+	}
+	r, ok := l.ownRateOf(1, 4)
+	if !ok || r.MS != m.MS || r.MSSE < m.SE || r.T != 1 {
+		t.Errorf("classic's own rate %+v %v, want its measured 5.15 ms", r, ok)
+	}
+	if r, _ := l.ownRateOf(1, 2); r.MS == m.MS { // another concurrency: the probe
+		t.Errorf("classic at 2 sequences priced by its 4-sequence measure %+v", r)
 	}
 }

@@ -176,6 +176,12 @@ func TestCycleCost(t *testing.T) {
 		from string
 	}{
 		{"classic", nil, 1, 1, 2, "probe"},
+		// Classic served at this concurrency: its live steps, not the
+		// idle probe; at another concurrency the probe again.
+		{"classic measured", map[int]Measure{1: {MS: 2.3, N: 1}}, 1, 1, 2.3, "measured"},
+		{"classic measured at another concurrency", map[int]Measure{1: {MS: 2.3, N: 4}}, 1, 1, 2, "probe"},
+		// Classic's measured cost is no drafting cost to fit.
+		{"classic not in the fit", map[int]Measure{1: {MS: 9, N: 1}, 4: {MS: 4, N: 1}}, 2, 1, 2 + 1 + 1.0/3, "probe+draft@4"},
 		{"measured wins", map[int]Measure{4: {MS: 4, N: 1}}, 4, 1, 4, "measured"},
 		// A model through the origin from width 17 would give 2 + 0.24 +
 		// 6.9/16 = 2.67 ms: 90% of the real cycle missing.
