@@ -95,30 +95,8 @@ func LoadCurve(dir string, k CacheKey, log *slog.Logger) (Curve, bool) {
 			log.Warn("adapt: ignoring the cached verify-cost curve; probing again", "file", path, "why", why)
 		}
 	}
-	fi, err := os.Lstat(path)
-	if err != nil {
-		if !os.IsNotExist(err) {
-			warn(err.Error())
-		}
-		return Curve{}, false
-	}
-	if !fi.Mode().IsRegular() {
-		warn("not a regular file")
-		return Curve{}, false
-	}
-	if fi.Size() > maxCacheBytes {
-		warn(fmt.Sprintf("%d bytes, more than %d", fi.Size(), maxCacheBytes))
-		return Curve{}, false
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		warn(err.Error())
-		return Curve{}, false
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxCacheBytes+1))
-	if err != nil {
-		warn(err.Error())
+	b, ok := readCacheFile(path, warn)
+	if !ok {
 		return Curve{}, false
 	}
 	var cf cacheFile
@@ -151,14 +129,57 @@ func sameKey(a, b CacheKey) bool {
 // SaveCurve writes the curve for k atomically (a temporary file renamed
 // over the old one), creating dir.
 func SaveCurve(dir string, k CacheKey, c Curve, now time.Time) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("cache: %w", err)
-	}
 	b, err := json.MarshalIndent(cacheFile{Key: k, Curve: c, Probed: now.UTC()}, "", "  ")
 	if err != nil {
 		return fmt.Errorf("cache: %w", err)
 	}
-	tmp, err := os.CreateTemp(dir, ".verify-curve-*.tmp")
+	return writeCacheFile(dir, cachePath(dir, k), b)
+}
+
+// readCacheFile reads a cache file of at most maxCacheBytes. A missing
+// file is a quiet miss; anything else that stops it (not a regular file,
+// too large, unreadable) is a miss that warn is told of.
+func readCacheFile(path string, warn func(why string)) ([]byte, bool) {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		if !os.IsNotExist(err) {
+			warn(err.Error())
+		}
+		return nil, false
+	}
+	if !fi.Mode().IsRegular() {
+		warn("not a regular file")
+		return nil, false
+	}
+	if fi.Size() > maxCacheBytes {
+		warn(fmt.Sprintf("%d bytes, more than %d", fi.Size(), maxCacheBytes))
+		return nil, false
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		warn(err.Error())
+		return nil, false
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxCacheBytes+1))
+	if err != nil {
+		warn(err.Error())
+		return nil, false
+	}
+	if len(b) > maxCacheBytes { // grew since the stat
+		warn(fmt.Sprintf("more than %d bytes", maxCacheBytes))
+		return nil, false
+	}
+	return b, true
+}
+
+// writeCacheFile writes b to path in dir atomically (a temporary file
+// renamed over the old one), creating dir.
+func writeCacheFile(dir, path string, b []byte) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("cache: %w", err)
+	}
+	tmp, err := os.CreateTemp(dir, ".speclaunch-*.tmp")
 	if err != nil {
 		return fmt.Errorf("cache: %w", err)
 	}
@@ -170,7 +191,7 @@ func SaveCurve(dir string, k CacheKey, c Curve, now time.Time) error {
 	if err := tmp.Close(); err != nil {
 		return fmt.Errorf("cache: %w", err)
 	}
-	if err := os.Rename(tmp.Name(), cachePath(dir, k)); err != nil {
+	if err := os.Rename(tmp.Name(), path); err != nil {
 		return fmt.Errorf("cache: %w", err)
 	}
 	return nil

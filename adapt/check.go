@@ -44,15 +44,16 @@ func ownRate(w int, own Counts, cost float64) (rateObs, bool) {
 // judgeSwitch compares the width switched to with the width left, both by
 // their own cycles: gain = rate(to)/rate(from) − 1, its half-width z
 // relative standard errors of the two tokens per cycle and the two costs
-// in quadrature (the four come from different cycles). The costs' errors
+// in quadrature (the four come from different cycles; a cost's error is
+// the spread of its epochs' means, Measure.costSE). The costs' errors
 // matter: on the H200 under 4 independent clients one width's ms per cycle
 // moved by ±10 % between epochs, and a check of classic (tokens per cycle
-// exactly 1) against a width of stood-in rate claimed ± 0.0 %. Worse beyond the noise (gain + half <
-// 0): undo. Within the floor (gain − half > −floor), once the width has
-// keepCycles of its own (enough to cover the traffic's mix: a width
-// measured over one stretch of easy requests looks better than it is):
-// keep. After capCycles of its own the point estimate decides. Otherwise
-// wait.
+// exactly 1) against a width of stood-in rate claimed ± 0.0 %. Worse
+// beyond the noise (gain + half < 0): undo. Within the floor (gain − half
+// > −floor), once the width has keepCycles of its own (enough to cover the
+// traffic's mix: a width measured over one stretch of easy requests looks
+// better than it is): keep. After capCycles of its own the point estimate
+// decides. Otherwise wait.
 func judgeSwitch(to, from rateObs, z, floor, keepCycles, capCycles float64) (verdict int, gain, half float64) {
 	rt, rf := to.T/to.MS, from.T/from.MS
 	gain = rt/rf - 1

@@ -111,6 +111,15 @@ type Cost struct {
 // would claim a precision it does not have.
 const costNoise = 0.02
 
+// costSE is the standard error of a measured ms per cycle: the spread of
+// its epochs' means where there are three or more, else costNoise of it.
+func (m Measure) costSE() float64 {
+	if m.SE > 0 {
+		return m.SE
+	}
+	return costNoise * m.MS
+}
+
 // CycleCost models ms per cycle for width w with n sequences decoding
 // together: a cycle verifies n·w rows (rows add up across slots), plus
 // drafting. Width 1 is classic decode: n rows, no drafting. A width

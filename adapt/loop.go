@@ -159,6 +159,9 @@ type Status struct {
 	// Prediction is how far the modelled ms per cycle of the widths
 	// switched to were from what they then measured.
 	Prediction PredictionError `json:"prediction"`
+	// Resumed is when an earlier run saved what this loop started from
+	// (RFC 3339; see Learnt); empty when it learnt from scratch.
+	Resumed string `json:"resumed,omitempty"`
 	// Checking is the switch under check against the width it left
 	// ("width 3 against width 4"); empty when none.
 	Checking string    `json:"checking,omitempty"`
@@ -268,6 +271,11 @@ type Loop struct {
 	noCostNote string
 	noCostWhy  string // the note without the width serving
 	noCostN    int
+	// resumed: the saved state was looked for (resume); savedAt and
+	// lastSave: the decisions counted and the time at the last save.
+	resumed  bool
+	savedAt  int
+	lastSave time.Time
 }
 
 // New makes the loop for d; Run starts it.
@@ -295,6 +303,7 @@ func (l *Loop) clearState() {
 	l.recheckEvery, l.exploreFirst, l.explored = 0, false, 0
 	l.probedN, l.probeN, l.probeEr = nil, nil, nil
 	l.noCostNote, l.noCostWhy, l.noCostN = "", "", 0
+	l.resumed, l.status.Resumed = false, ""
 }
 
 // ErrNotAdapting wraps every reason Run gives up adapting for good; serve
@@ -324,6 +333,7 @@ func (l *Loop) Run(ctx context.Context) error {
 		return fmt.Errorf("%w: the loop needs Current and Switch", ErrNotAdapting)
 	}
 	err := l.run(ctx)
+	l.saveLearnt(true)
 	if ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 		l.status.State = StateStopped
 		l.publish()
@@ -388,6 +398,7 @@ func (l *Loop) start(ctx context.Context) error {
 	l.w0 = max(2, min(l.w0, l.cfg.MaxWidth))
 	l.status.W0, l.status.Curve = l.w0, &l.curve
 	l.d.Log.Info("adapt: verify-cost curve ready", "source", l.curve.Source, "exploration_width", l.w0, "curve_ms", curveString(l.curve))
+	l.resume()
 	cur = l.d.Current()
 	l.reset(cur)
 	l.lastExplore = l.d.Now() // the first epoch explores: re-checks wait a full period
@@ -628,7 +639,9 @@ func (l *Loop) step(ctx context.Context) error {
 	if err != nil && ctx.Err() != nil {
 		return ctx.Err()
 	}
-	return l.perform(ctx, l.Step(Observation{Now: l.d.Now(), Target: t, Snap: snap, Err: err}))
+	err = l.perform(ctx, l.Step(Observation{Now: l.d.Now(), Target: t, Snap: snap, Err: err}))
+	l.saveLearnt(false)
+	return err
 }
 
 // perform carries out an action of the stepper: a switch (Switch, timed),
@@ -904,7 +917,7 @@ func (l *Loop) ownRateOf(w, n int) (rateObs, bool) {
 		v, ok := l.curve.At(max(1, n))
 		ms, se := v*float64(boolInt(ok)), costNoise*v
 		if m, okm := l.measured[1]; okm && m.N == n && m.MS > 0 {
-			ms, se = m.MS, math.Max(m.SE, costNoise*m.MS)
+			ms, se = m.MS, m.costSE()
 		}
 		r, ok2 := ownRate(1, Counts{}, ms)
 		r.MSSE = se
@@ -922,7 +935,7 @@ func (l *Loop) ownRateOf(w, n int) (rateObs, bool) {
 		return rateObs{}, false
 	}
 	r, ok := ownRate(w, own, m.MS)
-	r.MSSE = math.Max(m.SE, costNoise*m.MS)
+	r.MSSE = m.costSE()
 	// The tokens a cycle delivered (Δ tokens_predicted / Δ cycles), where
 	// known: a request's last cycle delivers only what the request still
 	// wants, which the acceptance counters do not see, and it tells

@@ -98,18 +98,76 @@ func TestServeAdaptOffUnderOperatorWidth(t *testing.T) {
 
 func adaptState(t *testing.T, port int) string {
 	t.Helper()
+	return adaptStatus(t, port).State
+}
+
+// adaptStatus is the adapt object of /speclaunch/status, in part.
+type adaptDoc struct {
+	State     string `json:"state"`
+	Decisions int    `json:"decisions"`
+	Resumed   string `json:"resumed"`
+}
+
+func adaptStatus(t *testing.T, port int) adaptDoc {
+	t.Helper()
 	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/speclaunch/status", port))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	var st struct {
-		Adapt struct {
-			State string `json:"state"`
-		} `json:"adapt"`
+		Adapt adaptDoc `json:"adapt"`
 	}
 	json.NewDecoder(resp.Body).Decode(&st)
-	return st.Adapt.State
+	return st.Adapt
+}
+
+// A launcher restarted on the same model pair resumes what the last one
+// learnt (saved beside the verify-cost curve, at the latest when it
+// stopped) and says so in its status; it does not explore again.
+func TestServeAdaptResumesAfterRestart(t *testing.T) {
+	cache := t.TempDir()
+	t.Setenv("XDG_CACHE_HOME", cache)
+	dir := t.TempDir()
+	port := freePort(t)
+	p := filepath.Join(dir, "p.toml")
+	// The state is keyed by the model files' content: they must be files.
+	writeFile(t, filepath.Join(dir, "target"), "target weights")
+	writeFile(t, filepath.Join(dir, "drafter"), "drafter weights")
+	writeFile(t, p, simProfile(port, `, "--sim-profile", "geometric", "--sim-noise", "0"`)+`[adapt]
+enabled = true
+min_cycles = 64
+window = "1s"
+`)
+	r := startServe(t, "--profile", p)
+	r.log.waitFor(t, `width verified`, 1, 20*time.Second)
+	for i := 0; i < 200 && adaptState(t, port) == "probing"; i++ {
+		time.Sleep(100 * time.Millisecond)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		loadgen.Run(ctx, loadgen.Options{URL: fmt.Sprintf("http://127.0.0.1:%d", port), Clients: 1, Duration: 30 * time.Second, Stream: true, MaxTokens: 64})
+		close(done)
+	}()
+	r.log.waitFor(t, `adapt: switching width`, 1, 25*time.Second) // it learnt something
+	cancel()
+	<-done
+	r.stop()
+	r.exit(t, 15*time.Second)
+	saved, _ := filepath.Glob(filepath.Join(cache, "speclaunch", "adapt-learnt-*.json"))
+	if len(saved) != 1 {
+		t.Fatalf("saved states %v, want one; log:\n%s", saved, r.log)
+	}
+
+	r2 := startServe(t, "--profile", p)
+	r2.log.waitFor(t, `resuming what an earlier run learnt`, 1, 20*time.Second)
+	if a := adaptStatus(t, port); a.Resumed == "" {
+		t.Errorf("status %+v does not say it resumed", a)
+	}
+	if strings.Contains(r2.log.String(), "explore: observe acceptance") {
+		t.Errorf("explored again after resuming:\n%s", r2.log)
+	}
 }
 
 // A profile edit that changes no setting (here a comment) keeps the width

@@ -1,0 +1,205 @@
+package adapt
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"maps"
+	"math"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// What the loop learnt of one engine build, GPU, model pair (by content)
+// and slot count is saved beside the verify-cost curve, under the same
+// key, so that a launcher restarted on the same pair resumes it instead of
+// exploring again: each width's measured ms per cycle, the acceptance by
+// draft position, the widths undone, the running prediction error and the
+// switch time. Each width's own counts and the trials are not kept: they
+// belong to the traffic of the moment, and the first pool after a restart
+// is tested against nothing. Another key (another pair, GPU, build or slot
+// count) has its own file; a file that does not pass Learnt.valid is
+// ignored with a warning and the loop learns again.
+
+// Learnt is the saved state (file adapt-learnt-<key id>.json).
+type Learnt struct {
+	Key   CacheKey  `json:"key"`
+	Saved time.Time `json:"saved"`
+	// Width is the width the loop had chosen when it saved (the home
+	// width during an exploration or a trial).
+	Width      int             `json:"width"`
+	Measured   map[int]Measure `json:"measured"`
+	Acceptance []Obs           `json:"acceptance"`
+	Avoid      []int           `json:"avoid,omitempty"`
+	Prediction PredictionError `json:"prediction"`
+	SwitchS    float64         `json:"switch_s,omitempty"`
+}
+
+// Bounds of a valid Learnt: far past anything an engine serves, near
+// enough that a hostile file cannot make the loop allocate or loop much.
+const (
+	learntMaxWidth = 256
+	learntMaxN     = 4096
+	// learntEvery is the least time between two saves while adapting.
+	learntEvery = 10 * time.Second
+)
+
+func learntPath(dir string, k CacheKey) string {
+	return filepath.Join(dir, "adapt-learnt-"+k.id()+".json")
+}
+
+// valid says what is wrong with a loaded Learnt for key k, or "".
+func (s Learnt) valid(k CacheKey) string {
+	finite := func(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
+	switch {
+	case !sameKey(s.Key, k):
+		return "written for another engine, GPU, model or slot count"
+	case s.Width < 1 || s.Width > learntMaxWidth:
+		return fmt.Sprintf("width %d out of 1-%d", s.Width, learntMaxWidth)
+	case len(s.Acceptance) > learntMaxWidth:
+		return fmt.Sprintf("%d acceptance positions, more than %d", len(s.Acceptance), learntMaxWidth)
+	case len(s.Measured) > learntMaxWidth || len(s.Avoid) > learntMaxWidth:
+		return "more widths than an engine serves"
+	case !finite(s.SwitchS) || s.SwitchS < 0 || s.SwitchS > 1e5:
+		return fmt.Sprintf("switch time %v s", s.SwitchS)
+	case s.Prediction.N < 0 || !finite(s.Prediction.MeanAbs) || !finite(s.Prediction.RMS) || !finite(s.Prediction.Last) ||
+		s.Prediction.MeanAbs < 0 || s.Prediction.RMS < 0:
+		return "a bad prediction error"
+	}
+	for w, m := range s.Measured {
+		if w < 1 || w > learntMaxWidth || !finite(m.MS) || m.MS <= 0 || m.MS > 1e6 || !finite(m.Cycles) || m.Cycles < 0 ||
+			!finite(m.SE) || m.SE < 0 || m.N < 1 || m.N > learntMaxN {
+			return fmt.Sprintf("bad measure of width %d", w)
+		}
+	}
+	for k, o := range s.Acceptance {
+		if !finite(o.Count) || !finite(o.Cycles) || o.Count < 0 || o.Count > o.Cycles {
+			return fmt.Sprintf("bad acceptance at position %d", k+1)
+		}
+	}
+	for _, w := range s.Avoid {
+		if w < 1 || w > learntMaxWidth {
+			return fmt.Sprintf("avoided width %d out of 1-%d", w, learntMaxWidth)
+		}
+	}
+	return ""
+}
+
+// LoadLearnt returns the saved state for k. A missing file is a miss; one
+// that is not a regular file, too large, corrupt, for another key or out
+// of bounds is a miss with a warning, never an error.
+func LoadLearnt(dir string, k CacheKey, log *slog.Logger) (Learnt, bool) {
+	path := learntPath(dir, k)
+	warn := func(why string) {
+		if log != nil {
+			log.Warn("adapt: ignoring the saved adaptation state; learning again", "file", path, "why", why)
+		}
+	}
+	b, ok := readCacheFile(path, warn)
+	if !ok {
+		return Learnt{}, false
+	}
+	var s Learnt
+	if err := json.Unmarshal(b, &s); err != nil {
+		warn("corrupt: " + err.Error())
+		return Learnt{}, false
+	}
+	if why := s.valid(k); why != "" {
+		warn(why)
+		return Learnt{}, false
+	}
+	return s, true
+}
+
+// SaveLearnt writes s atomically under its key.
+func SaveLearnt(dir string, s Learnt) error {
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return fmt.Errorf("adaptation state: %w", err)
+	}
+	return writeCacheFile(dir, learntPath(dir, s.Key), b)
+}
+
+// learnt is what the loop knows now, to save.
+func (l *Loop) learnt(key CacheKey) Learnt {
+	w := l.width
+	if l.home > 0 {
+		w = l.home
+	}
+	return Learnt{Key: key, Saved: l.d.Now().UTC(), Width: max(1, w), Measured: maps.Clone(l.measured),
+		Acceptance: slices.Clone(l.acceptanceAll()), Avoid: slices.Sorted(maps.Keys(l.avoid)),
+		Prediction: l.status.Prediction, SwitchS: l.switchS}
+}
+
+// acceptanceAll is the acceptance at every position observed: this
+// engine's where it has them, the widest observation beyond.
+func (l *Loop) acceptanceAll() Acceptance {
+	if l.width < 2 || l.base.Cycles+l.pend.Cycles == 0 {
+		return l.wide
+	}
+	return l.acceptance()
+}
+
+// learntKey is the key the state is saved under, and whether this loop
+// saves at all: a cache directory and key, and the first pair seen (the
+// key names its files).
+func (l *Loop) learntKey() (CacheKey, bool) {
+	if !l.cacheable() {
+		return CacheKey{}, false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.pair != "" && l.firstPair() != "" && l.pair != l.firstPair() {
+		return CacheKey{}, false
+	}
+	return l.cacheKey(), true
+}
+
+// resume seeds a loop that has learnt nothing yet with the saved state of
+// its key, once.
+func (l *Loop) resume() {
+	if l.resumed || len(l.measured) > 0 || len(l.wide) > 0 {
+		return
+	}
+	l.resumed = true
+	key, ok := l.learntKey()
+	if !ok {
+		return
+	}
+	s, ok := LoadLearnt(l.d.CacheDir, key, l.d.Log)
+	if !ok {
+		return
+	}
+	maps.Copy(l.measured, s.Measured)
+	l.wide = Acceptance(s.Acceptance)
+	for _, w := range s.Avoid {
+		l.avoid[w] = true
+	}
+	l.status.Prediction, l.switchS = s.Prediction, s.SwitchS
+	at := s.Saved.UTC().Format(time.RFC3339)
+	l.status.Resumed = at
+	ws := make([]string, 0, len(s.Measured))
+	for _, w := range slices.Sorted(maps.Keys(s.Measured)) {
+		ws = append(ws, fmt.Sprintf("%d@%d", w, s.Measured[w].N))
+	}
+	l.d.Log.Info("adapt: resuming what an earlier run learnt of this engine, GPU, model pair and slots",
+		"saved", at, "was_serving", s.Width, "widths_measured", strings.Join(ws, " "), "positions", len(s.Acceptance))
+}
+
+// saveLearnt saves the state when a decision was made since the last save
+// and learntEvery has passed, or always when final.
+func (l *Loop) saveLearnt(final bool) {
+	if l.status.Decisions == l.savedAt || !final && l.d.Now().Sub(l.lastSave) < learntEvery {
+		return
+	}
+	key, ok := l.learntKey()
+	if !ok || len(l.measured) == 0 && len(l.wide) == 0 {
+		return
+	}
+	l.savedAt, l.lastSave = l.status.Decisions, l.d.Now()
+	if err := SaveLearnt(l.d.CacheDir, l.learnt(key)); err != nil {
+		l.d.Log.Warn("adapt: could not save the adaptation state; a restart learns again", "err", err)
+	}
+}
