@@ -89,19 +89,9 @@ func cachePath(dir string, k CacheKey) string {
 // file that is not a regular file, too large, corrupt, or for another key is
 // a miss with a warning, never an error: the probe can always run again.
 func LoadCurve(dir string, k CacheKey, log *slog.Logger) (Curve, bool) {
-	path := cachePath(dir, k)
-	warn := func(why string) {
-		if log != nil {
-			log.Warn("adapt: ignoring the cached verify-cost curve; probing again", "file", path, "why", why)
-		}
-	}
-	b, ok := readCacheFile(path, warn)
-	if !ok {
-		return Curve{}, false
-	}
 	var cf cacheFile
-	if err := json.Unmarshal(b, &cf); err != nil {
-		warn("corrupt: " + err.Error())
+	warn, ok := readCacheJSON(cachePath(dir, k), &cf, log, "adapt: ignoring the cached verify-cost curve; probing again")
+	if !ok {
 		return Curve{}, false
 	}
 	if !sameKey(cf.Key, k) {
@@ -134,6 +124,26 @@ func SaveCurve(dir string, k CacheKey, c Curve, now time.Time) error {
 		return fmt.Errorf("cache: %w", err)
 	}
 	return writeCacheFile(dir, cachePath(dir, k), b)
+}
+
+// readCacheJSON decodes the cache file at path into v. A file that is
+// there but cannot be read or decoded is logged with msg, the file and
+// why; warn logs any later objection the same way.
+func readCacheJSON(path string, v any, log *slog.Logger, msg string) (warn func(why string), ok bool) {
+	warn = func(why string) {
+		if log != nil {
+			log.Warn(msg, "file", path, "why", why)
+		}
+	}
+	b, ok := readCacheFile(path, warn)
+	if !ok {
+		return warn, false
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		warn("corrupt: " + err.Error())
+		return warn, false
+	}
+	return warn, true
 }
 
 // readCacheFile reads a cache file of at most maxCacheBytes. A missing

@@ -91,19 +91,9 @@ func (s Learnt) valid(k CacheKey) string {
 // that is not a regular file, too large, corrupt, for another key or out
 // of bounds is a miss with a warning, never an error.
 func LoadLearnt(dir string, k CacheKey, log *slog.Logger) (Learnt, bool) {
-	path := learntPath(dir, k)
-	warn := func(why string) {
-		if log != nil {
-			log.Warn("adapt: ignoring the saved adaptation state; learning again", "file", path, "why", why)
-		}
-	}
-	b, ok := readCacheFile(path, warn)
-	if !ok {
-		return Learnt{}, false
-	}
 	var s Learnt
-	if err := json.Unmarshal(b, &s); err != nil {
-		warn("corrupt: " + err.Error())
+	warn, ok := readCacheJSON(learntPath(dir, k), &s, log, "adapt: ignoring the saved adaptation state; learning again")
+	if !ok {
 		return Learnt{}, false
 	}
 	if why := s.valid(k); why != "" {

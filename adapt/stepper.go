@@ -129,8 +129,14 @@ func (l *Loop) Resume(now time.Time) Action {
 		return l.noCost(dec, n)
 	}
 	l.clearNoCostNote(n)
-	if (!dec.Switch || dec.Trial > 0) && len(dec.Candidates) > 0 {
-		l.home = 0 // decided: the width serving now is the choice (a trial is named only then)
+	// Decided: the width serving now is the choice (a trial is named only
+	// then); not when an exploration asks to explore wider, which keeps
+	// the first home. Before, the width explored first became home: on the
+	// sim matrix's two classes the loop went 4 → 8 → 17, chose 4 "over
+	// width 8", checked 4 against 8's one easy epoch (−16.6 %) and left
+	// its best width for good.
+	if (!dec.Switch || dec.Trial > 0) && len(dec.Candidates) > 0 && !(l.exploring && dec.Explore > 0) {
+		l.home = 0
 	}
 	undo, hold := l.judge(n, &dec)
 	l.status.Decision = &dec
