@@ -189,7 +189,13 @@ func (l *Loop) saveLearnt(final bool) {
 		return
 	}
 	l.savedAt, l.lastSave = l.status.Decisions, l.d.Now()
-	if err := SaveLearnt(l.d.CacheDir, l.learnt(key)); err != nil {
+	err := SaveLearnt(l.d.CacheDir, l.learnt(key))
+	switch {
+	case err != nil && err.Error() != l.saveErr: // once per cause, not every 10 s
+		l.saveErr = err.Error()
 		l.d.Log.Warn("adapt: could not save the adaptation state; a restart learns again", "err", err)
+	case err == nil && l.saveErr != "":
+		l.saveErr = ""
+		l.d.Log.Info("adapt: the adaptation state is saved again")
 	}
 }

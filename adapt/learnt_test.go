@@ -150,3 +150,25 @@ func saveWith(f func(*Learnt)) func(path string) error {
 		return os.WriteFile(path, b, 0o644)
 	}
 }
+
+// A cache that cannot be written is said once, not at every save, and
+// serving goes on.
+func TestSaveLearntFailureSaidOnce(t *testing.T) {
+	notDir := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(notDir, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	now := time.Unix(1_800_000_000, 0)
+	l := learntLoop(t, notDir, learntKeyFor(4), slog.New(slog.NewTextHandler(&buf, nil)))
+	l.d.Now = func() time.Time { return now }
+	l.measured[4] = Measure{MS: 7, N: 4}
+	for i := 1; i <= 3; i++ {
+		l.status.Decisions = i
+		now = now.Add(learntEvery)
+		l.saveLearnt(false)
+	}
+	if n := strings.Count(buf.String(), "could not save the adaptation state"); n != 1 {
+		t.Errorf("said %d times:\n%s", n, buf.String())
+	}
+}

@@ -276,6 +276,7 @@ type Loop struct {
 	resumed  bool
 	savedAt  int
 	lastSave time.Time
+	saveErr  string // the last save's error, logged once
 }
 
 // New makes the loop for d; Run starts it.
