@@ -42,21 +42,9 @@ func TestServeAdaptConvergesUnderLoad(t *testing.T) {
 	for _, prof := range []string{"collapse", "geometric"} {
 		t.Run(prof, func(t *testing.T) {
 			want := oracle(t, prof, 17)
-			dir := t.TempDir()
 			port := freePort(t)
-			p := filepath.Join(dir, "p.toml")
-			writeFile(t, p, simProfile(port, `, "--sim-profile", "`+prof+`", "--sim-noise", "0"`)+`[adapt]
-enabled = true
-min_cycles = 64
-window = "1s"
-`)
-			r := startServe(t, "--profile", p)
-			r.log.waitFor(t, `width verified`, 1, 20*time.Second)
-			// A fresh server probes its cost curve before traffic arrives
-			// (the sim has one slot: a probe would queue behind the load).
-			for i := 0; i < 200 && adaptState(t, port) == "probing"; i++ {
-				time.Sleep(100 * time.Millisecond)
-			}
+			p := adaptSimProfile(t, t.TempDir(), port, prof)
+			r := startAdaptServe(t, p, port)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			done := make(chan loadgen.Result, 1)
@@ -85,6 +73,32 @@ window = "1s"
 			}
 		})
 	}
+}
+
+// adaptSimProfile writes a sim profile in dir that adapts fast (64-cycle
+// epochs, a 1 s window) with the sim's acceptance profile prof.
+func adaptSimProfile(t *testing.T, dir string, port int, prof string) string {
+	t.Helper()
+	p := filepath.Join(dir, "p.toml")
+	writeFile(t, p, simProfile(port, `, "--sim-profile", "`+prof+`", "--sim-noise", "0"`)+`[adapt]
+enabled = true
+min_cycles = 64
+window = "1s"
+`)
+	return p
+}
+
+// startAdaptServe serves profile p and waits until the first engine is
+// verified and probed: a fresh server probes its cost curve before traffic
+// arrives (the sim has one slot: a probe would queue behind the load).
+func startAdaptServe(t *testing.T, p string, port int) *serveRun {
+	t.Helper()
+	r := startServe(t, "--profile", p)
+	r.log.waitFor(t, `width verified`, 1, 20*time.Second)
+	for i := 0; i < 200 && adaptState(t, port) == "probing"; i++ {
+		time.Sleep(100 * time.Millisecond)
+	}
+	return r
 }
 
 // An operator width turns adaptation off, and says so.
@@ -130,20 +144,11 @@ func TestServeAdaptResumesAfterRestart(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", cache)
 	dir := t.TempDir()
 	port := freePort(t)
-	p := filepath.Join(dir, "p.toml")
 	// The state is keyed by the model files' content: they must be files.
 	writeFile(t, filepath.Join(dir, "target"), "target weights")
 	writeFile(t, filepath.Join(dir, "drafter"), "drafter weights")
-	writeFile(t, p, simProfile(port, `, "--sim-profile", "geometric", "--sim-noise", "0"`)+`[adapt]
-enabled = true
-min_cycles = 64
-window = "1s"
-`)
-	r := startServe(t, "--profile", p)
-	r.log.waitFor(t, `width verified`, 1, 20*time.Second)
-	for i := 0; i < 200 && adaptState(t, port) == "probing"; i++ {
-		time.Sleep(100 * time.Millisecond)
-	}
+	p := adaptSimProfile(t, dir, port, "geometric")
+	r := startAdaptServe(t, p, port)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
