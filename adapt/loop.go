@@ -897,7 +897,11 @@ func (l *Loop) judge(n int, dec *Decision) (undo int, hold bool) {
 		l.avoid[c.to] = true
 		l.check, l.status.Checking = nil, ""
 		dec.Choice, dec.Switch, dec.Trial = c.from, true, 0
-		dec.Reason = "undo: " + what + ": worse beyond the noise; not tried again until the traffic changes"
+		why := "worse beyond the noise"
+		if gain+half >= 0 {
+			why = fmt.Sprintf("worse after %d epochs of its own, within the noise", checkEpochs)
+		}
+		dec.Reason = "undo: " + what + ": " + why + "; not tried again until the traffic changes"
 		return c.from, false
 	case checkWait:
 		l.status.Checking = c.String()
