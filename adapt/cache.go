@@ -198,6 +198,10 @@ func writeCacheFile(dir, path string, b []byte) error {
 		tmp.Close()
 		return fmt.Errorf("cache: %w", err)
 	}
+	if err := tmp.Sync(); err != nil { // a crash leaves the old file or the new, not a torn one
+		tmp.Close()
+		return fmt.Errorf("cache: %w", err)
+	}
 	if err := tmp.Close(); err != nil {
 		return fmt.Errorf("cache: %w", err)
 	}

@@ -139,7 +139,7 @@ func CycleCost(curve Curve, measured map[int]Measure, w, n int) (Cost, bool) {
 		if w == 1 {
 			d = 0 // classic drafts nothing: the difference is live load
 		}
-		return Cost{MS: m.MS, VerifyMS: v, DraftMS: d, SE: m.SE, From: "measured"}, true
+		return Cost{MS: m.MS, VerifyMS: v, DraftMS: d, From: "measured"}, true
 	}
 	if w == 1 {
 		return Cost{MS: v, VerifyMS: v, From: "probe"}, true

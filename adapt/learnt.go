@@ -42,6 +42,9 @@ type Learnt struct {
 const (
 	learntMaxWidth = 256
 	learntMaxN     = 4096
+	// learntMaxPredictions bounds the prediction count, so that its
+	// running means cannot overflow.
+	learntMaxPredictions = 1 << 30
 	// learntEvery is the least time between two saves while adapting.
 	learntEvery = 10 * time.Second
 )
@@ -52,7 +55,6 @@ func learntPath(dir string, k CacheKey) string {
 
 // valid says what is wrong with a loaded Learnt for key k, or "".
 func (s Learnt) valid(k CacheKey) string {
-	finite := func(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
 	switch {
 	case !sameKey(s.Key, k):
 		return "written for another engine, GPU, model or slot count"
@@ -62,20 +64,24 @@ func (s Learnt) valid(k CacheKey) string {
 		return fmt.Sprintf("%d acceptance positions, more than %d", len(s.Acceptance), learntMaxWidth)
 	case len(s.Measured) > learntMaxWidth || len(s.Avoid) > learntMaxWidth:
 		return "more widths than an engine serves"
-	case !finite(s.SwitchS) || s.SwitchS < 0 || s.SwitchS > 1e5:
+	case s.Saved.IsZero():
+		return "no time saved"
+	case !in(s.SwitchS, 0, 1e5):
 		return fmt.Sprintf("switch time %v s", s.SwitchS)
-	case s.Prediction.N < 0 || !finite(s.Prediction.MeanAbs) || !finite(s.Prediction.RMS) || !finite(s.Prediction.Last) ||
-		s.Prediction.MeanAbs < 0 || s.Prediction.RMS < 0:
+	case s.Prediction.N < 0 || s.Prediction.N > learntMaxPredictions || !in(s.Prediction.MeanAbs, 0, 10) ||
+		!in(s.Prediction.RMS, 0, 10) || !in(s.Prediction.Last, -10, 10):
 		return "a bad prediction error"
 	}
 	for w, m := range s.Measured {
-		if w < 1 || w > learntMaxWidth || !finite(m.MS) || m.MS <= 0 || m.MS > 1e6 || !finite(m.Cycles) || m.Cycles < 0 ||
-			!finite(m.SE) || m.SE < 0 || m.N < 1 || m.N > learntMaxN {
+		// A cycle takes between a microsecond and 1000 s; its standard
+		// error is at most the cycle.
+		if w < 1 || w > learntMaxWidth || !in(m.MS, 1e-3, 1e6) || !in(m.Cycles, 0, 1e15) || !in(m.SE, 0, m.MS) ||
+			m.N < 1 || m.N > learntMaxN {
 			return fmt.Sprintf("bad measure of width %d", w)
 		}
 	}
 	for k, o := range s.Acceptance {
-		if !finite(o.Count) || !finite(o.Cycles) || o.Count < 0 || o.Count > o.Cycles {
+		if !in(o.Cycles, 1, 1e15) || !in(o.Count, 0, o.Cycles) {
 			return fmt.Sprintf("bad acceptance at position %d", k+1)
 		}
 	}
@@ -86,6 +92,9 @@ func (s Learnt) valid(k CacheKey) string {
 	}
 	return ""
 }
+
+// in says lo ≤ x ≤ hi for a finite x (NaN is in no range).
+func in(x, lo, hi float64) bool { return x >= lo && x <= hi && !math.IsInf(x, 0) }
 
 // LoadLearnt returns the saved state for k. A missing file is a miss; one
 // that is not a regular file, too large, corrupt, for another key or out
@@ -115,8 +124,11 @@ func SaveLearnt(dir string, s Learnt) error {
 // learnt is what the loop knows now, to save.
 func (l *Loop) learnt(key CacheKey) Learnt {
 	w := l.width
-	if l.home > 0 {
+	switch {
+	case l.home > 0:
 		w = l.home
+	case l.trial && l.check != nil:
+		w = l.check.from // a trial is checked against the width kept
 	}
 	return Learnt{Key: key, Saved: l.d.Now().UTC(), Width: max(1, w), Measured: maps.Clone(l.measured),
 		Acceptance: slices.Clone(l.acceptanceAll()), Avoid: slices.Sorted(maps.Keys(l.avoid)),
@@ -163,7 +175,17 @@ func (l *Loop) resume() {
 		return
 	}
 	maps.Copy(l.measured, s.Measured)
-	l.wide = Acceptance(s.Acceptance)
+	// Positions observed over fewer cycles than this loop decides on are
+	// left to an exploration (saved under a lower min_cycles, they would
+	// hold every decision at "too few cycles" for good).
+	acc := Acceptance(s.Acceptance)
+	for k, o := range acc {
+		if o.Cycles < l.cfg.MinCycles {
+			acc = acc[:k]
+			break
+		}
+	}
+	l.wide = acc
 	for _, w := range s.Avoid {
 		l.avoid[w] = true
 	}
@@ -191,11 +213,11 @@ func (l *Loop) saveLearnt(final bool) {
 	l.savedAt, l.lastSave = l.status.Decisions, l.d.Now()
 	err := SaveLearnt(l.d.CacheDir, l.learnt(key))
 	switch {
-	case err != nil && err.Error() != l.saveErr: // once per cause, not every 10 s
-		l.saveErr = err.Error()
-		l.d.Log.Warn("adapt: could not save the adaptation state; a restart learns again", "err", err)
-	case err == nil && l.saveErr != "":
-		l.saveErr = ""
+	case err != nil && !l.saveFailing: // once until a save succeeds, not every 10 s
+		l.saveFailing = true
+		l.d.Log.Warn("adapt: could not save the adaptation state; a restart learns again (said once)", "err", err)
+	case err == nil && l.saveFailing:
+		l.saveFailing = false
 		l.d.Log.Info("adapt: the adaptation state is saved again")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -85,7 +86,7 @@ func TestLearntSurvivesRestart(t *testing.T) {
 func TestLoadLearntRejects(t *testing.T) {
 	key := learntKeyFor(4)
 	good := func() Learnt {
-		return Learnt{Key: key, Width: 4, Measured: map[int]Measure{4: {MS: 7.6, Cycles: 100, N: 4}}, Acceptance: acc(100, 0.7, 0.5)}
+		return Learnt{Key: key, Saved: time.Unix(1_800_000_000, 0), Width: 4, Measured: map[int]Measure{4: {MS: 7.6, Cycles: 100, N: 4}}, Acceptance: acc(100, 0.7, 0.5)}
 	}
 	big := make([]Obs, 300)
 	for _, c := range []struct {
@@ -107,6 +108,15 @@ func TestLoadLearntRejects(t *testing.T) {
 		{"300 positions", saveWith(func(s *Learnt) { s.Acceptance = big }), "300 acceptance positions"},
 		{"avoided width 1000", saveWith(func(s *Learnt) { s.Avoid = []int{1000} }), "avoided width 1000"},
 		{"negative switch time", saveWith(func(s *Learnt) { s.SwitchS = -1 }), "switch time"},
+		// Values that parse but would poison the decisions: an infinite
+		// gain from a cost of 5e-324 ms, an infinite noise, a count that
+		// overflows at the next prediction, a position of no cycles.
+		{"a cost under a microsecond", saveWith(func(s *Learnt) { s.Measured[4] = Measure{MS: 5e-324, N: 4} }), "bad measure of width 4"},
+		{"a spread above the cost", saveWith(func(s *Learnt) { s.Measured[4] = Measure{MS: 7, SE: 1e300, N: 4} }), "bad measure of width 4"},
+		{"a prediction count at its limit", saveWith(func(s *Learnt) { s.Prediction.N = math.MaxInt }), "a bad prediction error"},
+		{"a huge prediction error", saveWith(func(s *Learnt) { s.Prediction.RMS = 1e200 }), "a bad prediction error"},
+		{"a position of no cycles", saveWith(func(s *Learnt) { s.Acceptance[0] = Obs{} }), "bad acceptance at position 1"},
+		{"no time", saveWith(func(s *Learnt) { s.Saved = time.Time{} }), "no time saved"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -140,7 +150,7 @@ func TestLoadLearntRejects(t *testing.T) {
 // saveWith writes a good state changed by f, bypassing validation.
 func saveWith(f func(*Learnt)) func(path string) error {
 	return func(path string) error {
-		s := Learnt{Key: learntKeyFor(4), Width: 4, Measured: map[int]Measure{4: {MS: 7.6, Cycles: 100, N: 4}}, Acceptance: acc(100, 0.7, 0.5)}
+		s := Learnt{Key: learntKeyFor(4), Saved: time.Unix(1_800_000_000, 0), Width: 4, Measured: map[int]Measure{4: {MS: 7.6, Cycles: 100, N: 4}}, Acceptance: acc(100, 0.7, 0.5)}
 		s.Key.Models = append([]ModelFile(nil), s.Key.Models...)
 		f(&s)
 		b, err := json.Marshal(s)
@@ -151,24 +161,60 @@ func saveWith(f func(*Learnt)) func(path string) error {
 	}
 }
 
-// A cache that cannot be written is said once, not at every save, and
-// serving goes on.
+// A cache that cannot be written is said once, not at every save (the
+// errors name a new temporary file each time), and serving goes on.
 func TestSaveLearntFailureSaidOnce(t *testing.T) {
-	notDir := filepath.Join(t.TempDir(), "file")
-	if err := os.WriteFile(notDir, nil, 0o644); err != nil {
-		t.Fatal(err)
+	for _, c := range []struct {
+		name string
+		dir  func(t *testing.T) string
+	}{
+		{"the cache is a file", func(t *testing.T) string {
+			f := filepath.Join(t.TempDir(), "file")
+			if err := os.WriteFile(f, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return f
+		}},
+		{"a directory where the state goes", func(t *testing.T) string {
+			d := t.TempDir()
+			if err := os.MkdirAll(filepath.Join(learntPath(d, learntKeyFor(4)), "x"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			return d
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			now := time.Unix(1_800_000_000, 0)
+			l := learntLoop(t, c.dir(t), learntKeyFor(4), slog.New(slog.NewTextHandler(&buf, nil)))
+			l.d.Now = func() time.Time { return now }
+			l.measured[4] = Measure{MS: 7, N: 4}
+			for i := 1; i <= 3; i++ {
+				l.status.Decisions = i
+				now = now.Add(learntEvery)
+				l.saveLearnt(false)
+			}
+			if n := strings.Count(buf.String(), "could not save the adaptation state"); n != 1 {
+				t.Errorf("said %d times:\n%s", n, buf.String())
+			}
+		})
 	}
-	var buf bytes.Buffer
-	now := time.Unix(1_800_000_000, 0)
-	l := learntLoop(t, notDir, learntKeyFor(4), slog.New(slog.NewTextHandler(&buf, nil)))
-	l.d.Now = func() time.Time { return now }
-	l.measured[4] = Measure{MS: 7, N: 4}
-	for i := 1; i <= 3; i++ {
-		l.status.Decisions = i
-		now = now.Add(learntEvery)
-		l.saveLearnt(false)
-	}
-	if n := strings.Count(buf.String(), "could not save the adaptation state"); n != 1 {
-		t.Errorf("said %d times:\n%s", n, buf.String())
+}
+
+// Positions saved over fewer cycles than this loop decides on (a run with
+// a lower min_cycles) are not resumed: they would hold every decision at
+// "too few cycles", and no exploration would ever refill them.
+func TestResumeDropsThinPositions(t *testing.T) {
+	dir := t.TempDir()
+	a := learntLoop(t, dir, learntKeyFor(4), quietLog())
+	a.measured[4] = Measure{MS: 7, N: 4}
+	a.wide = Acceptance{{Count: 900, Cycles: 1000}, {Count: 800, Cycles: 1000}, {Count: 30, Cycles: 50}, {Count: 900, Cycles: 1000}}
+	a.status.Decisions = 1
+	a.saveLearnt(true)
+	b := learntLoop(t, dir, learntKeyFor(4), quietLog())
+	b.cfg.MinCycles = 100
+	b.resume()
+	if len(b.wide) != 2 {
+		t.Errorf("resumed %d positions %v, want the 2 before the thin one", len(b.wide), b.wide)
 	}
 }

@@ -276,7 +276,8 @@ type Loop struct {
 	resumed  bool
 	savedAt  int
 	lastSave time.Time
-	saveErr  string // the last save's error, logged once
+	// saveFailing: the last save failed (said once until one succeeds)
+	saveFailing bool
 }
 
 // New makes the loop for d; Run starts it.
@@ -305,6 +306,7 @@ func (l *Loop) clearState() {
 	l.probedN, l.probeN, l.probeEr = nil, nil, nil
 	l.noCostNote, l.noCostWhy, l.noCostN = "", "", 0
 	l.resumed, l.status.Resumed = false, ""
+	l.status.Prediction = PredictionError{} // the errors of another pair's widths
 }
 
 // ErrNotAdapting wraps every reason Run gives up adapting for good; serve
@@ -632,6 +634,7 @@ func (l *Loop) step(ctx context.Context) error {
 	t := l.d.Current()
 	if t.Gen != l.gen && t.Pair != "" && l.pair != "" && t.Pair != l.pair {
 		l.d.Log.Info("adapt: another model pair serves; starting over", "was", l.pair, "now", t.Pair)
+		l.saveLearnt(true) // what the old pair taught, under its key
 		l.clearState()
 		l.curve = Curve{}
 		return errPairChanged
@@ -818,6 +821,9 @@ func (l *Loop) scorePrediction(w int) {
 	delete(l.predict, w)
 	m := l.measured[w].MS
 	e := m/p - 1
+	if math.IsNaN(e) || math.IsInf(e, 0) {
+		return
+	}
 	pe := &l.status.Prediction
 	pe.MeanAbs = (pe.MeanAbs*float64(pe.N) + math.Abs(e)) / float64(pe.N+1)
 	pe.RMS = math.Sqrt((pe.RMS*pe.RMS*float64(pe.N) + e*e) / float64(pe.N+1))
