@@ -52,9 +52,11 @@ func runLoop(t testing.TB, e *simEngine, cfg Config, prompt func() string, settl
 }
 
 // settled: a decision at the width now serving that says stay, after at
-// least one epoch there.
+// least one epoch there, and no switch still under check (it may go back),
+// as adapteval reads /speclaunch/status.
 func settled(s Status) bool {
-	return s.Decision != nil && !s.Decision.NoCost && !s.Decision.Switch && s.Decision.Running == s.Width && s.Width >= 1 && s.Decision.Explore == 0 && len(s.Decision.Candidates) > 0
+	return s.Decision != nil && !s.Decision.NoCost && !s.Decision.Switch && s.Decision.Running == s.Width && s.Width >= 1 && s.Decision.Explore == 0 && len(s.Decision.Candidates) > 0 &&
+		s.Checking == ""
 }
 
 func TestLoopConvergesPerProfile(t *testing.T) {
