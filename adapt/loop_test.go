@@ -115,8 +115,10 @@ func TestLoopFollowsTrafficChange(t *testing.T) {
 		t.Fatalf("collapsing traffic: no settle at 4; switches %v", e.Switches())
 	}
 	profile.Store("flat")
-	if !waitFor(10*time.Second, at(17)) {
-		t.Fatalf("flat traffic again: no settle at 17; switches %v", e.Switches())
+	// Flat traffic's 16 and 17 are within 1 % of each other (128-token
+	// requests take 9 cycles at either): either is the wide width.
+	if !waitFor(10*time.Second, func() bool { return at(17)() || at(16)() }) {
+		t.Fatalf("flat traffic again: no settle at 16-17; switches %v", e.Switches())
 	}
 	cancel()
 	if err := <-done; err != nil {
