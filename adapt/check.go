@@ -73,8 +73,18 @@ func judgeSwitch(to, from rateObs, z, floor, keepCycles, capCycles float64) (ver
 }
 
 // switchCheck is a switch under check: the width it left, the width it
-// went to.
-type switchCheck struct{ from, to int }
+// went to, and left: the width left's rate over the cycles the decision
+// saw there (its engine's since it started or the traffic drifted, at
+// concurrency leftN), when they were a pool's worth. A width's own counts
+// (Inputs.Own) reach back across engines to the last drift, and a drift
+// shows only once a pool of the new traffic is in: a switch the latest
+// cycles called for would be judged against a rate of the older traffic.
+type switchCheck struct {
+	from, to int
+	left     rateObs
+	hasLeft  bool
+	leftN    int
+}
 
 func (c switchCheck) String() string {
 	return fmt.Sprintf("width %d against width %d", c.to, c.from)

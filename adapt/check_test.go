@@ -155,3 +155,46 @@ func TestLoopMeasuresClassicLive(t *testing.T) {
 		t.Errorf("classic at 2 sequences priced by its 4-sequence measure %+v", r)
 	}
 }
+
+// A switch is checked against the cycles that called for it: width 17's
+// own counts are of flat traffic (14 tokens a cycle), its engine's latest
+// cycles of collapsing traffic (4.1), which made the rule switch to 4.
+// Against the older counts 4 looks 47 % worse and was undone (the sim's
+// traffic-change test ended at 3); against the cycles the decision saw it
+// is 80 % better and kept.
+func TestCheckAgainstTheCyclesThatCalledForTheSwitch(t *testing.T) {
+	l := New(LoopDeps{Current: func() Target { return Target{} }, Switch: func(context.Context, int, string) error { return nil },
+		Log: quietLog(), Cfg: Config{Rule: Rule{MinCycles: 256}, MaxTrials: -1}})
+	l.curve, l.w0 = Curve{VerifyMS: map[int]float64{1: 3, 4: 4.3, 17: 8.5}, Source: "probe"}, 8
+	l.width, l.gen, l.ownN = 17, 1, 1
+	at := func(cycles float64, s ...float64) Counts {
+		c := Counts{Cycles: cycles}
+		for _, v := range s {
+			c.AtLeast = append(c.AtLeast, v*cycles)
+		}
+		return c
+	}
+	flat := []float64{0.94, 0.92, 0.9, 0.88, 0.87, 0.86, 0.85, 0.85, 0.84, 0.84, 0.83, 0.83, 0.83, 0.82, 0.82, 0.82}
+	collapse := []float64{0.94, 0.9, 0.86, 0.03, 0.03, 0.03, 0.03, 0.03, 0.03, 0.03, 0.03, 0.03, 0.03, 0.03, 0.03, 0.03}
+	l.own[17] = at(8000, flat...)
+	l.deliv[17] = [2]float64{8000 * 14, 8000}
+	l.delivEp[17] = []float64{13.8, 14.1, 14, 13.9, 14.2, 14, 14.1, 13.9}
+	l.base, l.baseTok, l.baseEp = at(1024, collapse...), 1024*4.1, []float64{4.2, 4.0, 4.1, 4.1}
+	l.measured[17] = Measure{MS: 9, Cycles: 9024, N: 1}
+
+	l.expect(Decision{N: 1}, 4, 17)
+	l.reset(Target{Gen: 2, Width: 4})
+	l.own[4] = at(2048, 0.94, 0.9, 0.86)
+	l.deliv[4] = [2]float64{2048 * 3.7, 2048}
+	l.delivEp[4] = []float64{3.7, 3.72, 3.68, 3.7, 3.69, 3.71, 3.7, 3.7}
+	l.measured[4] = Measure{MS: 4.5, Cycles: 2048, N: 1}
+
+	dec := Decision{N: 1}
+	undo, hold := l.judge(1, &dec)
+	if undo != 0 || hold {
+		t.Fatalf("undo %d, hold %v (%s): want the switch kept", undo, hold, dec.Reason)
+	}
+	if l.check != nil {
+		t.Errorf("still checking %v", l.check)
+	}
+}

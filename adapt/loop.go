@@ -214,6 +214,11 @@ type Loop struct {
 	// epoch the tokens a cycle delivered; they join deliv with pend.
 	pendTok float64
 	pendEp  []float64
+	// baseTok and baseEp: the same for base. base and pend are what the
+	// decisions at this engine saw, and a switch from it is checked
+	// against them (switchCheck.left).
+	baseTok float64
+	baseEp  []float64
 	pendObs []Acceptance // each epoch's acceptance in pend, for the drift test's Dispersion
 	prevObs []Acceptance // and in the pool before it on this engine
 	epoch   Counts       // the epoch being filled
@@ -302,6 +307,7 @@ func (l *Loop) clearState() {
 	l.deliv, l.delivEp = map[int][2]float64{}, map[int][]float64{}
 	l.wide, l.base, l.pend, l.home, l.exploring, l.trial, l.check = nil, Counts{}, Counts{}, 0, false, false, nil
 	l.pendTok, l.pendEp, l.pendObs, l.prevObs = 0, nil, nil, nil
+	l.baseTok, l.baseEp = 0, nil
 	l.recheckEvery, l.exploreFirst, l.explored = 0, false, 0
 	l.probedN, l.probeN, l.probeEr = nil, nil, nil
 	l.noCostNote, l.noCostWhy, l.noCostN = "", "", 0
@@ -576,6 +582,7 @@ func (l *Loop) reset(t Target) {
 	}
 	l.gen, l.width, l.fresh = t.Gen, t.Width, true
 	l.base, l.pend, l.epoch, l.pendTok, l.pendEp = Counts{}, Counts{}, Counts{}, 0, nil
+	l.baseTok, l.baseEp = 0, nil
 	l.pendObs, l.prevObs = nil, nil
 	l.tokens, l.classic, l.nLive, l.lastN = 0, 0, nil, 0
 	l.epPredS, l.epCycles, l.predS, l.cycles, l.msEp = 0, 0, 0, 0, nil
@@ -771,7 +778,7 @@ func (l *Loop) commit(test bool) {
 			drifted = true
 			l.d.Log.Info("adapt: acceptance drifted; deciding from the latest epochs", "position", k,
 				"was", l.base.Obs().S(k), "now", ep.S(k))
-			l.base = Counts{}
+			l.base, l.baseTok, l.baseEp = Counts{}, 0, nil
 			l.wide = nil // far positions observed under other traffic
 			// Each width's own acceptance is of the older traffic too;
 			// its ms per cycle (measured) is not: cost does not move
@@ -791,6 +798,8 @@ func (l *Loop) commit(test bool) {
 		}
 	}
 	l.base.Merge(l.pend)
+	l.baseTok += l.pendTok
+	l.baseEp = append(l.baseEp, l.pendEp...)
 	o := l.own[l.width]
 	o.Merge(l.pend)
 	l.own[l.width] = o
@@ -880,6 +889,13 @@ func (l *Loop) judge(n int, dec *Decision) (undo int, hold bool) {
 	}
 	to, ok1 := l.ownRateOf(c.to, n)
 	from, ok2 := l.ownRateOf(c.from, n)
+	if c.hasLeft && c.leftN == n {
+		// The width left as the decision saw it: its own counts reach
+		// back to other traffic (H200 sim, flat then collapsing traffic:
+		// width 17's own rate, mostly of the flat stretch, undid a right
+		// switch to 4, and the loop ended at 3, 0.88 of the best).
+		from, ok2 = c.left, true
+	}
 	if !ok2 {
 		// The width left has no measured rate of its own here (the loop
 		// explored before it served a whole epoch, or at another
@@ -938,9 +954,33 @@ func (l *Loop) ownRateOf(w, n int) (rateObs, bool) {
 		return r, ok2
 	}
 	own := l.own[w]
-	if w == l.width {
+	d, eps := l.deliv[w], l.delivEp[w]
+	if w == l.width { // with the epochs not yet committed
 		own = l.ownCopy()[w]
+		d = [2]float64{d[0] + l.pendTok, d[1] + l.pend.Cycles}
+		eps = append(slices.Clone(eps), l.pendEp...)
 	}
+	return l.measuredRate(w, n, own, d, eps)
+}
+
+// stintRate is the running width's rate over this engine's epochs since
+// it started or the traffic drifted (base and pend): the cycles the
+// decisions here saw, at least MinCycles of them, as a decision needs.
+func (l *Loop) stintRate(n int) (rateObs, bool) {
+	if l.width < 2 {
+		return rateObs{}, false
+	}
+	c := l.base
+	c.AtLeast = slices.Clone(c.AtLeast)
+	c.Merge(l.pend)
+	d := [2]float64{l.baseTok + l.pendTok, c.Cycles}
+	return l.measuredRate(l.width, n, c, d, append(slices.Clone(l.baseEp), l.pendEp...))
+}
+
+// measuredRate is width w's rate at concurrency n from its counts, the
+// tokens its cycles delivered (d: tokens, cycles) and their epochs' means,
+// at its measured cost.
+func (l *Loop) measuredRate(w, n int, own Counts, d [2]float64, eps []float64) (rateObs, bool) {
 	m, ok := l.measured[w]
 	if !ok || m.N != n || own.Cycles < l.cfg.MinCycles {
 		return rateObs{}, false
@@ -953,11 +993,6 @@ func (l *Loop) ownRateOf(w, n int) (rateObs, bool) {
 	// widths apart when a request is a few cycles long (the sim's flat
 	// profile: 128 tokens at 15.4 or 14.5 tokens a cycle both take 9
 	// cycles, so width 16 beats 17, which the counters rank first).
-	d, eps := l.deliv[w], l.delivEp[w]
-	if w == l.width { // with the epochs not yet committed
-		d = [2]float64{d[0] + l.pendTok, d[1] + l.pend.Cycles}
-		eps = append(slices.Clone(eps), l.pendEp...)
-	}
 	if ok && d[1] >= l.cfg.MinCycles && d[0] > 0 {
 		r.T = d[0] / d[1]
 		r.SE = math.Max(r.SE, batchSE(eps))
@@ -1016,7 +1051,12 @@ func (l *Loop) expect(dec Decision, w, from int) {
 			l.d.Log.Info(fmt.Sprintf("adapt: width %d predicted %.2f ms per cycle (%s)", w, c.Cost.MS, c.Cost.From))
 		}
 	}
-	l.check = &switchCheck{from: from, to: w}
+	c := &switchCheck{from: from, to: w}
+	if from == l.width { // not the home of an exploration: its cycles are this engine's
+		c.left, c.hasLeft = l.stintRate(dec.N)
+		c.leftN = dec.N
+	}
+	l.check = c
 }
 
 // unprobed says why the rows n sequences verify at the running width are

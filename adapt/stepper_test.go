@@ -132,3 +132,22 @@ func TestStep(t *testing.T) {
 		})
 	}
 }
+
+// A re-check of the widest width frees the widths undone: a traffic
+// change the positions below the running width do not show (collapsing
+// to flat at width 4) shows only in the far positions it observes.
+func TestRecheckFreesUndoneWidths(t *testing.T) {
+	l := New(LoopDeps{Current: func() Target { return Target{} }, Switch: func(context.Context, int, string) error { return nil },
+		Log: quietLog(), Cfg: Config{Rule: Rule{MinCycles: 256}}})
+	l.width, l.explored = 4, 1
+	l.avoid[17], l.avoid[16], l.tried[5] = true, true, true
+	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	l.lastExplore = now.Add(-2 * l.cfg.ReexploreEvery)
+	a := l.act(now, Decision{Running: 4, Choice: 4, Recheck: 17})
+	if a.Kind != ActSwitch || a.Width != 17 || !a.Explore {
+		t.Fatalf("action %+v: want a re-check of 17", a)
+	}
+	if len(l.avoid) != 0 || len(l.tried) != 0 {
+		t.Errorf("avoid %v, tried %v: want both cleared", l.avoid, l.tried)
+	}
+}
