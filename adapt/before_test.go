@@ -78,3 +78,36 @@ func TestBeforeTraffic(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A /props that fails for a moment (the engine's HTTP not quite up, a
+// proxy's hiccup) leaves the slots last known: the curve probed for 4
+// slots still serves the next engine of the pair, which is not probed
+// again. Before, the slots fell to "unknown", the curve was dropped with
+// them and the rows of one sequence were probed anew.
+func TestBeforeTrafficKeepsSlotsWhenPropsFails(t *testing.T) {
+	m := newModelEngine(t, 4, 4, func(k int) float64 { return math.Pow(0.8, float64(k)) })
+	m.slots, m.pair = 4, "a"
+	probes := func() int { m.mu.Lock(); defer m.mu.Unlock(); return len(m.probes) }
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l := New(LoopDeps{Current: m.Current, Cfg: testCfg(), Log: quietLog(),
+		Switch: func(context.Context, int, string) error { return nil }})
+	if err := l.BeforeTraffic(ctx, m.Current()); err != nil {
+		t.Fatal(err)
+	}
+	first := probes()
+	m.mu.Lock()
+	m.slots, m.gen = 0, m.gen+1 // /props answers 404 now
+	m.mu.Unlock()
+	if err := l.BeforeTraffic(ctx, m.Current()); err != nil {
+		t.Fatal(err)
+	}
+	if got := probes() - first; got != 0 {
+		t.Errorf("%d probe requests for the next engine of the pair: want none", got)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if k := l.cacheKey(); k.Slots != 4 {
+		t.Errorf("cache key slots %d, want 4, the last known", k.Slots)
+	}
+}

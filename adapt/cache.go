@@ -1,16 +1,19 @@
 package adapt
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"time"
+
+	"github.com/speclaunch/speclaunch/internal/safefile"
 )
 
 // CacheKey names what a probed curve is a property of: the engine build,
@@ -147,8 +150,11 @@ func readCacheJSON(path string, v any, log *slog.Logger, msg string) (warn func(
 }
 
 // readCacheFile reads a cache file of at most maxCacheBytes. A missing
-// file is a quiet miss; anything else that stops it (not a regular file,
-// too large, unreadable) is a miss that warn is told of.
+// file is a quiet miss; anything else that stops it (a link, not a regular
+// file, too large, unreadable) is a miss that warn is told of. The read
+// goes through safefile: a FIFO put in place after the Lstat must not
+// block the loop's start (the open is non-blocking, and what was opened is
+// checked again).
 func readCacheFile(path string, warn func(why string)) ([]byte, bool) {
 	fi, err := os.Lstat(path)
 	if err != nil {
@@ -165,19 +171,14 @@ func readCacheFile(path string, warn func(why string)) ([]byte, bool) {
 		warn(fmt.Sprintf("%d bytes, more than %d", fi.Size(), maxCacheBytes))
 		return nil, false
 	}
-	f, err := os.Open(path)
+	b, err := safefile.ReadFile(context.Background(), "cache file", path, maxCacheBytes)
 	if err != nil {
-		warn(err.Error())
-		return nil, false
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxCacheBytes+1))
-	if err != nil {
-		warn(err.Error())
-		return nil, false
-	}
-	if len(b) > maxCacheBytes { // grew since the stat
-		warn(fmt.Sprintf("more than %d bytes", maxCacheBytes))
+		var se *safefile.Error
+		if errors.As(err, &se) {
+			warn(se.Msg)
+		} else {
+			warn(err.Error())
+		}
 		return nil, false
 	}
 	return b, true

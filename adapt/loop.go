@@ -517,16 +517,18 @@ func (l *Loop) getCurve(ctx context.Context) error {
 // rowsFor is the rows the engine at base needs probed for its slots.
 func (l *Loop) rowsFor(ctx context.Context, base string) []int {
 	slots, err := totalSlots(ctx, l.d.HTTP, base)
-	known := slots
-	if err != nil {
-		known = 0
-		if ctx.Err() == nil {
-			l.d.Log.Debug("adapt: the engine's slots are unknown; probing the rows of one sequence", "err", err)
-		}
-	}
 	l.mu.Lock()
-	l.slots = known // part of the cache key
-	l.mu.Unlock()
+	defer l.mu.Unlock()
+	if err != nil {
+		// The slots last known stand (an engine of the same command line
+		// has the same): a /props that fails for a moment must not drop
+		// the curve probed for them and probe the rows of one sequence.
+		if ctx.Err() == nil {
+			l.d.Log.Debug("adapt: the engine's slots are unknown; keeping the last known", "slots", l.slots, "err", err)
+		}
+		return upFrontRows(l.cfg.MaxWidth, l.slots)
+	}
+	l.slots = slots // part of the cache key
 	return upFrontRows(l.cfg.MaxWidth, slots)
 }
 
