@@ -83,3 +83,38 @@ func TestDispersion(t *testing.T) {
 		t.Errorf("no epochs: phi %v, want none", phi)
 	}
 }
+
+// A visit shorter than a pool is tested against the width's own counts
+// when the loop leaves it: of other traffic, they go (and only they);
+// of the same, the visit joins them.
+func TestLeavingAWidthDropsItsStaleOwnCounts(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		visit Counts
+		want  float64 // the width's own cycles after the switch away
+	}{
+		{"other traffic", hardEpoch, 256},
+		{"the same traffic", easyEpoch, 4*256 + 256},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			l := New(LoopDeps{Current: func() Target { return Target{} }, Switch: func(context.Context, int, string) error { return nil },
+				Log: quietLog(), Cfg: Config{Rule: Rule{MinCycles: 256}}})
+			l.width, l.gen, l.ownN = 4, 1, 1
+			own := Counts{}
+			for range 4 {
+				own.Merge(easyEpoch)
+			}
+			l.own[4], l.own[8] = own, own
+			l.pend = c.visit
+			l.pend.AtLeast = append([]float64(nil), c.visit.AtLeast...)
+			l.pendObs = []Acceptance{c.visit.Obs()}
+			l.reset(Target{Gen: 2, Width: 8})
+			if got := l.own[4].Cycles; got != c.want {
+				t.Errorf("width 4's own cycles %v, want %v", got, c.want)
+			}
+			if got := l.own[8].Cycles; got != 4*256 {
+				t.Errorf("width 8's own cycles %v: another width's counts must stay", got)
+			}
+		})
+	}
+}

@@ -580,6 +580,7 @@ func (l *Loop) cacheable() bool {
 // reset starts a new engine's life: its counters are a new baseline.
 func (l *Loop) reset(t Target) {
 	if l.width >= 2 && l.pend.Cycles > 0 {
+		l.dropStaleOwn()
 		l.commit(false) // a part of a pool: too little of the traffic's mix to test
 	}
 	l.gen, l.width, l.fresh = t.Gen, t.Width, true
@@ -819,6 +820,29 @@ func (l *Loop) commit(test bool) {
 	// traffic change shows between epochs of one width, above.
 	if obs := l.base.Obs(); len(obs) >= len(l.wide) {
 		l.wide = obs
+	}
+}
+
+// dropStaleOwn drops the running width's own counts when the partial pool
+// it leaves with drifted from them: they are of other traffic, and the
+// rule would price this width by them (Inputs.Own). A visit shorter than a
+// pool is never tested otherwise: on the sim's flat → collapse test, width
+// 16's own counts of the flat stretch priced it +54.7 % over 4 under the
+// collapse, and the loop went 4 → 16 → 4 four times. Only this width's
+// counts go: a partial pool is too little of the traffic's mix to drop
+// every width's (that undid a right switch to width 1).
+func (l *Loop) dropStaleOwn() {
+	o := l.own[l.width]
+	if o.Cycles <= 0 || l.pend.Cycles < l.cfg.MinCycles {
+		return
+	}
+	ep := l.pend.Obs()
+	if k := Drift(o.Obs(), ep, l.cfg.DriftZ, Dispersion(l.prevObs, l.pendObs)); k > 0 {
+		l.d.Log.Info("adapt: acceptance at this width drifted since it was last measured; dropping its own counts", "width", l.width, "position", k,
+			"was", o.Obs().S(k), "now", ep.S(k))
+		delete(l.own, l.width)
+		delete(l.deliv, l.width)
+		delete(l.delivEp, l.width)
 	}
 }
 
