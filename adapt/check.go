@@ -75,7 +75,8 @@ func judgeSwitch(to, from rateObs, z, floor, keepCycles, capCycles float64) (ver
 // switchCheck is a switch under check: the width it left, the width it
 // went to, and left: the width left's rate over the cycles the decision
 // saw there (its engine's since it started or the traffic drifted, at
-// concurrency leftN), when they were a pool's worth. A width's own counts
+// concurrency leftN; for an exploration's home, as the exploration left
+// it), when they were at least MinCycles; a drift drops it. A width's own counts
 // (Inputs.Own) reach back across engines to the last drift, and a drift
 // shows only once a pool of the new traffic is in: a switch the latest
 // cycles called for would be judged against a rate of the older traffic.

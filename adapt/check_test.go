@@ -1,7 +1,9 @@
 package adapt
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"math"
 	"strings"
 	"testing"
@@ -163,8 +165,9 @@ func TestLoopMeasuresClassicLive(t *testing.T) {
 // traffic-change test ended at 3); against the cycles the decision saw it
 // is 80 % better and kept.
 func TestCheckAgainstTheCyclesThatCalledForTheSwitch(t *testing.T) {
+	var logged bytes.Buffer
 	l := New(LoopDeps{Current: func() Target { return Target{} }, Switch: func(context.Context, int, string) error { return nil },
-		Log: quietLog(), Cfg: Config{Rule: Rule{MinCycles: 256}, MaxTrials: -1}})
+		Log: slog.New(slog.NewTextHandler(&logged, nil)), Cfg: Config{Rule: Rule{MinCycles: 256}, MaxTrials: -1}})
 	l.curve, l.w0 = Curve{VerifyMS: map[int]float64{1: 3, 4: 4.3, 17: 8.5}, Source: "probe"}, 8
 	l.width, l.gen, l.ownN = 17, 1, 1
 	at := func(cycles float64, s ...float64) Counts {
@@ -184,9 +187,12 @@ func TestCheckAgainstTheCyclesThatCalledForTheSwitch(t *testing.T) {
 
 	l.expect(Decision{N: 1}, 4, 17)
 	l.reset(Target{Gen: 2, Width: 4})
-	l.own[4] = at(2048, 0.94, 0.9, 0.86)
-	l.deliv[4] = [2]float64{2048 * 3.7, 2048}
-	l.delivEp[4] = []float64{3.7, 3.72, 3.68, 3.7, 3.69, 3.71, 3.7, 3.7}
+	// Width 4's engine: 2048 cycles of the collapse; its own counts
+	// from an earlier visit, of the flat stretch, are not read.
+	l.own[4] = at(4096, 0.94, 0.92, 0.9)
+	l.deliv[4] = [2]float64{4096 * 3.76, 4096}
+	l.base, l.baseTok = at(2048, 0.94, 0.9, 0.86), 2048*3.7
+	l.baseEp = []float64{3.7, 3.72, 3.68, 3.7, 3.69, 3.71, 3.7, 3.7}
 	l.measured[4] = Measure{MS: 4.5, Cycles: 2048, N: 1}
 
 	dec := Decision{N: 1}
@@ -196,5 +202,40 @@ func TestCheckAgainstTheCyclesThatCalledForTheSwitch(t *testing.T) {
 	}
 	if l.check != nil {
 		t.Errorf("still checking %v", l.check)
+	}
+	if !strings.Contains(logged.String(), "switch kept: width 4 measured +") {
+		t.Errorf("no check kept the switch; log:\n%s", logged.String())
+	}
+}
+
+// The width switched to is read over its engine's cycles too: its own
+// counts from a visit under older traffic (flat: 14 tokens a cycle) would
+// keep a switch its engine measures at 4.1 tokens a cycle, 42 % worse
+// than the width left.
+func TestCheckReadsTheNewWidthOverItsEngine(t *testing.T) {
+	l := New(LoopDeps{Current: func() Target { return Target{} }, Switch: func(context.Context, int, string) error { return nil },
+		Log: quietLog(), Cfg: Config{Rule: Rule{MinCycles: 256}, MaxTrials: -1}})
+	l.curve, l.w0 = Curve{VerifyMS: map[int]float64{1: 3, 4: 4.3, 16: 8.3}, Source: "probe"}, 8
+	l.width, l.gen, l.ownN = 4, 1, 1
+	at := func(cycles float64, s ...float64) Counts {
+		c := Counts{Cycles: cycles}
+		for _, v := range s {
+			c.AtLeast = append(c.AtLeast, v*cycles)
+		}
+		return c
+	}
+	collapse := []float64{0.94, 0.9, 0.86, 0.03, 0.03, 0.03, 0.03, 0.03, 0.03, 0.03, 0.03, 0.03, 0.03, 0.03, 0.03}
+	flat := []float64{0.94, 0.92, 0.9, 0.88, 0.87, 0.86, 0.85, 0.85, 0.84, 0.84, 0.83, 0.83, 0.83, 0.82, 0.82}
+	l.base, l.baseTok, l.baseEp = at(2048, 0.94, 0.9, 0.86), 2048*3.7, []float64{3.7, 3.72, 3.68, 3.7, 3.69, 3.71, 3.7, 3.7}
+	l.measured[4] = Measure{MS: 4.5, Cycles: 2048, N: 1}
+	l.expect(Decision{N: 1}, 16, 4)
+	l.reset(Target{Gen: 2, Width: 16})
+	l.own[16] = at(4096, flat...)
+	l.deliv[16] = [2]float64{4096 * 14, 4096}
+	l.base, l.baseTok, l.baseEp = at(2048, collapse...), 2048*4.1, []float64{4.1, 4.0, 4.2, 4.1, 4.1, 4.0, 4.2, 4.1}
+	l.measured[16] = Measure{MS: 8.6, Cycles: 2048, N: 1}
+	dec := Decision{N: 1}
+	if undo, _ := l.judge(1, &dec); undo != 4 {
+		t.Fatalf("undo %d (%s): want back to 4", undo, dec.Reason)
 	}
 }

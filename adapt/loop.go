@@ -248,6 +248,12 @@ type Loop struct {
 	// home: the width served before the current exploration, which the
 	// rule must beat (Inputs.Home); 0 when the width serving was chosen.
 	home int
+	// homeRate: home's rate over its engine's cycles when the exploration
+	// left it (stintRate, at concurrency homeRateN), for the check of the
+	// width chosen after it; homeRateOK when there is one.
+	homeRate   rateObs
+	homeRateOK bool
+	homeRateN  int
 	// exploring: the engine serving was started to observe, not chosen;
 	// its first decision may switch at once, without waiting a window.
 	exploring bool
@@ -306,6 +312,7 @@ func (l *Loop) clearState() {
 	l.measured, l.own, l.tried, l.avoid, l.predict = map[int]Measure{}, map[int]Counts{}, map[int]bool{}, map[int]bool{}, map[int]float64{}
 	l.deliv, l.delivEp = map[int][2]float64{}, map[int][]float64{}
 	l.wide, l.base, l.pend, l.home, l.exploring, l.trial, l.check = nil, Counts{}, Counts{}, 0, false, false, nil
+	l.homeRateOK = false
 	l.pendTok, l.pendEp, l.pendObs, l.prevObs = 0, nil, nil, nil
 	l.baseTok, l.baseEp = 0, nil
 	l.recheckEvery, l.exploreFirst, l.explored = 0, false, 0
@@ -833,7 +840,9 @@ func (l *Loop) commit(test bool) {
 // every width's (that undid a right switch to width 1).
 func (l *Loop) dropStaleOwn() {
 	o := l.own[l.width]
-	if o.Cycles <= 0 || l.pend.Cycles < l.cfg.MinCycles {
+	if o.Cycles <= 0 || len(l.pendObs) < 2 {
+		// One epoch shows no spread of its own: the drift test would take
+		// requests of different acceptance in runs for a drift.
 		return
 	}
 	ep := l.pend.Obs()
@@ -913,7 +922,14 @@ func (l *Loop) judge(n int, dec *Decision) (undo int, hold bool) {
 		l.status.Checking = ""
 		return 0, false
 	}
+	// The width switched to is read over its engine's cycles only: its own
+	// counts from an earlier visit may be of other traffic (the sim's
+	// collapse: width 16's counts of the flat stretch kept a switch to it
+	// at +42 % in its first epoch).
 	to, ok1 := l.ownRateOf(c.to, n)
+	if c.to >= 2 {
+		to, ok1 = l.stintRate(n)
+	}
 	from, ok2 := l.ownRateOf(c.from, n)
 	if c.hasLeft && c.leftN == n {
 		// The width left as the decision saw it: its own counts reach
@@ -949,7 +965,7 @@ func (l *Loop) judge(n int, dec *Decision) (undo int, hold bool) {
 		if gain+half >= 0 {
 			why = fmt.Sprintf("worse after %d epochs of its own, within the noise", checkEpochs)
 		}
-		dec.Reason = "undo: " + what + ": " + why + "; not tried again until the traffic changes"
+		dec.Reason = "undo: " + what + ": " + why + "; not tried again until the traffic changes or a re-check"
 		return c.from, false
 	case checkWait:
 		l.status.Checking = c.String()
@@ -1078,11 +1094,25 @@ func (l *Loop) expect(dec Decision, w, from int) {
 		}
 	}
 	c := &switchCheck{from: from, to: w}
-	if from == l.width { // not the home of an exploration: its cycles are this engine's
+	switch {
+	case from == l.width:
 		c.left, c.hasLeft = l.stintRate(dec.N)
 		c.leftN = dec.N
+	case from == l.home && l.homeRateOK: // an exploration's home, as it left it
+		c.left, c.hasLeft, c.leftN = l.homeRate, true, l.homeRateN
 	}
 	l.check = c
+}
+
+// keepHomeRate keeps the running width's rate over its engine's cycles
+// as it becomes the home of an exploration (a wider exploration straight
+// from one keeps the first home, and its rate).
+func (l *Loop) keepHomeRate(n int) {
+	if l.home != 0 {
+		return
+	}
+	l.homeRate, l.homeRateOK = l.stintRate(n)
+	l.homeRateN = n
 }
 
 // unprobed says why the rows n sequences verify at the running width are
@@ -1107,6 +1137,10 @@ func (l *Loop) unprobed(n int) (why string, pending bool) {
 // traffic undid width 4 against 17; collapsing traffic then has its best
 // at 4, and the loop, barred from it, kept 5 at 0.90 of it).
 func (l *Loop) resetTrials() {
+	if l.check != nil {
+		l.check.hasLeft = false // the rate of the width left is of the older traffic too
+	}
+	l.homeRateOK = false
 	clear(l.own)
 	clear(l.deliv)
 	clear(l.delivEp)
