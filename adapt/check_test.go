@@ -170,28 +170,21 @@ func TestCheckAgainstTheCyclesThatCalledForTheSwitch(t *testing.T) {
 		Log: slog.New(slog.NewTextHandler(&logged, nil)), Cfg: Config{Rule: Rule{MinCycles: 256}, MaxTrials: -1}})
 	l.curve, l.w0 = Curve{VerifyMS: map[int]float64{1: 3, 4: 4.3, 17: 8.5}, Source: "probe"}, 8
 	l.width, l.gen, l.ownN = 17, 1, 1
-	at := func(cycles float64, s ...float64) Counts {
-		c := Counts{Cycles: cycles}
-		for _, v := range s {
-			c.AtLeast = append(c.AtLeast, v*cycles)
-		}
-		return c
-	}
 	flat := []float64{0.94, 0.92, 0.9, 0.88, 0.87, 0.86, 0.85, 0.85, 0.84, 0.84, 0.83, 0.83, 0.83, 0.82, 0.82, 0.82}
 	collapse := []float64{0.94, 0.9, 0.86, 0.03, 0.03, 0.03, 0.03, 0.03, 0.03, 0.03, 0.03, 0.03, 0.03, 0.03, 0.03, 0.03}
-	l.own[17] = at(8000, flat...)
+	l.own[17] = countsAt(8000, flat...)
 	l.deliv[17] = [2]float64{8000 * 14, 8000}
 	l.delivEp[17] = []float64{13.8, 14.1, 14, 13.9, 14.2, 14, 14.1, 13.9}
-	l.base, l.baseTok, l.baseEp = at(1024, collapse...), 1024*4.1, []float64{4.2, 4.0, 4.1, 4.1}
+	l.base, l.baseTok, l.baseEp = countsAt(1024, collapse...), 1024*4.1, []float64{4.2, 4.0, 4.1, 4.1}
 	l.measured[17] = Measure{MS: 9, Cycles: 9024, N: 1}
 
 	l.expect(Decision{N: 1}, 4, 17)
 	l.reset(Target{Gen: 2, Width: 4})
 	// Width 4's engine: 2048 cycles of the collapse; its own counts
 	// from an earlier visit, of the flat stretch, are not read.
-	l.own[4] = at(4096, 0.94, 0.92, 0.9)
+	l.own[4] = countsAt(4096, 0.94, 0.92, 0.9)
 	l.deliv[4] = [2]float64{4096 * 3.76, 4096}
-	l.base, l.baseTok = at(2048, 0.94, 0.9, 0.86), 2048*3.7
+	l.base, l.baseTok = countsAt(2048, 0.94, 0.9, 0.86), 2048*3.7
 	l.baseEp = []float64{3.7, 3.72, 3.68, 3.7, 3.69, 3.71, 3.7, 3.7}
 	l.measured[4] = Measure{MS: 4.5, Cycles: 2048, N: 1}
 
@@ -217,25 +210,27 @@ func TestCheckReadsTheNewWidthOverItsEngine(t *testing.T) {
 		Log: quietLog(), Cfg: Config{Rule: Rule{MinCycles: 256}, MaxTrials: -1}})
 	l.curve, l.w0 = Curve{VerifyMS: map[int]float64{1: 3, 4: 4.3, 16: 8.3}, Source: "probe"}, 8
 	l.width, l.gen, l.ownN = 4, 1, 1
-	at := func(cycles float64, s ...float64) Counts {
-		c := Counts{Cycles: cycles}
-		for _, v := range s {
-			c.AtLeast = append(c.AtLeast, v*cycles)
-		}
-		return c
-	}
 	collapse := []float64{0.94, 0.9, 0.86, 0.03, 0.03, 0.03, 0.03, 0.03, 0.03, 0.03, 0.03, 0.03, 0.03, 0.03, 0.03}
 	flat := []float64{0.94, 0.92, 0.9, 0.88, 0.87, 0.86, 0.85, 0.85, 0.84, 0.84, 0.83, 0.83, 0.83, 0.82, 0.82}
-	l.base, l.baseTok, l.baseEp = at(2048, 0.94, 0.9, 0.86), 2048*3.7, []float64{3.7, 3.72, 3.68, 3.7, 3.69, 3.71, 3.7, 3.7}
+	l.base, l.baseTok, l.baseEp = countsAt(2048, 0.94, 0.9, 0.86), 2048*3.7, []float64{3.7, 3.72, 3.68, 3.7, 3.69, 3.71, 3.7, 3.7}
 	l.measured[4] = Measure{MS: 4.5, Cycles: 2048, N: 1}
 	l.expect(Decision{N: 1}, 16, 4)
 	l.reset(Target{Gen: 2, Width: 16})
-	l.own[16] = at(4096, flat...)
+	l.own[16] = countsAt(4096, flat...)
 	l.deliv[16] = [2]float64{4096 * 14, 4096}
-	l.base, l.baseTok, l.baseEp = at(2048, collapse...), 2048*4.1, []float64{4.1, 4.0, 4.2, 4.1, 4.1, 4.0, 4.2, 4.1}
+	l.base, l.baseTok, l.baseEp = countsAt(2048, collapse...), 2048*4.1, []float64{4.1, 4.0, 4.2, 4.1, 4.1, 4.0, 4.2, 4.1}
 	l.measured[16] = Measure{MS: 8.6, Cycles: 2048, N: 1}
 	dec := Decision{N: 1}
 	if undo, _ := l.judge(1, &dec); undo != 4 {
 		t.Fatalf("undo %d (%s): want back to 4", undo, dec.Reason)
 	}
+}
+
+// countsAt is cycles whose draft positions were accepted at the rates s.
+func countsAt(cycles float64, s ...float64) Counts {
+	c := Counts{Cycles: cycles}
+	for _, v := range s {
+		c.AtLeast = append(c.AtLeast, v*cycles)
+	}
+	return c
 }
