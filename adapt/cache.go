@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -154,7 +155,7 @@ func readCacheJSON(path string, v any, log *slog.Logger, msg string) (warn func(
 // file, too large, unreadable) is a miss that warn is told of. The read
 // goes through safefile: a FIFO put in place after the Lstat must not
 // block the loop's start (the open is non-blocking, and what was opened is
-// checked again).
+// checked again), and a link put in place is refused (SameFile).
 func readCacheFile(path string, warn func(why string)) ([]byte, bool) {
 	fi, err := os.Lstat(path)
 	if err != nil {
@@ -171,17 +172,32 @@ func readCacheFile(path string, warn func(why string)) ([]byte, bool) {
 		warn(fmt.Sprintf("%d bytes, more than %d", fi.Size(), maxCacheBytes))
 		return nil, false
 	}
-	b, err := safefile.ReadFile(context.Background(), "cache file", path, maxCacheBytes)
+	r, err := safefile.Open(context.Background(), "cache file", path, maxCacheBytes)
 	if err != nil {
-		var se *safefile.Error
-		if errors.As(err, &se) {
-			warn(se.Msg)
-		} else {
-			warn(err.Error())
-		}
+		cacheReadFailed(err, warn)
+		return nil, false
+	}
+	defer r.Close()
+	if !r.SameFile(fi) {
+		warn("replaced while it was opened")
+		return nil, false
+	}
+	b, err := io.ReadAll(r)
+	if err != nil {
+		cacheReadFailed(err, warn)
 		return nil, false
 	}
 	return b, true
+}
+
+// cacheReadFailed tells warn why a cache file could not be read: a
+// refusal's reason, or the error.
+func cacheReadFailed(err error, warn func(why string)) {
+	if se := (*safefile.Error)(nil); errors.As(err, &se) {
+		warn(se.Msg)
+		return
+	}
+	warn(err.Error())
 }
 
 // writeCacheFile writes b to path in dir atomically (a temporary file

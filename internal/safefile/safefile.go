@@ -87,7 +87,8 @@ type Reader struct {
 	path  string
 	limit int64
 	size  int64
-	n     int64 // bytes read so far
+	n     int64       // bytes read so far
+	fi    os.FileInfo // what was opened
 }
 
 // Open opens path as what for reading with the checks ReadFile makes; the
@@ -121,8 +122,13 @@ func Open(ctx context.Context, what, path string, limit int64) (*Reader, error) 
 		f.Close()
 		return nil, err
 	}
-	return &Reader{ctx: ctx, f: f, what: what, path: path, limit: limit, size: fi.Size()}, nil
+	return &Reader{ctx: ctx, f: f, what: what, path: path, limit: limit, size: fi.Size(), fi: fi}, nil
 }
+
+// SameFile says whether the file opened is the one fi describes: a caller
+// that refuses symbolic links (an Lstat before Open) checks that none was
+// put in place between the two.
+func (r *Reader) SameFile(fi os.FileInfo) bool { return os.SameFile(r.fi, fi) }
 
 // Size is the file's size when opened.
 func (r *Reader) Size() int64 { return r.size }

@@ -151,3 +151,41 @@ func FuzzReadFile(f *testing.F) {
 		}
 	})
 }
+
+// SameFile tells the file opened from another put at the path before the
+// open: a caller that refused links with an Lstat finds one swapped in.
+func TestSameFile(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	for _, p := range []string{a, b} {
+		if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before, err := os.Lstat(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Open(context.Background(), "cache file", a, testCap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.SameFile(before) {
+		t.Errorf("the file opened is not the one stat'ed")
+	}
+	r.Close()
+	// a link to b replaces a after the Lstat
+	if err := os.Remove(a); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(b, a); err != nil {
+		t.Fatal(err)
+	}
+	if r, err = Open(context.Background(), "cache file", a, testCap); err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if r.SameFile(before) {
+		t.Errorf("a link swapped in reads as the file stat'ed before")
+	}
+}
