@@ -234,3 +234,28 @@ func countsAt(cycles float64, s ...float64) Counts {
 	}
 	return c
 }
+
+// An exploration's home is read as the exploration left it: the width
+// chosen after it is checked against the home engine's cycles (3.7
+// tokens a cycle), not the home's own counts of older traffic (14).
+func TestExplorationHomeIsCheckedAsItWasLeft(t *testing.T) {
+	gen := uint64(1)
+	l := New(LoopDeps{Current: func() Target { return Target{Gen: gen, Width: 17} },
+		Switch: func(context.Context, int, string) error { gen = 2; return nil },
+		Log:    quietLog(), Cfg: Config{Rule: Rule{MinCycles: 256}, MaxTrials: -1}})
+	l.width, l.gen, l.ownN, l.lastN = 4, 1, 1, 1
+	l.own[4] = countsAt(8000, 0.94, 0.92, 0.9)
+	l.deliv[4] = [2]float64{8000 * 14, 8000}
+	l.base, l.baseTok = countsAt(1024, 0.94, 0.9, 0.86), 1024*3.7
+	l.measured[4] = Measure{MS: 4.5, Cycles: 9024, N: 1}
+	if err := l.switchTrial(context.Background(), 17, "explore wider", true, false); err != nil {
+		t.Fatal(err)
+	}
+	if l.home != 4 {
+		t.Fatalf("home %d, want 4", l.home)
+	}
+	l.expect(Decision{N: 1}, 5, 4)
+	if c := l.check; c == nil || !c.hasLeft || math.Abs(c.left.T-3.7) > 1e-9 {
+		t.Errorf("check %+v: want width 4 at 3.7 tokens a cycle, as the exploration left it", l.check)
+	}
+}

@@ -630,14 +630,19 @@ func (l *Loop) switchTrial(ctx context.Context, width int, reason string, explor
 	l.switchS = l.d.Now().Sub(now).Seconds()
 	l.status.SwitchS = l.switchS
 	l.status.Switches++
+	homeNow := explore && !trial && l.home == 0 // a wider exploration from an exploration keeps the first home
+	if homeNow {
+		// The width left becomes home: its rate over its engine's cycles,
+		// before reset drops them, for the check of the width chosen after.
+		l.homeRate, l.homeRateOK = l.stintRate(l.lastN)
+		l.homeRateN = l.lastN
+	}
 	l.reset(l.d.Current())
 	l.exploring, l.trial = explore && !trial, trial && l.width == width
 	switch {
-	case trial:
+	case trial, !explore:
 		l.home = 0
-	case !explore:
-		l.home = 0
-	case l.home == 0: // a wider exploration from an exploration keeps the first home
+	case homeNow:
 		l.home = from
 	}
 	l.publish()
@@ -926,17 +931,17 @@ func (l *Loop) judge(n int, dec *Decision) (undo int, hold bool) {
 	// counts from an earlier visit may be of other traffic (the sim's
 	// collapse: width 16's counts of the flat stretch kept a switch to it
 	// at +42 % in its first epoch).
-	to, ok1 := l.ownRateOf(c.to, n)
-	if c.to >= 2 {
-		to, ok1 = l.stintRate(n)
+	to, ok1 := l.stintRate(n)
+	if c.to < 2 {
+		to, ok1 = l.ownRateOf(1, n)
 	}
-	from, ok2 := l.ownRateOf(c.from, n)
-	if c.hasLeft && c.leftN == n {
-		// The width left as the decision saw it: its own counts reach
-		// back to other traffic (H200 sim, flat then collapsing traffic:
-		// width 17's own rate, mostly of the flat stretch, undid a right
-		// switch to 4, and the loop ended at 3, 0.88 of the best).
-		from, ok2 = c.left, true
+	// The width left as the decision saw it: its own counts reach back to
+	// other traffic (H200 sim, flat then collapsing traffic: width 17's
+	// own rate, mostly of the flat stretch, undid a right switch to 4, and
+	// the loop ended at 3, 0.88 of the best).
+	from, ok2 := c.left, c.hasLeft && c.leftN == n
+	if !ok2 {
+		from, ok2 = l.ownRateOf(c.from, n)
 	}
 	if !ok2 {
 		// The width left has no measured rate of its own here (the loop
@@ -1012,9 +1017,7 @@ func (l *Loop) stintRate(n int) (rateObs, bool) {
 	if l.width < 2 {
 		return rateObs{}, false
 	}
-	c := l.base
-	c.AtLeast = slices.Clone(c.AtLeast)
-	c.Merge(l.pend)
+	c := l.engineCounts()
 	d := [2]float64{l.baseTok + l.pendTok, c.Cycles}
 	return l.measuredRate(l.width, n, c, d, append(slices.Clone(l.baseEp), l.pendEp...))
 }
@@ -1104,17 +1107,6 @@ func (l *Loop) expect(dec Decision, w, from int) {
 	l.check = c
 }
 
-// keepHomeRate keeps the running width's rate over its engine's cycles
-// as it becomes the home of an exploration (a wider exploration straight
-// from one keeps the first home, and its rate).
-func (l *Loop) keepHomeRate(n int) {
-	if l.home != 0 {
-		return
-	}
-	l.homeRate, l.homeRateOK = l.stintRate(n)
-	l.homeRateN = n
-}
-
 // unprobed says why the rows n sequences verify at the running width are
 // not in the curve, and whether the under-load probe may still get them.
 func (l *Loop) unprobed(n int) (why string, pending bool) {
@@ -1168,14 +1160,20 @@ func (l *Loop) acceptance() Acceptance {
 	if l.width < 2 {
 		return l.wide
 	}
-	cur := l.base
-	cur.AtLeast = slices.Clone(cur.AtLeast)
-	cur.Merge(l.pend)
-	acc := cur.Obs()
+	acc := l.engineCounts().Obs()
 	if len(l.wide) > len(acc) {
 		acc = append(acc, l.wide[len(acc):]...)
 	}
 	return acc
+}
+
+// engineCounts is this engine's acceptance counts since it started or the
+// traffic drifted: base and the pool not yet committed.
+func (l *Loop) engineCounts() Counts {
+	c := l.base
+	c.AtLeast = slices.Clone(c.AtLeast)
+	c.Merge(l.pend)
+	return c
 }
 
 // probeConcurrency extends a probed curve to the rows n sequences verify

@@ -122,7 +122,6 @@ func (l *Loop) Resume(now time.Time) Action {
 		// The starting width has its own epoch now: explore.
 		l.exploreFirst = false
 		l.status.State = StateWatching
-		l.keepHomeRate(n)
 		return Action{Kind: ActSwitch, Width: l.w0, Explore: true, Reason: fmt.Sprintf("explore: observe acceptance at positions 1-%d", l.w0-1)}
 	}
 	dec := l.decide(n)
@@ -211,7 +210,6 @@ func (l *Loop) act(now time.Time, dec Decision) Action {
 		// matrix's two alternating classes sent the loop to width 17
 		// every minute or so).
 		k := len(acc)
-		l.keepHomeRate(dec.N)
 		return Action{Kind: ActSwitch, Width: dec.Explore, Explore: true,
 			Reason: fmt.Sprintf("explore wider: S(%d) = %.2f, the last position observed, suggests width %d could pay", k, acc[k-1].S, dec.Explore)}
 	case dec.Recheck > 0 && now.Sub(l.lastExplore) >= l.recheckPeriod():
@@ -228,7 +226,6 @@ func (l *Loop) act(now time.Time, dec Decision) Action {
 		// barred from 15-17, the sim's loop sat at 14, 0.94 of the best.
 		clear(l.tried)
 		clear(l.avoid)
-		l.keepHomeRate(dec.N)
 		live := min(len(acc), max(0, l.width-1))
 		s := 0.0
 		if live > 0 {
