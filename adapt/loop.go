@@ -178,9 +178,6 @@ type PredictionError struct {
 	Last    float64 `json:"last"`     // the latest measured/predicted − 1
 }
 
-// Run adapts the width with a new Loop until ctx is done; see Loop.Run.
-func Run(ctx context.Context, d LoopDeps) error { return New(d).Run(ctx) }
-
 // Loop is the adaptive width loop of one serve process. Run drives it;
 // BeforeTraffic probes each new engine before it takes traffic, and may
 // be called while Run runs.
@@ -290,6 +287,9 @@ type Loop struct {
 	// saveFailing: the last save failed (said once until one succeeds)
 	saveFailing bool
 }
+
+// Run adapts the width with a new Loop until ctx is done; see Loop.Run.
+func Run(ctx context.Context, d LoopDeps) error { return New(d).Run(ctx) }
 
 // New makes the loop for d; Run starts it.
 func New(d LoopDeps) *Loop {
