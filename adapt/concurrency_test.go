@@ -547,3 +547,112 @@ func TestLoopWiderExplorationKeepsHome(t *testing.T) {
 	cancel()
 	<-r.done
 }
+
+// The concurrency moves only when the mean leaves it by a band: a table of
+// the jitter four independent clients make, and of real changes of load.
+func TestNextConcurrency(t *testing.T) {
+	cases := []struct {
+		cur     int
+		mean    float64
+		samples int
+		want    int
+	}{
+		{0, 3.45, 1, 3},  // the first: rounded, however few samples
+		{0, 0.4, 16, 1},  // never below one
+		{4, 3.45, 16, 4}, // four clients' jitter around 3.5
+		{4, 3.1, 16, 4},
+		{3, 3.7, 16, 3},
+		{4, 2.5, 2, 4},  // two samples, one of them a moment all but one client paused
+		{4, 2.6, 8, 3},  // four clients to three
+		{3, 1.8, 16, 2}, // three to two
+		{2, 0.9, 16, 1}, // two to one
+		{1, 1.7, 16, 2}, // one to two
+		{2, 2.6, 16, 3}, // two to three
+		{1, 1.5, 16, 1}, // within the least band
+		{8, 6.4, 16, 8}, // a quarter of eight
+		{8, 5.9, 16, 6},
+	}
+	for _, c := range cases {
+		if got := nextConcurrency(c.cur, c.mean, c.samples); got != c.want {
+			t.Errorf("nextConcurrency(%d, %.2f, %d samples) = %d, want %d", c.cur, c.mean, c.samples, got, c.want)
+		}
+	}
+}
+
+// Requests processing that jitter between 3 and 4 (four independent
+// clients) neither restart the cost measured nor drop the trials taken:
+// rounded, the mean flipped and each flip did both.
+func TestJitteringConcurrencyKeepsTrials(t *testing.T) {
+	l := New(LoopDeps{Current: func() Target { return Target{} }, Switch: func(context.Context, int, string) error { return nil },
+		Log: quietLog(), Cfg: Config{Rule: Rule{MinCycles: 256}, MaxTrials: -1}})
+	l.width, l.ownN, l.liveN, l.lastN = 4, 4, 4, 4
+	l.tried[6], l.avoid[8] = true, true
+	l.nLive = []float64{4, 4, 4, 4}
+	for i, p := range []float64{3, 3, 3, 3, 4, 3, 3, 3} { // means 3.8 … 3.25
+		l.nLive = append(l.nLive, p)
+		n := l.concurrency()
+		l.epCycles, l.epPredS = 300, 0.3*float64(12+i%2)
+		l.closeEpoch(n)
+		if n != 4 {
+			t.Fatalf("sample %d: concurrency %d, want 4 (mean of %v)", i, n, l.nLive)
+		}
+	}
+	if !l.tried[6] || !l.avoid[8] {
+		t.Errorf("tried %v, avoid %v: dropped by jitter", l.tried, l.avoid)
+	}
+	if m := l.measured[4]; m.Cycles != 8*300 {
+		t.Errorf("width 4 measured over %v cycles, want all %d", m.Cycles, 8*300)
+	}
+	// The mean resting near 3 for a while: priced at 3, the trials kept.
+	l.closeEpoch(3)
+	if !l.tried[6] || !l.avoid[8] {
+		t.Errorf("at 3 sequences: tried %v, avoid %v: dropped", l.tried, l.avoid)
+	}
+	// Two sequences: a change of load.
+	l.closeEpoch(2)
+	if l.tried[6] || l.avoid[8] {
+		t.Errorf("at 2 sequences: tried %v, avoid %v: kept", l.tried, l.avoid)
+	}
+}
+
+// A new engine's first scrapes, while the clients move over from the
+// engine before, show fewer requests: the samples run on across engines,
+// so they do not read as a change of load.
+func TestConcurrencySamplesRunAcrossEngines(t *testing.T) {
+	l := New(LoopDeps{Current: func() Target { return Target{} }, Switch: func(context.Context, int, string) error { return nil },
+		Log: quietLog(), Cfg: Config{Rule: Rule{MinCycles: 256}}})
+	l.nLive = []float64{4, 3, 4, 4, 3, 4, 4, 3, 4, 4}
+	if n := l.concurrency(); n != 4 {
+		t.Fatalf("concurrency %d, want 4", n)
+	}
+	l.reset(Target{Gen: 2, Width: 6})
+	l.nLive = append(l.nLive, 2, 2)
+	if n := l.concurrency(); n != 4 {
+		t.Errorf("after a switch, with the first samples of the new engine 2 and 2: concurrency %d, want 4", n)
+	}
+}
+
+// The trials and the widths undone are void when the load moves by half
+// again or more, not between 3 and 4 sequences.
+func TestLoadChanged(t *testing.T) {
+	cases := []struct {
+		was, now int
+		want     bool
+	}{
+		{0, 4, false}, // the first concurrency: nothing to void
+		{4, 4, false},
+		{4, 3, false},
+		{3, 4, false},
+		{8, 6, false},
+		{1, 2, true},
+		{2, 3, true},
+		{4, 6, true},
+		{4, 2, true},
+		{4, 1, true},
+	}
+	for _, c := range cases {
+		if got := loadChanged(c.was, c.now); got != c.want {
+			t.Errorf("loadChanged(%d, %d) = %v, want %v", c.was, c.now, got, c.want)
+		}
+	}
+}

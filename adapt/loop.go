@@ -222,8 +222,9 @@ type Loop struct {
 	wide    Acceptance   // the widest observation: far positions for Decide
 	tokens  float64      // tokens in this epoch (width 1 has no cycles)
 	classic float64      // tokens this engine decoded at width 1, for a check
-	nLive   []float64    // concurrency samples, the last liveScrapes of this engine
-	lastN   int          // the concurrency of the last epoch; 0 before one
+	nLive   []float64    // concurrency samples, the last liveScrapes, across engines
+	liveN   int          // the concurrency the loop works at (concurrency); 0 before one
+	lastN   int          // the concurrency of this engine's last epoch; 0 before one
 	// predict seconds and cycles: of the epoch being filled, and of this
 	// engine's epochs since the concurrency last changed
 	epPredS, epCycles float64
@@ -594,7 +595,9 @@ func (l *Loop) reset(t Target) {
 	l.base, l.pend, l.epoch, l.pendTok, l.pendEp = Counts{}, Counts{}, Counts{}, 0, nil
 	l.baseTok, l.baseEp = 0, nil
 	l.pendObs, l.prevObs = nil, nil
-	l.tokens, l.classic, l.nLive, l.lastN = 0, 0, nil, 0
+	// nLive and liveN are kept: the clients' load does not change with the
+	// engine serving them.
+	l.tokens, l.classic, l.lastN = 0, 0, 0
 	l.epPredS, l.epCycles, l.predS, l.cycles, l.msEp = 0, 0, 0, 0, nil
 	l.status.Width = t.Width
 }
@@ -707,22 +710,69 @@ func (l *Loop) scrape(ctx context.Context, base string) (Snapshot, error) {
 // liveScrapes is how many of the latest scrapes the concurrency is taken
 // over: 32 s at the default interval, so a change of load shows within
 // about a minute however long the engine has served (a mean over its life
-// took as long again as the load had lasted).
+// took as long again as the load had lasted). The samples run on across
+// engines: the load is the clients', and an engine's first scrapes, while
+// the clients move over from the engine before, show fewer requests.
 const liveScrapes = 16
 
-// concurrency is the mean number of requests processing while tokens were
-// generated over the latest scrapes, rounded: the sequences whose verify
-// rows add up in a cycle.
+// concurrency is the number of sequences the loop prices and measures at:
+// the mean number of requests processing while tokens were generated over
+// the latest scrapes, moved by nextConcurrency.
 func (l *Loop) concurrency() int {
 	if len(l.nLive) == 0 {
-		return 1
+		return max(1, l.liveN)
 	}
 	var sum float64
 	for _, v := range l.nLive {
 		sum += v
 	}
-	return max(1, int(math.Round(sum/float64(len(l.nLive)))))
+	l.liveN = nextConcurrency(l.liveN, sum/float64(len(l.nLive)), len(l.nLive))
+	return l.liveN
 }
+
+// nextConcurrency is the concurrency after cur given the mean of the
+// latest samples: the mean rounded, but only once it rests on half the
+// samples kept or more and has left cur by concurrencyBand of cur (at
+// least concurrencyBandMin). Four independent clients keep a mean near 3.5
+// requests processing (each waits for its answer, then sends again; and
+// with requests of one length they finish close together, so one scrape
+// can read 1): rounded, it flipped between 3 and 4 from one epoch to the
+// next (the H200 summary of 2026-12-03c: six flips in 75 s), and each
+// flip restarted the cost measured and dropped the trials taken and the
+// widths undone, so the loop tried 6, 8, 7 and 6 again and never settled.
+// Half a sequence either way moves the verify rows priced by one row in
+// eight; a change of load moves the mean by a sequence or more.
+func nextConcurrency(cur int, mean float64, samples int) int {
+	n := max(1, int(math.Round(mean)))
+	switch {
+	case cur < 1:
+		return n
+	case samples < liveScrapes/2:
+		return cur
+	case math.Abs(mean-float64(cur)) >= max(concurrencyBandMin, concurrencyBand*float64(cur)):
+		return n
+	}
+	return cur
+}
+
+// loadChanged says whether the trials taken and the widths undone at
+// concurrency was are void at now: the load moved by half again or more
+// (1 to 2 sequences, 2 to 3, 4 to 6). A width's rate against another's
+// shifts with the rows verified together, but not between 3 and 4 of
+// four independent clients, whose mean can rest near either for minutes:
+// in the sim matrix's cells with pausing clients each such move dropped
+// the trials and the loop tried the same widths again.
+func loadChanged(was, now int) bool {
+	if was < 1 {
+		return false
+	}
+	return 2*max(was, now) >= 3*min(was, now)
+}
+
+const (
+	concurrencyBand    = 0.25
+	concurrencyBandMin = 0.6
+)
 
 // closeEpoch folds the epoch into the acceptance (or, on a drift, starts
 // it again), each width's own counts and the running width's measured
@@ -737,10 +787,10 @@ func (l *Loop) closeEpoch(n int) {
 	}
 	l.predS, l.cycles, l.lastN = l.predS+l.epPredS, l.cycles+l.epCycles, n
 	l.epPredS, l.epCycles = 0, 0
-	if n != l.ownN { // each width's own acceptance is taken at one concurrency
+	if loadChanged(l.ownN, n) {
 		l.resetTrials()
-		l.ownN = n
 	}
+	l.ownN = n
 	if l.width >= 2 {
 		if l.epoch.Cycles > 0 {
 			l.pendTok += l.tokens
