@@ -550,31 +550,87 @@ func TestLoopWiderExplorationKeepsHome(t *testing.T) {
 
 // The concurrency moves only when the mean leaves it by a band: a table of
 // the jitter four independent clients make, and of real changes of load.
-func TestNextConcurrency(t *testing.T) {
+func TestLiveLoadNext(t *testing.T) {
 	cases := []struct {
-		cur     int
+		name    string
+		c       liveLoad
 		mean    float64
 		samples int
-		want    int
+		want    liveLoad
+		restart bool
 	}{
-		{0, 3.45, 1, 3},  // the first: rounded, however few samples
-		{0, 0.4, 16, 1},  // never below one
-		{4, 3.45, 16, 4}, // four clients' jitter around 3.5
-		{4, 3.1, 16, 4},
-		{3, 3.7, 16, 3},
-		{4, 2.5, 2, 4},  // two samples, one of them a moment all but one client paused
-		{4, 2.6, 8, 3},  // four clients to three
-		{3, 1.8, 16, 2}, // three to two
-		{2, 0.9, 16, 1}, // two to one
-		{1, 1.7, 16, 2}, // one to two
-		{2, 2.6, 16, 3}, // two to three
-		{1, 1.5, 16, 1}, // within the least band
-		{8, 6.4, 16, 8}, // a quarter of eight
-		{8, 5.9, 16, 6},
+		{"the first, from one sample: rounded, to be confirmed", liveLoad{}, 3.45, 1, liveLoad{3, true}, false},
+		{"the first, from a full window", liveLoad{}, 3.45, 16, liveLoad{3, false}, false},
+		{"never below one", liveLoad{}, 0.4, 16, liveLoad{1, false}, false},
+		{"confirmation waits for half a window", liveLoad{3, true}, 3.8, 7, liveLoad{3, true}, false},
+		{"confirmed as the fresh mean says", liveLoad{3, true}, 3.8, 8, liveLoad{4, false}, false},
+		{"four clients' jitter around 3.5", liveLoad{4, false}, 3.45, 16, liveLoad{4, false}, false},
+		{"jitter, lower", liveLoad{4, false}, 3.1, 16, liveLoad{4, false}, false},
+		{"jitter, from 3", liveLoad{3, false}, 3.7, 16, liveLoad{3, false}, false},
+		{"two samples, one at a moment all but one client paused", liveLoad{4, false}, 2.5, 2, liveLoad{4, false}, false},
+		{"four clients to three", liveLoad{4, false}, 2.6, 8, liveLoad{3, true}, true},
+		{"three to two", liveLoad{3, false}, 1.8, 16, liveLoad{2, true}, true},
+		{"two to one", liveLoad{2, false}, 0.9, 16, liveLoad{1, true}, true},
+		{"one to two", liveLoad{1, false}, 1.7, 16, liveLoad{2, true}, true},
+		{"two to three", liveLoad{2, false}, 2.6, 16, liveLoad{3, true}, true},
+		{"within the least band", liveLoad{1, false}, 1.5, 16, liveLoad{1, false}, false},
+		{"a quarter of eight", liveLoad{8, false}, 6.4, 16, liveLoad{8, false}, false},
+		{"eight to six", liveLoad{8, false}, 5.9, 16, liveLoad{6, true}, true},
 	}
 	for _, c := range cases {
-		if got := nextConcurrency(c.cur, c.mean, c.samples); got != c.want {
-			t.Errorf("nextConcurrency(%d, %.2f, %d samples) = %d, want %d", c.cur, c.mean, c.samples, got, c.want)
+		got, restart := c.c.next(c.mean, c.samples)
+		if got != c.want || restart != c.restart {
+			t.Errorf("%s: %+v.next(%.2f, %d) = %+v, %v; want %+v, %v", c.name, c.c, c.mean, c.samples, got, restart, c.want, c.restart)
+		}
+	}
+}
+
+// A change of load lands where the load is, and voids the trials once it
+// has moved by half again: the loop is fed one sample a scrape and closes
+// an epoch every few scrapes, as the stepper does. A window sliding from
+// one load to the other stopped wherever the band caught it (4 to 8
+// clients: 7; 8 to 4: 5; 4 to 6: 5) and, comparing each epoch with the
+// one before, voided nothing.
+func TestLoadStepLandsAndVoidsTrials(t *testing.T) {
+	cases := []struct {
+		from, to float64 // mean requests processing before and after
+		want     int
+		void     bool
+	}{
+		{4, 8, 8, true},
+		{8, 4, 4, true},
+		{4, 6, 6, true},
+		{4, 1, 1, true},
+		{1, 4, 4, true},
+		{3.5, 3.5, 4, false}, // no change (3.5 rounds to 4)
+	}
+	for _, c := range cases {
+		for _, every := range []int{1, 2, 3} {
+			l := New(LoopDeps{Current: func() Target { return Target{} }, Switch: func(context.Context, int, string) error { return nil },
+				Log: quietLog(), Cfg: Config{Rule: Rule{MinCycles: 256}, MaxTrials: -1}})
+			l.width = 4
+			scrape := func(v float64, i int) {
+				l.nLive = append(l.nLive, v)
+				if len(l.nLive) > liveScrapes {
+					l.nLive = l.nLive[1:]
+				}
+				if i%every == 0 {
+					l.closeEpoch(l.concurrency())
+				}
+			}
+			for i := range liveScrapes {
+				scrape(c.from, i)
+			}
+			l.tried[6] = true
+			for i := range 4 * liveScrapes {
+				scrape(c.to, i)
+			}
+			if n := l.concurrency(); n != c.want || l.lastN != c.want {
+				t.Errorf("%.1f to %.1f, an epoch every %d scrapes: concurrency %d (last epoch %d), want %d", c.from, c.to, every, n, l.lastN, c.want)
+			}
+			if voided := !l.tried[6]; voided != c.void {
+				t.Errorf("%.1f to %.1f, an epoch every %d scrapes: trials voided %v, want %v", c.from, c.to, every, voided, c.void)
+			}
 		}
 	}
 }
@@ -585,10 +641,10 @@ func TestNextConcurrency(t *testing.T) {
 func TestJitteringConcurrencyKeepsTrials(t *testing.T) {
 	l := New(LoopDeps{Current: func() Target { return Target{} }, Switch: func(context.Context, int, string) error { return nil },
 		Log: quietLog(), Cfg: Config{Rule: Rule{MinCycles: 256}, MaxTrials: -1}})
-	l.width, l.ownN, l.liveN, l.lastN = 4, 4, 4, 4
+	l.width, l.ownN, l.live, l.lastN = 4, 4, liveLoad{n: 4}, 4
 	l.tried[6], l.avoid[8] = true, true
 	l.nLive = []float64{4, 4, 4, 4}
-	for i, p := range []float64{3, 3, 3, 3, 4, 3, 3, 3} { // means 3.8 … 3.25
+	for i, p := range []float64{3, 3, 3, 3, 4, 3, 3, 3} { // means 3.8 … 3.42
 		l.nLive = append(l.nLive, p)
 		n := l.concurrency()
 		l.epCycles, l.epPredS = 300, 0.3*float64(12+i%2)
@@ -621,14 +677,17 @@ func TestJitteringConcurrencyKeepsTrials(t *testing.T) {
 func TestConcurrencySamplesRunAcrossEngines(t *testing.T) {
 	l := New(LoopDeps{Current: func() Target { return Target{} }, Switch: func(context.Context, int, string) error { return nil },
 		Log: quietLog(), Cfg: Config{Rule: Rule{MinCycles: 256}}})
-	l.nLive = []float64{4, 3, 4, 4, 3, 4, 4, 3, 4, 4}
+	l.nLive = []float64{4, 3, 4, 4, 3, 4, 4, 3, 4, 4, 4, 4}
 	if n := l.concurrency(); n != 4 {
 		t.Fatalf("concurrency %d, want 4", n)
 	}
 	l.reset(Target{Gen: 2, Width: 6})
-	l.nLive = append(l.nLive, 2, 2)
+	if len(l.nLive) != 12 {
+		t.Fatalf("after a switch: %d samples, want the 12 before it", len(l.nLive))
+	}
+	l.nLive = append(l.nLive, 2, 2, 2)
 	if n := l.concurrency(); n != 4 {
-		t.Errorf("after a switch, with the first samples of the new engine 2 and 2: concurrency %d, want 4", n)
+		t.Errorf("after a switch, with the first samples of the new engine 2, 2 and 2: concurrency %d, want 4", n)
 	}
 }
 

@@ -223,7 +223,7 @@ type Loop struct {
 	tokens  float64      // tokens in this epoch (width 1 has no cycles)
 	classic float64      // tokens this engine decoded at width 1, for a check
 	nLive   []float64    // concurrency samples, the last liveScrapes, across engines
-	liveN   int          // the concurrency the loop works at (concurrency); 0 before one
+	live    liveLoad     // the concurrency the loop works at (concurrency)
 	lastN   int          // the concurrency of this engine's last epoch; 0 before one
 	// predict seconds and cycles: of the epoch being filled, and of this
 	// engine's epochs since the concurrency last changed
@@ -256,7 +256,8 @@ type Loop struct {
 	// its first decision may switch at once, without waiting a window.
 	exploring bool
 	// own: each width's acceptance from its own epochs, since the last
-	// drift, at concurrency ownN (Inputs.Own); tried: the widths a trial
+	// drift, since the concurrency was ownN (Inputs.Own; voided when it
+	// moves by half again, loadChanged); tried: the widths a trial
 	// measured in that period; trial: the engine serving is a trial, its
 	// epoch takes trialEpochs·MinCycles cycles; avoid: widths a check
 	// undid (Inputs.Avoid).
@@ -595,7 +596,7 @@ func (l *Loop) reset(t Target) {
 	l.base, l.pend, l.epoch, l.pendTok, l.pendEp = Counts{}, Counts{}, Counts{}, 0, nil
 	l.baseTok, l.baseEp = 0, nil
 	l.pendObs, l.prevObs = nil, nil
-	// nLive and liveN are kept: the clients' load does not change with the
+	// nLive and live are kept: the clients' load does not change with the
 	// engine serving them.
 	l.tokens, l.classic, l.lastN = 0, 0, 0
 	l.epPredS, l.epCycles, l.predS, l.cycles, l.msEp = 0, 0, 0, 0, nil
@@ -715,53 +716,76 @@ func (l *Loop) scrape(ctx context.Context, base string) (Snapshot, error) {
 // the clients move over from the engine before, show fewer requests.
 const liveScrapes = 16
 
-// concurrency is the number of sequences the loop prices and measures at:
-// the mean number of requests processing while tokens were generated over
-// the latest scrapes, moved by nextConcurrency.
+// concurrency is the number of sequences the loop prices and measures at,
+// from the mean number of requests processing while tokens were generated
+// over the latest scrapes (liveLoad.next), at most the engine's slots.
 func (l *Loop) concurrency() int {
-	if len(l.nLive) == 0 {
-		return max(1, l.liveN)
+	if len(l.nLive) > 0 {
+		var sum float64
+		for _, v := range l.nLive {
+			sum += v
+		}
+		var restart bool
+		l.live, restart = l.live.next(sum/float64(len(l.nLive)), len(l.nLive))
+		if restart {
+			l.nLive = l.nLive[:0] // the next estimate from samples of the new load only
+		}
 	}
-	var sum float64
-	for _, v := range l.nLive {
-		sum += v
+	n := max(1, l.live.n)
+	if l.slots > 0 {
+		n = min(n, l.slots) // samples of an earlier engine with more slots
 	}
-	l.liveN = nextConcurrency(l.liveN, sum/float64(len(l.nLive)), len(l.nLive))
-	return l.liveN
+	return n
 }
 
-// nextConcurrency is the concurrency after cur given the mean of the
-// latest samples: the mean rounded, but only once it rests on half the
-// samples kept or more and has left cur by concurrencyBand of cur (at
-// least concurrencyBandMin). Four independent clients keep a mean near 3.5
-// requests processing (each waits for its answer, then sends again; and
-// with requests of one length they finish close together, so one scrape
-// can read 1): rounded, it flipped between 3 and 4 from one epoch to the
-// next (the H200 summary of 2026-12-03c: six flips in 75 s), and each
-// flip restarted the cost measured and dropped the trials taken and the
-// widths undone, so the loop tried 6, 8, 7 and 6 again and never settled.
-// Half a sequence either way moves the verify rows priced by one row in
-// eight; a change of load moves the mean by a sequence or more.
-func nextConcurrency(cur int, mean float64, samples int) int {
+// liveLoad is the concurrency the loop works at, and whether it awaits
+// confirmation by fresh samples.
+type liveLoad struct {
+	n       int
+	confirm bool
+}
+
+// next is the concurrency after the latest mean of samples. The first
+// mean is rounded and, from fewer than half the samples kept, confirmed
+// later. Then n moves only once the mean rests on half the samples kept
+// or more and has left n by concurrencyBand of n (at least
+// concurrencyBandMin); a move restarts the samples (restart), and the
+// first mean of half a window of fresh ones sets n as it is: a real change
+// of load lands in two steps (4 to 8 clients: 5 after four samples, then
+// 8), where a window sliding between two loads stopped wherever the band
+// caught it (7, or 5 for 4 to 6).
+//
+// Four independent clients keep a mean near 3.5 requests processing (each
+// waits for its answer, then sends again; and with requests of one length
+// they finish close together, so one scrape can read 1): rounded, it
+// flipped between 3 and 4 from one epoch to the next (the H200 summary of
+// 2026-12-03c: six flips in 75 s), and each flip restarted the cost
+// measured and dropped the trials taken and the widths undone, so the loop
+// tried 6, 8, 7 and 6 again and never settled. Half a sequence either way
+// moves the verify rows priced by one row in eight; a change of load
+// moves the mean by a sequence or more.
+func (c liveLoad) next(mean float64, samples int) (liveLoad, bool) {
 	n := max(1, int(math.Round(mean)))
 	switch {
-	case cur < 1:
-		return n
+	case c.n < 1:
+		return liveLoad{n: n, confirm: samples < liveScrapes/2}, false
 	case samples < liveScrapes/2:
-		return cur
-	case math.Abs(mean-float64(cur)) >= max(concurrencyBandMin, concurrencyBand*float64(cur)):
-		return n
+		return c, false
+	case c.confirm:
+		return liveLoad{n: n}, false
+	case math.Abs(mean-float64(c.n)) >= max(concurrencyBandMin, concurrencyBand*float64(c.n)):
+		return liveLoad{n: n, confirm: true}, true
 	}
-	return cur
+	return c, false
 }
 
-// loadChanged says whether the trials taken and the widths undone at
-// concurrency was are void at now: the load moved by half again or more
-// (1 to 2 sequences, 2 to 3, 4 to 6). A width's rate against another's
-// shifts with the rows verified together, but not between 3 and 4 of
-// four independent clients, whose mean can rest near either for minutes:
-// in the sim matrix's cells with pausing clients each such move dropped
-// the trials and the loop tried the same widths again.
+// loadChanged says whether the trials taken and the widths undone since
+// the concurrency was were are void at now: the load moved by half again or
+// more (1 to 2 sequences, 2 to 3, 4 to 6). A width's rate against
+// another's shifts with the rows verified together, but not between 3 and
+// 4 of four independent clients, whose mean can rest near either for
+// minutes: in the sim matrix's cells with pausing clients each such move
+// dropped the trials and the loop tried the same widths again.
 func loadChanged(was, now int) bool {
 	if was < 1 {
 		return false
@@ -787,10 +811,12 @@ func (l *Loop) closeEpoch(n int) {
 	}
 	l.predS, l.cycles, l.lastN = l.predS+l.epPredS, l.cycles+l.epCycles, n
 	l.epPredS, l.epCycles = 0, 0
-	if loadChanged(l.ownN, n) {
+	switch {
+	case l.ownN < 1:
+		l.ownN = n
+	case loadChanged(l.ownN, n): // against the load the trials were taken at
 		l.resetTrials()
 	}
-	l.ownN = n
 	if l.width >= 2 {
 		if l.epoch.Cycles > 0 {
 			l.pendTok += l.tokens
@@ -1005,7 +1031,7 @@ func (l *Loop) judge(n int, dec *Decision) (undo int, hold bool) {
 	}
 	if !ok1 || !ok2 {
 		// The width left lost its own counts (the traffic drifted, or the
-		// concurrency changed): nothing to compare with; the rule decides.
+		// load changed): nothing to compare with; the rule decides.
 		l.check, l.status.Checking = nil, ""
 		return 0, false
 	}
@@ -1174,11 +1200,13 @@ func (l *Loop) unprobed(n int) (why string, pending bool) {
 }
 
 // resetTrials drops each width's own acceptance, the trials taken and the
-// widths undone: the traffic drifted, or the concurrency changed. A width
+// widths undone: the traffic drifted, or the load changed (loadChanged);
+// the trials from now are of the load now (ownN). A width
 // undone under one traffic can be the best of the next (the sim's flat
 // traffic undid width 4 against 17; collapsing traffic then has its best
 // at 4, and the loop, barred from it, kept 5 at 0.90 of it).
 func (l *Loop) resetTrials() {
+	l.ownN = l.lastN
 	if l.check != nil {
 		l.check.hasLeft = false // the rate of the width left is of the older traffic too
 	}
