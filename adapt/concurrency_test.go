@@ -715,3 +715,15 @@ func TestLoadChanged(t *testing.T) {
 		}
 	}
 }
+
+// Samples of an earlier engine with more slots (a restart with fewer)
+// cannot price more sequences than the engine now serving decodes.
+func TestConcurrencyAtMostTheSlots(t *testing.T) {
+	l := New(LoopDeps{Current: func() Target { return Target{} }, Switch: func(context.Context, int, string) error { return nil },
+		Log: quietLog(), Cfg: Config{Rule: Rule{MinCycles: 256}}})
+	l.nLive = []float64{4, 4, 4, 4, 4, 4, 4, 4}
+	l.slots = 2
+	if n := l.concurrency(); n != 2 {
+		t.Errorf("concurrency %d with 2 slots, want 2", n)
+	}
+}
