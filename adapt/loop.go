@@ -222,8 +222,7 @@ type Loop struct {
 	wide    Acceptance   // the widest observation: far positions for Decide
 	tokens  float64      // tokens in this epoch (width 1 has no cycles)
 	classic float64      // tokens this engine decoded at width 1, for a check
-	nLive   []float64    // concurrency samples, the last liveScrapes, across engines
-	live    liveLoad     // the concurrency the loop works at (concurrency)
+	live    liveLoad     // requests-processing samples across engines, and the concurrency from them
 	lastN   int          // the concurrency of this engine's last epoch; 0 before one
 	// predict seconds and cycles: of the epoch being filled, and of this
 	// engine's epochs since the concurrency last changed
@@ -256,8 +255,8 @@ type Loop struct {
 	// its first decision may switch at once, without waiting a window.
 	exploring bool
 	// own: each width's acceptance from its own epochs, since the last
-	// drift, since the concurrency was ownN (Inputs.Own; voided when it
-	// moves by half again, loadChanged); tried: the widths a trial
+	// drift, over concurrencies ownN..ownHi (Inputs.Own; voided when that
+	// range spans half again, loadChanged); tried: the widths a trial
 	// measured in that period; trial: the engine serving is a trial, its
 	// epoch takes trialEpochs·MinCycles cycles; avoid: widths a check
 	// undid (Inputs.Avoid).
@@ -265,6 +264,7 @@ type Loop struct {
 	deliv   map[int][2]float64 // width → tokens delivered, cycles: what a check compares
 	delivEp map[int][]float64  // width → tokens a cycle delivered, epoch by epoch (batch means)
 	ownN    int
+	ownHi   int
 	tried   map[int]bool
 	avoid   map[int]bool
 	trial   bool
@@ -596,8 +596,8 @@ func (l *Loop) reset(t Target) {
 	l.base, l.pend, l.epoch, l.pendTok, l.pendEp = Counts{}, Counts{}, Counts{}, 0, nil
 	l.baseTok, l.baseEp = 0, nil
 	l.pendObs, l.prevObs = nil, nil
-	// nLive and live are kept: the clients' load does not change with the
-	// engine serving them.
+	// live is kept: the clients' load does not change with the engine
+	// serving them.
 	l.tokens, l.classic, l.lastN = 0, 0, 0
 	l.epPredS, l.epCycles, l.predS, l.cycles, l.msEp = 0, 0, 0, 0, nil
 	l.status.Width = t.Width
@@ -716,87 +716,118 @@ func (l *Loop) scrape(ctx context.Context, base string) (Snapshot, error) {
 // the clients move over from the engine before, show fewer requests.
 const liveScrapes = 16
 
-// concurrency is the number of sequences the loop prices and measures at,
-// from the mean number of requests processing while tokens were generated
-// over the latest scrapes (liveLoad.next), at most the engine's slots.
+// concurrency is the number of sequences the loop prices and measures at
+// (liveLoad), at most the engine's slots: samples of an earlier engine
+// with more slots age out only over a window.
 func (l *Loop) concurrency() int {
-	if len(l.nLive) > 0 {
-		var sum float64
-		for _, v := range l.nLive {
-			sum += v
-		}
-		var restart bool
-		l.live, restart = l.live.next(sum/float64(len(l.nLive)), len(l.nLive))
-		if restart {
-			l.nLive = l.nLive[:0] // the next estimate from samples of the new load only
-		}
-	}
-	n := max(1, l.live.n)
-	if l.slots > 0 {
-		n = min(n, l.slots) // samples of an earlier engine with more slots
+	n := l.live.value()
+	l.mu.Lock()
+	slots := l.slots // BeforeTraffic may be asking a new engine for them
+	l.mu.Unlock()
+	if slots > 0 {
+		n = min(n, slots)
 	}
 	return n
 }
 
-// liveLoad is the concurrency the loop works at, and whether it awaits
-// confirmation by fresh samples.
-type liveLoad struct {
-	n       int
-	confirm bool
-}
-
-// next is the concurrency after the latest mean of samples. The first
-// mean is rounded and, from fewer than half the samples kept, confirmed
-// later. Then n moves only once the mean rests on half the samples kept
-// or more and has left n by concurrencyBand of n (at least
-// concurrencyBandMin); a move restarts the samples (restart), and the
-// first mean of half a window of fresh ones sets n as it is: a real change
-// of load lands in two steps (4 to 8 clients: 5 after four samples, then
-// 8), where a window sliding between two loads stopped wherever the band
-// caught it (7, or 5 for 4 to 6).
+// liveLoad turns samples of the requests processing (one a scrape that
+// generated tokens) into the concurrency the loop works at. Four
+// independent clients keep a mean near 3.5 (each waits for its answer,
+// then sends again; with requests of one length they finish close
+// together, so one scrape can read 1): rounded, it flipped between 3 and
+// 4 from one epoch to the next (the H200 summary of 2026-12-03c: six flips
+// in 75 s), and each flip restarted the cost measured and dropped the
+// trials taken and the widths undone, so the loop tried 6, 8, 7 and 6
+// again and never settled. Half a sequence either way moves the verify
+// rows priced by one row in eight; a change of load moves the mean by a
+// sequence or more. So n moves two ways, neither on jitter:
 //
-// Four independent clients keep a mean near 3.5 requests processing (each
-// waits for its answer, then sends again; and with requests of one length
-// they finish close together, so one scrape can read 1): rounded, it
-// flipped between 3 and 4 from one epoch to the next (the H200 summary of
-// 2026-12-03c: six flips in 75 s), and each flip restarted the cost
-// measured and dropped the trials taken and the widths undone, so the loop
-// tried 6, 8, 7 and 6 again and never settled. Half a sequence either way
-// moves the verify rows priced by one row in eight; a change of load
-// moves the mean by a sequence or more.
-func (c liveLoad) next(mean float64, samples int) (liveLoad, bool) {
-	n := max(1, int(math.Round(mean)))
-	switch {
-	case c.n < 1:
-		return liveLoad{n: n, confirm: samples < liveScrapes/2}, false
-	case samples < liveScrapes/2:
-		return c, false
-	case c.confirm:
-		return liveLoad{n: n}, false
-	case math.Abs(mean-float64(c.n)) >= max(concurrencyBandMin, concurrencyBand*float64(c.n)):
-		return liveLoad{n: n, confirm: true}, true
-	}
-	return c, false
-}
-
-// loadChanged says whether the trials taken and the widths undone since
-// the concurrency was were are void at now: the load moved by half again or
-// more (1 to 2 sequences, 2 to 3, 4 to 6). A width's rate against
-// another's shifts with the rows verified together, but not between 3 and
-// 4 of four independent clients, whose mean can rest near either for
-// minutes: in the sim matrix's cells with pausing clients each such move
-// dropped the trials and the loop tried the same widths again.
-func loadChanged(was, now int) bool {
-	if was < 1 {
-		return false
-	}
-	return 2*max(was, now) >= 3*min(was, now)
+//   - a jump: the mean of half a window or more leaves n by
+//     concurrencyBand of n (at least concurrencyBandMin). The samples
+//     restart and n stays; the first half window of fresh ones decides:
+//     still outside the band, n is their mean rounded (4 to 8 clients lands
+//     at 8, never at 5 or 7 on the way); back inside, nothing moved.
+//   - a creep: a full window whose rounded mean is not n, at least
+//     concurrencyCreep from it, for a window of scrapes in a row (5 to 4
+//     clients, inside a jump's band at 5).
+type liveLoad struct {
+	win     []float64 // the latest samples, at most liveScrapes
+	n       int       // 0 before half a window of samples
+	pending bool      // a jump seen: fresh samples decide
+	creep   int       // scrapes in a row of a creep
 }
 
 const (
 	concurrencyBand    = 0.25
-	concurrencyBandMin = 0.6
+	concurrencyBandMin = 0.8
+	concurrencyCreep   = 0.7
 )
+
+func (c *liveLoad) add(v float64) {
+	c.win = append(c.win, v)
+	if len(c.win) > liveScrapes {
+		c.win = c.win[1:]
+	}
+	mean := c.mean()
+	m := max(1, int(math.Round(mean)))
+	half := len(c.win) >= liveScrapes/2
+	outside := math.Abs(mean-float64(c.n)) >= max(concurrencyBandMin, concurrencyBand*float64(c.n))
+	switch {
+	case c.n < 1:
+		if half {
+			c.n = m
+		}
+	case c.pending:
+		if half {
+			c.pending = false
+			if outside {
+				c.n = m
+			}
+		}
+	case half && outside:
+		c.pending, c.creep, c.win = true, 0, c.win[:0]
+	case len(c.win) == liveScrapes && m != c.n && math.Abs(mean-float64(c.n)) >= concurrencyCreep:
+		if c.creep++; c.creep >= liveScrapes {
+			c.n, c.creep = m, 0
+		}
+	default:
+		c.creep = 0
+	}
+}
+
+func (c *liveLoad) mean() float64 {
+	if len(c.win) == 0 {
+		return 0
+	}
+	var sum float64
+	for _, v := range c.win {
+		sum += v
+	}
+	return sum / float64(len(c.win))
+}
+
+// value is the concurrency: n, or before it is set the mean of the samples
+// so far, rounded (1 with none).
+func (c *liveLoad) value() int {
+	if c.n >= 1 {
+		return c.n
+	}
+	return max(1, int(math.Round(c.mean())))
+}
+
+// loadChanged says whether the trials taken and the widths undone over
+// concurrencies from lo to hi are void: the range spans half again or
+// more (1 to 2 sequences, 2 to 3, 4 to 6, also in steps). A width's rate against
+// another's shifts with the rows verified together, but not between 3 and
+// 4 of four independent clients, whose mean can rest near either for
+// minutes: in the sim matrix's cells with pausing clients each such move
+// dropped the trials and the loop tried the same widths again.
+func loadChanged(lo, hi int) bool {
+	if lo < 1 {
+		return false
+	}
+	return 2*max(lo, hi) >= 3*min(lo, hi)
+}
 
 // closeEpoch folds the epoch into the acceptance (or, on a drift, starts
 // it again), each width's own counts and the running width's measured
@@ -811,11 +842,14 @@ func (l *Loop) closeEpoch(n int) {
 	}
 	l.predS, l.cycles, l.lastN = l.predS+l.epPredS, l.cycles+l.epCycles, n
 	l.epPredS, l.epCycles = 0, 0
+	lo, hi := min(l.ownN, n), max(l.ownHi, l.ownN, n)
 	switch {
 	case l.ownN < 1:
-		l.ownN = n
-	case loadChanged(l.ownN, n): // against the load the trials were taken at
+		l.ownN, l.ownHi = n, n
+	case loadChanged(lo, hi): // the loads the trials were taken at, and this one
 		l.resetTrials()
+	default:
+		l.ownN, l.ownHi = lo, hi
 	}
 	if l.width >= 2 {
 		if l.epoch.Cycles > 0 {
@@ -1206,7 +1240,7 @@ func (l *Loop) unprobed(n int) (why string, pending bool) {
 // traffic undid width 4 against 17; collapsing traffic then has its best
 // at 4, and the loop, barred from it, kept 5 at 0.90 of it).
 func (l *Loop) resetTrials() {
-	l.ownN = l.lastN
+	l.ownN, l.ownHi = l.lastN, l.lastN
 	if l.check != nil {
 		l.check.hasLeft = false // the rate of the width left is of the older traffic too
 	}

@@ -76,10 +76,7 @@ func (l *Loop) Step(o Observation) Action {
 	l.epoch.Add(delta, l.width)
 	l.tokens += delta.Predicted
 	if delta.Predicted > 0 {
-		l.nLive = append(l.nLive, math.Max(1, delta.Processing))
-		if len(l.nLive) > liveScrapes {
-			l.nLive = l.nLive[1:]
-		}
+		l.live.add(math.Max(1, delta.Processing))
 	}
 	l.epPredS += delta.PredictSeconds
 	if l.width < 2 {
