@@ -419,3 +419,78 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 	defer s.mu.Unlock()
 	return s.w.Write(p)
 }
+
+// llamaRefusal is llama-server d32676d's answer when the one generated
+// token is not valid UTF-8 on its own.
+const llamaRefusal = `{"error":{"code":500,"message":"The model produced output that does not match the expected Content-only format","type":"server_error"}}`
+
+// A greedy model whose next token after some prompts is a byte token: the
+// engine answers 500 for those prompts, always the same ones (the warm-up's
+// among them). The probe changes the tokens, not the rows, and finishes
+// with every sample; an engine that refuses every prompt fails it, bounded.
+func TestProbeOutputRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		refuse func(prompt []int) bool
+		want   string // "" = the probe finishes
+	}{
+		{"the warm-up and every third prompt", func(p []int) bool {
+			last := p[len(p)-1]
+			return last == probeFreshBase+probeFreshSpan || p[probePrefixLen]%3 == 0
+		}, ""},
+		{"every prompt", func([]int) bool { return true }, "could not render"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var cached []int
+			refused, calls := 0, 0
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				var req struct {
+					Prompt []int `json:"prompt"`
+				}
+				if r.URL.Path != "/completion" || json.NewDecoder(r.Body).Decode(&req) != nil {
+					http.NotFound(w, r)
+					return
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				calls++
+				reused := 0
+				for reused < len(cached) && reused < len(req.Prompt) && cached[reused] == req.Prompt[reused] {
+					reused++
+				}
+				cached = req.Prompt // evaluated and cached before the token is rendered
+				if tc.refuse(req.Prompt) {
+					refused++
+					w.WriteHeader(http.StatusInternalServerError)
+					fmt.Fprint(w, llamaRefusal)
+					return
+				}
+				n := len(req.Prompt) - reused
+				fmt.Fprintf(w, `{"timings":{"prompt_n":%d,"prompt_ms":%g}}`, n, 1+0.1*float64(n))
+			}))
+			defer srv.Close()
+			c, err := Probe(context.Background(), nil, srv.URL, []int{1, 2, 8}, 3)
+			if tc.want != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "Content-only") {
+					t.Fatalf("err = %v, want %q with the engine's message", err, tc.want)
+				}
+				if calls > probeRetries+1 {
+					t.Errorf("%d requests to an engine that refuses them all", calls)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("probe: %v (%d refused)", err, refused)
+			}
+			if refused < 3 {
+				t.Fatalf("only %d requests refused: the test does not exercise the retry", refused)
+			}
+			for _, rows := range []int{1, 2, 8} {
+				if want := 1 + 0.1*float64(rows); !near(c.VerifyMS[rows], want, 1e-9) {
+					t.Errorf("%d rows: %.3f ms, want %.3f", rows, c.VerifyMS[rows], want)
+				}
+			}
+		})
+	}
+}

@@ -33,7 +33,20 @@ const (
 // errNotCached: the prefix was not reused from the slot's cache.
 var errNotCached = errors.New("the probe's prefix was not reused from the cache")
 
-// probeRetries bounds re-warming the prefix after a cache miss.
+// errOutput: the engine failed on the one token the probe generated,
+// not on the prompt. llama-server d32676d answers 500 "The model produced
+// output that does not match the expected Content-only format" when that
+// token is not valid UTF-8 on its own (a byte token); on an H200 with a
+// synthetic pair it did so 3 times in about 300 probe requests, and each
+// time the probe before traffic was lost. The timing is lost, not the
+// engine: the same rows with other fresh tokens usually pass.
+var errOutput = errors.New("the engine could not render the probe's generated token")
+
+// outputRefused is the text of errOutput's answer.
+const outputRefused = "does not match the expected"
+
+// probeRetries bounds re-warming the prefix after a cache miss, and
+// changing the prompt after errOutput.
 const probeRetries = 4
 
 // probeGraphWarm is the requests of one row count discarded after a change
@@ -163,10 +176,18 @@ func (st *probeState) probe(ctx context.Context, client *http.Client, baseURL st
 	for i := range prefix {
 		prefix[i] = ids.prefix + i
 	}
-	// Warm the cache with the prefix alone (plus one token, evaluated).
+	// Warm the cache with the prefix alone (plus one token, evaluated:
+	// the last id, or after errOutput one of the prefix's, neither of which
+	// starts a measured request).
 	warm := func() error {
-		_, err := probeOnce(ctx, client, base, append(slices.Clone(prefix), ids.fresh+ids.span), -1)
-		return err
+		last := ids.fresh + ids.span
+		for try := 0; ; try++ {
+			_, err := probeOnce(ctx, client, base, append(slices.Clone(prefix), last), -1)
+			if !errors.Is(err, errOutput) || try == probeRetries {
+				return err
+			}
+			last = prefix[try]
+		}
 	}
 	if err := warm(); err != nil {
 		return err
@@ -177,17 +198,17 @@ func (st *probeState) probe(ctx context.Context, client *http.Client, baseURL st
 	for _, w := range rows {
 		streak := 0 // requests of w rows in a row (probeGraphWarm)
 		for len(st.samples[w]) < reps {
-			// Each request's first fresh token is one no earlier request
-			// had after the prefix, so only the prefix is reused.
-			st.turn++
-			prompt := slices.Clone(prefix)
-			for i := range w {
-				prompt = append(prompt, ids.fresh+(st.turn*37+i)%ids.span)
-			}
+			prompt := st.prompt(prefix, ids, w)
 			ms, err := probeOnce(ctx, client, base, prompt, w)
-			// Live traffic may have taken the slot between two probes and
-			// evicted the prefix: warm it again and retry, a few times.
-			for try := 0; errors.Is(err, errNotCached) && try < probeRetries; try++ {
+			for try := 0; try < probeRetries && (errors.Is(err, errOutput) || errors.Is(err, errNotCached)); try++ {
+				if errors.Is(err, errOutput) {
+					// Other fresh tokens, the same rows.
+					prompt = st.prompt(prefix, ids, w)
+					ms, err = probeOnce(ctx, client, base, prompt, w)
+					continue
+				}
+				// Live traffic may have taken the slot between two probes
+				// and evicted the prefix: warm it again.
 				if err = warm(); err == nil {
 					streak = 0 // the warm-up ran another shape
 					ms, err = probeOnce(ctx, client, base, prompt, w)
@@ -202,6 +223,18 @@ func (st *probeState) probe(ctx context.Context, client *http.Client, baseURL st
 		}
 	}
 	return nil
+}
+
+// prompt is the next request of w rows: the prefix and w fresh tokens,
+// the first of which no earlier request had after the prefix, so only the
+// prefix is reused.
+func (st *probeState) prompt(prefix []int, ids probeIDs, w int) []int {
+	st.turn++
+	p := slices.Clone(prefix)
+	for i := range w {
+		p = append(p, ids.fresh+(st.turn*37+i)%ids.span)
+	}
+	return p
 }
 
 // probeIDs are the token ids a probe uses: a prefix run and a span of
@@ -326,6 +359,9 @@ func probeOnce(ctx context.Context, client *http.Client, base string, prompt []i
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
 		return 0, fmt.Errorf("probe: POST /completion: reading the reply: %w", err)
+	}
+	if resp.StatusCode == http.StatusInternalServerError && bytes.Contains(raw, []byte(outputRefused)) {
+		return 0, fmt.Errorf("%w: POST /completion answered %s: %s", errOutput, resp.Status, snippet(raw))
 	}
 	if resp.StatusCode >= 500 {
 		// Loading, overloaded or restarting (llama-server answers 503
