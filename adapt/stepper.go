@@ -58,8 +58,22 @@ func (l *Loop) Step(o Observation) Action {
 		l.d.Log.Debug("adapt: scrape failed", "err", o.Err)
 		return wait("scrape failed")
 	}
+	if t.Shared {
+		// Each scrape is a baseline while another engine runs beside this
+		// one, and so is the first scrape after: the time since the last
+		// one was shared.
+		if l.sharedSince.IsZero() {
+			l.sharedSince = o.Now
+		}
+		l.prev, l.fresh = o.Snap, true
+		return wait("another engine runs beside this one")
+	}
 	if l.fresh {
 		l.prev, l.fresh = o.Snap, false
+		if !l.sharedSince.IsZero() {
+			l.d.Log.Info("adapt: the engine serves alone now; its cycles count from here", "shared_s", o.Now.Sub(l.sharedSince).Seconds())
+			l.sharedSince = time.Time{}
+		}
 		return wait("baseline scrape of a new engine")
 	}
 	delta, ok := o.Snap.Since(l.prev)

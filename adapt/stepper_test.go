@@ -151,3 +151,47 @@ func TestRecheckFreesUndoneWidths(t *testing.T) {
 		t.Errorf("avoid %v, tried %v: want both cleared", l.avoid, l.tried)
 	}
 }
+
+// While another engine runs beside the serving one (Target.Shared: the
+// one it replaced draining), no scrape counts, nor the first one after:
+// the width's cost is read from the engine alone. The shared stretch here
+// runs 20 ms a cycle, the engine alone 5.
+func TestStepSharedEngineIsNotMeasured(t *testing.T) {
+	snap := func(cycles, predS float64) Snapshot {
+		s := Snapshot{Cycles: cycles, HasSpec: true, HasPerPos: true, PredictSeconds: predS, Processing: 1, Predicted: cycles}
+		p := 1.0
+		for k := 1; k < 4; k++ {
+			p *= 0.8
+			s.PerPos = append(s.PerPos, cycles*p)
+			s.Predicted += cycles * p
+		}
+		return s
+	}
+	l := New(LoopDeps{Current: func() Target { return Target{} }, Switch: func(context.Context, int, string) error { return nil },
+		Log: quietLog(), Cfg: Config{Rule: Rule{MinCycles: 256}, MaxTrials: -1}})
+	l.curve = Curve{VerifyMS: map[int]float64{}, Source: "probe"}
+	for r := 1; r <= 17; r++ {
+		l.curve.VerifyMS[r] = verify(r)
+	}
+	l.w0 = 8
+	now := time.Unix(1_800_000_000, 0)
+	shared, alone := Target{Gen: 1, Width: 4, Shared: true}, Target{Gen: 1, Width: 4}
+	for i, o := range []Observation{
+		{Target: shared, Snap: snap(0, 0)},
+		{Target: shared, Snap: snap(300, 6)},
+		{Target: shared, Snap: snap(600, 12)},
+		{Target: alone, Snap: snap(900, 18)}, // the last 300 cycles were shared
+	} {
+		o.Now = now.Add(time.Duration(i) * 2 * time.Second)
+		if a := l.Step(o); a.Kind != ActWait {
+			t.Fatalf("scrape %d: %+v, want a wait", i, a)
+		}
+	}
+	if l.epoch.Cycles != 0 || l.epPredS != 0 {
+		t.Fatalf("shared cycles counted: epoch %v cycles, %v s", l.epoch.Cycles, l.epPredS)
+	}
+	l.Step(Observation{Now: now.Add(8 * time.Second), Target: alone, Snap: snap(1200, 19.5)})
+	if m := l.measured[4]; !near(m.MS, 5, 1e-9) || m.Cycles != 300 {
+		t.Errorf("width 4 measured %+v, want 5 ms over the 300 cycles alone", m)
+	}
+}

@@ -99,7 +99,11 @@ func (sv *launcher) adaptDeps(p *plan.Plan) adapt.LoopDeps {
 		dir = ""
 	}
 	return adapt.LoopDeps{
-		Current: func() adapt.Target { return targetOf(sv.rt.Current()) },
+		Current: func() adapt.Target {
+			t := targetOf(sv.rt.Current())
+			t.Shared = sv.rt.Beside() > 0
+			return t
+		},
 		Switch: func(ctx context.Context, w int, reason string) error {
 			cur := sv.plan()
 			np, err := sv.adaptedPlan(cur, w, reason)

@@ -105,6 +105,19 @@ func (r *Runtime) Current() *Instance {
 	return nil
 }
 
+// Beside counts the engines alive beside the serving one (all of them
+// while none serves): one draining after a switch, one starting for a
+// switch or a reload. They share its GPU until their processes end.
+func (r *Runtime) Beside() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := len(r.engines)
+	if r.engines[r.serving] != nil {
+		n--
+	}
+	return n
+}
+
 // Run starts the first engine and runs until the runtime stops; it returns
 // the exit code and, for a non-zero one, why.
 func (r *Runtime) Run() (int, error) {

@@ -75,3 +75,32 @@ func TestLauncherRequestsAreCounted(t *testing.T) {
 	default:
 	}
 }
+
+// Beside counts the engines that share the serving one's GPU: the one it
+// replaced until that one's process ends, one starting beside it, and all
+// of them while none serves.
+func TestBeside(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		engines []EngineID
+		serving EngineID
+		want    int
+	}{
+		{"one engine, serving", []EngineID{1}, 1, 0},
+		{"the old one draining", []EngineID{1, 2}, 2, 1},
+		{"a new one starting", []EngineID{2, 3}, 2, 1},
+		{"none serving: a drain switch's new one starting", []EngineID{3}, 0, 1},
+		{"none at all", nil, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rt := New(Options{})
+			for _, id := range tc.engines {
+				rt.engines[id] = &live{}
+			}
+			rt.serving = tc.serving
+			if got := rt.Beside(); got != tc.want {
+				t.Errorf("Beside() = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
