@@ -141,14 +141,11 @@ func TestProbeSkipsGraphWarmUp(t *testing.T) {
 	var mu sync.Mutex
 	last, streak := -1, 0
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var req struct {
-			Prompt []int `json:"prompt"`
-		}
-		if r.URL.Path != "/completion" || json.NewDecoder(r.Body).Decode(&req) != nil {
-			http.NotFound(w, r)
+		prompt, ok := completionPrompt(w, r)
+		if !ok {
 			return
 		}
-		n := len(req.Prompt) - probePrefixLen
+		n := len(prompt) - probePrefixLen
 		mu.Lock()
 		if n == last {
 			streak++
@@ -445,28 +442,25 @@ func TestProbeOutputRefused(t *testing.T) {
 			var cached []int
 			refused, calls := 0, 0
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				var req struct {
-					Prompt []int `json:"prompt"`
-				}
-				if r.URL.Path != "/completion" || json.NewDecoder(r.Body).Decode(&req) != nil {
-					http.NotFound(w, r)
+				prompt, ok := completionPrompt(w, r)
+				if !ok {
 					return
 				}
 				mu.Lock()
 				defer mu.Unlock()
 				calls++
 				reused := 0
-				for reused < len(cached) && reused < len(req.Prompt) && cached[reused] == req.Prompt[reused] {
+				for reused < len(cached) && reused < len(prompt) && cached[reused] == prompt[reused] {
 					reused++
 				}
-				cached = req.Prompt // evaluated and cached before the token is rendered
-				if tc.refuse(req.Prompt) {
+				cached = prompt // evaluated and cached before the token is rendered
+				if tc.refuse(prompt) {
 					refused++
 					w.WriteHeader(http.StatusInternalServerError)
 					fmt.Fprint(w, llamaRefusal)
 					return
 				}
-				n := len(req.Prompt) - reused
+				n := len(prompt) - reused
 				fmt.Fprintf(w, `{"timings":{"prompt_n":%d,"prompt_ms":%g}}`, n, 1+0.1*float64(n))
 			}))
 			defer srv.Close()
@@ -493,4 +487,17 @@ func TestProbeOutputRefused(t *testing.T) {
 			}
 		})
 	}
+}
+
+// completionPrompt reads a probe request's token prompt; anything else is
+// answered 404 and ok is false.
+func completionPrompt(w http.ResponseWriter, r *http.Request) (prompt []int, ok bool) {
+	var req struct {
+		Prompt []int `json:"prompt"`
+	}
+	if r.URL.Path != "/completion" || json.NewDecoder(r.Body).Decode(&req) != nil {
+		http.NotFound(w, r)
+		return nil, false
+	}
+	return req.Prompt, true
 }
