@@ -501,3 +501,58 @@ func completionPrompt(w http.ResponseWriter, r *http.Request) (prompt []int, ok 
 	}
 	return req.Prompt, true
 }
+
+// A prefix evicted by live traffic, then re-warm-ups the engine refuses
+// (500 on their generated token): they still ran another shape, so the
+// next requests of the row count are graph warm-up again and discarded.
+// This engine runs a shape's first two requests in a row at 100 ms.
+func TestProbeRewarmRefusedRestartsGraphWarmUp(t *testing.T) {
+	var mu sync.Mutex
+	var cached []int
+	lastN, streak, calls := -1, 0, 0
+	evicted := false
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		prompt, ok := completionPrompt(w, r)
+		if !ok {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		if calls == 4 { // live traffic took the slot before the first sample
+			cached, evicted = nil, true
+		}
+		reused := 0
+		for reused < len(cached) && reused < len(prompt) && cached[reused] == prompt[reused] {
+			reused++
+		}
+		cached = prompt
+		n := len(prompt) - reused
+		if n == lastN {
+			streak++
+		} else {
+			lastN, streak = n, 1
+		}
+		if evicted && len(prompt) == probePrefixLen+1 { // every re-warm-up refused
+			w.WriteHeader(http.StatusInternalServerError)
+			fmt.Fprint(w, llamaRefusal)
+			return
+		}
+		ms := 1 + 0.1*float64(n)
+		if streak < 3 {
+			ms = 100
+		}
+		fmt.Fprintf(w, `{"timings":{"prompt_n":%d,"prompt_ms":%g}}`, n, ms)
+	}))
+	defer srv.Close()
+	c, err := Probe(context.Background(), nil, srv.URL, []int{2}, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !evicted {
+		t.Fatal("the prefix was never evicted: the test does not exercise the re-warm")
+	}
+	if !near(c.VerifyMS[2], 1.2, 1e-9) {
+		t.Errorf("2 rows: %.3f ms, want 1.2 (a graph warm-up request kept)", c.VerifyMS[2])
+	}
+}

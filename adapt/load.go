@@ -10,8 +10,9 @@ import "math"
 // over: 32 s at the default interval, so a change of load shows within
 // about a minute however long the engine has served (a mean over its life
 // took as long again as the load had lasted). The samples run on across
-// engines: the load is the clients', and an engine's first scrapes, while
-// the clients move over from the engine before, show fewer requests.
+// engines: the load is the clients'. An engine's scrapes while the one
+// before it still drains (Target.Shared), which show fewer requests, are
+// not sampled.
 const liveScrapes = 16
 
 // liveLoad turns samples of the requests processing (one a scrape that

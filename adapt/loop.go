@@ -35,8 +35,8 @@ type Target struct {
 	// its own cost: on an H200 (4 clients) a classic engine whose whole
 	// 3 s stint overlapped its predecessor's drain ran a median 6.59 ms
 	// per token by llama-server's timings, 4.93 on an engine alone; the
-	// loop read 7.33 a step and undid it at -36 %, where three windows
-	// each had it within 2.2 % of the width it went back to.
+	// loop read 7.33 a step and undid it at -36 %, where the means of
+	// three windows each put it 2.1 % behind the width it went back to.
 	Shared bool
 }
 

@@ -37,8 +37,8 @@ var errNotCached = errors.New("the probe's prefix was not reused from the cache"
 // not on the prompt. llama-server d32676d answers 500 "The model produced
 // output that does not match the expected Content-only format" when that
 // token is not valid UTF-8 on its own (a byte token); on an H200 with a
-// synthetic pair it did so 3 times in about 300 probe requests, and each
-// time the probe before traffic was lost. The timing is lost, not the
+// synthetic pair it did so 3 times in some 400 probe requests, and the
+// first ended the probe before traffic. The timing is lost, not the
 // engine: the same rows with other fresh tokens usually pass.
 var errOutput = errors.New("the engine could not render the probe's generated token")
 
@@ -209,8 +209,9 @@ func (st *probeState) probe(ctx context.Context, client *http.Client, baseURL st
 				}
 				// Live traffic may have taken the slot between two probes
 				// and evicted the prefix: warm it again.
-				if err = warm(); err == nil {
-					streak = 0 // the warm-up ran another shape
+				err = warm()
+				streak = 0 // the warm-up ran another shape, refused or not
+				if err == nil {
 					ms, err = probeOnce(ctx, client, base, prompt, w)
 				}
 			}

@@ -54,19 +54,21 @@ func (l *Loop) Step(o Observation) Action {
 		l.pair = cmp.Or(l.pair, t.Pair)
 		l.reset(t)
 	}
+	if t.Shared {
+		// While another engine runs beside this one no scrape counts,
+		// nor the first one after: the time since the last was shared.
+		// Before a failed scrape too, so that a shared stretch of failed
+		// scrapes still ends in a baseline.
+		if l.sharedSince.IsZero() {
+			l.sharedSince = o.Now
+			l.d.Log.Info("adapt: another engine runs beside the serving one; measuring paused until it stops")
+		}
+		l.fresh = true
+		return wait("another engine runs beside this one")
+	}
 	if o.Err != nil {
 		l.d.Log.Debug("adapt: scrape failed", "err", o.Err)
 		return wait("scrape failed")
-	}
-	if t.Shared {
-		// Each scrape is a baseline while another engine runs beside this
-		// one, and so is the first scrape after: the time since the last
-		// one was shared.
-		if l.sharedSince.IsZero() {
-			l.sharedSince = o.Now
-		}
-		l.prev, l.fresh = o.Snap, true
-		return wait("another engine runs beside this one")
 	}
 	if l.fresh {
 		l.prev, l.fresh = o.Snap, false

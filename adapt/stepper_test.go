@@ -153,9 +153,10 @@ func TestRecheckFreesUndoneWidths(t *testing.T) {
 }
 
 // While another engine runs beside the serving one (Target.Shared: the
-// one it replaced draining), no scrape counts, nor the first one after:
-// the width's cost is read from the engine alone. The shared stretch here
-// runs 20 ms a cycle, the engine alone 5.
+// one it replaced draining), no scrape counts, nor the first one after,
+// also when the scrapes meanwhile failed: the width's cost is read from the
+// engine alone. The shared stretch here runs 20 ms a cycle, the engine
+// alone 5.
 func TestStepSharedEngineIsNotMeasured(t *testing.T) {
 	snap := func(cycles, predS float64) Snapshot {
 		s := Snapshot{Cycles: cycles, HasSpec: true, HasPerPos: true, PredictSeconds: predS, Processing: 1, Predicted: cycles}
@@ -167,31 +168,47 @@ func TestStepSharedEngineIsNotMeasured(t *testing.T) {
 		}
 		return s
 	}
-	l := New(LoopDeps{Current: func() Target { return Target{} }, Switch: func(context.Context, int, string) error { return nil },
-		Log: quietLog(), Cfg: Config{Rule: Rule{MinCycles: 256}, MaxTrials: -1}})
-	l.curve = Curve{VerifyMS: map[int]float64{}, Source: "probe"}
-	for r := 1; r <= 17; r++ {
-		l.curve.VerifyMS[r] = verify(r)
-	}
-	l.w0 = 8
-	now := time.Unix(1_800_000_000, 0)
 	shared, alone := Target{Gen: 1, Width: 4, Shared: true}, Target{Gen: 1, Width: 4}
-	for i, o := range []Observation{
-		{Target: shared, Snap: snap(0, 0)},
-		{Target: shared, Snap: snap(300, 6)},
-		{Target: shared, Snap: snap(600, 12)},
-		{Target: alone, Snap: snap(900, 18)}, // the last 300 cycles were shared
+	failed := errors.New("GET /metrics: connection refused")
+	for _, tc := range []struct {
+		name string
+		obs  []Observation // then one scrape alone, 300 cycles at 5 ms
+	}{
+		{"shared from the engine's start", []Observation{
+			{Target: shared, Snap: snap(0, 0)},
+			{Target: shared, Snap: snap(300, 6)},
+			{Target: shared, Snap: snap(600, 12)},
+			{Target: alone, Snap: snap(900, 18)}, // the last 300 cycles were shared
+		}},
+		{"scrapes failing while shared", []Observation{
+			{Target: alone, Snap: snap(0, 0)},
+			{Target: shared, Err: failed},
+			{Target: shared, Err: failed},
+			{Target: alone, Snap: snap(900, 18)},
+		}},
 	} {
-		o.Now = now.Add(time.Duration(i) * 2 * time.Second)
-		if a := l.Step(o); a.Kind != ActWait {
-			t.Fatalf("scrape %d: %+v, want a wait", i, a)
-		}
-	}
-	if l.epoch.Cycles != 0 || l.epPredS != 0 {
-		t.Fatalf("shared cycles counted: epoch %v cycles, %v s", l.epoch.Cycles, l.epPredS)
-	}
-	l.Step(Observation{Now: now.Add(8 * time.Second), Target: alone, Snap: snap(1200, 19.5)})
-	if m := l.measured[4]; !near(m.MS, 5, 1e-9) || m.Cycles != 300 {
-		t.Errorf("width 4 measured %+v, want 5 ms over the 300 cycles alone", m)
+		t.Run(tc.name, func(t *testing.T) {
+			l := New(LoopDeps{Current: func() Target { return Target{} }, Switch: func(context.Context, int, string) error { return nil },
+				Log: quietLog(), Cfg: Config{Rule: Rule{MinCycles: 256}, MaxTrials: -1}})
+			l.curve = Curve{VerifyMS: map[int]float64{}, Source: "probe"}
+			for r := 1; r <= 17; r++ {
+				l.curve.VerifyMS[r] = verify(r)
+			}
+			l.w0 = 8
+			now := time.Unix(1_800_000_000, 0)
+			for i, o := range tc.obs {
+				o.Now = now.Add(time.Duration(i) * 2 * time.Second)
+				if a := l.Step(o); a.Kind != ActWait {
+					t.Fatalf("scrape %d: %+v, want a wait", i, a)
+				}
+			}
+			if l.epoch.Cycles != 0 || l.epPredS != 0 {
+				t.Fatalf("shared cycles counted: epoch %v cycles, %v s", l.epoch.Cycles, l.epPredS)
+			}
+			l.Step(Observation{Now: now.Add(8 * time.Second), Target: alone, Snap: snap(1200, 19.5)})
+			if m := l.measured[4]; !near(m.MS, 5, 1e-9) || m.Cycles != 300 {
+				t.Errorf("width 4 measured %+v, want 5 ms over the 300 cycles alone", m)
+			}
+		})
 	}
 }

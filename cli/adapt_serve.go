@@ -99,11 +99,7 @@ func (sv *launcher) adaptDeps(p *plan.Plan) adapt.LoopDeps {
 		dir = ""
 	}
 	return adapt.LoopDeps{
-		Current: func() adapt.Target {
-			t := targetOf(sv.rt.Current())
-			t.Shared = sv.rt.Beside() > 0
-			return t
-		},
+		Current: func() adapt.Target { return currentTarget(sv.rt) },
 		Switch: func(ctx context.Context, w int, reason string) error {
 			cur := sv.plan()
 			np, err := sv.adaptedPlan(cur, w, reason)
@@ -129,6 +125,20 @@ func (sv *launcher) adaptDeps(p *plan.Plan) adapt.LoopDeps {
 		CacheKey: key,
 		Cfg:      adaptConfig(p.Settings),
 	}
+}
+
+// engines is what the adaptive loop reads of the runtime.
+type engines interface {
+	Current() *server.Instance
+	Beside() int
+}
+
+// currentTarget is the serving engine as the loop sees it, Shared while
+// another engine runs beside it (the one it replaced, draining).
+func currentTarget(rt engines) adapt.Target {
+	t := targetOf(rt.Current())
+	t.Shared = rt.Beside() > 0
+	return t
 }
 
 // targetOf is an engine as the adaptive loop sees it.

@@ -16,6 +16,8 @@ import (
 	"github.com/speclaunch/speclaunch/internal/loadgen"
 	"github.com/speclaunch/speclaunch/key"
 	"github.com/speclaunch/speclaunch/plan"
+	"github.com/speclaunch/speclaunch/proxy"
+	"github.com/speclaunch/speclaunch/server"
 	"github.com/speclaunch/speclaunch/sim"
 )
 
@@ -279,5 +281,40 @@ func TestAdaptConfigTrials(t *testing.T) {
 		if got := adaptConfig(s).MaxTrials; got != c.want {
 			t.Errorf("MLXCEL_ADAPT_TRIALS=%q: MaxTrials %d, want %d", c.env, got, c.want)
 		}
+	}
+}
+
+// fakeEngines is a runtime as the loop reads it.
+type fakeEngines struct {
+	cur    *server.Instance
+	beside int
+}
+
+func (f fakeEngines) Current() *server.Instance { return f.cur }
+func (f fakeEngines) Beside() int               { return f.beside }
+
+// The loop is told when another engine runs beside the serving one, and
+// so measures nothing then (adapt.Target.Shared).
+func TestCurrentTargetShared(t *testing.T) {
+	b, err := proxy.NewBackend("http://127.0.0.1:1", "engine 2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := &server.Instance{ID: 2, Backend: b, Plan: &plan.Plan{}}
+	for _, tc := range []struct {
+		name   string
+		rt     fakeEngines
+		shared bool
+	}{
+		{"serving alone", fakeEngines{cur: in}, false},
+		{"the old engine draining", fakeEngines{cur: in, beside: 1}, true},
+		{"a reload's engine starting beside a draining one", fakeEngines{cur: in, beside: 2}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := currentTarget(tc.rt)
+			if got.Shared != tc.shared || got.Gen != 2 || got.BaseURL != "http://127.0.0.1:1" {
+				t.Errorf("target %+v, want engine 2 with Shared %v", got, tc.shared)
+			}
+		})
 	}
 }
