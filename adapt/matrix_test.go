@@ -66,6 +66,12 @@ type matrixProfile struct {
 	// independent clients on the H200 kept about 3.5 requests processing,
 	// not 4: the concurrency the loop reads jitters around a rounding edge.
 	gap float64
+	// drain is how long, in ms, the engine replaced by a switch decodes
+	// beside the new one (its requests in flight), each of them paying
+	// contention more a round meanwhile (0: none). On the H200 of
+	// 2026-12-03d the old engine drained for 1-3 s after a switch under 4
+	// clients, and the new one's requests ran up to 34 % slower then.
+	drain, contention float64
 }
 
 // cond is P(accept draft token k | accepted k−1) at width w for the cost
@@ -127,13 +133,18 @@ type vEngine struct {
 	left   []int     // tokens left in each sequence's request
 	idle   []float64 // ms each client pauses before its next request (gap)
 	gap    float64
-	cls    []int // each sequence's class
-	reqs   int   // requests started
-	done   int   // requests finished
-	tokens float64
-	marks  []mark // one per scrape and switch
-	sws    []mark // at each switch
-	srv    *httptest.Server
+	// drain, contention: matrixProfile's; sharedTo: the virtual ms the
+	// engine replaced drains to; hideShared: Current never reports it
+	// (ADAPT_MATRIX_HIDE_SHARED, the loop as it was before Target.Shared)
+	drain, contention, sharedTo float64
+	hideShared                  bool
+	cls                         []int // each sequence's class
+	reqs                        int   // requests started
+	done                        int   // requests finished
+	tokens                      float64
+	marks                       []mark // one per scrape and switch
+	sws                         []mark // at each switch
+	srv                         *httptest.Server
 }
 
 type mark struct {
@@ -184,6 +195,10 @@ func (e *vEngine) advance(ms float64) {
 			continue
 		}
 		var round float64
+		shared := 1.0
+		if e.ms < e.sharedTo {
+			shared += e.contention
+		}
 		if w < 2 {
 			round = e.cost.VerifyRowsMS(n) * e.noise() * e.liveFactor(0, n)
 		} else {
@@ -193,6 +208,7 @@ func (e *vEngine) advance(ms float64) {
 				e.perPos = append(e.perPos, 0)
 			}
 		}
+		round *= shared
 		e.predS += float64(n) * round / 1000
 		for i := range e.left {
 			if e.idle[i] > 0 { // paused through this round
@@ -267,15 +283,17 @@ func (e *vEngine) serve(w http.ResponseWriter, r *http.Request) {
 func (e *vEngine) Current() Target {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return Target{BaseURL: e.srv.URL, Width: e.width, Gen: e.gen, Pair: "matrix"}
+	return Target{BaseURL: e.srv.URL, Width: e.width, Gen: e.gen, Pair: "matrix", Shared: !e.hideShared && e.ms < e.sharedTo}
 }
 
 // Switch serves matrixSwitch more at the old width (the new engine
-// starting beside it), then the new engine, probed before traffic.
+// starting beside it), then the new engine, probed before traffic, with
+// the old one draining beside it for drain.
 func (e *vEngine) Switch(ctx context.Context, w int, _ string) error {
 	e.mu.Lock()
 	e.advance(e.ms + float64(matrixSwitch/time.Millisecond))
 	e.width, e.gen = w, e.gen+1
+	e.sharedTo = e.ms + e.drain
 	e.cycles, e.predS, e.pred, e.perPos = 0, 0, 0, nil
 	e.sws = append(e.sws, e.mark())
 	e.mu.Unlock()
@@ -325,6 +343,7 @@ func runCell(p matrixProfile, n, classes int, seed uint64, log *slog.Logger) mat
 
 	e := newVEngine(p.cost, n, classes, p.start, seed)
 	e.live, e.gap = p.live, p.gap
+	e.drain, e.contention, e.hideShared = p.drain, p.contention, os.Getenv("ADAPT_MATRIX_HIDE_SHARED") != ""
 	e.srv = httptest.NewServer(http.HandlerFunc(e.serve))
 	defer e.srv.Close()
 	var mu sync.Mutex
@@ -422,6 +441,14 @@ func matrixProfiles(tb testing.TB) []matrixProfile {
 		c.Accept = sim.Profiles[name]
 		ps = append(ps, matrixProfile{name: name + ", live above the probe, clients pausing", cost: c, start: matrixStartW, live: [2]float64{1.12, 1.2}, gap: 60})
 	}
+	// The same with the engine replaced by a switch draining beside the
+	// new one for 2 s at +35 % a round (2026-12-03d).
+	for _, name := range []string{"geometric", "flat"} {
+		c := h200Q8()
+		c.Accept = sim.Profiles[name]
+		ps = append(ps, matrixProfile{name: name + ", live above the probe, clients pausing, the old engine draining beside", cost: c, start: matrixStartW,
+			live: [2]float64{1.12, 1.2}, gap: 60, drain: 2000, contention: 0.35})
+	}
 	return ps
 }
 
@@ -516,6 +543,12 @@ func matrixMarkdown(cells []matrixCell) string {
 	b.WriteString("In the profiles marked *clients pausing* each client waits a moment (60 ms on average) between an answer and its next request,\n")
 	b.WriteString("so about 3.2-3.6 of 4 requests are processing (the faster the requests, the fewer), as under four independent clients on the H200;\n")
 	b.WriteString("elsewhere every client sends again at once.\n")
+	b.WriteString("In the profiles marked *the old engine draining beside* the engine a switch replaced decodes beside the new one for 2 s,\n")
+	b.WriteString("every round 35 % slower meanwhile, as on the H200 of 2026-12-03d, and the loop is told (Target.Shared)")
+	if os.Getenv("ADAPT_MATRIX_HIDE_SHARED") != "" {
+		b.WriteString(": **not in this run** (ADAPT_MATRIX_HIDE_SHARED, the loop measuring through the drain as before)")
+	}
+	b.WriteString(".\n")
 	fmt.Fprintf(&b, "The oracle is a sweep of the same engine and traffic at each width 1-17 (%s each). *frac* is the adaptive run's tokens/s over its last %s\n", matrixSweep, matrixMeasure)
 	b.WriteString("over the oracle's; *start* is the starting width's sweep rate over the oracle's; *settle* is the virtual time and requests to the last switch.\n\n")
 	b.WriteString("| profile | clients | classes | oracle | oracle tok/s | start | frac | end width | settle s | settle requests | switches | prediction error (n, mean) |\n")
