@@ -46,6 +46,10 @@ type Action struct {
 
 func wait(why string) Action { return Action{Kind: ActWait, Reason: why} }
 
+// notePaused is the status note while another engine runs beside the
+// serving one (Target.Shared).
+const notePaused = "measuring paused: another engine runs beside the serving one (a switch's old engine draining, or a new one starting)"
+
 // Step takes one scrape: counter deltas since the last scrape of the same
 // engine fill the epoch; a full epoch is closed and decided (endEpoch).
 func (l *Loop) Step(o Observation) Action {
@@ -62,6 +66,8 @@ func (l *Loop) Step(o Observation) Action {
 		if l.sharedSince.IsZero() {
 			l.sharedSince = o.Now
 			l.d.Log.Info("adapt: another engine runs beside the serving one; measuring paused until it stops")
+			l.status.Note = notePaused
+			l.publish()
 		}
 		l.fresh = true
 		return wait("another engine runs beside this one")
@@ -75,6 +81,10 @@ func (l *Loop) Step(o Observation) Action {
 		if !l.sharedSince.IsZero() {
 			l.d.Log.Info("adapt: the engine serves alone now; its cycles count from here", "shared_s", o.Now.Sub(l.sharedSince).Seconds())
 			l.sharedSince = time.Time{}
+			if l.status.Note == notePaused {
+				l.status.Note = ""
+				l.publish()
+			}
 		}
 		return wait("baseline scrape of a new engine")
 	}

@@ -201,9 +201,15 @@ func TestStepSharedEngineIsNotMeasured(t *testing.T) {
 				if a := l.Step(o); a.Kind != ActWait {
 					t.Fatalf("scrape %d: %+v, want a wait", i, a)
 				}
+				if o.Target.Shared && !strings.HasPrefix(l.status.Note, "measuring paused") {
+					t.Errorf("scrape %d, shared: status note %q", i, l.status.Note)
+				}
 			}
 			if l.epoch.Cycles != 0 || l.epPredS != 0 {
 				t.Fatalf("shared cycles counted: epoch %v cycles, %v s", l.epoch.Cycles, l.epPredS)
+			}
+			if l.status.Note != "" {
+				t.Errorf("status note %q after the engine serves alone", l.status.Note)
 			}
 			l.Step(Observation{Now: now.Add(8 * time.Second), Target: alone, Snap: snap(1200, 19.5)})
 			if m := l.measured[4]; !near(m.MS, 5, 1e-9) || m.Cycles != 300 {
