@@ -427,7 +427,7 @@ func (l *Loop) start(ctx context.Context) error {
 	}
 	l.w0 = max(2, min(l.w0, l.cfg.MaxWidth))
 	l.status.W0, l.status.Curve = l.w0, &l.curve
-	l.d.Log.Info("adapt: verify-cost curve ready", "source", l.curve.Source, "exploration_width", l.w0, "curve_ms", curveString(l.curve))
+	l.d.Log.Info("adapt: verify-cost curve ready", "curve_from", l.curve.Source, "exploration_width", l.w0, "curve_ms", curveString(l.curve))
 	l.resume()
 	cur = l.d.Current()
 	l.reset(cur)
@@ -625,22 +625,24 @@ func (l *Loop) reset(t Target) {
 func (l *Loop) switchTrial(ctx context.Context, width int, reason string, explore, trial bool) error {
 	from := l.width
 	now := l.d.Now()
-	l.lastSwitch = now
-	if explore {
-		l.lastExplore = now
-		if !trial {
-			l.explored++
-		}
-	}
+	l.lastSwitch = now // a failed switch too: one attempt per window
 	l.d.Log.Info("adapt: switching width", "from", l.width, "to", width, "reason", reason)
 	if err := l.d.Switch(ctx, width, reason); err != nil {
 		if errors.Is(err, ErrNotAdapting) {
 			return err
 		}
 		if ctx.Err() == nil {
+			// An exploration that did not happen is not counted: the next
+			// window tries it again, not the next re-check.
 			l.d.Log.Warn("adapt: switch failed; the engine serving keeps serving", "to", width, "err", err)
 		}
 		return nil
+	}
+	if explore {
+		l.lastExplore = now
+		if !trial {
+			l.explored++
+		}
 	}
 	// The switch's own time: from the request to the new engine serving
 	// (Switch returns then). It prices the next switches (Inputs.SwitchS).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"github.com/speclaunch/speclaunch/proxy"
 	"github.com/speclaunch/speclaunch/server"
 	"github.com/speclaunch/speclaunch/sim"
+	"github.com/speclaunch/speclaunch/width"
 )
 
 // oracle is the width the sim's own model says is best for a profile,
@@ -316,5 +318,32 @@ func TestCurrentTargetShared(t *testing.T) {
 				t.Errorf("target %+v, want engine 2 with Shared %v", got, tc.shared)
 			}
 		})
+	}
+}
+
+// An adaptive switch while the profile on disk does not load (an edit the
+// reload rejected) builds on the settings in force, as the engine runs
+// on them; before, every switch failed until the file was fixed.
+func TestAdaptedPlanOnTheSettingsInForce(t *testing.T) {
+	prof := filepath.Join(t.TempDir(), "p.toml")
+	writeFile(t, prof, simProfile(freePort(t), "")+"[adapt]\nenabled = true\n")
+	e := &Env{Getenv: func(string) string { return "" }, PolicyTOML: policyTOML, Ctx: context.Background()}
+	in := config.Input{Flags: map[string]string{"profile": prof}}
+	l, err := e.load(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur, err := build(e, l, plan.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sv := &launcher{e: e, in: in, log: slog.New(slog.DiscardHandler), good: l}
+	writeFile(t, prof, strings.Repeat("[", 100000))
+	np, err := sv.adaptedPlan(cur, 3, "a trial")
+	if err != nil {
+		t.Fatalf("adaptive switch with a broken profile on disk: %v", err)
+	}
+	if widthOf(np) != 3 || np.Resolution.Source != width.Adaptive {
+		t.Errorf("plan at width %d (%s), want the adapted 3", widthOf(np), np.Resolution.Source)
 	}
 }

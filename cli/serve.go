@@ -82,7 +82,7 @@ func (c *ServeCmd) Run(e *Env) error {
 	if err := checkLaunchable(p, true); err != nil {
 		return err
 	}
-	sv := &launcher{e: e, in: in, log: log, files: l.Files, wasEmpty: map[string]bool{}}
+	sv := &launcher{e: e, in: in, log: log, files: l.Files, wasEmpty: map[string]bool{}, good: l}
 	for _, f := range l.Files {
 		if fi, err := os.Stat(f); err == nil && fi.Size() == 0 {
 			sv.wasEmpty[f] = true
@@ -154,6 +154,9 @@ func (sv *launcher) reload(cur *plan.Plan, ch watch.Change) (*plan.Plan, bool, e
 	if cur.Settings.Proxy.Value != np.Settings.Proxy.Value {
 		sv.log.Warn("reload: server.proxy applies when speclaunch starts; restart it to turn the proxy on or off")
 	}
+	sv.mu.Lock()
+	sv.good = l
+	sv.mu.Unlock()
 	if slices.Equal(np.Launch.Argv, cur.Launch.Argv) && slices.Equal(np.Launch.Env, cur.Launch.Env) {
 		return np, false, nil
 	}

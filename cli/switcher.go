@@ -58,6 +58,10 @@ type launcher struct {
 	stopAdapt    func()
 	adaptStarted bool
 	loop         *adapt.Loop // nil when the width is not adapted
+	// good is the last load of the files a plan was built from (at start,
+	// or a reload accepted): an adaptive switch builds on it while the
+	// files on disk do not load, as the engine runs on it.
+	good *loaded
 }
 
 // infoOf is the engine handle behind a runtime instance.
@@ -540,10 +544,19 @@ func (sv *launcher) switchMode(np *plan.Plan) server.Mode {
 // adaptedPlan rebuilds the serving plan at the width the adaptive loop
 // chose (1 = speculation off).
 func (sv *launcher) adaptedPlan(cur *plan.Plan, w int, reason string) (*plan.Plan, error) {
-	// The files as they are now: what a reload would apply.
+	// The files as they are now: what a reload would apply. While they do
+	// not load (an edit the reload rejected, still on disk) the settings
+	// in force: the loop must not stall on a file the engine does not run.
 	l, err := sv.e.load(sv.in)
 	if err != nil {
-		return nil, err
+		sv.mu.Lock()
+		good := sv.good
+		sv.mu.Unlock()
+		if good == nil {
+			return nil, err
+		}
+		sv.log.Warn("adaptive switch: the files on disk do not load; switching on the settings in force", "err", err)
+		l = good
 	}
 	np, err := build(sv.e, l, plan.Options{Adapted: w, AdaptReason: reason})
 	if err != nil {

@@ -89,6 +89,10 @@ type file struct {
 	pending  string   // strongest reason seen since the last debounced read
 	missing  bool     // last read found no file (warned once)
 	empty    bool     // last read found an empty file (warned once)
+	// unreadable is the error of the last read that failed otherwise (a
+	// FIFO, a directory, a file too large), warned once until it changes
+	// or the file reads again: every poll met it.
+	unreadable string
 }
 
 // Watcher watches a set of files. Create it with New; Close it when done.
@@ -140,6 +144,7 @@ func New(paths []string, o Options) (*Watcher, error) {
 		if sum, resolved, _, err := readSum(abs); err == nil {
 			f.sum, f.resolved, f.have = sum, resolved, true
 		} else if !errors.Is(err, fs.ErrNotExist) {
+			f.unreadable = err.Error()
 			w.log.Warn("cannot read watched file", "path", abs, "err", err)
 		}
 		w.files = append(w.files, f)
@@ -389,11 +394,13 @@ func (w *Watcher) check(f *file, reason string) bool {
 				f.missing = true
 				w.log.Warn("watched file is missing (deleted, or being replaced); the running settings stay until it is back", "path", f.path)
 			}
-		} else {
+		} else if msg := err.Error(); msg != f.unreadable {
+			f.unreadable = msg
 			w.log.Warn("cannot read watched file", "path", f.path, "err", err)
 		}
 		return true
 	}
+	f.unreadable = ""
 	if f.missing {
 		f.missing = false
 		w.log.Info("watched file is back", "path", f.path)

@@ -358,3 +358,33 @@ func TestDeletedAndEmptyFilesAreSaidAndNotApplied(t *testing.T) {
 	write(t, path, "v2")
 	expect(t, w, Change{Path: path, Reason: ReasonWrite})
 }
+
+// A watched file that cannot be read (here a link to a FIFO) is said once,
+// not at every poll or event, and again after it read well in between.
+func TestUnreadableFileIsSaidOnce(t *testing.T) {
+	dir := t.TempDir()
+	path, fifo := filepath.Join(dir, "p.toml"), filepath.Join(dir, "fifo")
+	write(t, path, "v1")
+	var logs lockedBuffer
+	// No fsnotify and no poll: the test calls check itself, as each poll would.
+	w := newWatcher(t, []string{path}, Options{pollOnly: true, Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	must(t, syscall.Mkfifo(fifo, 0o644))
+	must(t, os.Remove(path))
+	must(t, os.Symlink(fifo, path))
+	f := w.files[0]
+	for range 3 {
+		w.check(f, ReasonRescan)
+	}
+	if n := strings.Count(logs.String(), "cannot read watched file"); n != 1 {
+		t.Fatalf("%d warnings over 3 reads of a FIFO, want 1:\n%s", n, logs.String())
+	}
+	must(t, os.Remove(path))
+	write(t, path, "v2")
+	w.check(f, ReasonRescan)
+	must(t, os.Remove(path))
+	must(t, os.Symlink(fifo, path))
+	w.check(f, ReasonRescan)
+	if n := strings.Count(logs.String(), "cannot read watched file"); n != 2 {
+		t.Errorf("%d warnings, want a second once the file read well in between:\n%s", n, logs.String())
+	}
+}
