@@ -438,32 +438,17 @@ func TestProbeOutputRefused(t *testing.T) {
 		{"every prompt", func([]int) bool { return true }, "could not render"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var mu sync.Mutex
-			var cached []int
+			var slot slotCache
 			refused, calls := 0, 0
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				prompt, ok := completionPrompt(w, r)
-				if !ok {
-					return
-				}
-				mu.Lock()
-				defer mu.Unlock()
-				calls++
-				reused := 0
-				for reused < len(cached) && reused < len(prompt) && cached[reused] == prompt[reused] {
-					reused++
-				}
-				cached = prompt // evaluated and cached before the token is rendered
+			srv := probeServer(t, func(prompt []int, call int) (int, string) {
+				calls = call
+				n := slot.eval(prompt) // evaluated and cached before the token is rendered
 				if tc.refuse(prompt) {
 					refused++
-					w.WriteHeader(http.StatusInternalServerError)
-					fmt.Fprint(w, llamaRefusal)
-					return
+					return http.StatusInternalServerError, llamaRefusal
 				}
-				n := len(prompt) - reused
-				fmt.Fprintf(w, `{"timings":{"prompt_n":%d,"prompt_ms":%g}}`, n, 1+0.1*float64(n))
-			}))
-			defer srv.Close()
+				return http.StatusOK, fmt.Sprintf(`{"timings":{"prompt_n":%d,"prompt_ms":%g}}`, n, 1+0.1*float64(n))
+			})
 			c, err := Probe(context.Background(), nil, srv.URL, []int{1, 2, 8}, 3)
 			if tc.want != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "Content-only") {
@@ -507,44 +492,28 @@ func completionPrompt(w http.ResponseWriter, r *http.Request) (prompt []int, ok 
 // next requests of the row count are graph warm-up again and discarded.
 // This engine runs a shape's first two requests in a row at 100 ms.
 func TestProbeRewarmRefusedRestartsGraphWarmUp(t *testing.T) {
-	var mu sync.Mutex
-	var cached []int
-	lastN, streak, calls := -1, 0, 0
+	var slot slotCache
+	lastN, streak := -1, 0
 	evicted := false
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		prompt, ok := completionPrompt(w, r)
-		if !ok {
-			return
+	srv := probeServer(t, func(prompt []int, call int) (int, string) {
+		if call == 4 { // live traffic took the slot before the first sample
+			slot, evicted = slotCache{}, true
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		calls++
-		if calls == 4 { // live traffic took the slot before the first sample
-			cached, evicted = nil, true
-		}
-		reused := 0
-		for reused < len(cached) && reused < len(prompt) && cached[reused] == prompt[reused] {
-			reused++
-		}
-		cached = prompt
-		n := len(prompt) - reused
+		n := slot.eval(prompt)
 		if n == lastN {
 			streak++
 		} else {
 			lastN, streak = n, 1
 		}
 		if evicted && len(prompt) == probePrefixLen+1 { // every re-warm-up refused
-			w.WriteHeader(http.StatusInternalServerError)
-			fmt.Fprint(w, llamaRefusal)
-			return
+			return http.StatusInternalServerError, llamaRefusal
 		}
 		ms := 1 + 0.1*float64(n)
 		if streak < 3 {
 			ms = 100
 		}
-		fmt.Fprintf(w, `{"timings":{"prompt_n":%d,"prompt_ms":%g}}`, n, ms)
-	}))
-	defer srv.Close()
+		return http.StatusOK, fmt.Sprintf(`{"timings":{"prompt_n":%d,"prompt_ms":%g}}`, n, ms)
+	})
 	c, err := Probe(context.Background(), nil, srv.URL, []int{2}, 3)
 	if err != nil {
 		t.Fatal(err)
@@ -555,4 +524,39 @@ func TestProbeRewarmRefusedRestartsGraphWarmUp(t *testing.T) {
 	if !near(c.VerifyMS[2], 1.2, 1e-9) {
 		t.Errorf("2 rows: %.3f ms, want 1.2 (a graph warm-up request kept)", c.VerifyMS[2])
 	}
+}
+
+// slotCache is one llama-server slot's prompt cache: eval returns the
+// tokens a prompt evaluates beyond the prefix it shares with the last
+// one (timings.prompt_n), and caches it.
+type slotCache struct{ cached []int }
+
+func (c *slotCache) eval(prompt []int) int {
+	reused := 0
+	for reused < len(c.cached) && reused < len(prompt) && c.cached[reused] == prompt[reused] {
+		reused++
+	}
+	c.cached = prompt
+	return len(prompt) - reused
+}
+
+// probeServer answers the probe's requests, one at a time, with
+// answer(prompt, call), call counting from 1.
+func probeServer(t *testing.T, answer func(prompt []int, call int) (code int, body string)) *httptest.Server {
+	var mu sync.Mutex
+	calls := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		prompt, ok := completionPrompt(w, r)
+		if !ok {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		code, body := answer(prompt, calls)
+		w.WriteHeader(code)
+		fmt.Fprint(w, body)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
 }
