@@ -625,24 +625,26 @@ func (l *Loop) reset(t Target) {
 func (l *Loop) switchTrial(ctx context.Context, width int, reason string, explore, trial bool) error {
 	from := l.width
 	now := l.d.Now()
-	l.lastSwitch = now // a failed switch too: one attempt per window
+	// A failed switch counts like one made: it holds the window, and a
+	// failed exploration waits for the re-check period, so a width whose
+	// engine cannot start is not tried at every window (in drain mode each
+	// try holds the traffic for a model load).
+	l.lastSwitch = now
+	if explore {
+		l.lastExplore = now
+		if !trial {
+			l.explored++
+		}
+	}
 	l.d.Log.Info("adapt: switching width", "from", l.width, "to", width, "reason", reason)
 	if err := l.d.Switch(ctx, width, reason); err != nil {
 		if errors.Is(err, ErrNotAdapting) {
 			return err
 		}
 		if ctx.Err() == nil {
-			// An exploration that did not happen is not counted: the next
-			// window tries it again, not the next re-check.
 			l.d.Log.Warn("adapt: switch failed; the engine serving keeps serving", "to", width, "err", err)
 		}
 		return nil
-	}
-	if explore {
-		l.lastExplore = now
-		if !trial {
-			l.explored++
-		}
 	}
 	// The switch's own time: from the request to the new engine serving
 	// (Switch returns then). It prices the next switches (Inputs.SwitchS).

@@ -218,31 +218,3 @@ func TestStepSharedEngineIsNotMeasured(t *testing.T) {
 		})
 	}
 }
-
-// An exploration whose switch failed (a profile edit the reload rejected,
-// still on disk, failed every adaptive switch) is not counted: the next
-// window tries it again, not the next re-check ten minutes on. The
-// window still holds: one attempt per window.
-func TestFailedExplorationIsNotCounted(t *testing.T) {
-	now := time.Unix(1_800_000_000, 0)
-	fail := errors.New("p.toml:1: invalid TOML")
-	l := New(LoopDeps{Current: func() Target { return Target{Gen: 1, Width: 4} }, Now: func() time.Time { return now },
-		Switch: func(context.Context, int, string) error { return fail },
-		Log:    quietLog(), Cfg: Config{Rule: Rule{MinCycles: 256}, MaxTrials: -1}})
-	if err := l.switchTrial(context.Background(), 17, "explore wider", true, false); err != nil {
-		t.Fatal(err)
-	}
-	if l.explored != 0 || !l.lastExplore.IsZero() {
-		t.Errorf("a failed exploration counted: explored %d, last at %v", l.explored, l.lastExplore)
-	}
-	if !l.lastSwitch.Equal(now) {
-		t.Errorf("the failed attempt does not hold the window: last switch %v", l.lastSwitch)
-	}
-	l.d.Switch = func(context.Context, int, string) error { return nil }
-	if err := l.switchTrial(context.Background(), 17, "explore wider", true, false); err != nil {
-		t.Fatal(err)
-	}
-	if l.explored != 1 || !l.lastExplore.Equal(now) {
-		t.Errorf("an exploration made: explored %d, last at %v", l.explored, l.lastExplore)
-	}
-}

@@ -20,6 +20,7 @@ import (
 	"github.com/speclaunch/speclaunch/proxy"
 	"github.com/speclaunch/speclaunch/server"
 	"github.com/speclaunch/speclaunch/sim"
+	"github.com/speclaunch/speclaunch/watch"
 	"github.com/speclaunch/speclaunch/width"
 )
 
@@ -321,29 +322,50 @@ func TestCurrentTargetShared(t *testing.T) {
 	}
 }
 
-// An adaptive switch while the profile on disk does not load (an edit the
-// reload rejected) builds on the settings in force, as the engine runs
-// on them; before, every switch failed until the file was fixed.
+// An adaptive switch while the profile on disk does not make a plan that
+// can start (an edit the reload rejected) builds on the settings in force,
+// as the engine runs on them: those of the last reload that took effect.
+// Before, every switch failed until the file was fixed, or (a file that
+// loads but cannot start) the switch started it.
 func TestAdaptedPlanOnTheSettingsInForce(t *testing.T) {
-	prof := filepath.Join(t.TempDir(), "p.toml")
-	writeFile(t, prof, simProfile(freePort(t), "")+"[adapt]\nenabled = true\n")
-	e := &Env{Getenv: func(string) string { return "" }, PolicyTOML: policyTOML, Ctx: context.Background()}
-	in := config.Input{Flags: map[string]string{"profile": prof}}
-	l, err := e.load(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cur, err := build(e, l, plan.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sv := &launcher{e: e, in: in, log: slog.New(slog.DiscardHandler), good: l}
-	writeFile(t, prof, strings.Repeat("[", 100000))
-	np, err := sv.adaptedPlan(cur, 3, "a trial")
-	if err != nil {
-		t.Fatalf("adaptive switch with a broken profile on disk: %v", err)
-	}
-	if widthOf(np) != 3 || np.Resolution.Source != width.Adaptive {
-		t.Errorf("plan at width %d (%s), want the adapted 3", widthOf(np), np.Resolution.Source)
+	port := freePort(t)
+	good := simProfile(port, "") + "[adapt]\nenabled = true\n"
+	for _, tc := range []struct{ name, broken string }{
+		{"invalid TOML", strings.Repeat("[", 100000)},
+		{"no target model", strings.Replace(good, `path = "target"`, "", 1)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			prof := filepath.Join(t.TempDir(), "p.toml")
+			writeFile(t, prof, good)
+			e := &Env{Getenv: func(string) string { return "" }, PolicyTOML: policyTOML, Ctx: context.Background()}
+			in := config.Input{Flags: map[string]string{"profile": prof}}
+			l, err := e.load(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cur, err := build(e, l, plan.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sv := &launcher{e: e, in: in, log: slog.New(slog.DiscardHandler), files: []string{prof}, wasEmpty: map[string]bool{}, good: l}
+			// A reload takes effect: its settings are the ones in force.
+			writeFile(t, prof, strings.Replace(good, `stop_timeout = "5s"`, `stop_timeout = "7s"`, 1))
+			np, _, err := sv.reload(cur, watch.Change{Path: prof, Reason: watch.ReasonWrite})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sv.inForce(np)
+			writeFile(t, prof, tc.broken)
+			ap, err := sv.adaptedPlan(np, 3, "a trial")
+			if err != nil {
+				t.Fatalf("adaptive switch with a broken profile on disk: %v", err)
+			}
+			if widthOf(ap) != 3 || ap.Resolution.Source != width.Adaptive {
+				t.Errorf("plan at width %d (%s), want the adapted 3", widthOf(ap), ap.Resolution.Source)
+			}
+			if got := ap.Settings.StopTimeout.Value; got != 7*time.Second {
+				t.Errorf("stop timeout %v, want the reload's 7s in force", got)
+			}
+		})
 	}
 }

@@ -154,9 +154,7 @@ func (sv *launcher) reload(cur *plan.Plan, ch watch.Change) (*plan.Plan, bool, e
 	if cur.Settings.Proxy.Value != np.Settings.Proxy.Value {
 		sv.log.Warn("reload: server.proxy applies when speclaunch starts; restart it to turn the proxy on or off")
 	}
-	sv.mu.Lock()
-	sv.good = l
-	sv.mu.Unlock()
+	sv.built(np, l)
 	if slices.Equal(np.Launch.Argv, cur.Launch.Argv) && slices.Equal(np.Launch.Env, cur.Launch.Env) {
 		return np, false, nil
 	}

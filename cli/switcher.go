@@ -58,10 +58,48 @@ type launcher struct {
 	stopAdapt    func()
 	adaptStarted bool
 	loop         *adapt.Loop // nil when the width is not adapted
-	// good is the last load of the files a plan was built from (at start,
-	// or a reload accepted): an adaptive switch builds on it while the
-	// files on disk do not load, as the engine runs on it.
-	good *loaded
+	// good is the load of the files the plan in force was built from; an
+	// adaptive switch builds on it while the files on disk do not make a
+	// plan that can start (an edit the reload rejected), as the engine
+	// runs on it. loads are the plans built since (reloads, adaptive
+	// switches) with their loads, in order, until one is in force (adopt).
+	good  *loaded
+	loads []planLoad
+}
+
+// planLoad is a plan and the load of the files it was built from.
+type planLoad struct {
+	p *plan.Plan
+	l *loaded
+}
+
+// maxLoads bounds launcher.loads: plans refused before the runtime took
+// them, or superseded, are never in force.
+const maxLoads = 8
+
+// built records the load a plan was built from, for when it is in force.
+func (sv *launcher) built(np *plan.Plan, l *loaded) {
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	if len(sv.loads) == maxLoads {
+		sv.loads = sv.loads[1:]
+	}
+	sv.loads = append(sv.loads, planLoad{np, l})
+}
+
+// inForce makes np's load good: np took effect. The plans built before it
+// never will (a plan in force supersedes them); a plan not recorded (the
+// previous one again, after a switch failed) leaves good as it is.
+func (sv *launcher) inForce(np *plan.Plan) {
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	for i, pl := range sv.loads {
+		if pl.p == np {
+			sv.good = pl.l
+			sv.loads = slices.Clone(sv.loads[i+1:])
+			return
+		}
+	}
 }
 
 // infoOf is the engine handle behind a runtime instance.
@@ -368,6 +406,7 @@ func (sv *launcher) adopted(j *server.Job) {
 // adopt takes a plan in force: the status page, the proxy's limits, and
 // an operator width ends the adaptive loop.
 func (sv *launcher) adopt(np *plan.Plan) {
+	sv.inForce(np)
 	sv.mu.Lock()
 	cur := sv.cur
 	sv.cur = np
@@ -545,9 +584,18 @@ func (sv *launcher) switchMode(np *plan.Plan) server.Mode {
 // chose (1 = speculation off).
 func (sv *launcher) adaptedPlan(cur *plan.Plan, w int, reason string) (*plan.Plan, error) {
 	// The files as they are now: what a reload would apply. While they do
-	// not load (an edit the reload rejected, still on disk) the settings
-	// in force: the loop must not stall on a file the engine does not run.
+	// not make a plan that can start (an edit the reload rejected, still
+	// on disk), the settings in force: the loop must not stall on, nor
+	// start, a file the engine does not run.
+	opts := plan.Options{Adapted: w, AdaptReason: reason}
 	l, err := sv.e.load(sv.in)
+	var np *plan.Plan
+	if err == nil {
+		np, err = build(sv.e, l, opts)
+	}
+	if err == nil {
+		err = checkLaunchable(np, false)
+	}
 	if err != nil {
 		sv.mu.Lock()
 		good := sv.good
@@ -555,17 +603,17 @@ func (sv *launcher) adaptedPlan(cur *plan.Plan, w int, reason string) (*plan.Pla
 		if good == nil {
 			return nil, err
 		}
-		sv.log.Warn("adaptive switch: the files on disk do not load; switching on the settings in force", "err", err)
+		sv.log.Warn("adaptive switch: the files on disk do not make a plan that can start; switching on the settings in force", "err", err)
 		l = good
-	}
-	np, err := build(sv.e, l, plan.Options{Adapted: w, AdaptReason: reason})
-	if err != nil {
-		return nil, err
+		if np, err = build(sv.e, l, opts); err != nil {
+			return nil, err
+		}
 	}
 	if np.Resolution.Source == width.Override {
 		// The loop stops on it: an operator width always wins.
 		return nil, fmt.Errorf("%w: an operator width is set (%s); it always wins", adapt.ErrNotAdapting, np.Settings.Width.Src)
 	}
+	sv.built(np, l)
 	return np, nil
 }
 

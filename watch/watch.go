@@ -389,13 +389,15 @@ func rank(reason string) int {
 func (w *Watcher) check(f *file, reason string) bool {
 	sum, resolved, size, err := readSum(f.path)
 	if err != nil {
+		// Each state is said once, until the file leaves it.
 		if errors.Is(err, fs.ErrNotExist) {
+			f.unreadable, f.empty = "", false
 			if !f.missing {
 				f.missing = true
 				w.log.Warn("watched file is missing (deleted, or being replaced); the running settings stay until it is back", "path", f.path)
 			}
 		} else if msg := err.Error(); msg != f.unreadable {
-			f.unreadable = msg
+			f.unreadable, f.missing, f.empty = msg, false, false
 			w.log.Warn("cannot read watched file", "path", f.path, "err", err)
 		}
 		return true

@@ -387,4 +387,14 @@ func TestUnreadableFileIsSaidOnce(t *testing.T) {
 	if n := strings.Count(logs.String(), "cannot read watched file"); n != 2 {
 		t.Errorf("%d warnings, want a second once the file read well in between:\n%s", n, logs.String())
 	}
+	// FIFO, missing, FIFO, missing: each change of state is said.
+	must(t, os.Remove(path))
+	w.check(f, ReasonRescan)
+	must(t, os.Symlink(fifo, path))
+	w.check(f, ReasonRescan)
+	must(t, os.Remove(path))
+	w.check(f, ReasonRescan)
+	if n, m := strings.Count(logs.String(), "cannot read watched file"), strings.Count(logs.String(), "watched file is missing"); n != 3 || m != 2 {
+		t.Errorf("%d unreadable and %d missing warnings, want 3 and 2:\n%s", n, m, logs.String())
+	}
 }
