@@ -245,6 +245,9 @@ type Loop struct {
 	msEp []float64
 
 	lastSwitch, lastExplore time.Time
+	// failedAt: when the last switch failed (zero after one succeeded);
+	// Resume holds every switch for a window after it.
+	failedAt time.Time
 	// recheckEvery is the period between two re-checks (Decision.Recheck):
 	// ReexploreEvery, doubled after each up to reexploreMaxDoublings
 	// times, and back to ReexploreEvery when the traffic drifts.
@@ -642,10 +645,12 @@ func (l *Loop) switchTrial(ctx context.Context, width int, reason string, explor
 			return err
 		}
 		if ctx.Err() == nil {
+			l.failedAt = now
 			l.d.Log.Warn("adapt: switch failed; the engine serving keeps serving", "to", width, "err", err)
 		}
 		return nil
 	}
+	l.failedAt = time.Time{}
 	// The switch's own time: from the request to the new engine serving
 	// (Switch returns then). It prices the next switches (Inputs.SwitchS).
 	l.switchS = l.d.Now().Sub(now).Seconds()

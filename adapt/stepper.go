@@ -138,8 +138,21 @@ func (l *Loop) endEpoch(now time.Time) Action {
 }
 
 // Resume decides on the epoch just closed: the rule, the check of the last
-// switch against the width it left, and what to do.
+// switch against the width it left, and what to do. No switch follows a
+// failed one within a window, of any kind: an undo or a return home is
+// not held by the window otherwise, and each try may cost a model load
+// (in drain mode, with the traffic held).
 func (l *Loop) Resume(now time.Time) Action {
+	a := l.decideEpoch(now)
+	if a.Kind == ActSwitch && !l.failedAt.IsZero() && now.Sub(l.failedAt) < l.cfg.Window {
+		l.d.Log.Info("adapt: switch held: the last switch failed less than a window ago", "to", a.Width, "window", l.cfg.Window)
+		return wait("the last switch failed less than a window ago")
+	}
+	return a
+}
+
+// decideEpoch is Resume before the hold after a failed switch.
+func (l *Loop) decideEpoch(now time.Time) Action {
 	n := l.lastN
 	if l.exploreFirst {
 		// The starting width has its own epoch now: explore.

@@ -218,3 +218,51 @@ func TestStepSharedEngineIsNotMeasured(t *testing.T) {
 		})
 	}
 }
+
+// After a failed switch no switch follows within a window, of any kind
+// (an undo or a return home is not held by the window otherwise, and in
+// drain mode each try holds the traffic for a model load); a switch that
+// succeeds clears it.
+func TestSwitchHeldAfterAFailure(t *testing.T) {
+	snap := func(c float64) Snapshot {
+		return Snapshot{Cycles: c, HasSpec: true, HasPerPos: true, PredictSeconds: c * 5 / 1000, Processing: 1, Predicted: c * 1.8, PerPos: []float64{c * 0.5, c * 0.2, c * 0.1}}
+	}
+	now := time.Unix(1_800_000_000, 0)
+	for _, tc := range []struct {
+		name   string
+		failed time.Duration // before the decision; 0: none
+		want   ActionKind
+	}{
+		{"no failure", 0, ActSwitch},
+		{"failed 10 s before", 10 * time.Second, ActWait},
+		{"failed a window before", 61 * time.Second, ActSwitch},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fail := errors.New("the engine did not start")
+			l := New(LoopDeps{Current: func() Target { return Target{} }, Now: func() time.Time { return now.Add(-tc.failed) },
+				Switch: func(context.Context, int, string) error { return fail },
+				Log:    quietLog(), Cfg: Config{Rule: Rule{MinCycles: 256}, MaxTrials: -1}})
+			l.curve = Curve{VerifyMS: map[int]float64{}, Source: "probe"}
+			for r := 1; r <= 17; r++ {
+				l.curve.VerifyMS[r] = verify(r)
+			}
+			l.w0 = 8
+			if tc.failed > 0 {
+				l.switchTrial(context.Background(), 8, "explore", true, false)
+				if !l.failedAt.Equal(now.Add(-tc.failed)) {
+					t.Fatalf("failed switch at %v not recorded (%v)", now.Add(-tc.failed), l.failedAt)
+				}
+			}
+			l.exploreFirst = true // the starting width's epoch, then the exploration
+			l.Step(Observation{Now: now, Target: Target{Gen: 1, Width: 4}, Snap: snap(0)})
+			if a := l.Step(Observation{Now: now.Add(2 * time.Second), Target: Target{Gen: 1, Width: 4}, Snap: snap(300)}); a.Kind != tc.want {
+				t.Errorf("action %+v, want kind %d", a, tc.want)
+			}
+			l.d.Switch = func(context.Context, int, string) error { return nil }
+			l.switchTrial(context.Background(), 8, "explore", true, false)
+			if !l.failedAt.IsZero() {
+				t.Errorf("a switch that succeeded left failedAt %v", l.failedAt)
+			}
+		})
+	}
+}
