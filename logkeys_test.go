@@ -2,9 +2,7 @@ package main
 
 import (
 	"go/ast"
-	"go/parser"
 	"go/token"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -72,23 +70,7 @@ func sourceKeys(t *testing.T, root string) []string {
 	}
 	var found []string
 	fset := token.NewFileSet()
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if path != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
-		if err != nil {
-			return err
-		}
+	err := eachGoFile(fset, root, func(path string, f *ast.File) {
 		consts := map[string]bool{} // names of constants whose value is "source"
 		ast.Inspect(f, func(n ast.Node) bool {
 			if vs, ok := n.(*ast.ValueSpec); ok {
@@ -145,7 +127,6 @@ func sourceKeys(t *testing.T, root string) []string {
 			}
 			return true
 		})
-		return nil
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -48,7 +48,30 @@ func longFuncs(root string, max int) ([]string, error) {
 	}
 	var found []fn
 	fset := token.NewFileSet()
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+	err := eachGoFile(fset, root, func(path string, f *ast.File) {
+		for _, decl := range f.Decls {
+			d, ok := decl.(*ast.FuncDecl)
+			if !ok || d.Body == nil {
+				continue
+			}
+			start, end := fset.Position(d.Pos()), fset.Position(d.End())
+			if n := end.Line - start.Line + 1; n > max {
+				found = append(found, fn{n, fmt.Sprintf("%d %s:%d %s", n, path, start.Line, d.Name.Name)})
+			}
+		}
+	})
+	sort.Slice(found, func(i, j int) bool { return found[i].lines > found[j].lines })
+	out := make([]string, len(found))
+	for i, f := range found {
+		out[i] = f.where
+	}
+	return out, err
+}
+
+// eachGoFile parses every non-test .go file under root (testdata and dot
+// directories left out) and hands it to fn.
+func eachGoFile(fset *token.FileSet, root string, fn func(path string, f *ast.File)) error {
+	return filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -66,22 +89,7 @@ func longFuncs(root string, max int) ([]string, error) {
 		if err != nil {
 			return err
 		}
-		for _, decl := range f.Decls {
-			d, ok := decl.(*ast.FuncDecl)
-			if !ok || d.Body == nil {
-				continue
-			}
-			start, end := fset.Position(d.Pos()), fset.Position(d.End())
-			if n := end.Line - start.Line + 1; n > max {
-				found = append(found, fn{n, fmt.Sprintf("%d %s:%d %s", n, path, start.Line, d.Name.Name)})
-			}
-		}
+		fn(path, f)
 		return nil
 	})
-	sort.Slice(found, func(i, j int) bool { return found[i].lines > found[j].lines })
-	out := make([]string, len(found))
-	for i, f := range found {
-		out[i] = f.where
-	}
-	return out, err
 }
