@@ -333,6 +333,7 @@ func (l *Loop) clearState() {
 	l.pendTok, l.pendEp, l.pendObs, l.prevObs = 0, nil, nil, nil
 	l.baseTok, l.baseEp = 0, nil
 	l.recheckEvery, l.exploreFirst, l.explored = 0, false, 0
+	l.failedAt = time.Time{}
 	l.probedN, l.probeN, l.probeEr = nil, nil, nil
 	l.noCostNote, l.noCostWhy, l.noCostN = "", "", 0
 	l.resumed, l.status.Resumed = false, ""
@@ -342,6 +343,12 @@ func (l *Loop) clearState() {
 // ErrNotAdapting wraps every reason Run gives up adapting for good; serve
 // keeps serving at the width it has.
 var ErrNotAdapting = errors.New("not adapting")
+
+// ErrSwitchDropped wraps a Switch error where no switch was tried: a later
+// one (a reload) replaced it before it ran, or serve is stopping. It is
+// not a failure: no hold follows, and an exploration dropped is not
+// counted as made.
+var ErrSwitchDropped = errors.New("switch not tried")
 
 // errPairChanged: a new engine serves another model pair; what was
 // learnt is dropped and the loop starts over.
@@ -633,6 +640,7 @@ func (l *Loop) switchTrial(ctx context.Context, width int, reason string, explor
 	// engine cannot start is not tried at every window (in drain mode each
 	// try holds the traffic for a model load).
 	l.lastSwitch = now
+	lastExplore, explored := l.lastExplore, l.explored
 	if explore {
 		l.lastExplore = now
 		if !trial {
@@ -644,9 +652,16 @@ func (l *Loop) switchTrial(ctx context.Context, width int, reason string, explor
 		if errors.Is(err, ErrNotAdapting) {
 			return err
 		}
+		if errors.Is(err, ErrSwitchDropped) {
+			l.lastExplore, l.explored = lastExplore, explored
+			l.d.Log.Info("adapt: switch not tried", "to", width, "why", err)
+			return nil
+		}
 		if ctx.Err() == nil {
-			l.failedAt = now
-			l.d.Log.Warn("adapt: switch failed; the engine serving keeps serving", "to", width, "err", err)
+			// From when it failed: a switch can fail after a model load,
+			// or two in drain mode, past a window.
+			l.failedAt = l.d.Now()
+			l.d.Log.Warn("adapt: switch failed; the engine serving keeps serving, and no switch follows for a window", "to", width, "window", l.cfg.Window, "err", err)
 		}
 		return nil
 	}

@@ -143,15 +143,16 @@ func (l *Loop) endEpoch(now time.Time) Action {
 // not held by the window otherwise, and each try may cost a model load
 // (in drain mode, with the traffic held).
 func (l *Loop) Resume(now time.Time) Action {
-	a := l.decideEpoch(now)
-	if a.Kind == ActSwitch && !l.failedAt.IsZero() && now.Sub(l.failedAt) < l.cfg.Window {
-		l.d.Log.Info("adapt: switch held: the last switch failed less than a window ago", "to", a.Width, "window", l.cfg.Window)
+	if !l.failedAt.IsZero() && now.Sub(l.failedAt) < l.cfg.Window {
+		// Nothing is decided meanwhile: a decision has effects (the first
+		// exploration taken, a trial counted, a check expected) that a
+		// switch held would leave behind without the switch.
 		return wait("the last switch failed less than a window ago")
 	}
-	return a
+	return l.decideEpoch(now)
 }
 
-// decideEpoch is Resume before the hold after a failed switch.
+// decideEpoch is Resume's decision, outside the hold after a failed switch.
 func (l *Loop) decideEpoch(now time.Time) Action {
 	n := l.lastN
 	if l.exploreFirst {

@@ -3,6 +3,7 @@ package adapt
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -221,8 +222,10 @@ func TestStepSharedEngineIsNotMeasured(t *testing.T) {
 
 // After a failed switch no switch follows within a window, of any kind
 // (an undo or a return home is not held by the window otherwise, and in
-// drain mode each try holds the traffic for a model load); a switch that
-// succeeds clears it.
+// drain mode each try holds the traffic for a model load), counted from
+// when it failed (here after a 90 s model load), and nothing is decided
+// meanwhile: the first exploration, held, comes after the window. A
+// switch that succeeds clears it.
 func TestSwitchHeldAfterAFailure(t *testing.T) {
 	snap := func(c float64) Snapshot {
 		return Snapshot{Cycles: c, HasSpec: true, HasPerPos: true, PredictSeconds: c * 5 / 1000, Processing: 1, Predicted: c * 1.8, PerPos: []float64{c * 0.5, c * 0.2, c * 0.1}}
@@ -238,9 +241,10 @@ func TestSwitchHeldAfterAFailure(t *testing.T) {
 		{"failed a window before", 61 * time.Second, ActSwitch},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			clock := now.Add(-tc.failed - 90*time.Second)
 			fail := errors.New("the engine did not start")
-			l := New(LoopDeps{Current: func() Target { return Target{} }, Now: func() time.Time { return now.Add(-tc.failed) },
-				Switch: func(context.Context, int, string) error { return fail },
+			l := New(LoopDeps{Current: func() Target { return Target{} }, Now: func() time.Time { return clock },
+				Switch: func(context.Context, int, string) error { clock = clock.Add(90 * time.Second); return fail },
 				Log:    quietLog(), Cfg: Config{Rule: Rule{MinCycles: 256}, MaxTrials: -1}})
 			l.curve = Curve{VerifyMS: map[int]float64{}, Source: "probe"}
 			for r := 1; r <= 17; r++ {
@@ -250,13 +254,19 @@ func TestSwitchHeldAfterAFailure(t *testing.T) {
 			if tc.failed > 0 {
 				l.switchTrial(context.Background(), 8, "explore", true, false)
 				if !l.failedAt.Equal(now.Add(-tc.failed)) {
-					t.Fatalf("failed switch at %v not recorded (%v)", now.Add(-tc.failed), l.failedAt)
+					t.Fatalf("failed switch recorded at %v, want when it failed, %v", l.failedAt, now.Add(-tc.failed))
 				}
 			}
 			l.exploreFirst = true // the starting width's epoch, then the exploration
 			l.Step(Observation{Now: now, Target: Target{Gen: 1, Width: 4}, Snap: snap(0)})
 			if a := l.Step(Observation{Now: now.Add(2 * time.Second), Target: Target{Gen: 1, Width: 4}, Snap: snap(300)}); a.Kind != tc.want {
-				t.Errorf("action %+v, want kind %d", a, tc.want)
+				t.Fatalf("action %+v, want kind %d", a, tc.want)
+			}
+			if tc.want == ActWait {
+				a := l.Step(Observation{Now: now.Add(70 * time.Second), Target: Target{Gen: 1, Width: 4}, Snap: snap(600)})
+				if a.Kind != ActSwitch || a.Width != 8 || !a.Explore {
+					t.Errorf("after the window: %+v, want the held exploration to 8", a)
+				}
 			}
 			l.d.Switch = func(context.Context, int, string) error { return nil }
 			l.switchTrial(context.Background(), 8, "explore", true, false)
@@ -264,5 +274,22 @@ func TestSwitchHeldAfterAFailure(t *testing.T) {
 				t.Errorf("a switch that succeeded left failedAt %v", l.failedAt)
 			}
 		})
+	}
+}
+
+// A switch not tried (a reload replaced it, or serve is stopping) is no
+// failure: no hold, and an exploration dropped is not counted as made.
+func TestDroppedSwitchIsNoFailure(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	l := New(LoopDeps{Current: func() Target { return Target{Gen: 1, Width: 4} }, Now: func() time.Time { return now },
+		Switch: func(context.Context, int, string) error {
+			return fmt.Errorf("%w: superseded by a later switch", ErrSwitchDropped)
+		},
+		Log: quietLog(), Cfg: Config{Rule: Rule{MinCycles: 256}, MaxTrials: -1}})
+	if err := l.switchTrial(context.Background(), 17, "explore wider", true, false); err != nil {
+		t.Fatal(err)
+	}
+	if !l.failedAt.IsZero() || l.explored != 0 || !l.lastExplore.IsZero() {
+		t.Errorf("a dropped switch counted: failed at %v, explored %d, last exploration %v", l.failedAt, l.explored, l.lastExplore)
 	}
 }

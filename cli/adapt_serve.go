@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/speclaunch/speclaunch/adapt"
@@ -102,15 +103,15 @@ func (sv *launcher) adaptDeps(p *plan.Plan) adapt.LoopDeps {
 		Current: func() adapt.Target { return currentTarget(sv.rt) },
 		Switch: func(ctx context.Context, w int, reason string) error {
 			cur := sv.plan()
-			np, err := sv.adaptedPlan(cur, w, reason)
+			np, l, err := sv.adaptedPlan(cur, w, reason)
 			if err != nil {
 				return err
 			}
 			reply := make(chan error, 1)
-			sv.submit(server.KindAdapt, reason, cur, np, reply)
+			sv.submit(server.KindAdapt, reason, cur, np, l, reply)
 			select {
 			case err := <-reply:
-				return err
+				return switchErr(err)
 			case <-ctx.Done():
 				return ctx.Err()
 			}
@@ -125,6 +126,15 @@ func (sv *launcher) adaptDeps(p *plan.Plan) adapt.LoopDeps {
 		CacheKey: key,
 		Cfg:      adaptConfig(p.Settings),
 	}
+}
+
+// switchErr is a switch job's answer as the loop reads it: a job a later
+// one replaced, or one asked for while serve stops, was not tried.
+func switchErr(err error) error {
+	if errors.Is(err, server.ErrSuperseded) || errors.Is(err, server.ErrStopping) {
+		return fmt.Errorf("%w: %w", adapt.ErrSwitchDropped, err)
+	}
+	return err
 }
 
 // engines is what the adaptive loop reads of the runtime.

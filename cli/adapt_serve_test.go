@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -347,16 +348,24 @@ func TestAdaptedPlanOnTheSettingsInForce(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			sv := &launcher{e: e, in: in, log: slog.New(slog.DiscardHandler), files: []string{prof}, wasEmpty: map[string]bool{}, good: l}
-			// A reload takes effect: its settings are the ones in force.
-			writeFile(t, prof, strings.Replace(good, `stop_timeout = "5s"`, `stop_timeout = "7s"`, 1))
-			np, _, err := sv.reload(cur, watch.Change{Path: prof, Reason: watch.ReasonWrite})
-			if err != nil {
-				t.Fatal(err)
+			sv := &launcher{e: e, in: in, log: slog.New(slog.DiscardHandler), files: []string{prof}, wasEmpty: map[string]bool{}, good: l, st: newServeStatus(cur)}
+			reload := func(from *plan.Plan, timeout string) *plan.Plan {
+				writeFile(t, prof, strings.Replace(good, `stop_timeout = "5s"`, `stop_timeout = "`+timeout+`"`, 1))
+				np, nl, _, err := sv.reload(from, watch.Change{Path: prof, Reason: watch.ReasonWrite})
+				if err != nil {
+					t.Fatal(err)
+				}
+				sv.built(np, nl) // as submit does
+				return np
 			}
-			sv.inForce(np)
+			// A reload takes effect: its settings are the ones in force.
+			np := reload(cur, "7s")
+			sv.adopt(np)
+			// A later reload's switch fails: the previous settings serve again.
+			sv.failed(reload(np, "9s"))
+			sv.adopt(np)
 			writeFile(t, prof, tc.broken)
-			ap, err := sv.adaptedPlan(np, 3, "a trial")
+			ap, _, err := sv.adaptedPlan(np, 3, "a trial")
 			if err != nil {
 				t.Fatalf("adaptive switch with a broken profile on disk: %v", err)
 			}
@@ -364,8 +373,28 @@ func TestAdaptedPlanOnTheSettingsInForce(t *testing.T) {
 				t.Errorf("plan at width %d (%s), want the adapted 3", widthOf(ap), ap.Resolution.Source)
 			}
 			if got := ap.Settings.StopTimeout.Value; got != 7*time.Second {
-				t.Errorf("stop timeout %v, want the reload's 7s in force", got)
+				t.Errorf("stop timeout %v, want the 7s in force (5s: the start's; 9s: a switch that failed)", got)
 			}
 		})
+	}
+}
+
+// A switch job a reload replaced, or one asked for while serve stops, is
+// not a failed switch to the loop.
+func TestSwitchErr(t *testing.T) {
+	other := errors.New("the engine did not start")
+	for _, tc := range []struct {
+		err     error
+		dropped bool
+	}{
+		{server.ErrSuperseded, true},
+		{server.ErrStopping, true},
+		{other, false},
+		{nil, false},
+	} {
+		got := switchErr(tc.err)
+		if errors.Is(got, adapt.ErrSwitchDropped) != tc.dropped || !errors.Is(got, tc.err) {
+			t.Errorf("switchErr(%v) = %v, want dropped %v, wrapping it", tc.err, got, tc.dropped)
+		}
 	}
 }

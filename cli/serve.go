@@ -108,7 +108,7 @@ func (sv *launcher) opts(s config.Settings, n int) instance.Options {
 
 // reload re-reads profile and policy files and rebuilds the plan. A bad
 // file is logged with its file and line and changes nothing.
-func (sv *launcher) reload(cur *plan.Plan, ch watch.Change) (*plan.Plan, bool, error) {
+func (sv *launcher) reload(cur *plan.Plan, ch watch.Change) (*plan.Plan, *loaded, bool, error) {
 	if ch.Path == "" {
 		sv.log.Info("reloading", "files", strings.Join(sv.files, ", "), "why", ch.Reason)
 	} else {
@@ -122,13 +122,13 @@ func (sv *launcher) reload(cur *plan.Plan, ch watch.Change) (*plan.Plan, bool, e
 	for _, f := range sv.files {
 		if fi, err := os.Stat(f); err == nil && fi.Size() == 0 && !sv.wasEmpty[f] {
 			sv.log.Warn("reload: the file is empty (a write caught halfway?); not applied: waiting for the next write", "file", f)
-			return nil, false, fmt.Errorf("%s is empty", f)
+			return nil, nil, false, fmt.Errorf("%s is empty", f)
 		}
 	}
 	l, err := sv.e.load(sv.in)
 	if err != nil {
 		sv.log.Error("reload rejected; the engine keeps running with the previous settings", "err", err)
-		return nil, false, err
+		return nil, nil, false, err
 	}
 	np, err := build(sv.e, l, plan.Options{})
 	sv.mu.Lock() // the runtime's goroutine sets them after an adaptive switch
@@ -143,7 +143,7 @@ func (sv *launcher) reload(cur *plan.Plan, ch watch.Change) (*plan.Plan, bool, e
 	}
 	if err != nil {
 		sv.log.Error("reload rejected; the engine keeps running with the previous settings", "err", err)
-		return nil, false, err
+		return nil, nil, false, err
 	}
 	if a, b := cur.Settings, np.Settings; a.Adapt.Value != b.Adapt.Value || a.AdaptMaxWidth.Value != b.AdaptMaxWidth.Value ||
 		a.AdaptExplore.Value != b.AdaptExplore.Value || a.AdaptMargin.Value != b.AdaptMargin.Value ||
@@ -154,11 +154,10 @@ func (sv *launcher) reload(cur *plan.Plan, ch watch.Change) (*plan.Plan, bool, e
 	if cur.Settings.Proxy.Value != np.Settings.Proxy.Value {
 		sv.log.Warn("reload: server.proxy applies when speclaunch starts; restart it to turn the proxy on or off")
 	}
-	sv.built(np, l)
 	if slices.Equal(np.Launch.Argv, cur.Launch.Argv) && slices.Equal(np.Launch.Env, cur.Launch.Env) {
-		return np, false, nil
+		return np, l, false, nil
 	}
-	return np, true, nil
+	return np, l, true, nil
 }
 
 func codeOf(code int) error {

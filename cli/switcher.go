@@ -65,6 +65,8 @@ type launcher struct {
 	// switches) with their loads, in order, until one is in force (adopt).
 	good  *loaded
 	loads []planLoad
+	// submitMu keeps loads in the order the runtime gets the plans.
+	submitMu sync.Mutex
 }
 
 // planLoad is a plan and the load of the files it was built from.
@@ -73,11 +75,13 @@ type planLoad struct {
 	l *loaded
 }
 
-// maxLoads bounds launcher.loads: plans refused before the runtime took
-// them, or superseded, are never in force.
-const maxLoads = 8
+// maxLoads bounds launcher.loads, a safety net: a plan leaves it when it
+// is in force, when its switch failed, and when a later plan is in force
+// (it was superseded).
+const maxLoads = 64
 
-// built records the load a plan was built from, for when it is in force.
+// built records the load a plan submitted was built from, for when it is
+// in force; submit calls it, so the order is the runtime's.
 func (sv *launcher) built(np *plan.Plan, l *loaded) {
 	sv.mu.Lock()
 	defer sv.mu.Unlock()
@@ -85,6 +89,13 @@ func (sv *launcher) built(np *plan.Plan, l *loaded) {
 		sv.loads = sv.loads[1:]
 	}
 	sv.loads = append(sv.loads, planLoad{np, l})
+}
+
+// failed drops the load of a plan whose switch failed: it is not in force.
+func (sv *launcher) failed(np *plan.Plan) {
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	sv.loads = slices.DeleteFunc(sv.loads, func(pl planLoad) bool { return pl.p == np })
 }
 
 // inForce makes np's load good: np took effect. The plans built before it
@@ -279,7 +290,7 @@ func (sv *launcher) feed(changes <-chan watch.Change, hup <-chan os.Signal, stop
 			ch = c
 		}
 		cur := sv.plan()
-		np, changed, err := sv.reload(cur, ch)
+		np, l, changed, err := sv.reload(cur, ch)
 		if err != nil {
 			continue
 		}
@@ -292,14 +303,14 @@ func (sv *launcher) feed(changes <-chan watch.Change, hup <-chan os.Signal, stop
 		if ch.Path != "" {
 			why = ch.Path + " (" + ch.Reason + ")"
 		}
-		sv.submit(server.KindReload, "reload: "+why, cur, np, nil)
+		sv.submit(server.KindReload, "reload: "+why, cur, np, l, nil)
 	}
 }
 
 // submit hands a plan to the runtime as a switch job, after the checks
 // that need no engine: a plan that cannot start is refused before anything
 // is stopped.
-func (sv *launcher) submit(kind server.Kind, reason string, cur, np *plan.Plan, reply chan error) {
+func (sv *launcher) submit(kind server.Kind, reason string, cur, np *plan.Plan, l *loaded, reply chan error) {
 	if err := sv.checkSwitch(cur, np); err != nil {
 		sv.log.Error("new settings cannot start; the engine keeps running with the previous ones", "err", err)
 		if reply != nil {
@@ -311,6 +322,9 @@ func (sv *launcher) submit(kind server.Kind, reason string, cur, np *plan.Plan, 
 	if kind == server.KindReload && !slices.Equal(cur.Launch.Argv, np.Launch.Argv) {
 		sv.log.Info("engine command changed", "changed", diffArgv(secret.MaskArgv(cur.Launch.Argv), secret.MaskArgv(np.Launch.Argv)))
 	}
+	sv.submitMu.Lock()
+	defer sv.submitMu.Unlock()
+	sv.built(np, l)
 	sv.rt.Submit(&server.Job{Kind: kind, Mode: mode, Plan: np, Limits: limits(np), Reason: reason, Reply: reply})
 }
 
@@ -341,6 +355,9 @@ func (sv *launcher) switched(s server.Switched, from, to *server.Instance) {
 	sv.met.Switched(j.Kind.String(), j.Mode.String(), s.OK, s.Took)
 	if from != nil {
 		rec.FromWidth = widthOf(from.Plan)
+	}
+	if !s.OK || to == nil {
+		sv.failed(j.Plan)
 	}
 	if to == nil {
 		sv.st.switched(rec)
@@ -582,7 +599,7 @@ func (sv *launcher) switchMode(np *plan.Plan) server.Mode {
 
 // adaptedPlan rebuilds the serving plan at the width the adaptive loop
 // chose (1 = speculation off).
-func (sv *launcher) adaptedPlan(cur *plan.Plan, w int, reason string) (*plan.Plan, error) {
+func (sv *launcher) adaptedPlan(cur *plan.Plan, w int, reason string) (*plan.Plan, *loaded, error) {
 	// The files as they are now: what a reload would apply. While they do
 	// not make a plan that can start (an edit the reload rejected, still
 	// on disk), the settings in force: the loop must not stall on, nor
@@ -601,20 +618,19 @@ func (sv *launcher) adaptedPlan(cur *plan.Plan, w int, reason string) (*plan.Pla
 		good := sv.good
 		sv.mu.Unlock()
 		if good == nil {
-			return nil, err
+			return nil, nil, err
 		}
 		sv.log.Warn("adaptive switch: the files on disk do not make a plan that can start; switching on the settings in force", "err", err)
 		l = good
 		if np, err = build(sv.e, l, opts); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	if np.Resolution.Source == width.Override {
 		// The loop stops on it: an operator width always wins.
-		return nil, fmt.Errorf("%w: an operator width is set (%s); it always wins", adapt.ErrNotAdapting, np.Settings.Width.Src)
+		return nil, nil, fmt.Errorf("%w: an operator width is set (%s); it always wins", adapt.ErrNotAdapting, np.Settings.Width.Src)
 	}
-	sv.built(np, l)
-	return np, nil
+	return np, l, nil
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
