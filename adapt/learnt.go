@@ -219,5 +219,10 @@ func (l *Loop) saveLearnt(final bool) {
 	case err == nil && l.saveFailing:
 		l.saveFailing = false
 		l.d.Log.Info("adapt: the adaptation state is saved again")
+	case err == nil && !l.savedOnce: // where it is, once
+		l.d.Log.Info("adapt: what was learnt is saved; a restart on the same engine, GPU, model pair and slots resumes from it", "file", learntPath(l.d.CacheDir, key))
+	}
+	if err == nil {
+		l.savedOnce = true
 	}
 }

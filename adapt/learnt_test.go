@@ -218,3 +218,19 @@ func TestResumeDropsThinPositions(t *testing.T) {
 		t.Errorf("resumed %d positions %v, want the 2 before the thin one", len(b.wide), b.wide)
 	}
 }
+
+// The first save says where the state is, once: an operator looking for
+// what a restart resumes from finds the file in the log.
+func TestFirstSaveSaysWhere(t *testing.T) {
+	dir := t.TempDir()
+	var buf strings.Builder // saveLearnt runs on the test's goroutine
+	l := learntLoop(t, dir, learntKeyFor(4), slog.New(slog.NewTextHandler(&buf, nil)))
+	l.measured = map[int]Measure{4: {MS: 5, Cycles: 1000, N: 4}}
+	for d := 1; d <= 3; d++ {
+		l.status.Decisions = d
+		l.saveLearnt(true)
+	}
+	if n := strings.Count(buf.String(), "what was learnt is saved"); n != 1 || !strings.Contains(buf.String(), learntPath(dir, learntKeyFor(4))) {
+		t.Errorf("%d lines saying where (want 1, naming the file):\n%s", n, buf.String())
+	}
+}

@@ -301,8 +301,9 @@ type Loop struct {
 	resumed  bool
 	savedAt  int
 	lastSave time.Time
-	// saveFailing: the last save failed (said once until one succeeds)
-	saveFailing bool
+	// saveFailing: the last save failed (said once until one succeeds);
+	// savedOnce: a save succeeded (where is said once)
+	saveFailing, savedOnce bool
 }
 
 // Run adapts the width with a new Loop until ctx is done; see Loop.Run.
