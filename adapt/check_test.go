@@ -142,7 +142,7 @@ func TestLoopMeasuresClassicLive(t *testing.T) {
 	l.curve = Curve{VerifyMS: map[int]float64{4: 4.82}}
 	l.width, l.ownN, l.lastN = 1, 4, 4
 	for _, ms := range []float64{5.0, 5.3, 5.15} { // three epochs of 1000 steps a sequence
-		l.tokens, l.epCycles, l.epPredS = 1000, 1000, ms
+		l.tokens, l.epCycles, l.epSecs = 1000, 1000, ms
 		l.closeEpoch(4)
 	}
 	m := l.measured[1]

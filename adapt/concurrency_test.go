@@ -666,7 +666,7 @@ func TestJitteringConcurrencyKeepsTrials(t *testing.T) {
 		Log: quietLog(), Cfg: Config{Rule: Rule{MinCycles: 256}, MaxTrials: -1}})
 	l.width = 4
 	for i, n := range []int{4, 3, 4, 3, 3, 4, 4, 3} {
-		l.epCycles, l.epPredS = 300, 0.3*float64(12+i%2)
+		l.epCycles, l.epSecs = 300, 0.3*float64(12+i%2)
 		l.closeEpoch(n)
 		if i == 0 {
 			l.tried[6], l.avoid[8] = true, true

@@ -81,11 +81,12 @@ func (c Curve) ExplorationWidth(maxWidth int) int {
 	return maxWidth
 }
 
-// Measure is the engine's own time per cycle at one width, from counter
-// deltas: Δ tokens_predicted_seconds / Δ spec_decode_num_drafts_total (the
-// method the bench records use). Predict seconds are summed over slots and
-// so are cycles, so under concurrency the ratio is still one sequence's
-// wall time per cycle.
+// Measure is a width's time per cycle as clients wait for it: Δ served
+// seconds (Target.Served: the proxy's time on clients' requests) /
+// Δ spec_decode_num_drafts_total, or, without a proxy, Δ
+// tokens_predicted_seconds (the engine's own, the method the bench
+// records use). Both are summed over slots and so are cycles, so under
+// concurrency the ratio is still one sequence's wall time per cycle.
 type Measure struct {
 	MS     float64 `json:"ms_per_cycle"`
 	Cycles float64 `json:"cycles"`

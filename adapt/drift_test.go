@@ -40,7 +40,7 @@ func TestLoopDriftAcrossMixedPools(t *testing.T) {
 			l.tried[3], l.avoid[5] = true, true
 			for _, ep := range c.epochs {
 				l.epoch = Counts{Cycles: ep.Cycles, AtLeast: append([]float64(nil), ep.AtLeast...)}
-				l.epCycles, l.epPredS = ep.Cycles, ep.Cycles*0.005
+				l.epCycles, l.epSecs = ep.Cycles, ep.Cycles*0.005
 				l.closeEpoch(1)
 			}
 			all := float64(len(c.epochs)) * 256

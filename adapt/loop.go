@@ -38,6 +38,21 @@ type Target struct {
 	// loop read 7.33 a step and undid it at -36 %, where the means of
 	// three windows each put it 2.1 % behind the width it went back to.
 	Shared bool
+	// Served, when known, is what the proxy saw of clients' requests for
+	// work on this engine (proxy.Backend.Served). A width's cost is then
+	// what clients wait for: llama-server's own timings leave out its queue
+	// and the hand-back, which grow with the cycle (on an H200 under 4
+	// clients, clients got 0.97-0.98 of the engine's rate at classic and
+	// 0.85-0.93 at widths 2-8). nil: the engine's timings alone.
+	Served func(slots int) Served
+}
+
+// Served is what clients' requests that ended on an engine took there:
+// Secs from the proxy's hand-over to the last byte of each answer, summed
+// (each counted for its share of slots), and how many ended.
+type Served struct {
+	Secs  float64
+	Ended int
 }
 
 // Config holds the loop's settings; zero fields take the defaults.
@@ -213,6 +228,9 @@ type Loop struct {
 	gen   uint64
 	width int
 	fresh bool // no baseline scrape yet for this engine, or none since it served alone
+	// warmUntil: the requests ended (Snapshot.Ended) at which this engine's
+	// warm-up ends, and the baseline is taken again (0: none).
+	warmUntil float64
 	// sharedSince: when the serving engine was first seen sharing the GPU
 	// (Target.Shared); zero while it serves alone.
 	sharedSince time.Time
@@ -236,11 +254,12 @@ type Loop struct {
 	classic float64      // tokens this engine decoded at width 1, for a check
 	live    liveLoad     // requests-processing samples across engines, and the concurrency from them
 	lastN   int          // the concurrency of this engine's last epoch; 0 before one
-	// predict seconds and cycles: of the epoch being filled, and of this
-	// engine's epochs since the concurrency last changed
-	epPredS, epCycles float64
-	predS, cycles     float64
-	// msEp: ms per cycle of each epoch in predS/cycles, whose spread is
+	// seconds (served, or the engine's predict seconds: Delta.Secs) and
+	// cycles: of the epoch being filled, and of this engine's epochs since
+	// the concurrency last changed
+	epSecs, epCycles float64
+	secs, cycles     float64
+	// msEp: ms per cycle of each epoch in secs/cycles, whose spread is
 	// the measured cost's standard error (Measure.SE)
 	msEp []float64
 
@@ -623,7 +642,7 @@ func (l *Loop) reset(t Target) {
 	// live is kept: the clients' load does not change with the engine
 	// serving them.
 	l.tokens, l.classic, l.lastN = 0, 0, 0
-	l.epPredS, l.epCycles, l.predS, l.cycles, l.msEp = 0, 0, 0, 0, nil
+	l.epSecs, l.epCycles, l.secs, l.cycles, l.msEp = 0, 0, 0, 0, nil
 	l.status.Width = t.Width
 }
 
@@ -707,6 +726,10 @@ func (l *Loop) step(ctx context.Context) error {
 	if err != nil && ctx.Err() != nil {
 		return ctx.Err()
 	}
+	if err == nil && t.Served != nil {
+		s := t.Served(l.knownSlots())
+		snap.Served, snap.Ended, snap.HasServed = s.Secs, float64(s.Ended), true
+	}
 	err = l.perform(ctx, l.Step(Observation{Now: l.d.Now(), Target: t, Snap: snap, Err: err}))
 	l.saveLearnt(false)
 	return err
@@ -746,15 +769,19 @@ func (l *Loop) scrape(ctx context.Context, base string) (Snapshot, error) {
 	return ParseMetrics(io.LimitReader(resp.Body, 4<<20))
 }
 
+// knownSlots is the engine's total_slots as last asked (0: unknown).
+func (l *Loop) knownSlots() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.slots
+}
+
 // concurrency is the number of sequences the loop prices and measures at
 // (liveLoad), at most the engine's slots: samples of an earlier engine
 // with more slots age out only over a window.
 func (l *Loop) concurrency() int {
 	n := l.live.value()
-	l.mu.Lock()
-	slots := l.slots // BeforeTraffic may be asking a new engine for them
-	l.mu.Unlock()
-	if slots > 0 {
+	if slots := l.knownSlots(); slots > 0 { // BeforeTraffic may be asking a new engine for them
 		n = min(n, slots)
 	}
 	return n
@@ -766,13 +793,13 @@ func (l *Loop) concurrency() int {
 func (l *Loop) closeEpoch(n int) {
 	l.status.Concurrency = n
 	if n != l.lastN { // a cycle's time is measured at one concurrency
-		l.predS, l.cycles, l.msEp = 0, 0, nil
+		l.secs, l.cycles, l.msEp = 0, 0, nil
 	}
 	if l.epCycles > 0 {
-		l.msEp = append(l.msEp, 1000*l.epPredS/l.epCycles)
+		l.msEp = append(l.msEp, 1000*l.epSecs/l.epCycles)
 	}
-	l.predS, l.cycles, l.lastN = l.predS+l.epPredS, l.cycles+l.epCycles, n
-	l.epPredS, l.epCycles = 0, 0
+	l.secs, l.cycles, l.lastN = l.secs+l.epSecs, l.cycles+l.epCycles, n
+	l.epSecs, l.epCycles = 0, 0
 	lo, hi := min(l.ownN, n), max(l.ownHi, l.ownN, n)
 	switch {
 	case l.ownN < 1:
@@ -794,7 +821,7 @@ func (l *Loop) closeEpoch(n int) {
 	// sequences cost 7 % more than the idle probe of 4 rows, and a check
 	// of a switch to classic against the probe was no check.
 	if l.cycles > 0 {
-		l.measured[l.width] = Measure{MS: 1000 * l.predS / l.cycles, Cycles: l.cycles, N: n, SE: batchSE(l.msEp)}
+		l.measured[l.width] = Measure{MS: 1000 * l.secs / l.cycles, Cycles: l.cycles, N: n, SE: batchSE(l.msEp)}
 		l.scorePrediction(l.width)
 	}
 	if l.width < 2 {

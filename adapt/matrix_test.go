@@ -72,6 +72,16 @@ type matrixProfile struct {
 	// 2026-12-03d the old engine drained for 1-3 s after a switch under 4
 	// clients, and the new one's requests ran up to 34 % slower then.
 	drain, contention float64
+	// pickup is how many rounds of the engine each request waits, in
+	// flight for its client but outside the engine's own timings (its
+	// queue for the next turn of the server loop, and the hand-back of the
+	// answer; 0: none). On the H200 of 2026-12-03e, under 4 clients,
+	// clients got 0.97-0.98 of llama-server's own rate at classic and
+	// 0.85-0.93 at widths 2-8: a slot's next request arrived 5 ms after
+	// its release at classic, 16 ms at width 4, 22-24 ms at width 8, and
+	// drafted prompts took 20 ms, classic ones 6-12. Four rounds a request
+	// of 128 tokens is about that.
+	pickup float64
 }
 
 // cond is P(accept draft token k | accepted k−1) at width w for the cost
@@ -138,13 +148,24 @@ type vEngine struct {
 	// (ADAPT_MATRIX_HIDE_SHARED, the loop as it was before Target.Shared)
 	drain, contention, sharedTo float64
 	hideShared                  bool
-	cls                         []int // each sequence's class
-	reqs                        int   // requests started
-	done                        int   // requests finished
-	tokens                      float64
-	marks                       []mark // one per scrape and switch
-	sws                         []mark // at each switch
-	srv                         *httptest.Server
+	// pickup: matrixProfile's; pick: the ms each sequence's request still
+	// waits for the engine (in flight, not decoding); served: the seconds requests were in flight on this
+	// engine, ended: how many ended (Target.Served); hideServed: Current
+	// gives none (ADAPT_MATRIX_HIDE_SERVED, the loop before Target.Served).
+	// llama-server adds a request's counts to /metrics when it ends, and
+	// the proxy its served seconds; here every counter, served seconds
+	// too, grows round by round, so that the two stay alike.
+	pickup, served, lastRound float64
+	ended                     int
+	pick                      []float64
+	hideServed                bool
+	cls                       []int // each sequence's class
+	reqs                      int   // requests started
+	done                      int   // requests finished
+	tokens                    float64
+	marks                     []mark // one per scrape and switch
+	sws                       []mark // at each switch
+	srv                       *httptest.Server
 }
 
 type mark struct {
@@ -165,7 +186,14 @@ func newVEngine(cost sim.CostModel, n, classes, width int, seed uint64) *vEngine
 		e.next(len(e.left))
 	}
 	e.idle = make([]float64, n)
+	e.pick = make([]float64, n)
 	return e
+}
+
+// handOver starts sequence i's request: in flight from then, and decoding
+// after the pickup rounds of the round it arrives in.
+func (e *vEngine) handOver(i int, round float64) {
+	e.pick[i] = e.pickup * round
 }
 
 // next starts sequence i's next request, its class by the rotation.
@@ -186,12 +214,30 @@ func (e *vEngine) noise() float64 { return math.Max(0.5, 1+e.cost.Noise*e.rng.No
 func (e *vEngine) advance(ms float64) {
 	for e.ms < ms {
 		w, n := e.width, e.processing()
-		if n == 0 { // every client pausing: on to the first that sends again
-			d := slices.Min(e.idle)
+		if n == 0 { // every client pausing or waiting: on to the first that changes
+			d := math.Inf(1)
 			for i := range e.idle {
-				e.idle[i] -= d
+				if e.idle[i] > 0 {
+					d = math.Min(d, e.idle[i])
+				} else if e.pick[i] > 0 {
+					d = math.Min(d, e.pick[i])
+				}
 			}
 			e.ms += d
+			for i := range e.idle {
+				if e.idle[i] <= 0 && e.pick[i] > 0 {
+					e.served += d / 1000
+				}
+				switch {
+				case e.idle[i] > 0:
+					if e.idle[i] -= d; e.idle[i] <= 1e-9 {
+						e.idle[i] = 0
+						e.handOver(i, e.lastRound)
+					}
+				case e.pick[i] > 0:
+					e.pick[i] = math.Max(0, e.pick[i]-d)
+				}
+			}
 			continue
 		}
 		var round float64
@@ -209,10 +255,20 @@ func (e *vEngine) advance(ms float64) {
 			}
 		}
 		round *= shared
+		e.lastRound = round
 		e.predS += float64(n) * round / 1000
 		for i := range e.left {
+			if e.idle[i] <= 0 { // in flight through this round
+				e.served += round / 1000
+			}
 			if e.idle[i] > 0 { // paused through this round
-				e.idle[i] = math.Max(0, e.idle[i]-round)
+				if e.idle[i] = math.Max(0, e.idle[i]-round); e.idle[i] == 0 {
+					e.handOver(i, round)
+				}
+				continue
+			}
+			if e.pick[i] > 0 { // waiting for the engine through this round
+				e.pick[i] = math.Max(0, e.pick[i]-round)
 				continue
 			}
 			t := 1
@@ -225,9 +281,12 @@ func (e *vEngine) advance(ms float64) {
 			e.tokens += float64(t)
 			if e.left[i] -= t; e.left[i] <= 0 {
 				e.done++
+				e.ended++
 				e.next(i)
 				if e.gap > 0 {
 					e.idle[i] = e.gap * (0.5 + e.rng.Float64())
+				} else {
+					e.handOver(i, round)
 				}
 			}
 		}
@@ -238,11 +297,11 @@ func (e *vEngine) advance(ms float64) {
 	e.clock.mu.Unlock()
 }
 
-// processing is how many clients have a request in the engine.
+// processing is how many clients have a request decoding in the engine.
 func (e *vEngine) processing() int {
 	n := 0
-	for _, d := range e.idle {
-		if d <= 0 {
+	for i, d := range e.idle {
+		if d <= 0 && e.pick[i] <= 0 {
 			n++
 		}
 	}
@@ -283,7 +342,15 @@ func (e *vEngine) serve(w http.ResponseWriter, r *http.Request) {
 func (e *vEngine) Current() Target {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return Target{BaseURL: e.srv.URL, Width: e.width, Gen: e.gen, Pair: "matrix", Shared: !e.hideShared && e.ms < e.sharedTo}
+	t := Target{BaseURL: e.srv.URL, Width: e.width, Gen: e.gen, Pair: "matrix", Shared: !e.hideShared && e.ms < e.sharedTo}
+	if !e.hideServed {
+		t.Served = func(int) Served {
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			return Served{Secs: e.served, Ended: e.ended}
+		}
+	}
+	return t
 }
 
 // Switch serves matrixSwitch more at the old width (the new engine
@@ -294,7 +361,7 @@ func (e *vEngine) Switch(ctx context.Context, w int, _ string) error {
 	e.advance(e.ms + float64(matrixSwitch/time.Millisecond))
 	e.width, e.gen = w, e.gen+1
 	e.sharedTo = e.ms + e.drain
-	e.cycles, e.predS, e.pred, e.perPos = 0, 0, 0, nil
+	e.cycles, e.predS, e.pred, e.perPos, e.served, e.ended = 0, 0, 0, nil, 0, 0
 	e.sws = append(e.sws, e.mark())
 	e.mu.Unlock()
 	if e.loop != nil {
@@ -323,7 +390,7 @@ func sweep(p matrixProfile, n, classes int, seed uint64) map[int]float64 {
 	rates := map[int]float64{}
 	for w := 1; w <= DefaultMaxWidth; w++ {
 		e := newVEngine(p.cost, n, classes, w, seed+uint64(w))
-		e.live, e.gap = p.live, p.gap
+		e.live, e.gap, e.pickup = p.live, p.gap, p.pickup
 		e.advance(float64(matrixSweep / time.Millisecond))
 		rates[w] = 1000 * e.tokens / e.ms
 	}
@@ -342,8 +409,9 @@ func runCell(p matrixProfile, n, classes int, seed uint64, log *slog.Logger) mat
 	c.startFrac = rates[p.start] / c.oracleRate
 
 	e := newVEngine(p.cost, n, classes, p.start, seed)
-	e.live, e.gap = p.live, p.gap
+	e.live, e.gap, e.pickup = p.live, p.gap, p.pickup
 	e.drain, e.contention, e.hideShared = p.drain, p.contention, os.Getenv("ADAPT_MATRIX_HIDE_SHARED") != ""
+	e.hideServed = os.Getenv("ADAPT_MATRIX_HIDE_SERVED") != ""
 	e.srv = httptest.NewServer(http.HandlerFunc(e.serve))
 	defer e.srv.Close()
 	var mu sync.Mutex
@@ -448,6 +516,15 @@ func matrixProfiles(tb testing.TB) []matrixProfile {
 		c.Accept = sim.Profiles[name]
 		ps = append(ps, matrixProfile{name: name + ", live above the probe, clients pausing, the old engine draining beside", cost: c, start: matrixStartW,
 			live: [2]float64{1.12, 1.2}, gap: 60, drain: 2000, contention: 0.35})
+	}
+	// The same with each request waiting four rounds of the engine outside
+	// its timings (2026-12-03e): clients wait longer a token than the
+	// engine's timings say, the more so the wider the width.
+	for _, name := range []string{"geometric", "flat"} {
+		c := h200Q8()
+		c.Accept = sim.Profiles[name]
+		ps = append(ps, matrixProfile{name: name + ", live above the probe, clients pausing, the old engine draining beside, requests waiting for the engine", cost: c, start: matrixStartW,
+			live: [2]float64{1.12, 1.2}, gap: 60, drain: 2000, contention: 0.35, pickup: 4})
 	}
 	return ps
 }

@@ -42,6 +42,9 @@ type Snapshot struct {
 	PredictSeconds float64 // time generating them, summed over slots
 	Decodes        float64 // llama_decode() calls
 	Processing     float64 // requests being processed now (a gauge)
+	// Served, Ended: Target.Served at the scrape, when HasServed.
+	Served, Ended float64
+	HasServed     bool
 }
 
 // ParseMetrics reads a /metrics body. Lines it does not read are skipped;
@@ -103,6 +106,18 @@ type Delta struct {
 	Predicted, PredictSeconds float64
 	Decodes                   float64
 	Processing                float64 // the gauge at the later scrape
+	Served                    float64 // served seconds, when HasServed
+	HasServed                 bool
+}
+
+// Secs is the time the cycles of d took, per sequence summed: the seconds
+// clients' requests were served (Target.Served) when both scrapes had
+// them, else the engine's own predict seconds.
+func (d Delta) Secs() float64 {
+	if d.HasServed {
+		return d.Served
+	}
+	return d.PredictSeconds
 }
 
 // Since returns cur − prev. ok is false when a counter went backwards: the
@@ -112,6 +127,11 @@ func (cur Snapshot) Since(prev Snapshot) (d Delta, ok bool) {
 		Cycles: cur.Cycles - prev.Cycles, Drafted: cur.Drafted - prev.Drafted, Accepted: cur.Accepted - prev.Accepted,
 		Predicted: cur.Predicted - prev.Predicted, PredictSeconds: cur.PredictSeconds - prev.PredictSeconds,
 		Decodes: cur.Decodes - prev.Decodes, Processing: cur.Processing,
+	}
+	// served seconds only grow on one engine; a drop (the slots it was
+	// read for changed) leaves the engine's own seconds for this delta
+	if cur.HasServed && prev.HasServed && cur.Served >= prev.Served {
+		d.Served, d.HasServed = cur.Served-prev.Served, true
 	}
 	if d.Cycles < 0 || d.Drafted < 0 || d.Accepted < 0 || d.Predicted < 0 || d.PredictSeconds < 0 || d.Decodes < 0 {
 		return Delta{}, false

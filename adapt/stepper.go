@@ -76,17 +76,8 @@ func (l *Loop) Step(o Observation) Action {
 		l.d.Log.Debug("adapt: scrape failed", "err", o.Err)
 		return wait("scrape failed")
 	}
-	if l.fresh {
-		l.prev, l.fresh = o.Snap, false
-		if !l.sharedSince.IsZero() {
-			l.d.Log.Info("adapt: the engine serves alone now; its cycles count from here", "shared_s", o.Now.Sub(l.sharedSince).Seconds())
-			l.sharedSince = time.Time{}
-			if l.status.Note == notePaused {
-				l.status.Note = ""
-				l.publish()
-			}
-		}
-		return wait("baseline scrape of a new engine")
+	if a, taken := l.baseline(o); taken {
+		return a
 	}
 	delta, ok := o.Snap.Since(l.prev)
 	l.prev = o.Snap
@@ -104,7 +95,7 @@ func (l *Loop) Step(o Observation) Action {
 	if delta.Predicted > 0 {
 		l.live.add(math.Max(1, delta.Processing))
 	}
-	l.epPredS += delta.PredictSeconds
+	l.epSecs += delta.Secs()
 	if l.width < 2 {
 		l.epCycles += delta.Predicted // a classic step is a cycle of one token
 	} else {
@@ -123,6 +114,45 @@ func (l *Loop) Step(o Observation) Action {
 		return wait("filling the epoch")
 	}
 	return l.endEpoch(o.Now)
+}
+
+// baseline takes the scrapes a new engine's counting starts from: the
+// first one alone, and those of its warm-up; taken is false once they are
+// behind.
+func (l *Loop) baseline(o Observation) (a Action, taken bool) {
+	if l.fresh {
+		l.prev, l.fresh, l.warmUntil = o.Snap, false, 0
+		if o.Snap.HasServed {
+			l.warmUntil = o.Snap.Ended + float64(max(1, l.knownSlots()))
+		}
+		if !l.sharedSince.IsZero() {
+			l.d.Log.Info("adapt: the engine serves alone now; its cycles count once each slot has answered a request alone", "shared_s", o.Now.Sub(l.sharedSince).Seconds())
+			l.sharedSince = time.Time{}
+			if l.status.Note == notePaused {
+				l.status.Note = ""
+				l.publish()
+			}
+		}
+		return wait("baseline scrape of a new engine"), true
+	}
+	if l.warmUntil > 0 {
+		// Warm-up: the requests a new engine takes first run slower than
+		// its later ones (some began beside the engine it replaced, which
+		// the pause while Shared covers by time only; its prompt cache is
+		// empty). On an H200 under 4 clients the first request of each
+		// slot of every classic engine that replaced another ran 11-49 %
+		// slower a token than its later ones by llama-server's timings,
+		// and the loop undid classic, the best width there, on them. So
+		// the baseline moves on until as many requests as the engine has
+		// slots have ended after it served alone.
+		l.prev = o.Snap
+		if !o.Snap.HasServed || o.Snap.Ended >= l.warmUntil {
+			l.warmUntil = 0
+			l.d.Log.Debug("adapt: the engine's first requests ended; its cycles count from here", "ended", o.Snap.Ended)
+		}
+		return wait("warming up: the first request of each slot"), true
+	}
+	return Action{}, false
 }
 
 // endEpoch closes the epoch at the live concurrency and decides, unless

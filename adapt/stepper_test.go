@@ -206,8 +206,8 @@ func TestStepSharedEngineIsNotMeasured(t *testing.T) {
 					t.Errorf("scrape %d, shared: status note %q", i, l.status.Note)
 				}
 			}
-			if l.epoch.Cycles != 0 || l.epPredS != 0 {
-				t.Fatalf("shared cycles counted: epoch %v cycles, %v s", l.epoch.Cycles, l.epPredS)
+			if l.epoch.Cycles != 0 || l.epSecs != 0 {
+				t.Fatalf("shared cycles counted: epoch %v cycles, %v s", l.epoch.Cycles, l.epSecs)
 			}
 			if l.status.Note != "" {
 				t.Errorf("status note %q after the engine serves alone", l.status.Note)
@@ -292,4 +292,91 @@ func TestDroppedSwitchIsNoFailure(t *testing.T) {
 	if !l.failedAt.IsZero() || l.explored != 0 || !l.lastExplore.IsZero() {
 		t.Errorf("a dropped switch counted: failed at %v, explored %d, last exploration %v", l.failedAt, l.explored, l.lastExplore)
 	}
+}
+
+// A width's measured cost is what clients wait for when the proxy says
+// (Target.Served): here the engine's own timings say 5 ms a cycle and the
+// clients' requests took 6, as on the H200 where llama-server's queue and
+// hand-back grew with the cycle. Without served seconds, or across a drop
+// in them, the engine's own count. The first scrapes are the baseline and
+// the warm-up (one slot, one request ended).
+func TestStepMeasuresServedTime(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		served []float64 // served seconds at each scrape (nil: no proxy)
+		want   float64
+		cycles float64
+	}{
+		{"served seconds win", []float64{0, 0.5, 2.3}, 6, 300},
+		{"no proxy: the engine's own, and no warm-up", nil, 5, 400},
+		{"served seconds went down: the engine's own for that delta", []float64{0, 3, 1}, 5, 300},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := servedLoop()
+			now := time.Unix(1_800_000_000, 0)
+			for i, c := range []float64{0, 100, 400} {
+				s := servedSnap(c)
+				if tc.served != nil {
+					s.Served, s.Ended, s.HasServed = tc.served[i], float64(2*i), true
+				}
+				l.Step(Observation{Now: now.Add(time.Duration(i) * 2 * time.Second), Target: Target{Gen: 1, Width: 4}, Snap: s})
+			}
+			if m := l.measured[4]; !near(m.MS, tc.want, 1e-9) || m.Cycles != tc.cycles {
+				t.Errorf("width 4 measured %+v, want %g ms a cycle over %g cycles", m, tc.want, tc.cycles)
+			}
+		})
+	}
+}
+
+// A new engine's cycles count once as many requests as it has slots have
+// ended after the baseline: those first requests ran slower (here 20 ms a
+// cycle, then 5), and on an H200 the loop undid its best width on them.
+func TestStepWarmUpSkipsTheFirstRequestOfEachSlot(t *testing.T) {
+	l := servedLoop()
+	l.slots = 4
+	now := time.Unix(1_800_000_000, 0)
+	steps := []struct {
+		cycles, secs, ended float64
+		want                string // the wait's reason
+	}{
+		{0, 0, 0, "baseline"},
+		{300, 6, 3, "warming up"}, // 3 of 4 slots' first requests ended, at 20 ms a cycle
+		{400, 8, 5, "warming up"}, // the fourth: the baseline moves here
+		{700, 9.5, 9, ""},         // 300 cycles at 5 ms
+	}
+	for i, st := range steps {
+		s := servedSnap(st.cycles)
+		s.Served, s.Ended, s.HasServed = st.secs, st.ended, true
+		a := l.Step(Observation{Now: now.Add(time.Duration(i) * 2 * time.Second), Target: Target{Gen: 1, Width: 4}, Snap: s})
+		if st.want != "" && (a.Kind != ActWait || !strings.Contains(a.Reason, st.want)) {
+			t.Fatalf("scrape %d: %+v, want a wait: %s", i, a, st.want)
+		}
+	}
+	if m := l.measured[4]; !near(m.MS, 5, 1e-9) || m.Cycles != 300 {
+		t.Errorf("width 4 measured %+v, want 5 ms a cycle over the 300 cycles after the warm-up", m)
+	}
+}
+
+func servedLoop() *Loop {
+	l := New(LoopDeps{Current: func() Target { return Target{} }, Switch: func(context.Context, int, string) error { return nil },
+		Log: quietLog(), Cfg: Config{Rule: Rule{MinCycles: 256}, MaxTrials: -1}})
+	l.curve = Curve{VerifyMS: map[int]float64{}, Source: "probe"}
+	for r := 1; r <= 17; r++ {
+		l.curve.VerifyMS[r] = verify(r)
+	}
+	l.w0 = 8
+	return l
+}
+
+// servedSnap is a width-4 engine's counters after cycles, at 5 ms a cycle
+// by its own timings.
+func servedSnap(cycles float64) Snapshot {
+	s := Snapshot{Cycles: cycles, HasSpec: true, HasPerPos: true, PredictSeconds: cycles * 0.005, Processing: 1, Predicted: cycles}
+	p := 1.0
+	for k := 1; k < 4; k++ {
+		p *= 0.8
+		s.PerPos = append(s.PerPos, cycles*p)
+		s.Predicted += cycles * p
+	}
+	return s
 }

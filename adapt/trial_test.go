@@ -355,7 +355,7 @@ func TestLoopOwnDriftAcrossEngineLives(t *testing.T) {
 	l.own[5] = Counts{Cycles: 1000, AtLeast: []float64{300, 90, 27, 8}}
 	// A pool's worth (driftPool epochs) of S(1) .9 now.
 	l.epoch = Counts{Cycles: 1100, AtLeast: []float64{990, 891, 803}}
-	l.epCycles, l.epPredS = 1100, 4.4
+	l.epCycles, l.epSecs = 1100, 4.4
 	if a := l.endEpoch(time.Now()); a.Kind == ActStop {
 		t.Fatal(a.Err)
 	}
@@ -364,7 +364,7 @@ func TestLoopOwnDriftAcrossEngineLives(t *testing.T) {
 	}
 	// The same traffic: the epoch joins the earlier one.
 	l.epoch = Counts{Cycles: 1100, AtLeast: []float64{990, 891, 803}}
-	l.epCycles, l.epPredS = 1100, 4.4
+	l.epCycles, l.epSecs = 1100, 4.4
 	l.base = Counts{} // a new engine at the same width
 	if a := l.endEpoch(time.Now()); a.Kind == ActStop {
 		t.Fatal(a.Err)

@@ -156,7 +156,11 @@ func targetOf(in *server.Instance) adapt.Target {
 	if in == nil || in.Backend == nil {
 		return adapt.Target{}
 	}
-	return adapt.Target{BaseURL: in.Backend.URL.String(), Width: widthOf(in.Plan), Gen: uint64(in.ID), Pair: modelPair(in.Plan)}
+	return adapt.Target{BaseURL: in.Backend.URL.String(), Width: widthOf(in.Plan), Gen: uint64(in.ID), Pair: modelPair(in.Plan),
+		Served: func(slots int) adapt.Served {
+			secs, n := in.Backend.Served(slots)
+			return adapt.Served{Secs: secs, Ended: n}
+		}}
 }
 
 // beforeTraffic probes a new engine for the adaptive loop before the

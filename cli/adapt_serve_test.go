@@ -319,6 +319,9 @@ func TestCurrentTargetShared(t *testing.T) {
 			if got.Shared != tc.shared || got.Gen != 2 || got.BaseURL != "http://127.0.0.1:1" {
 				t.Errorf("target %+v, want engine 2 with Shared %v", got, tc.shared)
 			}
+			if got.Served == nil || got.Served(4) != (adapt.Served{}) {
+				t.Error("the target does not carry the proxy's served seconds of its engine")
+			}
 		})
 	}
 }

@@ -69,6 +69,8 @@ type Backend struct {
 	gone     chan struct{} // closed by Gone: the engine died or hung
 	goneOnce sync.Once
 	closing  atomic.Bool // the engine is being stopped: no new launcher request starts on it
+	work     workMeter   // clients' requests that ask the engine for work (under mu)
+	clock    func() time.Time
 }
 
 // NewBackend parses an engine's base URL ("http://127.0.0.1:40123").
@@ -121,6 +123,51 @@ func (b *Backend) add(d int) {
 		b.zero = nil
 	}
 	b.mu.Unlock()
+}
+
+// Served is how long clients' requests that asked this engine for work
+// (every method but GET, HEAD and OPTIONS) took here, summed over the
+// requests that ended, from the moment the proxy handed each to it to the
+// last byte of its answer, and how many ended: the time a client waits,
+// where the engine's own timings leave out its queue and the hand-back.
+// slots is the engine's (0: unknown); a request that shared the engine
+// with more than that counts only its share (workMeter.served). Both only
+// grow.
+func (b *Backend) Served(slots int) (secs float64, ended int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.work.served(slots), b.work.ended
+}
+
+func (b *Backend) now() time.Time {
+	if b.clock != nil {
+		return b.clock()
+	}
+	return time.Now()
+}
+
+// beginWork counts a client's request for work on b (isWork).
+func (b *Backend) beginWork() workMark {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.work.begin(b.now())
+}
+
+// endWork ends it; count false when it moves to another engine unanswered.
+func (b *Backend) endWork(w workMark, count bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.work.end(w, b.now(), count)
+}
+
+// isWork says whether a request asks the engine for work: reads of its
+// state (GET /health, /props, /slots, /v1/models, …) take no slot.
+func isWork(r *http.Request) bool {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return false
+	}
+	return true
 }
 
 // Drain waits until no request is in flight on b, or ctx ends. It returns
@@ -397,8 +444,11 @@ func (p *Proxy) dequeue(w *waiter) (b *Backend, released bool) {
 type slotKey struct{}
 
 // slot is the backend one request is counted against; the transport moves
-// it when a dial is refused.
-type slot struct{ b *Backend }
+// it when a dial is refused. work is its start on b when it asks for work.
+type slot struct {
+	b    *Backend
+	work workMark
+}
 
 // ServeHTTP proxies one request.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -438,7 +488,13 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return // the client went away: nobody to answer
 	}
 	s := &slot{b: b}
-	defer func() { s.b.add(-1) }()
+	if isWork(r) {
+		s.work = b.beginWork()
+	}
+	defer func() {
+		s.b.endWork(s.work, true)
+		s.b.add(-1)
+	}()
 	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), slotKey{}, s)))
 }
 
@@ -638,8 +694,12 @@ func (t *retrying) RoundTrip(req *http.Request) (*http.Response, error) {
 		if aerr != nil {
 			return nil, aerr
 		}
+		dead.endWork(s.work, false)
 		dead.add(-1)
 		s.b = nb
+		if s.work.ok {
+			s.work = nb.beginWork()
+		}
 		r2 := req.Clone(req.Context())
 		r2.URL.Scheme, r2.URL.Host = nb.URL.Scheme, nb.URL.Host
 		if req.GetBody != nil {

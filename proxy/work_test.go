@@ -1,0 +1,153 @@
+package proxy
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The meter counts each ended request's seconds, capped to its share of
+// the slots by the mean number in flight over its life.
+func TestWorkMeterServed(t *testing.T) {
+	t0 := time.Unix(1_800_000_000, 0)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	type span struct {
+		from, to float64
+		count    bool
+	}
+	for _, tc := range []struct {
+		name  string
+		reqs  []span
+		slots int
+		want  float64
+	}{
+		{"one request", []span{{0, 2, true}}, 4, 2},
+		{"in flight: nothing yet", []span{{0, -1, true}}, 4, 0},
+		{"moved to another engine: not counted", []span{{0, 3, false}, {0, 1, true}}, 4, 1},
+		{"two side by side, one slot each", []span{{0, 2, true}, {0, 2, true}}, 2, 4},
+		// four for two slots, the whole time: each waited half its life
+		{"queued beyond the slots", []span{{0, 2, true}, {0, 2, true}, {0, 2, true}, {0, 2, true}}, 2, 4},
+		{"slots unknown: every second", []span{{0, 2, true}, {0, 2, true}, {0, 2, true}, {0, 2, true}}, 0, 8},
+		// each had the other beside it half its life: level 1.5, and one
+		// slot: each counts 2 s / 1.5
+		{"overlap in part, one slot", []span{{0, 2, true}, {1, 3, true}}, 1, 2 * 2 / 1.5},
+		{"overlap in part, two slots", []span{{0, 2, true}, {1, 3, true}}, 2, 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var m workMeter
+			type ev struct {
+				t     float64
+				begin bool
+				i     int
+			}
+			var evs []ev
+			for i, r := range tc.reqs {
+				evs = append(evs, ev{r.from, true, i})
+				if r.to >= 0 {
+					evs = append(evs, ev{r.to, false, i})
+				}
+			}
+			// in time order, begins before ends at the same time
+			for i := range evs {
+				for j := i + 1; j < len(evs); j++ {
+					if evs[j].t < evs[i].t || evs[j].t == evs[i].t && evs[j].begin && !evs[i].begin {
+						evs[i], evs[j] = evs[j], evs[i]
+					}
+				}
+			}
+			marks := make([]workMark, len(tc.reqs))
+			for _, e := range evs {
+				if e.begin {
+					marks[e.i] = m.begin(at(e.t))
+				} else {
+					m.end(marks[e.i], at(e.t), tc.reqs[e.i].count)
+				}
+			}
+			if got := m.served(tc.slots); math.Abs(got-tc.want) > 1e-9 {
+				t.Errorf("served(%d) = %g, want %g", tc.slots, got, tc.want)
+			}
+		})
+	}
+}
+
+// A zero mark (a request that was no work) ends nothing.
+func TestWorkMeterZeroMark(t *testing.T) {
+	var m workMeter
+	m.begin(time.Unix(10, 0))
+	m.end(workMark{}, time.Unix(20, 0), true)
+	if m.n != 1 || m.served(0) != 0 || m.served(4) != 0 || m.ended != 0 {
+		t.Errorf("n %d, served %g", m.n, m.served(0))
+	}
+}
+
+// Through the proxy: a POST is counted from the moment it is handed to the
+// engine to the end of its answer, a GET is not, and a request whose dial
+// was refused counts on the engine that answered it only.
+func TestServedSecondsThroughTheProxy(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Unix(1_800_000_000, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	tick := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	good := backend(t, func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		tick(3 * time.Second) // the engine takes 3 s of the fake clock
+		fmt.Fprint(w, `{"content":"x"}`)
+	})
+	good.clock = clock
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	deadURL := "http://" + ln.Addr().String()
+	ln.Close()
+	dead, _ := NewBackend(deadURL, "dead")
+	dead.clock = clock
+
+	served := func(b *Backend) float64 { s, _ := b.Served(4); return s }
+	p := New(Options{})
+	p.Route(good)
+	u := front(t, p)
+	post := func() {
+		resp, err := http.Post(u+"/completion", "application/json", strings.NewReader(`{"prompt":"a"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	post()
+	waitFor(t, "the request counted out", func() bool { return good.InFlight() == 0 })
+	if got := served(good); got != 3 {
+		t.Fatalf("served %g s after one 3 s POST, want 3", got)
+	}
+	resp, err := http.Get(u + "/props")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	waitFor(t, "the GET counted out", func() bool { return good.InFlight() == 0 })
+	if got := served(good); got != 3 {
+		t.Errorf("served %g s after a GET, want 3 still", got)
+	}
+
+	p.Route(dead)
+	done := make(chan struct{})
+	go func() { post(); close(done) }()
+	waitFor(t, "one request held", func() bool { return p.Stats().HeldNow == 1 })
+	tick(time.Second) // held a second after the refused dial: no engine's work
+	p.Route(good)
+	<-done
+	waitFor(t, "the retried request counted out", func() bool { return good.InFlight() == 0 })
+	if got, d := served(good), served(dead); got != 6 || d != 0 {
+		t.Errorf("served %g s on the engine that answered (want 6), %g on the dead one (want 0)", got, d)
+	}
+	if _, n := good.Served(4); n != 2 {
+		t.Errorf("%d requests ended on the engine that answered, want the 2 POSTs", n)
+	}
+	if _, n := dead.Served(4); n != 0 {
+		t.Errorf("%d requests ended on the dead engine, want 0", n)
+	}
+}
