@@ -165,6 +165,9 @@ type Decision struct {
 	// Explore is a width past the observed positions that could pay if
 	// S stayed at its last observed value; 0 when none.
 	Explore int `json:"explore,omitempty"`
+	// ExploreIn is how long the loop holds that wider look: past the
+	// first exploration it takes one per re-check period (0: now).
+	ExploreIn time.Duration `json:"explore_in_ns,omitempty"`
 	// Recheck is a wider width that could pay if S stayed at the last
 	// position the running engine observes: far positions seen earlier
 	// may no longer hold (the traffic changed). The loop acts on it at a
@@ -491,6 +494,9 @@ func (d Decision) String() string {
 	}
 	if d.Explore > 0 {
 		fmt.Fprintf(&b, "; wider could pay: explore %d", d.Explore)
+		if d.ExploreIn > 0 {
+			fmt.Fprintf(&b, " in %s (one wider look a re-check period)", d.ExploreIn.Round(time.Second))
+		}
 	}
 	if d.Recheck > 0 {
 		fmt.Fprintf(&b, "; wider could pay if the live tail holds: recheck %d", d.Recheck)

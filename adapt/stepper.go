@@ -206,6 +206,7 @@ func (l *Loop) decideEpoch(now time.Time) Action {
 		l.home = 0
 	}
 	undo, hold := l.judge(n, &dec)
+	dec.ExploreIn = l.exploreHeld(now, dec)
 	l.status.Decision = &dec
 	l.status.Decisions++
 	l.publish()
@@ -270,7 +271,7 @@ func (l *Loop) act(now time.Time, dec Decision) Action {
 		}
 		return Action{Kind: ActSwitch, Width: dec.Choice, Reason: dec.Reason}
 	case inWindow:
-	case dec.Explore > 0 && (chained || l.explored == 0 || now.Sub(l.lastExplore) >= l.recheckPeriod()):
+	case dec.Explore > 0 && (chained || l.exploreHeld(now, dec) == 0):
 		// Past the first exploration (and a wider one straight after it),
 		// at most one per re-check period: a drift drops the far
 		// positions, and on mixed traffic drifts come often (the sim
@@ -302,6 +303,16 @@ func (l *Loop) act(now time.Time, dec Decision) Action {
 			Reason: fmt.Sprintf("re-explore wider: S(%d) = %.2f at the running width suggests width %d could pay", live, s, dec.Recheck)}
 	}
 	return wait(dec.Reason)
+}
+
+// exploreHeld is how long the wider look dec asks for waits: past the
+// first exploration (and a wider one straight after it), one a re-check
+// period; 0 when it may be taken now, or none is asked for.
+func (l *Loop) exploreHeld(now time.Time, dec Decision) time.Duration {
+	if dec.Explore <= 0 || l.exploring || l.explored == 0 {
+		return 0
+	}
+	return max(0, l.recheckPeriod()-now.Sub(l.lastExplore))
 }
 
 // noCost handles a decision that could not judge the running width: the

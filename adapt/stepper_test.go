@@ -380,3 +380,38 @@ func servedSnap(cycles float64) Snapshot {
 	}
 	return s
 }
+
+// A wider look past the first exploration waits for the re-check period,
+// and the decision says how long, so that neither the log nor the status
+// reads as exploring meanwhile (H200, 2026-12-03e: "wider could pay:
+// explore 16" every 2 s for 7 minutes, and no exploration).
+func TestExploreHeld(t *testing.T) {
+	t0 := time.Unix(1_800_000_000, 0)
+	for _, tc := range []struct {
+		name      string
+		explore   int
+		explored  int
+		exploring bool
+		since     time.Duration // since the last exploration
+		want      time.Duration
+	}{
+		{"nothing asked", 0, 1, false, time.Minute, 0},
+		{"the first exploration", 17, 0, false, 0, 0},
+		{"straight from an exploration", 17, 1, true, time.Second, 0},
+		{"within the period", 16, 1, false, 3 * time.Minute, 7 * time.Minute},
+		{"the period over", 16, 1, false, 11 * time.Minute, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := servedLoop()
+			l.explored, l.exploring, l.lastExplore = tc.explored, tc.exploring, t0
+			dec := Decision{Running: 4, Choice: 4, Explore: tc.explore}
+			if got := l.exploreHeld(t0.Add(tc.since), dec); got != tc.want {
+				t.Errorf("held %s, want %s", got, tc.want)
+			}
+			dec.ExploreIn = tc.want
+			if s := dec.String(); tc.want > 0 && !strings.Contains(s, "explore 16 in 7m0s") {
+				t.Errorf("decision %q does not say when", s)
+			}
+		})
+	}
+}

@@ -44,6 +44,10 @@ func TestSettled(t *testing.T) {
 		{"decision before the switch", st(4, `{"state":"watching","width":4,"last_decision":{"running":17,"choice":4,"switch":true}}`), false, "last decision was at width 17"},
 		{"switch held", st(17, `{"state":"watching","width":17,"last_decision":{"running":17,"choice":4,"switch":true}}`), false, "decided to switch 17→4"},
 		{"explore", st(4, `{"state":"watching","width":4,"last_decision":{"running":4,"choice":4,"explore":9}}`), false, "exploring wider (width 9)"},
+		// H200, 2026-12-03e, production window: a drift asked for a wider
+		// look every half minute, held for the re-check period each time,
+		// and the run was called unsettled for 7 minutes at width 4.
+		{"wider look held", st(4, `{"state":"watching","width":4,"last_decision":{"running":4,"choice":4,"reason":"best","explore":16,"explore_in_ns":300000000000,"candidates":[{"width":4}]}}`), true, "stays at width 4: best"},
 		{"checking", st(3, `{"state":"watching","width":3,"checking":"width 3 against width 4","last_decision":{"running":3,"choice":3,"candidates":[{"width":3}]}}`), false, "checking width 3 against width 4"},
 		{"stays", st(4, `{"state":"watching","width":4,"last_decision":{"running":4,"choice":4,"reason":"best","recheck":17,"candidates":[{"width":1},{"width":4}]}}`), true, "stays at width 4: best"},
 		// H200, 2026-12-02: the loop stayed at its exploration width 8

@@ -44,6 +44,9 @@ type adaptStatus struct {
 		Switch  bool   `json:"switch"`
 		Reason  string `json:"reason"`
 		Explore int    `json:"explore"`
+		// ExploreIn: the loop holds that wider look this long (one a
+		// re-check period); it stays meanwhile.
+		ExploreIn int64 `json:"explore_in_ns"`
 		// NoCost: the rule could not judge the running width (the curve
 		// lacks the rows it verifies at the live concurrency).
 		NoCost     bool `json:"no_cost"`
@@ -99,7 +102,7 @@ func settled(st status) (bool, string) {
 		return false, fmt.Sprintf("last decision was at width %d; the engine now serves width %d", a.Decision.Running, st.Engine.Width)
 	case a.Decision.Switch:
 		return false, fmt.Sprintf("decided to switch %d→%d", a.Decision.Running, a.Decision.Choice)
-	case a.Decision.Explore > 0:
+	case a.Decision.Explore > 0 && a.Decision.ExploreIn <= 0:
 		return false, fmt.Sprintf("exploring wider (width %d)", a.Decision.Explore)
 	case a.Checking != "":
 		return false, "checking " + a.Checking + ": it may go back"
