@@ -626,6 +626,13 @@ func matrixMarkdown(cells []matrixCell) string {
 		b.WriteString(": **not in this run** (ADAPT_MATRIX_HIDE_SHARED, the loop measuring through the drain as before)")
 	}
 	b.WriteString(".\n")
+	b.WriteString("In the profiles marked *requests waiting for the engine* each request waits four rounds of the engine, in flight but outside its timings,\n")
+	b.WriteString("as the H200 of 2026-12-03e showed at a turn of llama-server's loop. Everywhere the loop measures a width by the time requests were in flight\n")
+	b.WriteString("on its engine (Target.Served), each engine's cycles counted after as many requests as it has slots ended on it")
+	if os.Getenv("ADAPT_MATRIX_HIDE_SERVED") != "" {
+		b.WriteString(": **not in this run** (ADAPT_MATRIX_HIDE_SERVED, the engine's own seconds and no warm-up, as before)")
+	}
+	b.WriteString(".\n")
 	fmt.Fprintf(&b, "The oracle is a sweep of the same engine and traffic at each width 1-17 (%s each). *frac* is the adaptive run's tokens/s over its last %s\n", matrixSweep, matrixMeasure)
 	b.WriteString("over the oracle's; *start* is the starting width's sweep rate over the oracle's; *settle* is the virtual time and requests to the last switch.\n\n")
 	b.WriteString("| profile | clients | classes | oracle | oracle tok/s | start | frac | end width | settle s | settle requests | switches | prediction error (n, mean) |\n")
