@@ -21,13 +21,15 @@ import (
 // means only "not probed" (the runtime logs it and routes anyway; Run
 // probes what it still lacks).
 func (l *Loop) BeforeTraffic(ctx context.Context, t Target) error {
-	if l.cfg.Curve != nil && len(l.cfg.Curve.VerifyMS) > 0 {
-		return nil // given, never probed
-	}
 	if t.BaseURL == "" {
 		return fmt.Errorf("adapt: before traffic: the engine has no URL")
 	}
+	// The slots are read whatever the curve's source: they bound the
+	// load a width is measured at and the warm-up (Target.Served).
 	rows := l.rowsFor(ctx, t.BaseURL)
+	if l.cfg.Curve != nil && len(l.cfg.Curve.VerifyMS) > 0 {
+		return nil // given, never probed
+	}
 	c, _ := l.knownCurve(t.Pair)
 	missing := c.missing(rows)
 	if len(missing) == 0 {

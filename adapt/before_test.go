@@ -111,3 +111,47 @@ func TestBeforeTrafficKeepsSlotsWhenPropsFails(t *testing.T) {
 		t.Errorf("cache key slots %d, want 4, the last known", k.Slots)
 	}
 }
+
+// With a verify-cost curve given (none probed) the engine's slots are read
+// all the same: they bound the load a width is measured at and its
+// warm-up (Target.Served).
+func TestBeforeTrafficReadsSlotsWithAGivenCurve(t *testing.T) {
+	m := newModelEngine(t, 4, 4, func(k int) float64 { return math.Pow(0.8, float64(k)) })
+	m.slots, m.pair = 6, "a"
+	cfg := testCfg()
+	cfg.Curve = oneSequenceCurve()
+	l := New(LoopDeps{Current: m.Current, Cfg: cfg, Log: quietLog(),
+		Switch: func(context.Context, int, string) error { return nil }})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := l.BeforeTraffic(ctx, m.Current()); err != nil {
+		t.Fatal(err)
+	}
+	if got := l.knownSlots(); got != 6 {
+		t.Errorf("slots %d after BeforeTraffic with a given curve, want the engine's 6", got)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.probes) != 0 {
+		t.Errorf("%d probe requests with a given curve, want none", len(m.probes))
+	}
+}
+
+// After a probe under load the engine is counted afresh: the probe held a
+// slot, and the clients' requests meanwhile waited for it.
+func TestProbeUnderLoadRestartsTheCount(t *testing.T) {
+	m := newModelEngine(t, 4, 4, func(k int) float64 { return math.Pow(0.8, float64(k)) })
+	m.slots, m.pair = 4, "a"
+	l := New(LoopDeps{Current: m.Current, Cfg: testCfg(), Log: quietLog(),
+		Switch: func(context.Context, int, string) error { return nil }})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l.reset(m.Current())
+	l.fresh = false
+	if err := l.perform(ctx, Action{Kind: ActProbe, N: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if !l.fresh {
+		t.Error("the engine's count goes on across a probe under load: want a new baseline")
+	}
+}

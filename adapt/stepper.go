@@ -84,7 +84,8 @@ func (l *Loop) Step(o Observation) Action {
 	if !ok {
 		l.d.Log.Info("adapt: engine counters went backwards (restarted); starting over")
 		l.reset(t)
-		l.prev, l.fresh = o.Snap, false
+		l.fresh = false
+		l.countFrom(o.Snap) // a restart in place: a new engine, warm-up too
 		return wait("counters went backwards")
 	}
 	if l.width >= 2 && delta.Cycles > 0 && !o.Snap.HasPerPos {
@@ -121,12 +122,10 @@ func (l *Loop) Step(o Observation) Action {
 // behind.
 func (l *Loop) baseline(o Observation) (a Action, taken bool) {
 	if l.fresh {
-		l.prev, l.fresh, l.warmUntil = o.Snap, false, 0
-		if o.Snap.HasServed {
-			l.warmUntil = o.Snap.Ended + float64(max(1, l.knownSlots()))
-		}
+		l.fresh = false
+		l.countFrom(o.Snap)
 		if !l.sharedSince.IsZero() {
-			l.d.Log.Info("adapt: the engine serves alone now; its cycles count once each slot has answered a request alone", "shared_s", o.Now.Sub(l.sharedSince).Seconds())
+			l.d.Log.Info("adapt: the engine serves alone now", "shared_s", o.Now.Sub(l.sharedSince).Seconds())
 			l.sharedSince = time.Time{}
 			if l.status.Note == notePaused {
 				l.status.Note = ""
@@ -143,8 +142,9 @@ func (l *Loop) baseline(o Observation) (a Action, taken bool) {
 		// slot of every classic engine that replaced another ran 11-49 %
 		// slower a token than its later ones by llama-server's timings,
 		// and the loop undid classic, the best width there, on them. So
-		// the baseline moves on until as many requests as the engine has
-		// slots have ended after it served alone.
+		// the baseline moves on until as many requests as are decoding
+		// together (the live concurrency, at most the slots) have ended
+		// after it served alone.
 		l.prev = o.Snap
 		if !o.Snap.HasServed || o.Snap.Ended >= l.warmUntil {
 			l.warmUntil = 0
@@ -153,6 +153,22 @@ func (l *Loop) baseline(o Observation) (a Action, taken bool) {
 		return wait("warming up: the first request of each slot"), true
 	}
 	return Action{}, false
+}
+
+// countFrom takes snap as the baseline of an engine's counting, and starts
+// its warm-up (baseline) when the proxy's served requests are known: as
+// many requests as decode together, by the live load or, before it has
+// samples, the engine's gauge now; at most its slots.
+func (l *Loop) countFrom(snap Snapshot) {
+	l.prev, l.warmUntil = snap, 0
+	if !snap.HasServed {
+		return
+	}
+	n := max(l.concurrency(), int(math.Round(snap.Processing)))
+	if slots := l.knownSlots(); slots > 0 {
+		n = min(n, slots)
+	}
+	l.warmUntil = snap.Ended + float64(max(1, n))
 }
 
 // endEpoch closes the epoch at the live concurrency and decides, unless

@@ -328,12 +328,13 @@ func TestStepMeasuresServedTime(t *testing.T) {
 	}
 }
 
-// A new engine's cycles count once as many requests as it has slots have
-// ended after the baseline: those first requests ran slower (here 20 ms a
-// cycle, then 5), and on an H200 the loop undid its best width on them.
+// A new engine's cycles count once as many requests as decode together
+// (here 4 of 8 slots busy) have ended after the baseline: those first
+// requests ran slower (here 20 ms a cycle, then 5), and on an H200 the
+// loop undid its best width on them.
 func TestStepWarmUpSkipsTheFirstRequestOfEachSlot(t *testing.T) {
 	l := servedLoop()
-	l.slots = 4
+	l.slots = 8
 	now := time.Unix(1_800_000_000, 0)
 	steps := []struct {
 		cycles, secs, ended float64
@@ -346,7 +347,7 @@ func TestStepWarmUpSkipsTheFirstRequestOfEachSlot(t *testing.T) {
 	}
 	for i, st := range steps {
 		s := servedSnap(st.cycles)
-		s.Served, s.Ended, s.HasServed = st.secs, st.ended, true
+		s.Served, s.Ended, s.HasServed, s.Processing = st.secs, st.ended, true, 4
 		a := l.Step(Observation{Now: now.Add(time.Duration(i) * 2 * time.Second), Target: Target{Gen: 1, Width: 4}, Snap: s})
 		if st.want != "" && (a.Kind != ActWait || !strings.Contains(a.Reason, st.want)) {
 			t.Fatalf("scrape %d: %+v, want a wait: %s", i, a, st.want)

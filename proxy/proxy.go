@@ -125,10 +125,11 @@ func (b *Backend) add(d int) {
 	b.mu.Unlock()
 }
 
-// Served is how long clients' requests that asked this engine for work
-// (every method but GET, HEAD and OPTIONS) took here, summed over the
-// requests that ended, from the moment the proxy handed each to it to the
-// last byte of its answer, and how many ended: the time a client waits,
+// Served is how long clients' generation requests (isWork) took on this
+// engine, summed over those that ended well (the whole answer sent, a
+// status below 400, the client still there), from the moment the proxy
+// handed each to it to the last byte of its answer, and how many: the
+// time a client waits,
 // where the engine's own timings leave out its queue and the hand-back.
 // slots is the engine's (0: unknown); a request that shared the engine
 // with more than that counts only its share (workMeter.served). Both only
@@ -160,14 +161,19 @@ func (b *Backend) endWork(w workMark, count bool) {
 	b.work.end(w, b.now(), count)
 }
 
-// isWork says whether a request asks the engine for work: reads of its
-// state (GET /health, /props, /slots, /v1/models, …) take no slot.
+// isWork says whether a request asks the engine to generate: a POST to
+// one of llama-server's generation routes. Others (/tokenize,
+// /apply-template, /embedding, slot saves, reads of its state) move none
+// of the counters a width is measured by.
 func isWork(r *http.Request) bool {
-	switch r.Method {
-	case http.MethodGet, http.MethodHead, http.MethodOptions:
-		return false
-	}
-	return true
+	return r.Method == http.MethodPost && generationPaths[r.URL.Path]
+}
+
+// generationPaths are llama-server's routes that decode tokens.
+var generationPaths = map[string]bool{
+	"/completion": true, "/completions": true, "/v1/completions": true,
+	"/chat/completions": true, "/v1/chat/completions": true,
+	"/infill": true, "/v1/messages": true, "/v1/responses": true,
 }
 
 // Drain waits until no request is in flight on b, or ctx ends. It returns
@@ -444,10 +450,12 @@ func (p *Proxy) dequeue(w *waiter) (b *Backend, released bool) {
 type slotKey struct{}
 
 // slot is the backend one request is counted against; the transport moves
-// it when a dial is refused. work is its start on b when it asks for work.
+// it when a dial is refused. work is its start on b when it asks for work,
+// status the engine's answer's.
 type slot struct {
-	b    *Backend
-	work workMark
+	b      *Backend
+	work   workMark
+	status int
 }
 
 // ServeHTTP proxies one request.
@@ -491,11 +499,17 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if isWork(r) {
 		s.work = b.beginWork()
 	}
+	answered := false // the answer went out whole (ServeHTTP panics on a cut stream)
 	defer func() {
-		s.b.endWork(s.work, true)
+		// Only a generation that ended well counts: llama-server adds a
+		// request's cycles to /metrics only then, and a cancelled or
+		// failed request's time without its cycles would price the width
+		// up.
+		s.b.endWork(s.work, answered && r.Context().Err() == nil && s.status > 0 && s.status < 400)
 		s.b.add(-1)
 	}()
 	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), slotKey{}, s)))
+	answered = true
 }
 
 // authorized answers 401 as llama-server does when the engine has keys
@@ -672,6 +686,9 @@ func (t *retrying) RoundTrip(req *http.Request) (*http.Response, error) {
 	for attempt := 0; ; attempt++ {
 		resp, err := t.base.RoundTrip(req)
 		if err == nil {
+			if s != nil {
+				s.status = resp.StatusCode
+			}
 			return guardStream(resp, t.p.o.Log), nil
 		}
 		if s == nil || attempt >= 8 || req.Context().Err() != nil {

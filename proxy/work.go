@@ -83,14 +83,19 @@ func (m *workMeter) end(w workMark, now time.Time, count bool) {
 // slots: a request whose level was above the slots waited in the engine's
 // queue part of its life, and counts slots/level of it. The sum is exact
 // by buckets: a level in [k, k+1) is at most slots when k < slots, and at
-// least slots otherwise. slots ≤ 0: unknown, every second counts.
+// least slots otherwise; the last bucket holds every level from
+// maxWorkLevel up and is bounded both ways. slots ≤ 0: unknown, every
+// second counts.
 func (m *workMeter) served(slots int) float64 {
 	s := 0.0
 	for k := 1; k <= maxWorkLevel; k++ {
-		if slots > 0 && k >= slots {
-			s += float64(slots) * m.per[k]
-		} else {
+		switch {
+		case slots <= 0 || k < slots && k < maxWorkLevel:
 			s += m.secs[k]
+		case k < maxWorkLevel:
+			s += float64(slots) * m.per[k]
+		default:
+			s += math.Min(m.secs[k], float64(slots)*m.per[k])
 		}
 	}
 	return s

@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"math"
@@ -149,5 +151,93 @@ func TestServedSecondsThroughTheProxy(t *testing.T) {
 	}
 	if _, n := dead.Served(4); n != 0 {
 		t.Errorf("%d requests ended on the dead engine, want 0", n)
+	}
+}
+
+// Only a generation that ended well counts: llama-server adds a request's
+// cycles to /metrics only then. A POST that generates nothing (/tokenize),
+// an error answer and a stream the client left count neither time nor a
+// request; nor does a request whose dial was refused and that no engine
+// took in time.
+func TestServedCountsGenerationsThatEndedWell(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Unix(1_800_000_000, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	tick := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	release := make(chan struct{})
+	eng := backend(t, func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		tick(time.Second)
+		switch r.Header.Get("X-Test") {
+		case "error":
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprint(w, `{"error":{"code":400}}`)
+		case "stream":
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprint(w, "data: {}\n\n")
+			w.(http.Flusher).Flush()
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		default:
+			fmt.Fprint(w, `{}`)
+		}
+	})
+	eng.clock = clock
+	p := New(Options{})
+	p.Route(eng)
+	u := front(t, p)
+	send := func(path, test string) {
+		req, _ := http.NewRequest("POST", u+path, strings.NewReader(`{"prompt":"a"}`))
+		req.Header.Set("X-Test", test)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	send("/tokenize", "")
+	send("/v1/chat/completions", "error")
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "POST", u+"/completion", strings.NewReader(`{"stream":true}`))
+	req.Header.Set("X-Test", "stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bufio.NewReader(resp.Body).ReadString('\n') // the first event, then the client leaves
+	cancel()
+	resp.Body.Close()
+	waitFor(t, "the requests counted out", func() bool { return eng.InFlight() == 0 })
+	if secs, n := eng.Served(4); secs != 0 || n != 0 {
+		t.Errorf("served %g s over %d requests, want none", secs, n)
+	}
+	send("/v1/chat/completions", "")
+	waitFor(t, "the good request counted out", func() bool { return eng.InFlight() == 0 })
+	if secs, n := eng.Served(4); secs != 1 || n != 1 {
+		t.Errorf("served %g s over %d requests, want 1 s over the one that ended well", secs, n)
+	}
+	close(release)
+
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	deadURL := "http://" + ln.Addr().String()
+	ln.Close()
+	dead, _ := NewBackend(deadURL, "dead")
+	dead.clock = clock
+	p2 := New(Options{HoldTimeout: 50 * time.Millisecond})
+	p2.Route(dead)
+	r2, err := http.Post(front(t, p2)+"/completion", "application/json", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2.Body.Close()
+	if r2.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("status %d after the hold timeout, want 503", r2.StatusCode)
+	}
+	waitFor(t, "the refused request counted out", func() bool { return dead.InFlight() == 0 })
+	if secs, n := dead.Served(4); secs != 0 || n != 0 {
+		t.Errorf("the dead engine served %g s over %d requests, want none", secs, n)
 	}
 }
