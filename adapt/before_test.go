@@ -155,3 +155,34 @@ func TestProbeUnderLoadRestartsTheCount(t *testing.T) {
 		t.Error("the engine's count goes on across a probe under load: want a new baseline")
 	}
 }
+
+// A probe before traffic cut short keeps the row counts it probed whole:
+// the probe under load then has only the rest to do (the demo's sim at 4
+// slots lost 21 of 42 row counts to the 10 s bound and probed them all
+// again under load, each sample waiting for a slot).
+func TestBeforeTrafficKeepsTheRowsProbedWhole(t *testing.T) {
+	m := newModelEngine(t, 4, 4, func(k int) float64 { return math.Pow(0.8, float64(k)) })
+	m.slots, m.pair = 4, "a"
+	m.probeFail = func(rows int) bool { return rows > 17 } // m.mu held
+	l := New(LoopDeps{Current: m.Current, Cfg: testCfg(), Log: quietLog(),
+		Switch: func(context.Context, int, string) error { return nil }})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := l.BeforeTraffic(ctx, m.Current()); err == nil {
+		t.Fatal("a probe cut short reported no error")
+	}
+	c, ok := l.knownCurve("a")
+	if !ok {
+		t.Fatal("nothing kept of the probe cut short")
+	}
+	for r := 1; r <= 17; r++ {
+		if _, ok := c.VerifyMS[r]; !ok {
+			t.Errorf("row count %d, probed whole, not kept", r)
+		}
+	}
+	for r := range c.VerifyMS {
+		if r > 17 {
+			t.Errorf("row count %d kept, but its probe failed", r)
+		}
+	}
+}

@@ -117,6 +117,20 @@ func (st *probeState) try(ctx context.Context, timeout time.Duration, client *ht
 	return false, nil
 }
 
+// whole is the samples of the row counts probed all reps times.
+func (st *probeState) whole(reps int) map[int][]float64 {
+	if reps <= 0 {
+		reps = DefaultProbeReps
+	}
+	out := map[int][]float64{}
+	for w, s := range st.samples {
+		if len(s) >= reps {
+			out[w] = s
+		}
+	}
+	return out
+}
+
 // done counts the samples taken.
 func (st *probeState) done() int {
 	n := 0

@@ -263,7 +263,7 @@ func (r *Runtime) start(a Start) {
 		r.mu.Unlock()
 		if r.o.BeforeTraffic != nil {
 			if err := r.o.BeforeTraffic(ctx, in); err != nil && ctx.Err() == nil {
-				r.o.Log.Warn("the probe before traffic did not run; the engine serves all the same", "pid", in.Proc.PID(), "err", err)
+				r.o.Log.Warn("the probe before traffic did not finish; the engine serves all the same (what is missing is probed under load)", "pid", in.Proc.PID(), "err", err)
 			}
 		}
 		r.events <- Ready{ID: id}
