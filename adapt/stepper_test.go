@@ -160,13 +160,8 @@ func TestRecheckFreesUndoneWidths(t *testing.T) {
 // alone 5.
 func TestStepSharedEngineIsNotMeasured(t *testing.T) {
 	snap := func(cycles, predS float64) Snapshot {
-		s := Snapshot{Cycles: cycles, HasSpec: true, HasPerPos: true, PredictSeconds: predS, Processing: 1, Predicted: cycles}
-		p := 1.0
-		for k := 1; k < 4; k++ {
-			p *= 0.8
-			s.PerPos = append(s.PerPos, cycles*p)
-			s.Predicted += cycles * p
-		}
+		s := servedSnap(cycles)
+		s.PredictSeconds = predS
 		return s
 	}
 	shared, alone := Target{Gen: 1, Width: 4, Shared: true}, Target{Gen: 1, Width: 4}
@@ -189,13 +184,7 @@ func TestStepSharedEngineIsNotMeasured(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l := New(LoopDeps{Current: func() Target { return Target{} }, Switch: func(context.Context, int, string) error { return nil },
-				Log: quietLog(), Cfg: Config{Rule: Rule{MinCycles: 256}, MaxTrials: -1}})
-			l.curve = Curve{VerifyMS: map[int]float64{}, Source: "probe"}
-			for r := 1; r <= 17; r++ {
-				l.curve.VerifyMS[r] = verify(r)
-			}
-			l.w0 = 8
+			l := stepLoop()
 			now := time.Unix(1_800_000_000, 0)
 			for i, o := range tc.obs {
 				o.Now = now.Add(time.Duration(i) * 2 * time.Second)
@@ -312,7 +301,7 @@ func TestStepMeasuresServedTime(t *testing.T) {
 		{"served seconds went down: the engine's own for that delta", []float64{0, 3, 1}, 5, 300},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l := servedLoop()
+			l := stepLoop()
 			now := time.Unix(1_800_000_000, 0)
 			for i, c := range []float64{0, 100, 400} {
 				s := servedSnap(c)
@@ -333,7 +322,7 @@ func TestStepMeasuresServedTime(t *testing.T) {
 // requests ran slower (here 20 ms a cycle, then 5), and on an H200 the
 // loop undid its best width on them.
 func TestStepWarmUpSkipsTheFirstRequestOfEachSlot(t *testing.T) {
-	l := servedLoop()
+	l := stepLoop()
 	l.slots = 8
 	now := time.Unix(1_800_000_000, 0)
 	steps := []struct {
@@ -358,7 +347,7 @@ func TestStepWarmUpSkipsTheFirstRequestOfEachSlot(t *testing.T) {
 	}
 }
 
-func servedLoop() *Loop {
+func stepLoop() *Loop {
 	l := New(LoopDeps{Current: func() Target { return Target{} }, Switch: func(context.Context, int, string) error { return nil },
 		Log: quietLog(), Cfg: Config{Rule: Rule{MinCycles: 256}, MaxTrials: -1}})
 	l.curve = Curve{VerifyMS: map[int]float64{}, Source: "probe"}
@@ -403,7 +392,7 @@ func TestExploreHeld(t *testing.T) {
 		{"the period over", 16, 1, false, 11 * time.Minute, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l := servedLoop()
+			l := stepLoop()
 			l.explored, l.exploring, l.lastExplore = tc.explored, tc.exploring, t0
 			dec := Decision{Running: 4, Choice: 4, Explore: tc.explore}
 			if got := l.exploreHeld(t0.Add(tc.since), dec); got != tc.want {
