@@ -727,8 +727,9 @@ func (l *Loop) step(ctx context.Context) error {
 		return ctx.Err()
 	}
 	if err == nil && t.Served != nil {
-		s := t.Served(l.knownSlots())
-		snap.Served, snap.Ended, snap.HasServed = s.Secs, float64(s.Ended), true
+		slots := l.knownSlots()
+		s := t.Served(slots)
+		snap.Served, snap.Ended, snap.ServedSlots, snap.HasServed = s.Secs, float64(s.Ended), slots, true
 	}
 	err = l.perform(ctx, l.Step(Observation{Now: l.d.Now(), Target: t, Snap: snap, Err: err}))
 	l.saveLearnt(false)

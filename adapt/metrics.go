@@ -42,8 +42,10 @@ type Snapshot struct {
 	PredictSeconds float64 // time generating them, summed over slots
 	Decodes        float64 // llama_decode() calls
 	Processing     float64 // requests being processed now (a gauge)
-	// Served, Ended: Target.Served at the scrape, when HasServed.
+	// Served, Ended: Target.Served at the scrape, for ServedSlots slots,
+	// when HasServed.
 	Served, Ended float64
+	ServedSlots   int
 	HasServed     bool
 }
 
@@ -128,9 +130,10 @@ func (cur Snapshot) Since(prev Snapshot) (d Delta, ok bool) {
 		Predicted: cur.Predicted - prev.Predicted, PredictSeconds: cur.PredictSeconds - prev.PredictSeconds,
 		Decodes: cur.Decodes - prev.Decodes, Processing: cur.Processing,
 	}
-	// served seconds only grow on one engine; a drop (the slots it was
-	// read for changed) leaves the engine's own seconds for this delta
-	if cur.HasServed && prev.HasServed && cur.Served >= prev.Served {
+	// Served seconds only grow on one engine for one slot count; read for
+	// other slots they are weighed anew, and this delta takes the engine's
+	// own seconds.
+	if cur.HasServed && prev.HasServed && cur.ServedSlots == prev.ServedSlots && cur.Served >= prev.Served {
 		d.Served, d.HasServed = cur.Served-prev.Served, true
 	}
 	if d.Cycles < 0 || d.Drafted < 0 || d.Accepted < 0 || d.Predicted < 0 || d.PredictSeconds < 0 || d.Decodes < 0 {

@@ -293,12 +293,14 @@ func TestStepMeasuresServedTime(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		served []float64 // served seconds at each scrape (nil: no proxy)
+		slots  []int     // the slots they were read for (nil: 0 each)
 		want   float64
 		cycles float64
 	}{
-		{"served seconds win", []float64{0, 0.5, 2.3}, 6, 300},
-		{"no proxy: the engine's own, and no warm-up", nil, 5, 400},
-		{"served seconds went down: the engine's own for that delta", []float64{0, 3, 1}, 5, 300},
+		{"served seconds win", []float64{0, 0.5, 2.3}, nil, 6, 300},
+		{"no proxy: the engine's own, and no warm-up", nil, nil, 5, 400},
+		{"served seconds went down: the engine's own for that delta", []float64{0, 3, 1}, nil, 5, 300},
+		{"the slots they were read for changed: the engine's own", []float64{0, 0.5, 9}, []int{8, 8, 16}, 5, 300},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := stepLoop()
@@ -307,6 +309,9 @@ func TestStepMeasuresServedTime(t *testing.T) {
 				s := servedSnap(c)
 				if tc.served != nil {
 					s.Served, s.Ended, s.HasServed = tc.served[i], float64(2*i), true
+					if tc.slots != nil {
+						s.ServedSlots = tc.slots[i]
+					}
 				}
 				l.Step(Observation{Now: now.Add(time.Duration(i) * 2 * time.Second), Target: Target{Gen: 1, Width: 4}, Snap: s})
 			}
