@@ -137,25 +137,6 @@ func TestBeforeTrafficReadsSlotsWithAGivenCurve(t *testing.T) {
 	}
 }
 
-// After a probe under load the engine is counted afresh: the probe held a
-// slot, and the clients' requests meanwhile waited for it.
-func TestProbeUnderLoadRestartsTheCount(t *testing.T) {
-	m := newModelEngine(t, 4, 4, func(k int) float64 { return math.Pow(0.8, float64(k)) })
-	m.slots, m.pair = 4, "a"
-	l := New(LoopDeps{Current: m.Current, Cfg: testCfg(), Log: quietLog(),
-		Switch: func(context.Context, int, string) error { return nil }})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	l.reset(m.Current())
-	l.fresh = false
-	if err := l.perform(ctx, Action{Kind: ActProbe, N: 2}); err != nil {
-		t.Fatal(err)
-	}
-	if !l.fresh {
-		t.Error("the engine's count goes on across a probe under load: want a new baseline")
-	}
-}
-
 // A probe before traffic cut short keeps the row counts it probed whole:
 // the probe under load then has only the rest to do (the demo's sim at 4
 // slots lost 21 of 42 row counts to the 10 s bound and probed them all

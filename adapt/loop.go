@@ -745,9 +745,6 @@ func (l *Loop) perform(ctx context.Context, a Action) error {
 		return a.Err
 	case ActProbe:
 		l.probeConcurrency(ctx, a.N)
-		// The probe held a slot: the clients' requests meanwhile waited
-		// for it, so the engine is counted afresh after it.
-		l.fresh = true
 		return l.perform(ctx, l.Resume(l.d.Now()))
 	case ActSwitch:
 		return l.switchTrial(ctx, a.Width, a.Reason, a.Explore, a.Trial)

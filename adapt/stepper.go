@@ -84,7 +84,6 @@ func (l *Loop) Step(o Observation) Action {
 	if !ok {
 		l.d.Log.Info("adapt: engine counters went backwards (restarted); starting over")
 		l.reset(t)
-		l.fresh = false
 		l.countFrom(o.Snap) // a restart in place: a new engine, warm-up too
 		return wait("counters went backwards")
 	}
@@ -122,7 +121,6 @@ func (l *Loop) Step(o Observation) Action {
 // behind.
 func (l *Loop) baseline(o Observation) (a Action, taken bool) {
 	if l.fresh {
-		l.fresh = false
 		l.countFrom(o.Snap)
 		if !l.sharedSince.IsZero() {
 			l.d.Log.Info("adapt: the engine serves alone now", "shared_s", o.Now.Sub(l.sharedSince).Seconds())
@@ -160,7 +158,7 @@ func (l *Loop) baseline(o Observation) (a Action, taken bool) {
 // many requests as decode together, by the live load or, before it has
 // samples, the engine's gauge now; at most its slots.
 func (l *Loop) countFrom(snap Snapshot) {
-	l.prev, l.warmUntil = snap, 0
+	l.prev, l.fresh, l.warmUntil = snap, false, 0
 	if !snap.HasServed {
 		return
 	}
@@ -178,6 +176,9 @@ func (l *Loop) endEpoch(now time.Time) Action {
 	n := l.concurrency()
 	l.closeEpoch(n)
 	if l.needsProbe(n) {
+		// The probe holds a slot and the clients' requests meanwhile wait
+		// for it: the engine is counted afresh after it.
+		l.fresh = true
 		return Action{Kind: ActProbe, N: n, Reason: fmt.Sprintf("the verify cost of %d sequences' rows", n)}
 	}
 	return l.Resume(now)

@@ -410,3 +410,26 @@ func TestExploreHeld(t *testing.T) {
 		})
 	}
 }
+
+// After a probe under load the engine is counted afresh: the probe holds a
+// slot, and the clients' requests meanwhile wait for it. Here the first
+// epoch at 4 sequences needs the rows of 4 sequences probed.
+func TestProbeUnderLoadRestartsTheCount(t *testing.T) {
+	l := stepLoop()
+	now := time.Unix(1_800_000_000, 0)
+	var a Action
+	for i, c := range []float64{0, 300} {
+		s := servedSnap(c)
+		s.Processing = 4
+		a = l.Step(Observation{Now: now.Add(time.Duration(i) * 2 * time.Second), Target: Target{Gen: 1, Width: 4}, Snap: s})
+	}
+	if a.Kind != ActProbe || a.N != 4 {
+		t.Fatalf("%+v, want a probe of 4 sequences' rows", a)
+	}
+	if !l.fresh {
+		t.Error("the engine's count goes on across a probe under load: want a new baseline")
+	}
+	if a := l.Step(Observation{Now: now.Add(6 * time.Second), Target: Target{Gen: 1, Width: 4}, Snap: servedSnap(600)}); a.Reason != "baseline scrape of a new engine" {
+		t.Errorf("the scrape after the probe: %+v, want a new baseline", a)
+	}
+}

@@ -129,8 +129,8 @@ func (b *Backend) add(d int) {
 // engine, summed over those that ended well (the whole answer sent, a
 // status below 400, the client still there), from the moment the proxy
 // handed each to it to the last byte of its answer, and how many: the
-// time a client waits,
-// where the engine's own timings leave out its queue and the hand-back.
+// time a client waits, where the engine's own timings leave out its queue
+// and the hand-back.
 // slots is the engine's (0: unknown); a request that shared the engine
 // with more than that counts only its share (workMeter.served). Both only
 // grow.
@@ -154,7 +154,8 @@ func (b *Backend) beginWork() workMark {
 	return b.work.begin(b.now())
 }
 
-// endWork ends it; count false when it moves to another engine unanswered.
+// endWork ends it; count false when it did not end well here (failed,
+// cancelled, or sent on to another engine unanswered).
 func (b *Backend) endWork(w workMark, count bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -92,10 +92,7 @@ func TestWorkMeterZeroMark(t *testing.T) {
 // engine to the end of its answer, a GET is not, and a request whose dial
 // was refused counts on the engine that answered it only.
 func TestServedSecondsThroughTheProxy(t *testing.T) {
-	var mu sync.Mutex
-	now := time.Unix(1_800_000_000, 0)
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	tick := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	clock, tick := fakeClock()
 	good := backend(t, func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 		tick(3 * time.Second) // the engine takes 3 s of the fake clock
@@ -160,10 +157,7 @@ func TestServedSecondsThroughTheProxy(t *testing.T) {
 // request; nor does a request whose dial was refused and that no engine
 // took in time.
 func TestServedCountsGenerationsThatEndedWell(t *testing.T) {
-	var mu sync.Mutex
-	now := time.Unix(1_800_000_000, 0)
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	tick := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	clock, tick := fakeClock()
 	release := make(chan struct{})
 	eng := backend(t, func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
@@ -240,4 +234,12 @@ func TestServedCountsGenerationsThatEndedWell(t *testing.T) {
 	if secs, n := dead.Served(4); secs != 0 || n != 0 {
 		t.Errorf("the dead engine served %g s over %d requests, want none", secs, n)
 	}
+}
+
+// fakeClock is a clock for Backend.clock that moves only by tick.
+func fakeClock() (clock func() time.Time, tick func(time.Duration)) {
+	var mu sync.Mutex
+	now := time.Unix(1_800_000_000, 0)
+	return func() time.Time { mu.Lock(); defer mu.Unlock(); return now },
+		func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
 }
