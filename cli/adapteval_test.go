@@ -45,7 +45,7 @@ window = "1s"
 	var progress strings.Builder
 	res, err := adapteval.Run(context.Background(), adapteval.Options{
 		URL: fmt.Sprintf("http://127.0.0.1:%d", port), Prompts: ps, Clients: 2, MaxTokens: 64,
-		SettleTimeout: 40 * time.Second, Measure: 2 * time.Second, Poll: 100 * time.Millisecond, Progress: &progress, Direct: true,
+		SettleTimeout: 60 * time.Second, Measure: 2 * time.Second, Poll: 100 * time.Millisecond, Progress: &progress, Direct: true,
 	})
 	if err != nil {
 		t.Fatalf("%v\n%s\nlog:\n%s", err, &progress, r.log)
@@ -55,7 +55,7 @@ window = "1s"
 		t.Fatalf("settled %v at width %d (%s), want %d chosen by the adaptive loop: %s\n%s\nlog:\n%s", res.Settled, res.Width, res.WidthSource, want, res.Summary(), &progress, r.log)
 	}
 	if res.Failed != 0 || res.Empty != 0 || res.Load.OK == 0 {
-		t.Errorf("load %s", res.Load)
+		t.Errorf("load %s\nlog:\n%s", res.Load, r.log)
 	}
 	if len(res.Switches) == 0 {
 		t.Fatalf("no switch recorded: %s", res.Summary())
@@ -72,7 +72,7 @@ window = "1s"
 		t.Errorf("measure %+v", m)
 	}
 	if d := res.Direct; d == nil || d.TokPerSec <= 0 || d.Width != want || d.SwitchesDuring != 0 || res.DirectLoad.Bad() != 0 {
-		t.Errorf("direct %+v, load %v", d, res.DirectLoad)
+		t.Errorf("direct %+v, load %v\n%s\nlog:\n%s", d, res.DirectLoad, &progress, r.log)
 	}
 	if !regexp.MustCompile(`"state":\s*"watching"`).Match(res.Adapt) {
 		t.Errorf("final adapt status %s", res.Adapt)

@@ -458,6 +458,7 @@ func (e *evalRun) settle(ctx context.Context, st status) (status, error) {
 	tick := time.NewTicker(o.Poll)
 	defer tick.Stop()
 	failedPolls := 0
+	var c calm
 	for {
 		if ctx.Err() != nil {
 			e.finish()
@@ -477,7 +478,7 @@ func (e *evalRun) settle(ctx context.Context, st status) (status, error) {
 				e.finish()
 				return st, err
 			}
-			ok, note := settled(st)
+			ok, note := c.next(st)
 			r.SettleNote = note
 			if ok {
 				r.Settled = true

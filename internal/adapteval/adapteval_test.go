@@ -70,6 +70,37 @@ func TestSettled(t *testing.T) {
 	}
 }
 
+// Phase 1 ends on the second decision in a row that settles at one
+// width: here one settles (a wider look held), the next names a trial, as
+// on the sim's collapse profile in CI, and only two calm ones after it end
+// the phase. A server without a decision count settles on one.
+func TestCalm(t *testing.T) {
+	held := func(n int) status {
+		return st(4, fmt.Sprintf(`{"state":"watching","width":4,"decisions":%d,"last_decision":{"running":4,"choice":4,"reason":"best","explore":17,"explore_in_ns":300000000000,"candidates":[{"width":4}]}}`, n))
+	}
+	trial := st(4, `{"state":"watching","width":4,"decisions":8,"last_decision":{"running":4,"choice":3,"switch":true,"reason":"trial width 3","candidates":[{"width":3},{"width":4}]}}`)
+	at3 := st(3, `{"state":"watching","width":3,"decisions":9,"last_decision":{"running":3,"choice":3,"reason":"best","candidates":[{"width":3}]}}`)
+	var c calm
+	for i, step := range []struct {
+		s    status
+		want bool
+		note string
+	}{
+		{held(7), false, "stays at width 4: best; waiting for the next decision"},
+		{held(7), false, "waiting for the next decision"}, // the same decision read again
+		{trial, false, "decided to switch 4→3"},
+		{held(9), false, "waiting for the next decision"},
+		{at3, false, "stays at width 3: best; waiting"}, // another width: counted afresh
+		{held(10), false, "waiting"},
+		{held(11), true, "stays at width 4: best"},
+		{st(4, `{"state":"watching","width":4,"last_decision":{"running":4,"choice":4,"reason":"best","candidates":[{"width":4}]}}`), true, "stays at width 4: best"},
+	} {
+		if got, note := c.next(step.s); got != step.want || !strings.Contains(note, step.note) {
+			t.Errorf("status %d: settled %v %q, want %v %q", i, got, note, step.want, step.note)
+		}
+	}
+}
+
 func TestReadPrompts(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -111,6 +142,7 @@ type fakeServe struct {
 	switches []map[string]any
 	bodies   []map[string]any
 	probing  atomic.Int64 // polls left in "probing"
+	polls    int          // one decision a poll
 	// noCost: after the exploration to 8 every decision says it has no
 	// cost for the running width (the H200 run of 2026-12-02)
 	noCost bool
@@ -149,10 +181,11 @@ func (f *fakeServe) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				"candidates": []map[string]any{{"width": 1}, {"width": 2}, {"width": 3}, {"width": 4}}}
 			note = "not adapting at concurrency 4: the verify cost of 68 rows could not be probed (x); serving width 17"
 		}
+		f.polls++
 		json.NewEncoder(w).Encode(map[string]any{
 			"engine":   map[string]any{"width": f.width, "width_source": "adaptive", "url": f.url},
 			"switches": append([]map[string]any{{"at": time.Now(), "kind": "start", "ok": true}}, f.switches...),
-			"adapt":    map[string]any{"state": state, "width": f.width, "last_decision": dec, "note": note},
+			"adapt":    map[string]any{"state": state, "width": f.width, "last_decision": dec, "note": note, "decisions": f.polls},
 		})
 	case "/v1/completions":
 		var b map[string]any

@@ -35,6 +35,9 @@ type adaptStatus struct {
 	State string `json:"state"`
 	Note  string `json:"note"`
 	Width int    `json:"width"`
+	// Decisions counts the loop's decisions (one an epoch); 0 from a
+	// server that does not report it.
+	Decisions int `json:"decisions"`
 	// Checking is a switch the loop is still checking against the width
 	// it left ("width 3 against width 4"): it may yet go back.
 	Checking string `json:"checking"`
@@ -130,6 +133,38 @@ func noteOf(a adaptStatus) string {
 		return ""
 	}
 	return " (" + a.Note + ")"
+}
+
+// calm applies settled to two decisions in a row: phase 1 ends when a
+// decision after the first one that settled still settles at the same
+// width. One is not enough: a wider look the loop holds bars a trial only
+// while the rule asks for it, and that ask comes and goes with the live
+// acceptance (CI, 2026-12-03: the sim's collapse profile read as settled
+// on one decision at 22 s, and the loop began a trial of width 3 two
+// seconds later, under the direct window). A server that does not count
+// its decisions settles on one.
+type calm struct {
+	first int // Decisions of the first decision that settled (0: none)
+	width int
+}
+
+// next reads one status: settled as above, and the note.
+func (c *calm) next(st status) (bool, string) {
+	ok, note := settled(st)
+	a, _ := st.adapt()
+	switch {
+	case !ok:
+		c.first = 0
+		return false, note
+	case a.Decisions == 0: // an older server
+		return true, note
+	case c.first == 0 || a.Width != c.width:
+		c.first, c.width = a.Decisions, a.Width
+		return false, note + "; waiting for the next decision"
+	case a.Decisions == c.first:
+		return false, note + "; waiting for the next decision"
+	}
+	return true, note
 }
 
 func getStatus(ctx context.Context, o Options) (status, error) {
