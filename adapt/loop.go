@@ -229,8 +229,10 @@ type Loop struct {
 	width int
 	fresh bool // no baseline scrape yet for this engine, or none since it served alone
 	// warmUntil: the requests ended (Snapshot.Ended) at which this engine's
-	// warm-up ends, and the baseline is taken again (0: none).
+	// warm-up ends, and the baseline is taken again (0: none); warmFrom:
+	// the scrape the warm-up began at.
 	warmUntil float64
+	warmFrom  Snapshot
 	// sharedSince: when the serving engine was first seen sharing the GPU
 	// (Target.Shared); zero while it serves alone.
 	sharedSince time.Time
@@ -258,7 +260,13 @@ type Loop struct {
 	// cycles: of the epoch being filled, and of this engine's epochs since
 	// the concurrency last changed
 	epSecs, epCycles float64
-	secs, cycles     float64
+	// epServed, epOwn: of the epoch's deltas with served seconds, those
+	// and the engine's own over the same scrapes (Loop.epochSecs)
+	epServed, epOwn float64
+	// aroundLogged: the engine was seen taking requests around the proxy
+	// (logged once an engine)
+	aroundLogged bool
+	secs, cycles float64
 	// msEp: ms per cycle of each epoch in secs/cycles, whose spread is
 	// the measured cost's standard error (Measure.SE)
 	msEp []float64
@@ -643,6 +651,7 @@ func (l *Loop) reset(t Target) {
 	// serving them.
 	l.tokens, l.classic, l.lastN = 0, 0, 0
 	l.epSecs, l.epCycles, l.secs, l.cycles, l.msEp = 0, 0, 0, 0, nil
+	l.epServed, l.epOwn, l.aroundLogged = 0, 0, false
 	l.status.Width = t.Width
 }
 
@@ -796,11 +805,12 @@ func (l *Loop) closeEpoch(n int) {
 	if n != l.lastN { // a cycle's time is measured at one concurrency
 		l.secs, l.cycles, l.msEp = 0, 0, nil
 	}
+	epSecs := l.epochSecs()
 	if l.epCycles > 0 {
-		l.msEp = append(l.msEp, 1000*l.epSecs/l.epCycles)
+		l.msEp = append(l.msEp, 1000*epSecs/l.epCycles)
 	}
-	l.secs, l.cycles, l.lastN = l.secs+l.epSecs, l.cycles+l.epCycles, n
-	l.epSecs, l.epCycles = 0, 0
+	l.secs, l.cycles, l.lastN = l.secs+epSecs, l.cycles+l.epCycles, n
+	l.epSecs, l.epCycles, l.epServed, l.epOwn = 0, 0, 0, 0
 	lo, hi := min(l.ownN, n), max(l.ownHi, l.ownN, n)
 	switch {
 	case l.ownN < 1:
@@ -829,6 +839,24 @@ func (l *Loop) closeEpoch(n int) {
 		l.classic += l.tokens
 	}
 	l.epoch, l.tokens = Counts{}, 0
+}
+
+// epochSecs is the epoch's seconds: served ones where the proxy timed
+// them, unless over the epoch it timed under a quarter of the engine's
+// own (aroundProxy): then the engine's seconds stand for those scrapes.
+// Without this, requests sent straight to the engine made its cycles
+// look free (adapteval -direct: served seconds stood still while the
+// cycles grew).
+func (l *Loop) epochSecs() float64 {
+	if !aroundProxy(l.epServed, l.epOwn) {
+		return l.epSecs
+	}
+	if !l.aroundLogged {
+		l.aroundLogged = true
+		l.d.Log.Warn("adapt: the engine decodes requests the proxy did not send (a client on its loopback port?); its cycles are timed by the engine's own seconds meanwhile, which leave out what clients wait for outside them",
+			"served_s", l.epServed, "engine_s", l.epOwn)
+	}
+	return l.epSecs - l.epServed + l.epOwn
 }
 
 // driftPool is how many MinCycles of epochs are pooled before they are

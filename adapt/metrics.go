@@ -122,6 +122,23 @@ func (d Delta) Secs() float64 {
 	return d.PredictSeconds
 }
 
+// aroundProxyShare: served seconds under this share of the engine's own
+// seconds over the same stretch mean that requests reached the engine
+// around the proxy. Served time covers a request from hand-over to its
+// last byte, its prompt and any wait included, so it is at least the
+// engine's decode time for the requests the proxy saw; a request the
+// engine counted just before the proxy did moves a little between
+// stretches, never three quarters of one.
+const aroundProxyShare = 0.25
+
+// aroundProxy says whether served seconds are no measure of a stretch in
+// which the engine counted own seconds of its own: clients sent requests
+// straight to its loopback port (a local client, adapteval -direct), and
+// the proxy did not time them.
+func aroundProxy(served, own float64) bool {
+	return own > 0 && served < aroundProxyShare*own
+}
+
 // Since returns cur − prev. ok is false when a counter went backwards: the
 // engine restarted, and prev is no baseline for cur.
 func (cur Snapshot) Since(prev Snapshot) (d Delta, ok bool) {

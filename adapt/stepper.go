@@ -96,6 +96,10 @@ func (l *Loop) Step(o Observation) Action {
 		l.live.add(math.Max(1, delta.Processing))
 	}
 	l.epSecs += delta.Secs()
+	if delta.HasServed {
+		l.epServed += delta.Served
+		l.epOwn += delta.PredictSeconds
+	}
 	if l.width < 2 {
 		l.epCycles += delta.Predicted // a classic step is a cycle of one token
 	} else {
@@ -143,8 +147,11 @@ func (l *Loop) baseline(o Observation) (a Action, taken bool) {
 		// the baseline moves on until as many requests as are decoding
 		// together (the live concurrency, at most the slots) have ended
 		// after it served alone.
+		// It ends as well when the engine ends requests the proxy did not
+		// send (aroundProxy): their ends are not counted.
 		l.prev = o.Snap
-		if !o.Snap.HasServed || o.Snap.Ended >= l.warmUntil {
+		if !o.Snap.HasServed || o.Snap.Ended >= l.warmUntil ||
+			aroundProxy(o.Snap.Served-l.warmFrom.Served, o.Snap.PredictSeconds-l.warmFrom.PredictSeconds) {
 			l.warmUntil = 0
 			l.d.Log.Debug("adapt: the engine's first requests ended; its cycles count from here", "ended", o.Snap.Ended)
 		}
@@ -158,7 +165,7 @@ func (l *Loop) baseline(o Observation) (a Action, taken bool) {
 // many requests as decode together, by the live load or, before it has
 // samples, the engine's gauge now; at most its slots.
 func (l *Loop) countFrom(snap Snapshot) {
-	l.prev, l.fresh, l.warmUntil = snap, false, 0
+	l.prev, l.fresh, l.warmUntil, l.warmFrom = snap, false, 0, snap
 	if !snap.HasServed {
 		return
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -349,6 +350,32 @@ func TestStepWarmUpSkipsTheFirstRequestOfEachSlot(t *testing.T) {
 	}
 	if m := l.measured[4]; !near(m.MS, 5, 1e-9) || m.Cycles != 300 {
 		t.Errorf("width 4 measured %+v, want 5 ms a cycle over the 300 cycles after the warm-up", m)
+	}
+}
+
+// Requests sent straight to the engine's loopback port (adapteval
+// -direct, a local client) end on the engine but not through the proxy:
+// its served seconds stand still while cycles grow. The warm-up does not
+// wait for their ends, and the epoch is timed by the engine's own seconds
+// (5 ms a cycle here), not as free; it is logged once.
+func TestStepRequestsAroundTheProxy(t *testing.T) {
+	var logged strings.Builder
+	l := stepLoop()
+	l.d.Log = slog.New(slog.NewTextHandler(&logged, nil))
+	now := time.Unix(1_800_000_000, 0)
+	for i, c := range []float64{0, 300, 700, 1000, 1300} {
+		s := servedSnap(c)
+		s.Served, s.Ended, s.HasServed = 0.1, 0, true
+		a := l.Step(Observation{Now: now.Add(time.Duration(i) * 2 * time.Second), Target: Target{Gen: 1, Width: 4}, Snap: s})
+		if i == 1 && (a.Kind != ActWait || !strings.Contains(a.Reason, "warming up")) {
+			t.Fatalf("scrape 1: %+v, want the warm-up's last wait", a)
+		}
+	}
+	if m := l.measured[4]; !near(m.MS, 5, 1e-9) || m.Cycles != 1000 {
+		t.Errorf("width 4 measured %+v, want 5 ms a cycle over the 1000 cycles after the warm-up", m)
+	}
+	if n := strings.Count(logged.String(), "requests the proxy did not send"); n != 1 {
+		t.Errorf("logged %d times, want once:\n%s", n, &logged)
 	}
 }
 
