@@ -13,10 +13,12 @@ var (
 )
 
 // Requests of different acceptance alternating within each pool are not a
-// drift, however unevenly two pools split them; a pool of other traffic
-// throughout is, and it lifts the bar on widths undone before it. Before Dispersion a pool of three easy epochs and one
-// hard against one of three hard and one easy read as z ≈ 10 at S(1),
-// and each such drift dropped the far positions and the trials.
+// drift, however unevenly two pools split them; nor is one pool of one
+// class amid the other (a run), which the next pool does not confirm. Two
+// pools of other traffic in a row are, and they lift the bar on widths
+// undone before them. Before Dispersion a pool of three easy epochs and
+// one hard against one of three hard and one easy read as z ≈ 10 at
+// S(1), and each such drift dropped the far positions and the trials.
 func TestLoopDriftAcrossMixedPools(t *testing.T) {
 	e, h := easyEpoch, hardEpoch
 	cases := []struct {
@@ -26,11 +28,12 @@ func TestLoopDriftAcrossMixedPools(t *testing.T) {
 	}{
 		{"the same mix, split unevenly", []Counts{e, e, h, e, h, h, e, h}, false},
 		{"the same mix, split evenly", []Counts{e, h, e, h, h, e, h, e}, false},
-		{"one class, then the other", []Counts{e, e, e, e, h, h, h, h}, true},
+		{"one class, then the other", []Counts{e, e, e, e, h, h, h, h, h, h, h, h}, true},
+		{"one class, a pool of the other, the first again", []Counts{e, e, e, e, h, h, h, h, e, e, e, e}, false},
 		{"one class throughout", []Counts{e, e, e, e, e, e, e, e}, false},
 		// The mix's own spread hides the change at the first pool of the
-		// hard class alone; the next pool shows it.
-		{"a mix, then the hard class alone", []Counts{e, h, e, h, h, h, h, h, h, h, h, h}, true},
+		// hard class alone; the next two pools show it.
+		{"a mix, then the hard class alone", []Counts{e, h, e, h, h, h, h, h, h, h, h, h, h, h, h, h}, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -125,5 +128,27 @@ func TestLeavingAWidthDropsItsStaleOwnCounts(t *testing.T) {
 				t.Errorf("width 8's own cycles %v: another width's counts must stay", got)
 			}
 		})
+	}
+}
+
+// A pool held for a drift (commit) when the engine changes joins the
+// width it was measured at, as an untested part of a pool does: it is not
+// carried to the next engine, and the drift it suggested is not taken.
+func TestHeldPoolJoinsAtAnEngineChange(t *testing.T) {
+	l := New(LoopDeps{Current: func() Target { return Target{Width: 4} }, Switch: func(context.Context, int, string) error { return nil },
+		Log: quietLog(), Cfg: testCfg()})
+	l.width, l.ownN, l.lastN = 4, 1, 1
+	l.avoid[5] = true
+	for _, ep := range []Counts{easyEpoch, easyEpoch, easyEpoch, easyEpoch, hardEpoch, hardEpoch, hardEpoch, hardEpoch} {
+		l.epoch = Counts{Cycles: ep.Cycles, AtLeast: append([]float64(nil), ep.AtLeast...)}
+		l.epCycles, l.epSecs = ep.Cycles, ep.Cycles*0.005
+		l.closeEpoch(1)
+	}
+	if l.suspect == nil || l.pend.Cycles != 0 {
+		t.Fatalf("held %v, pending %.0f cycles: want the hard pool held", l.suspect, l.pend.Cycles)
+	}
+	l.reset(Target{Gen: 2, Width: 5})
+	if l.suspect != nil || l.own[4].Cycles != 8*256 || !l.avoid[5] {
+		t.Errorf("held %v, own %+v, avoid %v: want both pools in width 4's own counts, nothing held, width 5 still undone", l.suspect, l.own, l.avoid)
 	}
 }

@@ -131,7 +131,7 @@ func (l *Loop) learnt(key CacheKey) Learnt {
 		w = l.check.from // a trial is checked against the width kept
 	}
 	return Learnt{Key: key, Saved: l.d.Now().UTC(), Width: max(1, w), Measured: maps.Clone(l.measured),
-		Acceptance: slices.Clone(l.acceptanceAll()), Avoid: slices.Sorted(maps.Keys(l.avoid)),
+		Acceptance: slices.Clone(l.acceptanceAll()), Avoid: l.avoided(),
 		Prediction: l.status.Prediction, SwitchS: l.switchS}
 }
 
@@ -225,4 +225,14 @@ func (l *Loop) saveLearnt(final bool) {
 	if err == nil {
 		l.savedOnce = true
 	}
+}
+
+// avoided is the widths undone, with those a re-check under way set aside
+// (keepBarred): a stop in the middle of a look does not free them.
+func (l *Loop) avoided() []int {
+	w := maps.Clone(l.avoid)
+	if l.barred != nil {
+		maps.Copy(w, l.barred.widths)
+	}
+	return slices.Sorted(maps.Keys(w))
 }

@@ -3,7 +3,9 @@ package adapt
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"time"
 )
 
@@ -215,6 +217,7 @@ func (l *Loop) decideEpoch(now time.Time) Action {
 		l.status.State = StateWatching
 		return Action{Kind: ActSwitch, Width: l.w0, Explore: true, Reason: fmt.Sprintf("explore: observe acceptance at positions 1-%d", l.w0-1)}
 	}
+	l.keepBarred()
 	dec := l.decide(n)
 	if dec.NoCost {
 		return l.noCost(dec, n)
@@ -316,6 +319,11 @@ func (l *Loop) act(now time.Time, dec Decision) Action {
 		// not show (collapsing traffic to flat, at width 4: the first
 		// three positions alike) shows only here, in the far positions:
 		// barred from 15-17, the sim's loop sat at 14, 0.94 of the best.
+		// Where the look sees the acceptance as it was, the widths undone
+		// are barred again (keepBarred).
+		if len(l.avoid) > 0 {
+			l.barred = &barredWidths{widths: maps.Clone(l.avoid), under: l.acceptanceAll()}
+		}
 		clear(l.tried)
 		clear(l.avoid)
 		live := min(len(acc), max(0, l.width-1))
@@ -382,4 +390,37 @@ func (l *Loop) noCost(dec Decision, n int) Action {
 		return Action{Kind: ActSwitch, Width: home, Reason: dec.Reason}
 	}
 	return wait(dec.Reason)
+}
+
+// barredWidths is what a re-check set aside: the widths undone, and the
+// acceptance at every position observed when it began.
+type barredWidths struct {
+	widths map[int]bool
+	under  Acceptance
+}
+
+// keepBarred settles a re-check at its first decision: the widths undone
+// before it are barred again unless its look (this engine's epochs) saw
+// the acceptance drift at some position from what it was (a change the
+// far positions alone show frees them; see the re-check in act). A look
+// that did not happen (its switch failed) keeps them barred too. Without
+// this every re-check on steady traffic freed them, and the loop could
+// go back to a width its own check had undone on the strength of the
+// model's prediction alone.
+func (l *Loop) keepBarred() {
+	b := l.barred
+	if b == nil {
+		return
+	}
+	l.barred = nil
+	if l.exploring {
+		now := l.engineCounts().Obs()
+		if k := Drift(b.under, now, l.cfg.DriftZ, nil); k > 0 {
+			l.d.Log.Info("adapt: the re-check saw the acceptance change; the widths undone may be chosen again", "position", k,
+				"was", b.under.S(k), "now", now.S(k))
+			return
+		}
+	}
+	maps.Copy(l.avoid, b.widths)
+	l.d.Log.Info("adapt: the re-check saw the acceptance as it was; the widths undone stay barred", "widths", slices.Sorted(maps.Keys(b.widths)))
 }

@@ -154,6 +154,48 @@ func TestRecheckFreesUndoneWidths(t *testing.T) {
 	}
 }
 
+// The re-check's first decision bars the widths undone before it again,
+// unless its look saw the acceptance change: on steady traffic a re-check
+// does not send the loop back to widths it undid.
+func TestRecheckKeepsUndoneWidthsOnSteadyTraffic(t *testing.T) {
+	before := Counts{Cycles: 4000, AtLeast: []float64{2800, 1960, 1372}} // S = .7, .49, .34 at width 4
+	for _, c := range []struct {
+		name      string
+		look      Counts // the re-check engine's epochs
+		exploring bool   // false: the look's switch failed
+		barred    bool
+	}{
+		{"the same acceptance", Counts{Cycles: 600, AtLeast: []float64{420, 294, 206, 144}}, true, true},
+		{"a far position changed", Counts{Cycles: 600, AtLeast: []float64{420, 294, 206, 200}}, true, false},
+		{"a near position changed", Counts{Cycles: 600, AtLeast: []float64{540, 430, 340, 270}}, true, false},
+		{"no look: the switch failed", Counts{}, false, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			l := New(LoopDeps{Current: func() Target { return Target{} }, Switch: func(context.Context, int, string) error { return nil },
+				Log: quietLog(), Cfg: Config{Rule: Rule{MinCycles: 256}}})
+			l.width, l.explored, l.base = 4, 1, before
+			l.wide = Counts{Cycles: 4000, AtLeast: []float64{2800, 1960, 1372, 960}}.Obs() // S(4) = .24, from an earlier look
+			l.avoid[5], l.avoid[3] = true, true
+			now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+			l.lastExplore = now.Add(-2 * l.cfg.ReexploreEvery)
+			if a := l.act(now, Decision{Running: 4, Choice: 4, Recheck: 17}); a.Kind != ActSwitch || a.Width != 17 {
+				t.Fatalf("action %+v: want a re-check of 17", a)
+			}
+			if got := l.avoided(); len(got) != 2 {
+				t.Errorf("during the look: widths saved as undone %v, want [3 5]", got)
+			}
+			l.width, l.exploring, l.base = 17, c.exploring, c.look
+			l.keepBarred()
+			if got := l.avoid[5] && l.avoid[3]; got != c.barred {
+				t.Errorf("avoid %v: barred %v, want %v", l.avoid, got, c.barred)
+			}
+			if l.barred != nil {
+				t.Error("the re-check is still open after its first decision")
+			}
+		})
+	}
+}
+
 // While another engine runs beside the serving one (Target.Shared: the
 // one it replaced draining), no scrape counts, nor the first one after,
 // also when the scrapes meanwhile failed: the width's cost is read from the

@@ -353,14 +353,17 @@ func TestLoopOwnDriftAcrossEngineLives(t *testing.T) {
 	l.curve, l.width, l.ownN = Curve{VerifyMS: map[int]float64{1: 2, 4: 2, 8: 3}}, 4, 1
 	l.own[4] = Counts{Cycles: 1000, AtLeast: []float64{300, 90, 27}} // S(1) .3 under the old traffic
 	l.own[5] = Counts{Cycles: 1000, AtLeast: []float64{300, 90, 27, 8}}
-	// A pool's worth (driftPool epochs) of S(1) .9 now.
-	l.epoch = Counts{Cycles: 1100, AtLeast: []float64{990, 891, 803}}
-	l.epCycles, l.epSecs = 1100, 4.4
-	if a := l.endEpoch(time.Now()); a.Kind == ActStop {
-		t.Fatal(a.Err)
-	}
-	if o := l.own[4]; o.Cycles != 1100 || len(l.own) != 1 || len(l.tried) != 0 {
-		t.Errorf("own %+v, tried %v: want width 4's new epoch only and no trials taken", l.own, l.tried)
+	// Two pools' worth (driftPool epochs each) of S(1) .9 now: the first
+	// is held, the second confirms it.
+	for i, want := range []float64{1000, 2200} {
+		l.epoch = Counts{Cycles: 1100, AtLeast: []float64{990, 891, 803}}
+		l.epCycles, l.epSecs = 1100, 4.4
+		if a := l.endEpoch(time.Now()); a.Kind == ActStop {
+			t.Fatal(a.Err)
+		}
+		if o := l.own[4]; o.Cycles != want || i == 1 && (len(l.own) != 1 || len(l.tried) != 0) {
+			t.Errorf("pool %d: own %+v, tried %v: want width 4's %.0f cycles (the new pools only, once confirmed) and no trials taken", i+1, l.own, l.tried, want)
+		}
 	}
 	// The same traffic: the epoch joins the earlier one.
 	l.epoch = Counts{Cycles: 1100, AtLeast: []float64{990, 891, 803}}
@@ -369,8 +372,8 @@ func TestLoopOwnDriftAcrossEngineLives(t *testing.T) {
 	if a := l.endEpoch(time.Now()); a.Kind == ActStop {
 		t.Fatal(a.Err)
 	}
-	if o := l.own[4]; o.Cycles != 2200 {
-		t.Errorf("own %+v: want both epochs", l.own)
+	if o := l.own[4]; o.Cycles != 3300 {
+		t.Errorf("own %+v: want the three epochs", l.own)
 	}
 }
 
