@@ -81,6 +81,36 @@ func TestServeSIGTERMLetsRequestsFinish(t *testing.T) {
 	}
 }
 
+// SIGTERM with a request that outlasts --shutdown-timeout: the engine is
+// stopped, and the client gets a 503 that says so, not an empty reply
+// (the proxy waited to learn whether the engine was gone longer than the
+// listener's grace).
+func TestServeShutdownTimeoutAnswersTheRequestsCut(t *testing.T) {
+	r, _, _, port := serveSim(t, "", "--shutdown-timeout", "1s")
+	got := make(chan error, 1)
+	go func() {
+		resp, err := http.Post(fmt.Sprintf("http://127.0.0.1:%d/v1/completions", port), "application/json",
+			strings.NewReader(`{"prompt":"def fib(n):","max_tokens":60000}`))
+		if err != nil {
+			got <- err
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 503 || !strings.Contains(string(b), "stopped the engine before it answered") {
+			got <- fmt.Errorf("HTTP %d: %s", resp.StatusCode, b)
+			return
+		}
+		got <- nil
+	}()
+	waitStatus(t, port, 10*time.Second, func(st statusDoc) bool { return st.Engine != nil && st.Engine.InFlight == 1 })
+	syscall.Kill(os.Getpid(), syscall.SIGTERM)
+	if err := <-got; err != nil {
+		t.Errorf("the request cut at the shutdown timeout: %v, want a 503 saying why; log:\n%s", err, r.log)
+	}
+	r.exit(t, 20*time.Second)
+}
+
 // An engine that stops answering (SIGSTOP) does not hang the launcher:
 // /health answers from the runtime's state; after --hang-timeout the
 // engine is killed and replaced, and a request sent to it meanwhile,

@@ -47,3 +47,43 @@ func TestEngineDeathMidStreamIsNotACleanEnd(t *testing.T) {
 		t.Errorf("want the token, then a final error event; got %q", body)
 	}
 }
+
+// An engine stopped before it answered, once speclaunch has stopped (the
+// shutdown timeout passed, or a second signal): the client gets a 503
+// with the reason at once, not a wait for the engine to be marked gone
+// that outlasted the listener's grace and ended in an empty reply.
+func TestEngineStoppedAtShutdownIsAnswered(t *testing.T) {
+	arrived, release := make(chan struct{}), make(chan struct{})
+	b := backend(t, func(w http.ResponseWriter, r *http.Request) {
+		close(arrived)
+		<-release
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		conn.Close() // stopped: no response byte
+	})
+	p := New(Options{})
+	p.Route(b)
+	got := make(chan *http.Response, 1)
+	go func() {
+		resp, err := http.Post(front(t, p)+"/completion", "application/json", strings.NewReader(`{"prompt":"x"}`))
+		if err != nil {
+			t.Error(err)
+		}
+		got <- resp
+	}()
+	<-arrived
+	p.Close()
+	close(release)
+	resp := <-got
+	if resp == nil {
+		return
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 503 || !strings.Contains(string(body), "stopped the engine before it answered") {
+		t.Errorf("got %d %q, want 503 saying the engine was stopped before it answered", resp.StatusCode, body)
+	}
+}

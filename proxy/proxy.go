@@ -223,12 +223,13 @@ type Proxy struct {
 	rp *httputil.ReverseProxy
 
 	mu      sync.Mutex
-	cur     *Backend  // nil before the first Route and while held
-	ready   bool      // some backend has served: /health says "switching", not "loading"
-	holding bool      // new requests wait in queue
-	closed  bool      // speclaunch has stopped: nothing waits any more
-	refuse  bool      // speclaunch is stopping: new requests get 503, held ones stay
-	queue   []*waiter // FIFO
+	cur     *Backend      // nil before the first Route and while held
+	ready   bool          // some backend has served: /health says "switching", not "loading"
+	holding bool          // new requests wait in queue
+	closed  bool          // speclaunch has stopped: nothing waits any more
+	stopped chan struct{} // closed with closed: waitGone stops waiting
+	refuse  bool          // speclaunch is stopping: new requests get 503, held ones stay
+	queue   []*waiter     // FIFO
 
 	held, rejected, retried atomic.Int64
 }
@@ -263,7 +264,7 @@ func New(o Options) *Proxy {
 			ForceAttemptHTTP2:  false,
 		}
 	}
-	p := &Proxy{o: o, holding: true}
+	p := &Proxy{o: o, holding: true, stopped: make(chan struct{})}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			s := pr.In.Context().Value(slotKey{}).(*slot)
@@ -303,6 +304,9 @@ func (p *Proxy) Route(b *Backend) {
 func (p *Proxy) Close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if !p.closed {
+		close(p.stopped)
+	}
 	p.closed, p.cur = true, nil
 	for _, w := range p.queue {
 		w.ch <- nil
@@ -670,6 +674,14 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 		p.reject(w, h)
 		return
 	}
+	p.mu.Lock()
+	closed := p.closed
+	p.mu.Unlock()
+	if closed {
+		p.rejected.Add(1)
+		writeError(w, http.StatusServiceUnavailable, "speclaunch stopped the engine before it answered (the shutdown timeout passed, or a second signal came); retry shortly", "unavailable_error", 1)
+		return
+	}
 	p.o.Log.Warn("proxy: engine request failed", "path", r.URL.Path, "err", err)
 	writeError(w, http.StatusBadGateway, "the engine failed this request: "+err.Error(), "server_error", 0)
 }
@@ -734,7 +746,11 @@ func (t *retrying) RoundTrip(req *http.Request) (*http.Response, error) {
 // the failure is the client's answer.
 const goneGrace = 3 * time.Second
 
-// waitGone reports whether b is marked gone within goneGrace.
+// waitGone reports whether b is marked gone within goneGrace. Once the
+// proxy is closed no engine will take the request: it stops waiting, so
+// that the failure is answered before the listener's own grace ends (an
+// engine stopped when the shutdown timeout passed, or at a second
+// signal, is not marked gone, and its clients got an empty reply).
 func (p *Proxy) waitGone(ctx context.Context, b *Backend) bool {
 	t := time.NewTimer(goneGrace)
 	defer t.Stop()
@@ -744,6 +760,8 @@ func (p *Proxy) waitGone(ctx context.Context, b *Backend) bool {
 	case <-t.C:
 		return false
 	case <-ctx.Done():
+		return false
+	case <-p.stopped:
 		return false
 	}
 }
