@@ -160,6 +160,21 @@ func TestServeDrainChecksBeforeStopping(t *testing.T) {
 	}
 }
 
+// A drain switch's record names the width it left, though that engine is
+// gone before the new one serves, and how long the old one drained.
+func TestServeDrainSwitchRecord(t *testing.T) {
+	r, prof, base, port := serveSim(t, "", "--switch", "drain")
+	renameOver(t, prof, withWidth(base, 3))
+	r.log.waitFor(t, `switched to_pid=\d+ width=3`, 1, 20*time.Second)
+	st := status(t, port)
+	if len(st.Switches) != 1 {
+		t.Fatalf("switches %+v", st.Switches)
+	}
+	if s := st.Switches[0]; s.Mode != "drain" || !s.OK || s.FromWidth != 4 || s.ToWidth != 3 || s.DrainMS <= 0 {
+		t.Errorf("switch %+v: want drain 4 → 3 with drain_ms", s)
+	}
+}
+
 // GET /metrics is the engine's series followed by speclaunch's own, one
 // exposition the Prometheus text parser reads; /speclaunch/metrics has
 // speclaunch's alone; a switch shows in its counters.

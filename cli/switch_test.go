@@ -140,6 +140,9 @@ type statusDoc struct {
 		Kind, Mode string
 		OK         bool
 		Error      string
+		FromWidth  int     `json:"from_width"`
+		ToWidth    int     `json:"to_width"`
+		DrainMS    float64 `json:"drain_ms"`
 	} `json:"switches"`
 	Proxy struct {
 		HeldNow       int   `json:"held_now"`

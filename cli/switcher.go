@@ -349,12 +349,15 @@ func (sv *launcher) serving(in *server.Instance) {
 }
 
 // switched records a finished switch and takes its plan in.
-func (sv *launcher) switched(s server.Switched, from, to *server.Instance) {
+func (sv *launcher) switched(s server.Switched, _, to *server.Instance) {
 	j := s.Job
 	rec := switchRecord{Kind: j.Kind.String(), Reason: j.Reason, Mode: j.Mode.String(), At: time.Now().Add(-s.Took), StartMS: ms(s.Took), OK: s.OK, Error: errString(s.Err)}
 	sv.met.Switched(j.Kind.String(), j.Mode.String(), s.OK, s.Took)
-	if from != nil {
-		rec.FromWidth = widthOf(from.Plan)
+	if s.From != nil { // its instance may be gone: a drain switch stopped it first
+		rec.FromWidth = widthOf(s.From.Plan)
+	}
+	if s.Drain > 0 {
+		rec.DrainMS = ms(s.Drain)
 	}
 	if !s.OK || to == nil {
 		sv.failed(j.Plan)

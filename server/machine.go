@@ -14,6 +14,7 @@
 package server
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -143,6 +144,10 @@ type Machine struct {
 	backoff   supervise.Backoff
 	nextID    EngineID
 	began     time.Time // when Job began
+	// left: the engine a drain or direct switch took out of the route
+	// (Switched.From once it is gone); drainTook: how long it drained.
+	left      *Engine
+	drainTook time.Duration
 }
 
 // NewMachine is the machine before the first engine starts: requests are
@@ -219,11 +224,14 @@ type (
 	// Switched: a switch ended (OK or not), for the status history and
 	// the metrics.
 	Switched struct {
-		Job      *Job
-		From, To *Engine // To is nil when nothing serves after it
+		Job *Job
+		// From is the engine the switch replaced (in drain and direct
+		// modes already stopped); To is nil when nothing serves after it.
+		From, To *Engine
 		OK       bool
 		Err      error
 		Took     time.Duration
+		Drain    time.Duration // drain mode: from the hold to the old engine's last request
 	}
 	// Adopt: the plan takes effect without an engine switch (its engine
 	// command equals the serving one's; the proxy's limits may differ).
@@ -340,6 +348,7 @@ func (s *stepper) hold() {
 func (s *stepper) begin(j *Job) {
 	m := &s.m
 	m.Job, m.fellBack, m.jobErr, m.began = j, false, nil, s.now
+	m.left, m.drainTook = nil, 0
 	m.restartAt = time.Time{}
 	if m.Phase != Stopping {
 		m.Phase = Switching
@@ -349,7 +358,7 @@ func (s *stepper) begin(j *Job) {
 	}
 	if m.Serving != nil && j.Mode != Overlap {
 		old := m.Serving
-		m.Serving, m.Draining = nil, old
+		m.Serving, m.Draining, m.left = nil, old, old
 		if j.Mode == Direct {
 			s.do(Stop{ID: old.ID, Why: j.Kind.String()})
 			m.stopping = append(m.stopping, old.ID)
@@ -423,9 +432,9 @@ func (s *stepper) ready(e Ready) {
 		if m.fellBack {
 			err = m.jobErr
 		}
-		s.do(Reply{Job: j, Err: err}, Switched{Job: j, From: old, To: st, OK: !m.fellBack, Err: err, Took: s.now.Sub(m.began)})
+		s.do(Reply{Job: j, Err: err}, Switched{Job: j, From: cmp.Or(old, m.left), To: st, OK: !m.fellBack, Err: err, Took: s.now.Sub(m.began), Drain: m.drainTook})
 	}
-	m.Job, m.fellBack, m.jobErr = nil, false, nil
+	m.Job, m.fellBack, m.jobErr, m.left = nil, false, nil, nil
 	if m.Phase == Stopping {
 		s.drainForStop()
 		return
@@ -462,7 +471,7 @@ func (s *stepper) startFailed(st *Engine, err error) {
 		return
 	}
 	if j != nil && j.Kind != KindStart {
-		s.do(Reply{Job: j, Err: err}, Switched{Job: j, OK: false, Err: err, Took: s.now.Sub(m.began)})
+		s.do(Reply{Job: j, Err: err}, Switched{Job: j, From: m.left, OK: false, Err: err, Took: s.now.Sub(m.began), Drain: m.drainTook})
 	}
 	m.Job = nil
 	m.lastErr = err
@@ -593,6 +602,9 @@ func (s *stepper) drained(id EngineID, timedOut bool) {
 		return
 	}
 	m.drainBy = time.Time{}
+	if m.Job != nil && m.left == m.Draining {
+		m.drainTook = s.now.Sub(m.began)
+	}
 	why := s.jobKind()
 	if timedOut {
 		why = DrainTimedOut

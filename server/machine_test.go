@@ -89,7 +89,14 @@ func summary(acts []Action) string {
 		case Reply:
 			out = append(out, fmt.Sprintf("Reply(%v)", a.Err))
 		case Switched:
-			out = append(out, fmt.Sprintf("Switched(ok=%v)", a.OK))
+			sw := fmt.Sprintf("ok=%v", a.OK)
+			if a.From != nil {
+				sw += fmt.Sprintf(" from=%d", a.From.ID)
+			}
+			if a.Drain > 0 {
+				sw += fmt.Sprintf(" drain=%s", a.Drain)
+			}
+			out = append(out, "Switched("+sw+")")
 		case Adopt:
 			out = append(out, "Adopt")
 		case Exit:
@@ -110,7 +117,7 @@ func TestOverlapSwitch(t *testing.T) {
 		t.Fatalf("during an overlap start the old engine serves: %+v", f.m)
 	}
 	// Ready: traffic moves at once; the old engine drains, then stops.
-	f.wantAfter(time.Second, Ready{ID: 2}, "Route(2) Watch(1) Reply(<nil>) Switched(ok=true)")
+	f.wantAfter(time.Second, Ready{ID: 2}, "Route(2) Watch(1) Reply(<nil>) Switched(ok=true from=1)")
 	f.want(Drained{ID: 1}, "Stop(1)")
 	f.want(Exited{ID: 1, Code: 0}, "")
 	if f.m.Phase != Serving || f.m.Serving.ID != 2 || f.m.Draining != nil {
@@ -123,19 +130,19 @@ func TestOverlapSwitch(t *testing.T) {
 func TestSwitchDuringDrainWaits(t *testing.T) {
 	f := serving(t, limits)
 	f.want(Submit{Job: job(KindReload, Overlap, planOf("--w", "3"))}, "Start(2 reload)")
-	f.want(Ready{ID: 2}, "Route(2) Watch(1) Reply(<nil>) Switched(ok=true)")
+	f.want(Ready{ID: 2}, "Route(2) Watch(1) Reply(<nil>) Switched(ok=true from=1)")
 	f.want(Submit{Job: job(KindReload, Overlap, planOf("--w", "5"))}, "")
 	later := job(KindAdapt, Overlap, planOf("--w", "6"))
 	f.want(Submit{Job: later}, "Reply(superseded by a later switch)")
 	f.want(Drained{ID: 1}, "Stop(1)")
 	f.want(Exited{ID: 1}, "Start(3 adapt)")
-	f.want(Ready{ID: 3}, "Route(3) Watch(2) Reply(<nil>) Switched(ok=true)")
+	f.want(Ready{ID: 3}, "Route(3) Watch(2) Reply(<nil>) Switched(ok=true from=2)")
 }
 
 func TestOverlapStartFailsOldKeepsServing(t *testing.T) {
 	f := serving(t, limits)
 	f.want(Submit{Job: job(KindReload, Overlap, planOf("--bad"))}, "Start(2 reload)")
-	f.want(Ready{ID: 2, Err: errors.New("no binary")}, "Reply(no binary) Switched(ok=false)")
+	f.want(Ready{ID: 2, Err: errors.New("no binary")}, "Reply(no binary) Switched(ok=false from=1)")
 	f.want(Exited{ID: 2, Code: -1}, "")
 	if f.m.Phase != Serving || f.m.Serving.ID != 1 {
 		t.Fatalf("the old engine must keep serving: %+v", f.m)
@@ -145,9 +152,11 @@ func TestOverlapStartFailsOldKeepsServing(t *testing.T) {
 func TestDrainSwitch(t *testing.T) {
 	f := serving(t, limits)
 	f.want(Submit{Job: job(KindReload, Drain, planOf("--w", "3"))}, "Hold Watch(1)")
-	f.want(Drained{ID: 1}, "Stop(1)")
-	f.want(Exited{ID: 1}, "Start(2 reload)")
-	f.want(Ready{ID: 2}, "Route(2) Reply(<nil>) Switched(ok=true)")
+	// The status names the width left and the drain's time, though the
+	// old engine is gone by the time the new one serves.
+	f.wantAfter(3*time.Second, Drained{ID: 1}, "Stop(1)")
+	f.wantAfter(time.Second, Exited{ID: 1}, "Start(2 reload)")
+	f.wantAfter(2*time.Second, Ready{ID: 2}, "Route(2) Reply(<nil>) Switched(ok=true from=1 drain=3s)")
 	if f.m.held || f.m.Phase != Serving {
 		t.Fatalf("after a drain switch: %+v", f.m)
 	}
@@ -174,7 +183,7 @@ func TestDrainStartFailsFallsBack(t *testing.T) {
 	f.want(Drained{ID: 1}, "Stop(1)")
 	f.want(Exited{ID: 1}, "Start(2 reload)")
 	f.want(Ready{ID: 2, Err: errors.New("bad flag")}, "Start(3 reload)")
-	f.want(Ready{ID: 3}, "Route(3) Reply(bad flag) Switched(ok=false)")
+	f.want(Ready{ID: 3}, "Route(3) Reply(bad flag) Switched(ok=false from=1)")
 	if f.m.Plan != prev {
 		t.Fatal("the previous plan must be in force after the fallback")
 	}
