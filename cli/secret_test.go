@@ -246,6 +246,19 @@ func TestSecretsKeyFileMissing(t *testing.T) {
 	}
 }
 
+// A key flag given no key (`-- --api-key` at the end of the line, or an
+// empty value) stops the launch: the sim would have served open while the
+// operator believed a key was set.
+func TestSecretsKeyFlagWithoutValue(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	for _, args := range [][]string{{"--api-key"}, {"--api-key="}, {"--api-key", ""}} {
+		code, o, e := runCLI(t, append([]string{"serve", "--dry-run", "--profile", "../profiles/demo.toml", "--"}, args...)...)
+		if want := "engine flag --api-key has no value"; code != 2 || !strings.Contains(e, want) {
+			t.Errorf("%q: exit %d, want 2 and %q:\n%s%s", args, code, want, o, e)
+		}
+	}
+}
+
 // What a record keeps of the engines' command lines and output shows no
 // known key; the numbers are left alone.
 func TestRedactRecord(t *testing.T) {

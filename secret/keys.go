@@ -53,10 +53,13 @@ func Keys(sp Spec, argv, env []string, read func(path string) ([]byte, error)) (
 		}
 		if !inline {
 			if i+1 >= len(argv) {
-				continue // the engine refuses a flag without its value
+				return nil, sp.noValue(name)
 			}
 			i++
 			val = argv[i]
+		}
+		if val == "" || isKey && sp.Split && strings.Trim(val, ",") == "" {
+			return nil, sp.noValue(name)
 		}
 		if isKey {
 			add(val)
@@ -104,4 +107,15 @@ func Keys(sp Spec, argv, env []string, read func(path string) ([]byte, error)) (
 		}
 	}
 	return keys, nil
+}
+
+// noValue is the error for a key flag given no key: the sim and some
+// engines would start open, and the operator believes a key is set.
+func (sp Spec) noValue(flag string) error {
+	alt := append(slices.Clone(sp.Env), sp.FileEnv...)
+	hint := ""
+	if len(alt) > 0 {
+		hint = ", or set " + strings.Join(alt, " or ")
+	}
+	return fmt.Errorf("engine flag %s has no value: give it after the flag (%s VALUE)%s; without it the engine would serve with no API key", flag, flag, hint)
 }

@@ -153,7 +153,10 @@ func TestKeys(t *testing.T) {
 		{name: "env file", sp: llamaSpec, env: []string{"LLAMA_ARG_API_KEY_FILE=/env-keys"}, want: []string{"env-file-key"}},
 		{name: "flags before env", sp: llamaSpec, argv: []string{"--api-key", "cli"}, env: []string{"LLAMA_API_KEY=env"}, want: []string{"cli", "env"}},
 		{name: "not llama's own name", sp: llamaSpec, env: []string{"LLAMA_ARG_API_KEY=ignored"}},
-		{name: "flag without value", sp: llamaSpec, argv: []string{"--api-key"}},
+		{name: "flag without value", sp: llamaSpec, argv: []string{"llama-server", "--api-key"}, wantErrSub: "engine flag --api-key has no value"},
+		{name: "flag with an empty value", sp: llamaSpec, argv: []string{"--api-key", ""}, wantErrSub: "engine flag --api-key has no value"},
+		{name: "flag with only commas", sp: llamaSpec, argv: []string{"--api-key=,"}, wantErrSub: "engine flag --api-key has no value"},
+		{name: "file flag without value", sp: llamaSpec, argv: []string{"--api-key-file="}, wantErrSub: "engine flag --api-key-file has no value"},
 		{name: "no split for vllm", sp: Spec{Flags: []string{"--api-key"}, Env: []string{"VLLM_API_KEY"}}, argv: []string{"--api-key", "a,b"}, env: []string{"VLLM_API_KEY=v"}, want: []string{"a,b", "v"}},
 		{name: "several values", sp: Spec{Flags: []string{"--api-key"}, Multi: true}, argv: []string{"--api-key", "k1", "k2", "--port", "1", "--api-key=k3", "x"}, want: []string{"k1", "k2", "k3"}},
 		{name: "one value without Multi", sp: llamaSpec, argv: []string{"--api-key", "k1", "k2"}, want: []string{"k1"}},
@@ -163,8 +166,8 @@ func TestKeys(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			got, err := Keys(c.sp, c.argv, c.env, read)
 			if c.wantErrSub != "" {
-				if err == nil || !strings.Contains(err.Error(), c.wantErrSub) || !errors.Is(err, fs.ErrNotExist) {
-					t.Fatalf("err = %v, want one containing %q wrapping fs.ErrNotExist", err, c.wantErrSub)
+				if err == nil || !strings.Contains(err.Error(), c.wantErrSub) || strings.HasPrefix(c.wantErrSub, "--") && !errors.Is(err, fs.ErrNotExist) {
+					t.Fatalf("err = %v, want one containing %q (a file's wrapping fs.ErrNotExist)", err, c.wantErrSub)
 				}
 				return
 			}
