@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"reflect"
 	"syscall"
 
 	"github.com/alecthomas/kong"
@@ -98,6 +99,7 @@ func MainContext(parent context.Context, args []string, policyTOML []byte, stdou
 		kong.Exit(func(code int) { exited = code; panic(kongExit{}) }),
 		kong.Bind(env),
 		kong.PostBuild(settingsHelp),
+		kong.KindMapper(reflect.Bool, onOff{}),
 	)
 	if err != nil {
 		fmt.Fprintf(stderr, "speclaunch: internal error: %v\n", err)

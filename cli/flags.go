@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -301,5 +302,32 @@ func settingsHelp(k *kong.Kong) error {
 		}
 	}
 	walk(k.Model.Node)
+	return nil
+}
+
+// onOff reads a boolean flag's value as config.ParseBool reads a
+// variable's (on/off and enabled/disabled too, which Kong's own mapper
+// refuses), so that --watch=on means what MLXCEL_WATCH=on means.
+type onOff struct{}
+
+func (onOff) IsBool() bool { return true }
+
+func (onOff) Decode(ctx *kong.DecodeContext, target reflect.Value) error {
+	if ctx.Scan.Peek().Type != kong.FlagValueToken {
+		target.SetBool(true)
+		return nil
+	}
+	switch v := ctx.Scan.Pop().Value.(type) {
+	case bool:
+		target.SetBool(v)
+	case string:
+		b, err := config.ParseBool(v)
+		if err != nil {
+			return err
+		}
+		target.SetBool(b)
+	default:
+		return fmt.Errorf("bad boolean %v: want true or false (also 1/0, yes/no, on/off)", v)
+	}
 	return nil
 }

@@ -133,3 +133,28 @@ func TestEveryLlamaFlagIsOwnedOrPassedThrough(t *testing.T) {
 		}
 	}
 }
+
+// A boolean flag takes the words its variable takes (on/off, enabled/
+// disabled as well as true/false, 1/0, yes/no); anything else is exit 2
+// naming the flag.
+func TestBoolFlagsTakeTheVariablesWords(t *testing.T) {
+	for _, c := range []struct {
+		arg     string
+		code    int
+		proxied bool
+	}{
+		{"--proxy=on", 0, true},
+		{"--proxy=off", 0, false},
+		{"--proxy=disabled", 0, false},
+		{"--proxy=yes", 0, true},
+		{"--proxy=0", 0, false},
+		{"--proxy", 0, true},
+		{"--proxy=maybe", 2, false},
+	} {
+		code, o, e := runCLI(t, "serve", "--dry-run", "--profile", "../profiles/demo.toml", c.arg)
+		if code != c.code || c.code == 0 && strings.Contains(o, "(proxy off)") == c.proxied ||
+			c.code == 2 && !strings.Contains(e, `--proxy: bad boolean "maybe"`) {
+			t.Errorf("%s: exit %d (want %d), proxied %v (want %v):\n%s%s", c.arg, code, c.code, !strings.Contains(o, "(proxy off)"), c.proxied, o, e)
+		}
+	}
+}

@@ -33,7 +33,7 @@ type ServeCmd struct {
 	ShutdownTimeout string `help:"After SIGTERM, how long requests in flight and held may finish before the engine is stopped; /health answers 503 at once and new requests get 503; the default stays under Kubernetes' 30s grace period." placeholder:"DUR" group:"Proxy"`
 	HangTimeout     string `help:"An engine that answers nothing (not even /health) for this long is taken as failed: killed, and the restart policy applies; 0 or off turns it off." placeholder:"DUR" group:"Proxy"`
 	QueueSize       string `help:"Requests held at most during a switch; more get 503 at once." placeholder:"N" group:"Proxy"`
-	Adapt           bool   `help:"Learn the width from live traffic and switch to the best one (llama.cpp); an operator width turns it off; tuned in the profile's [adapt] table or by variables; see docs/adaptive.md." group:"Proxy"`
+	Adapt           bool   `help:"Learn the width from live traffic and switch to the best one (llama.cpp, and the sim); an operator width turns it off; tuned in the profile's [adapt] table or by variables; see docs/adaptive.md." group:"Proxy"`
 }
 
 // exitWidthMismatch is serve's exit code under --strict-width.

@@ -373,8 +373,11 @@ func readDuration(v string) (time.Duration, bool) {
 
 func parseDuration(v string) (time.Duration, error) {
 	d, ok := readDuration(v)
-	if !ok || d <= 0 {
+	switch {
+	case !ok:
 		return 0, fmt.Errorf("bad duration %s: want e.g. 30s, 10m or a number of seconds", quoted(v))
+	case d <= 0:
+		return 0, fmt.Errorf("bad duration %s: must be above 0, e.g. 30s, 10m or a number of seconds", quoted(v))
 	}
 	return d, nil
 }

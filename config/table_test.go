@@ -190,7 +190,7 @@ func TestServeRuntimeTimeouts(t *testing.T) {
 		{name: "profile", profile: true, shutdown: 45 * time.Second, hang: 0, src: "profile " + prof + ":3"},
 		{name: "env over profile", profile: true, envs: map[string]string{"MLXCEL_HANG_TIMEOUT": "90"}, shutdown: 45 * time.Second, hang: 90 * time.Second, src: "env MLXCEL_HANG_TIMEOUT"},
 		{name: "flag over env", flags: map[string]string{"hang-timeout": "2m", "shutdown-timeout": "1s"}, envs: map[string]string{"MLXCEL_HANG_TIMEOUT": "90"}, shutdown: time.Second, hang: 2 * time.Minute, src: "flag --hang-timeout"},
-		{name: "shutdown 0", envs: map[string]string{"MLXCEL_SHUTDOWN_TIMEOUT": "0"}, err: `env MLXCEL_SHUTDOWN_TIMEOUT: bad duration "0"`},
+		{name: "shutdown 0", envs: map[string]string{"MLXCEL_SHUTDOWN_TIMEOUT": "0"}, err: `env MLXCEL_SHUTDOWN_TIMEOUT: bad duration "0": must be above 0`},
 		{name: "hang negative", flags: map[string]string{"hang-timeout": "-1s"}, err: `flag --hang-timeout: bad duration "-1s": want e.g. 30s, 10m or a number of seconds, or 0 for off`},
 		{name: "hang words", envs: map[string]string{"MLXCEL_HANG_TIMEOUT": "soon"}, err: `env MLXCEL_HANG_TIMEOUT: bad duration "soon"`},
 	} {
