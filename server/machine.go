@@ -669,6 +669,7 @@ func (s *stepper) graceful() {
 		m.Starting = nil
 		s.stopEngine(st, WhyStopping)
 		if m.Job != nil {
+			s.log(lvInfo, "stopping: the switch under way is abandoned; its new engine is stopped and the serving one finishes the requests", "why", m.Job.Reason)
 			s.do(Reply{Job: m.Job, Err: ErrStopping})
 			m.Job = nil
 		}
