@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"github.com/speclaunch/speclaunch/internal/safefile"
 	"github.com/speclaunch/speclaunch/record"
 )
 
@@ -54,37 +55,9 @@ func Write(rec *record.Record, outBase string, force bool) error {
 		}
 	}
 	for i, p := range paths {
-		if err := writeFile(p, data[i]); err != nil {
+		if err := safefile.WriteFile(p, data[i], 0o644); err != nil {
 			return fmt.Errorf("write record: %w", err)
 		}
-	}
-	return nil
-}
-
-// writeFile writes through a temporary file and a rename, so a reader
-// (policy check, a watcher) never sees half a record.
-func writeFile(path string, b []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		os.Remove(tmp)
-		return err
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	if err := os.Chmod(tmp, 0o644); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return err
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/speclaunch/speclaunch/config"
+	"github.com/speclaunch/speclaunch/internal/safefile"
 	"github.com/speclaunch/speclaunch/plan"
 	"github.com/speclaunch/speclaunch/profiles"
 )
@@ -43,23 +44,27 @@ func (c *ProfileInitCmd) Run(e *Env) error {
 		_, err := e.Stdout.Write(data)
 		return err
 	}
-	if _, err := os.Stat(path); err == nil && !c.Force {
+	exists, err := safefile.Existing("profile", path)
+	if err != nil {
+		return usage(err, "")
+	}
+	if exists && !c.Force {
 		// Run twice, or in this repository (which ships the examples), the
 		// default path already holds the very example: that is done, not
 		// an error. Anything else there is someone's work.
-		if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, data) {
-			fmt.Fprintf(e.Stdout, "%s already holds that example (--from %s); edit it, then: speclaunch resolve --profile %s\n", path, c.From, path)
+		if old, err := safefile.ReadFile(e.Ctx, "profile", path, safefile.ProfileLimit); err == nil && bytes.Equal(old, data) {
+			fmt.Fprintf(e.Stdout, "%s already holds that example (--from %s); edit it, then: speclaunch resolve --profile %s\n", path, c.From, shellQuote(path))
 			return nil
 		}
 		return usage(fmt.Errorf("%s already exists", path), "pass --force to overwrite it, or give another path")
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
+		return usage(fmt.Errorf("profile %s: %w", path, err), "give a path in a directory this user can create")
 	}
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		return err
+	if err := safefile.WriteFile(path, data, 0o644); err != nil {
+		return usage(fmt.Errorf("profile %s: %w", path, err), "give a path in a directory this user can write")
 	}
-	fmt.Fprintf(e.Stdout, "wrote %s; edit it, then: speclaunch resolve --profile %s\n", path, path)
+	fmt.Fprintf(e.Stdout, "wrote %s; edit it, then: speclaunch resolve --profile %s\n", path, shellQuote(path))
 	return nil
 }
 

@@ -1,0 +1,62 @@
+package safefile
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// WriteFile writes b to path through a temporary file beside it and a
+// rename, so that a reader (policy check, a watcher) never sees half a
+// file, and a FIFO, device or symlink at path is replaced, never written
+// through: a write to a FIFO with no reader would block for good, one to
+// /dev/zero would vanish, one through a dangling symlink would create its
+// target wherever it points.
+func WriteFile(path string, b []byte, perm fs.FileMode) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	_, err = f.Write(b)
+	err = errors.Join(err, f.Close())
+	if err == nil {
+		err = os.Chmod(tmp, perm)
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+	}
+	return err
+}
+
+// Existing says what is at path, without following a final symlink or
+// opening it: nothing (ok false), a regular file (or a symlink to one), or
+// an *Error naming what else is there (a FIFO, a device, a directory, a
+// dangling or looping symlink) and the fix. what names the file ("profile").
+func Existing(what, path string) (exists bool, err error) {
+	li, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, statError(what, path, err)
+	}
+	if li.Mode()&fs.ModeSymlink == 0 {
+		if !li.Mode().IsRegular() {
+			return true, &Error{What: what, Path: path, Msg: "is " + Kind(li.Mode()) + ", not a regular file; give the path of a new file"}
+		}
+		return true, nil
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return true, &Error{What: what, Path: path, Msg: "is a symlink that leads nowhere (" + err.Error() + "); remove it or give another path", Err: err}
+	}
+	if !fi.Mode().IsRegular() {
+		return true, &Error{What: what, Path: path, Msg: "is a symlink to " + Kind(fi.Mode()) + ", not to a regular file; give the path of a new file"}
+	}
+	return true, nil
+}

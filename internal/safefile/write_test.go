@@ -1,0 +1,64 @@
+package safefile
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// Existing tells a path free for a new file from a regular file, and
+// names everything else with the fix; WriteFile replaces what is there,
+// never writing through a FIFO (which would block for good) or a symlink.
+func TestExistingAndWriteFile(t *testing.T) {
+	dir := t.TempDir()
+	at := func(name string) string { return filepath.Join(dir, name) }
+	if err := os.WriteFile(at("regular"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(at("fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Mkdir(at("dir"), 0o755)
+	os.Symlink(at("regular"), at("link-regular"))
+	os.Symlink(at("fifo"), at("link-fifo"))
+	os.Symlink(at("nowhere"), at("dangling"))
+	os.Symlink(at("loop"), at("loop"))
+	for _, c := range []struct {
+		name   string
+		exists bool
+		errSub string
+	}{
+		{"missing", false, ""},
+		{"regular", true, ""},
+		{"link-regular", true, ""},
+		{"fifo", true, "is a FIFO (named pipe), not a regular file"},
+		{"dir", true, "is a directory, not a regular file"},
+		{"link-fifo", true, "is a symlink to a FIFO (named pipe)"},
+		{"dangling", true, "is a symlink that leads nowhere"},
+		{"loop", true, "is a symlink that leads nowhere"},
+	} {
+		exists, err := Existing("profile", at(c.name))
+		var se *Error
+		if exists != c.exists || (c.errSub == "") != (err == nil) || err != nil && (!strings.Contains(err.Error(), c.errSub) || !errors.As(err, &se)) {
+			t.Errorf("%s: exists %v, err %v; want %v and an *Error containing %q", c.name, exists, err, c.exists, c.errSub)
+		}
+	}
+	for _, name := range []string{"fifo", "dangling", "new"} {
+		if err := WriteFile(at(name), []byte("written"), 0o600); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		fi, err := os.Lstat(at(name))
+		if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: after WriteFile %v, %v: want a regular file, mode 0600", name, fi, err)
+		}
+	}
+	if _, err := os.Lstat(at("nowhere")); err == nil {
+		t.Error("WriteFile wrote through the dangling symlink")
+	}
+	if left, _ := filepath.Glob(at(".*")); len(left) != 0 {
+		t.Errorf("temporary files left: %v", left)
+	}
+}
