@@ -1,6 +1,7 @@
 package record
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -70,6 +71,18 @@ func TestValidate(t *testing.T) {
 }
 
 func TestDecode(t *testing.T) {
+	// A record at the limits is not refused by the bound on its size.
+	big := Record{Schema: Schema}
+	for range MaxArms {
+		big.Arms = append(big.Arms, Arm{Runs: make([]Run, MaxRuns/MaxArms)})
+	}
+	b, err := json.Marshal(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkSize(b); err != nil {
+		t.Errorf("a record of %d arms and %d runs: %v", MaxArms, MaxRuns, err)
+	}
 	for _, tc := range []struct {
 		name, data, want string
 	}{
@@ -79,6 +92,11 @@ func TestDecode(t *testing.T) {
 		{"empty object", "{}", "schema: is 0"},
 		{"wrong type", `{"schema": "one"}`, "does not parse as a record"},
 		{"truncated", `{"schema": 1, "arms": [`, "does not parse as a record"},
+		// Counted before anything is built: each empty arm would be a
+		// whole Arm struct (the first cut, two million of them, took
+		// gigabytes).
+		{"a flood of empty arms", `{"schema":1,"arms":[` + strings.Repeat("{},", maxContainers) + `{}]}`, "(top level): holds more than"},
+		{"a flood of values", `{"schema":1,"arms":[{"runs":[],"argv":[` + strings.Repeat(`"x",`, maxValues) + `"x"]}]}`, "(top level): holds more than"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := Decode([]byte(tc.data)); err == nil || !strings.Contains(err.Error(), tc.want) {
