@@ -465,6 +465,7 @@ func (t table) records() (string, []string, error) {
 		return "", nil, t.errf("records", "records is empty: %s", missing)
 	}
 	var out []string
+	seen := make(map[string]bool, len(items)) // a policy file may list many: no quadratic scan
 	for _, it := range items {
 		s, isStr := it.(string)
 		if !isStr {
@@ -473,12 +474,13 @@ func (t table) records() (string, []string, error) {
 		if err := t.recordPath("records", s); err != nil {
 			return "", nil, err
 		}
-		if slices.Contains(out, s) {
+		if seen[s] {
 			return "", nil, t.errf("records", "record %q is listed twice in records; list each once", s)
 		}
+		seen[s] = true
 		out = append(out, s)
 	}
-	if hasOne && !slices.Contains(out, one) {
+	if hasOne && !seen[one] {
 		return "", nil, t.errf("record", "record %q is not among records; drop record (records lists every record) or add it to records", one)
 	}
 	if hasOne && one != out[0] {
@@ -519,6 +521,11 @@ func (t table) cost(records []string) ([]CostRow, error) {
 		return nil, t.errf("cost", "cost must be an array of inline tables, not a %s; %s", typeName(v), shape)
 	}
 	var out []CostRow
+	listed := make(map[string]bool, len(records))
+	for _, r := range records {
+		listed[r] = true
+	}
+	costed := map[string]bool{}
 	for i, m := range ms {
 		at := fmt.Sprintf("cost[%d]", i)
 		for k := range m {
@@ -528,14 +535,13 @@ func (t table) cost(records []string) ([]CostRow, error) {
 		}
 		var row CostRow
 		rec, isStr := m["record"].(string)
-		if !isStr || !slices.Contains(records, rec) {
+		if !isStr || !listed[rec] {
 			return nil, t.errf("cost", "%s must name one of the entry's records in record (got %v); %s", at, m["record"], shape)
 		}
-		for _, o := range out {
-			if o.Record == rec {
-				return nil, t.errf("cost", "%s repeats the cost table of %s; give one per record", at, rec)
-			}
+		if costed[rec] {
+			return nil, t.errf("cost", "%s repeats the cost table of %s; give one per record", at, rec)
 		}
+		costed[rec] = true
 		row.Record = rec
 		if c, has := m["classic_ms"]; has {
 			f, err := asPositive(c)
