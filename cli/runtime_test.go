@@ -175,6 +175,22 @@ func TestServeDrainSwitchRecord(t *testing.T) {
 	}
 }
 
+// A policy file the profile names only after serve started (a reload) is
+// watched from then on: its edit switches the width like any other.
+func TestServeWatchesAPolicyFileAddedByAReload(t *testing.T) {
+	r, prof, base, _ := serveSim(t, "")
+	pol := filepath.Join(filepath.Dir(prof), "pol.toml")
+	entry := func(w int) string {
+		return fmt.Sprintf("schema = 1\n[[entry]]\nid = \"gb10-affine-dflash\"\nengine = \"mlxcel\"\ndrafter = \"dflash\"\n"+
+			"capability = \"12.1\"\nquant = \"affine\"\nwidth = %d\nrunner_up = 3\npin = \"mlx 81ba1c6a\"\nrecord = \"docs/benchmark_results/x.md\"\n", w)
+	}
+	writeFile(t, pol, entry(5))
+	renameOver(t, prof, base+"[policy]\nfiles = [\"pol.toml\"]\n")
+	r.log.waitFor(t, `switched to_pid=\d+ width=5`, 1, 20*time.Second)
+	renameOver(t, pol, entry(6))
+	r.log.waitFor(t, `switched to_pid=\d+ width=6`, 1, 20*time.Second)
+}
+
 // GET /metrics is the engine's series followed by speclaunch's own, one
 // exposition the Prometheus text parser reads; /speclaunch/metrics has
 // speclaunch's alone; a switch shows in its counters.

@@ -37,8 +37,9 @@ type launcher struct {
 	e        *Env
 	in       config.Input
 	log      *slog.Logger
-	files    []string
-	wasEmpty map[string]bool // files that were empty when serve started
+	files    []string        // the profile and policy files loaded last (followFiles)
+	wasEmpty map[string]bool // files that were empty when first loaded
+	watcher  *watch.Watcher  // nil when not watching
 
 	px  *proxy.Proxy // nil in direct mode (--proxy=false)
 	pub *public      // the public listener (proxy mode)
@@ -251,8 +252,31 @@ func (sv *launcher) watchFiles(p *plan.Plan) (<-chan watch.Change, <-chan os.Sig
 		return nil, hup, closeAll
 	}
 	signal.Stop(hup)
+	sv.watcher = w
 	sv.log.Info("watching for changes", "files", strings.Join(sv.files, ", "))
 	return w.Changes(), hup, func() { w.Close() }
+}
+
+// followFiles makes the files a reload loaded the ones watched (and the
+// ones a SIGHUP reloads): a policy file the profile names now is watched
+// from here on, one it no longer names is not. Before, the set was the
+// one serve started with, and an edit of a policy file added by a reload
+// went unseen. Runs on the feed's goroutine, as reload does.
+func (sv *launcher) followFiles(files []string) {
+	if slices.Equal(files, sv.files) {
+		return
+	}
+	for _, f := range files {
+		if !slices.Contains(sv.files, f) {
+			if fi, err := os.Stat(f); err == nil && fi.Size() == 0 {
+				sv.wasEmpty[f] = true // loaded empty: an empty file is its content
+			}
+		}
+	}
+	sv.files = slices.Clone(files)
+	if sv.watcher != nil && sv.watcher.Watch(files) == nil {
+		sv.log.Info("watching for changes", "files", strings.Join(files, ", "))
+	}
 }
 
 // runErr is serve's error for the runtime's exit code and reason.
@@ -294,6 +318,7 @@ func (sv *launcher) feed(changes <-chan watch.Change, hup <-chan os.Signal, stop
 		if err != nil {
 			continue
 		}
+		sv.followFiles(l.Files)
 		if !changed {
 			// The runtime takes it in without a switch (or, during one,
 			// after it: the latest wins).

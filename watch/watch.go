@@ -107,6 +107,7 @@ type Watcher struct {
 	log      *slog.Logger
 
 	changes   chan Change
+	paths     chan []string // Watch: the new set, taken in by the loop
 	quit      chan struct{}
 	done      chan struct{}
 	closeOnce sync.Once
@@ -122,6 +123,7 @@ func New(paths []string, o Options) (*Watcher, error) {
 		poll:     o.Poll,
 		log:      o.Logger,
 		changes:  make(chan Change, 8),
+		paths:    make(chan []string),
 		quit:     make(chan struct{}),
 		done:     make(chan struct{}),
 	}
@@ -133,23 +135,8 @@ func New(paths []string, o Options) (*Watcher, error) {
 		w.log = slog.New(slog.DiscardHandler)
 	}
 	for _, p := range paths {
-		abs, err := filepath.Abs(p)
-		if err != nil {
-			return nil, fmt.Errorf("watch: %s: %w", p, err)
-		}
-		if slices.ContainsFunc(w.files, func(f *file) bool { return f.path == abs }) {
-			continue
-		}
-		f := &file{path: abs, dir: filepath.Dir(abs)}
-		if sum, resolved, _, err := readSum(abs); err == nil {
-			f.sum, f.resolved, f.have = sum, resolved, true
-		} else if !errors.Is(err, fs.ErrNotExist) {
-			f.unreadable = err.Error()
-			w.log.Warn("cannot read watched file", "path", abs, "err", err)
-		}
-		w.files = append(w.files, f)
-		if !slices.Contains(w.dirs, f.dir) {
-			w.dirs = append(w.dirs, f.dir)
+		if err := w.addFile(p); err != nil {
+			return nil, err
 		}
 	}
 	if !o.pollOnly {
@@ -171,6 +158,71 @@ func New(paths []string, o Options) (*Watcher, error) {
 	}
 	go w.loop()
 	return w, nil
+}
+
+// addFile starts watching p, its content now the baseline: no change is
+// reported for what it holds already. A path watched already is skipped.
+func (w *Watcher) addFile(p string) error {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return fmt.Errorf("watch: %s: %w", p, err)
+	}
+	if slices.ContainsFunc(w.files, func(f *file) bool { return f.path == abs }) {
+		return nil
+	}
+	f := &file{path: abs, dir: filepath.Dir(abs)}
+	if sum, resolved, _, err := readSum(abs); err == nil {
+		f.sum, f.resolved, f.have = sum, resolved, true
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		f.unreadable = err.Error()
+		w.log.Warn("cannot read watched file", "path", abs, "err", err)
+	}
+	w.files = append(w.files, f)
+	if !slices.Contains(w.dirs, f.dir) {
+		w.dirs = append(w.dirs, f.dir)
+	}
+	return nil
+}
+
+// Watch makes paths the files watched: files new to the set start from
+// their content now (a reload that named them has just read it), files no
+// longer named are dropped. A reload that adds a policy file to the
+// profile is how the set grows. It is safe to call while Changes is
+// being read, and does nothing after Close.
+func (w *Watcher) Watch(paths []string) error {
+	select {
+	case w.paths <- paths:
+		return nil
+	case <-w.done:
+		return errors.New("watch: closed")
+	}
+}
+
+// setPaths is Watch, on the loop's goroutine.
+func (w *Watcher) setPaths(paths []string) {
+	keep := map[string]bool{}
+	for _, p := range paths {
+		if abs, err := filepath.Abs(p); err == nil {
+			keep[abs] = true
+		}
+	}
+	w.files = slices.DeleteFunc(w.files, func(f *file) bool { return !keep[f.path] })
+	for _, p := range paths {
+		if err := w.addFile(p); err != nil {
+			w.log.Warn("cannot watch file", "path", p, "err", err)
+		}
+	}
+	if w.fsw == nil {
+		return
+	}
+	have := w.fsw.WatchList()
+	for _, d := range w.dirs {
+		if !slices.Contains(have, d) {
+			if err := w.fsw.Add(d); err != nil {
+				w.log.Warn("cannot watch directory; its files are polled", "dir", d, "err", err)
+			}
+		}
+	}
 }
 
 // Changes delivers reload triggers. It is closed by Close. A slow reader
@@ -218,6 +270,8 @@ func (w *Watcher) loop() {
 		select {
 		case <-w.quit:
 			return
+		case ps := <-w.paths:
+			w.setPaths(ps)
 		case ev, ok := <-events:
 			if !ok {
 				events = nil

@@ -398,3 +398,32 @@ func TestUnreadableFileIsSaidOnce(t *testing.T) {
 		t.Errorf("%d unreadable and %d missing warnings, want 3 and 2:\n%s", n, m, logs.String())
 	}
 }
+
+// Watch changes the set: a file added (a policy file a reload named, in
+// another directory) reports its next write, not what it held when added;
+// a file dropped reports nothing more.
+func TestWatchChangesTheSet(t *testing.T) {
+	prof := filepath.Join(t.TempDir(), "profile.toml")
+	pol := filepath.Join(t.TempDir(), "policy.toml")
+	write(t, prof, "v1")
+	write(t, pol, "p1")
+	w := newWatcher(t, []string{prof}, Options{})
+	if err := w.Watch([]string{prof, pol}); err != nil {
+		t.Fatal(err)
+	}
+	renameOver(t, pol, "p2")
+	expect(t, w, Change{Path: pol, Reason: ReasonRenameOver})
+	if err := w.Watch([]string{pol}); err != nil {
+		t.Fatal(err)
+	}
+	// The dropped file's write comes first; the first Change is the
+	// watched one's.
+	renameOver(t, prof, "v2")
+	time.Sleep(3 * DefaultDebounce)
+	renameOver(t, pol, "p3")
+	expect(t, w, Change{Path: pol, Reason: ReasonRenameOver})
+	w.Close()
+	if err := w.Watch([]string{prof}); err == nil {
+		t.Error("Watch after Close: no error")
+	}
+}
