@@ -16,6 +16,14 @@ import (
 	"github.com/speclaunch/speclaunch/record"
 )
 
+// Check refuses a plan that cannot yield a ranking or a record that can
+// be read back, before anything starts and any record is written; Run
+// makes the same check.
+func Check(o Options) error {
+	_, err := o.withDefaults()
+	return err
+}
+
 // withDefaults fills zero options and refuses a plan that cannot yield a
 // ranking, before anything is started.
 func (o Options) withDefaults() (Options, error) {
@@ -28,7 +36,35 @@ func (o Options) withDefaults() (Options, error) {
 	if err := o.fillLoad(); err != nil {
 		return o, err
 	}
+	if err := o.checkRuns(); err != nil {
+		return o, err
+	}
 	return o, checkArms(o.Arms)
+}
+
+// checkRuns refuses a plan whose record would hold more runs than a record
+// may (record.MaxRunsPerArm, record.MaxRuns): it would be written after
+// the whole sweep and then refused by every command that reads records.
+// Classic, visited twice a round, holds the most.
+func (o *Options) checkRuns() error {
+	np, arms := len(o.Prompts), max(len(o.Arms), 2)
+	perVisit := np
+	warm := o.Warmup // resident: once per arm
+	if o.Schedule == ScheduleRestart {
+		perVisit, warm = o.Warmup+np, 0
+	}
+	if o.Rounds > record.MaxRunsPerArm {
+		return fmt.Errorf("bench: %d rounds would make a record above the %d runs an arm may hold; use fewer rounds (5 is the usual)", o.Rounds, record.MaxRunsPerArm)
+	}
+	classic := warm + 2*o.Rounds*perVisit
+	total := arms*warm + o.Rounds*(arms+1)*perVisit
+	switch {
+	case classic > record.MaxRunsPerArm:
+		return fmt.Errorf("bench: %d rounds of %d prompts (and %d warm-up requests) would put %d runs in the classic arm, above the %d an arm of a record may hold; use fewer rounds or prompts", o.Rounds, np, o.Warmup, classic, record.MaxRunsPerArm)
+	case total > record.MaxRuns:
+		return fmt.Errorf("bench: %d arms of %d rounds of %d prompts would make a record of %d runs, above the %d a record may hold; use fewer rounds, prompts or widths", len(o.Arms), o.Rounds, np, total, record.MaxRuns)
+	}
+	return nil
 }
 
 // fillRuns fills and checks how much is measured: rounds, warm-up

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -131,6 +132,48 @@ func TestRunRoundsFloor(t *testing.T) {
 	o = testOptions(append(specArms(), ArmSpec{Label: "width 1", Kind: KindWidth, Width: 1}))
 	if err := Run(context.Background(), o, start, newRecord()); err == nil {
 		t.Error("width 1 was accepted")
+	}
+}
+
+// A plan whose record would hold more runs than a record may is refused
+// before anything starts: the record would be written at the end of the
+// sweep and then refused by every command that reads one. At the bounds
+// it is run.
+func TestRunRecordSizeBounds(t *testing.T) {
+	started := 0
+	start := func(context.Context, ArmSpec, int) (Server, error) { started++; return nil, errors.New("x") }
+	for _, c := range []struct {
+		name     string
+		rounds   int
+		schedule string
+		widths   int
+		refused  string
+	}{
+		{"classic at the bound", (record.MaxRunsPerArm - 1) / 2, ScheduleResident, 1, ""},
+		{"classic over the bound", 600, ScheduleResident, 1, "runs in the classic arm"},
+		{"warm-ups count under restart", (record.MaxRunsPerArm - 1) / 2, ScheduleRestart, 1, "runs in the classic arm"},
+		{"rounds far over", 99999999999, ScheduleResident, 1, "rounds would make a record above"},
+		{"the record over the bound", 100, ScheduleResident, 150, "a record of"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			arms := []ArmSpec{{Label: "classic", Kind: KindClassic}}
+			for w := range c.widths {
+				arms = append(arms, ArmSpec{Label: fmt.Sprintf("width %d", w+2), Kind: KindWidth, Width: w + 2})
+			}
+			o := testOptions(arms)
+			o.Rounds, o.Schedule, o.Warmup, o.BasePort = c.rounds, c.schedule, 1, 20000
+			started = 0
+			err := Run(context.Background(), o, start, newRecord())
+			if c.refused == "" {
+				if started == 0 {
+					t.Errorf("refused: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), c.refused) || started != 0 {
+				t.Errorf("err %v, %d servers started: want %q before any start", err, started, c.refused)
+			}
+		})
 	}
 }
 

@@ -120,7 +120,7 @@ func (sv *launcher) reload(cur *plan.Plan, ch watch.Change) (*plan.Plan, *loaded
 	// load as all defaults. (One that was empty when serve started stays
 	// a valid, empty profile.)
 	for _, f := range sv.files {
-		if fi, err := os.Stat(f); err == nil && fi.Size() == 0 && !sv.wasEmpty[f] {
+		if fi, err := os.Stat(f); err == nil && fi.Mode().IsRegular() && fi.Size() == 0 && !sv.wasEmpty[f] {
 			sv.log.Warn("reload: the file is empty (a write caught halfway?); not applied: waiting for the next write", "file", f)
 			return nil, nil, false, fmt.Errorf("%s is empty", f)
 		}
