@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -157,6 +158,15 @@ func (c *PolicyCheckCmd) Run(e *Env) error {
 	pol, err := e.policyOnly(c.Profile, c.Policy)
 	if err != nil {
 		return err
+	}
+	if fi, err := os.Stat(c.Root); err != nil || !fi.IsDir() {
+		// Every record would read as missing, each entry a failure
+		// (exit 1), where the mistake is the flag's.
+		what := "is not a directory"
+		if err != nil {
+			what = "cannot be used: " + err.Error()
+		}
+		return usage(fmt.Errorf("flag --root: %s %s", c.Root, what), "give the directory the records' paths are relative to (the repository's root)")
 	}
 	read := func(path string) ([]byte, error) {
 		b, err := record.ReadFile(e.Ctx, filepath.Join(c.Root, filepath.FromSlash(path)))
