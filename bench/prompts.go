@@ -55,7 +55,13 @@ func ShippedSet(name string) ([]Prompt, error) {
 // operator names (a directory, FIFO or device is refused before it is read,
 // and ctx ending stops the read). Errors name the file.
 func ReadPromptFile(ctx context.Context, name string) (string, error) {
-	b, err := safefile.ReadFile(ctx, "prompt file", name, MaxPromptBytes)
+	return ReadTextFile(ctx, "prompt file", name)
+}
+
+// ReadTextFile reads a small UTF-8 text file under the prompt file's cap,
+// as what ("notes file"), so that its errors name it as what it is.
+func ReadTextFile(ctx context.Context, what, name string) (string, error) {
+	b, err := safefile.ReadFile(ctx, what, name, MaxPromptBytes)
 	if err != nil {
 		return "", err
 	}

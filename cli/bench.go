@@ -258,7 +258,7 @@ func readNotes(ctx context.Context, path string) ([]string, error) {
 	if path == "" {
 		return nil, nil
 	}
-	b, err := bench.ReadPromptFile(ctx, path) // the same caps: a small text file
+	b, err := bench.ReadTextFile(ctx, "notes file", path) // the prompt file's caps: a small text file
 	if err != nil {
 		return nil, &config.Error{Src: config.Source{Origin: config.Flag, Name: "--notes-file"}, Msg: "cannot use the notes file", Err: err}
 	}
