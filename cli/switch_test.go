@@ -6,8 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -175,6 +177,25 @@ func waitStatus(t *testing.T, port int, timeout time.Duration, done func(statusD
 			return st
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// The public host moves on one port, out to every interface and back:
+// the old listener holds the port, so it gives it up for the new one.
+// Before, the way back failed (address already in use) and the server
+// stayed exposed on 0.0.0.0.
+func TestServeHostMovesOnOnePort(t *testing.T) {
+	r, prof, base, port := serveSim(t, "")
+	for i, host := range []string{"0.0.0.0", "127.0.0.1"} {
+		renameOver(t, prof, strings.Replace(base, "[server]\n", fmt.Sprintf("[server]\nhost = %q\n", host), 1))
+		r.log.waitFor(t, `proxy moved to a new address`, i+1, 20*time.Second)
+		want := net.JoinHostPort(host, strconv.Itoa(port))
+		if st := waitStatus(t, port, 10*time.Second, func(st statusDoc) bool { return st.Public == want }); st.Public != want {
+			t.Fatalf("status public %q after the move to %s; log:\n%s", st.Public, host, r.log)
+		}
+	}
+	if err := streamWhole(port, 4); err != nil {
+		t.Errorf("after the moves: %v", err)
 	}
 }
 

@@ -687,20 +687,48 @@ func listenPublic(p *plan.Plan, h *proxy.Proxy, log *slog.Logger) (*public, erro
 }
 
 // rebind moves the public address: the new one is bound first, so a taken
-// port rejects the reload and the old address keeps serving.
+// port rejects the reload and the old address keeps serving. Where the old
+// listener itself holds the port (0.0.0.0:P to 127.0.0.1:P, or back), it
+// stops accepting first and the new address is bound in its place; a
+// connection arriving in between is refused, and if the new address cannot
+// be bound the old one is taken back. Connections already open finish on
+// the old server either way.
 func (pb *public) rebind(np *plan.Plan, h *proxy.Proxy, log *slog.Logger) error {
 	addr := net.JoinHostPort(np.Settings.Host.Value, strconv.Itoa(np.Settings.Port.Value))
+	pb.mu.Lock()
+	old, oldAddr := pb.srv, pb.addr
+	pb.mu.Unlock()
 	srv, err := serveHTTP(addr, h, log)
+	if err != nil && errors.Is(err, syscall.EADDRINUSE) && samePort(addr, oldAddr) {
+		old.closeListener()
+		if srv, err = serveHTTP(addr, h, log); err != nil {
+			back, berr := serveHTTP(oldAddr, h, log)
+			if berr != nil {
+				log.Error("the proxy could not take its old address back; it no longer accepts connections: restart speclaunch", "addr", oldAddr, "err", berr)
+				return &badInput{fmt.Errorf("port %d on %s is not available (%v), and the old address %s could not be taken back (%v)", np.Settings.Port.Value, np.Settings.Host.Value, err, oldAddr, berr)}
+			}
+			pb.mu.Lock()
+			pb.srv = back
+			pb.mu.Unlock()
+			go old.shutdown(30 * time.Second)
+		}
+	}
 	if err != nil {
-		return &badInput{fmt.Errorf("port %d on %s is not available (%v); the proxy stays on %s", np.Settings.Port.Value, np.Settings.Host.Value, err, pb.addr)}
+		return &badInput{fmt.Errorf("port %d on %s is not available (%v); the proxy stays on %s", np.Settings.Port.Value, np.Settings.Host.Value, err, oldAddr)}
 	}
 	pb.mu.Lock()
-	old := pb.srv
 	pb.srv, pb.addr = srv, addr
 	pb.mu.Unlock()
 	log.Info("proxy moved to a new address", "addr", addr)
 	go old.shutdown(30 * time.Second)
 	return nil
+}
+
+// samePort says whether two host:port addresses name one port.
+func samePort(a, b string) bool {
+	_, pa, err1 := net.SplitHostPort(a)
+	_, pb, err2 := net.SplitHostPort(b)
+	return err1 == nil && err2 == nil && pa == pb
 }
 
 func (pb *public) stopAccepting() {
