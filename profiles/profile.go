@@ -21,6 +21,7 @@ import (
 	"github.com/speclaunch/speclaunch/internal/safefile"
 	"github.com/speclaunch/speclaunch/internal/tomlguard"
 	"github.com/speclaunch/speclaunch/internal/tomlpos"
+	"github.com/speclaunch/speclaunch/secret"
 )
 
 //go:embed *.toml
@@ -148,7 +149,7 @@ func Parse(name string, data []byte) (*Profile, error) {
 	if err != nil {
 		var pe toml.ParseError
 		if errors.As(err, &pe) {
-			return nil, &Error{File: name, Line: pe.Position.Line, Msg: "invalid TOML: " + pe.Message}
+			return nil, &Error{File: name, Line: pe.Position.Line, Msg: "invalid TOML: " + maskQuoted(pe.Message, lineOf(data, pe.Position.Line))}
 		}
 		if m := lineRE.FindStringSubmatch(err.Error()); m != nil {
 			var line int
@@ -277,4 +278,32 @@ func ExampleNames() []string {
 		out = append(out, strings.TrimSuffix(e.Name(), ".toml"))
 	}
 	return out
+}
+
+var quotedRE = regexp.MustCompile(`"[^"]*"`)
+
+// maskQuoted masks what a TOML error quotes from line when the line names a
+// secret (a variable or flag whose name says key, token, secret or
+// password): a value typed without quotes is quoted back whole in the
+// decoder's message ("expected value but found \"sk-…\" instead"), and
+// the error goes to the terminal and the log.
+func maskQuoted(msg, line string) string {
+	names := strings.FieldsFunc(line, func(r rune) bool {
+		return !(r == '_' || r == '-' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
+	})
+	for _, n := range names {
+		if secret.SecretEnv(n) || secret.SecretFlag(n) {
+			return quotedRE.ReplaceAllStringFunc(msg, func(q string) string { return `"` + secret.Mask(q[1:len(q)-1]) + `"` })
+		}
+	}
+	return msg
+}
+
+// lineOf is line n (from 1) of data, or "".
+func lineOf(data []byte, n int) string {
+	lines := strings.Split(string(data), "\n")
+	if n < 1 || n > len(lines) {
+		return ""
+	}
+	return lines[n-1]
 }

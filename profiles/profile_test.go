@@ -33,6 +33,11 @@ func TestParseErrors(t *testing.T) {
 		{"wrong type", "[draft]\nblock_size = \"four\"\n", []string{"p.toml:2", "draft.block_size", "incompatible types"}},
 		{"syntax", "[draft\nmodel = 1\n", []string{"p.toml:2", "invalid TOML"}},
 		{"args not list", "[engine]\nargs = \"--x\"\n", []string{"p.toml:2"}},
+		// A secret typed without quotes is quoted back by the decoder:
+		// masked, as everywhere else (the last 4 characters show).
+		{"bare key in args", "[engine]\nargs = [\"--api-key\", skHiddenABCD]\n", []string{"p.toml:2", `found "****ABCD"`}},
+		{"bare key in env", "[engine.env]\nHF_TOKEN = hfHiddenWXYZ\n", []string{"p.toml:2", `found "****WXYZ"`}},
+		{"bare value elsewhere", "[model]\npath = targetABCD\n", []string{`found "targetABCD"`}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -44,6 +49,9 @@ func TestParseErrors(t *testing.T) {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("%q lacks %q", err, w)
 				}
+			}
+			if strings.Contains(err.Error(), "Hidden") {
+				t.Errorf("%q shows a secret", err)
 			}
 		})
 	}
