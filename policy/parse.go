@@ -504,7 +504,6 @@ func (t table) cost(records []string) ([]CostRow, error) {
 	if !ok {
 		return nil, nil
 	}
-	const shape = `write cost = [{ record = "docs/benchmark_results/<name>.md", classic_ms = 3.11, widths = [2, 3], ms_per_cycle = [3.94, 4.73] }] (speclaunch policy propose writes it)`
 	var ms []map[string]any
 	switch a := v.(type) {
 	case []map[string]any:
@@ -513,12 +512,12 @@ func (t table) cost(records []string) ([]CostRow, error) {
 		for _, e := range a {
 			m, isMap := e.(map[string]any)
 			if !isMap {
-				return nil, t.errf("cost", "cost must be an array of inline tables, but an element is a %s; %s", typeName(e), shape)
+				return nil, t.errf("cost", "cost must be an array of inline tables, but an element is a %s; %s", typeName(e), costShape)
 			}
 			ms = append(ms, m)
 		}
 	default:
-		return nil, t.errf("cost", "cost must be an array of inline tables, not a %s; %s", typeName(v), shape)
+		return nil, t.errf("cost", "cost must be an array of inline tables, not a %s; %s", typeName(v), costShape)
 	}
 	var out []CostRow
 	listed := make(map[string]bool, len(records))
@@ -533,54 +532,65 @@ func (t table) cost(records []string) ([]CostRow, error) {
 				return nil, t.errf("cost", "unknown key %q in %s (known: %s)", k, at, strings.Join(costKeys, ", "))
 			}
 		}
-		var row CostRow
 		rec, isStr := m["record"].(string)
 		if !isStr || !listed[rec] {
-			return nil, t.errf("cost", "%s must name one of the entry's records in record (got %v); %s", at, m["record"], shape)
+			return nil, t.errf("cost", "%s must name one of the entry's records in record (got %v); %s", at, m["record"], costShape)
 		}
 		if costed[rec] {
 			return nil, t.errf("cost", "%s repeats the cost table of %s; give one per record", at, rec)
 		}
 		costed[rec] = true
+		row, err := t.costRow(at, m)
+		if err != nil {
+			return nil, err
+		}
 		row.Record = rec
-		if c, has := m["classic_ms"]; has {
-			f, err := asPositive(c)
-			if err != nil {
-				return nil, t.errf("cost", "%s classic_ms %v", at, err)
-			}
-			row.ClassicMS = f
-		}
-		ws, err := list(m["widths"])
-		if err != nil {
-			return nil, t.errf("cost", "%s widths %v; %s", at, err, shape)
-		}
-		for j, w := range ws {
-			n, err := asInt(w)
-			if err != nil || n < key.MinWidth || n > key.MaxWidth {
-				return nil, t.errf("cost", "%s widths[%d] = %v: want a width from %d to %d", at, j, w, key.MinWidth, key.MaxWidth)
-			}
-			if j > 0 && int(n) <= row.Widths[j-1] {
-				return nil, t.errf("cost", "%s widths must ascend, each once (%d after %d)", at, n, row.Widths[j-1])
-			}
-			row.Widths = append(row.Widths, int(n))
-		}
-		xs, err := list(m["ms_per_cycle"])
-		if err != nil {
-			return nil, t.errf("cost", "%s ms_per_cycle %v; %s", at, err, shape)
-		}
-		if len(xs) != len(row.Widths) {
-			return nil, t.errf("cost", "%s has %d widths but %d ms_per_cycle figures; give one per width", at, len(row.Widths), len(xs))
-		}
-		for j, x := range xs {
-			f, err := asPositive(x)
-			if err != nil {
-				return nil, t.errf("cost", "%s ms_per_cycle[%d] %v", at, j, err)
-			}
-			row.MS = append(row.MS, f)
-		}
 		out = append(out, row)
 	}
 	return out, nil
+}
+
+const costShape = `write cost = [{ record = "docs/benchmark_results/<name>.md", classic_ms = 3.11, widths = [2, 3], ms_per_cycle = [3.94, 4.73] }] (speclaunch policy propose writes it)`
+
+// costRow reads one cost table's figures (at names it in errors).
+func (t table) costRow(at string, m map[string]any) (CostRow, error) {
+	var row CostRow
+	if c, has := m["classic_ms"]; has {
+		f, err := asPositive(c)
+		if err != nil {
+			return row, t.errf("cost", "%s classic_ms %v", at, err)
+		}
+		row.ClassicMS = f
+	}
+	ws, err := list(m["widths"])
+	if err != nil {
+		return row, t.errf("cost", "%s widths %v; %s", at, err, costShape)
+	}
+	for j, w := range ws {
+		n, err := asInt(w)
+		if err != nil || n < key.MinWidth || n > key.MaxWidth {
+			return row, t.errf("cost", "%s widths[%d] = %v: want a width from %d to %d", at, j, w, key.MinWidth, key.MaxWidth)
+		}
+		if j > 0 && int(n) <= row.Widths[j-1] {
+			return row, t.errf("cost", "%s widths must ascend, each once (%d after %d)", at, n, row.Widths[j-1])
+		}
+		row.Widths = append(row.Widths, int(n))
+	}
+	xs, err := list(m["ms_per_cycle"])
+	if err != nil {
+		return row, t.errf("cost", "%s ms_per_cycle %v; %s", at, err, costShape)
+	}
+	if len(xs) != len(row.Widths) {
+		return row, t.errf("cost", "%s has %d widths but %d ms_per_cycle figures; give one per width", at, len(row.Widths), len(xs))
+	}
+	for j, x := range xs {
+		f, err := asPositive(x)
+		if err != nil {
+			return row, t.errf("cost", "%s ms_per_cycle[%d] %v", at, j, err)
+		}
+		row.MS = append(row.MS, f)
+	}
+	return row, nil
 }
 
 // list accepts a decoded TOML array.
