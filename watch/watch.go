@@ -107,7 +107,7 @@ type Watcher struct {
 	log      *slog.Logger
 
 	changes   chan Change
-	paths     chan []string // Watch: the new set, taken in by the loop
+	paths     chan setReq // Watch: the new set, taken in by the loop
 	quit      chan struct{}
 	done      chan struct{}
 	closeOnce sync.Once
@@ -123,7 +123,7 @@ func New(paths []string, o Options) (*Watcher, error) {
 		poll:     o.Poll,
 		log:      o.Logger,
 		changes:  make(chan Change, 8),
-		paths:    make(chan []string),
+		paths:    make(chan setReq),
 		quit:     make(chan struct{}),
 		done:     make(chan struct{}),
 	}
@@ -185,17 +185,30 @@ func (w *Watcher) addFile(p string) error {
 }
 
 // Watch makes paths the files watched: files new to the set start from
-// their content now (a reload that named them has just read it), files no
-// longer named are dropped. A reload that adds a policy file to the
+// their content now (a reload that named them has just read it; a write
+// between that read and this call is not seen until the next one), files
+// no longer named are dropped. It returns once the set is in force. A reload that adds a policy file to the
 // profile is how the set grows. It is safe to call while Changes is
 // being read, and does nothing after Close.
 func (w *Watcher) Watch(paths []string) error {
+	r := setReq{paths: paths, done: make(chan struct{})}
 	select {
-	case w.paths <- paths:
+	case w.paths <- r:
+	case <-w.done:
+		return errors.New("watch: closed")
+	}
+	select { // the new files' baselines are read: a later write is a change
+	case <-r.done:
 		return nil
 	case <-w.done:
 		return errors.New("watch: closed")
 	}
+}
+
+// setReq is one Watch call: done closes once the set is in force.
+type setReq struct {
+	paths []string
+	done  chan struct{}
 }
 
 // setPaths is Watch, on the loop's goroutine.
@@ -270,8 +283,9 @@ func (w *Watcher) loop() {
 		select {
 		case <-w.quit:
 			return
-		case ps := <-w.paths:
-			w.setPaths(ps)
+		case r := <-w.paths:
+			w.setPaths(r.paths)
+			close(r.done)
 		case ev, ok := <-events:
 			if !ok {
 				events = nil
