@@ -21,6 +21,7 @@ var (
 // S(1), and each such drift dropped the far positions and the trials.
 func TestLoopDriftAcrossMixedPools(t *testing.T) {
 	e, h := easyEpoch, hardEpoch
+	m := Counts{Cycles: 256, AtLeast: []float64{179.2, 140.8, 115.2}} // half of each
 	cases := []struct {
 		name   string
 		epochs []Counts // pools of driftPool epochs
@@ -31,6 +32,9 @@ func TestLoopDriftAcrossMixedPools(t *testing.T) {
 		{"one class, then the other", []Counts{e, e, e, e, h, h, h, h, h, h, h, h}, true},
 		{"one class, a pool of the other, the first again", []Counts{e, e, e, e, h, h, h, h, e, e, e, e}, false},
 		{"one class throughout", []Counts{e, e, e, e, e, e, e, e}, false},
+		// Two runs the opposite ways each drift from the mix (m: epochs
+		// that each hold both classes); together they are the mix.
+		{"a mix, then a pool of each class", []Counts{m, m, m, m, m, m, m, m, h, h, h, h, e, e, e, e, m, m, m, m}, false},
 		// The mix's own spread hides the change at the first pool of the
 		// hard class alone; the next two pools show it.
 		{"a mix, then the hard class alone", []Counts{e, h, e, h, h, h, h, h, h, h, h, h, h, h, h, h}, true},

@@ -138,7 +138,7 @@ func (l *Loop) learnt(key CacheKey) Learnt {
 // acceptanceAll is the acceptance at every position observed: this
 // engine's where it has them, the widest observation beyond.
 func (l *Loop) acceptanceAll() Acceptance {
-	if l.width < 2 || l.base.Cycles+l.pend.Cycles == 0 {
+	if l.width < 2 || l.base.Cycles+l.waiting().pool.Cycles == 0 {
 		return l.wide
 	}
 	return l.acceptance()

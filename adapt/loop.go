@@ -888,8 +888,9 @@ func (l *Loop) foldAcceptance() {
 // commit joins the pending pool to this engine's acceptance and to the
 // running width's own counts, or, when tested and the traffic drifted,
 // replaces them with it. A pool that drifts is held (suspect) until the
-// next one: a drift is taken when that one drifts too, and both start
-// the new acceptance; otherwise the held pool joins as any other. On
+// next one: a drift is taken when that one drifts too and the two
+// together still do (two runs the opposite ways are no drift), and both
+// start the new acceptance; otherwise the held pool joins as any other. On
 // steady traffic of two kinds of requests in runs (the sim matrix's two
 // classes; four clients' mix of code prompts on the H200, where S(1)
 // moved between 0.58 and 0.68 and the loop took 12 drifts in 7 minutes)
@@ -910,10 +911,17 @@ func (l *Loop) commit(test bool) {
 	}
 	if s := l.suspect; s != nil {
 		l.suspect = nil
-		if kBase > 0 || kOwn > 0 { // confirmed: the held pool is of the new traffic too
-			s.pool.Merge(l.pend)
-			l.pend, l.pendTok, l.pendEp = s.pool, s.tok+l.pendTok, append(s.ep, l.pendEp...)
-		} else { // the held pool was a run of the old traffic's mix
+		both := Counts{Cycles: s.pool.Cycles, AtLeast: slices.Clone(s.pool.AtLeast)}
+		both.Merge(l.pend)
+		if kBase > 0 {
+			kBase = Drift(l.base.Obs(), both.Obs(), l.cfg.DriftZ, phi)
+		}
+		if kOwn > 0 {
+			kOwn = Drift(l.own[l.width].Obs(), both.Obs(), l.cfg.DriftZ, phi)
+		}
+		if kBase > 0 || kOwn > 0 { // confirmed: the two pools together moved
+			l.pend, l.pendTok, l.pendEp = both, s.tok+l.pendTok, append(s.ep, l.pendEp...)
+		} else { // runs of the old traffic's mix (or two runs the other way round)
 			l.join(*s)
 		}
 	} else if kBase > 0 || kOwn > 0 {
@@ -1145,8 +1153,9 @@ func (l *Loop) ownRateOf(w, n int) (rateObs, bool) {
 	d, eps := l.deliv[w], l.delivEp[w]
 	if w == l.width { // with the epochs not yet committed
 		own = l.ownCopy()[w]
-		d = [2]float64{d[0] + l.pendTok, d[1] + l.pend.Cycles}
-		eps = append(slices.Clone(eps), l.pendEp...)
+		wt := l.waiting()
+		d = [2]float64{d[0] + wt.tok, d[1] + wt.pool.Cycles}
+		eps = append(slices.Clone(eps), wt.ep...)
 	}
 	return l.measuredRate(w, n, own, d, eps)
 }
@@ -1159,8 +1168,9 @@ func (l *Loop) stintRate(n int) (rateObs, bool) {
 		return rateObs{}, false
 	}
 	c := l.engineCounts()
-	d := [2]float64{l.baseTok + l.pendTok, c.Cycles}
-	return l.measuredRate(l.width, n, c, d, append(slices.Clone(l.baseEp), l.pendEp...))
+	wt := l.waiting()
+	d := [2]float64{l.baseTok + wt.tok, c.Cycles}
+	return l.measuredRate(l.width, n, c, d, append(slices.Clone(l.baseEp), wt.ep...))
 }
 
 // measuredRate is width w's rate at concurrency n from its counts, the
@@ -1290,9 +1300,9 @@ func (l *Loop) ownCopy() map[int]Counts {
 	for w, c := range l.own {
 		m[w] = Counts{Cycles: c.Cycles, AtLeast: slices.Clone(c.AtLeast)}
 	}
-	if l.width >= 2 && l.pend.Cycles > 0 { // the running width's epochs not yet committed
+	if wt := l.waiting(); l.width >= 2 && wt.pool.Cycles > 0 { // the running width's epochs not yet committed
 		o := m[l.width]
-		o.Merge(l.pend)
+		o.Merge(wt.pool)
 		m[l.width] = o
 	}
 	return m
@@ -1312,12 +1322,27 @@ func (l *Loop) acceptance() Acceptance {
 }
 
 // engineCounts is this engine's acceptance counts since it started or the
-// traffic drifted: base and the pool not yet committed.
+// traffic drifted: base and the pools not yet committed (waiting).
 func (l *Loop) engineCounts() Counts {
 	c := l.base
 	c.AtLeast = slices.Clone(c.AtLeast)
-	c.Merge(l.pend)
+	c.Merge(l.waiting().pool)
 	return c
+}
+
+// waiting is the cycles not yet joined: a pool held for a drift (commit)
+// and the pending one. Decisions, checks and saves read them with the
+// joined ones; only the drift test leaves the held pool out. Without it a
+// new engine's first pool, held, left the decision with "no acceptance
+// observed yet" for a pool more.
+func (l *Loop) waiting() heldPool {
+	w := heldPool{pool: Counts{Cycles: l.pend.Cycles, AtLeast: slices.Clone(l.pend.AtLeast)}, tok: l.pendTok, ep: slices.Clone(l.pendEp)}
+	if s := l.suspect; s != nil {
+		w.pool.Merge(s.pool)
+		w.tok += s.tok
+		w.ep = append(slices.Clone(s.ep), w.ep...)
+	}
+	return w
 }
 
 // probeConcurrency extends a probed curve to the rows n sequences verify

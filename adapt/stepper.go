@@ -322,7 +322,8 @@ func (l *Loop) act(now time.Time, dec Decision) Action {
 		// Where the look sees the acceptance as it was, the widths undone
 		// are barred again (keepBarred).
 		if len(l.avoid) > 0 {
-			l.barred = &barredWidths{widths: maps.Clone(l.avoid), under: l.acceptanceAll()}
+			l.barred = &barredWidths{widths: maps.Clone(l.avoid), under: l.acceptanceAll(),
+				epochs: append(slices.Clone(l.prevObs), l.pendObs...)}
 		}
 		clear(l.tried)
 		clear(l.avoid)
@@ -397,6 +398,7 @@ func (l *Loop) noCost(dec Decision, n int) Action {
 type barredWidths struct {
 	widths map[int]bool
 	under  Acceptance
+	epochs []Acceptance // the epochs before the look, for the test's Dispersion
 }
 
 // keepBarred settles a re-check at its first decision: the widths undone
@@ -414,8 +416,12 @@ func (l *Loop) keepBarred() {
 	}
 	l.barred = nil
 	if l.exploring {
+		// One epoch of a run of easy requests is not a change of a mix:
+		// the test allows for the spread of the epochs before the look,
+		// as commit's does.
 		now := l.engineCounts().Obs()
-		if k := Drift(b.under, now, l.cfg.DriftZ, nil); k > 0 {
+		phi := Dispersion(b.epochs, append(slices.Clone(l.prevObs), l.pendObs...))
+		if k := Drift(b.under, now, l.cfg.DriftZ, phi); k > 0 {
 			l.d.Log.Info("adapt: the re-check saw the acceptance change; the widths undone may be chosen again", "position", k,
 				"was", b.under.S(k), "now", now.S(k))
 			return

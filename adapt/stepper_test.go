@@ -159,21 +159,30 @@ func TestRecheckFreesUndoneWidths(t *testing.T) {
 // does not send the loop back to widths it undid.
 func TestRecheckKeepsUndoneWidthsOnSteadyTraffic(t *testing.T) {
 	before := Counts{Cycles: 4000, AtLeast: []float64{2800, 1960, 1372}} // S = .7, .49, .34 at width 4
+	e, h := easyEpoch, hardEpoch
+	mixed := []Acceptance{e.Obs(), h.Obs(), e.Obs(), h.Obs(), e.Obs(), h.Obs(), e.Obs(), h.Obs()}
 	for _, c := range []struct {
 		name      string
-		look      Counts // the re-check engine's epochs
-		exploring bool   // false: the look's switch failed
+		epochs    []Acceptance // the epochs before the look (nil: alike)
+		look      Counts       // the re-check engine's epochs
+		exploring bool         // false: the look's switch failed
 		barred    bool
 	}{
-		{"the same acceptance", Counts{Cycles: 600, AtLeast: []float64{420, 294, 206, 144}}, true, true},
-		{"a far position changed", Counts{Cycles: 600, AtLeast: []float64{420, 294, 206, 200}}, true, false},
-		{"a near position changed", Counts{Cycles: 600, AtLeast: []float64{540, 430, 340, 270}}, true, false},
-		{"no look: the switch failed", Counts{}, false, true},
+		{"the same acceptance", nil, Counts{Cycles: 600, AtLeast: []float64{420, 294, 206, 144}}, true, true},
+		{"a far position changed", nil, Counts{Cycles: 600, AtLeast: []float64{420, 294, 206, 200}}, true, false},
+		{"a near position changed", nil, Counts{Cycles: 600, AtLeast: []float64{540, 430, 340, 270}}, true, false},
+		{"no look: the switch failed", nil, Counts{}, false, true},
+		// Traffic of two classes in runs: the look's one epoch of the
+		// easy class is within the spread of the epochs before it.
+		{"one easy epoch of a mix", mixed, Counts{Cycles: 256, AtLeast: []float64{230.4, 204.8, 179.2}}, true, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			l := New(LoopDeps{Current: func() Target { return Target{} }, Switch: func(context.Context, int, string) error { return nil },
 				Log: quietLog(), Cfg: Config{Rule: Rule{MinCycles: 256}}})
 			l.width, l.explored, l.base = 4, 1, before
+			if c.epochs != nil { // the same mean, S = .7, .55, .45
+				l.base, l.pendObs = Counts{Cycles: 2048, AtLeast: []float64{1433.6, 1126.4, 921.6}}, c.epochs
+			}
 			l.wide = Counts{Cycles: 4000, AtLeast: []float64{2800, 1960, 1372, 960}}.Obs() // S(4) = .24, from an earlier look
 			l.avoid[5], l.avoid[3] = true, true
 			now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
@@ -185,6 +194,7 @@ func TestRecheckKeepsUndoneWidthsOnSteadyTraffic(t *testing.T) {
 				t.Errorf("during the look: widths saved as undone %v, want [3 5]", got)
 			}
 			l.width, l.exploring, l.base = 17, c.exploring, c.look
+			l.prevObs, l.pendObs = nil, []Acceptance{c.look.Obs()}
 			l.keepBarred()
 			if got := l.avoid[5] && l.avoid[3]; got != c.barred {
 				t.Errorf("avoid %v: barred %v, want %v", l.avoid, got, c.barred)

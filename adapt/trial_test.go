@@ -364,6 +364,11 @@ func TestLoopOwnDriftAcrossEngineLives(t *testing.T) {
 		if o := l.own[4]; o.Cycles != want || i == 1 && (len(l.own) != 1 || len(l.tried) != 0) {
 			t.Errorf("pool %d: own %+v, tried %v: want width 4's %.0f cycles (the new pools only, once confirmed) and no trials taken", i+1, l.own, l.tried, want)
 		}
+		// A held pool is read by the decisions meanwhile: only the drift
+		// test leaves it out.
+		if c := l.engineCounts(); c.Cycles != float64(1100*(i+1)) {
+			t.Errorf("pool %d: the engine's counts hold %.0f cycles, want %d", i+1, c.Cycles, 1100*(i+1))
+		}
 	}
 	// The same traffic: the epoch joins the earlier one.
 	l.epoch = Counts{Cycles: 1100, AtLeast: []float64{990, 891, 803}}

@@ -53,8 +53,12 @@ func (o *Options) checkRuns() error {
 	if o.Schedule == ScheduleRestart {
 		perVisit, warm = o.Warmup+np, 0
 	}
+	// Each alone first: their products below could overflow.
 	if o.Rounds > record.MaxRunsPerArm {
 		return fmt.Errorf("bench: %d rounds would make a record above the %d runs an arm may hold; use fewer rounds (5 is the usual)", o.Rounds, record.MaxRunsPerArm)
+	}
+	if o.Warmup > record.MaxRunsPerArm {
+		return fmt.Errorf("bench: %d warm-up requests would make a record above the %d runs an arm may hold; use fewer (1 is the usual)", o.Warmup, record.MaxRunsPerArm)
 	}
 	classic := warm + 2*o.Rounds*perVisit
 	total := arms*warm + o.Rounds*(arms+1)*perVisit
@@ -62,7 +66,7 @@ func (o *Options) checkRuns() error {
 	case classic > record.MaxRunsPerArm:
 		return fmt.Errorf("bench: %d rounds of %d prompts (and %d warm-up requests) would put %d runs in the classic arm, above the %d an arm of a record may hold; use fewer rounds or prompts", o.Rounds, np, o.Warmup, classic, record.MaxRunsPerArm)
 	case total > record.MaxRuns:
-		return fmt.Errorf("bench: %d arms of %d rounds of %d prompts would make a record of %d runs, above the %d a record may hold; use fewer rounds, prompts or widths", len(o.Arms), o.Rounds, np, total, record.MaxRuns)
+		return fmt.Errorf("bench: %d arms of %d rounds of %d prompts would make a record of %d runs, above the %d a record may hold; use fewer rounds, prompts or widths", arms, o.Rounds, np, total, record.MaxRuns)
 	}
 	return nil
 }

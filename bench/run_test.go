@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -140,8 +141,8 @@ func TestRunRoundsFloor(t *testing.T) {
 // sweep and then refused by every command that reads one. At the bounds
 // it is run.
 func TestRunRecordSizeBounds(t *testing.T) {
-	started := 0
-	start := func(context.Context, ArmSpec, int) (Server, error) { started++; return nil, errors.New("x") }
+	var started atomic.Int64 // the resident schedule starts its arms at once
+	start := func(context.Context, ArmSpec, int) (Server, error) { started.Add(1); return nil, errors.New("x") }
 	for _, c := range []struct {
 		name     string
 		rounds   int
@@ -153,6 +154,7 @@ func TestRunRecordSizeBounds(t *testing.T) {
 		{"classic over the bound", 600, ScheduleResident, 1, "runs in the classic arm"},
 		{"warm-ups count under restart", (record.MaxRunsPerArm - 1) / 2, ScheduleRestart, 1, "runs in the classic arm"},
 		{"rounds far over", 99999999999, ScheduleResident, 1, "rounds would make a record above"},
+		{"warm-ups that would overflow the count", -1, ScheduleRestart, 1, "warm-up requests would make a record above"},
 		{"the record over the bound", 100, ScheduleResident, 150, "a record of"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -162,16 +164,19 @@ func TestRunRecordSizeBounds(t *testing.T) {
 			}
 			o := testOptions(arms)
 			o.Rounds, o.Schedule, o.Warmup, o.BasePort = c.rounds, c.schedule, 1, 20000
-			started = 0
+			if c.rounds < 0 { // 2^62 warm-ups: 4 rounds of them overflow the count
+				o.Rounds, o.Warmup = 4, 1<<62
+			}
+			started.Store(0)
 			err := Run(context.Background(), o, start, newRecord())
 			if c.refused == "" {
-				if started == 0 {
+				if started.Load() == 0 {
 					t.Errorf("refused: %v", err)
 				}
 				return
 			}
-			if err == nil || !strings.Contains(err.Error(), c.refused) || started != 0 {
-				t.Errorf("err %v, %d servers started: want %q before any start", err, started, c.refused)
+			if err == nil || !strings.Contains(err.Error(), c.refused) || started.Load() != 0 {
+				t.Errorf("err %v, %d servers started: want %q before any start", err, started.Load(), c.refused)
 			}
 		})
 	}

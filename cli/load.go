@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/alecthomas/kong"
 	"github.com/speclaunch/speclaunch/config"
@@ -30,6 +31,18 @@ type loaded struct {
 // load layers the settings and merges the policies. Every failure is bad
 // input (exit 2) naming its file, line, flag or variable.
 func (e *Env) load(in config.Input) (*loaded, error) {
+	l, err := e.loadNamed(in)
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// loadNamed is load, except that where the settings load and a policy
+// file they name does not, it returns the files they name beside the
+// error (loaded.Files alone): serve watches a policy file a reload named
+// before it exists or parses, so that its fix is seen.
+func (e *Env) loadNamed(in config.Input) (*loaded, error) {
 	if in.Ctx == nil {
 		in.Ctx = e.Ctx
 	}
@@ -43,7 +56,11 @@ func (e *Env) load(in config.Input) (*loaded, error) {
 	}
 	pol, files, err := loadPolicy(in.Ctx, e.PolicyTOML, s, prof)
 	if err != nil {
-		return nil, err
+		named := slices.Clone(l.Files)
+		for _, f := range s.Policies {
+			named = append(named, f.Value)
+		}
+		return &loaded{Files: named}, err
 	}
 	l.Policy = pol
 	l.Files = append(l.Files, files...)

@@ -176,7 +176,8 @@ func TestServeDrainSwitchRecord(t *testing.T) {
 }
 
 // A policy file the profile names only after serve started (a reload) is
-// watched from then on: its edit switches the width like any other.
+// watched from then on, even while it is missing: its arrival and its
+// edits switch the width like any other change.
 func TestServeWatchesAPolicyFileAddedByAReload(t *testing.T) {
 	r, prof, base, _ := serveSim(t, "")
 	pol := filepath.Join(filepath.Dir(prof), "pol.toml")
@@ -184,8 +185,11 @@ func TestServeWatchesAPolicyFileAddedByAReload(t *testing.T) {
 		return fmt.Sprintf("schema = 1\n[[entry]]\nid = \"gb10-affine-dflash\"\nengine = \"mlxcel\"\ndrafter = \"dflash\"\n"+
 			"capability = \"12.1\"\nquant = \"affine\"\nwidth = %d\nrunner_up = 3\npin = \"mlx 81ba1c6a\"\nrecord = \"docs/benchmark_results/x.md\"\n", w)
 	}
-	writeFile(t, pol, entry(5))
+	// Named before it exists: the reload is rejected, and the file's
+	// arrival is a change.
 	renameOver(t, prof, base+"[policy]\nfiles = [\"pol.toml\"]\n")
+	r.log.waitFor(t, `reload rejected`, 1, 20*time.Second)
+	renameOver(t, pol, entry(5))
 	r.log.waitFor(t, `switched to_pid=\d+ width=5`, 1, 20*time.Second)
 	renameOver(t, pol, entry(6))
 	r.log.waitFor(t, `switched to_pid=\d+ width=6`, 1, 20*time.Second)

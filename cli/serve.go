@@ -125,8 +125,11 @@ func (sv *launcher) reload(cur *plan.Plan, ch watch.Change) (*plan.Plan, *loaded
 			return nil, nil, false, fmt.Errorf("%s is empty", f)
 		}
 	}
-	l, err := sv.e.load(sv.in)
+	l, err := sv.e.loadNamed(sv.in)
 	if err != nil {
+		if l != nil {
+			sv.followFiles(l.Files) // a policy file named but missing or bad: its fix is a change
+		}
 		sv.log.Error("reload rejected; the engine keeps running with the previous settings", "err", err)
 		return nil, nil, false, err
 	}

@@ -149,7 +149,7 @@ func Parse(name string, data []byte) (*Profile, error) {
 	if err != nil {
 		var pe toml.ParseError
 		if errors.As(err, &pe) {
-			return nil, &Error{File: name, Line: pe.Position.Line, Msg: "invalid TOML: " + maskQuoted(pe.Message, lineOf(data, pe.Position.Line))}
+			return nil, &Error{File: name, Line: pe.Position.Line, Msg: "invalid TOML: " + maskQuoted(pe.Message, statementAt(data, pe.Position.Line))}
 		}
 		if m := lineRE.FindStringSubmatch(err.Error()); m != nil {
 			var line int
@@ -299,11 +299,17 @@ func maskQuoted(msg, line string) string {
 	return msg
 }
 
-// lineOf is line n (from 1) of data, or "".
-func lineOf(data []byte, n int) string {
+// statementAt is the statement line n (from 1) of data is in: the line, and
+// the lines above it back to the nearest one with "=" (an array's values
+// may sit on lines of their own under its key), or "".
+func statementAt(data []byte, n int) string {
 	lines := strings.Split(string(data), "\n")
 	if n < 1 || n > len(lines) {
 		return ""
 	}
-	return lines[n-1]
+	from := n - 1
+	for from > 0 && !strings.Contains(lines[from], "=") {
+		from--
+	}
+	return strings.Join(lines[from:n], "\n")
 }

@@ -37,6 +37,7 @@ func TestParseErrors(t *testing.T) {
 		// masked, as everywhere else (the last 4 characters show).
 		{"bare key in args", "[engine]\nargs = [\"--api-key\", skHiddenABCD]\n", []string{"p.toml:2", `found "****ABCD"`}},
 		{"bare key in env", "[engine.env]\nHF_TOKEN = hfHiddenWXYZ\n", []string{"p.toml:2", `found "****WXYZ"`}},
+		{"bare key on a line of its own", "[engine]\nargs = [\n  \"--api-key\",\n  skHiddenEFGH,\n]\n", []string{"p.toml:4", `found "****EFGH"`}},
 		{"bare value elsewhere", "[model]\npath = targetABCD\n", []string{`found "targetABCD"`}},
 	}
 	for _, c := range cases {

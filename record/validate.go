@@ -163,14 +163,15 @@ func checkWidth(w int) error {
 	return nil
 }
 
-// The most JSON values, and objects and arrays among them, that Decode
-// builds a record from. A record at the limits (MaxArms arms, MaxRuns
-// runs) holds about 16,000 objects and 200,000 values; a committed one
-// of 12 arms and 204 runs about 400 objects. Without the bound a 6 MB
-// file of two million empty arms took gigabytes to decode before
-// Validate could count them.
+// The most JSON values (object keys count), and objects and arrays among
+// them, that Decode builds a record from. A record at the limits (MaxRuns
+// runs, every field given, each at the widest width with its 255
+// accepted-by-position counts) holds about 3.3 million values and 20,000
+// objects and arrays; a committed one of 12 arms and 204 runs about 400
+// objects. Without the bound a 6 MB file of two million empty arms took
+// gigabytes to decode before Validate could count them.
 const (
-	maxValues     = 1_000_000
+	maxValues     = 8_000_000
 	maxContainers = 100_000
 )
 

@@ -3,6 +3,8 @@ package record
 import (
 	"encoding/json"
 	"errors"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -71,10 +73,25 @@ func TestValidate(t *testing.T) {
 }
 
 func TestDecode(t *testing.T) {
-	// A record at the limits is not refused by the bound on its size.
+	// A record at the limits, every field of every run given and each run
+	// at the widest width, is not refused by the bound on its size.
+	var full Run
+	v := reflect.ValueOf(&full).Elem()
+	for i := range v.NumField() {
+		switch f := v.Field(i); f.Kind() {
+		case reflect.Int, reflect.Int64:
+			f.SetInt(1)
+		case reflect.Float64:
+			f.SetFloat(1.5)
+		case reflect.String:
+			f.SetString("x")
+		case reflect.Slice:
+			f.Set(reflect.ValueOf(make([]int, 255)))
+		}
+	}
 	big := Record{Schema: Schema}
 	for range MaxArms {
-		big.Arms = append(big.Arms, Arm{Runs: make([]Run, MaxRuns/MaxArms)})
+		big.Arms = append(big.Arms, Arm{Runs: slices.Repeat([]Run{full}, MaxRuns/MaxArms)})
 	}
 	b, err := json.Marshal(big)
 	if err != nil {

@@ -117,5 +117,5 @@ func (sp Spec) noValue(flag string) error {
 	if len(alt) > 0 {
 		hint = ", or set " + strings.Join(alt, " or ")
 	}
-	return fmt.Errorf("engine flag %s has no value: give it after the flag (%s VALUE)%s; without it the engine would serve with no API key", flag, flag, hint)
+	return fmt.Errorf("engine flag %s has no value (in the engine arguments: after --, or the profile's engine.args): give it after the flag (%s VALUE)%s; without it the engine would serve with no API key", flag, flag, hint)
 }

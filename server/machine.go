@@ -148,6 +148,7 @@ type Machine struct {
 	// (Switched.From once it is gone); drainTook: how long it drained.
 	left      *Engine
 	drainTook time.Duration
+	cut       bool // Cut was sent
 }
 
 // NewMachine is the machine before the first engine starts: requests are
@@ -216,6 +217,11 @@ type (
 	// Refuse: the launcher is stopping: /health answers 503, new requests
 	// get 503 with Retry-After; held ones stay held for an engine.
 	Refuse struct{}
+	// Cut: every engine is being stopped with its requests in flight (the
+	// shutdown timeout passed, a second signal, a fatal exit): no engine
+	// will come, so held requests and those the engines drop are answered
+	// now (503), not after a wait to learn whether their engine is gone.
+	Cut struct{}
 	// Reply: the job's outcome, to whoever waits on it.
 	Reply struct {
 		Job *Job
@@ -231,7 +237,7 @@ type (
 		OK       bool
 		Err      error
 		Took     time.Duration
-		Drain    time.Duration // drain mode: from the hold to the old engine's last request
+		Drain    time.Duration // drain mode: from the hold to the old engine's last request (or the drain timeout)
 	}
 	// Adopt: the plan takes effect without an engine switch (its engine
 	// command equals the serving one's; the proxy's limits may differ).
@@ -681,6 +687,9 @@ func (s *stepper) graceful() {
 		// Like a shell, the launcher then exits with 128+signal.
 		st := m.Starting
 		m.Starting = nil
+		if m.Job != nil && m.Job.Kind != KindStart {
+			s.log(lvInfo, "stopping: the switch under way is abandoned; its new engine is stopped", "why", m.Job.Reason)
+		}
 		s.stopEngine(st, WhyStopping)
 		if n, ok := m.sig.(syscall.Signal); ok {
 			m.lastCode, m.lastErr = 128+int(n), fmt.Errorf("interrupted (%s) while the engine was starting; it was stopped", sigName(m.sig))
@@ -725,6 +734,10 @@ func (s *stepper) stopAll(kill bool) {
 	if m.Phase != Stopping {
 		m.Phase = Stopping
 		s.do(Refuse{})
+	}
+	if !m.cut {
+		m.cut = true
+		s.do(Cut{})
 	}
 	for _, e := range []*Engine{m.Starting, m.Serving, m.Draining} {
 		if e == nil {

@@ -88,6 +88,8 @@ func summary(acts []Action) string {
 			out = append(out, "Refuse")
 		case Reply:
 			out = append(out, fmt.Sprintf("Reply(%v)", a.Err))
+		case Cut:
+			out = append(out, "Cut")
 		case Switched:
 			sw := fmt.Sprintf("ok=%v", a.OK)
 			if a.From != nil {
@@ -205,14 +207,14 @@ func TestShutdownTimeoutCutsRequests(t *testing.T) {
 	f := serving(t, limits)
 	f.want(Signal{Sig: syscall.SIGTERM}, "Refuse Watch(1)")
 	f.wantAfter(limits.ShutdownTimeout-time.Millisecond, Tick{}, "")
-	f.wantAfter(time.Millisecond, Tick{}, "Stop(1 SIGTERM)")
+	f.wantAfter(time.Millisecond, Tick{}, "Cut Stop(1 SIGTERM)")
 	f.want(Exited{ID: 1, Code: 143}, "Exit(143)")
 }
 
 func TestSecondSignalStopsAtOnceThirdKills(t *testing.T) {
 	f := serving(t, limits)
 	f.want(Signal{Sig: os.Interrupt}, "Refuse Watch(1)")
-	f.want(Signal{Sig: os.Interrupt}, "Stop(1 SIGINT)")
+	f.want(Signal{Sig: os.Interrupt}, "Cut Stop(1 SIGINT)")
 	f.want(Signal{Sig: os.Interrupt}, "Stop(1 kill SIGINT)")
 	f.want(Exited{ID: 1, Code: 137}, "Exit(137)")
 }
@@ -264,7 +266,7 @@ func TestCrashRestartsOnFailure(t *testing.T) {
 
 func TestCrashWithoutRestartExits(t *testing.T) {
 	f := serving(t, limits)
-	f.want(Exited{ID: 1, Code: 3}, "Hold Gone(1) Refuse Exit(3)")
+	f.want(Exited{ID: 1, Code: 3}, "Hold Gone(1) Refuse Cut Exit(3)")
 }
 
 // A hung engine is killed and replaced; requests without a response byte

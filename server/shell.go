@@ -191,6 +191,10 @@ func (r *Runtime) exec(acts []Action) (Exit, bool) {
 			if l := r.get(a.ID); l != nil && l.inst != nil && l.inst.Backend != nil {
 				l.inst.Backend.Gone()
 			}
+		case Cut:
+			if r.o.Proxy != nil {
+				r.o.Proxy.Close()
+			}
 		case Refuse:
 			if r.o.Proxy != nil {
 				r.o.Proxy.Refuse()

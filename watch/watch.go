@@ -187,9 +187,10 @@ func (w *Watcher) addFile(p string) error {
 // Watch makes paths the files watched: files new to the set start from
 // their content now (a reload that named them has just read it; a write
 // between that read and this call is not seen until the next one), files
-// no longer named are dropped. It returns once the set is in force. A reload that adds a policy file to the
-// profile is how the set grows. It is safe to call while Changes is
-// being read, and does nothing after Close.
+// no longer named are dropped. It returns once the set is in force, and
+// an error after Close. A reload that adds a policy file to the profile is
+// how the set grows. The reader of Changes may call it while Changes is
+// full.
 func (w *Watcher) Watch(paths []string) error {
 	r := setReq{paths: paths, done: make(chan struct{})}
 	select {
@@ -219,7 +220,8 @@ func (w *Watcher) setPaths(paths []string) {
 			keep[abs] = true
 		}
 	}
-	w.files = slices.DeleteFunc(w.files, func(f *file) bool { return !keep[f.path] })
+	// A new slice: emit may run this in the middle of a range over the old.
+	w.files = slices.DeleteFunc(slices.Clone(w.files), func(f *file) bool { return !keep[f.path] })
 	for _, p := range paths {
 		if err := w.addFile(p); err != nil {
 			w.log.Warn("cannot watch file", "path", p, "err", err)
@@ -496,11 +498,18 @@ func (w *Watcher) check(f *file, reason string) bool {
 }
 
 func (w *Watcher) emit(c Change) bool {
-	select {
-	case w.changes <- c:
-		return true
-	case <-w.quit:
-		return false
+	for {
+		select {
+		case w.changes <- c:
+			return true
+		case <-w.quit:
+			return false
+		case r := <-w.paths:
+			// The reader of Changes may be the one calling Watch (serve's
+			// reload loop): waiting only on Changes would deadlock both.
+			w.setPaths(r.paths)
+			close(r.done)
+		}
 	}
 }
 

@@ -427,3 +427,29 @@ func TestWatchChangesTheSet(t *testing.T) {
 		t.Error("Watch after Close: no error")
 	}
 }
+
+// Watch called by the reader of Changes while Changes is full (the loop
+// blocked handing over a change) returns: serve's reload loop reads
+// Changes and calls Watch, and both waited on each other.
+func TestWatchWhileChangesIsFull(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "profile.toml")
+	write(t, path, "v0")
+	w := newWatcher(t, []string{path}, Options{})
+	for i := 1; i <= cap(w.changes)+2; i++ { // one more than fits, then one the loop holds
+		renameOver(t, path, fmt.Sprintf("v%d", i))
+		time.Sleep(3 * DefaultDebounce)
+	}
+	done := make(chan error, 1)
+	go func() { done <- w.Watch([]string{path}) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(patience):
+		t.Fatal("Watch did not return while Changes was full")
+	}
+	if n := len(w.changes); n != cap(w.changes) {
+		t.Errorf("%d changes waiting, want a full channel (%d): the test did not reach the case", n, cap(w.changes))
+	}
+}

@@ -9,17 +9,29 @@ import (
 
 // WriteFile writes b to path through a temporary file beside it and a
 // rename, so that a reader (policy check, a watcher) never sees half a
-// file, and a FIFO, device or symlink at path is replaced, never written
-// through: a write to a FIFO with no reader would block for good, one to
+// file, and a FIFO, device or dangling symlink at path is replaced, never
+// written through (a symlink to a regular file is followed): a write to a FIFO with no reader would block for good, one to
 // /dev/zero would vanish, one through a dangling symlink would create its
 // target wherever it points.
 func WriteFile(path string, b []byte, perm fs.FileMode) error {
+	if li, err := os.Lstat(path); err == nil && li.Mode()&fs.ModeSymlink != 0 {
+		// A symlink to a regular file (a profile linked from elsewhere) is
+		// written through, to its file, which is replaced the same way.
+		if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() {
+			if target, err := filepath.EvalSymlinks(path); err == nil {
+				path = target
+			}
+		}
+	}
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
 		return err
 	}
 	tmp := f.Name()
 	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync() // the rename must not publish a file whose data is not yet on disk
+	}
 	err = errors.Join(err, f.Close())
 	if err == nil {
 		err = os.Chmod(tmp, perm)

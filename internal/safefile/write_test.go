@@ -58,6 +58,16 @@ func TestExistingAndWriteFile(t *testing.T) {
 	if _, err := os.Lstat(at("nowhere")); err == nil {
 		t.Error("WriteFile wrote through the dangling symlink")
 	}
+	// A symlink to a regular file stays a symlink, its file rewritten.
+	if err := WriteFile(at("link-regular"), []byte("through"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if li, _ := os.Lstat(at("link-regular")); li == nil || li.Mode()&os.ModeSymlink == 0 {
+		t.Error("the symlink to a regular file was replaced")
+	}
+	if b, _ := os.ReadFile(at("regular")); string(b) != "through" {
+		t.Errorf("the linked file holds %q, want the new content", b)
+	}
 	if left, _ := filepath.Glob(at(".*")); len(left) != 0 {
 		t.Errorf("temporary files left: %v", left)
 	}
