@@ -87,3 +87,36 @@ func TestEngineStoppedAtShutdownIsAnswered(t *testing.T) {
 		t.Errorf("got %d %q, want 503 saying the engine was stopped before it answered", resp.StatusCode, body)
 	}
 }
+
+// A stream under way when speclaunch cuts the requests (the shutdown
+// timeout, a second signal) ends with an error event that says so, not
+// one that blames the engine.
+func TestStreamCutAtShutdownSaysSo(t *testing.T) {
+	cut := make(chan struct{})
+	b := backend(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(200)
+		fmt.Fprint(w, "data: {\"content\":\"a\"}\n\n")
+		w.(http.Flusher).Flush()
+		<-cut
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		conn.Close()
+	})
+	p := New(Options{})
+	p.Route(b)
+	resp, err := http.Post(front(t, p)+"/completion", "application/json", strings.NewReader(`{"stream":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	p.Close()
+	close(cut)
+	body, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(body), `"code":503`) || !strings.Contains(string(body), "speclaunch stopped the engine during this response") {
+		t.Errorf("got %q: want a final error event saying speclaunch stopped the engine", body)
+	}
+}

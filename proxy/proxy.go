@@ -702,7 +702,7 @@ func (t *retrying) RoundTrip(req *http.Request) (*http.Response, error) {
 			if s != nil {
 				s.status = resp.StatusCode
 			}
-			return guardStream(resp, t.p.o.Log), nil
+			return guardStream(resp, t.p.o.Log, t.p.stopped), nil
 		}
 		if s == nil || attempt >= 8 || req.Context().Err() != nil {
 			return resp, err
@@ -768,19 +768,20 @@ func (p *Proxy) waitGone(ctx context.Context, b *Backend) bool {
 
 // guardStream makes a server-sent-event stream that breaks mid-way end
 // with an error event, never with a clean end that looks complete.
-func guardStream(resp *http.Response, log *slog.Logger) *http.Response {
+func guardStream(resp *http.Response, log *slog.Logger, stopped <-chan struct{}) *http.Response {
 	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		return resp
 	}
-	resp.Body = &sseGuard{ReadCloser: resp.Body, log: log}
+	resp.Body = &sseGuard{ReadCloser: resp.Body, log: log, stopped: stopped}
 	return resp
 }
 
 // sseGuard turns a read error of an event stream into a final error event.
 type sseGuard struct {
 	io.ReadCloser
-	log  *slog.Logger
-	tail *bytes.Reader // the error event, once the engine failed
+	log     *slog.Logger
+	stopped <-chan struct{} // closed when speclaunch cut the requests (Proxy.Close)
+	tail    *bytes.Reader   // the error event, once the engine failed
 }
 
 func (g *sseGuard) Read(b []byte) (int, error) {
@@ -791,10 +792,18 @@ func (g *sseGuard) Read(b []byte) (int, error) {
 	if err == nil || err == io.EOF || errors.Is(err, context.Canceled) {
 		return n, err
 	}
-	g.log.Warn("proxy: the engine failed mid-stream; ending the stream with an error event", "err", err)
 	var e APIError
 	e.Error.Code, e.Error.Type = http.StatusBadGateway, "server_error"
 	e.Error.Message = "the engine failed during this response (" + err.Error() + "); the output is incomplete"
+	select {
+	case <-g.stopped:
+		// Not the engine's failure: speclaunch stopped it with this stream
+		// under way.
+		e.Error.Code, e.Error.Type = http.StatusServiceUnavailable, "unavailable_error"
+		e.Error.Message = "speclaunch stopped the engine during this response (the shutdown timeout passed, or a second signal came); the output is incomplete"
+	default:
+		g.log.Warn("proxy: the engine failed mid-stream; ending the stream with an error event", "err", err)
+	}
 	body, _ := json.Marshal(e)
 	g.tail = bytes.NewReader([]byte("\n\ndata: " + string(body) + "\n\n"))
 	if n > 0 {
