@@ -82,12 +82,8 @@ func (c *ServeCmd) Run(e *Env) error {
 	if err := checkLaunchable(p, true); err != nil {
 		return err
 	}
-	sv := &launcher{e: e, in: in, log: log, files: l.Files, wasEmpty: map[string]bool{}, good: l}
-	for _, f := range l.Files {
-		if fi, err := os.Stat(f); err == nil && fi.Size() == 0 {
-			sv.wasEmpty[f] = true
-		}
-	}
+	sv := &launcher{e: e, in: in, log: log, wasEmpty: map[string]bool{}, good: l}
+	sv.followFiles(l.Files) // no watcher yet: the files and which were empty
 	return sv.run(p)
 }
 

@@ -257,11 +257,12 @@ func (sv *launcher) watchFiles(p *plan.Plan) (<-chan watch.Change, <-chan os.Sig
 	return w.Changes(), hup, func() { w.Close() }
 }
 
-// followFiles makes the files a reload loaded the ones watched (and the
-// ones a SIGHUP reloads): a policy file the profile names now is watched
-// from here on, one it no longer names is not. Before, the set was the
-// one serve started with, and an edit of a policy file added by a reload
-// went unseen. Runs on the feed's goroutine, as reload does.
+// followFiles makes the files a load named the ones watched (and the ones
+// a SIGHUP reloads), noting those that were empty then: a policy file the
+// profile names now is watched from here on, one it no longer names is
+// not. Before, the set was the one serve started with, and an edit of a
+// policy file added by a reload went unseen. Runs at start and then on the
+// feed's goroutine, as reload does.
 func (sv *launcher) followFiles(files []string) {
 	if slices.Equal(files, sv.files) {
 		return
@@ -374,7 +375,7 @@ func (sv *launcher) serving(in *server.Instance) {
 }
 
 // switched records a finished switch and takes its plan in.
-func (sv *launcher) switched(s server.Switched, _, to *server.Instance) {
+func (sv *launcher) switched(s server.Switched, to *server.Instance) {
 	j := s.Job
 	rec := switchRecord{Kind: j.Kind.String(), Reason: j.Reason, Mode: j.Mode.String(), At: time.Now().Add(-s.Took), StartMS: ms(s.Took), OK: s.OK, Error: errString(s.Err)}
 	sv.met.Switched(j.Kind.String(), j.Mode.String(), s.OK, s.Took)

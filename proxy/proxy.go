@@ -674,13 +674,12 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 		p.reject(w, h)
 		return
 	}
-	p.mu.Lock()
-	closed := p.closed
-	p.mu.Unlock()
-	if closed {
+	select {
+	case <-p.stopped:
 		p.rejected.Add(1)
 		writeError(w, http.StatusServiceUnavailable, "speclaunch stopped the engine before it answered (the shutdown timeout passed, or a second signal came); retry shortly", "unavailable_error", 1)
 		return
+	default:
 	}
 	p.o.Log.Warn("proxy: engine request failed", "path", r.URL.Path, "err", err)
 	writeError(w, http.StatusBadGateway, "the engine failed this request: "+err.Error(), "server_error", 0)

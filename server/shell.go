@@ -41,12 +41,12 @@ type Hooks struct {
 	// proxy routes a request to it (the adaptive loop's probe: the engine
 	// is idle then). An error is logged; the engine serves all the same.
 	BeforeTraffic func(ctx context.Context, in *Instance) error
-	Serving       func(in *Instance)                   // it takes the traffic now
-	Switched      func(s Switched, from, to *Instance) // a switch ended
-	Adopted       func(j *Job)                         // a plan took effect without a switch
-	Stopping      func()                               // the first signal arrived
-	Exited        func(in *Instance, code int)         // an engine's process ended
-	Phase         func(p Phase)                        // the runtime's state changed
+	Serving       func(in *Instance)             // it takes the traffic now
+	Switched      func(s Switched, to *Instance) // a switch ended (s.From names the engine it replaced)
+	Adopted       func(j *Job)                   // a plan took effect without a switch
+	Stopping      func()                         // the first signal arrived
+	Exited        func(in *Instance, code int)   // an engine's process ended
+	Phase         func(p Phase)                  // the runtime's state changed
 }
 
 // Options configure a Runtime.
@@ -211,7 +211,7 @@ func (r *Runtime) exec(acts []Action) (Exit, bool) {
 			}
 		case Switched:
 			if r.o.Switched != nil {
-				r.o.Switched(a, r.inst(a.From), r.inst(a.To))
+				r.o.Switched(a, r.inst(a.To))
 			}
 		case Adopt:
 			if r.o.Adopted != nil {
