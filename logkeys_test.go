@@ -11,7 +11,7 @@ import (
 )
 
 // TestNoLogAttrNamedSource: serve's JSON logger carries "source" on every
-// line (cli/log.go's newLogger: "speclaunch"; engine lines "engine"), so
+// line (internal/cli/log.go's newLogger: "speclaunch"; engine lines "engine"), so
 // an attribute of that name added to a line writes the key twice in one
 // JSON object, and a parser keeps only the last ("adapt: verify-cost
 // curve ready" read "source":"probe" and lost where it came from). A key
@@ -60,7 +60,7 @@ func f(log *slog.Logger, ctx context.Context) {
 // sourceKeys lists where a non-test .go file under root names a log
 // attribute "source": an argument of a logger method (or a constant of
 // that value), the key of an slog attribute constructor or slog.Attr, an
-// element of a []any literal. cli/log.go's newLogger, which sets it, is
+// element of a []any literal. internal/cli/log.go's newLogger, which sets it, is
 // the one place allowed.
 func sourceKeys(t *testing.T, root string) []string {
 	t.Helper()
@@ -82,7 +82,7 @@ func sourceKeys(t *testing.T, root string) []string {
 			}
 			return true
 		})
-		allowed := filepath.ToSlash(path) == "cli/log.go"
+		allowed := filepath.ToSlash(path) == "internal/cli/log.go"
 		var fn string
 		ast.Inspect(f, func(n ast.Node) bool {
 			switch n := n.(type) {

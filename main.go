@@ -9,7 +9,7 @@ import (
 	"io/fs"
 	"os"
 
-	"github.com/speclaunch/speclaunch/cli"
+	"github.com/speclaunch/speclaunch/internal/cli"
 )
 
 // policyTOML is the embedded width policy: data only, every entry backed by

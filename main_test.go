@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
-	"github.com/speclaunch/speclaunch/cli"
+	"github.com/speclaunch/speclaunch/internal/cli"
 	"github.com/speclaunch/speclaunch/internal/fakellama"
 	"github.com/speclaunch/speclaunch/internal/safefile"
 	"github.com/speclaunch/speclaunch/internal/safefile/safefiletest"

@@ -20,7 +20,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/speclaunch/speclaunch/key"
+	"github.com/speclaunch/speclaunch/internal/key"
 )
 
 // GPU is one device as nvidia-smi lists it. Index is nvidia-smi's (PCI bus

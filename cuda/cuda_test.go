@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/speclaunch/speclaunch/key"
+	"github.com/speclaunch/speclaunch/internal/key"
 )
 
 // fakeSMI writes a shell script standing in for nvidia-smi: devices is

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/speclaunch/speclaunch/key"
+	"github.com/speclaunch/speclaunch/internal/key"
 )
 
 // nvidia-smi-real.txt holds the real driver's answers on an H200

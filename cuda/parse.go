@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/speclaunch/speclaunch/key"
+	"github.com/speclaunch/speclaunch/internal/key"
 )
 
 // The parsers below are pure: they take nvidia-smi's text and the

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/speclaunch/speclaunch/key"
+	"github.com/speclaunch/speclaunch/internal/key"
 )
 
 func TestParseDevices(t *testing.T) {

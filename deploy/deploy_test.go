@@ -17,8 +17,8 @@ import (
 	"testing"
 
 	"github.com/alecthomas/kong"
-	"github.com/speclaunch/speclaunch/cli"
-	"github.com/speclaunch/speclaunch/config"
+	"github.com/speclaunch/speclaunch/internal/cli"
+	"github.com/speclaunch/speclaunch/internal/config"
 	"github.com/speclaunch/speclaunch/profiles"
 	"gopkg.in/yaml.v3"
 )

@@ -1,8 +1,8 @@
 package engine
 
 import (
-	"github.com/speclaunch/speclaunch/key"
-	"github.com/speclaunch/speclaunch/secret"
+	"github.com/speclaunch/speclaunch/internal/key"
+	"github.com/speclaunch/speclaunch/internal/secret"
 )
 
 // APIKeySpec says where an engine reads the API keys it requires of every

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/speclaunch/speclaunch/key"
-	"github.com/speclaunch/speclaunch/width"
+	"github.com/speclaunch/speclaunch/internal/key"
+	"github.com/speclaunch/speclaunch/internal/width"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden")

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/speclaunch/speclaunch/key"
+	"github.com/speclaunch/speclaunch/internal/key"
 )
 
 // PyDetectTimeout bounds `vllm --version` and SGLang's version query: both

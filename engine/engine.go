@@ -18,8 +18,8 @@ import (
 	"net"
 	"strconv"
 
-	"github.com/speclaunch/speclaunch/key"
-	"github.com/speclaunch/speclaunch/width"
+	"github.com/speclaunch/speclaunch/internal/key"
+	"github.com/speclaunch/speclaunch/internal/width"
 )
 
 // Spelling is the flag generation of a llama-server binary.

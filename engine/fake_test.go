@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/speclaunch/speclaunch/internal/fakellama"
-	"github.com/speclaunch/speclaunch/key"
+	"github.com/speclaunch/speclaunch/internal/key"
 )
 
 // TestMain turns the test binary into a fake llama-server when re-executed

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/speclaunch/speclaunch/key"
+	"github.com/speclaunch/speclaunch/internal/key"
 )
 
 // Parsers of engine output must never panic, whatever the engine prints.

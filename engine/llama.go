@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/speclaunch/speclaunch/key"
-	"github.com/speclaunch/speclaunch/width"
+	"github.com/speclaunch/speclaunch/internal/key"
+	"github.com/speclaunch/speclaunch/internal/width"
 )
 
 type llamaAdapter struct{}

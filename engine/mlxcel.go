@@ -6,8 +6,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/speclaunch/speclaunch/key"
-	"github.com/speclaunch/speclaunch/width"
+	"github.com/speclaunch/speclaunch/internal/key"
+	"github.com/speclaunch/speclaunch/internal/width"
 )
 
 // SimArg is the hidden subcommand the speclaunch binary re-executes itself

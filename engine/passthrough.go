@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/speclaunch/speclaunch/internal/key"
 	"github.com/speclaunch/speclaunch/internal/llamaflags"
-	"github.com/speclaunch/speclaunch/key"
 )
 
 // ErrPassthrough is wrapped by every CheckPassthrough error.

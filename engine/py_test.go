@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/speclaunch/speclaunch/key"
+	"github.com/speclaunch/speclaunch/internal/key"
 )
 
 func pySettings(e key.Engine, draft string, args ...string) Spec {

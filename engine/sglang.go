@@ -6,8 +6,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/speclaunch/speclaunch/key"
-	"github.com/speclaunch/speclaunch/width"
+	"github.com/speclaunch/speclaunch/internal/key"
+	"github.com/speclaunch/speclaunch/internal/width"
 )
 
 // SGLangModule is the module `python -m` runs.

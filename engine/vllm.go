@@ -9,8 +9,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/speclaunch/speclaunch/key"
-	"github.com/speclaunch/speclaunch/width"
+	"github.com/speclaunch/speclaunch/internal/key"
+	"github.com/speclaunch/speclaunch/internal/width"
 )
 
 // vLLM flag generations. vLLM PR #14434 (merged 2025-03-07, first in

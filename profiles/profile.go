@@ -19,9 +19,9 @@ import (
 
 	"github.com/BurntSushi/toml"
 	"github.com/speclaunch/speclaunch/internal/safefile"
+	"github.com/speclaunch/speclaunch/internal/secret"
 	"github.com/speclaunch/speclaunch/internal/tomlguard"
 	"github.com/speclaunch/speclaunch/internal/tomlpos"
-	"github.com/speclaunch/speclaunch/secret"
 )
 
 //go:embed *.toml

@@ -1,0 +1,99 @@
+package bench
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"github.com/speclaunch/speclaunch/internal/record"
+	"github.com/speclaunch/speclaunch/internal/safefile"
+)
+
+// Write renders rec and writes outBase.md, outBase.json and outBase.svg.
+// It refuses when any of them exists unless force is set: a record backs a
+// policy entry, and silently replacing one would orphan the entry's proof.
+// Everything is rendered before anything is written, so a rendering error
+// leaves no partial set behind. An empty rec.Name is set from outBase (and
+// the entry block, which cites the file, follows).
+func Write(rec *record.Record, outBase string, force bool) error {
+	if outBase == "" {
+		return errors.New("write record: empty output name")
+	}
+	name := filepath.Base(outBase)
+	if rec.Name == "" {
+		rec.Name = name
+		if rec.Verdict.EarnsEntry {
+			rec.Verdict.Entry = EntryBlock(rec, rec.Verdict.Best, rec.Verdict.RunnerUp)
+		}
+	}
+	paths := []string{outBase + ".md", outBase + ".json", outBase + ".svg"}
+	if !force {
+		for _, p := range paths {
+			if _, err := os.Lstat(p); err == nil {
+				return fmt.Errorf("write record: %s exists; pass --force to overwrite it", p)
+			} else if !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("write record: %w", err)
+			}
+		}
+	}
+	js, err := json.MarshalIndent(rec, "", "  ")
+	if err != nil {
+		return fmt.Errorf("write record: encode json: %w", err)
+	}
+	svg, err := RenderSVG(rec)
+	if err != nil {
+		return fmt.Errorf("write record: %w", err)
+	}
+	data := [][]byte{RenderMarkdown(rec), append(js, '\n'), svg}
+	if dir := filepath.Dir(outBase); dir != "." {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("write record: %w", err)
+		}
+	}
+	for i, p := range paths {
+		if err := safefile.WriteFile(p, data[i], 0o644); err != nil {
+			return fmt.Errorf("write record: %w", err)
+		}
+	}
+	return nil
+}
+
+// CheckWritable says, before a run, whether Write could create outBase's
+// files: a sweep takes hours on real hardware, and an output path that
+// cannot be written must not be found at its end. The nearest existing
+// directory on the way (Write makes the rest) must take a new file, and
+// none of the three files may be a directory.
+func CheckWritable(outBase string) error {
+	for _, ext := range []string{".md", ".json", ".svg"} {
+		if fi, err := os.Stat(outBase + ext); err == nil && fi.IsDir() {
+			return fmt.Errorf("%s is a directory", outBase+ext)
+		}
+	}
+	dir := filepath.Dir(outBase)
+	for {
+		fi, err := os.Stat(dir)
+		if err == nil && !fi.IsDir() {
+			return fmt.Errorf("%s is not a directory", dir)
+		}
+		if err == nil {
+			break
+		}
+		// Walk up past what is missing, and past a file in the way
+		// (ENOTDIR), to the directory Write would make the rest in.
+		if parent := filepath.Dir(dir); (errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)) && parent != dir {
+			dir = parent
+			continue
+		}
+		return err
+	}
+	f, err := os.CreateTemp(dir, ".speclaunch-write-check-*")
+	if err != nil {
+		return fmt.Errorf("cannot create files in %s: %w", dir, err)
+	}
+	f.Close()
+	return os.Remove(f.Name())
+}

@@ -1,0 +1,243 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/speclaunch/speclaunch/internal/adapt"
+	"github.com/speclaunch/speclaunch/internal/bench"
+	"github.com/speclaunch/speclaunch/internal/config"
+	"github.com/speclaunch/speclaunch/internal/key"
+	"github.com/speclaunch/speclaunch/internal/plan"
+	"github.com/speclaunch/speclaunch/internal/secret"
+	"github.com/speclaunch/speclaunch/internal/server"
+	"github.com/speclaunch/speclaunch/internal/width"
+)
+
+// adaptConfig turns the settings into the loop's configuration; zero
+// values take the loop's defaults (docs/adaptive.md).
+func adaptConfig(s config.Settings) adapt.Config {
+	c := adapt.Config{W0: s.AdaptExplore.Value, Window: s.AdaptWindow.Value}
+	c.MaxWidth = s.AdaptMaxWidth.Value
+	c.Margin = s.AdaptMargin.Value
+	c.MinCycles = float64(s.AdaptMinCycles.Value)
+	c.MaxTrials = s.AdaptTrials.Value
+	if c.MaxTrials == 0 {
+		c.MaxTrials = -1 // the loop reads 0 as its default; -1 is off
+	}
+	return c
+}
+
+// adaptOff says why serve does not adapt for a plan, "" when it may.
+func adaptOff(p *plan.Plan, proxied bool) string {
+	switch {
+	case !p.Settings.Adapt.Value:
+		return "not asked for (--adapt, adapt.enabled, MLXCEL_ADAPT)"
+	case p.Resolution.Source == width.Override:
+		return "an operator width is set (" + p.Settings.Width.Src.String() + "); it always wins"
+	case p.Settings.DraftModel.Value == "":
+		return "no draft model: speculation is off"
+	case !proxied:
+		return "the proxy is off (--proxy=false): a switch would fail requests"
+	case p.Settings.Engine.Value == key.MLXCEL:
+		return "mlxcel-server exposes no per-position acceptance counters and no verify-cost probe"
+	case p.Settings.Engine.Value != key.LlamaCpp && p.Settings.Engine.Value != key.Sim:
+		return string(p.Settings.Engine.Value) + ": the loop reads llama-server's per-position counters and probes its /completion timings, which this engine does not expose (docs/engines.md)"
+	}
+	return ""
+}
+
+// newAdapt makes the adaptive width loop when it is asked for (nil when
+// not): before the first engine starts, so that every new engine is probed
+// before it takes traffic (BeforeTraffic); it runs once one serves.
+func (sv *launcher) newAdapt(p *plan.Plan) *adapt.Loop {
+	if why := adaptOff(p, sv.px != nil); why != "" {
+		if p.Settings.Adapt.Value {
+			sv.log.Info("adaptive width off: " + why)
+			sv.st.setAdapt(adapt.Status{State: adapt.StateNotAdapting, Note: why, Updated: time.Now()})
+		}
+		return nil
+	}
+	l := adapt.New(sv.adaptDeps(p))
+	// Until the first engine serves, the loop probes it before traffic.
+	sv.st.setAdapt(adapt.Status{State: adapt.StateProbing, Width: p.Resolution.Width, Note: "the first engine is probed before it takes traffic", Updated: time.Now()})
+	return l
+}
+
+// adaptDeps connect the loop to the runtime: which engine serves, how to
+// switch, the launcher's own counted client, the status page, the cache.
+func (sv *launcher) adaptDeps(p *plan.Plan) adapt.LoopDeps {
+	key := adapt.CacheKey{Engine: engineIdentity(p), Capability: p.Facts.CapabilityStr}
+	if len(p.Facts.GPUs) > 0 {
+		key.GPU = p.Facts.GPUs[0].Name
+	}
+	var unstated error
+	for _, m := range []string{p.Settings.Model.Value, p.Settings.DraftModel.Value} {
+		mf, err := adapt.StatModel(m)
+		if err == nil {
+			mf.SHA256, err = bench.ContentHash(mf.Path)
+		}
+		if err != nil {
+			unstated = err
+			continue
+		}
+		key.Models = append(key.Models, mf)
+	}
+	dir, err := adapt.CacheDir()
+	switch {
+	case err != nil:
+		sv.log.Warn("adaptive width: the probed cost curve will not be cached", "err", err)
+	case unstated != nil:
+		// A model named by a repo id or a directory the engine resolves:
+		// no size and time to tell a replaced model by.
+		sv.log.Info("adaptive width: the probed cost curve will not be cached: a model is not a file here", "err", unstated)
+		dir = ""
+	case key.Engine == "":
+		// A curve keyed by no version would outlive an engine upgrade.
+		sv.log.Info("adaptive width: the probed cost curve will not be cached: the engine's version is unknown")
+		dir = ""
+	}
+	return adapt.LoopDeps{
+		Current: func() adapt.Target { return currentTarget(sv.rt) },
+		Switch: func(ctx context.Context, w int, reason string) error {
+			cur := sv.plan()
+			np, l, err := sv.adaptedPlan(cur, w, reason)
+			if err != nil {
+				return err
+			}
+			reply := make(chan error, 1)
+			sv.submit(server.KindAdapt, reason, cur, np, l, reply)
+			select {
+			case err := <-reply:
+				return switchErr(err)
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		},
+		HTTP: secret.Client(sv.probeClient(60*time.Second), sv.engineKey),
+		Log:  sv.log.With("component", "adapt"),
+		Publish: func(s adapt.Status) {
+			sv.st.setAdapt(s)
+			sv.met.Adapt(s.State)
+		},
+		CacheDir: dir,
+		CacheKey: key,
+		Cfg:      adaptConfig(p.Settings),
+	}
+}
+
+// switchErr is a switch job's answer as the loop reads it: a job a later
+// one replaced, or one asked for while serve stops, was not tried.
+func switchErr(err error) error {
+	if errors.Is(err, server.ErrSuperseded) || errors.Is(err, server.ErrStopping) {
+		return fmt.Errorf("%w: %w", adapt.ErrSwitchDropped, err)
+	}
+	return err
+}
+
+// engines is what the adaptive loop reads of the runtime.
+type engines interface {
+	Current() *server.Instance
+	Beside() int
+}
+
+// currentTarget is the serving engine as the loop sees it, Shared while
+// another engine runs beside it (the one it replaced, draining).
+func currentTarget(rt engines) adapt.Target {
+	t := targetOf(rt.Current())
+	t.Shared = rt.Beside() > 0
+	return t
+}
+
+// targetOf is an engine as the adaptive loop sees it.
+func targetOf(in *server.Instance) adapt.Target {
+	if in == nil || in.Backend == nil {
+		return adapt.Target{}
+	}
+	return adapt.Target{BaseURL: in.Backend.URL.String(), Width: widthOf(in.Plan), Gen: uint64(in.ID), Pair: modelPair(in.Plan),
+		Served: func(slots int) adapt.Served {
+			secs, n := in.Backend.Served(slots)
+			return adapt.Served{Secs: secs, Ended: n}
+		}}
+}
+
+// beforeTraffic probes a new engine for the adaptive loop before the
+// proxy routes to it: it is idle then, so a busy server needs no idle
+// moment. With nothing serving (the first start, a restart, a drain
+// switch) requests are held meanwhile, so the probe is bounded to a few
+// seconds (what it lacks is probed later); in an overlap switch the old
+// engine serves meanwhile.
+func (sv *launcher) beforeTraffic(ctx context.Context, in *server.Instance) error {
+	sv.mu.Lock()
+	loop := sv.loop
+	sv.mu.Unlock()
+	if loop == nil {
+		return nil
+	}
+	bound := 2 * time.Minute
+	if sv.rt.Current() == nil {
+		bound = beforeTrafficHeld
+	}
+	ctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	return loop.BeforeTraffic(ctx, targetOf(in))
+}
+
+// beforeTrafficHeld bounds the probe of a new engine while requests wait.
+const beforeTrafficHeld = 10 * time.Second
+
+// runAdapt runs the loop until the returned func stops it (and waits).
+func (sv *launcher) runAdapt(p *plan.Plan) func() {
+	if sv.loop == nil {
+		return nil
+	}
+	sv.log.Info("adaptive width on: the width is learned from live traffic (docs/adaptive.md)", "starts_at", p.Resolution.Width)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		err := sv.loop.Run(ctx)
+		switch {
+		case err == nil, ctx.Err() != nil: // stopped with serve
+		case errors.Is(err, adapt.ErrNotAdapting):
+			sv.log.Warn("adaptive width off: " + err.Error())
+		default:
+			sv.log.Error("adaptive width stopped", "err", err)
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// engineIdentity names the engine build a probed curve belongs to, e.g.
+// "llama.cpp 9749 (d32676d)"; "" when its version is unknown. The sim's
+// cost model is the binary's own, so it needs none.
+func engineIdentity(p *plan.Plan) string {
+	name, c := string(p.Settings.Engine.Value), p.Facts.Caps
+	switch {
+	case c.Version != "" && c.Commit != "":
+		return name + " " + c.Version + " (" + c.Commit + ")"
+	case c.Version != "" || c.Commit != "":
+		return name + " " + c.Version + c.Commit
+	case p.Settings.Engine.Value == key.Sim:
+		return name
+	}
+	return ""
+}
+
+// engineKey is the API key of the plan in force ("" for none):
+// the adaptive loop's probe and scrapes carry it.
+func (sv *launcher) engineKey() string {
+	if p := sv.plan(); p != nil {
+		return p.APIKey()
+	}
+	return ""
+}
+
+// modelPair names the target and draft models an engine serves, so that
+// the loop keeps what it learnt across engines of one pair and starts over
+// when a reload changes either.
+func modelPair(p *plan.Plan) string {
+	return p.Settings.Model.Value + "\x00" + p.Settings.DraftModel.Value
+}

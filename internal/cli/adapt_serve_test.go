@@ -1,0 +1,405 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/speclaunch/speclaunch/engine"
+	"github.com/speclaunch/speclaunch/internal/adapt"
+	"github.com/speclaunch/speclaunch/internal/config"
+	"github.com/speclaunch/speclaunch/internal/key"
+	"github.com/speclaunch/speclaunch/internal/loadgen"
+	"github.com/speclaunch/speclaunch/internal/plan"
+	"github.com/speclaunch/speclaunch/internal/proxy"
+	"github.com/speclaunch/speclaunch/internal/server"
+	"github.com/speclaunch/speclaunch/internal/sim"
+	"github.com/speclaunch/speclaunch/internal/watch"
+	"github.com/speclaunch/speclaunch/internal/width"
+)
+
+// oracle is the width the sim's own model says is best for a profile,
+// among widths 2..max, and speculation off.
+func oracle(t *testing.T, profile string, max int) int {
+	cfg, err := sim.ParseArgs([]string{"-m", "t", "--model-draft", "d", "--sim-profile", profile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	best, rate := 1, cfg.Cost.ExpectedRate(1)
+	for w := 2; w <= max; w++ {
+		if r := cfg.Cost.ExpectedRate(w); r > rate {
+			best, rate = w, r
+		}
+	}
+	return best
+}
+
+// serve --adapt on the sim: the loop probes, explores, decides and
+// switches to the sim model's best width through the proxy, under load,
+// with no failed request. The collapse profile takes the same path in
+// TestAdaptEvalReportsOracleWidth (through adapteval's load), so it is not
+// run twice here.
+func TestServeAdaptConvergesUnderLoad(t *testing.T) {
+	for _, prof := range []string{"geometric"} {
+		t.Run(prof, func(t *testing.T) {
+			want := oracle(t, prof, 17)
+			port := freePort(t)
+			p := adaptSimProfile(t, t.TempDir(), port, prof)
+			r := startAdaptServe(t, p, port)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan loadgen.Result, 1)
+			go func() {
+				res, _ := loadgen.Run(ctx, loadgen.Options{URL: fmt.Sprintf("http://127.0.0.1:%d", port), Clients: 2, Duration: 60 * time.Second, Stream: true, MaxTokens: 64})
+				done <- res
+			}()
+			deadline := time.Now().Add(50 * time.Second)
+			for time.Now().Before(deadline) {
+				if st := status(t, port); st.Engine != nil && st.Engine.Width == want && st.Engine.WidthSource == "adaptive" {
+					break
+				}
+				time.Sleep(250 * time.Millisecond)
+			}
+			cancel()
+			res := <-done
+			st := status(t, port)
+			if st.Engine == nil || st.Engine.Width != want || st.Engine.WidthSource != "adaptive" {
+				t.Fatalf("engine %+v, want width %d chosen by the adaptive loop; log:\n%s", st.Engine, want, r.log)
+			}
+			if res.Bad() != 0 {
+				t.Errorf("%s; log:\n%s", res, r.log)
+			}
+			if !strings.Contains(r.log.String(), "component=adapt") {
+				t.Errorf("no decision logged:\n%s", r.log)
+			}
+		})
+	}
+}
+
+// adaptSimProfile writes a sim profile in dir that adapts fast (64-cycle
+// epochs, a 1 s window) with the sim's acceptance profile prof.
+func adaptSimProfile(t *testing.T, dir string, port int, prof string) string {
+	t.Helper()
+	p := filepath.Join(dir, "p.toml")
+	writeFile(t, p, simProfile(port, `, "--sim-profile", "`+prof+`", "--sim-noise", "0"`)+`[adapt]
+enabled = true
+min_cycles = 64
+window = "1s"
+`)
+	return p
+}
+
+// startAdaptServe serves profile p and waits until the first engine is
+// verified and probed: a fresh server probes its cost curve before traffic
+// arrives (the sim has one slot: a probe would queue behind the load).
+func startAdaptServe(t *testing.T, p string, port int) *serveRun {
+	t.Helper()
+	r := startServe(t, "--profile", p)
+	r.log.waitFor(t, `width verified`, 1, 20*time.Second)
+	for i := 0; i < 200 && adaptState(t, port) == "probing"; i++ {
+		time.Sleep(100 * time.Millisecond)
+	}
+	return r
+}
+
+// An operator width turns adaptation off, and says so.
+func TestServeAdaptOffUnderOperatorWidth(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "p.toml")
+	writeFile(t, p, withWidth(simProfile(freePort(t), ""), 3)+"[adapt]\nenabled = true\n")
+	r := startServe(t, "--profile", p)
+	r.log.waitFor(t, `adaptive width off: an operator width is set \(profile .*p.toml:\d+\); it always wins`, 1, 20*time.Second)
+}
+
+func adaptState(t *testing.T, port int) string {
+	t.Helper()
+	return adaptStatus(t, port).State
+}
+
+// adaptStatus is the adapt object of /speclaunch/status, in part.
+type adaptDoc struct {
+	State     string `json:"state"`
+	Decisions int    `json:"decisions"`
+	Resumed   string `json:"resumed"`
+}
+
+func adaptStatus(t *testing.T, port int) adaptDoc {
+	t.Helper()
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/speclaunch/status", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st struct {
+		Adapt adaptDoc `json:"adapt"`
+	}
+	json.NewDecoder(resp.Body).Decode(&st)
+	return st.Adapt
+}
+
+// A launcher restarted on the same model pair resumes what the last one
+// learnt (saved beside the verify-cost curve, at the latest when it
+// stopped) and says so in its status; it does not explore again.
+func TestServeAdaptResumesAfterRestart(t *testing.T) {
+	cache := t.TempDir()
+	t.Setenv("XDG_CACHE_HOME", cache)
+	dir := t.TempDir()
+	port := freePort(t)
+	// The state is keyed by the model files' content: they must be files.
+	writeFile(t, filepath.Join(dir, "target"), "target weights")
+	writeFile(t, filepath.Join(dir, "drafter"), "drafter weights")
+	p := adaptSimProfile(t, dir, port, "geometric")
+	r := startAdaptServe(t, p, port)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		loadgen.Run(ctx, loadgen.Options{URL: fmt.Sprintf("http://127.0.0.1:%d", port), Clients: 1, Duration: 30 * time.Second, Stream: true, MaxTokens: 64})
+		close(done)
+	}()
+	r.log.waitFor(t, `adapt: switching width`, 1, 25*time.Second) // it learnt something
+	cancel()
+	<-done
+	r.stop()
+	r.exit(t, 15*time.Second)
+	saved, _ := filepath.Glob(filepath.Join(cache, "speclaunch", "adapt-learnt-*.json"))
+	if len(saved) != 1 {
+		t.Fatalf("saved states %v, want one; log:\n%s", saved, r.log)
+	}
+
+	r2 := startServe(t, "--profile", p)
+	r2.log.waitFor(t, `resuming what an earlier run learnt`, 1, 20*time.Second)
+	if a := adaptStatus(t, port); a.Resumed == "" {
+		t.Errorf("status %+v does not say it resumed", a)
+	}
+	if strings.Contains(r2.log.String(), "explore: observe acceptance") {
+		t.Errorf("explored again after resuming:\n%s", r2.log)
+	}
+}
+
+// A profile edit that changes no setting (here a comment) keeps the width
+// the adaptive loop chose instead of going back to the policy's.
+func TestServeAdaptedWidthSurvivesReload(t *testing.T) {
+	t.Parallel()                 // see TestMain
+	want := oracle(t, "flat", 8) // not the policy's 4
+	dir := t.TempDir()
+	port := freePort(t)
+	p := filepath.Join(dir, "p.toml")
+	body := simProfile(port, `, "--sim-profile", "flat", "--sim-noise", "0"`) + "[adapt]\nenabled = true\nmax_width = 8\nmin_cycles = 64\nwindow = \"1s\"\n"
+	writeFile(t, p, body)
+	r := startServe(t, "--profile", p)
+	r.log.waitFor(t, `width verified`, 1, 20*time.Second)
+	for i := 0; i < 200 && adaptState(t, port) == "probing"; i++ {
+		time.Sleep(100 * time.Millisecond)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go loadgen.Run(ctx, loadgen.Options{URL: fmt.Sprintf("http://127.0.0.1:%d", port), Clients: 2, Duration: 60 * time.Second, Stream: true, MaxTokens: 64})
+	adapted := func() bool {
+		st := status(t, port)
+		return st.Engine != nil && st.Engine.Width == want && st.Engine.WidthSource == "adaptive"
+	}
+	for deadline := time.Now().Add(50 * time.Second); !adapted() && time.Now().Before(deadline); {
+		time.Sleep(250 * time.Millisecond)
+	}
+	if !adapted() {
+		t.Fatalf("the loop did not reach width %d; log:\n%s", want, r.log)
+	}
+	cancel()
+	writeFile(t, p, body+"# a comment\n")
+	// The reload decides at once whether the engine command changes: it
+	// must find the adapted width's command unchanged (a switch back to
+	// the policy's width would say "engine command changed").
+	r.log.waitFor(t, `reload: engine command unchanged; nothing to do width=`+fmt.Sprint(want), 1, 20*time.Second)
+	if after := r.log.String()[strings.LastIndex(r.log.String(), "reloading"):]; strings.Contains(after, "engine command changed") {
+		t.Fatalf("a comment edit changed the engine command (back to the policy's width?); log:\n%s", r.log)
+	}
+	if st := status(t, port); !adapted() {
+		t.Fatalf("after a comment edit the engine runs %+v, want the adapted width %d; log:\n%s", st.Engine, want, r.log)
+	}
+}
+
+// The probed curve's cache key names the engine build; an engine whose
+// version is unknown gets none (serve then does not cache its curve).
+func TestEngineIdentity(t *testing.T) {
+	for _, c := range []struct {
+		engine          key.Engine
+		version, commit string
+		want            string
+	}{
+		{key.LlamaCpp, "9749", "d32676d", "llama.cpp 9749 (d32676d)"},
+		{key.LlamaCpp, "9749", "", "llama.cpp 9749"},
+		{key.LlamaCpp, "", "d32676d", "llama.cpp d32676d"},
+		{key.LlamaCpp, "", "", ""},
+		{key.Sim, "", "", "sim"},
+	} {
+		p := &plan.Plan{Settings: config.Settings{Engine: config.Field[key.Engine]{Value: c.engine}}}
+		p.Facts.Caps = engine.Caps{Version: c.version, Commit: c.commit}
+		if got := engineIdentity(p); got != c.want {
+			t.Errorf("%s %q %q: %q, want %q", c.engine, c.version, c.commit, got, c.want)
+		}
+	}
+}
+
+// A reload that sets an operator width ends adaptation, saying so: the loop
+// stops and /speclaunch/status says why.
+func TestServeAdaptOffAfterReloadSetsWidth(t *testing.T) {
+	dir := t.TempDir()
+	port := freePort(t)
+	p := filepath.Join(dir, "p.toml")
+	body := simProfile(port, "")
+	writeFile(t, p, body+"[adapt]\nenabled = true\n")
+	r := startServe(t, "--profile", p)
+	r.log.waitFor(t, `adaptive width on`, 1, 20*time.Second)
+	writeFile(t, p, withWidth(body, 3)+"[adapt]\nenabled = true\n")
+	r.log.waitFor(t, `adaptive width off: an operator width is set \(profile .*p.toml:\d+\); it always wins; it stays off until speclaunch restarts`, 1, 20*time.Second)
+	for deadline := time.Now().Add(10 * time.Second); adaptState(t, port) != "not adapting"; {
+		if time.Now().After(deadline) {
+			t.Fatalf("adapt state %q after the operator width; log:\n%s", adaptState(t, port), r.log)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// adapt.trials reaches the loop: unset is the loop's default, 0 turns
+// trials off (the loop reads a zero MaxTrials as its default, so off is
+// passed as a negative count), a count passes as is.
+func TestAdaptConfigTrials(t *testing.T) {
+	for _, c := range []struct {
+		env  string
+		want int
+	}{{"", adapt.DefaultMaxTrials}, {"0", -1}, {"1", 1}, {"8", 8}} {
+		s, _, _, err := config.Load(config.Input{Getenv: func(k string) string {
+			if k == "MLXCEL_ADAPT_TRIALS" {
+				return c.env
+			}
+			return ""
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := adaptConfig(s).MaxTrials; got != c.want {
+			t.Errorf("MLXCEL_ADAPT_TRIALS=%q: MaxTrials %d, want %d", c.env, got, c.want)
+		}
+	}
+}
+
+// fakeEngines is a runtime as the loop reads it.
+type fakeEngines struct {
+	cur    *server.Instance
+	beside int
+}
+
+func (f fakeEngines) Current() *server.Instance { return f.cur }
+func (f fakeEngines) Beside() int               { return f.beside }
+
+// The loop is told when another engine runs beside the serving one, and
+// so measures nothing then (adapt.Target.Shared).
+func TestCurrentTargetShared(t *testing.T) {
+	b, err := proxy.NewBackend("http://127.0.0.1:1", "engine 2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := &server.Instance{ID: 2, Backend: b, Plan: &plan.Plan{}}
+	for _, tc := range []struct {
+		name   string
+		rt     fakeEngines
+		shared bool
+	}{
+		{"serving alone", fakeEngines{cur: in}, false},
+		{"the old engine draining", fakeEngines{cur: in, beside: 1}, true},
+		{"a reload's engine starting beside a draining one", fakeEngines{cur: in, beside: 2}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := currentTarget(tc.rt)
+			if got.Shared != tc.shared || got.Gen != 2 || got.BaseURL != "http://127.0.0.1:1" {
+				t.Errorf("target %+v, want engine 2 with Shared %v", got, tc.shared)
+			}
+			if got.Served == nil || got.Served(4) != (adapt.Served{}) {
+				t.Error("the target does not carry the proxy's served seconds of its engine")
+			}
+		})
+	}
+}
+
+// An adaptive switch while the profile on disk does not make a plan that
+// can start (an edit the reload rejected) builds on the settings in force,
+// as the engine runs on them: those of the last reload that took effect.
+// Before, every switch failed until the file was fixed, or (a file that
+// loads but cannot start) the switch started it.
+func TestAdaptedPlanOnTheSettingsInForce(t *testing.T) {
+	port := freePort(t)
+	good := simProfile(port, "") + "[adapt]\nenabled = true\n"
+	for _, tc := range []struct{ name, broken string }{
+		{"invalid TOML", strings.Repeat("[", 100000)},
+		{"no target model", strings.Replace(good, `path = "target"`, "", 1)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			prof := filepath.Join(t.TempDir(), "p.toml")
+			writeFile(t, prof, good)
+			e := &Env{Getenv: func(string) string { return "" }, PolicyTOML: policyTOML, Ctx: context.Background()}
+			in := config.Input{Flags: map[string]string{"profile": prof}}
+			l, err := e.load(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cur, err := build(e, l, plan.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sv := &launcher{e: e, in: in, log: slog.New(slog.DiscardHandler), files: []string{prof}, wasEmpty: map[string]bool{}, good: l, st: newServeStatus(cur)}
+			reload := func(from *plan.Plan, timeout string) *plan.Plan {
+				writeFile(t, prof, strings.Replace(good, `stop_timeout = "5s"`, `stop_timeout = "`+timeout+`"`, 1))
+				np, nl, _, err := sv.reload(from, watch.Change{Path: prof, Reason: watch.ReasonWrite})
+				if err != nil {
+					t.Fatal(err)
+				}
+				sv.built(np, nl) // as submit does
+				return np
+			}
+			// A reload takes effect: its settings are the ones in force.
+			np := reload(cur, "7s")
+			sv.adopt(np)
+			// A later reload's switch fails: the previous settings serve again.
+			sv.failed(reload(np, "9s"))
+			sv.adopt(np)
+			writeFile(t, prof, tc.broken)
+			ap, _, err := sv.adaptedPlan(np, 3, "a trial")
+			if err != nil {
+				t.Fatalf("adaptive switch with a broken profile on disk: %v", err)
+			}
+			if widthOf(ap) != 3 || ap.Resolution.Source != width.Adaptive {
+				t.Errorf("plan at width %d (%s), want the adapted 3", widthOf(ap), ap.Resolution.Source)
+			}
+			if got := ap.Settings.StopTimeout.Value; got != 7*time.Second {
+				t.Errorf("stop timeout %v, want the 7s in force (5s: the start's; 9s: a switch that failed)", got)
+			}
+		})
+	}
+}
+
+// A switch job a reload replaced, or one asked for while serve stops, is
+// not a failed switch to the loop.
+func TestSwitchErr(t *testing.T) {
+	other := errors.New("the engine did not start")
+	for _, tc := range []struct {
+		err     error
+		dropped bool
+	}{
+		{server.ErrSuperseded, true},
+		{server.ErrStopping, true},
+		{other, false},
+		{nil, false},
+	} {
+		got := switchErr(tc.err)
+		if errors.Is(got, adapt.ErrSwitchDropped) != tc.dropped || !errors.Is(got, tc.err) {
+			t.Errorf("switchErr(%v) = %v, want dropped %v, wrapping it", tc.err, got, tc.dropped)
+		}
+	}
+}

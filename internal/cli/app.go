@@ -1,0 +1,198 @@
+// Package cli is speclaunch's command line: a Kong application with one file
+// per command. Main maps every error to an exit code: 2 for bad input of any
+// kind (flag, env, profile, policy, checkpoint), 1 for a failed check or a
+// runtime failure, 3 for a width mismatch under --strict-width, and the
+// engine's own exit code when serve's engine exits.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"reflect"
+	"syscall"
+
+	"github.com/alecthomas/kong"
+	"github.com/speclaunch/speclaunch/internal/plan"
+	"github.com/speclaunch/speclaunch/internal/secret"
+)
+
+// App is the command tree.
+type App struct {
+	Resolve ResolveCmd `cmd:"" help:"Print the draft width a server would run at, where it came from and why, and the exact engine command line; starts nothing."`
+	Serve   ServeCmd   `cmd:"" help:"Resolve the width, start the engine with it, verify it, supervise it, and reload on profile or policy changes."`
+	Bench   BenchCmd   `cmd:"" help:"Sweep draft widths against a classic arm on a real engine and write a record (.md, .json, .svg)."`
+	Policy  PolicyCmd  `cmd:"" help:"Show, explain and check the width policy."`
+	Profile ProfileCmd `cmd:"" help:"Write, show and validate profiles."`
+	Version VersionCmd `cmd:"" help:"Print the version, commit and Go version."`
+
+	VersionFlag kong.VersionFlag `name:"version" help:"Print the version and exit (as llama-server --version)."`
+}
+
+// Env is what commands get bound to instead of globals.
+type Env struct {
+	Stdout, Stderr io.Writer
+	Getenv         func(string) string
+	PolicyTOML     []byte // the embedded policy.toml
+	Passthrough    []string
+	Ctx            context.Context
+	Deps           *plan.Deps // nil = the host's real probes
+	parent         context.Context
+	// logJSON: the command logs JSON (--log-format json), so its final
+	// error and hint are one JSON line too (reportJSON).
+	logJSON bool
+	// secrets are the API keys and secret env values met so far (build
+	// adds them); Stdout and Stderr pass through it, so no byte the
+	// launcher writes shows one.
+	secrets *secret.Redactor
+
+	kctx *kong.Context
+}
+
+// exitError carries an exit code and, for bad input, a hint line.
+type exitError struct {
+	code int
+	err  error
+	hint string
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// usage wraps bad input: exit code 2.
+func usage(err error, hint string) error { return &exitError{code: 2, err: err, hint: hint} }
+
+// exitCode makes a plain exit with a code (e.g. the engine's).
+func exitCode(code int, err error) error { return &exitError{code: code, err: err} }
+
+// Main runs the CLI and returns the process exit code.
+func Main(args []string, policyTOML []byte, stdout, stderr io.Writer) int {
+	return MainContext(context.Background(), args, policyTOML, stdout, stderr, nil)
+}
+
+// MainContext is Main with a context (cancelling it stops serve and bench
+// as a signal would) and optional fact probes, for tests.
+func MainContext(parent context.Context, args []string, policyTOML []byte, stdout, stderr io.Writer, deps *plan.Deps) int {
+	// The simulated engine is this binary re-executed; its argv is
+	// mlxcel-server's, which Kong must not see.
+	if len(args) > 0 && args[0] == simCommand {
+		return runSim(args[1:], stdout, stderr)
+	}
+	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	secrets := &secret.Redactor{}
+	stdout, stderr = secrets.Writer(stdout), secrets.Writer(stderr)
+	env := &Env{Stdout: stdout, Stderr: stderr, Getenv: os.Getenv, PolicyTOML: policyTOML, Ctx: ctx, Deps: deps, parent: parent, secrets: secrets}
+
+	var app App
+	exited := -1
+	parser, err := kong.New(&app,
+		kong.Name("speclaunch"),
+		kong.Vars{"version": versionLine()},
+		kong.Description("Launch a speculative-decoding LLM server at the draft width measured to be best for this GPU, weight format and drafter."),
+		kong.UsageOnError(),
+		kong.ConfigureHelp(kong.HelpOptions{Compact: true, WrapUpperBound: 100}),
+		kong.Writers(stdout, stderr),
+		kong.Exit(func(code int) { exited = code; panic(kongExit{}) }),
+		kong.Bind(env),
+		kong.PostBuild(settingsHelp),
+		kong.KindMapper(reflect.Bool, onOff{}),
+	)
+	if err != nil {
+		fmt.Fprintf(stderr, "speclaunch: internal error: %v\n", err)
+		return 1
+	}
+	// Before Kong has parsed anything, --log-format json as typed (or
+	// MLXCEL_LOG_FORMAT=json) makes a usage error a JSON line as well.
+	env.logJSON = logsJSON(typedLogFormat(args), os.Getenv)
+	argv, err := prepass(parser.Model.Node, args)
+	if err != nil {
+		return env.report(stderr, err)
+	}
+	args, env.Passthrough = argv.kong, argv.engine
+	code, done := func() (code int, done bool) {
+		defer func() {
+			if r := recover(); r != nil {
+				if _, ok := r.(kongExit); ok {
+					code, done = exited, true
+					return
+				}
+				panic(r)
+			}
+		}()
+		kctx, err := parser.Parse(args)
+		if err != nil {
+			hint := ""
+			if pe, ok := err.(*kong.ParseError); ok && pe.Context != nil {
+				hint = "run with --help for the flags and commands; engine flags llama-server does not list go after --"
+			}
+			return env.report(stderr, usage(err, hint)), true
+		}
+		env.kctx = kctx
+		if err := kctx.Run(env, kctx); err != nil {
+			return env.report(stderr, err), true
+		}
+		return 0, true
+	}()
+	if done {
+		return code
+	}
+	return 0
+}
+
+type kongExit struct{}
+
+// report prints err as the command logs: a JSON line under --log-format
+// json, else the error and hint lines; it returns the exit code.
+func (e *Env) report(w io.Writer, err error) int {
+	if e.logJSON {
+		return reportJSON(w, err)
+	}
+	return report(w, err)
+}
+
+// report prints an error with its hint and returns the exit code.
+func report(w io.Writer, err error) int {
+	msg, hint, code := explain(err)
+	if msg != "" {
+		fmt.Fprintf(w, "speclaunch: error: %s\n", msg)
+	}
+	if hint != "" {
+		fmt.Fprintf(w, "speclaunch: hint: %s\n", hint)
+	}
+	return code
+}
+
+// reportJSON is report for a command that logs JSON: one line, as the
+// launcher's other log lines (time, level ERROR, msg, source), with the
+// hint and the exit code as fields, so that every line of the stream
+// parses.
+func reportJSON(w io.Writer, err error) int {
+	msg, hint, code := explain(err)
+	attrs := []any{"exit_code", code}
+	if hint != "" {
+		attrs = append(attrs, "hint", hint)
+	}
+	if msg != "" || hint != "" {
+		newLogger(w, "json", "info", nil).Error(msg, attrs...)
+	}
+	return code
+}
+
+// explain is an error's message, hint and exit code.
+func explain(err error) (msg, hint string, code int) {
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.err != nil {
+			msg = ee.err.Error()
+		}
+		return msg, ee.hint, ee.code
+	}
+	if isBadInput(err) {
+		return err.Error(), hintFor(err), 2
+	}
+	return err.Error(), "", 1
+}

@@ -1,0 +1,506 @@
+package cli
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/speclaunch/speclaunch/cuda"
+	"github.com/speclaunch/speclaunch/engine"
+	"github.com/speclaunch/speclaunch/internal/bench"
+	"github.com/speclaunch/speclaunch/internal/config"
+	"github.com/speclaunch/speclaunch/internal/instance"
+	"github.com/speclaunch/speclaunch/internal/key"
+	"github.com/speclaunch/speclaunch/internal/plan"
+	"github.com/speclaunch/speclaunch/internal/policy"
+	"github.com/speclaunch/speclaunch/internal/record"
+	"github.com/speclaunch/speclaunch/internal/secret"
+	"github.com/speclaunch/speclaunch/internal/width"
+	"github.com/speclaunch/speclaunch/profiles"
+)
+
+// BenchCmd sweeps widths against classic on the configured engine.
+type BenchCmd struct {
+	LaunchFlags `embed:""`
+
+	Widths         string  `help:"Widths to measure, comma-separated." placeholder:"W,W,..." group:"Bench"`
+	Rounds         int     `help:"Measured rounds per arm, at least 3." group:"Bench"`
+	Warmup         int     `help:"Discarded warm-up requests per server start, 0 for none; at least one per prompt of a set." group:"Bench"`
+	MaxTokens      int     `help:"Tokens per request." group:"Bench"`
+	PromptFile     string  `help:"Prompt file." placeholder:"FILE" group:"Bench"`
+	Prompts        string  `help:"A prompt set: a directory of prompt files, or a shipped set (code, prose); every arm runs every prompt, and the record keeps per-prompt and pooled figures." placeholder:"DIR|code|prose" group:"Bench"`
+	Temperature    float64 `help:"Sample at this temperature with a fixed seed per request; 0 is greedy." group:"Bench"`
+	Concurrency    int     `help:"Requests in flight per measured run, for aggregate throughput under load; the engine is started with that many slots unless -np/--parallel is given." group:"Bench"`
+	Schedule       string  `help:"restart: one server at a time, each round restarts every arm (for models that fit once); resident: every arm's server up at once." placeholder:"restart|resident" group:"Bench"`
+	BasePort       int     `help:"First loopback port for arm servers; at the default an arm whose port is taken gets a free one, a port given here is used as is." group:"Bench"`
+	Out            string  `help:"Output path without extension: writes OUT.md, OUT.json, OUT.svg." placeholder:"DIR/NAME" group:"Bench"`
+	Force          bool    `help:"Overwrite existing outputs." group:"Bench"`
+	JSON           bool    `help:"Progress as JSON lines on stdout, for machines." group:"Bench"`
+	RequestTimeout string  `help:"Per-request timeout, stalled streams included." placeholder:"DUR" group:"Bench"`
+	NotesFile      string  `help:"A text file whose paragraphs are added to the record's notes (e.g. how the model pair was made)." placeholder:"FILE" group:"Bench"`
+	Title          string  `help:"Record title." placeholder:"TEXT" group:"Bench"`
+	ReadyTimeout   string  `help:"How long to wait for each engine's /health." placeholder:"DUR" group:"Bench"`
+}
+
+// Run implements `speclaunch bench`.
+func (c *BenchCmd) Run(e *Env) error {
+	if err := c.checkArgs(); err != nil {
+		return err
+	}
+	in := c.LaunchFlags.input(e.kctx, e.Getenv, nil, e.Passthrough)
+	e.logJSON = logsJSON(c.LogFormat, e.Getenv)
+	l, err := e.load(in)
+	if err != nil {
+		return err
+	}
+	s := l.Settings
+	e.logJSON = s.LogFormat.Value == "json"
+	prof := l.Profile
+	if s.Engine.Value == key.VLLM || s.Engine.Value == key.SGLang {
+		return usage(fmt.Errorf("bench cannot measure %s: it times llama-server's native /completion stream (timings, draft counts), which %s does not serve", s.Engine.Value, s.Engine.Value), "bench a llama.cpp, mlxcel or sim engine; see docs/engines.md for what works with vLLM and SGLang")
+	}
+	o, widths, outBase, notes, err := c.options(e.Ctx, s, prof, given(e.kctx))
+	if err != nil {
+		return err
+	}
+	if s.DraftModel.Value == "" {
+		return usage(errors.New("bench needs a draft model to measure widths against classic"), "set draft.model in the profile, --draft-model/-md, or LLAMA_ARG_SPEC_DRAFT_MODEL")
+	}
+	if err := c.checkOut(outBase); err != nil {
+		return err
+	}
+	log := newLogger(e.Stderr, s.LogFormat.Value, s.LogLevel.Value, e.Getenv)
+	dp, err := defaultPlan(e, l)
+	if err != nil {
+		return err
+	}
+	arms, skipped := benchArms(dp.Resolution, l.Policy, s.Engine.Value, widths)
+	for _, msg := range skipped {
+		log.Info(msg)
+	}
+	o.Arms = arms
+	o.APIKey = dp.APIKey()
+	// The adaptive loop's probe is checked on the engines it adapts.
+	o.Probe = s.Engine.Value == key.LlamaCpp || s.Engine.Value == key.Sim
+	if o.Concurrency > 1 {
+		s.EngineArgs, o.Slots, o.SlotsFrom = withSlots(s.Engine.Value, s.EngineArgs, e.Getenv, o.Concurrency)
+		if o.Slots > 0 && o.Slots < o.Concurrency {
+			notes = append(notes, fmt.Sprintf("the engine has %d slots for %d requests in flight (%s): the excess requests queue", o.Slots, o.Concurrency, o.SlotsFrom))
+		}
+	}
+
+	rec := c.identity(e, dp, notes)
+	rec.Name = filepath.Base(outBase)
+	if r := dp.Resolution; r.Source == width.Measured && r.Entry != nil {
+		rec.Verdict.PolicyWidth, rec.Verdict.PolicyEntry = r.Width, r.Entry.ID
+	}
+	// Facts are gathered once: every arm runs on the same host, and an
+	// nvidia-smi probe per arm start would be the harness measuring itself.
+	deps := e.deps()
+	probed := cuda.Result{GPUs: dp.Facts.GPUs, Capability: dp.Facts.Capability, Reason: dp.Facts.CapNote, Driver: dp.Facts.Driver}
+	deps.Probe = func(context.Context) cuda.Result { return probed }
+	caps := dp.Facts.Caps
+	deps.DetectLlama = func(context.Context, string) (engine.Caps, error) { return caps, nil }
+	st := &starter{e: e, l: l, settings: s, deps: deps, opts: instance.Options{Out: io.Discard, ReadyTimeout: s.ReadyTimeout.Value, StopTimeout: s.StopTimeout.Value, Client: engineClient}}
+	st.anyPort = c.BasePort == 0 && (prof == nil || prof.Bench.BasePort == nil)
+	if c.JSON {
+		o.Progress, o.JSONProgress = e.Stdout, true
+	} else {
+		o.Progress, o.IsTTY = e.Stderr, isTTY(e.Stderr)
+	}
+	if err := bench.Check(o); err != nil {
+		return usage(err, "") // before anything starts, and no record is written
+	}
+	log.Info("bench starting", "arms", len(arms), "rounds", o.Rounds, "schedule", o.Schedule, "engine", string(s.Engine.Value), "out", outBase)
+	return c.sweep(e, log, o, st, rec, outBase)
+}
+
+// checkOut refuses to overwrite a record unless --force.
+func (c *BenchCmd) checkOut(outBase string) error {
+	if c.Force {
+		return nil
+	}
+	for _, ext := range []string{".md", ".json", ".svg"} {
+		if _, err := os.Stat(outBase + ext); err == nil {
+			return usage(fmt.Errorf("%s already exists", outBase+ext), "pass --force to overwrite it, or choose another --out")
+		}
+	}
+	return nil
+}
+
+// defaultPlan is the default arm's plan: the engine's own default width
+// (the policy arm, only when the policy resolves another width for this
+// host, runs that one; no width is measured twice under two names).
+func defaultPlan(e *Env, l *loaded) (*plan.Plan, error) {
+	ds := l.Settings
+	ds.Width = config.Field[int]{}
+	dp, err := build(e, &loaded{Settings: ds, Policy: l.Policy}, plan.Options{})
+	if err != nil {
+		return nil, err
+	}
+	if err := checkLaunchable(dp, false); err != nil {
+		return nil, err
+	}
+	if dp.Resolution.Source == width.Off {
+		return nil, usage(errors.New("speculation resolves off for this profile"), "bench needs a draft model")
+	}
+	return dp, nil
+}
+
+// sweep runs the arms, writes the record (partial when interrupted) and
+// says what it earned.
+func (c *BenchCmd) sweep(e *Env, log *slog.Logger, o bench.Options, st *starter, rec *record.Record, outBase string) error {
+	cpu0, wall0 := bench.SelfCPU(), time.Now()
+	runErr := bench.Run(e.Ctx, o, st.start, rec)
+	// The harness must not be what it measures: record its own CPU time
+	// (this process only, not the engines) against the run's wall time.
+	rec.Method.HarnessCPUS = (bench.SelfCPU() - cpu0).Seconds()
+	rec.Method.WallS = time.Since(wall0).Seconds()
+	redactRecord(rec, e.secrets)
+	if err := bench.Write(rec, outBase, true); err != nil {
+		return fmt.Errorf("write record: %w", err)
+	}
+	if runErr != nil {
+		if errors.Is(runErr, context.Canceled) {
+			log.Warn("interrupted: every engine stopped; partial record written", "out", outBase+".md")
+			return exitCode(130, errors.New("bench interrupted; partial record marked incomplete"))
+		}
+		return runErr
+	}
+	log.Info("record written", "md", outBase+".md", "json", outBase+".json", "svg", outBase+".svg")
+	fmt.Fprintf(e.Stderr, "\n%s\n", rec.Verdict.Why)
+	for _, a := range rec.Arms {
+		if a.Status == record.StatusFailed {
+			fmt.Fprintf(e.Stderr, "failed, not measured: %s (%s)\n", a.Label, a.StatusReason)
+		}
+	}
+	if rec.Verdict.EarnsEntry {
+		fmt.Fprintf(e.Stderr, "\nThis record earns a policy entry; after committing the record, add to policy.toml:\n\n%s\n", rec.Verdict.Entry)
+	}
+	return nil
+}
+
+// options reads bench's rows of the settings table (flag > profile >
+// default, config.LoadBench) into the harness's options, and reads the
+// prompt and notes files they name. Every bad value names where it came
+// from: the flag, or the profile's file and line.
+func (c *BenchCmd) options(ctx context.Context, s config.Settings, p *profiles.Profile, flags map[string]string) (bench.Options, []int, string, []string, error) {
+	if err := config.LoadBench(&s, p, flags); err != nil {
+		return bench.Options{}, nil, "", nil, err
+	}
+	b := s.Bench
+	o := bench.Options{Rounds: b.Rounds.Value, Warmup: b.Warmup.Value, MaxTokens: b.MaxTokens.Value, BasePort: b.BasePort.Value,
+		Schedule: b.Schedule.Value, Temperature: b.Temperature.Value, Concurrency: b.Concurrency.Value, RequestTimeout: b.RequestTimeout.Value}
+	if o.Warmup == 0 {
+		o.Warmup = -1 // bench.Options: negative = none
+	}
+	if err := readPrompts(ctx, &o, b, p); err != nil {
+		return o, nil, "", nil, err
+	}
+	out, src := b.Out.Value, b.Out.Src
+	if out == "" {
+		out, src = fmt.Sprintf("speclaunch-bench-%s-%s", s.Engine.Value, time.Now().Format("20060102-150405")), config.Source{}
+	}
+	out = strings.TrimSuffix(out, ".md")
+	if err := bench.CheckWritable(out); err != nil {
+		return o, nil, "", nil, &config.Error{Src: src, Msg: fmt.Sprintf("the record cannot be written to %s: %v; give --out (profile bench.out) a path in a directory you can write to", out, err)}
+	}
+	notes, err := readNotes(ctx, c.NotesFile)
+	return o, b.Widths.Value, out, notes, err
+}
+
+// readPrompts reads the prompt file or the prompt set the options name: a
+// set is a directory (relative to the profile when it came from one), or a
+// shipped set's name where no such directory exists.
+func readPrompts(ctx context.Context, o *bench.Options, b config.Bench, p *profiles.Profile) error {
+	if pf := b.PromptFile.Value; pf != "" {
+		text, err := bench.ReadPromptFile(ctx, pf)
+		if err != nil {
+			return &config.Error{Src: b.PromptFile.Src, Msg: "cannot use the prompt file", Err: err}
+		}
+		o.Prompt, o.PromptName = text, filepath.Base(pf)
+	}
+	set := b.Prompts.Value
+	if set == "" {
+		return nil
+	}
+	dir := set
+	if b.Prompts.Src.Origin == config.Profile {
+		dir = config.RelTo(p.Path, set)
+	}
+	if _, err := os.Stat(dir); err != nil && slices.Contains(bench.ShippedSets, set) {
+		o.Prompts, _ = bench.ShippedSet(set)
+		o.PromptSet = "shipped:" + set
+		return nil
+	}
+	ps, err := bench.ReadPromptDir(ctx, dir)
+	if err != nil {
+		return &config.Error{Src: b.Prompts.Src, Msg: "cannot use the prompt set (a directory of prompt files, or a shipped set: " + strings.Join(bench.ShippedSets, ", ") + ")", Err: err}
+	}
+	o.Prompts, o.PromptSet = ps, filepath.Base(filepath.Clean(dir))
+	return nil
+}
+
+// readNotes reads --notes-file's paragraphs for the record.
+func readNotes(ctx context.Context, path string) ([]string, error) {
+	if path == "" {
+		return nil, nil
+	}
+	b, err := bench.ReadTextFile(ctx, "notes file", path) // the prompt file's caps: a small text file
+	if err != nil {
+		return nil, &config.Error{Src: config.Source{Origin: config.Flag, Name: "--notes-file"}, Msg: "cannot use the notes file", Err: err}
+	}
+	var notes []string
+	for _, para := range strings.Split(strings.TrimSpace(b), "\n\n") {
+		if p := strings.TrimSpace(para); p != "" {
+			notes = append(notes, p)
+		}
+	}
+	return notes, nil
+}
+
+// identity fills the record's host, engine and model identity.
+func (c *BenchCmd) identity(e *Env, p *plan.Plan, notes []string) *record.Record {
+	s, f := p.Settings, p.Facts
+	rec := &record.Record{Schema: record.Schema, Date: time.Now().UTC().Format(time.RFC3339), Complete: true,
+		Simulated: s.Engine.Value == key.Sim, Launcher: "speclaunch " + LauncherVersion(), Notes: notes, Title: c.Title}
+	rk := p.Resolution.Key
+	rec.Key = record.Key{Engine: string(s.Engine.Value), Drafter: string(rk.Drafter), Capability: rk.Capability.String(), Quant: string(rk.Quant)}
+	host, _ := os.Hostname()
+	kernel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
+	rec.Host = record.Host{Hostname: host, Kernel: strings.TrimSpace(string(kernel)), Arch: runtime.GOARCH, Capability: f.CapabilityStr}
+	gpus := f.GPUs
+	if len(gpus) == 0 && s.Engine.Value != key.Sim {
+		gpus = cuda.Probe(e.Ctx, cuda.Options{}).GPUs
+	}
+	if len(gpus) > 0 {
+		rec.Host.GPU, rec.Host.Driver, rec.Host.GPUCount = gpus[0].Name, gpus[0].Driver, len(gpus)
+	}
+	bin := f.BinaryPath
+	if s.Engine.Value == key.Sim {
+		bin = f.Caps.Self
+	}
+	rec.Engine = record.Engine{Name: string(s.Engine.Value), Binary: bin, Version: f.Caps.Version, Spelling: string(f.Caps.Spelling), SHA256: fileSHA(bin)}
+	switch {
+	case s.Engine.Value == key.Sim:
+		rec.Engine.Version = "sim " + LauncherVersion()
+		rec.Engine.Pin = "sim"
+	case f.Caps.Commit != "":
+		rec.Engine.Pin = string(s.Engine.Value) + " " + f.Caps.Commit
+	case f.Caps.Version != "":
+		rec.Engine.Pin = string(s.Engine.Value) + " " + f.Caps.Version
+	default:
+		rec.Engine.Pin = string(s.Engine.Value) + " unknown"
+	}
+	rec.Models = []record.Model{
+		{Role: "target", Path: s.Model.Value, Bytes: pathBytes(s.Model.Value), Quant: string(f.Quant), Note: f.QuantSource},
+		{Role: "draft", Path: s.DraftModel.Value, Bytes: pathBytes(s.DraftModel.Value), Kind: string(f.Drafter), Note: f.DrafterSource},
+	}
+	for i := range rec.Models {
+		m := &rec.Models[i]
+		if sum, err := bench.ContentHash(m.Path); err == nil {
+			m.Content, m.ContentMethod = sum, bench.ContentMethod
+		} else if s.Engine.Value != key.Sim {
+			rec.Notes = append(rec.Notes, fmt.Sprintf("the %s's content could not be hashed (%v): the record names it by path alone", m.Role, err))
+		}
+	}
+	return rec
+}
+
+// benchArms lays out the arms: classic, the engine's own default width,
+// the policy's width when it differs, then the requested widths less those
+// two. skipped says which requested widths were folded into them.
+func benchArms(r width.Resolution, pol *policy.Policy, eng key.Engine, widths []int) ([]bench.ArmSpec, []string) {
+	def, why := engineDefault(r, pol, eng)
+	arms := []bench.ArmSpec{
+		{Label: "classic", Kind: bench.KindClassic},
+		{Label: fmt.Sprintf("default = %d (%s)", def, why), Kind: bench.KindDefault, Width: def, WidthSource: "the engine's own default"},
+	}
+	taken := map[int]string{def: "the default arm"}
+	if r.Width != def {
+		src := string(r.Source)
+		label := fmt.Sprintf("policy = %d (%s)", r.Width, r.Reason)
+		if r.Entry != nil {
+			src = "policy entry " + r.Entry.ID
+			label = fmt.Sprintf("policy = %d (entry %s)", r.Width, r.Entry.ID)
+		}
+		arms = append(arms, bench.ArmSpec{Label: label, Kind: bench.KindPolicy, Width: r.Width, WidthSource: src})
+		taken[r.Width] = "the policy arm"
+	}
+	var skipped []string
+	for _, w := range widths {
+		if by, ok := taken[w]; ok {
+			skipped = append(skipped, fmt.Sprintf("width %d is measured once, as %s", w, by))
+			continue
+		}
+		arms = append(arms, bench.ArmSpec{Label: fmt.Sprintf("width %d", w), Kind: bench.KindWidth, Width: w, WidthSource: "--draft-block-size (bench arm)"})
+	}
+	return arms, skipped
+}
+
+// engineDefault is the width the engine runs with no width given: the
+// resolution itself unless a measured policy entry answered it, in which
+// case the same key resolved without the policy's entries.
+func engineDefault(r width.Resolution, pol *policy.Policy, eng key.Engine) (int, string) {
+	if r.Source != width.Measured {
+		return r.Width, "engine default: " + r.Reason
+	}
+	var defaults *policy.Policy
+	if pol != nil {
+		defaults = &policy.Policy{Layers: pol.Layers, Defaults: pol.Defaults}
+	}
+	d := width.Resolve(width.Input{Engine: eng, HasDrafter: true, Drafter: r.Key.Drafter, Capability: r.Key.Capability, Quant: r.Key.Quant, Policy: defaults})
+	return d.Width, fmt.Sprintf("engine default for %s %s, without the policy's entry", eng, r.Key.Drafter)
+}
+
+// withSlots starts the engine with as many slots as requests in flight
+// (--parallel N, which llama-server and mlxcel-server both read), unless
+// the operator set the slot count (-np/--parallel among the engine
+// arguments, or LLAMA_ARG_N_PARALLEL). It returns the engine arguments,
+// the slot count (0 unknown) and where it came from, for the record.
+func withSlots(eng key.Engine, args config.Field[[]string], getenv func(string) string, n int) (config.Field[[]string], int, string) {
+	for i, a := range args.Value {
+		name, val, inline := strings.Cut(a, "=")
+		if name != "-np" && name != "--parallel" {
+			continue
+		}
+		if !inline && i+1 < len(args.Value) {
+			val = args.Value[i+1]
+		}
+		v, _ := strconv.Atoi(val)
+		return args, max(v, 0), fmt.Sprintf("the operator's %s %s", name, val)
+	}
+	if v := getenv("LLAMA_ARG_N_PARALLEL"); v != "" {
+		k, _ := strconv.Atoi(v)
+		return args, max(k, 0), "the operator's LLAMA_ARG_N_PARALLEL=" + v
+	}
+	out := config.Field[[]string]{Value: append(slices.Clone(args.Value), "--parallel", strconv.Itoa(n)), Src: args.Src}
+	from := fmt.Sprintf("--parallel %d, added by bench", n)
+	if eng == key.Sim {
+		from += " (the sim serves every request at once and ignores it)"
+	}
+	return out, n, from
+}
+
+func fileSHA(path string) string {
+	if path == "" {
+		return ""
+	}
+	fh, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer fh.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, fh); err != nil {
+		return ""
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func pathBytes(path string) int64 {
+	var n int64
+	filepath.WalkDir(path, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if info, err := d.Info(); err == nil {
+				n += info.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+// starter starts one bench arm through the same plan, adapter and
+// supervisor as serve.
+type starter struct {
+	deps     plan.Deps // facts probed once for the whole bench
+	e        *Env
+	l        *loaded
+	settings config.Settings
+	opts     instance.Options
+	// anyPort: the base port is the default, not the operator's, so an
+	// arm whose port another process holds takes a free loopback port
+	// rather than failing (a shared host's other servers sit there).
+	anyPort bool
+}
+
+func (st *starter) start(ctx context.Context, arm bench.ArmSpec, port int) (bench.Server, error) {
+	s := st.settings
+	port = st.armPort(port)
+	s.Port = config.Field[int]{Value: port, Src: config.Source{Origin: config.Flag, Name: "bench"}}
+	s.Host = config.Field[string]{Value: "127.0.0.1"}
+	o := plan.Options{}
+	switch arm.Kind {
+	case "classic":
+		o.ClassicArm = true
+	default:
+		// default, policy and width arms all run their arm's width
+		// explicitly: the default arm's is the engine's own default
+		o.WidthOverride = arm.Width
+	}
+	p, err := plan.Build(ctx, s, st.l.Policy, st.deps, o)
+	if err != nil {
+		return nil, &badInput{err}
+	}
+	if err := checkLaunchable(p, true); err != nil {
+		return nil, err
+	}
+	r, err := instance.Start(ctx, p, st.opts)
+	if err != nil {
+		err = startErr(err)
+		if r != nil {
+			return r, err
+		}
+		return nil, err
+	}
+	if arm.Kind != "classic" {
+		r.Verify(ctx, true)
+	}
+	return r, nil
+}
+
+// armPort is the port an arm listens on: its own (base port + index), or,
+// when that is taken and the base port was not the operator's, a free one.
+func (st *starter) armPort(port int) int {
+	if st.anyPort && portFree("127.0.0.1", port) != nil {
+		if p, err := loopbackPort(); err == nil {
+			return p
+		}
+	}
+	return port
+}
+
+// redactRecord masks secrets in what a record keeps of the engines and
+// their output: each arm's command line, last log lines and status, the
+// notes and the probe's error. Numbers are left alone.
+func redactRecord(rec *record.Record, r *secret.Redactor) {
+	for i := range rec.Arms {
+		a := &rec.Arms[i]
+		if a.Argv != nil {
+			a.Argv = secret.MaskArgv(a.Argv)
+		}
+		for j, l := range a.LastLog {
+			a.LastLog[j] = r.String(l)
+		}
+		a.StatusReason = r.String(a.StatusReason)
+	}
+	for i, n := range rec.Notes {
+		rec.Notes[i] = r.String(n)
+	}
+	if rec.ProbeCheck != nil {
+		rec.ProbeCheck.Error = r.String(rec.ProbeCheck.Error)
+	}
+}

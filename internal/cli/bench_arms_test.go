@@ -1,0 +1,106 @@
+package cli
+
+import (
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/speclaunch/speclaunch/internal/config"
+	"github.com/speclaunch/speclaunch/internal/key"
+	"github.com/speclaunch/speclaunch/internal/policy"
+	"github.com/speclaunch/speclaunch/internal/width"
+)
+
+func TestWithSlots(t *testing.T) {
+	none := func(string) string { return "" }
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		env    string
+		eng    key.Engine
+		want   []string
+		slots  int
+		fromIn string
+	}{
+		{name: "added", args: []string{"-ngl", "99"}, eng: key.LlamaCpp, want: []string{"-ngl", "99", "--parallel", "4"}, slots: 4, fromIn: "--parallel 4, added by bench"},
+		{name: "operator -np", args: []string{"-np", "2"}, eng: key.LlamaCpp, want: []string{"-np", "2"}, slots: 2, fromIn: "the operator's -np 2"},
+		{name: "operator --parallel=8", args: []string{"--parallel=8"}, eng: key.MLXCEL, want: []string{"--parallel=8"}, slots: 8, fromIn: "the operator's --parallel 8"},
+		{name: "operator env", env: "6", eng: key.LlamaCpp, want: nil, slots: 6, fromIn: "LLAMA_ARG_N_PARALLEL=6"},
+		{name: "sim ignores it", eng: key.Sim, want: []string{"--parallel", "4"}, slots: 4, fromIn: "the sim serves every request at once"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			getenv := none
+			if tc.env != "" {
+				getenv = func(k string) string {
+					if k == "LLAMA_ARG_N_PARALLEL" {
+						return tc.env
+					}
+					return ""
+				}
+			}
+			got, slots, from := withSlots(tc.eng, config.Field[[]string]{Value: tc.args}, getenv, 4)
+			if !slices.Equal(got.Value, tc.want) || slots != tc.slots || !strings.Contains(from, tc.fromIn) {
+				t.Errorf("args %q slots %d from %q", got.Value, slots, from)
+			}
+		})
+	}
+}
+
+// The default arm is the engine's own default, the policy arm appears only
+// when the policy's width differs, and no width is measured twice.
+func TestBenchArms(t *testing.T) {
+	pol := &policy.Policy{Defaults: []policy.Default{{Engine: key.LlamaCpp, Drafter: key.Draft, Width: 4}}}
+	k := key.Key{Engine: key.LlamaCpp, Drafter: key.Draft, Capability: key.Capability{Major: 9}, Quant: key.QuantQ8_0}
+	measured := width.Resolution{Key: k, Width: 6, Source: width.Measured, Entry: &policy.Entry{ID: "h200-q8_0-draft"}}
+	arms, skipped := benchArms(measured, pol, key.LlamaCpp, []int{2, 4, 6, 8})
+	var got []string
+	for _, a := range arms {
+		got = append(got, a.Kind+":"+strconv.Itoa(a.Width))
+	}
+	if want := []string{"classic:0", "default:4", "policy:6", "width:2", "width:8"}; !slices.Equal(got, want) {
+		t.Errorf("arms %q, want %q", got, want)
+	}
+	if len(skipped) != 2 || !strings.Contains(skipped[0], "width 4 is measured once, as the default arm") || !strings.Contains(arms[2].Label, "entry h200-q8_0-draft") {
+		t.Errorf("skipped %q, policy label %q", skipped, arms[2].Label)
+	}
+	kindDefault := width.Resolution{Key: k, Width: 4, Source: width.KindDefault, Reason: "per-kind default"}
+	arms, _ = benchArms(kindDefault, pol, key.LlamaCpp, []int{4, 6})
+	if len(arms) != 3 || arms[1].Kind != "default" || arms[1].Width != 4 || arms[2].Width != 6 {
+		t.Errorf("no policy entry: %+v", arms)
+	}
+}
+
+// An arm whose port another process holds takes a free one when the base
+// port is the default; a base port the operator gave is used as is.
+func TestBenchArmPort(t *testing.T) {
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	taken := held.Addr().(*net.TCPAddr).Port
+	free := freePort(t)
+	cases := []struct {
+		name    string
+		anyPort bool
+		port    int
+		moved   bool
+	}{
+		{"default base, port taken", true, taken, true},
+		{"default base, port free", true, free, false},
+		{"operator's base, port taken", false, taken, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := (&starter{anyPort: c.anyPort}).armPort(c.port)
+			if moved := got != c.port; moved != c.moved {
+				t.Fatalf("armPort(%d) = %d, moved %v, want moved %v", c.port, got, moved, c.moved)
+			}
+			if c.moved && portFree("127.0.0.1", got) != nil {
+				t.Errorf("moved to %d, which is not free", got)
+			}
+		})
+	}
+}

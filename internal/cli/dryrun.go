@@ -1,0 +1,98 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/speclaunch/speclaunch/internal/key"
+	"github.com/speclaunch/speclaunch/internal/plan"
+	"github.com/speclaunch/speclaunch/internal/secret"
+)
+
+// servingLine says what --host/--port are and where the engine listens:
+// behind the proxy they are the public address and the engine gets a
+// loopback port of its own (cli/switcher.go startInst).
+func servingLine(p *plan.Plan) string {
+	s := p.Settings
+	addr := net.JoinHostPort(s.Host.Value, strconv.Itoa(s.Port.Value))
+	if s.Proxy.Value {
+		return "speclaunch's proxy on " + addr + " (--host/--port: the public address); the engine on 127.0.0.1:PORT behind it, PORT a free loopback port picked at start"
+	}
+	return "the engine directly on " + addr + " (proxy off)"
+}
+
+// engineArgv is the engine's command as the engine will get it: behind the
+// proxy its --host and --port are the loopback ones, not the public address.
+func engineArgv(p *plan.Plan) []string {
+	argv := slices.Clone(p.Launch.Argv)
+	if !p.Settings.Proxy.Value {
+		return argv
+	}
+	for i := 0; i+1 < len(argv); i++ {
+		switch argv[i] {
+		case "--host":
+			argv[i+1] = "127.0.0.1"
+		case "--port":
+			argv[i+1] = "PORT"
+		}
+	}
+	return argv
+}
+
+// writeLaunch prints the engine's command and environment as the engine
+// will get them: what speclaunch sets, the engine's own variables it
+// inherits (LLAMA_ARG_CTX_SIZE=8192 reaches llama-server as it is), and
+// what speclaunch keeps out. Secrets are masked (secret.MaskEnvMap).
+func writeLaunch(w io.Writer, p *plan.Plan) {
+	if len(p.Launch.Argv) > 0 {
+		fmt.Fprintln(w, "command:")
+		fmt.Fprintln(w, "  "+shellJoin(engineArgv(p)))
+	}
+	inherited := inheritedEnv(p)
+	if len(p.Launch.EnvSet) == 0 && len(p.Launch.EnvRemoved) == 0 && len(inherited) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "environment:")
+	set := secret.MaskEnvMap(p.Launch.EnvSet)
+	for _, k := range sortedKeys(set) {
+		fmt.Fprintf(w, "  %s=%s\n", k, shellQuote(set[k]))
+	}
+	inherited = secret.MaskEnvMap(inherited)
+	for _, k := range sortedKeys(inherited) {
+		fmt.Fprintf(w, "  %s=%s  # inherited\n", k, shellQuote(inherited[k]))
+	}
+	for _, k := range p.Launch.EnvRemoved {
+		fmt.Fprintf(w, "  unset %s\n", k)
+	}
+}
+
+// engineEnvPrefixes are the variable families an engine reads itself; a
+// dry run shows those the engine inherits, not the whole environment.
+var engineEnvPrefixes = map[key.Engine][]string{
+	key.LlamaCpp: {"LLAMA_ARG_", "LLAMA_API_KEY"},
+	key.MLXCEL:   {"LLAMA_ARG_", "LLAMA_API_KEY", "MLXCEL_", "RUST_LOG"},
+	key.Sim:      {"LLAMA_ARG_", "MLXCEL_"},
+	key.VLLM:     {"VLLM_"},
+	key.SGLang:   {"SGLANG_", "SGL_"},
+}
+
+// inheritedEnv is the engine's variables in its environment that speclaunch
+// passes on unchanged (not set by speclaunch, not kept out).
+func inheritedEnv(p *plan.Plan) map[string]string {
+	prefixes := append([]string{"CUDA_VISIBLE_DEVICES"}, engineEnvPrefixes[p.Settings.Engine.Value]...)
+	out := map[string]string{}
+	for _, kv := range p.Launch.Env {
+		k, v, ok := strings.Cut(kv, "=")
+		if _, set := p.Launch.EnvSet[k]; !ok || set || slices.Contains(p.Launch.EnvRemoved, k) {
+			continue
+		}
+		if slices.ContainsFunc(prefixes, func(pre string) bool { return strings.HasPrefix(k, pre) }) {
+			out[k] = v
+		}
+	}
+	return out
+}

@@ -1,0 +1,135 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/speclaunch/speclaunch/internal/key"
+	"github.com/speclaunch/speclaunch/internal/plan"
+	"github.com/speclaunch/speclaunch/internal/safefile"
+	"github.com/speclaunch/speclaunch/internal/secret"
+	"github.com/speclaunch/speclaunch/internal/width"
+)
+
+// processStart is taken at package initialization, after the Go runtime
+// and every dependency have initialized: the launcher's own work before the
+// engine's exec is measured from it (serve logs it as init_to_exec).
+var processStart = time.Now()
+
+// checkLaunchable refuses a plan that cannot start, before anything runs:
+// a missing target (what the operator typed, first), a missing binary, or
+// a port already taken.
+func checkLaunchable(p *plan.Plan, checkPort bool) error {
+	s := p.Settings
+	if s.Model.Value == "" {
+		msg := "no target model: set model.path in the profile, --model/-m, or LLAMA_ARG_MODEL"
+		for _, a := range s.EngineArgs.Value {
+			if name, _, _ := strings.Cut(a, "="); name == "-hf" || name == "-hfr" || name == "--hf-repo" {
+				msg += " (" + name + " is not enough: speclaunch reads the target's weight format from a local file, so download the GGUF and pass -m PATH)"
+				break
+			}
+		}
+		return &badInput{errors.New(msg)}
+	}
+	if p.Settings.Engine.Value != key.Sim && p.Facts.BinaryPath == "" {
+		return &badInput{fmt.Errorf("engine binary %q not found (looked up %q on PATH); install %s or set engine.binary in the profile (--engine-binary, MLXCEL_ENGINE_BINARY)", p.Facts.Binary, p.Facts.Binary, s.Engine.Value)}
+	}
+	if len(p.Launch.Argv) > 0 {
+		// What will be exec'd, whatever the engine: a drain switch stops
+		// the old engine only after this check.
+		if _, err := exec.LookPath(p.Launch.Argv[0]); err != nil {
+			return &badInput{fmt.Errorf("engine binary %s cannot be run (%v); install it or fix engine.binary in the profile (--engine-binary, MLXCEL_ENGINE_BINARY)", p.Launch.Argv[0], errors.Unwrap(err))}
+		}
+	}
+	if s.Engine.Value != key.Sim {
+		if err := checkModelPath(s.Engine.Value, "target model", s.Model.Value, s.Model.Src.String()); err != nil {
+			return err
+		}
+		if s.DraftModel.Value != "" {
+			if err := checkModelPath(s.Engine.Value, "draft model", s.DraftModel.Value, s.DraftModel.Src.String()); err != nil {
+				return err
+			}
+		}
+	}
+	if checkPort {
+		if err := portFree(s.Host.Value, s.Port.Value); err != nil {
+			return &badInput{fmt.Errorf("port %d on %s is not available (%v); stop what holds it or set --port / server.port / LLAMA_ARG_PORT", s.Port.Value, s.Host.Value, err)}
+		}
+	}
+	return nil
+}
+
+// portFree checks that nothing listens on host:port now, by binding it
+// for a moment.
+func portFree(host string, port int) error {
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	if err != nil {
+		return err
+	}
+	return ln.Close()
+}
+
+// checkModelPath refuses a model path the engine cannot load: missing
+// (unless the engine fetches it by name), or a FIFO, socket or device (the
+// engine would block on it or read it without end); for llama.cpp also a
+// directory, since llama-server's -m takes the .gguf file itself.
+func checkModelPath(e key.Engine, what, path, src string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		if key.FetchesModel(e, path) {
+			return nil
+		}
+		return &badInput{fmt.Errorf("%s %s (%s): %w", what, path, src, err)}
+	}
+	m := fi.Mode()
+	switch {
+	case m.IsRegular():
+		return nil
+	case m.IsDir() && e != key.LlamaCpp:
+		return nil
+	case m.IsDir():
+		return &badInput{fmt.Errorf("%s %s (%s) is a directory: llama-server loads a .gguf file; give the path of the file itself", what, path, src)}
+	}
+	return &badInput{fmt.Errorf("%s %s (%s) is %s, not a model file or directory; give the path of the model itself", what, path, src, safefile.Kind(m))}
+}
+
+// logPlan writes the one startup line: width, source, reason, entry and
+// pin, the facts used, and the engine command.
+func logPlan(log *slog.Logger, p *plan.Plan, msg string, extra ...any) {
+	r, f := p.Resolution, p.Facts
+	attrs := []any{
+		"width", r.Width, "width_source", string(r.Source), "reason", r.Reason,
+	}
+	if r.Source == width.Off {
+		attrs = []any{"speculation", "off", "reason", r.Reason}
+	}
+	if r.Entry != nil {
+		attrs = append(attrs, "entry", r.Entry.ID, "pin", r.Entry.Pin, "record", r.Entry.Record)
+	}
+	if r.Source == width.Override {
+		attrs = append(attrs, "from", p.Settings.Width.Src.String())
+	}
+	attrs = append(attrs,
+		"engine", string(p.Settings.Engine.Value), "drafter", string(f.Drafter),
+		"capability", f.CapabilityStr, "quant", string(f.Quant),
+		"cmd", shellJoin(p.Launch.Argv))
+	attrs = append(attrs, extra...)
+	log.Info(msg+": "+Headline(r), attrs...)
+	for _, w := range p.Warnings {
+		log.Warn(w)
+	}
+}
+
+// engineClient is the client for speclaunch's own requests to p's engine
+// (verification, probes): it carries the engine's API key, if it has one.
+func engineClient(p *plan.Plan, timeout time.Duration) *http.Client {
+	return secret.Client(&http.Client{Timeout: timeout}, secret.Static(p.APIKey()))
+}

@@ -1,0 +1,333 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+
+	"github.com/alecthomas/kong"
+	"github.com/speclaunch/speclaunch/internal/config"
+	"github.com/speclaunch/speclaunch/internal/llamaflags"
+)
+
+// LaunchFlags is the flag surface shared by resolve, serve and bench. Every
+// value is taken as a string and parsed by config.Load, so that a bad value
+// is reported once, the same way, naming its source, whether it came from a
+// flag, a variable or a profile. Env names are shown in help but read by
+// config.Load (Kong's own env handling lets an empty variable shadow the
+// next name and puts config files above env).
+type LaunchFlags struct {
+	Profile        string   `help:"Profile: a TOML file path, or a NAME looked up in ./profiles, $$XDG_CONFIG_HOME/speclaunch/profiles, /etc/speclaunch/profiles." placeholder:"PATH|NAME" group:"Launch"`
+	Policy         []string `help:"Extra policy file layered over the embedded one; repeatable, later files win; the variable is a :-separated list." placeholder:"FILE" group:"Launch"`
+	Engine         string   `help:"Engine: mlxcel, llama.cpp, vllm, sglang or sim." placeholder:"NAME" group:"Launch"`
+	EngineBinary   string   `help:"Engine binary." placeholder:"PATH" group:"Launch"`
+	Model          string   `short:"m" help:"Target model: an MLX checkpoint directory or a GGUF file." placeholder:"PATH" group:"Launch"`
+	DraftModel     string   `aliases:"model-draft,spec-draft-model" help:"Draft model; also -md, --model-draft, --spec-draft-model. Without one, speculation is off." placeholder:"PATH" group:"Launch"`
+	DraftKind      string   `aliases:"spec-type" help:"Drafter kind: dflash|mtp (mlxcel, sim), draft|mtp|dflash|dspark|eagle3 (llama.cpp), draft|eagle|eagle3|mtp|ngram|dflash (vllm, sglang); also --spec-type draft-KIND, as llama-server spells it." placeholder:"KIND" group:"Launch"`
+	DraftBlockSize string   `help:"Draft width = verify rows = draft tokens + 1; overrides the policy." placeholder:"W" group:"Launch"`
+	SpecDraftNMax  string   `name:"spec-draft-n-max" aliases:"draft-max,draft,draft-n" help:"The width in llama.cpp's unit, draft tokens N (= width N+1); also --draft-max; its variables apply to a llama.cpp engine only." placeholder:"N" group:"Launch"`
+	Capability     string   `help:"CUDA compute capability to resolve for instead of probing nvidia-smi, e.g. 9.0 or 12.1." placeholder:"X.Y" group:"Launch"`
+	Quant          string   `help:"Target quantization instead of reading it from the checkpoint: affine, nvfp4, other, q4_0, q4_k, q8_0, f16, ..." placeholder:"Q" group:"Launch"`
+	Host           string   `help:"Public address serve listens on: speclaunch's proxy, with the engine on a loopback port of its own behind it; with --proxy=false, the engine itself. An IP address or host name." placeholder:"HOST" group:"Launch"`
+	Port           string   `help:"Public port serve listens on: the proxy's, or with --proxy=false the engine's." placeholder:"PORT" group:"Launch"`
+	LogFormat      string   `help:"Log format: auto (colour on a terminal unless NO_COLOR), text, color, json." placeholder:"FMT" group:"Logging"`
+	LogLevel       string   `help:"Log level: debug, info, warn, error." placeholder:"LEVEL" group:"Logging"`
+
+	EngineArgs []string `arg:"" optional:"" passthrough:"" help:"Engine arguments: llama-server flags work as typed (-ngl 99 -c 8192 --jinja); anything else goes after --. Passed through verbatim." placeholder:"-- ENGINE-ARGS"`
+}
+
+// given returns the raw values of the flags that appeared on the command
+// line, keyed by long name.
+func given(kctx *kong.Context) map[string]string {
+	out := map[string]string{}
+	for _, p := range kctx.Path {
+		if p.Flag == nil || p.Resolved {
+			continue
+		}
+		if p.Flag.Name == "policy" {
+			continue
+		}
+		out[p.Flag.Name] = fmt.Sprint(p.Flag.Value.Target.Interface())
+	}
+	return out
+}
+
+// input builds config.Input from parsed flags.
+func (f *LaunchFlags) input(kctx *kong.Context, getenv func(string) string, extra map[string]string, pass []string) config.Input {
+	flags := given(kctx)
+	for k, v := range extra {
+		flags[k] = v
+	}
+	return config.Input{Flags: flags, Policies: f.Policy, Passthrough: pass, Getenv: getenv}
+}
+
+// llamaAliases are llama-server's spellings of what the launcher owns, as a
+// llama-server user types them. The long ones are also Kong aliases (so help
+// and errors know them); -md needs the pre-pass, since Kong (like clap)
+// would read it as -m -d.
+var llamaAliases = map[string]string{
+	"-md":     "--draft-model",
+	"--usage": "--help",
+}
+
+// argvPlan is the pre-pass's result: what Kong parses, and the engine
+// arguments in the order they were typed (those routed out of the launcher's
+// flags, then those after "--").
+type argvPlan struct {
+	kong   []string
+	engine []string
+}
+
+// prepass rewrites argv before Kong sees it. In a launch command (one that
+// takes engine arguments: resolve, serve, bench, profile show/validate):
+//
+//   - a flag the launcher owns, under its name or a llama-server alias (-md,
+//     --model-draft, --spec-type, --draft-max), stays with the launcher,
+//     joined to its value ("--draft-block-size=-3") so that a value starting
+//     with '-' reaches validation and gets the real message;
+//   - any other flag llama-server lists in its --help (-ngl 99, -c 8192,
+//     --jinja, -hf REPO) moves to the engine arguments with as many values as
+//     llama-server gives it (internal/llamaflags, from the captured --help);
+//   - a flag neither knows is refused here, with the nearest launcher flag:
+//     Kong would read "-ngx" as "-n -g -x", and would take an unknown --flag
+//     for an engine argument. A single-letter one is left to Kong.
+//
+// Everything after "--" goes to the engine untouched. Other commands only
+// get the value joining and the short-to-long rewriting.
+func prepass(app *kong.Node, args []string) (argvPlan, error) {
+	var out argvPlan
+	cmd, at := findCommand(app, args)
+	owned, shortToLong := ownedFlags(cmd)
+	launch := takesEngineArgs(cmd)
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			out.engine = append(out.engine, args[i+1:]...)
+			return out, nil
+		}
+		if i <= at || !strings.HasPrefix(a, "-") || a == "-" || isNegativeNumber(a) {
+			out.kong = append(out.kong, a)
+			continue
+		}
+		name, val, hasVal := strings.Cut(a, "=")
+		if long, ok := llamaAliases[name]; ok {
+			name = long
+		}
+		if values, ok := owned[name]; ok {
+			if l, ok := shortToLong[name]; ok && (hasVal || values == 1) {
+				name = l
+			}
+			switch {
+			case hasVal:
+				out.kong = append(out.kong, name+"="+val)
+			case values == 1 && i+1 < len(args) && looksLikeValue(args[i+1], owned):
+				// Kong would read "--rounds -1" as a flag followed by
+				// short flags.
+				out.kong = append(out.kong, name+"="+args[i+1])
+				i++
+			default:
+				out.kong = append(out.kong, name)
+			}
+			continue
+		}
+		if !launch {
+			out.kong = append(out.kong, a)
+			continue
+		}
+		if values, ok := llamaflags.Values(name); ok {
+			if hasVal || values == 0 {
+				out.engine = append(out.engine, a)
+				continue
+			}
+			if i+values >= len(args) || slices.Contains(args[i+1:i+1+values], "--") {
+				return out, usage(fmt.Errorf("llama-server flag %s takes %d value(s) and got none", a, values), "give it its value ("+a+" VALUE), or put engine arguments after --")
+			}
+			out.engine = append(out.engine, args[i:i+1+values]...)
+			i += values
+			continue
+		}
+		if strings.HasPrefix(a, "--") || len(name) > 2 {
+			msg := fmt.Sprintf("unknown flag %s: neither a speclaunch flag nor one llama-server lists", name)
+			msg += suggestion(name, owned)
+			return out, usage(errors.New(msg), "to pass a flag to the engine as it is, put it after --: speclaunch "+cmd.Path()+" ... -- "+a)
+		}
+		out.kong = append(out.kong, a)
+	}
+	return out, nil
+}
+
+// findCommand returns the command node args select and the index of its
+// name in args (-1 for the application itself). Flags before a command name
+// are the application's (--help, --version), which take no value.
+func findCommand(app *kong.Node, args []string) (*kong.Node, int) {
+	node, at := app, -1
+	for i, a := range args {
+		if a == "--" {
+			break
+		}
+		if strings.HasPrefix(a, "-") {
+			continue
+		}
+		child := childNamed(node, a)
+		if child == nil {
+			break
+		}
+		node, at = child, i
+	}
+	return node, at
+}
+
+func childNamed(n *kong.Node, name string) *kong.Node {
+	for _, c := range n.Children {
+		if c.Type != kong.CommandNode {
+			continue
+		}
+		if c.Name == name || slices.Contains(c.Aliases, name) {
+			return c
+		}
+	}
+	return nil
+}
+
+// ownedFlags maps every spelling of the command's flags (--name, aliases,
+// -s) to how many values it takes, and each short spelling to its long
+// name (Kong would read "-m=x" as the value "=x").
+func ownedFlags(n *kong.Node) (values map[string]int, long map[string]string) {
+	values, long = map[string]int{}, map[string]string{}
+	for _, group := range n.AllFlags(false) {
+		for _, f := range group {
+			v := 1
+			if f.IsBool() || f.IsCounter() {
+				v = 0
+			}
+			values["--"+f.Name] = v
+			for _, a := range f.Aliases {
+				values["--"+a] = v
+			}
+			if f.Short != 0 {
+				values["-"+string(f.Short)] = v
+				long["-"+string(f.Short)] = "--" + f.Name
+			}
+			if f.Tag != nil && f.Tag.Negatable != "" {
+				values["--no-"+f.Name] = 0
+			}
+		}
+	}
+	return values, long
+}
+
+// suggestion names the flag closest to an unknown one, when it is close
+// enough to be a typo: a launcher flag, or a llama-server one with all its
+// spellings (--ngl: llama-server's -ngl, --gpu-layers, --n-gpu-layers).
+func suggestion(name string, owned map[string]int) string {
+	known := maps.Clone(owned)
+	for _, n := range llamaflags.All() {
+		if _, ok := known[n]; !ok {
+			known[n] = -1 // a llama-server flag
+		}
+	}
+	switch near := llamaflags.Nearest(name, slices.Sorted(maps.Keys(known))); {
+	case near == "":
+		return ""
+	case known[near] >= 0:
+		return fmt.Sprintf(" (did you mean %s?)", near)
+	default:
+		return fmt.Sprintf(" (did you mean llama-server's %s?)", strings.Join(llamaflags.Spellings(near), ", "))
+	}
+}
+
+// takesEngineArgs reports a command with the engine-arguments positional.
+func takesEngineArgs(n *kong.Node) bool {
+	for _, p := range n.Positional {
+		if p.Name == "engine-args" {
+			return true
+		}
+	}
+	return false
+}
+
+// looksLikeValue reports a token starting with '-' that must be the
+// preceding flag's value: a negative number, or anything that is no flag
+// either table knows ("-", "--" and flags are left alone).
+func looksLikeValue(next string, owned map[string]int) bool {
+	if !strings.HasPrefix(next, "-") || next == "-" || next == "--" {
+		return false
+	}
+	if isNegativeNumber(next) {
+		return true
+	}
+	name, _, _ := strings.Cut(next, "=")
+	if _, ok := owned[name]; ok {
+		return false
+	}
+	if _, ok := llamaAliases[name]; ok {
+		return false
+	}
+	_, known := llamaflags.Values(name)
+	return !known
+}
+
+func isNegativeNumber(s string) bool {
+	if len(s) < 2 || s[0] != '-' {
+		return false
+	}
+	for _, r := range s[1:] {
+		if (r < '0' || r > '9') && r != '.' {
+			return false
+		}
+	}
+	return true
+}
+
+// settingsHelp adds each flag's variables, profile key and default to its
+// --help from config.Rows (kong.PostBuild), so the help names what
+// config.Load reads. It edits the built model: no interpolation at start.
+func settingsHelp(k *kong.Kong) error {
+	var walk func(n *kong.Node)
+	walk = func(n *kong.Node) {
+		for _, f := range n.Flags {
+			if clause, ok := config.HelpFor(f.Name); ok {
+				help, dot := strings.CutSuffix(strings.TrimSpace(f.Help), ".")
+				f.Help = strings.TrimSpace(help + " " + clause)
+				if dot {
+					f.Help += "."
+				}
+			}
+		}
+		for _, c := range n.Children {
+			walk(c)
+		}
+	}
+	walk(k.Model.Node)
+	return nil
+}
+
+// onOff reads a boolean flag's value as config.ParseBool reads a
+// variable's (on/off and enabled/disabled too, which Kong's own mapper
+// refuses), so that --watch=on means what MLXCEL_WATCH=on means.
+type onOff struct{}
+
+func (onOff) IsBool() bool { return true }
+
+func (onOff) Decode(ctx *kong.DecodeContext, target reflect.Value) error {
+	if ctx.Scan.Peek().Type != kong.FlagValueToken {
+		target.SetBool(true)
+		return nil
+	}
+	switch v := ctx.Scan.Pop().Value.(type) {
+	case bool:
+		target.SetBool(v)
+	case string:
+		b, err := config.ParseBool(v)
+		if err != nil {
+			return err
+		}
+		target.SetBool(b)
+	default:
+		return fmt.Errorf("bad boolean %v: want true or false (also 1/0, yes/no, on/off)", v)
+	}
+	return nil
+}

@@ -1,0 +1,160 @@
+package cli
+
+import (
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/alecthomas/kong"
+	"github.com/speclaunch/speclaunch/internal/llamaflags"
+)
+
+func testModel(t *testing.T) *kong.Node {
+	t.Helper()
+	var app App
+	p, err := kong.New(&app, kong.Name("speclaunch"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.Model.Node
+}
+
+func TestPrepass(t *testing.T) {
+	app := testModel(t)
+	cases := []struct {
+		name   string
+		args   string
+		kong   string
+		engine string
+		err    string
+	}{
+		{name: "llama flags pass through in order with their values",
+			args:   "serve -m t -ngl 99 -c 8192 -fa on --jinja -np 4 -hf org/repo --profile p",
+			kong:   "serve --model t --profile p",
+			engine: "-ngl 99 -c 8192 -fa on --jinja -np 4 -hf org/repo"},
+		{name: "then the arguments after --",
+			args: "serve -ngl 99 -- --sim-warmup 1s -c 3", kong: "serve", engine: "-ngl 99 --sim-warmup 1s -c 3"},
+		{name: "two values", args: "resolve --control-vector-layer-range 1 9 -m t", kong: "resolve --model t", engine: "--control-vector-layer-range 1 9"},
+		{name: "= form", args: "bench --ctx-size=4096 --rounds=3", kong: "bench --rounds=3", engine: "--ctx-size=4096"},
+		{name: "a negative value goes with its flag", args: "serve -ngl -1 --keep -1", kong: "serve", engine: "-ngl -1 --keep -1"},
+		{name: "-md is the launcher's", args: "resolve -m t -md d", kong: "resolve --model t --draft-model d"},
+		{name: "-m=", args: "resolve -m=t", kong: "resolve --model=t"},
+		{name: "-h stays short", args: "serve -h", kong: "serve -h"},
+		{name: "-md=", args: "resolve -md=d", kong: "resolve --draft-model=d"},
+		{name: "long aliases stay with Kong", args: "resolve --model-draft d --spec-type draft-mtp --draft-max 3", kong: "resolve --model-draft d --spec-type draft-mtp --draft-max 3"},
+		{name: "a negative number joins its launcher flag", args: "bench --rounds -1", kong: "bench --rounds=-1"},
+		{name: "--usage is --help", args: "serve --usage", kong: "serve --help"},
+		{name: "--version anywhere", args: "serve --version", kong: "serve --version"},
+		{name: "other commands leave llama flags to Kong", args: "policy list -ngl 3", kong: "policy list -ngl 3"},
+		{name: "an unknown long flag names the nearest", args: "serve --draft-blok-size 3", err: "unknown flag --draft-blok-size: neither a speclaunch flag nor one llama-server lists (did you mean --draft-block-size?)"},
+		{name: "a mistyped llama-server flag names it with its spellings", args: "serve --ngl 99", err: "unknown flag --ngl: neither a speclaunch flag nor one llama-server lists (did you mean llama-server's -ngl, --gpu-layers, --n-gpu-layers?)"},
+		{name: "a llama-server flag of one spelling", args: "serve --metric", err: "(did you mean llama-server's --metrics?)"},
+		{name: "a launcher flag wins a tie", args: "serve --dryrun", err: "(did you mean --dry-run?)"},
+		{name: "an unknown multi-letter short flag", args: "serve -ngx 3", err: "unknown flag -ngx"},
+		{name: "a value is missing", args: "serve -m t -ngl", err: "llama-server flag -ngl takes 1 value(s) and got none"},
+		{name: "a value is not --", args: "serve -ngl -- 3", err: "-ngl takes 1 value"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := prepass(app, strings.Fields(c.args))
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) {
+					t.Fatalf("err = %v, want %q", err, c.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if k := strings.Join(got.kong, " "); k != c.kong {
+				t.Errorf("kong args %q, want %q", k, c.kong)
+			}
+			if e := strings.Join(got.engine, " "); e != c.engine {
+				t.Errorf("engine args %q, want %q", e, c.engine)
+			}
+		})
+	}
+}
+
+// ownedLlamaFlags are the llama-server flags the launcher answers itself:
+// help and version, and the settings it owns (target, drafter, kind, width,
+// address). Adding one is a decision, so the list is spelled out.
+var ownedLlamaFlags = []string{
+	"-h", "--help", "--usage", "--version",
+	"-m", "--model", "--host", "--port",
+	"-md", "--model-draft", "--spec-draft-model", "--spec-type",
+	"--spec-draft-n-max", "--draft", "--draft-n", "--draft-max",
+}
+
+// Every flag of llama-server's captured --help (both trees) is either the
+// launcher's own or passed to the engine whole: the flag and exactly the
+// values llama-server gives it, in order.
+func TestEveryLlamaFlagIsOwnedOrPassedThrough(t *testing.T) {
+	app := testModel(t)
+	var lists [][]llamaflags.Flag
+	for _, f := range []string{"new-help.txt", "old-help.txt"} {
+		b, err := os.ReadFile("../fakellama/testdata/" + f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lists = append(lists, llamaflags.Parse(string(b)))
+	}
+	flags, err := llamaflags.Merge(lists...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(flags) < 300 {
+		t.Fatalf("only %d flags parsed from the captures", len(flags))
+	}
+	for _, name := range llamaflags.Names(flags) {
+		f := flags[name]
+		args := []string{"serve", name}
+		for i := 0; i < f.Values; i++ {
+			args = append(args, "7")
+		}
+		args = append(args, "--profile", "p")
+		got, err := prepass(app, args)
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if slices.Contains(ownedLlamaFlags, name) {
+			if len(got.engine) != 0 || !slices.Contains(got.kong, "--profile") {
+				t.Errorf("%s is the launcher's own but went to the engine: kong %q, engine %q", name, got.kong, got.engine)
+			}
+			continue
+		}
+		if want := args[1 : 2+f.Values]; !slices.Equal(got.engine, want) {
+			t.Errorf("%s: engine args %q, want %q (kong %q)", name, got.engine, want, got.kong)
+		}
+		if !slices.Equal(got.kong, []string{"serve", "--profile", "p"}) {
+			t.Errorf("%s: kong args %q, want serve --profile p", name, got.kong)
+		}
+	}
+}
+
+// A boolean flag takes the words its variable takes (on/off, enabled/
+// disabled as well as true/false, 1/0, yes/no); anything else is exit 2
+// naming the flag.
+func TestBoolFlagsTakeTheVariablesWords(t *testing.T) {
+	for _, c := range []struct {
+		arg     string
+		code    int
+		proxied bool
+	}{
+		{"--proxy=on", 0, true},
+		{"--proxy=off", 0, false},
+		{"--proxy=disabled", 0, false},
+		{"--proxy=yes", 0, true},
+		{"--proxy=0", 0, false},
+		{"--proxy", 0, true},
+		{"--proxy=maybe", 2, false},
+	} {
+		code, o, e := runCLI(t, "serve", "--dry-run", "--profile", "../../profiles/demo.toml", c.arg)
+		if code != c.code || c.code == 0 && strings.Contains(o, "(proxy off)") == c.proxied ||
+			c.code == 2 && !strings.Contains(e, `--proxy: bad boolean "maybe"`) {
+			t.Errorf("%s: exit %d (want %d), proxied %v (want %v):\n%s%s", c.arg, code, c.code, !strings.Contains(o, "(proxy off)"), c.proxied, o, e)
+		}
+	}
+}

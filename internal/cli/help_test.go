@@ -1,0 +1,82 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/alecthomas/kong"
+	"github.com/speclaunch/speclaunch/internal/config"
+)
+
+// Each flag's --help names the variables config.Load reads for it: the
+// text comes from config.Rows (settingsHelp), so a new row's variables show
+// on its flag, and every row's variables are on some command's flag. Both
+// the flag's own help and the command's rendered --help are checked, the
+// latter so that MainContext is seen to apply settingsHelp.
+func TestHelpNamesEveryRowsVariables(t *testing.T) {
+	app, err := kong.New(&App{}, kong.PostBuild(settingsHelp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shown := map[string]bool{}
+	var walk func(n *kong.Node)
+	walk = func(n *kong.Node) {
+		for _, c := range n.Children {
+			walk(c)
+		}
+		if n.Type != kong.CommandNode || len(n.Flags) == 0 {
+			return
+		}
+		var out bytes.Buffer
+		MainContext(context.Background(), append(strings.Fields(n.Path()), "--help"), policyTOML, &out, &out, nil)
+		rendered := strings.Join(strings.Fields(out.String()), " ")
+		for _, f := range n.Flags {
+			for _, r := range config.Rows {
+				if f.Name != r.Flag && f.Name != r.HelpOn {
+					continue
+				}
+				shown[r.Name] = true
+				for _, e := range r.Envs {
+					if !strings.Contains(f.Help, "$"+e) || !strings.Contains(rendered, "$"+e) {
+						t.Errorf("%s --help: --%s does not name $%s (row %s)", n.Path(), f.Name, e, r.Name)
+					}
+				}
+			}
+		}
+	}
+	walk(app.Model.Node)
+	for _, r := range config.Rows {
+		if !shown[r.Name] && (len(r.Envs) > 0 || r.Flag != "") {
+			t.Errorf("row %s: no command has its flag --%s (or --%s, HelpOn)", r.Name, r.Flag, r.HelpOn)
+		}
+	}
+}
+
+// `profile show` lists every row of the table: under its own name, under
+// the row it is shown as (ShownAs), or, for the profile, as the profile.
+func TestProfileShowListsEveryRow(t *testing.T) {
+	var out, errOut bytes.Buffer
+	code := MainContext(context.Background(), []string{"profile", "show", "--json", "--profile", "../../profiles/demo.toml"}, policyTOML, &out, &errOut, nil)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	var got struct {
+		Profile  string                     `json:"profile"`
+		Settings map[string]json.RawMessage `json:"settings"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range config.Rows {
+		name := r.Name
+		if r.ShownAs != "" {
+			name = r.ShownAs
+		}
+		if _, ok := got.Settings[name]; !ok && !(name == "profile" && got.Profile != "") {
+			t.Errorf("profile show does not list row %s (as %s)", r.Name, name)
+		}
+	}
+}

@@ -1,0 +1,54 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/speclaunch/speclaunch/internal/key"
+	"github.com/speclaunch/speclaunch/internal/safefile/safefiletest"
+)
+
+// A model path that is a FIFO, socket or device is refused before the
+// engine starts (it would block on it or read it without end), and so is a
+// directory given to llama-server, which loads a .gguf file.
+func TestCheckModelPath(t *testing.T) {
+	shapes := safefiletest.Make(t, "m.gguf", 1)
+	dir := t.TempDir()
+	regular := filepath.Join(dir, "ok.gguf")
+	if err := os.WriteFile(regular, []byte("GGUF"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name   string
+		engine key.Engine
+		path   string
+		want   string // "" = accepted
+	}{
+		{"regular file", key.LlamaCpp, regular, ""},
+		{"sparse file", key.LlamaCpp, shapes[safefiletest.Huge], ""},
+		{"mlx directory", key.MLXCEL, dir, ""},
+		{"llama directory", key.LlamaCpp, dir, "is a directory: llama-server loads a .gguf file"},
+		{"fifo", key.LlamaCpp, shapes[safefiletest.FIFO], "is a FIFO (named pipe), not a model file"},
+		{"fifo mlxcel", key.MLXCEL, shapes[safefiletest.FIFO], "is a FIFO (named pipe), not a model file"},
+		{"socket", key.MLXCEL, shapes[safefiletest.Socket], "is a socket, not a model file"},
+		{"device", key.LlamaCpp, shapes[safefiletest.Device], "is a device, not a model file"},
+		{"missing", key.LlamaCpp, shapes[safefiletest.Missing], "no such file"},
+		{"a repo id vLLM fetches", key.VLLM, "Qwen/Qwen3-8B", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := checkModelPath(c.engine, "target model", c.path, "flag --model")
+			if c.want == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "(flag --model)") || !isBadInput(err) {
+				t.Fatalf("err = %v, want bad input naming the source and %q", err, c.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,151 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/alecthomas/kong"
+	"github.com/speclaunch/speclaunch/internal/config"
+	"github.com/speclaunch/speclaunch/internal/plan"
+	"github.com/speclaunch/speclaunch/internal/policy"
+	"github.com/speclaunch/speclaunch/internal/safefile"
+	"github.com/speclaunch/speclaunch/internal/secret"
+	"github.com/speclaunch/speclaunch/profiles"
+)
+
+// EmbeddedPolicyName names the embedded policy in messages.
+const EmbeddedPolicyName = "policy.toml (embedded)"
+
+// loaded is one pass of flag > env > profile > default layering and policy
+// merging; serve repeats it on every reload.
+type loaded struct {
+	Settings config.Settings
+	Profile  *profiles.Profile
+	Policy   *policy.Policy
+	Notices  []config.Notice
+	Files    []string // profile and policy files to watch
+}
+
+// load layers the settings and merges the policies. Every failure is bad
+// input (exit 2) naming its file, line, flag or variable.
+func (e *Env) load(in config.Input) (*loaded, error) {
+	l, err := e.loadNamed(in)
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// loadNamed is load, except that where the settings load and a policy
+// file they name does not, it returns the files they name beside the
+// error (loaded.Files alone): serve watches a policy file a reload named
+// before it exists or parses, so that its fix is seen.
+func (e *Env) loadNamed(in config.Input) (*loaded, error) {
+	if in.Ctx == nil {
+		in.Ctx = e.Ctx
+	}
+	s, prof, notices, err := config.Load(in)
+	if err != nil {
+		return nil, err
+	}
+	l := &loaded{Settings: s, Profile: prof, Notices: notices}
+	if prof != nil {
+		l.Files = append(l.Files, prof.Path)
+	}
+	pol, files, err := loadPolicy(in.Ctx, e.PolicyTOML, s, prof)
+	if err != nil {
+		named := slices.Clone(l.Files)
+		for _, f := range s.Policies {
+			named = append(named, f.Value)
+		}
+		return &loaded{Files: named}, err
+	}
+	l.Policy = pol
+	l.Files = append(l.Files, files...)
+	return l, nil
+}
+
+// loadPolicy merges the embedded policy, the policy files in order, then the
+// profile's own [[policy.entry]] tables.
+func loadPolicy(ctx context.Context, embedded []byte, s config.Settings, prof *profiles.Profile) (*policy.Policy, []string, error) {
+	base, err := policy.Parse(EmbeddedPolicyName, embedded)
+	if err != nil {
+		return nil, nil, fmt.Errorf("embedded policy is invalid (a build problem): %w", err)
+	}
+	layers := []*policy.File{base}
+	var files []string
+	for _, f := range s.Policies {
+		pf, err := policy.ReadFile(ctx, f.Value)
+		var se *safefile.Error
+		if errors.As(err, &se) {
+			return nil, nil, &config.Error{Src: f.Src, Msg: "cannot use policy file", Err: err}
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		layers = append(layers, pf)
+		files = append(files, f.Value)
+	}
+	if prof != nil && len(prof.Policy.Entry) > 0 {
+		lines := make([]int, len(prof.Policy.Entry))
+		for i := range lines {
+			lines[i] = prof.Line(fmt.Sprintf("policy.entry[%d]", i))
+		}
+		entries, err := policy.ParseProfileEntries(prof.Path, prof.Policy.Entry, lines)
+		if err != nil {
+			return nil, nil, err
+		}
+		layers = append(layers, &policy.File{Name: prof.Path, Schema: 1, Entries: entries})
+	}
+	return policy.Merge(layers...), files, nil
+}
+
+// isBadInput reports errors that mean the operator's input is wrong.
+func isBadInput(err error) bool {
+	var ce *config.Error
+	var pe *profiles.Error
+	var pol *policy.ParseError
+	var ke *kong.ParseError
+	var be *badInput
+	var se *safefile.Error
+	return errors.As(err, &ce) || errors.As(err, &pe) || errors.As(err, &pol) || errors.As(err, &ke) || errors.As(err, &be) || errors.As(err, &se)
+}
+
+// badInput marks other operator errors (adapter refusals, missing files).
+type badInput struct{ err error }
+
+func (b *badInput) Error() string { return b.err.Error() }
+func (b *badInput) Unwrap() error { return b.err }
+
+func hintFor(err error) string {
+	var pe *profiles.Error
+	var pol *policy.ParseError
+	switch {
+	case errors.As(err, &pe):
+		return "fix the profile, then check it with `speclaunch profile validate --profile " + pe.File + "`"
+	case errors.As(err, &pol):
+		return "fix the policy file (schema: docs/policy.md); `speclaunch policy list` shows the merged policy"
+	}
+	return ""
+}
+
+// build makes the plan for the loaded settings.
+func build(e *Env, l *loaded, o plan.Options) (*plan.Plan, error) {
+	p, err := plan.Build(e.Ctx, l.Settings, l.Policy, e.deps(), o)
+	if err != nil {
+		return nil, &badInput{err}
+	}
+	e.secrets.Add(p.APIKeys...)
+	e.secrets.Add(secret.EnvValues(p.Launch.Env)...)
+	return p, nil
+}
+
+// deps returns the plan's dependencies; tests may replace Env.Deps.
+func (e *Env) deps() plan.Deps {
+	if e.Deps != nil {
+		return *e.Deps
+	}
+	return plan.RealDeps()
+}

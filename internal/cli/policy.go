@@ -1,0 +1,332 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/speclaunch/speclaunch/internal/bench"
+	"github.com/speclaunch/speclaunch/internal/record"
+
+	"github.com/speclaunch/speclaunch/internal/key"
+	"github.com/speclaunch/speclaunch/internal/policy"
+)
+
+// PolicyCmd groups the policy subcommands.
+type PolicyCmd struct {
+	List    PolicyListCmd    `cmd:"" help:"Show the merged policy: defaults and measured entries, with the file and line each came from."`
+	Explain PolicyExplainCmd `cmd:"" help:"Say why a key (engine, drafter, capability, quant) resolves as it does."`
+	Check   PolicyCheckCmd   `cmd:"" help:"Verify every entry against its records: each exists and is valid, matches the key and the pin, was measured on a real engine, its stored figures match its raw runs, and the width beats classic with disjoint ranges and the engine's default."`
+	Propose PolicyProposeCmd `cmd:"" help:"Apply the cross-pair rule to bench records of one key (one per model pair) and print the entry they earn, if any."`
+}
+
+// Records is the embedded docs/benchmark_results tree, so that policy check
+// works for the embedded policy from any directory; set by main.
+var Records fs.FS
+
+// PolicyListCmd prints the merged policy.
+type PolicyListCmd struct {
+	Policy  []string `help:"Extra policy file layered over the embedded one; repeatable." placeholder:"FILE"`
+	Profile string   `help:"Also layer this profile's policy files and [[policy.entry]] tables." placeholder:"PATH|NAME"`
+	JSON    bool     `help:"Print JSON."`
+}
+
+func (e *Env) policyOnly(profile string, files []string) (*policy.Policy, error) {
+	flags := map[string]string{}
+	if profile != "" {
+		flags["profile"] = profile
+	}
+	in := (&LaunchFlags{Policy: files}).input(e.kctx, e.Getenv, nil, nil)
+	in.Flags = flags
+	l, err := e.load(in)
+	if err != nil {
+		return nil, err
+	}
+	return l.Policy, nil
+}
+
+// Run implements `policy list`.
+func (c *PolicyListCmd) Run(e *Env) error {
+	pol, err := e.policyOnly(c.Profile, c.Policy)
+	if err != nil {
+		return err
+	}
+	if c.JSON {
+		return writeJSON(e.Stdout, pol)
+	}
+	w := e.Stdout
+	fmt.Fprintf(w, "layers (lowest first): %v\n\ndefaults (per engine and drafter kind; mirror each engine's own):\n", pol.Layers)
+	var rows [][]string
+	for _, d := range pol.Defaults {
+		rows = append(rows, []string{string(d.Engine), string(d.Drafter), "width " + strconv.Itoa(d.Width), d.Origin})
+	}
+	for _, l := range alignRows(rows) {
+		fmt.Fprintln(w, "  "+l)
+	}
+	fmt.Fprintln(w, "\nmeasured entries:")
+	if len(pol.Entries) == 0 {
+		fmt.Fprintln(w, "  (none)")
+	}
+	rows = rows[:0]
+	for _, en := range pol.Entries {
+		rows = append(rows, []string{en.ID + ":", string(en.Key.Engine), "drafter=" + string(en.Key.Drafter),
+			"capability=" + en.Key.Capability.String(), "quant=" + string(en.Key.Quant), "-> width " + strconv.Itoa(en.Width)})
+	}
+	heads := alignRows(rows)
+	for i, en := range pol.Entries {
+		fmt.Fprint(w, "  "+heads[i])
+		if en.RunnerUp > 0 {
+			fmt.Fprintf(w, " (runner-up %d)", en.RunnerUp)
+		}
+		recs := en.Records
+		if len(recs) == 0 {
+			recs = []string{en.Record}
+		}
+		word := "record"
+		if len(recs) > 1 {
+			word = "records"
+		}
+		fmt.Fprintf(w, "\n      pin %s; %s %s; %s\n", en.Pin, word, strings.Join(recs, ", "), en.Origin)
+		if len(en.Cost) > 0 {
+			fmt.Fprintf(w, "      cost tables for %d record(s)\n", len(en.Cost))
+		}
+	}
+	return nil
+}
+
+// PolicyExplainCmd explains one key.
+type PolicyExplainCmd struct {
+	LaunchFlags `embed:""`
+	JSON        bool `help:"Print JSON."`
+}
+
+// Run implements `policy explain`: the key comes from the same flags,
+// profile and facts as resolve (so --capability/--quant/--draft-kind ask
+// about a hypothetical host).
+func (c *PolicyExplainCmd) Run(e *Env) error {
+	l, p, err := c.hypothetical(e)
+	if err != nil {
+		return err
+	}
+	r := p.Resolution
+	lines := []string{}
+	if r.Source != "off" {
+		lines = l.Policy.Explain(r.Key)
+	}
+	if c.JSON {
+		return writeJSON(e.Stdout, map[string]any{"key": keyMap(r.Key), "resolution": resolutionJSON(p, l.Notices), "explain": lines})
+	}
+	fmt.Fprintln(e.Stdout, Headline(r))
+	fmt.Fprintf(e.Stdout, "key: %s\n", r.Key)
+	order := []string{
+		"1. operator override (flag, LLAMA_ARG_DRAFT_BLOCK_SIZE, MLXCEL_DRAFT_BLOCK_SIZE, engine-unit flag/env, profile draft.block_size)",
+		"2. a width the drafter checkpoint declares",
+		"3. a measured policy entry for exactly this key",
+		"4. the per-(engine, drafter) default",
+	}
+	fmt.Fprintln(e.Stdout, "precedence:")
+	for _, o := range order {
+		fmt.Fprintln(e.Stdout, "  "+o)
+	}
+	fmt.Fprintf(e.Stdout, "answered by: %s\n", r.Source)
+	for _, ln := range lines {
+		fmt.Fprintln(e.Stdout, "  "+ln)
+	}
+	return nil
+}
+
+func keyMap(k key.Key) map[string]string {
+	return map[string]string{"engine": string(k.Engine), "drafter": string(k.Drafter), "capability": k.Capability.String(), "quant": string(k.Quant)}
+}
+
+// PolicyCheckCmd verifies entries against records.
+type PolicyCheckCmd struct {
+	Policy  []string `help:"Also check this policy file; repeatable." placeholder:"FILE"`
+	Profile string   `help:"Also check this profile's policy." placeholder:"PATH|NAME"`
+	Root    string   `help:"Directory record paths are relative to." default:"." placeholder:"DIR"`
+	JSON    bool     `help:"Print JSON."`
+}
+
+// Run implements `policy check`: exit 1 when any entry fails.
+func (c *PolicyCheckCmd) Run(e *Env) error {
+	pol, err := e.policyOnly(c.Profile, c.Policy)
+	if err != nil {
+		return err
+	}
+	if fi, err := os.Stat(c.Root); err != nil || !fi.IsDir() {
+		// Every record would read as missing, each entry a failure
+		// (exit 1), where the mistake is the flag's.
+		what := "is not a directory"
+		if err != nil {
+			what = "cannot be used: " + err.Error()
+		}
+		return usage(fmt.Errorf("flag --root: %s %s", c.Root, what), "give the directory the records' paths are relative to (the repository's root)")
+	}
+	read := func(path string) ([]byte, error) {
+		b, err := record.ReadFile(e.Ctx, filepath.Join(c.Root, filepath.FromSlash(path)))
+		if err == nil || Records == nil || !errors.Is(err, fs.ErrNotExist) {
+			return b, err
+		}
+		return fs.ReadFile(Records, path)
+	}
+	verdicts, err := policy.Check(e.Ctx, pol, read)
+	if err != nil {
+		return fmt.Errorf("policy check stopped: %w", err)
+	}
+	failed := 0
+	for _, v := range verdicts {
+		if !v.OK {
+			failed++
+		}
+	}
+	if c.JSON {
+		if err := writeJSON(e.Stdout, verdicts); err != nil {
+			return err
+		}
+	} else {
+		for _, v := range verdicts {
+			status := "ok  "
+			if !v.OK {
+				status = "FAIL"
+			}
+			fmt.Fprintf(e.Stdout, "%s %s\n", status, v.EntryID)
+			for _, p := range v.Problems {
+				fmt.Fprintf(e.Stdout, "     problem: %s\n", p)
+			}
+			for _, n := range v.Notes {
+				fmt.Fprintf(e.Stdout, "     note: %s\n", n)
+			}
+		}
+		fmt.Fprintf(e.Stdout, "%d entries checked, %d failed\n", len(verdicts), failed)
+	}
+	if failed > 0 {
+		return exitCode(1, fmt.Errorf("%d policy entries are not backed by their records", failed))
+	}
+	return nil
+}
+
+// PolicyProposeCmd applies the cross-pair rule of docs/policy.md to bench
+// records of one key made with different model pairs.
+type PolicyProposeCmd struct {
+	Records []string `arg:"" help:"Bench records (.json twins, or their .md paths) of one key, one per model pair." placeholder:"RECORD"`
+	JSON    bool     `help:"Print JSON."`
+}
+
+// Run implements `policy propose`.
+func (c *PolicyProposeCmd) Run(e *Env) error {
+	recs, err := readRecords(e, c.Records)
+	if err != nil {
+		return err
+	}
+	d, err := bench.Choose(e.Ctx, recs)
+	if err != nil {
+		return fmt.Errorf("policy propose stopped: %w", err)
+	}
+	if c.JSON {
+		return writeJSON(e.Stdout, d)
+	}
+	w := e.Stdout
+	fmt.Fprintf(w, "key: engine=%s drafter=%s capability=%s quant=%s, %d record(s)\n", recs[0].Key.Engine, recs[0].Key.Drafter, recs[0].Key.Capability, recs[0].Key.Quant, len(recs))
+	for _, l := range d.PerRecord {
+		writeClauses(w, "  ", l)
+	}
+	fmt.Fprintln(w, "widths ranked by their worst fraction of each record's best median:")
+	for _, cd := range d.Ranked {
+		mark := ""
+		switch {
+		case cd.Width == d.Width && d.Eligible:
+			mark = "  <- chosen"
+		case cd.Width == d.RunnerUp:
+			mark = "  <- runner-up"
+		}
+		state := "passes"
+		if len(cd.Fails) > 0 {
+			state = "fails"
+		}
+		fmt.Fprintf(w, "  width %-3d %.3f%s  (%s)\n", cd.Width, cd.WorstFraction, mark, state)
+		for _, f := range cd.Fails {
+			fmt.Fprintln(w, "      - "+f)
+		}
+	}
+	writeClauses(w, "", d.Why)
+	if !d.Eligible {
+		return exitCode(1, errors.New("the records do not earn an entry"))
+	}
+	fmt.Fprintf(w, "\n# chosen by the cross-pair rule (docs/policy.md) over %d record(s)\n%s", len(recs), bench.EntryFor(recs, d))
+	return nil
+}
+
+// readRecords reads and validates the records propose is given: each a
+// regular file within the record cap (record.ReadFile), a valid record
+// (record.Decode: schema, key, widths, counts) before anything is derived.
+// A bad one is bad input naming the file and the field.
+func readRecords(e *Env, paths []string) ([]*record.Record, error) {
+	var recs []*record.Record
+	for _, p := range paths {
+		p = strings.TrimSuffix(strings.TrimSuffix(p, ".md"), ".json") + ".json"
+		b, err := record.ReadFile(e.Ctx, p)
+		if ctxErr := e.Ctx.Err(); ctxErr != nil {
+			return nil, fmt.Errorf("policy propose stopped: %w", ctxErr)
+		}
+		if err != nil {
+			return nil, usage(err, "give the .json twins that `speclaunch bench` wrote")
+		}
+		r, err := record.Decode(b)
+		if err != nil {
+			return nil, usage(fmt.Errorf("record %s: %w", p, err), "give a .json twin written by `speclaunch bench`, unedited; re-run the bench if it was changed")
+		}
+		if r.Name == "" {
+			r.Name = strings.TrimSuffix(filepath.Base(p), ".json")
+		}
+		recs = append(recs, r)
+	}
+	return recs, nil
+}
+
+// alignRows pads each column to its widest cell, so that a long engine,
+// drafter or entry id does not push its row out of line; the last column
+// is not padded.
+func alignRows(rows [][]string) []string {
+	var widths []int
+	for _, r := range rows {
+		for i, c := range r {
+			if i == len(widths) {
+				widths = append(widths, 0)
+			}
+			widths[i] = max(widths[i], utf8.RuneCountInString(c))
+		}
+	}
+	out := make([]string, len(rows))
+	for n, r := range rows {
+		var b strings.Builder
+		for i, c := range r {
+			if i > 0 {
+				b.WriteByte(' ')
+			}
+			b.WriteString(c)
+			if i < len(r)-1 {
+				b.WriteString(strings.Repeat(" ", widths[i]-utf8.RuneCountInString(c)))
+			}
+		}
+		out[n] = b.String()
+	}
+	return out
+}
+
+// writeClauses prints a summary that bench builds as one line of clauses
+// joined by "; " (thousands of characters over many records) as its first
+// clause, then one indented line per further clause.
+func writeClauses(w io.Writer, indent, text string) {
+	for i, c := range strings.Split(text, "; ") {
+		if i > 0 {
+			c = "    " + c
+		}
+		fmt.Fprintln(w, indent+c)
+	}
+}

@@ -1,0 +1,165 @@
+package cli
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/speclaunch/speclaunch/internal/config"
+	"github.com/speclaunch/speclaunch/internal/plan"
+	"github.com/speclaunch/speclaunch/internal/safefile"
+	"github.com/speclaunch/speclaunch/profiles"
+)
+
+// ProfileCmd groups the profile subcommands.
+type ProfileCmd struct {
+	Init     ProfileInitCmd     `cmd:"" help:"Write a commented example profile."`
+	Show     ProfileShowCmd     `cmd:"" help:"Show the effective settings, each with where it came from (flag, env, profile file:line, default)."`
+	Validate ProfileValidateCmd `cmd:"" help:"Check a profile: syntax, unknown keys, types, values, its policy entries."`
+}
+
+// ProfileInitCmd writes an embedded example.
+type ProfileInitCmd struct {
+	Path  string `arg:"" optional:"" help:"Where to write it (default profiles/NAME.toml for --from, else profiles/example.toml); - for stdout." placeholder:"PATH"`
+	From  string `help:"Example to start from: example (every key, commented), demo (sim), qwen35-4b-dflash (mlxcel), llama-draft (llama.cpp)." default:"example"`
+	Force bool   `help:"Overwrite an existing file."`
+}
+
+// Run implements `profile init`.
+func (c *ProfileInitCmd) Run(e *Env) error {
+	data, err := profiles.Example(c.From)
+	if err != nil {
+		return usage(err, "")
+	}
+	path := c.Path
+	if path == "" {
+		path = filepath.Join("profiles", c.From+".toml")
+	}
+	if path == "-" {
+		_, err := e.Stdout.Write(data)
+		return err
+	}
+	exists, err := safefile.Existing("profile", path)
+	if err != nil {
+		return usage(err, "")
+	}
+	if exists && !c.Force {
+		// Run twice, or in this repository (which ships the examples), the
+		// default path already holds the very example: that is done, not
+		// an error. Anything else there is someone's work.
+		if old, err := safefile.ReadFile(e.Ctx, "profile", path, safefile.ProfileLimit); err == nil && bytes.Equal(old, data) {
+			fmt.Fprintf(e.Stdout, "%s already holds that example (--from %s); edit it, then: speclaunch resolve --profile %s\n", path, c.From, shellQuote(path))
+			return nil
+		}
+		return usage(fmt.Errorf("%s already exists", path), "pass --force to overwrite it, or give another path")
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return usage(fmt.Errorf("profile %s: %w", path, err), "give a path in a directory this user can create")
+	}
+	if err := safefile.WriteFile(path, data, 0o644); err != nil {
+		return usage(fmt.Errorf("profile %s: %w", path, err), "give a path in a directory this user can write")
+	}
+	fmt.Fprintf(e.Stdout, "wrote %s; edit it, then: speclaunch resolve --profile %s\n", path, shellQuote(path))
+	return nil
+}
+
+// ProfileShowCmd prints the effective settings.
+type ProfileShowCmd struct {
+	LaunchFlags `embed:""`
+	JSON        bool `help:"Print JSON."`
+}
+
+// Run implements `profile show`.
+func (c *ProfileShowCmd) Run(e *Env) error {
+	if err := c.checkArgs(); err != nil {
+		return err
+	}
+	l, err := e.load(c.input(e.kctx, e.Getenv, nil, e.Passthrough))
+	if err != nil {
+		return err
+	}
+	m := settingsMap(l.Settings)
+	// bench's options too, as bench would read them; a [bench] table bench
+	// would refuse is said, not fatal: serve does not read it.
+	notices := l.Notices
+	s := l.Settings
+	if err := config.LoadBench(&s, l.Profile, given(e.kctx)); err != nil {
+		notices = append(notices, config.Notice{Level: "warn", Msg: "bench options not shown: " + err.Error()})
+	} else {
+		maps.Copy(m, rowsMap(s, config.ScopeBench))
+	}
+	if c.JSON {
+		return writeJSON(e.Stdout, map[string]any{"profile": l.Settings.ProfilePath, "settings": m, "policy_layers": l.Policy.Layers})
+	}
+	if l.Settings.ProfilePath != "" {
+		fmt.Fprintf(e.Stdout, "profile %s\n", l.Settings.ProfilePath)
+	} else {
+		fmt.Fprintln(e.Stdout, "no profile (set --profile or MLXCEL_PROFILE)")
+	}
+	width := 18
+	for k := range m {
+		width = max(width, len(k))
+	}
+	for _, k := range sortedKeys(m) {
+		fmt.Fprintf(e.Stdout, "  %-*s %-40s %s\n", width, k, fmt.Sprint(m[k].Value), m[k].Source)
+	}
+	fmt.Fprintf(e.Stdout, "policy layers: %s\n", strings.Join(l.Policy.Layers, " < "))
+	for _, n := range notices {
+		fmt.Fprintf(e.Stdout, "%s: %s\n", n.Level, n.Msg)
+	}
+	return nil
+}
+
+// ProfileValidateCmd checks one profile.
+type ProfileValidateCmd struct {
+	LaunchFlags `embed:""`
+}
+
+// Run implements `profile validate`: the same load serve does, so a profile
+// that validates is one serve accepts.
+func (c *ProfileValidateCmd) Run(e *Env) error {
+	if err := c.checkArgs(); err != nil {
+		return err
+	}
+	if c.Profile == "" && e.Getenv("MLXCEL_PROFILE") == "" {
+		return usage(errors.New("no profile given"), "pass --profile PATH|NAME")
+	}
+	l, err := e.load(c.input(e.kctx, e.Getenv, nil, e.Passthrough))
+	if err != nil {
+		return err
+	}
+	if _, err := build(e, l, plan.Options{}); err != nil {
+		return err
+	}
+	// The [bench] table is checked the way bench reads it.
+	if _, _, _, _, err := (&BenchCmd{}).options(e.Ctx, l.Settings, l.Profile, nil); err != nil {
+		return err
+	}
+	fmt.Fprintf(e.Stdout, "%s: ok\n", l.Settings.ProfilePath)
+	return nil
+}
+
+// settingsMap flattens Settings for show/--json and serve's effective
+// settings line: every launch and serve row of config.Rows with a line of
+// its own.
+func settingsMap(s config.Settings) map[string]Setting {
+	return rowsMap(s, config.ScopeLaunch, config.ScopeServe)
+}
+
+func rowsMap(s config.Settings, scopes ...config.Scope) map[string]Setting {
+	m := map[string]Setting{}
+	for _, r := range config.Rows {
+		if !slices.Contains(scopes, r.Scope) {
+			continue
+		}
+		if v, src, ok := r.Show(&s); ok {
+			m[r.Name] = Setting{v, src}
+		}
+	}
+	return m
+}

@@ -1,0 +1,278 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/speclaunch/speclaunch/internal/config"
+	"github.com/speclaunch/speclaunch/internal/plan"
+	"github.com/speclaunch/speclaunch/internal/secret"
+	"github.com/speclaunch/speclaunch/internal/width"
+)
+
+// ResolveCmd prints the resolution and the engine command; it starts nothing.
+type ResolveCmd struct {
+	LaunchFlags `embed:""`
+	JSON        bool `help:"Print JSON for machines instead of text."`
+	// As serve's: resolve then says whether serve would adapt this width.
+	Adapt bool `help:"Ask as serve --adapt would: say whether the width would be learned from live traffic at serve time, and if not why (docs/adaptive.md)."`
+	Proxy bool `help:"As serve's --proxy; --proxy=false says serve would not adapt."`
+}
+
+// Run implements `speclaunch resolve`.
+func (c *ResolveCmd) Run(e *Env) error {
+	l, p, err := c.hypothetical(e)
+	if err != nil {
+		return err
+	}
+	if c.JSON {
+		return writeJSON(e.Stdout, resolutionJSON(p, l.Notices))
+	}
+	writeResolution(e.Stdout, p, l.Notices)
+	return nil
+}
+
+// hypothetical loads the settings and builds the plan the way resolve and
+// policy explain answer: a drafter kind without a draft model is asked
+// about, not turned off.
+func (f *LaunchFlags) hypothetical(e *Env) (*loaded, *plan.Plan, error) {
+	if err := f.checkArgs(); err != nil {
+		return nil, nil, err
+	}
+	l, err := e.load(f.input(e.kctx, e.Getenv, nil, e.Passthrough))
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := build(e, l, plan.Options{Hypothetical: true})
+	return l, p, err
+}
+
+// checkArgs refuses stray positional arguments: engine args go after --.
+func (f *LaunchFlags) checkArgs() error {
+	if len(f.EngineArgs) > 0 {
+		a := f.EngineArgs[0]
+		if strings.HasSuffix(a, ".toml") {
+			// "profile validate my.toml": a profile is a flag, not a positional.
+			return usage(fmt.Errorf("unexpected argument %q", a), "a profile is named with --profile: --profile "+a)
+		}
+		return usage(fmt.Errorf("unexpected argument %q", a), "engine arguments go after --, e.g. speclaunch serve --profile P -- --ctx-size 8192")
+	}
+	return nil
+}
+
+// Headline is the one-line answer, in mlxcel's vocabulary:
+// "draft width 4 (measured default for sm_121 with an affine-quantized
+// target; policy entry gb10-affine-dflash, mlx 81ba1c6a)".
+func Headline(r width.Resolution) string {
+	if r.Source == width.Off {
+		return "speculation off (" + r.Reason + ")"
+	}
+	s := fmt.Sprintf("draft width %d (%s", r.Width, r.Reason)
+	if r.Entry != nil {
+		s += fmt.Sprintf("; policy entry %s, %s", r.Entry.ID, r.Entry.Pin)
+	}
+	return s + ")"
+}
+
+func writeResolution(w io.Writer, p *plan.Plan, notices []config.Notice) {
+	r, f, s := p.Resolution, p.Facts, p.Settings
+	fmt.Fprintln(w, Headline(r))
+	row := func(k, v string) { fmt.Fprintf(w, "  %-11s %s\n", k, v) }
+	if r.Source != width.Off {
+		src := string(r.Source)
+		if r.Source == width.Override {
+			src += " from " + s.Width.Src.String()
+			if s.Width.Src.Origin == 0 {
+				src = string(r.Source)
+			}
+			if s.WidthNote != "" {
+				src += " (" + s.WidthNote + ")"
+			}
+		}
+		row("source", src)
+		if f.Hypothetical {
+			row("drafter", fmt.Sprintf("%s (hypothetical: no draft model given, answering for the kind from %s)", f.Drafter, f.DrafterSource))
+		} else {
+			row("drafter", fmt.Sprintf("%s (%s) %s", f.Drafter, f.DrafterSource, s.DraftModel.Value))
+		}
+		row("key", fmt.Sprintf("engine=%s drafter=%s capability=%s quant=%s", r.Key.Engine, r.Key.Drafter, r.Key.Capability, r.Key.Quant))
+		if r.Entry != nil {
+			row("record", r.Entry.Record)
+		}
+	}
+	row("engine", engineLine(p))
+	gpu := f.CapabilityStr
+	if f.Capability.Known() {
+		gpu = fmt.Sprintf("%s (%s)", f.Capability.SM(), f.CapSource)
+	} else if f.CapNote != "" {
+		gpu = fmt.Sprintf("no CUDA device: %s", f.CapNote)
+	} else {
+		gpu = "no CUDA device (" + f.CapSource + ")"
+	}
+	if len(f.GPUs) > 0 {
+		names := make([]string, len(f.GPUs))
+		for i, g := range f.GPUs {
+			names[i] = fmt.Sprintf("%d %s", g.Index, g.Name)
+		}
+		gpu += "; " + strings.Join(names, ", ")
+		if f.Driver != "" {
+			gpu += "; driver " + f.Driver
+		}
+	}
+	row("gpu", gpu)
+	target := s.Model.Value
+	if target == "" {
+		target = "(none)"
+	}
+	row("target", fmt.Sprintf("%s, quant %s (%s)", target, f.Quant, f.QuantSource))
+	if s.Adapt.Value {
+		row("adaptive", adaptNote(p).Note)
+	}
+	row("serving", servingLine(p))
+	writeLaunch(w, p)
+	if len(notices) > 0 || len(p.Warnings) > 0 {
+		fmt.Fprintln(w, "notes:")
+		for _, n := range notices {
+			fmt.Fprintf(w, "  %s: %s\n", n.Level, n.Msg)
+		}
+		for _, m := range p.Warnings {
+			fmt.Fprintf(w, "  warn: %s\n", m)
+		}
+	}
+}
+
+func engineLine(p *plan.Plan) string {
+	f := p.Facts
+	s := string(p.Settings.Engine.Value)
+	bin := f.Binary
+	if f.BinaryPath != "" {
+		bin = f.BinaryPath
+	} else if bin != "" && p.Settings.Engine.Value != "sim" {
+		bin += ", not found on PATH"
+	}
+	if bin != "" {
+		s += " (" + bin + ")"
+	}
+	if f.Caps.Version != "" {
+		s += " version " + f.Caps.Version
+	}
+	if f.Caps.Spelling != "" {
+		s += ", flag spelling " + string(f.Caps.Spelling)
+	}
+	return s
+}
+
+// ResolutionJSON is resolve --json's shape; fields only ever get added.
+type ResolutionJSON struct {
+	Width      int                `json:"width"`
+	Speculate  bool               `json:"speculative"`
+	Source     string             `json:"source"`
+	Reason     string             `json:"reason"`
+	Headline   string             `json:"headline"`
+	Key        map[string]string  `json:"key"`
+	Entry      *EntryJSON         `json:"entry"`
+	Facts      plan.Facts         `json:"facts"`
+	Argv       []string           `json:"argv"`
+	EnvSet     map[string]string  `json:"env_set"`
+	EnvRemoved []string           `json:"env_removed"`
+	Settings   map[string]Setting `json:"settings"`
+	Notices    []string           `json:"notices"`
+	Warnings   []string           `json:"warnings"`
+	Adapt      AdaptJSON          `json:"adapt"`
+}
+
+// AdaptJSON says whether serve would adapt this width from live traffic.
+type AdaptJSON struct {
+	Enabled bool   `json:"enabled"`
+	Note    string `json:"note"`
+}
+
+// adaptNote is resolve's line about the adaptive width: serve starts at
+// the resolved width and may move from it.
+func adaptNote(p *plan.Plan) AdaptJSON {
+	if why := adaptOff(p, p.Settings.Proxy.Value); why != "" {
+		return AdaptJSON{Note: "off: " + why}
+	}
+	return AdaptJSON{Enabled: true, Note: "on (" + p.Settings.Adapt.Src.String() + "): serve starts at this width, probes the cost curve and switches to the width live traffic favours (docs/adaptive.md)"}
+}
+
+// EntryJSON is the policy entry that applied.
+type EntryJSON struct {
+	ID       string `json:"id"`
+	Width    int    `json:"width"`
+	RunnerUp int    `json:"runner_up,omitempty"`
+	Pin      string `json:"pin"`
+	Record   string `json:"record"`
+	Origin   string `json:"origin"`
+}
+
+// Setting is one effective setting and where it came from.
+type Setting struct {
+	Value  any    `json:"value"`
+	Source string `json:"source"`
+}
+
+func resolutionJSON(p *plan.Plan, notices []config.Notice) ResolutionJSON {
+	r := p.Resolution
+	out := ResolutionJSON{
+		Width: r.Width, Speculate: r.Source != width.Off, Source: string(r.Source), Reason: r.Reason, Headline: Headline(r),
+		Key:   map[string]string{"engine": string(r.Key.Engine), "drafter": string(r.Key.Drafter), "capability": r.Key.Capability.String(), "quant": string(r.Key.Quant)},
+		Facts: p.Facts, Argv: secret.MaskArgv(p.Launch.Argv), EnvSet: secret.MaskEnvMap(p.Launch.EnvSet), EnvRemoved: p.Launch.EnvRemoved,
+		Settings: settingsMap(p.Settings), Notices: []string{}, Warnings: append([]string{}, p.Warnings...),
+		Adapt: adaptNote(p),
+	}
+	if out.EnvSet == nil {
+		out.EnvSet = map[string]string{}
+	}
+	if out.EnvRemoved == nil {
+		out.EnvRemoved = []string{}
+	}
+	if r.Entry != nil {
+		out.Entry = &EntryJSON{ID: r.Entry.ID, Width: r.Entry.Width, RunnerUp: r.Entry.RunnerUp, Pin: r.Entry.Pin, Record: r.Entry.Record, Origin: r.Entry.Origin}
+	}
+	for _, n := range notices {
+		out.Notices = append(out.Notices, n.Level+": "+n.Msg)
+	}
+	return out
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+// shellJoin renders argv for copy and paste, secrets masked; the launcher
+// itself never uses a shell.
+func shellJoin(argv []string) string {
+	q := make([]string, len(argv))
+	for i, a := range secret.MaskArgv(argv) {
+		q[i] = shellQuote(a)
+	}
+	return strings.Join(q, " ")
+}
+
+func shellQuote(s string) string {
+	if s == "" {
+		return "''"
+	}
+	if strings.IndexFunc(s, func(r rune) bool {
+		return !(r == '-' || r == '_' || r == '.' || r == '/' || r == ':' || r == '=' || r == ',' || r == '+' || r == '@' ||
+			(r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9'))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

@@ -1,0 +1,344 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/speclaunch/speclaunch/internal/fakellama"
+	"github.com/speclaunch/speclaunch/internal/record"
+	"github.com/speclaunch/speclaunch/internal/secret"
+)
+
+// The test binary is a fake llama-server when re-executed with
+// FAKELLAMA_MAIN=1 (as engine/'s tests do).
+func init() {
+	if os.Getenv("FAKELLAMA_MAIN") == "1" {
+		os.Exit(fakellama.Main(os.Args[1:], os.Environ(), os.Stdout, os.Stderr))
+	}
+}
+
+const (
+	testKey = "sk-test-secret-0123456789abcdef"
+	hfToken = "hf_test_token_abcdefghijklmnop"
+)
+
+// keySetup is one way an operator gives llama-server its key.
+type keySetup struct {
+	name string
+	env  map[string]string
+	args []string // engine arguments, after --
+}
+
+func keySetups(t *testing.T) []keySetup {
+	kf := filepath.Join(t.TempDir(), "keys.txt")
+	writeFile(t, kf, "# the operators' key\n"+testKey+"\n")
+	return []keySetup{
+		{name: "flag", args: []string{"--api-key", testKey, "--hf-token", hfToken}},
+		{name: "flag=", args: []string{"--api-key=other-key-0000," + testKey}},
+		{name: "env", env: map[string]string{"LLAMA_API_KEY": testKey}},
+		{name: "key file", args: []string{"--api-key-file", kf}},
+		{name: "env key file", env: map[string]string{"LLAMA_ARG_API_KEY_FILE": kf}},
+	}
+}
+
+// fakeLlamaProfile is a llama.cpp profile whose engine is the fake
+// llama-server (this test binary).
+func fakeLlamaProfile(t *testing.T, port int) string {
+	t.Helper()
+	dir := t.TempDir()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "llama-server")
+	if err := os.Symlink(self, bin); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "t.gguf"), "not a gguf")
+	writeFile(t, filepath.Join(dir, "d.gguf"), "not a gguf")
+	p := filepath.Join(dir, "p.toml")
+	writeFile(t, p, fmt.Sprintf(`[engine]
+name = "llama.cpp"
+binary = %q
+[model]
+path = %q
+quant = "f16"
+[draft]
+model = %q
+kind = "draft"
+[server]
+port = %d
+[gpu]
+capability = "9.0"
+[serve]
+stop_timeout = "5s"
+`, bin, filepath.Join(dir, "t.gguf"), filepath.Join(dir, "d.gguf"), port))
+	return p
+}
+
+// runCLI runs one speclaunch command to its end.
+func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var o, e bytes.Buffer
+	code = MainContext(context.Background(), args, policyTOML, &o, &e, nil)
+	return code, o.String(), e.String()
+}
+
+func statusCode(t *testing.T, port int, hdr string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/speclaunch/status", port), nil)
+	if hdr != "" {
+		req.Header.Set("Authorization", hdr)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// With a key given to llama-server in any of its ways, speclaunch's own
+// requests carry it (verification succeeds against a fake that enforces
+// it), its status page asks for it, and the key shows nowhere: not in
+// resolve's or --dry-run's output, not in the logs (text or JSON).
+func TestSecretsServe(t *testing.T) {
+	t.Setenv("FAKELLAMA_MAIN", "1")
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	for _, s := range keySetups(t) {
+		for _, format := range []string{"text", "json"} {
+			t.Run(s.name+"/"+format, func(t *testing.T) {
+				for k, v := range s.env {
+					t.Setenv(k, v)
+				}
+				port := freePort(t)
+				prof := fakeLlamaProfile(t, port)
+				withArgs := func(a ...string) []string {
+					a = append(a, "--profile", prof, "--log-format", format)
+					if len(s.args) > 0 {
+						a = append(append(a, "--"), s.args...)
+					}
+					return a
+				}
+				var out strings.Builder
+				for _, cmd := range [][]string{{"resolve"}, {"resolve", "--json"}, {"serve", "--dry-run"}, {"profile", "show"}} {
+					code, o, e := runCLI(t, withArgs(cmd...)...)
+					if code != 0 {
+						t.Fatalf("%s: exit %d\n%s%s", cmd, code, o, e)
+					}
+					out.WriteString(o + e)
+				}
+				if strings.Contains(strings.Join(s.args, " "), testKey) && !strings.Contains(out.String(), "****cdef") {
+					t.Errorf("the command line should show the key masked as llama-server does (****cdef):\n%s", out.String())
+				}
+
+				ctx, cancel := context.WithCancel(context.Background())
+				log := &syncBuffer{}
+				done := make(chan int, 1)
+				go func() { done <- MainContext(ctx, withArgs("serve", "--adapt"), policyTOML, log, log, nil) }()
+				defer func() {
+					cancel()
+					<-done
+				}()
+				log.waitFor(t, `width verified`, 1, 30*time.Second)
+				if code, body := statusCode(t, port, ""); code != http.StatusUnauthorized || body != fakellama.UnauthorizedBody {
+					t.Errorf("/speclaunch/status without the key: %d %s", code, body)
+				}
+				if code, body := statusCode(t, port, "Bearer "+testKey); code != http.StatusOK {
+					t.Errorf("/speclaunch/status with the key: %d %s", code, body)
+				}
+				// /health asks no key; it says 503 "Loading model" until the
+				// engine takes traffic (after the adaptive loop's probe).
+				code := health(port)
+				for deadline := time.Now().Add(20 * time.Second); code == http.StatusServiceUnavailable && time.Now().Before(deadline); code = health(port) {
+					time.Sleep(50 * time.Millisecond)
+				}
+				if code != http.StatusOK {
+					t.Errorf("/health is public, got %d", code)
+				}
+				// The adaptive loop's probe got past the key check: the fake
+				// read /props for it and refused only its token prompts
+				// (it serves string prompts alone), not with a 401.
+				log.waitFor(t, `string prompts only`, 1, 20*time.Second)
+				cancel()
+				<-done
+				done <- 0
+				out.WriteString(log.String())
+				if strings.Contains(out.String(), testKey) || strings.Contains(out.String(), hfToken) {
+					t.Errorf("a secret is printed:\n%s", out.String())
+				}
+				if strings.Contains(log.String(), "unauthorized") {
+					t.Errorf("the engine refused one of speclaunch's requests:\n%s", log.String())
+				}
+			})
+		}
+	}
+}
+
+// bench sends the key on every request (warm-ups, measured runs, scrapes,
+// the probe): every arm is measured against a fake that enforces it, and
+// neither its output nor the record it writes shows the key.
+func TestSecretsBench(t *testing.T) {
+	t.Setenv("FAKELLAMA_MAIN", "1")
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	for _, s := range keySetups(t)[1:3] { // a flag and an environment variable
+		t.Run(s.name, func(t *testing.T) {
+			for k, v := range s.env {
+				t.Setenv(k, v)
+			}
+			out := filepath.Join(t.TempDir(), "rec")
+			args := []string{"bench", "--profile", fakeLlamaProfile(t, freePort(t)), "--widths", "2,3", "--rounds", "3", "--warmup", "1",
+				"--max-tokens", "16", "--out", out, "--log-format", "json"}
+			if len(s.args) > 0 {
+				args = append(append(args, "--"), s.args...)
+			}
+			code, o, e := runCLI(t, args...)
+			if code != 0 {
+				t.Fatalf("bench: exit %d\n%s%s", code, o, e)
+			}
+			all := o + e
+			for _, ext := range []string{".md", ".json", ".svg"} {
+				b, err := os.ReadFile(out + ext)
+				if err != nil {
+					t.Fatal(err)
+				}
+				all += string(b)
+			}
+			if strings.Contains(all, testKey) {
+				t.Errorf("the key is printed or recorded:\n%s", all)
+			}
+			var rec record.Record
+			b, _ := os.ReadFile(out + ".json")
+			if err := json.Unmarshal(b, &rec); err != nil {
+				t.Fatal(err)
+			}
+			for _, a := range rec.Arms {
+				if a.Status != record.StatusOK || len(a.Runs) == 0 {
+					t.Errorf("arm %s: %s (%s)", a.Label, a.Status, a.StatusReason)
+				}
+			}
+			if rec.ProbeCheck == nil || strings.Contains(rec.ProbeCheck.Error, "401") {
+				t.Errorf("probe check %+v", rec.ProbeCheck)
+			}
+		})
+	}
+}
+
+// A key file that cannot be read stops the launch before anything starts,
+// naming the file and where it was given (llama-server would refuse it).
+func TestSecretsKeyFileMissing(t *testing.T) {
+	t.Setenv("FAKELLAMA_MAIN", "1")
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	missing := filepath.Join(t.TempDir(), "nope.txt")
+	code, o, e := runCLI(t, "serve", "--dry-run", "--profile", fakeLlamaProfile(t, freePort(t)), "--", "--api-key-file", missing)
+	if want := "--api-key-file: api key file " + missing + ": no such file"; code != 2 || !strings.Contains(e, want) {
+		t.Errorf("exit %d, want 2 and %q:\n%s%s", code, want, o, e)
+	}
+}
+
+// A key flag given no key (`-- --api-key` at the end of the line, or an
+// empty value) stops the launch: the sim would have served open while the
+// operator believed a key was set.
+func TestSecretsKeyFlagWithoutValue(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	for _, args := range [][]string{{"--api-key"}, {"--api-key="}, {"--api-key", ""}} {
+		code, o, e := runCLI(t, append([]string{"serve", "--dry-run", "--profile", "../../profiles/demo.toml", "--"}, args...)...)
+		if want := "engine flag --api-key has no value"; code != 2 || !strings.Contains(e, want) {
+			t.Errorf("%q: exit %d, want 2 and %q:\n%s%s", args, code, want, o, e)
+		}
+	}
+}
+
+// What a record keeps of the engines' command lines and output shows no
+// known key; the numbers are left alone.
+func TestRedactRecord(t *testing.T) {
+	var r secret.Redactor
+	r.Add(testKey)
+	rec := &record.Record{Notes: []string{"started with " + testKey}, ProbeCheck: &record.ProbeCheck{Error: "HTTP 401 for " + testKey}}
+	rec.Arms = []record.Arm{{Label: "width 4", Argv: []string{"llama-server", "--api-key", testKey, "--hf-token", hfToken},
+		LastLog: []string{"engine said " + testKey}, StatusReason: "failed: " + testKey, Width: 4}}
+	redactRecord(rec, &r)
+	b, err := json.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), testKey) || strings.Contains(string(b), hfToken) {
+		t.Errorf("a secret is kept: %s", b)
+	}
+	if rec.Arms[0].Width != 4 || !strings.Contains(string(b), "****cdef") {
+		t.Errorf("record changed beyond its secrets: %s", b)
+	}
+}
+
+// The sim takes its key as llama-server does (the README's demo profile
+// with `-- --api-key KEY`): the proxy's routes and the engine refuse
+// requests without it, speclaunch's own requests carry it (the width is
+// verified), and an unreadable key file stops the launch with exit 2.
+// Before, the sim accepted --api-key and ignored it: every route answered
+// without a key, and a missing key file started a server.
+func TestSecretsServeSim(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	prof := filepath.Join(t.TempDir(), "sim.toml")
+	port := freePort(t)
+	writeFile(t, prof, simProfile(port, ""))
+	ctx, cancel := context.WithCancel(context.Background())
+	log := &syncBuffer{}
+	done := make(chan int, 1)
+	go func() {
+		done <- MainContext(ctx, []string{"serve", "--profile", prof, "--log-format", "json", "--", "--api-key", testKey}, policyTOML, log, log, nil)
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	log.waitFor(t, `width verified`, 1, 30*time.Second)
+	post := func(hdr string) int {
+		req, _ := http.NewRequest(http.MethodPost, fmt.Sprintf("http://127.0.0.1:%d/v1/completions", port),
+			strings.NewReader(`{"prompt":"def f():","max_tokens":4}`))
+		if hdr != "" {
+			req.Header.Set("Authorization", hdr)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := post(""); code != http.StatusUnauthorized {
+		t.Errorf("a completion without the key: %d", code)
+	}
+	if code := post("Bearer " + testKey); code != http.StatusOK {
+		t.Errorf("a completion with the key: %d", code)
+	}
+	if code, body := statusCode(t, port, ""); code != http.StatusUnauthorized || body != secret.UnauthorizedBody {
+		t.Errorf("/speclaunch/status without the key: %d %s", code, body)
+	}
+	if code := health(port); code != http.StatusOK {
+		t.Errorf("/health is public, got %d", code)
+	}
+	cancel()
+	<-done
+	done <- 0
+	if strings.Contains(log.String(), testKey) {
+		t.Errorf("the key is printed:\n%s", log.String())
+	}
+
+	for _, kf := range []string{filepath.Join(t.TempDir(), "nope.txt"), t.TempDir()} {
+		code, o, e := runCLI(t, "serve", "--dry-run", "--profile", prof, "--", "--api-key-file", kf)
+		if code != 2 || !strings.Contains(e, "--api-key-file: api key file "+kf) {
+			t.Errorf("key file %s: exit %d, want 2 naming it:\n%s%s", kf, code, o, e)
+		}
+	}
+}

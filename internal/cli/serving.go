@@ -1,0 +1,246 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/speclaunch/speclaunch/cuda"
+	"github.com/speclaunch/speclaunch/internal/config"
+	"github.com/speclaunch/speclaunch/internal/key"
+	"github.com/speclaunch/speclaunch/internal/plan"
+	"github.com/speclaunch/speclaunch/internal/server"
+)
+
+// httpServer is one public listener of the proxy.
+type httpServer struct {
+	srv *http.Server
+	ln  net.Listener
+}
+
+func serveHTTP(addr string, h http.Handler, log *slog.Logger) (*httpServer, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	s := &httpServer{ln: ln, srv: &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 30 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}}
+	go s.srv.Serve(ln)
+	return s, nil
+}
+
+func (s *httpServer) closeListener() { s.ln.Close() }
+
+func (s *httpServer) shutdown(grace time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	if s.srv.Shutdown(ctx) != nil {
+		s.srv.Close()
+	}
+}
+
+// switchFacts is what the automatic switch mode decides from.
+type switchFacts struct {
+	Engine     key.Engine
+	Mem        cuda.Memory
+	MemErr     error
+	EngineMiB  int64 // GPU memory the serving engine holds; 0 = unknown
+	ModelBytes int64 // target + drafter files; 0 = unknown
+}
+
+// overlapHeadroom is the share of free memory kept spare when judging
+// whether a second engine fits: KV cache and compute buffers vary a little
+// between starts of the same command.
+const overlapHeadroom = 1.10
+
+// chooseSwitch picks the switch mode. Overlap needs room for a second copy
+// of the engine beside the first; the best measure of "a copy" is what the
+// serving engine holds on the GPU now (nvidia-smi's per-process figure,
+// which includes KV cache), then the model files' size. Drain is the safe
+// answer whenever that cannot be judged.
+func chooseSwitch(mode string, f switchFacts) (string, string) {
+	if mode == config.SwitchOverlap || mode == config.SwitchDrain {
+		return mode, "server.switch = " + mode
+	}
+	if f.Engine == key.Sim {
+		return config.SwitchOverlap, "the sim engine holds no GPU memory"
+	}
+	if f.MemErr != nil {
+		return config.SwitchDrain, fmt.Sprintf("GPU memory unknown (%v): drain is the safe choice", f.MemErr)
+	}
+	need, what := f.EngineMiB, "the serving engine holds"
+	if need <= 0 {
+		if f.ModelBytes <= 0 {
+			return config.SwitchDrain, "neither the engine's GPU memory nor the model files' size is known: drain is the safe choice"
+		}
+		need, what = (f.ModelBytes+(1<<20)-1)>>20, "the model files take"
+	}
+	want := int64(float64(need) * overlapHeadroom)
+	if f.Mem.FreeMiB >= want {
+		return config.SwitchOverlap, fmt.Sprintf("a second engine fits: %s %d MiB, %d MiB free", what, need, f.Mem.FreeMiB)
+	}
+	return config.SwitchDrain, fmt.Sprintf("a second engine would not fit: %s %d MiB, %d MiB free", what, need, f.Mem.FreeMiB)
+}
+
+// switchFacts gathers the facts for chooseSwitch (nvidia-smi, file sizes).
+func (sv *launcher) switchFacts(np *plan.Plan, cur *server.Instance) switchFacts {
+	f := switchFacts{Engine: np.Settings.Engine.Value}
+	if f.Engine == key.Sim {
+		return f
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	f.Mem, f.MemErr = cuda.ProbeMemory(ctx, cuda.Options{})
+	if f.MemErr == nil && cur != nil {
+		f.EngineMiB = f.Mem.UsedByPID[cur.Proc.PID()]
+	}
+	f.ModelBytes = pathBytes(np.Settings.Model.Value) + pathBytes(np.Settings.DraftModel.Value)
+	return f
+}
+
+// switchRecord is one switch, as /speclaunch/status shows it.
+type switchRecord struct {
+	At        time.Time `json:"at"`
+	Kind      string    `json:"kind"` // start, reload, restart, adapt
+	Reason    string    `json:"reason"`
+	Mode      string    `json:"mode"` // overlap, drain, direct, restart
+	FromWidth int       `json:"from_width,omitempty"`
+	ToWidth   int       `json:"to_width,omitempty"`
+	OK        bool      `json:"ok"`
+	Error     string    `json:"error,omitempty"`
+	StartMS   float64   `json:"took_ms"`            // from the request to the new engine serving (or failing)
+	DrainMS   float64   `json:"drain_ms,omitempty"` // drain: requests held while the old engine finished
+}
+
+// maxSwitchRecords bounds the status history.
+const maxSwitchRecords = 100
+
+// serveStatus is what /speclaunch/status reports.
+type serveStatus struct {
+	mu       sync.Mutex
+	started  time.Time
+	public   string
+	proxy    bool
+	mode     string
+	cur      *server.Instance
+	switches []switchRecord
+	total    int
+	adapt    any // the adaptive loop's latest state
+}
+
+func newServeStatus(p *plan.Plan) *serveStatus {
+	return &serveStatus{started: time.Now(), proxy: p.Settings.Proxy.Value, mode: p.Settings.Switch.Value,
+		public: net.JoinHostPort(p.Settings.Host.Value, fmt.Sprint(p.Settings.Port.Value))}
+}
+
+func (st *serveStatus) serving(in *server.Instance) {
+	st.mu.Lock()
+	st.cur = in
+	st.mu.Unlock()
+}
+
+func (st *serveStatus) exited(in *server.Instance, code int) {
+	st.mu.Lock()
+	if st.cur == in {
+		st.cur = nil
+	}
+	st.mu.Unlock()
+}
+
+func (st *serveStatus) switched(r switchRecord) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.total++
+	st.switches = append(st.switches, r)
+	if len(st.switches) > maxSwitchRecords {
+		st.switches = st.switches[len(st.switches)-maxSwitchRecords:]
+	}
+}
+
+// settings takes in a reload's settings that the status shows: the switch
+// mode and the public address (which a reload may move).
+func (st *serveStatus) settings(p *plan.Plan) {
+	st.mu.Lock()
+	st.mode = p.Settings.Switch.Value
+	st.public = net.JoinHostPort(p.Settings.Host.Value, fmt.Sprint(p.Settings.Port.Value))
+	st.mu.Unlock()
+}
+
+func (st *serveStatus) setAdapt(v any) {
+	st.mu.Lock()
+	st.adapt = v
+	st.mu.Unlock()
+}
+
+// statusEngine is the serving engine in /speclaunch/status.
+type statusEngine struct {
+	PID          int     `json:"pid"`
+	Engine       string  `json:"engine"`
+	InternalPort int     `json:"internal_port"`
+	URL          string  `json:"url"`
+	Width        int     `json:"width"` // 1 = speculation off
+	WidthSource  string  `json:"width_source"`
+	WidthReason  string  `json:"width_reason"`
+	Verified     bool    `json:"width_verified"`
+	Verification string  `json:"verification"`
+	UptimeS      float64 `json:"uptime_s"`
+	InFlight     int     `json:"in_flight"`
+}
+
+func (st *serveStatus) handler(sv *launcher) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		st.mu.Lock()
+		out := map[string]any{
+			"launcher_uptime_s": time.Since(st.started).Seconds(),
+			"public":            st.public,
+			"switch_mode":       st.mode,
+			"switches_total":    st.total,
+			"switches":          append([]switchRecord{}, st.switches...),
+		}
+		if in := st.cur; in != nil {
+			chk := infoOf(in).Check
+			e := statusEngine{PID: in.Proc.PID(), Engine: string(in.Plan.Settings.Engine.Value), InternalPort: in.Port,
+				Width: widthOf(in.Plan), WidthSource: string(in.Plan.Resolution.Source), WidthReason: in.Plan.Resolution.Reason,
+				Verified: chk.Verified, UptimeS: time.Since(in.Since).Seconds()}
+			if in.Backend != nil {
+				e.URL, e.InFlight = in.Backend.URL.String(), in.Backend.InFlight()
+			}
+			switch {
+			case chk.Verified:
+				e.Verification = fmt.Sprintf("engine runs width %d, read from %s", chk.Observed.Width, chk.ReadFrom)
+			case chk.Problem != "":
+				e.Verification = chk.Problem
+			default:
+				e.Verification = chk.Note
+			}
+			out["engine"] = e
+		} else {
+			out["engine"] = nil
+		}
+		if st.adapt != nil {
+			out["adapt"] = st.adapt
+		}
+		st.mu.Unlock()
+		if sv.px != nil {
+			out["proxy"] = sv.px.Stats()
+		}
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(out); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(sv.e.secrets.Bytes(buf.Bytes())) // a secret in a note or an error shows masked
+	})
+}

@@ -1,0 +1,745 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/speclaunch/speclaunch/internal/adapt"
+	"github.com/speclaunch/speclaunch/internal/config"
+	"github.com/speclaunch/speclaunch/internal/instance"
+	"github.com/speclaunch/speclaunch/internal/metrics"
+	"github.com/speclaunch/speclaunch/internal/plan"
+	"github.com/speclaunch/speclaunch/internal/proxy"
+	"github.com/speclaunch/speclaunch/internal/secret"
+	"github.com/speclaunch/speclaunch/internal/server"
+	"github.com/speclaunch/speclaunch/internal/supervise"
+	"github.com/speclaunch/speclaunch/internal/watch"
+	"github.com/speclaunch/speclaunch/internal/width"
+)
+
+// launcher is serve's face on the runtime (package server): it builds plans
+// from the files, starts engines for the runtime, turns reloads and the
+// adaptive loop's choices into switch jobs, and keeps the status page.
+type launcher struct {
+	launched bool
+	e        *Env
+	in       config.Input
+	log      *slog.Logger
+	files    []string        // the profile and policy files loaded last (followFiles)
+	wasEmpty map[string]bool // files that were empty when first loaded
+	watcher  *watch.Watcher  // nil when not watching
+
+	px  *proxy.Proxy // nil in direct mode (--proxy=false)
+	pub *public      // the public listener (proxy mode)
+	rt  *server.Runtime
+	st  *serveStatus
+	met *metrics.Metrics
+
+	mu  sync.Mutex
+	cur *plan.Plan // the plan in force (the runtime's goroutine sets it)
+	// adapted is the width the adaptive loop switched to (1 = speculation
+	// off), 0 before it has; a reload keeps it, or every profile edit (a
+	// comment, a SIGHUP) would put the policy's width back.
+	adapted     int
+	adaptReason string
+	// stopAdapt stops the adaptive loop, nil when none runs: a reload that
+	// sets an operator width ends it (an operator width always wins).
+	stopAdapt    func()
+	adaptStarted bool
+	loop         *adapt.Loop // nil when the width is not adapted
+	// good is the load of the files the plan in force was built from; an
+	// adaptive switch builds on it while the files on disk do not make a
+	// plan that can start (an edit the reload rejected), as the engine
+	// runs on it. loads are the plans built since (reloads, adaptive
+	// switches) with their loads, in order, until one is in force (adopt).
+	good  *loaded
+	loads []planLoad
+	// submitMu keeps loads in the order the runtime gets the plans.
+	submitMu sync.Mutex
+}
+
+// planLoad is a plan and the load of the files it was built from.
+type planLoad struct {
+	p *plan.Plan
+	l *loaded
+}
+
+// maxLoads bounds launcher.loads, a safety net: a plan leaves it when it
+// is in force, when its switch failed, and when a later plan is in force
+// (it was superseded).
+const maxLoads = 64
+
+// built records the load a plan submitted was built from, for when it is
+// in force; submit calls it, so the order is the runtime's.
+func (sv *launcher) built(np *plan.Plan, l *loaded) {
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	if len(sv.loads) == maxLoads {
+		sv.loads = sv.loads[1:]
+	}
+	sv.loads = append(sv.loads, planLoad{np, l})
+}
+
+// failed drops the load of a plan whose switch failed: it is not in force.
+func (sv *launcher) failed(np *plan.Plan) {
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	sv.loads = slices.DeleteFunc(sv.loads, func(pl planLoad) bool { return pl.p == np })
+}
+
+// inForce makes np's load good: np took effect. The plans built before it
+// never will (a plan in force supersedes them); a plan not recorded (the
+// previous one again, after a switch failed) leaves good as it is.
+func (sv *launcher) inForce(np *plan.Plan) {
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	for i, pl := range sv.loads {
+		if pl.p == np {
+			sv.good = pl.l
+			sv.loads = slices.Clone(sv.loads[i+1:])
+			return
+		}
+	}
+}
+
+// infoOf is the engine handle behind a runtime instance.
+func infoOf(in *server.Instance) *instance.Engine {
+	i, _ := in.Info.(*instance.Engine)
+	return i
+}
+
+// widthOf is the width a plan runs (1 = speculation off).
+func widthOf(p *plan.Plan) int {
+	if p.Resolution.Source == width.Off {
+		return 1
+	}
+	return p.Resolution.Width
+}
+
+func (sv *launcher) plan() *plan.Plan {
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	return sv.cur
+}
+
+// startInst starts p's engine for the runtime: on a loopback port of its
+// own behind the proxy, or on the public address in direct mode.
+func (sv *launcher) startInst(ctx context.Context, p *plan.Plan, id server.EngineID, kind server.Kind, interrupt context.Context) (*server.Instance, error) {
+	ep, port := p, p.Settings.Port.Value
+	if sv.px != nil {
+		var err error
+		if port, err = loopbackPort(); err != nil {
+			return nil, fmt.Errorf("pick a loopback port for the engine: %w", err)
+		}
+		if ep, err = rebind(p, "127.0.0.1", port, sv.e.deps().Environ); err != nil {
+			return nil, err
+		}
+	}
+	what := map[server.Kind]string{server.KindStart: "starting engine", server.KindRestart: "restarting engine",
+		server.KindReload: "starting engine for the new settings", server.KindAdapt: "starting engine for the adapted width"}[kind]
+	r, err := sv.launch(ctx, ep, int(id), what, interrupt)
+	if err != nil {
+		return nil, err
+	}
+	in := &server.Instance{Plan: p, Proc: r.Proc, BaseURL: ep.Launch.BaseURL, Port: port, Since: time.Now(), Info: r}
+	if sv.px != nil {
+		b, err := proxy.NewBackend(ep.Launch.BaseURL, fmt.Sprintf("pid %d", r.Proc.PID()))
+		if err != nil {
+			r.Stop()
+			return nil, err
+		}
+		in.Backend = b
+	}
+	return in, nil
+}
+
+// limits are the runtime's settings of a plan.
+func limits(p *plan.Plan) server.Limits {
+	s := p.Settings
+	return server.Limits{Restart: s.Restart.Value == config.RestartOnFailure, DrainTimeout: s.DrainTimeout.Value, ShutdownTimeout: s.ShutdownTimeout.Value}
+}
+
+// run starts the first engine and serves until a signal, a fatal exit or
+// the parent context ends it.
+func (sv *launcher) run(p *plan.Plan) error {
+	sigs := make(chan os.Signal, 3)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	sv.cur = p
+	sv.st = newServeStatus(p)
+	sv.met = metrics.New(sv.metricSources())
+	if p.Settings.Proxy.Value {
+		sv.px = proxy.New(proxy.Options{
+			QueueSize:   p.Settings.QueueSize.Value,
+			HoldTimeout: p.Settings.HoldTimeout.Value,
+			Status:      sv.st.handler(sv),
+			Metrics:     sv.met.Text,
+			Log:         sv.log,
+			APIKeys:     p.APIKeys,
+		})
+	}
+	changes, hup, closeWatch := sv.watchFiles(p)
+	defer closeWatch()
+	sv.rt = server.New(server.Options{
+		Plan: p, Proxy: sv.px, Log: sv.log,
+		Limits:      limits,
+		StopTimeout: func(p *plan.Plan) time.Duration { return p.Settings.StopTimeout.Value },
+		HangTimeout: func(p *plan.Plan) time.Duration { return p.Settings.HangTimeout.Value },
+		Signals:     sigs,
+		Done:        sv.e.parent.Done(),
+		Hooks: server.Hooks{
+			Launch:        sv.startInst,
+			BeforeTraffic: sv.beforeTraffic,
+			Serving:       sv.serving,
+			Switched:      sv.switched,
+			Adopted:       sv.adopted,
+			Stopping:      sv.endAdapt,
+			Exited:        func(in *server.Instance, code int) { sv.st.exited(in, code) },
+			Phase:         func(ph server.Phase) { sv.met.Phase(ph.String()) },
+		},
+	})
+	sv.loop = sv.newAdapt(p) // its client counts through the runtime
+	if sv.px != nil {
+		// Listening once the runtime exists: a request or a scrape
+		// arriving at once finds it.
+		pub, err := listenPublic(p, sv.px, sv.log)
+		if err != nil {
+			return err
+		}
+		sv.pub = pub
+		defer sv.pub.close()
+		sv.log.Info("proxy listening; the engine gets a loopback port of its own", "addr", pub.addr, "switch", p.Settings.Switch.Value)
+	}
+	stopFeed := make(chan struct{})
+	fed := make(chan struct{})
+	go func() { defer close(fed); sv.feed(changes, hup, stopFeed) }()
+	code, err := sv.rt.Run()
+	close(stopFeed)
+	<-fed
+	sv.endAdapt()
+	return runErr(code, err)
+}
+
+// watchFiles catches SIGHUP and watches the profile and policy files.
+// SIGHUP is caught from here on: during the first load (minutes for a
+// real model) its default action would end the launcher and its engine.
+// The watcher starts before the first engine, so that its baseline is the
+// content just loaded: an edit made while the model loads waits in its
+// queue and is applied once the engine serves. With a watcher, SIGHUP
+// comes through it.
+func (sv *launcher) watchFiles(p *plan.Plan) (<-chan watch.Change, <-chan os.Signal, func()) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	closeAll := func() { signal.Stop(hup) }
+	if !p.Settings.Watch.Value || len(sv.files) == 0 {
+		return nil, hup, closeAll
+	}
+	w, err := watch.New(sv.files, watch.Options{Debounce: 150 * time.Millisecond, Poll: 5 * time.Second, Signals: true, Logger: sv.log})
+	if err != nil {
+		sv.log.Warn("cannot watch for changes; reload with SIGHUP", "err", err)
+		return nil, hup, closeAll
+	}
+	signal.Stop(hup)
+	sv.watcher = w
+	sv.log.Info("watching for changes", "files", strings.Join(sv.files, ", "))
+	return w.Changes(), hup, func() { w.Close() }
+}
+
+// followFiles makes the files a load named the ones watched (and the ones
+// a SIGHUP reloads), noting those that were empty then: a policy file the
+// profile names now is watched from here on, one it no longer names is
+// not. Before, the set was the one serve started with, and an edit of a
+// policy file added by a reload went unseen. Runs at start and then on the
+// feed's goroutine, as reload does.
+func (sv *launcher) followFiles(files []string) {
+	if slices.Equal(files, sv.files) {
+		return
+	}
+	for _, f := range files {
+		if !slices.Contains(sv.files, f) {
+			if fi, err := os.Stat(f); err == nil && fi.Size() == 0 {
+				sv.wasEmpty[f] = true // loaded empty: an empty file is its content
+			}
+		}
+	}
+	sv.files = slices.Clone(files)
+	if sv.watcher != nil && sv.watcher.Watch(files) == nil {
+		sv.log.Info("watching for changes", "files", strings.Join(files, ", "))
+	}
+}
+
+// runErr is serve's error for the runtime's exit code and reason.
+func runErr(code int, err error) error {
+	switch {
+	case code == 0:
+		return nil
+	case err == nil:
+		return codeOf(code)
+	case errors.As(err, new(*exitError)), errors.As(err, new(*badInput)):
+		return err
+	default:
+		return exitCode(code, err)
+	}
+}
+
+// feed turns file changes and SIGHUP into reload jobs until stop.
+func (sv *launcher) feed(changes <-chan watch.Change, hup <-chan os.Signal, stop <-chan struct{}) {
+	for {
+		var ch watch.Change
+		select {
+		case <-stop:
+			return
+		case <-hup:
+			if len(sv.files) == 0 {
+				sv.log.Info("SIGHUP: nothing to reload (no profile or policy file is given; settings come from flags and the environment)")
+				continue
+			}
+			ch = watch.Change{Reason: watch.ReasonSIGHUP}
+		case c, ok := <-changes:
+			if !ok {
+				changes = nil
+				continue
+			}
+			ch = c
+		}
+		cur := sv.plan()
+		np, l, changed, err := sv.reload(cur, ch)
+		if err != nil {
+			continue
+		}
+		sv.followFiles(l.Files)
+		if !changed {
+			// The runtime takes it in without a switch (or, during one,
+			// after it: the latest wins).
+			sv.log.Info("reload: engine command unchanged; nothing to do", "width", np.Resolution.Width)
+		}
+		why := ch.Reason
+		if ch.Path != "" {
+			why = ch.Path + " (" + ch.Reason + ")"
+		}
+		sv.submit(server.KindReload, "reload: "+why, cur, np, l, nil)
+	}
+}
+
+// submit hands a plan to the runtime as a switch job, after the checks
+// that need no engine: a plan that cannot start is refused before anything
+// is stopped.
+func (sv *launcher) submit(kind server.Kind, reason string, cur, np *plan.Plan, l *loaded, reply chan error) {
+	if err := sv.checkSwitch(cur, np); err != nil {
+		sv.log.Error("new settings cannot start; the engine keeps running with the previous ones", "err", err)
+		if reply != nil {
+			reply <- err
+		}
+		return
+	}
+	mode := sv.switchMode(np)
+	if kind == server.KindReload && !slices.Equal(cur.Launch.Argv, np.Launch.Argv) {
+		sv.log.Info("engine command changed", "changed", diffArgv(secret.MaskArgv(cur.Launch.Argv), secret.MaskArgv(np.Launch.Argv)))
+	}
+	sv.submitMu.Lock()
+	defer sv.submitMu.Unlock()
+	sv.built(np, l)
+	sv.rt.Submit(&server.Job{Kind: kind, Mode: mode, Plan: np, Limits: limits(np), Reason: reason, Reply: reply})
+}
+
+// serving: the engine takes the traffic now. The adaptive loop starts
+// with the first engine that serves.
+func (sv *launcher) serving(in *server.Instance) {
+	sv.st.serving(in)
+	sv.met.Serving(widthOf(in.Plan), string(in.Plan.Resolution.Source), infoOf(in).Check.Verified)
+	if sv.px != nil {
+		sv.px.SetAPIKeys(in.Plan.APIKeys) // the status page asks for this engine's keys
+	}
+	sv.mu.Lock()
+	first := !sv.adaptStarted
+	sv.adaptStarted = true
+	sv.mu.Unlock()
+	if first {
+		stop := sv.runAdapt(in.Plan)
+		sv.mu.Lock()
+		sv.stopAdapt = stop
+		sv.mu.Unlock()
+	}
+}
+
+// switched records a finished switch and takes its plan in.
+func (sv *launcher) switched(s server.Switched, to *server.Instance) {
+	j := s.Job
+	rec := switchRecord{Kind: j.Kind.String(), Reason: j.Reason, Mode: j.Mode.String(), At: time.Now().Add(-s.Took), StartMS: ms(s.Took), OK: s.OK, Error: errString(s.Err)}
+	sv.met.Switched(j.Kind.String(), j.Mode.String(), s.OK, s.Took)
+	if s.From != nil { // its instance may be gone: a drain switch stopped it first
+		rec.FromWidth = widthOf(s.From.Plan)
+	}
+	if s.Drain > 0 {
+		rec.DrainMS = ms(s.Drain)
+	}
+	if !s.OK || to == nil {
+		sv.failed(j.Plan)
+	}
+	if to == nil {
+		sv.st.switched(rec)
+		return
+	}
+	rec.ToWidth = widthOf(to.Plan)
+	if !s.OK {
+		rec.Error = "new settings failed (" + errString(s.Err) + "); the previous settings serve again"
+	}
+	sv.st.switched(rec)
+	sv.adopt(to.Plan)
+	if s.OK {
+		switch {
+		case j.Kind == server.KindAdapt:
+			sv.mu.Lock()
+			sv.adapted, sv.adaptReason = widthOf(to.Plan), j.Reason
+			sv.mu.Unlock()
+		case !j.Plan.Settings.Adapt.Value || j.Plan.Resolution.Source == width.Override:
+			sv.mu.Lock()
+			sv.adapted, sv.adaptReason = 0, ""
+			sv.mu.Unlock()
+		}
+	}
+	sv.log.Info("switched", "to_pid", to.Proc.PID(), "width", widthOf(to.Plan), "mode", j.Mode.String(), "took", s.Took.Round(time.Millisecond).String())
+}
+
+// metricSources are the proxy's counters, read at scrape time.
+func (sv *launcher) metricSources() metrics.Sources {
+	stat := func(f func(proxy.Stats) float64) func() float64 {
+		return func() float64 {
+			if sv.px == nil {
+				return 0
+			}
+			return f(sv.px.Stats())
+		}
+	}
+	return metrics.Sources{
+		InFlight: func() float64 {
+			if sv.rt == nil {
+				return 0
+			}
+			if in := sv.rt.Current(); in != nil && in.Backend != nil {
+				return float64(in.Backend.InFlight())
+			}
+			return 0
+		},
+		HeldNow:  stat(func(s proxy.Stats) float64 { return float64(s.HeldNow) }),
+		Held:     stat(func(s proxy.Stats) float64 { return float64(s.HeldTotal) }),
+		Rejected: stat(func(s proxy.Stats) float64 { return float64(s.RejectedTotal) }),
+		Retried:  stat(func(s proxy.Stats) float64 { return float64(s.RetriedTotal) }),
+	}
+}
+
+// adopted: a reload that starts the engine command now serving (one
+// that arrived during a switch to the same settings, or a comment edit).
+func (sv *launcher) adopted(j *server.Job) {
+	if sv.plan() != j.Plan {
+		sv.log.Info("the settings asked for are the ones now serving; nothing to do", "why", j.Reason)
+	}
+	sv.adopt(j.Plan)
+}
+
+// adopt takes a plan in force: the status page, the proxy's limits, and
+// an operator width ends the adaptive loop.
+func (sv *launcher) adopt(np *plan.Plan) {
+	sv.inForce(np)
+	sv.mu.Lock()
+	cur := sv.cur
+	sv.cur = np
+	sv.mu.Unlock()
+	sv.st.settings(np)
+	sv.operatorWidthEndsAdapt(np, widthOf(np))
+	if sv.px == nil || cur == nil {
+		return
+	}
+	a, b := cur.Settings, np.Settings
+	if a.QueueSize.Value != b.QueueSize.Value || a.HoldTimeout.Value != b.HoldTimeout.Value {
+		sv.px.SetLimits(b.QueueSize.Value, b.HoldTimeout.Value)
+		sv.log.Info("proxy limits changed", "queue_size", b.QueueSize.Value, "hold_timeout", b.HoldTimeout.Value.String())
+	}
+}
+
+// endAdapt stops the adaptive loop (at shutdown: it must not probe an
+// engine being stopped, nor ask for a switch).
+func (sv *launcher) endAdapt() {
+	sv.mu.Lock()
+	stop := sv.stopAdapt
+	sv.stopAdapt = nil
+	sv.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+}
+
+// probeClient is the client of the launcher's own requests to engines:
+// they count in flight like a client's, so no engine is stopped under one.
+func (sv *launcher) probeClient(timeout time.Duration) *http.Client {
+	return &http.Client{Timeout: timeout, Transport: sv.rt.Transport(nil)}
+}
+
+// rebind returns p with the engine bound to host:port instead of the
+// public address; the resolution and everything else stay.
+func rebind(p *plan.Plan, host string, port int, environ []string) (*plan.Plan, error) {
+	np := *p
+	s := p.Settings
+	s.Host = config.Field[string]{Value: host, Src: config.Source{Name: "speclaunch proxy"}}
+	s.Port = config.Field[int]{Value: port, Src: config.Source{Name: "speclaunch proxy"}}
+	np.Settings = s
+	l, err := p.Adapter.Command(plan.LaunchSpec(s), p.Resolution, p.Facts.Drafter, environ, p.Facts.Caps)
+	if err != nil {
+		return nil, &badInput{err}
+	}
+	np.Launch = l
+	return &np, nil
+}
+
+// loopbackPort asks the kernel for a free loopback port. Another process
+// could take it before the engine binds it; the engine then fails to start
+// and the switch fails over like any failed start.
+func loopbackPort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// launch starts, waits for ready and verifies. A verification problem under
+// --strict-width stops the engine and returns exit code 3.
+func (sv *launcher) launch(ctx context.Context, p *plan.Plan, n int, what string, interrupt context.Context) (*instance.Engine, error) {
+	logPlan(sv.log, p, what, "engine_n", n)
+	o := sv.opts(p.Settings, n)
+	o.Interrupt = interrupt
+	r, err := instance.Start(ctx, p, o)
+	if err != nil {
+		// An engine that exits while starting: the launcher exits with the
+		// engine's code, after showing its last lines.
+		var ee *supervise.ExitedError
+		if errors.As(err, &ee) && ee.Code > 0 {
+			return nil, exitCode(ee.Code, err)
+		}
+		return nil, startErr(err)
+	}
+
+	attrs := []any{"url", p.Launch.BaseURL, "after", r.Ready.Round(time.Millisecond).String(), "pid", r.Proc.PID()}
+	if !sv.launched {
+		// The launcher's own cost after the Go runtime has started (package
+		// init to the engine's exec); the runtime's start itself is not
+		// visible from inside the process.
+		attrs = append(attrs, "init_to_exec", r.ExecAt.Sub(processStart).Round(10*time.Microsecond).String())
+		sv.launched = true
+	}
+	sv.log.Info("ready", attrs...)
+	chk := r.Verify(ctx, p.Settings.Probe.Value)
+	switch {
+	case chk.Problem != "":
+		sv.log.Error("width check failed: "+chk.Problem, "resolved", p.Resolution.Width, "engine_says", chk.Observed.Line)
+		if p.Settings.StrictWidth.Value {
+			r.Stop()
+			return nil, exitCode(exitWidthMismatch, fmt.Errorf("--strict-width: %s", chk.Problem))
+		}
+	case chk.Verified:
+		sv.log.Info("width verified", "width", chk.Observed.Width, "resolved_from", string(p.Resolution.Source), "read_from", chk.ReadFrom)
+	case chk.Note != "" && p.Resolution.Source != "off":
+		// Not a mismatch, but the width is unproven: say so louder than info.
+		sv.log.Warn("width not verified: " + chk.Note)
+	case chk.Note != "":
+		sv.log.Info("width check: " + chk.Note)
+	}
+	return r, nil
+}
+
+// startErr maps an engine start's errors to exit codes: a binary that
+// cannot run is bad input (2); an interrupted load is 130, like a shell.
+func startErr(err error) error {
+	var se *instance.StartError
+	switch {
+	case errors.As(err, &se):
+		return &badInput{err}
+	case errors.Is(err, instance.ErrInterrupted):
+		return exitCode(130, err)
+	}
+	return err
+}
+
+// operatorWidthEndsAdapt stops the adaptive loop when a reload's plan,
+// now serving, has an operator width: it always wins. The loop stays off
+// until speclaunch restarts (adapt.* settings apply at start).
+func (sv *launcher) operatorWidthEndsAdapt(p *plan.Plan, w int) {
+	sv.mu.Lock()
+	stop := sv.stopAdapt
+	if p.Resolution.Source != width.Override || stop == nil {
+		sv.mu.Unlock()
+		return
+	}
+	sv.stopAdapt, sv.loop = nil, nil
+	sv.mu.Unlock()
+	why := "an operator width is set (" + p.Settings.Width.Src.String() + "); it always wins"
+	sv.log.Info("adaptive width off: " + why + "; it stays off until speclaunch restarts")
+	go func() { // the loop may be waiting on the runtime's goroutine
+		stop()
+		sv.st.setAdapt(adapt.Status{State: adapt.StateNotAdapting, Note: why, Width: w, Updated: time.Now()})
+	}()
+}
+
+// checkSwitch refuses, before anything is stopped, a plan that cannot
+// start: in direct mode a new public port that is taken; behind the proxy a
+// new public address is bound first (the old one closes once it is).
+func (sv *launcher) checkSwitch(cur, np *plan.Plan) error {
+	samePublic := np.Settings.Port.Value == cur.Settings.Port.Value && np.Settings.Host.Value == cur.Settings.Host.Value
+	if np.Settings.Proxy.Value != cur.Settings.Proxy.Value {
+		return &badInput{errors.New("server.proxy cannot change under a running server: restart speclaunch to turn the proxy on or off")}
+	}
+	if samePublic {
+		return nil
+	}
+	if sv.px == nil {
+		return checkLaunchable(np, true)
+	}
+	return sv.pub.rebind(np, sv.px, sv.log)
+}
+
+// switchMode picks overlap or drain for a switch; direct mode has only
+// stop-then-start.
+func (sv *launcher) switchMode(np *plan.Plan) server.Mode {
+	if sv.px == nil {
+		return server.Direct
+	}
+	mode, why := chooseSwitch(np.Settings.Switch.Value, sv.switchFacts(np, sv.rt.Current()))
+	if np.Settings.Switch.Value == config.SwitchAuto {
+		sv.log.Info("switch mode", "mode", mode, "why", why)
+	}
+	if mode == config.SwitchDrain {
+		return server.Drain
+	}
+	return server.Overlap
+}
+
+// adaptedPlan rebuilds the serving plan at the width the adaptive loop
+// chose (1 = speculation off).
+func (sv *launcher) adaptedPlan(cur *plan.Plan, w int, reason string) (*plan.Plan, *loaded, error) {
+	// The files as they are now: what a reload would apply. While they do
+	// not make a plan that can start (an edit the reload rejected, still
+	// on disk), the settings in force: the loop must not stall on, nor
+	// start, a file the engine does not run.
+	opts := plan.Options{Adapted: w, AdaptReason: reason}
+	l, err := sv.e.load(sv.in)
+	var np *plan.Plan
+	if err == nil {
+		np, err = build(sv.e, l, opts)
+	}
+	if err == nil {
+		err = checkLaunchable(np, false)
+	}
+	if err != nil {
+		sv.mu.Lock()
+		good := sv.good
+		sv.mu.Unlock()
+		if good == nil {
+			return nil, nil, err
+		}
+		sv.log.Warn("adaptive switch: the files on disk do not make a plan that can start; switching on the settings in force", "err", err)
+		l = good
+		if np, err = build(sv.e, l, opts); err != nil {
+			return nil, nil, err
+		}
+	}
+	if np.Resolution.Source == width.Override {
+		// The loop stops on it: an operator width always wins.
+		return nil, nil, fmt.Errorf("%w: an operator width is set (%s); it always wins", adapt.ErrNotAdapting, np.Settings.Width.Src)
+	}
+	return np, l, nil
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// public is the proxy's listening side.
+type public struct {
+	mu   sync.Mutex
+	addr string
+	srv  *httpServer
+}
+
+func listenPublic(p *plan.Plan, h *proxy.Proxy, log *slog.Logger) (*public, error) {
+	addr := net.JoinHostPort(p.Settings.Host.Value, strconv.Itoa(p.Settings.Port.Value))
+	srv, err := serveHTTP(addr, h, log)
+	if err != nil {
+		return nil, &badInput{fmt.Errorf("port %d on %s is not available (%v); stop what holds it or set --port / server.port / LLAMA_ARG_PORT", p.Settings.Port.Value, p.Settings.Host.Value, err)}
+	}
+	return &public{addr: addr, srv: srv}, nil
+}
+
+// rebind moves the public address: the new one is bound first, so a taken
+// port rejects the reload and the old address keeps serving. Where the old
+// listener itself holds the port (0.0.0.0:P to 127.0.0.1:P, or back), it
+// stops accepting first and the new address is bound in its place; a
+// connection arriving in between is refused, and if the new address cannot
+// be bound the old one is taken back. Connections already open finish on
+// the old server either way.
+func (pb *public) rebind(np *plan.Plan, h *proxy.Proxy, log *slog.Logger) error {
+	addr := net.JoinHostPort(np.Settings.Host.Value, strconv.Itoa(np.Settings.Port.Value))
+	pb.mu.Lock()
+	old, oldAddr := pb.srv, pb.addr
+	pb.mu.Unlock()
+	srv, err := serveHTTP(addr, h, log)
+	if err != nil && errors.Is(err, syscall.EADDRINUSE) && samePort(addr, oldAddr) {
+		old.closeListener()
+		if srv, err = serveHTTP(addr, h, log); err != nil {
+			back, berr := serveHTTP(oldAddr, h, log)
+			if berr != nil {
+				log.Error("the proxy could not take its old address back; it no longer accepts connections: restart speclaunch", "addr", oldAddr, "err", berr)
+				return &badInput{fmt.Errorf("port %d on %s is not available (%v), and the old address %s could not be taken back (%v)", np.Settings.Port.Value, np.Settings.Host.Value, err, oldAddr, berr)}
+			}
+			pb.mu.Lock()
+			pb.srv = back
+			pb.mu.Unlock()
+			go old.shutdown(30 * time.Second)
+		}
+	}
+	if err != nil {
+		return &badInput{fmt.Errorf("port %d on %s is not available (%v); the proxy stays on %s", np.Settings.Port.Value, np.Settings.Host.Value, err, oldAddr)}
+	}
+	pb.mu.Lock()
+	pb.srv, pb.addr = srv, addr
+	pb.mu.Unlock()
+	log.Info("proxy moved to a new address", "addr", addr)
+	go old.shutdown(30 * time.Second)
+	return nil
+}
+
+// samePort says whether two host:port addresses name one port.
+func samePort(a, b string) bool {
+	_, pa, err1 := net.SplitHostPort(a)
+	_, pb, err2 := net.SplitHostPort(b)
+	return err1 == nil && err2 == nil && pa == pb
+}
+
+func (pb *public) stopAccepting() {
+	pb.mu.Lock()
+	defer pb.mu.Unlock()
+	pb.srv.closeListener()
+}
+
+func (pb *public) close() {
+	pb.mu.Lock()
+	defer pb.mu.Unlock()
+	pb.srv.shutdown(2 * time.Second)
+}

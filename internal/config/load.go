@@ -1,0 +1,318 @@
+package config
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/speclaunch/speclaunch/internal/key"
+	"github.com/speclaunch/speclaunch/internal/safefile"
+	"github.com/speclaunch/speclaunch/internal/secret"
+	"github.com/speclaunch/speclaunch/profiles"
+)
+
+// Input is everything Load layers. It is plain data so that Load is a pure
+// function of it (plus reading the profile file).
+type Input struct {
+	// Flags holds the raw values of flags given on the command line, keyed by
+	// long name without dashes ("draft-block-size"). Absent = not given.
+	Flags map[string]string
+	// Policies are the --policy values, in order.
+	Policies []string
+	// Passthrough are the engine args after "--".
+	Passthrough []string
+	// Getenv reads the environment; a set-but-empty variable counts as unset.
+	Getenv func(string) string
+	// Profile, when non-nil, is used instead of finding one from Flags/env.
+	Profile *profiles.Profile
+	// Ctx stops reading the profile (Ctrl-C); nil is context.Background.
+	Ctx context.Context
+}
+
+type layer struct {
+	in      Input
+	prof    *profiles.Profile
+	notices []Notice
+}
+
+// raw picks the winning raw value of a row: flag, then env (first set name
+// wins; a disagreement with a lower name is an info notice), then the
+// profile (value and file:line), then nothing.
+func (l *layer) raw(r Row) (string, Source, bool) {
+	if v, ok := l.in.Flags[r.Flag]; ok && r.Flag != "" && !(r.blank && v == "") {
+		l.shadowed(r, "flag --"+r.Flag, v, 0)
+		return v, Source{Flag, "--" + r.Flag}, true
+	}
+	for i, e := range r.Envs {
+		if v := l.in.Getenv(e); v != "" {
+			l.shadowed(r, e, v, i+1)
+			return v, Source{Env, e}, true
+		}
+	}
+	if v := profValue(l.prof, r.Key); v != "" {
+		return v, Source{Profile, l.prof.Where(r.Key)}, true
+	}
+	return "", Source{}, false
+}
+
+// shadowed records an info notice for each lower-precedence env name that is
+// set to a different value than the winner.
+func (l *layer) shadowed(r Row, winner, val string, from int) {
+	for _, e := range r.Envs[from:] {
+		if v := l.in.Getenv(e); v != "" && v != val && !sameKind(r.Name, v, val) {
+			l.notices = append(l.notices, Notice{"info", fmt.Sprintf("%s=%s differs from %s=%s; keeping %s", e, quoted(v), winner, quoted(val), winner)})
+		}
+	}
+}
+
+// rows layers every row of the scopes into s, in table order; the first
+// bad value stops it.
+func (l *layer) rows(s *Settings, scopes ...Scope) error {
+	for _, r := range Rows {
+		if slices.Contains(scopes, r.Scope) {
+			if err := r.layer(l, s); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Load layers flag > env > profile > default into Settings for every launch
+// and serve row. The returned profile is the one in use (nil when none).
+// Every error names its source.
+func Load(in Input) (Settings, *profiles.Profile, []Notice, error) {
+	if in.Getenv == nil {
+		in.Getenv = func(string) string { return "" }
+	}
+	l := &layer{in: in, prof: in.Profile}
+	if l.prof == nil {
+		p, err := l.findProfile()
+		if err != nil {
+			return Settings{}, nil, nil, err
+		}
+		l.prof = p
+	}
+	var s Settings
+	if l.prof != nil {
+		s.ProfilePath = l.prof.Path
+		if len(l.prof.Engine.Env) > 0 { // passed to the engine as is: no layering
+			s.EngineEnv = Field[map[string]string]{l.prof.Engine.Env, Source{Profile, l.prof.Where("engine.env")}}
+		}
+	}
+	if err := l.rows(&s, ScopeLaunch, ScopeServe); err != nil {
+		return Settings{}, nil, nil, err
+	}
+	return s, l.prof, l.notices, nil
+}
+
+// LoadBench layers bench's rows (flag > profile > default) into s.Bench;
+// flags as in Input.Flags. Every error names its source.
+func LoadBench(s *Settings, p *profiles.Profile, flags map[string]string) error {
+	l := &layer{in: Input{Flags: flags, Getenv: func(string) string { return "" }}, prof: p}
+	return l.rows(s, ScopeBench)
+}
+
+// findProfile loads the profile --profile or MLXCEL_PROFILE names, nil
+// when neither does.
+func (l *layer) findProfile() (*profiles.Profile, error) {
+	ref, src, ok := l.raw(profileRow)
+	if !ok {
+		return nil, nil
+	}
+	path, err := profiles.Find(ref, l.in.Getenv)
+	if err != nil {
+		return nil, &Error{Src: src, Msg: "cannot use profile", Err: err}
+	}
+	ctx := l.in.Ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	p, err := profiles.Load(ctx, path)
+	var se *safefile.Error
+	if errors.As(err, &se) {
+		return nil, &Error{Src: src, Msg: "cannot use profile", Err: err}
+	}
+	return p, err
+}
+
+// policyRow layers the policy files: the profile's, then MLXCEL_POLICY's,
+// then --policy's (later files win).
+var policyRow = Row{Name: "policy", Flag: "policy", Envs: []string{"MLXCEL_POLICY"}, Key: "policy.files", Default: "none",
+	Doc: "`:`-separated policy files layered over the embedded policy; the flag is repeatable; order: profile files < `MLXCEL_POLICY` < `--policy` < the profile's `[[policy.entry]]` (docs/policy.md)",
+	apply: func(_ Row, l *layer, s *Settings) error {
+		if p := l.prof; p != nil {
+			for _, f := range p.Policy.Files {
+				s.Policies = append(s.Policies, Field[string]{RelTo(p.Path, f), Source{Profile, p.Where("policy.files")}})
+			}
+		}
+		for _, f := range filepath.SplitList(l.in.Getenv("MLXCEL_POLICY")) {
+			if f != "" {
+				s.Policies = append(s.Policies, Field[string]{f, Source{Env, "MLXCEL_POLICY"}})
+			}
+		}
+		for _, f := range l.in.Policies {
+			s.Policies = append(s.Policies, Field[string]{f, Source{Flag, "--policy"}})
+		}
+		return nil
+	},
+	show: func(s *Settings) (any, string) {
+		pols := []string{}
+		for _, p := range s.Policies {
+			pols = append(pols, p.Value+" ("+p.Src.String()+")")
+		}
+		return pols, "layered"
+	}}
+
+// engineArgsRow is the engine's pass-through arguments: the profile's
+// engine.args, then those typed on the command line.
+var engineArgsRow = Row{Name: "engine-args", Key: "engine.args", Default: "none",
+	Doc: "passed to the engine verbatim: the profile's, then llama-server flags typed on the command line and anything after `--`",
+	apply: func(_ Row, l *layer, s *Settings) error {
+		var args []string
+		var src Source
+		if p := l.prof; p != nil && len(p.Engine.Args) > 0 {
+			args, src = slices.Clone(p.Engine.Args), Source{Profile, p.Where("engine.args")}
+		}
+		if len(l.in.Passthrough) > 0 {
+			// Both the llama-server flags typed as such (-ngl 99) and what
+			// follows "--": "flag --" would blame the separator for the former.
+			args, src = append(args, l.in.Passthrough...), Source{Flag, "engine arguments (llama-server flags as typed, and after --)"}
+		}
+		s.EngineArgs = Field[[]string]{args, src}
+		return nil
+	},
+	// A secret among the arguments (--api-key K) is masked.
+	show: func(s *Settings) (any, string) { return secret.MaskArgv(s.EngineArgs.Value), s.EngineArgs.Src.String() }}
+
+// width layers the operator width: --draft-block-size or the engine-unit
+// --spec-draft-n-max, then LLAMA_ARG_DRAFT_BLOCK_SIZE, MLXCEL_DRAFT_BLOCK_SIZE,
+// then (llama.cpp) LLAMA_ARG_SPEC_DRAFT_N_MAX and the legacy
+// LLAMA_ARG_DRAFT_MAX, converted, then the profile's draft.block_size.
+func (l *layer) width(e key.Engine) (Field[int], string, error) {
+	blockFlag, hasBlock := l.in.Flags["draft-block-size"]
+	nmaxFlag, hasNmax := l.in.Flags["spec-draft-n-max"]
+	if hasBlock && hasNmax {
+		return Field[int]{}, "", &Error{Src: Source{Flag, "--spec-draft-n-max"}, Msg: "give the width once: --draft-block-size W (verify rows) or --spec-draft-n-max N (draft tokens, = width N+1), not both"}
+	}
+	if hasBlock {
+		return blockWidth(blockFlag, Source{Flag, "--draft-block-size"})
+	}
+	if hasNmax {
+		return nmaxWidth(nmaxFlag, Source{Flag, "--spec-draft-n-max"})
+	}
+	for i, name := range blockEnvs {
+		if v := l.in.Getenv(name); v != "" {
+			f, note, err := blockWidth(v, Source{Env, name})
+			if err == nil {
+				for _, lower := range blockEnvs[i+1:] {
+					if w := l.in.Getenv(lower); w != "" && strings.TrimSpace(w) != strings.TrimSpace(v) {
+						l.notices = append(l.notices, Notice{"info", fmt.Sprintf("%s=%s is set but %s=%s already provides the width; keeping %s", lower, quoted(w), name, quoted(v), name)})
+					}
+				}
+			}
+			return f, note, err
+		}
+	}
+	for _, name := range nmaxEnvs {
+		v := l.in.Getenv(name)
+		if v == "" {
+			continue
+		}
+		if e != key.LlamaCpp {
+			l.notices = append(l.notices, Notice{"info", fmt.Sprintf("%s=%s is llama.cpp's draft-token cap; it does not set the %s width (use --draft-block-size)", name, quoted(v), e)})
+			continue
+		}
+		return nmaxWidth(v, Source{Env, name})
+	}
+	if p := l.prof; p != nil && p.Draft.BlockSize != nil {
+		return blockWidth(strconv.Itoa(*p.Draft.BlockSize), Source{Profile, p.Where("draft.block_size")})
+	}
+	return Field[int]{}, "", nil
+}
+
+func blockWidth(v string, src Source) (Field[int], string, error) {
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil {
+		return Field[int]{}, "", &Error{Src: src, Msg: fmt.Sprintf("draft width %s is not a whole number; want a width from %d to %d (verify rows = draft tokens + 1)", quoted(v), key.MinWidth, key.MaxWidth)}
+	}
+	if err := key.CheckWidth(n); err != nil {
+		return Field[int]{}, "", &Error{Src: src, Msg: err.Error()}
+	}
+	return Field[int]{n, src}, "", nil
+}
+
+func nmaxWidth(v string, src Source) (Field[int], string, error) {
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil {
+		return Field[int]{}, "", &Error{Src: src, Msg: fmt.Sprintf("draft token count %s is not a whole number; want N from 1 to %d (width N+1)", quoted(v), key.MaxWidth-1)}
+	}
+	if n < 1 {
+		return Field[int]{}, "", &Error{Src: src, Msg: fmt.Sprintf("draft token count %d means no drafting (width %d); to run without speculation, remove the draft model", n, n+1)}
+	}
+	if n > key.MaxWidth-1 { // checked before n+1, which would overflow for the largest ints
+		return Field[int]{}, "", &Error{Src: src, Msg: fmt.Sprintf("draft token count %d is above %d (width %d), which no drafter runs; want N from 1 to %d (width N+1)", n, key.MaxWidth-1, key.MaxWidth, key.MaxWidth-1)}
+	}
+	name := strings.TrimPrefix(src.Name, "--")
+	return Field[int]{n + 1, src}, fmt.Sprintf("%s=%d draft tokens = width %d", name, n, n+1), nil
+}
+
+// ParseBool accepts true/false, 1/0, yes/no, on/off, enabled/disabled.
+func ParseBool(v string) (bool, error) {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "1", "true", "yes", "on", "enabled":
+		return true, nil
+	case "0", "false", "no", "off", "disabled":
+		return false, nil
+	}
+	return false, errors.New("bad boolean " + strconv.Quote(v) + ": want true or false (also 1/0, yes/no, on/off)")
+}
+
+// ParseKind reads a drafter kind in the launcher's words (dflash, draft)
+// or llama-server's --spec-type / LLAMA_ARG_SPEC_TYPE words (draft-dflash,
+// draft-simple). The spec types that name no drafter the launcher can size
+// are refused with what to do instead.
+func ParseKind(v string) (key.Drafter, error) {
+	t := strings.ToLower(strings.TrimSpace(v))
+	switch {
+	case strings.Contains(t, ","):
+		return "", fmt.Errorf("%s lists several speculative types; speclaunch runs one drafter: name one kind (draft-simple, draft-mtp, draft-dflash, draft-dspark, draft-eagle3 or dflash, mtp, draft, ...)", quoted(v))
+	case t == "none":
+		return "", fmt.Errorf("%s would turn speculation off; speclaunch turns it off when no draft model is set: unset the draft model and this value", quoted(v))
+	case strings.HasPrefix(t, "ngram") && t != string(key.Ngram): // bare "ngram" is vLLM's and SGLang's kind
+		return "", fmt.Errorf("%s is n-gram speculation, which drafts from the prompt without a draft model, so there is no drafter width for speclaunch to resolve: name a draft-model kind, or run llama-server with --spec-type %s directly", quoted(v), quoted(t))
+	}
+	return key.ParseDrafter(t)
+}
+
+// sameKind reports two drafter-kind spellings of one kind
+// (LLAMA_ARG_SPEC_TYPE=draft-dflash and MLXCEL_DRAFT_KIND=dflash).
+func sameKind(name, a, b string) bool {
+	if name != "draft-kind" {
+		return false
+	}
+	x, err1 := ParseKind(a)
+	y, err2 := ParseKind(b)
+	return err1 == nil && err2 == nil && x == y
+}
+
+// maxQuoted is how much of a value an error or notice quotes: a value of
+// kilobytes (a wrong variable, a pasted file) would bury the message.
+const maxQuoted = 64
+
+// quoted is v quoted as %q does, cut to maxQuoted bytes with its length said.
+func quoted(v string) string {
+	if len(v) <= maxQuoted {
+		return strconv.Quote(v)
+	}
+	cut := v[:maxQuoted]
+	for !utf8.ValidString(cut) && len(cut) > 0 {
+		cut = cut[:len(cut)-1]
+	}
+	return fmt.Sprintf("%s... (%d bytes)", strconv.Quote(cut), len(v))
+}

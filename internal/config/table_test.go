@@ -1,0 +1,288 @@
+package config
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/speclaunch/speclaunch/profiles"
+)
+
+var update = flag.Bool("update", false, "rewrite the generated tables of docs/environment-variables.md")
+
+var scopeNames = map[Scope]string{ScopeLaunch: "launch", ScopeServe: "serve", ScopeBench: "bench"}
+
+// The tables of docs/environment-variables.md are DocTable's, so a new row
+// shows there (run with -update to rewrite them).
+func TestDocTables(t *testing.T) {
+	path := filepath.Join("..", "..", "docs", "environment-variables.md")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(data)
+	for sc, name := range scopeNames {
+		begin := fmt.Sprintf("<!-- generated from config.Rows (%s); `go test ./config -run TestDocTables -update` rewrites it -->\n", name)
+		end := fmt.Sprintf("<!-- end generated (%s) -->", name)
+		i, j := strings.Index(doc, begin), strings.Index(doc, end)
+		if i < 0 || j < i {
+			t.Fatalf("%s: no generated %s table (markers %q ... %q)", path, name, begin, end)
+		}
+		i += len(begin)
+		if want := DocTable(sc); doc[i:j] != want {
+			if *update {
+				doc = doc[:i] + want + doc[j:]
+				continue
+			}
+			t.Errorf("%s: the %s table is not DocTable's; run go test ./config -run TestDocTables -update\n got: %s\nwant: %s", path, name, doc[i:j], want)
+		}
+	}
+	if *update {
+		if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Every row's profile key is one the profile decoder reads, and every key
+// it reads that is a setting has a row: a key added to profiles.Profile
+// without a row (or a row with a mistyped key) fails here.
+func TestRowKeysAreProfileKeys(t *testing.T) {
+	// Keys that are not settings: passed to the engine as they are, or
+	// tables the policy parser reads.
+	notRows := []string{"engine.env", "policy.entry"}
+	var keys []string
+	var walk func(prefix string, ty reflect.Type)
+	walk = func(prefix string, ty reflect.Type) {
+		for i := range ty.NumField() {
+			f := ty.Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("toml"), ",")
+			if name == "" || name == "-" {
+				continue
+			}
+			if f.Type.Kind() == reflect.Struct {
+				walk(prefix+name+".", f.Type)
+				continue
+			}
+			keys = append(keys, prefix+name)
+		}
+	}
+	walk("", reflect.TypeOf(profiles.Profile{}))
+	var rowKeys []string
+	for _, r := range Rows {
+		if r.Key != "" {
+			rowKeys = append(rowKeys, r.Key)
+		}
+	}
+	for _, k := range keys {
+		if !slices.Contains(rowKeys, k) && !slices.Contains(notRows, k) {
+			t.Errorf("profile key %s has no row in config.Rows", k)
+		}
+	}
+	for _, k := range rowKeys {
+		if !slices.Contains(keys, k) {
+			t.Errorf("row key %s is not a key of profiles.Profile", k)
+		}
+	}
+}
+
+// Rows are unique by name, flag and variable, and each variable sits on a
+// flag's --help: its own flag's, or the one it tunes (HelpOn).
+func TestRowsUniqueAndOnAFlag(t *testing.T) {
+	names, flags, envs := map[string]bool{}, map[string]bool{}, map[string]string{}
+	for _, r := range Rows {
+		if names[r.Name] {
+			t.Errorf("row %s is listed twice", r.Name)
+		}
+		names[r.Name] = true
+		if r.Flag != "" && flags[r.Flag] {
+			t.Errorf("flag --%s sets two rows", r.Flag)
+		}
+		flags[r.Flag] = true
+		for _, e := range r.Envs {
+			if other, ok := envs[e]; ok {
+				t.Errorf("%s sets both %s and %s", e, other, r.Name)
+			}
+			envs[e] = r.Name
+		}
+		if r.Doc == "" {
+			t.Errorf("row %s has no doc line", r.Name)
+		}
+		on := r.Flag
+		if on == "" {
+			on = r.HelpOn
+		}
+		if len(r.Envs) == 0 {
+			continue
+		}
+		help, ok := HelpFor(on)
+		if !ok {
+			t.Errorf("row %s: its variables are on no flag's --help (Flag or HelpOn)", r.Name)
+		}
+		for _, e := range r.Envs {
+			if !strings.Contains(help, "$"+e) {
+				t.Errorf("row %s: --%s help %q does not name $%s", r.Name, on, help, e)
+			}
+		}
+	}
+}
+
+// Every row's profile key is documented in docs/profiles.md.
+func TestRowKeysInProfilesDoc(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "profiles.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range Rows {
+		if r.Key != "" && !strings.Contains(string(doc), "`"+r.Key+"`") {
+			t.Errorf("docs/profiles.md does not document `%s` (row %s)", r.Key, r.Name)
+		}
+	}
+}
+
+func TestHelpFor(t *testing.T) {
+	for _, c := range []struct {
+		flag string
+		want string // "" = no row
+	}{
+		{"port", "(env: $LLAMA_ARG_PORT, $MLXCEL_PORT; default 8080)"},
+		{"ready-timeout", "(env: $MLXCEL_READY_TIMEOUT; default 15m)"},
+		{"hang-timeout", "(env: $MLXCEL_HANG_TIMEOUT; default 30s)"},
+		{"model", "(env: $LLAMA_ARG_MODEL, $MLXCEL_MODEL)"},
+		{"rounds", "(profile bench.rounds; default 5)"},
+		{"request-timeout", "(default 2m)"},
+		{"adapt", "(env: $MLXCEL_ADAPT; default false; tuned by $MLXCEL_ADAPT_MAX_WIDTH, $MLXCEL_ADAPT_EXPLORE_WIDTH, $MLXCEL_ADAPT_MIN_CYCLES, $MLXCEL_ADAPT_TRIALS, $MLXCEL_ADAPT_MARGIN, $MLXCEL_ADAPT_WINDOW)"},
+		{"dry-run", ""},
+		{"", ""},
+	} {
+		got, ok := HelpFor(c.flag)
+		if ok != (c.want != "") || got != c.want {
+			t.Errorf("HelpFor(%q) = %q, %v; want %q", c.flag, got, ok, c.want)
+		}
+	}
+}
+
+// The serve runtime's two timeouts: defaults, a flag over the env over the
+// profile, and the bounds (shutdown above 0; hang 0 = off, never negative).
+func TestServeRuntimeTimeouts(t *testing.T) {
+	dir := t.TempDir()
+	prof := filepath.Join(dir, "p.toml")
+	if err := os.WriteFile(prof, []byte("[server]\nshutdown_timeout = \"45s\"\nhang_timeout = \"0\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name        string
+		flags, envs map[string]string
+		profile     bool
+		shutdown    time.Duration
+		hang        time.Duration
+		src         string // the hang timeout's source
+		err         string
+	}{
+		{name: "defaults", shutdown: 25 * time.Second, hang: 30 * time.Second, src: "default"},
+		{name: "hang off", envs: map[string]string{"MLXCEL_HANG_TIMEOUT": "Off"}, shutdown: 25 * time.Second, hang: 0, src: "env MLXCEL_HANG_TIMEOUT"},
+		{name: "profile", profile: true, shutdown: 45 * time.Second, hang: 0, src: "profile " + prof + ":3"},
+		{name: "env over profile", profile: true, envs: map[string]string{"MLXCEL_HANG_TIMEOUT": "90"}, shutdown: 45 * time.Second, hang: 90 * time.Second, src: "env MLXCEL_HANG_TIMEOUT"},
+		{name: "flag over env", flags: map[string]string{"hang-timeout": "2m", "shutdown-timeout": "1s"}, envs: map[string]string{"MLXCEL_HANG_TIMEOUT": "90"}, shutdown: time.Second, hang: 2 * time.Minute, src: "flag --hang-timeout"},
+		{name: "shutdown 0", envs: map[string]string{"MLXCEL_SHUTDOWN_TIMEOUT": "0"}, err: `env MLXCEL_SHUTDOWN_TIMEOUT: bad duration "0": must be above 0`},
+		{name: "hang negative", flags: map[string]string{"hang-timeout": "-1s"}, err: `flag --hang-timeout: bad duration "-1s": want e.g. 30s, 10m or a number of seconds, or 0 for off`},
+		{name: "hang words", envs: map[string]string{"MLXCEL_HANG_TIMEOUT": "soon"}, err: `env MLXCEL_HANG_TIMEOUT: bad duration "soon"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			flags := c.flags
+			if c.profile {
+				flags = map[string]string{"profile": prof}
+				for k, v := range c.flags {
+					flags[k] = v
+				}
+			}
+			s, _, _, err := Load(Input{Flags: flags, Getenv: env(c.envs)})
+			if !wantErr(t, err, c.err) {
+				return
+			}
+			if s.ShutdownTimeout.Value != c.shutdown || s.HangTimeout.Value != c.hang || s.HangTimeout.Src.String() != c.src {
+				t.Errorf("shutdown %v, hang %v from %s; want %v, %v from %s", s.ShutdownTimeout.Value, s.HangTimeout.Value, s.HangTimeout.Src, c.shutdown, c.hang, c.src)
+			}
+		})
+	}
+}
+
+// Bench's rows: flag over profile over default, and every bad value names
+// the flag or the profile's file and line.
+func TestLoadBench(t *testing.T) {
+	parse := func(text string) *profiles.Profile {
+		p, err := profiles.Parse("d/p.toml", []byte(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, c := range []struct {
+		name    string
+		profile string
+		flags   map[string]string
+		check   func(b Bench) bool
+		err     string
+	}{
+		{name: "defaults", check: func(b Bench) bool {
+			return slices.Equal(b.Widths.Value, []int{2, 3, 4, 6, 8, 16}) && b.Rounds.Value == 5 && b.Warmup.Value == 3 && b.Schedule.Value == "restart" && b.RequestTimeout.Value == 2*time.Minute && !b.Rounds.Set()
+		}},
+		{name: "flag over profile", profile: "[bench]\nrounds = 7\nwidths = [2, 4]\n", flags: map[string]string{"rounds": "9"}, check: func(b Bench) bool {
+			return b.Rounds.Value == 9 && b.Rounds.Src.String() == "flag --rounds" && slices.Equal(b.Widths.Value, []int{2, 4}) && b.Widths.Src.String() == "profile d/p.toml:3"
+		}},
+		{name: "prompt file relative to the profile", profile: "[bench]\nprompt_file = \"q.txt\"\n", check: func(b Bench) bool { return b.PromptFile.Value == filepath.Join("d", "q.txt") }},
+		{name: "rounds below the floor", profile: "[bench]\nrounds = 2\n", err: "profile d/p.toml:2: 2 rounds is below 3"},
+		{name: "width twice", flags: map[string]string{"widths": "2,4,2"}, err: "flag --widths: width 2 is listed twice"},
+		{name: "width not a number", flags: map[string]string{"widths": "2,x"}, err: `flag --widths: "x" is not a whole number`},
+		{name: "width 1", profile: "[bench]\nwidths = [1, 4]\n", err: "profile d/p.toml:2: "},
+		{name: "base port without room", flags: map[string]string{"base-port": "65530"}, err: "flag --base-port: base port 65530: want a port with room for one per arm"},
+		{name: "schedule", profile: "[bench]\nschedule = \"Resident\"\n", err: `profile d/p.toml:2: schedule "Resident": want restart or resident`},
+		{name: "temperature", flags: map[string]string{"temperature": "6"}, err: "flag --temperature: temperature 6: want 0"},
+		{name: "concurrency", profile: "[bench]\nconcurrency = 0\n", err: "profile d/p.toml:2: concurrency 0: want 1"},
+		{name: "set and file", profile: "[bench]\nprompt_file = \"a.txt\"\n", flags: map[string]string{"prompts": "code"}, err: "flag --prompts: a prompt set and a prompt file (profile d/p.toml:2) were both given"},
+		{name: "empty --out keeps the profile's", profile: "[bench]\nout = \"r/x\"\n", flags: map[string]string{"out": "", "request-timeout": ""}, check: func(b Bench) bool {
+			return b.Out.Value == "r/x" && b.RequestTimeout.Value == 2*time.Minute
+		}},
+		{name: "empty --prompts is no set", profile: "[bench]\nprompts = \"code\"\n", flags: map[string]string{"prompts": ""}, check: func(b Bench) bool {
+			return b.Prompts.Value == "" && b.Prompts.Src.String() == "flag --prompts"
+		}},
+		{name: "request timeout", flags: map[string]string{"request-timeout": "0s"}, err: `flag --request-timeout: "0s": want a duration such as 120s`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var p *profiles.Profile
+			if c.profile != "" {
+				p = parse(c.profile)
+			}
+			var s Settings
+			err := LoadBench(&s, p, c.flags)
+			if !wantErr(t, err, c.err) {
+				return
+			}
+			if !c.check(s.Bench) {
+				t.Errorf("got %+v", s.Bench)
+			}
+		})
+	}
+}
+
+// wantErr fails t unless err holds want ("" = no error); it reports
+// whether the case goes on to check the value (no error was wanted).
+func wantErr(t *testing.T, err error, want string) bool {
+	t.Helper()
+	if want != "" {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("err %v, want %q", err, want)
+		}
+		return false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return true
+}

@@ -1,0 +1,332 @@
+// Package instance holds one started engine: its process, what it said
+// about its width, and the verification of that width. Serve's runtime
+// and bench start engines through it.
+package instance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/speclaunch/speclaunch/engine"
+	"github.com/speclaunch/speclaunch/internal/bench"
+	"github.com/speclaunch/speclaunch/internal/key"
+	"github.com/speclaunch/speclaunch/internal/plan"
+	"github.com/speclaunch/speclaunch/internal/supervise"
+	"github.com/speclaunch/speclaunch/internal/width"
+)
+
+// StartError is an engine that could not be started at all (its binary
+// cannot run): bad input.
+type StartError struct{ Err error }
+
+func (e *StartError) Error() string { return e.Err.Error() }
+func (e *StartError) Unwrap() error { return e.Err }
+
+// ErrInterrupted: the wait for ready was interrupted; the engine was
+// stopped.
+var ErrInterrupted = errors.New("interrupted")
+
+// Verify reads the width the engine really runs (Check) and keeps it.
+func (r *Engine) Verify(ctx context.Context, probe bool) Check {
+	r.Check = r.verify(ctx, probe)
+	return r.Check
+}
+
+// Engine is one engine process started from a plan: the handle serve's
+// runtime and bench share. It remembers what the engine said about its
+// width, and verifies it.
+type Engine struct {
+	Plan   *plan.Plan
+	Proc   *supervise.Process
+	Began  time.Time
+	ExecAt time.Time     // when the engine process had been exec'd
+	Ready  time.Duration // from Began to ready
+	// Check is what verification found (Verify sets it).
+	Check Check
+	// StopTimeout is the SIGTERM grace of Stop.
+	StopTimeout time.Duration
+	client      func(timeout time.Duration) *http.Client
+
+	mu       sync.Mutex
+	obs      []engine.Observation // startup/width/decline lines seen
+	diags    []engine.Diagnostics // per-request DFlash diagnostics lines
+	declined bool
+}
+
+func (r *Engine) observe(line string) {
+	if o, ok := r.Plan.Adapter.ObserveLine(line); ok {
+		r.mu.Lock()
+		r.obs = append(r.obs, o)
+		if o.Declined {
+			r.declined = true
+		}
+		r.mu.Unlock()
+	}
+	if d, ok := engine.ParseDiagnostics(line); ok {
+		r.mu.Lock()
+		r.diags = append(r.diags, d)
+		r.mu.Unlock()
+	}
+}
+
+// Options are the knobs serve and bench share.
+type Options struct {
+	Out          io.Writer // where engine output goes
+	Prefix       string
+	Raw          bool
+	ReadyTimeout time.Duration
+	StopTimeout  time.Duration
+	// Interrupt, when done, ends the wait for ready (a signal); nil = none.
+	Interrupt context.Context
+	// Format renders each engine line (a JSON log); nil = Prefix.
+	Format func(stream, line string) []byte
+	// Client makes the client of the launcher's own requests to the engine
+	// (verification): it carries the engine's API key; nil = a plain one.
+	Client func(p *plan.Plan, timeout time.Duration) *http.Client
+}
+
+// Start starts the plan's engine and waits until it is ready. When the
+// engine fails to become ready it is stopped and returned with the error,
+// so callers can show its last lines.
+func Start(ctx context.Context, p *plan.Plan, o Options) (*Engine, error) {
+	r := &Engine{Plan: p, Began: time.Now(), StopTimeout: o.StopTimeout}
+	if o.Client != nil {
+		r.client = func(timeout time.Duration) *http.Client { return o.Client(p, timeout) }
+	}
+	out := o.Out
+	format := o.Format
+	if o.Raw {
+		format = nil
+	}
+	proc, err := supervise.Start(ctx, supervise.Spec{
+		Argv: p.Launch.Argv, Env: p.Launch.Env,
+		Prefix: o.Prefix, Raw: o.Raw, Format: format, Stdout: out, Stderr: out,
+		OnLine:      func(_, line string) { r.observe(line) },
+		StopTimeout: o.StopTimeout,
+	})
+	if err != nil {
+		return nil, &StartError{fmt.Errorf("start %s: %w", p.Settings.Engine.Value, err)}
+	}
+	r.Proc = proc
+	r.ExecAt = time.Now()
+	health := strings.TrimRight(p.Launch.BaseURL, "/") + "/health"
+	waitCtx := ctx
+	if o.Interrupt != nil {
+		// The engine lives on ctx; the wait also ends on an interrupt, so
+		// Ctrl-C during a long model load stops it at once rather than
+		// after the ready timeout.
+		var cancel context.CancelFunc
+		waitCtx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		stop := context.AfterFunc(o.Interrupt, cancel)
+		defer stop()
+	}
+	if err := proc.WaitReady(waitCtx, supervise.HTTPReady(health), o.ReadyTimeout, 100*time.Millisecond); err != nil {
+		var te *supervise.TimeoutError
+		if errors.As(err, &te) {
+			proc.Stop(o.StopTimeout)
+			return r, fmt.Errorf("%s did not become ready at %s: %w (raise serve.ready_timeout / --ready-timeout if the model is large)", p.Settings.Engine.Value, health, err)
+		}
+		proc.Stop(o.StopTimeout)
+		if o.Interrupt != nil && o.Interrupt.Err() != nil {
+			return r, fmt.Errorf("%w: %s was starting; it was stopped", ErrInterrupted, p.Settings.Engine.Value)
+		}
+		return r, fmt.Errorf("%s failed to start: %w", p.Settings.Engine.Value, err)
+	}
+	r.Ready = time.Since(r.Began)
+	return r, nil
+}
+
+// Check is what verification found.
+type Check struct {
+	Observed engine.Observation
+	Verified bool   // the engine's width was read and matches
+	Problem  string // non-empty: mismatch, decline, or speculation not live
+	Note     string // could not verify (and why), not an error
+	// ReadFrom says where the engine's width was read: its startup line, or
+	// the probe's /metrics or /slots reading.
+	ReadFrom string
+}
+
+// verify reads the width the engine really runs. mlxcel and sim state it at
+// startup; llama-server states nothing, so one short greedy probe request
+// shows whether drafting is live and /metrics (or /slots on older trees)
+// shows the width.
+func (r *Engine) verify(ctx context.Context, probe bool) Check {
+	p := r.Plan
+	want := p.Resolution
+	if e := p.Settings.Engine.Value; e == key.VLLM || e == key.SGLang {
+		return r.verifyPy(ctx)
+	}
+	if p.Settings.Engine.Value == key.LlamaCpp {
+		if want.Source == width.Off {
+			return Check{Note: "speculation off: nothing to verify"}
+		}
+		if !probe {
+			return Check{Note: "probe disabled (--no-probe): width not verified"}
+		}
+		pctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		defer cancel()
+		obs, err := engine.VerifyLlama(pctx, p.Launch.BaseURL, p.Facts.Caps.Spelling, r.client(60*time.Second))
+		if err != nil {
+			return Check{Note: "could not verify the width: " + err.Error()}
+		}
+		c := compare(want, obs)
+		c.ReadFrom = "probe request, then " + obs.From
+		return c
+	}
+	// mlxcel/sim: the startup line, which is printed before the port binds;
+	// allow the output goroutine a moment to deliver it.
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		r.mu.Lock()
+		var last *engine.Observation
+		for i := range r.obs {
+			if r.obs[i].Declined || r.obs[i].Width > 0 || r.obs[i].Kind != "" || !r.obs[i].Speculative {
+				o := r.obs[i]
+				last = &o
+			}
+		}
+		declined := r.declined
+		r.mu.Unlock()
+		if declined {
+			line := ""
+			r.mu.Lock()
+			for _, o := range r.obs {
+				if o.Declined {
+					line = o.Line
+				}
+			}
+			r.mu.Unlock()
+			return Check{Observed: engine.Observation{Declined: true, Line: line}, Problem: "the engine declined speculation (\"falling back to classic decode\"): it runs without drafting"}
+		}
+		if last != nil {
+			c := compare(want, *last)
+			// The engine's block_size_from names why the engine took its
+			// width: for a width speclaunch passes, always its flag
+			// ("operator override"), whatever the launcher resolved from.
+			c.ReadFrom = fmt.Sprintf("the engine's startup line (speculative=%s, block_size=%d)", last.Kind, last.Width)
+			return c
+		}
+		if time.Now().After(deadline) {
+			if want.Source == width.Off {
+				return Check{Note: "speculation off"}
+			}
+			return Check{Note: "the engine printed no speculative= line; run it with RUST_LOG=info to verify the width"}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func compare(want width.Resolution, o engine.Observation) Check {
+	c := Check{Observed: o}
+	switch {
+	case o.Declined:
+		c.Problem = "the engine declined speculation: it runs without drafting (" + o.Line + ")"
+	case want.Source == width.Off:
+		if o.Speculative {
+			c.Problem = "speculation was resolved off but the engine drafts"
+		}
+	case !o.Speculative:
+		c.Problem = fmt.Sprintf("speculation is not live: the engine drafted nothing (%s)", strings.TrimSpace(o.Line))
+	case o.Width == 0:
+		c.Note = "the engine did not state its width"
+	case o.Width != want.Width:
+		c.Problem = fmt.Sprintf("the engine runs width %d, not the resolved %d", o.Width, want.Width)
+	default:
+		c.Verified = true
+	}
+	return c
+}
+
+// verifyPy reads the width a vLLM or SGLang engine runs from what it
+// serves: vLLM's /metrics per-position acceptance labels, SGLang's
+// /server_info. Neither needs a probe request. When the endpoint cannot be
+// read, the startup line (vLLM's engine config, SGLang's server_args) is
+// the fallback.
+func (r *Engine) verifyPy(ctx context.Context) Check {
+	p := r.Plan
+	want := p.Resolution
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	client := r.httpClient(30 * time.Second)
+	var obs engine.Observation
+	var err error
+	if p.Settings.Engine.Value == key.VLLM {
+		obs, err = engine.VerifyVLLM(cctx, p.Launch.BaseURL, client)
+	} else {
+		obs, err = engine.VerifySGLang(cctx, p.Launch.BaseURL, client)
+	}
+	if err == nil {
+		return compare(want, obs)
+	}
+	r.mu.Lock()
+	var last *engine.Observation
+	for i := range r.obs {
+		if o := r.obs[i]; o.Width > 0 || o.Kind == "off" {
+			last = &o
+		}
+	}
+	r.mu.Unlock()
+	if last != nil {
+		c := compare(want, *last)
+		c.Note = "read from the startup line: " + err.Error()
+		return c
+	}
+	if want.Source == width.Off {
+		return Check{Note: "speculation off: nothing to verify"}
+	}
+	return Check{Note: "could not verify the width: " + err.Error()}
+}
+
+// httpClient is the client of verification requests: Options.Client's,
+// else a plain one.
+func (r *Engine) httpClient(timeout time.Duration) *http.Client {
+	if r.client == nil {
+		return &http.Client{Timeout: timeout}
+	}
+	return r.client(timeout)
+}
+
+// What bench reads of an engine (bench.Server).
+
+// BaseURL is where the engine answers.
+func (r *Engine) BaseURL() string { return r.Plan.Launch.BaseURL }
+
+// ModelID is the model name requests name; "" lets the engine choose.
+func (r *Engine) ModelID() string { return "" }
+
+// EngineWidth is the width verification read from the engine (0 unread).
+func (r *Engine) EngineWidth() int { return r.Check.Observed.Width }
+
+// Declined reports the engine said it runs without speculation.
+func (r *Engine) Declined() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.declined
+}
+
+// Diagnostics are the engine's per-request DFlash diagnostics lines.
+func (r *Engine) Diagnostics() []bench.Diag {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]bench.Diag, 0, len(r.diags))
+	for _, d := range r.diags {
+		out = append(out, bench.Diag{Rounds: d.Rounds, Proposed: d.ProposedTokens, Accepted: d.AcceptedTokens, SyncMS: d.TargetArgmaxSyncMS, DecodeMS: d.DecodeMS})
+	}
+	return out
+}
+
+// Tail is the engine's last output lines.
+func (r *Engine) Tail() []string { return r.Proc.Tail() }
+
+// Stop stops the engine (SIGTERM, SIGKILL after StopTimeout).
+func (r *Engine) Stop() error { return r.Proc.Stop(r.StopTimeout) }
+
+var _ bench.Server = (*Engine)(nil)

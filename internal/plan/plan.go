@@ -1,0 +1,343 @@
+// Package plan composes one launch: settings and host facts go in, the
+// resolved width and the exact engine command come out. It is the single
+// path shared by `resolve`, `serve` (and every reload) and `bench`, so what
+// `resolve` prints is what `serve` runs. Facts are gathered through Deps so
+// that tests substitute the GPU probe, the checkpoint readers and the engine
+// detection.
+package plan
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+
+	"github.com/speclaunch/speclaunch/cuda"
+	"github.com/speclaunch/speclaunch/engine"
+	"github.com/speclaunch/speclaunch/internal/checkpoint"
+	"github.com/speclaunch/speclaunch/internal/config"
+	"github.com/speclaunch/speclaunch/internal/key"
+	"github.com/speclaunch/speclaunch/internal/policy"
+	"github.com/speclaunch/speclaunch/internal/safefile"
+	"github.com/speclaunch/speclaunch/internal/secret"
+	"github.com/speclaunch/speclaunch/internal/width"
+)
+
+// Facts are what the launcher learned about the host and the checkpoints,
+// each with how it was learned.
+type Facts struct {
+	Capability    key.Capability `json:"-"`
+	CapabilityStr string         `json:"capability"`
+	CapSource     string         `json:"capability_source"`
+	CapNote       string         `json:"capability_note,omitempty"`
+	GPUs          []cuda.GPU     `json:"gpus,omitempty"`
+	Driver        string         `json:"driver,omitempty"`
+
+	Quant       key.Quant `json:"quant"`
+	QuantSource string    `json:"quant_source"`
+
+	Drafter       key.Drafter `json:"drafter,omitempty"`
+	DrafterSource string      `json:"drafter_source,omitempty"`
+	Hypothetical  bool        `json:"hypothetical,omitempty"`
+
+	Declared       int    `json:"declared_width,omitempty"`
+	DeclaredReason string `json:"declared_reason,omitempty"`
+
+	Binary     string      `json:"binary"`
+	BinaryPath string      `json:"binary_path,omitempty"` // "" when not found on this host
+	Caps       engine.Caps `json:"engine"`
+}
+
+// Plan is one launch, fully decided.
+type Plan struct {
+	Settings   config.Settings
+	Facts      Facts
+	Resolution width.Resolution
+	Launch     engine.Launch
+	Adapter    engine.Adapter
+	Warnings   []string
+	// APIKeys are the keys the engine will require (engine.APIKeySpec: its
+	// argv, environment and key files); speclaunch's own requests to it
+	// send the first (APIKey). Never printed: see package secret.
+	APIKeys []string
+}
+
+// APIKey is the key speclaunch's own requests to the engine carry; "" when
+// the engine is open.
+func (p *Plan) APIKey() string { return secret.First(p.APIKeys) }
+
+// Deps are the plan's windows on the world.
+type Deps struct {
+	Probe       func(ctx context.Context) cuda.Result
+	TargetQuant func(ctx context.Context, path string) (key.Quant, string)
+	DrafterKind func(ctx context.Context, path string) (key.Drafter, bool)
+	Declared    func(ctx context.Context, kind key.Drafter, path string) (int, string, bool)
+	DetectLlama func(ctx context.Context, binary string) (engine.Caps, error)
+	LookPath    func(string) (string, error)
+	Environ     []string
+	Self        string // path of this binary, for the sim engine
+
+	// DetectEngine reads a vLLM or SGLang install's version (and vLLM's
+	// flag spelling).
+	DetectEngine func(ctx context.Context, e key.Engine, binary string) (engine.Caps, error)
+}
+
+// RealDeps returns the host's real probes.
+func RealDeps() Deps {
+	self, _ := os.Executable()
+	return Deps{
+		Probe:       func(ctx context.Context) cuda.Result { return cuda.Probe(ctx, cuda.Options{}) },
+		TargetQuant: checkpoint.TargetQuant,
+		DrafterKind: checkpoint.DrafterKind,
+		Declared:    checkpoint.DeclaredWidth,
+		DetectLlama: engine.DetectLlama,
+		LookPath:    exec.LookPath,
+		Environ:     os.Environ(),
+		Self:        self,
+
+		DetectEngine: engine.DetectEngine,
+	}
+}
+
+// Options change what a plan means.
+type Options struct {
+	// Hypothetical: a drafter kind without a draft model answers for that
+	// kind (resolve), instead of meaning "speculation off" (serve).
+	Hypothetical bool
+	// ClassicArm forces speculation off (bench's classic arm).
+	ClassicArm bool
+	// WidthOverride forces an operator width (bench's width arms).
+	WidthOverride int
+	// Adapted is a width serve's adaptive loop chose (1 = speculation
+	// off); AdaptReason says why. An operator width still wins.
+	Adapted     int
+	AdaptReason string
+}
+
+// Build gathers the facts, resolves the width and builds the engine
+// command. It fails only on settings the engine cannot run with; missing or
+// unreadable checkpoints degrade to "unknown" facts with a warning, as
+// upstream mlxcel does.
+func Build(ctx context.Context, s config.Settings, pol *policy.Policy, d Deps, o Options) (*Plan, error) {
+	ad, err := engine.For(s.Engine.Value)
+	if err != nil {
+		return nil, err
+	}
+	p := &Plan{Settings: s, Adapter: ad}
+	speculative, err := p.drafter(ctx, d, o)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.capability(ctx, d, speculative); err != nil {
+		return nil, err
+	}
+	if err := p.quant(ctx, d); err != nil {
+		return nil, err
+	}
+	p.engineCaps(ctx, d)
+	p.resolve(pol, o, speculative)
+
+	// A hypothetical drafter has no command line to speak of; build the
+	// launch only for a real draft model (or none).
+	launchRes := p.Resolution
+	if p.Facts.Hypothetical {
+		launchRes = width.Resolution{Source: width.Off, Reason: "hypothetical drafter: no draft model to launch"}
+	}
+	if s.Model.Value == "" {
+		// resolve may ask about a host without naming a target; there is
+		// no command line to show then.
+		p.Warnings = append(p.Warnings, "no target model given (--model, LLAMA_ARG_MODEL or model.path): no engine command to show")
+		return p, nil
+	}
+	l, err := ad.Command(LaunchSpec(s), launchRes, p.Facts.Drafter, d.Environ, p.Facts.Caps)
+	if err != nil {
+		return nil, err
+	}
+	p.Launch = l
+	p.Warnings = append(p.Warnings, l.Warnings...)
+	read := func(path string) ([]byte, error) {
+		return safefile.ReadFile(ctx, "api key file", path, safefile.KeyFileLimit)
+	}
+	if p.APIKeys, err = secret.Keys(engine.APIKeySpec(s.Engine.Value), l.Argv, l.Env, read); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// LaunchSpec is the part of the settings an engine adapter reads.
+func LaunchSpec(s config.Settings) engine.Spec {
+	return engine.Spec{
+		Binary: s.EngineBinary.Value,
+		Model:  s.Model.Value,
+		Draft:  s.DraftModel.Value, DraftFrom: s.DraftModel.Src.String(),
+		Host: s.Host.Value,
+		Port: s.Port.Value, PortFrom: s.Port.Src.String(),
+		Args: s.EngineArgs.Value, ArgsFrom: s.EngineArgs.Src.String(),
+		Env: s.EngineEnv.Value, EnvFrom: s.EngineEnv.Src.String(),
+	}
+}
+
+// drafter settles whether the launch is speculative and with which drafter
+// kind (given, else detected from the checkpoint, else the engine's
+// default), and reads the width the drafter checkpoint declares.
+func (p *Plan) drafter(ctx context.Context, d Deps, o Options) (speculative bool, err error) {
+	s, f := p.Settings, &p.Facts
+	hasDraft := s.DraftModel.Value != "" && !o.ClassicArm
+	kindGiven := s.DraftKind.Value != ""
+	if !hasDraft && kindGiven && o.Hypothetical && !o.ClassicArm {
+		f.Hypothetical = true
+	}
+	speculative = hasDraft || f.Hypothetical
+	if !hasDraft && kindGiven && !o.Hypothetical && !o.ClassicArm {
+		p.Warnings = append(p.Warnings, fmt.Sprintf("drafter kind %q is set (%s) but no draft model is: speculation is off; set --draft-model", s.DraftKind.Value, s.DraftKind.Src))
+	}
+	if !speculative {
+		return false, nil
+	}
+	switch {
+	case kindGiven:
+		k, err := key.ParseDrafter(s.DraftKind.Value)
+		if err != nil {
+			return false, &config.Error{Src: s.DraftKind.Src, Msg: "bad drafter kind", Err: err}
+		}
+		f.Drafter, f.DrafterSource = k, s.DraftKind.Src.String()
+		if hasDraft && d.DrafterKind != nil {
+			if det, ok := d.DrafterKind(ctx, s.DraftModel.Value); ok && det != k && key.CheckSelectable(s.Engine.Value, det) == nil {
+				p.Warnings = append(p.Warnings, fmt.Sprintf("drafter kind %s (%s) differs from the drafter's config.json (%s); keeping %s", k, s.DraftKind.Src, det, k))
+			}
+		}
+	case d.DrafterKind != nil:
+		if det, ok := d.DrafterKind(ctx, s.DraftModel.Value); ok && key.CheckSelectable(s.Engine.Value, det) == nil {
+			f.Drafter, f.DrafterSource = det, "detected from the drafter's checkpoint"
+		}
+	}
+	if f.Drafter == "" {
+		f.Drafter, f.DrafterSource = key.DefaultDrafter(s.Engine.Value), "the engine's default kind"
+	}
+	if err := key.CheckSelectable(s.Engine.Value, f.Drafter); err != nil {
+		return false, &config.Error{Src: s.DraftKind.Src, Msg: "bad drafter kind", Err: err}
+	}
+	if hasDraft && d.Declared != nil {
+		f.Declared, f.DeclaredReason, _ = d.Declared(ctx, f.Drafter, s.DraftModel.Value)
+	}
+	return true, nil
+}
+
+// capability: an override wins; the probe runs only when a measured entry
+// could apply.
+func (p *Plan) capability(ctx context.Context, d Deps, speculative bool) error {
+	s, f := p.Settings, &p.Facts
+	switch {
+	case s.Capability.Value != "":
+		c, err := key.ParseCapability(s.Capability.Value)
+		if err != nil {
+			return &config.Error{Src: s.Capability.Src, Msg: "bad compute capability", Err: err}
+		}
+		f.Capability, f.CapSource = c, s.Capability.Src.String()
+	case speculative && d.Probe != nil:
+		r := d.Probe(ctx)
+		f.Capability, f.CapSource, f.CapNote, f.GPUs, f.Driver = r.Capability, "nvidia-smi", r.Reason, r.GPUs, r.Driver
+	default:
+		f.CapSource = "not probed"
+	}
+	f.CapabilityStr = f.Capability.String()
+	return nil
+}
+
+// quant is the target's quantization: an override wins, else the
+// checkpoint's; unreadable is unknown, with a warning.
+func (p *Plan) quant(ctx context.Context, d Deps) error {
+	s, f := p.Settings, &p.Facts
+	switch {
+	case s.Quant.Value != "":
+		q, err := key.ParseQuant(s.Quant.Value)
+		if err != nil {
+			return &config.Error{Src: s.Quant.Src, Msg: "bad quantization", Err: err}
+		}
+		f.Quant, f.QuantSource = q, s.Quant.Src.String()
+	case s.Model.Value == "":
+		f.Quant, f.QuantSource = key.QuantUnknown, "no target model given"
+	case d.TargetQuant != nil:
+		q, note := d.TargetQuant(ctx, s.Model.Value)
+		if q == key.QuantUnknown && key.FetchesModel(s.Engine.Value, s.Model.Value) {
+			note = "a Hugging Face repo id, which the launcher does not download: set model.quant (or --quant) for a measured entry to apply"
+		}
+		f.Quant, f.QuantSource = q, note
+		if q == key.QuantUnknown {
+			p.Warnings = append(p.Warnings, fmt.Sprintf("target %s: %s; resolving as an unknown quantization", s.Model.Value, note))
+		}
+	default:
+		f.Quant, f.QuantSource = key.QuantUnknown, "not read"
+	}
+	return nil
+}
+
+// engineCaps finds the engine binary and asks it (llama.cpp, vLLM,
+// SGLang) its version and flag spelling; a failed ask is a warning.
+func (p *Plan) engineCaps(ctx context.Context, d Deps) {
+	s, f := p.Settings, &p.Facts
+	f.Binary = s.EngineBinary.Value
+	if f.Binary == "" {
+		f.Binary = p.Adapter.DefaultBinary()
+	}
+	f.Caps.Self = d.Self
+	if f.Binary != "" && d.LookPath != nil {
+		if path, err := d.LookPath(f.Binary); err == nil {
+			f.BinaryPath, _ = filepath.Abs(path)
+		}
+	}
+	detect := d.DetectLlama
+	if s.Engine.Value != key.LlamaCpp {
+		detect = nil
+		if (s.Engine.Value == key.VLLM || s.Engine.Value == key.SGLang) && d.DetectEngine != nil {
+			detect = func(ctx context.Context, bin string) (engine.Caps, error) {
+				return d.DetectEngine(ctx, s.Engine.Value, bin)
+			}
+		}
+	}
+	if f.BinaryPath == "" || detect == nil {
+		return
+	}
+	caps, err := detect(ctx, f.BinaryPath)
+	if err != nil {
+		what := "flag spelling"
+		if s.Engine.Value == key.SGLang {
+			what = "sglang version" // SGLang has one spelling; the version is the pin
+		}
+		p.Warnings = append(p.Warnings, fmt.Sprintf("could not read %s's %s: %v", f.BinaryPath, what, err))
+		return
+	}
+	caps.Self = d.Self
+	f.Caps = caps
+}
+
+// resolve applies the width precedence to the facts; the adaptive loop's
+// width replaces all but an operator's.
+func (p *Plan) resolve(pol *policy.Policy, o Options, speculative bool) {
+	s, f := p.Settings, &p.Facts
+	override := s.Width.Value
+	if o.WidthOverride > 0 {
+		override = o.WidthOverride
+	}
+	p.Resolution = width.Resolve(width.Input{
+		Engine:         s.Engine.Value,
+		HasDrafter:     speculative,
+		Drafter:        f.Drafter,
+		Override:       override,
+		OverrideSrc:    s.Width.Src.String(),
+		Declared:       f.Declared,
+		DeclaredReason: f.DeclaredReason,
+		Capability:     f.Capability,
+		Quant:          f.Quant,
+		Policy:         pol,
+		EngineVersion:  f.Caps.Version,
+	})
+	p.Warnings = append(p.Warnings, p.Resolution.Warnings...)
+	if o.Adapted > 0 && speculative && !f.Hypothetical && p.Resolution.Source != width.Override {
+		p.Resolution = width.Resolution{Width: o.Adapted, Source: width.Adaptive, Reason: o.AdaptReason, Key: p.Resolution.Key}
+		if o.Adapted < key.MinWidth {
+			p.Resolution.Width, p.Resolution.Source = 0, width.Off
+		}
+	}
+}

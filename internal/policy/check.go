@@ -1,0 +1,292 @@
+package policy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/speclaunch/speclaunch/internal/evidence"
+	"github.com/speclaunch/speclaunch/internal/key"
+	"github.com/speclaunch/speclaunch/internal/record"
+	"github.com/speclaunch/speclaunch/internal/safefile"
+)
+
+// Verdict is `speclaunch policy check`'s finding for one entry: OK when no
+// problem was found. Notes are facts a reviewer should see that do not fail
+// the entry (a transcribed record, drift between the classic brackets).
+type Verdict struct {
+	EntryID  string
+	OK       bool
+	Problems []string
+	Notes    []string
+}
+
+// Check verifies every entry of p against its committed records: the .md
+// and its .json twin exist, the twin is a valid record (record.Decode), the
+// record measures the entry's key on a real engine at the entry's pin, its
+// stored figures agree with its raw runs, and the entry's width passes the
+// rule (evidence.Judge) on figures recomputed from those runs. readFile
+// reads a repository-relative path; Check itself does no I/O, so every rule
+// is a table test. Every problem is reported, not only the first. An error
+// is the context's: a signal stops the bootstrap.
+func Check(ctx context.Context, p *Policy, readFile func(path string) ([]byte, error)) ([]Verdict, error) {
+	if p == nil {
+		return nil, nil
+	}
+	out := make([]Verdict, 0, len(p.Entries))
+	for _, e := range p.Entries {
+		v, err := checkEntry(ctx, e, readFile)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// checkEntry reads every record the entry rests on and applies every rule
+// to each: a cross-pair entry must hold in all of its records.
+func checkEntry(ctx context.Context, e Entry, readFile func(string) ([]byte, error)) (Verdict, error) {
+	v := Verdict{EntryID: e.ID}
+	recs := e.Records
+	if len(recs) == 0 {
+		recs = []string{e.Record}
+	}
+	for _, path := range recs {
+		f := findings{}
+		rec, ps := readRecord(path, readFile)
+		f.probs = ps
+		if rec != nil {
+			if err := f.record(ctx, e, path, rec); err != nil {
+				return v, err
+			}
+		}
+		prefix := ""
+		if len(recs) > 1 {
+			prefix = path + ": "
+		}
+		for _, p := range f.probs {
+			v.Problems = append(v.Problems, prefix+p)
+		}
+		for _, n := range f.notes {
+			v.Notes = append(v.Notes, prefix+n)
+		}
+	}
+	v.OK = len(v.Problems) == 0
+	return v, nil
+}
+
+// findings gathers one record's problems and notes.
+type findings struct{ probs, notes []string }
+
+func (f *findings) problem(format string, args ...any) {
+	f.probs = append(f.probs, fmt.Sprintf(format, args...))
+}
+func (f *findings) note(format string, args ...any) {
+	f.notes = append(f.notes, fmt.Sprintf(format, args...))
+}
+
+// record applies every rule to one decoded record.
+func (f *findings) record(ctx context.Context, e Entry, path string, rec *record.Record) error {
+	ev := evidence.Of(rec)
+	f.identity(e, rec)
+	f.runs(ev)
+	f.probs = append(f.probs, ev.Disagreements()...)
+	if err := f.width(ctx, e, ev); err != nil {
+		return err
+	}
+	f.runnerUp(e, ev)
+	f.drift(ev)
+	f.probs = append(f.probs, costProblems(e, path, ev)...)
+	return nil
+}
+
+// readRecord reads a record's .md (it must exist) and decodes its .json
+// twin (record.Decode validates it before anything is derived).
+func readRecord(path string, readFile func(string) ([]byte, error)) (*record.Record, []string) {
+	var probs []string
+	if _, err := readFile(path); err != nil {
+		probs = append(probs, fmt.Sprintf("record %s: %s", path, readProblem(err)))
+	}
+	jsonPath := strings.TrimSuffix(path, ".md") + ".json"
+	data, err := readFile(jsonPath)
+	if err != nil {
+		return nil, append(probs, fmt.Sprintf("record twin %s: %s", jsonPath, readProblem(err)))
+	}
+	if len(data) > safefile.RecordLimit {
+		return nil, append(probs, fmt.Sprintf("record twin %s is %d bytes, above the %d-byte cap for a record", jsonPath, len(data), safefile.RecordLimit))
+	}
+	rec, err := record.Decode(data)
+	if err != nil {
+		return nil, append(probs, fmt.Sprintf("record twin %s: %v", jsonPath, err))
+	}
+	return rec, probs
+}
+
+// identity checks what the record is: the entry's key, a real engine at
+// the entry's pin, complete, and a transcription that names its source.
+func (f *findings) identity(e Entry, rec *record.Record) {
+	if diff := keyDiff(e.Key, rec.Key); diff != "" {
+		f.problem("record measures a different key than the entry: %s", diff)
+	}
+	if t := rec.Transcribed; t != nil && strings.TrimSpace(t.Source) != "" {
+		f.note("figures transcribed from %s (%s), not measured by speclaunch", t.Source, t.Date)
+	}
+	if pin := strings.TrimSpace(rec.Engine.Pin); pin != e.Pin {
+		f.problem("pin mismatch: the entry pins %q but the record measured %q; re-measure, or pin the entry to what was measured", e.Pin, pin)
+	}
+}
+
+// runs says what the figures were recomputed from.
+func (f *findings) runs(ev *evidence.Evidence) {
+	if !ev.HasRuns() {
+		f.note("the record keeps no raw runs: it is judged on its stored figures, which cannot be recomputed (and the bootstrap against the default cannot be run)")
+		return
+	}
+	var without []string
+	for _, a := range ev.Arms {
+		if !a.FromRuns {
+			without = append(without, strconv.Quote(a.Label))
+		}
+	}
+	if len(without) > 0 {
+		f.note("arms without raw runs, judged on their stored figures: %s", strings.Join(without, ", "))
+	}
+}
+
+// width judges the entry's width by the rule (evidence.Judge). A record
+// made before records carried comparisons (no method.bootstrap) predates
+// "beats the default": what that rule says of it is a note, so that the
+// entries it earned keep their backing until re-measured (docs/policy.md).
+func (f *findings) width(ctx context.Context, e Entry, ev *evidence.Evidence) error {
+	j, err := ev.Judge(ctx, e.Width)
+	if err != nil {
+		return err
+	}
+	legacy := ev.Rec.Method.Bootstrap == nil
+	for _, fl := range j.Fails {
+		switch {
+		case fl.Rule == evidence.RuleDefault && legacy:
+			f.note("the record predates the rule that an entry beats the engine's default with probability >= %.2f (no bootstrap in its method), which it would fail: %s; re-measure to keep the entry under the rule", evidence.Level, fl.Msg)
+		default:
+			f.probs = append(f.probs, fl.Msg)
+		}
+	}
+	if c := ev.Classic; c != nil && c.Status == record.StatusOK {
+		f.note("classic range %.2f–%.2f tok/s over %d runs, both brackets (ceiling %.2f)", c.Stats.Min, c.Stats.Max, c.Stats.N, c.Stats.Max)
+	}
+	for _, a := range ev.Arms {
+		if a.Kind != record.KindClassic && a.RanWidth() == e.Width && a.Status != record.StatusOK {
+			f.note("arm %q at width %d is %s%s: not ranked", a.Label, e.Width, a.Status, reason(*a.Arm))
+		}
+	}
+	if c := j.VsDefault; c != nil && j.Arm != nil {
+		if len(j.Fails) == 0 {
+			f.note("width %d beats the default (width %d) with probability %.3f (median ratio %.3f, 95%% interval %.3f-%.3f)",
+				e.Width, ev.Default.RanWidth(), c.PBetter, c.Ratio, c.Lo, c.Hi)
+		}
+		if !legacy {
+			f.probs = append(f.probs, evidence.ComparisonDiff(j.Arm.Label, "vs_default", j.Arm.VsDefault, c)...)
+		}
+	}
+	return nil
+}
+
+// runnerUp: the runner-up must have been measured; that it beats classic
+// is noted, not required.
+func (f *findings) runnerUp(e Entry, ev *evidence.Evidence) {
+	if e.RunnerUp == 0 {
+		return
+	}
+	switch a := ev.Width(e.RunnerUp); {
+	case a == nil:
+		f.problem("runner_up %d has no measured arm in the record", e.RunnerUp)
+	case !ev.BeatsClassic(a):
+		f.note("runner-up width %d does not beat classic with disjoint ranges", e.RunnerUp)
+	}
+}
+
+// drift notes classic brackets that do not overlap: the margin already
+// takes classic over both, so drift is not a rule of its own.
+func (f *findings) drift(ev *evidence.Evidence) {
+	d := ev.Rec.Drift
+	if c := ev.Classic; c != nil && c.FromRuns {
+		d = evidence.Drift(c.Arm)
+	}
+	if d.First.N > 0 && d.Last.N > 0 && !d.Overlap {
+		f.note("the classic brackets do not overlap: the host drifted during the run (%s)", d.Verdict)
+	}
+}
+
+// costTolerance allows the two-decimal rounding policy propose writes.
+const costTolerance = 0.0051
+
+// costProblems verifies the entry's cost table for this record, if it
+// carries one, against the record's figures recomputed from its runs.
+func costProblems(e Entry, path string, ev *evidence.Evidence) []string {
+	var probs []string
+	for _, row := range e.Cost {
+		if row.Record != path {
+			continue
+		}
+		if row.ClassicMS > 0 {
+			got := 0.0
+			if c := ev.Classic; c != nil && c.Status == record.StatusOK {
+				got = c.Cost.MSPerCycle
+			}
+			if math.Abs(got-row.ClassicMS) > costTolerance {
+				probs = append(probs, fmt.Sprintf("cost table: classic is %.2f ms per token in the entry but %.2f in the record", row.ClassicMS, got))
+			}
+		}
+		for i, w := range row.Widths {
+			a := ev.Width(w)
+			switch {
+			case a == nil:
+				probs = append(probs, fmt.Sprintf("cost table: width %d has no measured arm in the record", w))
+			case math.Abs(a.Cost.MSPerCycle-row.MS[i]) > costTolerance:
+				probs = append(probs, fmt.Sprintf("cost table: width %d is %.2f ms per cycle in the entry but %.2f in the record (arm %q)", w, row.MS[i], a.Cost.MSPerCycle, a.Label))
+			}
+		}
+	}
+	return probs
+}
+
+func readProblem(err error) string {
+	if errors.Is(err, fs.ErrNotExist) {
+		return "missing; commit the record the entry cites, or fix the entry's record path"
+	}
+	return "cannot be read: " + err.Error()
+}
+
+// keyDiff names each field where the record's key differs from the entry's,
+// comparing parsed values so that spellings such as "sm_121" and "12.1" agree.
+func keyDiff(k key.Key, r record.Key) string {
+	var d []string
+	if e, err := key.ParseEngine(r.Engine); err != nil || e != k.Engine {
+		d = append(d, fmt.Sprintf("engine %q vs %s", r.Engine, k.Engine))
+	}
+	if dr, err := key.ParseDrafter(r.Drafter); err != nil || dr != k.Drafter {
+		d = append(d, fmt.Sprintf("drafter %q vs %s", r.Drafter, k.Drafter))
+	}
+	if c, err := key.ParseCapability(r.Capability); err != nil || c != k.Capability {
+		d = append(d, fmt.Sprintf("capability %q vs %s", r.Capability, k.Capability))
+	}
+	if q, err := key.ParseQuant(r.Quant); err != nil || q != k.Quant {
+		d = append(d, fmt.Sprintf("quant %q vs %s", r.Quant, k.Quant))
+	}
+	if len(d) == 0 {
+		return ""
+	}
+	return "record " + strings.Join(d, ", ") + " (record value first)"
+}
+
+func reason(a record.Arm) string {
+	if a.StatusReason == "" {
+		return ""
+	}
+	return " (" + a.StatusReason + ")"
+}

@@ -1,0 +1,64 @@
+// Package policy holds the width policy: per-(engine, drafter) defaults that
+// mirror each engine, and measured entries keyed on (engine, drafter,
+// compute capability, target quantization), each pinned to the engine
+// version it was measured against and backed by a committed record. The
+// embedded policy.toml is the base; user files layer over it and replace
+// entries by key.
+package policy
+
+import "github.com/speclaunch/speclaunch/internal/key"
+
+// Default is the per-(engine, drafter) fallback width.
+type Default struct {
+	Engine  key.Engine
+	Drafter key.Drafter
+	Width   int
+	Note    string
+	Origin  string // "file:line" it was read from
+}
+
+// Entry is a measured width for one key.
+type Entry struct {
+	ID     string
+	Key    key.Key
+	Width  int
+	Pin    string // engine version it was measured against, e.g. "mlx 81ba1c6a" or "llama.cpp d32676d"
+	Record string // repo-relative path of the (first) record's .md; its .json twin sits beside it
+	// Records is every record the entry rests on (a cross-pair choice
+	// rests on one per model pair); Records[0] == Record. An entry written
+	// with `record` alone has just that one.
+	Records  []string
+	RunnerUp int // the record's second-best width, 0 if none stated
+	// Cost is the cost side of the records, when the entry carries it:
+	// ms per draft+verify cycle by width, and classic's; policy check
+	// verifies it against the records.
+	Cost   []CostRow
+	Note   string
+	Origin string // "file:line" it was read from
+}
+
+// File is one parsed policy file.
+type File struct {
+	Name     string
+	Schema   int
+	Defaults []Default
+	Entries  []Entry
+}
+
+// Policy is the merged view: later layers replace earlier entries by key.
+type Policy struct {
+	Layers   []string // file names, lowest first
+	Defaults []Default
+	Entries  []Entry
+	// Replaced holds the entries a later layer replaced (by key or by id),
+	// so that Explain can say why an entry an operator expected is gone.
+	Replaced []Entry
+}
+
+// CostRow is one record's cost table as an entry carries it.
+type CostRow struct {
+	Record    string
+	ClassicMS float64 // 0 when not stated
+	Widths    []int
+	MS        []float64 // ms per cycle at Widths[i]
+}

@@ -1,0 +1,852 @@
+// Package proxy is speclaunch's front proxy: it owns the public address and
+// passes every request through to the engine that serves now, so that an
+// engine can be replaced under live traffic without a failed request.
+//
+// It knows nothing of widths or policies. The switcher (cli's serve) tells
+// it where to send requests (Route) and when to hold them (Hold); the proxy
+// counts each backend's requests in flight so an old engine can be drained
+// before it is stopped.
+//
+// What a client sees:
+//   - bodies and responses are streamed; server-sent events are flushed as
+//     they arrive; headers pass through (hop-by-hop ones excepted, as any
+//     HTTP proxy must); a client that goes away cancels its upstream request;
+//   - while requests are held (a drain switch, or an engine restarting after
+//     a crash) they wait in a bounded FIFO queue and are released in arrival
+//     order; one that waits past the hold timeout, or arrives when the queue
+//     is full, gets 503 with Retry-After and a JSON error body;
+//   - a request whose connection to the engine is refused (nothing was sent:
+//     the engine died between routing and dialing) is sent again to whichever
+//     engine serves next instead of failing;
+//   - GET /health is answered without holding: the engine's own answer when
+//     one serves, 200 {"status":"ok","speclaunch":"switching"} while requests
+//     are held, 503 "Loading model" before the first engine is ready, as
+//     llama-server answers while it loads.
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/speclaunch/speclaunch/internal/secret"
+)
+
+// StatusPath is served by the proxy itself (Options.Status).
+const StatusPath = "/speclaunch/status"
+
+// MetricsPath serves speclaunch's own series alone (Options.Metrics).
+const MetricsPath = "/speclaunch/metrics"
+
+// Defaults for Options.
+const (
+	DefaultQueueSize   = 1024
+	DefaultHoldTimeout = 2 * time.Minute
+)
+
+// Backend is one engine the proxy can send requests to.
+type Backend struct {
+	URL  *url.URL
+	Name string // for logs: "pid 1234, width 4"
+
+	mu       sync.Mutex
+	inflight int
+	zero     chan struct{} // closed when inflight reaches 0 (made by Drain)
+	dead     atomic.Bool   // a dial was refused, or the engine is gone: it no longer serves
+	gone     chan struct{} // closed by Gone: the engine died or hung
+	goneOnce sync.Once
+	closing  atomic.Bool // the engine is being stopped: no new launcher request starts on it
+	work     workMeter   // clients' requests that ask the engine for work (under mu)
+	clock    func() time.Time
+}
+
+// NewBackend parses an engine's base URL ("http://127.0.0.1:40123").
+func NewBackend(baseURL, name string) (*Backend, error) {
+	u, err := url.Parse(baseURL)
+	if err != nil || u.Scheme == "" || u.Host == "" {
+		return nil, fmt.Errorf("bad engine URL %q: want http://host:port", baseURL)
+	}
+	return &Backend{URL: u, Name: name, gone: make(chan struct{})}, nil
+}
+
+// Gone marks the engine dead (it exited or hung): a request that has had
+// no response byte from it is sent to the next engine instead of failing.
+func (b *Backend) Gone() {
+	b.dead.Store(true)
+	b.goneOnce.Do(func() { close(b.gone) })
+}
+
+// Closing marks the engine as being stopped: Track refuses new launcher
+// requests on it (they move to the engine that replaces it).
+func (b *Backend) Closing() { b.closing.Store(true) }
+
+// ErrEngineReplaced refuses a launcher request on an engine being stopped.
+var ErrEngineReplaced = errors.New("the engine is being replaced; ask the serving one")
+
+// Track counts one of the launcher's own requests (a probe, a scrape, a
+// verification) in flight on b, like a client's, so that b is not
+// stopped under it; release ends it. It fails once b is being stopped.
+func (b *Backend) Track() (release func(), err error) {
+	if b.closing.Load() || b.dead.Load() {
+		return nil, ErrEngineReplaced
+	}
+	b.add(1)
+	var once sync.Once
+	return func() { once.Do(func() { b.add(-1) }) }, nil
+}
+
+// InFlight is the number of requests being served by the backend now.
+func (b *Backend) InFlight() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.inflight
+}
+
+func (b *Backend) add(d int) {
+	b.mu.Lock()
+	b.inflight += d
+	if b.inflight == 0 && b.zero != nil {
+		close(b.zero)
+		b.zero = nil
+	}
+	b.mu.Unlock()
+}
+
+// Served is how long clients' generation requests (isWork) took on this
+// engine, summed over those that ended well (the whole answer sent, a
+// status below 400, the client still there), from the moment the proxy
+// handed each to it to the last byte of its answer, and how many: the
+// time a client waits, where the engine's own timings leave out its queue
+// and the hand-back.
+// slots is the engine's (0: unknown); a request that shared the engine
+// with more than that counts only its share (workMeter.served). Both only
+// grow.
+func (b *Backend) Served(slots int) (secs float64, ended int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.work.served(slots), b.work.ended
+}
+
+func (b *Backend) now() time.Time {
+	if b.clock != nil {
+		return b.clock()
+	}
+	return time.Now()
+}
+
+// beginWork counts a client's request for work on b (isWork).
+func (b *Backend) beginWork() workMark {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.work.begin(b.now())
+}
+
+// endWork ends it; count false when it did not end well here (failed,
+// cancelled, or sent on to another engine unanswered).
+func (b *Backend) endWork(w workMark, count bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.work.end(w, b.now(), count)
+}
+
+// isWork says whether a request asks the engine to generate: a POST to
+// one of llama-server's generation routes. Others (/tokenize,
+// /apply-template, /embedding, slot saves, reads of its state) move none
+// of the counters a width is measured by.
+func isWork(r *http.Request) bool {
+	return r.Method == http.MethodPost && generationPaths[r.URL.Path]
+}
+
+// generationPaths are llama-server's routes that decode tokens.
+var generationPaths = map[string]bool{
+	"/completion": true, "/completions": true, "/v1/completions": true,
+	"/chat/completions": true, "/v1/chat/completions": true,
+	"/infill": true, "/v1/messages": true, "/v1/responses": true,
+}
+
+// Drain waits until no request is in flight on b, or ctx ends. It returns
+// the number still in flight (0 when drained).
+func (b *Backend) Drain(ctx context.Context) int {
+	b.mu.Lock()
+	if b.inflight == 0 {
+		b.mu.Unlock()
+		return 0
+	}
+	if b.zero == nil {
+		b.zero = make(chan struct{})
+	}
+	ch := b.zero
+	b.mu.Unlock()
+	select {
+	case <-ch:
+		return 0
+	case <-ctx.Done():
+		return b.InFlight()
+	}
+}
+
+// Options tune a Proxy.
+type Options struct {
+	QueueSize   int           // held requests at most; 0 = DefaultQueueSize
+	HoldTimeout time.Duration // how long a request may be held; 0 = DefaultHoldTimeout
+	// Status answers StatusPath; nil = 404 there.
+	Status http.Handler
+	Log    *slog.Logger
+	// Transport reaches the engines; nil = a loopback transport tuned for
+	// many concurrent streams.
+	Transport http.RoundTripper
+	// APIKeys are the engine's keys: StatusPath then asks for one of them
+	// as the engine asks on its own routes (401 otherwise); /health stays
+	// public. Every other request goes to the engine, which checks it.
+	APIKeys []string
+	// Metrics, when set, gives speclaunch's own series (Prometheus text):
+	// served at MetricsPath and appended to the engine's on GET /metrics.
+	Metrics func() []byte
+}
+
+// Proxy routes requests to the backend that serves now.
+type Proxy struct {
+	o  Options
+	rp *httputil.ReverseProxy
+
+	mu      sync.Mutex
+	cur     *Backend      // nil before the first Route and while held
+	ready   bool          // some backend has served: /health says "switching", not "loading"
+	holding bool          // new requests wait in queue
+	closed  bool          // speclaunch has stopped: nothing waits any more
+	stopped chan struct{} // closed with closed: waitGone stops waiting
+	refuse  bool          // speclaunch is stopping: new requests get 503, held ones stay
+	queue   []*waiter     // FIFO
+
+	held, rejected, retried atomic.Int64
+}
+
+type waiter struct {
+	ch chan *Backend // receives the backend when released
+}
+
+// New makes a proxy that holds every request until the first Route.
+func New(o Options) *Proxy {
+	if o.QueueSize <= 0 {
+		o.QueueSize = DefaultQueueSize
+	}
+	if o.HoldTimeout <= 0 {
+		o.HoldTimeout = DefaultHoldTimeout
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Transport == nil {
+		o.Transport = &http.Transport{
+			DialContext: (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			// One loopback connection per request: llama-server d32676d
+			// closes a connection shortly after each streamed answer while
+			// advertising keep-alive, so a reused connection lost the next
+			// request (a 502 or a cut stream). A loopback dial costs tens
+			// of microseconds, next to a completion's milliseconds.
+			DisableKeepAlives: true,
+			// Engines answer plain HTTP/1.1 on loopback; compression would
+			// only add CPU and break byte-for-byte pass-through.
+			DisableCompression: true,
+			ForceAttemptHTTP2:  false,
+		}
+	}
+	p := &Proxy{o: o, holding: true, stopped: make(chan struct{})}
+	p.rp = &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			s := pr.In.Context().Value(slotKey{}).(*slot)
+			pr.SetURL(s.b.URL)
+			pr.Out.Host = pr.In.Host
+			pr.SetXForwarded()
+			// The inbound body stays ours: a refused dial must leave it
+			// unread and open so the request can go to the next engine.
+			if pr.Out.Body != nil && pr.Out.Body != http.NoBody {
+				pr.Out.Body = io.NopCloser(pr.In.Body)
+			}
+		},
+		Transport:     &retrying{p: p, base: o.Transport},
+		FlushInterval: -1, // every write reaches the client at once: SSE tokens are not batched
+		BufferPool:    bufPool{},
+		ErrorLog:      slog.NewLogLogger(o.Log.Handler(), slog.LevelDebug),
+		ErrorHandler:  p.upstreamError,
+	}
+	return p
+}
+
+// Route sends new requests to b from now on and releases every held
+// request to it, in arrival order.
+func (p *Proxy) Route(b *Backend) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cur, p.holding, p.ready = b, false, true
+	for _, w := range p.queue {
+		b.add(1)
+		w.ch <- b // buffered: never blocks
+	}
+	p.queue = nil
+}
+
+// Close answers every held request, and every later one, with 503: the
+// launcher is stopping and no engine will come.
+func (p *Proxy) Close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.closed {
+		close(p.stopped)
+	}
+	p.closed, p.cur = true, nil
+	for _, w := range p.queue {
+		w.ch <- nil
+	}
+	p.queue = nil
+}
+
+// Refuse answers new requests, and /health, with 503 and Retry-After:
+// the launcher is stopping (readiness goes down at once). Requests in
+// flight go on; held ones stay held for an engine that is starting.
+func (p *Proxy) Refuse() {
+	p.mu.Lock()
+	p.refuse = true
+	p.mu.Unlock()
+}
+
+// SetLimits changes the queue bound and the hold timeout (a reload);
+// requests already waiting keep the timeout they started with.
+func (p *Proxy) SetLimits(queueSize int, hold time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if queueSize > 0 {
+		p.o.QueueSize = queueSize
+	}
+	if hold > 0 {
+		p.o.HoldTimeout = hold
+	}
+}
+
+// SetAPIKeys replaces the keys StatusPath asks for (the engine that serves
+// next may have others).
+func (p *Proxy) SetAPIKeys(keys []string) {
+	p.mu.Lock()
+	p.o.APIKeys = keys
+	p.mu.Unlock()
+}
+
+// Hold makes new requests wait until the next Route. Requests already
+// routed go on.
+func (p *Proxy) Hold() {
+	p.mu.Lock()
+	p.holding, p.cur = true, nil
+	p.mu.Unlock()
+}
+
+// Current is the backend new requests go to; nil while held.
+func (p *Proxy) Current() *Backend {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cur
+}
+
+// Stats are the proxy's counters for the status endpoint.
+type Stats struct {
+	HeldNow       int   `json:"held_now"`
+	Holding       bool  `json:"holding"`
+	QueueSize     int   `json:"queue_size"`
+	HoldTimeoutS  int   `json:"hold_timeout_s"`
+	HeldTotal     int64 `json:"held_total"`
+	RejectedTotal int64 `json:"rejected_total"` // 503s: queue full or held too long
+	RetriedTotal  int64 `json:"retried_total"`  // refused dials sent to the next engine
+}
+
+// Stats reports the proxy's counters.
+func (p *Proxy) Stats() Stats {
+	p.mu.Lock()
+	n, h, q, hold := len(p.queue), p.holding, p.o.QueueSize, p.o.HoldTimeout
+	p.mu.Unlock()
+	return Stats{HeldNow: n, Holding: h, QueueSize: q, HoldTimeoutS: int(hold / time.Second),
+		HeldTotal: p.held.Load(), RejectedTotal: p.rejected.Load(), RetriedTotal: p.retried.Load()}
+}
+
+// errHeld is a request that could not be given a backend in time.
+type errHeld struct {
+	why      string
+	stopping bool // the launcher is stopping: retry elsewhere at once
+}
+
+func (e *errHeld) Error() string { return e.why }
+
+// acquire returns the backend for one request, counted in flight, waiting
+// in the queue while requests are held. skip is a backend known dead.
+func (p *Proxy) acquire(ctx context.Context, skip *Backend) (*Backend, error) {
+	p.mu.Lock()
+	if p.closed || p.refuse && skip == nil {
+		p.mu.Unlock()
+		return nil, errStopping
+	}
+	if b := p.cur; b != nil && !p.holding && b != skip && !b.dead.Load() {
+		b.add(1)
+		p.mu.Unlock()
+		return b, nil
+	}
+	hold := p.o.HoldTimeout
+	if len(p.queue) >= p.o.QueueSize {
+		p.mu.Unlock()
+		return nil, &errHeld{why: fmt.Sprintf("the engine is being switched and %d requests are already waiting (server.queue_size)", p.o.QueueSize)}
+	}
+	w := &waiter{ch: make(chan *Backend, 1)}
+	p.queue = append(p.queue, w)
+	p.mu.Unlock()
+	p.held.Add(1)
+
+	t := time.NewTimer(hold)
+	defer t.Stop()
+	select {
+	case b := <-w.ch:
+		if b == nil {
+			return nil, errStopping
+		}
+		return b, nil
+	case <-t.C:
+		if b, released := p.dequeue(w); released {
+			if b == nil {
+				return nil, errStopping
+			}
+			return b, nil
+		}
+		return nil, &errHeld{why: fmt.Sprintf("the engine is being switched and no engine became ready within %s (server.hold_timeout)", hold)}
+	case <-ctx.Done():
+		if b, _ := p.dequeue(w); b != nil {
+			b.add(-1)
+		}
+		return nil, ctx.Err()
+	}
+}
+
+// errStopping answers requests while the launcher stops.
+var errStopping = &errHeld{why: "speclaunch is stopping", stopping: true}
+
+// dequeue removes w from the queue; if it was released meanwhile, it
+// returns what it was released with (a backend still counted in flight, or
+// nil when the proxy closed) and released = true.
+func (p *Proxy) dequeue(w *waiter) (b *Backend, released bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, q := range p.queue {
+		if q == w {
+			p.queue = append(p.queue[:i], p.queue[i+1:]...)
+			return nil, false
+		}
+	}
+	return <-w.ch, true // released between the timer and the lock
+}
+
+type slotKey struct{}
+
+// slot is the backend one request is counted against; the transport moves
+// it when a dial is refused. work is its start on b when it asks for work,
+// status the engine's answer's.
+type slot struct {
+	b      *Backend
+	work   workMark
+	status int
+}
+
+// ServeHTTP proxies one request.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch {
+	case r.URL.Path == StatusPath:
+		if p.o.Status == nil {
+			http.NotFound(w, r)
+		} else if p.authorized(w, r) {
+			p.o.Status.ServeHTTP(w, r)
+		}
+		return
+	case r.URL.Path == MetricsPath && p.o.Metrics != nil:
+		if p.authorized(w, r) {
+			writeMetrics(w, nil, p.o.Metrics())
+		}
+		return
+	case r.URL.Path == "/metrics" && r.Method == http.MethodGet && p.o.Metrics != nil:
+		if p.authorized(w, r) {
+			p.metrics(w, r)
+		}
+		return
+	}
+	if r.URL.Path == "/health" && r.Method == http.MethodGet {
+		p.health(w)
+		return
+	}
+	if err := replayable(w, r); err != nil {
+		writeError(w, http.StatusBadRequest, "cannot read the request body: "+err.Error(), "invalid_request_error", 0)
+		return
+	}
+	b, err := p.acquire(r.Context(), nil)
+	if err != nil {
+		var h *errHeld
+		if errors.As(err, &h) {
+			p.reject(w, h)
+		}
+		return // the client went away: nobody to answer
+	}
+	s := &slot{b: b}
+	if isWork(r) {
+		s.work = b.beginWork()
+	}
+	answered := false // the answer went out whole (ServeHTTP panics on a cut stream)
+	defer func() {
+		// Only a generation that ended well counts: llama-server adds a
+		// request's cycles to /metrics only then, and a cancelled or
+		// failed request's time without its cycles would price the width
+		// up.
+		s.b.endWork(s.work, answered && r.Context().Err() == nil && s.status > 0 && s.status < 400)
+		s.b.add(-1)
+	}()
+	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), slotKey{}, s)))
+	answered = true
+}
+
+// authorized answers 401 as llama-server does when the engine has keys
+// and the request carries none of them.
+func (p *Proxy) authorized(w http.ResponseWriter, r *http.Request) bool {
+	p.mu.Lock()
+	keys := p.o.APIKeys
+	p.mu.Unlock()
+	if secret.Authorized(r, keys) {
+		return true
+	}
+	secret.Unauthorized(w)
+	return false
+}
+
+// metrics answers GET /metrics: the serving engine's series, then
+// speclaunch's own. An engine that exposes none (llama-server without
+// --metrics), or none serving, leaves speclaunch's alone; an engine's 401
+// passes through.
+func (p *Proxy) metrics(w http.ResponseWriter, r *http.Request) {
+	own := p.o.Metrics()
+	p.mu.Lock()
+	b := p.cur
+	if p.holding || p.closed || b == nil || b.dead.Load() {
+		b = nil
+	} else {
+		b.add(1)
+	}
+	p.mu.Unlock()
+	if b == nil {
+		writeMetrics(w, nil, own)
+		return
+	}
+	defer b.add(-1)
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.URL.String()+"/metrics", nil)
+	if err != nil {
+		writeMetrics(w, nil, own)
+		return
+	}
+	req.Header = r.Header.Clone()
+	resp, err := p.o.Transport.RoundTrip(req)
+	if err != nil {
+		writeMetrics(w, nil, own)
+		return
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	switch {
+	case resp.StatusCode == http.StatusUnauthorized:
+		w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
+		w.WriteHeader(resp.StatusCode)
+		w.Write(body)
+	case err != nil || resp.StatusCode != http.StatusOK:
+		writeMetrics(w, nil, own)
+	default:
+		writeMetrics(w, body, own)
+	}
+}
+
+// writeMetrics writes the engine's series (if any) and speclaunch's, each
+// ending in a newline, as one Prometheus text exposition.
+func writeMetrics(w http.ResponseWriter, engine, own []byte) {
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+	if len(engine) > 0 {
+		w.Write(engine)
+		if engine[len(engine)-1] != '\n' {
+			w.Write([]byte{'\n'})
+		}
+	}
+	w.Write(own)
+}
+
+// health answers GET /health from the proxy's own state, never by waiting
+// on an engine: 200 while an engine serves or one is being switched in,
+// 503 "Loading model" before the first engine is ready (as llama-server
+// answers while it loads), 503 once the launcher is stopping (readiness).
+func (p *Proxy) health(w http.ResponseWriter) {
+	p.mu.Lock()
+	cur, holding, ready, refuse, closed := p.cur, p.holding, p.ready, p.refuse, p.closed
+	p.mu.Unlock()
+	switch {
+	case refuse || closed:
+		writeError(w, http.StatusServiceUnavailable, "speclaunch is stopping", "unavailable_error", 1)
+	case cur != nil && !holding:
+		w.Header().Set("Content-Type", "application/json; charset=utf-8")
+		io.WriteString(w, `{"status":"ok"}`) // byte for byte llama-server's
+
+	case ready:
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "speclaunch": "switching"})
+	default:
+		writeError(w, http.StatusServiceUnavailable, "Loading model", "unavailable_error", 0)
+	}
+}
+
+// maxReplay is the largest request body kept in memory so that the
+// request can be sent again to the next engine when its engine dies
+// before answering. LLM requests are far below it.
+const maxReplay = 8 << 20
+
+// replayable reads the request body before anything goes upstream, so that
+// (1) the engine's answer can start streaming while nothing is left to
+// read from the client: net/http's server would otherwise consume the
+// unread body itself once the response headers go out, racing the
+// transport that is still sending it, and the transport then closes the
+// engine connection mid-stream (a stream cut after its first token); and
+// (2) a request whose engine died before answering can be sent again. A
+// larger body streams through in full-duplex mode, without a re-send.
+func replayable(w http.ResponseWriter, r *http.Request) error {
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil
+	}
+	if r.ContentLength > maxReplay {
+		return fullDuplex(w)
+	}
+	buf, err := io.ReadAll(io.LimitReader(r.Body, maxReplay+1))
+	if err != nil {
+		return err
+	}
+	if len(buf) > maxReplay {
+		r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(buf), r.Body))
+		return fullDuplex(w)
+	}
+	r.ContentLength = int64(len(buf))
+	r.Body = io.NopCloser(bytes.NewReader(buf))
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf)), nil }
+	return nil
+}
+
+func fullDuplex(w http.ResponseWriter) error {
+	if err := http.NewResponseController(w).EnableFullDuplex(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return err
+	}
+	return nil
+}
+
+func (p *Proxy) reject(w http.ResponseWriter, h *errHeld) {
+	p.rejected.Add(1)
+	// While stopping, the client should go to another replica now, as
+	// /health's Retry-After says; a switch's hold is worth waiting out.
+	retry := 1
+	if s := int(p.o.HoldTimeout / (10 * time.Second)); s > retry && !h.stopping {
+		retry = min(s, 30)
+	}
+	writeError(w, http.StatusServiceUnavailable, h.why+"; retry shortly", "unavailable_error", retry)
+}
+
+// upstreamError answers a request the engine failed (it died mid-request,
+// or no engine could be reached in time).
+func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
+	if r.Context().Err() != nil {
+		return // the client went away
+	}
+	var h *errHeld
+	if errors.As(err, &h) {
+		p.reject(w, h)
+		return
+	}
+	select {
+	case <-p.stopped:
+		p.rejected.Add(1)
+		writeError(w, http.StatusServiceUnavailable, "speclaunch stopped the engine before it answered (the shutdown timeout passed, or a second signal came); retry shortly", "unavailable_error", 1)
+		return
+	default:
+	}
+	p.o.Log.Warn("proxy: engine request failed", "path", r.URL.Path, "err", err)
+	writeError(w, http.StatusBadGateway, "the engine failed this request: "+err.Error(), "server_error", 0)
+}
+
+// retrying sends a request again to the next backend when the dial to its
+// backend is refused: no byte of it reached the engine, so the retry cannot
+// duplicate work.
+type retrying struct {
+	p    *Proxy
+	base http.RoundTripper
+}
+
+func (t *retrying) RoundTrip(req *http.Request) (*http.Response, error) {
+	s, _ := req.Context().Value(slotKey{}).(*slot)
+	for attempt := 0; ; attempt++ {
+		resp, err := t.base.RoundTrip(req)
+		if err == nil {
+			if s != nil {
+				s.status = resp.StatusCode
+			}
+			return guardStream(resp, t.p.o.Log, t.p.stopped), nil
+		}
+		if s == nil || attempt >= 8 || req.Context().Err() != nil {
+			return resp, err
+		}
+		dead := s.b
+		switch {
+		case dialRefused(err):
+			dead.dead.Store(true)
+			t.p.o.Log.Info("proxy: engine refused a connection; sending the request to the next engine", "engine", dead.Name, "path", req.URL.Path)
+		case req.GetBody != nil && t.p.waitGone(req.Context(), dead):
+			// The engine died or hung before answering: the request had
+			// no effect a client could see.
+			t.p.o.Log.Info("proxy: the engine ended before answering; sending the request to the next engine", "engine", dead.Name, "path", req.URL.Path, "err", err)
+		default:
+			return resp, err
+		}
+		t.p.retried.Add(1)
+		nb, aerr := t.p.acquire(req.Context(), dead)
+		if aerr != nil {
+			return nil, aerr
+		}
+		dead.endWork(s.work, false)
+		dead.add(-1)
+		s.b = nb
+		if s.work.ok {
+			s.work = nb.beginWork()
+		}
+		r2 := req.Clone(req.Context())
+		r2.URL.Scheme, r2.URL.Host = nb.URL.Scheme, nb.URL.Host
+		if req.GetBody != nil {
+			if r2.Body, err = req.GetBody(); err != nil {
+				return nil, err
+			}
+		}
+		req = r2
+	}
+}
+
+// goneGrace is how long a failed request waits to learn whether its
+// engine is gone (the runtime notices an exit within milliseconds) before
+// the failure is the client's answer.
+const goneGrace = 3 * time.Second
+
+// waitGone reports whether b is marked gone within goneGrace. Once the
+// proxy is closed no engine will take the request: it stops waiting, so
+// that the failure is answered before the listener's own grace ends (an
+// engine stopped when the shutdown timeout passed, or at a second
+// signal, is not marked gone, and its clients got an empty reply).
+func (p *Proxy) waitGone(ctx context.Context, b *Backend) bool {
+	t := time.NewTimer(goneGrace)
+	defer t.Stop()
+	select {
+	case <-b.gone:
+		return true
+	case <-t.C:
+		return false
+	case <-ctx.Done():
+		return false
+	case <-p.stopped:
+		return false
+	}
+}
+
+// guardStream makes a server-sent-event stream that breaks mid-way end
+// with an error event, never with a clean end that looks complete.
+func guardStream(resp *http.Response, log *slog.Logger, stopped <-chan struct{}) *http.Response {
+	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		return resp
+	}
+	resp.Body = &sseGuard{ReadCloser: resp.Body, log: log, stopped: stopped}
+	return resp
+}
+
+// sseGuard turns a read error of an event stream into a final error event.
+type sseGuard struct {
+	io.ReadCloser
+	log     *slog.Logger
+	stopped <-chan struct{} // closed when speclaunch cut the requests (Proxy.Close)
+	tail    *bytes.Reader   // the error event, once the engine failed
+}
+
+func (g *sseGuard) Read(b []byte) (int, error) {
+	if g.tail != nil {
+		return g.tail.Read(b)
+	}
+	n, err := g.ReadCloser.Read(b)
+	if err == nil || err == io.EOF || errors.Is(err, context.Canceled) {
+		return n, err
+	}
+	var e APIError
+	e.Error.Code, e.Error.Type = http.StatusBadGateway, "server_error"
+	e.Error.Message = "the engine failed during this response (" + err.Error() + "); the output is incomplete"
+	select {
+	case <-g.stopped:
+		// Not the engine's failure: speclaunch stopped it with this stream
+		// under way.
+		e.Error.Code, e.Error.Type = http.StatusServiceUnavailable, "unavailable_error"
+		e.Error.Message = "speclaunch stopped the engine during this response (the shutdown timeout passed, or a second signal came); the output is incomplete"
+	default:
+		g.log.Warn("proxy: the engine failed mid-stream; ending the stream with an error event", "err", err)
+	}
+	body, _ := json.Marshal(e)
+	g.tail = bytes.NewReader([]byte("\n\ndata: " + string(body) + "\n\n"))
+	if n > 0 {
+		return n, nil
+	}
+	return g.tail.Read(b)
+}
+
+// dialRefused reports an error from connecting, before anything was sent.
+func dialRefused(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// APIError is the OpenAI-style error body the engines answer with.
+type APIError struct {
+	Error struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+		Type    string `json:"type"`
+	} `json:"error"`
+}
+
+func writeError(w http.ResponseWriter, code int, msg, typ string, retryAfter int) {
+	var e APIError
+	e.Error.Code, e.Error.Message, e.Error.Type = code, msg, typ
+	if retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
+	}
+	writeJSON(w, code, e)
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	b, _ := json.Marshal(v)
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)+1))
+	w.WriteHeader(code)
+	w.Write(append(b, '\n'))
+}
+
+// bufPool recycles the 32 KiB copy buffers of streamed responses.
+type bufPool struct{}
+
+var pool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+func (bufPool) Get() []byte  { return *(pool.Get().(*[]byte)) }
+func (bufPool) Put(b []byte) { pool.Put(&b) }

@@ -1,0 +1,200 @@
+package record
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/speclaunch/speclaunch/internal/key"
+)
+
+// Bounds on what one record may hold. A real record has a dozen arms of a
+// few dozen runs (the largest committed one: 16 arms, 120 runs in an arm);
+// a record far above these is not one `speclaunch bench` wrote, and every
+// figure derived from it (the bootstrap above all) grows with its runs.
+const (
+	// MaxArms is above one arm per width of the whole range (2 to 256)
+	// plus classic, default and policy.
+	MaxArms = 300
+	// MaxRunsPerArm allows 50 rounds of 10 prompts, classic's two
+	// brackets per round included; the bootstrap of two such arms takes
+	// about a quarter of a second (go test ./evidence -bench Large).
+	MaxRunsPerArm = 1000
+	// MaxRuns bounds the record as a whole.
+	MaxRuns = 10000
+)
+
+// ErrInvalid is wrapped by every error Validate returns.
+var ErrInvalid = errors.New("invalid record")
+
+// FieldError names the field of a record that is wrong and the fix.
+type FieldError struct {
+	Field string // JSON path, e.g. "arms[3].width"
+	Msg   string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Msg }
+func (e *FieldError) Unwrap() error { return ErrInvalid }
+
+// Decode parses a record's .json and validates it (Validate): nothing is
+// derived from a record that fails. Unknown fields are kept out of the
+// check (a newer speclaunch may add some: the schema only grows).
+func Decode(data []byte) (*Record, error) {
+	if t := bytes.TrimSpace(data); len(t) == 0 || t[0] != '{' {
+		return nil, &FieldError{Field: "(top level)", Msg: "a record is a JSON object; regenerate the .json with speclaunch bench"}
+	}
+	if err := checkSize(data); err != nil {
+		return nil, err
+	}
+	var r Record
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("does not parse as a record: %w; regenerate it with speclaunch bench", err)
+	}
+	if err := Validate(&r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// Validate checks what every derivation relies on: the schema, a complete
+// key, the counts of arms and runs (MaxArms, MaxRunsPerArm, MaxRuns), each
+// arm's kind, status and width (0 for classic, 2 to 256 otherwise: widths 0
+// and 1 disable speculation), and finite, non-negative rates. The first
+// problem is returned as a *FieldError.
+func Validate(r *Record) error {
+	bad := func(field, format string, args ...any) error {
+		return &FieldError{Field: field, Msg: fmt.Sprintf(format, args...)}
+	}
+	if r.Schema != Schema {
+		return bad("schema", "is %d; this speclaunch reads record schema %d (a record's .json starts with \"schema\": %d)", r.Schema, Schema, Schema)
+	}
+	if strings.ContainsAny(r.Name, `/\`) || strings.Contains(r.Name, "..") {
+		return bad("name", "%q is not a file name: a record's name is its .md's base name, without directories", r.Name)
+	}
+	if err := validateKey(r.Key); err != nil {
+		return err
+	}
+	if len(r.Arms) == 0 {
+		return bad("arms", "is empty: a record measures at least a classic arm and one width")
+	}
+	if len(r.Arms) > MaxArms {
+		return bad("arms", "holds %d arms, above the %d a record may hold; split the sweep into several records", len(r.Arms), MaxArms)
+	}
+	total := 0
+	for i := range r.Arms {
+		if err := validateArm(&r.Arms[i], fmt.Sprintf("arms[%d]", i)); err != nil {
+			return err
+		}
+		total += len(r.Arms[i].Runs)
+	}
+	if total > MaxRuns {
+		return bad("arms", "hold %d runs in all, above the %d a record may hold; use fewer rounds or prompts per record", total, MaxRuns)
+	}
+	return nil
+}
+
+func validateKey(k Key) error {
+	parse := []struct {
+		field, value string
+		parse        func(string) error
+	}{
+		{"key.engine", k.Engine, func(s string) error { _, err := key.ParseEngine(s); return err }},
+		{"key.drafter", k.Drafter, func(s string) error { _, err := key.ParseDrafter(s); return err }},
+		{"key.capability", k.Capability, func(s string) error { _, err := key.ParseCapability(s); return err }},
+		{"key.quant", k.Quant, func(s string) error { _, err := key.ParseQuant(s); return err }},
+	}
+	for _, p := range parse {
+		if strings.TrimSpace(p.value) == "" {
+			return &FieldError{Field: p.field, Msg: "is empty: a record names the policy key it measured; regenerate it with speclaunch bench"}
+		}
+		if err := p.parse(p.value); err != nil {
+			return &FieldError{Field: p.field, Msg: err.Error()}
+		}
+	}
+	return nil
+}
+
+func validateArm(a *Arm, at string) error {
+	bad := func(field, format string, args ...any) error {
+		return &FieldError{Field: at + "." + field, Msg: fmt.Sprintf(format, args...)}
+	}
+	switch a.Kind {
+	case KindClassic:
+		if a.Width != 0 || a.EngineWidth != 0 {
+			return bad("width", "is %d for the classic arm, which drafts nothing; classic's width is 0", max(a.Width, a.EngineWidth))
+		}
+	case KindDefault, KindPolicy, KindWidth:
+		if err := checkWidth(a.Width); err != nil {
+			return bad("width", "%v", err)
+		}
+		if a.EngineWidth != 0 {
+			if err := checkWidth(a.EngineWidth); err != nil {
+				return bad("engine_width", "%v", err)
+			}
+		}
+	default:
+		return bad("kind", "%q is not an arm kind (classic, default, policy, width)", a.Kind)
+	}
+	switch a.Status {
+	case StatusOK, StatusNotMeasurement, StatusFailed:
+	default:
+		return bad("status", "%q is not an arm status (%s, %s, %s)", a.Status, StatusOK, StatusNotMeasurement, StatusFailed)
+	}
+	if len(a.Runs) > MaxRunsPerArm {
+		return bad("runs", "holds %d runs, above the %d an arm may hold; use fewer rounds or prompts per record", len(a.Runs), MaxRunsPerArm)
+	}
+	for j := range a.Runs {
+		if x := a.Runs[j].TokPerS; math.IsNaN(x) || math.IsInf(x, 0) || x < 0 {
+			return bad(fmt.Sprintf("runs[%d].tok_per_s", j), "is %v: a rate is a finite number, 0 or more", x)
+		}
+	}
+	return nil
+}
+
+// checkWidth is key.CheckWidth for a width a record states: the same range,
+// worded for a record rather than an operator.
+func checkWidth(w int) error {
+	if w < key.MinWidth || w > key.MaxWidth {
+		return fmt.Errorf("%d is outside %d to %d, the widths speculation runs at (0 and 1 disable it); a record's speculative arm states the width it ran", w, key.MinWidth, key.MaxWidth)
+	}
+	return nil
+}
+
+// The most JSON values (object keys count), and objects and arrays among
+// them, that Decode builds a record from. A record at the limits (MaxRuns
+// runs, every field given, each at the widest width with its 255
+// accepted-by-position counts) holds about 3.3 million values and 20,000
+// objects and arrays; a committed one of 12 arms and 204 runs about 400
+// objects. Without the bound a 6 MB file of two million empty arms took
+// gigabytes to decode before Validate could count them.
+const (
+	maxValues     = 8_000_000
+	maxContainers = 100_000
+)
+
+// checkSize walks data's tokens, building nothing, and refuses a record
+// with more values than maxValues or more objects and arrays than
+// maxContainers. A syntax error is left to json.Unmarshal, which says
+// where it is.
+func checkSize(data []byte) error {
+	d := json.NewDecoder(bytes.NewReader(data))
+	values, containers := 0, 0
+	for {
+		t, err := d.Token()
+		if err != nil {
+			return nil
+		}
+		switch t {
+		case json.Delim('}'), json.Delim(']'):
+			continue
+		case json.Delim('{'), json.Delim('['):
+			containers++
+		}
+		if values++; values > maxValues || containers > maxContainers {
+			return &FieldError{Field: "(top level)", Msg: fmt.Sprintf("holds more than %d JSON values or %d objects and arrays, far more than a record of %d arms and %d runs; regenerate it with speclaunch bench", maxValues, maxContainers, MaxArms, MaxRuns)}
+		}
+	}
+}

@@ -1,0 +1,319 @@
+// Package schedule holds speclaunch's unit of answer: a width schedule,
+// concurrency buckets each with a draft width (1 = speculation off) and
+// where that width came from. A single width is a one-bucket schedule, so
+// every flag, variable, profile key and policy entry that names one width
+// keeps its meaning. The package is a leaf: parsing, validation, lookup
+// and rendering, no I/O.
+package schedule
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Limits shared by every surface that reads a schedule.
+const (
+	// MaxBuckets bounds a schedule; more buckets than this is a typo or a
+	// hostile file, never a measurement (bench measures a handful of levels).
+	MaxBuckets = 64
+	// Off is the width that means no speculation at that load.
+	Off = 1
+	// MaxWidth mirrors key.MaxWidth: no drafter runs a wider verify block.
+	MaxWidth = 256
+	// maxLevel bounds a bucket edge; no server runs more concurrent requests.
+	maxLevel = 1 << 20
+)
+
+// Bucket is one load range: from Lo to Hi concurrent requests inclusive
+// (Hi 0 = no upper bound), run at Width.
+type Bucket struct {
+	Lo     int    `json:"lo"`
+	Hi     int    `json:"hi"` // 0 = no upper bound
+	Width  int    `json:"width"`
+	Source string `json:"source,omitempty"` // e.g. "override", "measured", "tuned", "adaptive", "kind-default"
+}
+
+// Schedule is a list of buckets that covers every load from 1 up, in
+// order, without gaps or overlaps. The zero value is "no schedule".
+type Schedule []Bucket
+
+// Flat is the one-bucket schedule of a single width.
+func Flat(width int, source string) Schedule {
+	return Schedule{{Lo: 1, Hi: 0, Width: width, Source: source}}
+}
+
+// Contains reports whether the bucket covers n concurrent requests.
+func (b Bucket) Contains(n int) bool {
+	return n >= b.Lo && (b.Hi == 0 || n <= b.Hi)
+}
+
+// Range renders the bucket's load range: "1", "2-3", "4+".
+func (b Bucket) Range() string {
+	switch {
+	case b.Hi == 0:
+		return strconv.Itoa(b.Lo) + "+"
+	case b.Hi == b.Lo:
+		return strconv.Itoa(b.Lo)
+	default:
+		return strconv.Itoa(b.Lo) + "-" + strconv.Itoa(b.Hi)
+	}
+}
+
+// IsFlat reports whether the schedule is one width at every load.
+func (s Schedule) IsFlat() bool {
+	if len(s) == 0 {
+		return false
+	}
+	for _, b := range s[1:] {
+		if b.Width != s[0].Width {
+			return false
+		}
+	}
+	return true
+}
+
+// Index returns the index of the bucket that covers n concurrent requests
+// (n below 1 counts as 1: an idle server plans for its next request), or
+// -1 for an empty schedule.
+func (s Schedule) Index(n int) int {
+	if n < 1 {
+		n = 1
+	}
+	for i, b := range s {
+		if b.Contains(n) {
+			return i
+		}
+	}
+	if len(s) > 0 {
+		return len(s) - 1
+	}
+	return -1
+}
+
+// At returns the bucket that covers n concurrent requests; the zero Bucket
+// for an empty schedule.
+func (s Schedule) At(n int) Bucket {
+	if i := s.Index(n); i >= 0 {
+		return s[i]
+	}
+	return Bucket{}
+}
+
+// Max is the widest width in the schedule (vLLM's num_speculative_tokens
+// must cover every bucket); 0 for an empty schedule.
+func (s Schedule) Max() int {
+	m := 0
+	for _, b := range s {
+		m = max(m, b.Width)
+	}
+	return m
+}
+
+// Merge joins neighbouring buckets of the same width and source, so a
+// schedule earned level by level reads as few ranges as it means.
+func (s Schedule) Merge() Schedule {
+	var out Schedule
+	for _, b := range s {
+		if n := len(out); n > 0 && out[n-1].Width == b.Width && out[n-1].Source == b.Source {
+			out[n-1].Hi = b.Hi
+			continue
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+// WithSource returns a copy whose every bucket has the given source.
+func (s Schedule) WithSource(src string) Schedule {
+	out := append(Schedule(nil), s...)
+	for i := range out {
+		out[i].Source = src
+	}
+	return out
+}
+
+// Validate checks the shape: 1 to MaxBuckets buckets, the first from 1,
+// each starting where the one before ended, the last unbounded, widths
+// from 1 (off) to MaxWidth. The error says which bucket and the fix.
+func (s Schedule) Validate() error {
+	switch {
+	case len(s) == 0:
+		return errors.New("the schedule is empty: give at least one bucket, e.g. \"1+:4\" (width 4 at every load)")
+	case len(s) > MaxBuckets:
+		return fmt.Errorf("the schedule has %d buckets, above the limit of %d: merge neighbouring loads that share a width", len(s), MaxBuckets)
+	}
+	next := 1
+	for i, b := range s {
+		where := fmt.Sprintf("bucket %d (%s)", i+1, b.Range())
+		switch {
+		case b.Lo < 1:
+			return fmt.Errorf("%s starts at %d concurrent requests: loads start at 1", where, b.Lo)
+		case b.Lo > maxLevel || b.Hi > maxLevel:
+			return fmt.Errorf("%s names a load above %d: use 0 (or N+) for no upper bound", where, maxLevel)
+		case b.Hi != 0 && b.Hi < b.Lo:
+			return fmt.Errorf("%s ends below where it starts: write the lower load first (%d-%d)", where, b.Hi, b.Lo)
+		case b.Lo < next:
+			return fmt.Errorf("%s overlaps the bucket before it, which covers up to %d: start this one at %d", where, next-1, next)
+		case b.Lo > next:
+			return fmt.Errorf("%s leaves loads %d-%d without a width: start this one at %d, or add a bucket for them", where, next, b.Lo-1, next)
+		case b.Width < Off:
+			return fmt.Errorf("%s has width %d: widths start at 1 (speculation off at that load) and 2 (one draft token)", where, b.Width)
+		case b.Width > MaxWidth:
+			return fmt.Errorf("%s has width %d, above %d, which no drafter runs", where, b.Width, MaxWidth)
+		}
+		if b.Hi == 0 {
+			if i != len(s)-1 {
+				return fmt.Errorf("%s has no upper bound but buckets follow it: give it an upper bound, or drop the ones after it", where)
+			}
+			return nil
+		}
+		next = b.Hi + 1
+	}
+	return fmt.Errorf("the last bucket ends at %d concurrent requests: end the schedule with an open bucket (%d+ or hi = 0) so every load has a width", next-1, next)
+}
+
+// FromTriples builds a schedule from [lo, hi, width] triples, the shape of
+// TOML's `schedule = [[1, 1, 6], [2, 3, 4], [4, 0, 1]]` and of vLLM's
+// num_speculative_tokens_per_batch_size, and validates it.
+func FromTriples(t [][]int, source string) (Schedule, error) {
+	s := make(Schedule, 0, min(len(t), MaxBuckets+1))
+	for i, tr := range t {
+		if i > MaxBuckets {
+			break // Validate reports the count
+		}
+		if len(tr) != 3 {
+			return nil, fmt.Errorf("bucket %d has %d numbers: write each bucket as [lo, hi, width] (hi 0 = no upper bound)", i+1, len(tr))
+		}
+		s = append(s, Bucket{Lo: tr[0], Hi: tr[1], Width: tr[2], Source: source})
+	}
+	if len(t) > MaxBuckets {
+		return nil, fmt.Errorf("the schedule has %d buckets, above the limit of %d: merge neighbouring loads that share a width", len(t), MaxBuckets)
+	}
+	return s, s.Validate()
+}
+
+// Triples renders the schedule as [lo, hi, width] triples (TOML, JSON).
+func (s Schedule) Triples() [][]int {
+	out := make([][]int, len(s))
+	for i, b := range s {
+		out[i] = []int{b.Lo, b.Hi, b.Width}
+	}
+	return out
+}
+
+// maxText bounds the text form: 64 buckets of "1048576-1048576:256," fit.
+const maxText = 2048
+
+// Parse reads the text form typed in a flag or a variable:
+// "1:6,2-3:4,4+:1" (a load or a range, a colon, a width; "N+" is open),
+// or a bare width "4" (width 4 at every load). Spaces around items are
+// ignored. The result is validated.
+func Parse(text, source string) (Schedule, error) {
+	text = strings.TrimSpace(text)
+	if len(text) > maxText {
+		return nil, fmt.Errorf("the schedule is %d characters, above the limit of %d: merge neighbouring loads that share a width", len(text), maxText)
+	}
+	if text == "" {
+		return nil, errors.New("the schedule is empty: write it as load:width pairs, e.g. \"1:6,2-3:4,4+:1\"")
+	}
+	if w, err := strconv.Atoi(text); err == nil {
+		s := Flat(w, source)
+		return s, s.Validate()
+	}
+	items := strings.Split(text, ",")
+	if len(items) > MaxBuckets {
+		return nil, fmt.Errorf("the schedule has %d buckets, above the limit of %d: merge neighbouring loads that share a width", len(items), MaxBuckets)
+	}
+	s := make(Schedule, 0, len(items))
+	for i, it := range items {
+		b, err := parseItem(strings.TrimSpace(it))
+		if err != nil {
+			return nil, fmt.Errorf("bucket %d %q: %w", i+1, clip(it), err)
+		}
+		b.Source = source
+		s = append(s, b)
+	}
+	return s, s.Validate()
+}
+
+func parseItem(it string) (Bucket, error) {
+	const form = "write load:width, e.g. 1:6, 2-3:4 or 4+:1"
+	load, w, ok := strings.Cut(it, ":")
+	if !ok {
+		return Bucket{}, errors.New("has no colon: " + form)
+	}
+	width, err := strconv.Atoi(strings.TrimSpace(w))
+	if err != nil {
+		return Bucket{}, errors.New("width is not a whole number: " + form)
+	}
+	load = strings.TrimSpace(load)
+	b := Bucket{Width: width}
+	switch lo, hi, isRange := strings.Cut(load, "-"); {
+	case strings.HasSuffix(load, "+"):
+		b.Lo, err = strconv.Atoi(strings.TrimSuffix(load, "+"))
+	case isRange:
+		if b.Lo, err = strconv.Atoi(strings.TrimSpace(lo)); err == nil {
+			b.Hi, err = strconv.Atoi(strings.TrimSpace(hi))
+			if err == nil && b.Hi == 0 {
+				err = errors.New("0")
+			}
+		}
+	default:
+		b.Lo, err = strconv.Atoi(load)
+		b.Hi = b.Lo
+	}
+	if err != nil {
+		return Bucket{}, errors.New("load is not a whole number or range: " + form)
+	}
+	return b, nil
+}
+
+func clip(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "…"
+	}
+	return s
+}
+
+// String renders the text form Parse reads: "1:6,2-3:4,4+:1".
+func (s Schedule) String() string {
+	parts := make([]string, len(s))
+	for i, b := range s {
+		parts[i] = b.Range() + ":" + strconv.Itoa(b.Width)
+	}
+	return strings.Join(parts, ",")
+}
+
+// Describe renders the schedule for a person: "width 6 at 1 request, 4 at
+// 2-3, off at 4+"; a flat schedule is just "width 4".
+func (s Schedule) Describe() string {
+	if len(s) == 0 {
+		return "no schedule"
+	}
+	if s.IsFlat() {
+		return "width " + widthWord(s[0].Width)
+	}
+	var b strings.Builder
+	b.WriteString("width ")
+	for i, k := range s {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(widthWord(k.Width))
+		b.WriteString(" at ")
+		b.WriteString(k.Range())
+		if i == 0 && k.Lo == 1 && k.Hi == 1 {
+			b.WriteString(" request")
+		}
+	}
+	return b.String()
+}
+
+func widthWord(w int) string {
+	if w <= Off {
+		return "off"
+	}
+	return strconv.Itoa(w)
+}

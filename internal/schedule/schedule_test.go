@@ -1,0 +1,89 @@
+package schedule
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParse(t *testing.T) {
+	cases := []struct {
+		in, want, describe, err string
+	}{
+		{in: "4", want: "1+:4", describe: "width 4"},
+		{in: "1:6,2-3:4,4+:1", want: "1:6,2-3:4,4+:1", describe: "width 6 at 1 request, 4 at 2-3, off at 4+"},
+		{in: " 1-2 : 5 , 3+:2 ", want: "1-2:5,3+:2", describe: "width 5 at 1-2, 2 at 3+"},
+		{in: "", err: "empty"},
+		{in: "1:6,3+:2", err: "leaves loads 2-2 without a width"},
+		{in: "1-3:6,3+:2", err: "overlaps"},
+		{in: "1:6,2-3:4", err: "end the schedule with an open bucket"},
+		{in: "1+:4,2+:3", err: "buckets follow it"},
+		{in: "1:6,4-2:3,5+:1", err: "ends below where it starts"},
+		{in: "2+:4", err: "leaves loads 1-1"},
+		{in: "1+:0", err: "width 0"},
+		{in: "0", err: "width 0"},
+		{in: "1+:300", err: "above 256"},
+		{in: "1+4", err: "no colon"},
+		{in: "a:4", err: "load is not"},
+		{in: "1:x", err: "width is not"},
+		{in: "1-0:4", err: "load is not"},
+		{in: strings.Repeat("1:2,", 70) + "2+:2", err: "above the limit of 64"},
+		{in: strings.Repeat("9", 3000), err: "characters"},
+	}
+	for _, c := range cases {
+		s, err := Parse(c.in, "test")
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("Parse(%.30q) = %v, %v; want error containing %q", c.in, s, err, c.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("Parse(%q): %v", c.in, err)
+			continue
+		}
+		if s.String() != c.want || s.Describe() != c.describe {
+			t.Errorf("Parse(%q) = %q / %q; want %q / %q", c.in, s.String(), s.Describe(), c.want, c.describe)
+		}
+	}
+}
+
+func TestFromTriples(t *testing.T) {
+	s, err := FromTriples([][]int{{1, 1, 6}, {2, 3, 4}, {4, 0, 1}}, "profile")
+	if err != nil || s.String() != "1:6,2-3:4,4+:1" || s[2].Source != "profile" {
+		t.Fatalf("FromTriples = %v, %v", s, err)
+	}
+	if _, err := FromTriples([][]int{{1, 0}}, ""); err == nil || !strings.Contains(err.Error(), "[lo, hi, width]") {
+		t.Errorf("short triple: %v", err)
+	}
+	if _, err := FromTriples(nil, ""); err == nil || !strings.Contains(err.Error(), "empty") {
+		t.Errorf("empty: %v", err)
+	}
+	big := make([][]int, 100)
+	for i := range big {
+		big[i] = []int{i + 1, i + 1, 2}
+	}
+	if _, err := FromTriples(big, ""); err == nil || !strings.Contains(err.Error(), "100 buckets") {
+		t.Errorf("100 buckets: %v", err)
+	}
+	if got := s.Triples(); len(got) != 3 || got[2][1] != 0 {
+		t.Errorf("Triples = %v", got)
+	}
+}
+
+func TestAtAndMerge(t *testing.T) {
+	s, _ := Parse("1:6,2-3:4,4-7:4,8+:1", "tuned")
+	for n, want := range map[int]int{0: 6, 1: 6, 2: 4, 3: 4, 5: 4, 8: 1, 1000: 1} {
+		if got := s.At(n).Width; got != want {
+			t.Errorf("At(%d) = %d, want %d", n, got, want)
+		}
+	}
+	if m := s.Merge(); m.String() != "1:6,2-7:4,8+:1" {
+		t.Errorf("Merge = %s", m)
+	}
+	if s.Max() != 6 || s.IsFlat() || !Flat(3, "x").IsFlat() {
+		t.Errorf("Max/IsFlat wrong")
+	}
+	if (Schedule{}).At(3) != (Bucket{}) || (Schedule{}).Index(1) != -1 {
+		t.Errorf("empty schedule lookup")
+	}
+}

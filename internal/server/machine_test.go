@@ -1,0 +1,312 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/speclaunch/speclaunch/engine"
+	"github.com/speclaunch/speclaunch/internal/plan"
+)
+
+// fake is a machine driven by events on a fake clock.
+type fake struct {
+	t   *testing.T
+	m   Machine
+	now time.Time
+}
+
+var t0 = time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+
+func planOf(args ...string) *plan.Plan {
+	return &plan.Plan{Launch: engine.Launch{Argv: append([]string{"engine"}, args...)}}
+}
+
+var limits = Limits{Restart: false, DrainTimeout: 2 * time.Minute, ShutdownTimeout: 30 * time.Second}
+
+// serving is a machine whose first engine (1) serves.
+func serving(t *testing.T, l Limits) *fake {
+	f := &fake{t: t, m: NewMachine(planOf("--w", "4"), l), now: t0}
+	f.want(Begin{}, "Start(1 start)")
+	f.want(Ready{ID: 1}, "Route(1)")
+	if f.m.Phase != Serving {
+		t.Fatalf("phase %s after the first start, want serving", f.m.Phase)
+	}
+	return f
+}
+
+// step applies ev after d and returns the actions, summarised.
+func (f *fake) after(d time.Duration, ev any) string {
+	f.t.Helper()
+	f.now = f.now.Add(d)
+	var acts []Action
+	f.m, acts = Step(f.m, ev, f.now)
+	return summary(acts)
+}
+
+func (f *fake) want(ev any, want string) {
+	f.t.Helper()
+	f.wantAfter(0, ev, want)
+}
+
+func (f *fake) wantAfter(d time.Duration, ev any, want string) {
+	f.t.Helper()
+	if got := f.after(d, ev); got != want {
+		f.t.Fatalf("after %T%+v: actions\n  %s\nwant\n  %s", ev, ev, got, want)
+	}
+}
+
+// summary writes actions as short words, logs left out.
+func summary(acts []Action) string {
+	var out []string
+	for _, a := range acts {
+		switch a := a.(type) {
+		case Start:
+			out = append(out, fmt.Sprintf("Start(%d %s)", a.Engine.ID, a.Kind))
+		case Route:
+			out = append(out, fmt.Sprintf("Route(%d)", a.ID))
+		case Hold:
+			out = append(out, "Hold")
+		case Watch:
+			out = append(out, fmt.Sprintf("Watch(%d)", a.ID))
+		case Stop:
+			s := fmt.Sprintf("Stop(%d", a.ID)
+			if a.Kill {
+				s += " kill"
+			}
+			if a.Sig != nil {
+				s += " " + sigName(a.Sig)
+			}
+			out = append(out, s+")")
+		case Gone:
+			out = append(out, fmt.Sprintf("Gone(%d)", a.ID))
+		case Refuse:
+			out = append(out, "Refuse")
+		case Reply:
+			out = append(out, fmt.Sprintf("Reply(%v)", a.Err))
+		case Cut:
+			out = append(out, "Cut")
+		case Switched:
+			sw := fmt.Sprintf("ok=%v", a.OK)
+			if a.From != nil {
+				sw += fmt.Sprintf(" from=%d", a.From.ID)
+			}
+			if a.Drain > 0 {
+				sw += fmt.Sprintf(" drain=%s", a.Drain)
+			}
+			out = append(out, "Switched("+sw+")")
+		case Adopt:
+			out = append(out, "Adopt")
+		case Exit:
+			out = append(out, fmt.Sprintf("Exit(%d)", a.Code))
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+func job(k Kind, mode Mode, p *plan.Plan) *Job {
+	return &Job{Kind: k, Mode: mode, Plan: p, Limits: limits, Reason: k.String()}
+}
+
+func TestOverlapSwitch(t *testing.T) {
+	f := serving(t, limits)
+	f.want(Submit{Job: job(KindReload, Overlap, planOf("--w", "3"))}, "Start(2 reload)")
+	if f.m.Phase != Switching || f.m.Serving.ID != 1 || f.m.held {
+		t.Fatalf("during an overlap start the old engine serves: %+v", f.m)
+	}
+	// Ready: traffic moves at once; the old engine drains, then stops.
+	f.wantAfter(time.Second, Ready{ID: 2}, "Route(2) Watch(1) Reply(<nil>) Switched(ok=true from=1)")
+	f.want(Drained{ID: 1}, "Stop(1)")
+	f.want(Exited{ID: 1, Code: 0}, "")
+	if f.m.Phase != Serving || f.m.Serving.ID != 2 || f.m.Draining != nil {
+		t.Fatalf("after the switch: %+v", f.m)
+	}
+}
+
+// A switch asked for while the old engine still drains waits for it: at
+// most one engine draining.
+func TestSwitchDuringDrainWaits(t *testing.T) {
+	f := serving(t, limits)
+	f.want(Submit{Job: job(KindReload, Overlap, planOf("--w", "3"))}, "Start(2 reload)")
+	f.want(Ready{ID: 2}, "Route(2) Watch(1) Reply(<nil>) Switched(ok=true from=1)")
+	f.want(Submit{Job: job(KindReload, Overlap, planOf("--w", "5"))}, "")
+	later := job(KindAdapt, Overlap, planOf("--w", "6"))
+	f.want(Submit{Job: later}, "Reply(superseded by a later switch)")
+	f.want(Drained{ID: 1}, "Stop(1)")
+	f.want(Exited{ID: 1}, "Start(3 adapt)")
+	f.want(Ready{ID: 3}, "Route(3) Watch(2) Reply(<nil>) Switched(ok=true from=2)")
+}
+
+func TestOverlapStartFailsOldKeepsServing(t *testing.T) {
+	f := serving(t, limits)
+	f.want(Submit{Job: job(KindReload, Overlap, planOf("--bad"))}, "Start(2 reload)")
+	f.want(Ready{ID: 2, Err: errors.New("no binary")}, "Reply(no binary) Switched(ok=false from=1)")
+	f.want(Exited{ID: 2, Code: -1}, "")
+	if f.m.Phase != Serving || f.m.Serving.ID != 1 {
+		t.Fatalf("the old engine must keep serving: %+v", f.m)
+	}
+}
+
+func TestDrainSwitch(t *testing.T) {
+	f := serving(t, limits)
+	f.want(Submit{Job: job(KindReload, Drain, planOf("--w", "3"))}, "Hold Watch(1)")
+	// The status names the width left and the drain's time, though the
+	// old engine is gone by the time the new one serves.
+	f.wantAfter(3*time.Second, Drained{ID: 1}, "Stop(1)")
+	f.wantAfter(time.Second, Exited{ID: 1}, "Start(2 reload)")
+	f.wantAfter(2*time.Second, Ready{ID: 2}, "Route(2) Reply(<nil>) Switched(ok=true from=1 drain=3s)")
+	if f.m.held || f.m.Phase != Serving {
+		t.Fatalf("after a drain switch: %+v", f.m)
+	}
+}
+
+func TestDrainTimeoutStopsTheOldEngine(t *testing.T) {
+	f := serving(t, limits)
+	f.want(Submit{Job: job(KindReload, Drain, planOf("--w", "3"))}, "Hold Watch(1)")
+	if d := f.m.Deadline(); !d.Equal(f.now.Add(limits.DrainTimeout)) {
+		t.Fatalf("deadline %v, want the drain timeout", d)
+	}
+	f.wantAfter(limits.DrainTimeout, Tick{}, "Stop(1)")
+	if st := f.m.stopping; len(st) != 1 || st[0] != 1 {
+		t.Fatalf("stopping %v", st)
+	}
+}
+
+// In drain mode a new engine that cannot start gives way to the previous
+// settings: something serves again.
+func TestDrainStartFailsFallsBack(t *testing.T) {
+	f := serving(t, limits)
+	prev := f.m.Plan
+	f.want(Submit{Job: job(KindReload, Drain, planOf("--bad"))}, "Hold Watch(1)")
+	f.want(Drained{ID: 1}, "Stop(1)")
+	f.want(Exited{ID: 1}, "Start(2 reload)")
+	f.want(Ready{ID: 2, Err: errors.New("bad flag")}, "Start(3 reload)")
+	f.want(Ready{ID: 3}, "Route(3) Reply(bad flag) Switched(ok=false from=1)")
+	if f.m.Plan != prev {
+		t.Fatal("the previous plan must be in force after the fallback")
+	}
+}
+
+// SIGTERM with requests in flight: readiness down and new requests
+// refused at once; the engine stops only once its requests finished.
+func TestSIGTERMWaitsForRequests(t *testing.T) {
+	f := serving(t, limits)
+	f.want(Signal{Sig: syscall.SIGTERM}, "Refuse Watch(1)")
+	if f.m.Phase != Stopping {
+		t.Fatalf("phase %s", f.m.Phase)
+	}
+	f.wantAfter(3*time.Second, Drained{ID: 1}, "Stop(1 SIGTERM)")
+	f.want(Exited{ID: 1, Code: 0}, "Exit(0)")
+}
+
+func TestShutdownTimeoutCutsRequests(t *testing.T) {
+	f := serving(t, limits)
+	f.want(Signal{Sig: syscall.SIGTERM}, "Refuse Watch(1)")
+	f.wantAfter(limits.ShutdownTimeout-time.Millisecond, Tick{}, "")
+	f.wantAfter(time.Millisecond, Tick{}, "Cut Stop(1 SIGTERM)")
+	f.want(Exited{ID: 1, Code: 143}, "Exit(143)")
+}
+
+func TestSecondSignalStopsAtOnceThirdKills(t *testing.T) {
+	f := serving(t, limits)
+	f.want(Signal{Sig: os.Interrupt}, "Refuse Watch(1)")
+	f.want(Signal{Sig: os.Interrupt}, "Cut Stop(1 SIGINT)")
+	f.want(Signal{Sig: os.Interrupt}, "Stop(1 kill SIGINT)")
+	f.want(Exited{ID: 1, Code: 137}, "Exit(137)")
+}
+
+// SIGTERM during an overlap switch: the serving engine takes the requests
+// to their end; the new one is stopped and its switch answered.
+func TestSIGTERMDuringOverlapSwitch(t *testing.T) {
+	f := serving(t, limits)
+	f.want(Submit{Job: job(KindAdapt, Overlap, planOf("--w", "3"))}, "Start(2 adapt)")
+	f.wantAfter(time.Millisecond, Signal{Sig: syscall.SIGTERM}, "Refuse Stop(2 SIGTERM) Reply(speclaunch is stopping) Watch(1)")
+	f.want(Ready{ID: 2}, "") // the start finished anyway: ignored, it is being stopped
+	f.want(Exited{ID: 2, Code: 0}, "")
+	f.want(Drained{ID: 1}, "Stop(1 SIGTERM)")
+	f.want(Exited{ID: 1}, "Exit(0)")
+}
+
+// SIGTERM in the middle of a drain switch, nothing serving: the engine
+// starting is stopped at once (a model load takes minutes); held requests
+// get 503.
+func TestSIGTERMDuringDrainSwitch(t *testing.T) {
+	f := serving(t, limits)
+	f.want(Submit{Job: job(KindReload, Drain, planOf("--w", "3"))}, "Hold Watch(1)")
+	f.want(Drained{ID: 1}, "Stop(1)")
+	f.want(Exited{ID: 1}, "Start(2 reload)")
+	f.want(Signal{Sig: syscall.SIGTERM}, "Refuse Stop(2 SIGTERM)")
+	f.want(Ready{ID: 2, Err: errors.New("interrupted")}, "")
+	f.want(Exited{ID: 2, Code: -1}, "Reply(speclaunch is stopping) Exit(143)")
+}
+
+// A signal during the first load stops the engine at once.
+func TestSignalDuringFirstLoad(t *testing.T) {
+	f := &fake{t: t, m: NewMachine(planOf(), limits), now: t0}
+	f.want(Begin{}, "Start(1 start)")
+	f.want(Signal{Sig: os.Interrupt}, "Refuse Stop(1 SIGINT)")
+	f.want(Exited{ID: 1, Code: -1}, "Reply(speclaunch is stopping) Exit(130)")
+}
+
+func TestCrashRestartsOnFailure(t *testing.T) {
+	l := limits
+	l.Restart = true
+	f := serving(t, l)
+	f.wantAfter(5*time.Second, Exited{ID: 1, Code: 1}, "Hold Gone(1)")
+	if f.m.Phase != Starting || f.m.Deadline().IsZero() {
+		t.Fatalf("a crash with restart on-failure waits its backoff: %+v", f.m)
+	}
+	f.wantAfter(time.Second, Tick{}, "Start(2 restart)")
+	f.want(Ready{ID: 2}, "Route(2) Reply(<nil>) Switched(ok=true)")
+}
+
+func TestCrashWithoutRestartExits(t *testing.T) {
+	f := serving(t, limits)
+	f.want(Exited{ID: 1, Code: 3}, "Hold Gone(1) Refuse Cut Exit(3)")
+}
+
+// A hung engine is killed and replaced; requests without a response byte
+// go to the replacement (Gone).
+func TestHungEngineIsReplaced(t *testing.T) {
+	l := limits
+	l.Restart = true
+	f := serving(t, l)
+	f.want(Hung{ID: 1}, "Gone(1) Stop(1 kill)")
+	f.want(Exited{ID: 1, Code: 137}, "Hold Gone(1)")
+	f.wantAfter(time.Second, Tick{}, "Start(2 restart)")
+}
+
+// The serving engine exits while a new one starts: requests wait for the
+// new one, which then takes them.
+func TestExitDuringOverlapSwitch(t *testing.T) {
+	f := serving(t, limits)
+	f.want(Submit{Job: job(KindReload, Overlap, planOf("--w", "3"))}, "Start(2 reload)")
+	f.want(Exited{ID: 1, Code: 1}, "Hold Gone(1)")
+	f.want(Ready{ID: 2}, "Route(2) Reply(<nil>) Switched(ok=true)")
+	if f.m.held || f.m.Serving.ID != 2 {
+		t.Fatalf("%+v", f.m)
+	}
+}
+
+// A reload that changes nothing the engine runs is adopted without a
+// switch (the proxy's own limits may have changed).
+func TestSameCommandIsAdopted(t *testing.T) {
+	f := serving(t, limits)
+	f.want(Submit{Job: job(KindReload, Overlap, planOf("--w", "4"))}, "Adopt Reply(<nil>)")
+}
+
+func TestFirstStartFailsExits(t *testing.T) {
+	f := &fake{t: t, m: NewMachine(planOf(), limits), now: t0}
+	f.want(Begin{}, "Start(1 start)")
+	f.want(Ready{ID: 1, Err: errors.New("no model")}, "Exit(2)")
+}
+
+func TestSubmitWhileStoppingIsRefused(t *testing.T) {
+	f := serving(t, limits)
+	f.want(Signal{Sig: syscall.SIGTERM}, "Refuse Watch(1)")
+	f.want(Submit{Job: job(KindAdapt, Overlap, planOf("--w", "3"))}, "Reply(speclaunch is stopping)")
+}

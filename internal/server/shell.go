@@ -1,0 +1,474 @@
+package server
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/speclaunch/speclaunch/internal/plan"
+	"github.com/speclaunch/speclaunch/internal/proxy"
+	"github.com/speclaunch/speclaunch/internal/supervise"
+)
+
+// Instance is one engine process the runtime started.
+type Instance struct {
+	ID      EngineID
+	Plan    *plan.Plan // as the operator sees it (the public address)
+	Proc    *supervise.Process
+	Backend *proxy.Backend // nil in direct mode (no proxy)
+	BaseURL string         // where the engine itself answers
+	Port    int            // the engine's own port
+	Since   time.Time
+	// Info is what the launcher learned starting it (the width check),
+	// for the status page.
+	Info any
+}
+
+// Hooks connect the runtime to the launcher. Launch is required; the rest
+// may be nil.
+type Hooks struct {
+	// Launch starts p's engine (the runtime's engine id), waits until it is
+	// ready and verifies its width; interrupt ends the wait (the engine is then stopped). On an
+	// error the engine process, if any, has been stopped.
+	Launch func(ctx context.Context, p *plan.Plan, id EngineID, kind Kind, interrupt context.Context) (*Instance, error)
+	// BeforeTraffic runs on every new engine after Launch and before the
+	// proxy routes a request to it (the adaptive loop's probe: the engine
+	// is idle then). An error is logged; the engine serves all the same.
+	BeforeTraffic func(ctx context.Context, in *Instance) error
+	Serving       func(in *Instance)             // it takes the traffic now
+	Switched      func(s Switched, to *Instance) // a switch ended (s.From names the engine it replaced)
+	Adopted       func(j *Job)                   // a plan took effect without a switch
+	Stopping      func()                         // the first signal arrived
+	Exited        func(in *Instance, code int)   // an engine's process ended
+	Phase         func(p Phase)                  // the runtime's state changed
+}
+
+// Options configure a Runtime.
+type Options struct {
+	Plan  *plan.Plan
+	Proxy *proxy.Proxy // nil: direct mode, the engine on the public address
+	Log   *slog.Logger
+	// Limits, StopTimeout and HangTimeout read a plan's settings.
+	Limits      func(*plan.Plan) Limits
+	StopTimeout func(*plan.Plan) time.Duration
+	HangTimeout func(*plan.Plan) time.Duration // 0: no hang detection
+	Signals     <-chan os.Signal               // SIGINT, SIGTERM
+	Done        <-chan struct{}                // the parent ends: as SIGTERM
+	Hooks
+}
+
+// Runtime is the shell around Machine: it runs the actions and turns what
+// happens into events, on one goroutine (Run).
+type Runtime struct {
+	o      Options
+	events chan any
+
+	mu      sync.Mutex
+	engines map[EngineID]*live
+	serving EngineID
+}
+
+type live struct {
+	inst   *Instance
+	plan   *plan.Plan
+	ctx    context.Context // ends when the engine is told to stop
+	cancel context.CancelFunc
+	drain  time.Time // when its drain began
+	why    string    // why it was told to stop; "" while it was not
+}
+
+// New makes a runtime; Run starts it.
+func New(o Options) *Runtime {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	return &Runtime{o: o, events: make(chan any, 64), engines: map[EngineID]*live{}}
+}
+
+// Submit asks for a switch; safe from any goroutine. j.Reply, when set,
+// gets the outcome (buffer it: the runtime does not wait).
+func (r *Runtime) Submit(j *Job) { r.events <- Submit{Job: j} }
+
+// Current is the engine that serves now; nil while none does.
+func (r *Runtime) Current() *Instance {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if l := r.engines[r.serving]; l != nil {
+		return l.inst
+	}
+	return nil
+}
+
+// Beside counts the engines alive beside the serving one (all of them
+// while none serves): one draining after a switch, one starting for a
+// switch or a reload. They share its GPU until their processes end.
+func (r *Runtime) Beside() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := len(r.engines)
+	if r.engines[r.serving] != nil {
+		n--
+	}
+	return n
+}
+
+// Run starts the first engine and runs until the runtime stops; it returns
+// the exit code and, for a non-zero one, why.
+func (r *Runtime) Run() (int, error) {
+	m := NewMachine(r.o.Plan, r.o.Limits(r.o.Plan))
+	m, acts := Step(m, Begin{}, time.Now())
+	sigs, done := r.o.Signals, r.o.Done
+	var timer *time.Timer
+	var timerC <-chan time.Time
+	var exited []EngineID // forgotten once the actions that name them ran
+	for {
+		exit, ok := r.exec(acts)
+		r.mu.Lock()
+		for _, id := range exited {
+			delete(r.engines, id)
+		}
+		r.mu.Unlock()
+		exited = exited[:0]
+		if ok {
+			if r.o.Proxy != nil {
+				r.o.Proxy.Close() // held requests get 503: no engine will come
+			}
+			return exit.Code, exit.Err
+		}
+		if timer != nil {
+			timer.Stop()
+			timer, timerC = nil, nil
+		}
+		if d := m.Deadline(); !d.IsZero() {
+			timer = time.NewTimer(time.Until(d))
+			timerC = timer.C
+		}
+		var ev any
+		select {
+		case ev = <-r.events:
+		case s := <-sigs:
+			ev = Signal{Sig: s}
+		case <-done:
+			done = nil
+			ev = Signal{Sig: os.Interrupt}
+		case <-timerC:
+			ev = Tick{}
+		}
+		prev := m.Phase
+		m, acts = Step(m, ev, time.Now())
+		if m.Phase != prev && r.o.Phase != nil {
+			r.o.Phase(m.Phase)
+		}
+		if e, ok := ev.(Exited); ok {
+			exited = append(exited, e.ID)
+		}
+	}
+}
+
+// exec runs the actions; it returns the Exit action when there is one.
+func (r *Runtime) exec(acts []Action) (Exit, bool) {
+	for _, a := range acts {
+		switch a := a.(type) {
+		case Start:
+			r.start(a)
+		case Route:
+			r.route(a.ID)
+		case Hold:
+			if r.o.Proxy != nil {
+				r.o.Proxy.Hold()
+			}
+		case Watch:
+			r.watch(a.ID)
+		case Stop:
+			r.stop(a)
+		case Gone:
+			if l := r.get(a.ID); l != nil && l.inst != nil && l.inst.Backend != nil {
+				l.inst.Backend.Gone()
+			}
+		case Cut:
+			if r.o.Proxy != nil {
+				r.o.Proxy.Close()
+			}
+		case Refuse:
+			if r.o.Proxy != nil {
+				r.o.Proxy.Refuse()
+			}
+			if r.o.Stopping != nil {
+				go r.o.Stopping() // it may wait on a reply from this loop
+			}
+		case Reply:
+			if a.Job != nil && a.Job.Reply != nil {
+				select {
+				case a.Job.Reply <- a.Err:
+				default:
+				}
+			}
+		case Switched:
+			if r.o.Switched != nil {
+				r.o.Switched(a, r.inst(a.To))
+			}
+		case Adopt:
+			if r.o.Adopted != nil {
+				r.o.Adopted(a.Job)
+			}
+		case Log:
+			r.o.Log.Log(context.Background(), slog.Level(a.Level), a.Msg, a.Attrs...)
+		case Exit:
+			return a, true
+		}
+	}
+	return Exit{}, false
+}
+
+func (r *Runtime) get(id EngineID) *live {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.engines[id]
+}
+
+func (r *Runtime) inst(e *Engine) *Instance {
+	if e == nil {
+		return nil
+	}
+	if l := r.get(e.ID); l != nil {
+		return l.inst
+	}
+	return nil
+}
+
+// start launches an engine off the loop; Ready, then Exited, come back.
+func (r *Runtime) start(a Start) {
+	ctx, cancel := context.WithCancel(context.Background())
+	l := &live{plan: a.Engine.Plan, ctx: ctx, cancel: cancel}
+	r.mu.Lock()
+	r.engines[a.Engine.ID] = l
+	r.mu.Unlock()
+	id := a.Engine.ID
+	go func() {
+		in, err := r.o.Launch(context.Background(), a.Engine.Plan, id, a.Kind, ctx)
+		if err == nil && ctx.Err() != nil {
+			in.Proc.Stop(r.o.StopTimeout(a.Engine.Plan))
+			err = context.Canceled
+		}
+		if err != nil {
+			r.events <- Ready{ID: id, Err: err}
+			r.events <- Exited{ID: id, Code: -1}
+			return
+		}
+		in.ID = id
+		r.mu.Lock()
+		l.inst = in
+		r.mu.Unlock()
+		if r.o.BeforeTraffic != nil {
+			if err := r.o.BeforeTraffic(ctx, in); err != nil && ctx.Err() == nil {
+				r.o.Log.Warn("the probe before traffic did not finish; the engine serves all the same (what is missing is probed under load)", "pid", in.Proc.PID(), "err", err)
+			}
+		}
+		r.events <- Ready{ID: id}
+		<-in.Proc.Done()
+		code := in.Proc.ExitCode()
+		r.mu.Lock()
+		why := l.why
+		r.mu.Unlock()
+		switch why {
+		case "":
+		case WhyStopping, WhyFinished:
+			r.o.Log.Info("engine stopped", "pid", in.Proc.PID(), "exit_code", code)
+		default:
+			r.o.Log.Info("old engine stopped", "pid", in.Proc.PID(), "exit_code", code)
+		}
+		if r.o.Exited != nil {
+			r.o.Exited(in, code)
+		}
+		r.events <- Exited{ID: id, Code: code}
+	}()
+}
+
+func (r *Runtime) route(id EngineID) {
+	l := r.get(id)
+	if l == nil || l.inst == nil {
+		return
+	}
+	r.mu.Lock()
+	r.serving = id
+	r.mu.Unlock()
+	if r.o.Proxy != nil && l.inst.Backend != nil {
+		r.o.Proxy.Route(l.inst.Backend)
+	}
+	if r.o.Serving != nil {
+		r.o.Serving(l.inst)
+	}
+	if r.o.HangTimeout != nil {
+		if d := r.o.HangTimeout(l.plan); d > 0 {
+			go r.liveness(l, d)
+		}
+	}
+}
+
+// watch sends Drained once the engine has no request in flight.
+func (r *Runtime) watch(id EngineID) {
+	l := r.get(id)
+	if l == nil || l.inst == nil || l.inst.Backend == nil {
+		r.events <- Drained{ID: id}
+		return
+	}
+	r.mu.Lock()
+	l.drain = time.Now()
+	r.mu.Unlock()
+	go func() {
+		if l.inst.Backend.Drain(l.ctx) == 0 {
+			r.events <- Drained{ID: id}
+		}
+	}()
+}
+
+// stop signals the engine's group; Exited follows from its start goroutine.
+func (r *Runtime) stop(a Stop) {
+	l := r.get(a.ID)
+	if l == nil {
+		return
+	}
+	r.mu.Lock()
+	if r.serving == a.ID {
+		r.serving = 0
+	}
+	in := l.inst
+	l.why = a.Why
+	r.mu.Unlock()
+	l.cancel() // ends a start still under way, a drain watch, the liveness check
+	if in == nil {
+		return // still starting: the cancel stops it
+	}
+	if in.Backend != nil {
+		in.Backend.Closing()
+	}
+	timeout := r.o.StopTimeout(l.plan)
+	if a.Why == DrainTimedOut && in.Backend != nil {
+		r.mu.Lock()
+		since := time.Since(l.drain)
+		r.mu.Unlock()
+		r.o.Log.Warn("drain ended with requests still in flight; stopping the old engine", "in_flight", in.Backend.InFlight(), "after", since.Round(time.Millisecond).String(), "pid", in.Proc.PID())
+	}
+	r.o.Log.Info("stopping engine", "pid", in.Proc.PID(), "why", a.Why)
+	go func() {
+		switch {
+		case a.Kill:
+			in.Proc.Signal(syscall.SIGKILL)
+		case a.Sig != nil:
+			in.Proc.Signal(a.Sig)
+			t := time.NewTimer(timeout)
+			defer t.Stop()
+			select {
+			case <-in.Proc.Done():
+			case <-t.C:
+				r.o.Log.Warn("engine did not stop in time; killing it", "pid", in.Proc.PID(), "after", timeout.String())
+				in.Proc.Stop(0)
+			}
+		default:
+			in.Proc.Stop(timeout)
+		}
+	}()
+}
+
+// liveness asks the engine's /health with a short timeout; an engine that
+// has not answered at all for d is reported hung. Any HTTP answer counts
+// (llama-server says 503 while busy loading, which is not a hang).
+func (r *Runtime) liveness(l *live, d time.Duration) {
+	every := min(max(d/10, 250*time.Millisecond), 2*time.Second)
+	client := &http.Client{Timeout: every, Transport: &http.Transport{DisableKeepAlives: true}}
+	url := strings.TrimRight(l.inst.BaseURL, "/") + "/health"
+	last := time.Now()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.ctx.Done():
+			return
+		case <-l.inst.Proc.Done():
+			return
+		case <-t.C:
+		}
+		req, _ := http.NewRequestWithContext(l.ctx, http.MethodGet, url, nil)
+		if resp, err := client.Do(req); err == nil {
+			io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+			resp.Body.Close()
+			last = time.Now()
+			continue
+		}
+		if time.Since(last) >= d && l.ctx.Err() == nil {
+			r.events <- Hung{ID: l.inst.ID}
+			return
+		}
+	}
+}
+
+// Transport wraps base so that the launcher's own requests to an engine
+// (verification, warm-up, probes, scrapes) are counted in flight on it
+// like a client's: the engine is not stopped under one. A request to an
+// engine being stopped fails at once with proxy.ErrEngineReplaced (ask
+// Current for the engine that serves now).
+func (r *Runtime) Transport(base http.RoundTripper) http.RoundTripper {
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	return &counting{r: r, base: base}
+}
+
+type counting struct {
+	r    *Runtime
+	base http.RoundTripper
+}
+
+func (c *counting) RoundTrip(req *http.Request) (*http.Response, error) {
+	b := c.r.backendFor(req.URL.Host)
+	if b == nil {
+		return c.base.RoundTrip(req)
+	}
+	release, err := b.Track()
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.base.RoundTrip(req)
+	if err != nil {
+		release()
+		return nil, err
+	}
+	resp.Body = &releasing{ReadCloser: resp.Body, release: release}
+	return resp, nil
+}
+
+func (r *Runtime) backendFor(host string) *proxy.Backend {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, l := range r.engines {
+		if l.inst != nil && l.inst.Backend != nil && l.inst.Backend.URL.Host == host {
+			return l.inst.Backend
+		}
+	}
+	return nil
+}
+
+// releasing ends a tracked request when its body is read or closed.
+type releasing struct {
+	io.ReadCloser
+	release func()
+}
+
+func (b *releasing) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil {
+		b.release()
+	}
+	return n, err
+}
+
+func (b *releasing) Close() error {
+	b.release()
+	return b.ReadCloser.Close()
+}

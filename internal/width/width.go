@@ -1,0 +1,70 @@
+// Package width resolves the speculative draft width: the verify block of
+// draft tokens per round plus the one row the target always computes. The
+// resolver is a pure function of its inputs so that every arm of the
+// precedence is a table test with no GPU and no engine.
+package width
+
+import (
+	"github.com/speclaunch/speclaunch/internal/key"
+	"github.com/speclaunch/speclaunch/internal/policy"
+)
+
+// SourceKind says which rule produced a width, highest precedence first.
+type SourceKind string
+
+const (
+	Override          SourceKind = "override"           // flag, env or profile draft.block_size
+	DrafterCheckpoint SourceKind = "drafter-checkpoint" // the drafter's config declares it
+	Measured          SourceKind = "measured"           // a policy entry for this key
+	KindDefault       SourceKind = "kind-default"       // the per-(engine, kind) default
+	Off               SourceKind = "off"                // no drafter: speculation is off
+	// Adaptive is a width serve's adaptive loop chose from live traffic
+	// (docs/adaptive.md); it never overrides an operator width.
+	Adaptive SourceKind = "adaptive"
+)
+
+// Resolution is the resolver's answer.
+type Resolution struct {
+	Width  int // 0 when speculation is off
+	Source SourceKind
+	// Reason is in mlxcel's vocabulary: "operator override", "measured
+	// default for sm_121 with an affine-quantized target", "per-kind default,
+	// no measurement for sm_90 with an affine-quantized target", or a
+	// checkpoint peek's reason.
+	Reason string
+	// Entry is the measured policy entry that applied, nil otherwise.
+	Entry *policy.Entry
+	Key   key.Key // the key the policy was consulted with
+	// Warnings: e.g. the running engine's version differs from the entry's pin.
+	Warnings []string
+}
+
+// Describe renders "4 (reason)" as mlxcel's ResolvedBlockSize does.
+func (r Resolution) Describe() string {
+	if r.Source == Off {
+		return "off (" + r.Reason + ")"
+	}
+	return itoa(r.Width) + " (" + r.Reason + ")"
+}
+
+func itoa(n int) string {
+	if n == 0 {
+		return "0"
+	}
+	neg := n < 0
+	if neg {
+		n = -n
+	}
+	var b [20]byte
+	i := len(b)
+	for n > 0 {
+		i--
+		b[i] = byte('0' + n%10)
+		n /= 10
+	}
+	if neg {
+		i--
+		b[i] = '-'
+	}
+	return string(b[i:])
+}
