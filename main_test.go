@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"net/http"
 	"os"
 	"os/exec"
@@ -25,8 +24,7 @@ import (
 )
 
 func speclaunchMain() int {
-	cli.Records, _ = fs.Sub(records, ".")
-	return cli.Main(os.Args[1:], policyTOML, os.Stdout, os.Stderr)
+	return cli.Main(os.Args[1:], cli.Embedded{Policy: policyTOML, Records: records}, os.Stdout, os.Stderr)
 }
 
 // fakeSMI is a stand-in nvidia-smi for scripts: FAKE_SMI_DEVICES answers
@@ -276,7 +274,7 @@ func TestBadFileShapesExit2(t *testing.T) {
 			t.Run(tc.what+"/"+shape, func(t *testing.T) {
 				var stdout, stderr bytes.Buffer
 				got := -1
-				safefiletest.Within(t, func() { got = cli.Main(tc.args(path), policyTOML, &stdout, &stderr) })
+				safefiletest.Within(t, func() { got = cli.Main(tc.args(path), cli.Embedded{Policy: policyTOML, Records: records}, &stdout, &stderr) })
 				if got != code {
 					t.Errorf("exit %d, want %d", got, code)
 				}

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
 	"reflect"
@@ -37,10 +38,13 @@ type Env struct {
 	Stdout, Stderr io.Writer
 	Getenv         func(string) string
 	PolicyTOML     []byte // the embedded policy.toml
-	Passthrough    []string
-	Ctx            context.Context
-	Deps           *plan.Deps // nil = the host's real probes
-	parent         context.Context
+	// Records are the embedded records the embedded policy cites (nil in
+	// tests that run without them): policy check falls back to them.
+	Records     fs.FS
+	Passthrough []string
+	Ctx         context.Context
+	Deps        *plan.Deps // nil = the host's real probes
+	parent      context.Context
 	// logJSON: the command logs JSON (--log-format json), so its final
 	// error and hint are one JSON line too (reportJSON).
 	logJSON bool
@@ -68,14 +72,26 @@ func usage(err error, hint string) error { return &exitError{code: 2, err: err, 
 // exitCode makes a plain exit with a code (e.g. the engine's).
 func exitCode(code int, err error) error { return &exitError{code: code, err: err} }
 
+// Embedded is what the binary carries: the policy, and the records its
+// entries cite.
+type Embedded struct {
+	Policy  []byte
+	Records fs.FS
+}
+
 // Main runs the CLI and returns the process exit code.
-func Main(args []string, policyTOML []byte, stdout, stderr io.Writer) int {
-	return MainContext(context.Background(), args, policyTOML, stdout, stderr, nil)
+func Main(args []string, emb Embedded, stdout, stderr io.Writer) int {
+	return run(context.Background(), args, emb, stdout, stderr, nil)
 }
 
 // MainContext is Main with a context (cancelling it stops serve and bench
-// as a signal would) and optional fact probes, for tests.
+// as a signal would) and optional fact probes, for tests; it carries the
+// policy without records.
 func MainContext(parent context.Context, args []string, policyTOML []byte, stdout, stderr io.Writer, deps *plan.Deps) int {
+	return run(parent, args, Embedded{Policy: policyTOML}, stdout, stderr, deps)
+}
+
+func run(parent context.Context, args []string, emb Embedded, stdout, stderr io.Writer, deps *plan.Deps) int {
 	// The simulated engine is this binary re-executed; its argv is
 	// mlxcel-server's, which Kong must not see.
 	if len(args) > 0 && args[0] == simCommand {
@@ -85,7 +101,7 @@ func MainContext(parent context.Context, args []string, policyTOML []byte, stdou
 	defer stop()
 	secrets := &secret.Redactor{}
 	stdout, stderr = secrets.Writer(stdout), secrets.Writer(stderr)
-	env := &Env{Stdout: stdout, Stderr: stderr, Getenv: os.Getenv, PolicyTOML: policyTOML, Ctx: ctx, Deps: deps, parent: parent, secrets: secrets}
+	env := &Env{Stdout: stdout, Stderr: stderr, Getenv: os.Getenv, PolicyTOML: emb.Policy, Records: emb.Records, Ctx: ctx, Deps: deps, parent: parent, secrets: secrets}
 
 	var app App
 	exited := -1

@@ -34,7 +34,7 @@ func TestPyBadInputExit2(t *testing.T) {
 		for _, cmd := range [][]string{{"resolve"}, {"serve", "--dry-run"}} {
 			t.Run(c.name+"/"+strings.Join(cmd, " "), func(t *testing.T) {
 				var stdout, stderr strings.Builder
-				code := Main(append(cmd, c.args...), policyTOML, &stdout, &stderr)
+				code := Main(append(cmd, c.args...), Embedded{Policy: policyTOML}, &stdout, &stderr)
 				if code != 2 {
 					t.Fatalf("exit %d, want 2; stderr %q", code, stderr.String())
 				}

@@ -135,7 +135,7 @@ func TestErrorLineFollowsLogFormat(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Setenv("MLXCEL_LOG_FORMAT", c.env)
 			var stdout, stderr bytes.Buffer
-			if code := Main(c.args, policyTOML, &stdout, &stderr); code != c.code {
+			if code := Main(c.args, Embedded{Policy: policyTOML}, &stdout, &stderr); code != c.code {
 				t.Fatalf("exit %d, want %d: %s", code, c.code, stderr.String())
 			}
 			lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")

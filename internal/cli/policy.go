@@ -26,10 +26,6 @@ type PolicyCmd struct {
 	Propose PolicyProposeCmd `cmd:"" help:"Apply the cross-pair rule to bench records of one key (one per model pair) and print the entry they earn, if any."`
 }
 
-// Records is the embedded docs/benchmark_results tree, so that policy check
-// works for the embedded policy from any directory; set by main.
-var Records fs.FS
-
 // PolicyListCmd prints the merged policy.
 type PolicyListCmd struct {
 	Policy  []string `help:"Extra policy file layered over the embedded one; repeatable." placeholder:"FILE"`
@@ -170,10 +166,10 @@ func (c *PolicyCheckCmd) Run(e *Env) error {
 	}
 	read := func(path string) ([]byte, error) {
 		b, err := record.ReadFile(e.Ctx, filepath.Join(c.Root, filepath.FromSlash(path)))
-		if err == nil || Records == nil || !errors.Is(err, fs.ErrNotExist) {
+		if err == nil || e.Records == nil || !errors.Is(err, fs.ErrNotExist) {
 			return b, err
 		}
-		return fs.ReadFile(Records, path)
+		return fs.ReadFile(e.Records, path)
 	}
 	verdicts, err := policy.Check(e.Ctx, pol, read)
 	if err != nil {
