@@ -165,13 +165,16 @@ func (p *Policy) Explain(k key.Key) []string {
 		out = append(out, "no measured entry applies: the target's quantization is unknown (its config could not be read), and no entry measures an unreadable target")
 	}
 	if e := p.Lookup(k); e != nil {
-		out = append(out, fmt.Sprintf("entry %s matches (%s): width %d, pin %s, record %s", e.ID, e.Origin, e.Width, e.Pin, e.Record))
+		out = append(out, fmt.Sprintf("entry %s matches (%s): %s, pin %s, record %s", e.ID, e.Origin, e.Sched().Describe(), e.Pin, e.Record))
+		for _, b := range e.Schedule {
+			out = append(out, fmt.Sprintf("  at %s concurrent requests: %s", b.Range(), e.widthWord(b.Width)))
+		}
 		if e.RunnerUp != 0 {
 			out = append(out, fmt.Sprintf("  runner-up width %d", e.RunnerUp))
 		}
 		for _, r := range p.Replaced {
 			if r.Key == e.Key || r.ID == e.ID {
-				out = append(out, fmt.Sprintf("  it replaced entry %s (%s), width %d", r.ID, r.Origin, r.Width))
+				out = append(out, fmt.Sprintf("  it replaced entry %s (%s), %s", r.ID, r.Origin, r.Sched().Describe()))
 			}
 		}
 		return out
@@ -230,4 +233,11 @@ func quantName(q key.Quant) string {
 		return string(key.QuantUnknown)
 	}
 	return string(q)
+}
+
+func (Entry) widthWord(w int) string {
+	if w <= 1 {
+		return "width 1 (speculation off)"
+	}
+	return fmt.Sprintf("width %d", w)
 }

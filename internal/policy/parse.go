@@ -16,6 +16,7 @@ import (
 
 	"github.com/speclaunch/speclaunch/internal/key"
 	"github.com/speclaunch/speclaunch/internal/safefile"
+	"github.com/speclaunch/speclaunch/internal/schedule"
 	"github.com/speclaunch/speclaunch/internal/tomlguard"
 	"github.com/speclaunch/speclaunch/internal/tomlpos"
 )
@@ -42,7 +43,7 @@ func (e *ParseError) Error() string {
 var (
 	topKeys     = []string{"schema", "default", "entry"}
 	defaultKeys = []string{"engine", "drafter", "width", "note"}
-	entryKeys   = []string{"id", "engine", "drafter", "capability", "quant", "width", "runner_up", "pin", "record", "records", "cost", "note"}
+	entryKeys   = []string{"id", "engine", "drafter", "capability", "quant", "width", "schedule", "runner_up", "pin", "record", "records", "cost", "note"}
 	costKeys    = []string{"record", "classic_ms", "widths", "ms_per_cycle"}
 	idPattern   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 )
@@ -361,7 +362,7 @@ func parseEntry(t table) (Entry, error) {
 	if err != nil {
 		return Entry{}, err
 	}
-	w, _, err := t.width("width", true)
+	w, sched, err := t.widthOrSchedule()
 	if err != nil {
 		return Entry{}, err
 	}
@@ -395,6 +396,7 @@ func parseEntry(t table) (Entry, error) {
 		ID:       id,
 		Key:      key.Key{Engine: e, Drafter: d, Capability: c, Quant: q},
 		Width:    w,
+		Schedule: sched,
 		Pin:      strings.TrimSpace(pin),
 		Record:   rec,
 		Records:  recs,
@@ -403,6 +405,61 @@ func parseEntry(t table) (Entry, error) {
 		Note:     note,
 		Origin:   origin(t.file, t.line),
 	}, nil
+}
+
+// widthOrSchedule reads an entry's answer: `width = W`, or `schedule =
+// [[lo, hi, width], ...]` in its place (hi 0 = no upper bound, width 1 =
+// speculation off at that load). The width of a schedule entry is the
+// one Entry.Width documents.
+func (t table) widthOrSchedule() (int, schedule.Schedule, error) {
+	v, has := t.m["schedule"]
+	if !has {
+		w, _, err := t.width("width", true)
+		return w, nil, err
+	}
+	if _, both := t.m["width"]; both {
+		return 0, nil, t.errf("schedule", "an entry gives width or schedule, not both: keep schedule (a width is the one-bucket schedule [[1, 0, W]]) or keep width")
+	}
+	s, err := scheduleOf(v)
+	if err != nil {
+		return 0, nil, t.errf("schedule", "schedule: %v; %s", err, scheduleShape)
+	}
+	if s.Max() < key.MinWidth {
+		return 0, nil, t.errf("schedule", "schedule is off (width 1) at every load, which a policy never does: give at least one bucket a width of %d or more (to run without speculation, remove the draft model instead)", key.MinWidth)
+	}
+	w := s.At(1).Width
+	if w < key.MinWidth {
+		w = s.Max()
+	}
+	return w, s, nil
+}
+
+const scheduleShape = "write schedule = [[1, 1, 6], [2, 3, 4], [4, 0, 1]]: [lo, hi, width] buckets from load 1 up, without gaps or overlaps, hi 0 = no upper bound, width 1 = speculation off at that load"
+
+// scheduleOf reads a decoded TOML array of [lo, hi, width] triples.
+func scheduleOf(v any) (schedule.Schedule, error) {
+	rows, err := list(v)
+	if err != nil {
+		return nil, err
+	}
+	if len(rows) > schedule.MaxBuckets {
+		return nil, fmt.Errorf("it has %d buckets, above the limit of %d: merge neighbouring loads that share a width", len(rows), schedule.MaxBuckets)
+	}
+	ts := make([][]int, len(rows))
+	for i, r := range rows {
+		xs, err := list(r)
+		if err != nil {
+			return nil, fmt.Errorf("bucket %d %v", i+1, err)
+		}
+		for j, x := range xs {
+			n, err := asInt(x)
+			if err != nil || n < math.MinInt32 || n > math.MaxInt32 {
+				return nil, fmt.Errorf("bucket %d number %d must be a whole number", i+1, j+1)
+			}
+			ts[i] = append(ts[i], int(n))
+		}
+	}
+	return schedule.FromTriples(ts, "measured")
 }
 
 // hostKey reads the host half of an entry's key: the compute capability

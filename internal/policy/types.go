@@ -6,7 +6,10 @@
 // entries by key.
 package policy
 
-import "github.com/speclaunch/speclaunch/internal/key"
+import (
+	"github.com/speclaunch/speclaunch/internal/key"
+	"github.com/speclaunch/speclaunch/internal/schedule"
+)
 
 // Default is the per-(engine, drafter) fallback width.
 type Default struct {
@@ -17,13 +20,19 @@ type Default struct {
 	Origin  string // "file:line" it was read from
 }
 
-// Entry is a measured width for one key.
+// Entry is a measured width (or schedule) for one key.
 type Entry struct {
-	ID     string
-	Key    key.Key
-	Width  int
-	Pin    string // engine version it was measured against, e.g. "mlx 81ba1c6a" or "llama.cpp d32676d"
-	Record string // repo-relative path of the (first) record's .md; its .json twin sits beside it
+	ID  string
+	Key key.Key
+	// Width is the entry's width; for a schedule entry, the width at one
+	// request when that bucket speculates, else the schedule's widest
+	// (what `policy check` judges against a one-level record).
+	Width int
+	// Schedule is the entry's `schedule = [[lo, hi, width], ...]`, nil for
+	// an entry that gives one width (Sched renders that as one bucket).
+	Schedule schedule.Schedule
+	Pin      string // engine version it was measured against, e.g. "mlx 81ba1c6a" or "llama.cpp d32676d"
+	Record   string // repo-relative path of the (first) record's .md; its .json twin sits beside it
 	// Records is every record the entry rests on (a cross-pair choice
 	// rests on one per model pair); Records[0] == Record. An entry written
 	// with `record` alone has just that one.
@@ -61,4 +70,13 @@ type CostRow struct {
 	ClassicMS float64 // 0 when not stated
 	Widths    []int
 	MS        []float64 // ms per cycle at Widths[i]
+}
+
+// Sched is the entry's answer over load: its schedule, or its width at
+// every load, each bucket sourced "measured".
+func (e Entry) Sched() schedule.Schedule {
+	if len(e.Schedule) > 0 {
+		return e.Schedule
+	}
+	return schedule.Flat(e.Width, "measured")
 }

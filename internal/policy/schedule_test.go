@@ -1,0 +1,69 @@
+package policy
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func scheduleEntry(sched string) string {
+	return "schema = 1\n\n[[entry]]\nid = \"h200-q4\"\nengine = \"llama.cpp\"\ndrafter = \"draft\"\ncapability = \"9.0\"\nquant = \"q4_0\"\n" +
+		sched + "\npin = \"llama.cpp d32676d\"\nrecord = \"docs/benchmark_results/x.md\"\n"
+}
+
+// A schedule entry carries every bucket; a width entry is one bucket.
+func TestParseScheduleEntry(t *testing.T) {
+	f, err := Parse("p.toml", []byte(scheduleEntry("schedule = [[1, 1, 6], [2, 3, 4], [4, 0, 1]]")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := f.Entries[0]
+	if e.Schedule.String() != "1:6,2-3:4,4+:1" || e.Width != 6 || e.Schedule[2].Source != "measured" {
+		t.Fatalf("entry = %+v", e)
+	}
+	if got := Merge(f).Explain(e.Key); !strings.Contains(strings.Join(got, "\n"), "width 6 at 1 request, 4 at 2-3, off at 4+") ||
+		!strings.Contains(strings.Join(got, "\n"), "at 4+ concurrent requests: width 1 (speculation off)") {
+		t.Errorf("explain = %q", got)
+	}
+	// Off at one request: the entry's width is its widest.
+	f, err = Parse("p.toml", []byte(scheduleEntry("schedule = [[1, 2, 1], [3, 0, 3]]")))
+	if err != nil || f.Entries[0].Width != 3 {
+		t.Fatalf("off at one request: %v, %+v", err, f)
+	}
+	f, err = Parse("p.toml", []byte(scheduleEntry("width = 5")))
+	if err != nil || f.Entries[0].Schedule != nil || f.Entries[0].Sched().String() != "1+:5" {
+		t.Fatalf("width entry: %v, %+v", err, f)
+	}
+}
+
+// Every bad schedule is refused at its line with the fix.
+func TestParseRejectsSchedules(t *testing.T) {
+	many := "schedule = ["
+	for i := 1; i <= 70; i++ {
+		many += "[" + itoa(i) + ", " + itoa(i) + ", 2], "
+	}
+	many += "[71, 0, 2]]"
+	cases := []struct{ sched, want string }{
+		{"schedule = [[1, 1, 6], [3, 0, 1]]", "leaves loads 2-2 without a width"},
+		{"schedule = [[1, 3, 6], [3, 0, 1]]", "overlaps the bucket before it"},
+		{"schedule = [[1, 1, 6], [4, 2, 3], [5, 0, 1]]", "ends below where it starts"},
+		{"schedule = []", "the schedule is empty"},
+		{"schedule = [[1, 0, 0]]", "width 0"},
+		{"schedule = [[1, 1, 6], [2, 0, -1]]", "width -1"},
+		{"schedule = [[1, 0, 1]]", "off (width 1) at every load"},
+		{"schedule = [[1, 1, 6], [2, 5, 4]]", "end the schedule with an open bucket"},
+		{"schedule = [[1, 6]]", "[lo, hi, width]"},
+		{"schedule = [[1, 0, 2.5]]", "must be a whole number"},
+		{"schedule = \"1:6\"", "must be an array"},
+		{"schedule = [[1, 0, 4]]\nwidth = 4", "width or schedule, not both"},
+		{many, "above the limit of 64"},
+	}
+	for _, c := range cases {
+		_, err := Parse("p.toml", []byte(scheduleEntry(c.sched)))
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), "p.toml:9: ") {
+			t.Errorf("%s: err = %v, want p.toml:9 and %q", c.sched, err, c.want)
+		}
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
