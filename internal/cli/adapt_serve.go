@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/speclaunch/speclaunch/internal/adapt"
-	"github.com/speclaunch/speclaunch/internal/bench"
 	"github.com/speclaunch/speclaunch/internal/config"
 	"github.com/speclaunch/speclaunch/internal/key"
+	"github.com/speclaunch/speclaunch/internal/modelhash"
 	"github.com/speclaunch/speclaunch/internal/plan"
 	"github.com/speclaunch/speclaunch/internal/secret"
 	"github.com/speclaunch/speclaunch/internal/server"
@@ -77,7 +77,7 @@ func (sv *launcher) adaptDeps(p *plan.Plan) adapt.LoopDeps {
 	for _, m := range []string{p.Settings.Model.Value, p.Settings.DraftModel.Value} {
 		mf, err := adapt.StatModel(m)
 		if err == nil {
-			mf.SHA256, err = bench.ContentHash(mf.Path)
+			mf.SHA256, err = modelhash.Sum(mf.Path)
 		}
 		if err != nil {
 			unstated = err

@@ -23,6 +23,7 @@ import (
 	"github.com/speclaunch/speclaunch/internal/config"
 	"github.com/speclaunch/speclaunch/internal/instance"
 	"github.com/speclaunch/speclaunch/internal/key"
+	"github.com/speclaunch/speclaunch/internal/modelhash"
 	"github.com/speclaunch/speclaunch/internal/plan"
 	"github.com/speclaunch/speclaunch/internal/policy"
 	"github.com/speclaunch/speclaunch/internal/record"
@@ -310,8 +311,8 @@ func (c *BenchCmd) identity(e *Env, p *plan.Plan, notes []string) *record.Record
 	}
 	for i := range rec.Models {
 		m := &rec.Models[i]
-		if sum, err := bench.ContentHash(m.Path); err == nil {
-			m.Content, m.ContentMethod = sum, bench.ContentMethod
+		if sum, err := modelhash.Sum(m.Path); err == nil {
+			m.Content, m.ContentMethod = sum, modelhash.Method
 		} else if s.Engine.Value != key.Sim {
 			rec.Notes = append(rec.Notes, fmt.Sprintf("the %s's content could not be hashed (%v): the record names it by path alone", m.Role, err))
 		}
@@ -462,14 +463,27 @@ func (st *starter) start(ctx context.Context, arm bench.ArmSpec, port int) (benc
 	if err != nil {
 		err = startErr(err)
 		if r != nil {
-			return r, err
+			return benchServer{r}, err
 		}
 		return nil, err
 	}
 	if arm.Kind != "classic" {
 		r.Verify(ctx, true)
 	}
-	return r, nil
+	return benchServer{r}, nil
+}
+
+// benchServer is an engine instance as the bench harness reads it.
+type benchServer struct{ *instance.Engine }
+
+// Diagnostics converts the engine's diagnostics lines to bench's.
+func (s benchServer) Diagnostics() []bench.Diag {
+	ds := s.Engine.Diagnostics()
+	out := make([]bench.Diag, 0, len(ds))
+	for _, d := range ds {
+		out = append(out, bench.Diag{Rounds: d.Rounds, Proposed: d.ProposedTokens, Accepted: d.AcceptedTokens, SyncMS: d.TargetArgmaxSyncMS, DecodeMS: d.DecodeMS})
+	}
+	return out
 }
 
 // armPort is the port an arm listens on: its own (base port + index), or,

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/speclaunch/speclaunch/engine"
-	"github.com/speclaunch/speclaunch/internal/bench"
 	"github.com/speclaunch/speclaunch/internal/key"
 	"github.com/speclaunch/speclaunch/internal/plan"
 	"github.com/speclaunch/speclaunch/internal/supervise"
@@ -294,7 +293,8 @@ func (r *Engine) httpClient(timeout time.Duration) *http.Client {
 	return r.client(timeout)
 }
 
-// What bench reads of an engine (bench.Server).
+// What bench reads of an engine (the bench command adapts it to
+// bench.Server; instance does not import bench).
 
 // BaseURL is where the engine answers.
 func (r *Engine) BaseURL() string { return r.Plan.Launch.BaseURL }
@@ -313,14 +313,10 @@ func (r *Engine) Declined() bool {
 }
 
 // Diagnostics are the engine's per-request DFlash diagnostics lines.
-func (r *Engine) Diagnostics() []bench.Diag {
+func (r *Engine) Diagnostics() []engine.Diagnostics {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make([]bench.Diag, 0, len(r.diags))
-	for _, d := range r.diags {
-		out = append(out, bench.Diag{Rounds: d.Rounds, Proposed: d.ProposedTokens, Accepted: d.AcceptedTokens, SyncMS: d.TargetArgmaxSyncMS, DecodeMS: d.DecodeMS})
-	}
-	return out
+	return append([]engine.Diagnostics(nil), r.diags...)
 }
 
 // Tail is the engine's last output lines.
@@ -328,5 +324,3 @@ func (r *Engine) Tail() []string { return r.Proc.Tail() }
 
 // Stop stops the engine (SIGTERM, SIGKILL after StopTimeout).
 func (r *Engine) Stop() error { return r.Proc.Stop(r.StopTimeout) }
-
-var _ bench.Server = (*Engine)(nil)

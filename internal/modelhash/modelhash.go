@@ -1,4 +1,7 @@
-package bench
+// Package modelhash names a model by its content: a hash of a weights file
+// or checkpoint directory, fast enough for multi-GB files. Records, the
+// adaptive state and tuned policy entries key a model pair by it.
+package modelhash
 
 import (
 	"crypto/sha256"
@@ -28,14 +31,14 @@ const (
 	maxHashFiles = 4096
 )
 
-// ContentMethod states exactly what ContentHash hashes.
-const ContentMethod = "sha256 of the file whole when it is at most 64 MiB; above that, sha256 over the file size " +
+// Method states exactly what Sum hashes.
+const Method = "sha256 of the file whole when it is at most 64 MiB; above that, sha256 over the file size " +
 	"(8 bytes, little-endian), its first 16 MiB, 16 chunks of 1 MiB at offsets (i+1)*size/17 (i = 0..15), and its last 1 MiB " +
 	"(\"sampled\": trained weights differ in every tensor, so two trainings never share the samples). " +
 	"A directory: sha256 over each regular file's relative path, a NUL, and its own hex hash and a newline, in path order"
 
-// ContentHash hashes a model file or checkpoint directory by ContentMethod.
-func ContentHash(path string) (string, error) {
+// Sum hashes a model file or checkpoint directory by Method.
+func Sum(path string) (string, error) {
 	info, err := os.Stat(path)
 	if err != nil {
 		return "", err
