@@ -16,6 +16,7 @@ import (
 
 	"github.com/speclaunch/speclaunch/internal/key"
 	"github.com/speclaunch/speclaunch/internal/policy"
+	"github.com/speclaunch/speclaunch/internal/policycheck"
 )
 
 // PolicyCmd groups the policy subcommands.
@@ -171,7 +172,7 @@ func (c *PolicyCheckCmd) Run(e *Env) error {
 		}
 		return fs.ReadFile(e.Records, path)
 	}
-	verdicts, err := policy.Check(e.Ctx, pol, read)
+	verdicts, err := policycheck.Check(e.Ctx, pol, read)
 	if err != nil {
 		return fmt.Errorf("policy check stopped: %w", err)
 	}

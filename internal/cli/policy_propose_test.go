@@ -9,6 +9,7 @@ import (
 
 	"github.com/speclaunch/speclaunch/internal/key"
 	"github.com/speclaunch/speclaunch/internal/policy"
+	"github.com/speclaunch/speclaunch/internal/policycheck"
 )
 
 // `policy propose` over the two committed H200 Q8_0 records: under the
@@ -46,7 +47,7 @@ func TestPolicyProposeH200Q8RoundTrip(t *testing.T) {
 	if e.Width != 5 || e.RunnerUp != 6 || len(e.Records) != 2 || len(e.Cost) != 2 {
 		t.Errorf("entry %+v", e)
 	}
-	vs, err := policy.Check(context.Background(), policy.Merge(f), func(p string) ([]byte, error) { return os.ReadFile(filepath.Join(root, filepath.FromSlash(p))) })
+	vs, err := policycheck.Check(context.Background(), policy.Merge(f), func(p string) ([]byte, error) { return os.ReadFile(filepath.Join(root, filepath.FromSlash(p))) })
 	if err != nil {
 		t.Fatal(err)
 	}

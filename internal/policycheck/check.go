@@ -1,4 +1,7 @@
-package policy
+// Package policycheck verifies policy entries against the records that earn
+// them (`speclaunch policy check`). It is apart from package policy so that
+// resolving a width never drags in the record format or the evidence rule.
+package policycheck
 
 import (
 	"context"
@@ -11,6 +14,7 @@ import (
 
 	"github.com/speclaunch/speclaunch/internal/evidence"
 	"github.com/speclaunch/speclaunch/internal/key"
+	"github.com/speclaunch/speclaunch/internal/policy"
 	"github.com/speclaunch/speclaunch/internal/record"
 	"github.com/speclaunch/speclaunch/internal/safefile"
 )
@@ -33,7 +37,7 @@ type Verdict struct {
 // reads a repository-relative path; Check itself does no I/O, so every rule
 // is a table test. Every problem is reported, not only the first. An error
 // is the context's: a signal stops the bootstrap.
-func Check(ctx context.Context, p *Policy, readFile func(path string) ([]byte, error)) ([]Verdict, error) {
+func Check(ctx context.Context, p *policy.Policy, readFile func(path string) ([]byte, error)) ([]Verdict, error) {
 	if p == nil {
 		return nil, nil
 	}
@@ -50,7 +54,7 @@ func Check(ctx context.Context, p *Policy, readFile func(path string) ([]byte, e
 
 // checkEntry reads every record the entry rests on and applies every rule
 // to each: a cross-pair entry must hold in all of its records.
-func checkEntry(ctx context.Context, e Entry, readFile func(string) ([]byte, error)) (Verdict, error) {
+func checkEntry(ctx context.Context, e policy.Entry, readFile func(string) ([]byte, error)) (Verdict, error) {
 	v := Verdict{EntryID: e.ID}
 	recs := e.Records
 	if len(recs) == 0 {
@@ -91,7 +95,7 @@ func (f *findings) note(format string, args ...any) {
 }
 
 // record applies every rule to one decoded record.
-func (f *findings) record(ctx context.Context, e Entry, path string, rec *record.Record) error {
+func (f *findings) record(ctx context.Context, e policy.Entry, path string, rec *record.Record) error {
 	ev := evidence.Of(rec)
 	f.identity(e, rec)
 	f.runs(ev)
@@ -129,7 +133,7 @@ func readRecord(path string, readFile func(string) ([]byte, error)) (*record.Rec
 
 // identity checks what the record is: the entry's key, a real engine at
 // the entry's pin, complete, and a transcription that names its source.
-func (f *findings) identity(e Entry, rec *record.Record) {
+func (f *findings) identity(e policy.Entry, rec *record.Record) {
 	if diff := keyDiff(e.Key, rec.Key); diff != "" {
 		f.problem("record measures a different key than the entry: %s", diff)
 	}
@@ -162,7 +166,7 @@ func (f *findings) runs(ev *evidence.Evidence) {
 // made before records carried comparisons (no method.bootstrap) predates
 // "beats the default": what that rule says of it is a note, so that the
 // entries it earned keep their backing until re-measured (docs/policy.md).
-func (f *findings) width(ctx context.Context, e Entry, ev *evidence.Evidence) error {
+func (f *findings) width(ctx context.Context, e policy.Entry, ev *evidence.Evidence) error {
 	j, err := ev.Judge(ctx, e.Width)
 	if err != nil {
 		return err
@@ -198,7 +202,7 @@ func (f *findings) width(ctx context.Context, e Entry, ev *evidence.Evidence) er
 
 // runnerUp: the runner-up must have been measured; that it beats classic
 // is noted, not required.
-func (f *findings) runnerUp(e Entry, ev *evidence.Evidence) {
+func (f *findings) runnerUp(e policy.Entry, ev *evidence.Evidence) {
 	if e.RunnerUp == 0 {
 		return
 	}
@@ -227,7 +231,7 @@ const costTolerance = 0.0051
 
 // costProblems verifies the entry's cost table for this record, if it
 // carries one, against the record's figures recomputed from its runs.
-func costProblems(e Entry, path string, ev *evidence.Evidence) []string {
+func costProblems(e policy.Entry, path string, ev *evidence.Evidence) []string {
 	var probs []string
 	for _, row := range e.Cost {
 		if row.Record != path {

@@ -1,4 +1,4 @@
-package policy
+package policycheck
 
 import (
 	"context"
@@ -11,10 +11,18 @@ import (
 	"testing"
 
 	"github.com/speclaunch/speclaunch/internal/evidence"
+	"github.com/speclaunch/speclaunch/internal/key"
+	"github.com/speclaunch/speclaunch/internal/policy"
 	"github.com/speclaunch/speclaunch/internal/record"
 )
 
 const recPath = "docs/benchmark_results/r.md"
+
+var gb10 = key.Key{Engine: key.MLXCEL, Drafter: key.DFlash, Capability: key.Capability{Major: 12, Minor: 1}, Quant: key.QuantAffine}
+
+func entry(id string, k key.Key, w int, origin string) policy.Entry {
+	return policy.Entry{ID: id, Key: k, Width: w, Pin: "mlx 81ba1c6a", Record: "docs/r.md", Origin: origin}
+}
 
 func stats(min, max float64) record.Stats {
 	return record.Stats{N: 3, Min: min, Median: (min + max) / 2, Max: max, Mean: (min + max) / 2}
@@ -40,7 +48,7 @@ func goodRecord() record.Record {
 	}
 }
 
-func goodEntry() Entry {
+func goodEntry() policy.Entry {
 	e := entry("gb10-affine-dflash", gb10, 4, "policy.toml:40")
 	e.Record, e.RunnerUp = recPath, 3
 	return e
@@ -73,7 +81,7 @@ func TestCheck(t *testing.T) {
 	}
 	cases := []struct {
 		name     string
-		entry    func(*Entry)
+		entry    func(*policy.Entry)
 		repo     files
 		problems []string // substrings, one per expected problem
 		notes    []string
@@ -105,13 +113,13 @@ func TestCheck(t *testing.T) {
 		{name: "key in other spellings still matches", repo: mod(func(r *record.Record) { r.Key.Capability = "sm_121"; r.Key.Engine = "mlxcel-server" })},
 		{name: "key unparseable", repo: mod(func(r *record.Record) { r.Key.Drafter = "" }),
 			problems: []string{`r.json: key.drafter: is empty`}},
-		{name: "width not measured", entry: func(e *Entry) { e.Width = 6 }, repo: repoWith(goodRecord()),
+		{name: "width not measured", entry: func(e *policy.Entry) { e.Width = 6 }, repo: repoWith(goodRecord()),
 			problems: []string{"width 6 has no measured arm in the record (measured widths: 3, 4, 5)"}},
-		{name: "width not beating classic", entry: func(e *Entry) { e.Width, e.RunnerUp = 5, 4 }, repo: repoWith(goodRecord()),
+		{name: "width not beating classic", entry: func(e *policy.Entry) { e.Width, e.RunnerUp = 5, 4 }, repo: repoWith(goodRecord()),
 			problems: []string{`width 5 (arm "width 5") does not beat classic with disjoint ranges: its min 58.15 is not above classic's max 58.71`}},
-		{name: "margin boundary: min equal to classic's max", entry: func(e *Entry) { e.Width, e.RunnerUp = 5, 4 }, repo: mod(func(r *record.Record) { r.Arms[4].Stats = stats(58.71, 59.5) }),
+		{name: "margin boundary: min equal to classic's max", entry: func(e *policy.Entry) { e.Width, e.RunnerUp = 5, 4 }, repo: mod(func(r *record.Record) { r.Arms[4].Stats = stats(58.71, 59.5) }),
 			problems: []string{`its min 58.71 is not above classic's max 58.71`}},
-		{name: "flag true on a width that does not beat classic", entry: func(e *Entry) { e.Width, e.RunnerUp = 5, 4 }, repo: mod(func(r *record.Record) { r.Arms[4].BeatsClassic = true }),
+		{name: "flag true on a width that does not beat classic", entry: func(e *policy.Entry) { e.Width, e.RunnerUp = 5, 4 }, repo: mod(func(r *record.Record) { r.Arms[4].BeatsClassic = true }),
 			problems: []string{`arm "width 5": stored beats_classic true disagrees`, `width 5 (arm "width 5") does not beat classic`}},
 		{name: "flag false though ranges disjoint", repo: mod(func(r *record.Record) { r.Arms[3].BeatsClassic = false }),
 			problems: []string{`arm "width 4": stored beats_classic false disagrees with the margin applied to its figures (true)`}},
@@ -149,9 +157,9 @@ func TestCheck(t *testing.T) {
 		{name: "transcribed with source", repo: mod(func(r *record.Record) {
 			r.Transcribed = &record.Transcription{Source: "lablup/mlxcel docs/x.md", Date: "2026-09-20"}
 		}), notes: []string{"figures transcribed from lablup/mlxcel docs/x.md (2026-09-20), not measured by speclaunch"}},
-		{name: "runner-up not measured", entry: func(e *Entry) { e.RunnerUp = 7 }, repo: repoWith(goodRecord()),
+		{name: "runner-up not measured", entry: func(e *policy.Entry) { e.RunnerUp = 7 }, repo: repoWith(goodRecord()),
 			problems: []string{"runner_up 7 has no measured arm"}},
-		{name: "runner-up not beating classic is a note", entry: func(e *Entry) { e.RunnerUp = 5 }, repo: repoWith(goodRecord()),
+		{name: "runner-up not beating classic is a note", entry: func(e *policy.Entry) { e.RunnerUp = 5 }, repo: repoWith(goodRecord()),
 			notes: []string{"runner-up width 5 does not beat classic"}},
 		{name: "drift is a note", repo: mod(func(r *record.Record) { r.Drift.Overlap = false; r.Drift.Verdict = "0.5% drift" }),
 			notes: []string{"classic brackets do not overlap: the host drifted during the run (0.5% drift)"}},
@@ -164,7 +172,7 @@ func TestCheck(t *testing.T) {
 			if tc.entry != nil {
 				tc.entry(&e)
 			}
-			vs := check(t, &Policy{Entries: []Entry{e}}, tc.repo.read)
+			vs := check(t, &policy.Policy{Entries: []policy.Entry{e}}, tc.repo.read)
 			if len(vs) != 1 {
 				t.Fatalf("verdicts = %+v", vs)
 			}
@@ -201,7 +209,7 @@ func containsSub(ss []string, sub string) bool {
 func TestCheckEveryEntryAndNil(t *testing.T) {
 	bad := goodEntry()
 	bad.ID, bad.Record = "other", "docs/missing.md"
-	vs := check(t, &Policy{Entries: []Entry{goodEntry(), bad}}, repoWith(goodRecord()).read)
+	vs := check(t, &policy.Policy{Entries: []policy.Entry{goodEntry(), bad}}, repoWith(goodRecord()).read)
 	if len(vs) != 2 || !vs[0].OK || vs[1].OK || vs[1].EntryID != "other" {
 		t.Errorf("verdicts = %+v", vs)
 	}
@@ -215,7 +223,7 @@ func TestCheckEveryEntryAndNil(t *testing.T) {
 // loses its backing.
 func TestShippedPolicyChecks(t *testing.T) {
 	f := shipped(t)
-	vs := check(t, Merge(f), func(p string) ([]byte, error) { return os.ReadFile(filepath.Join("..", "..", filepath.FromSlash(p))) })
+	vs := check(t, policy.Merge(f), func(p string) ([]byte, error) { return os.ReadFile(filepath.Join("..", "..", filepath.FromSlash(p))) })
 	if len(vs) == 0 {
 		t.Fatal("no verdicts")
 	}
@@ -231,7 +239,7 @@ func TestShippedPolicyChecks(t *testing.T) {
 
 func TestCheckUnreadable(t *testing.T) {
 	denied := func(p string) ([]byte, error) { return nil, &fs.PathError{Op: "open", Path: p, Err: fs.ErrPermission} }
-	v := check(t, &Policy{Entries: []Entry{goodEntry()}}, denied)[0]
+	v := check(t, &policy.Policy{Entries: []policy.Entry{goodEntry()}}, denied)[0]
 	if v.OK || len(v.Problems) != 2 || !strings.Contains(v.Problems[0], "cannot be read: open docs/benchmark_results/r.md: permission denied") {
 		t.Errorf("verdict = %+v", v)
 	}
@@ -273,16 +281,16 @@ func TestCheckStrictRecordsAndCost(t *testing.T) {
 		f[second], f["docs/benchmark_results/r2.json"] = []byte("# r2"), js
 		return f
 	}
-	both := func(e *Entry) { e.Records = []string{recPath, second} }
-	cost := func(ms float64) func(*Entry) {
-		return func(e *Entry) {
+	both := func(e *policy.Entry) { e.Records = []string{recPath, second} }
+	cost := func(ms float64) func(*policy.Entry) {
+		return func(e *policy.Entry) {
 			both(e)
-			e.Cost = []CostRow{{Record: second, ClassicMS: 17.1, Widths: []int{3, 4}, MS: []float64{20.5, ms}}}
+			e.Cost = []policy.CostRow{{Record: second, ClassicMS: 17.1, Widths: []int{3, 4}, MS: []float64{20.5, ms}}}
 		}
 	}
 	for _, tc := range []struct {
 		name     string
-		entry    func(*Entry)
+		entry    func(*policy.Entry)
 		repo     files
 		problems []string
 		notes    []string
@@ -318,7 +326,7 @@ func TestCheckStrictRecordsAndCost(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := goodEntry()
 			tc.entry(&e)
-			v := check(t, &Policy{Entries: []Entry{e}}, tc.repo.read)[0]
+			v := check(t, &policy.Policy{Entries: []policy.Entry{e}}, tc.repo.read)[0]
 			if len(v.Problems) != len(tc.problems) {
 				t.Fatalf("problems %q, want %q", v.Problems, tc.problems)
 			}
@@ -337,11 +345,25 @@ func TestCheckStrictRecordsAndCost(t *testing.T) {
 }
 
 // check runs Check with a live context; the context's error is the only one.
-func check(t *testing.T, p *Policy, read func(string) ([]byte, error)) []Verdict {
+func check(t *testing.T, p *policy.Policy, read func(string) ([]byte, error)) []Verdict {
 	t.Helper()
 	vs, err := Check(context.Background(), p, read)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return vs
+}
+
+// shipped is the embedded policy.toml, parsed.
+func shipped(tb testing.TB) *policy.File {
+	tb.Helper()
+	data, err := os.ReadFile("../../policy.toml")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	f, err := policy.Parse("policy.toml", data)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return f
 }
