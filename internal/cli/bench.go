@@ -60,7 +60,7 @@ func (c *BenchCmd) Run(e *Env) error {
 	if err := c.checkArgs(); err != nil {
 		return err
 	}
-	in := c.LaunchFlags.input(e.kctx, e.Getenv, nil, e.Passthrough)
+	in := c.LaunchFlags.input(e, nil, e.Passthrough)
 	e.logJSON = logsJSON(c.LogFormat, e.Getenv)
 	l, err := e.load(in)
 	if err != nil {

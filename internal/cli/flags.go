@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
+	"os/exec"
 	"reflect"
 	"slices"
 	"strings"
@@ -55,13 +57,22 @@ func given(kctx *kong.Context) map[string]string {
 	return out
 }
 
-// input builds config.Input from parsed flags.
-func (f *LaunchFlags) input(kctx *kong.Context, getenv func(string) string, extra map[string]string, pass []string) config.Input {
-	flags := given(kctx)
+// input builds config.Input from parsed flags. PATH and the
+// environment's names feed the engine's inference (config.InferEngine).
+func (f *LaunchFlags) input(e *Env, extra map[string]string, pass []string) config.Input {
+	flags := given(e.kctx)
 	for k, v := range extra {
 		flags[k] = v
 	}
-	return config.Input{Flags: flags, Policies: f.Policy, Passthrough: pass, Getenv: getenv}
+	look := exec.LookPath
+	if e.Deps != nil && e.Deps.LookPath != nil {
+		look = e.Deps.LookPath
+	}
+	var names []string
+	for _, kv := range os.Environ() {
+		names = append(names, strings.SplitN(kv, "=", 2)[0])
+	}
+	return config.Input{Flags: flags, Policies: f.Policy, Passthrough: pass, Getenv: e.Getenv, LookPath: look, EnvNames: names}
 }
 
 // llamaAliases are llama-server's spellings of what the launcher owns, as a

@@ -39,7 +39,7 @@ func (e *Env) policyOnly(profile string, files []string) (*policy.Policy, error)
 	if profile != "" {
 		flags["profile"] = profile
 	}
-	in := (&LaunchFlags{Policy: files}).input(e.kctx, e.Getenv, nil, nil)
+	in := (&LaunchFlags{Policy: files}).input(e, nil, nil)
 	in.Flags = flags
 	l, err := e.load(in)
 	if err != nil {

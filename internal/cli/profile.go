@@ -79,7 +79,7 @@ func (c *ProfileShowCmd) Run(e *Env) error {
 	if err := c.checkArgs(); err != nil {
 		return err
 	}
-	l, err := e.load(c.input(e.kctx, e.Getenv, nil, e.Passthrough))
+	l, err := e.load(c.input(e, nil, e.Passthrough))
 	if err != nil {
 		return err
 	}
@@ -129,7 +129,7 @@ func (c *ProfileValidateCmd) Run(e *Env) error {
 	if c.Profile == "" && e.Getenv("MLXCEL_PROFILE") == "" {
 		return usage(errors.New("no profile given"), "pass --profile PATH|NAME")
 	}
-	l, err := e.load(c.input(e.kctx, e.Getenv, nil, e.Passthrough))
+	l, err := e.load(c.input(e, nil, e.Passthrough))
 	if err != nil {
 		return err
 	}

@@ -42,7 +42,7 @@ func (f *LaunchFlags) hypothetical(e *Env) (*loaded, *plan.Plan, error) {
 	if err := f.checkArgs(); err != nil {
 		return nil, nil, err
 	}
-	l, err := e.load(f.input(e.kctx, e.Getenv, nil, e.Passthrough))
+	l, err := e.load(f.input(e, nil, e.Passthrough))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -161,6 +161,9 @@ func engineLine(p *plan.Plan) string {
 	}
 	if f.Caps.Spelling != "" {
 		s += ", flag spelling " + string(f.Caps.Spelling)
+	}
+	if src := p.Settings.Engine.Src; !p.Settings.Engine.Set() && src.Name != "" {
+		s += "; " + src.Name + " (--engine to choose)"
 	}
 	return s
 }

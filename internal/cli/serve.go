@@ -40,7 +40,7 @@ type ServeCmd struct {
 const exitWidthMismatch = 3
 
 func (c *ServeCmd) input(e *Env) config.Input {
-	return c.LaunchFlags.input(e.kctx, e.Getenv, nil, e.Passthrough)
+	return c.LaunchFlags.input(e, nil, e.Passthrough)
 }
 
 // Run implements `speclaunch serve`.

@@ -32,6 +32,13 @@ type Input struct {
 	Profile *profiles.Profile
 	// Ctx stops reading the profile (Ctrl-C); nil is context.Background.
 	Ctx context.Context
+	// LookPath finds an engine binary on PATH for the engine's inference
+	// (llama-server alone on PATH means llama.cpp); nil = PATH says nothing.
+	LookPath func(string) (string, error)
+	// EnvNames are the environment's variable names, read through Getenv
+	// for the engine's inference (a LLAMA_ARG_* variable); the rows' own
+	// names are always read.
+	EnvNames []string
 }
 
 type layer struct {
@@ -44,13 +51,26 @@ type layer struct {
 // wins; a disagreement with a lower name is an info notice), then the
 // profile (value and file:line), then nothing.
 func (l *layer) raw(r Row) (string, Source, bool) {
+	return l.pick(r, true)
+}
+
+// peek is raw without the notices: for a look at a row before it layers.
+func (l *layer) peek(r Row) (string, Source, bool) {
+	return l.pick(r, false)
+}
+
+func (l *layer) pick(r Row, notify bool) (string, Source, bool) {
 	if v, ok := l.in.Flags[r.Flag]; ok && r.Flag != "" && !(r.blank && v == "") {
-		l.shadowed(r, "flag --"+r.Flag, v, 0)
+		if notify {
+			l.shadowed(r, "flag --"+r.Flag, v, 0)
+		}
 		return v, Source{Flag, "--" + r.Flag}, true
 	}
 	for i, e := range r.Envs {
 		if v := l.in.Getenv(e); v != "" {
-			l.shadowed(r, e, v, i+1)
+			if notify {
+				l.shadowed(r, e, v, i+1)
+			}
 			return v, Source{Env, e}, true
 		}
 	}

@@ -53,7 +53,7 @@ func TestWidthLayering(t *testing.T) {
 		{name: "legacy LLAMA_ARG_DRAFT_MAX converts", profile: widthProfile, env: map[string]string{"LLAMA_ARG_DRAFT_MAX": "7"}, width: 8, src: "env LLAMA_ARG_DRAFT_MAX"},
 		{name: "canonical n-max beats legacy", profile: widthProfile, env: map[string]string{"LLAMA_ARG_DRAFT_MAX": "7", "LLAMA_ARG_SPEC_DRAFT_N_MAX": "2"}, width: 3, src: "env LLAMA_ARG_SPEC_DRAFT_N_MAX"},
 		{name: "block-size env beats n-max env", profile: widthProfile, env: map[string]string{"LLAMA_ARG_SPEC_DRAFT_N_MAX": "2", "MLXCEL_DRAFT_BLOCK_SIZE": "9"}, width: 9, src: "env MLXCEL_DRAFT_BLOCK_SIZE"},
-		{name: "n-max env ignored for mlxcel", env: map[string]string{"LLAMA_ARG_SPEC_DRAFT_N_MAX": "2"}, width: 0, src: "default", notice: "does not set the mlxcel width"},
+		{name: "n-max env ignored for mlxcel", env: map[string]string{"LLAMA_ARG_SPEC_DRAFT_N_MAX": "2", "MLXCEL_ENGINE": "mlxcel"}, width: 0, src: "default", notice: "does not set the mlxcel width"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -216,8 +216,8 @@ func TestProfileRelativePaths(t *testing.T) {
 	if p == nil || s.Model.Value != filepath.Join(dir, "t.gguf") || s.DraftModel.Value != "/abs/d.gguf" {
 		t.Errorf("model %q draft %q", s.Model.Value, s.DraftModel.Value)
 	}
-	if s.Engine.Value != key.MLXCEL {
-		t.Errorf("default engine %s", s.Engine.Value)
+	if s.Engine.Value != key.LlamaCpp || s.Engine.Set() {
+		t.Errorf("engine for a GGUF target: %s from %s", s.Engine.Value, s.Engine.Src)
 	}
 }
 
@@ -283,7 +283,7 @@ kind = "draft"
 		{name: "none is refused", env: map[string]string{"LLAMA_ARG_SPEC_TYPE": "none"}, err: "env LLAMA_ARG_SPEC_TYPE: bad drafter kind: \"none\" would turn speculation off"},
 		{name: "ngram is refused", profile: llama, env: map[string]string{"LLAMA_ARG_SPEC_TYPE": "ngram-mod"}, err: "n-gram speculation"},
 		{name: "a list is refused", profile: llama, env: map[string]string{"LLAMA_ARG_SPEC_TYPE": "draft-simple,ngram-mod"}, err: "lists several speculative types"},
-		{name: "a kind the engine lacks", env: map[string]string{"LLAMA_ARG_SPEC_TYPE": "draft-eagle3"}, err: `drafter kind "eagle3" is not supported by engine mlxcel`},
+		{name: "a kind the engine lacks", env: map[string]string{"LLAMA_ARG_SPEC_TYPE": "draft-eagle3", "MLXCEL_ENGINE": "mlxcel"}, err: `drafter kind "eagle3" is not supported by engine mlxcel`},
 		{name: "unknown", profile: llama, env: map[string]string{"LLAMA_ARG_SPEC_TYPE": "draft-bogus"}, err: `unknown drafter kind "draft-bogus"`},
 	}
 	for _, c := range cases {

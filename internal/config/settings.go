@@ -37,6 +37,9 @@ func (s Source) String() string {
 	case Profile:
 		return "profile " + s.Name
 	}
+	if s.Name != "" { // a default chosen from what the operator gave (InferEngine)
+		return "inferred: " + s.Name
+	}
 	return "default"
 }
 

@@ -87,22 +87,47 @@ const (
 // `profile show` prints it as its first line.
 var profileRow = Row{Name: "profile", Flag: "profile", Envs: []string{"MLXCEL_PROFILE"}, Default: "none", Doc: "a path, or a NAME looked up in `./profiles`, `$XDG_CONFIG_HOME/speclaunch/profiles` (else `~/.config/…`), `/etc/speclaunch/profiles`"}
 
+// The rows the engine's inference (infer.go) peeks at before they layer.
+var (
+	engineBinaryRow = pathRow(Row{Name: "engine-binary", Flag: "engine-binary", Envs: []string{"MLXCEL_ENGINE_BINARY"}, Key: "engine.binary", Default: "`mlxcel-server` / `llama-server` / `vllm` / `python3` (sglang) on `PATH`", Doc: "the sim engine is this binary; for sglang, the Python interpreter it is installed in"},
+		func(s *Settings) *Field[string] { return &s.EngineBinary }, false)
+	modelRow = pathRow(Row{Name: "model", Flag: "model", Envs: []string{"LLAMA_ARG_MODEL", "MLXCEL_MODEL"}, Key: "model.path", Default: "none", Doc: "MLX checkpoint directory or GGUF file (flag also `-m`); for vllm/sglang also a Hugging Face repo id"},
+		func(s *Settings) *Field[string] { return &s.Model }, true)
+	draftKindRow = checked(value(Row{Name: "draft-kind", Flag: "draft-kind", Envs: []string{"LLAMA_ARG_DRAFT_KIND", "LLAMA_ARG_SPEC_TYPE", "MLXCEL_DRAFT_KIND"}, Key: "draft.kind", Default: "detected from the drafter's `config.json`, else the engine's default (`dflash` for mlxcel/sim, `draft` for llama.cpp, vllm, sglang)", Doc: "mlxcel/sim: `dflash`, `mtp`; llama.cpp: `draft` (= `draft-simple`), `mtp`, `dflash`, `dspark`, `eagle3`; vllm, sglang: `draft` (= vLLM `draft_model`, SGLang `STANDALONE`), `eagle`, `eagle3`, `mtp` (= `NEXTN`), `ngram`, `dflash`; `internal-mtp` is detected, never selectable. Every value may also be spelled as llama-server's `--spec-type` (below), the flag's alias"},
+		"", asIs, func(s *Settings) *Field[string] { return &s.DraftKind }), checkKind)
+)
+
+// engineRow is the engine; when no layer names one it is inferred
+// (InferEngine): a GGUF target means llama.cpp.
+var engineRow = inferred(value(Row{Name: "engine", Flag: "engine", Envs: []string{"MLXCEL_ENGINE"}, Key: "engine.name", Default: "inferred: `llama.cpp` for a GGUF target (or `-ngl`, `--spec-type draft-…`, a llama.cpp `LLAMA_ARG_*` variable, or `llama-server` alone on `PATH`), else `mlxcel`", Doc: "`mlxcel`, `llama.cpp` (also `llama-server`, `llamacpp`), `vllm`, `sglang`, `sim`"},
+	key.MLXCEL, parseEngine, func(s *Settings) *Field[key.Engine] { return &s.Engine }))
+
+// inferred makes the engine row infer its value when no layer sets it.
+func inferred(r Row) Row {
+	apply := r.apply
+	r.apply = func(r Row, l *layer, s *Settings) error {
+		if err := apply(r, l, s); err != nil || s.Engine.Set() {
+			return err
+		}
+		e, why := InferEngine(l.hints())
+		s.Engine = Field[key.Engine]{e, Source{Default, why}}
+		return nil
+	}
+	return r
+}
+
 // Rows is the table of settings, in the order Load layers them (a row may
 // read one above it: the drafter kind is checked against the engine).
 var Rows = []Row{
 	profileRow,
 	policyRow,
-	value(Row{Name: "engine", Flag: "engine", Envs: []string{"MLXCEL_ENGINE"}, Key: "engine.name", Doc: "`mlxcel`, `llama.cpp` (also `llama-server`, `llamacpp`), `vllm`, `sglang`, `sim`"},
-		key.MLXCEL, parseEngine, func(s *Settings) *Field[key.Engine] { return &s.Engine }),
-	pathRow(Row{Name: "engine-binary", Flag: "engine-binary", Envs: []string{"MLXCEL_ENGINE_BINARY"}, Key: "engine.binary", Default: "`mlxcel-server` / `llama-server` / `vllm` / `python3` (sglang) on `PATH`", Doc: "the sim engine is this binary; for sglang, the Python interpreter it is installed in"},
-		func(s *Settings) *Field[string] { return &s.EngineBinary }, false),
+	engineRow,
+	engineBinaryRow,
 	engineArgsRow,
-	pathRow(Row{Name: "model", Flag: "model", Envs: []string{"LLAMA_ARG_MODEL", "MLXCEL_MODEL"}, Key: "model.path", Default: "none", Doc: "MLX checkpoint directory or GGUF file (flag also `-m`); for vllm/sglang also a Hugging Face repo id"},
-		func(s *Settings) *Field[string] { return &s.Model }, true),
+	modelRow,
 	pathRow(Row{Name: "draft-model", Flag: "draft-model", Envs: []string{"LLAMA_ARG_SPEC_DRAFT_MODEL", "LLAMA_ARG_MODEL_DRAFT", "MLXCEL_DRAFT_MODEL"}, Key: "draft.model", Default: "none", Doc: "without a draft model speculation is off; flag also `-md`, `--spec-draft-model`, `--model-draft`; `LLAMA_ARG_MODEL_DRAFT` is llama.cpp's legacy name"},
 		func(s *Settings) *Field[string] { return &s.DraftModel }, true),
-	checked(value(Row{Name: "draft-kind", Flag: "draft-kind", Envs: []string{"LLAMA_ARG_DRAFT_KIND", "LLAMA_ARG_SPEC_TYPE", "MLXCEL_DRAFT_KIND"}, Key: "draft.kind", Default: "detected from the drafter's `config.json`, else the engine's default (`dflash` for mlxcel/sim, `draft` for llama.cpp, vllm, sglang)", Doc: "mlxcel/sim: `dflash`, `mtp`; llama.cpp: `draft` (= `draft-simple`), `mtp`, `dflash`, `dspark`, `eagle3`; vllm, sglang: `draft` (= vLLM `draft_model`, SGLang `STANDALONE`), `eagle`, `eagle3`, `mtp` (= `NEXTN`), `ngram`, `dflash`; `internal-mtp` is detected, never selectable. Every value may also be spelled as llama-server's `--spec-type` (below), the flag's alias"},
-		"", asIs, func(s *Settings) *Field[string] { return &s.DraftKind }), checkKind),
+	draftKindRow,
 	{Name: "draft-block-size", Flag: "draft-block-size", Envs: blockEnvs, Key: "draft.block_size", Default: "resolved", Doc: "the **width**: verify rows = draft tokens + 1, from 2 to 256; resolved (below) when unset",
 		apply: func(_ Row, l *layer, s *Settings) (err error) {
 			s.Width, s.WidthNote, err = l.width(s.Engine.Value)

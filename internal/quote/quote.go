@@ -1,0 +1,56 @@
+// Package quote renders outside text (a path, a variable's value, a field
+// of a record) for a line an operator reads: a newline or other control
+// character would split or forge the line, and a megabyte value would bury
+// it, so both are escaped or cut, and the cut says how much there was.
+package quote
+
+import (
+	"fmt"
+	"strconv"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Max is the default number of bytes kept of one value.
+const Max = 120
+
+// Text returns s as is when it is valid UTF-8 of printable characters (and
+// spaces) no longer than max bytes; otherwise Go-quoted, cut at max bytes
+// with the full length said ("..." (131072 bytes)). max <= 0 means Max.
+func Text(s string, max int) string {
+	if max <= 0 {
+		max = Max
+	}
+	if len(s) <= max && plain(s) {
+		return s
+	}
+	return Quoted(s, max)
+}
+
+// Quoted always quotes s (strconv.Quote), cut at max bytes on a rune
+// boundary with the full length said. max <= 0 means Max.
+func Quoted(s string, max int) string {
+	if max <= 0 {
+		max = Max
+	}
+	if len(s) <= max {
+		return strconv.Quote(s)
+	}
+	cut := s[:max]
+	for len(cut) > 0 && !utf8.ValidString(cut) {
+		cut = cut[:len(cut)-1]
+	}
+	return fmt.Sprintf("%s... (%d bytes)", strconv.Quote(cut), len(s))
+}
+
+func plain(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if !unicode.IsPrint(r) && r != ' ' {
+			return false
+		}
+	}
+	return true
+}
