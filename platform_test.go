@@ -8,7 +8,7 @@ import (
 
 // TestBuildsForMacOS cross-compiles for darwin: the binary builds there
 // (resolve, policy and profile work; serve and bench say that supervising an
-// engine needs Linux, see supervise/start_other.go).
+// engine needs Linux, see internal/supervise/start_other.go).
 func TestBuildsForMacOS(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cross-compiles the binary")

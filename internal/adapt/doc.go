@@ -10,5 +10,5 @@
 // action (Loop.Step, Observation, Action). The edges are the verify-cost
 // probe (Probe, Loop.BeforeTraffic), its cache (LoadCurve, SaveCurve) and
 // the shell that scrapes, probes and switches (New, Loop.Run, LoopDeps).
-// docs/adaptive.md explains the model, the rule and its margin.
+// docs/design/adaptive.md explains the model, the rule and its margin.
 package adapt

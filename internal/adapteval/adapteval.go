@@ -6,8 +6,8 @@
 // aggregate client tokens/s at the settled width, without stopping the
 // load in between, so the engine never sees an idle gap.
 //
-// scripts/adapteval is its command line; docs/adaptive.md ("Measuring it
-// on real hardware") says how to run it.
+// scripts/adapteval is its command line; docs/bench.md ("Measuring
+// `serve --adapt`") says how to run it.
 package adapteval
 
 import (
@@ -192,7 +192,7 @@ const (
 
 // ReadPrompts reads every entry of dir not starting with "." as one prompt,
 // in name order: each must be a regular file of non-empty UTF-8 text of at
-// most MaxPromptBytes (bench/prompts/code and prose are such sets).
+// most MaxPromptBytes (internal/bench/prompts/code and prose are such sets).
 func ReadPrompts(ctx context.Context, dir string) ([]Prompt, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {

@@ -51,7 +51,7 @@ const (
 	ScheduleResident = "resident"
 )
 
-// Defaults and floors of the method (DESIGN "Bench and records").
+// Defaults and floors of the method (docs/bench.md, "What a run measures").
 const (
 	DefaultRounds = defaults.BenchRounds
 	MinRounds     = defaults.BenchMinRounds

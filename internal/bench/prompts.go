@@ -27,7 +27,7 @@ const MaxPrompts = 64
 //go:embed prompts/code prompts/prose
 var shipped embed.FS
 
-// ShippedSets are the prompt sets built into the binary (bench/prompts).
+// ShippedSets are the prompt sets built into the binary (internal/bench/prompts).
 var ShippedSets = []string{"code", "prose"}
 
 // ShippedSet returns a built-in prompt set by name.

@@ -13,8 +13,8 @@ import (
 	"github.com/speclaunch/speclaunch/internal/adapteval"
 )
 
-// The measurement tool of docs/adaptive.md ("Measuring it on real
-// hardware") against serve --adapt on the sim: it must report the sim
+// The measurement tool of docs/bench.md ("Measuring `serve --adapt`")
+// against serve --adapt on the sim: it must report the sim
 // model's best width as the one chosen, a decision switch that needed
 // traffic, a throughput after it, and no failed or empty request.
 func TestAdaptEvalReportsOracleWidth(t *testing.T) {

@@ -15,7 +15,7 @@ import (
 
 // servingLine says what --host/--port are and where the engine listens:
 // behind the proxy they are the public address and the engine gets a
-// loopback port of its own (cli/switcher.go startInst).
+// loopback port of its own (internal/cli/switcher.go startInst).
 func servingLine(p *plan.Plan) string {
 	s := p.Settings
 	addr := net.JoinHostPort(s.Host.Value, strconv.Itoa(s.Port.Value))

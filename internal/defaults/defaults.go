@@ -18,8 +18,8 @@ const (
 	AdaptMaxTrials = 2
 )
 
-// Bench's method (DESIGN "Bench and records"): defaults, and the floors and
-// caps a run must stay within.
+// Bench's method (docs/bench.md, "What a run measures"): defaults, and the
+// floors and caps a run must stay within.
 const (
 	BenchRounds         = 5
 	BenchMinRounds      = 3

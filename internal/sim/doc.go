@@ -16,7 +16,8 @@
 // prompts with cache_prompt timed at the verify cost of the new rows,
 // acceptance profiles chosen per request by a "[sim-profile:NAME]" marker in
 // the prompt (Profiles), and the replay of a committed bench record
-// (--sim-record, ReplayCost). docs/adaptive.md describes them.
+// (--sim-record, ReplayCost). docs/design/adaptive.md ("Testing it without
+// a GPU: the sim") describes them.
 //
 // The launcher runs it as a separate process by re-executing itself with a
 // hidden subcommand; this package provides ParseArgs and Run for that.

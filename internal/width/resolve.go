@@ -39,9 +39,10 @@ func PolicyEngine(e key.Engine) key.Engine {
 	return e
 }
 
-// Resolve applies the precedence of DESIGN.md: operator override > drafter
-// checkpoint declaration > measured policy entry > per-(engine, kind)
-// default. It never returns a width below 2 for a speculative launch.
+// Resolve applies the precedence of docs/policy.md ("Where a width comes
+// from"): operator override > drafter checkpoint declaration > measured
+// policy entry > per-(engine, kind) default. It never returns a width
+// below 2 for a speculative launch.
 func Resolve(in Input) Resolution {
 	k := key.Key{Engine: PolicyEngine(in.Engine), Drafter: in.Drafter, Capability: in.Capability, Quant: in.Quant}
 	if in.Quant == "" {

@@ -1,9 +1,9 @@
 // Command adapteval measures a running `speclaunch serve --adapt` through
 // its proxy: the width the adaptive loop chose, the seconds and requests
 // until each switch, and the aggregate tokens/s after it settled
-// (internal/adapteval; docs/adaptive.md, "Measuring it on real hardware").
+// (internal/adapteval; docs/bench.md, "Measuring `serve --adapt`").
 //
-//	go run ./scripts/adapteval -url http://127.0.0.1:8080 -prompts bench/prompts/code \
+//	go run ./scripts/adapteval -url http://127.0.0.1:8080 -prompts internal/bench/prompts/code \
 //	    -clients 4 -max-tokens 200 -measure 60s -out adapt-eval.json
 //
 // Exit status: 0 settled with no failed or empty request, 1 a measurement
