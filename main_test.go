@@ -21,6 +21,7 @@ import (
 	"github.com/speclaunch/speclaunch/internal/fakellama"
 	"github.com/speclaunch/speclaunch/internal/safefile"
 	"github.com/speclaunch/speclaunch/internal/safefile/safefiletest"
+	"github.com/speclaunch/speclaunch/internal/testenv"
 )
 
 func speclaunchMain() int {
@@ -147,9 +148,7 @@ func cmdExits(ts *testscript.TestScript, neg bool, args []string) {
 func TestStaticBinary(t *testing.T) {
 	out := os.Getenv("SPECLAUNCH_STATIC_CHECK")
 	if out == "" {
-		if testing.Short() {
-			t.Skip("builds the binary")
-		}
+		testenv.E2E(t) // it builds the binary
 		out = filepath.Join(t.TempDir(), "speclaunch")
 		cmd := exec.Command("go", "build", "-trimpath", "-o", out, ".")
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
@@ -274,7 +273,9 @@ func TestBadFileShapesExit2(t *testing.T) {
 			t.Run(tc.what+"/"+shape, func(t *testing.T) {
 				var stdout, stderr bytes.Buffer
 				got := -1
-				safefiletest.Within(t, func() { got = cli.Main(tc.args(path), cli.Embedded{Policy: policyTOML, Records: records}, &stdout, &stderr) })
+				safefiletest.Within(t, func() {
+					got = cli.Main(tc.args(path), cli.Embedded{Policy: policyTOML, Records: records}, &stdout, &stderr)
+				})
 				if got != code {
 					t.Errorf("exit %d, want %d", got, code)
 				}

@@ -4,15 +4,15 @@ import (
 	"os"
 	"os/exec"
 	"testing"
+
+	"github.com/speclaunch/speclaunch/internal/testenv"
 )
 
 // TestBuildsForMacOS cross-compiles for darwin: the binary builds there
 // (resolve, policy and profile work; serve and bench say that supervising an
 // engine needs Linux, see internal/supervise/start_other.go).
 func TestBuildsForMacOS(t *testing.T) {
-	if testing.Short() {
-		t.Skip("cross-compiles the binary")
-	}
+	testenv.E2E(t)
 	for _, arch := range []string{"arm64", "amd64"} {
 		cmd := exec.Command("go", "build", "-o", os.DevNull, ".")
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=darwin", "GOARCH="+arch)

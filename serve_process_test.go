@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/speclaunch/speclaunch/internal/testenv"
 )
 
 // children lists the processes whose parent is pid (from /proc).
@@ -50,9 +52,7 @@ func alive(pid int) bool {
 // SIGKILL of the launcher in the middle of an overlap switch, with two
 // engines running, leaves neither behind.
 func TestSIGKILLDuringOverlapLeavesNoEngine(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary")
-	}
+	testenv.E2E(t)
 	bin := staticBinary(t)
 	dir := t.TempDir()
 	l, _ := net.Listen("tcp", "127.0.0.1:0")
@@ -125,9 +125,7 @@ func TestSIGKILLDuringOverlapLeavesNoEngine(t *testing.T) {
 // (its default action) nor is lost: the profile is reloaded once the engine
 // serves.
 func TestSIGHUPDuringFirstLoadReloadsAfter(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary")
-	}
+	testenv.E2E(t)
 	bin := staticBinary(t)
 	dir := t.TempDir()
 	l, _ := net.Listen("tcp", "127.0.0.1:0")
@@ -185,9 +183,7 @@ func TestSIGHUPDuringFirstLoadReloadsAfter(t *testing.T) {
 // the engine: the probe's cut-off request is not reported as an engine
 // that cannot be probed.
 func TestSIGINTDuringProbeIsNoProbeFailure(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary")
-	}
+	testenv.E2E(t)
 	bin := staticBinary(t)
 	l, _ := net.Listen("tcp", "127.0.0.1:0")
 	port := l.Addr().(*net.TCPAddr).Port

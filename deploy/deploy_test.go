@@ -19,6 +19,7 @@ import (
 	"github.com/alecthomas/kong"
 	"github.com/speclaunch/speclaunch/internal/cli"
 	"github.com/speclaunch/speclaunch/internal/config"
+	"github.com/speclaunch/speclaunch/internal/testenv"
 	"github.com/speclaunch/speclaunch/profiles"
 	"gopkg.in/yaml.v3"
 )
@@ -367,9 +368,7 @@ func TestContainerfiles(t *testing.T) {
 // for llama.cpp's, which cannot be pulled here: that checks its syntax and
 // its COPY, not llama.cpp's image.
 func TestScratchImageBuilds(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds an image")
-	}
+	testenv.E2E(t)
 	if _, err := exec.LookPath("podman"); err != nil {
 		t.Skip("podman is not installed")
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/speclaunch/speclaunch/internal/sim"
 	"github.com/speclaunch/speclaunch/internal/watch"
 	"github.com/speclaunch/speclaunch/internal/width"
+	"github.com/speclaunch/speclaunch/internal/testenv"
 )
 
 // oracle is the width the sim's own model says is best for a profile,
@@ -47,6 +48,7 @@ func oracle(t *testing.T, profile string, max int) int {
 // TestAdaptEvalReportsOracleWidth (through adapteval's load), so it is not
 // run twice here.
 func TestServeAdaptConvergesUnderLoad(t *testing.T) {
+	testenv.E2E(t)
 	for _, prof := range []string{"geometric"} {
 		t.Run(prof, func(t *testing.T) {
 			want := oracle(t, prof, 17)
@@ -111,6 +113,7 @@ func startAdaptServe(t *testing.T, p string, port int) *serveRun {
 
 // An operator width turns adaptation off, and says so.
 func TestServeAdaptOffUnderOperatorWidth(t *testing.T) {
+	testenv.E2E(t)
 	dir := t.TempDir()
 	p := filepath.Join(dir, "p.toml")
 	writeFile(t, p, withWidth(simProfile(freePort(t), ""), 3)+"[adapt]\nenabled = true\n")
@@ -148,6 +151,7 @@ func adaptStatus(t *testing.T, port int) adaptDoc {
 // learnt (saved beside the verify-cost curve, at the latest when it
 // stopped) and says so in its status; it does not explore again.
 func TestServeAdaptResumesAfterRestart(t *testing.T) {
+	testenv.E2E(t)
 	cache := t.TempDir()
 	t.Setenv("XDG_CACHE_HOME", cache)
 	dir := t.TempDir()
@@ -186,6 +190,7 @@ func TestServeAdaptResumesAfterRestart(t *testing.T) {
 // A profile edit that changes no setting (here a comment) keeps the width
 // the adaptive loop chose instead of going back to the policy's.
 func TestServeAdaptedWidthSurvivesReload(t *testing.T) {
+	testenv.E2E(t)
 	t.Parallel()                 // see TestMain
 	want := oracle(t, "flat", 8) // not the policy's 4
 	dir := t.TempDir()
@@ -250,6 +255,7 @@ func TestEngineIdentity(t *testing.T) {
 // A reload that sets an operator width ends adaptation, saying so: the loop
 // stops and /speclaunch/status says why.
 func TestServeAdaptOffAfterReloadSetsWidth(t *testing.T) {
+	testenv.E2E(t)
 	dir := t.TempDir()
 	port := freePort(t)
 	p := filepath.Join(dir, "p.toml")

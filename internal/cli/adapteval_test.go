@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/speclaunch/speclaunch/internal/adapteval"
+	"github.com/speclaunch/speclaunch/internal/testenv"
 )
 
 // The measurement tool of docs/bench.md ("Measuring `serve --adapt`")
@@ -18,6 +19,7 @@ import (
 // model's best width as the one chosen, a decision switch that needed
 // traffic, a throughput after it, and no failed or empty request.
 func TestAdaptEvalReportsOracleWidth(t *testing.T) {
+	testenv.E2E(t)
 	const prof = "collapse"
 	want := oracle(t, prof, 17)
 	dir := t.TempDir()

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/speclaunch/speclaunch/internal/record"
+	"github.com/speclaunch/speclaunch/internal/testenv"
 )
 
 // freePortBlock returns the first of n consecutive free loopback ports,
@@ -118,6 +119,7 @@ func armAt(t *testing.T, rec *record.Record, w int) *record.Arm {
 // (~0.72x); the bench must rank them so, and never propose an entry from a
 // simulated record.
 func TestBenchOnSimRanksByCostModel(t *testing.T) {
+	testenv.E2E(t)
 	rec := benchSim(t, "", "3,16", "60") // shorter outputs stray from the model's means
 	if !rec.Simulated || !rec.Complete {
 		t.Fatalf("simulated %v complete %v", rec.Simulated, rec.Complete)
@@ -171,6 +173,7 @@ func TestBenchOnSimRanksByCostModel(t *testing.T) {
 }
 
 func TestBenchOnSimDeclineIsNotAMeasurement(t *testing.T) {
+	testenv.E2E(t)
 	t.Parallel() // see TestMain
 	rec := benchSim(t, `, "--sim-decline"`, "3", "24")
 	w3 := armAt(t, rec, 3)
@@ -183,6 +186,7 @@ func TestBenchOnSimDeclineIsNotAMeasurement(t *testing.T) {
 }
 
 func TestBenchOnSimDetectsInjectedDrift(t *testing.T) {
+	testenv.E2E(t)
 	t.Parallel() // see TestMain
 	rec := benchSim(t, `, "--sim-drift", "0.15"`, "3", "24")
 	if rec.Drift.Overlap {
@@ -194,6 +198,7 @@ func TestBenchOnSimDetectsInjectedDrift(t *testing.T) {
 // every arm runs every prompt, the record keeps per-prompt figures, says
 // how it sampled, and sized the engine's slots.
 func TestBenchOnSimPromptSetSampledConcurrent(t *testing.T) {
+	testenv.E2E(t)
 	t.Parallel() // see TestMain
 	// What it checks is bookkeeping, not speed: a cost model about ten times
 	// faster than the GB10 one keeps it short.

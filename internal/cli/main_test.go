@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/speclaunch/speclaunch/internal/testenv"
 )
 
 // The sim engine is this test binary re-executed with "__sim".
@@ -176,6 +178,7 @@ func pids(log string) []string {
 }
 
 func TestServeReload(t *testing.T) {
+	testenv.E2E(t)
 	dir := t.TempDir()
 	port := freePort(t)
 	prof := filepath.Join(dir, "p.toml")
@@ -235,6 +238,7 @@ func TestServeReload(t *testing.T) {
 
 // A Kubernetes ConfigMap swaps a ..data symlink; no event names the file.
 func TestServeReloadConfigMapSwap(t *testing.T) {
+	testenv.E2E(t)
 	dir := t.TempDir()
 	port := freePort(t)
 	v1 := filepath.Join(dir, "..2026_1")
@@ -256,6 +260,7 @@ func TestServeReloadConfigMapSwap(t *testing.T) {
 }
 
 func TestServeExitCodes(t *testing.T) {
+	testenv.E2E(t)
 	t.Parallel() // see TestMain
 	t.Run("engine exit code propagates", func(t *testing.T) {
 		dir := t.TempDir()

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/speclaunch/speclaunch/internal/loadgen"
+	"github.com/speclaunch/speclaunch/internal/testenv"
 )
 
 // streamWhole sends one streamed completion and reports whether it ended
@@ -52,6 +53,7 @@ func streamWhole(port, tokens int) error {
 // requests get 503 with Retry-After at once; the four finish whole; the
 // exit code is 0.
 func TestServeSIGTERMLetsRequestsFinish(t *testing.T) {
+	testenv.E2E(t)
 	r, _, _, port := serveSim(t, "")
 	errs := make(chan error, 4)
 	for range 4 {
@@ -86,6 +88,7 @@ func TestServeSIGTERMLetsRequestsFinish(t *testing.T) {
 // (the proxy waited to learn whether the engine was gone longer than the
 // listener's grace).
 func TestServeShutdownTimeoutAnswersTheRequestsCut(t *testing.T) {
+	testenv.E2E(t)
 	r, _, _, port := serveSim(t, "", "--shutdown-timeout", "1s")
 	got := make(chan error, 1)
 	go func() {
@@ -116,6 +119,7 @@ func TestServeShutdownTimeoutAnswersTheRequestsCut(t *testing.T) {
 // engine is killed and replaced, and a request sent to it meanwhile,
 // which had no response byte, is answered by the replacement.
 func TestServeHungEngineIsReplaced(t *testing.T) {
+	testenv.E2E(t)
 	r, _, _, port := serveSim(t, "", "--hang-timeout", "2s", "--restart", "on-failure")
 	st := status(t, port)
 	if st.Engine == nil {
@@ -148,6 +152,7 @@ func TestServeHungEngineIsReplaced(t *testing.T) {
 // engine binary that does not exist is refused and the old engine serves
 // on, never stopped.
 func TestServeDrainChecksBeforeStopping(t *testing.T) {
+	testenv.E2E(t)
 	r, prof, base, port := serveSim(t, "", "--switch", "drain")
 	bad := strings.Replace(withWidth(base, 3), "[engine]\n", "[engine]\nbinary = \"/nonexistent/engine\"\n", 1)
 	renameOver(t, prof, bad)
@@ -163,6 +168,7 @@ func TestServeDrainChecksBeforeStopping(t *testing.T) {
 // A drain switch's record names the width it left, though that engine is
 // gone before the new one serves, and how long the old one drained.
 func TestServeDrainSwitchRecord(t *testing.T) {
+	testenv.E2E(t)
 	r, prof, base, port := serveSim(t, "", "--switch", "drain")
 	renameOver(t, prof, withWidth(base, 3))
 	r.log.waitFor(t, `switched to_pid=\d+ width=3`, 1, 20*time.Second)
@@ -179,6 +185,7 @@ func TestServeDrainSwitchRecord(t *testing.T) {
 // watched from then on, even while it is missing: its arrival and its
 // edits switch the width like any other change.
 func TestServeWatchesAPolicyFileAddedByAReload(t *testing.T) {
+	testenv.E2E(t)
 	r, prof, base, _ := serveSim(t, "")
 	pol := filepath.Join(filepath.Dir(prof), "pol.toml")
 	entry := func(w int) string {
@@ -199,6 +206,7 @@ func TestServeWatchesAPolicyFileAddedByAReload(t *testing.T) {
 // exposition the Prometheus text parser reads; /speclaunch/metrics has
 // speclaunch's alone; a switch shows in its counters.
 func TestServeMetrics(t *testing.T) {
+	testenv.E2E(t)
 	r, prof, base, port := serveSim(t, "")
 	renameOver(t, prof, withWidth(base, 3))
 	r.log.waitFor(t, `switched to_pid=\d+ width=3`, 1, 20*time.Second)
@@ -274,6 +282,7 @@ func keys(m map[string]*dto.MetricFamily) []string {
 // stop an engine under a probe nor turn the loop off; it goes on with the
 // engine that replaces it.
 func TestServeAdaptSurvivesEditsDuringProbes(t *testing.T) {
+	testenv.E2E(t)
 	dir := t.TempDir()
 	port := freePort(t)
 	p := filepath.Join(dir, "p.toml")

@@ -16,6 +16,7 @@ import (
 	"github.com/speclaunch/speclaunch/internal/fakellama"
 	"github.com/speclaunch/speclaunch/internal/record"
 	"github.com/speclaunch/speclaunch/internal/secret"
+	"github.com/speclaunch/speclaunch/internal/testenv"
 )
 
 // The test binary is a fake llama-server when re-executed with
@@ -113,6 +114,7 @@ func statusCode(t *testing.T, port int, hdr string) (int, string) {
 // it), its status page asks for it, and the key shows nowhere: not in
 // resolve's or --dry-run's output, not in the logs (text or JSON).
 func TestSecretsServe(t *testing.T) {
+	testenv.E2E(t)
 	t.Setenv("FAKELLAMA_MAIN", "1")
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	for _, s := range keySetups(t) {
@@ -189,6 +191,7 @@ func TestSecretsServe(t *testing.T) {
 // the probe): every arm is measured against a fake that enforces it, and
 // neither its output nor the record it writes shows the key.
 func TestSecretsBench(t *testing.T) {
+	testenv.E2E(t)
 	t.Setenv("FAKELLAMA_MAIN", "1")
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	for _, s := range keySetups(t)[1:3] { // a flag and an environment variable

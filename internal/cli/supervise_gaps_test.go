@@ -14,11 +14,13 @@ import (
 	"time"
 
 	"github.com/speclaunch/speclaunch/internal/loadgen"
+	"github.com/speclaunch/speclaunch/internal/testenv"
 )
 
 // An engine that crashes while its restart is still starting is a crash
 // like any other under --restart on-failure: back off and retry.
 func TestServeRestartCrashWhileStarting(t *testing.T) {
+	testenv.E2E(t)
 	t.Parallel() // see TestMain
 	dir := t.TempDir()
 	// Starts 2 and 3 crash before they are ready; 1 and 4 start normally
@@ -40,6 +42,7 @@ func TestServeRestartCrashWhileStarting(t *testing.T) {
 // --restart on-failure are held and answered by the restarted engine, not
 // failed; /health says "switching" meanwhile.
 func TestServeRestartHoldsRequests(t *testing.T) {
+	testenv.E2E(t)
 	dir := t.TempDir()
 	// The first engine crashes 500 ms after it is ready; later ones serve.
 	script := countingEngine(t, dir, `[ $n -eq 1 ]`, `--sim-crash-after 500ms --sim-exit-code 7`)
@@ -72,6 +75,7 @@ func TestServeRestartHoldsRequests(t *testing.T) {
 // A reload whose new address cannot be bound stops nothing: the engine
 // keeps serving on the old one, in direct mode and behind the proxy.
 func TestServeReloadBusyPortKeepsServing(t *testing.T) {
+	testenv.E2E(t)
 	for _, proxy := range []bool{false, true} {
 		t.Run(fmt.Sprint("proxy=", proxy), func(t *testing.T) {
 			dir := t.TempDir()
@@ -108,6 +112,7 @@ func TestServeReloadBusyPortKeepsServing(t *testing.T) {
 // SIGHUP reloads the profile even under --watch=false: watching is about
 // files, not signals.
 func TestServeSIGHUPReloadsWithoutWatch(t *testing.T) {
+	testenv.E2E(t)
 	r, prof, base, _ := serveSim(t, "", "--watch=false")
 	writeFile(t, prof, withWidth(base, 5))
 	time.Sleep(300 * time.Millisecond)
@@ -122,6 +127,7 @@ func TestServeSIGHUPReloadsWithoutWatch(t *testing.T) {
 // SIGHUP) is not applied as all defaults: the reload waits for the next
 // write and says so.
 func TestServeReloadEmptyProfileNotApplied(t *testing.T) {
+	testenv.E2E(t)
 	r, prof, base, port := serveSim(t, "", "--watch=false")
 	writeFile(t, prof, "")
 	syscall.Kill(os.Getpid(), syscall.SIGHUP)
@@ -140,6 +146,7 @@ func TestServeReloadEmptyProfileNotApplied(t *testing.T) {
 // A profile that was empty when serve started (everything from flags) is
 // not a write caught halfway: SIGHUP still reloads it.
 func TestServeReloadProfileEmptyFromStart(t *testing.T) {
+	testenv.E2E(t)
 	prof := filepath.Join(t.TempDir(), "p.toml")
 	writeFile(t, prof, "")
 	r := startServe(t, "--profile", prof, "--watch=false", "--engine", "sim", "-m", "target", "--port", fmt.Sprint(freePort(t)))
@@ -154,6 +161,7 @@ func TestServeReloadProfileEmptyFromStart(t *testing.T) {
 // SIGTERM while a reload's engine is still starting stops everything
 // without claiming the new settings failed, in both switch modes.
 func TestServeSIGTERMDuringSwitch(t *testing.T) {
+	testenv.E2E(t)
 	for _, mode := range []string{"overlap", "drain"} {
 		t.Run(mode, func(t *testing.T) {
 			r, prof, base, port := serveSim(t, "", "--switch", mode)
@@ -196,6 +204,7 @@ func serveSim(t *testing.T, extra string, args ...string) (r *serveRun, prof, ba
 // A reload caught while a switch to the same settings is under way (an
 // editor's second write, a SIGHUP after the edit) starts no second engine.
 func TestServeReloadDuringSwitchToSameSettings(t *testing.T) {
+	testenv.E2E(t)
 	r, prof, base, _ := serveSim(t, "", "--watch=false")
 	slow := strings.Replace(withWidth(base, 3), `"100ms"`, `"1s"`, 1)
 	writeFile(t, prof, slow)
@@ -213,6 +222,7 @@ func TestServeReloadDuringSwitchToSameSettings(t *testing.T) {
 // Settings read only at start (adapt.*, server.proxy) say so when a reload
 // changes them, instead of being ignored in silence.
 func TestServeReloadWarnsStartOnlySettings(t *testing.T) {
+	testenv.E2E(t)
 	r, prof, base, _ := serveSim(t, "")
 	writeFile(t, prof, base+"[adapt]\nenabled = true\n")
 	r.log.waitFor(t, `adapt.\* settings apply when speclaunch starts`, 1, 20*time.Second)
@@ -223,6 +233,7 @@ func TestServeReloadWarnsStartOnlySettings(t *testing.T) {
 // An edit back to the serving settings while a switch away from them is
 // under way is the latest edit: it wins, the engine ends at the file's width.
 func TestServeReloadBackDuringSwitchWins(t *testing.T) {
+	testenv.E2E(t)
 	t.Parallel() // see TestMain
 	r, prof, base, port := serveSim(t, "")
 	slow := strings.Replace(base, `"100ms"`, `"1s"`, 1) // width 4, each start 1 s
@@ -263,6 +274,7 @@ exec %[2]s "$@"
 // serves: the watcher's baseline is what was loaded, not what the file
 // holds when the engine is ready.
 func TestServeEditDuringFirstLoadApplied(t *testing.T) {
+	testenv.E2E(t)
 	t.Parallel() // see TestMain
 	port := freePort(t)
 	prof := filepath.Join(t.TempDir(), "p.toml")

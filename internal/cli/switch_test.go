@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/speclaunch/speclaunch/internal/loadgen"
+	"github.com/speclaunch/speclaunch/internal/testenv"
 )
 
 // withWidth returns the sim profile with draft.block_size set.
@@ -38,6 +39,7 @@ var (
 // and no stream without its final event (finish_reason and [DONE], or
 // "stop":true).
 func TestServeSwitchesFailNoRequest(t *testing.T) {
+	testenv.E2E(t)
 	t.Parallel() // see TestMain
 	for _, mode := range []string{"overlap", "drain"} {
 		n := map[string]int{"overlap": *switchesOverlap, "drain": *switchesDrain}[mode]
@@ -185,6 +187,7 @@ func waitStatus(t *testing.T, port int, timeout time.Duration, done func(statusD
 // Before, the way back failed (address already in use) and the server
 // stayed exposed on 0.0.0.0.
 func TestServeHostMovesOnOnePort(t *testing.T) {
+	testenv.E2E(t)
 	r, prof, base, port := serveSim(t, "")
 	for i, host := range []string{"0.0.0.0", "127.0.0.1"} {
 		renameOver(t, prof, strings.Replace(base, "[server]\n", fmt.Sprintf("[server]\nhost = %q\n", host), 1))
@@ -202,6 +205,7 @@ func TestServeHostMovesOnOnePort(t *testing.T) {
 // /speclaunch/status follows a reload: the switch mode it shows is the one
 // the next switch uses, and the public address is where the proxy listens.
 func TestStatusFollowsReload(t *testing.T) {
+	testenv.E2E(t)
 	r, prof, base, port := serveSim(t, "")
 	writeFile(t, prof, strings.Replace(base, "[server]\n", "[server]\nswitch = \"drain\"\n", 1))
 	r.log.waitFor(t, `engine command unchanged`, 1, 20*time.Second)
@@ -221,6 +225,7 @@ func TestStatusFollowsReload(t *testing.T) {
 // internal port, its width with source and verification, uptime, switches
 // with reasons and timings, and the requests held now.
 func TestStatusDocument(t *testing.T) {
+	testenv.E2E(t)
 	r, prof, base, port := serveSim(t, "")
 	writeFile(t, prof, withWidth(base, 3))
 	r.log.waitFor(t, `switched to_pid=\d+ width=3`, 1, 20*time.Second)
@@ -288,6 +293,7 @@ func TestStatusDocument(t *testing.T) {
 // The old engine of an overlap switch finishes its requests for at most
 // server.drain_timeout, then is stopped with them in flight.
 func TestServeDrainTimeoutBoundsOldEngine(t *testing.T) {
+	testenv.E2E(t)
 	port := freePort(t)
 	prof := filepath.Join(t.TempDir(), "p.toml")
 	base := strings.Replace(simProfile(port, ""), "[server]\n", "[server]\ndrain_timeout = \"1s\"\nswitch = \"overlap\"\n", 1)
