@@ -534,7 +534,7 @@ func matrixProfiles(tb testing.TB) []matrixProfile {
 // table there as markdown (docs/benchmark_results/sim-adapt-matrix-*.md):
 //
 //	ADAPT_MATRIX_OUT=$PWD/docs/benchmark_results/sim-adapt-matrix-2026-12-03.md \
-//	  go test ./adapt -run X -bench AdaptMatrix -benchtime 1x
+//	  go test ./internal/adapt -run X -bench AdaptMatrix -benchtime 1x
 func BenchmarkAdaptMatrix(b *testing.B) {
 	profiles := matrixProfiles(b)
 	var cells []matrixCell

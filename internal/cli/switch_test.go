@@ -26,7 +26,7 @@ func withWidth(base string, w int) string {
 // The switch load test's length: 3 switches per mode in CI; the long
 // variant the serve runtime is held to is
 //
-//	go test ./cli -run TestServeSwitchesFailNoRequest -switches.overlap 200 -switches.drain 50 -timeout 30m
+//	go test ./internal/cli -run TestServeSwitchesFailNoRequest -switches.overlap 200 -switches.drain 50 -timeout 30m
 var (
 	switchesOverlap = flag.Int("switches.overlap", 3, "overlap switches in TestServeSwitchesFailNoRequest")
 	switchesDrain   = flag.Int("switches.drain", 3, "drain switches in TestServeSwitchesFailNoRequest")

@@ -21,7 +21,7 @@ const (
 	MaxArms = 300
 	// MaxRunsPerArm allows 50 rounds of 10 prompts, classic's two
 	// brackets per round included; the bootstrap of two such arms takes
-	// about a quarter of a second (go test ./evidence -bench Large).
+	// about a quarter of a second (go test ./internal/evidence -bench Large).
 	MaxRunsPerArm = 1000
 	// MaxRuns bounds the record as a whole.
 	MaxRuns = 10000
