@@ -2,6 +2,8 @@ package sim
 
 import (
 	"fmt"
+
+	"github.com/speclaunch/speclaunch/internal/simcost"
 	"maps"
 	"strconv"
 	"strings"
@@ -33,7 +35,9 @@ func ParseArgs(args []string) (Config, error) {
 		Cost:     DefaultCostModel(),
 		ExitCode: 1,
 	}
-	var record string // applied last, over the cost flags
+	var parallel int                               // -np/--parallel: the slot count when --sim-slots is not given
+	var record string                              // applied last, over the cost flags
+	cfg.EngineSeed = uint64(time.Now().UnixNano()) // another engine each start, unless --sim-engine-seed
 	c := &argCursor{args: args}
 	for ; c.i < len(args); c.i++ {
 		arg := args[c.i]
@@ -42,7 +46,9 @@ func ParseArgs(args []string) (Config, error) {
 		}
 		c.name, c.inline, c.hasInline = strings.Cut(arg, "=")
 		var err error
-		if strings.HasPrefix(c.name, "--sim-") {
+		if c.name == "-np" || c.name == "--parallel" {
+			err = parallelFlag(c, &parallel)
+		} else if strings.HasPrefix(c.name, "--sim-") {
 			err = cfg.setSimFlag(c, &record)
 		} else {
 			err = cfg.setEngineFlag(c)
@@ -53,6 +59,9 @@ func ParseArgs(args []string) (Config, error) {
 	}
 	if cfg.Model == "" {
 		return Config{}, fmt.Errorf("-m/--model is required")
+	}
+	if cfg.Slots == 0 && parallel > 0 { // llama-server's slot count, unless --sim-slots
+		cfg.Slots = min(parallel, maxSlots)
 	}
 	if record != "" {
 		if err := cfg.replayRecord(record); err != nil {
@@ -167,6 +176,18 @@ func (cfg *Config) setSimFlag(c *argCursor, record *string) error {
 		err = intFlag(name, c.value, &cfg.Slots, 1, maxSlots)
 	case "--sim-record":
 		*record, err = c.value()
+	case "--sim-engine-seed":
+		var v string
+		if v, err = c.value(); err == nil {
+			if cfg.EngineSeed, err = strconv.ParseUint(v, 10, 64); err != nil {
+				err = fmt.Errorf("%s: %q is not a non-negative integer", name, v)
+			}
+		}
+	case "--sim-cost":
+		var v string
+		if v, err = c.value(); err == nil {
+			cfg.Cost, err = simcost.LookupPreset(v)
+		}
 	default:
 		return cfg.setCostFlag(c)
 	}
@@ -221,6 +242,21 @@ func (cfg *Config) replayRecord(record string) error {
 	if cfg.Cost, err = ReplayCost(r, cfg.Cost); err != nil {
 		return fmt.Errorf("--sim-record %s: %w", record, err)
 	}
+	return nil
+}
+
+// parallelFlag reads llama-server's -np/--parallel N; -1 (auto) and other
+// values below 1 leave the slot count alone.
+func parallelFlag(c *argCursor, dst *int) error {
+	v, err := c.value()
+	if err != nil {
+		return err
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return fmt.Errorf("%s: %q is not an integer", c.name, v)
+	}
+	*dst = n
 	return nil
 }
 

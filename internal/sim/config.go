@@ -27,8 +27,13 @@ type Config struct {
 	// warm-up (llama-server style) instead of refusing connections (mlxcel).
 	Health503 bool
 	Seed      int64
-	Cost      CostModel
-	Decline   bool // the exactness probe declines: classic decode despite a drafter
+	// EngineSeed draws this engine's between-engine effect
+	// (CostModel.Spread): --sim-engine-seed, else a fresh one per
+	// process started by ParseArgs, so each engine a launcher starts is
+	// another engine; 0 in code built Configs.
+	EngineSeed uint64
+	Cost       CostModel
+	Decline    bool // the exactness probe declines: classic decode despite a drafter
 	// CrashAfter > 0 makes Run return an *ExitError with ExitCode that long
 	// after it became ready (crash injection for supervision tests).
 	CrashAfter time.Duration

@@ -22,6 +22,9 @@ type plan struct {
 	// active, when set, returns how many requests decode together now:
 	// their verify rows add up (Config.Slots).
 	active func() int
+	// engineZ is this engine's draw of the between-engine random effect
+	// (CostModel.Spread; simcost.EngineDraw).
+	engineZ float64
 }
 
 // together is the number of sequences decoding together, at least 1.
@@ -96,8 +99,8 @@ func newDecoder(ctx context.Context, clk Clock, p plan, prompt string, emit func
 		d.res.PerPos = make([]int, p.width-1)
 	}
 	d.noise = rand.New(rand.NewPCG(uint64(p.seed), p.reqNum))
-	d.start = clk.Now()
-	d.deadline = d.start
+	d.deadline = clk.Now()
+	d.start = d.deadline
 	d.toks = newTokenStream(prompt)
 	return d
 }
@@ -107,6 +110,9 @@ func newDecoder(ctx context.Context, clk Clock, p plan, prompt string, emit func
 func (d *decoder) run(n int) error {
 	if n <= 0 {
 		return nil
+	}
+	if err := d.pickup(); err != nil {
+		return err
 	}
 	if err := d.wait(d.prefillMS * d.factor()); err != nil {
 		return err
@@ -136,6 +142,29 @@ func (d *decoder) factor() float64 {
 	return math.Max(0.05, f) * d.p.slow
 }
 
+// cycleMS is one round (a classic step below width 2) with the
+// sequences decoding now, this engine's own effect included
+// (CostModel.CycleMS, EngineFactor).
+func (d *decoder) cycleMS(w int) float64 {
+	n := d.p.together()
+	return d.p.cost.CycleMS(w, n) * d.p.cost.EngineFactor(d.p.engineZ, w, n)
+}
+
+// pickup waits the rounds a request spends, with other sequences
+// decoding, before the engine takes it (CostModel.PickupRounds): in
+// flight for its client, outside the engine's own timings, so the
+// request's start is moved past it.
+func (d *decoder) pickup() error {
+	n := d.p.together()
+	if rounds := d.p.cost.PickupRounds(d.p.width, n); rounds > 0 {
+		if err := d.wait(rounds * d.cycleMS(d.p.width)); err != nil {
+			return err
+		}
+		d.start = d.deadline
+	}
+	return nil
+}
+
 // wait moves the deadline on by ms and sleeps until it.
 func (d *decoder) wait(ms float64) error {
 	d.deadline = d.deadline.Add(time.Duration(ms * float64(time.Millisecond)))
@@ -158,11 +187,7 @@ func (d *decoder) burst(k int) error {
 // other requests costs a verify over all their rows.
 func (d *decoder) classic(left int) error {
 	for ; left > 0; left-- {
-		step := d.p.cost.ClassicMS
-		if n := d.p.together(); n > 1 {
-			step = d.p.cost.VerifyRowsMS(n)
-		}
-		if err := d.wait(step * d.factor()); err != nil {
+		if err := d.wait(d.cycleMS(1) * d.factor()); err != nil {
 			return err
 		}
 		if err := d.burst(1); err != nil {
@@ -184,10 +209,7 @@ func (d *decoder) speculate(left int) error {
 	}
 	draftMS := p.cost.DraftRoundMS(w)
 	for left > 0 {
-		verifyMS := p.cost.VerifyMS(w)
-		if n := p.together(); n > 1 {
-			verifyMS = p.cost.VerifyRowsMS(n * w)
-		}
+		verifyMS := d.cycleMS(w) - draftMS // the rows, the batch and the engine's effect
 		// Round k accepts the first j drafts while u < prob^j, u being
 		// a golden-ratio sequence from a seeded start: a quasi-random
 		// draw whose mean over a short request stays within a few

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/speclaunch/speclaunch/internal/secret"
+	"github.com/speclaunch/speclaunch/internal/simcost"
 )
 
 // simTag ends every startup line so no reader mistakes the sim for mlxcel.
@@ -31,6 +32,8 @@ type server struct {
 	mu      sync.Mutex
 	reqNum  uint64
 	metrics counters
+	// engineZ is this engine's draw of the between-engine effect.
+	engineZ float64
 	// cached holds the last token-array prompts evaluated, newest first: a
 	// token-array prompt with cache_prompt reuses its longest common prefix.
 	cached [][]int
@@ -48,7 +51,8 @@ type counters struct {
 }
 
 func newServer(cfg Config, clk Clock, log *logger) *server {
-	s := &server{cfg: cfg, clk: clk, log: log, model: cfg.modelID(), kind: cfg.kind(), slot: make(chan struct{}, max(1, cfg.Slots))}
+	s := &server{cfg: cfg, clk: clk, log: log, model: cfg.modelID(), kind: cfg.kind(), slot: make(chan struct{}, max(1, cfg.Slots)),
+		engineZ: simcost.EngineDraw(cfg.EngineSeed)}
 	if w, _ := cfg.ResolveBlockSize(); w >= 2 && !cfg.Decline {
 		s.width = w
 		s.metrics.perPos = make([]int, w-1)
@@ -223,7 +227,7 @@ func (s *server) acquire(r *http.Request) (plan, func(), error) {
 	s.reqNum++
 	s.metrics.processing++
 	s.mu.Unlock()
-	p := plan{width: s.width, cost: s.cfg.Cost, seed: s.cfg.Seed, reqNum: num, slow: 1 + s.cfg.Drift*float64(num), active: s.active}
+	p := plan{width: s.width, cost: s.cfg.Cost, seed: s.cfg.Seed, reqNum: num, slow: 1 + s.cfg.Drift*float64(num), active: s.active, engineZ: s.engineZ}
 	release := func() {
 		s.mu.Lock()
 		s.metrics.processing--

@@ -1,4 +1,4 @@
-package sim
+package simcost
 
 import (
 	"fmt"
@@ -58,8 +58,8 @@ func pow(b float64, k int) float64 {
 // ignored, so user text can never make a request fail.
 var profileMarker = regexp.MustCompile(`\[sim-profile:([a-z]+)\]`)
 
-// promptProfile returns the acceptance profile a prompt asks for, or nil.
-func promptProfile(prompt string) []float64 {
+// PromptProfile returns the acceptance profile a prompt asks for, or nil.
+func PromptProfile(prompt string) []float64 {
 	if !strings.Contains(prompt, "[sim-profile:") {
 		return nil
 	}
@@ -71,8 +71,8 @@ func promptProfile(prompt string) []float64 {
 	return nil
 }
 
-// lookupProfile resolves a --sim-profile value.
-func lookupProfile(name string) ([]float64, error) {
+// LookupProfile resolves a --sim-profile value.
+func LookupProfile(name string) ([]float64, error) {
 	s, ok := Profiles[name]
 	if !ok {
 		return nil, fmt.Errorf("--sim-profile: %q is not a profile (want one of %s)", name, strings.Join(ProfileNames(), ", "))
@@ -80,9 +80,9 @@ func lookupProfile(name string) ([]float64, error) {
 	return slices.Clone(s), nil
 }
 
-// validProfile checks S: values in [0, 1], never rising with k (a token is
+// ValidProfile checks S: values in [0, 1], never rising with k (a token is
 // accepted only if all before it were).
-func validProfile(s []float64) error {
+func ValidProfile(s []float64) error {
 	prev := 1.0
 	for i, v := range s {
 		if !(v >= 0 && v <= 1) {
