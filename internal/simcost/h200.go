@@ -8,13 +8,11 @@ import (
 )
 
 // The H200 figures of llama-server d32676d (one H200, -np 4, 36-layer
-// pairs). Each constant names the committed measurement it comes from;
-// docs/benchmark_results/sim-calibration-2026-12-05.md shows the fits;
-// "adapteval/" below is docs/benchmark_results/adapteval/.
+// pairs). Each constant names the committed measurement it comes from.
 
 // h200Q8Verify is the probe's verify cost by rows of the Q8_0 target, ms
 // (the "verify-cost curve ready" line of
-// adapteval/h200-llamacpp-d32676d-q8_0-pair7243L36-code-c4-2026-12-03e-decisions.jsonl).
+// docs/benchmark_results/adapteval/h200-llamacpp-d32676d-q8_0-pair7243L36-code-c4-2026-12-03e-decisions.jsonl).
 var h200Q8Verify = map[int]float64{
 	1: 3.23, 2: 3.27, 3: 3.78, 4: 4.02, 5: 4.23, 6: 4.49, 7: 4.70, 8: 5.04, 9: 5.91, 10: 6.12,
 	11: 6.16, 12: 6.18, 13: 6.20, 14: 6.27, 15: 6.28, 16: 6.32, 17: 6.77, 18: 6.79, 20: 6.87,
@@ -26,7 +24,7 @@ var h200Q8Verify = map[int]float64{
 const (
 	// h200Q8ClassicMS is one classic token with one client:
 	// 1000 / 303.7 tok/s, width 1 of
-	// adapteval/h200-llamacpp-d32676d-q8_0-pair5023L36-prose-c1-2026-12-03c-fixed.json.
+	// docs/benchmark_results/adapteval/h200-llamacpp-d32676d-q8_0-pair5023L36-prose-c1-2026-12-03c-fixed.json.
 	h200Q8ClassicMS = 3.29
 	// h200DraftMS and h200DraftTokenMS: drafting of one sequence, a
 	// fixed part and a part per drafted token, fitted to the H200 Q8_0
@@ -39,7 +37,7 @@ const (
 
 // H200Batch is the batching cost of four clients out of step on
 // llama-server d32676d, from the 2026-12-03e engine timings
-// (adapteval/h200-llamacpp-d32676d-{q8_0,q4_k_m}-pair7243L36-code-c4-2026-12-03e-engine-timings.jsonl,
+// (docs/benchmark_results/adapteval/h200-llamacpp-d32676d-{q8_0,q4_k_m}-pair7243L36-code-c4-2026-12-03e-engine-timings.jsonl,
 // summarised in the -engine-vs-client.json beside them):
 //
 //   - SeqMS, SeqTokenMS: a cycle at width W under 4 slots is llama-server's
@@ -59,11 +57,11 @@ var H200Batch = Batch{SeqMS: 0.40, SeqTokenMS: 0.23, ClassicLive: 1.054, PickupC
 
 // H200Spread is the between-engine spread: the pooled standard deviation
 // of log tokens/s between windows of one width on fresh servers, over
-// every width with repeats in adapteval/*-fixed.json (2026-12-03 to 12-03e):
+// every width with repeats in docs/benchmark_results/adapteval/*-fixed.json (2026-12-03 to 12-03e):
 // 0.034 with one client (5 degrees of freedom), 0.027 at classic with four
 // (7) and 0.066 at a speculative width with four (13), where one width's
 // windows differed by up to 20 % (width 6 of
-// adapteval/h200-llamacpp-d32676d-q4_k_m-pair5023L36-code-c4-2026-12-03c-fixed.json).
+// docs/benchmark_results/adapteval/h200-llamacpp-d32676d-q4_k_m-pair5023L36-code-c4-2026-12-03c-fixed.json).
 var H200Spread = Spread{Single: 0.034, MultiClassic: 0.027, MultiSpec: 0.066}
 
 // H200Drain is the GPU shared while the old engine drains after a switch
@@ -93,7 +91,7 @@ func H200Q8() Model {
 
 // demoLoadAccept is the acceptance by draft position of pair 2718L36 on
 // prose prompts with a Q8_0 target, as the loop measured it on the H200
-// (adapteval/h200-llamacpp-d32676d-q8_0-pair2718L36-prose-c1-2026-12-03-decisions.jsonl,
+// (docs/benchmark_results/adapteval/h200-llamacpp-d32676d-q8_0-pair2718L36-prose-c1-2026-12-03-decisions.jsonl,
 // positions 1-7), its tail past 7 continued at the last value.
 var demoLoadAccept = []float64{0.72, 0.59, 0.483, 0.429, 0.358, 0.31, 0.276}
 
