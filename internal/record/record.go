@@ -38,6 +38,10 @@ type Record struct {
 	// this record's engines after the rounds, against the cycles measured
 	// (nil when the bench did not probe).
 	ProbeCheck *ProbeCheck `json:"probe_check,omitempty"`
+	// Levels are a load sweep's arms, level by level (empty in a record
+	// of one load, whose arms are Arms); Earned is the schedule they earn.
+	Levels []Level `json:"levels,omitempty"`
+	Earned *Earned `json:"earned_schedule,omitempty"`
 }
 
 // ProbeCheck says whether `serve --adapt` can trust its probe on this
@@ -166,6 +170,22 @@ type Method struct {
 	// Bootstrap states how the comparisons' uncertainty was computed; nil
 	// in records written before comparisons carried one.
 	Bootstrap *BootstrapMethod `json:"bootstrap,omitempty"`
+	// Load describes a load sweep's traffic and its units (nil for a
+	// record of one load).
+	Load *LoadMethod `json:"load,omitempty"`
+}
+
+// LoadMethod is how a load sweep measured: at each level, Concurrency
+// closed-loop clients rotating through a prompt set, started out of step;
+// after a warm-up, the aggregate streamed tokens/s of Windows windows is
+// one run each; every arm on Engines fresh engines.
+type LoadMethod struct {
+	Levels  []int   `json:"levels"`
+	Engines int     `json:"engines_per_arm"`
+	WarmS   float64 `json:"warmup_s"`
+	WindowS float64 `json:"window_s"`
+	Windows int     `json:"windows"`
+	Traffic string  `json:"traffic"`
 }
 
 // Prompt is one prompt file of a set.
@@ -448,4 +468,69 @@ func (r *Record) DefaultArm() *Arm {
 		}
 	}
 	return nil
+}
+
+// Level is one load level of a load sweep (`bench --concurrency 1,2,4,8`,
+// `speclaunch tune`): every arm measured with Concurrency out-of-step
+// clients. Its arms are a record's arms at that load, so every rule and
+// figure of a one-level record applies to them (Record.AtLevel).
+type Level struct {
+	Concurrency int   `json:"concurrency"`
+	Arms        []Arm `json:"arms"`
+	// Spread is how far fresh engines of one configuration differed at
+	// this load: runs from different engines are not independent draws
+	// of one engine, and the bucket's comparison resamples engines.
+	Spread Spread `json:"spread"`
+	// Bucket is the width this load earned and why.
+	Bucket LevelVerdict `json:"bucket"`
+}
+
+// Spread is the between-engine spread at one level: for each measured arm,
+// the range of its engines' median rates over the arm's median.
+type Spread struct {
+	Engines int `json:"engines"` // fresh engines per arm
+	// MaxRel and MedianRel are the largest and the median of the arms'
+	// (max − min) / median of their engines' medians.
+	MaxRel    float64     `json:"max_rel"`
+	MedianRel float64     `json:"median_rel"`
+	ByArm     []ArmSpread `json:"by_arm,omitempty"`
+}
+
+// ArmSpread is one arm's engines' median rates, in engine order.
+type ArmSpread struct {
+	Label   string    `json:"label"`
+	Medians []float64 `json:"engine_medians"`
+	Rel     float64   `json:"rel"`
+}
+
+// LevelVerdict is the width a level earned: a measured width that beats
+// the default at this load with the evidence package's confidence, else
+// classic (width 1) where classic does, else the default's width.
+type LevelVerdict struct {
+	Width int    `json:"width"`         // 1 = speculation off
+	From  string `json:"from"`          // measured | classic | default
+	Arm   string `json:"arm,omitempty"` // the arm that earned it
+	// VsDefault is the earning arm's bootstrap against the default arm
+	// (nil when the default's width stands).
+	VsDefault *Comparison `json:"vs_default,omitempty"`
+	Why       string      `json:"why"`
+}
+
+// Earned is the schedule a load sweep earns: [lo, hi, width] triples (hi
+// 0 = no upper bound, width 1 = off), one bucket per level from that level
+// up to the next, neighbours of one width merged.
+type Earned struct {
+	Triples  [][]int `json:"triples"`
+	Text     string  `json:"text"`     // "1:6,2-3:4,4+:1"
+	Describe string  `json:"describe"` // "width 6 at 1 request, 4 at 2-3, off at 4+"
+}
+
+// AtLevel is the record as a one-level record of level i's arms: the
+// rules and figures of a record apply to it unchanged.
+func (r *Record) AtLevel(i int) *Record {
+	v := *r
+	v.Levels, v.Earned = nil, nil
+	v.Arms = r.Levels[i].Arms
+	v.Method.Concurrency = r.Levels[i].Concurrency
+	return &v
 }

@@ -25,6 +25,9 @@ const (
 	MaxRunsPerArm = 1000
 	// MaxRuns bounds the record as a whole.
 	MaxRuns = 10000
+	// MaxLevels is the most load levels of one sweep: one per bucket of
+	// the largest schedule (schedule.MaxBuckets).
+	MaxLevels = 64
 )
 
 // ErrInvalid is wrapped by every error Validate returns.
@@ -77,21 +80,51 @@ func Validate(r *Record) error {
 	if err := validateKey(r.Key); err != nil {
 		return err
 	}
-	if len(r.Arms) == 0 {
+	if len(r.Arms) == 0 && len(r.Levels) == 0 {
 		return bad("arms", "is empty: a record measures at least a classic arm and one width")
 	}
-	if len(r.Arms) > MaxArms {
-		return bad("arms", "holds %d arms, above the %d a record may hold; split the sweep into several records", len(r.Arms), MaxArms)
+	if len(r.Levels) > MaxLevels {
+		return bad("levels", "holds %d levels, above the %d a record may hold; split the sweep into several records", len(r.Levels), MaxLevels)
 	}
-	total := 0
-	for i := range r.Arms {
-		if err := validateArm(&r.Arms[i], fmt.Sprintf("arms[%d]", i)); err != nil {
+	arms, total := len(r.Arms), 0
+	if err := validateArms(r.Arms, "arms", &total); err != nil {
+		return err
+	}
+	prev := 0
+	for i := range r.Levels {
+		l := &r.Levels[i]
+		at := fmt.Sprintf("levels[%d]", i)
+		if l.Concurrency <= prev {
+			return bad(at+".concurrency", "is %d: levels are whole numbers of clients, ascending, from 1", l.Concurrency)
+		}
+		prev = l.Concurrency
+		if len(l.Arms) == 0 {
+			return bad(at+".arms", "is empty: a level measures at least a classic arm and one width")
+		}
+		if err := validateArms(l.Arms, at+".arms", &total); err != nil {
 			return err
 		}
-		total += len(r.Arms[i].Runs)
+		arms += len(l.Arms)
+	}
+	if arms > MaxArms {
+		return bad("arms", "holds %d arms, above the %d a record may hold; split the sweep into several records", arms, MaxArms)
 	}
 	if total > MaxRuns {
 		return bad("arms", "hold %d runs in all, above the %d a record may hold; use fewer rounds or prompts per record", total, MaxRuns)
+	}
+	return nil
+}
+
+// validateArms checks each arm of one list and adds their runs to total.
+func validateArms(as []Arm, at string, total *int) error {
+	if len(as) > MaxArms {
+		return &FieldError{Field: at, Msg: fmt.Sprintf("holds %d arms, above the %d a record may hold; split the sweep into several records", len(as), MaxArms)}
+	}
+	for i := range as {
+		if err := validateArm(&as[i], fmt.Sprintf("%s[%d]", at, i)); err != nil {
+			return err
+		}
+		*total += len(as[i].Runs)
 	}
 	return nil
 }
