@@ -15,6 +15,9 @@ import (
 // sections are written in the order a reader needs them: what was
 // decided, on what, how it was measured, then the evidence.
 func RenderMarkdown(rec *record.Record) []byte {
+	if len(rec.Levels) > 0 {
+		return renderLoadMarkdown(rec)
+	}
 	md := &mdWriter{rec: rec, order: byWidth(rec)}
 	md.header()
 	md.verdict()

@@ -48,6 +48,9 @@ func sans(size vg.Length) font.Font {
 // width ringed. Arms that are NOT A MEASUREMENT or failed are left out: a
 // point on the plot reads as a measurement.
 func RenderSVG(rec *record.Record) ([]byte, error) {
+	if len(rec.Levels) > 0 {
+		return renderLoadSVG(rec)
+	}
 	p, leg := newRecordPlot(rec)
 	s := plotSeries(rec)
 	x0, x1 := float64(s.lo)-0.5, float64(s.hi)+0.5

@@ -43,7 +43,9 @@ type BenchCmd struct {
 	PromptFile     string  `help:"Prompt file." placeholder:"FILE" group:"Bench"`
 	Prompts        string  `help:"A prompt set: a directory of prompt files, or a shipped set (code, prose); every arm runs every prompt, and the record keeps per-prompt and pooled figures." placeholder:"DIR|code|prose" group:"Bench"`
 	Temperature    float64 `help:"Sample at this temperature with a fixed seed per request; 0 is greedy." group:"Bench"`
-	Concurrency    int     `help:"Requests in flight per measured run, for aggregate throughput under load; the engine is started with that many slots unless -np/--parallel is given." group:"Bench"`
+	Concurrency    string  `help:"Requests in flight per measured run, for aggregate throughput under load; the engine is started with that many slots unless -np/--parallel is given. A list (1,2,4,8) is a load sweep: every width at every level under out-of-step clients with mixed prompts, on several fresh engines per width, earning a schedule (docs/schedule.md)." placeholder:"N|N,N,..." group:"Bench"`
+	Engines        int     `help:"Load sweep: fresh engines per width, at least 2, so the spread between engines is measured (default 3)." group:"Bench"`
+	Window         string  `help:"Load sweep: the length of one measured window per engine and level (default 5s; 3 windows after a 3s warm-up)." placeholder:"DUR" group:"Bench"`
 	Schedule       string  `help:"restart: one server at a time, each round restarts every arm (for models that fit once); resident: every arm's server up at once." placeholder:"restart|resident" group:"Bench"`
 	BasePort       int     `help:"First loopback port for arm servers; at the default an arm whose port is taken gets a free one, a port given here is used as is." group:"Bench"`
 	Out            string  `help:"Output path without extension: writes OUT.md, OUT.json, OUT.svg." placeholder:"DIR/NAME" group:"Bench"`
@@ -72,7 +74,12 @@ func (c *BenchCmd) Run(e *Env) error {
 	if s.Engine.Value == key.VLLM || s.Engine.Value == key.SGLang {
 		return usage(fmt.Errorf("bench cannot measure %s: it times llama-server's native /completion stream (timings, draft counts), which %s does not serve", s.Engine.Value, s.Engine.Value), "bench a llama.cpp, mlxcel or sim engine; see docs/engines.md for what works with vLLM and SGLang")
 	}
-	o, widths, outBase, notes, err := c.options(e.Ctx, s, prof, given(e.kctx))
+	flags := given(e.kctx)
+	levels, err := splitLevels(flags)
+	if err != nil {
+		return err
+	}
+	o, widths, outBase, notes, err := c.options(e.Ctx, s, prof, flags)
 	if err != nil {
 		return err
 	}
@@ -93,6 +100,18 @@ func (c *BenchCmd) Run(e *Env) error {
 	}
 	o.Arms = arms
 	o.APIKey = dp.APIKey()
+	if len(levels) > 1 {
+		lo, err := c.loadOptions(e, o, levels)
+		if err != nil {
+			return err
+		}
+		s.EngineArgs, _, _ = withSlots(s.Engine.Value, s.EngineArgs, e.Getenv, levels[len(levels)-1])
+		st := newStarter(e, l, s, dp, c.BasePort == 0 && (prof == nil || prof.Bench.BasePort == nil))
+		rec := c.identity(e, dp, notes)
+		rec.Name = filepath.Base(outBase)
+		log.Info("load sweep starting", "arms", len(arms), "levels", joinLevels(levels), "engines_per_width", lo.Engines, "engine", string(s.Engine.Value), "out", outBase)
+		return sweepLoad(e, log, lo, st, rec, outBase)
+	}
 	// The adaptive loop's probe is checked on the engines it adapts.
 	o.Probe = s.Engine.Value == key.LlamaCpp || s.Engine.Value == key.Sim
 	if o.Concurrency > 1 {
@@ -107,15 +126,7 @@ func (c *BenchCmd) Run(e *Env) error {
 	if r := dp.Resolution; r.Source == width.Measured && r.Entry != nil {
 		rec.Verdict.PolicyWidth, rec.Verdict.PolicyEntry = r.Width, r.Entry.ID
 	}
-	// Facts are gathered once: every arm runs on the same host, and an
-	// nvidia-smi probe per arm start would be the harness measuring itself.
-	deps := e.deps()
-	probed := cuda.Result{GPUs: dp.Facts.GPUs, Capability: dp.Facts.Capability, Reason: dp.Facts.CapNote, Driver: dp.Facts.Driver}
-	deps.Probe = func(context.Context) cuda.Result { return probed }
-	caps := dp.Facts.Caps
-	deps.DetectLlama = func(context.Context, string) (engine.Caps, error) { return caps, nil }
-	st := &starter{e: e, l: l, settings: s, deps: deps, opts: instance.Options{Out: io.Discard, ReadyTimeout: s.ReadyTimeout.Value, StopTimeout: s.StopTimeout.Value, Client: engineClient}}
-	st.anyPort = c.BasePort == 0 && (prof == nil || prof.Bench.BasePort == nil)
+	st := newStarter(e, l, s, dp, c.BasePort == 0 && (prof == nil || prof.Bench.BasePort == nil))
 	if c.JSON {
 		o.Progress, o.JSONProgress = e.Stdout, true
 	} else {
@@ -126,6 +137,20 @@ func (c *BenchCmd) Run(e *Env) error {
 	}
 	log.Info("bench starting", "arms", len(arms), "rounds", o.Rounds, "schedule", o.Schedule, "engine", string(s.Engine.Value), "out", outBase)
 	return c.sweep(e, log, o, st, rec, outBase)
+}
+
+// newStarter starts the arms' engines. Facts are gathered once: every arm
+// runs on the same host, and an nvidia-smi probe per arm start would be
+// the harness measuring itself.
+func newStarter(e *Env, l *loaded, s config.Settings, dp *plan.Plan, anyPort bool) *starter {
+	deps := e.deps()
+	probed := cuda.Result{GPUs: dp.Facts.GPUs, Capability: dp.Facts.Capability, Reason: dp.Facts.CapNote, Driver: dp.Facts.Driver}
+	deps.Probe = func(context.Context) cuda.Result { return probed }
+	caps := dp.Facts.Caps
+	deps.DetectLlama = func(context.Context, string) (engine.Caps, error) { return caps, nil }
+	st := &starter{e: e, l: l, settings: s, deps: deps, opts: instance.Options{Out: io.Discard, ReadyTimeout: s.ReadyTimeout.Value, StopTimeout: s.StopTimeout.Value, Client: engineClient}}
+	st.anyPort = anyPort
+	return st
 }
 
 // checkOut refuses to overwrite a record unless --force.

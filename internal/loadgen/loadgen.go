@@ -37,6 +37,11 @@ type Options struct {
 	Seeds     []int           // when set, Prompts[i] is sent with "seed": Seeds[i]
 	Params    map[string]any  // extra request fields (temperature, seed), merged into every body
 	Stop      <-chan struct{} // closed: start no new request; those in flight finish
+	// Stagger delays client k's first request by k·Stagger, so that the
+	// clients run out of step from the start rather than in step.
+	Stagger time.Duration
+	// Header is added to every request (e.g. an engine's API key).
+	Header http.Header
 	Live      *Live           // optional counters updated as chunks arrive
 	OnDone    func(Sample)    // optional: called for every request counted in Result
 	Model     string          // default "speclaunch"
@@ -143,7 +148,19 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	var wg sync.WaitGroup
 	for c := 0; c < o.Clients; c++ {
 		wg.Add(1)
-		go func() { defer wg.Done(); r.client(ctx) }()
+		go func() {
+			defer wg.Done()
+			if d := time.Duration(c) * o.Stagger; d > 0 {
+				t := time.NewTimer(d)
+				defer t.Stop()
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+				}
+			}
+			r.client(ctx)
+		}()
 	}
 	wg.Wait()
 	r.res.Elapsed = time.Since(start)
@@ -299,6 +316,9 @@ func one(ctx context.Context, o Options, body []byte) outcome {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(o.URL, "/")+o.Path, bytes.NewReader(body))
 	if err != nil {
 		return outcome{err: err.Error()}
+	}
+	for k, vs := range o.Header {
+		req.Header[k] = vs
 	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := o.Client.Do(req)

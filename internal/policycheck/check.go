@@ -100,6 +100,11 @@ func (f *findings) record(ctx context.Context, e policy.Entry, path string, rec 
 	f.identity(e, rec)
 	f.runs(ev)
 	f.probs = append(f.probs, ev.Disagreements()...)
+	levels, err := evidence.LevelDisagreements(ctx, rec)
+	if err != nil {
+		return err
+	}
+	f.probs = append(f.probs, levels...)
 	if err := f.width(ctx, e, ev); err != nil {
 		return err
 	}

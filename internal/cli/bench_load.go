@@ -1,0 +1,119 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/speclaunch/speclaunch/internal/bench"
+	"github.com/speclaunch/speclaunch/internal/config"
+	"github.com/speclaunch/speclaunch/internal/record"
+)
+
+// splitLevels takes a load sweep's levels out of --concurrency: a list
+// (1,2,4,8) is a sweep, and the flag then carries its first level into the
+// settings table, which checks a single value as before. One value is no
+// sweep (nil).
+func splitLevels(flags map[string]string) ([]int, error) {
+	v, ok := flags["concurrency"]
+	if !ok || !strings.Contains(v, ",") {
+		return nil, nil
+	}
+	levels, err := parseLevels(v, "--concurrency")
+	if err != nil {
+		return nil, err
+	}
+	flags["concurrency"] = strconv.Itoa(levels[0])
+	return levels, nil
+}
+
+// parseLevels reads a list of load levels: whole numbers of concurrent
+// clients, ascending, without repeats, from 1 to bench.MaxLevel.
+func parseLevels(text, flag string) ([]int, error) {
+	src := config.Source{Origin: config.Flag, Name: flag}
+	fields := strings.Split(text, ",")
+	if len(fields) > bench.MaxLevels {
+		return nil, &config.Error{Src: src, Msg: fmt.Sprintf("%d levels, above the %d a sweep may measure", len(fields), bench.MaxLevels)}
+	}
+	var out []int
+	for _, f := range fields {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > bench.MaxLevel || (len(out) > 0 && n <= out[len(out)-1]) {
+			return nil, &config.Error{Src: src, Msg: fmt.Sprintf("%q is not a list of load levels: give whole numbers of concurrent clients from 1 to %d, ascending, e.g. 1,2,4,8", text, bench.MaxLevel)}
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// loadOptions are the load sweep's options: bench's (tokens, prompts,
+// ports, timeouts, key) and the sweep's own flags.
+func (c *BenchCmd) loadOptions(e *Env, o bench.Options, levels []int) (bench.LoadOptions, error) {
+	lo := bench.LoadOptions{Arms: o.Arms, Levels: levels, Engines: c.Engines, MaxTokens: o.MaxTokens, Prompts: o.Prompts, PromptSet: o.PromptSet,
+		Temperature: o.Temperature, BasePort: o.BasePort, RequestTimeout: o.RequestTimeout, APIKey: o.APIKey}
+	if c.Window != "" {
+		d, err := time.ParseDuration(c.Window)
+		if err != nil || d <= 0 {
+			return lo, &config.Error{Src: config.Source{Origin: config.Flag, Name: "--window"}, Msg: fmt.Sprintf("%q is not a duration above 0 (e.g. 5s)", c.Window)}
+		}
+		lo.Window = d
+	}
+	return withLoadProgress(e, lo, c.JSON)
+}
+
+// withLoadProgress sends the sweep's progress to stderr (a bar on a
+// terminal) or, with JSON, to stdout, and checks the plan before anything
+// starts.
+func withLoadProgress(e *Env, lo bench.LoadOptions, json bool) (bench.LoadOptions, error) {
+	if json {
+		lo.Progress, lo.JSONProgress = e.Stdout, true
+	} else {
+		lo.Progress, lo.IsTTY = e.Stderr, isTTY(e.Stderr)
+	}
+	full, err := lo.WithDefaults()
+	if err != nil {
+		return lo, usage(err, "")
+	}
+	return full, nil
+}
+
+func joinLevels(ls []int) string {
+	s := make([]string, len(ls))
+	for i, l := range ls {
+		s[i] = strconv.Itoa(l)
+	}
+	return strings.Join(s, ",")
+}
+
+// sweepLoad runs a load sweep and writes its record (partial when
+// interrupted).
+func sweepLoad(e *Env, log *slog.Logger, lo bench.LoadOptions, st *starter, rec *record.Record, outBase string) error {
+	if err := runLoadRecord(e, lo, st, rec, outBase); err != nil {
+		if errors.Is(err, context.Canceled) {
+			log.Warn("interrupted: every engine stopped; partial record written", "out", outBase+".md")
+			return exitCode(130, errors.New("bench interrupted; partial record marked incomplete"))
+		}
+		return err
+	}
+	log.Info("record written", "md", outBase+".md", "json", outBase+".json", "svg", outBase+".svg")
+	fmt.Fprintf(e.Stderr, "\n%s\n", rec.Verdict.Why)
+	return nil
+}
+
+// runLoadRecord measures and writes the record; the error is the sweep's
+// (the record is written either way) or the write's.
+func runLoadRecord(e *Env, lo bench.LoadOptions, st *starter, rec *record.Record, outBase string) error {
+	cpu0, wall0 := bench.SelfCPU(), time.Now()
+	runErr := bench.RunLoad(e.Ctx, lo, st.start, rec)
+	rec.Method.HarnessCPUS = (bench.SelfCPU() - cpu0).Seconds()
+	rec.Method.WallS = time.Since(wall0).Seconds()
+	redactRecord(rec, e.secrets)
+	if err := bench.Write(rec, outBase, true); err != nil {
+		return fmt.Errorf("write record: %w", err)
+	}
+	return runErr
+}
