@@ -41,12 +41,12 @@ type Options struct {
 	// clients run out of step from the start rather than in step.
 	Stagger time.Duration
 	// Header is added to every request (e.g. an engine's API key).
-	Header http.Header
-	Live      *Live           // optional counters updated as chunks arrive
-	OnDone    func(Sample)    // optional: called for every request counted in Result
-	Model     string          // default "speclaunch"
-	Timeout   time.Duration   // per request (default 60s)
-	Client    *http.Client
+	Header  http.Header
+	Live    *Live         // optional counters updated as chunks arrive
+	OnDone  func(Sample)  // optional: called for every request counted in Result
+	Model   string        // default "speclaunch"
+	Timeout time.Duration // per request (default 60s)
+	Client  *http.Client
 }
 
 // Result counts the outcomes.
