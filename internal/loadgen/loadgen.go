@@ -317,10 +317,7 @@ func one(ctx context.Context, o Options, body []byte) outcome {
 	if err != nil {
 		return outcome{err: err.Error()}
 	}
-	for k, vs := range o.Header {
-		req.Header[k] = vs
-	}
-	req.Header.Set("Content-Type", "application/json")
+	setHeader(req, o.Header)
 	resp, err := o.Client.Do(req)
 	if err != nil {
 		return outcome{err: short(err.Error())}
@@ -392,6 +389,15 @@ func one(ctx context.Context, o Options, body []byte) outcome {
 	}
 	out.done = streamWhole(o.Path, finish, sawDone, stop)
 	return out
+}
+
+// setHeader sets the load's own header on a request, then the JSON
+// content type.
+func setHeader(req *http.Request, h http.Header) {
+	for k, vs := range h {
+		req.Header[k] = vs
+	}
+	req.Header.Set("Content-Type", "application/json")
 }
 
 // streamWhole: the stream carried its final event.
