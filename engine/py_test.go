@@ -14,6 +14,8 @@ import (
 	"testing"
 
 	"github.com/speclaunch/speclaunch/internal/key"
+	"github.com/speclaunch/speclaunch/internal/schedule"
+	"github.com/speclaunch/speclaunch/internal/width"
 )
 
 func pySettings(e key.Engine, draft string, args ...string) Spec {
@@ -32,7 +34,18 @@ func draftFor(k key.Drafter) string {
 	return "/models/drafter"
 }
 
-func pyCmdCases() []cmdCase {
+// sched is the resolution of an operator schedule at load n, as the plan
+// makes it (an engine that takes the schedule gets its widest width).
+func sched(t testing.TB, text string, n int) width.Resolution {
+	t.Helper()
+	s, err := schedule.Parse(text, "override")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return width.Resolution{Source: width.Override, Reason: "operator schedule", Schedule: s}.AtLoad(n)
+}
+
+func pyCmdCases(t testing.TB) []cmdCase {
 	cfg := Caps{Spelling: SpellingVLLMConfig, Version: "0.11.0"}
 	legacy := Caps{Spelling: SpellingVLLMLegacy, Version: "0.7.3"}
 	sg := Caps{Version: "0.5.6"}
@@ -45,6 +58,15 @@ func pyCmdCases() []cmdCase {
 		{"vllm-legacy-ngram", key.VLLM, pySettings(key.VLLM, NgramDraft), res(4), key.Ngram, baseEnv, legacy},
 		{"sglang-off", key.SGLang, pySettings(key.SGLang, ""), off, "", baseEnv, sg},
 		{"sglang-tp2-passthrough", key.SGLang, pySettings(key.SGLang, "/models/drafter", "--tp", "2", "--mem-fraction-static", "0.8"), res(6), key.Eagle3, baseEnv, sg},
+		// A schedule: vLLM 0.24 on takes it (K = width - 1, the widest
+		// sizing num_speculative_tokens, the open bucket's end as 1<<20);
+		// an older vLLM and SGLang run the width at one request and warn.
+		{"vllm-schedule", key.VLLM, pySettings(key.VLLM, "/models/drafter"), sched(t, "1:6,2-3:4,4+:1", 1), key.Eagle3, baseEnv, Caps{Spelling: SpellingVLLMConfig, Version: "0.24.0"}},
+		{"vllm-schedule-tp2-passthrough", key.VLLM, pySettings(key.VLLM, "/models/drafter", tp2...), sched(t, "1-2:5,3+:3", 1), key.Draft, baseEnv, Caps{Spelling: SpellingVLLMConfig, Version: "0.26.1"}},
+		{"vllm-schedule-unknown", key.VLLM, pySettings(key.VLLM, "/models/drafter"), sched(t, "1:6,2-3:4,4+:1", 1), key.Eagle3, baseEnv, Caps{}},
+		{"vllm-schedule-old", key.VLLM, pySettings(key.VLLM, "/models/drafter"), sched(t, "1:6,2-3:4,4+:1", 1), key.Eagle3, baseEnv, cfg},
+		{"vllm-schedule-legacy", key.VLLM, pySettings(key.VLLM, "/models/drafter"), sched(t, "1:6,2-3:4,4+:1", 1), key.Draft, baseEnv, legacy},
+		{"sglang-schedule", key.SGLang, pySettings(key.SGLang, "/models/drafter"), sched(t, "1:6,2-3:4,4+:1", 1), key.Eagle3, baseEnv, sg},
 	}
 	for _, k := range key.Selectable(key.VLLM) {
 		cs = append(cs, cmdCase{"vllm-" + string(k), key.VLLM, pySettings(key.VLLM, draftFor(k)), res(4), k, baseEnv, cfg})
@@ -56,7 +78,7 @@ func pyCmdCases() []cmdCase {
 }
 
 func TestPyCommandGolden(t *testing.T) {
-	for _, tc := range pyCmdCases() {
+	for _, tc := range pyCmdCases(t) {
 		t.Run(tc.golden, func(t *testing.T) {
 			a, err := For(tc.engine)
 			if err != nil {

@@ -96,6 +96,9 @@ func (sglangAdapter) Command(s Spec, r width.Resolution, kind key.Drafter, envir
 	argv = append(argv, "--host", host, "--port", strconv.Itoa(port))
 	argv = append(argv, s.Args...)
 	l := Launch{Argv: argv, BaseURL: base}
+	if _, warn := scheduleFor(key.SGLang, r, caps); on && warn != "" {
+		l.Warnings = append(l.Warnings, warn)
+	}
 	if err := buildEnv("sglang", environ, nil, s.Env, s.EnvFrom, nil, &l); err != nil {
 		return Launch{}, err
 	}

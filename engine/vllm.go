@@ -105,7 +105,11 @@ func (vllmAdapter) Command(s Spec, r width.Resolution, kind key.Drafter, environ
 		if err := checkNgram(s, kind); err != nil {
 			return Launch{}, err
 		}
-		n := r.Width - 1
+		n, extra, warns, err := vllmTokens(s, r, caps, sp, extra)
+		if err != nil {
+			return Launch{}, err
+		}
+		l.Warnings = append(l.Warnings, warns...)
 		switch sp {
 		case SpellingVLLMConfig:
 			js, err := VLLMSpecConfig(method, s.Draft, n, extra)
@@ -291,6 +295,34 @@ func VLLMSpecConfig(method, model string, numSpecTokens int, extra map[string]js
 		return "", fmt.Errorf("rendering --speculative-config: %w", err)
 	}
 	return string(b), nil
+}
+
+// vllmTokens is num_speculative_tokens for r (width - 1) and the
+// --speculative-config extras: with a schedule vLLM takes, its widest
+// bucket and num_speculative_tokens_per_batch_size.
+func vllmTokens(s Spec, r width.Resolution, caps Caps, sp Spelling, extra map[string]json.RawMessage) (int, map[string]json.RawMessage, []string, error) {
+	n := r.Width - 1
+	sched, warn := scheduleFor(key.VLLM, r, caps)
+	if sp != SpellingVLLMConfig && sched != nil {
+		sched, warn = nil, fmt.Sprintf("vLLM %s predates %s (0.24): it runs one width, the schedule's at one request in flight", caps.Version, VLLMScheduleKey)
+	}
+	var warns []string
+	if warn != "" {
+		warns = append(warns, warn)
+	}
+	if sched == nil {
+		return n, extra, warns, nil
+	}
+	if _, given := extra[VLLMScheduleKey]; given {
+		return 0, nil, nil, fmt.Errorf("%s: %s is set in the --speculative-config pass-through and a schedule was resolved (%s): give the schedule once, as --draft-schedule (or draft.schedule)", s.ArgsFrom, VLLMScheduleKey, r.Schedule)
+	}
+	extra = maps.Clone(extra)
+	if extra == nil {
+		extra = map[string]json.RawMessage{}
+	}
+	extra[VLLMScheduleKey] = vllmSchedule(sched)
+	// num_speculative_tokens sizes vLLM's buffers: the widest bucket.
+	return sched.Max() - 1, extra, warns, nil
 }
 
 // vllmSpecRE reads SpeculativeConfig.__repr__ (vllm/config/speculative.py

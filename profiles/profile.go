@@ -45,6 +45,9 @@ type Profile struct {
 		Model     *string `toml:"model"` // pointer: draft.model = "" explicitly turns speculation off
 		Kind      string  `toml:"kind"`
 		BlockSize *int    `toml:"block_size"`
+		// Schedule is [[lo, hi, width], ...] triples or the text form
+		// "1:6,2-3:4,4+:1"; config reads either.
+		Schedule any `toml:"schedule"`
 	} `toml:"draft"`
 	Server struct {
 		Host            string `toml:"host"`

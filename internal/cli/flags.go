@@ -30,6 +30,7 @@ type LaunchFlags struct {
 	DraftModel     string   `aliases:"model-draft,spec-draft-model" help:"Draft model; also -md, --model-draft, --spec-draft-model. Without one, speculation is off." placeholder:"PATH" group:"Launch"`
 	DraftKind      string   `aliases:"spec-type" help:"Drafter kind: dflash|mtp (mlxcel, sim), draft|mtp|dflash|dspark|eagle3 (llama.cpp), draft|eagle|eagle3|mtp|ngram|dflash (vllm, sglang); also --spec-type draft-KIND, as llama-server spells it." placeholder:"KIND" group:"Launch"`
 	DraftBlockSize string   `help:"Draft width = verify rows = draft tokens + 1; overrides the policy." placeholder:"W" group:"Launch"`
+	DraftSchedule  string   `help:"Width by load: 1:6,2-3:4,4+:1 is width 6 at one request in flight, 4 at two or three, off at four or more; a width is one bucket." placeholder:"SCHEDULE" group:"Launch"`
 	SpecDraftNMax  string   `name:"spec-draft-n-max" aliases:"draft-max,draft,draft-n" help:"The width in llama.cpp's unit, draft tokens N (= width N+1); also --draft-max; its variables apply to a llama.cpp engine only." placeholder:"N" group:"Launch"`
 	Capability     string   `help:"CUDA compute capability to resolve for instead of probing nvidia-smi, e.g. 9.0 or 12.1." placeholder:"X.Y" group:"Launch"`
 	Quant          string   `help:"Target quantization instead of reading it from the checkpoint: affine, nvfp4, other, q4_0, q4_k, q8_0, f16, ..." placeholder:"Q" group:"Launch"`

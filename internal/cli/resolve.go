@@ -8,7 +8,9 @@ import (
 	"strings"
 
 	"github.com/speclaunch/speclaunch/internal/config"
+	"github.com/speclaunch/speclaunch/internal/key"
 	"github.com/speclaunch/speclaunch/internal/plan"
+	"github.com/speclaunch/speclaunch/internal/schedule"
 	"github.com/speclaunch/speclaunch/internal/secret"
 	"github.com/speclaunch/speclaunch/internal/width"
 )
@@ -67,6 +69,9 @@ func (f *LaunchFlags) checkArgs() error {
 // "draft width 4 (measured default for sm_121 with an affine-quantized
 // target; policy entry gb10-affine-dflash, mlx 81ba1c6a)".
 func Headline(r width.Resolution) string {
+	if len(r.Schedule) > 1 && !r.Schedule.IsFlat() {
+		return scheduleHeadline(r)
+	}
 	if r.Source == width.Off {
 		return "speculation off (" + r.Reason + ")"
 	}
@@ -77,6 +82,62 @@ func Headline(r width.Resolution) string {
 	return s + ")"
 }
 
+// scheduleHeadline is the headline of a schedule of several widths:
+// "width 6 at 1 request, 4 at 2-3, off at 4+ (measured default for sm_90
+// with a Q4_0 target; policy entry X, llama.cpp d32676d, record R)".
+func scheduleHeadline(r width.Resolution) string {
+	reason := r.Reason
+	if r.Source == width.Off && r.OnReason != "" {
+		reason = r.OnReason
+	}
+	s := r.Schedule.Describe() + " (" + reason
+	if r.Entry != nil {
+		s += fmt.Sprintf("; policy entry %s, %s, record %s", r.Entry.ID, r.Entry.Pin, r.Entry.Record)
+	}
+	return s + ")"
+}
+
+// bucketSource names where a bucket came from, the operator's flag,
+// variable or file:line for an operator schedule.
+func bucketSource(b schedule.Bucket, s config.Settings) string {
+	if b.Source != string(width.Override) {
+		return b.Source
+	}
+	switch {
+	case s.Schedule.Set():
+		return "override from " + s.Schedule.Src.String()
+	case s.Width.Set():
+		return "override from " + s.Width.Src.String()
+	}
+	return b.Source
+}
+
+// writeSchedule lists a schedule of several widths, one bucket a line.
+func writeSchedule(row func(k, v string), r width.Resolution, s config.Settings) {
+	if len(r.Schedule) < 2 || r.Schedule.IsFlat() {
+		return
+	}
+	for i, b := range r.Schedule {
+		k := ""
+		if i == 0 {
+			k = "schedule"
+		}
+		w := fmt.Sprintf("width %d", b.Width)
+		if b.Width <= schedule.Off {
+			w = "width 1 (speculation off)"
+		}
+		row(k, fmt.Sprintf("%-6s requests in flight: %s (%s)", b.Range(), w, bucketSource(b, s)))
+	}
+	switch s.Engine.Value {
+	case key.VLLM:
+		row("", "vLLM picks the width by batch size itself (num_speculative_tokens_per_batch_size, vLLM 0.24 and later)")
+	case key.SGLang:
+		row("", "SGLang takes no schedule: it runs the width for one request in flight")
+	default:
+		row("", "serve starts at the width for one request in flight and follows the schedule by its own count of requests in flight (docs/schedule.md)")
+	}
+}
+
 func writeResolution(w io.Writer, p *plan.Plan, notices []config.Notice) {
 	r, f, s := p.Resolution, p.Facts, p.Settings
 	fmt.Fprintln(w, Headline(r))
@@ -85,7 +146,9 @@ func writeResolution(w io.Writer, p *plan.Plan, notices []config.Notice) {
 		src := string(r.Source)
 		if r.Source == width.Override {
 			src += " from " + s.Width.Src.String()
-			if s.Width.Src.Origin == 0 {
+			if s.Schedule.Set() {
+				src = string(r.Source) + " from " + s.Schedule.Src.String()
+			} else if s.Width.Src.Origin == 0 {
 				src = string(r.Source)
 			}
 			if s.WidthNote != "" {
@@ -93,6 +156,7 @@ func writeResolution(w io.Writer, p *plan.Plan, notices []config.Notice) {
 			}
 		}
 		row("source", src)
+		writeSchedule(row, r, s)
 		if f.Hypothetical {
 			row("drafter", fmt.Sprintf("%s (hypothetical: no draft model given, answering for the kind from %s)", f.Drafter, f.DrafterSource))
 		} else {
@@ -185,6 +249,20 @@ type ResolutionJSON struct {
 	Notices    []string           `json:"notices"`
 	Warnings   []string           `json:"warnings"`
 	Adapt      AdaptJSON          `json:"adapt"`
+	// Schedule is the answer at every load, each bucket with its source;
+	// Width is its bucket at Load (the launch's: one request in flight),
+	// or its widest for an engine that takes the schedule itself.
+	Schedule []BucketJSON `json:"schedule"`
+	Load     int          `json:"load,omitempty"`
+}
+
+// BucketJSON is one bucket of a schedule: lo to hi requests in flight (hi
+// 0 = no upper bound) run at width (1 = speculation off).
+type BucketJSON struct {
+	Lo     int    `json:"lo"`
+	Hi     int    `json:"hi"`
+	Width  int    `json:"width"`
+	Source string `json:"source"`
 }
 
 // AdaptJSON says whether serve would adapt this width from live traffic.
@@ -204,12 +282,13 @@ func adaptNote(p *plan.Plan) AdaptJSON {
 
 // EntryJSON is the policy entry that applied.
 type EntryJSON struct {
-	ID       string `json:"id"`
-	Width    int    `json:"width"`
-	RunnerUp int    `json:"runner_up,omitempty"`
-	Pin      string `json:"pin"`
-	Record   string `json:"record"`
-	Origin   string `json:"origin"`
+	ID       string  `json:"id"`
+	Width    int     `json:"width"`
+	Schedule [][]int `json:"schedule,omitempty"`
+	RunnerUp int     `json:"runner_up,omitempty"`
+	Pin      string  `json:"pin"`
+	Record   string  `json:"record"`
+	Origin   string  `json:"origin"`
 }
 
 // Setting is one effective setting and where it came from.
@@ -234,10 +313,14 @@ func resolutionJSON(p *plan.Plan, notices []config.Notice) ResolutionJSON {
 		out.EnvRemoved = []string{}
 	}
 	if r.Entry != nil {
-		out.Entry = &EntryJSON{ID: r.Entry.ID, Width: r.Entry.Width, RunnerUp: r.Entry.RunnerUp, Pin: r.Entry.Pin, Record: r.Entry.Record, Origin: r.Entry.Origin}
+		out.Entry = &EntryJSON{ID: r.Entry.ID, Width: r.Entry.Width, Schedule: r.Entry.Schedule.Triples(), RunnerUp: r.Entry.RunnerUp, Pin: r.Entry.Pin, Record: r.Entry.Record, Origin: r.Entry.Origin}
 	}
 	for _, n := range notices {
 		out.Notices = append(out.Notices, n.Level+": "+n.Msg)
+	}
+	out.Schedule, out.Load = []BucketJSON{}, r.Load
+	for _, b := range r.Schedule {
+		out.Schedule = append(out.Schedule, BucketJSON{Lo: b.Lo, Hi: b.Hi, Width: b.Width, Source: bucketSource(b, p.Settings)})
 	}
 	return out
 }

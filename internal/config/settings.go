@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/speclaunch/speclaunch/internal/key"
+	"github.com/speclaunch/speclaunch/internal/schedule"
 )
 
 // Origin is the layer a value came from, lowest first.
@@ -76,6 +77,11 @@ type Settings struct {
 	Width Field[int]
 	// WidthNote explains a conversion, e.g. "LLAMA_ARG_SPEC_DRAFT_N_MAX=3 draft tokens = width 4".
 	WidthNote string
+	// Schedule is the operator's width schedule (--draft-schedule,
+	// MLXCEL_DRAFT_SCHEDULE, draft.schedule); nil = not set. At most one
+	// of Width and Schedule is set: the higher layer wins, and both at
+	// one layer is an error.
+	Schedule Field[schedule.Schedule]
 
 	Capability Field[string] // override of the probed compute capability; "" = probe
 	Quant      Field[string] // override of the detected target quantization; "" = detect

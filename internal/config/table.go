@@ -139,6 +139,7 @@ var Rows = []Row{
 			}
 			return s.Width.Value, s.Width.Src.String()
 		}},
+	scheduleRow,
 	{Name: "spec-draft-n-max", Flag: "spec-draft-n-max", Envs: nmaxEnvs, Default: "resolved", ShownAs: "draft-block-size", Doc: "llama.cpp's unit, draft tokens N (flag also `--draft-max`, `--draft`, `--draft-n`; `LLAMA_ARG_DRAFT_MAX` is the legacy name); converted to width N+1. The variables apply to the llama.cpp engine only (for mlxcel, `LLAMA_ARG_SPEC_DRAFT_N_MAX` is the classic draft cap and does not set the width: the launcher logs that it ignored it)"},
 	value(Row{Name: "capability", Flag: "capability", Envs: []string{"MLXCEL_CUDA_CAPABILITY"}, Key: "gpu.capability", Default: "probed with `nvidia-smi`", Doc: "`9.0`, `12.1` or `sm_90`; for containers without `nvidia-smi` and for \"what would this host get\""},
 		"", parseCapability, func(s *Settings) *Field[string] { return &s.Capability }),

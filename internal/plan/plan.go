@@ -20,6 +20,7 @@ import (
 	"github.com/speclaunch/speclaunch/internal/key"
 	"github.com/speclaunch/speclaunch/internal/policy"
 	"github.com/speclaunch/speclaunch/internal/safefile"
+	"github.com/speclaunch/speclaunch/internal/schedule"
 	"github.com/speclaunch/speclaunch/internal/secret"
 	"github.com/speclaunch/speclaunch/internal/width"
 )
@@ -113,6 +114,11 @@ type Options struct {
 	// off); AdaptReason says why. An operator width still wins.
 	Adapted     int
 	AdaptReason string
+	// Load is the concurrency the width is chosen for: serve following a
+	// schedule builds the plan of the bucket it switches to (0 = 1, a
+	// launch's first request). An engine that takes the schedule itself
+	// (vLLM) ignores it.
+	Load int
 }
 
 // Build gathers the facts, resolves the width and builds the engine
@@ -321,23 +327,49 @@ func (p *Plan) resolve(pol *policy.Policy, o Options, speculative bool) {
 		override = o.WidthOverride
 	}
 	p.Resolution = width.Resolve(width.Input{
-		Engine:         s.Engine.Value,
-		HasDrafter:     speculative,
-		Drafter:        f.Drafter,
-		Override:       override,
-		OverrideSrc:    s.Width.Src.String(),
-		Declared:       f.Declared,
-		DeclaredReason: f.DeclaredReason,
-		Capability:     f.Capability,
-		Quant:          f.Quant,
-		Policy:         pol,
-		EngineVersion:  f.Caps.Version,
+		Engine:      s.Engine.Value,
+		HasDrafter:  speculative,
+		Drafter:     f.Drafter,
+		Override:    override,
+		OverrideSrc: s.Width.Src.String(),
+		Load:        o.Load,
+		// Schedule: the operator's (config keeps it or a width, not both).
+		OverrideSchedule: s.Schedule.Value,
+		Declared:         f.Declared,
+		DeclaredReason:   f.DeclaredReason,
+		Capability:       f.Capability,
+		Quant:            f.Quant,
+		Policy:           pol,
+		EngineVersion:    f.Caps.Version,
 	})
 	p.Warnings = append(p.Warnings, p.Resolution.Warnings...)
+	p.nativeSchedule()
 	if o.Adapted > 0 && speculative && !f.Hypothetical && p.Resolution.Source != width.Override {
-		p.Resolution = width.Resolution{Width: o.Adapted, Source: width.Adaptive, Reason: o.AdaptReason, Key: p.Resolution.Key}
+		p.Resolution = width.Resolution{Width: o.Adapted, Source: width.Adaptive, Reason: o.AdaptReason, Key: p.Resolution.Key,
+			Schedule: schedule.Flat(o.Adapted, string(width.Adaptive)), Load: 1}
 		if o.Adapted < key.MinWidth {
 			p.Resolution.Width, p.Resolution.Source = 0, width.Off
 		}
 	}
+}
+
+// nativeSchedule hands a schedule of several widths to an engine that
+// takes one itself: the launch runs at the schedule's widest width (what
+// the engine reports as its width) and the engine picks by batch size.
+// An engine version that cannot take it runs the width for the expected
+// load (the resolution as is), and its adapter warns.
+func (p *Plan) nativeSchedule() {
+	r := p.Resolution
+	if len(r.Schedule) < 2 || r.Schedule.IsFlat() {
+		return
+	}
+	// The adapter says why where the engine runs one width.
+	if ok, _ := engine.TakesSchedule(p.Settings.Engine.Value, p.Facts.Caps); !ok {
+		return
+	}
+	if r.Source == width.Off {
+		r.Source, r.Reason = r.OnSource, r.OnReason
+	}
+	r.Width = r.Schedule.Max()
+	p.Resolution = r
 }

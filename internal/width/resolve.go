@@ -7,6 +7,7 @@ import (
 
 	"github.com/speclaunch/speclaunch/internal/key"
 	"github.com/speclaunch/speclaunch/internal/policy"
+	"github.com/speclaunch/speclaunch/internal/schedule"
 )
 
 // Input is everything the resolver needs. All I/O (probing the GPU, reading
@@ -18,6 +19,13 @@ type Input struct {
 
 	Override    int    // operator width (already validated and converted), 0 = none
 	OverrideSrc string // where it came from, for the reason
+	// OverrideSchedule is the operator's schedule (already validated), nil
+	// = none; config keeps at most one of it and Override.
+	OverrideSchedule schedule.Schedule
+
+	// Load is the concurrency the width is chosen for (0 = 1: a launch
+	// plans for its first request); the schedule answers every load.
+	Load int
 
 	Declared       int    // width the drafter checkpoint declares, 0 = none
 	DeclaredReason string // upstream's peek reason
@@ -40,10 +48,43 @@ func PolicyEngine(e key.Engine) key.Engine {
 }
 
 // Resolve applies the precedence of docs/policy.md ("Where a width comes
-// from"): operator override > drafter checkpoint declaration > measured
-// policy entry > per-(engine, kind) default. It never returns a width
-// below 2 for a speculative launch.
+// from"): operator override (a width
+// or a schedule) > drafter checkpoint declaration > measured policy entry
+// (a width or a schedule) > per-(engine, kind) default. The answer is a
+// schedule, each bucket with its source; Width is its bucket at in.Load.
+// A single width is the one-bucket schedule. It never returns a width
+// below 2 for a load where the schedule speculates.
 func Resolve(in Input) Resolution {
+	r := resolveSchedule(in)
+	if r.Source == Off {
+		return r
+	}
+	return r.AtLoad(in.Load)
+}
+
+// AtLoad is the resolution at n concurrent requests: Width is the bucket
+// that covers n (0 with Source Off where that bucket is width 1, the
+// schedule and its sources kept). A resolution without a schedule is
+// returned as is.
+func (r Resolution) AtLoad(n int) Resolution {
+	if len(r.Schedule) == 0 {
+		return r
+	}
+	r.Load = max(n, 1)
+	b := r.Schedule.At(r.Load)
+	if r.Source == Off {
+		r.Source, r.Reason = r.OnSource, r.OnReason
+	}
+	r.Width = b.Width
+	if b.Width < key.MinWidth {
+		r.OnSource, r.OnReason = r.Source, r.Reason
+		r.Width, r.Source = 0, Off
+		r.Reason = "the schedule is off at " + b.Range() + " concurrent requests (" + r.OnReason + ")"
+	}
+	return r
+}
+
+func resolveSchedule(in Input) Resolution {
 	k := key.Key{Engine: PolicyEngine(in.Engine), Drafter: in.Drafter, Capability: in.Capability, Quant: in.Quant}
 	if in.Quant == "" {
 		k.Quant = key.QuantUnknown
@@ -53,17 +94,20 @@ func Resolve(in Input) Resolution {
 	case !in.HasDrafter:
 		r.Source, r.Reason = Off, "no draft model: speculation is off"
 		return r
+	case len(in.OverrideSchedule) > 0 && in.OverrideSchedule.Max() >= key.MinWidth:
+		r.Schedule, r.Source, r.Reason = in.OverrideSchedule.WithSource(string(Override)), Override, "operator schedule"
+		return r
 	case in.Override >= key.MinWidth:
-		r.Width, r.Source, r.Reason = in.Override, Override, "operator override"
+		r.Schedule, r.Source, r.Reason = schedule.Flat(in.Override, string(Override)), Override, "operator override"
 		return r
 	case in.Declared >= key.MinWidth:
-		r.Width, r.Source, r.Reason = in.Declared, DrafterCheckpoint, in.DeclaredReason
+		r.Schedule, r.Source, r.Reason = schedule.Flat(in.Declared, string(DrafterCheckpoint)), DrafterCheckpoint, in.DeclaredReason
 		return r
 	}
 	if in.Policy != nil {
-		if e := in.Policy.Lookup(k); e != nil && e.Width >= key.MinWidth {
+		if e := in.Policy.Lookup(k); e != nil && e.Sched().Max() >= key.MinWidth {
 			entry := *e
-			r.Width, r.Source, r.Entry = e.Width, Measured, &entry
+			r.Schedule, r.Source, r.Entry = e.Sched(), Measured, &entry
 			r.Reason = fmt.Sprintf("measured default for %s with %s", k.Capability.SM(), quantPhrase(in.Engine, k.Quant))
 			if w := PinWarning(e.Pin, in.EngineVersion); w != "" {
 				r.Warnings = append(r.Warnings, w)
@@ -73,12 +117,13 @@ func Resolve(in Input) Resolution {
 	}
 	r.Source = KindDefault
 	r.Reason = fmt.Sprintf("per-kind default, no measurement for %s with %s", k.Capability.SM(), quantPhrase(in.Engine, k.Quant))
-	r.Width = fallback(in.Engine, in.Drafter)
+	w := fallback(in.Engine, in.Drafter)
 	if in.Policy != nil {
-		if w, _, ok := in.Policy.DefaultWidth(in.Engine, in.Drafter); ok && w >= key.MinWidth {
-			r.Width = w
+		if pw, _, ok := in.Policy.DefaultWidth(in.Engine, in.Drafter); ok && pw >= key.MinWidth {
+			w = pw
 		}
 	}
+	r.Schedule = schedule.Flat(w, string(KindDefault))
 	return r
 }
 

@@ -7,6 +7,7 @@ package width
 import (
 	"github.com/speclaunch/speclaunch/internal/key"
 	"github.com/speclaunch/speclaunch/internal/policy"
+	"github.com/speclaunch/speclaunch/internal/schedule"
 )
 
 // SourceKind says which rule produced a width, highest precedence first.
@@ -23,9 +24,10 @@ const (
 	Adaptive SourceKind = "adaptive"
 )
 
-// Resolution is the resolver's answer.
+// Resolution is the resolver's answer: a schedule over load, and the
+// width of its bucket at Load.
 type Resolution struct {
-	Width  int // 0 when speculation is off
+	Width  int // at Load; 0 when speculation is off there
 	Source SourceKind
 	// Reason is in mlxcel's vocabulary: "operator override", "measured
 	// default for sm_121 with an affine-quantized target", "per-kind default,
@@ -37,6 +39,18 @@ type Resolution struct {
 	Key   key.Key // the key the policy was consulted with
 	// Warnings: e.g. the running engine's version differs from the entry's pin.
 	Warnings []string
+
+	// Schedule is the answer at every load, each bucket with its source
+	// ("override", "drafter-checkpoint", "measured", "kind-default",
+	// "adaptive", ...); nil when there is no draft model. A single width
+	// is one bucket.
+	Schedule schedule.Schedule
+	// Load is the concurrency Width was chosen for (1 at a launch).
+	Load int
+	// OnSource and OnReason are the schedule's source and reason while
+	// Source is Off because the bucket at Load is width 1.
+	OnSource SourceKind
+	OnReason string
 }
 
 // Describe renders "4 (reason)" as mlxcel's ResolvedBlockSize does.

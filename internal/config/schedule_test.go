@@ -1,0 +1,76 @@
+package config
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// The schedule layers as every setting does (flag > env > profile), reads
+// triples or the text form from a profile, and meets an operator width by
+// the rule of docs/schedule.md: one layer holding both is an error, two
+// layers keep the higher.
+func TestScheduleLayering(t *testing.T) {
+	triples := "[draft]\nmodel = \"d\"\nschedule = [[1, 1, 6], [2, 3, 4], [4, 0, 1]]\n"
+	text := "[draft]\nmodel = \"d\"\nschedule = \"1-2:5,3+:2\"\n"
+	both := "[draft]\nmodel = \"d\"\nblock_size = 4\nschedule = \"1:6,2+:3\"\n"
+	cases := []struct {
+		name    string
+		flags   map[string]string
+		env     map[string]string
+		profile string
+		sched   string // "" = none
+		src     string
+		width   int
+		err     string
+		notice  string
+	}{
+		{name: "none", sched: "", src: "default"},
+		{name: "profile triples", profile: triples, sched: "1:6,2-3:4,4+:1", src: "profile p.toml:3"},
+		{name: "profile text", profile: text, sched: "1-2:5,3+:2", src: "profile p.toml:3"},
+		{name: "env over profile", profile: triples, env: map[string]string{"MLXCEL_DRAFT_SCHEDULE": "1:8,2+:2"}, sched: "1:8,2+:2", src: "env MLXCEL_DRAFT_SCHEDULE"},
+		{name: "flag over env", flags: map[string]string{"draft-schedule": "1+:3"}, env: map[string]string{"MLXCEL_DRAFT_SCHEDULE": "1:8,2+:2"}, sched: "1+:3", src: "flag --draft-schedule"},
+		{name: "width and schedule in one profile", profile: both, err: "profile p.toml:4: a width (profile p.toml:3) and a schedule were both given"},
+		{name: "width and schedule as flags", flags: map[string]string{"draft-schedule": "1:6,2+:3", "draft-block-size": "4"}, err: "both given"},
+		{name: "env width over profile schedule", profile: triples, env: map[string]string{"MLXCEL_DRAFT_BLOCK_SIZE": "5"}, width: 5, src: "default", notice: "keeping the width"},
+		{name: "flag schedule over env width", flags: map[string]string{"draft-schedule": "1:6,2+:3"}, env: map[string]string{"MLXCEL_DRAFT_BLOCK_SIZE": "5"}, sched: "1:6,2+:3", src: "flag --draft-schedule", notice: "keeping the schedule"},
+		{name: "bad text names the variable", env: map[string]string{"MLXCEL_DRAFT_SCHEDULE": "1:6,3+:2"}, err: "env MLXCEL_DRAFT_SCHEDULE: bad draft schedule: bucket 2 (3+) leaves loads 2-2"},
+		{name: "bad triples name the line", profile: "[draft]\nschedule = [[1, 2, 6], [2, 0, 2]]\n", err: "profile p.toml:2: bad draft schedule: bucket 2 (2+) overlaps"},
+		{name: "short triple", profile: "[draft]\nschedule = [[1, 6]]\n", err: "[lo, hi, width]"},
+		{name: "a float", profile: "[draft]\nschedule = [[1, 0, 2.5]]\n", err: "is not a whole number"},
+		{name: "not an array", profile: "[draft]\nschedule = 4\n", err: "must be an array of [lo, hi, width] or a string"},
+		{name: "off everywhere", flags: map[string]string{"draft-schedule": "1+:1"}, err: "off (width 1) at every load"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			in := Input{Flags: c.flags, Getenv: env(c.env)}
+			if c.profile != "" {
+				in.Profile = prof(t, c.profile)
+			}
+			s, _, notices, err := Load(in)
+			if c.err != "" {
+				var ce *Error
+				if err == nil || !strings.Contains(err.Error(), c.err) || !errors.As(err, &ce) {
+					t.Fatalf("err = %v, want a config error containing %q", err, c.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := s.Schedule.Value.String(); got != c.sched || s.Schedule.Src.String() != c.src || s.Width.Value != c.width {
+				t.Errorf("schedule %q (%s), width %d; want %q (%s), %d", got, s.Schedule.Src, s.Width.Value, c.sched, c.src, c.width)
+			}
+			if c.sched != "" && s.Schedule.Value[0].Source != "override" {
+				t.Errorf("bucket source %q", s.Schedule.Value[0].Source)
+			}
+			var all []string
+			for _, n := range notices {
+				all = append(all, n.Msg)
+			}
+			if c.notice != "" && !strings.Contains(strings.Join(all, "\n"), c.notice) {
+				t.Errorf("notices %q lack %q", all, c.notice)
+			}
+		})
+	}
+}
