@@ -48,9 +48,9 @@ func PolicyEngine(e key.Engine) key.Engine {
 }
 
 // Resolve applies the precedence of docs/policy.md ("Where a width comes
-// from"): operator override (a width
-// or a schedule) > drafter checkpoint declaration > measured policy entry
-// (a width or a schedule) > per-(engine, kind) default. The answer is a
+// from"): operator override (a width or a schedule) > drafter checkpoint
+// declaration > measured policy entry (a width or a schedule) >
+// per-(engine, kind) default. The answer is a
 // schedule, each bucket with its source; Width is its bucket at in.Load.
 // A single width is the one-bucket schedule. It never returns a width
 // below 2 for a load where the schedule speculates.
