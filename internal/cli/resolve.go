@@ -134,7 +134,7 @@ func writeSchedule(row func(k, v string), r width.Resolution, s config.Settings)
 	case key.SGLang:
 		row("", "SGLang takes no schedule: it runs the width for one request in flight")
 	default:
-		row("", "serve starts at the width for one request in flight and follows the schedule by its own count of requests in flight (docs/schedule.md)")
+		row("", "serve starts at the width for one request in flight and follows the schedule by its own count of requests in flight (docs/engines.md)")
 	}
 }
 

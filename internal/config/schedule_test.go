@@ -8,7 +8,7 @@ import (
 
 // The schedule layers as every setting does (flag > env > profile), reads
 // triples or the text form from a profile, and meets an operator width by
-// the rule of docs/schedule.md: one layer holding both is an error, two
+// this rule: one layer holding both is an error, two
 // layers keep the higher.
 func TestScheduleLayering(t *testing.T) {
 	triples := "[draft]\nmodel = \"d\"\nschedule = [[1, 1, 6], [2, 3, 4], [4, 0, 1]]\n"
