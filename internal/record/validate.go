@@ -208,26 +208,50 @@ const (
 	maxContainers = 100_000
 )
 
-// checkSize walks data's tokens, building nothing, and refuses a record
-// with more values than maxValues or more objects and arrays than
-// maxContainers. A syntax error is left to json.Unmarshal, which says
-// where it is.
+// checkSize counts data's JSON values in one pass over its bytes,
+// building nothing, and refuses a record with more values than maxValues
+// or more objects and arrays than maxContainers. It counts as
+// json.Decoder.Token would (a key, a scalar and an opening bracket are
+// values; closing brackets are not) at about a hundredth of Token's cost:
+// Token took 3.5 s over a record at the limits. A syntax error is left to
+// json.Unmarshal, which says where it is.
 func checkSize(data []byte) error {
-	d := json.NewDecoder(bytes.NewReader(data))
-	values, containers := 0, 0
-	for {
-		t, err := d.Token()
-		if err != nil {
-			return nil
-		}
-		switch t {
-		case json.Delim('}'), json.Delim(']'):
-			continue
-		case json.Delim('{'), json.Delim('['):
-			containers++
-		}
-		if values++; values > maxValues || containers > maxContainers {
-			return &FieldError{Field: "(top level)", Msg: fmt.Sprintf("holds more than %d JSON values or %d objects and arrays, far more than a record of %d arms and %d runs; regenerate it with speclaunch bench", maxValues, maxContainers, MaxArms, MaxRuns)}
-		}
+	if v, c := jsonSize(data, maxValues, maxContainers); v > maxValues || c > maxContainers {
+		return &FieldError{Field: "(top level)", Msg: fmt.Sprintf("holds more than %d JSON values or %d objects and arrays, far more than a record of %d arms and %d runs; regenerate it with speclaunch bench", maxValues, maxContainers, MaxArms, MaxRuns)}
 	}
+	return nil
+}
+
+// jsonSize counts the values and the objects and arrays in data, stopping
+// once either count is over its bound.
+func jsonSize(data []byte, maxV, maxC int) (values, containers int) {
+	for i := 0; i < len(data) && values <= maxV && containers <= maxC; i++ {
+		switch data[i] {
+		case '}', ']', ',', ':', ' ', '\t', '\n', '\r':
+			continue
+		case '{', '[':
+			containers++
+		case '"':
+			for i++; i < len(data) && data[i] != '"'; i++ {
+				if data[i] == '\\' {
+					i++
+				}
+			}
+		default: // a number, true, false or null: up to the next delimiter
+			for i+1 < len(data) && !jsonDelim(data[i+1]) {
+				i++
+			}
+		}
+		values++
+	}
+	return values, containers
+}
+
+// jsonDelim: c ends a JSON number or literal.
+func jsonDelim(c byte) bool {
+	switch c {
+	case '{', '}', '[', ']', ',', ':', '"', ' ', '\t', '\n', '\r':
+		return true
+	}
+	return false
 }

@@ -3,6 +3,9 @@ package record
 import (
 	"encoding/json"
 	"errors"
+	"math"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -120,5 +123,46 @@ func TestDecode(t *testing.T) {
 				t.Errorf("error %v, want %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// jsonSize counts as json.Decoder.Token does (keys, scalars and opening
+// brackets), over escapes, numbers, literals and the committed records.
+func TestJSONSizeCountsAsToken(t *testing.T) {
+	docs := []string{
+		`{}`, `[]`, `null`, `{"a":1}`, `{"a":[1,-2.5e+3,true,false,null,"x"]}`,
+		`{"q\"uote":"back\\slash\\","u":"\u00e9 é","nested":[[{}],[[]],{"k":{"k":[0]}}]}`,
+		" {\n\t\"spaced\" :\r\n [ 1 , 2 ] } ",
+	}
+	recs, _ := filepath.Glob("../../docs/benchmark_results/*.json")
+	for _, p := range recs {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs = append(docs, string(b))
+	}
+	if len(recs) == 0 {
+		t.Fatal("no committed records found")
+	}
+	for _, doc := range docs {
+		wantV, wantC := 0, 0
+		d := json.NewDecoder(strings.NewReader(doc))
+		for {
+			tok, err := d.Token()
+			if err != nil {
+				break
+			}
+			switch tok {
+			case json.Delim('}'), json.Delim(']'):
+				continue
+			case json.Delim('{'), json.Delim('['):
+				wantC++
+			}
+			wantV++
+		}
+		if v, c := jsonSize([]byte(doc), math.MaxInt, math.MaxInt); v != wantV || c != wantC {
+			t.Errorf("%.60q: %d values, %d containers; Token counts %d and %d", doc, v, c, wantV, wantC)
+		}
 	}
 }
