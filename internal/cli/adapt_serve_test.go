@@ -21,9 +21,9 @@ import (
 	"github.com/speclaunch/speclaunch/internal/proxy"
 	"github.com/speclaunch/speclaunch/internal/server"
 	"github.com/speclaunch/speclaunch/internal/sim"
+	"github.com/speclaunch/speclaunch/internal/testenv"
 	"github.com/speclaunch/speclaunch/internal/watch"
 	"github.com/speclaunch/speclaunch/internal/width"
-	"github.com/speclaunch/speclaunch/internal/testenv"
 )
 
 // oracle is the width the sim's own model says is best for a profile,
