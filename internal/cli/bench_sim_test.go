@@ -115,18 +115,26 @@ func armAt(t *testing.T, rec *record.Record, w int) *record.Arm {
 	return found
 }
 
-// On sim's GB10 cost model width 3 beats classic (~1.2x) and width 16 loses
-// (~0.72x); the bench must rank them so, and never propose an entry from a
-// simulated record.
-func TestBenchOnSimRanksByCostModel(t *testing.T) {
+// bench on the live sim (this binary re-executed, one engine per arm)
+// writes a complete simulated record: every arm measured, the policy's
+// width an arm of its own, the models named by content, the probe check
+// run, and never an entry proposed from a simulated record. How the arms
+// rank is the sim's speed, judged on virtual time by
+// bench.TestRunOnSimRanksByCostModel; this run judges no speed.
+func TestBenchOnSimWritesRecord(t *testing.T) {
 	testenv.E2E(t)
-	rec := benchSim(t, "", "3,16", "60") // shorter outputs stray from the model's means
+	rec := benchSim(t, fastSim, "3,16", "24")
 	if !rec.Simulated || !rec.Complete {
 		t.Fatalf("simulated %v complete %v", rec.Simulated, rec.Complete)
 	}
 	classic, w3, w16 := arm(rec, "classic"), armAt(t, rec, 3), armAt(t, rec, 16)
 	if classic == nil || w3 == nil || w16 == nil {
 		t.Fatalf("arms %+v", rec.Arms)
+	}
+	for _, a := range rec.Arms {
+		if a.Status != record.StatusOK || a.Stats.N == 0 || a.Stats.Median <= 0 {
+			t.Errorf("%s: status %s, %d runs, median %.1f", a.Label, a.Status, a.Stats.N, a.Stats.Median)
+		}
 	}
 	// 16 is the sim's own default (mirroring mlxcel's DFlash default), so
 	// it is the default arm, measured once; the policy's GB10 entry (4)
@@ -145,15 +153,6 @@ func TestBenchOnSimRanksByCostModel(t *testing.T) {
 	if rec.Models[0].Content == rec.Models[1].Content {
 		t.Error("target and drafter hash alike")
 	}
-	if !(w3.Stats.Median > classic.Stats.Median && classic.Stats.Median > w16.Stats.Median) {
-		t.Errorf("medians: width 3 %.1f, classic %.1f, width 16 %.1f", w3.Stats.Median, classic.Stats.Median, w16.Stats.Median)
-	}
-	if !w3.BeatsClassic || w16.BeatsClassic {
-		t.Errorf("beats classic: width 3 %v, width 16 %v", w3.BeatsClassic, w16.BeatsClassic)
-	}
-	if rec.Verdict.Best != 3 && rec.Verdict.Best != 4 {
-		t.Errorf("best %d (want 3, or the default's 4 within noise)", rec.Verdict.Best)
-	}
 	if rec.Verdict.EarnsEntry || rec.Verdict.Entry != "" {
 		t.Error("a simulated record proposed an entry")
 	}
@@ -163,12 +162,6 @@ func TestBenchOnSimRanksByCostModel(t *testing.T) {
 	// classic's whole token is set beside it, and nothing is judged.
 	if pc := rec.ProbeCheck; pc == nil || pc.Error != "" || pc.OK || len(pc.Rows) != 4 || len(pc.Check) != 1 || !strings.HasPrefix(pc.Arm, "default") || !strings.Contains(pc.Verdict, "no speculative width measured a whole cycle") {
 		t.Errorf("probe check %+v", pc)
-	}
-	// The harness must not be what it measures: client and engine agree.
-	for _, a := range rec.Arms {
-		if a.EngineRate.Median > 0 && (a.Stats.Median/a.EngineRate.Median < 0.95 || a.Stats.Median/a.EngineRate.Median > 1.02) {
-			t.Errorf("%s: client %.1f vs engine %.1f tok/s", a.Label, a.Stats.Median, a.EngineRate.Median)
-		}
 	}
 }
 
