@@ -141,5 +141,6 @@ func (c Config) clone() Config {
 	c.Cost.Verify = maps.Clone(c.Cost.Verify)
 	c.Cost.Emitted = maps.Clone(c.Cost.Emitted)
 	c.Cost.Accept = slices.Clone(c.Cost.Accept)
+	c.Cost.WidthScale = maps.Clone(c.Cost.WidthScale)
 	return c
 }

@@ -1,8 +1,10 @@
 package simcost
 
 import (
+	"maps"
 	"math"
 	"math/rand/v2"
+	"slices"
 )
 
 // Batch is what decoding several sequences together costs beyond the rows
@@ -47,7 +49,10 @@ type Drain struct {
 // drafting of one sequence, the verify of n·w rows, and what each further
 // sequence adds (Batch).
 func (c Model) CycleMS(w, n int) float64 {
-	n = max(1, n)
+	return c.cycleMS(w, max(1, n)) * c.scaleAt(w)
+}
+
+func (c Model) cycleMS(w, n int) float64 {
 	if w < 2 {
 		if n == 1 {
 			return c.ClassicMS
@@ -123,12 +128,16 @@ func (c Model) TokensPerCycle(w int) float64 {
 
 // RateAt is the steady rate in tokens/s that clients get from n
 // sequences at width w with requests of reqTokens tokens, without noise
-// and with the engine effect at 1: each request takes reqTokens/E cycles
-// plus its pickup rounds.
+// and with the engine effect at 1: each request takes reqTokens/E cycles,
+// half a cycle more at a speculative width (its last cycle is cut at the
+// request's end), plus its pickup rounds.
 func (c Model) RateAt(w, n, reqTokens int) float64 {
 	n = max(1, n)
 	e := c.TokensPerCycle(w)
 	cycles := float64(reqTokens)/e + c.PickupRounds(w, n)
+	if w >= 2 {
+		cycles += 0.5
+	}
 	return float64(n) * float64(reqTokens) * 1000 / (cycles * c.CycleMS(w, n))
 }
 
@@ -142,4 +151,20 @@ func (c Model) BestAt(n, reqTokens, maxWidth int) (int, float64) {
 		}
 	}
 	return best, rate
+}
+
+// scaleAt is WidthScale at width w (below 2: classic, key 1), 1 when unset.
+func (c Model) scaleAt(w int) float64 {
+	if len(c.WidthScale) == 0 {
+		return 1
+	}
+	w = max(1, w)
+	keys := slices.Sorted(maps.Keys(c.WidthScale))
+	if w <= keys[0] {
+		return c.WidthScale[keys[0]]
+	}
+	if w >= keys[len(keys)-1] {
+		return c.WidthScale[keys[len(keys)-1]]
+	}
+	return interpolate(c.WidthScale, w)
 }

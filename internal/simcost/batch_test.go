@@ -73,8 +73,8 @@ func TestRateAt(t *testing.T) {
 		t.Errorf("classic alone: %v, want %v", got, want)
 	}
 	// Width 2, 2 sequences: E = 1.5, cycle = verify of 4 rows = 8 ms;
-	// 100/1.5 + 4 cycles a request.
-	want := 2 * 100 * 1000 / ((100/1.5 + 4) * 8)
+	// 100/1.5 + 0.5 (the cut last cycle) + 4 (pickup) cycles a request.
+	want := 2 * 100 * 1000 / ((100/1.5 + 0.5 + 4) * 8)
 	if got := m.RateAt(2, 2, 100); !near(got, want) {
 		t.Errorf("width 2 of two: %v, want %v", got, want)
 	}

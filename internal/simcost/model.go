@@ -58,6 +58,10 @@ type Model struct {
 	Batch  Batch
 	Spread Spread
 	Drain  Drain
+	// WidthScale, when set, scales each width's cycle (key 1: classic) so
+	// that a replay of a committed cell gives its recorded rates
+	// (ReplayCell.Model): linear between keys, the edge value beyond.
+	WidthScale map[int]float64
 }
 
 // Default returns the GB10 affine model with 1% noise.
