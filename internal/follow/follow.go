@@ -1,0 +1,249 @@
+// Package follow decides when serve moves a one-width engine (llama.cpp,
+// mlxcel, sim) to another bucket of its width schedule. It is a pure
+// state machine over explicit state: the shell samples the proxy's own
+// count of requests in flight and reports the switches it ran; Step says
+// when to switch and why. Where the schedule came from (the operator, a
+// policy entry, `speclaunch tune`, the adaptive controller) is not its
+// business: Config.Schedule is whichever is in force.
+package follow
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/speclaunch/speclaunch/internal/schedule"
+)
+
+// Constants of the rule, each from a measurement in this repository.
+const (
+	// Tick is how often the shell samples the in-flight count. A
+	// 200-token request on the H200 records took 1.0-1.4 s at one client
+	// (docs/benchmark_results/h200-llamacpp-d32676d-summary-2026-12-03.md,
+	// row D: 171 requests in 45.5 s over 5 switches' windows); four samples
+	// a request see every start and end of a closed-loop client.
+	Tick = 250 * time.Millisecond
+	// Window is how much history the load is read over: the bucket the
+	// count sat in longest. Eight one-client requests of the H200 record
+	// above (8 × 1.2 s): long enough that the gap between one client's
+	// requests, or a fifth request meeting four, does not move the load.
+	Window = 10 * time.Second
+	// PriorGain is the gain a switch is assumed to bring where none was
+	// measured for the pair: the smallest gain of the best width over the
+	// engine's default among the H200 cells where they differed (0.965 of
+	// the best for the default in row C of the summary above: 3.6 %).
+	// Small, so an unmeasured switch waits longer before it is made.
+	PriorGain = 0.036
+	// PriorSwitch is the switch time assumed before this engine's own was
+	// measured: the slowest switch the H200 summary measured (9.49-10.34 s
+	// for the 20 GB target, row P). After one switch, the engine's own.
+	PriorSwitch = 10340 * time.Millisecond
+	// DefaultMaxPerHour caps switches per hour: 12 is one switch per load
+	// change of traffic that changes every 5 minutes; above it the engine
+	// would spend more than 12 × 10.34 s = 2 % of the hour switching at the
+	// slowest measured switch (row P above).
+	DefaultMaxPerHour = 12
+)
+
+// Config is what the rule reads besides its state.
+type Config struct {
+	Schedule schedule.Schedule
+	// Gain is the measured fraction by which to's width beats from's width
+	// at to's loads (0.25 = 25 % faster); ok false where none was measured
+	// (PriorGain applies). Nil: nothing measured.
+	Gain func(from, to schedule.Bucket) (float64, bool)
+	// MaxPerHour caps switches in any hour; 0 is DefaultMaxPerHour.
+	MaxPerHour int
+}
+
+// State is the follower's memory. The zero value is not usable: New.
+type State struct {
+	Width   int           // the width the engine runs now
+	Pending int           // the width a switch is under way to, 0 = none
+	Switch  time.Duration // this engine's measured switch time, 0 = none yet
+
+	ring   []int // bucket index of each sample over the last Window
+	next   int   // where the next sample goes
+	filled int   // samples in ring
+	sum    int   // requests in flight summed over the ring (its mean load)
+	counts []int // samples per bucket index over the ring
+
+	cand      int       // the bucket the load has sat in since candSince; -1 none
+	candSince time.Time // when the load moved into cand
+	recent    []time.Time
+	capped    bool // the cap held a switch back (said once per hold)
+}
+
+// New is the state of an engine running width w under cfg. started is how
+// long that engine took to start (0 = not measured): a switch starts one
+// engine beside the serving one, so it prices the first switch until a
+// switch has been measured.
+func New(cfg Config, w int, started time.Duration) State {
+	n := int(Window / Tick)
+	return State{Width: w, Switch: max(started, 0), ring: make([]int, n), counts: make([]int, len(cfg.Schedule)), cand: -1}
+}
+
+// Observation is one sample: the proxy's requests in flight at Now.
+type Observation struct {
+	Now      time.Time
+	InFlight int
+}
+
+// Decision is what Step asks of the shell. Switch: run To's width, logged
+// with Reason and the load that caused it.
+type Decision struct {
+	Switch bool
+	From   schedule.Bucket // the bucket in force (its width is running)
+	To     schedule.Bucket // the bucket the load sits in
+	Load   float64         // mean requests in flight over the window
+	Reason string          // why, or why not yet ("" when the load is where the width is)
+}
+
+// Step takes one sample and says whether to switch now.
+func Step(cfg Config, s State, o Observation) (State, Decision) {
+	s = s.sample(cfg, o)
+	d := Decision{Load: s.load()}
+	if len(cfg.Schedule) == 0 || s.filled < len(s.ring) {
+		return s, d // a full window first: a fresh engine's first seconds say little
+	}
+	d.From, d.To = s.bucketOf(cfg), cfg.Schedule[s.mode()]
+	switch {
+	case s.Pending != 0:
+		d.Reason = fmt.Sprintf("a switch to width %d is under way", s.Pending)
+		return s, d
+	case d.To.Width == s.Width:
+		s.cand, s.capped = -1, false
+		return s, d
+	}
+	i := s.mode()
+	if s.cand != i {
+		s.cand, s.candSince = i, o.Now
+	}
+	need := s.dwell(cfg, d.From, d.To)
+	stayed := o.Now.Sub(s.candSince) + Window/2 // the window saw the load move half a window before the mode did
+	if stayed < need {
+		d.Reason = fmt.Sprintf("load %.1f has been at %s requests in flight for %s; width %d repays a %s switch after %s", d.Load, d.To.Range(), stayed.Round(time.Second), d.To.Width, s.switchTime().Round(100*time.Millisecond), need.Round(time.Second))
+		return s, d
+	}
+	s.recent = since(s.recent, o.Now.Add(-time.Hour))
+	if limit := maxPerHour(cfg); len(s.recent) >= limit {
+		d.Reason = fmt.Sprintf("held at width %d: %d switches in the last hour, the cap (%d)", s.Width, len(s.recent), limit)
+		s.capped = true
+		return s, d
+	}
+	d.Switch, s.Pending, s.capped = true, d.To.Width, false
+	s.recent = append(s.recent, o.Now)
+	d.Reason = fmt.Sprintf("load %.1f requests in flight has sat at %s for %s: width %d (%s) for width %d repays a %s switch", d.Load, d.To.Range(), stayed.Round(time.Second), d.To.Width, d.To.Source, s.Width, s.switchTime().Round(100*time.Millisecond))
+	return s, d
+}
+
+// Done reports the end of the switch Step asked for: ok with the time it
+// took (which prices the next switches), or failed (the engine stays at
+// its width; the load must sit in the bucket anew before another try).
+func Done(s State, ok bool, took time.Duration) State {
+	if ok {
+		s.Width = s.Pending
+		if took > 0 {
+			s.Switch = took
+		}
+	}
+	s.Pending, s.cand = 0, -1
+	return s
+}
+
+// dwell is how long the load must sit in to's bucket before a switch: the
+// switch time over the gain (the load is expected to stay about as long
+// as it has: a switch made once it has stayed that long repays itself
+// over its own stay), and never less than one window.
+func (s State) dwell(cfg Config, from, to schedule.Bucket) time.Duration {
+	g := PriorGain
+	if cfg.Gain != nil {
+		if m, ok := cfg.Gain(from, to); ok && m > 0 {
+			g = m
+		}
+	}
+	return max(Window, time.Duration(float64(s.switchTime())/g))
+}
+
+func (s State) switchTime() time.Duration {
+	if s.Switch > 0 {
+		return s.Switch
+	}
+	return PriorSwitch
+}
+
+func maxPerHour(cfg Config) int {
+	if cfg.MaxPerHour > 0 {
+		return cfg.MaxPerHour
+	}
+	return DefaultMaxPerHour
+}
+
+// sample puts one observation in the ring.
+func (s State) sample(cfg Config, o Observation) State {
+	if len(s.ring) == 0 {
+		return s
+	}
+	i := cfg.Schedule.Index(o.InFlight)
+	if i < 0 {
+		return s
+	}
+	if len(s.counts) != len(cfg.Schedule) { // the schedule changed: start over
+		s.counts, s.filled, s.sum, s.next, s.cand = make([]int, len(cfg.Schedule)), 0, 0, 0, -1
+	}
+	if s.filled == len(s.ring) {
+		old := s.ring[s.next]
+		s.counts[old&0xff]--
+		s.sum -= old >> 8
+	} else {
+		s.filled++
+	}
+	n := min(max(o.InFlight, 0), 1<<20)
+	s.ring[s.next] = n<<8 | i
+	s.counts[i]++
+	s.sum += n
+	s.next = (s.next + 1) % len(s.ring)
+	return s
+}
+
+// mode is the bucket the load sat in longest over the window; on a tie,
+// the lower load (the cheaper mistake: a narrower schedule is closer to
+// classic decoding's rate under load).
+func (s State) mode() int {
+	best := 0
+	for i, c := range s.counts {
+		if c > s.counts[best] {
+			best = i
+		}
+	}
+	return best
+}
+
+func (s State) load() float64 {
+	if s.filled == 0 {
+		return 0
+	}
+	return float64(s.sum) / float64(s.filled)
+}
+
+// bucketOf is the bucket whose width runs: the one of the window's load
+// if it has that width, else the first with it.
+func (s State) bucketOf(cfg Config) schedule.Bucket {
+	if b := cfg.Schedule[s.mode()]; b.Width == s.Width {
+		return b
+	}
+	for _, b := range cfg.Schedule {
+		if b.Width == s.Width {
+			return b
+		}
+	}
+	return schedule.Bucket{Width: s.Width, Source: "running"}
+}
+
+// since drops the times before cut (the list is in order).
+func since(ts []time.Time, cut time.Time) []time.Time {
+	i := 0
+	for i < len(ts) && ts[i].Before(cut) {
+		i++
+	}
+	return append(ts[:0:0], ts[i:]...)
+}

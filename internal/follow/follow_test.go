@@ -1,0 +1,174 @@
+package follow
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/speclaunch/speclaunch/internal/schedule"
+)
+
+var t0 = time.Date(2026, 12, 5, 9, 0, 0, 0, time.UTC)
+
+func demo(t *testing.T) schedule.Schedule {
+	t.Helper()
+	s, err := schedule.Parse("1:6,2-3:4,4+:1", "tuned")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// run drives the rule with a fake clock: load(at) is the in-flight count
+// at each tick, and every switch it asks for completes after took.
+type run struct {
+	switches []Decision
+	at       []time.Duration
+	held     []string
+	final    State
+}
+
+func drive(cfg Config, st State, span, took time.Duration, load func(time.Duration) int) run {
+	var r run
+	doneAt := time.Duration(-1)
+	for at := time.Duration(0); at <= span; at += Tick {
+		if doneAt >= 0 && at >= doneAt {
+			st, doneAt = Done(st, true, took), -1
+		}
+		var d Decision
+		st, d = Step(cfg, st, Observation{Now: t0.Add(at), InFlight: load(at)})
+		if d.Switch {
+			r.switches, r.at = append(r.switches, d), append(r.at, at)
+			doneAt = at + took
+		} else if strings.Contains(d.Reason, "cap") {
+			r.held = append(r.held, d.Reason)
+		}
+	}
+	r.final = st
+	return r
+}
+
+// clients is a closed-loop load of n clients: each request runs 1.2 s
+// and the next starts 50 ms after, so the count dips briefly below n.
+func clients(n int) func(time.Duration) int {
+	return func(at time.Duration) int {
+		if n > 0 && at%(1250*time.Millisecond) < Tick && at/Tick%5 == 0 {
+			return n - 1
+		}
+		return n
+	}
+}
+
+func alternating(a, b int, phase time.Duration) func(time.Duration) int {
+	return func(at time.Duration) int {
+		if at/phase%2 == 0 {
+			return clients(a)(at)
+		}
+		return clients(b)(at)
+	}
+}
+
+func TestStep(t *testing.T) {
+	sec := time.Second
+	cases := []struct {
+		name      string
+		cfg       func(Config) Config
+		start     int           // the width running at start
+		started   time.Duration // the engine's measured start
+		span      time.Duration
+		load      func(time.Duration) int
+		switches  int
+		firstTo   int           // width of the first switch
+		firstBy   time.Duration // the first switch no later than
+		firstFrom time.Duration // and no earlier than
+		held      bool
+	}{
+		{name: "steady at its bucket: never", start: 6, started: sec, span: 10 * time.Minute, load: clients(1)},
+		{name: "idle plans for one request: never", start: 6, started: sec, span: 5 * time.Minute, load: clients(0)},
+		{name: "four clients stay: one switch to off", start: 6, started: sec, span: 5 * time.Minute, load: clients(4), switches: 1, firstTo: 1, firstFrom: Window, firstBy: 40 * sec},
+		{name: "a 4 s burst of four: never", start: 6, started: sec, span: 5 * time.Minute, load: func(at time.Duration) int {
+			if at >= time.Minute && at < time.Minute+4*sec {
+				return 4
+			}
+			return clients(1)(at)
+		}},
+		{name: "two clients: width 4", start: 6, started: sec, span: 3 * time.Minute, load: clients(2), switches: 1, firstTo: 4, firstFrom: Window, firstBy: 40 * sec},
+		{name: "unmeasured engine waits for the slow prior switch", start: 6, span: 4 * time.Minute, load: clients(4), switches: 0},
+		{name: "unmeasured engine switches once the prior repays", start: 6, span: 6 * time.Minute, load: clients(4), switches: 1, firstTo: 1, firstFrom: 280 * sec, firstBy: 300 * sec},
+		{name: "a measured gain shortens the wait", cfg: func(c Config) Config {
+			c.Gain = func(from, to schedule.Bucket) (float64, bool) { return 0.5, true }
+			return c
+		}, start: 6, started: sec, span: 3 * time.Minute, load: clients(4), switches: 1, firstTo: 1, firstFrom: Window, firstBy: 16 * sec},
+		{name: "alternating 1 and 4 every 2 min for 12 min: one switch per change", start: 6, started: sec, span: 12 * time.Minute, load: alternating(1, 4, 2*time.Minute), switches: 5, firstTo: 1, firstFrom: 2*time.Minute + Window, firstBy: 2*time.Minute + 40*sec},
+		{name: "cap holds switches", cfg: func(c Config) Config { c.MaxPerHour = 2; return c }, start: 6, started: sec, span: 12 * time.Minute, load: alternating(1, 4, 2*time.Minute), switches: 2, firstTo: 1, firstFrom: 2 * time.Minute, firstBy: 3 * time.Minute, held: true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := Config{Schedule: demo(t)}
+			if c.cfg != nil {
+				cfg = c.cfg(cfg)
+			}
+			r := drive(cfg, New(cfg, c.start, c.started), c.span, sec, c.load)
+			if len(r.switches) != c.switches {
+				t.Fatalf("%d switches at %v (%v), want %d", len(r.switches), r.at, r.switches, c.switches)
+			}
+			if c.held != (len(r.held) > 0) {
+				t.Errorf("held = %q", r.held)
+			}
+			if c.switches == 0 {
+				return
+			}
+			d, at := r.switches[0], r.at[0]
+			if d.To.Width != c.firstTo || at < c.firstFrom || at > c.firstBy {
+				t.Errorf("first switch to %d at %v, want %d between %v and %v", d.To.Width, at, c.firstTo, c.firstFrom, c.firstBy)
+			}
+			if d.From.Width == d.To.Width || d.Load <= 0 || !strings.Contains(d.Reason, "requests in flight") {
+				t.Errorf("decision %+v", d)
+			}
+		})
+	}
+}
+
+// A switch under way holds every other decision; a failed one leaves the
+// width and makes the load sit in its bucket anew.
+func TestPendingAndFailure(t *testing.T) {
+	cfg := Config{Schedule: demo(t)}
+	st := New(cfg, 6, time.Second)
+	var d Decision
+	at := time.Duration(0)
+	for ; !d.Switch; at += Tick {
+		st, d = Step(cfg, st, Observation{Now: t0.Add(at), InFlight: 4})
+		if at > time.Minute {
+			t.Fatal("no switch")
+		}
+	}
+	for i := 0; i < 400; i++ {
+		st, d = Step(cfg, st, Observation{Now: t0.Add(at), InFlight: 2})
+		at += Tick
+		if d.Switch || (i > 50 && !strings.Contains(d.Reason, "under way")) {
+			t.Fatalf("decision while pending: %+v", d)
+		}
+	}
+	st = Done(st, false, 0)
+	if st.Width != 6 || st.Pending != 0 || st.Switch != time.Second {
+		t.Fatalf("after a failed switch: %+v", st)
+	}
+	st, d = Step(cfg, st, Observation{Now: t0.Add(at), InFlight: 2})
+	if d.Switch {
+		t.Fatal("switched again at once after a failure")
+	}
+	st = Done(State{Width: 6, Pending: 4}, true, 3*time.Second)
+	if st.Width != 4 || st.Switch != 3*time.Second {
+		t.Fatalf("after a switch: %+v", st)
+	}
+}
+
+// Buckets of one width are one width: no switch between them.
+func TestSameWidthBuckets(t *testing.T) {
+	s, _ := schedule.Parse("1:4,2-3:4,4+:4", "x")
+	cfg := Config{Schedule: s}
+	r := drive(cfg, New(cfg, 4, time.Second), 5*time.Minute, time.Second, alternating(1, 4, time.Minute))
+	if len(r.switches) != 0 {
+		t.Fatalf("switches %v", r.switches)
+	}
+}
