@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -229,6 +230,59 @@ func operatorDocs(root string) ([]string, error) {
 			return nil, err
 		}
 		out = append(out, m...)
+	}
+	return out, nil
+}
+
+// TestArchitectureNamesEveryPackage keeps docs/ARCHITECTURE.md a true
+// map: every package under internal/ (and engine, cuda, profiles) is
+// named there, in backquotes, by its path.
+func TestArchitectureNamesEveryPackage(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("docs", "ARCHITECTURE.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirs, err := packageDirs(".", "internal", "engine", "cuda", "profiles")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range dirs {
+		if !strings.Contains(string(doc), "`"+d+"`") {
+			t.Errorf("docs/ARCHITECTURE.md does not name package %s: add it to the layer it belongs to (\"The packages as layers\"), as `%s`", d, d)
+		}
+	}
+}
+
+// packageDirs lists the directories under each of tops (slash-separated,
+// relative to root) that hold a non-test .go file; testdata and dot
+// directories are left out.
+func packageDirs(root string, tops ...string) ([]string, error) {
+	var out []string
+	for _, top := range tops {
+		err := filepath.WalkDir(filepath.Join(root, top), func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.IsDir() {
+				if strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			if strings.HasSuffix(path, ".go") && !strings.HasSuffix(path, "_test.go") {
+				rel, err := filepath.Rel(root, filepath.Dir(path))
+				if err != nil {
+					return err
+				}
+				if rel = filepath.ToSlash(rel); !slices.Contains(out, rel) {
+					out = append(out, rel)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }
