@@ -29,6 +29,7 @@ type Metrics struct {
 	switchTime *prometheus.HistogramVec
 	restarts   prometheus.Counter
 	width      *prometheus.GaugeVec
+	widthLoad  prometheus.Gauge
 	verified   prometheus.Gauge
 	phase      *prometheus.GaugeVec
 	adaptState *prometheus.GaugeVec
@@ -67,7 +68,9 @@ func New(src Sources) *Metrics {
 	m.restarts = prometheus.NewCounter(prometheus.CounterOpts{Name: "speclaunch_engine_restarts_total",
 		Help: "Engines that exited or hung while serving and were restarted."})
 	m.width = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "speclaunch_width",
-		Help: "The serving engine's draft width (verify rows; 1 = speculation off), labelled by where it came from."}, []string{"source"})
+		Help: "The serving engine's draft width (verify rows; 1 = speculation off), labelled by where it came from and the schedule's bucket in force (requests in flight: 1, 2-3, 4+)."}, []string{"source", "bucket"})
+	m.widthLoad = prometheus.NewGauge(prometheus.GaugeOpts{Name: "speclaunch_width_load",
+		Help: "The load (mean requests in flight) the serving width was chosen for: 1 at a launch, the load that caused the last switch of a followed schedule."})
 	m.verified = prometheus.NewGauge(prometheus.GaugeOpts{Name: "speclaunch_width_verified",
 		Help: "1 when the serving engine's width was read from the engine and matches, else 0."})
 	m.phase = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "speclaunch_state",
@@ -76,7 +79,7 @@ func New(src Sources) *Metrics {
 		Help: "The adaptive width loop's state: 1 for the current one."}, []string{"state"})
 	m.predErr = prometheus.NewGauge(prometheus.GaugeOpts{Name: "speclaunch_adapt_prediction_error_ratio",
 		Help: "The adaptive loop's running prediction error of ms per cycle: measured / predicted - 1."})
-	m.reg.MustRegister(m.switches, m.switchTime, m.restarts, m.width, m.verified, m.phase, m.adaptState, m.predErr)
+	m.reg.MustRegister(m.switches, m.switchTime, m.restarts, m.width, m.widthLoad, m.verified, m.phase, m.adaptState, m.predErr)
 	m.Phase("starting")
 	m.Adapt("off")
 	return m
@@ -96,10 +99,18 @@ func (m *Metrics) Switched(kind, mode string, ok bool, took time.Duration) {
 }
 
 // Serving sets the serving engine's width, its source and whether it is
-// verified.
+// verified, at a launch's load (one request, every bucket of a flat
+// schedule).
 func (m *Metrics) Serving(width int, source string, verified bool) {
+	m.ServingAt(width, source, "1+", 1, verified)
+}
+
+// ServingAt is Serving for the bucket of a schedule in force ("4+") and
+// the load it was chosen for.
+func (m *Metrics) ServingAt(width int, source, bucket string, load float64, verified bool) {
 	m.width.Reset()
-	m.width.WithLabelValues(source).Set(float64(width))
+	m.width.WithLabelValues(source, bucket).Set(float64(width))
+	m.widthLoad.Set(load)
 	v := 0.0
 	if verified {
 		v = 1

@@ -42,6 +42,15 @@ func TestText(t *testing.T) {
 	if v := fams["speclaunch_requests_held"].GetMetric()[0].GetGauge().GetValue(); v != 5 {
 		t.Errorf("held %v, want 5 (read at scrape time)", v)
 	}
+	m.ServingAt(1, "tuned", "4+", 3.9, true)
+	p2 := expfmt.NewTextParser(model.UTF8Validation)
+	fams, _ = p2.TextToMetricFamilies(bytes.NewReader(m.Text()))
+	if w := fams["speclaunch_width"].GetMetric(); len(w) != 1 || w[0].GetGauge().GetValue() != 1 || w[0].GetLabel()[0].GetValue() != "4+" {
+		t.Errorf("width %v, want 1 in bucket 4+ (one series: the last)", w)
+	}
+	if v := fams["speclaunch_width_load"].GetMetric()[0].GetGauge().GetValue(); v != 3.9 {
+		t.Errorf("width load %v", v)
+	}
 	if fams["speclaunch_engine_restarts_total"].GetMetric()[0].GetCounter().GetValue() != 0 {
 		t.Error("a failed adapt switch counted as a restart")
 	}
