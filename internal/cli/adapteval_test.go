@@ -15,13 +15,14 @@ import (
 )
 
 // The measurement tool of docs/bench.md ("Measuring `serve --adapt`")
-// against serve --adapt on the sim: it must report the sim
-// model's best width as the one chosen, a decision switch that needed
-// traffic, a throughput after it, and no failed or empty request.
-func TestAdaptEvalReportsOracleWidth(t *testing.T) {
+// against serve --adapt on the sim: it must report the width the loop
+// settled at, the decision switch to it that needed traffic, a throughput
+// after it at that width, and no failed or empty request. Which width is
+// the sim's speed: internal/adapt judges the loop's choice on virtual
+// time (TestLoopConvergesPerProfile); this run judges no speed.
+func TestAdaptEvalReportsTheChosenWidth(t *testing.T) {
 	testenv.E2E(t)
 	const prof = "collapse"
-	want := oracle(t, prof, 17)
 	dir := t.TempDir()
 	port := freePort(t)
 	p := filepath.Join(dir, "p.toml")
@@ -29,11 +30,13 @@ func TestAdaptEvalReportsOracleWidth(t *testing.T) {
 	// trial band (9.9 % under width 4), and whether its trial came before
 	// the settle or under the direct window depended on the machine (CI,
 	// 2026-12-03). This test is of adapteval's phases; trials have theirs.
+	// Widths up to 8: the probe and the exploration are shorter.
 	writeFile(t, p, simProfile(port, `, "--sim-profile", "`+prof+`", "--sim-noise", "0"`)+`[adapt]
 enabled = true
 min_cycles = 32
 window = "1s"
 trials = 0
+max_width = 8
 `)
 	prompts := filepath.Join(dir, "prompts")
 	if err := os.Mkdir(prompts, 0o755); err != nil {
@@ -58,8 +61,9 @@ trials = 0
 		t.Fatalf("%v\n%s\nlog:\n%s", err, &progress, r.log)
 	}
 	t.Log(res.Summary())
-	if !res.Settled || res.Width != want || res.WidthSource != "adaptive" {
-		t.Fatalf("settled %v at width %d (%s), want %d chosen by the adaptive loop: %s\n%s\nlog:\n%s", res.Settled, res.Width, res.WidthSource, want, res.Summary(), &progress, r.log)
+	want := res.Width
+	if !res.Settled || res.WidthSource != "adaptive" {
+		t.Fatalf("settled %v at width %d (%s), want a width chosen by the adaptive loop: %s\n%s\nlog:\n%s", res.Settled, res.Width, res.WidthSource, res.Summary(), &progress, r.log)
 	}
 	if res.Failed != 0 || res.Empty != 0 || res.Load.OK == 0 {
 		t.Errorf("load %s\nlog:\n%s", res.Load, r.log)

@@ -168,7 +168,7 @@ func TestBenchOnSimWritesRecord(t *testing.T) {
 func TestBenchOnSimDeclineIsNotAMeasurement(t *testing.T) {
 	testenv.E2E(t)
 	t.Parallel() // see TestMain
-	rec := benchSim(t, `, "--sim-decline"`, "3", "24")
+	rec := benchSim(t, fastSim+`, "--sim-decline"`, "3", "24")
 	w3 := armAt(t, rec, 3)
 	if w3 == nil || w3.Status != record.StatusNotMeasurement {
 		t.Fatalf("width 3 arm %+v", w3)
@@ -181,7 +181,8 @@ func TestBenchOnSimDeclineIsNotAMeasurement(t *testing.T) {
 func TestBenchOnSimDetectsInjectedDrift(t *testing.T) {
 	testenv.E2E(t)
 	t.Parallel() // see TestMain
-	rec := benchSim(t, `, "--sim-drift", "0.15"`, "3", "24")
+	// each request 15 % slower than the last
+	rec := benchSim(t, fastSim+`, "--sim-drift", "0.15"`, "3", "24")
 	if rec.Drift.Overlap {
 		t.Fatalf("drift not detected: %+v", rec.Drift)
 	}
