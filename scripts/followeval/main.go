@@ -1,0 +1,203 @@
+// Command followeval measures a running `speclaunch serve` that follows a
+// width schedule (docs/serving.md, "Following a schedule") under traffic
+// whose load changes: phases of N closed-loop clients in turn (default one
+// and four, 2 minutes each, 12 minutes in all), each client sending its
+// next request the moment the last one ends, prompts in rotation. Per
+// phase it reports the clients' tokens/s, failed and empty requests, the
+// widths the status page showed and the switches made; run it once
+// against a server at a fixed width (serve --draft-block-size W) to have
+// that width's figure for the same traffic.
+//
+//	go run ./scripts/followeval -url http://127.0.0.1:8080 -prompts internal/bench/prompts/code \
+//	    -levels 1,4 -phase 2m -run 12m -max-tokens 200 -out follow.json
+//
+// Exit status: 0 no failed or empty request, 1 some, 2 bad input.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/speclaunch/speclaunch/internal/adapteval"
+	"github.com/speclaunch/speclaunch/internal/loadgen"
+)
+
+// Phase is one stretch of constant load.
+type Phase struct {
+	Clients  int     `json:"clients"`
+	Seconds  float64 `json:"seconds"`
+	Tokens   int     `json:"tokens"`
+	Rate     float64 `json:"tokens_per_s"`
+	Sent     int     `json:"sent"`
+	Bad      int     `json:"failed_or_empty"`
+	Widths   []int   `json:"widths_seen"`
+	Switches int     `json:"switches"`
+}
+
+// Report is the run.
+type Report struct {
+	URL      string          `json:"url"`
+	Levels   []int           `json:"levels"`
+	Phase    string          `json:"phase"`
+	Phases   []Phase         `json:"phases"`
+	Tokens   int             `json:"tokens"`
+	Seconds  float64         `json:"seconds"`
+	Rate     float64         `json:"tokens_per_s"`
+	Bad      int             `json:"failed_or_empty"`
+	Switches json.RawMessage `json:"switches"` // the status page's switch records at the end
+}
+
+func main() { os.Exit(run(os.Args[1:])) }
+
+func run(args []string) int {
+	fs := flag.NewFlagSet("followeval", flag.ContinueOnError)
+	url := fs.String("url", "http://127.0.0.1:8080", "public URL of speclaunch serve (the proxy)")
+	dir := fs.String("prompts", "", "directory of prompt files, one prompt per file (e.g. internal/bench/prompts/code)")
+	levels := fs.String("levels", "1,4", "clients of each phase, in turn")
+	phase := fs.Duration("phase", 2*time.Minute, "length of one phase")
+	total := fs.Duration("run", 12*time.Minute, "length of the run")
+	maxTokens := fs.Int("max-tokens", 200, "max_tokens per request")
+	out := fs.String("out", "", "write the JSON report here")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	ls, err := parseLevels(*levels)
+	if err != nil || *dir == "" || *phase <= 0 || *total < *phase || *maxTokens < 1 || fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "followeval: give -prompts DIR, -levels like 1,4 (%v), -phase > 0, -run ≥ -phase, -max-tokens ≥ 1, no positional arguments\n", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	ps, err := adapteval.ReadPrompts(ctx, *dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "followeval:", err)
+		return 2
+	}
+	texts := make([]string, len(ps))
+	for i, p := range ps {
+		texts[i] = p.Text
+	}
+	rep := Report{URL: *url, Levels: ls, Phase: phase.String()}
+	for i := 0; time.Duration(i)*(*phase) < *total && ctx.Err() == nil; i++ {
+		n := ls[i%len(ls)]
+		p := runPhase(ctx, *url, n, *phase, *maxTokens, texts)
+		fmt.Fprintf(os.Stderr, "phase %d: %d clients, %.1f tok/s, %d requests, %d bad, widths %v, %d switches\n", i+1, n, p.Rate, p.Sent, p.Bad, p.Widths, p.Switches)
+		rep.Phases = append(rep.Phases, p)
+		rep.Tokens, rep.Seconds, rep.Bad = rep.Tokens+p.Tokens, rep.Seconds+p.Seconds, rep.Bad+p.Bad
+	}
+	if rep.Seconds > 0 {
+		rep.Rate = float64(rep.Tokens) / rep.Seconds
+	}
+	if st, err := status(*url); err == nil {
+		rep.Switches = st.Switches
+	}
+	b, _ := json.MarshalIndent(rep, "", "  ")
+	if *out != "" {
+		if err := os.WriteFile(*out, append(b, '\n'), 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, "followeval:", err)
+			return 2
+		}
+	} else {
+		fmt.Println(string(b))
+	}
+	fmt.Fprintf(os.Stderr, "run: %.1f tok/s over %.0f s, %d failed or empty\n", rep.Rate, rep.Seconds, rep.Bad)
+	if rep.Bad > 0 {
+		return 1
+	}
+	return 0
+}
+
+func parseLevels(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > 256 {
+			return nil, fmt.Errorf("level %q: want clients from 1 to 256", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// runPhase runs n clients for d while polling the status page once a
+// second for the width serving and the switches made.
+func runPhase(ctx context.Context, url string, n int, d time.Duration, maxTokens int, prompts []string) Phase {
+	p := Phase{Clients: n}
+	var mu sync.Mutex
+	seen := map[int]bool{}
+	first, last := -1, -1
+	pollCtx, stopPoll := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			if st, err := status(url); err == nil {
+				mu.Lock()
+				if st.Engine != nil && !seen[st.Engine.Width] {
+					seen[st.Engine.Width] = true
+					p.Widths = append(p.Widths, st.Engine.Width)
+				}
+				if first < 0 {
+					first = st.Total
+				}
+				last = st.Total
+				mu.Unlock()
+			}
+			select {
+			case <-pollCtx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	res, err := loadgen.Run(ctx, loadgen.Options{URL: url, Clients: n, Duration: d, Stream: true, MaxTokens: maxTokens, Prompts: prompts, Timeout: 5 * time.Minute})
+	stopPoll()
+	<-done
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "followeval:", err)
+	}
+	p.Seconds, p.Tokens, p.Sent, p.Bad = res.Elapsed.Seconds(), res.Tokens, res.Sent, res.Bad()
+	if p.Seconds > 0 {
+		p.Rate = float64(p.Tokens) / p.Seconds
+	}
+	if st, err := status(url); err == nil {
+		last = st.Total
+	}
+	if first >= 0 {
+		p.Switches = last - first
+	}
+	return p
+}
+
+type statusPage struct {
+	Engine *struct {
+		Width int `json:"width"`
+	} `json:"engine"`
+	Total    int             `json:"switches_total"`
+	Switches json.RawMessage `json:"switches"`
+}
+
+func status(url string) (statusPage, error) {
+	var st statusPage
+	c := http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get(strings.TrimSuffix(url, "/") + "/speclaunch/status")
+	if err != nil {
+		return st, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return st, fmt.Errorf("status page: %s", resp.Status)
+	}
+	return st, json.NewDecoder(http.MaxBytesReader(nil, resp.Body, 4<<20)).Decode(&st)
+}
