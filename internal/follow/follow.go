@@ -17,15 +17,15 @@ import (
 // Constants of the rule, each from a measurement in this repository.
 const (
 	// Tick is how often the shell samples the in-flight count. A
-	// 200-token request on the H200 records took 1.0-1.4 s at one client
+	// one-client request on the H200 took about 0.27 s
 	// (docs/benchmark_results/h200-llamacpp-d32676d-summary-2026-12-03.md,
-	// row D: 171 requests in 45.5 s over 5 switches' windows); four samples
-	// a request see every start and end of a closed-loop client.
+	// row D: 171 requests in 45.5 s): about one sample a request.
 	Tick = 250 * time.Millisecond
 	// Window is how much history the load is read over: the bucket the
-	// count sat in longest. Eight one-client requests of the H200 record
-	// above (8 × 1.2 s): long enough that the gap between one client's
-	// requests, or a fifth request meeting four, does not move the load.
+	// count sat in longest. About seven one-client requests of the slowest
+	// pair that summary measured (row P: 160 requests in 240 s, 1.5 s
+	// each): the gap between one client's requests, or a fifth request
+	// meeting four, does not move the load.
 	Window = 10 * time.Second
 	// PriorGain is the gain a switch is assumed to bring where none was
 	// measured for the pair: the smallest gain of the best width over the
