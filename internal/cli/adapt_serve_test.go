@@ -3,9 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"path/filepath"
 	"regexp"
@@ -13,17 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/speclaunch/speclaunch/engine"
-	"github.com/speclaunch/speclaunch/internal/adapt"
-	"github.com/speclaunch/speclaunch/internal/config"
-	"github.com/speclaunch/speclaunch/internal/key"
 	"github.com/speclaunch/speclaunch/internal/loadgen"
-	"github.com/speclaunch/speclaunch/internal/plan"
-	"github.com/speclaunch/speclaunch/internal/proxy"
-	"github.com/speclaunch/speclaunch/internal/server"
 	"github.com/speclaunch/speclaunch/internal/testenv"
-	"github.com/speclaunch/speclaunch/internal/watch"
-	"github.com/speclaunch/speclaunch/internal/width"
 )
 
 // adaptSimProfile writes a sim profile in dir that adapts fast (64-cycle
@@ -169,28 +158,6 @@ func TestServeAdaptedWidthSurvivesReload(t *testing.T) {
 	}
 }
 
-// The probed curve's cache key names the engine build; an engine whose
-// version is unknown gets none (serve then does not cache its curve).
-func TestEngineIdentity(t *testing.T) {
-	for _, c := range []struct {
-		engine          key.Engine
-		version, commit string
-		want            string
-	}{
-		{key.LlamaCpp, "9749", "d32676d", "llama.cpp 9749 (d32676d)"},
-		{key.LlamaCpp, "9749", "", "llama.cpp 9749"},
-		{key.LlamaCpp, "", "d32676d", "llama.cpp d32676d"},
-		{key.LlamaCpp, "", "", ""},
-		{key.Sim, "", "", "sim"},
-	} {
-		p := &plan.Plan{Settings: config.Settings{Engine: config.Field[key.Engine]{Value: c.engine}}}
-		p.Facts.Caps = engine.Caps{Version: c.version, Commit: c.commit}
-		if got := engineIdentity(p); got != c.want {
-			t.Errorf("%s %q %q: %q, want %q", c.engine, c.version, c.commit, got, c.want)
-		}
-	}
-}
-
 // A reload that sets an operator width ends adaptation, saying so: the loop
 // stops and /speclaunch/status says why.
 func TestServeAdaptOffAfterReloadSetsWidth(t *testing.T) {
@@ -209,142 +176,5 @@ func TestServeAdaptOffAfterReloadSetsWidth(t *testing.T) {
 			t.Fatalf("adapt state %q after the operator width; log:\n%s", adaptState(t, port), r.log)
 		}
 		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-// adapt.trials reaches the loop: unset is the loop's default, 0 turns
-// trials off (the loop reads a zero MaxTrials as its default, so off is
-// passed as a negative count), a count passes as is.
-func TestAdaptConfigTrials(t *testing.T) {
-	for _, c := range []struct {
-		env  string
-		want int
-	}{{"", adapt.DefaultMaxTrials}, {"0", -1}, {"1", 1}, {"8", 8}} {
-		s, _, _, err := config.Load(config.Input{Getenv: func(k string) string {
-			if k == "MLXCEL_ADAPT_TRIALS" {
-				return c.env
-			}
-			return ""
-		}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := adaptConfig(s).MaxTrials; got != c.want {
-			t.Errorf("MLXCEL_ADAPT_TRIALS=%q: MaxTrials %d, want %d", c.env, got, c.want)
-		}
-	}
-}
-
-// fakeEngines is a runtime as the loop reads it.
-type fakeEngines struct {
-	cur    *server.Instance
-	beside int
-}
-
-func (f fakeEngines) Current() *server.Instance { return f.cur }
-func (f fakeEngines) Beside() int               { return f.beside }
-
-// The loop is told when another engine runs beside the serving one, and
-// so measures nothing then (adapt.Target.Shared).
-func TestCurrentTargetShared(t *testing.T) {
-	b, err := proxy.NewBackend("http://127.0.0.1:1", "engine 2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	in := &server.Instance{ID: 2, Backend: b, Plan: &plan.Plan{}}
-	for _, tc := range []struct {
-		name   string
-		rt     fakeEngines
-		shared bool
-	}{
-		{"serving alone", fakeEngines{cur: in}, false},
-		{"the old engine draining", fakeEngines{cur: in, beside: 1}, true},
-		{"a reload's engine starting beside a draining one", fakeEngines{cur: in, beside: 2}, true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got := currentTarget(tc.rt)
-			if got.Shared != tc.shared || got.Gen != 2 || got.BaseURL != "http://127.0.0.1:1" {
-				t.Errorf("target %+v, want engine 2 with Shared %v", got, tc.shared)
-			}
-			if got.Served == nil || got.Served(4) != (adapt.Served{}) {
-				t.Error("the target does not carry the proxy's served seconds of its engine")
-			}
-		})
-	}
-}
-
-// An adaptive switch while the profile on disk does not make a plan that
-// can start (an edit the reload rejected) builds on the settings in force,
-// as the engine runs on them: those of the last reload that took effect.
-// Before, every switch failed until the file was fixed, or (a file that
-// loads but cannot start) the switch started it.
-func TestAdaptedPlanOnTheSettingsInForce(t *testing.T) {
-	port := freePort(t)
-	good := simProfile(port, "") + "[adapt]\nenabled = true\n"
-	for _, tc := range []struct{ name, broken string }{
-		{"invalid TOML", strings.Repeat("[", 100000)},
-		{"no target model", strings.Replace(good, `path = "target"`, "", 1)},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			prof := filepath.Join(t.TempDir(), "p.toml")
-			writeFile(t, prof, good)
-			e := &Env{Getenv: func(string) string { return "" }, PolicyTOML: policyTOML, Ctx: context.Background()}
-			in := config.Input{Flags: map[string]string{"profile": prof}}
-			l, err := e.load(in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			cur, err := build(e, l, plan.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			sv := &launcher{e: e, in: in, log: slog.New(slog.DiscardHandler), files: []string{prof}, wasEmpty: map[string]bool{}, good: l, st: newServeStatus(cur)}
-			reload := func(from *plan.Plan, timeout string) *plan.Plan {
-				writeFile(t, prof, strings.Replace(good, `stop_timeout = "5s"`, `stop_timeout = "`+timeout+`"`, 1))
-				np, nl, _, err := sv.reload(from, watch.Change{Path: prof, Reason: watch.ReasonWrite})
-				if err != nil {
-					t.Fatal(err)
-				}
-				sv.built(np, nl) // as submit does
-				return np
-			}
-			// A reload takes effect: its settings are the ones in force.
-			np := reload(cur, "7s")
-			sv.adopt(np)
-			// A later reload's switch fails: the previous settings serve again.
-			sv.failed(reload(np, "9s"))
-			sv.adopt(np)
-			writeFile(t, prof, tc.broken)
-			ap, _, err := sv.adaptedPlan(np, 3, "a trial")
-			if err != nil {
-				t.Fatalf("adaptive switch with a broken profile on disk: %v", err)
-			}
-			if widthOf(ap) != 3 || ap.Resolution.Source != width.Adaptive {
-				t.Errorf("plan at width %d (%s), want the adapted 3", widthOf(ap), ap.Resolution.Source)
-			}
-			if got := ap.Settings.StopTimeout.Value; got != 7*time.Second {
-				t.Errorf("stop timeout %v, want the 7s in force (5s: the start's; 9s: a switch that failed)", got)
-			}
-		})
-	}
-}
-
-// A switch job a reload replaced, or one asked for while serve stops, is
-// not a failed switch to the loop.
-func TestSwitchErr(t *testing.T) {
-	other := errors.New("the engine did not start")
-	for _, tc := range []struct {
-		err     error
-		dropped bool
-	}{
-		{server.ErrSuperseded, true},
-		{server.ErrStopping, true},
-		{other, false},
-		{nil, false},
-	} {
-		got := switchErr(tc.err)
-		if errors.Is(got, adapt.ErrSwitchDropped) != tc.dropped || !errors.Is(got, tc.err) {
-			t.Errorf("switchErr(%v) = %v, want dropped %v, wrapping it", tc.err, got, tc.dropped)
-		}
 	}
 }

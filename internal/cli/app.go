@@ -17,6 +17,7 @@ import (
 	"syscall"
 
 	"github.com/alecthomas/kong"
+	"github.com/speclaunch/speclaunch/internal/exitcode"
 	"github.com/speclaunch/speclaunch/internal/plan"
 	"github.com/speclaunch/speclaunch/internal/secret"
 )
@@ -57,20 +58,13 @@ type Env struct {
 }
 
 // exitError carries an exit code and, for bad input, a hint line.
-type exitError struct {
-	code int
-	err  error
-	hint string
-}
-
-func (e *exitError) Error() string { return e.err.Error() }
-func (e *exitError) Unwrap() error { return e.err }
+type exitError = exitcode.Error
 
 // usage wraps bad input: exit code 2.
-func usage(err error, hint string) error { return &exitError{code: 2, err: err, hint: hint} }
+func usage(err error, hint string) error { return &exitError{Code: 2, Err: err, Hint: hint} }
 
 // exitCode makes a plain exit with a code (e.g. the engine's).
-func exitCode(code int, err error) error { return &exitError{code: code, err: err} }
+func exitCode(code int, err error) error { return exitcode.New(code, err) }
 
 // Embedded is what the binary carries: the policy, and the records its
 // entries cite.
@@ -202,10 +196,10 @@ func reportJSON(w io.Writer, err error) int {
 func explain(err error) (msg, hint string, code int) {
 	var ee *exitError
 	if errors.As(err, &ee) {
-		if ee.err != nil {
-			msg = ee.err.Error()
+		if ee.Err != nil {
+			msg = ee.Err.Error()
 		}
-		return msg, ee.hint, ee.code
+		return msg, ee.Hint, ee.Code
 	}
 	if isBadInput(err) {
 		return err.Error(), hintFor(err), 2

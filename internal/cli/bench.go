@@ -28,6 +28,7 @@ import (
 	"github.com/speclaunch/speclaunch/internal/policy"
 	"github.com/speclaunch/speclaunch/internal/record"
 	"github.com/speclaunch/speclaunch/internal/secret"
+	"github.com/speclaunch/speclaunch/internal/serve"
 	"github.com/speclaunch/speclaunch/internal/width"
 	"github.com/speclaunch/speclaunch/profiles"
 )
@@ -176,7 +177,7 @@ func defaultPlan(e *Env, l *loaded) (*plan.Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkLaunchable(dp, false); err != nil {
+	if err := serve.Launchable(dp, false); err != nil {
 		return nil, err
 	}
 	if dp.Resolution.Source == width.Off {
@@ -479,14 +480,14 @@ func (st *starter) start(ctx context.Context, arm bench.ArmSpec, port int) (benc
 	}
 	p, err := plan.Build(ctx, s, st.l.Policy, st.deps, o)
 	if err != nil {
-		return nil, &badInput{err}
+		return nil, badInputErr(err)
 	}
-	if err := checkLaunchable(p, true); err != nil {
+	if err := serve.Launchable(p, true); err != nil {
 		return nil, err
 	}
 	r, err := instance.Start(ctx, p, st.opts)
 	if err != nil {
-		err = startErr(err)
+		err = serve.StartErr(err)
 		if r != nil {
 			return benchServer{r}, err
 		}
@@ -514,8 +515,8 @@ func (s benchServer) Diagnostics() []bench.Diag {
 // armPort is the port an arm listens on: its own (base port + index), or,
 // when that is taken and the base port was not the operator's, a free one.
 func (st *starter) armPort(port int) int {
-	if st.anyPort && portFree("127.0.0.1", port) != nil {
-		if p, err := loopbackPort(); err == nil {
+	if st.anyPort && serve.PortFree("127.0.0.1", port) != nil {
+		if p, err := serve.LoopbackPort(); err == nil {
 			return p
 		}
 	}

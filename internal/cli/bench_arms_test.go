@@ -10,6 +10,7 @@ import (
 	"github.com/speclaunch/speclaunch/internal/config"
 	"github.com/speclaunch/speclaunch/internal/key"
 	"github.com/speclaunch/speclaunch/internal/policy"
+	"github.com/speclaunch/speclaunch/internal/serve"
 	"github.com/speclaunch/speclaunch/internal/width"
 )
 
@@ -98,7 +99,7 @@ func TestBenchArmPort(t *testing.T) {
 			if moved := got != c.port; moved != c.moved {
 				t.Fatalf("armPort(%d) = %d, moved %v, want moved %v", c.port, got, moved, c.moved)
 			}
-			if c.moved && portFree("127.0.0.1", got) != nil {
+			if c.moved && serve.PortFree("127.0.0.1", got) != nil {
 				t.Errorf("moved to %d, which is not free", got)
 			}
 		})

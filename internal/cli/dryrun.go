@@ -15,7 +15,7 @@ import (
 
 // servingLine says what --host/--port are and where the engine listens:
 // behind the proxy they are the public address and the engine gets a
-// loopback port of its own (internal/cli/switcher.go startInst).
+// loopback port of its own (internal/serve/launcher.go startInst).
 func servingLine(p *plan.Plan) string {
 	s := p.Settings
 	addr := net.JoinHostPort(s.Host.Value, strconv.Itoa(s.Port.Value))
@@ -50,7 +50,7 @@ func engineArgv(p *plan.Plan) []string {
 func writeLaunch(w io.Writer, p *plan.Plan) {
 	if len(p.Launch.Argv) > 0 {
 		fmt.Fprintln(w, "command:")
-		fmt.Fprintln(w, "  "+shellJoin(engineArgv(p)))
+		fmt.Fprintln(w, "  "+plan.ShellJoin(engineArgv(p)))
 	}
 	inherited := inheritedEnv(p)
 	if len(p.Launch.EnvSet) == 0 && len(p.Launch.EnvRemoved) == 0 && len(inherited) == 0 {
@@ -59,11 +59,11 @@ func writeLaunch(w io.Writer, p *plan.Plan) {
 	fmt.Fprintln(w, "environment:")
 	set := secret.MaskEnvMap(p.Launch.EnvSet)
 	for _, k := range sortedKeys(set) {
-		fmt.Fprintf(w, "  %s=%s\n", k, shellQuote(set[k]))
+		fmt.Fprintf(w, "  %s=%s\n", k, plan.ShellQuote(set[k]))
 	}
 	inherited = secret.MaskEnvMap(inherited)
 	for _, k := range sortedKeys(inherited) {
-		fmt.Fprintf(w, "  %s=%s  # inherited\n", k, shellQuote(inherited[k]))
+		fmt.Fprintf(w, "  %s=%s  # inherited\n", k, plan.ShellQuote(inherited[k]))
 	}
 	for _, k := range p.Launch.EnvRemoved {
 		fmt.Fprintf(w, "  unset %s\n", k)

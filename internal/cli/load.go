@@ -8,6 +8,7 @@ import (
 
 	"github.com/alecthomas/kong"
 	"github.com/speclaunch/speclaunch/internal/config"
+	"github.com/speclaunch/speclaunch/internal/exitcode"
 	"github.com/speclaunch/speclaunch/internal/plan"
 	"github.com/speclaunch/speclaunch/internal/policy"
 	"github.com/speclaunch/speclaunch/internal/safefile"
@@ -114,10 +115,10 @@ func isBadInput(err error) bool {
 }
 
 // badInput marks other operator errors (adapter refusals, missing files).
-type badInput struct{ err error }
+type badInput = exitcode.BadInput
 
-func (b *badInput) Error() string { return b.err.Error() }
-func (b *badInput) Unwrap() error { return b.err }
+// badInputErr marks err as bad input.
+func badInputErr(err error) error { return exitcode.Bad(err) }
 
 func hintFor(err error) string {
 	var pe *profiles.Error
@@ -135,7 +136,7 @@ func hintFor(err error) string {
 func build(e *Env, l *loaded, o plan.Options) (*plan.Plan, error) {
 	p, err := plan.Build(e.Ctx, l.Settings, l.Policy, e.deps(), o)
 	if err != nil {
-		return nil, &badInput{err}
+		return nil, badInputErr(err)
 	}
 	e.secrets.Add(p.APIKeys...)
 	e.secrets.Add(secret.EnvValues(p.Launch.Env)...)

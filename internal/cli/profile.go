@@ -53,7 +53,7 @@ func (c *ProfileInitCmd) Run(e *Env) error {
 		// default path already holds the very example: that is done, not
 		// an error. Anything else there is someone's work.
 		if old, err := safefile.ReadFile(e.Ctx, "profile", path, safefile.ProfileLimit); err == nil && bytes.Equal(old, data) {
-			fmt.Fprintf(e.Stdout, "%s already holds that example (--from %s); edit it, then: speclaunch resolve --profile %s\n", path, c.From, shellQuote(path))
+			fmt.Fprintf(e.Stdout, "%s already holds that example (--from %s); edit it, then: speclaunch resolve --profile %s\n", path, c.From, plan.ShellQuote(path))
 			return nil
 		}
 		return usage(fmt.Errorf("%s already exists", path), "pass --force to overwrite it, or give another path")
@@ -64,7 +64,7 @@ func (c *ProfileInitCmd) Run(e *Env) error {
 	if err := safefile.WriteFile(path, data, 0o644); err != nil {
 		return usage(fmt.Errorf("profile %s: %w", path, err), "give a path in a directory this user can write")
 	}
-	fmt.Fprintf(e.Stdout, "wrote %s; edit it, then: speclaunch resolve --profile %s\n", path, shellQuote(path))
+	fmt.Fprintf(e.Stdout, "wrote %s; edit it, then: speclaunch resolve --profile %s\n", path, plan.ShellQuote(path))
 	return nil
 }
 

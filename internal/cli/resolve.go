@@ -12,6 +12,7 @@ import (
 	"github.com/speclaunch/speclaunch/internal/plan"
 	"github.com/speclaunch/speclaunch/internal/schedule"
 	"github.com/speclaunch/speclaunch/internal/secret"
+	"github.com/speclaunch/speclaunch/internal/serve"
 	"github.com/speclaunch/speclaunch/internal/width"
 )
 
@@ -65,38 +66,6 @@ func (f *LaunchFlags) checkArgs() error {
 	return nil
 }
 
-// Headline is the one-line answer, in mlxcel's vocabulary:
-// "draft width 4 (measured default for sm_121 with an affine-quantized
-// target; policy entry gb10-affine-dflash, mlx 81ba1c6a)".
-func Headline(r width.Resolution) string {
-	if len(r.Schedule) > 1 && !r.Schedule.IsFlat() {
-		return scheduleHeadline(r)
-	}
-	if r.Source == width.Off {
-		return "speculation off (" + r.Reason + ")"
-	}
-	s := fmt.Sprintf("draft width %d (%s", r.Width, r.Reason)
-	if r.Entry != nil {
-		s += fmt.Sprintf("; policy entry %s, %s", r.Entry.ID, r.Entry.Pin)
-	}
-	return s + ")"
-}
-
-// scheduleHeadline is the headline of a schedule of several widths:
-// "width 6 at 1 request, 4 at 2-3, off at 4+ (measured default for sm_90
-// with a Q4_0 target; policy entry X, llama.cpp d32676d, record R)".
-func scheduleHeadline(r width.Resolution) string {
-	reason := r.Reason
-	if r.Source == width.Off && r.OnReason != "" {
-		reason = r.OnReason
-	}
-	s := r.Schedule.Describe() + " (" + reason
-	if r.Entry != nil {
-		s += fmt.Sprintf("; policy entry %s, %s, record %s", r.Entry.ID, r.Entry.Pin, r.Entry.Record)
-	}
-	return s + ")"
-}
-
 // bucketSource names where a bucket came from, the operator's flag,
 // variable or file:line for an operator schedule.
 func bucketSource(b schedule.Bucket, s config.Settings) string {
@@ -140,7 +109,7 @@ func writeSchedule(row func(k, v string), r width.Resolution, s config.Settings)
 
 func writeResolution(w io.Writer, p *plan.Plan, notices []config.Notice) {
 	r, f, s := p.Resolution, p.Facts, p.Settings
-	fmt.Fprintln(w, Headline(r))
+	fmt.Fprintln(w, plan.Headline(r))
 	row := func(k, v string) { fmt.Fprintf(w, "  %-11s %s\n", k, v) }
 	if r.Source != width.Off {
 		src := string(r.Source)
@@ -274,7 +243,7 @@ type AdaptJSON struct {
 // adaptNote is resolve's line about the adaptive width: serve starts at
 // the resolved width and may move from it.
 func adaptNote(p *plan.Plan) AdaptJSON {
-	if why := adaptOff(p, p.Settings.Proxy.Value); why != "" {
+	if why := serve.AdaptOff(p, p.Settings.Proxy.Value); why != "" {
 		return AdaptJSON{Note: "off: " + why}
 	}
 	return AdaptJSON{Enabled: true, Note: "on (" + p.Settings.Adapt.Src.String() + "): serve starts at this width, probes the cost curve and switches to the width live traffic favours (docs/adaptive.md)"}
@@ -300,7 +269,7 @@ type Setting struct {
 func resolutionJSON(p *plan.Plan, notices []config.Notice) ResolutionJSON {
 	r := p.Resolution
 	out := ResolutionJSON{
-		Width: r.Width, Speculate: r.Source != width.Off, Source: string(r.Source), Reason: r.Reason, Headline: Headline(r),
+		Width: r.Width, Speculate: r.Source != width.Off, Source: string(r.Source), Reason: r.Reason, Headline: plan.Headline(r),
 		Key:   map[string]string{"engine": string(r.Key.Engine), "drafter": string(r.Key.Drafter), "capability": r.Key.Capability.String(), "quant": string(r.Key.Quant)},
 		Facts: p.Facts, Argv: secret.MaskArgv(p.Launch.Argv), EnvSet: secret.MaskEnvMap(p.Launch.EnvSet), EnvRemoved: p.Launch.EnvRemoved,
 		Settings: settingsMap(p.Settings), Notices: []string{}, Warnings: append([]string{}, p.Warnings...),
@@ -338,27 +307,4 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(ks)
 	return ks
-}
-
-// shellJoin renders argv for copy and paste, secrets masked; the launcher
-// itself never uses a shell.
-func shellJoin(argv []string) string {
-	q := make([]string, len(argv))
-	for i, a := range secret.MaskArgv(argv) {
-		q[i] = shellQuote(a)
-	}
-	return strings.Join(q, " ")
-}
-
-func shellQuote(s string) string {
-	if s == "" {
-		return "''"
-	}
-	if strings.IndexFunc(s, func(r rune) bool {
-		return !(r == '-' || r == '_' || r == '.' || r == '/' || r == ':' || r == '=' || r == ',' || r == '+' || r == '@' ||
-			(r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9'))
-	}) < 0 {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

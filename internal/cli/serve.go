@@ -1,16 +1,12 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
-	"os"
-	"slices"
-	"strings"
 
 	"github.com/speclaunch/speclaunch/internal/config"
 	"github.com/speclaunch/speclaunch/internal/instance"
 	"github.com/speclaunch/speclaunch/internal/plan"
-	"github.com/speclaunch/speclaunch/internal/watch"
+	"github.com/speclaunch/speclaunch/internal/serve"
 )
 
 // ServeCmd starts and supervises the engine.
@@ -37,7 +33,7 @@ type ServeCmd struct {
 }
 
 // exitWidthMismatch is serve's exit code under --strict-width.
-const exitWidthMismatch = 3
+const exitWidthMismatch = serve.ExitWidthMismatch
 
 func (c *ServeCmd) input(e *Env) config.Input {
 	return c.LaunchFlags.input(e, nil, e.Passthrough)
@@ -73,163 +69,61 @@ func (c *ServeCmd) Run(e *Env) error {
 	}
 	if c.DryRun {
 		writeResolution(e.Stdout, p, l.Notices)
-		if err := checkLaunchable(p, false); err != nil {
+		if err := serve.Launchable(p, false); err != nil {
 			fmt.Fprintf(e.Stdout, "would fail: %v\n", err)
 			return usage(fmt.Errorf("dry run: the launch would fail: %w", err), "")
 		}
 		return nil
 	}
-	if err := checkLaunchable(p, true); err != nil {
+	if err := serve.Launchable(p, true); err != nil {
 		return err
 	}
-	sv := &launcher{e: e, in: in, log: log, wasEmpty: map[string]bool{}, good: l}
-	sv.followFiles(l.Files) // no watcher yet: the files and which were empty
-	return sv.run(p)
+	return serve.Run(serve.Config{
+		Loader:  serveLoader{e, in},
+		First:   serveLoad{e, l},
+		Log:     log,
+		Engine:  func(s config.Settings, n int) instance.Options { return engineOptions(e, s, n) },
+		Environ: e.deps().Environ,
+		Secrets: e.secrets,
+		Done:    e.parent.Done(),
+	}, p)
 }
 
-// opts are the start options of engine n: its lines are prefixed
+// engineOptions are the start options of engine n: its lines are prefixed
 // "engine n | " (in JSON, "engine": n), so that two engines of an overlap
 // switch can be told apart.
-func (sv *launcher) opts(s config.Settings, n int) instance.Options {
+func engineOptions(e *Env, s config.Settings, n int) instance.Options {
 	prefix := fmt.Sprintf("engine %d | ", n)
 	if s.RawEngineOutput.Value {
 		prefix = ""
 	}
-	o := instance.Options{Out: sv.e.Stderr, Prefix: prefix, Raw: s.RawEngineOutput.Value, ReadyTimeout: s.ReadyTimeout.Value, StopTimeout: s.StopTimeout.Value, Interrupt: sv.e.Ctx, Client: engineClient}
+	o := instance.Options{Out: e.Stderr, Prefix: prefix, Raw: s.RawEngineOutput.Value, ReadyTimeout: s.ReadyTimeout.Value, StopTimeout: s.StopTimeout.Value, Interrupt: e.Ctx, Client: engineClient}
 	if s.LogFormat.Value == "json" {
 		o.Format = func(stream, line string) []byte { return engineLineJSON(n, stream, line) }
 	}
 	return o
 }
 
-// reload re-reads profile and policy files and rebuilds the plan. A bad
-// file is logged with its file and line and changes nothing.
-func (sv *launcher) reload(cur *plan.Plan, ch watch.Change) (*plan.Plan, *loaded, bool, error) {
-	if ch.Path == "" {
-		sv.log.Info("reloading", "files", strings.Join(sv.files, ", "), "why", ch.Reason)
-	} else {
-		sv.log.Info("reloading", "file", ch.Path, "why", ch.Reason)
-	}
-	// The watcher skips an empty file, but the file is read again here: a
-	// truncate-then-write can be caught halfway after the watcher's read,
-	// or by a SIGHUP. A profile that had content and is empty now would
-	// load as all defaults. (One that was empty when serve started stays
-	// a valid, empty profile.)
-	for _, f := range sv.files {
-		if fi, err := os.Stat(f); err == nil && fi.Mode().IsRegular() && fi.Size() == 0 && !sv.wasEmpty[f] {
-			sv.log.Warn("reload: the file is empty (a write caught halfway?); not applied: waiting for the next write", "file", f)
-			return nil, nil, false, fmt.Errorf("%s is empty", f)
-		}
-	}
-	l, err := sv.e.loadNamed(sv.in)
-	if err != nil {
-		if l != nil {
-			sv.followFiles(l.Files) // a policy file named but missing or bad: its fix is a change
-		}
-		sv.log.Error("reload rejected; the engine keeps running with the previous settings", "err", err)
-		return nil, nil, false, err
-	}
-	np, err := build(sv.e, l, plan.Options{})
-	sv.mu.Lock() // the runtime's goroutine sets them after an adaptive switch
-	adapted, why := sv.adapted, sv.adaptReason
-	sv.mu.Unlock()
-	if err == nil && adapted > 0 && np.Settings.Adapt.Value {
-		// The width the adaptive loop chose stays (an operator width still wins).
-		np, err = build(sv.e, l, plan.Options{Adapted: adapted, AdaptReason: why})
-	}
-	if err == nil {
-		err = checkLaunchable(np, false)
-	}
-	if err != nil {
-		sv.log.Error("reload rejected; the engine keeps running with the previous settings", "err", err)
-		return nil, nil, false, err
-	}
-	if a, b := cur.Settings, np.Settings; a.Adapt.Value != b.Adapt.Value || a.AdaptMaxWidth.Value != b.AdaptMaxWidth.Value ||
-		a.AdaptExplore.Value != b.AdaptExplore.Value || a.AdaptMargin.Value != b.AdaptMargin.Value ||
-		a.AdaptMinCycles.Value != b.AdaptMinCycles.Value || a.AdaptWindow.Value != b.AdaptWindow.Value ||
-		a.AdaptTrials.Value != b.AdaptTrials.Value {
-		sv.log.Warn("reload: adapt.* settings apply when speclaunch starts; restart it for this change to take effect")
-	}
-	if cur.Settings.Proxy.Value != np.Settings.Proxy.Value {
-		sv.log.Warn("reload: server.proxy applies when speclaunch starts; restart it to turn the proxy on or off")
-	}
-	if slices.Equal(np.Launch.Argv, cur.Launch.Argv) && slices.Equal(np.Launch.Env, cur.Launch.Env) {
-		return np, l, false, nil
-	}
-	return np, l, true, nil
+// serveLoader is serve's way to the files: load and build, as at start.
+type serveLoader struct {
+	e  *Env
+	in config.Input
 }
 
-func codeOf(code int) error {
-	if code == 0 {
-		return nil
+func (sl serveLoader) Load() (serve.Load, error) {
+	l, err := sl.e.loadNamed(sl.in)
+	if l == nil {
+		return nil, err
 	}
-	return exitCode(code, errors.New(""))
+	return serveLoad{sl.e, l}, err
 }
 
-func lastLine(tail []string) string {
-	if len(tail) == 0 {
-		return ""
-	}
-	return tail[len(tail)-1]
+// serveLoad is one reading of the files, for serve.
+type serveLoad struct {
+	e *Env
+	l *loaded
 }
 
-// diffArgv says what changed between two engine command lines, flag by
-// flag: "--draft-block-size 4 → 3", "+--no-mmap", "-(--spec-draft-n-max 3)"
-// (removed).
-func diffArgv(a, b []string) string {
-	pa, pb := argPairs(a), argPairs(b)
-	var out []string
-	for _, f := range pb.order {
-		va, ok := pa.vals[f]
-		switch {
-		case !ok:
-			out = append(out, "+"+strings.TrimSpace(f+" "+pb.vals[f]))
-		case va != pb.vals[f]:
-			out = append(out, fmt.Sprintf("%s %s → %s", f, va, pb.vals[f]))
-		}
-	}
-	for _, f := range pa.order {
-		if _, ok := pb.vals[f]; !ok {
-			out = append(out, "-("+strings.TrimSpace(f+" "+pa.vals[f])+")")
-		}
-	}
-	if len(out) == 0 {
-		return "environment"
-	}
-	return strings.Join(out, ", ")
-}
+func (sl serveLoad) Files() []string { return sl.l.Files }
 
-type pairs struct {
-	order []string
-	vals  map[string]string
-}
-
-// argPairs reads argv as flags with their values (a flag followed by a
-// word that is not a flag); the program and bare words are keyed by
-// position.
-func argPairs(argv []string) pairs {
-	p := pairs{vals: map[string]string{}}
-	for i := 0; i < len(argv); i++ {
-		a := argv[i]
-		key, val := a, ""
-		switch {
-		case strings.HasPrefix(a, "-") && strings.Contains(a, "="):
-			key, val, _ = strings.Cut(a, "=")
-		case strings.HasPrefix(a, "-") && i+1 < len(argv) && !isFlag(argv[i+1]):
-			val = argv[i+1]
-			i++
-		case !strings.HasPrefix(a, "-"):
-			key, val = fmt.Sprintf("arg %d", i), a
-		}
-		if _, dup := p.vals[key]; !dup {
-			p.order = append(p.order, key)
-		}
-		p.vals[key] = val
-	}
-	return p
-}
-
-// isFlag: "-x" or "--xy", not a negative number.
-func isFlag(s string) bool {
-	return strings.HasPrefix(s, "-") && len(s) > 1 && (s[1] < '0' || s[1] > '9') && s[1] != '.'
-}
+func (sl serveLoad) Build(o plan.Options) (*plan.Plan, error) { return build(sl.e, sl.l, o) }

@@ -2,10 +2,10 @@
 // passes every request through to the engine that serves now, so that an
 // engine can be replaced under live traffic without a failed request.
 //
-// It knows nothing of widths or policies. The switcher (cli's serve) tells
-// it where to send requests (Route) and when to hold them (Hold); the proxy
-// counts each backend's requests in flight so an old engine can be drained
-// before it is stopped.
+// It knows nothing of widths or policies. serve's runtime (package
+// server, driven by package serve) tells it where to send requests (Route)
+// and when to hold them (Hold); the proxy counts each backend's requests in
+// flight so an old engine can be drained before it is stopped.
 //
 // What a client sees:
 //   - bodies and responses are streamed; server-sent events are flushed as

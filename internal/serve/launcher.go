@@ -1,4 +1,4 @@
-package cli
+package serve
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 
 	"github.com/speclaunch/speclaunch/internal/adapt"
 	"github.com/speclaunch/speclaunch/internal/config"
+	"github.com/speclaunch/speclaunch/internal/exitcode"
 	"github.com/speclaunch/speclaunch/internal/instance"
 	"github.com/speclaunch/speclaunch/internal/metrics"
 	"github.com/speclaunch/speclaunch/internal/plan"
@@ -34,8 +35,7 @@ import (
 // adaptive loop's choices into switch jobs, and keeps the status page.
 type launcher struct {
 	launched bool
-	e        *Env
-	in       config.Input
+	c        Config
 	log      *slog.Logger
 	files    []string        // the profile and policy files loaded last (followFiles)
 	wasEmpty map[string]bool // files that were empty when first loaded
@@ -58,13 +58,13 @@ type launcher struct {
 	// sets an operator width ends it (an operator width always wins).
 	stopAdapt    func()
 	adaptStarted bool
-	loop         *adapt.Loop // nil when the width is not adapted
+	loop         Controller // nil when the width is not adapted
 	// good is the load of the files the plan in force was built from; an
 	// adaptive switch builds on it while the files on disk do not make a
 	// plan that can start (an edit the reload rejected), as the engine
 	// runs on it. loads are the plans built since (reloads, adaptive
 	// switches) with their loads, in order, until one is in force (adopt).
-	good  *loaded
+	good  Load
 	loads []planLoad
 	// submitMu keeps loads in the order the runtime gets the plans.
 	submitMu sync.Mutex
@@ -73,7 +73,7 @@ type launcher struct {
 // planLoad is a plan and the load of the files it was built from.
 type planLoad struct {
 	p *plan.Plan
-	l *loaded
+	l Load
 }
 
 // maxLoads bounds launcher.loads, a safety net: a plan leaves it when it
@@ -83,7 +83,7 @@ const maxLoads = 64
 
 // built records the load a plan submitted was built from, for when it is
 // in force; submit calls it, so the order is the runtime's.
-func (sv *launcher) built(np *plan.Plan, l *loaded) {
+func (sv *launcher) built(np *plan.Plan, l Load) {
 	sv.mu.Lock()
 	defer sv.mu.Unlock()
 	if len(sv.loads) == maxLoads {
@@ -140,10 +140,10 @@ func (sv *launcher) startInst(ctx context.Context, p *plan.Plan, id server.Engin
 	ep, port := p, p.Settings.Port.Value
 	if sv.px != nil {
 		var err error
-		if port, err = loopbackPort(); err != nil {
+		if port, err = LoopbackPort(); err != nil {
 			return nil, fmt.Errorf("pick a loopback port for the engine: %w", err)
 		}
-		if ep, err = rebind(p, "127.0.0.1", port, sv.e.deps().Environ); err != nil {
+		if ep, err = rebind(p, "127.0.0.1", port, sv.c.Environ); err != nil {
 			return nil, err
 		}
 	}
@@ -198,7 +198,7 @@ func (sv *launcher) run(p *plan.Plan) error {
 		StopTimeout: func(p *plan.Plan) time.Duration { return p.Settings.StopTimeout.Value },
 		HangTimeout: func(p *plan.Plan) time.Duration { return p.Settings.HangTimeout.Value },
 		Signals:     sigs,
-		Done:        sv.e.parent.Done(),
+		Done:        sv.c.Done,
 		Hooks: server.Hooks{
 			Launch:        sv.startInst,
 			BeforeTraffic: sv.beforeTraffic,
@@ -287,10 +287,10 @@ func runErr(code int, err error) error {
 		return nil
 	case err == nil:
 		return codeOf(code)
-	case errors.As(err, new(*exitError)), errors.As(err, new(*badInput)):
+	case errors.As(err, new(*exitcode.Error)), errors.As(err, new(*exitcode.BadInput)):
 		return err
 	default:
-		return exitCode(code, err)
+		return exitcode.New(code, err)
 	}
 }
 
@@ -319,7 +319,7 @@ func (sv *launcher) feed(changes <-chan watch.Change, hup <-chan os.Signal, stop
 		if err != nil {
 			continue
 		}
-		sv.followFiles(l.Files)
+		sv.followFiles(l.Files())
 		if !changed {
 			// The runtime takes it in without a switch (or, during one,
 			// after it: the latest wins).
@@ -336,7 +336,7 @@ func (sv *launcher) feed(changes <-chan watch.Change, hup <-chan os.Signal, stop
 // submit hands a plan to the runtime as a switch job, after the checks
 // that need no engine: a plan that cannot start is refused before anything
 // is stopped.
-func (sv *launcher) submit(kind server.Kind, reason string, cur, np *plan.Plan, l *loaded, reply chan error) {
+func (sv *launcher) submit(kind server.Kind, reason string, cur, np *plan.Plan, l Load, reply chan error) {
 	if err := sv.checkSwitch(cur, np); err != nil {
 		sv.log.Error("new settings cannot start; the engine keeps running with the previous ones", "err", err)
 		if reply != nil {
@@ -424,15 +424,7 @@ func (sv *launcher) metricSources() metrics.Sources {
 		}
 	}
 	return metrics.Sources{
-		InFlight: func() float64 {
-			if sv.rt == nil {
-				return 0
-			}
-			if in := sv.rt.Current(); in != nil && in.Backend != nil {
-				return float64(in.Backend.InFlight())
-			}
-			return 0
-		},
+		InFlight: func() float64 { return float64(sv.InFlight()) },
 		HeldNow:  stat(func(s proxy.Stats) float64 { return float64(s.HeldNow) }),
 		Held:     stat(func(s proxy.Stats) float64 { return float64(s.HeldTotal) }),
 		Rejected: stat(func(s proxy.Stats) float64 { return float64(s.RejectedTotal) }),
@@ -497,16 +489,16 @@ func rebind(p *plan.Plan, host string, port int, environ []string) (*plan.Plan, 
 	np.Settings = s
 	l, err := p.Adapter.Command(plan.LaunchSpec(s), p.Resolution, p.Facts.Drafter, environ, p.Facts.Caps)
 	if err != nil {
-		return nil, &badInput{err}
+		return nil, exitcode.Bad(err)
 	}
 	np.Launch = l
 	return &np, nil
 }
 
-// loopbackPort asks the kernel for a free loopback port. Another process
+// LoopbackPort asks the kernel for a free loopback port. Another process
 // could take it before the engine binds it; the engine then fails to start
 // and the switch fails over like any failed start.
-func loopbackPort() (int, error) {
+func LoopbackPort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
@@ -519,7 +511,7 @@ func loopbackPort() (int, error) {
 // --strict-width stops the engine and returns exit code 3.
 func (sv *launcher) launch(ctx context.Context, p *plan.Plan, n int, what string, interrupt context.Context) (*instance.Engine, error) {
 	logPlan(sv.log, p, what, "engine_n", n)
-	o := sv.opts(p.Settings, n)
+	o := sv.c.Engine(p.Settings, n)
 	o.Interrupt = interrupt
 	r, err := instance.Start(ctx, p, o)
 	if err != nil {
@@ -527,9 +519,9 @@ func (sv *launcher) launch(ctx context.Context, p *plan.Plan, n int, what string
 		// engine's code, after showing its last lines.
 		var ee *supervise.ExitedError
 		if errors.As(err, &ee) && ee.Code > 0 {
-			return nil, exitCode(ee.Code, err)
+			return nil, exitcode.New(ee.Code, err)
 		}
-		return nil, startErr(err)
+		return nil, StartErr(err)
 	}
 
 	attrs := []any{"url", p.Launch.BaseURL, "after", r.Ready.Round(time.Millisecond).String(), "pid", r.Proc.PID()}
@@ -547,7 +539,7 @@ func (sv *launcher) launch(ctx context.Context, p *plan.Plan, n int, what string
 		sv.log.Error("width check failed: "+chk.Problem, "resolved", p.Resolution.Width, "engine_says", chk.Observed.Line)
 		if p.Settings.StrictWidth.Value {
 			r.Stop()
-			return nil, exitCode(exitWidthMismatch, fmt.Errorf("--strict-width: %s", chk.Problem))
+			return nil, exitcode.New(ExitWidthMismatch, fmt.Errorf("--strict-width: %s", chk.Problem))
 		}
 	case chk.Verified:
 		sv.log.Info("width verified", "width", chk.Observed.Width, "resolved_from", string(p.Resolution.Source), "read_from", chk.ReadFrom)
@@ -560,15 +552,15 @@ func (sv *launcher) launch(ctx context.Context, p *plan.Plan, n int, what string
 	return r, nil
 }
 
-// startErr maps an engine start's errors to exit codes: a binary that
+// StartErr maps an engine start's errors to exit codes: a binary that
 // cannot run is bad input (2); an interrupted load is 130, like a shell.
-func startErr(err error) error {
+func StartErr(err error) error {
 	var se *instance.StartError
 	switch {
 	case errors.As(err, &se):
-		return &badInput{err}
+		return exitcode.Bad(err)
 	case errors.Is(err, instance.ErrInterrupted):
-		return exitCode(130, err)
+		return exitcode.New(130, err)
 	}
 	return err
 }
@@ -599,13 +591,13 @@ func (sv *launcher) operatorWidthEndsAdapt(p *plan.Plan, w int) {
 func (sv *launcher) checkSwitch(cur, np *plan.Plan) error {
 	samePublic := np.Settings.Port.Value == cur.Settings.Port.Value && np.Settings.Host.Value == cur.Settings.Host.Value
 	if np.Settings.Proxy.Value != cur.Settings.Proxy.Value {
-		return &badInput{errors.New("server.proxy cannot change under a running server: restart speclaunch to turn the proxy on or off")}
+		return exitcode.Bad(errors.New("server.proxy cannot change under a running server: restart speclaunch to turn the proxy on or off"))
 	}
 	if samePublic {
 		return nil
 	}
 	if sv.px == nil {
-		return checkLaunchable(np, true)
+		return Launchable(np, true)
 	}
 	return sv.pub.rebind(np, sv.px, sv.log)
 }
@@ -628,19 +620,19 @@ func (sv *launcher) switchMode(np *plan.Plan) server.Mode {
 
 // adaptedPlan rebuilds the serving plan at the width the adaptive loop
 // chose (1 = speculation off).
-func (sv *launcher) adaptedPlan(cur *plan.Plan, w int, reason string) (*plan.Plan, *loaded, error) {
+func (sv *launcher) adaptedPlan(cur *plan.Plan, w int, reason string) (*plan.Plan, Load, error) {
 	// The files as they are now: what a reload would apply. While they do
 	// not make a plan that can start (an edit the reload rejected, still
 	// on disk), the settings in force: the loop must not stall on, nor
 	// start, a file the engine does not run.
 	opts := plan.Options{Adapted: w, AdaptReason: reason}
-	l, err := sv.e.load(sv.in)
+	l, err := sv.c.Loader.Load()
 	var np *plan.Plan
 	if err == nil {
-		np, err = build(sv.e, l, opts)
+		np, err = l.Build(opts)
 	}
 	if err == nil {
-		err = checkLaunchable(np, false)
+		err = Launchable(np, false)
 	}
 	if err != nil {
 		sv.mu.Lock()
@@ -651,7 +643,7 @@ func (sv *launcher) adaptedPlan(cur *plan.Plan, w int, reason string) (*plan.Pla
 		}
 		sv.log.Warn("adaptive switch: the files on disk do not make a plan that can start; switching on the settings in force", "err", err)
 		l = good
-		if np, err = build(sv.e, l, opts); err != nil {
+		if np, err = l.Build(opts); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -682,7 +674,7 @@ func listenPublic(p *plan.Plan, h *proxy.Proxy, log *slog.Logger) (*public, erro
 	addr := net.JoinHostPort(p.Settings.Host.Value, strconv.Itoa(p.Settings.Port.Value))
 	srv, err := serveHTTP(addr, h, log)
 	if err != nil {
-		return nil, &badInput{fmt.Errorf("port %d on %s is not available (%v); stop what holds it or set --port / server.port / LLAMA_ARG_PORT", p.Settings.Port.Value, p.Settings.Host.Value, err)}
+		return nil, exitcode.Bad(fmt.Errorf("port %d on %s is not available (%v); stop what holds it or set --port / server.port / LLAMA_ARG_PORT", p.Settings.Port.Value, p.Settings.Host.Value, err))
 	}
 	return &public{addr: addr, srv: srv}, nil
 }
@@ -706,7 +698,7 @@ func (pb *public) rebind(np *plan.Plan, h *proxy.Proxy, log *slog.Logger) error 
 			back, berr := serveHTTP(oldAddr, h, log)
 			if berr != nil {
 				log.Error("the proxy could not take its old address back; it no longer accepts connections: restart speclaunch", "addr", oldAddr, "err", berr)
-				return &badInput{fmt.Errorf("port %d on %s is not available (%v), and the old address %s could not be taken back (%v)", np.Settings.Port.Value, np.Settings.Host.Value, err, oldAddr, berr)}
+				return exitcode.Bad(fmt.Errorf("port %d on %s is not available (%v), and the old address %s could not be taken back (%v)", np.Settings.Port.Value, np.Settings.Host.Value, err, oldAddr, berr))
 			}
 			pb.mu.Lock()
 			pb.srv = back
@@ -715,7 +707,7 @@ func (pb *public) rebind(np *plan.Plan, h *proxy.Proxy, log *slog.Logger) error 
 		}
 	}
 	if err != nil {
-		return &badInput{fmt.Errorf("port %d on %s is not available (%v); the proxy stays on %s", np.Settings.Port.Value, np.Settings.Host.Value, err, oldAddr)}
+		return exitcode.Bad(fmt.Errorf("port %d on %s is not available (%v); the proxy stays on %s", np.Settings.Port.Value, np.Settings.Host.Value, err, oldAddr))
 	}
 	pb.mu.Lock()
 	pb.srv, pb.addr = srv, addr

@@ -1,21 +1,22 @@
-package cli
+package serve
 
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/speclaunch/speclaunch/internal/exitcode"
 	"github.com/speclaunch/speclaunch/internal/key"
 	"github.com/speclaunch/speclaunch/internal/plan"
 	"github.com/speclaunch/speclaunch/internal/safefile"
-	"github.com/speclaunch/speclaunch/internal/secret"
 	"github.com/speclaunch/speclaunch/internal/width"
 )
 
@@ -24,10 +25,13 @@ import (
 // engine's exec is measured from it (serve logs it as init_to_exec).
 var processStart = time.Now()
 
-// checkLaunchable refuses a plan that cannot start, before anything runs:
+// ExitWidthMismatch is serve's exit code under --strict-width.
+const ExitWidthMismatch = 3
+
+// Launchable refuses a plan that cannot start, before anything runs:
 // a missing target (what the operator typed, first), a missing binary, or
 // a port already taken.
-func checkLaunchable(p *plan.Plan, checkPort bool) error {
+func Launchable(p *plan.Plan, checkPort bool) error {
 	s := p.Settings
 	if s.Model.Value == "" {
 		msg := "no target model: set model.path in the profile, --model/-m, or LLAMA_ARG_MODEL"
@@ -37,16 +41,16 @@ func checkLaunchable(p *plan.Plan, checkPort bool) error {
 				break
 			}
 		}
-		return &badInput{errors.New(msg)}
+		return exitcode.Bad(errors.New(msg))
 	}
 	if p.Settings.Engine.Value != key.Sim && p.Facts.BinaryPath == "" {
-		return &badInput{fmt.Errorf("engine binary %q not found (looked up %q on PATH); install %s or set engine.binary in the profile (--engine-binary, MLXCEL_ENGINE_BINARY)", p.Facts.Binary, p.Facts.Binary, s.Engine.Value)}
+		return exitcode.Bad(fmt.Errorf("engine binary %q not found (looked up %q on PATH); install %s or set engine.binary in the profile (--engine-binary, MLXCEL_ENGINE_BINARY)", p.Facts.Binary, p.Facts.Binary, s.Engine.Value))
 	}
 	if len(p.Launch.Argv) > 0 {
 		// What will be exec'd, whatever the engine: a drain switch stops
 		// the old engine only after this check.
 		if _, err := exec.LookPath(p.Launch.Argv[0]); err != nil {
-			return &badInput{fmt.Errorf("engine binary %s cannot be run (%v); install it or fix engine.binary in the profile (--engine-binary, MLXCEL_ENGINE_BINARY)", p.Launch.Argv[0], errors.Unwrap(err))}
+			return exitcode.Bad(fmt.Errorf("engine binary %s cannot be run (%v); install it or fix engine.binary in the profile (--engine-binary, MLXCEL_ENGINE_BINARY)", p.Launch.Argv[0], errors.Unwrap(err)))
 		}
 	}
 	if s.Engine.Value != key.Sim {
@@ -60,16 +64,16 @@ func checkLaunchable(p *plan.Plan, checkPort bool) error {
 		}
 	}
 	if checkPort {
-		if err := portFree(s.Host.Value, s.Port.Value); err != nil {
-			return &badInput{fmt.Errorf("port %d on %s is not available (%v); stop what holds it or set --port / server.port / LLAMA_ARG_PORT", s.Port.Value, s.Host.Value, err)}
+		if err := PortFree(s.Host.Value, s.Port.Value); err != nil {
+			return exitcode.Bad(fmt.Errorf("port %d on %s is not available (%v); stop what holds it or set --port / server.port / LLAMA_ARG_PORT", s.Port.Value, s.Host.Value, err))
 		}
 	}
 	return nil
 }
 
-// portFree checks that nothing listens on host:port now, by binding it
+// PortFree checks that nothing listens on host:port now, by binding it
 // for a moment.
-func portFree(host string, port int) error {
+func PortFree(host string, port int) error {
 	ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 	if err != nil {
 		return err
@@ -87,7 +91,7 @@ func checkModelPath(e key.Engine, what, path, src string) error {
 		if key.FetchesModel(e, path) {
 			return nil
 		}
-		return &badInput{fmt.Errorf("%s %s (%s): %w", what, path, src, err)}
+		return exitcode.Bad(fmt.Errorf("%s %s (%s): %w", what, path, src, err))
 	}
 	m := fi.Mode()
 	switch {
@@ -96,9 +100,9 @@ func checkModelPath(e key.Engine, what, path, src string) error {
 	case m.IsDir() && e != key.LlamaCpp:
 		return nil
 	case m.IsDir():
-		return &badInput{fmt.Errorf("%s %s (%s) is a directory: llama-server loads a .gguf file; give the path of the file itself", what, path, src)}
+		return exitcode.Bad(fmt.Errorf("%s %s (%s) is a directory: llama-server loads a .gguf file; give the path of the file itself", what, path, src))
 	}
-	return &badInput{fmt.Errorf("%s %s (%s) is %s, not a model file or directory; give the path of the model itself", what, path, src, safefile.Kind(m))}
+	return exitcode.Bad(fmt.Errorf("%s %s (%s) is %s, not a model file or directory; give the path of the model itself", what, path, src, safefile.Kind(m)))
 }
 
 // logPlan writes the one startup line: width, source, reason, entry and
@@ -120,16 +124,25 @@ func logPlan(log *slog.Logger, p *plan.Plan, msg string, extra ...any) {
 	attrs = append(attrs,
 		"engine", string(p.Settings.Engine.Value), "drafter", string(f.Drafter),
 		"capability", f.CapabilityStr, "quant", string(f.Quant),
-		"cmd", shellJoin(p.Launch.Argv))
+		"cmd", plan.ShellJoin(p.Launch.Argv))
 	attrs = append(attrs, extra...)
-	log.Info(msg+": "+Headline(r), attrs...)
+	log.Info(msg+": "+plan.Headline(r), attrs...)
 	for _, w := range p.Warnings {
 		log.Warn(w)
 	}
 }
 
-// engineClient is the client for speclaunch's own requests to p's engine
-// (verification, probes): it carries the engine's API key, if it has one.
-func engineClient(p *plan.Plan, timeout time.Duration) *http.Client {
-	return secret.Client(&http.Client{Timeout: timeout}, secret.Static(p.APIKey()))
+// modelBytes is the size of a model file, or of the files under a model
+// directory; 0 when it cannot be read.
+func modelBytes(path string) int64 {
+	var n int64
+	filepath.WalkDir(path, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if info, err := d.Info(); err == nil {
+				n += info.Size()
+			}
+		}
+		return nil
+	})
+	return n
 }

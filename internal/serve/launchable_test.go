@@ -1,11 +1,13 @@
-package cli
+package serve
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/speclaunch/speclaunch/internal/exitcode"
 	"github.com/speclaunch/speclaunch/internal/key"
 	"github.com/speclaunch/speclaunch/internal/safefile/safefiletest"
 )
@@ -46,7 +48,7 @@ func TestCheckModelPath(t *testing.T) {
 				}
 				return
 			}
-			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "(flag --model)") || !isBadInput(err) {
+			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "(flag --model)") || !errors.As(err, new(*exitcode.BadInput)) {
 				t.Fatalf("err = %v, want bad input naming the source and %q", err, c.want)
 			}
 		})

@@ -1,4 +1,4 @@
-package cli
+package serve
 
 import (
 	"context"
@@ -30,8 +30,8 @@ func adaptConfig(s config.Settings) adapt.Config {
 	return c
 }
 
-// adaptOff says why serve does not adapt for a plan, "" when it may.
-func adaptOff(p *plan.Plan, proxied bool) string {
+// AdaptOff says why serve does not adapt for a plan, "" when it may.
+func AdaptOff(p *plan.Plan, proxied bool) string {
 	switch {
 	case !p.Settings.Adapt.Value:
 		return "not asked for (--adapt, adapt.enabled, MLXCEL_ADAPT)"
@@ -52,8 +52,8 @@ func adaptOff(p *plan.Plan, proxied bool) string {
 // newAdapt makes the adaptive width loop when it is asked for (nil when
 // not): before the first engine starts, so that every new engine is probed
 // before it takes traffic (BeforeTraffic); it runs once one serves.
-func (sv *launcher) newAdapt(p *plan.Plan) *adapt.Loop {
-	if why := adaptOff(p, sv.px != nil); why != "" {
+func (sv *launcher) newAdapt(p *plan.Plan) Controller {
+	if why := AdaptOff(p, sv.px != nil); why != "" {
 		if p.Settings.Adapt.Value {
 			sv.log.Info("adaptive width off: " + why)
 			sv.st.setAdapt(adapt.Status{State: adapt.StateNotAdapting, Note: why, Updated: time.Now()})
@@ -101,23 +101,9 @@ func (sv *launcher) adaptDeps(p *plan.Plan) adapt.LoopDeps {
 	}
 	return adapt.LoopDeps{
 		Current: func() adapt.Target { return currentTarget(sv.rt) },
-		Switch: func(ctx context.Context, w int, reason string) error {
-			cur := sv.plan()
-			np, l, err := sv.adaptedPlan(cur, w, reason)
-			if err != nil {
-				return err
-			}
-			reply := make(chan error, 1)
-			sv.submit(server.KindAdapt, reason, cur, np, l, reply)
-			select {
-			case err := <-reply:
-				return switchErr(err)
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		},
-		HTTP: secret.Client(sv.probeClient(60*time.Second), sv.engineKey),
-		Log:  sv.log.With("component", "adapt"),
+		Switch:  sv.SwitchWidth,
+		HTTP:    secret.Client(sv.probeClient(60*time.Second), sv.engineKey),
+		Log:     sv.log.With("component", "adapt"),
 		Publish: func(s adapt.Status) {
 			sv.st.setAdapt(s)
 			sv.met.Adapt(s.State)
@@ -126,6 +112,42 @@ func (sv *launcher) adaptDeps(p *plan.Plan) adapt.LoopDeps {
 		CacheKey: key,
 		Cfg:      adaptConfig(p.Settings),
 	}
+}
+
+// SwitchWidth switches to the plan in force rebuilt at width w (1 =
+// speculation off) for reason, and returns once the switch has ended: nil
+// when an engine at w serves; adapt.ErrSwitchDropped (wrapping
+// server.ErrSuperseded or server.ErrStopping) when a later switch replaced
+// it or serve stops; adapt.ErrNotAdapting when an operator width is set
+// (it always wins); ctx's error when ctx ends first (the switch goes on).
+// Safe from any goroutine but the runtime's.
+func (sv *launcher) SwitchWidth(ctx context.Context, w int, reason string) error {
+	cur := sv.plan()
+	np, l, err := sv.adaptedPlan(cur, w, reason)
+	if err != nil {
+		return err
+	}
+	reply := make(chan error, 1)
+	sv.submit(server.KindAdapt, reason, cur, np, l, reply)
+	select {
+	case err := <-reply:
+		return switchErr(err)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// InFlight is the number of requests the serving engine has in flight now
+// (clients' and the launcher's own, counted by the proxy); 0 while none
+// serves, and in direct mode (no proxy counts them).
+func (sv *launcher) InFlight() int {
+	if sv.rt == nil {
+		return 0
+	}
+	if in := sv.rt.Current(); in != nil && in.Backend != nil {
+		return in.Backend.InFlight()
+	}
+	return 0
 }
 
 // switchErr is a switch job's answer as the loop reads it: a job a later

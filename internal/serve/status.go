@@ -1,4 +1,4 @@
-package cli
+package serve
 
 import (
 	"bytes"
@@ -103,7 +103,7 @@ func (sv *launcher) switchFacts(np *plan.Plan, cur *server.Instance) switchFacts
 	if f.MemErr == nil && cur != nil {
 		f.EngineMiB = f.Mem.UsedByPID[cur.Proc.PID()]
 	}
-	f.ModelBytes = pathBytes(np.Settings.Model.Value) + pathBytes(np.Settings.DraftModel.Value)
+	f.ModelBytes = modelBytes(np.Settings.Model.Value) + modelBytes(np.Settings.DraftModel.Value)
 	return f
 }
 
@@ -241,6 +241,6 @@ func (st *serveStatus) handler(sv *launcher) http.Handler {
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
-		w.Write(sv.e.secrets.Bytes(buf.Bytes())) // a secret in a note or an error shows masked
+		w.Write(sv.c.Secrets.Bytes(buf.Bytes())) // a secret in a note or an error shows masked
 	})
 }

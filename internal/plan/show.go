@@ -1,0 +1,65 @@
+package plan
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/speclaunch/speclaunch/internal/secret"
+	"github.com/speclaunch/speclaunch/internal/width"
+)
+
+// Headline is the one-line answer, in mlxcel's vocabulary:
+// "draft width 4 (measured default for sm_121 with an affine-quantized
+// target; policy entry gb10-affine-dflash, mlx 81ba1c6a)".
+func Headline(r width.Resolution) string {
+	if len(r.Schedule) > 1 && !r.Schedule.IsFlat() {
+		return scheduleHeadline(r)
+	}
+	if r.Source == width.Off {
+		return "speculation off (" + r.Reason + ")"
+	}
+	s := fmt.Sprintf("draft width %d (%s", r.Width, r.Reason)
+	if r.Entry != nil {
+		s += fmt.Sprintf("; policy entry %s, %s", r.Entry.ID, r.Entry.Pin)
+	}
+	return s + ")"
+}
+
+// scheduleHeadline is the headline of a schedule of several widths:
+// "width 6 at 1 request, 4 at 2-3, off at 4+ (measured default for sm_90
+// with a Q4_0 target; policy entry X, llama.cpp d32676d, record R)".
+func scheduleHeadline(r width.Resolution) string {
+	reason := r.Reason
+	if r.Source == width.Off && r.OnReason != "" {
+		reason = r.OnReason
+	}
+	s := r.Schedule.Describe() + " (" + reason
+	if r.Entry != nil {
+		s += fmt.Sprintf("; policy entry %s, %s, record %s", r.Entry.ID, r.Entry.Pin, r.Entry.Record)
+	}
+	return s + ")"
+}
+
+// ShellJoin renders argv for copy and paste, secrets masked; the launcher
+// itself never uses a shell.
+func ShellJoin(argv []string) string {
+	q := make([]string, len(argv))
+	for i, a := range secret.MaskArgv(argv) {
+		q[i] = ShellQuote(a)
+	}
+	return strings.Join(q, " ")
+}
+
+// ShellQuote quotes one word for a POSIX shell where it needs quoting.
+func ShellQuote(s string) string {
+	if s == "" {
+		return "''"
+	}
+	if strings.IndexFunc(s, func(r rune) bool {
+		return !(r == '-' || r == '_' || r == '.' || r == '/' || r == ':' || r == '=' || r == ',' || r == '+' || r == '@' ||
+			(r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9'))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

@@ -1,0 +1,102 @@
+// Package serve is the launcher behind `speclaunch serve`: it builds a plan
+// once per switch, drives package server's pure machine (server.Step,
+// through server.Runtime), owns the public listener, the reload and watch
+// loop, the status page and the metrics, and runs the adaptive width loop
+// beside them. cli turns flags into a Config and a first plan and calls
+// Run; nothing here parses a flag.
+//
+// The life of a switch: a file change or SIGHUP (feed) reloads the files
+// through the Loader and builds the plan (reload); submit checks what
+// needs no engine (checkSwitch), picks the switch mode and hands the plan
+// to the runtime as a server.Job; the machine starts the engine (startInst,
+// here), routes to it and stops the old one; the runtime tells the
+// launcher what happened (serving, switched, adopted) and the launcher
+// takes the plan in force (adopt).
+//
+// A controller beside the runtime (the adaptive width loop; a schedule
+// followed by load) talks to it through Runtime, which the launcher
+// implements: SwitchWidth(ctx, w, reason) asks for a switch to width w
+// (1 = speculation off) and waits for its outcome; InFlight() reads the
+// proxy's in-flight count of the serving engine. The launcher drives a
+// controller through Controller: a probe of each new engine before it
+// takes traffic, and Run once the first engine serves.
+package serve
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/speclaunch/speclaunch/internal/adapt"
+	"github.com/speclaunch/speclaunch/internal/config"
+	"github.com/speclaunch/speclaunch/internal/instance"
+	"github.com/speclaunch/speclaunch/internal/plan"
+	"github.com/speclaunch/speclaunch/internal/secret"
+)
+
+// Runtime is what a controller beside serve's runtime asks of it and reads.
+type Runtime interface {
+	// SwitchWidth switches to the plan in force rebuilt at width w (1 =
+	// speculation off) for reason, and returns once the switch ended.
+	SwitchWidth(ctx context.Context, w int, reason string) error
+	// InFlight is the number of requests the serving engine has in flight.
+	InFlight() int
+}
+
+// Controller is a loop beside the runtime that asks it for switches: the
+// adaptive width (*adapt.Loop).
+type Controller interface {
+	// BeforeTraffic probes a new engine before the proxy routes to it
+	// (bounded by ctx); an error is logged and the engine serves anyway.
+	BeforeTraffic(ctx context.Context, t adapt.Target) error
+	// Run runs until ctx ends or the loop gives up (adapt.ErrNotAdapting).
+	Run(ctx context.Context) error
+}
+
+var _ Runtime = (*launcher)(nil)
+
+// Loader reads the profile and policy files as they are now: cli's one
+// path from flags, environment, profile and policy to settings.
+type Loader interface {
+	// Load reads the files. Where the settings load and a policy file they
+	// name does not, it returns beside the error a Load whose Files name
+	// them (Build is then not called), so that their fix is watched.
+	Load() (Load, error)
+}
+
+// Load is one reading of the files.
+type Load interface {
+	// Files are the profile and policy files read (the ones watched).
+	Files() []string
+	// Build makes the plan of this reading.
+	Build(o plan.Options) (*plan.Plan, error)
+}
+
+// Config is what serve runs with, besides the first plan.
+type Config struct {
+	Loader Loader
+	// First is the reading the first plan was built from.
+	First Load
+	Log   *slog.Logger
+	// Engine is how engine n of settings s is started: where its output
+	// goes and how its lines look, the client of the launcher's own
+	// requests to it.
+	Engine func(s config.Settings, n int) instance.Options
+	// Environ is the environment an engine command is built with.
+	Environ []string
+	// Secrets masks the status page.
+	Secrets *secret.Redactor
+	// Done ends serve as SIGTERM does (the parent context).
+	Done <-chan struct{}
+}
+
+// Run starts p's engine and serves until a signal, a fatal exit or Done.
+func Run(c Config, p *plan.Plan) error {
+	if c.Secrets == nil {
+		c.Secrets = &secret.Redactor{}
+	}
+	sv := &launcher{c: c, log: c.Log, wasEmpty: map[string]bool{}, good: c.First}
+	if c.First != nil {
+		sv.followFiles(c.First.Files()) // no watcher yet: the files and which were empty
+	}
+	return sv.run(p)
+}
