@@ -1,0 +1,273 @@
+package adaptsim
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/speclaunch/speclaunch/internal/simcost"
+)
+
+// Profile is one engine and model pair of the matrix.
+type Profile struct {
+	Name  string
+	Model simcost.Model
+	// Default is the engine's default width, the width a run starts at
+	// and the safe answer a controller is judged against (llama.cpp 4,
+	// mlxcel 16).
+	Default int
+	// SwitchS is the virtual seconds a switch takes, the old engine
+	// serving meanwhile (an overlap switch); then the old one drains
+	// beside the new for Model.Drain.
+	SwitchS float64
+	// Slots is the engine's total_slots (-np).
+	Slots int
+	// ReqTokens is the tokens a request.
+	ReqTokens int
+	// Clients is the client count its replay was calibrated at (0: any);
+	// Traffics gives a replay its own load only, and the load change.
+	Clients int
+}
+
+// Phase is a stretch of traffic: Clients closed-loop clients (each sends
+// its next request when the last one ends) of one Class (0, or 1: the
+// harder mix, classB).
+type Phase struct {
+	Dur     time.Duration
+	Clients int
+	Class   int
+}
+
+// Traffic is phases repeated until the horizon.
+type Traffic struct {
+	Name   string
+	Phases []Phase
+}
+
+// Options are a run's settings; zero fields take the defaults.
+type Options struct {
+	Horizon  time.Duration // virtual length of a run (30 min)
+	Interval time.Duration // between scrapes (2 s, the loops' default)
+	MaxWidth int           // widths the oracle sweeps, 1..MaxWidth (17)
+	// Log, when set, gets the harness's and the controller's log lines.
+	Log func(string)
+}
+
+// Defaults of Options.
+const (
+	DefaultHorizon  = 30 * time.Minute
+	DefaultInterval = 2 * time.Second
+	DefaultMaxWidth = 17
+	// subStep is the engine's pricing step: short enough to resolve the
+	// 2 s drain (simcost.H200Drain) in eight parts.
+	subStep = 250.0
+)
+
+func (o Options) withDefaults() Options {
+	if o.Horizon <= 0 {
+		o.Horizon = DefaultHorizon
+	}
+	if o.Interval <= 0 {
+		o.Interval = DefaultInterval
+	}
+	if o.MaxWidth <= 0 {
+		o.MaxWidth = DefaultMaxWidth
+	}
+	return o
+}
+
+// Outcome is one run of one cell.
+type Outcome struct {
+	// Tokens the clients got; Mean the same with each engine's own
+	// random effect taken out (what the controller's choices give on the
+	// mean engine, the drain's cost kept); Oracle what the best fixed
+	// width of each phase gives on the mean engine (the expectation);
+	// Default what the default width gives on the mean engine, and
+	// DefaultFirst on the run's first engine.
+	Tokens, Mean, Oracle, Default, DefaultFirst float64
+	// Mean, Oracle and Default over the last third of the run.
+	EndMean, EndOracle, EndDefault float64
+	Switches                       []int   // the widths switched to, in order
+	SettleS                        float64 // virtual seconds to the last switch asked (0: none)
+	EndWidth                       int
+}
+
+// Frac is the run's tokens on the mean engine over the per-phase
+// oracle's.
+func (o Outcome) Frac() float64 { return o.Mean / o.Oracle }
+
+// Start is the virtual clock's origin.
+var Start = time.Unix(1_800_000_000, 0).UTC()
+
+// sim is one run's state.
+type sim struct {
+	p        Profile
+	o        Options
+	rng      *rand.Rand
+	acc      [2]accept
+	cur      *engine
+	pendW    int     // width a switch is under way to (0: none)
+	pendAt   float64 // virtual ms it takes over
+	askedAt  float64
+	drainTo  float64 // virtual ms the old engine drains to
+	now      float64 // virtual ms
+	inFlight int
+	out      Outcome
+	log      func(string)
+}
+
+// Run runs controller c on profile p under traffic tr for the horizon,
+// in virtual time, from seed; the same seed gives the same run.
+func Run(p Profile, tr Traffic, c Controller, seed uint64, o Options) Outcome {
+	o = o.withDefaults()
+	s := &sim{p: p, o: o, rng: rand.New(rand.NewPCG(seed, 0xada)), log: o.Log}
+	for cls := range s.acc {
+		s.acc[cls] = newAccept(p.Model, cls, o.MaxWidth)
+	}
+	s.cur = &engine{gen: 1, width: p.Default, z: simcost.EngineDraw(s.rng.Uint64()), takeover: math.Inf(-1)}
+	z0 := s.cur.z
+	env := Env{MaxWidth: o.MaxWidth, Slots: p.Slots, Probe: s.probe, Log: func(m string) { s.logf("%6.0fs %s", s.now/1000, m) }}
+	s.inFlight = phaseAt(tr.Phases, 0).Clients
+	s.handle(c.Start(env, s.scrape()))
+	horizon := float64(o.Horizon / time.Millisecond)
+	every := float64(o.Interval / time.Millisecond)
+	for s.now < horizon {
+		for next := s.now + every; s.now < next-1e-9; {
+			dt := math.Min(subStep, next-s.now)
+			ph := phaseAt(tr.Phases, s.now)
+			s.inFlight = ph.Clients
+			s.account(ph, dt, z0, s.now >= 2*horizon/3)
+			s.now += dt
+			if s.pendW != 0 && s.now >= s.pendAt-1e-9 {
+				s.takeOver()
+				s.handle(c.Switched(s.scrape(), time.Duration((s.now-s.askedAt)*float64(time.Millisecond))))
+			}
+		}
+		s.handle(c.Scrape(s.scrape()))
+	}
+	c.Close()
+	s.out.EndWidth = s.cur.width
+	return s.out
+}
+
+// account serves dt ms of phase ph and adds it, and what the oracle and
+// the default would have given, to the outcome.
+func (s *sim) account(ph Phase, dt, z0 float64, end bool) {
+	a := &s.acc[ph.Class]
+	got := s.cur.serve(s.p.Model, a, s.p.ReqTokens, ph.Clients, s.now, dt, s.rng).tokens
+	mean := got * s.p.Model.EngineFactor(s.cur.z, s.cur.width, ph.Clients)
+	best := 0.0
+	for w := 1; w <= s.o.MaxWidth; w++ {
+		best = math.Max(best, rate(s.p.Model, a, w, ph.Clients, s.p.ReqTokens))
+	}
+	def := rate(s.p.Model, a, s.p.Default, ph.Clients, s.p.ReqTokens)
+	first := def / s.p.Model.EngineFactor(z0, s.p.Default, ph.Clients)
+	sec := dt / 1000
+	s.out.Tokens += got
+	s.out.Mean += mean
+	s.out.Oracle += best * sec
+	s.out.Default += def * sec
+	s.out.DefaultFirst += first * sec
+	if end {
+		s.out.EndMean += mean
+		s.out.EndOracle += best * sec
+		s.out.EndDefault += def * sec
+	}
+}
+
+// takeOver starts the engine a switch asked for: a fresh draw, the old
+// engine draining beside it.
+func (s *sim) takeOver() {
+	s.cur = &engine{gen: s.cur.gen + 1, width: s.pendW, z: simcost.EngineDraw(s.rng.Uint64()), takeover: s.now}
+	s.drainTo = s.now + s.p.Model.Drain.MS
+	s.pendW = 0
+	s.logf("%6.0fs width %d serves (engine %d)", s.now/1000, s.cur.width, s.cur.gen)
+}
+
+// handle carries out a controller's commands: a switch takes SwitchS,
+// the old engine serving meanwhile; one asked for while another is under
+// way, or for the width serving, is dropped.
+func (s *sim) handle(cmds []Command) {
+	for _, c := range cmds {
+		if c.Switch < 1 {
+			continue
+		}
+		if s.pendW != 0 || c.Switch == s.cur.width {
+			s.logf("%6.0fs switch to %d dropped (%s)", s.now/1000, c.Switch, c.Reason)
+			continue
+		}
+		w := min(c.Switch, s.o.MaxWidth)
+		s.pendW, s.askedAt, s.pendAt = w, s.now, s.now+1000*s.p.SwitchS
+		s.out.Switches = append(s.out.Switches, w)
+		s.out.SettleS = s.now / 1000
+		s.logf("%6.0fs switch %d → %d: %s", s.now/1000, s.cur.width, w, c.Reason)
+	}
+}
+
+// scrape is what a scrape sees now.
+func (s *sim) scrape() Scrape {
+	n := s.inFlight
+	share := 1.0
+	if n > 0 && s.cur.c.Served > 0 {
+		share = s.cur.c.EngineSecs / s.cur.c.Served
+	}
+	proc := 0
+	for range n {
+		if s.rng.Float64() < share {
+			proc++
+		}
+	}
+	return Scrape{Now: Start.Add(time.Duration(s.now * float64(time.Millisecond))), Engine: s.cur.gen, Width: s.cur.width,
+		Shared: s.pendW != 0 || s.now < s.drainTo, InFlight: float64(n), Processing: float64(proc), Slots: s.p.Slots,
+		Counters: s.cur.c.clone()}
+}
+
+// probe is one probe of the serving engine: the verify ms of rows, idle,
+// times the engine's effect with one sequence and the model's noise.
+func (s *sim) probe(rows int) float64 {
+	m := s.p.Model
+	return m.VerifyRowsMS(max(1, rows)) * m.EngineFactor(s.cur.z, 2, 1) * math.Max(0.5, 1+m.Noise*s.rng.NormFloat64())
+}
+
+func (s *sim) logf(format string, args ...any) {
+	if s.log != nil {
+		s.log(fmt.Sprintf(format, args...))
+	}
+}
+
+// phaseAt is the phase at virtual ms t, the phases repeating.
+func phaseAt(ph []Phase, t float64) Phase {
+	total := 0.0
+	for _, p := range ph {
+		total += float64(p.Dur / time.Millisecond)
+	}
+	if total <= 0 {
+		return ph[0]
+	}
+	t = math.Mod(t, total)
+	for _, p := range ph {
+		if t -= float64(p.Dur / time.Millisecond); t < 0 {
+			return p
+		}
+	}
+	return ph[len(ph)-1]
+}
+
+// OracleWidths is the best fixed width of each phase of tr on p's mean
+// engine, in order.
+func OracleWidths(p Profile, tr Traffic, maxWidth int) []int {
+	var ws []int
+	for _, ph := range tr.Phases {
+		a := newAccept(p.Model, ph.Class, maxWidth)
+		best, br := 1, 0.0
+		for w := 1; w <= maxWidth; w++ {
+			if r := rate(p.Model, &a, w, ph.Clients, p.ReqTokens); r > br {
+				best, br = w, r
+			}
+		}
+		ws = append(ws, best)
+	}
+	return slices.Clip(ws)
+}
