@@ -26,7 +26,7 @@
 // with how long it took. Each returns Commands: {Switch: w} asks for
 // width w (dropped while another switch is under way or for the width
 // serving). A pure Step(State, Observation) (State, []Action) controller
-// (internal/control) needs an adapter of a few lines: keep the State in
+// (package control, issue 30) needs an adapter of a few lines: keep the State in
 // the adapter, turn each call into an Observation, answer a probe
 // action with Env.Probe at once, and return its switch actions as
 // Commands. Then add it to Controllers in bench_test.go (or a file of
