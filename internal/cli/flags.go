@@ -13,6 +13,7 @@ import (
 	"github.com/alecthomas/kong"
 	"github.com/speclaunch/speclaunch/internal/config"
 	"github.com/speclaunch/speclaunch/internal/llamaflags"
+	"github.com/speclaunch/speclaunch/internal/secret"
 )
 
 // LaunchFlags is the flag surface shared by resolve, serve and bench. Every
@@ -164,7 +165,8 @@ func prepass(app *kong.Node, args []string) (argvPlan, error) {
 		if strings.HasPrefix(a, "--") || len(name) > 2 {
 			msg := fmt.Sprintf("unknown flag %s: neither a speclaunch flag nor one llama-server lists", name)
 			msg += suggestion(name, owned)
-			return out, usage(errors.New(msg), "to pass a flag to the engine as it is, put it after --: speclaunch "+cmd.Path()+" ... -- "+a)
+			// A typo of a secret flag (--api-kye=K) still carries a key.
+			return out, usage(errors.New(msg), "to pass a flag to the engine as it is, put it after --: speclaunch "+cmd.Path()+" ... -- "+secret.MaskArgv([]string{a})[0])
 		}
 		out.kong = append(out.kong, a)
 	}

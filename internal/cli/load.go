@@ -140,6 +140,7 @@ func build(e *Env, l *loaded, o plan.Options) (*plan.Plan, error) {
 	}
 	e.secrets.Add(p.APIKeys...)
 	e.secrets.Add(secret.EnvValues(p.Launch.Env)...)
+	e.secrets.Add(secret.ArgvValues(p.Launch.Argv)...)
 	return p, nil
 }
 

@@ -345,3 +345,24 @@ func TestSecretsServeSim(t *testing.T) {
 		}
 	}
 }
+
+// A value given to a typo of a secret flag is a key all the same: the
+// unknown-flag hint and the dry run's engine command mask it (issue 33).
+func TestSecretsTypoedKeyFlag(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	const typed = "sk-typo-0123456789"
+	for _, args := range [][]string{
+		{"serve", "--engine", "sim", "--api-kye=" + typed},
+		{"serve", "--engine", "sim", "--hf-tokne=" + typed},
+		{"serve", "--dry-run", "--profile", "../../profiles/demo.toml", "--", "--api-kye", typed},
+		{"resolve", "--json", "--profile", "../../profiles/demo.toml", "--", "--hf-tokne=" + typed},
+	} {
+		_, o, e := runCLI(t, args...)
+		if strings.Contains(o+e, typed) {
+			t.Errorf("%q prints the key:\n%s%s", args, o, e)
+		}
+		if !strings.Contains(o+e, secret.Mask(typed)) {
+			t.Errorf("%q: no masked key in:\n%s%s", args, o, e)
+		}
+	}
+}

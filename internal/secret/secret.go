@@ -77,7 +77,77 @@ func SecretFlag(name string) bool {
 	if n == "HFT" { // llama.cpp's short --hf-token
 		return true
 	}
-	return secretParts(strings.Split(n, "-"))
+	return secretParts(strings.Split(n, "-")) || nearSecretFlag(n)
+}
+
+// secretFlags are the secret flags the engines list: llama-server's
+// (TestSecretFlagsCoverLlamaServer checks them against its captured
+// --help), vLLM's and SGLang's --api-key, SGLang's --admin-api-key.
+var secretFlags = []string{"API-KEY", "HF-TOKEN", "ADMIN-API-KEY"}
+
+// nearSecretFlag reports whether a flag name (upper case, without dashes)
+// is a typo of a secret flag: within 2 edits of one, a swap of two
+// neighbours counting as one (--api-kye, --hf-tokne, --apikey). Its value
+// is what the operator meant as a key, so it is masked as one; a name
+// ending in FILE, PATH or DIR is a path, as for the exact names.
+func nearSecretFlag(n string) bool {
+	parts := strings.FieldsFunc(n, func(r rune) bool { return r == '-' || r == '_' })
+	if len(parts) > 0 && slices.Contains(pathWords, parts[len(parts)-1]) {
+		return false
+	}
+	for _, f := range secretFlags {
+		if editDistance(n, f) <= 2 {
+			return true
+		}
+	}
+	return false
+}
+
+// editDistance is the optimal string alignment distance: insertions,
+// deletions, substitutions and swaps of neighbours each cost 1.
+func editDistance(a, b string) int {
+	d := make([][]int, len(a)+1)
+	for i := range d {
+		d[i] = make([]int, len(b)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(a)][len(b)]
+}
+
+// ArgvValues are the values of the secret flags in argv (those MaskArgv
+// masks), for a Redactor: a typo'd key flag still carries a key, which the
+// engine may echo back in its refusal.
+func ArgvValues(argv []string) []string {
+	var out []string
+	masked := MaskArgv(argv)
+	for i := range argv {
+		if masked[i] == argv[i] {
+			continue
+		}
+		v := argv[i]
+		if name, val, ok := strings.Cut(v, "="); ok && SecretFlag(name) {
+			v = val
+		}
+		if v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // MaskArgv returns argv with the value of every secret flag masked, in

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/speclaunch/speclaunch/internal/llamaflags"
 )
 
 func TestMask(t *testing.T) {
@@ -67,7 +69,15 @@ func TestSecretNames(t *testing.T) {
 		{"--max-num-batched-tokens", false},
 		{"--tokenizer", false},
 		{"--n-keep", false},
-		{"api-key", false}, // not a flag
+		{"api-key", false},  // not a flag
+		{"--api-kye", true}, // typos of a secret flag: the value is still a key
+		{"--hf-tokne", true},
+		{"--apikey", true},
+		{"--api_key", true},
+		{"--admin-api-kye", true},
+		{"--api-kye-file", false},
+		{"--api-prefix", false},
+		{"--hf-repo", false},
 	} {
 		if got := SecretFlag(c.name); got != c.want {
 			t.Errorf("SecretFlag(%q) = %v, want %v", c.name, got, c.want)
@@ -258,5 +268,28 @@ func TestBearerAndAuthorized(t *testing.T) {
 	}
 	if !Authorized(httptest.NewRequest(http.MethodGet, "/x", nil), nil) {
 		t.Error("no keys must mean open")
+	}
+}
+
+// TestSecretFlagsCoverLlamaServer: every secret flag llama-server lists is
+// one of secretFlags (or its short -hft), so its typos are masked too; and
+// no other flag it lists is taken for a typo of one.
+func TestSecretFlagsCoverLlamaServer(t *testing.T) {
+	for _, f := range llamaflags.All() {
+		n := strings.ToUpper(strings.TrimLeft(f, "-"))
+		exact := secretParts(strings.Split(n, "-")) || n == "HFT"
+		if v, _ := llamaflags.Values(f); exact && v > 0 && n != "HFT" && !slices.Contains(secretFlags, n) {
+			t.Errorf("llama-server's secret flag %s is not in secretFlags", f)
+		}
+		if !exact && nearSecretFlag(n) {
+			t.Errorf("llama-server's %s would be taken for a typo of a secret flag", f)
+		}
+	}
+}
+
+func TestArgvValues(t *testing.T) {
+	got := ArgvValues([]string{"--port", "1", "--api-kye", "K1", "--hf-tokne=K2", "--api-key-file", "f"})
+	if !slices.Equal(got, []string{"K1", "K2"}) {
+		t.Errorf("ArgvValues = %q", got)
 	}
 }
