@@ -4,6 +4,7 @@
 package modelhash
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -14,6 +15,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+
+	"github.com/speclaunch/speclaunch/internal/safefile"
 )
 
 // A model pair is its exact weights: the same recipe trained twice gave
@@ -86,19 +89,26 @@ func fileHash(path string, info fs.FileInfo) (string, error) {
 	if !info.Mode().IsRegular() {
 		return "", fmt.Errorf("%s is not a regular file", path)
 	}
+	h := sha256.New()
+	size := info.Size()
+	if size <= hashWhole {
+		// safefile's reader: a file that says 0 bytes and blocks on read
+		// (/proc/kmsg) is refused instead of hanging the launcher.
+		r, err := safefile.Open(context.Background(), "model file", path, hashWhole)
+		if err != nil {
+			return "", err
+		}
+		defer r.Close()
+		if _, err := io.Copy(h, r); err != nil {
+			return "", fmt.Errorf("%s: %w", path, err)
+		}
+		return hex.EncodeToString(h.Sum(nil)), nil
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return "", err
 	}
 	defer f.Close()
-	h := sha256.New()
-	size := info.Size()
-	if size <= hashWhole {
-		if _, err := io.Copy(h, io.LimitReader(f, hashWhole+1)); err != nil {
-			return "", fmt.Errorf("%s: %w", path, err)
-		}
-		return hex.EncodeToString(h.Sum(nil)), nil
-	}
 	var sz [8]byte
 	binary.LittleEndian.PutUint64(sz[:], uint64(size))
 	h.Write(sz[:])

@@ -14,6 +14,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"time"
 )
 
 // Caps, in bytes, for each kind of input (docs/file-limits.md). Each is far
@@ -30,6 +31,27 @@ const (
 
 // stat is os.Stat; a test replaces it to reach the check after the open.
 var stat = os.Stat
+
+// fstat looks at the opened file; a test replaces it to pass off a pipe as
+// a regular file that blocks on read (as /proc/kmsg does).
+var fstat = (*os.File).Stat
+
+// openHook, when set, opens in place of the file system (tests).
+var openHook func(path string) (*os.File, error)
+
+func openFile(path string) (*os.File, error) {
+	if openHook != nil {
+		return openHook(path)
+	}
+	return os.OpenFile(path, os.O_RDONLY|openFlags, 0)
+}
+
+// StallLimit is how long one read of a file that can block (one the
+// runtime polls, as /proc/kmsg: a real file on disk never is) may wait for
+// a byte before the file is refused as one that blocks on read. A read of
+// a file on disk returns at once; half a second keeps the refusal under
+// the second docs/file-limits.md promises. A variable for tests.
+var StallLimit = 500 * time.Millisecond
 
 // chunk is how much is read between two looks at the context.
 const chunk = 64 << 10
@@ -48,6 +70,10 @@ func (e *Error) Unwrap() error { return e.Err }
 
 // ErrTooLarge is wrapped by the error for a file over its cap.
 var ErrTooLarge = errors.New("file is larger than its cap")
+
+// ErrBlocks is wrapped by the error for a file whose read waits for bytes
+// that may never come (/proc/kmsg).
+var ErrBlocks = errors.New("file blocks on read")
 
 // ReadFile reads the whole regular file at path, at most limit bytes, as
 // what ("policy file"). It refuses anything but a regular file, a file over
@@ -89,6 +115,11 @@ type Reader struct {
 	size  int64
 	n     int64       // bytes read so far
 	fi    os.FileInfo // what was opened
+	// polled: the runtime polls the file (it can block on read, as
+	// /proc/kmsg does): each read has a deadline, and ctx's end sets it
+	// to now, which wakes a parked read (stop undoes that on Close).
+	polled bool
+	stop   func() bool
 }
 
 // Open opens path as what for reading with the checks ReadFile makes; the
@@ -110,11 +141,11 @@ func Open(ctx context.Context, what, path string, limit int64) (*Reader, error) 
 	}
 	// Open non-blocking, then look again at what was opened: a FIFO
 	// swapped in after the Stat must not block the open or the reads.
-	f, err := os.OpenFile(path, os.O_RDONLY|openFlags, 0)
+	f, err := openFile(path)
 	if err != nil {
 		return nil, statError(what, path, err)
 	}
-	fi, err = f.Stat()
+	fi, err = fstat(f)
 	if err == nil {
 		err = checkMode(what, path, fi.Mode())
 	}
@@ -122,7 +153,14 @@ func Open(ctx context.Context, what, path string, limit int64) (*Reader, error) 
 		f.Close()
 		return nil, err
 	}
-	return &Reader{ctx: ctx, f: f, what: what, path: path, limit: limit, size: fi.Size(), fi: fi}, nil
+	r := &Reader{ctx: ctx, f: f, what: what, path: path, limit: limit, size: fi.Size(), fi: fi, stop: func() bool { return false }}
+	// A deadline can be set only on a file the runtime polls; reads of
+	// any other block in the kernel for no longer than the disk takes.
+	if f.SetReadDeadline(time.Time{}) == nil {
+		r.polled = true
+		r.stop = context.AfterFunc(ctx, func() { f.SetReadDeadline(time.Unix(1, 0)) })
+	}
+	return r, nil
 }
 
 // SameFile says whether the file opened is the one fi describes: a caller
@@ -134,7 +172,10 @@ func (r *Reader) SameFile(fi os.FileInfo) bool { return os.SameFile(r.fi, fi) }
 func (r *Reader) Size() int64 { return r.size }
 
 // Close closes the file.
-func (r *Reader) Close() error { return r.f.Close() }
+func (r *Reader) Close() error {
+	r.stop()
+	return r.f.Close()
+}
 
 // Read reads at most one chunk, after checking the context, and fails once
 // more than the cap has been read.
@@ -153,10 +194,20 @@ func (r *Reader) Read(p []byte) (int, error) {
 	if left := r.limit + 1 - r.n; int64(len(p)) > left {
 		p = p[:left]
 	}
+	if r.polled {
+		r.f.SetReadDeadline(time.Now().Add(StallLimit))
+	}
 	n, err := r.f.Read(p)
 	r.n += int64(n)
 	if r.n > r.limit {
 		return n, r.tooLarge()
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		if cerr := r.ctx.Err(); cerr != nil {
+			return n, fmt.Errorf("reading %s %s: %w", r.what, r.path, cerr)
+		}
+		return n, &Error{What: r.what, Path: r.path, Err: ErrBlocks,
+			Msg: fmt.Sprintf("blocks on read (no byte in %v: a kernel log or device-like file, such as /proc/kmsg); give the path of the %s itself", StallLimit, r.what)}
 	}
 	if err != nil && !errors.Is(err, io.EOF) {
 		return n, &Error{What: r.what, Path: r.path, Msg: "cannot read: " + err.Error(), Err: err}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/speclaunch/speclaunch/internal/safefile/safefiletest"
 )
@@ -187,5 +188,66 @@ func TestSameFile(t *testing.T) {
 	defer r.Close()
 	if r.SameFile(before) {
 		t.Errorf("a link swapped in reads as the file stat'ed before")
+	}
+}
+
+// blockingFile opens path as a pipe whose writer never writes, passed off
+// as a regular file: what /proc/kmsg is to the reader (a regular file the
+// runtime polls, whose read waits for bytes that never come).
+func blockingFile(t *testing.T) string {
+	t.Helper()
+	var fds [2]int
+	if err := syscall.Pipe2(fds[:], syscall.O_NONBLOCK|syscall.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	pw := os.NewFile(uintptr(fds[1]), "writer")
+	t.Cleanup(func() { pw.Close() })
+	path := filepath.Join(t.TempDir(), "kmsg.toml")
+	if err := os.WriteFile(path, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	regular, _ := os.Stat(path)
+	oldStat, oldFstat := fstat, stat
+	t.Cleanup(func() { fstat, stat = oldStat, oldFstat })
+	stat = func(string) (os.FileInfo, error) { return regular, nil }
+	fstat = func(*os.File) (os.FileInfo, error) { return regular, nil }
+	openHook = func(string) (*os.File, error) { return os.NewFile(uintptr(fds[0]), path), nil }
+	t.Cleanup(func() { openHook = nil })
+	return path
+}
+
+// A file that blocks on read is refused, naming it, once no byte came
+// within StallLimit (issue 33: /proc/kmsg hung every command reading it).
+func TestReadFileBlocking(t *testing.T) {
+	path := blockingFile(t)
+	var err error
+	safefiletest.Within(t, func() { _, err = ReadFile(context.Background(), "profile", path, testCap) })
+	var se *Error
+	if !errors.As(err, &se) || !errors.Is(err, ErrBlocks) || se.Path != path || !strings.Contains(err.Error(), "blocks on read") {
+		t.Fatalf("err = %v, want a refusal naming %s", err, path)
+	}
+}
+
+// Ctrl-C wakes a read parked on such a file, whatever StallLimit is.
+func TestReadFileBlockingCancel(t *testing.T) {
+	path := blockingFile(t)
+	old := StallLimit
+	StallLimit = time.Hour
+	t.Cleanup(func() { StallLimit = old })
+	ctx, cancel := context.WithCancel(context.Background())
+	r, err := Open(ctx, "profile", path, testCap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.Read(make([]byte, 10))
+		done <- err
+	}()
+	cancel()
+	safefiletest.Within(t, func() { err = <-done })
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
 	}
 }

@@ -1,16 +1,33 @@
 package serve
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strings"
 
 	"github.com/speclaunch/speclaunch/internal/exitcode"
 	"github.com/speclaunch/speclaunch/internal/plan"
+	"github.com/speclaunch/speclaunch/internal/safefile"
 	"github.com/speclaunch/speclaunch/internal/watch"
 )
+
+// readsEmpty says whether a file that says it has 0 bytes reads as empty:
+// one that blocks on read (a link to /proc/kmsg) does not, and is left to
+// the load, which refuses it naming the file (safefile gives up on it
+// within safefile.StallLimit).
+func readsEmpty(path string) bool {
+	r, err := safefile.Open(context.Background(), "watched file", path, safefile.PolicyLimit)
+	if err != nil {
+		return false
+	}
+	defer r.Close()
+	n, err := r.Read(make([]byte, 1))
+	return n == 0 && errors.Is(err, io.EOF)
+}
 
 // reload re-reads profile and policy files and rebuilds the plan. A bad
 // file is logged with its file and line and changes nothing.
@@ -26,7 +43,7 @@ func (sv *launcher) reload(cur *plan.Plan, ch watch.Change) (*plan.Plan, Load, b
 	// load as all defaults. (One that was empty when serve started stays
 	// a valid, empty profile.)
 	for _, f := range sv.files {
-		if fi, err := os.Stat(f); err == nil && fi.Mode().IsRegular() && fi.Size() == 0 && !sv.wasEmpty[f] {
+		if fi, err := os.Stat(f); err == nil && fi.Mode().IsRegular() && fi.Size() == 0 && !sv.wasEmpty[f] && readsEmpty(f) {
 			sv.log.Warn("reload: the file is empty (a write caught halfway?); not applied: waiting for the next write", "file", f)
 			return nil, nil, false, fmt.Errorf("%s is empty", f)
 		}
