@@ -34,8 +34,11 @@ func scheduleHeadline(r width.Resolution) string {
 		reason = r.OnReason
 	}
 	s := r.Schedule.Describe() + " (" + reason
-	if r.Entry != nil {
-		s += fmt.Sprintf("; policy entry %s, %s, record %s", r.Entry.ID, r.Entry.Pin, r.Entry.Record)
+	if e := r.Entry; e != nil {
+		s += fmt.Sprintf("; policy entry %s, %s", e.ID, e.Pin)
+		if !strings.Contains(reason, e.Record) { // a tuned entry's reason names it
+			s += ", record " + e.Record
+		}
 	}
 	return s + ")"
 }

@@ -118,8 +118,14 @@ func logPlan(log *slog.Logger, p *plan.Plan, msg string, extra ...any) {
 	if r.Entry != nil {
 		attrs = append(attrs, "entry", r.Entry.ID, "pin", r.Entry.Pin, "record", r.Entry.Record)
 	}
-	if r.Source == width.Override {
+	switch {
+	case r.Source == width.Override && p.Settings.Schedule.Set():
+		attrs = append(attrs, "from", p.Settings.Schedule.Src.String())
+	case r.Source == width.Override:
 		attrs = append(attrs, "from", p.Settings.Width.Src.String())
+	}
+	if s := r.Schedule; len(s) > 1 && !s.IsFlat() {
+		attrs = append(attrs, "schedule", s.String(), "bucket", s.At(r.Load).Range())
 	}
 	attrs = append(attrs,
 		"engine", string(p.Settings.Engine.Value), "drafter", string(f.Drafter),

@@ -59,6 +59,13 @@ type launcher struct {
 	stopAdapt    func()
 	adaptStarted bool
 	loop         Controller // nil when the width is not adapted
+	// followLoad is the load (requests in flight) whose schedule bucket
+	// the plan in force runs, 0 = one (a launch's); a reload keeps it.
+	// stopFollow stops the follower, nil when none runs; started is how
+	// long the first engine took to start (it prices the first switch).
+	followLoad int
+	stopFollow func()
+	started    time.Duration
 	// good is the load of the files the plan in force was built from; an
 	// adaptive switch builds on it while the files on disk do not make a
 	// plan that can start (an edit the reload rejected), as the engine
@@ -148,10 +155,17 @@ func (sv *launcher) startInst(ctx context.Context, p *plan.Plan, id server.Engin
 		}
 	}
 	what := map[server.Kind]string{server.KindStart: "starting engine", server.KindRestart: "restarting engine",
-		server.KindReload: "starting engine for the new settings", server.KindAdapt: "starting engine for the adapted width"}[kind]
+		server.KindReload: "starting engine for the new settings", server.KindAdapt: "starting engine for the adapted width",
+		server.KindFollow: "starting engine for the schedule's bucket"}[kind]
+	t0 := time.Now()
 	r, err := sv.launch(ctx, ep, int(id), what, interrupt)
 	if err != nil {
 		return nil, err
+	}
+	if kind == server.KindStart {
+		sv.mu.Lock()
+		sv.started = time.Since(t0)
+		sv.mu.Unlock()
 	}
 	in := &server.Instance{Plan: p, Proc: r.Proc, BaseURL: ep.Launch.BaseURL, Port: port, Since: time.Now(), Info: r}
 	if sv.px != nil {
@@ -229,6 +243,7 @@ func (sv *launcher) run(p *plan.Plan) error {
 	close(stopFeed)
 	<-fed
 	sv.endAdapt()
+	sv.endFollow()
 	return runErr(code, err)
 }
 
@@ -358,7 +373,8 @@ func (sv *launcher) submit(kind server.Kind, reason string, cur, np *plan.Plan, 
 // with the first engine that serves.
 func (sv *launcher) serving(in *server.Instance) {
 	sv.st.serving(in)
-	sv.met.Serving(widthOf(in.Plan), string(in.Plan.Resolution.Source), infoOf(in).Check.Verified)
+	bucket, load := sv.st.bucketInForce(in.Plan)
+	sv.met.ServingAt(widthOf(in.Plan), string(in.Plan.Resolution.Source), bucket, load, infoOf(in).Check.Verified)
 	if sv.px != nil {
 		sv.px.SetAPIKeys(in.Plan.APIKeys) // the status page asks for this engine's keys
 	}
@@ -370,6 +386,10 @@ func (sv *launcher) serving(in *server.Instance) {
 		stop := sv.runAdapt(in.Plan)
 		sv.mu.Lock()
 		sv.stopAdapt = stop
+		sv.mu.Unlock()
+		stopF := sv.runFollow(in.Plan)
+		sv.mu.Lock()
+		sv.stopFollow = stopF
 		sv.mu.Unlock()
 	}
 }
@@ -403,6 +423,10 @@ func (sv *launcher) switched(s server.Switched, to *server.Instance) {
 		case j.Kind == server.KindAdapt:
 			sv.mu.Lock()
 			sv.adapted, sv.adaptReason = widthOf(to.Plan), j.Reason
+			sv.mu.Unlock()
+		case j.Kind == server.KindFollow:
+			sv.mu.Lock()
+			sv.followLoad = to.Plan.Resolution.Load
 			sv.mu.Unlock()
 		case !j.Plan.Settings.Adapt.Value || j.Plan.Resolution.Source == width.Override:
 			sv.mu.Lock()
@@ -621,11 +645,23 @@ func (sv *launcher) switchMode(np *plan.Plan) server.Mode {
 // adaptedPlan rebuilds the serving plan at the width the adaptive loop
 // chose (1 = speculation off).
 func (sv *launcher) adaptedPlan(cur *plan.Plan, w int, reason string) (*plan.Plan, Load, error) {
-	// The files as they are now: what a reload would apply. While they do
-	// not make a plan that can start (an edit the reload rejected, still
-	// on disk), the settings in force: the loop must not stall on, nor
-	// start, a file the engine does not run.
-	opts := plan.Options{Adapted: w, AdaptReason: reason}
+	np, l, err := sv.rebuild(plan.Options{Adapted: w, AdaptReason: reason}, "adaptive switch")
+	if err != nil {
+		return nil, nil, err
+	}
+	if np.Resolution.Source == width.Override {
+		// The loop stops on it: an operator width always wins.
+		return nil, nil, fmt.Errorf("%w: an operator width is set (%s); it always wins", adapt.ErrNotAdapting, np.Settings.Width.Src)
+	}
+	return np, l, nil
+}
+
+// rebuild builds the serving plan anew with opts from the files as they
+// are now: what a reload would apply. While they do not make a plan that
+// can start (an edit the reload rejected, still on disk), from the
+// settings in force: a switch must not stall on, nor start, a file the
+// engine does not run. what names the switch in the log.
+func (sv *launcher) rebuild(opts plan.Options, what string) (*plan.Plan, Load, error) {
 	l, err := sv.c.Loader.Load()
 	var np *plan.Plan
 	if err == nil {
@@ -641,15 +677,11 @@ func (sv *launcher) adaptedPlan(cur *plan.Plan, w int, reason string) (*plan.Pla
 		if good == nil {
 			return nil, nil, err
 		}
-		sv.log.Warn("adaptive switch: the files on disk do not make a plan that can start; switching on the settings in force", "err", err)
+		sv.log.Warn(what+": the files on disk do not make a plan that can start; switching on the settings in force", "err", err)
 		l = good
 		if np, err = l.Build(opts); err != nil {
 			return nil, nil, err
 		}
-	}
-	if np.Resolution.Source == width.Override {
-		// The loop stops on it: an operator width always wins.
-		return nil, nil, fmt.Errorf("%w: an operator width is set (%s); it always wins", adapt.ErrNotAdapting, np.Settings.Width.Src)
 	}
 	return np, l, nil
 }

@@ -56,10 +56,12 @@ func (sv *launcher) reload(cur *plan.Plan, ch watch.Change) (*plan.Plan, Load, b
 		sv.log.Error("reload rejected; the engine keeps running with the previous settings", "err", err)
 		return nil, nil, false, err
 	}
-	np, err := l.Build(plan.Options{})
-	sv.mu.Lock() // the runtime's goroutine sets them after an adaptive switch
-	adapted, why := sv.adapted, sv.adaptReason
+	sv.mu.Lock() // the runtime's goroutine sets them after an adaptive or follow switch
+	adapted, why, load := sv.adapted, sv.adaptReason, sv.followLoad
 	sv.mu.Unlock()
+	// The bucket of the schedule serve follows stays (the follower moves
+	// it when the load does).
+	np, err := l.Build(plan.Options{Load: load})
 	if err == nil && adapted > 0 && np.Settings.Adapt.Value {
 		// The width the adaptive loop chose stays (an operator width still wins).
 		np, err = l.Build(plan.Options{Adapted: adapted, AdaptReason: why})

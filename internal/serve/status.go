@@ -134,7 +134,12 @@ type serveStatus struct {
 	cur      *server.Instance
 	switches []switchRecord
 	total    int
-	adapt    any // the adaptive loop's latest state
+	adapt    any           // the adaptive loop's latest state
+	follow   *FollowStatus // the schedule follower's latest state
+	// chosenFor is the plan of the follower's last switch, chosenAt the
+	// mean load (requests in flight) that caused it.
+	chosenFor *plan.Plan
+	chosenAt  float64
 }
 
 func newServeStatus(p *plan.Plan) *serveStatus {
@@ -175,6 +180,40 @@ func (st *serveStatus) settings(p *plan.Plan) {
 	st.mu.Unlock()
 }
 
+// chosen records the load a follow switch to p was chosen for.
+func (st *serveStatus) chosen(p *plan.Plan, load float64) {
+	st.mu.Lock()
+	st.chosenFor, st.chosenAt = p, load
+	st.mu.Unlock()
+}
+
+// bucketInForce is the schedule's bucket a plan runs and the load it was
+// chosen for: the mean load the follower measured for its switch, else
+// the load the plan was built for (1 at a launch).
+func (st *serveStatus) bucketInForce(p *plan.Plan) (string, float64) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.bucketOf(p)
+}
+
+func (st *serveStatus) bucketOf(p *plan.Plan) (string, float64) {
+	r := p.Resolution
+	if len(r.Schedule) == 0 {
+		return "", 0
+	}
+	b := r.Schedule.At(r.Load).Range()
+	if p == st.chosenFor {
+		return b, round1(st.chosenAt)
+	}
+	return b, float64(max(r.Load, 1))
+}
+
+func (st *serveStatus) setFollow(f FollowStatus) {
+	st.mu.Lock()
+	st.follow = &f
+	st.mu.Unlock()
+}
+
 func (st *serveStatus) setAdapt(v any) {
 	st.mu.Lock()
 	st.adapt = v
@@ -194,6 +233,12 @@ type statusEngine struct {
 	Verification string  `json:"verification"`
 	UptimeS      float64 `json:"uptime_s"`
 	InFlight     int     `json:"in_flight"`
+	// Schedule is the width schedule in force (text form), Bucket its
+	// bucket whose width runs, Load the load (requests in flight) that
+	// width was chosen for.
+	Schedule string  `json:"schedule,omitempty"`
+	Bucket   string  `json:"bucket,omitempty"`
+	Load     float64 `json:"load,omitempty"`
 }
 
 func (st *serveStatus) handler(sv *launcher) http.Handler {
@@ -210,7 +255,8 @@ func (st *serveStatus) handler(sv *launcher) http.Handler {
 			chk := infoOf(in).Check
 			e := statusEngine{PID: in.Proc.PID(), Engine: string(in.Plan.Settings.Engine.Value), InternalPort: in.Port,
 				Width: widthOf(in.Plan), WidthSource: string(in.Plan.Resolution.Source), WidthReason: in.Plan.Resolution.Reason,
-				Verified: chk.Verified, UptimeS: time.Since(in.Since).Seconds()}
+				Verified: chk.Verified, UptimeS: time.Since(in.Since).Seconds(), Schedule: in.Plan.Resolution.Schedule.String()}
+			e.Bucket, e.Load = st.bucketOf(in.Plan)
 			if in.Backend != nil {
 				e.URL, e.InFlight = in.Backend.URL.String(), in.Backend.InFlight()
 			}
@@ -225,6 +271,9 @@ func (st *serveStatus) handler(sv *launcher) http.Handler {
 			out["engine"] = e
 		} else {
 			out["engine"] = nil
+		}
+		if st.follow != nil {
+			out["follow"] = st.follow
 		}
 		if st.adapt != nil {
 			out["adapt"] = st.adapt

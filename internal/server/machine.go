@@ -74,9 +74,10 @@ const (
 	KindReload              // the profile or policy changed
 	KindAdapt               // the adaptive loop chose another width
 	KindRestart             // the serving engine exited or hung
+	KindFollow              // serve follows the width schedule to the bucket the load sits in
 )
 
-func (k Kind) String() string { return [...]string{"start", "reload", "adapt", "restart"}[k] }
+func (k Kind) String() string { return [...]string{"start", "reload", "adapt", "restart", "follow"}[k] }
 
 // EngineID names one engine process the runtime started: 1, 2, …
 type EngineID uint64

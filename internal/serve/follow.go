@@ -1,0 +1,151 @@
+package serve
+
+import (
+	"context"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/speclaunch/speclaunch/internal/follow"
+	"github.com/speclaunch/speclaunch/internal/key"
+	"github.com/speclaunch/speclaunch/internal/plan"
+	"github.com/speclaunch/speclaunch/internal/server"
+)
+
+// FollowOff says why serve does not follow a plan's width schedule, ""
+// when it does: a schedule of several widths on an engine that runs one
+// width (llama.cpp, mlxcel, sim), behind the proxy (whose in-flight count
+// it reads and whose switches lose no request), with the adaptive loop
+// off (it owns the width then).
+func FollowOff(p *plan.Plan, proxied, adapting bool) string {
+	s := p.Resolution.Schedule
+	switch e := p.Settings.Engine.Value; {
+	case len(s) < 2 || s.IsFlat():
+		return "one width at every load"
+	case e != key.LlamaCpp && e != key.MLXCEL && e != key.Sim:
+		return string(e) + " is given the schedule's width at one request in flight (docs/engines.md, Width schedules)"
+	case !proxied:
+		return "the proxy is off (--proxy=false): a switch would fail requests; the width for one request in flight runs"
+	case adapting:
+		return "the adaptive width is on: it chooses the width"
+	}
+	return ""
+}
+
+// FollowStatus is the follower as /speclaunch/status shows it.
+type FollowStatus struct {
+	Schedule string    `json:"schedule"`
+	Bucket   string    `json:"bucket"`        // the bucket whose width runs, in requests in flight
+	Load     float64   `json:"load"`          // mean requests in flight over the last window
+	Note     string    `json:"note"`          // the last decision, or why not yet
+	Switches int       `json:"switches"`      // made by the follower since serve started
+	Off      string    `json:"off,omitempty"` // why it does not follow
+	Updated  time.Time `json:"updated"`
+}
+
+// runFollow follows the schedule of the plan in force until the returned
+// func stops it (and waits); nil when serve does not follow it.
+func (sv *launcher) runFollow(p *plan.Plan) func() {
+	sv.mu.Lock()
+	adapting, started := sv.loop != nil, sv.started
+	sv.mu.Unlock()
+	if why := FollowOff(p, sv.px != nil, adapting); why != "" {
+		if s := p.Resolution.Schedule; len(s) > 1 && !s.IsFlat() {
+			sv.log.Info("width schedule not followed: "+why, "schedule", s.String())
+			sv.st.setFollow(FollowStatus{Schedule: s.String(), Off: why, Updated: time.Now()})
+		}
+		return nil
+	}
+	sv.log.Info("following the width schedule by requests in flight", "schedule", p.Resolution.Schedule.Describe(), "switch_priced_at", started.Round(10*time.Millisecond).String())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sv.follow(ctx, p, started)
+	}()
+	return func() { cancel(); <-done }
+}
+
+// follow is the follower's loop: a sample of the proxy's in-flight count
+// every follow.Tick, a switch when the rule asks for one.
+func (sv *launcher) follow(ctx context.Context, p *plan.Plan, started time.Duration) {
+	cfg := follow.Config{Schedule: p.Resolution.Schedule}
+	st := follow.New(cfg, widthOf(p), started)
+	tick := time.NewTicker(follow.Tick)
+	defer tick.Stop()
+	switches := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		cur := sv.plan()
+		if cur == nil {
+			continue
+		}
+		if s := cur.Resolution.Schedule; s.String() != cfg.Schedule.String() {
+			cfg.Schedule, st = s, follow.New(follow.Config{Schedule: s}, widthOf(cur), st.Switch) // a reload changed it
+		}
+		if len(cfg.Schedule) < 2 || cfg.Schedule.IsFlat() {
+			continue
+		}
+		st.Width = widthOf(cur) // a reload or a restart may have moved it
+		var d follow.Decision
+		st, d = follow.Step(cfg, st, follow.Observation{Now: time.Now(), InFlight: sv.InFlight()})
+		fs := FollowStatus{Schedule: cfg.Schedule.String(), Bucket: d.From.Range(), Load: round1(d.Load), Note: d.Reason, Switches: switches, Updated: time.Now()}
+		sv.st.setFollow(fs)
+		if !d.Switch {
+			continue
+		}
+		sv.log.Info("follow: switching", "from_width", d.From.Width, "to_width", d.To.Width, "bucket", d.To.Range(), "load", round1(d.Load), "why", d.Reason)
+		t0 := time.Now()
+		err := sv.SwitchLoad(ctx, d.To.Lo, d.Load, "follow: "+d.Reason)
+		st = follow.Done(st, err == nil, time.Since(t0))
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			sv.log.Warn("follow: the switch did not happen; the width stays", "to_width", d.To.Width, "err", err)
+			continue
+		}
+		switches++
+	}
+}
+
+// SwitchLoad switches to the plan in force rebuilt for the schedule's
+// bucket at n requests in flight (load is the mean the follower measured),
+// and returns once the switch has ended. A plan whose engine command is
+// the one serving needs no switch.
+func (sv *launcher) SwitchLoad(ctx context.Context, n int, load float64, reason string) error {
+	cur := sv.plan()
+	np, l, err := sv.rebuild(plan.Options{Load: n}, "follow switch")
+	if err != nil {
+		return err
+	}
+	if slices.Equal(np.Launch.Argv, cur.Launch.Argv) && slices.Equal(np.Launch.Env, cur.Launch.Env) {
+		return nil
+	}
+	sv.st.chosen(np, load)
+	reply := make(chan error, 1)
+	sv.submit(server.KindFollow, reason, cur, np, l, reply)
+	select {
+	case err := <-reply:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// endFollow stops the follower (at shutdown).
+func (sv *launcher) endFollow() {
+	sv.mu.Lock()
+	stop := sv.stopFollow
+	sv.stopFollow = nil
+	sv.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+}
+
+func round1(x float64) float64 { return math.Round(x*10) / 10 }

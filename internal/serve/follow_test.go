@@ -1,0 +1,67 @@
+package serve
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/speclaunch/speclaunch/internal/config"
+	"github.com/speclaunch/speclaunch/internal/key"
+	"github.com/speclaunch/speclaunch/internal/plan"
+	"github.com/speclaunch/speclaunch/internal/schedule"
+	"github.com/speclaunch/speclaunch/internal/width"
+)
+
+func schedPlan(t *testing.T, e key.Engine, text string, load int) *plan.Plan {
+	t.Helper()
+	s, err := schedule.Parse(text, "override")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &plan.Plan{Resolution: width.Resolution{Source: width.Override, Reason: "operator schedule", Schedule: s}.AtLoad(load)}
+	p.Settings.Engine = config.Field[key.Engine]{Value: e}
+	return p
+}
+
+// serve follows a schedule of several widths on a one-width engine behind
+// the proxy with the adaptive loop off, and says why it does not otherwise.
+func TestFollowOff(t *testing.T) {
+	cases := []struct {
+		e                 key.Engine
+		sched             string
+		proxied, adapting bool
+		want              string // "" = follows
+	}{
+		{key.Sim, "1-3:5,4+:1", true, false, ""},
+		{key.LlamaCpp, "1:6,2-3:4,4+:1", true, false, ""},
+		{key.MLXCEL, "1:6,2+:4", true, false, ""},
+		{key.Sim, "4", true, false, "one width"},
+		{key.Sim, "1:4,2+:4", true, false, "one width"},
+		{key.VLLM, "1:6,2+:4", true, false, "vllm is given"},
+		{key.SGLang, "1:6,2+:4", true, false, "sglang is given"},
+		{key.Sim, "1:6,2+:4", false, false, "the proxy is off"},
+		{key.LlamaCpp, "1:6,2+:4", true, true, "the adaptive width is on"},
+	}
+	for _, c := range cases {
+		got := FollowOff(schedPlan(t, c.e, c.sched, 1), c.proxied, c.adapting)
+		if (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
+			t.Errorf("%s %s proxied=%v adapting=%v: %q, want %q", c.e, c.sched, c.proxied, c.adapting, got, c.want)
+		}
+	}
+}
+
+// The status page's bucket and load: the follower's measured load for the
+// plan it switched to, else the load the plan was built for.
+func TestBucketInForce(t *testing.T) {
+	st := &serveStatus{}
+	launch, four := schedPlan(t, key.Sim, "1-3:5,4+:1", 0), schedPlan(t, key.Sim, "1-3:5,4+:1", 4)
+	if b, l := st.bucketInForce(launch); b != "1-3" || l != 1 {
+		t.Errorf("launch: %s %v", b, l)
+	}
+	st.chosen(four, 3.86)
+	if b, l := st.bucketInForce(four); b != "4+" || l != 3.9 {
+		t.Errorf("followed: %s %v", b, l)
+	}
+	if b, l := st.bucketInForce(schedPlan(t, key.Sim, "1-3:5,4+:1", 4)); b != "4+" || l != 4 {
+		t.Errorf("rebuilt at 4: %s %v", b, l)
+	}
+}
