@@ -2,13 +2,17 @@ package serve
 
 import (
 	"context"
+	"errors"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/speclaunch/speclaunch/internal/follow"
 	"github.com/speclaunch/speclaunch/internal/key"
 	"github.com/speclaunch/speclaunch/internal/plan"
+	"github.com/speclaunch/speclaunch/internal/record"
+	"github.com/speclaunch/speclaunch/internal/schedule"
 	"github.com/speclaunch/speclaunch/internal/server"
 )
 
@@ -69,7 +73,7 @@ func (sv *launcher) runFollow(p *plan.Plan) func() {
 // follow is the follower's loop: a sample of the proxy's in-flight count
 // every follow.Tick, a switch when the rule asks for one.
 func (sv *launcher) follow(ctx context.Context, p *plan.Plan, started time.Duration) {
-	cfg := follow.Config{Schedule: p.Resolution.Schedule}
+	cfg := follow.Config{Schedule: p.Resolution.Schedule, Gain: sv.gainOf(p)}
 	st := follow.New(cfg, widthOf(p), started)
 	tick := time.NewTicker(follow.Tick)
 	defer tick.Stop()
@@ -85,7 +89,8 @@ func (sv *launcher) follow(ctx context.Context, p *plan.Plan, started time.Durat
 			continue
 		}
 		if s := cur.Resolution.Schedule; s.String() != cfg.Schedule.String() {
-			cfg.Schedule, st = s, follow.New(follow.Config{Schedule: s}, widthOf(cur), st.Switch) // a reload changed it
+			cfg = follow.Config{Schedule: s, Gain: sv.gainOf(cur)} // a reload changed it
+			st = follow.New(cfg, widthOf(cur), st.Switch)
 		}
 		if len(cfg.Schedule) < 2 || cfg.Schedule.IsFlat() {
 			continue
@@ -149,3 +154,69 @@ func (sv *launcher) endFollow() {
 }
 
 func round1(x float64) float64 { return math.Round(x*10) / 10 }
+
+// recordGain is the follower's measured gain from a load sweep's record
+// (`speclaunch tune`, `bench --concurrency`): at the level in to's bucket
+// nearest its low edge, the median rate of to's width over from's (classic
+// for width 1). ok is false where the record lacks either arm there.
+func recordGain(rec *record.Record) func(from, to schedule.Bucket) (float64, bool) {
+	return func(from, to schedule.Bucket) (float64, bool) {
+		var lv *record.Level
+		for i := range rec.Levels {
+			l := &rec.Levels[i]
+			if to.Contains(l.Concurrency) && (lv == nil || l.Concurrency < lv.Concurrency) {
+				lv = l
+			}
+		}
+		if lv == nil {
+			return 0, false
+		}
+		a, b := levelRate(lv, to.Width), levelRate(lv, from.Width)
+		if a <= 0 || b <= 0 {
+			return 0, false
+		}
+		return a/b - 1, true
+	}
+}
+
+// levelRate is the median tokens/s of the level's measured arm at width w
+// (1 = its classic arm), 0 when none.
+func levelRate(l *record.Level, w int) float64 {
+	for i := range l.Arms {
+		a := &l.Arms[i]
+		ran := a.RanWidth()
+		if a.Kind == record.KindClassic {
+			ran = 1
+		}
+		if ran == w && a.Status == record.StatusOK {
+			return a.Stats.Median
+		}
+	}
+	return 0
+}
+
+// gainOf reads the record behind the plan's policy entry for the
+// follower's gains; nil (the rule's prior) when there is none or it
+// cannot be read, which is said once.
+func (sv *launcher) gainOf(p *plan.Plan) func(from, to schedule.Bucket) (float64, bool) {
+	e := p.Resolution.Entry
+	if e == nil || e.Record == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	path := strings.TrimSuffix(e.Record, ".md") + ".json"
+	data, err := record.ReadFile(ctx, path)
+	var rec *record.Record
+	if err == nil {
+		rec, err = record.Decode(data)
+	}
+	if err == nil && len(rec.Levels) == 0 {
+		err = errors.New("it measured one load level")
+	}
+	if err != nil {
+		sv.log.Info("follow: no measured gains between the schedule's widths (the rule's prior applies)", "record", path, "why", err)
+		return nil
+	}
+	return recordGain(rec)
+}

@@ -7,6 +7,7 @@ import (
 	"github.com/speclaunch/speclaunch/internal/config"
 	"github.com/speclaunch/speclaunch/internal/key"
 	"github.com/speclaunch/speclaunch/internal/plan"
+	"github.com/speclaunch/speclaunch/internal/record"
 	"github.com/speclaunch/speclaunch/internal/schedule"
 	"github.com/speclaunch/speclaunch/internal/width"
 )
@@ -63,5 +64,29 @@ func TestBucketInForce(t *testing.T) {
 	}
 	if b, l := st.bucketInForce(schedPlan(t, key.Sim, "1-3:5,4+:1", 4)); b != "4+" || l != 4 {
 		t.Errorf("rebuilt at 4: %s %v", b, l)
+	}
+}
+
+// The gains the follower reads from a load sweep's record: the level in
+// the bucket it moves to, that width's median over the running one's.
+func TestRecordGain(t *testing.T) {
+	arm := func(kind string, w int, med float64) record.Arm {
+		return record.Arm{Kind: kind, Width: w, Status: record.StatusOK, Stats: record.Stats{Median: med}}
+	}
+	rec := &record.Record{Levels: []record.Level{
+		{Concurrency: 1, Arms: []record.Arm{arm(record.KindClassic, 0, 300), arm(record.KindWidth, 5, 500)}},
+		{Concurrency: 4, Arms: []record.Arm{arm(record.KindClassic, 0, 930), arm(record.KindWidth, 5, 900)}},
+		{Concurrency: 8, Arms: []record.Arm{arm(record.KindClassic, 0, 1500), arm(record.KindWidth, 5, 1000)}},
+	}}
+	g := recordGain(rec)
+	s, _ := schedule.Parse("1-3:5,4+:1", "tuned")
+	if v, ok := g(s[0], s[1]); !ok || v < 0.033 || v > 0.034 {
+		t.Errorf("5 → off at 4+: %v %v, want +3.3 %% (level 4, not 8)", v, ok)
+	}
+	if v, ok := g(s[1], s[0]); !ok || v < 0.66 || v > 0.67 {
+		t.Errorf("off → 5 at 1-3: %v %v, want +66.7 %%", v, ok)
+	}
+	if _, ok := g(s[0], schedule.Bucket{Lo: 2, Hi: 3, Width: 4}); ok {
+		t.Error("a gain without a level in the bucket")
 	}
 }
