@@ -24,7 +24,7 @@ func Merge(layers ...*File) *Policy {
 		}
 	}
 	p := &Policy{}
-	m := merger{p: p, byKey: make(map[key.Key]int, n), byID: make(map[string]int, n)}
+	m := merger{p: p, byKey: make(map[entryKey]int, n), byID: make(map[string]int, n)}
 	if n > 0 {
 		p.Entries, m.dead = make([]Entry, 0, n), make([]bool, 0, n)
 	}
@@ -58,16 +58,26 @@ func Merge(layers ...*File) *Policy {
 type merger struct {
 	p     *Policy
 	dead  []bool
-	byKey map[key.Key]int
+	byKey map[entryKey]int
 	byID  map[string]int
 }
 
+// entryKey is what a later layer replaces an entry by: its key and, for a
+// tuned entry, its pair (a tuned entry never replaces the measured entry
+// of its key: that one still answers every other pair).
+type entryKey struct {
+	key.Key
+	Pair
+}
+
+func keyOf(e Entry) entryKey { return entryKey{e.Key, e.Pair} }
+
 func (m *merger) add(e Entry) {
-	ki, kok := m.byKey[e.Key]
+	ki, kok := m.byKey[keyOf(e)]
 	ii, iok := m.byID[e.ID]
 	switch {
 	case !kok && !iok:
-		m.byKey[e.Key], m.byID[e.ID] = len(m.p.Entries), len(m.p.Entries)
+		m.byKey[keyOf(e)], m.byID[e.ID] = len(m.p.Entries), len(m.p.Entries)
 		m.p.Entries = append(m.p.Entries, e)
 		m.dead = append(m.dead, false)
 		return
@@ -91,14 +101,14 @@ func (m *merger) add(e Entry) {
 func (m *merger) put(i int, e Entry) {
 	m.forget(i)
 	m.p.Entries[i] = e
-	m.byKey[e.Key], m.byID[e.ID] = i, i
+	m.byKey[keyOf(e)], m.byID[e.ID] = i, i
 }
 
 // forget drops the index entries of the entry at i.
 func (m *merger) forget(i int) {
 	o := m.p.Entries[i]
-	if m.byKey[o.Key] == i {
-		delete(m.byKey, o.Key)
+	if m.byKey[keyOf(o)] == i {
+		delete(m.byKey, keyOf(o))
 	}
 	if m.byID[o.ID] == i {
 		delete(m.byID, o.ID)
@@ -124,11 +134,39 @@ func (p *Policy) Lookup(k key.Key) *Entry {
 		return nil
 	}
 	for _, e := range p.Entries {
-		if e.Key == k {
+		if e.Key == k && e.Pair.IsZero() {
 			return &e
 		}
 	}
 	return nil
+}
+
+// LookupPair returns the tuned entry for exactly k and this pair (its
+// content hashes and engine pin), or nil; a zero pair matches none.
+func (p *Policy) LookupPair(k key.Key, pair Pair) *Entry {
+	if p == nil || pair.IsZero() || pair.Target == "" || pair.Draft == "" {
+		return nil
+	}
+	for _, e := range p.Entries {
+		if e.Key == k && e.Pair == pair {
+			return &e
+		}
+	}
+	return nil
+}
+
+// HasPairs reports whether any entry is keyed to a pair: only then is a
+// pair worth hashing.
+func (p *Policy) HasPairs() bool {
+	if p == nil {
+		return false
+	}
+	for _, e := range p.Entries {
+		if !e.Pair.IsZero() {
+			return true
+		}
+	}
+	return false
 }
 
 // DefaultWidth returns the per-(engine, drafter) default, which mirrors the
@@ -240,4 +278,40 @@ func (Entry) widthWord(w int) string {
 		return "width 1 (speculation off)"
 	}
 	return fmt.Sprintf("width %d", w)
+}
+
+// ExplainPair is Explain with the tuned layer first: the tuned entry that
+// answers this pair (its file, the date it was tuned and its record), or
+// the tuned entries of this key that were made for other pairs or engine
+// builds, then Explain's lines for the key.
+func (p *Policy) ExplainPair(k key.Key, pair Pair) []string {
+	var out []string
+	if e := p.LookupPair(k, pair); e != nil {
+		out = append(out, fmt.Sprintf("tuned entry %s matches this pair (%s): %s, tuned %s on this pair, record %s", e.ID, e.Origin, e.Sched().Describe(), orUnknown(e.Tuned), e.Record))
+		for _, b := range e.Sched() {
+			out = append(out, fmt.Sprintf("  at %s concurrent requests: %s", b.Range(), e.widthWord(b.Width)))
+		}
+		out = append(out, "  it answers before any measured entry of the key: it was measured on these very models")
+	} else if p != nil {
+		for _, e := range p.Entries {
+			if e.Key == k && !e.Pair.IsZero() {
+				out = append(out, fmt.Sprintf("tuned entry %s (%s) is for another pair or engine build (%s), not this one (%s): re-run speclaunch tune to tune this one", e.ID, e.Origin, e.Pair.Short(), pairOrUnknown(pair)))
+			}
+		}
+	}
+	return append(out, p.Explain(k)...)
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "(date unknown)"
+	}
+	return s
+}
+
+func pairOrUnknown(p Pair) string {
+	if p.IsZero() {
+		return "its models could not be hashed"
+	}
+	return p.Short()
 }

@@ -43,7 +43,7 @@ func (e *ParseError) Error() string {
 var (
 	topKeys     = []string{"schema", "default", "entry"}
 	defaultKeys = []string{"engine", "drafter", "width", "note"}
-	entryKeys   = []string{"id", "engine", "drafter", "capability", "quant", "width", "schedule", "runner_up", "pin", "record", "records", "cost", "note"}
+	entryKeys   = []string{"id", "engine", "drafter", "capability", "quant", "width", "schedule", "runner_up", "pin", "record", "records", "cost", "note", "target_sha256", "draft_sha256", "tuned"}
 	costKeys    = []string{"record", "classic_ms", "widths", "ms_per_cycle"}
 	idPattern   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 )
@@ -319,7 +319,7 @@ func parseDefault(t table) (Default, error) {
 func parseEntries(ts []table) ([]Entry, error) {
 	var out []Entry
 	byID := map[string]Entry{}
-	byKey := map[key.Key]Entry{}
+	byKey := map[entryKey]Entry{}
 	for _, t := range ts {
 		e, err := parseEntry(t)
 		if err != nil {
@@ -328,10 +328,10 @@ func parseEntries(ts []table) ([]Entry, error) {
 		if first, dup := byID[e.ID]; dup {
 			return nil, t.errf("id", "duplicate entry id %q (first at %s); ids must be unique: rename one", e.ID, first.Origin)
 		}
-		if first, dup := byKey[e.Key]; dup {
+		if first, dup := byKey[keyOf(e)]; dup {
 			return nil, t.errAt(t.line, "entry %q has the same key (%s) as entry %q at %s; keep one (a later policy file may replace it instead)", e.ID, e.Key, first.ID, first.Origin)
 		}
-		byID[e.ID], byKey[e.Key] = e, e
+		byID[e.ID], byKey[keyOf(e)] = e, e
 		out = append(out, e)
 	}
 	return out, nil
@@ -392,7 +392,13 @@ func parseEntry(t table) (Entry, error) {
 	if err != nil {
 		return Entry{}, err
 	}
+	pair, tuned, err := t.pair(strings.TrimSpace(pin))
+	if err != nil {
+		return Entry{}, err
+	}
 	return Entry{
+		Pair:     pair,
+		Tuned:    tuned,
 		ID:       id,
 		Key:      key.Key{Engine: e, Drafter: d, Capability: c, Quant: q},
 		Width:    w,
@@ -406,6 +412,37 @@ func parseEntry(t table) (Entry, error) {
 		Origin:   origin(t.file, t.line),
 	}, nil
 }
+
+// pair reads a tuned entry's pair: target_sha256 and draft_sha256 (64
+// hex digits each, both or neither) and the date it was tuned; the pin is
+// the entry's own.
+func (t table) pair(pin string) (Pair, string, error) {
+	tgt, hasT, err := t.str("target_sha256", "")
+	if err != nil {
+		return Pair{}, "", err
+	}
+	dr, hasD, err := t.str("draft_sha256", "")
+	if err != nil {
+		return Pair{}, "", err
+	}
+	tuned, hasTuned, err := t.str("tuned", "")
+	if err != nil {
+		return Pair{}, "", err
+	}
+	switch {
+	case !hasT && !hasD && !hasTuned:
+		return Pair{}, "", nil
+	case !hasT || !hasD:
+		return Pair{}, "", t.errf("target_sha256", "a tuned entry names both models by content: give target_sha256 and draft_sha256 (speclaunch tune writes them), or neither")
+	case !sha256Pattern.MatchString(tgt):
+		return Pair{}, "", t.errf("target_sha256", "target_sha256 %q is not 64 hex digits; re-run speclaunch tune to rewrite the entry", tgt)
+	case !sha256Pattern.MatchString(dr):
+		return Pair{}, "", t.errf("draft_sha256", "draft_sha256 %q is not 64 hex digits; re-run speclaunch tune to rewrite the entry", dr)
+	}
+	return Pair{Target: tgt, Draft: dr, Pin: pin}, tuned, nil
+}
+
+var sha256Pattern = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
 // widthOrSchedule reads an entry's answer: `width = W`, or `schedule =
 // [[lo, hi, width], ...]` in its place (hi 0 = no upper bound, width 1 =

@@ -7,6 +7,8 @@
 package policy
 
 import (
+	"fmt"
+
 	"github.com/speclaunch/speclaunch/internal/key"
 	"github.com/speclaunch/speclaunch/internal/schedule"
 )
@@ -44,6 +46,34 @@ type Entry struct {
 	Cost   []CostRow
 	Note   string
 	Origin string // "file:line" it was read from
+	// Pair, when set, keys the entry to one model pair on one engine
+	// build: `speclaunch tune` writes such entries into the operator's
+	// tuned layer, and they apply only to that pair (LookupPair). Tuned is
+	// the date tune measured it ("" for a measured entry).
+	Pair  Pair
+	Tuned string
+}
+
+// Pair names a model pair by content on one engine build: the target's and
+// the drafter's content hashes (modelhash.Sum, or a sim stand-in's) and
+// the engine's pin as a record states it ("llama.cpp d32676d", "sim").
+type Pair struct {
+	Target, Draft, Pin string
+}
+
+// IsZero reports an entry keyed on no pair.
+func (p Pair) IsZero() bool { return p == Pair{} }
+
+// Short names the pair in a line: the hashes' first 12 digits and the pin.
+func (p Pair) Short() string {
+	return fmt.Sprintf("target %s, drafter %s, %s", short12(p.Target), short12(p.Draft), p.Pin)
+}
+
+func short12(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
 }
 
 // File is one parsed policy file.

@@ -35,7 +35,14 @@ type Input struct {
 
 	Policy        *policy.Policy
 	EngineVersion string // the running engine's version string, "" when unknown
+	// Pair is the launch's model pair by content and engine pin, for the
+	// entries `speclaunch tune` keys to a pair (zero when not hashed).
+	Pair policy.Pair
 }
+
+// TunedBucket is the source of the buckets of a schedule `speclaunch tune`
+// measured on the launch's own pair.
+const TunedBucket = "tuned"
 
 // PolicyEngine is the engine whose measured entries apply: the sim engine
 // stands in for mlxcel (same command line, a GB10 cost model), so mlxcel's
@@ -105,7 +112,17 @@ func resolveSchedule(in Input) Resolution {
 		return r
 	}
 	if in.Policy != nil {
-		if e := in.Policy.Lookup(k); e != nil && e.Sched().Max() >= key.MinWidth {
+		e, tuned := in.Policy.LookupPair(k, in.Pair), true
+		if e == nil {
+			e, tuned = in.Policy.Lookup(k), false
+		}
+		if e != nil && tuned && e.Sched().Max() >= key.MinWidth {
+			entry := *e
+			r.Schedule, r.Source, r.Entry = e.Sched().WithSource(TunedBucket), Measured, &entry
+			r.Reason = fmt.Sprintf("tuned on this pair %s, record %s", e.Tuned, e.Record)
+			return r
+		}
+		if e != nil && e.Sched().Max() >= key.MinWidth {
 			entry := *e
 			r.Schedule, r.Source, r.Entry = e.Sched(), Measured, &entry
 			r.Reason = fmt.Sprintf("measured default for %s with %s", k.Capability.SM(), quantPhrase(in.Engine, k.Quant))

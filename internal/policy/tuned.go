@@ -1,0 +1,74 @@
+package policy
+
+import (
+	"bytes"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// TunedHeader opens the tuned layer `speclaunch tune` writes.
+const TunedHeader = `# speclaunch's tuned layer: schedules measured by ` + "`speclaunch tune`" + ` on the
+# operator's own model pairs. Each entry applies only to the pair it names
+# (target_sha256, draft_sha256) on the engine build it names (pin), and
+# answers before the embedded policy's measured entries; operator policy
+# files and profiles layer over it (docs/schedule.md). Re-running tune on a
+# pair replaces its entry; edit or delete entries freely. Records sit
+# beside this file, their paths relative to it.
+`
+
+// WithTuned is the layer's entries with e in place of any entry of the
+// same key and pair, or of the same id (a re-run replaces its pair's
+// entry), else added at the end.
+func WithTuned(entries []Entry, e Entry) []Entry {
+	out := make([]Entry, 0, len(entries)+1)
+	placed := false
+	for _, x := range entries {
+		if keyOf(x) == keyOf(e) || x.ID == e.ID {
+			if !placed {
+				out, placed = append(out, e), true
+			}
+			continue
+		}
+		out = append(out, x)
+	}
+	if !placed {
+		out = append(out, e)
+	}
+	return out
+}
+
+// RenderTuned renders a tuned layer: the header, schema 1 and one [[entry]]
+// per entry. Parse reads back exactly these entries; the caller checks
+// that before writing.
+func RenderTuned(entries []Entry) []byte {
+	var b bytes.Buffer
+	b.WriteString(TunedHeader)
+	b.WriteString("\nschema = 1\n")
+	for _, e := range entries {
+		fmt.Fprintf(&b, "\n[[entry]]\nid = %s\n", strconv.Quote(e.ID))
+		fmt.Fprintf(&b, "engine = %s\ndrafter = %s\ncapability = %s\nquant = %s\n",
+			strconv.Quote(string(e.Key.Engine)), strconv.Quote(string(e.Key.Drafter)), strconv.Quote(e.Key.Capability.String()), strconv.Quote(string(e.Key.Quant)))
+		if len(e.Schedule) > 0 {
+			parts := make([]string, len(e.Schedule))
+			for i, bk := range e.Schedule {
+				parts[i] = fmt.Sprintf("[%d, %d, %d]", bk.Lo, bk.Hi, bk.Width)
+			}
+			fmt.Fprintf(&b, "schedule = [%s]\n", strings.Join(parts, ", "))
+		} else {
+			fmt.Fprintf(&b, "width = %d\n", e.Width)
+		}
+		fmt.Fprintf(&b, "pin = %s\n", strconv.Quote(e.Pin))
+		if !e.Pair.IsZero() {
+			fmt.Fprintf(&b, "target_sha256 = %s\ndraft_sha256 = %s\n", strconv.Quote(e.Pair.Target), strconv.Quote(e.Pair.Draft))
+		}
+		if e.Tuned != "" {
+			fmt.Fprintf(&b, "tuned = %s\n", strconv.Quote(e.Tuned))
+		}
+		fmt.Fprintf(&b, "record = %s\n", strconv.Quote(e.Record))
+		if e.Note != "" {
+			fmt.Fprintf(&b, "note = %s\n", strconv.Quote(e.Note))
+		}
+	}
+	return b.Bytes()
+}

@@ -1,0 +1,75 @@
+package policy
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/speclaunch/speclaunch/internal/schedule"
+)
+
+func tunedEntry(id, target string) Entry {
+	s, _ := schedule.FromTriples([][]int{{1, 3, 6}, {4, 0, 1}}, "measured")
+	return Entry{ID: id, Key: gb10, Width: 6, Schedule: s, Pin: "sim", Record: "records/tune.md", Tuned: "2026-12-05",
+		Pair: Pair{Target: strings.Repeat(target, 64), Draft: strings.Repeat("b", 64), Pin: "sim"}}
+}
+
+// A tuned layer renders to a file Parse reads back entry for entry; a
+// re-run replaces its pair's entry and keeps the others.
+func TestTunedRoundTrip(t *testing.T) {
+	es := WithTuned(nil, tunedEntry("tuned-a", "a"))
+	es = WithTuned(es, tunedEntry("tuned-c", "c"))
+	again := tunedEntry("tuned-a2", "a")
+	again.Schedule[0].Width = 5
+	es = WithTuned(es, again)
+	if len(es) != 2 || es[0].ID != "tuned-a2" || es[1].ID != "tuned-c" {
+		t.Fatalf("entries after a re-run: %+v", es)
+	}
+	f, err := Parse("tuned.toml", RenderTuned(es))
+	if err != nil {
+		t.Fatalf("the rendered layer does not parse: %v\n%s", err, RenderTuned(es))
+	}
+	if len(f.Entries) != 2 || f.Entries[0].Pair != es[0].Pair || f.Entries[0].Tuned != "2026-12-05" || f.Entries[0].Sched().String() != "1-3:5,4+:1" {
+		t.Errorf("read back %+v", f.Entries)
+	}
+}
+
+// A tuned entry answers only its pair: it never replaces the measured
+// entry of its key, which still answers every other pair.
+func TestLookupPair(t *testing.T) {
+	measured := entry("gb10-affine-dflash", gb10, 4, "policy.toml:40")
+	tuned := tunedEntry("tuned-a", "a")
+	p := Merge(&File{Name: "policy.toml", Entries: []Entry{measured}}, &File{Name: "tuned.toml", Entries: []Entry{tuned}})
+	if len(p.Entries) != 2 || len(p.Replaced) != 0 {
+		t.Fatalf("merged %d entries, replaced %d", len(p.Entries), len(p.Replaced))
+	}
+	if e := p.Lookup(gb10); e == nil || e.ID != measured.ID {
+		t.Errorf("Lookup = %v, want the measured entry", e)
+	}
+	if e := p.LookupPair(gb10, tuned.Pair); e == nil || e.ID != tuned.ID {
+		t.Errorf("LookupPair = %v, want the tuned entry", e)
+	}
+	other := tuned.Pair
+	other.Pin = "llama.cpp d32676d"
+	if e := p.LookupPair(gb10, other); e != nil {
+		t.Errorf("another engine build matched %s", e.ID)
+	}
+	lines := strings.Join(p.ExplainPair(gb10, tuned.Pair), "\n")
+	if !strings.Contains(lines, "tuned entry tuned-a matches this pair") || !strings.Contains(lines, "tuned 2026-12-05") || !strings.Contains(lines, "records/tune.md") {
+		t.Errorf("explain:\n%s", lines)
+	}
+	if lines := strings.Join(p.ExplainPair(gb10, other), "\n"); !strings.Contains(lines, "is for another pair") {
+		t.Errorf("explain for another pair:\n%s", lines)
+	}
+}
+
+func TestTunedPairErrors(t *testing.T) {
+	for _, tc := range []struct{ add, want string }{
+		{`target_sha256 = "` + strings.Repeat("a", 64) + `"`, "give target_sha256 and draft_sha256"},
+		{`target_sha256 = "xyz"` + "\n" + `draft_sha256 = "` + strings.Repeat("a", 64) + `"`, "is not 64 hex digits"},
+	} {
+		src := "schema = 1\n[[entry]]\nid = \"t\"\nengine = \"mlxcel\"\ndrafter = \"dflash\"\ncapability = \"12.1\"\nquant = \"affine\"\nwidth = 4\npin = \"sim\"\nrecord = \"r.md\"\n" + tc.add + "\n"
+		if _, err := Parse("tuned.toml", []byte(src)); err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "tuned.toml:") {
+			t.Errorf("%s: err %v, want %q at a line", tc.add, err, tc.want)
+		}
+	}
+}
