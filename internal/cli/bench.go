@@ -320,16 +320,9 @@ func (c *BenchCmd) identity(e *Env, p *plan.Plan, notes []string) *record.Record
 		bin = f.Caps.Self
 	}
 	rec.Engine = record.Engine{Name: string(s.Engine.Value), Binary: bin, Version: f.Caps.Version, Spelling: string(f.Caps.Spelling), SHA256: fileSHA(bin)}
-	switch {
-	case s.Engine.Value == key.Sim:
+	rec.Engine.Pin = plan.EnginePin(s.Engine.Value, f.Caps)
+	if s.Engine.Value == key.Sim {
 		rec.Engine.Version = "sim " + LauncherVersion()
-		rec.Engine.Pin = "sim"
-	case f.Caps.Commit != "":
-		rec.Engine.Pin = string(s.Engine.Value) + " " + f.Caps.Commit
-	case f.Caps.Version != "":
-		rec.Engine.Pin = string(s.Engine.Value) + " " + f.Caps.Version
-	default:
-		rec.Engine.Pin = string(s.Engine.Value) + " unknown"
 	}
 	rec.Models = []record.Model{
 		{Role: "target", Path: s.Model.Value, Bytes: pathBytes(s.Model.Value), Quant: string(f.Quant), Note: f.QuantSource},
@@ -339,7 +332,10 @@ func (c *BenchCmd) identity(e *Env, p *plan.Plan, notes []string) *record.Record
 		m := &rec.Models[i]
 		if sum, err := modelhash.Sum(m.Path); err == nil {
 			m.Content, m.ContentMethod = sum, modelhash.Method
-		} else if s.Engine.Value != key.Sim {
+		} else if s.Engine.Value == key.Sim {
+			m.Content, _ = plan.ModelSum(key.Sim, m.Path)
+			m.ContentMethod = "a sim stand-in: sha256 of \"speclaunch sim stand-in\", a NUL and its base name"
+		} else {
 			rec.Notes = append(rec.Notes, fmt.Sprintf("the %s's content could not be hashed (%v): the record names it by path alone", m.Role, err))
 		}
 	}

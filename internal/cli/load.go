@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 
 	"github.com/alecthomas/kong"
@@ -55,7 +57,7 @@ func (e *Env) loadNamed(in config.Input) (*loaded, error) {
 	if prof != nil {
 		l.Files = append(l.Files, prof.Path)
 	}
-	pol, files, err := loadPolicy(in.Ctx, e.PolicyTOML, s, prof)
+	pol, files, err := loadPolicy(in.Ctx, e.PolicyTOML, tunedLayer(e.Getenv), s, prof)
 	if err != nil {
 		named := slices.Clone(l.Files)
 		for _, f := range s.Policies {
@@ -68,15 +70,26 @@ func (e *Env) loadNamed(in config.Input) (*loaded, error) {
 	return l, nil
 }
 
-// loadPolicy merges the embedded policy, the policy files in order, then the
+// loadPolicy merges the embedded policy, the tuned layer (when the file
+// exists: speclaunch tune writes it), the policy files in order, then the
 // profile's own [[policy.entry]] tables.
-func loadPolicy(ctx context.Context, embedded []byte, s config.Settings, prof *profiles.Profile) (*policy.Policy, []string, error) {
+func loadPolicy(ctx context.Context, embedded []byte, tuned string, s config.Settings, prof *profiles.Profile) (*policy.Policy, []string, error) {
 	base, err := policy.Parse(EmbeddedPolicyName, embedded)
 	if err != nil {
 		return nil, nil, fmt.Errorf("embedded policy is invalid (a build problem): %w", err)
 	}
 	layers := []*policy.File{base}
 	var files []string
+	if tuned != "" && !slices.ContainsFunc(s.Policies, func(f config.Field[string]) bool { return f.Value == tuned }) {
+		if _, err := os.Stat(tuned); err == nil {
+			pf, err := policy.ReadFile(ctx, tuned)
+			if err != nil {
+				return nil, nil, fmt.Errorf("the tuned layer (written by speclaunch tune): %w; fix or delete it, or re-run speclaunch tune", err)
+			}
+			layers = append(layers, pf)
+			files = append(files, tuned)
+		}
+	}
 	for _, f := range s.Policies {
 		pf, err := policy.ReadFile(ctx, f.Value)
 		var se *safefile.Error
@@ -101,6 +114,22 @@ func loadPolicy(ctx context.Context, embedded []byte, s config.Settings, prof *p
 		layers = append(layers, &policy.File{Name: prof.Path, Schema: 1, Entries: entries})
 	}
 	return policy.Merge(layers...), files, nil
+}
+
+// TunedFile is the tuned layer's file name in the user's config directory.
+const TunedFile = "tuned.toml"
+
+// tunedLayer is where speclaunch tune writes by default and serve and
+// resolve read: $XDG_CONFIG_HOME/speclaunch/tuned.toml, else
+// ~/.config/speclaunch/tuned.toml; "" when neither variable is set.
+func tunedLayer(getenv func(string) string) string {
+	if d := getenv("XDG_CONFIG_HOME"); d != "" && filepath.IsAbs(d) {
+		return filepath.Join(d, "speclaunch", TunedFile)
+	}
+	if h := getenv("HOME"); h != "" {
+		return filepath.Join(h, ".config", "speclaunch", TunedFile)
+	}
+	return ""
 }
 
 // isBadInput reports errors that mean the operator's input is wrong.

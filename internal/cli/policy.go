@@ -114,7 +114,7 @@ func (c *PolicyExplainCmd) Run(e *Env) error {
 	r := p.Resolution
 	lines := []string{}
 	if r.Source != "off" {
-		lines = l.Policy.Explain(r.Key)
+		lines = l.Policy.ExplainPair(r.Key, p.Facts.Pair)
 	}
 	if c.JSON {
 		return writeJSON(e.Stdout, map[string]any{"key": keyMap(r.Key), "resolution": resolutionJSON(p, l.Notices), "explain": lines})
@@ -124,7 +124,7 @@ func (c *PolicyExplainCmd) Run(e *Env) error {
 	order := []string{
 		"1. operator override (flag, LLAMA_ARG_DRAFT_BLOCK_SIZE, MLXCEL_DRAFT_BLOCK_SIZE, engine-unit flag/env, profile draft.block_size)",
 		"2. a width the drafter checkpoint declares",
-		"3. a measured policy entry for exactly this key",
+		"3. a tuned entry for this very model pair and engine build (speclaunch tune), then a measured policy entry for exactly this key",
 		"4. the per-(engine, drafter) default",
 	}
 	fmt.Fprintln(e.Stdout, "precedence:")

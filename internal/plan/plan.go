@@ -45,6 +45,10 @@ type Facts struct {
 	Declared       int    `json:"declared_width,omitempty"`
 	DeclaredReason string `json:"declared_reason,omitempty"`
 
+	// Pair is the model pair by content and the engine's pin, hashed only
+	// when the policy holds entries keyed to a pair (speclaunch tune's).
+	Pair policy.Pair `json:"pair,omitzero"`
+
 	Binary     string      `json:"binary"`
 	BinaryPath string      `json:"binary_path,omitempty"` // "" when not found on this host
 	Caps       engine.Caps `json:"engine"`
@@ -142,6 +146,9 @@ func Build(ctx context.Context, s config.Settings, pol *policy.Policy, d Deps, o
 		return nil, err
 	}
 	p.engineCaps(ctx, d)
+	if speculative && !p.Facts.Hypothetical && pol.HasPairs() {
+		p.pair()
+	}
 	p.resolve(pol, o, speculative)
 
 	// A hypothetical drafter has no command line to speak of; build the
@@ -341,6 +348,7 @@ func (p *Plan) resolve(pol *policy.Policy, o Options, speculative bool) {
 		Quant:            f.Quant,
 		Policy:           pol,
 		EngineVersion:    f.Caps.Version,
+		Pair:             f.Pair,
 	})
 	p.Warnings = append(p.Warnings, p.Resolution.Warnings...)
 	p.nativeSchedule()

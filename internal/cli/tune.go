@@ -1,0 +1,262 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/speclaunch/speclaunch/internal/bench"
+	"github.com/speclaunch/speclaunch/internal/key"
+	"github.com/speclaunch/speclaunch/internal/plan"
+	"github.com/speclaunch/speclaunch/internal/policy"
+	"github.com/speclaunch/speclaunch/internal/record"
+	"github.com/speclaunch/speclaunch/internal/safefile"
+	"github.com/speclaunch/speclaunch/internal/schedule"
+	"github.com/speclaunch/speclaunch/internal/width"
+)
+
+// TuneCmd measures the operator's own pair at several loads and writes the
+// schedule it earns into the tuned layer (docs/schedule.md).
+type TuneCmd struct {
+	LaunchFlags `embed:""`
+
+	Levels  string `help:"Load levels to measure: concurrent clients, ascending (each level's width covers the loads up to the next)." default:"1,2,4,8" placeholder:"N,N,..." group:"Tune"`
+	Widths  string `help:"Widths to measure besides classic and the engine's default (default: bench's, 2,3,4,6,8,16)." placeholder:"W,W,..." group:"Tune"`
+	Engines int    `help:"Fresh engines per width, at least 2, so the spread between engines is measured (default 3)." group:"Tune"`
+	Window  string `help:"Length of one measured window per engine and level (default 5s; 1s on the sim)." placeholder:"DUR" group:"Tune"`
+	JSON    bool   `help:"Progress as JSON lines on stdout, for machines." group:"Tune"`
+}
+
+// The sim's windows: its rates follow a cost model with 1% noise per
+// round, so a 1 s window after a 1 s warm-up holds its rate; two windows
+// on three engines per width keep a two-level tune on the sim demo pairing
+// within 3 minutes (docs/benchmark_results/tune-demo-load-sim-2026-12-05.md
+// states the spread between engines it measured).
+const (
+	tuneSimWarm    = time.Second
+	tuneSimWindow  = time.Second
+	tuneSimWindows = 2
+)
+
+// Run implements `speclaunch tune`.
+func (c *TuneCmd) Run(e *Env) error {
+	levels, err := parseLevels(c.Levels, "--levels")
+	if err != nil {
+		return err
+	}
+	layer, err := c.layerPath(e)
+	if err != nil {
+		return err
+	}
+	in := c.LaunchFlags.input(e, nil, e.Passthrough)
+	if _, err := os.Stat(layer); err != nil {
+		// tune creates the file it names; it is not yet a layer to read
+		in.Policies = slices.DeleteFunc(slices.Clone(in.Policies), func(p string) bool { return p == layer })
+	}
+	e.logJSON = logsJSON(c.LogFormat, e.Getenv)
+	l, err := e.load(in)
+	if err != nil {
+		return err
+	}
+	t, err := c.prepare(e, l, levels, layer)
+	if err != nil {
+		return err
+	}
+	return t.run(e)
+}
+
+// layerPath is the file tune writes: the last --policy flag, else the
+// user's tuned layer.
+func (c *TuneCmd) layerPath(e *Env) (string, error) {
+	if n := len(c.Policy); n > 0 {
+		return c.Policy[n-1], nil
+	}
+	if p := tunedLayer(e.Getenv); p != "" {
+		return p, nil
+	}
+	return "", usage(errors.New("tune has nowhere to write: neither XDG_CONFIG_HOME nor HOME is set"), "set one of them, or name the file with --policy FILE")
+}
+
+// tuning is one tune, planned: everything checked before anything starts.
+type tuning struct {
+	lo      bench.LoadOptions
+	st      *starter
+	rec     *record.Record
+	outBase string
+	layer   string
+	entry   policy.Entry // without its schedule
+	others  []policy.Entry
+}
+
+// prepare checks everything a tune needs before it starts an engine: the
+// key and the pair can be named, the layer parses and its directory takes
+// files, and the sweep fits a record.
+func (c *TuneCmd) prepare(e *Env, l *loaded, levels []int, layer string) (*tuning, error) {
+	s := l.Settings
+	if s.Engine.Value == key.VLLM || s.Engine.Value == key.SGLang {
+		return nil, usage(fmt.Errorf("tune cannot measure %s: serve hands %s a schedule natively, but the load sweep reads a llama-server-compatible stream", s.Engine.Value, s.Engine.Value), "tune a llama.cpp, mlxcel or sim engine; write a vLLM or SGLang schedule by hand with --draft-schedule (docs/schedule.md)")
+	}
+	if s.DraftModel.Value == "" {
+		return nil, usage(errors.New("tune needs a draft model: a schedule says at which loads to speculate"), "set draft.model in the profile, or --draft-model")
+	}
+	flags := given(e.kctx)
+	for _, f := range []string{"levels", "engines", "window", "json"} {
+		delete(flags, f)
+	}
+	bc := &BenchCmd{LaunchFlags: c.LaunchFlags, JSON: c.JSON}
+	if c.Widths != "" {
+		flags["widths"] = c.Widths
+	}
+	o, widths, _, _, err := bc.options(e.Ctx, s, l.Profile, flags)
+	if err != nil {
+		return nil, err
+	}
+	dp, err := defaultPlan(e, l)
+	if err != nil {
+		return nil, err
+	}
+	t := &tuning{layer: layer}
+	if t.entry, err = tunedEntry(dp, levels); err != nil {
+		return nil, err
+	}
+	if t.others, err = readLayer(e.Ctx, layer); err != nil {
+		return nil, err
+	}
+	t.outBase = filepath.Join(filepath.Dir(layer), "records", t.entry.ID+"-"+time.Now().UTC().Format("20060102-150405"))
+	t.entry.Record = filepath.ToSlash(strings.TrimPrefix(t.outBase, filepath.Dir(layer)+string(filepath.Separator))) + ".md"
+	if err := bench.CheckWritable(t.outBase); err != nil {
+		return nil, usage(fmt.Errorf("tune cannot write beside %s: %w", layer, err), "name a writable file with --policy FILE")
+	}
+	arms, _ := benchArms(dp.Resolution, l.Policy, s.Engine.Value, widths)
+	o.Arms, o.APIKey = arms, dp.APIKey()
+	if t.lo, err = c.loadOptions(e, o, levels, s.Engine.Value); err != nil {
+		return nil, err
+	}
+	s.EngineArgs, _, _ = withSlots(s.Engine.Value, s.EngineArgs, e.Getenv, levels[len(levels)-1])
+	t.st = newStarter(e, l, s, dp, true)
+	t.rec = bc.identity(e, dp, nil)
+	t.rec.Name = filepath.Base(t.outBase)
+	t.rec.Title = fmt.Sprintf("Tune: %s on this pair under load (%s clients)", t.rec.Key.Engine, joinLevels(levels))
+	return t, nil
+}
+
+// loadOptions are the sweep's options: bench's, and on the sim the short
+// windows above unless --window is given.
+func (c *TuneCmd) loadOptions(e *Env, o bench.Options, levels []int, eng key.Engine) (bench.LoadOptions, error) {
+	bc := &BenchCmd{Engines: c.Engines, Window: c.Window}
+	lo := bench.LoadOptions{Arms: o.Arms, Levels: levels, Engines: c.Engines, MaxTokens: o.MaxTokens, Prompts: o.Prompts, PromptSet: o.PromptSet,
+		Temperature: o.Temperature, BasePort: o.BasePort, RequestTimeout: o.RequestTimeout, APIKey: o.APIKey}
+	if eng == key.Sim && c.Window == "" {
+		lo.Warm, lo.Window, lo.Windows = tuneSimWarm, tuneSimWindow, tuneSimWindows
+		return withLoadProgress(e, lo, c.JSON)
+	}
+	full, err := bc.loadOptions(e, o, levels)
+	if err != nil {
+		return full, err
+	}
+	full.Engines = lo.Engines
+	if full.Engines == 0 {
+		full.Engines = bench.DefaultEngines
+	}
+	return full, nil
+}
+
+// tunedEntry is the entry a tune of this launch writes, less its schedule
+// and record: keyed on the policy key and the pair (content hashes and
+// engine pin). A key the policy cannot hold is refused before measuring.
+func tunedEntry(dp *plan.Plan, levels []int) (policy.Entry, error) {
+	k := dp.Resolution.Key
+	switch {
+	case !k.Capability.Known():
+		return policy.Entry{}, usage(errors.New("tune needs the GPU's compute capability to key what it measures, and none was found"), "run it on the GPU host, or give --capability X.Y (profile gpu.capability)")
+	case k.Quant == key.QuantUnknown || k.Quant == "":
+		return policy.Entry{}, usage(errors.New("tune needs the target's quantization to key what it measures, and it could not be read"), "give --quant (profile model.quant)")
+	}
+	s := dp.Settings
+	pair, err := plan.PairOf(s.Engine.Value, s.Model.Value, s.DraftModel.Value, dp.Facts.Caps)
+	if err != nil {
+		return policy.Entry{}, usage(fmt.Errorf("tune keys its schedule to the models' content, and %w", err), "check --model and --draft-model name readable files")
+	}
+	id := fmt.Sprintf("tuned-%s-%s-%s", k.Engine, pair.Target[:8], pair.Draft[:8])
+	note := fmt.Sprintf("speclaunch tune at loads %s", joinLevels(levels))
+	if s.Engine.Value == key.Sim {
+		note += " on the sim engine: SIMULATED, a stand-in for trying tune; never a measurement of a GPU"
+	}
+	return policy.Entry{ID: id, Key: k, Pin: pair.Pin, Pair: pair, Tuned: time.Now().UTC().Format("2006-01-02"), Note: note}, nil
+}
+
+// readLayer reads the tuned layer's entries ("" or a missing file: none).
+// A layer that does not parse stops tune before it measures.
+func readLayer(ctx context.Context, path string) ([]policy.Entry, error) {
+	f, err := policy.ReadFile(ctx, path)
+	var se *safefile.Error
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, nil
+	case errors.As(err, &se):
+		return nil, usage(fmt.Errorf("the tuned layer %s: %w", path, err), "tune replaces one entry of it: fix or delete the file")
+	case err != nil:
+		return nil, err
+	}
+	return f.Entries, nil
+}
+
+// run measures, writes the record, and writes the schedule earned into the
+// layer; interrupted, it writes the partial record and leaves the layer
+// as it was.
+func (t *tuning) run(e *Env) error {
+	started := time.Now()
+	err := runLoadRecord(e, t.lo, t.st, t.rec, t.outBase)
+	switch {
+	case errors.Is(err, context.Canceled):
+		return exitCode(130, fmt.Errorf("tune interrupted: %s is unchanged; partial record %s.md", t.layer, t.outBase))
+	case err != nil:
+		return err
+	}
+	earned := t.rec.Earned
+	if earned == nil {
+		return fmt.Errorf("tune earned no schedule: %s (record %s.md)", t.rec.Verdict.Why, t.outBase)
+	}
+	sched, err := schedule.FromTriples(earned.Triples, width.TunedBucket)
+	if err != nil {
+		return fmt.Errorf("tune earned an invalid schedule %s: %w", earned.Text, err)
+	}
+	if sched.Max() < key.MinWidth {
+		fmt.Fprintf(e.Stderr, "classic decoding beat the engine's default at every load measured: no schedule is written (%s unchanged). Run without a draft model to turn speculation off.\n", t.layer)
+		return nil
+	}
+	entry := t.entry
+	entry.Schedule, entry.Width = sched, sched.At(1).Width
+	if entry.Width < key.MinWidth {
+		entry.Width = sched.Max()
+	}
+	if err := writeLayer(t.layer, policy.WithTuned(t.others, entry)); err != nil {
+		return err
+	}
+	fmt.Fprintf(e.Stderr, "\ntuned in %s: %s (%s)\nwritten to %s as entry %s; record %s.md\nserve on this pair starts at it; `speclaunch policy explain` says where it came from\n",
+		time.Since(started).Round(time.Second), sched.Describe(), sched, t.layer, entry.ID, t.outBase)
+	return nil
+}
+
+// writeLayer renders the layer, checks it parses back, and replaces the
+// file in one rename: an interruption leaves the old file or the new one.
+func writeLayer(path string, entries []policy.Entry) error {
+	data := policy.RenderTuned(entries)
+	if _, err := policy.Parse(path, data); err != nil {
+		return fmt.Errorf("the tuned layer would not parse (a bug; %s is unchanged): %w", path, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("tuned layer: %w", err)
+	}
+	if err := safefile.WriteFile(path, data, 0o644); err != nil {
+		return fmt.Errorf("tuned layer: %w", err)
+	}
+	return nil
+}
+

@@ -1,0 +1,72 @@
+package plan
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+
+	"github.com/speclaunch/speclaunch/engine"
+	"github.com/speclaunch/speclaunch/internal/key"
+	"github.com/speclaunch/speclaunch/internal/modelhash"
+	"github.com/speclaunch/speclaunch/internal/policy"
+)
+
+// EnginePin is what a record, and a tuned entry, pin an engine build to:
+// its commit where the engine reports one, else its version; the sim is
+// "sim".
+func EnginePin(eng key.Engine, caps engine.Caps) string {
+	switch {
+	case eng == key.Sim:
+		return "sim"
+	case caps.Commit != "":
+		return string(eng) + " " + caps.Commit
+	case caps.Version != "":
+		return string(eng) + " " + caps.Version
+	}
+	return string(eng) + " unknown"
+}
+
+// SimStandIn is how a sim model stand-in is hashed: the sim's models are
+// names, not files (profiles/demo.toml's "demo-target"), so a stand-in is
+// keyed by the sha256 of this prefix and its base name.
+const SimStandIn = "speclaunch sim stand-in\x00"
+
+// ModelSum names a model by content (modelhash.Sum); for the sim, a name
+// that is no file is a stand-in, hashed by its base name (SimStandIn).
+func ModelSum(eng key.Engine, path string) (string, error) {
+	sum, err := modelhash.Sum(path)
+	if err != nil && eng == key.Sim && errors.Is(err, fs.ErrNotExist) {
+		h := sha256.Sum256([]byte(SimStandIn + filepath.Base(path)))
+		return hex.EncodeToString(h[:]), nil
+	}
+	return sum, err
+}
+
+// PairOf is the launch's pair: both models' content and the engine's pin.
+func PairOf(eng key.Engine, target, draft string, caps engine.Caps) (policy.Pair, error) {
+	t, err := ModelSum(eng, target)
+	if err != nil {
+		return policy.Pair{}, fmt.Errorf("hash the target %s: %w", target, err)
+	}
+	d, err := ModelSum(eng, draft)
+	if err != nil {
+		return policy.Pair{}, fmt.Errorf("hash the draft model %s: %w", draft, err)
+	}
+	return policy.Pair{Target: t, Draft: d, Pin: EnginePin(eng, caps)}, nil
+}
+
+// pair hashes the launch's pair for the policy's tuned entries; a model
+// that cannot be hashed leaves the pair unknown (no tuned entry applies)
+// with a warning.
+func (p *Plan) pair() {
+	s := p.Settings
+	pair, err := PairOf(s.Engine.Value, s.Model.Value, s.DraftModel.Value, p.Facts.Caps)
+	if err != nil {
+		p.Warnings = append(p.Warnings, fmt.Sprintf("the policy holds tuned entries, but %v: none of them applies", err))
+		return
+	}
+	p.Facts.Pair = pair
+}
