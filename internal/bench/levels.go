@@ -391,6 +391,11 @@ func (h *loadRun) finish(ctx context.Context, runErr error) {
 	case earned != nil:
 		rec.Verdict.Why = "the levels earn the schedule " + earned.Text + " (" + earned.Describe + ")"
 		rec.Verdict.NoEntryReason = strings.Join(evidence.Of(rec).RecordFails(), "; ")
+		if prop, err := ProposeSchedule(context.WithoutCancel(ctx), rec); err == nil && prop.Entry != "" {
+			rec.Verdict.EarnsEntry, rec.Verdict.Entry = true, prop.Entry
+		} else if err == nil && rec.Verdict.NoEntryReason == "" {
+			rec.Verdict.NoEntryReason = prop.Why
+		}
 	}
 }
 

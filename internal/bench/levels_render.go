@@ -27,6 +27,9 @@ func renderLoadMarkdown(rec *record.Record) []byte {
 	if rec.Verdict.NoEntryReason != "" {
 		md.w("It backs no embedded policy entry: %s. A tuned user layer may still carry it (docs/schedule.md).\n\n", rec.Verdict.NoEntryReason)
 	}
+	if rec.Verdict.EarnsEntry {
+		md.w("It earns a policy entry (after committing this record):\n\n```toml\n%s```\n\n", rec.Verdict.Entry)
+	}
 	md.w("| clients | width | from | why |\n|---:|---:|---|---|\n")
 	for _, l := range rec.Levels {
 		md.w("| %d | %s | %s | %s |\n", l.Concurrency, widthWord(l.Bucket.Width), l.Bucket.From, cell(l.Bucket.Why))

@@ -60,7 +60,8 @@ func (c *BenchCmd) loadOptions(e *Env, o bench.Options, levels []int) (bench.Loa
 		if err != nil || d <= 0 {
 			return lo, &config.Error{Src: config.Source{Origin: config.Flag, Name: "--window"}, Msg: fmt.Sprintf("%q is not a duration above 0 (e.g. 5s)", c.Window)}
 		}
-		lo.Window = d
+		// a short window is a short warm-up too (the default's 3 s at most)
+		lo.Window, lo.Warm = d, min(d, bench.DefaultLoadWarm)
 	}
 	return withLoadProgress(e, lo, c.JSON)
 }

@@ -29,7 +29,16 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == simCommand {
 		os.Exit(runSim(os.Args[2:], os.Stdout, os.Stderr))
 	}
-	os.Exit(m.Run())
+	// No test reads the tuned layer of the machine it runs on: one that
+	// wants a tuned layer sets XDG_CONFIG_HOME itself.
+	cfg, err := os.MkdirTemp("", "speclaunch-cli-test-config-")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("XDG_CONFIG_HOME", cfg)
+	code := m.Run()
+	os.RemoveAll(cfg)
+	os.Exit(code)
 }
 
 var policyTOML = func() []byte {

@@ -221,6 +221,14 @@ func (c *PolicyProposeCmd) Run(e *Env) error {
 	if err != nil {
 		return err
 	}
+	for _, r := range recs {
+		if len(r.Levels) > 0 && len(recs) > 1 {
+			return usage(fmt.Errorf("record %s is a load sweep: a schedule is proposed from one load sweep at a time", r.Name), "give that record alone")
+		}
+	}
+	if len(recs[0].Levels) > 0 {
+		return c.schedule(e, recs[0])
+	}
 	d, err := bench.Choose(e.Ctx, recs)
 	if err != nil {
 		return fmt.Errorf("policy propose stopped: %w", err)
@@ -256,6 +264,37 @@ func (c *PolicyProposeCmd) Run(e *Env) error {
 		return exitCode(1, errors.New("the records do not earn an entry"))
 	}
 	fmt.Fprintf(w, "\n# chosen by the cross-pair rule (docs/policy.md) over %d record(s)\n%s", len(recs), bench.EntryFor(recs, d))
+	return nil
+}
+
+// schedule proposes the schedule entry a load sweep earns, each level's
+// bucket recomputed from the raw runs.
+func (c *PolicyProposeCmd) schedule(e *Env, rec *record.Record) error {
+	p, err := bench.ProposeSchedule(e.Ctx, rec)
+	if err != nil {
+		if e.Ctx.Err() != nil {
+			return fmt.Errorf("policy propose stopped: %w", err)
+		}
+		return usage(fmt.Errorf("record %s: %w", rec.Name, err), "")
+	}
+	if c.JSON {
+		if err := writeJSON(e.Stdout, p); err != nil {
+			return err
+		}
+	} else {
+		w := e.Stdout
+		fmt.Fprintf(w, "key: engine=%s drafter=%s capability=%s quant=%s, a load sweep at %s clients\n", rec.Key.Engine, rec.Key.Drafter, rec.Key.Capability, rec.Key.Quant, joinLevels(p.Levels))
+		for i, b := range p.Buckets {
+			writeClauses(w, "  ", fmt.Sprintf("%d clients: width %d (%s): %s", p.Levels[i], b.Width, b.From, b.Why))
+		}
+		writeClauses(w, "", p.Why)
+		if p.Entry != "" {
+			fmt.Fprintf(w, "\n# earned per bucket (docs/schedule.md) by %s\n%s", rec.Name, p.Entry)
+		}
+	}
+	if p.Entry == "" {
+		return exitCode(1, errors.New("the record does not earn an entry"))
+	}
 	return nil
 }
 

@@ -119,7 +119,7 @@ func resolveSchedule(in Input) Resolution {
 		if e != nil && tuned && e.Sched().Max() >= key.MinWidth {
 			entry := *e
 			r.Schedule, r.Source, r.Entry = e.Sched().WithSource(TunedBucket), Measured, &entry
-			r.Reason = fmt.Sprintf("tuned on this pair %s, record %s", e.Tuned, e.Record)
+			r.Reason = "tuned on this pair " + e.Tuned
 			return r
 		}
 		if e != nil && e.Sched().Max() >= key.MinWidth {

@@ -1,0 +1,100 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/speclaunch/speclaunch/internal/policy"
+	"github.com/speclaunch/speclaunch/internal/record"
+	"github.com/speclaunch/speclaunch/internal/testenv"
+)
+
+// tune on the sim writes a tuned layer keyed to the pair, its record
+// beside it; resolve and policy explain on the same pair answer from it,
+// and a re-run replaces the pair's entry. It judges what is written, never
+// how fast (the sim's windows are real time: the end-to-end tier).
+func TestTuneOnSim(t *testing.T) {
+	testenv.E2E(t)
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "target"), "target weights")
+	writeFile(t, filepath.Join(dir, "drafter"), "drafter weights")
+	prof := filepath.Join(dir, "p.toml")
+	writeFile(t, prof, fmt.Sprintf(`[engine]
+name = "sim"
+args = ["--sim-warmup", "50ms", "--sim-seed", "7"%s]
+[model]
+path = "target"
+quant = "affine"
+[draft]
+model = "drafter"
+[gpu]
+capability = "9.0"
+[bench]
+base_port = %d
+max_tokens = 24
+`, fastSim, freePortBlock(t, 8)))
+	cfg := filepath.Join(dir, "config")
+	t.Setenv("XDG_CONFIG_HOME", cfg)
+	layer := filepath.Join(cfg, "speclaunch", TunedFile)
+	tune := func() {
+		t.Helper()
+		log := &syncBuffer{}
+		code := MainContext(context.Background(), []string{"tune", "--profile", prof, "--levels", "1,2", "--widths", "4",
+			"--engines", "2", "--window", "150ms", "--log-format", "text"}, policyTOML, log, log, nil)
+		if code != 0 {
+			t.Fatalf("tune exit %d:\n%s", code, log)
+		}
+		if !strings.Contains(log.String(), "written to "+layer) || !strings.Contains(log.String(), "left") {
+			t.Errorf("tune's output names no layer or shows no time left:\n%s", log)
+		}
+	}
+	tune()
+	f, err := policy.ReadFile(context.Background(), layer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Entries) != 1 || f.Entries[0].Pair.IsZero() || f.Entries[0].Pin != "sim" || f.Entries[0].Tuned == "" {
+		t.Fatalf("tuned layer entries: %+v", f.Entries)
+	}
+	e := f.Entries[0]
+	b, err := os.ReadFile(filepath.Join(filepath.Dir(layer), strings.TrimSuffix(e.Record, ".md")+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := record.Decode(b)
+	if err != nil || len(rec.Levels) != 2 || rec.Earned == nil || !rec.Simulated {
+		t.Fatalf("record: %v, levels %d, simulated %v", err, len(rec.Levels), rec.Simulated)
+	}
+	if got := e.Sched().String(); got != rec.Earned.Text {
+		t.Errorf("entry schedule %s, record earned %s", got, rec.Earned.Text)
+	}
+
+	var out bytes.Buffer
+	if code := MainContext(context.Background(), []string{"resolve", "--profile", prof, "--json"}, policyTOML, &out, &out, nil); code != 0 {
+		t.Fatalf("resolve exit %d: %s", code, out.String())
+	}
+	var res map[string]any
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "tuned on this pair") {
+		t.Errorf("resolve does not answer from the tuned entry:\n%s", out.String())
+	}
+	out.Reset()
+	MainContext(context.Background(), []string{"policy", "explain", "--profile", prof}, policyTOML, &out, &out, nil)
+	if !strings.Contains(out.String(), "tuned entry "+e.ID+" matches this pair") || !strings.Contains(out.String(), e.Record) {
+		t.Errorf("policy explain:\n%s", out.String())
+	}
+
+	tune()
+	f, err = policy.ReadFile(context.Background(), layer)
+	if err != nil || len(f.Entries) != 1 {
+		t.Fatalf("after a re-run: %v, %d entries", err, len(f.Entries))
+	}
+}
