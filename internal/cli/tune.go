@@ -259,4 +259,3 @@ func writeLayer(path string, entries []policy.Entry) error {
 	}
 	return nil
 }
-
