@@ -28,9 +28,13 @@ import (
 // run is one window of the aggregate streamed tokens/s on one engine, and
 // its Round is that engine's number, so the bootstrap resamples engines.
 
-// Defaults of a load sweep. On a real engine a window of 5 s holds a few
-// hundred tokens even at one client; the sim's windows can be shorter
-// (tune sets them).
+// Defaults of a load sweep. Three fresh engines per width: on the H200 two
+// fresh engines at one width differed by up to 17 %
+// (docs/benchmark_results/adaptive/h200-2026-12-03.md), so one engine per
+// width measures the engine; three give the bootstrap over engines ten
+// distinct draws. On a real engine a window of 5 s holds a few hundred
+// tokens even at one client; the sim's windows can be shorter (tune sets
+// them).
 const (
 	DefaultEngines    = 3
 	MinEnginesPerArm  = evidence.MinEngines
