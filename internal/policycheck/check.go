@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -105,6 +106,9 @@ func (f *findings) record(ctx context.Context, e policy.Entry, path string, rec 
 		return err
 	}
 	f.probs = append(f.probs, levels...)
+	if len(rec.Levels) > 0 {
+		return f.schedule(ctx, e, rec)
+	}
 	if err := f.width(ctx, e, ev); err != nil {
 		return err
 	}
@@ -201,6 +205,33 @@ func (f *findings) width(ctx context.Context, e policy.Entry, ev *evidence.Evide
 		if !legacy {
 			f.probs = append(f.probs, evidence.ComparisonDiff(j.Arm.Label, "vs_default", j.Arm.VsDefault, c)...)
 		}
+	}
+	return nil
+}
+
+// schedule judges an entry backed by a load sweep: its schedule must be
+// the one the record's levels earn by the rule per bucket, recomputed from
+// the raw runs, and the record must be one that may back an entry.
+func (f *findings) schedule(ctx context.Context, e policy.Entry, rec *record.Record) error {
+	_, buckets, earned, err := evidence.Earn(ctx, rec)
+	if err != nil {
+		if ctx.Err() != nil {
+			return err
+		}
+		f.problem("the record's levels earn no schedule: %v", err)
+		return nil
+	}
+	f.probs = append(f.probs, evidence.Of(rec).RecordFails()...)
+	if got := e.Sched(); !slices.EqualFunc(got.Triples(), earned.Triples, slices.Equal) {
+		f.problem("the entry's schedule %s is not the one the record's levels earn (%s); take the record's, or re-measure", got, earned.Text)
+	}
+	allDefault := true
+	for i, b := range buckets {
+		allDefault = allDefault && b.From == evidence.FromDefault
+		f.note("%d clients: width %d (%s): %s", rec.Levels[i].Concurrency, b.Width, b.From, b.Why)
+	}
+	if allDefault {
+		f.problem("no level of the record beat the engine's default: an entry would change nothing")
 	}
 	return nil
 }
