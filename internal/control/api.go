@@ -1,0 +1,178 @@
+package control
+
+import (
+	"time"
+
+	"github.com/speclaunch/speclaunch/internal/defaults"
+	"github.com/speclaunch/speclaunch/internal/schedule"
+)
+
+// Kind is what an observation reports.
+type Kind int
+
+// Observations.
+const (
+	Tick     Kind = iota // the clock only
+	Scrape               // the serving engine's counters and the proxy's in-flight count
+	Probed               // a probe's result: Verify, or Err
+	Switched             // a switch's outcome: Width serving now and Took, or Err
+)
+
+// Observation is one thing the shell saw.
+type Observation struct {
+	Kind Kind
+	Now  time.Time
+	// Scrape: the serving engine (Engine changes whenever another engine
+	// process serves), its width, whether another engine runs beside it
+	// on the GPU (a switch's old engine draining, or a new one starting),
+	// the proxy's requests in flight, and the engine's counters.
+	Engine   uint64
+	Width    int
+	Shared   bool
+	InFlight float64
+	Counters Counters
+	// Probed: the verify cost by rows.
+	Verify map[int]float64
+	// Switched: how long the switch took.
+	Took time.Duration
+	// Probed, Switched: why it failed ("" when it did not).
+	Err string
+}
+
+// Counters are one engine's cumulative counters, as scraped.
+type Counters struct {
+	Cycles  float64   // draft+verify cycles, summed over requests
+	AtLeast []float64 // [k-1]: cycles accepting at least k draft tokens
+	Tokens  float64   // tokens generated
+	Secs    float64   // seconds requests were served, summed over requests
+}
+
+// Op is what an action asks of the shell.
+type Op int
+
+// Actions.
+const (
+	SwitchTo Op = iota + 1 // serve Width (Reason says why); answer with Switched
+	Probe                  // probe the verify cost of Rows; answer with Probed
+	Save                   // write State.Pair (Saved)
+	Log                    // log Msg
+)
+
+// Action is one thing the shell is asked to do.
+type Action struct {
+	Op     Op
+	Width  int
+	Reason string
+	Rows   []int
+	Msg    string
+}
+
+// Config is the controller's settings. Zero fields take the defaults;
+// Default must be set.
+type Config struct {
+	// Default is the safe answer: the policy's or the engine's schedule
+	// (a flat one for a single width).
+	Default schedule.Schedule
+	// Buckets are the load buckets learnt ([lo, hi], hi 0 = open);
+	// default 1, 2-4, 5-8, 9+: four
+	// independent clients keep 3.2-3.6 requests in flight (the H200 of
+	// 2026-12-03c), inside one bucket.
+	Buckets [][2]int
+	// MaxWidth caps every width tried (17).
+	MaxWidth int
+	// MinCycles is the cycles (tokens at width 1) of its own an engine's
+	// run takes before a decision (256, defaults.AdaptMinCycles).
+	MinCycles float64
+	// Spread1 and SpreadN are the relative standard deviation of one
+	// fresh engine's rate around its width's mean, at one request in
+	// flight and at several. Pooled over the repeats in the committed
+	// adapteval fixed-width files (docs/benchmark_results/adapteval/
+	// *-fixed.json, log rates): 0.034 at one client (5 degrees of
+	// freedom), 0.056 at four (20).
+	Spread1, SpreadN float64
+	// Z is the standard errors of every lower bound (1.64: one-sided 95 %).
+	Z float64
+	// Payback is the time over which a switch's gain must repay its
+	// switch time (10 min).
+	Payback time.Duration
+	// SwitchS is the switch time taken before one is measured: on the
+	// H200 a 20 GB target's switch took 9.5-10.3 s
+	// (docs/benchmark_results/h200-llamacpp-d32676d-summary-2026-12-03.md).
+	SwitchS float64
+	// WarmUp is how long a new engine serves alone before its counters
+	// count: its first requests run slower (on an H200 under 4 clients
+	// the first request of each slot ran 11-49 % slower a token; the
+	// adapteval fixed runs warm up 5 s).
+	WarmUp time.Duration
+	// TrialBand is how far under the gain a switch needs the model may
+	// predict a width and still have it tried (10 %): the model takes
+	// acceptance as independent of the width, and on the H200 Q4_0 pair
+	// 5791L24 width 3 ran 2.50 tokens a cycle where width 8's predicted 2.23.
+	TrialBand float64
+	// RetryAfter is how long a width tried stays untried again (30 min).
+	RetryAfter time.Duration
+	// DriftZ is the z at which a run's tokens per cycle, unlike its
+	// width's earlier runs, says the traffic changed (4).
+	DriftZ float64
+	// LoadWindow is the in-flight samples the load bucket is read over
+	// (8: 16 s at 2 s scrapes).
+	LoadWindow int
+	// Hold is how long no switch follows a failed one (60 s).
+	Hold time.Duration
+	// off names rules turned off, for the ablation (matrix_test.go).
+	off map[string]bool
+}
+
+// Defaults.
+const (
+	DefaultMaxWidth   = defaults.AdaptMaxWidth
+	DefaultMinCycles  = defaults.AdaptMinCycles
+	DefaultSpread1    = 0.034
+	DefaultSpreadN    = 0.056
+	DefaultZ          = 1.64
+	DefaultPayback    = 10 * time.Minute
+	DefaultSwitchS    = 10.0
+	DefaultWarmUp     = 5 * time.Second
+	DefaultTrialBand  = 0.10
+	DefaultRetryAfter = 30 * time.Minute
+	DefaultDriftZ     = 4.0
+	DefaultLoadWindow = 8
+	DefaultHold       = defaults.AdaptWindow
+)
+
+func (c Config) withDefaults() Config {
+	if len(c.Buckets) == 0 {
+		c.Buckets = [][2]int{{1, 1}, {2, 4}, {5, 8}, {9, 0}}
+	}
+	if len(c.Default) == 0 {
+		c.Default = schedule.Flat(4, "default")
+	}
+	setF := func(p *float64, d float64) {
+		if *p <= 0 {
+			*p = d
+		}
+	}
+	setD := func(p *time.Duration, d time.Duration) {
+		if *p <= 0 {
+			*p = d
+		}
+	}
+	if c.MaxWidth < 2 {
+		c.MaxWidth = DefaultMaxWidth
+	}
+	if c.LoadWindow < 1 {
+		c.LoadWindow = DefaultLoadWindow
+	}
+	setF(&c.MinCycles, DefaultMinCycles)
+	setF(&c.Spread1, DefaultSpread1)
+	setF(&c.SpreadN, DefaultSpreadN)
+	setF(&c.Z, DefaultZ)
+	setF(&c.SwitchS, DefaultSwitchS)
+	setF(&c.TrialBand, DefaultTrialBand)
+	setF(&c.DriftZ, DefaultDriftZ)
+	setD(&c.Payback, DefaultPayback)
+	setD(&c.WarmUp, DefaultWarmUp)
+	setD(&c.RetryAfter, DefaultRetryAfter)
+	setD(&c.Hold, DefaultHold)
+	return c
+}

@@ -1,0 +1,200 @@
+package control
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+)
+
+// decide judges bucket b after the serving engine's run there grew by
+// MinCycles: the drift test, the choice, and a switch or a trial.
+func (c Controller) decide(s *State, b int, now time.Time) []Action {
+	var acts []Action
+	if msg := c.drift(s, b); msg != "" {
+		acts = append(acts, Action{Op: Log, Msg: msg})
+	}
+	run, def := s.Engine.Width, c.defaultAt(s.Pair.Buckets[b].Lo)
+	choice, why := c.choose(s, b, run, def)
+	sb := &s.Pair.Schedule[b]
+	changed := sb.Width != choice
+	sb.Width, sb.Source = choice, why
+	s.Pair.Buckets[b].Why = why
+	if s.Exp.Kind == Trialing {
+		s.Exp = Experiment{HoldUntil: s.Exp.HoldUntil}
+	}
+	s.Pair.Saved = now
+	acts = append(acts, Action{Op: Save})
+	if changed {
+		acts = append(acts, Action{Op: Log, Msg: fmt.Sprintf("adapt: schedule %s: width %d at %s requests in flight (%s)", s.Pair.Schedule.String(), choice, sb.Range(), why)})
+	}
+	if now.Before(s.Exp.HoldUntil) {
+		return acts
+	}
+	if choice != run {
+		return append(acts, c.switchTo(s, choice, b, run, false, now, why))
+	}
+	if w, reason := c.pickTrial(s, b, choice, now); w > 0 {
+		s.Pair.Buckets[b].Tried[w] = now
+		return append(acts, c.switchTo(s, w, b, run, true, now, reason))
+	}
+	return append(acts, Action{Op: Log, Msg: fmt.Sprintf("adapt: stay at width %d at %s requests in flight: %s", run, sb.Range(), why)})
+}
+
+// choose is the rule. The default (the safe answer) is the incumbent: a
+// width other than it is chosen only when its measured gain's lower bound
+// over the default exceeds the switch time over the payback window; of
+// those that do, the fastest. The running width is left for a faster one
+// only when that one's lower bound over it passes the same test. Without
+// a measure of the default, the default.
+func (c Controller) choose(s *State, b, run, def int) (int, string) {
+	ed, ok := c.estimate(s, b, def)
+	need := c.need(s)
+	if !ok {
+		return c.unmeasuredDefault(s, b, run, def, need)
+	}
+	best, bestWhy := ed, fmt.Sprintf("default width %d", def)
+	var within []string
+	for _, w := range c.measured(s, b) {
+		if w == def {
+			continue
+		}
+		ew, _ := c.estimate(s, b, w)
+		gain, lo := c.gainLo(ew, ed)
+		switch {
+		case lo <= need && gain > 0:
+			within = append(within, fmt.Sprintf("width %d %+.1f%% (lower bound %+.1f%%)", w, 100*gain, 100*lo))
+		case lo > need && ew.Rate > best.Rate:
+			best, bestWhy = ew, fmt.Sprintf("width %d measured %+.1f%% over default width %d (lower bound %+.1f%% over %d runs, above the %.1f%% a switch costs)", w, 100*gain, def, 100*lo, ew.Runs, 100*need)
+		}
+	}
+	if er, ok := c.estimate(s, b, run); ok && run != best.Width && (run == def || c.passes(er, ed, need)) {
+		if _, lo := c.gainLo(best, er); lo <= need {
+			best, bestWhy = er, fmt.Sprintf("width %d kept: width %d is not faster beyond the noise", run, best.Width)
+		}
+	}
+	if best.Width == def && len(within) > 0 {
+		bestWhy += fmt.Sprintf(" (the safe answer): %s, within the noise of %.1f%% between engines and the %.1fs switch", strings.Join(within, ", "), 100*c.spread(b), c.switchS(s))
+	}
+	return best.Width, bestWhy
+}
+
+// unmeasuredDefault chooses while the default has no measure at bucket
+// b (a bucket not served at the default yet, or the traffic changed): the
+// running width stays when its measured rate beats the model's prediction
+// of the default beyond the noise, the model's error taken as TrialBand;
+// otherwise the default, to measure it.
+func (c Controller) unmeasuredDefault(s *State, b, run, def int, need float64) (int, string) {
+	er, ok := c.estimate(s, b, run)
+	p, okP := c.predict(s, b, def)
+	if run != def && c.on("stayunmeasured") {
+		if !ok && s.Engine.Width == run && okP {
+			return run, fmt.Sprintf("width %d kept while it is measured: the default width %d is not measured at this load", run, def)
+		}
+		if ok && okP {
+			m := c.band()
+			if gain, lo := er.Rate/p-1, er.Rate/p-1-c.cfg.Z*math.Sqrt(er.RelVar+m*m); lo > need {
+				return run, fmt.Sprintf("width %d measured %+.1f%% over the model's default width %d (lower bound %+.1f%%)", run, 100*gain, def, 100*lo)
+			}
+		}
+	}
+	return def, fmt.Sprintf("default width %d: not measured at this load yet", def)
+}
+
+// passes says whether a beats the default d beyond the noise.
+func (c Controller) passes(a, d Estimate, need float64) bool {
+	_, lo := c.gainLo(a, d)
+	return lo > need
+}
+
+// need is the gain a switch must show to repay its switch time within
+// the payback window.
+func (c Controller) need(s *State) float64 {
+	if !c.on("payback") {
+		return 0
+	}
+	return c.switchS(s) / c.cfg.Payback.Seconds()
+}
+
+func (c Controller) switchS(s *State) float64 {
+	if s.Pair.SwitchS > 0 {
+		return s.Pair.SwitchS
+	}
+	return c.cfg.SwitchS
+}
+
+func (c Controller) spread(b int) float64 {
+	if c.cfg.Buckets[b][1] == 1 {
+		return c.cfg.Spread1
+	}
+	return c.cfg.SpreadN
+}
+
+// measured lists the widths with an estimate at bucket b, ascending.
+func (c Controller) measured(s *State, b int) []int {
+	var ws []int
+	for w := range s.Pair.Buckets[b].Runs {
+		if _, ok := c.estimate(s, b, w); ok {
+			ws = append(ws, w)
+		}
+	}
+	slices.Sort(ws)
+	return ws
+}
+
+// switchTo asks for width w and notes the experiment.
+func (c Controller) switchTo(s *State, w, b, from int, trial bool, now time.Time, reason string) Action {
+	s.Exp = Experiment{Kind: Pending, Width: w, From: from, Bucket: b, Trial: trial, Since: now, Reason: reason}
+	if trial {
+		reason = "trial: " + reason
+	}
+	return Action{Op: SwitchTo, Width: w, Reason: reason}
+}
+
+// switched takes a switch's outcome.
+func (c Controller) switched(s *State, o Observation) []Action {
+	if o.Err != "" {
+		s.Exp = Experiment{HoldUntil: o.Now.Add(c.cfg.Hold)}
+		return []Action{{Op: Log, Msg: fmt.Sprintf("adapt: the switch to width %d failed (%s); no switch before %s", s.Exp.Width, o.Err, c.cfg.Hold)}}
+	}
+	if t := o.Took.Seconds(); t > 0 {
+		if s.Pair.SwitchS <= 0 {
+			s.Pair.SwitchS = t
+		} else {
+			s.Pair.SwitchS = (s.Pair.SwitchS + t) / 2
+		}
+	}
+	if s.Exp.Kind == Pending && s.Exp.Trial {
+		s.Exp.Kind = Trialing
+		return nil
+	}
+	s.Exp = Experiment{}
+	return nil
+}
+
+// drift tests the serving engine's tokens per cycle at bucket b against
+// the acceptance the pair has learnt: beyond DriftZ standard errors the
+// traffic changed, and what was measured under the old traffic (other
+// engines' runs, the widths tried, the acceptance) is dropped.
+func (c Controller) drift(s *State, b int) string {
+	w := s.Engine.Width
+	if w < 2 || !c.on("drift") {
+		return ""
+	}
+	t, v, ok := s.Engine.recent()
+	want, okW := c.tokensPerCycle(s.Pair, w, false)
+	if !ok || !okW || math.Abs(t-want) <= c.cfg.DriftZ*math.Sqrt(v) {
+		return ""
+	}
+	live := Run{Engine: s.Engine.Gen} // its sums span the change: it starts again
+	s.Engine.Recent, s.Engine.RecentCycles = nil, nil
+	for j := range s.Pair.Buckets {
+		bk := &s.Pair.Buckets[j]
+		clear(bk.Runs)
+		clear(bk.Tried)
+	}
+	s.Pair.Buckets[b].Runs[w] = []Run{live}
+	s.Pair.Acc, s.Pair.Cycles = nil, nil
+	return fmt.Sprintf("adapt: the traffic changed: width %d delivers %.2f tokens a cycle where the acceptance learnt says %.2f; what was measured at this acceptance is dropped", w, t, want)
+}

@@ -1,0 +1,202 @@
+package control
+
+import (
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"time"
+)
+
+// tokensPerCycle is 1 + S(1) + … + S(w−1) from the pair's acceptance. A
+// position not observed takes the last one observed when optimistic (S
+// never rises with k, so that is an upper bound: the width is worth a
+// look) and makes the width unpredictable otherwise.
+func (c Controller) tokensPerCycle(p Pair, w int, optimistic bool) (float64, bool) {
+	t, last, seen := 1.0, 0.0, false
+	for k := 1; k < w; k++ {
+		v, ok := p.S(k, c.cfg.MinCycles)
+		switch {
+		case ok:
+			last, seen = v, true
+		case !optimistic || !seen || !c.on("optimistic"):
+			return 0, false
+		default:
+			v = last
+		}
+		t += v
+	}
+	return t, true
+}
+
+// verifyAt is the probed verify ms of rows (fractional rows between two
+// probed counts read linearly); ok false outside the probed range.
+func verifyAt(v map[int]float64, rows float64) (float64, bool) {
+	keys := slices.Sorted(maps.Keys(v))
+	i, _ := slices.BinarySearch(keys, int(math.Ceil(rows)))
+	if i == len(keys) || i == 0 && float64(keys[0]) != rows {
+		return 0, false
+	}
+	hi := keys[i]
+	if float64(hi) == rows || i == 0 {
+		return v[hi], true
+	}
+	lo := keys[i-1]
+	f := (rows - float64(lo)) / float64(hi-lo)
+	return v[lo] + f*(v[hi]-v[lo]), true
+}
+
+// draftFit is drafting ms per cycle = a + b·(w−1), fitted to the widths
+// measured at bucket b (measured ms per cycle − probed verify ms); from
+// one width the split is unknown and taken half and half. ok false when
+// no drafting width was measured.
+func (c Controller) draftFit(s *State, b int) (a, slope float64, ok bool) {
+	n := math.Max(1, s.Pair.Buckets[b].N)
+	var xs, ds []float64
+	for _, w := range c.measured(s, b) {
+		v, okV := verifyAt(s.Pair.Verify, n*float64(w))
+		if w < 2 || !okV {
+			continue
+		}
+		var secs, cycles float64
+		for _, r := range s.Pair.Buckets[b].Runs[w] {
+			secs, cycles = secs+r.Secs, cycles+r.Cycles
+		}
+		xs, ds = append(xs, float64(w-1)), append(ds, math.Max(0, 1000*secs/cycles-v))
+	}
+	switch len(xs) {
+	case 0:
+		return 0, 0, false
+	case 1:
+		return ds[0] / 2, ds[0] / (2 * xs[0]), true
+	}
+	var mx, md, sxx, sxd float64
+	for i := range xs {
+		mx, md = mx+xs[i], md+ds[i]
+	}
+	mx, md = mx/float64(len(xs)), md/float64(len(xs))
+	for i := range xs {
+		sxx, sxd = sxx+sq(xs[i]-mx), sxd+(xs[i]-mx)*(ds[i]-md)
+	}
+	slope = math.Max(0, sxd/sxx)
+	return math.Max(0, md-slope*mx), slope, true
+}
+
+// predict is the model's tok/s per request in flight for width w at
+// bucket b: tokens per cycle (optimistic) over ms per cycle (verify of
+// N·w rows plus drafting).
+func (c Controller) predict(s *State, b, w int) (float64, bool) {
+	n := math.Max(1, s.Pair.Buckets[b].N)
+	v, ok := verifyAt(s.Pair.Verify, n*float64(w))
+	if !ok || v <= 0 {
+		return 0, false
+	}
+	if w < 2 {
+		return 1000 / v, true
+	}
+	t, ok := c.tokensPerCycle(s.Pair, w, true)
+	if !ok {
+		return 0, false
+	}
+	a, slope, ok := c.draftFit(s, b)
+	if !ok {
+		return 0, false
+	}
+	return 1000 * t / (v + a + slope*float64(w-1)), true
+}
+
+// pickTrial names a width never measured at bucket b (nor tried within
+// RetryAfter) whose predicted rate, widened by TrialBand, could pass the
+// rule against base, the width chosen: the one predicted fastest. A trial
+// that does not pass is undone by the next decision.
+func (c Controller) pickTrial(s *State, b, base int, now time.Time) (int, string) {
+	if !c.on("trials") {
+		return 0, ""
+	}
+	eb, ok := c.estimate(s, b, base)
+	if !ok {
+		return 0, ""
+	}
+	sigma := c.spread(b)
+	if !c.on("spread") {
+		sigma = 0
+	}
+	// A trial is one fresh engine: its gain must clear one engine's
+	// spread on top of base's uncertainty, and the switch time.
+	accept := c.cfg.Z*math.Sqrt(sigma*sigma+eb.RelVar) + c.need(s)
+	pick, pickRate := 0, 0.0
+	bk := s.Pair.Buckets[b]
+	for w := 1; w <= c.cfg.MaxWidth; w++ {
+		if _, measured := c.estimate(s, b, w); measured || w == base {
+			continue
+		}
+		if t, ok := bk.Tried[w]; ok && now.Sub(t) < c.cfg.RetryAfter {
+			continue
+		}
+		p, ok := c.predict(s, b, w)
+		// It must also repay its two switches (there, and back if it
+		// fails) at its predicted rate.
+		if ok && p/eb.Rate-1+c.band() >= accept && p/eb.Rate-1 > 2*c.need(s) && p > pickRate {
+			pick, pickRate = w, p
+		}
+	}
+	if pick == 0 {
+		return 0, ""
+	}
+	return pick, fmt.Sprintf("width %d predicted %+.1f%% over width %d; a gain of %.1f%% passes the noise and the switch", pick, 100*(pickRate/eb.Rate-1), base, 100*accept)
+}
+
+func (c Controller) band() float64 {
+	if !c.on("band") {
+		return 0
+	}
+	return c.cfg.TrialBand
+}
+
+// probeRows are the rows the model reads at bucket b: N·w for every width,
+// rounded down and up.
+func (c Controller) probeRows(s *State, b int) []int {
+	n := math.Max(1, s.Pair.Buckets[b].N)
+	seen := map[int]bool{}
+	var rows []int
+	for w := 1; w <= c.cfg.MaxWidth; w++ {
+		for _, r := range []int{int(math.Floor(n * float64(w))), int(math.Ceil(n * float64(w)))} {
+			if _, have := s.Pair.Verify[r]; !have && !seen[r] {
+				seen[r] = true
+				rows = append(rows, r)
+			}
+		}
+	}
+	slices.Sort(rows)
+	return rows
+}
+
+// probeFor asks for the probe of bucket b's rows when any is missing and
+// none was asked for within RetryAfter. The controller goes on meanwhile:
+// only trials wait for it.
+func (c Controller) probeFor(s *State, b int, now time.Time) []Action {
+	rows := c.probeRows(s, b)
+	bk := &s.Pair.Buckets[b]
+	if len(rows) == 0 || !bk.Tried[0].IsZero() && now.Sub(bk.Tried[0]) < c.cfg.RetryAfter {
+		return nil
+	}
+	bk.Tried[0] = now // width 0: the probe
+	return []Action{{Op: Probe, Rows: rows, Reason: fmt.Sprintf("the verify cost of %d-%d rows, for %s requests in flight", rows[0], rows[len(rows)-1], s.Pair.Schedule[b].Range())}}
+}
+
+// probed takes a probe's result.
+func (c Controller) probed(s *State, o Observation) []Action {
+	if o.Err != "" {
+		return []Action{{Op: Log, Msg: "adapt: the probe failed (" + o.Err + "); widths not measured are not tried until it is asked for again"}}
+	}
+	if s.Pair.Verify == nil {
+		s.Pair.Verify = map[int]float64{}
+	}
+	for r, v := range o.Verify {
+		if r >= 1 && v > 0 && !math.IsInf(v, 0) && !math.IsNaN(v) {
+			s.Pair.Verify[r] = v
+		}
+	}
+	s.Pair.Saved = o.Now
+	return []Action{{Op: Save}}
+}

@@ -1,0 +1,147 @@
+package control
+
+import (
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/speclaunch/speclaunch/internal/schedule"
+)
+
+// State is everything the controller knows. Each part is reset by one
+// assignment: s.Pair = Pair{} when the model pair changes, s.Engine =
+// Engine{} when another engine serves, s.Exp = Experiment{} when an
+// experiment ends. Load is the clients' and outlives all three.
+type State struct {
+	Pair   Pair
+	Engine Engine
+	Exp    Experiment
+	Load   Load
+}
+
+// Pair is what belongs to the model pair on this host: saved, it survives
+// restarts (see Saved).
+type Pair struct {
+	// Acc is the acceptance by draft position since the traffic last
+	// changed: Acc[k-1] counts the cycles that accepted at least k draft
+	// tokens, of Cycles[k-1] cycles that drafted position k.
+	Acc, Cycles []float64
+	// Verify is the probed verify cost by rows (ms for one target forward
+	// over that many new tokens); read between probed rows linearly,
+	// never extrapolated.
+	Verify map[int]float64
+	// Buckets is what was measured at each load bucket (Config.Buckets).
+	Buckets []Bucket
+	// SwitchS is the measured seconds of one switch (0: none measured;
+	// Config.SwitchS is taken meanwhile).
+	SwitchS float64
+	// Schedule is the learnt schedule: per bucket the width and, in its
+	// Source, the evidence.
+	Schedule schedule.Schedule
+	// Saved is when the pair's knowledge last changed in a way worth
+	// saving (the shell writes it on Save).
+	Saved time.Time
+}
+
+// Bucket is one load bucket's measurements.
+type Bucket struct {
+	Lo, Hi int // concurrency range, Hi 0 = no upper bound
+	// N is the mean requests in flight while the load was in this bucket
+	// (the rows of one cycle are N·W).
+	N, NSamples float64
+	// Runs holds each width's runs, one per engine that served it here.
+	Runs map[int][]Run
+	// Tried is when each width was last tried here (a trial), so that a
+	// width is not tried again before Config.RetryAfter.
+	Tried map[int]time.Time
+	// Why is the last decision's reason, for the status.
+	Why string
+}
+
+// Run is one engine's measurement of its width at one bucket.
+type Run struct {
+	Engine uint64    // the engine's generation
+	At     time.Time // last updated
+	// Tokens generated, Secs served (summed over requests), Cycles
+	// (summed over requests; for width 1 every token is one), over
+	// Scrapes scrapes.
+	Tokens, Secs, Cycles float64
+	Scrapes              int
+	// SumR, SumR2: the sum and the sum of squares of each scrape's rate
+	// (tokens/secs), for the run's own standard error (batch means).
+	SumR, SumR2 float64
+	// SumT, SumT2: the same of each scrape's tokens per cycle, for the
+	// drift test (tokens per cycle does not depend on the engine).
+	SumT, SumT2 float64
+}
+
+// Engine is what belongs to the engine serving now.
+type Engine struct {
+	Gen   uint64
+	Width int
+	// Since is when it was first seen; AloneSince when it was last seen
+	// serving alone (zero while another engine runs beside it).
+	Since, AloneSince time.Time
+	// Base is the scrape its counting starts from; HasBase false until
+	// the first scrape after its warm-up.
+	Base    Counters
+	HasBase bool
+	// Recent holds the tokens per cycle of its latest scrapes (at most
+	// driftScrapes), and RecentCycles their cycles: the drift test's.
+	Recent       []float64
+	RecentCycles []float64
+	// Counted is the scrapes it has counted; Decided is Counted at its
+	// last decision.
+	Counted, Decided int
+}
+
+// ExpKind is the kind of experiment under way.
+type ExpKind int
+
+// Experiments.
+const (
+	NoExp    ExpKind = iota
+	Pending          // a switch asked for, its outcome not yet observed
+	Trialing         // a width being measured before it is judged
+)
+
+// Experiment is the experiment under way.
+type Experiment struct {
+	Kind   ExpKind
+	Width  int // the width asked for or on trial
+	From   int // the width it left
+	Bucket int // the bucket it is for
+	Trial  bool
+	Since  time.Time
+	Reason string
+	// HoldUntil: after a failed switch no other is asked for until then.
+	HoldUntil time.Time
+}
+
+// Load is the clients' load as the proxy counts it.
+type Load struct {
+	Samples []float64 // the latest in-flight samples, at most Config.LoadWindow
+	Bucket  int       // the settled bucket (index into Config.Buckets), -1 before one
+}
+
+// clone deep-copies s, so that Step never writes into its argument.
+func (s State) clone() State {
+	p := s.Pair
+	p.Acc, p.Cycles = slices.Clone(p.Acc), slices.Clone(p.Cycles)
+	p.Verify = maps.Clone(p.Verify)
+	p.Schedule = slices.Clone(p.Schedule)
+	p.Buckets = slices.Clone(p.Buckets)
+	for i, b := range p.Buckets {
+		b.Runs = maps.Clone(b.Runs)
+		for w, rs := range b.Runs {
+			b.Runs[w] = slices.Clone(rs)
+		}
+		b.Tried = maps.Clone(b.Tried)
+		p.Buckets[i] = b
+	}
+	s.Pair = p
+	s.Engine.Base.AtLeast = slices.Clone(s.Engine.Base.AtLeast)
+	s.Engine.Recent, s.Engine.RecentCycles = slices.Clone(s.Engine.Recent), slices.Clone(s.Engine.RecentCycles)
+	s.Load.Samples = slices.Clone(s.Load.Samples)
+	return s
+}

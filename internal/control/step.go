@@ -1,0 +1,200 @@
+package control
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/speclaunch/speclaunch/internal/schedule"
+)
+
+// Controller is the pure controller; Step is its only move.
+type Controller struct{ cfg Config }
+
+// New makes the controller for cfg.
+func New(cfg Config) Controller { return Controller{cfg: cfg.withDefaults()} }
+
+// Config is the controller's settings with the defaults applied.
+func (c Controller) Config() Config { return c.cfg }
+
+// Init is the state to start from: pair is what a saved state restored
+// (Pair{} for none). Its buckets are the configured ones; a saved bucket
+// whose range differs is dropped.
+func (c Controller) Init(pair Pair) State {
+	s := State{Pair: pair, Load: Load{Bucket: -1}}
+	s.Pair = c.fitBuckets(s.Pair)
+	return s
+}
+
+// Step takes one observation and returns the new state and what to do.
+// It never writes into in.
+func (c Controller) Step(in State, o Observation) (State, []Action) {
+	s := in.clone()
+	s.Pair = c.fitBuckets(s.Pair)
+	switch o.Kind {
+	case Scrape:
+		return s, c.scrape(&s, o)
+	case Probed:
+		return s, c.probed(&s, o)
+	case Switched:
+		return s, c.switched(&s, o)
+	}
+	return s, nil
+}
+
+// fitBuckets makes p's buckets the configured ones, keeping what was
+// measured in each that matches, and its schedule one width per bucket.
+func (c Controller) fitBuckets(p Pair) Pair {
+	ok := len(p.Buckets) == len(c.cfg.Buckets) && len(p.Schedule) == len(c.cfg.Buckets)
+	for i := 0; ok && i < len(p.Buckets); i++ {
+		ok = p.Buckets[i].Lo == c.cfg.Buckets[i][0] && p.Buckets[i].Hi == c.cfg.Buckets[i][1]
+	}
+	if ok {
+		return p
+	}
+	old := p.Buckets
+	p.Buckets, p.Schedule = nil, nil
+	for _, r := range c.cfg.Buckets {
+		b := Bucket{Lo: r[0], Hi: r[1], Runs: map[int][]Run{}, Tried: map[int]time.Time{}}
+		for _, o := range old {
+			if o.Lo == b.Lo && o.Hi == b.Hi {
+				b = o
+			}
+		}
+		p.Buckets = append(p.Buckets, b)
+		p.Schedule = append(p.Schedule, schedule.Bucket{Lo: r[0], Hi: r[1], Width: c.defaultAt(r[0]), Source: "default"})
+	}
+	return p
+}
+
+// defaultAt is the safe answer at n requests in flight.
+func (c Controller) defaultAt(n int) int { return max(1, c.cfg.Default.At(n).Width) }
+
+// scrape takes one scrape of the serving engine.
+func (c Controller) scrape(s *State, o Observation) []Action {
+	acts := c.observeLoad(s, o)
+	if o.Engine != s.Engine.Gen {
+		s.Engine = Engine{Gen: o.Engine, Width: o.Width, Since: o.Now}
+	}
+	e := &s.Engine
+	if o.Shared && c.on("shared") {
+		e.AloneSince, e.HasBase = time.Time{}, false
+		return acts
+	}
+	if e.AloneSince.IsZero() {
+		e.AloneSince = o.Now
+	}
+	if c.on("warmup") && o.Now.Sub(e.AloneSince) < c.cfg.WarmUp {
+		return acts
+	}
+	d, ok := o.Counters.since(e.Base)
+	if !e.HasBase || !ok {
+		e.Base, e.HasBase = o.Counters, true
+		return acts
+	}
+	e.Base = o.Counters
+	b := s.Load.Bucket
+	if b < 0 || d.Tokens <= 0 || d.Secs <= 0 || c.bucketOf(o.InFlight, b) != b {
+		return acts // no load yet, idle, or this scrape's load is another bucket's
+	}
+	run := c.addRun(s, b, d, o.Now)
+	e.Counted++
+	if s.Exp.Kind == Pending || run.Cycles < c.cfg.MinCycles || run.Scrapes < minScrapes || e.Counted-e.Decided < minScrapes {
+		return acts
+	}
+	e.Decided = e.Counted
+	return append(acts, c.decide(s, b, o.Now)...)
+}
+
+// since is cur − base, ok false when a counter went backwards (the
+// engine restarted).
+func (cur Counters) since(base Counters) (d Counters, ok bool) {
+	d = Counters{Cycles: cur.Cycles - base.Cycles, Tokens: cur.Tokens - base.Tokens, Secs: cur.Secs - base.Secs}
+	if d.Cycles < 0 || d.Tokens < 0 || d.Secs < 0 || len(cur.AtLeast) < len(base.AtLeast) {
+		return Counters{}, false
+	}
+	d.AtLeast = make([]float64, len(cur.AtLeast))
+	for k, v := range cur.AtLeast {
+		if k < len(base.AtLeast) {
+			v -= base.AtLeast[k]
+		}
+		if v < 0 {
+			return Counters{}, false
+		}
+		d.AtLeast[k] = v
+	}
+	return d, true
+}
+
+// observeLoad samples the proxy's in-flight count and settles the load
+// bucket; when the bucket changes, serve follows the schedule there.
+func (c Controller) observeLoad(s *State, o Observation) []Action {
+	if o.InFlight <= 0 && o.Counters.Tokens == s.Engine.Base.Tokens {
+		return nil // idle: no sample (an idle server is no load bucket)
+	}
+	l := &s.Load
+	l.Samples = append(l.Samples, o.InFlight)
+	if len(l.Samples) > c.cfg.LoadWindow {
+		l.Samples = l.Samples[len(l.Samples)-c.cfg.LoadWindow:]
+	}
+	if 2*len(l.Samples) < c.cfg.LoadWindow {
+		return nil
+	}
+	mean := 0.0
+	for _, v := range l.Samples {
+		mean += v
+	}
+	mean /= float64(len(l.Samples))
+	b := c.bucketOf(mean, l.Bucket)
+	if bk := &s.Pair.Buckets[b]; true {
+		bk.NSamples++
+		bk.N += (math.Max(1, mean) - bk.N) / bk.NSamples
+	}
+	if b == l.Bucket {
+		return nil
+	}
+	first := l.Bucket < 0
+	l.Bucket = b
+	s.Engine.Decided = s.Engine.Counted // a new bucket: its run starts
+	if first {
+		return c.probeFor(s, b, o.Now)
+	}
+	acts := []Action{{Op: Log, Msg: fmt.Sprintf("adapt: load moved to %s requests in flight (mean %.1f)", s.Pair.Schedule[b].Range(), mean)}}
+	acts = append(acts, c.probeFor(s, b, o.Now)...)
+	if s.Exp.Kind != Pending && o.Now.After(s.Exp.HoldUntil) {
+		s.Exp = Experiment{}
+		if w := s.Pair.Schedule[b].Width; w != o.Width {
+			acts = append(acts, c.switchTo(s, w, b, o.Width, false, o.Now,
+				fmt.Sprintf("the schedule serves width %d at %s requests in flight (%s)", w, s.Pair.Schedule[b].Range(), s.Pair.Schedule[b].Source)))
+		}
+	}
+	return acts
+}
+
+// loadSlack is how far outside its range the mean in-flight count may
+// wander before the bucket changes: four independent clients kept 3.2-3.6
+// requests processing on the H200 (docs/benchmark_results/
+// h200-llamacpp-d32676d-summary-2026-12-03c.md), so a bucket edge at 3/4
+// without slack flipped with every scrape window.
+const loadSlack = 0.75
+
+// bucketOf is the bucket for a mean in-flight count, keeping cur while
+// the mean is within loadSlack of it.
+func (c Controller) bucketOf(mean float64, cur int) int {
+	if cur >= 0 && c.on("hysteresis") {
+		r := c.cfg.Buckets[cur]
+		if mean >= float64(r[0])-loadSlack && (r[1] == 0 || mean <= float64(r[1])+loadSlack) {
+			return cur
+		}
+	}
+	n := max(1, int(math.Round(mean)))
+	for i, r := range c.cfg.Buckets {
+		if n >= r[0] && (r[1] == 0 || n <= r[1]) {
+			return i
+		}
+	}
+	return len(c.cfg.Buckets) - 1
+}
+
+// on says whether a rule is on (all are, outside the ablation).
+func (c Controller) on(rule string) bool { return !c.cfg.off[rule] }

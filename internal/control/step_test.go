@@ -1,0 +1,273 @@
+package control
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/speclaunch/speclaunch/internal/schedule"
+)
+
+var t0 = time.Unix(1_800_000_000, 0)
+
+// fakeEngine makes the scrapes of one engine: each scrape adds cycles
+// cycles at acceptance s per position, over 2 s, n requests in flight,
+// at msPerCycle.
+type fakeEngine struct {
+	gen       uint64
+	width     int
+	s         float64 // S(k) at every position
+	ms        float64 // ms per cycle
+	n         float64
+	c         Counters
+	shared    bool
+	now       time.Time
+	noiseFlip bool // alternate ±1 % per scrape, so that runs have a spread
+}
+
+func (e *fakeEngine) scrape() Observation {
+	e.now = e.now.Add(2 * time.Second)
+	ms := e.ms
+	if e.noiseFlip = !e.noiseFlip; e.noiseFlip {
+		ms *= 1.01
+	} else {
+		ms *= 0.99
+	}
+	cycles := e.n * 2000 / ms
+	tokens := cycles
+	for len(e.c.AtLeast) < e.width-1 {
+		e.c.AtLeast = append(e.c.AtLeast, 0)
+	}
+	for k := 1; k < e.width; k++ {
+		e.c.AtLeast[k-1] += cycles * e.s
+		tokens += cycles * e.s
+	}
+	if e.width < 2 {
+		cycles = 0
+	}
+	e.c.Cycles += cycles
+	e.c.Tokens += tokens
+	e.c.Secs += e.n * 2
+	c := e.c
+	c.AtLeast = append([]float64(nil), e.c.AtLeast...)
+	return Observation{Kind: Scrape, Now: e.now, Engine: e.gen, Width: e.width, Shared: e.shared, InFlight: e.n, Counters: c}
+}
+
+// run feeds k scrapes of e and returns the state and every action.
+func run(c Controller, s State, e *fakeEngine, k int) (State, []Action) {
+	var all []Action
+	for range k {
+		var acts []Action
+		s, acts = c.Step(s, e.scrape())
+		all = append(all, acts...)
+	}
+	return s, all
+}
+
+func switches(acts []Action) []int {
+	var ws []int
+	for _, a := range acts {
+		if a.Op == SwitchTo {
+			ws = append(ws, a.Width)
+		}
+	}
+	return ws
+}
+
+// measuredState is a state whose bucket 1 holds a run of width w at rate
+// (tokens per s per request) for each engine given.
+func measuredState(c Controller, runs map[int][]float64) State {
+	s := c.Init(Pair{})
+	s.Load = Load{Bucket: 0, Samples: []float64{1, 1, 1, 1, 1, 1, 1, 1}}
+	for w, rates := range runs {
+		for i, r := range rates {
+			s.Pair.Buckets[0].Runs[w] = append(s.Pair.Buckets[0].Runs[w], Run{Engine: uint64(100*w + i), Tokens: r * 600, Secs: 600,
+				Cycles: 10_000, Scrapes: 30, SumR: 30 * r, SumR2: 30 * r * r * 1.0001, SumT: 30 * 3, SumT2: 30 * 9})
+		}
+	}
+	return s
+}
+
+func TestStepChoice(t *testing.T) {
+	c := New(Config{Default: schedule.Flat(4, "engine default"), SwitchS: 10})
+	cases := []struct {
+		name     string
+		runs     map[int][]float64 // width → each engine's rate (the serving engine's run is added)
+		serving  int
+		want     []int  // switches asked for
+		wantWhy  string // in the bucket's schedule source
+		wantSche int    // the bucket's width in the schedule
+	}{
+		{"a width 4 % faster is within the noise: stay at the default", map[int][]float64{3: {104}}, 4, nil, "the safe answer", 4},
+		{"a width 30 % faster on two engines: switch", map[int][]float64{6: {130, 131}}, 4, []int{6}, "measured +", 6},
+		{"on a width within the noise: back to the default", map[int][]float64{3: {104}}, 3, []int{4}, "the safe answer", 4},
+		{"the faster width kept against a slightly faster one", map[int][]float64{6: {130, 130}, 8: {133}}, 6, nil, "kept", 6},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := measuredState(c, tc.runs)
+			if tc.serving == 4 {
+				s.Pair.Buckets[0].Runs[4] = nil
+			} else {
+				s.Pair.Buckets[0].Runs[4] = measuredState(c, map[int][]float64{4: {100}}).Pair.Buckets[0].Runs[4]
+			}
+			rate := map[int]float64{4: 100, 3: 104, 6: 130}[tc.serving]
+			e := &fakeEngine{gen: 1, width: tc.serving, s: 0.7, n: 1, now: t0}
+			e.ms = 1000 * (1 + 0.7*float64(tc.serving-1)) / rate
+			s, acts := run(c, s, e, 20)
+			if got := switches(acts); !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("switches %v, want %v (actions %+v)", got, tc.want, acts)
+			}
+			if b := s.Pair.Schedule[0]; b.Width != tc.wantSche || !strings.Contains(b.Source, tc.wantWhy) {
+				t.Errorf("schedule bucket %+v, want width %d with %q", b, tc.wantSche, tc.wantWhy)
+			}
+		})
+	}
+}
+
+func TestStepCounting(t *testing.T) {
+	c := New(Config{Default: schedule.Flat(4, "default")})
+	cases := []struct {
+		name   string
+		shared bool
+		scr    int
+		want   float64 // cycles counted in the engine's run
+	}{
+		{"the warm-up is not counted", false, 2, 0},
+		{"past the warm-up the first scrape is the base", false, 5, 1 * 1000},
+		{"nothing counts while another engine runs beside", true, 10, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := c.Init(Pair{})
+			s.Load = Load{Bucket: 0, Samples: []float64{1, 1, 1, 1}}
+			e := &fakeEngine{gen: 7, width: 4, s: 0.5, ms: 2, n: 1, now: t0, shared: tc.shared}
+			s, _ = run(c, s, e, tc.scr)
+			var got float64
+			for _, r := range s.Pair.Buckets[0].Runs[4] {
+				got += r.Cycles
+			}
+			if got < tc.want*0.98 || got > tc.want*1.02 {
+				t.Errorf("counted %.0f cycles, want %.0f", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestStepLoadFollowsSchedule(t *testing.T) {
+	c := New(Config{Default: schedule.Flat(4, "default")})
+	s := c.Init(Pair{})
+	s.Pair.Schedule[0].Width, s.Pair.Schedule[0].Source = 6, "measured"
+	e := &fakeEngine{gen: 1, width: 6, s: 0.8, ms: 5, n: 1, now: t0}
+	s, acts := run(c, s, e, 8)
+	if got := switches(acts); len(got) != 0 {
+		t.Fatalf("switched %v at the load the schedule's width serves", got)
+	}
+	e.n = 4
+	s, acts = run(c, s, e, 8)
+	if got := switches(acts); !reflect.DeepEqual(got, []int{4}) {
+		t.Fatalf("switches %v when the load moved to 4, want [4]", got)
+	}
+	if s.Exp.Kind != Pending || s.Load.Bucket != 1 {
+		t.Errorf("state %+v, load %+v: want a switch pending and bucket 2-4", s.Exp, s.Load)
+	}
+	// 3.3 of 4 clients in flight stays in the bucket (hysteresis).
+	s, _ = c.Step(s, Observation{Kind: Switched, Now: e.now, Took: 5 * time.Second})
+	e.gen, e.width, e.n = 2, 4, 3.3
+	_, acts = run(c, s, e, 8)
+	if got := switches(acts); len(got) != 0 {
+		t.Errorf("switched %v at 3.3 requests in flight", got)
+	}
+}
+
+func TestStepSwitchOutcome(t *testing.T) {
+	c := New(Config{Default: schedule.Flat(4, "default")})
+	s := measuredState(c, map[int][]float64{4: {100}, 6: {130, 131}})
+	s.Exp = Experiment{Kind: Pending, Width: 6}
+	failed, acts := c.Step(s, Observation{Kind: Switched, Now: t0, Err: "the engine did not start"})
+	if failed.Exp.HoldUntil != t0.Add(DefaultHold) || len(acts) != 1 || acts[0].Op != Log {
+		t.Fatalf("after a failed switch: %+v, %+v", failed.Exp, acts)
+	}
+	e := &fakeEngine{gen: 1, width: 4, s: 0.7, ms: 30, n: 1, now: t0}
+	if _, acts := run(c, failed, e, 20); len(switches(acts)) != 0 {
+		t.Errorf("switched %v within the hold after a failed switch", switches(acts))
+	}
+	done, _ := c.Step(s, Observation{Kind: Switched, Now: t0, Took: 12 * time.Second})
+	if done.Exp.Kind != NoExp || done.Pair.SwitchS != 12 {
+		t.Errorf("after a switch: %+v, switch time %v", done.Exp, done.Pair.SwitchS)
+	}
+}
+
+func TestStepTrialAndProbe(t *testing.T) {
+	c := New(Config{Default: schedule.Flat(4, "default")})
+	s := c.Init(Pair{})
+	e := &fakeEngine{gen: 1, width: 4, s: 0.9, ms: 5, n: 1, now: t0}
+	s, acts := run(c, s, e, 4)
+	var probe *Action
+	for i := range acts {
+		if acts[i].Op == Probe {
+			probe = &acts[i]
+		}
+	}
+	if probe == nil || probe.Rows[0] != 1 || probe.Rows[len(probe.Rows)-1] != DefaultMaxWidth {
+		t.Fatalf("no probe of rows 1-%d when the load first settled: %+v", DefaultMaxWidth, acts)
+	}
+	v := map[int]float64{}
+	for _, r := range probe.Rows {
+		v[r] = 3 + 0.1*float64(r)
+	}
+	s, _ = c.Step(s, Observation{Kind: Probed, Now: e.now, Verify: v})
+	s, acts = run(c, s, e, 30)
+	if got := switches(acts); len(got) != 1 || got[0] <= 4 || s.Exp.Kind != Pending || !s.Exp.Trial {
+		t.Fatalf("with S = 0.9 at every position the model should try a wider width: switches %v, exp %+v", got, s.Exp)
+	}
+}
+
+func TestStepDrift(t *testing.T) {
+	c := New(Config{Default: schedule.Flat(4, "default")})
+	s := measuredState(c, map[int][]float64{6: {130, 131}})
+	e := &fakeEngine{gen: 1, width: 4, s: 0.8, ms: 5, n: 1, now: t0}
+	s, _ = run(c, s, e, 40)
+	e.s = 0.3 // the traffic changed
+	s, acts := run(c, s, e, 60)
+	found := false
+	for _, a := range acts {
+		found = found || a.Op == Log && strings.Contains(a.Msg, "traffic changed")
+	}
+	if !found || len(s.Pair.Buckets[0].Runs[6]) != 0 {
+		t.Errorf("drift not found or width 6's runs kept: %v", s.Pair.Buckets[0].Runs[6])
+	}
+}
+
+func TestStepPure(t *testing.T) {
+	c := New(Config{Default: schedule.Flat(4, "default")})
+	s := measuredState(c, map[int][]float64{4: {100}, 6: {130, 131}})
+	s.Pair.Acc, s.Pair.Cycles = []float64{500, 400, 300}, []float64{1000, 1000, 1000}
+	before := s.clone()
+	e := &fakeEngine{gen: 1, width: 4, s: 0.7, ms: 30, n: 1, now: t0}
+	for range 30 {
+		c.Step(s, e.scrape())
+	}
+	if !reflect.DeepEqual(before, s) {
+		t.Error("Step wrote into its argument")
+	}
+}
+
+func TestCountersSince(t *testing.T) {
+	cases := []struct {
+		name     string
+		cur, old Counters
+		ok       bool
+	}{
+		{"grows", Counters{Cycles: 10, Tokens: 20, Secs: 1, AtLeast: []float64{5, 2}}, Counters{Cycles: 5, Tokens: 8, AtLeast: []float64{2}}, true},
+		{"restarted", Counters{Cycles: 1}, Counters{Cycles: 5}, false},
+		{"a family shrank", Counters{Cycles: 10, AtLeast: []float64{1}}, Counters{Cycles: 5, AtLeast: []float64{1, 1}}, false},
+		{"a position went back", Counters{Cycles: 10, AtLeast: []float64{1}}, Counters{Cycles: 5, AtLeast: []float64{2}}, false},
+	}
+	for _, tc := range cases {
+		if _, ok := tc.cur.since(tc.old); ok != tc.ok {
+			t.Errorf("%s: ok %v, want %v", tc.name, ok, tc.ok)
+		}
+	}
+}
