@@ -119,8 +119,11 @@ type Config struct {
 	LoadWindow int
 	// Hold is how long no switch follows a failed one (60 s).
 	Hold time.Duration
-	// off names rules turned off, for the ablation (matrix_test.go).
-	off map[string]bool
+	// Off names rules turned off, for the ablation (ablation_test.go,
+	// internal/adaptsim): "spread", "payback", "warmup", "shared",
+	// "hysteresis", "drift", "trials", "optimistic", "band",
+	// "stayunmeasured". Nil in production.
+	Off map[string]bool
 }
 
 // Defaults.

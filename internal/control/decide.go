@@ -182,7 +182,7 @@ func (c Controller) drift(s *State, b int) string {
 	if w < 2 || !c.on("drift") {
 		return ""
 	}
-	t, v, ok := s.Engine.recent()
+	t, v, ok := s.Engine.recent(s.Pair.varL(w))
 	want, okW := c.tokensPerCycle(s.Pair, w, false)
 	if !ok || !okW || math.Abs(t-want) <= c.cfg.DriftZ*math.Sqrt(v) {
 		return ""

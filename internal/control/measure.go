@@ -37,7 +37,13 @@ func (c Controller) addRun(s *State, b int, d Counters, now time.Time) Run {
 	}
 	if w >= 2 && d.Cycles > 0 {
 		e := &s.Engine
-		e.Recent, e.RecentCycles = append(e.Recent, d.Tokens/d.Cycles), append(e.RecentCycles, d.Cycles)
+		// From the per-position counts, as the acceptance learnt is: the
+		// tokens also count a request's last cycle cut short by its length.
+		t := 1.0
+		for k := 0; k < min(len(d.AtLeast), w-1); k++ {
+			t += d.AtLeast[k] / d.Cycles
+		}
+		e.Recent, e.RecentCycles = append(e.Recent, t), append(e.RecentCycles, d.Cycles)
 		if len(e.Recent) > driftScrapes {
 			e.Recent, e.RecentCycles = e.Recent[1:], e.RecentCycles[1:]
 		}
@@ -83,9 +89,9 @@ const driftScrapes = 10
 
 // recent is the engine's tokens per cycle over its latest scrapes and the
 // variance of that mean: the spread of the scrapes (batch means), at
-// least t/cycles (a mean of that many counts of mean t, were they
-// Poisson: scrapes that agree exactly say nothing finer).
-func (e Engine) recent() (t, v float64, ok bool) {
+// least varL/cycles, the variance of a mean of that many cycles' accepted
+// lengths (ten scrapes' spread is itself too uncertain to stand alone).
+func (e Engine) recent(varL float64) (t, v float64, ok bool) {
 	var sum, sum2, cycles float64
 	for i, x := range e.Recent {
 		sum, sum2, cycles = sum+x, sum2+x*x, cycles+e.RecentCycles[i]
@@ -94,7 +100,7 @@ func (e Engine) recent() (t, v float64, ok bool) {
 		return 0, 0, false
 	}
 	t = sum / float64(len(e.Recent))
-	return t, math.Max(batchVar(sum, sum2, len(e.Recent)), t/cycles), true
+	return t, math.Max(batchVar(sum, sum2, len(e.Recent)), varL/cycles), true
 }
 
 // batchVar is the variance of the mean of n values from their sum and
@@ -160,4 +166,18 @@ func (p Pair) S(k int, minCycles float64) (float64, bool) {
 		return 0, false
 	}
 	return math.Max(0, math.Min(1, p.Acc[k-1]/p.Cycles[k-1])), true
+}
+
+// varL is the variance of one cycle's accepted length at width w from the
+// pair's acceptance: with P(L ≥ k) = S(k), E[L] = Σ S(k) and E[L²] =
+// Σ (2k−1)·S(k).
+func (p Pair) varL(w int) float64 {
+	var m1, m2 float64
+	for k := 1; k < w && k <= len(p.Acc); k++ {
+		if p.Cycles[k-1] > 0 {
+			s := math.Min(1, p.Acc[k-1]/p.Cycles[k-1])
+			m1, m2 = m1+s, m2+float64(2*k-1)*s
+		}
+	}
+	return math.Max(m2-m1*m1, 0)
 }

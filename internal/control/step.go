@@ -197,4 +197,4 @@ func (c Controller) bucketOf(mean float64, cur int) int {
 }
 
 // on says whether a rule is on (all are, outside the ablation).
-func (c Controller) on(rule string) bool { return !c.cfg.off[rule] }
+func (c Controller) on(rule string) bool { return !c.cfg.Off[rule] }

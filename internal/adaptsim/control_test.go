@@ -1,0 +1,202 @@
+package adaptsim
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/speclaunch/speclaunch/internal/control"
+	"github.com/speclaunch/speclaunch/internal/schedule"
+)
+
+func init() {
+	Controllers["control"] = Control(control.Config{})
+}
+
+// Control plugs internal/control's pure controller into the matrix: the
+// adapter keeps its State, turns each call into Observations, answers a
+// probe at once with Env.Probe and returns its switches as Commands.
+func Control(cfg control.Config) Factory {
+	return func(p Profile) Controller {
+		c := cfg
+		c.Default = schedule.Flat(p.Default, "engine default")
+		c.SwitchS = p.SwitchS
+		ctl := control.New(c)
+		return &controlAdapter{c: ctl, s: ctl.Init(control.Pair{})}
+	}
+}
+
+type controlAdapter struct {
+	c   control.Controller
+	s   control.State
+	env Env
+}
+
+func (a *controlAdapter) Start(env Env, s Scrape) []Command {
+	a.env = env
+	return a.scrape(s)
+}
+
+func (a *controlAdapter) Scrape(s Scrape) []Command { return a.scrape(s) }
+
+func (a *controlAdapter) Switched(s Scrape, took time.Duration) []Command {
+	cmds := a.step(control.Observation{Kind: control.Switched, Now: s.Now, Took: took})
+	return append(cmds, a.scrape(s)...)
+}
+
+func (a *controlAdapter) Close() {}
+
+func (a *controlAdapter) scrape(s Scrape) []Command {
+	secs := s.Counters.Served
+	if secs <= 0 {
+		secs = s.Counters.EngineSecs
+	}
+	return a.step(control.Observation{Kind: control.Scrape, Now: s.Now, Engine: s.Engine, Width: s.Width, Shared: s.Shared,
+		InFlight: s.InFlight, Counters: control.Counters{Cycles: s.Counters.Cycles, AtLeast: append([]float64(nil), s.Counters.AtLeast...),
+			Tokens: s.Counters.Tokens, Secs: secs}})
+}
+
+func (a *controlAdapter) step(o control.Observation) []Command {
+	var acts []control.Action
+	a.s, acts = a.c.Step(a.s, o)
+	var cmds []Command
+	for len(acts) > 0 {
+		act := acts[0]
+		acts = acts[1:]
+		switch act.Op {
+		case control.SwitchTo:
+			cmds = append(cmds, Command{Switch: act.Width, Reason: act.Reason})
+		case control.Probe:
+			v := map[int]float64{}
+			for _, r := range act.Rows {
+				v[r] = a.env.Probe(r)
+			}
+			var more []control.Action
+			a.s, more = a.c.Step(a.s, control.Observation{Kind: control.Probed, Now: o.Now, Verify: v})
+			acts = append(acts, more...)
+		case control.Log:
+			if a.env.Log != nil {
+				a.env.Log(act.Msg)
+			}
+		}
+	}
+	return cmds
+}
+
+// TestControlCell runs one cell with the control controller and logs
+// every line: ADAPTSIM_CELL="profile/traffic/seed" (-v), the names as in
+// the report.
+func TestControlCell(t *testing.T) {
+	want := os.Getenv("ADAPTSIM_CELL")
+	if want == "" {
+		t.Skip("set ADAPTSIM_CELL=profile/traffic/seed")
+	}
+	f := strings.Split(want, "/")
+	seed, _ := strconv.Atoi(f[len(f)-1])
+	ps, err := Profiles(replayDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range ps {
+		for _, tr := range Traffics(p) {
+			if p.Name == f[0] && tr.Name == f[1] {
+				o := Run(p, tr, Controllers["control"](p), uint64(seed), Options{Log: func(s string) { t.Log(s) }})
+				t.Logf("frac %.3f", o.Frac())
+			}
+		}
+	}
+}
+
+// controlVariants are the ablation's: each rule of internal/control
+// turned off (Config.Off), each constant moved.
+var controlVariants = []struct {
+	name string
+	set  func(*control.Config)
+}{
+	{"baseline", func(*control.Config) {}},
+	{"baseline, other seeds", func(*control.Config) {}},
+	{"no spread", func(c *control.Config) { c.Off = map[string]bool{"spread": true} }},
+	{"no payback", func(c *control.Config) { c.Off = map[string]bool{"payback": true} }},
+	{"no warm-up", func(c *control.Config) { c.Off = map[string]bool{"warmup": true} }},
+	{"no shared pause", func(c *control.Config) { c.Off = map[string]bool{"shared": true} }},
+	{"no load hysteresis", func(c *control.Config) { c.Off = map[string]bool{"hysteresis": true} }},
+	{"no drift test", func(c *control.Config) { c.Off = map[string]bool{"drift": true} }},
+	{"no trials", func(c *control.Config) { c.Off = map[string]bool{"trials": true} }},
+	{"no optimistic tail", func(c *control.Config) { c.Off = map[string]bool{"optimistic": true} }},
+	{"no trial band", func(c *control.Config) { c.Off = map[string]bool{"band": true} }},
+	{"no stay unmeasured", func(c *control.Config) { c.Off = map[string]bool{"stayunmeasured": true} }},
+	{"Z 1.0", func(c *control.Config) { c.Z = 1.0 }},
+	{"Z 2.33", func(c *control.Config) { c.Z = 2.33 }},
+	{"min cycles 128", func(c *control.Config) { c.MinCycles = 128 }},
+	{"min cycles 1024", func(c *control.Config) { c.MinCycles = 1024 }},
+	{"payback 3 min", func(c *control.Config) { c.Payback = 3 * time.Minute }},
+	{"payback 30 min", func(c *control.Config) { c.Payback = 30 * time.Minute }},
+	{"trial band 0.2", func(c *control.Config) { c.TrialBand = 0.2 }},
+	{"retry after 10 min", func(c *control.Config) { c.RetryAfter = 10 * time.Minute }},
+	{"drift z 8", func(c *control.Config) { c.DriftZ = 8 }},
+	{"load window 16", func(c *control.Config) { c.LoadWindow = 16 }},
+	{"spread halved", func(c *control.Config) { c.Spread1, c.SpreadN = 0.017, 0.028 }},
+	{"spread doubled", func(c *control.Config) { c.Spread1, c.SpreadN = 0.068, 0.112 }},
+	{"warm-up 15 s", func(c *control.Config) { c.WarmUp = 15 * time.Second }},
+}
+
+// BenchmarkControlAblation runs the matrix with each variant of the
+// control controller (CONTROL_VARIANTS, comma-separated names: a subset)
+// and prints one tab-separated line per variant: name, worst, median,
+// judged cells under 0.97, cells below the default, worst end vs the
+// default, switches.
+func BenchmarkControlAblation(b *testing.B) {
+	pick := map[string]bool{}
+	for _, n := range strings.Split(os.Getenv("CONTROL_VARIANTS"), ",") {
+		if n != "" {
+			pick[n] = true
+		}
+	}
+	ps, err := Profiles(replayDir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		for _, v := range controlVariants {
+			if len(pick) > 0 && !pick[v.name] {
+				continue
+			}
+			var cfg control.Config
+			v.set(&cfg)
+			off := uint64(0)
+			if strings.Contains(v.name, "other seeds") {
+				off = 500
+			}
+			s := Summarize(controlMatrix(ps, Control(cfg), off))
+			fmt.Printf("ABLATION\t%s\t%.4f\t%.4f\t%d\t%d\t%+.4f\t%.0f\n", v.name, s.Worst, s.Median, s.JudgedUnder97, s.BelowDefault, s.WorstVsDefault, s.Switches)
+		}
+	}
+}
+
+// controlMatrix is Matrix on two goroutines with the seeds moved by off.
+func controlMatrix(ps []Profile, f Factory, off uint64) []Cell {
+	var cells []Cell
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 2)
+	for _, p := range ps {
+		for _, tr := range Traffics(p) {
+			i := len(cells)
+			cells = append(cells, Cell{})
+			wg.Go(func() {
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				c := RunCell(p, tr, f, matrixSeeds, uint64(i)*1000+1+off, Options{})
+				mu.Lock()
+				cells[i] = c
+				mu.Unlock()
+			})
+		}
+	}
+	wg.Wait()
+	return cells
+}
