@@ -12,3 +12,6 @@ func withServed(t *adapt.Target, last func() Scrape) {
 		return adapt.Served{Secs: c.Served, Ended: c.Ended}
 	}
 }
+
+// replayLoopName names the loop this copy drives, in the replay's table.
+const replayLoopName = "today's loop"

@@ -1,0 +1,42 @@
+package adaptsim
+
+import (
+	"os"
+	"testing"
+	"time"
+
+	"github.com/speclaunch/speclaunch/internal/adapt"
+)
+
+// replaySeeds is the runs per recorded cell.
+const replaySeeds = 40
+
+// BenchmarkReplay0312e runs the loop on the replay cells of the three
+// adaptive runs of 2026-12-03e and reports each run's mean outcome
+// against the recorded one. ADAPTSIM_REPLAY_OUT=file writes the table.
+// This package's copy drives today's loop; scripts/replay-0312e.sh
+// drives the loop of 5347cd0, the one that ran then.
+func BenchmarkReplay0312e(b *testing.B) {
+	var rs []ReplayResult
+	for b.Loop() {
+		var err error
+		rs, err = Replay(replayDir, Recorded0312e, func(w time.Duration) Factory { return Loop(adapt.Config{Window: w}) }, replaySeeds)
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	within := 0
+	for _, r := range rs {
+		if r.Within(0.03) {
+			within++
+		}
+	}
+	b.ReportMetric(float64(within), "within-0.03")
+	md := ReplayMarkdown(replayLoopName, rs)
+	if out := os.Getenv("ADAPTSIM_REPLAY_OUT"); out != "" {
+		if err := os.WriteFile(out, []byte(md), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Log("\n" + md)
+}
