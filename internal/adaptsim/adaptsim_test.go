@@ -3,6 +3,7 @@ package adaptsim
 import (
 	"cmp"
 	"math"
+	"math/rand/v2"
 	"os"
 	"testing"
 	"time"
@@ -101,4 +102,90 @@ func TestLoopRuns(t *testing.T) {
 		t.Fatalf("the loop never switched in 10 virtual minutes")
 	}
 	t.Logf("frac %.3f, switches %v, end width %d", out.Frac(), out.Switches, out.EndWidth)
+}
+
+// An engine's counters move only when a request ends on it, as
+// llama-server's /metrics do; its wait before decoding is in the
+// proxy's served seconds, not the engine's own.
+func TestCountersAtRequestEnd(t *testing.T) {
+	m := simcost.DemoLoad()
+	a := newAccept(m, 0, 17)
+	e := &engine{width: 4}
+	g := leg{m: m, a: &a, reqTokens: ReqTokens, k: 4, cyc: m.CycleMS(4, 4)}
+	cl := client{eng: e}
+	rng := rand.New(rand.NewPCG(1, 2))
+	cl.next(g, 4, rng)
+	wait := cl.wait
+	if wait <= 0 {
+		t.Fatalf("a request under 4 sequences waits %v rounds, want the model's pickup", wait)
+	}
+	tokens, used, ended := cl.run(g, 10*g.cyc, rng)
+	if ended || used != 10*g.cyc || tokens <= 0 || e.c.Tokens != 0 || e.c.Ended != 0 {
+		t.Fatalf("mid-request: tokens %v used %v ended %v, engine counters %+v; want tokens, all the time used, nothing credited", tokens, used, ended, e.c)
+	}
+	var sum float64
+	for !ended {
+		var tok float64
+		tok, _, ended = cl.run(g, 50*g.cyc, rng)
+		sum += tok
+	}
+	if e.c.Ended != 1 || math.Abs(e.c.Tokens-ReqTokens) > 1e-6 || e.c.Cycles <= 0 {
+		t.Fatalf("after the request: %+v, want one request of %d tokens credited", e.c, ReqTokens)
+	}
+	if !(e.c.Served > e.c.EngineSecs) || math.Abs(e.c.Served-e.c.EngineSecs-wait*g.cyc/1000) > 1e-9 {
+		t.Errorf("served %v s, engine %v s: want the wait of %v rounds between them", e.c.Served, e.c.EngineSecs, wait)
+	}
+}
+
+// A switch takes the profile's switch time with the old engine serving,
+// the scrapes say Shared while it starts and while the old one drains,
+// and the new engine serves under a new generation.
+func TestSwitchSharedAndDrain(t *testing.T) {
+	p := demoLoad()
+	var seen []Scrape
+	c := &recordCtl{switchAt: 10 * time.Second, to: 6, seen: &seen}
+	out := Run(p, Traffic{"steady", []Phase{{PhaseDur, 4, 0}}}, c, 1, Options{Horizon: 30 * time.Second})
+	if len(out.Switches) != 1 || out.EndWidth != 6 {
+		t.Fatalf("switches %v, end width %d; want one switch to 6", out.Switches, out.EndWidth)
+	}
+	for _, s := range seen {
+		at := s.Now.Sub(Start)
+		switch {
+		case at <= 10*time.Second && (s.Shared || s.Width != 4 || s.Engine != 1):
+			t.Errorf("%v before the switch: %+v", at, s)
+		case at > 10*time.Second && at < 13*time.Second && (!s.Shared || s.Width != 4):
+			t.Errorf("%v while the new engine starts: shared %v width %d, want shared at width 4", at, s.Shared, s.Width)
+		case at >= 13*time.Second && at < 15*time.Second && (!s.Shared || s.Width != 6 || s.Engine != 2):
+			t.Errorf("%v while the old engine drains: %+v, want shared, width 6, engine 2", at, s)
+		case at >= 18*time.Second && s.Shared:
+			t.Errorf("%v: still shared", at)
+		}
+	}
+	if c.took != 3*time.Second {
+		t.Errorf("the switch took %v, want the profile's 3 s", c.took)
+	}
+}
+
+// recordCtl asks for one switch and records every scrape.
+type recordCtl struct {
+	Fixed
+	switchAt time.Duration
+	to       int
+	took     time.Duration
+	seen     *[]Scrape
+	asked    bool
+}
+
+func (r *recordCtl) Scrape(s Scrape) []Command {
+	*r.seen = append(*r.seen, s)
+	if !r.asked && s.Now.Sub(Start) >= r.switchAt {
+		r.asked = true
+		return []Command{{Switch: r.to, Reason: "test"}}
+	}
+	return nil
+}
+
+func (r *recordCtl) Switched(s Scrape, took time.Duration) []Command {
+	r.took = took
+	return nil
 }

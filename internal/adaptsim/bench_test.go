@@ -55,7 +55,7 @@ func BenchmarkAdaptSimMatrix(b *testing.B) {
 	}
 	var cells []Cell
 	for b.Loop() {
-		cells = Matrix(ps, f, seeds, 4, Options{}) // four: today's loop waits on its ticker
+		cells = Matrix(ps, f, seeds, 8, Options{}) // eight: today's loop mostly waits on its ticker
 	}
 	s := Summarize(cells)
 	b.ReportMetric(s.Worst, "worst-frac")

@@ -6,14 +6,16 @@
 // oracle (the best fixed width of each phase on the mean engine) and
 // against the engine's default width, the safe answer.
 //
-// The engine (engine.go) is closed form over 250 ms steps: a cycle of n
-// sequences at width W costs simcost.Model.CycleMS(W, n) times the
-// engine's own random effect (EngineDraw, EngineFactor: one draw per
-// fresh engine), times SharedFactor while the engine a switch replaced
-// drains; each request waits PickupRounds before it decodes; acceptance
-// is drawn position by position. A switch takes Profile.SwitchS, the old
-// engine serving meanwhile. Counters are what llama-server's /metrics
-// and the proxy show (Counters).
+// The engine (engine.go) is closed form over 250 ms steps, client by
+// client: each closed-loop client's request waits PickupRounds, then
+// decodes its tokens at simcost.Model.CycleMS(W, n) a round (n the
+// sequences on its engine) times the engine's own random effect
+// (EngineDraw, EngineFactor: one draw per fresh engine) and SharedFactor
+// while the engine a switch replaced drains, drawing its acceptance.
+// A request's counts reach its engine's counters when it ends, as
+// llama-server's /metrics do. A switch takes Profile.SwitchS, the old
+// engine serving meanwhile; then new requests go to the new engine and
+// the old one finishes those it holds.
 //
 // # How to plug a controller in
 //

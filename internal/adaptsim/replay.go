@@ -39,8 +39,12 @@ type ReplayResult struct {
 	// model's closed form, the recorded means) of the width each run
 	// ended at, over the best width's: the recorded outcome's measure.
 	Frac, SD float64
-	Ends     []int   // each seed's end width
-	Switches float64 // mean per run
+	// AtOrBelow is the share of seeds whose outcome was no better than
+	// the recorded one (a single hardware run is one draw of this
+	// distribution); SameWidth the share that ended at its width.
+	AtOrBelow, SameWidth float64
+	Ends                 []int   // each seed's end width
+	Switches             float64 // mean per run
 }
 
 // Within says whether the replay reproduces the recorded outcome within
@@ -84,10 +88,17 @@ func replayOne(p Profile, r Recorded, f Factory, seeds int) ReplayResult {
 		fr := rate(p.Model, &a, out.EndWidth, p.Clients, p.ReqTokens) / best
 		sum, sum2 = sum+fr, sum2+fr*fr
 		res.Ends = append(res.Ends, out.EndWidth)
+		if fr <= r.Frac+0.0005 {
+			res.AtOrBelow++
+		}
+		if out.EndWidth == r.Width {
+			res.SameWidth++
+		}
 		res.Switches += float64(len(out.Switches))
 	}
 	n := float64(seeds)
 	res.Frac, res.Switches = sum/n, res.Switches/n
+	res.AtOrBelow, res.SameWidth = res.AtOrBelow/n, res.SameWidth/n
 	res.SD = math.Sqrt(math.Max(0, sum2/n-res.Frac*res.Frac))
 	return res
 }
@@ -95,13 +106,14 @@ func replayOne(p Profile, r Recorded, f Factory, seeds int) ReplayResult {
 // ReplayMarkdown is the replay's table.
 func ReplayMarkdown(loop string, rs []ReplayResult) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "| run (%s) | recorded end width | recorded | sim mean (SD over seeds) | within ±0.03 | sim end widths | switches a run |\n|---|---|---|---|---|---|---|\n", loop)
+	fmt.Fprintf(&b, "| run (%s) | recorded end width | recorded | sim mean (SD over seeds) | within ±0.03 | seeds at or below the recorded | seeds at its width | sim end widths | switches a run |\n|---|---|---|---|---|---|---|---|---|\n", loop)
 	for _, r := range rs {
 		ok := "no"
 		if r.Within(0.03) {
 			ok = "yes"
 		}
-		fmt.Fprintf(&b, "| %s | %d | %.3f | %.3f (%.3f) | %s | %s | %.1f |\n", r.Name, r.Recorded.Width, r.Recorded.Frac, r.Frac, r.SD, ok, counted(r.Ends), r.Switches)
+		fmt.Fprintf(&b, "| %s | %d | %.3f | %.3f (%.3f) | %s | %.0f %% | %.0f %% | %s | %.1f |\n", r.Name, r.Recorded.Width, r.Recorded.Frac, r.Frac, r.SD, ok,
+			100*r.AtOrBelow, 100*r.SameWidth, counted(r.Ends), r.Switches)
 	}
 	return b.String()
 }

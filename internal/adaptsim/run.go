@@ -114,6 +114,8 @@ type sim struct {
 	drainTo  float64 // virtual ms the old engine drains to
 	now      float64 // virtual ms
 	inFlight int
+	clients  []client
+	class    int
 	out      Outcome
 	log      func(string)
 }
@@ -130,6 +132,10 @@ func Run(p Profile, tr Traffic, c Controller, seed uint64, o Options) Outcome {
 	z0 := s.cur.z
 	env := Env{MaxWidth: o.MaxWidth, Slots: p.Slots, Probe: s.probe, Log: func(m string) { s.logf("%6.0fs %s", s.now/1000, m) }}
 	s.inFlight = phaseAt(tr.Phases, 0).Clients
+	for range s.inFlight { // out of step: each part-way through a request
+		s.clients = append(s.clients, client{eng: s.cur, left: float64(1 + s.rng.IntN(p.ReqTokens))})
+	}
+	s.class = phaseAt(tr.Phases, 0).Class
 	s.handle(c.Start(env, s.scrape()))
 	horizon := float64(o.Horizon / time.Millisecond)
 	every := float64(o.Interval / time.Millisecond)
@@ -137,7 +143,7 @@ func Run(p Profile, tr Traffic, c Controller, seed uint64, o Options) Outcome {
 		for next := s.now + every; s.now < next-1e-9; {
 			dt := math.Min(subStep, next-s.now)
 			ph := phaseAt(tr.Phases, s.now)
-			s.inFlight = ph.Clients
+			s.inFlight, s.class = ph.Clients, ph.Class
 			s.account(ph, dt, z0, s.now >= 2*horizon/3)
 			s.now += dt
 			if s.pendW != 0 && s.now >= s.pendAt-1e-9 {
@@ -156,8 +162,7 @@ func Run(p Profile, tr Traffic, c Controller, seed uint64, o Options) Outcome {
 // the default would have given, to the outcome.
 func (s *sim) account(ph Phase, dt, z0 float64, end bool) {
 	a := &s.acc[ph.Class]
-	got := s.cur.serve(s.p.Model, a, s.p.ReqTokens, ph.Clients, s.now, dt, s.rng).tokens
-	mean := got * s.p.Model.EngineFactor(s.cur.z, s.cur.width, ph.Clients)
+	got, mean := s.serveStep(ph, dt)
 	best := 0.0
 	for w := 1; w <= s.o.MaxWidth; w++ {
 		best = math.Max(best, rate(s.p.Model, a, w, ph.Clients, s.p.ReqTokens))
@@ -175,6 +180,62 @@ func (s *sim) account(ph Phase, dt, z0 float64, end bool) {
 		s.out.EndOracle += best * sec
 		s.out.EndDefault += def * sec
 	}
+}
+
+// serveStep serves dt ms of phase ph: each client's request on its
+// engine (the engine a switch replaced finishes the requests it holds,
+// then their clients move to the one serving). It returns the tokens the
+// clients got, and the same on the mean engine (each engine's own effect
+// taken out).
+func (s *sim) serveStep(ph Phase, dt float64) (got, mean float64) {
+	if len(s.clients) > ph.Clients {
+		s.clients = s.clients[:ph.Clients]
+	}
+	for len(s.clients) < ph.Clients {
+		s.clients = append(s.clients, client{eng: s.cur, left: float64(s.p.ReqTokens)})
+	}
+	k := map[*engine]int{}
+	for _, cl := range s.clients {
+		k[cl.eng]++
+	}
+	legs := map[*engine]leg{}
+	legOf := func(e *engine) leg {
+		if g, ok := legs[e]; ok {
+			return g
+		}
+		g := leg{m: s.p.Model, a: &s.acc[ph.Class], reqTokens: s.p.ReqTokens, k: max(1, k[e])}
+		g.cyc = e.cycleMS(s.p.Model, g.k, s.cur.takeover, s.now, dt, s.rng)
+		e.c.Decodes += dt / g.cyc
+		legs[e] = g
+		return g
+	}
+	for i := range s.clients {
+		cl := &s.clients[i]
+		for rem := dt; rem > 1e-9; {
+			g := legOf(cl.eng)
+			tok, used, ended := cl.run(g, rem, s.rng)
+			got += tok
+			mean += tok * s.p.Model.EngineFactor(cl.eng.z, cl.eng.width, g.k)
+			rem -= used
+			if !ended {
+				break
+			}
+			cl.eng = s.cur
+			cl.next(legOf(cl.eng), cl.eng.width, s.rng)
+		}
+	}
+	return got, mean
+}
+
+// draining says whether a client's request is still on an engine a
+// switch replaced.
+func (s *sim) draining() bool {
+	for _, cl := range s.clients {
+		if cl.eng != s.cur {
+			return true
+		}
+	}
+	return false
 }
 
 // takeOver starts the engine a switch asked for: a fresh draw, the old
@@ -208,19 +269,20 @@ func (s *sim) handle(cmds []Command) {
 
 // scrape is what a scrape sees now.
 func (s *sim) scrape() Scrape {
-	n := s.inFlight
-	share := 1.0
-	if n > 0 && s.cur.c.Served > 0 {
-		share = s.cur.c.EngineSecs / s.cur.c.Served
+	var on []*client
+	for i := range s.clients {
+		if s.clients[i].eng == s.cur {
+			on = append(on, &s.clients[i])
+		}
 	}
 	proc := 0
-	for range n {
-		if s.rng.Float64() < share {
+	for _, cl := range on {
+		if cl.decoding() {
 			proc++
 		}
 	}
 	return Scrape{Now: Start.Add(time.Duration(s.now * float64(time.Millisecond))), Engine: s.cur.gen, Width: s.cur.width,
-		Shared: s.pendW != 0 || s.now < s.drainTo, InFlight: float64(n), Processing: float64(proc), Slots: s.p.Slots,
+		Shared: s.pendW != 0 || s.now < s.drainTo || s.draining(), InFlight: float64(s.inFlight), Processing: float64(proc), Slots: s.p.Slots,
 		Counters: s.cur.c.clone()}
 }
 
