@@ -198,6 +198,11 @@ func serveSim(t *testing.T, extra string, args ...string) (r *serveRun, prof, ba
 	writeFile(t, prof, base)
 	r = startServe(t, append([]string{"--profile", prof}, args...)...)
 	r.log.waitFor(t, `width verified width=4`, 1, 20*time.Second)
+	// The engine serves a moment after its width is verified; until then
+	// the status names none (a test reading it at once failed under load).
+	if st := waitStatus(t, port, 20*time.Second, func(st statusDoc) bool { return st.Engine != nil }); st.Engine == nil {
+		t.Fatalf("the engine is verified but does not serve; log:\n%s", r.log)
+	}
 	return r, prof, base, port
 }
 
