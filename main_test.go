@@ -31,19 +31,20 @@ func speclaunchMain() int {
 // fakeSMI is a stand-in nvidia-smi for scripts: FAKE_SMI_DEVICES answers
 // the device query, FAKE_SMI_CAPS the compute_cap query, and
 // FAKE_SMI_CAPS_FAIL=1 makes the second query fail as a pre-R510 driver's.
-func fakeSMI() int {
-	q := strings.Join(os.Args[1:], " ")
-	if strings.Contains(q, "compute_cap") {
-		if os.Getenv("FAKE_SMI_CAPS_FAIL") == "1" {
-			fmt.Println(`Field "compute_cap" is not a valid field to query.`)
-			return 2
-		}
-		fmt.Print(strings.ReplaceAll(os.Getenv("FAKE_SMI_CAPS"), `\n`, "\n"))
-		return 0
-	}
-	fmt.Print(strings.ReplaceAll(os.Getenv("FAKE_SMI_DEVICES"), `\n`, "\n"))
-	return 0
-}
+// It is a shell script, not this test binary re-executed: the probe's 3 s
+// bound covers both queries, and two starts of a -race test binary on a
+// loaded machine took longer (gpu.txtar failed with "nvidia-smi timed out").
+const fakeSMI = `#!/bin/sh
+case "$*" in
+*compute_cap*)
+	if [ "$FAKE_SMI_CAPS_FAIL" = 1 ]; then
+		echo 'Field "compute_cap" is not a valid field to query.'
+		exit 2
+	fi
+	printf '%b' "$FAKE_SMI_CAPS" ;;
+*) printf '%b' "$FAKE_SMI_DEVICES" ;;
+esac
+`
 
 // httpCmd: httpwait URL polls until 200 (30 s); httpget URL; httppost URL
 // BODY. The body goes to stdout; a non-2xx status exits 1.
@@ -88,8 +89,7 @@ func TestMain(m *testing.M) {
 		"llama-server": func() {
 			os.Exit(fakellama.Main(os.Args[1:], os.Environ(), os.Stdout, os.Stderr))
 		},
-		"nvidia-smi": func() { os.Exit(fakeSMI()) },
-		"httpwait":   func() { os.Exit(httpCmd("GET", true)) },
+		"httpwait": func() { os.Exit(httpCmd("GET", true)) },
 		// settle gives a background launcher time to see its engine ready.
 		"settle":   func() { time.Sleep(500 * time.Millisecond); os.Exit(0) },
 		"httpget":  func() { os.Exit(httpCmd("GET", false)) },
@@ -109,6 +109,14 @@ func TestScripts(t *testing.T) {
 			env.Setenv("XDG_CONFIG_HOME", filepath.Join(env.WorkDir, ".config"))
 			env.Setenv("XDG_CACHE_HOME", filepath.Join(env.WorkDir, ".cache"))
 			env.Setenv("NO_COLOR", "1")
+			bin := filepath.Join(env.WorkDir, ".fakebin")
+			if err := os.Mkdir(bin, 0o755); err != nil {
+				return err
+			}
+			if err := os.WriteFile(filepath.Join(bin, "nvidia-smi"), []byte(fakeSMI), 0o755); err != nil {
+				return err
+			}
+			env.Setenv("PATH", bin+string(os.PathListSeparator)+env.Getenv("PATH"))
 			return nil
 		},
 	})

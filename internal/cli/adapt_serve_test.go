@@ -44,6 +44,7 @@ func startAdaptServe(t *testing.T, p string, port int) *serveRun {
 // An operator width turns adaptation off, and says so.
 func TestServeAdaptOffUnderOperatorWidth(t *testing.T) {
 	testenv.E2E(t)
+	t.Parallel() // see TestMain
 	dir := t.TempDir()
 	p := filepath.Join(dir, "p.toml")
 	writeFile(t, p, withWidth(simProfile(freePort(t), ""), 3)+"[adapt]\nenabled = true\n")
@@ -162,6 +163,7 @@ func TestServeAdaptedWidthSurvivesReload(t *testing.T) {
 // stops and /speclaunch/status says why.
 func TestServeAdaptOffAfterReloadSetsWidth(t *testing.T) {
 	testenv.E2E(t)
+	t.Parallel() // see TestMain
 	dir := t.TempDir()
 	port := freePort(t)
 	p := filepath.Join(dir, "p.toml")

@@ -22,6 +22,7 @@ import (
 // time (TestLoopConvergesPerProfile); this run judges no speed.
 func TestAdaptEvalReportsTheChosenWidth(t *testing.T) {
 	testenv.E2E(t)
+	t.Parallel() // see TestMain
 	const prof = "collapse"
 	dir := t.TempDir()
 	port := freePort(t)

@@ -123,6 +123,7 @@ func armAt(t *testing.T, rec *record.Record, w int) *record.Arm {
 // bench.TestRunOnSimRanksByCostModel; this run judges no speed.
 func TestBenchOnSimWritesRecord(t *testing.T) {
 	testenv.E2E(t)
+	t.Parallel() // see TestMain
 	rec := benchSim(t, fastSim, "3,16", "24")
 	if !rec.Simulated || !rec.Complete {
 		t.Fatalf("simulated %v complete %v", rec.Simulated, rec.Complete)

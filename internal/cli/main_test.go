@@ -19,12 +19,11 @@ import (
 
 // The sim engine is this test binary re-executed with "__sim".
 //
-// The slow tests on the sim call t.Parallel, so they run together once the
-// serial tests are done. Two kinds stay serial: a test that signals the
-// test process itself (SIGHUP, SIGTERM), since every in-process serve hears
-// it, and a test whose verdict rests on the sim's wall-clock speed (the
-// adaptive loop's choice, the bench's ranking), which other tests' load
-// on a small machine would skew.
+// The end-to-end tests (testenv.E2E) call t.Parallel, so they run together
+// once the serial tests are done; no test judges the sim's speed. Two kinds
+// stay serial: a test that signals the test process itself (SIGHUP,
+// SIGTERM), since every in-process serve hears it, and one that sets the
+// environment (t.Setenv).
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == simCommand {
 		os.Exit(runSim(os.Args[2:], os.Stdout, os.Stderr))
@@ -188,6 +187,7 @@ func pids(log string) []string {
 
 func TestServeReload(t *testing.T) {
 	testenv.E2E(t)
+	t.Parallel() // see TestMain
 	dir := t.TempDir()
 	port := freePort(t)
 	prof := filepath.Join(dir, "p.toml")
@@ -248,6 +248,7 @@ func TestServeReload(t *testing.T) {
 // A Kubernetes ConfigMap swaps a ..data symlink; no event names the file.
 func TestServeReloadConfigMapSwap(t *testing.T) {
 	testenv.E2E(t)
+	t.Parallel() // see TestMain
 	dir := t.TempDir()
 	port := freePort(t)
 	v1 := filepath.Join(dir, "..2026_1")

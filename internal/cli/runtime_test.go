@@ -120,6 +120,7 @@ func TestServeShutdownTimeoutAnswersTheRequestsCut(t *testing.T) {
 // which had no response byte, is answered by the replacement.
 func TestServeHungEngineIsReplaced(t *testing.T) {
 	testenv.E2E(t)
+	t.Parallel() // see TestMain
 	r, _, _, port := serveSim(t, "", "--hang-timeout", "2s", "--restart", "on-failure")
 	st := status(t, port)
 	if st.Engine == nil {
@@ -153,6 +154,7 @@ func TestServeHungEngineIsReplaced(t *testing.T) {
 // on, never stopped.
 func TestServeDrainChecksBeforeStopping(t *testing.T) {
 	testenv.E2E(t)
+	t.Parallel() // see TestMain
 	r, prof, base, port := serveSim(t, "", "--switch", "drain")
 	bad := strings.Replace(withWidth(base, 3), "[engine]\n", "[engine]\nbinary = \"/nonexistent/engine\"\n", 1)
 	renameOver(t, prof, bad)
@@ -169,6 +171,7 @@ func TestServeDrainChecksBeforeStopping(t *testing.T) {
 // gone before the new one serves, and how long the old one drained.
 func TestServeDrainSwitchRecord(t *testing.T) {
 	testenv.E2E(t)
+	t.Parallel() // see TestMain
 	r, prof, base, port := serveSim(t, "", "--switch", "drain")
 	renameOver(t, prof, withWidth(base, 3))
 	r.log.waitFor(t, `switched to_pid=\d+ width=3`, 1, 20*time.Second)
@@ -186,6 +189,7 @@ func TestServeDrainSwitchRecord(t *testing.T) {
 // edits switch the width like any other change.
 func TestServeWatchesAPolicyFileAddedByAReload(t *testing.T) {
 	testenv.E2E(t)
+	t.Parallel() // see TestMain
 	r, prof, base, _ := serveSim(t, "")
 	pol := filepath.Join(filepath.Dir(prof), "pol.toml")
 	entry := func(w int) string {
@@ -207,6 +211,7 @@ func TestServeWatchesAPolicyFileAddedByAReload(t *testing.T) {
 // speclaunch's alone; a switch shows in its counters.
 func TestServeMetrics(t *testing.T) {
 	testenv.E2E(t)
+	t.Parallel() // see TestMain
 	r, prof, base, port := serveSim(t, "")
 	renameOver(t, prof, withWidth(base, 3))
 	r.log.waitFor(t, `switched to_pid=\d+ width=3`, 1, 20*time.Second)
@@ -283,6 +288,7 @@ func keys(m map[string]*dto.MetricFamily) []string {
 // engine that replaces it.
 func TestServeAdaptSurvivesEditsDuringProbes(t *testing.T) {
 	testenv.E2E(t)
+	t.Parallel() // see TestMain
 	dir := t.TempDir()
 	port := freePort(t)
 	p := filepath.Join(dir, "p.toml")

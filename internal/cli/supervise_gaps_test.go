@@ -43,6 +43,7 @@ func TestServeRestartCrashWhileStarting(t *testing.T) {
 // failed; /health says "switching" meanwhile.
 func TestServeRestartHoldsRequests(t *testing.T) {
 	testenv.E2E(t)
+	t.Parallel() // see TestMain
 	dir := t.TempDir()
 	// The first engine crashes 500 ms after it is ready; later ones serve.
 	script := countingEngine(t, dir, `[ $n -eq 1 ]`, `--sim-crash-after 500ms --sim-exit-code 7`)
@@ -76,6 +77,7 @@ func TestServeRestartHoldsRequests(t *testing.T) {
 // keeps serving on the old one, in direct mode and behind the proxy.
 func TestServeReloadBusyPortKeepsServing(t *testing.T) {
 	testenv.E2E(t)
+	t.Parallel() // see TestMain
 	for _, proxy := range []bool{false, true} {
 		t.Run(fmt.Sprint("proxy=", proxy), func(t *testing.T) {
 			dir := t.TempDir()
@@ -228,6 +230,7 @@ func TestServeReloadDuringSwitchToSameSettings(t *testing.T) {
 // changes them, instead of being ignored in silence.
 func TestServeReloadWarnsStartOnlySettings(t *testing.T) {
 	testenv.E2E(t)
+	t.Parallel() // see TestMain
 	r, prof, base, _ := serveSim(t, "")
 	writeFile(t, prof, base+"[adapt]\nenabled = true\n")
 	r.log.waitFor(t, `adapt.\* settings apply when speclaunch starts`, 1, 20*time.Second)

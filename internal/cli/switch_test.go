@@ -188,6 +188,7 @@ func waitStatus(t *testing.T, port int, timeout time.Duration, done func(statusD
 // stayed exposed on 0.0.0.0.
 func TestServeHostMovesOnOnePort(t *testing.T) {
 	testenv.E2E(t)
+	t.Parallel() // see TestMain
 	r, prof, base, port := serveSim(t, "")
 	for i, host := range []string{"0.0.0.0", "127.0.0.1"} {
 		renameOver(t, prof, strings.Replace(base, "[server]\n", fmt.Sprintf("[server]\nhost = %q\n", host), 1))
@@ -206,6 +207,7 @@ func TestServeHostMovesOnOnePort(t *testing.T) {
 // the next switch uses, and the public address is where the proxy listens.
 func TestStatusFollowsReload(t *testing.T) {
 	testenv.E2E(t)
+	t.Parallel() // see TestMain
 	r, prof, base, port := serveSim(t, "")
 	writeFile(t, prof, strings.Replace(base, "[server]\n", "[server]\nswitch = \"drain\"\n", 1))
 	r.log.waitFor(t, `engine command unchanged`, 1, 20*time.Second)
@@ -226,6 +228,7 @@ func TestStatusFollowsReload(t *testing.T) {
 // with reasons and timings, and the requests held now.
 func TestStatusDocument(t *testing.T) {
 	testenv.E2E(t)
+	t.Parallel() // see TestMain
 	r, prof, base, port := serveSim(t, "")
 	writeFile(t, prof, withWidth(base, 3))
 	r.log.waitFor(t, `switched to_pid=\d+ width=3`, 1, 20*time.Second)
@@ -294,6 +297,7 @@ func TestStatusDocument(t *testing.T) {
 // server.drain_timeout, then is stopped with them in flight.
 func TestServeDrainTimeoutBoundsOldEngine(t *testing.T) {
 	testenv.E2E(t)
+	t.Parallel() // see TestMain
 	port := freePort(t)
 	prof := filepath.Join(t.TempDir(), "p.toml")
 	base := strings.Replace(simProfile(port, ""), "[server]\n", "[server]\ndrain_timeout = \"1s\"\nswitch = \"overlap\"\n", 1)
