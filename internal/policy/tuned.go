@@ -3,6 +3,7 @@ package policy
 import (
 	"bytes"
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"strings"
 )
@@ -71,4 +72,21 @@ func RenderTuned(entries []Entry) []byte {
 		}
 	}
 	return b.Bytes()
+}
+
+// RecordPath is where the entry's record is on this machine: a tuned
+// entry's record sits beside its layer (its path is relative to the
+// layer's directory); any other entry's is relative to the repository.
+func (e Entry) RecordPath() string {
+	if e.Pair.IsZero() || e.Record == "" {
+		return e.Record
+	}
+	file := e.Origin
+	if i := strings.LastIndexByte(file, ':'); i > 0 {
+		file = file[:i]
+	}
+	if file == "" {
+		return e.Record
+	}
+	return filepath.Join(filepath.Dir(file), filepath.FromSlash(e.Record))
 }

@@ -73,3 +73,17 @@ func TestTunedPairErrors(t *testing.T) {
 		}
 	}
 }
+
+// A tuned entry's record is found beside its layer; a measured entry's
+// stays repository-relative.
+func TestRecordPath(t *testing.T) {
+	e := tunedEntry("tuned-a", "a")
+	e.Origin = "/home/u/.config/speclaunch/tuned.toml:11"
+	if got := e.RecordPath(); got != "/home/u/.config/speclaunch/records/tune.md" {
+		t.Errorf("tuned: %s", got)
+	}
+	m := entry("gb10-affine-dflash", gb10, 4, "policy.toml:40")
+	if got := m.RecordPath(); got != "docs/r.md" {
+		t.Errorf("measured: %s", got)
+	}
+}

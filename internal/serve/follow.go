@@ -205,7 +205,7 @@ func (sv *launcher) gainOf(p *plan.Plan) func(from, to schedule.Bucket) (float64
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	path := strings.TrimSuffix(e.Record, ".md") + ".json"
+	path := strings.TrimSuffix(e.RecordPath(), ".md") + ".json"
 	data, err := record.ReadFile(ctx, path)
 	var rec *record.Record
 	if err == nil {
