@@ -80,9 +80,10 @@ func loadPolicy(ctx context.Context, embedded []byte, tuned string, s config.Set
 	}
 	layers := []*policy.File{base}
 	var files []string
+	var budget policy.Budget // the layers are bounded in total, a file named twice read once
 	if tuned != "" && !slices.ContainsFunc(s.Policies, func(f config.Field[string]) bool { return f.Value == tuned }) {
 		if _, err := os.Stat(tuned); err == nil {
-			pf, err := policy.ReadFile(ctx, tuned)
+			pf, err := budget.Read(ctx, tuned)
 			if err != nil {
 				return nil, nil, fmt.Errorf("the tuned layer (written by speclaunch tune): %w; fix or delete it, or re-run speclaunch tune", err)
 			}
@@ -90,10 +91,16 @@ func loadPolicy(ctx context.Context, embedded []byte, tuned string, s config.Set
 			files = append(files, tuned)
 		}
 	}
-	for _, f := range s.Policies {
-		pf, err := policy.ReadFile(ctx, f.Value)
+	paths := make([]string, len(s.Policies))
+	for i, f := range s.Policies {
+		paths[i] = f.Value
+	}
+	for _, i := range policy.Distinct(paths) {
+		f := s.Policies[i]
+		pf, err := budget.Read(ctx, f.Value)
 		var se *safefile.Error
-		if errors.As(err, &se) {
+		var le *policy.LayerError
+		if errors.As(err, &se) || errors.As(err, &le) {
 			return nil, nil, &config.Error{Src: f.Src, Msg: "cannot use policy file", Err: err}
 		}
 		if err != nil {

@@ -1,0 +1,81 @@
+package policy
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestDistinct(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.toml"), filepath.Join(dir, "b.toml")
+	link := filepath.Join(dir, "l.toml")
+	os.WriteFile(a, nil, 0o644)
+	os.WriteFile(b, nil, 0o644)
+	os.Symlink(a, link)
+	got := Distinct([]string{a, b, a, link, b, filepath.Join(dir, ".", "a.toml")})
+	if want := []int{4, 5}; !slices.Equal(got, want) {
+		t.Errorf("Distinct = %v, want %v (the last place of each file)", got, want)
+	}
+}
+
+// Issue 33: a profile naming one 20,000-entry file 80 times took the
+// launcher out of memory. A file named again is read once (Distinct); the
+// layers are bounded in files, bytes and entries, and the refusal names
+// the file that went past.
+func TestBudget(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, data []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	small := write("small.toml", bigPolicy(1, "s"))
+	t.Run("files", func(t *testing.T) {
+		var b Budget
+		var err error
+		for i := 0; i <= MaxLayerFiles && err == nil; i++ {
+			_, err = b.Read(context.Background(), write("f"+string(rune('a'+i))+".toml", bigPolicy(1, "f")))
+		}
+		var le *LayerError
+		if !errors.As(err, &le) || !strings.Contains(err.Error(), "more than 16 distinct policy files") {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	t.Run("entries", func(t *testing.T) {
+		big := write("big.toml", bigPolicy(51, "b"))
+		b := Budget{MaxEntries: 100}
+		if _, err := b.Read(context.Background(), big); err != nil {
+			t.Fatal(err)
+		}
+		_, err := b.Read(context.Background(), big)
+		var le *LayerError
+		if !errors.As(err, &le) || le.Path != big {
+			t.Fatalf("err = %v, want a LayerError naming %s", err, big)
+		}
+		if !strings.Contains(err.Error(), "more than 100 entries in all (51 before this file's 51)") {
+			t.Errorf("err = %v", err)
+		}
+	})
+	t.Run("bytes", func(t *testing.T) {
+		var b Budget
+		var err error
+		for i := 0; i < 3 && err == nil; i++ { // 3 × 3 MiB: the third is past 8 MiB
+			pad := write("pad"+string(rune('a'+i))+".toml", []byte("schema = 1\n#"+strings.Repeat("x", 3<<20)+"\n"))
+			_, err = b.Read(context.Background(), pad)
+		}
+		var le *LayerError
+		if !errors.As(err, &le) || !strings.Contains(err.Error(), "MiB in all") {
+			t.Fatalf("err = %v, want the total bytes refused", err)
+		}
+		if _, err := b.Read(context.Background(), small); err != nil {
+			t.Errorf("a small file within the bytes left: %v", err)
+		}
+	})
+}
