@@ -39,9 +39,19 @@ type GGUFInfo struct {
 // Limits: a string or array longer than these is not a header we can use,
 // and refusing it early keeps hostile input from costing memory or time.
 const (
-	maxGGUFString   = 1 << 20
-	maxGGUFArray    = 1 << 30 // llama.cpp's GGUF_MAX_ARRAY_ELEMENTS
-	maxGGUFCount    = 1 << 24 // tensors or KVs, when the size is unknown
+	maxGGUFString = 1 << 20
+	maxGGUFArray  = 1 << 30 // llama.cpp's GGUF_MAX_ARRAY_ELEMENTS
+	maxGGUFCount  = 1 << 24 // tensors or KVs, when the size is unknown
+	// The work a header declares is bounded by what real ones declare,
+	// not only by the bytes it fits in: a 168 MB header declaring 3
+	// million tensors took 8.2 s and 414 MB (issue 33). llama.cpp fuses a
+	// layer's experts into one tensor (blk.N.ffn_*_exps), so even the
+	// largest MoE checkpoints hold a few thousand tensors and a few dozen
+	// KVs; their vocabularies (tokens and merges, one string each) are
+	// under a million strings.
+	maxGGUFTensors  = 1 << 16
+	maxGGUFKVs      = 1 << 16
+	maxGGUFStrings  = 1 << 22 // strings in all the header's string arrays
 	maxMetaString   = 1 << 10
 	maxGGUFDims     = 4 // GGML_MAX_DIMS
 	minKVBytes      = 8 + 4 + 1
@@ -150,6 +160,8 @@ type ggufReader struct {
 	size  int64 // -1 when unknown
 	limit int64 // the header must end within this many bytes
 	buf   [8]byte
+	// strings counts the strings of string arrays read so far.
+	strings uint64
 }
 
 // ErrTruncated is wrapped by every error for input that ends early.
@@ -248,13 +260,15 @@ func (g *ggufReader) str(what string, keep bool) (string, error) {
 	if !keep {
 		return "", g.skip(n, what)
 	}
-	b, err := io.ReadAll(io.LimitReader(g.r, int64(n)))
-	g.off += uint64(len(b))
+	// n is at most maxGGUFString and within what is left to read.
+	b := make([]byte, n)
+	k, err := io.ReadFull(g.r, b)
+	g.off += uint64(k)
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return "", fmt.Errorf("gguf: %w reading %s at byte %d", ErrTruncated, what, at+8)
+	}
 	if err != nil {
 		return "", fmt.Errorf("gguf: reading %s at byte %d: %w", what, at+8, err)
-	}
-	if uint64(len(b)) < n {
-		return "", fmt.Errorf("gguf: %w reading %s at byte %d", ErrTruncated, what, at+8)
 	}
 	return string(b), nil
 }
@@ -307,6 +321,9 @@ func (g *ggufReader) value(t uint32, key string, at uint64) (any, error) {
 		if et == ggufTypeString {
 			if n > g.remain()/8 {
 				return nil, g.fail(at, "key %q claims %d strings but only %d bytes are left", clipKey(key), n, g.remain())
+			}
+			if g.strings += n; g.strings > maxGGUFStrings {
+				return nil, g.fail(at, "key %q takes the header's string arrays past %d strings in all (a vocabulary is under a million)", clipKey(key), maxGGUFStrings)
 			}
 			for i := uint64(0); i < n; i++ {
 				if _, err := g.str(what, false); err != nil {
@@ -377,18 +394,20 @@ func readGGUF(r io.Reader, size int64) (*GGUFInfo, error) {
 	if err := g.metadata(info); err != nil {
 		return nil, err
 	}
-	var ts []tensorInfo
+	// Tensors are summed as they are read, never kept: memory stays flat
+	// whatever the header declares.
+	sums := weightSums{body: map[uint32]uint64{}, all: map[uint32]uint64{}}
 	for i := uint64(0); i < info.TensorCount; i++ {
 		t, err := g.tensor(i)
 		if err != nil {
 			return nil, err
 		}
 		if t.dims >= 2 {
-			ts = append(ts, t)
+			sums.add(t)
 			info.TensorTypes[ggmlName(t.typ)]++
 		}
 	}
-	info.Dominant = dominant(ts, info.FileType)
+	info.Dominant = sums.dominant(info.FileType)
 	return info, nil
 }
 
@@ -426,6 +445,12 @@ func (g *ggufReader) header() (*GGUFInfo, error) {
 	}
 	if info.KVCount > maxGGUFCount || info.KVCount > g.remain()/minKVBytes {
 		return nil, g.fail(16, "kv count %d is impossible for the %d bytes left", info.KVCount, g.remain())
+	}
+	if info.TensorCount > maxGGUFTensors {
+		return nil, g.fail(8, "tensor count %d is over the %d a GGUF header may declare (real models hold a few thousand)", info.TensorCount, maxGGUFTensors)
+	}
+	if info.KVCount > maxGGUFKVs {
+		return nil, g.fail(16, "kv count %d is over the %d a GGUF header may declare (real models hold a few dozen)", info.KVCount, maxGGUFKVs)
 	}
 	return info, nil
 }
@@ -478,13 +503,23 @@ type tensorInfo struct {
 }
 
 func (g *ggufReader) tensor(i uint64) (tensorInfo, error) {
+	t, err := g.tensorFields()
+	if err != nil {
+		// The labels of the reads are constant (a header may declare
+		// 65,536 tensors); which tensor it was is said once, here.
+		return t, fmt.Errorf("%w (tensor %d)", err, i)
+	}
+	return t, nil
+}
+
+func (g *ggufReader) tensorFields() (tensorInfo, error) {
 	at := g.off
 	var t tensorInfo
 	var err error
-	if t.name, err = g.str(fmt.Sprintf("tensor %d name", i), true); err != nil {
+	if t.name, err = g.str("tensor name", true); err != nil {
 		return t, err
 	}
-	if t.dims, err = g.u32(fmt.Sprintf("tensor %q dimension count", clipKey(t.name))); err != nil {
+	if t.dims, err = g.u32("tensor dimension count"); err != nil {
 		return t, err
 	}
 	if t.dims > maxGGUFDims {
@@ -492,7 +527,7 @@ func (g *ggufReader) tensor(i uint64) (tensorInfo, error) {
 	}
 	t.elements = 1
 	for d := uint32(0); d < t.dims; d++ {
-		n, err := g.u64(fmt.Sprintf("tensor %q dimension %d", clipKey(t.name), d))
+		n, err := g.u64("tensor dimension")
 		if err != nil {
 			return t, err
 		}
@@ -505,13 +540,35 @@ func (g *ggufReader) tensor(i uint64) (tensorInfo, error) {
 		}
 		t.elements = lo
 	}
-	if t.typ, err = g.u32(fmt.Sprintf("tensor %q type", clipKey(t.name))); err != nil {
+	if t.typ, err = g.u32("tensor type"); err != nil {
 		return t, err
 	}
-	if _, err = g.u64(fmt.Sprintf("tensor %q offset", clipKey(t.name))); err != nil {
+	if _, err = g.u64("tensor offset"); err != nil {
 		return t, err
 	}
 	return t, nil
+}
+
+// weightSums adds up weight elements by ggml type over the 2-D and larger
+// tensors: body leaves out the token embedding and the output head, all
+// does not.
+type weightSums struct {
+	body, all map[uint32]uint64
+}
+
+func (w weightSums) add(t tensorInfo) {
+	addSat(w.all, t.typ, t.elements)
+	if !isEmbedOrHead(t.name) {
+		addSat(w.body, t.typ, t.elements)
+	}
+}
+
+func addSat(m map[uint32]uint64, typ uint32, n uint64) {
+	s, carry := bits.Add64(m[typ], n, 0)
+	if carry != 0 {
+		s = math.MaxUint64
+	}
+	m[typ] = s
 }
 
 // dominant picks the ggml type holding the most weight elements among
@@ -521,26 +578,13 @@ func (g *ggufReader) tensor(i uint64) (tensorInfo, error) {
 // not what the verify block's matmuls mostly run through. With no weight
 // tensors (a split model's first shard can hold none) general.file_type
 // answers instead.
-func dominant(ts []tensorInfo, fileType int) key.Quant {
-	body := ts[:0:0]
-	for _, t := range ts {
-		if !isEmbedOrHead(t.name) {
-			body = append(body, t)
-		}
+func (w weightSums) dominant(fileType int) key.Quant {
+	sum := w.body
+	if len(sum) == 0 {
+		sum = w.all
 	}
-	if len(body) == 0 {
-		body = ts
-	}
-	if len(body) == 0 {
+	if len(sum) == 0 {
 		return fileTypeQuant(fileType)
-	}
-	sum := map[uint32]uint64{}
-	for _, t := range body {
-		s, carry := bits.Add64(sum[t.typ], t.elements, 0)
-		if carry != 0 {
-			s = math.MaxUint64
-		}
-		sum[t.typ] = s
 	}
 	types := make([]uint32, 0, len(sum))
 	for t := range sum {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"strings"
@@ -268,6 +269,10 @@ func TestReadGGUFBad(t *testing.T) {
 		{"string array past end", le("GGUF", uint32(3), uint64(0), uint64(1), uint64(1), "k", uint32(9), uint32(8), uint64(1000), make([]byte, 64)), "claims 1000 strings"},
 		{"too many dims", le("GGUF", uint32(3), uint64(1), uint64(0), uint64(1), "t", uint32(5), make([]byte, 64)), "5 dimensions"},
 		{"dim overflow", le("GGUF", uint32(3), uint64(1), uint64(0), uint64(1), "t", uint32(2), huge, huge, uint32(0), uint64(0)), "overflows"},
+		// Issue 33: counts the bytes could hold but no real header declares.
+		{"declares 3 million tensors", le("GGUF", uint32(3), uint64(3_000_000), uint64(0), make([]byte, 3_000_000*minTensorBytes)), "tensor count 3000000 is over the 65536"},
+		{"declares 100,000 kvs", le("GGUF", uint32(3), uint64(0), uint64(100_000), make([]byte, 100_000*minKVBytes)), "kv count 100000 is over the 65536"},
+		{"string arrays past the budget", le("GGUF", uint32(3), uint64(0), uint64(1), uint64(1), "k", uint32(9), uint32(8), uint64(maxGGUFStrings+1), make([]byte, 8*(maxGGUFStrings+1))), "past 4194304 strings"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -308,4 +313,36 @@ func FuzzReadGGUF(f *testing.F) {
 			}
 		}
 	})
+}
+
+// BenchmarkReadGGUFMostTensors reads a header declaring the most tensors a
+// header may (maxGGUFTensors, 2-D each, names as llama.cpp writes them):
+// the worst time and memory a GGUF's tensor table can cost. Before the
+// bound, a 168 MB header declaring 3 million took 8.2 s and 414 MB.
+func BenchmarkReadGGUFMostTensors(b *testing.B) {
+	var buf bytes.Buffer
+	w := func(v any) { binary.Write(&buf, binary.LittleEndian, v) }
+	buf.WriteString("GGUF")
+	w(uint32(3))
+	w(uint64(maxGGUFTensors))
+	w(uint64(0))
+	for i := 0; i < maxGGUFTensors; i++ {
+		name := fmt.Sprintf("blk.%d.ffn_down.weight", i)
+		w(uint64(len(name)))
+		buf.WriteString(name)
+		w(uint32(2))
+		w(uint64(4096))
+		w(uint64(4096))
+		w(uint32(12)) // q4_K
+		w(uint64(0))
+	}
+	in := buf.Bytes()
+	b.ReportAllocs()
+	b.SetBytes(int64(len(in)))
+	for b.Loop() {
+		info, err := ReadGGUF(bytes.NewReader(in))
+		if err != nil || info.Dominant != key.QuantQ4_K {
+			b.Fatal(info, err)
+		}
+	}
 }

@@ -202,6 +202,10 @@ func explain(err error) (msg, hint string, code int) {
 		}
 		return msg, ee.Hint, ee.Code
 	}
+	if errors.Is(err, context.Canceled) {
+		// Ctrl-C or SIGTERM, as a shell reports it: 128 + SIGINT.
+		return "interrupted", "", 130
+	}
 	if isBadInput(err) {
 		return err.Error(), hintFor(err), 2
 	}

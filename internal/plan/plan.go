@@ -149,6 +149,11 @@ func Build(ctx context.Context, s config.Settings, pol *policy.Policy, d Deps, o
 	if speculative && !p.Facts.Hypothetical && pol.HasPairs() {
 		p.pair()
 	}
+	// An interrupt during the facts (a long GGUF header, the model hash)
+	// is an interrupt, never a resolution from facts it cut short.
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	p.resolve(pol, o, speculative)
 
 	// A hypothetical drafter has no command line to speak of; build the

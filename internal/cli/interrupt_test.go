@@ -1,0 +1,44 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/speclaunch/speclaunch/internal/key"
+	"github.com/speclaunch/speclaunch/internal/plan"
+)
+
+// Issue 33: Ctrl-C while the target's header was read printed a whole
+// resolution with quant "unknown" and exited 0; in resolve and propose it
+// said "context canceled" and exited 1. An interrupt is exit 130 and
+// prints no resolution.
+func TestInterruptIs130(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	deps := plan.RealDeps()
+	deps.TargetQuant = func(context.Context, string) (key.Quant, string) {
+		cancel() // Ctrl-C arrives while the header is read
+		return key.QuantUnknown, "cannot read GGUF header: interrupted"
+	}
+	var o, e bytes.Buffer
+	code := MainContext(ctx, []string{"resolve", "--engine", "llama.cpp", "-m", "t.gguf", "--capability", "9.0"}, policyTOML, &o, &e, &deps)
+	if code != 130 || strings.Contains(o.String(), "unknown") || !strings.Contains(e.String(), "interrupted") {
+		t.Errorf("resolve interrupted in the facts: exit %d\n%s%s", code, o.String(), e.String())
+	}
+
+	rec := filepath.Join(t.TempDir(), "r.json")
+	os.WriteFile(rec, []byte(`{}`), 0o644)
+	done, stop := context.WithCancel(context.Background())
+	stop()
+	o.Reset()
+	e.Reset()
+	code = MainContext(done, []string{"policy", "propose", rec}, policyTOML, &o, &e, nil)
+	if code != 130 || strings.Contains(e.String(), "context canceled") {
+		t.Errorf("propose interrupted: exit %d\n%s%s", code, o.String(), e.String())
+	}
+}
