@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"reflect"
+	"strings"
 	"syscall"
 
 	"github.com/alecthomas/kong"
@@ -203,8 +204,13 @@ func explain(err error) (msg, hint string, code int) {
 		return msg, ee.Hint, ee.Code
 	}
 	if errors.Is(err, context.Canceled) {
-		// Ctrl-C or SIGTERM, as a shell reports it: 128 + SIGINT.
-		return "interrupted", "", 130
+		// Ctrl-C or SIGTERM, as a shell reports it: 128 + SIGINT; what
+		// stopped says so in words, not as Go's "context canceled".
+		msg := strings.TrimSuffix(strings.TrimSuffix(err.Error(), context.Canceled.Error()), ": ")
+		if msg == "" {
+			return "interrupted", "", 130
+		}
+		return msg + ": interrupted", "", 130
 	}
 	if isBadInput(err) {
 		return err.Error(), hintFor(err), 2
