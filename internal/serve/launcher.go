@@ -182,7 +182,38 @@ func (sv *launcher) startInst(ctx context.Context, p *plan.Plan, id server.Engin
 // limits are the runtime's settings of a plan.
 func limits(p *plan.Plan) server.Limits {
 	s := p.Settings
-	return server.Limits{Restart: s.Restart.Value == config.RestartOnFailure, DrainTimeout: s.DrainTimeout.Value, ShutdownTimeout: s.ShutdownTimeout.Value}
+	return server.Limits{Restart: s.Restart.Value == config.RestartOnFailure, DrainTimeout: s.DrainTimeout.Value, ShutdownTimeout: s.ShutdownTimeout.Value,
+		StopTimeout: s.StopTimeout.Value, HangTimeout: s.HangTimeout.Value}
+}
+
+// runtimeSide is the launcher as the runtime sees it (server.Launcher).
+type runtimeSide struct{ sv *launcher }
+
+func (r runtimeSide) Launch(ctx context.Context, p *plan.Plan, id server.EngineID, kind server.Kind, interrupt context.Context) (*server.Instance, error) {
+	return r.sv.startInst(ctx, p, id, kind, interrupt)
+}
+
+func (r runtimeSide) BeforeTraffic(ctx context.Context, in *server.Instance) error {
+	return r.sv.beforeTraffic(ctx, in)
+}
+
+// Notify takes in what the runtime tells.
+func (r runtimeSide) Notify(n server.Note) {
+	sv := r.sv
+	switch n := n.(type) {
+	case server.NoteServing:
+		sv.serving(n.In)
+	case server.NoteSwitched:
+		sv.switched(n.Switched, n.To)
+	case server.NoteAdopted:
+		sv.adopted(n.Job)
+	case server.NoteStopping:
+		sv.endAdapt()
+	case server.NoteExited:
+		sv.st.exited(n.In, n.Code)
+	case server.NotePhase:
+		sv.met.Phase(n.Phase.String())
+	}
 }
 
 // run starts the first engine and serves until a signal, a fatal exit or
@@ -207,22 +238,8 @@ func (sv *launcher) run(p *plan.Plan) error {
 	changes, hup, closeWatch := sv.watchFiles(p)
 	defer closeWatch()
 	sv.rt = server.New(server.Options{
-		Plan: p, Proxy: sv.px, Log: sv.log,
-		Limits:      limits,
-		StopTimeout: func(p *plan.Plan) time.Duration { return p.Settings.StopTimeout.Value },
-		HangTimeout: func(p *plan.Plan) time.Duration { return p.Settings.HangTimeout.Value },
-		Signals:     sigs,
-		Done:        sv.c.Done,
-		Hooks: server.Hooks{
-			Launch:        sv.startInst,
-			BeforeTraffic: sv.beforeTraffic,
-			Serving:       sv.serving,
-			Switched:      sv.switched,
-			Adopted:       sv.adopted,
-			Stopping:      sv.endAdapt,
-			Exited:        func(in *server.Instance, code int) { sv.st.exited(in, code) },
-			Phase:         func(ph server.Phase) { sv.met.Phase(ph.String()) },
-		},
+		Plan: p, Limits: limits(p), Proxy: sv.px, Log: sv.log,
+		Signals: sigs, Done: sv.c.Done, Launcher: runtimeSide{sv},
 	})
 	sv.loop = sv.newAdapt(p) // its client counts through the runtime
 	if sv.px != nil {

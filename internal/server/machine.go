@@ -87,6 +87,10 @@ type Limits struct {
 	Restart         bool          // restart = "on-failure"
 	DrainTimeout    time.Duration // how long an old engine may finish its requests
 	ShutdownTimeout time.Duration // how long requests may finish after SIGTERM
+	// The shell's, per engine as it started: SIGTERM's grace before
+	// SIGKILL, and how long an engine may answer nothing (0: no check).
+	StopTimeout time.Duration
+	HangTimeout time.Duration
 }
 
 // Job is one request to run a plan: a reload, an adaptive switch, a
@@ -159,6 +163,19 @@ func NewMachine(p *plan.Plan, l Limits) Machine {
 		backoff: supervise.Backoff{Initial: time.Second, Max: 30 * time.Second, Reset: time.Minute}}
 }
 
+// Event is what happens to the runtime, Step's input. The set is closed
+// (the unexported method): Step's type switch covers every event.
+type Event interface{ event() }
+
+func (Begin) event()   {}
+func (Submit) event()  {}
+func (Ready) event()   {}
+func (Exited) event()  {}
+func (Hung) event()    {}
+func (Drained) event() {}
+func (Signal) event()  {}
+func (Tick) event()    {}
+
 // Events.
 type (
 	// Begin starts the first engine.
@@ -186,6 +203,25 @@ type (
 	// Tick: a deadline the machine asked for (Deadline) has come.
 	Tick struct{}
 )
+
+// Action is one thing for the shell to do, Step's output. The set is
+// closed (the unexported method): the shell's type switch covers every
+// action.
+type Action interface{ action() }
+
+func (Start) action()    {}
+func (Route) action()    {}
+func (Hold) action()     {}
+func (Watch) action()    {}
+func (Stop) action()     {}
+func (Gone) action()     {}
+func (Refuse) action()   {}
+func (Cut) action()      {}
+func (Reply) action()    {}
+func (Switched) action() {}
+func (Adopt) action()    {}
+func (Log) action()      {}
+func (Exit) action()     {}
 
 // Actions.
 type (
@@ -297,7 +333,7 @@ func (m Machine) Deadline() time.Time {
 func (m Machine) Held() bool { return m.held }
 
 // Step applies one event at time now.
-func Step(m Machine, ev any, now time.Time) (Machine, []Action) {
+func Step(m Machine, ev Event, now time.Time) (Machine, []Action) {
 	s := &stepper{m: m, now: now}
 	switch e := ev.(type) {
 	case Begin:
@@ -316,14 +352,9 @@ func Step(m Machine, ev any, now time.Time) (Machine, []Action) {
 		s.signal(e.Sig)
 	case Tick:
 		s.tick()
-	default:
-		panic(fmt.Sprintf("server: unknown event %T", ev))
 	}
 	return s.m, s.out
 }
-
-// Action is one thing for the shell to do.
-type Action = any
 
 type stepper struct {
 	m   Machine

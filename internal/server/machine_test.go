@@ -40,7 +40,7 @@ func serving(t *testing.T, l Limits) *fake {
 }
 
 // step applies ev after d and returns the actions, summarised.
-func (f *fake) after(d time.Duration, ev any) string {
+func (f *fake) after(d time.Duration, ev Event) string {
 	f.t.Helper()
 	f.now = f.now.Add(d)
 	var acts []Action
@@ -48,12 +48,12 @@ func (f *fake) after(d time.Duration, ev any) string {
 	return summary(acts)
 }
 
-func (f *fake) want(ev any, want string) {
+func (f *fake) want(ev Event, want string) {
 	f.t.Helper()
 	f.wantAfter(0, ev, want)
 }
 
-func (f *fake) wantAfter(d time.Duration, ev any, want string) {
+func (f *fake) wantAfter(d time.Duration, ev Event, want string) {
 	f.t.Helper()
 	if got := f.after(d, ev); got != want {
 		f.t.Fatalf("after %T%+v: actions\n  %s\nwant\n  %s", ev, ev, got, want)

@@ -30,44 +30,75 @@ type Instance struct {
 	Info any
 }
 
-// Hooks connect the runtime to the launcher. Launch is required; the rest
-// may be nil.
-type Hooks struct {
-	// Launch starts p's engine (the runtime's engine id), waits until it is
-	// ready and verifies its width; interrupt ends the wait (the engine is then stopped). On an
-	// error the engine process, if any, has been stopped.
-	Launch func(ctx context.Context, p *plan.Plan, id EngineID, kind Kind, interrupt context.Context) (*Instance, error)
+// Launcher is the runtime's one window on serve's launcher (package serve):
+// it starts engines and hears what happened.
+type Launcher interface {
+	// Launch starts p's engine (the runtime's engine id), waits until it
+	// is ready and verifies its width; interrupt ends the wait (the engine
+	// is then stopped). On an error the engine process, if any, has been
+	// stopped.
+	Launch(ctx context.Context, p *plan.Plan, id EngineID, kind Kind, interrupt context.Context) (*Instance, error)
 	// BeforeTraffic runs on every new engine after Launch and before the
 	// proxy routes a request to it (the adaptive loop's probe: the engine
 	// is idle then). An error is logged; the engine serves all the same.
-	BeforeTraffic func(ctx context.Context, in *Instance) error
-	Serving       func(in *Instance)             // it takes the traffic now
-	Switched      func(s Switched, to *Instance) // a switch ended (s.From names the engine it replaced)
-	Adopted       func(j *Job)                   // a plan took effect without a switch
-	Stopping      func()                         // the first signal arrived
-	Exited        func(in *Instance, code int)   // an engine's process ended
-	Phase         func(p Phase)                  // the runtime's state changed
+	BeforeTraffic(ctx context.Context, in *Instance) error
+	// Notify tells what happened (a Note). NoteExited comes from the
+	// engine's own goroutine, NoteStopping from one of its own (it may
+	// wait on a reply from the runtime); the others from the runtime's.
+	Notify(n Note)
 }
+
+// Note is what the runtime tells the launcher. The set is closed (the
+// unexported method).
+type Note interface{ note() }
+
+type (
+	// NoteServing: the engine takes the traffic now.
+	NoteServing struct{ In *Instance }
+	// NoteSwitched: a switch ended (Switched.From names the engine it
+	// replaced); To is the engine serving after it, nil when none does.
+	NoteSwitched struct {
+		Switched
+		To *Instance
+	}
+	// NoteAdopted: a plan took effect without a switch.
+	NoteAdopted struct{ Job *Job }
+	// NoteStopping: the first signal arrived.
+	NoteStopping struct{}
+	// NoteExited: an engine's process ended.
+	NoteExited struct {
+		In   *Instance
+		Code int
+	}
+	// NotePhase: the runtime's state changed.
+	NotePhase struct{ Phase Phase }
+)
+
+func (NoteServing) note()  {}
+func (NoteSwitched) note() {}
+func (NoteAdopted) note()  {}
+func (NoteStopping) note() {}
+func (NoteExited) note()   {}
+func (NotePhase) note()    {}
 
 // Options configure a Runtime.
 type Options struct {
-	Plan  *plan.Plan
-	Proxy *proxy.Proxy // nil: direct mode, the engine on the public address
-	Log   *slog.Logger
-	// Limits, StopTimeout and HangTimeout read a plan's settings.
-	Limits      func(*plan.Plan) Limits
-	StopTimeout func(*plan.Plan) time.Duration
-	HangTimeout func(*plan.Plan) time.Duration // 0: no hang detection
-	Signals     <-chan os.Signal               // SIGINT, SIGTERM
-	Done        <-chan struct{}                // the parent ends: as SIGTERM
-	Hooks
+	Plan   *plan.Plan
+	Limits Limits       // Plan's
+	Proxy  *proxy.Proxy // nil: direct mode, the engine on the public address
+	Log    *slog.Logger
+	// Signals are SIGINT and SIGTERM; Done ends the runtime as SIGTERM
+	// does (the parent ends).
+	Signals  <-chan os.Signal
+	Done     <-chan struct{}
+	Launcher Launcher
 }
 
 // Runtime is the shell around Machine: it runs the actions and turns what
 // happens into events, on one goroutine (Run).
 type Runtime struct {
 	o      Options
-	events chan any
+	events chan Event
 
 	mu      sync.Mutex
 	engines map[EngineID]*live
@@ -77,6 +108,7 @@ type Runtime struct {
 type live struct {
 	inst   *Instance
 	plan   *plan.Plan
+	limits Limits          // as it started (its stop and hang timeouts)
 	ctx    context.Context // ends when the engine is told to stop
 	cancel context.CancelFunc
 	drain  time.Time // when its drain began
@@ -88,7 +120,7 @@ func New(o Options) *Runtime {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Runtime{o: o, events: make(chan any, 64), engines: map[EngineID]*live{}}
+	return &Runtime{o: o, events: make(chan Event, 64), engines: map[EngineID]*live{}}
 }
 
 // Submit asks for a switch; safe from any goroutine. j.Reply, when set,
@@ -121,7 +153,7 @@ func (r *Runtime) Beside() int {
 // Run starts the first engine and runs until the runtime stops; it returns
 // the exit code and, for a non-zero one, why.
 func (r *Runtime) Run() (int, error) {
-	m := NewMachine(r.o.Plan, r.o.Limits(r.o.Plan))
+	m := NewMachine(r.o.Plan, r.o.Limits)
 	m, acts := Step(m, Begin{}, time.Now())
 	sigs, done := r.o.Signals, r.o.Done
 	var timer *time.Timer
@@ -149,7 +181,7 @@ func (r *Runtime) Run() (int, error) {
 			timer = time.NewTimer(time.Until(d))
 			timerC = timer.C
 		}
-		var ev any
+		var ev Event
 		select {
 		case ev = <-r.events:
 		case s := <-sigs:
@@ -162,8 +194,8 @@ func (r *Runtime) Run() (int, error) {
 		}
 		prev := m.Phase
 		m, acts = Step(m, ev, time.Now())
-		if m.Phase != prev && r.o.Phase != nil {
-			r.o.Phase(m.Phase)
+		if m.Phase != prev {
+			r.o.Launcher.Notify(NotePhase{Phase: m.Phase})
 		}
 		if e, ok := ev.(Exited); ok {
 			exited = append(exited, e.ID)
@@ -199,9 +231,7 @@ func (r *Runtime) exec(acts []Action) (Exit, bool) {
 			if r.o.Proxy != nil {
 				r.o.Proxy.Refuse()
 			}
-			if r.o.Stopping != nil {
-				go r.o.Stopping() // it may wait on a reply from this loop
-			}
+			go r.o.Launcher.Notify(NoteStopping{}) // it may wait on a reply from this loop
 		case Reply:
 			if a.Job != nil && a.Job.Reply != nil {
 				select {
@@ -210,13 +240,9 @@ func (r *Runtime) exec(acts []Action) (Exit, bool) {
 				}
 			}
 		case Switched:
-			if r.o.Switched != nil {
-				r.o.Switched(a, r.inst(a.To))
-			}
+			r.o.Launcher.Notify(NoteSwitched{Switched: a, To: r.inst(a.To)})
 		case Adopt:
-			if r.o.Adopted != nil {
-				r.o.Adopted(a.Job)
-			}
+			r.o.Launcher.Notify(NoteAdopted{Job: a.Job})
 		case Log:
 			r.o.Log.Log(context.Background(), slog.Level(a.Level), a.Msg, a.Attrs...)
 		case Exit:
@@ -245,15 +271,15 @@ func (r *Runtime) inst(e *Engine) *Instance {
 // start launches an engine off the loop; Ready, then Exited, come back.
 func (r *Runtime) start(a Start) {
 	ctx, cancel := context.WithCancel(context.Background())
-	l := &live{plan: a.Engine.Plan, ctx: ctx, cancel: cancel}
+	l := &live{plan: a.Engine.Plan, limits: a.Engine.Limits, ctx: ctx, cancel: cancel}
 	r.mu.Lock()
 	r.engines[a.Engine.ID] = l
 	r.mu.Unlock()
 	id := a.Engine.ID
 	go func() {
-		in, err := r.o.Launch(context.Background(), a.Engine.Plan, id, a.Kind, ctx)
+		in, err := r.o.Launcher.Launch(context.Background(), a.Engine.Plan, id, a.Kind, ctx)
 		if err == nil && ctx.Err() != nil {
-			in.Proc.Stop(r.o.StopTimeout(a.Engine.Plan))
+			in.Proc.Stop(l.limits.StopTimeout)
 			err = context.Canceled
 		}
 		if err != nil {
@@ -265,10 +291,8 @@ func (r *Runtime) start(a Start) {
 		r.mu.Lock()
 		l.inst = in
 		r.mu.Unlock()
-		if r.o.BeforeTraffic != nil {
-			if err := r.o.BeforeTraffic(ctx, in); err != nil && ctx.Err() == nil {
-				r.o.Log.Warn("the probe before traffic did not finish; the engine serves all the same (what is missing is probed under load)", "pid", in.Proc.PID(), "err", err)
-			}
+		if err := r.o.Launcher.BeforeTraffic(ctx, in); err != nil && ctx.Err() == nil {
+			r.o.Log.Warn("the probe before traffic did not finish; the engine serves all the same (what is missing is probed under load)", "pid", in.Proc.PID(), "err", err)
 		}
 		r.events <- Ready{ID: id}
 		<-in.Proc.Done()
@@ -283,9 +307,7 @@ func (r *Runtime) start(a Start) {
 		default:
 			r.o.Log.Info("old engine stopped", "pid", in.Proc.PID(), "exit_code", code)
 		}
-		if r.o.Exited != nil {
-			r.o.Exited(in, code)
-		}
+		r.o.Launcher.Notify(NoteExited{In: in, Code: code})
 		r.events <- Exited{ID: id, Code: code}
 	}()
 }
@@ -301,13 +323,9 @@ func (r *Runtime) route(id EngineID) {
 	if r.o.Proxy != nil && l.inst.Backend != nil {
 		r.o.Proxy.Route(l.inst.Backend)
 	}
-	if r.o.Serving != nil {
-		r.o.Serving(l.inst)
-	}
-	if r.o.HangTimeout != nil {
-		if d := r.o.HangTimeout(l.plan); d > 0 {
-			go r.liveness(l, d)
-		}
+	r.o.Launcher.Notify(NoteServing{In: l.inst})
+	if d := l.limits.HangTimeout; d > 0 {
+		go r.liveness(l, d)
 	}
 }
 
@@ -348,7 +366,7 @@ func (r *Runtime) stop(a Stop) {
 	if in.Backend != nil {
 		in.Backend.Closing()
 	}
-	timeout := r.o.StopTimeout(l.plan)
+	timeout := l.limits.StopTimeout
 	if a.Why == DrainTimedOut && in.Backend != nil {
 		r.mu.Lock()
 		since := time.Since(l.drain)
