@@ -364,7 +364,7 @@ func TestProxySettings(t *testing.T) {
 		case "proxy":
 			return strconv.FormatBool(s.Proxy.Value), s.Proxy.Src.String()
 		case "switch":
-			return s.Switch.Value, s.Switch.Src.String()
+			return string(s.Switch.Value), s.Switch.Src.String()
 		case "drain-timeout":
 			return s.DrainTimeout.Value.String(), s.DrainTimeout.Src.String()
 		case "hold-timeout":

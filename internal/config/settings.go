@@ -105,7 +105,7 @@ type Settings struct {
 
 	// serve's front proxy and engine switches (docs/serving.md)
 	Proxy        Field[bool]          // serve through the launcher's own public port
-	Switch       Field[string]        // overlap | drain | auto
+	Switch       Field[key.Switch]    // overlap | drain | auto
 	DrainTimeout Field[time.Duration] // how long an old engine may finish its requests
 	HoldTimeout  Field[time.Duration] // how long a held request may wait
 	// ShutdownTimeout: after SIGTERM, how long requests in flight and
@@ -150,13 +150,6 @@ type Bench struct {
 // epoch at a width that may be slower, so more than a handful per drift
 // period is churn, not measurement.
 const MaxAdaptTrials = 8
-
-// Switch modes.
-const (
-	SwitchAuto    = "auto"
-	SwitchOverlap = "overlap"
-	SwitchDrain   = "drain"
-)
 
 // Notice is something the layering decided that an operator should hear
 // about (e.g. LLAMA_ARG_X and MLXCEL_X disagree), logged at Level.

@@ -173,7 +173,7 @@ var Rows = []Row{
 	value(Row{Name: "proxy", Flag: "proxy", Envs: []string{"MLXCEL_PROXY"}, Key: "server.proxy", Scope: ScopeServe, Doc: "serve through speclaunch's front proxy on `--host`/`--port`; `false` (`--proxy=false`) runs the engine on that address directly, and a switch then stops the old engine before starting the new one (docs/serving.md)"},
 		true, ParseBool, func(s *Settings) *Field[bool] { return &s.Proxy }),
 	value(Row{Name: "switch", Flag: "switch", Envs: []string{"MLXCEL_SWITCH"}, Key: "server.switch", Scope: ScopeServe, Doc: "`overlap` (new engine beside the old), `drain` (hold requests while one engine is swapped), `auto` (drain when two copies would not fit in GPU memory, overlap otherwise; the log says why)"},
-		SwitchAuto, oneOf("switch mode", SwitchOverlap, SwitchDrain, SwitchAuto), func(s *Settings) *Field[string] { return &s.Switch }),
+		key.SwitchAuto, parseSwitch, func(s *Settings) *Field[key.Switch] { return &s.Switch }),
 	value(Row{Name: "drain-timeout", Flag: "drain-timeout", Envs: []string{"MLXCEL_DRAIN_TIMEOUT"}, Key: "server.drain_timeout", Scope: ScopeServe, Doc: "how long an old engine may finish its requests before it is stopped"},
 		DefaultDrainTimeout, parseDuration, func(s *Settings) *Field[time.Duration] { return &s.DrainTimeout }),
 	value(Row{Name: "hold-timeout", Flag: "hold-timeout", Envs: []string{"MLXCEL_HOLD_TIMEOUT"}, Key: "server.hold_timeout", Scope: ScopeServe, Doc: "how long a request may wait during a switch before it gets `503` with `Retry-After`"},
@@ -333,6 +333,12 @@ func sourced(src Source, err error) error {
 }
 
 func asIs(v string) (string, error) { return v, nil }
+
+// parseSwitch reads server.switch into the one switch mode type.
+func parseSwitch(v string) (key.Switch, error) {
+	w, err := oneOf("switch mode", string(key.SwitchOverlap), string(key.SwitchDrain), string(key.SwitchAuto))(v)
+	return key.Switch(w), err
+}
 
 func parseEngine(v string) (key.Engine, error) {
 	e, err := key.ParseEngine(v)

@@ -28,6 +28,29 @@ const (
 // Engines lists every engine the launcher knows, in help order.
 var Engines = []Engine{MLXCEL, LlamaCpp, VLLM, SGLang, Sim}
 
+// Switch is how serve replaces an engine: the setting server.switch
+// (auto, overlap, drain), read once by config, and, with no proxy,
+// direct. One type from the setting to the runtime's machine
+// (server.Job.Mode); serve resolves auto before it asks for a switch.
+type Switch string
+
+const (
+	// SwitchAuto: drain when two copies of the engine would not fit in GPU
+	// memory, overlap otherwise.
+	SwitchAuto Switch = "auto"
+	// SwitchOverlap starts the new engine beside the serving one, routes
+	// to it once it is ready, then drains the old one.
+	SwitchOverlap Switch = "overlap"
+	// SwitchDrain holds new requests, lets the old engine finish, stops
+	// it, then starts the new one.
+	SwitchDrain Switch = "drain"
+	// SwitchDirect (no proxy) stops the old engine, then starts the new
+	// one on the same public address: nothing can be held.
+	SwitchDirect Switch = "direct"
+)
+
+func (s Switch) String() string { return string(s) }
+
 // ParseEngine accepts the engine names and a few spellings operators use.
 func ParseEngine(s string) (Engine, error) {
 	switch strings.ToLower(strings.TrimSpace(s)) {

@@ -20,6 +20,7 @@ import (
 	"github.com/speclaunch/speclaunch/internal/config"
 	"github.com/speclaunch/speclaunch/internal/exitcode"
 	"github.com/speclaunch/speclaunch/internal/instance"
+	"github.com/speclaunch/speclaunch/internal/key"
 	"github.com/speclaunch/speclaunch/internal/metrics"
 	"github.com/speclaunch/speclaunch/internal/plan"
 	"github.com/speclaunch/speclaunch/internal/proxy"
@@ -645,18 +646,15 @@ func (sv *launcher) checkSwitch(cur, np *plan.Plan) error {
 
 // switchMode picks overlap or drain for a switch; direct mode has only
 // stop-then-start.
-func (sv *launcher) switchMode(np *plan.Plan) server.Mode {
+func (sv *launcher) switchMode(np *plan.Plan) key.Switch {
 	if sv.px == nil {
-		return server.Direct
+		return key.SwitchDirect
 	}
 	mode, why := chooseSwitch(np.Settings.Switch.Value, sv.switchFacts(np, sv.rt.Current()))
-	if np.Settings.Switch.Value == config.SwitchAuto {
+	if np.Settings.Switch.Value == key.SwitchAuto {
 		sv.log.Info("switch mode", "mode", mode, "why", why)
 	}
-	if mode == config.SwitchDrain {
-		return server.Drain
-	}
-	return server.Overlap
+	return mode
 }
 
 // adaptedPlan rebuilds the serving plan at the width the adaptive loop

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/speclaunch/speclaunch/cuda"
-	"github.com/speclaunch/speclaunch/internal/config"
 	"github.com/speclaunch/speclaunch/internal/key"
 	"github.com/speclaunch/speclaunch/internal/plan"
 	"github.com/speclaunch/speclaunch/internal/server"
@@ -67,28 +66,28 @@ const overlapHeadroom = 1.10
 // serving engine holds on the GPU now (nvidia-smi's per-process figure,
 // which includes KV cache), then the model files' size. Drain is the safe
 // answer whenever that cannot be judged.
-func chooseSwitch(mode string, f switchFacts) (string, string) {
-	if mode == config.SwitchOverlap || mode == config.SwitchDrain {
-		return mode, "server.switch = " + mode
+func chooseSwitch(mode key.Switch, f switchFacts) (key.Switch, string) {
+	if mode == key.SwitchOverlap || mode == key.SwitchDrain {
+		return mode, "server.switch = " + string(mode)
 	}
 	if f.Engine == key.Sim {
-		return config.SwitchOverlap, "the sim engine holds no GPU memory"
+		return key.SwitchOverlap, "the sim engine holds no GPU memory"
 	}
 	if f.MemErr != nil {
-		return config.SwitchDrain, fmt.Sprintf("GPU memory unknown (%v): drain is the safe choice", f.MemErr)
+		return key.SwitchDrain, fmt.Sprintf("GPU memory unknown (%v): drain is the safe choice", f.MemErr)
 	}
 	need, what := f.EngineMiB, "the serving engine holds"
 	if need <= 0 {
 		if f.ModelBytes <= 0 {
-			return config.SwitchDrain, "neither the engine's GPU memory nor the model files' size is known: drain is the safe choice"
+			return key.SwitchDrain, "neither the engine's GPU memory nor the model files' size is known: drain is the safe choice"
 		}
 		need, what = (f.ModelBytes+(1<<20)-1)>>20, "the model files take"
 	}
 	want := int64(float64(need) * overlapHeadroom)
 	if f.Mem.FreeMiB >= want {
-		return config.SwitchOverlap, fmt.Sprintf("a second engine fits: %s %d MiB, %d MiB free", what, need, f.Mem.FreeMiB)
+		return key.SwitchOverlap, fmt.Sprintf("a second engine fits: %s %d MiB, %d MiB free", what, need, f.Mem.FreeMiB)
 	}
-	return config.SwitchDrain, fmt.Sprintf("a second engine would not fit: %s %d MiB, %d MiB free", what, need, f.Mem.FreeMiB)
+	return key.SwitchDrain, fmt.Sprintf("a second engine would not fit: %s %d MiB, %d MiB free", what, need, f.Mem.FreeMiB)
 }
 
 // switchFacts gathers the facts for chooseSwitch (nvidia-smi, file sizes).
@@ -130,7 +129,7 @@ type serveStatus struct {
 	started  time.Time
 	public   string
 	proxy    bool
-	mode     string
+	mode     key.Switch
 	cur      *server.Instance
 	switches []switchRecord
 	total    int

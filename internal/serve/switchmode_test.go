@@ -12,9 +12,11 @@ import (
 func TestChooseSwitch(t *testing.T) {
 	gpu := func(free int64) cuda.Memory { return cuda.Memory{FreeMiB: free, TotalMiB: 143771} }
 	for _, c := range []struct {
-		name, mode string
-		f          switchFacts
-		want, why  string
+		name string
+		mode key.Switch
+		f    switchFacts
+		want key.Switch
+		why  string
 	}{
 		{"explicit overlap", "overlap", switchFacts{Engine: key.LlamaCpp, MemErr: errors.New("x")}, "overlap", "server.switch = overlap"},
 		{"explicit drain", "drain", switchFacts{Engine: key.Sim}, "drain", "server.switch = drain"},

@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/speclaunch/speclaunch/internal/key"
 	"github.com/speclaunch/speclaunch/internal/plan"
 	"github.com/speclaunch/speclaunch/internal/supervise"
 )
@@ -48,23 +49,6 @@ const (
 func (p Phase) String() string {
 	return [...]string{"starting", "serving", "switching", "stopping", "stopped"}[p]
 }
-
-// Mode is how a switch replaces the serving engine.
-type Mode uint8
-
-const (
-	// Overlap starts the new engine beside the serving one, routes to it
-	// once it is ready, then drains the old one.
-	Overlap Mode = iota
-	// Drain holds new requests, lets the old engine finish, stops it, then
-	// starts the new one (when two copies do not fit in GPU memory).
-	Drain
-	// Direct stops the old engine, then starts the new one on the same
-	// public address (no proxy: nothing can be held).
-	Direct
-)
-
-func (m Mode) String() string { return [...]string{"overlap", "drain", "direct"}[m] }
 
 // Kind is why an engine is started.
 type Kind uint8
@@ -97,7 +81,7 @@ type Limits struct {
 // restart or the first start.
 type Job struct {
 	Kind   Kind
-	Mode   Mode
+	Mode   key.Switch // overlap, drain or direct (serve resolves auto)
 	Plan   *plan.Plan
 	Limits Limits
 	Reason string
@@ -394,10 +378,10 @@ func (s *stepper) begin(j *Job) {
 			m.Phase = Starting
 		}
 	}
-	if m.Serving != nil && j.Mode != Overlap {
+	if m.Serving != nil && j.Mode != key.SwitchOverlap {
 		old := m.Serving
 		m.Serving, m.Draining, m.left = nil, old, old
-		if j.Mode == Direct {
+		if j.Mode == key.SwitchDirect {
 			s.do(Stop{ID: old.ID, Why: j.Kind.String()})
 			m.stopping = append(m.stopping, old.ID)
 			return
@@ -434,7 +418,7 @@ func (s *stepper) submit(j *Job) {
 	case m.Serving == nil:
 		// Nothing serves (restarting after a crash): start the new
 		// settings now, with the previous ones as the fallback.
-		j.Mode = Overlap
+		j.Mode = key.SwitchOverlap
 		s.begin(j)
 	default:
 		s.log(lvInfo, "switching engines", "mode", j.Mode.String(), "why", j.Reason)
@@ -747,7 +731,7 @@ func (s *stepper) tick() {
 	if !m.restartAt.IsZero() && !now.Before(m.restartAt) {
 		m.restartAt = time.Time{}
 		if m.Serving == nil && m.Starting == nil && m.Phase != Stopping {
-			s.begin(&Job{Kind: KindRestart, Mode: Overlap, Plan: m.Plan, Limits: m.Limits, Reason: "the engine exited"})
+			s.begin(&Job{Kind: KindRestart, Mode: key.SwitchOverlap, Plan: m.Plan, Limits: m.Limits, Reason: "the engine exited"})
 		}
 	}
 	if !m.drainBy.IsZero() && !now.Before(m.drainBy) && m.Draining != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/speclaunch/speclaunch/engine"
+	"github.com/speclaunch/speclaunch/internal/key"
 	"github.com/speclaunch/speclaunch/internal/plan"
 )
 
@@ -108,13 +109,13 @@ func summary(acts []Action) string {
 	return strings.Join(out, " ")
 }
 
-func job(k Kind, mode Mode, p *plan.Plan) *Job {
+func job(k Kind, mode key.Switch, p *plan.Plan) *Job {
 	return &Job{Kind: k, Mode: mode, Plan: p, Limits: limits, Reason: k.String()}
 }
 
 func TestOverlapSwitch(t *testing.T) {
 	f := serving(t, limits)
-	f.want(Submit{Job: job(KindReload, Overlap, planOf("--w", "3"))}, "Start(2 reload)")
+	f.want(Submit{Job: job(KindReload, key.SwitchOverlap, planOf("--w", "3"))}, "Start(2 reload)")
 	if f.m.Phase != Switching || f.m.Serving.ID != 1 || f.m.held {
 		t.Fatalf("during an overlap start the old engine serves: %+v", f.m)
 	}
@@ -131,10 +132,10 @@ func TestOverlapSwitch(t *testing.T) {
 // most one engine draining.
 func TestSwitchDuringDrainWaits(t *testing.T) {
 	f := serving(t, limits)
-	f.want(Submit{Job: job(KindReload, Overlap, planOf("--w", "3"))}, "Start(2 reload)")
+	f.want(Submit{Job: job(KindReload, key.SwitchOverlap, planOf("--w", "3"))}, "Start(2 reload)")
 	f.want(Ready{ID: 2}, "Route(2) Watch(1) Reply(<nil>) Switched(ok=true from=1)")
-	f.want(Submit{Job: job(KindReload, Overlap, planOf("--w", "5"))}, "")
-	later := job(KindAdapt, Overlap, planOf("--w", "6"))
+	f.want(Submit{Job: job(KindReload, key.SwitchOverlap, planOf("--w", "5"))}, "")
+	later := job(KindAdapt, key.SwitchOverlap, planOf("--w", "6"))
 	f.want(Submit{Job: later}, "Reply(superseded by a later switch)")
 	f.want(Drained{ID: 1}, "Stop(1)")
 	f.want(Exited{ID: 1}, "Start(3 adapt)")
@@ -143,7 +144,7 @@ func TestSwitchDuringDrainWaits(t *testing.T) {
 
 func TestOverlapStartFailsOldKeepsServing(t *testing.T) {
 	f := serving(t, limits)
-	f.want(Submit{Job: job(KindReload, Overlap, planOf("--bad"))}, "Start(2 reload)")
+	f.want(Submit{Job: job(KindReload, key.SwitchOverlap, planOf("--bad"))}, "Start(2 reload)")
 	f.want(Ready{ID: 2, Err: errors.New("no binary")}, "Reply(no binary) Switched(ok=false from=1)")
 	f.want(Exited{ID: 2, Code: -1}, "")
 	if f.m.Phase != Serving || f.m.Serving.ID != 1 {
@@ -153,7 +154,7 @@ func TestOverlapStartFailsOldKeepsServing(t *testing.T) {
 
 func TestDrainSwitch(t *testing.T) {
 	f := serving(t, limits)
-	f.want(Submit{Job: job(KindReload, Drain, planOf("--w", "3"))}, "Hold Watch(1)")
+	f.want(Submit{Job: job(KindReload, key.SwitchDrain, planOf("--w", "3"))}, "Hold Watch(1)")
 	// The status names the width left and the drain's time, though the
 	// old engine is gone by the time the new one serves.
 	f.wantAfter(3*time.Second, Drained{ID: 1}, "Stop(1)")
@@ -166,7 +167,7 @@ func TestDrainSwitch(t *testing.T) {
 
 func TestDrainTimeoutStopsTheOldEngine(t *testing.T) {
 	f := serving(t, limits)
-	f.want(Submit{Job: job(KindReload, Drain, planOf("--w", "3"))}, "Hold Watch(1)")
+	f.want(Submit{Job: job(KindReload, key.SwitchDrain, planOf("--w", "3"))}, "Hold Watch(1)")
 	if d := f.m.Deadline(); !d.Equal(f.now.Add(limits.DrainTimeout)) {
 		t.Fatalf("deadline %v, want the drain timeout", d)
 	}
@@ -181,7 +182,7 @@ func TestDrainTimeoutStopsTheOldEngine(t *testing.T) {
 func TestDrainStartFailsFallsBack(t *testing.T) {
 	f := serving(t, limits)
 	prev := f.m.Plan
-	f.want(Submit{Job: job(KindReload, Drain, planOf("--bad"))}, "Hold Watch(1)")
+	f.want(Submit{Job: job(KindReload, key.SwitchDrain, planOf("--bad"))}, "Hold Watch(1)")
 	f.want(Drained{ID: 1}, "Stop(1)")
 	f.want(Exited{ID: 1}, "Start(2 reload)")
 	f.want(Ready{ID: 2, Err: errors.New("bad flag")}, "Start(3 reload)")
@@ -223,7 +224,7 @@ func TestSecondSignalStopsAtOnceThirdKills(t *testing.T) {
 // to their end; the new one is stopped and its switch answered.
 func TestSIGTERMDuringOverlapSwitch(t *testing.T) {
 	f := serving(t, limits)
-	f.want(Submit{Job: job(KindAdapt, Overlap, planOf("--w", "3"))}, "Start(2 adapt)")
+	f.want(Submit{Job: job(KindAdapt, key.SwitchOverlap, planOf("--w", "3"))}, "Start(2 adapt)")
 	f.wantAfter(time.Millisecond, Signal{Sig: syscall.SIGTERM}, "Refuse Stop(2 SIGTERM) Reply(speclaunch is stopping) Watch(1)")
 	f.want(Ready{ID: 2}, "") // the start finished anyway: ignored, it is being stopped
 	f.want(Exited{ID: 2, Code: 0}, "")
@@ -236,7 +237,7 @@ func TestSIGTERMDuringOverlapSwitch(t *testing.T) {
 // get 503.
 func TestSIGTERMDuringDrainSwitch(t *testing.T) {
 	f := serving(t, limits)
-	f.want(Submit{Job: job(KindReload, Drain, planOf("--w", "3"))}, "Hold Watch(1)")
+	f.want(Submit{Job: job(KindReload, key.SwitchDrain, planOf("--w", "3"))}, "Hold Watch(1)")
 	f.want(Drained{ID: 1}, "Stop(1)")
 	f.want(Exited{ID: 1}, "Start(2 reload)")
 	f.want(Signal{Sig: syscall.SIGTERM}, "Refuse Stop(2 SIGTERM)")
@@ -284,7 +285,7 @@ func TestHungEngineIsReplaced(t *testing.T) {
 // new one, which then takes them.
 func TestExitDuringOverlapSwitch(t *testing.T) {
 	f := serving(t, limits)
-	f.want(Submit{Job: job(KindReload, Overlap, planOf("--w", "3"))}, "Start(2 reload)")
+	f.want(Submit{Job: job(KindReload, key.SwitchOverlap, planOf("--w", "3"))}, "Start(2 reload)")
 	f.want(Exited{ID: 1, Code: 1}, "Hold Gone(1)")
 	f.want(Ready{ID: 2}, "Route(2) Reply(<nil>) Switched(ok=true)")
 	if f.m.held || f.m.Serving.ID != 2 {
@@ -296,7 +297,7 @@ func TestExitDuringOverlapSwitch(t *testing.T) {
 // switch (the proxy's own limits may have changed).
 func TestSameCommandIsAdopted(t *testing.T) {
 	f := serving(t, limits)
-	f.want(Submit{Job: job(KindReload, Overlap, planOf("--w", "4"))}, "Adopt Reply(<nil>)")
+	f.want(Submit{Job: job(KindReload, key.SwitchOverlap, planOf("--w", "4"))}, "Adopt Reply(<nil>)")
 }
 
 func TestFirstStartFailsExits(t *testing.T) {
@@ -308,5 +309,5 @@ func TestFirstStartFailsExits(t *testing.T) {
 func TestSubmitWhileStoppingIsRefused(t *testing.T) {
 	f := serving(t, limits)
 	f.want(Signal{Sig: syscall.SIGTERM}, "Refuse Watch(1)")
-	f.want(Submit{Job: job(KindAdapt, Overlap, planOf("--w", "3"))}, "Reply(speclaunch is stopping)")
+	f.want(Submit{Job: job(KindAdapt, key.SwitchOverlap, planOf("--w", "3"))}, "Reply(speclaunch is stopping)")
 }
