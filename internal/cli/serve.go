@@ -126,4 +126,6 @@ type serveLoad struct {
 
 func (sl serveLoad) Files() []string { return sl.l.Files }
 
+func (sl serveLoad) Settings() config.Settings { return sl.l.Settings }
+
 func (sl serveLoad) Build(o plan.Options) (*plan.Plan, error) { return build(sl.e, sl.l, o) }

@@ -60,6 +60,8 @@ type profileLoad struct {
 
 func (l profileLoad) Files() []string { return []string{l.path} }
 
+func (l profileLoad) Settings() config.Settings { return l.s }
+
 func (l profileLoad) Build(o plan.Options) (*plan.Plan, error) {
 	return plan.Build(context.Background(), l.s, policy.Merge(), plan.RealDeps(), o)
 }

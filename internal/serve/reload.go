@@ -61,11 +61,13 @@ func (sv *launcher) reload(cur *plan.Plan, ch watch.Change) (*plan.Plan, Load, b
 	sv.mu.Unlock()
 	// The bucket of the schedule serve follows stays (the follower moves
 	// it when the load does).
-	np, err := l.Build(plan.Options{Load: load})
-	if err == nil && adapted > 0 && np.Settings.Adapt.Value {
-		// The width the adaptive loop chose stays (an operator width still wins).
-		np, err = l.Build(plan.Options{Adapted: adapted, AdaptReason: why})
+	o := plan.Options{Load: load}
+	if adapted > 0 && l.Settings().Adapt.Value {
+		// The width the adaptive loop chose stays (an operator width still
+		// wins): the plan is built once, at that width.
+		o = plan.Options{Adapted: adapted, AdaptReason: why}
 	}
+	np, err := l.Build(o)
 	if err == nil {
 		err = Launchable(np, false)
 	}

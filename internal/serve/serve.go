@@ -67,6 +67,8 @@ type Loader interface {
 type Load interface {
 	// Files are the profile and policy files read (the ones watched).
 	Files() []string
+	// Settings are the settings read.
+	Settings() config.Settings
 	// Build makes the plan of this reading.
 	Build(o plan.Options) (*plan.Plan, error)
 }
