@@ -19,6 +19,13 @@ fi
 rm -rf "$dir/internal/simcost" "$dir/internal/adaptsim"
 cp -r "$repo/internal/simcost" "$dir/internal/simcost"
 cp -r "$repo/internal/adaptsim" "$dir/internal/adaptsim"
+# Only the tests the replay needs: others import packages 5347cd0 lacks.
+for f in "$dir"/internal/adaptsim/*_test.go; do
+	case $(basename "$f") in
+	replay_test.go | adaptsim_test.go) ;;
+	*) rm "$f" ;;
+	esac
+done
 sed -i 's#speclaunch/speclaunch/internal/adapt"#speclaunch/speclaunch/adapt"#' "$dir"/internal/adaptsim/*.go
 cat >"$dir/internal/adaptsim/loop_served.go" <<'GO'
 package adaptsim

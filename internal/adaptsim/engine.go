@@ -97,6 +97,19 @@ type engine struct {
 	z        float64 // its draw (simcost.EngineDraw)
 	takeover float64 // virtual ms it began to serve (simcost.Model.SharedFactor counts from here)
 	c        Counters
+	// warm is its slots whose cache holds a prompt; stall the ms of cold
+	// prefills (simcost.Model.ColdPrefillMS) it has still to run.
+	warm  int
+	stall float64
+}
+
+// started notes a request starting on e with k sequences on it: a slot
+// never used before evaluates the whole prompt first.
+func (e *engine) started(m simcost.Model, k int) {
+	if k > e.warm {
+		e.warm++
+		e.stall += m.ColdPrefillMS
+	}
 }
 
 // cycleMS is one round of e with k sequences at virtual ms now, priced

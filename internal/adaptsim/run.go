@@ -128,7 +128,7 @@ func Run(p Profile, tr Traffic, c Controller, seed uint64, o Options) Outcome {
 	for cls := range s.acc {
 		s.acc[cls] = newAccept(p.Model, cls, o.MaxWidth)
 	}
-	s.cur = &engine{gen: 1, width: p.Default, z: simcost.EngineDraw(s.rng.Uint64()), takeover: math.Inf(-1)}
+	s.cur = &engine{gen: 1, width: p.Default, z: simcost.EngineDraw(s.rng.Uint64()), takeover: math.Inf(-1), warm: phaseAt(tr.Phases, 0).Clients}
 	z0 := s.cur.z
 	env := Env{MaxWidth: o.MaxWidth, Slots: p.Slots, Probe: s.probe, Log: func(m string) { s.logf("%6.0fs %s", s.now/1000, m) }}
 	s.inFlight = phaseAt(tr.Phases, 0).Clients
@@ -191,12 +191,14 @@ func (s *sim) serveStep(ph Phase, dt float64) (got, mean float64) {
 	if len(s.clients) > ph.Clients {
 		s.clients = s.clients[:ph.Clients]
 	}
-	for len(s.clients) < ph.Clients {
-		s.clients = append(s.clients, client{eng: s.cur, left: float64(s.p.ReqTokens)})
-	}
 	k := map[*engine]int{}
 	for _, cl := range s.clients {
 		k[cl.eng]++
+	}
+	for len(s.clients) < ph.Clients {
+		s.clients = append(s.clients, client{eng: s.cur, left: float64(s.p.ReqTokens)})
+		k[s.cur]++
+		s.cur.started(s.p.Model, k[s.cur])
 	}
 	legs := map[*engine]leg{}
 	legOf := func(e *engine) leg {
@@ -205,6 +207,11 @@ func (s *sim) serveStep(ph Phase, dt float64) (got, mean float64) {
 		}
 		g := leg{m: s.p.Model, a: &s.acc[ph.Class], reqTokens: s.p.ReqTokens, k: max(1, k[e])}
 		g.cyc = e.cycleMS(s.p.Model, g.k, s.cur.takeover, s.now, dt, s.rng)
+		if e.stall > 0 { // a cold prefill holds every sequence on e
+			x := min(e.stall, dt/2)
+			e.stall -= x
+			g.cyc *= dt / (dt - x)
+		}
 		e.c.Decodes += dt / g.cyc
 		legs[e] = g
 		return g
@@ -220,8 +227,12 @@ func (s *sim) serveStep(ph Phase, dt float64) (got, mean float64) {
 			if !ended {
 				break
 			}
-			cl.eng = s.cur
+			if cl.eng != s.cur {
+				cl.eng = s.cur
+				k[s.cur]++
+			}
 			cl.next(legOf(cl.eng), cl.eng.width, s.rng)
+			s.cur.started(s.p.Model, k[s.cur])
 		}
 	}
 	return got, mean

@@ -70,6 +70,14 @@ var H200Spread = Spread{Single: 0.034, MultiClassic: 0.027, MultiSpec: 0.066}
 // (docs/benchmark_results/h200-llamacpp-d32676d-summary-2026-12-03d.md).
 var H200Drain = Drain{MS: 2000, Contention: 0.35}
 
+// H200ColdPrefillMS is the first request of each slot on a fresh
+// llama-server evaluating its whole prompt (code prompts of 84-162
+// tokens): 37-56 ms above the later requests' prompt time on the Q8_0
+// target and 43-65 ms on Q4_K_M, means 45 and 55, over every fixed run of
+// docs/benchmark_results/adapteval/h200-llamacpp-d32676d-{q8_0,q4_k_m}-pair7243L36-code-c4-2026-12-03e-engine-timings.jsonl
+// (first request per slot against the median of the later ones).
+const H200ColdPrefillMS = 50
+
 // H200Q8 is the H200 Q8_0 target's cost with everything the hardware
 // showed under load: the probe's verify curve, one-client classic, the
 // drafting fit, and H200Batch, H200Spread and H200Drain. Its acceptance
@@ -86,6 +94,7 @@ func H200Q8() Model {
 		Batch:         H200Batch,
 		Spread:        H200Spread,
 		Drain:         H200Drain,
+		ColdPrefillMS: H200ColdPrefillMS,
 	}
 }
 

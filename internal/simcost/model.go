@@ -58,6 +58,10 @@ type Model struct {
 	Batch  Batch
 	Spread Spread
 	Drain  Drain
+	// ColdPrefillMS is what the first request on each slot of a fresh
+	// engine stalls it: its prompt is not in the slot's cache yet, so
+	// its whole prompt is evaluated in the batch (0: nothing).
+	ColdPrefillMS float64
 	// WidthScale, when set, scales each width's cycle (key 1: classic) so
 	// that a replay of a committed cell gives its recorded rates
 	// (ReplayCell.Model): linear between keys, the edge value beyond.
