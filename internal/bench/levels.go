@@ -122,7 +122,7 @@ func (o LoadOptions) check() error {
 	case len(o.Levels) > MaxLevels:
 		return fmt.Errorf("%d levels, above the %d a record may hold", len(o.Levels), MaxLevels)
 	case o.Engines < MinEnginesPerArm || o.Engines > MaxEnginesPerArm:
-		return fmt.Errorf("%d engines per width: want %d to %d (with fewer than %d the spread between engines is assumed, not measured)", o.Engines, MinEnginesPerArm, MaxEnginesPerArm, MinEnginesPerArm)
+		return fmt.Errorf("--engines %d: want %d to %d fresh engines per width (with fewer than %d the spread between engines is assumed, not measured)", o.Engines, MinEnginesPerArm, MaxEnginesPerArm, MinEnginesPerArm)
 	case o.Windows < 1 || o.Warm < 0 || o.Window <= 0:
 		return errors.New("a load sweep needs a window above 0, at least one window and a warm-up of 0 or more")
 	}

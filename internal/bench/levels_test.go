@@ -182,7 +182,7 @@ func TestLoadOptionsCheck(t *testing.T) {
 		edit func(*LoadOptions)
 		want string
 	}{
-		{"one engine", func(o *LoadOptions) { o.Engines = 1 }, "engines per width"},
+		{"one engine", func(o *LoadOptions) { o.Engines = 1 }, "--engines 1: want 2 to 20"},
 		{"descending levels", func(o *LoadOptions) { o.Levels = []int{4, 1} }, "ascend"},
 		{"no default arm", func(o *LoadOptions) { o.Arms = []ArmSpec{o.Arms[0], o.Arms[2]} }, "default arm"},
 		{"too many runs", func(o *LoadOptions) { o.Windows = 2000 }, "above what a record may hold"},

@@ -80,6 +80,9 @@ func (c *BenchCmd) Run(e *Env) error {
 	if err != nil {
 		return err
 	}
+	if len(levels) == 0 && (c.Engines != 0 || c.Window != "") {
+		return usage(errors.New("--engines and --window belong to a load sweep"), "give --concurrency a list of levels, e.g. --concurrency 1,2,4,8")
+	}
 	o, widths, outBase, notes, err := c.options(e.Ctx, s, prof, flags)
 	if err != nil {
 		return err

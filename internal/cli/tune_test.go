@@ -98,3 +98,36 @@ max_tokens = 24
 		t.Fatalf("after a re-run: %v, %d entries", err, len(f.Entries))
 	}
 }
+
+// A load sweep's flags are checked before anything starts: exit 2 naming
+// the flag and the fix.
+func TestLoadSweepFlagErrors(t *testing.T) {
+	dir := t.TempDir()
+	prof := filepath.Join(dir, "p.toml")
+	writeFile(t, prof, "[engine]\nname = \"sim\"\n[model]\npath = \"t\"\nquant = \"affine\"\n[draft]\nmodel = \"d\"\n[gpu]\ncapability = \"12.1\"\n")
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(dir, "cfg"))
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"bench", "--concurrency", "4,1"}, `flag --concurrency: "4,1" is not a list of load levels`},
+		{[]string{"bench", "--concurrency", "1,4", "--engines", "1"}, "--engines 1: want 2 to 20"},
+		{[]string{"bench", "--engines", "3"}, "--engines and --window belong to a load sweep"},
+		{[]string{"tune", "--levels", "0,2"}, `flag --levels: "0,2" is not a list of load levels`},
+		{[]string{"tune", "--engines", "1"}, "--engines 1: want 2 to 20"},
+		{[]string{"tune", "--quant", "unknown"}, "tune needs the target's quantization"},
+	} {
+		var out bytes.Buffer
+		args := append(tc.args, "--profile", prof, "--out", filepath.Join(dir, "rec"))
+		if tc.args[0] == "tune" {
+			args = append(tc.args, "--profile", prof)
+		}
+		code := MainContext(context.Background(), args, policyTOML, &out, &out, nil)
+		if code != 2 || !strings.Contains(out.String(), tc.want) {
+			t.Errorf("%v: exit %d, output:\n%s\nwant %q", tc.args, code, out.String(), tc.want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "cfg")); err == nil {
+		t.Error("a refused tune wrote its layer's directory")
+	}
+}
