@@ -221,4 +221,3 @@ func (sv *launcher) gainOf(p *plan.Plan) func(from, to schedule.Bucket) (float64
 	sv.log.Info("follow: the gains between the schedule's widths are the record's", "record", path, "levels", len(rec.Levels))
 	return recordGain(rec)
 }
-
