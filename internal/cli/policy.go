@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +18,7 @@ import (
 	"github.com/speclaunch/speclaunch/internal/plan"
 	"github.com/speclaunch/speclaunch/internal/policy"
 	"github.com/speclaunch/speclaunch/internal/policycheck"
+	"github.com/speclaunch/speclaunch/internal/quote"
 	"github.com/speclaunch/speclaunch/internal/record"
 )
 
@@ -288,9 +290,23 @@ func (c *PolicyProposeCmd) Run(e *Env) error {
 	}
 	writeClauses(w, "", d.Why)
 	if !d.Eligible {
-		return exitCode(1, errors.New("the records do not earn an entry"))
+		return exitCode(1, fmt.Errorf("the records do not earn an entry: %s", quote.Text(d.Why, 160)))
 	}
-	fmt.Fprintf(w, "\n# chosen by the cross-pair rule (docs/policy.md) over %d record(s)\n%s", len(recs), bench.EntryFor(recs, d))
+	entry := bench.EntryFor(recs, d)
+	if err := loaderAccepts(entry); err != nil {
+		return exitCode(1, err)
+	}
+	fmt.Fprintf(w, "\n# chosen by the cross-pair rule (docs/policy.md) over %d record(s)\n%s", len(recs), entry)
+	return nil
+}
+
+// loaderAccepts parses a proposed entry as a policy file holding it: an
+// entry is printed only if the loader that will read it accepts it (a
+// record keyed quant "unknown" earned one that every load refused).
+func loaderAccepts(entry string) error {
+	if _, err := policy.Parse("proposed entry", []byte("schema = 1\n\n"+entry)); err != nil {
+		return fmt.Errorf("the records earn no entry the policy loader accepts: %w", err)
+	}
 	return nil
 }
 
@@ -316,11 +332,14 @@ func (c *PolicyProposeCmd) schedule(e *Env, rec *record.Record) error {
 		}
 		writeClauses(w, "", p.Why)
 		if p.Entry != "" {
+			if err := loaderAccepts(p.Entry); err != nil {
+				return exitCode(1, err)
+			}
 			fmt.Fprintf(w, "\n# earned per bucket (docs/schedule.md) by %s\n%s", rec.Name, p.Entry)
 		}
 	}
 	if p.Entry == "" {
-		return exitCode(1, errors.New("the record does not earn an entry"))
+		return exitCode(1, fmt.Errorf("the record does not earn an entry: %s", quote.Text(p.Why, 160)))
 	}
 	return nil
 }
@@ -331,9 +350,19 @@ func (c *PolicyProposeCmd) schedule(e *Env, rec *record.Record) error {
 // A bad one is bad input naming the file and the field.
 func readRecords(e *Env, paths []string) ([]*record.Record, error) {
 	var recs []*record.Record
+	seen := map[[32]byte]string{}
 	for _, p := range paths {
 		p = strings.TrimSuffix(strings.TrimSuffix(p, ".md"), ".json") + ".json"
 		b, err := record.ReadFile(e.Ctx, p)
+		if err == nil {
+			// One record given twice (or a copy of it) would count as
+			// two model pairs in the cross-pair rule.
+			sum := sha256.Sum256(b)
+			if first, ok := seen[sum]; ok {
+				return nil, usage(fmt.Errorf("record %s is %s again: each record counts as one model pair", quote.Text(p, 0), quote.Text(first, 0)), "give each model pair's record once")
+			}
+			seen[sum] = p
+		}
 		if ctxErr := e.Ctx.Err(); ctxErr != nil {
 			return nil, fmt.Errorf("policy propose stopped: %w", ctxErr)
 		}

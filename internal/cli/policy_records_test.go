@@ -137,6 +137,14 @@ func TestPolicyProposeRefusesInvalidRecords(t *testing.T) {
 		{"width 10^9", width(1e9), "r.json: arms[3].width: 1000000000 is outside 2 to 256"},
 		{"no key", gb10(func(rec map[string]any) { delete(rec, "key") }), "r.json: key.engine: is empty"},
 		{"80,000 runs in an arm", manyRuns, "r.json: arms[3].runs: holds 80000 runs, above the 1000 an arm may hold"},
+		// Issue 33: figures no measurement gives were ranked (exit 1) or
+		// proposed as an entry policy check refused.
+		{"a cost of -5 ms", gb10(func(rec map[string]any) {
+			armNamed(t, rec, "width 3")["cost"] = map[string]any{"ms_per_cycle": -5.0}
+		}), "r.json: arms[3].cost.ms_per_cycle: is -5"},
+		{"a negative count", gb10(func(rec map[string]any) {
+			armNamed(t, rec, "width 3")["runs"] = []any{map[string]any{"round": 1, "phase": "measured", "tok_per_s": 70.0, "completion_tokens": -3}}
+		}), "r.json: arms[3].runs[0].completion_tokens: is -3: a count is 0 or more"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := filepath.Join(t.TempDir(), "r.json")
@@ -163,5 +171,40 @@ func TestPolicyProposeCancelled(t *testing.T) {
 	code := MainContext(ctx, []string{"policy", "propose", rec}, policyTOML, out, out, nil)
 	if code != 130 || !strings.Contains(out.String(), "policy propose stopped: interrupted") || strings.Contains(out.String(), "[[entry]]") {
 		t.Errorf("exit %d:\n%s", code, out)
+	}
+}
+
+// Issue 33: propose printed entries its own loader refused. A record of a
+// key no entry may have (quant "unknown") earns nothing printed, with the
+// loader's reason on stderr; the same record given twice is bad input, not
+// two model pairs.
+func TestPolicyProposeOnlyWhatTheLoaderAccepts(t *testing.T) {
+	dir := t.TempDir()
+	var recs []string
+	for _, pair := range []string{"1234", "4321"} {
+		name := "h200-llamacpp-d32676d-q8_0-pair" + pair + "-2026-11-30"
+		js, err := os.ReadFile(filepath.Join("..", "..", "docs", "benchmark_results", name+".json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rec map[string]any
+		if err := json.Unmarshal(js, &rec); err != nil {
+			t.Fatal(err)
+		}
+		rec["key"].(map[string]any)["quant"] = "unknown"
+		js, _ = json.Marshal(rec)
+		p := filepath.Join(dir, name+".json")
+		os.WriteFile(p, js, 0o644)
+		recs = append(recs, p)
+	}
+	var o, e syncBuffer
+	code := MainContext(context.Background(), append([]string{"policy", "propose"}, recs...), policyTOML, &o, &e, nil)
+	if code != 1 || strings.Contains(o.String(), "[[entry]]") || !strings.Contains(e.String(), `quant "unknown" cannot key an entry`) {
+		t.Errorf("quant unknown: exit %d\nstdout:\n%s\nstderr:\n%s", code, &o, &e)
+	}
+	o, e = syncBuffer{}, syncBuffer{}
+	code = MainContext(context.Background(), []string{"policy", "propose", recs[0], recs[0]}, policyTOML, &o, &e, nil)
+	if code != 2 || strings.Contains(o.String(), "[[entry]]") || !strings.Contains(e.String(), "each record counts as one model pair") {
+		t.Errorf("a record twice: exit %d\nstdout:\n%s\nstderr:\n%s", code, &o, &e)
 	}
 }

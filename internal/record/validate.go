@@ -183,6 +183,79 @@ func validateArm(a *Arm, at string) error {
 		if x := a.Runs[j].TokPerS; math.IsNaN(x) || math.IsInf(x, 0) || x < 0 {
 			return bad(fmt.Sprintf("runs[%d].tok_per_s", j), "is %v: a rate is a finite number, 0 or more", x)
 		}
+		if f, msg := badRun(&a.Runs[j]); f != "" {
+			return bad(fmt.Sprintf("runs[%d].%s", j, f), "%s", msg)
+		}
+	}
+	return badFigures(a, bad)
+}
+
+// badRun is a run's first figure no measurement gives (a negative time or
+// count, a rate that is not a number), as field and message; "" if none.
+func badRun(r *Run) (string, string) {
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"wall_s", r.WallS}, {"ttft_s", r.TTFTS}, {"predicted_ms", r.PredictedMS}, {"predicted_per_second", r.PredictedPerS}, {"prompt_ms", r.PromptMS}} {
+		if math.IsNaN(f.v) || math.IsInf(f.v, 0) || f.v < 0 {
+			return f.name, fmt.Sprintf("is %v: a time or rate is a finite number, 0 or more", f.v)
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"completion_tokens", r.CompletionTokens}, {"draft_n", r.DraftN}, {"draft_n_accepted", r.DraftAccepted}, {"draft_rounds", r.DraftRounds}, {"requests", r.Requests}, {"prompt_n", r.PromptN}, {"cache_n", r.CacheN}} {
+		if f.v < 0 {
+			return f.name, fmt.Sprintf("is %d: a count is 0 or more", f.v)
+		}
+	}
+	if r.DraftAccepted > r.DraftN {
+		return "draft_n_accepted", fmt.Sprintf("is %d, above draft_n %d: no more tokens are accepted than drafted", r.DraftAccepted, r.DraftN)
+	}
+	return "", ""
+}
+
+// badFigures checks an arm's derived figures the same way: the cost of a
+// cycle and the acceptance counts (a cost of -5 ms proposed an entry that
+// policy check then refused).
+func badFigures(a *Arm, bad func(field, format string, args ...any) error) error {
+	finite := func(field string, v, hi float64) error {
+		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 || (hi > 0 && v > hi) {
+			if hi > 0 {
+				return bad(field, "is %v: a fraction from 0 to %v", v, hi)
+			}
+			return bad(field, "is %v: a finite number, 0 or more", v)
+		}
+		return nil
+	}
+	if err := finite("cost.ms_per_cycle", a.Cost.MSPerCycle, 0); err != nil {
+		return err
+	}
+	if a.Cost.VerifyRows < 0 {
+		return bad("cost.verify_rows", "is %d: a count of rows is 0 or more", a.Cost.VerifyRows)
+	}
+	ac := a.Acceptance
+	if err := finite("acceptance.rate", ac.Rate, 1); err != nil {
+		return err
+	}
+	if err := finite("acceptance.mean_accepted_len", ac.MeanAccepted, 0); err != nil {
+		return err
+	}
+	for _, c := range []struct {
+		name string
+		v    int
+	}{{"drafted", ac.Drafted}, {"accepted", ac.Accepted}, {"cycles", ac.Cycles}} {
+		if c.v < 0 {
+			return bad("acceptance."+c.name, "is %d: a count is 0 or more", c.v)
+		}
+	}
+	if ac.Accepted > ac.Drafted {
+		return bad("acceptance.accepted", "is %d, above drafted %d: no more tokens are accepted than drafted", ac.Accepted, ac.Drafted)
+	}
+	for i, x := range ac.ByPosition {
+		if err := finite(fmt.Sprintf("acceptance.by_position[%d]", i), x, 1); err != nil {
+			return err
+		}
 	}
 	return nil
 }
