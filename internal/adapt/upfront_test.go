@@ -54,11 +54,11 @@ func TestUpFrontProbeRowsFromSlots(t *testing.T) {
 				h.ServeHTTP(w, r)
 			}))
 			defer srv.Close()
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second) // bounds for -race on a loaded machine
 			defer cancel()
 			cur := func() Target { return Target{BaseURL: srv.URL, Width: 8, Gen: 1} }
 			r := startLoop(ctx, LoopDeps{Current: cur, Switch: func(context.Context, int, string) error { return nil }, Cfg: testCfg(), Log: quietLog()})
-			if !waitFor(5*time.Second, func() bool { return r.status().Curve != nil }) {
+			if !waitFor(60*time.Second, func() bool { return r.status().Curve != nil }) {
 				t.Fatalf("no curve; status %+v", r.status())
 			}
 			cancel()
@@ -158,7 +158,7 @@ func TestCachedCurveWithoutConcurrentRows(t *testing.T) {
 			m.slots = slots
 			cfg := testCfg()
 			cfg.ReexploreEvery = time.Hour
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second) // bounds for -race on a loaded machine
 			defer cancel()
 			var mu sync.Mutex
 			var first *Status
@@ -184,7 +184,7 @@ func TestCachedCurveWithoutConcurrentRows(t *testing.T) {
 				defer mu.Unlock()
 				return last.Curve != nil && last.Curve.VerifyMS[68] > 0
 			}
-			ok := waitFor(5*time.Second, has68)
+			ok := waitFor(60*time.Second, has68)
 			cancel()
 			if err := <-done; err != nil {
 				t.Fatal(err)
