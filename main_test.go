@@ -84,7 +84,7 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "__sim" {
 		os.Exit(speclaunchMain())
 	}
-	testscript.Main(m, map[string]func(){
+	testscript.Main(removeBuilt{m}, map[string]func(){
 		"speclaunch": func() { os.Exit(speclaunchMain()) },
 		"llama-server": func() {
 			os.Exit(fakellama.Main(os.Args[1:], os.Environ(), os.Stdout, os.Stderr))
@@ -95,6 +95,17 @@ func TestMain(m *testing.M) {
 		"httpget":  func() { os.Exit(httpCmd("GET", false)) },
 		"httppost": func() { os.Exit(httpCmd("POST", false)) },
 	})
+}
+
+// removeBuilt runs the tests, then removes the binary staticBinary built.
+type removeBuilt struct{ m *testing.M }
+
+func (r removeBuilt) Run() int {
+	code := r.m.Run()
+	if builtBin != "" {
+		os.RemoveAll(filepath.Dir(builtBin))
+	}
+	return code
 }
 
 func TestScripts(t *testing.T) {
@@ -157,12 +168,7 @@ func TestStaticBinary(t *testing.T) {
 	out := os.Getenv("SPECLAUNCH_STATIC_CHECK")
 	if out == "" {
 		testenv.E2E(t) // it builds the binary
-		out = filepath.Join(t.TempDir(), "speclaunch")
-		cmd := exec.Command("go", "build", "-trimpath", "-o", out, ".")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if b, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("build: %v\n%s", err, b)
-		}
+		out = staticBinary(t)
 	}
 	if err := CheckStatic(out); err != nil {
 		t.Fatal(err)
