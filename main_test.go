@@ -163,7 +163,8 @@ func cmdExits(ts *testscript.TestScript, neg bool, args []string) {
 // TestStaticBinary checks that the binary is static: no interpreter, no
 // dynamic section, so it runs in FROM scratch. .ci/run names the binary
 // it ships in SPECLAUNCH_STATIC_CHECK, so the check is of that file;
-// without it the test builds the binary as CI and operators do.
+// without it the test builds the binary as CI and operators do
+// (staticBinary, shared with the process tests).
 func TestStaticBinary(t *testing.T) {
 	out := os.Getenv("SPECLAUNCH_STATIC_CHECK")
 	if out == "" {
