@@ -98,8 +98,8 @@ func (e *simEngine) start(width int) {
 	e.srv, e.width = srv, width
 	e.gen++
 	e.mu.Unlock()
-	if old != nil { // drain: requests already sent finish on the old engine
-		time.AfterFunc(200*time.Millisecond, old.Close)
+	if old != nil { // requests already sent, or about to be, finish on the old engine
+		e.t.Cleanup(old.Close) // closed 200 ms after the switch, a request slow to leave under load failed
 	}
 }
 
