@@ -89,8 +89,9 @@ type Options struct {
 	Log    *slog.Logger
 	// Signals are SIGINT and SIGTERM; Done ends the runtime as SIGTERM
 	// does (the parent ends).
-	Signals  <-chan os.Signal
-	Done     <-chan struct{}
+	Signals <-chan os.Signal
+	Done    <-chan struct{}
+	// Launcher starts the engines and hears what happened; Run needs it.
 	Launcher Launcher
 }
 
