@@ -8,16 +8,18 @@
 // The life of a switch: a file change or SIGHUP (feed) reloads the files
 // through the Loader and builds the plan (reload); submit checks what
 // needs no engine (checkSwitch), picks the switch mode and hands the plan
-// to the runtime as a server.Job; the machine starts the engine (startInst,
-// here), routes to it and stops the old one; the runtime tells the
-// launcher what happened (serving, switched, adopted) and the launcher
-// takes the plan in force (adopt).
+// to the runtime as a server.Job; the machine asks the launcher to start
+// the engine through server.Launcher (runtimeSide: Launch is startInst,
+// BeforeTraffic the adaptive probe, Notify what happened: serving,
+// switched, adopted, stopping, exited, phase), routes to it and stops the
+// old one; the launcher then takes the plan in force (adopt).
 //
-// A controller beside the runtime (the adaptive width loop; a schedule
-// followed by load) talks to it through Runtime, which the launcher
+// A controller beside the runtime (the adaptive width loop; the schedule
+// follower, follow.go) talks to it through Runtime, which the launcher
 // implements: SwitchWidth(ctx, w, reason) asks for a switch to width w
 // (1 = speculation off) and waits for its outcome; InFlight() reads the
-// proxy's in-flight count of the serving engine. The launcher drives a
+// proxy's in-flight count of the serving engine (SwitchLoad, beside them,
+// switches to the schedule's bucket for a load). The launcher drives a
 // controller through Controller: a probe of each new engine before it
 // takes traffic, and Run once the first engine serves.
 package serve
