@@ -105,16 +105,7 @@ func (c *BenchCmd) Run(e *Env) error {
 	o.Arms = arms
 	o.APIKey = dp.APIKey()
 	if len(levels) > 1 {
-		lo, err := c.loadOptions(e, o, levels)
-		if err != nil {
-			return err
-		}
-		s.EngineArgs, _, _ = withSlots(s.Engine.Value, s.EngineArgs, e.Getenv, levels[len(levels)-1])
-		st := newStarter(e, l, s, dp, c.BasePort == 0 && (prof == nil || prof.Bench.BasePort == nil))
-		rec := c.identity(e, dp, notes)
-		rec.Name = filepath.Base(outBase)
-		log.Info("load sweep starting", "arms", len(arms), "levels", joinLevels(levels), "engines_per_width", lo.Engines, "engine", string(s.Engine.Value), "out", outBase)
-		return sweepLoad(e, log, lo, st, rec, outBase)
+		return c.loadSweep(e, log, l, dp, o, levels, outBase, notes)
 	}
 	// The adaptive loop's probe is checked on the engines it adapts.
 	o.Probe = s.Engine.Value == key.LlamaCpp || s.Engine.Value == key.Sim

@@ -5,14 +5,32 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/speclaunch/speclaunch/internal/bench"
 	"github.com/speclaunch/speclaunch/internal/config"
+	"github.com/speclaunch/speclaunch/internal/plan"
 	"github.com/speclaunch/speclaunch/internal/record"
 )
+
+// loadSweep is bench's load sweep: the arms at every level, on fresh
+// engines sized for the highest level.
+func (c *BenchCmd) loadSweep(e *Env, log *slog.Logger, l *loaded, dp *plan.Plan, o bench.Options, levels []int, outBase string, notes []string) error {
+	lo, err := c.loadOptions(e, o, levels)
+	if err != nil {
+		return err
+	}
+	s, prof := l.Settings, l.Profile
+	s.EngineArgs, _, _ = withSlots(s.Engine.Value, s.EngineArgs, e.Getenv, levels[len(levels)-1])
+	st := newStarter(e, l, s, dp, c.BasePort == 0 && (prof == nil || prof.Bench.BasePort == nil))
+	rec := c.identity(e, dp, notes)
+	rec.Name = filepath.Base(outBase)
+	log.Info("load sweep starting", "arms", len(o.Arms), "levels", joinLevels(levels), "engines_per_width", lo.Engines, "engine", string(s.Engine.Value), "out", outBase)
+	return sweepLoad(e, log, lo, st, rec, outBase)
+}
 
 // splitLevels takes a load sweep's levels out of --concurrency: a list
 // (1,2,4,8) is a sweep, and the flag then carries its first level into the
