@@ -29,8 +29,7 @@ window = "1s"
 }
 
 // startAdaptServe serves profile p and waits until the first engine is
-// verified and probed: a fresh server probes its cost curve before traffic
-// arrives (the sim has one slot: a probe would queue behind the load).
+// verified.
 func startAdaptServe(t *testing.T, p string, port int) *serveRun {
 	t.Helper()
 	r := startServe(t, "--profile", p)
@@ -79,8 +78,8 @@ func adaptStatus(t *testing.T, port int) adaptDoc {
 }
 
 // A launcher restarted on the same model pair resumes what the last one
-// learnt (saved beside the verify-cost curve, at the latest when it
-// stopped) and says so in its status; it does not explore again.
+// learnt (saved in the cache directory, at the latest when it stopped)
+// and says so in its status.
 func TestServeAdaptResumesAfterRestart(t *testing.T) {
 	testenv.E2E(t)
 	cache := t.TempDir()
@@ -98,14 +97,13 @@ func TestServeAdaptResumesAfterRestart(t *testing.T) {
 		loadgen.Run(ctx, loadgen.Options{URL: fmt.Sprintf("http://127.0.0.1:%d", port), Clients: 1, Duration: 30 * time.Second, Stream: true, MaxTokens: 64})
 		close(done)
 	}()
-	// A decision is saved at once (an exploration switch alone is not
-	// one: stopped before it serves, it is dropped and nothing is saved).
+	// A decision is saved at once.
 	r.log.waitFor(t, `adapt: what was learnt is saved`, 1, 60*time.Second)
 	cancel()
 	<-done
 	r.stop()
 	r.exit(t, 15*time.Second)
-	saved, _ := filepath.Glob(filepath.Join(cache, "speclaunch", "adapt-learnt-*.json"))
+	saved, _ := filepath.Glob(filepath.Join(cache, "speclaunch", "adapt-control-*.json"))
 	if len(saved) != 1 {
 		t.Fatalf("saved states %v, want one; log:\n%s", saved, r.log)
 	}
@@ -115,8 +113,8 @@ func TestServeAdaptResumesAfterRestart(t *testing.T) {
 	if a := adaptStatus(t, port); a.Resumed == "" {
 		t.Errorf("status %+v does not say it resumed", a)
 	}
-	if strings.Contains(r2.log.String(), "explore: observe acceptance") {
-		t.Errorf("explored again after resuming:\n%s", r2.log)
+	if strings.Contains(r2.log.String(), "learning again") {
+		t.Errorf("the saved state was not taken:\n%s", r2.log)
 	}
 }
 

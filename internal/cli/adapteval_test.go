@@ -23,20 +23,18 @@ import (
 func TestAdaptEvalReportsTheChosenWidth(t *testing.T) {
 	testenv.E2E(t)
 	t.Parallel() // see TestMain
-	const prof = "collapse"
+	const prof = "flat"
 	dir := t.TempDir()
 	port := freePort(t)
 	p := filepath.Join(dir, "p.toml")
-	// No trials: the collapse profile puts width 3 at the edge of the 10 %
-	// trial band (9.9 % under width 4), and whether its trial came before
-	// the settle or under the direct window depended on the machine (CI,
-	// 2026-12-03). This test is of adapteval's phases; trials have theirs.
-	// Widths up to 8: the probe and the exploration are shorter.
+	// The flat profile: the controller tries the widest width and keeps
+	// it (it beats the default by far more than the noise), so the width
+	// adapteval reports is one the controller chose. Widths up to 8: the
+	// probe is shorter.
 	writeFile(t, p, simProfile(port, `, "--sim-profile", "`+prof+`", "--sim-noise", "0"`)+`[adapt]
 enabled = true
 min_cycles = 32
 window = "1s"
-trials = 0
 max_width = 8
 `)
 	prompts := filepath.Join(dir, "prompts")

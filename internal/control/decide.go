@@ -29,14 +29,19 @@ func (c Controller) decide(s *State, b int, now time.Time) []Action {
 	if changed {
 		acts = append(acts, Action{Op: Log, Msg: fmt.Sprintf("adapt: schedule %s: width %d at %s requests in flight (%s)", s.Pair.Schedule.String(), choice, sb.Range(), why)})
 	}
+	s.Pair.Decisions++
+	_, judged := c.estimate(s, b, run)
+	s.Engine.Last = Decision{Running: run, Choice: run, Reason: why, Judged: judged}
 	if now.Before(s.Exp.HoldUntil) {
 		return acts
 	}
 	if choice != run {
+		s.Engine.Last.Choice, s.Engine.Last.Switch = choice, true
 		return append(acts, c.switchTo(s, choice, b, run, false, now, why))
 	}
 	if w, reason := c.pickTrial(s, b, choice, now); w > 0 {
 		s.Pair.Buckets[b].Tried[w] = now
+		s.Engine.Last.Choice, s.Engine.Last.Switch, s.Engine.Last.Reason = w, true, "trial: "+reason
 		return append(acts, c.switchTo(s, w, b, run, true, now, reason))
 	}
 	return append(acts, Action{Op: Log, Msg: fmt.Sprintf("adapt: stay at width %d at %s requests in flight: %s", run, sb.Range(), why)})

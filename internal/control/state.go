@@ -38,6 +38,8 @@ type Pair struct {
 	// Schedule is the learnt schedule: per bucket the width and, in its
 	// Source, the evidence.
 	Schedule schedule.Schedule
+	// Decisions counts the decisions made.
+	Decisions int
 	// Saved is when the pair's knowledge last changed in a way worth
 	// saving (the shell writes it on Save).
 	Saved time.Time
@@ -90,9 +92,21 @@ type Engine struct {
 	// driftScrapes), and RecentCycles their cycles: the drift test's.
 	Recent       []float64
 	RecentCycles []float64
+	// Last is its last decision.
+	Last Decision
 	// Counted is the scrapes it has counted; Decided is Counted at its
 	// last decision.
 	Counted, Decided int
+}
+
+// Decision is one decision, as the status shows it.
+type Decision struct {
+	Running int    `json:"running"`
+	Choice  int    `json:"choice"` // the width asked for (a trial's too); Running when staying
+	Switch  bool   `json:"switch"`
+	Reason  string `json:"reason"`
+	// Judged: the running width had a measure of its own at this load.
+	Judged bool `json:"judged"`
 }
 
 // ExpKind is the kind of experiment under way.

@@ -39,8 +39,9 @@ type Metrics struct {
 // Phases are the runtime's states (server.Phase names).
 var Phases = []string{"starting", "serving", "switching", "stopping", "stopped"}
 
-// AdaptStates are the adaptive loop's states (adapt.State* names).
-var AdaptStates = []string{"off", "probing", "exploring", "watching", "not adapting", "stopped"}
+// AdaptStates are the adaptive width's states (adapt.State* names and
+// control.Status.State).
+var AdaptStates = []string{"off", "probing", "exploring", "watching", "switching", "trial", "holding", "not adapting", "stopped"}
 
 // New registers every series.
 func New(src Sources) *Metrics {

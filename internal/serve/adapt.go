@@ -8,6 +8,7 @@ import (
 
 	"github.com/speclaunch/speclaunch/internal/adapt"
 	"github.com/speclaunch/speclaunch/internal/config"
+	"github.com/speclaunch/speclaunch/internal/control"
 	"github.com/speclaunch/speclaunch/internal/key"
 	"github.com/speclaunch/speclaunch/internal/modelhash"
 	"github.com/speclaunch/speclaunch/internal/plan"
@@ -15,20 +16,6 @@ import (
 	"github.com/speclaunch/speclaunch/internal/server"
 	"github.com/speclaunch/speclaunch/internal/width"
 )
-
-// adaptConfig turns the settings into the loop's configuration; zero
-// values take the loop's defaults (docs/adaptive.md).
-func adaptConfig(s config.Settings) adapt.Config {
-	c := adapt.Config{W0: s.AdaptExplore.Value, Window: s.AdaptWindow.Value}
-	c.MaxWidth = s.AdaptMaxWidth.Value
-	c.Margin = s.AdaptMargin.Value
-	c.MinCycles = float64(s.AdaptMinCycles.Value)
-	c.MaxTrials = s.AdaptTrials.Value
-	if c.MaxTrials == 0 {
-		c.MaxTrials = -1 // the loop reads 0 as its default; -1 is off
-	}
-	return c
-}
 
 // AdaptOff says why serve does not adapt for a plan, "" when it may.
 func AdaptOff(p *plan.Plan, proxied bool) string {
@@ -49,9 +36,8 @@ func AdaptOff(p *plan.Plan, proxied bool) string {
 	return ""
 }
 
-// newAdapt makes the adaptive width loop when it is asked for (nil when
-// not): before the first engine starts, so that every new engine is probed
-// before it takes traffic (BeforeTraffic); it runs once one serves.
+// newAdapt makes the adaptive width controller when it is asked for (nil
+// when not); it runs once the first engine serves.
 func (sv *launcher) newAdapt(p *plan.Plan) Controller {
 	if why := AdaptOff(p, sv.px != nil); why != "" {
 		if p.Settings.Adapt.Value {
@@ -60,15 +46,27 @@ func (sv *launcher) newAdapt(p *plan.Plan) Controller {
 		}
 		return nil
 	}
-	l := adapt.New(sv.adaptDeps(p))
-	// Until the first engine serves, the loop probes it before traffic.
-	sv.st.setAdapt(adapt.Status{State: adapt.StateProbing, Width: p.Resolution.Width, Note: "the first engine is probed before it takes traffic", Updated: time.Now()})
-	return l
+	if s := p.Settings; s.AdaptExplore.Value != 0 || s.AdaptMargin.Src.Origin != config.Default {
+		sv.log.Info("adaptive width: adapt.explore_width and adapt.margin are read but no longer used: the controller tries the widths its model predicts, and moves when the measured gain passes the noise between engines and repays the switch (docs/adaptive.md)")
+	}
+	key, dir := sv.adaptCache(p)
+	sh := &controlShell{c: control.New(controlConfig(p)), rt: sv, eng: sv.rt, key: key,
+		client: secret.Client(sv.probeClient(60*time.Second), sv.engineKey), log: sv.log.With("component", "adapt"),
+		publish: func(s control.Status) {
+			sv.st.setAdapt(s)
+			sv.met.Adapt(s.State)
+		}, every: controlEvery}
+	if dir != "" {
+		sh.file = controlFile(dir, key)
+	}
+	sh.start()
+	sv.st.setAdapt(control.Status{State: "watching", Width: p.Resolution.Width, Note: "starting with the first engine", Resumed: sh.resumed, Updated: time.Now()})
+	return sh
 }
 
-// adaptDeps connect the loop to the runtime: which engine serves, how to
-// switch, the launcher's own counted client, the status page, the cache.
-func (sv *launcher) adaptDeps(p *plan.Plan) adapt.LoopDeps {
+// adaptCache is the key the controller's saved state is kept under and
+// its directory ("" when it is not kept, said in the log).
+func (sv *launcher) adaptCache(p *plan.Plan) (adapt.CacheKey, string) {
 	key := adapt.CacheKey{Engine: engineIdentity(p), Capability: p.Facts.CapabilityStr}
 	if len(p.Facts.GPUs) > 0 {
 		key.GPU = p.Facts.GPUs[0].Name
@@ -88,30 +86,19 @@ func (sv *launcher) adaptDeps(p *plan.Plan) adapt.LoopDeps {
 	dir, err := adapt.CacheDir()
 	switch {
 	case err != nil:
-		sv.log.Warn("adaptive width: the probed cost curve will not be cached", "err", err)
+		sv.log.Warn("adaptive width: what is learnt will not be saved", "err", err)
+		dir = ""
 	case unstated != nil:
 		// A model named by a repo id or a directory the engine resolves:
 		// no size and time to tell a replaced model by.
-		sv.log.Info("adaptive width: the probed cost curve will not be cached: a model is not a file here", "err", unstated)
+		sv.log.Info("adaptive width: what is learnt will not be saved: a model is not a file here", "err", unstated)
 		dir = ""
 	case key.Engine == "":
-		// A curve keyed by no version would outlive an engine upgrade.
-		sv.log.Info("adaptive width: the probed cost curve will not be cached: the engine's version is unknown")
+		// State keyed by no version would outlive an engine upgrade.
+		sv.log.Info("adaptive width: what is learnt will not be saved: the engine's version is unknown")
 		dir = ""
 	}
-	return adapt.LoopDeps{
-		Current: func() adapt.Target { return currentTarget(sv.rt) },
-		Switch:  sv.SwitchWidth,
-		HTTP:    secret.Client(sv.probeClient(60*time.Second), sv.engineKey),
-		Log:     sv.log.With("component", "adapt"),
-		Publish: func(s adapt.Status) {
-			sv.st.setAdapt(s)
-			sv.met.Adapt(s.State)
-		},
-		CacheDir: dir,
-		CacheKey: key,
-		Cfg:      adaptConfig(p.Settings),
-	}
+	return key, dir
 }
 
 // SwitchWidth switches to the plan in force rebuilt at width w (1 =

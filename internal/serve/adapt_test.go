@@ -95,14 +95,14 @@ func TestEngineIdentity(t *testing.T) {
 	}
 }
 
-// adapt.trials reaches the loop: unset is the loop's default, 0 turns
-// trials off (the loop reads a zero MaxTrials as its default, so off is
-// passed as a negative count), a count passes as is.
-func TestAdaptConfigTrials(t *testing.T) {
+// adapt.trials reaches the controller: 0 turns its trials off; unset or
+// a count leaves them on (the controller bounds them by the noise, not by
+// a count).
+func TestControlConfigTrials(t *testing.T) {
 	for _, c := range []struct {
-		env  string
-		want int
-	}{{"", adapt.DefaultMaxTrials}, {"0", -1}, {"1", 1}, {"8", 8}} {
+		env string
+		off bool
+	}{{"", false}, {"0", true}, {"1", false}, {"8", false}} {
 		s, _, _, err := config.Load(config.Input{Getenv: func(k string) string {
 			if k == "MLXCEL_ADAPT_TRIALS" {
 				return c.env
@@ -112,8 +112,10 @@ func TestAdaptConfigTrials(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := adaptConfig(s).MaxTrials; got != c.want {
-			t.Errorf("MLXCEL_ADAPT_TRIALS=%q: MaxTrials %d, want %d", c.env, got, c.want)
+		p := &plan.Plan{Settings: s}
+		p.Resolution.Width = 4
+		if got := controlConfig(p).Off["trials"]; got != c.off {
+			t.Errorf("MLXCEL_ADAPT_TRIALS=%q: trials off %v, want %v", c.env, got, c.off)
 		}
 	}
 }

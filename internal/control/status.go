@@ -1,0 +1,125 @@
+package control
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/speclaunch/speclaunch/internal/schedule"
+)
+
+// Status is the controller's state as /speclaunch/status shows it.
+type Status struct {
+	State string `json:"state"` // "watching", "switching", "trial", "holding"
+	Width int    `json:"width"` // serving now
+	// Schedule is the learnt schedule in its text form, Describe's words,
+	// and each bucket with the evidence for its width (Source).
+	Schedule string            `json:"schedule"`
+	Describe string            `json:"describe"`
+	Buckets  []schedule.Bucket `json:"buckets"`
+	// Bucket is the load bucket in force ("" before the load settled).
+	Bucket  string  `json:"bucket,omitempty"`
+	SwitchS float64 `json:"switch_s,omitempty"`
+	Note    string  `json:"note,omitempty"`
+	// Decisions counts the decisions; LastDecision is the serving
+	// engine's latest (nil before one), with the running width among its
+	// candidates when it judged that width (what scripts/adapteval's
+	// settle rule reads).
+	Decisions    int           `json:"decisions"`
+	LastDecision *lastDecision `json:"last_decision,omitempty"`
+	// Resumed is when an earlier run saved what this one started from
+	// (RFC 3339; set by the shell); empty when it learnt from scratch.
+	Resumed string    `json:"resumed,omitempty"`
+	Updated time.Time `json:"updated"`
+}
+
+// Status summarises s at now.
+func (s State) Status(now time.Time) Status {
+	st := Status{State: "watching", Width: s.Engine.Width, Schedule: s.Pair.Schedule.String(), Describe: s.Pair.Schedule.Describe(),
+		Buckets: append(schedule.Schedule(nil), s.Pair.Schedule...), SwitchS: s.Pair.SwitchS, Updated: now}
+	if d := s.Engine.Last; d.Running > 0 {
+		st.LastDecision = &lastDecision{Decision: d}
+		if d.Judged {
+			st.LastDecision.Candidates = []candidate{{Width: d.Running}}
+		}
+	}
+	st.Decisions = s.Pair.Decisions
+	if b := s.Load.Bucket; b >= 0 && b < len(s.Pair.Schedule) {
+		st.Bucket = s.Pair.Schedule[b].Range()
+	}
+	switch {
+	case s.Exp.Kind == Pending:
+		st.State, st.Note = "switching", fmt.Sprintf("switching to width %d: %s", s.Exp.Width, s.Exp.Reason)
+	case s.Exp.Kind == Trialing:
+		st.State, st.Note = "trial", fmt.Sprintf("measuring width %d before judging it: %s", s.Exp.Width, s.Exp.Reason)
+	case now.Before(s.Exp.HoldUntil):
+		st.State, st.Note = "holding", "a switch failed; none before "+s.Exp.HoldUntil.Format(time.RFC3339)
+	}
+	return st
+}
+
+type lastDecision struct {
+	Decision
+	Candidates []candidate `json:"candidates"`
+}
+
+type candidate struct {
+	Width int `json:"width"`
+}
+
+// Bounds of a saved Pair: far past anything an engine serves, near enough
+// that a hostile file cannot make the controller allocate or loop much.
+const (
+	maxSavedWidth   = schedule.MaxWidth
+	maxSavedBuckets = schedule.MaxBuckets
+	maxSavedRows    = 4096
+)
+
+// Check says what is wrong with a Pair read from a file ("" when nothing):
+// the controller takes a saved Pair only when it passes.
+func (p Pair) Check() string {
+	switch {
+	case len(p.Acc) != len(p.Cycles) || len(p.Acc) > maxSavedWidth:
+		return fmt.Sprintf("%d acceptance positions over %d cycle counts (at most %d)", len(p.Acc), len(p.Cycles), maxSavedWidth)
+	case len(p.Verify) > maxSavedRows:
+		return fmt.Sprintf("%d probed row counts, more than %d", len(p.Verify), maxSavedRows)
+	case len(p.Buckets) > maxSavedBuckets:
+		return fmt.Sprintf("%d buckets, more than %d", len(p.Buckets), maxSavedBuckets)
+	case !finite(p.SwitchS, 0, 1e5):
+		return fmt.Sprintf("switch time %v s", p.SwitchS)
+	}
+	if len(p.Schedule) > 0 {
+		if err := p.Schedule.Validate(); err != nil {
+			return "the schedule: " + err.Error()
+		}
+	}
+	for k := range p.Acc {
+		if !finite(p.Cycles[k], 0, 1e15) || !finite(p.Acc[k], 0, p.Cycles[k]) {
+			return fmt.Sprintf("position %d: %v of %v cycles", k+1, p.Acc[k], p.Cycles[k])
+		}
+	}
+	for r, v := range p.Verify {
+		if r < 1 || r > maxSavedRows || !finite(v, 1e-6, 1e6) {
+			return fmt.Sprintf("verify cost %v ms at %d rows", v, r)
+		}
+	}
+	for _, b := range p.Buckets {
+		if len(b.Runs) > maxSavedWidth || !finite(b.N, 0, 1e6) {
+			return fmt.Sprintf("bucket %d-%d: %d widths, load %v", b.Lo, b.Hi, len(b.Runs), b.N)
+		}
+		for w, rs := range b.Runs {
+			if w < 1 || w > maxSavedWidth || len(rs) > maxRuns {
+				return fmt.Sprintf("bucket %d-%d: width %d with %d runs", b.Lo, b.Hi, w, len(rs))
+			}
+			for _, r := range rs {
+				if !finite(r.Tokens, 0, 1e15) || !finite(r.Secs, 0, 1e12) || !finite(r.Cycles, 0, 1e15) || r.Scrapes < 0 || r.Scrapes > runWindow ||
+					!finite(r.SumR, 0, 1e12) || !finite(r.SumR2, 0, 1e18) || !finite(r.SumT, 0, 1e9) || !finite(r.SumT2, 0, 1e12) {
+					return fmt.Sprintf("bucket %d-%d: a run of width %d out of bounds", b.Lo, b.Hi, w)
+				}
+			}
+		}
+	}
+	return ""
+}
+
+func finite(x, lo, hi float64) bool { return !math.IsNaN(x) && x >= lo && x <= hi }

@@ -1,0 +1,339 @@
+package serve
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/speclaunch/speclaunch/internal/adapt"
+	"github.com/speclaunch/speclaunch/internal/control"
+	"github.com/speclaunch/speclaunch/internal/plan"
+	"github.com/speclaunch/speclaunch/internal/safefile"
+	"github.com/speclaunch/speclaunch/internal/schedule"
+)
+
+// controlShell drives internal/control's pure controller for serve: every
+// interval it scrapes the serving engine's /metrics and reads the proxy's
+// in-flight count, and it carries out what the controller asks. A switch
+// and a probe run beside the loop and answer it when they end, so neither
+// holds the other, nor a reload: a new engine is never probed before it
+// takes traffic, and a probe under load is bounded (probeBound) and says
+// so in the log when it starts and when it gives up.
+type controlShell struct {
+	c       control.Controller
+	rt      Runtime
+	eng     engines
+	client  *http.Client
+	log     *slog.Logger
+	publish func(control.Status)
+	file    string // where the pair's knowledge is saved; "" not saved
+	key     adapt.CacheKey
+	every   time.Duration
+	// resumed: when the state resumed was saved ("" none); saved: a save
+	// succeeded (said once).
+	resumed string
+	saved   bool
+	// probing counts the shell's own probe requests in flight, which the
+	// proxy's count holds and the load must not; pre is a probe made
+	// before traffic, for the loop to take; hasCurve says the controller
+	// has a verify cost, so no new engine is probed before traffic.
+	probing  atomic.Int32
+	mu       sync.Mutex
+	pre      map[int]float64
+	hasCurve atomic.Bool
+	initial  control.Pair // what was resumed (start)
+}
+
+// start reads the saved state: before the first engine, so that one that
+// resumed a verify cost is not probed before traffic.
+func (sh *controlShell) start() {
+	sh.initial = sh.load()
+	sh.hasCurve.Store(len(sh.initial.Verify) > 0)
+}
+
+// Bounds of the shell's I/O.
+const (
+	controlEvery = 2 * time.Second  // between scrapes (the old loop's, and adaptsim's)
+	scrapeBound  = 5 * time.Second  // one /metrics request
+	probeBound   = 30 * time.Second // one probe under load (adapt.DefaultProbeTimeout)
+	beforeBound  = 10 * time.Second // the probe of a first engine while requests wait (issue 30)
+	saveEvery    = 10 * time.Second // between two saves
+)
+
+// savedPair is the file the shell keeps the pair's knowledge in.
+type savedPair struct {
+	Key   adapt.CacheKey `json:"key"`
+	Saved time.Time      `json:"saved"`
+	Pair  control.Pair   `json:"pair"`
+}
+
+// BeforeTraffic probes a new engine's verify cost while it is idle, but
+// only until the controller has one (the first engine of a run that
+// resumed nothing) and for at most beforeBound, said in the log: what it
+// lacks is probed under load later. It never fails the engine's start.
+func (sh *controlShell) BeforeTraffic(ctx context.Context, t adapt.Target) error {
+	if sh.hasCurve.Load() || t.BaseURL == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, beforeBound)
+	defer cancel()
+	sh.log.Info(fmt.Sprintf("adapt: probing the new engine's verify cost before it takes traffic (at most %s; requests wait meanwhile)", beforeBound))
+	start, maxW := time.Now(), sh.c.Config().MaxWidth
+	v := map[int]float64{}
+	for _, n := range []int{1, 2, 4} {
+		var rows []int
+		for w := 1; w <= maxW; w++ {
+			if _, have := v[n*w]; !have {
+				rows = append(rows, n*w)
+			}
+		}
+		c, err := adapt.Probe(ctx, sh.client, t.BaseURL, rows, adapt.DefaultProbeReps)
+		if err != nil {
+			sh.log.Info(fmt.Sprintf("adapt: the probe before traffic stopped after %s (%v); the engine serves, and what it lacks is probed under load if needed", time.Since(start).Round(time.Millisecond), err))
+			break
+		}
+		maps.Copy(v, c.VerifyMS)
+	}
+	sh.mu.Lock()
+	sh.pre = v
+	sh.mu.Unlock()
+	return nil
+}
+
+// takePre is the probe made before traffic, once (nil when none).
+func (sh *controlShell) takePre(now time.Time) *control.Observation {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if len(sh.pre) == 0 {
+		return nil
+	}
+	o := &control.Observation{Kind: control.Probed, Now: now, Verify: sh.pre}
+	sh.pre = nil
+	return o
+}
+
+// Run steps the controller until ctx ends (nil) or the engine cannot be
+// adapted (an error wrapping adapt.ErrNotAdapting).
+func (sh *controlShell) Run(ctx context.Context) error {
+	s := sh.c.Init(sh.initial)
+	obs := make(chan control.Observation, 8)
+	tick := time.NewTicker(sh.every)
+	defer tick.Stop()
+	var lastSave time.Time
+	for {
+		var o control.Observation
+		select {
+		case <-ctx.Done():
+			sh.save(s, time.Now())
+			return nil
+		case o = <-obs:
+		case now := <-tick.C:
+			if pre := sh.takePre(now); pre != nil {
+				s, _ = sh.c.Step(s, *pre)
+			}
+			var err error
+			if o, err = sh.scrape(ctx, now); err != nil {
+				if errors.Is(err, adapt.ErrNotAdapting) {
+					return err
+				}
+				sh.log.Debug("adapt: scrape failed", "err", err)
+				continue
+			}
+		}
+		var acts []control.Action
+		s, acts = sh.c.Step(s, o)
+		sh.hasCurve.Store(len(s.Pair.Verify) > 0)
+		for _, a := range acts {
+			switch a.Op {
+			case control.SwitchTo:
+				go sh.switchTo(ctx, a, obs)
+			case control.Probe:
+				go sh.probe(ctx, a, obs)
+			case control.Log:
+				sh.log.Info(a.Msg)
+			case control.Save:
+				if o.Now.Sub(lastSave) >= saveEvery {
+					sh.save(s, o.Now)
+					lastSave = o.Now
+				}
+			}
+		}
+		st := s.Status(o.Now)
+		st.Resumed = sh.resumed
+		sh.publish(st)
+	}
+}
+
+// scrape reads the serving engine's counters and the load.
+func (sh *controlShell) scrape(ctx context.Context, now time.Time) (control.Observation, error) {
+	in := sh.eng.Current()
+	if in == nil || in.Backend == nil {
+		return control.Observation{}, errors.New("no engine serves")
+	}
+	ctx, cancel := context.WithTimeout(ctx, scrapeBound)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, in.Backend.URL.String()+"/metrics", nil)
+	if err != nil {
+		return control.Observation{}, err
+	}
+	resp, err := sh.client.Do(req)
+	if err != nil {
+		return control.Observation{}, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return control.Observation{}, fmt.Errorf("/metrics: %s", resp.Status)
+	}
+	snap, err := adapt.ParseMetrics(resp.Body)
+	if err != nil {
+		return control.Observation{}, err
+	}
+	w := widthOf(in.Plan)
+	if w >= 2 && snap.Cycles > 0 && !snap.HasPerPos {
+		return control.Observation{}, fmt.Errorf("%w: the engine reports no acceptance by draft position; only the width it was given is served", adapt.ErrNotAdapting)
+	}
+	secs, _ := in.Backend.Served(0)
+	if secs <= 0 {
+		secs = snap.PredictSeconds // requests sent around the proxy: the engine's own seconds
+	}
+	return control.Observation{Kind: control.Scrape, Now: now, Engine: uint64(in.ID), Width: w, Shared: sh.eng.Beside() > 0,
+		InFlight: float64(max(0, sh.rt.InFlight()-int(sh.probing.Load()))), Counters: control.Counters{Cycles: snap.Cycles, AtLeast: snap.PerPos, Tokens: snap.Predicted, Secs: secs}}, nil
+}
+
+// switchTo asks the runtime for the switch and answers the loop.
+func (sh *controlShell) switchTo(ctx context.Context, a control.Action, obs chan<- control.Observation) {
+	sh.log.Info(fmt.Sprintf("adapt: switch to width %d: %s", a.Width, a.Reason))
+	start := time.Now()
+	err := sh.rt.SwitchWidth(ctx, a.Width, a.Reason)
+	o := control.Observation{Kind: control.Switched, Now: time.Now(), Took: time.Since(start)}
+	if err != nil {
+		o.Err = err.Error()
+	}
+	select {
+	case obs <- o:
+	case <-ctx.Done():
+	}
+}
+
+// probe probes the serving engine's verify cost under load, bounded by
+// probeBound, and answers the loop; the loop and any switch go on
+// meanwhile.
+func (sh *controlShell) probe(ctx context.Context, a control.Action, obs chan<- control.Observation) {
+	in := sh.eng.Current()
+	o := control.Observation{Kind: control.Probed}
+	if in == nil || in.Backend == nil {
+		o.Err = "no engine serves"
+	} else {
+		sh.log.Info(fmt.Sprintf("adapt: probing %s (at most %s; serving, switches and reloads go on meanwhile)", a.Reason, probeBound))
+		pctx, cancel := context.WithTimeout(ctx, probeBound)
+		sh.probing.Add(1)
+		c, err := adapt.Probe(pctx, sh.client, in.Backend.URL.String(), a.Rows, adapt.DefaultProbeReps)
+		sh.probing.Add(-1)
+		cancel()
+		if err != nil {
+			o.Err = err.Error()
+			sh.log.Info(fmt.Sprintf("adapt: the probe did not finish within %s (%v); the controller goes on without it and tries no unmeasured width until it is asked again", probeBound, err))
+		}
+		o.Verify = c.VerifyMS
+	}
+	o.Now = time.Now()
+	select {
+	case obs <- o:
+	case <-ctx.Done():
+	}
+}
+
+// load reads the saved pair (Pair{} when none or unusable, said once).
+func (sh *controlShell) load() control.Pair {
+	if sh.file == "" {
+		return control.Pair{}
+	}
+	sh.noteOldState()
+	f, err := safefile.Open(context.Background(), "adaptive state", sh.file, 4<<20)
+	if err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			sh.log.Warn("adapt: the saved state is not read; learning again", "file", sh.file, "err", err)
+		}
+		return control.Pair{}
+	}
+	defer f.Close()
+	var sp savedPair
+	if err := json.NewDecoder(f).Decode(&sp); err != nil {
+		sh.log.Warn("adapt: the saved state is not read; learning again", "file", sh.file, "err", err)
+		return control.Pair{}
+	}
+	if sp.Key.GPU != sh.key.GPU || sp.Key.Engine != sh.key.Engine || sp.Key.Capability != sh.key.Capability {
+		sh.log.Warn("adapt: the saved state was written for another engine or GPU; learning again", "file", sh.file)
+		return control.Pair{}
+	}
+	if why := sp.Pair.Check(); why != "" {
+		sh.log.Warn("adapt: the saved state is not read ("+why+"); learning again", "file", sh.file)
+		return control.Pair{}
+	}
+	sh.resumed = sp.Saved.Format(time.RFC3339)
+	sh.log.Info("adapt: resuming what an earlier run learnt", "file", sh.file, "saved", sh.resumed, "schedule", sp.Pair.Schedule.String())
+	return sp.Pair
+}
+
+// noteOldState says, once, that the loop before this controller left a
+// state file this one does not read.
+func (sh *controlShell) noteOldState() {
+	old, _ := filepath.Glob(filepath.Join(filepath.Dir(sh.file), "adapt-learnt-*.json"))
+	if len(old) > 0 {
+		sh.log.Info("adapt: the earlier adaptive loop's state files are not read by this controller (it keeps its own); they may be deleted", "files", old)
+	}
+}
+
+// save writes the pair's knowledge (a failure is logged and the loop goes on).
+func (sh *controlShell) save(s control.State, now time.Time) {
+	if sh.file == "" {
+		return
+	}
+	b, err := json.Marshal(savedPair{Key: sh.key, Saved: now, Pair: s.Pair})
+	if err == nil {
+		err = os.MkdirAll(filepath.Dir(sh.file), 0o755)
+	}
+	if err == nil {
+		err = safefile.WriteFile(sh.file, b, 0o600)
+	}
+	switch {
+	case err != nil:
+		sh.log.Warn("adapt: the learnt state was not saved", "file", sh.file, "err", err)
+	case !sh.saved:
+		sh.saved = true
+		sh.log.Info("adapt: what was learnt is saved (and again as it learns)", "file", sh.file)
+	}
+}
+
+// controlConfig turns the settings into the controller's: the safe answer
+// is the plan's own schedule (the policy's or the engine's width).
+func controlConfig(p *plan.Plan) control.Config {
+	s := p.Settings
+	c := control.Config{Default: p.Resolution.Schedule, MaxWidth: s.AdaptMaxWidth.Value, MinCycles: float64(s.AdaptMinCycles.Value), Hold: s.AdaptWindow.Value}
+	if len(c.Default) == 0 {
+		c.Default = schedule.Flat(p.Resolution.Width, string(p.Resolution.Source))
+	}
+	if s.AdaptTrials.Value == 0 {
+		c.Off = map[string]bool{"trials": true} // adapt.trials = 0: no width is tried unmeasured
+	}
+	return c
+}
+
+// controlFile is where the shell keeps the pair's knowledge: beside the
+// old loop's files, named by the hash of the key.
+func controlFile(dir string, k adapt.CacheKey) string {
+	b, _ := json.Marshal(k)
+	h := sha256.Sum256(b)
+	return filepath.Join(dir, "adapt-control-"+hex.EncodeToString(h[:8])+".json")
+}
