@@ -215,6 +215,12 @@ type Options struct {
 	// Metrics, when set, gives speclaunch's own series (Prometheus text):
 	// served at MetricsPath and appended to the engine's on GET /metrics.
 	Metrics func() []byte
+	// BodyBudget bounds the request bodies kept in memory, all requests
+	// together; 0 = DefaultBodyBudget.
+	BodyBudget int64
+	// BodyTimeout is how long a request body may take to arrive whole;
+	// 0 = DefaultBodyTimeout.
+	BodyTimeout time.Duration
 }
 
 // Proxy routes requests to the backend that serves now.
@@ -232,6 +238,7 @@ type Proxy struct {
 	queue   []*waiter     // FIFO
 
 	held, rejected, retried atomic.Int64
+	bodies                  *bodyBudget
 }
 
 type waiter struct {
@@ -249,6 +256,12 @@ func New(o Options) *Proxy {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
+	if o.BodyBudget <= 0 {
+		o.BodyBudget = DefaultBodyBudget
+	}
+	if o.BodyTimeout <= 0 {
+		o.BodyTimeout = DefaultBodyTimeout
+	}
 	if o.Transport == nil {
 		o.Transport = &http.Transport{
 			DialContext: (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
@@ -264,7 +277,7 @@ func New(o Options) *Proxy {
 			ForceAttemptHTTP2:  false,
 		}
 	}
-	p := &Proxy{o: o, holding: true, stopped: make(chan struct{})}
+	p := &Proxy{o: o, holding: true, stopped: make(chan struct{}), bodies: newBodyBudget(o.BodyBudget)}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			s := pr.In.Context().Value(slotKey{}).(*slot)
@@ -368,6 +381,11 @@ type Stats struct {
 	HeldTotal     int64 `json:"held_total"`
 	RejectedTotal int64 `json:"rejected_total"` // 503s: queue full or held too long
 	RetriedTotal  int64 `json:"retried_total"`  // refused dials sent to the next engine
+	// BodyBytesHeld are the request bodies kept in memory now (bounded by
+	// Options.BodyBudget); BodiesStreamed counts the bodies that did not
+	// fit and streamed through without a re-send.
+	BodyBytesHeld  int64 `json:"body_bytes_held"`
+	BodiesStreamed int64 `json:"bodies_streamed_total"`
 }
 
 // Stats reports the proxy's counters.
@@ -375,8 +393,10 @@ func (p *Proxy) Stats() Stats {
 	p.mu.Lock()
 	n, h, q, hold := len(p.queue), p.holding, p.o.QueueSize, p.o.HoldTimeout
 	p.mu.Unlock()
+	bh, bs := p.bodies.stats()
 	return Stats{HeldNow: n, Holding: h, QueueSize: q, HoldTimeoutS: int(hold / time.Second),
-		HeldTotal: p.held.Load(), RejectedTotal: p.rejected.Load(), RetriedTotal: p.retried.Load()}
+		HeldTotal: p.held.Load(), RejectedTotal: p.rejected.Load(), RetriedTotal: p.retried.Load(),
+		BodyBytesHeld: bh, BodiesStreamed: bs}
 }
 
 // errHeld is a request that could not be given a backend in time.
@@ -488,7 +508,14 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.health(w)
 		return
 	}
-	if err := replayable(w, r); err != nil {
+	release, err := p.replayable(w, r)
+	defer release()
+	if errors.Is(err, errBodyTimeout) {
+		w.Header().Set("Connection", "close")
+		writeError(w, http.StatusRequestTimeout, fmt.Sprintf("the request body did not arrive within %v; send it whole, faster", p.o.BodyTimeout), "invalid_request_error", 0)
+		return
+	}
+	if err != nil {
 		writeError(w, http.StatusBadRequest, "cannot read the request body: "+err.Error(), "invalid_request_error", 0)
 		return
 	}
@@ -615,35 +642,6 @@ func (p *Proxy) health(w http.ResponseWriter) {
 // request can be sent again to the next engine when its engine dies
 // before answering. LLM requests are far below it.
 const maxReplay = 8 << 20
-
-// replayable reads the request body before anything goes upstream, so that
-// (1) the engine's answer can start streaming while nothing is left to
-// read from the client: net/http's server would otherwise consume the
-// unread body itself once the response headers go out, racing the
-// transport that is still sending it, and the transport then closes the
-// engine connection mid-stream (a stream cut after its first token); and
-// (2) a request whose engine died before answering can be sent again. A
-// larger body streams through in full-duplex mode, without a re-send.
-func replayable(w http.ResponseWriter, r *http.Request) error {
-	if r.Body == nil || r.Body == http.NoBody {
-		return nil
-	}
-	if r.ContentLength > maxReplay {
-		return fullDuplex(w)
-	}
-	buf, err := io.ReadAll(io.LimitReader(r.Body, maxReplay+1))
-	if err != nil {
-		return err
-	}
-	if len(buf) > maxReplay {
-		r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(buf), r.Body))
-		return fullDuplex(w)
-	}
-	r.ContentLength = int64(len(buf))
-	r.Body = io.NopCloser(bytes.NewReader(buf))
-	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf)), nil }
-	return nil
-}
 
 func fullDuplex(w http.ResponseWriter) error {
 	if err := http.NewResponseController(w).EnableFullDuplex(); err != nil && !errors.Is(err, http.ErrNotSupported) {

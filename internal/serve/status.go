@@ -31,6 +31,10 @@ func serveHTTP(addr string, h http.Handler, log *slog.Logger) (*httpServer, erro
 	s := &httpServer{ln: ln, srv: &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 30 * time.Second,
+		// A kept-alive connection with no request closes after two
+		// minutes (issue 33: 100 idle or trickling connections stayed);
+		// a request's body has the proxy's body timeout.
+		IdleTimeout: 2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}}
 	go s.srv.Serve(ln)

@@ -1,0 +1,189 @@
+package proxy
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"runtime/debug"
+	"sync"
+	"time"
+)
+
+// Bounds on request bodies. maxReplay bounds one kept body; the budget
+// bounds them all: 48 concurrent 7.5 MiB bodies took the launcher from 20
+// MB to 667 MB of RSS, kept after 100 s idle (issue 33). A body that does
+// not fit the budget streams through to the engine (full duplex) instead
+// of being kept, so it cannot be re-sent if its engine dies before
+// answering; nothing is refused for it.
+const (
+	// DefaultBodyBudget is eight bodies at the replay cap: LLM request
+	// bodies are kilobytes, so thousands of ordinary ones fit.
+	DefaultBodyBudget = 8 * maxReplay
+	// DefaultBodyTimeout is how long a request body may take to arrive
+	// whole: 100 connections sending theirs at 1 byte/s were never closed.
+	// Two minutes carry an 8 MiB body at 70 KB/s.
+	DefaultBodyTimeout = 2 * time.Minute
+	// freeAfter: once the bodies kept fall back to none after holding at
+	// least this much, the heap they left is handed back to the OS
+	// (debug.FreeOSMemory), at most once per freeEvery; the runtime would
+	// otherwise keep it until its next forced GC, minutes later.
+	freeAfter = 2 * maxReplay
+	freeEvery = 10 * time.Second
+	// bodyChunk is how much of a body of unknown length is kept per
+	// reservation.
+	bodyChunk = 64 << 10
+)
+
+// bodyBudget counts the bytes of request bodies kept in memory.
+type bodyBudget struct {
+	mu       sync.Mutex
+	max      int64
+	held     int64
+	peak     int64     // the most held since the last hand-back
+	lastFree time.Time // when memory was last handed back
+	now      func() time.Time
+	free     func() // debug.FreeOSMemory; tests count calls
+	streamed int64  // bodies that did not fit and streamed through
+}
+
+func newBodyBudget(max int64) *bodyBudget {
+	return &bodyBudget{max: max, now: time.Now, free: debug.FreeOSMemory}
+}
+
+// acquire reserves n bytes; false when they do not fit.
+func (b *bodyBudget) acquire(n int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.held+n > b.max {
+		return false
+	}
+	b.held += n
+	b.peak = max(b.peak, b.held)
+	return true
+}
+
+// release returns n bytes; when nothing is held any more after a peak of
+// freeAfter or more, the memory goes back to the OS (off the caller's
+// goroutine).
+func (b *bodyBudget) release(n int64) {
+	if n == 0 {
+		return
+	}
+	b.mu.Lock()
+	b.held -= n
+	free := b.held == 0 && b.peak >= freeAfter && b.now().Sub(b.lastFree) >= freeEvery
+	if free {
+		b.peak, b.lastFree = 0, b.now()
+	}
+	b.mu.Unlock()
+	if free {
+		go b.free()
+	}
+}
+
+func (b *bodyBudget) stats() (held, streamed int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.held, b.streamed
+}
+
+// errBodyTimeout: the body did not arrive within the body timeout.
+var errBodyTimeout = errors.New("the request body did not arrive in time")
+
+// replayable reads the request body before anything goes upstream, so that
+// (1) the engine's answer can start streaming while nothing is left to
+// read from the client: net/http's server would otherwise consume the
+// unread body itself once the response headers go out, racing the
+// transport that is still sending it, and the transport then closes the
+// engine connection mid-stream (a stream cut after its first token); and
+// (2) a request whose engine died before answering can be sent again. A
+// body over maxReplay, or one the budget has no room for, streams through
+// in full-duplex mode, without a re-send. The whole body must arrive
+// within the body timeout. release returns the bytes kept to the budget
+// once the request is over.
+func (p *Proxy) replayable(w http.ResponseWriter, r *http.Request) (release func(), err error) {
+	release = func() {}
+	if r.Body == nil || r.Body == http.NoBody {
+		return release, nil
+	}
+	rc := http.NewResponseController(w)
+	if err := rc.SetReadDeadline(time.Now().Add(p.o.BodyTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return release, err
+	}
+	// The deadline ends with the body: read whole here, or read by the
+	// transport when it streams through.
+	clear := func() { rc.SetReadDeadline(time.Time{}) }
+	var kept []byte
+	var n int64
+	whole := false
+	if cl := r.ContentLength; cl >= 0 && cl <= maxReplay && p.bodies.acquire(cl) {
+		n, whole = cl, true
+		kept = make([]byte, cl)
+		_, err = io.ReadFull(r.Body, kept)
+	} else if cl < 0 {
+		kept, n, whole, err = p.readChunks(r.Body)
+	}
+	release = func() { p.bodies.release(n) }
+	if err != nil {
+		return release, bodyErr(err)
+	}
+	if whole {
+		clear()
+		r.ContentLength = int64(len(kept))
+		r.Body = io.NopCloser(bytes.NewReader(kept))
+		r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(kept)), nil }
+		return release, nil
+	}
+	p.bodies.mu.Lock()
+	p.bodies.streamed++
+	p.bodies.mu.Unlock()
+	r.Body = &deadlineBody{r: io.MultiReader(bytes.NewReader(kept), r.Body), c: r.Body, clear: clear}
+	return release, fullDuplex(w)
+}
+
+// readChunks keeps a body of unknown length a chunk at a time while the
+// budget has room and the body stays within maxReplay; whole says it
+// ended within them. Otherwise kept is its start, and the rest streams.
+func (p *Proxy) readChunks(body io.Reader) (kept []byte, n int64, whole bool, err error) {
+	for int64(len(kept)) <= maxReplay && p.bodies.acquire(bodyChunk) {
+		n += bodyChunk
+		kept = append(kept, make([]byte, bodyChunk)...)
+		k, err := io.ReadFull(body, kept[len(kept)-bodyChunk:])
+		kept = kept[:len(kept)-bodyChunk+k]
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return kept, n, true, nil
+		}
+		if err != nil {
+			return nil, n, false, err
+		}
+	}
+	return kept, n, false, nil
+}
+
+// bodyErr names a body that ran past its deadline.
+func bodyErr(err error) error {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return errBodyTimeout
+	}
+	return err
+}
+
+// deadlineBody streams a body through and lifts the read deadline once it
+// has been read to its end.
+type deadlineBody struct {
+	r     io.Reader
+	c     io.Closer
+	clear func()
+}
+
+func (d *deadlineBody) Read(b []byte) (int, error) {
+	n, err := d.r.Read(b)
+	if errors.Is(err, io.EOF) {
+		d.clear()
+	}
+	return n, bodyErr(err)
+}
+
+func (d *deadlineBody) Close() error { return d.c.Close() }
