@@ -35,7 +35,7 @@ func serveHTTP(addr string, h http.Handler, log *slog.Logger) (*httpServer, erro
 		// minutes (issue 33: 100 idle or trickling connections stayed);
 		// a request's body has the proxy's body timeout.
 		IdleTimeout: 2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+		ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}}
 	go s.srv.Serve(ln)
 	return s, nil
