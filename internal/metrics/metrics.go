@@ -39,6 +39,13 @@ type Metrics struct {
 // Phases are the runtime's states (server.Phase names).
 var Phases = []string{"starting", "serving", "switching", "stopping", "stopped"}
 
+// SwitchKinds and SwitchModes label the switch series (server.Kind and
+// key.Switch names, "start" aside: a launch is not a switch).
+var (
+	SwitchKinds = []string{"reload", "adapt", "restart", "follow"}
+	SwitchModes = []string{"overlap", "drain", "direct"}
+)
+
 // AdaptStates are the adaptive width's states (adapt.State* names and
 // control.Status.State).
 var AdaptStates = []string{"off", "probing", "exploring", "watching", "switching", "trial", "holding", "not adapting", "stopped"}
@@ -81,6 +88,17 @@ func New(src Sources) *Metrics {
 	m.predErr = prometheus.NewGauge(prometheus.GaugeOpts{Name: "speclaunch_adapt_prediction_error_ratio",
 		Help: "The adaptive loop's running prediction error of ms per cycle: measured / predicted - 1."})
 	m.reg.MustRegister(m.switches, m.switchTime, m.restarts, m.width, m.widthLoad, m.verified, m.phase, m.adaptState, m.predErr)
+	// Every switch series exists at zero from the start, as Prometheus
+	// conventions want: rate() and alerts on them work before the first
+	// switch (issue 33).
+	for _, kind := range SwitchKinds {
+		for _, mode := range SwitchModes {
+			m.switchTime.WithLabelValues(kind, mode)
+			for _, outcome := range []string{"ok", "failed"} {
+				m.switches.WithLabelValues(kind, mode, outcome)
+			}
+		}
+	}
 	m.Phase("starting")
 	m.Adapt("off")
 	return m

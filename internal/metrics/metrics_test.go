@@ -35,9 +35,15 @@ func TestText(t *testing.T) {
 	if on != 1 {
 		t.Errorf("%d states on, want 1", on)
 	}
-	sw := fams["speclaunch_switches_total"].GetMetric()
-	if len(sw) != 1 || sw[0].GetCounter().GetValue() != 1 || sw[0].GetLabel()[2].GetValue() != "failed" {
-		t.Errorf("switches %v", sw)
+	var counted []string
+	for _, c := range fams["speclaunch_switches_total"].GetMetric() {
+		if c.GetCounter().GetValue() != 0 {
+			l := c.GetLabel()
+			counted = append(counted, l[0].GetValue()+"/"+l[1].GetValue()+"/"+l[2].GetValue())
+		}
+	}
+	if len(counted) != 1 || counted[0] != "adapt/overlap/failed" {
+		t.Errorf("switches counted %v, want adapt/overlap/failed", counted)
 	}
 	if v := fams["speclaunch_requests_held"].GetMetric()[0].GetGauge().GetValue(); v != 5 {
 		t.Errorf("held %v, want 5 (read at scrape time)", v)
@@ -53,5 +59,31 @@ func TestText(t *testing.T) {
 	}
 	if fams["speclaunch_engine_restarts_total"].GetMetric()[0].GetCounter().GetValue() != 0 {
 		t.Error("a failed adapt switch counted as a restart")
+	}
+}
+
+// Issue 33: the switch series did not exist until the first switch, so a
+// rate() or an alert on them had nothing to read. They start at zero.
+func TestSwitchSeriesAtZero(t *testing.T) {
+	m := New(Sources{})
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(bytes.NewReader(m.Text()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sw := fams["speclaunch_switches_total"].GetMetric()
+	if want := len(SwitchKinds) * len(SwitchModes) * 2; len(sw) != want {
+		t.Errorf("%d switch counters before any switch, want %d at zero", len(sw), want)
+	}
+	for _, c := range sw {
+		if c.GetCounter().GetValue() != 0 {
+			t.Errorf("counter %v is not 0", c)
+		}
+	}
+	if h := fams["speclaunch_switch_duration_seconds"].GetMetric(); len(h) != len(SwitchKinds)*len(SwitchModes) || h[0].GetHistogram().GetSampleCount() != 0 {
+		t.Errorf("switch durations before any switch: %v", h)
+	}
+	if fams["speclaunch_engine_restarts_total"] == nil {
+		t.Error("no restarts counter at zero")
 	}
 }
