@@ -84,7 +84,7 @@ func TestServeSIGTERMLetsRequestsFinish(t *testing.T) {
 }
 
 // SIGTERM with a request that outlasts --shutdown-timeout: the engine is
-// stopped, and the client gets a 503 that says so, not an empty reply
+// stopped, serve exits 4 (requests cut), and the client gets a 503 that says so, not an empty reply
 // (the proxy waited to learn whether the engine was gone longer than the
 // listener's grace).
 func TestServeShutdownTimeoutAnswersTheRequestsCut(t *testing.T) {
@@ -111,7 +111,10 @@ func TestServeShutdownTimeoutAnswersTheRequestsCut(t *testing.T) {
 	if err := <-got; err != nil {
 		t.Errorf("the request cut at the shutdown timeout: %v, want a 503 saying why; log:\n%s", err, r.log)
 	}
-	r.exit(t, 20*time.Second)
+	// Issue 33: a stop that cut requests is not a clean stop (exit 0).
+	if c := r.exit(t, 20*time.Second); c != 4 || !strings.Contains(r.log.String(), "stopped with 1 request(s) in flight cut") {
+		t.Errorf("exit %d, want 4 with an error line saying a request was cut; log:\n%s", c, r.log)
+	}
 }
 
 // An engine that stops answering (SIGSTOP) does not hang the launcher:

@@ -15,6 +15,11 @@ type Error struct {
 func (e *Error) Error() string { return e.Err.Error() }
 func (e *Error) Unwrap() error { return e.Err }
 
+// RequestsCut is serve's exit code when it stopped with requests in
+// flight cut (the shutdown timeout passed, or a second signal came): an
+// orchestrator can tell it from a clean stop (0) that dropped no work.
+const RequestsCut = 4
+
 // New makes a plain exit with a code (e.g. the engine's).
 func New(code int, err error) error { return &Error{Code: code, Err: err} }
 

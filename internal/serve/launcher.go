@@ -262,7 +262,17 @@ func (sv *launcher) run(p *plan.Plan) error {
 	<-fed
 	sv.endAdapt()
 	sv.endFollow()
+	code, err = cutExit(code, err, sv.rt.Cut())
 	return runErr(code, err)
+}
+
+// cutExit turns a clean exit with requests cut into exitcode.RequestsCut
+// (docs/serving.md, "Exit codes"); any other exit keeps its code.
+func cutExit(code int, err error, cut int) (int, error) {
+	if code != 0 || cut == 0 {
+		return code, err
+	}
+	return exitcode.RequestsCut, fmt.Errorf("stopped with %d request(s) in flight cut (the shutdown timeout passed, or a second signal came)", cut)
 }
 
 // watchFiles catches SIGHUP and watches the profile and policy files.

@@ -104,6 +104,7 @@ type Runtime struct {
 	mu      sync.Mutex
 	engines map[EngineID]*live
 	serving EngineID
+	cut     int // requests in flight when the engines were stopped under them
 }
 
 type live struct {
@@ -225,6 +226,7 @@ func (r *Runtime) exec(acts []Action) (Exit, bool) {
 				l.inst.Backend.Gone()
 			}
 		case Cut:
+			r.countCut()
 			if r.o.Proxy != nil {
 				r.o.Proxy.Close()
 			}
@@ -267,6 +269,26 @@ func (r *Runtime) inst(e *Engine) *Instance {
 		return l.inst
 	}
 	return nil
+}
+
+// countCut adds up the requests in flight on every engine as they are
+// stopped under them (the shutdown timeout passed, or a second signal).
+func (r *Runtime) countCut() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, l := range r.engines {
+		if l.inst != nil && l.inst.Backend != nil {
+			r.cut += l.inst.Backend.InFlight()
+		}
+	}
+}
+
+// Cut is how many requests were in flight when speclaunch stopped the
+// engines under them; 0 for a clean stop.
+func (r *Runtime) Cut() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cut
 }
 
 // start launches an engine off the loop; Ready, then Exited, come back.
