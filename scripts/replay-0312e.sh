@@ -19,6 +19,10 @@ fi
 rm -rf "$dir/internal/simcost" "$dir/internal/adaptsim"
 cp -r "$repo/internal/simcost" "$dir/internal/simcost"
 cp -r "$repo/internal/adaptsim" "$dir/internal/adaptsim"
+# The adapter of internal/adapt's Loop goes once that loop is deleted;
+# the replay takes it from the commit that last changed it.
+[ -f "$dir/internal/adaptsim/loop.go" ] ||
+	git -C "$repo" show 5394f73:internal/adaptsim/loop.go >"$dir/internal/adaptsim/loop.go"
 # Only the tests the replay needs: others import packages 5347cd0 lacks.
 for f in "$dir"/internal/adaptsim/*_test.go; do
 	case $(basename "$f") in

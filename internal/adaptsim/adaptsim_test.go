@@ -189,3 +189,32 @@ func (r *recordCtl) Switched(s Scrape, took time.Duration) []Command {
 	r.took = took
 	return nil
 }
+
+// The report's small rules: end widths counted, a replay within its
+// tolerance, a cell judged and below the default.
+func TestReportRules(t *testing.T) {
+	for _, tc := range []struct {
+		in   []int
+		want string
+	}{{[]int{4, 1, 4, 1, 1}, "1×3 4×2"}, {[]int{5}, "5"}, {nil, ""}} {
+		if got := counted(tc.in); got != tc.want {
+			t.Errorf("counted(%v) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+	r := ReplayResult{Recorded: Recorded{Frac: 0.906}, Frac: 0.936}
+	if !r.Within(0.0301) || r.Within(0.029) {
+		t.Errorf("0.936 against 0.906: Within(0.0301) %v, Within(0.029) %v", r.Within(0.0301), r.Within(0.029))
+	}
+	c := Cell{Gain: 0.10, Noise: 0.08, EndVsDefault: -0.011}
+	if !c.Judged() || !c.Below() {
+		t.Errorf("%+v: judged %v below %v, want both", c, c.Judged(), c.Below())
+	}
+	c = Cell{Gain: 0.05, Noise: 0.08, EndVsDefault: -0.009}
+	if c.Judged() || c.Below() {
+		t.Errorf("%+v: judged %v below %v, want neither", c, c.Judged(), c.Below())
+	}
+	s := Summarize([]Cell{{Profile: "a", Frac: 0.9, EndVsDefault: -0.02}, {Profile: "b", Frac: 0.99, Gain: 0.2, Noise: 0.1}})
+	if s.Worst != 0.9 || s.WorstCell != "a / " || s.BelowDefault != 1 || s.Judged != 1 || s.JudgedUnder97 != 0 {
+		t.Errorf("summary %+v", s)
+	}
+}
