@@ -55,7 +55,7 @@ func (a *controlAdapter) scrape(s Scrape) []Command {
 	if secs <= 0 {
 		secs = s.Counters.EngineSecs
 	}
-	return a.step(control.Observation{Kind: control.Scrape, Now: s.Now, Engine: s.Engine, Width: s.Width, Shared: s.Shared,
+	return a.step(control.Observation{Kind: control.Scrape, Now: s.Now, Engine: s.Engine, Width: s.Width,
 		InFlight: s.InFlight, Counters: control.Counters{Cycles: s.Counters.Cycles, AtLeast: append([]float64(nil), s.Counters.AtLeast...),
 			Tokens: s.Counters.Tokens, Secs: secs}})
 }
@@ -122,20 +122,15 @@ var controlVariants = []struct {
 	{"no spread", func(c *control.Config) { c.Off = map[string]bool{"spread": true} }},
 	{"no payback", func(c *control.Config) { c.Off = map[string]bool{"payback": true} }},
 	{"no warm-up", func(c *control.Config) { c.Off = map[string]bool{"warmup": true} }},
-	{"no shared pause", func(c *control.Config) { c.Off = map[string]bool{"shared": true} }},
-	{"no load hysteresis", func(c *control.Config) { c.Off = map[string]bool{"hysteresis": true} }},
 	{"no drift test", func(c *control.Config) { c.Off = map[string]bool{"drift": true} }},
 	{"no trials", func(c *control.Config) { c.Off = map[string]bool{"trials": true} }},
 	{"no optimistic tail", func(c *control.Config) { c.Off = map[string]bool{"optimistic": true} }},
-	{"no trial band", func(c *control.Config) { c.Off = map[string]bool{"band": true} }},
-	{"no stay unmeasured", func(c *control.Config) { c.Off = map[string]bool{"stayunmeasured": true} }},
 	{"Z 1.0", func(c *control.Config) { c.Z = 1.0 }},
 	{"Z 2.33", func(c *control.Config) { c.Z = 2.33 }},
 	{"min cycles 128", func(c *control.Config) { c.MinCycles = 128 }},
 	{"min cycles 1024", func(c *control.Config) { c.MinCycles = 1024 }},
 	{"payback 3 min", func(c *control.Config) { c.Payback = 3 * time.Minute }},
 	{"payback 30 min", func(c *control.Config) { c.Payback = 30 * time.Minute }},
-	{"trial band 0.2", func(c *control.Config) { c.TrialBand = 0.2 }},
 	{"retry after 10 min", func(c *control.Config) { c.RetryAfter = 10 * time.Minute }},
 	{"drift z 8", func(c *control.Config) { c.DriftZ = 8 }},
 	{"load window 16", func(c *control.Config) { c.LoadWindow = 16 }},

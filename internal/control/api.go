@@ -23,12 +23,10 @@ type Observation struct {
 	Kind Kind
 	Now  time.Time
 	// Scrape: the serving engine (Engine changes whenever another engine
-	// process serves), its width, whether another engine runs beside it
-	// on the GPU (a switch's old engine draining, or a new one starting),
-	// the proxy's requests in flight, and the engine's counters.
+	// process serves), its width, the proxy's requests in flight, and the
+	// engine's counters.
 	Engine   uint64
 	Width    int
-	Shared   bool
 	InFlight float64
 	Counters Counters
 	// Probed: the verify cost by rows.
@@ -104,11 +102,6 @@ type Config struct {
 	// the first request of each slot ran 11-49 % slower a token; the
 	// adapteval fixed runs warm up 5 s).
 	WarmUp time.Duration
-	// TrialBand is how far under the gain a switch needs the model may
-	// predict a width and still have it tried (10 %): the model takes
-	// acceptance as independent of the width, and on the H200 Q4_0 pair
-	// 5791L24 width 3 ran 2.50 tokens a cycle where width 8's predicted 2.23.
-	TrialBand float64
 	// RetryAfter is how long a width tried stays untried again (30 min).
 	RetryAfter time.Duration
 	// DriftZ is the z at which a run's tokens per cycle, unlike its
@@ -119,10 +112,10 @@ type Config struct {
 	LoadWindow int
 	// Hold is how long no switch follows a failed one (60 s).
 	Hold time.Duration
-	// Off names rules turned off, for the ablation (ablation_test.go,
-	// internal/adaptsim): "spread", "payback", "warmup", "shared",
-	// "hysteresis", "drift", "trials", "optimistic", "band",
-	// "stayunmeasured". Nil in production.
+	// Off names rules turned off, for the ablation (internal/adaptsim's
+	// BenchmarkControlAblation): "spread", "payback", "warmup", "drift",
+	// "trials", "optimistic"; serve turns "trials" off for adapt.trials =
+	// 0. Nil otherwise.
 	Off map[string]bool
 }
 
@@ -136,7 +129,6 @@ const (
 	DefaultPayback    = 10 * time.Minute
 	DefaultSwitchS    = 10.0
 	DefaultWarmUp     = 5 * time.Second
-	DefaultTrialBand  = 0.10
 	DefaultRetryAfter = 30 * time.Minute
 	DefaultDriftZ     = 4.0
 	DefaultLoadWindow = 8
@@ -171,7 +163,6 @@ func (c Config) withDefaults() Config {
 	setF(&c.SpreadN, DefaultSpreadN)
 	setF(&c.Z, DefaultZ)
 	setF(&c.SwitchS, DefaultSwitchS)
-	setF(&c.TrialBand, DefaultTrialBand)
 	setF(&c.DriftZ, DefaultDriftZ)
 	setD(&c.Payback, DefaultPayback)
 	setD(&c.WarmUp, DefaultWarmUp)

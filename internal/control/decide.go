@@ -55,10 +55,10 @@ func (c Controller) decide(s *State, b int, now time.Time) []Action {
 // a measure of the default, the default.
 func (c Controller) choose(s *State, b, run, def int) (int, string) {
 	ed, ok := c.estimate(s, b, def)
-	need := c.need(s)
 	if !ok {
-		return c.unmeasuredDefault(s, b, run, def, need)
+		return def, fmt.Sprintf("default width %d: not measured at this load yet", def)
 	}
+	need := c.need(s)
 	best, bestWhy := ed, fmt.Sprintf("default width %d", def)
 	var within []string
 	for _, w := range c.measured(s, b) {
@@ -83,28 +83,6 @@ func (c Controller) choose(s *State, b, run, def int) (int, string) {
 		bestWhy += fmt.Sprintf(" (the safe answer): %s, within the noise of %.1f%% between engines and the %.1fs switch", strings.Join(within, ", "), 100*c.spread(b), c.switchS(s))
 	}
 	return best.Width, bestWhy
-}
-
-// unmeasuredDefault chooses while the default has no measure at bucket
-// b (a bucket not served at the default yet, or the traffic changed): the
-// running width stays when its measured rate beats the model's prediction
-// of the default beyond the noise, the model's error taken as TrialBand;
-// otherwise the default, to measure it.
-func (c Controller) unmeasuredDefault(s *State, b, run, def int, need float64) (int, string) {
-	er, ok := c.estimate(s, b, run)
-	p, okP := c.predict(s, b, def)
-	if run != def && c.on("stayunmeasured") {
-		if !ok && s.Engine.Width == run && okP {
-			return run, fmt.Sprintf("width %d kept while it is measured: the default width %d is not measured at this load", run, def)
-		}
-		if ok && okP {
-			m := c.band()
-			if gain, lo := er.Rate/p-1, er.Rate/p-1-c.cfg.Z*math.Sqrt(er.RelVar+m*m); lo > need {
-				return run, fmt.Sprintf("width %d measured %+.1f%% over the model's default width %d (lower bound %+.1f%%)", run, 100*gain, def, 100*lo)
-			}
-		}
-	}
-	return def, fmt.Sprintf("default width %d: not measured at this load yet", def)
 }
 
 // passes says whether a beats the default d beyond the noise.

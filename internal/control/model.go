@@ -106,9 +106,9 @@ func (c Controller) predict(s *State, b, w int) (float64, bool) {
 }
 
 // pickTrial names a width never measured at bucket b (nor tried within
-// RetryAfter) whose predicted rate, widened by TrialBand, could pass the
-// rule against base, the width chosen: the one predicted fastest. A trial
-// that does not pass is undone by the next decision.
+// RetryAfter) whose predicted rate would pass the rule against base, the
+// width chosen: the one predicted fastest. A trial that does not pass is
+// undone by the next decision.
 func (c Controller) pickTrial(s *State, b, base int, now time.Time) (int, string) {
 	if !c.on("trials") {
 		return 0, ""
@@ -136,7 +136,7 @@ func (c Controller) pickTrial(s *State, b, base int, now time.Time) (int, string
 		p, ok := c.predict(s, b, w)
 		// It must also repay its two switches (there, and back if it
 		// fails) at its predicted rate.
-		if ok && p/eb.Rate-1+c.band() >= accept && p/eb.Rate-1 > 2*c.need(s) && p > pickRate {
+		if ok && p/eb.Rate-1 >= accept && p/eb.Rate-1 > 2*c.need(s) && p > pickRate {
 			pick, pickRate = w, p
 		}
 	}
@@ -144,13 +144,6 @@ func (c Controller) pickTrial(s *State, b, base int, now time.Time) (int, string
 		return 0, ""
 	}
 	return pick, fmt.Sprintf("width %d predicted %+.1f%% over width %d; a gain of %.1f%% passes the noise and the switch", pick, 100*(pickRate/eb.Rate-1), base, 100*accept)
-}
-
-func (c Controller) band() float64 {
-	if !c.on("band") {
-		return 0
-	}
-	return c.cfg.TrialBand
 }
 
 // probeRows are the rows the model reads at bucket b: N·w for every width,

@@ -81,9 +81,8 @@ type Run struct {
 type Engine struct {
 	Gen   uint64
 	Width int
-	// Since is when it was first seen; AloneSince when it was last seen
-	// serving alone (zero while another engine runs beside it).
-	Since, AloneSince time.Time
+	// Since is when it was first seen.
+	Since time.Time
 	// Base is the scrape its counting starts from; HasBase false until
 	// the first scrape after its warm-up.
 	Base    Counters

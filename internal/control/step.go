@@ -77,14 +77,7 @@ func (c Controller) scrape(s *State, o Observation) []Action {
 		s.Engine = Engine{Gen: o.Engine, Width: o.Width, Since: o.Now}
 	}
 	e := &s.Engine
-	if o.Shared && c.on("shared") {
-		e.AloneSince, e.HasBase = time.Time{}, false
-		return acts
-	}
-	if e.AloneSince.IsZero() {
-		e.AloneSince = o.Now
-	}
-	if c.on("warmup") && o.Now.Sub(e.AloneSince) < c.cfg.WarmUp {
+	if c.on("warmup") && o.Now.Sub(e.Since) < c.cfg.WarmUp {
 		return acts
 	}
 	d, ok := o.Counters.since(e.Base)
@@ -94,7 +87,7 @@ func (c Controller) scrape(s *State, o Observation) []Action {
 	}
 	e.Base = o.Counters
 	b := s.Load.Bucket
-	if b < 0 || d.Tokens <= 0 || d.Secs <= 0 || c.bucketOf(o.InFlight, b) != b {
+	if b < 0 || d.Tokens <= 0 || d.Secs <= 0 || c.bucketOf(o.InFlight) != b {
 		return acts // no load yet, idle, or this scrape's load is another bucket's
 	}
 	run := c.addRun(s, b, d, o.Now)
@@ -145,7 +138,7 @@ func (c Controller) observeLoad(s *State, o Observation) []Action {
 		mean += v
 	}
 	mean /= float64(len(l.Samples))
-	b := c.bucketOf(mean, l.Bucket)
+	b := c.bucketOf(mean)
 	if bk := &s.Pair.Buckets[b]; true {
 		bk.NSamples++
 		bk.N += (math.Max(1, mean) - bk.N) / bk.NSamples
@@ -171,22 +164,8 @@ func (c Controller) observeLoad(s *State, o Observation) []Action {
 	return acts
 }
 
-// loadSlack is how far outside its range the mean in-flight count may
-// wander before the bucket changes: four independent clients kept 3.2-3.6
-// requests processing on the H200 (docs/benchmark_results/
-// h200-llamacpp-d32676d-summary-2026-12-03c.md), so a bucket edge at 3/4
-// without slack flipped with every scrape window.
-const loadSlack = 0.75
-
-// bucketOf is the bucket for a mean in-flight count, keeping cur while
-// the mean is within loadSlack of it.
-func (c Controller) bucketOf(mean float64, cur int) int {
-	if cur >= 0 && c.on("hysteresis") {
-		r := c.cfg.Buckets[cur]
-		if mean >= float64(r[0])-loadSlack && (r[1] == 0 || mean <= float64(r[1])+loadSlack) {
-			return cur
-		}
-	}
+// bucketOf is the bucket of a mean in-flight count, rounded.
+func (c Controller) bucketOf(mean float64) int {
 	n := max(1, int(math.Round(mean)))
 	for i, r := range c.cfg.Buckets {
 		if n >= r[0] && (r[1] == 0 || n <= r[1]) {

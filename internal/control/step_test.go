@@ -21,7 +21,6 @@ type fakeEngine struct {
 	ms        float64 // ms per cycle
 	n         float64
 	c         Counters
-	shared    bool
 	now       time.Time
 	noiseFlip bool // alternate ±1 % per scrape, so that runs have a spread
 }
@@ -51,7 +50,7 @@ func (e *fakeEngine) scrape() Observation {
 	e.c.Secs += e.n * 2
 	c := e.c
 	c.AtLeast = append([]float64(nil), e.c.AtLeast...)
-	return Observation{Kind: Scrape, Now: e.now, Engine: e.gen, Width: e.width, Shared: e.shared, InFlight: e.n, Counters: c}
+	return Observation{Kind: Scrape, Now: e.now, Engine: e.gen, Width: e.width, InFlight: e.n, Counters: c}
 }
 
 // run feeds k scrapes of e and returns the state and every action.
@@ -129,20 +128,18 @@ func TestStepChoice(t *testing.T) {
 func TestStepCounting(t *testing.T) {
 	c := New(Config{Default: schedule.Flat(4, "default")})
 	cases := []struct {
-		name   string
-		shared bool
-		scr    int
-		want   float64 // cycles counted in the engine's run
+		name string
+		scr  int
+		want float64 // cycles counted in the engine's run
 	}{
-		{"the warm-up is not counted", false, 2, 0},
-		{"past the warm-up the first scrape is the base", false, 5, 1 * 1000},
-		{"nothing counts while another engine runs beside", true, 10, 0},
+		{"the warm-up is not counted", 2, 0},
+		{"past the warm-up the first scrape is the base", 5, 1 * 1000},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			s := c.Init(Pair{})
 			s.Load = Load{Bucket: 0, Samples: []float64{1, 1, 1, 1}}
-			e := &fakeEngine{gen: 7, width: 4, s: 0.5, ms: 2, n: 1, now: t0, shared: tc.shared}
+			e := &fakeEngine{gen: 7, width: 4, s: 0.5, ms: 2, n: 1, now: t0}
 			s, _ = run(c, s, e, tc.scr)
 			var got float64
 			for _, r := range s.Pair.Buckets[0].Runs[4] {
@@ -172,7 +169,7 @@ func TestStepLoadFollowsSchedule(t *testing.T) {
 	if s.Exp.Kind != Pending || s.Load.Bucket != 1 {
 		t.Errorf("state %+v, load %+v: want a switch pending and bucket 2-4", s.Exp, s.Load)
 	}
-	// 3.3 of 4 clients in flight stays in the bucket (hysteresis).
+	// 3.3 of 4 clients in flight is the same bucket (2-4).
 	s, _ = c.Step(s, Observation{Kind: Switched, Now: e.now, Took: 5 * time.Second})
 	e.gen, e.width, e.n = 2, 4, 3.3
 	_, acts = run(c, s, e, 8)

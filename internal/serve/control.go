@@ -207,7 +207,7 @@ func (sh *controlShell) scrape(ctx context.Context, now time.Time) (control.Obse
 	if secs <= 0 {
 		secs = snap.PredictSeconds // requests sent around the proxy: the engine's own seconds
 	}
-	return control.Observation{Kind: control.Scrape, Now: now, Engine: uint64(in.ID), Width: w, Shared: sh.eng.Beside() > 0,
+	return control.Observation{Kind: control.Scrape, Now: now, Engine: uint64(in.ID), Width: w,
 		InFlight: float64(max(0, sh.rt.InFlight()-int(sh.probing.Load()))), Counters: control.Counters{Cycles: snap.Cycles, AtLeast: snap.PerPos, Tokens: snap.Predicted, Secs: secs}}, nil
 }
 
