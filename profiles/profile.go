@@ -18,6 +18,7 @@ import (
 	"strings"
 
 	"github.com/BurntSushi/toml"
+	"github.com/speclaunch/speclaunch/internal/quote"
 	"github.com/speclaunch/speclaunch/internal/safefile"
 	"github.com/speclaunch/speclaunch/internal/secret"
 	"github.com/speclaunch/speclaunch/internal/tomlguard"
@@ -217,7 +218,13 @@ func Find(ref string, getenv func(string) string) (string, error) {
 	}
 	if strings.ContainsRune(ref, os.PathSeparator) || strings.HasSuffix(ref, ".toml") {
 		if _, err := os.Stat(ref); err != nil {
-			return "", fmt.Errorf("profile %q: %w", ref, err)
+			// The path is said once, readable (a newline in it is
+			// quoted, not printed raw); the cause without it.
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err
+			}
+			return "", fmt.Errorf("profile %s: %w", quote.Quoted(ref, 0), err)
 		}
 		return ref, nil
 	}

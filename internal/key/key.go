@@ -6,6 +6,7 @@ package key
 
 import (
 	"fmt"
+	"github.com/speclaunch/speclaunch/internal/quote"
 	"regexp"
 	"slices"
 	"strconv"
@@ -65,7 +66,7 @@ func ParseEngine(s string) (Engine, error) {
 	case "sglang", "sgl", "sglang.launch_server":
 		return SGLang, nil
 	}
-	return "", fmt.Errorf("unknown engine %q (known: mlxcel, llama.cpp, vllm, sglang, sim)", s)
+	return "", fmt.Errorf("unknown engine %s (known: mlxcel, llama.cpp, vllm, sglang, sim)", quote.Quoted(s, 64))
 }
 
 // hfRepoRE is a Hugging Face repo id: owner/name.
@@ -120,7 +121,7 @@ func ParseDrafter(s string) (Drafter, error) {
 			return d, nil
 		}
 	}
-	return "", fmt.Errorf("unknown drafter kind %q (known: dflash, mtp, draft, dspark, eagle3, eagle, ngram)", s)
+	return "", fmt.Errorf("unknown drafter kind %s (known: dflash, mtp, draft, dspark, eagle3, eagle, ngram)", quote.Quoted(s, 64))
 }
 
 // Selectable reports the drafter kinds an operator may choose for an engine,
@@ -211,7 +212,7 @@ func ParseQuant(s string) (Quant, error) {
 			return q, nil
 		}
 	}
-	return "", fmt.Errorf("unknown quantization %q (known: affine, nvfp4, other, unknown, f16, bf16, f32, q4_0, q4_k, q8_0, q6_k, mxfp4, ...)", s)
+	return "", fmt.Errorf("unknown quantization %s (known: affine, nvfp4, other, unknown, f16, bf16, f32, q4_0, q4_k, q8_0, q6_k, mxfp4, ...)", quote.Quoted(s, 64))
 }
 
 // Phrase renders a quantization in mlxcel's reason vocabulary.
@@ -263,7 +264,7 @@ func (c Capability) SM() string {
 // is the minor version, as in CUDA's arch names).
 func ParseCapability(s string) (Capability, error) {
 	v := strings.ToLower(strings.TrimSpace(s))
-	bad := fmt.Errorf("malformed compute capability %q (want MAJOR.MINOR such as 9.0 or 12.1, or sm_90)", s)
+	bad := fmt.Errorf("malformed compute capability %s (want MAJOR.MINOR such as 9.0 or 12.1, or sm_90)", quote.Quoted(s, 64))
 	if rest, ok := strings.CutPrefix(v, "sm_"); ok {
 		rest = strings.TrimRight(rest, "af")
 		if len(rest) < 2 {

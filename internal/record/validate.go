@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"strings"
 
 	"github.com/speclaunch/speclaunch/internal/key"
+	"github.com/speclaunch/speclaunch/internal/quote"
 )
 
 // Bounds on what one record may hold. A real record has a dozen arms of a
@@ -54,7 +56,7 @@ func Decode(data []byte) (*Record, error) {
 	}
 	var r Record
 	if err := json.Unmarshal(data, &r); err != nil {
-		return nil, fmt.Errorf("does not parse as a record: %w; regenerate it with speclaunch bench", err)
+		return nil, jsonError(err)
 	}
 	if err := Validate(&r); err != nil {
 		return nil, err
@@ -327,4 +329,41 @@ func jsonDelim(c byte) bool {
 		return true
 	}
 	return false
+}
+
+// jsonError words a decoding error for an operator: the record's field
+// and what it should hold, not Go's types ("Go struct field
+// Run.arms.runs.tok_per_s of type float64"), and the value cut (a
+// 10^6-digit number made a 1,000,217-character line).
+func jsonError(err error) error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		want := "another type"
+		if te.Type != nil {
+			switch te.Type.Kind() {
+			case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+				want = "a whole number in range"
+			case reflect.Float32, reflect.Float64:
+				want = "a number in range"
+			case reflect.String:
+				want = "a string"
+			case reflect.Bool:
+				want = "true or false"
+			case reflect.Slice, reflect.Array:
+				want = "a list"
+			case reflect.Struct, reflect.Map, reflect.Pointer:
+				want = "an object"
+			}
+		}
+		field := te.Field
+		if field == "" {
+			field = "(top level)"
+		}
+		return &FieldError{Field: field, Msg: fmt.Sprintf("is %s, want %s; regenerate the record with speclaunch bench", quote.Text(te.Value, 40), want)}
+	}
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return &FieldError{Field: "(top level)", Msg: fmt.Sprintf("is not valid JSON at byte %d (%s); regenerate the record with speclaunch bench", se.Offset, quote.Text(se.Error(), 80))}
+	}
+	return fmt.Errorf("does not parse as a record: %s; regenerate it with speclaunch bench", quote.Text(err.Error(), 160))
 }

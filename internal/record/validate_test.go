@@ -3,6 +3,7 @@ package record
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -110,8 +111,8 @@ func TestDecode(t *testing.T) {
 		{"empty", "  ", "(top level): a record is a JSON object"},
 		{"array", "[]", "(top level): a record is a JSON object"},
 		{"empty object", "{}", "schema: is 0"},
-		{"wrong type", `{"schema": "one"}`, "does not parse as a record"},
-		{"truncated", `{"schema": 1, "arms": [`, "does not parse as a record"},
+		{"wrong type", `{"schema": "one"}`, "schema: is string, want a whole number"},
+		{"truncated", `{"schema": 1, "arms": [`, "is not valid JSON at byte"},
 		// Counted before anything is built: each empty arm would be a
 		// whole Arm struct (the first cut, two million of them, took
 		// gigabytes).
@@ -163,6 +164,24 @@ func TestJSONSizeCountsAsToken(t *testing.T) {
 		}
 		if v, c := jsonSize([]byte(doc), math.MaxInt, math.MaxInt); v != wantV || c != wantC {
 			t.Errorf("%.60q: %d values, %d containers; Token counts %d and %d", doc, v, c, wantV, wantC)
+		}
+	}
+}
+
+// Issue 33: a record holding a 10^6-digit number gave a 1,000,217-byte
+// line naming a Go struct field; the error names the record's field, says
+// what it should hold, and stays short.
+func TestDecodeWordsTypeErrors(t *testing.T) {
+	huge := `{"schema":1,"arms":[{"runs":[{"tok_per_s":1` + strings.Repeat("0", 1_000_000) + `}]}]}`
+	for in, want := range map[string]string{
+		huge:                     "arms.runs.tok_per_s: is \"number 1",
+		`{"schema":"one"}`:       "schema: is string, want a whole number in range",
+		`{"schema":1,"arms":{}}`: "arms: is object, want a list",
+		`{"schema":1,"arms":[}`:  "(top level): is not valid JSON at byte",
+	} {
+		_, err := Decode([]byte(in))
+		if err == nil || len(err.Error()) > 300 || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "Go struct") || strings.Contains(err.Error(), "float64") {
+			t.Errorf("%.40s: %d-byte error %.300q, want %q", in, len(fmt.Sprint(err)), err, want)
 		}
 	}
 }

@@ -15,6 +15,8 @@ import (
 	"io/fs"
 	"os"
 	"time"
+
+	"github.com/speclaunch/speclaunch/internal/quote"
 )
 
 // Caps, in bytes, for each kind of input (docs/file-limits.md). Each is far
@@ -65,7 +67,9 @@ type Error struct {
 	Err  error  // the underlying error, if any
 }
 
-func (e *Error) Error() string { return e.What + " " + e.Path + ": " + e.Msg }
+// Error names the path as an operator can read it: one with a newline or
+// a control character is quoted, a very long one cut (internal/quote).
+func (e *Error) Error() string { return e.What + " " + quote.Text(e.Path, 0) + ": " + e.Msg }
 func (e *Error) Unwrap() error { return e.Err }
 
 // ErrTooLarge is wrapped by the error for a file over its cap.

@@ -251,3 +251,11 @@ func TestReadFileBlockingCancel(t *testing.T) {
 		t.Fatalf("err = %v, want context.Canceled", err)
 	}
 }
+
+// Issue 33: a path with a newline was printed raw, over two lines.
+func TestErrorQuotesPath(t *testing.T) {
+	_, err := ReadFile(context.Background(), "profile", "a\nb.toml", testCap)
+	if err == nil || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), `"a\nb.toml"`) {
+		t.Errorf("err = %q", err)
+	}
+}
