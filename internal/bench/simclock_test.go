@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http/httptest"
 	"sync"
@@ -50,10 +51,11 @@ func (s *simServer) Tail() []string      { return nil }
 func (s *simServer) Stop() error         { s.ts.Close(); return nil }
 
 // simStarter starts each arm as an in-process sim on clk with the sim's
-// default (GB10) cost model, its noise included.
-func simStarter(clk sim.Clock) Starter {
+// default (GB10) cost model, its noise included, each request drift
+// (sim.Config.Drift) slower than the one before.
+func simStarter(clk sim.Clock, drift float64) Starter {
 	return func(ctx context.Context, arm ArmSpec, port int) (Server, error) {
-		cfg := sim.Config{Model: "/models/target", Cost: sim.DefaultCostModel(), Clock: clk, Seed: 7}
+		cfg := sim.Config{Model: "/models/target", Cost: sim.DefaultCostModel(), Clock: clk, Seed: 7, Drift: drift}
 		if arm.Width >= 2 {
 			cfg.DraftModel, cfg.BlockSize = "/models/drafter", arm.Width
 		}
@@ -70,10 +72,7 @@ func simStarter(clk sim.Clock) Starter {
 // virtual time (the end-to-end tier runs bench on the live sim, and
 // judges what the record keeps, not the speed).
 func TestRunOnSimRanksByCostModel(t *testing.T) {
-	clk := &simClock{t: time.Unix(1_800_000_000, 0)}
-	prev := now
-	now = clk.Now
-	t.Cleanup(func() { now = prev })
+	clk := onSimClock(t)
 	arms := []ArmSpec{
 		{Label: "classic", Kind: KindClassic},
 		{Label: "default = 16", Kind: KindDefault, Width: 16},
@@ -82,7 +81,7 @@ func TestRunOnSimRanksByCostModel(t *testing.T) {
 	}
 	o := Options{Arms: arms, Rounds: 3, Warmup: 1, MaxTokens: 60, RequestTimeout: 10 * time.Second, Schedule: ScheduleResident}
 	rec := newRecord()
-	if err := Run(context.Background(), o, simStarter(clk), rec); err != nil {
+	if err := Run(context.Background(), o, simStarter(clk, 0), rec); err != nil {
 		t.Fatal(err)
 	}
 	classic, w16, w4, w3 := &rec.Arms[0], &rec.Arms[1], &rec.Arms[2], &rec.Arms[3]
@@ -104,5 +103,37 @@ func TestRunOnSimRanksByCostModel(t *testing.T) {
 	// 58.2 tok/s (sim.TestDefaultCostModelOrdering) within the noise.
 	if m := classic.Stats.Median; m < 55 || m > 61.5 {
 		t.Errorf("classic median %.1f tok/s, want the cost model's 58.2 within its noise", m)
+	}
+}
+
+// onSimClock is a virtual clock installed as the client's for the test.
+func onSimClock(t *testing.T) *simClock {
+	clk := &simClock{t: time.Unix(1_800_000_000, 0)}
+	prev := now
+	now = clk.Now
+	t.Cleanup(func() { now = prev })
+	return clk
+}
+
+// The sim's injected drift (--sim-drift 0.15: each request 15 % slower
+// than the one before) is caught by the bench's drift check, judged on
+// virtual time (on the live sim the harness's own noise under load hid it).
+func TestRunOnSimDetectsInjectedDrift(t *testing.T) {
+	for _, tc := range []struct {
+		drift float64
+		found bool
+	}{{0, false}, {0.15, true}} {
+		t.Run(fmt.Sprint("drift ", tc.drift), func(t *testing.T) {
+			clk := onSimClock(t)
+			arms := []ArmSpec{{Label: "classic", Kind: KindClassic}, {Label: "width 3", Kind: KindWidth, Width: 3}}
+			o := Options{Arms: arms, Rounds: 3, Warmup: 1, MaxTokens: 24, RequestTimeout: 10 * time.Second, Schedule: ScheduleResident}
+			rec := newRecord()
+			if err := Run(context.Background(), o, simStarter(clk, tc.drift), rec); err != nil {
+				t.Fatal(err)
+			}
+			if found := !rec.Drift.Overlap; found != tc.found {
+				t.Errorf("drift found %v, want %v: %s", found, tc.found, rec.Drift.Verdict)
+			}
+		})
 	}
 }

@@ -179,16 +179,6 @@ func TestBenchOnSimDeclineIsNotAMeasurement(t *testing.T) {
 	}
 }
 
-func TestBenchOnSimDetectsInjectedDrift(t *testing.T) {
-	testenv.E2E(t)
-	t.Parallel() // see TestMain
-	// each request 15 % slower than the last
-	rec := benchSim(t, fastSim+`, "--sim-drift", "0.15"`, "3", "24")
-	if rec.Drift.Overlap {
-		t.Fatalf("drift not detected: %+v", rec.Drift)
-	}
-}
-
 // A prompt set, sampled decoding and two requests in flight, in one run:
 // every arm runs every prompt, the record keeps per-prompt figures, says
 // how it sampled, and sized the engine's slots.
