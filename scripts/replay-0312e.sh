@@ -43,4 +43,4 @@ const replayLoopName = "the loop of 5347cd0"
 GO
 cd "$dir"
 ADAPTSIM_REPLAY_DIR="$repo/docs/benchmark_results/adapteval" \
-	go test ./internal/adaptsim -run X -bench Replay0312e -benchtime 1x
+	go test -tags replay0312e ./internal/adaptsim -run X -bench Replay0312e -benchtime 1x

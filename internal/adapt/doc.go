@@ -1,14 +1,9 @@
-// Package adapt learns the draft width that is best for this model pair,
-// on this host, under this traffic, and asks serve to switch to it.
-//
-// The core is pure and table-tested: counters parsed from llama-server's
-// /metrics (Snapshot, Delta), acceptance by draft position with Wilson
-// bounds (Counts, Acceptance), the cost of a cycle from a verify-cost curve
-// and a drafting cost fitted to the widths measured (Curve, FitDraft,
-// CycleCost), the decision rule (Decide, Decision), the check of a switch
-// against the width it left, and the stepper that turns one scrape into an
-// action (Loop.Step, Observation, Action). The edges are the verify-cost
-// probe (Probe, Loop.BeforeTraffic), its cache (LoadCurve, SaveCurve) and
-// the shell that scrapes, probes and switches (New, Loop.Run, LoopDeps).
-// docs/design/adaptive.md explains the model, the rule and its margin.
+// Package adapt holds what the adaptive width (internal/control, driven
+// by serve's shell in internal/serve/control.go) reads from an engine:
+// llama-server's /metrics counters (ParseMetrics, Snapshot), the probe of
+// its verify cost by rows (Probe, Curve), the key and directory its saved
+// state lives under (CacheKey, StatModel, CacheDir), and the small types
+// serve hands it (Target, Status, ErrNotAdapting). The loop that used to
+// live here was replaced by internal/control on 2026-12-05
+// (docs/design/adaptive.md).
 package adapt

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -61,33 +60,19 @@ const probeGraphWarm = 2
 // /completion with prompt timings the probe needs (mlxcel-server).
 var ErrNoProbe = errors.New("the engine cannot be probed for its verify cost")
 
-// ProbeRows returns the rows to probe: 1..maxWidth, plus n·w for w ≤ w0
-// for each concurrency n in ns (rows add up across sequences).
-func ProbeRows(maxWidth, w0 int, ns ...int) []int {
-	var rows []int
-	for r := 1; r <= maxWidth; r++ {
-		rows = append(rows, r)
-	}
-	for _, n := range ns {
-		for w := 1; n > 1 && w <= w0; w++ {
-			rows = append(rows, n*w)
-		}
-	}
-	slices.Sort(rows)
-	return slices.Compact(rows)
-}
-
 // Probe measures the verify cost by rows on a running llama-server-style
 // engine, without restarting it: for each row count W it sends
 // POST /completion with a token-array prompt of a fixed prefix (sent once
 // first, so it is cached) plus W fresh tokens, n_predict 1, cache_prompt
 // true and id_slot 0 (one slot's cache), and reads timings.prompt_ms,
 // checking timings.prompt_n == W. reps repetitions per W, median, sent
-// back to back after probeGraphWarm discarded ones (see there).
+// back to back after probeGraphWarm discarded ones (see there). Cut short
+// (ctx ended while live traffic held the slot), it returns the row counts
+// probed whole beside the error.
 func Probe(ctx context.Context, client *http.Client, baseURL string, rows []int, reps int) (Curve, error) {
 	var st probeState
 	if err := st.probe(ctx, client, baseURL, rows, reps); err != nil {
-		return Curve{}, err
+		return curveOf(st.whole(reps)), err // the row counts probed whole are kept
 	}
 	return curveOf(st.samples), nil
 }
@@ -97,24 +82,8 @@ func Probe(ctx context.Context, client *http.Client, baseURL string, rows []int,
 // traffic held the slot) resumes where it stopped, every request's first
 // fresh token still one no earlier request had.
 type probeState struct {
-	samples  map[int][]float64
-	turn     int
-	attempts int // attempts made by try, for its bound
-}
-
-// try runs one attempt of the probe, bounded by timeout. again says that
-// an attempt that failed may be resumed: the engine can be probed, this
-// attempt took samples (live traffic held the slot past the bound, or the
-// engine was replaced), and fewer than probeAttempts were made.
-func (st *probeState) try(ctx context.Context, timeout time.Duration, client *http.Client, baseURL string, rows []int, reps int) (again bool, err error) {
-	before := st.done()
-	st.attempts++
-	pctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	if err := st.probe(pctx, client, baseURL, rows, reps); err != nil {
-		return !errors.Is(err, ErrNoProbe) && st.done() > before && st.attempts < probeAttempts, err
-	}
-	return false, nil
+	samples map[int][]float64
+	turn    int
 }
 
 // whole is the samples of the row counts probed all reps times.
@@ -131,15 +100,6 @@ func (st *probeState) whole(reps int) map[int][]float64 {
 	return out
 }
 
-// done counts the samples taken.
-func (st *probeState) done() int {
-	n := 0
-	for _, s := range st.samples {
-		n += len(s)
-	}
-	return n
-}
-
 // curveOf is the probed curve: the median of each row count's samples.
 func curveOf(samples map[int][]float64) Curve {
 	c := Curve{VerifyMS: map[int]float64{}, Source: "probe"}
@@ -147,25 +107,6 @@ func curveOf(samples map[int][]float64) Curve {
 		c.VerifyMS[w] = median(s)
 	}
 	return c
-}
-
-// missing returns the rows the curve has no cost for, in order.
-func (c Curve) missing(rows []int) []int {
-	var out []int
-	for _, r := range rows {
-		if _, ok := c.VerifyMS[r]; !ok {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
-// with is the curve extended by newly probed samples (a probed curve).
-func (c Curve) with(samples map[int][]float64) Curve {
-	out := Curve{VerifyMS: map[int]float64{}, Source: "probe"}
-	maps.Copy(out.VerifyMS, c.VerifyMS)
-	maps.Copy(out.VerifyMS, curveOf(samples).VerifyMS)
-	return out
 }
 
 // probe is Probe adding to st, skipping the repetitions it already holds.
@@ -273,50 +214,6 @@ func tokenIDs(n int) probeIDs {
 		span--
 	}
 	return probeIDs{lo, fresh, max(span, 1)}
-}
-
-// upFrontMaxN is the most sequences decoding together whose verify rows
-// (n·W for W = 1..MaxWidth) the loop probes before traffic, besides rows
-// 1..MaxWidth. Under load the probe of those rows can fail for good: on an
-// H200 (llama-server d32676d, 4 slots, 4 closed-loop clients, 2026-12-02)
-// a live request took slot 0 between the probe's prefix and its measured
-// request every time, the probe of 20 rows failed at once, and the loop
-// stayed at its exploration width 8 for the rest of the run. n up to 4 at
-// MaxWidth 17 is 42 distinct row counts, each 2 discarded and 7 kept
-// requests: 378 requests, about 1-3 s at the 2-7 ms a probe request costs
-// there. Larger n would add mostly rows past 68 (to 8·17 = 136 at n = 8)
-// and double that; they keep the under-load probe.
-const upFrontMaxN = 4
-
-// slotsTimeout bounds the GET /props that reads total_slots.
-const slotsTimeout = 2 * time.Second
-
-// totalSlots reads total_slots from llama-server's GET /props: how many
-// sequences can decode together. 1 when the engine does not say (no
-// /props, an error, not JSON, no such field), with why.
-func totalSlots(ctx context.Context, client *http.Client, base string) (int, error) {
-	ctx, cancel := context.WithTimeout(ctx, slotsTimeout)
-	defer cancel()
-	var v struct {
-		TotalSlots *int `json:"total_slots"`
-	}
-	if err := getJSON(ctx, client, strings.TrimRight(base, "/")+"/props", &v); err != nil {
-		return 1, err
-	}
-	if v.TotalSlots == nil || *v.TotalSlots < 1 {
-		return 1, errors.New("GET /props has no positive total_slots")
-	}
-	return *v.TotalSlots, nil
-}
-
-// upFrontRows are the rows the probe before traffic takes: 1..maxWidth,
-// and n·W for W = 1..maxWidth and n = 2..min(slots, upFrontMaxN).
-func upFrontRows(maxWidth, slots int) []int {
-	var ns []int
-	for n := 2; n <= min(slots, upFrontMaxN); n++ {
-		ns = append(ns, n)
-	}
-	return ProbeRows(maxWidth, maxWidth, ns...)
 }
 
 // vocabSize reads n_vocab from llama-server's /v1/models (data[0].meta);

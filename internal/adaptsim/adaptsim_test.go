@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/speclaunch/speclaunch/internal/adapt"
 	"github.com/speclaunch/speclaunch/internal/simcost"
 )
 
@@ -89,19 +88,6 @@ func (o *oracleCtl) Scrape(s Scrape) []Command {
 		}
 	}
 	return nil
-}
-
-// Today's loop runs in the harness: it probes, explores and decides on
-// virtual time.
-func TestLoopRuns(t *testing.T) {
-	p := demoLoad()
-	tr := Traffic{"steady, 1 client", []Phase{{PhaseDur, 1, 0}}}
-	var lines int
-	out := Run(p, tr, Loop(adapt.Config{})(p), 1, Options{Horizon: 10 * time.Minute, Log: func(s string) { lines++; t.Log(s) }})
-	if len(out.Switches) == 0 {
-		t.Fatalf("the loop never switched in 10 virtual minutes")
-	}
-	t.Logf("frac %.3f, switches %v, end width %d", out.Frac(), out.Switches, out.EndWidth)
 }
 
 // An engine's counters move only when a request ends on it, as

@@ -5,15 +5,12 @@ import (
 	"os"
 	"strconv"
 	"testing"
-
-	"github.com/speclaunch/speclaunch/internal/adapt"
 )
 
 // Controllers are the controllers the matrix benchmark runs, by name
-// (ADAPTSIM_CONTROLLER picks one; default "loop"). A new controller adds
+// (ADAPTSIM_CONTROLLER picks one; default "control", added by control_test.go). A new controller adds
 // its entry here.
 var Controllers = map[string]Factory{
-	"loop":  Loop(adapt.Config{}),
 	"fixed": func(Profile) Controller { return Fixed{} },
 }
 
@@ -35,7 +32,7 @@ const matrixSeeds = 4
 func BenchmarkAdaptSimMatrix(b *testing.B) {
 	name := os.Getenv("ADAPTSIM_CONTROLLER")
 	if name == "" {
-		name = "loop"
+		name = "control"
 	}
 	f, ok := Controllers[name]
 	if !ok {

@@ -1,3 +1,10 @@
+//go:build replay0312e
+
+// The replay of 2026-12-03e drives internal/adapt's Loop, which serve no
+// longer runs and main no longer has: scripts/replay-0312e.sh builds these
+// tests, with -tags replay0312e, in a worktree of the loop's commit with
+// the adapter of 5394f73 (loop.go) beside them.
+
 package adaptsim
 
 import (
@@ -40,4 +47,17 @@ func BenchmarkReplay0312e(b *testing.B) {
 		}
 	}
 	b.Log("\n" + md)
+}
+
+// Today's loop runs in the harness: it probes, explores and decides on
+// virtual time.
+func TestLoopRuns(t *testing.T) {
+	p := demoLoad()
+	tr := Traffic{"steady, 1 client", []Phase{{PhaseDur, 1, 0}}}
+	var lines int
+	out := Run(p, tr, Loop(adapt.Config{})(p), 1, Options{Horizon: 10 * time.Minute, Log: func(s string) { lines++; t.Log(s) }})
+	if len(out.Switches) == 0 {
+		t.Fatalf("the loop never switched in 10 virtual minutes")
+	}
+	t.Logf("frac %.3f, switches %v, end width %d", out.Frac(), out.Switches, out.EndWidth)
 }

@@ -179,8 +179,9 @@ func (c Controller) probeFor(s *State, b int, now time.Time) []Action {
 
 // probed takes a probe's result.
 func (c Controller) probed(s *State, o Observation) []Action {
+	var acts []Action
 	if o.Err != "" {
-		return []Action{{Op: Log, Msg: "adapt: the probe failed (" + o.Err + "); widths not measured are not tried until it is asked for again"}}
+		acts = append(acts, Action{Op: Log, Msg: fmt.Sprintf("adapt: the probe stopped (%s) with %d row counts measured; a width whose rows it lacks is not tried until the probe is asked for again", o.Err, len(o.Verify))})
 	}
 	if s.Pair.Verify == nil {
 		s.Pair.Verify = map[int]float64{}
@@ -191,5 +192,5 @@ func (c Controller) probed(s *State, o Observation) []Action {
 		}
 	}
 	s.Pair.Saved = o.Now
-	return []Action{{Op: Save}}
+	return append(acts, Action{Op: Save})
 }

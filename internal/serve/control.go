@@ -2,8 +2,6 @@ package serve
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -333,7 +331,5 @@ func controlConfig(p *plan.Plan) control.Config {
 // controlFile is where the shell keeps the pair's knowledge: beside the
 // old loop's files, named by the hash of the key.
 func controlFile(dir string, k adapt.CacheKey) string {
-	b, _ := json.Marshal(k)
-	h := sha256.Sum256(b)
-	return filepath.Join(dir, "adapt-control-"+hex.EncodeToString(h[:8])+".json")
+	return filepath.Join(dir, "adapt-control-"+k.ID()+".json")
 }

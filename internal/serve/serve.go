@@ -45,7 +45,7 @@ type Runtime interface {
 }
 
 // Controller is a loop beside the runtime that asks it for switches: the
-// adaptive width (*adapt.Loop).
+// adaptive width (the shell of internal/control, control.go).
 type Controller interface {
 	// BeforeTraffic probes a new engine before the proxy routes to it
 	// (bounded by ctx); an error is logged and the engine serves anyway.
