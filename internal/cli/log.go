@@ -39,7 +39,7 @@ func newLogger(w io.Writer, format, level string, getenv func(string) string) *s
 	if color {
 		tf = time.TimeOnly
 	}
-	return slog.New(tint.NewTextHandler(w, &tint.Options{Level: lv, NoColor: !color, TimeFormat: tf}))
+	return slog.New(&screenHandler{next: tint.NewTextHandler(w, &tint.Options{Level: lv, NoColor: !color, TimeFormat: tf})})
 }
 
 // logsJSON reports --log-format json, or MLXCEL_LOG_FORMAT=json without

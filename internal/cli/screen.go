@@ -1,0 +1,125 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"unicode/utf8"
+)
+
+// Text log lines are read by people: issue 33 counted 17 lines over 300
+// characters in one reload run (the effective settings, 897; every
+// switch's "starting engine", 687; a failed start with the engine's output
+// inside it as \n). screenWidth is what a line may take; about 25 of it
+// go to the time and level.
+const (
+	screenWidth = 200
+	screenAttrs = screenWidth - 30 // the message and its attributes
+	// screenLines: a value of many lines (an engine's output) shows its
+	// first lines; JSON keeps it whole.
+	screenLines = 12
+	// screenLong: an attribute longer than this goes to a line of its own
+	// when the line is too long, before any shorter one does.
+	screenLong = 60
+)
+
+// screenHandler keeps each text line within screenWidth: the message and
+// the attributes that fit stay on the line, in order; each attribute that
+// does not fit follows on a line of its own ("  key: value"), a value of
+// several lines on as many, and a value longer than a line is cut saying
+// how long it was. JSON output is not wrapped: it keeps every field.
+type screenHandler struct {
+	next  slog.Handler
+	attrs []slog.Attr // from WithAttrs, for measuring: next already has them
+}
+
+func (h *screenHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return h.next.Enabled(ctx, l)
+}
+
+func (h *screenHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return &screenHandler{next: h.next.WithAttrs(as), attrs: append(h.attrs[:len(h.attrs):len(h.attrs)], as...)}
+}
+
+func (h *screenHandler) WithGroup(name string) slog.Handler {
+	return &screenHandler{next: h.next.WithGroup(name), attrs: h.attrs}
+}
+
+func (h *screenHandler) Handle(ctx context.Context, r slog.Record) error {
+	used := utf8.RuneCountInString(r.Message)
+	for _, a := range h.attrs {
+		used += attrLen(a)
+	}
+	// The long attributes (a command line, a list of settings, an engine's
+	// output) go first to lines of their own; the short ones stay while
+	// they fit.
+	var keep, rest []slog.Attr
+	r.Attrs(func(a slog.Attr) bool {
+		if n := attrLen(a); n <= screenLong && used+n <= screenAttrs && !strings.Contains(a.Value.String(), "\n") {
+			used += n
+			keep = append(keep, a)
+		} else {
+			rest = append(rest, a)
+		}
+		return true
+	})
+	if len(rest) == 0 {
+		return h.next.Handle(ctx, r)
+	}
+	first := slog.NewRecord(r.Time, r.Level, r.Message, r.PC)
+	first.AddAttrs(keep...)
+	if err := h.next.Handle(ctx, first); err != nil {
+		return err
+	}
+	for _, a := range rest {
+		for _, line := range screenValue(a) {
+			if err := h.next.Handle(ctx, slog.NewRecord(r.Time, r.Level, line, r.PC)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// attrLen is about what an attribute takes on a text line: " key=value".
+func attrLen(a slog.Attr) int {
+	return 4 + utf8.RuneCountInString(a.Key) + utf8.RuneCountInString(a.Value.String()) // " k=\"v\""
+}
+
+// screenValue renders one attribute as continuation lines: "  key: value",
+// a line per line of the value (at most screenLines), each cut to fit.
+func screenValue(a slog.Attr) []string {
+	v := a.Value.Resolve()
+	var lines []string
+	if v.Kind() == slog.KindGroup {
+		for _, g := range v.Group() {
+			lines = append(lines, screenValue(slog.Attr{Key: a.Key + "." + g.Key, Value: g.Value})...)
+		}
+		return lines
+	}
+	parts := strings.Split(strings.TrimRight(v.String(), "\n"), "\n")
+	for i, p := range parts {
+		if i == screenLines {
+			lines = append(lines, fmt.Sprintf("  %s: … %d more lines (--log-format json keeps them)", a.Key, len(parts)-i))
+			break
+		}
+		prefix := "  " + a.Key + ": "
+		if i > 0 {
+			prefix = "    "
+		}
+		lines = append(lines, prefix+clipLine(p, screenAttrs-utf8.RuneCountInString(prefix)))
+	}
+	return lines
+}
+
+// clipLine cuts s to n characters, saying how long it was.
+func clipLine(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	tail := fmt.Sprintf("… (%d characters; --log-format json keeps it)", len(r))
+	keep := max(n-utf8.RuneCountInString(tail), 20)
+	return string(r[:keep]) + tail
+}
