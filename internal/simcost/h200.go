@@ -28,9 +28,10 @@ const (
 	h200Q8ClassicMS = 3.29
 	// h200DraftMS and h200DraftTokenMS: drafting of one sequence, a
 	// fixed part and a part per drafted token, fitted to the H200 Q8_0
-	// bench records of 2026-11-30 against the probe (the sim matrix's
-	// h200Q8 in internal/adapt/simharness_test.go: within 0.3 ms of the
-	// measured cycle at widths 2-9).
+	// bench records of 2026-11-30 against the probe (the old sim
+	// matrix's h200Q8, in package adapt's simharness_test.go until the
+	// loop was removed in 7fc7f6c: within 0.3 ms of the measured cycle
+	// at widths 2-9).
 	h200DraftMS      = 0.3
 	h200DraftTokenMS = 0.47
 )
