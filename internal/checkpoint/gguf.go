@@ -301,43 +301,7 @@ func (g *ggufReader) value(t uint32, key string, at uint64) (any, error) {
 		}
 		return s, nil
 	case ggufTypeArray:
-		et, err := g.u32("array type of " + what)
-		if err != nil {
-			return nil, err
-		}
-		n, err := g.u64("array length of " + what)
-		if err != nil {
-			return nil, err
-		}
-		if et == ggufTypeArray {
-			return nil, g.fail(at, "key %q holds an array of arrays, which GGUF readers refuse", clipKey(key))
-		}
-		if et >= ggufTypeCount {
-			return nil, g.fail(at, "key %q has array element type %d, not a GGUF type", clipKey(key), et)
-		}
-		if n > maxGGUFArray {
-			return nil, g.fail(at, "key %q has %d array elements, over the limit of %d", clipKey(key), n, maxGGUFArray)
-		}
-		if et == ggufTypeString {
-			if n > g.remain()/8 {
-				return nil, g.fail(at, "key %q claims %d strings but only %d bytes are left", clipKey(key), n, g.remain())
-			}
-			if g.strings += n; g.strings > maxGGUFStrings {
-				return nil, g.fail(at, "key %q takes the header's string arrays past %d strings in all (a vocabulary is under a million)", clipKey(key), maxGGUFStrings)
-			}
-			for i := uint64(0); i < n; i++ {
-				if _, err := g.str(what, false); err != nil {
-					return nil, err
-				}
-			}
-			return nil, nil
-		}
-		sz := scalarSize(et)
-		hi, lo := bits.Mul64(n, sz)
-		if hi != 0 {
-			return nil, g.fail(at, "key %q array of %d elements overflows", clipKey(key), n)
-		}
-		return nil, g.skip(lo, what)
+		return nil, g.array(key, what, at)
 	}
 	sz := scalarSize(t)
 	if sz == 0 {
@@ -372,6 +336,47 @@ func (g *ggufReader) value(t uint32, key string, at uint64) (any, error) {
 		return math.Float64frombits(binary.LittleEndian.Uint64(b)), nil
 	}
 	return nil, nil
+}
+
+// array reads (and skips) one KV array value, within the header's bounds.
+func (g *ggufReader) array(key, what string, at uint64) error {
+	et, err := g.u32("array type of " + what)
+	if err != nil {
+		return err
+	}
+	n, err := g.u64("array length of " + what)
+	if err != nil {
+		return err
+	}
+	if et == ggufTypeArray {
+		return g.fail(at, "key %q holds an array of arrays, which GGUF readers refuse", clipKey(key))
+	}
+	if et >= ggufTypeCount {
+		return g.fail(at, "key %q has array element type %d, not a GGUF type", clipKey(key), et)
+	}
+	if n > maxGGUFArray {
+		return g.fail(at, "key %q has %d array elements, over the limit of %d", clipKey(key), n, maxGGUFArray)
+	}
+	if et == ggufTypeString {
+		if n > g.remain()/8 {
+			return g.fail(at, "key %q claims %d strings but only %d bytes are left", clipKey(key), n, g.remain())
+		}
+		if g.strings += n; g.strings > maxGGUFStrings {
+			return g.fail(at, "key %q takes the header's string arrays past %d strings in all (a vocabulary is under a million)", clipKey(key), maxGGUFStrings)
+		}
+		for i := uint64(0); i < n; i++ {
+			if _, err := g.str(what, false); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	sz := scalarSize(et)
+	hi, lo := bits.Mul64(n, sz)
+	if hi != 0 {
+		return g.fail(at, "key %q array of %d elements overflows", clipKey(key), n)
+	}
+	return g.skip(lo, what)
 }
 
 func clipKey(k string) string {
