@@ -328,17 +328,27 @@ func (o Options) ready(ctx context.Context, st *status) error {
 	return err
 }
 
-// warmUp is phase 1 of a fixed-width run: the load runs for Fixed, so the
-// window measures a warm engine with its clients out of step.
+// warmUp is phase 1 of a fixed-width run: the load runs for Fixed, and
+// until as many requests as clients have ended (within SettleTimeout), so
+// the window measures a warm engine with its clients out of step. A
+// warm-up that no request finished warmed nothing: under load a 50 ms one
+// ended before the first request did.
 func (e *evalRun) warmUp(ctx context.Context, st status) (status, error) {
 	o, r := e.o, e.r
 	r.Fixed = true
 	o.progress("phase 1: %d clients, %d prompts, max_tokens %d, warming up a fixed width for %s", o.Clients, len(o.Prompts), o.MaxTokens, o.Fixed)
-	select {
-	case <-ctx.Done():
-		e.finish()
-		return st, ctx.Err()
-	case <-time.After(o.Fixed):
+	wait, until := o.Fixed, e.start.Add(o.SettleTimeout)
+	for {
+		select {
+		case <-ctx.Done():
+			e.finish()
+			return st, ctx.Err()
+		case <-time.After(wait):
+		}
+		if e.before(time.Now()) >= o.Clients || time.Now().After(until) {
+			break
+		}
+		wait = o.Poll
 	}
 	if st2, err := getStatus(ctx, o); err == nil {
 		st = st2
