@@ -51,6 +51,15 @@ func (h *screenHandler) Handle(ctx context.Context, r slog.Record) error {
 	for _, a := range h.attrs {
 		used += attrLen(a)
 	}
+	total, lines := used, false
+	r.Attrs(func(a slog.Attr) bool {
+		total += attrLen(a)
+		lines = lines || strings.Contains(a.Value.String(), "\n")
+		return true
+	})
+	if total <= screenAttrs && !lines {
+		return h.next.Handle(ctx, r)
+	}
 	// The long attributes (a command line, a list of settings, an engine's
 	// output) go first to lines of their own; the short ones stay while
 	// they fit.
