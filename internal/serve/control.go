@@ -258,7 +258,7 @@ func (sh *controlShell) load() control.Pair {
 		return control.Pair{}
 	}
 	sh.noteOldState()
-	f, err := safefile.Open(context.Background(), "adaptive state", sh.file, 4<<20)
+	f, err := safefile.Open(context.Background(), "adaptive state", sh.file, 1<<20)
 	if err != nil {
 		if !errors.Is(err, os.ErrNotExist) {
 			sh.log.Warn("adapt: the saved state is not read; learning again", "file", sh.file, "err", err)
