@@ -169,12 +169,20 @@ func TestStepLoadFollowsSchedule(t *testing.T) {
 	if s.Exp.Kind != Pending || s.Load.Bucket != 1 {
 		t.Errorf("state %+v, load %+v: want a switch pending and bucket 2-4", s.Exp, s.Load)
 	}
-	// 3.3 of 4 clients in flight is the same bucket (2-4).
+	// 1.4 in flight stays in bucket 2-4 (the slack), and 3.3 too.
 	s, _ = c.Step(s, Observation{Kind: Switched, Now: e.now, Took: 5 * time.Second})
-	e.gen, e.width, e.n = 2, 4, 3.3
-	_, acts = run(c, s, e, 8)
-	if got := switches(acts); len(got) != 0 {
-		t.Errorf("switched %v at 3.3 requests in flight", got)
+	e.gen, e.width, e.n = 2, 4, 1.4
+	for _, n := range []float64{1.4, 3.3} {
+		e.n = n
+		s, acts = run(c, s, e, 8)
+		for _, a := range acts {
+			if a.Op == Log && strings.Contains(a.Msg, "load moved") {
+				t.Errorf("at %.1f requests in flight: %s", n, a.Msg)
+			}
+		}
+		if s.Load.Bucket != 1 {
+			t.Errorf("at %.1f requests in flight the bucket is %d, want 1 (2-4)", n, s.Load.Bucket)
+		}
 	}
 }
 

@@ -1,0 +1,64 @@
+package control
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/speclaunch/speclaunch/internal/schedule"
+)
+
+// A saved Pair is taken only inside bounds: a hostile or damaged file
+// must not make the controller allocate, loop or switch to a width no
+// engine runs.
+func TestPairCheck(t *testing.T) {
+	good := func() Pair {
+		c := New(Config{Default: schedule.Flat(4, "default")})
+		p := c.Init(Pair{}).Pair
+		p.Acc, p.Cycles = []float64{50, 20}, []float64{100, 100}
+		p.Verify = map[int]float64{1: 3, 2: 3.2}
+		p.Buckets[0].Runs[4] = []Run{{Tokens: 100, Secs: 1, Cycles: 40, Scrapes: 5, SumR: 500, SumR2: 50000, SumT: 12, SumT2: 30}}
+		return p
+	}
+	cases := []struct {
+		name string
+		edit func(*Pair)
+		want string // in the reason; "" = taken
+	}{
+		{"as saved", func(*Pair) {}, ""},
+		{"acceptance and cycles of other lengths", func(p *Pair) { p.Cycles = p.Cycles[:1] }, "acceptance positions"},
+		{"more accepted than cycles", func(p *Pair) { p.Acc[0] = 500 }, "position 1"},
+		{"a NaN verify cost", func(p *Pair) { p.Verify[3] = math.NaN() }, "verify cost"},
+		{"a width no engine runs", func(p *Pair) { p.Buckets[0].Runs[9999] = nil }, "width 9999"},
+		{"a run out of bounds", func(p *Pair) { p.Buckets[0].Runs[4][0].Secs = math.Inf(1) }, "out of bounds"},
+		{"a schedule with a width below 1", func(p *Pair) { p.Schedule[0].Width = 0 }, "the schedule"},
+		{"a negative switch time", func(p *Pair) { p.SwitchS = -1 }, "switch time"},
+	}
+	for _, tc := range cases {
+		p := good()
+		tc.edit(&p)
+		got := p.Check()
+		if tc.want == "" && got != "" || tc.want != "" && !strings.Contains(got, tc.want) {
+			t.Errorf("%s: Check() = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+// The status says what the controller does and the evidence per bucket.
+func TestStatus(t *testing.T) {
+	c := New(Config{Default: schedule.Flat(4, "default")})
+	s := c.Init(Pair{})
+	s.Engine.Width, s.Load.Bucket = 4, 1
+	if st := s.Status(t0); st.State != "watching" || st.Bucket != "2-4" || st.Schedule != s.Pair.Schedule.String() || len(st.Buckets) != 4 {
+		t.Errorf("status %+v", st)
+	}
+	s.Exp = Experiment{Kind: Trialing, Width: 8, Reason: "why"}
+	if st := s.Status(t0); st.State != "trial" || !strings.Contains(st.Note, "width 8") {
+		t.Errorf("status in a trial %+v", st)
+	}
+	s.Exp = Experiment{HoldUntil: t0.Add(time.Minute)}
+	if st := s.Status(t0); st.State != "holding" {
+		t.Errorf("status after a failed switch %+v", st)
+	}
+}
