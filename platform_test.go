@@ -13,6 +13,7 @@ import (
 // engine needs Linux, see internal/supervise/start_other.go).
 func TestBuildsForMacOS(t *testing.T) {
 	testenv.E2E(t)
+	t.Parallel() // the end-to-end tests wait on their children together
 	for _, arch := range []string{"arm64", "amd64"} {
 		cmd := exec.Command("go", "build", "-o", os.DevNull, ".")
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=darwin", "GOARCH="+arch)

@@ -53,6 +53,7 @@ func alive(pid int) bool {
 // engines running, leaves neither behind.
 func TestSIGKILLDuringOverlapLeavesNoEngine(t *testing.T) {
 	testenv.E2E(t)
+	t.Parallel() // the end-to-end tests wait on their children together
 	bin := staticBinary(t)
 	dir := t.TempDir()
 	l, _ := net.Listen("tcp", "127.0.0.1:0")
@@ -126,6 +127,7 @@ func TestSIGKILLDuringOverlapLeavesNoEngine(t *testing.T) {
 // serves.
 func TestSIGHUPDuringFirstLoadReloadsAfter(t *testing.T) {
 	testenv.E2E(t)
+	t.Parallel() // the end-to-end tests wait on their children together
 	bin := staticBinary(t)
 	dir := t.TempDir()
 	l, _ := net.Listen("tcp", "127.0.0.1:0")
@@ -184,6 +186,7 @@ func TestSIGHUPDuringFirstLoadReloadsAfter(t *testing.T) {
 // that cannot be probed.
 func TestSIGINTDuringProbeIsNoProbeFailure(t *testing.T) {
 	testenv.E2E(t)
+	t.Parallel() // the end-to-end tests wait on their children together
 	bin := staticBinary(t)
 	l, _ := net.Listen("tcp", "127.0.0.1:0")
 	port := l.Addr().(*net.TCPAddr).Port
