@@ -48,6 +48,11 @@ const (
 	// SwitchDirect (no proxy) stops the old engine, then starts the new
 	// one on the same public address: nothing can be held.
 	SwitchDirect Switch = "direct"
+	// SwitchAlone: nothing serves (the engine exited or hung): the new
+	// engine starts alone while requests are held. Never an operator's
+	// choice; it names restarts in records and metrics, which called them
+	// overlap.
+	SwitchAlone Switch = "alone"
 )
 
 func (s Switch) String() string { return string(s) }

@@ -81,7 +81,7 @@ type Limits struct {
 // restart or the first start.
 type Job struct {
 	Kind   Kind
-	Mode   key.Switch // overlap, drain or direct (serve resolves auto)
+	Mode   key.Switch // overlap, drain or direct (serve resolves auto); alone when nothing serves
 	Plan   *plan.Plan
 	Limits Limits
 	Reason string
@@ -418,7 +418,7 @@ func (s *stepper) submit(j *Job) {
 	case m.Serving == nil:
 		// Nothing serves (restarting after a crash): start the new
 		// settings now, with the previous ones as the fallback.
-		j.Mode = key.SwitchOverlap
+		j.Mode = key.SwitchAlone
 		s.begin(j)
 	default:
 		s.log(lvInfo, "switching engines", "mode", j.Mode.String(), "why", j.Reason)
@@ -569,7 +569,9 @@ func (s *stepper) hung(id EngineID) {
 	m := &s.m
 	for _, e := range []*Engine{m.Serving, m.Draining} {
 		if e != nil && e.ID == id {
-			s.log(lvError, "engine stopped answering; killing it", "engine", id)
+			// engine_n is the launcher's count, as in the "engine N |"
+			// prefix of the engine's output; the pid is on its start line.
+			s.log(lvError, "engine stopped answering; killing it", "engine_n", id)
 			s.do(Gone{ID: id}, Stop{ID: id, Kill: true, Why: WhyHung})
 			m.stopping = append(m.stopping, id)
 			if e == m.Serving {
@@ -731,7 +733,7 @@ func (s *stepper) tick() {
 	if !m.restartAt.IsZero() && !now.Before(m.restartAt) {
 		m.restartAt = time.Time{}
 		if m.Serving == nil && m.Starting == nil && m.Phase != Stopping {
-			s.begin(&Job{Kind: KindRestart, Mode: key.SwitchOverlap, Plan: m.Plan, Limits: m.Limits, Reason: "the engine exited"})
+			s.begin(&Job{Kind: KindRestart, Mode: key.SwitchAlone, Plan: m.Plan, Limits: m.Limits, Reason: "the engine exited"})
 		}
 	}
 	if !m.drainBy.IsZero() && !now.Before(m.drainBy) && m.Draining != nil {

@@ -262,7 +262,18 @@ func TestCrashRestartsOnFailure(t *testing.T) {
 		t.Fatalf("a crash with restart on-failure waits its backoff: %+v", f.m)
 	}
 	f.wantAfter(time.Second, Tick{}, "Start(2 restart)")
-	f.want(Ready{ID: 2}, "Route(2) Reply(<nil>) Switched(ok=true)")
+	m, acts := Step(f.m, Ready{ID: 2}, f.now)
+	f.m = m
+	for _, a := range acts {
+		// Issue 33: a restart was recorded as mode overlap; nothing
+		// served beside it.
+		if sw, ok := a.(Switched); ok && sw.Job.Mode != key.SwitchAlone {
+			t.Errorf("a restart recorded with mode %s, want %s", sw.Job.Mode, key.SwitchAlone)
+		}
+	}
+	if got := summary(acts); got != "Route(2) Reply(<nil>) Switched(ok=true)" {
+		t.Errorf("Ready(2): %s", got)
+	}
 }
 
 func TestCrashWithoutRestartExits(t *testing.T) {

@@ -327,6 +327,9 @@ func (r *Runtime) start(a Start) {
 		case "":
 		case WhyStopping, WhyFinished:
 			r.o.Log.Info("engine stopped", "pid", in.Proc.PID(), "exit_code", code)
+		case WhyHung:
+			// The only engine, killed for not answering: not an "old" one.
+			r.o.Log.Info("engine stopped", "pid", in.Proc.PID(), "exit_code", code, "why", "it stopped answering")
 		default:
 			r.o.Log.Info("old engine stopped", "pid", in.Proc.PID(), "exit_code", code)
 		}
