@@ -544,6 +544,13 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	answered = true
 }
 
+// stopping reports that speclaunch is stopping (Refuse or Close came).
+func (p *Proxy) stopping() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closed || p.refuse
+}
+
 // authorized answers 401 as llama-server does when the engine has keys
 // and the request carries none of them.
 func (p *Proxy) authorized(w http.ResponseWriter, r *http.Request) bool {
@@ -706,6 +713,12 @@ func (t *retrying) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		dead := s.b
 		switch {
+		case dialRefused(err) && t.p.stopping():
+			// speclaunch is stopping: no next engine will come, and the
+			// request is answered 503 (acquire refuses it); the log says
+			// so rather than "sending it to the next engine".
+			dead.dead.Store(true)
+			t.p.o.Log.Info("proxy: engine refused a connection while speclaunch stops; the request gets 503", "engine", dead.Name, "path", req.URL.Path)
 		case dialRefused(err):
 			dead.dead.Store(true)
 			t.p.o.Log.Info("proxy: engine refused a connection; sending the request to the next engine", "engine", dead.Name, "path", req.URL.Path)

@@ -50,6 +50,9 @@ type launcher struct {
 
 	mu  sync.Mutex
 	cur *plan.Plan // the plan in force (the runtime's goroutine sets it)
+	// phase is the runtime's state (NotePhase): a reload during a switch
+	// is said to wait for it, not to have "nothing to do".
+	phase server.Phase
 	// adapted is the width the adaptive loop switched to (1 = speculation
 	// off), 0 before it has; a reload keeps it, or every profile edit (a
 	// comment, a SIGHUP) would put the policy's width back.
@@ -214,6 +217,9 @@ func (r runtimeSide) Notify(n server.Note) {
 		sv.st.exited(n.In, n.Code)
 	case server.NotePhase:
 		sv.met.Phase(n.Phase.String())
+		sv.mu.Lock()
+		sv.phase = n.Phase
+		sv.mu.Unlock()
 	}
 }
 
@@ -363,9 +369,12 @@ func (sv *launcher) feed(changes <-chan watch.Change, hup <-chan os.Signal, stop
 			continue
 		}
 		sv.followFiles(l.Files())
-		if !changed {
-			// The runtime takes it in without a switch (or, during one,
-			// after it: the latest wins).
+		sv.mu.Lock()
+		switching := sv.phase == server.Switching
+		sv.mu.Unlock()
+		if !changed && !switching {
+			// The runtime takes it in without a switch. During one it
+			// applies after it (the latest wins), and says so itself.
 			sv.log.Info("reload: engine command unchanged; nothing to do", "width", np.Resolution.Width)
 		}
 		why := ch.Reason
