@@ -4,8 +4,10 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/speclaunch/speclaunch/internal/exitcode"
+	"github.com/speclaunch/speclaunch/internal/server"
 )
 
 // Issue 33: serve exited 0 after the shutdown timeout or a second signal
@@ -30,5 +32,27 @@ func TestCutExit(t *testing.T) {
 		if code != c.want || (c.msg == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.msg)) {
 			t.Errorf("cutExit(%d, cut %d) = %d, %v; want %d, %q", c.code, c.cut, code, err, c.want, c.msg)
 		}
+	}
+}
+
+// Issue 33: the drain fallback said "starting engine for the new
+// settings" while it restarted the previous ones.
+func TestStartWhat(t *testing.T) {
+	if got := startWhat(server.KindReload, false); got != "starting engine for the new settings" {
+		t.Errorf("reload: %q", got)
+	}
+	if got := startWhat(server.KindReload, true); !strings.Contains(got, "previous settings") {
+		t.Errorf("fallback: %q", got)
+	}
+}
+
+// Issue 33: a wait says what it waits for and its bound.
+func TestWaitMessage(t *testing.T) {
+	got := waitMessage("engine 2 to load and answer /health", 5200*time.Millisecond, 15*time.Minute)
+	if want := "still waiting for engine 2 to load and answer /health (5s so far; gives up after 15m0s)"; got != want {
+		t.Errorf("%q, want %q", got, want)
+	}
+	if got := waitMessage("x", 35*time.Second, 0); got != "still waiting for x (35s so far)" {
+		t.Errorf("no bound: %q", got)
 	}
 }

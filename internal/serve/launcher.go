@@ -139,6 +139,18 @@ func widthOf(p *plan.Plan) int {
 	return p.Resolution.Width
 }
 
+// startWhat is the start line's message for a start of kind; fallback: it
+// restarts the settings in force after the new ones failed (a drain
+// switch), which "starting engine for the new settings" misnamed.
+func startWhat(kind server.Kind, fallback bool) string {
+	if fallback {
+		return "restarting engine with the previous settings (the new ones failed to start)"
+	}
+	return map[server.Kind]string{server.KindStart: "starting engine", server.KindRestart: "restarting engine",
+		server.KindReload: "starting engine for the new settings", server.KindAdapt: "starting engine for the adapted width",
+		server.KindFollow: "starting engine for the schedule's bucket"}[kind]
+}
+
 func (sv *launcher) plan() *plan.Plan {
 	sv.mu.Lock()
 	defer sv.mu.Unlock()
@@ -158,9 +170,9 @@ func (sv *launcher) startInst(ctx context.Context, p *plan.Plan, id server.Engin
 			return nil, err
 		}
 	}
-	what := map[server.Kind]string{server.KindStart: "starting engine", server.KindRestart: "restarting engine",
-		server.KindReload: "starting engine for the new settings", server.KindAdapt: "starting engine for the adapted width",
-		server.KindFollow: "starting engine for the schedule's bucket"}[kind]
+	// A switch's start with the plan in force is its fallback: the new
+	// settings failed and the previous ones start again.
+	what := startWhat(kind, kind != server.KindStart && kind != server.KindRestart && p == sv.plan())
 	t0 := time.Now()
 	r, err := sv.launch(ctx, ep, int(id), what, interrupt)
 	if err != nil {
@@ -574,7 +586,9 @@ func (sv *launcher) launch(ctx context.Context, p *plan.Plan, n int, what string
 	logPlan(sv.log, p, what, "engine_n", n)
 	o := sv.c.Engine(p.Settings, n)
 	o.Interrupt = interrupt
+	quiet := waitSay(sv.log, fmt.Sprintf("engine %d to load and answer /health", n), p.Settings.ReadyTimeout.Value)
 	r, err := instance.Start(ctx, p, o)
+	quiet()
 	if err != nil {
 		// An engine that exits while starting: the launcher exits with the
 		// engine's code, after showing its last lines.
@@ -594,7 +608,9 @@ func (sv *launcher) launch(ctx context.Context, p *plan.Plan, n int, what string
 		sv.launched = true
 	}
 	sv.log.Info("ready", attrs...)
+	quiet = waitSay(sv.log, fmt.Sprintf("engine %d's width check (its startup line, a probe request)", n), 0)
 	chk := r.Verify(ctx, p.Settings.Probe.Value)
+	quiet()
 	switch {
 	case chk.Problem != "":
 		sv.log.Error("width check failed: "+chk.Problem, "resolved", p.Resolution.Width, "engine_says", chk.Observed.Line)
