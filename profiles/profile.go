@@ -6,6 +6,7 @@
 package profiles
 
 import (
+	"bytes"
 	"context"
 	"embed"
 	"errors"
@@ -139,12 +140,26 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("%s: %s", e.File, e.Msg)
 }
 
+// typesRE is the decoder's wording of a value of the wrong type.
+var typesRE = regexp.MustCompile(`incompatible types: TOML value has type ([\w-]+); destination has type ([\w-]+)`)
+
+// article puts "a" or "an" before a type's name.
+func article(w string) string {
+	if strings.ContainsRune("aeiou", rune(w[0])) {
+		return "an " + w
+	}
+	return "a " + w
+}
+
 var lineRE = regexp.MustCompile(`^toml: line (\d+)(?: \(last key "([^"]*)"\))?: (.*)$`)
 
 // Parse decodes profile text; name is used in errors. Unknown keys and wrong
 // types are errors with a line, so a typo never silently does nothing.
 func Parse(name string, data []byte) (*Profile, error) {
 	p := &Profile{Path: name}
+	// An editor's UTF-8 byte order mark is not TOML; left in, it cost
+	// every error its line (issue 33). It sits on line 1: lines stay.
+	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
 	var ge *tomlguard.Error
 	if err := tomlguard.Check(string(data)); errors.As(err, &ge) {
 		return nil, &Error{File: name, Line: ge.Line, Msg: ge.Error()}
@@ -162,6 +177,10 @@ func Parse(name string, data []byte) (*Profile, error) {
 			if strings.Contains(msg, "expected table but found") {
 				// The decoder's message names a Go struct type; say the fix.
 				msg = fmt.Sprintf("%q must be a table, e.g. [%s] followed by its keys (see docs/profiles.md)", m[2], m[2])
+			} else if t := typesRE.FindStringSubmatch(msg); t != nil {
+				// Not the decoder's Go words ("destination has type
+				// integer"): what the key holds and what it takes.
+				msg = fmt.Sprintf("%s: is %s, want %s (see docs/profiles.md)", m[2], article(t[1]), article(t[2]))
 			} else if m[2] != "" {
 				msg = fmt.Sprintf("%s: %s", m[2], msg)
 			}

@@ -30,7 +30,7 @@ func TestParseErrors(t *testing.T) {
 	}{
 		{"unknown top key", "[engine]\nname = \"sim\"\n\n[draft]\nmodle = \"x\"\n", []string{"p.toml:5", "draft.modle", "docs/profiles.md"}},
 		{"unknown table", "[serv]\nport = 1\n", []string{"p.toml:", "serv"}},
-		{"wrong type", "[draft]\nblock_size = \"four\"\n", []string{"p.toml:2", "draft.block_size", "incompatible types"}},
+		{"wrong type", "[draft]\nblock_size = \"four\"\n", []string{"p.toml:2", "draft.block_size", "is a string, want an integer"}},
 		{"syntax", "[draft\nmodel = 1\n", []string{"p.toml:2", "invalid TOML"}},
 		{"args not list", "[engine]\nargs = \"--x\"\n", []string{"p.toml:2"}},
 		// A secret typed without quotes is quoted back by the decoder:

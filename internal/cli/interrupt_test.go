@@ -42,3 +42,16 @@ func TestInterruptIs130(t *testing.T) {
 		t.Errorf("propose interrupted: exit %d\n%s%s", code, o.String(), e.String())
 	}
 }
+
+// Issue 33: engine.args = ["--port","1"] in a profile plus any engine
+// argument typed on the command line was blamed on the command line; the
+// profile's file:line is named.
+func TestProfileEngineArgsBlameTheProfile(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	prof := filepath.Join(t.TempDir(), "ea.toml")
+	os.WriteFile(prof, []byte("[engine]\nname = \"llama.cpp\"\nargs = [\"--port\", \"1\"]\n[model]\npath = \"m.gguf\"\n"), 0o644)
+	code, o, e := runCLI(t, "serve", "--dry-run", "--profile", prof, "--capability", "9.0", "--", "--jinja")
+	if code != 2 || !strings.Contains(e, "profile "+prof+":3: engine argument conflicts with the launcher") {
+		t.Errorf("exit %d\n%s%s", code, o, e)
+	}
+}

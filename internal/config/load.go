@@ -200,6 +200,9 @@ var engineArgsRow = Row{Name: "engine-args", Key: "engine.args", Default: "none"
 			args, src = slices.Clone(p.Engine.Args), Source{Profile, p.Where("engine.args")}
 		}
 		if len(l.in.Passthrough) > 0 {
+			if len(args) > 0 {
+				s.ProfileArgs = Field[[]string]{slices.Clone(args), src}
+			}
 			// Both the llama-server flags typed as such (-ngl 99) and what
 			// follows "--": "flag --" would blame the separator for the former.
 			args, src = append(args, l.in.Passthrough...), Source{Flag, "engine arguments (llama-server flags as typed, and after --)"}

@@ -66,6 +66,10 @@ type Settings struct {
 	Engine       Field[key.Engine]
 	EngineBinary Field[string]   // "" = the engine's default binary name on PATH
 	EngineArgs   Field[[]string] // pass-through engine args: profile engine.args, then those after --
+	// ProfileArgs is the profile's engine.args alone, with its file:line,
+	// when typed engine arguments follow them in EngineArgs: a bad one is
+	// blamed on the profile, not on the command line.
+	ProfileArgs Field[[]string]
 	EngineEnv    Field[map[string]string]
 
 	Model      Field[string] // target checkpoint (MLX directory or GGUF file)

@@ -8,6 +8,7 @@ package plan
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -169,6 +170,15 @@ func Build(ctx context.Context, s config.Settings, pol *policy.Policy, d Deps, o
 		return p, nil
 	}
 	l, err := ad.Command(LaunchSpec(s), launchRes, p.Facts.Drafter, d.Environ, p.Facts.Caps)
+	if err != nil && errors.Is(err, engine.ErrPassthrough) && s.ProfileArgs.Value != nil {
+		// The profile's engine.args and typed ones together were
+		// refused: when the profile's alone are, name its file:line.
+		alone := s
+		alone.EngineArgs = s.ProfileArgs
+		if _, perr := ad.Command(LaunchSpec(alone), launchRes, p.Facts.Drafter, d.Environ, p.Facts.Caps); perr != nil {
+			err = perr
+		}
+	}
 	if err != nil {
 		return nil, err
 	}

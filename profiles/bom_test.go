@@ -1,0 +1,33 @@
+package profiles
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// Issue 33: a profile starting with a UTF-8 byte order mark reported no
+// line, and a value of the wrong type was worded in the decoder's Go terms.
+func TestParseBOMAndTypeWords(t *testing.T) {
+	for _, c := range []struct {
+		text string
+		line int
+		want string
+	}{
+		{"\xef\xbb\xbf[engine]\nname = \"sim\"\nbogus = 1\n", 3, `unknown key "engine.bogus"`},
+		{"\xef\xbb\xbf[engine]\nname = \"sim\"\n", 0, ""},
+		{"[server]\nport = \"abc\"\n", 2, "server.port: is a string, want an integer"},
+	} {
+		_, err := Parse("p.toml", []byte(c.text))
+		if c.want == "" {
+			if err != nil {
+				t.Errorf("%q: %v", c.text, err)
+			}
+			continue
+		}
+		var pe *Error
+		if !errors.As(err, &pe) || pe.Line != c.line || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "destination") {
+			t.Errorf("%q: %v (line %v), want line %d and %q", c.text, err, pe, c.line, c.want)
+		}
+	}
+}
