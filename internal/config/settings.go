@@ -70,7 +70,7 @@ type Settings struct {
 	// when typed engine arguments follow them in EngineArgs: a bad one is
 	// blamed on the profile, not on the command line.
 	ProfileArgs Field[[]string]
-	EngineEnv    Field[map[string]string]
+	EngineEnv   Field[map[string]string]
 
 	Model      Field[string] // target checkpoint (MLX directory or GGUF file)
 	DraftModel Field[string] // drafter; "" = speculation off
