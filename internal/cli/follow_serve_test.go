@@ -22,7 +22,7 @@ func TestServeFollowsSchedule(t *testing.T) {
 	if err != nil || res.Bad() > 0 {
 		t.Fatalf("load: %v, %v", err, res)
 	}
-	r.log.waitFor(t, `follow: switching from_width=4 to_width=2 bucket=2\+ load=[23](\.\d)? `, 1, time.Second)
+	r.log.waitFor(t, `follow: switching from_width=4 to_width=2 bucket=2\+ load=[23](\.\d)?\b`, 1, time.Second)
 	r.log.waitFor(t, `switched to_pid=\d+ width=2`, 1, 5*time.Second)
 	if n := r.log.count(`follow: switching`); n != 1 {
 		t.Errorf("%d follow switches for one load change, want 1:\n%s", n, r.log)
