@@ -55,3 +55,25 @@ func TestProfileEngineArgsBlameTheProfile(t *testing.T) {
 		t.Errorf("exit %d\n%s%s", code, o, e)
 	}
 }
+
+// Issue 33: a drafter config.json declaring block_size 10^9 named no file
+// and suggested a fix that did not work; 0 and 1 were dropped silently.
+func TestDeclaredWidthOutOfRangeNamesTheFile(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config.json")
+	os.WriteFile(cfg, []byte(`{"model_type":"qwen3_5_mtp","block_size":1000000000}`), 0o644)
+	code, o, e := runCLI(t, "resolve", "--engine", "mlxcel", "-m", "t", "-md", dir, "--capability", "9.0")
+	if code != 2 || !strings.Contains(e, cfg+" declares width 1000000000") || !strings.Contains(e, "--draft-block-size W") {
+		t.Errorf("10^9: exit %d\n%s%s", code, o, e)
+	}
+	code, o, e = runCLI(t, "resolve", "--engine", "mlxcel", "-m", "t", "-md", dir, "--capability", "9.0", "--draft-block-size", "4")
+	if code != 0 || !strings.Contains(o, "draft width 4 (operator override)") {
+		t.Errorf("the fix the error suggests: exit %d\n%s%s", code, o, e)
+	}
+	os.WriteFile(cfg, []byte(`{"model_type":"qwen3_5_mtp","block_size":1}`), 0o644)
+	code, o, e = runCLI(t, "resolve", "--engine", "mlxcel", "-m", "t", "-md", dir, "--capability", "9.0")
+	if code != 0 || !strings.Contains(o, cfg+" declares width 1") {
+		t.Errorf("width 1: exit %d\n%s%s", code, o, e)
+	}
+}

@@ -20,6 +20,7 @@ import (
 	"github.com/speclaunch/speclaunch/internal/config"
 	"github.com/speclaunch/speclaunch/internal/key"
 	"github.com/speclaunch/speclaunch/internal/policy"
+	"github.com/speclaunch/speclaunch/internal/quote"
 	"github.com/speclaunch/speclaunch/internal/safefile"
 	"github.com/speclaunch/speclaunch/internal/schedule"
 	"github.com/speclaunch/speclaunch/internal/secret"
@@ -248,8 +249,32 @@ func (p *Plan) drafter(ctx context.Context, d Deps, o Options) (speculative bool
 	}
 	if hasDraft && d.Declared != nil {
 		f.Declared, f.DeclaredReason, _ = d.Declared(ctx, f.Drafter, s.DraftModel.Value)
+		if err := p.checkDeclared(); err != nil {
+			return false, err
+		}
 	}
 	return true, nil
+}
+
+// checkDeclared names the drafter's config.json when the width it
+// declares is none a drafter runs (issue 33: a block_size of 10^9 named no
+// file and suggested a fix that did not work; 0 and 1 were dropped without
+// a word). Above the range it is an error unless an operator width
+// overrides it; below, a warning: the policy decides.
+func (p *Plan) checkDeclared() error {
+	f, s := &p.Facts, p.Settings
+	where := quote.Text(filepath.Join(s.DraftModel.Value, "config.json"), 0)
+	switch {
+	case f.Declared > key.MaxWidth && !s.Width.Set():
+		return &config.Error{Src: s.DraftModel.Src, Msg: "bad drafter checkpoint", Err: fmt.Errorf("%s declares width %d (%s), above %d, which no drafter runs: fix its block_size, or give the width yourself (--draft-block-size W, 2 to %d)", where, f.Declared, f.DeclaredReason, key.MaxWidth, key.MaxWidth)}
+	case f.Declared > key.MaxWidth:
+		p.Warnings = append(p.Warnings, fmt.Sprintf("%s declares width %d, above %d; ignored: the operator's width applies", where, f.Declared, key.MaxWidth))
+		f.Declared = 0
+	case f.Declared > 0 && f.Declared < key.MinWidth:
+		p.Warnings = append(p.Warnings, fmt.Sprintf("%s declares width %d, which would turn speculation off; ignored: the width is resolved without it", where, f.Declared))
+		f.Declared = 0
+	}
+	return nil
 }
 
 // capability: an override wins; the probe runs only when a measured entry
