@@ -421,7 +421,12 @@ func (s *stepper) submit(j *Job) {
 		j.Mode = key.SwitchAlone
 		s.begin(j)
 	default:
-		s.log(lvInfo, "switching engines", "mode", j.Mode.String(), "why", j.Reason)
+		attrs := []any{"mode", j.Mode.String(), "why", j.Reason}
+		if j.Mode == key.SwitchDrain {
+			// The wait a drain makes, and its bound, said up front.
+			attrs = append(attrs, "holds_new_requests", "until the serving engine's requests finish, at most "+m.Serving.Limits.DrainTimeout.String())
+		}
+		s.log(lvInfo, "switching engines", attrs...)
 		s.begin(j)
 	}
 }
