@@ -423,7 +423,11 @@ func (sv *launcher) submit(kind server.Kind, reason string, cur, np *plan.Plan, 
 func (sv *launcher) serving(in *server.Instance) {
 	sv.st.serving(in)
 	bucket, load := sv.st.bucketInForce(in.Plan)
-	sv.met.ServingAt(widthOf(in.Plan), string(in.Plan.Resolution.Source), bucket, load, infoOf(in).Check.Verified)
+	src := in.Plan.Resolution.Source
+	if src == width.Off && in.Plan.Resolution.OnSource != "" {
+		src = in.Plan.Resolution.OnSource // a schedule's bucket that is off: where the schedule came from
+	}
+	sv.met.ServingAt(widthOf(in.Plan), string(src), bucket, load, infoOf(in).Check.Verified)
 	if sv.px != nil {
 		sv.px.SetAPIKeys(in.Plan.APIKeys) // the status page asks for this engine's keys
 	}
