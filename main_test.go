@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -120,6 +121,14 @@ func TestScripts(t *testing.T) {
 			env.Setenv("XDG_CONFIG_HOME", filepath.Join(env.WorkDir, ".config"))
 			env.Setenv("XDG_CACHE_HOME", filepath.Join(env.WorkDir, ".cache"))
 			env.Setenv("NO_COLOR", "1")
+			// PORT: a free port for a script's server (a fixed one met
+			// another run's on a shared machine: "address already in use").
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				return err
+			}
+			env.Setenv("PORT", strconv.Itoa(l.Addr().(*net.TCPAddr).Port))
+			l.Close()
 			bin := filepath.Join(env.WorkDir, ".fakebin")
 			if err := os.Mkdir(bin, 0o755); err != nil {
 				return err
