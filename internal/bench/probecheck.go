@@ -112,7 +112,7 @@ func checkProbe(rec *record.Record) {
 	}
 	switch {
 	case len(over) > 0:
-		pc.Verdict = fmt.Sprintf("the probe is at or above the measured cycle at width %s: it prices them too high on this build, so serve --adapt would misjudge them (docs/adaptive.md, the probe)", strings.Join(over, ", "))
+		pc.Verdict = fmt.Sprintf("the probe is at or above the measured cycle at width %s: it prices them too high on this build, so serve --adapt would misjudge them (docs/design/adaptive.md, the probe)", strings.Join(over, ", "))
 	case n == 0:
 		pc.Verdict = "no speculative width measured a whole cycle (predicted_ms / cycles) to check the probe against"
 	default:

@@ -28,7 +28,7 @@ func TestDocTables(t *testing.T) {
 	}
 	doc := string(data)
 	for sc, name := range scopeNames {
-		begin := fmt.Sprintf("<!-- generated from config.Rows (%s); `go test ./config -run TestDocTables -update` rewrites it -->\n", name)
+		begin := fmt.Sprintf("<!-- generated from config.Rows (%s); `go test ./internal/config -run TestDocTables -update` rewrites it -->\n", name)
 		end := fmt.Sprintf("<!-- end generated (%s) -->", name)
 		i, j := strings.Index(doc, begin), strings.Index(doc, end)
 		if i < 0 || j < i {
@@ -40,7 +40,7 @@ func TestDocTables(t *testing.T) {
 				doc = doc[:i] + want + doc[j:]
 				continue
 			}
-			t.Errorf("%s: the %s table is not DocTable's; run go test ./config -run TestDocTables -update\n got: %s\nwant: %s", path, name, doc[i:j], want)
+			t.Errorf("%s: the %s table is not DocTable's; run go test ./internal/config -run TestDocTables -update\n got: %s\nwant: %s", path, name, doc[i:j], want)
 		}
 	}
 	if *update {
