@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -319,8 +318,8 @@ func (c *BenchCmd) identity(e *Env, p *plan.Plan, notes []string) *record.Record
 		rec.Engine.Version = "sim " + LauncherVersion()
 	}
 	rec.Models = []record.Model{
-		{Role: "target", Path: s.Model.Value, Bytes: pathBytes(s.Model.Value), Quant: string(f.Quant), Note: f.QuantSource},
-		{Role: "draft", Path: s.DraftModel.Value, Bytes: pathBytes(s.DraftModel.Value), Kind: string(f.Drafter), Note: f.DrafterSource},
+		{Role: "target", Path: s.Model.Value, Bytes: modelhash.Size(s.Model.Value), Quant: string(f.Quant), Note: f.QuantSource},
+		{Role: "draft", Path: s.DraftModel.Value, Bytes: modelhash.Size(s.DraftModel.Value), Kind: string(f.Drafter), Note: f.DrafterSource},
 	}
 	for i := range rec.Models {
 		m := &rec.Models[i]
@@ -425,19 +424,6 @@ func fileSHA(path string) string {
 		return ""
 	}
 	return hex.EncodeToString(h.Sum(nil))
-}
-
-func pathBytes(path string) int64 {
-	var n int64
-	filepath.WalkDir(path, func(_ string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			if info, err := d.Info(); err == nil {
-				n += info.Size()
-			}
-		}
-		return nil
-	})
-	return n
 }
 
 // starter starts one bench arm through the same plan, adapter and

@@ -131,3 +131,18 @@ func fileHash(path string, info fs.FileInfo) (string, error) {
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
+
+// Size is the size of a model file, or of the regular files under a model
+// directory; 0 when it cannot be read. Records and the status page show it.
+func Size(path string) int64 {
+	var n int64
+	filepath.WalkDir(path, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if info, err := d.Info(); err == nil {
+				n += info.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}

@@ -77,3 +77,19 @@ func TestSum(t *testing.T) {
 		t.Error("a missing model hashed")
 	}
 }
+
+func TestSize(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "a"), []byte("12345"), 0o644)
+	os.Mkdir(filepath.Join(dir, "sub"), 0o755)
+	os.WriteFile(filepath.Join(dir, "sub", "b"), []byte("123"), 0o644)
+	if got := Size(dir); got != 8 {
+		t.Errorf("Size(dir) = %d, want 8", got)
+	}
+	if got := Size(filepath.Join(dir, "a")); got != 5 {
+		t.Errorf("Size(file) = %d, want 5", got)
+	}
+	if got := Size(filepath.Join(dir, "missing")); got != 0 {
+		t.Errorf("Size(missing) = %d, want 0", got)
+	}
+}

@@ -3,12 +3,10 @@ package serve
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -136,19 +134,4 @@ func logPlan(log *slog.Logger, p *plan.Plan, msg string, extra ...any) {
 	for _, w := range p.Warnings {
 		log.Warn(w)
 	}
-}
-
-// modelBytes is the size of a model file, or of the files under a model
-// directory; 0 when it cannot be read.
-func modelBytes(path string) int64 {
-	var n int64
-	filepath.WalkDir(path, func(_ string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			if info, err := d.Info(); err == nil {
-				n += info.Size()
-			}
-		}
-		return nil
-	})
-	return n
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/speclaunch/speclaunch/cuda"
 	"github.com/speclaunch/speclaunch/internal/key"
+	"github.com/speclaunch/speclaunch/internal/modelhash"
 	"github.com/speclaunch/speclaunch/internal/plan"
 	"github.com/speclaunch/speclaunch/internal/server"
 )
@@ -106,7 +107,7 @@ func (sv *launcher) switchFacts(np *plan.Plan, cur *server.Instance) switchFacts
 	if f.MemErr == nil && cur != nil {
 		f.EngineMiB = f.Mem.UsedByPID[cur.Proc.PID()]
 	}
-	f.ModelBytes = modelBytes(np.Settings.Model.Value) + modelBytes(np.Settings.DraftModel.Value)
+	f.ModelBytes = modelhash.Size(np.Settings.Model.Value) + modelhash.Size(np.Settings.DraftModel.Value)
 	return f
 }
 
