@@ -72,9 +72,15 @@ func (sv *launcher) adaptCache(p *plan.Plan) (adapt.CacheKey, string) {
 		key.GPU = p.Facts.GPUs[0].Name
 	}
 	var unstated error
-	for _, m := range []string{p.Settings.Model.Value, p.Settings.DraftModel.Value} {
+	// The plan hashed the pair already when the policy holds tuned
+	// entries; a multi-GB model is not read twice at a start.
+	known := []string{p.Facts.Pair.Target, p.Facts.Pair.Draft}
+	for i, m := range []string{p.Settings.Model.Value, p.Settings.DraftModel.Value} {
 		mf, err := adapt.StatModel(m)
-		if err == nil {
+		switch {
+		case err == nil && known[i] != "":
+			mf.SHA256 = known[i]
+		case err == nil:
 			mf.SHA256, err = modelhash.Sum(mf.Path)
 		}
 		if err != nil {
