@@ -14,8 +14,10 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 
 	"github.com/speclaunch/speclaunch/internal/key"
@@ -53,6 +55,47 @@ type Launch struct {
 	EnvRemoved []string          // variables kept out of the child, with reasons in Warnings
 	Warnings   []string
 	BaseURL    string // http://host:port
+
+	// hostAt and portAt are where Argv holds the listen host and port
+	// (indices; 0 = the command has none): the slot At fills, so that an
+	// engine behind speclaunch's proxy gets its loopback port without its
+	// command being built again.
+	hostAt, portAt int
+}
+
+// listen appends the listen address to argv ("--host H --port P", every
+// adapter's spelling) and marks where it is, for At.
+func (l *Launch) listen(argv []string, host string, port int) []string {
+	l.hostAt, l.portAt = len(argv)+1, len(argv)+3
+	return append(argv, "--host", host, "--port", strconv.Itoa(port))
+}
+
+// ArgvAt is Argv with its listen address set to host and port (a word,
+// so that a dry run can print a placeholder): the command as it was built,
+// not built again. ok is false when the command holds no listen address.
+func (l Launch) ArgvAt(host, port string) (argv []string, ok bool) {
+	if l.hostAt <= 0 || l.portAt <= 0 || l.hostAt >= len(l.Argv) || l.portAt >= len(l.Argv) {
+		return nil, false
+	}
+	argv = slices.Clone(l.Argv)
+	argv[l.hostAt], argv[l.portAt] = host, port
+	return argv, true
+}
+
+// At is the command listening on host:port instead of the address it was
+// built with: its argv's listen address and its BaseURL change, nothing
+// else (serve starts each engine behind its proxy on a loopback port
+// picked at start, from the plan's one command).
+func (l Launch) At(host string, port int) (Launch, error) {
+	if port <= 0 || port > 65535 {
+		return Launch{}, fmt.Errorf("listen port %d is out of range (1-65535)", port)
+	}
+	argv, ok := l.ArgvAt(host, strconv.Itoa(port))
+	if !ok {
+		return Launch{}, errors.New("the engine command holds no listen address (--host, --port) to set")
+	}
+	l.Argv, l.BaseURL = argv, baseURL(host, port)
+	return l, nil
 }
 
 // Observation is what one engine output line (or a verification probe)
@@ -128,7 +171,7 @@ func binary(s Spec, def string) string {
 }
 
 // hostPort returns the host and port to bind, with defaults, and the base URL.
-func hostPort(s Spec) (host string, port int, baseURL string, err error) {
+func hostPort(s Spec) (host string, port int, base string, err error) {
 	host = s.Host
 	if host == "" {
 		host = "127.0.0.1"
@@ -137,7 +180,12 @@ func hostPort(s Spec) (host string, port int, baseURL string, err error) {
 	if port <= 0 || port > 65535 {
 		return "", 0, "", fmt.Errorf("%s: port %d is out of range: set --port to a value between 1 and 65535", s.PortFrom, port)
 	}
-	// Connect to loopback when the engine binds every interface.
+	return host, port, baseURL(host, port), nil
+}
+
+// baseURL is the URL speclaunch reaches an engine listening on host:port
+// at: loopback when the engine binds every interface.
+func baseURL(host string, port int) string {
 	dial := host
 	switch host {
 	case "0.0.0.0", "":
@@ -145,7 +193,7 @@ func hostPort(s Spec) (host string, port int, baseURL string, err error) {
 	case "::", "[::]":
 		dial = "::1"
 	}
-	return host, port, "http://" + net.JoinHostPort(dial, strconv.Itoa(port)), nil
+	return "http://" + net.JoinHostPort(dial, strconv.Itoa(port))
 }
 
 // speculating reports whether the resolution turns speculation on, and

@@ -69,7 +69,7 @@ func (llamaAdapter) Command(s Spec, r width.Resolution, kind key.Drafter, enviro
 			return Launch{}, fmt.Errorf("unknown llama-server flag spelling %q: the launcher knows %q and %q", sp, Spelling2026, SpellingLegacy)
 		}
 	}
-	argv = append(argv, "--host", host, "--port", strconv.Itoa(port))
+	argv = l.listen(argv, host, port)
 	// Width verification reads /metrics.
 	if !slices.Contains(s.Args, "--metrics") {
 		argv = append(argv, "--metrics")

@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -20,11 +21,10 @@ func (mlxcelAdapter) Engine() key.Engine    { return key.MLXCEL }
 func (mlxcelAdapter) DefaultBinary() string { return "mlxcel-server" }
 
 func (mlxcelAdapter) Command(s Spec, r width.Resolution, kind key.Drafter, environ []string, caps Caps) (Launch, error) {
-	argv, base, err := mlxcelFlags(key.MLXCEL, s, r, kind)
+	l, err := mlxcelFlags(key.MLXCEL, s, r, kind, binary(s, "mlxcel-server"))
 	if err != nil {
 		return Launch{}, err
 	}
-	l := Launch{Argv: append([]string{binary(s, "mlxcel-server")}, argv...), BaseURL: base}
 	// The width line is an INFO line: RUST_LOG=info unless the operator set one.
 	if err := buildEnv("mlxcel-server", environ, mlxcelEnvRules, s.Env, s.EnvFrom, map[string]string{"RUST_LOG": "info"}, &l); err != nil {
 		return Launch{}, err
@@ -66,11 +66,10 @@ func (simAdapter) Command(s Spec, r width.Resolution, kind key.Drafter, environ 
 	if self == "" {
 		return Launch{}, fmt.Errorf("the sim engine re-executes the speclaunch binary, but its path is unknown: pass Caps.Self (os.Executable) or set engine.binary")
 	}
-	argv, base, err := mlxcelFlags(key.Sim, s, r, kind)
+	l, err := mlxcelFlags(key.Sim, s, r, kind, self, SimArg)
 	if err != nil {
 		return Launch{}, err
 	}
-	l := Launch{Argv: append([]string{self, SimArg}, argv...), BaseURL: base}
 	if err := buildEnv("sim", environ, mlxcelEnvRules, s.Env, s.EnvFrom, nil, &l); err != nil {
 		return Launch{}, err
 	}
@@ -79,36 +78,38 @@ func (simAdapter) Command(s Spec, r width.Resolution, kind key.Drafter, environ 
 
 func (simAdapter) ObserveLine(line string) (Observation, bool) { return observeMLXCEL(line) }
 
-// mlxcelFlags renders mlxcel-server's flags (shared by sim):
-// -m T [--model-draft D --draft-kind K --draft-block-size W] --host H --port P + pass-through.
-func mlxcelFlags(e key.Engine, s Spec, r width.Resolution, kind key.Drafter) ([]string, string, error) {
+// mlxcelFlags renders mlxcel-server's command line (shared by sim): head
+// (the program) then -m T [--model-draft D --draft-kind K
+// --draft-block-size W] --host H --port P + pass-through.
+func mlxcelFlags(e key.Engine, s Spec, r width.Resolution, kind key.Drafter, head ...string) (Launch, error) {
 	if s.Model == "" {
-		return nil, "", fmt.Errorf("no target model is set: set --model (or model in the profile)")
+		return Launch{}, fmt.Errorf("no target model is set: set --model (or model in the profile)")
 	}
 	host, port, base, err := hostPort(s)
 	if err != nil {
-		return nil, "", err
+		return Launch{}, err
 	}
 	if err := CheckPassthrough(e, s.Args); err != nil {
-		return nil, "", fmt.Errorf("%s: %w", s.ArgsFrom, err)
+		return Launch{}, fmt.Errorf("%s: %w", s.ArgsFrom, err)
 	}
 	on, err := speculating(s, r)
 	if err != nil {
-		return nil, "", err
+		return Launch{}, err
 	}
-	argv := []string{"-m", s.Model}
+	argv := append(slices.Clone(head), "-m", s.Model)
 	if on {
 		if err := key.CheckSelectable(e, kind); err != nil {
-			return nil, "", fmt.Errorf("%w: set --draft-kind (or draft.kind in the profile) to one of the accepted values", err)
+			return Launch{}, fmt.Errorf("%w: set --draft-kind (or draft.kind in the profile) to one of the accepted values", err)
 		}
 		argv = append(argv,
 			"--model-draft", s.Draft,
 			"--draft-kind", string(kind),
 			"--draft-block-size", strconv.Itoa(r.Width))
 	}
-	argv = append(argv, "--host", host, "--port", strconv.Itoa(port))
-	argv = append(argv, s.Args...)
-	return argv, base, nil
+	l := Launch{BaseURL: base}
+	argv = l.listen(argv, host, port)
+	l.Argv = append(argv, s.Args...)
+	return l, nil
 }
 
 var (

@@ -93,9 +93,9 @@ func (sglangAdapter) Command(s Spec, r width.Resolution, kind key.Drafter, envir
 		}
 		argv = append(argv, SGLangWidthFlags(algo, r.Width)...)
 	}
-	argv = append(argv, "--host", host, "--port", strconv.Itoa(port))
-	argv = append(argv, s.Args...)
-	l := Launch{Argv: argv, BaseURL: base}
+	l := Launch{BaseURL: base}
+	argv = l.listen(argv, host, port)
+	l.Argv = append(argv, s.Args...)
 	if _, warn := scheduleFor(key.SGLang, r, caps); on && warn != "" {
 		l.Warnings = append(l.Warnings, warn)
 	}

@@ -137,7 +137,7 @@ func (vllmAdapter) Command(s Spec, r width.Resolution, kind key.Drafter, environ
 			return Launch{}, fmt.Errorf("unknown vLLM flag spelling %q: the launcher knows %q and %q", sp, SpellingVLLMConfig, SpellingVLLMLegacy)
 		}
 	}
-	argv = append(argv, "--host", host, "--port", strconv.Itoa(port))
+	argv = l.listen(argv, host, port)
 	argv = append(argv, rest...)
 	l.Argv = argv
 	if err := buildEnv("vllm", environ, nil, s.Env, s.EnvFrom, nil, &l); err != nil {

@@ -26,21 +26,15 @@ func servingLine(p *plan.Plan) string {
 }
 
 // engineArgv is the engine's command as the engine will get it: behind the
-// proxy its --host and --port are the loopback ones, not the public address.
+// proxy its listen address is the loopback one serve fills in at start
+// (engine.Launch.At), not the public address.
 func engineArgv(p *plan.Plan) []string {
-	argv := slices.Clone(p.Launch.Argv)
-	if !p.Settings.Proxy.Value {
-		return argv
-	}
-	for i := 0; i+1 < len(argv); i++ {
-		switch argv[i] {
-		case "--host":
-			argv[i+1] = "127.0.0.1"
-		case "--port":
-			argv[i+1] = "PORT"
+	if p.Settings.Proxy.Value {
+		if argv, ok := p.Launch.ArgvAt("127.0.0.1", "PORT"); ok {
+			return argv
 		}
 	}
-	return argv
+	return slices.Clone(p.Launch.Argv)
 }
 
 // writeLaunch prints the engine's command and environment as the engine

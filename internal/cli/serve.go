@@ -83,7 +83,6 @@ func (c *ServeCmd) Run(e *Env) error {
 		First:   serveLoad{e, l},
 		Log:     log,
 		Engine:  func(s config.Settings, n int) instance.Options { return engineOptions(e, s, n) },
-		Environ: e.deps().Environ,
 		Secrets: e.secrets,
 		Done:    e.parent.Done(),
 	}, p)

@@ -158,7 +158,9 @@ func (sv *launcher) plan() *plan.Plan {
 }
 
 // startInst starts p's engine for the runtime: on a loopback port of its
-// own behind the proxy, or on the public address in direct mode.
+// own behind the proxy, or on the public address in direct mode. The
+// command is the plan's, built once with the plan; behind the proxy only
+// its listen address is filled in (engine.Launch.At).
 func (sv *launcher) startInst(ctx context.Context, p *plan.Plan, id server.EngineID, kind server.Kind, interrupt context.Context) (*server.Instance, error) {
 	ep, port := p, p.Settings.Port.Value
 	if sv.px != nil {
@@ -166,7 +168,7 @@ func (sv *launcher) startInst(ctx context.Context, p *plan.Plan, id server.Engin
 		if port, err = LoopbackPort(); err != nil {
 			return nil, fmt.Errorf("pick a loopback port for the engine: %w", err)
 		}
-		if ep, err = rebind(p, "127.0.0.1", port, sv.c.Environ); err != nil {
+		if ep, err = atLoopback(p, port); err != nil {
 			return nil, err
 		}
 	}
@@ -556,18 +558,15 @@ func (sv *launcher) probeClient(timeout time.Duration) *http.Client {
 	return &http.Client{Timeout: timeout, Transport: sv.rt.Transport(nil)}
 }
 
-// rebind returns p with the engine bound to host:port instead of the
-// public address; the resolution and everything else stay.
-func rebind(p *plan.Plan, host string, port int, environ []string) (*plan.Plan, error) {
-	np := *p
-	s := p.Settings
-	s.Host = config.Field[string]{Value: host, Src: config.Source{Name: "speclaunch proxy"}}
-	s.Port = config.Field[int]{Value: port, Src: config.Source{Name: "speclaunch proxy"}}
-	np.Settings = s
-	l, err := p.Adapter.Command(plan.LaunchSpec(s), p.Resolution, p.Facts.Drafter, environ, p.Facts.Caps)
+// atLoopback returns p with its engine command listening on
+// 127.0.0.1:port instead of the public address: the plan's command with
+// its listen address filled in, not built again from the settings.
+func atLoopback(p *plan.Plan, port int) (*plan.Plan, error) {
+	l, err := p.Launch.At("127.0.0.1", port)
 	if err != nil {
-		return nil, exitcode.Bad(err)
+		return nil, fmt.Errorf("the engine command on loopback port %d: %w", port, err)
 	}
+	np := *p
 	np.Launch = l
 	return &np, nil
 }

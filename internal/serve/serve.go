@@ -85,8 +85,6 @@ type Config struct {
 	// goes and how its lines look, the client of the launcher's own
 	// requests to it.
 	Engine func(s config.Settings, n int) instance.Options
-	// Environ is the environment an engine command is built with.
-	Environ []string
 	// Secrets masks the status page.
 	Secrets *secret.Redactor
 	// Done ends serve as SIGTERM does (the parent context).
