@@ -289,3 +289,48 @@ func FuzzDeclaredWidth(f *testing.F) {
 		DrafterKind(context.Background(), dir) // must not panic
 	})
 }
+
+// Issue 33: a block_size no peek reads (-1, a string, past u32, a Muse
+// block_size under 2) was dropped without a word; Declare says so, with the
+// fix, and never for a value a peek read or a family that has none.
+func TestDeclareUnread(t *testing.T) {
+	tests := []struct {
+		name string
+		kind key.Drafter
+		cfg  string
+		want string // a part of Unread; "" = none
+	}{
+		{"qwen -1", key.MTP, `{"model_type":"qwen3_5_mtp","block_size":-1}`, "block_size -1 is negative: no width is read from it; set a width 2 to 256 or remove the key"},
+		{"qwen 3.0", key.MTP, `{"model_type":"qwen3_5_mtp","block_size":3.0}`, "block_size 3.0 is not an integer as written"},
+		{"qwen -2.5", key.MTP, `{"model_type":"qwen3_5_mtp","block_size":-2.5}`, "is negative"},
+		{"qwen string", key.MTP, `{"model_type":"qwen3_5_mtp","block_size":"4"}`, `block_size "4" is a string`},
+		{"qwen bool", key.MTP, `{"model_type":"qwen3_5_mtp","block_size":true}`, "is true or false"},
+		{"qwen list", key.MTP, `{"model_type":"qwen3_5_mtp","block_size":[4]}`, "block_size […] is a list or a table"},
+		{"qwen past u32", key.MTP, `{"model_type":"qwen3_5_mtp","block_size":4294967296}`, "is above 4294967295"},
+		{"qwen past u64", key.MTP, `{"model_type":"qwen3_5_mtp","block_size":100000000000000000000}`, "is above 4294967295"},
+		{"glm -1", key.MTP, `{"model_type":"glm4_moe_lite_mtp","block_size":-1}`, "set a width 2 to 256 or remove the key"},
+		{"qwen null is unset", key.MTP, `{"model_type":"qwen3_5_mtp","block_size":null}`, ""},
+		{"qwen 3 is read", key.MTP, `{"model_type":"qwen3_5_mtp","block_size":3}`, ""},
+		{"qwen 0 is read (the plan judges it)", key.MTP, `{"model_type":"qwen3_5_mtp","block_size":0}`, ""},
+		{"qwen for a dflash kind: its kind was not read", key.DFlash, `{"model_type":"qwen3_5_mtp","block_size":-1}`, "nor the kind from model_type qwen3_5_mtp (so dflash)"},
+		{"qwen for a draft kind", key.Draft, `{"model_type":"qwen3_5_mtp","block_size":-1}`, ""},
+		{"gemma4 block_size is no width", key.MTP, `{"model_type":"gemma4_assistant","block_size":-1}`, ""},
+		{"dspark -1", key.DFlash, strings.Replace(dsparkConfig, `"block_size":9`, `"block_size":-1`, 1), "set the proposals, 1 to 31"},
+		{"dspark null", key.DSpark, strings.Replace(dsparkConfig, `"block_size":9`, `"block_size":null`, 1), "is null"},
+		{"dspark read", key.DFlash, dsparkConfig, ""},
+		{"dspark other field bad", key.DFlash, dsparkWith(`"hidden_size":"big"`), ""},
+		{"muse 1", key.DFlash, strings.Replace(musePublished, `"block_size":16`, `"block_size":1`, 1), "block_size 1 is below 2"},
+		{"muse -1", key.DFlash, strings.Replace(musePublished, `"block_size":16`, `"block_size":-1`, 1), "is negative"},
+		{"muse valid, other field bad", key.DFlash, strings.Replace(musePublished, `"head_dim":128,`, "", 1), ""},
+		{"plain dflash", key.DFlash, plainDFlash, ""},
+		{"not json", key.MTP, `{"model_type":"qwen3_5_mtp","block_size":-1`, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Declare(context.Background(), tt.kind, writeConfig(t, tt.cfg)).Unread
+			if (tt.want == "") != (got == "") || !strings.Contains(got, tt.want) {
+				t.Errorf("Unread = %q, want it to hold %q", got, tt.want)
+			}
+		})
+	}
+}

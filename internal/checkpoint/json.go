@@ -44,6 +44,7 @@ type jval struct {
 	u    uint64
 	i    int64
 	f    float64
+	lex  string // a number as written
 	arr  []*jval
 	keys []string         // first-occurrence order
 	obj  map[string]*jval // last value wins (serde_json::Value)
@@ -262,7 +263,7 @@ func (p *jparser) number() (*jval, error) {
 		}
 	}
 	lex := string(p.d[start:p.i])
-	v := &jval{kind: jnum, nk: numF64}
+	v := &jval{kind: jnum, nk: numF64, lex: lex}
 	if !isFloat {
 		if u, err := strconv.ParseUint(string(p.d[intStart:intEnd]), 10, 64); err == nil {
 			switch {

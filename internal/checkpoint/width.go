@@ -2,9 +2,12 @@ package checkpoint
 
 import (
 	"context"
+	"fmt"
 	"math"
+	"strconv"
 
 	"github.com/speclaunch/speclaunch/internal/key"
+	"github.com/speclaunch/speclaunch/internal/quote"
 )
 
 // Upstream's exact reasons for a checkpoint-declared width
@@ -39,11 +42,112 @@ const (
 // that says so, and the caller must validate it (key.CheckWidth).
 // The read stops when ctx ends.
 func DeclaredWidth(ctx context.Context, kind key.Drafter, drafterPath string) (width int, reason string, ok bool) {
+	d := Declare(ctx, kind, drafterPath)
+	return d.Width, d.Reason, d.OK
+}
+
+// Declaration is what a drafter's config.json says of its width.
+type Declaration struct {
+	Width  int    // the width upstream's peeks read, verbatim (0 and 1 included)
+	Reason string // upstream's reason for Width
+	OK     bool   // a peek read a width
+	// Unread, when not "", says that the drafter family's block_size is
+	// there but no peek takes a width from it (a negative number, a
+	// fraction, a string, past u32, under the Muse assistant's 2), and the
+	// fix. Upstream drops such a value without a word and resolves the
+	// width as if the key were absent (issue 33: -1 was dropped silently).
+	Unread string
+}
+
+// Declare is DeclaredWidth with what the config holds that no peek reads.
+func Declare(ctx context.Context, kind key.Drafter, drafterPath string) Declaration {
 	raw, err := readConfig(ctx, drafterPath)
 	if err != nil {
-		return 0, "", false
+		return Declaration{}
 	}
-	return declaredWidth(kind, raw)
+	return declare(kind, raw)
+}
+
+// declare is Declare over config.json's bytes.
+func declare(kind key.Drafter, raw []byte) Declaration {
+	var d Declaration
+	d.Width, d.Reason, d.OK = declaredWidth(kind, raw)
+	if cfg, err := parseJSON(raw); err == nil {
+		d.Unread = unreadBlockSize(kind, cfg, d.Reason)
+	}
+	return d
+}
+
+// unreadBlockSize is the sentence for a block_size the drafter's family
+// declares a width by (for its kind) that upstream's peek took no width
+// from; "" when there is none, or when the value is a width and another
+// field failed the peek. reason is the peeks' answer: a block_size read
+// by its family's own peek is never unread.
+func unreadBlockSize(kind key.Drafter, cfg *jval, reason string) string {
+	if cfg == nil || cfg.kind != jobj {
+		return ""
+	}
+	var v *jval
+	least, valid, also := uint64(key.MinWidth), fmt.Sprintf("a width %d to %d", key.MinWidth, key.MaxWidth), ""
+	mt, _ := cfg.get("model_type").asStr()
+	switch own := map[string]string{"qwen3_5_mtp": ReasonQwen35MTP, "glm4_moe_lite_mtp": ReasonGLM4MTP}[mt]; {
+	case own != "" && (kind == key.MTP || kind == key.DFlash):
+		if reason == own || cfg.dups["block_size"] {
+			return ""
+		}
+		if v = cfg.obj["block_size"]; v != nil && v.kind == jnull {
+			return "" // Option<usize>: null is no declaration, as upstream reads it
+		}
+		if kind != key.MTP {
+			// One peek reads model_type and block_size: the kind was not
+			// read either and fell back to dflash (drafterFromConfig).
+			also = fmt.Sprintf(", nor the kind from model_type %s (so %s)", mt, kind)
+		}
+	case (kind == key.DFlash || kind == key.DSpark) && reason != ReasonDSpark && reason != ReasonMuse:
+		if isMuse(cfg) {
+			flat, _ := lift(cfg, "block_size")
+			v = flat.obj["block_size"]
+		} else if r, ok := cfg.get("markov_rank").asU64(); ok && r > 0 {
+			// DSpark's block_size counts proposals: the verify width is one more.
+			v, least, valid = cfg.obj["block_size"], 0, fmt.Sprintf("the proposals, 1 to %d (the width is one more)", dsparkMaxVerifyWidth-1)
+		}
+	}
+	why := whyNotWidth(v, least)
+	if why == "" {
+		return ""
+	}
+	return fmt.Sprintf("block_size %s %s: no width is read from it%s; set %s or remove the key", v.show(), why, also, valid)
+}
+
+// whyNotWidth says why v is no block_size a peek reads, "" when it is one
+// (a whole number from least up to u32) or absent.
+func whyNotWidth(v *jval, least uint64) string {
+	if v == nil {
+		return ""
+	}
+	switch v.kind {
+	case jnull:
+		return "is null, which this config may not hold"
+	case jnum:
+		switch {
+		case v.nk == numI64 || v.nk == numF64 && v.f < 0:
+			return "is negative"
+		case v.nk == numF64 && v.f == math.Trunc(v.f) && v.f > math.MaxUint32:
+			return fmt.Sprintf("is above %d", uint64(math.MaxUint32))
+		case v.nk == numF64:
+			return "is not an integer as written (a fraction or an exponent)"
+		case v.u > math.MaxUint32:
+			return fmt.Sprintf("is above %d", uint64(math.MaxUint32))
+		case v.u < least:
+			return fmt.Sprintf("is below %d, this config's least", least)
+		}
+		return ""
+	case jstr:
+		return "is a string, not a number"
+	case jbool:
+		return "is true or false, not a number"
+	}
+	return "is a list or a table, not a number"
 }
 
 // declaredWidth is DeclaredWidth over config.json's bytes.
@@ -430,4 +534,22 @@ func satAdd(a, b uint64) uint64 {
 		return math.MaxUint64
 	}
 	return a + b
+}
+
+// show is v for a line an operator reads: a number as written, a string
+// quoted, both cut; a list or table by its brackets.
+func (v *jval) show() string {
+	switch v.kind {
+	case jnull:
+		return "null"
+	case jbool:
+		return strconv.FormatBool(v.b)
+	case jnum:
+		return quote.Text(v.lex, 40)
+	case jstr:
+		return quote.Quoted(v.s, 40)
+	case jarr:
+		return "[…]"
+	}
+	return "{…}"
 }

@@ -73,7 +73,21 @@ func TestDeclaredWidthOutOfRangeNamesTheFile(t *testing.T) {
 	}
 	os.WriteFile(cfg, []byte(`{"model_type":"qwen3_5_mtp","block_size":1}`), 0o644)
 	code, o, e = runCLI(t, "resolve", "--engine", "mlxcel", "-m", "t", "-md", dir, "--capability", "9.0")
-	if code != 0 || !strings.Contains(o, cfg+" declares width 1") {
+	if code != 0 || !strings.Contains(o, cfg+": block_size gives width 1, which would turn speculation off") {
 		t.Errorf("width 1: exit %d\n%s%s", code, o, e)
+	}
+	// 0 (read by upstream, verbatim) and -1 (read by no peek: as if absent)
+	// are reported with the file and the fix; the width resolves without them.
+	// -1 also hides model_type from the kind's read, as upstream's one peek.
+	for _, c := range []struct{ bs, want, width string }{
+		{"0", cfg + ": block_size gives width 0", "draft width 4 ("},
+		{"-1", cfg + ": block_size -1 is negative", "draft width 16 ("},
+		{"-1", "nor the kind from model_type qwen3_5_mtp (so dflash)", "draft width 16 ("},
+	} {
+		os.WriteFile(cfg, []byte(`{"model_type":"qwen3_5_mtp","block_size":`+c.bs+`}`), 0o644)
+		code, o, e = runCLI(t, "resolve", "--engine", "mlxcel", "-m", "t", "-md", dir, "--capability", "9.0")
+		if code != 0 || !strings.Contains(o, c.want) || !strings.Contains(o, "remove the key") || !strings.Contains(o, c.width) {
+			t.Errorf("block_size %s: exit %d\n%s%s", c.bs, code, o, e)
+		}
 	}
 }

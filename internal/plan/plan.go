@@ -79,7 +79,7 @@ type Deps struct {
 	Probe       func(ctx context.Context) cuda.Result
 	TargetQuant func(ctx context.Context, path string) (key.Quant, string)
 	DrafterKind func(ctx context.Context, path string) (key.Drafter, bool)
-	Declared    func(ctx context.Context, kind key.Drafter, path string) (int, string, bool)
+	Declared    func(ctx context.Context, kind key.Drafter, path string) checkpoint.Declaration
 	DetectLlama func(ctx context.Context, binary string) (engine.Caps, error)
 	LookPath    func(string) (string, error)
 	Environ     []string
@@ -97,7 +97,7 @@ func RealDeps() Deps {
 		Probe:       func(ctx context.Context) cuda.Result { return cuda.Probe(ctx, cuda.Options{}) },
 		TargetQuant: checkpoint.TargetQuant,
 		DrafterKind: checkpoint.DrafterKind,
-		Declared:    checkpoint.DeclaredWidth,
+		Declared:    checkpoint.Declare,
 		DetectLlama: engine.DetectLlama,
 		LookPath:    exec.LookPath,
 		Environ:     os.Environ(),
@@ -248,8 +248,9 @@ func (p *Plan) drafter(ctx context.Context, d Deps, o Options) (speculative bool
 		return false, &config.Error{Src: s.DraftKind.Src, Msg: "bad drafter kind", Err: err}
 	}
 	if hasDraft && d.Declared != nil {
-		f.Declared, f.DeclaredReason, _ = d.Declared(ctx, f.Drafter, s.DraftModel.Value)
-		if err := p.checkDeclared(); err != nil {
+		dec := d.Declared(ctx, f.Drafter, s.DraftModel.Value)
+		f.Declared, f.DeclaredReason = dec.Width, dec.Reason
+		if err := p.checkDeclared(dec); err != nil {
 			return false, err
 		}
 	}
@@ -258,20 +259,26 @@ func (p *Plan) drafter(ctx context.Context, d Deps, o Options) (speculative bool
 
 // checkDeclared names the drafter's config.json when the width it
 // declares is none a drafter runs (issue 33: a block_size of 10^9 named no
-// file and suggested a fix that did not work; 0 and 1 were dropped without
-// a word). Above the range it is an error unless an operator width
-// overrides it; below, a warning: the policy decides.
-func (p *Plan) checkDeclared() error {
+// file and suggested a fix that did not work; 0, 1 and -1 were dropped
+// without a word). Above the range it is an error unless an operator width
+// overrides it: upstream would run it. Below (0, 1), or a value upstream
+// reads no width from (-1, "4", 3.5), a warning with the fix: the width
+// is resolved as if the key were absent, as upstream does for the latter.
+func (p *Plan) checkDeclared(dec checkpoint.Declaration) error {
 	f, s := &p.Facts, p.Settings
 	where := quote.Text(filepath.Join(s.DraftModel.Value, "config.json"), 0)
+	if dec.Unread != "" {
+		p.Warnings = append(p.Warnings, where+": "+dec.Unread)
+	}
 	switch {
 	case f.Declared > key.MaxWidth && !s.Width.Set():
 		return &config.Error{Src: s.DraftModel.Src, Msg: "bad drafter checkpoint", Err: fmt.Errorf("%s declares width %d (%s), above %d, which no drafter runs: fix its block_size, or give the width yourself (--draft-block-size W, 2 to %d)", where, f.Declared, f.DeclaredReason, key.MaxWidth, key.MaxWidth)}
 	case f.Declared > key.MaxWidth:
 		p.Warnings = append(p.Warnings, fmt.Sprintf("%s declares width %d, above %d; ignored: the operator's width applies", where, f.Declared, key.MaxWidth))
 		f.Declared = 0
-	case f.Declared > 0 && f.Declared < key.MinWidth:
-		p.Warnings = append(p.Warnings, fmt.Sprintf("%s declares width %d, which would turn speculation off; ignored: the width is resolved without it", where, f.Declared))
+	case dec.OK && f.Declared < key.MinWidth:
+		what := map[bool]string{true: "which would turn speculation off", false: "which no drafter runs"}[f.Declared == 1]
+		p.Warnings = append(p.Warnings, fmt.Sprintf("%s: block_size gives width %d, %s; ignored: set a width %d to %d or remove the key", where, f.Declared, what, key.MinWidth, key.MaxWidth))
 		f.Declared = 0
 	}
 	return nil
