@@ -108,7 +108,10 @@ var demoLoadAccept = []float64{0.72, 0.59, 0.483, 0.429, 0.358, 0.31, 0.276}
 // DemoLoad is the sim pairing whose best width moves with load
 // (profiles/demo-load.toml): the H200 Q8_0 cost under load with a pair
 // whose acceptance makes width 5 best with one client and classic best
-// with four, the shape of the committed H200 cells.
+// with four, the shape of the committed H200 cells. At their 128-token
+// requests its four-client widths 3-6 sit as far below classic as the
+// median committed cell's (shape_test.go,
+// docs/benchmark_results/demo-load-shape-2026-12-05.md).
 func DemoLoad() Model {
 	m := H200Q8()
 	m.Accept = fill(func(k int) float64 { return demoLoadAccept[min(k, len(demoLoadAccept))-1] })
