@@ -273,7 +273,7 @@ func writeFourClients(b *strings.Builder, four []shapeCell) {
 	b.WriteString("Every committed adapteval cell with fixed-width runs at four clients (`docs/benchmark_results/adapteval/*-c4-*-fixed.json`:\n")
 	b.WriteString("closed-loop clients started out of step, 128-token requests, the mean of a width's 12 s windows on fresh servers), the\n")
 	b.WriteString("traffic a follower serves. The in-step bench sweeps at concurrency 4 (`h200-…-c4.json`) are left out: they sent\n")
-	b.WriteString("identical requests together, under which speculative widths ran about 1.6x better than under independent clients\n")
+	b.WriteString("identical requests together, which overstated what speculation gives out-of-step clients by up to 1.5x\n")
 	b.WriteString("([2026-12-03 summary](h200-llamacpp-d32676d-summary-2026-12-03.md)). Each width: its rate over classic's (over the cell's best).\n\n")
 	b.WriteString("| cell | classic tok/s | best |")
 	for _, w := range shapeWidths[1:] {
