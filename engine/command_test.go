@@ -65,6 +65,18 @@ func cmdCases() []cmdCase {
 		{"llama-2026-off", key.LlamaCpp, settings(key.LlamaCpp, ""), off, "", baseEnv, new26},
 		{"llama-2026-stale-env", key.LlamaCpp, settings(key.LlamaCpp, "/models/draft.gguf"), res(4), key.Draft, stale, new26},
 		{"llama-2026-passthrough", key.LlamaCpp, withEnv(settings(key.LlamaCpp, "/models/draft.gguf", "-ngl", "99", "-ngld", "99", "--metrics", "-c", "4096"), map[string]string{"CUDA_VISIBLE_DEVICES": "0"}), res(7), key.Draft, baseEnv, new26},
+		// Issue 33: a key typed as a flag reaches the engine through its
+		// environment, not its argv (ps); an engine with no such variable,
+		// or several vLLM keys, keep the flag with a warning.
+		{"llama-2026-apikey", key.LlamaCpp, settings(key.LlamaCpp, "/models/draft.gguf", "-ngl", "99", "--api-key", "flag-key-1,flag-key-2", "--api-key-file", "/run/keys", "-c", "4096"), res(4), key.Draft,
+			append(slices.Clone(baseEnv), "LLAMA_API_KEY=env-key-0001"), new26},
+		{"mlxcel-apikey", key.MLXCEL, settings(key.MLXCEL, "/models/dflash", "--api-key=flag-key-1", "--max-batch-size", "1"), res(4), key.DFlash, baseEnv, Caps{}},
+		{"sim-apikey", key.Sim, settings(key.Sim, "/models/dflash", "--api-key", "flag-key-1"), res(4), key.DFlash, baseEnv, self},
+		{"vllm-apikey", key.VLLM, settings(key.VLLM, "/models/draft", "--api-key", "flag-key-1", "--max-model-len", "4096"), res(4), key.Draft,
+			append(slices.Clone(baseEnv), "VLLM_API_KEY=env-key-0001"), Caps{Spelling: SpellingVLLMConfig}},
+		{"vllm-apikeys", key.VLLM, settings(key.VLLM, "/models/draft", "--api-key", "flag-key-1", "flag-key-2"), res(4), key.Draft, baseEnv, Caps{Spelling: SpellingVLLMConfig}},
+		{"sglang-apikey", key.SGLang, settings(key.SGLang, "/models/draft", "--api-key", "flag-key-1"), res(4), key.Draft, baseEnv, Caps{}},
+		{"llama-2026-apikey-novalue", key.LlamaCpp, settings(key.LlamaCpp, "", "--api-key"), off, "", baseEnv, new26},
 	}
 	for _, k := range key.Selectable(key.LlamaCpp) {
 		cs = append(cs, cmdCase{"llama-2026-" + string(k), key.LlamaCpp, settings(key.LlamaCpp, "/models/drafter"), res(4), k, baseEnv, new26})

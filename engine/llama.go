@@ -79,6 +79,7 @@ func (llamaAdapter) Command(s Spec, r width.Resolution, kind key.Drafter, enviro
 	if err := buildEnv("llama-server", environ, llamaEnvRules, s.Env, s.EnvFrom, nil, &l); err != nil {
 		return Launch{}, err
 	}
+	l.keysToEnv(key.LlamaCpp, "llama-server")
 	return l, nil
 }
 

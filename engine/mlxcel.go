@@ -32,6 +32,7 @@ func (mlxcelAdapter) Command(s Spec, r width.Resolution, kind key.Drafter, envir
 	if v := envValue(l.Env, "RUST_LOG"); r.Width >= key.MinWidth && !logsInfo(v) {
 		l.Warnings = append(l.Warnings, fmt.Sprintf("RUST_LOG=%s hides mlxcel's INFO speculative= line, so the width it runs cannot be verified; use RUST_LOG=info (or leave RUST_LOG unset)", v))
 	}
+	l.keysToEnv(key.MLXCEL, "mlxcel-server")
 	return l, nil
 }
 
@@ -73,6 +74,7 @@ func (simAdapter) Command(s Spec, r width.Resolution, kind key.Drafter, environ 
 	if err := buildEnv("sim", environ, mlxcelEnvRules, s.Env, s.EnvFrom, nil, &l); err != nil {
 		return Launch{}, err
 	}
+	l.keysToEnv(key.Sim, "sim")
 	return l, nil
 }
 

@@ -102,6 +102,7 @@ func (sglangAdapter) Command(s Spec, r width.Resolution, kind key.Drafter, envir
 	if err := buildEnv("sglang", environ, nil, s.Env, s.EnvFrom, nil, &l); err != nil {
 		return Launch{}, err
 	}
+	l.keysToEnv(key.SGLang, "sglang")
 	return l, nil
 }
 

@@ -143,6 +143,7 @@ func (vllmAdapter) Command(s Spec, r width.Resolution, kind key.Drafter, environ
 	if err := buildEnv("vllm", environ, nil, s.Env, s.EnvFrom, nil, &l); err != nil {
 		return Launch{}, err
 	}
+	l.keysToEnv(key.VLLM, "vllm")
 	return l, nil
 }
 

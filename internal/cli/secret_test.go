@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -331,6 +332,19 @@ func TestSecretsServeSim(t *testing.T) {
 	if code := health(port); code != http.StatusOK {
 		t.Errorf("/health is public, got %d", code)
 	}
+	// Issue 33: the key typed as a flag is not on the engine's command
+	// line (ps), and the engine, given it in LLAMA_API_KEY, requires it
+	// (the 401 above).
+	if _, body := statusCode(t, port, "Bearer "+testKey); runtime.GOOS == "linux" {
+		var st struct {
+			Engine struct{ PID int } `json:"engine"`
+		}
+		json.Unmarshal([]byte(body), &st)
+		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", st.Engine.PID))
+		if err != nil || !bytes.Contains(cmdline, []byte("__sim")) || bytes.Contains(cmdline, []byte(testKey)) || bytes.Contains(cmdline, []byte("--api-key")) {
+			t.Errorf("the engine's command line (pid %d, %v): %q", st.Engine.PID, err, cmdline)
+		}
+	}
 	cancel()
 	<-done
 	done <- 0
@@ -343,6 +357,18 @@ func TestSecretsServeSim(t *testing.T) {
 		if code != 2 || !strings.Contains(e, "--api-key-file: api key file "+kf) {
 			t.Errorf("key file %s: exit %d, want 2 naming it:\n%s%s", kf, code, o, e)
 		}
+	}
+}
+
+// Issue 33: a key typed as an engine flag reaches the engine through its
+// environment, and the dry run shows it there, masked, and not in the
+// command.
+func TestSecretsKeyFlagGoesToEnv(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	code, o, e := runCLI(t, "serve", "--dry-run", "--profile", "../../profiles/demo.toml", "--", "--api-key", testKey)
+	cmd, env, _ := strings.Cut(o, "environment:")
+	if code != 0 || strings.Contains(o+e, testKey) || strings.Contains(cmd, "--api-key") || !strings.Contains(env, "LLAMA_API_KEY='"+secret.Mask(testKey)+"'") {
+		t.Errorf("exit %d:\n%s%s", code, o, e)
 	}
 }
 

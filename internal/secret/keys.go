@@ -119,3 +119,33 @@ func (sp Spec) noValue(flag string) error {
 	}
 	return fmt.Errorf("engine flag %s has no value (in the engine arguments: after --, or the profile's engine.args): give it after the flag (%s VALUE)%s; without it the engine would serve with no API key", flag, flag, hint)
 }
+
+// TakeKeyFlags takes sp's key flags and their values out of argv, read as
+// Keys reads them: rest is argv without them and values the flags' values
+// in order (a comma list stays one value). ok is false, and argv is left
+// whole, when a key flag has no usable value: Keys then names it.
+func TakeKeyFlags(sp Spec, argv []string) (rest, values []string, ok bool) {
+	for i := 0; i < len(argv); i++ {
+		name, val, inline := strings.Cut(argv[i], "=")
+		if !slices.Contains(sp.Flags, name) {
+			rest = append(rest, argv[i])
+			continue
+		}
+		if !inline {
+			if i+1 >= len(argv) {
+				return argv, nil, false
+			}
+			i++
+			val = argv[i]
+		}
+		if val == "" || sp.Split && strings.Trim(val, ",") == "" {
+			return argv, nil, false
+		}
+		values = append(values, val)
+		for sp.Multi && !inline && i+1 < len(argv) && !strings.HasPrefix(argv[i+1], "-") {
+			i++
+			values = append(values, argv[i])
+		}
+	}
+	return rest, values, true
+}

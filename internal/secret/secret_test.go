@@ -293,3 +293,28 @@ func TestArgvValues(t *testing.T) {
 		t.Errorf("ArgvValues = %q", got)
 	}
 }
+
+// TakeKeyFlags reads key flags as Keys does, and leaves argv whole when a
+// key flag has no value (Keys then refuses it).
+func TestTakeKeyFlags(t *testing.T) {
+	llama := Spec{Flags: []string{"--api-key"}, Split: true}
+	vllm := Spec{Flags: []string{"--api-key"}, Multi: true}
+	for _, c := range []struct {
+		sp         Spec
+		argv, rest []string
+		vals       []string
+		ok         bool
+	}{
+		{llama, []string{"-ngl", "99", "--api-key", "a,b", "-c", "1"}, []string{"-ngl", "99", "-c", "1"}, []string{"a,b"}, true},
+		{llama, []string{"--api-key=a", "--api-key", "b"}, nil, []string{"a", "b"}, true},
+		{llama, []string{"--api-key-file", "f"}, []string{"--api-key-file", "f"}, nil, true},
+		{vllm, []string{"--api-key", "a", "b", "--x"}, []string{"--x"}, []string{"a", "b"}, true},
+		{llama, []string{"-c", "1", "--api-key"}, []string{"-c", "1", "--api-key"}, nil, false},
+		{llama, []string{"--api-key=,", "-c"}, []string{"--api-key=,", "-c"}, nil, false},
+	} {
+		rest, vals, ok := TakeKeyFlags(c.sp, c.argv)
+		if !slices.Equal(rest, c.rest) || !slices.Equal(vals, c.vals) || ok != c.ok {
+			t.Errorf("TakeKeyFlags(%q) = %q, %q, %v; want %q, %q, %v", c.argv, rest, vals, ok, c.rest, c.vals, c.ok)
+		}
+	}
+}

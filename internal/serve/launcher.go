@@ -411,7 +411,7 @@ func (sv *launcher) submit(kind server.Kind, reason string, cur, np *plan.Plan, 
 		return
 	}
 	mode := sv.switchMode(np)
-	if kind == server.KindReload && !slices.Equal(cur.Launch.Argv, np.Launch.Argv) {
+	if kind == server.KindReload && (!slices.Equal(cur.Launch.Argv, np.Launch.Argv) || !slices.Equal(cur.Launch.Env, np.Launch.Env)) {
 		sv.log.Info("engine command changed", "changed", diffArgv(secret.MaskArgv(cur.Launch.Argv), secret.MaskArgv(np.Launch.Argv)))
 	}
 	sv.submitMu.Lock()
