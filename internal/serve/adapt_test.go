@@ -182,21 +182,22 @@ func TestAdaptedPlanOnTheSettingsInForce(t *testing.T) {
 				t.Fatal(err)
 			}
 			sv := &launcher{c: Config{Loader: ld}, log: slog.New(slog.DiscardHandler), files: []string{prof}, wasEmpty: map[string]bool{}, good: l, st: newServeStatus(cur)}
-			reload := func(from *plan.Plan, timeout string) *plan.Plan {
+			reload := func(from *plan.Plan, timeout string) *server.Job {
 				writeFile(t, prof, strings.Replace(good, `stop_timeout = "5s"`, `stop_timeout = "`+timeout+`"`, 1))
 				np, nl, _, err := sv.reload(from, watch.Change{Path: prof, Reason: watch.ReasonWrite})
 				if err != nil {
 					t.Fatal(err)
 				}
-				sv.built(np, nl) // as submit does
-				return np
+				return &server.Job{Kind: server.KindReload, Plan: np, Origin: nl} // as submit makes it
 			}
 			// A reload takes effect: its settings are the ones in force.
-			np := reload(cur, "7s")
-			sv.adopt(np)
+			j := reload(cur, "7s")
+			np := j.Plan
+			sv.adopt(np, switchedLoad(server.Switched{Job: j, OK: true}, &server.Instance{Plan: np}))
 			// A later reload's switch fails: the previous settings serve again.
-			sv.failed(reload(np, "9s"))
-			sv.adopt(np)
+			sv.adopt(np, switchedLoad(server.Switched{Job: reload(np, "9s"), OK: false}, &server.Instance{Plan: np}))
+			// A reload of the settings in force takes effect without a switch.
+			sv.adopted(&server.Job{Kind: server.KindReload, Plan: np})
 			writeFile(t, prof, tc.broken)
 			ap, _, err := sv.adaptedPlan(np, 3, "a trial")
 			if err != nil {

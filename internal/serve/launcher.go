@@ -73,56 +73,26 @@ type launcher struct {
 	// good is the load of the files the plan in force was built from; an
 	// adaptive switch builds on it while the files on disk do not make a
 	// plan that can start (an edit the reload rejected), as the engine
-	// runs on it. loads are the plans built since (reloads, adaptive
-	// switches) with their loads, in order, until one is in force (adopt).
-	good  Load
-	loads []planLoad
-	// submitMu keeps loads in the order the runtime gets the plans.
-	submitMu sync.Mutex
+	// runs on it. A job carries its plan's load (Job.Origin) until the
+	// plan is in force (adopt).
+	good Load
 }
 
-// planLoad is a plan and the load of the files it was built from.
-type planLoad struct {
-	p *plan.Plan
-	l Load
-}
-
-// maxLoads bounds launcher.loads, a safety net: a plan leaves it when it
-// is in force, when its switch failed, and when a later plan is in force
-// (it was superseded).
-const maxLoads = 64
-
-// built records the load a plan submitted was built from, for when it is
-// in force; submit calls it, so the order is the runtime's.
-func (sv *launcher) built(np *plan.Plan, l Load) {
-	sv.mu.Lock()
-	defer sv.mu.Unlock()
-	if len(sv.loads) == maxLoads {
-		sv.loads = sv.loads[1:]
+// switchedLoad is the load in force once a switch ended with to serving:
+// its job's when the job's plan serves, nil (the load in force stays) when
+// it failed and the previous plan serves again.
+func switchedLoad(s server.Switched, to *server.Instance) Load {
+	if !s.OK || to.Plan != s.Job.Plan {
+		return nil
 	}
-	sv.loads = append(sv.loads, planLoad{np, l})
+	return origin(s.Job)
 }
 
-// failed drops the load of a plan whose switch failed: it is not in force.
-func (sv *launcher) failed(np *plan.Plan) {
-	sv.mu.Lock()
-	defer sv.mu.Unlock()
-	sv.loads = slices.DeleteFunc(sv.loads, func(pl planLoad) bool { return pl.p == np })
-}
-
-// inForce makes np's load good: np took effect. The plans built before it
-// never will (a plan in force supersedes them); a plan not recorded (the
-// previous one again, after a switch failed) leaves good as it is.
-func (sv *launcher) inForce(np *plan.Plan) {
-	sv.mu.Lock()
-	defer sv.mu.Unlock()
-	for i, pl := range sv.loads {
-		if pl.p == np {
-			sv.good = pl.l
-			sv.loads = slices.Clone(sv.loads[i+1:])
-			return
-		}
-	}
+// origin is the load of the files a job's plan was built from (submit
+// gives it to the job), nil for a job the runtime made (a restart).
+func origin(j *server.Job) Load {
+	l, _ := j.Origin.(Load)
+	return l
 }
 
 // infoOf is the engine handle behind a runtime instance.
@@ -414,10 +384,7 @@ func (sv *launcher) submit(kind server.Kind, reason string, cur, np *plan.Plan, 
 	if kind == server.KindReload && (!slices.Equal(cur.Launch.Argv, np.Launch.Argv) || !slices.Equal(cur.Launch.Env, np.Launch.Env)) {
 		sv.log.Info("engine command changed", "changed", diffArgv(secret.MaskArgv(cur.Launch.Argv), secret.MaskArgv(np.Launch.Argv)))
 	}
-	sv.submitMu.Lock()
-	defer sv.submitMu.Unlock()
-	sv.built(np, l)
-	sv.rt.Submit(&server.Job{Kind: kind, Mode: mode, Plan: np, Limits: limits(np), Reason: reason, Reply: reply})
+	sv.rt.Submit(&server.Job{Kind: kind, Mode: mode, Plan: np, Limits: limits(np), Reason: reason, Reply: reply, Origin: l})
 }
 
 // serving: the engine takes the traffic now. The adaptive loop starts
@@ -460,9 +427,6 @@ func (sv *launcher) switched(s server.Switched, to *server.Instance) {
 	if s.Drain > 0 {
 		rec.DrainMS = ms(s.Drain)
 	}
-	if !s.OK || to == nil {
-		sv.failed(j.Plan)
-	}
 	if to == nil {
 		sv.st.switched(rec)
 		return
@@ -472,7 +436,7 @@ func (sv *launcher) switched(s server.Switched, to *server.Instance) {
 		rec.Error = "new settings failed (" + errString(s.Err) + "); the previous settings serve again"
 	}
 	sv.st.switched(rec)
-	sv.adopt(to.Plan)
+	sv.adopt(to.Plan, switchedLoad(s, to))
 	if s.OK {
 		switch {
 		case j.Kind == server.KindAdapt:
@@ -517,16 +481,20 @@ func (sv *launcher) adopted(j *server.Job) {
 	if sv.plan() != j.Plan {
 		sv.log.Info("the settings asked for are the ones now serving; nothing to do", "why", j.Reason)
 	}
-	sv.adopt(j.Plan)
+	sv.adopt(j.Plan, origin(j))
 }
 
-// adopt takes a plan in force: the status page, the proxy's limits, and
-// an operator width ends the adaptive loop.
-func (sv *launcher) adopt(np *plan.Plan) {
-	sv.inForce(np)
+// adopt takes a plan in force, built from the load from (nil: the plan
+// already was in force, or the runtime made its job; the load in force
+// stays): the status page, the proxy's limits, and an operator width ends
+// the adaptive loop.
+func (sv *launcher) adopt(np *plan.Plan, from Load) {
 	sv.mu.Lock()
 	cur := sv.cur
 	sv.cur = np
+	if from != nil {
+		sv.good = from
+	}
 	sv.mu.Unlock()
 	sv.st.settings(np)
 	sv.operatorWidthEndsAdapt(np, widthOf(np))

@@ -88,6 +88,10 @@ type Job struct {
 	// Reply, when set, receives the outcome (the adaptive loop waits on
 	// it); the shell sends it exactly once, from a Reply action.
 	Reply chan error
+	// Origin is the submitter's own, given back with the job in the notes
+	// (serve: the reading of the files the plan was built from, which
+	// becomes the settings in force with it); the machine never reads it.
+	Origin any
 }
 
 // Engine is one engine as the machine sees it.
