@@ -38,9 +38,7 @@ type launcher struct {
 	launched bool
 	c        Config
 	log      *slog.Logger
-	files    []string        // the profile and policy files loaded last (followFiles)
-	wasEmpty map[string]bool // files that were empty when first loaded
-	watcher  *watch.Watcher  // nil when not watching
+	w        watched
 
 	px  *proxy.Proxy // nil in direct mode (--proxy=false)
 	pub *public      // the public listener (proxy mode)
@@ -76,6 +74,15 @@ type launcher struct {
 	// runs on it. A job carries its plan's load (Job.Origin) until the
 	// plan is in force (adopt).
 	good Load
+}
+
+// watched is the reload loop's state: the files it reloads and watches.
+// Run sets it before the loop starts and then only the loop's goroutine
+// (feed, reload, followFiles) touches it: no lock.
+type watched struct {
+	files    []string        // the profile and policy files loaded last (followFiles)
+	wasEmpty map[string]bool // files that were empty when first loaded
+	watcher  *watch.Watcher  // nil when not watching
 }
 
 // switchedLoad is the load in force once a switch ended with to serving:
@@ -276,17 +283,17 @@ func (sv *launcher) watchFiles(p *plan.Plan) (<-chan watch.Change, <-chan os.Sig
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	closeAll := func() { signal.Stop(hup) }
-	if !p.Settings.Watch.Value || len(sv.files) == 0 {
+	if !p.Settings.Watch.Value || len(sv.w.files) == 0 {
 		return nil, hup, closeAll
 	}
-	w, err := watch.New(sv.files, watch.Options{Debounce: 150 * time.Millisecond, Poll: 5 * time.Second, Signals: true, Logger: sv.log})
+	w, err := watch.New(sv.w.files, watch.Options{Debounce: 150 * time.Millisecond, Poll: 5 * time.Second, Signals: true, Logger: sv.log})
 	if err != nil {
 		sv.log.Warn("cannot watch for changes; reload with SIGHUP", "err", err)
 		return nil, hup, closeAll
 	}
 	signal.Stop(hup)
-	sv.watcher = w
-	sv.log.Info("watching for changes", "files", strings.Join(sv.files, ", "))
+	sv.w.watcher = w
+	sv.log.Info("watching for changes", "files", strings.Join(sv.w.files, ", "))
 	return w.Changes(), hup, func() { w.Close() }
 }
 
@@ -297,18 +304,18 @@ func (sv *launcher) watchFiles(p *plan.Plan) (<-chan watch.Change, <-chan os.Sig
 // policy file added by a reload went unseen. Runs at start and then on the
 // feed's goroutine, as reload does.
 func (sv *launcher) followFiles(files []string) {
-	if slices.Equal(files, sv.files) {
+	if slices.Equal(files, sv.w.files) {
 		return
 	}
 	for _, f := range files {
-		if !slices.Contains(sv.files, f) {
+		if !slices.Contains(sv.w.files, f) {
 			if fi, err := os.Stat(f); err == nil && fi.Size() == 0 {
-				sv.wasEmpty[f] = true // loaded empty: an empty file is its content
+				sv.w.wasEmpty[f] = true // loaded empty: an empty file is its content
 			}
 		}
 	}
-	sv.files = slices.Clone(files)
-	if sv.watcher != nil && sv.watcher.Watch(files) == nil {
+	sv.w.files = slices.Clone(files)
+	if sv.w.watcher != nil && sv.w.watcher.Watch(files) == nil {
 		sv.log.Info("watching for changes", "files", strings.Join(files, ", "))
 	}
 }
@@ -335,7 +342,7 @@ func (sv *launcher) feed(changes <-chan watch.Change, hup <-chan os.Signal, stop
 		case <-stop:
 			return
 		case <-hup:
-			if len(sv.files) == 0 {
+			if len(sv.w.files) == 0 {
 				sv.log.Info("SIGHUP: nothing to reload (no profile or policy file is given; settings come from flags and the environment)")
 				continue
 			}

@@ -33,7 +33,7 @@ func readsEmpty(path string) bool {
 // file is logged with its file and line and changes nothing.
 func (sv *launcher) reload(cur *plan.Plan, ch watch.Change) (*plan.Plan, Load, bool, error) {
 	if ch.Path == "" {
-		sv.log.Info("reloading", "files", strings.Join(sv.files, ", "), "why", ch.Reason)
+		sv.log.Info("reloading", "files", strings.Join(sv.w.files, ", "), "why", ch.Reason)
 	} else {
 		sv.log.Info("reloading", "file", ch.Path, "why", ch.Reason)
 	}
@@ -42,8 +42,8 @@ func (sv *launcher) reload(cur *plan.Plan, ch watch.Change) (*plan.Plan, Load, b
 	// or by a SIGHUP. A profile that had content and is empty now would
 	// load as all defaults. (One that was empty when serve started stays
 	// a valid, empty profile.)
-	for _, f := range sv.files {
-		if fi, err := os.Stat(f); err == nil && fi.Mode().IsRegular() && fi.Size() == 0 && !sv.wasEmpty[f] && readsEmpty(f) {
+	for _, f := range sv.w.files {
+		if fi, err := os.Stat(f); err == nil && fi.Mode().IsRegular() && fi.Size() == 0 && !sv.w.wasEmpty[f] && readsEmpty(f) {
 			sv.log.Warn("reload: the file is empty (a write caught halfway?); not applied: waiting for the next write", "file", f)
 			return nil, nil, false, fmt.Errorf("%s is empty", f)
 		}
