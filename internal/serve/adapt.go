@@ -185,9 +185,7 @@ func targetOf(in *server.Instance) adapt.Target {
 // seconds (what it lacks is probed later); in an overlap switch the old
 // engine serves meanwhile.
 func (sv *launcher) beforeTraffic(ctx context.Context, in *server.Instance) error {
-	sv.mu.Lock()
-	loop := sv.loop
-	sv.mu.Unlock()
+	loop := sv.ctl.adaptive()
 	if loop == nil {
 		return nil
 	}
@@ -205,7 +203,8 @@ const beforeTrafficHeld = 10 * time.Second
 
 // runAdapt runs the loop until the returned func stops it (and waits).
 func (sv *launcher) runAdapt(p *plan.Plan) func() {
-	if sv.loop == nil {
+	loop := sv.ctl.adaptive()
+	if loop == nil {
 		return nil
 	}
 	sv.log.Info("adaptive width on: the width is learned from live traffic (docs/adaptive.md)", "starts_at", p.Resolution.Width)
@@ -213,7 +212,7 @@ func (sv *launcher) runAdapt(p *plan.Plan) func() {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		err := sv.loop.Run(ctx)
+		err := loop.Run(ctx)
 		switch {
 		case err == nil, ctx.Err() != nil: // stopped with serve
 		case errors.Is(err, adapt.ErrNotAdapting):

@@ -181,7 +181,7 @@ func TestAdaptedPlanOnTheSettingsInForce(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			sv := &launcher{c: Config{Loader: ld}, log: slog.New(slog.DiscardHandler), w: watched{files: []string{prof}, wasEmpty: map[string]bool{}}, good: l, st: newServeStatus(cur)}
+			sv := &launcher{c: Config{Loader: ld}, log: slog.New(slog.DiscardHandler), w: watched{files: []string{prof}, wasEmpty: map[string]bool{}}, force: inForce{load: l}, st: newServeStatus(cur)}
 			reload := func(from *plan.Plan, timeout string) *server.Job {
 				writeFile(t, prof, strings.Replace(good, `stop_timeout = "5s"`, `stop_timeout = "`+timeout+`"`, 1))
 				np, nl, _, err := sv.reload(from, watch.Change{Path: prof, Reason: watch.ReasonWrite})

@@ -50,9 +50,7 @@ type FollowStatus struct {
 // runFollow follows the schedule of the plan in force until the returned
 // func stops it (and waits); nil when serve does not follow it.
 func (sv *launcher) runFollow(p *plan.Plan) func() {
-	sv.mu.Lock()
-	adapting, started := sv.loop != nil, sv.started
-	sv.mu.Unlock()
+	adapting, started := sv.ctl.forFollower()
 	if why := FollowOff(p, sv.px != nil, adapting); why != "" {
 		if s := p.Resolution.Schedule; len(s) > 1 && !s.IsFlat() {
 			sv.log.Info("width schedule not followed: "+why, "schedule", s.String())
@@ -144,11 +142,7 @@ func (sv *launcher) SwitchLoad(ctx context.Context, n int, load float64, reason 
 
 // endFollow stops the follower (at shutdown).
 func (sv *launcher) endFollow() {
-	sv.mu.Lock()
-	stop := sv.stopFollow
-	sv.stopFollow = nil
-	sv.mu.Unlock()
-	if stop != nil {
+	if stop := sv.ctl.takeStopFollow(); stop != nil {
 		stop()
 	}
 }

@@ -35,54 +35,22 @@ import (
 // from the files, starts engines for the runtime, turns reloads and the
 // adaptive loop's choices into switch jobs, and keeps the status page.
 type launcher struct {
-	launched bool
-	c        Config
-	log      *slog.Logger
-	w        watched
-
+	// Set by Run and run before any goroutine starts; read-only after.
+	c   Config
+	log *slog.Logger
 	px  *proxy.Proxy // nil in direct mode (--proxy=false)
 	pub *public      // the public listener (proxy mode)
 	rt  *server.Runtime
 	st  *serveStatus
 	met *metrics.Metrics
 
-	mu  sync.Mutex
-	cur *plan.Plan // the plan in force (the runtime's goroutine sets it)
-	// phase is the runtime's state (NotePhase): a reload during a switch
-	// is said to wait for it, not to have "nothing to do".
-	phase server.Phase
-	// adapted is the width the adaptive loop switched to (1 = speculation
-	// off), 0 before it has; a reload keeps it, or every profile edit (a
-	// comment, a SIGHUP) would put the policy's width back.
-	adapted     int
-	adaptReason string
-	// stopAdapt stops the adaptive loop, nil when none runs: a reload that
-	// sets an operator width ends it (an operator width always wins).
-	stopAdapt    func()
-	adaptStarted bool
-	loop         Controller // nil when the width is not adapted
-	// followLoad is the load (requests in flight) whose schedule bucket
-	// the plan in force runs, 0 = one (a launch's); a reload keeps it.
-	// stopFollow stops the follower, nil when none runs; started is how
-	// long the first engine took to start (it prices the first switch).
-	followLoad int
-	stopFollow func()
-	started    time.Duration
-	// good is the load of the files the plan in force was built from; an
-	// adaptive switch builds on it while the files on disk do not make a
-	// plan that can start (an edit the reload rejected), as the engine
-	// runs on it. A job carries its plan's load (Job.Origin) until the
-	// plan is in force (adopt).
-	good Load
-}
+	// launched: an engine has started (the first one logs init_to_exec).
+	// The engine starts' own: the runtime starts one engine at a time.
+	launched bool
 
-// watched is the reload loop's state: the files it reloads and watches.
-// Run sets it before the loop starts and then only the loop's goroutine
-// (feed, reload, followFiles) touches it: no lock.
-type watched struct {
-	files    []string        // the profile and policy files loaded last (followFiles)
-	wasEmpty map[string]bool // files that were empty when first loaded
-	watcher  *watch.Watcher  // nil when not watching
+	w     watched     // the reload loop's files; its goroutine's, no lock
+	force inForce     // the plan in force; one lock (state.go)
+	ctl   controllers // the adaptive loop and the follower; one lock
 }
 
 // switchedLoad is the load in force once a switch ended with to serving:
@@ -128,11 +96,7 @@ func startWhat(kind server.Kind, fallback bool) string {
 		server.KindFollow: "starting engine for the schedule's bucket"}[kind]
 }
 
-func (sv *launcher) plan() *plan.Plan {
-	sv.mu.Lock()
-	defer sv.mu.Unlock()
-	return sv.cur
-}
+func (sv *launcher) plan() *plan.Plan { return sv.force.get() }
 
 // startInst starts p's engine for the runtime: on a loopback port of its
 // own behind the proxy, or on the public address in direct mode. The
@@ -158,9 +122,7 @@ func (sv *launcher) startInst(ctx context.Context, p *plan.Plan, id server.Engin
 		return nil, err
 	}
 	if kind == server.KindStart {
-		sv.mu.Lock()
-		sv.started = time.Since(t0)
-		sv.mu.Unlock()
+		sv.ctl.setFirstStart(time.Since(t0))
 	}
 	in := &server.Instance{Plan: p, Proc: r.Proc, BaseURL: ep.Launch.BaseURL, Port: port, Since: time.Now(), Info: r}
 	if sv.px != nil {
@@ -208,9 +170,7 @@ func (r runtimeSide) Notify(n server.Note) {
 		sv.st.exited(n.In, n.Code)
 	case server.NotePhase:
 		sv.met.Phase(n.Phase.String())
-		sv.mu.Lock()
-		sv.phase = n.Phase
-		sv.mu.Unlock()
+		sv.force.setPhase(n.Phase)
 	}
 }
 
@@ -220,7 +180,7 @@ func (sv *launcher) run(p *plan.Plan) error {
 	sigs := make(chan os.Signal, 3)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
-	sv.cur = p
+	sv.force.take(p, nil)
 	sv.st = newServeStatus(p)
 	sv.met = metrics.New(sv.metricSources())
 	if p.Settings.Proxy.Value {
@@ -239,7 +199,7 @@ func (sv *launcher) run(p *plan.Plan) error {
 		Plan: p, Limits: limits(p), Proxy: sv.px, Log: sv.log,
 		Signals: sigs, Done: sv.c.Done, Launcher: runtimeSide{sv},
 	})
-	sv.loop = sv.newAdapt(p) // its client counts through the runtime
+	sv.ctl.loop = sv.newAdapt(p) // its client counts through the runtime
 	if sv.px != nil {
 		// Listening once the runtime exists: a request or a scrape
 		// arriving at once finds it.
@@ -360,10 +320,7 @@ func (sv *launcher) feed(changes <-chan watch.Change, hup <-chan os.Signal, stop
 			continue
 		}
 		sv.followFiles(l.Files())
-		sv.mu.Lock()
-		switching := sv.phase == server.Switching
-		sv.mu.Unlock()
-		if !changed && !switching {
+		if !changed && !sv.force.switching() {
 			// The runtime takes it in without a switch. During one it
 			// applies after it (the latest wins), and says so itself.
 			sv.log.Info("reload: engine command unchanged; nothing to do", "width", np.Resolution.Width)
@@ -407,19 +364,9 @@ func (sv *launcher) serving(in *server.Instance) {
 	if sv.px != nil {
 		sv.px.SetAPIKeys(in.Plan.APIKeys) // the status page asks for this engine's keys
 	}
-	sv.mu.Lock()
-	first := !sv.adaptStarted
-	sv.adaptStarted = true
-	sv.mu.Unlock()
-	if first {
-		stop := sv.runAdapt(in.Plan)
-		sv.mu.Lock()
-		sv.stopAdapt = stop
-		sv.mu.Unlock()
-		stopF := sv.runFollow(in.Plan)
-		sv.mu.Lock()
-		sv.stopFollow = stopF
-		sv.mu.Unlock()
+	if sv.ctl.start() {
+		sv.ctl.ran(sv.runAdapt(in.Plan), false)
+		sv.ctl.ran(sv.runFollow(in.Plan), true)
 	}
 }
 
@@ -447,17 +394,11 @@ func (sv *launcher) switched(s server.Switched, to *server.Instance) {
 	if s.OK {
 		switch {
 		case j.Kind == server.KindAdapt:
-			sv.mu.Lock()
-			sv.adapted, sv.adaptReason = widthOf(to.Plan), j.Reason
-			sv.mu.Unlock()
+			sv.ctl.adaptedTo(widthOf(to.Plan), j.Reason)
 		case j.Kind == server.KindFollow:
-			sv.mu.Lock()
-			sv.followLoad = to.Plan.Resolution.Load
-			sv.mu.Unlock()
+			sv.ctl.followedTo(to.Plan.Resolution.Load)
 		case !j.Plan.Settings.Adapt.Value || j.Plan.Resolution.Source == width.Override:
-			sv.mu.Lock()
-			sv.adapted, sv.adaptReason = 0, ""
-			sv.mu.Unlock()
+			sv.ctl.adaptedTo(0, "")
 		}
 	}
 	sv.log.Info("switched", "to_pid", to.Proc.PID(), "width", widthOf(to.Plan), "mode", j.Mode.String(), "took", s.Took.Round(time.Millisecond).String())
@@ -496,13 +437,7 @@ func (sv *launcher) adopted(j *server.Job) {
 // stays): the status page, the proxy's limits, and an operator width ends
 // the adaptive loop.
 func (sv *launcher) adopt(np *plan.Plan, from Load) {
-	sv.mu.Lock()
-	cur := sv.cur
-	sv.cur = np
-	if from != nil {
-		sv.good = from
-	}
-	sv.mu.Unlock()
+	cur := sv.force.take(np, from)
 	sv.st.settings(np)
 	sv.operatorWidthEndsAdapt(np, widthOf(np))
 	if sv.px == nil || cur == nil {
@@ -518,11 +453,7 @@ func (sv *launcher) adopt(np *plan.Plan, from Load) {
 // endAdapt stops the adaptive loop (at shutdown: it must not probe an
 // engine being stopped, nor ask for a switch).
 func (sv *launcher) endAdapt() {
-	sv.mu.Lock()
-	stop := sv.stopAdapt
-	sv.stopAdapt = nil
-	sv.mu.Unlock()
-	if stop != nil {
+	if stop := sv.ctl.takeStopAdapt(false); stop != nil {
 		stop()
 	}
 }
@@ -624,14 +555,13 @@ func StartErr(err error) error {
 // now serving, has an operator width: it always wins. The loop stays off
 // until speclaunch restarts (adapt.* settings apply at start).
 func (sv *launcher) operatorWidthEndsAdapt(p *plan.Plan, w int) {
-	sv.mu.Lock()
-	stop := sv.stopAdapt
-	if p.Resolution.Source != width.Override || stop == nil {
-		sv.mu.Unlock()
+	if p.Resolution.Source != width.Override {
 		return
 	}
-	sv.stopAdapt, sv.loop = nil, nil
-	sv.mu.Unlock()
+	stop := sv.ctl.takeStopAdapt(true)
+	if stop == nil {
+		return
+	}
 	why := "an operator width is set (" + p.Settings.Width.Src.String() + "); it always wins"
 	sv.log.Info("adaptive width off: " + why + "; it stays off until speclaunch restarts")
 	go func() { // the loop may be waiting on the runtime's goroutine
@@ -699,9 +629,7 @@ func (sv *launcher) rebuild(opts plan.Options, what string) (*plan.Plan, Load, e
 		err = Launchable(np, false)
 	}
 	if err != nil {
-		sv.mu.Lock()
-		good := sv.good
-		sv.mu.Unlock()
+		good := sv.force.loadInForce()
 		if good == nil {
 			return nil, nil, err
 		}

@@ -56,9 +56,7 @@ func (sv *launcher) reload(cur *plan.Plan, ch watch.Change) (*plan.Plan, Load, b
 		sv.log.Error("reload rejected; the engine keeps running with the previous settings", "err", err)
 		return nil, nil, false, err
 	}
-	sv.mu.Lock() // the runtime's goroutine sets them after an adaptive or follow switch
-	adapted, why, load := sv.adapted, sv.adaptReason, sv.followLoad
-	sv.mu.Unlock()
+	adapted, why, load := sv.ctl.kept() // the runtime's goroutine sets them after an adaptive or follow switch
 	// The bucket of the schedule serve follows stays (the follower moves
 	// it when the load does).
 	o := plan.Options{Load: load}

@@ -96,7 +96,7 @@ func Run(c Config, p *plan.Plan) error {
 	if c.Secrets == nil {
 		c.Secrets = &secret.Redactor{}
 	}
-	sv := &launcher{c: c, log: c.Log, w: watched{wasEmpty: map[string]bool{}}, good: c.First}
+	sv := &launcher{c: c, log: c.Log, w: watched{wasEmpty: map[string]bool{}}, force: inForce{load: c.First}}
 	if c.First != nil {
 		sv.followFiles(c.First.Files()) // no watcher yet: the files and which were empty
 	}
