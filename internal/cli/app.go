@@ -170,7 +170,15 @@ func (e *Env) report(w io.Writer, err error) int {
 func report(w io.Writer, err error) int {
 	msg, hint, code := explain(err)
 	if msg != "" {
-		fmt.Fprintf(w, "speclaunch: error: %s\n", msg)
+		// The lines under the first are an engine's last output (a failed
+		// start): cut to the screen, as the engine's lines are in the log.
+		first, more, _ := strings.Cut(msg, "\n")
+		fmt.Fprintf(w, "speclaunch: error: %s\n", first)
+		for _, l := range strings.Split(more, "\n") {
+			if more != "" {
+				fmt.Fprintln(w, clipLine(l, screenWidth))
+			}
+		}
 	}
 	if hint != "" {
 		fmt.Fprintf(w, "speclaunch: hint: %s\n", hint)

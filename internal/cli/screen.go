@@ -132,3 +132,21 @@ func clipLine(s string, n int) string {
 	keep := max(n-utf8.RuneCountInString(tail), 20)
 	return string(r[:keep]) + tail
 }
+
+// engineLineText is one engine output line in text format: the prefix and
+// the line, cut to screenWidth saying how much was cut and where the whole
+// line is. An engine's own lines run past it: issue 33 met engine lines of
+// 300 characters and more among the launcher's. A line that is cut loses
+// its colour codes first, so that no cut escape sequence colours the rest.
+func engineLineText(prefix, line string) []byte {
+	const more = "… (+%d chars; whole at --log-level debug, --log-format json)"
+	n := screenWidth - utf8.RuneCountInString(prefix)
+	if utf8.RuneCountInString(line) > n {
+		line = ansiRE.ReplaceAllString(line, "")
+	}
+	if r := []rune(line); len(r) > n {
+		keep := max(n-utf8.RuneCountInString(fmt.Sprintf(more, len(r))), 20)
+		line = string(r[:keep]) + fmt.Sprintf(more, len(r)-keep)
+	}
+	return []byte(prefix + line + "\n")
+}

@@ -2,10 +2,13 @@ package cli
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/speclaunch/speclaunch/internal/config"
 )
 
 // Issue 33: text log lines of 300 to 900 characters (the effective
@@ -41,5 +44,69 @@ func TestTextLinesFitTheScreen(t *testing.T) {
 	newLogger(&js, "json", "info", nil).Info("starting engine", "cmd", argv)
 	if strings.Count(js.String(), "\n") != 1 || !strings.Contains(js.String(), argv) {
 		t.Errorf("JSON does not keep the whole line: %s", js.String())
+	}
+}
+
+// Issue 33: an engine's own lines, relayed among the launcher's, ran to
+// 300 characters and more. In text they fit screenWidth with the cut said
+// (colour codes dropped first, so no cut escape colours the rest); at
+// --log-level debug, in JSON and with --raw-engine-output they are whole.
+func TestEngineLinesFitTheScreen(t *testing.T) {
+	long := "0.01.852.097 W srv  llama_server: \x1b[33m" + strings.Repeat("a very long engine line ", 20) + "\x1b[0m end"
+	var s config.Settings
+	s.LogFormat.Value, s.LogLevel.Value = "text", "info"
+	text := func(s config.Settings) string {
+		o := engineOptions(&Env{}, s, 2)
+		if o.Format == nil || o.Raw { // instance.Start drops Format when Raw
+			return o.Prefix + long + "\n" // supervise's prefix path: the line whole
+		}
+		return string(o.Format("stderr", long))
+	}
+	got := text(s)
+	if n := utf8.RuneCountInString(strings.TrimSuffix(got, "\n")); n > screenWidth || !strings.HasPrefix(got, "engine 2 | 0.01.852.097 W srv  llama_server: a very long") ||
+		!strings.Contains(got, "… (+") || !strings.Contains(got, "chars; whole at --log-level debug, --log-format json)") || strings.Contains(got, "\x1b") {
+		t.Errorf("text, %d characters: %q", n, got)
+	}
+	if short := string(engineLineText("engine 1 | ", "\x1b[32mready\x1b[0m")); short != "engine 1 | \x1b[32mready\x1b[0m\n" {
+		t.Errorf("a short line changed: %q", short)
+	}
+	for _, set := range []func(*config.Settings){
+		func(s *config.Settings) { s.LogLevel.Value = "debug" },
+		func(s *config.Settings) { s.LogFormat.Value = "json" },
+		func(s *config.Settings) { s.RawEngineOutput.Value = true },
+	} {
+		c := s
+		set(&c)
+		got := text(c)
+		if c.LogFormat.Value == "json" {
+			var rec struct{ Text string }
+			json.Unmarshal([]byte(got), &rec)
+			got = rec.Text
+		}
+		if !strings.Contains(got, strings.Repeat("a very long engine line ", 20)) {
+			t.Errorf("%s/%s raw=%v: not whole: %q", c.LogFormat.Value, c.LogLevel.Value, c.RawEngineOutput.Value, got)
+		}
+	}
+}
+
+// Issue 33: a failed start's error carries the engine's last lines; in
+// text each fits the screen, in JSON the message keeps them whole.
+func TestErrorTailFitsTheScreen(t *testing.T) {
+	tail := "  error: " + strings.Repeat("x", 350) + " the end"
+	err := errors.New("sim failed to start: process exited with code 1 while starting; last output:\n" + tail)
+	var buf bytes.Buffer
+	report(&buf, err)
+	for _, l := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		if n := utf8.RuneCountInString(l); n > screenWidth {
+			t.Errorf("a %d-character line: %s", n, l)
+		}
+	}
+	if !strings.Contains(buf.String(), "speclaunch: error: sim failed to start") || !strings.Contains(buf.String(), "(367 characters; --log-format json keeps it)") {
+		t.Errorf("text:\n%s", buf.String())
+	}
+	buf.Reset()
+	reportJSON(&buf, err)
+	if !strings.Contains(buf.String(), strings.Repeat("x", 350)+" the end") {
+		t.Errorf("JSON cut the line:\n%s", buf.String())
 	}
 }

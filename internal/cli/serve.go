@@ -90,15 +90,20 @@ func (c *ServeCmd) Run(e *Env) error {
 
 // engineOptions are the start options of engine n: its lines are prefixed
 // "engine n | " (in JSON, "engine": n), so that two engines of an overlap
-// switch can be told apart.
+// switch can be told apart. In text they are cut to a screen's width
+// (engineLineText), except at --log-level debug; JSON and
+// --raw-engine-output keep them whole.
 func engineOptions(e *Env, s config.Settings, n int) instance.Options {
 	prefix := fmt.Sprintf("engine %d | ", n)
 	if s.RawEngineOutput.Value {
 		prefix = ""
 	}
 	o := instance.Options{Out: e.Stderr, Prefix: prefix, Raw: s.RawEngineOutput.Value, ReadyTimeout: s.ReadyTimeout.Value, StopTimeout: s.StopTimeout.Value, Interrupt: e.Ctx, Client: engineClient}
-	if s.LogFormat.Value == "json" {
+	switch {
+	case s.LogFormat.Value == "json":
 		o.Format = func(stream, line string) []byte { return engineLineJSON(n, stream, line) }
+	case s.LogLevel.Value != "debug":
+		o.Format = func(_, line string) []byte { return engineLineText(prefix, line) }
 	}
 	return o
 }
