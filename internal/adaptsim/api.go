@@ -47,6 +47,14 @@ type Controller interface {
 	Close()
 }
 
+// Sampler is a Controller that also reads the load between scrapes, as
+// serve's schedule follower does (internal/follow samples the proxy's
+// in-flight count every 250 ms): Run calls Sample after each of its
+// 250 ms steps with Now, Engine, Width and InFlight set, Counters empty.
+type Sampler interface {
+	Sample(s Scrape) []Command
+}
+
 // Factory makes a fresh controller for one run of profile p.
 type Factory func(p Profile) Controller
 

@@ -18,8 +18,9 @@ func init() {
 }
 
 // Control plugs internal/control's pure controller into the matrix: the
-// adapter keeps its State, turns each call into Observations, answers a
-// probe at once with Env.Probe and returns its switches as Commands.
+// adapter keeps its State, turns each call into Observations (a Sample
+// every 250 ms step, a Scrape every interval), answers a probe at once
+// with Env.Probe and returns its switches as Commands.
 func Control(cfg control.Config) Factory {
 	return func(p Profile) Controller {
 		c := cfg
@@ -49,6 +50,12 @@ func (a *controlAdapter) Switched(s Scrape, took time.Duration) []Command {
 }
 
 func (a *controlAdapter) Close() {}
+
+// Sample is the load between scrapes: what the controller's follower
+// (internal/follow's rule over the schedule in force) switches by.
+func (a *controlAdapter) Sample(s Scrape) []Command {
+	return a.step(control.Observation{Kind: control.Sample, Now: s.Now, Width: s.Width, InFlight: s.InFlight})
+}
 
 func (a *controlAdapter) scrape(s Scrape) []Command {
 	secs := s.Counters.Served

@@ -139,6 +139,7 @@ func Run(p Profile, tr Traffic, c Controller, seed uint64, o Options) Outcome {
 	s.handle(c.Start(env, s.scrape()))
 	horizon := float64(o.Horizon / time.Millisecond)
 	every := float64(o.Interval / time.Millisecond)
+	sampler, _ := c.(Sampler)
 	for s.now < horizon {
 		for next := s.now + every; s.now < next-1e-9; {
 			dt := math.Min(subStep, next-s.now)
@@ -149,6 +150,10 @@ func Run(p Profile, tr Traffic, c Controller, seed uint64, o Options) Outcome {
 			if s.pendW != 0 && s.now >= s.pendAt-1e-9 {
 				s.takeOver()
 				s.handle(c.Switched(s.scrape(), time.Duration((s.now-s.askedAt)*float64(time.Millisecond))))
+			}
+			if sampler != nil {
+				s.handle(sampler.Sample(Scrape{Now: Start.Add(time.Duration(s.now * float64(time.Millisecond))), Engine: s.cur.gen, Width: s.cur.width,
+					InFlight: float64(s.inFlight)}))
 			}
 		}
 		s.handle(c.Scrape(s.scrape()))

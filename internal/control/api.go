@@ -16,6 +16,10 @@ const (
 	Scrape               // the serving engine's counters and the proxy's in-flight count
 	Probed               // a probe's result: Verify, or Err
 	Switched             // a switch's outcome: Width serving now and Took, or Err
+	// Sample is the proxy's in-flight count and the serving Width, every
+	// follow.Tick: what serve follows the schedule in force by
+	// (internal/follow), the one place a switch is asked for.
+	Sample
 )
 
 // Observation is one thing the shell saw.
@@ -24,7 +28,7 @@ type Observation struct {
 	Now  time.Time
 	// Scrape: the serving engine (Engine changes whenever another engine
 	// process serves), its width, the proxy's requests in flight, and the
-	// engine's counters.
+	// engine's counters. Sample: Width and InFlight.
 	Engine   uint64
 	Width    int
 	InFlight float64
@@ -50,7 +54,7 @@ type Op int
 
 // Actions.
 const (
-	SwitchTo Op = iota + 1 // serve Width (Reason says why); answer with Switched
+	SwitchTo Op = iota + 1 // serve Width for Bucket at Load (Reason says why); answer with Switched
 	Probe                  // probe the verify cost of Rows; answer with Probed
 	Save                   // write State.Pair (Saved)
 	Log                    // log Msg
@@ -63,6 +67,10 @@ type Action struct {
 	Reason string
 	Rows   []int
 	Msg    string
+	// SwitchTo: the bucket of the schedule in force whose width it serves
+	// ("2-4"), and the load that caused it (mean requests in flight).
+	Bucket string
+	Load   float64
 }
 
 // Config is the controller's settings. Zero fields take the defaults;
@@ -112,6 +120,9 @@ type Config struct {
 	LoadWindow int
 	// Hold is how long no switch follows a failed one (60 s).
 	Hold time.Duration
+	// MaxPerHour caps the switches of any hour, trials included
+	// (follow.DefaultMaxPerHour when 0).
+	MaxPerHour int
 	// Off names rules turned off, for the ablation (internal/adaptsim's
 	// BenchmarkControlAblation): "spread", "payback", "warmup", "drift",
 	// "trials", "optimistic"; serve turns "trials" off for adapt.trials =

@@ -6,10 +6,14 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/speclaunch/speclaunch/internal/follow"
 )
 
 // decide judges bucket b after the serving engine's run there grew by
-// MinCycles: the drift test, the choice, and a switch or a trial.
+// MinCycles: the drift test, the choice (the learnt schedule's width at
+// b, which serve then follows), and a trial. A decision ends the trial
+// under way.
 func (c Controller) decide(s *State, b int, now time.Time) []Action {
 	var acts []Action
 	if msg := c.drift(s, b); msg != "" {
@@ -21,9 +25,7 @@ func (c Controller) decide(s *State, b int, now time.Time) []Action {
 	changed := sb.Width != choice
 	sb.Width, sb.Source = choice, why
 	s.Pair.Buckets[b].Why = why
-	if s.Exp.Kind == Trialing {
-		s.Exp = Experiment{HoldUntil: s.Exp.HoldUntil}
-	}
+	s.Exp = Experiment{HoldUntil: s.Exp.HoldUntil}
 	s.Pair.Saved = now
 	acts = append(acts, Action{Op: Save})
 	if changed {
@@ -31,18 +33,15 @@ func (c Controller) decide(s *State, b int, now time.Time) []Action {
 	}
 	s.Pair.Decisions++
 	_, judged := c.estimate(s, b, run)
-	s.Engine.Last = Decision{Running: run, Choice: run, Reason: why, Judged: judged}
-	if now.Before(s.Exp.HoldUntil) {
-		return acts
-	}
-	if choice != run {
-		s.Engine.Last.Choice, s.Engine.Last.Switch = choice, true
-		return append(acts, c.switchTo(s, choice, b, run, false, now, why))
+	s.Engine.Last = Decision{Running: run, Choice: choice, Switch: choice != run, Reason: why, Judged: judged}
+	if choice != run || now.Before(s.Exp.HoldUntil) {
+		return acts // serve follows the schedule there (Sample)
 	}
 	if w, reason := c.pickTrial(s, b, choice, now); w > 0 {
 		s.Pair.Buckets[b].Tried[w] = now
+		s.Exp = Experiment{Kind: Trialing, Width: w, From: run, Bucket: b, Since: now, Reason: reason, HoldUntil: s.Exp.HoldUntil}
 		s.Engine.Last.Choice, s.Engine.Last.Switch, s.Engine.Last.Reason = w, true, "trial: "+reason
-		return append(acts, c.switchTo(s, w, b, run, true, now, reason))
+		return append(acts, Action{Op: Log, Msg: fmt.Sprintf("adapt: trial of width %d at %s requests in flight: %s", w, sb.Range(), reason)})
 	}
 	return append(acts, Action{Op: Log, Msg: fmt.Sprintf("adapt: stay at width %d at %s requests in flight: %s", run, sb.Range(), why)})
 }
@@ -126,33 +125,24 @@ func (c Controller) measured(s *State, b int) []int {
 	return ws
 }
 
-// switchTo asks for width w and notes the experiment.
-func (c Controller) switchTo(s *State, w, b, from int, trial bool, now time.Time, reason string) Action {
-	s.Exp = Experiment{Kind: Pending, Width: w, From: from, Bucket: b, Trial: trial, Since: now, Reason: reason}
-	if trial {
-		reason = "trial: " + reason
-	}
-	return Action{Op: SwitchTo, Width: w, Reason: reason}
-}
-
-// switched takes a switch's outcome.
+// switched takes a switch's outcome: the follower's width, the measured
+// switch time, or a hold after a failure (which ends a trial).
 func (c Controller) switched(s *State, o Observation) []Action {
 	if o.Err != "" {
+		w := s.Follow.State.Pending
+		s.Follow.State = follow.Done(s.Follow.State, false, 0)
 		s.Exp = Experiment{HoldUntil: o.Now.Add(c.cfg.Hold)}
-		return []Action{{Op: Log, Msg: fmt.Sprintf("adapt: the switch to width %d failed (%s); no switch before %s", s.Exp.Width, o.Err, c.cfg.Hold)}}
+		return []Action{{Op: Log, Msg: fmt.Sprintf("adapt: the switch to width %d failed (%s); no switch before %s", w, o.Err, c.cfg.Hold)}}
 	}
-	if t := o.Took.Seconds(); t > 0 {
+	t := o.Took.Seconds()
+	if t > 0 {
 		if s.Pair.SwitchS <= 0 {
 			s.Pair.SwitchS = t
 		} else {
 			s.Pair.SwitchS = (s.Pair.SwitchS + t) / 2
 		}
 	}
-	if s.Exp.Kind == Pending && s.Exp.Trial {
-		s.Exp.Kind = Trialing
-		return nil
-	}
-	s.Exp = Experiment{}
+	s.Follow.State = follow.Done(s.Follow.State, true, o.Took)
 	return nil
 }
 

@@ -5,18 +5,29 @@ import (
 	"slices"
 	"time"
 
+	"github.com/speclaunch/speclaunch/internal/follow"
 	"github.com/speclaunch/speclaunch/internal/schedule"
 )
 
 // State is everything the controller knows. Each part is reset by one
 // assignment: s.Pair = Pair{} when the model pair changes, s.Engine =
 // Engine{} when another engine serves, s.Exp = Experiment{} when an
-// experiment ends. Load is the clients' and outlives all three.
+// experiment ends. Load is the clients' and outlives all three; Follow is
+// serve following the schedule in force (InForce) by the load.
 type State struct {
 	Pair   Pair
 	Engine Engine
 	Exp    Experiment
 	Load   Load
+	Follow Follow
+}
+
+// Follow is internal/follow's rule over the schedule in force: its state
+// (the width running, a switch under way, the load's recent samples, the
+// switches of the last hour) and its last decision, for the status.
+type Follow struct {
+	State follow.State
+	Last  follow.Decision
 }
 
 // Pair is what belongs to the model pair on this host: saved, it survives
@@ -114,17 +125,15 @@ type ExpKind int
 // Experiments.
 const (
 	NoExp    ExpKind = iota
-	Pending          // a switch asked for, its outcome not yet observed
-	Trialing         // a width being measured before it is judged
+	Trialing         // a width served at one bucket to be measured before it is judged
 )
 
 // Experiment is the experiment under way.
 type Experiment struct {
 	Kind   ExpKind
-	Width  int // the width asked for or on trial
-	From   int // the width it left
+	Width  int // the width on trial
+	From   int // the width it leaves
 	Bucket int // the bucket it is for
-	Trial  bool
 	Since  time.Time
 	Reason string
 	// HoldUntil: after a failed switch no other is asked for until then.
@@ -156,5 +165,16 @@ func (s State) clone() State {
 	s.Engine.Base.AtLeast = slices.Clone(s.Engine.Base.AtLeast)
 	s.Engine.Recent, s.Engine.RecentCycles = slices.Clone(s.Engine.Recent), slices.Clone(s.Engine.RecentCycles)
 	s.Load.Samples = slices.Clone(s.Load.Samples)
+	s.Follow.State = s.Follow.State.Clone()
 	return s
+}
+
+// InForce is the schedule serve follows: the learnt one, with a trial's
+// width at its bucket while the trial is under way.
+func (s State) InForce() schedule.Schedule {
+	in := slices.Clone(s.Pair.Schedule)
+	if e := s.Exp; e.Kind == Trialing && e.Bucket >= 0 && e.Bucket < len(in) {
+		in[e.Bucket].Width, in[e.Bucket].Source = e.Width, "trial: "+e.Reason
+	}
+	return in
 }

@@ -17,10 +17,17 @@ type Status struct {
 	Schedule string            `json:"schedule"`
 	Describe string            `json:"describe"`
 	Buckets  []schedule.Bucket `json:"buckets"`
-	// Bucket is the load bucket in force ("" before the load settled).
-	Bucket  string  `json:"bucket,omitempty"`
-	SwitchS float64 `json:"switch_s,omitempty"`
-	Note    string  `json:"note,omitempty"`
+	// Bucket is the bucket of the schedule in force whose width runs,
+	// Load the mean requests in flight over the follower's window, and
+	// Follow the follower's last word (why it switched or waits); ""
+	// before its first full window. Measuring is the load bucket the
+	// scrapes measure now.
+	Bucket    string  `json:"bucket,omitempty"`
+	Load      float64 `json:"load"`
+	Follow    string  `json:"follow,omitempty"`
+	Measuring string  `json:"measuring,omitempty"`
+	SwitchS   float64 `json:"switch_s,omitempty"`
+	Note      string  `json:"note,omitempty"`
 	// Decisions counts the decisions; LastDecision is the serving
 	// engine's latest (nil before one), with the running width among its
 	// candidates when it judged that width (what scripts/adapteval's
@@ -45,11 +52,14 @@ func (s State) Status(now time.Time) Status {
 	}
 	st.Decisions = s.Pair.Decisions
 	if b := s.Load.Bucket; b >= 0 && b < len(s.Pair.Schedule) {
-		st.Bucket = s.Pair.Schedule[b].Range()
+		st.Measuring = s.Pair.Schedule[b].Range()
+	}
+	if d := s.Follow.Last; d.From.Width > 0 {
+		st.Bucket, st.Load, st.Follow = d.From.Range(), math.Round(d.Load*10)/10, d.Reason
 	}
 	switch {
-	case s.Exp.Kind == Pending:
-		st.State, st.Note = "switching", fmt.Sprintf("switching to width %d: %s", s.Exp.Width, s.Exp.Reason)
+	case s.Follow.State.Pending != 0:
+		st.State, st.Note = "switching", fmt.Sprintf("switching to width %d: %s", s.Follow.State.Pending, s.Follow.Last.Reason)
 	case s.Exp.Kind == Trialing:
 		st.State, st.Note = "trial", fmt.Sprintf("measuring width %d before judging it: %s", s.Exp.Width, s.Exp.Reason)
 	case now.Before(s.Exp.HoldUntil):

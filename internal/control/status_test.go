@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/speclaunch/speclaunch/internal/follow"
 	"github.com/speclaunch/speclaunch/internal/schedule"
 )
 
@@ -50,9 +51,18 @@ func TestStatus(t *testing.T) {
 	c := New(Config{Default: schedule.Flat(4, "default")})
 	s := c.Init(Pair{})
 	s.Engine.Width, s.Load.Bucket = 4, 1
-	if st := s.Status(t0); st.State != "watching" || st.Bucket != "2-4" || st.Schedule != s.Pair.Schedule.String() || len(st.Buckets) != 4 {
+	if st := s.Status(t0); st.State != "watching" || st.Measuring != "2-4" || st.Bucket != "" || st.Schedule != s.Pair.Schedule.String() || len(st.Buckets) != 4 {
 		t.Errorf("status %+v", st)
 	}
+	s.Follow.Last = follow.Decision{From: s.Pair.Schedule[1], To: s.Pair.Schedule[2], Load: 4.96, Reason: "load 5.0 has been at 5-8"}
+	if st := s.Status(t0); st.Bucket != "2-4" || st.Load != 5 || !strings.Contains(st.Follow, "5-8") {
+		t.Errorf("status of the bucket in force %+v", st)
+	}
+	s.Follow.State.Pending = 6
+	if st := s.Status(t0); st.State != "switching" || !strings.Contains(st.Note, "width 6") {
+		t.Errorf("status while a switch is under way %+v", st)
+	}
+	s.Follow.State.Pending = 0
 	s.Exp = Experiment{Kind: Trialing, Width: 8, Reason: "why"}
 	if st := s.Status(t0); st.State != "trial" || !strings.Contains(st.Note, "width 8") {
 		t.Errorf("status in a trial %+v", st)

@@ -5,6 +5,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/speclaunch/speclaunch/internal/follow"
 	"github.com/speclaunch/speclaunch/internal/schedule"
 )
 
@@ -23,6 +24,7 @@ func (c Controller) Config() Config { return c.cfg }
 func (c Controller) Init(pair Pair) State {
 	s := State{Pair: pair, Load: Load{Bucket: -1}}
 	s.Pair = c.fitBuckets(s.Pair)
+	s.Follow.State = follow.New(follow.Config{Schedule: s.Pair.Schedule}, 0, 0)
 	return s
 }
 
@@ -38,6 +40,8 @@ func (c Controller) Step(in State, o Observation) (State, []Action) {
 		return s, c.probed(&s, o)
 	case Switched:
 		return s, c.switched(&s, o)
+	case Sample:
+		return s, c.sample(&s, o)
 	}
 	return s, nil
 }
@@ -92,7 +96,7 @@ func (c Controller) scrape(s *State, o Observation) []Action {
 	}
 	run := c.addRun(s, b, d, o.Now)
 	e.Counted++
-	if s.Exp.Kind == Pending || run.Cycles < c.cfg.MinCycles || run.Scrapes < minScrapes || e.Counted-e.Decided < minScrapes {
+	if s.Follow.State.Pending != 0 || run.Cycles < c.cfg.MinCycles || run.Scrapes < minScrapes || e.Counted-e.Decided < minScrapes {
 		return acts
 	}
 	e.Decided = e.Counted
@@ -120,7 +124,7 @@ func (cur Counters) since(base Counters) (d Counters, ok bool) {
 }
 
 // observeLoad samples the proxy's in-flight count and settles the load
-// bucket; when the bucket changes, serve follows the schedule there.
+// bucket the scrapes measure (serve follows the schedule by Sample).
 func (c Controller) observeLoad(s *State, o Observation) []Action {
 	if o.InFlight <= 0 && o.Counters.Tokens == s.Engine.Base.Tokens {
 		return nil // idle: no sample (an idle server is no load bucket)
@@ -153,15 +157,7 @@ func (c Controller) observeLoad(s *State, o Observation) []Action {
 		return c.probeFor(s, b, o.Now)
 	}
 	acts := []Action{{Op: Log, Msg: fmt.Sprintf("adapt: load moved to %s requests in flight (mean %.1f)", s.Pair.Schedule[b].Range(), mean)}}
-	acts = append(acts, c.probeFor(s, b, o.Now)...)
-	if s.Exp.Kind != Pending && o.Now.After(s.Exp.HoldUntil) {
-		s.Exp = Experiment{}
-		if w := s.Pair.Schedule[b].Width; w != o.Width {
-			acts = append(acts, c.switchTo(s, w, b, o.Width, false, o.Now,
-				fmt.Sprintf("the schedule serves width %d at %s requests in flight (%s)", w, s.Pair.Schedule[b].Range(), s.Pair.Schedule[b].Source)))
-		}
-	}
-	return acts
+	return append(acts, c.probeFor(s, b, o.Now)...)
 }
 
 // loadSlack is how far outside its range the mean in-flight count may

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/speclaunch/speclaunch/internal/follow"
 	"github.com/speclaunch/speclaunch/internal/schedule"
 )
 
@@ -53,11 +54,16 @@ func (e *fakeEngine) scrape() Observation {
 	return Observation{Kind: Scrape, Now: e.now, Engine: e.gen, Width: e.width, InFlight: e.n, Counters: c}
 }
 
-// run feeds k scrapes of e and returns the state and every action.
+// run feeds k scrapes of e, each after the eight in-flight samples of its
+// 2 s (follow.Tick apart), and returns the state and every action.
 func run(c Controller, s State, e *fakeEngine, k int) (State, []Action) {
 	var all []Action
 	for range k {
 		var acts []Action
+		for i := range 8 {
+			s, acts = c.Step(s, Observation{Kind: Sample, Now: e.now.Add(time.Duration(i+1) * follow.Tick), Width: e.width, InFlight: e.n})
+			all = append(all, acts...)
+		}
 		s, acts = c.Step(s, e.scrape())
 		all = append(all, acts...)
 	}
@@ -89,7 +95,7 @@ func measuredState(c Controller, runs map[int][]float64) State {
 }
 
 func TestStepChoice(t *testing.T) {
-	c := New(Config{Default: schedule.Flat(4, "engine default"), SwitchS: 10})
+	c := New(Config{Default: schedule.Flat(4, "engine default"), SwitchS: 1})
 	cases := []struct {
 		name     string
 		runs     map[int][]float64 // width → each engine's rate (the serving engine's run is added)
@@ -114,7 +120,7 @@ func TestStepChoice(t *testing.T) {
 			rate := map[int]float64{4: 100, 3: 104, 6: 130}[tc.serving]
 			e := &fakeEngine{gen: 1, width: tc.serving, s: 0.7, n: 1, now: t0}
 			e.ms = 1000 * (1 + 0.7*float64(tc.serving-1)) / rate
-			s, acts := run(c, s, e, 20)
+			s, acts := run(c, s, e, 40)
 			if got := switches(acts); !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("switches %v, want %v (actions %+v)", got, tc.want, acts)
 			}
@@ -153,24 +159,33 @@ func TestStepCounting(t *testing.T) {
 }
 
 func TestStepLoadFollowsSchedule(t *testing.T) {
-	c := New(Config{Default: schedule.Flat(4, "default")})
+	// No decision (MinCycles out of reach): the schedule stays as set.
+	c := New(Config{Default: schedule.Flat(4, "default"), SwitchS: 1, MinCycles: 1e12})
 	s := c.Init(Pair{})
 	s.Pair.Schedule[0].Width, s.Pair.Schedule[0].Source = 6, "measured"
 	e := &fakeEngine{gen: 1, width: 6, s: 0.8, ms: 5, n: 1, now: t0}
-	s, acts := run(c, s, e, 8)
+	s, acts := run(c, s, e, 20)
 	if got := switches(acts); len(got) != 0 {
 		t.Fatalf("switched %v at the load the schedule's width serves", got)
 	}
 	e.n = 4
-	s, acts = run(c, s, e, 8)
+	s, acts = run(c, s, e, 20)
 	if got := switches(acts); !reflect.DeepEqual(got, []int{4}) {
 		t.Fatalf("switches %v when the load moved to 4, want [4]", got)
 	}
-	if s.Exp.Kind != Pending || s.Load.Bucket != 1 {
-		t.Errorf("state %+v, load %+v: want a switch pending and bucket 2-4", s.Exp, s.Load)
+	for _, a := range acts {
+		if a.Op == SwitchTo && (a.Bucket != "2-4" || a.Load < 3 || !strings.Contains(a.Reason, "requests in flight")) {
+			t.Errorf("the switch names no load or bucket: %+v", a)
+		}
+	}
+	if s.Follow.State.Pending != 4 || s.Load.Bucket != 1 {
+		t.Errorf("follow %+v, load %+v: want a switch pending and bucket 2-4", s.Follow.State, s.Load)
 	}
 	// 1.4 in flight stays in bucket 2-4 (the slack), and 3.3 too.
 	s, _ = c.Step(s, Observation{Kind: Switched, Now: e.now, Took: 5 * time.Second})
+	if s.Follow.State.Width != 4 || s.Follow.State.Pending != 0 {
+		t.Errorf("after the switch the follower runs %d (pending %d), want 4", s.Follow.State.Width, s.Follow.State.Pending)
+	}
 	e.gen, e.width, e.n = 2, 4, 1.4
 	for _, n := range []float64{1.4, 3.3} {
 		e.n = n
@@ -187,20 +202,23 @@ func TestStepLoadFollowsSchedule(t *testing.T) {
 }
 
 func TestStepSwitchOutcome(t *testing.T) {
-	c := New(Config{Default: schedule.Flat(4, "default")})
+	c := New(Config{Default: schedule.Flat(4, "default"), SwitchS: 1})
 	s := measuredState(c, map[int][]float64{4: {100}, 6: {130, 131}})
-	s.Exp = Experiment{Kind: Pending, Width: 6}
+	s.Follow.State.Width, s.Follow.State.Pending = 4, 6
 	failed, acts := c.Step(s, Observation{Kind: Switched, Now: t0, Err: "the engine did not start"})
-	if failed.Exp.HoldUntil != t0.Add(DefaultHold) || len(acts) != 1 || acts[0].Op != Log {
-		t.Fatalf("after a failed switch: %+v, %+v", failed.Exp, acts)
+	if failed.Exp.HoldUntil != t0.Add(DefaultHold) || failed.Follow.State.Pending != 0 || failed.Follow.State.Width != 4 || len(acts) != 1 || acts[0].Op != Log {
+		t.Fatalf("after a failed switch: %+v, %+v, %+v", failed.Exp, failed.Follow.State, acts)
 	}
 	e := &fakeEngine{gen: 1, width: 4, s: 0.7, ms: 30, n: 1, now: t0}
-	if _, acts := run(c, failed, e, 20); len(switches(acts)) != 0 {
+	if _, acts := run(c, failed, e, 25); len(switches(acts)) != 0 {
 		t.Errorf("switched %v within the hold after a failed switch", switches(acts))
 	}
+	if _, acts := run(c, failed, e, 40); len(switches(acts)) != 1 {
+		t.Errorf("switches %v after the hold, want one to 6", switches(acts))
+	}
 	done, _ := c.Step(s, Observation{Kind: Switched, Now: t0, Took: 12 * time.Second})
-	if done.Exp.Kind != NoExp || done.Pair.SwitchS != 12 {
-		t.Errorf("after a switch: %+v, switch time %v", done.Exp, done.Pair.SwitchS)
+	if done.Exp.Kind != NoExp || done.Pair.SwitchS != 12 || done.Follow.State.Width != 6 {
+		t.Errorf("after a switch: %+v, switch time %v, follower %+v", done.Exp, done.Pair.SwitchS, done.Follow.State)
 	}
 }
 
@@ -224,8 +242,13 @@ func TestStepTrialAndProbe(t *testing.T) {
 	}
 	s, _ = c.Step(s, Observation{Kind: Probed, Now: e.now, Verify: v})
 	s, acts = run(c, s, e, 30)
-	if got := switches(acts); len(got) != 1 || got[0] <= 4 || s.Exp.Kind != Pending || !s.Exp.Trial {
+	if got := switches(acts); len(got) != 1 || got[0] <= 4 || s.Exp.Kind != Trialing || s.Exp.Width != got[0] || s.Follow.State.Pending != got[0] {
 		t.Fatalf("with S = 0.9 at every position the model should try a wider width: switches %v, exp %+v", got, s.Exp)
+	}
+	for _, a := range acts {
+		if a.Op == SwitchTo && !strings.Contains(a.Reason, "trial: ") {
+			t.Errorf("a trial's switch does not say so: %s", a.Reason)
+		}
 	}
 }
 
@@ -274,5 +297,100 @@ func TestCountersSince(t *testing.T) {
 		if _, ok := tc.cur.since(tc.old); ok != tc.ok {
 			t.Errorf("%s: ok %v, want %v", tc.name, ok, tc.ok)
 		}
+	}
+}
+
+// drive runs the combined rule on a fake clock for k scrapes: the load at
+// each sample is load(elapsed), and every switch asked for is answered at
+// once (took 1 s) with a fresh engine at its width. It returns the
+// elapsed time of each switch and the switches.
+func drive(c Controller, s State, e *fakeEngine, k int, load func(time.Duration) float64) (State, []time.Duration, []Action) {
+	var at []time.Duration
+	var sw []Action
+	start := e.now
+	for range k {
+		for i := range 8 {
+			now := e.now.Add(time.Duration(i+1) * follow.Tick)
+			e.n = load(now.Sub(start))
+			var acts []Action
+			s, acts = c.Step(s, Observation{Kind: Sample, Now: now, Width: e.width, InFlight: e.n})
+			for _, a := range acts {
+				if a.Op == SwitchTo {
+					at, sw = append(at, now.Sub(start)), append(sw, a)
+					s, _ = c.Step(s, Observation{Kind: Switched, Now: now, Took: time.Second})
+					e.gen, e.width = e.gen+1, a.Width
+				}
+			}
+		}
+		s, _ = c.Step(s, e.scrape())
+	}
+	return s, at, sw
+}
+
+// One switching path: the learnt schedule's width at the load's bucket,
+// a trial, and a load that moves between buckets are all followed by
+// internal/follow's rule: the wait repays this engine's measured switch
+// time at the measured gain, and the cap per hour holds every kind.
+func TestStepOneSwitchingPath(t *testing.T) {
+	steady := func(n float64) func(time.Duration) float64 { return func(time.Duration) float64 { return n } }
+	alt := func(d time.Duration) float64 {
+		if d/time.Minute%2 == 0 {
+			return 1
+		}
+		return 4
+	}
+	cases := []struct {
+		name     string
+		cfg      Config
+		switchS  float64 // the pair's measured switch time (0: none)
+		learnt   string  // a schedule set in the pair (no decisions: MinCycles out of reach); "" measured runs
+		start    int
+		load     func(time.Duration) float64
+		scrapes  int
+		want     []int
+		firstMin time.Duration
+		firstMax time.Duration
+	}{
+		{name: "measured +30 %, a 1 s switch: at once after the decision", switchS: 1, start: 4, load: steady(1), scrapes: 60,
+			want: []int{6}, firstMin: 14 * time.Second, firstMax: 20 * time.Second},
+		{name: "measured +30 %, a 30 s switch: after the load's stay repays it (30 s / 0.3)", switchS: 30, start: 4, load: steady(1), scrapes: 90,
+			want: []int{6}, firstMin: 90 * time.Second, firstMax: 110 * time.Second},
+		{name: "the load moves every minute: each move followed", cfg: Config{MinCycles: 1e12}, switchS: 1, learnt: "1:6,2-4:1,5-8:1,9+:1", start: 6,
+			load: alt, scrapes: 150, want: []int{1, 6, 1, 6}, firstMin: 60 * time.Second, firstMax: 95 * time.Second},
+		{name: "the cap holds the moves", cfg: Config{MinCycles: 1e12, MaxPerHour: 2}, switchS: 1, learnt: "1:6,2-4:1,5-8:1,9+:1", start: 6,
+			load: alt, scrapes: 150, want: []int{1, 6}, firstMin: 60 * time.Second, firstMax: 95 * time.Second},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := tc.cfg
+			cfg.Default = schedule.Flat(4, "default")
+			c := New(cfg)
+			s := measuredState(c, map[int][]float64{6: {130, 131}})
+			if tc.learnt != "" {
+				s = c.Init(Pair{})
+				sc, err := schedule.Parse(tc.learnt, "learnt")
+				if err != nil {
+					t.Fatal(err)
+				}
+				s.Pair.Schedule = sc
+			}
+			s.Pair.SwitchS = tc.switchS
+			e := &fakeEngine{gen: 1, width: tc.start, s: 0.7, n: 1, now: t0}
+			e.ms = 1000 * (1 + 0.7*float64(tc.start-1)) / 100 // the default runs at 100
+			_, at, sw := drive(c, s, e, tc.scrapes, tc.load)
+			var got []int
+			for _, a := range sw {
+				got = append(got, a.Width)
+				if a.Bucket == "" || a.Load <= 0 || !strings.Contains(a.Reason, "requests in flight") {
+					t.Errorf("a switch without its load: %+v", a)
+				}
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("switches %v at %v, want %v", got, at, tc.want)
+			}
+			if at[0] < tc.firstMin || at[0] > tc.firstMax {
+				t.Errorf("first switch at %v, want between %v and %v", at[0], tc.firstMin, tc.firstMax)
+			}
+		})
 	}
 }

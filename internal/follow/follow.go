@@ -4,7 +4,10 @@
 // count of requests in flight and reports the switches it ran; Step says
 // when to switch and why. Where the schedule came from (the operator, a
 // policy entry, `speclaunch tune`, the adaptive controller) is not its
-// business: Config.Schedule is whichever is in force.
+// business: Config.Schedule is whichever is in force. A schedule whose
+// width changes at the bucket the load sits in (the adaptive controller
+// learnt another width there) is followed by the same rule: the load has
+// sat there since it entered the bucket, which the switch must repay.
 package follow
 
 import (
@@ -53,6 +56,9 @@ type Config struct {
 	Gain func(from, to schedule.Bucket) (float64, bool)
 	// MaxPerHour caps switches in any hour; 0 is DefaultMaxPerHour.
 	MaxPerHour int
+	// NotBefore holds every switch until then (after a failed switch, the
+	// adaptive width's adapt.window); zero holds none.
+	NotBefore time.Time
 }
 
 // State is the follower's memory. The zero value is not usable: New.
@@ -68,7 +74,7 @@ type State struct {
 	counts []int // samples per bucket index over the ring
 
 	cand      int       // the bucket the load has sat in since candSince; -1 none
-	candSince time.Time // when the load moved into cand
+	candSince time.Time // when the load moved into cand (or a failed switch)
 	recent    []time.Time
 	capped    bool // the cap held a switch back (said once per hold)
 }
@@ -105,18 +111,18 @@ func Step(cfg Config, s State, o Observation) (State, Decision) {
 	if len(cfg.Schedule) == 0 || s.filled < len(s.ring) {
 		return s, d // a full window first: a fresh engine's first seconds say little
 	}
-	d.From, d.To = s.bucketOf(cfg), cfg.Schedule[s.mode()]
+	i := s.mode()
+	if s.cand != i {
+		s.cand, s.candSince = i, o.Now
+	}
+	d.From, d.To = s.bucketOf(cfg), cfg.Schedule[i]
 	switch {
 	case s.Pending != 0:
 		d.Reason = fmt.Sprintf("a switch to width %d is under way", s.Pending)
 		return s, d
 	case d.To.Width == s.Width:
-		s.cand, s.capped = -1, false
+		s.capped = false
 		return s, d
-	}
-	i := s.mode()
-	if s.cand != i {
-		s.cand, s.candSince = i, o.Now
 	}
 	need := s.dwell(cfg, d.From, d.To)
 	stayed := o.Now.Sub(s.candSince) + Window/2 // the window saw the load move half a window before the mode did
@@ -128,6 +134,10 @@ func Step(cfg Config, s State, o Observation) (State, Decision) {
 	if limit := maxPerHour(cfg); len(s.recent) >= limit {
 		d.Reason = fmt.Sprintf("held at width %d: %d switches in the last hour, the cap (%d)", s.Width, len(s.recent), limit)
 		s.capped = true
+		return s, d
+	}
+	if o.Now.Before(cfg.NotBefore) {
+		d.Reason = fmt.Sprintf("held at width %d until %s: a switch failed", s.Width, cfg.NotBefore.Format(time.RFC3339))
 		return s, d
 	}
 	d.Switch, s.Pending, s.capped = true, d.To.Width, false
@@ -145,8 +155,19 @@ func Done(s State, ok bool, took time.Duration) State {
 		if took > 0 {
 			s.Switch = took
 		}
+	} else {
+		s.cand = -1
 	}
-	s.Pending, s.cand = 0, -1
+	s.Pending = 0
+	return s
+}
+
+// Clone is s with its own copies of what Step writes in place, for a
+// caller whose state must not share them (a pure step over a copy).
+func (s State) Clone() State {
+	s.ring = append([]int(nil), s.ring...)
+	s.counts = append([]int(nil), s.counts...)
+	s.recent = append([]time.Time(nil), s.recent...)
 	return s
 }
 

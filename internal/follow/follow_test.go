@@ -1,6 +1,7 @@
 package follow
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -170,5 +171,80 @@ func TestSameWidthBuckets(t *testing.T) {
 	r := drive(cfg, New(cfg, 4, time.Second), 5*time.Minute, time.Second, alternating(1, 4, time.Minute))
 	if len(r.switches) != 0 {
 		t.Fatalf("switches %v", r.switches)
+	}
+}
+
+// A schedule whose width changes at the bucket the load has sat in (the
+// adaptive controller learnt another width there) is followed once the
+// load's stay there repays the switch, counted from when the load entered
+// the bucket; NotBefore holds every switch until it passes.
+func TestScheduleChangesUnderTheLoad(t *testing.T) {
+	flat, _ := schedule.Parse("1:4,2-4:4,5+:4", "default")
+	learnt, _ := schedule.Parse("1:6,2-4:4,5+:4", "learnt")
+	sec := time.Second
+	cases := []struct {
+		name      string
+		changeAt  time.Duration // when the schedule turns learnt
+		notBefore time.Duration // Config.NotBefore after t0 (0: none)
+		gain      float64       // measured gain of 6 over 4 (0: the prior)
+		wantAt    time.Duration // the switch at or after the change, by
+		wantNone  bool
+	}{
+		{name: "the load sat there long: at once", changeAt: 10 * time.Minute, wantAt: 10*time.Minute + Tick},
+		{name: "the load just arrived: after the prior's dwell (10 s / 3.6 %, from the full window at 10 s)", changeAt: 15 * sec, wantAt: 285 * sec},
+		{name: "a measured gain: sooner (10 s / 0.5 = 20 s)", changeAt: 15 * sec, gain: 0.5, wantAt: 25 * sec},
+		{name: "held after a failed switch", changeAt: 10 * time.Minute, notBefore: 11 * time.Minute, wantAt: 11 * time.Minute},
+		{name: "never changed: never", changeAt: time.Hour, wantNone: true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := Config{Schedule: flat}
+			st := New(cfg, 4, 10*sec)
+			var got time.Duration = -1
+			for at := time.Duration(0); at <= 12*time.Minute && got < 0; at += Tick {
+				cfg := Config{Schedule: flat}
+				if at >= c.changeAt {
+					cfg.Schedule = learnt
+				}
+				if c.gain > 0 {
+					cfg.Gain = func(_, _ schedule.Bucket) (float64, bool) { return c.gain, true }
+				}
+				if c.notBefore > 0 {
+					cfg.NotBefore = t0.Add(c.notBefore)
+				}
+				var d Decision
+				st, d = Step(cfg, st, Observation{Now: t0.Add(at), InFlight: 1})
+				if d.Switch {
+					got = at
+					if d.To.Width != 6 || d.Load != 1 {
+						t.Errorf("switch %+v", d)
+					}
+				}
+			}
+			switch {
+			case c.wantNone && got >= 0:
+				t.Fatalf("switched at %v", got)
+			case !c.wantNone && (got < c.changeAt || got > c.wantAt):
+				t.Fatalf("switched at %v, want between %v and %v", got, c.changeAt, c.wantAt)
+			}
+		})
+	}
+}
+
+// Clone shares nothing Step writes: stepping the clone leaves the
+// original as it was.
+func TestClone(t *testing.T) {
+	cfg := Config{Schedule: demo(t)}
+	st := New(cfg, 6, time.Second)
+	for i := range 50 {
+		st, _ = Step(cfg, st, Observation{Now: t0.Add(time.Duration(i) * Tick), InFlight: 1})
+	}
+	before := st.Clone()
+	c := st.Clone()
+	for i := range 50 {
+		c, _ = Step(cfg, c, Observation{Now: t0.Add(time.Minute + time.Duration(i)*Tick), InFlight: 4})
+	}
+	if !reflect.DeepEqual(before, st) {
+		t.Error("stepping a clone wrote into the original")
 	}
 }

@@ -55,7 +55,12 @@ func (sv *launcher) newAdapt(p *plan.Plan) Controller {
 		publish: func(s control.Status) {
 			sv.st.setAdapt(s)
 			sv.met.Adapt(s.State)
-		}, every: controlEvery}
+		}, every: controlEvery,
+		started: func() time.Duration {
+			_, d := sv.ctl.forFollower()
+			return d
+		},
+		chose: sv.st.chosenAdapt}
 	if dir != "" {
 		sh.file = controlFile(dir, key)
 	}

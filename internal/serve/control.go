@@ -16,6 +16,7 @@ import (
 
 	"github.com/speclaunch/speclaunch/internal/adapt"
 	"github.com/speclaunch/speclaunch/internal/control"
+	"github.com/speclaunch/speclaunch/internal/follow"
 	"github.com/speclaunch/speclaunch/internal/plan"
 	"github.com/speclaunch/speclaunch/internal/safefile"
 	"github.com/speclaunch/speclaunch/internal/schedule"
@@ -23,11 +24,14 @@ import (
 
 // controlShell drives internal/control's pure controller for serve: every
 // interval it scrapes the serving engine's /metrics and reads the proxy's
-// in-flight count, and it carries out what the controller asks. A switch
-// and a probe run beside the loop and answer it when they end, so neither
-// holds the other, nor a reload: a new engine is never probed before it
-// takes traffic, and a probe under load is bounded (probeBound) and says
-// so in the log when it starts and when it gives up.
+// in-flight count, every follow.Tick it samples that count (the
+// controller follows its learnt schedule by internal/follow's rule, as a
+// tuned schedule is followed: one switching path), and it carries out
+// what the controller asks. A switch and a probe run beside the loop and
+// answer it when they end, so neither holds the other, nor a reload: a
+// new engine is never probed before it takes traffic, and a probe under
+// load is bounded (probeBound) and says so in the log when it starts and
+// when it gives up.
 type controlShell struct {
 	c       control.Controller
 	rt      Runtime
@@ -51,6 +55,11 @@ type controlShell struct {
 	pre      map[int]float64
 	hasCurve atomic.Bool
 	initial  control.Pair // what was resumed (start)
+	// started is how long the first engine took to start: it prices the
+	// first switch until one is measured (0 = unknown). chose records the
+	// bucket and the load a switch serves, for the status and metrics.
+	started func() time.Duration
+	chose   func(w int, bucket string, load float64)
 }
 
 // start reads the saved state: before the first engine, so that one that
@@ -124,10 +133,17 @@ func (sh *controlShell) takePre(now time.Time) *control.Observation {
 // Run steps the controller until ctx ends (nil) or the engine cannot be
 // adapted (an error wrapping adapt.ErrNotAdapting).
 func (sh *controlShell) Run(ctx context.Context) error {
+	if d := sh.startedIn(); d > 0 && sh.initial.SwitchS <= 0 {
+		cfg := sh.c.Config()
+		cfg.SwitchS = d.Seconds() // a switch starts one engine beside the serving one
+		sh.c = control.New(cfg)
+	}
 	s := sh.c.Init(sh.initial)
 	obs := make(chan control.Observation, 8)
 	tick := time.NewTicker(sh.every)
 	defer tick.Stop()
+	sample := time.NewTicker(follow.Tick)
+	defer sample.Stop()
 	var lastSave time.Time
 	for {
 		var o control.Observation
@@ -136,6 +152,8 @@ func (sh *controlShell) Run(ctx context.Context) error {
 			sh.save(s, time.Now())
 			return nil
 		case o = <-obs:
+		case now := <-sample.C:
+			o = sh.sample(now)
 		case now := <-tick.C:
 			if pre := sh.takePre(now); pre != nil {
 				s, _ = sh.c.Step(s, *pre)
@@ -171,6 +189,23 @@ func (sh *controlShell) Run(ctx context.Context) error {
 		st.Resumed = sh.resumed
 		sh.publish(st)
 	}
+}
+
+func (sh *controlShell) startedIn() time.Duration {
+	if sh.started == nil {
+		return 0
+	}
+	return sh.started()
+}
+
+// sample is the proxy's in-flight count (less the shell's own probe
+// requests) and the serving width, for the follower.
+func (sh *controlShell) sample(now time.Time) control.Observation {
+	o := control.Observation{Kind: control.Sample, Now: now, InFlight: float64(max(0, sh.rt.InFlight()-int(sh.probing.Load())))}
+	if in := sh.eng.Current(); in != nil {
+		o.Width = widthOf(in.Plan)
+	}
+	return o
 }
 
 // scrape reads the serving engine's counters and the load.
@@ -211,7 +246,10 @@ func (sh *controlShell) scrape(ctx context.Context, now time.Time) (control.Obse
 
 // switchTo asks the runtime for the switch and answers the loop.
 func (sh *controlShell) switchTo(ctx context.Context, a control.Action, obs chan<- control.Observation) {
-	sh.log.Info(fmt.Sprintf("adapt: switch to width %d: %s", a.Width, a.Reason))
+	sh.log.Info(fmt.Sprintf("adapt: switch to width %d at %s requests in flight: %s", a.Width, a.Bucket, a.Reason), "load", round1(a.Load))
+	if sh.chose != nil {
+		sh.chose(a.Width, a.Bucket, a.Load)
+	}
 	start := time.Now()
 	err := sh.rt.SwitchWidth(ctx, a.Width, a.Reason)
 	o := control.Observation{Kind: control.Switched, Now: time.Now(), Took: time.Since(start)}

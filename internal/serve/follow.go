@@ -19,8 +19,8 @@ import (
 // FollowOff says why serve does not follow a plan's width schedule, ""
 // when it does: a schedule of several widths on an engine that runs one
 // width (llama.cpp, mlxcel, sim), behind the proxy (whose in-flight count
-// it reads and whose switches lose no request), with the adaptive loop
-// off (it owns the width then).
+// it reads and whose switches lose no request), with the adaptive width
+// off (it follows the schedule it learns by the same rule, control.go).
 func FollowOff(p *plan.Plan, proxied, adapting bool) string {
 	s := p.Resolution.Schedule
 	switch e := p.Settings.Engine.Value; {
@@ -31,7 +31,7 @@ func FollowOff(p *plan.Plan, proxied, adapting bool) string {
 	case !proxied:
 		return "the proxy is off (--proxy=false): a switch would fail requests; the width for one request in flight runs"
 	case adapting:
-		return "the adaptive width is on: it chooses the width"
+		return "the adaptive width is on: serve follows the schedule it learns, by the same rule (status: adapt)"
 	}
 	return ""
 }

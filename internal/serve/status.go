@@ -16,6 +16,7 @@ import (
 	"github.com/speclaunch/speclaunch/internal/modelhash"
 	"github.com/speclaunch/speclaunch/internal/plan"
 	"github.com/speclaunch/speclaunch/internal/server"
+	"github.com/speclaunch/speclaunch/internal/width"
 )
 
 // httpServer is one public listener of the proxy.
@@ -144,6 +145,12 @@ type serveStatus struct {
 	// mean load (requests in flight) that caused it.
 	chosenFor *plan.Plan
 	chosenAt  float64
+	// adaptW is the width of the adaptive controller's last switch,
+	// adaptBucket the bucket of its learnt schedule that width serves and
+	// adaptLoad the load that caused it.
+	adaptW      int
+	adaptBucket string
+	adaptLoad   float64
 }
 
 func newServeStatus(p *plan.Plan) *serveStatus {
@@ -200,8 +207,19 @@ func (st *serveStatus) bucketInForce(p *plan.Plan) (string, float64) {
 	return st.bucketOf(p)
 }
 
+// chosenAdapt records the bucket of the learnt schedule and the load an
+// adaptive switch to width w serves.
+func (st *serveStatus) chosenAdapt(w int, bucket string, load float64) {
+	st.mu.Lock()
+	st.adaptW, st.adaptBucket, st.adaptLoad = w, bucket, load
+	st.mu.Unlock()
+}
+
 func (st *serveStatus) bucketOf(p *plan.Plan) (string, float64) {
 	r := p.Resolution
+	if r.Source == width.Adaptive && st.adaptBucket != "" && st.adaptW == r.Width {
+		return st.adaptBucket, round1(st.adaptLoad) // the learnt schedule's bucket in force
+	}
 	if len(r.Schedule) == 0 {
 		return "", 0
 	}

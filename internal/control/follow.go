@@ -1,0 +1,64 @@
+package control
+
+import (
+	"math"
+	"time"
+
+	"github.com/speclaunch/speclaunch/internal/follow"
+	"github.com/speclaunch/speclaunch/internal/schedule"
+)
+
+// sample is serve following the schedule in force (the learnt one, a
+// trial's width at its bucket) by internal/follow's rule, the same one a
+// tuned or policy schedule is followed by: the load's mode over
+// follow.Window, a stay that repays this engine's measured switch time at
+// the measured (or, for a trial, predicted) gain, the cap per hour, and no
+// switch before a failed one's hold ends. It is the one place a switch is
+// asked for.
+func (c Controller) sample(s *State, o Observation) []Action {
+	f := &s.Follow
+	if f.State.Pending == 0 && o.Width > 0 {
+		f.State.Width = o.Width // a reload or a restart may have moved it
+	}
+	f.State.Switch = time.Duration(c.switchS(s) * float64(time.Second))
+	cfg := follow.Config{Schedule: s.InForce(), Gain: c.gainOf(s), MaxPerHour: c.cfg.MaxPerHour, NotBefore: s.Exp.HoldUntil}
+	var d follow.Decision
+	f.State, d = follow.Step(cfg, f.State, follow.Observation{Now: o.Now, InFlight: int(math.Round(o.InFlight))})
+	f.Last = d
+	if !d.Switch {
+		return nil
+	}
+	return []Action{{Op: SwitchTo, Width: d.To.Width, Reason: d.Reason, Bucket: d.To.Range(), Load: d.Load}}
+}
+
+// gainOf is the follower's gain of to's width over from's at to's bucket:
+// each width's measured rate there, else the model's prediction (as a
+// trial's is chosen by); ok false when either is unknown
+// (follow.PriorGain applies).
+func (c Controller) gainOf(s *State) func(from, to schedule.Bucket) (float64, bool) {
+	return func(from, to schedule.Bucket) (float64, bool) {
+		b := -1
+		for i, r := range c.cfg.Buckets {
+			if r[0] == to.Lo && r[1] == to.Hi {
+				b = i
+			}
+		}
+		if b < 0 {
+			return 0, false
+		}
+		rf, okF := c.rateAt(s, b, from.Width)
+		rt, okT := c.rateAt(s, b, to.Width)
+		if !okF || !okT || rf <= 0 {
+			return 0, false
+		}
+		return rt/rf - 1, true
+	}
+}
+
+// rateAt is width w's measured rate at bucket b, else the model's.
+func (c Controller) rateAt(s *State, b, w int) (float64, bool) {
+	if e, ok := c.estimate(s, b, w); ok {
+		return e.Rate, true
+	}
+	return c.predict(s, b, w)
+}
