@@ -97,9 +97,11 @@ type Profile struct {
 		// Prompts is a prompt set: a directory, or a shipped set's name.
 		Prompts     string   `toml:"prompts"`
 		Temperature *float64 `toml:"temperature"`
-		Concurrency *int     `toml:"concurrency"`
-		BasePort    *int     `toml:"base_port"`
-		Out         string   `toml:"out"`
+		// Concurrency is one level (4) or a load sweep's levels
+		// ([1, 2, 4, 8], or the text "1,2,4,8").
+		Concurrency any    `toml:"concurrency"`
+		BasePort    *int   `toml:"base_port"`
+		Out         string `toml:"out"`
 	} `toml:"bench"`
 	Policy struct {
 		Files []string         `toml:"files"`

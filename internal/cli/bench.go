@@ -43,7 +43,7 @@ type BenchCmd struct {
 	PromptFile     string  `help:"Prompt file." placeholder:"FILE" group:"Bench"`
 	Prompts        string  `help:"A prompt set: a directory of prompt files, or a shipped set (code, prose); every arm runs every prompt, and the record keeps per-prompt and pooled figures." placeholder:"DIR|code|prose" group:"Bench"`
 	Temperature    float64 `help:"Sample at this temperature with a fixed seed per request; 0 is greedy." group:"Bench"`
-	Concurrency    string  `help:"Requests in flight per measured run, for aggregate throughput under load; the engine is started with that many slots unless -np/--parallel is given. A list (1,2,4,8) is a load sweep: every width at every level under out-of-step clients with mixed prompts, on several fresh engines per width, earning a schedule (docs/schedule.md)." placeholder:"N|N,N,..." group:"Bench"`
+	Concurrency    string  `help:"Requests in flight per measured run, for aggregate throughput under load; the engine is started with that many slots unless -np/--parallel is given. A list (1,2,4,8; bench.concurrency in a profile takes one too) is a load sweep: every width at every level under out-of-step clients with mixed prompts, on several fresh engines per width, earning a schedule (docs/schedule.md)." placeholder:"N|N,N,..." group:"Bench"`
 	Engines        int     `help:"Load sweep: fresh engines per width, at least 2, so the spread between engines is measured (default 3)." group:"Bench"`
 	Window         string  `help:"Load sweep: the length of one measured window per engine and level (default 5s; 3 windows after a 3s warm-up)." placeholder:"DUR" group:"Bench"`
 	Schedule       string  `help:"restart: one server at a time, each round restarts every arm (for models that fit once); resident: every arm's server up at once." placeholder:"restart|resident" group:"Bench"`
@@ -55,6 +55,10 @@ type BenchCmd struct {
 	NotesFile      string  `help:"A text file whose paragraphs are added to the record's notes (e.g. how the model pair was made)." placeholder:"FILE" group:"Bench"`
 	Title          string  `help:"Record title." placeholder:"TEXT" group:"Bench"`
 	ReadyTimeout   string  `help:"How long to wait for each engine's /health." placeholder:"DUR" group:"Bench"`
+
+	// levels are bench.concurrency's levels (flag > profile > 1), set by
+	// options: more than one is a load sweep.
+	levels []int
 }
 
 // Run implements `speclaunch bench`.
@@ -75,16 +79,13 @@ func (c *BenchCmd) Run(e *Env) error {
 		return usage(fmt.Errorf("bench cannot measure %s: it times llama-server's native /completion stream (timings, draft counts), which %s does not serve", s.Engine.Value, s.Engine.Value), "bench a llama.cpp, mlxcel or sim engine; see docs/engines.md for what works with vLLM and SGLang")
 	}
 	flags := given(e.kctx)
-	levels, err := splitLevels(flags)
-	if err != nil {
-		return err
-	}
-	if len(levels) == 0 && (c.Engines != 0 || c.Window != "") {
-		return usage(errors.New("--engines and --window belong to a load sweep"), "give --concurrency a list of levels, e.g. --concurrency 1,2,4,8")
-	}
 	o, widths, outBase, notes, err := c.options(e.Ctx, s, prof, flags)
 	if err != nil {
 		return err
+	}
+	levels := c.levels
+	if len(levels) < 2 && (c.Engines != 0 || c.Window != "") {
+		return usage(errors.New("--engines and --window belong to a load sweep"), "give --concurrency (or bench.concurrency) a list of levels, e.g. --concurrency 1,2,4,8")
 	}
 	if s.DraftModel.Value == "" {
 		return usage(errors.New("bench needs a draft model to measure widths against classic"), "set draft.model in the profile, --draft-model/-md, or LLAMA_ARG_SPEC_DRAFT_MODEL")
@@ -222,7 +223,8 @@ func (c *BenchCmd) options(ctx context.Context, s config.Settings, p *profiles.P
 	}
 	b := s.Bench
 	o := bench.Options{Rounds: b.Rounds.Value, Warmup: b.Warmup.Value, MaxTokens: b.MaxTokens.Value, BasePort: b.BasePort.Value,
-		Schedule: b.Schedule.Value, Temperature: b.Temperature.Value, Concurrency: b.Concurrency.Value, RequestTimeout: b.RequestTimeout.Value}
+		Schedule: b.Schedule.Value, Temperature: b.Temperature.Value, Concurrency: b.Concurrency.Value[0], RequestTimeout: b.RequestTimeout.Value}
+	c.levels = b.Concurrency.Value // more than one: a load sweep
 	if o.Warmup == 0 {
 		o.Warmup = -1 // bench.Options: negative = none
 	}

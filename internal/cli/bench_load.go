@@ -32,23 +32,6 @@ func (c *BenchCmd) loadSweep(e *Env, log *slog.Logger, l *loaded, dp *plan.Plan,
 	return sweepLoad(e, log, lo, st, rec, outBase)
 }
 
-// splitLevels takes a load sweep's levels out of --concurrency: a list
-// (1,2,4,8) is a sweep, and the flag then carries its first level into the
-// settings table, which checks a single value as before. One value is no
-// sweep (nil).
-func splitLevels(flags map[string]string) ([]int, error) {
-	v, ok := flags["concurrency"]
-	if !ok || !strings.Contains(v, ",") {
-		return nil, nil
-	}
-	levels, err := parseLevels(v, "--concurrency")
-	if err != nil {
-		return nil, err
-	}
-	flags["concurrency"] = strconv.Itoa(levels[0])
-	return levels, nil
-}
-
 // parseLevels reads a list of load levels: whole numbers of concurrent
 // clients, ascending, without repeats, from 1 to bench.MaxLevel.
 func parseLevels(text, flag string) ([]int, error) {

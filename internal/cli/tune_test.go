@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -104,12 +105,19 @@ max_tokens = 24
 func TestLoadSweepFlagErrors(t *testing.T) {
 	dir := t.TempDir()
 	prof := filepath.Join(dir, "p.toml")
-	writeFile(t, prof, "[engine]\nname = \"sim\"\n[model]\npath = \"t\"\nquant = \"affine\"\n[draft]\nmodel = \"d\"\n[gpu]\ncapability = \"12.1\"\n")
+	base := "[engine]\nname = \"sim\"\n[model]\npath = \"t\"\nquant = \"affine\"\n[draft]\nmodel = \"d\"\n[gpu]\ncapability = \"12.1\"\n"
+	writeFile(t, prof, base)
+	// bench.concurrency in a profile takes a list as --concurrency does.
+	sweep, bad := filepath.Join(dir, "sweep.toml"), filepath.Join(dir, "bad.toml")
+	writeFile(t, sweep, base+"[bench]\nconcurrency = [1, 4]\n")
+	writeFile(t, bad, base+"[bench]\nconcurrency = [4, 1]\n")
 	t.Setenv("XDG_CONFIG_HOME", filepath.Join(dir, "cfg"))
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
+		{[]string{"bench", "--profile", bad}, `bad.toml:11: "4,1" is not a list of load levels: give whole numbers of concurrent clients from 1 to 256, ascending, e.g. 1,2,4,8`},
+		{[]string{"bench", "--profile", sweep, "--engines", "1"}, "--engines 1: want 2 to 20"},
 		{[]string{"bench", "--concurrency", "4,1"}, `flag --concurrency: "4,1" is not a list of load levels`},
 		{[]string{"bench", "--concurrency", "1,4", "--engines", "1"}, "--engines 1: want 2 to 20"},
 		{[]string{"bench", "--engines", "3"}, "--engines and --window belong to a load sweep"},
@@ -118,9 +126,12 @@ func TestLoadSweepFlagErrors(t *testing.T) {
 		{[]string{"tune", "--quant", "unknown"}, "tune needs the target's quantization"},
 	} {
 		var out bytes.Buffer
-		args := append(tc.args, "--profile", prof, "--out", filepath.Join(dir, "rec"))
-		if tc.args[0] == "tune" {
-			args = append(tc.args, "--profile", prof)
+		args := slices.Clone(tc.args)
+		if !slices.Contains(args, "--profile") {
+			args = append(args, "--profile", prof)
+		}
+		if tc.args[0] == "bench" {
+			args = append(args, "--out", filepath.Join(dir, "rec"))
 		}
 		code := MainContext(context.Background(), args, policyTOML, &out, &out, nil)
 		if code != 2 || !strings.Contains(out.String(), tc.want) {

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"reflect"
 	"strconv"
 	"strings"
@@ -38,12 +39,29 @@ func profValue(p *profiles.Profile, key string) string {
 		return strconv.FormatBool(x)
 	case float64:
 		return strconv.FormatFloat(x, 'g', -1, 64)
+	case int64: // a key of any type (a number or a list)
+		return strconv.FormatInt(x, 10)
 	case []int:
 		parts := make([]string, len(x))
 		for i, n := range x {
 			parts[i] = strconv.Itoa(n)
 		}
 		return strings.Join(parts, ",")
+	case []any:
+		parts := make([]string, len(x))
+		for i, e := range x {
+			if n, ok := e.(int64); ok {
+				parts[i] = strconv.FormatInt(n, 10)
+			} else {
+				parts[i] = fmt.Sprintf("%v", e) // not a whole number: the row's parse names it
+			}
+		}
+		return strings.Join(parts, ",")
+	case nil:
+		return ""
+	}
+	if v.Kind() == reflect.Interface {
+		return fmt.Sprintf("%v", v.Interface()) // another type: the row's parse names it
 	}
 	return ""
 }

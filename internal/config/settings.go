@@ -136,16 +136,18 @@ type Settings struct {
 
 // Bench is bench's options: a flag or the profile's [bench] table, no env.
 type Bench struct {
-	Widths         Field[[]int]
-	Rounds         Field[int]
-	Warmup         Field[int] // 0 = none
-	MaxTokens      Field[int]
-	BasePort       Field[int]
-	Schedule       Field[string]
-	PromptFile     Field[string] // relative to the profile when it came from one
-	Prompts        Field[string] // a directory or a shipped set's name, as given
-	Temperature    Field[float64]
-	Concurrency    Field[int]
+	Widths      Field[[]int]
+	Rounds      Field[int]
+	Warmup      Field[int] // 0 = none
+	MaxTokens   Field[int]
+	BasePort    Field[int]
+	Schedule    Field[string]
+	PromptFile  Field[string] // relative to the profile when it came from one
+	Prompts     Field[string] // a directory or a shipped set's name, as given
+	Temperature Field[float64]
+	// Concurrency is the requests in flight per measured run; more than
+	// one level is a load sweep's levels.
+	Concurrency    Field[[]int]
 	RequestTimeout Field[time.Duration]
 	Out            Field[string] // "" = a name bench makes from the engine and the time
 }

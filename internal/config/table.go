@@ -11,6 +11,7 @@ import (
 
 	"github.com/speclaunch/speclaunch/internal/defaults"
 	"github.com/speclaunch/speclaunch/internal/key"
+	"github.com/speclaunch/speclaunch/internal/record"
 )
 
 // Scope is which commands read a row.
@@ -217,8 +218,8 @@ var Rows = []Row{
 		"", asIs, func(s *Settings) *Field[string] { return &s.Bench.Prompts }), checkPrompts),
 	value(Row{Name: "bench-temperature", Flag: "temperature", Key: "bench.temperature", Scope: ScopeBench, Doc: "0 (greedy) up to 5; above 0 every request samples with a fixed seed"},
 		0.0, parseTemperature, func(s *Settings) *Field[float64] { return &s.Bench.Temperature }),
-	value(Row{Name: "bench-concurrency", Flag: "concurrency", Key: "bench.concurrency", Scope: ScopeBench, Doc: "requests in flight per measured run, 1 to 256; the engine gets `--parallel N` unless `-np`/`--parallel` is among its arguments or `LLAMA_ARG_N_PARALLEL` is set"},
-		1, parseConcurrency, func(s *Settings) *Field[int] { return &s.Bench.Concurrency }),
+	value(Row{Name: "bench-concurrency", Flag: "concurrency", Key: "bench.concurrency", Scope: ScopeBench, Doc: "requests in flight per measured run, 1 to 256; the engine gets `--parallel N` unless `-np`/`--parallel` is among its arguments or `LLAMA_ARG_N_PARALLEL` is set. A list of levels, ascending (`1,2,4,8`; in a profile also `[1, 2, 4, 8]`), is a load sweep (docs/schedule.md)"},
+		[]int{1}, parseConcurrency, func(s *Settings) *Field[[]int] { return &s.Bench.Concurrency }),
 	value(Row{Name: "bench-request-timeout", Flag: "request-timeout", Scope: ScopeBench, Doc: "per request, stalled streams included"},
 		defaults.BenchRequestTimeout, parseRequestTimeout, func(s *Settings) *Field[time.Duration] { return &s.Bench.RequestTimeout }).blankUnset(),
 	value(Row{Name: "bench-out", Flag: "out", Key: "bench.out", Scope: ScopeBench, Default: "`speclaunch-bench-ENGINE-TIME`", Doc: "output path without extension: writes OUT.md, OUT.json, OUT.svg"},
@@ -488,10 +489,33 @@ var (
 	parseMaxTokens = within("max tokens", func(n int) bool { return n >= 1 && n <= 65536 }, func(n int) string {
 		return fmt.Sprintf("max tokens %d: want 1 to 65536 (200 is the usual)", n)
 	})
-	parseConcurrency = within("concurrency", func(n int) bool { return n >= 1 && n <= defaults.BenchMaxConcurrency }, func(n int) string {
+	parseOneConcurrency = within("concurrency", func(n int) bool { return n >= 1 && n <= defaults.BenchMaxConcurrency }, func(n int) string {
 		return fmt.Sprintf("concurrency %d: want 1 (one request at a time, the default) to %d", n, defaults.BenchMaxConcurrency)
 	})
 )
+
+// parseConcurrency reads bench.concurrency: one level, or a load sweep's
+// levels (whole numbers of concurrent clients, ascending, without
+// repeats, at most record.MaxLevels of them).
+func parseConcurrency(v string) ([]int, error) {
+	if !strings.Contains(v, ",") {
+		n, err := parseOneConcurrency(v)
+		return []int{n}, err
+	}
+	fields := strings.Split(v, ",")
+	if len(fields) > record.MaxLevels {
+		return nil, fmt.Errorf("%d levels, above the %d a sweep may measure; give at most %d, e.g. 1,2,4,8", len(fields), record.MaxLevels, record.MaxLevels)
+	}
+	var out []int
+	for _, f := range fields {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > defaults.BenchMaxConcurrency || (len(out) > 0 && n <= out[len(out)-1]) {
+			return nil, fmt.Errorf("%q is not a list of load levels: give whole numbers of concurrent clients from 1 to %d, ascending, e.g. 1,2,4,8", v, defaults.BenchMaxConcurrency)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
 
 func parseWidths(v string) ([]int, error) {
 	var widths []int
