@@ -28,6 +28,7 @@ import (
 	"github.com/speclaunch/speclaunch/internal/record"
 	"github.com/speclaunch/speclaunch/internal/secret"
 	"github.com/speclaunch/speclaunch/internal/serve"
+	"github.com/speclaunch/speclaunch/internal/waitlog"
 	"github.com/speclaunch/speclaunch/internal/width"
 	"github.com/speclaunch/speclaunch/profiles"
 )
@@ -143,7 +144,8 @@ func newStarter(e *Env, l *loaded, s config.Settings, dp *plan.Plan, anyPort boo
 	deps.Probe = func(context.Context) cuda.Result { return probed }
 	caps := dp.Facts.Caps
 	deps.DetectLlama = func(context.Context, string) (engine.Caps, error) { return caps, nil }
-	st := &starter{e: e, l: l, settings: s, deps: deps, opts: instance.Options{Out: io.Discard, ReadyTimeout: s.ReadyTimeout.Value, StopTimeout: s.StopTimeout.Value, Client: engineClient}}
+	st := &starter{e: e, l: l, settings: s, deps: deps, opts: instance.Options{Out: io.Discard, ReadyTimeout: s.ReadyTimeout.Value, StopTimeout: s.StopTimeout.Value, Client: engineClient},
+		log: newLogger(e.Stderr, s.LogFormat.Value, s.LogLevel.Value, e.Getenv)}
 	st.anyPort = anyPort
 	return st
 }
@@ -436,6 +438,8 @@ type starter struct {
 	l        *loaded
 	settings config.Settings
 	opts     instance.Options
+	// log says an engine start or width check that lasts (waitlog).
+	log *slog.Logger
 	// anyPort: the base port is the default, not the operator's, so an
 	// arm whose port another process holds takes a free loopback port
 	// rather than failing (a shared host's other servers sit there).
@@ -463,7 +467,13 @@ func (st *starter) start(ctx context.Context, arm bench.ArmSpec, port int) (benc
 	if err := serve.Launchable(p, true); err != nil {
 		return nil, err
 	}
+	which := "the classic arm's engine"
+	if arm.Kind != "classic" {
+		which = fmt.Sprintf("the width-%d arm's engine", arm.Width)
+	}
+	end := waitlog.Start(st.log, nil, waitlog.For(which+" to load and answer /health", s.ReadyTimeout.Value, ", then the arm fails"))
 	r, err := instance.Start(ctx, p, st.opts)
+	end()
 	if err != nil {
 		err = serve.StartErr(err)
 		if r != nil {
@@ -472,7 +482,9 @@ func (st *starter) start(ctx context.Context, arm bench.ArmSpec, port int) (benc
 		return nil, err
 	}
 	if arm.Kind != "classic" {
+		end := waitlog.Start(st.log, nil, waitlog.For(which+"'s width check", instance.CheckBound(s.Engine.Value), ", then it runs unverified"))
 		r.Verify(ctx, true)
+		end()
 	}
 	return benchServer{r}, nil
 }

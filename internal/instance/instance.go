@@ -153,6 +153,19 @@ type Check struct {
 	ReadFrom string
 }
 
+// CheckBound is the most an engine's width check takes: llama-server's
+// probe request and reads, vLLM's or SGLang's endpoint reads, the wait for
+// mlxcel's (and the sim's) startup line to be delivered.
+func CheckBound(e key.Engine) time.Duration {
+	switch e {
+	case key.LlamaCpp:
+		return 60 * time.Second
+	case key.VLLM, key.SGLang:
+		return 30 * time.Second
+	}
+	return 2 * time.Second
+}
+
 // verify reads the width the engine really runs. mlxcel and sim state it at
 // startup; llama-server states nothing, so one short greedy probe request
 // shows whether drafting is live and /metrics (or /slots on older trees)
@@ -170,9 +183,9 @@ func (r *Engine) verify(ctx context.Context, probe bool) Check {
 		if !probe {
 			return Check{Note: "probe disabled (--no-probe): width not verified"}
 		}
-		pctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		pctx, cancel := context.WithTimeout(ctx, CheckBound(key.LlamaCpp))
 		defer cancel()
-		obs, err := engine.VerifyLlama(pctx, p.Launch.BaseURL, p.Facts.Caps.Spelling, r.client(60*time.Second))
+		obs, err := engine.VerifyLlama(pctx, p.Launch.BaseURL, p.Facts.Caps.Spelling, r.client(CheckBound(key.LlamaCpp)))
 		if err != nil {
 			return Check{Note: "could not verify the width: " + err.Error()}
 		}
@@ -182,7 +195,7 @@ func (r *Engine) verify(ctx context.Context, probe bool) Check {
 	}
 	// mlxcel/sim: the startup line, which is printed before the port binds;
 	// allow the output goroutine a moment to deliver it.
-	deadline := time.Now().Add(2 * time.Second)
+	deadline := time.Now().Add(CheckBound(key.MLXCEL))
 	for {
 		r.mu.Lock()
 		var last *engine.Observation
@@ -252,9 +265,9 @@ func compare(want width.Resolution, o engine.Observation) Check {
 func (r *Engine) verifyPy(ctx context.Context) Check {
 	p := r.Plan
 	want := p.Resolution
-	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	cctx, cancel := context.WithTimeout(ctx, CheckBound(p.Settings.Engine.Value))
 	defer cancel()
-	client := r.httpClient(30 * time.Second)
+	client := r.httpClient(CheckBound(p.Settings.Engine.Value))
 	var obs engine.Observation
 	var err error
 	if p.Settings.Engine.Value == key.VLLM {

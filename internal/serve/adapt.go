@@ -14,6 +14,7 @@ import (
 	"github.com/speclaunch/speclaunch/internal/plan"
 	"github.com/speclaunch/speclaunch/internal/secret"
 	"github.com/speclaunch/speclaunch/internal/server"
+	"github.com/speclaunch/speclaunch/internal/waitlog"
 	"github.com/speclaunch/speclaunch/internal/width"
 )
 
@@ -200,6 +201,7 @@ func (sv *launcher) beforeTraffic(ctx context.Context, in *server.Instance) erro
 	}
 	ctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
+	defer waitlog.Start(sv.log, nil, waitlog.For(fmt.Sprintf("engine %d's verify-cost probe before it takes traffic", in.ID), bound, ", then it serves all the same"))()
 	return loop.BeforeTraffic(ctx, targetOf(in))
 }
 

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/speclaunch/speclaunch/internal/exitcode"
 	"github.com/speclaunch/speclaunch/internal/server"
@@ -43,16 +42,5 @@ func TestStartWhat(t *testing.T) {
 	}
 	if got := startWhat(server.KindReload, true); !strings.Contains(got, "previous settings") {
 		t.Errorf("fallback: %q", got)
-	}
-}
-
-// Issue 33: a wait says what it waits for and its bound.
-func TestWaitMessage(t *testing.T) {
-	got := waitMessage("engine 2 to load and answer /health", 5200*time.Millisecond, 15*time.Minute)
-	if want := "still waiting for engine 2 to load and answer /health (5s so far; gives up after 15m0s)"; got != want {
-		t.Errorf("%q, want %q", got, want)
-	}
-	if got := waitMessage("x", 35*time.Second, 0); got != "still waiting for x (35s so far)" {
-		t.Errorf("no bound: %q", got)
 	}
 }

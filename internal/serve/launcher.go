@@ -27,6 +27,7 @@ import (
 	"github.com/speclaunch/speclaunch/internal/secret"
 	"github.com/speclaunch/speclaunch/internal/server"
 	"github.com/speclaunch/speclaunch/internal/supervise"
+	"github.com/speclaunch/speclaunch/internal/waitlog"
 	"github.com/speclaunch/speclaunch/internal/watch"
 	"github.com/speclaunch/speclaunch/internal/width"
 )
@@ -495,7 +496,7 @@ func (sv *launcher) launch(ctx context.Context, p *plan.Plan, n int, what string
 	logPlan(sv.log, p, what, "engine_n", n)
 	o := sv.c.Engine(p.Settings, n)
 	o.Interrupt = interrupt
-	quiet := waitSay(sv.log, fmt.Sprintf("engine %d to load and answer /health", n), p.Settings.ReadyTimeout.Value)
+	quiet := waitlog.Start(sv.log, nil, waitlog.For(fmt.Sprintf("engine %d to load and answer /health", n), p.Settings.ReadyTimeout.Value, ", then it is stopped"))
 	r, err := instance.Start(ctx, p, o)
 	quiet()
 	if err != nil {
@@ -517,7 +518,7 @@ func (sv *launcher) launch(ctx context.Context, p *plan.Plan, n int, what string
 		sv.launched = true
 	}
 	sv.log.Info("ready", attrs...)
-	quiet = waitSay(sv.log, fmt.Sprintf("engine %d's width check (its startup line, a probe request)", n), 0)
+	quiet = waitlog.Start(sv.log, nil, waitlog.For(fmt.Sprintf("engine %d's width check (its startup line, a probe request)", n), instance.CheckBound(p.Settings.Engine.Value), ", then it serves unverified"))
 	chk := r.Verify(ctx, p.Settings.Probe.Value)
 	quiet()
 	switch {

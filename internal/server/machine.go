@@ -225,7 +225,14 @@ type (
 	// Hold: new requests wait (bounded by the proxy's queue and timeout).
 	Hold struct{}
 	// Watch: send Drained once the engine has no request in flight.
-	Watch struct{ ID EngineID }
+	// Before, Bound and Then say the wait, should it last (waitlog):
+	// "N requests to finish on engine ID" + Before, up to Bound + Then.
+	Watch struct {
+		ID     EngineID
+		Before string
+		Bound  time.Duration
+		Then   string
+	}
 	// Stop: signal the engine (SIGTERM or the signal received), SIGKILL
 	// after its stop timeout, or SIGKILL now when Kill; then send Exited.
 	// Gone: the proxy marks the engine gone first, so that a request that
@@ -392,7 +399,7 @@ func (s *stepper) begin(j *Job) {
 		}
 		s.hold()
 		m.drainBy = s.now.Add(old.Limits.DrainTimeout)
-		s.do(Watch{ID: old.ID})
+		s.do(Watch{ID: old.ID, Before: " before it is stopped for the new engine (new requests wait)", Bound: old.Limits.DrainTimeout, Then: ", then it is stopped with them"})
 		return
 	}
 	s.start(j.Plan, j.Limits, j)
@@ -456,7 +463,7 @@ func (s *stepper) ready(e Ready) {
 	if old != nil {
 		m.Draining = old
 		m.drainBy = s.now.Add(old.Limits.DrainTimeout)
-		s.do(Watch{ID: old.ID})
+		s.do(Watch{ID: old.ID, Before: ", the old engine, before it is stopped", Bound: old.Limits.DrainTimeout, Then: ", then it is stopped with them"})
 	}
 	if j != nil && j.Kind != KindStart {
 		err := error(nil)
@@ -730,7 +737,11 @@ func (s *stepper) graceful() {
 func (s *stepper) drainForStop() {
 	m := &s.m
 	if m.Serving != nil {
-		s.do(Watch{ID: m.Serving.ID})
+		w := Watch{ID: m.Serving.ID, Before: " before speclaunch stops it and exits"}
+		if !m.stopBy.IsZero() {
+			w.Bound, w.Then = m.stopBy.Sub(s.now), ", then they are cut"
+		}
+		s.do(w)
 	}
 	s.maybeExit()
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"github.com/speclaunch/speclaunch/internal/plan"
 	"github.com/speclaunch/speclaunch/internal/proxy"
 	"github.com/speclaunch/speclaunch/internal/supervise"
+	"github.com/speclaunch/speclaunch/internal/waitlog"
 )
 
 // Instance is one engine process the runtime started.
@@ -93,6 +95,8 @@ type Options struct {
 	Done    <-chan struct{}
 	// Launcher starts the engines and hears what happened; Run needs it.
 	Launcher Launcher
+	// Clock times the waits said in the log (waitlog); nil: the wall clock.
+	Clock waitlog.Clock
 }
 
 // Runtime is the shell around Machine: it runs the actions and turns what
@@ -218,7 +222,7 @@ func (r *Runtime) exec(acts []Action) (Exit, bool) {
 				r.o.Proxy.Hold()
 			}
 		case Watch:
-			r.watch(a.ID)
+			r.watch(a)
 		case Stop:
 			r.stop(a)
 		case Gone:
@@ -355,8 +359,10 @@ func (r *Runtime) route(id EngineID) {
 	}
 }
 
-// watch sends Drained once the engine has no request in flight.
-func (r *Runtime) watch(id EngineID) {
+// watch sends Drained once the engine has no request in flight; a wait
+// that lasts is said with the requests it waits for and its bound.
+func (r *Runtime) watch(a Watch) {
+	id := a.ID
 	l := r.get(id)
 	if l == nil || l.inst == nil || l.inst.Backend == nil {
 		r.events <- Drained{ID: id}
@@ -365,11 +371,25 @@ func (r *Runtime) watch(id EngineID) {
 	r.mu.Lock()
 	l.drain = time.Now()
 	r.mu.Unlock()
+	b := l.inst.Backend
+	end := waitlog.Start(r.o.Log, r.o.Clock, waitlog.Wait{For: func() string {
+		return fmt.Sprintf("%s to finish on engine %d%s", requests(b.InFlight()), id, a.Before)
+	}, Bound: a.Bound, Then: a.Then})
 	go func() {
-		if l.inst.Backend.Drain(l.ctx) == 0 {
+		n := b.Drain(l.ctx)
+		end()
+		if n == 0 {
 			r.events <- Drained{ID: id}
 		}
 	}()
+}
+
+// requests is "1 request", "3 requests".
+func requests(n int) string {
+	if n == 1 {
+		return "1 request"
+	}
+	return fmt.Sprintf("%d requests", n)
 }
 
 // stop signals the engine's group; Exited follows from its start goroutine.
@@ -400,7 +420,16 @@ func (r *Runtime) stop(a Stop) {
 		r.o.Log.Warn("drain ended with requests still in flight; stopping the old engine", "in_flight", in.Backend.InFlight(), "after", since.Round(time.Millisecond).String(), "pid", in.Proc.PID())
 	}
 	r.o.Log.Info("stopping engine", "pid", in.Proc.PID(), "why", a.Why)
+	end := func() {}
+	if !a.Kill {
+		sig := "SIGTERM"
+		if a.Sig != nil {
+			sig = sigName(a.Sig)
+		}
+		end = waitlog.Start(r.o.Log, r.o.Clock, waitlog.For(fmt.Sprintf("engine %d (pid %d) to exit after %s", a.ID, in.Proc.PID(), sig), timeout, ", then SIGKILL"))
+	}
 	go func() {
+		defer end()
 		switch {
 		case a.Kill:
 			in.Proc.Signal(syscall.SIGKILL)
