@@ -9,8 +9,10 @@ import (
 	"slices"
 
 	"github.com/alecthomas/kong"
+	"github.com/speclaunch/speclaunch/engine"
 	"github.com/speclaunch/speclaunch/internal/config"
 	"github.com/speclaunch/speclaunch/internal/exitcode"
+	"github.com/speclaunch/speclaunch/internal/key"
 	"github.com/speclaunch/speclaunch/internal/plan"
 	"github.com/speclaunch/speclaunch/internal/policy"
 	"github.com/speclaunch/speclaunch/internal/safefile"
@@ -38,7 +40,26 @@ func (e *Env) load(in config.Input) (*loaded, error) {
 	if err != nil {
 		return nil, err
 	}
+	if msg := typedKeyNotice(l.Settings.Engine.Value, in.Passthrough); msg != "" {
+		l.Notices = append(l.Notices, config.Notice{Level: "warn", Msg: msg})
+	}
 	return l, nil
+}
+
+// typedKeyNotice warns of an API key typed on speclaunch's own command
+// line (issue 33): the engine gets it in its environment, but speclaunch's
+// argv shows it in ps all the same; "" when none is typed, or the engine
+// reads no key from its environment (its adapter warns).
+func typedKeyNotice(eng key.Engine, typed []string) string {
+	sp := engine.APIKeySpec(eng)
+	if _, vals, _ := secret.TakeKeyFlags(sp, typed); len(vals) == 0 || len(sp.Env) == 0 {
+		return ""
+	}
+	alt := sp.Env[0]
+	if len(sp.FileEnv) > 0 {
+		alt += " or " + sp.FileEnv[0]
+	}
+	return fmt.Sprintf("the API key typed as --api-key is on speclaunch's own command line, which every user of this host sees in ps: set %s instead", alt)
 }
 
 // loadNamed is load, except that where the settings load and a policy
