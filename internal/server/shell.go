@@ -459,6 +459,14 @@ func (r *Runtime) liveness(l *live, d time.Duration) {
 	last := time.Now()
 	t := time.NewTicker(every)
 	defer t.Stop()
+	// silent: the wait for an answer once one was missed, said should it
+	// last (waitlog); nil while the engine answers.
+	var silent func()
+	defer func() {
+		if silent != nil {
+			silent()
+		}
+	}()
 	for {
 		select {
 		case <-l.ctx.Done():
@@ -472,7 +480,15 @@ func (r *Runtime) liveness(l *live, d time.Duration) {
 			io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
 			resp.Body.Close()
 			last = time.Now()
+			if silent != nil {
+				silent()
+				silent = nil
+			}
 			continue
+		}
+		if silent == nil && l.ctx.Err() == nil {
+			silent = waitlog.Start(r.o.Log, r.o.Clock, waitlog.For(fmt.Sprintf("engine %d (pid %d) to answer /health again", l.inst.ID, l.inst.Proc.PID()),
+				max(d-time.Since(last), 0), ", then it is killed as hung"))
 		}
 		if time.Since(last) >= d && l.ctx.Err() == nil {
 			r.events <- Hung{ID: l.inst.ID}

@@ -59,7 +59,7 @@ func For(what string, bound time.Duration, then string) Wait {
 func Message(what string, elapsed, bound time.Duration, then string) string {
 	msg := fmt.Sprintf("still waiting for %s (%s so far", what, elapsed.Round(time.Second))
 	if bound > 0 {
-		msg += "; up to " + bound.String() + then
+		msg += "; up to " + bound.Round(100*time.Millisecond).String() + then
 	}
 	return msg + ")"
 }

@@ -22,6 +22,7 @@ func TestMessage(t *testing.T) {
 		{"3 requests to finish on engine 1 before it is stopped", 35 * time.Second, 2 * time.Minute, ", then they are cut",
 			"still waiting for 3 requests to finish on engine 1 before it is stopped (35s so far; up to 2m0s, then they are cut)"},
 		{"x", 35 * time.Second, 0, ", ignored without a bound", "still waiting for x (35s so far)"},
+		{"engine 1 to answer", 5 * time.Second, 9600588173 * time.Nanosecond, ", then it is killed", "still waiting for engine 1 to answer (5s so far; up to 9.6s, then it is killed)"},
 	} {
 		if got := waitlog.Message(c.what, c.elapsed, c.bound, c.then); got != c.want {
 			t.Errorf("Message(%q) = %q, want %q", c.what, got, c.want)
