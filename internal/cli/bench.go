@@ -477,7 +477,7 @@ func (st *starter) start(ctx context.Context, arm bench.ArmSpec, port int) (benc
 	if err != nil {
 		err = serve.StartErr(err)
 		if r != nil {
-			return benchServer{r}, err
+			return benchServer{r, st.log}, err
 		}
 		return nil, err
 	}
@@ -486,11 +486,23 @@ func (st *starter) start(ctx context.Context, arm bench.ArmSpec, port int) (benc
 		r.Verify(ctx, true)
 		end()
 	}
-	return benchServer{r}, nil
+	return benchServer{r, st.log}, nil
 }
 
 // benchServer is an engine instance as the bench harness reads it.
-type benchServer struct{ *instance.Engine }
+type benchServer struct {
+	*instance.Engine
+	log *slog.Logger
+}
+
+// Stop stops the engine (SIGTERM, SIGKILL after its stop timeout), saying
+// a stop that lasts (waitlog).
+func (s benchServer) Stop() error {
+	if s.log != nil {
+		defer waitlog.Start(s.log, nil, waitlog.For(fmt.Sprintf("the arm's engine (pid %d) to exit after SIGTERM", s.Proc.PID()), s.StopTimeout, ", then SIGKILL"))()
+	}
+	return s.Engine.Stop()
+}
 
 // Diagnostics converts the engine's diagnostics lines to bench's.
 func (s benchServer) Diagnostics() []bench.Diag {
