@@ -47,6 +47,11 @@ func (h *screenHandler) WithGroup(name string) slog.Handler {
 }
 
 func (h *screenHandler) Handle(ctx context.Context, r slog.Record) error {
+	if utf8.RuneCountInString(r.Message) > screenWidth || strings.Contains(r.Message, "\n") {
+		// A message that alone fills a line: one a little shorter stays
+		// whole, as a test or an operator's grep may look for it.
+		return h.handleLong(ctx, r)
+	}
 	used := utf8.RuneCountInString(r.Message)
 	for _, a := range h.attrs {
 		used += attrLen(a)
@@ -89,6 +94,56 @@ func (h *screenHandler) Handle(ctx context.Context, r slog.Record) error {
 		}
 	}
 	return nil
+}
+
+// handleLong writes a message longer than a line (a warning that names a
+// file and its fix) wrapped at spaces, its further lines indented, then
+// each attribute on lines of its own: no word of it is cut.
+func (h *screenHandler) handleLong(ctx context.Context, r slog.Record) error {
+	var lines []string
+	for i, para := range strings.Split(r.Message, "\n") {
+		for j, l := range wrapWords(para, screenAttrs-2) {
+			if i > 0 || j > 0 {
+				l = "  " + l
+			}
+			lines = append(lines, l)
+		}
+	}
+	for _, l := range lines {
+		if err := h.next.Handle(ctx, slog.NewRecord(r.Time, r.Level, l, r.PC)); err != nil {
+			return err
+		}
+	}
+	var err error
+	r.Attrs(func(a slog.Attr) bool {
+		for _, line := range screenValue(a) {
+			if err = h.next.Handle(ctx, slog.NewRecord(r.Time, r.Level, line, r.PC)); err != nil {
+				return false
+			}
+		}
+		return true
+	})
+	return err
+}
+
+// wrapWords splits s into lines of at most n characters at spaces; a word
+// longer than n is cut where it must be.
+func wrapWords(s string, n int) []string {
+	var out []string
+	for r := []rune(s); ; {
+		if len(r) <= n {
+			return append(out, string(r))
+		}
+		cut := n
+		for cut > 0 && r[cut] != ' ' {
+			cut--
+		}
+		if cut == 0 {
+			out, r = append(out, string(r[:n])), r[n:]
+			continue
+		}
+		out, r = append(out, string(r[:cut])), r[cut+1:]
+	}
 }
 
 // attrLen is about what an attribute takes on a text line: " key=value".

@@ -110,3 +110,28 @@ func TestErrorTailFitsTheScreen(t *testing.T) {
 		t.Errorf("JSON cut the line:\n%s", buf.String())
 	}
 }
+
+// A message longer than a line (a warning naming a file and its fix) is
+// wrapped at spaces, every word kept; its attributes follow on their own.
+func TestLongMessageWraps(t *testing.T) {
+	var buf bytes.Buffer
+	log := newLogger(&buf, "text", "info", func(string) string { return "" })
+	msg := "/models/" + strings.Repeat("deep/", 20) + "config.json: block_size -1 is negative: no width is read from it, nor the kind from model_type qwen3_5_mtp (so dflash); set a width 2 to 256 or remove the key"
+	log.Warn(msg, "engine", "mlxcel")
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	var words []string
+	for i, l := range lines {
+		if n := utf8.RuneCountInString(l); n > screenWidth {
+			t.Errorf("a %d-character line: %s", n, l)
+		}
+		_, text, _ := strings.Cut(l, "WRN ")
+		if i < len(lines)-1 {
+			words = append(words, strings.TrimSpace(text))
+		} else if !strings.Contains(l, "engine: mlxcel") {
+			t.Errorf("last line %q, want the attribute", l)
+		}
+	}
+	if len(lines) < 3 || strings.Join(words, " ") != msg {
+		t.Errorf("the message is not whole across %d lines:\n%s", len(lines), buf.String())
+	}
+}
