@@ -498,9 +498,7 @@ type benchServer struct {
 // Stop stops the engine (SIGTERM, SIGKILL after its stop timeout), saying
 // a stop that lasts (waitlog).
 func (s benchServer) Stop() error {
-	if s.log != nil {
-		defer waitlog.Start(s.log, nil, waitlog.For(fmt.Sprintf("the arm's engine (pid %d) to exit after SIGTERM", s.Proc.PID()), s.StopTimeout, ", then SIGKILL"))()
-	}
+	defer waitlog.Start(s.log, nil, waitlog.For(fmt.Sprintf("the arm's engine (pid %d) to exit after SIGTERM", s.Proc.PID()), s.StopTimeout, ", then SIGKILL"))()
 	return s.Engine.Stop()
 }
 

@@ -73,6 +73,9 @@ func Ended(what string, elapsed time.Duration) string {
 // its end if it was said. end is safe to call more than once and from any
 // goroutine; a line being written as end runs comes before the end's.
 func Start(log *slog.Logger, c Clock, w Wait) (end func()) {
+	if log == nil {
+		return func() {}
+	}
 	if c == nil {
 		c = Real
 	}

@@ -84,3 +84,11 @@ func TestStart(t *testing.T) {
 		})
 	}
 }
+
+// No logger, nothing said and nothing to stop.
+func TestStartWithoutLog(t *testing.T) {
+	clock := &waitlogtest.Clock{}
+	end := waitlog.Start(nil, clock, waitlog.For("x", 0, ""))
+	clock.Advance(time.Minute)
+	end()
+}
