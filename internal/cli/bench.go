@@ -471,13 +471,13 @@ func (st *starter) start(ctx context.Context, arm bench.ArmSpec, port int) (benc
 	if arm.Kind != "classic" {
 		which = fmt.Sprintf("the width-%d arm's engine", arm.Width)
 	}
-	end := waitlog.Start(st.log, nil, waitlog.For(which+" to load and answer /health", s.ReadyTimeout.Value, ", then the arm fails"))
-	r, err := instance.Start(ctx, p, st.opts)
-	end()
+	eo := st.opts
+	eo.Log, eo.Name = st.log, which
+	r, err := instance.Start(ctx, p, eo)
 	if err != nil {
 		err = serve.StartErr(err)
 		if r != nil {
-			return benchServer{r, st.log}, err
+			return benchServer{r}, err
 		}
 		return nil, err
 	}
@@ -486,21 +486,11 @@ func (st *starter) start(ctx context.Context, arm bench.ArmSpec, port int) (benc
 		r.Verify(ctx, true)
 		end()
 	}
-	return benchServer{r, st.log}, nil
+	return benchServer{r}, nil
 }
 
 // benchServer is an engine instance as the bench harness reads it.
-type benchServer struct {
-	*instance.Engine
-	log *slog.Logger
-}
-
-// Stop stops the engine (SIGTERM, SIGKILL after its stop timeout), saying
-// a stop that lasts (waitlog).
-func (s benchServer) Stop() error {
-	defer waitlog.Start(s.log, nil, waitlog.For(fmt.Sprintf("the arm's engine (pid %d) to exit after SIGTERM", s.Proc.PID()), s.StopTimeout, ", then SIGKILL"))()
-	return s.Engine.Stop()
-}
+type benchServer struct{ *instance.Engine }
 
 // Diagnostics converts the engine's diagnostics lines to bench's.
 func (s benchServer) Diagnostics() []bench.Diag {

@@ -4,10 +4,12 @@
 package instance
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -17,6 +19,7 @@ import (
 	"github.com/speclaunch/speclaunch/internal/key"
 	"github.com/speclaunch/speclaunch/internal/plan"
 	"github.com/speclaunch/speclaunch/internal/supervise"
+	"github.com/speclaunch/speclaunch/internal/waitlog"
 	"github.com/speclaunch/speclaunch/internal/width"
 )
 
@@ -51,6 +54,9 @@ type Engine struct {
 	// StopTimeout is the SIGTERM grace of Stop.
 	StopTimeout time.Duration
 	client      func(timeout time.Duration) *http.Client
+	log         *slog.Logger // Options.Log, for a stop that lasts
+	clock       waitlog.Clock
+	name        string // how the log names the engine
 
 	mu       sync.Mutex
 	obs      []engine.Observation // startup/width/decline lines seen
@@ -88,13 +94,19 @@ type Options struct {
 	// Client makes the client of the launcher's own requests to the engine
 	// (verification): it carries the engine's API key; nil = a plain one.
 	Client func(p *plan.Plan, timeout time.Duration) *http.Client
+	// Log hears of a load or a stop that lasts (waitlog), naming the
+	// engine as Name ("engine 2"; "" = the engine's kind); nil = silent.
+	Log  *slog.Logger
+	Name string
+	// Clock times those waits; nil = the wall clock.
+	Clock waitlog.Clock
 }
 
 // Start starts the plan's engine and waits until it is ready. When the
 // engine fails to become ready it is stopped and returned with the error,
 // so callers can show its last lines.
 func Start(ctx context.Context, p *plan.Plan, o Options) (*Engine, error) {
-	r := &Engine{Plan: p, Began: time.Now(), StopTimeout: o.StopTimeout}
+	r := &Engine{Plan: p, Began: time.Now(), StopTimeout: o.StopTimeout, log: o.Log, clock: o.Clock, name: cmp.Or(o.Name, string(p.Settings.Engine.Value))}
 	if o.Client != nil {
 		r.client = func(timeout time.Duration) *http.Client { return o.Client(p, timeout) }
 	}
@@ -126,13 +138,17 @@ func Start(ctx context.Context, p *plan.Plan, o Options) (*Engine, error) {
 		stop := context.AfterFunc(o.Interrupt, cancel)
 		defer stop()
 	}
-	if err := proc.WaitReady(waitCtx, supervise.HTTPReady(health), o.ReadyTimeout, 100*time.Millisecond); err != nil {
+	loading := waitlog.Start(o.Log, o.Clock, waitlog.For(r.name+" to load and answer /health", o.ReadyTimeout, ", then it is stopped"))
+	err = proc.WaitReady(waitCtx, supervise.HTTPReady(health), o.ReadyTimeout, 100*time.Millisecond)
+	loading()
+	if err != nil {
+		stop := func() { _ = r.Stop() }
 		var te *supervise.TimeoutError
 		if errors.As(err, &te) {
-			proc.Stop(o.StopTimeout)
+			stop()
 			return r, fmt.Errorf("%s did not become ready at %s: %w (raise serve.ready_timeout / --ready-timeout if the model is large)", p.Settings.Engine.Value, health, err)
 		}
-		proc.Stop(o.StopTimeout)
+		stop()
 		if o.Interrupt != nil && o.Interrupt.Err() != nil {
 			return r, fmt.Errorf("%w: %s was starting; it was stopped", ErrInterrupted, p.Settings.Engine.Value)
 		}
@@ -335,5 +351,9 @@ func (r *Engine) Diagnostics() []engine.Diagnostics {
 // Tail is the engine's last output lines.
 func (r *Engine) Tail() []string { return r.Proc.Tail() }
 
-// Stop stops the engine (SIGTERM, SIGKILL after StopTimeout).
-func (r *Engine) Stop() error { return r.Proc.Stop(r.StopTimeout) }
+// Stop stops the engine (SIGTERM, SIGKILL after StopTimeout), saying a
+// stop that lasts (waitlog).
+func (r *Engine) Stop() error {
+	defer waitlog.Start(r.log, r.clock, waitlog.For(fmt.Sprintf("%s (pid %d) to exit after SIGTERM", r.name, r.Proc.PID()), r.StopTimeout, ", then SIGKILL"))()
+	return r.Proc.Stop(r.StopTimeout)
+}

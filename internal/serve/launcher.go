@@ -495,10 +495,8 @@ func LoopbackPort() (int, error) {
 func (sv *launcher) launch(ctx context.Context, p *plan.Plan, n int, what string, interrupt context.Context) (*instance.Engine, error) {
 	logPlan(sv.log, p, what, "engine_n", n)
 	o := sv.c.Engine(p.Settings, n)
-	o.Interrupt = interrupt
-	quiet := waitlog.Start(sv.log, nil, waitlog.For(fmt.Sprintf("engine %d to load and answer /health", n), p.Settings.ReadyTimeout.Value, ", then it is stopped"))
+	o.Interrupt, o.Log, o.Name = interrupt, sv.log, fmt.Sprintf("engine %d", n)
 	r, err := instance.Start(ctx, p, o)
-	quiet()
 	if err != nil {
 		// An engine that exits while starting: the launcher exits with the
 		// engine's code, after showing its last lines.
@@ -518,7 +516,7 @@ func (sv *launcher) launch(ctx context.Context, p *plan.Plan, n int, what string
 		sv.launched = true
 	}
 	sv.log.Info("ready", attrs...)
-	quiet = waitlog.Start(sv.log, nil, waitlog.For(fmt.Sprintf("engine %d's width check (its startup line, a probe request)", n), instance.CheckBound(p.Settings.Engine.Value), ", then it serves unverified"))
+	quiet := waitlog.Start(sv.log, nil, waitlog.For(fmt.Sprintf("engine %d's width check (its startup line, a probe request)", n), instance.CheckBound(p.Settings.Engine.Value), ", then it serves unverified"))
 	chk := r.Verify(ctx, p.Settings.Probe.Value)
 	quiet()
 	switch {

@@ -12,6 +12,10 @@ import (
 
 // Clock is a fake clock; the zero value starts at the zero time.
 type Clock struct {
+	// Added, when set, hears of every timer made (a wait begun on another
+	// goroutine: the test advances the clock once it is there).
+	Added chan struct{}
+
 	mu     sync.Mutex
 	now    time.Time
 	timers []*timer
@@ -42,9 +46,13 @@ func (c *Clock) Now() time.Time {
 // AfterFunc runs f when the clock is advanced past d from now.
 func (c *Clock) AfterFunc(d time.Duration, f func()) waitlog.Timer {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	t := &timer{c: c, at: c.now.Add(d), f: f}
 	c.timers = append(c.timers, t)
+	c.mu.Unlock()
+	select {
+	case c.Added <- struct{}{}:
+	default: // none, or full: give it room for the timers a test awaits
+	}
 	return t
 }
 
