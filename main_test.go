@@ -91,8 +91,6 @@ func TestMain(m *testing.M) {
 			os.Exit(fakellama.Main(os.Args[1:], os.Environ(), os.Stdout, os.Stderr))
 		},
 		"httpwait": func() { os.Exit(httpCmd("GET", true)) },
-		// settle gives a background launcher time to see its engine ready.
-		"settle":   func() { time.Sleep(500 * time.Millisecond); os.Exit(0) },
 		"httpget":  func() { os.Exit(httpCmd("GET", false)) },
 		"httppost": func() { os.Exit(httpCmd("POST", false)) },
 	})
@@ -110,6 +108,7 @@ func (r removeBuilt) Run() int {
 }
 
 func TestScripts(t *testing.T) {
+	t.Parallel() // with the process tests: they wait on their children together
 	testscript.Run(t, testscript.Params{
 		Dir:  "testdata/script",
 		Cmds: map[string]func(*testscript.TestScript, bool, []string){"exits": cmdExits},

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -82,8 +83,8 @@ func adaptStatus(t *testing.T, port int) adaptDoc {
 // and says so in its status.
 func TestServeAdaptResumesAfterRestart(t *testing.T) {
 	testenv.E2E(t)
-	cache := t.TempDir()
-	t.Setenv("XDG_CACHE_HOME", cache)
+	t.Parallel()                         // see TestMain
+	cache := os.Getenv("XDG_CACHE_HOME") // TestMain's, shared: the state's key names this test's files
 	dir := t.TempDir()
 	port := freePort(t)
 	// The state is keyed by the model files' content: they must be files.
@@ -103,7 +104,7 @@ func TestServeAdaptResumesAfterRestart(t *testing.T) {
 	<-done
 	r.stop()
 	r.exit(t, 15*time.Second)
-	saved, _ := filepath.Glob(filepath.Join(cache, "speclaunch", "adapt-control-*.json"))
+	saved := statesOf(t, cache, dir)
 	if len(saved) != 1 {
 		t.Fatalf("saved states %v, want one; log:\n%s", saved, r.log)
 	}
@@ -177,4 +178,22 @@ func TestServeAdaptOffAfterReloadSetsWidth(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// statesOf are the adaptive states saved in cache whose key names a model
+// file in dir.
+func statesOf(t *testing.T, cache, dir string) []string {
+	t.Helper()
+	all, _ := filepath.Glob(filepath.Join(cache, "speclaunch", "adapt-control-*.json"))
+	var mine []string
+	for _, f := range all {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(b), `"path":"`+filepath.Join(dir, "target")+`"`) {
+			mine = append(mine, f)
+		}
+	}
+	return mine
 }

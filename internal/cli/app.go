@@ -88,6 +88,13 @@ func MainContext(parent context.Context, args []string, policyTOML []byte, stdou
 }
 
 func run(parent context.Context, args []string, emb Embedded, stdout, stderr io.Writer, deps *plan.Deps) int {
+	return runEnv(parent, args, emb, stdout, stderr, deps, os.Getenv)
+}
+
+// runEnv is run with the settings' and the tuned layer's variables read
+// through getenv: a test gives its own (t.Setenv would keep it from
+// running in parallel with the others).
+func runEnv(parent context.Context, args []string, emb Embedded, stdout, stderr io.Writer, deps *plan.Deps, getenv func(string) string) int {
 	// The simulated engine is this binary re-executed; its argv is
 	// mlxcel-server's, which Kong must not see.
 	if len(args) > 0 && args[0] == simCommand {
@@ -97,7 +104,7 @@ func run(parent context.Context, args []string, emb Embedded, stdout, stderr io.
 	defer stop()
 	secrets := &secret.Redactor{}
 	stdout, stderr = secrets.Writer(stdout), secrets.Writer(stderr)
-	env := &Env{Stdout: stdout, Stderr: stderr, Getenv: os.Getenv, PolicyTOML: emb.Policy, Records: emb.Records, Ctx: ctx, Deps: deps, parent: parent, secrets: secrets}
+	env := &Env{Stdout: stdout, Stderr: stderr, Getenv: getenv, PolicyTOML: emb.Policy, Records: emb.Records, Ctx: ctx, Deps: deps, parent: parent, secrets: secrets}
 
 	var app App
 	exited := -1
@@ -119,7 +126,7 @@ func run(parent context.Context, args []string, emb Embedded, stdout, stderr io.
 	}
 	// Before Kong has parsed anything, --log-format json as typed (or
 	// MLXCEL_LOG_FORMAT=json) makes a usage error a JSON line as well.
-	env.logJSON = logsJSON(typedLogFormat(args), os.Getenv)
+	env.logJSON = logsJSON(typedLogFormat(args), getenv)
 	argv, err := prepass(parser.Model.Node, args)
 	if err != nil {
 		return env.report(stderr, err)

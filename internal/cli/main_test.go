@@ -23,20 +23,29 @@ import (
 // once the serial tests are done; no test judges the sim's speed. Two kinds
 // stay serial: a test that signals the test process itself (SIGHUP,
 // SIGTERM), since every in-process serve hears it, and one that sets the
-// environment (t.Setenv).
+// environment (t.Setenv); a test that needs a variable of its own reads
+// it through runEnv's getenv instead where it can (TestTuneOnSim).
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == simCommand {
 		os.Exit(runSim(os.Args[2:], os.Stdout, os.Stderr))
 	}
-	// No test reads the tuned layer of the machine it runs on: one that
-	// wants a tuned layer sets XDG_CONFIG_HOME itself.
-	cfg, err := os.MkdirTemp("", "speclaunch-cli-test-config-")
-	if err != nil {
-		panic(err)
+	// No test reads the tuned layer or the adaptive state of the machine
+	// it runs on: one that wants a tuned layer sets XDG_CONFIG_HOME
+	// itself; the adaptive state is kept per model file (its path is in
+	// the key), so tests share the cache directory without meeting.
+	var dirs []string
+	for _, v := range []string{"XDG_CONFIG_HOME", "XDG_CACHE_HOME"} {
+		d, err := os.MkdirTemp("", "speclaunch-cli-test-"+strings.ToLower(v)+"-")
+		if err != nil {
+			panic(err)
+		}
+		os.Setenv(v, d)
+		dirs = append(dirs, d)
 	}
-	os.Setenv("XDG_CONFIG_HOME", cfg)
 	code := m.Run()
-	os.RemoveAll(cfg)
+	for _, d := range dirs {
+		os.RemoveAll(d)
+	}
 	os.Exit(code)
 }
 

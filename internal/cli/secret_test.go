@@ -21,9 +21,11 @@ import (
 )
 
 // The test binary is a fake llama-server when re-executed with
-// FAKELLAMA_MAIN=1 (as engine/'s tests do).
+// FAKELLAMA_MAIN=1 (as engine/'s tests do), or under the name
+// llama-server (fakeLlamaProfile's link to it): a test that starts it
+// needs no variable set in the whole test process, and runs in parallel.
 func init() {
-	if os.Getenv("FAKELLAMA_MAIN") == "1" {
+	if os.Getenv("FAKELLAMA_MAIN") == "1" || filepath.Base(os.Args[0]) == "llama-server" {
 		os.Exit(fakellama.Main(os.Args[1:], os.Environ(), os.Stdout, os.Stderr))
 	}
 }
@@ -114,11 +116,26 @@ func statusCode(t *testing.T, port int, hdr string) (int, string) {
 // requests carry it (verification succeeds against a fake that enforces
 // it), its status page asks for it, and the key shows nowhere: not in
 // resolve's or --dry-run's output, not in the logs (text or JSON).
+// The setups that give the key as an engine argument share nothing and
+// run in parallel; those that give it in the environment set it for the
+// whole test process (TestSecretsServeEnv).
 func TestSecretsServe(t *testing.T) {
 	testenv.E2E(t)
-	t.Setenv("FAKELLAMA_MAIN", "1")
-	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	t.Parallel() // see TestMain
+	secretsServe(t, false)
+}
+
+func TestSecretsServeEnv(t *testing.T) {
+	testenv.E2E(t)
+	secretsServe(t, true)
+}
+
+// secretsServe runs the key setups given in the environment (env) or not.
+func secretsServe(t *testing.T, env bool) {
 	for _, s := range keySetups(t) {
+		if (len(s.env) > 0) != env {
+			continue
+		}
 		for _, format := range []string{"text", "json"} {
 			t.Run(s.name+"/"+format, func(t *testing.T) {
 				for k, v := range s.env {
@@ -190,52 +207,60 @@ func TestSecretsServe(t *testing.T) {
 
 // bench sends the key on every request (warm-ups, measured runs, scrapes,
 // the probe): every arm is measured against a fake that enforces it, and
-// neither its output nor the record it writes shows the key.
+// neither its output nor the record it writes shows the key. The key
+// given as a flag runs in parallel; in the environment, it is set for the
+// whole test process (TestSecretsBenchEnv).
 func TestSecretsBench(t *testing.T) {
 	testenv.E2E(t)
-	t.Setenv("FAKELLAMA_MAIN", "1")
-	t.Setenv("XDG_CACHE_HOME", t.TempDir())
-	for _, s := range keySetups(t)[1:3] { // a flag and an environment variable
-		t.Run(s.name, func(t *testing.T) {
-			for k, v := range s.env {
-				t.Setenv(k, v)
-			}
-			out := filepath.Join(t.TempDir(), "rec")
-			args := []string{"bench", "--profile", fakeLlamaProfile(t, freePort(t)), "--widths", "2,3", "--rounds", "3", "--warmup", "1",
-				"--max-tokens", "16", "--out", out, "--log-format", "json"}
-			if len(s.args) > 0 {
-				args = append(append(args, "--"), s.args...)
-			}
-			code, o, e := runCLI(t, args...)
-			if code != 0 {
-				t.Fatalf("bench: exit %d\n%s%s", code, o, e)
-			}
-			all := o + e
-			for _, ext := range []string{".md", ".json", ".svg"} {
-				b, err := os.ReadFile(out + ext)
-				if err != nil {
-					t.Fatal(err)
-				}
-				all += string(b)
-			}
-			if strings.Contains(all, testKey) {
-				t.Errorf("the key is printed or recorded:\n%s", all)
-			}
-			var rec record.Record
-			b, _ := os.ReadFile(out + ".json")
-			if err := json.Unmarshal(b, &rec); err != nil {
+	t.Parallel()                     // see TestMain
+	secretsBench(t, keySetups(t)[1]) // a flag
+}
+
+func TestSecretsBenchEnv(t *testing.T) {
+	testenv.E2E(t)
+	secretsBench(t, keySetups(t)[2]) // an environment variable
+}
+
+func secretsBench(t *testing.T, s keySetup) {
+	t.Run(s.name, func(t *testing.T) {
+		for k, v := range s.env {
+			t.Setenv(k, v)
+		}
+		out := filepath.Join(t.TempDir(), "rec")
+		args := []string{"bench", "--profile", fakeLlamaProfile(t, freePort(t)), "--widths", "2,3", "--rounds", "3", "--warmup", "1",
+			"--max-tokens", "16", "--out", out, "--log-format", "json"}
+		if len(s.args) > 0 {
+			args = append(append(args, "--"), s.args...)
+		}
+		code, o, e := runCLI(t, args...)
+		if code != 0 {
+			t.Fatalf("bench: exit %d\n%s%s", code, o, e)
+		}
+		all := o + e
+		for _, ext := range []string{".md", ".json", ".svg"} {
+			b, err := os.ReadFile(out + ext)
+			if err != nil {
 				t.Fatal(err)
 			}
-			for _, a := range rec.Arms {
-				if a.Status != record.StatusOK || len(a.Runs) == 0 {
-					t.Errorf("arm %s: %s (%s)", a.Label, a.Status, a.StatusReason)
-				}
+			all += string(b)
+		}
+		if strings.Contains(all, testKey) {
+			t.Errorf("the key is printed or recorded:\n%s", all)
+		}
+		var rec record.Record
+		b, _ := os.ReadFile(out + ".json")
+		if err := json.Unmarshal(b, &rec); err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range rec.Arms {
+			if a.Status != record.StatusOK || len(a.Runs) == 0 {
+				t.Errorf("arm %s: %s (%s)", a.Label, a.Status, a.StatusReason)
 			}
-			if rec.ProbeCheck == nil || strings.Contains(rec.ProbeCheck.Error, "401") {
-				t.Errorf("probe check %+v", rec.ProbeCheck)
-			}
-		})
-	}
+		}
+		if rec.ProbeCheck == nil || strings.Contains(rec.ProbeCheck.Error, "401") {
+			t.Errorf("probe check %+v", rec.ProbeCheck)
+		}
+	})
 }
 
 // A key file that cannot be read stops the launch before anything starts,

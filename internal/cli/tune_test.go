@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -22,6 +23,7 @@ import (
 // how fast (the sim's windows are real time: the end-to-end tier).
 func TestTuneOnSim(t *testing.T) {
 	testenv.E2E(t)
+	t.Parallel() // see TestMain; its tuned layer is its own (getenv below)
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "target"), "target weights")
 	writeFile(t, filepath.Join(dir, "drafter"), "drafter weights")
@@ -41,13 +43,21 @@ base_port = %d
 max_tokens = 24
 `, fastSim, freePortBlock(t, 8)))
 	cfg := filepath.Join(dir, "config")
-	t.Setenv("XDG_CONFIG_HOME", cfg)
+	getenv := func(k string) string {
+		if k == "XDG_CONFIG_HOME" {
+			return cfg
+		}
+		return os.Getenv(k)
+	}
+	command := func(args []string, stdout, stderr io.Writer) int {
+		return runEnv(context.Background(), args, Embedded{Policy: policyTOML}, stdout, stderr, nil, getenv)
+	}
 	layer := filepath.Join(cfg, "speclaunch", TunedFile)
 	tune := func() {
 		t.Helper()
 		log := &syncBuffer{}
-		code := MainContext(context.Background(), []string{"tune", "--profile", prof, "--levels", "1,2", "--widths", "4",
-			"--engines", "2", "--window", "150ms", "--log-format", "text"}, policyTOML, log, log, nil)
+		code := command([]string{"tune", "--profile", prof, "--levels", "1,2", "--widths", "4",
+			"--engines", "2", "--window", "150ms", "--log-format", "text"}, log, log)
 		if code != 0 {
 			t.Fatalf("tune exit %d:\n%s", code, log)
 		}
@@ -77,7 +87,7 @@ max_tokens = 24
 	}
 
 	var out bytes.Buffer
-	if code := MainContext(context.Background(), []string{"resolve", "--profile", prof, "--json"}, policyTOML, &out, &out, nil); code != 0 {
+	if code := command([]string{"resolve", "--profile", prof, "--json"}, &out, &out); code != 0 {
 		t.Fatalf("resolve exit %d: %s", code, out.String())
 	}
 	var res map[string]any
@@ -88,7 +98,7 @@ max_tokens = 24
 		t.Errorf("resolve does not answer from the tuned entry:\n%s", out.String())
 	}
 	out.Reset()
-	MainContext(context.Background(), []string{"policy", "explain", "--profile", prof}, policyTOML, &out, &out, nil)
+	command([]string{"policy", "explain", "--profile", prof}, &out, &out)
 	if !strings.Contains(out.String(), "tuned entry "+e.ID+" matches this pair") || !strings.Contains(out.String(), e.Record) {
 		t.Errorf("policy explain:\n%s", out.String())
 	}
