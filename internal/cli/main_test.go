@@ -317,6 +317,11 @@ func TestServeExitCodes(t *testing.T) {
 		writeFile(t, prof, simProfile(port, `, "--sim-decline"`))
 		r := startServe(t, "--profile", prof)
 		r.log.waitFor(t, `ERR width check failed`, 1, 20*time.Second)
+		// The check comes before the engine takes traffic: /health says
+		// 503 until it does (a test reading it at once failed under load).
+		if st := waitStatus(t, port, 20*time.Second, func(st statusDoc) bool { return st.Engine != nil }); st.Engine == nil {
+			t.Fatalf("the engine is not serving; log:\n%s", r.log)
+		}
 		if health(port) != 200 {
 			t.Error("not serving")
 		}
