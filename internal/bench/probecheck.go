@@ -6,8 +6,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/speclaunch/speclaunch/internal/adapt"
+	"github.com/speclaunch/speclaunch/internal/defaults"
 	"github.com/speclaunch/speclaunch/internal/evidence"
+	"github.com/speclaunch/speclaunch/internal/probe"
 	"github.com/speclaunch/speclaunch/internal/record"
 )
 
@@ -26,9 +27,9 @@ func (h *harness) probeArm() int {
 	return first
 }
 
-// probeCost runs adapt's verify-cost probe once, on arm i's server after
-// its last measured visit, so it never runs between measured requests. A
-// probe that fails is recorded with why; the bench goes on.
+// probeCost runs the verify-cost probe (internal/probe) once, on arm i's
+// server after its last measured visit, so it never runs between measured
+// requests. A probe that fails is recorded with why; the bench goes on.
 func (h *harness) probeCost(ctx context.Context, i int, srv Server) {
 	if !h.o.Probe || h.probed || srv == nil || i != h.probeArm() || h.failed[i] {
 		return
@@ -37,19 +38,19 @@ func (h *harness) probeCost(ctx context.Context, i int, srv Server) {
 	// The rows the check needs: one (classic) and each measured width.
 	rows := []int{1}
 	for _, a := range h.o.Arms {
-		if a.Width >= 2 && a.Width <= adapt.DefaultMaxWidth {
+		if a.Width >= 2 && a.Width <= defaults.AdaptMaxWidth {
 			rows = append(rows, a.Width)
 		}
 	}
 	slices.Sort(rows)
 	rows = slices.Compact(rows)
-	pc := &record.ProbeCheck{Arm: h.rec.Arms[i].Label, Reps: adapt.DefaultProbeReps}
+	pc := &record.ProbeCheck{Arm: h.rec.Arms[i].Label, Reps: probe.DefaultReps}
 	h.rec.ProbeCheck = pc
 	h.p.probing(pc.Arm, rows)
-	pctx, cancel := context.WithTimeout(ctx, adapt.DefaultProbeTimeout)
+	pctx, cancel := context.WithTimeout(ctx, probe.DefaultTimeout)
 	defer cancel()
 	// The harness's own client: one loopback connection per request.
-	c, err := adapt.Probe(pctx, h.cs[0].http, srv.BaseURL(), rows, adapt.DefaultProbeReps)
+	c, err := probe.Run(pctx, h.cs[0].http, srv.BaseURL(), rows, probe.DefaultReps)
 	if err != nil {
 		pc.Error = err.Error()
 		return

@@ -18,6 +18,7 @@ import (
 	"github.com/speclaunch/speclaunch/internal/control"
 	"github.com/speclaunch/speclaunch/internal/follow"
 	"github.com/speclaunch/speclaunch/internal/plan"
+	"github.com/speclaunch/speclaunch/internal/probe"
 	"github.com/speclaunch/speclaunch/internal/safefile"
 	"github.com/speclaunch/speclaunch/internal/schedule"
 )
@@ -73,7 +74,7 @@ func (sh *controlShell) start() {
 const (
 	controlEvery = 2 * time.Second  // between scrapes (the old loop's, and adaptsim's)
 	scrapeBound  = 5 * time.Second  // one /metrics request
-	probeBound   = 30 * time.Second // one probe under load (adapt.DefaultProbeTimeout)
+	probeBound   = 30 * time.Second // one probe under load (probe.DefaultTimeout)
 	beforeBound  = 10 * time.Second // the probe of a first engine while requests wait (issue 30)
 	saveEvery    = 10 * time.Second // between two saves
 )
@@ -105,7 +106,7 @@ func (sh *controlShell) BeforeTraffic(ctx context.Context, t adapt.Target) error
 				rows = append(rows, n*w)
 			}
 		}
-		c, err := adapt.Probe(ctx, sh.client, t.BaseURL, rows, adapt.DefaultProbeReps)
+		c, err := probe.Run(ctx, sh.client, t.BaseURL, rows, probe.DefaultReps)
 		if err != nil {
 			sh.log.Info(fmt.Sprintf("adapt: the probe before traffic stopped after %s (%v); the engine serves, and what it lacks is probed under load if needed", time.Since(start).Round(time.Millisecond), err))
 			break
@@ -274,7 +275,7 @@ func (sh *controlShell) probe(ctx context.Context, a control.Action, obs chan<- 
 		sh.log.Info(fmt.Sprintf("adapt: probing %s (at most %s; serving, switches and reloads go on meanwhile)", a.Reason, probeBound))
 		pctx, cancel := context.WithTimeout(ctx, probeBound)
 		sh.probing.Add(1)
-		c, err := adapt.Probe(pctx, sh.client, in.Backend.URL.String(), a.Rows, adapt.DefaultProbeReps)
+		c, err := probe.Run(pctx, sh.client, in.Backend.URL.String(), a.Rows, probe.DefaultReps)
 		sh.probing.Add(-1)
 		cancel()
 		if err != nil {

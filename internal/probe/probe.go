@@ -1,4 +1,9 @@
-package adapt
+// Package probe measures an engine's verify cost by rows (Run, Curve): the
+// probe the adaptive width (internal/serve's shell of internal/control)
+// and bench's probe check (internal/bench) send to a running
+// llama-server-style engine. It was part of internal/adapt, which bench
+// imported for it alone.
+package probe
 
 import (
 	"bytes"
@@ -19,14 +24,14 @@ import (
 // the engines load (the smallest, the golden captures' toy model, is only
 // used with the sim).
 const (
-	probePrefixLen   = 64
-	probePrefixBase  = 1000
-	probeFreshBase   = 2000
-	probeFreshSpan   = 8000 // 37 is coprime with it: 8000 distinct first tokens
-	DefaultProbeReps = 7
-	// DefaultProbeTimeout bounds a whole probe: on the H200 all widths took
+	probePrefixLen  = 64
+	probePrefixBase = 1000
+	probeFreshBase  = 2000
+	probeFreshSpan  = 8000 // 37 is coprime with it: 8000 distinct first tokens
+	DefaultReps     = 7
+	// DefaultTimeout bounds a whole probe: on the H200 all widths took
 	// about a second.
-	DefaultProbeTimeout = 30 * time.Second
+	DefaultTimeout = 30 * time.Second
 )
 
 // errNotCached: the prefix was not reused from the slot's cache.
@@ -56,11 +61,11 @@ const probeRetries = 4
 // whole width-2 cycle measured.
 const probeGraphWarm = 2
 
-// ErrNoProbe says the engine cannot be probed: it lacks the token-array
+// ErrUnsupported says the engine cannot be probed: it lacks the token-array
 // /completion with prompt timings the probe needs (mlxcel-server).
-var ErrNoProbe = errors.New("the engine cannot be probed for its verify cost")
+var ErrUnsupported = errors.New("the engine cannot be probed for its verify cost")
 
-// Probe measures the verify cost by rows on a running llama-server-style
+// Run measures the verify cost by rows on a running llama-server-style
 // engine, without restarting it: for each row count W it sends
 // POST /completion with a token-array prompt of a fixed prefix (sent once
 // first, so it is cached) plus W fresh tokens, n_predict 1, cache_prompt
@@ -69,7 +74,7 @@ var ErrNoProbe = errors.New("the engine cannot be probed for its verify cost")
 // back to back after probeGraphWarm discarded ones (see there). Cut short
 // (ctx ended while live traffic held the slot), it returns the row counts
 // probed whole beside the error.
-func Probe(ctx context.Context, client *http.Client, baseURL string, rows []int, reps int) (Curve, error) {
+func Run(ctx context.Context, client *http.Client, baseURL string, rows []int, reps int) (Curve, error) {
 	var st probeState
 	if err := st.probe(ctx, client, baseURL, rows, reps); err != nil {
 		return curveOf(st.whole(reps)), err // the row counts probed whole are kept
@@ -89,7 +94,7 @@ type probeState struct {
 // whole is the samples of the row counts probed all reps times.
 func (st *probeState) whole(reps int) map[int][]float64 {
 	if reps <= 0 {
-		reps = DefaultProbeReps
+		reps = DefaultReps
 	}
 	out := map[int][]float64{}
 	for w, s := range st.samples {
@@ -115,7 +120,7 @@ func (st *probeState) probe(ctx context.Context, client *http.Client, baseURL st
 		client = http.DefaultClient
 	}
 	if reps <= 0 {
-		reps = DefaultProbeReps
+		reps = DefaultReps
 	}
 	if len(rows) == 0 {
 		return errors.New("probe: no rows to probe")
@@ -281,7 +286,7 @@ func probeOnce(ctx context.Context, client *http.Client, base string, prompt []i
 		return 0, fmt.Errorf("probe: POST /completion answered %s: %s", resp.Status, snippet(raw))
 	}
 	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("%w: POST /completion answered %s: %s", ErrNoProbe, resp.Status, snippet(raw))
+		return 0, fmt.Errorf("%w: POST /completion answered %s: %s", ErrUnsupported, resp.Status, snippet(raw))
 	}
 	var out struct {
 		Timings *struct {
@@ -290,10 +295,10 @@ func probeOnce(ctx context.Context, client *http.Client, base string, prompt []i
 		} `json:"timings"`
 	}
 	if err := json.Unmarshal(raw, &out); err != nil {
-		return 0, fmt.Errorf("%w: POST /completion did not answer JSON: %s", ErrNoProbe, snippet(raw))
+		return 0, fmt.Errorf("%w: POST /completion did not answer JSON: %s", ErrUnsupported, snippet(raw))
 	}
 	if out.Timings == nil || out.Timings.PromptN == nil || out.Timings.PromptMS == nil {
-		return 0, fmt.Errorf("%w: POST /completion reply has no timings.prompt_n/prompt_ms: %s", ErrNoProbe, snippet(raw))
+		return 0, fmt.Errorf("%w: POST /completion reply has no timings.prompt_n/prompt_ms: %s", ErrUnsupported, snippet(raw))
 	}
 	if wantNew >= 0 && *out.Timings.PromptN != wantNew {
 		return 0, fmt.Errorf("%w: timings.prompt_n is %d, want %d new tokens (cache_prompt off, or other requests took the slot)", errNotCached, *out.Timings.PromptN, wantNew)
