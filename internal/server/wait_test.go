@@ -141,3 +141,36 @@ func (l *lockedBuf) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// An engine that stops answering /health is said after Quiet with how
+// long until it is killed as hung, and the wait ends when it is reported.
+// Tier 2: a process, and the liveness check's own (short) real ticks.
+func TestSilenceIsSaid(t *testing.T) {
+	testenv.E2E(t)
+	t.Parallel()
+	proc, err := supervise.Start(context.Background(), supervise.Spec{Argv: []string{"sleep", "60"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proc.Stop(time.Second)
+	buf := &lockedBuf{}
+	clock := &waitlogtest.Clock{Added: make(chan struct{}, 4)}
+	rt := New(Options{Log: slog.New(slog.NewTextHandler(buf, nil)), Clock: clock})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	l := &live{inst: &Instance{ID: 1, Proc: proc, BaseURL: "http://127.0.0.1:1"}, ctx: ctx, cancel: cancel}
+	go rt.liveness(l, 3*time.Second) // nothing listens: every check fails
+	select {
+	case <-clock.Added:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no wait begun")
+	}
+	clock.Advance(waitlog.Quiet)
+	want := fmt.Sprintf("still waiting for engine 1 (pid %d) to answer /health again (5s so far; up to ", proc.PID())
+	if !strings.Contains(buf.String(), want) || !strings.Contains(buf.String(), "then it is killed as hung)") {
+		t.Errorf("log:\n%s\nwant %q", buf.String(), want)
+	}
+	if ev := <-rt.events; ev != (Hung{ID: 1}) {
+		t.Errorf("event %#v", ev)
+	}
+}
