@@ -64,7 +64,7 @@ func (l *layer) schedule(r Row) (Field[schedule.Schedule], error) {
 		}
 		return checkedSchedule(schedule.FromTriples(ts, ""))(src)
 	}
-	return Field[schedule.Schedule]{}, &Error{Src: src, Msg: fmt.Sprintf("draft.schedule must be an array of [lo, hi, width] or a string, not a %T; %s", p.Draft.Schedule, profileScheduleShape)}
+	return Field[schedule.Schedule]{}, &Error{Src: src, Msg: fmt.Sprintf("draft.schedule must be an array of [lo, hi, width] or a string, not %s; %s", tomlKind(p.Draft.Schedule), profileScheduleShape)}
 }
 
 const profileScheduleShape = `write draft.schedule = [[1, 1, 6], [2, 3, 4], [4, 0, 1]] (hi 0 = no upper bound, width 1 = speculation off at that load) or draft.schedule = "1:6,2-3:4,4+:1"`
@@ -93,7 +93,7 @@ func triples(rows []any) ([][]int, error) {
 	for i, r := range rows {
 		xs, ok := r.([]any)
 		if !ok {
-			return nil, fmt.Errorf("bucket %d is a %T, not [lo, hi, width]", i+1, r)
+			return nil, fmt.Errorf("bucket %d is %s, not [lo, hi, width]", i+1, tomlKind(r))
 		}
 		for j, x := range xs {
 			n, ok := x.(int64)
@@ -104,4 +104,24 @@ func triples(rows []any) ([][]int, error) {
 		}
 	}
 	return out, nil
+}
+
+// tomlKind names a decoded TOML value's type as the profile spells it, not
+// as Go does ("an integer", not "a int64"): the operator wrote TOML.
+func tomlKind(v any) string {
+	switch v.(type) {
+	case int64:
+		return "an integer"
+	case float64:
+		return "a float"
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	case map[string]any:
+		return "a table"
+	case []any, []map[string]any:
+		return "an array"
+	}
+	return "a date or time"
 }

@@ -38,7 +38,8 @@ func TestScheduleLayering(t *testing.T) {
 		{name: "bad triples name the line", profile: "[draft]\nschedule = [[1, 2, 6], [2, 0, 2]]\n", err: "profile p.toml:2: bad draft schedule: bucket 2 (2+) overlaps"},
 		{name: "short triple", profile: "[draft]\nschedule = [[1, 6]]\n", err: "[lo, hi, width]"},
 		{name: "a float", profile: "[draft]\nschedule = [[1, 0, 2.5]]\n", err: "is not a whole number"},
-		{name: "not an array", profile: "[draft]\nschedule = 4\n", err: "must be an array of [lo, hi, width] or a string"},
+		{name: "not an array", profile: "[draft]\nschedule = 4\n", err: "must be an array of [lo, hi, width] or a string, not an integer;"},
+		{name: "a flat array", profile: "[draft]\nschedule = [1, 2]\n", err: "bucket 1 is an integer, not [lo, hi, width]"},
 		{name: "off everywhere", flags: map[string]string{"draft-schedule": "1+:1"}, err: "off (width 1) at every load"},
 	}
 	for _, c := range cases {
