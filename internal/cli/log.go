@@ -12,6 +12,8 @@ import (
 
 	"github.com/lmittmann/tint"
 	"golang.org/x/term"
+
+	"github.com/speclaunch/speclaunch/internal/config"
 )
 
 // newLogger builds the launcher's logger. tint does no terminal or NO_COLOR
@@ -40,6 +42,18 @@ func newLogger(w io.Writer, format, level string, getenv func(string) string) *s
 		tf = time.TimeOnly
 	}
 	return slog.New(&screenHandler{next: tint.NewTextHandler(w, &tint.Options{Level: lv, NoColor: !color, TimeFormat: tf})})
+}
+
+// logNotices logs the settings' notices at their own level: a warning (an
+// API key typed where ps shows it) still shows at --log-level warn.
+func logNotices(log *slog.Logger, notices []config.Notice) {
+	for _, n := range notices {
+		if n.Level == "warn" {
+			log.Warn(n.Msg)
+		} else {
+			log.Info(n.Msg)
+		}
+	}
 }
 
 // logsJSON reports --log-format json, or MLXCEL_LOG_FORMAT=json without

@@ -55,9 +55,7 @@ func (c *ServeCmd) Run(e *Env) error {
 	s := l.Settings
 	e.logJSON = s.LogFormat.Value == "json"
 	log := newLogger(e.Stderr, s.LogFormat.Value, s.LogLevel.Value, e.Getenv)
-	for _, n := range l.Notices {
-		log.Info(n.Msg)
-	}
+	logNotices(log, l.Notices)
 	if !c.DryRun {
 		// Once, at start: what every setting is and where it came from,
 		// as `profile show` prints them.
