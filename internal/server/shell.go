@@ -109,6 +109,9 @@ type Runtime struct {
 	engines map[EngineID]*live
 	serving EngineID
 	cut     int // requests in flight when the engines were stopped under them
+	// waiting ends the wait of a switch asked for while another ran
+	// (Machine.Pending), said should it last; nil when none waits.
+	waiting func()
 }
 
 type live struct {
@@ -203,9 +206,23 @@ func (r *Runtime) Run() (int, error) {
 		if m.Phase != prev {
 			r.o.Launcher.Notify(NotePhase{Phase: m.Phase})
 		}
+		r.pending(m.Pending)
 		if e, ok := ev.(Exited); ok {
 			exited = append(exited, e.ID)
 		}
+	}
+}
+
+// pending says a switch that waits for the one under way (a reload during
+// a switch), should the wait last; it has no bound of its own: the switch
+// under way says its own waits and bounds.
+func (r *Runtime) pending(j *Job) {
+	switch {
+	case j != nil && r.waiting == nil:
+		r.waiting = waitlog.Start(r.o.Log, r.o.Clock, waitlog.For(fmt.Sprintf("the switch under way to end before the one asked for during it (%s)", j.Reason), 0, ""))
+	case j == nil && r.waiting != nil:
+		r.waiting()
+		r.waiting = nil
 	}
 }
 

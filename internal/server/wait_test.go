@@ -174,3 +174,22 @@ func TestSilenceIsSaid(t *testing.T) {
 		t.Errorf("event %#v", ev)
 	}
 }
+
+// A switch asked for while another runs waits for it; said should it last,
+// and its end once the machine has no switch pending.
+func TestPendingWaitIsSaid(t *testing.T) {
+	var buf bytes.Buffer
+	clock := &waitlogtest.Clock{}
+	rt := New(Options{Log: slog.New(slog.NewTextHandler(&buf, nil)), Clock: clock})
+	j := &Job{Kind: KindReload, Reason: "reload: p.toml (write)"}
+	rt.pending(j)
+	rt.pending(j) // still pending: one wait
+	clock.Advance(waitlog.Quiet)
+	rt.pending(nil)
+	rt.pending(nil)
+	out := buf.String()
+	if strings.Count(out, "still waiting for the switch under way to end before the one asked for during it (reload: p.toml (write)) (5s so far)") != 1 ||
+		strings.Count(out, "the wait for the switch under way to end") != 1 {
+		t.Errorf("log:\n%s", out)
+	}
+}
