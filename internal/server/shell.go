@@ -180,6 +180,7 @@ func (r *Runtime) Run() (int, error) {
 			if r.o.Proxy != nil {
 				r.o.Proxy.Close() // held requests get 503: no engine will come
 			}
+			r.pending(nil) // a switch still pending waits no more
 			return exit.Code, exit.Err
 		}
 		if timer != nil {
