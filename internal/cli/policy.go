@@ -149,7 +149,7 @@ func keyMap(k key.Key) map[string]string {
 type PolicyCheckCmd struct {
 	Policy  []string `help:"Also check this policy file; repeatable." placeholder:"FILE"`
 	Profile string   `help:"Also check this profile's policy." placeholder:"PATH|NAME"`
-	Root    string   `help:"Directory record paths are relative to." default:"." placeholder:"DIR"`
+	Root    string   `help:"Directory record paths are relative to (default ., the current directory)." default:"." placeholder:"DIR"`
 	JSON    bool     `help:"Print JSON."`
 }
 
