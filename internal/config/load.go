@@ -238,11 +238,14 @@ func (l *layer) width(e key.Engine) (Field[int], string, error) {
 						l.notices = append(l.notices, Notice{"info", fmt.Sprintf("%s=%s is set but %s=%s already provides the width; keeping %s", lower, quoted(w), name, quoted(v), name)})
 					}
 				}
+				if e == key.LlamaCpp {
+					l.noteShadowedNmax(nmaxEnvs, name, v, f.Value)
+				}
 			}
 			return f, note, err
 		}
 	}
-	for _, name := range nmaxEnvs {
+	for i, name := range nmaxEnvs {
 		v := l.in.Getenv(name)
 		if v == "" {
 			continue
@@ -251,12 +254,33 @@ func (l *layer) width(e key.Engine) (Field[int], string, error) {
 			l.notices = append(l.notices, Notice{"info", fmt.Sprintf("%s=%s is llama.cpp's draft-token cap; it does not set the %s width (use --draft-block-size)", name, quoted(v), e)})
 			continue
 		}
-		return nmaxWidth(v, Source{Env, name})
+		f, note, err := nmaxWidth(v, Source{Env, name})
+		if err == nil {
+			l.noteShadowedNmax(nmaxEnvs[i+1:], name, v, f.Value)
+		}
+		return f, note, err
 	}
 	if p := l.prof; p != nil && p.Draft.BlockSize != nil {
 		return blockWidth(strconv.Itoa(*p.Draft.BlockSize), Source{Profile, p.Where("draft.block_size")})
 	}
 	return Field[int]{}, "", nil
+}
+
+// noteShadowedNmax says each of names (llama.cpp's draft-token variables)
+// set to another width than winner=v's width w: a variable that sets no
+// width is never ignored silently (LLAMA_ARG_SPEC_DRAFT_N_MAX=3 beside
+// LLAMA_ARG_DRAFT_BLOCK_SIZE=5 ran width 5 and said nothing).
+func (l *layer) noteShadowedNmax(names []string, winner, v string, w int) {
+	for _, lower := range names {
+		x := l.in.Getenv(lower)
+		if x == "" {
+			continue
+		}
+		if n, err := strconv.Atoi(strings.TrimSpace(x)); err == nil && n+1 == w {
+			continue
+		}
+		l.notices = append(l.notices, Notice{"info", fmt.Sprintf("%s=%s (draft tokens) is set but %s=%s already provides the width (%d); keeping %s", lower, quoted(x), winner, quoted(v), w, winner)})
+	}
 }
 
 func blockWidth(v string, src Source) (Field[int], string, error) {

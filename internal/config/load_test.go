@@ -51,8 +51,8 @@ func TestWidthLayering(t *testing.T) {
 		{name: "engine-unit flag converts", flags: map[string]string{"spec-draft-n-max": "3"}, width: 4, src: "flag --spec-draft-n-max", note: "spec-draft-n-max=3 draft tokens = width 4"},
 		{name: "llama env converts", profile: widthProfile, env: map[string]string{"LLAMA_ARG_SPEC_DRAFT_N_MAX": "4"}, width: 5, src: "env LLAMA_ARG_SPEC_DRAFT_N_MAX", note: "width 5"},
 		{name: "legacy LLAMA_ARG_DRAFT_MAX converts", profile: widthProfile, env: map[string]string{"LLAMA_ARG_DRAFT_MAX": "7"}, width: 8, src: "env LLAMA_ARG_DRAFT_MAX"},
-		{name: "canonical n-max beats legacy", profile: widthProfile, env: map[string]string{"LLAMA_ARG_DRAFT_MAX": "7", "LLAMA_ARG_SPEC_DRAFT_N_MAX": "2"}, width: 3, src: "env LLAMA_ARG_SPEC_DRAFT_N_MAX"},
-		{name: "block-size env beats n-max env", profile: widthProfile, env: map[string]string{"LLAMA_ARG_SPEC_DRAFT_N_MAX": "2", "MLXCEL_DRAFT_BLOCK_SIZE": "9"}, width: 9, src: "env MLXCEL_DRAFT_BLOCK_SIZE"},
+		{name: "canonical n-max beats legacy", profile: widthProfile, env: map[string]string{"LLAMA_ARG_DRAFT_MAX": "7", "LLAMA_ARG_SPEC_DRAFT_N_MAX": "2"}, width: 3, src: "env LLAMA_ARG_SPEC_DRAFT_N_MAX", notice: `LLAMA_ARG_DRAFT_MAX="7" (draft tokens) is set but LLAMA_ARG_SPEC_DRAFT_N_MAX="2" already provides the width (3)`},
+		{name: "block-size env beats n-max env", profile: widthProfile, env: map[string]string{"LLAMA_ARG_SPEC_DRAFT_N_MAX": "2", "MLXCEL_DRAFT_BLOCK_SIZE": "9"}, width: 9, src: "env MLXCEL_DRAFT_BLOCK_SIZE", notice: `LLAMA_ARG_SPEC_DRAFT_N_MAX="2" (draft tokens) is set but MLXCEL_DRAFT_BLOCK_SIZE="9" already provides the width (9)`},
 		{name: "n-max env ignored for mlxcel", env: map[string]string{"LLAMA_ARG_SPEC_DRAFT_N_MAX": "2", "MLXCEL_ENGINE": "mlxcel"}, width: 0, src: "default", notice: "does not set the mlxcel width"},
 	}
 	for _, c := range cases {
