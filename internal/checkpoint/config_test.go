@@ -323,6 +323,13 @@ func TestDeclareUnread(t *testing.T) {
 		{"muse -1", key.DFlash, strings.Replace(musePublished, `"block_size":16`, `"block_size":-1`, 1), "is negative"},
 		{"muse valid, other field bad", key.DFlash, strings.Replace(musePublished, `"head_dim":128,`, "", 1), ""},
 		{"plain dflash", key.DFlash, plainDFlash, ""},
+		{"inkling -1", key.MTP, `{"model_type":"inkling","text_config":{"num_mtp_layers":-1}}`, "text_config.num_mtp_layers -1 is negative: no width is read from it; set the MTP layer count, 0 to 254"},
+		{"inkling 8.0", key.MTP, `{"text_config":{"num_mtp_layers":8.0}}`, "is not an integer as written"},
+		{"inkling past u32", key.MTP, `{"text_config":{"num_mtp_layers":4294967294}}`, "is above 4294967293"},
+		{"inkling 8 is read", key.MTP, `{"text_config":{"num_mtp_layers":8}}`, ""},
+		{"inkling null is unset", key.MTP, `{"text_config":{"num_mtp_layers":null}}`, ""},
+		{"inkling unread beside a qwen width", key.MTP, `{"model_type":"qwen3_5_mtp","block_size":3,"text_config":{"num_mtp_layers":-1}}`, ""},
+		{"inkling for a dflash kind", key.DFlash, `{"text_config":{"num_mtp_layers":-1}}`, ""},
 		{"not json", key.MTP, `{"model_type":"qwen3_5_mtp","block_size":-1`, ""},
 	}
 	for _, tt := range tests {

@@ -114,9 +114,29 @@ func unreadBlockSize(kind key.Drafter, cfg *jval, reason string) string {
 	}
 	why := whyNotWidth(v, least)
 	if why == "" {
-		return ""
+		return unreadLayers(kind, cfg, reason)
 	}
 	return fmt.Sprintf("block_size %s %s: no width is read from it%s; set %s or remove the key", v.show(), why, also, valid)
+}
+
+// unreadLayers is unreadBlockSize for the Inkling MTP peek, which reads
+// text_config.num_mtp_layers (the width is two more) when the Qwen 3.5
+// MTP peek read nothing: "" when it read it, or nothing is there (null
+// included, as for the other peeks' Option fields).
+func unreadLayers(kind key.Drafter, cfg *jval, reason string) string {
+	tc := cfg.get("text_config")
+	v := tc.get("num_mtp_layers")
+	if kind != key.MTP || reason == ReasonQwen35MTP || reason == ReasonInkling || v == nil || v.kind == jnull {
+		return ""
+	}
+	why := whyNotWidth(v, 0)
+	if why == "" && v.u > math.MaxUint32-2 {
+		why = fmt.Sprintf("is above %d", uint64(math.MaxUint32-2))
+	}
+	if why == "" {
+		return ""
+	}
+	return fmt.Sprintf("text_config.num_mtp_layers %s %s: no width is read from it; set the MTP layer count, 0 to %d (the width is two more), or remove the key", v.show(), why, key.MaxWidth-2)
 }
 
 // whyNotWidth says why v is no block_size a peek reads, "" when it is one
