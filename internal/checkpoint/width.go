@@ -51,8 +51,8 @@ type Declaration struct {
 	Width  int    // the width upstream's peeks read, verbatim (0 and 1 included)
 	Reason string // upstream's reason for Width
 	OK     bool   // a peek read a width
-	// Unread, when not "", says that the drafter family's block_size is
-	// there but no peek takes a width from it (a negative number, a
+	// Unread, when not "", says that the drafter family's block_size (or
+	// Inkling's num_mtp_layers) is there but no peek takes a width from it (a negative number, a
 	// fraction, a string, past u32, under the Muse assistant's 2), and the
 	// fix. Upstream drops such a value without a word and resolves the
 	// width as if the key were absent (issue 33: -1 was dropped silently).
