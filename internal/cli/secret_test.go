@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/speclaunch/speclaunch/internal/fakellama"
+	"github.com/speclaunch/speclaunch/internal/plan"
 	"github.com/speclaunch/speclaunch/internal/record"
 	"github.com/speclaunch/speclaunch/internal/secret"
 	"github.com/speclaunch/speclaunch/internal/testenv"
@@ -92,8 +93,43 @@ stop_timeout = "5s"
 // runCLI runs one speclaunch command to its end.
 func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
+	return withEnv(nil).cli(args...)
+}
+
+// envRun runs speclaunch with variables of its own besides the test
+// process's: its settings read them (getenv) and its engines get them
+// (deps.Environ), as from the environment it was started in.
+type envRun struct {
+	getenv func(string) string
+	deps   *plan.Deps
+}
+
+// withEnv is an envRun that adds vars to the test process's environment.
+func withEnv(vars map[string]string) envRun {
+	if len(vars) == 0 {
+		return envRun{getenv: os.Getenv}
+	}
+	d := plan.RealDeps()
+	for k, v := range vars {
+		d.Environ = append(d.Environ, k+"="+v)
+	}
+	return envRun{getenv: func(k string) string {
+		if v, ok := vars[k]; ok {
+			return v
+		}
+		return os.Getenv(k)
+	}, deps: &d}
+}
+
+// main runs one speclaunch command until it ends or ctx does.
+func (r envRun) main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return runEnv(ctx, args, Embedded{Policy: policyTOML}, stdout, stderr, r.deps, r.getenv)
+}
+
+// cli runs one speclaunch command to its end.
+func (r envRun) cli(args ...string) (code int, stdout, stderr string) {
 	var o, e bytes.Buffer
-	code = MainContext(context.Background(), args, policyTOML, &o, &e, nil)
+	code = r.main(context.Background(), args, &o, &e)
 	return code, o.String(), e.String()
 }
 
@@ -116,31 +152,15 @@ func statusCode(t *testing.T, port int, hdr string) (int, string) {
 // requests carry it (verification succeeds against a fake that enforces
 // it), its status page asks for it, and the key shows nowhere: not in
 // resolve's or --dry-run's output, not in the logs (text or JSON).
-// The setups that give the key as an engine argument share nothing and
-// run in parallel; those that give it in the environment set it for the
-// whole test process (TestSecretsServeEnv).
+// A setup that gives the key in a variable gives it to speclaunch's run
+// (withEnv), not to the test process: the setups run in parallel.
 func TestSecretsServe(t *testing.T) {
 	testenv.E2E(t)
 	t.Parallel() // see TestMain
-	secretsServe(t, false)
-}
-
-func TestSecretsServeEnv(t *testing.T) {
-	testenv.E2E(t)
-	secretsServe(t, true)
-}
-
-// secretsServe runs the key setups given in the environment (env) or not.
-func secretsServe(t *testing.T, env bool) {
 	for _, s := range keySetups(t) {
-		if (len(s.env) > 0) != env {
-			continue
-		}
 		for _, format := range []string{"text", "json"} {
 			t.Run(s.name+"/"+format, func(t *testing.T) {
-				for k, v := range s.env {
-					t.Setenv(k, v)
-				}
+				run := withEnv(s.env)
 				port := freePort(t)
 				prof := fakeLlamaProfile(t, port)
 				withArgs := func(a ...string) []string {
@@ -152,7 +172,7 @@ func secretsServe(t *testing.T, env bool) {
 				}
 				var out strings.Builder
 				for _, cmd := range [][]string{{"resolve"}, {"resolve", "--json"}, {"serve", "--dry-run"}, {"profile", "show"}} {
-					code, o, e := runCLI(t, withArgs(cmd...)...)
+					code, o, e := run.cli(withArgs(cmd...)...)
 					if code != 0 {
 						t.Fatalf("%s: exit %d\n%s%s", cmd, code, o, e)
 					}
@@ -165,7 +185,7 @@ func secretsServe(t *testing.T, env bool) {
 				ctx, cancel := context.WithCancel(context.Background())
 				log := &syncBuffer{}
 				done := make(chan int, 1)
-				go func() { done <- MainContext(ctx, withArgs("serve", "--adapt"), policyTOML, log, log, nil) }()
+				go func() { done <- run.main(ctx, withArgs("serve", "--adapt"), log, log) }()
 				defer func() {
 					cancel()
 					<-done
@@ -207,60 +227,49 @@ func secretsServe(t *testing.T, env bool) {
 
 // bench sends the key on every request (warm-ups, measured runs, scrapes,
 // the probe): every arm is measured against a fake that enforces it, and
-// neither its output nor the record it writes shows the key. The key
-// given as a flag runs in parallel; in the environment, it is set for the
-// whole test process (TestSecretsBenchEnv).
+// neither its output nor the record it writes shows the key.
 func TestSecretsBench(t *testing.T) {
 	testenv.E2E(t)
-	t.Parallel()                     // see TestMain
-	secretsBench(t, keySetups(t)[1]) // a flag
-}
-
-func TestSecretsBenchEnv(t *testing.T) {
-	testenv.E2E(t)
-	secretsBench(t, keySetups(t)[2]) // an environment variable
-}
-
-func secretsBench(t *testing.T, s keySetup) {
-	t.Run(s.name, func(t *testing.T) {
-		for k, v := range s.env {
-			t.Setenv(k, v)
-		}
-		out := filepath.Join(t.TempDir(), "rec")
-		args := []string{"bench", "--profile", fakeLlamaProfile(t, freePort(t)), "--widths", "2,3", "--rounds", "3", "--warmup", "1",
-			"--max-tokens", "16", "--out", out, "--log-format", "json"}
-		if len(s.args) > 0 {
-			args = append(append(args, "--"), s.args...)
-		}
-		code, o, e := runCLI(t, args...)
-		if code != 0 {
-			t.Fatalf("bench: exit %d\n%s%s", code, o, e)
-		}
-		all := o + e
-		for _, ext := range []string{".md", ".json", ".svg"} {
-			b, err := os.ReadFile(out + ext)
-			if err != nil {
+	t.Parallel()                          // see TestMain
+	for _, s := range keySetups(t)[1:3] { // a flag and an environment variable
+		t.Run(s.name, func(t *testing.T) {
+			run := withEnv(s.env)
+			out := filepath.Join(t.TempDir(), "rec")
+			args := []string{"bench", "--profile", fakeLlamaProfile(t, freePort(t)), "--widths", "2,3", "--rounds", "3", "--warmup", "1",
+				"--max-tokens", "16", "--out", out, "--log-format", "json"}
+			if len(s.args) > 0 {
+				args = append(append(args, "--"), s.args...)
+			}
+			code, o, e := run.cli(args...)
+			if code != 0 {
+				t.Fatalf("bench: exit %d\n%s%s", code, o, e)
+			}
+			all := o + e
+			for _, ext := range []string{".md", ".json", ".svg"} {
+				b, err := os.ReadFile(out + ext)
+				if err != nil {
+					t.Fatal(err)
+				}
+				all += string(b)
+			}
+			if strings.Contains(all, testKey) {
+				t.Errorf("the key is printed or recorded:\n%s", all)
+			}
+			var rec record.Record
+			b, _ := os.ReadFile(out + ".json")
+			if err := json.Unmarshal(b, &rec); err != nil {
 				t.Fatal(err)
 			}
-			all += string(b)
-		}
-		if strings.Contains(all, testKey) {
-			t.Errorf("the key is printed or recorded:\n%s", all)
-		}
-		var rec record.Record
-		b, _ := os.ReadFile(out + ".json")
-		if err := json.Unmarshal(b, &rec); err != nil {
-			t.Fatal(err)
-		}
-		for _, a := range rec.Arms {
-			if a.Status != record.StatusOK || len(a.Runs) == 0 {
-				t.Errorf("arm %s: %s (%s)", a.Label, a.Status, a.StatusReason)
+			for _, a := range rec.Arms {
+				if a.Status != record.StatusOK || len(a.Runs) == 0 {
+					t.Errorf("arm %s: %s (%s)", a.Label, a.Status, a.StatusReason)
+				}
 			}
-		}
-		if rec.ProbeCheck == nil || strings.Contains(rec.ProbeCheck.Error, "401") {
-			t.Errorf("probe check %+v", rec.ProbeCheck)
-		}
-	})
+			if rec.ProbeCheck == nil || strings.Contains(rec.ProbeCheck.Error, "401") {
+				t.Errorf("probe check %+v", rec.ProbeCheck)
+			}
+		})
+	}
 }
 
 // A key file that cannot be read stops the launch before anything starts,
