@@ -3,12 +3,15 @@ package cli
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -25,6 +28,13 @@ import (
 // SIGTERM), since every in-process serve hears it, and one that sets the
 // environment (t.Setenv); a test that needs a variable of its own reads
 // it through runEnv's getenv instead where it can (TestTuneOnSim).
+//
+// They wait on engines and real time more than on the CPU: a -race run of
+// this package at the default -parallel (GOMAXPROCS: 2 on the 2-core CI
+// machine) kept the cores about 15 % busy (95 s of CPU in 330 s), so 3
+// run at once unless -parallel is given. At 4, the adaptive loop of
+// TestAdaptEvalReportsTheChosenWidth once did not settle in its 90 s
+// (the sim's timings too noisy under -race while the machine was shared).
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == simCommand {
 		os.Exit(runSim(os.Args[2:], os.Stdout, os.Stderr))
@@ -42,12 +52,21 @@ func TestMain(m *testing.M) {
 		os.Setenv(v, d)
 		dirs = append(dirs, d)
 	}
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given && runtime.GOMAXPROCS(0) < e2eParallel {
+		flag.Set("test.parallel", strconv.Itoa(e2eParallel))
+	}
 	code := m.Run()
 	for _, d := range dirs {
 		os.RemoveAll(d)
 	}
 	os.Exit(code)
 }
+
+// e2eParallel is how many tests run at once by default (see TestMain).
+const e2eParallel = 3
 
 var policyTOML = func() []byte {
 	b, err := os.ReadFile("../../policy.toml")
