@@ -22,6 +22,12 @@
 // switches to the schedule's bucket for a load). The launcher drives a
 // controller through Controller: a probe of each new engine before it
 // takes traffic, and Run once the first engine serves.
+//
+// The launcher's state is grouped by owner (state.go): what Run wires up
+// is read-only after; the reload loop's files are its goroutine's alone;
+// the plan in force and the loops beside the runtime each have one lock.
+// The engine command is built once per plan (plan.Build); a start behind
+// the proxy fills in its loopback port (engine.Launch.At).
 package serve
 
 import (
