@@ -125,8 +125,9 @@ type Config struct {
 	MaxPerHour int
 	// Off names rules turned off, for the ablation (internal/adaptsim's
 	// BenchmarkControlAblation): "spread", "payback", "warmup", "drift",
-	// "trials", "optimistic"; serve turns "trials" off for adapt.trials =
-	// 0. Nil otherwise.
+	// "trials", "optimistic", "regimes" (Pair.Regimes), "check" (the
+	// default checked under width 1); serve turns "trials" off for
+	// adapt.trials = 0. Nil otherwise.
 	Off map[string]bool
 }
 

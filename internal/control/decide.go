@@ -16,7 +16,14 @@ import (
 // under way.
 func (c Controller) decide(s *State, b int, now time.Time) []Action {
 	var acts []Action
-	if msg := c.drift(s, b); msg != "" {
+	if msg := c.drift(s, b, now); msg != "" {
+		// The next decision judges from scrapes of the new traffic only
+		// (the drift test's window spans the change), and tries first to
+		// take back what was measured when this traffic was seen before.
+		s.Pair.Saved = now
+		return append(acts, Action{Op: Log, Msg: msg}, Action{Op: Save})
+	}
+	if msg := c.recall(s, now); msg != "" {
 		acts = append(acts, Action{Op: Log, Msg: msg})
 	}
 	run, def := s.Engine.Width, c.defaultAt(s.Pair.Buckets[b].Lo)
@@ -36,6 +43,11 @@ func (c Controller) decide(s *State, b int, now time.Time) []Action {
 	s.Engine.Last = Decision{Running: run, Choice: choice, Switch: choice != run, Reason: why, Judged: judged}
 	if choice != run || now.Before(s.Exp.HoldUntil) {
 		return acts // serve follows the schedule there (Sample)
+	}
+	if w, reason := c.check(s, b, def, now); w > 0 && choice == 1 {
+		s.Exp = Experiment{Kind: Trialing, Width: w, From: run, Bucket: b, Since: now, Reason: reason, HoldUntil: s.Exp.HoldUntil}
+		s.Engine.Last.Choice, s.Engine.Last.Switch, s.Engine.Last.Reason = w, true, reason
+		return append(acts, Action{Op: Log, Msg: fmt.Sprintf("adapt: %s at %s requests in flight", reason, sb.Range())})
 	}
 	if w, reason := c.pickTrial(s, b, choice, now); w > 0 {
 		s.Pair.Buckets[b].Tried[w] = now
@@ -150,7 +162,7 @@ func (c Controller) switched(s *State, o Observation) []Action {
 // the acceptance the pair has learnt: beyond DriftZ standard errors the
 // traffic changed, and what was measured under the old traffic (other
 // engines' runs, the widths tried, the acceptance) is dropped.
-func (c Controller) drift(s *State, b int) string {
+func (c Controller) drift(s *State, b int, now time.Time) string {
 	w := s.Engine.Width
 	if w < 2 || !c.on("drift") {
 		return ""
@@ -161,13 +173,19 @@ func (c Controller) drift(s *State, b int) string {
 		return ""
 	}
 	live := Run{Engine: s.Engine.Gen} // its sums span the change: it starts again
-	s.Engine.Recent, s.Engine.RecentCycles = nil, nil
+	c.remember(s, now)
+	s.Engine.Recent, s.Engine.RecentCycles, s.Engine.RecentPos = nil, nil, nil
 	for j := range s.Pair.Buckets {
 		bk := &s.Pair.Buckets[j]
-		clear(bk.Runs)
+		bk.Runs = map[int][]Run{}
 		clear(bk.Tried)
 	}
-	s.Pair.Buckets[b].Runs[w] = []Run{live}
 	s.Pair.Acc, s.Pair.Cycles = nil, nil
-	return fmt.Sprintf("adapt: the traffic changed: width %d delivers %.2f tokens a cycle where the acceptance learnt says %.2f; what was measured at this acceptance is dropped", w, t, want)
+	s.Pair.Buckets[b].Runs[w] = []Run{live}
+	s.Pair.Relearning = c.on("regimes")
+	s.Pair.Changes = append(s.Pair.Changes, now)
+	if len(s.Pair.Changes) > maxChanges {
+		s.Pair.Changes = s.Pair.Changes[1:]
+	}
+	return fmt.Sprintf("adapt: the traffic changed: width %d delivers %.2f tokens a cycle where the acceptance learnt says %.2f; what was measured at this acceptance is dropped (and kept, for if it comes back)", w, t, want)
 }

@@ -44,8 +44,9 @@ func (c Controller) addRun(s *State, b int, d Counters, now time.Time) Run {
 			t += d.AtLeast[k] / d.Cycles
 		}
 		e.Recent, e.RecentCycles = append(e.Recent, t), append(e.RecentCycles, d.Cycles)
+		e.RecentPos = append(e.RecentPos, slices.Clone(d.AtLeast[:min(len(d.AtLeast), w-1)]))
 		if len(e.Recent) > driftScrapes {
-			e.Recent, e.RecentCycles = e.Recent[1:], e.RecentCycles[1:]
+			e.Recent, e.RecentCycles, e.RecentPos = e.Recent[1:], e.RecentCycles[1:], e.RecentPos[1:]
 		}
 	}
 	bk := &s.Pair.Buckets[b]

@@ -49,6 +49,15 @@ type Pair struct {
 	// Schedule is the learnt schedule: per bucket the width and, in its
 	// Source, the evidence.
 	Schedule schedule.Schedule
+	// Regimes are what was measured under traffic that changed, kept for
+	// when it comes back (at most maxRegimes, the newest).
+	Regimes []Regime `json:",omitempty"`
+	// Relearning: the traffic changed and the next decision tries to take
+	// a regime back (recall).
+	Relearning bool `json:",omitempty"`
+	// Changes are when the drift test last found the traffic changed (at
+	// most maxChanges): their gap is how long this traffic stays put.
+	Changes []time.Time `json:",omitempty"`
 	// Decisions counts the decisions made.
 	Decisions int
 	// Saved is when the pair's knowledge last changed in a way worth
@@ -102,6 +111,10 @@ type Engine struct {
 	// driftScrapes), and RecentCycles their cycles: the drift test's.
 	Recent       []float64
 	RecentCycles []float64
+	// RecentPos holds the same scrapes' cycles accepting at least k draft
+	// tokens, by k: a regime kept at a change leaves them out (they span
+	// the change).
+	RecentPos [][]float64
 	// Last is its last decision.
 	Last Decision
 	// Counted is the scrapes it has counted; Decided is Counted at its
@@ -144,6 +157,9 @@ type Experiment struct {
 type Load struct {
 	Samples []float64 // the latest in-flight samples, at most Config.LoadWindow
 	Bucket  int       // the settled bucket (index into Config.Buckets), -1 before one
+	// Since is the first scrape's time: the traffic held from then until
+	// the first change found (Pair.Changes).
+	Since time.Time
 }
 
 // clone deep-copies s, so that Step never writes into its argument.
@@ -151,6 +167,8 @@ func (s State) clone() State {
 	p := s.Pair
 	p.Acc, p.Cycles = slices.Clone(p.Acc), slices.Clone(p.Cycles)
 	p.Verify = maps.Clone(p.Verify)
+	p.Regimes = slices.Clone(p.Regimes) // nor a Regime's: recall clones what it takes
+	p.Changes = slices.Clone(p.Changes)
 	p.Schedule = slices.Clone(p.Schedule)
 	p.Buckets = slices.Clone(p.Buckets)
 	for i, b := range p.Buckets {
@@ -164,6 +182,7 @@ func (s State) clone() State {
 	s.Pair = p
 	s.Engine.Base.AtLeast = slices.Clone(s.Engine.Base.AtLeast)
 	s.Engine.Recent, s.Engine.RecentCycles = slices.Clone(s.Engine.Recent), slices.Clone(s.Engine.RecentCycles)
+	s.Engine.RecentPos = slices.Clone(s.Engine.RecentPos) // its rows are never written in place
 	s.Load.Samples = slices.Clone(s.Load.Samples)
 	s.Follow.State = s.Follow.State.Clone()
 	return s

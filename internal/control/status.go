@@ -93,6 +93,10 @@ func (p Pair) Check() string {
 		return fmt.Sprintf("%d acceptance positions over %d cycle counts (at most %d)", len(p.Acc), len(p.Cycles), maxSavedWidth)
 	case len(p.Verify) > maxSavedRows:
 		return fmt.Sprintf("%d probed row counts, more than %d", len(p.Verify), maxSavedRows)
+	case len(p.Changes) > maxChanges:
+		return fmt.Sprintf("%d changes of traffic, more than %d", len(p.Changes), maxChanges)
+	case len(p.Regimes) > maxRegimes:
+		return fmt.Sprintf("%d traffic regimes, more than %d", len(p.Regimes), maxRegimes)
 	case len(p.Buckets) > maxSavedBuckets:
 		return fmt.Sprintf("%d buckets, more than %d", len(p.Buckets), maxSavedBuckets)
 	case !finite(p.SwitchS, 0, 1e5):
@@ -117,15 +121,36 @@ func (p Pair) Check() string {
 		if len(b.Runs) > maxSavedWidth || !finite(b.N, 0, 1e6) {
 			return fmt.Sprintf("bucket %d-%d: %d widths, load %v", b.Lo, b.Hi, len(b.Runs), b.N)
 		}
-		for w, rs := range b.Runs {
-			if w < 1 || w > maxSavedWidth || len(rs) > maxRuns {
-				return fmt.Sprintf("bucket %d-%d: width %d with %d runs", b.Lo, b.Hi, w, len(rs))
+		if why := checkRuns(b.Lo, b.Hi, b.Runs); why != "" {
+			return why
+		}
+	}
+	for _, r := range p.Regimes {
+		if len(r.Runs) > maxSavedBuckets || len(r.Acc) != len(r.Cycles) || len(r.Acc) > maxSavedWidth {
+			return "a traffic regime out of bounds"
+		}
+		for _, runs := range r.Runs {
+			if why := checkRuns(0, 0, runs); why != "" {
+				return "a traffic regime: " + why
 			}
-			for _, r := range rs {
-				if !finite(r.Tokens, 0, 1e15) || !finite(r.Secs, 0, 1e12) || !finite(r.Cycles, 0, 1e15) || r.Scrapes < 0 || r.Scrapes > runWindow ||
-					!finite(r.SumR, 0, 1e12) || !finite(r.SumR2, 0, 1e18) || !finite(r.SumT, 0, 1e9) || !finite(r.SumT2, 0, 1e12) {
-					return fmt.Sprintf("bucket %d-%d: a run of width %d out of bounds", b.Lo, b.Hi, w)
-				}
+		}
+	}
+	return ""
+}
+
+// checkRuns says what is wrong with one bucket's runs ("" when nothing).
+func checkRuns(lo, hi int, runs map[int][]Run) string {
+	if len(runs) > maxSavedWidth {
+		return fmt.Sprintf("bucket %d-%d: %d widths", lo, hi, len(runs))
+	}
+	for w, rs := range runs {
+		if w < 1 || w > maxSavedWidth || len(rs) > maxRuns {
+			return fmt.Sprintf("bucket %d-%d: width %d with %d runs", lo, hi, w, len(rs))
+		}
+		for _, r := range rs {
+			if !finite(r.Tokens, 0, 1e15) || !finite(r.Secs, 0, 1e12) || !finite(r.Cycles, 0, 1e15) || r.Scrapes < 0 || r.Scrapes > runWindow ||
+				!finite(r.SumR, 0, 1e12) || !finite(r.SumR2, 0, 1e18) || !finite(r.SumT, 0, 1e9) || !finite(r.SumT2, 0, 1e12) {
+				return fmt.Sprintf("bucket %d-%d: a run of width %d out of bounds", lo, hi, w)
 			}
 		}
 	}

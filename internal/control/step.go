@@ -76,6 +76,9 @@ func (c Controller) defaultAt(n int) int { return max(1, c.cfg.Default.At(n).Wid
 
 // scrape takes one scrape of the serving engine.
 func (c Controller) scrape(s *State, o Observation) []Action {
+	if s.Load.Since.IsZero() {
+		s.Load.Since = o.Now
+	}
 	acts := c.observeLoad(s, o)
 	if o.Engine != s.Engine.Gen {
 		s.Engine = Engine{Gen: o.Engine, Width: o.Width, Since: o.Now}

@@ -394,3 +394,80 @@ func TestStepOneSwitchingPath(t *testing.T) {
 		})
 	}
 }
+
+// A change of traffic keeps what was measured under the old one (a
+// Regime); when the serving width's tokens per cycle say that traffic is
+// back, it is taken back instead of learnt again.
+func TestStepRegimes(t *testing.T) {
+	one := func(time.Duration) float64 { return 1 }
+	old := func(s State) bool { // a run measured before the first change (engines 600, 601)
+		for _, r := range s.Pair.Buckets[0].Runs[6] {
+			if r.Engine >= 600 {
+				return true
+			}
+		}
+		return false
+	}
+	for _, off := range []bool{false, true} {
+		cfg := Config{Default: schedule.Flat(4, "default"), SwitchS: 1, MaxPerHour: 1000, Off: map[string]bool{"trials": true}}
+		if off {
+			cfg.Off["regimes"] = true
+		}
+		c := New(cfg)
+		s := measuredState(c, map[int][]float64{4: {60}, 6: {130, 131}})
+		e := &fakeEngine{gen: 1, width: 6, s: 0.8, ms: 5, n: 1, now: t0}
+		s, _, _ = drive(c, s, e, 40, one) // width 6 learnt under the first traffic
+		e.s = 0.3                         // another traffic
+		s, _, _ = drive(c, s, e, 40, one)
+		if len(s.Pair.Regimes) != map[bool]int{false: 1, true: 0}[off] || old(s) {
+			t.Fatalf("off %v: %d regimes, width 6's runs %v after the change", off, len(s.Pair.Regimes), s.Pair.Buckets[0].Runs[6])
+		}
+		e.s = 0.8 // the first traffic again
+		s, _, _ = drive(c, s, e, 40, one)
+		if old(s) == off {
+			t.Errorf("off %v: width 6's runs %v: the first traffic's taken back %v", off, s.Pair.Buckets[0].Runs[6], old(s))
+		}
+	}
+}
+
+// Width 1 drafts nothing, so no change of traffic shows while it serves:
+// where the traffic has been seen to change, the default is measured again
+// (a check) once its last measure is older than the last gap between
+// changes, unless every traffic seen before served width 1 here too.
+func TestStepCheckUnderClassic(t *testing.T) {
+	fiveAgo := t0.Add(-5 * time.Minute)
+	classic := Regime{At: fiveAgo, Runs: []map[int][]Run{{1: {{Engine: 9, Tokens: 600 * 150, Secs: 600, Cycles: 600 * 150, Scrapes: 30}}, 4: {{Engine: 8, Tokens: 600 * 100, Secs: 600, Cycles: 20_000, Scrapes: 30}}}, {}, {}, {}}}
+	cases := []struct {
+		name    string
+		changes []time.Time
+		regimes []Regime
+		off     bool
+		want    []int
+	}{
+		{"a change seen: the default checked", []time.Time{fiveAgo}, nil, false, []int{4}},
+		{"no change seen: no check", nil, nil, false, nil},
+		{"the rule off: no check", []time.Time{fiveAgo}, nil, true, nil},
+		{"the other traffic served width 1 here too: no check", []time.Time{fiveAgo}, []Regime{classic}, false, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := Config{Default: schedule.Flat(4, "default"), SwitchS: 1, Off: map[string]bool{"trials": true, "check": tc.off}}
+			c := New(cfg)
+			s := measuredState(c, map[int][]float64{4: {100}, 1: {150, 151}})
+			s.Pair.Changes, s.Pair.Regimes = tc.changes, tc.regimes
+			s.Load.Since = t0.Add(-10 * time.Minute)
+			e := &fakeEngine{gen: 1, width: 1, ms: 1000.0 / 150, n: 1, now: t0}
+			_, _, sw := drive(c, s, e, 30, func(time.Duration) float64 { return 1 })
+			var got []int
+			if len(sw) > 0 {
+				got = []int{sw[0].Width}
+				if !strings.Contains(sw[0].Reason, "check: ") {
+					t.Errorf("the switch does not say it is a check: %s", sw[0].Reason)
+				}
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("switches %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
