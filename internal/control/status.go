@@ -134,6 +134,11 @@ func (p Pair) Check() string {
 				return "a traffic regime: " + why
 			}
 		}
+		for k := range r.Acc {
+			if !finite(r.Cycles[k], 0, 1e15) || !finite(r.Acc[k], 0, r.Cycles[k]) {
+				return fmt.Sprintf("a traffic regime's position %d: %v of %v cycles", k+1, r.Acc[k], r.Cycles[k])
+			}
+		}
 	}
 	return ""
 }

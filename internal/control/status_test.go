@@ -35,6 +35,15 @@ func TestPairCheck(t *testing.T) {
 		{"a run out of bounds", func(p *Pair) { p.Buckets[0].Runs[4][0].Secs = math.Inf(1) }, "out of bounds"},
 		{"a schedule with a width below 1", func(p *Pair) { p.Schedule[0].Width = 0 }, "the schedule"},
 		{"a negative switch time", func(p *Pair) { p.SwitchS = -1 }, "switch time"},
+		{"a kept traffic", func(p *Pair) {
+			p.Regimes = []Regime{{Runs: []map[int][]Run{p.Buckets[0].Runs}, Acc: []float64{5}, Cycles: []float64{10}}}
+		}, ""},
+		{"too many kept traffics", func(p *Pair) { p.Regimes = make([]Regime, maxRegimes+1) }, "traffic regimes"},
+		{"a kept traffic's run out of bounds", func(p *Pair) {
+			p.Regimes = []Regime{{Runs: []map[int][]Run{{4: {{Secs: math.NaN()}}}}}}
+		}, "a traffic regime"},
+		{"a kept traffic accepting more than its cycles", func(p *Pair) { p.Regimes = []Regime{{Acc: []float64{50}, Cycles: []float64{10}}} }, "regime's position 1"},
+		{"too many changes of traffic", func(p *Pair) { p.Changes = make([]time.Time, maxChanges+1) }, "changes of traffic"},
 	}
 	for _, tc := range cases {
 		p := good()
