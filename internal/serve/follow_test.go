@@ -65,6 +65,17 @@ func TestBucketInForce(t *testing.T) {
 	if b, l := st.bucketInForce(schedPlan(t, key.Sim, "1-3:5,4+:1", 4)); b != "4+" || l != 4 {
 		t.Errorf("rebuilt at 4: %s %v", b, l)
 	}
+	// An adaptive switch: the learnt schedule's bucket and the load that
+	// caused it, not the flat schedule of the adapted plan.
+	adapted := &plan.Plan{Resolution: width.Resolution{Width: 1, Source: width.Adaptive, Schedule: schedule.Flat(1, "adaptive"), Load: 1}}
+	st.chosenAdapt(1, "2-4", 3.86)
+	if b, l := st.bucketInForce(adapted); b != "2-4" || l != 3.9 {
+		t.Errorf("adapted: %s %v", b, l)
+	}
+	st.chosenAdapt(6, "1", 1)
+	if b, l := st.bucketInForce(adapted); b != "1+" || l != 1 {
+		t.Errorf("adapted, another width chosen since: %s %v", b, l)
+	}
 }
 
 // The gains the follower reads from a load sweep's record: the level in
