@@ -133,7 +133,7 @@ func writeResolution(w io.Writer, p *plan.Plan, notices []config.Notice) {
 		}
 		row("key", fmt.Sprintf("engine=%s drafter=%s capability=%s quant=%s", r.Key.Engine, r.Key.Drafter, r.Key.Capability, r.Key.Quant))
 		if r.Entry != nil {
-			row("record", r.Entry.Record)
+			row("record", r.Entry.RecordPath()) // a tuned entry's: beside its layer, not the working directory
 		}
 	}
 	row("engine", engineLine(p))

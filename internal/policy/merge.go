@@ -287,7 +287,7 @@ func (Entry) widthWord(w int) string {
 func (p *Policy) ExplainPair(k key.Key, pair Pair) []string {
 	var out []string
 	if e := p.LookupPair(k, pair); e != nil {
-		out = append(out, fmt.Sprintf("tuned entry %s matches this pair (%s): %s, tuned %s on this pair, record %s", e.ID, e.Origin, e.Sched().Describe(), orUnknown(e.Tuned), e.Record))
+		out = append(out, fmt.Sprintf("tuned entry %s matches this pair (%s): %s, tuned %s on this pair, record %s", e.ID, e.Origin, e.Sched().Describe(), orUnknown(e.Tuned), e.RecordPath()))
 		for _, b := range e.Sched() {
 			out = append(out, fmt.Sprintf("  at %s concurrent requests: %s", b.Range(), e.widthWord(b.Width)))
 		}

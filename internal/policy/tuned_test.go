@@ -38,6 +38,7 @@ func TestTunedRoundTrip(t *testing.T) {
 func TestLookupPair(t *testing.T) {
 	measured := entry("gb10-affine-dflash", gb10, 4, "policy.toml:40")
 	tuned := tunedEntry("tuned-a", "a")
+	tuned.Origin = "/home/op/.config/speclaunch/tuned.toml:11"
 	p := Merge(&File{Name: "policy.toml", Entries: []Entry{measured}}, &File{Name: "tuned.toml", Entries: []Entry{tuned}})
 	if len(p.Entries) != 2 || len(p.Replaced) != 0 {
 		t.Fatalf("merged %d entries, replaced %d", len(p.Entries), len(p.Replaced))
@@ -54,7 +55,7 @@ func TestLookupPair(t *testing.T) {
 		t.Errorf("another engine build matched %s", e.ID)
 	}
 	lines := strings.Join(p.ExplainPair(gb10, tuned.Pair), "\n")
-	if !strings.Contains(lines, "tuned entry tuned-a matches this pair") || !strings.Contains(lines, "tuned 2026-12-05") || !strings.Contains(lines, "records/tune.md") {
+	if !strings.Contains(lines, "tuned entry tuned-a matches this pair") || !strings.Contains(lines, "tuned 2026-12-05") || !strings.Contains(lines, "record /home/op/.config/speclaunch/records/tune.md") {
 		t.Errorf("explain:\n%s", lines)
 	}
 	if lines := strings.Join(p.ExplainPair(gb10, other), "\n"); !strings.Contains(lines, "is for another pair") {
