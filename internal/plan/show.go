@@ -37,7 +37,7 @@ func scheduleHeadline(r width.Resolution) string {
 	if e := r.Entry; e != nil {
 		s += fmt.Sprintf("; policy entry %s, %s", e.ID, e.Pin)
 		if !strings.Contains(reason, e.Record) { // a tuned entry's reason names it
-			s += ", record " + e.Record
+			s += ", record " + e.RecordPath()
 		}
 	}
 	return s + ")"
