@@ -143,10 +143,24 @@ func (e *Error) Error() string {
 }
 
 // typesRE is the decoder's wording of a value of the wrong type.
-var typesRE = regexp.MustCompile(`incompatible types: TOML value has type ([\w-]+); destination has type ([\w-]+)`)
+var typesRE = regexp.MustCompile(`incompatible types: TOML value has type (\S+); destination has type (\S+)`)
 
-// article puts "a" or "an" before a type's name.
+// tomlTypes names the decoder's Go types as TOML does: an operator wrote
+// TOML, not Go ("is a float64, want a slice" said neither).
+var tomlTypes = map[string]string{
+	"int64": "an integer", "integer": "an integer", "int": "an integer",
+	"float64": "a float", "float": "a float",
+	"bool": "a boolean", "string": "a string",
+	"[]any": "an array", "[]interface": "an array", "slice": "an array", "array": "an array",
+	"map[string]any": "a table", "map": "a table", "struct": "a table",
+	"time.Time": "a date or time",
+}
+
+// article names a decoder type as TOML does, with "a" or "an".
 func article(w string) string {
+	if n, ok := tomlTypes[w]; ok {
+		return n
+	}
 	if strings.ContainsRune("aeiou", rune(w[0])) {
 		return "an " + w
 	}

@@ -32,6 +32,14 @@ func TestParseErrors(t *testing.T) {
 		{"unknown table", "[serv]\nport = 1\n", []string{"p.toml:", "serv"}},
 		{"wrong type", "[draft]\nblock_size = \"four\"\n", []string{"p.toml:2", "draft.block_size", "is a string, want an integer"}},
 		{"syntax", "[draft\nmodel = 1\n", []string{"p.toml:2", "invalid TOML"}},
+		// The types are TOML's, not the decoder's Go names.
+		{"float for an integer", "[draft]\nblock_size = 3.0\n", []string{"p.toml:2", "draft.block_size: is a float, want an integer"}},
+		{"boolean for an integer", "[draft]\nblock_size = true\n", []string{"is a boolean, want an integer"}},
+		{"array for an integer", "[draft]\nblock_size = [3]\n", []string{"is an array, want an integer"}},
+		{"table for an integer", "[draft]\nblock_size = {a = 1}\n", []string{"is a table, want an integer"}},
+		{"date for an integer", "[draft]\nblock_size = 1979-05-27\n", []string{"is a date or time, want an integer"}},
+		{"integer for a string", "[server]\nhost = 5\n", []string{"server.host: is an integer, want a string"}},
+		{"string for a list", "[engine]\nargs = \"--x\"\n", []string{"engine.args: is a string, want an array"}},
 		{"args not list", "[engine]\nargs = \"--x\"\n", []string{"p.toml:2"}},
 		// A secret typed without quotes is quoted back by the decoder:
 		// masked, as everywhere else (the last 4 characters show).
