@@ -31,10 +31,17 @@ func (c Controller) sample(s *State, o Observation) []Action {
 	return []Action{{Op: SwitchTo, Width: d.To.Width, Reason: d.Reason, Bucket: d.To.Range(), Load: d.Load}}
 }
 
-// gainOf is the follower's gain of to's width over from's at to's bucket:
-// each width's measured rate there, else the model's prediction (as a
-// trial's is chosen by); ok false when either is unknown
-// (follow.PriorGain applies).
+// gainOf is the follower's gain of to's width over from's at to's bucket.
+// Both widths measured there: the measured gain, which at 0 or below holds
+// the switch (to's width was measured no faster there). Else the model's
+// prediction where a width lacks a measure, as a trial's is chosen by; ok
+// false (follow.PriorGain applies) when either is unknown or the
+// prediction is no gain. A switch to the default or to a trial is not
+// made for a gain: the default is the safe answer the rule returns to
+// when another width's gain is within the noise (a measured loss of the
+// default is within it too), and a trial is switched to to be measured
+// (the check under width 1 measured the default slower before); both take
+// the prediction or the prior.
 func (c Controller) gainOf(s *State) func(from, to schedule.Bucket) (float64, bool) {
 	return func(from, to schedule.Bucket) (float64, bool) {
 		b := -1
@@ -46,9 +53,15 @@ func (c Controller) gainOf(s *State) func(from, to schedule.Bucket) (float64, bo
 		if b < 0 {
 			return 0, false
 		}
+		safe := to.Width == c.defaultAt(to.Lo) || s.Exp.Kind == Trialing && s.Exp.Bucket == b && s.Exp.Width == to.Width
+		ef, okF := c.estimate(s, b, from.Width)
+		et, okT := c.estimate(s, b, to.Width)
+		if okF && okT && ef.Rate > 0 && !safe {
+			return et.Rate/ef.Rate - 1, true
+		}
 		rf, okF := c.rateAt(s, b, from.Width)
 		rt, okT := c.rateAt(s, b, to.Width)
-		if !okF || !okT || rf <= 0 {
+		if !okF || !okT || rf <= 0 || rt <= rf {
 			return 0, false
 		}
 		return rt/rf - 1, true

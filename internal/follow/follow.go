@@ -12,6 +12,7 @@ package follow
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/speclaunch/speclaunch/internal/schedule"
@@ -52,7 +53,8 @@ type Config struct {
 	Schedule schedule.Schedule
 	// Gain is the measured fraction by which to's width beats from's width
 	// at to's loads (0.25 = 25 % faster); ok false where none was measured
-	// (PriorGain applies). Nil: nothing measured.
+	// (PriorGain applies). A measured gain of 0 or below holds the switch:
+	// to's width is not faster there. Nil: nothing measured.
 	Gain func(from, to schedule.Bucket) (float64, bool)
 	// MaxPerHour caps switches in any hour; 0 is DefaultMaxPerHour.
 	MaxPerHour int
@@ -124,7 +126,13 @@ func Step(cfg Config, s State, o Observation) (State, Decision) {
 		s.capped = false
 		return s, d
 	}
-	need := s.dwell(cfg, d.From, d.To)
+	g, measured := gain(cfg, d.From, d.To)
+	if measured && g <= 0 {
+		s.capped = false
+		d.Reason = fmt.Sprintf("load %.1f is at %s requests in flight, where width %d was measured %+.1f%% against width %d: no switch for it", d.Load, d.To.Range(), d.To.Width, 100*g, s.Width)
+		return s, d
+	}
+	need := s.dwell(g)
 	stayed := o.Now.Sub(s.candSince) + Window/2 // the window saw the load move half a window before the mode did
 	if stayed < need {
 		d.Reason = fmt.Sprintf("load %.1f has been at %s requests in flight for %s; width %d repays a %s switch after %s", d.Load, d.To.Range(), stayed.Round(time.Second), d.To.Width, s.switchTime().Round(100*time.Millisecond), need.Round(time.Second))
@@ -171,18 +179,25 @@ func (s State) Clone() State {
 	return s
 }
 
-// dwell is how long the load must sit in to's bucket before a switch: the
-// switch time over the gain (the load is expected to stay about as long
-// as it has: a switch made once it has stayed that long repays itself
-// over its own stay), and never less than one window.
-func (s State) dwell(cfg Config, from, to schedule.Bucket) time.Duration {
-	g := PriorGain
+// gain is the gain of a switch from from's width to to's at to's loads:
+// the measured one (measured true, which may be 0 or below: to's width
+// was measured no faster there, and no switch is made for it), else
+// PriorGain (a schedule without measurements, a tuned or policy one).
+func gain(cfg Config, from, to schedule.Bucket) (g float64, measured bool) {
 	if cfg.Gain != nil {
-		if m, ok := cfg.Gain(from, to); ok && m > 0 {
-			g = m
+		if m, ok := cfg.Gain(from, to); ok && !math.IsNaN(m) {
+			return m, true
 		}
 	}
-	return max(Window, time.Duration(float64(s.switchTime())/g))
+	return PriorGain, false
+}
+
+// dwell is how long the load must sit in to's bucket before a switch that
+// gains g (> 0): the switch time over the gain (the load is expected to
+// stay about as long as it has: a switch made once it has stayed that long
+// repays itself over its own stay), and never less than one window.
+func (s State) dwell(g float64) time.Duration {
+	return max(Window, time.Duration(min(float64(s.switchTime())/g, math.MaxInt64/2))) // a tiny gain: never, without overflow
 }
 
 func (s State) switchTime() time.Duration {

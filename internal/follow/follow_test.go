@@ -100,6 +100,18 @@ func TestStep(t *testing.T) {
 			c.Gain = func(from, to schedule.Bucket) (float64, bool) { return 0.5, true }
 			return c
 		}, start: 6, started: sec, span: 3 * time.Minute, load: clients(4), switches: 1, firstTo: 1, firstFrom: Window, firstBy: 16 * sec},
+		{name: "a measured loss holds the switch (not the prior)", cfg: func(c Config) Config {
+			c.Gain = func(from, to schedule.Bucket) (float64, bool) { return -0.05, true }
+			return c
+		}, start: 6, started: sec, span: 10 * time.Minute, load: clients(4)},
+		{name: "a measured gain of 0 holds the switch", cfg: func(c Config) Config {
+			c.Gain = func(from, to schedule.Bucket) (float64, bool) { return 0, true }
+			return c
+		}, start: 6, started: sec, span: 10 * time.Minute, load: clients(4)},
+		{name: "no measure for the pair: the prior switches", cfg: func(c Config) Config {
+			c.Gain = func(from, to schedule.Bucket) (float64, bool) { return 0, false }
+			return c
+		}, start: 6, span: 6 * time.Minute, load: clients(4), switches: 1, firstTo: 1, firstFrom: 280 * sec, firstBy: 300 * sec},
 		{name: "alternating 1 and 4 every 2 min for 12 min: one switch per change", start: 6, started: sec, span: 12 * time.Minute, load: alternating(1, 4, 2*time.Minute), switches: 5, firstTo: 1, firstFrom: 2*time.Minute + Window, firstBy: 2*time.Minute + 40*sec},
 		{name: "cap holds switches", cfg: func(c Config) Config { c.MaxPerHour = 2; return c }, start: 6, started: sec, span: 12 * time.Minute, load: alternating(1, 4, 2*time.Minute), switches: 2, firstTo: 1, firstFrom: 2 * time.Minute, firstBy: 3 * time.Minute, held: true},
 	}

@@ -1,0 +1,50 @@
+package control
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/speclaunch/speclaunch/internal/follow"
+	"github.com/speclaunch/speclaunch/internal/schedule"
+)
+
+// TestFollowGain: serve follows the learnt schedule at one request in
+// flight while width 8 runs; a learnt width measured no faster than the
+// running one there is not switched to on the prior gain, one without a
+// measure is, and the default (the safe answer) is returned to.
+func TestFollowGain(t *testing.T) {
+	c := New(Config{Default: schedule.Flat(4, "engine default"), SwitchS: 1})
+	cases := []struct {
+		name   string
+		runs   map[int][]float64 // width → each engine's rate at bucket 1
+		learnt int               // the schedule's width at bucket 1
+		want   []int             // switches in 10 minutes
+		why    string            // in the follower's last reason
+	}{
+		{"learnt width 6 measured 5 % slower than width 8: held", map[int][]float64{6: {100}, 8: {105}}, 6, nil, "measured -4.8% against width 8: no switch"},
+		{"learnt width 6 measured as fast as width 8: held", map[int][]float64{6: {105}, 8: {105}}, 6, nil, "no switch"},
+		{"learnt width 6 measured 5 % faster: switched", map[int][]float64{6: {110}, 8: {105}}, 6, []int{6}, ""},
+		{"learnt width 6 unmeasured there: the prior switches", map[int][]float64{8: {105}}, 6, []int{6}, ""},
+		{"the default measured 3 % slower, within the noise: the safe answer", map[int][]float64{4: {100}, 8: {103}}, 4, []int{4}, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := measuredState(c, tc.runs)
+			s.Pair.Schedule[0].Width, s.Pair.Schedule[0].Source = tc.learnt, "learnt"
+			var got []int
+			for at := time.Duration(0); at < 10*time.Minute && len(got) == 0; at += follow.Tick {
+				var acts []Action
+				s, acts = c.Step(s, Observation{Kind: Sample, Now: t0.Add(at), Width: 8, InFlight: 1})
+				got = append(got, switches(acts)...)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("switches %v, want %v (last: %q)", got, tc.want, s.Follow.Last.Reason)
+			}
+			if !strings.Contains(s.Follow.Last.Reason, tc.why) {
+				t.Errorf("last reason %q, want %q in it", s.Follow.Last.Reason, tc.why)
+			}
+		})
+	}
+}
