@@ -1,6 +1,7 @@
 package control
 
 import (
+	"slices"
 	"time"
 
 	"github.com/speclaunch/speclaunch/internal/defaults"
@@ -80,9 +81,8 @@ type Config struct {
 	// (a flat one for a single width).
 	Default schedule.Schedule
 	// Buckets are the load buckets learnt ([lo, hi], hi 0 = open);
-	// default 1, 2-4, 5-8, 9+: four
-	// independent clients keep 3.2-3.6 requests in flight (the H200 of
-	// 2026-12-03c), inside one bucket.
+	// default BucketsFor(Default): fixedEdges split at every edge of
+	// Default, so that each bucket lies inside one of Default's.
 	Buckets [][2]int
 	// MaxWidth caps every width tried (17).
 	MaxWidth int
@@ -148,11 +148,11 @@ const (
 )
 
 func (c Config) withDefaults() Config {
-	if len(c.Buckets) == 0 {
-		c.Buckets = [][2]int{{1, 1}, {2, 4}, {5, 8}, {9, 0}}
-	}
 	if len(c.Default) == 0 {
 		c.Default = schedule.Flat(4, "default")
+	}
+	if len(c.Buckets) == 0 {
+		c.Buckets = BucketsFor(c.Default)
 	}
 	setF := func(p *float64, d float64) {
 		if *p <= 0 {
@@ -181,4 +181,39 @@ func (c Config) withDefaults() Config {
 	setD(&c.RetryAfter, DefaultRetryAfter)
 	setD(&c.Hold, DefaultHold)
 	return c
+}
+
+// fixedEdges are the low edges of the load buckets learnt under a flat
+// default (1, 2-4, 5-8, 9+): four independent clients keep 3.2-3.6
+// requests in flight (the H200 of 2026-12-03c), inside one bucket.
+var fixedEdges = []int{1, 2, 5, 9}
+
+// BucketsFor is the load buckets learnt under the starting schedule def:
+// the fixed ones split at every edge of def, so that each lies inside one
+// of def's buckets and the learnt schedule starts equal to def at every
+// load (a tuned `1-3:6,4+:1` gives 1, 2-3, 4, 5-8, 9+, not a 2-4 bucket
+// at width 6 where def runs 1 at 4). def's edges come first; a fixed edge
+// is added while there are fewer than schedule.MaxBuckets.
+func BucketsFor(def schedule.Schedule) [][2]int {
+	edges := []int{1}
+	add := func(e int) {
+		if e > 1 && len(edges) < schedule.MaxBuckets && !slices.Contains(edges, e) {
+			edges = append(edges, e)
+		}
+	}
+	for _, b := range def {
+		add(b.Lo)
+	}
+	for _, e := range fixedEdges {
+		add(e)
+	}
+	slices.Sort(edges)
+	out := make([][2]int, len(edges))
+	for i, e := range edges {
+		out[i] = [2]int{e, 0}
+		if i+1 < len(edges) {
+			out[i][1] = edges[i+1] - 1
+		}
+	}
+	return out
 }

@@ -2,7 +2,9 @@ package control
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/speclaunch/speclaunch/internal/follow"
@@ -46,29 +48,122 @@ func (c Controller) Step(in State, o Observation) (State, []Action) {
 	return s, nil
 }
 
-// fitBuckets makes p's buckets the configured ones, keeping what was
-// measured in each that matches, and its schedule one width per bucket.
+// fitBuckets is Fit without its note (Init and Step; serve logs the note
+// once when it reads a saved state).
 func (c Controller) fitBuckets(p Pair) Pair {
-	ok := len(p.Buckets) == len(c.cfg.Buckets) && len(p.Schedule) == len(c.cfg.Buckets)
+	p, _ = c.Fit(p)
+	return p
+}
+
+// Fit makes p's buckets the configured ones and its schedule one width per
+// bucket. A saved bucket of the same range is kept with its learnt width.
+// Where the ranges differ (the state was saved under another starting
+// schedule, whose edges split the buckets otherwise), a saved bucket's
+// measurements go to the configured bucket inside it that holds its mean
+// load, and the rest is learnt again from the default; note says so once
+// ("" when p's buckets were the configured ones, or it had none).
+func (c Controller) Fit(p Pair) (Pair, string) {
+	if c.fits(p) {
+		return p, ""
+	}
+	same, old, oldSched := c.sameRanges(p), p.Buckets, p.Schedule
+	from := make([]int, len(c.cfg.Buckets)) // the saved bucket each takes, -1 none
+	p.Buckets, p.Schedule = nil, nil
+	var kept, mapped, fresh []string
+	for i, r := range c.cfg.Buckets {
+		nb := schedule.Bucket{Lo: r[0], Hi: r[1], Width: c.defaultAt(r[0]), Source: "default"}
+		b := Bucket{Lo: r[0], Hi: r[1], Runs: map[int][]Run{}, Tried: map[int]time.Time{}}
+		from[i] = -1
+		for j, o := range old {
+			if o.Lo == r[0] && o.Hi == r[1] {
+				from[i], b = j, o
+				if j < len(oldSched) && oldSched[j].Lo == o.Lo && oldSched[j].Hi == o.Hi && oldSched[j].Source != "default" {
+					nb = oldSched[j] // decided; the default's width otherwise (the default may have changed)
+				}
+			}
+		}
+		for j, o := range old {
+			if from[i] < 0 && o.NSamples > 0 && within(r, o) && nb.Contains(max(1, int(math.Round(o.N)))) {
+				from[i], b = j, Bucket{Lo: r[0], Hi: r[1], N: o.N, NSamples: o.NSamples, Runs: maps.Clone(o.Runs), Tried: maps.Clone(o.Tried)}
+				mapped = append(mapped, fmt.Sprintf("%s's for %s (its mean load %.1f)", schedule.Bucket{Lo: o.Lo, Hi: o.Hi}.Range(), nb.Range(), o.N))
+			}
+		}
+		switch {
+		case from[i] < 0:
+			fresh = append(fresh, nb.Range())
+		case b.Lo == old[from[i]].Lo && b.Hi == old[from[i]].Hi:
+			kept = append(kept, nb.Range())
+		}
+		p.Buckets, p.Schedule = append(p.Buckets, b), append(p.Schedule, nb)
+	}
+	p.Regimes = fitRegimes(p.Regimes, len(old), from)
+	if len(old) == 0 || same {
+		return p, ""
+	}
+	var saved, now []string
+	for _, o := range old {
+		saved = append(saved, schedule.Bucket{Lo: o.Lo, Hi: o.Hi}.Range())
+	}
+	for _, b := range p.Schedule {
+		now = append(now, b.Range())
+	}
+	note := fmt.Sprintf("adapt: the saved state's load buckets (%s) are not this run's (%s: the fixed buckets split at the starting schedule's edges)", strings.Join(saved, ", "), strings.Join(now, ", "))
+	for _, part := range []struct {
+		what string
+		l    []string
+	}{{"kept", kept}, {"measurements taken", mapped}, {"learnt again", fresh}} {
+		if len(part.l) > 0 {
+			note += "; " + part.what + ": " + strings.Join(part.l, ", ")
+		}
+	}
+	return p, note
+}
+
+// fits says whether p's buckets and schedule are the configured buckets,
+// with the default's width where nothing was decided yet.
+func (c Controller) fits(p Pair) bool {
+	ok := c.sameRanges(p) && len(p.Schedule) == len(c.cfg.Buckets)
+	for i := 0; ok && i < len(p.Schedule); i++ {
+		sb := p.Schedule[i]
+		ok = sb.Lo == p.Buckets[i].Lo && sb.Hi == p.Buckets[i].Hi && (sb.Source != "default" || sb.Width == c.defaultAt(sb.Lo))
+	}
+	return ok
+}
+
+// sameRanges says whether p's buckets have the configured ranges.
+func (c Controller) sameRanges(p Pair) bool {
+	ok := len(p.Buckets) == len(c.cfg.Buckets)
 	for i := 0; ok && i < len(p.Buckets); i++ {
 		ok = p.Buckets[i].Lo == c.cfg.Buckets[i][0] && p.Buckets[i].Hi == c.cfg.Buckets[i][1]
 	}
-	if ok {
-		return p
-	}
-	old := p.Buckets
-	p.Buckets, p.Schedule = nil, nil
-	for _, r := range c.cfg.Buckets {
-		b := Bucket{Lo: r[0], Hi: r[1], Runs: map[int][]Run{}, Tried: map[int]time.Time{}}
-		for _, o := range old {
-			if o.Lo == b.Lo && o.Hi == b.Hi {
-				b = o
+	return ok
+}
+
+// within says whether the range r lies inside the saved bucket o.
+func within(r [2]int, o Bucket) bool {
+	return o.Lo <= r[0] && (o.Hi == 0 || r[1] != 0 && r[1] <= o.Hi)
+}
+
+// fitRegimes maps each kept traffic's runs, saved per bucket of n, to the
+// configured buckets (from: the saved bucket each takes); one saved with
+// another count of buckets is dropped.
+func fitRegimes(rs []Regime, n int, from []int) []Regime {
+	var out []Regime
+	for _, r := range rs {
+		if len(r.Runs) != n {
+			continue
+		}
+		runs := make([]map[int][]Run, len(from))
+		for i, j := range from {
+			runs[i] = map[int][]Run{}
+			if j >= 0 {
+				runs[i] = maps.Clone(r.Runs[j])
 			}
 		}
-		p.Buckets = append(p.Buckets, b)
-		p.Schedule = append(p.Schedule, schedule.Bucket{Lo: r[0], Hi: r[1], Width: c.defaultAt(r[0]), Source: "default"})
+		r.Runs = runs
+		out = append(out, r)
 	}
-	return p
+	return out
 }
 
 // defaultAt is the safe answer at n requests in flight.

@@ -319,8 +319,12 @@ func (sh *controlShell) load() control.Pair {
 		return control.Pair{}
 	}
 	sh.resumed = sp.Saved.Format(time.RFC3339)
-	sh.log.Info("adapt: resuming what an earlier run learnt", "file", sh.file, "saved", sh.resumed, "schedule", sp.Pair.Schedule.String())
-	return sp.Pair
+	p, note := sh.c.Fit(sp.Pair) // saved under other load buckets: mapped, the rest learnt again
+	if note != "" {
+		sh.log.Info(note, "file", sh.file)
+	}
+	sh.log.Info("adapt: resuming what an earlier run learnt", "file", sh.file, "saved", sh.resumed, "schedule", p.Schedule.String())
+	return p
 }
 
 // noteOldState says, once, that the loop before this controller left a
