@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/speclaunch/speclaunch/internal/follow"
+	"github.com/speclaunch/speclaunch/internal/schedule"
 )
 
 // decide judges bucket b after the serving engine's run there grew by
@@ -36,7 +37,7 @@ func (c Controller) decide(s *State, b int, now time.Time) []Action {
 	s.Pair.Saved = now
 	acts = append(acts, Action{Op: Save})
 	if changed {
-		acts = append(acts, Action{Op: Log, Msg: fmt.Sprintf("adapt: schedule %s: width %d at %s requests in flight (%s)", s.Pair.Schedule.String(), choice, sb.Range(), why)})
+		acts = append(acts, Action{Op: Log, Msg: fmt.Sprintf("adapt: schedule %s: width %d at %s (%s)", s.Pair.Schedule.String(), choice, schedule.InFlight(sb.Range()), why)})
 	}
 	s.Pair.Decisions++
 	_, judged := c.estimate(s, b, run)
@@ -47,15 +48,15 @@ func (c Controller) decide(s *State, b int, now time.Time) []Action {
 	if w, reason := c.check(s, b, def, now); w > 0 && choice == 1 {
 		s.Exp = Experiment{Kind: Trialing, Width: w, From: run, Bucket: b, Since: now, Reason: reason, HoldUntil: s.Exp.HoldUntil}
 		s.Engine.Last.Choice, s.Engine.Last.Switch, s.Engine.Last.Reason = w, true, reason
-		return append(acts, Action{Op: Log, Msg: fmt.Sprintf("adapt: %s at %s requests in flight", reason, sb.Range())})
+		return append(acts, Action{Op: Log, Msg: fmt.Sprintf("adapt: %s at %s", reason, schedule.InFlight(sb.Range()))})
 	}
 	if w, reason := c.pickTrial(s, b, choice, now); w > 0 {
 		s.Pair.Buckets[b].Tried[w] = now
 		s.Exp = Experiment{Kind: Trialing, Width: w, From: run, Bucket: b, Since: now, Reason: reason, HoldUntil: s.Exp.HoldUntil}
 		s.Engine.Last.Choice, s.Engine.Last.Switch, s.Engine.Last.Reason = w, true, "trial: "+reason
-		return append(acts, Action{Op: Log, Msg: fmt.Sprintf("adapt: trial of width %d at %s requests in flight: %s", w, sb.Range(), reason)})
+		return append(acts, Action{Op: Log, Msg: fmt.Sprintf("adapt: trial of width %d at %s: %s", w, schedule.InFlight(sb.Range()), reason)})
 	}
-	return append(acts, Action{Op: Log, Msg: fmt.Sprintf("adapt: stay at width %d at %s requests in flight: %s", run, sb.Range(), why)})
+	return append(acts, Action{Op: Log, Msg: fmt.Sprintf("adapt: stay at width %d at %s: %s", run, schedule.InFlight(sb.Range()), why)})
 }
 
 // choose is the rule. The default (the safe answer) is the incumbent: a

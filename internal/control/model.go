@@ -6,6 +6,8 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"github.com/speclaunch/speclaunch/internal/schedule"
 )
 
 // tokensPerCycle is 1 + S(1) + … + S(w−1) from the pair's acceptance. A
@@ -174,14 +176,22 @@ func (c Controller) probeFor(s *State, b int, now time.Time) []Action {
 		return nil
 	}
 	bk.Tried[0] = now // width 0: the probe
-	return []Action{{Op: Probe, Rows: rows, Reason: fmt.Sprintf("the verify cost of %d-%d rows, for %s requests in flight", rows[0], rows[len(rows)-1], s.Pair.Schedule[b].Range())}}
+	return []Action{{Op: Probe, Rows: rows, Reason: fmt.Sprintf("the verify cost of %d-%d rows, for %s", rows[0], rows[len(rows)-1], schedule.InFlight(s.Pair.Schedule[b].Range()))}}
+}
+
+// rowCounts says n row counts with the count's own number.
+func rowCounts(n int) string {
+	if n == 1 {
+		return "1 row count"
+	}
+	return fmt.Sprintf("%d row counts", n)
 }
 
 // probed takes a probe's result.
 func (c Controller) probed(s *State, o Observation) []Action {
 	var acts []Action
 	if o.Err != "" {
-		acts = append(acts, Action{Op: Log, Msg: fmt.Sprintf("adapt: the probe stopped (%s) with %d row counts measured; a width whose rows it lacks is not tried until the probe is asked for again", o.Err, len(o.Verify))})
+		acts = append(acts, Action{Op: Log, Msg: fmt.Sprintf("adapt: the probe stopped, %s, with %s measured; the controller goes on, and a width whose rows it lacks is not tried until the probe is asked for again", o.Err, rowCounts(len(o.Verify)))})
 	}
 	if s.Pair.Verify == nil {
 		s.Pair.Verify = map[int]float64{}

@@ -471,3 +471,35 @@ func TestStepCheckUnderClassic(t *testing.T) {
 		})
 	}
 }
+
+// A probe that stopped early is said once, with why (as the shell put it)
+// and how much it measured, its count in the right number; the load it
+// was asked for is said with the count's own number too.
+func TestProbeStoppedSaidOnce(t *testing.T) {
+	c := New(Config{Default: schedule.Flat(4, "default")})
+	s := c.Init(Pair{})
+	e := &fakeEngine{gen: 1, width: 4, s: 0.9, ms: 5, n: 1, now: t0}
+	s, acts := run(c, s, e, 4)
+	for _, a := range acts {
+		if a.Op == Probe && !strings.HasSuffix(a.Reason, "for 1 request in flight") {
+			t.Errorf("the probe's reason %q does not say 1 request in flight", a.Reason)
+		}
+	}
+	for _, n := range []int{0, 1, 3} {
+		v := map[int]float64{}
+		for r := 1; r <= n; r++ {
+			v[r] = 3
+		}
+		_, acts = c.Step(s, Observation{Kind: Probed, Now: e.now, Verify: v, Err: "cut by a switch of the serving engine (EOF)"})
+		var said []string
+		for _, a := range acts {
+			if a.Op == Log {
+				said = append(said, a.Msg)
+			}
+		}
+		want := map[int]string{0: "with 0 row counts measured", 1: "with 1 row count measured", 3: "with 3 row counts measured"}[n]
+		if len(said) != 1 || !strings.Contains(said[0], "the probe stopped, cut by a switch of the serving engine (EOF), "+want) {
+			t.Errorf("%d rows measured: logged %q, want one line saying it was cut by a switch %s", n, said, want)
+		}
+	}
+}

@@ -129,13 +129,13 @@ func Step(cfg Config, s State, o Observation) (State, Decision) {
 	g, measured := gain(cfg, d.From, d.To)
 	if measured && g <= 0 {
 		s.capped = false
-		d.Reason = fmt.Sprintf("load %.1f is at %s requests in flight, where width %d was measured %+.1f%% against width %d: no switch for it", d.Load, d.To.Range(), d.To.Width, 100*g, s.Width)
+		d.Reason = fmt.Sprintf("load %.1f is at %s, where width %d was measured %+.1f%% against width %d: no switch for it", d.Load, schedule.InFlight(d.To.Range()), d.To.Width, 100*g, s.Width)
 		return s, d
 	}
 	need := s.dwell(g)
 	stayed := o.Now.Sub(s.candSince) + Window/2 // the window saw the load move half a window before the mode did
 	if stayed < need {
-		d.Reason = fmt.Sprintf("load %.1f has been at %s requests in flight for %s; width %d repays a %s switch after %s", d.Load, d.To.Range(), stayed.Round(time.Second), d.To.Width, s.switchTime().Round(100*time.Millisecond), need.Round(time.Second))
+		d.Reason = fmt.Sprintf("load %.1f has been at %s for %s; width %d repays a %s switch after %s", d.Load, schedule.InFlight(d.To.Range()), stayed.Round(time.Second), d.To.Width, s.switchTime().Round(100*time.Millisecond), need.Round(time.Second))
 		return s, d
 	}
 	s.recent = since(s.recent, o.Now.Add(-time.Hour))

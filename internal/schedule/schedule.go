@@ -61,6 +61,15 @@ func (b Bucket) Range() string {
 	}
 }
 
+// InFlight says a load range (as Range renders it) in words with the
+// count's own number: "1 request in flight", "2-3 requests in flight".
+func InFlight(rng string) string {
+	if rng == "1" {
+		return "1 request in flight"
+	}
+	return rng + " requests in flight"
+}
+
 // IsFlat reports whether the schedule is one width at every load.
 func (s Schedule) IsFlat() bool {
 	if len(s) == 0 {

@@ -87,3 +87,12 @@ func TestAtAndMerge(t *testing.T) {
 		t.Errorf("empty schedule lookup")
 	}
 }
+
+// A load range is said with the count's own number.
+func TestInFlight(t *testing.T) {
+	for rng, want := range map[string]string{"1": "1 request in flight", "2-3": "2-3 requests in flight", "4+": "4+ requests in flight", "2": "2 requests in flight"} {
+		if got := InFlight(rng); got != want {
+			t.Errorf("InFlight(%q) = %q, want %q", rng, got, want)
+		}
+	}
+}

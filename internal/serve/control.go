@@ -52,6 +52,7 @@ type controlShell struct {
 	// before traffic, for the loop to take; hasCurve says the controller
 	// has a verify cost, so no new engine is probed before traffic.
 	probing  atomic.Int32
+	switches atomic.Int64 // switches begun: a probe that saw one was cut by it
 	mu       sync.Mutex
 	pre      map[int]float64
 	hasCurve atomic.Bool
@@ -247,11 +248,12 @@ func (sh *controlShell) scrape(ctx context.Context, now time.Time) (control.Obse
 
 // switchTo asks the runtime for the switch and answers the loop.
 func (sh *controlShell) switchTo(ctx context.Context, a control.Action, obs chan<- control.Observation) {
-	sh.log.Info(fmt.Sprintf("adapt: switch to width %d at %s requests in flight: %s", a.Width, a.Bucket, a.Reason), "load", round1(a.Load))
+	sh.log.Info(fmt.Sprintf("adapt: switch to width %d at %s: %s", a.Width, schedule.InFlight(a.Bucket), a.Reason), "load", round1(a.Load))
 	if sh.chose != nil {
 		sh.chose(a.Width, a.Bucket, a.Load)
 	}
 	start := time.Now()
+	sh.switches.Add(1)
 	err := sh.rt.SwitchWidth(ctx, a.Width, a.Reason)
 	o := control.Observation{Kind: control.Switched, Now: time.Now(), Took: time.Since(start)}
 	if err != nil {
@@ -275,12 +277,13 @@ func (sh *controlShell) probe(ctx context.Context, a control.Action, obs chan<- 
 		sh.log.Info(fmt.Sprintf("adapt: probing %s (at most %s; serving, switches and reloads go on meanwhile)", a.Reason, probeBound))
 		pctx, cancel := context.WithTimeout(ctx, probeBound)
 		sh.probing.Add(1)
+		before := sh.switches.Load()
 		c, err := probe.Run(pctx, sh.client, in.Backend.URL.String(), a.Rows, probe.DefaultReps)
 		sh.probing.Add(-1)
+		timedOut := errors.Is(pctx.Err(), context.DeadlineExceeded)
 		cancel()
-		if err != nil {
-			o.Err = err.Error()
-			sh.log.Info(fmt.Sprintf("adapt: the probe did not finish within %s (%v); the controller goes on without it and tries no unmeasured width until it is asked again", probeBound, err))
+		if err != nil { // the controller logs it, once
+			o.Err = probeStopped(err, probeBound, sh.switches.Load() != before, timedOut, ctx.Err() != nil)
 		}
 		o.Verify = c.VerifyMS
 	}
@@ -288,6 +291,24 @@ func (sh *controlShell) probe(ctx context.Context, a control.Action, obs chan<- 
 	select {
 	case obs <- o:
 	case <-ctx.Done():
+	}
+}
+
+// probeStopped says why a probe ended before its end, for the
+// controller's one log line: a switch began meanwhile (its engine was
+// stopped under the probe, so the error is whatever the cut connection
+// gave, often EOF), the bound ran out, serve is stopping, or the probe
+// failed on its own.
+func probeStopped(err error, bound time.Duration, switched, timedOut, stopping bool) string {
+	switch {
+	case switched:
+		return fmt.Sprintf("cut by a switch of the serving engine (%v)", err)
+	case timedOut:
+		return fmt.Sprintf("timed out: it did not finish within %s", bound)
+	case stopping:
+		return "serve is stopping"
+	default:
+		return fmt.Sprintf("failed: %v", err)
 	}
 }
 
