@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/speclaunch/speclaunch/internal/testenv"
 	"io"
 	"net/http"
 	"os"
@@ -112,22 +113,7 @@ type fake struct {
 	stderr *syncBuffer
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = testenv.Buffer
 
 func startFake(t *testing.T, env []string, args ...string) *fake {
 	t.Helper()

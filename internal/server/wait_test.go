@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -125,22 +124,7 @@ func TestStopWaitIsSaid(t *testing.T) {
 	<-proc.Done()
 }
 
-type lockedBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+type lockedBuf = testenv.Buffer
 
 // An engine that stops answering /health is said after Quiet with how
 // long until it is killed as hung, and the wait ends when it is reported.

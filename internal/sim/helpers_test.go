@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/speclaunch/speclaunch/internal/testenv"
 	"io"
 	"net"
 	"net/http"
@@ -41,22 +42,7 @@ func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
 }
 
 // syncBuffer is a stderr the test can read while the server writes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type syncBuffer = testenv.Buffer
 
 // running is a sim started by startSim.
 type running struct {

@@ -2,6 +2,7 @@ package watch
 
 import (
 	"fmt"
+	"github.com/speclaunch/speclaunch/internal/testenv"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -9,7 +10,6 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -321,22 +321,7 @@ func must(t testing.TB, err error) {
 }
 
 // lockedBuffer collects log output from the watcher's goroutine.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+type lockedBuffer = testenv.Buffer
 
 // A deleted profile is said at warn (the running settings stay), and an
 // empty one (a truncate-then-write caught halfway) is not a change: the
