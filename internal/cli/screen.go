@@ -162,6 +162,9 @@ func screenValue(a slog.Attr) []string {
 		}
 		return lines
 	}
+	if isErrAttr(a.Key, v) {
+		return screenWrapped(a.Key, v.String())
+	}
 	parts := strings.Split(strings.TrimRight(v.String(), "\n"), "\n")
 	for i, p := range parts {
 		if i == screenLines {
@@ -173,6 +176,41 @@ func screenValue(a slog.Attr) []string {
 			prefix = "    "
 		}
 		lines = append(lines, prefix+clipLine(p, screenAttrs-utf8.RuneCountInString(prefix)))
+	}
+	return lines
+}
+
+// isErrAttr: an error's value ends with its fix ("…; check that this is
+// the file you meant"), so it is wrapped, not cut.
+func isErrAttr(key string, v slog.Value) bool {
+	if key == "err" || key == "error" {
+		return true
+	}
+	_, ok := v.Any().(error)
+	return v.Kind() == slog.KindAny && ok
+}
+
+// screenWrapped renders an error as continuation lines wrapped at spaces:
+// "  key: value", further lines indented. Over screenLines, its first
+// lines and its last two (where the fix is) stay, saying how many went.
+func screenWrapped(key, s string) []string {
+	prefix := "  " + key + ": "
+	var lines []string
+	for _, para := range strings.Split(strings.TrimRight(s, "\n"), "\n") {
+		lines = append(lines, wrapWords(para, screenAttrs-utf8.RuneCountInString(prefix))...)
+	}
+	if len(lines) > screenLines {
+		gone := len(lines) - (screenLines - 1)
+		tail := lines[len(lines)-2:]
+		lines = append(lines[:screenLines-3:screenLines-3], fmt.Sprintf("… %d more lines (--log-format json keeps them)", gone))
+		lines = append(lines, tail...)
+	}
+	for i := range lines {
+		if i == 0 {
+			lines[i] = prefix + lines[i]
+		} else {
+			lines[i] = "    " + lines[i]
+		}
 	}
 	return lines
 }

@@ -135,3 +135,31 @@ func TestLongMessageWraps(t *testing.T) {
 		t.Errorf("the message is not whole across %d lines:\n%s", len(lines), buf.String())
 	}
 }
+
+// An error attribute longer than a line is wrapped at spaces, not cut:
+// its end is the fix (a reload of a profile over its cap lost "check that
+// this is the file you meant"). One of very many lines keeps its first
+// lines and its last two, saying how many went.
+func TestErrorAttrWraps(t *testing.T) {
+	var buf bytes.Buffer
+	log := newLogger(&buf, "text", "info", func(string) string { return "" })
+	msg := "the profile changed and cannot be used: profile /srv/" + strings.Repeat("d", 40) + "/profiles-copy/demo.toml: file is larger than 1 MiB (1048576 bytes), the cap for a profile; check that this is the file you meant (caps: docs/file-limits.md)"
+	log.Error("reload rejected; the engine keeps running with the previous settings", "err", errors.New(msg))
+	many := strings.Repeat("engine line\n", 40) + "hint: pass --ctx-size 4096"
+	log.Error("engine failed to start", "err", errors.New(many))
+	out := buf.String()
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		if n := utf8.RuneCountInString(l); n > screenWidth {
+			t.Errorf("a %d-character line: %s", n, l)
+		}
+	}
+	joined := strings.Join(strings.Fields(out), " ")
+	for _, want := range []string{"check that this is the file you meant (caps: docs/file-limits.md)", "… 30 more lines (--log-format json keeps them)", "hint: pass --ctx-size 4096"} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("the text output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "characters; --log-format json keeps it") {
+		t.Errorf("an error was cut:\n%s", out)
+	}
+}

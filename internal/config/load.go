@@ -138,6 +138,10 @@ func LoadBench(s *Settings, p *profiles.Profile, flags map[string]string) error 
 	return l.rows(s, ScopeBench)
 }
 
+// CannotUseProfile is the message of the error for a profile that cannot be
+// found or read, whose source is the flag or variable that named it.
+const CannotUseProfile = "cannot use profile"
+
 // findProfile loads the profile --profile or MLXCEL_PROFILE names, nil
 // when neither does.
 func (l *layer) findProfile() (*profiles.Profile, error) {
@@ -147,7 +151,7 @@ func (l *layer) findProfile() (*profiles.Profile, error) {
 	}
 	path, err := profiles.Find(ref, l.in.Getenv)
 	if err != nil {
-		return nil, &Error{Src: src, Msg: "cannot use profile", Err: err}
+		return nil, &Error{Src: src, Msg: CannotUseProfile, Err: err}
 	}
 	ctx := l.in.Ctx
 	if ctx == nil {
@@ -156,7 +160,7 @@ func (l *layer) findProfile() (*profiles.Profile, error) {
 	p, err := profiles.Load(ctx, path)
 	var se *safefile.Error
 	if errors.As(err, &se) {
-		return nil, &Error{Src: src, Msg: "cannot use profile", Err: err}
+		return nil, &Error{Src: src, Msg: CannotUseProfile, Err: err}
 	}
 	return p, err
 }

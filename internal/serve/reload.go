@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/speclaunch/speclaunch/internal/config"
 	"github.com/speclaunch/speclaunch/internal/exitcode"
 	"github.com/speclaunch/speclaunch/internal/plan"
 	"github.com/speclaunch/speclaunch/internal/safefile"
@@ -50,6 +51,7 @@ func (sv *launcher) reload(cur *plan.Plan, ch watch.Change) (*plan.Plan, Load, b
 	}
 	l, err := sv.c.Loader.Load()
 	if err != nil {
+		err = reloadErr(err)
 		if l != nil {
 			sv.followFiles(l.Files()) // a policy file named but missing or bad: its fix is a change
 		}
@@ -86,6 +88,17 @@ func (sv *launcher) reload(cur *plan.Plan, ch watch.Change) (*plan.Plan, Load, b
 		return np, l, false, nil
 	}
 	return np, l, true, nil
+}
+
+// reloadErr names the file, not the flag: a profile that cannot be found
+// or read on a reload was edited, replaced or removed since the start,
+// and the error under the flag's names the file.
+func reloadErr(err error) error {
+	var ce *config.Error
+	if errors.As(err, &ce) && ce.Msg == config.CannotUseProfile && ce.Err != nil {
+		return fmt.Errorf("the profile as it is now cannot be used: %w", ce.Err)
+	}
+	return err
 }
 
 func codeOf(code int) error {
