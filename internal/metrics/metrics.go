@@ -34,6 +34,7 @@ type Metrics struct {
 	phase      *prometheus.GaugeVec
 	adaptState *prometheus.GaugeVec
 	predErr    prometheus.Gauge
+	reloads    *prometheus.CounterVec
 }
 
 // Phases are the runtime's states (server.Phase names).
@@ -45,6 +46,10 @@ var (
 	SwitchKinds = []string{"reload", "adapt", "restart", "follow"}
 	SwitchModes = []string{"overlap", "drain", "direct", "alone"}
 )
+
+// ReloadResults label speclaunch_reloads_total by outcome: applied (its settings
+// were taken) or rejected (the engine kept the previous ones).
+var ReloadResults = []string{"applied", "rejected"}
 
 // AdaptStates are the adaptive width's states (adapt.State* names and
 // control.Status.State).
@@ -87,7 +92,9 @@ func New(src Sources) *Metrics {
 		Help: "The adaptive width loop's state: 1 for the current one."}, []string{"state"})
 	m.predErr = prometheus.NewGauge(prometheus.GaugeOpts{Name: "speclaunch_adapt_prediction_error_ratio",
 		Help: "The adaptive loop's running prediction error of ms per cycle: measured / predicted - 1."})
-	m.reg.MustRegister(m.switches, m.switchTime, m.restarts, m.width, m.widthLoad, m.verified, m.phase, m.adaptState, m.predErr)
+	m.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "speclaunch_reloads_total",
+		Help: "Reloads of the profile and policy files by outcome: applied (the settings were taken), rejected (the engine kept the previous ones)."}, []string{"outcome"})
+	m.reg.MustRegister(m.switches, m.switchTime, m.restarts, m.width, m.widthLoad, m.verified, m.phase, m.adaptState, m.predErr, m.reloads)
 	// Every switch series exists at zero from the start, as Prometheus
 	// conventions want: rate() and alerts on them work before the first
 	// switch (issue 33).
@@ -98,6 +105,9 @@ func New(src Sources) *Metrics {
 				m.switches.WithLabelValues(kind, mode, outcome)
 			}
 		}
+	}
+	for _, r := range ReloadResults {
+		m.reloads.WithLabelValues(r)
 	}
 	m.Phase("starting")
 	m.Adapt("off")
@@ -116,6 +126,9 @@ func (m *Metrics) Switched(kind, mode string, ok bool, took time.Duration) {
 		m.restarts.Inc()
 	}
 }
+
+// Reloaded counts one reload by its result (ReloadResults).
+func (m *Metrics) Reloaded(result string) { m.reloads.WithLabelValues(result).Inc() }
 
 // Serving sets the serving engine's width, its source and whether it is
 // verified, at a launch's load (one request, every bucket of a flat

@@ -87,3 +87,31 @@ func TestSwitchSeriesAtZero(t *testing.T) {
 		t.Error("no restarts counter at zero")
 	}
 }
+
+// Every reload outcome is a series at zero from the start (an alert on
+// rejected reloads works before the first), and a reload counts under its
+// own.
+func TestReloadsCounted(t *testing.T) {
+	m := New(Sources{})
+	count := func() map[string]float64 {
+		p := expfmt.NewTextParser(model.UTF8Validation)
+		fams, err := p.TextToMetricFamilies(bytes.NewReader(m.Text()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]float64{}
+		for _, c := range fams["speclaunch_reloads_total"].GetMetric() {
+			got[c.GetLabel()[0].GetName()+"="+c.GetLabel()[0].GetValue()] = c.GetCounter().GetValue()
+		}
+		return got
+	}
+	if got := count(); len(got) != 2 || got["outcome=applied"] != 0 || got["outcome=rejected"] != 0 {
+		t.Errorf("at the start: %v, want applied and rejected at 0", got)
+	}
+	m.Reloaded("rejected")
+	m.Reloaded("rejected")
+	m.Reloaded("applied")
+	if got := count(); got["outcome=applied"] != 1 || got["outcome=rejected"] != 2 {
+		t.Errorf("after 1 applied and 2 rejected: %v", got)
+	}
+}

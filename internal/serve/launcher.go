@@ -318,6 +318,7 @@ func (sv *launcher) feed(changes <-chan watch.Change, hup <-chan os.Signal, stop
 		cur := sv.plan()
 		np, l, changed, err := sv.reload(cur, ch)
 		if err != nil {
+			sv.reloaded(ch, err)
 			continue
 		}
 		sv.followFiles(l.Files())
@@ -330,26 +331,27 @@ func (sv *launcher) feed(changes <-chan watch.Change, hup <-chan os.Signal, stop
 		if ch.Path != "" {
 			why = ch.Path + " (" + ch.Reason + ")"
 		}
-		sv.submit(server.KindReload, "reload: "+why, cur, np, l, nil)
+		sv.reloaded(ch, sv.submit(server.KindReload, "reload: "+why, cur, np, l, nil))
 	}
 }
 
 // submit hands a plan to the runtime as a switch job, after the checks
 // that need no engine: a plan that cannot start is refused before anything
-// is stopped.
-func (sv *launcher) submit(kind server.Kind, reason string, cur, np *plan.Plan, l Load, reply chan error) {
+// is stopped (and returned: a reload counts it as rejected).
+func (sv *launcher) submit(kind server.Kind, reason string, cur, np *plan.Plan, l Load, reply chan error) error {
 	if err := sv.checkSwitch(cur, np); err != nil {
 		sv.log.Error("new settings cannot start; the engine keeps running with the previous ones", "err", err)
 		if reply != nil {
 			reply <- err
 		}
-		return
+		return err
 	}
 	mode := sv.switchMode(np)
 	if kind == server.KindReload && (!slices.Equal(cur.Launch.Argv, np.Launch.Argv) || !slices.Equal(cur.Launch.Env, np.Launch.Env)) {
 		sv.log.Info("engine command changed", "changed", diffArgv(secret.MaskArgv(cur.Launch.Argv), secret.MaskArgv(np.Launch.Argv)))
 	}
 	sv.rt.Submit(&server.Job{Kind: kind, Mode: mode, Plan: np, Limits: limits(np), Reason: reason, Reply: reply, Origin: l})
+	return nil
 }
 
 // serving: the engine takes the traffic now. The adaptive loop starts

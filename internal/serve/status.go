@@ -151,6 +151,7 @@ type serveStatus struct {
 	adaptW      int
 	adaptBucket string
 	adaptLoad   float64
+	reload      *lastReload // nil before the first reload
 }
 
 func newServeStatus(p *plan.Plan) *serveStatus {
@@ -272,6 +273,7 @@ func (st *serveStatus) handler(sv *launcher) http.Handler {
 			"switch_mode":       st.mode,
 			"switches_total":    st.total,
 			"switches":          append([]switchRecord{}, st.switches...),
+			"last_reload":       st.reload,
 		}
 		if in := st.cur; in != nil {
 			chk := infoOf(in).Check
