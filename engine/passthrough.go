@@ -3,14 +3,21 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/speclaunch/speclaunch/internal/key"
 	"github.com/speclaunch/speclaunch/internal/llamaflags"
+	"github.com/speclaunch/speclaunch/internal/secret"
 )
 
 // ErrPassthrough is wrapped by every CheckPassthrough error.
 var ErrPassthrough = errors.New("engine argument conflicts with the launcher")
+
+// ErrKeyFlagMisspelt is wrapped by the CheckPassthrough error for an
+// engine argument that is not a flag the engine knows and is nearest a
+// key flag (--api-kye K).
+var ErrKeyFlagMisspelt = errors.New("engine argument is a misspelt key flag")
 
 type ownedFlag struct {
 	what string // "the draft width", ...
@@ -133,6 +140,47 @@ func CheckPassthrough(e key.Engine, args []string) error {
 		if ok {
 			return fmt.Errorf("%w: %q sets %s: %s", ErrPassthrough, a, o.what, o.fix)
 		}
+	}
+	return misspeltKeyFlag(e, args)
+}
+
+// misspeltKeyFlag refuses an argument that is no flag the engine knows
+// and whose nearest known flag takes a secret (--api-kye K, --hf-tokn T):
+// the engine refuses an unknown flag anyway, and meanwhile its value, a
+// key, would sit on the engine's command line as a plain argument. The
+// flags known are llama-server's --help (internal/llamaflags) for the
+// engines that take its flags, and the engine's key flags for the others
+// (whose full lists speclaunch does not hold). The value is masked.
+func misspeltKeyFlag(e key.Engine, args []string) error {
+	sp := APIKeySpec(e)
+	known := append(slices.Clone(sp.Flags), sp.FileFlags...)
+	llamaLike := e == key.LlamaCpp || e == key.MLXCEL || e == key.Sim
+	if llamaLike {
+		known = llamaflags.All()
+	}
+	for i, a := range args {
+		if !strings.HasPrefix(a, "-") || a == "-" || strings.TrimLeft(a, "-0123456789.") == "" {
+			continue
+		}
+		name, val, inline := strings.Cut(a, "=")
+		if e == key.VLLM || e == key.SGLang {
+			name = normFlag(name) // --api_key is --api-key to them
+		}
+		if _, ok := llamaflags.Values(name); (llamaLike && ok) || slices.Contains(known, name) {
+			continue
+		}
+		near := llamaflags.Nearest(name, known)
+		if near == "" || !secret.SecretFlag(near) && !slices.Contains(sp.Flags, near) {
+			continue
+		}
+		if !inline && i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
+			val = args[i+1]
+		}
+		shown := name
+		if val != "" {
+			shown += " " + secret.Mask(val)
+		}
+		return fmt.Errorf("%w: %s is not a flag the engine (%s) knows; did you mean %s? Spell it %s: as given, the engine refuses to start on the unknown flag, and the key would be on its command line as a plain argument", ErrKeyFlagMisspelt, shown, e, near, near)
 	}
 	return nil
 }

@@ -1,8 +1,11 @@
 package engine
 
 import (
+	"errors"
 	"strings"
 	"testing"
+
+	"github.com/speclaunch/speclaunch/internal/key"
 )
 
 // TestUnknownLlamaFlags: a pass-through flag llama-server does not list is
@@ -30,6 +33,44 @@ func TestUnknownLlamaFlags(t *testing.T) {
 				if !strings.Contains(got[i], w) || strings.HasSuffix(w, "unknown flag") && !strings.HasSuffix(got[i], w) {
 					t.Errorf("warning %q, want %q", got[i], w)
 				}
+			}
+		})
+	}
+}
+
+// A pass-through argument that is no flag the engine knows and is nearest
+// a key flag is refused, its value masked: the engine would refuse the
+// unknown flag anyway, and meanwhile the key would sit on its command line
+// as a plain argument. A known flag, a key flag spelt right and a typo of
+// a flag that takes no secret pass.
+func TestMisspeltKeyFlag(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		e    key.Engine
+		args []string
+		want string // "" = accepted
+	}{
+		{"llama-server --api-kye K", key.LlamaCpp, []string{"--api-kye", "sk-live-123456"}, "--api-kye ****3456 is not a flag the engine (llama.cpp) knows; did you mean --api-key?"},
+		{"--hf-tokn=T", key.LlamaCpp, []string{"-ngl", "99", "--hf-tokn=hf_abcdefgh"}, "--hf-tokn ****efgh is not a flag the engine (llama.cpp) knows; did you mean --hf-token?"},
+		{"the sim", key.Sim, []string{"--apikey", "sk-live-123456"}, "did you mean --api-key?"},
+		{"no value", key.MLXCEL, []string{"--api-kye"}, "--api-kye is not a flag"},
+		{"vLLM", key.VLLM, []string{"--api-kee", "k1"}, "did you mean --api-key?"},
+		{"SGLang", key.SGLang, []string{"--api-kye", "k1"}, "did you mean --api-key?"},
+		{"vLLM's --api_key is --api-key", key.VLLM, []string{"--api_key", "k1"}, ""},
+		{"spelt right", key.LlamaCpp, []string{"--api-key", "sk-live-123456"}, ""},
+		{"a key file", key.LlamaCpp, []string{"--api-key-file", "/run/k"}, ""},
+		{"a typo of a flag with no secret", key.LlamaCpp, []string{"--metric"}, ""},
+		{"vLLM's own flags", key.VLLM, []string{"--max-model-len", "8192", "--api-key", "k"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := CheckPassthrough(tc.e, tc.args)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("refused: %v", err)
+			case tc.want != "" && (err == nil || !errors.Is(err, ErrKeyFlagMisspelt) || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("got %v, want %q", err, tc.want)
+			case err != nil && (strings.Contains(err.Error(), "123456") || strings.Contains(err.Error(), "abcd")):
+				t.Errorf("the key shows: %v", err)
 			}
 		})
 	}

@@ -427,3 +427,24 @@ func TestSecretsTypoedKeyFlag(t *testing.T) {
 		}
 	}
 }
+
+// A key flag misspelt among the engine arguments (--api-kye K) stops the
+// launch with exit 2 before anything starts, naming where it was given
+// (after --, or the profile's file:line), the flag meant and the value
+// masked: before, a dry run passed with a warning and serve put the key on
+// the engine's command line.
+func TestSecretsMisspeltKeyFlag(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	code, o, e := runCLI(t, "serve", "--dry-run", "--profile", "../../profiles/demo.toml", "--", "--api-kye", "sk-live-123456")
+	if want := "after --): engine argument is a misspelt key flag: --api-kye ****3456 is not a flag the engine (sim) knows; did you mean --api-key? Spell it --api-key"; code != 2 || !strings.Contains(e, want) || strings.Contains(o+e, "123456") {
+		t.Errorf("after --: exit %d, want 2 and %q, the key masked:\n%s%s", code, want, o, e)
+	}
+	prof := filepath.Join(t.TempDir(), "k.toml")
+	os.WriteFile(prof, []byte("[engine]\nname = \"sim\"\nargs = [\"--api-kye\", \"sk-live-123456\"]\n[model]\npath = \"m\"\n"), 0o644)
+	for _, typed := range [][]string{nil, {"--", "--jinja"}} {
+		code, o, e = runCLI(t, append([]string{"serve", "--dry-run", "--profile", prof}, typed...)...)
+		if want := "profile " + prof + ":3: engine argument is a misspelt key flag: --api-kye ****3456"; code != 2 || !strings.Contains(e, want) || strings.Contains(o+e, "123456") {
+			t.Errorf("engine.args, typed %q: exit %d, want 2 and %q:\n%s%s", typed, code, want, o, e)
+		}
+	}
+}

@@ -171,7 +171,7 @@ func Build(ctx context.Context, s config.Settings, pol *policy.Policy, d Deps, o
 		return p, nil
 	}
 	l, err := ad.Command(LaunchSpec(s), launchRes, p.Facts.Drafter, d.Environ, p.Facts.Caps)
-	if err != nil && errors.Is(err, engine.ErrPassthrough) && s.ProfileArgs.Value != nil {
+	if err != nil && (errors.Is(err, engine.ErrPassthrough) || errors.Is(err, engine.ErrKeyFlagMisspelt)) && s.ProfileArgs.Value != nil {
 		// The profile's engine.args and typed ones together were
 		// refused: when the profile's alone are, name its file:line.
 		alone := s
