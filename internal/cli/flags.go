@@ -11,7 +11,9 @@ import (
 	"strings"
 
 	"github.com/alecthomas/kong"
+	"github.com/speclaunch/speclaunch/engine"
 	"github.com/speclaunch/speclaunch/internal/config"
+	"github.com/speclaunch/speclaunch/internal/key"
 	"github.com/speclaunch/speclaunch/internal/llamaflags"
 	"github.com/speclaunch/speclaunch/internal/secret"
 )
@@ -151,6 +153,9 @@ func prepass(app *kong.Node, args []string) (argvPlan, error) {
 			continue
 		}
 		if values, ok := llamaflags.Values(name); ok {
+			if err := typedEmptyKey(name, val, hasVal, args[i+1:]); err != nil {
+				return out, err
+			}
 			if hasVal || values == 0 {
 				out.engine = append(out.engine, a)
 				continue
@@ -171,6 +176,28 @@ func prepass(app *kong.Node, args []string) (argvPlan, error) {
 		out.kong = append(out.kong, a)
 	}
 	return out, nil
+}
+
+// typedEmptyKey refuses a key flag typed on speclaunch's own command line
+// with no key (--api-key "", --api-key=), naming that flag: the engine
+// would serve with no API key. (One with no value at all is refused as any
+// llama-server flag without its value is.)
+func typedEmptyKey(name, val string, hasVal bool, rest []string) error {
+	sp := engine.APIKeySpec(key.LlamaCpp)
+	if !slices.Contains(sp.Flags, name) && !slices.Contains(sp.FileFlags, name) {
+		return nil
+	}
+	if !hasVal {
+		if len(rest) == 0 || rest[0] == "--" {
+			return nil
+		}
+		val = rest[0]
+	}
+	if !sp.EmptyKey(name, val) {
+		return nil
+	}
+	nv := &secret.NoValueError{Flag: name, Alt: append(slices.Clone(sp.Env), sp.FileEnv...)}
+	return usage(fmt.Errorf("flag %s has no value", name), nv.Fix())
 }
 
 // findCommand returns the command node args select and the index of its

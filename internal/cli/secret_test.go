@@ -448,3 +448,28 @@ func TestSecretsMisspeltKeyFlag(t *testing.T) {
 		}
 	}
 }
+
+// A key flag given no key names where it was given: speclaunch's own
+// flag as typed (before, the error blamed "the engine arguments: after --,
+// or the profile's engine.args"), after --, or the profile's file:line.
+func TestSecretsEmptyKeyNamesItsSource(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	prof := filepath.Join(t.TempDir(), "k.toml")
+	os.WriteFile(prof, []byte("[engine]\nname = \"sim\"\nargs = [\"--api-key\", \"\"]\n[model]\npath = \"m\"\n"), 0o644)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--profile", "../../profiles/demo.toml", "--api-key", ""}, "error: flag --api-key has no value"},
+		{[]string{"--profile", "../../profiles/demo.toml", "--api-key="}, "error: flag --api-key has no value"},
+		{[]string{"--profile", "../../profiles/demo.toml", "--api-key-file", ""}, "error: flag --api-key-file has no value"},
+		{[]string{"--profile", "../../profiles/demo.toml", "--", "--api-key", ""}, "error: flag engine arguments (llama-server flags as typed, and after --): engine flag --api-key has no value"},
+		{[]string{"--profile", prof}, "error: profile " + prof + ":3: engine flag --api-key has no value"},
+		{[]string{"--profile", prof, "--", "--jinja"}, "error: profile " + prof + ":3: engine flag --api-key has no value"},
+	} {
+		code, o, e := runCLI(t, append([]string{"serve", "--dry-run"}, tc.args...)...)
+		if code != 2 || !strings.Contains(e, tc.want) || !strings.Contains(e, "--api-key VALUE") && !strings.Contains(e, "--api-key-file VALUE") || strings.Contains(e, "or the profile's engine.args") {
+			t.Errorf("%q: exit %d, want 2 and %q with the fix:\n%s%s", tc.args, code, tc.want, o, e)
+		}
+	}
+}

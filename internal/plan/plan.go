@@ -189,9 +189,28 @@ func Build(ctx context.Context, s config.Settings, pol *policy.Policy, d Deps, o
 		return safefile.ReadFile(ctx, "api key file", path, safefile.KeyFileLimit)
 	}
 	if p.APIKeys, err = secret.Keys(engine.APIKeySpec(s.Engine.Value), l.Argv, l.Env, read); err != nil {
-		return nil, err
+		return nil, keyArgsSource(s, err)
 	}
 	return p, nil
+}
+
+// keyArgsSource names where a key flag given no key came from: the
+// profile's engine.args (file:line) when they alone hold it, else the
+// engine arguments typed on the command line.
+func keyArgsSource(s config.Settings, err error) error {
+	var nv *secret.NoValueError
+	if !errors.As(err, &nv) {
+		return err
+	}
+	prof := s.ProfileArgs
+	if prof.Value == nil && s.EngineArgs.Src.Origin == config.Profile {
+		prof = s.EngineArgs
+	}
+	none := func(string) ([]byte, error) { return nil, nil }
+	if _, perr := secret.Keys(engine.APIKeySpec(s.Engine.Value), prof.Value, nil, none); errors.As(perr, new(*secret.NoValueError)) {
+		return fmt.Errorf("%s: %w", prof.Src, err)
+	}
+	return fmt.Errorf("%s: %w", s.EngineArgs.Src, err)
 }
 
 // LaunchSpec is the part of the settings an engine adapter reads.

@@ -58,7 +58,7 @@ func Keys(sp Spec, argv, env []string, read func(path string) ([]byte, error)) (
 			i++
 			val = argv[i]
 		}
-		if val == "" || isKey && sp.Split && strings.Trim(val, ",") == "" {
+		if sp.EmptyKey(name, val) {
 			return nil, sp.noValue(name)
 		}
 		if isKey {
@@ -109,15 +109,36 @@ func Keys(sp Spec, argv, env []string, read func(path string) ([]byte, error)) (
 	return keys, nil
 }
 
-// noValue is the error for a key flag given no key: the sim and some
-// engines would start open, and the operator believes a key is set.
-func (sp Spec) noValue(flag string) error {
-	alt := append(slices.Clone(sp.Env), sp.FileEnv...)
+// NoValueError is the error for a key flag given no key: the sim and some
+// engines would start open, and the operator believes a key is set. It
+// names no source: its caller knows where the flag was given.
+type NoValueError struct {
+	Flag string
+	Alt  []string // the variables that can give the key instead
+}
+
+func (e *NoValueError) Error() string {
+	return fmt.Sprintf("engine flag %s has no value: %s", e.Flag, e.Fix())
+}
+
+// Fix says how to give the key.
+func (e *NoValueError) Fix() string {
 	hint := ""
-	if len(alt) > 0 {
-		hint = ", or set " + strings.Join(alt, " or ")
+	if len(e.Alt) > 0 {
+		hint = ", or set " + strings.Join(e.Alt, " or ")
 	}
-	return fmt.Errorf("engine flag %s has no value (in the engine arguments: after --, or the profile's engine.args): give it after the flag (%s VALUE)%s; without it the engine would serve with no API key", flag, flag, hint)
+	return fmt.Sprintf("give it after the flag (%s VALUE)%s; without it the engine would serve with no API key", e.Flag, hint)
+}
+
+// noValue is the error for a key flag of sp given no key.
+func (sp Spec) noValue(flag string) error {
+	return &NoValueError{Flag: flag, Alt: append(slices.Clone(sp.Env), sp.FileEnv...)}
+}
+
+// EmptyKey reports whether val, the value of key flag flag, gives no key:
+// empty, or (a comma list) only commas.
+func (sp Spec) EmptyKey(flag, val string) bool {
+	return val == "" || slices.Contains(sp.Flags, flag) && sp.Split && strings.Trim(val, ",") == ""
 }
 
 // TakeKeyFlags takes sp's key flags and their values out of argv, read as
