@@ -180,7 +180,7 @@ func report(w io.Writer, err error) int {
 		// The lines under the first are an engine's last output (a failed
 		// start): cut to the screen, as the engine's lines are in the log.
 		first, more, _ := strings.Cut(msg, "\n")
-		fmt.Fprintf(w, "speclaunch: error: %s\n", first)
+		printWrapped(w, "speclaunch: error: ", first)
 		for _, l := range strings.Split(more, "\n") {
 			if more != "" {
 				fmt.Fprintln(w, clipLine(l, screenWidth))
@@ -188,9 +188,22 @@ func report(w io.Writer, err error) int {
 		}
 	}
 	if hint != "" {
-		fmt.Fprintf(w, "speclaunch: hint: %s\n", hint)
+		printWrapped(w, "speclaunch: hint: ", hint)
 	}
 	return code
+}
+
+// printWrapped prints prefix and s wrapped at spaces to the screen's width,
+// every word kept (a path or a fix is never cut), the lines after the
+// first indented.
+func printWrapped(w io.Writer, prefix, s string) {
+	for i, l := range wrapWords(s, screenWidth-len(prefix)) {
+		if i == 0 {
+			fmt.Fprintf(w, "%s%s\n", prefix, l)
+			continue
+		}
+		fmt.Fprintf(w, "  %s\n", l)
+	}
 }
 
 // reportJSON is report for a command that logs JSON: one line, as the

@@ -365,3 +365,7 @@ func TestServeExitCodes(t *testing.T) {
 		}
 	})
 }
+
+// unwrap joins the lines report wraps to the screen ("\n  " continues a
+// line), for a test that matches a phrase across a wrap.
+func unwrap(s string) string { return strings.ReplaceAll(s, "\n  ", " ") }

@@ -163,3 +163,23 @@ func TestErrorAttrWraps(t *testing.T) {
 		t.Errorf("an error was cut:\n%s", out)
 	}
 }
+
+// An error and its hint printed at exit fit the screen, wrapped at spaces
+// with every word kept (issue 33: a 250-character error line).
+func TestReportWrapsToTheScreen(t *testing.T) {
+	words := strings.Repeat("the drafter's config.json declares block_size 1000000000 ", 6)
+	var b strings.Builder
+	code := report(&b, usage(errors.New(strings.TrimSpace(words)), "set block_size to a width from 2 to 256 in /models/some/long/path/config.json, or remove the key: "+words))
+	if code != 2 {
+		t.Fatalf("exit %d, want 2", code)
+	}
+	out := b.String()
+	for _, l := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+		if n := len([]rune(l)); n > screenWidth {
+			t.Errorf("a line of %d characters (at most %d):\n%s", n, screenWidth, l)
+		}
+	}
+	if got := unwrap(out); !strings.Contains(got, strings.TrimSpace(words)) || !strings.Contains(got, "speclaunch: hint: set block_size") {
+		t.Errorf("a word was lost in the wrap:\n%s", out)
+	}
+}
