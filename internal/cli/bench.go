@@ -448,7 +448,6 @@ type starter struct {
 
 func (st *starter) start(ctx context.Context, arm bench.ArmSpec, port int) (bench.Server, error) {
 	s := st.settings
-	port = st.armPort(port)
 	s.Port = config.Field[int]{Value: port, Src: config.Source{Origin: config.Flag, Name: "bench"}}
 	s.Host = config.Field[string]{Value: "127.0.0.1"}
 	o := plan.Options{}
@@ -463,6 +462,14 @@ func (st *starter) start(ctx context.Context, arm bench.ArmSpec, port int) (benc
 	p, err := plan.Build(ctx, s, st.l.Policy, st.deps, o)
 	if err != nil {
 		return nil, badInputErr(err)
+	}
+	// The port is picked after the plan (which may run the engine's
+	// --help), right before it is checked: picked before, another run
+	// took it meanwhile ("address already in use" in a tier-2 run).
+	if free := st.armPort(port); free != port {
+		if p, err = atPort(p, free); err != nil {
+			return nil, err
+		}
 	}
 	if err := serve.Launchable(p, true); err != nil {
 		return nil, err
@@ -511,6 +518,19 @@ func (st *starter) armPort(port int) int {
 		}
 	}
 	return port
+}
+
+// atPort is p with its engine on 127.0.0.1:port: the plan's command with
+// its listen address filled in (engine.Launch.At), the settings saying so.
+func atPort(p *plan.Plan, port int) (*plan.Plan, error) {
+	l, err := p.Launch.At("127.0.0.1", port)
+	if err != nil {
+		return nil, err
+	}
+	np := *p
+	np.Launch = l
+	np.Settings.Port = config.Field[int]{Value: port, Src: config.Source{Origin: config.Flag, Name: "bench"}}
+	return &np, nil
 }
 
 // redactRecord masks secrets in what a record keeps of the engines and

@@ -7,8 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/speclaunch/speclaunch/engine"
 	"github.com/speclaunch/speclaunch/internal/config"
 	"github.com/speclaunch/speclaunch/internal/key"
+	"github.com/speclaunch/speclaunch/internal/plan"
 	"github.com/speclaunch/speclaunch/internal/policy"
 	"github.com/speclaunch/speclaunch/internal/serve"
 	"github.com/speclaunch/speclaunch/internal/width"
@@ -103,5 +105,30 @@ func TestBenchArmPort(t *testing.T) {
 				t.Errorf("moved to %d, which is not free", got)
 			}
 		})
+	}
+}
+
+// An arm that moves to a free port keeps the command its plan built, with
+// the port filled in: the plan is not built again (its --help run again).
+func TestBenchAtPort(t *testing.T) {
+	a, err := engine.For(key.Sim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := a.Command(engine.Spec{Model: "t", Host: "127.0.0.1", Port: 18789}, width.Resolution{Source: width.Off}, "", nil, engine.Caps{Self: "/bin/speclaunch"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &plan.Plan{Launch: l}
+	p.Settings.Port.Value = 18789
+	np, err := atPort(p, 41234)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(np.Launch.Argv, " "); got != "/bin/speclaunch __sim -m t --host 127.0.0.1 --port 41234" || np.Launch.BaseURL != "http://127.0.0.1:41234" || np.Settings.Port.Value != 41234 {
+		t.Errorf("moved arm: %q at %s, settings port %d", got, np.Launch.BaseURL, np.Settings.Port.Value)
+	}
+	if p.Settings.Port.Value != 18789 || !strings.Contains(strings.Join(p.Launch.Argv, " "), "--port 18789") {
+		t.Error("the arm's own plan changed")
 	}
 }
