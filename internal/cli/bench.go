@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/speclaunch/speclaunch/cuda"
@@ -48,7 +49,7 @@ type BenchCmd struct {
 	Engines        int     `help:"Load sweep: fresh engines per width, at least 2, so the spread between engines is measured (default 3)." group:"Bench"`
 	Window         string  `help:"Load sweep: the length of one measured window per engine and level (default 5s; 3 windows after a 3s warm-up)." placeholder:"DUR" group:"Bench"`
 	Schedule       string  `help:"restart: one server at a time, each round restarts every arm (for models that fit once); resident: every arm's server up at once." placeholder:"restart|resident" group:"Bench"`
-	BasePort       int     `help:"First loopback port for arm servers; at the default an arm whose port is taken gets a free one, a port given here is used as is." group:"Bench"`
+	BasePort       int     `help:"First loopback port for arm servers (arm i on base+i) when one is given; at the default each arm gets a free loopback port the kernel picks, so two benches on one host never collide." group:"Bench"`
 	Out            string  `help:"Output path without extension: writes OUT.md, OUT.json, OUT.svg." placeholder:"DIR/NAME" group:"Bench"`
 	Force          bool    `help:"Overwrite existing outputs." group:"Bench"`
 	JSON           bool    `help:"Progress as JSON lines on stdout, for machines." group:"Bench"`
@@ -440,10 +441,15 @@ type starter struct {
 	opts     instance.Options
 	// log says an engine start or width check that lasts (waitlog).
 	log *slog.Logger
-	// anyPort: the base port is the default, not the operator's, so an
-	// arm whose port another process holds takes a free loopback port
-	// rather than failing (a shared host's other servers sit there).
+	// anyPort: the base port is the default, not the operator's, so each
+	// arm takes a free loopback port the kernel picks (a shared host's
+	// other servers, or another bench, sit on the default ports).
 	anyPort bool
+	// mu guards given: the ports handed out in this run, so that two arms
+	// started at once never get the same one before either engine binds.
+	mu    sync.Mutex
+	given map[int]bool
+	pick  func() (int, error) // serve.LoopbackPort; a test's own
 }
 
 func (st *starter) start(ctx context.Context, arm bench.ArmSpec, port int) (bench.Server, error) {
@@ -509,11 +515,31 @@ func (s benchServer) Diagnostics() []bench.Diag {
 	return out
 }
 
-// armPort is the port an arm listens on: its own (base port + index), or,
-// when that is taken and the base port was not the operator's, a free one.
+// armPort is the port an arm listens on: base port + index when the
+// operator gave the base port, else a free loopback port the kernel picks.
+// Scanning up from the default base port, two benches (or tunes) on one
+// host both found 18790 free and the second engine failed to bind (tier 2
+// failed 3 of 13 runs so, two at once in one `go test ./...`).
 func (st *starter) armPort(port int) int {
-	if st.anyPort && serve.PortFree("127.0.0.1", port) != nil {
-		if p, err := serve.LoopbackPort(); err == nil {
+	if !st.anyPort {
+		return port
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	pick := st.pick
+	if pick == nil {
+		pick = serve.LoopbackPort
+	}
+	for range 16 { // the kernel may hand a port back once its probe closed
+		p, err := pick()
+		if err != nil {
+			break
+		}
+		if !st.given[p] {
+			if st.given == nil {
+				st.given = map[int]bool{}
+			}
+			st.given[p] = true
 			return p
 		}
 	}

@@ -92,8 +92,9 @@ func TestBenchArmPort(t *testing.T) {
 		moved   bool
 	}{
 		{"default base, port taken", true, taken, true},
-		{"default base, port free", true, free, false},
+		{"default base, port free: still the kernel's pick (another bench may pick it too)", true, free, true},
 		{"operator's base, port taken", false, taken, false},
+		{"operator's base, port free", false, free, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -130,5 +131,19 @@ func TestBenchAtPort(t *testing.T) {
 	}
 	if p.Settings.Port.Value != 18789 || !strings.Contains(strings.Join(p.Launch.Argv, " "), "--port 18789") {
 		t.Error("the arm's own plan changed")
+	}
+}
+
+// Arms started at once on the default base port each get their own port,
+// though the kernel may hand a closed probe's port out again.
+func TestArmPortsDistinct(t *testing.T) {
+	picks := []int{40001, 40001, 40001, 40002}
+	st := &starter{anyPort: true, pick: func() (int, error) {
+		p := picks[0]
+		picks = picks[1:]
+		return p, nil
+	}}
+	if a, b := st.armPort(18790), st.armPort(18791); a != 40001 || b != 40002 {
+		t.Errorf("ports %d and %d, want 40001 and 40002 (a port handed out once is not given again)", a, b)
 	}
 }
