@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -528,9 +529,9 @@ func (st *starter) armPort(port int) int {
 	defer st.mu.Unlock()
 	pick := st.pick
 	if pick == nil {
-		pick = serve.LoopbackPort
+		pick = armPortPick
 	}
-	for range 16 { // the kernel may hand a port back once its probe closed
+	for range 16 { // a pick may be one handed out already
 		p, err := pick()
 		if err != nil {
 			break
@@ -544,6 +545,25 @@ func (st *starter) armPort(port int) int {
 		}
 	}
 	return port
+}
+
+// Arm ports are drawn at random below Linux's ephemeral range (32768 up),
+// which outgoing connections take from: a kernel-picked port there was
+// taken by another process between the pick and the engine's bind (tier 2
+// failed 1 of 7 runs so, port 33247), as scanning up from 18790 collided
+// with a second bench (3 of 13 runs).
+const armPortLo, armPortHi = 20000, 32000
+
+// armPortPick draws a free loopback port in [armPortLo, armPortHi).
+func armPortPick() (int, error) {
+	var err error
+	for range 64 {
+		p := armPortLo + rand.IntN(armPortHi-armPortLo)
+		if err = serve.PortFree("127.0.0.1", p); err == nil {
+			return p, nil
+		}
+	}
+	return 0, fmt.Errorf("no free loopback port in %d-%d: %w", armPortLo, armPortHi-1, err)
 }
 
 // atPort is p with its engine on 127.0.0.1:port: the plan's command with

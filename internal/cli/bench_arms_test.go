@@ -147,3 +147,14 @@ func TestArmPortsDistinct(t *testing.T) {
 		t.Errorf("ports %d and %d, want 40001 and 40002 (a port handed out once is not given again)", a, b)
 	}
 }
+
+// An arm's port is drawn below the ephemeral range, which outgoing
+// connections take from, and is free when drawn.
+func TestArmPortPick(t *testing.T) {
+	for range 20 {
+		p, err := armPortPick()
+		if err != nil || p < armPortLo || p >= armPortHi {
+			t.Fatalf("armPortPick() = %d, %v; want a port in %d-%d", p, err, armPortLo, armPortHi-1)
+		}
+	}
+}
