@@ -50,7 +50,7 @@ type BenchCmd struct {
 	Engines        int     `help:"Load sweep: fresh engines per width, at least 2, so the spread between engines is measured (default 3)." group:"Bench"`
 	Window         string  `help:"Load sweep: the length of one measured window per engine and level (default 5s; 3 windows after a 3s warm-up)." placeholder:"DUR" group:"Bench"`
 	Schedule       string  `help:"restart: one server at a time, each round restarts every arm (for models that fit once); resident: every arm's server up at once." placeholder:"restart|resident" group:"Bench"`
-	BasePort       int     `help:"First loopback port for arm servers (arm i on base+i) when one is given; at the default each arm gets a free loopback port the kernel picks, so two benches on one host never collide." group:"Bench"`
+	BasePort       int     `help:"First loopback port for arm servers (arm i on base+i) when one is given; at the default each arm gets a free loopback port drawn at random below the ephemeral range, so two benches on one host never collide." group:"Bench"`
 	Out            string  `help:"Output path without extension: writes OUT.md, OUT.json, OUT.svg." placeholder:"DIR/NAME" group:"Bench"`
 	Force          bool    `help:"Overwrite existing outputs." group:"Bench"`
 	JSON           bool    `help:"Progress as JSON lines on stdout, for machines." group:"Bench"`
@@ -443,7 +443,7 @@ type starter struct {
 	// log says an engine start or width check that lasts (waitlog).
 	log *slog.Logger
 	// anyPort: the base port is the default, not the operator's, so each
-	// arm takes a free loopback port the kernel picks (a shared host's
+	// arm takes a free loopback port drawn at random below the ephemeral range (a shared host's
 	// other servers, or another bench, sit on the default ports).
 	anyPort bool
 	// mu guards given: the ports handed out in this run, so that two arms
@@ -517,7 +517,7 @@ func (s benchServer) Diagnostics() []bench.Diag {
 }
 
 // armPort is the port an arm listens on: base port + index when the
-// operator gave the base port, else a free loopback port the kernel picks.
+// operator gave the base port, else a free loopback port drawn at random below the ephemeral range.
 // Scanning up from the default base port, two benches (or tunes) on one
 // host both found 18790 free and the second engine failed to bind (tier 2
 // failed 3 of 13 runs so, two at once in one `go test ./...`).

@@ -208,7 +208,7 @@ var Rows = []Row{
 		defaults.BenchWarmup, parseWarmup, func(s *Settings) *Field[int] { return &s.Bench.Warmup }),
 	value(Row{Name: "bench-max-tokens", Flag: "max-tokens", Key: "bench.max_tokens", Scope: ScopeBench, Doc: "tokens per request, 1 to 65536"},
 		defaults.BenchMaxTokens, parseMaxTokens, func(s *Settings) *Field[int] { return &s.Bench.MaxTokens }),
-	checked(value(Row{Name: "bench-base-port", Flag: "base-port", Key: "bench.base_port", Scope: ScopeBench, Doc: "first loopback port for arm servers (arm i on base+i) when one is given; at the default each arm gets a free loopback port the kernel picks, so two benches on one host never collide"},
+	checked(value(Row{Name: "bench-base-port", Flag: "base-port", Key: "bench.base_port", Scope: ScopeBench, Doc: "first loopback port for arm servers (arm i on base+i) when one is given; at the default each arm gets a free loopback port drawn at random below the ephemeral range, so two benches on one host never collide"},
 		defaults.BenchBasePort, wholeNumber("base port"), func(s *Settings) *Field[int] { return &s.Bench.BasePort }), checkBasePort),
 	value(Row{Name: "bench-schedule", Flag: "schedule", Key: "bench.schedule", Scope: ScopeBench, Doc: "`restart`: one server at a time, each round restarts every arm; `resident`: every arm's server up at once"},
 		defaults.BenchSchedule, parseSchedule, func(s *Settings) *Field[string] { return &s.Bench.Schedule }),
