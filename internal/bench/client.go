@@ -311,8 +311,9 @@ func (c *client) wrapErr(parent, rctx context.Context, err error) error {
 // allocating. It declines (handled false, text untouched) anything that is
 // not plainly a content event: final and error events, and any encoding it
 // does not expect, which then take the encoding/json path. A quote inside a
-// JSON string is always escaped, so `"stop":false` and `"error"` can only
-// match as keys.
+// JSON string is always escaped, so `"stop":false` can only match as a key;
+// `"error"` also matches a token whose whole text is the word, which the
+// encoding/json path then reads as the token it is.
 func (c *client) fastContent(p []byte) (handled, nonEmpty bool) {
 	if !bytes.Contains(p, stopFalse) || bytes.Contains(p, errorKey) || bytes.Contains(p, timingsKey) {
 		return false, false

@@ -6,7 +6,7 @@ import (
 	"runtime/debug"
 )
 
-// Version is set at link time (-ldflags "-X github.com/speclaunch/speclaunch/cli.Version=v1.2.3").
+// Version is set at link time (-ldflags "-X github.com/speclaunch/speclaunch/internal/cli.Version=v1.2.3").
 var Version = "dev"
 
 // VersionCmd prints version information.

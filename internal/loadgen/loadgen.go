@@ -370,7 +370,7 @@ func one(ctx context.Context, o Options, body []byte) outcome {
 		}
 		finish = finish || strings.Contains(data, `"finish_reason":"`)
 		stop = stop || strings.Contains(data, `"stop":true`)
-		if strings.Contains(data, `"error"`) {
+		if strings.Contains(data, `"error"`) && errorEvent(data) {
 			out.err = "error event: " + short(data)
 			return out
 		}
@@ -389,6 +389,15 @@ func one(ctx context.Context, o Options, body []byte) outcome {
 	}
 	out.done = streamWhole(o.Path, finish, sawDone, stop)
 	return out
+}
+
+// errorEvent reports an event whose top-level object has an error: a
+// token whose text is the word error also puts "error" in the line.
+func errorEvent(data string) bool {
+	var v struct {
+		Error json.RawMessage `json:"error"`
+	}
+	return json.Unmarshal([]byte(data), &v) == nil && len(v.Error) > 0 && string(v.Error) != "null"
 }
 
 // setHeader sets the load's own header on a request, then the JSON
