@@ -11,6 +11,9 @@
 //	go run ./scripts/followeval -url http://127.0.0.1:8080 -prompts internal/bench/prompts/code \
 //	    -levels 1,4 -phase 2m -run 12m -max-tokens 200 -out follow.json
 //
+// Requests are greedy unless -temperature says otherwise, as tune
+// measures (llama-server's own default is 0.8).
+//
 // Exit status: 0 no failed or empty request, 1 some, 2 bad input.
 package main
 
@@ -41,19 +44,25 @@ type Phase struct {
 	Bad      int     `json:"failed_or_empty"`
 	Widths   []int   `json:"widths_seen"`
 	Switches int     `json:"switches"`
+	// Errors counts each failure's first words ("stream without its final
+	// event", "status 503: ..."), so a failed request says what it was.
+	Errors map[string]int `json:"errors,omitempty"`
 }
 
 // Report is the run.
 type Report struct {
-	URL      string          `json:"url"`
-	Levels   []int           `json:"levels"`
-	Phase    string          `json:"phase"`
-	Phases   []Phase         `json:"phases"`
-	Tokens   int             `json:"tokens"`
-	Seconds  float64         `json:"seconds"`
-	Rate     float64         `json:"tokens_per_s"`
-	Bad      int             `json:"failed_or_empty"`
-	Switches json.RawMessage `json:"switches"` // the status page's switch records at the end
+	URL    string `json:"url"`
+	Levels []int  `json:"levels"`
+	Phase  string `json:"phase"`
+	// Temperature is sent with every request: llama-server's own default
+	// is 0.8, and tune measures greedy (0).
+	Temperature float64         `json:"temperature"`
+	Phases      []Phase         `json:"phases"`
+	Tokens      int             `json:"tokens"`
+	Seconds     float64         `json:"seconds"`
+	Rate        float64         `json:"tokens_per_s"`
+	Bad         int             `json:"failed_or_empty"`
+	Switches    json.RawMessage `json:"switches"` // the status page's switch records at the end
 }
 
 func main() { os.Exit(run(os.Args[1:])) }
@@ -66,13 +75,14 @@ func run(args []string) int {
 	phase := fs.Duration("phase", 2*time.Minute, "length of one phase")
 	total := fs.Duration("run", 12*time.Minute, "length of the run")
 	maxTokens := fs.Int("max-tokens", 200, "max_tokens per request")
+	temp := fs.Float64("temperature", 0, "temperature sent with every request (0 = greedy, as tune measures; llama-server's own default is 0.8)")
 	out := fs.String("out", "", "write the JSON report here")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	ls, err := parseLevels(*levels)
-	if err != nil || *dir == "" || *phase <= 0 || *total < *phase || *maxTokens < 1 || fs.NArg() > 0 {
-		fmt.Fprintf(os.Stderr, "followeval: give -prompts DIR, -levels like 1,4 (%v), -phase > 0, -run ≥ -phase, -max-tokens ≥ 1, no positional arguments\n", err)
+	if err != nil || *dir == "" || *phase <= 0 || *total < *phase || *maxTokens < 1 || *temp < 0 || fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "followeval: give -prompts DIR, -levels like 1,4 (%v), -phase > 0, -run ≥ -phase, -max-tokens ≥ 1, -temperature ≥ 0, no positional arguments\n", err)
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -86,10 +96,10 @@ func run(args []string) int {
 	for i, p := range ps {
 		texts[i] = p.Text
 	}
-	rep := Report{URL: *url, Levels: ls, Phase: phase.String()}
+	rep := Report{URL: *url, Levels: ls, Phase: phase.String(), Temperature: *temp}
 	for i := 0; time.Duration(i)*(*phase) < *total && ctx.Err() == nil; i++ {
 		n := ls[i%len(ls)]
-		p := runPhase(ctx, *url, n, *phase, *maxTokens, texts)
+		p := runPhase(ctx, *url, n, *phase, *maxTokens, *temp, texts)
 		fmt.Fprintf(os.Stderr, "phase %d: %d clients, %.1f tok/s, %d requests, %d bad, widths %v, %d switches\n", i+1, n, p.Rate, p.Sent, p.Bad, p.Widths, p.Switches)
 		rep.Phases = append(rep.Phases, p)
 		rep.Tokens, rep.Seconds, rep.Bad = rep.Tokens+p.Tokens, rep.Seconds+p.Seconds, rep.Bad+p.Bad
@@ -130,7 +140,7 @@ func parseLevels(s string) ([]int, error) {
 
 // runPhase runs n clients for d while polling the status page once a
 // second for the width serving and the switches made.
-func runPhase(ctx context.Context, url string, n int, d time.Duration, maxTokens int, prompts []string) Phase {
+func runPhase(ctx context.Context, url string, n int, d time.Duration, maxTokens int, temp float64, prompts []string) Phase {
 	p := Phase{Clients: n}
 	var mu sync.Mutex
 	seen := map[int]bool{}
@@ -161,13 +171,14 @@ func runPhase(ctx context.Context, url string, n int, d time.Duration, maxTokens
 			}
 		}
 	}()
-	res, err := loadgen.Run(ctx, loadgen.Options{URL: url, Clients: n, Duration: d, Stream: true, MaxTokens: maxTokens, Prompts: prompts, Timeout: 5 * time.Minute})
+	res, err := loadgen.Run(ctx, loadgen.Options{URL: url, Clients: n, Duration: d, Stream: true, MaxTokens: maxTokens, Prompts: prompts,
+		Params: map[string]any{"temperature": temp}, Timeout: 5 * time.Minute})
 	stopPoll()
 	<-done
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "followeval:", err)
 	}
-	p.Seconds, p.Tokens, p.Sent, p.Bad = res.Elapsed.Seconds(), res.Tokens, res.Sent, res.Bad()
+	p.Seconds, p.Tokens, p.Sent, p.Bad, p.Errors = res.Elapsed.Seconds(), res.Tokens, res.Sent, res.Bad(), res.Errors
 	if p.Seconds > 0 {
 		p.Rate = float64(p.Tokens) / p.Seconds
 	}
