@@ -77,6 +77,7 @@ func renameOver(t testing.TB, path, content string) {
 }
 
 func TestInPlaceWriteIsOneChange(t *testing.T) {
+	t.Parallel() // each has its own directory; the SIGHUP tests run alone, before these
 	path := filepath.Join(t.TempDir(), "profile.toml")
 	write(t, path, "v1")
 	// A debounce the burst fits in whatever the load: three writes with an
@@ -98,6 +99,7 @@ func TestInPlaceWriteIsOneChange(t *testing.T) {
 }
 
 func TestRenameOver(t *testing.T) {
+	t.Parallel() // each has its own directory; the SIGHUP tests run alone, before these
 	path := filepath.Join(t.TempDir(), "profile.toml")
 	write(t, path, "v1")
 	w := newWatcher(t, []string{path}, Options{})
@@ -113,6 +115,7 @@ func TestRenameOver(t *testing.T) {
 // update renames a new ..data symlink over the old one. No event names the
 // watched file.
 func TestConfigMapSwap(t *testing.T) {
+	t.Parallel() // each has its own directory; the SIGHUP tests run alone, before these
 	dir := t.TempDir()
 	path := filepath.Join(dir, "profile.toml")
 	mkdata := func(ts, content string) {
@@ -142,6 +145,7 @@ func TestConfigMapSwap(t *testing.T) {
 }
 
 func TestUnchangedRewriteIsNoChange(t *testing.T) {
+	t.Parallel() // each has its own directory; the SIGHUP tests run alone, before these
 	path := filepath.Join(t.TempDir(), "profile.toml")
 	write(t, path, "same")
 	w := newWatcher(t, []string{path}, Options{})
@@ -155,6 +159,7 @@ func TestUnchangedRewriteIsNoChange(t *testing.T) {
 }
 
 func TestMissingFileWaitsForItsReturn(t *testing.T) {
+	t.Parallel() // each has its own directory; the SIGHUP tests run alone, before these
 	dir := t.TempDir()
 	path := filepath.Join(dir, "policy.toml")
 	write(t, path, "v1")
@@ -174,6 +179,7 @@ func TestMissingFileWaitsForItsReturn(t *testing.T) {
 }
 
 func TestFilesInOneDirectoryShareAWatch(t *testing.T) {
+	t.Parallel() // each has its own directory; the SIGHUP tests run alone, before these
 	d1, d2 := t.TempDir(), t.TempDir()
 	a, b, c := filepath.Join(d1, "a.toml"), filepath.Join(d1, "b.toml"), filepath.Join(d2, "c.toml")
 	for _, p := range []string{a, b, c} {
@@ -192,6 +198,7 @@ func TestFilesInOneDirectoryShareAWatch(t *testing.T) {
 
 // TestPollOnly runs without fsnotify, as a single-file bind mount behaves.
 func TestPollOnly(t *testing.T) {
+	t.Parallel() // each has its own directory; the SIGHUP tests run alone, before these
 	path := filepath.Join(t.TempDir(), "profile.toml")
 	write(t, path, "v1")
 	w := newWatcher(t, []string{path}, Options{Poll: 20 * time.Millisecond, pollOnly: true})
@@ -207,6 +214,7 @@ func TestPollOnly(t *testing.T) {
 // TestOverflowRescans removes the directory watch so that the kernel
 // reports nothing, then injects the overflow error fsnotify would send.
 func TestOverflowRescans(t *testing.T) {
+	t.Parallel() // each has its own directory; the SIGHUP tests run alone, before these
 	dir := t.TempDir()
 	path := filepath.Join(dir, "profile.toml")
 	write(t, path, "v1")
@@ -264,6 +272,7 @@ func TestCloseStopsEverything(t *testing.T) {
 }
 
 func TestNewRejectsMissingDirectory(t *testing.T) {
+	t.Parallel() // each has its own directory; the SIGHUP tests run alone, before these
 	missing := filepath.Join(t.TempDir(), "nope", "profile.toml")
 	_, err := New([]string{missing}, Options{})
 	if err == nil || !strings.Contains(err.Error(), filepath.Dir(missing)) {
@@ -275,6 +284,7 @@ func TestNewRejectsMissingDirectory(t *testing.T) {
 // with the default 150 ms debounce. The budget from save to
 // restart start is 500 ms; the bound below is only a liveness check.
 func TestSaveToChangeLatency(t *testing.T) {
+	t.Parallel() // each has its own directory; the SIGHUP tests run alone, before these
 	path := filepath.Join(t.TempDir(), "profile.toml")
 	write(t, path, "v0")
 	w := newWatcher(t, []string{path}, Options{Poll: DefaultPoll})
@@ -327,6 +337,7 @@ type lockedBuffer = testenv.Buffer
 // empty one (a truncate-then-write caught halfway) is not a change: the
 // next write is.
 func TestDeletedAndEmptyFilesAreSaidAndNotApplied(t *testing.T) {
+	t.Parallel() // each has its own directory; the SIGHUP tests run alone, before these
 	dir := t.TempDir()
 	path := filepath.Join(dir, "p.toml")
 	write(t, path, "v1")
@@ -349,6 +360,7 @@ func TestDeletedAndEmptyFilesAreSaidAndNotApplied(t *testing.T) {
 // A watched file that cannot be read (here a link to a FIFO) is said once,
 // not at every poll or event, and again after it read well in between.
 func TestUnreadableFileIsSaidOnce(t *testing.T) {
+	t.Parallel() // each has its own directory; the SIGHUP tests run alone, before these
 	dir := t.TempDir()
 	path, fifo := filepath.Join(dir, "p.toml"), filepath.Join(dir, "fifo")
 	write(t, path, "v1")
@@ -390,6 +402,7 @@ func TestUnreadableFileIsSaidOnce(t *testing.T) {
 // another directory) reports its next write, not what it held when added;
 // a file dropped reports nothing more.
 func TestWatchChangesTheSet(t *testing.T) {
+	t.Parallel() // each has its own directory; the SIGHUP tests run alone, before these
 	prof := filepath.Join(t.TempDir(), "profile.toml")
 	pol := filepath.Join(t.TempDir(), "policy.toml")
 	write(t, prof, "v1")
@@ -419,6 +432,7 @@ func TestWatchChangesTheSet(t *testing.T) {
 // blocked handing over a change) returns: serve's reload loop reads
 // Changes and calls Watch, and both waited on each other.
 func TestWatchWhileChangesIsFull(t *testing.T) {
+	t.Parallel() // each has its own directory; the SIGHUP tests run alone, before these
 	path := filepath.Join(t.TempDir(), "profile.toml")
 	write(t, path, "v0")
 	w := newWatcher(t, []string{path}, Options{})
