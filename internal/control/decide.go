@@ -33,6 +33,9 @@ func (c Controller) decide(s *State, b int, now time.Time) []Action {
 	changed := sb.Width != choice
 	sb.Width, sb.Source = choice, why
 	s.Pair.Buckets[b].Why = why
+	if s.Exp.Kind == Trialing && s.Exp.Bucket == b && s.Exp.Width == run {
+		acts = append(acts, Action{Op: Log, Msg: c.trialOutcome(s, b, def, choice)})
+	}
 	s.Exp = Experiment{HoldUntil: s.Exp.HoldUntil}
 	s.Pair.Saved = now
 	acts = append(acts, Action{Op: Save})
@@ -57,6 +60,31 @@ func (c Controller) decide(s *State, b int, now time.Time) []Action {
 		return append(acts, Action{Op: Log, Msg: fmt.Sprintf("adapt: trial of width %d at %s: %s", w, schedule.InFlight(sb.Range()), reason)})
 	}
 	return append(acts, Action{Op: Log, Msg: fmt.Sprintf("adapt: stay at width %d at %s: %s", run, schedule.InFlight(sb.Range()), why)})
+}
+
+// trialOutcome says what the trial under way at bucket b measured and
+// what follows from it: an operator who saw "trial of width 16 predicted
+// +30 %" then sees the measure that kept or undid it (on the H200 two
+// trials went back to the default with no word of why,
+// docs/benchmark_results/h200-follow-2026-12-05.md).
+func (c Controller) trialOutcome(s *State, b, def, choice int) string {
+	w := s.Exp.Width
+	head := fmt.Sprintf("adapt: trial of width %d at %s ended:", w, schedule.InFlight(s.Pair.Schedule[b].Range()))
+	ew, okw := c.estimate(s, b, w)
+	ed, okd := c.estimate(s, b, def)
+	var measured string
+	switch {
+	case !okw:
+		measured = "not measured (too few cycles)"
+	case w == def || !okd:
+		measured = fmt.Sprintf("measured %.1f tokens/s a request", ew.Rate)
+	default:
+		measured = fmt.Sprintf("measured %+.1f%% against default width %d", 100*(ew.Rate/ed.Rate-1), def)
+	}
+	if choice == w {
+		return fmt.Sprintf("%s %s; width %d stays", head, measured, w)
+	}
+	return fmt.Sprintf("%s %s; back to width %d", head, measured, choice)
 }
 
 // choose is the rule. The default (the safe answer) is the incumbent: a

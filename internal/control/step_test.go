@@ -1,6 +1,7 @@
 package control
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -249,6 +250,22 @@ func TestStepTrialAndProbe(t *testing.T) {
 		if a.Op == SwitchTo && !strings.Contains(a.Reason, "trial: ") {
 			t.Errorf("a trial's switch does not say so: %s", a.Reason)
 		}
+	}
+	// The trial's engine serves, slower than the default: the decision
+	// that ends the trial says what it measured and where it goes.
+	trial := s.Exp.Width
+	s, _ = c.Step(s, Observation{Kind: Switched, Now: e.now, Took: time.Second})
+	e.gen, e.width, e.ms = 2, trial, 60
+	s, acts = run(c, s, e, 40)
+	var ended string
+	for _, a := range acts {
+		if a.Op == Log && strings.Contains(a.Msg, "ended:") {
+			ended = a.Msg
+		}
+	}
+	want := fmt.Sprintf("adapt: trial of width %d at 1 request in flight ended: measured -", trial)
+	if !strings.HasPrefix(ended, want) || !strings.HasSuffix(ended, "against default width 4; back to width 4") {
+		t.Errorf("the trial's end said %q, want %q… against default width 4; back to width 4", ended, want)
 	}
 }
 
