@@ -54,7 +54,7 @@ max_width = 8
 	var progress strings.Builder
 	res, err := adapteval.Run(context.Background(), adapteval.Options{
 		URL: fmt.Sprintf("http://127.0.0.1:%d", port), Prompts: ps, Clients: 2, MaxTokens: 64,
-		SettleTimeout: 90 * time.Second, Measure: 2 * time.Second, Poll: 100 * time.Millisecond, Progress: &progress, Direct: true,
+		SettleTimeout: 4 * time.Minute, Measure: 2 * time.Second, Poll: 100 * time.Millisecond, Progress: &progress, Direct: true,
 	})
 	if err != nil {
 		t.Fatalf("%v\n%s\nlog:\n%s", err, &progress, r.log)
