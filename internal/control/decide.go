@@ -35,6 +35,9 @@ func (c Controller) decide(s *State, b int, now time.Time) []Action {
 	s.Pair.Buckets[b].Why = why
 	if s.Exp.Kind == Trialing && s.Exp.Bucket == b && s.Exp.Width == run {
 		acts = append(acts, Action{Op: Log, Msg: c.trialOutcome(s, b, def, choice)})
+		if ew, ok := c.estimate(s, b, run); ok && s.Exp.Predicted > 0 {
+			s.Pair.TrialError = ew.Rate/s.Exp.Predicted - 1
+		}
 	}
 	s.Exp = Experiment{HoldUntil: s.Exp.HoldUntil}
 	s.Pair.Saved = now
@@ -53,9 +56,9 @@ func (c Controller) decide(s *State, b int, now time.Time) []Action {
 		s.Engine.Last.Choice, s.Engine.Last.Switch, s.Engine.Last.Reason = w, true, reason
 		return append(acts, Action{Op: Log, Msg: fmt.Sprintf("adapt: %s at %s", reason, schedule.InFlight(sb.Range()))})
 	}
-	if w, reason := c.pickTrial(s, b, choice, now); w > 0 {
+	if w, p, reason := c.pickTrial(s, b, choice, now); w > 0 {
 		s.Pair.Buckets[b].Tried[w] = now
-		s.Exp = Experiment{Kind: Trialing, Width: w, From: run, Bucket: b, Since: now, Reason: reason, HoldUntil: s.Exp.HoldUntil}
+		s.Exp = Experiment{Kind: Trialing, Width: w, From: run, Bucket: b, Since: now, Reason: reason, Predicted: p, HoldUntil: s.Exp.HoldUntil}
 		s.Engine.Last.Choice, s.Engine.Last.Switch, s.Engine.Last.Reason = w, true, "trial: "+reason
 		return append(acts, Action{Op: Log, Msg: fmt.Sprintf("adapt: trial of width %d at %s: %s", w, schedule.InFlight(sb.Range()), reason)})
 	}

@@ -109,15 +109,15 @@ func (c Controller) predict(s *State, b, w int) (float64, bool) {
 
 // pickTrial names a width never measured at bucket b (nor tried within
 // RetryAfter) whose predicted rate would pass the rule against base, the
-// width chosen: the one predicted fastest. A trial that does not pass is
-// undone by the next decision.
-func (c Controller) pickTrial(s *State, b, base int, now time.Time) (int, string) {
+// width chosen: the one predicted fastest, with its predicted rate. A
+// trial that does not pass is undone by the next decision.
+func (c Controller) pickTrial(s *State, b, base int, now time.Time) (int, float64, string) {
 	if !c.on("trials") {
-		return 0, ""
+		return 0, 0, ""
 	}
 	eb, ok := c.estimate(s, b, base)
 	if !ok {
-		return 0, ""
+		return 0, 0, ""
 	}
 	sigma := c.spread(b)
 	if !c.on("spread") {
@@ -143,9 +143,10 @@ func (c Controller) pickTrial(s *State, b, base int, now time.Time) (int, string
 		}
 	}
 	if pick == 0 {
-		return 0, ""
+		return 0, 0, ""
 	}
-	return pick, fmt.Sprintf("width %d predicted %+.1f%% over width %d; a gain of %.1f%% passes the noise and the switch", pick, 100*(pickRate/eb.Rate-1), base, 100*accept)
+	why := fmt.Sprintf("width %d predicted %+.1f%% over width %d; a gain of %.1f%% passes the noise and the switch", pick, 100*(pickRate/eb.Rate-1), base, 100*accept)
+	return pick, pickRate, why
 }
 
 // probeRows are the rows the model reads at bucket b: N·w for every width,

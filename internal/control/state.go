@@ -58,6 +58,12 @@ type Pair struct {
 	// Changes are when the drift test last found the traffic changed (at
 	// most maxChanges): their gap is how long this traffic stays put.
 	Changes []time.Time `json:",omitempty"`
+	// TrialError is the latest judged trial's error of the model's
+	// prediction of its rate (measured / predicted − 1), shown in the
+	// status and /metrics. It does not enter a decision: dividing later
+	// trials' predictions by 1 + TrialError made the calibrated matrix
+	// worse (docs/benchmark_results/h200-follow-2026-12-05.md).
+	TrialError float64 `json:",omitempty"`
 	// Decisions counts the decisions made.
 	Decisions int
 	// Saved is when the pair's knowledge last changed in a way worth
@@ -149,6 +155,9 @@ type Experiment struct {
 	Bucket int // the bucket it is for
 	Since  time.Time
 	Reason string
+	// Predicted is the model's rate for the trial's width (0 for a check,
+	// which is not chosen by the model).
+	Predicted float64
 	// HoldUntil: after a failed switch no other is asked for until then.
 	HoldUntil time.Time
 }

@@ -267,6 +267,11 @@ func TestStepTrialAndProbe(t *testing.T) {
 	if !strings.HasPrefix(ended, want) || !strings.HasSuffix(ended, "against default width 4; back to width 4") {
 		t.Errorf("the trial's end said %q, want %q… against default width 4; back to width 4", ended, want)
 	}
+	// The model overpredicted the trial: its error is kept with the pair
+	// and shown.
+	if te := s.Pair.TrialError; te >= 0 || s.Status(e.now).PredictionError != te {
+		t.Errorf("trial error %v (status %v), want below zero after a trial slower than predicted", s.Pair.TrialError, s.Status(e.now).PredictionError)
+	}
 }
 
 func TestStepDrift(t *testing.T) {

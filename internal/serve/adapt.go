@@ -56,6 +56,7 @@ func (sv *launcher) newAdapt(p *plan.Plan) Controller {
 		publish: func(s control.Status) {
 			sv.st.setAdapt(s)
 			sv.met.Adapt(s.State)
+			sv.met.PredictionError(s.PredictionError)
 		}, every: controlEvery,
 		started: func() time.Duration {
 			_, d := sv.ctl.forFollower()
