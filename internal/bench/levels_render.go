@@ -10,6 +10,7 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 
+	"github.com/speclaunch/speclaunch/internal/evidence"
 	"github.com/speclaunch/speclaunch/internal/record"
 )
 
@@ -82,6 +83,9 @@ func (md *mdWriter) loadLevel(i int) {
 			f1(a.Stats.Min), f1(a.Stats.Median), f1(a.Stats.Max), speedup(a), vd, floats(spread[a.Label]))
 	}
 	md.w("\nSpread between engines: largest %.1f%%, median %.1f%% of an arm's median (%d engines).\n\n", 100*l.Spread.MaxRel, 100*l.Spread.MedianRel, l.Spread.Engines)
+	if few := evidence.FewEngines(l.Spread.Engines); few != "" {
+		md.w("Note: %s.\n\n", few)
+	}
 	md.w("Bucket: %s. %s\n\n", widthWord(l.Bucket.Width), l.Bucket.Why)
 }
 

@@ -131,7 +131,7 @@ func TestRunLoadStructure(t *testing.T) {
 		t.Fatal(err)
 	}
 	md := string(RenderMarkdown(rec))
-	for _, want := range []string{"## Schedule earned", "## 1 client", "## 3 clients", "Spread between engines", "## Raw windows"} {
+	for _, want := range []string{"## Schedule earned", "## 1 client", "## 3 clients", "Spread between engines", "Note: with 2 engines per width", "## Raw windows"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q", want)
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/speclaunch/speclaunch/internal/bench"
 	"github.com/speclaunch/speclaunch/internal/config"
+	"github.com/speclaunch/speclaunch/internal/evidence"
 	"github.com/speclaunch/speclaunch/internal/plan"
 	"github.com/speclaunch/speclaunch/internal/record"
 )
@@ -109,6 +110,9 @@ func sweepLoad(e *Env, log *slog.Logger, lo bench.LoadOptions, st *starter, rec 
 // runLoadRecord measures and writes the record; the error is the sweep's
 // (the record is written either way) or the write's.
 func runLoadRecord(e *Env, lo bench.LoadOptions, st *starter, rec *record.Record, outBase string) error {
+	if few := evidence.FewEngines(lo.Engines); few != "" {
+		fmt.Fprintf(e.Stderr, "note: %s\n", few)
+	}
 	cpu0, wall0 := bench.SelfCPU(), time.Now()
 	runErr := bench.RunLoad(e.Ctx, lo, st.start, rec)
 	rec.Method.HarnessCPUS = (bench.SelfCPU() - cpu0).Seconds()

@@ -165,3 +165,23 @@ func TestLevelDisagreements(t *testing.T) {
 		t.Errorf("an edited run: %q", d)
 	}
 }
+
+// Two engines per width say something only when both agree: the record
+// and the sweep's start say so; three or more, and one (refused before a
+// sweep starts), say nothing.
+func TestFewEngines(t *testing.T) {
+	for _, tc := range []struct {
+		n    int
+		want string
+	}{
+		{1, ""},
+		{2, "chance alone gives 1 time in 4"},
+		{3, ""},
+		{8, ""},
+	} {
+		got := FewEngines(tc.n)
+		if tc.want == "" && got != "" || tc.want != "" && !strings.Contains(got, tc.want) {
+			t.Errorf("FewEngines(%d) = %q, want %q", tc.n, got, tc.want)
+		}
+	}
+}
