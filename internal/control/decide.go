@@ -33,8 +33,12 @@ func (c Controller) decide(s *State, b int, now time.Time) []Action {
 	changed := sb.Width != choice
 	sb.Width, sb.Source = choice, why
 	s.Pair.Buckets[b].Why = why
+	if s.Exp.Kind == Trialing && (s.Exp.Bucket != b || s.Exp.Width != run) {
+		acts = append(acts, Action{Op: Log, Msg: fmt.Sprintf("adapt: %s of width %d at %s ended unjudged: a decision at %s with width %d serving came first",
+			expWord(s.Exp), s.Exp.Width, schedule.InFlight(s.Pair.Schedule[s.Exp.Bucket].Range()), schedule.InFlight(sb.Range()), run)})
+	}
 	if s.Exp.Kind == Trialing && s.Exp.Bucket == b && s.Exp.Width == run {
-		acts = append(acts, Action{Op: Log, Msg: c.trialOutcome(s, b, def, choice)})
+		acts = append(acts, Action{Op: Log, Msg: c.trialOutcome(s, b, choice, why)})
 		if ew, ok := c.estimate(s, b, run); ok && s.Exp.Predicted > 0 {
 			s.Pair.TrialError = ew.Rate/s.Exp.Predicted - 1
 		}
@@ -65,29 +69,38 @@ func (c Controller) decide(s *State, b int, now time.Time) []Action {
 	return append(acts, Action{Op: Log, Msg: fmt.Sprintf("adapt: stay at width %d at %s: %s", run, schedule.InFlight(sb.Range()), why)})
 }
 
-// trialOutcome says what the trial under way at bucket b measured and
-// what follows from it: an operator who saw "trial of width 16 predicted
-// +30 %" then sees the measure that kept or undid it (on the H200 two
-// trials went back to the default with no word of why,
-// docs/benchmark_results/h200-follow-2026-12-05.md).
-func (c Controller) trialOutcome(s *State, b, def, choice int) string {
-	w := s.Exp.Width
-	head := fmt.Sprintf("adapt: trial of width %d at %s ended:", w, schedule.InFlight(s.Pair.Schedule[b].Range()))
+// trialOutcome says what the trial (or check) under way at bucket b
+// measured against the width it left, and what follows: an operator who
+// saw "trial of width 16 predicted +30 %" then sees the measure that kept
+// or undid it (on the H200 two trials went back to the default with no
+// word of why, docs/benchmark_results/h200-follow-2026-12-05.md).
+func (c Controller) trialOutcome(s *State, b, choice int, why string) string {
+	w, from := s.Exp.Width, s.Exp.From
+	head := fmt.Sprintf("adapt: %s of width %d at %s ended:", expWord(s.Exp), w, schedule.InFlight(s.Pair.Schedule[b].Range()))
 	ew, okw := c.estimate(s, b, w)
-	ed, okd := c.estimate(s, b, def)
+	ef, okf := c.estimate(s, b, from)
 	var measured string
 	switch {
 	case !okw:
 		measured = "not measured (too few cycles)"
-	case w == def || !okd:
+	case from == w || !okf:
 		measured = fmt.Sprintf("measured %.1f tokens/s a request", ew.Rate)
 	default:
-		measured = fmt.Sprintf("measured %+.1f%% against default width %d", 100*(ew.Rate/ed.Rate-1), def)
+		measured = fmt.Sprintf("measured %+.1f%% against width %d, the width it left", 100*(ew.Rate/ef.Rate-1), from)
 	}
 	if choice == w {
-		return fmt.Sprintf("%s %s; width %d stays", head, measured, w)
+		return fmt.Sprintf("%s %s; width %d stays (%s)", head, measured, w, why)
 	}
-	return fmt.Sprintf("%s %s; back to width %d", head, measured, choice)
+	return fmt.Sprintf("%s %s; back to width %d (%s)", head, measured, choice, why)
+}
+
+// expWord names an experiment in the log: a trial is chosen by the model's
+// prediction, a check (the default measured again under width 1) is not.
+func expWord(e Experiment) string {
+	if e.Predicted == 0 {
+		return "check"
+	}
+	return "trial"
 }
 
 // choose is the rule. The default (the safe answer) is the incumbent: a

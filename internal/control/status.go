@@ -104,6 +104,8 @@ func (p Pair) Check() string {
 		return fmt.Sprintf("%d buckets, more than %d", len(p.Buckets), maxSavedBuckets)
 	case !finite(p.SwitchS, 0, 1e5):
 		return fmt.Sprintf("switch time %v s", p.SwitchS)
+	case !finite(p.TrialError, -1, 1e3):
+		return fmt.Sprintf("trial prediction error %v", p.TrialError)
 	}
 	if len(p.Schedule) > 0 {
 		if err := p.Schedule.Validate(); err != nil {

@@ -264,8 +264,8 @@ func TestStepTrialAndProbe(t *testing.T) {
 		}
 	}
 	want := fmt.Sprintf("adapt: trial of width %d at 1 request in flight ended: measured -", trial)
-	if !strings.HasPrefix(ended, want) || !strings.HasSuffix(ended, "against default width 4; back to width 4") {
-		t.Errorf("the trial's end said %q, want %q… against default width 4; back to width 4", ended, want)
+	if !strings.HasPrefix(ended, want) || !strings.Contains(ended, "against width 4, the width it left; back to width 4 (default width 4") {
+		t.Errorf("the trial's end said %q, want %q… against width 4, the width it left; back to width 4 (default width 4…)", ended, want)
 	}
 	// The model overpredicted the trial: its error is kept with the pair
 	// and shown.
@@ -523,5 +523,46 @@ func TestProbeStoppedSaidOnce(t *testing.T) {
 		if len(said) != 1 || !strings.Contains(said[0], "the probe stopped, cut by a switch of the serving engine (EOF), "+want) {
 			t.Errorf("%d rows measured: logged %q, want one line saying it was cut by a switch %s", n, said, want)
 		}
+	}
+}
+
+// The end of an experiment is said: a trial or a check judged, with what
+// it measured against the width it left, or one a decision elsewhere came
+// before.
+func TestExperimentEndIsSaid(t *testing.T) {
+	c := New(Config{Default: schedule.Flat(4, "default"), SwitchS: 1})
+	cases := []struct {
+		name    string
+		runs    map[int][]float64
+		serving int
+		exp     Experiment
+		want    string
+	}{
+		{"a trial judged slower", map[int][]float64{4: {100}, 8: {90}}, 8, Experiment{Kind: Trialing, Width: 8, From: 4, Predicted: 130},
+			"adapt: trial of width 8 at 1 request in flight ended: measured -10.0% against width 4, the width it left; back to width 4"},
+		{"a trial judged faster", map[int][]float64{4: {100}, 8: {130, 131}}, 8, Experiment{Kind: Trialing, Width: 8, From: 4, Predicted: 130},
+			"adapt: trial of width 8 at 1 request in flight ended: measured +30.5% against width 4, the width it left; width 8 stays"},
+		{"a check under classic", map[int][]float64{1: {120, 121}, 4: {100}}, 4, Experiment{Kind: Trialing, Width: 4, From: 1},
+			"adapt: check of width 4 at 1 request in flight ended: measured -17.0% against width 1, the width it left; back to width 1"},
+		{"a trial another decision came before", map[int][]float64{4: {100}}, 4, Experiment{Kind: Trialing, Width: 8, From: 4, Predicted: 130},
+			"adapt: trial of width 8 at 1 request in flight ended unjudged: a decision at 1 request in flight with width 4 serving came first"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := measuredState(c, tc.runs)
+			s.Engine.Width, s.Exp = tc.serving, tc.exp
+			var got []string
+			for _, a := range c.decide(&s, 0, t0) {
+				if a.Op == Log && strings.Contains(a.Msg, "ended") {
+					got = append(got, a.Msg)
+				}
+			}
+			if len(got) != 1 || !strings.HasPrefix(got[0], tc.want) {
+				t.Errorf("said %q, want %q", got, tc.want)
+			}
+			if s.Exp.Kind == Trialing && s.Exp.Width == tc.exp.Width {
+				t.Errorf("the experiment is still under way: %+v", s.Exp)
+			}
+		})
 	}
 }

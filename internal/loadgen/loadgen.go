@@ -89,7 +89,7 @@ type Sample struct {
 	EnginePerSecond float64
 }
 
-// Bad is Failed + Empty.
+// Bad is Failed + Empty + Cut.
 func (r Result) Bad() int { return r.Failed + r.Empty + r.Cut }
 
 func (r Result) String() string {
@@ -391,13 +391,18 @@ func one(ctx context.Context, o Options, body []byte) outcome {
 	return out
 }
 
-// errorEvent reports an event whose top-level object has an error: a
-// token whose text is the word error also puts "error" in the line.
+// errorEvent reports an event whose top-level object has an error, an
+// object or a message: a token whose text is the word error also puts
+// "error" in the line.
 func errorEvent(data string) bool {
 	var v struct {
 		Error json.RawMessage `json:"error"`
 	}
-	return json.Unmarshal([]byte(data), &v) == nil && len(v.Error) > 0 && string(v.Error) != "null"
+	if json.Unmarshal([]byte(data), &v) != nil {
+		return false
+	}
+	e := bytes.TrimSpace(v.Error)
+	return len(e) > 2 && (e[0] == '{' || e[0] == '"')
 }
 
 // setHeader sets the load's own header on a request, then the JSON

@@ -26,6 +26,9 @@ func TestStreamFinalEvent(t *testing.T) {
 		// (docs/benchmark_results/h200-follow-2026-12-05.md).
 		{"openai token error", "/v1/completions", "data: {\"choices\":[{\"text\":\"error\",\"finish_reason\":null}]}\n\ndata: {\"choices\":[{\"text\":\"\",\"finish_reason\":\"length\"}]}\n\ndata: [DONE]\n\n", 1, 0, 0},
 		{"completion token error", "/completion", "data: {\"content\":\"error\",\"stop\":false}\n\ndata: {\"content\":\"\",\"stop\":true}\n\n", 1, 0, 0},
+		{"chat token error", "/v1/chat/completions", "data: {\"choices\":[{\"delta\":{\"content\":\"error\"},\"finish_reason\":null}]}\n\ndata: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n", 1, 0, 0},
+		{"error member false", "/completion", "data: {\"content\":\"a\",\"stop\":false,\"error\":false}\n\ndata: {\"content\":\"\",\"stop\":true}\n\n", 1, 0, 0},
+		{"error message", "/completion", "data: {\"content\":\"a\",\"stop\":false}\n\ndata: {\"error\":\"the engine failed\"}\n\n", 0, 0, 1},
 		{"error event", "/v1/completions", "data: {\"choices\":[{\"text\":\"a\",\"finish_reason\":null}]}\n\ndata: {\"error\":{\"code\":502,\"message\":\"the engine failed\"}}\n\n", 0, 0, 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {

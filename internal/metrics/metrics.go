@@ -91,7 +91,7 @@ func New(src Sources) *Metrics {
 	m.adaptState = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "speclaunch_adapt_state",
 		Help: "The adaptive width loop's state: 1 for the current one."}, []string{"state"})
 	m.predErr = prometheus.NewGauge(prometheus.GaugeOpts{Name: "speclaunch_adapt_prediction_error_ratio",
-		Help: "The adaptive loop's running prediction error of ms per cycle: measured / predicted - 1."})
+		Help: "The adaptive loop's prediction error at its latest judged trial: the trial width's measured rate / the model's predicted rate - 1 (below 0: the model was too hopeful; 0 until a trial is judged)."})
 	m.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "speclaunch_reloads_total",
 		Help: "Reloads of the profile and policy files by outcome: applied (the settings were taken), rejected (the engine kept the previous ones)."}, []string{"outcome"})
 	m.reg.MustRegister(m.switches, m.switchTime, m.restarts, m.width, m.widthLoad, m.verified, m.phase, m.adaptState, m.predErr, m.reloads)
@@ -153,11 +153,11 @@ func (m *Metrics) ServingAt(width int, source, bucket string, load float64, veri
 // Phase sets the runtime's state.
 func (m *Metrics) Phase(state string) { oneHot(m.phase, Phases, state) }
 
-// Adapt sets the adaptive loop's state and, when known (ok), its running
-// prediction error.
+// Adapt sets the adaptive loop's state.
 func (m *Metrics) Adapt(state string) { oneHot(m.adaptState, AdaptStates, state) }
 
-// PredictionError sets the adaptive loop's running prediction error.
+// PredictionError sets the adaptive loop's prediction error at its latest
+// judged trial (control.Status.PredictionError).
 func (m *Metrics) PredictionError(ratio float64) { m.predErr.Set(ratio) }
 
 func oneHot(g *prometheus.GaugeVec, all []string, cur string) {

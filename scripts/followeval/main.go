@@ -81,8 +81,8 @@ func run(args []string) int {
 		return 2
 	}
 	ls, err := parseLevels(*levels)
-	if err != nil || *dir == "" || *phase <= 0 || *total < *phase || *maxTokens < 1 || *temp < 0 || fs.NArg() > 0 {
-		fmt.Fprintf(os.Stderr, "followeval: give -prompts DIR, -levels like 1,4 (%v), -phase > 0, -run ≥ -phase, -max-tokens ≥ 1, -temperature ≥ 0, no positional arguments\n", err)
+	if err != nil || *dir == "" || *phase <= 0 || *total < *phase || *maxTokens < 1 || !(*temp >= 0 && *temp <= 5) || fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "followeval: give -prompts DIR, -levels like 1,4 (%v), -phase > 0, -run ≥ -phase, -max-tokens ≥ 1, -temperature from 0 to 5, no positional arguments\n", err)
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -110,7 +110,11 @@ func run(args []string) int {
 	if st, err := status(*url); err == nil {
 		rep.Switches = st.Switches
 	}
-	b, _ := json.MarshalIndent(rep, "", "  ")
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "followeval: the report:", err)
+		return 2
+	}
 	if *out != "" {
 		if err := os.WriteFile(*out, append(b, '\n'), 0o644); err != nil {
 			fmt.Fprintln(os.Stderr, "followeval:", err)
