@@ -82,7 +82,11 @@ func run(args []string) int {
 	}
 	ls, err := parseLevels(*levels)
 	if err != nil || *dir == "" || *phase <= 0 || *total < *phase || *maxTokens < 1 || !(*temp >= 0 && *temp <= 5) || fs.NArg() > 0 {
-		fmt.Fprintf(os.Stderr, "followeval: give -prompts DIR, -levels like 1,4 (%v), -phase > 0, -run ≥ -phase, -max-tokens ≥ 1, -temperature from 0 to 5, no positional arguments\n", err)
+		why := ""
+		if err != nil {
+			why = " (" + err.Error() + ")"
+		}
+		fmt.Fprintf(os.Stderr, "followeval: give -prompts DIR, -levels like 1,4%s, -phase > 0, -run ≥ -phase, -max-tokens ≥ 1, -temperature from 0 to 5, no positional arguments\n", why)
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
