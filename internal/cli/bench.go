@@ -472,13 +472,16 @@ func (st *starter) start(ctx context.Context, arm bench.ArmSpec, port int) (benc
 	}
 	// The port is picked after the plan (which may run the engine's
 	// --help), right before it is checked: picked before, another run
-	// took it meanwhile ("address already in use" in a tier-2 run).
-	if free := st.armPort(port); free != port {
-		if p, err = atPort(p, free); err != nil {
-			return nil, err
+	// took it meanwhile ("address already in use" in a tier-2 run). A
+	// picked port found taken at the check is picked again: a tier-1 run
+	// in 20 found a port taken between its pick and its check (21002).
+	built := p
+	if _, err := st.armPortChecked(port, func(free int) error {
+		if p, err = atPort(built, free); err != nil {
+			return err
 		}
-	}
-	if err := serve.Launchable(p, true); err != nil {
+		return serve.Launchable(p, true)
+	}); err != nil {
 		return nil, err
 	}
 	which := "the classic arm's engine"
@@ -553,6 +556,26 @@ func (st *starter) armPort(port int) int {
 // failed 1 of 7 runs so, port 33247), as scanning up from 18790 collided
 // with a second bench (3 of 13 runs).
 const armPortLo, armPortHi = 20000, 32000
+
+// armPortChecked is armPort with the arm's check (check, on the port it
+// got): a picked port found taken at the check is picked again, up to
+// armPortTries ports; a port the operator gave is checked once.
+func (st *starter) armPortChecked(port int, check func(int) error) (int, error) {
+	for try := 1; ; try++ {
+		free := st.armPort(port)
+		err := check(free)
+		if err == nil || !st.anyPort || try == armPortTries || serve.PortFree("127.0.0.1", free) == nil {
+			return free, err
+		}
+		if st.log != nil {
+			st.log.Info("an arm's port was taken between its pick and its check; picking another", "port", free)
+		}
+	}
+}
+
+// armPortTries is how many ports an arm is given before a port found
+// taken at its check fails the arm.
+const armPortTries = 3
 
 // armPortPick draws a free loopback port in [armPortLo, armPortHi).
 func armPortPick() (int, error) {

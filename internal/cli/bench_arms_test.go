@@ -158,3 +158,48 @@ func TestArmPortPick(t *testing.T) {
 		}
 	}
 }
+
+// A picked port found taken at the arm's check is picked again, up to
+// armPortTries ports; a port the operator gave is checked once.
+func TestArmPortCheckedPicksAgain(t *testing.T) {
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	taken := held.Addr().(*net.TCPAddr).Port
+	check := func(p int) error { return serve.PortFree("127.0.0.1", p) }
+	for _, tc := range []struct {
+		name    string
+		anyPort bool
+		picks   []int
+		want    int
+		fails   bool
+	}{
+		{"taken, then free", true, []int{taken, 0}, 0, false},
+		{"taken every time", true, nil, taken, true},
+		{"the operator's port, taken", false, nil, taken, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			picks := slices.Clone(tc.picks)
+			st := &starter{anyPort: tc.anyPort, pick: func() (int, error) {
+				if len(picks) == 0 {
+					return taken, nil
+				}
+				p := picks[0]
+				picks = picks[1:]
+				if p == 0 {
+					return freePort(t), nil
+				}
+				return p, nil
+			}}
+			if !tc.anyPort {
+				st.pick = nil
+			}
+			got, err := st.armPortChecked(taken, check)
+			if (err != nil) != tc.fails || tc.want != 0 && got != tc.want || tc.want == 0 && got == taken {
+				t.Errorf("port %d, err %v; want port %d (0: any but the taken %d), failing %v", got, err, tc.want, taken, tc.fails)
+			}
+		})
+	}
+}
