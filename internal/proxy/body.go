@@ -176,11 +176,21 @@ type deadlineBody struct {
 	r     io.Reader
 	c     io.Closer
 	clear func()
+	ended bool // read to its end
+}
+
+// unread reports a request body that streams through and was not read to
+// its end: its answer must close the connection, or the rest of the body
+// would be read as the next request on it.
+func unread(body io.Reader) bool {
+	d, ok := body.(*deadlineBody)
+	return ok && !d.ended
 }
 
 func (d *deadlineBody) Read(b []byte) (int, error) {
 	n, err := d.r.Read(b)
 	if errors.Is(err, io.EOF) {
+		d.ended = true
 		d.clear()
 	}
 	return n, bodyErr(err)

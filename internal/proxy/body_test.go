@@ -158,3 +158,71 @@ func TestSlowBodyTimesOut(t *testing.T) {
 		t.Errorf("%d bytes held after the timed-out requests", held)
 	}
 }
+
+// A body over the replay cap streams through; when the engine stops
+// reading it half way, the 502 closes the connection (before, the rest of
+// the body was read as the next request on it, a 431 after the 502) and
+// names no loopback address behind the proxy.
+func TestStreamedBodyCutClosesTheConnection(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		status int
+		engine func(w http.ResponseWriter, r *http.Request)
+	}{
+		{"the engine resets", http.StatusBadGateway, func(w http.ResponseWriter, r *http.Request) {
+			io.CopyN(io.Discard, r.Body, 1<<20)
+			c, _, err := http.NewResponseController(w).Hijack()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			c.(*net.TCPConn).SetLinger(0) // a reset, as an engine that gives up
+			c.Close()
+		}},
+		// The engine's 413 or, when its close cuts the body still being
+		// sent, the proxy's 502: either closes the connection.
+		{"the engine refuses the size", 0, func(w http.ResponseWriter, r *http.Request) {
+			io.CopyN(io.Discard, r.Body, 1<<20)
+			w.Header().Set("Connection", "close")
+			http.Error(w, "too large", http.StatusRequestEntityTooLarge)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { streamedBodyCut(t, tc.status, tc.engine) })
+	}
+}
+
+func streamedBodyCut(t *testing.T, status int, engine http.HandlerFunc) {
+	b := backend(t, engine)
+	p := New(Options{})
+	p.Route(b)
+	addr := strings.TrimPrefix(front(t, p), "http://")
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	size := maxReplay + 4<<20
+	go func() {
+		fmt.Fprintf(c, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", size)
+		chunk := bytes.Repeat([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"), 1<<10) // what a smuggled request would look like
+		for sent := 0; sent < size; sent += len(chunk) {
+			if _, err := c.Write(chunk[:min(len(chunk), size-sent)]); err != nil {
+				return
+			}
+		}
+	}()
+	c.SetReadDeadline(time.Now().Add(30 * time.Second)) // the test's own bound, never reached
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	okStatus := resp.StatusCode == status || status == 0 && (resp.StatusCode == http.StatusRequestEntityTooLarge || resp.StatusCode == http.StatusBadGateway)
+	if !okStatus || !resp.Close || strings.Contains(string(body), "127.0.0.1") {
+		t.Errorf("status %d close=%v: %s", resp.StatusCode, resp.Close, body)
+	}
+	if next, err := http.ReadResponse(br, nil); err == nil {
+		t.Errorf("a second answer on the connection: %s", next.Status)
+	}
+}

@@ -36,10 +36,12 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/speclaunch/speclaunch/internal/secret"
@@ -290,7 +292,16 @@ func New(o Options) *Proxy {
 				pr.Out.Body = io.NopCloser(pr.In.Body)
 			}
 		},
-		Transport:     &retrying{p: p, base: o.Transport},
+		Transport: &retrying{p: p, base: o.Transport},
+		// An engine that answers before reading a streamed body to its
+		// end (a refusal of its size): the answer closes the connection,
+		// or the rest of the body would be read as the next request.
+		ModifyResponse: func(resp *http.Response) error {
+			if s, ok := resp.Request.Context().Value(slotKey{}).(*slot); ok && unread(s.in) {
+				resp.Header.Set("Connection", "close")
+			}
+			return nil
+		},
 		FlushInterval: -1, // every write reaches the client at once: SSE tokens are not batched
 		BufferPool:    bufPool{},
 		ErrorLog:      slog.NewLogLogger(o.Log.Handler(), slog.LevelDebug),
@@ -481,6 +492,7 @@ type slot struct {
 	b      *Backend
 	work   workMark
 	status int
+	in     io.ReadCloser // the client's body as the handler reads it
 }
 
 // ServeHTTP proxies one request.
@@ -527,7 +539,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return // the client went away: nobody to answer
 	}
-	s := &slot{b: b}
+	s := &slot{b: b, in: r.Body}
 	if isWork(r) {
 		s.work = b.beginWork()
 	}
@@ -687,7 +699,29 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 	default:
 	}
 	p.o.Log.Warn("proxy: engine request failed", "path", r.URL.Path, "err", err)
-	writeError(w, http.StatusBadGateway, "the engine failed this request: "+err.Error(), "server_error", 0)
+	if s, ok := r.Context().Value(slotKey{}).(*slot); ok && unread(s.in) {
+		// The engine stopped reading a body that streams through (a body
+		// over the replay cap): the rest of it must not be read as the next
+		// request on this connection.
+		w.Header().Set("Connection", "close")
+	}
+	writeError(w, http.StatusBadGateway, "the engine failed this request ("+publicCause(err)+"); the log has the details", "server_error", 0)
+}
+
+// publicCause is what a client is told of a failure between the proxy and
+// the engine: the cause without the loopback addresses and ports behind
+// the proxy, which the log keeps.
+func publicCause(err error) string {
+	var errno syscall.Errno
+	switch {
+	case errors.As(err, &errno):
+		return errno.Error()
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded):
+		return "timed out"
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "the engine closed the connection"
+	}
+	return "the connection to the engine failed"
 }
 
 // retrying sends a request again to the next backend when the dial to its
@@ -804,7 +838,7 @@ func (g *sseGuard) Read(b []byte) (int, error) {
 	}
 	var e APIError
 	e.Error.Code, e.Error.Type = http.StatusBadGateway, "server_error"
-	e.Error.Message = "the engine failed during this response (" + err.Error() + "); the output is incomplete"
+	e.Error.Message = "the engine failed during this response (" + publicCause(err) + "); the output is incomplete"
 	select {
 	case <-g.stopped:
 		// Not the engine's failure: speclaunch stopped it with this stream
