@@ -47,7 +47,7 @@ type BenchCmd struct {
 	Prompts        string  `help:"A prompt set: a directory of prompt files, or a shipped set (code, prose); every arm runs every prompt, and the record keeps per-prompt and pooled figures." placeholder:"DIR|code|prose" group:"Bench"`
 	Temperature    float64 `help:"Sample at this temperature with a fixed seed per request; 0 is greedy." group:"Bench"`
 	Concurrency    string  `help:"Requests in flight per measured run, for aggregate throughput under load; the engine is started with that many slots unless -np/--parallel is given. A list (1,2,4,8; bench.concurrency in a profile takes one too) is a load sweep: every width at every level under out-of-step clients with mixed prompts, on several fresh engines per width, earning a schedule (docs/schedule.md)." placeholder:"N|N,N,..." group:"Bench"`
-	Engines        int     `help:"Load sweep: fresh engines per width, at least 2, so the spread between engines is measured (default 3)." group:"Bench"`
+	Engines        int     `help:"Load sweep: fresh engines per width, 2 to 20, so the spread between engines is measured." default:"3" group:"Bench"`
 	Window         string  `help:"Load sweep: the length of one measured window per engine and level (default 5s; 3 windows after a 3s warm-up)." placeholder:"DUR" group:"Bench"`
 	Schedule       string  `help:"restart: one server at a time, each round restarts every arm (for models that fit once); resident: every arm's server up at once." placeholder:"restart|resident" group:"Bench"`
 	BasePort       int     `help:"First loopback port for arm servers (arm i on base+i) when one is given; at the default each arm gets a free loopback port drawn at random below the ephemeral range, so two benches on one host never collide." group:"Bench"`
@@ -87,7 +87,8 @@ func (c *BenchCmd) Run(e *Env) error {
 		return err
 	}
 	levels := c.levels
-	if len(levels) < 2 && (c.Engines != 0 || c.Window != "") {
+	_, engines := flags["engines"]
+	if len(levels) < 2 && (engines || c.Window != "") {
 		return usage(errors.New("--engines and --window belong to a load sweep"), "give --concurrency (or bench.concurrency) a list of levels, e.g. --concurrency 1,2,4,8")
 	}
 	if s.DraftModel.Value == "" {
@@ -623,3 +624,7 @@ func redactRecord(rec *record.Record, r *secret.Redactor) {
 		rec.ProbeCheck.Error = r.String(rec.ProbeCheck.Error)
 	}
 }
+
+// Validate refuses --engines outside 2-20 before anything starts (it
+// counts for a load sweep only; see checkEngines).
+func (c *BenchCmd) Validate() error { return checkEngines(c.Engines) }

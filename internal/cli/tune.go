@@ -28,7 +28,7 @@ type TuneCmd struct {
 
 	Levels  string `help:"Load levels to measure: concurrent clients, ascending (each level's width covers the loads up to the next) (default 1,2,4,8)." default:"1,2,4,8" placeholder:"N,N,..." group:"Tune"`
 	Widths  string `help:"Widths to measure besides classic and the engine's default, as bench's." placeholder:"W,W,..." group:"Tune"`
-	Engines int    `help:"Fresh engines per width, at least 2, so the spread between engines is measured (default 3)." group:"Tune"`
+	Engines int    `help:"Fresh engines per width, 2 to 20, so the spread between engines is measured." default:"3" group:"Tune"`
 	Window  string `help:"Length of one measured window per engine and level (default 5s; 1s on the sim)." placeholder:"DUR" group:"Tune"`
 	JSON    bool   `help:"Progress as JSON lines on stdout, for machines." group:"Tune"`
 }
@@ -239,9 +239,18 @@ func (t *tuning) run(e *Env) error {
 	if err := writeLayer(t.layer, policy.WithTuned(t.others, entry)); err != nil {
 		return err
 	}
-	fmt.Fprintf(e.Stderr, "\ntuned in %s: %s (%s)\nwritten to %s as entry %s; record %s.md\nserve on this pair starts at it; `speclaunch policy explain` says where it came from\n",
-		time.Since(started).Round(time.Second), sched.Describe(), sched, t.layer, entry.ID, t.outBase)
+	fmt.Fprintf(e.Stderr, "\ntuned in %s: %s (%s)\nwritten to %s as entry %s; record %s.md\n%s\n",
+		time.Since(started).Round(time.Second), sched.Describe(), sched, t.layer, entry.ID, t.outBase, tunedNext(t.layer, e.Getenv))
 	return nil
+}
+
+// tunedNext says how serve comes to read what tune wrote: by itself from
+// the user's tuned layer, or with --policy naming another file.
+func tunedNext(layer string, getenv func(string) string) string {
+	if d := tunedLayer(getenv); d != "" && filepath.Clean(d) == filepath.Clean(layer) {
+		return "serve on this pair starts at it; `speclaunch policy explain` says where it came from"
+	}
+	return fmt.Sprintf("serve and resolve read it when given --policy %s (or MLXCEL_POLICY); `speclaunch policy explain --policy %s` says where it came from", plan.ShellQuote(layer), plan.ShellQuote(layer))
 }
 
 // writeLayer renders the layer, checks it parses back, and replaces the
@@ -256,6 +265,19 @@ func writeLayer(path string, entries []policy.Entry) error {
 	}
 	if err := safefile.WriteFile(path, data, 0o644); err != nil {
 		return fmt.Errorf("tuned layer: %w", err)
+	}
+	return nil
+}
+
+// Validate refuses --engines outside 2-20 before anything starts; 0 was
+// taken as the default before, and a sweep ran on 3 engines.
+func (c *TuneCmd) Validate() error { return checkEngines(c.Engines) }
+
+// checkEngines is the --engines rule of tune and bench's load sweep.
+func checkEngines(n int) error {
+	if n < bench.MinEnginesPerArm || n > bench.MaxEnginesPerArm {
+		return usage(fmt.Errorf("--engines %d: want %d to %d fresh engines per width", n, bench.MinEnginesPerArm, bench.MaxEnginesPerArm),
+			"give --engines 3 (the default) or more: fewer than 2 leave the spread between engines unmeasured")
 	}
 	return nil
 }

@@ -133,6 +133,8 @@ func TestLoadSweepFlagErrors(t *testing.T) {
 		{[]string{"bench", "--engines", "3"}, "--engines and --window belong to a load sweep"},
 		{[]string{"tune", "--levels", "0,2"}, `flag --levels: "0,2" is not a list of load levels`},
 		{[]string{"tune", "--engines", "1"}, "--engines 1: want 2 to 20"},
+		{[]string{"tune", "--engines", "0"}, "--engines 0: want 2 to 20"}, // was taken as the default
+		{[]string{"bench", "--concurrency", "1,4", "--engines", "0"}, "--engines 0: want 2 to 20"},
 		{[]string{"tune", "--quant", "unknown"}, "tune needs the target's quantization"},
 	} {
 		var out bytes.Buffer
@@ -150,5 +152,24 @@ func TestLoadSweepFlagErrors(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "cfg")); err == nil {
 		t.Error("a refused tune wrote its layer's directory")
+	}
+}
+
+// What tune says at the end tells how serve reads the file it wrote: by
+// itself from the user's tuned layer, with --policy for another file.
+func TestTunedNext(t *testing.T) {
+	env := func(k string) string {
+		if k == "XDG_CONFIG_HOME" {
+			return "/cfg"
+		}
+		return ""
+	}
+	for _, tc := range []struct{ layer, want string }{
+		{"/cfg/speclaunch/tuned.toml", "serve on this pair starts at it"},
+		{"/tmp/my tuned.toml", "serve and resolve read it when given --policy '/tmp/my tuned.toml'"},
+	} {
+		if got := tunedNext(tc.layer, env); !strings.HasPrefix(got, tc.want) {
+			t.Errorf("%s: %q, want %q…", tc.layer, got, tc.want)
+		}
 	}
 }
