@@ -196,7 +196,7 @@ const (
 func ReadPrompts(ctx context.Context, dir string) ([]Prompt, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("prompt directory: %w (give a directory of prompt files, e.g. bench/prompts/code)", err)
+		return nil, fmt.Errorf("prompt directory: %w (give a directory of prompt files, e.g. internal/bench/prompts/code)", err)
 	}
 	var out []Prompt
 	for _, e := range ents {

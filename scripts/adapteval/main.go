@@ -31,7 +31,7 @@ func run(args []string) int {
 	fs := flag.NewFlagSet("adapteval", flag.ContinueOnError)
 	var o adapteval.Options
 	fs.StringVar(&o.URL, "url", "http://127.0.0.1:8080", "public URL of `speclaunch serve --adapt` (the proxy)")
-	dir := fs.String("prompts", "", "directory of prompt files, one prompt per file (e.g. bench/prompts/code)")
+	dir := fs.String("prompts", "", "directory of prompt files, one prompt per file (e.g. internal/bench/prompts/code)")
 	fs.IntVar(&o.Clients, "clients", 1, "concurrent clients")
 	fs.IntVar(&o.MaxTokens, "max-tokens", 128, "max_tokens per request")
 	fs.Float64Var(&o.Temperature, "temperature", 0, "sampling temperature (0 = greedy)")
