@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/speclaunch/speclaunch/internal/config"
+	"github.com/speclaunch/speclaunch/internal/control"
 	"github.com/speclaunch/speclaunch/internal/key"
 	"github.com/speclaunch/speclaunch/internal/plan"
 	"github.com/speclaunch/speclaunch/internal/record"
@@ -71,6 +72,13 @@ func TestBucketInForce(t *testing.T) {
 	st.chosenAdapt(1, "2-4", 3.86)
 	if b, l := st.bucketInForce(adapted); b != "2-4" || l != 3.9 {
 		t.Errorf("adapted: %s %v", b, l)
+	}
+	if s := st.scheduleOf(adapted); s != "1+:1" {
+		t.Errorf("adapted, no learnt schedule shown yet: %s", s)
+	}
+	st.setAdapt(control.Status{Schedule: "1:16,2-4:1,5-8:16,9+:16"})
+	if s := st.scheduleOf(adapted); s != "1:16,2-4:1,5-8:16,9+:16" {
+		t.Errorf("adapted: schedule %s, want the learnt one its bucket belongs to", s)
 	}
 	st.chosenAdapt(6, "1", 1)
 	if b, l := st.bucketInForce(adapted); b != "1+" || l != 1 {

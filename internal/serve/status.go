@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/speclaunch/speclaunch/cuda"
+	"github.com/speclaunch/speclaunch/internal/control"
 	"github.com/speclaunch/speclaunch/internal/key"
 	"github.com/speclaunch/speclaunch/internal/modelhash"
 	"github.com/speclaunch/speclaunch/internal/plan"
@@ -216,6 +217,18 @@ func (st *serveStatus) chosenAdapt(w int, bucket string, load float64) {
 	st.mu.Unlock()
 }
 
+// scheduleOf is the schedule in force for p, in text form: the adaptive
+// controller's learnt one while its switch serves (the bucket bucketOf
+// names is one of it), else the plan's. Under --adapt the status showed
+// the plan's flat "1+:16" beside the learnt schedule's bucket "1".
+func (st *serveStatus) scheduleOf(p *plan.Plan) string {
+	r := p.Resolution
+	if cs, ok := st.adapt.(control.Status); ok && cs.Schedule != "" && r.Source == width.Adaptive && st.adaptBucket != "" && st.adaptW == r.Width {
+		return cs.Schedule
+	}
+	return r.Schedule.String()
+}
+
 func (st *serveStatus) bucketOf(p *plan.Plan) (string, float64) {
 	r := p.Resolution
 	if r.Source == width.Adaptive && st.adaptBucket != "" && st.adaptW == r.Width {
@@ -279,7 +292,7 @@ func (st *serveStatus) handler(sv *launcher) http.Handler {
 			chk := infoOf(in).Check
 			e := statusEngine{PID: in.Proc.PID(), Engine: string(in.Plan.Settings.Engine.Value), InternalPort: in.Port,
 				Width: widthOf(in.Plan), WidthSource: string(in.Plan.Resolution.Source), WidthReason: in.Plan.Resolution.Reason,
-				Verified: chk.Verified, UptimeS: time.Since(in.Since).Seconds(), Schedule: in.Plan.Resolution.Schedule.String()}
+				Verified: chk.Verified, UptimeS: time.Since(in.Since).Seconds(), Schedule: st.scheduleOf(in.Plan)}
 			e.Bucket, e.Load = st.bucketOf(in.Plan)
 			if in.Backend != nil {
 				e.URL, e.InFlight = in.Backend.URL.String(), in.Backend.InFlight()
