@@ -451,7 +451,7 @@ type starter struct {
 	// started at once never get the same one before either engine binds.
 	mu    sync.Mutex
 	given map[int]bool
-	pick  func() (int, error) // serve.LoopbackPort; a test's own
+	pick  func() (int, error) // armPortPick; a test's own
 }
 
 func (st *starter) start(ctx context.Context, arm bench.ArmSpec, port int) (bench.Server, error) {

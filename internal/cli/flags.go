@@ -196,8 +196,7 @@ func typedEmptyKey(name, val string, hasVal bool, rest []string) error {
 	if !sp.EmptyKey(name, val) {
 		return nil
 	}
-	nv := &secret.NoValueError{Flag: name, Alt: append(slices.Clone(sp.Env), sp.FileEnv...)}
-	return usage(fmt.Errorf("flag %s has no value", name), nv.Fix())
+	return usage(fmt.Errorf("flag %s has no value", name), sp.NoValue(name).Fix())
 }
 
 // findCommand returns the command node args select and the index of its

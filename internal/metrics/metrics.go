@@ -47,9 +47,16 @@ var (
 	SwitchModes = []string{"overlap", "drain", "direct", "alone"}
 )
 
-// ReloadResults label speclaunch_reloads_total by outcome: applied (its settings
-// were taken) or rejected (the engine kept the previous ones).
-var ReloadResults = []string{"applied", "rejected"}
+// The outcomes of a reload, as speclaunch_reloads_total and the status
+// page say them: applied (its settings were taken) or rejected (the
+// engine kept the previous ones).
+const (
+	ReloadApplied  = "applied"
+	ReloadRejected = "rejected"
+)
+
+// ReloadResults label speclaunch_reloads_total by outcome.
+var ReloadResults = []string{ReloadApplied, ReloadRejected}
 
 // AdaptStates are the adaptive width's states (adapt.State* names and
 // control.Status.State).

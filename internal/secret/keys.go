@@ -53,13 +53,13 @@ func Keys(sp Spec, argv, env []string, read func(path string) ([]byte, error)) (
 		}
 		if !inline {
 			if i+1 >= len(argv) {
-				return nil, sp.noValue(name)
+				return nil, sp.NoValue(name)
 			}
 			i++
 			val = argv[i]
 		}
 		if sp.EmptyKey(name, val) {
-			return nil, sp.noValue(name)
+			return nil, sp.NoValue(name)
 		}
 		if isKey {
 			add(val)
@@ -130,8 +130,8 @@ func (e *NoValueError) Fix() string {
 	return fmt.Sprintf("give it after the flag (%s VALUE)%s; without it the engine would serve with no API key", e.Flag, hint)
 }
 
-// noValue is the error for a key flag of sp given no key.
-func (sp Spec) noValue(flag string) error {
+// NoValue is the error for a key flag of sp given no key.
+func (sp Spec) NoValue(flag string) *NoValueError {
 	return &NoValueError{Flag: flag, Alt: append(slices.Clone(sp.Env), sp.FileEnv...)}
 }
 

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/speclaunch/speclaunch/internal/metrics"
 	"github.com/speclaunch/speclaunch/internal/watch"
 )
 
@@ -18,22 +19,16 @@ type lastReload struct {
 	Error  string    `json:"error,omitempty"` // why it was rejected, secrets masked
 }
 
-// Reload results, as the status and speclaunch_reloads_total say them.
-const (
-	reloadApplied  = "applied"
-	reloadRejected = "rejected"
-)
-
 // reloadRecord is a reload's outcome: applied when its settings were
 // taken (a switch it asks for is counted and shown among the switches),
 // rejected with the error, masked, when not.
 func reloadRecord(now time.Time, ch watch.Change, files []string, err error, mask func(string) string) lastReload {
-	r := lastReload{At: now, Result: reloadApplied, File: ch.Path, Why: ch.Reason}
+	r := lastReload{At: now, Result: metrics.ReloadApplied, File: ch.Path, Why: ch.Reason}
 	if r.File == "" {
 		r.File = strings.Join(files, ", ")
 	}
 	if err != nil {
-		r.Result, r.Error = reloadRejected, mask(err.Error())
+		r.Result, r.Error = metrics.ReloadRejected, mask(err.Error())
 	}
 	return r
 }

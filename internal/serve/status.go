@@ -222,16 +222,22 @@ func (st *serveStatus) chosenAdapt(w int, bucket string, load float64) {
 // names is one of it), else the plan's. Under --adapt the status showed
 // the plan's flat "1+:16" beside the learnt schedule's bucket "1".
 func (st *serveStatus) scheduleOf(p *plan.Plan) string {
-	r := p.Resolution
-	if cs, ok := st.adapt.(control.Status); ok && cs.Schedule != "" && r.Source == width.Adaptive && st.adaptBucket != "" && st.adaptW == r.Width {
+	if cs, ok := st.adapt.(control.Status); ok && cs.Schedule != "" && st.adaptServes(p) {
 		return cs.Schedule
 	}
-	return r.Schedule.String()
+	return p.Resolution.Schedule.String()
+}
+
+// adaptServes says that p is the adaptive controller's last switch, so
+// that its learnt schedule's bucket is the one in force.
+func (st *serveStatus) adaptServes(p *plan.Plan) bool {
+	r := p.Resolution
+	return r.Source == width.Adaptive && st.adaptBucket != "" && st.adaptW == r.Width
 }
 
 func (st *serveStatus) bucketOf(p *plan.Plan) (string, float64) {
 	r := p.Resolution
-	if r.Source == width.Adaptive && st.adaptBucket != "" && st.adaptW == r.Width {
+	if st.adaptServes(p) {
 		return st.adaptBucket, round1(st.adaptLoad) // the learnt schedule's bucket in force
 	}
 	if len(r.Schedule) == 0 {
