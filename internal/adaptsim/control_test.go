@@ -125,7 +125,7 @@ var controlVariants = []struct {
 	set  func(*control.Config)
 }{
 	{"baseline", func(*control.Config) {}},
-	{"baseline, other seeds", func(*control.Config) {}},
+	{"baseline (other seeds)", func(*control.Config) {}},
 	{"no spread", func(c *control.Config) { c.Off = map[string]bool{"spread": true} }},
 	{"no payback", func(c *control.Config) { c.Off = map[string]bool{"payback": true} }},
 	{"no warm-up", func(c *control.Config) { c.Off = map[string]bool{"warmup": true} }},
@@ -133,6 +133,8 @@ var controlVariants = []struct {
 	{"no trials", func(c *control.Config) { c.Off = map[string]bool{"trials": true} }},
 	{"no optimistic tail", func(c *control.Config) { c.Off = map[string]bool{"optimistic": true} }},
 	{"no regimes", func(c *control.Config) { c.Off = map[string]bool{"regimes": true} }},
+	{"no Student bound", func(c *control.Config) { c.Off = map[string]bool{"student": true} }},
+	{"no Student bound (other seeds)", func(c *control.Config) { c.Off = map[string]bool{"student": true} }},
 	{"no check under classic", func(c *control.Config) { c.Off = map[string]bool{"check": true} }},
 	{"follow cap 6 an hour", func(c *control.Config) { c.MaxPerHour = 6 }},
 	{"follow cap 24 an hour", func(c *control.Config) { c.MaxPerHour = 24 }},
