@@ -27,7 +27,7 @@ func TestEngineMatchesRateAt(t *testing.T) {
 	for _, n := range []int{1, 4} {
 		for _, w := range []int{1, 3, 5, 8} {
 			p.Default = w
-			tr := Traffic{"steady", []Phase{{PhaseDur, n, 0}}}
+			tr := Traffic{"steady", []Phase{{Dur: PhaseDur, Clients: n}}}
 			var tok, def float64
 			for seed := range uint64(24) {
 				out := Run(p, tr, Fixed{}, seed, Options{Horizon: 2 * time.Minute})
@@ -53,7 +53,7 @@ func TestEngineMatchesRateAt(t *testing.T) {
 // the oracle (less its switches), and the Fixed one the default's share.
 func TestOracleAndFixed(t *testing.T) {
 	p := demoLoad()
-	tr := Traffic{"load", []Phase{{PhaseDur, 1, 0}, {PhaseDur, 4, 0}}}
+	tr := Traffic{"load", []Phase{{Dur: PhaseDur, Clients: 1}, {Dur: PhaseDur, Clients: 4}}}
 	ws := OracleWidths(p, tr, 17)
 	if ws[0] == ws[1] {
 		t.Fatalf("demo-load: oracle widths %v, want the best width to move with load", ws)
@@ -130,7 +130,7 @@ func TestSwitchSharedAndDrain(t *testing.T) {
 	p := demoLoad()
 	var seen []Scrape
 	c := &recordCtl{switchAt: 10 * time.Second, to: 6, seen: &seen}
-	out := Run(p, Traffic{"steady", []Phase{{PhaseDur, 4, 0}}}, c, 1, Options{Horizon: 30 * time.Second})
+	out := Run(p, Traffic{"steady", []Phase{{Dur: PhaseDur, Clients: 4}}}, c, 1, Options{Horizon: 30 * time.Second})
 	if len(out.Switches) != 1 || out.EndWidth != 6 {
 		t.Fatalf("switches %v, end width %d; want one switch to 6", out.Switches, out.EndWidth)
 	}
@@ -204,3 +204,37 @@ func TestReportRules(t *testing.T) {
 		t.Errorf("summary %+v", s)
 	}
 }
+
+// Under a mixed phase each request draws its class: a fixed width gets,
+// over fresh engines, the harmonic mean of the classes' rates (the
+// oracle's accounting), and the classes spread a request's tokens a
+// cycle at width 4 as the H100's prompts did (mixedScale).
+func TestMixedPhase(t *testing.T) {
+	p := demoLoad()
+	acc := newAccepts(p.Model, 17)
+	var m, m2 float64
+	for cls := 2; cls < classes; cls++ {
+		x := acc[cls].tpc[4]
+		m, m2 = m+x, m2+x*x
+	}
+	n := float64(classes - 2)
+	if cv := math.Sqrt(m2/n-sq(m/n)) / (m / n); cv < 0.2 || cv > 0.3 {
+		t.Errorf("mixed classes' tokens a cycle at width 4: coefficient of variation %.3f, want 0.2-0.3 (the H100's 0.25)", cv)
+	}
+	for _, clients := range []int{1, 4} {
+		for _, w := range []int{1, 4, 8} {
+			p.Default = w
+			tr := Traffic{"mixed", []Phase{{Dur: PhaseDur, Clients: clients, Mixed: true}}}
+			var tok, def float64
+			for seed := range uint64(24) {
+				out := Run(p, tr, Fixed{}, seed, Options{Horizon: 2 * time.Minute})
+				tok, def = tok+out.Tokens, def+out.Default
+			}
+			if r := tok / def; math.Abs(r-1) > 0.03 {
+				t.Errorf("%d clients, width %d: a fixed width over the mixed phase's rate = %.3f, want 1 ± 0.03", clients, w, r)
+			}
+		}
+	}
+}
+
+func sq(x float64) float64 { return x * x }

@@ -133,8 +133,6 @@ var controlVariants = []struct {
 	{"no trials", func(c *control.Config) { c.Off = map[string]bool{"trials": true} }},
 	{"no optimistic tail", func(c *control.Config) { c.Off = map[string]bool{"optimistic": true} }},
 	{"no regimes", func(c *control.Config) { c.Off = map[string]bool{"regimes": true} }},
-	{"no Student bound", func(c *control.Config) { c.Off = map[string]bool{"student": true} }},
-	{"no Student bound (other seeds)", func(c *control.Config) { c.Off = map[string]bool{"student": true} }},
 	{"no check under classic", func(c *control.Config) { c.Off = map[string]bool{"check": true} }},
 	{"follow cap 6 an hour", func(c *control.Config) { c.MaxPerHour = 6 }},
 	{"follow cap 24 an hour", func(c *control.Config) { c.MaxPerHour = 24 }},
@@ -156,7 +154,7 @@ var controlVariants = []struct {
 // control controller (CONTROL_VARIANTS, comma-separated names: a subset)
 // and prints one tab-separated line per variant: name, worst, median,
 // judged cells under 0.97, cells below the default, worst end vs the
-// default, switches.
+// default, switches (and with CONTROL_CELLS set, one line per cell).
 func BenchmarkControlAblation(b *testing.B) {
 	pick := map[string]bool{}
 	for _, n := range strings.Split(os.Getenv("CONTROL_VARIANTS"), ",") {
@@ -179,7 +177,13 @@ func BenchmarkControlAblation(b *testing.B) {
 			if strings.Contains(v.name, "other seeds") {
 				off = 500
 			}
-			s := Summarize(controlMatrix(ps, Control(cfg), off))
+			cells := controlMatrix(ps, Control(cfg), off)
+			if os.Getenv("CONTROL_CELLS") != "" {
+				for _, c := range cells {
+					fmt.Printf("CELL\t%s\t%s\t%s\t%.4f\t%+.4f\t%v\n", v.name, c.Profile, c.Traffic, c.Frac, c.EndVsDefault, c.Judged())
+				}
+			}
+			s := Summarize(cells)
 			fmt.Printf("ABLATION\t%s\t%.4f\t%.4f\t%d\t%d\t%+.4f\t%.0f\n", v.name, s.Worst, s.Median, s.JudgedUnder97, s.BelowDefault, s.WorstVsDefault, s.Switches)
 		}
 	}

@@ -47,6 +47,30 @@ type accept struct {
 // matrixClassB), a harder mix of prompts.
 const classB = 0.75
 
+// mixedScale are the classes a mixed phase's requests draw from (classes
+// 2 and up): each conditional acceptance times one of these, at most 1.
+// Calibrated so that one engine's requests at width 4 spread as on the
+// H100 under followeval's rotation of code and prose prompts (2.89 ± 0.71
+// tokens a cycle over 140 requests, a coefficient of variation of 0.25:
+// docs/benchmark_results/h100-follow-2026-12-05.md): on the matrix's
+// profiles these give 0.21-0.26.
+var mixedScale = []float64{0.6, 0.8, 1.0, 1.2}
+
+// classes is how many acceptance classes a run holds: 0, 1 (classB) and
+// the mixed ones.
+var classes = 2 + len(mixedScale)
+
+// classScale is class cls's factor on each conditional acceptance.
+func classScale(cls int) float64 {
+	switch {
+	case cls == 1:
+		return classB
+	case cls >= 2:
+		return mixedScale[cls-2]
+	}
+	return 1
+}
+
 // newAccept builds class cls (0 or 1) of model m up to maxWidth. A model
 // with Accept (a pair's S(k)) has one acceptance at every width; one
 // given as mean tokens a cycle by width (GB10) draws each width's tokens
@@ -69,9 +93,7 @@ func newAccept(m simcost.Model, cls, maxWidth int) accept {
 			} else {
 				p = simcost.AcceptProb(w, m.EmittedPerVerify(w))
 			}
-			if cls == 1 {
-				p *= classB
-			}
+			p = math.Min(1, p*classScale(cls))
 			a.cond[w][k] = p
 			s *= p
 			t += s
@@ -130,6 +152,7 @@ type client struct {
 	eng              *engine
 	wait, left, tail float64
 	acc              Counters
+	cls              int // its request's class (Phase.Mixed)
 }
 
 // leg is what one engine's rounds cost a client over one step.

@@ -79,10 +79,11 @@ func Traffics(p Profile) []Traffic {
 			continue
 		}
 		ts = append(ts,
-			Traffic{fmt.Sprintf("steady, %d client%s", n, plural(n)), []Phase{{PhaseDur, n, 0}}},
-			Traffic{fmt.Sprintf("two classes, %d client%s", n, plural(n)), []Phase{{PhaseDur, n, 0}, {PhaseDur, n, 1}}})
+			Traffic{fmt.Sprintf("steady, %d client%s", n, plural(n)), []Phase{{Dur: PhaseDur, Clients: n}}},
+			Traffic{fmt.Sprintf("two classes, %d client%s", n, plural(n)), []Phase{{Dur: PhaseDur, Clients: n}, {Dur: PhaseDur, Clients: n, Class: 1}}},
+			Traffic{fmt.Sprintf("mixed classes, %d client%s", n, plural(n)), []Phase{{Dur: PhaseDur, Clients: n, Mixed: true}}})
 	}
-	return append(ts, Traffic{"load 1 and 4 clients", []Phase{{PhaseDur, 1, 0}, {PhaseDur, 4, 0}}})
+	return append(ts, Traffic{"load 1 and 4 clients", []Phase{{Dur: PhaseDur, Clients: 1}, {Dur: PhaseDur, Clients: 4}}})
 }
 
 func plural(n int) string {

@@ -53,7 +53,7 @@ func BenchmarkReplay0312e(b *testing.B) {
 // virtual time.
 func TestLoopRuns(t *testing.T) {
 	p := demoLoad()
-	tr := Traffic{"steady, 1 client", []Phase{{PhaseDur, 1, 0}}}
+	tr := Traffic{"steady, 1 client", []Phase{{Dur: PhaseDur, Clients: 1}}}
 	var lines int
 	out := Run(p, tr, Loop(adapt.Config{})(p), 1, Options{Horizon: 10 * time.Minute, Log: func(s string) { lines++; t.Log(s) }})
 	if len(out.Switches) == 0 {

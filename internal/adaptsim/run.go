@@ -33,11 +33,16 @@ type Profile struct {
 
 // Phase is a stretch of traffic: Clients closed-loop clients (each sends
 // its next request when the last one ends) of one Class (0, or 1: the
-// harder mix, classB).
+// harder mix, classB), or Mixed: each request draws one of the mixed
+// classes (mixedScale) at random, a steady traffic whose requests differ (as followeval's rotation
+// of code and prose prompts did on an H100, where one engine's requests
+// at width 4 gave 2.89 ± 0.71 tokens a cycle:
+// docs/benchmark_results/h100-follow-2026-12-05.md).
 type Phase struct {
 	Dur     time.Duration
 	Clients int
 	Class   int
+	Mixed   bool
 }
 
 // Traffic is phases repeated until the horizon.
@@ -106,7 +111,7 @@ type sim struct {
 	p        Profile
 	o        Options
 	rng      *rand.Rand
-	acc      [2]accept
+	acc      []accept // by class (classes)
 	cur      *engine
 	pendW    int     // width a switch is under way to (0: none)
 	pendAt   float64 // virtual ms it takes over
@@ -125,15 +130,13 @@ type sim struct {
 func Run(p Profile, tr Traffic, c Controller, seed uint64, o Options) Outcome {
 	o = o.withDefaults()
 	s := &sim{p: p, o: o, rng: rand.New(rand.NewPCG(seed, 0xada)), log: o.Log}
-	for cls := range s.acc {
-		s.acc[cls] = newAccept(p.Model, cls, o.MaxWidth)
-	}
+	s.acc = newAccepts(p.Model, o.MaxWidth)
 	s.cur = &engine{gen: 1, width: p.Default, z: simcost.EngineDraw(s.rng.Uint64()), takeover: math.Inf(-1), warm: phaseAt(tr.Phases, 0).Clients}
 	z0 := s.cur.z
 	env := Env{MaxWidth: o.MaxWidth, Slots: p.Slots, Probe: s.probe, Log: func(m string) { s.logf("%6.0fs %s", s.now/1000, m) }}
 	s.inFlight = phaseAt(tr.Phases, 0).Clients
 	for range s.inFlight { // out of step: each part-way through a request
-		s.clients = append(s.clients, client{eng: s.cur, left: float64(1 + s.rng.IntN(p.ReqTokens))})
+		s.clients = append(s.clients, client{eng: s.cur, left: float64(1 + s.rng.IntN(p.ReqTokens)), cls: s.classOf(phaseAt(tr.Phases, 0))})
 	}
 	s.class = phaseAt(tr.Phases, 0).Class
 	s.handle(c.Start(env, s.scrape()))
@@ -166,13 +169,12 @@ func Run(p Profile, tr Traffic, c Controller, seed uint64, o Options) Outcome {
 // account serves dt ms of phase ph and adds it, and what the oracle and
 // the default would have given, to the outcome.
 func (s *sim) account(ph Phase, dt, z0 float64, end bool) {
-	a := &s.acc[ph.Class]
 	got, mean := s.serveStep(ph, dt)
 	best := 0.0
 	for w := 1; w <= s.o.MaxWidth; w++ {
-		best = math.Max(best, rate(s.p.Model, a, w, ph.Clients, s.p.ReqTokens))
+		best = math.Max(best, phaseRate(s.p.Model, s.acc, ph, w, s.p.ReqTokens))
 	}
-	def := rate(s.p.Model, a, s.p.Default, ph.Clients, s.p.ReqTokens)
+	def := phaseRate(s.p.Model, s.acc, ph, s.p.Default, s.p.ReqTokens)
 	first := def / s.p.Model.EngineFactor(z0, s.p.Default, ph.Clients)
 	sec := dt / 1000
 	s.out.Tokens += got
@@ -201,7 +203,7 @@ func (s *sim) serveStep(ph Phase, dt float64) (got, mean float64) {
 		k[cl.eng]++
 	}
 	for len(s.clients) < ph.Clients {
-		s.clients = append(s.clients, client{eng: s.cur, left: float64(s.p.ReqTokens)})
+		s.clients = append(s.clients, client{eng: s.cur, left: float64(s.p.ReqTokens), cls: s.classOf(ph)})
 		k[s.cur]++
 		s.cur.started(s.p.Model, k[s.cur])
 	}
@@ -225,6 +227,7 @@ func (s *sim) serveStep(ph Phase, dt float64) (got, mean float64) {
 		cl := &s.clients[i]
 		for rem := dt; rem > 1e-9; {
 			g := legOf(cl.eng)
+			g.a = &s.acc[cl.cls]
 			tok, used, ended := cl.run(g, rem, s.rng)
 			got += tok
 			mean += tok * s.p.Model.EngineFactor(cl.eng.z, cl.eng.width, g.k)
@@ -237,6 +240,7 @@ func (s *sim) serveStep(ph Phase, dt float64) (got, mean float64) {
 				k[s.cur]++
 			}
 			cl.next(legOf(cl.eng), cl.eng.width, s.rng)
+			cl.cls = s.classOf(ph)
 			s.cur.started(s.p.Model, k[s.cur])
 		}
 	}
@@ -338,14 +342,47 @@ func phaseAt(ph []Phase, t float64) Phase {
 func OracleWidths(p Profile, tr Traffic, maxWidth int) []int {
 	var ws []int
 	for _, ph := range tr.Phases {
-		a := newAccept(p.Model, ph.Class, maxWidth)
+		acc := newAccepts(p.Model, maxWidth)
 		best, br := 1, 0.0
 		for w := 1; w <= maxWidth; w++ {
-			if r := rate(p.Model, &a, w, ph.Clients, p.ReqTokens); r > br {
+			if r := phaseRate(p.Model, acc, ph, w, p.ReqTokens); r > br {
 				best, br = w, r
 			}
 		}
 		ws = append(ws, best)
 	}
 	return slices.Clip(ws)
+}
+
+// classOf is the class of a request sent in phase ph: a draw among the
+// mixed classes when the phase is mixed (the only draw, so the other
+// traffics' runs are as before).
+func (s *sim) classOf(ph Phase) int {
+	if ph.Mixed {
+		return 2 + s.rng.IntN(len(mixedScale))
+	}
+	return ph.Class
+}
+
+// newAccepts is every class's acceptance on model m.
+func newAccepts(m simcost.Model, maxWidth int) []accept {
+	acc := make([]accept, classes)
+	for cls := range acc {
+		acc[cls] = newAccept(m, cls, maxWidth)
+	}
+	return acc
+}
+
+// phaseRate is the mean engine's client tokens/s at width w in phase ph:
+// a mixed phase's requests are the mixed classes in equal shares, so its
+// rate is their harmonic mean (a request's time is what adds up).
+func phaseRate(m simcost.Model, acc []accept, ph Phase, w, reqTokens int) float64 {
+	if !ph.Mixed {
+		return rate(m, &acc[ph.Class], w, ph.Clients, reqTokens)
+	}
+	inv := 0.0
+	for cls := 2; cls < classes; cls++ {
+		inv += 1 / rate(m, &acc[cls], w, ph.Clients, reqTokens)
+	}
+	return float64(classes-2) / inv
 }

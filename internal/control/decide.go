@@ -212,9 +212,9 @@ func (c Controller) drift(s *State, b int, now time.Time) string {
 	if w < 2 || !c.on("drift") {
 		return ""
 	}
-	t, bound, ok := s.Engine.recent(s.Pair.varL(w), c.cfg.DriftZ, c.on("student"))
+	t, v, ok := s.Engine.recent(s.Pair.varL(w))
 	want, okW := c.tokensPerCycle(s.Pair, w, false)
-	if !ok || !okW || math.Abs(t-want) <= bound {
+	if !ok || !okW || math.Abs(t-want) <= c.cfg.DriftZ*math.Sqrt(v) {
 		return ""
 	}
 	live := Run{Engine: s.Engine.Gen} // its sums span the change: it starts again

@@ -88,25 +88,20 @@ func (r Run) relVar() float64 {
 // that, against the acceptance learnt over everything before.
 const driftScrapes = 10
 
-// recent is the engine's tokens per cycle over its latest scrapes and how
-// far, at z standard errors, a value that agrees with them may lie: the
-// spread of the scrapes (batch means), at Student's bound for their count
-// (student; studentZ), and at least z·√(varL/cycles), the standard error of
-// a mean of that many cycles' accepted lengths.
-func (e Engine) recent(varL, z float64, student bool) (t, bound float64, ok bool) {
+// recent is the engine's tokens per cycle over its latest scrapes and the
+// variance of that mean: the spread of the scrapes (batch means), at
+// least varL/cycles, the variance of a mean of that many cycles' accepted
+// lengths (ten scrapes' spread is itself too uncertain to stand alone).
+func (e Engine) recent(varL float64) (t, v float64, ok bool) {
 	var sum, sum2, cycles float64
 	for i, x := range e.Recent {
 		sum, sum2, cycles = sum+x, sum2+x*x, cycles+e.RecentCycles[i]
 	}
-	n := len(e.Recent)
-	if n < minScrapes || cycles <= 0 {
+	if len(e.Recent) < minScrapes || cycles <= 0 {
 		return 0, 0, false
 	}
-	zs := z
-	if student {
-		zs = studentZ(z, n-1)
-	}
-	return sum / float64(n), math.Max(zs*math.Sqrt(batchVar(sum, sum2, n)), z*math.Sqrt(varL/cycles)), true
+	t = sum / float64(len(e.Recent))
+	return t, math.Max(batchVar(sum, sum2, len(e.Recent)), varL/cycles), true
 }
 
 // batchVar is the variance of the mean of n values from their sum and

@@ -69,7 +69,7 @@ func (c Controller) recall(s *State, now time.Time) string {
 	if !s.Pair.Relearning || w < 2 || !c.on("regimes") {
 		return ""
 	}
-	t, bound, ok := s.Engine.recent(s.Pair.varL(w), c.cfg.DriftZ, c.on("student"))
+	t, v, ok := s.Engine.recent(s.Pair.varL(w))
 	if !ok {
 		return ""
 	}
@@ -83,7 +83,7 @@ func (c Controller) recall(s *State, now time.Time) string {
 			continue
 		}
 		want, ok := c.tokensPerCycle(Pair{Acc: r.Acc, Cycles: r.Cycles}, w, false)
-		if !ok || math.Abs(t-want) > bound {
+		if !ok || math.Abs(t-want) > c.cfg.DriftZ*math.Sqrt(v) {
 			continue
 		}
 		for j := range s.Pair.Buckets {
