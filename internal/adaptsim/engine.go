@@ -71,7 +71,7 @@ func classScale(cls int) float64 {
 	return 1
 }
 
-// newAccept builds class cls (0 or 1) of model m up to maxWidth. A model
+// newAccept builds class cls (0, 1 or a mixed one: classScale) of model m up to maxWidth. A model
 // with Accept (a pair's S(k)) has one acceptance at every width; one
 // given as mean tokens a cycle by width (GB10) draws each width's tokens
 // with the p of simcost.AcceptProb, as the sim does.

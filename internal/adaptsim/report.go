@@ -21,7 +21,7 @@ func Report(controller string, seeds int, cells []Cell) string {
 	b.WriteString("the sim's acceptance shapes on the H200 Q8_0 cost, and a replay of every committed H200 fixed-width cell (simcost.ReplayCell.Model:\n")
 	b.WriteString("its fixed widths' recorded means; at another load than its own, the fit at its own load carries over).\n")
 	fmt.Fprintf(&b, "Traffics: steady (one class), two classes alternating every %s (the second accepting each draft token with 0.75 of the first's\n", PhaseDur)
-	b.WriteString("probability), the two classes mixed (each request draws one: steady, but its requests differ), at one and four clients (a replay\n")
+	b.WriteString("probability), mixed classes (each request draws one of four acceptance classes: steady, but its requests differ), at one and four clients (a replay\n")
 	b.WriteString("at its own count only), and the load alternating one and four clients.\n\n")
 	b.WriteString("*frac* is the controller's tokens, each engine's random effect taken out (the drain's cost kept), over the per-phase oracle's\n")
 	b.WriteString("(the best fixed width of each phase on the mean engine, in expectation); *default frac* the default width's. *vs default* is the\n")

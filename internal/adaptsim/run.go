@@ -227,7 +227,9 @@ func (s *sim) serveStep(ph Phase, dt float64) (got, mean float64) {
 		cl := &s.clients[i]
 		for rem := dt; rem > 1e-9; {
 			g := legOf(cl.eng)
-			g.a = &s.acc[cl.cls]
+			if ph.Mixed { // each request its own class; otherwise the phase's
+				g.a = &s.acc[cl.cls]
+			}
 			tok, used, ended := cl.run(g, rem, s.rng)
 			got += tok
 			mean += tok * s.p.Model.EngineFactor(cl.eng.z, cl.eng.width, g.k)
