@@ -58,9 +58,11 @@ const (
 // ReloadResults label speclaunch_reloads_total by outcome.
 var ReloadResults = []string{ReloadApplied, ReloadRejected}
 
-// AdaptStates are the adaptive width's states (adapt.State* names and
-// control.Status.State).
-var AdaptStates = []string{"off", "probing", "exploring", "watching", "switching", "trial", "holding", "not adapting", "stopped"}
+// AdaptStates are the adaptive width's states: control.Status.State's
+// (watching, switching, trial, holding), adapt.StateNotAdapting, and off
+// when it does not run. The loop before internal/control also had
+// probing, exploring and stopped; nothing sets them now.
+var AdaptStates = []string{"off", "watching", "switching", "trial", "holding", "not adapting"}
 
 // New registers every series.
 func New(src Sources) *Metrics {
