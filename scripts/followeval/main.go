@@ -96,6 +96,10 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "followeval:", err)
 		return 2
 	}
+	if _, err := status(*url); err != nil { // nothing to measure: say so now, not after the run
+		fmt.Fprintf(os.Stderr, "followeval: %v; start speclaunch serve first, or give -url its public address\n", err)
+		return 2
+	}
 	texts := make([]string, len(ps))
 	for i, p := range ps {
 		texts[i] = p.Text
