@@ -41,7 +41,7 @@ func TestEngineMatchesRateAt(t *testing.T) {
 				t.Errorf("n=%d w=%d: fixed width over the model's RateAt = %.3f, want 1 ± 0.03", n, w, r)
 			}
 			m := p.Model
-			a := newAccept(m, 0, 17)
+			a := newAccept(m, 1, 17)
 			if got, want := rate(m, &a, w, n, ReqTokens), m.RateAt(w, n, ReqTokens); math.Abs(got/want-1) > 1e-9 {
 				t.Errorf("n=%d w=%d: rate %.2f, RateAt %.2f", n, w, got, want)
 			}
@@ -95,7 +95,7 @@ func (o *oracleCtl) Scrape(s Scrape) []Command {
 // proxy's served seconds, not the engine's own.
 func TestCountersAtRequestEnd(t *testing.T) {
 	m := simcost.DemoLoad()
-	a := newAccept(m, 0, 17)
+	a := newAccept(m, 1, 17)
 	e := &engine{width: 4}
 	g := leg{m: m, a: &a, reqTokens: ReqTokens, k: 4, cyc: m.CycleMS(4, 4)}
 	cl := client{eng: e}
@@ -211,7 +211,7 @@ func TestReportRules(t *testing.T) {
 // cycle at width 4 as the H100's prompts did (mixedScale).
 func TestMixedPhase(t *testing.T) {
 	p := demoLoad()
-	acc := newAccepts(p.Model, 17)
+	acc := newAccepts(p, 17)[1]
 	var m, m2 float64
 	for cls := 2; cls < classes; cls++ {
 		x := acc[cls].tpc[4]

@@ -212,3 +212,48 @@ func controlMatrix(ps []Profile, f Factory, off uint64) []Cell {
 	wg.Wait()
 	return cells
 }
+
+// BenchmarkHardwareEffects runs the control controller on demo-load and
+// the sim's H200 shapes with what an H100 cell showed and the matrix
+// lacks (docs/benchmark_results/h100-follow-2026-12-05.md): classic's
+// step at several sequences 1.33x the probe of its rows (the matrix's
+// H200 calibration: 1.054), and the acceptance 13 % higher at four
+// clients than at one (Profile.LoadAccept); each alone and both, under
+// the load alternating and steady four clients. It prints one line a
+// cell: profile, effects, traffic, frac of the oracle, vs the default,
+// end vs the default, switches.
+//
+//	go test ./internal/adaptsim -run X -bench HardwareEffects -benchtime 1x
+func BenchmarkHardwareEffects(b *testing.B) {
+	ps, err := Profiles(replayDir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	effects := []struct {
+		name        string
+		live, accept float64
+	}{{"none", 0, 0}, {"classic 1.33x", 1.33, 0}, {"acceptance +13% at 4", 0, 0.13}, {"both", 1.33, 0.13}}
+	for b.Loop() {
+		i := 0
+		for _, p := range ps {
+			if p.Name != "demo-load" && !strings.HasPrefix(p.Name, "h200 ") {
+				continue
+			}
+			for _, e := range effects {
+				q := p
+				if e.live > 0 {
+					q.Model.Batch.ClassicLive = e.live
+				}
+				q.LoadAccept = e.accept
+				for _, tr := range Traffics(q) {
+					if tr.Name != "load 1 and 4 clients" && tr.Name != "steady, 4 clients" {
+						continue
+					}
+					i++
+					c := RunCell(q, tr, Control(control.Config{}), matrixSeeds, uint64(i)*1000+1, Options{})
+					fmt.Printf("EFFECT\t%s\t%s\t%s\t%.3f\t%+.1f%%\t%+.1f%%\t%.1f\n", p.Name, e.name, tr.Name, c.Frac, 100*c.VsDefault, 100*c.EndVsDefault, c.Switches)
+				}
+			}
+		}
+	}
+}

@@ -71,11 +71,12 @@ func classScale(cls int) float64 {
 	return 1
 }
 
-// newAccept builds class cls (0, 1 or a mixed one: classScale) of model m up to maxWidth. A model
-// with Accept (a pair's S(k)) has one acceptance at every width; one
+// newAccept builds an acceptance of model m up to maxWidth, each
+// conditional acceptance times scale (a class's and a load's: classScale,
+// Profile.LoadAccept), at most 1. A model with Accept (a pair's S(k)) has one acceptance at every width; one
 // given as mean tokens a cycle by width (GB10) draws each width's tokens
 // with the p of simcost.AcceptProb, as the sim does.
-func newAccept(m simcost.Model, cls, maxWidth int) accept {
+func newAccept(m simcost.Model, scale float64, maxWidth int) accept {
 	a := accept{cond: make([][]float64, maxWidth+1), tpc: make([]float64, maxWidth+1), s: make([][]float64, maxWidth+1), sd: make([]float64, maxWidth+1)}
 	for w := 1; w <= maxWidth; w++ {
 		a.cond[w] = make([]float64, w)
@@ -93,7 +94,7 @@ func newAccept(m simcost.Model, cls, maxWidth int) accept {
 			} else {
 				p = simcost.AcceptProb(w, m.EmittedPerVerify(w))
 			}
-			p = math.Min(1, p*classScale(cls))
+			p = math.Min(1, p*scale)
 			a.cond[w][k] = p
 			s *= p
 			t += s

@@ -76,7 +76,7 @@ func Replay(dir string, recs []Recorded, mk func(window time.Duration) Factory, 
 
 func replayOne(p Profile, r Recorded, f Factory, seeds int) ReplayResult {
 	tr := Traffic{"steady", []Phase{{Dur: r.Run, Clients: p.Clients}}}
-	a := newAccept(p.Model, 0, DefaultMaxWidth)
+	a := newAccept(p.Model, 1, DefaultMaxWidth)
 	best := 0.0
 	for w := 1; w <= DefaultMaxWidth; w++ {
 		best = math.Max(best, rate(p.Model, &a, w, p.Clients, p.ReqTokens))

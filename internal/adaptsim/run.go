@@ -29,6 +29,13 @@ type Profile struct {
 	// Clients is the client count its replay was calibrated at (0: any);
 	// Traffics gives a replay its own load only, and the load change.
 	Clients int
+	// LoadAccept moves the acceptance with load: each conditional
+	// acceptance times 1 + LoadAccept·(n−1)/3 with n sequences decoding
+	// (n at most 4). On an H100 the draft acceptance at one width ran
+	// 11-15 % higher at four clients than at one
+	// (docs/benchmark_results/h100-follow-2026-12-05.md). 0: none, as in
+	// the matrix's profiles; BenchmarkHardwareEffects turns it on.
+	LoadAccept float64
 }
 
 // Phase is a stretch of traffic: Clients closed-loop clients (each sends
@@ -111,7 +118,7 @@ type sim struct {
 	p        Profile
 	o        Options
 	rng      *rand.Rand
-	acc      []accept // by class (classes)
+	acc      accepts
 	cur      *engine
 	pendW    int     // width a switch is under way to (0: none)
 	pendAt   float64 // virtual ms it takes over
@@ -130,7 +137,7 @@ type sim struct {
 func Run(p Profile, tr Traffic, c Controller, seed uint64, o Options) Outcome {
 	o = o.withDefaults()
 	s := &sim{p: p, o: o, rng: rand.New(rand.NewPCG(seed, 0xada)), log: o.Log}
-	s.acc = newAccepts(p.Model, o.MaxWidth)
+	s.acc = newAccepts(p, o.MaxWidth)
 	s.cur = &engine{gen: 1, width: p.Default, z: simcost.EngineDraw(s.rng.Uint64()), takeover: math.Inf(-1), warm: phaseAt(tr.Phases, 0).Clients}
 	z0 := s.cur.z
 	env := Env{MaxWidth: o.MaxWidth, Slots: p.Slots, Probe: s.probe, Log: func(m string) { s.logf("%6.0fs %s", s.now/1000, m) }}
@@ -212,7 +219,7 @@ func (s *sim) serveStep(ph Phase, dt float64) (got, mean float64) {
 		if g, ok := legs[e]; ok {
 			return g
 		}
-		g := leg{m: s.p.Model, a: &s.acc[ph.Class], reqTokens: s.p.ReqTokens, k: max(1, k[e])}
+		g := leg{m: s.p.Model, a: s.acc.at(ph.Class, k[e]), reqTokens: s.p.ReqTokens, k: max(1, k[e])}
 		g.cyc = e.cycleMS(s.p.Model, g.k, s.cur.takeover, s.now, dt, s.rng)
 		if e.stall > 0 { // a cold prefill holds every sequence on e
 			x := min(e.stall, dt/2)
@@ -228,7 +235,7 @@ func (s *sim) serveStep(ph Phase, dt float64) (got, mean float64) {
 		for rem := dt; rem > 1e-9; {
 			g := legOf(cl.eng)
 			if ph.Mixed { // each request its own class; otherwise the phase's
-				g.a = &s.acc[cl.cls]
+				g.a = s.acc.at(cl.cls, g.k)
 			}
 			tok, used, ended := cl.run(g, rem, s.rng)
 			got += tok
@@ -344,7 +351,7 @@ func phaseAt(ph []Phase, t float64) Phase {
 func OracleWidths(p Profile, tr Traffic, maxWidth int) []int {
 	var ws []int
 	for _, ph := range tr.Phases {
-		acc := newAccepts(p.Model, maxWidth)
+		acc := newAccepts(p, maxWidth)
 		best, br := 1, 0.0
 		for w := 1; w <= maxWidth; w++ {
 			if r := phaseRate(p.Model, acc, ph, w, p.ReqTokens); r > br {
@@ -366,25 +373,36 @@ func (s *sim) classOf(ph Phase) int {
 	return ph.Class
 }
 
-// newAccepts is every class's acceptance on model m.
-func newAccepts(m simcost.Model, maxWidth int) []accept {
-	acc := make([]accept, classes)
-	for cls := range acc {
-		acc[cls] = newAccept(m, cls, maxWidth)
+// accepts are the acceptances by load and class: [n][cls], n the
+// sequences decoding, 1 to 4.
+type accepts [][]accept
+
+// newAccepts is every class's acceptance on p's model at each load.
+func newAccepts(p Profile, maxWidth int) accepts {
+	acc := make(accepts, 5)
+	for n := 1; n < len(acc); n++ {
+		load := 1 + p.LoadAccept*float64(n-1)/3
+		acc[n] = make([]accept, classes)
+		for cls := range acc[n] {
+			acc[n][cls] = newAccept(p.Model, classScale(cls)*load, maxWidth)
+		}
 	}
 	return acc
 }
 
+// at is class cls's acceptance with n sequences decoding.
+func (a accepts) at(cls, n int) *accept { return &a[min(max(n, 1), len(a)-1)][cls] }
+
 // phaseRate is the mean engine's client tokens/s at width w in phase ph:
 // a mixed phase's requests are the mixed classes in equal shares, so its
 // rate is their harmonic mean (a request's time is what adds up).
-func phaseRate(m simcost.Model, acc []accept, ph Phase, w, reqTokens int) float64 {
+func phaseRate(m simcost.Model, acc accepts, ph Phase, w, reqTokens int) float64 {
 	if !ph.Mixed {
-		return rate(m, &acc[ph.Class], w, ph.Clients, reqTokens)
+		return rate(m, acc.at(ph.Class, ph.Clients), w, ph.Clients, reqTokens)
 	}
 	inv := 0.0
 	for cls := 2; cls < classes; cls++ {
-		inv += 1 / rate(m, &acc[cls], w, ph.Clients, reqTokens)
+		inv += 1 / rate(m, acc.at(cls, ph.Clients), w, ph.Clients, reqTokens)
 	}
 	return float64(classes-2) / inv
 }
