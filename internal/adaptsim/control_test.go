@@ -133,6 +133,8 @@ var controlVariants = []struct {
 	{"no trials", func(c *control.Config) { c.Off = map[string]bool{"trials": true} }},
 	{"no optimistic tail", func(c *control.Config) { c.Off = map[string]bool{"optimistic": true} }},
 	{"no regimes", func(c *control.Config) { c.Off = map[string]bool{"regimes": true} }},
+	{"no bucket acceptance", func(c *control.Config) { c.Off = map[string]bool{"bucket acceptance": true} }},
+	{"no bucket acceptance (other seeds)", func(c *control.Config) { c.Off = map[string]bool{"bucket acceptance": true} }},
 	{"no check under classic", func(c *control.Config) { c.Off = map[string]bool{"check": true} }},
 	{"follow cap 6 an hour", func(c *control.Config) { c.MaxPerHour = 6 }},
 	{"follow cap 24 an hour", func(c *control.Config) { c.MaxPerHour = 24 }},
@@ -221,7 +223,8 @@ func controlMatrix(ps []Profile, f Factory, off uint64) []Cell {
 // clients than at one (Profile.LoadAccept); each alone and both, under
 // the load alternating and steady four clients. It prints one line a
 // cell: profile, effects, traffic, frac of the oracle, vs the default,
-// end vs the default, switches.
+// end vs the default, switches. EFFECTS_OFF names a rule of the
+// controller to turn off (Config.Off), for its ablation here.
 //
 //	go test ./internal/adaptsim -run X -bench HardwareEffects -benchtime 1x
 func BenchmarkHardwareEffects(b *testing.B) {
@@ -230,7 +233,7 @@ func BenchmarkHardwareEffects(b *testing.B) {
 		b.Fatal(err)
 	}
 	effects := []struct {
-		name        string
+		name         string
 		live, accept float64
 	}{{"none", 0, 0}, {"classic 1.33x", 1.33, 0}, {"acceptance +13% at 4", 0, 0.13}, {"both", 1.33, 0.13}}
 	for b.Loop() {
@@ -245,12 +248,16 @@ func BenchmarkHardwareEffects(b *testing.B) {
 					q.Model.Batch.ClassicLive = e.live
 				}
 				q.LoadAccept = e.accept
+				cfg := control.Config{}
+				if os.Getenv("EFFECTS_OFF") != "" {
+					cfg.Off = map[string]bool{os.Getenv("EFFECTS_OFF"): true}
+				}
 				for _, tr := range Traffics(q) {
 					if tr.Name != "load 1 and 4 clients" && tr.Name != "steady, 4 clients" {
 						continue
 					}
 					i++
-					c := RunCell(q, tr, Control(control.Config{}), matrixSeeds, uint64(i)*1000+1, Options{})
+					c := RunCell(q, tr, Control(cfg), matrixSeeds, uint64(i)*1000+1, Options{})
 					fmt.Printf("EFFECT\t%s\t%s\t%s\t%.3f\t%+.1f%%\t%+.1f%%\t%.1f\n", p.Name, e.name, tr.Name, c.Frac, 100*c.VsDefault, 100*c.EndVsDefault, c.Switches)
 				}
 			}

@@ -2,7 +2,6 @@ package control
 
 import (
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 	"time"
@@ -212,9 +211,13 @@ func (c Controller) drift(s *State, b int, now time.Time) string {
 	if w < 2 || !c.on("drift") {
 		return ""
 	}
-	t, v, ok := s.Engine.recent(s.Pair.varL(w))
-	want, okW := c.tokensPerCycle(s.Pair, w, false)
-	if !ok || !okW || math.Abs(t-want) <= c.cfg.DriftZ*math.Sqrt(v) {
+	ref := s.Pair // the acceptance the scrapes are read against: this bucket's
+	if c.on("bucket acceptance") {
+		ref = Pair{Acc: s.Pair.Buckets[b].Acc, Cycles: s.Pair.Buckets[b].Cycles}
+	}
+	t, v, ok := s.Engine.recent(ref.varL(w))
+	want, okW := c.tokensPerCycle(ref, w, false)
+	if !ok || !okW || !c.unlike(t, want, v) {
 		return ""
 	}
 	live := Run{Engine: s.Engine.Gen} // its sums span the change: it starts again
@@ -224,6 +227,7 @@ func (c Controller) drift(s *State, b int, now time.Time) string {
 		bk := &s.Pair.Buckets[j]
 		bk.Runs = map[int][]Run{}
 		clear(bk.Tried)
+		bk.Acc, bk.Cycles = nil, nil
 	}
 	s.Pair.Acc, s.Pair.Cycles = nil, nil
 	s.Pair.Buckets[b].Runs[w] = []Run{live}

@@ -15,6 +15,29 @@ const maxRuns = 8
 // that a change of traffic shows in it within a few minutes.
 const runWindow = 64
 
+// unlike says whether tokens per cycle t, with variance v, is unlike
+// want: beyond DriftZ standard errors, and beyond rounding. Where every
+// draft token is accepted (t = want = the width) v is 0, and a last-digit
+// difference is no change of traffic (the sim's flat shape, with its
+// acceptance raised at four clients as on an H100, took one for a change
+// at every decision: BenchmarkHardwareEffects).
+func (c Controller) unlike(t, want, v float64) bool {
+	return math.Abs(t-want) > max(c.cfg.DriftZ*math.Sqrt(v), 1e-9*math.Abs(want))
+}
+
+// addAcc adds one scrape's per-position counts at width w to an
+// acceptance by position (accepted, cycles).
+func addAcc(acc, cycles []float64, d Counters, w int) ([]float64, []float64) {
+	for k := 0; k < min(len(d.AtLeast), w-1); k++ {
+		for len(acc) <= k {
+			acc, cycles = append(acc, 0), append(cycles, 0)
+		}
+		acc[k] += d.AtLeast[k]
+		cycles[k] += d.Cycles
+	}
+	return acc, cycles
+}
+
 // minScrapes is the fewest scrapes a run's rate is read from: its own
 // standard error comes from the spread of its scrapes (batch means), which
 // needs a few.
@@ -28,12 +51,9 @@ func (c Controller) addRun(s *State, b int, d Counters, now time.Time) Run {
 	if w < 2 {
 		cycles = d.Tokens // a classic step is a cycle of one token
 	}
-	for k := 0; k < min(len(d.AtLeast), w-1); k++ {
-		for len(s.Pair.Acc) <= k {
-			s.Pair.Acc, s.Pair.Cycles = append(s.Pair.Acc, 0), append(s.Pair.Cycles, 0)
-		}
-		s.Pair.Acc[k] += d.AtLeast[k]
-		s.Pair.Cycles[k] += d.Cycles
+	s.Pair.Acc, s.Pair.Cycles = addAcc(s.Pair.Acc, s.Pair.Cycles, d, w)
+	if bk := &s.Pair.Buckets[b]; c.on("bucket acceptance") {
+		bk.Acc, bk.Cycles = addAcc(bk.Acc, bk.Cycles, d, w)
 	}
 	if w >= 2 && d.Cycles > 0 {
 		e := &s.Engine

@@ -83,7 +83,7 @@ func (c Controller) recall(s *State, now time.Time) string {
 			continue
 		}
 		want, ok := c.tokensPerCycle(Pair{Acc: r.Acc, Cycles: r.Cycles}, w, false)
-		if !ok || math.Abs(t-want) > c.cfg.DriftZ*math.Sqrt(v) {
+		if !ok || c.unlike(t, want, v) {
 			continue
 		}
 		for j := range s.Pair.Buckets {

@@ -82,6 +82,13 @@ type Bucket struct {
 	// Tried is when each width was last tried here (a trial), so that a
 	// width is not tried again before Config.RetryAfter.
 	Tried map[int]time.Time
+	// Acc and Cycles are the acceptance by position learnt while the load
+	// was in this bucket, as Pair's: the drift test compares a bucket with
+	// itself, because the acceptance can move with the load (on an H100 it
+	// ran 11-15 % higher at four clients than at one, and a test against
+	// the pair's read the load change as a change of traffic:
+	// docs/benchmark_results/h100-follow-2026-12-05.md).
+	Acc, Cycles []float64 `json:",omitempty"`
 	// Why is the last decision's reason, for the status.
 	Why string
 }
@@ -186,6 +193,7 @@ func (s State) clone() State {
 			b.Runs[w] = slices.Clone(rs)
 		}
 		b.Tried = maps.Clone(b.Tried)
+		b.Acc, b.Cycles = slices.Clone(b.Acc), slices.Clone(b.Cycles)
 		p.Buckets[i] = b
 	}
 	s.Pair = p

@@ -92,8 +92,6 @@ const (
 // the controller takes a saved Pair only when it passes.
 func (p Pair) Check() string {
 	switch {
-	case len(p.Acc) != len(p.Cycles) || len(p.Acc) > maxSavedWidth:
-		return fmt.Sprintf("%d acceptance positions over %d cycle counts (at most %d)", len(p.Acc), len(p.Cycles), maxSavedWidth)
 	case len(p.Verify) > maxSavedRows:
 		return fmt.Sprintf("%d probed row counts, more than %d", len(p.Verify), maxSavedRows)
 	case len(p.Changes) > maxChanges:
@@ -112,10 +110,8 @@ func (p Pair) Check() string {
 			return "the schedule: " + err.Error()
 		}
 	}
-	for k := range p.Acc {
-		if !finite(p.Cycles[k], 0, 1e15) || !finite(p.Acc[k], 0, p.Cycles[k]) {
-			return fmt.Sprintf("position %d: %v of %v cycles", k+1, p.Acc[k], p.Cycles[k])
-		}
+	if why := checkAcc(p.Acc, p.Cycles); why != "" {
+		return why
 	}
 	for r, v := range p.Verify {
 		if r < 1 || r > maxSavedRows || !finite(v, 1e-6, 1e6) {
@@ -129,9 +125,12 @@ func (p Pair) Check() string {
 		if why := checkRuns(b.Lo, b.Hi, b.Runs); why != "" {
 			return why
 		}
+		if why := checkAcc(b.Acc, b.Cycles); why != "" {
+			return fmt.Sprintf("bucket %d-%d: %s", b.Lo, b.Hi, why)
+		}
 	}
 	for _, r := range p.Regimes {
-		if len(r.Runs) > maxSavedBuckets || len(r.Acc) != len(r.Cycles) || len(r.Acc) > maxSavedWidth {
+		if len(r.Runs) > maxSavedBuckets {
 			return "a traffic regime out of bounds"
 		}
 		for _, runs := range r.Runs {
@@ -139,10 +138,23 @@ func (p Pair) Check() string {
 				return "a traffic regime: " + why
 			}
 		}
-		for k := range r.Acc {
-			if !finite(r.Cycles[k], 0, 1e15) || !finite(r.Acc[k], 0, r.Cycles[k]) {
-				return fmt.Sprintf("a traffic regime's position %d: %v of %v cycles", k+1, r.Acc[k], r.Cycles[k])
-			}
+		if why := checkAcc(r.Acc, r.Cycles); why != "" {
+			return "a traffic regime's " + why
+		}
+	}
+	return ""
+}
+
+// checkAcc says what is wrong with an acceptance by position ("" when
+// nothing): as many cycle counts as positions, at most maxSavedWidth, each
+// accepted count within its cycles.
+func checkAcc(acc, cycles []float64) string {
+	if len(acc) != len(cycles) || len(acc) > maxSavedWidth {
+		return fmt.Sprintf("%d acceptance positions over %d cycle counts (at most %d)", len(acc), len(cycles), maxSavedWidth)
+	}
+	for k := range acc {
+		if !finite(cycles[k], 0, 1e15) || !finite(acc[k], 0, cycles[k]) {
+			return fmt.Sprintf("position %d: %v of %v cycles", k+1, acc[k], cycles[k])
 		}
 	}
 	return ""

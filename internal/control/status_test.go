@@ -43,6 +43,9 @@ func TestPairCheck(t *testing.T) {
 			p.Regimes = []Regime{{Runs: []map[int][]Run{{4: {{Secs: math.NaN()}}}}}}
 		}, "a traffic regime"},
 		{"a kept traffic accepting more than its cycles", func(p *Pair) { p.Regimes = []Regime{{Acc: []float64{50}, Cycles: []float64{10}}} }, "regime's position 1"},
+		{"a bucket's acceptance", func(p *Pair) { p.Buckets[0].Acc, p.Buckets[0].Cycles = []float64{5}, []float64{10} }, ""},
+		{"a bucket accepting more than its cycles", func(p *Pair) { p.Buckets[0].Acc, p.Buckets[0].Cycles = []float64{50}, []float64{10} }, "bucket 1-1: position 1"},
+		{"a bucket's acceptance of other lengths", func(p *Pair) { p.Buckets[0].Acc, p.Buckets[0].Cycles = []float64{5, 5}, []float64{10} }, "acceptance positions"},
 		{"too many changes of traffic", func(p *Pair) { p.Changes = make([]time.Time, maxChanges+1) }, "changes of traffic"},
 	}
 	for _, tc := range cases {

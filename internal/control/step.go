@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -84,7 +85,8 @@ func (c Controller) Fit(p Pair) (Pair, string) {
 		}
 		for j, o := range old {
 			if from[i] < 0 && o.NSamples > 0 && within(r, o) && nb.Contains(max(1, int(math.Round(o.N)))) {
-				from[i], b = j, Bucket{Lo: r[0], Hi: r[1], N: o.N, NSamples: o.NSamples, Runs: maps.Clone(o.Runs), Tried: maps.Clone(o.Tried)}
+				from[i], b = j, Bucket{Lo: r[0], Hi: r[1], N: o.N, NSamples: o.NSamples, Runs: maps.Clone(o.Runs), Tried: maps.Clone(o.Tried),
+					Acc: slices.Clone(o.Acc), Cycles: slices.Clone(o.Cycles)}
 				mapped = append(mapped, fmt.Sprintf("%s's for %s (its mean load %.1f)", schedule.Bucket{Lo: o.Lo, Hi: o.Hi}.Range(), nb.Range(), o.N))
 			}
 		}
@@ -251,6 +253,9 @@ func (c Controller) observeLoad(s *State, o Observation) []Action {
 	first := l.Bucket < 0
 	l.Bucket = b
 	s.Engine.Decided = s.Engine.Counted // a new bucket: its run starts
+	if c.on("bucket acceptance") {      // and the drift test's window, read against this bucket's acceptance
+		s.Engine.Recent, s.Engine.RecentCycles, s.Engine.RecentPos = nil, nil, nil
+	}
 	if first {
 		return c.probeFor(s, b, o.Now)
 	}

@@ -290,6 +290,47 @@ func TestStepDrift(t *testing.T) {
 	}
 }
 
+// TestStepDriftByLoad: the drift test reads a bucket against its own
+// acceptance, so an acceptance that moves with the load is no change of
+// traffic (on an H100 it ran 11-15 % higher at four clients than at one,
+// docs/benchmark_results/h100-follow-2026-12-05.md), while a change
+// within a bucket still is one.
+func TestStepDriftByLoad(t *testing.T) {
+	cases := []struct {
+		name   string
+		off    bool
+		n1, n2 float64 // requests in flight before and after
+		s1, s2 float64 // the acceptance before and after
+		want   bool    // a change of traffic found
+	}{
+		{"the acceptance moves with the load: no change", false, 1, 4, 0.6, 0.7, false},
+		{"the rule off: the load's acceptance read as a change", true, 1, 4, 0.6, 0.7, true},
+		{"the acceptance moves within a bucket: a change", false, 4, 4, 0.7, 0.4, true},
+		{"the same acceptance at both loads: no change", false, 1, 4, 0.6, 0.6, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := Config{Default: schedule.Flat(4, "default")}
+			if tc.off {
+				cfg.Off = map[string]bool{"bucket acceptance": true}
+			}
+			c := New(cfg)
+			s := measuredState(c, nil)
+			e := &fakeEngine{gen: 1, width: 4, s: tc.s1, ms: 5, n: tc.n1, now: t0}
+			s, _ = run(c, s, e, 40)
+			e.n, e.s = tc.n2, tc.s2
+			_, acts := run(c, s, e, 60)
+			found := false
+			for _, a := range acts {
+				found = found || a.Op == Log && strings.Contains(a.Msg, "traffic changed")
+			}
+			if found != tc.want {
+				t.Errorf("a change of traffic found: %v, want %v", found, tc.want)
+			}
+		})
+	}
+}
+
 func TestStepPure(t *testing.T) {
 	c := New(Config{Default: schedule.Flat(4, "default")})
 	s := measuredState(c, map[int][]float64{4: {100}, 6: {130, 131}})
@@ -564,5 +605,26 @@ func TestExperimentEndIsSaid(t *testing.T) {
 				t.Errorf("the experiment is still under way: %+v", s.Exp)
 			}
 		})
+	}
+}
+
+// TestUnlike: beyond DriftZ standard errors is a change; where every
+// draft token is accepted the variance is 0, and rounding is no change.
+func TestUnlike(t *testing.T) {
+	c := New(Config{Default: schedule.Flat(4, "default")})
+	cases := []struct {
+		t, want, v float64
+		unlike     bool
+	}{
+		{4, 4, 0, false},
+		{4 + 4e-12, 4, 0, false},
+		{4.1, 4, 0, true},
+		{3.0, 2.9, 0.0009, false}, // 0.1 within 4 × 0.03
+		{3.0, 2.8, 0.0009, true},  // 0.2 beyond it
+	}
+	for _, tc := range cases {
+		if got := c.unlike(tc.t, tc.want, tc.v); got != tc.unlike {
+			t.Errorf("unlike(%v, %v, %v) = %v, want %v", tc.t, tc.want, tc.v, got, tc.unlike)
+		}
 	}
 }
