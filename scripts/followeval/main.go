@@ -6,7 +6,8 @@
 // phase it reports the clients' tokens/s, failed and empty requests, the
 // widths the status page showed and the switches made; run it once
 // against a server at a fixed width (serve --draft-block-size W) to have
-// that width's figure for the same traffic.
+// that width's figure for the same traffic. Against a server with an API
+// key it sends LLAMA_ARG_API_KEY's value, the variable serve reads it from.
 //
 //	go run ./scripts/followeval -url http://127.0.0.1:8080 -prompts internal/bench/prompts/code \
 //	    -levels 1,4 -phase 2m -run 12m -max-tokens 200 -out follow.json
@@ -20,8 +21,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"os/signal"
@@ -67,6 +70,9 @@ type Report struct {
 
 func main() { os.Exit(run(os.Args[1:])) }
 
+// errUnauthorized: the server wants an API key followeval did not send.
+var errUnauthorized = errors.New("no key or a wrong one")
+
 func run(args []string) int {
 	fs := flag.NewFlagSet("followeval", flag.ContinueOnError)
 	url := fs.String("url", "http://127.0.0.1:8080", "public URL of speclaunch serve (the proxy)")
@@ -96,8 +102,16 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "followeval:", err)
 		return 2
 	}
-	if _, err := status(*url); err != nil { // nothing to measure: say so now, not after the run
-		fmt.Fprintf(os.Stderr, "followeval: %v; start speclaunch serve first, or give -url its public address\n", err)
+	auth := http.Header{} // the key serve was given, from the variable operators give it in
+	if k := os.Getenv("LLAMA_ARG_API_KEY"); k != "" {
+		auth.Set("Authorization", "Bearer "+k)
+	}
+	if _, err := status(*url, auth); err != nil { // nothing to measure: say so now, not after the run
+		hint := "start speclaunch serve first, or give -url its public address"
+		if errors.Is(err, errUnauthorized) {
+			hint = "the server has an API key: set LLAMA_ARG_API_KEY to it"
+		}
+		fmt.Fprintf(os.Stderr, "followeval: %v; %s\n", err, hint)
 		return 2
 	}
 	texts := make([]string, len(ps))
@@ -107,7 +121,7 @@ func run(args []string) int {
 	rep := Report{URL: *url, Levels: ls, Phase: phase.String(), Temperature: *temp}
 	for i := 0; time.Duration(i)*(*phase) < *total && ctx.Err() == nil; i++ {
 		n := ls[i%len(ls)]
-		p := runPhase(ctx, *url, n, *phase, *maxTokens, *temp, texts)
+		p := runPhase(ctx, *url, auth, n, *phase, *maxTokens, *temp, texts)
 		fmt.Fprintf(os.Stderr, "phase %d: %d clients, %.1f tok/s, %d requests, %d bad, widths %v, %d switches\n", i+1, n, p.Rate, p.Sent, p.Bad, p.Widths, p.Switches)
 		rep.Phases = append(rep.Phases, p)
 		rep.Tokens, rep.Seconds, rep.Bad = rep.Tokens+p.Tokens, rep.Seconds+p.Seconds, rep.Bad+p.Bad
@@ -115,7 +129,7 @@ func run(args []string) int {
 	if rep.Seconds > 0 {
 		rep.Rate = float64(rep.Tokens) / rep.Seconds
 	}
-	if st, err := status(*url); err == nil {
+	if st, err := status(*url, auth); err == nil {
 		rep.Switches = st.Switches
 	}
 	b, err := json.MarshalIndent(rep, "", "  ")
@@ -152,7 +166,7 @@ func parseLevels(s string) ([]int, error) {
 
 // runPhase runs n clients for d while polling the status page once a
 // second for the width serving and the switches made.
-func runPhase(ctx context.Context, url string, n int, d time.Duration, maxTokens int, temp float64, prompts []string) Phase {
+func runPhase(ctx context.Context, url string, auth http.Header, n int, d time.Duration, maxTokens int, temp float64, prompts []string) Phase {
 	p := Phase{Clients: n}
 	var mu sync.Mutex
 	seen := map[int]bool{}
@@ -164,7 +178,7 @@ func runPhase(ctx context.Context, url string, n int, d time.Duration, maxTokens
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
 		for {
-			if st, err := status(url); err == nil {
+			if st, err := status(url, auth); err == nil {
 				mu.Lock()
 				if st.Engine != nil && !seen[st.Engine.Width] {
 					seen[st.Engine.Width] = true
@@ -184,7 +198,7 @@ func runPhase(ctx context.Context, url string, n int, d time.Duration, maxTokens
 		}
 	}()
 	res, err := loadgen.Run(ctx, loadgen.Options{URL: url, Clients: n, Duration: d, Stream: true, MaxTokens: maxTokens, Prompts: prompts,
-		Params: map[string]any{"temperature": temp}, Timeout: 5 * time.Minute})
+		Params: map[string]any{"temperature": temp}, Timeout: 5 * time.Minute, Header: auth})
 	stopPoll()
 	<-done
 	if err != nil {
@@ -194,7 +208,7 @@ func runPhase(ctx context.Context, url string, n int, d time.Duration, maxTokens
 	if p.Seconds > 0 {
 		p.Rate = float64(p.Tokens) / p.Seconds
 	}
-	if st, err := status(url); err == nil {
+	if st, err := status(url, auth); err == nil {
 		last = st.Total
 	}
 	if first >= 0 {
@@ -211,14 +225,22 @@ type statusPage struct {
 	Switches json.RawMessage `json:"switches"`
 }
 
-func status(url string) (statusPage, error) {
+func status(url string, auth http.Header) (statusPage, error) {
 	var st statusPage
 	c := http.Client{Timeout: 5 * time.Second}
-	resp, err := c.Get(strings.TrimSuffix(url, "/") + "/speclaunch/status")
+	req, err := http.NewRequest(http.MethodGet, strings.TrimSuffix(url, "/")+"/speclaunch/status", nil)
+	if err != nil {
+		return st, err
+	}
+	maps.Copy(req.Header, auth)
+	resp, err := c.Do(req)
 	if err != nil {
 		return st, err
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusUnauthorized {
+		return st, fmt.Errorf("status page: %s: %w", resp.Status, errUnauthorized)
+	}
 	if resp.StatusCode != http.StatusOK {
 		return st, fmt.Errorf("status page: %s", resp.Status)
 	}

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"errors"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 )
 
@@ -16,5 +19,24 @@ func TestDeadURL(t *testing.T) {
 	l.Close()
 	if got := run([]string{"-url", url, "-prompts", "../../internal/bench/prompts/code", "-phase", "1s", "-run", "1s"}); got != 2 {
 		t.Errorf("run against %s = %d, want 2", url, got)
+	}
+}
+
+// A server with an API key: followeval sends LLAMA_ARG_API_KEY, and
+// without it says that the key is what is missing.
+func TestAPIKey(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer sk-test-1234" {
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		w.Write([]byte(`{"switches":[]}`))
+	}))
+	defer srv.Close()
+	if _, err := status(srv.URL, http.Header{}); !errors.Is(err, errUnauthorized) {
+		t.Errorf("status without a key: %v, want errUnauthorized", err)
+	}
+	if _, err := status(srv.URL, http.Header{"Authorization": {"Bearer sk-test-1234"}}); err != nil {
+		t.Errorf("status with the key: %v", err)
 	}
 }
