@@ -211,9 +211,16 @@ func (c Controller) drift(s *State, b int, now time.Time) string {
 	if w < 2 || !c.on("drift") {
 		return ""
 	}
-	ref := s.Pair // the acceptance the scrapes are read against: this bucket's
+	ref := s.Pair // the acceptance the scrapes are read against
 	if c.on("bucket acceptance") {
-		ref = Pair{Acc: s.Pair.Buckets[b].Acc, Cycles: s.Pair.Buckets[b].Cycles}
+		switch own := s.Engine.before(s.Pair.Buckets[b]); {
+		case c.knows(own, w):
+			ref = own // this bucket's, learnt before the scrapes read
+		case s.Exp.Kind != Trialing || s.Exp.Predicted != 0:
+			return "" // none yet: the load moved here, and the acceptance can move with it
+		}
+		// A check under width 1 reads the pair's: width 1 drafts nothing, so
+		// a bucket it served has no acceptance of its own to read against.
 	}
 	t, v, ok := s.Engine.recent(ref.varL(w))
 	want, okW := c.tokensPerCycle(ref, w, false)

@@ -25,6 +25,32 @@ func (c Controller) unlike(t, want, v float64) bool {
 	return math.Abs(t-want) > max(c.cfg.DriftZ*math.Sqrt(v), 1e-9*math.Abs(want))
 }
 
+// knows says whether acceptance p has MinCycles at every position width w
+// reads.
+func (c Controller) knows(p Pair, w int) bool {
+	for k := 1; k < w; k++ {
+		if _, ok := p.S(k, c.cfg.MinCycles); !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// before is bucket bk's acceptance without the engine's latest scrapes
+// (all at bk: they restart when the load moves), which the drift test
+// reads against it: a reference made of the scrapes it is compared with
+// could never look unlike them.
+func (e Engine) before(bk Bucket) Pair {
+	p := Pair{Acc: slices.Clone(bk.Acc), Cycles: slices.Clone(bk.Cycles)}
+	for i, pos := range e.RecentPos {
+		for k := 0; k < len(pos) && k < len(p.Acc); k++ {
+			p.Acc[k] = math.Max(0, p.Acc[k]-pos[k])
+			p.Cycles[k] = math.Max(p.Acc[k], p.Cycles[k]-e.RecentCycles[i])
+		}
+	}
+	return p
+}
+
 // addAcc adds one scrape's per-position counts at width w to an
 // acceptance by position (accepted, cycles).
 func addAcc(acc, cycles []float64, d Counters, w int) ([]float64, []float64) {

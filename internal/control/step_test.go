@@ -331,17 +331,50 @@ func TestStepDriftByLoad(t *testing.T) {
 	}
 }
 
+// TestStepDriftUnderCheck: a bucket without an acceptance of its own
+// (width 1 served it since the last change) is read against the pair's
+// while the default is checked there, so the check can find a change; a
+// trial there is not tested until the bucket learns its own.
+func TestStepDriftUnderCheck(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		predicted float64 // 0: a check
+		want      bool
+	}{
+		{"a check under width 1 finds the change", 0, true},
+		{"a trial waits for the bucket's own acceptance", 120, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := New(Config{Default: schedule.Flat(4, "default")})
+			s := measuredState(c, nil)
+			s.Pair.Acc, s.Pair.Cycles = []float64{8000, 6400, 5120}, []float64{10000, 10000, 10000} // S 0.8, 0.64, 0.51
+			s.Exp = Experiment{Kind: Trialing, Width: 4, From: 1, Bucket: 0, Since: t0, Predicted: tc.predicted}
+			e := &fakeEngine{gen: 1, width: 4, s: 0.3, ms: 5, n: 1, now: t0}
+			_, acts := run(c, s, e, 40)
+			found := false
+			for _, a := range acts {
+				found = found || a.Op == Log && strings.Contains(a.Msg, "traffic changed")
+			}
+			if found != tc.want {
+				t.Errorf("a change of traffic found: %v, want %v", found, tc.want)
+			}
+		})
+	}
+}
+
 func TestStepPure(t *testing.T) {
 	c := New(Config{Default: schedule.Flat(4, "default")})
 	s := measuredState(c, map[int][]float64{4: {100}, 6: {130, 131}})
 	s.Pair.Acc, s.Pair.Cycles = []float64{500, 400, 300}, []float64{1000, 1000, 1000}
-	before := s.clone()
+	s.Pair.Buckets[0].Acc, s.Pair.Buckets[0].Cycles = []float64{500, 400, 300}, []float64{1000, 1000, 1000}
 	e := &fakeEngine{gen: 1, width: 4, s: 0.7, ms: 30, n: 1, now: t0}
-	for range 30 {
-		c.Step(s, e.scrape())
-	}
-	if !reflect.DeepEqual(before, s) {
-		t.Error("Step wrote into its argument")
+	for i := range 60 { // each step's input, along a run that measures
+		before := fmt.Sprintf("%+v", s) // not s.clone(): that would share what clone forgets
+		next, _ := c.Step(s, e.scrape())
+		if after := fmt.Sprintf("%+v", s); after != before {
+			t.Fatalf("step %d wrote into its argument", i)
+		}
+		s = next
 	}
 }
 
