@@ -238,3 +238,21 @@ func TestMixedPhase(t *testing.T) {
 }
 
 func sq(x float64) float64 { return x * x }
+
+// Profile.LoadAccept scales each conditional acceptance with the
+// sequences decoding, 1 + LoadAccept·(n−1)/3 up to four, at most 1; a
+// count outside 1-4 reads the nearest.
+func TestAcceptsByLoad(t *testing.T) {
+	p := demoLoad()
+	p.LoadAccept = 0.13
+	acc := newAccepts(p, 17)
+	for k := 1; k < 4; k++ {
+		one, four := acc.at(0, 1).cond[4][k], acc.at(0, 4).cond[4][k]
+		if want := math.Min(1, 1.13*one); math.Abs(four-want) > 1e-12 {
+			t.Errorf("position %d: %.4f at four sequences, want %.4f (1.13 × %.4f, at most 1)", k, four, want, one)
+		}
+	}
+	if acc.at(0, 0) != acc.at(0, 1) || acc.at(0, 9) != acc.at(0, 4) {
+		t.Error("a count outside 1-4 does not read the nearest")
+	}
+}
