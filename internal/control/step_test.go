@@ -3,6 +3,7 @@ package control
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -69,6 +70,11 @@ func run(c Controller, s State, e *fakeEngine, k int) (State, []Action) {
 		all = append(all, acts...)
 	}
 	return s, all
+}
+
+// logged says whether any of acts logs a line containing sub.
+func logged(acts []Action, sub string) bool {
+	return slices.ContainsFunc(acts, func(a Action) bool { return a.Op == Log && strings.Contains(a.Msg, sub) })
 }
 
 func switches(acts []Action) []int {
@@ -320,11 +326,7 @@ func TestStepDriftByLoad(t *testing.T) {
 			s, _ = run(c, s, e, 40)
 			e.n, e.s = tc.n2, tc.s2
 			_, acts := run(c, s, e, 60)
-			found := false
-			for _, a := range acts {
-				found = found || a.Op == Log && strings.Contains(a.Msg, "traffic changed")
-			}
-			if found != tc.want {
+			if found := logged(acts, "traffic changed"); found != tc.want {
 				t.Errorf("a change of traffic found: %v, want %v", found, tc.want)
 			}
 		})
@@ -351,11 +353,7 @@ func TestStepDriftUnderCheck(t *testing.T) {
 			s.Exp = Experiment{Kind: Trialing, Width: 4, From: 1, Bucket: 0, Since: t0, Predicted: tc.predicted}
 			e := &fakeEngine{gen: 1, width: 4, s: 0.3, ms: 5, n: 1, now: t0}
 			_, acts := run(c, s, e, 40)
-			found := false
-			for _, a := range acts {
-				found = found || a.Op == Log && strings.Contains(a.Msg, "traffic changed")
-			}
-			if found != tc.want {
+			if found := logged(acts, "traffic changed"); found != tc.want {
 				t.Errorf("a change of traffic found: %v, want %v", found, tc.want)
 			}
 		})
