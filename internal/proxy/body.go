@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -176,7 +177,9 @@ type deadlineBody struct {
 	r     io.Reader
 	c     io.Closer
 	clear func()
-	ended bool // read to its end
+	// ended: read to its end. The transport's writer reads the body while
+	// the handler's ModifyResponse asks (unread), so it is atomic.
+	ended atomic.Bool
 }
 
 // unread reports a request body that streams through and was not read to
@@ -184,13 +187,13 @@ type deadlineBody struct {
 // would be read as the next request on it.
 func unread(body io.Reader) bool {
 	d, ok := body.(*deadlineBody)
-	return ok && !d.ended
+	return ok && !d.ended.Load()
 }
 
 func (d *deadlineBody) Read(b []byte) (int, error) {
 	n, err := d.r.Read(b)
 	if errors.Is(err, io.EOF) {
-		d.ended = true
+		d.ended.Store(true)
 		d.clear()
 	}
 	return n, bodyErr(err)
