@@ -213,8 +213,9 @@ func (c Controller) drift(s *State, b int, now time.Time) string {
 	}
 	ref := s.Pair // the acceptance the scrapes are read against
 	if c.on("bucket acceptance") {
-		switch own := s.Engine.before(s.Pair.Buckets[b]); {
-		case c.knows(own, w):
+		own := s.Engine.before(s.Pair.Buckets[b].Acc, s.Pair.Buckets[b].Cycles)
+		switch _, known := c.tokensPerCycle(own, w, false); {
+		case known:
 			ref = own // this bucket's, learnt before the scrapes read
 		case s.Exp.Kind != Trialing || s.Exp.Predicted != 0:
 			return "" // none yet: the load moved here, and the acceptance can move with it

@@ -25,23 +25,13 @@ func (c Controller) unlike(t, want, v float64) bool {
 	return math.Abs(t-want) > max(c.cfg.DriftZ*math.Sqrt(v), 1e-9*math.Abs(want))
 }
 
-// knows says whether acceptance p has MinCycles at every position width w
-// reads.
-func (c Controller) knows(p Pair, w int) bool {
-	for k := 1; k < w; k++ {
-		if _, ok := p.S(k, c.cfg.MinCycles); !ok {
-			return false
-		}
-	}
-	return true
-}
-
-// before is bucket bk's acceptance without the engine's latest scrapes
-// (all at bk: they restart when the load moves), which the drift test
-// reads against it: a reference made of the scrapes it is compared with
-// could never look unlike them.
-func (e Engine) before(bk Bucket) Pair {
-	p := Pair{Acc: slices.Clone(bk.Acc), Cycles: slices.Clone(bk.Cycles)}
+// before is an acceptance by position (accepted, cycles) without the
+// engine's latest scrapes: what a bucket had learnt before the scrapes the
+// drift test reads (they restart when the load moves; a reference made of
+// them could never look unlike them), or a traffic's without the scrapes
+// its change was found in.
+func (e Engine) before(acc, cycles []float64) Pair {
+	p := Pair{Acc: slices.Clone(acc), Cycles: slices.Clone(cycles)}
 	for i, pos := range e.RecentPos {
 		for k := 0; k < len(pos) && k < len(p.Acc); k++ {
 			p.Acc[k] = math.Max(0, p.Acc[k]-pos[k])

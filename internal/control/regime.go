@@ -3,7 +3,6 @@ package control
 import (
 	"fmt"
 	"maps"
-	"math"
 	"slices"
 	"time"
 )
@@ -30,13 +29,8 @@ func (c Controller) remember(s *State, now time.Time) {
 	if !c.on("regimes") {
 		return
 	}
-	r := Regime{At: now, Acc: slices.Clone(s.Pair.Acc), Cycles: slices.Clone(s.Pair.Cycles)}
-	for i, pos := range s.Engine.RecentPos { // the scrapes the change was found in span it
-		for k := 0; k < len(pos) && k < len(r.Acc); k++ {
-			r.Acc[k] = math.Max(0, r.Acc[k]-pos[k])
-			r.Cycles[k] = math.Max(r.Acc[k], r.Cycles[k]-s.Engine.RecentCycles[i])
-		}
-	}
+	acc := s.Engine.before(s.Pair.Acc, s.Pair.Cycles) // the scrapes the change was found in span it
+	r := Regime{At: now, Acc: acc.Acc, Cycles: acc.Cycles}
 	counts := false
 	for _, bk := range s.Pair.Buckets {
 		runs := maps.Clone(bk.Runs)

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -178,15 +179,20 @@ type deadlineBody struct {
 	c     io.Closer
 	clear func()
 	// ended: read to its end. The transport's writer reads the body while
-	// the handler's ModifyResponse asks (unread), so it is atomic.
+	// the handler's ModifyResponse asks (bodyLeft), so it is atomic.
 	ended atomic.Bool
 }
 
-// unread reports a request body that streams through and was not read to
-// its end: its answer must close the connection, or the rest of the body
-// would be read as the next request on it.
-func unread(body io.Reader) bool {
-	d, ok := body.(*deadlineBody)
+// bodyLeft reports that the request of ctx (the proxy's slot) has a body
+// that streams through and was not read to its end: its answer must close
+// the connection, or the rest of the body would be read as the next
+// request on it.
+func bodyLeft(ctx context.Context) bool {
+	s, ok := ctx.Value(slotKey{}).(*slot)
+	if !ok {
+		return false
+	}
+	d, ok := s.in.(*deadlineBody)
 	return ok && !d.ended.Load()
 }
 

@@ -297,7 +297,7 @@ func New(o Options) *Proxy {
 		// end (a refusal of its size): the answer closes the connection,
 		// or the rest of the body would be read as the next request.
 		ModifyResponse: func(resp *http.Response) error {
-			if s, ok := resp.Request.Context().Value(slotKey{}).(*slot); ok && unread(s.in) {
+			if bodyLeft(resp.Request.Context()) {
 				resp.Header.Set("Connection", "close")
 			}
 			return nil
@@ -699,7 +699,7 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 	default:
 	}
 	p.o.Log.Warn("proxy: engine request failed", "path", r.URL.Path, "err", err)
-	if s, ok := r.Context().Value(slotKey{}).(*slot); ok && unread(s.in) {
+	if bodyLeft(r.Context()) {
 		// The engine stopped reading a body that streams through (a body
 		// over the replay cap): the rest of it must not be read as the next
 		// request on this connection.

@@ -73,7 +73,6 @@ func (sv *launcher) runFollow(p *plan.Plan) func() {
 func (sv *launcher) follow(ctx context.Context, p *plan.Plan, started time.Duration) {
 	cfg := follow.Config{Schedule: p.Resolution.Schedule, Gain: sv.gainOf(p)}
 	st := follow.New(cfg, widthOf(p), started)
-	seen := p // the plan whose width st holds
 	tick := time.NewTicker(follow.Tick)
 	defer tick.Stop()
 	switches := 0
@@ -94,7 +93,7 @@ func (sv *launcher) follow(ctx context.Context, p *plan.Plan, started time.Durat
 		if len(cfg.Schedule) < 2 || cfg.Schedule.IsFlat() {
 			continue
 		}
-		st, seen = widthFrom(st, seen, cur)
+		st.Width = widthOf(cur) // a reload or a restart may have moved it
 		var d follow.Decision
 		st, d = follow.Step(cfg, st, follow.Observation{Now: time.Now(), InFlight: sv.InFlight()})
 		fs := FollowStatus{Schedule: cfg.Schedule.String(), Bucket: d.From.Range(), Load: round1(d.Load), Note: d.Reason, Switches: switches, Updated: time.Now()}
@@ -115,18 +114,6 @@ func (sv *launcher) follow(ctx context.Context, p *plan.Plan, started time.Durat
 		}
 		switches++
 	}
-}
-
-// widthFrom takes the width st follows from the plan in force when it is a
-// plan not seen before: a reload or a restart may have moved it. The plan
-// in force can still be the one the follower's own switch replaced for a
-// moment after that switch returned; read as the width, it asked for the
-// same switch again (once in .ci/run under load).
-func widthFrom(st follow.State, seen, cur *plan.Plan) (follow.State, *plan.Plan) {
-	if cur != seen {
-		st.Width = widthOf(cur)
-	}
-	return st, cur
 }
 
 // SwitchLoad switches to the plan in force rebuilt for the schedule's

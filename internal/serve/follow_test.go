@@ -6,7 +6,6 @@ import (
 
 	"github.com/speclaunch/speclaunch/internal/config"
 	"github.com/speclaunch/speclaunch/internal/control"
-	"github.com/speclaunch/speclaunch/internal/follow"
 	"github.com/speclaunch/speclaunch/internal/key"
 	"github.com/speclaunch/speclaunch/internal/plan"
 	"github.com/speclaunch/speclaunch/internal/record"
@@ -108,20 +107,5 @@ func TestRecordGain(t *testing.T) {
 	}
 	if _, ok := g(s[0], schedule.Bucket{Lo: 2, Hi: 3, Width: 4}); ok {
 		t.Error("a gain without a level in the bucket")
-	}
-}
-
-// The follower takes the width from a plan not seen before, and keeps its
-// own (a switch it made) while the plan in force is still the one it saw.
-func TestWidthFrom(t *testing.T) {
-	four, two := schedPlan(t, key.Sim, "1:4,2+:2", 1), schedPlan(t, key.Sim, "1:4,2+:2", 2)
-	st := follow.New(follow.Config{Schedule: four.Resolution.Schedule}, 4, 0)
-	st.Width = 2 // the follower's switch to width 2 returned
-	if got, _ := widthFrom(st, four, four); got.Width != 2 {
-		t.Errorf("the plan its switch replaced, still in force: width %d, want 2 (its own)", got.Width)
-	}
-	st.Width = 4
-	if got, seen := widthFrom(st, four, two); got.Width != 2 || seen != two {
-		t.Errorf("a new plan: width %d, want 2 (the plan's)", got.Width)
 	}
 }

@@ -254,7 +254,10 @@ type (
 	// will come, so held requests and those the engines drop are answered
 	// now (503), not after a wait to learn whether their engine is gone.
 	Cut struct{}
-	// Reply: the job's outcome, to whoever waits on it.
+	// Reply: the job's outcome, to whoever waits on it. It follows the
+	// job's Switched or Adopt, so that the launcher has taken the plan in
+	// force before a waiter wakes: a follower that read the plan first saw
+	// the one its own switch replaced and asked for the same switch again.
 	Reply struct {
 		Job *Job
 		Err error
@@ -470,7 +473,7 @@ func (s *stepper) ready(e Ready) {
 		if m.fellBack {
 			err = m.jobErr
 		}
-		s.do(Reply{Job: j, Err: err}, Switched{Job: j, From: cmp.Or(old, m.left), To: st, OK: !m.fellBack, Err: err, Took: s.now.Sub(m.began), Drain: m.drainTook})
+		s.do(Switched{Job: j, From: cmp.Or(old, m.left), To: st, OK: !m.fellBack, Err: err, Took: s.now.Sub(m.began), Drain: m.drainTook}, Reply{Job: j, Err: err})
 	}
 	m.Job, m.fellBack, m.jobErr, m.left = nil, false, nil, nil
 	if m.Phase == Stopping {
@@ -496,7 +499,7 @@ func (s *stepper) startFailed(st *Engine, err error) {
 	}
 	if m.Serving != nil {
 		s.log(lvError, "the new engine failed to start; the old one keeps serving", "why", j.Reason, "err", err)
-		s.do(Reply{Job: j, Err: err}, Switched{Job: j, From: m.Serving, OK: false, Err: err, Took: s.now.Sub(m.began)})
+		s.do(Switched{Job: j, From: m.Serving, OK: false, Err: err, Took: s.now.Sub(m.began)}, Reply{Job: j, Err: err})
 		m.Job, m.Phase = nil, Serving
 		s.next()
 		return
@@ -509,7 +512,7 @@ func (s *stepper) startFailed(st *Engine, err error) {
 		return
 	}
 	if j != nil && j.Kind != KindStart {
-		s.do(Reply{Job: j, Err: err}, Switched{Job: j, From: m.left, OK: false, Err: err, Took: s.now.Sub(m.began), Drain: m.drainTook})
+		s.do(Switched{Job: j, From: m.left, OK: false, Err: err, Took: s.now.Sub(m.began), Drain: m.drainTook}, Reply{Job: j, Err: err})
 	}
 	m.Job = nil
 	m.lastErr = err

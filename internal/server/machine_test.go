@@ -120,7 +120,7 @@ func TestOverlapSwitch(t *testing.T) {
 		t.Fatalf("during an overlap start the old engine serves: %+v", f.m)
 	}
 	// Ready: traffic moves at once; the old engine drains, then stops.
-	f.wantAfter(time.Second, Ready{ID: 2}, "Route(2) Watch(1) Reply(<nil>) Switched(ok=true from=1)")
+	f.wantAfter(time.Second, Ready{ID: 2}, "Route(2) Watch(1) Switched(ok=true from=1) Reply(<nil>)")
 	f.want(Drained{ID: 1}, "Stop(1)")
 	f.want(Exited{ID: 1, Code: 0}, "")
 	if f.m.Phase != Serving || f.m.Serving.ID != 2 || f.m.Draining != nil {
@@ -133,19 +133,19 @@ func TestOverlapSwitch(t *testing.T) {
 func TestSwitchDuringDrainWaits(t *testing.T) {
 	f := serving(t, limits)
 	f.want(Submit{Job: job(KindReload, key.SwitchOverlap, planOf("--w", "3"))}, "Start(2 reload)")
-	f.want(Ready{ID: 2}, "Route(2) Watch(1) Reply(<nil>) Switched(ok=true from=1)")
+	f.want(Ready{ID: 2}, "Route(2) Watch(1) Switched(ok=true from=1) Reply(<nil>)")
 	f.want(Submit{Job: job(KindReload, key.SwitchOverlap, planOf("--w", "5"))}, "")
 	later := job(KindAdapt, key.SwitchOverlap, planOf("--w", "6"))
 	f.want(Submit{Job: later}, "Reply(superseded by a later switch)")
 	f.want(Drained{ID: 1}, "Stop(1)")
 	f.want(Exited{ID: 1}, "Start(3 adapt)")
-	f.want(Ready{ID: 3}, "Route(3) Watch(2) Reply(<nil>) Switched(ok=true from=2)")
+	f.want(Ready{ID: 3}, "Route(3) Watch(2) Switched(ok=true from=2) Reply(<nil>)")
 }
 
 func TestOverlapStartFailsOldKeepsServing(t *testing.T) {
 	f := serving(t, limits)
 	f.want(Submit{Job: job(KindReload, key.SwitchOverlap, planOf("--bad"))}, "Start(2 reload)")
-	f.want(Ready{ID: 2, Err: errors.New("no binary")}, "Reply(no binary) Switched(ok=false from=1)")
+	f.want(Ready{ID: 2, Err: errors.New("no binary")}, "Switched(ok=false from=1) Reply(no binary)")
 	f.want(Exited{ID: 2, Code: -1}, "")
 	if f.m.Phase != Serving || f.m.Serving.ID != 1 {
 		t.Fatalf("the old engine must keep serving: %+v", f.m)
@@ -159,7 +159,7 @@ func TestDrainSwitch(t *testing.T) {
 	// old engine is gone by the time the new one serves.
 	f.wantAfter(3*time.Second, Drained{ID: 1}, "Stop(1)")
 	f.wantAfter(time.Second, Exited{ID: 1}, "Start(2 reload)")
-	f.wantAfter(2*time.Second, Ready{ID: 2}, "Route(2) Reply(<nil>) Switched(ok=true from=1 drain=3s)")
+	f.wantAfter(2*time.Second, Ready{ID: 2}, "Route(2) Switched(ok=true from=1 drain=3s) Reply(<nil>)")
 	if f.m.held || f.m.Phase != Serving {
 		t.Fatalf("after a drain switch: %+v", f.m)
 	}
@@ -186,7 +186,7 @@ func TestDrainStartFailsFallsBack(t *testing.T) {
 	f.want(Drained{ID: 1}, "Stop(1)")
 	f.want(Exited{ID: 1}, "Start(2 reload)")
 	f.want(Ready{ID: 2, Err: errors.New("bad flag")}, "Start(3 reload)")
-	f.want(Ready{ID: 3}, "Route(3) Reply(bad flag) Switched(ok=false from=1)")
+	f.want(Ready{ID: 3}, "Route(3) Switched(ok=false from=1) Reply(bad flag)")
 	if f.m.Plan != prev {
 		t.Fatal("the previous plan must be in force after the fallback")
 	}
@@ -271,7 +271,7 @@ func TestCrashRestartsOnFailure(t *testing.T) {
 			t.Errorf("a restart recorded with mode %s, want %s", sw.Job.Mode, key.SwitchAlone)
 		}
 	}
-	if got := summary(acts); got != "Route(2) Reply(<nil>) Switched(ok=true)" {
+	if got := summary(acts); got != "Route(2) Switched(ok=true) Reply(<nil>)" {
 		t.Errorf("Ready(2): %s", got)
 	}
 }
@@ -298,7 +298,7 @@ func TestExitDuringOverlapSwitch(t *testing.T) {
 	f := serving(t, limits)
 	f.want(Submit{Job: job(KindReload, key.SwitchOverlap, planOf("--w", "3"))}, "Start(2 reload)")
 	f.want(Exited{ID: 1, Code: 1}, "Hold Gone(1)")
-	f.want(Ready{ID: 2}, "Route(2) Reply(<nil>) Switched(ok=true)")
+	f.want(Ready{ID: 2}, "Route(2) Switched(ok=true) Reply(<nil>)")
 	if f.m.held || f.m.Serving.ID != 2 {
 		t.Fatalf("%+v", f.m)
 	}
