@@ -10,23 +10,29 @@ import (
 	"github.com/speclaunch/speclaunch/internal/schedule"
 )
 
-// tokensPerCycle is 1 + S(1) + … + S(w−1) from the pair's acceptance. A
-// position not observed takes the last one observed when optimistic (S
-// never rises with k, so that is an upper bound: the width is worth a
-// look) and makes the width unpredictable otherwise.
-func (c Controller) tokensPerCycle(p Pair, w int, optimistic bool) (float64, bool) {
-	t, last, seen := 1.0, 0.0, false
+// tokensPerCycle is 1 + S(1) + … + S(w−1) from the pair's acceptance.
+// When extrapolating, a position not observed continues the last observed
+// ratio S(m)/S(m−1), with S(0) = 1 and the ratio at most 1: the model of
+// independent acceptance, S(k) = α^k, fitted at the tail. Holding the last
+// S instead (an upper bound) over-predicted width 16's tokens per cycle
+// from width 4 by 104 % and 113 % on two H100 pairs, the ratio by 18 % and
+// 21 % (docs/benchmark_results/h100-follow-2026-12-05b.md). Otherwise a
+// position not observed makes the width unpredictable.
+func (c Controller) tokensPerCycle(p Pair, w int, extrapolate bool) (float64, bool) {
+	t, last, prev, seen := 1.0, 1.0, 1.0, false // last starts at S(0)
 	for k := 1; k < w; k++ {
 		v, ok := p.S(k, c.cfg.MinCycles)
 		switch {
 		case ok:
-			last, seen = v, true
-		case !optimistic || !seen || !c.on("optimistic"):
+		case !extrapolate || !seen || !c.on("extrapolation"):
 			return 0, false
+		case prev > 0:
+			v = last * math.Min(1, last/prev)
 		default:
-			v = last
+			v = 0
 		}
 		t += v
+		last, prev, seen = v, last, true
 	}
 	return t, true
 }
@@ -85,7 +91,7 @@ func (c Controller) draftFit(s *State, b int) (a, slope float64, ok bool) {
 }
 
 // predict is the model's tok/s per request in flight for width w at
-// bucket b: tokens per cycle (optimistic) over ms per cycle (verify of
+// bucket b: tokens per cycle (extrapolated) over ms per cycle (verify of
 // N·w rows plus drafting).
 func (c Controller) predict(s *State, b, w int) (float64, bool) {
 	n := math.Max(1, s.Pair.Buckets[b].N)

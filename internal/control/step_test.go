@@ -2,6 +2,7 @@ package control
 
 import (
 	"fmt"
+	"math"
 	"reflect"
 	"slices"
 	"strings"
@@ -657,5 +658,46 @@ func TestUnlike(t *testing.T) {
 		if got := c.unlike(tc.t, tc.want, tc.v); got != tc.unlike {
 			t.Errorf("unlike(%v, %v, %v) = %v, want %v", tc.t, tc.want, tc.v, got, tc.unlike)
 		}
+	}
+}
+
+func TestTokensPerCycle(t *testing.T) {
+	c := New(Config{Default: schedule.Flat(4, "default")})
+	const n = 1000 // cycles observed at each position, past MinCycles
+	pair := func(s ...float64) Pair {
+		var p Pair
+		for _, v := range s {
+			p.Acc, p.Cycles = append(p.Acc, v*n), append(p.Cycles, n)
+		}
+		return p
+	}
+	cases := []struct {
+		name        string
+		p           Pair
+		w           int
+		extrapolate bool
+		want        float64
+		ok          bool
+	}{
+		{"observed only", pair(0.8, 0.6, 0.5), 4, false, 2.9, true},
+		{"one past, not extrapolating", pair(0.8, 0.6, 0.5), 5, false, 0, false},
+		// S(4) = 0.5 · 0.5/0.6, S(5) = S(4) · 0.5/0.6.
+		{"the last ratio continues", pair(0.8, 0.6, 0.5), 6, true, 2.9 + 0.5*(5.0/6) + 0.5*(25.0/36), true},
+		// One position: S(0) = 1, so S(k) = 0.8^k.
+		{"one position is α", pair(0.8), 4, true, 1 + 0.8 + 0.64 + 0.512, true},
+		// A ratio above 1 (noise) is held at 1.
+		{"ratio at most 1", pair(0.5, 0.5), 4, true, 2.5, true},
+		{"nothing observed", Pair{}, 3, true, 0, false},
+		{"classic needs none", Pair{}, 1, false, 1, true},
+	}
+	for _, tc := range cases {
+		got, ok := c.tokensPerCycle(tc.p, tc.w, tc.extrapolate)
+		if ok != tc.ok || math.Abs(got-tc.want) > 1e-9 {
+			t.Errorf("%s: tokensPerCycle(w=%d) = %v, %v; want %v, %v", tc.name, tc.w, got, ok, tc.want, tc.ok)
+		}
+	}
+	off := New(Config{Default: schedule.Flat(4, "default"), Off: map[string]bool{"extrapolation": true}})
+	if _, ok := off.tokensPerCycle(pair(0.8, 0.6), 5, true); ok {
+		t.Error(`with "extrapolation" off, width 5 from 2 positions was predicted`)
 	}
 }
