@@ -125,10 +125,11 @@ type Config struct {
 	MaxPerHour int
 	// Off names rules turned off, for the ablation (internal/adaptsim's
 	// BenchmarkControlAblation): "spread", "payback", "warmup", "drift",
-	// "trials", "extrapolation" (positions not observed), "regimes" (Pair.Regimes), "check" (the
-	// default checked under width 1), "bucket acceptance" (the drift test
-	// against the bucket's own acceptance); serve turns "trials" off for
-	// adapt.trials = 0. Nil otherwise.
+	// "trials", "extrapolation" (positions not observed), "regimes"
+	// (Pair.Regimes), "check" (the default checked under width 1),
+	// "bucket acceptance" (the drift test against the bucket's own
+	// acceptance); serve turns "trials" off for adapt.trials = 0. Nil
+	// otherwise.
 	Off map[string]bool
 }
 

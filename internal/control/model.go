@@ -12,12 +12,13 @@ import (
 
 // tokensPerCycle is 1 + S(1) + … + S(w−1) from the pair's acceptance.
 // When extrapolating, a position not observed continues the last observed
-// ratio S(m)/S(m−1), with S(0) = 1 and the ratio at most 1: the model of
-// independent acceptance, S(k) = α^k, fitted at the tail. Holding the last
-// S instead (an upper bound) over-predicted width 16's tokens per cycle
-// from width 4 by 104 % and 113 % on two H100 pairs, the ratio by 18 % and
-// 21 % (docs/benchmark_results/h100-follow-2026-12-05b.md). Otherwise a
-// position not observed makes the width unpredictable.
+// ratio S(m)/S(m−1), with S(0) = 1: the model of independent acceptance,
+// S(k) = α^k, fitted at the tail. The ratio is at most 1 because S never
+// rises; above 1 it is noise between positions read over different cycle
+// counts. Holding the last S instead (an upper bound) over-predicted width
+// 16's tokens per cycle from width 4 by 104 % and 114 % on two H100 pairs,
+// the ratio by 18 % and 22 % (docs/benchmark_results/h100-follow-2026-12-05b.md).
+// Otherwise a position not observed makes the width unpredictable.
 func (c Controller) tokensPerCycle(p Pair, w int, extrapolate bool) (float64, bool) {
 	t, last, prev, seen := 1.0, 1.0, 1.0, false // last starts at S(0)
 	for k := 1; k < w; k++ {

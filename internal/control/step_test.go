@@ -685,14 +685,19 @@ func TestTokensPerCycle(t *testing.T) {
 		{"the last ratio continues", pair(0.8, 0.6, 0.5), 6, true, 2.9 + 0.5*(5.0/6) + 0.5*(25.0/36), true},
 		// One position: S(0) = 1, so S(k) = 0.8^k.
 		{"one position is α", pair(0.8), 4, true, 1 + 0.8 + 0.64 + 0.512, true},
-		// A ratio above 1 (noise) is held at 1.
-		{"ratio at most 1", pair(0.5, 0.5), 4, true, 2.5, true},
+		// A ratio above 1 (noise) is held at 1: S(3) = 0.6, not 0.72.
+		{"ratio at most 1", pair(0.5, 0.6), 4, true, 2.7, true},
+		// Two zeros: the ratio is 0/0, and the tail is 0.
+		{"a zero tail", pair(0.5, 0, 0), 5, true, 1.5, true},
+		// A position seen over fewer than MinCycles cycles is not observed.
+		{"too few cycles", Pair{Acc: []float64{800, 600, 5}, Cycles: []float64{1000, 1000, 10}}, 4, false, 0, false},
+		{"too few cycles, extrapolated", Pair{Acc: []float64{800, 600, 5}, Cycles: []float64{1000, 1000, 10}}, 4, true, 2.85, true},
 		{"nothing observed", Pair{}, 3, true, 0, false},
 		{"classic needs none", Pair{}, 1, false, 1, true},
 	}
 	for _, tc := range cases {
 		got, ok := c.tokensPerCycle(tc.p, tc.w, tc.extrapolate)
-		if ok != tc.ok || math.Abs(got-tc.want) > 1e-9 {
+		if ok != tc.ok || !(math.Abs(got-tc.want) <= 1e-9) { // NaN fails
 			t.Errorf("%s: tokensPerCycle(w=%d) = %v, %v; want %v, %v", tc.name, tc.w, got, ok, tc.want, tc.ok)
 		}
 	}
