@@ -21,6 +21,7 @@ import (
 	"github.com/speclaunch/speclaunch/internal/probe"
 	"github.com/speclaunch/speclaunch/internal/safefile"
 	"github.com/speclaunch/speclaunch/internal/schedule"
+	"github.com/speclaunch/speclaunch/internal/server"
 )
 
 // controlShell drives internal/control's pure controller for serve: every
@@ -267,7 +268,7 @@ func (sh *controlShell) switchTo(ctx context.Context, a control.Action, obs chan
 
 // probe probes the serving engine's verify cost under load, bounded by
 // probeBound, and answers the loop; the loop and any switch go on
-// meanwhile.
+// meanwhile, and a switch ends it (endWhenReplaced).
 func (sh *controlShell) probe(ctx context.Context, a control.Action, obs chan<- control.Observation) {
 	in := sh.eng.Current()
 	o := control.Observation{Kind: control.Probed}
@@ -278,12 +279,13 @@ func (sh *controlShell) probe(ctx context.Context, a control.Action, obs chan<- 
 		pctx, cancel := context.WithTimeout(ctx, probeBound)
 		sh.probing.Add(1)
 		before := sh.switches.Load()
+		replaced := sh.endWhenReplaced(pctx, in, cancel)
 		c, err := probe.Run(pctx, sh.client, in.Backend.URL.String(), a.Rows, probe.DefaultReps)
 		sh.probing.Add(-1)
 		timedOut := errors.Is(pctx.Err(), context.DeadlineExceeded)
 		cancel()
 		if err != nil { // the controller logs it, once
-			o.Err = probeStopped(err, probeBound, sh.switches.Load() != before, timedOut, ctx.Err() != nil)
+			o.Err = probeStopped(err, probeBound, sh.switches.Load() != before || replaced.Load(), timedOut, ctx.Err() != nil)
 		}
 		o.Verify = c.VerifyMS
 	}
@@ -292,6 +294,37 @@ func (sh *controlShell) probe(ctx context.Context, a control.Action, obs chan<- 
 	case obs <- o:
 	case <-ctx.Done():
 	}
+}
+
+// probeWatch is how often a probe under load checks that its engine still
+// serves. A switch leaves the old engine draining, and on an H100 one kept
+// answering the probe for 6 s beside the new engine, in the first seconds
+// of a trial, and took 16 s to exit (docs/benchmark_results/
+// h100-follow-2026-12-05b.md); the load is sampled as often.
+const probeWatch = 250 * time.Millisecond
+
+// endWhenReplaced cancels a probe of engine in once another engine serves
+// (a switch of the controller's, or a reload's), and says whether it did.
+// It stops with ctx.
+func (sh *controlShell) endWhenReplaced(ctx context.Context, in *server.Instance, cancel context.CancelFunc) *atomic.Bool {
+	replaced := new(atomic.Bool)
+	go func() {
+		t := time.NewTicker(probeWatch)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if sh.eng.Current() != in {
+					replaced.Store(true)
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+	return replaced
 }
 
 // probeStopped says why a probe ended before its end, for the

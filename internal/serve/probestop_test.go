@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -67,4 +68,52 @@ func TestProbeCutBySwitch(t *testing.T) {
 	if n := strings.Count(logs.String(), "adapt:"); n != 1 || !strings.Contains(logs.String(), "adapt: probing") {
 		t.Errorf("the shell logged %d adapt lines, want only the probe's start (the controller says how it ended):\n%s", n, logs.String())
 	}
+}
+
+// swapEngines is a runtime whose serving engine a test replaces.
+type swapEngines struct {
+	cur atomic.Pointer[server.Instance]
+}
+
+func (s *swapEngines) Current() *server.Instance { return s.cur.Load() }
+func (s *swapEngines) Beside() int               { return 0 }
+
+// A switch that leaves the probed engine running (draining, as on the
+// H100, where it answered the probe for 6 s beside the new engine) still
+// ends the probe, said as cut by the switch, and the probe's request on
+// the old engine is cancelled.
+func TestProbeEndsWhenItsEngineIsReplaced(t *testing.T) {
+	arrived, cancelled := make(chan struct{}, 1), make(chan struct{}, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select { // the engine drains: it answers nothing until the request goes
+		case arrived <- struct{}{}:
+		default:
+		}
+		<-r.Context().Done()
+		select {
+		case cancelled <- struct{}{}:
+		default:
+		}
+	}))
+	defer srv.Close()
+	b, err := proxy.NewBackend(srv.URL, "engine 1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := &swapEngines{}
+	eng.cur.Store(&server.Instance{ID: 1, Backend: b, Plan: &plan.Plan{}})
+	sh := &controlShell{eng: eng, client: srv.Client(), log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	obs := make(chan control.Observation, 1)
+	go sh.probe(context.Background(), control.Action{Op: control.Probe, Rows: []int{19, 37}, Reason: "test"}, obs)
+	<-arrived
+	eng.cur.Store(&server.Instance{ID: 2, Backend: b, Plan: &plan.Plan{}}) // the switch: engine 2 serves
+	select {
+	case o := <-obs:
+		if !strings.HasPrefix(o.Err, "cut by a switch of the serving engine") {
+			t.Errorf("the probe's end is %q, want it cut by the switch", o.Err)
+		}
+	case <-time.After(probeBound / 2):
+		t.Fatalf("the probe of a replaced engine went on past %s", probeBound/2)
+	}
+	<-cancelled
 }
