@@ -298,7 +298,7 @@ func (sh *controlShell) probe(ctx context.Context, a control.Action, obs chan<- 
 
 // probeWatch is how often a probe under load checks that its engine still
 // serves. A switch leaves the old engine draining, and on an H100 one kept
-// answering the probe for 6 s beside the new engine, in the first seconds
+// answering the probe for 5 s beside the new engine, in the first seconds
 // of a trial, and took 16 s to exit (docs/benchmark_results/
 // h100-follow-2026-12-05b.md); the load is sampled as often.
 const probeWatch = 250 * time.Millisecond

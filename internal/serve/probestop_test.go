@@ -79,7 +79,7 @@ func (s *swapEngines) Current() *server.Instance { return s.cur.Load() }
 func (s *swapEngines) Beside() int               { return 0 }
 
 // A switch that leaves the probed engine running (draining, as on the
-// H100, where it answered the probe for 6 s beside the new engine) still
+// H100, where it answered the probe for 5 s beside the new engine) still
 // ends the probe, said as cut by the switch, and the probe's request on
 // the old engine is cancelled.
 func TestProbeEndsWhenItsEngineIsReplaced(t *testing.T) {
