@@ -25,6 +25,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -34,6 +35,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/speclaunch/speclaunch/engine"
 )
@@ -54,67 +56,100 @@ type Row struct {
 var (
 	// timingRE is a print_timing line: llama-server's clock is
 	// minutes.seconds.milliseconds.microseconds since it started.
-	timingRE = regexp.MustCompile(`^(?:engine (\d+) \| )?(\d+)\.(\d+)\.(\d+)\.(\d+) [IWE] slot print_timing: id\s+(\d+) \| task (\d+) \| (.*)$`)
+	timingRE = regexp.MustCompile(`^(?:engine (\d+) \| )?(\d+)\.(\d+)\.(\d+)\.(\d+) I slot print_timing: id\s+(\d+) \| task (\d+) \| (.*)$`)
 	promptRE = regexp.MustCompile(`^prompt eval time =\s*([0-9.]+) ms /\s*(\d+) tokens`)
 	evalRE   = regexp.MustCompile(`^\s*eval time =\s*([0-9.]+) ms /\s*(\d+) tokens`)
 )
 
-// maxLine bounds one log line (a print_timing line is under 200 bytes).
-const maxLine = 1 << 20
+// maxLine bounds one log line read; a longer line (never a print_timing
+// line, which is under 200 bytes) is skipped whole, so memory stays bounded.
+const maxLine = 64 << 10
 
-// Parse reads the rows of a log, ordered by engine and end time.
+// errRepeat is a request seen twice in one engine's lines.
+var errRepeat = errors.New("the log holds two runs under one engine number (a restarted llama-server, logs appended, or serve --raw-engine-output, whose lines carry no engine number): split it into one file per run")
+
+// Parse reads the rows of a log, ordered by engine and end time. A row's
+// time is that of its last timing line (eval or draft acceptance; the
+// progress lines of a long request come earlier).
 func Parse(r io.Reader) ([]Row, error) {
-	type key struct{ engine, task int }
-	rows := map[key]*Row{}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), maxLine)
-	for sc.Scan() {
-		m := timingRE.FindStringSubmatch(sc.Text())
-		if m == nil {
-			continue
+	rows := map[reqKey]*Row{}
+	untimed := 0 // print_timing lines without llama.cpp's clock
+	br := bufio.NewReaderSize(r, maxLine)
+	for {
+		b, err := br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			for errors.Is(err, bufio.ErrBufferFull) {
+				_, err = br.ReadSlice('\n')
+			}
+			b = nil
 		}
-		e := 1
-		if m[1] != "" {
-			e = atoi(m[1])
+		if len(b) > 0 {
+			line := strings.TrimRight(string(b), "\r\n")
+			m := timingRE.FindStringSubmatch(line)
+			if m == nil && strings.Contains(line, "print_timing") {
+				untimed++
+			}
+			if m != nil {
+				if err := add(rows, m); err != nil {
+					return nil, err
+				}
+			}
 		}
-		k := key{e, atoi(m[7])}
-		row := rows[k]
-		if row == nil {
-			t := float64(atoi(m[2]))*60 + float64(atoi(m[3])) + float64(atoi(m[4]))/1e3 + float64(atoi(m[5]))/1e6
-			row = &Row{Engine: e, Task: k.task, Slot: atoi(m[6]), EngineS: t}
-			rows[k] = row
+		if err == io.EOF {
+			break
 		}
-		rest := m[8]
-		if p := promptRE.FindStringSubmatch(rest); p != nil {
-			row.PromptMS, row.PromptN = atof(p[1]), atoi(p[2])
-		} else if v := evalRE.FindStringSubmatch(rest); v != nil {
-			row.EvalMS, row.EvalN = atof(v[1]), atoi(v[2])
-		} else if a, ok := engine.ParseLlamaAcceptance(rest); ok {
-			row.DraftAccepted, row.DraftTokens = a.Accepted, a.Generated
+		if err != nil {
+			return nil, err
 		}
 	}
-	if err := sc.Err(); errors.Is(err, bufio.ErrTooLong) {
-		return nil, fmt.Errorf("a line longer than %d bytes: not a serve log", maxLine)
-	} else if err != nil {
-		return nil, err
+	if len(rows) == 0 && untimed > 0 {
+		return nil, fmt.Errorf("%d print_timing lines without llama.cpp's clock (an older llama-server, or serve --log-format json): only llama-server d32676d's text log is read", untimed)
 	}
 	out := make([]Row, 0, len(rows))
 	for _, r := range rows {
 		out = append(out, *r)
 	}
 	slices.SortFunc(out, func(a, b Row) int {
-		if a.Engine != b.Engine {
-			return a.Engine - b.Engine
-		}
-		if a.EngineS != b.EngineS {
-			if a.EngineS < b.EngineS {
-				return -1
-			}
-			return 1
-		}
-		return a.Task - b.Task
+		return cmp.Or(cmp.Compare(a.Engine, b.Engine), cmp.Compare(a.EngineS, b.EngineS), cmp.Compare(a.Task, b.Task))
 	})
 	return out, nil
+}
+
+// reqKey is a request: task ids are an engine's own.
+type reqKey struct{ engine, task int }
+
+// add takes one print_timing line's match into its request's row.
+func add(rows map[reqKey]*Row, m []string) error {
+	e := 1
+	if m[1] != "" {
+		e = atoi(m[1])
+	}
+	k := reqKey{e, atoi(m[7])}
+	t := float64(atoi(m[2]))*60 + float64(atoi(m[3])) + float64(atoi(m[4]))/1e3 + float64(atoi(m[5]))/1e6
+	rest := m[8]
+	row := rows[k]
+	p := promptRE.FindStringSubmatch(rest)
+	v := evalRE.FindStringSubmatch(rest)
+	a, isAcc := engine.ParseLlamaAcceptance(rest)
+	if p == nil && v == nil && !isAcc {
+		return nil // progress, total time, graphs reused
+	}
+	if row == nil {
+		row = &Row{Engine: e, Task: k.task, Slot: atoi(m[6])}
+		rows[k] = row
+	} else if p != nil && row.PromptN+row.EvalN > 0 {
+		return fmt.Errorf("engine %d, task %d: %w", e, k.task, errRepeat)
+	}
+	row.EngineS = t
+	switch {
+	case p != nil:
+		row.PromptMS, row.PromptN = atof(p[1]), atoi(p[2])
+	case v != nil:
+		row.EvalMS, row.EvalN = atof(v[1]), atoi(v[2])
+	default:
+		row.DraftAccepted, row.DraftTokens = a.Accepted, a.Generated
+	}
+	return nil
 }
 
 func atoi(s string) int {
