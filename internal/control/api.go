@@ -34,6 +34,9 @@ type Observation struct {
 	Width    int
 	InFlight float64
 	Counters Counters
+	// Probing (Scrape): the shell probed this engine at some time since
+	// the last scrape, so the counters' change is not the width's rate.
+	Probing bool
 	// Probed: the verify cost by rows.
 	Verify map[int]float64
 	// Switched: how long the switch took.
@@ -128,7 +131,8 @@ type Config struct {
 	// "trials", "extrapolation" (positions not observed), "regimes"
 	// (Pair.Regimes), "check" (the default checked under width 1),
 	// "bucket acceptance" (the drift test against the bucket's own
-	// acceptance); serve turns "trials" off for adapt.trials = 0. Nil
+	// acceptance), "probe apart" (no run from a scrape the probe shared);
+	// serve turns "trials" off for adapt.trials = 0. Nil
 	// otherwise.
 	Off map[string]bool
 }

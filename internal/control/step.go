@@ -194,6 +194,14 @@ func (c Controller) scrape(s *State, o Observation) []Action {
 	if b < 0 || d.Tokens <= 0 || d.Secs <= 0 || c.bucketOf(o.InFlight, b) != b {
 		return acts // no load yet, idle, or this scrape's load is another bucket's
 	}
+	// The probe's requests take the engine's time from the traffic: on the
+	// H100, width 4's requests at four clients ran 5.8 ms a token while the
+	// probe ran, 5.0 just before, and classic's trial was judged against
+	// that at −2.2 % where llama-server's timings say −13 %
+	// (docs/benchmark_results/h100-follow-2026-12-05b.md).
+	if o.Probing && c.on("probe apart") {
+		return acts
+	}
 	run := c.addRun(s, b, d, o.Now)
 	e.Counted++
 	if s.Follow.State.Pending != 0 || run.Cycles < c.cfg.MinCycles || run.Scrapes < minScrapes || e.Counted-e.Decided < minScrapes {

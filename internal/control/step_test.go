@@ -706,3 +706,45 @@ func TestTokensPerCycle(t *testing.T) {
 		t.Error(`with "extrapolation" off, width 5 from 2 positions was predicted`)
 	}
 }
+
+// A scrape whose interval the probe shared adds nothing to the width's
+// runs: the probe's requests took the engine's time from the traffic.
+func TestStepProbeApart(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		off  bool
+		want int // scrapes the probed one adds
+	}{
+		{"apart", false, 0},
+		{"rule off", true, 1},
+	} {
+		cfg := Config{Default: schedule.Flat(4, "default")}
+		if tc.off {
+			cfg.Off = map[string]bool{"probe apart": true}
+		}
+		c := New(cfg)
+		e := &fakeEngine{gen: 1, width: 4, s: 0.7, ms: 5, n: 1, now: t0}
+		s, _ := run(c, c.Init(Pair{}), e, 6)
+		scrapes := func(s State) int {
+			n := 0
+			for _, r := range s.Pair.Buckets[s.Load.Bucket].Runs[4] {
+				n += r.Scrapes
+			}
+			return n
+		}
+		before := scrapes(s)
+		if before == 0 {
+			t.Fatalf("%s: no run of width 4 after 6 scrapes", tc.name)
+		}
+		o := e.scrape()
+		o.Probing = true
+		s, _ = c.Step(s, o)
+		if got := scrapes(s) - before; got != tc.want {
+			t.Errorf("%s: a probed scrape added %d scrapes to the run, want %d", tc.name, got, tc.want)
+		}
+		s, _ = c.Step(s, e.scrape())
+		if got := scrapes(s) - before; got != tc.want+1 {
+			t.Errorf("%s: the next scrape left the run at +%d scrapes, want +%d", tc.name, got, tc.want+1)
+		}
+	}
+}

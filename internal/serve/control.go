@@ -53,6 +53,7 @@ type controlShell struct {
 	// before traffic, for the loop to take; hasCurve says the controller
 	// has a verify cost, so no new engine is probed before traffic.
 	probing  atomic.Int32
+	probed   atomic.Bool  // a probe ran since the last scrape
 	switches atomic.Int64 // switches begun: a probe that saw one was cut by it
 	mu       sync.Mutex
 	pre      map[int]float64
@@ -243,7 +244,8 @@ func (sh *controlShell) scrape(ctx context.Context, now time.Time) (control.Obse
 	if secs <= 0 {
 		secs = snap.PredictSeconds // requests sent around the proxy: the engine's own seconds
 	}
-	return control.Observation{Kind: control.Scrape, Now: now, Engine: uint64(in.ID), Width: w,
+	probed := sh.probed.Swap(false) || sh.probing.Load() > 0
+	return control.Observation{Kind: control.Scrape, Now: now, Engine: uint64(in.ID), Width: w, Probing: probed,
 		InFlight: float64(max(0, sh.rt.InFlight()-int(sh.probing.Load()))), Counters: control.Counters{Cycles: snap.Cycles, AtLeast: snap.PerPos, Tokens: snap.Predicted, Secs: secs}}, nil
 }
 
@@ -278,9 +280,11 @@ func (sh *controlShell) probe(ctx context.Context, a control.Action, obs chan<- 
 		sh.log.Info(fmt.Sprintf("adapt: probing %s (at most %s; serving, switches and reloads go on meanwhile)", a.Reason, probeBound))
 		pctx, cancel := context.WithTimeout(ctx, probeBound)
 		sh.probing.Add(1)
+		sh.probed.Store(true)
 		before := sh.switches.Load()
 		replaced := sh.endWhenReplaced(pctx, in, cancel)
 		c, err := probe.Run(pctx, sh.client, in.Backend.URL.String(), a.Rows, probe.DefaultReps)
+		sh.probed.Store(true) // the scrape after its end still spans it
 		sh.probing.Add(-1)
 		timedOut := errors.Is(pctx.Err(), context.DeadlineExceeded)
 		cancel()

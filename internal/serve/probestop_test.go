@@ -116,4 +116,7 @@ func TestProbeEndsWhenItsEngineIsReplaced(t *testing.T) {
 		t.Fatalf("the probe of a replaced engine went on past %s", probeBound/2)
 	}
 	<-cancelled
+	if !sh.probed.Load() {
+		t.Error("the probe left no mark for the next scrape: its rate would count as the width's")
+	}
 }
