@@ -111,6 +111,7 @@ func TestServeAdaptResumesAfterRestart(t *testing.T) {
 
 	r2 := startServe(t, "--profile", p)
 	r2.log.waitFor(t, `resuming what an earlier run learnt`, 1, 20*time.Second)
+	r2.log.waitFor(t, `width verified`, 1, 20*time.Second) // said before the proxy serves: wait for it
 	if a := adaptStatus(t, port); a.Resumed == "" {
 		t.Errorf("status %+v does not say it resumed", a)
 	}
