@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"net"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -25,6 +27,45 @@ func TestDryRunCommandListensWhereServeStartsIt(t *testing.T) {
 		cmd, _, _ = strings.Cut(cmd, "\n")
 		if !strings.Contains(cmd, c.want) || strings.Count(cmd, "--port") != 1 {
 			t.Errorf("%s: the command line is %q, want %q in it", c.proxy, cmd, c.want)
+		}
+	}
+}
+
+// A dry run beside a server that holds the port still passes (exit 0)
+// and says that serve would refuse the port; a free port gets no note.
+func TestDryRunNotesAPortInUse(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	held := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	for _, c := range []struct {
+		port string
+		note bool
+	}{{held, true}, {strconv.Itoa(freePort(t)), false}} {
+		code, o, e := runCLI(t, "serve", "--dry-run", "--profile", "../../profiles/demo.toml", "--host", "127.0.0.1", "--port", c.port)
+		if code != 0 {
+			t.Fatalf("port %s: exit %d\n%s%s", c.port, code, o, e)
+		}
+		if got := strings.Contains(o, "note: port "+c.port+" on 127.0.0.1 is in use now"); got != c.note {
+			t.Errorf("port %s: note printed %v, want %v\n%s", c.port, got, c.note, o)
+		}
+	}
+}
+
+// llama-server's -hf habit: resolve warns and serve refuses, each with
+// the fix (download the GGUF, pass -m).
+func TestHFRepoWithoutATargetSaysTheFix(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	for _, c := range []struct {
+		cmd  []string
+		code int
+	}{{[]string{"resolve"}, 0}, {[]string{"serve", "--dry-run"}, 2}} {
+		code, o, e := runCLI(t, append(c.cmd, "--engine", "llama.cpp", "-hf", "org/repo")...)
+		if code != c.code || !strings.Contains(o+e, "-hf is not enough") || !strings.Contains(o+e, "pass -m PATH") {
+			t.Errorf("%v: exit %d (want %d), no fix in\n%s%s", c.cmd, code, c.code, o, e)
 		}
 	}
 }

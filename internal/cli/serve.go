@@ -13,7 +13,7 @@ import (
 type ServeCmd struct {
 	LaunchFlags `embed:""`
 
-	DryRun          bool   `help:"Print what would run (resolution, command, environment) and exit: 0 when it could start, 2 when it says it would fail."`
+	DryRun          bool   `help:"Print what would run (resolution, command, environment) and exit: 0 when it could start, 2 when it says it would fail. A port in use is noted, not a failure (a dry run often checks a profile beside the server that holds it)."`
 	ReadyTimeout    string `help:"How long to wait for the engine's /health." placeholder:"DUR" group:"Serve"`
 	StopTimeout     string `help:"SIGTERM grace before SIGKILL when stopping the engine." placeholder:"DUR" group:"Serve"`
 	Restart         string `help:"Restart policy: no or on-failure (capped exponential backoff)." placeholder:"POLICY" group:"Serve"`
@@ -70,6 +70,11 @@ func (c *ServeCmd) Run(e *Env) error {
 		if err := serve.Launchable(p, false); err != nil {
 			fmt.Fprintf(e.Stdout, "would fail: %v\n", err)
 			return usage(fmt.Errorf("dry run: the launch would fail: %w", err), "")
+		}
+		// The port is not a reason to fail a dry run: it is most often
+		// run beside the server it checks a new profile for.
+		if err := serve.PortFree(s.Host.Value, s.Port.Value); err != nil {
+			fmt.Fprintf(e.Stdout, "note: port %d on %s is in use now (%v): serve would refuse it until what holds it stops\n", s.Port.Value, s.Host.Value, err)
 		}
 		return nil
 	}

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/speclaunch/speclaunch/internal/exitcode"
@@ -32,14 +31,7 @@ const ExitWidthMismatch = 3
 func Launchable(p *plan.Plan, checkPort bool) error {
 	s := p.Settings
 	if s.Model.Value == "" {
-		msg := "no target model: set model.path in the profile, --model/-m, or LLAMA_ARG_MODEL"
-		for _, a := range s.EngineArgs.Value {
-			if name, _, _ := strings.Cut(a, "="); name == "-hf" || name == "-hfr" || name == "--hf-repo" {
-				msg += " (" + name + " is not enough: speclaunch reads the target's weight format from a local file, so download the GGUF and pass -m PATH)"
-				break
-			}
-		}
-		return exitcode.Bad(errors.New(msg))
+		return exitcode.Bad(errors.New("no target model: set model.path in the profile, --model/-m, or LLAMA_ARG_MODEL" + plan.HFHint(s.EngineArgs.Value)))
 	}
 	if p.Settings.Engine.Value != key.Sim && p.Facts.BinaryPath == "" {
 		return exitcode.Bad(fmt.Errorf("engine binary %q not found (looked up %q on PATH); install %s or set engine.binary in the profile (--engine-binary, MLXCEL_ENGINE_BINARY)", p.Facts.Binary, p.Facts.Binary, s.Engine.Value))
