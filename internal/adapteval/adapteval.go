@@ -738,8 +738,9 @@ func median(sorted []float64) float64 {
 	return (sorted[n/2-1] + sorted[n/2]) / 2
 }
 
-// isExplore: the loop's exploration switches say so in their reason
-// ("explore: …", "explore wider: …", "re-explore wider: …").
+// isExplore: the controller's trials and checks say so in their switch
+// reason ("… (trial: width 4 predicted …)", internal/control), an older
+// loop's explorations at its start ("explore: …", "re-explore wider: …").
 func isExplore(reason string) bool {
-	return strings.HasPrefix(reason, "explore") || strings.HasPrefix(reason, "re-explore")
+	return strings.Contains(reason, "(trial: ") || strings.HasPrefix(reason, "explore") || strings.HasPrefix(reason, "re-explore")
 }

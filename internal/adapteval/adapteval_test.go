@@ -402,3 +402,21 @@ func TestRunFixed(t *testing.T) {
 		t.Errorf("adapting server: %v", err)
 	}
 }
+
+func TestIsExplore(t *testing.T) {
+	for _, c := range []struct {
+		reason string
+		want   bool
+	}{
+		{"load 4.0 requests in flight has sat at 2-4 for 11s: width 4 (trial: width 4 predicted +57.3% over width 16; a gain of 18.1% passes the noise and the switch) for width 16 repays a 3s switch", true},
+		{"load 4.0 requests in flight has sat at 2-4 for 10m33s: width 16 (trial: check: width 1 shows no change of traffic) for width 1 repays a 3s switch", true},
+		{"load 4.0 requests in flight has sat at 2-4 for 5m53s: width 4 (width 4 measured +66.8% over default width 16) for width 16 repays a 3s switch", false},
+		{"explore: trial of width 3", true},
+		{"re-explore wider: width 8", true},
+		{"reload: p.toml (write)", false},
+	} {
+		if got := isExplore(c.reason); got != c.want {
+			t.Errorf("isExplore(%q) = %v, want %v", c.reason, got, c.want)
+		}
+	}
+}
