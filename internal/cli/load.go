@@ -106,7 +106,7 @@ func loadPolicy(ctx context.Context, embedded []byte, tuned string, s config.Set
 		if _, err := os.Stat(tuned); err == nil {
 			pf, err := budget.Read(ctx, tuned)
 			if err != nil {
-				return nil, nil, fmt.Errorf("the tuned layer (written by speclaunch tune): %w; fix or delete it, or re-run speclaunch tune", err)
+				return nil, nil, fmt.Errorf("the tuned layer (written by speclaunch tune): %w; fix it, or delete it and re-run speclaunch tune", err)
 			}
 			layers = append(layers, pf)
 			files = append(files, tuned)

@@ -91,7 +91,6 @@ type tuning struct {
 	outBase string
 	layer   string
 	entry   policy.Entry // without its schedule
-	others  []policy.Entry
 }
 
 // prepare checks everything a tune needs before it starts an engine: the
@@ -125,7 +124,7 @@ func (c *TuneCmd) prepare(e *Env, l *loaded, levels []int, layer string) (*tunin
 	if t.entry, err = tunedEntry(dp, levels); err != nil {
 		return nil, err
 	}
-	if t.others, err = readLayer(e.Ctx, layer); err != nil {
+	if _, err = readLayer(e.Ctx, layer); err != nil { // refused now, not after the sweep
 		return nil, err
 	}
 	t.outBase = filepath.Join(filepath.Dir(layer), "records", t.entry.ID+"-"+time.Now().UTC().Format("20060102-150405"))
@@ -236,7 +235,7 @@ func (t *tuning) run(e *Env) error {
 	if entry.Width < key.MinWidth {
 		entry.Width = sched.Max()
 	}
-	if err := writeLayer(t.layer, policy.WithTuned(t.others, entry)); err != nil {
+	if err := t.write(e.Ctx, entry); err != nil {
 		return err
 	}
 	fmt.Fprintf(e.Stderr, "\ntuned in %s: %s (%s)\nwritten to %s as entry %s; record %s.md\n%s\n",
@@ -251,6 +250,23 @@ func tunedNext(layer string, getenv func(string) string) string {
 		return "serve on this pair starts at it; `speclaunch policy explain` says where it came from"
 	}
 	return fmt.Sprintf("serve and resolve read it when given --policy %s (or MLXCEL_POLICY); `speclaunch policy explain --policy %s` says where it came from", plan.ShellQuote(layer), plan.ShellQuote(layer))
+}
+
+// tuneLockWait bounds how long a tune waits for another process writing
+// the same layer (a tune's write takes milliseconds).
+const tuneLockWait = 30 * time.Second
+
+// write replaces the pair's entry in the layer under the layer's lock,
+// reading the layer again there: another tune may have written it since
+// this one began (two at once kept only the last one's entry).
+func (t *tuning) write(ctx context.Context, entry policy.Entry) error {
+	return safefile.Locked(ctx, t.layer, tuneLockWait, func() error {
+		others, err := readLayer(ctx, t.layer)
+		if err != nil {
+			return err
+		}
+		return writeLayer(t.layer, policy.WithTuned(others, entry))
+	})
 }
 
 // writeLayer renders the layer, checks it parses back, and replaces the

@@ -173,3 +173,52 @@ func TestTunedNext(t *testing.T) {
 		}
 	}
 }
+
+// tunedFixture is a tuned entry for a pair whose target hash is 64 × c.
+func tunedFixture(t *testing.T, c string) policy.Entry {
+	t.Helper()
+	f, err := policy.Parse("fixture.toml", []byte(`schema = 1
+[[entry]]
+id = "tuned-`+c+`"
+engine = "mlxcel"
+drafter = "dflash"
+capability = "12.1"
+quant = "affine"
+schedule = [[1, 3, 6], [4, 0, 1]]
+pin = "sim"
+record = "records/tune.md"
+tuned = "2026-12-05"
+target_sha256 = "`+strings.Repeat(c, 64)+`"
+draft_sha256 = "`+strings.Repeat("b", 64)+`"
+`))
+	if err != nil || len(f.Entries) != 1 {
+		t.Fatalf("fixture: %v", err)
+	}
+	return f.Entries[0]
+}
+
+// Two tunes of two pairs writing one layer keep both entries: each write
+// reads the layer again under its lock, so a tune that began before the
+// other wrote does not put back the layer it saw at its start.
+func TestTuneWriteKeepsAnotherTunesEntry(t *testing.T) {
+	ctx := context.Background()
+	layer := filepath.Join(t.TempDir(), "speclaunch", TunedFile)
+	slow := &tuning{layer: layer} // prepared while the layer was empty
+	if err := (&tuning{layer: layer}).write(ctx, tunedFixture(t, "a")); err != nil {
+		t.Fatal(err)
+	}
+	if err := slow.write(ctx, tunedFixture(t, "c")); err != nil {
+		t.Fatal(err)
+	}
+	f, err := policy.ReadFile(ctx, layer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, e := range f.Entries {
+		ids = append(ids, e.ID)
+	}
+	if !slices.Equal(ids, []string{"tuned-a", "tuned-c"}) {
+		t.Errorf("entries %v, want both tunes'", ids)
+	}
+}

@@ -1,0 +1,50 @@
+package safefile
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// lockPoll is how often a waiting Locked tries the lock again.
+const lockPoll = 50 * time.Millisecond
+
+// Locked runs fn while it holds an exclusive lock on a file beside path
+// (".NAME.lock", flock on unix; elsewhere fn runs unguarded), so that two
+// processes that each read path, change it and replace it (two `tune`
+// runs writing one layer) cannot lose each other's change: fn must read
+// path again under the lock. It waits at most wait for the lock, and not
+// past ctx; the lock file is left in place (empty), since removing it
+// would race the next holder. The directory is created if missing.
+func Locked(ctx context.Context, path string, wait time.Duration, fn func() error) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	name := filepath.Join(dir, "."+filepath.Base(path)+".lock")
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Close() // closing the file releases the lock
+	deadline := time.Now().Add(wait)
+	for {
+		busy, err := tryLock(f)
+		if err != nil {
+			return fmt.Errorf("lock %s: %w", name, err)
+		}
+		if !busy {
+			return fn()
+		}
+		if !time.Now().Before(deadline) {
+			return fmt.Errorf("%s is being written by another process (its lock %s is held) after waiting %s", path, name, wait)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(lockPoll):
+		}
+	}
+}

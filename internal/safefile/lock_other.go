@@ -1,0 +1,8 @@
+//go:build !unix
+
+package safefile
+
+import "os"
+
+// tryLock: systems without flock run the update unguarded.
+func tryLock(*os.File) (busy bool, err error) { return false, nil }
