@@ -86,6 +86,12 @@ func TestStep(t *testing.T) {
 	}{
 		{name: "steady at its bucket: never", start: 6, started: sec, span: 10 * time.Minute, load: clients(1)},
 		{name: "idle plans for one request: never", start: 6, started: sec, span: 5 * time.Minute, load: clients(0)},
+		{name: "idle after four clients: back to the width for one", start: 6, started: sec, span: 5 * time.Minute, load: func(at time.Duration) int {
+			if at < time.Minute {
+				return 4
+			}
+			return 0
+		}, switches: 2, firstTo: 1, firstFrom: Window, firstBy: 40 * sec},
 		{name: "four clients stay: one switch to off", start: 6, started: sec, span: 5 * time.Minute, load: clients(4), switches: 1, firstTo: 1, firstFrom: Window, firstBy: 40 * sec},
 		{name: "a 4 s burst of four: never", start: 6, started: sec, span: 5 * time.Minute, load: func(at time.Duration) int {
 			if at >= time.Minute && at < time.Minute+4*sec {

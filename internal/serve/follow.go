@@ -97,6 +97,9 @@ func (sv *launcher) follow(ctx context.Context, p *plan.Plan, started time.Durat
 		var d follow.Decision
 		st, d = follow.Step(cfg, st, follow.Observation{Now: time.Now(), InFlight: sv.InFlight()})
 		fs := FollowStatus{Schedule: cfg.Schedule.String(), Bucket: d.From.Range(), Load: round1(d.Load), Note: d.Reason, Switches: switches, Updated: time.Now()}
+		if d.From.Width == 0 { // no full window yet: no bucket to name ("0+" was shown)
+			fs.Bucket, fs.Note = "", "measuring the load: a full window of requests in flight comes first"
+		}
 		sv.st.setFollow(fs)
 		if !d.Switch {
 			continue

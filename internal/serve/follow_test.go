@@ -3,6 +3,7 @@ package serve
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/speclaunch/speclaunch/internal/config"
 	"github.com/speclaunch/speclaunch/internal/control"
@@ -107,5 +108,33 @@ func TestRecordGain(t *testing.T) {
 	}
 	if _, ok := g(s[0], schedule.Bucket{Lo: 2, Hi: 3, Width: 4}); ok {
 		t.Error("a gain without a level in the bucket")
+	}
+}
+
+// A reload that starts a new engine builds it for the load now: the
+// follower's window mean once it has one, else the requests in flight;
+// never below one request.
+func TestReloadLoad(t *testing.T) {
+	full := func(load float64) *FollowStatus {
+		return &FollowStatus{Bucket: "4+", Load: load, Updated: time.Unix(1e9, 0)}
+	}
+	cases := []struct {
+		name     string
+		f        *FollowStatus
+		inFlight int
+		want     int
+	}{
+		{"no follower, idle", nil, 0, 1},
+		{"no follower, busy", nil, 3, 3},
+		{"idle after a busy spell: the window says so", full(0), 0, 1},
+		{"busy: the window's mean, rounded", full(3.6), 1, 4},
+		{"a window under one request", full(0.4), 2, 1},
+		{"no full window yet: requests in flight", &FollowStatus{Updated: time.Unix(1e9, 0)}, 5, 5},
+		{"not following", &FollowStatus{Off: "one width at every load", Bucket: "1+", Load: 6, Updated: time.Unix(1e9, 0)}, 2, 2},
+	}
+	for _, c := range cases {
+		if got := reloadLoad(c.f, c.inFlight); got != c.want {
+			t.Errorf("%s: %d, want %d", c.name, got, c.want)
+		}
 	}
 }

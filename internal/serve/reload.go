@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -68,6 +69,14 @@ func (sv *launcher) reload(cur *plan.Plan, ch watch.Change) (*plan.Plan, Load, b
 		o = plan.Options{Adapted: adapted, AdaptReason: why}
 	}
 	np, err := l.Build(o)
+	if err == nil && o.Adapted == 0 && !sameCommand(np, cur) {
+		// The edit starts a new engine anyway: at the bucket of the load
+		// now, not the one the follower last switched to, which it keeps
+		// while the server idles (no gain repays a switch at no load).
+		if now := reloadLoad(sv.st.followNow(), sv.InFlight()); np.Resolution.Schedule.At(now).Lo != np.Resolution.Schedule.At(load).Lo {
+			np, err = l.Build(plan.Options{Load: now})
+		}
+	}
 	if err == nil {
 		err = Launchable(np, false)
 	}
@@ -84,10 +93,26 @@ func (sv *launcher) reload(cur *plan.Plan, ch watch.Change) (*plan.Plan, Load, b
 	if cur.Settings.Proxy.Value != np.Settings.Proxy.Value {
 		sv.log.Warn("reload: server.proxy applies when speclaunch starts; restart it to turn the proxy on or off")
 	}
-	if slices.Equal(np.Launch.Argv, cur.Launch.Argv) && slices.Equal(np.Launch.Env, cur.Launch.Env) {
+	if sameCommand(np, cur) {
 		return np, l, false, nil
 	}
 	return np, l, true, nil
+}
+
+// sameCommand: b would start the engine a runs, so no switch is needed.
+func sameCommand(a, b *plan.Plan) bool {
+	return slices.Equal(a.Launch.Argv, b.Launch.Argv) && slices.Equal(a.Launch.Env, b.Launch.Env)
+}
+
+// reloadLoad is the load (requests in flight, at least 1) a reload that
+// starts a new engine builds its plan for: the follower's mean over its
+// last window when it follows a schedule, else the requests in flight
+// now.
+func reloadLoad(f *FollowStatus, inFlight int) int {
+	if f != nil && f.Off == "" && f.Bucket != "" {
+		return max(1, int(math.Round(f.Load)))
+	}
+	return max(1, inFlight)
 }
 
 // reloadErr names the file, not the flag: a profile that cannot be found

@@ -250,6 +250,17 @@ func (st *serveStatus) bucketOf(p *plan.Plan) (string, float64) {
 	return b, float64(max(r.Load, 1))
 }
 
+// followNow is the follower's latest state (nil before its first).
+func (st *serveStatus) followNow() *FollowStatus {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.follow == nil {
+		return nil
+	}
+	f := *st.follow
+	return &f
+}
+
 func (st *serveStatus) setFollow(f FollowStatus) {
 	st.mu.Lock()
 	st.follow = &f
