@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"net"
 	"strconv"
 	"strings"
@@ -27,6 +28,15 @@ func TestDryRunCommandListensWhereServeStartsIt(t *testing.T) {
 		cmd, _, _ = strings.Cut(cmd, "\n")
 		if !strings.Contains(cmd, c.want) || strings.Count(cmd, "--port") != 1 {
 			t.Errorf("%s: the command line is %q, want %q in it", c.proxy, cmd, c.want)
+		}
+		// resolve --json gives the same command as argv.
+		code, o, e = runCLI(t, "resolve", "--json", "--profile", "../../profiles/demo.toml", "--host", "0.0.0.0", "--port", "18999", c.proxy)
+		var res struct{ Argv []string }
+		if err := json.Unmarshal([]byte(o), &res); code != 0 || err != nil {
+			t.Fatalf("%s: resolve --json exit %d, %v\n%s%s", c.proxy, code, err, o, e)
+		}
+		if got := strings.Join(res.Argv, " "); !strings.Contains(got, c.want) {
+			t.Errorf("%s: resolve --json argv %q, want %q in it", c.proxy, got, c.want)
 		}
 	}
 }

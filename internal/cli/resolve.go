@@ -203,14 +203,16 @@ func engineLine(p *plan.Plan) string {
 
 // ResolutionJSON is resolve --json's shape; fields only ever get added.
 type ResolutionJSON struct {
-	Width      int                `json:"width"`
-	Speculate  bool               `json:"speculative"`
-	Source     string             `json:"source"`
-	Reason     string             `json:"reason"`
-	Headline   string             `json:"headline"`
-	Key        map[string]string  `json:"key"`
-	Entry      *EntryJSON         `json:"entry"`
-	Facts      plan.Facts         `json:"facts"`
+	Width     int               `json:"width"`
+	Speculate bool              `json:"speculative"`
+	Source    string            `json:"source"`
+	Reason    string            `json:"reason"`
+	Headline  string            `json:"headline"`
+	Key       map[string]string `json:"key"`
+	Entry     *EntryJSON        `json:"entry"`
+	Facts     plan.Facts        `json:"facts"`
+	// Argv is the engine's command as serve starts it: behind the proxy
+	// it listens on 127.0.0.1:PORT, a loopback port picked at start.
 	Argv       []string           `json:"argv"`
 	EnvSet     map[string]string  `json:"env_set"`
 	EnvRemoved []string           `json:"env_removed"`
@@ -271,7 +273,7 @@ func resolutionJSON(p *plan.Plan, notices []config.Notice) ResolutionJSON {
 	out := ResolutionJSON{
 		Width: r.Width, Speculate: r.Source != width.Off, Source: string(r.Source), Reason: r.Reason, Headline: plan.Headline(r),
 		Key:   map[string]string{"engine": string(r.Key.Engine), "drafter": string(r.Key.Drafter), "capability": r.Key.Capability.String(), "quant": string(r.Key.Quant)},
-		Facts: p.Facts, Argv: secret.MaskArgv(p.Launch.Argv), EnvSet: secret.MaskEnvMap(p.Launch.EnvSet), EnvRemoved: p.Launch.EnvRemoved,
+		Facts: p.Facts, Argv: secret.MaskArgv(engineArgv(p)), EnvSet: secret.MaskEnvMap(p.Launch.EnvSet), EnvRemoved: p.Launch.EnvRemoved,
 		Settings: settingsMap(p.Settings), Notices: []string{}, Warnings: append([]string{}, p.Warnings...),
 		Adapt: adaptNote(p),
 	}
