@@ -2,7 +2,6 @@ package config
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/speclaunch/speclaunch/internal/key"
 	"github.com/speclaunch/speclaunch/internal/schedule"
@@ -58,7 +57,7 @@ func (l *layer) schedule(r Row) (Field[schedule.Schedule], error) {
 	case string:
 		return checkedSchedule(schedule.Parse(x, ""))(src)
 	case []any:
-		ts, err := triples(x)
+		ts, err := schedule.TriplesOf(x)
 		if err != nil {
 			return Field[schedule.Schedule]{}, &Error{Src: src, Msg: "bad draft.schedule: " + err.Error() + "; " + profileScheduleShape}
 		}
@@ -82,28 +81,6 @@ func checkedSchedule(s schedule.Schedule, err error) func(Source) (Field[schedul
 		}
 		return Field[schedule.Schedule]{Value: s.WithSource("override"), Src: src}, nil
 	}
-}
-
-// triples reads a decoded TOML array of [lo, hi, width] arrays.
-func triples(rows []any) ([][]int, error) {
-	if len(rows) > schedule.MaxBuckets {
-		return nil, fmt.Errorf("%d buckets, above the limit of %d: merge neighbouring loads that share a width", len(rows), schedule.MaxBuckets)
-	}
-	out := make([][]int, len(rows))
-	for i, r := range rows {
-		xs, ok := r.([]any)
-		if !ok {
-			return nil, fmt.Errorf("bucket %d is %s, not [lo, hi, width]", i+1, tomlKind(r))
-		}
-		for j, x := range xs {
-			n, ok := x.(int64)
-			if !ok || n < math.MinInt32 || n > math.MaxInt32 {
-				return nil, fmt.Errorf("bucket %d number %d (%v) is not a whole number", i+1, j+1, x)
-			}
-			out[i] = append(out[i], int(n))
-		}
-	}
-	return out, nil
 }
 
 // tomlKind names a decoded TOML value's type as the profile spells it, not

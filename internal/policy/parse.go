@@ -479,22 +479,9 @@ func scheduleOf(v any) (schedule.Schedule, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(rows) > schedule.MaxBuckets {
-		return nil, fmt.Errorf("it has %d buckets, above the limit of %d: merge neighbouring loads that share a width", len(rows), schedule.MaxBuckets)
-	}
-	ts := make([][]int, len(rows))
-	for i, r := range rows {
-		xs, err := list(r)
-		if err != nil {
-			return nil, fmt.Errorf("bucket %d %v", i+1, err)
-		}
-		for j, x := range xs {
-			n, err := asInt(x)
-			if err != nil || n < math.MinInt32 || n > math.MaxInt32 {
-				return nil, fmt.Errorf("bucket %d number %d must be a whole number", i+1, j+1)
-			}
-			ts[i] = append(ts[i], int(n))
-		}
+	ts, err := schedule.TriplesOf(rows)
+	if err != nil {
+		return nil, err
 	}
 	return schedule.FromTriples(ts, "measured")
 }

@@ -254,6 +254,9 @@ func parseItem(it string) (Bucket, error) {
 		return Bucket{}, errors.New("has no colon: " + form)
 	}
 	width, err := strconv.Atoi(strings.TrimSpace(w))
+	if errors.Is(err, strconv.ErrRange) {
+		return Bucket{}, fmt.Errorf("width %s is far out of range: widths go from 1 (off) to 256", clip(strings.TrimSpace(w)))
+	}
 	if err != nil {
 		return Bucket{}, errors.New("width is not a whole number: " + form)
 	}

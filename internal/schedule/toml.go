@@ -1,0 +1,65 @@
+package schedule
+
+import (
+	"fmt"
+	"math"
+)
+
+// maxNumber bounds a load or width read from a file: far above any real
+// one (widths stop at 256), and an int on every platform.
+const maxNumber = math.MaxInt32
+
+// TriplesOf reads the rows of a decoded TOML schedule, [[lo, hi, width],
+// ...], into numbers for FromTriples; the error names the bucket and the
+// number, what was written and why it is refused. Profiles and policy
+// files read schedules through it.
+func TriplesOf(rows []any) ([][]int, error) {
+	if len(rows) > MaxBuckets {
+		return nil, fmt.Errorf("%d buckets, above the limit of %d: merge neighbouring loads that share a width", len(rows), MaxBuckets)
+	}
+	out := make([][]int, len(rows))
+	for i, r := range rows {
+		xs, ok := r.([]any)
+		if !ok {
+			return nil, fmt.Errorf("bucket %d is %s, not [lo, hi, width]", i+1, kindOf(r))
+		}
+		for j, x := range xs {
+			n, ok := x.(int64)
+			switch {
+			case !ok:
+				return nil, fmt.Errorf("bucket %d number %d is %s (%s), not a whole number: write it without quotes or a decimal point", i+1, j+1, kindOf(x), shown(x))
+			case n < -maxNumber || n > maxNumber: // in range, FromTriples says what is wrong with it
+				return nil, fmt.Errorf("bucket %d number %d (%d) is far out of range: loads go up to a few hundred requests, widths to 256", i+1, j+1, n)
+			}
+			out[i] = append(out[i], int(n))
+		}
+	}
+	return out, nil
+}
+
+// kindOf names a decoded TOML value's type as the file spells it.
+func kindOf(v any) string {
+	switch v.(type) {
+	case int64:
+		return "an integer"
+	case float64:
+		return "a float"
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	case map[string]any:
+		return "a table"
+	case []any, []map[string]any:
+		return "an array"
+	}
+	return "a date or time"
+}
+
+// shown is a value as an error quotes it: a string quoted and cut short.
+func shown(v any) string {
+	if s, ok := v.(string); ok {
+		return fmt.Sprintf("%q", clip(s))
+	}
+	return clip(fmt.Sprint(v))
+}
