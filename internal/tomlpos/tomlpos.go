@@ -157,6 +157,11 @@ func (x Index) Line(path string) int {
 	if len(x.rs) == 0 { // the zero Index: nothing scanned
 		return 0
 	}
+	for _, r := range x.rs {
+		if r.Name == path && !r.Array { // a table by its own header: "engine.env" of [engine.env]
+			return r.Line
+		}
+	}
 	table, idx, keyName := splitPath(path)
 	var regs []Region
 	if idx >= 0 {
@@ -193,7 +198,12 @@ func (x Index) Line(path string) int {
 		if l, ok := x.rs.Root().Keys[table]; ok {
 			return l
 		}
-		return x.rs.TopLine(table)
+		if l := x.rs.TopLine(table); l > 0 {
+			return l
+		}
+	}
+	if i := strings.LastIndex(path, "."); i > 0 {
+		return x.Line(path[:i]) // a key inside an inline table: the table's line
 	}
 	return 0
 }

@@ -17,6 +17,12 @@ width = 4
 [[policy.entry]]
 id = "b"
 "quoted" = 'x # not a comment'
+
+[draft]
+schedule = {a = 1}
+
+[engine.env]
+FOO = "1"
 `
 	idx := Build(text)
 	cases := []struct {
@@ -34,6 +40,9 @@ id = "b"
 		{"policy.entry[1].missing", 12},
 		{"engine.nothing", 4},
 		{"nowhere", 0},
+		{"draft.schedule.a", 17}, // inside an inline table: the table's line
+		{"engine.env", 19},       // a sub-table's own header, not [engine]'s
+		{"engine.env.FOO", 20},
 	}
 	for _, c := range cases {
 		if got := idx.Line(c.path); got != c.want {
