@@ -37,17 +37,9 @@ func (c *BenchCmd) loadSweep(e *Env, log *slog.Logger, l *loaded, dp *plan.Plan,
 // clients, ascending, without repeats, from 1 to bench.MaxLevel.
 func parseLevels(text, flag string) ([]int, error) {
 	src := config.Source{Origin: config.Flag, Name: flag}
-	fields := strings.Split(text, ",")
-	if len(fields) > bench.MaxLevels {
-		return nil, &config.Error{Src: src, Msg: fmt.Sprintf("%d levels, above the %d a sweep may measure", len(fields), bench.MaxLevels)}
-	}
-	var out []int
-	for _, f := range fields {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 || n > bench.MaxLevel || (len(out) > 0 && n <= out[len(out)-1]) {
-			return nil, &config.Error{Src: src, Msg: fmt.Sprintf("%q is not a list of load levels: give whole numbers of concurrent clients from 1 to %d, ascending, e.g. 1,2,4,8", text, bench.MaxLevel)}
-		}
-		out = append(out, n)
+	out, err := config.ParseLevels(text)
+	if err != nil {
+		return nil, &config.Error{Src: src, Msg: err.Error()}
 	}
 	return out, nil
 }

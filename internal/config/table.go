@@ -502,15 +502,33 @@ func parseConcurrency(v string) ([]int, error) {
 		n, err := parseOneConcurrency(v)
 		return []int{n}, err
 	}
+	return ParseLevels(v)
+}
+
+// ParseLevels reads a list of load levels ("1,2,4,8": concurrent
+// clients, ascending), for bench's --concurrency and tune's --levels; the
+// error says which level breaks which rule.
+func ParseLevels(v string) ([]int, error) {
+	const want = "give whole numbers of concurrent clients, ascending, e.g. 1,2,4,8"
 	fields := strings.Split(v, ",")
 	if len(fields) > record.MaxLevels {
 		return nil, fmt.Errorf("%d levels, above the %d a sweep may measure; give at most %d, e.g. 1,2,4,8", len(fields), record.MaxLevels, record.MaxLevels)
 	}
 	var out []int
-	for _, f := range fields {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 || n > defaults.BenchMaxConcurrency || (len(out) > 0 && n <= out[len(out)-1]) {
-			return nil, fmt.Errorf("%q is not a list of load levels: give whole numbers of concurrent clients from 1 to %d, ascending, e.g. 1,2,4,8", v, defaults.BenchMaxConcurrency)
+	for i, f := range fields {
+		f = strings.TrimSpace(f)
+		n, err := strconv.Atoi(f)
+		switch {
+		case f == "":
+			return nil, fmt.Errorf("%q has an empty level (number %d): %s", v, i+1, want)
+		case err != nil:
+			return nil, fmt.Errorf("%q: level %s is not a whole number: %s", v, quoted(f), want)
+		case n < 1 || n > defaults.BenchMaxConcurrency:
+			return nil, fmt.Errorf("%q: level %d is outside 1 to %d clients: %s", v, n, defaults.BenchMaxConcurrency, want)
+		case len(out) > 0 && n == out[len(out)-1]:
+			return nil, fmt.Errorf("%q: level %d is listed twice: %s", v, n, want)
+		case len(out) > 0 && n < out[len(out)-1]:
+			return nil, fmt.Errorf("%q: level %d comes after %d, not ascending: %s", v, n, out[len(out)-1], want)
 		}
 		out = append(out, n)
 	}

@@ -256,10 +256,10 @@ func TestLoadBench(t *testing.T) {
 		{name: "the flag's levels over the profile's", profile: "[bench]\nconcurrency = [1, 2]\n", flags: map[string]string{"concurrency": "2,8"}, check: func(b Bench) bool {
 			return slices.Equal(b.Concurrency.Value, []int{2, 8}) && b.Concurrency.Src.String() == "flag --concurrency"
 		}},
-		{name: "concurrency levels descending", profile: "[bench]\n\nconcurrency = [4, 1]\n", err: `profile d/p.toml:3: "4,1" is not a list of load levels: give whole numbers of concurrent clients from 1 to 256, ascending, e.g. 1,2,4,8`},
-		{name: "concurrency level not a number", profile: "[bench]\nconcurrency = [1, \"x\"]\n", err: `profile d/p.toml:2: "1,x" is not a list of load levels`},
+		{name: "concurrency levels descending", profile: "[bench]\n\nconcurrency = [4, 1]\n", err: `profile d/p.toml:3: "4,1": level 1 comes after 4, not ascending: give whole numbers of concurrent clients, ascending, e.g. 1,2,4,8`},
+		{name: "concurrency level not a number", profile: "[bench]\nconcurrency = [1, \"x\"]\n", err: `profile d/p.toml:2: "1,x": level "x" is not a whole number`},
 		{name: "concurrency a fraction", profile: "[bench]\nconcurrency = 1.5\n", err: "profile d/p.toml:2: "},
-		{name: "concurrency level above 256", flags: map[string]string{"concurrency": "1,512"}, err: `flag --concurrency: "1,512" is not a list of load levels`},
+		{name: "concurrency level above 256", flags: map[string]string{"concurrency": "1,512"}, err: `flag --concurrency: "1,512": level 512 is outside 1 to 256 clients`},
 		{name: "concurrency too many levels", profile: "[bench]\nconcurrency = [" + strings.Repeat("1,", 64) + "1]\n", err: "profile d/p.toml:2: 65 levels, above the 64 a sweep may measure"},
 		{name: "set and file", profile: "[bench]\nprompt_file = \"a.txt\"\n", flags: map[string]string{"prompts": "code"}, err: "flag --prompts: a prompt set and a prompt file (profile d/p.toml:2) were both given"},
 		{name: "empty --out keeps the profile's", profile: "[bench]\nout = \"r/x\"\n", flags: map[string]string{"out": "", "request-timeout": ""}, check: func(b Bench) bool {
