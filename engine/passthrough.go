@@ -64,6 +64,21 @@ var llamaOwned = map[string]ownedFlag{
 	"-hf":            ownHFModel, "-hfr": ownHFModel, "--hf-repo": ownHFModel, "-mu": ownModel, "--model-url": ownModel,
 }
 
+// HFRepoHint is what to add where no target model is given but the
+// engine arguments name a Hugging Face repo for it (llama-server's -hf
+// habit): the flag and the fix; "" when they do not. The flags are
+// llamaOwned's, so the refusal of -hf beside a target and this hint
+// name the same ones.
+func HFRepoHint(args []string) string {
+	for _, a := range args {
+		name, _, _ := strings.Cut(a, "=")
+		if f, ok := llamaOwned[name]; ok && f == ownHFModel {
+			return " (" + name + " is not enough: " + f.fix + ")"
+		}
+	}
+	return ""
+}
+
 // vllmOwned: vLLM's pre-0.8 speculative flags (the launcher writes
 // --speculative-config, or these on an old vLLM), and the --spec-method /
 // --spec-model / --spec-tokens shorthands that launchers pass to newer vLLM

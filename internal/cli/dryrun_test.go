@@ -42,7 +42,8 @@ func TestDryRunCommandListensWhereServeStartsIt(t *testing.T) {
 }
 
 // A dry run beside a server that holds the port still passes (exit 0)
-// and says that serve would refuse the port; a free port gets no note.
+// and says that serve would refuse the port; a free port gets no note;
+// an address the host cannot bind fails it.
 func TestDryRunNotesAPortInUse(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -63,6 +64,12 @@ func TestDryRunNotesAPortInUse(t *testing.T) {
 			t.Errorf("port %s: note printed %v, want %v\n%s", c.port, got, c.note, o)
 		}
 	}
+	// An address this host does not have fails the dry run, as it fails
+	// serve (192.0.2.1: TEST-NET-1, never a local address).
+	code, o, e := runCLI(t, "serve", "--dry-run", "--profile", "../../profiles/demo.toml", "--host", "192.0.2.1", "--port", held)
+	if code != 2 || !strings.Contains(o, "would fail: port "+held+" on 192.0.2.1 is not available") || strings.Contains(o, "note: port") {
+		t.Errorf("an address this host lacks: exit %d\n%s%s", code, o, e)
+	}
 }
 
 // llama-server's -hf habit: resolve warns and serve refuses, each with
@@ -74,7 +81,7 @@ func TestHFRepoWithoutATargetSaysTheFix(t *testing.T) {
 		code int
 	}{{[]string{"resolve"}, 0}, {[]string{"serve", "--dry-run"}, 2}} {
 		code, o, e := runCLI(t, append(c.cmd, "--engine", "llama.cpp", "-hf", "org/repo")...)
-		if code != c.code || !strings.Contains(o+e, "-hf is not enough") || !strings.Contains(o+e, "pass -m PATH") {
+		if code != c.code || !strings.Contains(o+e, "-hf is not enough") || !strings.Contains(o+e, "pass --model PATH") {
 			t.Errorf("%v: exit %d (want %d), no fix in\n%s%s", c.cmd, code, c.code, o, e)
 		}
 	}

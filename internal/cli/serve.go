@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
+	"syscall"
 
 	"github.com/speclaunch/speclaunch/internal/config"
 	"github.com/speclaunch/speclaunch/internal/instance"
@@ -71,10 +73,16 @@ func (c *ServeCmd) Run(e *Env) error {
 			fmt.Fprintf(e.Stdout, "would fail: %v\n", err)
 			return usage(fmt.Errorf("dry run: the launch would fail: %w", err), "")
 		}
-		// The port is not a reason to fail a dry run: it is most often
-		// run beside the server it checks a new profile for.
-		if err := serve.PortFree(s.Host.Value, s.Port.Value); err != nil {
-			fmt.Fprintf(e.Stdout, "note: port %d on %s is in use now (%v): serve would refuse it until what holds it stops\n", s.Port.Value, s.Host.Value, err)
+		// A port in use is not a reason to fail a dry run: it is most
+		// often run beside the server it checks a new profile for. Any
+		// other refusal (an address this host lacks, a privileged port) is.
+		if err := serve.PortFree(s.Host.Value, s.Port.Value); errors.Is(err, syscall.EADDRINUSE) {
+			fmt.Fprintf(e.Stdout, "note: port %d on %s is in use now: serve would refuse it until what holds it stops\n", s.Port.Value, s.Host.Value)
+		} else if err != nil {
+			if err := serve.Launchable(p, true); err != nil {
+				fmt.Fprintf(e.Stdout, "would fail: %v\n", err)
+				return usage(fmt.Errorf("dry run: the launch would fail: %w", err), "")
+			}
 		}
 		return nil
 	}

@@ -236,7 +236,7 @@ func (t *tuning) run(e *Env) error {
 		entry.Width = sched.Max()
 	}
 	if err := t.write(e.Ctx, entry); err != nil {
-		return err
+		return fmt.Errorf("tune measured %s (record %s.md) but did not write it: %w", sched, t.outBase, err)
 	}
 	fmt.Fprintf(e.Stderr, "\ntuned in %s: %s (%s)\nwritten to %s as entry %s; record %s.md\n%s\n",
 		time.Since(started).Round(time.Second), sched.Describe(), sched, t.layer, entry.ID, t.outBase, tunedNext(t.layer, e.Getenv))

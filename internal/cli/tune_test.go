@@ -135,6 +135,7 @@ func TestLoadSweepFlagErrors(t *testing.T) {
 		{[]string{"tune", "--levels", "1,1"}, `flag --levels: "1,1": level 1 is listed twice`},
 		{[]string{"tune", "--levels", "1,,4"}, `flag --levels: "1,,4" has an empty level (number 2)`},
 		{[]string{"tune", "--levels", "1,abc"}, `flag --levels: "1,abc": level "abc" is not a whole number`},
+		{[]string{"tune", "--levels", "1,99999999999999999999"}, `level 99999999999999999999 is outside 1 to 256 clients`},
 		{[]string{"tune", "--engines", "1"}, "--engines 1: want 2 to 20"},
 		{[]string{"tune", "--engines", "0"}, "--engines 0: want 2 to 20"}, // was taken as the default
 		{[]string{"bench", "--concurrency", "1,4", "--engines", "0"}, "--engines 0: want 2 to 20"},

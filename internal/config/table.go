@@ -521,6 +521,8 @@ func ParseLevels(v string) ([]int, error) {
 		switch {
 		case f == "":
 			return nil, fmt.Errorf("%q has an empty level (number %d): %s", v, i+1, want)
+		case errors.Is(err, strconv.ErrRange):
+			return nil, fmt.Errorf("%q: level %s is outside 1 to %d clients: %s", v, f, defaults.BenchMaxConcurrency, want)
 		case err != nil:
 			return nil, fmt.Errorf("%q: level %s is not a whole number: %s", v, quoted(f), want)
 		case n < 1 || n > defaults.BenchMaxConcurrency:

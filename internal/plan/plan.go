@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 
 	"github.com/speclaunch/speclaunch/cuda"
 	"github.com/speclaunch/speclaunch/engine"
@@ -168,7 +167,7 @@ func Build(ctx context.Context, s config.Settings, pol *policy.Policy, d Deps, o
 	if s.Model.Value == "" {
 		// resolve may ask about a host without naming a target; there is
 		// no command line to show then.
-		p.Warnings = append(p.Warnings, "no target model given (--model, LLAMA_ARG_MODEL or model.path)"+HFHint(s.EngineArgs.Value)+": no engine command to show")
+		p.Warnings = append(p.Warnings, "no target model given (--model, LLAMA_ARG_MODEL or model.path)"+engine.HFRepoHint(s.EngineArgs.Value)+": no engine command to show")
 		return p, nil
 	}
 	l, err := ad.Command(LaunchSpec(s), launchRes, p.Facts.Drafter, d.Environ, p.Facts.Caps)
@@ -447,16 +446,4 @@ func (p *Plan) nativeSchedule() {
 	}
 	r.Width = r.Schedule.Max()
 	p.Resolution = r
-}
-
-// HFHint is what to say when the engine arguments name a Hugging Face
-// repo (llama-server's -hf habit) instead of a target file: "" when they
-// do not. speclaunch reads the target's weight format from a local file.
-func HFHint(args []string) string {
-	for _, a := range args {
-		if name, _, _ := strings.Cut(a, "="); name == "-hf" || name == "-hfr" || name == "--hf-repo" {
-			return " (" + name + " is not enough: speclaunch reads the target's weight format from a local file, so download the GGUF and pass -m PATH)"
-		}
-	}
-	return ""
 }

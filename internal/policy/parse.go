@@ -435,9 +435,9 @@ func (t table) pair(pin string) (Pair, string, error) {
 	case !hasT || !hasD:
 		return Pair{}, "", t.errf("target_sha256", "a tuned entry names both models by content: give target_sha256 and draft_sha256 (speclaunch tune writes them), or neither")
 	case !sha256Pattern.MatchString(tgt):
-		return Pair{}, "", t.errf("target_sha256", "target_sha256 %q is not 64 hex digits; delete the entry and re-run speclaunch tune to write it again", tgt)
+		return Pair{}, "", t.errf("target_sha256", "target_sha256 %q is not 64 lowercase hex digits; delete the entry and re-run speclaunch tune to write it again", tgt)
 	case !sha256Pattern.MatchString(dr):
-		return Pair{}, "", t.errf("draft_sha256", "draft_sha256 %q is not 64 hex digits; delete the entry and re-run speclaunch tune to write it again", dr)
+		return Pair{}, "", t.errf("draft_sha256", "draft_sha256 %q is not 64 lowercase hex digits; delete the entry and re-run speclaunch tune to write it again", dr)
 	}
 	return Pair{Target: tgt, Draft: dr, Pin: pin}, tuned, nil
 }

@@ -66,7 +66,7 @@ func TestLookupPair(t *testing.T) {
 func TestTunedPairErrors(t *testing.T) {
 	for _, tc := range []struct{ add, want string }{
 		{`target_sha256 = "` + strings.Repeat("a", 64) + `"`, "give target_sha256 and draft_sha256"},
-		{`target_sha256 = "xyz"` + "\n" + `draft_sha256 = "` + strings.Repeat("a", 64) + `"`, "is not 64 hex digits"},
+		{`target_sha256 = "xyz"` + "\n" + `draft_sha256 = "` + strings.Repeat("a", 64) + `"`, "is not 64 lowercase hex digits"},
 	} {
 		src := "schema = 1\n[[entry]]\nid = \"t\"\nengine = \"mlxcel\"\ndrafter = \"dflash\"\ncapability = \"12.1\"\nquant = \"affine\"\nwidth = 4\npin = \"sim\"\nrecord = \"r.md\"\n" + tc.add + "\n"
 		if _, err := Parse("tuned.toml", []byte(src)); err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "tuned.toml:") {

@@ -12,7 +12,7 @@ import (
 const lockPoll = 50 * time.Millisecond
 
 // Locked runs fn while it holds an exclusive lock on a file beside path
-// (".NAME.lock", flock on unix; elsewhere fn runs unguarded), so that two
+// (".NAME.lock", flock where the system has it, else fn runs unguarded), so that two
 // processes that each read path, change it and replace it (two `tune`
 // runs writing one layer) cannot lose each other's change: fn must read
 // path again under the lock. It waits at most wait for the lock, and not
@@ -24,7 +24,7 @@ func Locked(ctx context.Context, path string, wait time.Duration, fn func() erro
 		return err
 	}
 	name := filepath.Join(dir, "."+filepath.Base(path)+".lock")
-	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(name, os.O_RDONLY|os.O_CREATE, 0o644) // flock needs no write access: another user's lock file in a shared directory still locks
 	if err != nil {
 		return err
 	}

@@ -230,6 +230,8 @@ func Parse(text, source string) (Schedule, error) {
 	if w, err := strconv.Atoi(text); err == nil {
 		s := Flat(w, source)
 		return s, s.Validate()
+	} else if errors.Is(err, strconv.ErrRange) {
+		return nil, fmt.Errorf("width %s is far out of range: widths go from 1 (off) to 256", clip(text))
 	}
 	items := strings.Split(text, ",")
 	if len(items) > MaxBuckets {
@@ -275,6 +277,9 @@ func parseItem(it string) (Bucket, error) {
 	default:
 		b.Lo, err = strconv.Atoi(load)
 		b.Hi = b.Lo
+	}
+	if errors.Is(err, strconv.ErrRange) {
+		return Bucket{}, fmt.Errorf("load %s is far out of range: loads are requests in flight", clip(load))
 	}
 	if err != nil {
 		return Bucket{}, errors.New("load is not a whole number or range: " + form)

@@ -91,6 +91,7 @@ func (sv *launcher) follow(ctx context.Context, p *plan.Plan, started time.Durat
 			st = follow.New(cfg, widthOf(cur), st.Switch)
 		}
 		if len(cfg.Schedule) < 2 || cfg.Schedule.IsFlat() {
+			sv.st.setFollow(FollowStatus{Schedule: cfg.Schedule.String(), Off: "one width at every load", Updated: time.Now()})
 			continue
 		}
 		st.Width = widthOf(cur) // a reload or a restart may have moved it

@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"github.com/speclaunch/speclaunch/internal/follow"
 	"strings"
 	"testing"
 	"time"
@@ -115,8 +116,9 @@ func TestRecordGain(t *testing.T) {
 // follower's window mean once it has one, else the requests in flight;
 // never below one request.
 func TestReloadLoad(t *testing.T) {
+	now := time.Unix(1e9, 0)
 	full := func(load float64) *FollowStatus {
-		return &FollowStatus{Bucket: "4+", Load: load, Updated: time.Unix(1e9, 0)}
+		return &FollowStatus{Bucket: "4+", Load: load, Updated: now.Add(-follow.Tick)}
 	}
 	cases := []struct {
 		name     string
@@ -129,11 +131,12 @@ func TestReloadLoad(t *testing.T) {
 		{"idle after a busy spell: the window says so", full(0), 0, 1},
 		{"busy: the window's mean, rounded", full(3.6), 1, 4},
 		{"a window under one request", full(0.4), 2, 1},
-		{"no full window yet: requests in flight", &FollowStatus{Updated: time.Unix(1e9, 0)}, 5, 5},
-		{"not following", &FollowStatus{Off: "one width at every load", Bucket: "1+", Load: 6, Updated: time.Unix(1e9, 0)}, 2, 2},
+		{"no full window yet: requests in flight", &FollowStatus{Updated: now}, 5, 5},
+		{"not following", &FollowStatus{Off: "one width at every load", Bucket: "1+", Load: 6, Updated: now}, 2, 2},
+		{"a follower that stopped speaking", &FollowStatus{Bucket: "4+", Load: 6, Updated: now.Add(-time.Minute)}, 2, 2},
 	}
 	for _, c := range cases {
-		if got := reloadLoad(c.f, c.inFlight); got != c.want {
+		if got := reloadLoad(c.f, c.inFlight, now); got != c.want {
 			t.Errorf("%s: %d, want %d", c.name, got, c.want)
 		}
 	}

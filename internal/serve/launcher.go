@@ -398,8 +398,7 @@ func (sv *launcher) switched(s server.Switched, to *server.Instance) {
 		switch {
 		case j.Kind == server.KindAdapt:
 			sv.ctl.adaptedTo(widthOf(to.Plan), j.Reason)
-		case j.Kind == server.KindFollow:
-			sv.ctl.followedTo(to.Plan.Resolution.Load)
+		case j.Kind == server.KindFollow: // its plan's load is the bucket it chose (a reload reads it there)
 		case !j.Plan.Settings.Adapt.Value || j.Plan.Resolution.Source == width.Override:
 			sv.ctl.adaptedTo(0, "")
 		}

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/speclaunch/speclaunch/internal/follow"
 	"io"
 	"math"
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/speclaunch/speclaunch/internal/config"
 	"github.com/speclaunch/speclaunch/internal/exitcode"
@@ -59,9 +61,10 @@ func (sv *launcher) reload(cur *plan.Plan, ch watch.Change) (*plan.Plan, Load, b
 		sv.log.Error("reload rejected; the engine keeps running with the previous settings", "err", err)
 		return nil, nil, false, err
 	}
-	adapted, why, load := sv.ctl.kept() // the runtime's goroutine sets them after an adaptive or follow switch
-	// The bucket of the schedule serve follows stays (the follower moves
-	// it when the load does).
+	adapted, why := sv.ctl.kept() // the runtime's goroutine sets them after an adaptive switch
+	// The bucket of the schedule serve follows stays while the edit leaves
+	// the engine as it is (the follower moves it when the load does).
+	load := cur.Resolution.Load
 	o := plan.Options{Load: load}
 	if adapted > 0 && l.Settings().Adapt.Value {
 		// The width the adaptive loop chose stays (an operator width still
@@ -73,7 +76,7 @@ func (sv *launcher) reload(cur *plan.Plan, ch watch.Change) (*plan.Plan, Load, b
 		// The edit starts a new engine anyway: at the bucket of the load
 		// now, not the one the follower last switched to, which it keeps
 		// while the server idles (no gain repays a switch at no load).
-		if now := reloadLoad(sv.st.followNow(), sv.InFlight()); np.Resolution.Schedule.At(now).Lo != np.Resolution.Schedule.At(load).Lo {
+		if now := reloadLoad(sv.st.followNow(), sv.InFlight(), time.Now()); np.Resolution.Schedule.At(now).Lo != np.Resolution.Schedule.At(load).Lo {
 			np, err = l.Build(plan.Options{Load: now})
 		}
 	}
@@ -99,6 +102,11 @@ func (sv *launcher) reload(cur *plan.Plan, ch watch.Change) (*plan.Plan, Load, b
 	return np, l, true, nil
 }
 
+// followFresh is how recent the follower's word must be for a reload to
+// read the load from it: it speaks every follow.Tick (250 ms) while it
+// runs, so older means it stopped.
+const followFresh = 20 * follow.Tick
+
 // sameCommand: b would start the engine a runs, so no switch is needed.
 func sameCommand(a, b *plan.Plan) bool {
 	return slices.Equal(a.Launch.Argv, b.Launch.Argv) && slices.Equal(a.Launch.Env, b.Launch.Env)
@@ -106,10 +114,10 @@ func sameCommand(a, b *plan.Plan) bool {
 
 // reloadLoad is the load (requests in flight, at least 1) a reload that
 // starts a new engine builds its plan for: the follower's mean over its
-// last window when it follows a schedule, else the requests in flight
-// now.
-func reloadLoad(f *FollowStatus, inFlight int) int {
-	if f != nil && f.Off == "" && f.Bucket != "" {
+// last window when it follows a schedule and said so within followFresh
+// of now, else the requests in flight now.
+func reloadLoad(f *FollowStatus, inFlight int, now time.Time) int {
+	if f != nil && f.Off == "" && f.Bucket != "" && now.Sub(f.Updated) < followFresh {
 		return max(1, int(math.Round(f.Load)))
 	}
 	return max(1, inFlight)

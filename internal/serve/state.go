@@ -92,9 +92,6 @@ type controllers struct {
 	// comment, a SIGHUP) would put the policy's width back.
 	adapted     int
 	adaptReason string
-	// followLoad is the load (requests in flight) whose schedule bucket
-	// the plan in force runs, 0 = one (a launch's); a reload keeps it.
-	followLoad int
 	// firstStart is how long the first engine took to start (it prices
 	// the follower's first switch).
 	firstStart time.Duration
@@ -150,25 +147,18 @@ func (c *controllers) takeStopFollow() func() {
 }
 
 // adaptedTo records the adaptive loop's width after a switch (0: none,
-// an operator's or the policy's width serves); followedTo the
-// follower's load.
+// an operator's or the policy's width serves).
 func (c *controllers) adaptedTo(w int, reason string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.adapted, c.adaptReason = w, reason
 }
 
-func (c *controllers) followedTo(load int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.followLoad = load
-}
-
 // kept is what a reload keeps of the loops' choices.
-func (c *controllers) kept() (adapted int, reason string, load int) {
+func (c *controllers) kept() (adapted int, reason string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.adapted, c.adaptReason, c.followLoad
+	return c.adapted, c.adaptReason
 }
 
 func (c *controllers) setFirstStart(d time.Duration) {

@@ -202,6 +202,9 @@ func (x Index) Line(path string) int {
 			return l
 		}
 	}
+	if idx >= 0 {
+		return x.Line(table) // an element of an inline array: the array's line
+	}
 	if i := strings.LastIndex(path, "."); i > 0 {
 		return x.Line(path[:i]) // a key inside an inline table: the table's line
 	}

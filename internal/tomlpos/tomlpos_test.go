@@ -51,6 +51,21 @@ FOO = "1"
 	}
 }
 
+// A profile's entries written inline: an element's line is the array's,
+// not the [policy] header's.
+func TestLineInlineArray(t *testing.T) {
+	idx := Build(`[policy]
+files = []
+entry = [{id = "x"},
+  {id = "y"}]
+`)
+	for _, path := range []string{"policy.entry", "policy.entry[1]", "policy.entry[1].id"} {
+		if got := idx.Line(path); got != 3 {
+			t.Errorf("Line(%q) = %d, want 3", path, got)
+		}
+	}
+}
+
 func TestZeroIndex(t *testing.T) {
 	var x Index
 	if got := x.Line("draft.block_size"); got != 0 {

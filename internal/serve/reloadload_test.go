@@ -1,0 +1,75 @@
+package serve
+
+import (
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/speclaunch/speclaunch/internal/config"
+	"github.com/speclaunch/speclaunch/internal/key"
+	"github.com/speclaunch/speclaunch/internal/plan"
+	"github.com/speclaunch/speclaunch/internal/schedule"
+	"github.com/speclaunch/speclaunch/internal/watch"
+	"github.com/speclaunch/speclaunch/internal/width"
+)
+
+// schedLoad is a reading of the files: an operator schedule, and an
+// engine argument an edit can change.
+type schedLoad struct{ sched, arg string }
+
+func (l schedLoad) Files() []string { return nil }
+
+func (l schedLoad) Settings() config.Settings {
+	var s config.Settings
+	s.Engine.Value, s.Model.Value = key.Sim, "target"
+	return s
+}
+
+func (l schedLoad) Build(o plan.Options) (*plan.Plan, error) {
+	s, err := schedule.Parse(l.sched, "override")
+	if err != nil {
+		return nil, err
+	}
+	p := &plan.Plan{Resolution: width.Resolution{Source: width.Override, Reason: "operator schedule", Schedule: s}.AtLoad(o.Load), Settings: l.Settings()}
+	p.Launch.Argv = []string{os.Args[0], "--width", strconv.Itoa(p.Resolution.Width), l.arg}
+	return p, nil
+}
+
+type schedLoader struct{ l *schedLoad }
+
+func (f schedLoader) Load() (Load, error) { return *f.l, nil }
+
+// Reloads in a row on a server the follower left at 4+ and that is idle
+// now: an edit that changes the engine starts it at the width for the
+// load now (1 request, width 6); the next, a comment, changes nothing,
+// whatever the load (the plan in force is the one the first reload built,
+// not the bucket the follower last chose).
+func TestReloadsInARowStartAtTheLoadNow(t *testing.T) {
+	files := &schedLoad{sched: "1:6,2-3:4,4+:1", arg: "a"}
+	sv := &launcher{c: Config{Loader: schedLoader{files}}, st: newServeStatus(&plan.Plan{}), log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	cur, _ := files.Build(plan.Options{Load: 4}) // the follower's last switch
+	sv.st.setFollow(FollowStatus{Schedule: "1:6,2-3:4,4+:1", Bucket: "4+", Load: 0, Updated: time.Now()})
+
+	files.arg = "b" // an edit of the engine's arguments
+	np, _, changed, err := sv.reload(cur, watch.Change{Path: "p.toml", Reason: "write"})
+	if err != nil || !changed || np.Resolution.Width != 6 {
+		t.Fatalf("first reload: %v, changed %v, width %d, want a switch to width 6", err, changed, widthOf(np))
+	}
+	// A comment, with two requests in flight by now: the engine stays
+	// (the follower moves it if the load stays).
+	sv.st.setFollow(FollowStatus{Schedule: "1:6,2-3:4,4+:1", Bucket: "1", Load: 2.2, Updated: time.Now()})
+	np2, _, changed, err := sv.reload(np, watch.Change{Path: "p.toml", Reason: "write"})
+	if err != nil || changed || np2.Resolution.Width != 6 {
+		t.Errorf("second reload: %v, changed %v, width %d, want nothing to do", err, changed, widthOf(np2))
+	}
+	// Busy at four now: an edit builds the 4+ bucket's width, off.
+	sv.st.setFollow(FollowStatus{Schedule: "1:6,2-3:4,4+:1", Bucket: "1", Load: 3.9, Updated: time.Now()})
+	files.arg = "c"
+	np3, _, changed, err := sv.reload(np2, watch.Change{Path: "p.toml", Reason: "write"})
+	if err != nil || !changed || np3.Resolution.Load != 4 {
+		t.Errorf("busy reload: %v, changed %v, load %d, want load 4", err, changed, np3.Resolution.Load)
+	}
+}
