@@ -15,7 +15,7 @@ func TestHFRepoHint(t *testing.T) {
 		{[]string{"-hf", "org/repo"}, "-hf"},
 		{[]string{"-hfr=org/repo"}, "-hfr"},
 		{[]string{"-ngl", "99", "--hf-repo", "org/repo"}, "--hf-repo"},
-		{[]string{"-hfd", "org/draft"}, ""},    // the drafter's repo names no target
+		{[]string{"-hfd", "org/draft"}, ""},   // the drafter's repo names no target
 		{[]string{"--hf-file", "x.gguf"}, ""}, // a file in a repo names no repo
 	} {
 		got := HFRepoHint(c.args)
