@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"github.com/speclaunch/speclaunch/internal/tomlguard"
 
 	"github.com/speclaunch/speclaunch/internal/key"
 	"github.com/speclaunch/speclaunch/internal/schedule"
@@ -63,7 +64,7 @@ func (l *layer) schedule(r Row) (Field[schedule.Schedule], error) {
 		}
 		return checkedSchedule(schedule.FromTriples(ts, ""))(src)
 	}
-	return Field[schedule.Schedule]{}, &Error{Src: src, Msg: fmt.Sprintf("draft.schedule must be an array of [lo, hi, width] or a string, not %s; %s", tomlKind(p.Draft.Schedule), profileScheduleShape)}
+	return Field[schedule.Schedule]{}, &Error{Src: src, Msg: fmt.Sprintf("draft.schedule must be an array of [lo, hi, width] or a string, not %s; %s", tomlguard.Kind(p.Draft.Schedule), profileScheduleShape)}
 }
 
 const profileScheduleShape = `write draft.schedule = [[1, 1, 6], [2, 3, 4], [4, 0, 1]] (hi 0 = no upper bound, width 1 = speculation off at that load) or draft.schedule = "1:6,2-3:4,4+:1"`
@@ -81,24 +82,4 @@ func checkedSchedule(s schedule.Schedule, err error) func(Source) (Field[schedul
 		}
 		return Field[schedule.Schedule]{Value: s.WithSource("override"), Src: src}, nil
 	}
-}
-
-// tomlKind names a decoded TOML value's type as the profile spells it, not
-// as Go does ("an integer", not "a int64"): the operator wrote TOML.
-func tomlKind(v any) string {
-	switch v.(type) {
-	case int64:
-		return "an integer"
-	case float64:
-		return "a float"
-	case string:
-		return "a string"
-	case bool:
-		return "a boolean"
-	case map[string]any:
-		return "a table"
-	case []any, []map[string]any:
-		return "an array"
-	}
-	return "a date or time"
 }

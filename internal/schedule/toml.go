@@ -3,6 +3,8 @@ package schedule
 import (
 	"fmt"
 	"math"
+
+	"github.com/speclaunch/speclaunch/internal/tomlguard"
 )
 
 // maxNumber bounds a load or width read from a file: far above any real
@@ -21,13 +23,13 @@ func TriplesOf(rows []any) ([][]int, error) {
 	for i, r := range rows {
 		xs, ok := r.([]any)
 		if !ok {
-			return nil, fmt.Errorf("bucket %d is %s, not [lo, hi, width]", i+1, kindOf(r))
+			return nil, fmt.Errorf("bucket %d is %s, not [lo, hi, width]", i+1, tomlguard.Kind(r))
 		}
 		for j, x := range xs {
 			n, ok := x.(int64)
 			switch {
 			case !ok:
-				return nil, fmt.Errorf("bucket %d number %d is %s (%s), not a whole number: write it without quotes or a decimal point", i+1, j+1, kindOf(x), shown(x))
+				return nil, fmt.Errorf("bucket %d number %d is %s (%s), not a whole number: write it without quotes or a decimal point", i+1, j+1, tomlguard.Kind(x), shown(x))
 			case n < -maxNumber || n > maxNumber: // in range, FromTriples says what is wrong with it
 				return nil, fmt.Errorf("bucket %d number %d (%d) is far out of range: loads go up to a few hundred requests, widths to 256", i+1, j+1, n)
 			}
@@ -35,25 +37,6 @@ func TriplesOf(rows []any) ([][]int, error) {
 		}
 	}
 	return out, nil
-}
-
-// kindOf names a decoded TOML value's type as the file spells it.
-func kindOf(v any) string {
-	switch v.(type) {
-	case int64:
-		return "an integer"
-	case float64:
-		return "a float"
-	case string:
-		return "a string"
-	case bool:
-		return "a boolean"
-	case map[string]any:
-		return "a table"
-	case []any, []map[string]any:
-		return "an array"
-	}
-	return "a date or time"
 }
 
 // shown is a value as an error quotes it: a string quoted and cut short.

@@ -1,5 +1,6 @@
-// Package tomlguard checks how deeply a TOML text nests before the decoder
-// sees it. BurntSushi/toml recurses without a limit and copies the key path
+// Package tomlguard guards the launcher's TOML input: it checks how deeply
+// a text nests before the decoder sees it, and names what a decoded key
+// holds in the file's words (Kind). BurntSushi/toml recurses without a limit and copies the key path
 // at every level: 2,000,000 nested arrays overflow Go's stack (a fatal
 // error, not a panic), and a few thousand nested inline tables or dotted-key
 // parts take seconds and gigabytes. A profile or policy file nests at most
