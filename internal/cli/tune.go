@@ -203,6 +203,22 @@ func readLayer(ctx context.Context, path string) ([]policy.Entry, error) {
 	case err != nil:
 		return nil, err
 	}
+	// tune rewrites the whole file from its tuned entries: an operator's
+	// policy file named with --policy would lose its defaults and the
+	// fields of measured entries the tuned form does not write.
+	where := ""
+	if len(f.Defaults) > 0 {
+		where = "a [[default]] table (" + f.Defaults[0].Origin + ")"
+	}
+	for _, e := range f.Entries {
+		if where == "" && e.Pair.IsZero() {
+			where = "the measured entry " + e.ID + " (" + e.Origin + ")"
+		}
+	}
+	if where != "" {
+		return nil, usage(fmt.Errorf("%s is not a tuned layer: it holds %s, which tune would not keep when it rewrites the file", path, where),
+			"name a file of its own for tune with --policy (e.g. tuned.toml beside it), and pass both files to serve")
+	}
 	return f.Entries, nil
 }
 

@@ -226,3 +226,31 @@ func TestTuneWriteKeepsAnotherTunesEntry(t *testing.T) {
 		t.Errorf("entries %v, want both tunes'", ids)
 	}
 }
+
+// tune rewrites its layer whole, so a file holding what it would not keep
+// (an operator's defaults or measured entries, named with --policy) is
+// refused before anything is measured; a tuned layer is read.
+func TestReadLayerRefusesAnOperatorsPolicyFile(t *testing.T) {
+	dir := t.TempDir()
+	tuned := filepath.Join(dir, "tuned.toml")
+	if err := writeLayer(tuned, []policy.Entry{tunedFixture(t, "a")}); err != nil {
+		t.Fatal(err)
+	}
+	def := filepath.Join(dir, "defaults.toml")
+	writeFile(t, def, "# operator policy\nschema = 1\n[[default]]\nengine = \"mlxcel\"\ndrafter = \"dflash\"\nwidth = 6\n")
+	measured := filepath.Join(dir, "measured.toml")
+	writeFile(t, measured, "schema = 1\n[[entry]]\nid = \"my-a100-q8\"\nengine = \"llama.cpp\"\ndrafter = \"draft\"\ncapability = \"8.0\"\nquant = \"q8_0\"\nwidth = 5\npin = \"b1234\"\nrecord = \"rec.md\"\n")
+	for _, c := range []struct {
+		path, want string // want "" = read
+	}{
+		{tuned, ""},
+		{filepath.Join(dir, "missing.toml"), ""},
+		{def, "defaults.toml is not a tuned layer: it holds a [[default]] table (" + def + ":3)"},
+		{measured, "measured.toml is not a tuned layer: it holds the measured entry my-a100-q8 (" + measured + ":2)"},
+	} {
+		_, err := readLayer(context.Background(), c.path)
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%s: %v, want %q", filepath.Base(c.path), err, c.want)
+		}
+	}
+}
