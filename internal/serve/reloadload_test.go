@@ -1,17 +1,22 @@
 package serve
 
 import (
+	"encoding/json"
 	"io"
 	"log/slog"
+	"net/http/httptest"
 	"os"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/speclaunch/speclaunch/internal/config"
+	"github.com/speclaunch/speclaunch/internal/instance"
 	"github.com/speclaunch/speclaunch/internal/key"
 	"github.com/speclaunch/speclaunch/internal/plan"
 	"github.com/speclaunch/speclaunch/internal/schedule"
+	"github.com/speclaunch/speclaunch/internal/server"
+	"github.com/speclaunch/speclaunch/internal/supervise"
 	"github.com/speclaunch/speclaunch/internal/watch"
 	"github.com/speclaunch/speclaunch/internal/width"
 )
@@ -71,5 +76,54 @@ func TestReloadsInARowStartAtTheLoadNow(t *testing.T) {
 	np3, _, changed, err := sv.reload(np2, watch.Change{Path: "p.toml", Reason: "write"})
 	if err != nil || !changed || np3.Resolution.Load != 4 {
 		t.Errorf("busy reload: %v, changed %v, load %d, want load 4", err, changed, np3.Resolution.Load)
+	}
+}
+
+// The status page describes the serving engine by the plan in force when
+// a reload's plan runs that very engine (a schedule edit that left the
+// width in force: "nothing to do"), and gives the load its width was
+// chosen for even when it is 0.
+func TestStatusFollowsAReloadThatKeptTheEngine(t *testing.T) {
+	files := &schedLoad{sched: "1-3:8,4+:3", arg: "a"}
+	old, _ := files.Build(plan.Options{Load: 1})
+	files.sched = "1-3:8,4+:2"
+	edited, _ := files.Build(plan.Options{Load: 1})
+	sv := &launcher{st: newServeStatus(old)}
+	sv.force.take(edited, nil)
+	sv.st.serving(&server.Instance{Plan: old, Proc: &supervise.Process{}, Info: &instance.Engine{}})
+	sv.st.chosen(old, 0)
+	status := func() (e struct {
+		Schedule string
+		Bucket   string
+		Load     *float64
+	}) {
+		rec := httptest.NewRecorder()
+		sv.st.handler(sv).ServeHTTP(rec, httptest.NewRequest("GET", "/speclaunch/status", nil))
+		var out struct{ Engine json.RawMessage }
+		if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(out.Engine, &e); err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	if e := status(); e.Schedule != "1-3:8,4+:2" || e.Bucket != "1-3" || e.Load == nil {
+		t.Errorf("engine: schedule %q bucket %q load %v, want the edited schedule at 1-3, a load", e.Schedule, e.Bucket, e.Load)
+	}
+	// An edit that needs another engine: the running one is described by
+	// its own plan until the switch.
+	files.arg = "b"
+	other, _ := files.Build(plan.Options{Load: 1})
+	sv.force.take(other, nil)
+	sv.st.serving(&server.Instance{Plan: old, Proc: &supervise.Process{}, Info: &instance.Engine{}})
+	if e := status(); e.Schedule != "1-3:8,4+:3" {
+		t.Errorf("engine: schedule %q, want the running engine's own", e.Schedule)
+	}
+	// The follower chose the running width on an idle server: load 0 is
+	// shown, not dropped.
+	sv.force.take(old, nil)
+	if e := status(); e.Load == nil || *e.Load != 0 {
+		t.Errorf("engine: load %v, want 0", e.Load)
 	}
 }

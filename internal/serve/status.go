@@ -289,9 +289,9 @@ type statusEngine struct {
 	// Schedule is the width schedule in force (text form), Bucket its
 	// bucket whose width runs, Load the load (requests in flight) that
 	// width was chosen for.
-	Schedule string  `json:"schedule,omitempty"`
-	Bucket   string  `json:"bucket,omitempty"`
-	Load     float64 `json:"load,omitempty"`
+	Schedule string   `json:"schedule,omitempty"`
+	Bucket   string   `json:"bucket,omitempty"`
+	Load     *float64 `json:"load,omitempty"` // set with Bucket, 0 included
 }
 
 func (st *serveStatus) handler(sv *launcher) http.Handler {
@@ -307,10 +307,19 @@ func (st *serveStatus) handler(sv *launcher) http.Handler {
 		}
 		if in := st.cur; in != nil {
 			chk := infoOf(in).Check
-			e := statusEngine{PID: in.Proc.PID(), Engine: string(in.Plan.Settings.Engine.Value), InternalPort: in.Port,
-				Width: widthOf(in.Plan), WidthSource: string(in.Plan.Resolution.Source), WidthReason: in.Plan.Resolution.Reason,
-				Verified: chk.Verified, UptimeS: time.Since(in.Since).Seconds(), Schedule: st.scheduleOf(in.Plan)}
-			e.Bucket, e.Load = st.bucketOf(in.Plan)
+			// A reload whose plan runs this very engine (a schedule edit
+			// that leaves the width in force) describes it from then on.
+			p := in.Plan
+			if f := sv.plan(); f != nil && f != p && sameCommand(f, p) {
+				p = f
+			}
+			e := statusEngine{PID: in.Proc.PID(), Engine: string(p.Settings.Engine.Value), InternalPort: in.Port,
+				Width: widthOf(p), WidthSource: string(p.Resolution.Source), WidthReason: p.Resolution.Reason,
+				Verified: chk.Verified, UptimeS: time.Since(in.Since).Seconds(), Schedule: st.scheduleOf(p)}
+			var load float64
+			if e.Bucket, load = st.bucketOf(p); e.Bucket != "" {
+				e.Load = &load // 0 too: a follower's switch on an idle server
+			}
 			if in.Backend != nil {
 				e.URL, e.InFlight = in.Backend.URL.String(), in.Backend.InFlight()
 			}
