@@ -48,11 +48,22 @@ func profValue(p *profiles.Profile, key string) string {
 		}
 		return strings.Join(parts, ",")
 	case []any:
+		if len(x) == 0 {
+			return "[]" // not unset: the row's parse refuses an empty list
+		}
 		parts := make([]string, len(x))
 		for i, e := range x {
-			if n, ok := e.(int64); ok {
+			switch n := e.(type) {
+			case int64:
 				parts[i] = strconv.FormatInt(n, 10)
-			} else {
+			case string: // quoted, so that [1, "4"] is not read as 1,4
+				parts[i] = strconv.Quote(n)
+			case float64: // with its point, so that [1, 4.0] is not read as 1,4
+				parts[i] = strconv.FormatFloat(n, 'f', -1, 64)
+				if !strings.ContainsAny(parts[i], ".eEnN") {
+					parts[i] += ".0"
+				}
+			default:
 				parts[i] = fmt.Sprintf("%v", e) // not a whole number: the row's parse names it
 			}
 		}

@@ -521,6 +521,8 @@ func ParseLevels(v string) ([]int, error) {
 		switch {
 		case f == "":
 			return nil, fmt.Errorf("%q has an empty level (number %d): %s", v, i+1, want)
+		case len(f) >= 2 && f[0] == '"' && f[len(f)-1] == '"':
+			return nil, fmt.Errorf("%q: level %s is a string, not a whole number: write it without quotes", v, f)
 		case errors.Is(err, strconv.ErrRange):
 			return nil, fmt.Errorf("%q: level %s is outside 1 to %d clients: %s", v, f, defaults.BenchMaxConcurrency, want)
 		case err != nil:

@@ -257,7 +257,10 @@ func TestLoadBench(t *testing.T) {
 			return slices.Equal(b.Concurrency.Value, []int{2, 8}) && b.Concurrency.Src.String() == "flag --concurrency"
 		}},
 		{name: "concurrency levels descending", profile: "[bench]\n\nconcurrency = [4, 1]\n", err: `profile d/p.toml:3: "4,1": level 1 comes after 4, not ascending: give whole numbers of concurrent clients, ascending, e.g. 1,2,4,8`},
-		{name: "concurrency level not a number", profile: "[bench]\nconcurrency = [1, \"x\"]\n", err: `profile d/p.toml:2: "1,x": level "x" is not a whole number`},
+		{name: "concurrency level not a number", profile: "[bench]\nconcurrency = [1, \"x\"]\n", err: `profile d/p.toml:2: "1,\"x\"": level "x" is a string, not a whole number: write it without quotes`},
+		{name: "concurrency level quoted", profile: "[bench]\nconcurrency = [1, \"4\"]\n", err: `level "4" is a string, not a whole number`},
+		{name: "concurrency level a float", profile: "[bench]\nconcurrency = [1, 4.0]\n", err: `level "4.0" is not a whole number`},
+		{name: "concurrency empty list", profile: "[bench]\nconcurrency = []\n", err: `profile d/p.toml:2: bad concurrency "[]"`},
 		{name: "concurrency a fraction", profile: "[bench]\nconcurrency = 1.5\n", err: "profile d/p.toml:2: "},
 		{name: "concurrency level above 256", flags: map[string]string{"concurrency": "1,512"}, err: `flag --concurrency: "1,512": level 512 is outside 1 to 256 clients`},
 		{name: "concurrency too many levels", profile: "[bench]\nconcurrency = [" + strings.Repeat("1,", 64) + "1]\n", err: "profile d/p.toml:2: 65 levels, above the 64 a sweep may measure"},
