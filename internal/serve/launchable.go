@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/speclaunch/speclaunch/internal/exitcode"
@@ -56,10 +57,21 @@ func Launchable(p *plan.Plan, checkPort bool) error {
 	}
 	if checkPort {
 		if err := PortFree(s.Host.Value, s.Port.Value); err != nil {
-			return exitcode.Bad(fmt.Errorf("port %d on %s is not available (%v); stop what holds it or set --port / server.port / LLAMA_ARG_PORT", s.Port.Value, s.Host.Value, err))
+			return exitcode.Bad(fmt.Errorf("port %d on %s is not available (%v); %s", s.Port.Value, s.Host.Value, err, bindFix(err)))
 		}
 	}
 	return nil
+}
+
+// bindFix is what to do when the public address cannot be bound, by why.
+func bindFix(err error) string {
+	switch {
+	case errors.Is(err, syscall.EADDRINUSE):
+		return "stop what holds it or set --port / server.port / LLAMA_ARG_PORT"
+	case errors.Is(err, syscall.EACCES):
+		return "ports below 1024 need privileges: pick one from 1024 up with --port / server.port / LLAMA_ARG_PORT"
+	}
+	return "this host cannot listen on that address: set --host / server.host / LLAMA_ARG_HOST to one of its own (127.0.0.1, 0.0.0.0)"
 }
 
 // PortFree checks that nothing listens on host:port now, by binding it

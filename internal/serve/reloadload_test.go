@@ -4,9 +4,12 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http/httptest"
 	"os"
 	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -125,5 +128,22 @@ func TestStatusFollowsAReloadThatKeptTheEngine(t *testing.T) {
 	sv.force.take(old, nil)
 	if e := status(); e.Load == nil || *e.Load != 0 {
 		t.Errorf("engine: load %v, want 0", e.Load)
+	}
+}
+
+// The fix for a public address that cannot be bound follows why.
+func TestBindFix(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{&net.OpError{Op: "listen", Err: os.NewSyscallError("bind", syscall.EADDRINUSE)}, "stop what holds it"},
+		{&net.OpError{Op: "listen", Err: os.NewSyscallError("bind", syscall.EACCES)}, "ports below 1024 need privileges"},
+		{&net.OpError{Op: "listen", Err: os.NewSyscallError("bind", syscall.EADDRNOTAVAIL)}, "set --host"},
+		{&net.DNSError{Err: "no such host", Name: "nosuchhost.invalid"}, "set --host"},
+	} {
+		if got := bindFix(c.err); !strings.Contains(got, c.want) {
+			t.Errorf("bindFix(%v) = %q, want %q", c.err, got, c.want)
+		}
 	}
 }
