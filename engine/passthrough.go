@@ -69,10 +69,13 @@ var llamaOwned = map[string]ownedFlag{
 // habit): the flag and the fix; "" when they do not. The flags are
 // llamaOwned's, so the refusal of -hf beside a target and this hint
 // name the same ones.
-func HFRepoHint(args []string) string {
+func HFRepoHint(e key.Engine, args []string) string {
 	for _, a := range args {
 		name, _, _ := strings.Cut(a, "=")
 		if f, ok := llamaOwned[name]; ok && f == ownHFModel {
+			if key.FetchesModel(e, "org/repo") { // vLLM, SGLang: the target may be a repo id
+				return " (" + name + " is llama-server's flag: give the Hugging Face repo id as the target, -m ORG/REPO)"
+			}
 			return " (" + name + " is not enough: " + f.fix + ")"
 		}
 	}

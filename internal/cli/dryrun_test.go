@@ -3,9 +3,12 @@ package cli
 import (
 	"encoding/json"
 	"net"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/speclaunch/speclaunch/internal/policy"
 )
 
 // A dry run behind the proxy prints the engine's command as serve will
@@ -76,12 +79,17 @@ func TestDryRunNotesAPortInUse(t *testing.T) {
 // the fix (download the GGUF, pass -m).
 func TestHFRepoWithoutATargetSaysTheFix(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	cfg := t.TempDir() // a tuned layer: with no target there is nothing to hash, and no warning of it
+	t.Setenv("XDG_CONFIG_HOME", cfg)
+	if err := writeLayer(filepath.Join(cfg, "speclaunch", TunedFile), []policy.Entry{tunedFixture(t, "a")}); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		cmd  []string
 		code int
 	}{{[]string{"resolve"}, 0}, {[]string{"serve", "--dry-run"}, 2}} {
-		code, o, e := runCLI(t, append(c.cmd, "--engine", "llama.cpp", "-hf", "org/repo")...)
-		if code != c.code || !strings.Contains(o+e, "-hf is not enough") || !strings.Contains(o+e, "pass --model PATH") {
+		code, o, e := runCLI(t, append(c.cmd, "--engine", "llama.cpp", "-hf", "org/repo", "-md", "d.gguf")...)
+		if code != c.code || !strings.Contains(o+e, "-hf is not enough") || !strings.Contains(o+e, "pass --model PATH") || strings.Contains(o+e, "hash the target") {
 			t.Errorf("%v: exit %d (want %d), no fix in\n%s%s", c.cmd, code, c.code, o, e)
 		}
 	}

@@ -148,7 +148,7 @@ func Build(ctx context.Context, s config.Settings, pol *policy.Policy, d Deps, o
 		return nil, err
 	}
 	p.engineCaps(ctx, d)
-	if speculative && !p.Facts.Hypothetical && pol.HasPairs() {
+	if speculative && !p.Facts.Hypothetical && pol.HasPairs() && s.Model.Value != "" { // no target: nothing to hash, and the warning below says so
 		p.pair()
 	}
 	// An interrupt during the facts (a long GGUF header, the model hash)
@@ -167,7 +167,7 @@ func Build(ctx context.Context, s config.Settings, pol *policy.Policy, d Deps, o
 	if s.Model.Value == "" {
 		// resolve may ask about a host without naming a target; there is
 		// no command line to show then.
-		p.Warnings = append(p.Warnings, "no target model given (--model, LLAMA_ARG_MODEL or model.path)"+engine.HFRepoHint(s.EngineArgs.Value)+": no engine command to show")
+		p.Warnings = append(p.Warnings, "no target model given (--model, LLAMA_ARG_MODEL or model.path)"+engine.HFRepoHint(s.Engine.Value, s.EngineArgs.Value)+": no engine command to show")
 		return p, nil
 	}
 	l, err := ad.Command(LaunchSpec(s), launchRes, p.Facts.Drafter, d.Environ, p.Facts.Caps)

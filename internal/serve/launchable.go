@@ -33,7 +33,7 @@ const ExitWidthMismatch = 3
 func Launchable(p *plan.Plan, checkPort bool) error {
 	s := p.Settings
 	if s.Model.Value == "" {
-		return exitcode.Bad(errors.New("no target model: set model.path in the profile, --model/-m, or LLAMA_ARG_MODEL" + engine.HFRepoHint(s.EngineArgs.Value)))
+		return exitcode.Bad(errors.New("no target model: set model.path in the profile, --model/-m, or LLAMA_ARG_MODEL" + engine.HFRepoHint(s.Engine.Value, s.EngineArgs.Value)))
 	}
 	if p.Settings.Engine.Value != key.Sim && p.Facts.BinaryPath == "" {
 		return exitcode.Bad(fmt.Errorf("engine binary %q not found (looked up %q on PATH); install %s or set engine.binary in the profile (--engine-binary, MLXCEL_ENGINE_BINARY)", p.Facts.Binary, p.Facts.Binary, s.Engine.Value))
