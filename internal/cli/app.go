@@ -157,9 +157,19 @@ func runEnv(parent context.Context, args []string, emb Embedded, stdout, stderr 
 		return 0, true
 	}()
 	if done {
-		return code
+		return interruptCode(ctx, code)
 	}
 	return 0
+}
+
+// interruptCode is 128 + the signal that stopped a command, as a shell
+// reports it: the commands say 130 (SIGINT) for either, and a container
+// runtime stopping one with SIGTERM is told 143.
+func interruptCode(ctx context.Context, code int) int {
+	if c := context.Cause(ctx); code == 130 && c != nil && c.Error() == syscall.SIGTERM.String()+" signal received" { // os/signal.NotifyContext's cause
+		return 143
+	}
+	return code
 }
 
 type kongExit struct{}

@@ -3,9 +3,11 @@ package cli
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/speclaunch/speclaunch/internal/key"
@@ -89,5 +91,24 @@ func TestDeclaredWidthOutOfRangeNamesTheFile(t *testing.T) {
 		if code != 0 || !strings.Contains(o, c.want) || !strings.Contains(o, "remove the key") || !strings.Contains(o, c.width) {
 			t.Errorf("block_size %s: exit %d\n%s%s", c.bs, code, o, e)
 		}
+	}
+}
+
+// A command stopped by SIGTERM exits 143, by SIGINT 130, as a shell
+// reports them (the cause is os/signal.NotifyContext's).
+func TestInterruptCode(t *testing.T) {
+	for _, c := range []struct {
+		sig  syscall.Signal
+		code int
+		want int
+	}{{syscall.SIGTERM, 130, 143}, {syscall.SIGINT, 130, 130}, {syscall.SIGTERM, 2, 2}} {
+		ctx, cancel := context.WithCancelCause(context.Background())
+		cancel(errors.New(c.sig.String() + " signal received"))
+		if got := interruptCode(ctx, c.code); got != c.want {
+			t.Errorf("%v, code %d: %d, want %d", c.sig, c.code, got, c.want)
+		}
+	}
+	if got := interruptCode(context.Background(), 130); got != 130 {
+		t.Errorf("no signal: %d", got)
 	}
 }
