@@ -72,6 +72,9 @@ func profValue(p *profiles.Profile, key string) string {
 		return ""
 	}
 	if v.Kind() == reflect.Interface {
+		if _, table := v.Interface().(map[string]any); table {
+			return "{…}" // a table, as the row's parse quotes it (Go's map[a:1] is no TOML)
+		}
 		return fmt.Sprintf("%v", v.Interface()) // another type: the row's parse names it
 	}
 	return ""

@@ -261,6 +261,7 @@ func TestLoadBench(t *testing.T) {
 		{name: "concurrency level quoted", profile: "[bench]\nconcurrency = [1, \"4\"]\n", err: `level "4" is a string, not a whole number`},
 		{name: "concurrency level a float", profile: "[bench]\nconcurrency = [1, 4.0]\n", err: `level "4.0" is not a whole number`},
 		{name: "concurrency empty list", profile: "[bench]\nconcurrency = []\n", err: `profile d/p.toml:2: bad concurrency "[]"`},
+		{name: "concurrency a table", profile: "[bench]\nconcurrency = {a = 1}\n", err: `profile d/p.toml:2: bad concurrency "{…}"`},
 		{name: "concurrency a fraction", profile: "[bench]\nconcurrency = 1.5\n", err: "profile d/p.toml:2: "},
 		{name: "concurrency level above 256", flags: map[string]string{"concurrency": "1,512"}, err: `flag --concurrency: "1,512": level 512 is outside 1 to 256 clients`},
 		{name: "concurrency too many levels", profile: "[bench]\nconcurrency = [" + strings.Repeat("1,", 64) + "1]\n", err: "profile d/p.toml:2: 65 levels, above the 64 a sweep may measure"},

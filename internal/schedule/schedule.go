@@ -161,6 +161,8 @@ func (s Schedule) Validate() error {
 			return fmt.Errorf("%s starts at %d concurrent requests: loads start at 1", where, b.Lo)
 		case b.Lo > maxLevel || b.Hi > maxLevel:
 			return fmt.Errorf("%s names a load above %d: use 0 (or N+) for no upper bound", where, maxLevel)
+		case b.Hi < 0:
+			return fmt.Errorf("%s ends at %d: a bucket ends at a load of 1 or more, or 0 for no upper bound", where, b.Hi)
 		case b.Hi != 0 && b.Hi < b.Lo:
 			return fmt.Errorf("%s ends below where it starts: write the lower load first (%d-%d)", where, b.Hi, b.Lo)
 		case b.Lo < next:
@@ -226,6 +228,10 @@ func Parse(text, source string) (Schedule, error) {
 	}
 	if text == "" {
 		return nil, errors.New("the schedule is empty: write it as load:width pairs, e.g. \"1:6,2-3:4,4+:1\"")
+	}
+	if len(text) >= 2 && strings.ContainsRune(`"'`, rune(text[0])) && text[len(text)-1] == text[0] {
+		// docker --env-file and systemd's Environment= pass quotes literally
+		return nil, fmt.Errorf("the schedule %s is in quotes: write it without them (an env file passes quotes as part of the value)", clip(text))
 	}
 	if w, err := strconv.Atoi(text); err == nil {
 		s := Flat(w, source)

@@ -14,6 +14,8 @@ func TestParse(t *testing.T) {
 		{in: " 1-2 : 5 , 3+:2 ", want: "1-2:5,3+:2", describe: "width 5 at 1-2, 2 at 3+"},
 		{in: "", err: "empty"},
 		{in: "99999999999999999999", err: "width 99999999999999999999 is far out of range"},
+		{in: `"1:6,2+:1"`, err: "is in quotes: write it without them"},
+		{in: `'4'`, err: "is in quotes"},
 		{in: "1:99999999999999999999", err: "width 99999999999999999999 is far out of range"},
 		{in: "1:6,99999999999999999999+:1", err: "load 99999999999999999999+ is far out of range"},
 		{in: "1:6,3+:2", err: "leaves loads 2-2 without a width"},

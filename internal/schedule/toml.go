@@ -3,6 +3,8 @@ package schedule
 import (
 	"fmt"
 	"math"
+	"strconv"
+	"strings"
 
 	"github.com/speclaunch/speclaunch/internal/tomlguard"
 )
@@ -41,8 +43,15 @@ func TriplesOf(rows []any) ([][]int, error) {
 
 // shown is a value as an error quotes it: a string quoted and cut short.
 func shown(v any) string {
-	if s, ok := v.(string); ok {
-		return fmt.Sprintf("%q", clip(s))
+	switch x := v.(type) {
+	case string:
+		return fmt.Sprintf("%q", clip(x))
+	case float64: // 8.0 as written, not 8
+		f := strconv.FormatFloat(x, 'f', -1, 64)
+		if !strings.ContainsAny(f, ".eEnN") {
+			f += ".0"
+		}
+		return f
 	}
 	return clip(fmt.Sprint(v))
 }
