@@ -17,6 +17,11 @@ func TestParseBOMAndTypeWords(t *testing.T) {
 		{"\xef\xbb\xbf[engine]\nname = \"sim\"\nbogus = 1\n", 3, `unknown key "engine.bogus"`},
 		{"\xef\xbb\xbf[engine]\nname = \"sim\"\n", 0, ""},
 		{"[server]\nport = \"abc\"\n", 2, "server.port: is a string, want an integer"},
+		// A table where a key takes a list, a number or a string: what the
+		// key takes, at its line, whether or not the command reads it.
+		{"[draft]\nmodel = \"d\"\nschedule = {a = 1}\n", 3, "draft.schedule is a table; it takes [[lo, hi, width], ...] or a string"},
+		{"[draft.schedule]\nx = 1\n", 1, "draft.schedule is a table"},
+		{"[bench]\nconcurrency = {a = 1}\n", 2, "bench.concurrency is a table; it takes a number, or a list of levels"},
 	} {
 		_, err := Parse("p.toml", []byte(c.text))
 		if c.want == "" {

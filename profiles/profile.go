@@ -207,11 +207,16 @@ func Parse(name string, data []byte) (*Profile, error) {
 	p.lines = tomlpos.Build(string(data))
 	for _, k := range md.Undecoded() {
 		path := k.String()
-		// [[policy.entry]] tables are validated by the policy parser; a
-		// table where a key of any type takes a list or a string is
-		// refused by that key's own check, which says what it takes.
-		if strings.HasPrefix(path, "policy.entry") || strings.HasPrefix(path, "draft.schedule.") || strings.HasPrefix(path, "bench.concurrency.") {
+		// [[policy.entry]] tables are validated by the policy parser.
+		if strings.HasPrefix(path, "policy.entry") {
 			continue
+		}
+		// A table where a key takes a list or a string: what the key takes,
+		// whether or not this command reads it (not "unknown key").
+		for _, k := range [][2]string{{"draft.schedule", `[[lo, hi, width], ...] or a string like "1:6,2-3:4,4+:1"`}, {"bench.concurrency", "a number, or a list of levels like [1, 2, 4, 8]"}} {
+			if strings.HasPrefix(path, k[0]+".") {
+				return nil, &Error{File: name, Line: p.lines.Line(k[0]), Msg: fmt.Sprintf("%s is a table; it takes %s (see docs/profiles.md)", k[0], k[1])}
+			}
 		}
 		return nil, &Error{File: name, Line: p.lines.Line(path), Msg: fmt.Sprintf("unknown key %q (see docs/profiles.md for the schema; `speclaunch profile init` writes a commented example)", path)}
 	}

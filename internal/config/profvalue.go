@@ -30,6 +30,7 @@ func profValue(p *profiles.Profile, key string) string {
 		}
 		v = v.Elem()
 	}
+	anyType := v.Kind() == reflect.Interface // a key of any type: a number, a list or a string
 	switch x := v.Interface().(type) {
 	case string:
 		return x
@@ -38,6 +39,9 @@ func profValue(p *profiles.Profile, key string) string {
 	case bool:
 		return strconv.FormatBool(x)
 	case float64:
+		if anyType { // 4.0 where a whole number may go is not 4
+			return floatText(x)
+		}
 		return strconv.FormatFloat(x, 'g', -1, 64)
 	case int64: // a key of any type (a number or a list)
 		return strconv.FormatInt(x, 10)
@@ -59,10 +63,11 @@ func profValue(p *profiles.Profile, key string) string {
 			case string: // quoted, so that [1, "4"] is not read as 1,4
 				parts[i] = strconv.Quote(n)
 			case float64: // with its point, so that [1, 4.0] is not read as 1,4
-				parts[i] = strconv.FormatFloat(n, 'f', -1, 64)
-				if !strings.ContainsAny(parts[i], ".eEnN") {
-					parts[i] += ".0"
-				}
+				parts[i] = floatText(n)
+			case map[string]any:
+				parts[i] = "{…}"
+			case []any:
+				parts[i] = "[…]"
 			default:
 				parts[i] = fmt.Sprintf("%v", e) // not a whole number: the row's parse names it
 			}
@@ -92,4 +97,13 @@ func tomlField(v reflect.Value, name string) reflect.Value {
 		}
 	}
 	return reflect.Value{}
+}
+
+// floatText is a TOML float as written: 4.0 keeps its point.
+func floatText(x float64) string {
+	f := strconv.FormatFloat(x, 'f', -1, 64)
+	if !strings.ContainsAny(f, ".eEnN") {
+		f += ".0"
+	}
+	return f
 }

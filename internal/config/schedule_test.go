@@ -40,7 +40,6 @@ func TestScheduleLayering(t *testing.T) {
 		{name: "a float", profile: "[draft]\nschedule = [[1, 0, 2.5]]\n", err: "is a float (2.5), not a whole number"},
 		{name: "a whole float", profile: "[draft]\nschedule = [[1, 0, 8.0]]\n", err: "is a float (8.0), not a whole number"},
 		{name: "a negative end", profile: "[draft]\nschedule = [[1, 3, 8], [4, -1, 4]]\n", err: "bucket 2 (4--1) ends at -1: a bucket ends at a load of 1 or more, or 0 for no upper bound"},
-		{name: "an inline table", profile: "[draft]\nschedule = {a = 1}\n", err: "profile p.toml:2: draft.schedule must be an array of [lo, hi, width] or a string, not a table"},
 		{name: "a quoted number", profile: "[draft]\nschedule = [[\"1\", 0, 4]]\n", err: `bucket 1 number 1 is a string ("1"), not a whole number`},
 		{name: "a huge number", profile: "[draft]\nschedule = [[1, 4294967296, 4], [4294967297, 0, 1]]\n", err: "(4294967296) is far out of range"},
 		{name: "a huge width in text", flags: map[string]string{"draft-schedule": "1:99999999999999999999"}, err: "width 99999999999999999999 is far out of range"},

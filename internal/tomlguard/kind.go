@@ -15,7 +15,9 @@ func Kind(v any) string {
 		return "a boolean"
 	case map[string]any:
 		return "a table"
-	case []any, []map[string]any:
+	case []map[string]any:
+		return "an array of tables"
+	case []any:
 		return "an array"
 	}
 	return "a date or time"
