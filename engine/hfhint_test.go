@@ -35,3 +35,10 @@ func TestHFRepoHintFetchingEngines(t *testing.T) {
 		}
 	}
 }
+
+// mlxcel's target is a checkpoint directory, not a GGUF.
+func TestHFRepoHintMLXCEL(t *testing.T) {
+	if got := HFRepoHint(key.MLXCEL, []string{"-hf", "org/repo"}); !strings.Contains(got, "-m DIR") || strings.Contains(got, "GGUF") {
+		t.Errorf("%q", got)
+	}
+}

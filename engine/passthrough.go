@@ -73,8 +73,11 @@ func HFRepoHint(e key.Engine, args []string) string {
 	for _, a := range args {
 		name, _, _ := strings.Cut(a, "=")
 		if f, ok := llamaOwned[name]; ok && f == ownHFModel {
-			if key.FetchesModel(e, "org/repo") { // vLLM, SGLang: the target may be a repo id
+			switch {
+			case key.FetchesModel(e, "org/repo"): // vLLM, SGLang: the target may be a repo id
 				return " (" + name + " is llama-server's flag: give the Hugging Face repo id as the target, -m ORG/REPO)"
+			case e == key.MLXCEL || e == key.Sim: // the sim stands in for mlxcel
+				return " (" + name + " is llama-server's flag: mlxcel's target is an MLX checkpoint directory; download it and pass -m DIR)"
 			}
 			return " (" + name + " is not enough: " + f.fix + ")"
 		}

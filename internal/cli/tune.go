@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -210,16 +211,36 @@ func readLayer(ctx context.Context, path string) ([]policy.Entry, error) {
 	if len(f.Defaults) > 0 {
 		where = "a [[default]] table (" + f.Defaults[0].Origin + ")"
 	}
-	for _, e := range f.Entries {
-		if where == "" && e.Pair.IsZero() {
+	back, err := policy.Parse(path, policy.RenderTuned(f.Entries))
+	for i, e := range f.Entries {
+		switch {
+		case where != "":
+		case e.Pair.IsZero():
 			where = "the measured entry " + e.ID + " (" + e.Origin + ")"
+		case err != nil || len(back.Entries) != len(f.Entries) || !sameEntry(e, back.Entries[i]):
+			where = "the entry " + e.ID + " (" + e.Origin + "), with fields tune does not write back"
 		}
 	}
 	if where != "" {
-		return nil, usage(fmt.Errorf("%s is not a tuned layer: it holds %s, which tune would not keep when it rewrites the file", path, where),
-			"name a file of its own for tune with --policy (e.g. tuned.toml beside it), and pass both files to serve")
+		return nil, usage(fmt.Errorf("%s is not a tuned layer: it holds %s, which tune would not keep when it rewrites the file", path, where), layerFix(path))
 	}
 	return f.Entries, nil
+}
+
+// sameEntry: a and b say the same, wherever each was read.
+func sameEntry(a, b policy.Entry) bool {
+	a.Origin, b.Origin = "", ""
+	return reflect.DeepEqual(a, b)
+}
+
+// layerFix is what to do with a file tune will not rewrite: the default
+// layer is tune's own (move what is yours out of it); a --policy file is
+// the operator's (give tune another).
+func layerFix(path string) string {
+	if filepath.Base(path) == TunedFile {
+		return "move your own [[default]] tables and entries into a policy file of yours (--policy, policy.files); leave this file to tune, or delete it"
+	}
+	return "name a file of its own for tune with --policy (e.g. tuned.toml beside it), and pass both files to serve"
 }
 
 // run measures, writes the record, and writes the schedule earned into the

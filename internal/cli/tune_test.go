@@ -240,10 +240,13 @@ func TestReadLayerRefusesAnOperatorsPolicyFile(t *testing.T) {
 	writeFile(t, def, "# operator policy\nschema = 1\n[[default]]\nengine = \"mlxcel\"\ndrafter = \"dflash\"\nwidth = 6\n")
 	measured := filepath.Join(dir, "measured.toml")
 	writeFile(t, measured, "schema = 1\n[[entry]]\nid = \"my-a100-q8\"\nengine = \"llama.cpp\"\ndrafter = \"draft\"\ncapability = \"8.0\"\nquant = \"q8_0\"\nwidth = 5\npin = \"b1234\"\nrecord = \"rec.md\"\n")
+	extra := filepath.Join(dir, "extra.toml") // a pair entry with a field the tuned form does not write
+	writeFile(t, extra, strings.Replace(string(policy.RenderTuned([]policy.Entry{tunedFixture(t, "a")})), "pin = ", "runner_up = 3\npin = ", 1))
 	for _, c := range []struct {
 		path, want string // want "" = read
 	}{
 		{tuned, ""},
+		{extra, "extra.toml is not a tuned layer: it holds the entry tuned-a (" + extra + ":"},
 		{filepath.Join(dir, "missing.toml"), ""},
 		{def, "defaults.toml is not a tuned layer: it holds a [[default]] table (" + def + ":3)"},
 		{measured, "measured.toml is not a tuned layer: it holds the measured entry my-a100-q8 (" + measured + ":2)"},

@@ -358,12 +358,7 @@ func (sv *launcher) submit(kind server.Kind, reason string, cur, np *plan.Plan, 
 // with the first engine that serves.
 func (sv *launcher) serving(in *server.Instance) {
 	sv.st.serving(in)
-	bucket, load := sv.st.bucketInForce(in.Plan)
-	src := in.Plan.Resolution.Source
-	if src == width.Off && in.Plan.Resolution.OnSource != "" {
-		src = in.Plan.Resolution.OnSource // a schedule's bucket that is off: where the schedule came from
-	}
-	sv.met.ServingAt(widthOf(in.Plan), string(src), bucket, load, infoOf(in).Check.Verified)
+	sv.publishServing(in, in.Plan)
 	if sv.px != nil {
 		sv.px.SetAPIKeys(in.Plan.APIKeys) // the status page asks for this engine's keys
 	}
@@ -428,10 +423,32 @@ func (sv *launcher) metricSources() metrics.Sources {
 // adopted: a reload that starts the engine command now serving (one
 // that arrived during a switch to the same settings, or a comment edit).
 func (sv *launcher) adopted(j *server.Job) {
-	if sv.plan() != j.Plan {
+	prev := sv.plan()
+	if prev != j.Plan {
 		sv.log.Info("the settings asked for are the ones now serving; nothing to do", "why", j.Reason)
 	}
 	sv.adopt(j.Plan, origin(j))
+	// The engine serving runs j.Plan now (a schedule edit that left its
+	// width): the bucket and load it was chosen for carry over, and the
+	// metrics say what the status page says.
+	sv.st.carryChosen(prev, j.Plan)
+	if sv.rt == nil {
+		return
+	}
+	if in := sv.rt.Current(); in != nil && sameCommand(in.Plan, j.Plan) {
+		sv.publishServing(in, j.Plan)
+	}
+}
+
+// publishServing sets the width metrics for the engine in, described by
+// p: its own plan, or the reloaded one it runs.
+func (sv *launcher) publishServing(in *server.Instance, p *plan.Plan) {
+	bucket, load := sv.st.bucketInForce(p)
+	src := p.Resolution.Source
+	if src == width.Off && p.Resolution.OnSource != "" {
+		src = p.Resolution.OnSource // a schedule's bucket that is off: where the schedule came from
+	}
+	sv.met.ServingAt(widthOf(p), string(src), bucket, load, infoOf(in).Check.Verified)
 }
 
 // adopt takes a plan in force, built from the load from (nil: the plan
@@ -662,7 +679,7 @@ func listenPublic(p *plan.Plan, h *proxy.Proxy, log *slog.Logger) (*public, erro
 	addr := net.JoinHostPort(p.Settings.Host.Value, strconv.Itoa(p.Settings.Port.Value))
 	srv, err := serveHTTP(addr, h, log)
 	if err != nil {
-		return nil, exitcode.Bad(fmt.Errorf("port %d on %s is not available (%v); stop what holds it or set --port / server.port / LLAMA_ARG_PORT", p.Settings.Port.Value, p.Settings.Host.Value, err))
+		return nil, exitcode.Bad(fmt.Errorf("port %d on %s is not available (%v); %s", p.Settings.Port.Value, p.Settings.Host.Value, err, bindFix(err)))
 	}
 	return &public{addr: addr, srv: srv}, nil
 }

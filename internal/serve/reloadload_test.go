@@ -92,9 +92,11 @@ func TestStatusFollowsAReloadThatKeptTheEngine(t *testing.T) {
 	files.sched = "1-3:8,4+:2"
 	edited, _ := files.Build(plan.Options{Load: 1})
 	sv := &launcher{st: newServeStatus(old)}
-	sv.force.take(edited, nil)
+	sv.force.take(old, nil)
 	sv.st.serving(&server.Instance{Plan: old, Proc: &supervise.Process{}, Info: &instance.Engine{}})
-	sv.st.chosen(old, 0)
+	sv.st.chosen(old, 0.4) // the follower chose width 8 at a mean of 0.4 requests
+	sv.force.take(edited, nil)
+	sv.st.carryChosen(old, edited) // as adopted does
 	status := func() (e struct {
 		Schedule string
 		Bucket   string
@@ -111,8 +113,8 @@ func TestStatusFollowsAReloadThatKeptTheEngine(t *testing.T) {
 		}
 		return e
 	}
-	if e := status(); e.Schedule != "1-3:8,4+:2" || e.Bucket != "1-3" || e.Load == nil {
-		t.Errorf("engine: schedule %q bucket %q load %v, want the edited schedule at 1-3, a load", e.Schedule, e.Bucket, e.Load)
+	if e := status(); e.Schedule != "1-3:8,4+:2" || e.Bucket != "1-3" || e.Load == nil || *e.Load != 0.4 {
+		t.Errorf("engine: schedule %q bucket %q load %v, want the edited schedule at 1-3, load 0.4", e.Schedule, e.Bucket, e.Load)
 	}
 	// An edit that needs another engine: the running one is described by
 	// its own plan until the switch.
@@ -126,6 +128,7 @@ func TestStatusFollowsAReloadThatKeptTheEngine(t *testing.T) {
 	// The follower chose the running width on an idle server: load 0 is
 	// shown, not dropped.
 	sv.force.take(old, nil)
+	sv.st.chosen(old, 0)
 	if e := status(); e.Load == nil || *e.Load != 0 {
 		t.Errorf("engine: load %v, want 0", e.Load)
 	}

@@ -194,6 +194,16 @@ func (st *serveStatus) settings(p *plan.Plan) {
 }
 
 // chosen records the load a follow switch to p was chosen for.
+// carryChosen moves the follower's choice from plan from to plan to, a
+// reload's plan that runs the same engine.
+func (st *serveStatus) carryChosen(from, to *plan.Plan) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if from != nil && st.chosenFor == from {
+		st.chosenFor = to
+	}
+}
+
 func (st *serveStatus) chosen(p *plan.Plan, load float64) {
 	st.mu.Lock()
 	st.chosenFor, st.chosenAt = p, load
@@ -296,6 +306,7 @@ type statusEngine struct {
 
 func (st *serveStatus) handler(sv *launcher) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		force := sv.plan() // before st.mu: no lock is held across a call out (state.go)
 		st.mu.Lock()
 		out := map[string]any{
 			"launcher_uptime_s": time.Since(st.started).Seconds(),
@@ -310,8 +321,8 @@ func (st *serveStatus) handler(sv *launcher) http.Handler {
 			// A reload whose plan runs this very engine (a schedule edit
 			// that leaves the width in force) describes it from then on.
 			p := in.Plan
-			if f := sv.plan(); f != nil && f != p && sameCommand(f, p) {
-				p = f
+			if force != nil && force != p && sameCommand(force, p) {
+				p = force
 			}
 			e := statusEngine{PID: in.Proc.PID(), Engine: string(p.Settings.Engine.Value), InternalPort: in.Port,
 				Width: widthOf(p), WidthSource: string(p.Resolution.Source), WidthReason: p.Resolution.Reason,
