@@ -91,12 +91,11 @@ func TestStatusFollowsAReloadThatKeptTheEngine(t *testing.T) {
 	old, _ := files.Build(plan.Options{Load: 1})
 	files.sched = "1-3:8,4+:2"
 	edited, _ := files.Build(plan.Options{Load: 1})
-	sv := &launcher{st: newServeStatus(old)}
+	sv := &launcher{st: newServeStatus(old), log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	sv.force.take(old, nil)
 	sv.st.serving(&server.Instance{Plan: old, Proc: &supervise.Process{}, Info: &instance.Engine{}})
 	sv.st.chosen(old, 0.4) // the follower chose width 8 at a mean of 0.4 requests
-	sv.force.take(edited, nil)
-	sv.st.carryChosen(old, edited) // as adopted does
+	sv.adopted(&server.Job{Kind: server.KindReload, Plan: edited, Reason: "reload: p.toml (write)"}) // the runtime's "nothing to do"
 	status := func() (e struct {
 		Schedule string
 		Bucket   string
