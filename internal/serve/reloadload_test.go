@@ -94,7 +94,7 @@ func TestStatusFollowsAReloadThatKeptTheEngine(t *testing.T) {
 	sv := &launcher{st: newServeStatus(old), log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	sv.force.take(old, nil)
 	sv.st.serving(&server.Instance{Plan: old, Proc: &supervise.Process{}, Info: &instance.Engine{}})
-	sv.st.chosen(old, 0.4) // the follower chose width 8 at a mean of 0.4 requests
+	sv.st.chosen(old, 0.4)                                                                           // the follower chose width 8 at a mean of 0.4 requests
 	sv.adopted(&server.Job{Kind: server.KindReload, Plan: edited, Reason: "reload: p.toml (write)"}) // the runtime's "nothing to do"
 	status := func() (e struct {
 		Schedule string
