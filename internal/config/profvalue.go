@@ -1,11 +1,11 @@
 package config
 
 import (
-	"fmt"
 	"reflect"
 	"strconv"
 	"strings"
 
+	"github.com/speclaunch/speclaunch/internal/tomlguard"
 	"github.com/speclaunch/speclaunch/profiles"
 )
 
@@ -40,7 +40,7 @@ func profValue(p *profiles.Profile, key string) string {
 		return strconv.FormatBool(x)
 	case float64:
 		if anyType { // 4.0 where a whole number may go is not 4
-			return floatText(x)
+			return tomlguard.Text(x)
 		}
 		return strconv.FormatFloat(x, 'g', -1, 64)
 	case int64: // a key of any type (a number or a list)
@@ -57,30 +57,14 @@ func profValue(p *profiles.Profile, key string) string {
 		}
 		parts := make([]string, len(x))
 		for i, e := range x {
-			switch n := e.(type) {
-			case int64:
-				parts[i] = strconv.FormatInt(n, 10)
-			case string: // quoted, so that [1, "4"] is not read as 1,4
-				parts[i] = strconv.Quote(n)
-			case float64: // with its point, so that [1, 4.0] is not read as 1,4
-				parts[i] = floatText(n)
-			case map[string]any:
-				parts[i] = "{…}"
-			case []any:
-				parts[i] = "[…]"
-			default:
-				parts[i] = fmt.Sprintf("%v", e) // not a whole number: the row's parse names it
-			}
+			parts[i] = tomlguard.Text(e) // as written: [1, "4"] or [1, 4.0] is not read as 1,4
 		}
 		return strings.Join(parts, ",")
 	case nil:
 		return ""
 	}
 	if v.Kind() == reflect.Interface {
-		if _, table := v.Interface().(map[string]any); table {
-			return "{…}" // a table, as the row's parse quotes it (Go's map[a:1] is no TOML)
-		}
-		return fmt.Sprintf("%v", v.Interface()) // another type: the row's parse names it
+		return tomlguard.Text(v.Interface()) // another type, as written: the row's parse names it
 	}
 	return ""
 }
@@ -97,13 +81,4 @@ func tomlField(v reflect.Value, name string) reflect.Value {
 		}
 	}
 	return reflect.Value{}
-}
-
-// floatText is a TOML float as written: 4.0 keeps its point.
-func floatText(x float64) string {
-	f := strconv.FormatFloat(x, 'f', -1, 64)
-	if !strings.ContainsAny(f, ".eEnN") {
-		f += ".0"
-	}
-	return f
 }

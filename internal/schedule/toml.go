@@ -3,8 +3,6 @@ package schedule
 import (
 	"fmt"
 	"math"
-	"strconv"
-	"strings"
 
 	"github.com/speclaunch/speclaunch/internal/tomlguard"
 )
@@ -31,7 +29,7 @@ func TriplesOf(rows []any) ([][]int, error) {
 			n, ok := x.(int64)
 			switch {
 			case !ok:
-				return nil, fmt.Errorf("bucket %d number %d is %s (%s), not a whole number: write it without quotes or a decimal point", i+1, j+1, tomlguard.Kind(x), shown(x))
+				return nil, fmt.Errorf("bucket %d number %d is %s (%s), not a whole number: write it without quotes or a decimal point", i+1, j+1, tomlguard.Kind(x), clip(tomlguard.Text(x)))
 			case n < -maxNumber || n > maxNumber: // in range, FromTriples says what is wrong with it
 				return nil, fmt.Errorf("bucket %d number %d (%d) is far out of range: loads go up to a few hundred requests, widths to 256", i+1, j+1, n)
 			}
@@ -39,19 +37,4 @@ func TriplesOf(rows []any) ([][]int, error) {
 		}
 	}
 	return out, nil
-}
-
-// shown is a value as an error quotes it: a string quoted and cut short.
-func shown(v any) string {
-	switch x := v.(type) {
-	case string:
-		return fmt.Sprintf("%q", clip(x))
-	case float64: // 8.0 as written, not 8
-		f := strconv.FormatFloat(x, 'f', -1, 64)
-		if !strings.ContainsAny(f, ".eEnN") {
-			f += ".0"
-		}
-		return f
-	}
-	return clip(fmt.Sprint(v))
 }

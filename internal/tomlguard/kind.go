@@ -1,5 +1,11 @@
 package tomlguard
 
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
 // Kind names a decoded TOML value's type as the file spells it ("an
 // integer", not Go's "int64"), for errors about what a key holds: the
 // operator wrote TOML.
@@ -21,4 +27,27 @@ func Kind(v any) string {
 		return "an array"
 	}
 	return "a date or time"
+}
+
+// Text is a decoded TOML scalar as the file wrote it, for an error or a
+// flag-like text: a string quoted, a float with its point (4.0 is not 4,
+// so it is not read back as a whole number), a table {…}, an array […].
+func Text(v any) string {
+	switch x := v.(type) {
+	case int64:
+		return strconv.FormatInt(x, 10)
+	case string:
+		return strconv.Quote(x)
+	case float64:
+		f := strconv.FormatFloat(x, 'f', -1, 64)
+		if !strings.ContainsAny(f, ".eEnN") {
+			f += ".0"
+		}
+		return f
+	case map[string]any:
+		return "{…}"
+	case []any, []map[string]any:
+		return "[…]"
+	}
+	return fmt.Sprint(v)
 }
