@@ -423,19 +423,13 @@ func (sv *launcher) metricSources() metrics.Sources {
 // adopted: a reload that starts the engine command now serving (one
 // that arrived during a switch to the same settings, or a comment edit).
 func (sv *launcher) adopted(j *server.Job) {
-	prev := sv.plan()
-	if prev != j.Plan {
+	if sv.plan() != j.Plan {
 		sv.log.Info("the settings asked for are the ones now serving; nothing to do", "why", j.Reason)
 	}
 	sv.adopt(j.Plan, origin(j))
 	// The engine serving runs j.Plan now (a schedule edit that left its
-	// width): the bucket and load it was chosen for carry over, and the
-	// metrics say what the status page says.
-	sv.st.carryChosen(prev, j.Plan)
-	if sv.rt == nil {
-		return
-	}
-	if in := sv.rt.Current(); in != nil && sameCommand(in.Plan, j.Plan) {
+	// width): the status page and the metrics describe it by j.Plan.
+	if in := sv.st.keptBy(j.Plan); in != nil {
 		sv.publishServing(in, j.Plan)
 	}
 }

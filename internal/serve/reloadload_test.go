@@ -16,6 +16,7 @@ import (
 	"github.com/speclaunch/speclaunch/internal/config"
 	"github.com/speclaunch/speclaunch/internal/instance"
 	"github.com/speclaunch/speclaunch/internal/key"
+	"github.com/speclaunch/speclaunch/internal/metrics"
 	"github.com/speclaunch/speclaunch/internal/plan"
 	"github.com/speclaunch/speclaunch/internal/schedule"
 	"github.com/speclaunch/speclaunch/internal/server"
@@ -91,7 +92,7 @@ func TestStatusFollowsAReloadThatKeptTheEngine(t *testing.T) {
 	old, _ := files.Build(plan.Options{Load: 1})
 	files.sched = "1-3:8,4+:2"
 	edited, _ := files.Build(plan.Options{Load: 1})
-	sv := &launcher{st: newServeStatus(old), log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	sv := &launcher{st: newServeStatus(old), log: slog.New(slog.NewTextHandler(io.Discard, nil)), met: metrics.New(metrics.Sources{})}
 	sv.force.take(old, nil)
 	sv.st.serving(&server.Instance{Plan: old, Proc: &supervise.Process{}, Info: &instance.Engine{}})
 	sv.st.chosen(old, 0.4)                                                                           // the follower chose width 8 at a mean of 0.4 requests
@@ -114,6 +115,10 @@ func TestStatusFollowsAReloadThatKeptTheEngine(t *testing.T) {
 	}
 	if e := status(); e.Schedule != "1-3:8,4+:2" || e.Bucket != "1-3" || e.Load == nil || *e.Load != 0.4 {
 		t.Errorf("engine: schedule %q bucket %q load %v, want the edited schedule at 1-3, load 0.4", e.Schedule, e.Bucket, e.Load)
+	}
+	// The metrics say what the status page says.
+	if m := string(sv.met.Text()); !strings.Contains(m, `bucket="1-3"`) || !strings.Contains(m, "speclaunch_width_load 0.4") {
+		t.Errorf("metrics after the kept reload:\n%s", m)
 	}
 	// An edit that needs another engine: the running one is described by
 	// its own plan until the switch.

@@ -132,12 +132,15 @@ const maxSwitchRecords = 100
 
 // serveStatus is what /speclaunch/status reports.
 type serveStatus struct {
-	mu       sync.Mutex
-	started  time.Time
-	public   string
-	proxy    bool
-	mode     key.Switch
-	cur      *server.Instance
+	mu      sync.Mutex
+	started time.Time
+	public  string
+	proxy   bool
+	mode    key.Switch
+	cur     *server.Instance
+	// desc is the plan that describes cur: its own, or a reload's that
+	// runs the very same engine (a schedule edit that left its width).
+	desc     *plan.Plan
 	switches []switchRecord
 	total    int
 	adapt    any           // the adaptive loop's latest state
@@ -162,14 +165,30 @@ func newServeStatus(p *plan.Plan) *serveStatus {
 
 func (st *serveStatus) serving(in *server.Instance) {
 	st.mu.Lock()
-	st.cur = in
+	st.cur, st.desc = in, in.Plan
 	st.mu.Unlock()
+}
+
+// keptBy takes np, a reload's plan, as the description of the serving
+// engine when np runs that very engine, carrying the follower's choice
+// over to it; it returns that engine, nil when np needs another.
+func (st *serveStatus) keptBy(np *plan.Plan) *server.Instance {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.cur == nil || !sameCommand(st.cur.Plan, np) {
+		return nil
+	}
+	if st.chosenFor != nil && st.chosenFor == st.desc {
+		st.chosenFor = np
+	}
+	st.desc = np
+	return st.cur
 }
 
 func (st *serveStatus) exited(in *server.Instance, code int) {
 	st.mu.Lock()
 	if st.cur == in {
-		st.cur = nil
+		st.cur, st.desc = nil, nil
 	}
 	st.mu.Unlock()
 }
@@ -194,16 +213,6 @@ func (st *serveStatus) settings(p *plan.Plan) {
 }
 
 // chosen records the load a follow switch to p was chosen for.
-// carryChosen moves the follower's choice from plan from to plan to, a
-// reload's plan that runs the same engine.
-func (st *serveStatus) carryChosen(from, to *plan.Plan) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if from != nil && st.chosenFor == from {
-		st.chosenFor = to
-	}
-}
-
 func (st *serveStatus) chosen(p *plan.Plan, load float64) {
 	st.mu.Lock()
 	st.chosenFor, st.chosenAt = p, load
@@ -306,7 +315,6 @@ type statusEngine struct {
 
 func (st *serveStatus) handler(sv *launcher) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		force := sv.plan() // before st.mu: no lock is held across a call out (state.go)
 		st.mu.Lock()
 		out := map[string]any{
 			"launcher_uptime_s": time.Since(st.started).Seconds(),
@@ -318,12 +326,7 @@ func (st *serveStatus) handler(sv *launcher) http.Handler {
 		}
 		if in := st.cur; in != nil {
 			chk := infoOf(in).Check
-			// A reload whose plan runs this very engine (a schedule edit
-			// that leaves the width in force) describes it from then on.
-			p := in.Plan
-			if force != nil && force != p && sameCommand(force, p) {
-				p = force
-			}
+			p := st.desc
 			e := statusEngine{PID: in.Proc.PID(), Engine: string(p.Settings.Engine.Value), InternalPort: in.Port,
 				Width: widthOf(p), WidthSource: string(p.Resolution.Source), WidthReason: p.Resolution.Reason,
 				Verified: chk.Verified, UptimeS: time.Since(in.Since).Seconds(), Schedule: st.scheduleOf(p)}
