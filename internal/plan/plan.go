@@ -22,7 +22,6 @@ import (
 	"github.com/speclaunch/speclaunch/internal/policy"
 	"github.com/speclaunch/speclaunch/internal/quote"
 	"github.com/speclaunch/speclaunch/internal/safefile"
-	"github.com/speclaunch/speclaunch/internal/schedule"
 	"github.com/speclaunch/speclaunch/internal/secret"
 	"github.com/speclaunch/speclaunch/internal/width"
 )
@@ -419,11 +418,7 @@ func (p *Plan) resolve(pol *policy.Policy, o Options, speculative bool) {
 	p.Warnings = append(p.Warnings, p.Resolution.Warnings...)
 	p.nativeSchedule()
 	if o.Adapted > 0 && speculative && !f.Hypothetical && p.Resolution.Source != width.Override {
-		p.Resolution = width.Resolution{Width: o.Adapted, Source: width.Adaptive, Reason: o.AdaptReason, Key: p.Resolution.Key,
-			Schedule: schedule.Flat(o.Adapted, string(width.Adaptive)), Load: 1}
-		if o.Adapted < key.MinWidth {
-			p.Resolution.Width, p.Resolution.Source = 0, width.Off
-		}
+		p.Resolution = width.AdaptedTo(o.Adapted, o.AdaptReason, p.Resolution.Key)
 	}
 }
 

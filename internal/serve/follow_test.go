@@ -70,7 +70,7 @@ func TestBucketInForce(t *testing.T) {
 	}
 	// An adaptive switch: the learnt schedule's bucket and the load that
 	// caused it, not the flat schedule of the adapted plan.
-	adapted := &plan.Plan{Resolution: width.Resolution{Width: 1, Source: width.Adaptive, Schedule: schedule.Flat(1, "adaptive"), Load: 1}}
+	adapted := &plan.Plan{Resolution: width.AdaptedTo(1, "adaptive: classic", key.Key{})}
 	st.chosenAdapt(1, "2-4", 3.86)
 	if b, l := st.bucketInForce(adapted); b != "2-4" || l != 3.9 {
 		t.Errorf("adapted: %s %v", b, l)

@@ -17,7 +17,6 @@ import (
 	"github.com/speclaunch/speclaunch/internal/modelhash"
 	"github.com/speclaunch/speclaunch/internal/plan"
 	"github.com/speclaunch/speclaunch/internal/server"
-	"github.com/speclaunch/speclaunch/internal/width"
 )
 
 // httpServer is one public listener of the proxy.
@@ -250,8 +249,7 @@ func (st *serveStatus) scheduleOf(p *plan.Plan) string {
 // adaptServes says that p is the adaptive controller's last switch, so
 // that its learnt schedule's bucket is the one in force.
 func (st *serveStatus) adaptServes(p *plan.Plan) bool {
-	r := p.Resolution
-	return r.Source == width.Adaptive && st.adaptBucket != "" && st.adaptW == r.Width
+	return p.Resolution.IsAdaptive() && st.adaptBucket != "" && st.adaptW == widthOf(p)
 }
 
 func (st *serveStatus) bucketOf(p *plan.Plan) (string, float64) {

@@ -179,3 +179,25 @@ func TestUnreadableGGUFReason(t *testing.T) {
 		t.Errorf("reason %q", r.Reason)
 	}
 }
+
+// An adaptive switch to classic is off at every load and still says the
+// loop chose it; a switch to a width is that width, sourced adaptive.
+func TestAdaptedTo(t *testing.T) {
+	cases := []struct {
+		w         int
+		wantWidth int
+		wantSrc   SourceKind
+	}{
+		{1, 0, Off},
+		{6, 6, Adaptive},
+	}
+	for _, c := range cases {
+		r := AdaptedTo(c.w, "why", key.Key{})
+		if r.Width != c.wantWidth || r.Source != c.wantSrc || !r.IsAdaptive() || r.Reason != "why" {
+			t.Errorf("AdaptedTo(%d) = width %d %s adaptive=%v %q", c.w, r.Width, r.Source, r.IsAdaptive(), r.Reason)
+		}
+	}
+	if (Resolution{Source: Off}).IsAdaptive() {
+		t.Error("a resolution with no drafter reads as adaptive")
+	}
+}

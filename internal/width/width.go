@@ -53,6 +53,22 @@ type Resolution struct {
 	OnReason string
 }
 
+// AdaptedTo is the resolution of the adaptive loop's switch to width w
+// (1: classic), keyed as k: one bucket at every load, sourced adaptive, so
+// that a switch to classic still says who chose it (OnSource).
+func AdaptedTo(w int, reason string, k key.Key) Resolution {
+	r := Resolution{Width: w, Source: Adaptive, Reason: reason, Key: k,
+		Schedule: schedule.Flat(w, string(Adaptive))}.AtLoad(1)
+	r.Reason = reason
+	return r
+}
+
+// IsAdaptive says the adaptive loop chose this resolution's width, classic
+// included.
+func (r Resolution) IsAdaptive() bool {
+	return r.Source == Adaptive || r.Source == Off && r.OnSource == Adaptive
+}
+
 // Describe renders "4 (reason)" as mlxcel's ResolvedBlockSize does.
 func (r Resolution) Describe() string {
 	if r.Source == Off {
