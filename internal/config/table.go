@@ -189,7 +189,7 @@ var Rows = []Row{
 		false, ParseBool, func(s *Settings) *Field[bool] { return &s.Adapt }),
 	value(Row{Name: "adapt-max-width", Envs: []string{"MLXCEL_ADAPT_MAX_WIDTH"}, Key: "adapt.max_width", Scope: ScopeServe, HelpOn: "adapt", Doc: "widest width the loop may try (2 to 256)"},
 		defaults.AdaptMaxWidth, wholeIn("the widest width the adaptive loop may try", key.MinWidth, key.MaxWidth), func(s *Settings) *Field[int] { return &s.AdaptMaxWidth }),
-	checked(value(Row{Name: "adapt-explore-width", Envs: []string{"MLXCEL_ADAPT_EXPLORE_WIDTH"}, Key: "adapt.explore_width", Scope: ScopeServe, HelpOn: "adapt", Default: "unset", Doc: "read and validated (at most `adapt.max_width`), no longer used: the log says so when it is set"},
+	checked(value(Row{Name: "adapt-explore-width", Envs: []string{"MLXCEL_ADAPT_EXPLORE_WIDTH"}, Key: "adapt.explore_width", Scope: ScopeServe, HelpOn: "adapt", Default: "0 (unset)", Doc: "read and validated (at most `adapt.max_width`), no longer used: the log says so when it is set"},
 		0, wholeIn("the exploration width W0", key.MinWidth, key.MaxWidth), func(s *Settings) *Field[int] { return &s.AdaptExplore }), checkExplore),
 	value(Row{Name: "adapt-min-cycles", Envs: []string{"MLXCEL_ADAPT_MIN_CYCLES"}, Key: "adapt.min_cycles", Scope: ScopeServe, HelpOn: "adapt", Doc: "draft cycles behind every position used before a decision (16 or more)"},
 		defaults.AdaptMinCycles, wholeIn("the draft cycles observed before a decision", 16, 1<<30), func(s *Settings) *Field[int] { return &s.AdaptMinCycles }),

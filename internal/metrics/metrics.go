@@ -83,7 +83,7 @@ func New(src Sources) *Metrics {
 	f("speclaunch_requests_rejected_total", "Requests answered 503 by speclaunch: queue full, held too long, or stopping.", src.Rejected, true)
 	f("speclaunch_requests_retried_total", "Requests sent again to the next engine (their engine died before answering).", src.Retried, true)
 	m.switches = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "speclaunch_switches_total",
-		Help: "Engine switches by kind (reload, adapt, restart), mode (overlap, drain, direct; alone when nothing served) and outcome (ok, failed)."}, []string{"kind", "mode", "outcome"})
+		Help: "Engine switches by kind (reload, adapt, restart, follow), mode (overlap, drain, direct; alone when nothing served) and outcome (ok, failed)."}, []string{"kind", "mode", "outcome"})
 	m.switchTime = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "speclaunch_switch_duration_seconds",
 		Help:    "From the switch request to the new engine serving (or failing).",
 		Buckets: []float64{0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300}}, []string{"kind", "mode"})

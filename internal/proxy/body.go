@@ -14,8 +14,8 @@ import (
 )
 
 // Bounds on request bodies. maxReplay bounds one kept body; the budget
-// bounds them all: 48 concurrent 7.5 MiB bodies took the launcher from 20
-// MB to 667 MB of RSS, kept after 100 s idle (issue 33). A body that does
+// bounds them all: 48 concurrent 7.5 MiB bodies took the launcher from 22
+// MB to 575 MB of RSS, kept afterwards (docs/design/runtime.md). A body that does
 // not fit the budget streams through to the engine (full duplex) instead
 // of being kept, so it cannot be re-sent if its engine dies before
 // answering; nothing is refused for it.
