@@ -61,9 +61,44 @@ func secretParts(parts []string) bool {
 // SecretEnv reports whether an environment variable's name says its value
 // is a secret: a part (split on "_") that is or ends in KEY, TOKEN, SECRET,
 // PASSWORD, PASSWD or CREDENTIAL(S), unless the name ends in FILE, PATH or
-// DIR. Case does not matter.
+// DIR; or a typo of one (nearSecretEnv). Case does not matter.
 func SecretEnv(name string) bool {
-	return secretParts(strings.Split(strings.ToUpper(name), "_"))
+	n := strings.ToUpper(name)
+	parts := strings.Split(n, "_")
+	return secretParts(parts) || nearSecretEnv(n, parts)
+}
+
+// secretEnvs are the variables the engines and speclaunch read a key or
+// token from (docs/engines.md), the names a typo is compared with.
+var secretEnvs = []string{"LLAMA_API_KEY", "LLAMA_ARG_API_KEY", "LLAMA_ARG_HF_TOKEN", "HF_TOKEN",
+	"HUGGING_FACE_HUB_TOKEN", "MLXCEL_API_KEY", "VLLM_API_KEY", "SGLANG_API_KEY", "OPENAI_API_KEY"}
+
+// nearSecretEnv reports whether a variable's name is a typo of a secret
+// one: a part one edit from a secret word (API_KYE, API_KEYS, HF_TOKN,
+// API_KE), or the whole name within 2 edits of a variable the engines read
+// a key from (LLAMA_ARG_APIKE). Its value is what the operator meant as a
+// key, so it is masked as one. TOKENS (a count) is not a typo of TOKEN,
+// and a name ending in FILE, PATH or DIR is a path, as for the exact names.
+func nearSecretEnv(n string, parts []string) bool {
+	if slices.Contains(pathWords, parts[len(parts)-1]) {
+		return false
+	}
+	for _, p := range parts {
+		if len(p) < 2 || p == "TOKENS" {
+			continue
+		}
+		for _, w := range secretWords {
+			if editDistance(p, w) <= 1 {
+				return true
+			}
+		}
+	}
+	for _, e := range secretEnvs {
+		if editDistance(n, e) <= 2 {
+			return true
+		}
+	}
+	return false
 }
 
 // SecretFlag reports whether a command-line flag (with its dashes, without

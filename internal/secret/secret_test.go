@@ -49,6 +49,19 @@ func TestSecretNames(t *testing.T) {
 		{"MLXCEL_MAX_TOKENS", false},
 		{"KEYCLOAK_URL", false},
 		{"PATH", false},
+		// Typos carry the key the operator meant.
+		{"LLAMA_ARG_API_KYE", true},
+		{"LLAMA_ARG_API_KEYS", true},
+		{"LLAMA_ARG_API_KE", true},
+		{"LLAMA_ARG_APIKE", true},
+		{"LLAMA_ARG_HF_TOKN", true},
+		{"MLXCEL_API_KYE", true},
+		{"HF_TOKN", true},
+		{"LLAMA_ARG_API_KYE_FILE", false},
+		{"MLXCEL_KV_BITS", false},
+		{"LLAMA_ARG_TOP_K", false},
+		{"VLLM_NUM_SPECULATIVE_TOKENS", false},
+		{"KEEP_ALIVE", false},
 	} {
 		if got := SecretEnv(c.name); got != c.want {
 			t.Errorf("SecretEnv(%q) = %v, want %v", c.name, got, c.want)
