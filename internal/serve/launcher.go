@@ -664,18 +664,20 @@ func errString(err error) string {
 
 // public is the proxy's listening side.
 type public struct {
-	mu   sync.Mutex
-	addr string
-	srv  *httpServer
+	mu    sync.Mutex
+	addr  string
+	srv   *httpServer
+	slots *slots // client connections open, over every listener
 }
 
 func listenPublic(p *plan.Plan, h *proxy.Proxy, log *slog.Logger) (*public, error) {
 	addr := net.JoinHostPort(p.Settings.Host.Value, strconv.Itoa(p.Settings.Port.Value))
-	srv, err := serveHTTP(addr, h, log)
+	sl := newSlots(connCap())
+	srv, err := serveHTTP(addr, h, sl, log)
 	if err != nil {
 		return nil, exitcode.Bad(fmt.Errorf("port %d on %s is not available (%v); %s", p.Settings.Port.Value, p.Settings.Host.Value, err, bindFix(err)))
 	}
-	return &public{addr: addr, srv: srv}, nil
+	return &public{addr: addr, srv: srv, slots: sl}, nil
 }
 
 // rebind moves the public address: the new one is bound first, so a taken
@@ -690,11 +692,11 @@ func (pb *public) rebind(np *plan.Plan, h *proxy.Proxy, log *slog.Logger) error 
 	pb.mu.Lock()
 	old, oldAddr := pb.srv, pb.addr
 	pb.mu.Unlock()
-	srv, err := serveHTTP(addr, h, log)
+	srv, err := serveHTTP(addr, h, pb.slots, log)
 	if err != nil && errors.Is(err, syscall.EADDRINUSE) && samePort(addr, oldAddr) {
 		old.closeListener()
-		if srv, err = serveHTTP(addr, h, log); err != nil {
-			back, berr := serveHTTP(oldAddr, h, log)
+		if srv, err = serveHTTP(addr, h, pb.slots, log); err != nil {
+			back, berr := serveHTTP(oldAddr, h, pb.slots, log)
 			if berr != nil {
 				log.Error("the proxy could not take its old address back; it no longer accepts connections: restart speclaunch", "addr", oldAddr, "err", berr)
 				return exitcode.Bad(fmt.Errorf("port %d on %s is not available (%v), and the old address %s could not be taken back (%v)", np.Settings.Port.Value, np.Settings.Host.Value, err, oldAddr, berr))

@@ -25,14 +25,18 @@ type httpServer struct {
 	ln  net.Listener
 }
 
-func serveHTTP(addr string, h http.Handler, log *slog.Logger) (*httpServer, error) {
-	ln, err := net.Listen("tcp", addr)
+// serveHTTP listens at addr, the client connections open at once bounded
+// by sl (conns.go).
+func serveHTTP(addr string, h http.Handler, sl *slots, log *slog.Logger) (*httpServer, error) {
+	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
+	ln := &cappedListener{Listener: l, s: sl}
 	s := &httpServer{ln: ln, srv: &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 30 * time.Second,
+		MaxHeaderBytes:    maxHeaderBytes,
 		// A kept-alive connection with no request closes after two
 		// minutes (issue 33: 100 idle or trickling connections stayed);
 		// a request's body has the proxy's body timeout.

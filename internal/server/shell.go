@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -475,6 +476,7 @@ func (r *Runtime) liveness(l *live, d time.Duration) {
 	client := &http.Client{Timeout: every, Transport: &http.Transport{DisableKeepAlives: true}}
 	url := strings.TrimRight(l.inst.BaseURL, "/") + "/health"
 	last := time.Now()
+	local := false // the last check failed on this side (localFailure)
 	t := time.NewTicker(every)
 	defer t.Stop()
 	// silent: the wait for an answer once one was missed, said should it
@@ -494,16 +496,28 @@ func (r *Runtime) liveness(l *live, d time.Duration) {
 		case <-t.C:
 		}
 		req, _ := http.NewRequestWithContext(l.ctx, http.MethodGet, url, nil)
-		if resp, err := client.Do(req); err == nil {
+		resp, err := client.Do(req)
+		if err == nil {
 			io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
 			resp.Body.Close()
-			last = time.Now()
+			last, local = time.Now(), false
 			if silent != nil {
 				silent()
 				silent = nil
 			}
 			continue
 		}
+		if localFailure(err) {
+			// This process could not ask (out of descriptors under a
+			// connection flood): no sign of the engine's health either
+			// way, so the silence is not counted against it.
+			if !local {
+				r.o.Log.Warn("cannot check the engine's health: this process is out of resources; not counted against the engine", "engine_n", l.inst.ID, "err", err)
+			}
+			local, last = true, time.Now()
+			continue
+		}
+		local = false
 		if silent == nil && l.ctx.Err() == nil {
 			silent = waitlog.Start(r.o.Log, r.o.Clock, waitlog.For(fmt.Sprintf("engine %d (pid %d) to answer /health again", l.inst.ID, l.inst.Proc.PID()),
 				max(d-time.Since(last), 0), ", then it is killed as hung"))
@@ -513,6 +527,17 @@ func (r *Runtime) liveness(l *live, d time.Duration) {
 			return
 		}
 	}
+}
+
+// localFailure says a request failed for want of this process's own
+// resources (descriptors, buffers, memory), not by the engine's doing.
+func localFailure(err error) bool {
+	for _, e := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // Transport wraps base so that the launcher's own requests to an engine

@@ -1,0 +1,15 @@
+//go:build unix
+
+package serve
+
+import "golang.org/x/sys/unix"
+
+// connCap is the cap on open client connections for this process:
+// maxConns, or what its descriptor limit leaves room for.
+func connCap() int {
+	var r unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_NOFILE, &r) != nil || r.Cur > 1<<30 {
+		return maxConns
+	}
+	return capFor(int(r.Cur))
+}
