@@ -78,16 +78,9 @@ func Keys(sp Spec, argv, env []string, read func(path string) ([]byte, error)) (
 		}
 	}
 	read1 := func(path, from string) error {
-		b, err := read(path)
-		if err != nil {
-			return fmt.Errorf("%s: %w", from, err)
-		}
-		for _, line := range strings.Split(string(b), "\n") {
-			if line != "" && line[0] != '#' {
-				keys = append(keys, line)
-			}
-		}
-		return nil
+		ks, err := fileKeys(read, path, from)
+		keys = append(keys, ks...)
+		return err
 	}
 	for i, f := range files {
 		if err := read1(f, fileFrom[i]); err != nil {
@@ -96,6 +89,9 @@ func Keys(sp Spec, argv, env []string, read func(path string) ([]byte, error)) (
 	}
 	for _, n := range sp.Env {
 		if v := vars[n]; v != "" {
+			if sp.Split && strings.Trim(v, ",") == "" {
+				return nil, fmt.Errorf("%s=%q holds no key: set it to the key (a comma-separated list), or unset it; without a key the engine would serve with no API key", n, v)
+			}
 			add(v)
 		}
 	}
@@ -105,6 +101,27 @@ func Keys(sp Spec, argv, env []string, read func(path string) ([]byte, error)) (
 				return nil, err
 			}
 		}
+	}
+	return keys, nil
+}
+
+// fileKeys reads a key file as llama-server does: one key a line, lines
+// empty or starting with "#" skipped, nothing trimmed. A file with no key
+// is refused: the engine would serve open while the operator believes a
+// key is set. from names the flag or variable that named the file.
+func fileKeys(read func(path string) ([]byte, error), path, from string) ([]string, error) {
+	b, err := read(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", from, err)
+	}
+	var keys []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if line != "" && line[0] != '#' {
+			keys = append(keys, line)
+		}
+	}
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("%s: key file %s holds no key (one a line; empty lines and lines starting with # are skipped): put the key in it, or drop %s; without a key the engine would serve with no API key", from, path, from)
 	}
 	return keys, nil
 }

@@ -146,10 +146,11 @@ var llamaSpec = Spec{Flags: []string{"--api-key"}, FileFlags: []string{"--api-ke
 
 func TestKeys(t *testing.T) {
 	files := map[string]string{
-		"/keys.txt":  "# operators\nkey-from-file-1\n\n  # not a comment\nkey-from-file-2 \n",
-		"/env-keys":  "env-file-key\n",
-		"/crlf.txt":  "crlf-key\r\n",
-		"/empty.txt": "",
+		"/keys.txt":     "# operators\nkey-from-file-1\n\n  # not a comment\nkey-from-file-2 \n",
+		"/env-keys":     "env-file-key\n",
+		"/crlf.txt":     "crlf-key\r\n",
+		"/empty.txt":    "",
+		"/comments.txt": "\n\n#c\n",
 	}
 	read := func(p string) ([]byte, error) {
 		s, ok := files[p]
@@ -171,7 +172,12 @@ func TestKeys(t *testing.T) {
 		{name: "file as llama-server reads it", sp: llamaSpec, argv: []string{"--api-key-file", "/keys.txt"},
 			want: []string{"key-from-file-1", "  # not a comment", "key-from-file-2 "}},
 		{name: "carriage return kept", sp: llamaSpec, argv: []string{"--api-key-file=/crlf.txt"}, want: []string{"crlf-key\r"}},
-		{name: "empty file", sp: llamaSpec, argv: []string{"--api-key-file", "/empty.txt"}},
+		// A key source given with no key in it would start the engine
+		// open while the operator believes a key is set.
+		{name: "empty file", sp: llamaSpec, argv: []string{"--api-key-file", "/empty.txt"}, wantErrSub: "key file /empty.txt holds no key"},
+		{name: "file of comments", sp: llamaSpec, argv: []string{"--api-key-file", "/comments.txt"}, wantErrSub: "key file /comments.txt holds no key"},
+		{name: "env file empty", sp: llamaSpec, env: []string{"LLAMA_ARG_API_KEY_FILE=/empty.txt"}, wantErrSub: "LLAMA_ARG_API_KEY_FILE: key file /empty.txt holds no key"},
+		{name: "env of commas", sp: llamaSpec, env: []string{"LLAMA_API_KEY=,"}, wantErrSub: `LLAMA_API_KEY="," holds no key`},
 		{name: "env", sp: llamaSpec, env: []string{"LLAMA_API_KEY=e1,e2"}, want: []string{"e1", "e2"}},
 		{name: "env file", sp: llamaSpec, env: []string{"LLAMA_ARG_API_KEY_FILE=/env-keys"}, want: []string{"env-file-key"}},
 		{name: "flags before env", sp: llamaSpec, argv: []string{"--api-key", "cli"}, env: []string{"LLAMA_API_KEY=env"}, want: []string{"cli", "env"}},
