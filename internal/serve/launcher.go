@@ -331,7 +331,15 @@ func (sv *launcher) feed(changes <-chan watch.Change, hup <-chan os.Signal, stop
 		if ch.Path != "" {
 			why = ch.Path + " (" + ch.Reason + ")"
 		}
-		sv.reloaded(ch, sv.submit(server.KindReload, "reload: "+why, cur, np, l, nil))
+		reply := make(chan error, 1)
+		if err := sv.submit(server.KindReload, "reload: "+why, cur, np, l, reply); err != nil {
+			sv.reloaded(ch, err)
+			continue
+		}
+		// The outcome is the runtime's: a new engine that fails to start
+		// leaves the old settings serving, which is a rejection.
+		done := sv.reloading(ch)
+		go func() { done(<-reply) }()
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/speclaunch/speclaunch/internal/metrics"
 	"github.com/speclaunch/speclaunch/internal/plan"
 	"github.com/speclaunch/speclaunch/internal/secret"
+	"github.com/speclaunch/speclaunch/internal/server"
 	"github.com/speclaunch/speclaunch/internal/watch"
 )
 
@@ -67,5 +68,44 @@ func TestRejectedReloadIsShown(t *testing.T) {
 	sv.reloaded(watch.Change{Path: "/etc/sl/p.toml", Reason: "write"}, nil)
 	if lr, _ := status()["last_reload"].(map[string]any); lr["result"] != "applied" || lr["error"] != nil {
 		t.Errorf("after a reload that applied, last_reload is %v", lr)
+	}
+}
+
+// A reload's outcome is the runtime's reply: a new engine that fails to
+// start is a rejection (it read "applied" while the old settings served
+// on), a superseded or stopped one records nothing, and an outcome that
+// comes after a later reload began leaves that one's record shown.
+func TestReloadOutcomeIsTheSwitchs(t *testing.T) {
+	sv := &launcher{c: Config{Secrets: &secret.Redactor{}}, st: newServeStatus(&plan.Plan{}), met: metrics.New(metrics.Sources{})}
+	result := func() string {
+		sv.st.mu.Lock()
+		defer sv.st.mu.Unlock()
+		return sv.st.reload.Result
+	}
+	count := func(outcome string) bool {
+		return strings.Contains(string(sv.met.Text()), `speclaunch_reloads_total{outcome="`+outcome+`"} 1`)
+	}
+	ch := watch.Change{Path: "/etc/sl/p.toml", Reason: "write"}
+	done := sv.reloading(ch)
+	if r := result(); r != "switching" {
+		t.Errorf("while the switch runs: %q, want switching", r)
+	}
+	done(errors.New("engine exited with code 1 before it was ready"))
+	if r := result(); r != "rejected" || !count("rejected") {
+		t.Errorf("a new engine that failed: %q, want rejected and counted\n%s", r, sv.met.Text())
+	}
+	sv.reloading(ch)(server.ErrSuperseded)
+	if r := result(); r != "switching" || count("applied") {
+		t.Errorf("superseded: %q, want the later reload's record, nothing counted", r)
+	}
+	first := sv.reloading(ch)
+	second := sv.reloading(ch)
+	first(nil)
+	if r := result(); r != "switching" || !count("applied") {
+		t.Errorf("an outcome after a later reload began: %q, want that one's record shown, the outcome counted", r)
+	}
+	second(nil)
+	if r := result(); r != "applied" {
+		t.Errorf("the last reload applied: %q", r)
 	}
 }

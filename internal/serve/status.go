@@ -159,6 +159,7 @@ type serveStatus struct {
 	adaptBucket string
 	adaptLoad   float64
 	reload      *lastReload // nil before the first reload
+	reloadSeq   uint64      // the number of the last reload begun (setReload)
 }
 
 func newServeStatus(p *plan.Plan) *serveStatus {
