@@ -181,6 +181,8 @@ type deadlineBody struct {
 	// ended: read to its end. The transport's writer reads the body while
 	// the handler's ModifyResponse asks (bodyLeft), so it is atomic.
 	ended atomic.Bool
+	// late: the body ran past the body timeout (the answer is 408).
+	late atomic.Bool
 }
 
 // bodyLeft reports that the request of ctx (the proxy's slot) has a body
@@ -196,13 +198,28 @@ func bodyLeft(ctx context.Context) bool {
 	return ok && !d.ended.Load()
 }
 
+// bodyLate reports that the request of ctx has a body that streams
+// through and ran past the body timeout.
+func bodyLate(ctx context.Context) bool {
+	s, ok := ctx.Value(slotKey{}).(*slot)
+	if !ok {
+		return false
+	}
+	d, ok := s.in.(*deadlineBody)
+	return ok && d.late.Load()
+}
+
 func (d *deadlineBody) Read(b []byte) (int, error) {
 	n, err := d.r.Read(b)
 	if errors.Is(err, io.EOF) {
 		d.ended.Store(true)
 		d.clear()
 	}
-	return n, bodyErr(err)
+	err = bodyErr(err)
+	if errors.Is(err, errBodyTimeout) {
+		d.late.Store(true)
+	}
+	return n, err
 }
 
 func (d *deadlineBody) Close() error { return d.c.Close() }

@@ -523,8 +523,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	release, err := p.replayable(w, r)
 	defer release()
 	if errors.Is(err, errBodyTimeout) {
-		w.Header().Set("Connection", "close")
-		writeError(w, http.StatusRequestTimeout, fmt.Sprintf("the request body did not arrive within %v; send it whole, faster", p.o.BodyTimeout), "invalid_request_error", 0)
+		p.bodyTimedOut(w)
 		return
 	}
 	if err != nil {
@@ -683,6 +682,12 @@ func (p *Proxy) reject(w http.ResponseWriter, h *errHeld) {
 // upstreamError answers a request the engine failed (it died mid-request,
 // or no engine could be reached in time).
 func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
+	if bodyLate(r.Context()) {
+		// A body streaming through ran past its deadline, which also
+		// ends the request's context: the client is still there.
+		p.bodyTimedOut(w)
+		return
+	}
 	if r.Context().Err() != nil {
 		return // the client went away
 	}
@@ -706,6 +711,14 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 		w.Header().Set("Connection", "close")
 	}
 	writeError(w, http.StatusBadGateway, "the engine failed this request ("+publicCause(err)+"); the log has the details", "server_error", 0)
+}
+
+// bodyTimedOut answers a request whose body did not arrive within the
+// body timeout, and closes its connection: the rest of the body must not
+// be read as the next request.
+func (p *Proxy) bodyTimedOut(w http.ResponseWriter) {
+	w.Header().Set("Connection", "close")
+	writeError(w, http.StatusRequestTimeout, fmt.Sprintf("the request body did not arrive within %v; send it whole, faster", p.o.BodyTimeout), "invalid_request_error", 0)
 }
 
 // publicCause is what a client is told of a failure between the proxy and
