@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 
 	"github.com/speclaunch/speclaunch/cuda"
 	"github.com/speclaunch/speclaunch/engine"
@@ -441,4 +442,26 @@ func (p *Plan) nativeSchedule() {
 	}
 	r.Width = r.Schedule.Max()
 	p.Resolution = r
+}
+
+// SameEngine says b starts the engine a does, so that a change from a to b
+// needs no switch. Behind the proxy the engine listens on a loopback port
+// of its own, so the public address is not part of its command: moving it
+// (a reload of server.port) rebinds the proxy and leaves the engine
+// serving.
+func SameEngine(a, b *Plan) bool {
+	return slices.Equal(EngineArgv(a), EngineArgv(b)) && slices.Equal(a.Launch.Env, b.Launch.Env)
+}
+
+// EngineArgv is the command of p's engine as serve starts it: behind the
+// proxy at a loopback address (a placeholder port: it is chosen per
+// start), without the proxy at the public address.
+func EngineArgv(p *Plan) []string {
+	if !p.Settings.Proxy.Value {
+		return p.Launch.Argv
+	}
+	if argv, ok := p.Launch.ArgvAt("127.0.0.1", "PORT"); ok {
+		return argv
+	}
+	return p.Launch.Argv
 }

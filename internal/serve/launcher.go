@@ -355,8 +355,8 @@ func (sv *launcher) submit(kind server.Kind, reason string, cur, np *plan.Plan, 
 		return err
 	}
 	mode := sv.switchMode(np)
-	if kind == server.KindReload && (!slices.Equal(cur.Launch.Argv, np.Launch.Argv) || !slices.Equal(cur.Launch.Env, np.Launch.Env)) {
-		sv.log.Info("engine command changed", "changed", diffArgv(secret.MaskArgv(cur.Launch.Argv), secret.MaskArgv(np.Launch.Argv)))
+	if kind == server.KindReload && !sameCommand(cur, np) {
+		sv.log.Info("engine command changed", "changed", diffArgv(secret.MaskArgv(plan.EngineArgv(cur)), secret.MaskArgv(plan.EngineArgv(np))))
 	}
 	sv.rt.Submit(&server.Job{Kind: kind, Mode: mode, Plan: np, Limits: limits(np), Reason: reason, Reply: reply, Origin: l})
 	return nil

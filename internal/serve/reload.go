@@ -8,7 +8,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
@@ -108,9 +107,7 @@ func (sv *launcher) reload(cur *plan.Plan, ch watch.Change) (*plan.Plan, Load, b
 const followFresh = 20 * follow.Tick
 
 // sameCommand: b would start the engine a runs, so no switch is needed.
-func sameCommand(a, b *plan.Plan) bool {
-	return slices.Equal(a.Launch.Argv, b.Launch.Argv) && slices.Equal(a.Launch.Env, b.Launch.Env)
-}
+func sameCommand(a, b *plan.Plan) bool { return plan.SameEngine(a, b) }
 
 // reloadLoad is the load (requests in flight, at least 1) a reload that
 // starts a new engine builds its plan for: the follower's mean over its

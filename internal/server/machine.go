@@ -552,7 +552,7 @@ func samePlan(a, b *plan.Plan) bool {
 	if a == nil || b == nil {
 		return false
 	}
-	return slices.Equal(a.Launch.Argv, b.Launch.Argv) && slices.Equal(a.Launch.Env, b.Launch.Env)
+	return plan.SameEngine(a, b)
 }
 
 // exited takes an engine's end.
