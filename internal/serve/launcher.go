@@ -315,6 +315,12 @@ func (sv *launcher) feed(changes <-chan watch.Change, hup <-chan os.Signal, stop
 			}
 			ch = c
 		}
+		if ch.Err != nil {
+			// It names the file and why (too large, a directory, a FIFO).
+			sv.log.Error("reload rejected; the engine keeps running with the previous settings", "err", ch.Err)
+			sv.reloaded(ch, ch.Err)
+			continue
+		}
 		cur := sv.plan()
 		np, l, changed, err := sv.reload(cur, ch)
 		if err != nil {

@@ -52,6 +52,10 @@ const (
 type Change struct {
 	Path   string
 	Reason string
+	// Err: the file cannot be read any more (too large, a directory, a
+	// FIFO): a change the reader must reject, said once until the file
+	// leaves that state.
+	Err error
 }
 
 // Defaults for Options.
@@ -467,8 +471,11 @@ func (w *Watcher) check(f *file, reason string) bool {
 				w.log.Warn("watched file is missing (deleted, or being replaced); the running settings stay until it is back", "path", f.path)
 			}
 		} else if msg := err.Error(); msg != f.unreadable {
-			f.unreadable, f.missing, f.empty = msg, false, false
+			// Its content once readable again is a change, even the
+			// content it had: the reload this one failed is then applied.
+			f.unreadable, f.missing, f.empty, f.have = msg, false, false, false
 			w.log.Warn("cannot read watched file", "path", f.path, "err", err)
+			return w.emit(Change{Path: f.path, Reason: reason, Err: err})
 		}
 		return true
 	}

@@ -454,3 +454,41 @@ func TestWatchWhileChangesIsFull(t *testing.T) {
 		t.Errorf("%d changes waiting, want a full channel (%d): the test did not reach the case", n, cap(w.changes))
 	}
 }
+
+// A watched file that turns unreadable is a change its reader must reject
+// (a reload that only logged it left last_reload and the rejected count
+// unchanged), said once; the file read well again is a change even with
+// the content it had, so that the reload it failed is applied.
+func TestUnreadableFileIsAChange(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path, fifo := filepath.Join(dir, "p.toml"), filepath.Join(dir, "fifo")
+	write(t, path, "v1")
+	w := newWatcher(t, []string{path}, Options{pollOnly: true, Logger: slog.New(slog.DiscardHandler)})
+	must(t, syscall.Mkfifo(fifo, 0o644))
+	must(t, os.Remove(path))
+	must(t, os.Symlink(fifo, path))
+	f := w.files[0]
+	next := func() (Change, bool) {
+		select {
+		case c := <-w.Changes():
+			return c, true
+		default:
+			return Change{}, false
+		}
+	}
+	w.check(f, ReasonRescan)
+	if c, ok := next(); !ok || c.Err == nil || c.Path != path {
+		t.Fatalf("an unreadable file: %+v %v, want a change with its error", c, ok)
+	}
+	w.check(f, ReasonRescan)
+	if c, ok := next(); ok {
+		t.Errorf("the same unreadable state again: %+v, want nothing", c)
+	}
+	must(t, os.Remove(path))
+	write(t, path, "v1")
+	w.check(f, ReasonRescan)
+	if c, ok := next(); !ok || c.Err != nil {
+		t.Errorf("readable again with the content it had: %+v %v, want a change", c, ok)
+	}
+}
