@@ -226,8 +226,9 @@ func TestServeReloadDuringSwitchToSameSettings(t *testing.T) {
 	}
 }
 
-// Settings read only at start (adapt.*, server.proxy) say so when a reload
-// changes them, instead of being ignored in silence.
+// Settings read only at start say so when a reload changes them, instead
+// of being ignored in silence: adapt.* at warn, server.proxy by rejecting
+// the reload.
 func TestServeReloadWarnsStartOnlySettings(t *testing.T) {
 	testenv.E2E(t)
 	t.Parallel() // see TestMain
@@ -235,7 +236,7 @@ func TestServeReloadWarnsStartOnlySettings(t *testing.T) {
 	writeFile(t, prof, base+"[adapt]\nenabled = true\n")
 	r.log.waitFor(t, `adapt.\* settings apply when speclaunch starts`, 1, 20*time.Second)
 	writeFile(t, prof, strings.Replace(base, "[server]\n", "[server]\nproxy = false\n", 1))
-	r.log.waitFor(t, `server.proxy applies when speclaunch starts`, 1, 20*time.Second)
+	r.log.waitFor(t, `server.proxy cannot change under a running server: restart speclaunch`, 1, 20*time.Second)
 }
 
 // An edit back to the serving settings while a switch away from them is

@@ -92,9 +92,6 @@ func (sv *launcher) reload(cur *plan.Plan, ch watch.Change) (*plan.Plan, Load, b
 		a.AdaptTrials.Value != b.AdaptTrials.Value {
 		sv.log.Warn("reload: adapt.* settings apply when speclaunch starts; restart it for this change to take effect")
 	}
-	if cur.Settings.Proxy.Value != np.Settings.Proxy.Value {
-		sv.log.Warn("reload: server.proxy applies when speclaunch starts; restart it to turn the proxy on or off")
-	}
 	if sameCommand(np, cur) {
 		return np, l, false, nil
 	}
