@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -126,6 +127,34 @@ func init() {
 	for _, r := range Rows {
 		rowEnvNames = append(rowEnvNames, r.Envs...)
 	}
+}
+
+// mlxcelEnvs are the MLXCEL_* variables mlxcel-server reads itself (its
+// docs, as ../shared/reference/mlxcel.md lists them; the rows hold the
+// ones speclaunch reads), passed to the engine as they are.
+var mlxcelEnvs = []string{"MLXCEL_AUTOTUNE", "MLXCEL_CACHE_CLEAR_INTERVAL", "MLXCEL_CACHE_DIR", "MLXCEL_CACHE_LIMIT",
+	"MLXCEL_CUDA_F16_NORMALIZE", "MLXCEL_DECODE_TIMEOUT", "MLXCEL_DEFAULT_ORG", "MLXCEL_DEVICE", "MLXCEL_EMBEDDING_MODEL",
+	"MLXCEL_ENABLE_MTP_B1", "MLXCEL_ENABLE_MTP_BATCH", "MLXCEL_ENABLE_SETTINGS_ENDPOINT", "MLXCEL_GDN_CHAIN_PARITY",
+	"MLXCEL_KEEP_BF16", "MLXCEL_KV_CACHE_BUDGET", "MLXCEL_MODELS_DIR", "MLXCEL_MTP_ADAPTIVE", "MLXCEL_MTP_ALLOW_INEXACT",
+	"MLXCEL_MTP_BLOCK_CONTROLLER", "MLXCEL_MTP_SLICE_GRANT_ROUNDS", "MLXCEL_MTP_TICK_SLICE", "MLXCEL_PREFILL_CHUNK",
+	"MLXCEL_PROMPT_CACHE_ENABLED", "MLXCEL_SDPA_VECTOR_LARGE_D", "MLXCEL_SERVER_DECODE_STORAGE", "MLXCEL_SURGERY"}
+
+// envTypos warns of each MLXCEL_* variable set that neither speclaunch nor
+// mlxcel-server reads and that is a typo of one (within 2 edits:
+// MLXCEL_PROT for MLXCEL_PORT): it was ignored in silence, where a
+// misspelt flag is refused. Only the name is said, never the value.
+func envTypos(names []string) []Notice {
+	known := slices.Concat(rowEnvNames, mlxcelEnvs)
+	var out []Notice
+	for _, n := range names {
+		if !strings.HasPrefix(n, "MLXCEL_") || slices.Contains(known, n) {
+			continue
+		}
+		if near := llamaflags.Nearest(n, known); near != "" {
+			out = append(out, Notice{"warn", fmt.Sprintf("%s is set, but neither speclaunch nor mlxcel-server reads it: did you mean %s?", n, near)})
+		}
+	}
+	return out
 }
 
 // llamaEnv is the first LLAMA_ARG_* variable set (among the ones the rows

@@ -95,3 +95,24 @@ func TestLoadInfersEngine(t *testing.T) {
 		})
 	}
 }
+
+// A misspelt MLXCEL_* variable is warned of with the name it is near; one
+// mlxcel-server reads, one speclaunch reads, or one near neither is not.
+func TestEnvTypos(t *testing.T) {
+	for _, c := range []struct {
+		name, want string
+	}{
+		{"MLXCEL_PROT", "did you mean MLXCEL_PORT?"},
+		{"MLXCEL_DRAFT_BLOK_SIZE", "did you mean MLXCEL_DRAFT_BLOCK_SIZE?"},
+		{"MLXCEL_PROFLE", "did you mean MLXCEL_PROFILE?"},
+		{"MLXCEL_PORT", ""},
+		{"MLXCEL_MTP_ALLOW_INEXACT", ""},
+		{"MLXCEL_SOMETHING_NEW", ""},
+		{"LLAMA_ARG_PROT", ""},
+	} {
+		got := envTypos([]string{c.name})
+		if c.want == "" && len(got) != 0 || c.want != "" && (len(got) != 1 || got[0].Level != "warn" || !strings.HasSuffix(got[0].Msg, c.want)) {
+			t.Errorf("envTypos(%s) = %v, want %q", c.name, got, c.want)
+		}
+	}
+}
