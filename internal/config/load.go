@@ -290,6 +290,9 @@ func (l *layer) noteShadowedNmax(names []string, winner, v string, w int) {
 
 func blockWidth(v string, src Source) (Field[int], string, error) {
 	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if errors.Is(err, strconv.ErrRange) {
+		return Field[int]{}, "", &Error{Src: src, Msg: fmt.Sprintf("draft width %s is far out of range; want a width from %d to %d (verify rows = draft tokens + 1)", quoted(v), key.MinWidth, key.MaxWidth)}
+	}
 	if err != nil {
 		return Field[int]{}, "", &Error{Src: src, Msg: fmt.Sprintf("draft width %s is not a whole number; want a width from %d to %d (verify rows = draft tokens + 1)", quoted(v), key.MinWidth, key.MaxWidth)}
 	}
@@ -301,6 +304,9 @@ func blockWidth(v string, src Source) (Field[int], string, error) {
 
 func nmaxWidth(v string, src Source) (Field[int], string, error) {
 	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if errors.Is(err, strconv.ErrRange) {
+		return Field[int]{}, "", &Error{Src: src, Msg: fmt.Sprintf("draft token count %s is far out of range; want N from 1 to %d (width N+1)", quoted(v), key.MaxWidth-1)}
+	}
 	if err != nil {
 		return Field[int]{}, "", &Error{Src: src, Msg: fmt.Sprintf("draft token count %s is not a whole number; want N from 1 to %d (width N+1)", quoted(v), key.MaxWidth-1)}
 	}

@@ -3,7 +3,9 @@ package config
 import (
 	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -391,23 +393,50 @@ func parseMargin(v string) (float64, error) {
 	return f, nil
 }
 
-// readDuration reads a Go duration or a number of seconds.
-func readDuration(v string) (time.Duration, bool) {
-	d, err := time.ParseDuration(strings.TrimSpace(v))
-	if err != nil {
-		secs, err2 := strconv.ParseFloat(strings.TrimSpace(v), 64)
-		if err2 != nil {
-			return 0, false
-		}
-		d = time.Duration(secs * float64(time.Second))
+// Durations past what a time.Duration holds (about 292 years) are out of
+// range, and said so: converted, a number of seconds that large wrapped
+// negative and read as "must be above 0", and time.ParseDuration says only
+// "invalid duration" of 9999999h.
+const (
+	maxDurationSeconds = float64(math.MaxInt64) / float64(time.Second)
+	longestDuration    = "2562047h (about 292 years)"
+)
+
+var (
+	errNotDuration  = errors.New("not a duration")
+	errDurationLong = errors.New("far out of range")
+	// durationForm is time.ParseDuration's grammar: a value of this form
+	// that it refuses has overflowed.
+	durationForm = regexp.MustCompile(`^[-+]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:ns|us|µs|μs|ms|s|m|h))+$`)
+)
+
+// readDuration reads a Go duration or a number of seconds: errNotDuration
+// when v is neither, errDurationLong when it is one too long to hold.
+func readDuration(v string) (time.Duration, error) {
+	v = strings.TrimSpace(v)
+	d, err := time.ParseDuration(v)
+	if err == nil {
+		return d, nil
 	}
-	return d, true
+	if durationForm.MatchString(v) {
+		return 0, errDurationLong
+	}
+	secs, err := strconv.ParseFloat(v, 64)
+	switch {
+	case errors.Is(err, strconv.ErrRange) || err == nil && math.Abs(secs) >= maxDurationSeconds: // ±Inf too
+		return 0, errDurationLong
+	case err != nil || math.IsNaN(secs):
+		return 0, errNotDuration
+	}
+	return time.Duration(secs * float64(time.Second)), nil
 }
 
 func parseDuration(v string) (time.Duration, error) {
-	d, ok := readDuration(v)
+	d, err := readDuration(v)
 	switch {
-	case !ok:
+	case errors.Is(err, errDurationLong):
+		return 0, fmt.Errorf("bad duration %s: far out of range; want above 0 and at most %s, e.g. 30s, 10m or a number of seconds", quoted(v), longestDuration)
+	case err != nil:
 		return 0, fmt.Errorf("bad duration %s: want e.g. 30s, 10m or a number of seconds", quoted(v))
 	case d <= 0:
 		return 0, fmt.Errorf("bad duration %s: must be above 0, e.g. 30s, 10m or a number of seconds", quoted(v))
@@ -420,8 +449,11 @@ func parseDurationOrOff(v string) (time.Duration, error) {
 	if strings.EqualFold(strings.TrimSpace(v), "off") {
 		return 0, nil
 	}
-	d, ok := readDuration(v)
-	if !ok || d < 0 {
+	d, err := readDuration(v)
+	switch {
+	case errors.Is(err, errDurationLong):
+		return 0, fmt.Errorf("bad duration %s: far out of range; want 0 (off) up to %s, e.g. 30s, 10m or a number of seconds", quoted(v), longestDuration)
+	case err != nil || d < 0:
 		return 0, fmt.Errorf("bad duration %s: want e.g. 30s, 10m or a number of seconds, or 0 for off", quoted(v))
 	}
 	return d, nil

@@ -169,7 +169,8 @@ func TestHelpFor(t *testing.T) {
 }
 
 // The serve runtime's two timeouts: defaults, a flag over the env over the
-// profile, and the bounds (shutdown above 0; hang 0 = off, never negative).
+// profile, and the bounds (shutdown above 0; hang 0 = off, never negative;
+// either at most the longest time.Duration, said as out of range).
 func TestServeRuntimeTimeouts(t *testing.T) {
 	dir := t.TempDir()
 	prof := filepath.Join(dir, "p.toml")
@@ -193,6 +194,13 @@ func TestServeRuntimeTimeouts(t *testing.T) {
 		{name: "shutdown 0", envs: map[string]string{"MLXCEL_SHUTDOWN_TIMEOUT": "0"}, err: `env MLXCEL_SHUTDOWN_TIMEOUT: bad duration "0": must be above 0`},
 		{name: "hang negative", flags: map[string]string{"hang-timeout": "-1s"}, err: `flag --hang-timeout: bad duration "-1s": want e.g. 30s, 10m or a number of seconds, or 0 for off`},
 		{name: "hang words", envs: map[string]string{"MLXCEL_HANG_TIMEOUT": "soon"}, err: `env MLXCEL_HANG_TIMEOUT: bad duration "soon"`},
+		{name: "hold seconds past int64", envs: map[string]string{"MLXCEL_HOLD_TIMEOUT": "9223372036854775807"}, err: `env MLXCEL_HOLD_TIMEOUT: bad duration "9223372036854775807": far out of range; want above 0 and at most 2562047h (about 292 years)`},
+		{name: "drain seconds past a duration", envs: map[string]string{"MLXCEL_DRAIN_TIMEOUT": "99999999999"}, err: `env MLXCEL_DRAIN_TIMEOUT: bad duration "99999999999": far out of range`},
+		{name: "shutdown hours past a duration", flags: map[string]string{"shutdown-timeout": "9999999h"}, err: `flag --shutdown-timeout: bad duration "9999999h": far out of range`},
+		{name: "shutdown infinite", envs: map[string]string{"MLXCEL_SHUTDOWN_TIMEOUT": "inf"}, err: `env MLXCEL_SHUTDOWN_TIMEOUT: bad duration "inf": far out of range`},
+		{name: "shutdown not a number", envs: map[string]string{"MLXCEL_SHUTDOWN_TIMEOUT": "NaN"}, err: `env MLXCEL_SHUTDOWN_TIMEOUT: bad duration "NaN": want e.g. 30s`},
+		{name: "hang past a duration", envs: map[string]string{"MLXCEL_HANG_TIMEOUT": "1e300"}, err: `env MLXCEL_HANG_TIMEOUT: bad duration "1e300": far out of range; want 0 (off) up to 2562047h (about 292 years)`},
+		{name: "shutdown at the longest", envs: map[string]string{"MLXCEL_SHUTDOWN_TIMEOUT": "2562047h", "MLXCEL_HANG_TIMEOUT": "off"}, shutdown: 2562047 * time.Hour, hang: 0, src: "env MLXCEL_HANG_TIMEOUT"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			flags := c.flags
