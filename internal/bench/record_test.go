@@ -143,7 +143,7 @@ func TestAnalyzeIsIdempotent(t *testing.T) {
 
 func TestWriteRefusesExisting(t *testing.T) {
 	dir := t.TempDir()
-	base := filepath.Join(dir, "out", "sweep")
+	base := filepath.Join(dir, "sweep")
 	rec := simFixture()
 	if err := Write(rec, base, false); err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/speclaunch/speclaunch/internal/record"
@@ -14,14 +15,18 @@ import (
 )
 
 // Write renders rec and writes outBase.md, outBase.json and outBase.svg.
-// It refuses when any of them exists unless force is set: a record backs a
-// policy entry, and silently replacing one would orphan the entry's proof.
+// It refuses what CheckWritable refuses, and when any of them exists unless
+// force is set: a record backs a policy entry, and silently replacing one
+// would orphan the entry's proof.
 // Everything is rendered before anything is written, so a rendering error
 // leaves no partial set behind. An empty rec.Name is set from outBase (and
 // the entry block, which cites the file, follows).
 func Write(rec *record.Record, outBase string, force bool) error {
 	if outBase == "" {
 		return errors.New("write record: empty output name")
+	}
+	if err := CheckWritable(outBase); err != nil {
+		return fmt.Errorf("write record: %w", err)
 	}
 	name := filepath.Base(outBase)
 	if rec.Name == "" {
@@ -49,11 +54,6 @@ func Write(rec *record.Record, outBase string, force bool) error {
 		return fmt.Errorf("write record: %w", err)
 	}
 	data := [][]byte{RenderMarkdown(rec), append(js, '\n'), svg}
-	if dir := filepath.Dir(outBase); dir != "." {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return fmt.Errorf("write record: %w", err)
-		}
-	}
 	for i, p := range paths {
 		if err := safefile.WriteFile(p, data[i], 0o644); err != nil {
 			return fmt.Errorf("write record: %w", err)
@@ -64,28 +64,39 @@ func Write(rec *record.Record, outBase string, force bool) error {
 
 // CheckWritable says, before a run, whether Write could create outBase's
 // files: a sweep takes hours on real hardware, and an output path that
-// cannot be written must not be found at its end. The nearest existing
-// directory on the way (Write makes the rest) must take a new file, and
-// none of the three files may be a directory.
+// cannot be written must not be found at its end. outBase is a stem, not a
+// directory: "DIR/" wrote the hidden DIR/.md, DIR/.json and DIR/.svg, and
+// an existing DIR wrote DIR.md beside it. Its directory must exist (Write
+// makes none: a mistyped parent is refused, not created) and take a new
+// file, and none of the three files may be a directory.
 func CheckWritable(outBase string) error {
+	if strings.HasSuffix(outBase, string(filepath.Separator)) || strings.HasSuffix(outBase, "/") {
+		return fmt.Errorf("%s names a directory, and a record is three files named from a stem", outBase)
+	}
+	if fi, err := os.Stat(outBase); err == nil && fi.IsDir() {
+		return fmt.Errorf("%s is a directory, and a record is three files named from a stem", outBase)
+	}
 	for _, ext := range []string{".md", ".json", ".svg"} {
 		if fi, err := os.Stat(outBase + ext); err == nil && fi.IsDir() {
 			return fmt.Errorf("%s is a directory", outBase+ext)
 		}
 	}
 	dir := filepath.Dir(outBase)
-	for {
-		fi, err := os.Stat(dir)
+	for d := dir; ; {
+		fi, err := os.Stat(d)
 		if err == nil && !fi.IsDir() {
-			return fmt.Errorf("%s is not a directory", dir)
+			return fmt.Errorf("%s is not a directory", d)
+		}
+		if err == nil && d != dir {
+			return fmt.Errorf("directory %s does not exist", dir)
 		}
 		if err == nil {
 			break
 		}
 		// Walk up past what is missing, and past a file in the way
-		// (ENOTDIR), to the directory Write would make the rest in.
-		if parent := filepath.Dir(dir); (errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)) && parent != dir {
-			dir = parent
+		// (ENOTDIR), to say which of the two it is.
+		if parent := filepath.Dir(d); (errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)) && parent != d {
+			d = parent
 			continue
 		}
 		return err

@@ -8,7 +8,9 @@ import (
 )
 
 // TestCheckWritable: CheckWritable refuses exactly the output paths Write
-// would fail on, naming what is in the way, and leaves nothing behind.
+// would fail on, naming what is in the way, and leaves nothing behind: a
+// directory as the stem (its files would be the hidden DIR/.md) and a
+// directory that does not exist (a typo is not made) among them.
 func TestCheckWritable(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "file")
@@ -22,12 +24,15 @@ func TestCheckWritable(t *testing.T) {
 		name, base, want string // want "" = writable
 	}{
 		{"existing directory", filepath.Join(dir, "sweep"), ""},
-		{"directories to make", filepath.Join(dir, "a", "b", "sweep"), ""},
+		{"a directory that does not exist", filepath.Join(dir, "a", "b", "sweep"), "directory " + filepath.Join(dir, "a", "b") + " does not exist"},
+		{"an existing directory", dir, dir + " is a directory"},
+		{"a trailing slash", filepath.Join(dir, "new") + "/", filepath.Join(dir, "new") + "/ names a directory"},
+		{"an existing directory with its slash", dir + "/", dir + "/ names a directory"},
 		{"a file as the directory", filepath.Join(file, "sweep"), file + " is not a directory"},
 		{"a file further up", filepath.Join(file, "a", "b", "sweep"), file + " is not a directory"},
 		{"a device as the directory", "/dev/null/x", "/dev/null is not a directory"},
 		{"the .md is a directory", filepath.Join(dir, "md", "sweep"), "sweep.md is a directory"},
-		{"a directory that takes no files", "/proc/speclaunch-no-such/sweep", "cannot create files in /proc"},
+		{"a directory that takes no files", "/proc/speclaunch-sweep", "cannot create files in /proc"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := CheckWritable(tc.base)

@@ -51,7 +51,7 @@ type BenchCmd struct {
 	Window         string  `help:"Load sweep: the length of one measured window per engine and level (default 5s; 3 windows after a 3s warm-up)." placeholder:"DUR" group:"Bench"`
 	Schedule       string  `help:"restart: one server at a time, each round restarts every arm (for models that fit once); resident: every arm's server up at once." placeholder:"restart|resident" group:"Bench"`
 	BasePort       int     `help:"First loopback port for arm servers (arm i on base+i) when one is given; at the default each arm gets a free loopback port drawn at random below the ephemeral range, so two benches on one host never collide." group:"Bench"`
-	Out            string  `help:"Output path without extension: writes OUT.md, OUT.json, OUT.svg." placeholder:"DIR/NAME" group:"Bench"`
+	Out            string  `help:"Output path without extension, in an existing directory: writes OUT.md, OUT.json, OUT.svg." placeholder:"DIR/NAME" group:"Bench"`
 	Force          bool    `help:"Overwrite existing outputs." group:"Bench"`
 	JSON           bool    `help:"Progress as JSON lines on stdout, for machines." group:"Bench"`
 	RequestTimeout string  `help:"Per-request timeout, stalled streams included." placeholder:"DUR" group:"Bench"`
@@ -242,7 +242,7 @@ func (c *BenchCmd) options(ctx context.Context, s config.Settings, p *profiles.P
 	}
 	out = strings.TrimSuffix(out, ".md")
 	if err := bench.CheckWritable(out); err != nil {
-		return o, nil, "", nil, &config.Error{Src: src, Msg: fmt.Sprintf("the record cannot be written to %s: %v; give --out (profile bench.out) a path in a directory you can write to", out, err)}
+		return o, nil, "", nil, &config.Error{Src: src, Msg: fmt.Sprintf("the record cannot be written to %s: %v; give --out (profile bench.out) a file stem in an existing directory you can write to, e.g. DIR/run1 for DIR/run1.md, .json and .svg", out, err)}
 	}
 	notes, err := readNotes(ctx, c.NotesFile)
 	return o, b.Widths.Value, out, notes, err

@@ -130,13 +130,20 @@ func (c *TuneCmd) prepare(e *Env, l *loaded, levels []int, layer string) (*tunin
 	}
 	t.outBase = filepath.Join(filepath.Dir(layer), "records", t.entry.ID+"-"+time.Now().UTC().Format("20060102-150405"))
 	t.entry.Record = filepath.ToSlash(strings.TrimPrefix(t.outBase, filepath.Dir(layer)+string(filepath.Separator))) + ".md"
-	if err := bench.CheckWritable(t.outBase); err != nil {
-		return nil, usage(fmt.Errorf("tune cannot write beside %s: %w", layer, err), "name a writable file with --policy FILE")
-	}
 	arms, _ := benchArms(dp.Resolution, l.Policy, s.Engine.Value, widths)
 	o.Arms, o.APIKey = arms, dp.APIKey()
 	if t.lo, err = c.loadOptions(e, o, levels, s.Engine.Value); err != nil {
 		return nil, err
+	}
+	// records/ beside the layer is tune's own (docs/schedule.md): tune
+	// makes it, where bench.Write makes no directory an operator names;
+	// last, so that a tune refused on its flags leaves nothing behind.
+	err = os.MkdirAll(filepath.Dir(t.outBase), 0o755)
+	if err == nil {
+		err = bench.CheckWritable(t.outBase)
+	}
+	if err != nil {
+		return nil, usage(fmt.Errorf("tune cannot write beside %s: %w", layer, err), "name a writable file with --policy FILE")
 	}
 	s.EngineArgs, _, _ = withSlots(s.Engine.Value, s.EngineArgs, e.Getenv, levels[len(levels)-1])
 	t.st = newStarter(e, l, s, dp, true)

@@ -140,6 +140,7 @@ func TestLoadSweepFlagErrors(t *testing.T) {
 		{[]string{"tune", "--engines", "0"}, "--engines 0: want 2 to 20"}, // was taken as the default
 		{[]string{"bench", "--concurrency", "1,4", "--engines", "0"}, "--engines 0: want 2 to 20"},
 		{[]string{"tune", "--quant", "unknown"}, "tune needs the target's quantization"},
+		{[]string{"tune", "--window", "0s"}, `flag --window: "0s" is not a duration above 0`}, // refused after the layer is read, before records/ is made
 	} {
 		var out bytes.Buffer
 		args := slices.Clone(tc.args)

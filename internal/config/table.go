@@ -224,7 +224,7 @@ var Rows = []Row{
 		[]int{1}, parseConcurrency, func(s *Settings) *Field[[]int] { return &s.Bench.Concurrency }),
 	value(Row{Name: "bench-request-timeout", Flag: "request-timeout", Scope: ScopeBench, Doc: "per request, stalled streams included"},
 		defaults.BenchRequestTimeout, parseRequestTimeout, func(s *Settings) *Field[time.Duration] { return &s.Bench.RequestTimeout }).blankUnset(),
-	value(Row{Name: "bench-out", Flag: "out", Key: "bench.out", Scope: ScopeBench, Default: "`speclaunch-bench-ENGINE-TIME`", Doc: "output path without extension: writes OUT.md, OUT.json, OUT.svg"},
+	value(Row{Name: "bench-out", Flag: "out", Key: "bench.out", Scope: ScopeBench, Default: "`speclaunch-bench-ENGINE-TIME`", Doc: "output path without extension, in an existing directory: writes OUT.md, OUT.json, OUT.svg"},
 		"", asIs, func(s *Settings) *Field[string] { return &s.Bench.Out }).blankUnset(),
 }
 
