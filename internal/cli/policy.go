@@ -352,7 +352,10 @@ func readRecords(e *Env, paths []string) ([]*record.Record, error) {
 	var recs []*record.Record
 	seen := map[[32]byte]string{}
 	for _, p := range paths {
-		p = strings.TrimSuffix(strings.TrimSuffix(p, ".md"), ".json") + ".json"
+		p, err := recordPath(p)
+		if err != nil {
+			return nil, err
+		}
 		b, err := record.ReadFile(e.Ctx, p)
 		if err == nil {
 			// One record given twice (or a copy of it) would count as
@@ -379,6 +382,29 @@ func readRecords(e *Env, paths []string) ([]*record.Record, error) {
 		recs = append(recs, r)
 	}
 	return recs, nil
+}
+
+// recordPath is the .json twin a propose argument names: itself, the twin
+// of a .md, or STEM.json of a stem. A path without either extension that
+// exists while STEM.json does not is said as what it is: a directory or a
+// file of another kind was reported as the missing PATH.json, a file no one
+// gave.
+func recordPath(p string) (string, error) {
+	twin := strings.TrimSuffix(strings.TrimSuffix(p, ".md"), ".json") + ".json"
+	if twin != p+".json" {
+		return twin, nil
+	}
+	if _, err := os.Stat(twin); err == nil {
+		return twin, nil
+	}
+	fi, err := os.Stat(p)
+	switch {
+	case err != nil:
+		return twin, nil // ReadFile says that STEM.json does not exist
+	case fi.IsDir():
+		return "", usage(fmt.Errorf("record %s is a directory, not a record", quote.Text(p, 0)), "give the records in it by name, e.g. "+filepath.Join(p, "*.json"))
+	}
+	return "", usage(fmt.Errorf("record %s is not a .json record", quote.Text(p, 0)), "give the .json twins that `speclaunch bench` wrote (NAME.json, or NAME.md beside it)")
 }
 
 // alignRows pads each column to its widest cell, so that a long engine,

@@ -208,3 +208,30 @@ func TestPolicyProposeOnlyWhatTheLoaderAccepts(t *testing.T) {
 		t.Errorf("a record twice: exit %d\nstdout:\n%s\nstderr:\n%s", code, &o, &e)
 	}
 }
+
+// `policy propose` names the path as given when it is no record: a
+// directory, or a file that is not a .json twin, was reported as the
+// missing PATH.json (TestPolicyProposeRefusesInvalidRecords has the
+// records that are not valid).
+func TestPolicyProposeNamesThePathGiven(t *testing.T) {
+	dir := t.TempDir()
+	txt := filepath.Join(dir, "rec.txt")
+	if err := os.WriteFile(txt, []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, path, want, hint string
+	}{
+		{"a directory", dir, "record " + dir + " is a directory, not a record", "give the records in it by name, e.g. " + filepath.Join(dir, "*.json")},
+		{"a file of another kind", txt, "record " + txt + " is not a .json record", "give the .json twins that `speclaunch bench` wrote (NAME.json, or NAME.md beside it)"},
+		{"a stem of nothing", filepath.Join(dir, "none"), "record " + filepath.Join(dir, "none.json") + ": no such file", "give the .json twins"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := &syncBuffer{}
+			code := MainContext(context.Background(), []string{"policy", "propose", tc.path}, policyTOML, out, out, nil)
+			if got := strings.ReplaceAll(out.String(), "\n  ", " "); code != 2 || !strings.Contains(got, "error: "+tc.want) || !strings.Contains(got, "hint: "+tc.hint) { // unwrapped
+				t.Errorf("exit %d, want 2, %q and the hint %q:\n%s", code, tc.want, tc.hint, out)
+			}
+		})
+	}
+}
