@@ -42,7 +42,13 @@ const (
 	DefaultLoadWarm   = 3 * time.Second
 	DefaultLoadWindow = 5 * time.Second
 	DefaultWindows    = 3
-	MaxLevels         = record.MaxLevels
+	// MaxLoadWindow bounds --window, as the record's bounds cap rounds: a
+	// 5 s window already holds a few hundred tokens at one client, so a
+	// longer one adds no precision, while every window runs arms × levels
+	// × engines × DefaultWindows times (252 on a default tune: 10 min
+	// windows take about two days; --window 9999h never ends).
+	MaxLoadWindow = 10 * time.Minute
+	MaxLevels     = record.MaxLevels
 	// MaxLevel bounds one level: every client holds a connection.
 	MaxLevel = MaxConcurrency
 )

@@ -51,8 +51,12 @@ func (c *BenchCmd) loadOptions(e *Env, o bench.Options, levels []int) (bench.Loa
 		Temperature: o.Temperature, BasePort: o.BasePort, RequestTimeout: o.RequestTimeout, APIKey: o.APIKey}
 	if c.Window != "" {
 		d, err := time.ParseDuration(c.Window)
+		src := config.Source{Origin: config.Flag, Name: "--window"}
 		if err != nil || d <= 0 {
-			return lo, &config.Error{Src: config.Source{Origin: config.Flag, Name: "--window"}, Msg: fmt.Sprintf("%q is not a duration above 0 (e.g. 5s)", c.Window)}
+			return lo, &config.Error{Src: src, Msg: fmt.Sprintf("%q is not a duration above 0 (e.g. 5s)", c.Window)}
+		}
+		if d > bench.MaxLoadWindow {
+			return lo, &config.Error{Src: src, Msg: fmt.Sprintf("%q is above %v, the longest window: a window of %v already holds a few hundred tokens at one client, and every window is run arms × levels × engines × %d times; give %v or less", c.Window, bench.MaxLoadWindow, bench.DefaultLoadWindow, bench.DefaultWindows, bench.MaxLoadWindow)}
 		}
 		// a short window is a short warm-up too (the default's 3 s at most)
 		lo.Window, lo.Warm = d, min(d, bench.DefaultLoadWarm)
