@@ -184,7 +184,8 @@ func Parse(name string, data []byte) (*Profile, error) {
 	if err != nil {
 		var pe toml.ParseError
 		if errors.As(err, &pe) {
-			return nil, &Error{File: name, Line: pe.Position.Line, Msg: "invalid TOML: " + maskQuoted(pe.Message, statementAt(data, pe.Position.Line))}
+			line := tomlpos.SyntaxLine(string(data), pe)
+			return nil, &Error{File: name, Line: line, Msg: "invalid TOML: " + maskQuoted(pe.Message, statementAt(data, line))}
 		}
 		if m := lineRE.FindStringSubmatch(err.Error()); m != nil {
 			var line int

@@ -31,7 +31,13 @@ func TestParseErrors(t *testing.T) {
 		{"unknown top key", "[engine]\nname = \"sim\"\n\n[draft]\nmodle = \"x\"\n", []string{"p.toml:5", "draft.modle", "docs/profiles.md"}},
 		{"unknown table", "[serv]\nport = 1\n", []string{"p.toml:", "serv"}},
 		{"wrong type", "[draft]\nblock_size = \"four\"\n", []string{"p.toml:2", "draft.block_size", "is a string, want an integer"}},
-		{"syntax", "[draft\nmodel = 1\n", []string{"p.toml:2", "invalid TOML"}},
+		// The line with the mistake: the decoder counts the newline it
+		// stopped at into the next line (it said :2 of [draft on line 1).
+		{"syntax", "[draft\nmodel = 1\n", []string{"p.toml:1:", "invalid TOML"}},
+		{"unclosed header alone", "[server", []string{"p.toml:1:", "invalid TOML"}},
+		{"unclosed header further down", "[engine]\nname = \"sim\"\n[server\nport = 1\n", []string{"p.toml:3:", "invalid TOML"}},
+		{"value missing at the line's end", "[server]\nport =\n", []string{"p.toml:2:", "invalid TOML"}},
+		{"unclosed array at the end", "[engine]\nargs = [\"-x\",\n", []string{"p.toml:2:", "invalid TOML"}},
 		// The types are TOML's, not the decoder's Go names.
 		{"float for an integer", "[draft]\nblock_size = 3.0\n", []string{"p.toml:2", "draft.block_size: is a float, want an integer"}},
 		{"boolean for an integer", "[draft]\nblock_size = true\n", []string{"is a boolean, want an integer"}},

@@ -58,7 +58,7 @@ func Parse(name string, data []byte) (*File, error) {
 		return nil, &ParseError{name, ge.Line, ge.Error()}
 	}
 	if _, err := toml.Decode(string(data), &raw); err != nil {
-		return nil, syntaxError(name, err)
+		return nil, syntaxError(name, string(data), err)
 	}
 	ix := tomlpos.Scan(string(data))
 
@@ -136,13 +136,10 @@ func ParseProfileEntries(name string, entries []map[string]any, lines []int) ([]
 }
 
 // syntaxError turns the decoder's error into a ParseError with its line.
-func syntaxError(name string, err error) error {
+func syntaxError(name, src string, err error) error {
 	var pe toml.ParseError
 	if errors.As(err, &pe) {
-		line := pe.Position.Line
-		if line == 0 {
-			line = pe.Line
-		}
+		line := tomlpos.SyntaxLine(src, pe)
 		return &ParseError{name, line, "invalid TOML: " + pe.Message + "; fix the syntax on this line"}
 	}
 	return &ParseError{name, 0, "invalid TOML: " + err.Error()}

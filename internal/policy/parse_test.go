@@ -100,6 +100,7 @@ func TestParseRejects(t *testing.T) {
 	}{
 		{"syntax", "schema = 1\nwidth = = 4\n", 2, "invalid TOML"},
 		{"duplicate toml key", "schema = 1\nschema = 1\n", 2, "invalid TOML"},
+		{"unclosed header", "schema = 1\n[[default]\nwidth = 4\n", 2, "invalid TOML"}, // the decoder said 3: the newline it stopped at
 		{"missing schema", "[[default]]\nengine = \"mlxcel\"\ndrafter = \"dflash\"\nwidth = 16\n", 1, "missing schema"},
 		{"empty file", "", 1, "missing schema"},
 		{"schema 2", "schema = 2\n", 1, "schema 2 is not supported"},

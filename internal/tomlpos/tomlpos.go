@@ -9,7 +9,22 @@ package tomlpos
 import (
 	"strconv"
 	"strings"
+
+	"github.com/BurntSushi/toml"
 )
+
+// SyntaxLine is the line of src that a decoder syntax error is about, for
+// every file:line a TOML error names (profiles, policy files). The
+// decoder's Position.Line counts the newline it stopped at into the next
+// line, so "[server" with its newline, on line 1, was said as line 2; the
+// byte offset (Position.Start) is the character in question, and its line
+// is the one to fix. An error without a position keeps the decoder's line.
+func SyntaxLine(src string, pe toml.ParseError) int {
+	if pe.Position.Line == 0 {
+		return pe.Line
+	}
+	return strings.Count(src[:min(max(pe.Position.Start, 0), len(src))], "\n") + 1
+}
 
 // BurntSushi/toml v1.6.0 reports positions only for syntax errors: its
 // MetaData has no per-key position. A policy error must still name the line
