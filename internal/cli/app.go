@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"reflect"
+	"regexp"
 	"strings"
 	"syscall"
 
@@ -147,6 +148,9 @@ func runEnv(parent context.Context, args []string, emb Embedded, stdout, stderr 
 			hint := ""
 			if pe, ok := err.(*kong.ParseError); ok && pe.Context != nil {
 				hint = "run with --help for the flags and commands; engine flags llama-server does not list go after --"
+				if mv := missingValue(pe); mv != nil {
+					err, hint = mv, "run with --help for what each flag takes"
+				}
 			}
 			return env.report(stderr, usage(err, hint)), true
 		}
@@ -160,6 +164,41 @@ func runEnv(parent context.Context, args []string, emb Embedded, stdout, stderr 
 		return interruptCode(ctx, code)
 	}
 	return 0
+}
+
+// Kong's words for a flag given without its value: `--port: expected
+// string value but got "EOL" (<EOL>)`, or the next flag's name in place of
+// "EOL", and `--policy: missing value, expecting "<arg>,..."` for a list.
+var (
+	kongNoValue   = regexp.MustCompile(`^--([^\s:=]+): expected \S+ value but got "(.*)" \(([^)]*)\)`)
+	kongNoListVal = regexp.MustCompile(`^--([^\s:=]+): missing value, expecting `)
+)
+
+// missingValue is a flag given without its value, said as the flag's name
+// and what it takes (--port needs a value: give --port=PORT), for every
+// flag; nil for any other parse error.
+func missingValue(pe *kong.ParseError) error {
+	name, next := "", ""
+	if m := kongNoValue.FindStringSubmatch(pe.Error()); m != nil {
+		name = m[1]
+		if strings.HasSuffix(m[3], "flag") { // "long flag", "short flag"
+			next = m[2]
+		}
+	} else if m := kongNoListVal.FindStringSubmatch(pe.Error()); m != nil {
+		name = m[1]
+	} else {
+		return nil
+	}
+	for _, f := range pe.Context.Flags() {
+		if f.Name != name {
+			continue
+		}
+		if next != "" {
+			return fmt.Errorf("--%s needs a value, and %s after it is a flag: give %s", name, next, f.Summary())
+		}
+		return fmt.Errorf("--%s needs a value: give %s", name, f.Summary())
+	}
+	return nil
 }
 
 // interruptCode is 128 + the signal that stopped a command, as a shell

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"bytes"
+	"context"
 	"os"
 	"slices"
 	"strings"
@@ -155,6 +157,27 @@ func TestBoolFlagsTakeTheVariablesWords(t *testing.T) {
 		if code != c.code || c.code == 0 && strings.Contains(o, "(proxy off)") == c.proxied ||
 			c.code == 2 && !strings.Contains(e, `--proxy: bad boolean "maybe"`) {
 			t.Errorf("%s: exit %d (want %d), proxied %v (want %v):\n%s%s", c.arg, code, c.code, !strings.Contains(o, "(proxy off)"), c.proxied, o, e)
+		}
+	}
+}
+
+// A flag given without its value says which flag and what it takes, for
+// every flag (Kong said `expected string value but got "EOL" (<EOL>)`).
+func TestMissingFlagValue(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"serve", "--port"}, "--port needs a value: give --port=PORT"},
+		{[]string{"serve", "--port", "--engine", "sim"}, "--port needs a value, and --engine after it is a flag: give --port=PORT"},
+		{[]string{"bench", "--rounds"}, "--rounds needs a value: give --rounds=INT"},
+		{[]string{"tune", "--window"}, "--window needs a value: give --window=DUR"},
+		{[]string{"policy", "list", "--policy"}, "--policy needs a value: give --policy=FILE"},
+	} {
+		var out bytes.Buffer
+		code := MainContext(context.Background(), tc.args, policyTOML, &out, &out, nil)
+		if code != 2 || !strings.Contains(out.String(), "error: "+tc.want) || strings.Contains(out.String(), "EOL") {
+			t.Errorf("%v: exit %d, output:\n%s\nwant 2 and %q", tc.args, code, out.String(), tc.want)
 		}
 	}
 }
