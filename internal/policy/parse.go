@@ -60,7 +60,7 @@ func Parse(name string, data []byte) (*File, error) {
 	if _, err := toml.Decode(string(data), &raw); err != nil {
 		return nil, syntaxError(name, string(data), err)
 	}
-	ix := tomlpos.Scan(string(data))
+	ix := tomlpos.Build(string(data))
 
 	if err := checkUnknown(name, raw, topKeys, ix.TopLine, "at the top level",
 		"a policy file holds only schema, [[default]] and [[entry]]"); err != nil {
@@ -170,7 +170,7 @@ func (t table) errf(k string, format string, args ...any) *ParseError {
 }
 
 // tables returns the elements of the array of tables named name ([[name]]).
-func tables(file string, raw map[string]any, name string, ix tomlpos.Regions) ([]table, error) {
+func tables(file string, raw map[string]any, name string, ix tomlpos.Index) ([]table, error) {
 	v, ok := raw[name]
 	if !ok {
 		return nil, nil
@@ -190,10 +190,10 @@ func tables(file string, raw map[string]any, name string, ix tomlpos.Regions) ([
 	default:
 		return nil, &ParseError{file, ix.TopLine(name), fmt.Sprintf("%s must be an array of tables, not a %s: write [[%s]] (double brackets) before each one", name, typeName(v), name)}
 	}
-	regs := ix.Elements(name)
+	regs, top := ix.Elements(name), ix.TopLine(name)
 	out := make([]table, len(ms))
 	for i, m := range ms {
-		t := table{file: file, label: "[[" + name + "]]", line: ix.TopLine(name), m: m}
+		t := table{file: file, label: "[[" + name + "]]", line: top, m: m}
 		if len(regs) == len(ms) {
 			t.line, t.keyLines = regs[i].Line, regs[i].Keys
 		}

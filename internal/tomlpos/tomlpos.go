@@ -7,10 +7,13 @@
 package tomlpos
 
 import (
+	"iter"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/BurntSushi/toml"
+	"github.com/speclaunch/speclaunch/internal/tomlguard"
 )
 
 // SyntaxLine is the line of src that a decoder syntax error is about, for
@@ -132,37 +135,100 @@ func keyName(s string) (string, bool) {
 // Root returns the root region.
 func (ix Regions) Root() Region { return ix[0] }
 
+// visits counts the regions walked through all, for tests: a lookup must
+// answer from the maps Build fills in one pass, not by walking every region,
+// or one lookup per [[policy.entry]] costs the square of their number (20,000
+// entries took a minute to load, and Ctrl-C waited for it).
+var visits atomic.Int64
+
+// all yields the regions in file order, the root first, counting each one
+// walked, so that every walk over the list is seen by the tests.
+func (ix Regions) all() iter.Seq2[int, Region] {
+	return func(yield func(int, Region) bool) {
+		for i := range ix {
+			visits.Add(1)
+			if !yield(i, ix[i]) {
+				return
+			}
+		}
+	}
+}
+
+// Index answers "which line" for dotted key paths. Build fills its maps in
+// one pass over the regions, so each lookup costs the length of its path,
+// not the number of tables in the file.
+type Index struct {
+	rs     Regions
+	tables map[string][]int // a [name] header's regions, in file order
+	arrays map[string][]int // a [[name]] header's regions: element i is arrays[name][i]
+	top    map[string]int   // k -> the line of the first header named k or starting k.
+}
+
+// Build scans TOML text and indexes its regions.
+func Build(text string) Index {
+	x := Index{rs: Scan(text), tables: map[string][]int{}, arrays: map[string][]int{}, top: map[string]int{}}
+	for i, r := range x.rs.all() {
+		if r.Array {
+			x.arrays[r.Name] = append(x.arrays[r.Name], i)
+		} else { // the root too: a path of "" or ".k" names it
+			x.tables[r.Name] = append(x.tables[r.Name], i)
+		}
+		if i > 0 {
+			x.indexTop(r)
+		}
+	}
+	return x
+}
+
+// indexTop records r's header as the first mention of its name and of each
+// dotted prefix of it, unless an earlier header was. Only the first
+// tomlguard.MaxDepth dots are indexed: a real header has fewer, and one with
+// more (dots inside a quoted part) must not cost its length squared in
+// hashed prefixes; TopLine walks the regions for a key that deep.
+func (x Index) indexTop(r Region) {
+	first := func(k string) {
+		if _, seen := x.top[k]; !seen {
+			x.top[k] = r.Line
+		}
+	}
+	first(r.Name)
+	for i, dots := 0, 0; i < len(r.Name) && dots < tomlguard.MaxDepth; i++ {
+		if r.Name[i] == '.' {
+			first(r.Name[:i])
+			dots++
+		}
+	}
+}
+
 // Elements returns the [[name]] regions in file order: element i of the
 // decoded array of tables is Elements(name)[i] when the file uses headers.
-func (ix Regions) Elements(name string) []Region {
-	var out []Region
-	for _, r := range ix {
-		if r.Array && r.Name == name {
-			out = append(out, r)
-		}
+func (x Index) Elements(name string) []Region {
+	out := make([]Region, len(x.arrays[name]))
+	for j, i := range x.arrays[name] {
+		out[j] = x.rs[i]
 	}
 	return out
 }
 
 // TopLine is the first line that mentions a top-level key: its assignment in
 // the root, or the first header that starts with it.
-func (ix Regions) TopLine(k string) int {
-	if l, ok := ix.Root().Keys[k]; ok {
+func (x Index) TopLine(k string) int {
+	if len(x.rs) == 0 { // the zero Index: nothing scanned
+		return 0
+	}
+	if l, ok := x.rs.Root().Keys[k]; ok {
 		return l
 	}
-	for _, r := range ix[1:] {
-		if r.Name == k || strings.HasPrefix(r.Name, k+".") {
+	if strings.Count(k, ".") < tomlguard.MaxDepth {
+		return x.top[k]
+	}
+	for i, r := range x.rs.all() { // deeper than indexTop indexes
+		if i > 0 && (r.Name == k || strings.HasPrefix(r.Name, k+".")) {
 			return r.Line
 		}
 	}
 	return 0
 }
-
-// Index answers "which line" for dotted key paths.
-type Index struct{ rs Regions }
-
-// Build scans TOML text.
-func Build(text string) Index { return Index{Scan(text)} }
 
 // Line returns the line of a dotted path: "engine.name" (a key in [engine]),
 // "engine" (the table), "policy.entry[1]" (the second [[policy.entry]]),
@@ -172,37 +238,31 @@ func (x Index) Line(path string) int {
 	if len(x.rs) == 0 { // the zero Index: nothing scanned
 		return 0
 	}
-	for _, r := range x.rs {
-		if r.Name == path && !r.Array { // a table by its own header: "engine.env" of [engine.env]
-			return r.Line
-		}
+	if is := x.tables[path]; len(is) > 0 { // a table by its own header: "engine.env" of [engine.env]
+		return x.rs[is[0]].Line
 	}
 	table, idx, keyName := splitPath(path)
-	var regs []Region
+	var regs []int
 	if idx >= 0 {
-		if els := x.rs.Elements(table); idx < len(els) {
-			regs = []Region{els[idx]}
+		if els := x.arrays[table]; idx < len(els) {
+			regs = els[idx : idx+1]
 		}
 	} else {
-		for _, r := range x.rs {
-			if r.Name == table && !r.Array {
-				regs = append(regs, r)
-			}
-		}
+		regs = x.tables[table]
 	}
-	for _, r := range regs {
+	for _, i := range regs {
 		if keyName == "" {
-			return r.Line
+			return x.rs[i].Line
 		}
-		if l, ok := r.Keys[keyName]; ok {
+		if l, ok := x.rs[i].Keys[keyName]; ok {
 			return l
 		}
 	}
 	if len(regs) > 0 {
-		return regs[0].Line
+		return x.rs[regs[0]].Line
 	}
 	if idx < 0 && keyName == "" {
-		return x.rs.TopLine(table)
+		return x.TopLine(table)
 	}
 	if idx < 0 {
 		// "a.b" where a is not a table: a top-level dotted key, or a key
@@ -213,7 +273,7 @@ func (x Index) Line(path string) int {
 		if l, ok := x.rs.Root().Keys[table]; ok {
 			return l
 		}
-		if l := x.rs.TopLine(table); l > 0 {
+		if l := x.TopLine(table); l > 0 {
 			return l
 		}
 	}

@@ -1,6 +1,10 @@
 package tomlpos
 
-import "testing"
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
 
 func TestLine(t *testing.T) {
 	text := `# comment
@@ -70,5 +74,77 @@ func TestZeroIndex(t *testing.T) {
 	var x Index
 	if got := x.Line("draft.block_size"); got != 0 {
 		t.Errorf("zero Index Line = %d", got)
+	}
+}
+
+// manyTables is n [[policy.entry]] tables (element i's header on line
+// 2i+1, its id on 2i+2), then n tables [t0] to [tn-1] (table i on 2n+1+i).
+func manyTables(n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "[[policy.entry]]\nid = \"e%d\"\n", i)
+	}
+	for i := range n {
+		fmt.Fprintf(&b, "[t%d]\n", i)
+	}
+	return b.String()
+}
+
+// Build walks the regions once and a lookup walks none: a lookup per
+// [[policy.entry]] that rescanned every region walked n²/2 of them (20,000
+// entries took a minute to load). Counted, not timed. Not parallel: visits
+// is the package's.
+func TestLookupsWalkNoRegions(t *testing.T) {
+	const n = 2000
+	visits.Store(0)
+	x := Build(manyTables(n))
+	if got, want := visits.Load(), int64(2*n+1); got != want {
+		t.Errorf("Build walked %d regions, want %d (each once)", got, want)
+	}
+	cases := []struct {
+		name   string
+		lookup func(i int) int
+		want   func(i int) int
+	}{
+		{"element", func(i int) int { return x.Line(fmt.Sprintf("policy.entry[%d]", i)) }, func(i int) int { return 2*i + 1 }},
+		{"element key", func(i int) int { return x.Line(fmt.Sprintf("policy.entry[%d].id", i)) }, func(i int) int { return 2*i + 2 }},
+		{"element missing key", func(i int) int { return x.Line(fmt.Sprintf("policy.entry[%d].width", i)) }, func(i int) int { return 2*i + 1 }},
+		{"table", func(i int) int { return x.Line(fmt.Sprintf("t%d", i)) }, func(i int) int { return 2*n + 1 + i }},
+		{"top-level key", func(i int) int { return x.TopLine(fmt.Sprintf("t%d", i)) }, func(i int) int { return 2*n + 1 + i }},
+	}
+	for _, c := range cases {
+		visits.Store(0)
+		for i := range n {
+			if got, want := c.lookup(i), c.want(i); got != want {
+				t.Fatalf("%s %d: line %d, want %d", c.name, i, got, want)
+			}
+		}
+		if got := visits.Load(); got > 0 {
+			t.Errorf("%s: %d lookups walked %d regions, want none (Build indexes them)", c.name, n, got)
+		}
+	}
+	visits.Store(0)
+	if els := x.Elements("policy.entry"); len(els) != n || els[n-1].Line != 2*n-1 {
+		t.Errorf("Elements: %d regions", len(els))
+	}
+	if got := visits.Load(); got > 0 {
+		t.Errorf("Elements walked %d regions, want none", got)
+	}
+}
+
+// BenchmarkLineEntries is the profile loader's work for 20,000
+// [[policy.entry]] tables: index the text, then look up each element's line.
+func BenchmarkLineEntries(b *testing.B) {
+	const n = 20000
+	text := manyTables(n)
+	paths := make([]string, n)
+	for i := range paths {
+		paths[i] = fmt.Sprintf("policy.entry[%d]", i)
+	}
+	for b.Loop() {
+		x := Build(text)
+		for _, p := range paths {
+			x.Line(p)
+		}
 	}
 }
