@@ -49,7 +49,13 @@ func TestCheck(t *testing.T) {
 		{"brackets in multi-line strings", "a = \"\"\"\n" + strings.Repeat("[", 100) + "\n\"\"\"\nb = '''" + strings.Repeat("{", 100) + "'''", 0},
 		{"lines counted in multi-line strings", "a = \"\"\"\n\n\"\"\"\nb = " + nest("[", "", "]", deep), 4},
 		{"extra quotes end a multi-line string", "a = \"\"\"x\"\"\"\"\"\nb = " + nest("[", "", "]", deep), 2},
-		{"dots in quoted keys", `"` + strings.Repeat("a.", 100) + `" = 1`, 0},
+		// A quoted key's dots count as parts: every file:line lookup
+		// splits on them (minutes for 20,000 such tables).
+		{"dots in a quoted key at the limit", `"` + strings.Repeat("a.", MaxDepth) + `a" = 1`, 0},
+		{"dots in a quoted key one past", "\n" + `"` + strings.Repeat("a.", 100) + `" = 1`, 2},
+		{"400,000 dots in a quoted key", `"` + strings.Repeat("d.", 400_000) + `x" = 1`, 1},
+		{"dots in a quoted header part one past", `["` + strings.Repeat("a.", MaxDepth) + `a"]`, 1},
+		{"dots in a quoted inline-table key one past", `a = {"` + strings.Repeat("b.", MaxDepth) + `c" = 1}`, 1},
 		{"dots in values", "a = [" + strings.Repeat("1.5, ", 100) + "]", 0},
 		{"empty inline tables", "a = [" + strings.Repeat("{}, ", 100) + "]", 0},
 		{"stray closers", strings.Repeat("]}", 100) + "\na = " + nest("[", "", "]", MaxDepth), 0},
