@@ -111,7 +111,8 @@ func (p *Proxy) replayable(w http.ResponseWriter, r *http.Request) (release func
 		return release, nil
 	}
 	rc := http.NewResponseController(w)
-	if err := rc.SetReadDeadline(time.Now().Add(p.o.BodyTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+	deadline := time.Now().Add(p.o.BodyTimeout)
+	if err := rc.SetReadDeadline(deadline); err != nil && !errors.Is(err, http.ErrNotSupported) {
 		return release, err
 	}
 	// The deadline ends with the body: read whole here, or read by the
@@ -141,7 +142,7 @@ func (p *Proxy) replayable(w http.ResponseWriter, r *http.Request) (release func
 	p.bodies.mu.Lock()
 	p.bodies.streamed++
 	p.bodies.mu.Unlock()
-	r.Body = &deadlineBody{r: io.MultiReader(bytes.NewReader(kept), r.Body), c: r.Body, clear: clear}
+	r.Body = &deadlineBody{r: io.MultiReader(bytes.NewReader(kept), r.Body), c: r.Body, clear: clear, deadline: deadline}
 	return release, fullDuplex(w)
 }
 
@@ -183,6 +184,10 @@ type deadlineBody struct {
 	ended atomic.Bool
 	// late: the body ran past the body timeout (the answer is 408).
 	late atomic.Bool
+	// deadline: when the body timeout ends. The server cancels the
+	// request's context on the deadline before Read sees the error, so
+	// bodyLate also reads the clock.
+	deadline time.Time
 }
 
 // bodyLeft reports that the request of ctx (the proxy's slot) has a body
@@ -206,7 +211,7 @@ func bodyLate(ctx context.Context) bool {
 		return false
 	}
 	d, ok := s.in.(*deadlineBody)
-	return ok && d.late.Load()
+	return ok && (d.late.Load() || !d.ended.Load() && !time.Now().Before(d.deadline))
 }
 
 func (d *deadlineBody) Read(b []byte) (int, error) {

@@ -14,13 +14,21 @@ import (
 // took RSS from 24 MB to 1.9 GB.
 const (
 	// maxConns: client connections open at once, past which a new one
-	// gets 503 and is closed. 4096 is four times the default hold queue
-	// (server.queue_size 1024), each held request being one connection.
+	// gets 503 and is closed. It bounds what connections may hold:
+	// 4096 × (maxHeaderBytes + 4 KiB, and Go's buffers and goroutine,
+	// about 20 KiB) is about 230 MiB at most; and it is four times the
+	// default hold queue (server.queue_size 1024, one connection a held
+	// request), leaving room for the requests the engines serve.
 	maxConns = 4096
-	// connFDReserve: descriptors kept for engines, probes, files and
-	// the liveness check when the limit is below maxConns' needs; each
-	// proxied request holds two (the client's and the engine's).
+	// connFDReserve: descriptors kept for all else when the limit is
+	// below maxConns' needs (each proxied request holds two, the client's
+	// and the engine's). Besides requests serve holds a few dozen: two
+	// engines' pipes during a switch, the watcher, probe, scrape and
+	// liveness connections, the log; 256 leaves several times that.
 	connFDReserve = 256
+	// minConns: the cap under a tiny limit, so that a few clients are
+	// still served (the reserve shrinks below 288 descriptors).
+	minConns = 16
 	// maxHeaderBytes: a request's header block (Go adds 4 KiB to it);
 	// 32 KiB is nginx's default total for large client headers.
 	maxHeaderBytes = 32 << 10
@@ -28,7 +36,7 @@ const (
 
 // capFor is the connection cap under a descriptor limit of nofile.
 func capFor(nofile int) int {
-	return min(maxConns, max((nofile-connFDReserve)/2, 16))
+	return min(maxConns, max((nofile-connFDReserve)/2, minConns))
 }
 
 // slots counts the client connections open across every public listener
@@ -81,4 +89,15 @@ type slotConn struct {
 func (c *slotConn) Close() error {
 	c.once.Do(func() { <-c.s.ch })
 	return c.Conn.Close()
+}
+
+// CloseWrite passes the half-close through: net/http sends a FIN with it
+// before closing a connection it answered early (431, 408), so the client
+// sees the end at once and the slot is not held through the server's
+// wait for a reset to be avoided.
+func (c *slotConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
 }

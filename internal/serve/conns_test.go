@@ -71,7 +71,7 @@ func TestCapFor(t *testing.T) {
 		{20000, maxConns},
 		{4096, (4096 - connFDReserve) / 2},
 		{1024, (1024 - connFDReserve) / 2},
-		{256, 16},
+		{256, minConns},
 	} {
 		if got := capFor(c.nofile); got != c.want {
 			t.Errorf("capFor(%d) = %d, want %d", c.nofile, got, c.want)

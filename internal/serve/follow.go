@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"math"
-	"slices"
 	"strings"
 	"time"
 
@@ -130,7 +129,7 @@ func (sv *launcher) SwitchLoad(ctx context.Context, n int, load float64, reason 
 	if err != nil {
 		return err
 	}
-	if slices.Equal(np.Launch.Argv, cur.Launch.Argv) && slices.Equal(np.Launch.Env, cur.Launch.Env) {
+	if plan.SameEngine(np, cur) {
 		return nil
 	}
 	sv.st.chosen(np, load)

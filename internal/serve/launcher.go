@@ -345,7 +345,13 @@ func (sv *launcher) feed(changes <-chan watch.Change, hup <-chan os.Signal, stop
 		// The outcome is the runtime's: a new engine that fails to start
 		// leaves the old settings serving, which is a rejection.
 		done := sv.reloading(ch)
-		go func() { done(<-reply) }()
+		go func() {
+			select {
+			case err := <-reply:
+				done(err)
+			case <-stop: // the runtime has ended: no reply comes
+			}
+		}()
 	}
 }
 

@@ -16,7 +16,7 @@ import (
 // only in the log.
 type lastReload struct {
 	At     time.Time `json:"time"`
-	Result string    `json:"result"`          // applied, rejected, switching
+	Result string    `json:"result"`          // applied, rejected, switching, superseded
 	File   string    `json:"file"`            // the file that changed; on SIGHUP, every watched file
 	Why    string    `json:"why"`             // what the watcher saw: write, rename-over, SIGHUP, …
 	Error  string    `json:"error,omitempty"` // why it was rejected, secrets masked
@@ -41,14 +41,21 @@ func (sv *launcher) reloaded(ch watch.Change, err error) {
 // reloading shows a reload whose settings went to the runtime as
 // switching, and returns what records its outcome when the runtime
 // replies: applied, or rejected with the error (the new engine failed and
-// the old settings serve on). A reload a later one superseded, or one cut
-// by the stop, records nothing: the later one's outcome is the one shown.
-// It may be called from any goroutine: the watched files are read now.
+// the old settings serve on); superseded, on the status page alone, when
+// a later switch took its place before it began (a follow or adaptive
+// switch is built from the same files on disk; a later reload shows its
+// own record). A reload cut by the stop records nothing. reloading runs on
+// the feed goroutine (it reads the watched files); the func it returns
+// may run on any.
 func (sv *launcher) reloading(ch watch.Change) func(error) {
 	files := slices.Clone(sv.w.files)
 	seq := sv.st.setReload(0, lastReload{At: time.Now(), Result: reloadSwitching, File: reloadFile(ch, files), Why: ch.Reason})
 	return func(err error) {
-		if errors.Is(err, server.ErrSuperseded) || errors.Is(err, server.ErrStopping) {
+		switch {
+		case errors.Is(err, server.ErrStopping):
+			return
+		case errors.Is(err, server.ErrSuperseded):
+			sv.st.setReload(seq, lastReload{At: time.Now(), Result: reloadSuperseded, File: reloadFile(ch, files), Why: ch.Reason})
 			return
 		}
 		r := reloadRecord(time.Now(), ch, files, err, sv.c.Secrets.String)
@@ -57,8 +64,12 @@ func (sv *launcher) reloading(ch watch.Change) func(error) {
 	}
 }
 
-// reloadSwitching is last_reload's result while the reload's switch runs.
-const reloadSwitching = "switching"
+// last_reload's results beside applied and rejected: while the reload's
+// switch runs, and when a later switch took its place.
+const (
+	reloadSwitching  = "switching"
+	reloadSuperseded = "superseded"
+)
 
 // reloadFile is the file a reload names: the one that changed; on SIGHUP,
 // every watched file.

@@ -95,8 +95,14 @@ func TestReloadOutcomeIsTheSwitchs(t *testing.T) {
 		t.Errorf("a new engine that failed: %q, want rejected and counted\n%s", r, sv.met.Text())
 	}
 	sv.reloading(ch)(server.ErrSuperseded)
-	if r := result(); r != "switching" || count("applied") {
-		t.Errorf("superseded: %q, want the later reload's record, nothing counted", r)
+	if r := result(); r != "superseded" || count("applied") {
+		t.Errorf("superseded by a follow or adaptive switch: %q, want superseded, nothing counted", r)
+	}
+	sup := sv.reloading(ch)
+	sv.reloading(ch)
+	sup(server.ErrSuperseded)
+	if r := result(); r != "switching" {
+		t.Errorf("superseded by a later reload: %q, want that one's record", r)
 	}
 	first := sv.reloading(ch)
 	second := sv.reloading(ch)

@@ -510,11 +510,16 @@ func (r *Runtime) liveness(l *live, d time.Duration) {
 		if localFailure(err) {
 			// This process could not ask (out of descriptors under a
 			// connection flood): no sign of the engine's health either
-			// way, so the silence is not counted against it.
+			// way, so the hang clock pauses for this tick rather than
+			// restarting (an engine that also stopped answering is still
+			// killed once the checks get through).
 			if !local {
 				r.o.Log.Warn("cannot check the engine's health: this process is out of resources; not counted against the engine", "engine_n", l.inst.ID, "err", err)
 			}
-			local, last = true, time.Now()
+			local = true
+			if last = last.Add(every); last.After(time.Now()) {
+				last = time.Now()
+			}
 			continue
 		}
 		local = false
