@@ -191,16 +191,22 @@ func TestStreamedBodyCutClosesTheConnection(t *testing.T) {
 	}
 }
 
-func streamedBodyCut(t *testing.T, status int, engine http.HandlerFunc) {
-	b := backend(t, engine)
-	p := New(Options{})
-	p.Route(b)
-	addr := strings.TrimPrefix(front(t, p), "http://")
-	c, err := net.Dial("tcp", addr)
+// rawClient is a raw connection to a proxy with options o in front of
+// engine, for requests no HTTP client would send.
+func rawClient(t *testing.T, o Options, engine http.HandlerFunc) net.Conn {
+	t.Helper()
+	p := New(o)
+	p.Route(backend(t, engine))
+	c, err := net.Dial("tcp", strings.TrimPrefix(front(t, p), "http://"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func streamedBodyCut(t *testing.T, status int, engine http.HandlerFunc) {
+	c := rawClient(t, Options{}, engine)
 	size := maxReplay + 4<<20
 	go func() {
 		fmt.Fprintf(c, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", size)

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -27,15 +26,7 @@ func TestSlowStreamedBodyTimesOut(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b := backend(t, tc.engine)
-			p := New(Options{BodyTimeout: 50 * time.Millisecond})
-			p.Route(b)
-			addr := strings.TrimPrefix(front(t, p), "http://")
-			c, err := net.Dial("tcp", addr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
+			c := rawClient(t, Options{BodyTimeout: 50 * time.Millisecond}, tc.engine)
 			fmt.Fprintf(c, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n{\"prompt\":\"", maxReplay+1)
 			c.SetReadDeadline(time.Now().Add(10 * time.Second)) // the test's own bound, never reached
 			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
