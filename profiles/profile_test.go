@@ -37,6 +37,7 @@ func TestParseErrors(t *testing.T) {
 		{"unclosed header alone", "[server", []string{"p.toml:1:", "invalid TOML"}},
 		{"unclosed header further down", "[engine]\nname = \"sim\"\n[server\nport = 1\n", []string{"p.toml:3:", "invalid TOML"}},
 		{"value missing at the line's end", "[server]\nport =\n", []string{"p.toml:2:", "invalid TOML"}},
+		{"bad escape inside a multi-line string", "[model]\npath = \"\"\"\nx\n\\q\n\"\"\"\n", []string{"p.toml:4:", "invalid TOML"}},
 		{"unclosed array at the end", "[engine]\nargs = [\"-x\",\n", []string{"p.toml:2:", "invalid TOML"}},
 		// The types are TOML's, not the decoder's Go names.
 		{"float for an integer", "[draft]\nblock_size = 3.0\n", []string{"p.toml:2", "draft.block_size: is a float, want an integer"}},

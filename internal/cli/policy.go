@@ -391,6 +391,13 @@ func readRecords(e *Env, paths []string) ([]*record.Record, error) {
 // gave.
 func recordPath(p string) (string, error) {
 	twin := strings.TrimSuffix(strings.TrimSuffix(p, ".md"), ".json") + ".json"
+	if strings.HasSuffix(p, ".md") {
+		if _, err := os.Stat(twin); err != nil {
+			if _, perr := os.Stat(p); perr == nil {
+				return "", usage(fmt.Errorf("record %s has no .json twin (%s)", quote.Text(p, 0), quote.Text(twin, 0)), "give the .json that `speclaunch bench` wrote beside it; the .md is its report")
+			}
+		}
+	}
 	if twin != p+".json" {
 		return twin, nil
 	}

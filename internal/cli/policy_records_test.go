@@ -215,15 +215,18 @@ func TestPolicyProposeOnlyWhatTheLoaderAccepts(t *testing.T) {
 // records that are not valid).
 func TestPolicyProposeNamesThePathGiven(t *testing.T) {
 	dir := t.TempDir()
-	txt := filepath.Join(dir, "rec.txt")
-	if err := os.WriteFile(txt, []byte("{}"), 0o644); err != nil {
-		t.Fatal(err)
+	txt, md := filepath.Join(dir, "rec.txt"), filepath.Join(dir, "only.md")
+	for _, f := range []string{txt, md} {
+		if err := os.WriteFile(f, []byte("{}"), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for _, tc := range []struct {
 		name, path, want, hint string
 	}{
 		{"a directory", dir, "record " + dir + " is a directory, not a record", "give the records in it by name, e.g. " + filepath.Join(dir, "*.json")},
 		{"a file of another kind", txt, "record " + txt + " is not a .json record", "give the .json twins that `speclaunch bench` wrote (NAME.json, or NAME.md beside it)"},
+		{"a report without its .json", md, "record " + md + " has no .json twin (" + filepath.Join(dir, "only.json") + ")", "give the .json that `speclaunch bench` wrote beside it"},
 		{"a stem of nothing", filepath.Join(dir, "none"), "record " + filepath.Join(dir, "none.json") + ": no such file", "give the .json twins"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

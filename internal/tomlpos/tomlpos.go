@@ -19,14 +19,24 @@ import (
 // SyntaxLine is the line of src that a decoder syntax error is about, for
 // every file:line a TOML error names (profiles, policy files). The
 // decoder's Position.Line counts the newline it stopped at into the next
-// line, so "[server" with its newline, on line 1, was said as line 2; the
-// byte offset (Position.Start) is the character in question, and its line
-// is the one to fix. An error without a position keeps the decoder's line.
+// line, so "[server" with its newline, on line 1, was said as line 2. The
+// line to fix is that of the last byte of the span the decoder reports
+// (Position.Start and Len): for a bad escape inside a multi-line string
+// the span starts where the string opens. The decoder drops a leading
+// byte-order mark before it counts offsets, so it is dropped here too. An
+// error without a position keeps the decoder's line.
 func SyntaxLine(src string, pe toml.ParseError) int {
 	if pe.Position.Line == 0 {
 		return pe.Line
 	}
-	return strings.Count(src[:min(max(pe.Position.Start, 0), len(src))], "\n") + 1
+	for _, bom := range []string{"\xef\xbb\xbf", "\xff\xfe", "\xfe\xff"} {
+		if strings.HasPrefix(src, bom) {
+			src = src[len(bom):]
+			break
+		}
+	}
+	last := pe.Position.Start + max(pe.Position.Len, 1) - 1
+	return strings.Count(src[:min(max(last, 0), len(src))], "\n") + 1
 }
 
 // BurntSushi/toml v1.6.0 reports positions only for syntax errors: its
