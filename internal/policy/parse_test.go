@@ -100,7 +100,7 @@ func TestParseRejects(t *testing.T) {
 	}{
 		{"syntax", "schema = 1\nwidth = = 4\n", 2, "invalid TOML"},
 		{"duplicate toml key", "schema = 1\nschema = 1\n", 2, "invalid TOML"},
-		{"unclosed header", "schema = 1\n[[default]\nwidth = 4\n", 2, "invalid TOML"}, // the decoder said 3: the newline it stopped at
+		{"unclosed header", "schema = 1\n[[default]\nwidth = 4\n", 2, "invalid TOML"},   // the decoder said 3: the newline it stopped at
 		{"after a byte-order mark", "\xef\xbb\xbfschema = 1\n= 4\n", 2, "invalid TOML"}, // the decoder drops the mark before it counts
 		{"bad escape in a multi-line string", "schema = 1\n[[default]]\nnote = \"\"\"\nfine\n\\q\n\"\"\"\n", 5, "invalid TOML"},
 		{"missing schema", "[[default]]\nengine = \"mlxcel\"\ndrafter = \"dflash\"\nwidth = 16\n", 1, "missing schema"},
