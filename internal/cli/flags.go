@@ -163,6 +163,13 @@ func prepass(app *kong.Node, args []string) (argvPlan, error) {
 			if i+values >= len(args) || slices.Contains(args[i+1:i+1+values], "--") {
 				return out, usage(fmt.Errorf("llama-server flag %s takes %d value(s) and got none", a, values), "give it its value ("+a+" VALUE), or put engine arguments after --")
 			}
+			// "-c --dry-run" took --dry-run as the context size and
+			// started a real server: a known flag is no value.
+			for _, v := range args[i+1 : i+1+values] {
+				if flagName := knownFlag(v, owned); flagName != "" {
+					return out, usage(fmt.Errorf("llama-server flag %s needs a value, and %s after it is a flag", a, flagName), "give it its value ("+a+" VALUE)")
+				}
+			}
 			out.engine = append(out.engine, args[i:i+1+values]...)
 			i += values
 			continue
@@ -176,6 +183,25 @@ func prepass(app *kong.Node, args []string) (argvPlan, error) {
 		out.kong = append(out.kong, a)
 	}
 	return out, nil
+}
+
+// knownFlag is v's flag name when v is a flag speclaunch or llama-server
+// knows (not a negative number), else "".
+func knownFlag(v string, owned map[string]int) string {
+	if !strings.HasPrefix(v, "-") || v == "-" || isNegativeNumber(v) {
+		return ""
+	}
+	name, _, _ := strings.Cut(v, "=")
+	if long, ok := llamaAliases[name]; ok {
+		name = long
+	}
+	if _, ok := owned[name]; ok {
+		return name
+	}
+	if _, ok := llamaflags.Values(name); ok {
+		return name
+	}
+	return ""
 }
 
 // typedEmptyKey refuses a key flag typed on speclaunch's own command line

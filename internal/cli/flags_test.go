@@ -55,6 +55,8 @@ func TestPrepass(t *testing.T) {
 		{name: "a launcher flag wins a tie", args: "serve --dryrun", err: "(did you mean --dry-run?)"},
 		{name: "an unknown multi-letter short flag", args: "serve -ngx 3", err: "unknown flag -ngx"},
 		{name: "a value is missing", args: "serve -m t -ngl", err: "llama-server flag -ngl takes 1 value(s) and got none"},
+		{name: "a flag where a value goes", args: "serve -c --dry-run -m t", err: "llama-server flag -c needs a value, and --dry-run after it is a flag"},
+		{name: "a llama flag where a value goes", args: "serve -m t -c --jinja", err: "llama-server flag -c needs a value, and --jinja after it is a flag"},
 		{name: "a value is not --", args: "serve -ngl -- 3", err: "-ngl takes 1 value"},
 	}
 	for _, c := range cases {
