@@ -64,6 +64,13 @@ func (sv *launcher) reload(cur *plan.Plan, ch watch.Change) (*plan.Plan, Load, b
 	// The bucket of the schedule serve follows stays while the edit leaves
 	// the engine as it is (the follower moves it when the load does).
 	load := cur.Resolution.Load
+	if sv.force.switching() {
+		// A switch under way (the follower's, to another bucket) applies
+		// before this reload: build at the load now, so that an edit that
+		// changes nothing is nothing to do after it rather than a switch
+		// back to the bucket it left.
+		load = reloadLoad(sv.st.followNow(), sv.InFlight(), time.Now())
+	}
 	o := plan.Options{Load: load}
 	if adapted > 0 && l.Settings().Adapt.Value {
 		// The width the adaptive loop chose stays (an operator width still

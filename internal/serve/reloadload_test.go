@@ -154,3 +154,19 @@ func TestBindFix(t *testing.T) {
 		}
 	}
 }
+
+// An edit during the follower's switch to another bucket is built at the
+// load now: it applies after that switch as nothing to do, where it was
+// built at the bucket the switch left and undid it (width 4 → 8 under six
+// clients, then the follower switched back).
+func TestReloadDuringAFollowSwitch(t *testing.T) {
+	files := &schedLoad{sched: "1:6,2-3:4,4+:1", arg: "a"}
+	sv := &launcher{c: Config{Loader: schedLoader{files}}, st: newServeStatus(&plan.Plan{}), log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	cur, _ := files.Build(plan.Options{Load: 1}) // in force: the follower is switching away from it
+	sv.force.setPhase(server.Switching)
+	sv.st.setFollow(FollowStatus{Schedule: "1:6,2-3:4,4+:1", Bucket: "4+", Load: 3.9, Updated: time.Now()})
+	np, _, _, err := sv.reload(cur, watch.Change{Path: "p.toml", Reason: "write"}) // a comment
+	if err != nil || np.Resolution.Load != 4 {
+		t.Fatalf("reload during a switch: %v, built at load %d, want 4 (the bucket the switch goes to)", err, np.Resolution.Load)
+	}
+}
