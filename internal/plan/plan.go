@@ -191,6 +191,11 @@ func Build(ctx context.Context, s config.Settings, pol *policy.Policy, d Deps, o
 	if p.APIKeys, err = secret.Keys(engine.APIKeySpec(s.Engine.Value), l.Argv, l.Env, read); err != nil {
 		return nil, keyArgsSource(s, err)
 	}
+	if len(p.APIKeys) == 0 {
+		if n := secret.UnreadKeyVar(engine.APIKeySpec(s.Engine.Value), d.Environ); n != "" {
+			p.Warnings = append(p.Warnings, fmt.Sprintf("%s is set, but %s reads no API key from it: the engine serves with no API key; %s", n, s.Engine.Value, secret.KeyFix(engine.APIKeySpec(s.Engine.Value))))
+		}
+	}
 	return p, nil
 }
 

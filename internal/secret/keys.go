@@ -105,6 +105,38 @@ func Keys(sp Spec, argv, env []string, read func(path string) ([]byte, error)) (
 	return keys, nil
 }
 
+// UnreadKeyVar is the first variable of env (NAME=VALUE, set) whose name
+// says it holds an engine's API key while the engine reads none from it:
+// LLAMA_ARG_API_KEY (llama-server reads LLAMA_API_KEY), MLXCEL_API_KEY, a
+// typo such as LLAMA_API_KYE. With no key from elsewhere the engine serves
+// open while the operator believes a key is set. "" when there is none.
+// Names of a download token (HF) are not API keys.
+func UnreadKeyVar(sp Spec, env []string) string {
+	for _, kv := range env {
+		n, v, _ := strings.Cut(kv, "=")
+		u := strings.ToUpper(n)
+		if v == "" || slices.Contains(sp.Env, n) || slices.Contains(sp.FileEnv, n) || strings.Contains(u, "HF") {
+			continue
+		}
+		engineVar := false
+		for _, pre := range []string{"LLAMA_", "MLXCEL_", "VLLM_", "SGLANG_"} {
+			engineVar = engineVar || strings.HasPrefix(u, pre)
+		}
+		if engineVar && SecretEnv(n) {
+			return n
+		}
+	}
+	return ""
+}
+
+// KeyFix says where sp's engine reads its API key.
+func KeyFix(sp Spec) string {
+	from := append(slices.Clone(sp.Flags), sp.FileFlags...)
+	from = append(from, sp.Env...)
+	from = append(from, sp.FileEnv...)
+	return "give the key with " + strings.Join(from, ", ")
+}
+
 // fileKeys reads a key file as llama-server does: one key a line, lines
 // empty or starting with "#" skipped, nothing trimmed. A file with no key
 // is refused: the engine would serve open while the operator believes a

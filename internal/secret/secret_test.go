@@ -337,3 +337,27 @@ func TestTakeKeyFlags(t *testing.T) {
 		}
 	}
 }
+
+// A variable that names an engine's API key but that the engine does not
+// read leaves it open: it is named, so that a warning can say so.
+func TestUnreadKeyVar(t *testing.T) {
+	for _, c := range []struct {
+		env  []string
+		want string
+	}{
+		{[]string{"LLAMA_ARG_API_KEY=k"}, "LLAMA_ARG_API_KEY"},
+		{[]string{"PATH=/bin", "MLXCEL_API_KEY=k"}, "MLXCEL_API_KEY"},
+		{[]string{"LLAMA_API_KYE=k"}, "LLAMA_API_KYE"},
+		{[]string{"LLAMA_ARG_API_KEY_FIEL=/k"}, "LLAMA_ARG_API_KEY_FIEL"},
+		{[]string{"LLAMA_API_KEY=k"}, ""},           // read
+		{[]string{"LLAMA_ARG_API_KEY_FILE=/k"}, ""}, // read
+		{[]string{"LLAMA_ARG_API_KEY="}, ""},        // unset
+		{[]string{"LLAMA_ARG_HF_TOKEN=t"}, ""},      // a download token
+		{[]string{"OPENAI_API_KEY=k"}, ""},          // not an engine's
+		{[]string{"LLAMA_ARG_N_PREDICT=5"}, ""},
+	} {
+		if got := UnreadKeyVar(llamaSpec, c.env); got != c.want {
+			t.Errorf("UnreadKeyVar(%q) = %q, want %q", c.env, got, c.want)
+		}
+	}
+}
