@@ -75,6 +75,9 @@ func CheckWritable(outBase string) error {
 	}
 	if fi, err := os.Stat(outBase); err == nil && fi.IsDir() {
 		return fmt.Errorf("%s is a directory, and a record is three files named from a stem", outBase)
+	} else if err == nil && !fi.Mode().IsRegular() {
+		// --out /dev/null wrote /dev/null.md, .json and .svg.
+		return fmt.Errorf("%s is not a regular file (a device, a FIFO or a socket), and a record is three files named from a stem", outBase)
 	}
 	for _, ext := range []string{".md", ".json", ".svg"} {
 		if fi, err := os.Stat(outBase + ext); err == nil && fi.IsDir() {

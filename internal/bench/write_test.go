@@ -28,6 +28,7 @@ func TestCheckWritable(t *testing.T) {
 		{"an existing directory", dir, dir + " is a directory"},
 		{"a trailing slash", filepath.Join(dir, "new") + "/", filepath.Join(dir, "new") + "/ names a directory"},
 		{"an existing directory with its slash", dir + "/", dir + "/ names a directory"},
+		{"a device", "/dev/null", "/dev/null is not a regular file"},
 		{"a file as the directory", filepath.Join(file, "sweep"), file + " is not a directory"},
 		{"a file further up", filepath.Join(file, "a", "b", "sweep"), file + " is not a directory"},
 		{"a device as the directory", "/dev/null/x", "/dev/null is not a directory"},

@@ -55,6 +55,9 @@ func (c *BenchCmd) loadOptions(e *Env, o bench.Options, levels []int) (bench.Loa
 		if err != nil || d <= 0 {
 			return lo, &config.Error{Src: src, Msg: fmt.Sprintf("%q is not a duration above 0 (e.g. 5s)", c.Window)}
 		}
+		if d < bench.MinLoadWindow {
+			return lo, &config.Error{Src: src, Msg: fmt.Sprintf("%q is below %v, the shortest window: a window must hold tokens to have a rate; give %v or more", c.Window, bench.MinLoadWindow, bench.MinLoadWindow)}
+		}
 		if d > bench.MaxLoadWindow {
 			return lo, &config.Error{Src: src, Msg: fmt.Sprintf("%q is above %v, the longest window: a window of %v already holds a few hundred tokens at one client, and every window is run arms × levels × engines × %d times; give %v or less", c.Window, bench.MaxLoadWindow, bench.DefaultLoadWindow, bench.DefaultWindows, bench.MaxLoadWindow)}
 		}

@@ -1,6 +1,7 @@
 package secret
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -24,10 +25,11 @@ type Spec struct {
 // child's full NAME=VALUE environment) accepts: flags first, then key files
 // named by flags, then variables, then key files named by variables, each
 // in order. A key file holds one key per line, as llama-server reads it:
-// lines empty or starting with "#" are skipped, nothing is trimmed. read
-// reads a key file (bounded, and its errors naming the file: the
-// caller's); its error is returned after the flag or variable that named
-// the file. No key means the engine is open.
+// lines empty or starting with "#" are skipped, nothing is trimmed (a key
+// with space at either end is refused: sendable). read reads a key file
+// (bounded, and its errors naming the file: the caller's); its error is
+// returned after the flag or variable that named the file. No key means
+// the engine is open.
 func Keys(sp Spec, argv, env []string, read func(path string) ([]byte, error)) ([]string, error) {
 	var keys []string
 	add := func(v string) {
@@ -102,7 +104,21 @@ func Keys(sp Spec, argv, env []string, read func(path string) ([]byte, error)) (
 			}
 		}
 	}
+	if err := sendable(keys); err != nil {
+		return nil, err
+	}
 	return keys, nil
+}
+
+// sendable refuses a key no HTTP client can send: HTTP drops a header
+// value's surrounding space, and every request would get 401.
+func sendable(keys []string) error {
+	for _, k := range keys {
+		if k != strings.TrimSpace(k) {
+			return errors.New("an API key begins or ends with a space, a tab or a carriage return (a key file saved with CRLF line ends?), which no HTTP client can send: every request would get 401; remove it")
+		}
+	}
+	return nil
 }
 
 // UnreadKeyVar is the first variable of env (NAME=VALUE, set) whose name

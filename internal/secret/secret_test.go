@@ -146,7 +146,8 @@ var llamaSpec = Spec{Flags: []string{"--api-key"}, FileFlags: []string{"--api-ke
 
 func TestKeys(t *testing.T) {
 	files := map[string]string{
-		"/keys.txt":     "# operators\nkey-from-file-1\n\n  # not a comment\nkey-from-file-2 \n",
+		"/keys.txt":     "# operators\nkey-from-file-1\n\n#a comment\nkey-from-file-2\n",
+		"/spaces.txt":   "  k1 \n",
 		"/env-keys":     "env-file-key\n",
 		"/crlf.txt":     "crlf-key\r\n",
 		"/empty.txt":    "",
@@ -170,8 +171,11 @@ func TestKeys(t *testing.T) {
 		{name: "flag", sp: llamaSpec, argv: []string{"--api-key", "k1"}, want: []string{"k1"}},
 		{name: "flag equals and comma list", sp: llamaSpec, argv: []string{"--api-key=k1,,k2"}, want: []string{"k1", "k2"}},
 		{name: "file as llama-server reads it", sp: llamaSpec, argv: []string{"--api-key-file", "/keys.txt"},
-			want: []string{"key-from-file-1", "  # not a comment", "key-from-file-2 "}},
-		{name: "carriage return kept", sp: llamaSpec, argv: []string{"--api-key-file=/crlf.txt"}, want: []string{"crlf-key\r"}},
+			want: []string{"key-from-file-1", "key-from-file-2"}},
+		// Keys no HTTP client can send: every request would get 401.
+		{name: "carriage return", sp: llamaSpec, argv: []string{"--api-key-file=/crlf.txt"}, wantErrSub: "carriage return"},
+		{name: "spaces around a key", sp: llamaSpec, argv: []string{"--api-key-file=/spaces.txt"}, wantErrSub: "begins or ends with a space"},
+		{name: "a blank variable", sp: llamaSpec, env: []string{"LLAMA_API_KEY= "}, wantErrSub: "begins or ends with a space"},
 		// A key source given with no key in it would start the engine
 		// open while the operator believes a key is set.
 		{name: "empty file", sp: llamaSpec, argv: []string{"--api-key-file", "/empty.txt"}, wantErrSub: "key file /empty.txt holds no key"},
