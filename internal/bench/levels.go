@@ -48,10 +48,12 @@ const (
 	// × engines × DefaultWindows times (252 on a default tune: 10 min
 	// windows take about two days; --window 9999h never ends).
 	MaxLoadWindow = 10 * time.Minute
-	// MinLoadWindow: a window must hold tokens to have a rate. The sim's
-	// own default is 1 s; --window 1ns ran a whole tune of windows that
-	// each said "no token streamed in the window".
-	MinLoadWindow = time.Second
+	// MinLoadWindow: a window must hold tokens to have a rate. The sim
+	// streams one every few milliseconds (its end-to-end tune runs 150 ms
+	// windows); under 100 ms a window holds a handful at best, and
+	// --window 1ns ran a whole tune of windows that each said "no token
+	// streamed in the window".
+	MinLoadWindow = 100 * time.Millisecond
 	MaxLevels     = record.MaxLevels
 	// MaxLevel bounds one level: every client holds a connection.
 	MaxLevel = MaxConcurrency

@@ -48,7 +48,7 @@ type BenchCmd struct {
 	Temperature    float64 `help:"Sample at this temperature with a fixed seed per request; 0 is greedy." group:"Bench"`
 	Concurrency    string  `help:"Requests in flight per measured run, for aggregate throughput under load; the engine is started with that many slots unless -np/--parallel is given. A list (1,2,4,8; bench.concurrency in a profile takes one too) is a load sweep: every width at every level under out-of-step clients with mixed prompts, on several fresh engines per width, earning a schedule (docs/schedule.md)." placeholder:"N|N,N,..." group:"Bench"`
 	Engines        int     `help:"Load sweep: fresh engines per width, 2 to 20, so the spread between engines is measured." default:"3" group:"Bench"`
-	Window         string  `help:"Load sweep: the length of one measured window per engine and level, 1s to 10m (default 5s; 3 windows after a 3s warm-up)." placeholder:"DUR" group:"Bench"`
+	Window         string  `help:"Load sweep: the length of one measured window per engine and level, 100ms to 10m (default 5s; 3 windows after a 3s warm-up)." placeholder:"DUR" group:"Bench"`
 	Schedule       string  `help:"restart: one server at a time, each round restarts every arm (for models that fit once); resident: every arm's server up at once." placeholder:"restart|resident" group:"Bench"`
 	BasePort       int     `help:"First loopback port for arm servers (arm i on base+i) when one is given; at the default each arm gets a free loopback port drawn at random below the ephemeral range, so two benches on one host never collide." group:"Bench"`
 	Out            string  `help:"Output path without extension, in an existing directory: writes OUT.md, OUT.json, OUT.svg." placeholder:"DIR/NAME" group:"Bench"`
