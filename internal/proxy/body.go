@@ -195,23 +195,25 @@ type deadlineBody struct {
 // the connection, or the rest of the body would be read as the next
 // request on it.
 func bodyLeft(ctx context.Context) bool {
-	s, ok := ctx.Value(slotKey{}).(*slot)
-	if !ok {
-		return false
-	}
-	d, ok := s.in.(*deadlineBody)
-	return ok && !d.ended.Load()
+	d := streamed(ctx)
+	return d != nil && !d.ended.Load()
 }
 
 // bodyLate reports that the request of ctx has a body that streams
 // through and ran past the body timeout.
 func bodyLate(ctx context.Context) bool {
-	s, ok := ctx.Value(slotKey{}).(*slot)
-	if !ok {
-		return false
+	d := streamed(ctx)
+	return d != nil && (d.late.Load() || !d.ended.Load() && !time.Now().Before(d.deadline))
+}
+
+// streamed is the body of ctx's request when it streams through, else nil.
+func streamed(ctx context.Context) *deadlineBody {
+	if s, ok := ctx.Value(slotKey{}).(*slot); ok {
+		if d, ok := s.in.(*deadlineBody); ok {
+			return d
+		}
 	}
-	d, ok := s.in.(*deadlineBody)
-	return ok && (d.late.Load() || !d.ended.Load() && !time.Now().Before(d.deadline))
+	return nil
 }
 
 func (d *deadlineBody) Read(b []byte) (int, error) {

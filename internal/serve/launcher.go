@@ -367,7 +367,7 @@ func (sv *launcher) submit(kind server.Kind, reason string, cur, np *plan.Plan, 
 		return err
 	}
 	mode := sv.switchMode(np)
-	if kind == server.KindReload && !sameCommand(cur, np) {
+	if kind == server.KindReload && !plan.SameEngine(cur, np) {
 		sv.log.Info("engine command changed", "changed", diffArgv(secret.MaskArgv(plan.EngineArgv(cur)), secret.MaskArgv(plan.EngineArgv(np))))
 	}
 	sv.rt.Submit(&server.Job{Kind: kind, Mode: mode, Plan: np, Limits: limits(np), Reason: reason, Reply: reply, Origin: l})

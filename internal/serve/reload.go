@@ -78,7 +78,7 @@ func (sv *launcher) reload(cur *plan.Plan, ch watch.Change) (*plan.Plan, Load, b
 		o = plan.Options{Adapted: adapted, AdaptReason: why}
 	}
 	np, err := l.Build(o)
-	if err == nil && o.Adapted == 0 && !sameCommand(np, cur) {
+	if err == nil && o.Adapted == 0 && !plan.SameEngine(np, cur) {
 		// The edit starts a new engine anyway: at the bucket of the load
 		// now, not the one the follower last switched to, which it keeps
 		// while the server idles (no gain repays a switch at no load).
@@ -99,7 +99,7 @@ func (sv *launcher) reload(cur *plan.Plan, ch watch.Change) (*plan.Plan, Load, b
 		a.AdaptTrials.Value != b.AdaptTrials.Value {
 		sv.log.Warn("reload: adapt.* settings apply when speclaunch starts; restart it for this change to take effect")
 	}
-	if sameCommand(np, cur) {
+	if plan.SameEngine(np, cur) {
 		return np, l, false, nil
 	}
 	return np, l, true, nil
@@ -110,8 +110,6 @@ func (sv *launcher) reload(cur *plan.Plan, ch watch.Change) (*plan.Plan, Load, b
 // runs, so older means it stopped.
 const followFresh = 20 * follow.Tick
 
-// sameCommand: b would start the engine a runs, so no switch is needed.
-func sameCommand(a, b *plan.Plan) bool { return plan.SameEngine(a, b) }
 
 // reloadLoad is the load (requests in flight, at least 1) a reload that
 // starts a new engine builds its plan for: the follower's mean over its

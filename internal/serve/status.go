@@ -179,7 +179,7 @@ func (st *serveStatus) serving(in *server.Instance) {
 func (st *serveStatus) keptBy(np *plan.Plan) *server.Instance {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if st.cur == nil || !sameCommand(st.cur.Plan, np) {
+	if st.cur == nil || !plan.SameEngine(st.cur.Plan, np) {
 		return nil
 	}
 	if st.chosenFor != nil && st.chosenFor == st.desc {
