@@ -110,7 +110,6 @@ func (sv *launcher) reload(cur *plan.Plan, ch watch.Change) (*plan.Plan, Load, b
 // runs, so older means it stopped.
 const followFresh = 20 * follow.Tick
 
-
 // reloadLoad is the load (requests in flight, at least 1) a reload that
 // starts a new engine builds its plan for: the follower's mean over its
 // last window when it follows a schedule and said so within followFresh
