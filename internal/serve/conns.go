@@ -1,8 +1,10 @@
 package serve
 
 import (
+	"container/list"
 	"fmt"
 	"net"
+	"net/http"
 	"sync"
 	"time"
 )
@@ -40,14 +42,82 @@ func capFor(nofile int) int {
 }
 
 // slots counts the client connections open across every public listener
-// serve has had (a rebind's old listener finishes its connections).
-type slots struct{ ch chan struct{} }
+// serve has had (a rebind's old listener finishes its connections), and
+// keeps those waiting for a request in the order they began to wait.
+type slots struct {
+	ch chan struct{}
+
+	mu   sync.Mutex
+	idle list.List // of *slotConn: accepted or kept alive, no request in yet
+}
 
 func newSlots(n int) *slots { return &slots{ch: make(chan struct{}, n)} }
 
-// cappedListener hands out a connection while a slot is free; past the
-// cap it answers 503 at once and closes the connection, so that a client
-// that holds connections open costs the server a bounded number.
+// take holds a slot for a new connection. At the cap it closes the
+// connection that has waited longest for a request, as nginx reuses its
+// idle keep-alive connections when worker_connections run out: otherwise
+// clients that connect and send nothing, or keep connections alive and
+// idle, would hold every slot until their timeouts (ReadHeaderTimeout,
+// IdleTimeout), and every new request, /health included, would read 503.
+// Only a cap full of requests in progress sheds.
+func (s *slots) take() bool {
+	for range 2 {
+		select {
+		case s.ch <- struct{}{}:
+			return true
+		default:
+		}
+		if !s.reclaim() {
+			return false
+		}
+	}
+	return false
+}
+
+// reclaim closes the connection that has waited longest for a request.
+func (s *slots) reclaim() bool {
+	s.mu.Lock()
+	e := s.idle.Front()
+	if e != nil {
+		s.unlist(e.Value.(*slotConn))
+	}
+	s.mu.Unlock()
+	if e == nil {
+		return false
+	}
+	e.Value.(*slotConn).Close()
+	return true
+}
+
+// connState is the public servers' http.Server.ConnState: a connection
+// joins the waiting list when accepted (StateNew) or kept alive after a
+// reply (StateIdle), at the back; it leaves it once a request's header is
+// in (StateActive) or it is gone.
+func (s *slots) connState(nc net.Conn, st http.ConnState) {
+	c, ok := nc.(*slotConn)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.unlist(c)
+	if (st == http.StateNew || st == http.StateIdle) && !c.closed {
+		c.waiting = s.idle.PushBack(c)
+	}
+}
+
+// unlist takes c off the waiting list; s.mu is held.
+func (s *slots) unlist(c *slotConn) {
+	if c.waiting != nil {
+		s.idle.Remove(c.waiting)
+		c.waiting = nil
+	}
+}
+
+// cappedListener hands out a connection while a slot is free or one can be
+// reclaimed (slots.take); past that it answers 503 at once and closes the
+// connection, so that clients holding connections cost the server a
+// bounded number.
 type cappedListener struct {
 	net.Listener
 	s *slots
@@ -65,17 +135,14 @@ func (l *cappedListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		select {
-		case l.s.ch <- struct{}{}:
+		if l.s.take() {
 			return &slotConn{Conn: c, s: l.s}, nil
-		default:
-			// The write goes to a fresh socket's empty buffer; the
-			// deadline keeps a client that never reads from holding
-			// the accept loop.
-			c.SetWriteDeadline(time.Now().Add(50 * time.Millisecond))
-			c.Write(shedReply)
-			c.Close()
 		}
+		// The write goes to a fresh socket's empty buffer; the deadline
+		// keeps a client that never reads from holding the accept loop.
+		c.SetWriteDeadline(time.Now().Add(50 * time.Millisecond))
+		c.Write(shedReply)
+		c.Close()
 	}
 }
 
@@ -84,10 +151,21 @@ type slotConn struct {
 	net.Conn
 	s    *slots
 	once sync.Once
+
+	// Under s.mu: its place on the waiting list, and whether it was
+	// closed (a closed one never joins the list again).
+	waiting *list.Element
+	closed  bool
 }
 
 func (c *slotConn) Close() error {
-	c.once.Do(func() { <-c.s.ch })
+	c.once.Do(func() {
+		c.s.mu.Lock()
+		c.closed = true
+		c.s.unlist(c)
+		c.s.mu.Unlock()
+		<-c.s.ch
+	})
 	return c.Conn.Close()
 }
 

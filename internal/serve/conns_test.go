@@ -2,9 +2,11 @@ package serve
 
 import (
 	"bufio"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -102,5 +104,98 @@ func TestHeaderCap(t *testing.T) {
 		if resp.StatusCode != c.want {
 			t.Errorf("%d-byte header: %d, want %d", c.size, resp.StatusCode, c.want)
 		}
+	}
+}
+
+// At the cap a new connection takes the slot of one that waits for a
+// request (connected and silent here); only a cap full of requests in
+// progress sheds. Before, two silent connections held a cap of two, and
+// /health read 503.
+func TestCapReclaimsWaitingConnections(t *testing.T) {
+	inHandler, release := make(chan struct{}), make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			inHandler <- struct{}{}
+			<-release
+		}
+	})
+	srv, err := serveHTTP("127.0.0.1:0", h, newSlots(2), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.shutdown(time.Second)
+	defer close(release)
+	addr := srv.ln.Addr().String()
+	dial := func() net.Conn {
+		t.Helper()
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(10 * time.Second)) // a bound on a broken cap, not a timing
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	closed := func(c net.Conn) bool {
+		_, err := c.Read(make([]byte, 1))
+		return err == io.EOF
+	}
+	// http.Server marks each accepted connection new before it accepts
+	// the next, so the two wait in this order.
+	silent1, silent2 := dial(), dial()
+	for i, silent := range []net.Conn{silent1, silent2} {
+		c := dial()
+		c.Write([]byte("GET /slow HTTP/1.1\r\nHost: x\r\n\r\n"))
+		select {
+		case <-inHandler:
+		case <-time.After(10 * time.Second): // a bound on a broken cap, not a timing
+			t.Fatalf("request %d at a full cap never reached the handler", i+1)
+		}
+		if !closed(silent) {
+			t.Fatalf("request %d at a full cap: silent connection %d still open, want it closed for the request", i+1, i+1)
+		}
+	}
+	probe := dial()
+	probe.Write([]byte("GET /health HTTP/1.1\r\nHost: x\r\n\r\n"))
+	resp, err := http.ReadResponse(bufio.NewReader(probe), nil)
+	if err != nil {
+		t.Fatalf("at a cap of requests in progress: %v, want a 503", err)
+	}
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("at a cap of requests in progress: %d, want 503", resp.StatusCode)
+	}
+}
+
+// The waiting list is in the order connections began to wait: one kept
+// alive after a reply waits from then, behind one accepted before it.
+func TestWaitingOrder(t *testing.T) {
+	sl := newSlots(3)
+	conn := func() *slotConn {
+		a, b := net.Pipe()
+		t.Cleanup(func() { a.Close(); b.Close() })
+		sl.ch <- struct{}{}
+		return &slotConn{Conn: a, s: sl}
+	}
+	a, b, c := conn(), conn(), conn()
+	sl.connState(a, http.StateNew)
+	sl.connState(b, http.StateNew)
+	sl.connState(c, http.StateNew)
+	sl.connState(a, http.StateActive)
+	sl.connState(a, http.StateIdle) // a's reply is out: it waits behind b and c
+	sl.connState(c, http.StateActive)
+	var got []string
+	for sl.reclaim() {
+		for name, x := range map[string]*slotConn{"a": a, "b": b, "c": c} {
+			if x.closed && !slices.Contains(got, name) {
+				got = append(got, name)
+			}
+		}
+	}
+	if want := []string{"b", "a"}; !slices.Equal(got, want) || len(sl.ch) != 1 {
+		t.Errorf("reclaimed %v with %d slots left held, want b then a, and c (busy) holding 1", got, len(sl.ch))
+	}
+	sl.connState(b, http.StateIdle) // a closed connection never waits again
+	if sl.reclaim() {
+		t.Error("a closed connection was reclaimed again")
 	}
 }

@@ -41,6 +41,7 @@ func serveHTTP(addr string, h http.Handler, sl *slots, log *slog.Logger) (*httpS
 		// minutes (issue 33: 100 idle or trickling connections stayed);
 		// a request's body has the proxy's body timeout.
 		IdleTimeout: 2 * time.Minute,
+		ConnState:   sl.connState,
 		ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}}
 	go s.srv.Serve(ln)
