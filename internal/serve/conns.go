@@ -125,7 +125,7 @@ type cappedListener struct {
 
 // shedReply is what a connection past the cap reads.
 var shedReply = func() []byte {
-	body := `{"error":{"code":503,"message":"too many open connections to this server; retry in a second"}}` + "\n"
+	body := `{"error":{"code":503,"message":"too many open connections to this server; retry in a second","type":"unavailable_error"}}` + "\n"
 	return fmt.Appendf(nil, "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 }()
 

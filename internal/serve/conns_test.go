@@ -2,6 +2,7 @@ package serve
 
 import (
 	"bufio"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net"
@@ -52,8 +53,9 @@ func TestCappedListener(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a connection past the cap: %v, want a 503", err)
 	}
-	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
-		t.Errorf("past the cap: %d, Retry-After %q", resp.StatusCode, resp.Header.Get("Retry-After"))
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || !json.Valid(body) || !strings.Contains(string(body), `"type":"unavailable_error"`) {
+		t.Errorf("past the cap: %d, Retry-After %q, %s; want 503, a Retry-After and the engines' error body", resp.StatusCode, resp.Header.Get("Retry-After"), body)
 	}
 	first.Close()
 	first.Close()
