@@ -223,6 +223,30 @@ func TestStatusFollowsReload(t *testing.T) {
 	}
 }
 
+// A reload that moves the port and whose new engine fails to start
+// changes nothing: the old address serves on and the new one closes.
+// Before, the proxy had moved, and the address was the reload's only part
+// that took effect.
+func TestFailedMoveKeepsTheAddress(t *testing.T) {
+	testenv.E2E(t)
+	t.Parallel() // see TestMain
+	r, prof, base, port := serveSim(t, "")
+	port2 := freePort(t)
+	moved := strings.Replace(withWidth(base, 3), fmt.Sprintf("port = %d", port), fmt.Sprintf("port = %d", port2), 1)
+	renameOver(t, prof, strings.Replace(moved, "[engine]\n", "[engine]\nbinary = \"/bin/false\"\n", 1))
+	r.log.waitFor(t, `the new settings did not take over`, 1, 20*time.Second)
+	if st := status(t, port); st.Public != fmt.Sprintf("127.0.0.1:%d", port) {
+		t.Errorf("status public %q after a failed move, want the old port %d", st.Public, port)
+	}
+	if c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port2)); err == nil {
+		c.Close()
+		t.Errorf("port %d still accepts after the move failed", port2)
+	}
+	if err := streamWhole(port, 4); err != nil {
+		t.Errorf("the old address does not serve after the failed move: %v", err)
+	}
+}
+
 // /speclaunch/status says what the issue asks of it: the engine's pid and
 // internal port, its width with source and verification, uptime, switches
 // with reasons and timings, and the requests held now.

@@ -391,6 +391,13 @@ func (sv *launcher) serving(in *server.Instance) {
 // switched records a finished switch and takes its plan in.
 func (sv *launcher) switched(s server.Switched, to *server.Instance) {
 	j := s.Job
+	if sv.pub != nil {
+		var p *plan.Plan
+		if to != nil {
+			p = to.Plan
+		}
+		sv.pub.settle(j.Plan, p, sv.log)
+	}
 	rec := switchRecord{Kind: j.Kind.String(), Reason: j.Reason, Mode: j.Mode.String(), At: time.Now().Add(-s.Took), StartMS: ms(s.Took), OK: s.OK, Error: errString(s.Err)}
 	sv.met.Switched(j.Kind.String(), j.Mode.String(), s.OK, s.Took)
 	if s.From != nil { // its instance may be gone: a drain switch stopped it first
@@ -603,19 +610,32 @@ func (sv *launcher) operatorWidthEndsAdapt(p *plan.Plan, w int) {
 
 // checkSwitch refuses, before anything is stopped, a plan that cannot
 // start: in direct mode a new public port that is taken; behind the proxy a
-// new public address is bound first (the old one closes once it is).
+// new public address is bound first. With the engine kept the proxy moves
+// there now; with a new engine the new address serves beside the old until
+// the switch ends, and is kept only if the new engine took over
+// (public.settle): a reload whose engine fails leaves the address as well.
 func (sv *launcher) checkSwitch(cur, np *plan.Plan) error {
 	samePublic := np.Settings.Port.Value == cur.Settings.Port.Value && np.Settings.Host.Value == cur.Settings.Host.Value
 	if np.Settings.Proxy.Value != cur.Settings.Proxy.Value {
 		return exitcode.Bad(errors.New("server.proxy cannot change under a running server: restart speclaunch to turn the proxy on or off"))
 	}
-	if samePublic {
-		return nil
-	}
 	if sv.px == nil {
+		if samePublic {
+			return nil
+		}
 		return Launchable(np, true)
 	}
-	return sv.pub.rebind(np, sv.px, sv.log)
+	// The latest switch wins: one that stays or moves now ends a move an
+	// earlier one prepared.
+	if samePublic {
+		sv.pub.drop()
+		return nil
+	}
+	if plan.SameEngine(cur, np) {
+		sv.pub.drop()
+		return sv.pub.rebind(np, sv.px, sv.log)
+	}
+	return sv.pub.prepare(np, sv.px, sv.log)
 }
 
 // switchMode picks overlap or drain for a switch; direct mode has only
@@ -688,10 +708,87 @@ type public struct {
 	addr  string
 	srv   *httpServer
 	slots *slots // client connections open, over every listener
+
+	// A new address bound for a switch under way, serving beside addr
+	// until settle keeps it or closes it.
+	pendingAddr string
+	pending     *httpServer
 }
 
-func listenPublic(p *plan.Plan, h *proxy.Proxy, log *slog.Logger) (*public, error) {
-	addr := net.JoinHostPort(p.Settings.Host.Value, strconv.Itoa(p.Settings.Port.Value))
+func addrOf(p *plan.Plan) string {
+	return net.JoinHostPort(p.Settings.Host.Value, strconv.Itoa(p.Settings.Port.Value))
+}
+
+// prepare binds np's address beside the one serving, for a switch whose
+// new engine may yet fail; a taken port rejects the switch and the old
+// address serves on. Where the old listener itself holds the port (a move
+// between 0.0.0.0:P and 127.0.0.1:P) the two cannot serve side by side,
+// and the proxy moves now (rebind).
+func (pb *public) prepare(np *plan.Plan, h http.Handler, log *slog.Logger) error {
+	addr := addrOf(np)
+	pb.mu.Lock()
+	if pb.pending != nil && pb.pendingAddr == addr {
+		pb.mu.Unlock()
+		return nil
+	}
+	oldAddr := pb.addr
+	pb.mu.Unlock()
+	pb.drop()
+	if samePort(addr, oldAddr) {
+		return pb.rebind(np, h, log)
+	}
+	srv, err := serveHTTP(addr, h, pb.slots, log)
+	if err != nil {
+		return exitcode.Bad(fmt.Errorf("port %d on %s is not available (%v); the proxy stays on %s", np.Settings.Port.Value, np.Settings.Host.Value, err, oldAddr))
+	}
+	pb.mu.Lock()
+	pb.pending, pb.pendingAddr = srv, addr
+	pb.mu.Unlock()
+	log.Info("proxy listens on the new address too while the new engine starts", "addr", addr, "old", oldAddr)
+	return nil
+}
+
+// drop closes the new address a move prepared, if any.
+func (pb *public) drop() {
+	pb.mu.Lock()
+	pending := pb.pending
+	pb.pending, pb.pendingAddr = nil, ""
+	pb.mu.Unlock()
+	if pending != nil {
+		pending.closeListener() // now: a move to another host on its port binds next
+		go pending.shutdown(30 * time.Second)
+	}
+}
+
+// settle ends the move a switch prepared, once that switch (its plan j)
+// has ended with p in force (nil: no engine serves): the proxy moves to
+// the new address when p names it, else the new address closes and the
+// old one serves on. A switch that did not ask for the move leaves it.
+func (pb *public) settle(j, p *plan.Plan, log *slog.Logger) {
+	pb.mu.Lock()
+	pending, addr := pb.pending, pb.pendingAddr
+	if pending == nil || addrOf(j) != addr {
+		pb.mu.Unlock()
+		return
+	}
+	pb.pending, pb.pendingAddr = nil, ""
+	old := pending
+	if p != nil && addrOf(p) == addr {
+		old, pb.srv, pb.addr = pb.srv, pending, addr
+	}
+	kept := pb.addr
+	pb.mu.Unlock()
+	if old == pending {
+		log.Warn("the new settings did not take over: the proxy stays on its address", "addr", kept, "closed", addr)
+	} else {
+		log.Info("proxy moved to a new address", "addr", addr)
+	}
+	old.closeListener() // now; its open connections finish
+	go old.shutdown(30 * time.Second)
+}
+
+func listenPublic(p *plan.Plan, h http.Handler, log *slog.Logger) (*public, error) {
+	addr := addrOf(p)
 	sl := newSlots(connCap())
 	srv, err := serveHTTP(addr, h, sl, log)
 	if err != nil {
@@ -707,8 +804,8 @@ func listenPublic(p *plan.Plan, h *proxy.Proxy, log *slog.Logger) (*public, erro
 // connection arriving in between is refused, and if the new address cannot
 // be bound the old one is taken back. Connections already open finish on
 // the old server either way.
-func (pb *public) rebind(np *plan.Plan, h *proxy.Proxy, log *slog.Logger) error {
-	addr := net.JoinHostPort(np.Settings.Host.Value, strconv.Itoa(np.Settings.Port.Value))
+func (pb *public) rebind(np *plan.Plan, h http.Handler, log *slog.Logger) error {
+	addr := addrOf(np)
 	pb.mu.Lock()
 	old, oldAddr := pb.srv, pb.addr
 	pb.mu.Unlock()
@@ -749,10 +846,16 @@ func (pb *public) stopAccepting() {
 	pb.mu.Lock()
 	defer pb.mu.Unlock()
 	pb.srv.closeListener()
+	if pb.pending != nil {
+		pb.pending.closeListener()
+	}
 }
 
 func (pb *public) close() {
 	pb.mu.Lock()
 	defer pb.mu.Unlock()
 	pb.srv.shutdown(2 * time.Second)
+	if pb.pending != nil {
+		pb.pending.shutdown(2 * time.Second)
+	}
 }
