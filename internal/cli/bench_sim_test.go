@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,29 +13,9 @@ import (
 	"github.com/speclaunch/speclaunch/internal/testenv"
 )
 
-// freePortBlock returns the first of n consecutive free loopback ports,
-// below Linux's ephemeral range (32768 up): bench gives arm i port base+i,
-// and a base inside that range can meet the source port of an outgoing
-// connection (other tests' load clients open thousands).
 func freePortBlock(t *testing.T, n int) int {
 	t.Helper()
-	for try := 0; try < 200; try++ {
-		base := 20000 + rand.IntN(12000-n)
-		ok := true
-		for p := base; p < base+n && ok; p++ {
-			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
-			if err != nil {
-				ok = false
-				continue
-			}
-			l.Close()
-		}
-		if ok {
-			return base
-		}
-	}
-	t.Fatal("no block of free loopback ports below 32768")
-	return 0
+	return testenv.PortBlock(t, n)
 }
 
 // fastSim is a sim cost model about ten times faster than the default GB10

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"github.com/speclaunch/speclaunch/internal/testenv"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -149,15 +148,10 @@ func mustJSON(t *testing.T, s string, v any) {
 	}
 }
 
-// freePort finds a loopback port nobody listens on (racy, good enough).
+// freePort finds a port nobody listens on (testenv.Port).
 func freePort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return testenv.Port(t)
 }
 
 // benchTimings is the part of a final event a bench client reads.
