@@ -190,12 +190,21 @@ func tunedEntry(dp *plan.Plan, levels []int) (policy.Entry, error) {
 	if err != nil {
 		return policy.Entry{}, usage(fmt.Errorf("tune keys its schedule to the models' content, and %w", err), "check --model and --draft-model name readable files")
 	}
-	id := fmt.Sprintf("tuned-%s-%s-%s", k.Engine, pair.Target[:8], pair.Draft[:8])
+	id := tunedID(k, pair)
 	note := fmt.Sprintf("speclaunch tune at loads %s", joinLevels(levels))
 	if s.Engine.Value == key.Sim {
 		note += " on the sim engine: SIMULATED, a stand-in for trying tune; never a measurement of a GPU"
 	}
 	return policy.Entry{ID: id, Key: k, Pin: pair.Pin, Pair: pair, Tuned: time.Now().UTC().Format("2006-01-02"), Note: note}, nil
+}
+
+// tunedID names a tuned entry by all it is keyed on, the GPU and the
+// target's format as well as the pair: a pair tuned on a second GPU (a
+// home directory shared by hosts) is a second entry. With the pair alone
+// in the id, WithTuned took the second tune for a re-run and dropped the
+// first GPU's schedule.
+func tunedID(k key.Key, pair policy.Pair) string {
+	return fmt.Sprintf("tuned-%s-%s-%s-sm%d%d-%s", k.Engine, pair.Target[:8], pair.Draft[:8], k.Capability.Major, k.Capability.Minor, k.Quant)
 }
 
 // readLayer reads the tuned layer's entries ("" or a missing file: none).

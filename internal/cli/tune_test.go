@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/speclaunch/speclaunch/internal/key"
 	"github.com/speclaunch/speclaunch/internal/policy"
 	"github.com/speclaunch/speclaunch/internal/record"
 	"github.com/speclaunch/speclaunch/internal/testenv"
@@ -259,5 +260,37 @@ func TestReadLayerRefusesAnOperatorsPolicyFile(t *testing.T) {
 		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
 			t.Errorf("%s: %v, want %q", filepath.Base(c.path), err, c.want)
 		}
+	}
+}
+
+// A pair tuned on a second GPU, or with its target in a second format, is
+// a second entry of the layer; a re-run at the same key replaces its own.
+// Before, the id named the pair alone and a tune on a second host sharing
+// the home directory dropped the first host's schedule.
+func TestTunedIDKeepsEachGPUsSchedule(t *testing.T) {
+	pair := policy.Pair{Target: strings.Repeat("a", 64), Draft: strings.Repeat("b", 64)}
+	entry := func(cap key.Capability, q key.Quant) policy.Entry {
+		k := key.Key{Engine: key.LlamaCpp, Drafter: key.Draft, Capability: cap, Quant: q}
+		return policy.Entry{ID: tunedID(k, pair), Key: k, Pair: pair, Width: 4, Pin: "d32676d", Record: "records/r.md", Tuned: "2026-12-06"}
+	}
+	h100, h200, gb10 := key.Capability{Major: 9}, key.Capability{Major: 9}, key.Capability{Major: 12, Minor: 1}
+	layer := []policy.Entry{entry(h100, key.QuantQ4_K)}
+	for _, c := range []struct {
+		e    policy.Entry
+		want int
+	}{
+		{entry(h200, key.QuantQ4_K), 1}, // a re-run at the same key
+		{entry(gb10, key.QuantQ4_K), 2}, // another GPU
+		{entry(h100, key.QuantQ8_0), 2}, // another format of the target
+	} {
+		if got := policy.WithTuned(layer, c.e); len(got) != c.want {
+			t.Errorf("%s into a layer of %s: %d entries, want %d", c.e.ID, layer[0].ID, len(got), c.want)
+		}
+	}
+	if id := entry(gb10, key.QuantQ4_K).ID; id != "tuned-llama.cpp-aaaaaaaa-bbbbbbbb-sm121-q4_k" {
+		t.Errorf("id %q", id)
+	}
+	if _, err := policy.Parse("t.toml", policy.RenderTuned([]policy.Entry{entry(gb10, key.QuantQ4_K)})); err != nil {
+		t.Errorf("the entry does not parse back: %v", err)
 	}
 }

@@ -14,7 +14,8 @@ const TunedHeader = `# speclaunch's tuned layer: schedules measured by ` + "`spe
 # (target_sha256, draft_sha256) on the engine build it names (pin), and
 # answers before the embedded policy's measured entries; operator policy
 # files and profiles layer over it (docs/schedule.md). Re-running tune on a
-# pair replaces its entry; edit or delete entries freely (tune rewrites the
+# pair on the same GPU and target format replaces its entry; one on another
+# GPU adds one; edit or delete entries freely (tune rewrites the
 # file, so comments you add are not kept). Records sit beside this file,
 # their paths relative to it.
 `
