@@ -65,7 +65,7 @@ func (p *Plan) pair() {
 	s := p.Settings
 	pair, err := PairOf(s.Engine.Value, s.Model.Value, s.DraftModel.Value, p.Facts.Caps)
 	if err != nil {
-		p.Warnings = append(p.Warnings, fmt.Sprintf("the policy holds tuned entries, but %v: none of them applies", err))
+		p.Warnings = append(p.Warnings, fmt.Sprintf("the tuned layer holds a schedule for this engine, GPU and target format, but it applies only to the pair it was tuned on, and this pair cannot be read to compare (%v)", err))
 		return
 	}
 	p.Facts.Pair = pair

@@ -148,7 +148,8 @@ func Build(ctx context.Context, s config.Settings, pol *policy.Policy, d Deps, o
 		return nil, err
 	}
 	p.engineCaps(ctx, d)
-	if speculative && !p.Facts.Hypothetical && pol.HasPairs() && s.Model.Value != "" { // no target: nothing to hash, and the warning below says so
+	if speculative && !p.Facts.Hypothetical && s.Model.Value != "" && // no target: nothing to hash, and the warning below says so
+		pol.HasPairs(width.KeyFor(s.Engine.Value, p.Facts.Drafter, p.Facts.Capability, p.Facts.Quant)) {
 		p.pair()
 	}
 	// An interrupt during the facts (a long GGUF header, the model hash)

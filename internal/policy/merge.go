@@ -155,14 +155,16 @@ func (p *Policy) LookupPair(k key.Key, pair Pair) *Entry {
 	return nil
 }
 
-// HasPairs reports whether any entry is keyed to a pair: only then is a
-// pair worth hashing.
-func (p *Policy) HasPairs() bool {
+// HasPairs reports whether any entry for k is keyed to a pair: only then
+// is the launch's pair worth hashing (a model that cannot be read is worth
+// a warning only then: a tuned entry for another GPU or engine would not
+// apply anyway).
+func (p *Policy) HasPairs(k key.Key) bool {
 	if p == nil {
 		return false
 	}
 	for _, e := range p.Entries {
-		if !e.Pair.IsZero() {
+		if !e.Pair.IsZero() && e.Key == k {
 			return true
 		}
 	}

@@ -297,3 +297,28 @@ func TestShippedPyDefaults(t *testing.T) {
 		}
 	}
 }
+
+// A launch's pair is hashed (and a model it cannot read warned of) only
+// when a tuned entry has its key: a schedule tuned on another GPU or
+// engine would not apply anyway. Before, any tuned entry did, and every
+// resolve of a remote model id warned once a tune had run.
+func TestHasPairs(t *testing.T) {
+	tuned := entry("tuned-x", gb10, 4, "tuned.toml:3")
+	tuned.Pair = Pair{Target: strings.Repeat("a", 64), Draft: strings.Repeat("b", 64), Pin: "sim"}
+	p := Merge(&File{Name: "tuned.toml", Entries: []Entry{tuned, entry("h200-measured", h200, 3, "policy.toml:1")}})
+	llama := gb10
+	llama.Engine = key.LlamaCpp
+	for _, c := range []struct {
+		name string
+		k    key.Key
+		want bool
+	}{
+		{"the tuned entry's key", gb10, true},
+		{"another GPU, a measured entry only", h200, false},
+		{"another engine", llama, false},
+	} {
+		if got := p.HasPairs(c.k); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}

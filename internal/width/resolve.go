@@ -91,11 +91,17 @@ func (r Resolution) AtLoad(n int) Resolution {
 	return r
 }
 
-func resolveSchedule(in Input) Resolution {
-	k := key.Key{Engine: PolicyEngine(in.Engine), Drafter: in.Drafter, Capability: in.Capability, Quant: in.Quant}
-	if in.Quant == "" {
+// KeyFor is the policy key a launch's facts look up.
+func KeyFor(eng key.Engine, d key.Drafter, c key.Capability, q key.Quant) key.Key {
+	k := key.Key{Engine: PolicyEngine(eng), Drafter: d, Capability: c, Quant: q}
+	if q == "" {
 		k.Quant = key.QuantUnknown
 	}
+	return k
+}
+
+func resolveSchedule(in Input) Resolution {
+	k := KeyFor(in.Engine, in.Drafter, in.Capability, in.Quant)
 	r := Resolution{Key: k}
 	switch {
 	case !in.HasDrafter:
