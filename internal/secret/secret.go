@@ -58,14 +58,22 @@ func secretParts(parts []string) bool {
 	return false
 }
 
+// credentialWords are last parts of a variable's name that say its value
+// is a credential (GITHUB_PAT, PROXY_AUTH, DB_PASS, SSH_PRIVATE). Only a
+// whole last part counts, and not for typos: PAT is one edit from PATH,
+// AUTH from AUTO, and AUTH_MODE, COMPAT and BYPASS are not secrets.
+var credentialWords = []string{"AUTH", "PAT", "PASS", "PRIVATE"}
+
 // SecretEnv reports whether an environment variable's name says its value
 // is a secret: a part (split on "_") that is or ends in KEY, TOKEN, SECRET,
 // PASSWORD, PASSWD or CREDENTIAL(S), unless the name ends in FILE, PATH or
-// DIR; or a typo of one (nearSecretEnv). Case does not matter.
+// DIR; a last part AUTH, PAT, PASS or PRIVATE; or a typo of one of the
+// first (nearSecretEnv). Case does not matter. A value can also be secret
+// by its shape whatever its name (MaskValue).
 func SecretEnv(name string) bool {
 	n := strings.ToUpper(name)
 	parts := strings.Split(n, "_")
-	return secretParts(parts) || nearSecretEnv(n, parts)
+	return secretParts(parts) || slices.Contains(credentialWords, parts[len(parts)-1]) || nearSecretEnv(n, parts)
 }
 
 // secretEnvs are the variables the engines and speclaunch read a key or
@@ -164,17 +172,18 @@ func editDistance(a, b string) int {
 	return d[len(a)][len(b)]
 }
 
-// ArgvValues are the values of the secret flags in argv (those MaskArgv
-// masks), for a Redactor: a typo'd key flag still carries a key, which the
-// engine may echo back in its refusal.
+// ArgvValues are the secrets in argv (those MaskArgv masks): the values
+// of the secret flags and the parts secret by shape, for a Redactor: a
+// typo'd key flag still carries a key, which the engine may echo back in
+// its refusal.
 func ArgvValues(argv []string) []string {
 	var out []string
-	masked := MaskArgv(argv)
-	for i := range argv {
-		if masked[i] == argv[i] {
+	_, byFlag := maskArgv(argv)
+	for i, v := range argv {
+		if !byFlag[i] {
+			out = append(out, ValueSecrets(v)...)
 			continue
 		}
-		v := argv[i]
 		if name, val, ok := strings.Cut(v, "="); ok && SecretFlag(name) {
 			v = val
 		}
@@ -190,43 +199,69 @@ func ArgvValues(argv []string) []string {
 // the first form up to the next argument that starts with "-" (vLLM's
 // --api-key K1 K2). A secret flag's value that looks like the next flag
 // ("--hf-token --port 8080": vLLM's --hf-token takes an optional value) is
-// left alone. argv itself is not changed.
+// left alone. Every other argument has its parts secret by shape masked
+// (MaskValue: --header "Authorization: Bearer ****5555"). argv itself is
+// not changed.
 func MaskArgv(argv []string) []string {
-	out := make([]string, len(argv))
+	out, _ := maskArgv(argv)
+	return out
+}
+
+// maskArgv is MaskArgv, and which arguments it masked as a secret flag's.
+func maskArgv(argv []string) (out []string, byFlag []bool) {
+	out = make([]string, len(argv))
 	copy(out, argv)
+	byFlag = make([]bool, len(argv))
+	mask := func(i int) {
+		out[i], byFlag[i] = Mask(out[i]), true
+	}
 	for i := 0; i < len(out); i++ {
 		name, val, inline := strings.Cut(out[i], "=")
 		if !SecretFlag(name) {
 			continue
 		}
 		if inline {
-			out[i] = name + "=" + Mask(val)
+			out[i], byFlag[i] = name+"="+Mask(val), true
 			continue
 		}
 		if i+1 < len(out) && !strings.HasPrefix(out[i+1], "--") {
-			out[i+1] = Mask(out[i+1])
+			mask(i + 1)
 			i++
 		}
 		for i+1 < len(out) && !strings.HasPrefix(out[i+1], "-") {
-			out[i+1] = Mask(out[i+1])
+			mask(i + 1)
 			i++
 		}
 	}
-	return out
+	for i := range out {
+		if !byFlag[i] {
+			out[i] = MaskValue(out[i])
+		}
+	}
+	return out, byFlag
 }
 
 // MaskEnv returns NAME=VALUE entries with the value of every secret-named
-// variable masked.
+// variable masked, and in the others the parts secret by shape
+// (MaskValue).
 func MaskEnv(env []string) []string {
 	out := make([]string, len(env))
 	for i, kv := range env {
-		k, v, ok := strings.Cut(kv, "=")
-		if ok && SecretEnv(k) {
-			kv = k + "=" + Mask(v)
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			kv = k + "=" + maskEnvValue(k, v)
 		}
 		out[i] = kv
 	}
 	return out
+}
+
+// maskEnvValue masks variable k's value v: whole for a secret name, else
+// by shape.
+func maskEnvValue(k, v string) string {
+	if SecretEnv(k) {
+		return Mask(v)
+	}
+	return MaskValue(v)
 }
 
 // MaskEnvMap is MaskEnv for a name -> value map (a copy; nil stays nil).
@@ -236,21 +271,24 @@ func MaskEnvMap(m map[string]string) map[string]string {
 	}
 	out := make(map[string]string, len(m))
 	for k, v := range m {
-		if SecretEnv(k) {
-			v = Mask(v)
-		}
-		out[k] = v
+		out[k] = maskEnvValue(k, v)
 	}
 	return out
 }
 
 // EnvValues are the values of the secret-named variables in env
-// (NAME=VALUE entries), sorted, for a Redactor.
+// (NAME=VALUE entries) and the parts of the others secret by shape
+// (ValueSecrets), sorted, for a Redactor.
 func EnvValues(env []string) []string {
 	var out []string
 	for _, kv := range env {
-		if k, v, ok := strings.Cut(kv, "="); ok && v != "" && SecretEnv(k) {
+		k, v, ok := strings.Cut(kv, "=")
+		switch {
+		case !ok || v == "":
+		case SecretEnv(k):
 			out = append(out, v)
+		default:
+			out = append(out, ValueSecrets(v)...)
 		}
 	}
 	sort.Strings(out)

@@ -62,6 +62,18 @@ func TestSecretNames(t *testing.T) {
 		{"LLAMA_ARG_TOP_K", false},
 		{"VLLM_NUM_SPECULATIVE_TOKENS", false},
 		{"KEEP_ALIVE", false},
+		// Whole last parts that name a credential; not PATH, COMPAT, AUTO.
+		{"GITHUB_PAT", true},
+		{"AUTH", true},
+		{"PROXY_AUTH", true},
+		{"DB_PASS", true},
+		{"SSH_PRIVATE", true},
+		{"GITHUB_PAT_FILE", false},
+		{"VLLM_COMPAT", false},
+		{"AUTH_MODE", false},
+		{"LLAMA_ARG_AUTO", false},
+		{"BYPASS", false},
+		{"PATH", false},
 	} {
 		if got := SecretEnv(c.name); got != c.want {
 			t.Errorf("SecretEnv(%q) = %v, want %v", c.name, got, c.want)
@@ -363,5 +375,94 @@ func TestUnreadKeyVar(t *testing.T) {
 		if got := UnreadKeyVar(llamaSpec, c.env); got != c.want {
 			t.Errorf("UnreadKeyVar(%q) = %q, want %q", c.env, got, c.want)
 		}
+	}
+}
+
+// A secret under an innocuous name is judged by its value's shape: an
+// Authorization value, a token with a provider's prefix, a URL's
+// password. Only the secret part is masked; the rest stays readable, and
+// ordinary values are left whole (the negatives below).
+func TestMaskByValue(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"Bearer tok-SECRET-5555", "Bearer ****5555"},
+		{"Basic dXNlcjpwYXNzd29yZA==", "Basic ****ZA=="},
+		{"token abcdef123456", "token ****3456"},
+		{"Bearer abc", "Bearer ****"},
+		{"postgres://u:pw-SECRET-77@h/db", "postgres://u:****T-77@h/db"},
+		{"redis://:hunter2-pw@cache:6379/0", "redis://:****2-pw@cache:6379/0"},
+		{"https://user:p@ss-9999@example.com/x", "https://user:****9999@example.com/x"},
+		{"ghp_SECRET2222", "****2222"},
+		{"gho_0123456789abcdef", "****cdef"},
+		{"github_pat_11ABCDEFG0123456789_abcdefghij", "****ghij"},
+		{"sk-SECRET7777", "****7777"},
+		{"sk_live_0123456789abcdef", "****cdef"},
+		{"sk-proj-AbCdEf012345", "****2345"},
+		{"hf_AbCdEfGhIjKlMnOpQrStUvWxYz012345", "****2345"},
+		{"xoxb-1234567890-abcdefgh", "****efgh"},
+		{"xoxp-1234567890-abcdefgh", "****efgh"},
+		{"AKIAIOSFODNN7EXAMPLE", "****MPLE"},
+		{"glpat-AbCdEf0123456789xyz", "****9xyz"},
+		{"AIzaSyA-0123456789abcdefghijklmnopqrstu", "****rstu"},
+		{"eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJl", "****dXJl"},
+		{"a=1,key=sk-SECRET7777;b", "a=1,key=****7777;b"},
+		// Ordinary values stay readable.
+		{"info", "info"},
+		{"0,1", "0,1"},
+		{"8080", "8080"},
+		{"/models/llama-3-8b.gguf", "/models/llama-3-8b.gguf"},
+		{"/data/hf_models/llama", "/data/hf_models/llama"},
+		{"hf_transfer", "hf_transfer"},
+		{"sk-learn", "sk-learn"},
+		{"task-0123456789", "task-0123456789"},
+		{"desk-AbCdEf012345", "desk-AbCdEf012345"},
+		{"AKIAIOSFODNN7EXAMPLEX", "AKIAIOSFODNN7EXAMPLEX"}, // 17 after AKIA: not a key id
+		{"api.example.com", "api.example.com"},
+		{"https://example.com:8443/v1", "https://example.com:8443/v1"},
+		{"https://user@example.com/v1", "https://user@example.com/v1"},
+		{"postgres://h:5432/db", "postgres://h:5432/db"},
+		{"Bearer", "Bearer"},
+		{"Basic math tutor", "Basic math tutor"},
+		{"eyJhbGciOiJIUzI1NiJ9", "eyJhbGciOiJIUzI1NiJ9"}, // one segment: not a JWT
+		{"", ""},
+	} {
+		if got := MaskEnv([]string{"FOO=" + c.in}); got[0] != "FOO="+c.want {
+			t.Errorf("MaskEnv(FOO=%q) = %q, want FOO=%q", c.in, got[0], c.want)
+		}
+		if got := MaskEnvMap(map[string]string{"FOO": c.in}); got["FOO"] != c.want {
+			t.Errorf("MaskEnvMap(FOO=%q) = %q, want %q", c.in, got["FOO"], c.want)
+		}
+		if got := MaskArgv([]string{"--x", c.in}); got[1] != c.want {
+			t.Errorf("MaskArgv(--x %q) = %q, want %q", c.in, got[1], c.want)
+		}
+	}
+}
+
+// An argument can carry a header: its credential is masked, the header's
+// name and scheme stay readable.
+func TestMaskArgvHeader(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"Authorization: Bearer tok-SECRET-5555", "Authorization: Bearer ****5555"},
+		{"authorization:Basic dXNlcjpwYXNz", "authorization:Basic ****YXNz"},
+		{"Proxy-Authorization: raw-credential-1234", "Proxy-Authorization: ****1234"},
+		{"X-Api-Key: my-key-0000", "X-Api-Key: ****0000"},
+		{`{"Authorization": "Bearer tok-SECRET-5555"}`, `{"Authorization": "Bearer ****5555"}`},
+		{"Content-Type: application/json", "Content-Type: application/json"},
+	} {
+		if got := MaskArgv([]string{"--header", c.in}); got[1] != c.want {
+			t.Errorf("MaskArgv(--header %q) = %q, want %q", c.in, got[1], c.want)
+		}
+	}
+}
+
+// The Redactor hears of secrets judged by value too, so that an engine
+// echoing one back does not print it.
+func TestValuesByShape(t *testing.T) {
+	env := []string{"FOO=sk-SECRET7777", "DB_URL=postgres://u:pw-SECRET-77@h/db", "HDR=Bearer tok-SECRET-5555", "PORT=8080"}
+	if got, want := EnvValues(env), []string{"pw-SECRET-77", "sk-SECRET7777", "tok-SECRET-5555"}; !slices.Equal(got, want) {
+		t.Errorf("EnvValues = %q, want %q", got, want)
+	}
+	argv := []string{"--header", "Authorization: Bearer tok-SECRET-5555", "--api-key", "K1", "-m", "/m/hf_models/x"}
+	if got, want := ArgvValues(argv), []string{"tok-SECRET-5555", "K1"}; !slices.Equal(got, want) {
+		t.Errorf("ArgvValues = %q, want %q", got, want)
 	}
 }

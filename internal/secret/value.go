@@ -1,0 +1,122 @@
+package secret
+
+import (
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// A secret's name says nothing when the operator chose it (AUTH, DB_URL,
+// FOO), so values are judged by their shape as well: an Authorization
+// value, a token with a provider's prefix, a URL's password. MaskValue and
+// ValueSecrets are that one rule; MaskEnv, MaskEnvMap, MaskArgv, EnvValues
+// and ArgvValues apply it to whatever their names do not mask.
+
+var (
+	// A whole value "Bearer X", "Basic X" or "Token X": X is the secret.
+	authValueRE = regexp.MustCompile(`^\s*(?i:bearer|basic|token)\s+(\S+)\s*$`)
+	// A header (or a JSON key) that carries a credential, its scheme
+	// kept: "Authorization: Bearer X", `"X-Api-Key": "X"`.
+	authHeaderRE = regexp.MustCompile(`(?i)\b(?:proxy-)?authorization|\b(?:x-)?api-key`)
+	authRestRE   = regexp.MustCompile(`^"?\s*[:=]\s*"?(?:(?i:bearer|basic|token)\s+)?([^\s"',;]+)`)
+	// A URL's password: scheme://user:PASS@host. The last "@" ends it (a
+	// password may hold a raw "@"); a port (host:8080/) has none.
+	urlPassRE = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:]*:([^\s/?#]*)@`)
+	// Tokens a provider marks with a prefix: OpenAI's and Stripe's sk-/sk_,
+	// GitHub's, Hugging Face's, Slack's, GitLab's.
+	prefixedRE = regexp.MustCompile(`(?:sk-|sk_|gh[pousr]_|github_pat_|hf_|xox[abposr]-|glpat-)([A-Za-z0-9_-]{8,})`)
+	// An AWS access key id, a Google API key, a JWT (three base64url
+	// segments, the first a JSON object: "eyJ").
+	awsRE    = regexp.MustCompile(`(?:AKIA|ASIA)[0-9A-Z]{16}`)
+	googleRE = regexp.MustCompile(`AIza[0-9A-Za-z_-]{30,}`)
+	jwtRE    = regexp.MustCompile(`eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*`)
+)
+
+func isAlnum(b byte) bool {
+	return b >= '0' && b <= '9' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z'
+}
+
+// wordAt reports whether v[s:e] stands alone: no letter or digit just
+// before or after it (desk-…, task-… are words, not sk- tokens).
+func wordAt(v string, s, e int) bool {
+	return (s == 0 || !isAlnum(v[s-1])) && (e == len(v) || !isAlnum(v[e]))
+}
+
+// randomish reports whether a token's body has a digit or a capital, as a
+// generated one does: hf_transfer, hf_models and sk-learn are words.
+func randomish(body string) bool {
+	return strings.ContainsFunc(body, func(r rune) bool { return r >= '0' && r <= '9' || r >= 'A' && r <= 'Z' })
+}
+
+// valueSpans are the byte ranges of v that are secret by shape, sorted
+// and merged where they overlap.
+func valueSpans(v string) [][2]int {
+	var sp [][2]int
+	add := func(s, e int) {
+		if s < e {
+			sp = append(sp, [2]int{s, e})
+		}
+	}
+	if m := authValueRE.FindStringSubmatchIndex(v); m != nil {
+		add(m[2], m[3])
+	}
+	for _, h := range authHeaderRE.FindAllStringIndex(v, -1) {
+		if m := authRestRE.FindStringSubmatchIndex(v[h[1]:]); m != nil {
+			add(h[1]+m[2], h[1]+m[3])
+		}
+	}
+	for _, m := range urlPassRE.FindAllStringSubmatchIndex(v, -1) {
+		add(m[2], m[3])
+	}
+	for _, m := range prefixedRE.FindAllStringSubmatchIndex(v, -1) {
+		if wordAt(v, m[0], m[1]) && randomish(v[m[2]:m[3]]) {
+			add(m[0], m[1])
+		}
+	}
+	for _, re := range []*regexp.Regexp{awsRE, googleRE, jwtRE} {
+		for _, m := range re.FindAllStringIndex(v, -1) {
+			if wordAt(v, m[0], m[1]) {
+				add(m[0], m[1])
+			}
+		}
+	}
+	slices.SortFunc(sp, func(a, b [2]int) int { return a[0] - b[0] })
+	var out [][2]int
+	for _, s := range sp {
+		if n := len(out); n > 0 && s[0] < out[n-1][1] {
+			out[n-1][1] = max(out[n-1][1], s[1])
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// MaskValue returns v with each part that is secret by its shape masked
+// (Mask), the rest as it is: "Bearer ****5555",
+// "postgres://u:****T-77@h/db", "****7777" for sk-SECRET7777. Ordinary
+// values (paths, numbers, hosts, URLs without a password) are left whole.
+func MaskValue(v string) string {
+	sp := valueSpans(v)
+	if len(sp) == 0 {
+		return v
+	}
+	var b strings.Builder
+	at := 0
+	for _, s := range sp {
+		b.WriteString(v[at:s[0]])
+		b.WriteString(Mask(v[s[0]:s[1]]))
+		at = s[1]
+	}
+	b.WriteString(v[at:])
+	return b.String()
+}
+
+// ValueSecrets are the parts of v that MaskValue masks, for a Redactor.
+func ValueSecrets(v string) []string {
+	var out []string
+	for _, s := range valueSpans(v) {
+		out = append(out, v[s[0]:s[1]])
+	}
+	return out
+}
