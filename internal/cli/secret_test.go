@@ -473,3 +473,39 @@ func TestSecretsEmptyKeyNamesItsSource(t *testing.T) {
 		}
 	}
 }
+
+// A secret under a name that does not say so is masked by its shape in
+// the engine's environment: resolve (and --json) and the dry run used to
+// print these four in full.
+func TestSecretsEnvByValue(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	prof := filepath.Join(t.TempDir(), "envsec.toml")
+	writeFile(t, prof, `[engine]
+name = "sim"
+[engine.env]
+HDR = "Bearer tok-SECRET-5555"
+DB_URL = "postgres://u:pw-SECRET-77@h/db"
+GITHUB_PAT = "ghp_SECRET2222"
+FOO = "sk-SECRET7777"
+LEVEL = "info"
+[model]
+path = "demo-target"
+[draft]
+model = "demo-drafter"
+`)
+	for _, args := range [][]string{{"resolve"}, {"resolve", "--json"}, {"serve", "--dry-run"}} {
+		code, o, e := runCLI(t, append(args, "--profile", prof)...)
+		if code != 0 || strings.Contains(o+e, "SECRET") {
+			t.Errorf("%q: exit %d, a secret printed:\n%s%s", args, code, o, e)
+		}
+		if args[len(args)-1] == "--json" {
+			continue
+		}
+		_, env, _ := strings.Cut(o, "environment:")
+		for _, want := range []string{"HDR='Bearer ****5555'", "DB_URL='postgres://u:****T-77@h/db'", "GITHUB_PAT='****2222'", "FOO='****7777'", "LEVEL=info"} {
+			if !strings.Contains(env, want) {
+				t.Errorf("%q: no %s in the environment:\n%s", args, want, env)
+			}
+		}
+	}
+}
