@@ -5,7 +5,7 @@
 // characters (tools/server/server-http.cpp): Mask does the same, and masks
 // a key of 4 characters or fewer completely. What is a secret is decided in
 // one place each: SecretFlag for command-line flags, SecretEnv for
-// environment variables; Keys reads an engine's keys from its argv,
+// environment variables, MaskValue for a value whatever its name; Keys reads an engine's keys from its argv,
 // environment and key files; Redactor replaces secret values wherever they
 // appear in free text; Bearer adds the key to outgoing requests and
 // Authorized checks it on incoming ones.
