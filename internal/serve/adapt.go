@@ -43,7 +43,7 @@ func (sv *launcher) newAdapt(p *plan.Plan) Controller {
 	if why := AdaptOff(p, sv.px != nil); why != "" {
 		if p.Settings.Adapt.Value {
 			sv.log.Info("adaptive width off: " + why)
-			sv.st.setAdapt(adapt.Status{State: adapt.StateNotAdapting, Note: why, Updated: time.Now()})
+			sv.showAdapt(adapt.Status{State: adapt.StateNotAdapting, Note: why, Updated: time.Now()}, adapt.StateNotAdapting)
 		}
 		return nil
 	}
@@ -54,8 +54,7 @@ func (sv *launcher) newAdapt(p *plan.Plan) Controller {
 	sh := &controlShell{c: control.New(controlConfig(p)), rt: sv, eng: sv.rt, key: key,
 		client: secret.Client(sv.probeClient(60*time.Second), sv.engineKey), log: sv.log.With("component", "adapt"),
 		publish: func(s control.Status) {
-			sv.st.setAdapt(s)
-			sv.met.Adapt(s.State)
+			sv.showAdapt(s, s.State)
 			sv.met.PredictionError(s.PredictionError)
 		}, every: controlEvery,
 		started: func() time.Duration {
@@ -67,8 +66,16 @@ func (sv *launcher) newAdapt(p *plan.Plan) Controller {
 		sh.file = controlFile(dir, key)
 	}
 	sh.start()
-	sv.st.setAdapt(control.Status{State: "watching", Width: p.Resolution.Width, Note: "starting with the first engine", Resumed: sh.resumed, Updated: time.Now()})
+	sv.showAdapt(control.Status{State: "watching", Width: p.Resolution.Width, Note: "starting with the first engine", Resumed: sh.resumed, Updated: time.Now()}, "watching")
 	return sh
+}
+
+// showAdapt shows the adaptive loop's status on the status page and its
+// state in speclaunch_adapt_state, always both: the page said "not
+// adapting" while the metric still said off, or watching.
+func (sv *launcher) showAdapt(s any, state string) {
+	sv.st.setAdapt(s)
+	sv.met.Adapt(state)
 }
 
 // adaptCache is the key the controller's saved state is kept under and

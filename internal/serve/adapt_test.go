@@ -14,6 +14,7 @@ import (
 	"github.com/speclaunch/speclaunch/internal/adapt"
 	"github.com/speclaunch/speclaunch/internal/config"
 	"github.com/speclaunch/speclaunch/internal/key"
+	"github.com/speclaunch/speclaunch/internal/metrics"
 	"github.com/speclaunch/speclaunch/internal/plan"
 	"github.com/speclaunch/speclaunch/internal/policy"
 	"github.com/speclaunch/speclaunch/internal/proxy"
@@ -230,5 +231,20 @@ func TestSwitchErr(t *testing.T) {
 		if errors.Is(got, adapt.ErrSwitchDropped) != tc.dropped || !errors.Is(got, tc.err) {
 			t.Errorf("switchErr(%v) = %v, want dropped %v, wrapping it", tc.err, got, tc.dropped)
 		}
+	}
+}
+
+// The adaptive loop's state is one answer on the status page and in
+// speclaunch_adapt_state: with --adapt and an operator width the page
+// said "not adapting" while the metric said off.
+func TestAdaptStateOnPageAndMetric(t *testing.T) {
+	sv := &launcher{log: slog.New(slog.DiscardHandler), st: newServeStatus(&plan.Plan{}), met: metrics.New(metrics.Sources{})}
+	p := &plan.Plan{Resolution: width.Resolution{Source: width.Override}}
+	p.Settings.Adapt.Value = true
+	if c := sv.newAdapt(p); c != nil {
+		t.Fatal("a controller under an operator width")
+	}
+	if want := `speclaunch_adapt_state{state="not adapting"} 1`; !strings.Contains(string(sv.met.Text()), want) {
+		t.Errorf("metric without %s:\n%s", want, sv.met.Text())
 	}
 }

@@ -331,7 +331,7 @@ func (sv *launcher) feed(changes <-chan watch.Change, hup <-chan os.Signal, stop
 		if !changed && !sv.force.switching() {
 			// The runtime takes it in without a switch. During one it
 			// applies after it (the latest wins), and says so itself.
-			sv.log.Info("reload: engine command unchanged; nothing to do", "width", np.Resolution.Width)
+			sv.log.Info("reload: engine command unchanged; nothing to do", "width", widthOf(np))
 		}
 		why := ch.Reason
 		if ch.Path != "" {
@@ -604,7 +604,7 @@ func (sv *launcher) operatorWidthEndsAdapt(p *plan.Plan, w int) {
 	sv.log.Info("adaptive width off: " + why + "; it stays off until speclaunch restarts")
 	go func() { // the loop may be waiting on the runtime's goroutine
 		stop()
-		sv.st.setAdapt(adapt.Status{State: adapt.StateNotAdapting, Note: why, Width: w, Updated: time.Now()})
+		sv.showAdapt(adapt.Status{State: adapt.StateNotAdapting, Note: why, Width: w, Updated: time.Now()}, adapt.StateNotAdapting)
 	}()
 }
 

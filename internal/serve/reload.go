@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/speclaunch/speclaunch/internal/follow"
 	"io"
 	"math"
 	"os"
@@ -13,8 +12,10 @@ import (
 
 	"github.com/speclaunch/speclaunch/internal/config"
 	"github.com/speclaunch/speclaunch/internal/exitcode"
+	"github.com/speclaunch/speclaunch/internal/follow"
 	"github.com/speclaunch/speclaunch/internal/plan"
 	"github.com/speclaunch/speclaunch/internal/safefile"
+	"github.com/speclaunch/speclaunch/internal/server"
 	"github.com/speclaunch/speclaunch/internal/watch"
 )
 
@@ -52,6 +53,12 @@ func (sv *launcher) reload(cur *plan.Plan, ch watch.Change) (*plan.Plan, Load, b
 		}
 	}
 	l, err := sv.c.Loader.Load()
+	if errors.Is(err, context.Canceled) {
+		// A SIGHUP after SIGTERM: the stop cut the read short; nothing
+		// was rejected.
+		sv.log.Info("reload not applied: speclaunch is stopping")
+		return nil, nil, false, server.ErrStopping
+	}
 	if err != nil {
 		err = reloadErr(err)
 		if l != nil {

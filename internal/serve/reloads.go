@@ -35,6 +35,9 @@ func reloadRecord(now time.Time, ch watch.Change, files []string, err error, mas
 
 // reloaded records a reload's outcome for the status page and /metrics.
 func (sv *launcher) reloaded(ch watch.Change, err error) {
+	if errors.Is(err, server.ErrStopping) {
+		return // cut short by the stop: nothing to show
+	}
 	sv.reloading(ch)(err)
 }
 

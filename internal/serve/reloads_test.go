@@ -1,8 +1,11 @@
 package serve
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"log/slog"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -114,4 +117,22 @@ func TestReloadOutcomeIsTheSwitchs(t *testing.T) {
 	if r := result(); r != "applied" {
 		t.Errorf("the last reload applied: %q", r)
 	}
+}
+
+// A reload cut short by the stop (a SIGHUP after SIGTERM) is no rejection:
+// it logged "reload rejected … context canceled" and counted one.
+func TestReloadCutByStopIsNoRejection(t *testing.T) {
+	sv := &launcher{c: Config{Loader: canceledLoader{}, Secrets: &secret.Redactor{}}, st: newServeStatus(&plan.Plan{}), met: metrics.New(metrics.Sources{}), log: slog.New(slog.DiscardHandler)}
+	ch := watch.Change{Reason: watch.ReasonSIGHUP}
+	_, _, _, err := sv.reload(&plan.Plan{}, ch)
+	sv.reloaded(ch, err)
+	if strings.Contains(string(sv.met.Text()), `outcome="rejected"} 1`) || sv.st.reload != nil {
+		t.Errorf("a reload the stop cut short was recorded (%v):\n%s", err, sv.met.Text())
+	}
+}
+
+type canceledLoader struct{}
+
+func (canceledLoader) Load() (Load, error) {
+	return nil, fmt.Errorf("read profile p.toml: %w", context.Canceled)
 }
