@@ -109,7 +109,7 @@ func (c *TuneCmd) prepare(e *Env, l *loaded, levels []int, layer string) (*tunin
 	for _, f := range []string{"levels", "engines", "window", "json"} {
 		delete(flags, f)
 	}
-	bc := &BenchCmd{LaunchFlags: c.LaunchFlags, JSON: c.JSON}
+	bc := c.bench()
 	if c.Widths != "" {
 		flags["widths"] = c.Widths
 	}
@@ -153,25 +153,23 @@ func (c *TuneCmd) prepare(e *Env, l *loaded, levels []int, layer string) (*tunin
 	return t, nil
 }
 
+// bench is the bench command tune runs: every flag the two share
+// (--json was once left out here, and tune printed nothing on stdout).
+func (c *TuneCmd) bench() *BenchCmd {
+	return &BenchCmd{LaunchFlags: c.LaunchFlags, Widths: c.Widths, Engines: c.Engines, Window: c.Window, JSON: c.JSON}
+}
+
 // loadOptions are the sweep's options: bench's, and on the sim the short
 // windows above unless --window is given.
 func (c *TuneCmd) loadOptions(e *Env, o bench.Options, levels []int, eng key.Engine) (bench.LoadOptions, error) {
-	bc := &BenchCmd{Engines: c.Engines, Window: c.Window}
-	lo := bench.LoadOptions{Arms: o.Arms, Levels: levels, Engines: c.Engines, MaxTokens: o.MaxTokens, Prompts: o.Prompts, PromptSet: o.PromptSet,
-		Temperature: o.Temperature, BasePort: o.BasePort, RequestTimeout: o.RequestTimeout, APIKey: o.APIKey}
+	lo, err := c.bench().loadOptions(e, o, levels)
+	if err != nil {
+		return lo, err
+	}
 	if eng == key.Sim && c.Window == "" {
 		lo.Warm, lo.Window, lo.Windows = tuneSimWarm, tuneSimWindow, tuneSimWindows
-		return withLoadProgress(e, lo, c.JSON)
 	}
-	full, err := bc.loadOptions(e, o, levels)
-	if err != nil {
-		return full, err
-	}
-	full.Engines = lo.Engines
-	if full.Engines == 0 {
-		full.Engines = bench.DefaultEngines
-	}
-	return full, nil
+	return lo, nil
 }
 
 // tunedEntry is the entry a tune of this launch writes, less its schedule

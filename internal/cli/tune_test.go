@@ -11,7 +11,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/speclaunch/speclaunch/internal/bench"
 	"github.com/speclaunch/speclaunch/internal/key"
 	"github.com/speclaunch/speclaunch/internal/policy"
 	"github.com/speclaunch/speclaunch/internal/record"
@@ -161,6 +163,45 @@ func TestLoadSweepFlagErrors(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "cfg")); err == nil {
 		t.Error("a refused tune wrote its layer's directory")
+	}
+}
+
+// Every flag tune shares with bench's load sweep reaches the sweep, on
+// every path: --json sent progress nowhere once --window was given or the
+// engine was not the sim (the bench command tune builds lacked JSON).
+func TestTuneLoadOptionsKeepBenchFlags(t *testing.T) {
+	for _, tc := range []struct {
+		eng    key.Engine
+		window string
+		json   bool
+		want   time.Duration // the window the sweep runs
+	}{
+		{key.Sim, "", true, tuneSimWindow},
+		{key.Sim, "150ms", true, 150 * time.Millisecond},
+		{key.LlamaCpp, "", true, bench.DefaultLoadWindow},
+		{key.LlamaCpp, "150ms", true, 150 * time.Millisecond},
+		{key.Sim, "", false, tuneSimWindow},
+		{key.Sim, "150ms", false, 150 * time.Millisecond},
+		{key.LlamaCpp, "", false, bench.DefaultLoadWindow},
+		{key.LlamaCpp, "150ms", false, 150 * time.Millisecond},
+	} {
+		var stdout, stderr bytes.Buffer
+		e := &Env{Stdout: &stdout, Stderr: &stderr, Getenv: func(string) string { return "" }, Ctx: context.Background()}
+		c := &TuneCmd{Engines: 4, Window: tc.window, JSON: tc.json}
+		arms := []bench.ArmSpec{{Label: "classic", Kind: bench.KindClassic}, {Label: "default = 4", Kind: bench.KindDefault, Width: 4}}
+		lo, err := c.loadOptions(e, bench.Options{Arms: arms}, []int{1, 4}, tc.eng)
+		if err != nil {
+			t.Errorf("%s --window %q: %v", tc.eng, tc.window, err)
+			continue
+		}
+		var wantOut io.Writer = &stderr
+		if tc.json {
+			wantOut = &stdout
+		}
+		if lo.JSONProgress != tc.json || lo.Progress != wantOut || lo.Engines != 4 || lo.Window != tc.want {
+			t.Errorf("%s --window %q json %v: JSONProgress %v, progress to stdout %v, engines %d, window %v; want %v, %v, 4, %v",
+				tc.eng, tc.window, tc.json, lo.JSONProgress, lo.Progress == io.Writer(&stdout), lo.Engines, lo.Window, tc.json, tc.json, tc.want)
+		}
 	}
 }
 
