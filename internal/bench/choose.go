@@ -18,18 +18,20 @@ import (
 type Decision struct {
 	evidence.Decision
 	// Records are the records' .md paths, for the entry's records list.
-	Records []string `json:",omitempty"`
+	Records []string `json:"records,omitempty"`
 	// Cost is each record's cost side: ms per draft+verify cycle by width,
 	// and classic's, for the entry's cost table.
-	Cost []CostRow `json:",omitempty"`
+	Cost []CostRow `json:"cost,omitempty"`
 }
 
 // CostRow is one record's cost table.
+//
+// Its JSON keys are the policy entry's (docs/policy.md, `cost`).
 type CostRow struct {
-	Record    string    // the record's .md path
-	ClassicMS float64   // classic's ms per token (its cycle)
-	Widths    []int     // ascending
-	MS        []float64 // ms per cycle at Widths[i]
+	Record    string    `json:"record"`       // the record's .md path
+	ClassicMS float64   `json:"classic_ms"`   // classic's ms per token (its cycle)
+	Widths    []int     `json:"widths"`       // ascending
+	MS        []float64 `json:"ms_per_cycle"` // ms per cycle at Widths[i]
 }
 
 // RecordPath is the repository path of a record's .md.

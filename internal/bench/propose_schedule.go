@@ -16,11 +16,11 @@ import (
 // its raw runs: each level's bucket, the schedule, and the entry block
 // when the record may back one ("" and Why otherwise).
 type ScheduleProposal struct {
-	Buckets []record.LevelVerdict
-	Levels  []int
-	Earned  *record.Earned
-	Entry   string
-	Why     string
+	Buckets []record.LevelVerdict `json:"buckets"`
+	Levels  []int                 `json:"levels"`
+	Earned  *record.Earned        `json:"earned"`
+	Entry   string                `json:"entry"` // "" when none is earned
+	Why     string                `json:"why"`
 }
 
 // ProposeSchedule applies the rule per bucket to a load sweep's record and

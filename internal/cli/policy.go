@@ -262,10 +262,39 @@ func (c *PolicyProposeCmd) Run(e *Env) error {
 	if err != nil {
 		return fmt.Errorf("policy propose stopped: %w", err)
 	}
-	if c.JSON {
-		return writeJSON(e.Stdout, d)
+	// The entry, and why none is earned, decide the exit with --json as
+	// without it (--json exited 0 when no entry was earned).
+	var entry string
+	var refused error
+	if !d.Eligible {
+		refused = fmt.Errorf("the records do not earn an entry: %s", quote.Text(d.Why, 160))
+	} else {
+		entry = bench.EntryFor(recs, d)
+		if refused = loaderAccepts(entry); refused != nil {
+			entry = ""
+		}
 	}
-	w := e.Stdout
+	if c.JSON {
+		if err := writeJSON(e.Stdout, struct {
+			bench.Decision
+			Entry string `json:"entry"` // "" when none is earned
+		}{d, entry}); err != nil {
+			return err
+		}
+	} else {
+		writeDecision(e.Stdout, recs, d)
+		if entry != "" {
+			fmt.Fprintf(e.Stdout, "\n# chosen by the cross-pair rule (docs/policy.md) over %d record(s)\n%s", len(recs), entry)
+		}
+	}
+	if refused != nil {
+		return exitCode(1, refused)
+	}
+	return nil
+}
+
+// writeDecision prints the cross-pair rule's figures and its reason.
+func writeDecision(w io.Writer, recs []*record.Record, d bench.Decision) {
 	fmt.Fprintf(w, "key: engine=%s drafter=%s capability=%s quant=%s, %d record(s)\n", recs[0].Key.Engine, recs[0].Key.Drafter, recs[0].Key.Capability, recs[0].Key.Quant, len(recs))
 	for _, l := range d.PerRecord {
 		writeClauses(w, "  ", l)
@@ -289,15 +318,6 @@ func (c *PolicyProposeCmd) Run(e *Env) error {
 		}
 	}
 	writeClauses(w, "", d.Why)
-	if !d.Eligible {
-		return exitCode(1, fmt.Errorf("the records do not earn an entry: %s", quote.Text(d.Why, 160)))
-	}
-	entry := bench.EntryFor(recs, d)
-	if err := loaderAccepts(entry); err != nil {
-		return exitCode(1, err)
-	}
-	fmt.Fprintf(w, "\n# chosen by the cross-pair rule (docs/policy.md) over %d record(s)\n%s", len(recs), entry)
-	return nil
 }
 
 // loaderAccepts parses a proposed entry as a policy file holding it: an

@@ -1,9 +1,12 @@
 package cli
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -86,4 +89,74 @@ func TestPolicyH200Q8EntryDroppedByTheRule(t *testing.T) {
 			t.Errorf("the embedded policy keeps %s (width %d), which its records no longer earn", e.ID, e.Width)
 		}
 	}
+}
+
+// `policy propose --json` exits as the text output does (1 when no entry is
+// earned; it exited 0 after printing the JSON) and its keys are snake_case
+// like every other --json output (they were Go's field names).
+func TestPolicyProposeJSON(t *testing.T) {
+	results := filepath.Join("..", "..", "docs", "benchmark_results")
+	q8, err := filepath.Glob(filepath.Join(results, "h200-llamacpp-d32676d-q8_0-pair*.json"))
+	if err != nil || len(q8) < 3 {
+		t.Fatalf("want the committed Q8_0 records, found %v (%v)", q8, err)
+	}
+	for _, tc := range []struct {
+		name    string
+		records []string
+		code    int
+		want    map[string]any // top-level keys and their values
+	}{
+		{"earned", []string{
+			filepath.Join(results, "h200-llamacpp-d32676d-q8_0-pair1234-2026-11-30.json"),
+			filepath.Join(results, "h200-llamacpp-d32676d-q8_0-pair4321-2026-11-30.json"),
+		}, 0, map[string]any{"width": 5.0, "runner_up": 6.0, "eligible": true}},
+		{"none earned", q8, 1, map[string]any{"eligible": false, "entry": ""}},
+		{"a simulated load sweep", []string{filepath.Join(results, "tuned-mlxcel-5cea7275-180583d4-20261205-083609.json")}, 1, map[string]any{"entry": ""}},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := MainContext(context.Background(), append([]string{"policy", "propose", "--json"}, tc.records...), policyTOML, &stdout, &stderr, nil)
+		if code != tc.code {
+			t.Errorf("%s: exit %d, want %d; stderr:\n%s", tc.name, code, tc.code, stderr.String())
+		}
+		var got map[string]any
+		if err := json.Unmarshal(stdout.Bytes(), &got); err != nil {
+			t.Errorf("%s: stdout is not JSON (%v):\n%s", tc.name, err, stdout.String())
+			continue
+		}
+		for k, v := range tc.want {
+			if got[k] != v {
+				t.Errorf("%s: %q is %v, want %v", tc.name, k, got[k], v)
+			}
+		}
+		if _, ok := got["why"]; !ok {
+			t.Errorf("%s: no \"why\" key", tc.name)
+		}
+		if entry, _ := got["entry"].(string); (tc.code == 0) != strings.HasPrefix(entry, "[[entry]]") {
+			t.Errorf("%s: exit %d with entry %q", tc.name, code, entry)
+		}
+		if bad := goCasedKeys(got, ""); len(bad) > 0 {
+			t.Errorf("%s: keys not in snake_case: %v", tc.name, bad)
+		}
+	}
+}
+
+// goCasedKeys lists the object keys under v (a decoded JSON value) that
+// hold an upper-case letter.
+func goCasedKeys(v any, at string) []string {
+	var bad []string
+	switch v := v.(type) {
+	case map[string]any:
+		for k, e := range v {
+			if strings.ToLower(k) != k {
+				bad = append(bad, at+k)
+			}
+			bad = append(bad, goCasedKeys(e, at+k+".")...)
+		}
+	case []any:
+		for _, e := range v {
+			bad = append(bad, goCasedKeys(e, at)...)
+		}
+	}
+	slices.Sort(bad)
+	return slices.Compact(bad)
 }

@@ -11,24 +11,27 @@ import (
 
 // Decision is the choice of one width for a key over records of several
 // model pairs (one record is the single-pair case).
+//
+// Its JSON (`policy propose --json`) is snake_case, as every --json output.
 type Decision struct {
-	Width, RunnerUp int
+	Width    int `json:"width"`
+	RunnerUp int `json:"runner_up"`
 	// WorstFraction is, per width measured OK in every record, the lowest
 	// over records of median(width) / median(that record's best width).
-	WorstFraction map[int]float64
-	Eligible      bool
-	Why           string
-	PerRecord     []string
+	WorstFraction map[int]float64 `json:"worst_fraction"`
+	Eligible      bool            `json:"eligible"`
+	Why           string          `json:"why"`
+	PerRecord     []string        `json:"per_record"`
 	// Ranked is every common width in rank order with the rules it fails
 	// (none: it passes); the chosen width is the first that passes.
-	Ranked []Candidate `json:",omitempty"`
+	Ranked []Candidate `json:"ranked,omitempty"`
 }
 
 // Candidate is one width in the cross-pair ranking.
 type Candidate struct {
-	Width         int
-	WorstFraction float64
-	Fails         []string `json:",omitempty"`
+	Width         int      `json:"width"`
+	WorstFraction float64  `json:"worst_fraction"`
+	Fails         []string `json:"fails,omitempty"`
 }
 
 // Choose picks one width for a key from records of different model pairs.
