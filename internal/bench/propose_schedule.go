@@ -12,6 +12,9 @@ import (
 	"github.com/speclaunch/speclaunch/internal/record"
 )
 
+// EarnsNoEntry begins the Why of a record that cannot back an entry.
+const EarnsNoEntry = "the record earns no entry: "
+
 // ScheduleProposal is what a load sweep's record earns, recomputed from
 // its raw runs: each level's bucket, the schedule, and the entry block
 // when the record may back one ("" and Why otherwise).
@@ -44,7 +47,7 @@ func ProposeSchedule(ctx context.Context, rec *record.Record) (ScheduleProposal,
 		p.Levels = append(p.Levels, l.Concurrency)
 	}
 	if fails := evidence.Of(rec).RecordFails(); len(fails) > 0 {
-		p.Why = "the record earns no entry: " + strings.Join(fails, "; ")
+		p.Why = EarnsNoEntry + strings.Join(fails, "; ")
 		return p, nil
 	}
 	allDefault := true

@@ -263,11 +263,13 @@ func (c *PolicyProposeCmd) Run(e *Env) error {
 		return fmt.Errorf("policy propose stopped: %w", err)
 	}
 	// The entry, and why none is earned, decide the exit with --json as
-	// without it (--json exited 0 when no entry was earned).
+	// without it (--json exited 0 when no entry was earned). Why is our
+	// own text, printed whole: the records' own words in it (their names,
+	// arm labels) are quoted and bounded where it is built (evidence).
 	var entry string
 	var refused error
 	if !d.Eligible {
-		refused = fmt.Errorf("the records do not earn an entry: %s", quote.Text(d.Why, 160))
+		refused = fmt.Errorf("the records do not earn an entry: %s", d.Why)
 	} else {
 		entry = bench.EntryFor(recs, d)
 		if refused = loaderAccepts(entry); refused != nil {
@@ -358,8 +360,12 @@ func (c *PolicyProposeCmd) schedule(e *Env, rec *record.Record) error {
 			fmt.Fprintf(w, "\n# earned per bucket (docs/schedule.md) by %s\n%s", rec.Name, p.Entry)
 		}
 	}
-	if p.Entry == "" {
-		return exitCode(1, fmt.Errorf("the record does not earn an entry: %s", quote.Text(p.Why, 160)))
+	if p.Entry == "" { // Why whole, as the cross-pair rule's above
+		why := p.Why
+		if !strings.HasPrefix(why, bench.EarnsNoEntry) {
+			why = "the record does not earn an entry: " + why
+		}
+		return exitCode(1, errors.New(why))
 	}
 	return nil
 }

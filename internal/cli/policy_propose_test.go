@@ -160,3 +160,71 @@ func goCasedKeys(v any, at string) []string {
 	slices.Sort(bad)
 	return slices.Compact(bad)
 }
+
+// Why no entry is earned is speclaunch's own text: the error prints it
+// whole (it was cut at 160 bytes, mid-word). What a record says of itself
+// inside it (its name) is quoted and bounded where the reason is built.
+func TestPolicyProposeSaysWhyWhole(t *testing.T) {
+	results := filepath.Join("..", "..", "docs", "benchmark_results")
+	q8, err := filepath.Glob(filepath.Join(results, "h200-llamacpp-d32676d-q8_0-pair*.json"))
+	if err != nil || len(q8) < 3 {
+		t.Fatalf("want the committed Q8_0 records, found %v (%v)", q8, err)
+	}
+	// a record whose name would forge a line and bury the error
+	forged := editedRecord(t, q8[0], func(rec map[string]any) {
+		rec["name"] = "x\nspeclaunch: forged line " + strings.Repeat("a", 100_000)
+	})
+	// a simulated sweep, interrupted: two reasons, 280 bytes
+	partial := editedRecord(t, filepath.Join(results, "tuned-mlxcel-5cea7275-180583d4-20261205-083609.json"), func(rec map[string]any) {
+		rec["complete"] = false
+	})
+	q4 := filepath.Join(results, "h200-llamacpp-d32676d-q4_0-pair1234-2026-11-30.json")
+	for _, tc := range []struct {
+		name    string
+		records []string
+		want    []string // in the error, unwrapped
+	}{
+		{"ten pairs", q8, []string{"over 10 record(s)", "(median ratio 1.057, 95% interval 0.935-1.243); no other width passes either (6 ranked)"}},
+		{"a simulated load sweep, interrupted", []string{partial}, []string{"the record is simulated: a record from the sim engine never backs an entry; measure on a real engine and GPU; " +
+			"the record is incomplete (the bench was interrupted); re-run it to completion"}},
+		{"a record's own name", []string{forged, q4}, []string{`records measure different keys ("x\nspeclaunch: forged line aaaa`, `... (100026 bytes): engine=llama.cpp`}},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := MainContext(context.Background(), append([]string{"policy", "propose"}, tc.records...), policyTOML, &stdout, &stderr, nil)
+		got := strings.ReplaceAll(stderr.String(), "\n  ", " ") // unwrapped
+		if code != 1 {
+			t.Errorf("%s: exit %d, want 1", tc.name, code)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%s: the error lacks %q:\n%s", tc.name, w, stderr.String())
+			}
+		}
+		if strings.Contains(stderr.String(), "\nspeclaunch: forged") || stderr.Len() > 4000 {
+			t.Errorf("%s: a record's name forged a line or buried the error (%d bytes)", tc.name, stderr.Len())
+		}
+	}
+}
+
+// editedRecord writes the record at path, edited, to a file of the test's
+// and returns its path.
+func editedRecord(t *testing.T, path string, edit func(rec map[string]any)) string {
+	t.Helper()
+	js, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec map[string]any
+	if err := json.Unmarshal(js, &rec); err != nil {
+		t.Fatal(err)
+	}
+	edit(rec)
+	if js, err = json.Marshal(rec); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), filepath.Base(path))
+	if err := os.WriteFile(out, js, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}

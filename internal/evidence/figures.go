@@ -1,6 +1,7 @@
 package evidence
 
 import (
+	"github.com/speclaunch/speclaunch/internal/quote"
 	"github.com/speclaunch/speclaunch/internal/record"
 )
 
@@ -54,13 +55,15 @@ func Of(rec *record.Record) *Evidence {
 // when no arm at w measured.
 func (e *Evidence) Width(w int) *Arm { return e.rep[w] }
 
-// Name names the record in findings.
+// Name names the record in findings: its name (or title) is the record's
+// own text, quoted when it holds a control character and cut past
+// quote.Max bytes, so that findings can be printed whole.
 func (e *Evidence) Name() string {
 	switch {
 	case e.Rec.Name != "":
-		return e.Rec.Name
+		return quote.Text(e.Rec.Name, 0)
 	case e.Rec.Title != "":
-		return e.Rec.Title
+		return quote.Text(e.Rec.Title, 0)
 	}
 	return "an unnamed record"
 }

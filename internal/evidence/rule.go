@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/speclaunch/speclaunch/internal/quote"
 	"github.com/speclaunch/speclaunch/internal/record"
 )
 
@@ -86,10 +87,10 @@ func (e *Evidence) classicFail(a *Arm) string {
 		return "the record has no classic arm that measured: there is nothing to beat"
 	}
 	if a.Status != record.StatusOK {
-		return fmt.Sprintf("arm %q is %s, not a measurement that can beat classic", a.Label, a.Status)
+		return fmt.Sprintf("arm %s is %s, not a measurement that can beat classic", quote.Quoted(a.Label, 0), a.Status)
 	}
 	if s := classicShortfall(a.Stats, c.Stats); s != "" {
-		return fmt.Sprintf("width %d (arm %q) does not beat classic with disjoint ranges: %s", a.RanWidth(), a.Label, s)
+		return fmt.Sprintf("width %d (arm %s) does not beat classic with disjoint ranges: %s", a.RanWidth(), quote.Quoted(a.Label, 0), s)
 	}
 	return ""
 }
