@@ -158,9 +158,7 @@ var Rows = []Row{
 		"info", oneOf("log level", "debug", "info", "warn", "error"), func(s *Settings) *Field[string] { return &s.LogLevel }),
 
 	value(Row{Name: "ready-timeout", Flag: "ready-timeout", Envs: []string{"MLXCEL_READY_TIMEOUT"}, Key: "serve.ready_timeout", Scope: ScopeServe, Doc: "bounded wait for `/health`; connection refused and 503 mean \"not yet\" (bench: for each arm's engine)"},
-		DefaultReadyTimeout, parseDuration, func(s *Settings) *Field[time.Duration] { return &s.ReadyTimeout }).showing(func(s *Settings) (any, string) {
-		return s.ReadyTimeout.Value.Round(time.Second).String(), s.ReadyTimeout.Src.String()
-	}),
+		DefaultReadyTimeout, parseDuration, func(s *Settings) *Field[time.Duration] { return &s.ReadyTimeout }),
 	value(Row{Name: "stop-timeout", Flag: "stop-timeout", Envs: []string{"MLXCEL_STOP_TIMEOUT"}, Key: "serve.stop_timeout", Scope: ScopeServe, Doc: "SIGTERM to the engine's process group, SIGKILL after this"},
 		DefaultStopTimeout, parseDuration, func(s *Settings) *Field[time.Duration] { return &s.StopTimeout }),
 	value(Row{Name: "restart", Flag: "restart", Envs: []string{"MLXCEL_RESTART"}, Key: "serve.restart", Scope: ScopeServe, Doc: "`on-failure`: restart a crashed engine with capped exponential backoff (1 s to 30 s; reset after a minute of running)"},
@@ -261,17 +259,11 @@ func value[T any](r Row, def T, parse func(string) (T, error), at func(*Settings
 	}
 	r.show = func(s *Settings) (any, string) {
 		f := at(s)
-		if d, ok := any(f.Value).(time.Duration); ok {
+		if d, ok := any(f.Value).(time.Duration); ok { // exact: 400ms, never a rounded 0s
 			return d.String(), f.Src.String()
 		}
 		return f.Value, f.Src.String()
 	}
-	return r
-}
-
-// showing replaces how `profile show` prints the row.
-func (r Row) showing(show func(s *Settings) (any, string)) Row {
-	r.show = show
 	return r
 }
 

@@ -221,6 +221,48 @@ func TestServeRuntimeTimeouts(t *testing.T) {
 	}
 }
 
+// `profile show` prints a duration as it is: ready-timeout was rounded to
+// the second, so 0.4 showed as 0s (which reads as off) and 1.5 as 2s.
+func TestShowDurationsExact(t *testing.T) {
+	for _, c := range []struct {
+		env, value, want string
+	}{
+		{"MLXCEL_READY_TIMEOUT", "0.4", "400ms"},
+		{"MLXCEL_READY_TIMEOUT", "1.5", "1.5s"},
+		{"MLXCEL_READY_TIMEOUT", "90.25", "1m30.25s"},
+		{"MLXCEL_READY_TIMEOUT", "", "15m0s"}, // the default
+		{"MLXCEL_STOP_TIMEOUT", "0.4", "400ms"},
+		{"MLXCEL_HANG_TIMEOUT", "0.4", "400ms"},
+		{"MLXCEL_HANG_TIMEOUT", "1.5", "1.5s"},
+		{"MLXCEL_DRAIN_TIMEOUT", "0.001", "1ms"},
+		{"MLXCEL_HOLD_TIMEOUT", "2.5s", "2.5s"},
+		{"MLXCEL_SHUTDOWN_TIMEOUT", "0.25", "250ms"},
+		{"MLXCEL_ADAPT_WINDOW", "0.4", "400ms"},
+	} {
+		envs := map[string]string{}
+		if c.value != "" {
+			envs[c.env] = c.value
+		}
+		s, _, _, err := Load(Input{Getenv: env(envs)})
+		if err != nil {
+			t.Fatalf("%s=%s: %v", c.env, c.value, err)
+		}
+		found := false
+		for _, r := range Rows {
+			if !slices.Contains(r.Envs, c.env) {
+				continue
+			}
+			found = true
+			if v, _, ok := r.Show(&s); !ok || fmt.Sprint(v) != c.want {
+				t.Errorf("%s=%s: profile show says %v, want %s", c.env, c.value, v, c.want)
+			}
+		}
+		if !found {
+			t.Errorf("no row reads %s", c.env)
+		}
+	}
+}
+
 // Bench's rows: flag over profile over default, and every bad value names
 // the flag or the profile's file and line.
 func TestLoadBench(t *testing.T) {
