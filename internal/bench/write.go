@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 
 	"github.com/speclaunch/speclaunch/internal/record"
 	"github.com/speclaunch/speclaunch/internal/safefile"
@@ -84,30 +83,5 @@ func CheckWritable(outBase string) error {
 			return fmt.Errorf("%s is a directory", outBase+ext)
 		}
 	}
-	dir := filepath.Dir(outBase)
-	for d := dir; ; {
-		fi, err := os.Stat(d)
-		if err == nil && !fi.IsDir() {
-			return fmt.Errorf("%s is not a directory", d)
-		}
-		if err == nil && d != dir {
-			return fmt.Errorf("directory %s does not exist", dir)
-		}
-		if err == nil {
-			break
-		}
-		// Walk up past what is missing, and past a file in the way
-		// (ENOTDIR), to say which of the two it is.
-		if parent := filepath.Dir(d); (errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)) && parent != d {
-			d = parent
-			continue
-		}
-		return err
-	}
-	f, err := os.CreateTemp(dir, ".speclaunch-write-check-*")
-	if err != nil {
-		return fmt.Errorf("cannot create files in %s: %w", dir, err)
-	}
-	f.Close()
-	return os.Remove(f.Name())
+	return safefile.CheckDir(filepath.Dir(outBase))
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -44,6 +45,9 @@ func (c *ProfileInitCmd) Run(e *Env) error {
 		_, err := e.Stdout.Write(data)
 		return err
 	}
+	if err := c.checkDir(path); err != nil {
+		return err
+	}
 	exists, err := safefile.Existing("profile", path)
 	if err != nil {
 		return usage(err, "")
@@ -58,14 +62,41 @@ func (c *ProfileInitCmd) Run(e *Env) error {
 		}
 		return usage(fmt.Errorf("%s already exists", path), "pass --force to overwrite it, or give another path")
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return usage(fmt.Errorf("profile %s: %w", path, err), "give a path in a directory this user can create")
+	if li, err := os.Lstat(path); err == nil && li.Mode()&fs.ModeSymlink != 0 {
+		// --force replaces a file; it wrote through a link, to its target
+		target, err := filepath.EvalSymlinks(path)
+		if err != nil {
+			target, _ = os.Readlink(path)
+		}
+		return usage(fmt.Errorf("%s is a symbolic link to %s; remove it or give the target's path", path, target), "")
 	}
-	if err := safefile.WriteFile(path, data, 0o644); err != nil {
+	// Replace, not WriteFile: a link made at path since the check above is
+	// replaced too, never written through.
+	if err := safefile.Replace(path, data, 0o644); err != nil {
 		return usage(fmt.Errorf("profile %s: %w", path, err), "give a path in a directory this user can write")
 	}
 	fmt.Fprintf(e.Stdout, "wrote %s; edit it, then: speclaunch resolve --profile %s\n", path, plan.ShellQuote(path))
 	return nil
+}
+
+// checkDir refuses a directory for PATH that does not exist (a typo built
+// a tree of them) or takes no file, as bench --out does; without PATH the
+// default's profiles/ is made, as init's own.
+func (c *ProfileInitCmd) checkDir(path string) error {
+	dir := filepath.Dir(path)
+	if c.Path == "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return usage(fmt.Errorf("profile %s: %w", path, err), "give a path in a directory this user can write")
+		}
+	}
+	err := safefile.CheckDir(dir)
+	switch _, serr := os.Stat(dir); {
+	case err == nil:
+		return nil
+	case errors.Is(serr, fs.ErrNotExist):
+		return usage(fmt.Errorf("profile %s: %w", path, err), fmt.Sprintf("create the directory first (mkdir -p %s), or give a path in an existing directory", plan.ShellQuote(dir)))
+	}
+	return usage(fmt.Errorf("profile %s: %w", path, err), "give a path in a directory this user can write")
 }
 
 // ProfileShowCmd prints the effective settings.

@@ -2,9 +2,11 @@ package safefile
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 )
 
 // WriteFile writes b to path through a temporary file beside it and a
@@ -23,6 +25,13 @@ func WriteFile(path string, b []byte, perm fs.FileMode) error {
 			}
 		}
 	}
+	return Replace(path, b, perm)
+}
+
+// Replace writes b to path through a temporary file beside it and a
+// rename: whatever is at path, a symlink included, is replaced, never
+// written through. A reader sees the old file or the new one.
+func Replace(path string, b []byte, perm fs.FileMode) error {
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
 		return err
@@ -71,4 +80,35 @@ func Existing(what, path string) (exists bool, err error) {
 		return true, &Error{What: what, Path: path, Msg: "is a symlink to " + Kind(fi.Mode()) + ", not to a regular file; give the path of a new file"}
 	}
 	return true, nil
+}
+
+// CheckDir says whether dir is an existing directory that takes a new
+// file; it makes none, so a mistyped parent is refused, not created. It
+// names the missing directory, or the file in the way of it.
+func CheckDir(dir string) error {
+	for d := dir; ; {
+		fi, err := os.Stat(d)
+		if err == nil && !fi.IsDir() {
+			return fmt.Errorf("%s is not a directory", d)
+		}
+		if err == nil && d != dir {
+			return fmt.Errorf("directory %s does not exist", dir)
+		}
+		if err == nil {
+			break
+		}
+		// Walk up past what is missing, and past a file in the way
+		// (ENOTDIR), to say which of the two it is.
+		if parent := filepath.Dir(d); (errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)) && parent != d {
+			d = parent
+			continue
+		}
+		return err
+	}
+	f, err := os.CreateTemp(dir, ".speclaunch-write-check-*")
+	if err != nil {
+		return fmt.Errorf("cannot create files in %s: %w", dir, err)
+	}
+	f.Close()
+	return os.Remove(f.Name())
 }

@@ -72,3 +72,28 @@ func TestExistingAndWriteFile(t *testing.T) {
 		t.Errorf("temporary files left: %v", left)
 	}
 }
+
+// Replace puts a regular file at path whatever is there: a symlink to a
+// regular file is replaced, its target left as it was.
+func TestReplaceNeverFollows(t *testing.T) {
+	dir := t.TempDir()
+	target, link := filepath.Join(dir, "target"), filepath.Join(dir, "link")
+	if err := os.WriteFile(target, []byte("target"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := Replace(link, []byte("new"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if li, err := os.Lstat(link); err != nil || !li.Mode().IsRegular() || li.Mode().Perm() != 0o600 {
+		t.Errorf("after Replace %v, %v: want a regular file, mode 0600", li, err)
+	}
+	if b, _ := os.ReadFile(target); string(b) != "target" {
+		t.Errorf("the link's target holds %q: Replace wrote through the link", b)
+	}
+	if b, _ := os.ReadFile(link); string(b) != "new" {
+		t.Errorf("%s holds %q, want the new content", link, b)
+	}
+}
