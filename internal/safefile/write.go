@@ -12,9 +12,10 @@ import (
 // WriteFile writes b to path through a temporary file beside it and a
 // rename, so that a reader (policy check, a watcher) never sees half a
 // file, and a FIFO, device or dangling symlink at path is replaced, never
-// written through (a symlink to a regular file is followed): a write to a FIFO with no reader would block for good, one to
-// /dev/zero would vanish, one through a dangling symlink would create its
-// target wherever it points.
+// written through (a symlink to a regular file is followed): a write to a
+// FIFO with no reader would block for good, one to /dev/zero would vanish,
+// one through a dangling symlink would create its target wherever it
+// points.
 func WriteFile(path string, b []byte, perm fs.FileMode) error {
 	if li, err := os.Lstat(path); err == nil && li.Mode()&fs.ModeSymlink != 0 {
 		// A symlink to a regular file (a profile linked from elsewhere) is
