@@ -119,8 +119,11 @@ type Watcher struct {
 }
 
 // New starts watching paths. A file may be missing (its appearance is a
-// change), but its directory must exist; files sharing a directory share
-// one inotify watch.
+// change), and so may its directory when o.Poll is on: the poll looks for
+// the file and watches the directory once it exists (~/.config/speclaunch
+// before the first tune made it). Without a poll nothing would ever see
+// it, so the directory must exist. Files sharing a directory share one
+// inotify watch.
 func New(paths []string, o Options) (*Watcher, error) {
 	w := &Watcher{
 		debounce: o.Debounce,
@@ -148,13 +151,13 @@ func New(paths []string, o Options) (*Watcher, error) {
 		if err != nil {
 			return nil, fmt.Errorf("watch: %w", err)
 		}
+		w.fsw = fsw
 		for _, d := range w.dirs {
-			if err := fsw.Add(d); err != nil {
+			if err := w.addDir(d); err != nil {
 				fsw.Close()
 				return nil, fmt.Errorf("watch: %s: %w", d, err)
 			}
 		}
-		w.fsw = fsw
 	}
 	if o.Signals {
 		w.sig = make(chan os.Signal, 1)
@@ -177,7 +180,11 @@ func (w *Watcher) addFile(p string) error {
 	f := &file{path: abs, dir: filepath.Dir(abs)}
 	if sum, resolved, _, err := readSum(abs); err == nil {
 		f.sum, f.resolved, f.have = sum, resolved, true
-	} else if !errors.Is(err, fs.ErrNotExist) {
+	} else if errors.Is(err, fs.ErrNotExist) {
+		// Absent from the start (a tuned layer not written yet) is not a
+		// file deleted: the first poll must not warn that it is missing.
+		f.missing = true
+	} else {
 		f.unreadable = err.Error()
 		w.log.Warn("cannot read watched file", "path", abs, "err", err)
 	}
@@ -237,11 +244,23 @@ func (w *Watcher) setPaths(paths []string) {
 	have := w.fsw.WatchList()
 	for _, d := range w.dirs {
 		if !slices.Contains(have, d) {
-			if err := w.fsw.Add(d); err != nil {
+			if err := w.addDir(d); err != nil {
 				w.log.Warn("cannot watch directory; its files are polled", "dir", d, "err", err)
 			}
 		}
 	}
+}
+
+// addDir watches directory d. One that does not exist yet is left to the
+// poll, where one runs (rewatch adds it once it exists): said at info, not
+// an error.
+func (w *Watcher) addDir(d string) error {
+	err := w.fsw.Add(d)
+	if err != nil && w.poll > 0 && errors.Is(err, fs.ErrNotExist) {
+		w.log.Info("the directory of a watched file does not exist yet; polled until it does", "dir", d)
+		return nil
+	}
+	return err
 }
 
 // Changes delivers reload triggers. It is closed by Close. A slow reader
@@ -482,7 +501,11 @@ func (w *Watcher) check(f *file, reason string) bool {
 	f.unreadable = ""
 	if f.missing {
 		f.missing = false
-		w.log.Info("watched file is back", "path", f.path)
+		if f.have {
+			w.log.Info("watched file is back", "path", f.path)
+		} else {
+			w.log.Info("watched file appeared", "path", f.path)
+		}
 	}
 	f.resolved = resolved
 	if size == 0 {

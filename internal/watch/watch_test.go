@@ -280,6 +280,38 @@ func TestNewRejectsMissingDirectory(t *testing.T) {
 	}
 }
 
+// With a poll, a file whose directory is not made yet (the tuned layer
+// before the first tune) is watched all the same: New takes it without a
+// warning, and the file's arrival, then its edits, are changes.
+func TestNewPollsAMissingDirectory(t *testing.T) {
+	t.Parallel() // each has its own directory; the SIGHUP tests run alone, before these
+	path := filepath.Join(t.TempDir(), "nope", "tuned.toml")
+	var logs lockedBuffer
+	w := newWatcher(t, []string{path}, Options{Poll: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	expectNone(t, w, 200*time.Millisecond)
+	must(t, os.Mkdir(filepath.Dir(path), 0o755))
+	renameOver(t, path, "v1")
+	expectPath(t, w, path)
+	renameOver(t, path, "v2")
+	expectPath(t, w, path)
+	if logs.String() != "" {
+		t.Errorf("a file absent from the start was warned of:\n%s", logs.String())
+	}
+}
+
+// expectPath waits for a Change of path, whatever saw it (event or poll).
+func expectPath(t *testing.T, w *Watcher, path string) {
+	t.Helper()
+	select {
+	case got := <-w.Changes():
+		if got.Path != path || got.Err != nil {
+			t.Fatalf("Change = %+v, want one of %s", got, path)
+		}
+	case <-time.After(patience):
+		t.Fatalf("no Change of %s", path)
+	}
+}
+
 // TestSaveToChangeLatency logs how long after a save the Change arrives,
 // with the default 150 ms debounce. The budget from save to
 // restart start is 500 ms; the bound below is only a liveness check.
