@@ -74,61 +74,85 @@ func (e *Env) loadNamed(in config.Input) (*loaded, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &loaded{Settings: s, Profile: prof, Notices: notices}
-	if prof != nil {
-		l.Files = append(l.Files, prof.Path)
-	}
-	pol, files, err := loadPolicy(in.Ctx, e.PolicyTOML, tunedLayer(e.Getenv), s, prof)
+	tuned := tunedOwn(tunedLayer(e.Getenv), s)
+	files := namedFiles(prof, tuned, s)
+	pol, err := loadPolicy(in.Ctx, e.PolicyTOML, tuned, s, prof)
 	if err != nil {
-		named := slices.Clone(l.Files)
-		for _, f := range s.Policies {
-			named = append(named, f.Value)
-		}
-		return &loaded{Files: named}, err
+		return &loaded{Files: files}, err
 	}
-	l.Policy = pol
-	l.Files = append(l.Files, files...)
-	return l, nil
+	return &loaded{Settings: s, Profile: prof, Policy: pol, Notices: notices, Files: files}, nil
+}
+
+// tunedOwn is the tuned layer a load of s reads as a layer of its own: ""
+// where there is none, or where a policy file s names is that file (it is
+// read once, in that place).
+func tunedOwn(tuned string, s config.Settings) string {
+	if slices.ContainsFunc(s.Policies, func(f config.Field[string]) bool { return f.Value == tuned }) {
+		return ""
+	}
+	return tuned
+}
+
+// namedFiles are the files a load of s names, in layer order, for serve to
+// watch: the profile, the tuned layer, the policy files (each once). They
+// are the same whether the load succeeds or not, and the tuned layer is
+// named even where it does not exist: a file that left the set on a
+// rejected reload, or a layer tune writes while serve runs, would never be
+// seen again without a SIGHUP.
+func namedFiles(prof *profiles.Profile, tuned string, s config.Settings) []string {
+	var files []string
+	if prof != nil {
+		files = append(files, prof.Path)
+	}
+	if tuned != "" {
+		files = append(files, tuned)
+	}
+	for _, i := range policy.Distinct(policyPaths(s)) {
+		files = append(files, s.Policies[i].Value)
+	}
+	return files
+}
+
+// policyPaths are the policy files s names, in order.
+func policyPaths(s config.Settings) []string {
+	paths := make([]string, len(s.Policies))
+	for i, f := range s.Policies {
+		paths[i] = f.Value
+	}
+	return paths
 }
 
 // loadPolicy merges the embedded policy, the tuned layer (when the file
 // exists: speclaunch tune writes it), the policy files in order, then the
 // profile's own [[policy.entry]] tables.
-func loadPolicy(ctx context.Context, embedded []byte, tuned string, s config.Settings, prof *profiles.Profile) (*policy.Policy, []string, error) {
+func loadPolicy(ctx context.Context, embedded []byte, tuned string, s config.Settings, prof *profiles.Profile) (*policy.Policy, error) {
 	base, err := policy.Parse(EmbeddedPolicyName, embedded)
 	if err != nil {
-		return nil, nil, fmt.Errorf("embedded policy is invalid (a build problem): %w", err)
+		return nil, fmt.Errorf("embedded policy is invalid (a build problem): %w", err)
 	}
 	layers := []*policy.File{base}
-	var files []string
 	var budget policy.Budget // the layers are bounded in total, a file named twice read once
-	if tuned != "" && !slices.ContainsFunc(s.Policies, func(f config.Field[string]) bool { return f.Value == tuned }) {
+	if tuned != "" {
 		if _, err := os.Stat(tuned); err == nil {
 			pf, err := budget.Read(ctx, tuned)
 			if err != nil {
-				return nil, nil, fmt.Errorf("the tuned layer (written by speclaunch tune): %w; fix it, or delete it and re-run speclaunch tune", err)
+				return nil, fmt.Errorf("the tuned layer (written by speclaunch tune): %w; fix it, or delete it and re-run speclaunch tune", err)
 			}
 			layers = append(layers, pf)
-			files = append(files, tuned)
 		}
 	}
-	paths := make([]string, len(s.Policies))
-	for i, f := range s.Policies {
-		paths[i] = f.Value
-	}
-	for _, i := range policy.Distinct(paths) {
+	for _, i := range policy.Distinct(policyPaths(s)) {
 		f := s.Policies[i]
 		pf, err := budget.Read(ctx, f.Value)
 		var se *safefile.Error
 		var le *policy.LayerError
 		if errors.As(err, &se) || errors.As(err, &le) {
-			return nil, nil, &config.Error{Src: f.Src, Msg: "cannot use policy file", Err: err}
+			return nil, &config.Error{Src: f.Src, Msg: "cannot use policy file", Err: err}
 		}
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		layers = append(layers, pf)
-		files = append(files, f.Value)
 	}
 	if prof != nil && len(prof.Policy.Entry) > 0 {
 		lines := make([]int, len(prof.Policy.Entry))
@@ -137,11 +161,11 @@ func loadPolicy(ctx context.Context, embedded []byte, tuned string, s config.Set
 		}
 		entries, err := policy.ParseProfileEntries(prof.Path, prof.Policy.Entry, lines)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		layers = append(layers, &policy.File{Name: prof.Path, Schema: 1, Entries: entries})
 	}
-	return policy.Merge(layers...), files, nil
+	return policy.Merge(layers...), nil
 }
 
 // TunedFile is the tuned layer's file name in the user's config directory.

@@ -209,6 +209,44 @@ func TestServeWatchesAPolicyFileAddedByAReload(t *testing.T) {
 	r.log.waitFor(t, `switched to_pid=\d+ width=6`, 1, 20*time.Second)
 }
 
+// The tuned layer is watched from the start, before tune made it or its
+// directory, and stays watched after a rejected reload: the reviewer's
+// steps (a switch, a rejected edit, a fixed one) each reach the engine
+// without a SIGHUP.
+func TestServeWatchesTheTunedLayer(t *testing.T) {
+	testenv.E2E(t)
+	t.Parallel() // see TestMain; its tuned layer is its own (withEnv)
+	cfg := t.TempDir()
+	tuned := filepath.Join(cfg, "speclaunch", TunedFile)
+	port := freePort(t)
+	prof := filepath.Join(t.TempDir(), "p.toml")
+	writeFile(t, prof, simProfile(port, ""))
+	ctx, cancel := context.WithCancel(context.Background())
+	log := &syncBuffer{}
+	done := make(chan int, 1)
+	go func() {
+		done <- withEnv(map[string]string{"XDG_CONFIG_HOME": cfg}).main(ctx, []string{"serve", "--log-format", "text", "--profile", prof}, log, log)
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	log.waitFor(t, `width verified width=4`, 1, 20*time.Second)
+	entry := func(w int) string {
+		return fmt.Sprintf("schema = 1\n[[entry]]\nid = \"gb10-affine-dflash\"\nengine = \"mlxcel\"\ndrafter = \"dflash\"\n"+
+			"capability = \"12.1\"\nquant = \"affine\"\nwidth = %d\nrunner_up = 3\npin = \"mlx 81ba1c6a\"\nrecord = \"docs/benchmark_results/x.md\"\n", w)
+	}
+	if err := os.MkdirAll(filepath.Dir(tuned), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	renameOver(t, tuned, entry(5)) // written while serve runs
+	log.waitFor(t, `switched to_pid=\d+ width=5`, 1, 20*time.Second)
+	renameOver(t, tuned, strings.Replace(entry(5), "width = 5", "width = 0", 1))
+	log.waitFor(t, `reload rejected`, 1, 20*time.Second)
+	renameOver(t, tuned, entry(6))
+	log.waitFor(t, `switched to_pid=\d+ width=6`, 1, 20*time.Second)
+}
+
 // GET /metrics is the engine's series followed by speclaunch's own, one
 // exposition the Prometheus text parser reads; /speclaunch/metrics has
 // speclaunch's alone; a switch shows in its counters.
