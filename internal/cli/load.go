@@ -133,11 +133,11 @@ func loadPolicy(ctx context.Context, embedded []byte, tuned string, s config.Set
 	layers := []*policy.File{base}
 	var budget policy.Budget // the layers are bounded in total, a file named twice read once
 	if tuned != "" {
-		if _, err := os.Stat(tuned); err == nil {
-			pf, err := budget.Read(ctx, tuned)
-			if err != nil {
-				return nil, fmt.Errorf("the tuned layer (written by speclaunch tune): %w; fix it, or delete it and re-run speclaunch tune", err)
-			}
+		pf, err := readTuned(ctx, &budget, tuned)
+		if err != nil {
+			return nil, err
+		}
+		if pf != nil {
 			layers = append(layers, pf)
 		}
 	}
@@ -166,6 +166,39 @@ func loadPolicy(ctx context.Context, embedded []byte, tuned string, s config.Set
 		layers = append(layers, &policy.File{Name: prof.Path, Schema: 1, Entries: entries})
 	}
 	return policy.Merge(layers...), nil
+}
+
+// readTuned reads the tuned layer at path within budget: nil where there
+// is none. A layer that cannot be used is bad input naming the file.
+func readTuned(ctx context.Context, budget *policy.Budget, path string) (*policy.File, error) {
+	exists, err := tunedExists(path)
+	if !exists {
+		return nil, nil
+	}
+	var pf *policy.File
+	if err == nil {
+		pf, err = budget.Read(ctx, path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("the tuned layer (written by speclaunch tune): %w; fix it, or delete it and re-run speclaunch tune", err)
+	}
+	return pf, nil
+}
+
+// tunedExists says whether there is a tuned layer at path, for its readers
+// (resolve, serve) and its writer (tune). Nothing there, or a path this
+// user cannot look at, is no layer; a symlink that leads nowhere (dangling,
+// or a loop) is an error naming it and its target: the readers skipped it
+// in silence, and tune replaced it with a file. Anything else is a layer,
+// whose read says what is wrong with it.
+func tunedExists(path string) (bool, error) {
+	if _, err := os.Stat(path); err == nil {
+		return true, nil
+	}
+	if _, err := os.Lstat(path); err != nil {
+		return false, nil
+	}
+	return safefile.Existing("policy file", path)
 }
 
 // TunedFile is the tuned layer's file name in the user's config directory.

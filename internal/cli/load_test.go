@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/speclaunch/speclaunch/internal/config"
@@ -65,5 +66,73 @@ func TestLoadNamesTheTunedLayerToWatch(t *testing.T) {
 				t.Errorf("files %q, want %q", l.Files, c.want)
 			}
 		})
+	}
+}
+
+// A tuned layer that is a symlink leading nowhere (dangling, or a loop) is
+// bad input naming the link and its target: resolve skipped it in silence,
+// and tune replaced the link with a file of its own. Nothing there is no
+// layer, as before.
+func TestTunedLayerLinkThatLeadsNowhere(t *testing.T) {
+	t.Parallel() // its tuned layers are its own (withEnv)
+	const prof = "../../profiles/demo-load.toml"
+	for _, c := range []struct {
+		name   string
+		target func(link string) string // "" = no link: nothing there
+		cause  string
+	}{
+		{"absent", nil, ""},
+		{"dangling", func(string) string { return "/nonexistent/tuned.toml" }, "no such file or directory"},
+		{"loop", func(link string) string { return link }, "too many levels of symbolic links"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := t.TempDir()
+			layer := filepath.Join(cfg, "speclaunch", TunedFile)
+			other := filepath.Join(t.TempDir(), "mine.toml") // tune --policy's layer
+			want := []string{"exit 0"}
+			if c.target != nil {
+				if err := os.MkdirAll(filepath.Dir(layer), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				for _, l := range []string{layer, other} {
+					if err := os.Symlink(c.target(l), l); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			run := withEnv(map[string]string{"XDG_CONFIG_HOME": cfg})
+			code, o, e := run.cli("resolve", "--profile", prof)
+			if c.target == nil {
+				if code != 0 {
+					t.Fatalf("resolve with no tuned layer: exit %d\n%s%s", code, o, e)
+				}
+				return
+			}
+			want = []string{layer + ": is a symlink to " + c.target(layer) + ", which leads nowhere (" + c.cause + ")", "delete it and re-run speclaunch tune"}
+			checkRefused(t, "resolve", code, e, want)
+			// tune is refused before it measures, the link left as it was:
+			// the default layer, and a layer named with --policy.
+			code, _, e = run.cli("tune", "--profile", prof, "--levels", "1", "--widths", "2", "--engines", "2")
+			checkRefused(t, "tune", code, e, want)
+			code, _, e = withEnv(map[string]string{"XDG_CONFIG_HOME": t.TempDir()}).cli("tune", "--profile", prof, "--levels", "1", "--widths", "2", "--engines", "2", "--policy", other)
+			checkRefused(t, "tune --policy", code, e, []string{other + ": is a symlink to " + c.target(other) + ", which leads nowhere", "point the link at a file, or remove it"})
+			for _, l := range []string{layer, other} {
+				if li, err := os.Lstat(l); err != nil || li.Mode()&os.ModeSymlink == 0 {
+					t.Errorf("%s is no longer the link: %v %v", l, li, err)
+				}
+			}
+		})
+	}
+}
+
+// checkRefused: exit 2 with each of want in stderr (its lines joined: the
+// error is wrapped to the screen).
+func checkRefused(t *testing.T, what string, code int, stderr string, want []string) {
+	t.Helper()
+	stderr = strings.Join(strings.Fields(stderr), " ")
+	for _, w := range want {
+		if code != 2 || !strings.Contains(stderr, w) {
+			t.Errorf("%s: exit %d (want 2), want %q in\n%s", what, code, w, stderr)
+		}
 	}
 }

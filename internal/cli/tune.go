@@ -206,8 +206,12 @@ func tunedID(k key.Key, pair policy.Pair) string {
 }
 
 // readLayer reads the tuned layer's entries ("" or a missing file: none).
-// A layer that does not parse stops tune before it measures.
+// A layer that does not parse, or a link that leads nowhere, stops tune
+// before it measures.
 func readLayer(ctx context.Context, path string) ([]policy.Entry, error) {
+	if _, err := tunedExists(path); err != nil {
+		return nil, usage(err, "tune would replace the link with a file, not write where it points: point the link at a file, or remove it")
+	}
 	f, err := policy.ReadFile(ctx, path)
 	var se *safefile.Error
 	switch {

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"github.com/speclaunch/speclaunch/internal/quote"
 )
 
 // WriteFile writes b to path through a temporary file beside it and a
@@ -75,7 +77,7 @@ func Existing(what, path string) (exists bool, err error) {
 	}
 	fi, err := os.Stat(path)
 	if err != nil {
-		return true, &Error{What: what, Path: path, Msg: "is a symlink that leads nowhere (" + err.Error() + "); remove it or give another path", Err: err}
+		return true, &Error{What: what, Path: path, Msg: "is a symlink " + leadsNowhere(path, err) + "; remove it or give another path", Err: err}
 	}
 	if !fi.Mode().IsRegular() {
 		return true, &Error{What: what, Path: path, Msg: "is a symlink to " + Kind(fi.Mode()) + ", not to a regular file; give the path of a new file"}
@@ -112,4 +114,20 @@ func CheckDir(dir string) error {
 	}
 	f.Close()
 	return os.Remove(f.Name())
+}
+
+// leadsNowhere says where the symlink at path points and why that is no
+// file ("to /gone/x, which leads nowhere (no such file or directory)"): the
+// link's own name is in the error already, its target is what to fix.
+func leadsNowhere(path string, err error) string {
+	why := err.Error()
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		why = pe.Err.Error()
+	}
+	target, rerr := os.Readlink(path)
+	if rerr != nil {
+		return "that leads nowhere (" + why + ")"
+	}
+	return "to " + quote.Text(target, 0) + ", which leads nowhere (" + why + ")"
 }

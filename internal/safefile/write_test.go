@@ -37,8 +37,8 @@ func TestExistingAndWriteFile(t *testing.T) {
 		{"fifo", true, "is a FIFO (named pipe), not a regular file"},
 		{"dir", true, "is a directory, not a regular file"},
 		{"link-fifo", true, "is a symlink to a FIFO (named pipe)"},
-		{"dangling", true, "is a symlink that leads nowhere"},
-		{"loop", true, "is a symlink that leads nowhere"},
+		{"dangling", true, "is a symlink to " + at("nowhere") + ", which leads nowhere (no such file or directory)"},
+		{"loop", true, "is a symlink to " + at("loop") + ", which leads nowhere (too many levels of symbolic links)"},
 	} {
 		exists, err := Existing("profile", at(c.name))
 		var se *Error
