@@ -223,6 +223,9 @@ type Options struct {
 	// BodyTimeout is how long a request body may take to arrive whole;
 	// 0 = DefaultBodyTimeout.
 	BodyTimeout time.Duration
+	// SendTimeout is how long one write of an answer may wait for the
+	// client; 0 = DefaultSendTimeout.
+	SendTimeout time.Duration
 }
 
 // Proxy routes requests to the backend that serves now.
@@ -260,6 +263,9 @@ func New(o Options) *Proxy {
 	}
 	if o.BodyBudget <= 0 {
 		o.BodyBudget = DefaultBodyBudget
+	}
+	if o.SendTimeout <= 0 {
+		o.SendTimeout = DefaultSendTimeout
 	}
 	if o.BodyTimeout <= 0 {
 		o.BodyTimeout = DefaultBodyTimeout
@@ -496,7 +502,8 @@ type slot struct {
 }
 
 // ServeHTTP proxies one request.
-func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (p *Proxy) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
+	w := withSendDeadline(rw, p.o.SendTimeout)
 	switch {
 	case r.URL.Path == StatusPath:
 		if p.o.Status == nil {
