@@ -542,8 +542,9 @@ func (p *Proxy) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		var h *errHeld
 		if errors.As(err, &h) {
 			p.reject(w, h)
+			return
 		}
-		return // the client went away: nobody to answer
+		clientGone() // nobody to answer
 	}
 	s := &slot{b: b, in: r.Body}
 	if isWork(r) {
@@ -561,6 +562,12 @@ func (p *Proxy) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), slotKey{}, s)))
 	answered = true
 }
+
+// clientGone ends a request whose client went away (or half-closed its
+// side: Go ends the request's context on the read's EOF) with no answer:
+// a handler that just returned made net/http send an empty 200, which a
+// client that half-closed read as a success.
+func clientGone() { panic(http.ErrAbortHandler) }
 
 // stopping reports that speclaunch is stopping (Refuse or Close came).
 func (p *Proxy) stopping() bool {
@@ -696,7 +703,7 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 		return
 	}
 	if r.Context().Err() != nil {
-		return // the client went away
+		clientGone() // nobody to answer
 	}
 	var h *errHeld
 	if errors.As(err, &h) {

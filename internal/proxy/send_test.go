@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -37,5 +39,24 @@ func TestSendTimeoutEndsAStalledAnswer(t *testing.T) {
 	case <-cancelled:
 	case <-time.After(20 * time.Second): // the test's own bound on a broken timeout, not a timing
 		t.Fatal("the engine's request was never cancelled: a client that does not read holds its slot")
+	}
+}
+
+// A client that half-closes after its request gets no answer rather than
+// an empty 200: Go ends the request's context on the EOF, which the proxy
+// reads as the client gone. The engine itself answers such a client with
+// nothing, too.
+func TestHalfClosedClientGetsNoEmpty200(t *testing.T) {
+	engine := func(w http.ResponseWriter, r *http.Request) {
+		<-r.Context().Done() // answers only once the request is over
+	}
+	c := rawClient(t, Options{}, engine)
+	body := `{"prompt":"x","max_tokens":3}`
+	fmt.Fprintf(c, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	c.(*net.TCPConn).CloseWrite()
+	c.SetReadDeadline(time.Now().Add(10 * time.Second)) // the test's own bound, never reached
+	got, err := io.ReadAll(c)
+	if len(got) > 0 || err != nil {
+		t.Errorf("a half-closed client read %q (%v), want the connection closed with nothing", got, err)
 	}
 }
