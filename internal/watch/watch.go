@@ -252,12 +252,12 @@ func (w *Watcher) setPaths(paths []string) {
 }
 
 // addDir watches directory d. One that does not exist yet is left to the
-// poll, where one runs (rewatch adds it once it exists): said at info, not
-// an error.
+// poll, where one runs (rewatch adds it once it exists): said at debug, not
+// an error; it is the tuned layer's on every host tune has not run on.
 func (w *Watcher) addDir(d string) error {
 	err := w.fsw.Add(d)
 	if err != nil && w.poll > 0 && errors.Is(err, fs.ErrNotExist) {
-		w.log.Info("the directory of a watched file does not exist yet; polled until it does", "dir", d)
+		w.log.Debug("the directory of a watched file does not exist yet; polled until it does", "dir", d)
 		return nil
 	}
 	return err
