@@ -318,7 +318,11 @@ func TestStatusDocument(t *testing.T) {
 }
 
 // The old engine of an overlap switch finishes its requests for at most
-// server.drain_timeout, then is stopped with them in flight.
+// server.drain_timeout, then is stopped with them in flight: a request
+// queued in it (the sim decodes one at a time) that had no answer yet is
+// sent again to the new engine, and the stream it cut ends saying that
+// speclaunch stopped it. Before, both got 502 "the engine failed …", the
+// queued one after a 3 s wait.
 func TestServeDrainTimeoutBoundsOldEngine(t *testing.T) {
 	testenv.E2E(t)
 	t.Parallel() // see TestMain
@@ -328,29 +332,53 @@ func TestServeDrainTimeoutBoundsOldEngine(t *testing.T) {
 	writeFile(t, prof, base)
 	r := startServe(t, "--profile", prof)
 	r.log.waitFor(t, `width verified width=4`, 1, 20*time.Second)
-	long := make(chan error, 1)
-	go func() {
-		// About 20 s of tokens at the sim's pace.
-		resp, err := http.Post(fmt.Sprintf("http://127.0.0.1:%d/completion", port), "application/json", strings.NewReader(`{"prompt":"x","n_predict":1500,"stream":true}`))
-		if err == nil {
-			_, err = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
+	type answer struct {
+		status int
+		body   string
+		err    error
+	}
+	send := func(body string, to chan<- answer) {
+		resp, err := http.Post(fmt.Sprintf("http://127.0.0.1:%d/completion", port), "application/json", strings.NewReader(body))
+		if err != nil {
+			to <- answer{err: err}
+			return
 		}
-		long <- err
-	}()
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		to <- answer{resp.StatusCode, string(b), err}
+	}
+	long, queued := make(chan answer, 1), make(chan answer, 1)
+	// About 20 s of tokens at the sim's pace.
+	go send(`{"prompt":"x","n_predict":1500,"stream":true}`, long)
 	waitStatus(t, port, 10*time.Second, func(st statusDoc) bool { return st.Engine != nil && st.Engine.InFlight == 1 })
+	go send(`{"prompt":"y","n_predict":8}`, queued)
+	waitStatus(t, port, 10*time.Second, func(st statusDoc) bool { return st.Engine != nil && st.Engine.InFlight == 2 })
 	t0 := time.Now()
 	writeFile(t, prof, withWidth(base, 3))
 	// after: the drain timeout as the shell measured it, from a moment a
 	// hair after the machine's (999ms was seen under -race on 2 cores).
-	r.log.waitFor(t, `drain ended with requests still in flight; stopping the old engine in_flight=1 after=(99\dms|1(\.\d+)?s)`, 1, 20*time.Second)
+	r.log.waitFor(t, `drain ended with requests still in flight; stopping the old engine in_flight=2 after=(99\dms|1(\.\d+)?s)`, 1, 20*time.Second)
 	r.log.waitFor(t, `old engine stopped`, 1, 20*time.Second)
 	if d := time.Since(t0); d > 8*time.Second {
 		t.Errorf("the old engine was stopped %s after the reload, drain_timeout 1s", d)
 	}
 	select {
-	case <-long:
+	case a := <-long:
+		if !strings.Contains(a.body, "speclaunch stopped the engine during this response") {
+			t.Errorf("the stream cut by the stop: %d %v, ends %q", a.status, a.err, a.body[max(0, len(a.body)-300):])
+		}
 	case <-time.After(10 * time.Second):
 		t.Error("the request in flight on the stopped engine did not end")
+	}
+	select {
+	case a := <-queued:
+		if a.status != 200 || !strings.Contains(a.body, `"content"`) {
+			t.Errorf("the request queued in the stopped engine: %d %v %q, want the new engine's answer", a.status, a.err, a.body)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("the request queued in the stopped engine did not end")
+	}
+	if strings.Contains(r.log.String(), "the engine failed") {
+		t.Errorf("a stop by speclaunch logged as an engine failure:\n%s", r.log.String())
 	}
 }

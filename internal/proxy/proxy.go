@@ -70,8 +70,9 @@ type Backend struct {
 	dead     atomic.Bool   // a dial was refused, or the engine is gone: it no longer serves
 	gone     chan struct{} // closed by Gone: the engine died or hung
 	goneOnce sync.Once
-	closing  atomic.Bool // the engine is being stopped: no new launcher request starts on it
-	work     workMeter   // clients' requests that ask the engine for work (under mu)
+	closing  atomic.Bool            // the engine is being stopped: no new launcher request starts on it
+	stopWhy  atomic.Pointer[string] // set by StopsWith: speclaunch stops it with requests in flight
+	work     workMeter              // clients' requests that ask the engine for work (under mu)
 	clock    func() time.Time
 }
 
@@ -94,6 +95,24 @@ func (b *Backend) Gone() {
 // Closing marks the engine as being stopped: Track refuses new launcher
 // requests on it (they move to the engine that replaces it).
 func (b *Backend) Closing() { b.closing.Store(true) }
+
+// StopsWith says that speclaunch stops the engine with requests still in
+// flight, and why (its drain timeout passed). A client whose answer the
+// stop cuts is told that, not that the engine failed, and the proxy logs
+// no engine failure for it: whoever stops it says so.
+func (b *Backend) StopsWith(why string) { b.stopWhy.Store(&why) }
+
+// stoppedWhy is StopsWith's reason; "" when speclaunch did not stop b
+// under its requests.
+func (b *Backend) stoppedWhy() string {
+	if b == nil {
+		return ""
+	}
+	if w := b.stopWhy.Load(); w != nil {
+		return *w
+	}
+	return ""
+}
 
 // ErrEngineReplaced refuses a launcher request on an engine being stopped.
 var ErrEngineReplaced = errors.New("the engine is being replaced; ask the serving one")
@@ -717,6 +736,15 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 		return
 	default:
 	}
+	if s, _ := r.Context().Value(slotKey{}).(*slot); s != nil {
+		if why := s.b.stoppedWhy(); why != "" {
+			// A request that could not be sent again (its body streamed
+			// through) on an engine speclaunch stopped under it.
+			p.rejected.Add(1)
+			writeError(w, http.StatusServiceUnavailable, "speclaunch stopped the engine before it answered ("+why+"); retry shortly", "unavailable_error", 1)
+			return
+		}
+	}
 	p.o.Log.Warn("proxy: engine request failed", "path", r.URL.Path, "err", err)
 	if bodyLeft(r.Context()) {
 		// The engine stopped reading a body that streams through (a body
@@ -767,7 +795,7 @@ func (t *retrying) RoundTrip(req *http.Request) (*http.Response, error) {
 			if s != nil {
 				s.status = resp.StatusCode
 			}
-			return guardStream(resp, t.p.o.Log, t.p.stopped), nil
+			return guardStream(resp, t.p.o.Log, t.p.stopped, s), nil
 		}
 		if s == nil || attempt >= 8 || req.Context().Err() != nil {
 			return resp, err
@@ -839,11 +867,16 @@ func (p *Proxy) waitGone(ctx context.Context, b *Backend) bool {
 
 // guardStream makes a server-sent-event stream that breaks mid-way end
 // with an error event, never with a clean end that looks complete.
-func guardStream(resp *http.Response, log *slog.Logger, stopped <-chan struct{}) *http.Response {
+// s, when set, is the request's slot: the engine that answers it.
+func guardStream(resp *http.Response, log *slog.Logger, stopped <-chan struct{}, s *slot) *http.Response {
 	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		return resp
 	}
-	resp.Body = &sseGuard{ReadCloser: resp.Body, log: log, stopped: stopped}
+	g := &sseGuard{ReadCloser: resp.Body, log: log, stopped: stopped}
+	if s != nil {
+		g.b = s.b
+	}
+	resp.Body = g
 	return resp
 }
 
@@ -852,6 +885,7 @@ type sseGuard struct {
 	io.ReadCloser
 	log     *slog.Logger
 	stopped <-chan struct{} // closed when speclaunch cut the requests (Proxy.Close)
+	b       *Backend        // the engine streaming; nil when unknown
 	tail    *bytes.Reader   // the error event, once the engine failed
 }
 
@@ -866,13 +900,18 @@ func (g *sseGuard) Read(b []byte) (int, error) {
 	var e APIError
 	e.Error.Code, e.Error.Type = http.StatusBadGateway, "server_error"
 	e.Error.Message = "the engine failed during this response (" + publicCause(err) + "); the output is incomplete"
+	why := g.b.stoppedWhy()
 	select {
 	case <-g.stopped:
+		why = "the shutdown timeout passed, or a second signal came"
+	default:
+	}
+	if why != "" {
 		// Not the engine's failure: speclaunch stopped it with this stream
 		// under way.
 		e.Error.Code, e.Error.Type = http.StatusServiceUnavailable, "unavailable_error"
-		e.Error.Message = "speclaunch stopped the engine during this response (the shutdown timeout passed, or a second signal came); the output is incomplete"
-	default:
+		e.Error.Message = "speclaunch stopped the engine during this response (" + why + "); the output is incomplete"
+	} else {
 		g.log.Warn("proxy: the engine failed mid-stream; ending the stream with an error event", "err", err)
 	}
 	body, _ := json.Marshal(e)

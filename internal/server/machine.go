@@ -558,10 +558,22 @@ func samePlan(a, b *plan.Plan) bool {
 // exited takes an engine's end.
 func (s *stepper) exited(e Exited) {
 	m := &s.m
+	asked := slices.Contains(m.stopping, e.ID) // told to stop: not a crash
 	m.stopping = slices.DeleteFunc(m.stopping, func(x EngineID) bool { return x == e.ID })
 	switch {
 	case m.Draining != nil && m.Draining.ID == e.ID:
 		m.Draining, m.drainBy = nil, time.Time{}
+		if !asked {
+			// It died while it drained (a crash, a kill from outside):
+			// its requests without a response byte go to the next engine
+			// now, not after the proxy's wait to learn it is gone.
+			level := lvInfo
+			if e.Code != 0 {
+				level = lvError
+			}
+			s.log(level, "the old engine exited while it drained; its requests that had no answer yet go to the next engine", "engine_n", e.ID, "exit_code", e.Code)
+			s.do(Gone{ID: e.ID})
+		}
 		if m.Job != nil && m.Starting == nil && m.Serving == nil && m.Phase != Stopping {
 			// Drain or direct switch: the old engine is gone; now the new.
 			s.start(m.Job.Plan, m.Job.Limits, m.Job)
@@ -651,6 +663,10 @@ func (s *stepper) drained(id EngineID, timedOut bool) {
 	why := s.jobKind()
 	if timedOut {
 		why = DrainTimedOut
+		// Stopped with requests in flight: those it has not begun to
+		// answer go to the next engine (Gone first, so that the proxy
+		// knows as the engine's connections close).
+		s.do(Gone{ID: id})
 	}
 	s.stopEngine(m.Draining, why)
 }

@@ -16,9 +16,10 @@ import (
 
 // fake is a machine driven by events on a fake clock.
 type fake struct {
-	t   *testing.T
-	m   Machine
-	now time.Time
+	t    *testing.T
+	m    Machine
+	now  time.Time
+	last []Action // the last step's actions, logs included
 }
 
 var t0 = time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
@@ -46,7 +47,23 @@ func (f *fake) after(d time.Duration, ev Event) string {
 	f.now = f.now.Add(d)
 	var acts []Action
 	f.m, acts = Step(f.m, ev, f.now)
+	f.last = acts
 	return summary(acts)
+}
+
+// logged fails unless the last step logged a message holding msg at level.
+func (f *fake) logged(level int, msg string) {
+	f.t.Helper()
+	var got []string
+	for _, a := range f.last {
+		if l, ok := a.(Log); ok {
+			if l.Level == level && strings.Contains(l.Msg, msg) {
+				return
+			}
+			got = append(got, fmt.Sprintf("%d %q", l.Level, l.Msg))
+		}
+	}
+	f.t.Errorf("no log at level %d holding %q; logged: %s", level, msg, strings.Join(got, ", "))
 }
 
 func (f *fake) want(ev Event, want string) {
@@ -171,9 +188,52 @@ func TestDrainTimeoutStopsTheOldEngine(t *testing.T) {
 	if d := f.m.Deadline(); !d.Equal(f.now.Add(limits.DrainTimeout)) {
 		t.Fatalf("deadline %v, want the drain timeout", d)
 	}
-	f.wantAfter(limits.DrainTimeout, Tick{}, "Stop(1)")
+	// Gone first: the requests it had not answered (queued in the
+	// engine) are sent again to the new engine once it serves.
+	f.wantAfter(limits.DrainTimeout, Tick{}, "Gone(1) Stop(1)")
 	if st := f.m.stopping; len(st) != 1 || st[0] != 1 {
 		t.Fatalf("stopping %v", st)
+	}
+	f.want(Exited{ID: 1, Code: 0}, "Start(2 reload)")
+}
+
+// An overlap switch's old engine stopped at its drain timeout: Gone
+// first, so that its requests without a response byte go to the serving
+// engine rather than failing once it is stopped.
+func TestOverlapDrainTimeoutIsGone(t *testing.T) {
+	f := serving(t, limits)
+	f.want(Submit{Job: job(KindReload, key.SwitchOverlap, planOf("--w", "3"))}, "Start(2 reload)")
+	f.want(Ready{ID: 2}, "Route(2) Watch(1) Switched(ok=true from=1) Reply(<nil>)")
+	f.wantAfter(limits.DrainTimeout, Tick{}, "Gone(1) Stop(1)")
+	f.want(Exited{ID: 1, Code: 0}, "")
+}
+
+// An old engine that dies while it drains (a crash, a kill from outside)
+// is gone at once, and said: its requests without a response byte go to
+// the serving engine.
+func TestDrainingEngineCrashIsGone(t *testing.T) {
+	f := serving(t, limits)
+	f.want(Submit{Job: job(KindReload, key.SwitchOverlap, planOf("--w", "3"))}, "Start(2 reload)")
+	f.want(Ready{ID: 2}, "Route(2) Watch(1) Switched(ok=true from=1) Reply(<nil>)")
+	f.want(Exited{ID: 1, Code: 137}, "Gone(1)")
+	f.logged(lvError, "old engine exited while it drained")
+	if f.m.Phase != Serving || f.m.Serving.ID != 2 || f.m.Draining != nil {
+		t.Fatalf("after the old engine's crash: %+v", f.m)
+	}
+	// In drain mode the new engine starts, and takes the requests re-sent.
+	f = serving(t, limits)
+	f.want(Submit{Job: job(KindReload, key.SwitchDrain, planOf("--w", "3"))}, "Hold Watch(1)")
+	f.want(Exited{ID: 1, Code: 137}, "Gone(1) Start(2 reload)")
+	f.logged(lvError, "old engine exited while it drained")
+	// An engine stopped as asked is not gone twice, nor said as a crash.
+	f = serving(t, limits)
+	f.want(Submit{Job: job(KindReload, key.SwitchDrain, planOf("--w", "3"))}, "Hold Watch(1)")
+	f.want(Drained{ID: 1}, "Stop(1)")
+	f.want(Exited{ID: 1, Code: 0}, "Start(2 reload)")
+	for _, a := range f.last {
+		if l, ok := a.(Log); ok {
+			t.Errorf("an engine stopped as asked logged %q", l.Msg)
+		}
 	}
 }
 

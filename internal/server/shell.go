@@ -437,6 +437,9 @@ func (r *Runtime) stop(a Stop) {
 		since := time.Since(l.drain)
 		r.mu.Unlock()
 		r.o.Log.Warn("drain ended with requests still in flight; stopping the old engine", "in_flight", in.Backend.InFlight(), "after", since.Round(time.Millisecond).String(), "pid", in.Proc.PID())
+		// Before the signal: a stream it cuts ends saying why, not that
+		// the engine failed (those not begun go to the next engine: Gone).
+		in.Backend.StopsWith("it was replaced, and its requests outlasted server.drain_timeout")
 	}
 	r.o.Log.Info("stopping engine", "pid", in.Proc.PID(), "why", a.Why)
 	end := func() {}
