@@ -733,6 +733,9 @@ func (s *stepper) graceful() {
 			m.Job = nil
 		}
 	}
+	if j := m.Job; j != nil && j.Mode == key.SwitchDrain && m.Serving == nil && m.Starting == nil && m.Draining != nil && m.left == m.Draining {
+		s.abandonDrain()
+	}
 	if m.Serving == nil && m.Starting != nil {
 		// Nothing serves (the first load, a restart, a drain switch): a
 		// model load can take minutes, so the signal stops it now; held
@@ -749,6 +752,28 @@ func (s *stepper) graceful() {
 		}
 	}
 	s.drainForStop()
+}
+
+// abandonDrain: SIGTERM in a drain switch's drain phase (the old engine
+// finishes its requests, new ones are held, the new engine is not
+// started). The switch is abandoned; the old engine, alive and running the
+// settings in force, serves again, so the held requests go to it and
+// finish within the shutdown timeout, as in any stop. If the drain timeout
+// already stopped it, no engine will come (none is started while
+// stopping): the held requests get 503.
+func (s *stepper) abandonDrain() {
+	m := &s.m
+	old := m.Draining
+	if slices.Contains(m.stopping, old.ID) {
+		s.log(lvInfo, "stopping: the switch under way is abandoned; its old engine is being stopped already and no new one starts, so held requests get 503", "why", m.Job.Reason)
+	} else {
+		s.log(lvInfo, "stopping: the switch under way is abandoned; the old engine, still draining, serves again and takes the held requests", "why", m.Job.Reason)
+		m.Serving, m.Draining, m.left = old, nil, nil
+		m.drainBy, m.held = time.Time{}, false
+		s.do(Route{ID: old.ID})
+	}
+	s.do(Reply{Job: m.Job, Err: ErrStopping})
+	m.Job = nil
 }
 
 // drainForStop watches the serving engine; it is stopped once it has no

@@ -305,6 +305,37 @@ func TestSIGTERMDuringDrainSwitch(t *testing.T) {
 	f.want(Exited{ID: 2, Code: -1}, "Reply(speclaunch is stopping) Exit(143)")
 }
 
+// SIGTERM while a drain switch's old engine still drains (new requests
+// held, the new engine not started): the switch is abandoned and the old
+// engine, alive and with the settings in force, serves again: the held
+// requests go to it, within the shutdown timeout.
+func TestSIGTERMDuringDrainPhase(t *testing.T) {
+	f := serving(t, limits)
+	f.want(Submit{Job: job(KindReload, key.SwitchDrain, planOf("--w", "3"))}, "Hold Watch(1)")
+	f.wantAfter(time.Second, Signal{Sig: syscall.SIGTERM}, "Refuse Route(1) Reply(speclaunch is stopping) Watch(1)")
+	f.logged(lvInfo, "the switch under way is abandoned")
+	if f.m.Phase != Stopping || f.m.Serving == nil || f.m.Serving.ID != 1 || f.m.Draining != nil || f.m.held || f.m.Job != nil {
+		t.Fatalf("after SIGTERM in the drain phase: %+v", f.m)
+	}
+	if d := f.m.Deadline(); !d.Equal(f.now.Add(limits.ShutdownTimeout)) {
+		t.Fatalf("deadline %v, want the shutdown timeout's, not the drain's", d)
+	}
+	f.want(Drained{ID: 1}, "Stop(1 SIGTERM)")
+	f.want(Exited{ID: 1, Code: 0}, "Exit(0)")
+}
+
+// SIGTERM after the drain timeout already stopped the old engine: nothing
+// can serve the held requests (a new engine is not started while
+// stopping); the log says they get 503.
+func TestSIGTERMWhileDrainSwitchStopsTheOld(t *testing.T) {
+	f := serving(t, limits)
+	f.want(Submit{Job: job(KindReload, key.SwitchDrain, planOf("--w", "3"))}, "Hold Watch(1)")
+	f.wantAfter(limits.DrainTimeout, Tick{}, "Gone(1) Stop(1)")
+	f.want(Signal{Sig: syscall.SIGTERM}, "Refuse Reply(speclaunch is stopping)")
+	f.logged(lvInfo, "held requests get 503")
+	f.want(Exited{ID: 1, Code: 0}, "Exit(0)")
+}
+
 // A signal during the first load stops the engine at once.
 func TestSignalDuringFirstLoad(t *testing.T) {
 	f := &fake{t: t, m: NewMachine(planOf(), limits), now: t0}

@@ -123,6 +123,12 @@ type live struct {
 	cancel context.CancelFunc
 	drain  time.Time // when its drain began
 	why    string    // why it was told to stop; "" while it was not
+	// checked: its liveness check runs (it started when the engine was
+	// first routed; one routed again keeps it).
+	checked bool
+	// unwatch ends its drain watch (Watch), its wait said no more; nil
+	// when none runs. Routing the engine ends it: it no longer drains.
+	unwatch context.CancelFunc
 }
 
 // New makes a runtime; Run starts it.
@@ -202,6 +208,10 @@ func (r *Runtime) Run() (int, error) {
 			ev = Signal{Sig: os.Interrupt}
 		case <-timerC:
 			ev = Tick{}
+		}
+		if r.stale(ev) {
+			acts = nil
+			continue
 		}
 		prev := m.Phase
 		m, acts = Step(m, ev, time.Now())
@@ -368,14 +378,44 @@ func (r *Runtime) route(id EngineID) {
 	}
 	r.mu.Lock()
 	r.serving = id
+	check := !l.checked
+	l.checked = true
+	if l.unwatch != nil {
+		l.unwatch() // a drain switch abandoned: it serves again
+		l.unwatch = nil
+	}
 	r.mu.Unlock()
 	if r.o.Proxy != nil && l.inst.Backend != nil {
 		r.o.Proxy.Route(l.inst.Backend)
 	}
 	r.o.Launcher.Notify(NoteServing{In: l.inst})
-	if d := l.limits.HangTimeout; d > 0 {
+	if d := l.limits.HangTimeout; d > 0 && check {
 		go r.liveness(l, d)
 	}
+}
+
+// stale reports a Drained that no longer holds as the loop reads it:
+// requests were routed to the engine since it was sent (a drain switch
+// abandoned at SIGTERM gives the held requests to its draining engine,
+// whose drain may have ended a moment before). The machine would stop the
+// engine under them; instead the wait is made again, and Drained comes
+// once it holds.
+func (r *Runtime) stale(ev Event) bool {
+	d, ok := ev.(Drained)
+	if !ok {
+		return false
+	}
+	l := r.get(d.ID)
+	if l == nil || l.inst == nil || l.inst.Backend == nil || l.inst.Backend.InFlight() == 0 {
+		return false
+	}
+	b := l.inst.Backend
+	go func() {
+		if b.Drain(l.ctx) == 0 {
+			r.events <- Drained{ID: d.ID}
+		}
+	}()
+	return true
 }
 
 // watch sends Drained once the engine has no request in flight; a wait
@@ -387,15 +427,18 @@ func (r *Runtime) watch(a Watch) {
 		r.events <- Drained{ID: id}
 		return
 	}
+	ctx, cancel := context.WithCancel(l.ctx)
 	r.mu.Lock()
 	l.drain = time.Now()
+	l.unwatch = cancel
 	r.mu.Unlock()
 	b := l.inst.Backend
 	end := waitlog.Start(r.o.Log, r.o.Clock, waitlog.Wait{For: func() string {
 		return fmt.Sprintf("%s to finish on engine %d%s", requests(b.InFlight()), id, a.Before)
 	}, Bound: a.Bound, Then: a.Then})
 	go func() {
-		n := b.Drain(l.ctx)
+		n := b.Drain(ctx)
+		cancel()
 		end()
 		if n == 0 {
 			r.events <- Drained{ID: id}

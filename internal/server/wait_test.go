@@ -177,3 +177,42 @@ func TestPendingWaitIsSaid(t *testing.T) {
 		t.Errorf("log:\n%s", out)
 	}
 }
+
+// A Drained that no longer holds when the loop reads it (requests were
+// routed to the engine since: a drain switch abandoned at SIGTERM gives
+// the held ones to its draining engine) is not passed on, which would stop
+// the engine under them; the wait is made again.
+func TestStaleDrainedWaitsAgain(t *testing.T) {
+	rt := New(Options{})
+	b, err := proxy.NewBackend("http://127.0.0.1:1", "engine 1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rt.engines[1] = &live{inst: &Instance{ID: 1, Backend: b}, ctx: ctx, cancel: cancel}
+	if rt.stale(Drained{ID: 1}) || rt.stale(Tick{}) {
+		t.Fatal("a Drained that holds, or another event, taken as stale")
+	}
+	release, err := b.Track()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rt.stale(Drained{ID: 1}) {
+		t.Fatal("a Drained with a request in flight passed on")
+	}
+	select {
+	case ev := <-rt.events:
+		t.Fatalf("%T%+v before the request ended", ev, ev)
+	default:
+	}
+	release()
+	select {
+	case ev := <-rt.events:
+		if ev != (Drained{ID: 1}) {
+			t.Fatalf("got %T%+v, want Drained", ev, ev)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no Drained once the request ended")
+	}
+}
