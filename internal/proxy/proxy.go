@@ -17,7 +17,9 @@
 //     is full, gets 503 with Retry-After and a JSON error body;
 //   - a request whose connection to the engine is refused (nothing was sent:
 //     the engine died between routing and dialing) is sent again to whichever
-//     engine serves next instead of failing;
+//     engine serves next instead of failing; one that cannot connect for
+//     want of speclaunch's own resources (descriptors, ports) gets 503 with
+//     Retry-After, and the engine keeps serving;
 //   - GET /health is answered without holding: the engine's own answer when
 //     one serves, 200 {"status":"ok","speclaunch":"switching"} while requests
 //     are held, 503 "Loading model" before the first engine is ready, as
@@ -44,6 +46,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/speclaunch/speclaunch/internal/netfail"
 	"github.com/speclaunch/speclaunch/internal/secret"
 )
 
@@ -67,7 +70,7 @@ type Backend struct {
 	mu       sync.Mutex
 	inflight int
 	zero     chan struct{} // closed when inflight reaches 0 (made by Drain)
-	dead     atomic.Bool   // a dial was refused, or the engine is gone: it no longer serves
+	dead     atomic.Bool   // a dial was refused (netfail.Refused), or the engine is gone: it no longer serves
 	gone     chan struct{} // closed by Gone: the engine died or hung
 	goneOnce sync.Once
 	closing  atomic.Bool            // the engine is being stopped: no new launcher request starts on it
@@ -415,7 +418,7 @@ type Stats struct {
 	QueueSize     int   `json:"queue_size"`
 	HoldTimeoutS  int   `json:"hold_timeout_s"`
 	HeldTotal     int64 `json:"held_total"`
-	RejectedTotal int64 `json:"rejected_total"` // 503s: queue full or held too long
+	RejectedTotal int64 `json:"rejected_total"` // 503s: queue full, held too long, stopping, out of resources
 	RetriedTotal  int64 `json:"retried_total"`  // refused dials sent to the next engine
 	// BodyBytesHeld are the request bodies kept in memory now (bounded by
 	// Options.BodyBudget); BodiesStreamed counts the bodies that did not
@@ -729,6 +732,14 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 		p.reject(w, h)
 		return
 	}
+	if netfail.Of(err) == netfail.Local {
+		// Not the engine's failure: a retry soon may find descriptors
+		// free again.
+		p.rejected.Add(1)
+		p.o.Log.Warn("proxy: cannot reach the engine: this process is out of resources; the request gets 503 and the engine keeps serving", "path", r.URL.Path, "err", err)
+		writeError(w, http.StatusServiceUnavailable, "speclaunch could not reach the engine ("+publicCause(err)+" on speclaunch's side, not the engine's); retry shortly", "unavailable_error", 1)
+		return
+	}
 	select {
 	case <-p.stopped:
 		p.rejected.Add(1)
@@ -801,14 +812,21 @@ func (t *retrying) RoundTrip(req *http.Request) (*http.Response, error) {
 			return resp, err
 		}
 		dead := s.b
+		cause := netfail.Of(err)
 		switch {
-		case dialRefused(err) && t.p.stopping():
+		case cause == netfail.Local:
+			// speclaunch's own want (descriptors, ports), not the
+			// engine's: this request fails (upstreamError's 503), the
+			// engine keeps its traffic. A dial error of any other kind
+			// marked the engine dead for good (load review of 088c135).
+			return resp, err
+		case cause == netfail.Refused && t.p.stopping():
 			// speclaunch is stopping: no next engine will come, and the
 			// request is answered 503 (acquire refuses it); the log says
 			// so rather than "sending it to the next engine".
 			dead.dead.Store(true)
 			t.p.o.Log.Info("proxy: engine refused a connection while speclaunch stops; the request gets 503", "engine", dead.Name, "path", req.URL.Path)
-		case dialRefused(err):
+		case cause == netfail.Refused:
 			dead.dead.Store(true)
 			t.p.o.Log.Info("proxy: engine refused a connection; sending the request to the next engine", "engine", dead.Name, "path", req.URL.Path)
 		case req.GetBody != nil && t.p.waitGone(req.Context(), dead):
@@ -920,12 +938,6 @@ func (g *sseGuard) Read(b []byte) (int, error) {
 		return n, nil
 	}
 	return g.tail.Read(b)
-}
-
-// dialRefused reports an error from connecting, before anything was sent.
-func dialRefused(err error) bool {
-	var op *net.OpError
-	return errors.As(err, &op) && op.Op == "dial"
 }
 
 // APIError is the OpenAI-style error body the engines answer with.

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/speclaunch/speclaunch/internal/netfail"
 	"github.com/speclaunch/speclaunch/internal/plan"
 	"github.com/speclaunch/speclaunch/internal/proxy"
 	"github.com/speclaunch/speclaunch/internal/supervise"
@@ -522,7 +522,7 @@ func (r *Runtime) liveness(l *live, d time.Duration) {
 	client := &http.Client{Timeout: every, Transport: &http.Transport{DisableKeepAlives: true}}
 	url := strings.TrimRight(l.inst.BaseURL, "/") + "/health"
 	last := time.Now()
-	local := false // the last check failed on this side (localFailure)
+	local := false // the last check failed on this side (netfail.Local)
 	t := time.NewTicker(every)
 	defer t.Stop()
 	// silent: the wait for an answer once one was missed, said should it
@@ -553,7 +553,7 @@ func (r *Runtime) liveness(l *live, d time.Duration) {
 			}
 			continue
 		}
-		if localFailure(err) {
+		if netfail.Of(err) == netfail.Local {
 			// This process could not ask (out of descriptors under a
 			// connection flood): no sign of the engine's health either
 			// way, so the hang clock pauses for this tick rather than
@@ -578,17 +578,6 @@ func (r *Runtime) liveness(l *live, d time.Duration) {
 			return
 		}
 	}
-}
-
-// localFailure says a request failed for want of this process's own
-// resources (descriptors, buffers, memory), not by the engine's doing.
-func localFailure(err error) bool {
-	for _, e := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM} {
-		if errors.Is(err, e) {
-			return true
-		}
-	}
-	return false
 }
 
 // Transport wraps base so that the launcher's own requests to an engine

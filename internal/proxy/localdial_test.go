@@ -1,0 +1,92 @@
+package proxy
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// failFirst fails its first n round trips with err and passes the rest
+// to base.
+type failFirst struct {
+	n    atomic.Int32
+	err  error
+	base http.RoundTripper
+}
+
+func (f *failFirst) RoundTrip(req *http.Request) (*http.Response, error) {
+	if f.n.Add(-1) >= 0 {
+		return nil, f.err
+	}
+	return f.base.RoundTrip(req)
+}
+
+// dialErr is a failed dial as net/http's transport reports it.
+func dialErr(call string, errno syscall.Errno) error {
+	return &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError(call, errno)}
+}
+
+// Load review of 088c135: one proxy→engine dial that failed for want of
+// speclaunch's own descriptors (EMFILE) marked the serving engine dead for
+// good, and every later request was held until the hold timeout. A dial
+// that fails on speclaunch's side fails that one request (503, Retry-After)
+// and leaves routing alone: the next request reaches the same engine.
+func TestLocalDialFailureLeavesRouting(t *testing.T) {
+	for _, errno := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM, syscall.EADDRNOTAVAIL} {
+		t.Run(errno.Error(), func(t *testing.T) {
+			b := backend(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+			tr := &failFirst{err: dialErr("socket", errno), base: http.DefaultTransport}
+			tr.n.Store(1)
+			// The hold timeout only bounds the test's run should a request
+			// be held; no request may be.
+			p := New(Options{Transport: tr, HoldTimeout: 50 * time.Millisecond})
+			p.Route(b)
+			for i, want := range []int{http.StatusServiceUnavailable, http.StatusOK} {
+				w := httptest.NewRecorder()
+				p.ServeHTTP(w, httptest.NewRequest("POST", "/v1/completions", strings.NewReader(`{"prompt":"x"}`)))
+				body := w.Body.String()
+				switch {
+				case w.Code != want:
+					t.Errorf("request %d: %d %q, want %d", i, w.Code, body, want)
+				case want == http.StatusServiceUnavailable && (w.Header().Get("Retry-After") != "1" || !strings.Contains(body, errno.Error()) || !strings.Contains(body, "speclaunch's side")):
+					t.Errorf("request %d: Retry-After %q, body %q: want 1 and the cause on speclaunch's side", i, w.Header().Get("Retry-After"), body)
+				}
+			}
+			if st := p.Stats(); st.HeldTotal != 0 || st.RetriedTotal != 0 || st.RejectedTotal != 1 {
+				t.Errorf("held %d, retried %d, rejected %d: want 0, 0, 1", st.HeldTotal, st.RetriedTotal, st.RejectedTotal)
+			}
+			if b.InFlight() != 0 {
+				t.Errorf("%d requests left in flight", b.InFlight())
+			}
+		})
+	}
+}
+
+// A dial that timed out (an engine too busy to accept, not gone) fails
+// that one request and leaves routing alone too. A GET: no body to send
+// again, so no wait to learn whether the engine is gone.
+func TestDialTimeoutLeavesRouting(t *testing.T) {
+	b := backend(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+	timeout := &net.OpError{Op: "dial", Net: "tcp", Err: os.ErrDeadlineExceeded}
+	tr := &failFirst{err: timeout, base: http.DefaultTransport}
+	tr.n.Store(1)
+	p := New(Options{Transport: tr, HoldTimeout: 50 * time.Millisecond})
+	p.Route(b)
+	for i, want := range []int{http.StatusBadGateway, http.StatusOK} {
+		w := httptest.NewRecorder()
+		p.ServeHTTP(w, httptest.NewRequest("GET", "/v1/models", nil))
+		if w.Code != want {
+			t.Errorf("request %d: %d %q, want %d", i, w.Code, w.Body.String(), want)
+		}
+	}
+	if st := p.Stats(); st.HeldTotal != 0 || st.RetriedTotal != 0 {
+		t.Errorf("held %d, retried %d: want neither", st.HeldTotal, st.RetriedTotal)
+	}
+}
