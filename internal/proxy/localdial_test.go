@@ -90,3 +90,39 @@ func TestDialTimeoutLeavesRouting(t *testing.T) {
 		t.Errorf("held %d, retried %d: want neither", st.HeldTotal, st.RetriedTotal)
 	}
 }
+
+// A refused dial from an engine that then answers its liveness check
+// again (the runtime calls Answered): the mark is lifted and the held
+// request goes to it, rather than every request waiting out the hold
+// timeout while the engine serves and /health says ok. An engine marked
+// gone stays gone.
+func TestRefusalLiftsWhenTheEngineAnswers(t *testing.T) {
+	b := backend(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+	tr := &failFirst{err: dialErr("connect", syscall.ECONNREFUSED), base: http.DefaultTransport}
+	tr.n.Store(1)
+	// The hold timeout bounds the test's run, should the request stay held.
+	p := New(Options{Transport: tr, HoldTimeout: 10 * time.Second})
+	p.Route(b)
+	got := make(chan *httptest.ResponseRecorder, 1)
+	go func() {
+		w := httptest.NewRecorder()
+		p.ServeHTTP(w, httptest.NewRequest("POST", "/v1/completions", strings.NewReader(`{"prompt":"x"}`)))
+		got <- w
+	}()
+	waitFor(t, "the refused request held", func() bool { return p.Stats().HeldNow == 1 })
+	p.Answered(b)
+	if w := <-got; w.Code != 200 || w.Body.String() != "ok" {
+		t.Errorf("the held request: %d %q, want 200 from the engine that answered", w.Code, w.Body.String())
+	}
+	w := httptest.NewRecorder()
+	p.ServeHTTP(w, httptest.NewRequest("POST", "/v1/completions", strings.NewReader(`{"prompt":"x"}`)))
+	if w.Code != 200 || p.Stats().HeldTotal != 1 {
+		t.Errorf("the next request: %d %q, held %d in all: want 200, 1", w.Code, w.Body.String(), p.Stats().HeldTotal)
+	}
+	b.Gone()
+	p.Answered(b)
+	if release, err := b.Track(); err == nil {
+		release()
+		t.Error("an engine marked gone took a request after Answered")
+	}
+}

@@ -70,7 +70,8 @@ type Backend struct {
 	mu       sync.Mutex
 	inflight int
 	zero     chan struct{} // closed when inflight reaches 0 (made by Drain)
-	dead     atomic.Bool   // a dial was refused (netfail.Refused), or the engine is gone: it no longer serves
+	dead     atomic.Bool   // the engine is gone (Gone): it no longer serves, for good
+	refused  atomic.Bool   // a dial was refused (netfail.Refused); lifted when the engine answers again (Proxy.Answered)
 	gone     chan struct{} // closed by Gone: the engine died or hung
 	goneOnce sync.Once
 	closing  atomic.Bool            // the engine is being stopped: no new launcher request starts on it
@@ -94,6 +95,9 @@ func (b *Backend) Gone() {
 	b.dead.Store(true)
 	b.goneOnce.Do(func() { close(b.gone) })
 }
+
+// out reports that b takes no new request: gone, or its last dial refused.
+func (b *Backend) out() bool { return b.dead.Load() || b.refused.Load() }
 
 // Closing marks the engine as being stopped: Track refuses new launcher
 // requests on it (they move to the engine that replaces it).
@@ -124,7 +128,7 @@ var ErrEngineReplaced = errors.New("the engine is being replaced; ask the servin
 // verification) in flight on b, like a client's, so that b is not
 // stopped under it; release ends it. It fails once b is being stopped.
 func (b *Backend) Track() (release func(), err error) {
-	if b.closing.Load() || b.dead.Load() {
+	if b.closing.Load() || b.out() {
 		return nil, ErrEngineReplaced
 	}
 	b.add(1)
@@ -344,11 +348,32 @@ func (p *Proxy) Route(b *Backend) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.cur, p.holding, p.ready = b, false, true
+	p.release(b)
+}
+
+// release hands every held request to b, in arrival order (under mu).
+func (p *Proxy) release(b *Backend) {
 	for _, w := range p.queue {
 		b.add(1)
 		w.ch <- b // buffered: never blocks
 	}
 	p.queue = nil
+}
+
+// Answered says b's engine answered its liveness check: the mark of a
+// refused dial on it is lifted and, while it still serves, the requests
+// held meanwhile go to it. Otherwise a refusal from an engine that lives
+// on held every request until the hold timeout, for good. An engine
+// marked gone stays gone.
+func (p *Proxy) Answered(b *Backend) {
+	if !b.refused.CompareAndSwap(true, false) {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cur == b && !p.holding && !p.closed && !b.dead.Load() {
+		p.release(b)
+	}
 }
 
 // Close answers every held request, and every later one, with 503: the
@@ -454,7 +479,7 @@ func (p *Proxy) acquire(ctx context.Context, skip *Backend) (*Backend, error) {
 		p.mu.Unlock()
 		return nil, errStopping
 	}
-	if b := p.cur; b != nil && !p.holding && b != skip && !b.dead.Load() {
+	if b := p.cur; b != nil && !p.holding && b != skip && !b.out() {
 		b.add(1)
 		p.mu.Unlock()
 		return b, nil
@@ -619,7 +644,7 @@ func (p *Proxy) metrics(w http.ResponseWriter, r *http.Request) {
 	own := p.o.Metrics()
 	p.mu.Lock()
 	b := p.cur
-	if p.holding || p.closed || b == nil || b.dead.Load() {
+	if p.holding || p.closed || b == nil || b.out() {
 		b = nil
 	} else {
 		b.add(1)
@@ -824,10 +849,10 @@ func (t *retrying) RoundTrip(req *http.Request) (*http.Response, error) {
 			// speclaunch is stopping: no next engine will come, and the
 			// request is answered 503 (acquire refuses it); the log says
 			// so rather than "sending it to the next engine".
-			dead.dead.Store(true)
+			dead.refused.Store(true)
 			t.p.o.Log.Info("proxy: engine refused a connection while speclaunch stops; the request gets 503", "engine", dead.Name, "path", req.URL.Path)
 		case cause == netfail.Refused:
-			dead.dead.Store(true)
+			dead.refused.Store(true)
 			t.p.o.Log.Info("proxy: engine refused a connection; sending the request to the next engine", "engine", dead.Name, "path", req.URL.Path)
 		case req.GetBody != nil && t.p.waitGone(req.Context(), dead):
 			// The engine died or hung before answering: the request had

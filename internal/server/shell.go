@@ -547,6 +547,10 @@ func (r *Runtime) liveness(l *live, d time.Duration) {
 			io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
 			resp.Body.Close()
 			last, local = time.Now(), false
+			if r.o.Proxy != nil && l.inst.Backend != nil {
+				// A refused dial's mark on it lifts: it answers.
+				r.o.Proxy.Answered(l.inst.Backend)
+			}
 			if silent != nil {
 				silent()
 				silent = nil
