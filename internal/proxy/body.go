@@ -33,9 +33,17 @@ const (
 	// otherwise keep it until its next forced GC, minutes later.
 	freeAfter = 2 * maxReplay
 	freeEvery = 10 * time.Second
-	// bodyChunk is how much of a body of unknown length is kept per
-	// reservation.
-	bodyChunk = 64 << 10
+	// A body is kept as it arrives, in chunks each reserved just before it
+	// is read into: firstChunk, then as much as has come, up to bodyChunk.
+	// So a body holds at most about twice what it sent, plus firstChunk:
+	// the load review of 088c135 had 8 connections that sent headers with
+	// Content-Length: 8388608, then 1 byte/s, hold the whole budget when a
+	// body's length was reserved before any byte came. At 4 KiB, serve's
+	// most connections (4,096, internal/serve/conns.go) that each sent a
+	// byte hold 16 MiB, a quarter of the default budget; LLM request
+	// bodies are kilobytes, so most take one or two chunks.
+	firstChunk = 4 << 10
+	bodyChunk  = 64 << 10
 )
 
 // bodyBudget counts the bytes of request bodies kept in memory.
@@ -118,15 +126,15 @@ func (p *Proxy) replayable(w http.ResponseWriter, r *http.Request) (release func
 	// The deadline ends with the body: read whole here, or read by the
 	// transport when it streams through.
 	clear := func() { rc.SetReadDeadline(time.Time{}) }
-	var kept []byte
-	var n int64
+	var kept [][]byte
+	var n, size int64
 	whole := false
-	if cl := r.ContentLength; cl >= 0 && cl <= maxReplay && p.bodies.acquire(cl) {
-		n, whole = cl, true
-		kept = make([]byte, cl)
-		_, err = io.ReadFull(r.Body, kept)
-	} else if cl < 0 {
-		kept, n, whole, err = p.readChunks(r.Body)
+	switch cl := r.ContentLength; {
+	case cl > maxReplay: // streams from its first byte
+	case cl >= 0:
+		kept, n, size, whole, err = p.keep(r.Body, cl, true)
+	default: // one byte past the cap tells a body over it
+		kept, n, size, whole, err = p.keep(r.Body, maxReplay+1, false)
 	}
 	release = func() { p.bodies.release(n) }
 	if err != nil {
@@ -134,35 +142,54 @@ func (p *Proxy) replayable(w http.ResponseWriter, r *http.Request) (release func
 	}
 	if whole {
 		clear()
-		r.ContentLength = int64(len(kept))
-		r.Body = io.NopCloser(bytes.NewReader(kept))
-		r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(kept)), nil }
+		r.ContentLength = size
+		r.Body = io.NopCloser(chunkReader(kept))
+		r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(chunkReader(kept)), nil }
 		return release, nil
 	}
 	p.bodies.mu.Lock()
 	p.bodies.streamed++
 	p.bodies.mu.Unlock()
-	r.Body = &deadlineBody{r: io.MultiReader(bytes.NewReader(kept), r.Body), c: r.Body, clear: clear, deadline: deadline}
+	r.Body = &deadlineBody{r: io.MultiReader(chunkReader(kept), r.Body), c: r.Body, clear: clear, deadline: deadline}
 	return release, fullDuplex(w)
 }
 
-// readChunks keeps a body of unknown length a chunk at a time while the
-// budget has room and the body stays within maxReplay; whole says it
-// ended within them. Otherwise kept is its start, and the rest streams.
-func (p *Proxy) readChunks(body io.Reader) (kept []byte, n int64, whole bool, err error) {
-	for int64(len(kept)) <= maxReplay && p.bodies.acquire(bodyChunk) {
-		n += bodyChunk
-		kept = append(kept, make([]byte, bodyChunk)...)
-		k, err := io.ReadFull(body, kept[len(kept)-bodyChunk:])
-		kept = kept[:len(kept)-bodyChunk+k]
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return kept, n, true, nil
+// keep reads up to limit bytes of a body as they arrive, each chunk
+// reserved from the budget just before it is read into (firstChunk). n
+// is what it reserved, size what it read. whole says the body ended
+// within limit: at it exactly when exact (a known length), before it
+// otherwise. When not whole, kept is the body's start (the budget ran
+// out, or a body of unknown length passed the cap) and the rest streams.
+func (p *Proxy) keep(body io.Reader, limit int64, exact bool) (kept [][]byte, n, size int64, whole bool, err error) {
+	for size < limit {
+		c := min(bodyChunk, max(firstChunk, size), limit-size)
+		if !p.bodies.acquire(c) {
+			return kept, n, size, false, nil
 		}
-		if err != nil {
-			return nil, n, false, err
+		n += c
+		buf := make([]byte, c)
+		k, err := io.ReadFull(body, buf)
+		kept, size = append(kept, buf[:k]), size+int64(k)
+		switch {
+		case err == nil:
+		case !exact && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)):
+			return kept, n, size, true, nil
+		case errors.Is(err, io.EOF):
+			return nil, n, size, false, io.ErrUnexpectedEOF // shorter than its Content-Length
+		default:
+			return nil, n, size, false, err
 		}
 	}
-	return kept, n, false, nil
+	return kept, n, size, exact, nil
+}
+
+// chunkReader reads kept chunks in order.
+func chunkReader(kept [][]byte) io.Reader {
+	rs := make([]io.Reader, len(kept))
+	for i, c := range kept {
+		rs[i] = bytes.NewReader(c)
+	}
+	return io.MultiReader(rs...)
 }
 
 // bodyErr names a body that ran past its deadline.
