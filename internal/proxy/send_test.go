@@ -48,6 +48,7 @@ func TestSendTimeoutEndsAStalledAnswer(t *testing.T) {
 // nothing, too.
 func TestHalfClosedClientGetsNoEmpty200(t *testing.T) {
 	engine := func(w http.ResponseWriter, r *http.Request) {
+		io.ReadAll(r.Body)   // read whole, so that Go watches the connection for its end
 		<-r.Context().Done() // answers only once the request is over
 	}
 	c := rawClient(t, Options{}, engine)
