@@ -36,3 +36,18 @@ func TestParseBOMAndTypeWords(t *testing.T) {
 		}
 	}
 }
+
+// A mistyped key names the key it was likely meant to be; one too far from
+// every key names none.
+func TestUnknownKeySuggests(t *testing.T) {
+	for _, c := range []struct{ toml, want string }{
+		{"[engine]\nnme = \"sim\"\n", `unknown key "engine.nme"; did you mean "engine.name"?`},
+		{"[server]\nhold_timout = \"1s\"\n", `unknown key "server.hold_timout"; did you mean "server.hold_timeout"?`},
+		{"[engine]\nzzzzzz = 1\n", `unknown key "engine.zzzzzz" (see`},
+	} {
+		_, err := Parse("p.toml", []byte(c.toml))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: %v, want %s", c.toml, err, c.want)
+		}
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"sort"
 	"strings"
@@ -24,6 +25,7 @@ import (
 	"github.com/speclaunch/speclaunch/internal/secret"
 	"github.com/speclaunch/speclaunch/internal/tomlguard"
 	"github.com/speclaunch/speclaunch/internal/tomlpos"
+	"github.com/speclaunch/speclaunch/internal/typo"
 )
 
 //go:embed *.toml
@@ -219,7 +221,11 @@ func Parse(name string, data []byte) (*Profile, error) {
 				return nil, &Error{File: name, Line: p.lines.Line(k[0]), Msg: fmt.Sprintf("%s is a table; it takes %s (see docs/profiles.md)", k[0], k[1])}
 			}
 		}
-		return nil, &Error{File: name, Line: p.lines.Line(path), Msg: fmt.Sprintf("unknown key %q (see docs/profiles.md for the schema; `speclaunch profile init` writes a commented example)", path)}
+		msg := fmt.Sprintf("unknown key %q", path)
+		if near := typo.Nearest(path, keyPaths); near != "" {
+			msg += fmt.Sprintf("; did you mean %q?", near)
+		}
+		return nil, &Error{File: name, Line: p.lines.Line(path), Msg: msg + " (see docs/profiles.md for the schema; `speclaunch profile init` writes a commented example)"}
 	}
 	return p, nil
 }
@@ -366,3 +372,25 @@ func statementAt(data []byte, n int) string {
 	}
 	return strings.Join(lines[from:n], "\n")
 }
+
+// keyPaths are a profile's keys as dotted paths ("engine.name"), read from
+// Profile's toml tags: what a mistyped key is matched against.
+var keyPaths = func() []string {
+	var out []string
+	var walk func(t reflect.Type, prefix string)
+	walk = func(t reflect.Type, prefix string) {
+		for f := range t.Fields() {
+			tag, _, _ := strings.Cut(f.Tag.Get("toml"), ",")
+			if tag == "" || tag == "-" {
+				continue
+			}
+			if f.Type.Kind() == reflect.Struct {
+				walk(f.Type, prefix+tag+".")
+				continue
+			}
+			out = append(out, prefix+tag)
+		}
+	}
+	walk(reflect.TypeFor[Profile](), "")
+	return out
+}()

@@ -23,7 +23,4 @@ func TestNearestAndSpellings(t *testing.T) {
 			t.Errorf("Spellings(%q) = %q, want %q", got, s, tc.spellings)
 		}
 	}
-	if d := editDistance("--dryrun", "--dry-run"); d != 1 {
-		t.Errorf("editDistance = %d, want 1", d)
-	}
 }

@@ -15,6 +15,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/speclaunch/speclaunch/internal/typo"
 )
 
 // Masked is what a secret shows as, before its last 4 characters.
@@ -96,13 +98,13 @@ func nearSecretEnv(n string, parts []string) bool {
 			continue
 		}
 		for _, w := range secretWords {
-			if editDistance(p, w) <= 1 {
+			if typo.Distance(p, w) <= 1 {
 				return true
 			}
 		}
 	}
 	for _, e := range secretEnvs {
-		if editDistance(n, e) <= 2 {
+		if typo.Distance(n, e) <= 2 {
 			return true
 		}
 	}
@@ -139,37 +141,11 @@ func nearSecretFlag(n string) bool {
 		return false
 	}
 	for _, f := range secretFlags {
-		if editDistance(n, f) <= 2 {
+		if typo.Distance(n, f) <= 2 {
 			return true
 		}
 	}
 	return false
-}
-
-// editDistance is the optimal string alignment distance: insertions,
-// deletions, substitutions and swaps of neighbours each cost 1.
-func editDistance(a, b string) int {
-	d := make([][]int, len(a)+1)
-	for i := range d {
-		d[i] = make([]int, len(b)+1)
-		d[i][0] = i
-	}
-	for j := range d[0] {
-		d[0][j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
-			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
-				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
-			}
-		}
-	}
-	return d[len(a)][len(b)]
 }
 
 // ArgvValues are the secrets in argv (those MaskArgv masks): the values

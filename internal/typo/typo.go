@@ -1,0 +1,44 @@
+// Package typo says which known name a mistyped one meant: one distance
+// rule for flags, environment variables, profile keys and secret names.
+package typo
+
+// Nearest returns the candidate closest to name when it is close enough to
+// be a typo of it (at most 2 edits: --ngl for -ngl, --dryrun for
+// --dry-run, engine.nme for engine.name), "" otherwise. Ties go to the
+// earliest candidate.
+func Nearest(name string, candidates []string) string {
+	best, bestD := "", 3
+	for _, c := range candidates {
+		if d := Distance(name, c); d < bestD {
+			best, bestD = c, d
+		}
+	}
+	return best
+}
+
+// Distance is the optimal string alignment distance: insertions,
+// deletions, substitutions and swaps of neighbours each cost 1 (a swap is
+// the commonest typo: KYE for KEY).
+func Distance(a, b string) int {
+	d := make([][]int, len(a)+1)
+	for i := range d {
+		d[i] = make([]int, len(b)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(a)][len(b)]
+}

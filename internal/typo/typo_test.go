@@ -1,0 +1,20 @@
+package typo
+
+import "testing"
+
+func TestNearest(t *testing.T) {
+	known := []string{"engine.name", "engine.binary", "draft.block_size", "--dry-run"}
+	for _, c := range []struct{ name, want string }{
+		{"engine.nme", "engine.name"},            // a letter left out
+		{"draft.blokc_size", "draft.block_size"}, // two letters swapped: one edit
+		{"--dryrun", "--dry-run"},
+		{"engine.path", ""}, // too far from every key
+	} {
+		if got := Nearest(c.name, known); got != c.want {
+			t.Errorf("Nearest(%q) = %q, want %q", c.name, got, c.want)
+		}
+	}
+	if d := Distance("KYE", "KEY"); d != 1 {
+		t.Errorf("a swap costs %d, want 1", d)
+	}
+}
