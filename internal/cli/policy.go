@@ -58,7 +58,7 @@ func (c *PolicyListCmd) Run(e *Env) error {
 		return err
 	}
 	if c.JSON {
-		return writeJSON(e.Stdout, pol)
+		return writeJSON(e.Stdout, policyJSON(pol))
 	}
 	w := e.Stdout
 	fmt.Fprintf(w, "layers (lowest first): %v\n\ndefaults (per engine and drafter kind; mirror each engine's own):\n", pol.Layers)

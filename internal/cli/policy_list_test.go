@@ -68,3 +68,26 @@ func TestPolicyListAligns(t *testing.T) {
 		t.Errorf("found %v\n%s", cols, out.String())
 	}
 }
+
+// policy list --json and policy check --json speak the snake_case of every
+// other --json output; they printed Go's field names (EntryID, Layers).
+func TestPolicyJSONKeys(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"policy", "list", "--json"}, []string{`"layers"`, `"defaults"`, `"entries"`, `"id": "gb10-affine-dflash"`, `"capability": "12.1"`}},
+		{[]string{"policy", "check", "--json", "--root", filepath.Join("..", "..")}, []string{`"entry_id": "gb10-affine-dflash"`, `"ok": true`}},
+	} {
+		var out, errb bytes.Buffer
+		MainContext(context.Background(), c.args, policyTOML, &out, &errb, nil)
+		for _, w := range c.want {
+			if !strings.Contains(out.String(), w) {
+				t.Errorf("%v: no %s in\n%.600s%s", c.args, w, out.String(), errb.String())
+			}
+		}
+		if strings.ContainsAny(strings.SplitN(out.String(), ":", 2)[0], "ABCDEFGHIJKLMNOPQRSTUVWXYZ") {
+			t.Errorf("%v: a key in Go's spelling: %.200s", c.args, out.String())
+		}
+	}
+}

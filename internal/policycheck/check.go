@@ -24,10 +24,10 @@ import (
 // problem was found. Notes are facts a reviewer should see that do not fail
 // the entry (a transcribed record, drift between the classic brackets).
 type Verdict struct {
-	EntryID  string
-	OK       bool
-	Problems []string
-	Notes    []string
+	EntryID  string   `json:"entry_id"`
+	OK       bool     `json:"ok"`
+	Problems []string `json:"problems"`
+	Notes    []string `json:"notes"`
 }
 
 // Check verifies every entry of p against its committed records: the .md
