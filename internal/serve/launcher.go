@@ -453,6 +453,12 @@ func (sv *launcher) adopted(j *server.Job) {
 	if sv.plan() != j.Plan {
 		sv.log.Info("the settings asked for are the ones now serving; nothing to do", "why", j.Reason)
 	}
+	if sv.pub != nil {
+		// A move prepared against the engine then serving, for a job that
+		// found the engine it wants already serving (a switch before it
+		// started it): it is in force now, address included.
+		sv.pub.settle(j.Plan, j.Plan, sv.log)
+	}
 	sv.adopt(j.Plan, origin(j))
 	// The engine serving runs j.Plan now (a schedule edit that left its
 	// width): the status page and the metrics describe it by j.Plan.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/speclaunch/speclaunch/internal/config"
 	"github.com/speclaunch/speclaunch/internal/plan"
+	"github.com/speclaunch/speclaunch/internal/server"
 	"github.com/speclaunch/speclaunch/internal/testenv"
 )
 
@@ -51,7 +52,8 @@ func TestMoveSettlesWithTheSwitch(t *testing.T) {
 		}, true, false, "old"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			old, moved, other := at(testenv.Port(t)), at(testenv.Port(t)), at(testenv.Port(t))
+			base := testenv.PortBlock(t, 3)
+			old, moved, other := at(base), at(base+1), at(base+2)
 			pb, err := listenPublic(old, h, discard)
 			if err != nil {
 				t.Fatal(err)
@@ -79,3 +81,27 @@ func TestMoveSettlesWithTheSwitch(t *testing.T) {
 }
 
 var discard = slog.New(slog.DiscardHandler)
+
+// A job that moves the address and finds its engine already serving (a
+// switch queued before it started that engine) is adopted, not switched:
+// the move is kept then too. Before, only a switch settled it, and the new
+// address served beside the old one for good.
+func TestAdoptedMoveSettles(t *testing.T) {
+	ports := testenv.PortBlock(t, 2)
+	old := &plan.Plan{Settings: config.Settings{Host: config.Field[string]{Value: "127.0.0.1"}, Port: config.Field[int]{Value: ports}}}
+	moved := &plan.Plan{Settings: config.Settings{Host: config.Field[string]{Value: "127.0.0.1"}, Port: config.Field[int]{Value: ports + 1}}}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})
+	pb, err := listenPublic(old, h, discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pb.close()
+	if err := pb.prepare(moved, h, discard); err != nil {
+		t.Fatal(err)
+	}
+	sv := &launcher{pub: pb, log: discard, st: newServeStatus(old), force: inForce{}}
+	sv.adopted(&server.Job{Plan: moved, Reason: "reload"})
+	if pb.addr != addrOf(moved) || pb.pending != nil {
+		t.Errorf("after the adopted move: serving %s, pending %v; want %s alone", pb.addr, pb.pending != nil, addrOf(moved))
+	}
+}
