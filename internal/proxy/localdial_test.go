@@ -1,7 +1,9 @@
 package proxy
 
 import (
+	"context"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -126,3 +128,35 @@ func TestRefusalLiftsWhenTheEngineAnswers(t *testing.T) {
 		t.Error("an engine marked gone took a request after Answered")
 	}
 }
+
+// A refusal lifted between its mark and the retry's acquire (the liveness
+// check answered in between) sends the request to the engine at once.
+// Before, acquire skipped the engine the request left and queued it with
+// nothing to release it: 503 at the hold timeout.
+func TestRefusalLiftedBeforeTheRetry(t *testing.T) {
+	b := backend(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+	tr := &failFirst{err: dialErr("connect", syscall.ECONNREFUSED), base: http.DefaultTransport}
+	tr.n.Store(1)
+	var p *Proxy
+	lift := slog.New(handlerFunc(func(r slog.Record) {
+		if strings.Contains(r.Message, "refused a connection") {
+			p.Answered(b)
+		}
+	}))
+	// The hold timeout bounds the test's run, should the request stay held.
+	p = New(Options{Transport: tr, HoldTimeout: 10 * time.Second, Log: lift})
+	p.Route(b)
+	w := httptest.NewRecorder()
+	p.ServeHTTP(w, httptest.NewRequest("POST", "/v1/completions", strings.NewReader(`{"prompt":"x"}`)))
+	if w.Code != 200 || p.Stats().HeldTotal != 0 {
+		t.Errorf("%d %q, held %d: want 200 from the engine, never held", w.Code, w.Body.String(), p.Stats().HeldTotal)
+	}
+}
+
+// handlerFunc is a slog handler that calls f on every record.
+type handlerFunc func(slog.Record)
+
+func (f handlerFunc) Enabled(context.Context, slog.Level) bool      { return true }
+func (f handlerFunc) Handle(_ context.Context, r slog.Record) error { f(r); return nil }
+func (f handlerFunc) WithAttrs([]slog.Attr) slog.Handler            { return f }
+func (f handlerFunc) WithGroup(string) slog.Handler                 { return f }

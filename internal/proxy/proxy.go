@@ -472,14 +472,17 @@ type errHeld struct {
 func (e *errHeld) Error() string { return e.why }
 
 // acquire returns the backend for one request, counted in flight, waiting
-// in the queue while requests are held. skip is a backend known dead.
+// in the queue while requests are held. skip is the backend a retried
+// request left (it may take the request again once its mark lifts: out()
+// is the only gate, so that a refusal lifted between the mark and this
+// call does not queue the request with nothing to release it).
 func (p *Proxy) acquire(ctx context.Context, skip *Backend) (*Backend, error) {
 	p.mu.Lock()
 	if p.closed || p.refuse && skip == nil {
 		p.mu.Unlock()
 		return nil, errStopping
 	}
-	if b := p.cur; b != nil && !p.holding && b != skip && !b.out() {
+	if b := p.cur; b != nil && !p.holding && !b.out() {
 		b.add(1)
 		p.mu.Unlock()
 		return b, nil
