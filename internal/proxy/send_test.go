@@ -61,3 +61,26 @@ func TestHalfClosedClientGetsNoEmpty200(t *testing.T) {
 		t.Errorf("a half-closed client read %q (%v), want the connection closed with nothing", got, err)
 	}
 }
+
+// The send timeout bounds one stalled write, never a stream's length: a
+// stream longer than the timeout reaches a client that reads it whole.
+// With the deadline armed once per request this stream was cut.
+func TestSendTimeoutLeavesALongStream(t *testing.T) {
+	const events = 6
+	engine := func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i := range events {
+			fmt.Fprintf(w, "data: %d\n\n", i)
+			w.(http.Flusher).Flush()
+			time.Sleep(50 * time.Millisecond) // the stream outlasts the 100 ms timeout
+		}
+	}
+	c := rawClient(t, Options{SendTimeout: 100 * time.Millisecond}, engine)
+	body := `{"prompt":"x","stream":true}`
+	fmt.Fprintf(c, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(body), body)
+	c.SetReadDeadline(time.Now().Add(10 * time.Second)) // the test's own bound, never reached
+	got, _ := io.ReadAll(c)
+	if n := strings.Count(string(got), "data: "); n != events {
+		t.Errorf("%d of %d events reached the client:\n%s", n, events, got)
+	}
+}
