@@ -413,6 +413,10 @@ func TestMaskByValue(t *testing.T) {
 		{"/data/hf_models/llama", "/data/hf_models/llama"},
 		{"hf_transfer", "hf_transfer"},
 		{"sk-learn", "sk-learn"},
+		{"Token budget", "Token budget"}, // words after Basic or Token
+		{"Basic mode", "Basic mode"},
+		{"/models/hf_Llama3-8B-Instruct/model.gguf", "/models/hf_Llama3-8B-Instruct/model.gguf"}, // a name in a path
+		{"/loras/sk-Fantasy2024v3.gguf", "/loras/sk-Fantasy2024v3.gguf"},
 		{"task-0123456789", "task-0123456789"},
 		{"desk-AbCdEf012345", "desk-AbCdEf012345"},
 		{"AKIAIOSFODNN7EXAMPLEX", "AKIAIOSFODNN7EXAMPLEX"}, // 17 after AKIA: not a key id

@@ -13,8 +13,11 @@ import (
 // and ArgvValues apply it to whatever their names do not mask.
 
 var (
-	// A whole value "Bearer X", "Basic X" or "Token X": X is the secret.
-	authValueRE = regexp.MustCompile(`^\s*(?i:bearer|basic|token)\s+(\S+)\s*$`)
+	// A whole value "Bearer X", "Basic X" or "Token X": X is the secret
+	// (after Basic or Token only when it looks generated: "Token budget"
+	// and "Basic mode" are words, and a Redactor fed "budget" masked it in
+	// every log line).
+	authValueRE = regexp.MustCompile(`^\s*(?i:(bearer)|basic|token)\s+(\S+)\s*$`)
 	// A header (or a JSON key) that carries a credential, its scheme
 	// kept: "Authorization: Bearer X", `"X-Api-Key": "X"`.
 	authHeaderRE = regexp.MustCompile(`(?i)\b(?:proxy-)?authorization|\b(?:x-)?api-key`)
@@ -42,6 +45,13 @@ func wordAt(v string, s, e int) bool {
 	return (s == 0 || !isAlnum(v[s-1])) && (e == len(v) || !isAlnum(v[e]))
 }
 
+// inPath reports whether v[s:e] is a file or directory name in a path
+// (/models/hf_Llama3-8B-Instruct/model.gguf, /loras/sk-Fantasy2024.gguf):
+// a name, not a credential, which masked would hide the model from the log.
+func inPath(v string, s, e int) bool {
+	return s > 0 && v[s-1] == '/' || e < len(v) && (v[e] == '/' || v[e] == '.')
+}
+
 // randomish reports whether a token's body has a digit or a capital, as a
 // generated one does: hf_transfer, hf_models and sk-learn are words.
 func randomish(body string) bool {
@@ -57,8 +67,8 @@ func valueSpans(v string) [][2]int {
 			sp = append(sp, [2]int{s, e})
 		}
 	}
-	if m := authValueRE.FindStringSubmatchIndex(v); m != nil {
-		add(m[2], m[3])
+	if m := authValueRE.FindStringSubmatchIndex(v); m != nil && (m[2] >= 0 || randomish(v[m[4]:m[5]])) {
+		add(m[4], m[5])
 	}
 	for _, h := range authHeaderRE.FindAllStringIndex(v, -1) {
 		if m := authRestRE.FindStringSubmatchIndex(v[h[1]:]); m != nil {
@@ -69,7 +79,7 @@ func valueSpans(v string) [][2]int {
 		add(m[2], m[3])
 	}
 	for _, m := range prefixedRE.FindAllStringSubmatchIndex(v, -1) {
-		if wordAt(v, m[0], m[1]) && randomish(v[m[2]:m[3]]) {
+		if wordAt(v, m[0], m[1]) && !inPath(v, m[0], m[1]) && randomish(v[m[2]:m[3]]) {
 			add(m[0], m[1])
 		}
 	}
