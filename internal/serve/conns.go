@@ -74,7 +74,10 @@ func (s *slots) take() bool {
 	return false
 }
 
-// reclaim closes the connection that has waited longest for a request.
+// reclaim closes the connection that has waited longest for a request. A
+// request whose header completes in the instant between the choice and
+// the close is lost with it, as with nginx's reuse of idle keep-alive
+// connections; the longest waiter is the least likely to be sending.
 func (s *slots) reclaim() bool {
 	s.mu.Lock()
 	e := s.idle.Front()
