@@ -234,7 +234,7 @@ func TestFailedMoveKeepsTheAddress(t *testing.T) {
 	port2 := freePort(t)
 	moved := strings.Replace(withWidth(base, 3), fmt.Sprintf("port = %d", port), fmt.Sprintf("port = %d", port2), 1)
 	renameOver(t, prof, strings.Replace(moved, "[engine]\n", "[engine]\nbinary = \"/bin/false\"\n", 1))
-	r.log.waitFor(t, `the new settings did not take over`, 1, 20*time.Second)
+	r.log.waitFor(t, `the settings that asked for it did not take over`, 1, 20*time.Second)
 	if st := status(t, port); st.Public != fmt.Sprintf("127.0.0.1:%d", port) {
 		t.Errorf("status public %q after a failed move, want the old port %d", st.Public, port)
 	}
@@ -357,7 +357,11 @@ func TestServeDrainTimeoutBoundsOldEngine(t *testing.T) {
 	writeFile(t, prof, withWidth(base, 3))
 	// after: the drain timeout as the shell measured it, from a moment a
 	// hair after the machine's (999ms was seen under -race on 2 cores).
-	r.log.waitFor(t, `drain ended with requests still in flight; stopping the old engine in_flight=2 after=(99\dms|1(\.\d+)?s)`, 1, 20*time.Second)
+	// in_flight is 2 as a rule; 1 when the sim answered the short request
+	// between the long one's tokens first (seen once in 9 runs beside
+	// other end-to-end tests on 2 cores): its answer is then the old
+	// engine's, 200 all the same.
+	r.log.waitFor(t, `drain ended with requests still in flight; stopping the old engine in_flight=[12] after=(99\dms|1(\.\d+)?s)`, 1, 20*time.Second)
 	r.log.waitFor(t, `old engine stopped`, 1, 20*time.Second)
 	if d := time.Since(t0); d > 8*time.Second {
 		t.Errorf("the old engine was stopped %s after the reload, drain_timeout 1s", d)

@@ -10,9 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
-	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -391,13 +389,7 @@ func (sv *launcher) serving(in *server.Instance) {
 // switched records a finished switch and takes its plan in.
 func (sv *launcher) switched(s server.Switched, to *server.Instance) {
 	j := s.Job
-	if sv.pub != nil {
-		var p *plan.Plan
-		if to != nil {
-			p = to.Plan
-		}
-		sv.pub.settle(j.Plan, p, sv.log)
-	}
+	defer sv.followAddress(j.Plan)
 	rec := switchRecord{Kind: j.Kind.String(), Reason: j.Reason, Mode: j.Mode.String(), At: time.Now().Add(-s.Took), StartMS: ms(s.Took), OK: s.OK, Error: errString(s.Err)}
 	sv.met.Switched(j.Kind.String(), j.Mode.String(), s.OK, s.Took)
 	if s.From != nil { // its instance may be gone: a drain switch stopped it first
@@ -453,18 +445,24 @@ func (sv *launcher) adopted(j *server.Job) {
 	if sv.plan() != j.Plan {
 		sv.log.Info("the settings asked for are the ones now serving; nothing to do", "why", j.Reason)
 	}
-	if sv.pub != nil {
-		// A move prepared against the engine then serving, for a job that
-		// found the engine it wants already serving (a switch before it
-		// started it): it is in force now, address included.
-		sv.pub.settle(j.Plan, j.Plan, sv.log)
-	}
 	sv.adopt(j.Plan, origin(j))
+	sv.followAddress(j.Plan)
 	// The engine serving runs j.Plan now (a schedule edit that left its
 	// width): the status page and the metrics describe it by j.Plan.
 	if in := sv.st.keptBy(j.Plan); in != nil {
 		sv.publishServing(in, j.Plan)
 	}
+}
+
+// followAddress moves the proxy to the address of the plan in force once
+// the job of plan done has ended (switched, failed or taken in), and shows
+// where it listens.
+func (sv *launcher) followAddress(done *plan.Plan) {
+	if sv.pub == nil {
+		return
+	}
+	sv.pub.follow(sv.plan(), done)
+	sv.st.setPublic(sv.pub.address())
 }
 
 // publishServing sets the width metrics for the engine in, described by
@@ -631,17 +629,10 @@ func (sv *launcher) checkSwitch(cur, np *plan.Plan) error {
 		}
 		return Launchable(np, true)
 	}
-	// The latest switch wins: one that stays or moves now ends a move an
-	// earlier one prepared.
-	if samePublic {
-		sv.pub.drop()
-		return nil
-	}
-	if plan.SameEngine(cur, np) {
-		sv.pub.drop()
-		return sv.pub.rebind(np, sv.px, sv.log)
-	}
-	return sv.pub.prepare(np, sv.px, sv.log)
+	// The latest plan asked for is the one an address is bound ahead for
+	// (its port refused now if taken); the proxy moves there once that
+	// plan is in force (public.follow).
+	return sv.pub.reserve(np)
 }
 
 // switchMode picks overlap or drain for a switch; direct mode has only
@@ -706,162 +697,4 @@ func errString(err error) string {
 		return ""
 	}
 	return err.Error()
-}
-
-// public is the proxy's listening side.
-type public struct {
-	mu    sync.Mutex
-	addr  string
-	srv   *httpServer
-	slots *slots // client connections open, over every listener
-
-	// A new address bound for a switch under way, serving beside addr
-	// until settle keeps it or closes it.
-	pendingAddr string
-	pending     *httpServer
-}
-
-func addrOf(p *plan.Plan) string {
-	return net.JoinHostPort(p.Settings.Host.Value, strconv.Itoa(p.Settings.Port.Value))
-}
-
-// prepare binds np's address beside the one serving, for a switch whose
-// new engine may yet fail; a taken port rejects the switch and the old
-// address serves on. Where the old listener itself holds the port (a move
-// between 0.0.0.0:P and 127.0.0.1:P) the two cannot serve side by side,
-// and the proxy moves now (rebind).
-func (pb *public) prepare(np *plan.Plan, h http.Handler, log *slog.Logger) error {
-	addr := addrOf(np)
-	pb.mu.Lock()
-	if pb.pending != nil && pb.pendingAddr == addr {
-		pb.mu.Unlock()
-		return nil
-	}
-	oldAddr := pb.addr
-	pb.mu.Unlock()
-	pb.drop()
-	if samePort(addr, oldAddr) {
-		return pb.rebind(np, h, log)
-	}
-	srv, err := serveHTTP(addr, h, pb.slots, log)
-	if err != nil {
-		return exitcode.Bad(fmt.Errorf("port %d on %s is not available (%v); the proxy stays on %s", np.Settings.Port.Value, np.Settings.Host.Value, err, oldAddr))
-	}
-	pb.mu.Lock()
-	pb.pending, pb.pendingAddr = srv, addr
-	pb.mu.Unlock()
-	log.Info("proxy listens on the new address too while the new engine starts", "addr", addr, "old", oldAddr)
-	return nil
-}
-
-// drop closes the new address a move prepared, if any.
-func (pb *public) drop() {
-	pb.mu.Lock()
-	pending := pb.pending
-	pb.pending, pb.pendingAddr = nil, ""
-	pb.mu.Unlock()
-	if pending != nil {
-		pending.closeListener() // now: a move to another host on its port binds next
-		go pending.shutdown(30 * time.Second)
-	}
-}
-
-// settle ends the move a switch prepared, once that switch (its plan j)
-// has ended with p in force (nil: no engine serves): the proxy moves to
-// the new address when p names it, else the new address closes and the
-// old one serves on. A switch that did not ask for the move leaves it.
-func (pb *public) settle(j, p *plan.Plan, log *slog.Logger) {
-	pb.mu.Lock()
-	pending, addr := pb.pending, pb.pendingAddr
-	if pending == nil || addrOf(j) != addr {
-		pb.mu.Unlock()
-		return
-	}
-	pb.pending, pb.pendingAddr = nil, ""
-	old := pending
-	if p != nil && addrOf(p) == addr {
-		old, pb.srv, pb.addr = pb.srv, pending, addr
-	}
-	kept := pb.addr
-	pb.mu.Unlock()
-	if old == pending {
-		log.Warn("the new settings did not take over: the proxy stays on its address", "addr", kept, "closed", addr)
-	} else {
-		log.Info("proxy moved to a new address", "addr", addr)
-	}
-	old.closeListener() // now; its open connections finish
-	go old.shutdown(30 * time.Second)
-}
-
-func listenPublic(p *plan.Plan, h http.Handler, log *slog.Logger) (*public, error) {
-	addr := addrOf(p)
-	sl := newSlots(connCap())
-	srv, err := serveHTTP(addr, h, sl, log)
-	if err != nil {
-		return nil, exitcode.Bad(fmt.Errorf("port %d on %s is not available (%v); %s", p.Settings.Port.Value, p.Settings.Host.Value, err, bindFix(err)))
-	}
-	return &public{addr: addr, srv: srv, slots: sl}, nil
-}
-
-// rebind moves the public address: the new one is bound first, so a taken
-// port rejects the reload and the old address keeps serving. Where the old
-// listener itself holds the port (0.0.0.0:P to 127.0.0.1:P, or back), it
-// stops accepting first and the new address is bound in its place; a
-// connection arriving in between is refused, and if the new address cannot
-// be bound the old one is taken back. Connections already open finish on
-// the old server either way.
-func (pb *public) rebind(np *plan.Plan, h http.Handler, log *slog.Logger) error {
-	addr := addrOf(np)
-	pb.mu.Lock()
-	old, oldAddr := pb.srv, pb.addr
-	pb.mu.Unlock()
-	srv, err := serveHTTP(addr, h, pb.slots, log)
-	if err != nil && errors.Is(err, syscall.EADDRINUSE) && samePort(addr, oldAddr) {
-		old.closeListener()
-		if srv, err = serveHTTP(addr, h, pb.slots, log); err != nil {
-			back, berr := serveHTTP(oldAddr, h, pb.slots, log)
-			if berr != nil {
-				log.Error("the proxy could not take its old address back; it no longer accepts connections: restart speclaunch", "addr", oldAddr, "err", berr)
-				return exitcode.Bad(fmt.Errorf("port %d on %s is not available (%v), and the old address %s could not be taken back (%v)", np.Settings.Port.Value, np.Settings.Host.Value, err, oldAddr, berr))
-			}
-			pb.mu.Lock()
-			pb.srv = back
-			pb.mu.Unlock()
-			go old.shutdown(30 * time.Second)
-		}
-	}
-	if err != nil {
-		return exitcode.Bad(fmt.Errorf("port %d on %s is not available (%v); the proxy stays on %s", np.Settings.Port.Value, np.Settings.Host.Value, err, oldAddr))
-	}
-	pb.mu.Lock()
-	pb.srv, pb.addr = srv, addr
-	pb.mu.Unlock()
-	log.Info("proxy moved to a new address", "addr", addr)
-	go old.shutdown(30 * time.Second)
-	return nil
-}
-
-// samePort says whether two host:port addresses name one port.
-func samePort(a, b string) bool {
-	_, pa, err1 := net.SplitHostPort(a)
-	_, pb, err2 := net.SplitHostPort(b)
-	return err1 == nil && err2 == nil && pa == pb
-}
-
-func (pb *public) stopAccepting() {
-	pb.mu.Lock()
-	defer pb.mu.Unlock()
-	pb.srv.closeListener()
-	if pb.pending != nil {
-		pb.pending.closeListener()
-	}
-}
-
-func (pb *public) close() {
-	pb.mu.Lock()
-	defer pb.mu.Unlock()
-	pb.srv.shutdown(2 * time.Second)
-	if pb.pending != nil {
-		pb.pending.shutdown(2 * time.Second)
-	}
 }

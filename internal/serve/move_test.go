@@ -13,17 +13,13 @@ import (
 	"github.com/speclaunch/speclaunch/internal/testenv"
 )
 
-// A reload that moves the public address and needs a new engine binds the
-// new address beside the old one; the move is kept only if the new engine
-// took over, so a reload whose engine fails to start changes nothing,
-// address included. Before, the proxy moved at once and stayed moved.
-func TestMoveSettlesWithTheSwitch(t *testing.T) {
-	at := func(port int) *plan.Plan {
-		return &plan.Plan{Settings: config.Settings{
-			Host: config.Field[string]{Value: "127.0.0.1"},
-			Port: config.Field[int]{Value: port},
-		}}
-	}
+// A reload that moves the public address is bound ahead beside the old
+// one, and the proxy moves once that reload's plan is in force: a reload
+// whose engine fails changes nothing, address included, and a move a later
+// reload still asks for survives an earlier one's failure. Before, the
+// proxy moved at once and stayed moved; then, a first version of this kept
+// the move by address and lost a queued reload's.
+func TestPublicFollowsThePlanInForce(t *testing.T) {
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})
 	answers := func(p *plan.Plan) bool {
 		c, err := net.DialTimeout("tcp", addrOf(p), 10*time.Second)
@@ -33,50 +29,84 @@ func TestMoveSettlesWithTheSwitch(t *testing.T) {
 		c.Close()
 		return true
 	}
+	type plans struct{ old, moved, moved2, other, allIfaces *plan.Plan }
 	for _, c := range []struct {
-		name    string
-		settle  func(old, moved, other *plan.Plan, pb *public)
-		oldUp   bool // the address served before
-		movedUp bool // the one the reload asked for
-		serves  string
+		name     string
+		steps    func(t *testing.T, p plans, pb *public)
+		up, down []string // addresses that answer, and that do not
+		serves   string
 	}{
-		{"the new engine took over", func(old, moved, _ *plan.Plan, pb *public) { pb.settle(moved, moved, discard) }, false, true, "moved"},
-		{"the new engine failed: the old settings serve", func(old, moved, _ *plan.Plan, pb *public) { pb.settle(moved, old, discard) }, true, false, "old"},
-		{"no engine serves", func(old, moved, _ *plan.Plan, pb *public) { pb.settle(moved, nil, discard) }, true, false, "old"},
-		{"a switch that did not ask for the move", func(old, moved, _ *plan.Plan, pb *public) { pb.settle(old, old, discard) }, true, true, "old"},
-		{"a later switch stays", func(old, moved, _ *plan.Plan, pb *public) { pb.drop() }, true, false, "old"},
-		{"a later switch moves elsewhere", func(old, moved, other *plan.Plan, pb *public) {
-			if err := pb.prepare(other, h, discard); err != nil {
-				t.Fatal(err)
-			}
-		}, true, false, "old"},
+		{"the new engine took over", func(t *testing.T, p plans, pb *public) {
+			must(t, pb.reserve(p.moved))
+			pb.follow(p.moved, p.moved)
+		}, []string{"moved"}, []string{"old"}, "moved"},
+		{"the new engine failed: the old settings serve", func(t *testing.T, p plans, pb *public) {
+			must(t, pb.reserve(p.moved))
+			pb.follow(p.old, p.moved)
+		}, []string{"old"}, []string{"moved"}, "old"},
+		{"an earlier switch ends while the move is asked for", func(t *testing.T, p plans, pb *public) {
+			must(t, pb.reserve(p.moved))
+			pb.follow(p.old, p.other)
+		}, []string{"old", "moved"}, nil, "old"},
+		{"a later reload stays", func(t *testing.T, p plans, pb *public) {
+			must(t, pb.reserve(p.moved))
+			must(t, pb.reserve(p.old))
+		}, []string{"old"}, []string{"moved"}, "old"},
+		{"a later reload moves elsewhere", func(t *testing.T, p plans, pb *public) {
+			must(t, pb.reserve(p.moved))
+			must(t, pb.reserve(p.other))
+		}, []string{"old", "other"}, []string{"moved"}, "old"},
+		{"a queued reload to the same address outlives the first's failure", func(t *testing.T, p plans, pb *public) {
+			must(t, pb.reserve(p.moved))
+			must(t, pb.reserve(p.moved2))
+			pb.follow(p.old, p.moved) // the first failed
+			pb.follow(p.moved2, p.moved2)
+		}, []string{"moved"}, []string{"old"}, "moved"},
+		{"the first moves, the queued one to elsewhere fails", func(t *testing.T, p plans, pb *public) {
+			must(t, pb.reserve(p.moved))
+			must(t, pb.reserve(p.other))
+			pb.follow(p.moved, p.moved) // in force, its address bound then
+			pb.follow(p.moved, p.other) // failed
+		}, []string{"moved"}, []string{"old", "other"}, "moved"},
+		{"a host move on one port whose engine fails", func(t *testing.T, p plans, pb *public) {
+			must(t, pb.reserve(p.allIfaces))
+			pb.follow(p.old, p.allIfaces)
+		}, []string{"old"}, nil, "old"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			base := testenv.PortBlock(t, 3)
-			old, moved, other := at(base), at(base+1), at(base+2)
-			pb, err := listenPublic(old, h, discard)
+			at := func(host string, port int) *plan.Plan {
+				return &plan.Plan{Settings: config.Settings{Host: config.Field[string]{Value: host}, Port: config.Field[int]{Value: port}}}
+			}
+			p := plans{old: at("127.0.0.1", base), moved: at("127.0.0.1", base+1), moved2: at("127.0.0.1", base+1), other: at("127.0.0.1", base+2), allIfaces: at("0.0.0.0", base)}
+			named := map[string]*plan.Plan{"old": p.old, "moved": p.moved, "other": p.other}
+			pb, err := listenPublic(p.old, h, discard)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer pb.close()
-			if err := pb.prepare(moved, h, discard); err != nil {
-				t.Fatal(err)
+			c.steps(t, p, pb)
+			for _, n := range c.up {
+				if !answers(named[n]) {
+					t.Errorf("%s (%s) does not answer", n, addrOf(named[n]))
+				}
 			}
-			if !answers(old) || !answers(moved) {
-				t.Fatalf("while the switch runs: old address answers %v, new %v; want both", answers(old), answers(moved))
+			for _, n := range c.down {
+				if answers(named[n]) {
+					t.Errorf("%s (%s) still answers", n, addrOf(named[n]))
+				}
 			}
-			c.settle(old, moved, other, pb)
-			if got := answers(old); got != c.oldUp {
-				t.Errorf("old address answers: %v, want %v", got, c.oldUp)
-			}
-			if got := answers(moved); got != c.movedUp {
-				t.Errorf("new address answers: %v, want %v", got, c.movedUp)
-			}
-			want := map[string]*plan.Plan{"old": old, "moved": moved}[c.serves]
-			if pb.addr != addrOf(want) {
-				t.Errorf("the proxy's address is %s, want %s (%s)", pb.addr, addrOf(want), c.serves)
+			if got := pb.address(); got != addrOf(named[c.serves]) {
+				t.Errorf("the proxy's address is %s, want %s (%s)", got, addrOf(named[c.serves]), c.serves)
 			}
 		})
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -96,12 +126,10 @@ func TestAdoptedMoveSettles(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pb.close()
-	if err := pb.prepare(moved, h, discard); err != nil {
-		t.Fatal(err)
-	}
+	must(t, pb.reserve(moved))
 	sv := &launcher{pub: pb, log: discard, st: newServeStatus(old), force: inForce{}}
 	sv.adopted(&server.Job{Plan: moved, Reason: "reload"})
-	if pb.addr != addrOf(moved) || pb.pending != nil {
-		t.Errorf("after the adopted move: serving %s, pending %v; want %s alone", pb.addr, pb.pending != nil, addrOf(moved))
+	if pb.address() != addrOf(moved) || pb.pending != nil {
+		t.Errorf("after the adopted move: serving %s, pending %v; want %s alone", pb.address(), pb.pending != nil, addrOf(moved))
 	}
 }

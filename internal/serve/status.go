@@ -209,11 +209,21 @@ func (st *serveStatus) switched(r switchRecord) {
 }
 
 // settings takes in a reload's settings that the status shows: the switch
-// mode and the public address (which a reload may move).
+// mode, and the public address in direct mode (behind the proxy, where it
+// listens: setPublic).
 func (st *serveStatus) settings(p *plan.Plan) {
 	st.mu.Lock()
 	st.mode = p.Settings.Switch.Value
-	st.public = net.JoinHostPort(p.Settings.Host.Value, fmt.Sprint(p.Settings.Port.Value))
+	if !st.proxy {
+		st.public = net.JoinHostPort(p.Settings.Host.Value, fmt.Sprint(p.Settings.Port.Value))
+	}
+	st.mu.Unlock()
+}
+
+// setPublic shows where the proxy listens.
+func (st *serveStatus) setPublic(addr string) {
+	st.mu.Lock()
+	st.public = addr
 	st.mu.Unlock()
 }
 

@@ -1,0 +1,206 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/speclaunch/speclaunch/internal/exitcode"
+	"github.com/speclaunch/speclaunch/internal/plan"
+)
+
+// public is the proxy's listening side. Where it listens follows the plan
+// in force (follow), never a plan still on its way: a switch that fails
+// leaves the address as it was, and the status page names where the proxy
+// listens. A plan whose address has another port is bound ahead, beside
+// the address in force (reserve), so that a taken port rejects it before
+// anything stops and clients may connect there as soon as it is asked for.
+type public struct {
+	h     http.Handler
+	log   *slog.Logger
+	slots *slots // client connections open, over every listener
+
+	mu   sync.Mutex
+	addr string // where the proxy listens for the plan in force
+	srv  *httpServer
+	// want is the latest plan submitted whose switch has not ended, and
+	// pending the listener bound ahead for its address.
+	want        *plan.Plan
+	pendingAddr string
+	pending     *httpServer
+	// retiring are listeners moved from: closed to new connections, their
+	// open ones finishing (a stream on the old address is never cut by
+	// the move).
+	retiring []*httpServer
+}
+
+func addrOf(p *plan.Plan) string {
+	return net.JoinHostPort(p.Settings.Host.Value, strconv.Itoa(p.Settings.Port.Value))
+}
+
+func listenPublic(p *plan.Plan, h http.Handler, log *slog.Logger) (*public, error) {
+	addr := addrOf(p)
+	sl := newSlots(connCap())
+	srv, err := serveHTTP(addr, h, sl, log)
+	if err != nil {
+		return nil, exitcode.Bad(fmt.Errorf("port %d on %s is not available (%v); %s", p.Settings.Port.Value, p.Settings.Host.Value, err, bindFix(err)))
+	}
+	return &public{h: h, log: log, addr: addr, srv: srv, slots: sl}, nil
+}
+
+// address is where the proxy listens now.
+func (pb *public) address() string {
+	pb.mu.Lock()
+	defer pb.mu.Unlock()
+	return pb.addr
+}
+
+// reserve takes np as the latest plan asked for. Its address, on another
+// port than the one in force, is bound now beside it (a taken port is
+// refused, changing nothing); on the same port (0.0.0.0:P to 127.0.0.1:P)
+// the listener in force holds it, and the move waits for follow.
+func (pb *public) reserve(np *plan.Plan) error {
+	addr := addrOf(np)
+	pb.mu.Lock()
+	defer pb.mu.Unlock()
+	switch {
+	case addr == pb.addr || samePort(addr, pb.addr):
+		pb.dropLocked("")
+	case pb.pending != nil && pb.pendingAddr == addr:
+	default:
+		if pb.pending != nil && samePort(addr, pb.pendingAddr) {
+			pb.dropLocked("")
+		}
+		srv, err := serveHTTP(addr, pb.h, pb.slots, pb.log)
+		if err != nil {
+			return exitcode.Bad(fmt.Errorf("port %d on %s is not available (%v); the proxy stays on %s", np.Settings.Port.Value, np.Settings.Host.Value, err, pb.addr))
+		}
+		pb.dropLocked("a later reload asked for another address")
+		pb.pending, pb.pendingAddr = srv, addr
+		pb.log.Info("proxy listens on the new address too until the new settings serve", "addr", addr, "old", pb.addr)
+	}
+	pb.want = np
+	return nil
+}
+
+// follow moves the proxy to the address of the plan in force, once a
+// switch (or a plan taken in without one) has ended; done is that
+// switch's plan. An address bound ahead for a plan that did not take
+// over, and that no later plan asks for, is closed.
+func (pb *public) follow(inForce, done *plan.Plan) {
+	pb.mu.Lock()
+	defer pb.mu.Unlock()
+	if done != nil && done == pb.want {
+		pb.want = nil
+	}
+	if target := addrOf(inForce); target != pb.addr {
+		if pb.pending != nil && pb.pendingAddr == target {
+			pb.retireLocked(pb.srv)
+			pb.srv, pb.addr, pb.pending, pb.pendingAddr = pb.pending, target, nil, ""
+			pb.log.Info("proxy moved to a new address", "addr", target)
+		} else if err := pb.moveLocked(target); err != nil {
+			pb.log.Error("the proxy could not move to the address of the settings in force; it stays where it listens", "addr", pb.addr, "err", err)
+		}
+	}
+	if pb.pending != nil && (pb.want == nil || addrOf(pb.want) != pb.pendingAddr) {
+		pb.dropLocked("the settings that asked for it did not take over")
+	}
+}
+
+// moveLocked moves the proxy to addr with no listener bound ahead: the new
+// address is bound first, so a taken port leaves the old one serving.
+// Where the listener in force holds the port (0.0.0.0:P to 127.0.0.1:P,
+// or back), it stops accepting first and the new address is bound in its
+// place; a connection arriving in between is refused, and if the new
+// address cannot be bound the old one is taken back.
+func (pb *public) moveLocked(addr string) error {
+	old, oldAddr := pb.srv, pb.addr
+	srv, err := serveHTTP(addr, pb.h, pb.slots, pb.log)
+	if err != nil && errors.Is(err, syscall.EADDRINUSE) && samePort(addr, oldAddr) {
+		old.closeListener()
+		if srv, err = serveHTTP(addr, pb.h, pb.slots, pb.log); err != nil {
+			back, berr := serveHTTP(oldAddr, pb.h, pb.slots, pb.log)
+			if berr != nil {
+				return fmt.Errorf("%s is not available (%w), and the old address %s could not be taken back (%v): it no longer accepts connections; restart speclaunch", addr, err, oldAddr, berr)
+			}
+			pb.retireLocked(old)
+			pb.srv = back
+			return fmt.Errorf("%s is not available: %w", addr, err)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("%s is not available: %w", addr, err)
+	}
+	pb.retireLocked(old)
+	pb.srv, pb.addr = srv, addr
+	pb.log.Info("proxy moved to a new address", "addr", addr)
+	return nil
+}
+
+// dropLocked closes the listener bound ahead, if any; why, when given, is
+// logged.
+func (pb *public) dropLocked(why string) {
+	if pb.pending == nil {
+		return
+	}
+	if why != "" {
+		pb.log.Info("closed the address bound ahead: "+why, "addr", pb.pendingAddr)
+	}
+	pb.retireLocked(pb.pending)
+	pb.pending, pb.pendingAddr = nil, ""
+}
+
+// retireLocked stops s accepting now; its open connections finish, each
+// request bounded by the proxy's own timeouts, and close (the stop) ends
+// whatever is left.
+func (pb *public) retireLocked(s *httpServer) {
+	s.closeListener()
+	pb.retiring = append(pb.retiring, s)
+	go func() {
+		s.srv.Shutdown(context.Background())
+		pb.mu.Lock()
+		pb.retiring = slices.DeleteFunc(pb.retiring, func(x *httpServer) bool { return x == s })
+		pb.mu.Unlock()
+	}()
+}
+
+// samePort says whether two host:port addresses name one port.
+func samePort(a, b string) bool {
+	_, pa, err1 := net.SplitHostPort(a)
+	_, pb, err2 := net.SplitHostPort(b)
+	return err1 == nil && err2 == nil && pa == pb
+}
+
+func (pb *public) stopAccepting() {
+	pb.mu.Lock()
+	defer pb.mu.Unlock()
+	for _, s := range pb.servers() {
+		s.closeListener()
+	}
+}
+
+func (pb *public) close() {
+	pb.mu.Lock()
+	servers := pb.servers()
+	pb.mu.Unlock()
+	for _, s := range servers {
+		s.shutdown(2 * time.Second)
+	}
+}
+
+// servers are every listener the proxy has open; pb.mu is held.
+func (pb *public) servers() []*httpServer {
+	out := append([]*httpServer{pb.srv}, pb.retiring...)
+	if pb.pending != nil {
+		out = append(out, pb.pending)
+	}
+	return out
+}
