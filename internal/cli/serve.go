@@ -96,6 +96,9 @@ func (c *ServeCmd) Run(e *Env) error {
 		Engine:  func(s config.Settings, n int) instance.Options { return engineOptions(e, s, n) },
 		Secrets: e.secrets,
 		Done:    e.parent.Done(),
+		// No tuned layer is a setting of its own: deleting it drops its
+		// schedules (docs/schedule.md).
+		MayVanish: []string{tunedLayer(e.Getenv)},
 	}, p)
 }
 

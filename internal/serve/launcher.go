@@ -245,7 +245,7 @@ func (sv *launcher) watchFiles(p *plan.Plan) (<-chan watch.Change, <-chan os.Sig
 	if !p.Settings.Watch.Value || len(sv.w.files) == 0 {
 		return nil, hup, closeAll
 	}
-	w, err := watch.New(sv.w.files, watch.Options{Debounce: 150 * time.Millisecond, Poll: 5 * time.Second, Signals: true, Logger: sv.log})
+	w, err := watch.New(sv.w.files, watch.Options{Debounce: 150 * time.Millisecond, Poll: 5 * time.Second, Signals: true, Logger: sv.log, MayVanish: sv.c.MayVanish})
 	if err != nil {
 		sv.log.Warn("cannot watch for changes; reload with SIGHUP", "err", err)
 		return nil, hup, closeAll

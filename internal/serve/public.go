@@ -73,7 +73,7 @@ func (pb *public) reserve(np *plan.Plan) error {
 	defer pb.mu.Unlock()
 	switch {
 	case addr == pb.addr || samePort(addr, pb.addr):
-		pb.dropLocked("")
+		pb.dropLocked("a later reload asks for the port in force")
 	case pb.pending != nil && pb.pendingAddr == addr:
 	default:
 		if pb.pending != nil && samePort(addr, pb.pendingAddr) {

@@ -95,6 +95,9 @@ type Config struct {
 	Secrets *secret.Redactor
 	// Done ends serve as SIGTERM does (the parent context).
 	Done <-chan struct{}
+	// MayVanish are watched files whose deletion is a reload (the tuned
+	// layer), where a profile deleted is an edit under way.
+	MayVanish []string
 }
 
 // Run starts p's engine and serves until a signal, a fatal exit or Done.

@@ -78,6 +78,10 @@ type Options struct {
 	// no longer terminates the process.
 	Signals bool
 	Logger  *slog.Logger
+	// MayVanish are files whose absence is a setting of its own (the
+	// tuned layer: no file, no tuned schedule): one deleted is a change,
+	// where any other file deleted is an edit under way and waited for.
+	MayVanish []string
 
 	pollOnly bool // tests: no fsnotify, as on a bind mount
 }
@@ -92,6 +96,7 @@ type file struct {
 	have     bool     // sum is valid
 	pending  string   // strongest reason seen since the last debounced read
 	missing  bool     // last read found no file (warned once)
+	mayGo    bool     // its absence is a setting (Options.MayVanish)
 	empty    bool     // last read found an empty file (warned once)
 	// unreadable is the error of the last read that failed otherwise (a
 	// FIFO, a directory, a file too large), warned once until it changes
@@ -109,6 +114,8 @@ type Watcher struct {
 	maxWait  time.Duration
 	poll     time.Duration
 	log      *slog.Logger
+	// mayVanish: Options.MayVanish, absolute.
+	mayVanish []string
 
 	changes   chan Change
 	paths     chan setReq // Watch: the new set, taken in by the loop
@@ -126,13 +133,14 @@ type Watcher struct {
 // inotify watch.
 func New(paths []string, o Options) (*Watcher, error) {
 	w := &Watcher{
-		debounce: o.Debounce,
-		poll:     o.Poll,
-		log:      o.Logger,
-		changes:  make(chan Change, 8),
-		paths:    make(chan setReq),
-		quit:     make(chan struct{}),
-		done:     make(chan struct{}),
+		debounce:  o.Debounce,
+		poll:      o.Poll,
+		log:       o.Logger,
+		mayVanish: absAll(o.MayVanish),
+		changes:   make(chan Change, 8),
+		paths:     make(chan setReq),
+		quit:      make(chan struct{}),
+		done:      make(chan struct{}),
 	}
 	if w.debounce <= 0 {
 		w.debounce = DefaultDebounce
@@ -177,7 +185,7 @@ func (w *Watcher) addFile(p string) error {
 	if slices.ContainsFunc(w.files, func(f *file) bool { return f.path == abs }) {
 		return nil
 	}
-	f := &file{path: abs, dir: filepath.Dir(abs)}
+	f := &file{path: abs, dir: filepath.Dir(abs), mayGo: slices.Contains(w.mayVanish, abs)}
 	if sum, resolved, _, err := readSum(abs); err == nil {
 		f.sum, f.resolved, f.have = sum, resolved, true
 	} else if errors.Is(err, fs.ErrNotExist) {
@@ -485,6 +493,13 @@ func (w *Watcher) check(f *file, reason string) bool {
 		// Each state is said once, until the file leaves it.
 		if errors.Is(err, fs.ErrNotExist) {
 			f.unreadable, f.empty = "", false
+			if f.mayGo && !f.missing {
+				// Gone is what it says now: the next content that appears
+				// is a change, even the one it had.
+				f.missing, f.have = true, false
+				w.log.Info("watched file deleted; reloading without it", "path", f.path)
+				return w.emit(Change{Path: f.path, Reason: reason})
+			}
 			if !f.missing {
 				f.missing = true
 				w.log.Warn("watched file is missing (deleted, or being replaced); the running settings stay until it is back", "path", f.path)
@@ -574,4 +589,15 @@ func readSum(path string) (sum [32]byte, resolved string, size int, err error) {
 		return sum, "", 0, err
 	}
 	return sha256.Sum256(data), resolved, len(data), nil
+}
+
+// absAll is paths made absolute (those that cannot be are left out).
+func absAll(paths []string) []string {
+	var out []string
+	for _, p := range paths {
+		if a, err := filepath.Abs(p); err == nil {
+			out = append(out, a)
+		}
+	}
+	return out
 }

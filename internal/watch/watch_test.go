@@ -178,6 +178,21 @@ func TestMissingFileWaitsForItsReturn(t *testing.T) {
 	expect(t, w2, Change{Path: later, Reason: ReasonRenameOver})
 }
 
+// A file whose absence is a setting (the tuned layer) deleted is a
+// change: serve drops its schedules. Before, it waited for the file's
+// return, as for a profile, and the deleted schedule stayed in force.
+func TestMayVanishDeletedIsAChange(t *testing.T) {
+	t.Parallel() // each has its own directory; the SIGHUP tests run alone, before these
+	dir := t.TempDir()
+	path := filepath.Join(dir, "tuned.toml")
+	write(t, path, "v1")
+	w := newWatcher(t, []string{path}, Options{MayVanish: []string{path}})
+	must(t, os.Remove(path))
+	expectPath(t, w, path)
+	renameOver(t, path, "v1") // back with the content it had: a change too
+	expectPath(t, w, path)
+}
+
 func TestFilesInOneDirectoryShareAWatch(t *testing.T) {
 	t.Parallel() // each has its own directory; the SIGHUP tests run alone, before these
 	d1, d2 := t.TempDir(), t.TempDir()
