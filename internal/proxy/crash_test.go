@@ -93,19 +93,7 @@ func TestEngineStoppedAtShutdownIsAnswered(t *testing.T) {
 // one that blames the engine.
 func TestStreamCutAtShutdownSaysSo(t *testing.T) {
 	cut := make(chan struct{})
-	b := backend(t, func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/event-stream")
-		w.WriteHeader(200)
-		fmt.Fprint(w, "data: {\"content\":\"a\"}\n\n")
-		w.(http.Flusher).Flush()
-		<-cut
-		conn, _, err := http.NewResponseController(w).Hijack()
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		conn.Close()
-	})
+	b := backend(t, streamThenCut(t, cut))
 	p := New(Options{})
 	p.Route(b)
 	resp, err := http.Post(front(t, p)+"/completion", "application/json", strings.NewReader(`{"stream":true}`))
@@ -118,5 +106,23 @@ func TestStreamCutAtShutdownSaysSo(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	if !strings.Contains(string(body), `"code":503`) || !strings.Contains(string(body), "speclaunch stopped the engine during this response") {
 		t.Errorf("got %q: want a final error event saying speclaunch stopped the engine", body)
+	}
+}
+
+// streamThenCut is an engine that sends one event of a stream, then, once
+// cut is closed, drops the connection as an engine stopped mid-answer.
+func streamThenCut(t *testing.T, cut <-chan struct{}) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(200)
+		fmt.Fprint(w, "data: {\"content\":\"a\"}\n\n")
+		w.(http.Flusher).Flush()
+		<-cut
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		conn.Close()
 	}
 }

@@ -90,19 +90,7 @@ func TestGoneEngineSendsUnansweredRequestsOn(t *testing.T) {
 // "the engine failed during this response", with a warning.
 func TestStreamCutByStopSaysWhy(t *testing.T) {
 	cut := make(chan struct{})
-	b := backend(t, func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/event-stream")
-		w.WriteHeader(200)
-		fmt.Fprint(w, "data: {\"content\":\"a\"}\n\n")
-		w.(http.Flusher).Flush()
-		<-cut
-		conn, _, err := http.NewResponseController(w).Hijack()
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		conn.Close()
-	})
+	b := backend(t, streamThenCut(t, cut))
 	var log bytes.Buffer
 	p := New(Options{Log: slog.New(slog.NewTextHandler(&log, nil))})
 	p.Route(b)
