@@ -97,8 +97,10 @@ func (c *ServeCmd) Run(e *Env) error {
 		Secrets: e.secrets,
 		Done:    e.parent.Done(),
 		// No tuned layer is a setting of its own: deleting it drops its
-		// schedules (docs/schedule.md).
-		MayVanish: []string{tunedLayer(e.Getenv)},
+		// schedules (docs/schedule.md). A --policy file is named on
+		// purpose, the default layer too when --policy names it: one
+		// deleted is waited for.
+		MayVanish: []string{tunedOwn(tunedLayer(e.Getenv), l.Settings)},
 	}, p)
 }
 

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -50,6 +51,8 @@ type launcher struct {
 	w     watched     // the reload loop's files; its goroutine's, no lock
 	force inForce     // the plan in force; one lock (state.go)
 	ctl   controllers // the adaptive loop and the follower; one lock
+
+	submitMu sync.Mutex // one submit at a time (submit)
 }
 
 // switchedLoad is the load in force once a switch ended with to serving:
@@ -357,6 +360,11 @@ func (sv *launcher) feed(changes <-chan watch.Change, hup <-chan os.Signal, stop
 // that need no engine: a plan that cannot start is refused before anything
 // is stopped (and returned: a reload counts it as rejected).
 func (sv *launcher) submit(kind server.Kind, reason string, cur, np *plan.Plan, l Load, reply chan error) error {
+	// One submission at a time, from the check to the runtime: reloads,
+	// follow and adaptive switches come from goroutines of their own, and
+	// the address bound ahead is for the latest plan the runtime gets.
+	sv.submitMu.Lock()
+	defer sv.submitMu.Unlock()
 	if err := sv.checkSwitch(cur, np); err != nil {
 		sv.log.Error("new settings cannot start; the engine keeps running with the previous ones", "err", err)
 		if reply != nil {

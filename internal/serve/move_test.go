@@ -1,9 +1,12 @@
 package serve
 
 import (
+	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -29,7 +32,7 @@ func TestPublicFollowsThePlanInForce(t *testing.T) {
 		c.Close()
 		return true
 	}
-	type plans struct{ old, moved, moved2, other, allIfaces *plan.Plan }
+	type plans struct{ old, oldAgain, moved, moved2, movedAll, other, allIfaces *plan.Plan }
 	for _, c := range []struct {
 		name     string
 		steps    func(t *testing.T, p plans, pb *public)
@@ -68,6 +71,24 @@ func TestPublicFollowsThePlanInForce(t *testing.T) {
 			pb.follow(p.moved, p.moved) // in force, its address bound then
 			pb.follow(p.moved, p.other) // failed
 		}, []string{"moved"}, []string{"old", "other"}, "moved"},
+		{"a port move, then a host move on its port queued behind it", func(t *testing.T, p plans, pb *public) {
+			must(t, pb.reserve(p.moved))
+			must(t, pb.reserve(p.movedAll))
+			pb.follow(p.moved, p.moved) // the later plan's listener held the port
+			if got := pb.address(); got != addrOf(p.moved) {
+				t.Errorf("with the first move in force the proxy listens on %s, want %s", got, addrOf(p.moved))
+			}
+			pb.follow(p.movedAll, p.movedAll)
+		}, []string{"movedAll"}, []string{"old"}, "movedAll"},
+		{"a port move, then back to the port in force before it serves", func(t *testing.T, p plans, pb *public) {
+			must(t, pb.reserve(p.moved))
+			must(t, pb.reserve(p.oldAgain))
+			pb.follow(p.moved, p.moved)
+			if !answers(p.old) {
+				t.Error("the port the latest reload asks for refused connections while that reload's switch ran")
+			}
+			pb.follow(p.oldAgain, p.oldAgain)
+		}, []string{"old"}, []string{"moved"}, "old"},
 		{"a host move on one port whose engine fails", func(t *testing.T, p plans, pb *public) {
 			must(t, pb.reserve(p.allIfaces))
 			pb.follow(p.old, p.allIfaces)
@@ -78,8 +99,9 @@ func TestPublicFollowsThePlanInForce(t *testing.T) {
 			at := func(host string, port int) *plan.Plan {
 				return &plan.Plan{Settings: config.Settings{Host: config.Field[string]{Value: host}, Port: config.Field[int]{Value: port}}}
 			}
-			p := plans{old: at("127.0.0.1", base), moved: at("127.0.0.1", base+1), moved2: at("127.0.0.1", base+1), other: at("127.0.0.1", base+2), allIfaces: at("0.0.0.0", base)}
-			named := map[string]*plan.Plan{"old": p.old, "moved": p.moved, "other": p.other}
+			p := plans{old: at("127.0.0.1", base), oldAgain: at("127.0.0.1", base), moved: at("127.0.0.1", base+1), moved2: at("127.0.0.1", base+1),
+				movedAll: at("0.0.0.0", base+1), other: at("127.0.0.1", base+2), allIfaces: at("0.0.0.0", base)}
+			named := map[string]*plan.Plan{"old": p.old, "moved": p.moved, "movedAll": p.movedAll, "other": p.other}
 			pb, err := listenPublic(p.old, h, discard)
 			if err != nil {
 				t.Fatal(err)
@@ -131,5 +153,53 @@ func TestAdoptedMoveSettles(t *testing.T) {
 	sv.adopted(&server.Job{Plan: moved, Reason: "reload"})
 	if pb.address() != addrOf(moved) || pb.pending != nil {
 		t.Errorf("after the adopted move: serving %s, pending %v; want %s alone", pb.address(), pb.pending != nil, addrOf(moved))
+	}
+}
+
+// A request open on the old address when the proxy moves finishes there:
+// the old listener only stops accepting. Before, it was closed 30 s after
+// the move, a stream with it.
+func TestMoveLetsOpenRequestsFinish(t *testing.T) {
+	base := testenv.PortBlock(t, 2)
+	old := &plan.Plan{Settings: config.Settings{Host: config.Field[string]{Value: "127.0.0.1"}, Port: config.Field[int]{Value: base}}}
+	moved := &plan.Plan{Settings: config.Settings{Host: config.Field[string]{Value: "127.0.0.1"}, Port: config.Field[int]{Value: base + 1}}}
+	inHandler, release := make(chan struct{}), make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("first "))
+		w.(http.Flusher).Flush()
+		inHandler <- struct{}{}
+		<-release
+		w.Write([]byte("last"))
+	})
+	pb, err := listenPublic(old, h, discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pb.close()
+	got := make(chan string, 1)
+	go func() {
+		resp, err := http.Get("http://" + addrOf(old) + "/")
+		if err != nil {
+			got <- err.Error()
+			return
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		got <- fmt.Sprintf("%s %v", b, err)
+	}()
+	<-inHandler
+	graceful := make(chan struct{})
+	var once sync.Once
+	pb.srv.srv.RegisterOnShutdown(func() { once.Do(func() { close(graceful) }) })
+	must(t, pb.reserve(moved))
+	pb.follow(moved, moved)
+	select {
+	case <-graceful: // the old server waits for its open requests
+	case <-time.After(10 * time.Second): // the test's own bound
+		t.Fatal("the old listener was not shut down gracefully")
+	}
+	close(release)
+	if g := <-got; g != "first last <nil>" {
+		t.Errorf("the request open across the move read %q, want it whole", g)
 	}
 }

@@ -101,7 +101,18 @@ func (pb *public) follow(inForce, done *plan.Plan) {
 	if done != nil && done == pb.want {
 		pb.want = nil
 	}
-	if target := addrOf(inForce); target != pb.addr {
+	target := addrOf(inForce)
+	if pb.want != nil && addrOf(pb.want) == pb.addr {
+		// The latest plan asked for is back at the address in force: stay
+		// (moving away would refuse it until that plan's switch ends).
+		target = pb.addr
+	}
+	if target != pb.addr {
+		if pb.pending != nil && pb.pendingAddr != target && samePort(pb.pendingAddr, target) {
+			// A later plan's listener holds the port under another host:
+			// that plan's own follow makes the one-port move.
+			pb.dropLocked("the settings in force take its port")
+		}
 		if pb.pending != nil && pb.pendingAddr == target {
 			pb.retireLocked(pb.srv)
 			pb.srv, pb.addr, pb.pending, pb.pendingAddr = pb.pending, target, nil, ""
@@ -177,14 +188,6 @@ func samePort(a, b string) bool {
 	_, pa, err1 := net.SplitHostPort(a)
 	_, pb, err2 := net.SplitHostPort(b)
 	return err1 == nil && err2 == nil && pa == pb
-}
-
-func (pb *public) stopAccepting() {
-	pb.mu.Lock()
-	defer pb.mu.Unlock()
-	for _, s := range pb.servers() {
-		s.closeListener()
-	}
 }
 
 func (pb *public) close() {

@@ -89,15 +89,16 @@ type Options struct {
 // file is what the loop knows about one watched path. Only the loop
 // goroutine touches it after New returns.
 type file struct {
-	path     string // absolute, cleaned; compared with event names
-	dir      string
-	resolved string   // last EvalSymlinks(path) seen with a readable file
-	sum      [32]byte // sha256 of the last content reported (or found at New)
-	have     bool     // sum is valid
-	pending  string   // strongest reason seen since the last debounced read
-	missing  bool     // last read found no file (warned once)
-	mayGo    bool     // its absence is a setting (Options.MayVanish)
-	empty    bool     // last read found an empty file (warned once)
+	path      string // absolute, cleaned; compared with event names
+	dir       string
+	resolved  string   // last EvalSymlinks(path) seen with a readable file
+	sum       [32]byte // sha256 of the last content reported (or found at New)
+	have      bool     // sum is valid
+	pending   string   // strongest reason seen since the last debounced read
+	missing   bool     // last read found no file (warned once)
+	mayGo     bool     // its absence is a setting (Options.MayVanish)
+	vanishing bool     // a MayVanish file found missing once, not yet twice
+	empty     bool     // last read found an empty file (warned once)
 	// unreadable is the error of the last read that failed otherwise (a
 	// FIFO, a directory, a file too large), warned once until it changes
 	// or the file reads again: every poll met it.
@@ -493,10 +494,16 @@ func (w *Watcher) check(f *file, reason string) bool {
 		// Each state is said once, until the file leaves it.
 		if errors.Is(err, fs.ErrNotExist) {
 			f.unreadable, f.empty = "", false
+			if f.mayGo && !f.missing && !f.vanishing {
+				// Gone at one look may be a save's gap that a poll fell
+				// into: the next look (event or poll) decides.
+				f.vanishing = true
+				return true
+			}
 			if f.mayGo && !f.missing {
 				// Gone is what it says now: the next content that appears
 				// is a change, even the one it had.
-				f.missing, f.have = true, false
+				f.missing, f.have, f.vanishing = true, false, false
 				w.log.Info("watched file deleted; reloading without it", "path", f.path)
 				return w.emit(Change{Path: f.path, Reason: reason})
 			}
@@ -513,7 +520,7 @@ func (w *Watcher) check(f *file, reason string) bool {
 		}
 		return true
 	}
-	f.unreadable = ""
+	f.unreadable, f.vanishing = "", false
 	if f.missing {
 		f.missing = false
 		if f.have {

@@ -186,7 +186,7 @@ func TestMayVanishDeletedIsAChange(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "tuned.toml")
 	write(t, path, "v1")
-	w := newWatcher(t, []string{path}, Options{MayVanish: []string{path}})
+	w := newWatcher(t, []string{path}, Options{MayVanish: []string{path}, Poll: 20 * time.Millisecond})
 	must(t, os.Remove(path))
 	expectPath(t, w, path)
 	renameOver(t, path, "v1") // back with the content it had: a change too
