@@ -270,6 +270,7 @@ type Proxy struct {
 
 	held, rejected, retried atomic.Int64
 	bodies                  *bodyBudget
+	localFails              burst // 503s for speclaunch's own want of resources, logged in bursts
 }
 
 type waiter struct {
@@ -764,7 +765,9 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 		// Not the engine's failure: a retry soon may find descriptors
 		// free again.
 		p.rejected.Add(1)
-		p.o.Log.Warn("proxy: cannot reach the engine: this process is out of resources; the request gets 503 and the engine keeps serving", "path", r.URL.Path, "err", err)
+		if say, unsaid := p.localFails.note(time.Now()); say {
+			p.o.Log.Warn("proxy: cannot reach the engine: this process is out of resources; the request gets 503 and the engine keeps serving", "path", r.URL.Path, "err", err, "more_since_last_line", unsaid)
+		}
 		writeError(w, http.StatusServiceUnavailable, "speclaunch could not reach the engine ("+publicCause(err)+" on speclaunch's side, not the engine's); retry shortly", "unavailable_error", 1)
 		return
 	}
