@@ -52,6 +52,9 @@ func (c *BenchCmd) loadOptions(e *Env, o bench.Options, levels []int) (bench.Loa
 	if c.Window != "" {
 		d, err := time.ParseDuration(c.Window)
 		src := config.Source{Origin: config.Flag, Name: "--window"}
+		if err != nil && config.DurationOverflows(c.Window) {
+			return lo, &config.Error{Src: src, Msg: fmt.Sprintf("%q is far out of range; give %v or less", c.Window, bench.MaxLoadWindow)}
+		}
 		if err != nil || d <= 0 {
 			return lo, &config.Error{Src: src, Msg: fmt.Sprintf("%q is not a duration above 0 (e.g. 5s)", c.Window)}
 		}

@@ -146,6 +146,7 @@ func TestLoadSweepFlagErrors(t *testing.T) {
 		{[]string{"tune", "--window", "9999h"}, `flag --window: "9999h" is above 10m0s, the longest window: a window of 5s already holds a few hundred tokens at one client, and every window is run arms × levels × engines × 3 times`},
 		{[]string{"bench", "--concurrency", "1,4", "--window", "11m"}, `flag --window: "11m" is above 10m0s`},
 		{[]string{"tune", "--window", "0s"}, `flag --window: "0s" is not a duration above 0`}, // refused after the layer is read, before records/ is made
+		{[]string{"tune", "--window", "9999999999h"}, `flag --window: "9999999999h" is far out of range; give 10m0s or less`},
 		{[]string{"tune", "--window", "1ns"}, `flag --window: "1ns" is below 100ms, the shortest window`},
 	} {
 		var out bytes.Buffer

@@ -423,6 +423,13 @@ func readDuration(v string) (time.Duration, error) {
 	return time.Duration(secs * float64(time.Second)), nil
 }
 
+// DurationOverflows reports a value of a duration's form too long to
+// hold (9999999999h): one rule for the messages that say so.
+func DurationOverflows(v string) bool {
+	_, err := readDuration(v)
+	return errors.Is(err, errDurationLong)
+}
+
 func parseDuration(v string) (time.Duration, error) {
 	d, err := readDuration(v)
 	switch {
