@@ -210,20 +210,8 @@ func TestPolicyProposeSaysWhyWhole(t *testing.T) {
 // and returns its path.
 func editedRecord(t *testing.T, path string, edit func(rec map[string]any)) string {
 	t.Helper()
-	js, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rec map[string]any
-	if err := json.Unmarshal(js, &rec); err != nil {
-		t.Fatal(err)
-	}
-	edit(rec)
-	if js, err = json.Marshal(rec); err != nil {
-		t.Fatal(err)
-	}
 	out := filepath.Join(t.TempDir(), filepath.Base(path))
-	if err := os.WriteFile(out, js, 0o644); err != nil {
+	if err := os.WriteFile(out, editedJSON(t, path, edit), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return out

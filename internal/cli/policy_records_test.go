@@ -14,7 +14,13 @@ const gb10Record = "draft-block-width-default-gb10-2026-09-20"
 // gb10JSON is the committed GB10 record's .json after edit has changed it.
 func gb10JSON(t *testing.T, edit func(rec map[string]any)) []byte {
 	t.Helper()
-	js, err := os.ReadFile(filepath.Join("..", "..", "docs", "benchmark_results", gb10Record+".json"))
+	return editedJSON(t, filepath.Join("..", "..", "docs", "benchmark_results", gb10Record+".json"), edit)
+}
+
+// editedJSON is the JSON file at path after edit has changed it.
+func editedJSON(t *testing.T, path string, edit func(rec map[string]any)) []byte {
+	t.Helper()
+	js, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
