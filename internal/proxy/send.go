@@ -10,8 +10,8 @@ import (
 // free again: four clients that never read held every slot of an engine
 // and stalled all other clients until they disconnected. 60 s is nginx's
 // send_timeout default, which bounds the same wait (between two
-// successive writes to a client); a client that reads at all, however
-// slowly, never meets it.
+// successive writes to a client); a client that keeps reading never meets
+// it unless it drains a 32 KiB write slower than about 550 bytes a second.
 const DefaultSendTimeout = 60 * time.Second
 
 // sendDeadline arms the connection's write deadline afresh before each

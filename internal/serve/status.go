@@ -165,7 +165,7 @@ type serveStatus struct {
 
 func newServeStatus(p *plan.Plan) *serveStatus {
 	return &serveStatus{started: time.Now(), proxy: p.Settings.Proxy.Value, mode: p.Settings.Switch.Value,
-		public: net.JoinHostPort(p.Settings.Host.Value, fmt.Sprint(p.Settings.Port.Value))}
+		public: addrOf(p)}
 }
 
 func (st *serveStatus) serving(in *server.Instance) {
@@ -215,7 +215,7 @@ func (st *serveStatus) settings(p *plan.Plan) {
 	st.mu.Lock()
 	st.mode = p.Settings.Switch.Value
 	if !st.proxy {
-		st.public = net.JoinHostPort(p.Settings.Host.Value, fmt.Sprint(p.Settings.Port.Value))
+		st.public = addrOf(p)
 	}
 	st.mu.Unlock()
 }
