@@ -712,11 +712,23 @@ func (s *stepper) signal(sig os.Signal) {
 // flight and held ones finish up to the shutdown timeout.
 func (s *stepper) graceful() {
 	m := &s.m
+	backoff := !m.restartAt.IsZero() && m.Serving == nil && m.Starting == nil
 	m.Phase = Stopping
 	m.restartAt = time.Time{}
 	m.stopBy = s.now.Add(m.Limits.ShutdownTimeout)
 	s.do(Refuse{})
 	s.log(lvInfo, "stopping: requests in flight may finish; new ones get 503", "signal", sigName(m.sig), "shutdown_timeout", m.Limits.ShutdownTimeout.String())
+	if backoff {
+		// The engine crashed and waits its back-off: no engine runs, so
+		// the launcher exits now, as a shell does, with 128+signal (the
+		// crash's code would read as the launcher's own death).
+		s.log(lvInfo, "stopping: no engine runs (the last one exited and was waiting to restart); held requests get 503", "exit_code", m.lastCode)
+		if n, ok := m.sig.(syscall.Signal); ok {
+			m.lastCode, m.lastErr = 128+int(n), fmt.Errorf("interrupted (%s) while the engine waited to restart after exiting with code %d", sigName(m.sig), m.lastCode)
+		}
+		m.cut = true
+		s.do(Cut{}) // no engine will come for the held requests
+	}
 	if m.Pending != nil {
 		s.do(Reply{Job: m.Pending, Err: ErrStopping})
 		m.Pending = nil

@@ -413,3 +413,18 @@ func TestSubmitWhileStoppingIsRefused(t *testing.T) {
 	f.want(Signal{Sig: syscall.SIGTERM}, "Refuse Watch(1)")
 	f.want(Submit{Job: job(KindAdapt, key.SwitchOverlap, planOf("--w", "3"))}, "Reply(speclaunch is stopping)")
 }
+
+// A signal while a crashed engine waits its back-off: nothing serves and
+// nothing starts, so the launcher exits at once, as after a signal during
+// a load (128+signal), and says so; the crash's own code is not its exit.
+func TestSignalDuringRestartBackoff(t *testing.T) {
+	l := limits
+	l.Restart = true
+	f := serving(t, l)
+	f.wantAfter(5*time.Second, Exited{ID: 1, Code: 137}, "Hold Gone(1)")
+	f.want(Signal{Sig: syscall.SIGTERM}, "Refuse Cut Exit(143)")
+	f.logged(lvInfo, "no engine runs")
+	if f.m.Phase != Stopped || !f.m.Deadline().IsZero() {
+		t.Fatalf("after the signal: phase %s, deadline %v", f.m.Phase, f.m.Deadline())
+	}
+}
