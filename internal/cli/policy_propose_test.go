@@ -182,18 +182,19 @@ func TestPolicyProposeSaysWhyWhole(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		records []string
+		code    int
 		want    []string // in the error, unwrapped
 	}{
-		{"ten pairs", q8, []string{"over 10 record(s)", "(median ratio 1.057, 95% interval 0.935-1.243); no other width passes either (6 ranked)"}},
-		{"a simulated load sweep, interrupted", []string{partial}, []string{"the record is simulated: a record from the sim engine never backs an entry; measure on a real engine and GPU; " +
+		{"ten pairs", q8, 1, []string{"over 10 record(s)", "(median ratio 1.057, 95% interval 0.935-1.243); no other width passes either (6 ranked)"}},
+		{"a simulated load sweep, interrupted", []string{partial}, 1, []string{"the record is simulated: a record from the sim engine never backs an entry; measure on a real engine and GPU; " +
 			"the record is incomplete (the bench was interrupted); re-run it to completion"}},
-		{"a record's own name", []string{forged, q4}, []string{`records measure different keys ("x\nspeclaunch: forged line aaaa`, `... (100026 bytes): engine=llama.cpp`}},
+		{"a record's own name", []string{forged, q4}, 2, []string{`name: is 100026 bytes long, above the 255 it may hold`}},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := MainContext(context.Background(), append([]string{"policy", "propose"}, tc.records...), policyTOML, &stdout, &stderr, nil)
 		got := strings.ReplaceAll(stderr.String(), "\n  ", " ") // unwrapped
-		if code != 1 {
-			t.Errorf("%s: exit %d, want 1", tc.name, code)
+		if code != tc.code {
+			t.Errorf("%s: exit %d, want %d", tc.name, code, tc.code)
 		}
 		for _, w := range tc.want {
 			if !strings.Contains(got, w) {

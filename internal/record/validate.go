@@ -8,6 +8,7 @@ import (
 	"math"
 	"reflect"
 	"strings"
+	"unicode"
 
 	"github.com/speclaunch/speclaunch/internal/key"
 	"github.com/speclaunch/speclaunch/internal/quote"
@@ -30,6 +31,11 @@ const (
 	// MaxLevels is the most load levels of one sweep: one per bucket of
 	// the largest schedule (schedule.MaxBuckets).
 	MaxLevels = 64
+	// MaxText bounds each line of prose a record carries (its title, each
+	// note); the longest committed note is about 800 bytes.
+	MaxText = 4096
+	// MaxNotes is the most notes of one record.
+	MaxNotes = 64
 )
 
 // ErrInvalid is wrapped by every error Validate returns.
@@ -79,6 +85,9 @@ func Validate(r *Record) error {
 	if strings.ContainsAny(r.Name, `/\`) || strings.Contains(r.Name, "..") {
 		return bad("name", "%q is not a file name: a record's name is its .md's base name, without directories", r.Name)
 	}
+	if err := validateText(r); err != nil {
+		return err
+	}
 	if err := validateKey(r.Key); err != nil {
 		return err
 	}
@@ -127,6 +136,31 @@ func validateArms(as []Arm, at string, total *int) error {
 			return err
 		}
 		*total += len(as[i].Runs)
+	}
+	return nil
+}
+
+// validateText bounds the prose a record carries and keeps control
+// characters out of it: policy list and explain print it to terminals.
+func validateText(r *Record) error {
+	if len(r.Notes) > MaxNotes {
+		return &FieldError{Field: "notes", Msg: fmt.Sprintf("holds %d notes, above the %d a record may hold", len(r.Notes), MaxNotes)}
+	}
+	type text struct {
+		field, value string
+		max          int
+	}
+	fields := []text{{"name", r.Name, 255}, {"title", r.Title, MaxText}, {"date", r.Date, 64}, {"launcher", r.Launcher, 256}}
+	for i, n := range r.Notes {
+		fields = append(fields, text{fmt.Sprintf("notes[%d]", i), n, MaxText})
+	}
+	for _, f := range fields {
+		if len(f.value) > f.max {
+			return &FieldError{Field: f.field, Msg: fmt.Sprintf("is %d bytes long, above the %d it may hold", len(f.value), f.max)}
+		}
+		if i := strings.IndexFunc(f.value, unicode.IsControl); i >= 0 {
+			return &FieldError{Field: f.field, Msg: fmt.Sprintf("holds a control character (%U at byte %d); a record's text is one printable line", []rune(f.value[i:])[0], i)}
+		}
 	}
 	return nil
 }
@@ -184,6 +218,13 @@ func validateArm(a *Arm, at string) error {
 	for j := range a.Runs {
 		if x := a.Runs[j].TokPerS; math.IsNaN(x) || math.IsInf(x, 0) || x < 0 {
 			return bad(fmt.Sprintf("runs[%d].tok_per_s", j), "is %v: a rate is a finite number, 0 or more", x)
+		}
+		if r := &a.Runs[j]; r.WallS > 0 && r.CompletionTokens > 0 {
+			// bench writes tok_per_s as tokens over wall time; a run
+			// whose rate disagrees with its own raw figures was edited.
+			if want := float64(r.CompletionTokens) / r.WallS; math.Abs(r.TokPerS-want) > 1e-3*want {
+				return bad(fmt.Sprintf("runs[%d].tok_per_s", j), "is %v, but the run's completion_tokens over its wall_s is %.6g: the record was edited; re-run the bench", r.TokPerS, want)
+			}
 		}
 		if f, msg := badRun(&a.Runs[j]); f != "" {
 			return bad(fmt.Sprintf("runs[%d].%s", j, f), "%s", msg)

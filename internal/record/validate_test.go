@@ -35,6 +35,13 @@ func TestValidate(t *testing.T) {
 		{"schema 0", func(r *Record) { r.Schema = 0 }, "schema", "is 0; this speclaunch reads record schema 1"},
 		{"schema 2", func(r *Record) { r.Schema = 2 }, "schema", "is 2"},
 		{"name with a directory", func(r *Record) { r.Name = "../../etc/x" }, "name", "is not a file name"},
+		{"name with an escape", func(r *Record) { r.Name = "r\x1b[2J" }, "name", "control character (U+001B at byte 1)"},
+		{"title with a newline", func(r *Record) { r.Title = "a\nb" }, "title", "control character (U+000A"},
+		{"note with a C1 control", func(r *Record) { r.Notes = []string{"ok", "x\u009by"} }, "notes[1]", "control character (U+009B"},
+		{"title at the bound", func(r *Record) { r.Title = strings.Repeat("é", MaxText/2) }, "", ""},
+		{"title over the bound", func(r *Record) { r.Title = strings.Repeat("t", MaxText+1) }, "title", "is 4097 bytes long, above the 4096"},
+		{"name over the bound", func(r *Record) { r.Name = strings.Repeat("n", 256) }, "name", "above the 255"},
+		{"too many notes", func(r *Record) { r.Notes = make([]string, MaxNotes+1) }, "notes", "holds 65 notes"},
 		{"empty key", func(r *Record) { r.Key = Key{} }, "key.engine", "is empty"},
 		{"unknown engine", func(r *Record) { r.Key.Engine = "tgi" }, "key.engine", `unknown engine "tgi"`},
 		{"bad capability", func(r *Record) { r.Key.Capability = "twelve" }, "key.capability", ""},
@@ -56,6 +63,8 @@ func TestValidate(t *testing.T) {
 				r.Arms = append(r.Arms, Arm{Label: "w", Kind: KindWidth, Width: 5, Status: StatusOK, Runs: runs(MaxRunsPerArm)})
 			}
 		}, "arms", "hold 10002 runs in all, above the 10000"},
+		{"rate of its own figures", func(r *Record) { r.Arms[1].Runs[0].WallS, r.Arms[1].Runs[0].CompletionTokens = 2, 240 }, "", ""},
+		{"rate against its own figures", func(r *Record) { r.Arms[1].Runs[0].WallS, r.Arms[1].Runs[0].CompletionTokens = 2, 200 }, "arms[1].runs[0].tok_per_s", "is 120, but the run's completion_tokens over its wall_s is 100"},
 		{"negative rate", func(r *Record) { r.Arms[1].Runs[0].TokPerS = -1 }, "arms[1].runs[0].tok_per_s", "is -1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
