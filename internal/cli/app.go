@@ -106,6 +106,7 @@ func runEnv(parent context.Context, args []string, emb Embedded, stdout, stderr 
 	secrets := &secret.Redactor{}
 	stdout, stderr = secrets.Writer(stdout), secrets.Writer(stderr)
 	env := &Env{Stdout: stdout, Stderr: stderr, Getenv: getenv, PolicyTOML: emb.Policy, Records: emb.Records, Ctx: ctx, Deps: deps, parent: parent, secrets: secrets}
+	env.seedSecrets(args)
 
 	var app App
 	exited := -1
@@ -225,6 +226,7 @@ func (e *Env) report(w io.Writer, err error) int {
 // report prints an error with its hint and returns the exit code.
 func report(w io.Writer, err error) int {
 	msg, hint, code := explain(err)
+	msg, hint = secret.MaskValue(msg), secret.MaskValue(hint)
 	if msg != "" {
 		// The lines under the first are an engine's last output (a failed
 		// start): cut to the screen, as the engine's lines are in the log.
@@ -261,6 +263,7 @@ func printWrapped(w io.Writer, prefix, s string) {
 // parses.
 func reportJSON(w io.Writer, err error) int {
 	msg, hint, code := explain(err)
+	msg, hint = secret.MaskValue(msg), secret.MaskValue(hint)
 	attrs := []any{"exit_code", code}
 	if hint != "" {
 		attrs = append(attrs, "hint", hint)

@@ -509,3 +509,36 @@ model = "demo-drafter"
 		}
 	}
 }
+
+// A key in the environment or on the command line is masked in the error
+// that stops a command before its plan exists (a bad value elsewhere, or
+// the key itself pasted into the wrong flag or variable), in text and in
+// JSON; before, those errors printed it in full.
+func TestSecretsInStartupErrors(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	const k = "sk-proj-Ab3dE5fG7hJ9kL1mN3pQ5rS7"
+	kf := filepath.Join(t.TempDir(), "kf")
+	writeFile(t, kf, "myverysecretkey123\n")
+	demo := "../../profiles/demo.toml"
+	prof := filepath.Join(t.TempDir(), "p.toml")
+	writeFile(t, prof, "[engine]\nname = \"sim\"\n[server]\nhost = \"sk-SECRETVALUE1234567890:80\"\n[model]\npath = \"demo-target\"\n")
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		args []string
+		key  string
+	}{
+		{"env key in a bad port", map[string]string{"LLAMA_API_KEY": k, "MLXCEL_PORT": k}, []string{"resolve", "--profile", demo}, k},
+		{"flag key in a bad width", nil, []string{"resolve", "--profile", demo, "--api-key", k, "--draft-block-size", k}, k},
+		{"key in a bad host", nil, []string{"resolve", "--profile", demo, "--host", k + ":1"}, k},
+		{"key file's key in a bad kind", map[string]string{"LLAMA_ARG_API_KEY_FILE": kf}, []string{"resolve", "--profile", demo, "--draft-kind", "myverysecretkey123"}, "myverysecretkey123"},
+		{"flag key file's key", nil, []string{"resolve", "--profile", demo, "--api-key-file", kf, "--draft-kind", "myverysecretkey123"}, "myverysecretkey123"},
+		{"key by its shape in a profile", nil, []string{"resolve", "--profile", prof}, "sk-SECRETVALUE1234567890"},
+		{"bearer in JSON", map[string]string{"MLXCEL_LOG_FORMAT": "json", "MLXCEL_PORT": "Bearer abcdefghijklmnop1234"}, []string{"serve", "--profile", demo}, "abcdefghijklmnop1234"},
+	} {
+		code, o, e := withEnv(tc.env).cli(tc.args...)
+		if code != 2 || strings.Contains(o+e, tc.key) || !strings.Contains(e, secret.Mask(tc.key)) {
+			t.Errorf("%s: exit %d, want 2 and the key masked:\n%s%s", tc.name, code, o, e)
+		}
+	}
+}
