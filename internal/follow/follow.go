@@ -90,10 +90,15 @@ func New(cfg Config, w int, started time.Duration) State {
 	return State{Width: w, Switch: max(started, 0), ring: make([]int, n), counts: make([]int, len(cfg.Schedule)), cand: -1}
 }
 
-// Observation is one sample: the proxy's requests in flight at Now.
+// Observation is one sample: the server's requests in flight at Now (on
+// every engine, a draining one's included, and those the proxy holds),
+// and Busy, why no switch can start now ("" when one can): an engine
+// still drains or starts beside the serving one, so a switch asked now
+// would wait behind it and run on a load read before.
 type Observation struct {
 	Now      time.Time
 	InFlight int
+	Busy     string
 }
 
 // Decision is what Step asks of the shell. Switch: run To's width, logged
@@ -104,6 +109,9 @@ type Decision struct {
 	To     schedule.Bucket // the bucket the load sits in
 	Load   float64         // mean requests in flight over the window
 	Reason string          // why, or why not yet ("" when the load is where the width is)
+	// Capped: the hourly cap began to hold a switch back at this step
+	// (once per hold), for the shell to log.
+	Capped bool
 }
 
 // Step takes one sample and says whether to switch now.
@@ -141,17 +149,30 @@ func Step(cfg Config, s State, o Observation) (State, Decision) {
 	s.recent = since(s.recent, o.Now.Add(-time.Hour))
 	if limit := maxPerHour(cfg); len(s.recent) >= limit {
 		d.Reason = fmt.Sprintf("held at width %d: %d switches in the last hour, the cap (%d)", s.Width, len(s.recent), limit)
-		s.capped = true
+		d.Capped, s.capped = !s.capped, true
 		return s, d
 	}
 	if o.Now.Before(cfg.NotBefore) {
 		d.Reason = fmt.Sprintf("held at width %d until %s: a switch failed", s.Width, cfg.NotBefore.Format(time.RFC3339))
 		return s, d
 	}
+	if o.Busy != "" {
+		d.Reason = fmt.Sprintf("load %.1f is at %s; width %d waits: %s", d.Load, schedule.InFlight(d.To.Range()), d.To.Width, o.Busy)
+		return s, d
+	}
 	d.Switch, s.Pending, s.capped = true, d.To.Width, false
 	s.recent = append(s.recent, o.Now)
 	d.Reason = fmt.Sprintf("load %.1f requests in flight has sat at %s for %s: width %d (%s) for width %d repays a %s switch", d.Load, d.To.Range(), stayed.Round(time.Second), d.To.Width, d.To.Source, s.Width, s.switchTime().Round(100*time.Millisecond))
 	return s, d
+}
+
+// Renew is s under a schedule a reload changed: the load is read again
+// under the new buckets, and the engine's switch time and the switches of
+// the last hour stay (the cap counts across reloads).
+func Renew(cfg Config, s State, w int) State {
+	n := New(cfg, w, s.Switch)
+	n.recent, n.capped = append([]time.Time(nil), s.recent...), s.capped
+	return n
 }
 
 // Done reports the end of the switch Step asked for: ok with the time it

@@ -266,3 +266,81 @@ func TestClone(t *testing.T) {
 		t.Error("stepping a clone wrote into the original")
 	}
 }
+
+// While an engine drains or starts beside the serving one, no switch is
+// asked: it would wait behind that engine and then run on a load read
+// before (a serve campaign saw a switch asked at load 0 while six streams
+// drained on the old engine, run 34 s later under four clients). Once
+// nothing is beside it, the switch comes on the window's load then.
+func TestBusyHoldsTheSwitch(t *testing.T) {
+	cfg := Config{Schedule: demo(t)}
+	for _, tc := range []struct {
+		name    string
+		busyTil time.Duration // Busy until then
+		wantAt  time.Duration // the switch, not before
+	}{
+		{"nothing beside", 0, 0},
+		{"an engine drains for 40 s", 40 * time.Second, 40 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := New(cfg, 6, time.Second)
+			got := time.Duration(-1)
+			for at := time.Duration(0); at < 2*time.Minute && got < 0; at += Tick {
+				o := Observation{Now: t0.Add(at), InFlight: 4}
+				if at < tc.busyTil {
+					o.Busy = "an engine drains beside the serving one"
+				}
+				var d Decision
+				st, d = Step(cfg, st, o)
+				if d.Switch {
+					got = at
+				} else if at < tc.busyTil && at > 35*time.Second && !strings.Contains(d.Reason, "width 1 waits: an engine drains") {
+					t.Fatalf("at %v, busy: reason %q", at, d.Reason)
+				}
+			}
+			if got < tc.wantAt || got > tc.wantAt+Window+time.Minute {
+				t.Fatalf("switched at %v, want from %v", got, tc.wantAt)
+			}
+		})
+	}
+}
+
+// The hourly cap is said once when it begins to hold (Decision.Capped:
+// once per hold, not at every step it holds), and a reload that changes
+// the schedule keeps the hour's switches (Renew): before, it started the
+// count again and a campaign saw 16 switches in 8 minutes.
+func TestCapSaidOnceAndKeptAcrossReloads(t *testing.T) {
+	cfg := Config{Schedule: demo(t), MaxPerHour: 3}
+	st := New(cfg, 6, time.Second)
+	capped, held, switches := 0, false, 0
+	load := alternating(1, 4, time.Minute)
+	step := func(from, to time.Duration) {
+		for at := from; at < to; at += Tick {
+			var d Decision
+			st, d = Step(cfg, st, Observation{Now: t0.Add(at), InFlight: load(at)})
+			if d.Switch {
+				switches++
+				st = Done(st, true, time.Second)
+			}
+			holds := strings.Contains(d.Reason, "the cap")
+			if d.Capped {
+				capped++
+				if held || !holds {
+					t.Fatalf("at %v: Capped with the cap already holding (%v) or not holding (%q)", at, held, d.Reason)
+				}
+			}
+			held = holds
+		}
+	}
+	step(0, 5*time.Minute)
+	if switches != 3 || capped == 0 {
+		t.Fatalf("before the reload: %d switches, cap said %d times; want 3 and at least once", switches, capped)
+	}
+	other, _ := schedule.Parse("1:6,2-3:4,4-8:1,9+:1", "tuned")
+	cfg = Config{Schedule: other, MaxPerHour: 3}
+	st = Renew(cfg, st, st.Width)
+	step(5*time.Minute, 10*time.Minute)
+	if switches != 3 {
+		t.Fatalf("after the reload: %d switches in all, want the cap's 3 kept", switches)
+	}
+}

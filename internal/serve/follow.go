@@ -3,6 +3,7 @@ package serve
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"time"
@@ -87,7 +88,7 @@ func (sv *launcher) follow(ctx context.Context, p *plan.Plan, started time.Durat
 		}
 		if s := cur.Resolution.Schedule; s.String() != cfg.Schedule.String() {
 			cfg = follow.Config{Schedule: s, Gain: sv.gainOf(cur)} // a reload changed it
-			st = follow.New(cfg, widthOf(cur), st.Switch)
+			st = follow.Renew(cfg, st, widthOf(cur))
 		}
 		if len(cfg.Schedule) < 2 || cfg.Schedule.IsFlat() {
 			sv.st.setFollow(FollowStatus{Schedule: cfg.Schedule.String(), Off: "one width at every load", Updated: time.Now()})
@@ -95,28 +96,76 @@ func (sv *launcher) follow(ctx context.Context, p *plan.Plan, started time.Durat
 		}
 		st.Width = widthOf(cur) // a reload or a restart may have moved it
 		var d follow.Decision
-		st, d = follow.Step(cfg, st, follow.Observation{Now: time.Now(), InFlight: sv.InFlight()})
+		st, d = follow.Step(cfg, st, follow.Observation{Now: time.Now(), InFlight: sv.load(), Busy: sv.busy()})
 		fs := FollowStatus{Schedule: cfg.Schedule.String(), Bucket: d.From.Range(), Load: round1(d.Load), Note: d.Reason, Switches: switches, Updated: time.Now()}
 		if d.From.Width == 0 { // no full window yet: no bucket to name ("0+" was shown)
 			fs.Bucket, fs.Note = "", "measuring the load: a full window of requests in flight comes first"
 		}
 		sv.st.setFollow(fs)
+		if d.Capped {
+			sv.log.Warn("follow: the hourly cap on switches holds the width", "width", st.Width, "why", d.Reason)
+		}
 		if !d.Switch {
 			continue
 		}
 		sv.log.Info("follow: switching", "from_width", d.From.Width, "to_width", d.To.Width, "bucket", d.To.Range(), "load", round1(d.Load), "why", d.Reason)
-		t0 := time.Now()
-		err := sv.SwitchLoad(ctx, d.To.Lo, d.Load, "follow: "+d.Reason)
-		st = follow.Done(st, err == nil, time.Since(t0))
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			sv.log.Warn("follow: the switch did not happen; the width stays", "to_width", d.To.Width, "err", err)
-			continue
+		var took time.Duration
+		var ok bool
+		st, took, ok = sv.followSwitch(ctx, st, d)
+		if ctx.Err() != nil {
+			return
 		}
-		switches++
+		if ok {
+			switches++
+			sv.log.Debug("follow: switched", "to_width", d.To.Width, "took", took.Round(time.Millisecond).String())
+		}
 	}
+}
+
+// followSwitch runs the switch d asks for and reports it to the rule:
+// priced at the switch's own time (the runtime's, not the wait for its
+// reply), and not counted when a reload overtook it (another width serves
+// than the one asked for).
+func (sv *launcher) followSwitch(ctx context.Context, st follow.State, d follow.Decision) (follow.State, time.Duration, bool) {
+	before := sv.st.switchCount()
+	err := sv.SwitchLoad(ctx, d.To.Lo, d.Load, "follow: "+d.Reason)
+	took, ran := sv.st.lastSwitch(server.KindFollow.String(), before)
+	if err == nil && (!ran || widthOf(sv.plan()) != d.To.Width) {
+		sv.log.Info("follow: no switch ran (a reload or another switch overtook it); the width in force serves", "asked", d.To.Width, "width", widthOf(sv.plan()))
+		st = follow.Done(st, false, 0)
+		st.Width = widthOf(sv.plan())
+		return st, 0, false
+	}
+	st = follow.Done(st, err == nil, took)
+	if err != nil && ctx.Err() == nil {
+		sv.log.Warn("follow: the switch did not happen; the width stays", "to_width", d.To.Width, "err", err)
+	}
+	return st, took, err == nil
+}
+
+// load is the server's requests in flight: on every engine (a draining
+// one's streams included) and those the proxy holds for the next engine.
+func (sv *launcher) load() int {
+	n := 0
+	if sv.rt != nil {
+		n = sv.rt.InFlightAll()
+	}
+	if sv.px != nil {
+		n += sv.px.Stats().HeldNow
+	}
+	return n
+}
+
+// busy says why no switch can start now: an engine alive beside the
+// serving one (draining after a switch, or starting for one).
+func (sv *launcher) busy() string {
+	if sv.rt == nil {
+		return ""
+	}
+	if n := sv.rt.Beside(); n > 0 {
+		return fmt.Sprintf("%d engine(s) still draining or starting beside the serving one", n)
+	}
+	return ""
 }
 
 // SwitchLoad switches to the plan in force rebuilt for the schedule's

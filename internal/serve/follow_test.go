@@ -141,3 +141,36 @@ func TestReloadLoad(t *testing.T) {
 		}
 	}
 }
+
+// The follower prices its next switches at the switch's own time, as the
+// runtime recorded it, not at its wait for the reply (a campaign saw a
+// switch queued 34 s behind a drain priced at 35.1 s, its record 1.1 s);
+// a switch it asked for that no record shows (a reload overtook it)
+// reads as not run.
+func TestLastSwitch(t *testing.T) {
+	st := &serveStatus{}
+	st.switched(switchRecord{Kind: "follow", OK: true, StartMS: 900})
+	before := st.switchCount()
+	for _, tc := range []struct {
+		name string
+		add  []switchRecord
+		took time.Duration
+		ran  bool
+	}{
+		{"none since", nil, 0, false},
+		{"a reload's", []switchRecord{{Kind: "reload", OK: true, StartMS: 5000}}, 0, false},
+		{"the follower's", []switchRecord{{Kind: "follow", OK: true, StartMS: 1107}}, 1107 * time.Millisecond, true},
+		{"a failed one", []switchRecord{{Kind: "follow", OK: false, StartMS: 300}}, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &serveStatus{switches: append([]switchRecord(nil), st.switches...), total: st.total}
+			for _, r := range tc.add {
+				s.switched(r)
+			}
+			took, ran := s.lastSwitch("follow", before)
+			if took != tc.took || ran != tc.ran {
+				t.Errorf("lastSwitch = %v, %v; want %v, %v", took, ran, tc.took, tc.ran)
+			}
+		})
+	}
+}

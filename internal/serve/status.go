@@ -208,6 +208,26 @@ func (st *serveStatus) switched(r switchRecord) {
 	}
 }
 
+// switchCount is how many switches were recorded so far.
+func (st *serveStatus) switchCount() int {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.total
+}
+
+// lastSwitch is the time the latest switch of kind took, when one was
+// recorded after the count before (switchCount) and succeeded.
+func (st *serveStatus) lastSwitch(kind string, before int) (time.Duration, bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for i := len(st.switches) - 1; i >= 0 && i >= len(st.switches)-(st.total-before); i-- {
+		if r := st.switches[i]; r.Kind == kind && r.OK {
+			return time.Duration(r.StartMS * float64(time.Millisecond)), true
+		}
+	}
+	return 0, false
+}
+
 // settings takes in a reload's settings that the status shows: the switch
 // mode, and the public address in direct mode (behind the proxy, where it
 // listens: setPublic).
