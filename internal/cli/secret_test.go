@@ -542,3 +542,38 @@ func TestSecretsInStartupErrors(t *testing.T) {
 		}
 	}
 }
+
+// A variable whose name says it holds the engine's API key but which the
+// engine reads no key from is warned of when the profile's engine.env
+// sets it (naming the profile's file:line), as it is from the environment
+// speclaunch was started in; before, engine.env's went unwarned and the
+// engine served open.
+func TestSecretsUnreadKeyVarInEngineEnv(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	const k = "sk-SECRETVALUE1234567890"
+	for _, tc := range []struct {
+		name, env string
+		proc      map[string]string
+		want      string // "" for no warning
+	}{
+		{"typo in engine.env", "LLAMA_API_KYE", nil, ":10: engine.env sets LLAMA_API_KYE, but sim reads no API key from it: the engine serves with no API key; give the key with --api-key"},
+		{"llama arg name in engine.env", "LLAMA_ARG_API_KEY", nil, ":10: engine.env sets LLAMA_ARG_API_KEY, but sim reads no API key"},
+		{"mlxcel name in engine.env", "MLXCEL_API_KEY", nil, ":10: engine.env sets MLXCEL_API_KEY, but sim reads no API key"},
+		{"typo in the environment", "LEVEL", map[string]string{"LLAMA_API_KYE": k}, "LLAMA_API_KYE is set, but sim reads no API key from it"},
+		{"the key the engine reads", "LLAMA_API_KEY", nil, ""},
+		{"a typo beside the key read", "LLAMA_API_KYE", map[string]string{"LLAMA_API_KEY": k}, ""},
+	} {
+		prof := filepath.Join(t.TempDir(), "p.toml")
+		writeFile(t, prof, fmt.Sprintf("[engine]\nname = \"sim\"\n[model]\npath = \"demo-target\"\n[draft]\nmodel = \"demo-drafter\"\n[gpu]\ncapability = \"12.1\"\n\n[engine.env]\n%s = %q\n", tc.env, k))
+		for _, args := range [][]string{{"resolve"}, {"serve", "--dry-run"}} {
+			code, o, e := withEnv(tc.proc).cli(append(args, "--profile", prof)...)
+			got := unwrap(o + e)
+			if code != 0 || strings.Contains(o+e, k) {
+				t.Errorf("%s, %q: exit %d, want 0 and the key masked:\n%s%s", tc.name, args, code, o, e)
+			}
+			if tc.want == "" && strings.Contains(got, "reads no API key") || tc.want != "" && !strings.Contains(got, tc.want) {
+				t.Errorf("%s, %q: want warning %q:\n%s%s", tc.name, args, tc.want, o, e)
+			}
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -193,11 +194,32 @@ func Build(ctx context.Context, s config.Settings, pol *policy.Policy, d Deps, o
 		return nil, keyArgsSource(s, err)
 	}
 	if len(p.APIKeys) == 0 {
-		if n := secret.UnreadKeyVar(engine.APIKeySpec(s.Engine.Value), d.Environ); n != "" {
-			p.Warnings = append(p.Warnings, fmt.Sprintf("%s is set, but %s reads no API key from it: the engine serves with no API key; %s", n, s.Engine.Value, secret.KeyFix(engine.APIKeySpec(s.Engine.Value))))
+		if w := unreadKeyWarning(s, d.Environ); w != "" {
+			p.Warnings = append(p.Warnings, w)
 		}
 	}
 	return p, nil
+}
+
+// unreadKeyWarning warns of a variable whose name says it holds the
+// engine's API key while the engine reads none from it (a typo such as
+// LLAMA_API_KYE, LLAMA_ARG_API_KEY, MLXCEL_API_KEY): in the profile's
+// engine.env (named by its file:line) or in the environment speclaunch
+// was started in. "" when there is none. Only for an engine with no key.
+func unreadKeyWarning(s config.Settings, environ []string) string {
+	sp := engine.APIKeySpec(s.Engine.Value)
+	tail := fmt.Sprintf("%s reads no API key from it: the engine serves with no API key; %s", s.Engine.Value, secret.KeyFix(sp))
+	var prof []string
+	for _, k := range slices.Sorted(maps.Keys(s.EngineEnv.Value)) {
+		prof = append(prof, k+"="+s.EngineEnv.Value[k])
+	}
+	if n := secret.UnreadKeyVar(sp, prof); n != "" {
+		return fmt.Sprintf("%s: engine.env sets %s, but %s", s.EngineEnv.Src, n, tail)
+	}
+	if n := secret.UnreadKeyVar(sp, environ); n != "" {
+		return fmt.Sprintf("%s is set, but %s", n, tail)
+	}
+	return ""
 }
 
 // keyArgsSource names where a key flag given no key came from: the
