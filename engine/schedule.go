@@ -47,6 +47,41 @@ func TakesSchedule(e key.Engine, caps Caps) (ok bool, warn string) {
 	return false, ""
 }
 
+// RunsOneWidth reports whether e runs one width for a whole schedule of
+// several widths, the schedule's at one request in flight: it takes no
+// schedule itself and serve does not follow one on it (SGLang, a vLLM
+// older than 0.24). llama.cpp, mlxcel and the sim run one width per
+// engine, but serve follows the schedule for them.
+func RunsOneWidth(e key.Engine, caps Caps) bool {
+	if e != key.VLLM && e != key.SGLang {
+		return false
+	}
+	ok, _ := TakesSchedule(e, caps)
+	return !ok
+}
+
+// oneWidthWarn is the warning for a schedule of several widths that e
+// runs as one width, naming that width where it is none (speculation
+// off); "" when there is no such schedule or e takes it. It is given
+// whether the width at one request speculates or not: the operator's
+// other widths are dropped either way.
+func oneWidthWarn(e key.Engine, r width.Resolution, caps Caps) string {
+	if len(r.Schedule) < 2 || r.Schedule.IsFlat() || !RunsOneWidth(e, caps) {
+		return ""
+	}
+	_, warn := TakesSchedule(e, caps)
+	return warn + oneWidthNote(r.Schedule)
+}
+
+// oneWidthNote says that the one width run is none, where the schedule is
+// off at one request in flight.
+func oneWidthNote(s schedule.Schedule) string {
+	if s.At(1).Width <= schedule.Off {
+		return fmt.Sprintf(" (the schedule %s is off at one request, so speculation is off at every load)", s)
+	}
+	return ""
+}
+
 // vllmSchedule renders the schedule as vLLM's triples, in draft tokens
 // (width - 1, so width 1 = K 0 = speculation off at that batch size).
 func vllmSchedule(s schedule.Schedule) json.RawMessage {
@@ -70,7 +105,7 @@ func scheduleFor(e key.Engine, r width.Resolution, caps Caps) (schedule.Schedule
 	}
 	ok, warn := TakesSchedule(e, caps)
 	if !ok {
-		return nil, warn
+		return nil, oneWidthWarn(e, r, caps)
 	}
 	return r.Schedule, warn
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/speclaunch/speclaunch/internal/key"
+	"github.com/speclaunch/speclaunch/internal/width"
 )
 
 // A schedule given twice (resolved, and in the --speculative-config
@@ -32,6 +33,54 @@ func TestTakesSchedule(t *testing.T) {
 	for _, e := range []key.Engine{key.SGLang, key.LlamaCpp, key.MLXCEL, key.Sim} {
 		if got, _ := TakesSchedule(e, Caps{Version: "9.9.9"}); got {
 			t.Errorf("%s takes a schedule", e)
+		}
+	}
+}
+
+// An engine that runs one width for a schedule of several (SGLang, a vLLM
+// older than 0.24) warns whenever it collapses one, the width at one
+// request off included (it used to say nothing then, and never drafted),
+// and says when that width is off; one that takes the schedule, or a flat
+// schedule, gets no such warning.
+func TestOneWidthScheduleWarns(t *testing.T) {
+	old, cur := Caps{Spelling: SpellingVLLMConfig, Version: "0.20.1"}, Caps{Spelling: SpellingVLLMConfig, Version: "0.24.1"}
+	legacy := Caps{Spelling: SpellingVLLMLegacy, Version: "0.7.3"}
+	offNote := "is off at one request, so speculation is off at every load"
+	for _, c := range []struct {
+		name    string
+		a       Adapter
+		caps    Caps
+		sched   string
+		kind    key.Drafter
+		want    string // "" for no one-width warning
+		wantOff bool
+	}{
+		{"sglang, width at one", sglangAdapter{}, Caps{Version: "0.5.6"}, "1:6,2+:4", key.Eagle3, "SGLang takes no width schedule", false},
+		{"sglang, off at one", sglangAdapter{}, Caps{Version: "0.5.6"}, "1:1,2+:4", key.Eagle3, "SGLang takes no width schedule", true},
+		{"old vllm, width at one", vllmAdapter{}, old, "1:6,2+:4", key.Eagle3, "predates " + VLLMScheduleKey, false},
+		{"old vllm, off at one", vllmAdapter{}, old, "1:1,2+:4", key.Eagle3, "predates " + VLLMScheduleKey, true},
+		{"legacy vllm, off at one", vllmAdapter{}, legacy, "1:1,2+:4", key.Draft, "predates " + VLLMScheduleKey, true},
+		{"sglang, flat", sglangAdapter{}, Caps{Version: "0.5.6"}, "1+:4", key.Eagle3, "", false},
+		{"vllm 0.24, off at one", vllmAdapter{}, cur, "1:1,2+:4", key.Eagle3, "", false},
+	} {
+		r := sched(t, c.sched, 1)
+		if RunsOneWidth(c.a.Engine(), c.caps) && c.want == "" && len(r.Schedule) > 1 && !r.Schedule.IsFlat() {
+			t.Fatalf("%s: a case that collapses a schedule must want its warning", c.name)
+		}
+		if !RunsOneWidth(c.a.Engine(), c.caps) {
+			r.Width, r.Source = r.Schedule.Max(), width.Override // as the plan hands it on
+		}
+		e := c.a.Engine()
+		l, err := c.a.Command(pySettings(e, draftFor(c.kind)), r, c.kind, baseEnv, c.caps)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		warns := strings.Join(l.Warnings, "\n")
+		if c.want == "" && strings.Contains(warns, "runs one width") || c.want != "" && !strings.Contains(warns, c.want) {
+			t.Errorf("%s: warnings %q, want %q", c.name, warns, c.want)
+		}
+		if strings.Contains(warns, offNote) != c.wantOff {
+			t.Errorf("%s: warnings %q, want the off note %v", c.name, warns, c.wantOff)
 		}
 	}
 }

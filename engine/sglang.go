@@ -96,7 +96,7 @@ func (sglangAdapter) Command(s Spec, r width.Resolution, kind key.Drafter, envir
 	l := Launch{BaseURL: base}
 	argv = l.listen(argv, host, port)
 	l.Argv = append(argv, s.Args...)
-	if _, warn := scheduleFor(key.SGLang, r, caps); on && warn != "" {
+	if warn := oneWidthWarn(key.SGLang, r, caps); warn != "" {
 		l.Warnings = append(l.Warnings, warn)
 	}
 	if err := buildEnv("sglang", environ, nil, s.Env, s.EnvFrom, nil, &l); err != nil {

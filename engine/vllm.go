@@ -97,6 +97,9 @@ func (vllmAdapter) Command(s Spec, r width.Resolution, kind key.Drafter, environ
 		}
 	}
 	argv := []string{binary(s, "vllm"), "serve", s.Model}
+	if warn := oneWidthWarn(key.VLLM, r, caps); !on && warn != "" {
+		l.Warnings = append(l.Warnings, warn) // when on, vllmTokens says it
+	}
 	if on {
 		method, err := VLLMMethod(kind)
 		if err != nil {
@@ -305,7 +308,7 @@ func vllmTokens(s Spec, r width.Resolution, caps Caps, sp Spelling, extra map[st
 	n := r.Width - 1
 	sched, warn := scheduleFor(key.VLLM, r, caps)
 	if sp != SpellingVLLMConfig && sched != nil {
-		sched, warn = nil, fmt.Sprintf("vLLM %s predates %s (0.24): it runs one width, the schedule's at one request in flight", caps.Version, VLLMScheduleKey)
+		sched, warn = nil, fmt.Sprintf("vLLM %s predates %s (0.24): it runs one width, the schedule's at one request in flight", caps.Version, VLLMScheduleKey)+oneWidthNote(r.Schedule)
 	}
 	var warns []string
 	if warn != "" {

@@ -1,9 +1,15 @@
 package cli
 
 import (
+	"context"
+	"os"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/speclaunch/speclaunch/engine"
+	"github.com/speclaunch/speclaunch/internal/key"
+	"github.com/speclaunch/speclaunch/internal/plan"
 )
 
 // Bad vLLM/SGLang input is exit 2 before anything starts, and the message
@@ -44,6 +50,54 @@ func TestPyBadInputExit2(t *testing.T) {
 					}
 				}
 			})
+		}
+	}
+}
+
+// resolve on an engine that runs one width for a schedule of several
+// (SGLang, a vLLM older than 0.24) headlines the width it runs, lists the
+// schedule as not run, and warns, the width at one request off included:
+// before, "width off at 1 request, 4 at 2+" came with no warning and a
+// command that never drafts, and an old vLLM's rows said vLLM picks the
+// width itself.
+func TestResolveOneWidthEngineSchedule(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	for _, c := range []struct {
+		name    string
+		engine  string
+		version string
+		sched   string
+		want    []string
+	}{
+		{"sglang off at one", "sglang", "0.5.6", "1:1,2+:4", []string{"speculation off (", "sglang runs one width at every load", "SGLang takes no width schedule", "is off at one request, so speculation is off at every load"}},
+		{"sglang 6 at one", "sglang", "0.5.6", "1:6,2+:4", []string{"draft width 6 (", "sglang takes no schedule: it runs the width for one request in flight", "SGLang takes no width schedule"}},
+		{"old vllm off at one", "vllm", "0.20.1", "1:1,2+:4", []string{"speculation off (", "vllm runs one width at every load", "predates num_speculative_tokens_per_batch_size", "is off at one request"}},
+		{"old vllm 6 at one", "vllm", "0.20.1", "1:6,2+:4", []string{"draft width 6 (", "vllm takes no schedule: it runs the width for one request in flight", "predates num_speculative_tokens_per_batch_size"}},
+	} {
+		d := plan.RealDeps()
+		d.LookPath = func(string) (string, error) { return "/bin/true", nil }
+		d.DetectEngine = func(context.Context, key.Engine, string) (engine.Caps, error) {
+			return engine.Caps{Version: c.version, Spelling: engine.VLLMSpellingFor(c.version)}, nil
+		}
+		r := envRun{getenv: os.Getenv, deps: &d}
+		for _, json := range []bool{false, true} {
+			args := []string{"resolve", "--engine", c.engine, "-m", "org/model", "-md", "org/draft", "--draft-kind", "eagle3", "--capability", "9.0", "--draft-schedule", c.sched}
+			if json {
+				args = append(args, "--json")
+			}
+			code, o, e := r.cli(args...)
+			head, _, _ := strings.Cut(o, "\n")
+			if code != 0 || strings.Contains(head, "4 at 2+") || json && !strings.Contains(o, `"headline": "`+c.want[0]) || !json && !strings.HasPrefix(head, c.want[0]) {
+				t.Errorf("%s (json %v): exit %d, a headline that promises the schedule:\n%s%s", c.name, json, code, o, e)
+			}
+			for _, w := range c.want[1:] {
+				if json && strings.Contains(w, "takes no schedule:") {
+					continue // the text output's schedule rows
+				}
+				if !strings.Contains(o, w) {
+					t.Errorf("%s (json %v): no %q in:\n%s%s", c.name, json, w, o, e)
+				}
+			}
 		}
 	}
 }

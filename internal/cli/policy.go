@@ -15,7 +15,6 @@ import (
 
 	"github.com/speclaunch/speclaunch/internal/bench"
 	"github.com/speclaunch/speclaunch/internal/key"
-	"github.com/speclaunch/speclaunch/internal/plan"
 	"github.com/speclaunch/speclaunch/internal/policy"
 	"github.com/speclaunch/speclaunch/internal/policycheck"
 	"github.com/speclaunch/speclaunch/internal/quote"
@@ -122,7 +121,7 @@ func (c *PolicyExplainCmd) Run(e *Env) error {
 	if c.JSON {
 		return writeJSON(e.Stdout, map[string]any{"key": keyMap(r.Key), "resolution": resolutionJSON(p, l.Notices), "explain": lines})
 	}
-	fmt.Fprintln(e.Stdout, plan.Headline(r))
+	fmt.Fprintln(e.Stdout, p.Headline())
 	fmt.Fprintf(e.Stdout, "key: %s\n", r.Key)
 	order := []string{
 		"1. operator override (flag, LLAMA_ARG_DRAFT_BLOCK_SIZE, MLXCEL_DRAFT_BLOCK_SIZE, engine-unit flag/env, profile draft.block_size)",

@@ -82,7 +82,8 @@ func bucketSource(b schedule.Bucket, s config.Settings) string {
 }
 
 // writeSchedule lists a schedule of several widths, one bucket a line.
-func writeSchedule(row func(k, v string), r width.Resolution, s config.Settings) {
+func writeSchedule(row func(k, v string), p *plan.Plan) {
+	r, s := p.Resolution, p.Settings
 	if len(r.Schedule) < 2 || r.Schedule.IsFlat() {
 		return
 	}
@@ -97,11 +98,11 @@ func writeSchedule(row func(k, v string), r width.Resolution, s config.Settings)
 		}
 		row(k, fmt.Sprintf("%-6s requests in flight: %s (%s)", b.Range(), w, bucketSource(b, s)))
 	}
-	switch s.Engine.Value {
-	case key.VLLM:
+	switch {
+	case p.RunsOneWidth():
+		row("", fmt.Sprintf("%s takes no schedule: it runs the width for one request in flight at every load (notes say why)", s.Engine.Value))
+	case s.Engine.Value == key.VLLM:
 		row("", "vLLM picks the width by batch size itself (num_speculative_tokens_per_batch_size, vLLM 0.24 and later)")
-	case key.SGLang:
-		row("", "SGLang takes no schedule: it runs the width for one request in flight")
 	default:
 		row("", "serve starts at the width for one request in flight and follows the schedule by its own count of requests in flight (docs/engines.md)")
 	}
@@ -109,7 +110,7 @@ func writeSchedule(row func(k, v string), r width.Resolution, s config.Settings)
 
 func writeResolution(w io.Writer, p *plan.Plan, notices []config.Notice) {
 	r, f, s := p.Resolution, p.Facts, p.Settings
-	fmt.Fprintln(w, plan.Headline(r))
+	fmt.Fprintln(w, p.Headline())
 	row := func(k, v string) { fmt.Fprintf(w, "  %-11s %s\n", k, v) }
 	if r.Source != width.Off {
 		src := string(r.Source)
@@ -125,7 +126,7 @@ func writeResolution(w io.Writer, p *plan.Plan, notices []config.Notice) {
 			}
 		}
 		row("source", src)
-		writeSchedule(row, r, s)
+		writeSchedule(row, p)
 		if f.Hypothetical {
 			row("drafter", fmt.Sprintf("%s (hypothetical: no draft model given, answering for the kind from %s)", f.Drafter, f.DrafterSource))
 		} else {
@@ -271,7 +272,7 @@ type Setting struct {
 func resolutionJSON(p *plan.Plan, notices []config.Notice) ResolutionJSON {
 	r := p.Resolution
 	out := ResolutionJSON{
-		Width: r.Width, Speculate: r.Source != width.Off, Source: string(r.Source), Reason: r.Reason, Headline: plan.Headline(r),
+		Width: r.Width, Speculate: r.Source != width.Off, Source: string(r.Source), Reason: r.Reason, Headline: p.Headline(),
 		Key:   map[string]string{"engine": string(r.Key.Engine), "drafter": string(r.Key.Drafter), "capability": r.Key.Capability.String(), "quant": string(r.Key.Quant)},
 		Facts: p.Facts, Argv: secret.MaskArgv(engineArgv(p)), EnvSet: secret.MaskEnvMap(p.Launch.EnvSet), EnvRemoved: p.Launch.EnvRemoved,
 		Settings: settingsMap(p.Settings), Notices: []string{}, Warnings: append([]string{}, p.Warnings...),

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/speclaunch/speclaunch/engine"
 	"github.com/speclaunch/speclaunch/internal/secret"
 	"github.com/speclaunch/speclaunch/internal/width"
 )
@@ -23,6 +24,28 @@ func Headline(r width.Resolution) string {
 		s += fmt.Sprintf("; policy entry %s, %s", r.Entry.ID, r.Entry.Pin)
 	}
 	return s + ")"
+}
+
+// Headline is the plan's one-line answer: Headline of its resolution,
+// except where the engine runs one width for a schedule of several
+// (SGLang, a vLLM older than 0.24): then the width it runs, the
+// schedule's at one request in flight, and why the others are not run.
+func (p *Plan) Headline() string {
+	r := p.Resolution
+	if !p.RunsOneWidth() {
+		return Headline(r)
+	}
+	sched := r.Schedule
+	r.Schedule = nil
+	return fmt.Sprintf("%s; %s runs one width at every load, the schedule's at one request in flight, not the schedule %s", Headline(r), p.Settings.Engine.Value, sched)
+}
+
+// RunsOneWidth reports a schedule of several widths on an engine that
+// runs one width, the schedule's at one request in flight
+// (engine.RunsOneWidth).
+func (p *Plan) RunsOneWidth() bool {
+	s := p.Resolution.Schedule
+	return len(s) > 1 && !s.IsFlat() && engine.RunsOneWidth(p.Settings.Engine.Value, p.Facts.Caps)
 }
 
 // scheduleHeadline is the headline of a schedule of several widths:

@@ -135,7 +135,7 @@ func logPlan(log *slog.Logger, p *plan.Plan, msg string, extra ...any) {
 		"capability", f.CapabilityStr, "quant", string(f.Quant),
 		"cmd", plan.ShellJoin(p.Launch.Argv))
 	attrs = append(attrs, extra...)
-	log.Info(msg+": "+plan.Headline(r), attrs...)
+	log.Info(msg+": "+p.Headline(), attrs...)
 	for _, w := range p.Warnings {
 		log.Warn(w)
 	}
