@@ -577,3 +577,44 @@ func TestSecretsUnreadKeyVarInEngineEnv(t *testing.T) {
 		}
 	}
 }
+
+// A key no HTTP client can send (space, tab or carriage return at either
+// end) stops the launch with exit 2 naming where it was given: the flag
+// (speclaunch's own, after --, or the profile's engine.args file:line),
+// the variable (or the profile's engine.env), the key file and its line;
+// never the key. Before, none of them was named.
+func TestSecretsUnsendableKeyNamesItsSource(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	const k = "spacedkey1234567"
+	dir := t.TempDir()
+	sk, crlf := filepath.Join(dir, "sk.txt"), filepath.Join(dir, "crlf.txt")
+	writeFile(t, sk, " "+k+"\n")
+	writeFile(t, crlf, "# the operators' key\r\n"+k+"\r\n")
+	args := filepath.Join(dir, "args.toml")
+	writeFile(t, args, "[engine]\nname = \"sim\"\nargs = [\"--api-key\", \""+k+" \"]\n[model]\npath = \"demo-target\"\n")
+	env := filepath.Join(dir, "env.toml")
+	writeFile(t, env, "[engine]\nname = \"sim\"\n[model]\npath = \"demo-target\"\n[engine.env]\nLLAMA_API_KEY = \""+k+"\\t\"\n")
+	demo := []string{"--profile", "../../profiles/demo.toml"}
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{"speclaunch's --api-key-file", nil, append(demo, "--api-key-file", sk), "--api-key-file: key file " + sk + ":1: an API key begins or ends with a space"},
+		{"a CRLF key file", nil, append(demo, "--api-key-file="+crlf), "--api-key-file: key file " + crlf + ":2: an API key begins"},
+		{"LLAMA_ARG_API_KEY_FILE", map[string]string{"LLAMA_ARG_API_KEY_FILE": sk}, demo, "LLAMA_ARG_API_KEY_FILE: key file " + sk + ":1: an API key begins"},
+		{"LLAMA_API_KEY", map[string]string{"LLAMA_API_KEY": k + " "}, demo, "error: env LLAMA_API_KEY: an API key begins"},
+		{"after --", nil, append(demo, "--", "--api-key", k+" "), "after --): engine flag --api-key gives an API key that begins"},
+		{"speclaunch's --api-key", nil, append(demo, "--api-key", " "+k), "after --): engine flag --api-key gives an API key that begins"},
+		{"engine.args", nil, []string{"--profile", args}, "error: profile " + args + ":3: engine flag --api-key gives an API key that begins"},
+		{"engine.env", nil, []string{"--profile", env}, "error: profile " + env + ":5: engine.env: env LLAMA_API_KEY: an API key begins"},
+	} {
+		for _, cmd := range [][]string{{"serve", "--dry-run"}, {"resolve"}} {
+			code, o, e := withEnv(tc.env).cli(append(cmd, tc.args...)...)
+			if code != 2 || !strings.Contains(unwrap(e), tc.want) || strings.Contains(o+e, k) {
+				t.Errorf("%s, %q: exit %d, want 2 and %q, the key not printed:\n%s%s", tc.name, cmd, code, tc.want, o, e)
+			}
+		}
+	}
+}

@@ -187,11 +187,8 @@ func Build(ctx context.Context, s config.Settings, pol *policy.Policy, d Deps, o
 	}
 	p.Launch = l
 	p.Warnings = append(p.Warnings, l.Warnings...)
-	read := func(path string) ([]byte, error) {
-		return safefile.ReadFile(ctx, "api key file", path, safefile.KeyFileLimit)
-	}
-	if p.APIKeys, err = secret.Keys(engine.APIKeySpec(s.Engine.Value), l.Argv, l.Env, read); err != nil {
-		return nil, keyArgsSource(s, err)
+	if p.APIKeys, err = launchKeys(ctx, s, l); err != nil {
+		return nil, err
 	}
 	if len(p.APIKeys) == 0 {
 		if w := unreadKeyWarning(s, d.Environ); w != "" {
@@ -222,12 +219,40 @@ func unreadKeyWarning(s config.Settings, environ []string) string {
 	return ""
 }
 
-// keyArgsSource names where a key flag given no key came from: the
-// profile's engine.args (file:line) when they alone hold it, else the
-// engine arguments typed on the command line.
+// launchKeys are the API keys the engine of l requires. A key typed as a
+// flag is checked where it was given first: the launch hands it to the
+// engine in a variable (LLAMA_API_KEY), and a bad one must name the flag.
+func launchKeys(ctx context.Context, s config.Settings, l engine.Launch) ([]string, error) {
+	sp := engine.APIKeySpec(s.Engine.Value)
+	flags := secret.Spec{Flags: sp.Flags, Split: sp.Split, Multi: sp.Multi}
+	if _, err := secret.Keys(flags, s.EngineArgs.Value, nil, nil); err != nil {
+		return nil, keyArgsSource(s, err)
+	}
+	read := func(path string) ([]byte, error) {
+		return safefile.ReadFile(ctx, "api key file", path, safefile.KeyFileLimit)
+	}
+	keys, err := secret.Keys(sp, l.Argv, l.Env, read)
+	var un *secret.UnsendableError
+	if errors.As(err, &un) && un.Env != "" {
+		if _, ok := s.EngineEnv.Value[un.Env]; ok {
+			return nil, fmt.Errorf("%s: engine.env: %w", s.EngineEnv.Src, err)
+		}
+	}
+	if err != nil {
+		return nil, keyArgsSource(s, err)
+	}
+	return keys, nil
+}
+
+// keyArgsSource names where a key flag given no key, or a key no client
+// can send, came from: the profile's engine.args (file:line) when they
+// alone hold it, else the engine arguments typed on the command line.
 func keyArgsSource(s config.Settings, err error) error {
-	var nv *secret.NoValueError
-	if !errors.As(err, &nv) {
+	var un *secret.UnsendableError
+	isArgs := func(err error) bool {
+		return errors.As(err, new(*secret.NoValueError)) || errors.As(err, &un) && un.Flag != ""
+	}
+	if !isArgs(err) {
 		return err
 	}
 	prof := s.ProfileArgs
@@ -235,7 +260,7 @@ func keyArgsSource(s config.Settings, err error) error {
 		prof = s.EngineArgs
 	}
 	none := func(string) ([]byte, error) { return nil, nil }
-	if _, perr := secret.Keys(engine.APIKeySpec(s.Engine.Value), prof.Value, nil, none); errors.As(perr, new(*secret.NoValueError)) {
+	if _, perr := secret.Keys(engine.APIKeySpec(s.Engine.Value), prof.Value, nil, none); isArgs(perr) {
 		return fmt.Errorf("%s: %w", prof.Src, err)
 	}
 	return fmt.Errorf("%s: %w", s.EngineArgs.Src, err)

@@ -1,7 +1,6 @@
 package secret
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -31,47 +30,10 @@ type Spec struct {
 // returned after the flag or variable that named the file. No key means
 // the engine is open.
 func Keys(sp Spec, argv, env []string, read func(path string) ([]byte, error)) ([]string, error) {
-	var keys []string
-	add := func(v string) {
-		if !sp.Split {
-			if v != "" {
-				keys = append(keys, v)
-			}
-			return
-		}
-		for _, k := range strings.Split(v, ",") {
-			if k != "" {
-				keys = append(keys, k)
-			}
-		}
-	}
-	var files []string
-	var fileFrom []string
-	for i := 0; i < len(argv); i++ {
-		name, val, inline := strings.Cut(argv[i], "=")
-		isKey, isFile := slices.Contains(sp.Flags, name), slices.Contains(sp.FileFlags, name)
-		if !isKey && !isFile {
-			continue
-		}
-		if !inline {
-			if i+1 >= len(argv) {
-				return nil, sp.NoValue(name)
-			}
-			i++
-			val = argv[i]
-		}
-		if sp.EmptyKey(name, val) {
-			return nil, sp.NoValue(name)
-		}
-		if isKey {
-			add(val)
-			for sp.Multi && !inline && i+1 < len(argv) && !strings.HasPrefix(argv[i+1], "-") {
-				i++
-				add(argv[i])
-			}
-		} else {
-			files, fileFrom = append(files, val), append(fileFrom, name)
-		}
+	ks := keyList{sp: sp}
+	files, fileFrom, err := ks.flags(argv)
+	if err != nil {
+		return nil, err
 	}
 	vars := map[string]string{}
 	for _, kv := range env {
@@ -80,8 +42,8 @@ func Keys(sp Spec, argv, env []string, read func(path string) ([]byte, error)) (
 		}
 	}
 	read1 := func(path, from string) error {
-		ks, err := fileKeys(read, path, from)
-		keys = append(keys, ks...)
+		fk, err := fileKeys(read, path, from)
+		ks.keys = append(ks.keys, fk...)
 		return err
 	}
 	for i, f := range files {
@@ -94,7 +56,9 @@ func Keys(sp Spec, argv, env []string, read func(path string) ([]byte, error)) (
 			if sp.Split && strings.Trim(v, ",") == "" {
 				return nil, fmt.Errorf("%s=%q holds no key: set it to the key (a comma-separated list), or unset it; without a key the engine would serve with no API key", n, v)
 			}
-			add(v)
+			if err := ks.add(v, UnsendableError{From: "env " + n, Env: n}); err != nil {
+				return nil, err
+			}
 		}
 	}
 	for _, n := range sp.FileEnv {
@@ -104,19 +68,97 @@ func Keys(sp Spec, argv, env []string, read func(path string) ([]byte, error)) (
 			}
 		}
 	}
-	if err := sendable(keys); err != nil {
-		return nil, err
-	}
-	return keys, nil
+	return ks.keys, nil
 }
 
-// sendable refuses a key no HTTP client can send: HTTP drops a header
-// value's surrounding space, and every request would get 401.
-func sendable(keys []string) error {
-	for _, k := range keys {
-		if k != strings.TrimSpace(k) {
-			return errors.New("an API key begins or ends with a space, a tab or a carriage return (a key file saved with CRLF line ends?), which no HTTP client can send: every request would get 401; remove it")
+// keyList gathers the keys Keys finds.
+type keyList struct {
+	sp   Spec
+	keys []string
+}
+
+// add adds the keys of one value (a comma-separated list where the spec
+// splits), refusing one no client can send, named by src.
+func (ks *keyList) add(v string, src UnsendableError) error {
+	if !ks.sp.Split {
+		if v != "" {
+			ks.keys = append(ks.keys, v)
 		}
+		return sendable(v, src)
+	}
+	for _, k := range strings.Split(v, ",") {
+		if k != "" {
+			ks.keys = append(ks.keys, k)
+		}
+		if err := sendable(k, src); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// flags adds the keys of argv's key flags and returns the key files its
+// file flags name, with the flag that named each.
+func (ks *keyList) flags(argv []string) (files, fileFrom []string, err error) {
+	sp := ks.sp
+	for i := 0; i < len(argv); i++ {
+		name, val, inline := strings.Cut(argv[i], "=")
+		isKey, isFile := slices.Contains(sp.Flags, name), slices.Contains(sp.FileFlags, name)
+		if !isKey && !isFile {
+			continue
+		}
+		if !inline {
+			if i+1 >= len(argv) {
+				return nil, nil, sp.NoValue(name)
+			}
+			i++
+			val = argv[i]
+		}
+		if sp.EmptyKey(name, val) {
+			return nil, nil, sp.NoValue(name)
+		}
+		if !isKey {
+			files, fileFrom = append(files, val), append(fileFrom, name)
+			continue
+		}
+		src := UnsendableError{From: "engine flag " + name, Flag: name}
+		if err := ks.add(val, src); err != nil {
+			return nil, nil, err
+		}
+		for sp.Multi && !inline && i+1 < len(argv) && !strings.HasPrefix(argv[i+1], "-") {
+			i++
+			if err := ks.add(argv[i], src); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	return files, fileFrom, nil
+}
+
+// UnsendableError is a key no HTTP client can send: HTTP drops a header
+// value's surrounding space, and every request would get 401. It names
+// where the key came from, never the key.
+type UnsendableError struct {
+	// From names the source: "engine flag --api-key", "env
+	// LLAMA_API_KEY", "--api-key-file: key file keys.txt:2".
+	From string
+	Flag string // the key flag that gave the key, if one did
+	Env  string // the variable that gave the key, if one did
+}
+
+func (e *UnsendableError) Error() string {
+	const why = "begins or ends with a space, a tab or a carriage return (a key file saved with CRLF line ends?), which no HTTP client can send: every request would get 401; remove it"
+	if e.Flag != "" {
+		// Not "--api-key: …": masking by shape reads that as a header's key.
+		return e.From + " gives an API key that " + why
+	}
+	return e.From + ": an API key " + why
+}
+
+// sendable refuses a key no HTTP client can send, naming src.
+func sendable(k string, src UnsendableError) error {
+	if k != strings.TrimSpace(k) {
+		return &src
 	}
 	return nil
 }
@@ -163,9 +205,12 @@ func fileKeys(read func(path string) ([]byte, error), path, from string) ([]stri
 		return nil, fmt.Errorf("%s: %w", from, err)
 	}
 	var keys []string
-	for _, line := range strings.Split(string(b), "\n") {
+	for n, line := range strings.Split(string(b), "\n") {
 		if line != "" && line[0] != '#' {
 			keys = append(keys, line)
+			if err := sendable(line, UnsendableError{From: fmt.Sprintf("%s: key file %s:%d", from, path, n+1)}); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if len(keys) == 0 {

@@ -161,7 +161,7 @@ func TestKeys(t *testing.T) {
 		"/keys.txt":     "# operators\nkey-from-file-1\n\n#a comment\nkey-from-file-2\n",
 		"/spaces.txt":   "  k1 \n",
 		"/env-keys":     "env-file-key\n",
-		"/crlf.txt":     "crlf-key\r\n",
+		"/crlf.txt":     "# CRLF\ncrlf-key\r\n",
 		"/empty.txt":    "",
 		"/comments.txt": "\n\n#c\n",
 	}
@@ -185,9 +185,14 @@ func TestKeys(t *testing.T) {
 		{name: "file as llama-server reads it", sp: llamaSpec, argv: []string{"--api-key-file", "/keys.txt"},
 			want: []string{"key-from-file-1", "key-from-file-2"}},
 		// Keys no HTTP client can send: every request would get 401.
-		{name: "carriage return", sp: llamaSpec, argv: []string{"--api-key-file=/crlf.txt"}, wantErrSub: "carriage return"},
-		{name: "spaces around a key", sp: llamaSpec, argv: []string{"--api-key-file=/spaces.txt"}, wantErrSub: "begins or ends with a space"},
-		{name: "a blank variable", sp: llamaSpec, env: []string{"LLAMA_API_KEY= "}, wantErrSub: "begins or ends with a space"},
+		// Each names where the key came from (before, none did).
+		{name: "carriage return", sp: llamaSpec, argv: []string{"--api-key-file=/crlf.txt"}, wantErrSub: "api-key-file: key file /crlf.txt:2: an API key begins or ends with a space, a tab or a carriage return"},
+		{name: "spaces around a key", sp: llamaSpec, argv: []string{"--api-key-file=/spaces.txt"}, wantErrSub: "api-key-file: key file /spaces.txt:1: an API key begins or ends with a space"},
+		{name: "spaces in an env key file", sp: llamaSpec, env: []string{"LLAMA_ARG_API_KEY_FILE=/spaces.txt"}, wantErrSub: "LLAMA_ARG_API_KEY_FILE: key file /spaces.txt:1: an API key begins"},
+		{name: "a blank variable", sp: llamaSpec, env: []string{"LLAMA_API_KEY= "}, wantErrSub: "env LLAMA_API_KEY: an API key begins or ends with a space"},
+		{name: "a spaced key in a list", sp: llamaSpec, env: []string{"LLAMA_API_KEY=good-key-1, k2"}, wantErrSub: "env LLAMA_API_KEY: an API key begins"},
+		{name: "a spaced flag key", sp: llamaSpec, argv: []string{"--api-key", "k1 "}, wantErrSub: "engine flag --api-key gives an API key that begins or ends with a space"},
+		{name: "a spaced further value", sp: Spec{Flags: []string{"--api-key"}, Multi: true}, argv: []string{"--api-key", "k1", " k2"}, wantErrSub: "engine flag --api-key gives an API key that begins"},
 		// A key source given with no key in it would start the engine
 		// open while the operator believes a key is set.
 		{name: "empty file", sp: llamaSpec, argv: []string{"--api-key-file", "/empty.txt"}, wantErrSub: "key file /empty.txt holds no key"},
