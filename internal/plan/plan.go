@@ -168,20 +168,19 @@ func Build(ctx context.Context, s config.Settings, pol *policy.Policy, d Deps, o
 	}
 	if s.Model.Value == "" {
 		// resolve may ask about a host without naming a target; there is
-		// no command line to show then.
-		p.Warnings = append(p.Warnings, "no target model given (--model, LLAMA_ARG_MODEL or model.path)"+engine.HFRepoHint(s.Engine.Value, s.EngineArgs.Value)+": no engine command to show")
+		// no command line to show then. The engine arguments and
+		// environment are checked all the same, on a stand-in model
+		// (profile validate; a container that names the model in
+		// LLAMA_ARG_MODEL): serve would refuse them with any model. A
+		// target given as llama-server's -hf is the hint's to explain.
+		hint := engine.HFRepoHint(s.Engine.Value, s.EngineArgs.Value)
+		if _, err := p.command(ad, width.Resolution{Source: width.Off}, d, "MODEL"); err != nil && hint == "" {
+			return nil, err
+		}
+		p.Warnings = append(p.Warnings, "no target model given (--model, LLAMA_ARG_MODEL or model.path)"+hint+": no engine command to show")
 		return p, nil
 	}
-	l, err := ad.Command(LaunchSpec(s), launchRes, p.Facts.Drafter, d.Environ, p.Facts.Caps)
-	if err != nil && (errors.Is(err, engine.ErrPassthrough) || errors.Is(err, engine.ErrKeyFlagMisspelt)) && s.ProfileArgs.Value != nil {
-		// The profile's engine.args and typed ones together were
-		// refused: when the profile's alone are, name its file:line.
-		alone := s
-		alone.EngineArgs = s.ProfileArgs
-		if _, perr := ad.Command(LaunchSpec(alone), launchRes, p.Facts.Drafter, d.Environ, p.Facts.Caps); perr != nil {
-			err = perr
-		}
-	}
+	l, err := p.command(ad, launchRes, d, s.Model.Value)
 	if err != nil {
 		return nil, err
 	}
@@ -217,6 +216,28 @@ func unreadKeyWarning(s config.Settings, environ []string) string {
 		return fmt.Sprintf("%s is set, but %s", n, tail)
 	}
 	return ""
+}
+
+// command builds the engine command of the plan's settings at res for
+// model. Where the profile's engine.args and typed ones together are
+// refused and the profile's alone are too, the error names the profile's
+// file:line.
+func (p *Plan) command(ad engine.Adapter, res width.Resolution, d Deps, model string) (engine.Launch, error) {
+	run := func(s config.Settings) (engine.Launch, error) {
+		spec := LaunchSpec(s)
+		spec.Model = model
+		return ad.Command(spec, res, p.Facts.Drafter, d.Environ, p.Facts.Caps)
+	}
+	s := p.Settings
+	l, err := run(s)
+	if err != nil && (errors.Is(err, engine.ErrPassthrough) || errors.Is(err, engine.ErrKeyFlagMisspelt)) && s.ProfileArgs.Value != nil {
+		alone := s
+		alone.EngineArgs = s.ProfileArgs
+		if _, perr := run(alone); perr != nil {
+			err = perr
+		}
+	}
+	return l, err
 }
 
 // launchKeys are the API keys the engine of l requires. A key typed as a
