@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/speclaunch/speclaunch/internal/config"
 	"github.com/speclaunch/speclaunch/internal/key"
 	"github.com/speclaunch/speclaunch/internal/plan"
 	"github.com/speclaunch/speclaunch/internal/secret"
@@ -57,6 +58,12 @@ func writeLaunch(w io.Writer, p *plan.Plan) {
 	}
 	inherited = secret.MaskEnvMap(inherited)
 	for _, k := range sortedKeys(inherited) {
+		if config.EnvTypo(k) != "" {
+			// A mistyped name (warned of in the notes): its value is
+			// not printed.
+			fmt.Fprintf(w, "  %s=****  # inherited; a mistyped name (notes), its value not printed\n", k)
+			continue
+		}
 		fmt.Fprintf(w, "  %s=%s  # inherited\n", k, plan.ShellQuote(inherited[k]))
 	}
 	for _, k := range p.Launch.EnvRemoved {

@@ -94,3 +94,33 @@ func TestHFRepoWithoutATargetSaysTheFix(t *testing.T) {
 		}
 	}
 }
+
+// A mistyped MLXCEL_* variable is warned of by name, and its value is
+// printed nowhere (resolve, its JSON, the dry run), as
+// docs/environment-variables.md says; before, the environment section
+// listed it in full as inherited. A variable mlxcel reads is listed as is.
+func TestMistypedEnvValueNotPrinted(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	for _, tc := range []struct {
+		name, value string
+		typo        bool
+	}{
+		{"MLXCEL_HOTS", "hunter2password", true},
+		{"MLXCEL_PROT", "hunter3password", true},
+		{"MLXCEL_CACHE_DIR", "/var/cache/mlxcel-x", false},
+	} {
+		t.Setenv(tc.name, tc.value) // the settings' typo check reads the process's names
+		for _, args := range [][]string{{"resolve"}, {"resolve", "--json"}, {"serve", "--dry-run"}} {
+			code, o, e := runCLI(t, append(args, "--profile", "../../profiles/demo.toml")...)
+			if code != 0 {
+				t.Fatalf("%s, %q: exit %d:\n%s%s", tc.name, args, code, o, e)
+			}
+			if tc.typo && (strings.Contains(o+e, tc.value) || !strings.Contains(o+e, tc.name+" is set, but neither speclaunch nor mlxcel-server reads it")) {
+				t.Errorf("%s, %q: the value printed, or no warning:\n%s%s", tc.name, args, o, e)
+			}
+			if !tc.typo && args[len(args)-1] != "--json" && !strings.Contains(o, tc.name+"="+tc.value+"  # inherited") {
+				t.Errorf("%s, %q: not listed as inherited:\n%s%s", tc.name, args, o, e)
+			}
+		}
+	}
+}

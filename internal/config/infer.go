@@ -144,17 +144,25 @@ var mlxcelEnvs = []string{"MLXCEL_AUTOTUNE", "MLXCEL_CACHE_CLEAR_INTERVAL", "MLX
 // MLXCEL_PROT for MLXCEL_PORT): it was ignored in silence, where a
 // misspelt flag is refused. Only the name is said, never the value.
 func envTypos(names []string) []Notice {
-	known := slices.Concat(rowEnvNames, mlxcelEnvs)
 	var out []Notice
 	for _, n := range names {
-		if !strings.HasPrefix(n, "MLXCEL_") || slices.Contains(known, n) {
-			continue
-		}
-		if near := llamaflags.Nearest(n, known); near != "" {
+		if near := EnvTypo(n); near != "" {
 			out = append(out, Notice{"warn", fmt.Sprintf("%s is set, but neither speclaunch nor mlxcel-server reads it: did you mean %s?", n, near)})
 		}
 	}
 	return out
+}
+
+// EnvTypo is the variable that name, an MLXCEL_* variable neither
+// speclaunch nor mlxcel-server reads, is a typo of (within 2 edits); ""
+// when it is none. Its value is never printed: a key or password typed
+// under a misspelt name is as secret as under the right one.
+func EnvTypo(name string) string {
+	known := slices.Concat(rowEnvNames, mlxcelEnvs)
+	if !strings.HasPrefix(name, "MLXCEL_") || slices.Contains(known, name) {
+		return ""
+	}
+	return llamaflags.Nearest(name, known)
 }
 
 // llamaEnv is the first LLAMA_ARG_* variable set (among the ones the rows
