@@ -585,6 +585,12 @@ func (s *stepper) exited(e Exited) {
 		s.next()
 	case m.Starting != nil && m.Starting.ID == e.ID:
 		// The start reports its own failure (Ready with an error).
+	case m.Serving != nil && m.Serving.ID == e.ID && asked && m.Phase == Stopping:
+		// Stopped by the launcher's own stop (a signal, the shutdown or
+		// stop timeout's kill): its code is not the launcher's; requests
+		// it cut make the exit 4 (serve's cutExit), none make it 0.
+		m.Serving = nil
+		s.maybeExit()
 	case m.Serving != nil && m.Serving.ID == e.ID:
 		s.servingDied(e.Code, fmt.Sprintf("engine exited with code %d", e.Code))
 	default:
