@@ -16,6 +16,9 @@ func TestParseBOMAndTypeWords(t *testing.T) {
 	}{
 		{"\xef\xbb\xbf[engine]\nname = \"sim\"\nbogus = 1\n", 3, `unknown key "engine.bogus"`},
 		{"\xef\xbb\xbf[engine]\nname = \"sim\"\n", 0, ""},
+		// A UTF-16 mark is not dropped: TOML is UTF-8.
+		{"\xff\xfe[engine]\nname = \"sim\"\n", 1, "UTF-16 byte-order mark (bytes FF FE); TOML files are UTF-8: save the file as UTF-8"},
+		{"\xfe\xff[engine]\nname = \"sim\"\n", 1, "UTF-16 byte-order mark (bytes FE FF)"},
 		{"[server]\nport = \"abc\"\n", 2, "server.port: is a string, want an integer"},
 		// A table where a key takes a list, a number or a string: what the
 		// key takes, at its line, whether or not the command reads it.

@@ -105,6 +105,7 @@ func TestParseRejects(t *testing.T) {
 		{"bad escape in a multi-line string", "schema = 1\n[[default]]\nnote = \"\"\"\nfine\n\\q\n\"\"\"\n", 5, "invalid TOML"},
 		{"missing schema", "[[default]]\nengine = \"mlxcel\"\ndrafter = \"dflash\"\nwidth = 16\n", 1, "missing schema"},
 		{"empty file", "", 1, "missing schema"},
+		{"UTF-16 byte-order mark", "\xff\xfeschema = 1\n", 1, "UTF-16 byte-order mark (bytes FF FE); TOML files are UTF-8: save the file as UTF-8"},
 		{"schema 2", "schema = 2\n", 1, "schema 2 is not supported"},
 		{"schema string", "schema = \"1\"\n", 1, "must be an integer, not a string"},
 		{"unknown top key", "schema = 1\nwidth = 4\n", 2, `unknown key "width" at the top level`},

@@ -17,13 +17,18 @@ import "fmt"
 // docs/file-limits.md.
 const MaxDepth = 16
 
-// Error is a text that nests deeper than MaxDepth.
+// Error is a text that nests deeper than MaxDepth, or one that is not
+// UTF-8 by its first bytes (Msg says which).
 type Error struct {
-	Line  int // where the nesting first passed MaxDepth
-	Depth int // the depth reached there (MaxDepth+1)
+	Line  int    // where the nesting first passed MaxDepth
+	Depth int    // the depth reached there (MaxDepth+1); 0 for an encoding
+	Msg   string // what is wrong, where it is not the depth
 }
 
 func (e *Error) Error() string {
+	if e.Msg != "" {
+		return e.Msg
+	}
 	return fmt.Sprintf("nested more than %d levels deep (tables, dotted-key parts, dots in quoted keys, arrays and inline tables count); profiles and policy files need at most 6: remove the extra nesting or close the bracket left open", MaxDepth)
 }
 
@@ -45,8 +50,19 @@ type scanner struct {
 	keyDots int     // dots seen in the key being read
 }
 
-// Check returns an *Error if src nests deeper than MaxDepth, else nil.
+// utf16BOMs are the byte-order marks of UTF-16. TOML is UTF-8, but the
+// decoder drops either mark and reads on, so a profile saved as UTF-16 by
+// an editor, then fixed up to UTF-8 bytes behind its mark, validated "ok".
+var utf16BOMs = []struct{ bytes, name string }{{"\xff\xfe", "FF FE"}, {"\xfe\xff", "FE FF"}}
+
+// Check returns an *Error if src starts with a UTF-16 byte-order mark or
+// nests deeper than MaxDepth, else nil.
 func Check(src string) error {
+	for _, b := range utf16BOMs {
+		if len(src) >= 2 && src[:2] == b.bytes {
+			return &Error{Line: 1, Msg: fmt.Sprintf("starts with a UTF-16 byte-order mark (bytes %s); TOML files are UTF-8: save the file as UTF-8 (in most editors: Save with Encoding, UTF-8)", b.name)}
+		}
+	}
 	s := &scanner{src: src, line: 1, stack: make([]frame, 1, MaxDepth+2), inKey: true}
 	for s.i < len(s.src) {
 		if err := s.step(); err != nil {

@@ -79,6 +79,35 @@ func TestCheck(t *testing.T) {
 	}
 }
 
+// A UTF-16 byte-order mark is refused at line 1 with the fix, whatever
+// follows it: the decoder drops it and reads on.
+func TestCheckRefusesUTF16BOM(t *testing.T) {
+	for _, tc := range []struct {
+		name, src, want string // want "": accepted
+	}{
+		{"FF FE then UTF-8", "\xff\xfe[engine]\nname = \"sim\"\n", "UTF-16 byte-order mark (bytes FF FE)"},
+		{"FE FF then UTF-8", "\xfe\xff[engine]\nname = \"sim\"\n", "UTF-16 byte-order mark (bytes FE FF)"},
+		{"FF FE then UTF-16", "\xff\xfe[\x00e\x00", "UTF-16 byte-order mark (bytes FF FE)"},
+		{"FF FE alone", "\xff\xfe", "UTF-16 byte-order mark"},
+		{"a lone FF", "\xff", ""}, // the decoder refuses it as invalid UTF-8
+		{"UTF-8 text", "a = \"\xc3\xbf\xc3\xbe\"\n", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := Check(tc.src)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			var ge *Error
+			if !errors.As(err, &ge) || ge.Line != 1 || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "save the file as UTF-8") {
+				t.Fatalf("err = %v, want an *Error at line 1 saying %q and the fix", err, tc.want)
+			}
+		})
+	}
+}
+
 // TestRealFiles: the embedded policy and every shipped profile pass, and
 // the scanner's depth is the decoder's for each.
 func TestRealFiles(t *testing.T) {
