@@ -147,6 +147,13 @@ func (s Schedule) WithSource(src string) Schedule {
 // each starting where the one before ended, the last unbounded, widths
 // from 1 (off) to MaxWidth. The error says which bucket and the fix.
 func (s Schedule) Validate() error {
+	return s.validate(func(i int) string { return fmt.Sprintf("bucket %d (%s)", i+1, s[i].Range()) })
+}
+
+// validate is Validate with each bucket named by bucket(i): as the
+// operator wrote it where there is a text ("0:4" is not the "0+" its
+// numbers render as), by its range where there is none.
+func (s Schedule) validate(bucket func(i int) string) error {
 	switch {
 	case len(s) == 0:
 		return errors.New("the schedule is empty: give at least one bucket, e.g. \"1+:4\" (width 4 at every load)")
@@ -155,7 +162,7 @@ func (s Schedule) Validate() error {
 	}
 	next := 1
 	for i, b := range s {
-		where := fmt.Sprintf("bucket %d (%s)", i+1, b.Range())
+		where := bucket(i)
 		switch {
 		case b.Lo < 1:
 			return fmt.Errorf("%s starts at %d concurrent requests: loads start at 1", where, b.Lo)
@@ -202,7 +209,7 @@ func FromTriples(t [][]int, source string) (Schedule, error) {
 	if len(t) > MaxBuckets {
 		return nil, fmt.Errorf("the schedule has %d buckets, above the limit of %d: merge neighbouring loads that share a width", len(t), MaxBuckets)
 	}
-	return s, s.Validate()
+	return s, s.validate(func(i int) string { return fmt.Sprintf("bucket %d [%d, %d, %d]", i+1, t[i][0], t[i][1], t[i][2]) })
 }
 
 // Triples renders the schedule as [lo, hi, width] triples (TOML, JSON).
@@ -252,7 +259,7 @@ func Parse(text, source string) (Schedule, error) {
 		b.Source = source
 		s = append(s, b)
 	}
-	return s, s.Validate()
+	return s, s.validate(func(i int) string { return fmt.Sprintf("bucket %d %q", i+1, clip(strings.TrimSpace(items[i]))) })
 }
 
 func parseItem(it string) (Bucket, error) {

@@ -24,6 +24,10 @@ func TestParse(t *testing.T) {
 		{in: "1+:4,2+:3", err: "buckets follow it"},
 		{in: "1:6,4-2:3,5+:1", err: "ends below where it starts"},
 		{in: "2+:4", err: "leaves loads 1-1"},
+		// A bucket is named as written: "0:4" read as 0 to no bound
+		// was said as "0+", a bucket the operator never wrote.
+		{in: "0:4,1+:5", err: `bucket 1 "0:4" starts at 0 concurrent requests: loads start at 1`},
+		{in: "1:6, 3+:2", err: `bucket 2 "3+:2" leaves loads 2-2 without a width`},
 		{in: "1+:0", err: "width 0"},
 		{in: "0", err: "width 0"},
 		{in: "1+:300", err: "above 256"},
@@ -69,6 +73,18 @@ func TestFromTriples(t *testing.T) {
 	}
 	if _, err := FromTriples(big, ""); err == nil || !strings.Contains(err.Error(), "100 buckets") {
 		t.Errorf("100 buckets: %v", err)
+	}
+	// A bucket is named as written: [4, -1, 4] was said as "4--1".
+	for _, c := range []struct {
+		t    [][]int
+		want string
+	}{
+		{[][]int{{1, 3, 8}, {4, -1, 4}}, "bucket 2 [4, -1, 4] ends at -1"},
+		{[][]int{{0, 0, 4}}, "bucket 1 [0, 0, 4] starts at 0"},
+	} {
+		if _, err := FromTriples(c.t, ""); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("FromTriples(%v): %v, want %q", c.t, err, c.want)
+		}
 	}
 	if got := s.Triples(); len(got) != 3 || got[2][1] != 0 {
 		t.Errorf("Triples = %v", got)
