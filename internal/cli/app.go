@@ -145,6 +145,12 @@ func runEnv(parent context.Context, args []string, emb Embedded, stdout, stderr 
 			}
 		}()
 		kctx, err := parser.Parse(args)
+		var xe *exitError
+		if errors.As(err, &xe) {
+			// A command's Validate said the flag and its fix: not Kong's
+			// "bench: " before it and its generic hint after.
+			return env.report(stderr, xe), true
+		}
 		if err != nil {
 			hint := ""
 			if pe, ok := err.(*kong.ParseError); ok && pe.Context != nil {

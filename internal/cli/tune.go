@@ -347,8 +347,8 @@ func (c *TuneCmd) Validate() error { return checkEngines(c.Engines) }
 // checkEngines is the --engines rule of tune and bench's load sweep.
 func checkEngines(n int) error {
 	if n < bench.MinEnginesPerArm || n > bench.MaxEnginesPerArm {
-		return usage(fmt.Errorf("--engines %d: want %d to %d fresh engines per width", n, bench.MinEnginesPerArm, bench.MaxEnginesPerArm),
-			"give --engines 3 (the default) or more: fewer than 2 leave the spread between engines unmeasured")
+		return usage(fmt.Errorf("flag --engines: %d is outside %d to %d fresh engines per width", n, bench.MinEnginesPerArm, bench.MaxEnginesPerArm),
+			fmt.Sprintf("give --engines 3 (the default), up to %d: fewer than %d leave the spread between engines unmeasured", bench.MaxEnginesPerArm, bench.MinEnginesPerArm))
 	}
 	return nil
 }

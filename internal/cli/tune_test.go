@@ -130,18 +130,19 @@ func TestLoadSweepFlagErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"bench", "--profile", bad}, `bad.toml:11: "4,1": level 1 comes after 4, not ascending: give whole numbers of concurrent clients, ascending, e.g. 1,2,4,8`},
-		{[]string{"bench", "--profile", sweep, "--engines", "1"}, "--engines 1: want 2 to 20"},
+		{[]string{"bench", "--profile", sweep, "--engines", "1"}, "flag --engines: 1 is outside 2 to 20 fresh engines per width\nspeclaunch: hint: give --engines 3 (the default), up to 20"},
 		{[]string{"bench", "--concurrency", "4,1"}, `flag --concurrency: "4,1": level 1 comes after 4, not ascending`},
-		{[]string{"bench", "--concurrency", "1,4", "--engines", "1"}, "--engines 1: want 2 to 20"},
+		{[]string{"bench", "--concurrency", "1,4", "--engines", "1"}, "flag --engines: 1 is outside 2 to 20 fresh engines per width\nspeclaunch: hint: give --engines 3 (the default), up to 20"},
 		{[]string{"bench", "--engines", "3"}, "--engines and --window belong to a load sweep"},
 		{[]string{"tune", "--levels", "0,2"}, `flag --levels: "0,2": level 0 is outside 1 to 256 clients`},
 		{[]string{"tune", "--levels", "1,1"}, `flag --levels: "1,1": level 1 is listed twice`},
 		{[]string{"tune", "--levels", "1,,4"}, `flag --levels: "1,,4" has an empty level (number 2)`},
 		{[]string{"tune", "--levels", "1,abc"}, `flag --levels: "1,abc": level "abc" is not a whole number`},
 		{[]string{"tune", "--levels", "1,99999999999999999999"}, `level 99999999999999999999 is outside 1 to 256 clients`},
-		{[]string{"tune", "--engines", "1"}, "--engines 1: want 2 to 20"},
-		{[]string{"tune", "--engines", "0"}, "--engines 0: want 2 to 20"}, // was taken as the default
-		{[]string{"bench", "--concurrency", "1,4", "--engines", "0"}, "--engines 0: want 2 to 20"},
+		{[]string{"tune", "--engines", "1"}, "flag --engines: 1 is outside 2 to 20 fresh engines per width\nspeclaunch: hint: give --engines 3 (the default), up to 20"},
+		{[]string{"tune", "--engines", "21"}, "flag --engines: 21 is outside 2 to 20"},
+		{[]string{"tune", "--engines", "0"}, "flag --engines: 0 is outside 2 to 20 fresh engines per width\nspeclaunch: hint: give --engines 3 (the default), up to 20"}, // was taken as the default
+		{[]string{"bench", "--concurrency", "1,4", "--engines", "0"}, "flag --engines: 0 is outside 2 to 20 fresh engines per width\nspeclaunch: hint: give --engines 3 (the default), up to 20"},
 		{[]string{"tune", "--quant", "unknown"}, "tune needs the target's quantization"},
 		{[]string{"tune", "--window", "9999h"}, `flag --window: "9999h" is above 10m0s, the longest window: a window of 5s already holds a few hundred tokens at one client, and every window is run arms × levels × engines × 3 times`},
 		{[]string{"bench", "--concurrency", "1,4", "--window", "11m"}, `flag --window: "11m" is above 10m0s`},
