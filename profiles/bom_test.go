@@ -25,6 +25,14 @@ func TestParseBOMAndTypeWords(t *testing.T) {
 		{"[draft]\nmodel = \"d\"\nschedule = {a = 1}\n", 3, "draft.schedule is a table; it takes [[lo, hi, width], ...] or a string"},
 		{"[draft.schedule]\nx = 1\n", 1, "draft.schedule is a table"},
 		{"[bench]\nconcurrency = {a = 1}\n", 2, "bench.concurrency is a table; it takes a number, or a list of levels"},
+		// A duration written as a number: what to write instead.
+		{"[server]\ndrain_timeout = 30\n", 2, `server.drain_timeout = 30 is a number; write a duration string such as "30s"`},
+		{"[server]\nhold_timeout = 0.5\n", 2, `server.hold_timeout = 0.5 is a number; write a duration string such as "0.5s"`},
+		{"[serve]\nready_timeout = 900\n", 2, `serve.ready_timeout = 900 is a number; write a duration string such as "900s"`},
+		{"[adapt]\nwindow = 2.0\n", 2, `adapt.window = 2.0 is a number; write a duration string such as "2s"`},
+		{"server.hang_timeout = 0\n", 1, `server.hang_timeout = 0 is a number; write a duration string such as "0s"`},
+		{"[server]\ndrain_timeout = true\n", 2, "server.drain_timeout: is a boolean, want a string"},
+		{"[server]\nhost = 8\n", 2, "server.host: is an integer, want a string"},
 	} {
 		_, err := Parse("p.toml", []byte(c.text))
 		if c.want == "" {

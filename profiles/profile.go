@@ -17,6 +17,7 @@ import (
 	"reflect"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/BurntSushi/toml"
@@ -58,10 +59,10 @@ type Profile struct {
 		Port            *int   `toml:"port"`
 		Proxy           *bool  `toml:"proxy"`
 		Switch          string `toml:"switch"`
-		DrainTimeout    string `toml:"drain_timeout"`
-		HoldTimeout     string `toml:"hold_timeout"`
-		ShutdownTimeout string `toml:"shutdown_timeout"`
-		HangTimeout     string `toml:"hang_timeout"`
+		DrainTimeout    string `toml:"drain_timeout" kind:"duration"`
+		HoldTimeout     string `toml:"hold_timeout" kind:"duration"`
+		ShutdownTimeout string `toml:"shutdown_timeout" kind:"duration"`
+		HangTimeout     string `toml:"hang_timeout" kind:"duration"`
 		QueueSize       *int   `toml:"queue_size"`
 	} `toml:"server"`
 	Adapt struct {
@@ -70,7 +71,7 @@ type Profile struct {
 		ExploreWidth *int     `toml:"explore_width"`
 		Margin       *float64 `toml:"margin"`
 		MinCycles    *int     `toml:"min_cycles"`
-		Window       string   `toml:"window"`
+		Window       string   `toml:"window" kind:"duration"`
 		Trials       *int     `toml:"trials"`
 	} `toml:"adapt"`
 	GPU struct {
@@ -81,8 +82,8 @@ type Profile struct {
 		Level  string `toml:"level"`
 	} `toml:"log"`
 	Serve struct {
-		ReadyTimeout    string `toml:"ready_timeout"`
-		StopTimeout     string `toml:"stop_timeout"`
+		ReadyTimeout    string `toml:"ready_timeout" kind:"duration"`
+		StopTimeout     string `toml:"stop_timeout" kind:"duration"`
 		Restart         string `toml:"restart"`
 		StrictWidth     *bool  `toml:"strict_width"`
 		Probe           *bool  `toml:"probe"`
@@ -196,6 +197,8 @@ func Parse(name string, data []byte) (*Profile, error) {
 			if strings.Contains(msg, "expected table but found") {
 				// The decoder's message names a Go struct type; say the fix.
 				msg = fmt.Sprintf("%q must be a table, e.g. [%s] followed by its keys (see docs/profiles.md)", m[2], m[2])
+			} else if d := numberForDuration(data, m[2]); d != "" {
+				msg = d
 			} else if t := typesRE.FindStringSubmatch(msg); t != nil {
 				// Not the decoder's Go words ("destination has type
 				// integer"): what the key holds and what it takes.
@@ -373,10 +376,45 @@ func statementAt(data []byte, n int) string {
 	return strings.Join(lines[from:n], "\n")
 }
 
+// numberForDuration is the message for a duration key (one tagged
+// kind:"duration") that the file gives as a number: what it wrote and the
+// string to write instead; "" for any other key or value.
+func numberForDuration(data []byte, path string) string {
+	if !durationKeys[path] {
+		return ""
+	}
+	var raw map[string]any
+	if _, err := toml.Decode(string(data), &raw); err != nil {
+		return ""
+	}
+	parts := strings.Split(path, ".")
+	for _, p := range parts[:len(parts)-1] {
+		if raw, _ = raw[p].(map[string]any); raw == nil {
+			return ""
+		}
+	}
+	v := raw[parts[len(parts)-1]]
+	var n string
+	switch x := v.(type) {
+	case int64:
+		n = strconv.FormatInt(x, 10)
+	case float64:
+		n = strconv.FormatFloat(x, 'f', -1, 64)
+	default:
+		return ""
+	}
+	return fmt.Sprintf("%s = %s is a number; write a duration string such as \"%ss\" (see docs/profiles.md)", path, tomlguard.Text(v), n)
+}
+
+// DurationKey reports whether a profile key holds a duration (tagged
+// kind:"duration"): a string such as "30s".
+func DurationKey(path string) bool { return durationKeys[path] }
+
 // keyPaths are a profile's keys as dotted paths ("engine.name"), read from
 // Profile's toml tags: what a mistyped key is matched against.
-var keyPaths = func() []string {
+var keyPaths, durationKeys = func() ([]string, map[string]bool) {
 	var out []string
+	durations := map[string]bool{}
 	var walk func(t reflect.Type, prefix string)
 	walk = func(t reflect.Type, prefix string) {
 		for f := range t.Fields() {
@@ -389,8 +427,11 @@ var keyPaths = func() []string {
 				continue
 			}
 			out = append(out, prefix+tag)
+			if f.Tag.Get("kind") == "duration" {
+				durations[prefix+tag] = true
+			}
 		}
 	}
 	walk(reflect.TypeFor[Profile](), "")
-	return out
+	return out, durations
 }()

@@ -45,11 +45,12 @@ type Row struct {
 	// it has no line of its own.
 	ShownAs string
 
-	literal bool                                     // Default is a value (docs quote it as code)
-	blank   bool                                     // an empty flag value counts as not given
-	apply   func(r Row, l *layer, s *Settings) error // nil: another row's apply layers it; r is the row as built
-	show    func(s *Settings) (any, string)          // value and source for `profile show`
-	check   func(s *Settings) error                  // run on the value as layered
+	literal  bool                                     // Default is a value (docs quote it as code)
+	duration bool                                     // the value is a time.Duration (profiles tags its key kind:"duration")
+	blank    bool                                     // an empty flag value counts as not given
+	apply    func(r Row, l *layer, s *Settings) error // nil: another row's apply layers it; r is the row as built
+	show     func(s *Settings) (any, string)          // value and source for `profile show`
+	check    func(s *Settings) error                  // run on the value as layered
 }
 
 // Show is the row's value and source as `profile show` prints them; false
@@ -243,6 +244,7 @@ func value[T any](r Row, def T, parse func(string) (T, error), at func(*Settings
 	if r.Default == "" {
 		r.Default, r.literal = defaultText(def), true
 	}
+	_, r.duration = any(def).(time.Duration)
 	r.apply = func(r Row, l *layer, s *Settings) error {
 		f := at(s)
 		*f = Field[T]{Value: def}

@@ -92,6 +92,27 @@ func TestRowKeysAreProfileKeys(t *testing.T) {
 	}
 }
 
+// A duration row's profile key is one profiles tags kind:"duration", and
+// no other is: a number written for it is said with the string to write
+// ("30s"), one rule for every duration key.
+func TestDurationRowsAreDurationKeys(t *testing.T) {
+	n := 0
+	for _, r := range Rows {
+		if r.Key == "" {
+			continue
+		}
+		if r.duration {
+			n++
+		}
+		if got := profiles.DurationKey(r.Key); got != r.duration {
+			t.Errorf("row %s: profiles.DurationKey(%q) = %v, the row reads a duration: %v", r.Name, r.Key, got, r.duration)
+		}
+	}
+	if n < 7 {
+		t.Errorf("%d duration rows with a profile key, want at least 7 (the timeouts and adapt.window)", n)
+	}
+}
+
 // Rows are unique by name, flag and variable, and each variable sits on a
 // flag's --help: its own flag's, or the one it tunes (HelpOn).
 func TestRowsUniqueAndOnAFlag(t *testing.T) {
