@@ -488,10 +488,10 @@ func (p *Proxy) acquire(ctx context.Context, skip *Backend) (*Backend, error) {
 		p.mu.Unlock()
 		return b, nil
 	}
-	hold := p.o.HoldTimeout
+	hold, what := p.o.HoldTimeout, p.heldFor()
 	if len(p.queue) >= p.o.QueueSize {
 		p.mu.Unlock()
-		return nil, &errHeld{why: fmt.Sprintf("the engine is being switched and %d requests are already waiting (server.queue_size)", p.o.QueueSize)}
+		return nil, &errHeld{why: fmt.Sprintf("%s and %d requests are already waiting (server.queue_size)", what, p.o.QueueSize)}
 	}
 	w := &waiter{ch: make(chan *Backend, 1)}
 	p.queue = append(p.queue, w)
@@ -513,13 +513,23 @@ func (p *Proxy) acquire(ctx context.Context, skip *Backend) (*Backend, error) {
 			}
 			return b, nil
 		}
-		return nil, &errHeld{why: fmt.Sprintf("the engine is being switched and no engine became ready within %s (server.hold_timeout)", hold)}
+		return nil, &errHeld{why: fmt.Sprintf("%s and no engine became ready within %s (server.hold_timeout)", what, hold)}
 	case <-ctx.Done():
 		if b, _ := p.dequeue(w); b != nil {
 			b.add(-1)
 		}
 		return nil, ctx.Err()
 	}
+}
+
+// heldFor says why requests are held (under mu): before any engine has
+// served, the first one is starting; after, an engine is being switched
+// (or restarted).
+func (p *Proxy) heldFor() string {
+	if !p.ready {
+		return "the engine is starting"
+	}
+	return "the engine is being switched"
 }
 
 // errStopping answers requests while the launcher stops.

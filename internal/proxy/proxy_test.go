@@ -262,6 +262,48 @@ func TestHeldRequestsGet503(t *testing.T) {
 	})
 }
 
+// A held request's 503 says why it was held: the first engine is still
+// starting (nothing is being switched), or an engine is being switched.
+func TestHeld503SaysStartingOrSwitching(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		switched bool // an engine served, then requests were held
+		full     bool // the queue is full, rather than the hold timed out
+		want     string
+	}{
+		{"first start, hold timeout", false, false, "the engine is starting and no engine became ready within 50ms (server.hold_timeout)"},
+		{"first start, queue full", false, true, "the engine is starting and 1 requests are already waiting (server.queue_size)"},
+		{"switch, hold timeout", true, false, "the engine is being switched and no engine became ready within 50ms (server.hold_timeout)"},
+		{"switch, queue full", true, true, "the engine is being switched and 1 requests are already waiting (server.queue_size)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hold := 50 * time.Millisecond
+			if tc.full {
+				hold = time.Minute // the held one stays until the test ends
+			}
+			p := New(Options{QueueSize: 1, HoldTimeout: hold})
+			if tc.switched {
+				p.Route(backend(t, func(w http.ResponseWriter, r *http.Request) {}))
+				p.Hold()
+			}
+			u := front(t, p)
+			t.Cleanup(p.Close) // before the front closes: it answers the held request
+			if tc.full {
+				go http.Get(u + "/v1/models") // takes the one place
+				waitFor(t, "one request held", func() bool { return p.Stats().HeldNow == 1 })
+			}
+			resp, err := http.Get(u + "/v1/models")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			if e := apiError(t, resp); resp.StatusCode != 503 || !strings.Contains(e.Error.Message, tc.want) {
+				t.Errorf("status %d, message %q; want 503 saying %q", resp.StatusCode, e.Error.Message, tc.want)
+			}
+		})
+	}
+}
+
 // A refused connection (the engine died after the request was routed)
 // sends the request, body intact, to the next engine.
 func TestRefusedDialGoesToTheNextEngine(t *testing.T) {
