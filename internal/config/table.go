@@ -158,7 +158,7 @@ var Rows = []Row{
 	value(Row{Name: "log-level", Flag: "log-level", Envs: []string{"MLXCEL_LOG_LEVEL"}, Key: "log.level", Doc: "`debug`, `info`, `warn`, `error`"},
 		"info", oneOf("log level", "debug", "info", "warn", "error"), func(s *Settings) *Field[string] { return &s.LogLevel }),
 
-	value(Row{Name: "ready-timeout", Flag: "ready-timeout", Envs: []string{"MLXCEL_READY_TIMEOUT"}, Key: "serve.ready_timeout", Scope: ScopeServe, Doc: "bounded wait for `/health`; connection refused and 503 mean \"not yet\" (bench: for each arm's engine)"},
+	value(Row{Name: "ready-timeout", Flag: "ready-timeout", Envs: []string{"MLXCEL_READY_TIMEOUT"}, Key: "serve.ready_timeout", Scope: ScopeServe, Doc: "bounded wait for `/health`; connection refused and 503 mean \"not yet\" (bench: for each arm's engine); past it the engine is stopped, and with no other engine serving, serve exits 2 (docs/serving.md, \"Exit codes of serve\")"},
 		DefaultReadyTimeout, parseDuration, func(s *Settings) *Field[time.Duration] { return &s.ReadyTimeout }),
 	value(Row{Name: "stop-timeout", Flag: "stop-timeout", Envs: []string{"MLXCEL_STOP_TIMEOUT"}, Key: "serve.stop_timeout", Scope: ScopeServe, Doc: "SIGTERM to the engine's process group, SIGKILL after this"},
 		DefaultStopTimeout, parseDuration, func(s *Settings) *Field[time.Duration] { return &s.StopTimeout }),
