@@ -22,6 +22,7 @@ import (
 	"github.com/speclaunch/speclaunch/engine"
 	"github.com/speclaunch/speclaunch/internal/bench"
 	"github.com/speclaunch/speclaunch/internal/config"
+	"github.com/speclaunch/speclaunch/internal/defaults"
 	"github.com/speclaunch/speclaunch/internal/instance"
 	"github.com/speclaunch/speclaunch/internal/key"
 	"github.com/speclaunch/speclaunch/internal/modelhash"
@@ -50,7 +51,7 @@ type BenchCmd struct {
 	Engines        int     `help:"Load sweep: fresh engines per width, 2 to 20, so the spread between engines is measured." default:"3" group:"Bench"`
 	Window         string  `help:"Load sweep: the length of one measured window per engine and level, 100ms to 10m (default 5s; 3 windows after a 3s warm-up)." placeholder:"DUR" group:"Bench"`
 	Schedule       string  `help:"restart: one server at a time, each round restarts every arm (for models that fit once); resident: every arm's server up at once." placeholder:"restart|resident" group:"Bench"`
-	BasePort       int     `help:"First loopback port for arm servers (arm i on base+i) when one is given; at the default each arm gets a free loopback port drawn at random below the ephemeral range, so two benches on one host never collide." group:"Bench"`
+	BasePort       int     `help:"First loopback port for arm servers (arm i on base+i); without it each arm draws its own below the ephemeral range, so two benches on one host never collide." group:"Bench"`
 	Out            string  `help:"Output path without extension, in an existing directory: writes OUT.md, OUT.json, OUT.svg." placeholder:"DIR/NAME" group:"Bench"`
 	Force          bool    `help:"Overwrite existing outputs." group:"Bench"`
 	JSON           bool    `help:"Progress as JSON lines on stdout, for machines." group:"Bench"`
@@ -556,7 +557,7 @@ func (st *starter) armPort(port int) int {
 // taken by another process between the pick and the engine's bind (tier 2
 // failed 1 of 7 runs so, port 33247), as scanning up from 18790 collided
 // with a second bench (3 of 13 runs).
-const armPortLo, armPortHi = 20000, 32000
+const armPortLo, armPortHi = defaults.BenchArmPortLo, defaults.BenchArmPortHi
 
 // armPortChecked is armPort with the arm's check (check, on the port it
 // got): a picked port found taken at the check is picked again, up to

@@ -209,8 +209,8 @@ var Rows = []Row{
 		defaults.BenchWarmup, parseWarmup, func(s *Settings) *Field[int] { return &s.Bench.Warmup }),
 	value(Row{Name: "bench-max-tokens", Flag: "max-tokens", Key: "bench.max_tokens", Scope: ScopeBench, Doc: "tokens per request, 1 to 65536"},
 		defaults.BenchMaxTokens, parseMaxTokens, func(s *Settings) *Field[int] { return &s.Bench.MaxTokens }),
-	checked(value(Row{Name: "bench-base-port", Flag: "base-port", Key: "bench.base_port", Scope: ScopeBench, Doc: "first loopback port for arm servers (arm i on base+i) when one is given; at the default each arm gets a free loopback port drawn at random below the ephemeral range, so two benches on one host never collide"},
-		defaults.BenchBasePort, wholeNumber("base port"), func(s *Settings) *Field[int] { return &s.Bench.BasePort }), checkBasePort),
+	randomWhenUnset(checked(value(Row{Name: "bench-base-port", Flag: "base-port", Key: "bench.base_port", Scope: ScopeBench, Default: randomArmPorts, Doc: "first loopback port for arm servers (arm i on base+i); without it each arm gets a free loopback port drawn at random below the ephemeral range, so two benches on one host never collide"},
+		defaults.BenchBasePort, wholeNumber("base port"), func(s *Settings) *Field[int] { return &s.Bench.BasePort }), checkBasePort)),
 	value(Row{Name: "bench-schedule", Flag: "schedule", Key: "bench.schedule", Scope: ScopeBench, Doc: "`restart`: one server at a time, each round restarts every arm; `resident`: every arm's server up at once"},
 		defaults.BenchSchedule, parseSchedule, func(s *Settings) *Field[string] { return &s.Bench.Schedule }),
 	pathRow(Row{Name: "bench-prompt-file", Flag: "prompt-file", Key: "bench.prompt_file", Scope: ScopeBench, Default: "the shipped ~160-token Python prompt", Doc: "one prompt file; not with a prompt set"},
@@ -275,6 +275,25 @@ func value[T any](r Row, def T, parse func(string) (T, error), at func(*Settings
 // the profile's).
 func (r Row) blankUnset() Row {
 	r.blank = true
+	return r
+}
+
+// randomArmPorts is bench.base_port's default as the help, the docs and
+// `profile show` say it: no base port, a port drawn per arm.
+var randomArmPorts = fmt.Sprintf("none: a free loopback port per arm, drawn at random in %d-%d", defaults.BenchArmPortLo, defaults.BenchArmPortHi-1)
+
+// randomWhenUnset makes `profile show` say randomArmPorts while no layer
+// gives the row (bench.base_port): its built-in number is only a fallback
+// for when no port is drawn, not the port an arm gets.
+func randomWhenUnset(r Row) Row {
+	show := r.show
+	r.show = func(s *Settings) (any, string) {
+		v, src := show(s)
+		if s.Bench.BasePort.Set() {
+			return v, src
+		}
+		return randomArmPorts, src
+	}
 	return r
 }
 

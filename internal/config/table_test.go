@@ -284,6 +284,43 @@ func TestShowDurationsExact(t *testing.T) {
 	}
 }
 
+// bench.base_port unset is no base port: each arm draws a port at random.
+// The help, the docs and `profile show` said "default 18790", a port no
+// arm got; a base port given is shown as given.
+func TestBasePortDefaultIsRandom(t *testing.T) {
+	var row Row
+	for _, r := range Rows {
+		if r.Key == "bench.base_port" {
+			row = r
+		}
+	}
+	if !strings.Contains(row.Default, "random in 20000-31999") || strings.Contains(row.Default, "18790") {
+		t.Errorf("default %q, want the random range and no 18790", row.Default)
+	}
+	for _, c := range []struct {
+		name, profile string
+		flags         map[string]string
+		want, src     string
+	}{
+		{"unset", "", nil, "none: a free loopback port per arm, drawn at random in 20000-31999", "default"},
+		{"flag", "", map[string]string{"base-port": "18800"}, "18800", "flag --base-port"},
+		{"flag at 18790", "", map[string]string{"base-port": "18790"}, "18790", "flag --base-port"},
+		{"profile", "[bench]\nbase_port = 19000\n", nil, "19000", "profile p.toml:2"},
+	} {
+		p, err := profiles.Parse("p.toml", []byte(c.profile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s Settings
+		if err := LoadBench(&s, p, c.flags); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if v, src, _ := row.Show(&s); fmt.Sprint(v) != c.want || src != c.src {
+			t.Errorf("%s: profile show says %v (%s), want %s (%s)", c.name, v, src, c.want, c.src)
+		}
+	}
+}
+
 // Bench's rows: flag over profile over default, and every bad value names
 // the flag or the profile's file and line.
 func TestLoadBench(t *testing.T) {

@@ -25,11 +25,16 @@ const (
 	BenchMinRounds      = 3
 	BenchWarmup         = 3
 	BenchMaxTokens      = 200
-	BenchBasePort       = 18790
+	BenchBasePort       = 18790 // arm i on 18790+i only where no free port is drawn from the range below
 	BenchRequestTimeout = 120 * time.Second
 	BenchMaxConcurrency = 256
 	BenchSchedule       = "restart"
 )
+
+// Where bench draws an arm's loopback port at random when no base port is
+// given: below Linux's ephemeral range (32768 up), which outgoing
+// connections take from (internal/cli's armPortPick).
+const BenchArmPortLo, BenchArmPortHi = 20000, 32000 // [lo, hi)
 
 // BenchWidths returns the widths bench sweeps when none are given.
 func BenchWidths() []int { return []int{2, 3, 4, 6, 8, 16} }
