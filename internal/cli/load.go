@@ -177,7 +177,7 @@ func readTuned(ctx context.Context, budget *policy.Budget, path string) (*policy
 	}
 	var pf *policy.File
 	if err == nil {
-		pf, err = budget.Read(ctx, path)
+		pf, err = budget.ReadTuned(ctx, path)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("the tuned layer (written by speclaunch tune): %w; fix it, or delete it and re-run speclaunch tune", err)

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -134,5 +135,45 @@ func checkRefused(t *testing.T, what string, code int, stderr string, want []str
 		if code != 2 || !strings.Contains(stderr, w) {
 			t.Errorf("%s: exit %d (want 2), want %q in\n%s", what, code, w, stderr)
 		}
+	}
+}
+
+// The tuned layer counts as one of the 16 distinct policy files, and the
+// refusal past them names it by its path: 16 --policy files beside a layer
+// tune wrote were refused with no word of it.
+func TestTunedLayerCountsTowardPolicyFiles(t *testing.T) {
+	t.Parallel() // its tuned layer is its own (withEnv)
+	const prof = "../../profiles/demo-load.toml"
+	dir := t.TempDir()
+	var args []string
+	for i := range 16 {
+		p := filepath.Join(dir, fmt.Sprintf("p%d.toml", i))
+		writeFile(t, p, "schema = 1\n")
+		args = append(args, "--policy", p)
+	}
+	for _, tc := range []struct {
+		name  string
+		tuned bool
+		code  int
+		want  string
+	}{
+		{"no tuned layer: 16 files", false, 0, ""},
+		{"a tuned layer and 16 files", true, 2, "more than 16 distinct policy files are layered (policy.files, MLXCEL_POLICY and --policy count, each file once, and so does the tuned layer %s (written by speclaunch tune))"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := t.TempDir()
+			layer := filepath.Join(cfg, "speclaunch", TunedFile)
+			if tc.tuned {
+				if err := os.MkdirAll(filepath.Dir(layer), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				writeFile(t, layer, "schema = 1\n")
+			}
+			code, _, e := withEnv(map[string]string{"XDG_CONFIG_HOME": cfg}).cli(append([]string{"resolve", "--profile", prof}, args...)...)
+			e = strings.ReplaceAll(e, "\n  ", " ") // unwrapped
+			if code != tc.code || tc.want != "" && !strings.Contains(e, fmt.Sprintf(tc.want, layer)) {
+				t.Errorf("exit %d, stderr:\n%s\nwant exit %d saying %q", code, e, tc.code, fmt.Sprintf(tc.want, layer))
+			}
+		})
 	}
 }

@@ -10,7 +10,8 @@ import (
 )
 
 // Bounds on the policy layers in total, whatever names them (a profile's
-// policy.files, MLXCEL_POLICY, --policy): one file is bounded by
+// policy.files, MLXCEL_POLICY, --policy, and the tuned layer where it
+// exists): one file is bounded by
 // safefile.PolicyLimit, but a 700-byte profile naming a 3.4 MiB,
 // 20,000-entry file 80 times took the launcher out of memory (issue 33:
 // ×40 held 1.5 GB after a 19 s reload). Two full files are far above any
@@ -63,6 +64,27 @@ type Budget struct {
 	MaxEntries     int // 0 = MaxLayerEntries
 	files, entries int
 	bytes          int64
+	tuned          string // the tuned layer, where ReadTuned read one
+}
+
+// ReadTuned is Read for the tuned layer: it counts toward the bounds like
+// any policy file, and a refusal past them names it as what counted.
+func (b *Budget) ReadTuned(ctx context.Context, path string) (*File, error) {
+	f, err := b.Read(ctx, path)
+	if err == nil {
+		b.tuned = path
+	}
+	return f, err
+}
+
+// counted says which files count toward the bounds, for a refusal: the
+// operator named all but the tuned layer, which tune wrote.
+func (b *Budget) counted() string {
+	s := "policy.files, MLXCEL_POLICY and --policy count, each file once"
+	if b.tuned != "" {
+		s += ", and so does the tuned layer " + b.tuned + " (written by speclaunch tune)"
+	}
+	return s
 }
 
 // Read reads one more policy file: a file past MaxLayerFiles, or whose
@@ -70,13 +92,13 @@ type Budget struct {
 // (its bytes are never read past the bound).
 func (b *Budget) Read(ctx context.Context, path string) (*File, error) {
 	if b.files == MaxLayerFiles {
-		return nil, &LayerError{path, fmt.Sprintf("more than %d distinct policy files are layered; merge them into fewer files (the bounds on the layers: docs/file-limits.md)", MaxLayerFiles)}
+		return nil, &LayerError{path, fmt.Sprintf("more than %d distinct policy files are layered (%s); merge them into fewer files (the bounds on the layers: docs/file-limits.md)", MaxLayerFiles, b.counted())}
 	}
 	left := MaxLayerBytes - b.bytes
 	limit := min(int64(safefile.PolicyLimit), left)
 	data, err := safefile.ReadFile(ctx, "policy file", path, limit)
 	if errors.Is(err, safefile.ErrTooLarge) && limit < safefile.PolicyLimit {
-		return nil, &LayerError{path, fmt.Sprintf("the policy files layered come to more than %d MiB in all (%d MiB before this one); layer fewer or smaller files (docs/file-limits.md)", MaxLayerBytes>>20, b.bytes>>20)}
+		return nil, &LayerError{path, fmt.Sprintf("the policy files layered come to more than %d MiB in all (%d MiB before this one; %s); layer fewer or smaller files (docs/file-limits.md)", MaxLayerBytes>>20, b.bytes>>20, b.counted())}
 	}
 	if err != nil {
 		return nil, err
@@ -90,7 +112,7 @@ func (b *Budget) Read(ctx context.Context, path string) (*File, error) {
 		maxEntries = b.MaxEntries
 	}
 	if b.entries+len(f.Entries) > maxEntries {
-		return nil, &LayerError{path, fmt.Sprintf("the policy files layered hold more than %d entries in all (%d before this file's %d); layer fewer files (docs/file-limits.md)", maxEntries, b.entries, len(f.Entries))}
+		return nil, &LayerError{path, fmt.Sprintf("the policy files layered hold more than %d entries in all (%d before this file's %d; %s); layer fewer files (docs/file-limits.md)", maxEntries, b.entries, len(f.Entries), b.counted())}
 	}
 	b.files++
 	b.bytes += int64(len(data))

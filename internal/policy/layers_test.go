@@ -3,6 +3,7 @@ package policy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -48,6 +49,45 @@ func TestBudget(t *testing.T) {
 			t.Fatalf("err = %v", err)
 		}
 	})
+	// The tuned layer counts as one of the 16, and the refusal says so
+	// with its path: it is the one file the operator did not name.
+	for _, tc := range []struct {
+		name  string
+		tuned bool
+		want  []string
+		not   string
+	}{
+		{"files, the tuned layer among them", true, []string{"more than 16 distinct policy files are layered (policy.files, MLXCEL_POLICY and --policy count, each file once, and so does the tuned layer " + filepath.Join(dir, "tuned.toml") + " (written by speclaunch tune))"}, ""},
+		{"files, no tuned layer", false, []string{"more than 16 distinct policy files are layered (policy.files, MLXCEL_POLICY and --policy count, each file once)"}, "tuned"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var b Budget
+			n := MaxLayerFiles
+			if tc.tuned {
+				if _, err := b.ReadTuned(context.Background(), write("tuned.toml", bigPolicy(1, "t"))); err != nil {
+					t.Fatal(err)
+				}
+				n--
+			}
+			for i := range n {
+				if _, err := b.Read(context.Background(), write(fmt.Sprintf("g%d.toml", i), bigPolicy(1, "g"))); err != nil {
+					t.Fatalf("file %d of %d: %v", i+1, n, err)
+				}
+			}
+			_, err := b.Read(context.Background(), write("last.toml", bigPolicy(1, "l")))
+			if err == nil {
+				t.Fatal("accepted past the bound")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("err = %v\nwant %q", err, w)
+				}
+			}
+			if tc.not != "" && strings.Contains(err.Error(), tc.not) {
+				t.Errorf("err = %v names %q", err, tc.not)
+			}
+		})
+	}
 	t.Run("entries", func(t *testing.T) {
 		big := write("big.toml", bigPolicy(51, "b"))
 		b := Budget{MaxEntries: 100}
@@ -59,7 +99,7 @@ func TestBudget(t *testing.T) {
 		if !errors.As(err, &le) || le.Path != big {
 			t.Fatalf("err = %v, want a LayerError naming %s", err, big)
 		}
-		if !strings.Contains(err.Error(), "more than 100 entries in all (51 before this file's 51)") {
+		if !strings.Contains(err.Error(), "more than 100 entries in all (51 before this file's 51;") {
 			t.Errorf("err = %v", err)
 		}
 	})
