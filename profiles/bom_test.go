@@ -62,3 +62,31 @@ func TestUnknownKeySuggests(t *testing.T) {
 		}
 	}
 }
+
+// A profile that sets nothing is valid, and says so: no bytes, or nothing
+// but whitespace, comments and table headers.
+func TestEmpty(t *testing.T) {
+	for _, c := range []struct {
+		text  string
+		empty bool
+	}{
+		{"", true},
+		{" \n\t\n\n", true},
+		{"# a comment\n\n# another\n", true},
+		{"\xef\xbb\xbf", true},
+		{"[server]\n", true},
+		{"[server]\n# port = 8080\n[draft]\n", true},
+		{"[server]\nport = 8080\n", false},
+		{"server.port = 8080\n", false},
+		{"[engine]\nargs = []\n", false},   // set, to nothing
+		{"[draft]\nmodel = \"\"\n", false}, // speculation off
+	} {
+		p, err := Parse("p.toml", []byte(c.text))
+		if err != nil {
+			t.Fatalf("%q: %v", c.text, err)
+		}
+		if p.Empty() != c.empty {
+			t.Errorf("%q: Empty() = %v, want %v", c.text, p.Empty(), c.empty)
+		}
+	}
+}

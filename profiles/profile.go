@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -112,7 +113,14 @@ type Profile struct {
 	} `toml:"policy"`
 
 	lines tomlpos.Index
+	empty bool // no key holds a value: see Empty
 }
+
+// Empty reports a profile that sets nothing: no bytes, or nothing but
+// whitespace, comments and table headers. It is valid (serve started on
+// one keeps it; docs/profiles.md), but a launch on it is one without a
+// profile, so its readers warn.
+func (p *Profile) Empty() bool { return p.empty }
 
 // Line returns the line of a dotted key ("draft.block_size",
 // "policy.entry[0]") in the profile's file, 0 when unknown.
@@ -211,6 +219,7 @@ func Parse(name string, data []byte) (*Profile, error) {
 		return nil, &Error{File: name, Msg: err.Error()}
 	}
 	p.lines = tomlpos.Build(string(data))
+	p.empty = !slices.ContainsFunc(md.Keys(), func(k toml.Key) bool { return md.Type(k...) != "Hash" }) // "Hash": a table
 	for _, k := range md.Undecoded() {
 		path := k.String()
 		// [[policy.entry]] tables are validated by the policy parser.

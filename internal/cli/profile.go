@@ -171,6 +171,11 @@ func (c *ProfileValidateCmd) Run(e *Env) error {
 	if _, _, _, _, err := (&BenchCmd{}).options(e.Ctx, l.Settings, l.Profile, nil); err != nil {
 		return err
 	}
+	for _, n := range l.Notices { // an empty profile, a typed key: valid, but said
+		if n.Level == "warn" {
+			fmt.Fprintf(e.Stderr, "warn: %s\n", n.Msg)
+		}
+	}
 	fmt.Fprintf(e.Stdout, "%s: ok\n", l.Settings.ProfilePath)
 	return nil
 }

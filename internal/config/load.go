@@ -120,6 +120,9 @@ func Load(in Input) (Settings, *profiles.Profile, []Notice, error) {
 	}
 	var s Settings
 	if l.prof != nil {
+		if l.prof.Empty() {
+			l.notices = append(l.notices, emptyProfile(l.prof.Path))
+		}
 		s.ProfilePath = l.prof.Path
 		if len(l.prof.Engine.Env) > 0 { // passed to the engine as is: no layering
 			s.EngineEnv = Field[map[string]string]{l.prof.Engine.Env, Source{Profile, l.prof.Where("engine.env")}}
@@ -130,6 +133,12 @@ func Load(in Input) (Settings, *profiles.Profile, []Notice, error) {
 	}
 	l.notices = append(l.notices, envTypos(in.EnvNames)...)
 	return s, l.prof, l.notices, nil
+}
+
+// emptyProfile is the warning for a profile that sets nothing: accepted
+// (docs/profiles.md), but the launch is one without it.
+func emptyProfile(path string) Notice {
+	return Notice{"warn", fmt.Sprintf("profile %s is empty (nothing but whitespace, comments or table headers): every setting comes from flags, the environment and defaults; add settings (`speclaunch profile init --from demo FILE` writes an example) or leave the profile out", path)}
 }
 
 // LoadBench layers bench's rows (flag > profile > default) into s.Bench;
