@@ -33,6 +33,38 @@ import (
 //go:embed *.toml
 var examples embed.FS
 
+// standIns are the files an example names by a path relative to itself,
+// shipped in a directory of the example's name (demo-load/target.txt):
+// `profile init` writes them beside the profile, so that the profile it
+// writes runs where it is written and tune hashes the stand-ins' bytes,
+// as it would a real model's.
+//
+//go:embed demo-load/*.txt
+var standIns embed.FS
+
+// StandIn is one file an example names, relative to the example.
+type StandIn struct {
+	Rel  string // slash-separated, as the example writes it ("demo-load/target.txt")
+	Data []byte
+}
+
+// StandIns lists the files example name ships beside it, none for most.
+func StandIns(name string) []StandIn {
+	ents, err := fs.ReadDir(standIns, name)
+	if err != nil {
+		return nil
+	}
+	var out []StandIn
+	for _, e := range ents {
+		rel := name + "/" + e.Name()
+		b, err := standIns.ReadFile(rel)
+		if err == nil {
+			out = append(out, StandIn{rel, b})
+		}
+	}
+	return out
+}
+
 // Profile is one parsed profile. Zero values mean "not set in the profile".
 type Profile struct {
 	Path string `toml:"-"`
@@ -331,8 +363,7 @@ func Available(getenv func(string) string) []string {
 	return names
 }
 
-// Example returns an embedded example profile by name ("example", "demo",
-// "qwen35-4b-dflash", "llama-draft").
+// Example returns an embedded example profile by name (ExampleNames).
 func Example(name string) ([]byte, error) {
 	b, err := examples.ReadFile(name + ".toml")
 	if err != nil {

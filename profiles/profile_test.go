@@ -152,3 +152,38 @@ func FuzzParse(f *testing.F) {
 		_ = p.Line("draft.block_size")
 	})
 }
+
+// Every file an example names under a directory of its own name is a
+// stand-in it ships, so `profile init` writes it beside the profile.
+func TestStandInsAreTheNamedFiles(t *testing.T) {
+	for _, n := range ExampleNames() {
+		b, _ := Example(n)
+		p, err := Parse(n+".toml", b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		have := map[string]bool{}
+		for _, si := range StandIns(n) {
+			have[si.Rel] = true
+		}
+		var named []string
+		for _, f := range []string{p.Model.Path, deref(p.Draft.Model)} {
+			if strings.HasPrefix(f, n+"/") {
+				named = append(named, f)
+				if !have[f] {
+					t.Errorf("example %s names %s, which it does not ship", n, f)
+				}
+			}
+		}
+		if len(named) != len(have) {
+			t.Errorf("example %s names %v and ships %v", n, named, have)
+		}
+	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

@@ -27,11 +27,12 @@ type ProfileCmd struct {
 // ProfileInitCmd writes an embedded example.
 type ProfileInitCmd struct {
 	Path  string `arg:"" optional:"" help:"Where to write it (default profiles/NAME.toml for --from, else profiles/example.toml); - for stdout." placeholder:"PATH"`
-	From  string `help:"Example to start from: example (every key, commented), demo (sim), qwen35-4b-dflash (mlxcel), llama-draft (llama.cpp)." default:"example"`
+	From  string `help:"Example to start from: example (every key, commented), demo (sim), demo-load (sim, its best width moving with load; its stand-in model files are written beside it), qwen35-4b-dflash (mlxcel), llama-draft (llama.cpp), vllm-tp2-eagle3 (vLLM), sglang-tp2-eagle3 (SGLang)." default:"example"`
 	Force bool   `help:"Overwrite an existing file."`
 }
 
-// Run implements `profile init`.
+// Run implements `profile init`: the example, and the stand-in files it
+// names beside it (demo-load's), each under the same rules.
 func (c *ProfileInitCmd) Run(e *Env) error {
 	data, err := profiles.Example(c.From)
 	if err != nil {
@@ -48,35 +49,95 @@ func (c *ProfileInitCmd) Run(e *Env) error {
 	if err := c.checkDir(path); err != nil {
 		return err
 	}
-	exists, err := safefile.Existing("profile", path)
+	files := []*initFile{{what: "profile", path: path, data: data}}
+	for _, si := range profiles.StandIns(c.From) {
+		files = append(files, &initFile{what: "stand-in model file", path: filepath.Join(filepath.Dir(path), filepath.FromSlash(si.Rel)), data: si.Data, standIn: true})
+	}
+	// Every file is checked before any is written: a refusal leaves
+	// nothing half-written.
+	for _, f := range files {
+		if err := c.check(e, f); err != nil {
+			return err
+		}
+	}
+	var wrote []string
+	for _, f := range files {
+		if f.same {
+			continue
+		}
+		if err := f.write(); err != nil {
+			return usage(fmt.Errorf("%s %s: %w", f.what, f.path, err), "give a path in a directory this user can write")
+		}
+		wrote = append(wrote, f.path)
+	}
+	switch {
+	case len(wrote) == 0:
+		// Run twice, or in this repository (which ships the examples), the
+		// default path already holds the very example: that is done, not
+		// an error. Anything else there is someone's work.
+		fmt.Fprintf(e.Stdout, "%s already holds that example (--from %s); edit it, then: speclaunch resolve --profile %s\n", path, c.From, plan.ShellQuote(path))
+	case len(files) > 1:
+		fmt.Fprintf(e.Stdout, "wrote %s (the example and the stand-in model files it names, which the sim reads no weights from); edit it, then: speclaunch resolve --profile %s\n", strings.Join(wrote, ", "), plan.ShellQuote(path))
+	default:
+		fmt.Fprintf(e.Stdout, "wrote %s; edit it, then: speclaunch resolve --profile %s\n", path, plan.ShellQuote(path))
+	}
+	return nil
+}
+
+// initFile is one file `profile init` writes: the profile, or a stand-in
+// file it names by a path relative to itself.
+type initFile struct {
+	what, path string
+	data       []byte
+	standIn    bool // in a directory of its own beside the profile, made where missing
+	same       bool // already holds data: nothing to write
+}
+
+// check applies the profile's rules to f: a file there is kept unless it
+// already holds f's bytes or --force is given, and a symbolic link (at f,
+// or as f's stand-in directory) is refused, never written through.
+func (c *ProfileInitCmd) check(e *Env, f *initFile) error {
+	if dir := filepath.Dir(f.path); f.standIn {
+		if li, err := os.Lstat(dir); err == nil && (li.Mode()&fs.ModeSymlink != 0 || !li.IsDir()) {
+			kind := safefile.Kind(li.Mode())
+			if li.Mode()&fs.ModeSymlink != 0 {
+				kind = "a symbolic link" // never written through
+			}
+			return usage(fmt.Errorf("%s %s: %s is %s, not a directory; remove it or give the profile another directory", f.what, f.path, dir, kind), "")
+		}
+	}
+	exists, err := safefile.Existing(f.what, f.path)
 	if err != nil {
 		return usage(err, "")
 	}
 	if exists && !c.Force {
-		// Run twice, or in this repository (which ships the examples), the
-		// default path already holds the very example: that is done, not
-		// an error. Anything else there is someone's work.
-		if old, err := safefile.ReadFile(e.Ctx, "profile", path, safefile.ProfileLimit); err == nil && bytes.Equal(old, data) {
-			fmt.Fprintf(e.Stdout, "%s already holds that example (--from %s); edit it, then: speclaunch resolve --profile %s\n", path, c.From, plan.ShellQuote(path))
+		if old, err := safefile.ReadFile(e.Ctx, f.what, f.path, safefile.ProfileLimit); err == nil && bytes.Equal(old, f.data) {
+			f.same = true
 			return nil
 		}
-		return usage(fmt.Errorf("%s already exists", path), "pass --force to overwrite it, or give another path")
+		return usage(fmt.Errorf("%s already exists", f.path), "pass --force to overwrite it, or give another path")
 	}
-	if li, err := os.Lstat(path); err == nil && li.Mode()&fs.ModeSymlink != 0 {
+	if li, err := os.Lstat(f.path); err == nil && li.Mode()&fs.ModeSymlink != 0 {
 		// --force replaces a file; it wrote through a link, to its target
-		target, err := filepath.EvalSymlinks(path)
+		target, err := filepath.EvalSymlinks(f.path)
 		if err != nil {
-			target, _ = os.Readlink(path)
+			target, _ = os.Readlink(f.path)
 		}
-		return usage(fmt.Errorf("%s is a symbolic link to %s; remove it or give the target's path", path, target), "")
+		return usage(fmt.Errorf("%s is a symbolic link to %s; remove it or give the target's path", f.path, target), "")
 	}
-	// Replace, not WriteFile: a link made at path since the check above is
-	// replaced too, never written through.
-	if err := safefile.Replace(path, data, 0o644); err != nil {
-		return usage(fmt.Errorf("profile %s: %w", path, err), "give a path in a directory this user can write")
-	}
-	fmt.Fprintf(e.Stdout, "wrote %s; edit it, then: speclaunch resolve --profile %s\n", path, plan.ShellQuote(path))
 	return nil
+}
+
+// write writes f, making a stand-in's directory (one level, beside the
+// profile) where it is missing. Replace, not WriteFile: a link made at the
+// path since the check is replaced too, never written through.
+func (f *initFile) write() error {
+	if f.standIn {
+		if err := os.Mkdir(filepath.Dir(f.path), 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return err
+		}
+	}
+	return safefile.Replace(f.path, f.data, 0o644)
 }
 
 // checkDir refuses a directory for PATH that does not exist (a typo built
