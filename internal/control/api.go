@@ -37,8 +37,10 @@ type Observation struct {
 	// Probing (Scrape): the shell probed this engine at some time since
 	// the last scrape, so the counters' change is not the width's rate.
 	Probing bool
-	// Probed: the verify cost by rows.
+	// Probed: the verify cost by rows. Before: the shell probed a new
+	// engine before traffic on its own, which answers no Probe action.
 	Verify map[int]float64
+	Before bool
 	// Switched: how long the switch took.
 	Took time.Duration
 	// Probed, Switched: why it failed ("" when it did not).

@@ -176,15 +176,27 @@ func (c Controller) probeRows(s *State, b int) []int {
 
 // probeFor asks for the probe of bucket b's rows when any is missing and
 // none was asked for within RetryAfter. The controller goes on meanwhile:
-// only trials wait for it.
+// only trials wait for it. While another probe runs none is asked for: b
+// is noted, said once, and probed when that one ends if the load is still
+// there (probed); a probe not run is not a probe tried, so b keeps no
+// RetryAfter for it.
 func (c Controller) probeFor(s *State, b int, now time.Time) []Action {
 	rows := c.probeRows(s, b)
 	bk := &s.Pair.Buckets[b]
 	if len(rows) == 0 || !bk.Tried[0].IsZero() && now.Sub(bk.Tried[0]) < c.cfg.RetryAfter {
 		return nil
 	}
+	what := fmt.Sprintf("the verify cost of %d-%d rows, for %s", rows[0], rows[len(rows)-1], schedule.InFlight(s.Pair.Schedule[b].Range()))
+	if p := &s.Probe; !p.Since.IsZero() {
+		if p.Bucket == b || slices.Contains(p.Skipped, b) {
+			return nil
+		}
+		p.Skipped = append(p.Skipped, b)
+		return []Action{{Op: Log, Msg: fmt.Sprintf("adapt: not probing %s now: the probe for %s is under way (one at a time); asked for when it ends if the load is still there", what, schedule.InFlight(s.Pair.Schedule[p.Bucket].Range()))}}
+	}
 	bk.Tried[0] = now // width 0: the probe
-	return []Action{{Op: Probe, Rows: rows, Reason: fmt.Sprintf("the verify cost of %d-%d rows, for %s", rows[0], rows[len(rows)-1], schedule.InFlight(s.Pair.Schedule[b].Range()))}}
+	s.Probe = Probing{Since: now, Bucket: b}
+	return []Action{{Op: Probe, Rows: rows, Reason: what}}
 }
 
 // rowCounts says n row counts with the count's own number.
@@ -195,7 +207,9 @@ func rowCounts(n int) string {
 	return fmt.Sprintf("%d row counts", n)
 }
 
-// probed takes a probe's result.
+// probed takes a probe's result. A probe the controller asked for ends
+// there, and the bucket the load is in now is probed if it lacks rows (the
+// load entered it while that one ran).
 func (c Controller) probed(s *State, o Observation) []Action {
 	var acts []Action
 	if o.Err != "" {
@@ -210,5 +224,12 @@ func (c Controller) probed(s *State, o Observation) []Action {
 		}
 	}
 	s.Pair.Saved = o.Now
-	return append(acts, Action{Op: Save})
+	acts = append(acts, Action{Op: Save})
+	if !o.Before && !s.Probe.Since.IsZero() {
+		s.Probe = Probing{}
+		if b := s.Load.Bucket; b >= 0 {
+			acts = append(acts, c.probeFor(s, b, o.Now)...)
+		}
+	}
+	return acts
 }

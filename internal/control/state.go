@@ -13,13 +13,28 @@ import (
 // assignment: s.Pair = Pair{} when the model pair changes, s.Engine =
 // Engine{} when another engine serves, s.Exp = Experiment{} when an
 // experiment ends. Load is the clients' and outlives all three; Follow is
-// serve following the schedule in force (InForce) by the load.
+// serve following the schedule in force (InForce) by the load; Probe is
+// the probe under way, s.Probe = Probing{} at its answer.
 type State struct {
 	Pair   Pair
 	Engine Engine
 	Exp    Experiment
 	Load   Load
 	Follow Follow
+	Probe  Probing
+}
+
+// Probing is the probe the controller asked for, from the Probe action to
+// its answer (Probed): at most one runs at a time, because two probes of
+// one engine evict each other's prefix from its cache and both fail (the
+// demo's sim under a ramp of 1 to 6 clients ran three at once).
+type Probing struct {
+	Since  time.Time // when it was asked for; zero when none runs
+	Bucket int       // the load bucket it is for
+	// Skipped are the buckets the load entered meanwhile whose probe
+	// waits for this one (each said once); the bucket the load is in when
+	// it ends is probed then.
+	Skipped []int `json:",omitempty"`
 }
 
 // Follow is internal/follow's rule over the schedule in force: its state
@@ -202,6 +217,7 @@ func (s State) clone() State {
 	s.Engine.RecentPos = slices.Clone(s.Engine.RecentPos) // its rows are never written in place
 	s.Load.Samples = slices.Clone(s.Load.Samples)
 	s.Follow.State = s.Follow.State.Clone()
+	s.Probe.Skipped = slices.Clone(s.Probe.Skipped)
 	return s
 }
 

@@ -748,3 +748,65 @@ func TestStepProbeApart(t *testing.T) {
 		}
 	}
 }
+
+// One probe at a time: as the load ramps through buckets while a probe
+// runs, no second probe is asked for (two probes of one engine evict each
+// other's prefix and both fail); each bucket passed is said once, carries
+// no RetryAfter for a probe that never ran, and the bucket the load is in
+// when the probe ends is probed then, not the ones it left.
+func TestOneProbeAtATime(t *testing.T) {
+	c := New(Config{Default: schedule.Flat(4, "default")})
+	s := c.Init(Pair{})
+	e := &fakeEngine{gen: 1, width: 4, s: 0.9, ms: 5, n: 1, now: t0}
+	var all []Action
+	for _, n := range []float64{1, 2, 4, 6} {
+		e.n = n
+		var acts []Action
+		s, acts = run(c, s, e, 10)
+		all = append(all, acts...)
+	}
+	var probes []Action
+	for _, a := range all {
+		if a.Op == Probe {
+			probes = append(probes, a)
+		}
+	}
+	if len(probes) != 1 || !strings.HasSuffix(probes[0].Reason, "for 1 request in flight") {
+		t.Fatalf("probes asked for while one runs: %+v", probes)
+	}
+	for _, b := range []string{"2-4", "5-8"} {
+		n := 0
+		for _, a := range all {
+			if a.Op == Log && strings.HasPrefix(a.Msg, "adapt: not probing") && strings.Contains(a.Msg, "for "+b+" requests in flight now: the probe for 1 request in flight is under way") {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("the probe skipped for %s is said %d times, want once", b, n)
+		}
+	}
+	for i, bk := range s.Pair.Buckets[1:] {
+		if !bk.Tried[0].IsZero() {
+			t.Errorf("bucket %d's probe never ran but waits out RetryAfter (tried %v)", i+1, bk.Tried[0])
+		}
+	}
+	// The probe for 1 fails; the load sits at 5-8, which is probed now.
+	s, acts := c.Step(s, Observation{Kind: Probed, Now: e.now, Err: "failed: prefix was not reused"})
+	probes = nil
+	for _, a := range acts {
+		if a.Op == Probe {
+			probes = append(probes, a)
+		}
+	}
+	if len(probes) != 1 || !strings.HasSuffix(probes[0].Reason, "for 5-8 requests in flight") || s.Probe.Bucket != 2 {
+		t.Fatalf("when the probe ends, the bucket the load is in (5-8) is not probed: %+v", acts)
+	}
+	// The probe before traffic answers no Probe action: the one under way goes on.
+	if s2, _ := c.Step(s, Observation{Kind: Probed, Now: e.now, Verify: map[int]float64{1: 3}, Before: true}); s2.Probe.Since.IsZero() {
+		t.Errorf("the probe before traffic ended the probe under load")
+	}
+	s, _ = c.Step(s, Observation{Kind: Probed, Now: e.now, Verify: map[int]float64{6: 3}})
+	if !s.Probe.Since.IsZero() {
+		t.Errorf("the probe's answer did not end it: %+v", s.Probe)
+	}
+}

@@ -129,7 +129,7 @@ func (sh *controlShell) takePre(now time.Time) *control.Observation {
 	if len(sh.pre) == 0 {
 		return nil
 	}
-	o := &control.Observation{Kind: control.Probed, Now: now, Verify: sh.pre}
+	o := &control.Observation{Kind: control.Probed, Now: now, Verify: sh.pre, Before: true}
 	sh.pre = nil
 	return o
 }
