@@ -34,7 +34,7 @@ type Probing struct {
 	// Skipped are the buckets the load entered meanwhile whose probe
 	// waits for this one (each said once); the bucket the load is in when
 	// it ends is probed then.
-	Skipped []int `json:",omitempty"`
+	Skipped []int
 }
 
 // Follow is internal/follow's rule over the schedule in force: its state
@@ -191,6 +191,12 @@ type Load struct {
 	// Since is the first scrape's time: the traffic held from then until
 	// the first change found (Pair.Changes).
 	Since time.Time
+	// IdleSince is the first scrape of the idle spell under way (nothing
+	// in flight, nothing generated); zero while there is load. Gap: the
+	// window started again after an idle gap and no bucket has settled
+	// since.
+	IdleSince time.Time
+	Gap       bool
 }
 
 // clone deep-copies s, so that Step never writes into its argument.

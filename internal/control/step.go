@@ -232,12 +232,30 @@ func (cur Counters) since(base Counters) (d Counters, ok bool) {
 }
 
 // observeLoad samples the proxy's in-flight count and settles the load
-// bucket the scrapes measure (serve follows the schedule by Sample).
+// bucket the scrapes measure (serve follows the schedule by Sample). A
+// scrape with nothing in flight is no sample and moves no bucket: the
+// window is the load while there is one. Idle for idleGap (nothing in
+// flight, nothing generated), the window starts again and no bucket is
+// measured until the load settles anew, so that the first scrapes of the
+// traffic after a pause are neither counted under the bucket before it
+// nor averaged with it.
 func (c Controller) observeLoad(s *State, o Observation) []Action {
-	if o.InFlight <= 0 && o.Counters.Tokens == s.Engine.Base.Tokens {
-		return nil // idle: no sample (an idle server is no load bucket)
-	}
 	l := &s.Load
+	if o.InFlight <= 0 {
+		if o.Counters.Tokens != s.Engine.Base.Tokens {
+			l.IdleSince = time.Time{} // requests ended since the last scrape
+			return nil
+		}
+		if l.IdleSince.IsZero() {
+			l.IdleSince = o.Now
+		}
+		if o.Now.Sub(l.IdleSince) < idleGap || len(l.Samples) == 0 && l.Bucket < 0 {
+			return nil
+		}
+		l.Samples, l.Bucket, l.Gap = nil, -1, true
+		return []Action{{Op: Log, Msg: fmt.Sprintf("adapt: no request in flight for %s: the load is measured again once requests come back", idleGap)}}
+	}
+	l.IdleSince = time.Time{}
 	l.Samples = append(l.Samples, o.InFlight)
 	if len(l.Samples) > c.cfg.LoadWindow {
 		l.Samples = l.Samples[len(l.Samples)-c.cfg.LoadWindow:]
@@ -258,8 +276,8 @@ func (c Controller) observeLoad(s *State, o Observation) []Action {
 	if b == l.Bucket {
 		return nil
 	}
-	first := l.Bucket < 0
-	l.Bucket = b
+	first := l.Bucket < 0 && !l.Gap
+	l.Bucket, l.Gap = b, false
 	s.Engine.Decided = s.Engine.Counted // a new bucket: its run starts
 	if c.on("bucket acceptance") {      // and the drift test's window, read against this bucket's acceptance
 		s.Engine.Recent, s.Engine.RecentCycles, s.Engine.RecentPos = nil, nil, nil
@@ -270,6 +288,13 @@ func (c Controller) observeLoad(s *State, o Observation) []Action {
 	acts := []Action{{Op: Log, Msg: fmt.Sprintf("adapt: load moved to %s (mean %.1f)", schedule.InFlight(s.Pair.Schedule[b].Range()), mean)}}
 	return append(acts, c.probeFor(s, b, o.Now)...)
 }
+
+// idleGap is how long the load is idle before its window starts again:
+// a bound, not a tuning (nothing measured it), the span the follower reads
+// the load over (follow.Window). A quiet shorter than that, between the
+// requests of one traffic, keeps the window, as every idle scrape did
+// before.
+const idleGap = follow.Window
 
 // loadSlack is how far outside its range the mean in-flight count may
 // wander before the bucket changes. The calibrated matrix runs one and

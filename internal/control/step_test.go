@@ -810,3 +810,66 @@ func TestOneProbeAtATime(t *testing.T) {
 		t.Errorf("the probe's answer did not end it: %+v", s.Probe)
 	}
 }
+
+// An idle gap starts the load window again: six clients, then the
+// requests' tail with nothing in flight, then 20 s idle, then one client.
+// Nothing moves the load while nothing is in flight, the idle spell
+// measures no bucket, and the one client's scrapes are neither counted
+// under the six clients' bucket nor averaged with it: the load moves
+// straight to 1, and only 1 is probed.
+func TestIdleGapStartsTheLoadWindowAgain(t *testing.T) {
+	c := New(Config{Default: schedule.Flat(4, "default")})
+	s := c.Init(Pair{})
+	e := &fakeEngine{gen: 1, width: 4, s: 0.9, ms: 5, n: 6, now: t0}
+	s, _ = run(c, s, e, 10)
+	if s.Load.Bucket != 2 {
+		t.Fatalf("six clients: bucket %d, want 2 (5-8)", s.Load.Bucket)
+	}
+	s, _ = c.Step(s, Observation{Kind: Probed, Now: e.now, Err: "failed: test"})
+	var all []Action
+	step := func(o Observation) {
+		var acts []Action
+		s, acts = c.Step(s, o)
+		all = append(all, acts...)
+	}
+	e.n = 0.5 // the last requests end: tokens, but nothing in flight at the scrape
+	o := e.scrape()
+	o.InFlight = 0
+	step(o)
+	e.n = 0
+	var acts []Action
+	s, acts = run(c, s, e, 10) // 20 s idle
+	all = append(all, acts...)
+	if logged(all, "load moved") || len(slices.DeleteFunc(slices.Clone(all), func(a Action) bool { return !strings.HasPrefix(a.Msg, "adapt: no request in flight for 10s") })) != 1 {
+		t.Errorf("the tail and the idle spell: logged %+v, want no move and the gap once", all)
+	}
+	idle := s
+	all = nil
+	if st := s.Status(e.now); s.Load.Bucket != -1 || st.Measuring != "" {
+		t.Errorf("idle for 20 s: bucket %d, measuring %q; want none", s.Load.Bucket, st.Measuring)
+	}
+	runs := len(s.Pair.Buckets[2].Runs[4])
+	e.n = 1
+	for range 10 {
+		s, acts = run(c, s, e, 1)
+		all = append(all, acts...)
+	}
+	if got := len(s.Pair.Buckets[2].Runs[4]); got != runs || s.Pair.Buckets[2].Runs[4][runs-1].Scrapes != idle.Pair.Buckets[2].Runs[4][runs-1].Scrapes {
+		t.Errorf("one client's scrapes were counted under 5-8")
+	}
+	var moved []string
+	for _, a := range all {
+		if a.Op == Log && strings.Contains(a.Msg, "load moved") {
+			moved = append(moved, a.Msg)
+		}
+		if a.Op == Probe && !strings.HasSuffix(a.Reason, "for 1 request in flight") {
+			t.Errorf("a probe for a bucket the load is not in: %s", a.Reason)
+		}
+	}
+	if len(moved) != 1 || !strings.HasPrefix(moved[0], "adapt: load moved to 1 request in flight (mean 1.0)") {
+		t.Errorf("one client after the gap: logged %q, want one move to 1", moved)
+	}
+	if !slices.ContainsFunc(all, func(a Action) bool { return a.Op == Probe }) {
+		t.Errorf("no probe for 1 request in flight")
+	}
+}
