@@ -192,7 +192,11 @@ func (c Controller) probeFor(s *State, b int, now time.Time) []Action {
 			return nil
 		}
 		p.Skipped = append(p.Skipped, b)
-		return []Action{{Op: Log, Msg: fmt.Sprintf("adapt: not probing %s now: the probe for %s is under way (one at a time); asked for when it ends if the load is still there", what, schedule.InFlight(s.Pair.Schedule[p.Bucket].Range()))}}
+		running := "another probe"
+		if p.Bucket >= 0 && p.Bucket < len(s.Pair.Schedule) {
+			running = "the probe for " + schedule.InFlight(s.Pair.Schedule[p.Bucket].Range())
+		}
+		return []Action{{Op: Log, Msg: fmt.Sprintf("adapt: not probing %s now: %s is under way (one at a time); asked for when it ends if the load is still there", what, running)}}
 	}
 	bk.Tried[0] = now // width 0: the probe
 	s.Probe = Probing{Since: now, Bucket: b}

@@ -324,3 +324,26 @@ func (c Controller) bucketOf(mean float64, cur int) int {
 
 // on says whether a rule is on (all are, outside the ablation).
 func (c Controller) on(rule string) bool { return !c.cfg.Off[rule] }
+
+// Redefault is the controller whose safe answer is d (a reload resolved
+// another schedule: a policy edit, another GPU capability), and s fitted
+// to it (Fit): a bucket the controller decided keeps its width, one it had
+// not takes d's, so the width the reload started is the schedule's and no
+// switch undoes it. Where d's edges split the load otherwise, what was
+// indexed by bucket starts again: the load's reading, a trial (judged
+// against the old default), the probe's note of skipped buckets.
+func (c Controller) Redefault(s State, d schedule.Schedule) (Controller, State) {
+	cfg := c.cfg
+	cfg.Default, cfg.Buckets = d, nil
+	nc := New(cfg)
+	s = s.clone()
+	if !slices.Equal(nc.cfg.Buckets, c.cfg.Buckets) {
+		s.Load = Load{Bucket: -1, Since: s.Load.Since}
+		if s.Exp.Kind != NoExp {
+			s.Exp = Experiment{HoldUntil: s.Exp.HoldUntil}
+		}
+		s.Probe.Bucket, s.Probe.Skipped = -1, nil
+	}
+	s.Pair = nc.fitBuckets(s.Pair)
+	return nc, s
+}

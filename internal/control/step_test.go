@@ -873,3 +873,27 @@ func TestIdleGapStartsTheLoadWindowAgain(t *testing.T) {
 		t.Errorf("no probe for 1 request in flight")
 	}
 }
+
+// A new safe answer (a reload resolved another default) replaces the
+// default where nothing was decided and keeps what was: the buckets keep
+// their runs, and with the same edges the load's reading goes on.
+func TestRedefaultKeepsWhatWasDecided(t *testing.T) {
+	c := New(Config{Default: schedule.Flat(5, "default")})
+	s := measuredState(c, map[int][]float64{6: {130, 131}})
+	s.Pair.Schedule[0].Width, s.Pair.Schedule[0].Source = 6, "measured +30%"
+	nc, ns := c.Redefault(s, schedule.Flat(16, "kind-default"))
+	if got := ns.Pair.Schedule.String(); got != "1:6,2-4:16,5-8:16,9+:16" {
+		t.Errorf("schedule %s after the new default, want 1:6,2-4:16,5-8:16,9+:16", got)
+	}
+	if len(ns.Pair.Buckets[0].Runs[6]) != 2 || ns.Load.Bucket != 0 || nc.Config().Default.String() != "1+:16" {
+		t.Errorf("runs %v, load bucket %d, default %s", ns.Pair.Buckets[0].Runs, ns.Load.Bucket, nc.Config().Default)
+	}
+	if s.Pair.Schedule[1].Width != 5 {
+		t.Errorf("Redefault wrote into its argument")
+	}
+	// Another edge splits the buckets: the load is read again.
+	_, ns = c.Redefault(s, schedule.Schedule{{Lo: 1, Hi: 2, Width: 8}, {Lo: 3, Width: 4}})
+	if ns.Load.Bucket != -1 || len(ns.Pair.Buckets) != 5 {
+		t.Errorf("new edges: load bucket %d, %d buckets; want -1 and 5", ns.Load.Bucket, len(ns.Pair.Buckets))
+	}
+}

@@ -24,6 +24,7 @@ import (
 	"github.com/speclaunch/speclaunch/internal/policy"
 	"github.com/speclaunch/speclaunch/internal/quote"
 	"github.com/speclaunch/speclaunch/internal/safefile"
+	"github.com/speclaunch/speclaunch/internal/schedule"
 	"github.com/speclaunch/speclaunch/internal/secret"
 	"github.com/speclaunch/speclaunch/internal/width"
 )
@@ -62,9 +63,13 @@ type Plan struct {
 	Settings   config.Settings
 	Facts      Facts
 	Resolution width.Resolution
-	Launch     engine.Launch
-	Adapter    engine.Adapter
-	Warnings   []string
+	// Resolved is the schedule the width precedence gave, kept when the
+	// adaptive loop's width replaces it (Options.Adapted): the adaptive
+	// controller's safe answer, which a reload may change.
+	Resolved schedule.Schedule
+	Launch   engine.Launch
+	Adapter  engine.Adapter
+	Warnings []string
 	// APIKeys are the keys the engine will require (engine.APIKeySpec: its
 	// argv, environment and key files); speclaunch's own requests to it
 	// send the first (APIKey). Never printed: see package secret.
@@ -492,6 +497,7 @@ func (p *Plan) resolve(pol *policy.Policy, o Options, speculative bool) {
 	})
 	p.Warnings = append(p.Warnings, p.Resolution.Warnings...)
 	p.nativeSchedule()
+	p.Resolved = p.Resolution.Schedule
 	if o.Adapted > 0 && speculative && !f.Hypothetical && p.Resolution.Source != width.Override {
 		p.Resolution = width.AdaptedTo(o.Adapted, o.AdaptReason, p.Resolution.Key)
 	}

@@ -61,7 +61,7 @@ func (sv *launcher) newAdapt(p *plan.Plan) Controller {
 			_, d := sv.ctl.forFollower()
 			return d
 		},
-		chose: sv.st.chosenAdapt}
+		chose: sv.st.chosenAdapt, inForce: sv.plan}
 	if dir != "" {
 		sh.file = controlFile(dir, key)
 	}

@@ -64,6 +64,10 @@ type controlShell struct {
 	// bucket and the load a switch serves, for the status and metrics.
 	started func() time.Duration
 	chose   func(w int, bucket string, load float64)
+	// inForce is the plan in force (nil: only the serving engine's is
+	// read): a reload's resolved schedule is the controller's safe answer.
+	inForce func() *plan.Plan
+	serving *plan.Plan // the serving engine's plan at the last sample (Run's goroutine)
 }
 
 // start reads the saved state: before the first engine, so that one that
@@ -100,7 +104,10 @@ func (sh *controlShell) BeforeTraffic(ctx context.Context, t adapt.Target) error
 	ctx, cancel := context.WithTimeout(ctx, beforeBound)
 	defer cancel()
 	sh.log.Info(fmt.Sprintf("adapt: probing the new engine's verify cost before it takes traffic (at most %s; requests wait meanwhile)", beforeBound))
-	start, maxW := time.Now(), sh.c.Config().MaxWidth
+	sh.mu.Lock()
+	maxW := sh.c.Config().MaxWidth // Run may give the controller a new default meanwhile
+	sh.mu.Unlock()
+	start := time.Now()
 	v := map[int]float64{}
 	for _, n := range []int{1, 2, 4} {
 		var rows []int
@@ -172,7 +179,7 @@ func (sh *controlShell) Run(ctx context.Context) error {
 			}
 		}
 		var acts []control.Action
-		s, acts = sh.c.Step(s, o)
+		s, acts = sh.step(s, o)
 		sh.hasCurve.Store(len(s.Pair.Verify) > 0)
 		for _, a := range acts {
 			switch a.Op {
@@ -207,9 +214,48 @@ func (sh *controlShell) startedIn() time.Duration {
 func (sh *controlShell) sample(now time.Time) control.Observation {
 	o := control.Observation{Kind: control.Sample, Now: now, InFlight: float64(max(0, sh.rt.InFlight()-int(sh.probing.Load())))}
 	if in := sh.eng.Current(); in != nil {
-		o.Width = widthOf(in.Plan)
+		o.Width, sh.serving = widthOf(in.Plan), in.Plan
 	}
 	return o
+}
+
+// step takes one observation through the controller; a sample first
+// gives it the safe answer in force (followDefault).
+func (sh *controlShell) step(s control.State, o control.Observation) (control.State, []control.Action) {
+	if o.Kind == control.Sample {
+		s = sh.followDefault(s, sh.serving)
+	}
+	return sh.c.Step(s, o)
+}
+
+// followDefault gives the controller the safe answer a reload resolved
+// (a policy edit, another GPU capability), said once, and returns s fitted
+// to it (control.Redefault: what the controller decided stays; where it
+// had decided nothing the new default serves, which the reload's switch
+// started, so one edit is one switch). The safe answer is the schedule
+// the width precedence gave the plan in force once the serving engine
+// runs it, else the serving engine's own (a switch routed to it, not yet
+// taken in). Run's goroutine only.
+func (sh *controlShell) followDefault(s control.State, serving *plan.Plan) control.State {
+	if serving == nil {
+		return s
+	}
+	p := serving
+	if sh.inForce != nil {
+		if f := sh.inForce(); f != nil && plan.SameEngine(f, serving) {
+			p = f
+		}
+	}
+	d, was := defaultOf(p), sh.c.Config().Default
+	if len(d) == 0 || d.String() == was.String() {
+		return s
+	}
+	c, s := sh.c.Redefault(s, d)
+	sh.mu.Lock()
+	sh.c = c
+	sh.mu.Unlock()
+	sh.log.Info(fmt.Sprintf("adapt: the settings now resolve %s, the safe answer from now on (was %s); what the controller decided stays: schedule %s", d.Describe(), was.Describe(), s.Pair.Schedule.String()))
+	return s
 }
 
 // scrape reads the serving engine's counters and the load.
@@ -419,14 +465,27 @@ func (sh *controlShell) save(s control.State, now time.Time) {
 // is the plan's own schedule (the policy's or the engine's width).
 func controlConfig(p *plan.Plan) control.Config {
 	s := p.Settings
-	c := control.Config{Default: p.Resolution.Schedule, MaxWidth: s.AdaptMaxWidth.Value, MinCycles: float64(s.AdaptMinCycles.Value), Hold: s.AdaptWindow.Value}
-	if len(c.Default) == 0 {
-		c.Default = schedule.Flat(p.Resolution.Width, string(p.Resolution.Source))
-	}
+	c := control.Config{Default: defaultOf(p), MaxWidth: s.AdaptMaxWidth.Value, MinCycles: float64(s.AdaptMinCycles.Value), Hold: s.AdaptWindow.Value}
 	if s.AdaptTrials.Value == 0 {
 		c.Off = map[string]bool{"trials": true} // adapt.trials = 0: no width is tried unmeasured
 	}
 	return c
+}
+
+// defaultOf is p's safe answer: the schedule the width precedence
+// resolved (an adaptive width does not replace it), a flat one for a
+// single width.
+func defaultOf(p *plan.Plan) schedule.Schedule {
+	if len(p.Resolved) > 0 {
+		return p.Resolved
+	}
+	if len(p.Resolution.Schedule) > 0 {
+		return p.Resolution.Schedule
+	}
+	if p.Resolution.Width < 1 {
+		return nil // no width resolved (no draft model): the controller's own default
+	}
+	return schedule.Flat(p.Resolution.Width, string(p.Resolution.Source))
 }
 
 // controlFile is where the shell keeps the pair's knowledge: beside the
