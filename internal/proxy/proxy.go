@@ -20,10 +20,12 @@
 //     engine serves next instead of failing; one that cannot connect for
 //     want of speclaunch's own resources (descriptors, ports) gets 503 with
 //     Retry-After, and the engine keeps serving;
-//   - GET /health is answered without holding: the engine's own answer when
-//     one serves, 200 {"status":"ok","speclaunch":"switching"} while requests
-//     are held, 503 "Loading model" before the first engine is ready, as
-//     llama-server answers while it loads.
+//   - GET and HEAD /health are answered by the proxy without holding, never
+//     by asking an engine: 200 {"status":"ok"} when one serves, 200
+//     {"status":"ok","speclaunch":"switching"} while requests are held, 503
+//     "Loading model" before the first engine is ready, as llama-server
+//     answers while it loads; HEAD of the other paths the launcher owns
+//     (StatusPath, MetricsPath, /metrics) never reaches an engine either.
 package proxy
 
 import (
@@ -578,13 +580,21 @@ func (p *Proxy) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 			writeMetrics(w, nil, p.o.Metrics())
 		}
 		return
+	case r.URL.Path == "/metrics" && r.Method == http.MethodHead && p.o.Metrics != nil:
+		// A HEAD asks for headers alone: answered here, so that it never
+		// waits on an engine (net/http drops the body of a HEAD answer).
+		if p.authorized(w, r) {
+			writeMetrics(w, nil, p.o.Metrics())
+		}
+		return
 	case r.URL.Path == "/metrics" && r.Method == http.MethodGet && p.o.Metrics != nil:
 		if p.authorized(w, r) {
 			p.metrics(w, r)
 		}
 		return
-	}
-	if r.URL.Path == "/health" && r.Method == http.MethodGet {
+	case r.URL.Path == "/health" && (r.Method == http.MethodGet || r.Method == http.MethodHead):
+		// HEAD as GET, its body dropped by net/http: a hung engine
+		// cannot hang either.
 		p.health(w)
 		return
 	}
