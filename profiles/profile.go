@@ -20,6 +20,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/BurntSushi/toml"
 	"github.com/speclaunch/speclaunch/internal/quote"
@@ -382,23 +383,80 @@ func ExampleNames() []string {
 	return out
 }
 
-var quotedRE = regexp.MustCompile(`"[^"]*"`)
+// quotedRE is what the decoder quotes back: a token ("…") or a
+// character ('…').
+var quotedRE = regexp.MustCompile(`"[^"]*"|'[^']*'`)
 
 // maskQuoted masks what a TOML error quotes from line when the line names a
 // secret (a variable or flag whose name says key, token, secret or
-// password): a value typed without quotes is quoted back whole in the
-// decoder's message ("expected value but found \"sk-…\" instead"), and
-// the error goes to the terminal and the log.
+// password): a value typed without quotes is quoted back in part in the
+// decoder's message (its leading letters: "expected value but found
+// \"sk\" instead" for sk-…; a character: "but got 'A'"), and the error goes
+// to the terminal and the log. Each quote shows as the whole value would
+// (secret.Mask: "****" and its last 4 characters), so that no other part
+// of the key shows; one not found among the line's values shows as "****".
+// A quote of TOML's own punctuation ("(',')") stays.
 func maskQuoted(msg, line string) string {
 	names := strings.FieldsFunc(line, func(r rune) bool {
 		return !(r == '_' || r == '-' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
 	})
 	for _, n := range names {
 		if secret.SecretEnv(n) || secret.SecretFlag(n) {
-			return quotedRE.ReplaceAllStringFunc(msg, func(q string) string { return `"` + secret.Mask(q[1:len(q)-1]) + `"` })
+			values := bareValues(line)
+			return quotedRE.ReplaceAllStringFunc(msg, func(q string) string {
+				in, mark := q[1:len(q)-1], q[:1]
+				if !strings.ContainsFunc(in, func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }) {
+					return q
+				}
+				for _, v := range values {
+					if strings.Contains(v, in) {
+						return mark + secret.Mask(v) + mark
+					}
+				}
+				return mark + secret.Masked + mark
+			})
 		}
 	}
 	return msg
+}
+
+// bareValues are the words right of the statement's first "=" that stand
+// outside quotes and comments: a value typed without quotes is one of them.
+func bareValues(stmt string) []string {
+	_, v, ok := strings.Cut(stmt, "=")
+	if !ok {
+		return nil
+	}
+	var out []string
+	at := -1 // start of the word being read
+	end := func(i int) {
+		if at >= 0 {
+			out = append(out, v[at:i])
+			at = -1
+		}
+	}
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; {
+		case c == '"' || c == '\'':
+			end(i)
+			for i++; i < len(v) && v[i] != c; i++ {
+				if c == '"' && v[i] == '\\' {
+					i++
+				}
+			}
+		case c == '#':
+			end(i)
+			for i < len(v) && v[i] != '\n' {
+				i++
+			}
+		case strings.IndexByte(" \t\r\n,[]{}=", c) >= 0:
+			end(i)
+		case at < 0:
+			at = i
+		}
+	}
+	end(len(v))
+	return out
 }
 
 // statementAt is the statement line n (from 1) of data is in: the line, and

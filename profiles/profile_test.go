@@ -3,8 +3,11 @@ package profiles
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/speclaunch/speclaunch/internal/secret"
 )
 
 func TestExamplesParse(t *testing.T) {
@@ -70,6 +73,41 @@ func TestParseErrors(t *testing.T) {
 				t.Errorf("%q shows a secret", err)
 			}
 		})
+	}
+}
+
+// A key typed without quotes is quoted back by the decoder in part (its
+// leading letters, or one character), never whole: each quote shows as the
+// whole key is masked everywhere ("****" and its last 4 characters), or as
+// "****", never another part of the key. Before, "OtherSecretKeyABCDEF9876"
+// showed as "****CDEF": with the usual ****9876, 8 characters of the key.
+func TestSyntaxErrorShowsTheKeyAsItsMask(t *testing.T) {
+	quoted := regexp.MustCompile(`"[^"]*"|'[^']*'`)
+	for _, key := range []string{
+		"OtherSecretKeyABCDEF9876", "sk-Abcdefghijklmnop0123", "ABC_DEF-secretKey1234", "-ABCsecretKEYxyz99",
+		"9876ABCDsecretKEYxyz", "0xZZsecretKey5678", "12_34_secretKey9988", "2024-01-02Tsecret7788", "inf123secretKey4321",
+	} {
+		for _, text := range []string{
+			"[engine]\nargs = [\"--api-key\", " + key + "]\n",
+			"[engine]\nargs = [\n  \"--api-key\",\n  " + key + ", # the key\n]\n",
+			"[engine.env]\nHF_TOKEN = " + key + "\n",
+		} {
+			_, err := Parse("p.toml", []byte(text))
+			if err == nil {
+				t.Fatalf("%q: want a syntax error", text)
+			}
+			msg := err.Error()
+			for _, q := range quoted.FindAllString(msg, -1) {
+				in := q[1 : len(q)-1]
+				if in != secret.Mask(key) && in != secret.Masked && strings.ContainsAny(in, "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz") {
+					t.Errorf("%q: the error quotes %s; want %q (the key's mask) or %q:\n%s", key, q, secret.Mask(key), secret.Masked, msg)
+				}
+			}
+		}
+	}
+	_, err := Parse("p.toml", []byte("[engine]\nargs = [\"--api-key\", OtherSecretKeyABCDEF9876]\n"))
+	if want := `found "****9876" instead`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("%v: want %s, the key masked as everywhere else", err, want)
 	}
 }
 
