@@ -273,6 +273,7 @@ type Proxy struct {
 	held, rejected, retried atomic.Int64
 	bodies                  *bodyBudget
 	localFails              burst // 503s for speclaunch's own want of resources, logged in bursts
+	stalls                  burst // answers cut by the send timeout (a client stopped reading), logged in bursts
 }
 
 type waiter struct {
@@ -567,6 +568,7 @@ type slot struct {
 // ServeHTTP proxies one request.
 func (p *Proxy) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	w := withSendDeadline(rw, p.o.SendTimeout)
+	defer p.sayStalled(w, r) // also when a cut answer panics out of the handler
 	switch {
 	case r.URL.Path == StatusPath:
 		if p.o.Status == nil {
@@ -632,6 +634,21 @@ func (p *Proxy) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	}()
 	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), slotKey{}, s)))
 	answered = true
+}
+
+// sayStalled logs a request the send timeout ended (its client stopped
+// reading its answer), at most one line per burstEvery with the number of
+// those it stands for. The request's context was cancelled with the
+// connection, so its engine slot is free already.
+func (p *Proxy) sayStalled(w *sendDeadline, r *http.Request) {
+	waited := w.stalled()
+	if waited == 0 {
+		return
+	}
+	if say, unsaid := p.stalls.note(time.Now()); say {
+		p.o.Log.Warn("proxy: a client stopped reading its answer: one write waited past the send timeout, so its request was ended and its connection closed; the engine's slot is free (docs/serving.md)",
+			"path", r.URL.Path, "waited", waited.Round(time.Millisecond).String(), "more_since_last_line", unsaid)
+	}
 }
 
 // clientGone ends a request whose client went away (or half-closed its

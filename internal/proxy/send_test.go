@@ -3,11 +3,14 @@ package proxy
 import (
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/speclaunch/speclaunch/internal/testenv"
 )
 
 // A client that stops reading an answer ends its request once one write
@@ -82,5 +85,49 @@ func TestSendTimeoutLeavesALongStream(t *testing.T) {
 	got, _ := io.ReadAll(c)
 	if n := strings.Count(string(got), "data: "); n != events {
 		t.Errorf("%d of %d events reached the client:\n%s", n, events, got)
+	}
+}
+
+// A request the send timeout ends is logged, with its path and how long
+// its write waited, and no more than one line per burstEvery: the
+// second client that stops reading is counted in the next line. Before,
+// the cut left no trace in the log.
+func TestSendTimeoutIsLogged(t *testing.T) {
+	var log testenv.Buffer
+	engine := func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		chunk := []byte("data: " + strings.Repeat("x", 64<<10) + "\n\n")
+		for r.Context().Err() == nil {
+			w.Write(chunk)
+			w.(http.Flusher).Flush()
+		}
+	}
+	p := New(Options{SendTimeout: 100 * time.Millisecond, Log: slog.New(slog.NewTextHandler(&log, nil))})
+	p.Route(backend(t, engine))
+	addr := strings.TrimPrefix(front(t, p), "http://")
+	stall := func() {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		body := `{"prompt":"x","stream":true}`
+		fmt.Fprintf(c, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+		// The client reads nothing from here on.
+	}
+	stall()
+	waitFor(t, "the cut logged", func() bool { return strings.Contains(log.String(), "stopped reading") })
+	line := log.String()
+	if !strings.Contains(line, "level=WARN") || !strings.Contains(line, "path=/v1/completions") || !strings.Contains(line, "waited=") {
+		t.Errorf("the line should say the path and how long the write waited, at warn:\n%s", line)
+	}
+	stall()
+	waitFor(t, "the second cut counted", func() bool {
+		p.stalls.mu.Lock()
+		defer p.stalls.mu.Unlock()
+		return p.stalls.unsaid == 1
+	})
+	if n := strings.Count(log.String(), "stopped reading"); n != 1 {
+		t.Errorf("%d lines for two cuts within %s, want 1:\n%s", n, burstEvery, log.String())
 	}
 }
