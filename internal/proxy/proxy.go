@@ -772,13 +772,31 @@ func fullDuplex(w http.ResponseWriter) error {
 
 func (p *Proxy) reject(w http.ResponseWriter, h *errHeld) {
 	p.rejected.Add(1)
-	// While stopping, the client should go to another replica now, as
-	// /health's Retry-After says; a switch's hold is worth waiting out.
-	retry := 1
-	if s := int(p.o.HoldTimeout / (10 * time.Second)); s > retry && !h.stopping {
-		retry = min(s, 30)
+	p.mu.Lock()
+	hold := p.o.HoldTimeout
+	p.mu.Unlock()
+	writeError(w, http.StatusServiceUnavailable, h.why+"; retry shortly", "unavailable_error", retryAfter(hold, h.stopping))
+}
+
+// The Retry-After of a held request's 503 (docs/serving.md, "What a held
+// request can get"): a tenth of the hold timeout, in whole seconds, within
+// [retryAfterMin, retryAfterMax]; retryAfterMin while stopping.
+const (
+	retryAfterPart = 10 // the hold timeout over Retry-After
+	retryAfterMin  = 1  // seconds
+	retryAfterMax  = 30 // seconds
+)
+
+// retryAfter says when a client whose request was held past the hold
+// timeout (or found the queue full) should come back: a switch's hold is
+// worth waiting out in part, so a tenth of the hold timeout (12 s at the
+// default 2m); while stopping, at once to another replica, as /health's
+// Retry-After says.
+func retryAfter(hold time.Duration, stopping bool) int {
+	if stopping {
+		return retryAfterMin
 	}
-	writeError(w, http.StatusServiceUnavailable, h.why+"; retry shortly", "unavailable_error", retry)
+	return min(max(int(hold/(retryAfterPart*time.Second)), retryAfterMin), retryAfterMax)
 }
 
 // upstreamError answers a request the engine failed (it died mid-request,
