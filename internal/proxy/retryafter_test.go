@@ -34,7 +34,8 @@ func TestRetryAfterIsTheDocumentedRule(t *testing.T) {
 	// Through the proxy: a full queue under the default hold timeout.
 	p := New(Options{QueueSize: 1})
 	u := front(t, p)
-	t.Cleanup(p.Close) // answers the held request, before the server closes
+	// p.Close answers the held request, before the server closes.
+	t.Cleanup(p.Close)
 	go http.Get(u + "/v1/models") // takes the one place
 	waitFor(t, "one request held", func() bool { return p.Stats().HeldNow == 1 })
 	resp, err := http.Get(u + "/v1/models")
