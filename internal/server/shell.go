@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -123,6 +124,7 @@ type live struct {
 	cancel context.CancelFunc
 	drain  time.Time // when its drain began
 	why    string    // why it was told to stop; "" while it was not
+	sent   sent      // what speclaunch's stop sent it: its exit is told apart from another's
 	// checked: its liveness check runs (it started when the engine was
 	// first routed; one routed again keeps it).
 	checked bool
@@ -379,7 +381,7 @@ func (r *Runtime) start(a Start) {
 			// The only engine, killed for not answering: not an "old" one.
 			r.o.Log.Info("engine stopped", "pid", in.Proc.PID(), "exit_code", code, "why", "it stopped answering")
 		default:
-			r.o.Log.Info("old engine stopped", "pid", in.Proc.PID(), "exit_code", code)
+			r.sayOldStopped(l, in.Proc.PID(), code)
 		}
 		r.o.Launcher.Notify(NoteExited{In: in, Code: code})
 		r.events <- Exited{ID: id, Code: code}
@@ -489,6 +491,13 @@ func (r *Runtime) stop(a Stop) {
 	if in.Backend != nil {
 		in.Backend.Closing()
 	}
+	select {
+	case <-in.Proc.Done():
+		r.mu.Lock()
+		l.sent.exitedFirst = true
+		r.mu.Unlock()
+	default:
+	}
 	timeout := l.limits.StopTimeout
 	if a.Why == DrainTimedOut && in.Backend != nil {
 		r.mu.Lock()
@@ -512,8 +521,10 @@ func (r *Runtime) stop(a Stop) {
 		defer end()
 		switch {
 		case a.Kill:
+			r.send(l, syscall.SIGKILL)
 			in.Proc.Signal(syscall.SIGKILL)
 		case a.Sig != nil:
+			r.send(l, a.Sig)
 			in.Proc.Signal(a.Sig)
 			t := time.NewTimer(timeout)
 			defer t.Stop()
@@ -521,12 +532,85 @@ func (r *Runtime) stop(a Stop) {
 			case <-in.Proc.Done():
 			case <-t.C:
 				r.o.Log.Warn("engine did not stop in time; killing it", "pid", in.Proc.PID(), "after", timeout.String())
+				r.send(l, syscall.SIGTERM, syscall.SIGKILL)
 				in.Proc.Stop(0)
 			}
 		default:
+			r.send(l, syscall.SIGTERM)
+			r.mu.Lock()
+			l.sent.killArmed, l.sent.killFrom = true, r.now().Add(timeout) // Stop's SIGKILL, should SIGTERM not do
+			r.mu.Unlock()
 			in.Proc.Stop(timeout)
 		}
 	}()
+}
+
+// now is the runtime's clock's time (Options.Clock).
+func (r *Runtime) now() time.Time {
+	if r.o.Clock == nil {
+		return time.Now()
+	}
+	return r.o.Clock.Now()
+}
+
+// sent is what speclaunch's stop did to an engine, so that its exit can be
+// told from an end that came from elsewhere (a kill from outside, the
+// kernel's OOM killer) as its drain ended: the streams the death cut let
+// the drain end, and the stop came after it.
+type sent struct {
+	exitedFirst bool             // it had exited before speclaunch stopped it
+	sigs        []syscall.Signal // the signals speclaunch sent it
+	killArmed   bool             // supervise's Stop may send SIGKILL ...
+	killFrom    time.Time        // ... from then on
+}
+
+// send records signals before they go to l's engine.
+func (r *Runtime) send(l *live, sigs ...os.Signal) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, sig := range sigs {
+		if s, ok := sig.(syscall.Signal); ok {
+			l.sent.sigs = append(l.sent.sigs, s)
+		}
+	}
+}
+
+// elsewhere says what ended an engine other than speclaunch's stop, from
+// its exit code (128+N for signal N) read at at; "" when the stop was
+// speclaunch's: a signal it sent, or SIGKILL once Stop may have sent it.
+func (s sent) elsewhere(code int, at time.Time) string {
+	if s.exitedFirst {
+		return fmt.Sprintf("it exited with code %d before speclaunch stopped it", code)
+	}
+	if code <= 128 || code > 128+64 {
+		return ""
+	}
+	sig := syscall.Signal(code - 128)
+	if slices.Contains(s.sigs, sig) || sig == syscall.SIGKILL && s.killArmed && !at.Before(s.killFrom) {
+		return ""
+	}
+	return fmt.Sprintf("signal %d (%s), which speclaunch did not send", int(sig), sig)
+}
+
+// sayOldStopped logs an old engine's end after speclaunch told it to
+// stop: "old engine stopped", or, when something else ended it (its exit
+// code says a signal speclaunch did not send, or it had exited before the
+// stop), at error as the machine says a death during a drain.
+func (r *Runtime) sayOldStopped(l *live, pid, code int) {
+	r.mu.Lock()
+	st := l.sent
+	r.mu.Unlock()
+	why := st.elsewhere(code, r.now())
+	if why == "" {
+		r.o.Log.Info("old engine stopped", "pid", pid, "exit_code", code)
+		return
+	}
+	level := slog.LevelError
+	if code == 0 {
+		level = slog.LevelInfo
+	}
+	r.o.Log.Log(context.Background(), level, "the old engine exited while it drained, and not by speclaunch's stop (a kill from outside, or the kernel's OOM killer: see dmesg; or the engine's own exit); any stream it was answering ended with an error event",
+		"pid", pid, "exit_code", code, "why", why)
 }
 
 // liveness asks the engine's /health with a short timeout; an engine that
