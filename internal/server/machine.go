@@ -180,6 +180,11 @@ type (
 	Exited struct {
 		ID   EngineID
 		Code int
+		// Elsewhere: what ended it other than speclaunch's stop (a kill
+		// from outside, a crash before the stop came), "" when the stop
+		// was speclaunch's or none was sent. The shell reads it from the
+		// signals it sent and the exit code.
+		Elsewhere string
 	}
 	// Hung: the engine stopped answering its liveness check.
 	Hung struct{ ID EngineID }
@@ -585,7 +590,7 @@ func (s *stepper) exited(e Exited) {
 		s.next()
 	case m.Starting != nil && m.Starting.ID == e.ID:
 		// The start reports its own failure (Ready with an error).
-	case m.Serving != nil && m.Serving.ID == e.ID && asked && m.Phase == Stopping:
+	case m.Serving != nil && m.Serving.ID == e.ID && asked && m.Phase == Stopping && e.Elsewhere == "":
 		// Stopped by the launcher's own stop (a signal, the shutdown or
 		// stop timeout's kill): its code is not the launcher's; requests
 		// it cut make the exit 4 (serve's cutExit), none make it 0.
@@ -625,7 +630,7 @@ func (s *stepper) servingDied(code int, why string) {
 	m := &s.m
 	dead := m.Serving
 	m.Serving = nil
-	m.lastCode = code
+	m.lastCode, m.lastErr = code, nil // a crash after serving: an earlier start's failure is past
 	if m.Phase == Stopping {
 		s.maybeExit()
 		return
@@ -728,9 +733,13 @@ func (s *stepper) graceful() {
 		// The engine crashed and waits its back-off: no engine runs, so
 		// the launcher exits now, as a shell does, with 128+signal (the
 		// crash's code would read as the launcher's own death).
-		s.log(lvInfo, "stopping: no engine runs (the last one exited and was waiting to restart); held requests get 503", "exit_code", m.lastCode)
+		last := fmt.Sprintf("exiting with code %d", m.lastCode)
+		if m.lastErr != nil { // its start failed, not a serving engine
+			last = fmt.Sprintf("failing to start (%v)", m.lastErr)
+		}
+		s.log(lvInfo, "stopping: no engine runs (it was waiting to start again after "+last+"); held requests get 503")
 		if n, ok := m.sig.(syscall.Signal); ok {
-			m.lastCode, m.lastErr = 128+int(n), fmt.Errorf("interrupted (%s) while the engine waited to restart after exiting with code %d", sigName(m.sig), m.lastCode)
+			m.lastCode, m.lastErr = 128+int(n), fmt.Errorf("interrupted (%s) while the engine waited to start again after %s", sigName(m.sig), last)
 		}
 		m.cut = true
 		s.do(Cut{}) // no engine will come for the held requests

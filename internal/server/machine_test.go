@@ -426,8 +426,47 @@ func TestSignalDuringRestartBackoff(t *testing.T) {
 	f := serving(t, l)
 	f.wantAfter(5*time.Second, Exited{ID: 1, Code: 137}, "Hold Gone(1)")
 	f.want(Signal{Sig: syscall.SIGTERM}, "Refuse Cut Exit(143)")
-	f.logged(lvInfo, "no engine runs")
+	f.logged(lvInfo, "no engine runs (it was waiting to start again after exiting with code 137)")
 	if f.m.Phase != Stopped || !f.m.Deadline().IsZero() {
 		t.Fatalf("after the signal: phase %s, deadline %v", f.m.Phase, f.m.Deadline())
 	}
+}
+
+// An engine that dies of something else while it finishes its requests
+// after SIGTERM (the OOM killer: its cut streams let the drain end, so
+// speclaunch's stop comes after the death) exits with its code, as a
+// crash does; one that the launcher's own stop ended exits 0 (serve makes
+// a cut 4).
+func TestDeathDuringGracefulStopIsTheEngines(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		code      int
+		elsewhere string
+		want      string
+	}{
+		{"stopped by speclaunch", 143, "", "Exit(0)"},
+		{"killed by speclaunch after the stop timeout", 137, "", "Exit(0)"},
+		{"OOM-killed as it drained", 137, "signal 9 (killed), which speclaunch did not send", "Exit(137)"},
+		{"crashed before the stop came", 139, "it exited with code 139 before speclaunch stopped it", "Exit(139)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := serving(t, limits)
+			f.want(Signal{Sig: syscall.SIGTERM}, "Refuse Watch(1)")
+			f.wantAfter(3*time.Second, Drained{ID: 1}, "Stop(1 SIGTERM)")
+			f.want(Exited{ID: 1, Code: tc.code, Elsewhere: tc.elsewhere}, tc.want)
+		})
+	}
+}
+
+// The same after a restart whose start failed: the words name the failed
+// start, not the crash before it (or "code 0").
+func TestSignalDuringBackoffAfterAFailedStart(t *testing.T) {
+	l := limits
+	l.Restart = true
+	f := serving(t, l)
+	f.wantAfter(5*time.Second, Exited{ID: 1, Code: 137}, "Hold Gone(1)")
+	f.wantAfter(time.Second, Tick{}, "Start(2 restart)")
+	f.after(time.Second, Ready{ID: 2, Err: errors.New("port taken")})
+	f.want(Signal{Sig: syscall.SIGTERM}, "Refuse Cut Exit(143)")
+	f.logged(lvInfo, "after failing to start (port taken)")
 }

@@ -373,9 +373,19 @@ func (r *Runtime) start(a Start) {
 		r.mu.Lock()
 		why := l.why
 		r.mu.Unlock()
+		elsewhere := ""
 		switch why {
 		case "":
 		case WhyStopping, WhyFinished:
+			r.mu.Lock()
+			elsewhere = l.sent.elsewhere(code, r.now())
+			r.mu.Unlock()
+			if elsewhere != "" {
+				// Its death, not the stop, ended it (the cut streams let
+				// the drain end first): its code is the launcher's.
+				r.o.Log.Error("the engine exited while it finished its requests, and not by speclaunch's stop (a kill from outside, or the kernel's OOM killer: see dmesg; or a crash)", "pid", in.Proc.PID(), "exit_code", code, "why", elsewhere)
+				break
+			}
 			r.o.Log.Info("engine stopped", "pid", in.Proc.PID(), "exit_code", code)
 		case WhyHung:
 			// The only engine, killed for not answering: not an "old" one.
@@ -384,7 +394,7 @@ func (r *Runtime) start(a Start) {
 			r.sayOldStopped(l, in.Proc.PID(), code)
 		}
 		r.o.Launcher.Notify(NoteExited{In: in, Code: code})
-		r.events <- Exited{ID: id, Code: code}
+		r.events <- Exited{ID: id, Code: code, Elsewhere: elsewhere}
 	}()
 }
 
