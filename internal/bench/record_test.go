@@ -45,7 +45,7 @@ func simFixture() *record.Record {
 			Text: txt, TextSHA256: shaHex(txt), Pieces: 200}
 	}
 	warm := func(round int) record.Run {
-		return record.Run{Round: round, Phase: PhaseWarmup, WallS: 3.6, TTFTS: 0.2, TokPerS: 55, CompletionTokens: 200, Text: text, TextSHA256: shaHex(text), Pieces: 200}
+		return record.Run{Round: round, Phase: PhaseWarmup, WallS: 4, TTFTS: 0.2, TokPerS: 50, CompletionTokens: 200, Text: text, TextSHA256: shaHex(text), Pieces: 200}
 	}
 	classic := record.Arm{Label: "classic", Kind: KindClassic}
 	for r, v := range [][2]float64{{58.2, 58.4}, {58.0, 58.5}, {58.6, 58.2}} {
@@ -246,4 +246,29 @@ func TestSVG(t *testing.T) {
 func shaHex(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])
+}
+
+// A record bench writes reads back: a --notes-file paragraph wrapped over
+// lines, a harness note holding an error's text and a title with a tab are
+// written on one line each, so that record.Validate (policy propose and
+// check, serve's follower gains) takes what bench wrote.
+func TestWrittenProseReadsBack(t *testing.T) {
+	base := filepath.Join(t.TempDir(), "sweep")
+	rec := simFixture()
+	rec.Title = "pair\tA"
+	rec.Notes = append(rec.Notes, "The pair was made by\nquantizing the target.", "stopping width 4 engine 2: exit status 1\r\n")
+	if err := Write(rec, base, false); err != nil {
+		t.Fatal(err)
+	}
+	js, err := os.ReadFile(base + ".json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := record.Decode(js)
+	if err != nil {
+		t.Fatalf("bench's own record refused: %v", err)
+	}
+	if back.Title != "pair A" || !slices.Contains(back.Notes, "The pair was made by quantizing the target.") {
+		t.Errorf("title %q, notes %q", back.Title, back.Notes)
+	}
 }

@@ -27,6 +27,12 @@ func Write(rec *record.Record, outBase string, force bool) error {
 	if err := CheckWritable(outBase); err != nil {
 		return fmt.Errorf("write record: %w", err)
 	}
+	// Prose as a record holds it: a wrapped paragraph of --notes-file, an
+	// error's text in a harness note, on one line (record.Validate).
+	rec.Title = record.OneLine(rec.Title)
+	for i, n := range rec.Notes {
+		rec.Notes[i] = record.OneLine(n)
+	}
 	name := filepath.Base(outBase)
 	if rec.Name == "" {
 		rec.Name = name

@@ -245,6 +245,9 @@ func (c *BenchCmd) options(ctx context.Context, s config.Settings, p *profiles.P
 	if err := bench.CheckWritable(out); err != nil {
 		return o, nil, "", nil, &config.Error{Src: src, Msg: fmt.Sprintf("the record cannot be written to %s: %v; give --out (profile bench.out) a file stem in an existing directory you can write to, e.g. DIR/run1 for DIR/run1.md, .json and .svg", out, err)}
 	}
+	if why := record.TextFits(c.Title); why != "" {
+		return o, nil, "", nil, &config.Error{Src: config.Source{Origin: config.Flag, Name: "--title"}, Msg: "the title " + why}
+	}
 	notes, err := readNotes(ctx, c.NotesFile)
 	return o, b.Widths.Value, out, notes, err
 }
@@ -291,10 +294,17 @@ func readNotes(ctx context.Context, path string) ([]string, error) {
 		return nil, &config.Error{Src: config.Source{Origin: config.Flag, Name: "--notes-file"}, Msg: "cannot use the notes file", Err: err}
 	}
 	var notes []string
+	src := config.Source{Origin: config.Flag, Name: "--notes-file"}
 	for _, para := range strings.Split(strings.TrimSpace(b), "\n\n") {
 		if p := strings.TrimSpace(para); p != "" {
+			if why := record.TextFits(p); why != "" {
+				return nil, &config.Error{Src: src, Msg: fmt.Sprintf("%s: paragraph %d %s; split it with a blank line", path, len(notes)+1, why)}
+			}
 			notes = append(notes, p)
 		}
+	}
+	if len(notes) > record.MaxNotes {
+		return nil, &config.Error{Src: src, Msg: fmt.Sprintf("%s holds %d paragraphs, above the %d notes a record may hold; join some", path, len(notes), record.MaxNotes)}
 	}
 	return notes, nil
 }

@@ -124,6 +124,10 @@ func TestLoadSweepFlagErrors(t *testing.T) {
 	sweep, bad := filepath.Join(dir, "sweep.toml"), filepath.Join(dir, "bad.toml")
 	writeFile(t, sweep, base+"[bench]\nconcurrency = [1, 4]\n")
 	writeFile(t, bad, base+"[bench]\nconcurrency = [4, 1]\n")
+	// a record holds at most 64 notes of 4,096 bytes (record.Validate)
+	longNote, manyNotes := filepath.Join(dir, "long.txt"), filepath.Join(dir, "many.txt")
+	writeFile(t, longNote, "short\n\n"+strings.Repeat("word ", 900))
+	writeFile(t, manyNotes, strings.Repeat("a note\n\n", 65))
 	t.Setenv("XDG_CONFIG_HOME", filepath.Join(dir, "cfg"))
 	for _, tc := range []struct {
 		args []string
@@ -149,6 +153,9 @@ func TestLoadSweepFlagErrors(t *testing.T) {
 		{[]string{"tune", "--window", "0s"}, `flag --window: "0s" is not a duration above 0`}, // refused after the layer is read, before records/ is made
 		{[]string{"tune", "--window", "9999999999h"}, `flag --window: "9999999999h" is far out of range; give 10m0s or less`},
 		{[]string{"tune", "--window", "1ns"}, `flag --window: "1ns" is below 100ms, the shortest window`},
+		{[]string{"bench", "--title", strings.Repeat("t", 5000)}, "flag --title: the title is 5000 bytes long, above the 4096"},
+		{[]string{"bench", "--notes-file", longNote}, "flag --notes-file: " + longNote + ": paragraph 2 is 4499 bytes long, above the 4096 a record's title or note may hold; split it with a blank line"},
+		{[]string{"bench", "--notes-file", manyNotes}, "flag --notes-file: " + manyNotes + " holds 65 paragraphs, above the 64 notes a record may hold"},
 	} {
 		var out bytes.Buffer
 		args := slices.Clone(tc.args)

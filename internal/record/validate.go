@@ -140,6 +140,23 @@ func validateArms(as []Arm, at string, total *int) error {
 	return nil
 }
 
+// OneLine is s as a record holds prose: every run of white space and
+// control characters (a wrapped paragraph's line ends, a tab) one space,
+// the ends trimmed. Write applies it (bench.Write); validateText refuses
+// a record whose text is not so.
+func OneLine(s string) string {
+	return strings.Join(strings.FieldsFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }), " ")
+}
+
+// TextFits says why prose of a record's title or a note does not fit
+// (MaxText), "" when it does: for a flag's check before a run.
+func TextFits(s string) string {
+	if n := len(OneLine(s)); n > MaxText {
+		return fmt.Sprintf("is %d bytes long, above the %d a record's title or note may hold", n, MaxText)
+	}
+	return ""
+}
+
 // validateText bounds the prose a record carries and keeps control
 // characters out of it: policy list and explain print it to terminals.
 func validateText(r *Record) error {
