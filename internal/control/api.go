@@ -41,6 +41,9 @@ type Observation struct {
 	// engine before traffic on its own, which answers no Probe action.
 	Verify map[int]float64
 	Before bool
+	// Sample: why no switch can start now ("" when one can:
+	// follow.Observation.Busy).
+	Busy string
 	// Switched: how long the switch took.
 	Took time.Duration
 	// Probed, Switched: why it failed ("" when it did not).

@@ -23,7 +23,7 @@ func (c Controller) sample(s *State, o Observation) []Action {
 	f.State.Switch = time.Duration(c.switchS(s) * float64(time.Second))
 	cfg := follow.Config{Schedule: s.InForce(), Gain: c.gainOf(s), MaxPerHour: c.cfg.MaxPerHour, NotBefore: s.Exp.HoldUntil}
 	var d follow.Decision
-	f.State, d = follow.Step(cfg, f.State, follow.Observation{Now: o.Now, InFlight: int(math.Round(o.InFlight))})
+	f.State, d = follow.Step(cfg, f.State, follow.Observation{Now: o.Now, InFlight: int(math.Round(o.InFlight)), Busy: o.Busy})
 	f.Last = d
 	if !d.Switch {
 		return nil

@@ -48,3 +48,26 @@ func TestFollowGain(t *testing.T) {
 		})
 	}
 }
+
+// Under --adapt the follower waits as serve's does while an engine drains
+// or starts beside the serving one (Observation.Busy): before, the
+// controller asked for a switch on a load read while six streams drained
+// on the old engine.
+func TestFollowWaitsWhileBusy(t *testing.T) {
+	c := New(Config{Default: schedule.Flat(4, "engine default"), SwitchS: 1})
+	s := measuredState(c, map[int][]float64{8: {105}})
+	s.Pair.Schedule[0].Width, s.Pair.Schedule[0].Source = 6, "learnt"
+	var got []int
+	for at := time.Duration(0); at < 2*time.Minute; at += follow.Tick {
+		var acts []Action
+		s, acts = c.Step(s, Observation{Kind: Sample, Now: t0.Add(at), Width: 8, InFlight: 1, Busy: "1 engine(s) still draining"})
+		got = append(got, switches(acts)...)
+	}
+	if len(got) != 0 || !strings.Contains(s.Follow.Last.Reason, "waits: 1 engine(s) still draining") {
+		t.Fatalf("switches %v while busy (last: %q)", got, s.Follow.Last.Reason)
+	}
+	s, acts := c.Step(s, Observation{Kind: Sample, Now: t0.Add(2 * time.Minute), Width: 8, InFlight: 1})
+	if w := switches(acts); len(w) != 1 || w[0] != 6 {
+		t.Fatalf("once nothing is beside it: switches %v, want [6]", w)
+	}
+}

@@ -191,6 +191,18 @@ func Done(s State, ok bool, took time.Duration) State {
 	return s
 }
 
+// Overtaken reports that the switch Step asked for did not run because a
+// reload (or another switch) replaced it, and that width w serves now: it
+// is not counted against the hourly cap, and the load must sit in its
+// bucket anew under what now serves.
+func Overtaken(s State, w int) State {
+	if s.Pending != 0 && len(s.recent) > 0 {
+		s.recent = append([]time.Time(nil), s.recent[:len(s.recent)-1]...)
+	}
+	s.Pending, s.cand, s.Width = 0, -1, w
+	return s
+}
+
 // Clone is s with its own copies of what Step writes in place, for a
 // caller whose state must not share them (a pure step over a copy).
 func (s State) Clone() State {

@@ -344,3 +344,29 @@ func TestCapSaidOnceAndKeptAcrossReloads(t *testing.T) {
 		t.Fatalf("after the reload: %d switches in all, want the cap's 3 kept", switches)
 	}
 }
+
+// A switch a reload overtook is not counted against the cap, and the
+// load must sit anew under the width that serves: with a cap of 1, the
+// next switch still comes.
+func TestOvertakenIsNotCounted(t *testing.T) {
+	cfg := Config{Schedule: demo(t), MaxPerHour: 1}
+	st := New(cfg, 6, time.Second)
+	var d Decision
+	at := time.Duration(0)
+	for ; !d.Switch; at += Tick {
+		st, d = Step(cfg, st, Observation{Now: t0.Add(at), InFlight: 4})
+	}
+	st = Overtaken(st, 16) // a reload to width 16 replaced the switch to 1
+	if st.Pending != 0 || st.Width != 16 {
+		t.Fatalf("after Overtaken: %+v", st)
+	}
+	if got := st.load(); got < 3.5 {
+		t.Fatalf("the window's load was dropped: %v", got)
+	}
+	for d.Switch = false; !d.Switch && at < 5*time.Minute; at += Tick {
+		st, d = Step(cfg, st, Observation{Now: t0.Add(at), InFlight: 4})
+	}
+	if !d.Switch || d.To.Width != 1 {
+		t.Fatalf("no switch after an overtaken one under a cap of 1: %+v", d)
+	}
+}

@@ -127,20 +127,24 @@ func (sv *launcher) adaptCache(p *plan.Plan) (adapt.CacheKey, string) {
 // server.ErrSuperseded or server.ErrStopping) when a later switch replaced
 // it or serve stops; adapt.ErrNotAdapting when an operator width is set
 // (it always wins); ctx's error when ctx ends first (the switch goes on).
+// took is the switch's own time as the runtime recorded it (not the wait
+// for the reply, which a queued switch lengthens), 0 when none ran.
 // Safe from any goroutine but the runtime's.
-func (sv *launcher) SwitchWidth(ctx context.Context, w int, reason string) error {
+func (sv *launcher) SwitchWidth(ctx context.Context, w int, reason string) (took time.Duration, err error) {
 	cur := sv.plan()
 	np, l, err := sv.adaptedPlan(cur, w, reason)
 	if err != nil {
-		return err
+		return 0, err
 	}
+	before := sv.st.switchCount()
 	reply := make(chan error, 1)
 	sv.submit(server.KindAdapt, reason, cur, np, l, reply)
 	select {
 	case err := <-reply:
-		return switchErr(err)
+		took, _ = sv.st.lastSwitch(server.KindAdapt.String(), before)
+		return took, switchErr(err)
 	case <-ctx.Done():
-		return ctx.Err()
+		return 0, ctx.Err()
 	}
 }
 

@@ -209,10 +209,10 @@ func (sh *controlShell) startedIn() time.Duration {
 	return sh.started()
 }
 
-// sample is the proxy's in-flight count (less the shell's own probe
-// requests) and the serving width, for the follower.
+// sample is the server's load (less the shell's own probe requests),
+// whether a switch can start, and the serving width, for the follower.
 func (sh *controlShell) sample(now time.Time) control.Observation {
-	o := control.Observation{Kind: control.Sample, Now: now, InFlight: float64(max(0, sh.rt.InFlight()-int(sh.probing.Load())))}
+	o := control.Observation{Kind: control.Sample, Now: now, InFlight: float64(max(0, sh.rt.Load()-int(sh.probing.Load()))), Busy: sh.rt.Busy()}
 	if in := sh.eng.Current(); in != nil {
 		o.Width, sh.serving = widthOf(in.Plan), in.Plan
 	}
@@ -301,10 +301,9 @@ func (sh *controlShell) switchTo(ctx context.Context, a control.Action, obs chan
 	if sh.chose != nil {
 		sh.chose(a.Width, a.Bucket, a.Load)
 	}
-	start := time.Now()
 	sh.switches.Add(1)
-	err := sh.rt.SwitchWidth(ctx, a.Width, a.Reason)
-	o := control.Observation{Kind: control.Switched, Now: time.Now(), Took: time.Since(start)}
+	took, err := sh.rt.SwitchWidth(ctx, a.Width, a.Reason)
+	o := control.Observation{Kind: control.Switched, Now: time.Now(), Took: took}
 	if err != nil {
 		o.Err = err.Error()
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/speclaunch/speclaunch/internal/follow"
@@ -96,7 +97,7 @@ func (sv *launcher) follow(ctx context.Context, p *plan.Plan, started time.Durat
 		}
 		st.Width = widthOf(cur) // a reload or a restart may have moved it
 		var d follow.Decision
-		st, d = follow.Step(cfg, st, follow.Observation{Now: time.Now(), InFlight: sv.load(), Busy: sv.busy()})
+		st, d = follow.Step(cfg, st, follow.Observation{Now: time.Now(), InFlight: sv.Load(), Busy: sv.Busy()})
 		fs := FollowStatus{Schedule: cfg.Schedule.String(), Bucket: d.From.Range(), Load: round1(d.Load), Note: d.Reason, Switches: switches, Updated: time.Now()}
 		if d.From.Width == 0 { // no full window yet: no bucket to name ("0+" was shown)
 			fs.Bucket, fs.Note = "", "measuring the load: a full window of requests in flight comes first"
@@ -130,11 +131,9 @@ func (sv *launcher) followSwitch(ctx context.Context, st follow.State, d follow.
 	before := sv.st.switchCount()
 	err := sv.SwitchLoad(ctx, d.To.Lo, d.Load, "follow: "+d.Reason)
 	took, ran := sv.st.lastSwitch(server.KindFollow.String(), before)
-	if err == nil && (!ran || widthOf(sv.plan()) != d.To.Width) {
+	if errors.Is(err, server.ErrSuperseded) || err == nil && (!ran || widthOf(sv.plan()) != d.To.Width) {
 		sv.log.Info("follow: no switch ran (a reload or another switch overtook it); the width in force serves", "asked", d.To.Width, "width", widthOf(sv.plan()))
-		st = follow.Done(st, false, 0)
-		st.Width = widthOf(sv.plan())
-		return st, 0, false
+		return follow.Overtaken(st, widthOf(sv.plan())), 0, false
 	}
 	st = follow.Done(st, err == nil, took)
 	if err != nil && ctx.Err() == nil {
@@ -143,9 +142,9 @@ func (sv *launcher) followSwitch(ctx context.Context, st follow.State, d follow.
 	return st, took, err == nil
 }
 
-// load is the server's requests in flight: on every engine (a draining
+// Load is the server's requests in flight: on every engine (a draining
 // one's streams included) and those the proxy holds for the next engine.
-func (sv *launcher) load() int {
+func (sv *launcher) Load() int {
 	n := 0
 	if sv.rt != nil {
 		n = sv.rt.InFlightAll()
@@ -156,16 +155,57 @@ func (sv *launcher) load() int {
 	return n
 }
 
-// busy says why no switch can start now: an engine alive beside the
-// serving one (draining after a switch, or starting for one).
-func (sv *launcher) busy() string {
+// Busy says why no switch can start now: an engine alive beside the
+// serving one (draining after a switch, or starting for one). A wait past
+// every bound the runtime keeps (an engine's start, its drain and its
+// stop) is said once: an engine the kernel cannot end (a GPU driver hang)
+// would hold every switch back.
+func (sv *launcher) Busy() string {
 	if sv.rt == nil {
 		return ""
 	}
-	if n := sv.rt.Beside(); n > 0 {
-		return fmt.Sprintf("%d engine(s) still draining or starting beside the serving one", n)
+	n := sv.rt.Beside()
+	why := ""
+	if n > 0 {
+		why = fmt.Sprintf("%d engine(s) still draining or starting beside the serving one", n)
 	}
-	return ""
+	var bound time.Duration
+	if p := sv.plan(); p != nil {
+		l := limits(p)
+		bound = p.Settings.ReadyTimeout.Value + l.DrainTimeout + l.StopTimeout
+	}
+	if waited, say := sv.busy.see(why != "", time.Now(), bound); say {
+		sv.log.Warn("switches have waited on an engine beside the serving one past its start, drain and stop timeouts; it has not exited (see its pid in the log, and dmesg)", "engines", n, "waited", waited.Round(time.Second).String())
+	}
+	return why
+}
+
+// busyWatch is how long Busy has said busy, to say a wait past its bound
+// once.
+type busyWatch struct {
+	mu    sync.Mutex
+	since time.Time
+	said  bool
+}
+
+// see takes one look: busy or not at now; say is true once, the first
+// look past bound of one busy spell.
+func (b *busyWatch) see(busy bool, now time.Time, bound time.Duration) (waited time.Duration, say bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !busy {
+		b.since, b.said = time.Time{}, false
+		return 0, false
+	}
+	if b.since.IsZero() {
+		b.since = now
+	}
+	waited = now.Sub(b.since)
+	if bound > 0 && waited > bound && !b.said {
+		b.said = true
+		return waited, true
+	}
+	return waited, false
 }
 
 // SwitchLoad switches to the plan in force rebuilt for the schedule's

@@ -174,3 +174,25 @@ func TestLastSwitch(t *testing.T) {
 		})
 	}
 }
+
+// A wait on an engine beside the serving one past its bound is said once
+// per spell: an engine the kernel cannot end would otherwise hold every
+// switch back in silence.
+func TestBusyWatchSaysALongWaitOnce(t *testing.T) {
+	var b busyWatch
+	bound := time.Minute
+	looks := []struct {
+		busy bool
+		at   time.Duration
+		say  bool
+	}{
+		{true, 0, false}, {true, 30 * time.Second, false}, {true, 61 * time.Second, true}, {true, 2 * time.Minute, false},
+		{false, 3 * time.Minute, false}, // the spell ends
+		{true, 4 * time.Minute, false}, {true, 5*time.Minute + time.Second, true},
+	}
+	for _, l := range looks {
+		if _, say := b.see(l.busy, time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC).Add(l.at), bound); say != l.say {
+			t.Errorf("at %v (busy %v): say %v, want %v", l.at, l.busy, say, l.say)
+		}
+	}
+}

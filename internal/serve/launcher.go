@@ -53,6 +53,7 @@ type launcher struct {
 	ctl   controllers // the adaptive loop and the follower; one lock
 
 	submitMu sync.Mutex // one submit at a time (submit)
+	busy     busyWatch  // how long switches have waited on an engine beside the serving one
 }
 
 // switchedLoad is the load in force once a switch ended with to serving:

@@ -76,7 +76,7 @@ func (sv *launcher) reload(cur *plan.Plan, ch watch.Change) (*plan.Plan, Load, b
 		// before this reload: build at the load now, so that an edit that
 		// changes nothing is nothing to do after it rather than a switch
 		// back to the bucket it left.
-		load = reloadLoad(sv.st.followNow(), sv.load(), time.Now())
+		load = reloadLoad(sv.st.followNow(), sv.Load(), time.Now())
 	}
 	o := plan.Options{Load: load}
 	if adapted > 0 && l.Settings().Adapt.Value {
@@ -89,7 +89,7 @@ func (sv *launcher) reload(cur *plan.Plan, ch watch.Change) (*plan.Plan, Load, b
 		// The edit starts a new engine anyway: at the bucket of the load
 		// now, not the one the follower last switched to, which it keeps
 		// while the server idles (no gain repays a switch at no load).
-		if now := reloadLoad(sv.st.followNow(), sv.load(), time.Now()); np.Resolution.Schedule.At(now).Lo != np.Resolution.Schedule.At(load).Lo {
+		if now := reloadLoad(sv.st.followNow(), sv.Load(), time.Now()); np.Resolution.Schedule.At(now).Lo != np.Resolution.Schedule.At(load).Lo {
 			np, err = l.Build(plan.Options{Load: now})
 		}
 	}

@@ -33,6 +33,7 @@ package serve
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/speclaunch/speclaunch/internal/adapt"
 	"github.com/speclaunch/speclaunch/internal/config"
@@ -45,9 +46,15 @@ import (
 type Runtime interface {
 	// SwitchWidth switches to the plan in force rebuilt at width w (1 =
 	// speculation off) for reason, and returns once the switch ended.
-	SwitchWidth(ctx context.Context, w int, reason string) error
+	// took is the switch's own time, as the runtime recorded it.
+	SwitchWidth(ctx context.Context, w int, reason string) (took time.Duration, err error)
 	// InFlight is the number of requests the serving engine has in flight.
 	InFlight() int
+	// Load is the server's requests in flight: on every engine (a
+	// draining one's included) and those the proxy holds.
+	Load() int
+	// Busy says why no switch can start now ("" when one can).
+	Busy() string
 }
 
 // Controller is a loop beside the runtime that asks it for switches: the
