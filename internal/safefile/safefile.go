@@ -183,6 +183,10 @@ func (r *Reader) Close() error {
 
 // Read reads at most one chunk, after checking the context, and fails once
 // more than the cap has been read.
+// afterCheckHook runs in Read between its check of the context and its
+// deadline (tests: a cancel in that gap).
+var afterCheckHook func()
+
 func (r *Reader) Read(p []byte) (int, error) {
 	if err := r.ctx.Err(); err != nil {
 		return 0, fmt.Errorf("reading %s %s: %w", r.what, r.path, err)
@@ -199,7 +203,15 @@ func (r *Reader) Read(p []byte) (int, error) {
 		p = p[:left]
 	}
 	if r.polled {
+		if afterCheckHook != nil {
+			afterCheckHook()
+		}
 		r.f.SetReadDeadline(time.Now().Add(StallLimit))
+		if r.ctx.Err() != nil {
+			// Cancelled after the check above: the cancel's deadline in
+			// the past may have come before this one and been overwritten.
+			r.f.SetReadDeadline(time.Unix(1, 0))
+		}
 	}
 	n, err := r.f.Read(p)
 	r.n += int64(n)

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -246,6 +247,40 @@ func TestReadFileBlockingCancel(t *testing.T) {
 		done <- err
 	}()
 	cancel()
+	safefiletest.Within(t, func() { err = <-done })
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+}
+
+// A cancel that lands between Read's check of the context and its
+// deadline still ends the read: the deadline in the past that the cancel
+// set could be overwritten by the read's own (a CI run blocked 10 s here).
+func TestReadFileCancelInTheGap(t *testing.T) {
+	path := blockingFile(t)
+	old := StallLimit
+	StallLimit = time.Hour
+	t.Cleanup(func() { StallLimit = old })
+	ctx, cancel := context.WithCancel(context.Background())
+	r, err := Open(ctx, "profile", path, testCap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	afterCheckHook = func() {
+		cancel()
+		// Let context.AfterFunc's deadline land first: it runs on its
+		// own goroutine, which this one yields to.
+		for range 1000 {
+			runtime.Gosched()
+		}
+	}
+	t.Cleanup(func() { afterCheckHook = nil })
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.Read(make([]byte, 10))
+		done <- err
+	}()
 	safefiletest.Within(t, func() { err = <-done })
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want context.Canceled", err)
