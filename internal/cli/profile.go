@@ -43,6 +43,9 @@ func (c *ProfileInitCmd) Run(e *Env) error {
 		path = filepath.Join("profiles", c.From+".toml")
 	}
 	if path == "-" {
+		if si := profiles.StandIns(c.From); len(si) > 0 {
+			fmt.Fprintf(e.Stderr, "speclaunch: note: the %s example names %d stand-in model file(s) relative to itself, which stdout cannot hold: write it to a file (speclaunch profile init --from %s FILE) to get them too\n", c.From, len(si), c.From)
+		}
 		_, err := e.Stdout.Write(data)
 		return err
 	}
@@ -60,15 +63,17 @@ func (c *ProfileInitCmd) Run(e *Env) error {
 			return err
 		}
 	}
+	// The stand-ins first, the profile last: a write that fails leaves no
+	// profile naming files that are not there.
 	var wrote []string
-	for _, f := range files {
+	for _, f := range slices.Backward(files) {
 		if f.same {
 			continue
 		}
 		if err := f.write(); err != nil {
 			return usage(fmt.Errorf("%s %s: %w", f.what, f.path, err), "give a path in a directory this user can write")
 		}
-		wrote = append(wrote, f.path)
+		wrote = append([]string{f.path}, wrote...)
 	}
 	switch {
 	case len(wrote) == 0:

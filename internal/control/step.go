@@ -290,10 +290,11 @@ func (c Controller) observeLoad(s *State, o Observation) []Action {
 }
 
 // idleGap is how long the load is idle before its window starts again:
-// a bound, not a tuning (nothing measured it), the span the follower reads
-// the load over (follow.Window). A quiet shorter than that, between the
-// requests of one traffic, keeps the window, as every idle scrape did
-// before.
+// the span the follower reads the load over (follow.Window: about seven
+// one-client requests of the slowest pair the H200 summary measured), so
+// that a gap the follower would read as a change of load is one here too.
+// A quiet shorter than that, between the requests of one traffic, keeps
+// the window, as every idle scrape did before.
 const idleGap = follow.Window
 
 // loadSlack is how far outside its range the mean in-flight count may
