@@ -73,7 +73,7 @@ func armNamed(t *testing.T, rec map[string]any, prefix string) map[string]any {
 func fiveSlowRuns() []any {
 	var runs []any
 	for i, v := range []float64{58.0, 58.1, 58.3, 58.2, 58.05} {
-		runs = append(runs, map[string]any{"round": i + 1, "phase": "measured", "tok_per_s": v})
+		runs = append(runs, map[string]any{"round": i + 1, "phase": "measured", "tok_per_s": v, "wall_s": 200 / v, "completion_tokens": 200})
 	}
 	return runs
 }
@@ -128,7 +128,7 @@ func TestPolicyProposeRefusesInvalidRecords(t *testing.T) {
 	manyRuns := gb10(func(rec map[string]any) {
 		var runs []any
 		for i := range 1001 { // one above the bound: 80,000 took 2-11 s to build
-			runs = append(runs, map[string]any{"round": i + 1, "phase": "measured", "tok_per_s": 70.0})
+			runs = append(runs, map[string]any{"round": i + 1, "phase": "measured", "tok_per_s": 70.0, "wall_s": 200 / 70.0, "completion_tokens": 200})
 		}
 		armNamed(t, rec, "width 3")["runs"] = runs
 	})

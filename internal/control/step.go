@@ -338,6 +338,13 @@ func (c Controller) Redefault(s State, d schedule.Schedule) (Controller, State) 
 	cfg.Default, cfg.Buckets = d, nil
 	nc := New(cfg)
 	s = s.clone()
+	for i, b := range s.Pair.Schedule {
+		if b.Width == c.defaultAt(b.Lo) {
+			// Decided to stay at the safe answer ("default width 6"): the
+			// new safe answer serves there, as where nothing was decided.
+			s.Pair.Schedule[i].Source = "default"
+		}
+	}
 	if !slices.Equal(nc.cfg.Buckets, c.cfg.Buckets) {
 		s.Load = Load{Bucket: -1, Since: s.Load.Since}
 		if s.Exp.Kind != NoExp {

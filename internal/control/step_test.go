@@ -881,6 +881,10 @@ func TestRedefaultKeepsWhatWasDecided(t *testing.T) {
 	c := New(Config{Default: schedule.Flat(5, "default")})
 	s := measuredState(c, map[int][]float64{6: {130, 131}})
 	s.Pair.Schedule[0].Width, s.Pair.Schedule[0].Source = 6, "measured +30%"
+	// A bucket decided at the old default ("default width 5", the safe
+	// answer) takes the new one, as one never decided does: a campaign saw
+	// a capability edit keep the old default and switch back to it.
+	s.Pair.Schedule[1].Source = "default width 5"
 	nc, ns := c.Redefault(s, schedule.Flat(16, "kind-default"))
 	if got := ns.Pair.Schedule.String(); got != "1:6,2-4:16,5-8:16,9+:16" {
 		t.Errorf("schedule %s after the new default, want 1:6,2-4:16,5-8:16,9+:16", got)

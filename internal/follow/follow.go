@@ -79,6 +79,7 @@ type State struct {
 	candSince time.Time // when the load moved into cand (or a failed switch)
 	recent    []time.Time
 	capped    bool // the cap held a switch back (said once per hold)
+	busy      bool // the last sample came while an engine was beside the serving one
 }
 
 // New is the state of an engine running width w under cfg. started is how
@@ -116,6 +117,16 @@ type Decision struct {
 
 // Step takes one sample and says whether to switch now.
 func Step(cfg Config, s State, o Observation) (State, Decision) {
+	if o.Busy != "" {
+		s.busy = true
+	} else if s.busy {
+		// The spell an engine drained or started beside the serving one
+		// ended: the load is read again from now. The window held that
+		// spell's requests, which its drain timeout may just have cut (a
+		// campaign saw a switch at "load 2" the second a stuck request
+		// was cut, and one back 30 s later).
+		s = s.restart()
+	}
 	s = s.sample(cfg, o)
 	d := Decision{Load: s.load()}
 	if len(cfg.Schedule) == 0 || s.filled < len(s.ring) {
@@ -245,6 +256,13 @@ func maxPerHour(cfg Config) int {
 		return cfg.MaxPerHour
 	}
 	return DefaultMaxPerHour
+}
+
+// restart empties the window: the load is read from the next sample on.
+func (s State) restart() State {
+	s.ring, s.counts = make([]int, len(s.ring)), make([]int, len(s.counts))
+	s.next, s.filled, s.sum, s.cand, s.busy = 0, 0, 0, -1, false
+	return s
 }
 
 // sample puts one observation in the ring.

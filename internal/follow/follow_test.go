@@ -370,3 +370,28 @@ func TestOvertakenIsNotCounted(t *testing.T) {
 		t.Fatalf("no switch after an overtaken one under a cap of 1: %+v", d)
 	}
 }
+
+// Once nothing is beside the serving engine any more, the load is read
+// again: the requests of the busy spell (one its drain timeout cut, here)
+// do not carry a switch made the moment it ends.
+func TestBusyEndReadsTheLoadAgain(t *testing.T) {
+	cfg := Config{Schedule: demo(t)}
+	st := New(cfg, 6, time.Second)
+	var switches []Decision
+	for at := time.Duration(0); at < 3*time.Minute; at += Tick {
+		o := Observation{Now: t0.Add(at), InFlight: 1}
+		if at < 2*time.Minute {
+			// a stuck request drains on the old engine beside one client
+			o.InFlight, o.Busy = 2, "1 engine(s) still draining"
+		}
+		var d Decision
+		st, d = Step(cfg, st, o)
+		if d.Switch {
+			switches = append(switches, d)
+			st = Done(st, true, time.Second)
+		}
+	}
+	if len(switches) != 0 {
+		t.Fatalf("switched to width %d at load %.1f as the busy spell ended", switches[0].To.Width, switches[0].Load)
+	}
+}

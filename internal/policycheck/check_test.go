@@ -254,7 +254,7 @@ func strictRecord(w4, def []float64) record.Record {
 	runs := func(xs []float64, ms float64) []record.Run {
 		var out []record.Run
 		for i, x := range xs {
-			out = append(out, record.Run{Round: i + 1, Phase: "measured", TokPerS: x, Cycles: 100, PredictedMS: 100 * ms})
+			out = append(out, record.Run{Round: i + 1, Phase: "measured", TokPerS: x, WallS: 200 / x, CompletionTokens: 200, Cycles: 100, PredictedMS: 100 * ms})
 		}
 		return out
 	}
@@ -316,7 +316,7 @@ func TestCheckStrictRecordsAndCost(t *testing.T) {
 			r := sure
 			r.Arms = append([]record.Arm(nil), sure.Arms...)
 			r.Arms[3].Runs = append([]record.Run(nil), sure.Arms[3].Runs...)
-			r.Arms[3].Runs[0].TokPerS = 58.0
+			r.Arms[3].Runs[0].TokPerS, r.Arms[3].Runs[0].WallS = 58.0, 200/58.0 // its raw figures edited too
 			return r
 		}()), problems: []string{`r2.md: arm "width 4": stored stats.min 68.04 (recomputed 58), stats.mean 68.16 (recomputed 66.15) disagree(s) with its raw runs`,
 			`r2.md: arm "width 4": stored beats_classic true disagrees with the margin applied to its figures (false)`,

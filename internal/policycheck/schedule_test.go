@@ -20,7 +20,7 @@ func sweepArm(kind string, w int, rates ...float64) record.Arm {
 	}
 	for e, x := range rates {
 		for _, d := range []float64{0, 0.5, -0.5} {
-			a.Runs = append(a.Runs, record.Run{Round: e + 1, Phase: record.PhaseMeasured, TokPerS: x + d})
+			a.Runs = append(a.Runs, record.Run{Round: e + 1, Phase: record.PhaseMeasured, TokPerS: x + d, WallS: 200 / (x + d), CompletionTokens: 200})
 		}
 	}
 	a.Stats = evidence.Describe(evidence.Rates(&a))

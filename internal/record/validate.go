@@ -236,15 +236,17 @@ func validateArm(a *Arm, at string) error {
 		if x := a.Runs[j].TokPerS; math.IsNaN(x) || math.IsInf(x, 0) || x < 0 {
 			return bad(fmt.Sprintf("runs[%d].tok_per_s", j), "is %v: a rate is a finite number, 0 or more", x)
 		}
-		if r := &a.Runs[j]; r.WallS > 0 && r.CompletionTokens > 0 {
+		if f, msg := badRun(&a.Runs[j]); f != "" {
+			return bad(fmt.Sprintf("runs[%d].%s", j, f), "%s", msg)
+		}
+		if r := &a.Runs[j]; r.TokPerS > 0 && (r.WallS <= 0 || r.CompletionTokens <= 0) {
+			return bad(fmt.Sprintf("runs[%d].tok_per_s", j), "is %v with wall_s %v and completion_tokens %d: a rate is tokens over wall time, and this run has no such figures; the record was edited, re-run the bench", r.TokPerS, r.WallS, r.CompletionTokens)
+		} else if r.TokPerS > 0 {
 			// bench writes tok_per_s as tokens over wall time; a run
 			// whose rate disagrees with its own raw figures was edited.
 			if want := float64(r.CompletionTokens) / r.WallS; math.Abs(r.TokPerS-want) > 1e-3*want {
 				return bad(fmt.Sprintf("runs[%d].tok_per_s", j), "is %v, but the run's completion_tokens over its wall_s is %.6g: the record was edited; re-run the bench", r.TokPerS, want)
 			}
-		}
-		if f, msg := badRun(&a.Runs[j]); f != "" {
-			return bad(fmt.Sprintf("runs[%d].%s", j, f), "%s", msg)
 		}
 	}
 	return badFigures(a, bad)

@@ -18,8 +18,8 @@ func valid() *Record {
 	return &Record{Schema: Schema, Name: "r",
 		Key: Key{Engine: "llama.cpp", Drafter: "draft", Capability: "9.0", Quant: "q8_0"},
 		Arms: []Arm{
-			{Label: "classic", Kind: KindClassic, Status: StatusOK, Runs: []Run{{Phase: PhaseMeasured, TokPerS: 100}}},
-			{Label: "width 4", Kind: KindWidth, Width: 4, Status: StatusOK, Runs: []Run{{Phase: PhaseMeasured, TokPerS: 120}}},
+			{Label: "classic", Kind: KindClassic, Status: StatusOK, Runs: []Run{{Phase: PhaseMeasured, TokPerS: 100, WallS: 2, CompletionTokens: 200}}},
+			{Label: "width 4", Kind: KindWidth, Width: 4, Status: StatusOK, Runs: []Run{{Phase: PhaseMeasured, TokPerS: 120, WallS: 2, CompletionTokens: 240}}},
 		}}
 }
 
@@ -65,6 +65,8 @@ func TestValidate(t *testing.T) {
 		}, "arms", "hold 10002 runs in all, above the 10000"},
 		{"rate of its own figures", func(r *Record) { r.Arms[1].Runs[0].WallS, r.Arms[1].Runs[0].CompletionTokens = 2, 240 }, "", ""},
 		{"rate against its own figures", func(r *Record) { r.Arms[1].Runs[0].WallS, r.Arms[1].Runs[0].CompletionTokens = 2, 200 }, "arms[1].runs[0].tok_per_s", "is 120, but the run's completion_tokens over its wall_s is 100"},
+		{"a rate without its wall time", func(r *Record) { r.Arms[1].Runs[0].WallS, r.Arms[1].Runs[0].CompletionTokens = 0, 240 }, "arms[1].runs[0].tok_per_s", "is 120 with wall_s 0 and completion_tokens 240"},
+		{"a rate without its tokens", func(r *Record) { r.Arms[1].Runs[0].CompletionTokens = 0 }, "arms[1].runs[0].tok_per_s", "is 120 with wall_s 2 and completion_tokens 0"},
 		{"negative rate", func(r *Record) { r.Arms[1].Runs[0].TokPerS = -1 }, "arms[1].runs[0].tok_per_s", "is -1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
