@@ -181,12 +181,12 @@ func (r *Reader) Close() error {
 	return r.f.Close()
 }
 
-// Read reads at most one chunk, after checking the context, and fails once
-// more than the cap has been read.
 // afterCheckHook runs in Read between its check of the context and its
 // deadline (tests: a cancel in that gap).
 var afterCheckHook func()
 
+// Read reads at most one chunk, after checking the context, and fails once
+// more than the cap has been read.
 func (r *Reader) Read(p []byte) (int, error) {
 	if err := r.ctx.Err(); err != nil {
 		return 0, fmt.Errorf("reading %s %s: %w", r.what, r.path, err)
