@@ -54,12 +54,13 @@ type bodyBudget struct {
 	peak     int64     // the most held since the last hand-back
 	lastFree time.Time // when memory was last handed back
 	now      func() time.Time
-	free     func() // debug.FreeOSMemory; tests count calls
-	streamed int64  // bodies that did not fit and streamed through
+	free     func()       // debug.FreeOSMemory; tests count calls
+	spawn    func(func()) // runs free off the caller's goroutine; tests run it in place
+	streamed int64        // bodies that did not fit and streamed through
 }
 
 func newBodyBudget(max int64) *bodyBudget {
-	return &bodyBudget{max: max, now: time.Now, free: debug.FreeOSMemory}
+	return &bodyBudget{max: max, now: time.Now, free: debug.FreeOSMemory, spawn: func(f func()) { go f() }}
 }
 
 // acquire reserves n bytes; false when they do not fit.
@@ -89,7 +90,7 @@ func (b *bodyBudget) release(n int64) {
 	}
 	b.mu.Unlock()
 	if free {
-		go b.free()
+		b.spawn(b.free)
 	}
 }
 
