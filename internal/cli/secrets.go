@@ -2,16 +2,36 @@ package cli
 
 import (
 	"os"
+	"slices"
 	"strings"
 
+	"github.com/speclaunch/speclaunch/engine"
+	"github.com/speclaunch/speclaunch/internal/key"
 	"github.com/speclaunch/speclaunch/internal/safefile"
 	"github.com/speclaunch/speclaunch/internal/secret"
 )
 
-// keySources are where any engine reads its API keys (engine.APIKeySpec's
-// union): what seedSecrets reads before anything is parsed.
-var keySources = secret.Spec{Flags: []string{"--api-key"}, FileFlags: []string{"--api-key-file"},
-	Env: []string{"LLAMA_API_KEY", "VLLM_API_KEY"}, FileEnv: []string{"LLAMA_ARG_API_KEY_FILE"}, Split: true}
+// keySources is where any engine reads its API keys: the union of
+// engine.APIKeySpec over every engine, what seedSecrets reads before the
+// engine is known.
+func keySources() secret.Spec {
+	var u secret.Spec
+	add := func(to *[]string, names []string) {
+		for _, n := range names {
+			if !slices.Contains(*to, n) {
+				*to = append(*to, n)
+			}
+		}
+	}
+	for _, k := range key.Engines {
+		sp := engine.APIKeySpec(k)
+		add(&u.Flags, sp.Flags)
+		add(&u.FileFlags, sp.FileFlags)
+		add(&u.Env, sp.Env)
+		add(&u.FileEnv, sp.FileEnv)
+	}
+	return u
+}
 
 // seedSecrets gives the redactor, before anything is parsed, the keys the
 // command line and the environment carry: a bad value stops the command
@@ -19,6 +39,7 @@ var keySources = secret.Spec{Flags: []string{"--api-key"}, FileFlags: []string{"
 // into the wrong flag or variable is not printed in that error either.
 func (e *Env) seedSecrets(args []string) {
 	e.secrets.Add(secret.ArgvValues(args)...)
+	src := keySources()
 	var env []string
 	seen := map[string]bool{}
 	name := func(n string) {
@@ -35,7 +56,7 @@ func (e *Env) seedSecrets(args []string) {
 		n, _, _ := strings.Cut(kv, "=")
 		name(n)
 	}
-	for _, n := range append(append([]string(nil), keySources.Env...), keySources.FileEnv...) {
+	for _, n := range append(slices.Clone(src.Env), src.FileEnv...) {
 		name(n)
 	}
 	e.secrets.Add(secret.EnvValues(env)...)
@@ -46,18 +67,18 @@ func (e *Env) seedSecrets(args []string) {
 	}
 	for i, a := range args {
 		f, v, inline := strings.Cut(a, "=")
-		if f != "--api-key-file" {
+		if !slices.Contains(src.FileFlags, f) {
 			continue
 		}
 		if !inline && i+1 < len(args) {
 			v = args[i+1]
 		}
-		keys, _ := secret.Keys(secret.Spec{FileFlags: keySources.FileFlags}, []string{"--api-key-file", v}, nil, read)
+		keys, _ := secret.Keys(secret.Spec{FileFlags: src.FileFlags}, []string{f, v}, nil, read)
 		e.secrets.Add(keys...)
 	}
-	for _, n := range keySources.FileEnv {
+	for _, n := range src.FileEnv {
 		if v := e.Getenv(n); v != "" {
-			keys, _ := secret.Keys(secret.Spec{FileEnv: keySources.FileEnv}, nil, []string{n + "=" + v}, read)
+			keys, _ := secret.Keys(secret.Spec{FileEnv: src.FileEnv}, nil, []string{n + "=" + v}, read)
 			e.secrets.Add(keys...)
 		}
 	}
