@@ -229,26 +229,41 @@ func TestReadFileBlocking(t *testing.T) {
 	}
 }
 
-// Ctrl-C wakes a read parked on such a file, whatever StallLimit is.
-func TestReadFileBlockingCancel(t *testing.T) {
+// readCancelled opens a blocking file with StallLimit out of the way,
+// reads it on a goroutine with cancel in the middle (before the read, or
+// by the hook inside it) and returns the read's error.
+func readCancelled(t *testing.T, hook func(cancel context.CancelFunc)) error {
+	t.Helper()
 	path := blockingFile(t)
 	old := StallLimit
 	StallLimit = time.Hour
 	t.Cleanup(func() { StallLimit = old })
 	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	r, err := Open(ctx, "profile", path, testCap)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
+	if hook != nil {
+		afterCheckHook = func() { hook(cancel) }
+		t.Cleanup(func() { afterCheckHook = nil })
+	}
 	done := make(chan error, 1)
 	go func() {
 		_, err := r.Read(make([]byte, 10))
 		done <- err
 	}()
-	cancel()
+	if hook == nil {
+		cancel()
+	}
 	safefiletest.Within(t, func() { err = <-done })
-	if !errors.Is(err, context.Canceled) {
+	return err
+}
+
+// Ctrl-C wakes a read parked on such a file, whatever StallLimit is.
+func TestReadFileBlockingCancel(t *testing.T) {
+	if err := readCancelled(t, nil); !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want context.Canceled", err)
 	}
 }
@@ -257,31 +272,14 @@ func TestReadFileBlockingCancel(t *testing.T) {
 // deadline still ends the read: the deadline in the past that the cancel
 // set could be overwritten by the read's own (a CI run blocked 10 s here).
 func TestReadFileCancelInTheGap(t *testing.T) {
-	path := blockingFile(t)
-	old := StallLimit
-	StallLimit = time.Hour
-	t.Cleanup(func() { StallLimit = old })
-	ctx, cancel := context.WithCancel(context.Background())
-	r, err := Open(ctx, "profile", path, testCap)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	afterCheckHook = func() {
+	err := readCancelled(t, func(cancel context.CancelFunc) {
 		cancel()
 		// Let context.AfterFunc's deadline land first: it runs on its
 		// own goroutine, which this one yields to.
 		for range 1000 {
 			runtime.Gosched()
 		}
-	}
-	t.Cleanup(func() { afterCheckHook = nil })
-	done := make(chan error, 1)
-	go func() {
-		_, err := r.Read(make([]byte, 10))
-		done <- err
-	}()
-	safefiletest.Within(t, func() { err = <-done })
+	})
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want context.Canceled", err)
 	}
