@@ -13,6 +13,9 @@ import (
 type Curve struct {
 	VerifyMS map[int]float64 `json:"verify_ms"` // rows → median ms
 	Source   string          `json:"source"`    // "probe", "cache", "config"
+	// Bare: live traffic kept evicting the probe's cached prefix, so some
+	// rows were measured without one, batched with that traffic (Run).
+	Bare bool `json:"bare,omitempty"`
 }
 
 // At is the verify cost of rows new tokens.

@@ -37,6 +37,19 @@ const (
 // errNotCached: the prefix was not reused from the slot's cache.
 var errNotCached = errors.New("the probe's prefix was not reused from the cache")
 
+// A probe whose prefix live traffic keeps evicting measures the rest of
+// its rows without one: w fresh tokens, cache_prompt false, on whichever
+// slot the engine frees first (id_slot -1). On an H100 (llama-server
+// d32676d, four clients on four slots) a client's request took slot 0
+// between every warm-up and its measured request, and the probe under
+// load never measured a row (docs/benchmark_results/
+// h100-follow-2026-12-06.md, "The probe under load still fails"). Under
+// load the engine batches those rows with the live requests', so a row
+// count's time includes theirs: a price of that load, higher than the
+// idle one, which makes the controller's predictions at that load more
+// cautious, not less.
+const anySlot = -1
+
 // errOutput: the engine failed on the one token the probe generated,
 // not on the prompt. llama-server d32676d answers 500 "The model produced
 // output that does not match the expected Content-only format" when that
@@ -76,10 +89,13 @@ var ErrUnsupported = errors.New("the engine cannot be probed for its verify cost
 // probed whole beside the error.
 func Run(ctx context.Context, client *http.Client, baseURL string, rows []int, reps int) (Curve, error) {
 	var st probeState
-	if err := st.probe(ctx, client, baseURL, rows, reps); err != nil {
-		return curveOf(st.whole(reps)), err // the row counts probed whole are kept
+	err := st.probe(ctx, client, baseURL, rows, reps)
+	c := curveOf(st.samples)
+	if err != nil {
+		c = curveOf(st.whole(reps)) // the row counts probed whole are kept
 	}
-	return curveOf(st.samples), nil
+	c.Bare = st.bare
+	return c, err
 }
 
 // probeState is a probe's progress: the samples by row count and the
@@ -89,6 +105,9 @@ func Run(ctx context.Context, client *http.Client, baseURL string, rows []int, r
 type probeState struct {
 	samples map[int][]float64
 	turn    int
+	// bare: live traffic kept evicting the prefix, so the rest of the
+	// rows are measured without one (anySlot).
+	bare bool
 }
 
 // whole is the samples of the row counts probed all reps times.
@@ -142,7 +161,7 @@ func (st *probeState) probe(ctx context.Context, client *http.Client, baseURL st
 	warm := func() error {
 		last := ids.fresh + ids.span
 		for try := 0; ; try++ {
-			_, err := probeOnce(ctx, client, base, append(slices.Clone(prefix), last), -1)
+			_, err := probeOnce(ctx, client, base, append(slices.Clone(prefix), last), -1, 0)
 			if !errors.Is(err, errOutput) || try == probeRetries {
 				return err
 			}
@@ -159,12 +178,12 @@ func (st *probeState) probe(ctx context.Context, client *http.Client, baseURL st
 		streak := 0 // requests of w rows in a row (probeGraphWarm)
 		for len(st.samples[w]) < reps {
 			prompt := st.prompt(prefix, ids, w)
-			ms, err := probeOnce(ctx, client, base, prompt, w)
+			ms, err := st.once(ctx, client, base, prompt, w)
 			for try := 0; try < probeRetries && (errors.Is(err, errOutput) || errors.Is(err, errNotCached)); try++ {
-				if errors.Is(err, errOutput) {
+				if errors.Is(err, errOutput) || st.bare {
 					// Other fresh tokens, the same rows.
 					prompt = st.prompt(prefix, ids, w)
-					ms, err = probeOnce(ctx, client, base, prompt, w)
+					ms, err = st.once(ctx, client, base, prompt, w)
 					continue
 				}
 				// Live traffic may have taken the slot between two probes
@@ -172,8 +191,13 @@ func (st *probeState) probe(ctx context.Context, client *http.Client, baseURL st
 				err = warm()
 				streak = 0 // the warm-up ran another shape, refused or not
 				if err == nil {
-					ms, err = probeOnce(ctx, client, base, prompt, w)
+					ms, err = st.once(ctx, client, base, prompt, w)
 				}
+			}
+			if errors.Is(err, errNotCached) && !st.bare {
+				// The prefix lost every race: go on without it (anySlot).
+				st.bare, streak = true, 0
+				continue
 			}
 			if err != nil {
 				return fmt.Errorf("probe %d rows (sample %d): %w", w, len(st.samples[w])+1, err)
@@ -186,11 +210,23 @@ func (st *probeState) probe(ctx context.Context, client *http.Client, baseURL st
 	return nil
 }
 
-// prompt is the next request of w rows: the prefix and w fresh tokens,
-// the first of which no earlier request had after the prefix, so only the
-// prefix is reused.
+// once sends one measured request of w rows: pinned to slot 0's cached
+// prefix, or bare (anySlot).
+func (st *probeState) once(ctx context.Context, client *http.Client, base string, prompt []int, w int) (float64, error) {
+	if st.bare {
+		return probeOnce(ctx, client, base, prompt, w, anySlot)
+	}
+	return probeOnce(ctx, client, base, prompt, w, 0)
+}
+
+// prompt is the next request of w rows: the prefix (none when bare) and w
+// fresh tokens, the first of which no earlier request had after the
+// prefix, so only the prefix is reused.
 func (st *probeState) prompt(prefix []int, ids probeIDs, w int) []int {
 	st.turn++
+	if st.bare {
+		prefix = nil
+	}
 	p := slices.Clone(prefix)
 	for i := range w {
 		p = append(p, ids.fresh+(st.turn*37+i)%ids.span)
@@ -258,10 +294,11 @@ func getJSON(ctx context.Context, client *http.Client, url string, v any) error 
 }
 
 // probeOnce sends one probe request and returns timings.prompt_ms;
-// wantNew < 0 skips the prompt_n check (the warm-up).
-func probeOnce(ctx context.Context, client *http.Client, base string, prompt []int, wantNew int) (float64, error) {
+// wantNew < 0 skips the prompt_n check (the warm-up). slot 0 reuses slot
+// 0's cache (cache_prompt); anySlot evaluates the whole prompt on any slot.
+func probeOnce(ctx context.Context, client *http.Client, base string, prompt []int, wantNew, slot int) (float64, error) {
 	body, _ := json.Marshal(map[string]any{
-		"prompt": prompt, "n_predict": 1, "cache_prompt": true, "temperature": 0, "id_slot": 0, "stream": false,
+		"prompt": prompt, "n_predict": 1, "cache_prompt": slot != anySlot, "temperature": 0, "id_slot": slot, "stream": false,
 	})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/completion", bytes.NewReader(body))
 	if err != nil {

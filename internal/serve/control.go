@@ -337,6 +337,9 @@ func (sh *controlShell) probe(ctx context.Context, a control.Action, obs chan<- 
 			o.Err = probeStopped(err, probeBound, sh.switches.Load() != before || replaced.Load(), timedOut, ctx.Err() != nil)
 		}
 		o.Verify = c.VerifyMS
+		if c.Bare {
+			sh.log.Info("adapt: live traffic kept taking the probe's slot, so it measured its rows without a cached prefix, on any free slot and batched with that traffic (a price of this load)")
+		}
 	}
 	o.Now = time.Now()
 	select {
