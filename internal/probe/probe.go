@@ -50,6 +50,13 @@ var errNotCached = errors.New("the probe's prefix was not reused from the cache"
 // cautious, not less.
 const anySlot = -1
 
+// bareAfter is the lost races of one sample after which the probe goes
+// bare: one eviction is re-warmed (live traffic at a low load), a second
+// says every slot is busy. Each race waits for slot 0's own request to
+// end: about a second at four clients on the H100 run of 2026-12-06b
+// (200-token requests at about 195 tok/s each), of a 30 s bound.
+const bareAfter = 2
+
 // errOutput: the engine failed on the one token the probe generated,
 // not on the prompt. llama-server d32676d answers 500 "The model produced
 // output that does not match the expected Content-only format" when that
@@ -179,6 +186,7 @@ func (st *probeState) probe(ctx context.Context, client *http.Client, baseURL st
 		for len(st.samples[w]) < reps {
 			prompt := st.prompt(prefix, ids, w)
 			ms, err := st.once(ctx, client, base, prompt, w)
+			lost := 0 // races for slot 0's cache lost by this sample
 			for try := 0; try < probeRetries && (errors.Is(err, errOutput) || errors.Is(err, errNotCached)); try++ {
 				if errors.Is(err, errOutput) || st.bare {
 					// Other fresh tokens, the same rows.
@@ -187,7 +195,11 @@ func (st *probeState) probe(ctx context.Context, client *http.Client, baseURL st
 					continue
 				}
 				// Live traffic may have taken the slot between two probes
-				// and evicted the prefix: warm it again.
+				// and evicted the prefix: warm it again, once before going
+				// bare (bareAfter).
+				if lost++; lost >= bareAfter {
+					break
+				}
 				err = warm()
 				streak = 0 // the warm-up ran another shape, refused or not
 				if err == nil {

@@ -88,5 +88,10 @@ func TestProbeGoesBareWhenTrafficTakesTheSlot(t *testing.T) {
 		if total := s.asked[0] + s.asked[anySlot]; total > 40 {
 			t.Errorf("busy %v: %d requests", busy, total)
 		}
+		// Under traffic: the warm-up, a measured request, one re-warm and
+		// its request, then bare (bareAfter); each waits for slot 0.
+		if busy && s.asked[0] > 4 {
+			t.Errorf("busy: %d requests to slot 0 before going bare, want at most 4", s.asked[0])
+		}
 	}
 }
