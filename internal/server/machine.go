@@ -467,6 +467,12 @@ func (s *stepper) ready(e Ready) {
 	m.Serving = st
 	m.Plan, m.Limits = st.Plan, st.Limits
 	m.held = false
+	// A death before this engine (a crash or a hang restarted, the serving
+	// engine killed during a switch) was recovered from: it is no longer
+	// the launcher's exit code. Only the engine whose death ends the run
+	// gives its code (servingDied, hung); a later stop exits 0 (serve
+	// makes a cut 4).
+	m.lastCode, m.lastErr = 0, nil
 	s.do(Route{ID: st.ID})
 	if old != nil {
 		m.Draining = old
