@@ -25,7 +25,9 @@
 //     {"status":"ok","speclaunch":"switching"} while requests are held, 503
 //     "Loading model" before the first engine is ready, as llama-server
 //     answers while it loads; HEAD of the other paths the launcher owns
-//     (StatusPath, MetricsPath, /metrics) never reaches an engine either.
+//     (StatusPath, MetricsPath, /metrics) never reaches an engine either,
+//     and any method but GET and HEAD on StatusPath and MetricsPath gets
+//     405 with Allow: GET, HEAD.
 package proxy
 
 import (
@@ -573,12 +575,12 @@ func (p *Proxy) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	case r.URL.Path == StatusPath:
 		if p.o.Status == nil {
 			http.NotFound(w, r)
-		} else if p.authorized(w, r) {
+		} else if readOnly(w, r) && p.authorized(w, r) {
 			p.o.Status.ServeHTTP(w, r)
 		}
 		return
 	case r.URL.Path == MetricsPath && p.o.Metrics != nil:
-		if p.authorized(w, r) {
+		if readOnly(w, r) && p.authorized(w, r) {
 			writeMetrics(w, nil, p.o.Metrics())
 		}
 		return
@@ -634,6 +636,19 @@ func (p *Proxy) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	}()
 	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), slotKey{}, s)))
 	answered = true
+}
+
+// readOnly answers 405 with Allow: GET, HEAD to any other method on a
+// page speclaunch serves itself (the status page, its own metrics), as the
+// engine's own GET routes answer one: a DELETE or a POST got the whole
+// page with 200.
+func readOnly(w http.ResponseWriter, r *http.Request) bool {
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		return true
+	}
+	w.Header().Set("Allow", "GET, HEAD")
+	writeError(w, http.StatusMethodNotAllowed, "method "+r.Method+" is not allowed on "+r.URL.Path+"; use GET or HEAD", "invalid_request_error", 0)
+	return false
 }
 
 // sayStalled logs a request the send timeout ended (its client stopped
