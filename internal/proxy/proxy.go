@@ -304,7 +304,9 @@ func New(o Options) *Proxy {
 	}
 	if o.Transport == nil {
 		o.Transport = &http.Transport{
-			DialContext: (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			// answerFirst: an engine's refusal of a body still being
+			// sent reaches the client, not the write's failure.
+			DialContext: dialAnswerFirst((&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext),
 			// One loopback connection per request: llama-server d32676d
 			// closes a connection shortly after each streamed answer while
 			// advertising keep-alive, so a reused connection lost the next
@@ -857,13 +859,21 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 			return
 		}
 	}
-	p.o.Log.Warn("proxy: engine request failed", "path", r.URL.Path, "err", err)
 	if bodyLeft(r.Context()) {
 		// The engine stopped reading a body that streams through (a body
 		// over the replay cap): the rest of it must not be read as the next
 		// request on this connection.
 		w.Header().Set("Connection", "close")
 	}
+	if bodyCut(r.Context(), err) {
+		// No answer came (answerFirst passes one that did): the engine
+		// closed the connection on the body, as an engine refusing its
+		// size does, more likely than it failed.
+		p.o.Log.Warn("proxy: the engine closed the connection while the request body was still being sent, with no answer; most likely it refused a body this large", "path", r.URL.Path, "body_bytes", r.ContentLength, "err", err)
+		writeError(w, http.StatusBadGateway, "the engine closed the connection while the request body was still being sent (most likely it refused a body this large"+bodySize(r.ContentLength)+"); the log has the details", "server_error", 0)
+		return
+	}
+	p.o.Log.Warn("proxy: engine request failed", "path", r.URL.Path, "err", err)
 	writeError(w, http.StatusBadGateway, "the engine failed this request ("+publicCause(err)+"); the log has the details", "server_error", 0)
 }
 
