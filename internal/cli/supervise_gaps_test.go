@@ -71,6 +71,12 @@ func TestServeRestartHoldsRequests(t *testing.T) {
 	if n := len(pids(r.log.String())); n != 2 {
 		t.Errorf("%d engine starts, want 2", n)
 	}
+	// The crash was recovered from: a clean stop after it exits 0, not
+	// the crashed engine's 7.
+	r.stop()
+	if code := r.exit(t, 30*time.Second); code != 0 {
+		t.Errorf("exit %d after a stop that cut nothing, want 0; log:\n%s", code, r.log)
+	}
 }
 
 // A reload whose new address cannot be bound stops nothing: the engine
