@@ -54,7 +54,12 @@ type Launch struct {
 	EnvSet     map[string]string // what the launcher added or overrode (for display)
 	EnvRemoved []string          // variables kept out of the child, with reasons in Warnings
 	Warnings   []string
-	BaseURL    string // http://host:port
+	// Unknown is each pass-through flag the engine's own flag list does
+	// not hold (llama.cpp: llama-server's --help), which it refuses to
+	// start on; each is in Warnings too. Nil for an engine whose full list
+	// speclaunch does not hold.
+	Unknown []UnknownFlag
+	BaseURL string // http://host:port
 
 	// hostAt and portAt are where Argv holds the listen host and port
 	// (indices; 0 = the command has none): the slot At fills, so that an

@@ -42,7 +42,10 @@ func (llamaAdapter) Command(s Spec, r width.Resolution, kind key.Drafter, enviro
 	if err != nil {
 		return Launch{}, err
 	}
-	l := Launch{BaseURL: base, Warnings: unknownLlamaFlags(s.Args)}
+	l := Launch{BaseURL: base, Unknown: unknownLlamaFlags(s.Args)}
+	for _, u := range l.Unknown {
+		l.Warnings = append(l.Warnings, u.Why)
+	}
 	sp := caps.Spelling
 	if sp == SpellingUnknown {
 		sp = Spelling2026

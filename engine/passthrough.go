@@ -206,13 +206,20 @@ func misspeltKeyFlag(e key.Engine, args []string) error {
 	return nil
 }
 
-// unknownLlamaFlags warns of each pass-through argument that looks like a
-// flag llama-server's --help does not list (internal/llamaflags), naming the
-// nearest one it does: llama-server refuses to start on an unknown flag, and
-// a dry run should say so first. Values are stepped over by each known
-// flag's arity, so "--keep -1" is not read as a flag.
-func unknownLlamaFlags(args []string) []string {
-	var out []string
+// UnknownFlag is a pass-through argument that looks like a flag the
+// engine's own flag list does not hold: the engine refuses to start on it.
+type UnknownFlag struct {
+	Name string // as given, without its "=value"
+	Why  string // the warning: whose list lacks it, and the nearest flag it holds
+}
+
+// unknownLlamaFlags finds each pass-through argument that looks like a
+// flag llama-server's --help does not list (internal/llamaflags), naming
+// the nearest one it does: llama-server refuses to start on an unknown
+// flag, and a dry run should say so first. Values are stepped over by each
+// known flag's arity, so "--keep -1" is not read as a flag.
+func unknownLlamaFlags(args []string) []UnknownFlag {
+	var out []UnknownFlag
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		if !strings.HasPrefix(a, "-") || a == "-" || strings.TrimLeft(a, "-0123456789.") == "" {
@@ -229,7 +236,7 @@ func unknownLlamaFlags(args []string) []string {
 		if near := llamaflags.Nearest(name, llamaflags.All()); near != "" {
 			msg += fmt.Sprintf(" (did you mean %s?)", strings.Join(llamaflags.Spellings(near), ", "))
 		}
-		out = append(out, msg)
+		out = append(out, UnknownFlag{Name: name, Why: msg})
 	}
 	return out
 }

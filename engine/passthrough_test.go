@@ -30,8 +30,11 @@ func TestUnknownLlamaFlags(t *testing.T) {
 				t.Fatalf("warnings %q, want %d", got, len(tc.want))
 			}
 			for i, w := range tc.want {
-				if !strings.Contains(got[i], w) || strings.HasSuffix(w, "unknown flag") && !strings.HasSuffix(got[i], w) {
-					t.Errorf("warning %q, want %q", got[i], w)
+				if !strings.Contains(got[i].Why, w) || strings.HasSuffix(w, "unknown flag") && !strings.HasSuffix(got[i].Why, w) {
+					t.Errorf("warning %q, want %q", got[i].Why, w)
+				}
+				if name, _, _ := strings.Cut(w, " is not"); !strings.HasSuffix(name, got[i].Name) {
+					t.Errorf("flag %q, want the one the warning names (%q)", got[i].Name, w)
 				}
 			}
 		})
