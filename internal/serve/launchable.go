@@ -9,9 +9,11 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
+	"github.com/speclaunch/speclaunch/internal/config"
 	"github.com/speclaunch/speclaunch/internal/exitcode"
 	"github.com/speclaunch/speclaunch/internal/key"
 	"github.com/speclaunch/speclaunch/internal/plan"
@@ -61,6 +63,42 @@ func Launchable(p *plan.Plan, checkPort bool) error {
 		}
 	}
 	return nil
+}
+
+// knownToFail refuses a switch from cur to np whose engine arguments hold
+// a flag the engine is known to refuse at its start (engine.Launch.Unknown:
+// llama-server's --help lists no such flag) and that the serving engine
+// does not run already: in drain mode the serving engine would be stopped
+// for a start known to fail. A flag the serving engine runs (same engine,
+// same binary) is proven taken, whatever the list says: a build newer than
+// the list. A start only warns of it (docs/engines.md); a switch is
+// refused, naming where the flag was given.
+func knownToFail(cur, np *plan.Plan) error {
+	runs := map[string]bool{}
+	if cur != nil && cur.Settings.Engine.Value == np.Settings.Engine.Value && cur.Facts.BinaryPath == np.Facts.BinaryPath {
+		for _, u := range cur.Launch.Unknown {
+			runs[u.Name] = true
+		}
+	}
+	for _, u := range np.Launch.Unknown {
+		if runs[u.Name] {
+			continue
+		}
+		return exitcode.Bad(fmt.Errorf("%s: %s: the serving engine is not stopped for a start known to fail; remove the flag or fix its spelling in engine.args (if this engine build takes it, restart speclaunch with it: a start only warns of it)", argsSource(np.Settings, u.Name), u.Why))
+	}
+	return nil
+}
+
+// argsSource is where an engine argument was given: the profile's
+// engine.args (its file:line) when they hold it, else the arguments as
+// the settings name them.
+func argsSource(s config.Settings, name string) string {
+	for _, a := range s.ProfileArgs.Value {
+		if n, _, _ := strings.Cut(a, "="); n == name {
+			return s.ProfileArgs.Src.String()
+		}
+	}
+	return s.EngineArgs.Src.String()
 }
 
 // bindFix is what to do when the public address cannot be bound, by why.

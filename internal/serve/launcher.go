@@ -685,6 +685,9 @@ func (sv *launcher) rebuild(opts plan.Options, what string) (*plan.Plan, Load, e
 	if err == nil {
 		err = Launchable(np, false)
 	}
+	if err == nil {
+		err = knownToFail(sv.plan(), np)
+	}
 	if err != nil {
 		good := sv.force.loadInForce()
 		if good == nil {

@@ -96,6 +96,9 @@ func (sv *launcher) reload(cur *plan.Plan, ch watch.Change) (*plan.Plan, Load, b
 	if err == nil {
 		err = Launchable(np, false)
 	}
+	if err == nil {
+		err = knownToFail(cur, np)
+	}
 	if err != nil {
 		sv.log.Error("reload rejected; the engine keeps running with the previous settings", "err", err)
 		return nil, nil, false, err
