@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/speclaunch/speclaunch/engine"
+	"github.com/speclaunch/speclaunch/internal/config"
 	"github.com/speclaunch/speclaunch/internal/key"
 	"github.com/speclaunch/speclaunch/internal/modelhash"
 	"github.com/speclaunch/speclaunch/internal/policy"
@@ -43,6 +44,24 @@ func ModelSum(eng key.Engine, path string) (string, error) {
 		return hex.EncodeToString(h[:]), nil
 	}
 	return sum, err
+}
+
+// SimName reports whether a model setting of a sim launch is a stand-in
+// name, not a path: written without a directory, as a flag or variable
+// ("demo-target") or in a profile (which config made relative to the
+// profile's directory). A name needs no file (the sim serves it as its
+// model id; ModelSum hashes a missing one by its name), so it is not
+// checked; a path written with a directory ("demo-load/target.txt",
+// "/models/x") must be there, as for every engine whose model is a local
+// path. False for every other engine.
+func SimName(s config.Settings, f config.Field[string]) bool {
+	if s.Engine.Value != key.Sim || f.Value == "" {
+		return false
+	}
+	if f.Src.Origin == config.Profile && s.ProfilePath != "" {
+		return filepath.Dir(f.Value) == filepath.Dir(s.ProfilePath)
+	}
+	return filepath.Base(f.Value) == f.Value
 }
 
 // PairOf is the launch's pair: both models' content and the engine's pin.
