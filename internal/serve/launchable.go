@@ -30,8 +30,9 @@ var processStart = time.Now()
 const ExitWidthMismatch = 3
 
 // Launchable refuses a plan that cannot start, before anything runs:
-// a missing target (what the operator typed, first), a missing binary, or
-// a port already taken.
+// a missing target (what the operator typed, first), a missing binary, a
+// model file that is not there (the sim's too, unless it is a stand-in
+// name: plan.SimName), or a port already taken.
 func Launchable(p *plan.Plan, checkPort bool) error {
 	s := p.Settings
 	if s.Model.Value == "" {
@@ -47,14 +48,15 @@ func Launchable(p *plan.Plan, checkPort bool) error {
 			return exitcode.Bad(fmt.Errorf("engine binary %s cannot be run (%v); install it or fix engine.binary in the profile (--engine-binary, MLXCEL_ENGINE_BINARY)", p.Launch.Argv[0], errors.Unwrap(err)))
 		}
 	}
-	if s.Engine.Value != key.Sim {
-		if err := checkModelPath(s.Engine.Value, "target model", s.Model.Value, s.Model.Src.String()); err != nil {
-			return err
+	for _, m := range []struct {
+		what string
+		f    config.Field[string]
+	}{{"target model", s.Model}, {"draft model", s.DraftModel}} {
+		if m.f.Value == "" || plan.SimName(s, m.f) {
+			continue
 		}
-		if s.DraftModel.Value != "" {
-			if err := checkModelPath(s.Engine.Value, "draft model", s.DraftModel.Value, s.DraftModel.Src.String()); err != nil {
-				return err
-			}
+		if err := checkModelPath(s.Engine.Value, m.what, m.f.Value, m.f.Src.String()); err != nil {
+			return err
 		}
 	}
 	if checkPort {

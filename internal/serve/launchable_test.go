@@ -2,13 +2,16 @@ package serve
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/speclaunch/speclaunch/internal/config"
 	"github.com/speclaunch/speclaunch/internal/exitcode"
 	"github.com/speclaunch/speclaunch/internal/key"
+	"github.com/speclaunch/speclaunch/internal/plan"
 	"github.com/speclaunch/speclaunch/internal/safefile/safefiletest"
 )
 
@@ -50,6 +53,53 @@ func TestCheckModelPath(t *testing.T) {
 			}
 			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "(flag --model)") || !errors.As(err, new(*exitcode.BadInput)) {
 				t.Fatalf("err = %v, want bad input naming the source and %q", err, c.want)
+			}
+		})
+	}
+}
+
+// The sim's model files are checked as every engine's are, the target
+// and the drafter: a path that is not there is refused before anything
+// starts or stops (a reload of a demo-load copy naming nope.txt was
+// applied, the sim run on it). A stand-in name (plan.SimName) needs no
+// file.
+func TestLaunchableChecksTheSimsModels(t *testing.T) {
+	dir := t.TempDir()
+	prof := filepath.Join(dir, "p.toml")
+	there := filepath.Join(dir, "demo-load", "target.txt")
+	if err := os.MkdirAll(filepath.Dir(there), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(there, []byte("stand-in"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dir, "demo-load", "nope.txt")
+	src := config.Source{Origin: config.Profile, Name: prof + ":7"}
+	for _, tc := range []struct {
+		name          string
+		target, draft string
+		want          string // "" = accepted
+	}{
+		{"files that are there", there, there, ""},
+		{"stand-in names beside the profile", filepath.Join(dir, "demo-target"), filepath.Join(dir, "demo-drafter"), ""},
+		{"a missing target", missing, there, "target model " + missing + " (profile " + prof + ":7): stat"},
+		{"a missing drafter", there, missing, "draft model " + missing + " (profile " + prof + ":7): stat"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &plan.Plan{}
+			s := &p.Settings
+			s.Engine.Value, s.ProfilePath = key.Sim, prof
+			s.Model = config.Field[string]{Value: tc.target, Src: src}
+			s.DraftModel = config.Field[string]{Value: tc.draft, Src: src}
+			err := Launchable(p, false)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, fs.ErrNotExist) || !errors.As(err, new(*exitcode.BadInput)) {
+				t.Fatalf("err = %v, want bad input holding %q", err, tc.want)
 			}
 		})
 	}
