@@ -58,7 +58,7 @@ func (s State) Status(now time.Time) Status {
 		st.Measuring = s.Pair.Schedule[b].Range()
 	}
 	if d := s.Follow.Last; d.From.Width > 0 {
-		st.Bucket, st.Load, st.Follow = d.From.Range(), math.Round(d.Load*10)/10, d.Reason
+		st.Bucket, st.Load, st.Follow = d.From.Range(), d.Load, d.Reason
 	}
 	switch {
 	case s.Follow.State.Pending != 0:

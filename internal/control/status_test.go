@@ -66,7 +66,7 @@ func TestStatus(t *testing.T) {
 	if st := s.Status(t0); st.State != "watching" || st.Measuring != "2-4" || st.Bucket != "" || st.Schedule != s.Pair.Schedule.String() || len(st.Buckets) != 4 {
 		t.Errorf("status %+v", st)
 	}
-	s.Follow.Last = follow.Decision{From: s.Pair.Schedule[1], To: s.Pair.Schedule[2], Load: 4.96, Reason: "load 5.0 has been at 5-8"}
+	s.Follow.Last = follow.Decision{From: s.Pair.Schedule[1], To: s.Pair.Schedule[2], Load: 5, Reason: "load 5.0 has been at 5-8"} // a decision's load is to a tenth
 	if st := s.Status(t0); st.Bucket != "2-4" || st.Load != 5 || !strings.Contains(st.Follow, "5-8") {
 		t.Errorf("status of the bucket in force %+v", st)
 	}

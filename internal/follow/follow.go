@@ -108,7 +108,7 @@ type Decision struct {
 	Switch bool
 	From   schedule.Bucket // the bucket in force (its width is running)
 	To     schedule.Bucket // the bucket the load sits in
-	Load   float64         // mean requests in flight over the window
+	Load   float64         // mean requests in flight over the window, to a tenth (roundLoad)
 	Reason string          // why, or why not yet ("" when the load is where the width is)
 	// Capped: the hourly cap began to hold a switch back at this step
 	// (once per hold), for the shell to log.
@@ -128,7 +128,7 @@ func Step(cfg Config, s State, o Observation) (State, Decision) {
 		s = s.restart()
 	}
 	s = s.sample(cfg, o)
-	d := Decision{Load: s.load()}
+	d := Decision{Load: roundLoad(s.load())}
 	if len(cfg.Schedule) == 0 || s.filled < len(s.ring) {
 		return s, d // a full window first: a fresh engine's first seconds say little
 	}
@@ -304,6 +304,12 @@ func (s State) mode() int {
 	}
 	return best
 }
+
+// roundLoad is a load as it is given anywhere, to a tenth: Step rounds
+// Decision.Load once, and its reasons, the shell's log and the status page
+// all give that figure. (A switch on a mean of 0.95 said "load 0.9" in its
+// reason, %.1f, beside load=1 from the shell's own rounding.)
+func roundLoad(x float64) float64 { return math.Round(x*10) / 10 }
 
 func (s State) load() float64 {
 	if s.filled == 0 {

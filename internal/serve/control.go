@@ -297,7 +297,7 @@ func (sh *controlShell) scrape(ctx context.Context, now time.Time) (control.Obse
 
 // switchTo asks the runtime for the switch and answers the loop.
 func (sh *controlShell) switchTo(ctx context.Context, a control.Action, obs chan<- control.Observation) {
-	sh.log.Info(fmt.Sprintf("adapt: switch to width %d at %s: %s", a.Width, schedule.InFlight(a.Bucket), a.Reason), "load", round1(a.Load))
+	sh.log.Info(fmt.Sprintf("adapt: switch to width %d at %s: %s", a.Width, schedule.InFlight(a.Bucket), a.Reason), "load", a.Load)
 	if sh.chose != nil {
 		sh.chose(a.Width, a.Bucket, a.Load)
 	}

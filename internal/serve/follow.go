@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"strings"
 	"sync"
 	"time"
@@ -98,7 +97,7 @@ func (sv *launcher) follow(ctx context.Context, p *plan.Plan, started time.Durat
 		st.Width = widthOf(cur) // a reload or a restart may have moved it
 		var d follow.Decision
 		st, d = follow.Step(cfg, st, follow.Observation{Now: time.Now(), InFlight: sv.Load(), Busy: sv.Busy()})
-		fs := FollowStatus{Schedule: cfg.Schedule.String(), Bucket: d.From.Range(), Load: round1(d.Load), Note: d.Reason, Switches: switches, Updated: time.Now()}
+		fs := FollowStatus{Schedule: cfg.Schedule.String(), Bucket: d.From.Range(), Load: d.Load, Note: d.Reason, Switches: switches, Updated: time.Now()}
 		if d.From.Width == 0 { // no full window yet: no bucket to name ("0+" was shown)
 			fs.Bucket, fs.Note = "", "measuring the load: a full window of requests in flight comes first"
 		}
@@ -109,7 +108,7 @@ func (sv *launcher) follow(ctx context.Context, p *plan.Plan, started time.Durat
 		if !d.Switch {
 			continue
 		}
-		sv.log.Info("follow: switching", "from_width", d.From.Width, "to_width", d.To.Width, "bucket", d.To.Range(), "load", round1(d.Load), "why", d.Reason)
+		sv.log.Info("follow: switching", "from_width", d.From.Width, "to_width", d.To.Width, "bucket", d.To.Range(), "load", d.Load, "why", d.Reason)
 		var took time.Duration
 		var ok bool
 		st, took, ok = sv.followSwitch(ctx, st, d)
@@ -209,7 +208,8 @@ func (b *busyWatch) see(busy bool, now time.Time, bound time.Duration) (waited t
 }
 
 // SwitchLoad switches to the plan in force rebuilt for the schedule's
-// bucket at n requests in flight (load is the mean the follower measured),
+// bucket at n requests in flight (load is the mean the follower measured,
+// as its decision gives it: the status page shows it as it is),
 // and returns once the switch has ended. A plan whose engine command is
 // the one serving needs no switch.
 func (sv *launcher) SwitchLoad(ctx context.Context, n int, load float64, reason string) error {
@@ -238,8 +238,6 @@ func (sv *launcher) endFollow() {
 		stop()
 	}
 }
-
-func round1(x float64) float64 { return math.Round(x*10) / 10 }
 
 // recordGain is the follower's measured gain from a load sweep's record
 // (`speclaunch tune`, `bench --concurrency`): at the level in to's bucket

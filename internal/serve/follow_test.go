@@ -54,14 +54,15 @@ func TestFollowOff(t *testing.T) {
 }
 
 // The status page's bucket and load: the follower's measured load for the
-// plan it switched to, else the load the plan was built for.
+// plan it switched to (as its decision gives it, to a tenth: the figure
+// the switch's log line says), else the load the plan was built for.
 func TestBucketInForce(t *testing.T) {
 	st := &serveStatus{}
 	launch, four := schedPlan(t, key.Sim, "1-3:5,4+:1", 0), schedPlan(t, key.Sim, "1-3:5,4+:1", 4)
 	if b, l := st.bucketInForce(launch); b != "1-3" || l != 1 {
 		t.Errorf("launch: %s %v", b, l)
 	}
-	st.chosen(four, 3.86)
+	st.chosen(four, 3.9)
 	if b, l := st.bucketInForce(four); b != "4+" || l != 3.9 {
 		t.Errorf("followed: %s %v", b, l)
 	}
@@ -71,7 +72,7 @@ func TestBucketInForce(t *testing.T) {
 	// An adaptive switch: the learnt schedule's bucket and the load that
 	// caused it, not the flat schedule of the adapted plan.
 	adapted := &plan.Plan{Resolution: width.AdaptedTo(1, "adaptive: classic", key.Key{})}
-	st.chosenAdapt(1, "2-4", 3.86)
+	st.chosenAdapt(1, "2-4", 3.9)
 	if b, l := st.bucketInForce(adapted); b != "2-4" || l != 3.9 {
 		t.Errorf("adapted: %s %v", b, l)
 	}

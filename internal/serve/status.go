@@ -150,7 +150,8 @@ type serveStatus struct {
 	adapt    any           // the adaptive loop's latest state
 	follow   *FollowStatus // the schedule follower's latest state
 	// chosenFor is the plan of the follower's last switch, chosenAt the
-	// mean load (requests in flight) that caused it.
+	// mean load (requests in flight) that caused it, as follow.Decision
+	// gives it (to a tenth: the figure the switch's log line says).
 	chosenFor *plan.Plan
 	chosenAt  float64
 	// adaptW is the width of the adaptive controller's last switch,
@@ -291,14 +292,14 @@ func (st *serveStatus) adaptServes(p *plan.Plan) bool {
 func (st *serveStatus) bucketOf(p *plan.Plan) (string, float64) {
 	r := p.Resolution
 	if st.adaptServes(p) {
-		return st.adaptBucket, round1(st.adaptLoad) // the learnt schedule's bucket in force
+		return st.adaptBucket, st.adaptLoad // the learnt schedule's bucket in force
 	}
 	if len(r.Schedule) == 0 {
 		return "", 0
 	}
 	b := r.Schedule.At(r.Load).Range()
 	if p == st.chosenFor {
-		return b, round1(st.chosenAt)
+		return b, st.chosenAt
 	}
 	return b, float64(max(r.Load, 1))
 }

@@ -1,0 +1,35 @@
+package follow
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A decision gives its load once, to a tenth, and its reason says that
+// figure: the shell logs d.Load beside d.Reason, and the status page shows
+// it. A mean of 0.95 (two idle samples in the window) was "load 0.9" in
+// the reason (%.1f) and load=1 in the log's attribute (another rounding).
+func TestDecisionLoadIsTheFigureItsReasonSays(t *testing.T) {
+	cfg := Config{Schedule: demo(t)}
+	// One request in flight but at every 20th sample: 38 of the 40 a
+	// window holds, a mean of 0.95.
+	load := func(at time.Duration) int {
+		if at/Tick%20 == 0 {
+			return 0
+		}
+		return 1
+	}
+	r := drive(cfg, New(cfg, 4, time.Second), 2*time.Minute, time.Second, load)
+	if len(r.switches) == 0 {
+		t.Fatal("no switch to the bucket the load sits in")
+	}
+	d := r.switches[0]
+	if d.Load != 1 {
+		t.Errorf("load %v, want the mean 0.95 rounded once to a tenth: 1", d.Load)
+	}
+	if want := fmt.Sprintf("load %.1f requests in flight", d.Load); !strings.HasPrefix(d.Reason, want) {
+		t.Errorf("reason %q, want it to give the decision's load: %q…", d.Reason, want)
+	}
+}
