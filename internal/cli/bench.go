@@ -123,7 +123,7 @@ func (c *BenchCmd) Run(e *Env) error {
 
 	rec := c.identity(e, dp, notes)
 	rec.Name = filepath.Base(outBase)
-	if r := dp.Resolution; r.Source == width.Measured && r.Entry != nil {
+	if r := dp.Resolution; r.FromEntry() {
 		rec.Verdict.PolicyWidth, rec.Verdict.PolicyEntry = r.Width, r.Entry.ID
 	}
 	st := newStarter(e, l, s, dp, c.BasePort == 0 && (prof == nil || prof.Bench.BasePort == nil))
@@ -385,10 +385,11 @@ func benchArms(r width.Resolution, pol *policy.Policy, eng key.Engine, widths []
 }
 
 // engineDefault is the width the engine runs with no width given: the
-// resolution itself unless a measured policy entry answered it, in which
-// case the same key resolved without the policy's entries.
+// resolution itself unless a policy entry answered it (measured, or tuned
+// on the sim), in which case the same key resolved without the policy's
+// entries.
 func engineDefault(r width.Resolution, pol *policy.Policy, eng key.Engine) (int, string) {
-	if r.Source != width.Measured {
+	if !r.FromEntry() {
 		return r.Width, "engine default: " + r.Reason
 	}
 	var defaults *policy.Policy

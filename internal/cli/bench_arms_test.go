@@ -68,6 +68,13 @@ func TestBenchArms(t *testing.T) {
 	if len(skipped) != 2 || !strings.Contains(skipped[0], "width 4 is measured once, as the default arm") || !strings.Contains(arms[2].Label, "entry h200-q8_0-draft") {
 		t.Errorf("skipped %q, policy label %q", skipped, arms[2].Label)
 	}
+	// A pair tuned on the sim (source simulated) is an entry too: the
+	// default arm is the engine's own default, not the tuned width.
+	simulated := measured
+	simulated.Source = width.Simulated
+	if arms, _ := benchArms(simulated, pol, key.LlamaCpp, nil); len(arms) != 3 || arms[1].Width != 4 || arms[2].Kind != "policy" || arms[2].Width != 6 {
+		t.Errorf("a tuned entry of the sim: %+v", arms)
+	}
 	kindDefault := width.Resolution{Key: k, Width: 4, Source: width.KindDefault, Reason: "per-kind default"}
 	arms, _ = benchArms(kindDefault, pol, key.LlamaCpp, []int{4, 6})
 	if len(arms) != 3 || arms[1].Kind != "default" || arms[1].Width != 4 || arms[2].Width != 6 {

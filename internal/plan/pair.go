@@ -21,7 +21,7 @@ import (
 func EnginePin(eng key.Engine, caps engine.Caps) string {
 	switch {
 	case eng == key.Sim:
-		return "sim"
+		return policy.SimPin
 	case caps.Commit != "":
 		return string(eng) + " " + caps.Commit
 	case caps.Version != "":

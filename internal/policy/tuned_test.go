@@ -88,3 +88,23 @@ func TestRecordPath(t *testing.T) {
 		t.Errorf("measured: %s", got)
 	}
 }
+
+// An entry is simulated when tune on the sim wrote it: keyed to a pair
+// and pinned to the sim. A measured entry pinned "sim" (which policy
+// check refuses) and a pair tuned on a real engine are not.
+func TestEntrySimulated(t *testing.T) {
+	sim := tunedEntry("tuned-a", "a")
+	real := tunedEntry("tuned-b", "b")
+	real.Pin, real.Pair.Pin = "llama.cpp d32676d", "llama.cpp d32676d"
+	measured := sim
+	measured.Pair, measured.Tuned = Pair{}, ""
+	for _, tc := range []struct {
+		name string
+		e    Entry
+		want bool
+	}{{"tuned on the sim", sim, true}, {"tuned on llama.cpp", real, false}, {"a measured entry pinned sim", measured, false}} {
+		if got := tc.e.Simulated(); got != tc.want {
+			t.Errorf("%s: Simulated() = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -61,6 +61,16 @@ type Pair struct {
 	Target, Draft, Pin string
 }
 
+// SimPin is the sim engine's pin, as its records and the entries tuned on
+// it state it.
+const SimPin = "sim"
+
+// Simulated reports a tuned entry of the sim engine: `speclaunch tune` on
+// the sim wrote it from a simulated record (docs/schedule.md). It answers
+// only its pair of stand-ins on the sim, is never a measurement, and is
+// the one kind of entry a simulated record backs.
+func (e Entry) Simulated() bool { return !e.Pair.IsZero() && e.Pin == SimPin }
+
 // IsZero reports an entry keyed on no pair.
 func (p Pair) IsZero() bool { return p == Pair{} }
 

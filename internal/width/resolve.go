@@ -126,6 +126,9 @@ func resolveSchedule(in Input) Resolution {
 			entry := *e
 			r.Schedule, r.Source, r.Entry = e.Sched().WithSource(TunedBucket), Measured, &entry
 			r.Reason = "tuned on this pair " + e.Tuned
+			if e.Simulated() {
+				r.Source, r.Reason = Simulated, r.Reason+" on the sim: simulated, never a measurement"
+			}
 			return r
 		}
 		if e != nil && e.Sched().Max() >= key.MinWidth {

@@ -1,6 +1,7 @@
 package width
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/speclaunch/speclaunch/internal/key"
@@ -74,5 +75,37 @@ func TestResolveSchedule(t *testing.T) {
 	}
 	if r := Resolve(Input{Engine: key.MLXCEL, Load: 4}); r.Source != Off || r.Schedule != nil {
 		t.Errorf("no drafter: %+v", r)
+	}
+}
+
+// A tuned entry answers its pair with buckets sourced "tuned"; the
+// resolution's source is measured, or simulated where tune ran on the sim
+// (policy.Entry.Simulated): resolve showed "source measured" for an entry
+// whose note said it was never a measurement.
+func TestResolveTunedEntry(t *testing.T) {
+	pair := func(pin string) policy.Pair {
+		return policy.Pair{Target: strings.Repeat("a", 64), Draft: strings.Repeat("b", 64), Pin: pin}
+	}
+	for _, tc := range []struct {
+		name   string
+		engine key.Engine
+		pin    string
+		source SourceKind
+		reason string
+	}{
+		{"tuned on llama.cpp", key.LlamaCpp, "llama.cpp d32676d", Measured, "tuned on this pair 2026-12-05"},
+		{"tuned on the sim", key.Sim, policy.SimPin, Simulated, "tuned on this pair 2026-12-05 on the sim: simulated, never a measurement"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := KeyFor(tc.engine, key.DFlash, h200, key.QuantQ8_0)
+			s, _ := schedule.FromTriples([][]int{{1, 3, 16}, {4, 0, 1}}, TunedBucket)
+			e := policy.Entry{ID: "tuned-x", Key: k, Width: 16, Schedule: s, Pin: tc.pin, Record: "records/x.md", Tuned: "2026-12-05", Pair: pair(tc.pin)}
+			r := Resolve(Input{Engine: tc.engine, HasDrafter: true, Drafter: key.DFlash, Capability: h200, Quant: key.QuantQ8_0,
+				Policy: &policy.Policy{Entries: []policy.Entry{e}}, Pair: pair(tc.pin)})
+			if r.Source != tc.source || r.Reason != tc.reason || r.Width != 16 || r.Schedule[0].Source != TunedBucket || !r.FromEntry() {
+				t.Errorf("source %s (%s), width %d, bucket source %s, from an entry %v; want %s (%s), 16, %s, true",
+					r.Source, r.Reason, r.Width, r.Schedule[0].Source, r.FromEntry(), tc.source, tc.reason, TunedBucket)
+			}
+		})
 	}
 }

@@ -17,6 +17,7 @@ const (
 	Override          SourceKind = "override"           // flag, env or profile draft.block_size
 	DrafterCheckpoint SourceKind = "drafter-checkpoint" // the drafter's config declares it
 	Measured          SourceKind = "measured"           // a policy entry for this key
+	Simulated         SourceKind = "simulated"          // a tuned entry of the sim (policy.Entry.Simulated): never a measurement
 	KindDefault       SourceKind = "kind-default"       // the per-(engine, kind) default
 	Off               SourceKind = "off"                // no drafter: speculation is off
 	// Adaptive is a width serve's adaptive loop chose from live traffic
@@ -34,14 +35,15 @@ type Resolution struct {
 	// no measurement for sm_90 with an affine-quantized target", or a
 	// checkpoint peek's reason.
 	Reason string
-	// Entry is the measured policy entry that applied, nil otherwise.
+	// Entry is the policy entry that applied (Source Measured or
+	// Simulated), nil otherwise.
 	Entry *policy.Entry
 	Key   key.Key // the key the policy was consulted with
 	// Warnings: e.g. the running engine's version differs from the entry's pin.
 	Warnings []string
 
 	// Schedule is the answer at every load, each bucket with its source
-	// ("override", "drafter-checkpoint", "measured", "kind-default",
+	// ("override", "drafter-checkpoint", "measured", "tuned", "kind-default",
 	// "adaptive", ...); nil when there is no draft model. A single width
 	// is one bucket.
 	Schedule schedule.Schedule
@@ -61,6 +63,12 @@ func AdaptedTo(w int, reason string, k key.Key) Resolution {
 		Schedule: schedule.Flat(w, string(Adaptive))}.AtLoad(1)
 	r.Reason = reason
 	return r
+}
+
+// FromEntry says a policy entry answers at this load: a measured one, or
+// one tuned on the sim (Simulated).
+func (r Resolution) FromEntry() bool {
+	return r.Entry != nil && (r.Source == Measured || r.Source == Simulated)
 }
 
 // IsAdaptive says the adaptive loop chose this resolution's width, classic
