@@ -18,6 +18,7 @@ import (
 	"github.com/speclaunch/speclaunch/internal/policy"
 	"github.com/speclaunch/speclaunch/internal/record"
 	"github.com/speclaunch/speclaunch/internal/safefile"
+	"github.com/speclaunch/speclaunch/internal/width"
 )
 
 // Verdict is `speclaunch policy check`'s finding for one entry: OK when no
@@ -143,7 +144,13 @@ func readRecord(path string, readFile func(string) ([]byte, error)) (*record.Rec
 // identity checks what the record is: the entry's key, a real engine at
 // the entry's pin, complete, and a transcription that names its source.
 func (f *findings) identity(e policy.Entry, rec *record.Record) {
-	if diff := keyDiff(e.Key, rec.Key); diff != "" {
+	rk := rec.Key
+	if eng, err := key.ParseEngine(rk.Engine); err == nil && e.Simulated() {
+		// tune on the sim keys its entry by the engine the sim resolves
+		// with (mlxcel), as a launch on the sim looks it up.
+		rk.Engine = string(width.PolicyEngine(eng))
+	}
+	if diff := keyDiff(e.Key, rk); diff != "" {
 		f.problem("record measures a different key than the entry: %s", diff)
 	}
 	if t := rec.Transcribed; t != nil && strings.TrimSpace(t.Source) != "" {
@@ -221,7 +228,7 @@ func (f *findings) schedule(ctx context.Context, e policy.Entry, rec *record.Rec
 		f.problem("the record's levels earn no schedule: %v", err)
 		return nil
 	}
-	f.probs = append(f.probs, evidence.Of(rec).RecordFails()...)
+	f.probs = append(f.probs, f.recordFails(e, rec)...)
 	if got := e.Sched(); !slices.EqualFunc(got.Triples(), earned.Triples, slices.Equal) {
 		f.problem("the entry's schedule %s is not the one the record's levels earn (%s); take the record's, or re-measure", got, earned.Text)
 	}
@@ -234,6 +241,20 @@ func (f *findings) schedule(ctx context.Context, e policy.Entry, rec *record.Rec
 		f.problem("no level of the record beat the engine's default: an entry would change nothing")
 	}
 	return nil
+}
+
+// recordFails is why rec cannot back an entry (evidence.RecordFails),
+// except that a tuned entry of the sim (policy.Entry.Simulated) rests on
+// the sim's simulated record by design: what tune on the sim writes
+// (docs/schedule.md). That is a note; for any other entry, a problem.
+func (f *findings) recordFails(e policy.Entry, rec *record.Record) []string {
+	if e.Simulated() && rec.Simulated {
+		r := *rec
+		r.Simulated = false
+		f.note("the record is simulated, as the entry is (tuned on the sim, pin %q): it answers only its pair of stand-ins on the sim, and a simulated record backs no other entry", e.Pin)
+		rec = &r
+	}
+	return evidence.Of(rec).RecordFails()
 }
 
 // runnerUp: the runner-up must have been measured; that it beats classic

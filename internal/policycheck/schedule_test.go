@@ -73,6 +73,13 @@ func TestCheckScheduleEntry(t *testing.T) {
 		{"another schedule", withSched("1-3:6,4+:4"), nil, "is not the one the record's levels earn (1-3:6,4+:1)"},
 		{"a simulated record", withSched("1-3:6,4+:1"), func(r *record.Record) { r.Simulated = true }, "the record is simulated"},
 		{"an edited bucket", withSched("1-3:6,4+:1"), func(r *record.Record) { r.Levels[1].Bucket.Width = 4 }, "level 4: stored bucket width 4"},
+		// What tune on the sim writes: an entry keyed by the engine the
+		// sim resolves with (mlxcel), pinned "sim", on the sim's record.
+		// tune's own suggestion (`policy check --policy tuned.toml`) failed
+		// it on the engine and on the record's being simulated.
+		{"a tuned entry of the sim on its record", simTuned(withSched("1-3:6,4+:1")), simRecord, ""},
+		{"a tuned entry of mlxcel on a simulated record", tunedOn(withSched("1-3:6,4+:1"), "mlx 81ba1c6a"), func(r *record.Record) { r.Simulated = true }, "the record is simulated"},
+		{"a measured entry pinned sim on the sim's record", pinnedSim(withSched("1-3:6,4+:1")), simRecord, `record engine "sim" vs mlxcel`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := sweepRecord(t)
@@ -84,6 +91,31 @@ func TestCheckScheduleEntry(t *testing.T) {
 			if (tc.want == "") != vs[0].OK || !strings.Contains(got, tc.want) {
 				t.Errorf("ok %v, problems:\n%s\nwant %q", vs[0].OK, got, tc.want)
 			}
+			if notes := strings.Join(vs[0].Notes, "\n"); tc.entry.Simulated() && !strings.Contains(notes, "the record is simulated, as the entry is") {
+				t.Errorf("a tuned entry of the sim passes without saying its record is simulated:\n%s", notes)
+			}
 		})
 	}
+}
+
+// tunedOn is e keyed to a pair tuned on the engine build pin.
+func tunedOn(e policy.Entry, pin string) policy.Entry {
+	e.Pin, e.Tuned = pin, "2026-12-05"
+	e.Pair = policy.Pair{Target: strings.Repeat("a", 64), Draft: strings.Repeat("b", 64), Pin: pin}
+	return e
+}
+
+// simTuned is e as tune on the sim writes it: keyed mlxcel, tuned on the
+// sim's pin.
+func simTuned(e policy.Entry) policy.Entry { return tunedOn(e, policy.SimPin) }
+
+// pinnedSim is e pinned to the sim with no pair: not a tuned entry.
+func pinnedSim(e policy.Entry) policy.Entry {
+	e.Pin = policy.SimPin
+	return e
+}
+
+// simRecord makes r the sim's: engine sim, pin sim, simulated.
+func simRecord(r *record.Record) {
+	r.Key.Engine, r.Engine.Name, r.Engine.Pin, r.Simulated = "sim", "sim", policy.SimPin, true
 }
