@@ -91,6 +91,7 @@ type tuning struct {
 	rec     *record.Record
 	outBase string
 	layer   string
+	profile string       // the profile tune ran on, "" when none
 	entry   policy.Entry // without its schedule
 }
 
@@ -121,7 +122,7 @@ func (c *TuneCmd) prepare(e *Env, l *loaded, levels []int, layer string) (*tunin
 	if err != nil {
 		return nil, err
 	}
-	t := &tuning{layer: layer}
+	t := &tuning{layer: layer, profile: s.ProfilePath}
 	if t.entry, err = tunedEntry(dp, levels); err != nil {
 		return nil, err
 	}
@@ -294,17 +295,29 @@ func (t *tuning) run(e *Env) error {
 		return fmt.Errorf("tune measured %s (record %s.md) but did not write it: %w", sched, t.outBase, err)
 	}
 	fmt.Fprintf(e.Stderr, "\ntuned in %s: %s (%s)\nwritten to %s as entry %s; record %s.md\n%s\n",
-		time.Since(started).Round(time.Second), sched.Describe(), sched, t.layer, entry.ID, t.outBase, tunedNext(t.layer, e.Getenv))
+		time.Since(started).Round(time.Second), sched.Describe(), sched, t.layer, entry.ID, t.outBase, tunedNext(t.layer, t.profile, e.Getenv))
 	return nil
 }
 
-// tunedNext says how serve comes to read what tune wrote: by itself from
-// the user's tuned layer, or with --policy naming another file.
-func tunedNext(layer string, getenv func(string) string) string {
-	if d := tunedLayer(getenv); d != "" && filepath.Clean(d) == filepath.Clean(layer) {
-		return "serve on this pair starts at it; `speclaunch policy explain` says where it came from"
+// tunedNext says how serve comes to read what tune wrote (by itself from
+// the user's tuned layer, or with --policy naming another file) and the
+// command that says where it came from: policy explain on the profile tune
+// ran on, whose pair the entry answers (without it, explain asks about no
+// draft model and answers "speculation off").
+func tunedNext(layer, profile string, getenv func(string) string) string {
+	explain := "speclaunch policy explain"
+	if profile != "" {
+		explain += " --profile " + plan.ShellQuote(profile)
 	}
-	return fmt.Sprintf("serve and resolve read it when given --policy %s (or MLXCEL_POLICY); `speclaunch policy explain --policy %s` says where it came from", plan.ShellQuote(layer), plan.ShellQuote(layer))
+	tail := ""
+	if profile == "" {
+		tail = " with the model flags tune was given"
+	}
+	if d := tunedLayer(getenv); d != "" && filepath.Clean(d) == filepath.Clean(layer) {
+		return "serve on this pair starts at it; `" + explain + "`" + tail + " says where it came from"
+	}
+	q := plan.ShellQuote(layer)
+	return fmt.Sprintf("serve and resolve read it when given --policy %s (or MLXCEL_POLICY); `%s --policy %s`%s says where it came from", q, explain, q, tail)
 }
 
 // tuneLockWait bounds how long a tune waits for another process writing

@@ -67,6 +67,9 @@ max_tokens = 24
 		if !strings.Contains(log.String(), "written to "+layer) || !strings.Contains(log.String(), "left") {
 			t.Errorf("tune's output names no layer or shows no time left:\n%s", log)
 		}
+		if !strings.Contains(log.String(), "`speclaunch policy explain --profile "+prof+"` says where it came from") {
+			t.Errorf("tune's last line does not give the policy explain that shows the entry (on its profile):\n%s", log)
+		}
 	}
 	tune()
 	f, err := policy.ReadFile(context.Background(), layer)
@@ -99,6 +102,17 @@ max_tokens = 24
 	}
 	if !strings.Contains(out.String(), "tuned on this pair") {
 		t.Errorf("resolve does not answer from the tuned entry:\n%s", out.String())
+	}
+	if res["source"] != "simulated" {
+		t.Errorf("resolve's source for an entry tuned on the sim: %v, want simulated:\n%s", res["source"], out.String())
+	}
+	// The check tune's layer suggests (policy check's note on the skipped
+	// layer): the embedded records as the binary has them.
+	out.Reset()
+	code := runEnv(context.Background(), []string{"policy", "check", "--policy", layer, "--root", filepath.Dir(layer)},
+		Embedded{Policy: policyTOML, Records: os.DirFS("../..")}, &out, &out, nil, getenv)
+	if code != 0 || !strings.Contains(out.String(), "ok   "+e.ID) {
+		t.Errorf("policy check --policy %s --root %s: exit %d\n%s", layer, filepath.Dir(layer), code, out.String())
 	}
 	out.Reset()
 	command([]string{"policy", "explain", "--profile", prof}, &out, &out)
@@ -215,7 +229,9 @@ func TestTuneLoadOptionsKeepBenchFlags(t *testing.T) {
 }
 
 // What tune says at the end tells how serve reads the file it wrote: by
-// itself from the user's tuned layer, with --policy for another file.
+// itself from the user's tuned layer, with --policy for another file; and
+// the exact policy explain that shows the entry, on the profile tune ran
+// on (explain without it asks about no draft model: "speculation off").
 func TestTunedNext(t *testing.T) {
 	env := func(k string) string {
 		if k == "XDG_CONFIG_HOME" {
@@ -223,12 +239,13 @@ func TestTunedNext(t *testing.T) {
 		}
 		return ""
 	}
-	for _, tc := range []struct{ layer, want string }{
-		{"/cfg/speclaunch/tuned.toml", "serve on this pair starts at it"},
-		{"/tmp/my tuned.toml", "serve and resolve read it when given --policy '/tmp/my tuned.toml'"},
+	for _, tc := range []struct{ layer, profile, want string }{
+		{"/cfg/speclaunch/tuned.toml", "profiles/demo-load.toml", "serve on this pair starts at it; `speclaunch policy explain --profile profiles/demo-load.toml` says where it came from"},
+		{"/tmp/my tuned.toml", "my pair.toml", "serve and resolve read it when given --policy '/tmp/my tuned.toml' (or MLXCEL_POLICY); `speclaunch policy explain --profile 'my pair.toml' --policy '/tmp/my tuned.toml'` says where it came from"},
+		{"/cfg/speclaunch/tuned.toml", "", "serve on this pair starts at it; `speclaunch policy explain` with the model flags tune was given says where it came from"},
 	} {
-		if got := tunedNext(tc.layer, env); !strings.HasPrefix(got, tc.want) {
-			t.Errorf("%s: %q, want %q…", tc.layer, got, tc.want)
+		if got := tunedNext(tc.layer, tc.profile, env); got != tc.want {
+			t.Errorf("%s on %q:\n%q, want\n%q", tc.layer, tc.profile, got, tc.want)
 		}
 	}
 }
