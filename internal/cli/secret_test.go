@@ -436,7 +436,7 @@ func TestSecretsTypoedKeyFlag(t *testing.T) {
 func TestSecretsMisspeltKeyFlag(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	code, o, e := runCLI(t, "serve", "--dry-run", "--profile", "../../profiles/demo.toml", "--", "--api-kye", "sk-live-123456")
-	if want := "after --): engine argument is a misspelt key flag: --api-kye ****3456 is not a flag the engine (sim) knows; did you mean --api-key? Spell it --api-key"; code != 2 || !strings.Contains(unwrap(e), want) || strings.Contains(o+e, "123456") {
+	if want := "after --): engine argument is a misspelt key flag: --api-kye ****3456 is not a flag the engine (sim) knows; did you mean --api-key? Spell it --api-key: as given, the engine refuses to start"; code != 2 || !strings.Contains(unwrap(e), want) || strings.Contains(o+e, "123456") {
 		t.Errorf("after --: exit %d, want 2 and %q, the key masked:\n%s%s", code, want, o, e)
 	}
 	prof := filepath.Join(t.TempDir(), "k.toml")

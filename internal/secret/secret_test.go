@@ -475,3 +475,28 @@ func TestValuesByShape(t *testing.T) {
 		t.Errorf("ArgvValues = %q, want %q", got, want)
 	}
 }
+
+// Masking by shape replaces a header's credential, never the prose after
+// a flag's name: engine/passthrough.go's refusal of a misspelt key flag
+// said "Spell it --api-key: **** given" (the header rule read "--api-key:"
+// as a header and "as" as its value). A short word after a header with no
+// scheme is prose as well; a value after a scheme is a credential.
+func TestMaskLeavesProse(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"engine argument is a misspelt key flag: --api-kye ****3456 is not a flag the engine (llama.cpp) knows; did you mean --api-key? Spell it --api-key: as given, the engine refuses to start on the unknown flag, and the key would be on its command line as a plain argument",
+			"engine argument is a misspelt key flag: --api-kye ****3456 is not a flag the engine (llama.cpp) knows; did you mean --api-key? Spell it --api-key: as given, the engine refuses to start on the unknown flag, and the key would be on its command line as a plain argument"},
+		{"Spell it --admin-api-key: otherwise refused", "Spell it --admin-api-key: otherwise refused"},
+		{"api-key: as", "api-key: as"},
+		{"X-Api-Key: abc", "X-Api-Key: abc"},
+		// Credentials still masked.
+		{"X-Api-Key: secretword", "X-Api-Key: ****word"},
+		{"X-Api-Key: ab12", "X-Api-Key: ****"},
+		{"Authorization: Bearer abc", "Authorization: Bearer ****"},
+		{"run with --api-key=sk-live-0123456789", "run with --api-key=****6789"},
+		{"X-Api-Key: my-key-0000", "X-Api-Key: ****0000"},
+	} {
+		if got := MaskValue(c.in); got != c.want {
+			t.Errorf("MaskValue(%q)\n = %q\nwant %q", c.in, got, c.want)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"unicode"
 )
 
 // A secret's name says nothing when the operator chose it (AUTH, DB_URL,
@@ -58,6 +59,29 @@ func randomish(body string) bool {
 	return strings.ContainsFunc(body, func(r rune) bool { return r >= '0' && r <= '9' || r >= 'A' && r <= 'Z' })
 }
 
+// headerValue reports whether the match m of authRestRE after the header
+// name v[h[0]:h[1]] is a credential rather than prose: not a flag's name
+// (--api-key, --admin-api-key) followed by a colon ("Spell it --api-key:
+// as given": a flag takes its value after "=" or a space, so "--api-key:"
+// starts a sentence, not a header), and with no scheme before it not a
+// short word ("api-key: as": letters only and shorter than MinRedact, which
+// the Redactor leaves alone too). A value after Bearer, Basic or Token is a
+// credential whatever its length.
+func headerValue(v string, h, m []int) bool {
+	rest := v[h[1]:]
+	s := h[0]
+	for s > 0 && (isAlnum(v[s-1]) || v[s-1] == '-' || v[s-1] == '_') {
+		s--
+	}
+	if strings.HasPrefix(v[s:], "--") && strings.Contains(rest[:m[2]], ":") {
+		return false
+	}
+	val := rest[m[2]:m[3]]
+	schemed := strings.TrimSpace(strings.Trim(strings.TrimSpace(rest[:m[2]]), `":=`)) != ""
+	word := len(val) < MinRedact && !strings.ContainsFunc(val, func(r rune) bool { return !unicode.IsLetter(r) })
+	return schemed || !word
+}
+
 // valueSpans are the byte ranges of v that are secret by shape, sorted
 // and merged where they overlap.
 func valueSpans(v string) [][2]int {
@@ -71,7 +95,7 @@ func valueSpans(v string) [][2]int {
 		add(m[4], m[5])
 	}
 	for _, h := range authHeaderRE.FindAllStringIndex(v, -1) {
-		if m := authRestRE.FindStringSubmatchIndex(v[h[1]:]); m != nil {
+		if m := authRestRE.FindStringSubmatchIndex(v[h[1]:]); m != nil && headerValue(v, h, m) {
 			add(h[1]+m[2], h[1]+m[3])
 		}
 	}
