@@ -428,6 +428,18 @@ func TestSecretsTypoedKeyFlag(t *testing.T) {
 	}
 }
 
+// Engine arguments no engine lists whose names say secret (--auth,
+// --bearer, -k) show their values masked in the dry run's command, as a
+// variable ending in _AUTH does; before, they showed in full.
+func TestSecretsNamedFlagsMasked(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	code, o, e := runCLI(t, "serve", "--dry-run", "--profile", "../../profiles/demo.toml", "--",
+		"--auth", "SECRETKEY123456", "-k", "SECRETKEY1234567", "--bearer=SECRETKEY12345678")
+	if want := "--auth '****3456' -k '****4567' '--bearer=****5678'"; code != 0 || strings.Contains(o+e, "SECRETKEY") || !strings.Contains(o, want) {
+		t.Errorf("exit %d, want 0, %q and no key:\n%s%s", code, want, o, e)
+	}
+}
+
 // A key flag misspelt among the engine arguments (--api-kye K) stops the
 // launch with exit 2 before anything starts, naming where it was given
 // (after --, or the profile's file:line), the flag meant and the value

@@ -60,22 +60,31 @@ func secretParts(parts []string) bool {
 	return false
 }
 
-// credentialWords are last parts of a variable's name that say its value
-// is a credential (GITHUB_PAT, PROXY_AUTH, DB_PASS, SSH_PRIVATE). Only a
-// whole last part counts, and not for typos: PAT is one edit from PATH,
-// AUTH from AUTO, and AUTH_MODE, COMPAT and BYPASS are not secrets.
-var credentialWords = []string{"AUTH", "PAT", "PASS", "PRIVATE"}
+// credentialWords are last parts of a name that say its value is a
+// credential (GITHUB_PAT, PROXY_AUTH, DB_PASS, SSH_PRIVATE, --auth,
+// --bearer). Only a whole last part counts, and not for typos: PAT is one
+// edit from PATH, AUTH from AUTO, and AUTH_MODE, COMPAT and BYPASS are not
+// secrets.
+var credentialWords = []string{"AUTH", "PAT", "PASS", "PRIVATE", "BEARER"}
+
+// secretName reports whether the parts of a name (upper case: a
+// variable's split on "_", a flag's on "-" and "_") say its value is a
+// secret: a part that is or ends in KEY, TOKEN, SECRET, PASSWORD, PASSWD or
+// CREDENTIAL(S), unless the name ends in FILE, PATH or DIR; or a last part
+// AUTH, PAT, PASS, PRIVATE or BEARER. The one rule SecretEnv and SecretFlag
+// share, before their typos.
+func secretName(parts []string) bool {
+	return secretParts(parts) || len(parts) > 0 && slices.Contains(credentialWords, parts[len(parts)-1])
+}
 
 // SecretEnv reports whether an environment variable's name says its value
-// is a secret: a part (split on "_") that is or ends in KEY, TOKEN, SECRET,
-// PASSWORD, PASSWD or CREDENTIAL(S), unless the name ends in FILE, PATH or
-// DIR; a last part AUTH, PAT, PASS or PRIVATE; or a typo of one of the
-// first (nearSecretEnv). Case does not matter. A value can also be secret
-// by its shape whatever its name (MaskValue).
+// is a secret: secretName of its parts (split on "_"), or a typo of a
+// secret word or variable (nearSecretEnv). Case does not matter. A value
+// can also be secret by its shape whatever its name (MaskValue).
 func SecretEnv(name string) bool {
 	n := strings.ToUpper(name)
 	parts := strings.Split(n, "_")
-	return secretParts(parts) || slices.Contains(credentialWords, parts[len(parts)-1]) || nearSecretEnv(n, parts)
+	return secretName(parts) || nearSecretEnv(n, parts)
 }
 
 // secretEnvs are the variables the engines and speclaunch read a key or
@@ -113,16 +122,24 @@ func nearSecretEnv(n string, parts []string) bool {
 
 // SecretFlag reports whether a command-line flag (with its dashes, without
 // "=value") takes a secret: --api-key, --hf-token, -hft, --admin-api-key;
-// not --api-key-file, --ssl-key-file or --max-num-batched-tokens.
+// a flag no engine lists whose name says so by the rule of variables
+// (secretName: --auth, --bearer, --db-password) or -k; not --api-key-file,
+// --ssl-key-file or --max-num-batched-tokens. Case does not matter.
 func SecretFlag(name string) bool {
 	if !strings.HasPrefix(name, "-") {
 		return false
 	}
 	n := strings.ToUpper(strings.TrimLeft(name, "-"))
-	if n == "HFT" { // llama.cpp's short --hf-token
+	if n == "HFT" || n == "K" { // llama.cpp's short --hf-token; -k for a key
 		return true
 	}
-	return secretParts(strings.Split(n, "-")) || nearSecretFlag(n)
+	return secretName(flagParts(n)) || nearSecretFlag(n)
+}
+
+// flagParts are the parts of a flag's name (upper case, without dashes)
+// split on "-" and "_" (--api_key is --api-key to vLLM and SGLang).
+func flagParts(n string) []string {
+	return strings.FieldsFunc(n, func(r rune) bool { return r == '-' || r == '_' })
 }
 
 // secretFlags are the secret flags the engines list: llama-server's
@@ -136,7 +153,7 @@ var secretFlags = []string{"API-KEY", "HF-TOKEN", "ADMIN-API-KEY"}
 // is what the operator meant as a key, so it is masked as one; a name
 // ending in FILE, PATH or DIR is a path, as for the exact names.
 func nearSecretFlag(n string) bool {
-	parts := strings.FieldsFunc(n, func(r rune) bool { return r == '-' || r == '_' })
+	parts := flagParts(n)
 	if len(parts) > 0 && slices.Contains(pathWords, parts[len(parts)-1]) {
 		return false
 	}

@@ -74,6 +74,8 @@ func TestSecretNames(t *testing.T) {
 		{"LLAMA_ARG_AUTO", false},
 		{"BYPASS", false},
 		{"PATH", false},
+		{"MY_BEARER", true},
+		{"BEARER_MODE", false},
 	} {
 		if got := SecretEnv(c.name); got != c.want {
 			t.Errorf("SecretEnv(%q) = %v, want %v", c.name, got, c.want)
@@ -103,6 +105,23 @@ func TestSecretNames(t *testing.T) {
 		{"--api-kye-file", false},
 		{"--api-prefix", false},
 		{"--hf-repo", false},
+		// Flags no engine lists, named as a secret variable is (one rule):
+		// their value is masked as a key's.
+		{"--auth", true},
+		{"--proxy-auth", true},
+		{"--bearer", true},
+		{"--db-password", true},
+		{"--db_pass", true},
+		{"--credential", true},
+		{"--secret", true},
+		{"--token", true},
+		{"-k", true},
+		{"--API-KEY", true},
+		{"--auth-mode", false},
+		{"--compat", false},
+		{"--top-k", false},
+		{"--cache-type-k", false},
+		{"--bypass", false},
 	} {
 		if got := SecretFlag(c.name); got != c.want {
 			t.Errorf("SecretFlag(%q) = %v, want %v", c.name, got, c.want)
@@ -317,13 +336,27 @@ func TestBearerAndAuthorized(t *testing.T) {
 func TestSecretFlagsCoverLlamaServer(t *testing.T) {
 	for _, f := range llamaflags.All() {
 		n := strings.ToUpper(strings.TrimLeft(f, "-"))
-		exact := secretParts(strings.Split(n, "-")) || n == "HFT"
+		exact := secretName(flagParts(n)) || n == "HFT"
 		if v, _ := llamaflags.Values(f); exact && v > 0 && n != "HFT" && !slices.Contains(secretFlags, n) {
 			t.Errorf("llama-server's secret flag %s is not in secretFlags", f)
 		}
 		if !exact && nearSecretFlag(n) {
 			t.Errorf("llama-server's %s would be taken for a typo of a secret flag", f)
 		}
+	}
+}
+
+// Unknown flags named like a secret (--auth, --bearer, -k) have their
+// values masked in the listing and given to the Redactor, as a variable
+// ending in _AUTH has.
+func TestMaskArgvSecretNamedFlags(t *testing.T) {
+	argv := []string{"llama-server", "--auth", "SECRETKEY123456", "-k", "SECRETKEY1234567", "--bearer=SECRETKEY12345678", "--top-k", "40"}
+	want := []string{"llama-server", "--auth", "****3456", "-k", "****4567", "--bearer=****5678", "--top-k", "40"}
+	if got := MaskArgv(argv); !slices.Equal(got, want) {
+		t.Errorf("MaskArgv = %q, want %q", got, want)
+	}
+	if got, want := ArgvValues(argv), []string{"SECRETKEY123456", "SECRETKEY1234567", "SECRETKEY12345678"}; !slices.Equal(got, want) {
+		t.Errorf("ArgvValues = %q, want %q", got, want)
 	}
 }
 
