@@ -9,6 +9,7 @@ import (
 	"github.com/speclaunch/speclaunch/internal/key"
 	"github.com/speclaunch/speclaunch/internal/llamaflags"
 	"github.com/speclaunch/speclaunch/internal/secret"
+	"github.com/speclaunch/speclaunch/internal/typo"
 )
 
 // ErrPassthrough is wrapped by every CheckPassthrough error.
@@ -166,7 +167,8 @@ func CheckPassthrough(e key.Engine, args []string) error {
 }
 
 // misspeltKeyFlag refuses an argument that is no flag the engine knows
-// and whose nearest known flag takes a secret (--api-kye K, --hf-tokn T):
+// and whose nearest known flag, case ignored, takes a secret (--api-kye K,
+// --hf-tokn T, --API-KEY K):
 // the engine refuses an unknown flag anyway, and meanwhile its value, a
 // key, would sit on the engine's command line as a plain argument. The
 // flags known are llama-server's --help (internal/llamaflags) for the
@@ -190,7 +192,9 @@ func misspeltKeyFlag(e key.Engine, args []string) error {
 		if _, ok := llamaflags.Values(name); (llamaLike && ok) || slices.Contains(known, name) {
 			continue
 		}
-		near := llamaflags.Nearest(name, known)
+		// A case variant (--API-KEY) is a typo as well: llama-server's
+		// flags are case-sensitive, and it refuses it as an unknown flag.
+		near := typo.NearestFold(name, known)
 		if near == "" || !secret.SecretFlag(near) && !slices.Contains(sp.Flags, near) {
 			continue
 		}

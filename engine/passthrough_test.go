@@ -59,6 +59,14 @@ func TestMisspeltKeyFlag(t *testing.T) {
 		{"no value", key.MLXCEL, []string{"--api-kye"}, "--api-kye is not a flag"},
 		{"vLLM", key.VLLM, []string{"--api-kee", "k1"}, "did you mean --api-key?"},
 		{"SGLang", key.SGLang, []string{"--api-kye", "k1"}, "did you mean --api-key?"},
+		// A case variant is a typo: llama-server refuses --API-KEY, and the
+		// key would sit on its command line (before, a warning only).
+		{"--API-KEY K", key.LlamaCpp, []string{"--API-KEY", "SECRETKEY123456"}, "--API-KEY ****3456 is not a flag the engine (llama.cpp) knows; did you mean --api-key? Spell it --api-key: as given"},
+		{"--Api-Key=K", key.MLXCEL, []string{"--Api-Key=SECRETKEY123456"}, "did you mean --api-key?"},
+		{"--HF-TOKEN T", key.LlamaCpp, []string{"--HF-TOKEN", "SECRETKEY123456"}, "did you mean --hf-token?"},
+		{"vLLM --API-KEY", key.VLLM, []string{"--API-KEY", "SECRETKEY123456"}, "did you mean --api-key?"},
+		{"SGLang --API_KEY", key.SGLang, []string{"--API_KEY", "SECRETKEY123456"}, "did you mean --api-key?"},
+		{"a case variant of a flag with no secret", key.LlamaCpp, []string{"--JINJA"}, ""},
 		{"vLLM's --api_key is --api-key", key.VLLM, []string{"--api_key", "k1"}, ""},
 		{"spelt right", key.LlamaCpp, []string{"--api-key", "sk-live-123456"}, ""},
 		{"a key file", key.LlamaCpp, []string{"--api-key-file", "/run/k"}, ""},
@@ -72,7 +80,7 @@ func TestMisspeltKeyFlag(t *testing.T) {
 				t.Errorf("refused: %v", err)
 			case tc.want != "" && (err == nil || !errors.Is(err, ErrKeyFlagMisspelt) || !strings.Contains(err.Error(), tc.want)):
 				t.Errorf("got %v, want %q", err, tc.want)
-			case err != nil && (strings.Contains(err.Error(), "123456") || strings.Contains(err.Error(), "abcd")):
+			case err != nil && (strings.Contains(err.Error(), "123456") || strings.Contains(err.Error(), "abcd") || strings.Contains(err.Error(), "SECRETKEY")):
 				t.Errorf("the key shows: %v", err)
 			}
 		})

@@ -16,6 +16,7 @@ import (
 	"github.com/speclaunch/speclaunch/internal/key"
 	"github.com/speclaunch/speclaunch/internal/llamaflags"
 	"github.com/speclaunch/speclaunch/internal/secret"
+	"github.com/speclaunch/speclaunch/internal/typo"
 )
 
 // LaunchFlags is the flag surface shared by resolve, serve and bench. Every
@@ -175,14 +176,32 @@ func prepass(app *kong.Node, args []string) (argvPlan, error) {
 			continue
 		}
 		if strings.HasPrefix(a, "--") || len(name) > 2 {
-			msg := fmt.Sprintf("unknown flag %s: neither a speclaunch flag nor one llama-server lists", name)
-			msg += suggestion(name, owned)
-			// A typo of a secret flag (--api-kye=K) still carries a key.
-			return out, usage(errors.New(msg), "to pass a flag to the engine as it is, put it after --: speclaunch "+cmd.Path()+" ... -- "+secret.MaskArgv([]string{a})[0])
+			return out, unknownFlag(cmd, a, owned)
 		}
 		out.kong = append(out.kong, a)
 	}
 	return out, nil
+}
+
+// unknownFlag is the refusal of argument a, a flag neither speclaunch's
+// command cmd nor llama-server knows, with the nearest flag of either: a
+// typo of a key flag is to be spelt right (after --, the engine would
+// refuse it and the key would be on its command line), any other may go
+// after -- as it is. A value is shown masked.
+func unknownFlag(cmd *kong.Node, a string, owned map[string]int) error {
+	name, val, hasVal := strings.Cut(a, "=")
+	msg := fmt.Sprintf("unknown flag %s: neither a speclaunch flag nor one llama-server lists", name)
+	near, says := suggestion(name, owned)
+	// A typo of a secret flag (--api-kye=K) still carries a key.
+	hint := "to pass a flag to the engine as it is, put it after --: speclaunch " + cmd.Path() + " ... -- " + secret.MaskArgv([]string{a})[0]
+	if secret.SecretFlag(near) {
+		spelt := near
+		if hasVal {
+			spelt = secret.MaskArgv([]string{near + "=" + val})[0]
+		}
+		hint = "spell it " + spelt + "; a misspelt key flag is refused after -- too"
+	}
+	return usage(errors.New(msg+says), hint)
 }
 
 // knownFlag is v's flag name when v is a flag speclaunch or llama-server
@@ -285,23 +304,24 @@ func ownedFlags(n *kong.Node) (values map[string]int, long map[string]string) {
 	return values, long
 }
 
-// suggestion names the flag closest to an unknown one, when it is close
-// enough to be a typo: a launcher flag, or a llama-server one with all its
-// spellings (--ngl: llama-server's -ngl, --gpu-layers, --n-gpu-layers).
-func suggestion(name string, owned map[string]int) string {
+// suggestion names the flag closest to an unknown one, case ignored, when
+// it is close enough to be a typo: a launcher flag, or a llama-server one
+// with all its spellings (--ngl: llama-server's -ngl, --gpu-layers,
+// --n-gpu-layers). near is that flag ("" for none), says the words.
+func suggestion(name string, owned map[string]int) (near, says string) {
 	known := maps.Clone(owned)
 	for _, n := range llamaflags.All() {
 		if _, ok := known[n]; !ok {
 			known[n] = -1 // a llama-server flag
 		}
 	}
-	switch near := llamaflags.Nearest(name, slices.Sorted(maps.Keys(known))); {
+	switch near = typo.NearestFold(name, slices.Sorted(maps.Keys(known))); {
 	case near == "":
-		return ""
+		return "", ""
 	case known[near] >= 0:
-		return fmt.Sprintf(" (did you mean %s?)", near)
+		return near, fmt.Sprintf(" (did you mean %s?)", near)
 	default:
-		return fmt.Sprintf(" (did you mean llama-server's %s?)", strings.Join(llamaflags.Spellings(near), ", "))
+		return near, fmt.Sprintf(" (did you mean llama-server's %s?)", strings.Join(llamaflags.Spellings(near), ", "))
 	}
 }
 

@@ -461,6 +461,28 @@ func TestSecretsMisspeltKeyFlag(t *testing.T) {
 	}
 }
 
+// A case variant of a key flag (--API-KEY K) is refused as its typos are,
+// with exit 2, the flag to spell and the value never shown: after --,
+// before, a warning let it through onto the engine's command line; typed
+// before --, the hint said to put it after --.
+func TestSecretsCaseVariantKeyFlag(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--", "--API-KEY", "SECRETKEY123456"}, "--API-KEY ****3456 is not a flag the engine (sim) knows; did you mean --api-key? Spell it --api-key: as given"},
+		{[]string{"--", "--Api-Key=SECRETKEY123456"}, "did you mean --api-key? Spell it --api-key"},
+		{[]string{"--API-KEY", "SECRETKEY123456"}, "hint: spell it --api-key; a misspelt key flag is refused after -- too"},
+		{[]string{"--API-KEY=SECRETKEY123456"}, "hint: spell it --api-key=****3456;"},
+	} {
+		code, o, e := runCLI(t, append([]string{"serve", "--dry-run", "--profile", "../../profiles/demo.toml"}, tc.args...)...)
+		if code != 2 || !strings.Contains(unwrap(e), tc.want) || strings.Contains(o+e, "SECRETKEY") {
+			t.Errorf("%q: exit %d, want 2 and %q, the key not shown:\n%s%s", tc.args, code, tc.want, o, e)
+		}
+	}
+}
+
 // A key flag given no key names where it was given: speclaunch's own
 // flag as typed (before, the error blamed "the engine arguments: after --,
 // or the profile's engine.args"), after --, or the profile's file:line.

@@ -2,6 +2,8 @@
 // rule for flags, environment variables, profile keys and secret names.
 package typo
 
+import "strings"
+
 // Nearest returns the candidate closest to name when it is close enough to
 // be a typo of it (at most 2 edits: --ngl for -ngl, --dryrun for
 // --dry-run, engine.nme for engine.name), "" otherwise. Ties go to the
@@ -14,6 +16,23 @@ func Nearest(name string, candidates []string) string {
 		}
 	}
 	return best
+}
+
+// NearestFold is Nearest with case ignored: a name that differs from a
+// candidate only in case (--API-KEY for --api-key, --Api-Kye) is a typo of
+// it, as a letter left out is. It returns the candidate as spelt.
+func NearestFold(name string, candidates []string) string {
+	lower := make([]string, len(candidates))
+	for i, c := range candidates {
+		lower[i] = strings.ToLower(c)
+	}
+	near := Nearest(strings.ToLower(name), lower)
+	for i, c := range lower {
+		if near != "" && c == near {
+			return candidates[i]
+		}
+	}
+	return ""
 }
 
 // Distance is the optimal string alignment distance: insertions,

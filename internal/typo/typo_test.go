@@ -18,3 +18,20 @@ func TestNearest(t *testing.T) {
 		t.Errorf("a swap costs %d, want 1", d)
 	}
 }
+
+// A case variant is a typo: NearestFold finds the flag it meant, spelt as
+// the candidate spells it; Nearest does not (7 edits).
+func TestNearestFold(t *testing.T) {
+	known := []string{"--api-key", "--api-key-file", "--port"}
+	for _, c := range []struct{ name, want string }{
+		{"--API-KEY", "--api-key"},
+		{"--Api-Kye", "--api-key"},
+		{"--API-KEY-FILE", "--api-key-file"},
+		{"--api-kye", "--api-key"},
+		{"--MODEL", ""},
+	} {
+		if got := NearestFold(c.name, known); got != c.want {
+			t.Errorf("NearestFold(%q) = %q, want %q", c.name, got, c.want)
+		}
+	}
+}
