@@ -74,6 +74,8 @@ func (e *Env) loadNamed(in config.Input) (*loaded, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The profile's engine.args and engine.env may name a key file too.
+	e.seedKeyFiles(s.EngineArgs.Value, func(n string) string { return s.EngineEnv.Value[n] })
 	tuned := tunedOwn(tunedLayer(e.Getenv), s)
 	files := namedFiles(prof, tuned, s)
 	pol, err := loadPolicy(in.Ctx, e.PolicyTOML, tuned, s, prof)

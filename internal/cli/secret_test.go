@@ -483,6 +483,36 @@ func TestSecretsCaseVariantKeyFlag(t *testing.T) {
 	}
 }
 
+// A key pasted where a key file belongs (--api-key-file K,
+// LLAMA_ARG_API_KEY_FILE=K, the profile's engine.args) is refused with exit
+// 2 and the fix, the value never shown: before, "api key file K: no such
+// file" printed it in full. profile show masks it too.
+func TestSecretsKeyGivenAsKeyFile(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	const fix = ": no file by that name (the value, not shown, looks like a key rather than a path: pass a key with --api-key or LLAMA_API_KEY, a file with --api-key-file or LLAMA_ARG_API_KEY_FILE)"
+	demo := []string{"--profile", "../../profiles/demo.toml"}
+	prof := filepath.Join(t.TempDir(), "k.toml")
+	writeFile(t, prof, "[engine]\nname = \"sim\"\nargs = [\"--api-key-file\", \"SECRETKEY123456\"]\n[model]\npath = \"m\"\n")
+	for _, tc := range []struct {
+		run  envRun
+		args []string
+		code int
+		want string
+	}{
+		{withEnv(nil), append([]string{"serve", "--dry-run", "--api-key-file", "SECRETKEY123456"}, demo...), 2, "speclaunch: error: --api-key-file" + fix},
+		{withEnv(nil), append(append([]string{"resolve"}, demo...), "--", "--api-key-file=SECRETKEY123456"), 2, "--api-key-file" + fix},
+		{withEnv(map[string]string{"LLAMA_ARG_API_KEY_FILE": "SECRETKEY123456"}), append([]string{"serve", "--dry-run"}, demo...), 2, "speclaunch: error: LLAMA_ARG_API_KEY_FILE" + fix},
+		{withEnv(nil), []string{"serve", "--dry-run", "--profile", prof}, 2, "--api-key-file" + fix},
+		{withEnv(nil), append([]string{"profile", "show", "--api-key-file", "SECRETKEY123456"}, demo...), 0, "[--api-key-file ****3456]"},
+		{withEnv(nil), []string{"profile", "show", "--profile", prof}, 0, "[--api-key-file ****3456]"},
+	} {
+		code, o, e := tc.run.cli(tc.args...)
+		if code != tc.code || !strings.Contains(unwrap(o+e), tc.want) || strings.Contains(o+e, "SECRETKEY") {
+			t.Errorf("%q: exit %d, want %d and %q, the value not shown:\n%s%s", tc.args, code, tc.code, tc.want, o, e)
+		}
+	}
+}
+
 // A key flag given no key names where it was given: speclaunch's own
 // flag as typed (before, the error blamed "the engine arguments: after --,
 // or the profile's engine.args"), after --, or the profile's file:line.

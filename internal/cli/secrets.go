@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"os"
 	"slices"
 	"strings"
@@ -60,10 +61,26 @@ func (e *Env) seedSecrets(args []string) {
 		name(n)
 	}
 	e.secrets.Add(secret.EnvValues(env)...)
-	// Key files, each on its own: one that cannot be read is the plan's
-	// error to report, and must not hide the others' keys.
+	e.seedKeyFiles(args, e.Getenv)
+}
+
+// seedKeyFiles gives the redactor the keys in the key files that args (an
+// argv, or engine arguments) and getenv name, and a key-file value that
+// names no file and reads as a key (secret.KeyNotFileError): such a value
+// is masked wherever it shows (profile show's engine-args, the logs). Each
+// file on its own: one that cannot be read is the plan's error to report,
+// and must not hide the others' keys.
+func (e *Env) seedKeyFiles(args []string, getenv func(string) string) {
+	src := keySources()
 	read := func(path string) ([]byte, error) {
 		return safefile.ReadFile(e.Ctx, "api key file", path, safefile.KeyFileLimit)
+	}
+	add := func(keys []string, err error) {
+		e.secrets.Add(keys...)
+		var kf *secret.KeyNotFileError
+		if errors.As(err, &kf) {
+			e.secrets.Add(kf.Value)
+		}
 	}
 	for i, a := range args {
 		f, v, inline := strings.Cut(a, "=")
@@ -73,13 +90,11 @@ func (e *Env) seedSecrets(args []string) {
 		if !inline && i+1 < len(args) {
 			v = args[i+1]
 		}
-		keys, _ := secret.Keys(secret.Spec{FileFlags: src.FileFlags}, []string{f, v}, nil, read)
-		e.secrets.Add(keys...)
+		add(secret.Keys(secret.Spec{FileFlags: src.FileFlags}, []string{f, v}, nil, read))
 	}
 	for _, n := range src.FileEnv {
-		if v := e.Getenv(n); v != "" {
-			keys, _ := secret.Keys(secret.Spec{FileEnv: src.FileEnv}, nil, []string{n + "=" + v}, read)
-			e.secrets.Add(keys...)
+		if v := getenv(n); v != "" {
+			add(secret.Keys(secret.Spec{FileEnv: src.FileEnv}, nil, []string{n + "=" + v}, read))
 		}
 	}
 }

@@ -1,7 +1,9 @@
 package secret
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"slices"
 	"strings"
 )
@@ -42,7 +44,7 @@ func Keys(sp Spec, argv, env []string, read func(path string) ([]byte, error)) (
 		}
 	}
 	read1 := func(path, from string) error {
-		fk, err := fileKeys(read, path, from)
+		fk, err := fileKeys(read, path, from, sp)
 		ks.keys = append(ks.keys, fk...)
 		return err
 	}
@@ -195,12 +197,68 @@ func KeyFix(sp Spec) string {
 	return "give the key with " + strings.Join(from, ", ")
 }
 
+// LooksLikePath reports whether the value of a key-file flag or variable
+// reads as a path: it has a path separator, starts with "~" or ".", or
+// ends in a dot-extension of 1 to 6 letters or digits (keys.txt,
+// api.key). One that does not, and names no file, is taken for a key
+// pasted where its file belongs (KeyNotFileError), and is not shown.
+func LooksLikePath(v string) bool {
+	if strings.ContainsAny(v, `/\`) || strings.HasPrefix(v, "~") || strings.HasPrefix(v, ".") {
+		return true
+	}
+	i := strings.LastIndexByte(v, '.')
+	if i <= 0 || len(v)-i-1 < 1 || len(v)-i-1 > 6 {
+		return false
+	}
+	for _, r := range v[i+1:] {
+		if !(r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return false
+		}
+	}
+	return true
+}
+
+// KeyNotFileError is a key-file flag or variable whose value names no
+// file and does not read as a path (LooksLikePath): most likely a key
+// given where its file belongs. The message never shows the value.
+type KeyNotFileError struct {
+	From  string // the flag or variable: --api-key-file, LLAMA_ARG_API_KEY_FILE
+	Value string // the value given, never printed: for a Redactor
+	Fix   string // where a key and a key file go (Spec.keyOrFile)
+}
+
+func (e *KeyNotFileError) Error() string {
+	return e.From + ": no file by that name (the value, not shown, looks like a key rather than a path: " + e.Fix + ")"
+}
+
+// keyOrFile says where sp's engine takes a key and a key file: "pass a key
+// with --api-key or LLAMA_API_KEY, a file with --api-key-file or
+// LLAMA_ARG_API_KEY_FILE".
+func (sp Spec) keyOrFile() string {
+	keys := append(slices.Clone(sp.Flags), sp.Env...)
+	files := append(slices.Clone(sp.FileFlags), sp.FileEnv...)
+	var say []string
+	if len(keys) > 0 {
+		say = append(say, "pass a key with "+strings.Join(keys, " or "))
+	}
+	if len(files) > 0 {
+		say = append(say, "a file with "+strings.Join(files, " or "))
+	}
+	if len(say) == 0 {
+		return "give the path of an existing key file"
+	}
+	return strings.Join(say, ", ")
+}
+
 // fileKeys reads a key file as llama-server does: one key a line, lines
 // empty or starting with "#" skipped, nothing trimmed. A file with no key
 // is refused: the engine would serve open while the operator believes a
 // key is set. from names the flag or variable that named the file.
-func fileKeys(read func(path string) ([]byte, error), path, from string) ([]string, error) {
+func fileKeys(read func(path string) ([]byte, error), path, from string, sp Spec) ([]string, error) {
 	b, err := read(path)
+	if errors.Is(err, fs.ErrNotExist) && !LooksLikePath(path) {
+		return nil, &KeyNotFileError{From: from, Value: path, Fix: sp.keyOrFile()}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", from, err)
 	}

@@ -250,6 +250,49 @@ func TestKeys(t *testing.T) {
 	}
 }
 
+// A key pasted where its file belongs (--api-key-file K) is refused
+// without the value: before, "api key file K: no such file" printed the
+// key in full. A missing value that reads as a path is named as before,
+// and a bare name that is a file is read.
+func TestKeyGivenAsKeyFile(t *testing.T) {
+	read := func(p string) ([]byte, error) {
+		if p == "keys" {
+			return []byte("bare-name-key\n"), nil
+		}
+		return nil, &fs.PathError{Op: "open", Path: p, Err: fs.ErrNotExist}
+	}
+	const fix = "(the value, not shown, looks like a key rather than a path: pass a key with --api-key or LLAMA_API_KEY, a file with --api-key-file or LLAMA_ARG_API_KEY_FILE)"
+	for _, c := range []struct {
+		name      string
+		argv, env []string
+		want      string
+	}{
+		{"flag", []string{"--api-key-file", "SECRETKEY123456"}, nil, "--api-key-file: no file by that name " + fix},
+		{"flag=", []string{"--api-key-file=SECRETKEY123456"}, nil, "--api-key-file: no file by that name " + fix},
+		{"variable", nil, []string{"LLAMA_ARG_API_KEY_FILE=SECRETKEY123456"}, "LLAMA_ARG_API_KEY_FILE: no file by that name " + fix},
+	} {
+		_, err := Keys(llamaSpec, c.argv, c.env, read)
+		var kf *KeyNotFileError
+		if err == nil || err.Error() != c.want || !errors.As(err, &kf) || kf.Value != "SECRETKEY123456" {
+			t.Errorf("%s: err = %v, want %q (a KeyNotFileError with the value)", c.name, err, c.want)
+		}
+	}
+	if _, err := Keys(llamaSpec, []string{"--api-key-file", "keys.txt"}, nil, read); err == nil || !strings.Contains(err.Error(), "keys.txt") {
+		t.Errorf("a missing path: err = %v, want it named", err)
+	}
+	if got, err := Keys(llamaSpec, []string{"--api-key-file", "keys"}, nil, read); err != nil || !slices.Equal(got, []string{"bare-name-key"}) {
+		t.Errorf("a bare name that is a file: %q, %v", got, err)
+	}
+	for v, want := range map[string]bool{
+		"SECRETKEY123456": false, "sk-proj-AbCdEf012345": false, "keys": false, "abc.": false, "a.b.c2lnbmF0dXJlMDAw": false,
+		"keys.txt": true, "api.key": true, "/run/secrets/k": true, `C:\k`: true, "~/k": true, "./k": true, ".k": true,
+	} {
+		if got := LooksLikePath(v); got != want {
+			t.Errorf("LooksLikePath(%q) = %v, want %v", v, got, want)
+		}
+	}
+}
+
 func TestRedactor(t *testing.T) {
 	var r Redactor
 	r.Add("sk-0123456789", "short", `we"ird\key-0000`, "sk-0123456789-longer")
