@@ -340,7 +340,12 @@ func Find(ref string, getenv func(string) string) (string, error) {
 	if len(found) > 0 {
 		list = strings.Join(found, ", ")
 	}
-	return "", fmt.Errorf("no profile named %q in %s (found: %s); pass a path, or create one with `speclaunch profile init`", ref, strings.Join(dirs, ", "), list)
+	if near := typo.NearestName(ref, found); near != "" {
+		list = "did you mean " + near + "? found: " + list
+	} else {
+		list = "found: " + list
+	}
+	return "", fmt.Errorf("no profile named %q in %s (%s); pass a path, or create one with `speclaunch profile init`", ref, strings.Join(dirs, ", "), list)
 }
 
 // Available lists profile names found in SearchDirs, first hit per name.

@@ -145,8 +145,16 @@ func TestFind(t *testing.T) {
 		t.Errorf("b: %q %v", p, err)
 	}
 	_, err := Find("c", getenv)
-	if err == nil || !strings.Contains(err.Error(), "found: a, b") {
+	if err == nil || !strings.Contains(err.Error(), "(found: a, b)") {
 		t.Errorf("c: %v", err)
+	}
+	// A typo or the start of a name found is told the name (--profile dem).
+	os.WriteFile("profiles/demo.toml", []byte(""), 0o644)
+	os.WriteFile("profiles/demo-load.toml", []byte(""), 0o644)
+	for ref, want := range map[string]string{"dem": "(did you mean demo? found: a, b, demo, demo-load)", "demo-lod": "did you mean demo-load?"} {
+		if _, err := Find(ref, getenv); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", ref, err, want)
+		}
 	}
 	// A bare name no search directory holds, of a file here, is that file
 	// (its shape is checked when it is read), and a profile name wins.

@@ -7,6 +7,7 @@ package key
 import (
 	"fmt"
 	"github.com/speclaunch/speclaunch/internal/quote"
+	"github.com/speclaunch/speclaunch/internal/typo"
 	"regexp"
 	"slices"
 	"strconv"
@@ -57,7 +58,13 @@ const (
 
 func (s Switch) String() string { return string(s) }
 
-// ParseEngine accepts the engine names and a few spellings operators use.
+// engineSpellings are the names ParseEngine accepts, the names first.
+var engineSpellings = []string{"mlxcel", "llama.cpp", "vllm", "sglang", "sim",
+	"mlxcel-server", "llamacpp", "llama-cpp", "llama-server", "llama", "simulator", "vllm-serve", "sgl", "sglang.launch_server"}
+
+// ParseEngine accepts the engine names and a few spellings operators use;
+// a typo of one is told the name it meant (llama.ccp: did you mean
+// llama.cpp?).
 func ParseEngine(s string) (Engine, error) {
 	switch strings.ToLower(strings.TrimSpace(s)) {
 	case "mlxcel", "mlxcel-server":
@@ -71,7 +78,11 @@ func ParseEngine(s string) (Engine, error) {
 	case "sglang", "sgl", "sglang.launch_server":
 		return SGLang, nil
 	}
-	return "", fmt.Errorf("unknown engine %s (known: mlxcel, llama.cpp, vllm, sglang, sim)", quote.Quoted(s, 64))
+	mean := ""
+	if near := typo.NearestName(strings.ToLower(strings.TrimSpace(s)), engineSpellings); near != "" {
+		mean = "did you mean " + near + "? "
+	}
+	return "", fmt.Errorf("unknown engine %s (%sknown: mlxcel, llama.cpp, vllm, sglang, sim)", quote.Quoted(s, 64), mean)
 }
 
 // hfRepoRE is a Hugging Face repo id: owner/name.

@@ -1,6 +1,9 @@
 package key
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestParseEnginePy(t *testing.T) {
 	for in, want := range map[string]Engine{"vllm": VLLM, "vLLM": VLLM, "vllm-serve": VLLM, "sglang": SGLang, "SGLang": SGLang, "sglang.launch_server": SGLang} {
@@ -66,6 +69,29 @@ func TestFetchesModel(t *testing.T) {
 	} {
 		if got := FetchesModel(c.e, c.ref); got != c.want {
 			t.Errorf("%s %q: %v", c.e, c.ref, got)
+		}
+	}
+}
+
+// A typo of an engine's name is told the name it meant (before, only the
+// list: MLXCEL_ENGINE=llama.ccp); every spelling offered parses.
+func TestParseEngineDidYouMean(t *testing.T) {
+	for in, want := range map[string]string{
+		"llama.ccp": "did you mean llama.cpp?",
+		"vlm":       "did you mean vllm?",
+		"sglnag":    "did you mean sglang?",
+		"tgi":       "(known: mlxcel",
+	} {
+		if _, err := ParseEngine(in); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParseEngine(%q) = %v, want %q", in, err, want)
+		}
+	}
+	if _, err := ParseEngine("tgi"); err == nil || strings.Contains(err.Error(), "did you mean") {
+		t.Errorf("tgi: %v, want no guess", err)
+	}
+	for _, s := range engineSpellings {
+		if _, err := ParseEngine(s); err != nil {
+			t.Errorf("offered spelling %q: %v", s, err)
 		}
 	}
 }

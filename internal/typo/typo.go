@@ -18,6 +18,28 @@ func Nearest(name string, candidates []string) string {
 	return best
 }
 
+// NearestName is Nearest for short names an operator chose or types
+// (engine names, profile names), where two edits turn any short name into
+// another (tgi, sgl): a candidate under 6 characters is within one edit
+// only, and a name under 3 characters is matched to none. Failing that, a
+// name of 3 or more characters that begins the shortest candidate it
+// begins is that one (dem: demo).
+func NearestName(name string, candidates []string) string {
+	if len(name) < 3 {
+		return ""
+	}
+	if near := Nearest(name, candidates); near != "" && (len(near) >= 6 || Distance(name, near) <= 1) {
+		return near
+	}
+	best := ""
+	for _, c := range candidates {
+		if strings.HasPrefix(c, name) && (best == "" || len(c) < len(best)) {
+			best = c
+		}
+	}
+	return best
+}
+
 // NearestFold is Nearest with case ignored: a name that differs from a
 // candidate only in case (--API-KEY for --api-key, --Api-Kye) is a typo of
 // it, as a letter left out is. It returns the candidate as spelt.

@@ -35,3 +35,28 @@ func TestNearestFold(t *testing.T) {
 		}
 	}
 }
+
+// Short names get one edit, a prefix counts, and a very short name no
+// guess: tgi is two edits from sgl, c one from a.
+func TestNearestName(t *testing.T) {
+	engines := []string{"mlxcel", "llama.cpp", "vllm", "sglang", "sim", "sgl"}
+	profiles := []string{"a", "b", "demo", "demo-load", "example"}
+	for _, c := range []struct {
+		name  string
+		cands []string
+		want  string
+	}{
+		{"llama.ccp", engines, "llama.cpp"},
+		{"vlm", engines, "vllm"},
+		{"tgi", engines, ""},
+		{"dem", profiles, "demo"},
+		{"demo-lod", profiles, "demo-load"},
+		{"exmaple", profiles, "example"},
+		{"c", profiles, ""},
+		{"zzz", profiles, ""},
+	} {
+		if got := NearestName(c.name, c.cands); got != c.want {
+			t.Errorf("NearestName(%q) = %q, want %q", c.name, got, c.want)
+		}
+	}
+}
