@@ -15,6 +15,7 @@ import (
 	"os/signal"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -129,6 +130,10 @@ func runEnv(parent context.Context, args []string, emb Embedded, stdout, stderr 
 	// Before Kong has parsed anything, --log-format json as typed (or
 	// MLXCEL_LOG_FORMAT=json) makes a usage error a JSON line as well.
 	env.logJSON = logsJSON(typedLogFormat(args), getenv)
+	if len(args) == 0 {
+		return bareUsage(parser, stderr)
+	}
+	args = helpCommand(args)
 	argv, err := prepass(parser.Model.Node, args)
 	if err != nil {
 		return env.report(stderr, err)
@@ -152,14 +157,7 @@ func runEnv(parent context.Context, args []string, emb Embedded, stdout, stderr 
 			return env.report(stderr, xe), true
 		}
 		if err != nil {
-			hint := ""
-			if pe, ok := err.(*kong.ParseError); ok && pe.Context != nil {
-				hint = "run with --help for the flags and commands; engine flags llama-server does not list go after --"
-				if mv := missingValue(pe); mv != nil {
-					err, hint = mv, "run with --help for what each flag takes"
-				}
-			}
-			return env.report(stderr, usage(err, hint)), true
+			return env.report(stderr, parseError(parser, args, err)), true
 		}
 		env.kctx = kctx
 		if err := kctx.Run(env, kctx); err != nil {
@@ -171,6 +169,58 @@ func runEnv(parent context.Context, args []string, emb Embedded, stdout, stderr 
 		return interruptCode(ctx, code)
 	}
 	return 0
+}
+
+// bareUsage answers speclaunch typed alone, as a Kong application that
+// needs a command does: its help, on stderr, and exit 2 (before, the terse
+// `expected one of "resolve", "serve", ...`).
+func bareUsage(parser *kong.Kong, stderr io.Writer) int {
+	kctx, err := kong.Trace(parser, nil)
+	if err == nil {
+		parser.Stdout = stderr
+		err = kctx.PrintUsage(false)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "speclaunch: error: no command given; run speclaunch --help for the commands\n")
+	}
+	return 2
+}
+
+// helpCommand reads "speclaunch help [COMMAND...]" as "speclaunch
+// [COMMAND...] --help", as go help and git help do; other argv is
+// returned as it is.
+func helpCommand(args []string) []string {
+	if len(args) == 0 || args[0] != "help" {
+		return args
+	}
+	return append(slices.Clone(args[1:]), "--help")
+}
+
+// parseError is Kong's refusal of args said as bad input with the fix: a
+// flag given without its value names what it takes; a command's typo gets
+// Kong's did-you-mean and the command's --help; only an unknown flag of a
+// command that takes engine arguments is told where engine flags go.
+func parseError(parser *kong.Kong, args []string, err error) error {
+	pe, ok := err.(*kong.ParseError)
+	if !ok || pe.Context == nil {
+		return usage(err, "")
+	}
+	if mv := missingValue(pe); mv != nil {
+		return usage(mv, "run with --help for what each flag takes")
+	}
+	cmd, _ := findCommand(parser.Model.Node, args)
+	hint := "run speclaunch --help for the commands"
+	if cmd.Type == kong.CommandNode {
+		what := "its flags"
+		if slices.ContainsFunc(cmd.Children, func(c *kong.Node) bool { return c.Type == kong.CommandNode }) {
+			what = "its commands"
+		}
+		hint = "run speclaunch " + cmd.Path() + " --help for " + what
+	}
+	if strings.HasPrefix(err.Error(), "unknown flag") && takesEngineArgs(cmd) {
+		hint += "; engine flags llama-server does not list go after --"
+	}
+	return usage(err, hint)
 }
 
 // Kong's words for a flag given without its value: `--port: expected

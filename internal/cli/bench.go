@@ -67,7 +67,7 @@ type BenchCmd struct {
 
 // Run implements `speclaunch bench`.
 func (c *BenchCmd) Run(e *Env) error {
-	if err := c.checkArgs(); err != nil {
+	if err := c.checkArgs(e); err != nil {
 		return err
 	}
 	in := c.LaunchFlags.input(e, nil, e.Passthrough)

@@ -176,7 +176,7 @@ func prepass(app *kong.Node, args []string) (argvPlan, error) {
 			continue
 		}
 		if strings.HasPrefix(a, "--") || len(name) > 2 {
-			return out, unknownFlag(cmd, a, owned)
+			return out, unknownFlag(app, cmd, a, owned)
 		}
 		out.kong = append(out.kong, a)
 	}
@@ -188,8 +188,13 @@ func prepass(app *kong.Node, args []string) (argvPlan, error) {
 // typo of a key flag is to be spelt right (after --, the engine would
 // refuse it and the key would be on its command line), any other may go
 // after -- as it is. A value is shown masked.
-func unknownFlag(cmd *kong.Node, a string, owned map[string]int) error {
+func unknownFlag(app, cmd *kong.Node, a string, owned map[string]int) error {
 	name, val, hasVal := strings.Cut(a, "=")
+	if of := commandsWithFlag(app, name); len(of) > 0 {
+		// profile show --proxy=false: a flag of serve, not of this command.
+		return usage(fmt.Errorf("unknown flag %s: a flag of %s, not of %s", name, strings.Join(of, " and "), cmd.Path()),
+			"give it to speclaunch "+strings.Join(of, " or speclaunch ")+"; speclaunch "+cmd.Path()+" --help lists this command's flags")
+	}
 	msg := fmt.Sprintf("unknown flag %s: neither a speclaunch flag nor one llama-server lists", name)
 	near, says := suggestion(name, owned)
 	// A typo of a secret flag (--api-kye=K) still carries a key.
@@ -202,6 +207,32 @@ func unknownFlag(cmd *kong.Node, a string, owned map[string]int) error {
 		hint = "spell it " + spelt + "; a misspelt key flag is refused after -- too"
 	}
 	return usage(errors.New(msg+says), hint)
+}
+
+// commandsWithFlag are the commands under app (their paths: "serve",
+// "policy explain") that take the flag name in any of its spellings.
+func commandsWithFlag(app *kong.Node, name string) []string {
+	var out []string
+	var walk func(n *kong.Node)
+	walk = func(n *kong.Node) {
+		for _, c := range n.Children {
+			if c.Type != kong.CommandNode {
+				continue
+			}
+			if owned, _ := ownedFlags(c); len(c.Children) == 0 {
+				if _, ok := owned[name]; ok {
+					out = append(out, c.Path())
+				}
+			}
+			walk(c)
+		}
+	}
+	walk(app)
+	// serve first: the command most flags are for.
+	if i := slices.Index(out, "serve"); i > 0 {
+		out = append([]string{"serve"}, slices.Delete(out, i, i+1)...)
+	}
+	return out
 }
 
 // knownFlag is v's flag name when v is a flag speclaunch or llama-server

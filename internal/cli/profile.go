@@ -173,7 +173,7 @@ type ProfileShowCmd struct {
 
 // Run implements `profile show`.
 func (c *ProfileShowCmd) Run(e *Env) error {
-	if err := c.checkArgs(); err != nil {
+	if err := c.checkArgs(e); err != nil {
 		return err
 	}
 	l, err := e.load(c.input(e, nil, e.Passthrough))
@@ -220,7 +220,7 @@ type ProfileValidateCmd struct {
 // Run implements `profile validate`: the same load serve does, so a profile
 // that validates is one serve accepts.
 func (c *ProfileValidateCmd) Run(e *Env) error {
-	if err := c.checkArgs(); err != nil {
+	if err := c.checkArgs(e); err != nil {
 		return err
 	}
 	if c.Profile == "" && e.Getenv("MLXCEL_PROFILE") == "" {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 
@@ -42,7 +43,7 @@ func (c *ResolveCmd) Run(e *Env) error {
 // policy explain answer: a drafter kind without a draft model is asked
 // about, not turned off.
 func (f *LaunchFlags) hypothetical(e *Env) (*loaded, *plan.Plan, error) {
-	if err := f.checkArgs(); err != nil {
+	if err := f.checkArgs(e); err != nil {
 		return nil, nil, err
 	}
 	l, err := e.load(f.input(e, nil, e.Passthrough))
@@ -53,17 +54,44 @@ func (f *LaunchFlags) hypothetical(e *Env) (*loaded, *plan.Plan, error) {
 	return l, p, err
 }
 
-// checkArgs refuses stray positional arguments: engine args go after --.
-func (f *LaunchFlags) checkArgs() error {
+// checkArgs refuses stray positional arguments: engine args go after --;
+// a value after a boolean flag (--proxy false) is to be joined to it.
+func (f *LaunchFlags) checkArgs(e *Env) error {
 	if len(f.EngineArgs) > 0 {
 		a := f.EngineArgs[0]
 		if strings.HasSuffix(a, ".toml") {
 			// "profile validate my.toml": a profile is a flag, not a positional.
 			return usage(fmt.Errorf("unexpected argument %q", a), "a profile is named with --profile: --profile "+a)
 		}
+		if flag := boolFlagBefore(e, a); flag != "" {
+			return usage(fmt.Errorf("unexpected argument %q after %s", a, flag), "a boolean flag takes its value after =: "+flag+"="+a)
+		}
 		return usage(fmt.Errorf("unexpected argument %q", a), "engine arguments go after --, e.g. speclaunch serve --profile P -- --ctx-size 8192")
 	}
 	return nil
+}
+
+// boolFlagBefore is the boolean flag typed just before the stray argument
+// a when a reads as a boolean (--proxy false: Kong took --proxy for
+// true and false for an engine argument), else "".
+func boolFlagBefore(e *Env, a string) string {
+	if e == nil || e.kctx == nil {
+		return ""
+	}
+	if _, err := config.ParseBool(a); err != nil {
+		return ""
+	}
+	args := e.kctx.Args
+	i := slices.Index(args, a)
+	if i <= 0 {
+		return ""
+	}
+	prev := args[i-1]
+	owned, _ := ownedFlags(e.kctx.Selected())
+	if n, ok := owned[prev]; ok && n == 0 {
+		return prev
+	}
+	return ""
 }
 
 // bucketSource names where a bucket came from, the operator's flag,

@@ -43,7 +43,7 @@ func (c *ServeCmd) input(e *Env) config.Input {
 
 // Run implements `speclaunch serve`.
 func (c *ServeCmd) Run(e *Env) error {
-	if err := c.checkArgs(); err != nil {
+	if err := c.checkArgs(e); err != nil {
 		return err
 	}
 	in := c.input(e)

@@ -1,0 +1,41 @@
+package cli
+
+import (
+	"strings"
+	"testing"
+)
+
+// The command line's rough edges (a new operator's campaign): speclaunch
+// alone prints its help (on stderr, exit 2) and `speclaunch help` prints
+// it (exit 0), not a terse error; a command's typo gets a did-you-mean and
+// its command's --help, never the engine-flags hint, which is kept for
+// unknown flags of a command that takes engine arguments; a flag of
+// another command says whose it is; a value after a boolean flag is told
+// to join it with =; an engine name's typo gets a did-you-mean.
+func TestUsageRoughEdges(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	const engineHint = "engine flags llama-server does not list go after --"
+	for _, tc := range []struct {
+		run            envRun
+		args           []string
+		code           int
+		stdout, stderr string
+		notIn          string
+	}{
+		{withEnv(nil), nil, 2, "", "Usage: speclaunch <command> [flags]", "speclaunch: error"},
+		{withEnv(nil), []string{"help"}, 0, "Usage: speclaunch <command> [flags]", "", "speclaunch: error"},
+		{withEnv(nil), []string{"help", "serve"}, 0, "Usage: speclaunch serve", "", "speclaunch: error"},
+		{withEnv(nil), []string{"serv"}, 2, "", `unexpected argument serv, did you mean "serve"?` + "\nspeclaunch: hint: run speclaunch --help for the commands", engineHint},
+		{withEnv(nil), []string{"policy", "explian"}, 2, "", `did you mean "explain"?` + "\nspeclaunch: hint: run speclaunch policy --help for its commands", engineHint},
+		{withEnv(nil), []string{"policy", "list", "-x"}, 2, "", "hint: run speclaunch policy list --help for its flags", engineHint},
+		{withEnv(nil), []string{"profile", "show", "--proxy=false"}, 2, "", "unknown flag --proxy: a flag of serve and resolve, not of profile show\nspeclaunch: hint: give it to speclaunch serve or speclaunch resolve", "llama-server's --props"},
+		{withEnv(nil), []string{"serve", "--dry-run", "--profile", "../../profiles/demo.toml", "--proxy", "false"}, 2, "", `unexpected argument "false" after --proxy` + "\nspeclaunch: hint: a boolean flag takes its value after =: --proxy=false", ""},
+		{withEnv(map[string]string{"MLXCEL_ENGINE": "llama.ccp"}), []string{"resolve", "-m", "x.gguf"}, 2, "", `unknown engine "llama.ccp" (did you mean llama.cpp? known:`, ""},
+	} {
+		code, o, e := tc.run.cli(tc.args...)
+		e = unwrap(e)
+		if code != tc.code || !strings.Contains(o, tc.stdout) || !strings.Contains(e, tc.stderr) || tc.notIn != "" && strings.Contains(o+e, tc.notIn) {
+			t.Errorf("%q: exit %d, want %d, stdout with %q, stderr with %q, neither with %q:\n%s%s", tc.args, code, tc.code, tc.stdout, tc.stderr, tc.notIn, o, e)
+		}
+	}
+}
