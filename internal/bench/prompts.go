@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/speclaunch/speclaunch/internal/safefile"
+	"github.com/speclaunch/speclaunch/internal/typo"
 )
 
 // MaxPromptBytes caps one prompt file: a prompt is a few hundred tokens, and
@@ -78,6 +79,13 @@ func ReadTextFile(ctx context.Context, what, name string) (string, error) {
 // start with "." must be a regular file and is one prompt, in name order.
 func ReadPromptDir(ctx context.Context, dir string) ([]Prompt, error) {
 	info, err := os.Stat(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		mean := ""
+		if near := typo.NearestName(dir, ShippedSets); near != "" {
+			mean = "did you mean " + near + "? "
+		}
+		return nil, fmt.Errorf("%s is neither a directory nor a shipped set (%sshipped: %s): give --prompts %s, or the path of a directory of prompt files", dir, mean, strings.Join(ShippedSets, ", "), strings.Join(ShippedSets, " or --prompts "))
+	}
 	if err != nil {
 		return nil, err
 	}

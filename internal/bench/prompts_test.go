@@ -94,6 +94,20 @@ func TestReadPromptDir(t *testing.T) {
 	}
 }
 
+// A set that is neither a directory nor a shipped one names the sets and
+// the fix (before: a raw "stat nosuchset: no such file or directory").
+func TestReadPromptDirMissing(t *testing.T) {
+	for dir, want := range map[string]string{
+		"nosuchset": "nosuchset is neither a directory nor a shipped set (shipped: code, prose): give --prompts code or --prompts prose, or the path of a directory of prompt files",
+		"cod":       "(did you mean code? shipped: code, prose)",
+	} {
+		_, err := ReadPromptDir(context.Background(), dir) // neither is in internal/bench
+		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "stat ") {
+			t.Errorf("%s: %v, want %q", dir, err, want)
+		}
+	}
+}
+
 // Ctrl-C (the command's context ending) stops a prompt read.
 func TestReadPromptFileHonoursContext(t *testing.T) {
 	f := filepath.Join(t.TempDir(), "p.txt")

@@ -278,7 +278,7 @@ func readPrompts(ctx context.Context, o *bench.Options, b config.Bench, p *profi
 	}
 	ps, err := bench.ReadPromptDir(ctx, dir)
 	if err != nil {
-		return &config.Error{Src: b.Prompts.Src, Msg: "cannot use the prompt set (a directory of prompt files, or a shipped set: " + strings.Join(bench.ShippedSets, ", ") + ")", Err: err}
+		return &config.Error{Src: b.Prompts.Src, Msg: "cannot use the prompt set", Err: err}
 	}
 	o.Prompts, o.PromptSet = ps, filepath.Base(filepath.Clean(dir))
 	return nil

@@ -203,9 +203,12 @@ func (c *PolicyCheckCmd) Run(e *Env) error {
 				fmt.Fprintf(e.Stdout, "     note: %s\n", n)
 			}
 		}
-		fmt.Fprintf(e.Stdout, "%d entries checked, %d failed\n", len(verdicts), failed)
+		fmt.Fprintf(e.Stdout, "%s checked, %d failed\n", entries(len(verdicts)), failed)
 	}
-	if failed > 0 {
+	if failed == 1 {
+		return exitCode(1, errors.New("1 policy entry is not backed by its records"))
+	}
+	if failed > 1 {
 		return exitCode(1, fmt.Errorf("%d policy entries are not backed by their records", failed))
 	}
 	return nil
@@ -479,4 +482,12 @@ func writeClauses(w io.Writer, indent, text string) {
 		}
 		fmt.Fprintln(w, indent+c)
 	}
+}
+
+// entries counts policy entries in words: "1 entry", "3 entries".
+func entries(n int) string {
+	if n == 1 {
+		return "1 entry"
+	}
+	return fmt.Sprintf("%d entries", n)
 }

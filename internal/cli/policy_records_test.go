@@ -89,16 +89,16 @@ func TestPolicyCheckTamperedGB10Record(t *testing.T) {
 		want []string
 	}{
 		{name: "unedited", edit: func(*testing.T, map[string]any) {}, code: 0,
-			want: []string{"ok   gb10-affine-dflash", "the record keeps no raw runs", "1 entries checked, 0 failed"}},
+			want: []string{"ok   gb10-affine-dflash", "the record keeps no raw runs", "1 entry checked, 0 failed"}},
 		{name: "width arm given slow runs", code: 1, edit: func(t *testing.T, rec map[string]any) {
 			armNamed(t, rec, "width 4")["runs"] = fiveSlowRuns()
 		}, want: []string{"FAIL gb10-affine-dflash",
 			`problem: arm "width 4 (flag)": stored stats.n 3 (recomputed 5), stats.min 68.04 (recomputed 58)`,
 			`problem: width 4 (arm "width 4 (flag)") does not beat classic with disjoint ranges: its min 58.00 is not above classic's max 58.71`,
-			"1 entries checked, 1 failed"}},
+			"1 entry checked, 1 failed"}},
 		{name: "default arm at width 4 given slow runs", code: 1, edit: func(t *testing.T, rec map[string]any) {
 			armNamed(t, rec, "default = 4")["runs"] = fiveSlowRuns()
-		}, want: []string{"FAIL gb10-affine-dflash", `problem: arm "default = 4`, "stats.min 67.22 (recomputed 58)", "1 entries checked, 1 failed"}},
+		}, want: []string{"FAIL gb10-affine-dflash", `problem: arm "default = 4`, "stats.min 67.22 (recomputed 58)", "1 entry checked, 1 failed"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			root := gb10Copy(t, func(rec map[string]any) { tc.edit(t, rec) })

@@ -73,6 +73,20 @@ func TestReadFileShapes(t *testing.T) {
 	}
 }
 
+// The cap's sentence takes "an" before a vowel: "the cap for a api key
+// file" read wrong.
+func TestTooLargeArticle(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "k")
+	if err := os.WriteFile(p, bytes.Repeat([]byte("x"), 20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for what, want := range map[string]string{"api key file": "the cap for an api key file;", "profile": "the cap for a profile;", "adaptive state": "the cap for an adaptive state;"} {
+		if _, err := ReadFile(context.Background(), what, p, 10); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", what, err, want)
+		}
+	}
+}
+
 // TestOpenRechecksAfterOpen: a FIFO swapped in between the Stat and the
 // open is caught by the check on the opened file, without blocking.
 func TestOpenRechecksAfterOpen(t *testing.T) {

@@ -149,7 +149,11 @@ type UnsendableError struct {
 }
 
 func (e *UnsendableError) Error() string {
-	const why = "begins or ends with a space, a tab or a carriage return (a key file saved with CRLF line ends?), which no HTTP client can send: every request would get 401; remove it"
+	why := "begins or ends with a space, a tab or a carriage return"
+	if e.Flag == "" && e.Env == "" { // a key file's line
+		why += " (a key file saved with CRLF line ends?)"
+	}
+	why += ", which no HTTP client can send: every request would get 401; remove it"
 	if e.Flag != "" {
 		// Not "--api-key: …": masking by shape reads that as a header's key.
 		return e.From + " gives an API key that " + why

@@ -250,6 +250,26 @@ func TestKeys(t *testing.T) {
 	}
 }
 
+// The CRLF guess is for a key file's line only: a key with a space in
+// LLAMA_API_KEY or after --api-key involves no file.
+func TestUnsendableNamesCRLFForFilesOnly(t *testing.T) {
+	read := func(string) ([]byte, error) { return []byte("crlf-key\r\n"), nil }
+	for _, c := range []struct {
+		argv, env []string
+		crlf      bool
+	}{
+		{nil, []string{"LLAMA_API_KEY=good key "}, false},
+		{[]string{"--api-key", " k1"}, nil, false},
+		{[]string{"--api-key-file", "/k.txt"}, nil, true},
+		{nil, []string{"LLAMA_ARG_API_KEY_FILE=/k.txt"}, true},
+	} {
+		_, err := Keys(llamaSpec, c.argv, c.env, read)
+		if err == nil || strings.Contains(err.Error(), "CRLF") != c.crlf || !strings.Contains(err.Error(), "which no HTTP client can send") {
+			t.Errorf("%q %q: %v, want the CRLF guess %v", c.argv, c.env, err, c.crlf)
+		}
+	}
+}
+
 // A key pasted where its file belongs (--api-key-file K) is refused
 // without the value: before, "api key file K: no such file" printed the
 // key in full. A missing value that reads as a path is named as before,
