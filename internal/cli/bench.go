@@ -41,17 +41,17 @@ type BenchCmd struct {
 	LaunchFlags `embed:""`
 
 	Widths         string  `help:"Widths to measure, comma-separated." placeholder:"W,W,..." group:"Bench"`
-	Rounds         int     `help:"Measured rounds per arm, at least 3." group:"Bench"`
-	Warmup         int     `help:"Discarded warm-up requests per server start, 0 for none; at least one per prompt of a set." group:"Bench"`
-	MaxTokens      int     `help:"Tokens per request." group:"Bench"`
+	Rounds         int     `help:"Measured rounds per arm, at least 3." placeholder:"N" group:"Bench"`
+	Warmup         int     `help:"Discarded warm-up requests per server start, 0 for none; at least one per prompt of a set." placeholder:"N" group:"Bench"`
+	MaxTokens      int     `help:"Tokens per request, 1 to 65536." placeholder:"N" group:"Bench"`
 	PromptFile     string  `help:"Prompt file." placeholder:"FILE" group:"Bench"`
 	Prompts        string  `help:"A prompt set: a directory of prompt files, or a shipped set (code, prose); every arm runs every prompt, and the record keeps per-prompt and pooled figures." placeholder:"DIR|code|prose" group:"Bench"`
-	Temperature    float64 `help:"Sample at this temperature with a fixed seed per request; 0 is greedy." group:"Bench"`
+	Temperature    float64 `help:"Sample at this temperature with a fixed seed per request; 0 is greedy." placeholder:"T" group:"Bench"`
 	Concurrency    string  `help:"Requests in flight per measured run, for aggregate throughput under load; the engine is started with that many slots unless -np/--parallel is given. A list (1,2,4,8; bench.concurrency in a profile takes one too) is a load sweep: every width at every level under out-of-step clients with mixed prompts, on several fresh engines per width, earning a schedule (docs/schedule.md)." placeholder:"N|N,N,..." group:"Bench"`
-	Engines        int     `help:"Load sweep: fresh engines per width, 2 to 20, so the spread between engines is measured." default:"3" group:"Bench"`
+	Engines        int     `help:"Load sweep: fresh engines per width, 2 to 20, so the spread between engines is measured (default 3)." default:"3" placeholder:"N" group:"Bench"`
 	Window         string  `help:"Load sweep: the length of one measured window per engine and level, 100ms to 10m (default 5s; 3 windows after a 3s warm-up)." placeholder:"DUR" group:"Bench"`
 	Schedule       string  `help:"restart: one server at a time, each round restarts every arm (for models that fit once); resident: every arm's server up at once." placeholder:"restart|resident" group:"Bench"`
-	BasePort       int     `help:"First loopback port for arm servers (arm i on base+i); without it each arm draws its own below the ephemeral range, so two benches on one host never collide." group:"Bench"`
+	BasePort       int     `help:"First loopback port for arm servers (arm i on base+i); without it each arm draws its own below the ephemeral range, so two benches on one host never collide." placeholder:"PORT" group:"Bench"`
 	Out            string  `help:"Output path without extension, in an existing directory: writes OUT.md, OUT.json, OUT.svg." placeholder:"DIR/NAME" group:"Bench"`
 	Force          bool    `help:"Overwrite existing outputs." group:"Bench"`
 	JSON           bool    `help:"Progress as JSON lines on stdout, for machines." group:"Bench"`

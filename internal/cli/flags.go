@@ -43,7 +43,7 @@ type LaunchFlags struct {
 	LogFormat      string   `help:"Log format: auto (colour on a terminal unless NO_COLOR), text, color, json." placeholder:"FMT" group:"Logging"`
 	LogLevel       string   `help:"Log level: debug, info, warn, error." placeholder:"LEVEL" group:"Logging"`
 
-	EngineArgs []string `arg:"" optional:"" passthrough:"" help:"Engine arguments: llama-server flags work as typed (-ngl 99 -c 8192 --jinja); anything else goes after --. Passed through verbatim." placeholder:"-- ENGINE-ARGS"`
+	EngineArgs []string `arg:"" optional:"" passthrough:"" help:"Engine arguments: llama-server flags work as typed (-ngl 99 -c 8192 --jinja); anything else goes after --. Passed through verbatim, except --api-key KEY, the engine's API key, which reaches it in env LLAMA_API_KEY, off its command line (the variable works too); a key file, one key a line, is --api-key-file FILE or env LLAMA_ARG_API_KEY_FILE. Keys are never printed in full (docs/engines.md, API keys)." placeholder:"-- ENGINE-ARGS"`
 }
 
 // given returns the raw values of the flags that appeared on the command

@@ -172,7 +172,7 @@ func TestMissingFlagValue(t *testing.T) {
 	}{
 		{[]string{"serve", "--port"}, "--port needs a value: give --port=PORT"},
 		{[]string{"serve", "--port", "--engine", "sim"}, "--port needs a value, and --engine after it is a flag: give --port=PORT"},
-		{[]string{"bench", "--rounds"}, "--rounds needs a value: give --rounds=INT"},
+		{[]string{"bench", "--rounds"}, "--rounds needs a value: give --rounds=N"},
 		{[]string{"tune", "--window"}, "--window needs a value: give --window=DUR"},
 		{[]string{"policy", "list", "--policy"}, "--policy needs a value: give --policy=FILE"},
 	} {

@@ -36,3 +36,42 @@ func TestHelpSaysEveryHiddenDefault(t *testing.T) {
 	}
 	walk(app.Model.Node)
 }
+
+// Every flag that takes a value shows a placeholder of its own (N, T,
+// PORT), never one Kong makes from its Go type (--rounds=INT,
+// --temperature=FLOAT-64) or its default (--engines=3).
+func TestHelpPlaceholders(t *testing.T) {
+	app, err := kong.New(&App{}, kong.PostBuild(settingsHelp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var walk func(n *kong.Node)
+	walk = func(n *kong.Node) {
+		for _, c := range n.Children {
+			walk(c)
+		}
+		for _, f := range n.Flags {
+			if f.IsBool() || f.IsCounter() || f.Name == "help" || f.Name == "version" {
+				continue
+			}
+			if f.PlaceHolder == "" {
+				t.Errorf("%s --%s: no placeholder: help shows --%s=%s", n.Path(), f.Name, f.Name, f.FormatPlaceHolder())
+			}
+		}
+	}
+	walk(app.Model.Node)
+}
+
+// serve's and resolve's --help say how the engine's API key is given: the
+// README's first words on keys (--api-key, --api-key-file, LLAMA_API_KEY).
+func TestHelpNamesTheAPIKey(t *testing.T) {
+	for _, cmd := range []string{"serve", "resolve"} {
+		code, o, e := runCLI(t, cmd, "--help")
+		o = strings.Join(strings.Fields(o), " ")
+		for _, want := range []string{"--api-key KEY", "--api-key-file FILE", "LLAMA_API_KEY", "LLAMA_ARG_API_KEY_FILE"} {
+			if code != 0 || !strings.Contains(o, want) {
+				t.Errorf("%s --help: exit %d, no %q:\n%s%s", cmd, code, want, o, e)
+			}
+		}
+	}
+}

@@ -27,7 +27,7 @@ type ProfileCmd struct {
 // ProfileInitCmd writes an embedded example.
 type ProfileInitCmd struct {
 	Path  string `arg:"" optional:"" help:"Where to write it (default profiles/NAME.toml for --from, else profiles/example.toml); - for stdout." placeholder:"PATH"`
-	From  string `help:"Example to start from: example (every key, commented), demo (sim), demo-load (sim, its best width moving with load; its stand-in model files are written beside it), qwen35-4b-dflash (mlxcel), llama-draft (llama.cpp), vllm-tp2-eagle3 (vLLM), sglang-tp2-eagle3 (SGLang)." default:"example"`
+	From  string `help:"Example to start from: example (every key, commented), demo (sim), demo-load (sim, its best width moving with load; its stand-in model files are written beside it), qwen35-4b-dflash (mlxcel), llama-draft (llama.cpp), vllm-tp2-eagle3 (vLLM), sglang-tp2-eagle3 (SGLang); default example." default:"example" placeholder:"NAME"`
 	Force bool   `help:"Overwrite an existing file."`
 }
 
