@@ -173,7 +173,10 @@ func CheckPassthrough(e key.Engine, args []string) error {
 // key, would sit on the engine's command line as a plain argument. The
 // flags known are llama-server's --help (internal/llamaflags) for the
 // engines that take its flags, and the engine's key flags for the others
-// (whose full lists speclaunch does not hold). The value is masked.
+// (whose full lists speclaunch does not hold). The value is masked. Each
+// distinct name is judged once, and the nearest of every known flag is
+// looked for only where a key flag is within reach: a profile's many
+// copies of one argument cost one look, not one each.
 func misspeltKeyFlag(e key.Engine, args []string) error {
 	sp := APIKeySpec(e)
 	known := append(slices.Clone(sp.Flags), sp.FileFlags...)
@@ -181,6 +184,9 @@ func misspeltKeyFlag(e key.Engine, args []string) error {
 	if llamaLike {
 		known = llamaflags.All()
 	}
+	isKey := func(f string) bool { return secret.SecretFlag(f) || slices.Contains(sp.Flags, f) }
+	keyFlags := slices.DeleteFunc(slices.Clone(known), func(f string) bool { return !isKey(f) })
+	judged := map[string]bool{}
 	for i, a := range args {
 		if !strings.HasPrefix(a, "-") || a == "-" || strings.TrimLeft(a, "-0123456789.") == "" {
 			continue
@@ -189,13 +195,22 @@ func misspeltKeyFlag(e key.Engine, args []string) error {
 		if e == key.VLLM || e == key.SGLang {
 			name = normFlag(name) // --api_key is --api-key to them
 		}
+		if judged[name] {
+			continue
+		}
+		judged[name] = true
 		if _, ok := llamaflags.Values(name); (llamaLike && ok) || slices.Contains(known, name) {
 			continue
 		}
-		// A case variant (--API-KEY) is a typo as well: llama-server's
-		// flags are case-sensitive, and it refuses it as an unknown flag.
+		// The nearest known flag can take a key only if a key flag is
+		// within 2 edits, case ignored (--API-KEY is a typo as well:
+		// llama-server's flags are case-sensitive, and it refuses it as an
+		// unknown flag): the short list first, the long one only then.
+		if typo.NearestFold(name, keyFlags) == "" {
+			continue
+		}
 		near := typo.NearestFold(name, known)
-		if near == "" || !secret.SecretFlag(near) && !slices.Contains(sp.Flags, near) {
+		if near == "" || !isKey(near) {
 			continue
 		}
 		if !inline && i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
@@ -217,13 +232,20 @@ type UnknownFlag struct {
 	Why  string // the warning: whose list lacks it, and the nearest flag it holds
 }
 
-// unknownLlamaFlags finds each pass-through argument that looks like a
-// flag llama-server's --help does not list (internal/llamaflags), naming
-// the nearest one it does: llama-server refuses to start on an unknown
-// flag, and a dry run should say so first. Values are stepped over by each
+// maxUnknownFlagWarnings is how many distinct unknown flags are each named
+// in a warning; the rest are counted in one more.
+const maxUnknownFlagWarnings = 20
+
+// unknownLlamaFlags finds each distinct pass-through argument that looks
+// like a flag llama-server's --help does not list (internal/llamaflags),
+// naming the nearest one it does and how often it is given: llama-server
+// refuses to start on an unknown flag, and a dry run should say so first.
+// The first maxUnknownFlagWarnings are named, the rest counted in one
+// more (whose Name is the first of them). Values are stepped over by each
 // known flag's arity, so "--keep -1" is not read as a flag.
 func unknownLlamaFlags(args []string) []UnknownFlag {
-	var out []UnknownFlag
+	var order []string // distinct unknown names, first seen first
+	count := map[string]int{}
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		if !strings.HasPrefix(a, "-") || a == "-" || strings.TrimLeft(a, "-0123456789.") == "" {
@@ -236,11 +258,29 @@ func unknownLlamaFlags(args []string) []UnknownFlag {
 			}
 			continue
 		}
-		msg := fmt.Sprintf("engine argument %s is not a flag llama-server lists in its --help; llama-server refuses to start on an unknown flag", name)
+		if count[name] == 0 {
+			order = append(order, name)
+		}
+		count[name]++
+	}
+	var out []UnknownFlag
+	for _, name := range order[:min(len(order), maxUnknownFlagWarnings)] {
+		given := ""
+		if n := count[name]; n > 1 {
+			given = fmt.Sprintf(" (given %d times)", n)
+		}
+		msg := fmt.Sprintf("engine argument %s%s is not a flag llama-server lists in its --help; llama-server refuses to start on an unknown flag", name, given)
 		if near := llamaflags.Nearest(name, llamaflags.All()); near != "" {
 			msg += fmt.Sprintf(" (did you mean %s?)", strings.Join(llamaflags.Spellings(near), ", "))
 		}
 		out = append(out, UnknownFlag{Name: name, Why: msg})
+	}
+	if rest := order[min(len(order), maxUnknownFlagWarnings):]; len(rest) > 0 {
+		n := 0
+		for _, name := range rest {
+			n += count[name]
+		}
+		out = append(out, UnknownFlag{Name: rest[0], Why: fmt.Sprintf("and %d more distinct engine arguments (%d in all, the first %s) are not flags llama-server lists in its --help; llama-server refuses to start on an unknown flag", len(rest), n, rest[0])})
 	}
 	return out
 }

@@ -2,6 +2,8 @@ package engine
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -41,6 +43,66 @@ func TestUnknownLlamaFlags(t *testing.T) {
 	}
 }
 
+// An unknown flag given many times is one warning that says how many, and
+// past maxUnknownFlagWarnings distinct ones the rest are counted in one:
+// a profile of 40,000 copies of one flag printed 40,000 warnings (and took
+// 42 s to judge them).
+func TestUnknownLlamaFlagsOncePerName(t *testing.T) {
+	var many []string
+	for i := range maxUnknownFlagWarnings + 5 {
+		many = append(many, fmt.Sprintf("--xyzzy-%d", i), fmt.Sprintf("--xyzzy-%d", i))
+	}
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		count int    // warnings
+		first string // the first, as the substring it must hold
+		last  string // the last
+	}{
+		{"one name three times", []string{"--xyzzy", "-ngl", "1", "--xyzzy", "--xyzzy=2"}, 1,
+			"engine argument --xyzzy (given 3 times) is not a flag llama-server lists", "--xyzzy (given 3 times)"},
+		{"two names", []string{"--metric", "--xyzzy", "--metric"}, 2,
+			"--metric (given 2 times) is not a flag llama-server lists in its --help; llama-server refuses to start on an unknown flag (did you mean --metrics?)", "engine argument --xyzzy is not"},
+		{"past the cap", many, maxUnknownFlagWarnings + 1,
+			"engine argument --xyzzy-0 (given 2 times) is not", "and 5 more distinct engine arguments (10 in all, the first --xyzzy-20) are not flags llama-server lists"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := unknownLlamaFlags(tc.args)
+			if len(got) != tc.count {
+				t.Fatalf("%d warnings, want %d:\n%s", len(got), tc.count, whys(got))
+			}
+			if !strings.Contains(got[0].Why, tc.first) || !strings.Contains(got[len(got)-1].Why, tc.last) {
+				t.Errorf("warnings\n%s\nwant the first to hold %q and the last %q", whys(got), tc.first, tc.last)
+			}
+		})
+	}
+}
+
+// BenchmarkPassthroughChecks is the cost of judging a profile's engine
+// arguments near the 1 MiB cap: 40,000 copies of one unknown flag, and
+// 40,000 distinct ones. Each took tens of seconds when every argument was
+// matched against every flag llama-server lists.
+func BenchmarkPassthroughChecks(b *testing.B) {
+	same := slices.Repeat([]string{"--xyzzy-abcdefgh"}, 40000)
+	var distinct []string
+	for i := range 40000 {
+		distinct = append(distinct, fmt.Sprintf("--xyzzy-%d", i))
+	}
+	for _, bc := range []struct {
+		name string
+		args []string
+	}{{"same", same}, {"distinct", distinct}} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				if err := CheckPassthrough(key.LlamaCpp, bc.args); err != nil {
+					b.Fatal(err)
+				}
+				unknownLlamaFlags(bc.args)
+			}
+		})
+	}
+}
+
 // A pass-through argument that is no flag the engine knows and is nearest
 // a key flag is refused, its value masked: the engine would refuse the
 // unknown flag anyway, and meanwhile the key would sit on its command line
@@ -72,6 +134,8 @@ func TestMisspeltKeyFlag(t *testing.T) {
 		{"a key file", key.LlamaCpp, []string{"--api-key-file", "/run/k"}, ""},
 		{"a typo of a flag with no secret", key.LlamaCpp, []string{"--metric"}, ""},
 		{"vLLM's own flags", key.VLLM, []string{"--max-model-len", "8192", "--api-key", "k"}, ""},
+		{"after copies of another unknown flag", key.LlamaCpp, []string{"--xyzzy", "--xyzzy", "--metric", "--api-kye", "sk-live-123456"}, "--api-kye ****3456 is not a flag"},
+		{"a second copy of a misspelt key flag", key.Sim, []string{"--jinja", "--apikey", "sk-live-123456", "--apikey"}, "did you mean --api-key?"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := CheckPassthrough(tc.e, tc.args)
@@ -85,4 +149,13 @@ func TestMisspeltKeyFlag(t *testing.T) {
 			}
 		})
 	}
+}
+
+// whys is the warnings of unknown flags, a line each.
+func whys(us []UnknownFlag) string {
+	var b strings.Builder
+	for _, u := range us {
+		b.WriteString(u.Why + "\n")
+	}
+	return b.String()
 }

@@ -4,13 +4,21 @@ package typo
 
 import "strings"
 
+// maxEdits is the most edits a typo is taken to be.
+const maxEdits = 2
+
 // Nearest returns the candidate closest to name when it is close enough to
 // be a typo of it (at most 2 edits: --ngl for -ngl, --dryrun for
 // --dry-run, engine.nme for engine.name), "" otherwise. Ties go to the
-// earliest candidate.
+// earliest candidate. A candidate whose length differs from name's by the
+// best distance so far or more is passed over unmeasured (the distance is
+// at least that difference), so that a long list costs little per name.
 func Nearest(name string, candidates []string) string {
-	best, bestD := "", 3
+	best, bestD := "", maxEdits+1
 	for _, c := range candidates {
+		if diff := len(name) - len(c); diff >= bestD || -diff >= bestD {
+			continue
+		}
 		if d := Distance(name, c); d < bestD {
 			best, bestD = c, d
 		}
@@ -59,27 +67,28 @@ func NearestFold(name string, candidates []string) string {
 
 // Distance is the optimal string alignment distance: insertions,
 // deletions, substitutions and swaps of neighbours each cost 1 (a swap is
-// the commonest typo: KYE for KEY).
+// the commonest typo: KYE for KEY). It keeps three rows of the table, not
+// the whole of it.
 func Distance(a, b string) int {
-	d := make([][]int, len(a)+1)
-	for i := range d {
-		d[i] = make([]int, len(b)+1)
-		d[i][0] = i
-	}
-	for j := range d[0] {
-		d[0][j] = j
+	n := len(b) + 1
+	rows := make([]int, 3*n)
+	prev2, prev, cur := rows[:n], rows[n:2*n], rows[2*n:]
+	for j := range prev {
+		prev[j] = j
 	}
 	for i := 1; i <= len(a); i++ {
+		cur[0] = i
 		for j := 1; j <= len(b); j++ {
 			cost := 1
 			if a[i-1] == b[j-1] {
 				cost = 0
 			}
-			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
 			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
-				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+				cur[j] = min(cur[j], prev2[j-2]+1)
 			}
 		}
+		prev2, prev, cur = prev, cur, prev2
 	}
-	return d[len(a)][len(b)]
+	return prev[len(b)]
 }

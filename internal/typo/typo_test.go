@@ -60,3 +60,47 @@ func TestNearestName(t *testing.T) {
 		}
 	}
 }
+
+// Distance keeps three rows and Nearest passes over candidates too long or
+// short to be near: both must say what the whole table and a measure of
+// every candidate say, on names of every length (swaps included).
+func TestDistanceAndNearestAsTheFullTable(t *testing.T) {
+	full := func(a, b string) int {
+		d := make([][]int, len(a)+1)
+		for i := range d {
+			d[i] = make([]int, len(b)+1)
+			d[i][0] = i
+		}
+		for j := range d[0] {
+			d[0][j] = j
+		}
+		for i := 1; i <= len(a); i++ {
+			for j := 1; j <= len(b); j++ {
+				cost := 1
+				if a[i-1] == b[j-1] {
+					cost = 0
+				}
+				d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+				if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+					d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+				}
+			}
+		}
+		return d[len(a)][len(b)]
+	}
+	names := []string{"", "a", "ab", "ba", "abc", "acb", "KEY", "KYE", "--api-key", "--api-kye", "--apikey", "-ngl", "--ngl", "--n-gpu-layers", "-c", "-x", "--ctx-size", "--ctx-siz", "ca", "abcd", "badc"}
+	for _, a := range names {
+		best, bestD := "", 3
+		for _, b := range names {
+			if got, want := Distance(a, b), full(a, b); got != want {
+				t.Errorf("Distance(%q, %q) = %d, the full table says %d", a, b, got, want)
+			}
+			if d := full(a, b); d < bestD {
+				best, bestD = b, d
+			}
+		}
+		if got := Nearest(a, names); got != best {
+			t.Errorf("Nearest(%q) = %q, measuring every candidate says %q", a, got, best)
+		}
+	}
+}
