@@ -238,6 +238,11 @@ func TestCommandErrors(t *testing.T) {
 	envConflict.Env, envConflict.EnvFrom = map[string]string{"LLAMA_ARG_DRAFT_MAX": "4"}, "profile p.toml:3"
 	portConflict := settings(key.MLXCEL, "/m/d")
 	portConflict.Env, portConflict.EnvFrom = map[string]string{"LLAMA_ARG_PORT": "9"}, "profile p.toml:4"
+	// Each variable's own line, where the profile gives it: not the
+	// [engine.env] header's.
+	keyLine := settings(key.LlamaCpp, "/m/d")
+	keyLine.Env, keyLine.EnvFrom = map[string]string{"LLAMA_ARG_CTX_SIZE": "8192", "LLAMA_ARG_DRAFT_MAX": "4"}, "profile p.toml:3"
+	keyLine.EnvKeyFrom = map[string]string{"LLAMA_ARG_CTX_SIZE": "profile p.toml:4", "LLAMA_ARG_DRAFT_MAX": "profile p.toml:8"}
 	tests := []struct {
 		name   string
 		engine key.Engine
@@ -263,6 +268,7 @@ func TestCommandErrors(t *testing.T) {
 		{"passthrough mlxcel width", key.MLXCEL, settings(key.MLXCEL, "/m/d", "--draft-block-size=8"), res(4), key.DFlash, Caps{}, []string{"draft.block_size"}, ErrPassthrough},
 		{"engine.env width", key.LlamaCpp, envConflict, res(4), key.Draft, new26, []string{"p.toml:3", "LLAMA_ARG_DRAFT_MAX", "draft.block_size"}, nil},
 		{"engine.env port", key.MLXCEL, portConflict, res(4), key.DFlash, Caps{}, []string{"p.toml:4", "LLAMA_ARG_PORT", "server.port"}, nil},
+		{"engine.env width, its own line", key.LlamaCpp, keyLine, res(4), key.Draft, new26, []string{"profile p.toml:8: engine.env sets LLAMA_ARG_DRAFT_MAX=4"}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -164,7 +164,18 @@ type Spec struct {
 	Args      []string // passed through to the engine
 	ArgsFrom  string
 	Env       map[string]string // engine.env: set in the engine's environment
-	EnvFrom   string
+	EnvFrom   string            // where engine.env was set
+	// EnvKeyFrom is where each engine.env variable was set, its own
+	// file:line; one missing from it is said at EnvFrom.
+	EnvKeyFrom map[string]string
+}
+
+// envFrom is where engine.env's variable k was set.
+func (s Spec) envFrom(k string) string {
+	if from, ok := s.EnvKeyFrom[k]; ok {
+		return from
+	}
+	return s.EnvFrom
 }
 
 // binary is the executable the settings name, else the engine default.

@@ -59,8 +59,9 @@ var settingEnvRules = []envRule{
 
 // buildEnv makes the child's environment: environ minus the rules'
 // variables, plus the profile's engine.env, plus defaults (set only when the
-// operator's environment lacks them, or has them empty).
-func buildEnv(engine string, environ []string, rules []envRule, engineEnv map[string]string, envFrom string, defaults map[string]string, l *Launch) error {
+// operator's environment lacks them, or has them empty). envFrom says where
+// an engine.env variable was set (Spec.envFrom: its own file:line).
+func buildEnv(engine string, environ []string, rules []envRule, engineEnv map[string]string, envFrom func(string) string, defaults map[string]string, l *Launch) error {
 	if err := checkOwned(engine, rules, engineEnv, envFrom); err != nil {
 		return err
 	}
@@ -69,7 +70,7 @@ func buildEnv(engine string, environ []string, rules []envRule, engineEnv map[st
 	l.EnvSet = map[string]string{}
 	for _, k := range slices.Sorted(maps.Keys(engineEnv)) {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
-			return fmt.Errorf("%s: engine.env has a malformed variable name %q: use NAME = \"value\" with a name without '='", envFrom, k)
+			return fmt.Errorf("%s: engine.env has a malformed variable name %q: use NAME = \"value\" with a name without '='", envFrom(k), k)
 		}
 		env.set(k, engineEnv[k])
 		l.EnvSet[k] = engineEnv[k]
@@ -88,10 +89,10 @@ func buildEnv(engine string, environ []string, rules []envRule, engineEnv map[st
 
 // checkOwned refuses a profile whose engine.env sets what the launcher
 // owns: the same rule as for pass-through arguments.
-func checkOwned(engine string, rules []envRule, engineEnv map[string]string, envFrom string) error {
+func checkOwned(engine string, rules []envRule, engineEnv map[string]string, envFrom func(string) string) error {
 	for _, r := range append(slices.Clone(rules), settingEnvRules...) {
 		if v, ok := engineEnv[r.name]; ok {
-			return fmt.Errorf("%s: engine.env sets %s=%s, which the launcher owns for %s: %s", envFrom, r.name, v, engine, r.fix)
+			return fmt.Errorf("%s: engine.env sets %s=%s, which the launcher owns for %s: %s", envFrom(r.name), r.name, v, engine, r.fix)
 		}
 	}
 	return nil

@@ -79,7 +79,7 @@ func (llamaAdapter) Command(s Spec, r width.Resolution, kind key.Drafter, enviro
 	}
 	argv = append(argv, s.Args...)
 	l.Argv = argv
-	if err := buildEnv("llama-server", environ, llamaEnvRules, s.Env, s.EnvFrom, nil, &l); err != nil {
+	if err := buildEnv("llama-server", environ, llamaEnvRules, s.Env, s.envFrom, nil, &l); err != nil {
 		return Launch{}, err
 	}
 	l.keysToEnv(key.LlamaCpp, "llama-server")

@@ -157,17 +157,35 @@ func loadPolicy(ctx context.Context, embedded []byte, tuned string, s config.Set
 		layers = append(layers, pf)
 	}
 	if prof != nil && len(prof.Policy.Entry) > 0 {
-		lines := make([]int, len(prof.Policy.Entry))
-		for i := range lines {
-			lines[i] = prof.Line(fmt.Sprintf("policy.entry[%d]", i))
-		}
-		entries, err := policy.ParseProfileEntries(prof.Path, prof.Policy.Entry, lines)
+		entries, err := profileEntries(prof)
 		if err != nil {
 			return nil, err
 		}
 		layers = append(layers, &policy.File{Name: prof.Path, Schema: 1, Entries: entries})
 	}
 	return policy.Merge(layers...), nil
+}
+
+// profileEntries parses the profile's own [[policy.entry]] tables, each
+// error naming the line of the key it is about. An error is the profile's
+// (*profiles.Error), so that its hint says to fix the profile, not a
+// policy file.
+func profileEntries(prof *profiles.Profile) ([]policy.Entry, error) {
+	lines := make([]int, len(prof.Policy.Entry))
+	keyLines := make([]map[string]int, len(prof.Policy.Entry))
+	for i, m := range prof.Policy.Entry {
+		lines[i] = prof.Line(fmt.Sprintf("policy.entry[%d]", i))
+		keyLines[i] = map[string]int{}
+		for k := range m {
+			keyLines[i][k] = prof.Line(fmt.Sprintf("policy.entry[%d].%s", i, k))
+		}
+	}
+	entries, err := policy.ParseProfileEntries(prof.Path, prof.Policy.Entry, lines, keyLines)
+	var pe *policy.ParseError
+	if errors.As(err, &pe) {
+		return nil, &profiles.Error{File: pe.File, Line: pe.Line, Msg: pe.Msg}
+	}
+	return entries, err
 }
 
 // readTuned reads the tuned layer at path within budget: nil where there

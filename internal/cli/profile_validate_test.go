@@ -21,7 +21,7 @@ func TestValidateChecksEngineArgsWithoutAModel(t *testing.T) {
 		{"llama.cpp --port", "[engine]\nname = \"llama.cpp\"\nargs = [\"--port\", \"9000\"]\n", ":3: engine argument conflicts with the launcher: \"--port\" sets the listen port"},
 		{"sim --draft-block-size", "[engine]\nname = \"sim\"\nargs = [\"--draft-block-size=3\"]\n", ":3: engine argument conflicts with the launcher: \"--draft-block-size=3\" sets the draft width"},
 		{"mlxcel --draft-block-size", "[engine]\nname = \"mlxcel\"\nargs = [\"--draft-block-size=3\"]\n", ":3: engine argument conflicts with the launcher"},
-		{"llama.cpp LLAMA_ARG_PORT", "[engine]\nname = \"llama.cpp\"\n[engine.env]\nLLAMA_ARG_PORT = \"9000\"\n", ":3: engine.env sets LLAMA_ARG_PORT=9000, which the launcher owns"},
+		{"llama.cpp LLAMA_ARG_PORT", "[engine]\nname = \"llama.cpp\"\n[engine.env]\nLLAMA_ARG_PORT = \"9000\"\n", ":4: engine.env sets LLAMA_ARG_PORT=9000, which the launcher owns"},
 		{"vllm num_speculative_tokens", "[engine]\nname = \"vllm\"\nargs = [\"--speculative-config\", '{\"num_speculative_tokens\": 3}']\n", ":3: engine argument conflicts with the launcher: --speculative-config key \"num_speculative_tokens\""},
 		{"sglang --port", "[engine]\nname = \"sglang\"\nargs = [\"--port\", \"1\"]\n", ":3: engine argument conflicts with the launcher: \"--port\""},
 		{"llama.cpp, its own flags", "[engine]\nname = \"llama.cpp\"\nargs = [\"--jinja\"]\n[engine.env]\nLLAMA_ARG_CTX_SIZE = \"8192\"\n", ""},
@@ -37,6 +37,41 @@ func TestValidateChecksEngineArgsWithoutAModel(t *testing.T) {
 			case tc.want != "" && (code != 2 || !strings.Contains(unwrap(e), want)):
 				t.Errorf("%s, %s: exit %d, want 2 and %q:\n%s%s", tc.name, cmd, code, want, o, e)
 			}
+		}
+	}
+}
+
+// An error or warning about one variable of engine.env, or one key of a
+// profile's [[policy.entry]], names that key's own line: under an
+// [engine.env] header, as a dotted key of [engine] or of the top. Before,
+// it named the header (or engine.name's line, for a dotted key), and an
+// entry's error said to fix "the policy file" although it is the
+// profile's.
+func TestProfileErrorsNameTheKeysLine(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	for _, tc := range []struct {
+		name, body string
+		cmd        string
+		code       int
+		want       string // in stderr, unwrapped
+		hint       string // "" for none checked
+	}{
+		{"under [engine.env]", "[engine]\nname = \"llama.cpp\"\n[engine.env]\n# a\n# b\nLLAMA_ARG_CTX_SIZE = \"8192\"\n# c\nLLAMA_ARG_DRAFT_MAX = \"5\"\n",
+			"profile validate", 2, ":8: engine.env sets LLAMA_ARG_DRAFT_MAX=5, which the launcher owns", ""},
+		{"a dotted key at the top", "engine.name = \"llama.cpp\"\n# x\n# y\n# z\nengine.env.LLAMA_ARG_PORT = \"5\"\n",
+			"profile validate", 2, ":5: engine.env sets LLAMA_ARG_PORT=5", ""},
+		{"a dotted key in [engine]", "[engine]\nname = \"llama.cpp\"\nenv.LLAMA_ARG_CTX_SIZE = \"1\"\n\nenv.LLAMA_ARG_PORT = \"5\"\n",
+			"profile validate", 2, ":5: engine.env sets LLAMA_ARG_PORT=5", ""},
+		{"a key's typo", "[engine]\nname = \"sim\"\n[model]\npath = \"demo-target\"\n[engine.env]\nLLAMA_ARG_CTX_SIZE = \"1\"\n\nLLAMA_API_KYE = \"sk-12345678\"\n",
+			"serve --dry-run", 0, ":8: engine.env sets LLAMA_API_KYE, but sim reads no API key from it", ""},
+		{"a profile's policy entry", "[engine]\nname = \"llama.cpp\"\n\n[[policy.entry]]\nid = \"x1\"\n# c\nengine = \"sim\"\ndrafter = \"dflash\"\ncapability = \"12.1\"\nquant = \"affine\"\nwidth = 4\n",
+			"profile validate", 2, ":7: a measured entry cannot name engine \"sim\"", "hint: fix the profile, then check it with `speclaunch profile validate --profile "},
+	} {
+		prof := filepath.Join(t.TempDir(), "p.toml")
+		writeFile(t, prof, tc.body)
+		code, o, e := runCLI(t, append(strings.Fields(tc.cmd), "--profile", prof)...)
+		if got := unwrap(o + e); code != tc.code || !strings.Contains(got, prof+tc.want) || !strings.Contains(got, tc.hint) {
+			t.Errorf("%s: exit %d, want %d and %q (hint %q):\n%s%s", tc.name, code, tc.code, prof+tc.want, tc.hint, o, e)
 		}
 	}
 }

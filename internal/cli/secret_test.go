@@ -620,9 +620,9 @@ func TestSecretsUnreadKeyVarInEngineEnv(t *testing.T) {
 		proc      map[string]string
 		want      string // "" for no warning
 	}{
-		{"typo in engine.env", "LLAMA_API_KYE", nil, ":10: engine.env sets LLAMA_API_KYE, but sim reads no API key from it: the engine serves with no API key; give the key with --api-key"},
-		{"llama arg name in engine.env", "LLAMA_ARG_API_KEY", nil, ":10: engine.env sets LLAMA_ARG_API_KEY, but sim reads no API key"},
-		{"mlxcel name in engine.env", "MLXCEL_API_KEY", nil, ":10: engine.env sets MLXCEL_API_KEY, but sim reads no API key"},
+		{"typo in engine.env", "LLAMA_API_KYE", nil, ":11: engine.env sets LLAMA_API_KYE, but sim reads no API key from it: the engine serves with no API key; give the key with --api-key"},
+		{"llama arg name in engine.env", "LLAMA_ARG_API_KEY", nil, ":11: engine.env sets LLAMA_ARG_API_KEY, but sim reads no API key"},
+		{"mlxcel name in engine.env", "MLXCEL_API_KEY", nil, ":11: engine.env sets MLXCEL_API_KEY, but sim reads no API key"},
 		{"typo in the environment", "LEVEL", map[string]string{"LLAMA_API_KYE": k}, "LLAMA_API_KYE is set, but sim reads no API key from it"},
 		{"the key the engine reads", "LLAMA_API_KEY", nil, ""},
 		{"a typo beside the key read", "LLAMA_API_KYE", map[string]string{"LLAMA_API_KEY": k}, ""},
@@ -672,7 +672,7 @@ func TestSecretsUnsendableKeyNamesItsSource(t *testing.T) {
 		{"after --", nil, append(demo, "--", "--api-key", k+" "), "after --): engine flag --api-key gives an API key that begins"},
 		{"speclaunch's --api-key", nil, append(demo, "--api-key", " "+k), "after --): engine flag --api-key gives an API key that begins"},
 		{"engine.args", nil, []string{"--profile", args}, "error: profile " + args + ":3: engine flag --api-key gives an API key that begins"},
-		{"engine.env", nil, []string{"--profile", env}, "error: profile " + env + ":5: engine.env: env LLAMA_API_KEY: an API key begins"},
+		{"engine.env", nil, []string{"--profile", env}, "error: profile " + env + ":6: engine.env: env LLAMA_API_KEY: an API key begins"},
 	} {
 		for _, cmd := range [][]string{{"serve", "--dry-run"}, {"resolve"}} {
 			code, o, e := withEnv(tc.env).cli(append(cmd, tc.args...)...)

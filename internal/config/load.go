@@ -126,6 +126,10 @@ func Load(in Input) (Settings, *profiles.Profile, []Notice, error) {
 		s.ProfilePath = l.prof.Path
 		if len(l.prof.Engine.Env) > 0 { // passed to the engine as is: no layering
 			s.EngineEnv = Field[map[string]string]{l.prof.Engine.Env, Source{Profile, l.prof.Where("engine.env")}}
+			s.EngineEnvSrc = map[string]Source{}
+			for k := range l.prof.Engine.Env {
+				s.EngineEnvSrc[k] = Source{Profile, l.prof.Where("engine.env." + k)}
+			}
 		}
 	}
 	if err := l.rows(&s, ScopeLaunch, ScopeServe); err != nil {

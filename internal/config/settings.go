@@ -53,6 +53,15 @@ type Field[T any] struct {
 // Set reports whether an operator set the value (anything but a default).
 func (f Field[T]) Set() bool { return f.Src.Origin != Default }
 
+// EnvSrc is where the profile's engine.env variable k was set: its own
+// file:line, else the table's.
+func (s Settings) EnvSrc(k string) Source {
+	if src, ok := s.EngineEnvSrc[k]; ok {
+		return src
+	}
+	return s.EngineEnv.Src
+}
+
 // Restart policies for serve.
 const (
 	RestartNo        = "no"
@@ -70,7 +79,10 @@ type Settings struct {
 	// when typed engine arguments follow them in EngineArgs: a bad one is
 	// blamed on the profile, not on the command line.
 	ProfileArgs Field[[]string]
-	EngineEnv   Field[map[string]string]
+	EngineEnv   Field[map[string]string] // Src: the table's file:line
+	// EngineEnvSrc is where each engine.env variable was set: its own
+	// file:line (EnvSrc reads it).
+	EngineEnvSrc map[string]Source
 
 	Model      Field[string] // target checkpoint (MLX directory or GGUF file)
 	DraftModel Field[string] // drafter; "" = speculation off

@@ -215,7 +215,7 @@ func unreadKeyWarning(s config.Settings, environ []string) string {
 		prof = append(prof, k+"="+s.EngineEnv.Value[k])
 	}
 	if n := secret.UnreadKeyVar(sp, prof); n != "" {
-		return fmt.Sprintf("%s: engine.env sets %s, but %s", s.EngineEnv.Src, n, tail)
+		return fmt.Sprintf("%s: engine.env sets %s, but %s", s.EnvSrc(n), n, tail)
 	}
 	if n := secret.UnreadKeyVar(sp, environ); n != "" {
 		return fmt.Sprintf("%s is set, but %s", n, tail)
@@ -261,7 +261,7 @@ func launchKeys(ctx context.Context, s config.Settings, l engine.Launch) ([]stri
 	var un *secret.UnsendableError
 	if errors.As(err, &un) && un.Env != "" {
 		if _, ok := s.EngineEnv.Value[un.Env]; ok {
-			return nil, fmt.Errorf("%s: engine.env: %w", s.EngineEnv.Src, err)
+			return nil, fmt.Errorf("%s: engine.env: %w", s.EnvSrc(un.Env), err)
 		}
 	}
 	if err != nil {
@@ -301,8 +301,20 @@ func LaunchSpec(s config.Settings) engine.Spec {
 		Host: s.Host.Value,
 		Port: s.Port.Value, PortFrom: s.Port.Src.String(),
 		Args: s.EngineArgs.Value, ArgsFrom: s.EngineArgs.Src.String(),
-		Env: s.EngineEnv.Value, EnvFrom: s.EngineEnv.Src.String(),
+		Env: s.EngineEnv.Value, EnvFrom: s.EngineEnv.Src.String(), EnvKeyFrom: envKeyFrom(s),
 	}
+}
+
+// envKeyFrom is where each engine.env variable was set, as Spec says it.
+func envKeyFrom(s config.Settings) map[string]string {
+	if len(s.EngineEnvSrc) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(s.EngineEnvSrc))
+	for k, src := range s.EngineEnvSrc {
+		out[k] = src.String()
+	}
+	return out
 }
 
 // drafter settles whether the launch is speculative and with which drafter

@@ -122,15 +122,19 @@ func ReadFile(ctx context.Context, path string) (*File, error) {
 // ParseProfileEntries validates a profile's own [[policy.entry]] tables,
 // already decoded by the profile loader, with the same rules as a policy
 // file's [[entry]] tables. lines[i] is the header line of entries[i] (0 when
-// unknown); per-key lines are not available here, so errors name the table.
-func ParseProfileEntries(name string, entries []map[string]any, lines []int) ([]Entry, error) {
+// unknown), keyLines[i] the line of each of its keys (nil when unknown): an
+// error about a key names the key's line, else the table's.
+func ParseProfileEntries(name string, entries []map[string]any, lines []int, keyLines []map[string]int) ([]Entry, error) {
 	ts := make([]table, len(entries))
 	for i, m := range entries {
-		line := 0
+		t := table{file: name, label: "[[policy.entry]]", m: m}
 		if i < len(lines) {
-			line = lines[i]
+			t.line = lines[i]
 		}
-		ts[i] = table{file: name, label: "[[policy.entry]]", line: line, m: m}
+		if i < len(keyLines) {
+			t.keyLines = keyLines[i]
+		}
+		ts[i] = t
 	}
 	return parseEntries(ts)
 }

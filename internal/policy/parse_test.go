@@ -217,7 +217,7 @@ func TestParseProfileEntries(t *testing.T) {
 		}
 		return m
 	}
-	es, err := ParseProfileEntries("prof.toml", []map[string]any{ok, with("id", "p2")}, []int{7})
+	es, err := ParseProfileEntries("prof.toml", []map[string]any{ok, with("id", "p2")}, []int{7}, nil)
 	if err == nil {
 		t.Fatalf("duplicate key accepted: %+v", es)
 	}
@@ -227,7 +227,7 @@ func TestParseProfileEntries(t *testing.T) {
 
 	other := with("capability", "12.1")
 	other["id"] = "p2"
-	es, err = ParseProfileEntries("prof.toml", []map[string]any{ok, other}, []int{7, 15})
+	es, err = ParseProfileEntries("prof.toml", []map[string]any{ok, other}, []int{7, 15}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +249,7 @@ func TestParseProfileEntries(t *testing.T) {
 		{"bad capability", with("capability", "sm_90"), "MAJOR.MINOR"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := ParseProfileEntries("prof.toml", []map[string]any{tc.m}, []int{21})
+			_, err := ParseProfileEntries("prof.toml", []map[string]any{tc.m}, []int{21}, nil)
 			if tc.msg == "" {
 				if err != nil {
 					t.Fatal(err)

@@ -275,9 +275,9 @@ func (x Index) Line(path string) int {
 		return x.TopLine(table)
 	}
 	if idx < 0 {
-		// "a.b" where a is not a table: a top-level dotted key, or a key
-		// of the root.
-		if l, ok := x.rs.Root().Keys[table+"."+keyName]; ok {
+		// "a.b" where a is not a table: a dotted key of an enclosing
+		// table or of the root, or a key of the root.
+		if l := x.dottedLine(table, keyName); l > 0 {
 			return l
 		}
 		if l, ok := x.rs.Root().Keys[table]; ok {
@@ -294,6 +294,36 @@ func (x Index) Line(path string) int {
 		return x.Line(path[:i]) // a key inside an inline table: the table's line
 	}
 	return 0
+}
+
+// dottedLine is the line where key k of table is written as a dotted key
+// of an enclosing table or of the root: env.K = "v" in [engine], or
+// engine.env.K = "v" at the top, for table engine.env; 0 when it is not.
+// The nearest enclosing table is tried first, and only the last
+// tomlguard.MaxDepth of them besides the root: a real table is less deep,
+// and a name of many dots (inside a quoted part) must not cost its length
+// squared.
+func (x Index) dottedLine(table, k string) int {
+	look := func(prefix, rest string) int {
+		for _, i := range x.tables[prefix] {
+			if l, ok := x.rs[i].Keys[rest+"."+k]; ok {
+				return l
+			}
+		}
+		return 0
+	}
+	end := len(table)
+	for range tomlguard.MaxDepth {
+		i := strings.LastIndexByte(table[:end], '.')
+		if i < 0 {
+			break
+		}
+		if l := look(table[:i], table[i+1:]); l > 0 {
+			return l
+		}
+		end = i
+	}
+	return look("", table)
 }
 
 // splitPath turns "a.b[2].c" into ("a.b", 2, "c"), "a.b.c" into ("a.b", -1,

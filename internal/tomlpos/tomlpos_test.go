@@ -70,6 +70,27 @@ entry = [{id = "x"},
 	}
 }
 
+// A key of a table written as a dotted key of an enclosing table, or of
+// the root, is placed on its own line, not on the enclosing table's or the
+// first line that starts the table's name (engine.env's variables were
+// said at [engine]'s line, or at engine.name's).
+func TestLineDottedKeys(t *testing.T) {
+	for _, tc := range []struct {
+		name, text, path string
+		want             int
+	}{
+		{"in the enclosing table", "[engine]\nname = \"sim\"\n\nenv.A = \"1\"\nenv.B = \"2\"\n", "engine.env.B", 5},
+		{"at the top", "engine.name = \"sim\"\n# x\nengine.env.A = \"1\"\n", "engine.env.A", 3},
+		{"two levels up", "[a]\nx = 1\nb.c.d = 2\n", "a.b.c.d", 3},
+		{"a quoted name with a dot", "[engine.env]\nX = \"1\"\n\"A.B\" = \"2\"\n", "engine.env.A.B", 3},
+		{"not written: the enclosing table's key", "[engine]\nname = \"sim\"\nenv.A = \"1\"\n", "engine.env.Z", 3},
+	} {
+		if got := Build(tc.text).Line(tc.path); got != tc.want {
+			t.Errorf("%s: Line(%q) = %d, want %d", tc.name, tc.path, got, tc.want)
+		}
+	}
+}
+
 func TestZeroIndex(t *testing.T) {
 	var x Index
 	if got := x.Line("draft.block_size"); got != 0 {
