@@ -42,6 +42,10 @@ func TestParseErrors(t *testing.T) {
 		{"value missing at the line's end", "[server]\nport =\n", []string{"p.toml:2:", "invalid TOML"}},
 		{"bad escape inside a multi-line string", "[model]\npath = \"\"\"\nx\n\\q\n\"\"\"\n", []string{"p.toml:4:", "invalid TOML"}},
 		{"unclosed array at the end", "[engine]\nargs = [\"-x\",\n", []string{"p.toml:2:", "invalid TOML"}},
+		// A control character at a line's start is on that line (it was
+		// said on the line before), as one mid-line is.
+		{"NUL at a line's start", "[engine]\nname = \"sim\"\n\n\x00x\n", []string{"p.toml:4:", "control characters"}},
+		{"NUL mid-line", "[engine]\nname = \"sim\"\n\nx\x00x\n", []string{"p.toml:4:", "control characters"}},
 		// The types are TOML's, not the decoder's Go names.
 		{"float for an integer", "[draft]\nblock_size = 3.0\n", []string{"p.toml:2", "draft.block_size: is a float, want an integer"}},
 		{"boolean for an integer", "[draft]\nblock_size = true\n", []string{"is a boolean, want an integer"}},

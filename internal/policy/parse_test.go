@@ -103,6 +103,7 @@ func TestParseRejects(t *testing.T) {
 		{"unclosed header", "schema = 1\n[[default]\nwidth = 4\n", 2, "invalid TOML"},   // the decoder said 3: the newline it stopped at
 		{"after a byte-order mark", "\xef\xbb\xbfschema = 1\n= 4\n", 2, "invalid TOML"}, // the decoder drops the mark before it counts
 		{"bad escape in a multi-line string", "schema = 1\n[[default]]\nnote = \"\"\"\nfine\n\\q\n\"\"\"\n", 5, "invalid TOML"},
+		{"a control character at a line's start", "schema = 1\n\n\x01x\n", 3, "control characters"}, // it was said on line 2
 		{"missing schema", "[[default]]\nengine = \"mlxcel\"\ndrafter = \"dflash\"\nwidth = 16\n", 1, "missing schema"},
 		{"empty file", "", 1, "missing schema"},
 		{"UTF-16 byte-order mark", "\xff\xfeschema = 1\n", 1, "UTF-16 byte-order mark (bytes FF FE); TOML files are UTF-8: save the file as UTF-8"},

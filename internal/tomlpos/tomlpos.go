@@ -23,8 +23,11 @@ import (
 // line to fix is that of the last byte of the span the decoder reports
 // (Position.Start and Len): for a bad escape inside a multi-line string
 // the span starts where the string opens. The decoder drops a leading
-// byte-order mark before it counts offsets, so it is dropped here too. An
-// error without a position keeps the decoder's line.
+// byte-order mark before it counts offsets, so it is dropped here too. For
+// a control character the decoder's span is the byte before it, which for
+// one at a line's start is the newline ending the line before: the
+// character itself is the byte to place. An error without a position
+// keeps the decoder's line.
 func SyntaxLine(src string, pe toml.ParseError) int {
 	if pe.Position.Line == 0 {
 		return pe.Line
@@ -36,7 +39,17 @@ func SyntaxLine(src string, pe toml.ParseError) int {
 		}
 	}
 	last := pe.Position.Start + max(pe.Position.Len, 1) - 1
+	if next := pe.Position.Start + 1; strings.Contains(pe.Message, "control characters") && next >= 0 && next < len(src) && isControl(src[next]) {
+		last = next
+	}
 	return strings.Count(src[:min(max(last, 0), len(src))], "\n") + 1
+}
+
+// isControl reports a byte TOML refuses outside a comment's or string's
+// rules: a control character other than tab and newline (a carriage
+// return alone included), or DEL.
+func isControl(b byte) bool {
+	return b < 0x20 && b != '\t' && b != '\n' || b == 0x7f
 }
 
 // BurntSushi/toml v1.6.0 reports positions only for syntax errors: its

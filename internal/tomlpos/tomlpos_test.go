@@ -1,10 +1,44 @@
 package tomlpos
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/BurntSushi/toml"
 )
+
+// SyntaxLine names the line of the byte the decoder refused. A control
+// character at a line's start was said on the line before: the decoder's
+// span for it is the byte before it, there the newline.
+func TestSyntaxLine(t *testing.T) {
+	for _, tc := range []struct {
+		name, src string
+		want      int
+	}{
+		{"NUL at a line's start", "[engine]\nname = \"sim\"\n\n\x00x\n", 4},
+		{"NUL mid-line", "[engine]\nname = \"sim\"\n\nx\x00x\n", 4},
+		{"at the file's start", "\x01x = 1\n", 1},
+		{"DEL at a line's start", "a = 1\n\n\n\x7f", 4},
+		{"a carriage return alone at a line's start", "a = 1\n\rx\n", 2},
+		{"after a comment", "a = 1 # c\n\x00", 2},
+		{"inside a multi-line string", "x = \"\"\"\n\x01\"\"\"\n", 2},
+		{"after a CRLF", "a = 1\r\n\x01x\n", 2},
+		{"with a byte-order mark", "\xef\xbb\xbfa = 1\n\x00\n", 2},
+		{"an unclosed header (the newline it stopped at)", "[server\nport = 1\n", 1},
+	} {
+		var m map[string]any
+		_, err := toml.Decode(tc.src, &m)
+		var pe toml.ParseError
+		if !errors.As(err, &pe) {
+			t.Fatalf("%s: no ParseError: %v", tc.name, err)
+		}
+		if got := SyntaxLine(tc.src, pe); got != tc.want {
+			t.Errorf("%s: SyntaxLine = %d, want %d (%s; the decoder: line %d, %+v)", tc.name, got, tc.want, pe.Message, pe.Line, pe.Position)
+		}
+	}
+}
 
 func TestLine(t *testing.T) {
 	text := `# comment
