@@ -14,6 +14,7 @@ import (
 	"github.com/speclaunch/speclaunch/internal/config"
 	"github.com/speclaunch/speclaunch/internal/plan"
 	"github.com/speclaunch/speclaunch/internal/safefile"
+	"github.com/speclaunch/speclaunch/internal/serve"
 	"github.com/speclaunch/speclaunch/profiles"
 )
 
@@ -21,7 +22,7 @@ import (
 type ProfileCmd struct {
 	Init     ProfileInitCmd     `cmd:"" help:"Write a commented example profile."`
 	Show     ProfileShowCmd     `cmd:"" help:"Show the effective settings, each with where it came from (flag, env, profile file:line, default)."`
-	Validate ProfileValidateCmd `cmd:"" help:"Check a profile: syntax, unknown keys, types, values, its policy entries."`
+	Validate ProfileValidateCmd `cmd:"" help:"Check a profile as serve would on this host (the port aside): syntax, unknown keys, types, values, its policy entries, the engine binary and model files it names."`
 }
 
 // ProfileInitCmd writes an embedded example.
@@ -217,8 +218,10 @@ type ProfileValidateCmd struct {
 	LaunchFlags `embed:""`
 }
 
-// Run implements `profile validate`: the same load serve does, so a profile
-// that validates is one serve accepts.
+// Run implements `profile validate`: the same load serve does, and the
+// same checks of this host's engine binary and model files, so a profile
+// that validates is one serve accepts (its port aside: a running serve
+// holds it). Every warning serve would give is printed.
 func (c *ProfileValidateCmd) Run(e *Env) error {
 	if err := c.checkArgs(e); err != nil {
 		return err
@@ -230,7 +233,8 @@ func (c *ProfileValidateCmd) Run(e *Env) error {
 	if err != nil {
 		return err
 	}
-	if _, err := build(e, l, plan.Options{}); err != nil {
+	p, err := build(e, l, plan.Options{})
+	if err != nil {
 		return err
 	}
 	// The [bench] table is checked the way bench reads it.
@@ -241,6 +245,12 @@ func (c *ProfileValidateCmd) Run(e *Env) error {
 		if n.Level == "warn" {
 			fmt.Fprintf(e.Stderr, "warn: %s\n", n.Msg)
 		}
+	}
+	for _, w := range p.Warnings { // an unknown engine flag, a misspelt key variable: as serve says them
+		fmt.Fprintf(e.Stderr, "warn: %s\n", w)
+	}
+	if err := serve.Runnable(p); err != nil {
+		return usage(err, "profile validate checks this host's engine binary and model files, as serve does before it starts: run it where the profile will serve, or fix the path")
 	}
 	fmt.Fprintf(e.Stdout, "%s: ok\n", l.Settings.ProfilePath)
 	return nil

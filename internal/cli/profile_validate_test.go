@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -72,6 +73,49 @@ func TestProfileErrorsNameTheKeysLine(t *testing.T) {
 		code, o, e := runCLI(t, append(strings.Fields(tc.cmd), "--profile", prof)...)
 		if got := unwrap(o + e); code != tc.code || !strings.Contains(got, prof+tc.want) || !strings.Contains(got, tc.hint) {
 			t.Errorf("%s: exit %d, want %d and %q (hint %q):\n%s%s", tc.name, code, tc.code, prof+tc.want, tc.hint, o, e)
+		}
+	}
+}
+
+// profile validate refuses what serve refuses on this host before it
+// starts, the port aside: an engine binary or a model file that is not
+// there (exit 2, naming where it was set); and it prints the warnings
+// serve gives (a misspelt key variable, a flag llama-server does not
+// list). Before, each of these said "ok", and the warnings went unsaid.
+func TestValidateChecksThisHost(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "llama-server")
+	writeFile(t, bin, "#!/bin/sh\nexit 0\n")
+	if err := os.Chmod(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	target, draft := filepath.Join(dir, "t.gguf"), filepath.Join(dir, "d.gguf")
+	writeFile(t, target, "")
+	writeFile(t, draft, "")
+	llama := fmt.Sprintf("[engine]\nname = \"llama.cpp\"\nbinary = %q\n", bin)
+	for _, tc := range []struct {
+		name, body string
+		code       int
+		want       string // in stderr, unwrapped; PROF is the profile's path
+	}{
+		{"all here", llama + fmt.Sprintf("[model]\npath = %q\n[draft]\nmodel = %q\n", target, draft), 0, ""},
+		{"a missing target", llama + "[model]\npath = \"/nonexistent/t.gguf\"\n", 2, "target model /nonexistent/t.gguf (profile PROF:5): stat /nonexistent/t.gguf"},
+		{"a missing drafter", llama + fmt.Sprintf("[model]\npath = %q\n[draft]\nmodel = \"/nonexistent/d.gguf\"\n", target), 2, "draft model /nonexistent/d.gguf (profile PROF:7)"},
+		{"a missing binary", "[engine]\nname = \"llama.cpp\"\nbinary = \"/nonexistent/llama-server\"\n", 2, "engine binary \"/nonexistent/llama-server\" not found (profile PROF:3): no executable file at that path"},
+		{"no target, the default binary unchecked", "[engine]\nname = \"llama.cpp\"\nargs = [\"--jinja\"]\n", 0, ""},
+		{"a misspelt key variable", "[engine]\nname = \"sim\"\n[model]\npath = \"t\"\n[engine.env]\nLLAMA_API_KYE = \"sk-1234567890\"\n", 0,
+			"warn: profile PROF:6: engine.env sets LLAMA_API_KYE, but sim reads no API key from it"},
+		{"an unknown engine flag", llama + fmt.Sprintf("args = [\"--xyzzy\", \"--xyzzy\"]\n[model]\npath = %q\n", target), 0,
+			"warn: engine argument --xyzzy (given 2 times) is not a flag llama-server lists"},
+	} {
+		prof := filepath.Join(t.TempDir(), "p.toml")
+		writeFile(t, prof, tc.body)
+		code, o, e := runCLI(t, "profile", "validate", "--profile", prof)
+		want := strings.ReplaceAll(tc.want, "PROF", prof)
+		ok := code == 0 && strings.Contains(o, prof+": ok")
+		if code != tc.code || (tc.code == 0) != ok || !strings.Contains(unwrap(e), want) || strings.Contains(o+e, "1234567890") {
+			t.Errorf("%s: exit %d, want %d and %q:\n%s%s", tc.name, code, tc.code, want, o, e)
 		}
 	}
 }

@@ -30,16 +30,34 @@ var processStart = time.Now()
 const ExitWidthMismatch = 3
 
 // Launchable refuses a plan that cannot start, before anything runs:
-// a missing target (what the operator typed, first), a missing binary, a
-// model file that is not there (the sim's too, unless it is a stand-in
-// name: plan.SimName), or a port already taken.
+// a missing target (what the operator typed, first), what Runnable
+// refuses, or a port already taken.
 func Launchable(p *plan.Plan, checkPort bool) error {
 	s := p.Settings
 	if s.Model.Value == "" {
 		return exitcode.Bad(errors.New("no target model: set model.path in the profile, --model/-m, or LLAMA_ARG_MODEL" + engine.HFRepoHint(s.Engine.Value, s.EngineArgs.Value)))
 	}
-	if p.Settings.Engine.Value != key.Sim && p.Facts.BinaryPath == "" {
-		return exitcode.Bad(fmt.Errorf("engine binary %q not found (looked up %q on PATH); install %s or set engine.binary in the profile (--engine-binary, MLXCEL_ENGINE_BINARY)", p.Facts.Binary, p.Facts.Binary, s.Engine.Value))
+	if err := Runnable(p); err != nil {
+		return err
+	}
+	if checkPort {
+		if err := PortFree(s.Host.Value, s.Port.Value); err != nil {
+			return exitcode.Bad(fmt.Errorf("port %d on %s is not available (%v); %s", s.Port.Value, s.Host.Value, err, bindFix(err)))
+		}
+	}
+	return nil
+}
+
+// Runnable refuses a plan whose engine binary, or model files, this host
+// lacks: what serve checks before anything runs besides a target being
+// given and the port, and what profile validate checks with it. A plan
+// with no target (profile validate of a profile that names none: an empty
+// one, a container's that gets it from LLAMA_ARG_MODEL) has only what the
+// settings name checked: engine.binary where set, the drafter.
+func Runnable(p *plan.Plan) error {
+	s := p.Settings
+	if s.Engine.Value != key.Sim && p.Facts.BinaryPath == "" && (s.Model.Value != "" || s.EngineBinary.Set()) {
+		return exitcode.Bad(binaryMissing(p))
 	}
 	if len(p.Launch.Argv) > 0 {
 		// What will be exec'd, whatever the engine: a drain switch stops
@@ -57,11 +75,6 @@ func Launchable(p *plan.Plan, checkPort bool) error {
 		}
 		if err := checkModelPath(s.Engine.Value, m.what, m.f.Value, m.f.Src.String()); err != nil {
 			return err
-		}
-	}
-	if checkPort {
-		if err := PortFree(s.Host.Value, s.Port.Value); err != nil {
-			return exitcode.Bad(fmt.Errorf("port %d on %s is not available (%v); %s", s.Port.Value, s.Host.Value, err, bindFix(err)))
 		}
 	}
 	return nil
@@ -101,6 +114,19 @@ func argsSource(s config.Settings, name string) string {
 		}
 	}
 	return s.EngineArgs.Src.String()
+}
+
+// binaryMissing is the refusal of an engine binary not found: where it
+// was looked for, and where it was set when an operator set it.
+func binaryMissing(p *plan.Plan) error {
+	s, bin := p.Settings, p.Facts.Binary
+	if !s.EngineBinary.Set() {
+		return fmt.Errorf("engine binary %q not found (looked up %q on PATH); install %s or set engine.binary in the profile (--engine-binary, MLXCEL_ENGINE_BINARY)", bin, bin, s.Engine.Value)
+	}
+	if strings.ContainsRune(bin, os.PathSeparator) {
+		return fmt.Errorf("engine binary %q not found (%s): no executable file at that path; install %s there or fix the path", bin, s.EngineBinary.Src, s.Engine.Value)
+	}
+	return fmt.Errorf("engine binary %q not found (%s): looked up on PATH; install %s or give its path", bin, s.EngineBinary.Src, s.Engine.Value)
 }
 
 // bindFix is what to do when the public address cannot be bound, by why.
