@@ -124,3 +124,25 @@ func TestMistypedEnvValueNotPrinted(t *testing.T) {
 		}
 	}
 }
+
+// A LLAMA_ARG_PORT that does not parse stops a dry run (and serve) with
+// exit 2 even where --port overrides it: the engine would inherit it, and
+// llama-server parses it beside its --port flag and refuses to start.
+// Before, the dry run said only that it differed from --port and listed
+// LLAMA_ARG_PORT=abc among the engine's inherited variables.
+func TestDryRunRefusesABadShadowedPort(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	for _, tc := range []struct {
+		port string
+		code int
+		want string
+	}{
+		{"abc", 2, `error: env LLAMA_ARG_PORT: bad port "abc": want a number from 1 to 65535; flag --port wins over it`},
+		{"9000", 0, `info: LLAMA_ARG_PORT="9000" differs from flag --port="19101"; keeping flag --port`},
+	} {
+		code, o, e := withEnv(map[string]string{"LLAMA_ARG_PORT": tc.port}).cli("serve", "--dry-run", "--profile", "../../profiles/demo.toml", "--port", "19101")
+		if code != tc.code || !strings.Contains(unwrap(o+e), tc.want) {
+			t.Errorf("LLAMA_ARG_PORT=%s: exit %d, want %d and %q:\n%s%s", tc.port, code, tc.code, tc.want, o, e)
+		}
+	}
+}

@@ -90,6 +90,49 @@ func (l *layer) shadowed(r Row, winner, val string, from int) {
 	}
 }
 
+// shadowedParse refuses a variable of r set below the winner (a flag, or
+// a name listed before it) whose value does not parse: the launcher keeps
+// the winner, but the variable is still in the engine's environment, and
+// llama-server parses its LLAMA_ARG_* variables even where a flag
+// overrides them, refusing to start on a bad one (LLAMA_ARG_PORT=abc
+// beside --port). A value that does not parse is an error wherever it is
+// set (docs/environment-variables.md).
+func (l *layer) shadowedParse(r Row, winner Source, parse func(string) error) error {
+	from := 0
+	if winner.Origin == Env {
+		from = slices.Index(r.Envs, winner.Name) + 1
+	} else if winner.Origin != Flag {
+		return nil // the profile or a default: no variable is set
+	}
+	for _, e := range r.Envs[from:] {
+		v := l.in.Getenv(e)
+		if v == "" {
+			continue
+		}
+		if err := parse(v); err != nil {
+			why := "the engine inherits it"
+			if strings.HasPrefix(e, "LLAMA_ARG_") {
+				why = "the engine inherits it, and llama-server parses its LLAMA_ARG_* variables beside a flag too, refusing to start on a bad one"
+			}
+			return &Error{Src: Source{Env, e}, Msg: fmt.Sprintf("%s; %s wins over it, but %s: fix it or unset it", errText(err), winner, why)}
+		}
+	}
+	return nil
+}
+
+// errText is a parser's error without a source: the *Error a parser
+// returns has none yet.
+func errText(err error) string {
+	var e *Error
+	if !errors.As(err, &e) {
+		return err.Error()
+	}
+	if e.Err != nil {
+		return e.Msg + ": " + e.Err.Error()
+	}
+	return e.Msg
+}
+
 // rows layers every row of the scopes into s, in table order; the first
 // bad value stops it.
 func (l *layer) rows(s *Settings, scopes ...Scope) error {

@@ -149,6 +149,48 @@ func TestBadWidths(t *testing.T) {
 	}
 }
 
+// A variable that a flag or a higher name overrides must parse all the
+// same: the engine inherits it, and llama-server parses LLAMA_ARG_PORT=abc
+// beside --port too and refuses to start. Before, it was an info line and
+// the engine got abc.
+func TestShadowedVariablesMustParse(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		flags map[string]string
+		env   map[string]string
+		want  []string // the error's parts; nil: loads, keeping the winner
+		port  int
+	}{
+		{"a bad port beside --port", map[string]string{"port": "19101"}, map[string]string{"LLAMA_ARG_PORT": "abc"},
+			[]string{`env LLAMA_ARG_PORT: bad port "abc": want a number from 1 to 65535; flag --port wins over it, but the engine inherits it, and llama-server parses`, "fix it or unset it"}, 0},
+		{"a bad lower name", nil, map[string]string{"LLAMA_ARG_PORT": "9000", "MLXCEL_PORT": "abc"},
+			[]string{`env MLXCEL_PORT: bad port "abc"`, "env LLAMA_ARG_PORT wins over it, but the engine inherits it: fix it or unset it"}, 0},
+		{"a bad host beside --host", map[string]string{"host": "0.0.0.0"}, map[string]string{"LLAMA_ARG_HOST": "a:b:c"},
+			[]string{"env LLAMA_ARG_HOST: bad host", "flag --host wins over it"}, 0},
+		{"a bad log format beside --log-format", map[string]string{"log-format": "json"}, map[string]string{"MLXCEL_LOG_FORMAT": "xml"},
+			[]string{"env MLXCEL_LOG_FORMAT: bad log format", "flag --log-format wins over it"}, 0},
+		{"a good port beside --port", map[string]string{"port": "19101"}, map[string]string{"LLAMA_ARG_PORT": "9000"}, nil, 19101},
+		{"an empty one beside --port", map[string]string{"port": "19101"}, map[string]string{"LLAMA_ARG_PORT": ""}, nil, 19101},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _, _, err := Load(Input{Flags: tc.flags, Getenv: env(tc.env)})
+			switch {
+			case tc.want == nil && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.want == nil && s.Port.Value != tc.port:
+				t.Errorf("port %d, want %d", s.Port.Value, tc.port)
+			case tc.want != nil && err == nil:
+				t.Fatalf("loaded (port %d from %s), want %q", s.Port.Value, s.Port.Src, tc.want)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
 func TestSettingsLayering(t *testing.T) {
 	p := prof(t, `
 [engine]
