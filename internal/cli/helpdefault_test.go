@@ -11,55 +11,50 @@ import (
 // --levels=N,N,...) says its default in its help, once: an operator reading
 // `tune --help` learns what an omitted --levels measures.
 func TestHelpSaysEveryHiddenDefault(t *testing.T) {
+	eachFlag(t, func(n *kong.Node, f *kong.Flag) {
+		if f.HasDefault && f.PlaceHolder != "" && !f.IsBool() && f.Default != "" && !strings.Contains(f.Help, "default "+f.Default) {
+			t.Errorf("%s --%s: help does not say its default %q: %s", n.Path(), f.Name, f.Default, f.Help)
+		}
+		if c := strings.Count(f.Help, "(default") + strings.Count(f.Help, "; default"); c > 1 {
+			t.Errorf("%s --%s: help says its default %d times: %s", n.Path(), f.Name, c, f.Help)
+		}
+	})
+}
+
+// eachFlag calls fn with every flag of every command of the CLI, as its
+// help shows them.
+func eachFlag(t *testing.T, fn func(n *kong.Node, f *kong.Flag)) {
+	t.Helper()
 	app, err := kong.New(&App{}, kong.PostBuild(settingsHelp))
 	if err != nil {
 		t.Fatal(err)
 	}
+	seen := 0
 	var walk func(n *kong.Node)
 	walk = func(n *kong.Node) {
 		for _, c := range n.Children {
 			walk(c)
 		}
 		for _, f := range n.Flags {
-			if !f.HasDefault || f.PlaceHolder == "" || f.IsBool() || f.Default == "" {
-				continue
-			}
-			if !strings.Contains(f.Help, "default "+f.Default) {
-				t.Errorf("%s --%s: help does not say its default %q: %s", n.Path(), f.Name, f.Default, f.Help)
-			}
-		}
-		for _, f := range n.Flags {
-			if c := strings.Count(f.Help, "(default") + strings.Count(f.Help, "; default"); c > 1 {
-				t.Errorf("%s --%s: help says its default %d times: %s", n.Path(), f.Name, c, f.Help)
-			}
+			seen++
+			fn(n, f)
 		}
 	}
 	walk(app.Model.Node)
+	if seen < 20 {
+		t.Fatalf("the walk met %d flags: not the whole CLI", seen)
+	}
 }
 
 // Every flag that takes a value shows a placeholder of its own (N, T,
 // PORT), never one Kong makes from its Go type (--rounds=INT,
 // --temperature=FLOAT-64) or its default (--engines=3).
 func TestHelpPlaceholders(t *testing.T) {
-	app, err := kong.New(&App{}, kong.PostBuild(settingsHelp))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var walk func(n *kong.Node)
-	walk = func(n *kong.Node) {
-		for _, c := range n.Children {
-			walk(c)
+	eachFlag(t, func(n *kong.Node, f *kong.Flag) {
+		if !f.IsBool() && !f.IsCounter() && f.Name != "help" && f.Name != "version" && f.PlaceHolder == "" {
+			t.Errorf("%s --%s: no placeholder: help shows --%s=%s", n.Path(), f.Name, f.Name, f.FormatPlaceHolder())
 		}
-		for _, f := range n.Flags {
-			if f.IsBool() || f.IsCounter() || f.Name == "help" || f.Name == "version" {
-				continue
-			}
-			if f.PlaceHolder == "" {
-				t.Errorf("%s --%s: no placeholder: help shows --%s=%s", n.Path(), f.Name, f.Name, f.FormatPlaceHolder())
-			}
-		}
-	}
-	walk(app.Model.Node)
+	})
 }
 
 // serve's and resolve's --help say how the engine's API key is given: the
