@@ -181,35 +181,19 @@ func (st *probeState) probe(ctx context.Context, client *http.Client, baseURL st
 	if st.samples == nil {
 		st.samples = map[int][]float64{}
 	}
-	for _, w := range rows {
+rowCounts:
+	for i := 0; i < len(rows); i++ {
+		w := rows[i]
 		streak := 0 // requests of w rows in a row (probeGraphWarm)
 		for len(st.samples[w]) < reps {
-			prompt := st.prompt(prefix, ids, w)
-			ms, err := st.once(ctx, client, base, prompt, w)
-			lost := 0 // races for slot 0's cache lost by this sample
-			for try := 0; try < probeRetries && (errors.Is(err, errOutput) || errors.Is(err, errNotCached)); try++ {
-				if errors.Is(err, errOutput) || st.bare {
-					// Other fresh tokens, the same rows.
-					prompt = st.prompt(prefix, ids, w)
-					ms, err = st.once(ctx, client, base, prompt, w)
-					continue
-				}
-				// Live traffic may have taken the slot between two probes
-				// and evicted the prefix: warm it again, once before going
-				// bare (bareAfter).
-				if lost++; lost >= bareAfter {
-					break
-				}
-				err = warm()
-				streak = 0 // the warm-up ran another shape, refused or not
-				if err == nil {
-					ms, err = st.once(ctx, client, base, prompt, w)
-				}
-			}
+			ms, err := st.sample(ctx, client, base, prefix, ids, w, warm, &streak)
 			if errors.Is(err, errNotCached) && !st.bare {
-				// The prefix lost every race: go on without it (anySlot).
-				st.bare, streak = true, 0
-				continue
+				// The prefix lost the races: measure without it (anySlot),
+				// every row count again, so that one curve is of one kind.
+				st.bare = true
+				clear(st.samples)
+				i = -1
+				continue rowCounts
 			}
 			if err != nil {
 				return fmt.Errorf("probe %d rows (sample %d): %w", w, len(st.samples[w])+1, err)
@@ -220,6 +204,36 @@ func (st *probeState) probe(ctx context.Context, client *http.Client, baseURL st
 		}
 	}
 	return nil
+}
+
+// sample measures one request of w rows, retrying what may pass another
+// time: errOutput with other fresh tokens, and a prefix evicted by live
+// traffic by warming it again, once (bareAfter); a warm-up resets streak.
+// errNotCached from it, not bare, says the prefix lost its races.
+func (st *probeState) sample(ctx context.Context, client *http.Client, base string, prefix []int, ids probeIDs, w int, warm func() error, streak *int) (float64, error) {
+	prompt := st.prompt(prefix, ids, w)
+	ms, err := st.once(ctx, client, base, prompt, w)
+	lost := 0 // races for slot 0's cache lost by this sample
+	for try := 0; try < probeRetries && (errors.Is(err, errOutput) || errors.Is(err, errNotCached)); try++ {
+		if errors.Is(err, errOutput) || st.bare {
+			// Other fresh tokens, the same rows.
+			prompt = st.prompt(prefix, ids, w)
+			ms, err = st.once(ctx, client, base, prompt, w)
+			continue
+		}
+		// Live traffic may have taken the slot between two probes and
+		// evicted the prefix: warm it again, once before going bare
+		// (bareAfter).
+		if lost++; lost >= bareAfter {
+			break
+		}
+		err = warm()
+		*streak = 0 // the warm-up ran another shape, refused or not
+		if err == nil {
+			ms, err = st.once(ctx, client, base, prompt, w)
+		}
+	}
+	return ms, err
 }
 
 // once sends one measured request of w rows: pinned to slot 0's cached

@@ -20,6 +20,11 @@ type slotServer struct {
 	slots [4][]int
 	busy  bool
 	asked map[int]int // id_slot → requests
+	// busyAfter, when set, starts the traffic after that many requests;
+	// loaded is added to the price of a request on a slot the traffic
+	// shares (any slot: the traffic's batch).
+	busyAfter, seen int
+	loaded          float64
 }
 
 func (s *slotServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -42,6 +47,9 @@ func (s *slotServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.asked = map[int]int{}
 	}
 	s.asked[req.IDSlot]++
+	if s.seen++; s.busyAfter > 0 && s.seen > s.busyAfter {
+		s.busy = true
+	}
 	if s.busy {
 		s.slots[0] = []int{1, 7, 7, 7}
 	}
@@ -57,7 +65,11 @@ func (s *slotServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.slots[slot] = req.Prompt
 	n := len(req.Prompt) - common
-	fmt.Fprintf(w, `{"content":"x","timings":{"prompt_n":%d,"prompt_ms":%g}}`, n, 1+0.1*float64(n))
+	ms := 1 + 0.1*float64(n)
+	if req.IDSlot < 0 {
+		ms += s.loaded
+	}
+	fmt.Fprintf(w, `{"content":"x","timings":{"prompt_n":%d,"prompt_ms":%g}}`, n, ms)
 }
 
 // A probe whose cached prefix live traffic evicts before every request
@@ -92,6 +104,26 @@ func TestProbeGoesBareWhenTrafficTakesTheSlot(t *testing.T) {
 		// its request, then bare (bareAfter); each waits for slot 0.
 		if busy && s.asked[0] > 4 {
 			t.Errorf("busy: %d requests to slot 0 before going bare, want at most 4", s.asked[0])
+		}
+	}
+}
+
+// Traffic that arrives while the probe runs sends it bare from then on,
+// and the row counts it measured with the prefix are measured again, so
+// that one curve is of one kind: here every row count's price holds the
+// traffic's share.
+func TestProbeGoneBareMeasuresEveryRowAgain(t *testing.T) {
+	s := &slotServer{busyAfter: 8, loaded: 0.5}
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	rows := []int{1, 4, 19}
+	c, err := Run(context.Background(), srv.Client(), srv.URL, rows, 3)
+	if err != nil || !c.Bare {
+		t.Fatalf("err %v, bare %v; want a bare curve", err, c.Bare)
+	}
+	for _, w := range rows {
+		if want := 1.5 + 0.1*float64(w); c.VerifyMS[w] != want {
+			t.Errorf("%d rows priced %v ms, want %v (bare, with the traffic's share)", w, c.VerifyMS[w], want)
 		}
 	}
 }
