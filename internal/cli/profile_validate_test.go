@@ -119,3 +119,24 @@ func TestValidateChecksThisHost(t *testing.T) {
 		}
 	}
 }
+
+// --offline checks a profile written for another machine: its missing
+// binary and model files are not looked for, and it still fails on what
+// is wrong in the file itself.
+func TestValidateOffline(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	for _, tc := range []struct {
+		name, body string
+		code       int
+	}{
+		{"another machine's files", "[engine]\nname = \"llama.cpp\"\nbinary = \"/nonexistent/llama-server\"\n[model]\npath = \"/nonexistent/t.gguf\"\n", 0},
+		{"a key the launcher owns", "[engine]\nname = \"llama.cpp\"\nargs = [\"--port\", \"9\"]\n[model]\npath = \"/nonexistent/t.gguf\"\n", 2},
+	} {
+		prof := filepath.Join(t.TempDir(), "p.toml")
+		writeFile(t, prof, tc.body)
+		code, o, e := runCLI(t, "profile", "validate", "--offline", "--profile", prof)
+		if code != tc.code || tc.code == 0 && !strings.Contains(o, prof+": ok (offline") {
+			t.Errorf("%s: exit %d, want %d:\n%s%s", tc.name, code, tc.code, o, e)
+		}
+	}
+}
