@@ -58,28 +58,31 @@ const (
 
 func (s Switch) String() string { return string(s) }
 
-// engineSpellings are the names ParseEngine accepts, the names first.
-var engineSpellings = []string{"mlxcel", "llama.cpp", "vllm", "sglang", "sim",
-	"mlxcel-server", "llamacpp", "llama-cpp", "llama-server", "llama", "simulator", "vllm-serve", "sgl", "sglang.launch_server"}
+// engineSpellings are the names ParseEngine accepts and the engine each
+// names, the names first (a typo is told the earliest nearest).
+var engineSpellings = []struct {
+	spelt string
+	e     Engine
+}{
+	{"mlxcel", MLXCEL}, {"llama.cpp", LlamaCpp}, {"vllm", VLLM}, {"sglang", SGLang}, {"sim", Sim},
+	{"mlxcel-server", MLXCEL}, {"llamacpp", LlamaCpp}, {"llama-cpp", LlamaCpp}, {"llama-server", LlamaCpp},
+	{"llama", LlamaCpp}, {"simulator", Sim}, {"vllm-serve", VLLM}, {"sgl", SGLang}, {"sglang.launch_server", SGLang},
+}
 
 // ParseEngine accepts the engine names and a few spellings operators use;
 // a typo of one is told the name it meant (llama.ccp: did you mean
 // llama.cpp?).
 func ParseEngine(s string) (Engine, error) {
-	switch strings.ToLower(strings.TrimSpace(s)) {
-	case "mlxcel", "mlxcel-server":
-		return MLXCEL, nil
-	case "llama.cpp", "llamacpp", "llama-cpp", "llama-server", "llama":
-		return LlamaCpp, nil
-	case "sim", "simulator":
-		return Sim, nil
-	case "vllm", "vllm-serve":
-		return VLLM, nil
-	case "sglang", "sgl", "sglang.launch_server":
-		return SGLang, nil
+	given := strings.ToLower(strings.TrimSpace(s))
+	names := make([]string, len(engineSpellings))
+	for i, sp := range engineSpellings {
+		if sp.spelt == given {
+			return sp.e, nil
+		}
+		names[i] = sp.spelt
 	}
 	mean := ""
-	if near := typo.NearestName(strings.ToLower(strings.TrimSpace(s)), engineSpellings); near != "" {
+	if near := typo.NearestName(given, names); near != "" {
 		mean = "did you mean " + near + "? "
 	}
 	return "", fmt.Errorf("unknown engine %s (%sknown: mlxcel, llama.cpp, vllm, sglang, sim)", quote.Quoted(s, 64), mean)

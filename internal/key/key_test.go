@@ -89,9 +89,9 @@ func TestParseEngineDidYouMean(t *testing.T) {
 	if _, err := ParseEngine("tgi"); err == nil || strings.Contains(err.Error(), "did you mean") {
 		t.Errorf("tgi: %v, want no guess", err)
 	}
-	for _, s := range engineSpellings {
-		if _, err := ParseEngine(s); err != nil {
-			t.Errorf("offered spelling %q: %v", s, err)
+	for _, sp := range engineSpellings {
+		if e, err := ParseEngine(strings.ToUpper(sp.spelt)); err != nil || e != sp.e {
+			t.Errorf("offered spelling %q: %v, %v; want %v", sp.spelt, e, err, sp.e)
 		}
 	}
 }
