@@ -184,7 +184,11 @@ func misspeltKeyFlag(e key.Engine, args []string) error {
 	if llamaLike {
 		known = llamaflags.All()
 	}
-	isKey := func(f string) bool { return secret.SecretFlag(f) || slices.Contains(sp.Flags, f) }
+	// A key file's flag counts: a key pasted after --API-KEY-FILE would
+	// sit on the command line as surely as one after --API-KEY.
+	isKey := func(f string) bool {
+		return secret.SecretFlag(f) || slices.Contains(sp.Flags, f) || slices.Contains(sp.FileFlags, f)
+	}
 	keyFlags := slices.DeleteFunc(slices.Clone(known), func(f string) bool { return !isKey(f) })
 	judged := map[string]bool{}
 	for i, a := range args {

@@ -128,6 +128,10 @@ func TestMisspeltKeyFlag(t *testing.T) {
 		{"--HF-TOKEN T", key.LlamaCpp, []string{"--HF-TOKEN", "SECRETKEY123456"}, "did you mean --hf-token?"},
 		{"vLLM --API-KEY", key.VLLM, []string{"--API-KEY", "SECRETKEY123456"}, "did you mean --api-key?"},
 		{"SGLang --API_KEY", key.SGLang, []string{"--API_KEY", "SECRETKEY123456"}, "did you mean --api-key?"},
+		// A key file's flag too: a key pasted after it would be on the
+		// command line (a hostile round saw --API-KEY-FILE K pass).
+		{"--API-KEY-FILE K", key.LlamaCpp, []string{"--API-KEY-FILE", "SECRETKEY123456"}, "--API-KEY-FILE ****3456 is not a flag the engine (llama.cpp) knows; did you mean --api-key-file?"},
+		{"--Api-Key-File=K", key.MLXCEL, []string{"--Api-Key-File=SECRETKEY123456"}, "did you mean --api-key-file?"},
 		{"a case variant of a flag with no secret", key.LlamaCpp, []string{"--JINJA"}, ""},
 		{"vLLM's --api_key is --api-key", key.VLLM, []string{"--api_key", "k1"}, ""},
 		{"spelt right", key.LlamaCpp, []string{"--api-key", "sk-live-123456"}, ""},
