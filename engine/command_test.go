@@ -339,6 +339,9 @@ func TestCheckPassthrough(t *testing.T) {
 		{key.LlamaCpp, []string{"--model=x.gguf"}, "--model"},
 		{key.LlamaCpp, []string{"--host", "0.0.0.0"}, "--host"},
 		{key.LlamaCpp, []string{"-hf", "x/y"}, "--model"},
+		// A token after --hf-token would show in ps, and -hf is refused.
+		{key.LlamaCpp, []string{"--hf-token", "hf_SECRET123456"}, "a Hugging Face token"},
+		{key.LlamaCpp, []string{"-hft=hf_SECRET123456"}, `"-hft=****3456"`},
 		{key.LlamaCpp, []string{"--alias", "-m"}, "--model"}, // conservative: a value that looks like a flag is rejected too
 	}
 	for _, tt := range tests {

@@ -40,6 +40,8 @@ var (
 		"speclaunch reads the target's weight format from a local file: download the GGUF first (llama-server -hf caches it under ~/.cache/llama.cpp) and pass --model PATH"}
 	ownHFDraft = ownedFlag{"the draft model from a Hugging Face repo",
 		"speclaunch reads the drafter from a local file: download the draft GGUF first and pass --draft-model PATH"}
+	ownHFToken = ownedFlag{"a Hugging Face token, which would show on the engine's command line (ps)",
+		"speclaunch runs llama-server on local model files (its -hf is refused), so it downloads nothing: drop the flag (llama-server reads HF_TOKEN from its environment, should it ever need one)"}
 	ownHost = ownedFlag{"the listen address",
 		"set it with speclaunch --host (or server.host in the profile)"}
 	ownPort = ownedFlag{"the listen port",
@@ -63,6 +65,7 @@ var llamaOwned = map[string]ownedFlag{
 	"--spec-draft-hf": ownHFDraft, "-hfd": ownHFDraft, "-hfrd": ownHFDraft, "--hf-repo-draft": ownHFDraft,
 	"--spec-default": ownKind,
 	"-hf":            ownHFModel, "-hfr": ownHFModel, "--hf-repo": ownHFModel, "-mu": ownModel, "--model-url": ownModel,
+	"--hf-token": ownHFToken, "-hft": ownHFToken,
 }
 
 // HFRepoHint is what to add where no target model is given but the
@@ -160,6 +163,9 @@ func CheckPassthrough(e key.Engine, args []string) error {
 			o, ok = commonOwned[name]
 		}
 		if ok {
+			if v, inline := strings.CutPrefix(a, name+"="); inline && secret.SecretFlag(name) {
+				a = name + "=" + secret.Mask(v)
+			}
 			return fmt.Errorf("%w: %q sets %s: %s", ErrPassthrough, a, o.what, o.fix)
 		}
 	}
