@@ -125,24 +125,33 @@ func TestMistypedEnvValueNotPrinted(t *testing.T) {
 	}
 }
 
-// A LLAMA_ARG_PORT that does not parse stops a dry run (and serve) with
-// exit 2 even where --port overrides it: the engine would inherit it, and
-// llama-server parses it beside its --port flag and refuses to start.
-// Before, the dry run said only that it differed from --port and listed
-// LLAMA_ARG_PORT=abc among the engine's inherited variables.
+// A LLAMA_ARG_PORT that does not parse stops a llama.cpp dry run (and
+// serve) with exit 2 even where --port overrides it: the engine would
+// inherit it, and llama-server parses it beside its --port flag and
+// refuses to start. Under another engine, and for a name no engine reads
+// (MLXCEL_PORT=tcp://… from a Kubernetes Service named mlxcel, beside
+// deploy/kubernetes's LLAMA_ARG_PORT), it is an info line: HEAD refused
+// those too, a crash loop on upgrade.
 func TestDryRunRefusesABadShadowedPort(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	for _, tc := range []struct {
-		port string
+		env  map[string]string
+		args []string
 		code int
 		want string
 	}{
-		{"abc", 2, `error: env LLAMA_ARG_PORT: bad port "abc": want a number from 1 to 65535; flag --port wins over it`},
-		{"9000", 0, `info: LLAMA_ARG_PORT="9000" differs from flag --port="19101"; keeping flag --port`},
+		{map[string]string{"LLAMA_ARG_PORT": "abc"}, []string{"--engine", "llama.cpp", "--port", "19101"}, 2,
+			`error: env LLAMA_ARG_PORT: bad port "abc": want a number from 1 to 65535; flag --port wins over it`},
+		{map[string]string{"LLAMA_ARG_PORT": "abc"}, []string{"--port", "19101"}, 0,
+			`info: LLAMA_ARG_PORT="abc" differs from flag --port="19101"; keeping flag --port`},
+		{map[string]string{"LLAMA_ARG_PORT": "9000"}, []string{"--port", "19101"}, 0,
+			`info: LLAMA_ARG_PORT="9000" differs from flag --port="19101"; keeping flag --port`},
+		{map[string]string{"LLAMA_ARG_PORT": "8080", "MLXCEL_PORT": "tcp://10.96.0.10:8080"}, nil, 0,
+			`info: MLXCEL_PORT="tcp://10.96.0.10:8080" differs from LLAMA_ARG_PORT="8080"; keeping LLAMA_ARG_PORT`},
 	} {
-		code, o, e := withEnv(map[string]string{"LLAMA_ARG_PORT": tc.port}).cli("serve", "--dry-run", "--profile", "../../profiles/demo.toml", "--port", "19101")
+		code, o, e := withEnv(tc.env).cli(append([]string{"serve", "--dry-run", "--profile", "../../profiles/demo.toml"}, tc.args...)...)
 		if code != tc.code || !strings.Contains(unwrap(o+e), tc.want) {
-			t.Errorf("LLAMA_ARG_PORT=%s: exit %d, want %d and %q:\n%s%s", tc.port, code, tc.code, tc.want, o, e)
+			t.Errorf("%v %v: exit %d, want %d and %q:\n%s%s", tc.env, tc.args, code, tc.code, tc.want, o, e)
 		}
 	}
 }

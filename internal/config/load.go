@@ -91,33 +91,43 @@ func (l *layer) shadowed(r Row, winner, val string, from int) {
 }
 
 // shadowedParse refuses a variable of r set below the winner (a flag, or
-// a name listed before it) whose value does not parse: the launcher keeps
-// the winner, but the variable is still in the engine's environment, and
-// llama-server parses its LLAMA_ARG_* variables even where a flag
-// overrides them, refusing to start on a bad one (LLAMA_ARG_PORT=abc
-// beside --port). A value that does not parse is an error wherever it is
-// set (docs/environment-variables.md).
-func (l *layer) shadowedParse(r Row, winner Source, parse func(string) error) error {
+// a name listed before it) whose value does not parse, where the engine
+// parses it all the same (parsedBeside): the launcher keeps the winner,
+// but the variable is still in the engine's environment, and llama-server
+// parses its LLAMA_ARG_* variables even where a flag overrides them,
+// refusing to start on a bad one (LLAMA_ARG_PORT=abc beside --port).
+// Any other such variable keeps the info line of shadowed: no engine
+// reads it (MLXCEL_PORT=tcp://… that a Kubernetes Service named mlxcel
+// injects beside LLAMA_ARG_PORT). docs/environment-variables.md says so.
+func (l *layer) shadowedParse(r Row, winner Source, e key.Engine, parse func(string) error) error {
 	from := 0
 	if winner.Origin == Env {
 		from = slices.Index(r.Envs, winner.Name) + 1
 	} else if winner.Origin != Flag {
 		return nil // the profile or a default: no variable is set
 	}
-	for _, e := range r.Envs[from:] {
-		v := l.in.Getenv(e)
-		if v == "" {
+	for _, name := range r.Envs[from:] {
+		v := l.in.Getenv(name)
+		if v == "" || !parsedBeside(e, name) {
 			continue
 		}
 		if err := parse(v); err != nil {
-			why := "the engine inherits it"
-			if strings.HasPrefix(e, "LLAMA_ARG_") {
-				why = "the engine inherits it, and llama-server parses its LLAMA_ARG_* variables beside a flag too, refusing to start on a bad one"
-			}
-			return &Error{Src: Source{Env, e}, Msg: fmt.Sprintf("%s; %s wins over it, but %s: fix it or unset it", errText(err), winner, why)}
+			return &Error{Src: Source{Env, name}, Msg: fmt.Sprintf("%s; %s wins over it, but the engine inherits it, and llama-server parses its LLAMA_ARG_* variables beside a flag too, refusing to start on a bad one: fix it or unset it", errText(err), winner)}
 		}
 	}
 	return nil
+}
+
+// parsedBeside says whether engine e parses the variable name even where
+// the launcher overrides it (it passes the winner as a flag), so that a
+// bad value stops the engine: llama-server does so for its LLAMA_ARG_*
+// variables. mlxcel-server reads its LLAMA_ARG_* names through clap's
+// env binding, which the flag beats (../shared/reference/mlxcel.md §3),
+// and keeps no MLXCEL_* name for a setting speclaunch passes as a flag
+// (§4: host and port have none); vLLM, SGLang and the sim read neither.
+// No engine reads speclaunch's own names (MLXCEL_PORT, MLXCEL_LOG_LEVEL).
+func parsedBeside(e key.Engine, name string) bool {
+	return e == key.LlamaCpp && strings.HasPrefix(name, "LLAMA_ARG_")
 }
 
 // errText is a parser's error without a source: the *Error a parser

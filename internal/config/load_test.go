@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -150,30 +151,49 @@ func TestBadWidths(t *testing.T) {
 }
 
 // A variable that a flag or a higher name overrides must parse all the
-// same: the engine inherits it, and llama-server parses LLAMA_ARG_PORT=abc
-// beside --port too and refuses to start. Before, it was an info line and
-// the engine got abc.
+// same where the engine parses it beside the flag: llama-server parses
+// LLAMA_ARG_PORT=abc beside --port and refuses to start. Any other keeps
+// the info line: MLXCEL_PORT=tcp://… (what a Kubernetes Service named
+// mlxcel injects) beside deploy/kubernetes's LLAMA_ARG_PORT, a
+// MLXCEL_LOG_LEVEL beside --log-level, LLAMA_ARG_PORT under an engine
+// that reads it only without the flag (mlxcel) or not at all. Before,
+// every such variable was refused (exit 2: a crash loop on upgrade).
 func TestShadowedVariablesMustParse(t *testing.T) {
+	const refused = "the engine inherits it, and llama-server parses its LLAMA_ARG_* variables beside a flag too"
 	for _, tc := range []struct {
 		name  string
 		flags map[string]string
 		env   map[string]string
 		want  []string // the error's parts; nil: loads, keeping the winner
+		info  string   // loaded: the info line said of the shadowed variable
 		port  int
 	}{
-		{"a bad port beside --port", map[string]string{"port": "19101"}, map[string]string{"LLAMA_ARG_PORT": "abc"},
-			[]string{`env LLAMA_ARG_PORT: bad port "abc": want a number from 1 to 65535; flag --port wins over it, but the engine inherits it, and llama-server parses`, "fix it or unset it"}, 0},
-		{"a bad lower name", nil, map[string]string{"LLAMA_ARG_PORT": "9000", "MLXCEL_PORT": "abc"},
-			[]string{`env MLXCEL_PORT: bad port "abc"`, "env LLAMA_ARG_PORT wins over it, but the engine inherits it: fix it or unset it"}, 0},
-		{"a bad host beside --host", map[string]string{"host": "0.0.0.0"}, map[string]string{"LLAMA_ARG_HOST": "a:b:c"},
-			[]string{"env LLAMA_ARG_HOST: bad host", "flag --host wins over it"}, 0},
-		{"a bad log format beside --log-format", map[string]string{"log-format": "json"}, map[string]string{"MLXCEL_LOG_FORMAT": "xml"},
-			[]string{"env MLXCEL_LOG_FORMAT: bad log format", "flag --log-format wins over it"}, 0},
-		{"a good port beside --port", map[string]string{"port": "19101"}, map[string]string{"LLAMA_ARG_PORT": "9000"}, nil, 19101},
-		{"an empty one beside --port", map[string]string{"port": "19101"}, map[string]string{"LLAMA_ARG_PORT": ""}, nil, 19101},
+		{"llama.cpp: a bad port beside --port", map[string]string{"engine": "llama.cpp", "port": "19101"}, map[string]string{"LLAMA_ARG_PORT": "abc"},
+			[]string{`env LLAMA_ARG_PORT: bad port "abc": want a number from 1 to 65535; flag --port wins over it, but ` + refused, "fix it or unset it"}, "", 0},
+		{"llama.cpp: a bad host beside --host", map[string]string{"engine": "llama.cpp", "host": "0.0.0.0"}, map[string]string{"LLAMA_ARG_HOST": "a:b:c"},
+			[]string{"env LLAMA_ARG_HOST: bad host", "flag --host wins over it, but " + refused}, "", 0},
+		{"llama.cpp: a Service link below LLAMA_ARG_PORT", map[string]string{"engine": "llama.cpp"}, map[string]string{"LLAMA_ARG_PORT": "8080", "MLXCEL_PORT": "tcp://10.96.0.10:8080"},
+			nil, `MLXCEL_PORT="tcp://10.96.0.10:8080" differs from LLAMA_ARG_PORT="8080"; keeping LLAMA_ARG_PORT`, 8080},
+		{"mlxcel: a Service link below LLAMA_ARG_PORT", nil, map[string]string{"LLAMA_ARG_PORT": "8080", "MLXCEL_PORT": "tcp://10.96.0.10:8080"},
+			nil, `MLXCEL_PORT="tcp://10.96.0.10:8080" differs from LLAMA_ARG_PORT="8080"; keeping LLAMA_ARG_PORT`, 8080},
+		{"mlxcel: a bad port beside --port", map[string]string{"port": "19101"}, map[string]string{"LLAMA_ARG_PORT": "abc"},
+			nil, `LLAMA_ARG_PORT="abc" differs from flag --port="19101"; keeping flag --port`, 19101},
+		{"vllm: a bad port beside --port", map[string]string{"engine": "vllm", "port": "19101"}, map[string]string{"LLAMA_ARG_PORT": "abc"},
+			nil, `LLAMA_ARG_PORT="abc" differs from flag --port="19101"`, 19101},
+		{"sglang: a bad port beside --port", map[string]string{"engine": "sglang", "port": "19101"}, map[string]string{"LLAMA_ARG_PORT": "abc"},
+			nil, `LLAMA_ARG_PORT="abc" differs from flag --port="19101"`, 19101},
+		{"sim: a bad port beside --port", map[string]string{"engine": "sim", "port": "19101"}, map[string]string{"LLAMA_ARG_PORT": "abc"},
+			nil, `LLAMA_ARG_PORT="abc" differs from flag --port="19101"`, 19101},
+		{"llama.cpp: a bad log level beside --log-level", map[string]string{"engine": "llama.cpp", "log-level": "debug"}, map[string]string{"MLXCEL_LOG_LEVEL": "trace"},
+			nil, `MLXCEL_LOG_LEVEL="trace" differs from flag --log-level="debug"`, 8080},
+		{"llama.cpp: a bad log format beside --log-format", map[string]string{"engine": "llama.cpp", "log-format": "json"}, map[string]string{"MLXCEL_LOG_FORMAT": "xml"},
+			nil, `MLXCEL_LOG_FORMAT="xml" differs from flag --log-format="json"`, 8080},
+		{"llama.cpp: a good port beside --port", map[string]string{"engine": "llama.cpp", "port": "19101"}, map[string]string{"LLAMA_ARG_PORT": "9000"},
+			nil, `LLAMA_ARG_PORT="9000" differs from flag --port="19101"`, 19101},
+		{"llama.cpp: an empty one beside --port", map[string]string{"engine": "llama.cpp", "port": "19101"}, map[string]string{"LLAMA_ARG_PORT": ""}, nil, "", 19101},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, _, _, err := Load(Input{Flags: tc.flags, Getenv: env(tc.env)})
+			s, _, notes, err := Load(Input{Flags: tc.flags, Getenv: env(tc.env)})
 			switch {
 			case tc.want == nil && err != nil:
 				t.Fatalf("refused: %v", err)
@@ -187,7 +207,34 @@ func TestShadowedVariablesMustParse(t *testing.T) {
 					t.Errorf("error %q does not contain %q", err, w)
 				}
 			}
+			if tc.info != "" && !slices.ContainsFunc(notes, func(n Notice) bool { return n.Level == "info" && strings.Contains(n.Msg, tc.info) }) {
+				t.Errorf("notices %q lack the info line %q", notes, tc.info)
+			}
 		})
+	}
+}
+
+// Only llama-server parses a variable beside the flag the launcher gives
+// it, and only its LLAMA_ARG_* ones.
+func TestParsedBeside(t *testing.T) {
+	for _, tc := range []struct {
+		engine key.Engine
+		name   string
+		want   bool
+	}{
+		{key.LlamaCpp, "LLAMA_ARG_PORT", true},
+		{key.LlamaCpp, "LLAMA_ARG_HOST", true},
+		{key.LlamaCpp, "MLXCEL_PORT", false},
+		{key.LlamaCpp, "MLXCEL_LOG_LEVEL", false},
+		{key.MLXCEL, "LLAMA_ARG_PORT", false},
+		{key.MLXCEL, "MLXCEL_PORT", false},
+		{key.VLLM, "LLAMA_ARG_PORT", false},
+		{key.SGLang, "LLAMA_ARG_PORT", false},
+		{key.Sim, "LLAMA_ARG_PORT", false},
+	} {
+		if got := parsedBeside(tc.engine, tc.name); got != tc.want {
+			t.Errorf("parsedBeside(%s, %s) = %v, want %v", tc.engine, tc.name, got, tc.want)
+		}
 	}
 }
 

@@ -256,7 +256,7 @@ func value[T any](r Row, def T, parse func(string) (T, error), at func(*Settings
 		if err != nil {
 			return sourced(src, err)
 		}
-		if err := l.shadowedParse(r, src, func(v string) error { _, err := parse(v); return err }); err != nil {
+		if err := l.shadowedParse(r, src, s.Engine.Value, func(v string) error { _, err := parse(v); return err }); err != nil {
 			return err
 		}
 		*f = Field[T]{x, src}
