@@ -54,10 +54,10 @@ type Launch struct {
 	EnvSet     map[string]string // what the launcher added or overrode (for display)
 	EnvRemoved []string          // variables kept out of the child, with reasons in Warnings
 	Warnings   []string
-	// Unknown is each pass-through flag the engine's own flag list does
-	// not hold (llama.cpp: llama-server's --help), which it refuses to
-	// start on; each is in Warnings too. Nil for an engine whose full list
-	// speclaunch does not hold.
+	// Unknown is every distinct pass-through flag the engine's own flag
+	// list does not hold (llama.cpp: llama-server's --help), which it
+	// refuses to start on; Warnings names the first 20 and counts the
+	// rest. Nil for an engine whose full list speclaunch does not hold.
 	Unknown []UnknownFlag
 	BaseURL string // http://host:port
 

@@ -43,9 +43,7 @@ func (llamaAdapter) Command(s Spec, r width.Resolution, kind key.Drafter, enviro
 		return Launch{}, err
 	}
 	l := Launch{BaseURL: base, Unknown: unknownLlamaFlags(s.Args)}
-	for _, u := range l.Unknown {
-		l.Warnings = append(l.Warnings, u.Why)
-	}
+	l.Warnings = append(l.Warnings, unknownWarnings(l.Unknown)...)
 	sp := caps.Spelling
 	if sp == SpellingUnknown {
 		sp = Spelling2026

@@ -238,24 +238,57 @@ func misspeltKeyFlag(e key.Engine, args []string) error {
 // UnknownFlag is a pass-through argument that looks like a flag the
 // engine's own flag list does not hold: the engine refuses to start on it.
 type UnknownFlag struct {
-	Name string // as given, without its "=value"
-	Why  string // the warning: whose list lacks it, and the nearest flag it holds
+	Name  string // as given, without its "=value"
+	Count int    // how many times it is given
+}
+
+// Why is the warning of u: whose list lacks it, how often it is given,
+// and the nearest flag the list holds (found here, not for every unknown
+// flag: a profile may hold tens of thousands).
+func (u UnknownFlag) Why() string {
+	given := ""
+	if u.Count > 1 {
+		given = fmt.Sprintf(" (given %d times)", u.Count)
+	}
+	msg := fmt.Sprintf("engine argument %s%s is not a flag llama-server lists in its --help; llama-server refuses to start on an unknown flag", u.Name, given)
+	if near := llamaflags.Nearest(u.Name, llamaflags.All()); near != "" {
+		msg += fmt.Sprintf(" (did you mean %s?)", strings.Join(llamaflags.Spellings(near), ", "))
+	}
+	return msg
 }
 
 // maxUnknownFlagWarnings is how many distinct unknown flags are each named
 // in a warning; the rest are counted in one more.
 const maxUnknownFlagWarnings = 20
 
-// unknownLlamaFlags finds each distinct pass-through argument that looks
+// unknownWarnings are the warnings of the unknown flags us: the first
+// maxUnknownFlagWarnings named, each with the nearest known flag, the
+// rest counted in one more (a profile of 40,000 distinct ones printed
+// 40,000 warnings).
+func unknownWarnings(us []UnknownFlag) []string {
+	var out []string
+	for _, u := range us[:min(len(us), maxUnknownFlagWarnings)] {
+		out = append(out, u.Why())
+	}
+	if rest := us[min(len(us), maxUnknownFlagWarnings):]; len(rest) > 0 {
+		n := 0
+		for _, u := range rest {
+			n += u.Count
+		}
+		out = append(out, fmt.Sprintf("and %d more distinct engine arguments (%d in all, the first %s) are not flags llama-server lists in its --help; llama-server refuses to start on an unknown flag", len(rest), n, rest[0].Name))
+	}
+	return out
+}
+
+// unknownLlamaFlags finds every distinct pass-through argument that looks
 // like a flag llama-server's --help does not list (internal/llamaflags),
-// naming the nearest one it does and how often it is given: llama-server
-// refuses to start on an unknown flag, and a dry run should say so first.
-// The first maxUnknownFlagWarnings are named, the rest counted in one
-// more (whose Name is the first of them). Values are stepped over by each
-// known flag's arity, so "--keep -1" is not read as a flag.
+// first given first, with how often it is given: llama-server refuses to
+// start on an unknown flag, and a dry run should say so first (the
+// warnings are unknownWarnings'). Values are stepped over by each known
+// flag's arity, so "--keep -1" is not read as a flag.
 func unknownLlamaFlags(args []string) []UnknownFlag {
-	var order []string // distinct unknown names, first seen first
-	count := map[string]int{}
+	var out []UnknownFlag
+	at := map[string]int{} // name → index in out
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		if !strings.HasPrefix(a, "-") || a == "-" || strings.TrimLeft(a, "-0123456789.") == "" {
@@ -268,29 +301,13 @@ func unknownLlamaFlags(args []string) []UnknownFlag {
 			}
 			continue
 		}
-		if count[name] == 0 {
-			order = append(order, name)
+		j, seen := at[name]
+		if !seen {
+			j = len(out)
+			at[name] = j
+			out = append(out, UnknownFlag{Name: name})
 		}
-		count[name]++
-	}
-	var out []UnknownFlag
-	for _, name := range order[:min(len(order), maxUnknownFlagWarnings)] {
-		given := ""
-		if n := count[name]; n > 1 {
-			given = fmt.Sprintf(" (given %d times)", n)
-		}
-		msg := fmt.Sprintf("engine argument %s%s is not a flag llama-server lists in its --help; llama-server refuses to start on an unknown flag", name, given)
-		if near := llamaflags.Nearest(name, llamaflags.All()); near != "" {
-			msg += fmt.Sprintf(" (did you mean %s?)", strings.Join(llamaflags.Spellings(near), ", "))
-		}
-		out = append(out, UnknownFlag{Name: name, Why: msg})
-	}
-	if rest := order[min(len(order), maxUnknownFlagWarnings):]; len(rest) > 0 {
-		n := 0
-		for _, name := range rest {
-			n += count[name]
-		}
-		out = append(out, UnknownFlag{Name: rest[0], Why: fmt.Sprintf("and %d more distinct engine arguments (%d in all, the first %s) are not flags llama-server lists in its --help; llama-server refuses to start on an unknown flag", len(rest), n, rest[0])})
+		out[j].Count++
 	}
 	return out
 }

@@ -31,7 +31,7 @@ func llamaPlan(bin string, prof, typed []string, unknown ...string) *plan.Plan {
 		s.EngineArgs = config.Field[[]string]{Value: append(append([]string(nil), prof...), typed...), Src: config.Source{Origin: config.Flag, Name: "engine arguments (llama-server flags as typed, and after --)"}}
 	}
 	for _, u := range unknown {
-		p.Launch.Unknown = append(p.Launch.Unknown, engine.UnknownFlag{Name: u, Why: "engine argument " + u + " is not a flag llama-server lists in its --help; llama-server refuses to start on an unknown flag"})
+		p.Launch.Unknown = append(p.Launch.Unknown, engine.UnknownFlag{Name: u, Count: 1})
 	}
 	p.Launch.Argv = append([]string{bin, "-m", "t.gguf"}, s.EngineArgs.Value...)
 	return p

@@ -99,7 +99,7 @@ func knownToFail(cur, np *plan.Plan) error {
 		if runs[u.Name] {
 			continue
 		}
-		return exitcode.Bad(fmt.Errorf("%s: %s: the serving engine is not stopped for a start known to fail; remove the flag or fix its spelling in engine.args (if this engine build takes it, restart speclaunch with it: a start only warns of it)", argsSource(np.Settings, u.Name), u.Why))
+		return exitcode.Bad(fmt.Errorf("%s: %s: the serving engine is not stopped for a start known to fail; remove the flag or fix its spelling in engine.args (if this engine build takes it, restart speclaunch with it: a start only warns of it)", argsSource(np.Settings, u.Name), u.Why()))
 	}
 	return nil
 }
