@@ -80,28 +80,67 @@ func Runnable(p *plan.Plan) error {
 	return nil
 }
 
-// knownToFail refuses a switch from cur to np whose engine arguments hold
-// a flag the engine is known to refuse at its start (engine.Launch.Unknown:
-// llama-server's --help lists no such flag) and that the serving engine
-// does not run already: in drain mode the serving engine would be stopped
-// for a start known to fail. A flag the serving engine runs (same engine,
-// same binary) is proven taken, whatever the list says: a build newer than
-// the list. A start only warns of it (docs/engines.md); a switch is
-// refused, naming where the flag was given.
-func knownToFail(cur, np *plan.Plan) error {
+// unproven is each flag of np's engine arguments that the engine is known
+// to refuse at its start (engine.Launch.Unknown: llama-server's --help
+// lists no such flag) and that the serving engine, cur, does not run
+// already: a flag it runs (same engine, same binary) is proven taken,
+// whatever the list says (a build newer than the list).
+func unproven(cur, np *plan.Plan) []engine.UnknownFlag {
 	runs := map[string]bool{}
 	if cur != nil && cur.Settings.Engine.Value == np.Settings.Engine.Value && cur.Facts.BinaryPath == np.Facts.BinaryPath {
 		for _, u := range cur.Launch.Unknown {
 			runs[u.Name] = true
 		}
 	}
+	var out []engine.UnknownFlag
 	for _, u := range np.Launch.Unknown {
-		if runs[u.Name] {
-			continue
+		if !runs[u.Name] {
+			out = append(out, u)
 		}
-		return exitcode.Bad(fmt.Errorf("%s: %s: the serving engine is not stopped for a start known to fail; remove the flag or fix its spelling in engine.args (if this engine build takes it, restart speclaunch with it: a start only warns of it)", argsSource(np.Settings, u.Name), u.Why()))
 	}
-	return nil
+	return out
+}
+
+// knownToFail judges a switch from cur to np in mode whose engine
+// arguments hold unproven flags. Where the switch would stop the serving
+// engine before the new one starts (drain, or direct: no proxy) it is
+// refused, naming where the first flag was given: the serving engine is
+// not stopped for a start known to fail. In overlap the new engine starts
+// beside the serving one, which serves on if it fails: the switch is
+// tried, with the warning returned (the flag list is pinned to captured
+// llama.cpp trees; a newer llama-server may take the flag). A start only
+// warns of such flags (docs/engines.md).
+func knownToFail(cur, np *plan.Plan, mode key.Switch) (warn string, err error) {
+	us := unproven(cur, np)
+	if len(us) == 0 {
+		return "", nil
+	}
+	u := us[0]
+	where := argsSource(np.Settings, u.Name)
+	more := ""
+	if len(us) > 1 {
+		more = fmt.Sprintf(" (%d other engine argument(s) not listed either)", len(us)-1)
+	}
+	if !stopsFirst(mode) {
+		return fmt.Sprintf("%s: %s%s; the serving engine does not run it: starting the new engine beside it all the same (switch mode %s: if the start fails, the serving engine serves on)", where, u.Why(), more, mode), nil
+	}
+	how := fmt.Sprintf("a switch in %s mode stops it before the new engine starts", mode)
+	fix := "; if this llama-server build takes it, restart speclaunch with it (a start only warns of it)"
+	switch mode {
+	case key.SwitchDirect:
+		how = "without the proxy (server.proxy = false) a switch stops it before the new engine starts"
+	case key.SwitchDrain:
+		fix += `, or, where two engines fit in GPU memory, set server.switch = "overlap", which tries it beside the serving engine`
+	}
+	return "", exitcode.Bad(fmt.Errorf("%s: %s%s; the serving engine does not run it, and %s: it is not stopped for a start known to fail: remove the flag or fix its spelling in engine.args%s", where, u.Why(), more, how, fix))
+}
+
+// stopsFirst says whether a switch in mode stops the serving engine
+// before the new one starts: drain and direct (no proxy) do; overlap
+// starts the new one beside it, and alone has nothing serving. An
+// unresolved auto is taken as drain, its safe choice.
+func stopsFirst(mode key.Switch) bool {
+	return mode != key.SwitchOverlap && mode != key.SwitchAlone
 }
 
 // argsSource is where an engine argument was given: the profile's

@@ -366,14 +366,22 @@ func (sv *launcher) submit(kind server.Kind, reason string, cur, np *plan.Plan, 
 	// the address bound ahead is for the latest plan the runtime gets.
 	sv.submitMu.Lock()
 	defer sv.submitMu.Unlock()
-	if err := sv.checkSwitch(cur, np); err != nil {
+	mode := sv.switchMode(np)
+	// Before checkSwitch, which binds a new public address ahead.
+	warn, err := knownToFail(cur, np, mode)
+	if err == nil {
+		err = sv.checkSwitch(cur, np)
+	}
+	if err != nil {
 		sv.log.Error("new settings cannot start; the engine keeps running with the previous ones", "err", err)
 		if reply != nil {
 			reply <- err
 		}
 		return err
 	}
-	mode := sv.switchMode(np)
+	if warn != "" {
+		sv.log.Warn(warn)
+	}
 	if kind == server.KindReload && !plan.SameEngine(cur, np) {
 		sv.log.Info("engine command changed", "changed", diffArgv(secret.MaskArgv(plan.EngineArgv(cur)), secret.MaskArgv(plan.EngineArgv(np))))
 	}
@@ -644,17 +652,26 @@ func (sv *launcher) checkSwitch(cur, np *plan.Plan) error {
 	return sv.pub.reserve(np)
 }
 
-// switchMode picks overlap or drain for a switch; direct mode has only
-// stop-then-start.
+// switchMode picks overlap or drain for a switch (auto's choice and why
+// are logged); direct mode has only stop-then-start.
 func (sv *launcher) switchMode(np *plan.Plan) key.Switch {
-	if sv.px == nil {
-		return key.SwitchDirect
-	}
-	mode, why := chooseSwitch(np.Settings.Switch.Value, sv.switchFacts(np, sv.rt.Current()))
-	if np.Settings.Switch.Value == key.SwitchAuto {
+	mode, why := sv.pickSwitch(np)
+	if sv.px != nil && np.Settings.Switch.Value == key.SwitchAuto {
 		sv.log.Info("switch mode", "mode", mode, "why", why)
 	}
 	return mode
+}
+
+// pickSwitch is the mode a switch to np takes now, and why; only auto
+// reads the facts (nvidia-smi, file sizes).
+func (sv *launcher) pickSwitch(np *plan.Plan) (key.Switch, string) {
+	switch m := np.Settings.Switch.Value; {
+	case sv.px == nil:
+		return key.SwitchDirect, "no proxy"
+	case m != key.SwitchAuto:
+		return chooseSwitch(m, switchFacts{})
+	}
+	return chooseSwitch(key.SwitchAuto, sv.switchFacts(np, sv.rt.Current()))
 }
 
 // adaptedPlan rebuilds the serving plan at the width the adaptive loop
@@ -685,8 +702,12 @@ func (sv *launcher) rebuild(opts plan.Options, what string) (*plan.Plan, Load, e
 	if err == nil {
 		err = Launchable(np, false)
 	}
-	if err == nil {
-		err = knownToFail(sv.plan(), np)
+	if err == nil && len(unproven(sv.plan(), np)) > 0 {
+		// An engine argument the engine is known to refuse: at the mode a
+		// switch takes now (auto probes GPU memory, hence only here), as
+		// submit judges it; overlap tries the files on disk.
+		mode, _ := sv.pickSwitch(np)
+		_, err = knownToFail(sv.plan(), np, mode)
 	}
 	if err != nil {
 		good := sv.force.loadInForce()

@@ -94,10 +94,9 @@ func (sv *launcher) reload(cur *plan.Plan, ch watch.Change) (*plan.Plan, Load, b
 		}
 	}
 	if err == nil {
+		// An engine argument the engine is known to refuse is judged
+		// where the switch mode is known (submit): overlap tries it.
 		err = Launchable(np, false)
-	}
-	if err == nil {
-		err = knownToFail(cur, np)
 	}
 	if err != nil {
 		sv.log.Error("reload rejected; the engine keeps running with the previous settings", "err", err)
