@@ -867,10 +867,15 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 	}
 	if bodyCut(r.Context(), err) {
 		// No answer came (answerFirst passes one that did): the engine
-		// closed the connection on the body, as an engine refusing its
-		// size does, more likely than it failed.
-		p.o.Log.Warn("proxy: the engine closed the connection while the request body was still being sent, with no answer; most likely it refused a body this large", "path", r.URL.Path, "body_bytes", r.ContentLength, "err", err)
-		writeError(w, http.StatusBadGateway, "the engine closed the connection while the request body was still being sent (most likely it refused a body this large"+bodySize(r.ContentLength)+"); the log has the details", "server_error", 0)
+		// closed the connection on the body. It exited if the runtime
+		// marks it gone; else it may have refused the body's size.
+		if s, _ := r.Context().Value(slotKey{}).(*slot); s != nil && p.waitGone(r.Context(), s.b, bodyCutGrace) {
+			p.o.Log.Warn("proxy: the engine exited while the request body was still being sent", "engine", s.b.Name, "path", r.URL.Path, "body_bytes", r.ContentLength, "err", err)
+			writeError(w, http.StatusBadGateway, "the engine exited while the request body was still being sent; the log has the details", "server_error", 0)
+			return
+		}
+		p.o.Log.Warn("proxy: the engine closed the connection while the request body was still being sent, with no answer; it may have refused a body this large, or stopped", "path", r.URL.Path, "body_bytes", r.ContentLength, "err", err)
+		writeError(w, http.StatusBadGateway, "the engine closed the connection while the request body was still being sent (it may have refused a body this large"+bodySize(r.ContentLength)+", or stopped); the log has the details", "server_error", 0)
 		return
 	}
 	p.o.Log.Warn("proxy: engine request failed", "path", r.URL.Path, "err", err)
@@ -940,7 +945,7 @@ func (t *retrying) RoundTrip(req *http.Request) (*http.Response, error) {
 		case cause == netfail.Refused:
 			dead.refused.Store(true)
 			t.p.o.Log.Info("proxy: engine refused a connection; sending the request to the next engine", "engine", dead.Name, "path", req.URL.Path)
-		case req.GetBody != nil && t.p.waitGone(req.Context(), dead):
+		case req.GetBody != nil && t.p.waitGone(req.Context(), dead, goneGrace):
 			// The engine died or hung before answering: the request had
 			// no effect a client could see.
 			t.p.o.Log.Info("proxy: the engine ended before answering; sending the request to the next engine", "engine", dead.Name, "path", req.URL.Path, "err", err)
@@ -974,13 +979,20 @@ func (t *retrying) RoundTrip(req *http.Request) (*http.Response, error) {
 // the failure is the client's answer.
 const goneGrace = 3 * time.Second
 
-// waitGone reports whether b is marked gone within goneGrace. Once the
+// bodyCutGrace is goneGrace for a request whose body streamed through
+// and was cut: it cannot be sent again, so only the answer's words wait
+// on it (the engine exited, or it may have refused the body). It is short
+// because where the engine refused the body's size and serves on, the
+// client waits all of it.
+const bodyCutGrace = 500 * time.Millisecond
+
+// waitGone reports whether b is marked gone within grace. Once the
 // proxy is closed no engine will take the request: it stops waiting, so
 // that the failure is answered before the listener's own grace ends (an
 // engine stopped when the shutdown timeout passed, or at a second
 // signal, is not marked gone, and its clients got an empty reply).
-func (p *Proxy) waitGone(ctx context.Context, b *Backend) bool {
-	t := time.NewTimer(goneGrace)
+func (p *Proxy) waitGone(ctx context.Context, b *Backend, grace time.Duration) bool {
+	t := time.NewTimer(grace)
 	defer t.Stop()
 	select {
 	case <-b.gone:
