@@ -119,7 +119,14 @@ func knownToFail(cur, np *plan.Plan, mode key.Switch) (warn string, err error) {
 	where := argsSource(np.Settings, u.Name)
 	more := ""
 	if len(us) > 1 {
-		more = fmt.Sprintf(" (%d other engine argument(s) not listed either)", len(us)-1)
+		var names []string
+		for _, o := range us[1:min(len(us), 6)] {
+			names = append(names, o.Name)
+		}
+		if len(us) > 6 {
+			names = append(names, fmt.Sprintf("and %d more", len(us)-6))
+		}
+		more = " (not listed either: " + strings.Join(names, ", ") + ")"
 	}
 	if !stopsFirst(mode) {
 		return fmt.Sprintf("%s: %s%s; the serving engine does not run it: starting the new engine beside it all the same (switch mode %s: if the start fails, the serving engine serves on)", where, u.Why(), more, mode), nil
