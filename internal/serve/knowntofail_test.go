@@ -70,7 +70,7 @@ func TestKnownToFail(t *testing.T) {
 		{"a new unknown flag, nothing serving", key.SwitchAlone, serving, bogus, "", "switch mode alone", ""},
 		{"a new unknown flag, auto unresolved: as drain", key.SwitchAuto, serving, bogus, "engine argument --bogus-flag", "", ""},
 		{"two new unknown flags, overlap", key.SwitchOverlap, serving, llamaPlan(bin, []string{"--bogus-flag", "--other-flag"}, nil, "--bogus-flag", "--other-flag"),
-			"", "engine argument --bogus-flag is not a flag llama-server lists in its --help; llama-server refuses to start on an unknown flag (not listed either: --other-flag)", "--other-flag"},
+			"", "engine argument --bogus-flag is not a flag llama-server lists in its --help; llama-server refuses to start on an unknown flag (not listed either: --other-flag)", ""},
 		{"beside typed arguments: the profile is named", key.SwitchDrain, llamaPlan(bin, []string{"-ngl", "99"}, []string{"--jinja"}),
 			llamaPlan(bin, []string{"-ngl", "99", "--bogus-flag"}, []string{"--jinja"}, "--bogus-flag"), "profile p.toml:3: engine argument --bogus-flag", "", "typed"},
 		{"the serving engine runs it", key.SwitchDrain, llamaPlan(bin, []string{"--newer-flag"}, nil, "--newer-flag"), llamaPlan(bin, []string{"--newer-flag", "-ngl", "9"}, nil, "--newer-flag"), "", "", ""},
