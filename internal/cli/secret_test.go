@@ -484,32 +484,48 @@ func TestSecretsCaseVariantKeyFlag(t *testing.T) {
 }
 
 // A key pasted where a key file belongs (--api-key-file K,
-// LLAMA_ARG_API_KEY_FILE=K, the profile's engine.args) is refused with exit
-// 2 and the fix, the value never shown: before, "api key file K: no such
-// file" printed it in full. profile show masks it too.
+// LLAMA_ARG_API_KEY_FILE=K, the profile's engine.args or engine.env) is
+// refused with exit 2 and the fix, the value never shown, and the
+// profile's file:line where the profile gave it: before, "api key file K:
+// no such file" printed it in full, for any K with a "/" (half the keys
+// `openssl rand -base64 32` prints) or a short dot-extension
+// (hunter2.pass). profile show masks it too.
 func TestSecretsKeyGivenAsKeyFile(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
-	const fix = ": no file by that name (the value, not shown, looks like a key rather than a path: pass a key with --api-key or LLAMA_API_KEY, a file with --api-key-file or LLAMA_ARG_API_KEY_FILE)"
+	const fix = ": no such file (the value is not shown, since it may be a key: give a key with --api-key or LLAMA_API_KEY, a file's path with --api-key-file or LLAMA_ARG_API_KEY_FILE)"
 	demo := []string{"--profile", "../../profiles/demo.toml"}
-	prof := filepath.Join(t.TempDir(), "k.toml")
-	writeFile(t, prof, "[engine]\nname = \"sim\"\nargs = [\"--api-key-file\", \"SECRETKEY123456\"]\n[model]\npath = \"m\"\n")
-	for _, tc := range []struct {
-		run  envRun
-		args []string
-		code int
-		want string
-	}{
-		{withEnv(nil), append([]string{"serve", "--dry-run", "--api-key-file", "SECRETKEY123456"}, demo...), 2, "speclaunch: error: --api-key-file" + fix},
-		{withEnv(nil), append(append([]string{"resolve"}, demo...), "--", "--api-key-file=SECRETKEY123456"), 2, "--api-key-file" + fix},
-		{withEnv(map[string]string{"LLAMA_ARG_API_KEY_FILE": "SECRETKEY123456"}), append([]string{"serve", "--dry-run"}, demo...), 2, "speclaunch: error: LLAMA_ARG_API_KEY_FILE" + fix},
-		{withEnv(nil), []string{"serve", "--dry-run", "--profile", prof}, 2, "--api-key-file" + fix},
-		{withEnv(nil), append([]string{"profile", "show", "--api-key-file", "SECRETKEY123456"}, demo...), 0, "[--api-key-file ****3456]"},
-		{withEnv(nil), []string{"profile", "show", "--profile", prof}, 0, "[--api-key-file ****3456]"},
-	} {
-		code, o, e := tc.run.cli(tc.args...)
-		if code != tc.code || !strings.Contains(unwrap(o+e), tc.want) || strings.Contains(o+e, "SECRETKEY") {
-			t.Errorf("%q: exit %d, want %d and %q, the value not shown:\n%s%s", tc.args, code, tc.code, tc.want, o, e)
+	dir := t.TempDir()
+	for _, val := range []string{"SECRETKEY123456", "q1w2E3r4T5y6/U7i8O9p0+ABCDEFGHijklmnopQR=", "hunter2.pass"} {
+		prof, envProf := filepath.Join(dir, "k.toml"), filepath.Join(dir, "e.toml")
+		writeFile(t, prof, "[engine]\nname = \"sim\"\nargs = [\"--ctx-size\", \"128\",\n  \"--api-key-file\", \""+val+"\"]\n[model]\npath = \"m\"\n")
+		writeFile(t, envProf, "[engine]\nname = \"sim\"\n[engine.env]\nLLAMA_ARG_API_KEY_FILE = \""+val+"\"\n[model]\npath = \"m\"\n")
+		masked := "[--ctx-size 128 --api-key-file " + secret.Mask(val) + "]"
+		for _, tc := range []struct {
+			run  envRun
+			args []string
+			code int
+			want string
+		}{
+			{withEnv(nil), append([]string{"serve", "--dry-run", "--api-key-file", val}, demo...), 2, "speclaunch: error: --api-key-file" + fix},
+			{withEnv(nil), append(append([]string{"resolve"}, demo...), "--", "--api-key-file="+val), 2, "speclaunch: error: --api-key-file" + fix},
+			{withEnv(map[string]string{"LLAMA_ARG_API_KEY_FILE": val}), append([]string{"serve", "--dry-run"}, demo...), 2, "speclaunch: error: LLAMA_ARG_API_KEY_FILE" + fix},
+			{withEnv(nil), []string{"serve", "--dry-run", "--profile", prof}, 2, "speclaunch: error: profile " + prof + ":3: --api-key-file" + fix},
+			{withEnv(nil), []string{"serve", "--dry-run", "--profile", prof, "--", "--ctx-size", "64"}, 2, "speclaunch: error: profile " + prof + ":3: --api-key-file" + fix},
+			{withEnv(nil), []string{"serve", "--dry-run", "--profile", envProf}, 2, "speclaunch: error: profile " + envProf + ":4: engine.env: LLAMA_ARG_API_KEY_FILE" + fix},
+			{withEnv(nil), append([]string{"profile", "show", "--api-key-file", val}, demo...), 0, "[--api-key-file " + secret.Mask(val) + "]"},
+			{withEnv(nil), []string{"profile", "show", "--profile", prof}, 0, masked},
+		} {
+			code, o, e := tc.run.cli(tc.args...)
+			if code != tc.code || !strings.Contains(unwrap(o+e), tc.want) || strings.Contains(o+e, val) {
+				t.Errorf("%q: exit %d, want %d and %q, the value not shown:\n%s%s", tc.args, code, tc.code, tc.want, o, e)
+			}
 		}
+	}
+	// A path whose directory exists is shown, as it is clearly one.
+	missing := filepath.Join(dir, "nope.txt")
+	code, o, e := runCLI(t, append([]string{"serve", "--dry-run", "--api-key-file", missing}, demo...)...)
+	if want := "--api-key-file: api key file " + missing + ": no such file"; code != 2 || !strings.Contains(unwrap(e), want) {
+		t.Errorf("a path: exit %d, want 2 and %q:\n%s%s", code, want, o, e)
 	}
 }
 

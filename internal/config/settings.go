@@ -62,6 +62,19 @@ func (s Settings) EnvSrc(k string) Source {
 	return s.EngineEnv.Src
 }
 
+// ProfileEngineArgs is the profile's engine.args alone, with their
+// file:line: ProfileArgs where typed engine arguments follow them, else
+// EngineArgs where all of them are the profile's; none otherwise.
+func (s Settings) ProfileEngineArgs() Field[[]string] {
+	if s.ProfileArgs.Value != nil {
+		return s.ProfileArgs
+	}
+	if s.EngineArgs.Src.Origin == Profile {
+		return s.EngineArgs
+	}
+	return Field[[]string]{}
+}
+
 // Restart policies for serve.
 const (
 	RestartNo        = "no"

@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/speclaunch/speclaunch/cuda"
 	"github.com/speclaunch/speclaunch/engine"
@@ -264,10 +265,33 @@ func launchKeys(ctx context.Context, s config.Settings, l engine.Launch) ([]stri
 			return nil, fmt.Errorf("%s: engine.env: %w", s.EnvSrc(un.Env), err)
 		}
 	}
+	var kf *secret.KeyNotFileError
+	if errors.As(err, &kf) {
+		return nil, keyFileSource(s, kf, err)
+	}
 	if err != nil {
 		return nil, keyArgsSource(s, err)
 	}
 	return keys, nil
+}
+
+// keyFileSource names where a key-file value that is not shown
+// (secret.KeyNotFileError) was given, when the profile gave it: its
+// engine.env variable or its engine.args, by file:line. One given on the
+// command line or in the environment is named by its flag or variable
+// alone, as the error does.
+func keyFileSource(s config.Settings, kf *secret.KeyNotFileError, err error) error {
+	if v, ok := s.EngineEnv.Value[kf.From]; ok && v == kf.Value {
+		return fmt.Errorf("%s: engine.env: %w", s.EnvSrc(kf.From), err)
+	}
+	prof := s.ProfileEngineArgs()
+	for i, a := range prof.Value {
+		name, v, inline := strings.Cut(a, "=")
+		if name == kf.From && (inline && v == kf.Value || !inline && i+1 < len(prof.Value) && prof.Value[i+1] == kf.Value) {
+			return fmt.Errorf("%s: %w", prof.Src, err)
+		}
+	}
+	return err
 }
 
 // keyArgsSource names where a key flag given no key, or a key no client
@@ -281,10 +305,7 @@ func keyArgsSource(s config.Settings, err error) error {
 	if !isArgs(err) {
 		return err
 	}
-	prof := s.ProfileArgs
-	if prof.Value == nil && s.EngineArgs.Src.Origin == config.Profile {
-		prof = s.EngineArgs
-	}
+	prof := s.ProfileEngineArgs()
 	none := func(string) ([]byte, error) { return nil, nil }
 	if _, perr := secret.Keys(engine.APIKeySpec(s.Engine.Value), prof.Value, nil, none); isArgs(perr) {
 		return fmt.Errorf("%s: %w", prof.Src, err)

@@ -1,9 +1,11 @@
 package secret
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"io/fs"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 )
@@ -201,30 +203,32 @@ func KeyFix(sp Spec) string {
 	return "give the key with " + strings.Join(from, ", ")
 }
 
-// LooksLikePath reports whether the value of a key-file flag or variable
-// reads as a path: it has a path separator, starts with "~" or ".", or
-// ends in a dot-extension of 1 to 6 letters or digits (keys.txt,
-// api.key). One that does not, and names no file, is taken for a key
-// pasted where its file belongs (KeyNotFileError), and is not shown.
-func LooksLikePath(v string) bool {
-	if strings.ContainsAny(v, `/\`) || strings.HasPrefix(v, "~") || strings.HasPrefix(v, ".") {
+// ClearlyPath reports whether v, the value of a key-file flag or variable
+// that cannot be read, is clearly a path, and so may be shown in the error:
+// it exists (a directory, a file this user cannot read), or it has a
+// directory part, other than the root alone, that is an existing directory
+// (/etc/speclaunch/key.txt where /etc/speclaunch exists; ./keys.txt, whose
+// "./" names the current directory). Any other value may be a key given
+// where its file belongs, and is never shown (KeyNotFileError): "/" is in
+// half the keys `openssl rand -base64 32` prints (q1w2/U7i8+Q=, /Q1w2=), a
+// password may end in a dot-extension (hunter2.pass), and a bare name
+// (keys.txt) says nothing either way. "~" is not expanded: speclaunch and
+// the engine open the path as given (a shell expands it before).
+func ClearlyPath(v string) bool {
+	if _, err := os.Lstat(v); err == nil {
 		return true
 	}
-	i := strings.LastIndexByte(v, '.')
-	if i <= 0 || len(v)-i-1 < 1 || len(v)-i-1 > 6 {
+	dir, _ := filepath.Split(v)
+	if dir == "" || filepath.Clean(dir) == filepath.VolumeName(dir)+string(filepath.Separator) {
 		return false
 	}
-	for _, r := range v[i+1:] {
-		if !(r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
-			return false
-		}
-	}
-	return true
+	fi, err := os.Stat(dir)
+	return err == nil && fi.IsDir()
 }
 
-// KeyNotFileError is a key-file flag or variable whose value names no
-// file and does not read as a path (LooksLikePath): most likely a key
-// given where its file belongs. The message never shows the value.
+// KeyNotFileError is a key-file flag or variable whose value cannot be read
+// and is not clearly a path (ClearlyPath): it may be a key given where its
+// file belongs. The message never shows the value.
 type KeyNotFileError struct {
 	From  string // the flag or variable: --api-key-file, LLAMA_ARG_API_KEY_FILE
 	Value string // the value given, never printed: for a Redactor
@@ -232,21 +236,21 @@ type KeyNotFileError struct {
 }
 
 func (e *KeyNotFileError) Error() string {
-	return e.From + ": no file by that name (the value, not shown, looks like a key rather than a path: " + e.Fix + ")"
+	return e.From + ": no such file (the value is not shown, since it may be a key: " + e.Fix + ")"
 }
 
-// keyOrFile says where sp's engine takes a key and a key file: "pass a key
-// with --api-key or LLAMA_API_KEY, a file with --api-key-file or
+// keyOrFile says where sp's engine takes a key and a key file: "give a key
+// with --api-key or LLAMA_API_KEY, a file's path with --api-key-file or
 // LLAMA_ARG_API_KEY_FILE".
 func (sp Spec) keyOrFile() string {
 	keys := append(slices.Clone(sp.Flags), sp.Env...)
 	files := append(slices.Clone(sp.FileFlags), sp.FileEnv...)
 	var say []string
 	if len(keys) > 0 {
-		say = append(say, "pass a key with "+strings.Join(keys, " or "))
+		say = append(say, "give a key with "+strings.Join(keys, " or "))
 	}
 	if len(files) > 0 {
-		say = append(say, "a file with "+strings.Join(files, " or "))
+		say = append(say, "a file's path with "+strings.Join(files, " or "))
 	}
 	if len(say) == 0 {
 		return "give the path of an existing key file"
@@ -260,7 +264,8 @@ func (sp Spec) keyOrFile() string {
 // key is set. from names the flag or variable that named the file.
 func fileKeys(read func(path string) ([]byte, error), path, from string, sp Spec) ([]string, error) {
 	b, err := read(path)
-	if errors.Is(err, fs.ErrNotExist) && !LooksLikePath(path) {
+	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) && !ClearlyPath(path) {
+		// The read's error would name the value.
 		return nil, &KeyNotFileError{From: from, Value: path, Fix: sp.keyOrFile()}
 	}
 	if err != nil {

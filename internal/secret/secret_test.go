@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -191,6 +193,7 @@ func TestKeys(t *testing.T) {
 		}
 		return []byte(s), nil
 	}
+	nope := filepath.Join(t.TempDir(), "nope")
 	for _, c := range []struct {
 		name       string
 		sp         Spec
@@ -229,8 +232,9 @@ func TestKeys(t *testing.T) {
 		{name: "no split for vllm", sp: Spec{Flags: []string{"--api-key"}, Env: []string{"VLLM_API_KEY"}}, argv: []string{"--api-key", "a,b"}, env: []string{"VLLM_API_KEY=v"}, want: []string{"a,b", "v"}},
 		{name: "several values", sp: Spec{Flags: []string{"--api-key"}, Multi: true}, argv: []string{"--api-key", "k1", "k2", "--port", "1", "--api-key=k3", "x"}, want: []string{"k1", "k2", "k3"}},
 		{name: "one value without Multi", sp: llamaSpec, argv: []string{"--api-key", "k1", "k2"}, want: []string{"k1"}},
-		{name: "missing file", sp: llamaSpec, argv: []string{"--api-key-file", "/nope"}, wantErrSub: "--api-key-file: "},
-		{name: "missing env file", sp: llamaSpec, env: []string{"LLAMA_ARG_API_KEY_FILE=/nope"}, wantErrSub: "LLAMA_ARG_API_KEY_FILE: "},
+		// In a directory that exists: clearly a path (ClearlyPath).
+		{name: "missing file", sp: llamaSpec, argv: []string{"--api-key-file", nope}, wantErrSub: "--api-key-file: "},
+		{name: "missing env file", sp: llamaSpec, env: []string{"LLAMA_ARG_API_KEY_FILE=" + nope}, wantErrSub: "LLAMA_ARG_API_KEY_FILE: "},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got, err := Keys(c.sp, c.argv, c.env, read)
@@ -272,8 +276,7 @@ func TestUnsendableNamesCRLFForFilesOnly(t *testing.T) {
 
 // A key pasted where its file belongs (--api-key-file K) is refused
 // without the value: before, "api key file K: no such file" printed the
-// key in full. A missing value that reads as a path is named as before,
-// and a bare name that is a file is read.
+// key in full. A bare name that is a file is read.
 func TestKeyGivenAsKeyFile(t *testing.T) {
 	read := func(p string) ([]byte, error) {
 		if p == "keys" {
@@ -281,15 +284,15 @@ func TestKeyGivenAsKeyFile(t *testing.T) {
 		}
 		return nil, &fs.PathError{Op: "open", Path: p, Err: fs.ErrNotExist}
 	}
-	const fix = "(the value, not shown, looks like a key rather than a path: pass a key with --api-key or LLAMA_API_KEY, a file with --api-key-file or LLAMA_ARG_API_KEY_FILE)"
+	const fix = "(the value is not shown, since it may be a key: give a key with --api-key or LLAMA_API_KEY, a file's path with --api-key-file or LLAMA_ARG_API_KEY_FILE)"
 	for _, c := range []struct {
 		name      string
 		argv, env []string
 		want      string
 	}{
-		{"flag", []string{"--api-key-file", "SECRETKEY123456"}, nil, "--api-key-file: no file by that name " + fix},
-		{"flag=", []string{"--api-key-file=SECRETKEY123456"}, nil, "--api-key-file: no file by that name " + fix},
-		{"variable", nil, []string{"LLAMA_ARG_API_KEY_FILE=SECRETKEY123456"}, "LLAMA_ARG_API_KEY_FILE: no file by that name " + fix},
+		{"flag", []string{"--api-key-file", "SECRETKEY123456"}, nil, "--api-key-file: no such file " + fix},
+		{"flag=", []string{"--api-key-file=SECRETKEY123456"}, nil, "--api-key-file: no such file " + fix},
+		{"variable", nil, []string{"LLAMA_ARG_API_KEY_FILE=SECRETKEY123456"}, "LLAMA_ARG_API_KEY_FILE: no such file " + fix},
 	} {
 		_, err := Keys(llamaSpec, c.argv, c.env, read)
 		var kf *KeyNotFileError
@@ -297,18 +300,66 @@ func TestKeyGivenAsKeyFile(t *testing.T) {
 			t.Errorf("%s: err = %v, want %q (a KeyNotFileError with the value)", c.name, err, c.want)
 		}
 	}
-	if _, err := Keys(llamaSpec, []string{"--api-key-file", "keys.txt"}, nil, read); err == nil || !strings.Contains(err.Error(), "keys.txt") {
-		t.Errorf("a missing path: err = %v, want it named", err)
-	}
 	if got, err := Keys(llamaSpec, []string{"--api-key-file", "keys"}, nil, read); err != nil || !slices.Equal(got, []string{"bare-name-key"}) {
 		t.Errorf("a bare name that is a file: %q, %v", got, err)
 	}
-	for v, want := range map[string]bool{
-		"SECRETKEY123456": false, "sk-proj-AbCdEf012345": false, "keys": false, "abc.": false, "a.b.c2lnbmF0dXJlMDAw": false,
-		"keys.txt": true, "api.key": true, "/run/secrets/k": true, `C:\k`: true, "~/k": true, "./k": true, ".k": true,
+}
+
+// A key-file value that cannot be read is shown in the error only where
+// it is clearly a path (ClearlyPath): it exists, or its directory, named
+// in it, does. Before, any value with "/" or a short dot-extension was
+// shown: half of the keys `openssl rand -base64 32` prints, and
+// hunter2.pass. Every other value is refused without it
+// (KeyNotFileError), for each way of giving it.
+func TestKeyFileValueShownOnlyWhenClearlyPath(t *testing.T) {
+	dir := t.TempDir()
+	home := filepath.Join(dir, "home")
+	for _, d := range []string{home, filepath.Join(dir, "sub"), filepath.Join(dir, "adir")} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Chdir(dir)
+	t.Setenv("HOME", home) // "~" is not expanded all the same
+	read := func(p string) ([]byte, error) { return os.ReadFile(p) }
+	for _, c := range []struct {
+		value string
+		shown bool
+	}{
+		{"q1w2E3r4T5y6/U7i8O9p0+ABCDEFGHijklmnopQR=", false}, // base64 with / + =
+		{"/Q1w2E3r4T5y6U7i8O9p0+ABCDEFGHijklmnopQR=", false}, // its directory would be / alone
+		{"hunter2.pass", false},
+		{"keys.txt", false}, // a bare name: no directory part
+		{"SECRETKEY123456", false},
+		{"/nonexistent-dir/k.txt", false},
+		{"~/k", false},
+		{filepath.Join(dir, "k.txt"), true}, // an existing directory, the file missing
+		{"./k.txt", true},                   // ./ names the current directory
+		{"sub/k.txt", true},
+		{"adir", true}, // exists: a directory, not a file
 	} {
-		if got := LooksLikePath(v); got != want {
-			t.Errorf("LooksLikePath(%q) = %v, want %v", v, got, want)
+		for _, way := range []struct {
+			argv, env []string
+			from      string
+		}{
+			{[]string{"--api-key-file", c.value}, nil, "--api-key-file"},
+			{[]string{"--api-key-file=" + c.value}, nil, "--api-key-file"},
+			{nil, []string{"LLAMA_ARG_API_KEY_FILE=" + c.value}, "LLAMA_ARG_API_KEY_FILE"},
+		} {
+			_, err := Keys(llamaSpec, way.argv, way.env, read)
+			var kf *KeyNotFileError
+			isKF := errors.As(err, &kf)
+			switch {
+			case err == nil:
+				t.Errorf("%q %q: no error", way.argv, way.env)
+			case c.shown && (isKF || !strings.Contains(err.Error(), c.value)):
+				t.Errorf("%q %q: %v, want the path shown", way.argv, way.env, err)
+			case !c.shown && (!isKF || kf.Value != c.value || strings.Contains(err.Error(), c.value) || !strings.HasPrefix(err.Error(), way.from+": no such file (the value is not shown")):
+				t.Errorf("%q %q: %v, want %s: no such file, the value not shown (a KeyNotFileError with it)", way.argv, way.env, err, way.from)
+			}
+		}
+		if got := ClearlyPath(c.value); got != c.shown {
+			t.Errorf("ClearlyPath(%q) = %v, want %v", c.value, got, c.shown)
 		}
 	}
 }
