@@ -57,6 +57,9 @@ type Env struct {
 	// adds them); Stdout and Stderr pass through it, so no byte the
 	// launcher writes shows one.
 	secrets *secret.Redactor
+	// readKeyFile reads an API key file for seedKeyFiles; nil reads it
+	// with safefile (tests count the reads).
+	readKeyFile func(path string) ([]byte, error)
 
 	kctx *kong.Context
 }

@@ -74,8 +74,9 @@ func (e *Env) loadNamed(in config.Input) (*loaded, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The profile's engine.args and engine.env may name a key file too.
-	e.seedKeyFiles(s.EngineArgs.Value, func(n string) string { return s.EngineEnv.Value[n] })
+	// The profile's engine.args and engine.env may name a key file too
+	// (those typed on the command line were seeded before: seedSecrets).
+	e.seedKeyFiles(s.ProfileEngineArgs().Value, func(n string) string { return s.EngineEnv.Value[n] })
 	tuned := tunedOwn(tunedLayer(e.Getenv), s)
 	files := namedFiles(prof, tuned, s)
 	pol, err := loadPolicy(in.Ctx, e.PolicyTOML, tuned, s, prof)

@@ -66,20 +66,37 @@ func (e *Env) seedSecrets(args []string) {
 
 // seedKeyFiles gives the redactor the keys in the key files that args (an
 // argv, or engine arguments) and getenv name, and a key-file value that
-// names no file and reads as a key (secret.KeyNotFileError): such a value
-// is masked wherever it shows (profile show's engine-args, the logs). Each
-// file on its own: one that cannot be read is the plan's error to report,
-// and must not hide the others' keys.
+// cannot be read and is not clearly a path (secret.KeyNotFileError): such
+// a value is masked wherever it shows (profile show's engine-args, the
+// logs). Each file on its own: one that cannot be read is the plan's error
+// to report, and must not hide the others' keys.
 func (e *Env) seedKeyFiles(args []string, getenv func(string) string) {
-	src := keySources()
-	read := func(path string) ([]byte, error) {
-		return safefile.ReadFile(e.Ctx, "api key file", path, safefile.KeyFileLimit)
+	read := e.readKeyFile
+	if read == nil {
+		read = func(path string) ([]byte, error) {
+			return safefile.ReadFile(e.Ctx, "api key file", path, safefile.KeyFileLimit)
+		}
 	}
-	add := func(keys []string, err error) {
-		e.secrets.Add(keys...)
+	e.secrets.Add(keyFileSecrets(args, getenv, read)...)
+}
+
+// keyFileSecrets are the secrets seedKeyFiles gives the redactor, each
+// distinct file read once (read reads one): a key file named 30,000 times
+// in engine.args was read 30,000 times.
+func keyFileSecrets(args []string, getenv func(string) string, read func(string) ([]byte, error)) []string {
+	src := keySources()
+	var out []string
+	seen := map[string]bool{}
+	one := func(v string, sp secret.Spec, argv, env []string) {
+		if seen[v] {
+			return
+		}
+		seen[v] = true
+		keys, err := secret.Keys(sp, argv, env, read)
+		out = append(out, keys...)
 		var kf *secret.KeyNotFileError
 		if errors.As(err, &kf) {
-			e.secrets.Add(kf.Value)
+			out = append(out, kf.Value)
 		}
 	}
 	for i, a := range args {
@@ -90,11 +107,12 @@ func (e *Env) seedKeyFiles(args []string, getenv func(string) string) {
 		if !inline && i+1 < len(args) {
 			v = args[i+1]
 		}
-		add(secret.Keys(secret.Spec{FileFlags: src.FileFlags}, []string{f, v}, nil, read))
+		one(v, secret.Spec{FileFlags: src.FileFlags}, []string{f, v}, nil)
 	}
 	for _, n := range src.FileEnv {
 		if v := getenv(n); v != "" {
-			add(secret.Keys(secret.Spec{FileEnv: src.FileEnv}, nil, []string{n + "=" + v}, read))
+			one(v, secret.Spec{FileEnv: src.FileEnv}, nil, []string{n + "=" + v})
 		}
 	}
+	return out
 }

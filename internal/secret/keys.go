@@ -31,8 +31,8 @@ type Spec struct {
 // lines empty or starting with "#" are skipped, nothing is trimmed (a key
 // with space at either end is refused: sendable). read reads a key file
 // (bounded, and its errors naming the file: the caller's); its error is
-// returned after the flag or variable that named the file. No key means
-// the engine is open.
+// returned after the flag or variable that named the file. A file named
+// more than once is read once. No key means the engine is open.
 func Keys(sp Spec, argv, env []string, read func(path string) ([]byte, error)) ([]string, error) {
 	ks := keyList{sp: sp}
 	files, fileFrom, err := ks.flags(argv)
@@ -45,7 +45,12 @@ func Keys(sp Spec, argv, env []string, read func(path string) ([]byte, error)) (
 			vars[k] = v
 		}
 	}
+	readDone := map[string]bool{}
 	read1 := func(path, from string) error {
+		if readDone[path] { // a file named twice is read once
+			return nil
+		}
+		readDone[path] = true
 		fk, err := fileKeys(read, path, from, sp)
 		ks.keys = append(ks.keys, fk...)
 		return err

@@ -24,7 +24,16 @@ type Redactor struct {
 	mu   sync.RWMutex
 	olds [][]byte // longest first, so a key that contains another is replaced whole
 	news [][]byte
+	// known marks each of olds (isForm), and each value Add was given
+	// (isValue): a value is registered, with its forms, once.
+	known map[string]uint8
 }
+
+// The marks of Redactor.known.
+const (
+	isForm  uint8 = 1 << iota // one of olds
+	isValue                   // given to Add
+)
 
 // Add registers secret values; ones shorter than MinRedact and ones already
 // known are ignored. A value that JSON escapes differently (a quote, a
@@ -35,10 +44,15 @@ func (r *Redactor) Add(values ...string) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.known == nil {
+		r.known = map[string]uint8{}
+	}
+	added := false
 	for _, v := range values {
-		if len(v) < MinRedact {
+		if len(v) < MinRedact || r.known[v]&isValue != 0 {
 			continue
 		}
+		r.known[v] |= isValue
 		forms := []string{v}
 		if b, err := json.Marshal(v); err == nil {
 			if esc := string(b[1 : len(b)-1]); esc != v {
@@ -46,12 +60,17 @@ func (r *Redactor) Add(values ...string) {
 			}
 		}
 		for _, f := range forms {
-			if slices.ContainsFunc(r.olds, func(o []byte) bool { return string(o) == f }) {
+			if r.known[f]&isForm != 0 {
 				continue
 			}
+			r.known[f] |= isForm
 			r.olds = append(r.olds, []byte(f))
 			r.news = append(r.news, []byte(Mask(v)))
+			added = true
 		}
+	}
+	if !added {
+		return
 	}
 	// Longest first.
 	idx := make([]int, len(r.olds))

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io/fs"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -361,6 +362,45 @@ func TestKeyFileValueShownOnlyWhenClearlyPath(t *testing.T) {
 		if got := ClearlyPath(c.value); got != c.shown {
 			t.Errorf("ClearlyPath(%q) = %v, want %v", c.value, got, c.shown)
 		}
+	}
+}
+
+// Keys reads a key file named more than once, by flags or a variable,
+// once, and gives its keys once.
+func TestKeysReadsEachFileOnce(t *testing.T) {
+	reads := map[string]int{}
+	read := func(p string) ([]byte, error) {
+		reads[p]++
+		return []byte("key-of-" + p + "\n"), nil
+	}
+	argv := []string{"--api-key-file", "/a", "--api-key-file=/a", "--api-key-file", "/b", "--api-key-file", "/a"}
+	got, err := Keys(llamaSpec, argv, []string{"LLAMA_ARG_API_KEY_FILE=/b"}, read)
+	if err != nil || !slices.Equal(got, []string{"key-of-/a", "key-of-/b"}) {
+		t.Errorf("Keys = %q, %v", got, err)
+	}
+	if want := map[string]int{"/a": 1, "/b": 1}; !maps.Equal(reads, want) {
+		t.Errorf("reads %v, want %v", reads, want)
+	}
+}
+
+// A Redactor holds each value once however often it is added (the same
+// key file's 116,508 keys, added at each seeding and build, were compared
+// with every one known: minutes), longest first.
+func TestRedactorAddsEachOnce(t *testing.T) {
+	var r Redactor
+	for range 3 {
+		r.Add("sk-0123456789", `we"ird-0000`, "sk-0123456789-longer")
+	}
+	want := []string{"sk-0123456789-longer", "sk-0123456789", `we\"ird-0000`, `we"ird-0000`}
+	var got []string
+	for _, o := range r.olds {
+		got = append(got, string(o))
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("olds = %q, want %q", got, want)
+	}
+	if s := r.String(`sk-0123456789-longer we"ird-0000`); s != "****nger ****0000" {
+		t.Errorf("String = %q", s)
 	}
 }
 
