@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/speclaunch/speclaunch/internal/llamaflags"
 	"github.com/speclaunch/speclaunch/internal/typo"
 )
 
@@ -122,11 +123,14 @@ func nearSecretEnv(n string, parts []string) bool {
 
 // SecretFlag reports whether a command-line flag (with its dashes, without
 // "=value") takes a secret: --api-key, --hf-token, -hft, --admin-api-key;
-// a flag no engine lists whose name says so by the rule of variables
-// (secretName: --auth, --bearer, --db-password) or -k; not --api-key-file,
-// --ssl-key-file or --max-num-batched-tokens. Case does not matter.
+// another whose name says so by the rule of variables (secretName: --auth,
+// --bearer, --db-password) or -k, or is a typo of a secret flag
+// (nearSecretFlag: --api-kye); not --api-key-file, --ssl-key-file or
+// --max-num-batched-tokens. A switch takes no value, so no secret, whatever
+// its name (switchFlag: --cors-credentials, --no-auth, --disable-auth):
+// the argument after it is its own. Case does not matter.
 func SecretFlag(name string) bool {
-	if !strings.HasPrefix(name, "-") {
+	if !strings.HasPrefix(name, "-") || switchFlag(name) {
 		return false
 	}
 	n := strings.ToUpper(strings.TrimLeft(name, "-"))
@@ -134,6 +138,19 @@ func SecretFlag(name string) bool {
 		return true
 	}
 	return secretName(flagParts(n)) || nearSecretFlag(n)
+}
+
+// switchFlag reports whether a flag takes no value: llama-server lists it
+// as taking none (internal/llamaflags: --cors-credentials,
+// --no-cors-credentials), or its name's first part is NO or DISABLE, a
+// switch turned off (--no-auth, --disable-auth). Case does not matter.
+func switchFlag(name string) bool {
+	lower := strings.ToLower(name)
+	if v, ok := llamaflags.Values(lower); ok && v == 0 {
+		return true
+	}
+	parts := flagParts(strings.ToUpper(strings.TrimLeft(name, "-")))
+	return len(parts) > 1 && (parts[0] == "NO" || parts[0] == "DISABLE")
 }
 
 // flagParts are the parts of a flag's name (upper case, without dashes)

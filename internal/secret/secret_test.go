@@ -125,6 +125,13 @@ func TestSecretNames(t *testing.T) {
 		{"--top-k", false},
 		{"--cache-type-k", false},
 		{"--bypass", false},
+		// Switches take no value, whatever their names say.
+		{"--cors-credentials", false},
+		{"--no-cors-credentials", false},
+		{"--CORS-Credentials", false},
+		{"--no-auth", false},
+		{"--disable-auth", false},
+		{"--no_token", false},
 	} {
 		if got := SecretFlag(c.name); got != c.want {
 			t.Errorf("SecretFlag(%q) = %v, want %v", c.name, got, c.want)
@@ -511,6 +518,24 @@ func TestMaskArgvSecretNamedFlags(t *testing.T) {
 	}
 	if got, want := ArgvValues(argv), []string{"SECRETKEY123456", "SECRETKEY1234567", "SECRETKEY12345678"}; !slices.Equal(got, want) {
 		t.Errorf("ArgvValues = %q, want %q", got, want)
+	}
+}
+
+// A switch takes no value, so the argument after it is its own: a flag
+// llama-server lists as taking none (--cors-credentials, named as a
+// credential) and a negation (--no-auth, --disable-auth). Before, the
+// argument after each was masked and given to the Redactor, which then
+// masked it (a model's path) wherever it showed.
+func TestSwitchesTakeNoValue(t *testing.T) {
+	argv := []string{"llama-server", "--cors-credentials", "-m", "models/target-q4.gguf", "--no-auth", "-a", "my-model-alias",
+		"--disable-auth", "-c", "4096", "--auth", "SECRETKEY123456"}
+	want := slices.Clone(argv)
+	want[len(want)-1] = "****3456"
+	if got := MaskArgv(argv); !slices.Equal(got, want) {
+		t.Errorf("MaskArgv = %q, want %q", got, want)
+	}
+	if got := ArgvValues(argv); !slices.Equal(got, []string{"SECRETKEY123456"}) {
+		t.Errorf("ArgvValues = %q, want the --auth value alone", got)
 	}
 }
 
