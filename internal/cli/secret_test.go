@@ -47,7 +47,7 @@ func keySetups(t *testing.T) []keySetup {
 	kf := filepath.Join(t.TempDir(), "keys.txt")
 	writeFile(t, kf, "# the operators' key\n"+testKey+"\n")
 	return []keySetup{
-		{name: "flag", args: []string{"--api-key", testKey, "--hf-token", hfToken}},
+		{name: "flag", args: []string{"--api-key", testKey}}, // --hf-token is refused (engine.ownHFToken)
 		{name: "flag=", args: []string{"--api-key=other-key-0000," + testKey}},
 		{name: "env", env: map[string]string{"LLAMA_API_KEY": testKey}},
 		{name: "key file", args: []string{"--api-key-file", kf}},
