@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/speclaunch/speclaunch/internal/typo"
 )
 
 // Spec names where an engine reads its API keys.
@@ -193,11 +195,34 @@ func UnreadKeyVar(sp Spec, env []string) string {
 		for _, pre := range []string{"LLAMA_", "MLXCEL_", "VLLM_", "SGLANG_"} {
 			engineVar = engineVar || strings.HasPrefix(u, pre)
 		}
-		if engineVar && SecretEnv(n) {
+		if engineVar && (SecretEnv(n) || keyFileTypo(u)) {
 			return n
 		}
 	}
 	return ""
+}
+
+// keyFileEnvs are the variables an engine reads a key file's path from.
+var keyFileEnvs = []string{"LLAMA_ARG_API_KEY_FILE"}
+
+// keyFileTypo reports whether a variable's name (upper case) is a typo of
+// one an engine reads a key file's path from: the same but for its
+// underscores or one more edit (LLAMA_ARG_APIKEYFILE, LLAMA_ARG_API_KEYFILE),
+// or its path named PATH or FILENAME (LLAMA_ARG_API_KEY_PATH). SecretEnv
+// takes a name ending in FILE or PATH for a path, so these went unwarned.
+func keyFileTypo(u string) bool {
+	n := strings.ReplaceAll(u, "_", "")
+	for _, suf := range []string{"FILENAME", "PATH"} {
+		if stem, ok := strings.CutSuffix(n, suf); ok {
+			n = stem + "FILE"
+		}
+	}
+	for _, f := range keyFileEnvs {
+		if f != u && typo.Distance(n, strings.ReplaceAll(f, "_", "")) <= 1 {
+			return true
+		}
+	}
+	return false
 }
 
 // KeyFix says where sp's engine reads its API key.

@@ -593,6 +593,15 @@ func TestUnreadKeyVar(t *testing.T) {
 		{[]string{"LLAMA_ARG_HF_TOKEN=t"}, ""},      // a download token
 		{[]string{"OPENAI_API_KEY=k"}, ""},          // not an engine's
 		{[]string{"LLAMA_ARG_N_PREDICT=5"}, ""},
+		// A key file's variable misspelt: the engine reads no key from
+		// it (a hostile round saw these pass unwarned).
+		{[]string{"LLAMA_ARG_APIKEYFILE=/k"}, "LLAMA_ARG_APIKEYFILE"},
+		{[]string{"LLAMA_ARG_API_KEYFILE=/k"}, "LLAMA_ARG_API_KEYFILE"},
+		{[]string{"LLAMA_ARG_APIKEY_FILE=/k"}, "LLAMA_ARG_APIKEY_FILE"},
+		{[]string{"LLAMA_ARG_API_KEY_PATH=/k"}, "LLAMA_ARG_API_KEY_PATH"},
+		{[]string{"LLAMA_ARG_API_KEY_FILENAME=/k"}, "LLAMA_ARG_API_KEY_FILENAME"},
+		{[]string{"LLAMA_ARG_SSL_KEY_FILE=/k"}, ""}, // another file
+		{[]string{"LLAMA_ARG_MODEL_PATH=/m"}, ""},
 	} {
 		if got := UnreadKeyVar(llamaSpec, c.env); got != c.want {
 			t.Errorf("UnreadKeyVar(%q) = %q, want %q", c.env, got, c.want)
