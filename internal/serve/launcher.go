@@ -702,12 +702,8 @@ func (sv *launcher) rebuild(opts plan.Options, what string) (*plan.Plan, Load, e
 	if err == nil {
 		err = Launchable(np, false)
 	}
-	if err == nil && len(unproven(sv.plan(), np)) > 0 {
-		// An engine argument the engine is known to refuse: at the mode a
-		// switch takes now (auto probes GPU memory, hence only here), as
-		// submit judges it; overlap tries the files on disk.
-		mode, _ := sv.pickSwitch(np)
-		_, err = knownToFail(sv.plan(), np, mode)
+	if err == nil {
+		err = unprovenErr(sv.plan(), np)
 	}
 	if err != nil {
 		good := sv.force.loadInForce()
@@ -721,6 +717,18 @@ func (sv *launcher) rebuild(opts plan.Options, what string) (*plan.Plan, Load, e
 		}
 	}
 	return np, l, nil
+}
+
+// unprovenErr refuses np where its engine arguments hold a flag the
+// engine is known to refuse and the serving engine does not run: a
+// reload tries one in overlap (submit), a width switch never does. The
+// edit on disk stays there after its start failed, and every width switch
+// built on it would fail the same way, stalling the width.
+func unprovenErr(cur, np *plan.Plan) error {
+	if us := unproven(cur, np); len(us) > 0 {
+		return fmt.Errorf("%s: %s; the serving engine does not run it", argsSource(np.Settings, us[0].Name), us[0].Why())
+	}
+	return nil
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
