@@ -216,7 +216,7 @@ func (c *ProfileShowCmd) Run(e *Env) error {
 // ProfileValidateCmd checks one profile.
 type ProfileValidateCmd struct {
 	LaunchFlags `embed:""`
-	Offline     bool `help:"Check the profile alone, not this host's engine binary and model files: a profile written for another machine, or a check in CI."`
+	Offline     bool `help:"Check the profile alone, not this host's engine binary, model files and key files: a profile written for another machine, or a check in CI."`
 }
 
 // Run implements `profile validate`: the same load serve does, and the
@@ -234,7 +234,7 @@ func (c *ProfileValidateCmd) Run(e *Env) error {
 	if err != nil {
 		return err
 	}
-	p, err := build(e, l, plan.Options{})
+	p, err := build(e, l, plan.Options{Offline: c.Offline})
 	if err != nil {
 		return err
 	}
@@ -251,7 +251,7 @@ func (c *ProfileValidateCmd) Run(e *Env) error {
 		fmt.Fprintf(e.Stderr, "warn: %s\n", w)
 	}
 	if c.Offline {
-		fmt.Fprintf(e.Stdout, "%s: ok (offline: this host's engine binary and model files not checked)\n", l.Settings.ProfilePath)
+		fmt.Fprintf(e.Stdout, "%s: ok (offline: this host's engine binary, model files and key files not checked)\n", l.Settings.ProfilePath)
 		return nil
 	}
 	if err := serve.Runnable(p); err != nil {

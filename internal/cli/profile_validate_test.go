@@ -131,6 +131,8 @@ func TestValidateOffline(t *testing.T) {
 	}{
 		{"another machine's files", "[engine]\nname = \"llama.cpp\"\nbinary = \"/nonexistent/llama-server\"\n[model]\npath = \"/nonexistent/t.gguf\"\n", 0},
 		{"a key the launcher owns", "[engine]\nname = \"llama.cpp\"\nargs = [\"--port\", \"9\"]\n[model]\npath = \"/nonexistent/t.gguf\"\n", 2},
+		{"another machine's key file", "[engine]\nname = \"llama.cpp\"\nargs = [\"--api-key-file\", \"/run/secrets/api-key\"]\n[model]\npath = \"/nonexistent/t.gguf\"\n", 0},
+		{"an empty key flag", "[engine]\nname = \"llama.cpp\"\nargs = [\"--api-key=\"]\n[model]\npath = \"/nonexistent/t.gguf\"\n", 2},
 	} {
 		prof := filepath.Join(t.TempDir(), "p.toml")
 		writeFile(t, prof, tc.body)
