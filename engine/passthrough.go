@@ -230,6 +230,10 @@ func misspeltKeyFlag(e key.Engine, args []string) error {
 		if val != "" {
 			shown += " " + secret.Mask(val)
 		}
+		if o, owned := llamaOwned[near]; owned && e == key.LlamaCpp {
+			// Spelt right it is refused too (--hf-token): say why, not "spell it".
+			return fmt.Errorf("%w: %s is not a flag the engine (%s) knows; did you mean %s? That sets %s: %s", ErrKeyFlagMisspelt, shown, e, near, o.what, o.fix)
+		}
 		return fmt.Errorf("%w: %s is not a flag the engine (%s) knows; did you mean %s? Spell it %s: as given, the engine refuses to start on the unknown flag, and the key would be on its command line as a plain argument", ErrKeyFlagMisspelt, shown, e, near, near)
 	}
 	return nil

@@ -133,7 +133,7 @@ func TestMisspeltKeyFlag(t *testing.T) {
 		// key would sit on its command line (before, a warning only).
 		{"--API-KEY K", key.LlamaCpp, []string{"--API-KEY", "SECRETKEY123456"}, "--API-KEY ****3456 is not a flag the engine (llama.cpp) knows; did you mean --api-key? Spell it --api-key: as given"},
 		{"--Api-Key=K", key.MLXCEL, []string{"--Api-Key=SECRETKEY123456"}, "did you mean --api-key?"},
-		{"--HF-TOKEN T", key.LlamaCpp, []string{"--HF-TOKEN", "SECRETKEY123456"}, "did you mean --hf-token?"},
+		{"--HF-TOKEN T", key.LlamaCpp, []string{"--HF-TOKEN", "SECRETKEY123456"}, "did you mean --hf-token? That sets a Hugging Face token"},
 		{"vLLM --API-KEY", key.VLLM, []string{"--API-KEY", "SECRETKEY123456"}, "did you mean --api-key?"},
 		{"SGLang --API_KEY", key.SGLang, []string{"--API_KEY", "SECRETKEY123456"}, "did you mean --api-key?"},
 		// A key file's flag too: a key pasted after it would be on the
