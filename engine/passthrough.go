@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/speclaunch/speclaunch/internal/key"
 	"github.com/speclaunch/speclaunch/internal/llamaflags"
@@ -185,17 +186,9 @@ func CheckPassthrough(e key.Engine, args []string) error {
 // copies of one argument cost one look, not one each.
 func misspeltKeyFlag(e key.Engine, args []string) error {
 	sp := APIKeySpec(e)
-	known := append(slices.Clone(sp.Flags), sp.FileFlags...)
+	known, keyFlags := knownFlags(e)
 	llamaLike := e == key.LlamaCpp || e == key.MLXCEL || e == key.Sim
-	if llamaLike {
-		known = llamaflags.All()
-	}
-	// A key file's flag counts: a key pasted after --API-KEY-FILE would
-	// sit on the command line as surely as one after --API-KEY.
-	isKey := func(f string) bool {
-		return secret.SecretFlag(f) || slices.Contains(sp.Flags, f) || slices.Contains(sp.FileFlags, f)
-	}
-	keyFlags := slices.DeleteFunc(slices.Clone(known), func(f string) bool { return !isKey(f) })
+	isKey := func(f string) bool { return isKeyFlag(sp, f) }
 	judged := map[string]bool{}
 	for i, a := range args {
 		if !strings.HasPrefix(a, "-") || a == "-" || strings.TrimLeft(a, "-0123456789.") == "" {
@@ -238,6 +231,38 @@ func misspeltKeyFlag(e key.Engine, args []string) error {
 	}
 	return nil
 }
+
+// isKeyFlag reports whether flag f of an engine whose keys sp names takes
+// a key or a key file: a key file's flag counts, as a key pasted after
+// --API-KEY-FILE would sit on the command line as surely as one after
+// --API-KEY.
+func isKeyFlag(sp secret.Spec, f string) bool {
+	return secret.SecretFlag(f) || slices.Contains(sp.Flags, f) || slices.Contains(sp.FileFlags, f)
+}
+
+// knownFlags are the flags engine e is known to take (llama-server's
+// --help for the engines that take its flags, else e's key flags) and
+// those of them that take a key or a key file.
+func knownFlags(e key.Engine) (known, keyFlags []string) {
+	if kf, ok := llamaKeyFlags()[e]; ok {
+		return llamaflags.All(), kf
+	}
+	sp := APIKeySpec(e)
+	known = append(slices.Clone(sp.Flags), sp.FileFlags...)
+	return known, known
+}
+
+// llamaKeyFlags are, for each engine that takes llama-server's flags, the
+// ones of them that take a key or a key file: judged once, not on every
+// engine command (some 500 flags, each a name rule and a typo search).
+var llamaKeyFlags = sync.OnceValue(func() map[key.Engine][]string {
+	m := map[key.Engine][]string{}
+	for _, e := range []key.Engine{key.LlamaCpp, key.MLXCEL, key.Sim} {
+		sp := APIKeySpec(e)
+		m[e] = slices.DeleteFunc(slices.Clone(llamaflags.All()), func(f string) bool { return !isKeyFlag(sp, f) })
+	}
+	return m
+})
 
 // UnknownFlag is a pass-through argument that looks like a flag the
 // engine's own flag list does not hold: the engine refuses to start on it.

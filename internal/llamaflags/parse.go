@@ -17,6 +17,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // Flag is one llama-server option: every name it answers to and whether it
@@ -118,15 +119,20 @@ func Names(m map[string]Flag) []string {
 	return out
 }
 
-// All returns every llama-server flag name, sorted.
-func All() []string {
+// All returns every llama-server flag name, sorted: one slice, built
+// once and shared, so callers must not change it (clone it first). Every
+// engine command's checks read it; sorting it each time cost more than
+// the rest of a build.
+func All() []string { return all() }
+
+var all = sync.OnceValue(func() []string {
 	out := make([]string, 0, len(values))
 	for n := range values {
 		out = append(out, n)
 	}
 	sort.Strings(out)
 	return out
-}
+})
 
 // Spellings returns every name of the flag that name is one of, as
 // llama-server's --help lists them ("-ngl" -> -ngl, --gpu-layers,
