@@ -172,11 +172,15 @@ func (e *UnsendableError) Error() string {
 
 // sendable refuses a key no HTTP client can send, naming src.
 func sendable(k string, src UnsendableError) error {
-	if k != strings.TrimSpace(k) {
+	if unsendable(k) {
 		return &src
 	}
 	return nil
 }
+
+// unsendable reports a key no HTTP client can send: blanks around it
+// (a key file's line saved with CRLF, a pasted space).
+func unsendable(k string) bool { return k != strings.TrimSpace(k) }
 
 // UnreadKeyVar is the first variable of env (NAME=VALUE, set) whose name
 // says it holds an engine's API key while the engine reads none from it:
@@ -305,8 +309,8 @@ func fileKeys(read func(path string) ([]byte, error), path, from string, sp Spec
 	for n, line := range strings.Split(string(b), "\n") {
 		if line != "" && line[0] != '#' {
 			keys = append(keys, line)
-			if err := sendable(line, UnsendableError{From: fmt.Sprintf("%s: key file %s:%d", from, path, n+1)}); err != nil {
-				return nil, err
+			if unsendable(line) { // the line's source is formatted only then: a file may hold 100,000 keys
+				return nil, &UnsendableError{From: fmt.Sprintf("%s: key file %s:%d", from, path, n+1)}
 			}
 		}
 	}
