@@ -119,14 +119,15 @@ func (l *layer) hints() EngineHints {
 	return h
 }
 
-// rowEnvNames are every row's variables (set in init: Rows holds the rows
-// that read it).
-var rowEnvNames []string
+// rowEnvNames are every row's variables, and knownEnvNames those and
+// mlxcel-server's own (set in init: Rows holds the rows that read it).
+var rowEnvNames, knownEnvNames []string
 
 func init() {
 	for _, r := range Rows {
 		rowEnvNames = append(rowEnvNames, r.Envs...)
 	}
+	knownEnvNames = slices.Concat(rowEnvNames, mlxcelEnvs)
 }
 
 // mlxcelEnvs are the MLXCEL_* variables mlxcel-server reads itself (its
@@ -158,11 +159,10 @@ func envTypos(names []string) []Notice {
 // when it is none. Its value is never printed: a key or password typed
 // under a misspelt name is as secret as under the right one.
 func EnvTypo(name string) string {
-	known := slices.Concat(rowEnvNames, mlxcelEnvs)
-	if !strings.HasPrefix(name, "MLXCEL_") || slices.Contains(known, name) {
+	if !strings.HasPrefix(name, "MLXCEL_") || slices.Contains(knownEnvNames, name) {
 		return ""
 	}
-	return llamaflags.Nearest(name, known)
+	return llamaflags.Nearest(name, knownEnvNames)
 }
 
 // llamaEnv is the first LLAMA_ARG_* variable set (among the ones the rows
