@@ -19,7 +19,7 @@ func APIKeySpec(e key.Engine) secret.Spec {
 	switch e {
 	case key.LlamaCpp, key.MLXCEL, key.Sim:
 		return secret.Spec{Flags: []string{"--api-key"}, FileFlags: []string{"--api-key-file"},
-			Env: []string{"LLAMA_API_KEY"}, FileEnv: []string{"LLAMA_ARG_API_KEY_FILE"}, Split: true}
+			Env: []string{"LLAMA_API_KEY"}, FileEnv: []string{secret.LlamaKeyFileEnv}, Split: true}
 	case key.VLLM:
 		return secret.Spec{Flags: []string{"--api-key"}, Env: []string{"VLLM_API_KEY"}, Multi: true}
 	case key.SGLang:

@@ -206,8 +206,12 @@ func UnreadKeyVar(sp Spec, env []string) string {
 	return ""
 }
 
+// LlamaKeyFileEnv is the variable llama-server (and the engines that take
+// its flags) reads a key file's path from; engine.APIKeySpec names it.
+const LlamaKeyFileEnv = "LLAMA_ARG_API_KEY_FILE"
+
 // keyFileEnvs are the variables an engine reads a key file's path from.
-var keyFileEnvs = []string{"LLAMA_ARG_API_KEY_FILE"}
+var keyFileEnvs = []string{LlamaKeyFileEnv}
 
 // keyFileTypo reports whether a variable's name (upper case) is a typo of
 // one an engine reads a key file's path from: the same but for its
