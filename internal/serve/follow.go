@@ -122,6 +122,10 @@ func (sv *launcher) follow(ctx context.Context, p *plan.Plan, started time.Durat
 	}
 }
 
+// errNoSwitchNeeded: the engine serving already runs the plan a follow
+// switch asked for; it was read as a switch a reload overtook.
+var errNoSwitchNeeded = errors.New("the serving engine already runs that plan")
+
 // followSwitch runs the switch d asks for and reports it to the rule:
 // priced at the switch's own time (the runtime's, not the wait for its
 // reply), and not counted when a reload overtook it (another width serves
@@ -129,6 +133,10 @@ func (sv *launcher) follow(ctx context.Context, p *plan.Plan, started time.Durat
 func (sv *launcher) followSwitch(ctx context.Context, st follow.State, d follow.Decision) (follow.State, time.Duration, bool) {
 	before := sv.st.switchCount()
 	err := sv.SwitchLoad(ctx, d.To.Lo, d.Load, "follow: "+d.Reason)
+	if errors.Is(err, errNoSwitchNeeded) {
+		sv.log.Debug("follow: the engine serving already runs the bucket's plan; no switch", "asked", d.To.Width, "width", widthOf(sv.plan()))
+		return follow.Overtaken(st, widthOf(sv.plan())), 0, false
+	}
 	took, ran := sv.st.lastSwitch(server.KindFollow.String(), before)
 	if errors.Is(err, server.ErrSuperseded) || err == nil && (!ran || widthOf(sv.plan()) != d.To.Width) {
 		sv.log.Info("follow: no switch ran (a reload or another switch overtook it); the width in force serves", "asked", d.To.Width, "width", widthOf(sv.plan()))
@@ -211,7 +219,7 @@ func (b *busyWatch) see(busy bool, now time.Time, bound time.Duration) (waited t
 // bucket at n requests in flight (load is the mean the follower measured,
 // as its decision gives it: the status page shows it as it is),
 // and returns once the switch has ended. A plan whose engine command is
-// the one serving needs no switch.
+// the one serving needs no switch (errNoSwitchNeeded).
 func (sv *launcher) SwitchLoad(ctx context.Context, n int, load float64, reason string) error {
 	cur := sv.plan()
 	np, l, err := sv.rebuild(plan.Options{Load: n}, "follow switch")
@@ -219,7 +227,7 @@ func (sv *launcher) SwitchLoad(ctx context.Context, n int, load float64, reason 
 		return err
 	}
 	if plan.SameEngine(np, cur) {
-		return nil
+		return errNoSwitchNeeded
 	}
 	sv.st.chosen(np, load)
 	reply := make(chan error, 1)
