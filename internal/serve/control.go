@@ -68,6 +68,10 @@ type controlShell struct {
 	// read): a reload's resolved schedule is the controller's safe answer.
 	inForce func() *plan.Plan
 	serving *plan.Plan // the serving engine's plan at the last sample (Run's goroutine)
+	// judged is the pair of plans (serving, in force) followDefault last
+	// judged: plans do not change, so the same pair needs no new look on
+	// each of the samples, four a second (Run's goroutine).
+	judged [2]*plan.Plan
 }
 
 // start reads the saved state: before the first engine, so that one that
@@ -240,11 +244,17 @@ func (sh *controlShell) followDefault(s control.State, serving *plan.Plan) contr
 	if serving == nil {
 		return s
 	}
-	p := serving
+	var f *plan.Plan
 	if sh.inForce != nil {
-		if f := sh.inForce(); f != nil && plan.SameEngine(f, serving) {
-			p = f
-		}
+		f = sh.inForce()
+	}
+	if sh.judged == [2]*plan.Plan{serving, f} {
+		return s
+	}
+	sh.judged = [2]*plan.Plan{serving, f}
+	p := serving
+	if f != nil && plan.SameEngine(f, serving) {
+		p = f
 	}
 	d, was := defaultOf(p), sh.c.Config().Default
 	if len(d) == 0 || d.String() == was.String() {
