@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -20,30 +21,30 @@ import (
 // at error with the documented line, not as "old engine stopped".
 func TestOldEngineEndedElsewhereIsAnError(t *testing.T) {
 	clock := &waitlogtest.Clock{}
-	clock.Advance(time.Hour)
-	now := clock.Now()
-	term := sent{sigs: []syscall.Signal{syscall.SIGTERM}, killArmed: true, killFrom: now.Add(10 * time.Second)}
+	term := []syscall.Signal{syscall.SIGTERM}
 	for _, c := range []struct {
 		name  string
 		sent  sent
+		sigs  []syscall.Signal // what speclaunch sent it (supervise.Process.Sent)
 		code  int
 		level string // "" = "old engine stopped" at info
 	}{
-		{"SIGTERM, exits 0", term, 0, ""},
-		{"SIGTERM, dies of it", term, 143, ""},
-		{"SIGTERM, exits 1 (its answer to SIGTERM)", term, 1, ""},
-		{"SIGKILL from outside before the stop timeout", term, 137, "ERROR"},
-		{"SIGKILL at the stop timeout (Stop's own)", sent{sigs: term.sigs, killArmed: true, killFrom: now}, 137, ""},
-		{"SIGKILL speclaunch sent (hung, third signal)", sent{sigs: []syscall.Signal{syscall.SIGKILL}}, 137, ""},
-		{"SIGINT forwarded, dies of it", sent{sigs: []syscall.Signal{syscall.SIGINT}}, 130, ""},
-		{"SIGSEGV (a crash)", term, 139, "ERROR"},
-		{"SIGINT speclaunch did not send", term, 130, "ERROR"},
-		{"exited before the stop, code 1", sent{exitedFirst: true, sigs: term.sigs}, 1, "ERROR"},
-		{"exited before the stop, code 0", sent{exitedFirst: true}, 0, "INFO"},
+		{"SIGTERM, exits 0", sent{}, term, 0, ""},
+		{"SIGTERM, dies of it", sent{}, term, 143, ""},
+		{"SIGTERM, exits 1 (its answer to SIGTERM)", sent{}, term, 1, ""},
+		{"SIGKILL from outside before the stop timeout", sent{}, term, 137, "ERROR"},
+		{"SIGKILL at the stop timeout (Stop's own)", sent{}, []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL}, 137, ""},
+		{"SIGKILL speclaunch sent (hung, third signal)", sent{}, []syscall.Signal{syscall.SIGKILL}, 137, ""},
+		{"SIGINT forwarded, dies of it", sent{}, []syscall.Signal{syscall.SIGINT}, 130, ""},
+		{"SIGSEGV (a crash)", sent{}, term, 139, "ERROR"},
+		{"SIGINT speclaunch did not send", sent{}, term, 130, "ERROR"},
+		{"exited before the stop, code 1", sent{exitedFirst: true}, term, 1, "ERROR"},
+		{"exited before the stop, code 0", sent{exitedFirst: true}, nil, 0, "INFO"},
 	} {
+		sentSig := func(sig syscall.Signal) bool { return slices.Contains(c.sigs, sig) }
 		var buf testenv.Buffer
 		rt := New(Options{Log: slog.New(slog.NewTextHandler(&buf, nil)), Clock: clock})
-		rt.sayOldStopped(&live{sent: c.sent}, 42, c.code)
+		rt.sayOldStopped(&live{sent: c.sent}, 42, c.code, sentSig)
 		out := buf.String()
 		switch {
 		case c.level == "" && (!strings.Contains(out, `level=INFO msg="old engine stopped"`) || strings.Contains(out, "drained")):
@@ -81,7 +82,7 @@ func TestOldEngineKilledFromOutsideIsAnError(t *testing.T) {
 		}
 		rt.stop(Stop{ID: 1, Why: "reload"})
 		<-proc.Done()
-		rt.sayOldStopped(l, proc.PID(), proc.ExitCode())
+		rt.sayOldStopped(l, proc.PID(), proc.ExitCode(), proc.Sent)
 		out := buf.String()
 		if outside && !strings.Contains(out, `level=ERROR msg="the old engine exited while it drained`) {
 			t.Errorf("killed from outside (exit %d): want the error line:\n%s", proc.ExitCode(), out)

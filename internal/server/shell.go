@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -378,7 +377,7 @@ func (r *Runtime) start(a Start) {
 		case "":
 		case WhyStopping, WhyFinished:
 			r.mu.Lock()
-			elsewhere = l.sent.elsewhere(code, r.now())
+			elsewhere = l.sent.elsewhere(code, in.Proc.Sent)
 			r.mu.Unlock()
 			if elsewhere != "" {
 				// Its death, not the stop, ended it (the cut streams let
@@ -391,7 +390,7 @@ func (r *Runtime) start(a Start) {
 			// The only engine, killed for not answering: not an "old" one.
 			r.o.Log.Info("engine stopped", "pid", in.Proc.PID(), "exit_code", code, "why", "it stopped answering")
 		default:
-			r.sayOldStopped(l, in.Proc.PID(), code)
+			r.sayOldStopped(l, in.Proc.PID(), code, in.Proc.Sent)
 		}
 		r.o.Launcher.Notify(NoteExited{In: in, Code: code})
 		r.events <- Exited{ID: id, Code: code, Elsewhere: elsewhere}
@@ -531,10 +530,8 @@ func (r *Runtime) stop(a Stop) {
 		defer end()
 		switch {
 		case a.Kill:
-			r.send(l, syscall.SIGKILL)
 			in.Proc.Signal(syscall.SIGKILL)
 		case a.Sig != nil:
-			r.send(l, a.Sig)
 			in.Proc.Signal(a.Sig)
 			t := time.NewTimer(timeout)
 			defer t.Stop()
@@ -542,53 +539,28 @@ func (r *Runtime) stop(a Stop) {
 			case <-in.Proc.Done():
 			case <-t.C:
 				r.o.Log.Warn("engine did not stop in time; killing it", "pid", in.Proc.PID(), "after", timeout.String())
-				r.send(l, syscall.SIGTERM, syscall.SIGKILL)
 				in.Proc.Stop(0)
 			}
 		default:
-			r.send(l, syscall.SIGTERM)
-			r.mu.Lock()
-			l.sent.killArmed, l.sent.killFrom = true, r.now().Add(timeout) // Stop's SIGKILL, should SIGTERM not do
-			r.mu.Unlock()
 			in.Proc.Stop(timeout)
 		}
 	}()
 }
 
-// now is the runtime's clock's time (Options.Clock).
-func (r *Runtime) now() time.Time {
-	if r.o.Clock == nil {
-		return time.Now()
-	}
-	return r.o.Clock.Now()
-}
-
-// sent is what speclaunch's stop did to an engine, so that its exit can be
-// told from an end that came from elsewhere (a kill from outside, the
-// kernel's OOM killer) as its drain ended: the streams the death cut let
-// the drain end, and the stop came after it.
+// sent is what speclaunch's stop found of an engine, so that its exit
+// can be told from an end that came from elsewhere (a kill from outside,
+// the kernel's OOM killer) as its drain ended: the streams the death cut
+// let the drain end, and the stop came after it. The signals the stop
+// sent, Stop's SIGKILL included, are the process's record
+// (supervise.Process.Sent).
 type sent struct {
-	exitedFirst bool             // it had exited before speclaunch stopped it
-	sigs        []syscall.Signal // the signals speclaunch sent it
-	killArmed   bool             // supervise's Stop may send SIGKILL ...
-	killFrom    time.Time        // ... from then on
-}
-
-// send records signals before they go to l's engine.
-func (r *Runtime) send(l *live, sigs ...os.Signal) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, sig := range sigs {
-		if s, ok := sig.(syscall.Signal); ok {
-			l.sent.sigs = append(l.sent.sigs, s)
-		}
-	}
+	exitedFirst bool // it had exited before speclaunch stopped it
 }
 
 // elsewhere says what ended an engine other than speclaunch's stop, from
-// its exit code (128+N for signal N) read at at; "" when the stop was
-// speclaunch's: a signal it sent, or SIGKILL once Stop may have sent it.
-func (s sent) elsewhere(code int, at time.Time) string {
+// its exit code (128+N for signal N); "" when the stop was speclaunch's:
+// a signal it sent the engine (sentSig).
+func (s sent) elsewhere(code int, sentSig func(syscall.Signal) bool) string {
 	if s.exitedFirst {
 		return fmt.Sprintf("it exited with code %d before speclaunch stopped it", code)
 	}
@@ -596,7 +568,7 @@ func (s sent) elsewhere(code int, at time.Time) string {
 		return ""
 	}
 	sig := syscall.Signal(code - 128)
-	if slices.Contains(s.sigs, sig) || sig == syscall.SIGKILL && s.killArmed && !at.Before(s.killFrom) {
+	if sentSig(sig) {
 		return ""
 	}
 	return fmt.Sprintf("signal %d (%s), which speclaunch did not send", int(sig), sig)
@@ -606,11 +578,11 @@ func (s sent) elsewhere(code int, at time.Time) string {
 // stop: "old engine stopped", or, when something else ended it (its exit
 // code says a signal speclaunch did not send, or it had exited before the
 // stop), at error as the machine says a death during a drain.
-func (r *Runtime) sayOldStopped(l *live, pid, code int) {
+func (r *Runtime) sayOldStopped(l *live, pid, code int, sentSig func(syscall.Signal) bool) {
 	r.mu.Lock()
 	st := l.sent
 	r.mu.Unlock()
-	why := st.elsewhere(code, r.now())
+	why := st.elsewhere(code, sentSig)
 	if why == "" {
 		r.o.Log.Info("old engine stopped", "pid", pid, "exit_code", code)
 		return

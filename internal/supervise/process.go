@@ -83,6 +83,7 @@ type Process struct {
 	// leader's PID may belong to someone else, so nothing more is sent.
 	mu     sync.Mutex
 	reaped bool
+	sent   uint64 // the signals Signal sent the group (bit N: signal N)
 
 	stopOnce sync.Once
 	stopErr  error
@@ -143,7 +144,19 @@ func (p *Process) Signal(sig os.Signal) error {
 		}
 		return fmt.Errorf("supervise: signal %v to group %d: %w", sig, p.pid, err)
 	}
+	if ssig > 0 && ssig < 64 {
+		p.sent |= 1 << ssig
+	}
 	return nil
+}
+
+// Sent reports whether Signal (Stop's SIGTERM and SIGKILL among its
+// calls) sent sig to the group: a death by it was the launcher's doing,
+// and one by another signal came from elsewhere.
+func (p *Process) Sent(sig syscall.Signal) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return sig > 0 && sig < 64 && p.sent&(1<<sig) != 0
 }
 
 // Stop sends SIGTERM to the group, SIGKILL to the group if the leader is

@@ -340,6 +340,9 @@ func TestSignalDeathExitCodes(t *testing.T) {
 		if got := p.ExitCode(); got != 137 {
 			t.Errorf("ExitCode = %d, want 137", got)
 		}
+		if p.Sent(syscall.SIGKILL) {
+			t.Errorf("Sent(SIGKILL) for a death the process dealt itself")
+		}
 	})
 }
 
@@ -355,6 +358,9 @@ func TestStopGraceful(t *testing.T) {
 	if got := p.ExitCode(); got != 143 {
 		t.Errorf("ExitCode = %d, want 143 (SIGTERM)", got)
 	}
+	if !p.Sent(syscall.SIGTERM) || p.Sent(syscall.SIGKILL) {
+		t.Errorf("Sent: SIGTERM %v, SIGKILL %v; want true, false", p.Sent(syscall.SIGTERM), p.Sent(syscall.SIGKILL))
+	}
 }
 
 func TestStopEscalatesToSIGKILL(t *testing.T) {
@@ -368,6 +374,9 @@ func TestStopEscalatesToSIGKILL(t *testing.T) {
 	}
 	if got := p.ExitCode(); got != 137 {
 		t.Errorf("ExitCode = %d, want 137 (SIGKILL after the timeout)", got)
+	}
+	if !p.Sent(syscall.SIGTERM) || !p.Sent(syscall.SIGKILL) {
+		t.Errorf("Sent: SIGTERM %v, SIGKILL %v; want both: the death was Stop's", p.Sent(syscall.SIGTERM), p.Sent(syscall.SIGKILL))
 	}
 	// Idempotent: a second Stop returns at once with the same result.
 	if err := p.Stop(time.Hour); err != nil {
