@@ -242,7 +242,9 @@ func TestCommandErrors(t *testing.T) {
 	// [engine.env] header's.
 	keyLine := settings(key.LlamaCpp, "/m/d")
 	keyLine.Env, keyLine.EnvFrom = map[string]string{"LLAMA_ARG_CTX_SIZE": "8192", "LLAMA_ARG_DRAFT_MAX": "4"}, "profile p.toml:3"
-	keyLine.EnvKeyFrom = map[string]string{"LLAMA_ARG_CTX_SIZE": "profile p.toml:4", "LLAMA_ARG_DRAFT_MAX": "profile p.toml:8"}
+	keyLine.EnvKeyFrom = func(k string) string {
+		return map[string]string{"LLAMA_ARG_CTX_SIZE": "profile p.toml:4", "LLAMA_ARG_DRAFT_MAX": "profile p.toml:8"}[k]
+	}
 	tests := []struct {
 		name   string
 		engine key.Engine

@@ -165,15 +165,15 @@ type Spec struct {
 	ArgsFrom  string
 	Env       map[string]string // engine.env: set in the engine's environment
 	EnvFrom   string            // where engine.env was set
-	// EnvKeyFrom is where each engine.env variable was set, its own
-	// file:line; one missing from it is said at EnvFrom.
-	EnvKeyFrom map[string]string
+	// EnvKeyFrom says where engine.env's variable k was set, its own
+	// file:line (config.Settings.EnvSrc); nil: at EnvFrom.
+	EnvKeyFrom func(k string) string
 }
 
 // envFrom is where engine.env's variable k was set.
 func (s Spec) envFrom(k string) string {
-	if from, ok := s.EnvKeyFrom[k]; ok {
-		return from
+	if s.EnvKeyFrom != nil {
+		return s.EnvKeyFrom(k)
 	}
 	return s.EnvFrom
 }

@@ -329,20 +329,9 @@ func LaunchSpec(s config.Settings) engine.Spec {
 		Host: s.Host.Value,
 		Port: s.Port.Value, PortFrom: s.Port.Src.String(),
 		Args: s.EngineArgs.Value, ArgsFrom: s.EngineArgs.Src.String(),
-		Env: s.EngineEnv.Value, EnvFrom: s.EngineEnv.Src.String(), EnvKeyFrom: envKeyFrom(s),
+		Env: s.EngineEnv.Value, EnvFrom: s.EngineEnv.Src.String(),
+		EnvKeyFrom: func(k string) string { return s.EnvSrc(k).String() },
 	}
-}
-
-// envKeyFrom is where each engine.env variable was set, as Spec says it.
-func envKeyFrom(s config.Settings) map[string]string {
-	if len(s.EngineEnvSrc) == 0 {
-		return nil
-	}
-	out := make(map[string]string, len(s.EngineEnvSrc))
-	for k, src := range s.EngineEnvSrc {
-		out[k] = src.String()
-	}
-	return out
 }
 
 // drafter settles whether the launch is speculative and with which drafter
