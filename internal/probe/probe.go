@@ -181,29 +181,30 @@ func (st *probeState) probe(ctx context.Context, client *http.Client, baseURL st
 	if st.samples == nil {
 		st.samples = map[int][]float64{}
 	}
-rowCounts:
-	for i := 0; i < len(rows); i++ {
-		w := rows[i]
-		streak := 0 // requests of w rows in a row (probeGraphWarm)
-		for len(st.samples[w]) < reps {
-			ms, err := st.sample(ctx, client, base, prefix, ids, w, warm, &streak)
-			if errors.Is(err, errNotCached) && !st.bare {
-				// The prefix lost the races: measure without it (anySlot),
-				// every row count again, so that one curve is of one kind.
-				st.bare = true
-				clear(st.samples)
-				i = -1
-				continue rowCounts
-			}
-			if err != nil {
-				return fmt.Errorf("probe %d rows (sample %d): %w", w, len(st.samples[w])+1, err)
-			}
-			if streak++; streak > probeGraphWarm {
-				st.samples[w] = append(st.samples[w], ms)
+	measure := func() error {
+		for _, w := range rows {
+			streak := 0 // requests of w rows in a row (probeGraphWarm)
+			for len(st.samples[w]) < reps {
+				ms, err := st.sample(ctx, client, base, prefix, ids, w, warm, &streak)
+				if err != nil {
+					return fmt.Errorf("probe %d rows (sample %d): %w", w, len(st.samples[w])+1, err)
+				}
+				if streak++; streak > probeGraphWarm {
+					st.samples[w] = append(st.samples[w], ms)
+				}
 			}
 		}
+		return nil
 	}
-	return nil
+	err := measure()
+	if errors.Is(err, errNotCached) && !st.bare {
+		// The prefix lost the races: measure without it (anySlot), every
+		// row count again, so that one curve is of one kind.
+		st.bare = true
+		clear(st.samples)
+		err = measure()
+	}
+	return err
 }
 
 // sample measures one request of w rows, retrying what may pass another
