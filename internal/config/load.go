@@ -137,10 +137,7 @@ func errText(err error) string {
 	if !errors.As(err, &e) {
 		return err.Error()
 	}
-	if e.Err != nil {
-		return e.Msg + ": " + e.Err.Error()
-	}
-	return e.Msg
+	return e.what()
 }
 
 // rows layers every row of the scopes into s, in table order; the first

@@ -196,11 +196,14 @@ type Error struct {
 	Err error
 }
 
-func (e *Error) Error() string {
+func (e *Error) Error() string { return fmt.Sprintf("%s: %s", e.Src, e.what()) }
+
+// what is the error without its source: the message, and its cause.
+func (e *Error) what() string {
 	if e.Err != nil {
-		return fmt.Sprintf("%s: %s: %v", e.Src, e.Msg, e.Err)
+		return e.Msg + ": " + e.Err.Error()
 	}
-	return fmt.Sprintf("%s: %s", e.Src, e.Msg)
+	return e.Msg
 }
 
 func (e *Error) Unwrap() error { return e.Err }
