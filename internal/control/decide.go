@@ -59,11 +59,16 @@ func (c Controller) decide(s *State, b int, now time.Time) []Action {
 		s.Engine.Last.Choice, s.Engine.Last.Switch, s.Engine.Last.Reason = w, true, reason
 		return append(acts, Action{Op: Log, Msg: fmt.Sprintf("adapt: %s at %s", reason, schedule.InFlight(sb.Range()))})
 	}
-	if w, p, reason := c.pickTrial(s, b, choice, now); w > 0 {
+	w, p, reason := c.pickTrial(s, b, choice, now)
+	if w > 0 {
 		s.Pair.Buckets[b].Tried[w] = now
 		s.Exp = Experiment{Kind: Trialing, Width: w, From: run, Bucket: b, Since: now, Reason: reason, Predicted: p, HoldUntil: s.Exp.HoldUntil}
 		s.Engine.Last.Choice, s.Engine.Last.Switch, s.Engine.Last.Reason = w, true, "trial: "+reason
 		return append(acts, Action{Op: Log, Msg: fmt.Sprintf("adapt: trial of width %d at %s: %s", w, schedule.InFlight(sb.Range()), reason)})
+	}
+	if reason != "" {
+		why += "; " + reason
+		s.Engine.Last.Reason = why
 	}
 	return append(acts, Action{Op: Log, Msg: fmt.Sprintf("adapt: stay at width %d at %s: %s", run, schedule.InFlight(sb.Range()), why)})
 }

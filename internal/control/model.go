@@ -5,6 +5,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/speclaunch/speclaunch/internal/schedule"
@@ -117,7 +118,10 @@ func (c Controller) predict(s *State, b, w int) (float64, bool) {
 // pickTrial names a width never measured at bucket b (nor tried within
 // RetryAfter) whose predicted rate would pass the rule against base, the
 // width chosen: the one predicted fastest, with its predicted rate. A
-// trial that does not pass is undone by the next decision.
+// trial that does not pass is undone by the next decision. With no pick,
+// why says what held every trial back (noTrial), for the stay line: on
+// the H100 a controller that stayed at the default for a whole run logged
+// only "default width 4" (docs/benchmark_results/h100-follow-2026-12-06c.md).
 func (c Controller) pickTrial(s *State, b, base int, now time.Time) (int, float64, string) {
 	if !c.on("trials") {
 		return 0, 0, ""
@@ -131,8 +135,11 @@ func (c Controller) pickTrial(s *State, b, base int, now time.Time) (int, float6
 		sigma = 0
 	}
 	// A trial is one fresh engine: its gain must clear one engine's
-	// spread on top of base's uncertainty, and the switch time.
+	// spread on top of base's uncertainty, and the switch time. It must
+	// also repay its two switches (there, and back if it fails) at its
+	// predicted rate.
 	accept := c.cfg.Z*math.Sqrt(sigma*sigma+eb.RelVar) + c.need(s)
+	var held noTrial
 	pick, pickRate := 0, 0.0
 	bk := s.Pair.Buckets[b]
 	for w := 1; w <= c.cfg.MaxWidth; w++ {
@@ -140,20 +147,54 @@ func (c Controller) pickTrial(s *State, b, base int, now time.Time) (int, float6
 			continue
 		}
 		if t, ok := bk.Tried[w]; ok && now.Sub(t) < c.cfg.RetryAfter {
+			held.tried++
 			continue
 		}
 		p, ok := c.predict(s, b, w)
-		// It must also repay its two switches (there, and back if it
-		// fails) at its predicted rate.
-		if ok && p/eb.Rate-1 >= accept && p/eb.Rate-1 > 2*c.need(s) && p > pickRate {
+		switch {
+		case !ok:
+			held.unpriced++
+		case p/eb.Rate-1 >= accept && p/eb.Rate-1 > 2*c.need(s) && p > pickRate:
 			pick, pickRate = w, p
+		case p > held.rate:
+			held.width, held.rate = w, p
 		}
 	}
 	if pick == 0 {
-		return 0, 0, ""
+		return 0, 0, held.String(base, eb.Rate, math.Max(accept, 2*c.need(s)))
 	}
 	why := fmt.Sprintf("width %d predicted %+.1f%% over width %d; a gain of %.1f%% passes the noise and the switch", pick, 100*(pickRate/eb.Rate-1), base, 100*accept)
 	return pick, pickRate, why
+}
+
+// noTrial is what held every width back from a trial: the best
+// prediction that fell short, and the widths tried lately or not
+// predicted (the probe lacks their rows).
+type noTrial struct {
+	width           int
+	rate            float64
+	tried, unpriced int
+}
+
+// String says it in one clause; need is the gain a trial must show.
+func (n noTrial) String(base int, baseRate, need float64) string {
+	var parts []string
+	if n.width > 0 {
+		parts = append(parts, fmt.Sprintf("no trial: the best prediction, width %d, is %+.1f%% over width %d, short of the %.1f%% a trial needs", n.width, 100*(n.rate/baseRate-1), base, 100*need))
+	} else {
+		parts = append(parts, fmt.Sprintf("no trial: no width is predicted faster than width %d", base))
+	}
+	if n.unpriced > 0 {
+		w := "widths"
+		if n.unpriced == 1 {
+			w = "width"
+		}
+		parts = append(parts, fmt.Sprintf("%d other %s not priced (the probe lacks their rows)", n.unpriced, w))
+	}
+	if n.tried > 0 {
+		parts = append(parts, fmt.Sprintf("%d tried lately", n.tried))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // probeRows are the rows the model reads at bucket b: N·w for every width,

@@ -901,3 +901,47 @@ func TestRedefaultKeepsWhatWasDecided(t *testing.T) {
 		t.Errorf("new edges: load bucket %d, %d buckets; want -1 and 5", ns.Load.Bucket, len(ns.Pair.Buckets))
 	}
 }
+
+// TestNoTrialSaysWhy: a stay line names what held every trial back.
+func TestNoTrialSaysWhy(t *testing.T) {
+	cases := []struct {
+		n    noTrial
+		want string
+	}{
+		{noTrial{width: 6, rate: 103, unpriced: 2}, "no trial: the best prediction, width 6, is +3.0% over width 4, short of the 5.0% a trial needs; 2 other widths not priced (the probe lacks their rows)"},
+		{noTrial{unpriced: 1}, "no trial: no width is predicted faster than width 4; 1 other width not priced (the probe lacks their rows)"},
+		{noTrial{width: 2, rate: 99, tried: 3}, "no trial: the best prediction, width 2, is -1.0% over width 4, short of the 5.0% a trial needs; 3 tried lately"},
+	}
+	for _, tc := range cases {
+		if got := tc.n.String(4, 100, 0.05); got != tc.want {
+			t.Errorf("%+v:\n got %q\nwant %q", tc.n, got, tc.want)
+		}
+	}
+}
+
+// TestStayLineSaysWhyNoTrial: with every width priced and none predicted
+// to clear the noise, the stay line says which came closest.
+func TestStayLineSaysWhyNoTrial(t *testing.T) {
+	c := New(Config{Default: schedule.Flat(4, "default")})
+	s := c.Init(Pair{})
+	e := &fakeEngine{gen: 1, width: 4, s: 0.5, ms: 5, n: 1, now: t0}
+	s, acts := run(c, s, e, 4)
+	var rows []int
+	for _, a := range acts {
+		if a.Op == Probe {
+			rows = a.Rows
+		}
+	}
+	v := map[int]float64{}
+	for _, r := range rows {
+		v[r] = 3 + 1.5*float64(r) // each row costs: no other width pays
+	}
+	s, _ = c.Step(s, Observation{Kind: Probed, Now: e.now, Verify: v})
+	_, acts = run(c, s, e, 30)
+	if len(switches(acts)) != 0 {
+		t.Fatalf("switched %v where no width should pay", switches(acts))
+	}
+	if !logged(acts, "adapt: stay at width 4 at 1 request in flight: default width 4; no trial: the best prediction, width ") {
+		t.Errorf("no stay line says why no width was tried: %+v", acts)
+	}
+}
