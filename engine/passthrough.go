@@ -96,7 +96,7 @@ func HFRepoHint(e key.Engine, args []string) string {
 // trees in place of those --speculative-config keys (docs/engines.md).
 // --speculative-config itself (also -sc and --speculative-config.KEY)
 // passes through: its keys merge into the launcher's JSON (splitSpecConfig),
-// except method, model and num_speculative_tokens.
+// except those the launcher owns (vllmOwnedKeys).
 var vllmOwned = map[string]ownedFlag{
 	"--num-speculative-tokens": ownWidth,
 	"--speculative-model":      ownDraftModel,

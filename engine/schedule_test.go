@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -8,18 +9,42 @@ import (
 	"github.com/speclaunch/speclaunch/internal/width"
 )
 
-// A schedule given twice (resolved, and in the --speculative-config
-// pass-through) is refused, naming where the second came from.
-func TestVLLMScheduleGivenTwice(t *testing.T) {
-	s := pySettings(key.VLLM, "/models/drafter", "--speculative-config", `{"num_speculative_tokens_per_batch_size": [[1, 0, 3]]}`)
-	_, err := vllmAdapter{}.Command(s, sched(t, "1:6,2+:3", 1), key.Eagle3, baseEnv, Caps{Spelling: SpellingVLLMConfig, Version: "0.24.1"})
-	if err == nil || !strings.Contains(err.Error(), "give the schedule once") || !strings.HasPrefix(err.Error(), s.ArgsFrom) {
-		t.Fatalf("err = %v", err)
-	}
-	// A flat schedule is one width: no per-batch field, the pass-through's kept.
-	l, err := vllmAdapter{}.Command(s, res(4), key.Eagle3, baseEnv, Caps{Spelling: SpellingVLLMConfig, Version: "0.24.1"})
-	if err != nil || !strings.Contains(strings.Join(l.Argv, " "), `"num_speculative_tokens":3,"num_speculative_tokens_per_batch_size":[[1,0,3]]`) {
-		t.Fatalf("flat: %v %q", err, l.Argv)
+// A schedule in the --speculative-config pass-through is refused in
+// every spelling vLLM's parser takes, whether or not speclaunch resolved
+// a schedule of its own: passed through beside one width, vLLM ran it
+// while resolve headlined the width (draft width 4 beside [[1,4,7],…]).
+// The error names where it came from and speclaunch's own schedule.
+func TestVLLMScheduleInPassthroughRefused(t *testing.T) {
+	const js = `{"num_speculative_tokens_per_batch_size": [[1, 4, 7], [5, 1048576, 0]]}`
+	for _, c := range []struct {
+		name  string
+		args  []string
+		sched string // "" for one width
+	}{
+		{"json, one width", []string{"--speculative-config", js}, ""},
+		{"json, a schedule resolved", []string{"--speculative-config", js}, "1:6,2+:3"},
+		{"json with =, underscores", []string{"--speculative_config=" + js}, ""},
+		{"short alias", []string{"-sc", js}, ""},
+		{"dotted", []string{"--speculative-config.num_speculative_tokens_per_batch_size", "[[1,4,7],[5,1048576,0]]"}, ""},
+		{"dotted with =, underscores", []string{"--speculative_config.num_speculative_tokens_per_batch_size=[[1,0,3]]"}, "1:6,2+:3"},
+		{"dotted short alias", []string{"-sc.num_speculative_tokens_per_batch_size", "[[1,0,3]]"}, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := res(4)
+			if c.sched != "" {
+				r = sched(t, c.sched, 1)
+			}
+			s := pySettings(key.VLLM, "/models/drafter", c.args...)
+			_, err := vllmAdapter{}.Command(s, r, key.Eagle3, baseEnv, Caps{Spelling: SpellingVLLMConfig, Version: "0.24.1"})
+			if !errors.Is(err, ErrPassthrough) {
+				t.Fatalf("err = %v, want a pass-through refusal", err)
+			}
+			for _, want := range []string{s.ArgsFrom + ": ", `key "` + VLLMScheduleKey + `"`, "--draft-schedule", "draft.schedule", "MLXCEL_DRAFT_SCHEDULE"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q lacks %q", err, want)
+				}
+			}
+		})
 	}
 }
 

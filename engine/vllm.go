@@ -108,10 +108,7 @@ func (vllmAdapter) Command(s Spec, r width.Resolution, kind key.Drafter, environ
 		if err := checkNgram(s, kind); err != nil {
 			return Launch{}, err
 		}
-		n, extra, warns, err := vllmTokens(s, r, caps, sp, extra)
-		if err != nil {
-			return Launch{}, err
-		}
+		n, extra, warns := vllmTokens(r, caps, sp, extra)
 		l.Warnings = append(l.Warnings, warns...)
 		switch sp {
 		case SpellingVLLMConfig:
@@ -150,11 +147,15 @@ func (vllmAdapter) Command(s Spec, r width.Resolution, kind key.Drafter, environ
 	return l, nil
 }
 
-// vllmOwnedKeys are the speculative_config keys the launcher sets.
+// vllmOwnedKeys are the speculative_config keys the launcher sets. The
+// batch-size schedule is one of them whether or not a schedule was
+// resolved: the launcher's width, its headline and serve's verification
+// read speclaunch's own schedule, never one inside the pass-through.
 var vllmOwnedKeys = map[string]string{
 	"method":                 "the drafter kind: set --draft-kind (or draft.kind in the profile)",
 	"model":                  "the draft model: set --draft-model (or draft.model in the profile)",
 	"num_speculative_tokens": "the draft width: set --draft-block-size W (or draft.block_size in the profile), in the launcher's unit: num_speculative_tokens = W - 1",
+	VLLMScheduleKey:          "the width schedule: give it as speclaunch's own schedule, --draft-schedule (or draft.schedule in the profile, or MLXCEL_DRAFT_SCHEDULE; docs/schedule.md), in the launcher's unit, widths (K + 1): [[1, 1, 3], [2, 1048576, 0]] is 1:4,2+:1",
 }
 
 // splitSpecConfig takes an operator's --speculative-config out of the
@@ -304,7 +305,7 @@ func VLLMSpecConfig(method, model string, numSpecTokens int, extra map[string]js
 // vllmTokens is num_speculative_tokens for r (width - 1) and the
 // --speculative-config extras: with a schedule vLLM takes, its widest
 // bucket and num_speculative_tokens_per_batch_size.
-func vllmTokens(s Spec, r width.Resolution, caps Caps, sp Spelling, extra map[string]json.RawMessage) (int, map[string]json.RawMessage, []string, error) {
+func vllmTokens(r width.Resolution, caps Caps, sp Spelling, extra map[string]json.RawMessage) (int, map[string]json.RawMessage, []string) {
 	n := r.Width - 1
 	sched, warn := scheduleFor(key.VLLM, r, caps)
 	if sp != SpellingVLLMConfig && sched != nil {
@@ -315,10 +316,7 @@ func vllmTokens(s Spec, r width.Resolution, caps Caps, sp Spelling, extra map[st
 		warns = append(warns, warn)
 	}
 	if sched == nil {
-		return n, extra, warns, nil
-	}
-	if _, given := extra[VLLMScheduleKey]; given {
-		return 0, nil, nil, fmt.Errorf("%s: %s is set in the --speculative-config pass-through and a schedule was resolved (%s): give the schedule once, as --draft-schedule (or draft.schedule)", s.ArgsFrom, VLLMScheduleKey, r.Schedule)
+		return n, extra, warns
 	}
 	extra = maps.Clone(extra)
 	if extra == nil {
@@ -326,7 +324,7 @@ func vllmTokens(s Spec, r width.Resolution, caps Caps, sp Spelling, extra map[st
 	}
 	extra[VLLMScheduleKey] = vllmSchedule(sched)
 	// num_speculative_tokens sizes vLLM's buffers: the widest bucket.
-	return sched.Max() - 1, extra, warns, nil
+	return sched.Max() - 1, extra, warns
 }
 
 // vllmSpecRE reads SpeculativeConfig.__repr__ (vllm/config/speculative.py
