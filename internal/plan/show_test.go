@@ -28,7 +28,7 @@ func TestScheduleHeadlineNamesATunedRecordWhereItIs(t *testing.T) {
 
 // An engine that runs one width for a schedule of several (SGLang, a vLLM
 // older than 0.24) is headlined with the width it runs, the schedule's at
-// one request, never the widths it will not run ("width off at 1 request,
+// one request, never the widths it will not run ("off at 1 request, width
 // 4 at 2+" promised drafting SGLang never did); one that takes the
 // schedule, or whose schedule serve follows, keeps the schedule's headline.
 func TestHeadlineOfAOneWidthEngine(t *testing.T) {
@@ -42,8 +42,8 @@ func TestHeadlineOfAOneWidthEngine(t *testing.T) {
 		{"sglang, off at one", key.SGLang, engine.Caps{Version: "0.5.6"}, "1:1,2+:4", "speculation off (the schedule is off at 1 concurrent requests (operator schedule)); sglang runs one width at every load, the schedule's at one request in flight, not the schedule 1:1,2+:4"},
 		{"sglang, 6 at one", key.SGLang, engine.Caps{Version: "0.5.6"}, "1:6,2-3:4,4+:1", "draft width 6 (operator schedule); sglang runs one width at every load, the schedule's at one request in flight, not the schedule 1:6,2-3:4,4+:1"},
 		{"old vllm, off at one", key.VLLM, engine.Caps{Version: "0.20.1"}, "1:1,2+:4", "speculation off (the schedule is off at 1 concurrent requests (operator schedule)); vllm runs one width"},
-		{"vllm 0.24", key.VLLM, engine.Caps{Version: "0.24.1"}, "1:1,2+:4", "width off at 1 request, 4 at 2+ (operator schedule)"},
-		{"llama.cpp, followed by serve", key.LlamaCpp, engine.Caps{}, "1:1,2+:4", "width off at 1 request, 4 at 2+ (operator schedule)"},
+		{"vllm 0.24", key.VLLM, engine.Caps{Version: "0.24.1"}, "1:1,2+:4", "off at 1 request, width 4 at 2+ (operator schedule)"},
+		{"llama.cpp, followed by serve", key.LlamaCpp, engine.Caps{}, "1:1,2+:4", "off at 1 request, width 4 at 2+ (operator schedule)"},
 	} {
 		s, err := schedule.Parse(c.sched, "override")
 		if err != nil {

@@ -317,7 +317,9 @@ func (s Schedule) String() string {
 }
 
 // Describe renders the schedule for a person: "width 6 at 1 request, 4 at
-// 2-3, off at 4+"; a flat schedule is just "width 4".
+// 2-3, off at 4+"; a flat schedule is just "width 4". "width" stands
+// before the first width that drafts, so a schedule off at first reads
+// "off at 1 request, width 4 at 2+", not "width off at 1 request".
 func (s Schedule) Describe() string {
 	if len(s) == 0 {
 		return "no schedule"
@@ -326,10 +328,14 @@ func (s Schedule) Describe() string {
 		return "width " + widthWord(s[0].Width)
 	}
 	var b strings.Builder
-	b.WriteString("width ")
+	named := false
 	for i, k := range s {
 		if i > 0 {
 			b.WriteString(", ")
+		}
+		if !named && k.Width > Off {
+			b.WriteString("width ")
+			named = true
 		}
 		b.WriteString(widthWord(k.Width))
 		b.WriteString(" at ")

@@ -12,6 +12,9 @@ func TestParse(t *testing.T) {
 		{in: "4", want: "1+:4", describe: "width 4"},
 		{in: "1:6,2-3:4,4+:1", want: "1:6,2-3:4,4+:1", describe: "width 6 at 1 request, 4 at 2-3, off at 4+"},
 		{in: " 1-2 : 5 , 3+:2 ", want: "1-2:5,3+:2", describe: "width 5 at 1-2, 2 at 3+"},
+		// "width" goes with the first width that drafts, never with "off".
+		{in: "1:1,2+:4", want: "1:1,2+:4", describe: "off at 1 request, width 4 at 2+"},
+		{in: "1-2:1,3-4:6,5+:1", want: "1-2:1,3-4:6,5+:1", describe: "off at 1-2, width 6 at 3-4, off at 5+"},
 		{in: "", err: "empty"},
 		{in: "99999999999999999999", err: "width 99999999999999999999 is far out of range"},
 		{in: `"1:6,2+:1"`, err: "is in quotes: write it without them"},
