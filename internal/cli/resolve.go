@@ -115,6 +115,10 @@ func writeSchedule(row func(k, v string), p *plan.Plan) {
 	if len(r.Schedule) < 2 || r.Schedule.IsFlat() {
 		return
 	}
+	pad := 0 // the widths line up: "1 request in flight:" is shorter than "2+ requests in flight:"
+	for _, b := range r.Schedule {
+		pad = max(pad, len(schedule.InFlight(b.Range()))+1)
+	}
 	for i, b := range r.Schedule {
 		k := ""
 		if i == 0 {
@@ -124,7 +128,7 @@ func writeSchedule(row func(k, v string), p *plan.Plan) {
 		if b.Width <= schedule.Off {
 			w = "width 1 (speculation off)"
 		}
-		row(k, fmt.Sprintf("%-6s requests in flight: %s (%s)", b.Range(), w, bucketSource(b, s)))
+		row(k, fmt.Sprintf("%-*s %s (%s)", pad, schedule.InFlight(b.Range())+":", w, bucketSource(b, s)))
 	}
 	switch {
 	case p.RunsOneWidth():

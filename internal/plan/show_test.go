@@ -39,9 +39,9 @@ func TestHeadlineOfAOneWidthEngine(t *testing.T) {
 		sched  string
 		want   string
 	}{
-		{"sglang, off at one", key.SGLang, engine.Caps{Version: "0.5.6"}, "1:1,2+:4", "speculation off (the schedule is off at 1 concurrent requests (operator schedule)); sglang runs one width at every load, the schedule's at one request in flight, not the schedule 1:1,2+:4"},
+		{"sglang, off at one", key.SGLang, engine.Caps{Version: "0.5.6"}, "1:1,2+:4", "speculation off (the schedule is off at 1 request in flight (operator schedule)); sglang runs one width at every load, the schedule's at one request in flight, not the schedule 1:1,2+:4"},
 		{"sglang, 6 at one", key.SGLang, engine.Caps{Version: "0.5.6"}, "1:6,2-3:4,4+:1", "draft width 6 (operator schedule); sglang runs one width at every load, the schedule's at one request in flight, not the schedule 1:6,2-3:4,4+:1"},
-		{"old vllm, off at one", key.VLLM, engine.Caps{Version: "0.20.1"}, "1:1,2+:4", "speculation off (the schedule is off at 1 concurrent requests (operator schedule)); vllm runs one width"},
+		{"old vllm, off at one", key.VLLM, engine.Caps{Version: "0.20.1"}, "1:1,2+:4", "speculation off (the schedule is off at 1 request in flight (operator schedule)); vllm runs one width"},
 		{"vllm 0.24", key.VLLM, engine.Caps{Version: "0.24.1"}, "1:1,2+:4", "off at 1 request, width 4 at 2+ (operator schedule)"},
 		{"llama.cpp, followed by serve", key.LlamaCpp, engine.Caps{}, "1:1,2+:4", "off at 1 request, width 4 at 2+ (operator schedule)"},
 	} {

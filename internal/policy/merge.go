@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/speclaunch/speclaunch/internal/key"
+	"github.com/speclaunch/speclaunch/internal/schedule"
 )
 
 // Merge layers policy files, lowest first: the embedded policy.toml, then
@@ -206,9 +207,7 @@ func (p *Policy) Explain(k key.Key) []string {
 	}
 	if e := p.Lookup(k); e != nil {
 		out = append(out, fmt.Sprintf("entry %s matches (%s): %s, pin %s, record %s", e.ID, e.Origin, e.Sched().Describe(), e.Pin, e.Record))
-		for _, b := range e.Schedule {
-			out = append(out, fmt.Sprintf("  at %s concurrent requests: %s", b.Range(), e.widthWord(b.Width)))
-		}
+		out = append(out, bucketLines(e.Schedule)...)
 		if e.RunnerUp != 0 {
 			out = append(out, fmt.Sprintf("  runner-up width %d", e.RunnerUp))
 		}
@@ -275,11 +274,18 @@ func quantName(q key.Quant) string {
 	return string(q)
 }
 
-func (Entry) widthWord(w int) string {
-	if w <= 1 {
-		return "width 1 (speculation off)"
+// bucketLines are an entry's buckets for explain, one a line, the load
+// in words with its own number ("at 1 request in flight: width 6").
+func bucketLines(s schedule.Schedule) []string {
+	out := make([]string, 0, len(s))
+	for _, b := range s {
+		w := fmt.Sprintf("width %d", b.Width)
+		if b.Width <= schedule.Off {
+			w = "width 1 (speculation off)"
+		}
+		out = append(out, fmt.Sprintf("  at %s: %s", schedule.InFlight(b.Range()), w))
 	}
-	return fmt.Sprintf("width %d", w)
+	return out
 }
 
 // ExplainPair is Explain with the tuned layer first: the tuned entry that
@@ -290,9 +296,7 @@ func (p *Policy) ExplainPair(k key.Key, pair Pair) []string {
 	var out []string
 	if e := p.LookupPair(k, pair); e != nil {
 		out = append(out, fmt.Sprintf("tuned entry %s matches this pair (%s): %s, tuned %s on this pair, record %s", e.ID, e.Origin, e.Sched().Describe(), orUnknown(e.Tuned), e.RecordPath()))
-		for _, b := range e.Sched() {
-			out = append(out, fmt.Sprintf("  at %s concurrent requests: %s", b.Range(), e.widthWord(b.Width)))
-		}
+		out = append(out, bucketLines(e.Sched())...)
 		out = append(out, "  it answers before any measured entry of the key: it was measured on these very models")
 	} else if p != nil {
 		for _, e := range p.Entries {

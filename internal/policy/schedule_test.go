@@ -22,7 +22,7 @@ func TestParseScheduleEntry(t *testing.T) {
 		t.Fatalf("entry = %+v", e)
 	}
 	if got := Merge(f).Explain(e.Key); !strings.Contains(strings.Join(got, "\n"), "width 6 at 1 request, 4 at 2-3, off at 4+") ||
-		!strings.Contains(strings.Join(got, "\n"), "at 4+ concurrent requests: width 1 (speculation off)") {
+		!strings.Contains(strings.Join(got, "\n"), "  at 1 request in flight: width 6\n  at 2-3 requests in flight: width 4\n  at 4+ requests in flight: width 1 (speculation off)") {
 		t.Errorf("explain = %q", got)
 	}
 	// Off at one request: the entry's width is its widest.

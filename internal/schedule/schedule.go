@@ -189,7 +189,7 @@ func (s Schedule) validate(bucket func(i int) string) error {
 		}
 		next = b.Hi + 1
 	}
-	return fmt.Errorf("the last bucket ends at %d concurrent requests: end the schedule with an open bucket (%d+ or hi = 0) so every load has a width", next-1, next)
+	return fmt.Errorf("the last bucket ends at %s: end the schedule with an open bucket (%d+ or hi = 0) so every load has a width", InFlight(strconv.Itoa(next-1)), next)
 }
 
 // FromTriples builds a schedule from [lo, hi, width] triples, the shape of

@@ -86,7 +86,7 @@ func (r Resolution) AtLoad(n int) Resolution {
 	if b.Width < key.MinWidth {
 		r.OnSource, r.OnReason = r.Source, r.Reason
 		r.Width, r.Source = 0, Off
-		r.Reason = "the schedule is off at " + b.Range() + " concurrent requests (" + r.OnReason + ")"
+		r.Reason = "the schedule is off at " + schedule.InFlight(b.Range()) + " (" + r.OnReason + ")"
 	}
 	return r
 }

@@ -109,3 +109,26 @@ func TestResolveTunedEntry(t *testing.T) {
 		})
 	}
 }
+
+// An off bucket's reason says its load with the count's own number: "at
+// 1 concurrent requests" was the headline of a schedule off at one.
+func TestAtLoadOffReasonCountsRequests(t *testing.T) {
+	for _, c := range []struct {
+		sched string
+		load  int
+		want  string
+	}{
+		{"1:1,2+:4", 1, "the schedule is off at 1 request in flight (operator schedule)"},
+		{"1:4,2-3:1,4+:4", 2, "the schedule is off at 2-3 requests in flight (operator schedule)"},
+		{"1:4,2+:1", 9, "the schedule is off at 2+ requests in flight (operator schedule)"},
+	} {
+		s, err := schedule.Parse(c.sched, "override")
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := Resolution{Source: Override, Reason: "operator schedule", Schedule: s}.AtLoad(c.load)
+		if r.Source != Off || r.Reason != c.want {
+			t.Errorf("%s at %d: %s %q, want off %q", c.sched, c.load, r.Source, r.Reason, c.want)
+		}
+	}
+}
