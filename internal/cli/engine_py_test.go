@@ -19,6 +19,8 @@ func TestPyBadInputExit2(t *testing.T) {
 	vllm := []string{"--engine", "vllm", "-m", "org/model", "-md", "org/draft", "--draft-kind", "eagle3", "--capability", "9.0"}
 	sglang := []string{"--engine", "sglang", "-m", "org/model", "-md", "org/draft", "--draft-kind", "eagle3", "--capability", "9.0"}
 	with := func(base []string, extra ...string) []string { return append(slices.Clone(base), extra...) }
+	// The heading names the engine's own arguments, not llama-server's.
+	vlArgs, sgArgs := "flag engine arguments (vLLM's arguments as typed, and after --): ", "flag engine arguments (SGLang's arguments as typed, and after --): "
 	cases := []struct {
 		name string
 		args []string
@@ -28,12 +30,14 @@ func TestPyBadInputExit2(t *testing.T) {
 		{"sglang internal-mtp", []string{"--engine", "sglang", "-m", "org/model", "-md", "org/draft", "--draft-kind", "internal-mtp"}, []string{"flag --draft-kind", "not user-selectable"}},
 		{"vllm width 1", with(vllm, "--draft-block-size", "1"), []string{"flag --draft-block-size", "below 2"}},
 		{"sglang width 1", with(sglang, "--draft-block-size", "1"), []string{"flag --draft-block-size", "below 2"}},
-		{"vllm owned json key", with(vllm, "--", "--speculative-config", `{"num_speculative_tokens":5}`), []string{"flag engine arguments", `"num_speculative_tokens"`, "--draft-block-size"}},
-		{"vllm dotted owned key", with(vllm, "--", "--speculative-config.num_speculative_tokens", "5"), []string{"flag engine arguments", `"num_speculative_tokens"`, "--draft-block-size"}},
-		{"vllm short alias owned key", with(vllm, "--", "-sc", `{"method":"ngram"}`), []string{"flag engine arguments", `"method"`, "--draft-kind"}},
-		{"vllm legacy flag", with(vllm, "--", "--num-speculative-tokens", "5"), []string{"flag engine arguments", "--draft-block-size"}},
-		{"sglang steps", with(sglang, "--", "--speculative-num-steps", "5"), []string{"flag engine arguments", "--draft-block-size"}},
-		{"sglang adaptive", with(sglang, "--", "--speculative-adaptive"), []string{"flag engine arguments", "num_steps", "--draft-block-size"}},
+		{"vllm owned json key", with(vllm, "--", "--speculative-config", `{"num_speculative_tokens":5}`), []string{vlArgs, `"num_speculative_tokens"`, "--draft-block-size"}},
+		{"vllm dotted owned key", with(vllm, "--", "--speculative-config.num_speculative_tokens", "5"), []string{vlArgs, `"num_speculative_tokens"`, "--draft-block-size"}},
+		{"vllm short alias owned key", with(vllm, "--", "-sc", `{"method":"ngram"}`), []string{vlArgs, `"method"`, "--draft-kind"}},
+		{"vllm schedule json key", with(vllm, "--", "--speculative-config", `{"num_speculative_tokens_per_batch_size":[[1,4,7],[5,1048576,0]]}`), []string{vlArgs, `"num_speculative_tokens_per_batch_size"`, "--draft-schedule"}},
+		{"vllm dotted schedule key", with(vllm, "--", "--speculative-config.num_speculative_tokens_per_batch_size", "[[1,4,7],[5,1048576,0]]"), []string{vlArgs, `"num_speculative_tokens_per_batch_size"`, "--draft-schedule"}},
+		{"vllm legacy flag", with(vllm, "--", "--num-speculative-tokens", "5"), []string{vlArgs, "--draft-block-size"}},
+		{"sglang steps", with(sglang, "--", "--speculative-num-steps", "5"), []string{sgArgs, "--draft-block-size"}},
+		{"sglang adaptive", with(sglang, "--", "--speculative-adaptive"), []string{sgArgs, "num_steps", "--draft-block-size"}},
 		{"ngram sentinel with eagle3", []string{"--engine", "vllm", "-m", "org/model", "-md", "ngram", "--draft-kind", "eagle3"}, []string{"flag --draft-model", "--draft-kind ngram"}},
 	}
 	for _, c := range cases {

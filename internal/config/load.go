@@ -273,13 +273,27 @@ var engineArgsRow = Row{Name: "engine-args", Key: "engine.args", Default: "none"
 			}
 			// Both the llama-server flags typed as such (-ngl 99) and what
 			// follows "--": "flag --" would blame the separator for the former.
-			args, src = append(args, l.in.Passthrough...), Source{Flag, "engine arguments (llama-server flags as typed, and after --)"}
+			args, src = append(args, l.in.Passthrough...), Source{Flag, typedArgs(s.Engine.Value)}
 		}
 		s.EngineArgs = Field[[]string]{args, src}
 		return nil
 	},
 	// A secret among the arguments (--api-key K) is masked.
 	show: func(s *Settings) (any, string) { return secret.MaskArgv(s.EngineArgs.Value), s.EngineArgs.Src.String() }}
+
+// typedArgs names the engine arguments of the command line for engine e
+// (the engine row layers first): llama-server's flags where the engine
+// takes them, else vLLM's or SGLang's own, so that an error in a vLLM
+// argument is not said to be in a llama-server flag.
+func typedArgs(e key.Engine) string {
+	switch e {
+	case key.VLLM:
+		return "engine arguments (vLLM's arguments as typed, and after --)"
+	case key.SGLang:
+		return "engine arguments (SGLang's arguments as typed, and after --)"
+	}
+	return "engine arguments (llama-server flags as typed, and after --)"
+}
 
 // width layers the operator width: --draft-block-size or the engine-unit
 // --spec-draft-n-max, then LLAMA_ARG_DRAFT_BLOCK_SIZE, MLXCEL_DRAFT_BLOCK_SIZE,

@@ -542,13 +542,30 @@ func TestEveryEnvVarDocumented(t *testing.T) {
 }
 
 // TestEngineArgsSource: engine arguments from the command line are named as
-// such, typed llama-server flags included, not as the "--" separator alone.
+// such, typed llama-server flags included, not as the "--" separator alone,
+// and as the resolved engine's own: a vLLM argument's error was headed
+// "llama-server flags as typed".
 func TestEngineArgsSource(t *testing.T) {
-	s, _, _, err := Load(Input{Passthrough: []string{"-ngl", "99"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, want := s.EngineArgs.Src.String(), "flag engine arguments (llama-server flags as typed, and after --)"; got != want {
-		t.Errorf("source %q, want %q", got, want)
+	for _, c := range []struct {
+		engine string // "" to infer it
+		want   string
+	}{
+		{"", "flag engine arguments (llama-server flags as typed, and after --)"},
+		{"llama.cpp", "flag engine arguments (llama-server flags as typed, and after --)"},
+		{"sim", "flag engine arguments (llama-server flags as typed, and after --)"},
+		{"vllm", "flag engine arguments (vLLM's arguments as typed, and after --)"},
+		{"sglang", "flag engine arguments (SGLang's arguments as typed, and after --)"},
+	} {
+		flags := map[string]string{}
+		if c.engine != "" {
+			flags["engine"] = c.engine
+		}
+		s, _, _, err := Load(Input{Flags: flags, Passthrough: []string{"-ngl", "99"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.EngineArgs.Src.String(); got != c.want {
+			t.Errorf("engine %q: source %q, want %q", c.engine, got, c.want)
+		}
 	}
 }
