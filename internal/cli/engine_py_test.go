@@ -105,3 +105,27 @@ func TestResolveOneWidthEngineSchedule(t *testing.T) {
 		}
 	}
 }
+
+// resolve's headline says what left the quantization unknown, as the
+// target line does: a repo-id target's is not read here (it said "a
+// target whose config.json could not be read" beside a target line that
+// said repo id); a local directory's config.json could not be read.
+func TestResolveUnknownQuantHeadline(t *testing.T) {
+	t.Setenv("PATH", t.TempDir()) // no vllm, no python3: nothing is inspected
+	dir := t.TempDir()
+	for _, c := range []struct {
+		engine, model string
+		want, not     string
+	}{
+		{"vllm", "org/model", "with a Hugging Face repo-id target, whose quant is not known here: give it with --quant", "config.json"},
+		{"sglang", "org/model", "with a Hugging Face repo-id target, whose quant is not known here: give it with --quant", "config.json"},
+		{"vllm", dir, "with a target whose config.json could not be read", "repo-id"},
+	} {
+		var stdout, stderr strings.Builder
+		code := Main([]string{"resolve", "--engine", c.engine, "-m", c.model, "-md", "org/draft", "--draft-kind", "eagle3"}, Embedded{Policy: policyTOML}, &stdout, &stderr)
+		head, _, _ := strings.Cut(stdout.String(), "\n")
+		if code != 0 || !strings.Contains(head, c.want) || strings.Contains(head, c.not) {
+			t.Errorf("%s -m %s: exit %d, headline %q, want %q and no %q; stderr %q", c.engine, c.model, code, head, c.want, c.not, stderr.String())
+		}
+	}
+}

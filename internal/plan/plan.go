@@ -42,6 +42,9 @@ type Facts struct {
 
 	Quant       key.Quant `json:"quant"`
 	QuantSource string    `json:"quant_source"`
+	// RepoTarget: the target is a Hugging Face repo id the engine
+	// downloads, whose quantization is not read here (QuantSource says so).
+	RepoTarget bool `json:"-"`
 
 	Drafter       key.Drafter `json:"drafter,omitempty"`
 	DrafterSource string      `json:"drafter_source,omitempty"`
@@ -447,7 +450,8 @@ func (p *Plan) quant(ctx context.Context, d Deps) error {
 		f.Quant, f.QuantSource = key.QuantUnknown, "no target model given"
 	case d.TargetQuant != nil:
 		q, note := d.TargetQuant(ctx, s.Model.Value)
-		if q == key.QuantUnknown && key.FetchesModel(s.Engine.Value, s.Model.Value) {
+		f.RepoTarget = q == key.QuantUnknown && key.FetchesModel(s.Engine.Value, s.Model.Value)
+		if f.RepoTarget {
 			note = "a Hugging Face repo id, which the launcher does not download: set model.quant (or --quant) for a measured entry to apply"
 		}
 		f.Quant, f.QuantSource = q, note
@@ -520,6 +524,7 @@ func (p *Plan) resolve(pol *policy.Policy, o Options, speculative bool) {
 		DeclaredReason:   f.DeclaredReason,
 		Capability:       f.Capability,
 		Quant:            f.Quant,
+		RepoTarget:       f.RepoTarget,
 		Policy:           pol,
 		EngineVersion:    f.Caps.Version,
 		Pair:             f.Pair,

@@ -32,6 +32,9 @@ type Input struct {
 
 	Capability key.Capability // key.None when no device (or disagreeing devices)
 	Quant      key.Quant
+	// RepoTarget: the target is a Hugging Face repo id that the engine
+	// downloads itself, so an unknown Quant was never read, not unreadable.
+	RepoTarget bool
 
 	Policy        *policy.Policy
 	EngineVersion string // the running engine's version string, "" when unknown
@@ -134,7 +137,7 @@ func resolveSchedule(in Input) Resolution {
 		if e != nil && e.Sched().Max() >= key.MinWidth {
 			entry := *e
 			r.Schedule, r.Source, r.Entry = e.Sched(), Measured, &entry
-			r.Reason = fmt.Sprintf("measured default for %s with %s", k.Capability.SM(), quantPhrase(in.Engine, k.Quant))
+			r.Reason = fmt.Sprintf("measured default for %s with %s", k.Capability.SM(), quantPhrase(in, k.Quant))
 			if w := PinWarning(e.Pin, in.EngineVersion); w != "" {
 				r.Warnings = append(r.Warnings, w)
 			}
@@ -142,7 +145,7 @@ func resolveSchedule(in Input) Resolution {
 		}
 	}
 	r.Source = KindDefault
-	r.Reason = fmt.Sprintf("per-kind default, no measurement for %s with %s", k.Capability.SM(), quantPhrase(in.Engine, k.Quant))
+	r.Reason = fmt.Sprintf("per-kind default, no measurement for %s with %s", k.Capability.SM(), quantPhrase(in, k.Quant))
 	w := fallback(in.Engine, in.Drafter)
 	if in.Policy != nil {
 		if pw, _, ok := in.Policy.DefaultWidth(in.Engine, in.Drafter); ok && pw >= key.MinWidth {
@@ -189,10 +192,17 @@ func PinWarning(pin, version string) string {
 // llama-server prints it: "9749 (d32676d)".
 var versionCommitRE = regexp.MustCompile(`\([0-9a-fA-F]{4,40}\)`)
 
-// quantPhrase is mlxcel's wording, except that a GGUF target has no
-// config.json: for llama.cpp an unreadable target names its header.
-func quantPhrase(e key.Engine, q key.Quant) string {
-	if e == key.LlamaCpp && (q == key.QuantUnknown || q == "") {
+// quantPhrase is mlxcel's wording, except for an unknown quantization
+// that no config.json explains: a GGUF target's is in its header (for
+// llama.cpp an unreadable target names it), and a repo-id target's is
+// never read here, which the operator gives with --quant.
+func quantPhrase(in Input, q key.Quant) string {
+	switch {
+	case q != key.QuantUnknown && q != "":
+		return q.Phrase()
+	case in.RepoTarget:
+		return "a Hugging Face repo-id target, whose quant is not known here: give it with --quant or model.quant"
+	case in.Engine == key.LlamaCpp:
 		return "a target whose GGUF header could not be read"
 	}
 	return q.Phrase()

@@ -173,10 +173,28 @@ func BenchmarkResolve(b *testing.B) {
 	}
 }
 
-func TestUnreadableGGUFReason(t *testing.T) {
-	r := Resolve(Input{Engine: key.LlamaCpp, HasDrafter: true, Drafter: key.Draft, Capability: h200, Quant: key.QuantUnknown, Policy: testPolicy(t)})
-	if !strings.Contains(r.Reason, "a target whose GGUF header could not be read") {
-		t.Errorf("reason %q", r.Reason)
+// An unknown quantization is said as what left it unknown: a GGUF header
+// or a config.json that could not be read, or a Hugging Face repo id,
+// whose quant is never read here ("config.json could not be read" beside
+// a target line that said repo id).
+func TestUnknownQuantReason(t *testing.T) {
+	for _, c := range []struct {
+		engine  key.Engine
+		drafter key.Drafter
+		quant   key.Quant
+		repo    bool
+		want    string
+	}{
+		{key.LlamaCpp, key.Draft, key.QuantUnknown, false, "with a target whose GGUF header could not be read"},
+		{key.VLLM, key.Eagle3, key.QuantUnknown, false, "with a target whose config.json could not be read"},
+		{key.VLLM, key.Eagle3, key.QuantUnknown, true, "with a Hugging Face repo-id target, whose quant is not known here: give it with --quant or model.quant"},
+		{key.SGLang, key.Eagle3, "", true, "with a Hugging Face repo-id target, whose quant is not known here: give it with --quant or model.quant"},
+		{key.VLLM, key.Eagle3, key.QuantBF16, true, "with an unquantized BF16 target"},
+	} {
+		r := Resolve(Input{Engine: c.engine, HasDrafter: true, Drafter: c.drafter, Capability: h200, Quant: c.quant, RepoTarget: c.repo, Policy: testPolicy(t)})
+		if !strings.HasSuffix(r.Reason, c.want) {
+			t.Errorf("%s, quant %q, repo %v: reason %q, want it to end %q", c.engine, c.quant, c.repo, r.Reason, c.want)
+		}
 	}
 }
 
