@@ -21,6 +21,10 @@ var ErrPassthrough = errors.New("engine argument conflicts with the launcher")
 // key flag (--api-kye K).
 var ErrKeyFlagMisspelt = errors.New("engine argument is a misspelt key flag")
 
+// ErrKeyFlagJoined is wrapped by the CheckPassthrough error for an engine
+// argument that is a key flag and its value in one ("--api-key K").
+var ErrKeyFlagJoined = errors.New("engine argument is a key flag and its value in one")
+
 type ownedFlag struct {
 	what string // "the draft width", ...
 	fix  string // the launcher's own way to set it
@@ -156,6 +160,9 @@ func CheckPassthrough(e key.Engine, args []string) error {
 			continue
 		}
 		name, _, _ := strings.Cut(a, "=")
+		if n, _, joined := secret.JoinedFlag(a); joined {
+			name = n // "--hf-token T" in one argument is --hf-token all the same
+		}
 		if e == key.VLLM || e == key.SGLang {
 			name = normFlag(name)
 		}
@@ -164,13 +171,28 @@ func CheckPassthrough(e key.Engine, args []string) error {
 			o, ok = commonOwned[name]
 		}
 		if ok {
-			if v, inline := strings.CutPrefix(a, name+"="); inline && secret.SecretFlag(name) {
-				a = name + "=" + secret.Mask(v)
-			}
-			return fmt.Errorf("%w: %q sets %s: %s", ErrPassthrough, a, o.what, o.fix)
+			return fmt.Errorf("%w: %q sets %s: %s", ErrPassthrough, secret.MaskArgv([]string{a})[0], o.what, o.fix)
 		}
 	}
+	if err := joinedKeyFlag(args); err != nil {
+		return err
+	}
 	return misspeltKeyFlag(e, args)
+}
+
+// joinedKeyFlag refuses a key flag and its value given as one argument
+// (secret.JoinedFlag: "--api-key K", a TOML list's one item where two were
+// meant): the engine reads no key from it, so it refuses to start on an
+// unknown flag (llama-server) or serves with no API key (the sim), and
+// the value would sit on its command line. The value is masked.
+func joinedKeyFlag(args []string) error {
+	for _, a := range args {
+		if name, _, ok := secret.JoinedFlag(a); ok {
+			return fmt.Errorf("%w: %q: the engine reads no key from it (it refuses to start on an unknown flag, or serves with no API key); give the flag and its value as two arguments (in a profile's engine.args, two list items: [%q, \"KEY\"]) or as %s=KEY",
+				ErrKeyFlagJoined, secret.MaskArgv([]string{a})[0], name, name)
+		}
+	}
+	return nil
 }
 
 // misspeltKeyFlag refuses an argument that is no flag the engine knows

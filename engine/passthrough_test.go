@@ -162,3 +162,48 @@ func TestMisspeltKeyFlag(t *testing.T) {
 		})
 	}
 }
+
+// A key flag and its value in one argument ("--api-key K", a TOML list's
+// one item where two were meant) is refused for every engine, whatever
+// joins them, the value masked and the fix given: before, the engine
+// command and the unknown-flag warning showed the key whole, and the sim
+// served with no key. Spelt as the flag's own form, or as two arguments,
+// it passes; a flag the launcher owns is refused as such, joined or not.
+func TestJoinedKeyFlag(t *testing.T) {
+	const fix = `give the flag and its value as two arguments (in a profile's engine.args, two list items: ["--api-key", "KEY"]) or as --api-key=KEY`
+	for _, tc := range []struct {
+		name string
+		e    key.Engine
+		args []string
+		want error // nil = accepted
+		text string
+	}{
+		{"llama-server", key.LlamaCpp, []string{"-ngl", "99", "--api-key LEAKCHECKKEY-0123456789"}, ErrKeyFlagJoined, `"--api-key ****6789": the engine reads no key from it`},
+		{"the sim", key.Sim, []string{"--api-key LEAKCHECKKEY-0123456789"}, ErrKeyFlagJoined, fix},
+		{"mlxcel", key.MLXCEL, []string{"--api-key LEAKCHECKKEY-0123456789"}, ErrKeyFlagJoined, fix},
+		{"vLLM, two keys", key.VLLM, []string{"--api-key LEAKCHECKKEY-0123456789 LEAKCHECKKEY-9876543210"}, ErrKeyFlagJoined, `"--api-key ****6789 ****3210"`},
+		{"SGLang", key.SGLang, []string{"--api-key LEAKCHECKKEY-0123456789"}, ErrKeyFlagJoined, fix},
+		{"with =", key.Sim, []string{"--api-key = LEAKCHECKKEY-0123456789"}, ErrKeyFlagJoined, `"--api-key ****6789"`},
+		{"a tab", key.Sim, []string{"--api-key\tLEAKCHECKKEY-0123456789"}, ErrKeyFlagJoined, `"--api-key ****6789"`},
+		{"after a known flag's value", key.LlamaCpp, []string{"-c", "4096", "--api-key LEAKCHECKKEY-0123456789"}, ErrKeyFlagJoined, fix},
+		{"a case variant", key.LlamaCpp, []string{"--API-KEY LEAKCHECKKEY-0123456789"}, ErrKeyFlagJoined, `"--API-KEY ****6789"`},
+		{"vLLM's --hf-token", key.VLLM, []string{"--hf-token hf_LEAKabcdefghijklmnop"}, ErrKeyFlagJoined, `two list items: ["--hf-token", "KEY"]`},
+		{"llama-server's --hf-token, owned", key.LlamaCpp, []string{"--hf-token hf_LEAKabcdefghijklmnop"}, ErrPassthrough, `"--hf-token ****mnop" sets a Hugging Face token`},
+		{"two arguments", key.LlamaCpp, []string{"--api-key", "LEAKCHECKKEY-0123456789"}, nil, ""},
+		{"the flag's own form", key.LlamaCpp, []string{"--api-key=LEAKCHECKKEY-0123456789"}, nil, ""},
+		{"a value with a space, its own form", key.VLLM, []string{"--api-key=LEAKCHECKKEY 0123456789"}, nil, ""},
+		{"no secret", key.LlamaCpp, []string{"--alias", "my model"}, nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := CheckPassthrough(tc.e, tc.args)
+			switch {
+			case tc.want == nil && err != nil:
+				t.Errorf("refused: %v", err)
+			case tc.want != nil && (!errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.text)):
+				t.Errorf("got %v, want %v and %q", err, tc.want, tc.text)
+			case err != nil && strings.Contains(err.Error(), "LEAK"):
+				t.Errorf("the key shows: %v", err)
+			}
+		})
+	}
+}

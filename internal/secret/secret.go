@@ -4,7 +4,8 @@
 // Masking follows llama-server, which logs its key as "****" and the last 4
 // characters (tools/server/server-http.cpp): Mask does the same, and masks
 // a key of 4 characters or fewer completely. What is a secret is decided in
-// one place each: SecretFlag for command-line flags, SecretEnv for
+// one place each: SecretFlag for command-line flags (JoinedFlag for one
+// given with its value as one argument), SecretEnv for
 // environment variables, MaskValue for a value whatever its name; Keys reads an engine's keys from its argv,
 // environment and key files; Redactor replaces secret values wherever they
 // appear in free text; Bearer adds the key to outgoing requests and
@@ -15,6 +16,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"unicode"
 
 	"github.com/speclaunch/speclaunch/internal/llamaflags"
 	"github.com/speclaunch/speclaunch/internal/typo"
@@ -182,6 +184,33 @@ func nearSecretFlag(n string) bool {
 	return false
 }
 
+// JoinedFlag splits an argument that holds a secret flag and its value
+// as one, whitespace between them ("--api-key K", "--api-key = K", a tab
+// for the space): a TOML list's one item where two were meant. No engine
+// reads it as the flag, so the key would be no key of the engine's and
+// would show whole wherever the argument does. name is the flag, vals the
+// words of its value (vLLM's --api-key K1 K2); ok is false for any other
+// argument, the flag's own form "--api-key=K" included.
+func JoinedFlag(a string) (name string, vals []string, ok bool) {
+	a = strings.TrimLeftFunc(a, unicode.IsSpace)
+	i := strings.IndexFunc(a, unicode.IsSpace)
+	if i < 0 || strings.Contains(a[:i], "=") || !SecretFlag(a[:i]) {
+		return "", nil, false
+	}
+	rest := strings.TrimPrefix(strings.TrimLeftFunc(a[i:], unicode.IsSpace), "=")
+	return a[:i], strings.Fields(rest), true
+}
+
+// maskJoined is the argument JoinedFlag split into the flag name and the
+// words vals of its value, each word masked.
+func maskJoined(name string, vals []string) string {
+	out := []string{name}
+	for _, v := range vals {
+		out = append(out, Mask(v))
+	}
+	return strings.Join(out, " ")
+}
+
 // ArgvValues are the secrets in argv (those MaskArgv masks): the values
 // of the secret flags and the parts secret by shape, for a Redactor: a
 // typo'd key flag still carries a key, which the engine may echo back in
@@ -192,6 +221,10 @@ func ArgvValues(argv []string) []string {
 	for i, v := range argv {
 		if !byFlag[i] {
 			out = append(out, ValueSecrets(v)...)
+			continue
+		}
+		if _, vals, ok := JoinedFlag(v); ok {
+			out = append(out, vals...)
 			continue
 		}
 		if name, val, ok := strings.Cut(v, "="); ok && SecretFlag(name) {
@@ -205,9 +238,11 @@ func ArgvValues(argv []string) []string {
 }
 
 // MaskArgv returns argv with the value of every secret flag masked, in
-// both forms: "--api-key K" and "--api-key=K", and the further values of
-// the first form up to the next argument that starts with "-" (vLLM's
-// --api-key K1 K2). A secret flag's value that looks like the next flag
+// its forms: "--api-key K" and "--api-key=K", the further values of the
+// first form up to the next argument that starts with "-" (vLLM's
+// --api-key K1 K2), and the flag and its value in one argument
+// ("--api-key K", JoinedFlag: each word of the value). A secret flag's
+// value that looks like the next flag
 // ("--hf-token --port 8080": vLLM's --hf-token takes an optional value) is
 // left alone. Every other argument has its parts secret by shape masked
 // (MaskValue: --header "Authorization: Bearer ****5555"). argv itself is
@@ -226,6 +261,10 @@ func maskArgv(argv []string) (out []string, byFlag []bool) {
 		out[i], byFlag[i] = Mask(out[i]), true
 	}
 	for i := 0; i < len(out); i++ {
+		if name, vals, ok := JoinedFlag(out[i]); ok {
+			out[i], byFlag[i] = maskJoined(name, vals), true
+			continue
+		}
 		name, val, inline := strings.Cut(out[i], "=")
 		if !SecretFlag(name) {
 			continue

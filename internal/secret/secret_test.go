@@ -160,6 +160,15 @@ func TestMaskArgv(t *testing.T) {
 		{"flag last", []string{"--api-key"}, []string{"--api-key"}},
 		{"several values", []string{"vllm", "serve", "m", "--api-key", "sk-first-0001", "sk-second-0002", "--port", "1"}, []string{"vllm", "serve", "m", "--api-key", "****0001", "****0002", "--port", "1"}},
 		{"width untouched", []string{"--spec-draft-n-max", "3", "--speculative-num-draft-tokens", "4"}, []string{"--spec-draft-n-max", "3", "--speculative-num-draft-tokens", "4"}},
+		// The flag and its key in one argument (a TOML list's one item):
+		// shown whole before, "--hf-token hf_…" masked by its shape alone.
+		{"joined", []string{"--api-key LEAKCHECKKEY-0123456789", "--port", "1"}, []string{"--api-key ****6789", "--port", "1"}},
+		{"joined with =", []string{"--api-key = LEAKCHECKKEY-0123456789"}, []string{"--api-key ****6789"}},
+		{"joined by a tab", []string{"--api-key\tLEAKCHECKKEY-0123456789"}, []string{"--api-key ****6789"}},
+		{"joined, several keys", []string{"--api-key k-first-0001  k-second-0002"}, []string{"--api-key ****0001 ****0002"}},
+		{"joined, a typo", []string{"--API-KYE LEAKCHECKKEY-0123456789"}, []string{"--API-KYE ****6789"}},
+		{"joined, a space in the flag's own form", []string{"--api-key=LEAK 0123456789"}, []string{"--api-key=****6789"}},
+		{"joined, a key file", []string{"--api-key-file /run/my keys.txt"}, []string{"--api-key-file /run/my keys.txt"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			orig := slices.Clone(c.in)
@@ -545,9 +554,46 @@ func TestSwitchesTakeNoValue(t *testing.T) {
 }
 
 func TestArgvValues(t *testing.T) {
-	got := ArgvValues([]string{"--port", "1", "--api-kye", "K1", "--hf-tokne=K2", "--api-key-file", "f"})
-	if !slices.Equal(got, []string{"K1", "K2"}) {
+	got := ArgvValues([]string{"--port", "1", "--api-kye", "K1", "--hf-tokne=K2", "--api-key-file", "f", "--api-key = K3 K4"})
+	if !slices.Equal(got, []string{"K1", "K2", "K3", "K4"}) {
 		t.Errorf("ArgvValues = %q", got)
+	}
+}
+
+// JoinedFlag finds a secret flag and its value given as one argument,
+// whatever whitespace or "=" with spaces joins them, by SecretFlag's
+// names; the flag's own form "--flag=V" and flags that take no secret are
+// not joined ones.
+func TestJoinedFlag(t *testing.T) {
+	for _, c := range []struct {
+		arg  string
+		name string // "" = not joined
+		vals []string
+	}{
+		{"--api-key K1", "--api-key", []string{"K1"}},
+		{"--api-key = K1", "--api-key", []string{"K1"}},
+		{"--api-key =K1", "--api-key", []string{"K1"}},
+		{"--api-key\tK1", "--api-key", []string{"K1"}},
+		{" --api-key K1 ", "--api-key", []string{"K1"}},
+		{"--api-key K1 K2", "--api-key", []string{"K1", "K2"}},
+		{"--api-key ", "--api-key", nil},
+		{"--hf-token hf_abc", "--hf-token", []string{"hf_abc"}},
+		{"-hft T", "-hft", []string{"T"}},
+		{"--API-KEY K1", "--API-KEY", []string{"K1"}},
+		{"--api_key K1", "--api_key", []string{"K1"}},
+		{"--auth K1", "--auth", []string{"K1"}},
+		{"--api-key=K1 K2", "", nil},
+		{"--api-key", "", nil},
+		{"--api-key-file /a b", "", nil},
+		{"--no-auth x", "", nil},
+		{"--cors-credentials x", "", nil},
+		{"--alias my model", "", nil},
+		{"api-key K1", "", nil},
+	} {
+		name, vals, ok := JoinedFlag(c.arg)
+		if ok != (c.name != "") || name != c.name || !slices.Equal(vals, c.vals) {
+			t.Errorf("JoinedFlag(%q) = %q, %q, %v; want %q, %q", c.arg, name, vals, ok, c.name, c.vals)
+		}
 	}
 }
 
