@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -87,6 +88,56 @@ func TestReloadLoadRefusesDeepTOML(t *testing.T) {
 				_, err := e.load(in)
 				if want := deepWant(f.path, "\n\n"+d.body, f.limit); err == nil || !isBadInput(err) || !strings.Contains(err.Error(), want) {
 					t.Errorf("err = %v, want bad input with %q", err, want)
+				}
+			})
+		}
+	}
+}
+
+// A file that is not text given as a profile, a policy file or the tuned
+// layer is refused as not UTF-8 text at the line of its first bad byte,
+// whatever its size: one of some hundred KiB was refused as nested more
+// than 16 levels deep, at a line of its binary (a small one was said to
+// be invalid UTF-8, by the decoder).
+func TestBinaryFileIsNotText(t *testing.T) {
+	t.Parallel() // its tuned layers are its own (withEnv)
+	// 900 KB of bytes as a program or random data holds them: brackets that
+	// nest past the guard's depth (line 3), and a byte that is not UTF-8
+	// (line 1) before them.
+	binary := "\x7fELF\x02\x01\x01\xf7\n\n" + "a = " + strings.Repeat("[", 20) + "\x00\xff" + strings.Repeat("\xf7[{\x00", 225_000)
+	small := "\x7fELF\xf7\x02\x01\x01\n"
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name, text string
+	}{
+		{"900 KB", binary},
+		{"small", small},
+	} {
+		path := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "")+".toml")
+		writeFile(t, path, tc.text)
+		cfg := t.TempDir()
+		layer := filepath.Join(cfg, "speclaunch", TunedFile)
+		if err := os.MkdirAll(filepath.Dir(layer), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, layer, tc.text)
+		for _, k := range []struct {
+			kind string
+			args []string
+			file string
+		}{
+			{"profile", []string{"resolve", "--profile", path}, path},
+			{"policy file", []string{"resolve", "--engine", "sim", "-m", "t", "--policy", path}, path},
+			{"tuned layer", []string{"resolve", "--engine", "sim", "-m", "t"}, layer},
+		} {
+			t.Run(tc.name+"/"+k.kind, func(t *testing.T) {
+				env := map[string]string{"XDG_CONFIG_HOME": t.TempDir()}
+				if k.file == layer {
+					env["XDG_CONFIG_HOME"] = cfg
+				}
+				code, o, e := withEnv(env).cli(k.args...)
+				if want := k.file + ":1: an invalid UTF-8 byte (0x"; code != 2 || !strings.Contains(unwrap(e), want) || !strings.Contains(unwrap(e), "not a text file") {
+					t.Errorf("exit %d, want 2 and %q, not a text file:\n%s%s", code, want, o, e)
 				}
 			})
 		}

@@ -1,5 +1,6 @@
-// Package tomlguard guards the launcher's TOML input: it checks how deeply
-// a text nests before the decoder sees it, and names what a decoded key
+// Package tomlguard guards the launcher's TOML input: it checks that a
+// text is text (UTF-8, no NUL byte) and how deeply it nests before the
+// decoder sees it, and names what a decoded key
 // holds in the file's words (Kind). BurntSushi/toml recurses without a limit and copies the key path
 // at every level: 2,000,000 nested arrays overflow Go's stack (a fatal
 // error, not a panic), and a few thousand nested inline tables or dotted-key
@@ -8,7 +9,11 @@
 // memory, with the line where it went too deep.
 package tomlguard
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
 
 // MaxDepth is the deepest nesting accepted. The deepest real key is a cost
 // table's array inside a profile's [[policy.entry]] (policy, entry, the
@@ -18,7 +23,8 @@ import "fmt"
 const MaxDepth = 16
 
 // Error is a text that nests deeper than MaxDepth, or one that is not
-// UTF-8 by its first bytes (Msg says which).
+// UTF-8 text (a UTF-16 byte-order mark, an invalid byte, a NUL: Msg says
+// which).
 type Error struct {
 	Line  int    // where the nesting first passed MaxDepth
 	Depth int    // the depth reached there (MaxDepth+1); 0 for an encoding
@@ -55,13 +61,16 @@ type scanner struct {
 // an editor, then fixed up to UTF-8 bytes behind its mark, validated "ok".
 var utf16BOMs = []struct{ bytes, name string }{{"\xff\xfe", "FF FE"}, {"\xfe\xff", "FE FF"}}
 
-// Check returns an *Error if src starts with a UTF-16 byte-order mark or
-// nests deeper than MaxDepth, else nil.
+// Check returns an *Error if src starts with a UTF-16 byte-order mark, is
+// not text (notText) or nests deeper than MaxDepth, else nil.
 func Check(src string) error {
 	for _, b := range utf16BOMs {
 		if len(src) >= 2 && src[:2] == b.bytes {
 			return &Error{Line: 1, Msg: fmt.Sprintf("starts with a UTF-16 byte-order mark (bytes %s); TOML files are UTF-8: save the file as UTF-8 (in most editors: Save with Encoding, UTF-8)", b.name)}
 		}
+	}
+	if err := notText(src); err != nil {
+		return err
 	}
 	s := &scanner{src: src, line: 1, stack: make([]frame, 1, MaxDepth+2), inKey: true}
 	for s.i < len(s.src) {
@@ -70,6 +79,42 @@ func Check(src string) error {
 		}
 	}
 	return nil
+}
+
+// notText returns an *Error at the first byte that is not UTF-8 text: a
+// byte that is not UTF-8, or a NUL (TOML allows neither anywhere). It runs
+// before the depth is scanned, so that a binary file (a program, random
+// bytes) named as a profile or policy file is said to be one whatever its
+// size: the decoder says so too, but only of a file whose brackets do
+// not pass MaxDepth first, and one of a few hundred KiB was refused as
+// nested too deep, at a line of its binary.
+func notText(src string) *Error {
+	bad := strings.IndexByte(src, 0)
+	what, why := "a NUL byte (0x00)", "TOML files cannot contain control characters, and a NUL is most often the sign of a file that is not a text file (a program, compressed or random bytes): check that this is the file you meant"
+	if i := firstInvalid(src); i >= 0 && (bad < 0 || i < bad) {
+		bad = i
+		what, why = fmt.Sprintf("an invalid UTF-8 byte (0x%02x)", src[i]), "TOML files are UTF-8 text, and this is not a text file or not one saved as UTF-8: check that this is the file you meant, or save it as UTF-8"
+	}
+	if bad < 0 {
+		return nil
+	}
+	return &Error{Line: 1 + strings.Count(src[:bad], "\n"), Msg: fmt.Sprintf("%s at offset %d: %s", what, bad, why)}
+}
+
+// firstInvalid is the offset of src's first byte that is not UTF-8, -1
+// for none (a U+FFFD written in the text is UTF-8).
+func firstInvalid(src string) int {
+	if utf8.ValidString(src) {
+		return -1
+	}
+	for i := 0; i < len(src); {
+		r, n := utf8.DecodeRuneInString(src[i:])
+		if r == utf8.RuneError && n == 1 {
+			return i
+		}
+		i += n
+	}
+	return -1
 }
 
 func (s *scanner) top() *frame { return &s.stack[len(s.stack)-1] }

@@ -89,7 +89,6 @@ func TestCheckRefusesUTF16BOM(t *testing.T) {
 		{"FE FF then UTF-8", "\xfe\xff[engine]\nname = \"sim\"\n", "UTF-16 byte-order mark (bytes FE FF)"},
 		{"FF FE then UTF-16", "\xff\xfe[\x00e\x00", "UTF-16 byte-order mark (bytes FF FE)"},
 		{"FF FE alone", "\xff\xfe", "UTF-16 byte-order mark"},
-		{"a lone FF", "\xff", ""}, // the decoder refuses it as invalid UTF-8
 		{"UTF-8 text", "a = \"\xc3\xbf\xc3\xbe\"\n", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -103,6 +102,42 @@ func TestCheckRefusesUTF16BOM(t *testing.T) {
 			var ge *Error
 			if !errors.As(err, &ge) || ge.Line != 1 || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "save the file as UTF-8") {
 				t.Fatalf("err = %v, want an *Error at line 1 saying %q and the fix", err, tc.want)
+			}
+		})
+	}
+}
+
+// A file that is not UTF-8 text (a program, random bytes, a NUL) is
+// refused as that, at the line of its first such byte, before its depth
+// is scanned: a binary of a few hundred KiB was refused as nested more
+// than 16 levels deep, at a line of its binary.
+func TestCheckRefusesBinary(t *testing.T) {
+	deep := "a = " + nest("[", "", "]", MaxDepth+1) + "\n"
+	for _, tc := range []struct {
+		name, src string
+		line      int    // 0: accepted
+		want      string // in the message
+	}{
+		{"a lone FF", "\xff", 1, "an invalid UTF-8 byte (0xff) at offset 0"},
+		{"an invalid byte, then deep nesting", "a = 1\nb = \"\xf7\"\n" + deep, 2, "an invalid UTF-8 byte (0xf7) at offset 11"},
+		{"deep nesting, then an invalid byte", deep + "\xc3(", 2, "invalid UTF-8 byte (0xc3)"},
+		{"a NUL, then deep nesting", "a = 1\n\n\x00" + deep, 3, "a NUL byte (0x00) at offset 7"},
+		{"a NUL after an invalid byte", "\xff\n\x00", 1, "invalid UTF-8 byte (0xff)"},
+		{"an invalid byte after a NUL", "\x00\n\xff", 1, "a NUL byte"},
+		{"a truncated sequence at the end", "a = \"\xe2\x82", 1, "invalid UTF-8 byte (0xe2) at offset 5"},
+		{"UTF-8 text", "a = \"h\u00e9 \u20ac \U0001F600 \ufffd\"\n", 0, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := Check(tc.src)
+			if tc.line == 0 {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			var ge *Error
+			if !errors.As(err, &ge) || ge.Line != tc.line || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "not a text file") {
+				t.Fatalf("err = %v, want an *Error at line %d saying %q and not a text file", err, tc.line, tc.want)
 			}
 		})
 	}
