@@ -46,6 +46,12 @@ func TestScheduleLayering(t *testing.T) {
 		{name: "not an array", profile: "[draft]\nschedule = 4\n", err: "must be an array of [lo, hi, width] or a string, not an integer;"},
 		{name: "a flat array", profile: "[draft]\nschedule = [1, 2]\n", err: "bucket 1 is an integer, not [lo, hi, width]"},
 		{name: "off everywhere", flags: map[string]string{"draft-schedule": "1+:1"}, err: "off (width 1) at every load"},
+		// The text form refuses a sign or a leading zero wherever it is
+		// typed; TOML's own integers in triples keep TOML's rules (+6 is 6).
+		{name: "a signed width in the variable", env: map[string]string{"MLXCEL_DRAFT_SCHEDULE": "1:+6"}, err: "env MLXCEL_DRAFT_SCHEDULE: bad draft schedule: bucket 1 \"1:+6\": width +6 has a sign"},
+		{name: "a leading zero in the flag", flags: map[string]string{"draft-schedule": "1:06,2+:1"}, err: "flag --draft-schedule: bad draft schedule: bucket 1 \"1:06\": width 06 has a leading zero: write 6"},
+		{name: "a sign in the profile's text", profile: "[draft]\nschedule = \"1:6,+2+:1\"\n", err: "profile p.toml:2: bad draft schedule: bucket 2 \"+2+:1\": load +2 has a sign"},
+		{name: "TOML's signed integers in triples", profile: "[draft]\nmodel = \"d\"\nschedule = [[+1, 1, +6], [2, 0, +1]]\n", sched: "1:6,2+:1", src: "profile p.toml:3"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

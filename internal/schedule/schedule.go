@@ -240,11 +240,14 @@ func Parse(text, source string) (Schedule, error) {
 		// docker --env-file and systemd's Environment= pass quotes literally
 		return nil, fmt.Errorf("the schedule %s is in quotes: write it without them (an env file passes quotes as part of the value)", clip(text))
 	}
-	if w, err := strconv.Atoi(text); err == nil {
+	if _, err := number(text); !errors.Is(err, strconv.ErrSyntax) {
+		// a bare width, "4": width 4 at every load
+		w, err := parseWidth(text)
+		if err != nil {
+			return nil, err
+		}
 		s := Flat(w, source)
 		return s, s.Validate()
-	} else if errors.Is(err, strconv.ErrRange) {
-		return nil, fmt.Errorf("width %s is far out of range: widths go from 1 (off) to 256", clip(text))
 	}
 	items := strings.Split(text, ",")
 	if len(items) > MaxBuckets {
@@ -262,42 +265,89 @@ func Parse(text, source string) (Schedule, error) {
 	return s, s.validate(func(i int) string { return fmt.Sprintf("bucket %d %q", i+1, clip(strings.TrimSpace(items[i]))) })
 }
 
+// itemForm is how one bucket of the text form is written.
+const itemForm = "write load:width, e.g. 1:6, 2-3:4 or 4+:1"
+
 func parseItem(it string) (Bucket, error) {
-	const form = "write load:width, e.g. 1:6, 2-3:4 or 4+:1"
 	load, w, ok := strings.Cut(it, ":")
 	if !ok {
-		return Bucket{}, errors.New("has no colon: " + form)
+		return Bucket{}, errors.New("has no colon: " + itemForm)
 	}
-	width, err := strconv.Atoi(strings.TrimSpace(w))
-	if errors.Is(err, strconv.ErrRange) {
-		return Bucket{}, fmt.Errorf("width %s is far out of range: widths go from 1 (off) to 256", clip(strings.TrimSpace(w)))
-	}
+	width, err := parseWidth(strings.TrimSpace(w))
 	if err != nil {
-		return Bucket{}, errors.New("width is not a whole number: " + form)
+		return Bucket{}, err
 	}
-	load = strings.TrimSpace(load)
-	b := Bucket{Width: width}
+	b, err := parseLoad(strings.TrimSpace(load))
+	b.Width = width
+	return b, err
+}
+
+// parseWidth reads a width of the text form.
+func parseWidth(w string) (int, error) {
+	n, err := number(w)
+	var ne *numberError
+	switch {
+	case errors.As(err, &ne):
+		return 0, fmt.Errorf("width %w", err)
+	case errors.Is(err, strconv.ErrRange):
+		return 0, fmt.Errorf("width %s is far out of range: widths go from 1 (off) to 256", clip(w))
+	case err != nil:
+		return 0, errors.New("width is not a whole number: " + itemForm)
+	}
+	return n, nil
+}
+
+// parseLoad reads a load of the text form: "1", "2-3" or "4+".
+func parseLoad(load string) (Bucket, error) {
+	var b Bucket
+	var err error
 	switch lo, hi, isRange := strings.Cut(load, "-"); {
 	case strings.HasSuffix(load, "+"):
-		b.Lo, err = strconv.Atoi(strings.TrimSuffix(load, "+"))
+		b.Lo, err = number(strings.TrimSuffix(load, "+"))
 	case isRange:
-		if b.Lo, err = strconv.Atoi(strings.TrimSpace(lo)); err == nil {
-			b.Hi, err = strconv.Atoi(strings.TrimSpace(hi))
+		if b.Lo, err = number(strings.TrimSpace(lo)); err == nil {
+			b.Hi, err = number(strings.TrimSpace(hi))
 			if err == nil && b.Hi == 0 {
-				err = errors.New("0")
+				err = strconv.ErrSyntax // 0 is no upper bound in triples only: here it is N+
 			}
 		}
 	default:
-		b.Lo, err = strconv.Atoi(load)
+		b.Lo, err = number(load)
 		b.Hi = b.Lo
 	}
-	if errors.Is(err, strconv.ErrRange) {
+	var ne *numberError
+	switch {
+	case errors.As(err, &ne):
+		return Bucket{}, fmt.Errorf("load %w", err)
+	case errors.Is(err, strconv.ErrRange):
 		return Bucket{}, fmt.Errorf("load %s is far out of range: loads are requests in flight", clip(load))
-	}
-	if err != nil {
-		return Bucket{}, errors.New("load is not a whole number or range: " + form)
+	case err != nil:
+		return Bucket{}, errors.New("load is not a whole number or range: " + itemForm)
 	}
 	return b, nil
+}
+
+// numberError is a number that strconv.Atoi reads but the text form
+// refuses: one written with a sign or a leading zero ("1:+6", "1:06"),
+// never what a schedule is printed as, and most often a typo (1:+6 for
+// 1+:6).
+type numberError struct{ text, why string }
+
+func (e *numberError) Error() string { return clip(e.text) + " " + e.why }
+
+// number reads one number of the text form, a load or a width: digits
+// alone. Atoi's own error is returned for what is no number at all.
+func number(s string) (int, error) {
+	n, err := strconv.Atoi(s)
+	switch {
+	case err != nil && !errors.Is(err, strconv.ErrRange):
+		return 0, err
+	case s[0] == '+' || s[0] == '-':
+		return 0, &numberError{s, "has a sign: write the number alone (a load's + goes after it: 4+:1 is width 1 from 4 requests up)"}
+	case len(s) > 1 && s[0] == '0':
+		return 0, &numberError{s, "has a leading zero: write " + strings.TrimLeft(s[:len(s)-1], "0") + s[len(s)-1:]}
+	}
+	return n, err
 }
 
 func clip(s string) string {

@@ -39,6 +39,23 @@ func TestParse(t *testing.T) {
 		{in: "a:4", err: "load is not"},
 		{in: "1:x", err: "width is not"},
 		{in: "1-0:4", err: "load is not"},
+		// A sign or a leading zero is refused, though Atoi reads "+6" and
+		// "06" as 6: "1:+6" (for 1+:6) was read as 1:6.
+		{in: "1:+6", err: `bucket 1 "1:+6": width +6 has a sign: write the number alone (a load's + goes after it: 4+:1`},
+		{in: "1:06", err: `bucket 1 "1:06": width 06 has a leading zero: write 6`},
+		{in: "1:6,2+:00", err: "width 00 has a leading zero: write 0"},
+		{in: "1:6,2+: -1", err: "width -1 has a sign"},
+		{in: "+4", err: "width +4 has a sign"},
+		{in: "-4", err: "width -4 has a sign"},
+		{in: "04", err: "width 04 has a leading zero: write 4"},
+		{in: "1:6,+2+:1", err: `bucket 2 "+2+:1": load +2 has a sign`},
+		{in: "+1:6,2+:1", err: "load +1 has a sign"},
+		{in: "1:6,02-3:4,4+:1", err: "load 02 has a leading zero: write 2"},
+		{in: "1:6,2-03:4,4+:1", err: "load 03 has a leading zero: write 3"},
+		{in: "1:6,2--3:4,4+:1", err: "load -3 has a sign"},
+		{in: "1:6,2-+3:4,4+:1", err: "load +3 has a sign"},
+		{in: "1:6,010+:1", err: "load 010 has a leading zero: write 10"},
+		{in: "1:10,2-10:8,11+:1", want: "1:10,2-10:8,11+:1", describe: "width 10 at 1 request, 8 at 2-10, off at 11+"},
 		{in: strings.Repeat("1:2,", 70) + "2+:2", err: "above the limit of 64"},
 		{in: strings.Repeat("9", 3000), err: "characters"},
 	}
