@@ -312,6 +312,11 @@ func Find(ref string, getenv func(string) string) (string, error) {
 	}
 	if strings.ContainsRune(ref, os.PathSeparator) || strings.HasSuffix(ref, ".toml") {
 		if _, err := os.Stat(ref); err != nil {
+			if _, lerr := os.Lstat(ref); lerr == nil {
+				// A symlink that leads nowhere (dangling, or a loop):
+				// opening it says so and what to do, as for a policy file.
+				return ref, nil
+			}
 			// The path is said once, readable (a newline in it is
 			// quoted, not printed raw); the cause without it.
 			var pe *fs.PathError

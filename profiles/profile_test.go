@@ -173,6 +173,12 @@ func TestFind(t *testing.T) {
 	if _, err := Find("./missing.toml", getenv); err == nil {
 		t.Error("missing path must fail")
 	}
+	// A path that is a symlink leading nowhere is that path: its read
+	// says what is wrong and the fix (safefile), as a policy file's does.
+	os.Symlink("loop.toml", "loop.toml")
+	if p, err := Find("loop.toml", getenv); err != nil || p != "loop.toml" {
+		t.Errorf("loop.toml: %q %v", p, err)
+	}
 }
 
 // FuzzParse: any bytes give a profile or an *Error naming the file, never a

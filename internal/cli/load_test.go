@@ -126,6 +126,35 @@ func TestTunedLayerLinkThatLeadsNowhere(t *testing.T) {
 	}
 }
 
+// A profile or policy file named by a symlink that leads nowhere (a loop,
+// or dangling) is refused naming the link, its target and what to do, as
+// the tuned layer is: a --profile loop said only "too many levels of
+// symbolic links", a --policy one "check the path".
+func TestProfileOrPolicyLinkThatLeadsNowhere(t *testing.T) {
+	dir := t.TempDir()
+	loop, dangling := filepath.Join(dir, "loop.toml"), filepath.Join(dir, "dangling.toml")
+	if err := os.Symlink(loop, loop); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/nonexistent/p.toml", dangling); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"a profile's loop", []string{"resolve", "--profile", loop}, "flag --profile: cannot use profile: profile " + loop + ": is a symlink to " + loop + ", which leads nowhere (too many levels of symbolic links); remove it or give another path"},
+		{"a profile's dangling link", []string{"profile", "validate", "--profile", dangling}, "profile " + dangling + ": is a symlink to /nonexistent/p.toml, which leads nowhere (no such file or directory); remove it or give another path"},
+		{"a policy file's loop", []string{"resolve", "--engine", "sim", "-m", "t", "--policy", loop}, "flag --policy: cannot use policy file: policy file " + loop + ": is a symlink to " + loop + ", which leads nowhere (too many levels of symbolic links); remove it or give another path"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			code, _, e := runCLI(t, c.args...)
+			checkRefused(t, c.name, code, e, []string{c.want})
+		})
+	}
+}
+
 // checkRefused: exit 2 with each of want in stderr (its lines joined: the
 // error is wrapped to the screen).
 func checkRefused(t *testing.T, what string, code int, stderr string, want []string) {

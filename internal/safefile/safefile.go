@@ -15,6 +15,7 @@ import (
 	"io/fs"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/speclaunch/speclaunch/internal/quote"
@@ -272,7 +273,15 @@ func Kind(m fs.FileMode) string {
 	return "not a regular file (" + m.Type().String() + ")"
 }
 
+// statError is the refusal of a path that could not be looked at or
+// opened: what is wrong and what to do, a symlink that leads nowhere named
+// with its target, as Existing names one.
 func statError(what, path string, err error) error {
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ELOOP) {
+		if li, lerr := os.Lstat(path); lerr == nil && li.Mode()&fs.ModeSymlink != 0 {
+			return nowhereError(what, path, err)
+		}
+	}
 	fix := "check the path"
 	switch {
 	case errors.Is(err, fs.ErrNotExist):

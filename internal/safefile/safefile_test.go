@@ -24,6 +24,10 @@ func TestReadFileShapes(t *testing.T) {
 	p["small"] = filepath.Join(dir, "small")
 	p["atcap"] = filepath.Join(dir, "atcap")
 	p["null"] = "/dev/null"
+	p["loop"], p["dangling"] = filepath.Join(dir, "loop"), filepath.Join(dir, "dangling")
+	if err := errors.Join(os.Symlink(p["loop"], p["loop"]), os.Symlink("/nonexistent/x", p["dangling"])); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(p["small"], []byte("schema = 1\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -45,6 +49,9 @@ func TestReadFileShapes(t *testing.T) {
 		{name: "null", want: "is a device"},
 		{name: safefiletest.Huge, want: "file is larger than 4 KiB (4096 bytes), the cap for a policy file"},
 		{name: safefiletest.Missing, want: "no such file; check the path", notExist: true},
+		// A link that leads nowhere is named with its target and the fix.
+		{name: "loop", want: "is a symlink to " + p["loop"] + ", which leads nowhere (too many levels of symbolic links); remove it or give another path"},
+		{name: "dangling", want: "is a symlink to /nonexistent/x, which leads nowhere (no such file or directory); remove it or give another path", notExist: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var b []byte

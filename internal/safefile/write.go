@@ -77,7 +77,7 @@ func Existing(what, path string) (exists bool, err error) {
 	}
 	fi, err := os.Stat(path)
 	if err != nil {
-		return true, &Error{What: what, Path: path, Msg: "is a symlink " + leadsNowhere(path, err) + "; remove it or give another path", Err: err}
+		return true, nowhereError(what, path, err)
 	}
 	if !fi.Mode().IsRegular() {
 		return true, &Error{What: what, Path: path, Msg: "is a symlink to " + Kind(fi.Mode()) + ", not to a regular file; give the path of a new file"}
@@ -114,6 +114,12 @@ func CheckDir(dir string) error {
 	}
 	f.Close()
 	return os.Remove(f.Name())
+}
+
+// nowhereError is the refusal of the symlink at path that leads nowhere
+// (dangling, or a loop): err is what following it gave.
+func nowhereError(what, path string, err error) *Error {
+	return &Error{What: what, Path: path, Msg: "is a symlink " + leadsNowhere(path, err) + "; remove it or give another path", Err: err}
 }
 
 // leadsNowhere says where the symlink at path points and why that is no
