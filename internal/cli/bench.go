@@ -224,19 +224,12 @@ func (c *BenchCmd) sweep(e *Env, log *slog.Logger, o bench.Options, st *starter,
 // prompt and notes files they name. Every bad value names where it came
 // from: the flag, or the profile's file and line.
 func (c *BenchCmd) options(ctx context.Context, s config.Settings, p *profiles.Profile, flags map[string]string) (bench.Options, []int, string, []string, error) {
-	if err := config.LoadBench(&s, p, flags); err != nil {
-		return bench.Options{}, nil, "", nil, err
-	}
-	b := s.Bench
-	o := bench.Options{Rounds: b.Rounds.Value, Warmup: b.Warmup.Value, MaxTokens: b.MaxTokens.Value, BasePort: b.BasePort.Value,
-		Schedule: b.Schedule.Value, Temperature: b.Temperature.Value, Concurrency: b.Concurrency.Value[0], RequestTimeout: b.RequestTimeout.Value}
-	c.levels = b.Concurrency.Value // more than one: a load sweep
-	if o.Warmup == 0 {
-		o.Warmup = -1 // bench.Options: negative = none
-	}
-	if err := readPrompts(ctx, &o, b, p); err != nil {
+	o, err := loadBench(ctx, &s, p, flags)
+	if err != nil {
 		return o, nil, "", nil, err
 	}
+	b := s.Bench
+	c.levels = b.Concurrency.Value // more than one: a load sweep
 	out, src := b.Out.Value, b.Out.Src
 	if out == "" {
 		out, src = fmt.Sprintf("speclaunch-bench-%s-%s", s.Engine.Value, time.Now().Format("20060102-150405")), config.Source{}
@@ -250,6 +243,23 @@ func (c *BenchCmd) options(ctx context.Context, s config.Settings, p *profiles.P
 	}
 	notes, err := readNotes(ctx, c.NotesFile)
 	return o, b.Widths.Value, out, notes, err
+}
+
+// loadBench layers bench's rows into s (config.LoadBench) and reads the
+// prompt file or set they name into the harness's options: all that bench
+// reads of its options, with nothing written (options then checks where
+// the record goes). profile show checks a [bench] table with it.
+func loadBench(ctx context.Context, s *config.Settings, p *profiles.Profile, flags map[string]string) (bench.Options, error) {
+	if err := config.LoadBench(s, p, flags); err != nil {
+		return bench.Options{}, err
+	}
+	b := s.Bench
+	o := bench.Options{Rounds: b.Rounds.Value, Warmup: b.Warmup.Value, MaxTokens: b.MaxTokens.Value, BasePort: b.BasePort.Value,
+		Schedule: b.Schedule.Value, Temperature: b.Temperature.Value, Concurrency: b.Concurrency.Value[0], RequestTimeout: b.RequestTimeout.Value}
+	if o.Warmup == 0 {
+		o.Warmup = -1 // bench.Options: negative = none
+	}
+	return o, readPrompts(ctx, &o, b, p)
 }
 
 // readPrompts reads the prompt file or the prompt set the options name: a

@@ -182,12 +182,11 @@ func (c *ProfileShowCmd) Run(e *Env) error {
 		return err
 	}
 	m := settingsMap(l.Settings)
-	// bench's options too, as bench would read them; a [bench] table bench
-	// would refuse is said, not fatal: serve does not read it.
+	// bench's options too, as bench would read them (benchWarning).
 	notices := l.Notices
 	s := l.Settings
-	if err := config.LoadBench(&s, l.Profile, given(e.kctx)); err != nil {
-		notices = append(notices, config.Notice{Level: "warn", Msg: "bench options not shown: " + err.Error()})
+	if _, err := loadBench(e.Ctx, &s, l.Profile, given(e.kctx)); err != nil {
+		notices = append(notices, benchWarning(err))
 	} else {
 		maps.Copy(m, rowsMap(s, config.ScopeBench))
 	}
@@ -238,11 +237,12 @@ func (c *ProfileValidateCmd) Run(e *Env) error {
 	if err != nil {
 		return err
 	}
-	// The [bench] table is checked the way bench reads it.
+	// The [bench] table is checked the way bench reads it (benchWarning).
+	notices := l.Notices
 	if _, _, _, _, err := (&BenchCmd{}).options(e.Ctx, l.Settings, l.Profile, nil); err != nil {
-		return err
+		notices = append(notices, benchWarning(err))
 	}
-	for _, n := range l.Notices { // an empty profile, a typed key: valid, but said
+	for _, n := range notices { // an empty profile, a typed key, a [bench] table bench would refuse: valid, but said
 		if n.Level == "warn" {
 			fmt.Fprintf(e.Stderr, "warn: %s\n", n.Msg)
 		}
@@ -259,6 +259,14 @@ func (c *ProfileValidateCmd) Run(e *Env) error {
 	}
 	fmt.Fprintf(e.Stdout, "%s: ok\n", l.Settings.ProfilePath)
 	return nil
+}
+
+// benchWarning is how profile show and profile validate, which run no
+// bench, say bench's options that bench would refuse: a warn line naming
+// where the option was set, never an error, since serve does not read
+// them (docs/environment-variables.md, "bench").
+func benchWarning(err error) config.Notice {
+	return config.Notice{Level: "warn", Msg: "bench would refuse its options (serve does not read them): " + err.Error()}
 }
 
 // settingsMap flattens Settings for show/--json and serve's effective

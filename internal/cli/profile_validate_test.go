@@ -142,3 +142,47 @@ func TestValidateOffline(t *testing.T) {
 		}
 	}
 }
+
+// A [bench] table bench would refuse is a warning of profile validate, as
+// of profile show, naming its file:line (benchWarning): serve does not read
+// it, and validate checks what serve would refuse. Before, validate exited
+// 2 on a profile serve accepted.
+func TestValidateWarnsOfBenchOptions(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	const sim = "[engine]\nname = \"sim\"\n[model]\npath = \"demo-target\"\n[draft]\nmodel = \"demo-drafter\"\n"
+	for _, tc := range []struct {
+		name, body string
+		code       int    // validate's
+		want       string // the warning's message after "warn: ", PROF the profile's path; "" for none
+	}{
+		{"levels not ascending", sim + "[bench]\nconcurrency = [4, 1]\n", 0, `bench would refuse its options (serve does not read them): profile PROF:8: "4,1": level 1 comes after 4, not ascending`},
+		{"a width below 2", sim + "[bench]\nwidths = [1, 2]\n", 0, "bench would refuse its options (serve does not read them): profile PROF:8: draft width 1 is below 2"},
+		{"a prompt file not there", sim + "[bench]\nprompt_file = \"nope.txt\"\n", 0, "bench would refuse its options (serve does not read them): profile PROF:8: cannot use the prompt file"},
+		{"a good table", sim + "[bench]\nconcurrency = [1, 4]\n", 0, ""},
+		{"and what serve refuses", "[engine]\nname = \"sim\"\nargs = [\"--port\", \"1\"]\n[bench]\nconcurrency = [4, 1]\n", 2, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			prof := filepath.Join(t.TempDir(), "p.toml")
+			writeFile(t, prof, tc.body)
+			want := strings.ReplaceAll(tc.want, "PROF", prof)
+			code, o, e := runCLI(t, "profile", "validate", "--profile", prof)
+			ok := code == 0 && strings.Contains(o, prof+": ok")
+			switch {
+			case code != tc.code || (tc.code == 0) != ok:
+				t.Errorf("validate: exit %d, want %d:\n%s%s", code, tc.code, o, e)
+			case want != "" && !strings.Contains(unwrap(e), "warn: "+want):
+				t.Errorf("validate: no warning %q:\n%s%s", want, o, e)
+			case want == "" && strings.Contains(e, "bench would refuse"):
+				t.Errorf("validate: a warning of a good [bench] table:\n%s%s", o, e)
+			}
+			if tc.code != 0 {
+				return
+			}
+			// profile show says it the same way, from the same rule.
+			code, o, e = runCLI(t, "profile", "show", "--profile", prof)
+			if code != 0 || want != "" && !strings.Contains(unwrap(o), "warn: "+want) {
+				t.Errorf("show: exit %d, want 0 and %q:\n%s%s", code, want, o, e)
+			}
+		})
+	}
+}
