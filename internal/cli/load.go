@@ -79,11 +79,11 @@ func (e *Env) loadNamed(in config.Input) (*loaded, error) {
 	e.seedKeyFiles(s.ProfileEngineArgs().Value, func(n string) string { return s.EngineEnv.Value[n] })
 	tuned := tunedOwn(tunedLayer(e.Getenv), s)
 	files := namedFiles(prof, tuned, s)
-	pol, err := loadPolicy(in.Ctx, e.PolicyTOML, tuned, s, prof)
+	pol, tunedNotices, err := loadPolicy(in.Ctx, e.PolicyTOML, tuned, s, prof)
 	if err != nil {
 		return &loaded{Files: files}, err
 	}
-	return &loaded{Settings: s, Profile: prof, Policy: pol, Notices: notices, Files: files}, nil
+	return &loaded{Settings: s, Profile: prof, Policy: pol, Notices: append(notices, tunedNotices...), Files: files}, nil
 }
 
 // tunedOwn is the tuned layer a load of s reads as a layer of its own: ""
@@ -127,20 +127,24 @@ func policyPaths(s config.Settings) []string {
 
 // loadPolicy merges the embedded policy, the tuned layer (when the file
 // exists: speclaunch tune writes it), the policy files in order, then the
-// profile's own [[policy.entry]] tables.
-func loadPolicy(ctx context.Context, embedded []byte, tuned string, s config.Settings, prof *profiles.Profile) (*policy.Policy, error) {
+// profile's own [[policy.entry]] tables. The notices say of an empty
+// tuned layer.
+func loadPolicy(ctx context.Context, embedded []byte, tuned string, s config.Settings, prof *profiles.Profile) (*policy.Policy, []config.Notice, error) {
 	base, err := policy.Parse(EmbeddedPolicyName, embedded)
 	if err != nil {
-		return nil, fmt.Errorf("embedded policy is invalid (a build problem): %w", err)
+		return nil, nil, fmt.Errorf("embedded policy is invalid (a build problem): %w", err)
 	}
 	layers := []*policy.File{base}
+	var notices []config.Notice
 	var budget policy.Budget // the layers are bounded in total, a file named twice read once
 	if tuned != "" {
-		pf, err := readTuned(ctx, &budget, tuned)
-		if err != nil {
-			return nil, err
-		}
-		if pf != nil {
+		pf, empty, err := readTuned(ctx, &budget, tuned)
+		switch {
+		case err != nil:
+			return nil, nil, err
+		case empty:
+			notices = append(notices, emptyTuned(tuned))
+		case pf != nil:
 			layers = append(layers, pf)
 		}
 	}
@@ -150,21 +154,21 @@ func loadPolicy(ctx context.Context, embedded []byte, tuned string, s config.Set
 		var se *safefile.Error
 		var le *policy.LayerError
 		if errors.As(err, &se) || errors.As(err, &le) {
-			return nil, &config.Error{Src: f.Src, Msg: "cannot use policy file", Err: err}
+			return nil, nil, &config.Error{Src: f.Src, Msg: "cannot use policy file", Err: err}
 		}
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		layers = append(layers, pf)
 	}
 	if prof != nil && len(prof.Policy.Entry) > 0 {
 		entries, err := profileEntries(prof)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		layers = append(layers, &policy.File{Name: prof.Path, Schema: 1, Entries: entries})
 	}
-	return policy.Merge(layers...), nil
+	return policy.Merge(layers...), notices, nil
 }
 
 // profileEntries parses the profile's own [[policy.entry]] tables, each
@@ -190,20 +194,27 @@ func profileEntries(prof *profiles.Profile) ([]policy.Entry, error) {
 }
 
 // readTuned reads the tuned layer at path within budget: nil where there
-// is none. A layer that cannot be used is bad input naming the file.
-func readTuned(ctx context.Context, budget *policy.Budget, path string) (*policy.File, error) {
+// is none, and where it is empty (empty true: no schedules, no layer). A
+// layer that cannot be used is bad input naming the file.
+func readTuned(ctx context.Context, budget *policy.Budget, path string) (pf *policy.File, empty bool, err error) {
 	exists, err := tunedExists(path)
 	if !exists {
-		return nil, nil
+		return nil, false, nil
 	}
-	var pf *policy.File
 	if err == nil {
-		pf, err = budget.ReadTuned(ctx, path)
+		pf, empty, err = budget.ReadTuned(ctx, path)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("the tuned layer (written by speclaunch tune): %w; fix it, or delete it and re-run speclaunch tune", err)
+		return nil, false, fmt.Errorf("the tuned layer (written by speclaunch tune): %w; fix it, or delete it and re-run speclaunch tune", err)
 	}
-	return pf, nil
+	return pf, empty, nil
+}
+
+// emptyTuned says that the tuned layer at path is empty: it holds no
+// schedule, as no file would, and deleting it is the way to drop one
+// (docs/schedule.md).
+func emptyTuned(path string) config.Notice {
+	return config.Notice{Level: "warn", Msg: fmt.Sprintf("the tuned layer %s is empty (nothing but whitespace and comments): it holds no tuned schedule; delete it (rm %s) rather than empty it: tune writes it again when it runs", path, plan.ShellQuote(path))}
 }
 
 // tunedExists says whether there is a tuned layer at path, for its readers

@@ -155,6 +155,54 @@ func TestProfileOrPolicyLinkThatLeadsNowhere(t *testing.T) {
 	}
 }
 
+// An empty tuned layer (no bytes, or only whitespace and comments: a
+// layer truncated to drop its schedules) is no entries, said by one warn
+// line naming it and how to remove it; resolve and serve stopped with exit
+// 2 ("missing schema"). A layer with anything in it needs its schema, and
+// an empty file named with --policy is refused as any policy file is.
+func TestEmptyTunedLayer(t *testing.T) {
+	t.Parallel() // its tuned layers are its own (withEnv)
+	const prof = "../../profiles/demo-load.toml"
+	for _, c := range []struct {
+		name, text string
+		args       []string
+		code       int
+		want       string // in stdout and stderr, unwrapped; LAYER the layer's path
+	}{
+		{"0 bytes, resolve", "", []string{"resolve", "--profile", prof}, 0, "warn: the tuned layer LAYER is empty (nothing but whitespace and comments): it holds no tuned schedule; delete it (rm LAYER)"},
+		{"comments, resolve", "# speclaunch's tuned layer\n\n  # emptied\n", []string{"resolve", "--profile", prof}, 0, "warn: the tuned layer LAYER is empty"},
+		{"0 bytes, serve --dry-run", "", []string{"serve", "--profile", prof, "--dry-run", "--port", "18118"}, 0, "the tuned layer LAYER is empty"},
+		{"no schema", "# x\n[[entry]]\nid = \"t\"\n", []string{"resolve", "--profile", prof}, 2, "LAYER:1: missing schema"},
+		{"an empty --policy file", "", []string{"resolve", "--profile", prof, "--policy", "LAYER"}, 2, "LAYER:1: missing schema"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := t.TempDir()
+			layer := filepath.Join(cfg, "speclaunch", TunedFile)
+			if strings.Contains(c.name, "--policy") {
+				layer = filepath.Join(t.TempDir(), "mine.toml")
+			}
+			if err := os.MkdirAll(filepath.Dir(layer), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			writeFile(t, layer, c.text)
+			args := slices.Clone(c.args)
+			for i := range args {
+				args[i] = strings.ReplaceAll(args[i], "LAYER", layer)
+			}
+			code, o, e := withEnv(map[string]string{"XDG_CONFIG_HOME": cfg}).cli(args...)
+			got := strings.Join(strings.Fields(o+e), " ")
+			if want := strings.ReplaceAll(c.want, "LAYER", layer); code != c.code || !strings.Contains(got, want) {
+				t.Errorf("exit %d, want %d and %q:\n%s%s", code, c.code, want, o, e)
+			}
+			// once: on stdout with the resolution, or on stderr; serve
+			// --dry-run says its notices in both
+			if n, m := strings.Count(o, "is empty (nothing but"), strings.Count(e, "is empty (nothing but"); c.code == 0 && (n > 1 || m > 1 || n+m == 0) {
+				t.Errorf("the empty layer said %d times on stdout, %d on stderr; want once on either:\n%s%s", n, m, o, e)
+			}
+		})
+	}
+}
+
 // checkRefused: exit 2 with each of want in stderr (its lines joined: the
 // error is wrapped to the screen).
 func checkRefused(t *testing.T, what string, code int, stderr string, want []string) {

@@ -206,17 +206,18 @@ func tunedID(k key.Key, pair policy.Pair) string {
 	return fmt.Sprintf("tuned-%s-%s-%s-sm%d%d-%s", k.Engine, pair.Target[:8], pair.Draft[:8], k.Capability.Major, k.Capability.Minor, k.Quant)
 }
 
-// readLayer reads the tuned layer's entries ("" or a missing file: none).
-// A layer that does not parse, or a link that leads nowhere, stops tune
-// before it measures.
+// readLayer reads the tuned layer's entries (a missing or empty file:
+// none, as serve reads it). A layer that does not parse, or a link that
+// leads nowhere, stops tune before it measures.
 func readLayer(ctx context.Context, path string) ([]policy.Entry, error) {
 	if _, err := tunedExists(path); err != nil {
 		return nil, usage(err, "tune would replace the link with a file, not write where it points: point the link at a file, or remove it")
 	}
-	f, err := policy.ReadFile(ctx, path)
+	var b policy.Budget // one file: its cap alone bounds it
+	f, empty, err := b.ReadTuned(ctx, path)
 	var se *safefile.Error
 	switch {
-	case errors.Is(err, fs.ErrNotExist):
+	case errors.Is(err, fs.ErrNotExist) || empty:
 		return nil, nil
 	case errors.As(err, &se):
 		return nil, usage(fmt.Errorf("the tuned layer %s: %w", path, err), "tune replaces one entry of it: fix or delete the file")

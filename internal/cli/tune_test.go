@@ -314,10 +314,19 @@ func TestReadLayerRefusesAnOperatorsPolicyFile(t *testing.T) {
 	writeFile(t, measured, "schema = 1\n[[entry]]\nid = \"my-a100-q8\"\nengine = \"llama.cpp\"\ndrafter = \"draft\"\ncapability = \"8.0\"\nquant = \"q8_0\"\nwidth = 5\npin = \"b1234\"\nrecord = \"rec.md\"\n")
 	extra := filepath.Join(dir, "extra.toml") // a pair entry with a field the tuned form does not write
 	writeFile(t, extra, strings.Replace(string(policy.RenderTuned([]policy.Entry{tunedFixture(t, "a")})), "pin = ", "runner_up = 3\npin = ", 1))
+	empty, comments, noSchema := filepath.Join(dir, "empty.toml"), filepath.Join(dir, "comments.toml"), filepath.Join(dir, "noschema.toml")
+	writeFile(t, empty, "")
+	writeFile(t, comments, "\ufeff# truncated by hand\n\n   # all gone\n\t\n")
+	writeFile(t, noSchema, "# a layer\n[[entry]]\nid = \"x\"\n")
 	for _, c := range []struct {
 		path, want string // want "" = read
 	}{
 		{tuned, ""},
+		// An empty layer is no entries, as serve reads it: tune writes
+		// over it; one with anything in it needs its schema.
+		{empty, ""},
+		{comments, ""},
+		{noSchema, "missing schema"},
 		{extra, "extra.toml is not a tuned layer: it holds the entry tuned-a (" + extra + ":"},
 		{filepath.Join(dir, "missing.toml"), ""},
 		{def, "defaults.toml is not a tuned layer: it holds a [[default]] table (" + def + ":3)"},

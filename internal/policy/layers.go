@@ -68,13 +68,20 @@ type Budget struct {
 }
 
 // ReadTuned is Read for the tuned layer: it counts toward the bounds like
-// any policy file, and a refusal past them names it as what counted.
-func (b *Budget) ReadTuned(ctx context.Context, path string) (*File, error) {
-	f, err := b.Read(ctx, path)
+// any policy file, and a refusal past them names it as what counted. An
+// empty layer (blank: truncated to drop its schedules) is no layer: nil,
+// empty true, and nothing counted; any other needs its schema as every
+// policy file does.
+func (b *Budget) ReadTuned(ctx context.Context, path string) (f *File, empty bool, err error) {
+	data, err := b.readBytes(ctx, path)
+	if err != nil || blank(data) {
+		return nil, err == nil, err
+	}
+	f, err = b.parse(path, data)
 	if err == nil {
 		b.tuned = path
 	}
-	return f, err
+	return f, false, err
 }
 
 // counted says which files count toward the bounds, for a refusal: the
@@ -91,6 +98,16 @@ func (b *Budget) counted() string {
 // bytes or entries would take the total past its bound, is a *LayerError
 // (its bytes are never read past the bound).
 func (b *Budget) Read(ctx context.Context, path string) (*File, error) {
+	data, err := b.readBytes(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	return b.parse(path, data)
+}
+
+// readBytes reads one more policy file's bytes within the bounds on the
+// files and their bytes.
+func (b *Budget) readBytes(ctx context.Context, path string) ([]byte, error) {
 	if b.files == MaxLayerFiles {
 		return nil, &LayerError{path, fmt.Sprintf("more than %d distinct policy files are layered (%s); merge them into fewer files (the bounds on the layers: docs/file-limits.md)", MaxLayerFiles, b.counted())}
 	}
@@ -100,9 +117,12 @@ func (b *Budget) Read(ctx context.Context, path string) (*File, error) {
 	if errors.Is(err, safefile.ErrTooLarge) && limit < safefile.PolicyLimit {
 		return nil, &LayerError{path, fmt.Sprintf("the policy files layered come to more than %d MiB in all (%d MiB before this one; %s); layer fewer or smaller files (docs/file-limits.md)", MaxLayerBytes>>20, b.bytes>>20, b.counted())}
 	}
-	if err != nil {
-		return nil, err
-	}
+	return data, err
+}
+
+// parse parses the policy file read from path and counts it, within the
+// bound on the entries.
+func (b *Budget) parse(path string, data []byte) (*File, error) {
 	f, err := Parse(path, data)
 	if err != nil {
 		return nil, err

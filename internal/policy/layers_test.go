@@ -64,7 +64,7 @@ func TestBudget(t *testing.T) {
 			var b Budget
 			n := MaxLayerFiles
 			if tc.tuned {
-				if _, err := b.ReadTuned(context.Background(), write("tuned.toml", bigPolicy(1, "t"))); err != nil {
+				if _, _, err := b.ReadTuned(context.Background(), write("tuned.toml", bigPolicy(1, "t"))); err != nil {
 					t.Fatal(err)
 				}
 				n--
@@ -118,4 +118,49 @@ func TestBudget(t *testing.T) {
 			t.Errorf("a small file within the bytes left: %v", err)
 		}
 	})
+}
+
+// An empty tuned layer (no bytes, or only whitespace and comments) is no
+// layer: ReadTuned says so and counts nothing; anything else in it needs
+// its schema, and Read (any other policy file) refuses an empty one.
+func TestReadTunedEmpty(t *testing.T) {
+	dir := t.TempDir()
+	for i, tc := range []struct {
+		name, text string
+		empty      bool
+		err        string // "" for none
+	}{
+		{"no bytes", "", true, ""},
+		{"whitespace", " \n\t\r\n\n", true, ""},
+		{"comments", "# speclaunch's tuned layer\n  # emptied by hand\n", true, ""},
+		{"a byte-order mark and a comment", "\ufeff# x\n", true, ""},
+		{"a comment without a newline", "#", true, ""},
+		{"schema alone", "schema = 1\n", false, ""},
+		{"an entry after comments", "# x\n\n  [[entry]]\n  id = \"x\"\n", false, "missing schema"},
+		{"a table header", "[[entry]]\n", false, "missing schema"},
+		{"an unclosed string", "# x\n\"\n", false, "invalid TOML"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(dir, fmt.Sprintf("t%d.toml", i))
+			if err := os.WriteFile(path, []byte(tc.text), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if got := blank([]byte(tc.text)); got != tc.empty {
+				t.Errorf("blank = %v, want %v", got, tc.empty)
+			}
+			var b Budget
+			f, empty, err := b.ReadTuned(context.Background(), path)
+			switch {
+			case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+				t.Errorf("err = %v, want %q", err, tc.err)
+			case tc.err == "" && err != nil:
+				t.Errorf("err = %v", err)
+			case empty != tc.empty || empty && (f != nil || b.files != 0 || b.tuned != ""):
+				t.Errorf("empty %v (file %v, %d files counted, tuned %q), want %v and nothing counted", empty, f, b.files, b.tuned, tc.empty)
+			}
+			if _, err := (&Budget{}).Read(context.Background(), path); tc.empty && err == nil {
+				t.Error("Read took an empty file without its schema")
+			}
+		})
+	}
 }

@@ -119,6 +119,19 @@ func ReadFile(ctx context.Context, path string) (*File, error) {
 	return Parse(path, data)
 }
 
+// blank says whether data holds no TOML at all: no bytes, or nothing but
+// whitespace and comments (a UTF-8 byte-order mark aside). Such a file has
+// no schema, which a policy file needs; the tuned layer reads it as no
+// layer (Budget.ReadTuned).
+func blank(data []byte) bool {
+	for line := range strings.Lines(strings.TrimPrefix(string(data), "\ufeff")) {
+		if l := strings.TrimLeft(line, " \t\r\n"); l != "" && l[0] != '#' {
+			return false
+		}
+	}
+	return true
+}
+
 // ParseProfileEntries validates a profile's own [[policy.entry]] tables,
 // already decoded by the profile loader, with the same rules as a policy
 // file's [[entry]] tables. lines[i] is the header line of entries[i] (0 when
