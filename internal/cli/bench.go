@@ -207,16 +207,29 @@ func (c *BenchCmd) sweep(e *Env, log *slog.Logger, o bench.Options, st *starter,
 		return runErr
 	}
 	log.Info("record written", "md", outBase+".md", "json", outBase+".json", "svg", outBase+".svg")
-	fmt.Fprintf(e.Stderr, "\n%s\n", rec.Verdict.Why)
+	out := resultOut(e, o.JSONProgress)
+	fmt.Fprintf(out, "\n%s\n", rec.Verdict.Why)
 	for _, a := range rec.Arms {
 		if a.Status == record.StatusFailed {
-			fmt.Fprintf(e.Stderr, "failed, not measured: %s (%s)\n", a.Label, a.StatusReason)
+			fmt.Fprintf(out, "failed, not measured: %s (%s)\n", a.Label, a.StatusReason)
 		}
 	}
 	if rec.Verdict.EarnsEntry {
-		fmt.Fprintf(e.Stderr, "\nThis record earns a policy entry; after committing the record, add to policy.toml:\n\n%s\n", rec.Verdict.Entry)
+		fmt.Fprintf(out, "\nThis record earns a policy entry; after committing the record, add to policy.toml:\n\n%s\n", rec.Verdict.Entry)
 	}
 	return nil
+}
+
+// resultOut is where bench and tune say what a measurement earned (the
+// verdict and its entry, tune's schedule and where it was written):
+// stdout, since it is the command's result, while their progress, notes
+// and logs go to stderr. With --json stdout holds the progress's JSON
+// lines alone, and the result joins the logs on stderr.
+func resultOut(e *Env, jsonProgress bool) io.Writer {
+	if jsonProgress {
+		return e.Stderr
+	}
+	return e.Stdout
 }
 
 // options reads bench's rows of the settings table (flag > profile >

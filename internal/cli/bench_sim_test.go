@@ -45,12 +45,12 @@ capability = "12.1"
 base_port = %d
 `, simArgs, freePortBlock(t, 8)))
 	out := filepath.Join(dir, "rec")
-	log := &syncBuffer{}
+	stdout, log := &syncBuffer{}, &syncBuffer{}
 	args := append([]string{"bench", "--profile", prof, "--widths", widths, "--rounds", "3", "--warmup", "1",
 		"--max-tokens", maxTokens, "--schedule", "resident", "--out", out, "--log-format", "text"}, extra...)
-	code := MainContext(context.Background(), args, policyTOML, log, log, nil)
+	code := MainContext(context.Background(), args, policyTOML, stdout, log, nil)
 	if code != 0 {
-		t.Fatalf("bench exit %d:\n%s", code, log)
+		t.Fatalf("bench exit %d:\n%s%s", code, stdout, log)
 	}
 	b, err := os.ReadFile(out + ".json")
 	if err != nil {
@@ -59,6 +59,10 @@ base_port = %d
 	var rec record.Record
 	if err := json.Unmarshal(b, &rec); err != nil {
 		t.Fatal(err)
+	}
+	// The verdict on stdout, the logs on stderr (resultOut).
+	if !strings.Contains(stdout.String(), rec.Verdict.Why) || strings.Contains(stdout.String(), "record written") || !strings.Contains(log.String(), "record written") {
+		t.Errorf("bench's verdict is not on stdout alone, or its logs not on stderr:\nstdout:\n%s\nstderr:\n%s", stdout, log)
 	}
 	for _, ext := range []string{".md", ".svg"} {
 		if _, err := os.Stat(out + ext); err != nil {

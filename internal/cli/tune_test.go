@@ -58,17 +58,20 @@ max_tokens = 24
 	layer := filepath.Join(cfg, "speclaunch", TunedFile)
 	tune := func() {
 		t.Helper()
-		log := &syncBuffer{}
+		stdout, log := &syncBuffer{}, &syncBuffer{}
 		code := command([]string{"tune", "--profile", prof, "--levels", "1,2", "--widths", "4",
-			"--engines", "2", "--window", "150ms", "--log-format", "text"}, log, log)
+			"--engines", "2", "--window", "150ms", "--log-format", "text"}, stdout, log)
 		if code != 0 {
-			t.Fatalf("tune exit %d:\n%s", code, log)
+			t.Fatalf("tune exit %d:\n%s%s", code, stdout, log)
 		}
-		if !strings.Contains(log.String(), "written to "+layer) || !strings.Contains(log.String(), "left") {
-			t.Errorf("tune's output names no layer or shows no time left:\n%s", log)
+		// The result on stdout, the progress on stderr (resultOut): the
+		// result was on stderr, and stdout empty.
+		out := stdout.String()
+		if !strings.Contains(out, "tuned in ") || !strings.Contains(out, "written to "+layer) || !strings.Contains(log.String(), "left") || strings.Contains(out, "left") {
+			t.Errorf("tune's result (stdout) names no layer, or its progress (stderr) shows no time left:\nstdout:\n%s\nstderr:\n%s", out, log)
 		}
-		if !strings.Contains(log.String(), "`speclaunch policy explain --profile "+prof+"` says where it came from") {
-			t.Errorf("tune's last line does not give the policy explain that shows the entry (on its profile):\n%s", log)
+		if !strings.Contains(out, "`speclaunch policy explain --profile "+prof+"` says where it came from") {
+			t.Errorf("tune's last line does not give the policy explain that shows the entry (on its profile):\n%s", out)
 		}
 	}
 	tune()
@@ -224,6 +227,22 @@ func TestTuneLoadOptionsKeepBenchFlags(t *testing.T) {
 		if lo.JSONProgress != tc.json || lo.Progress != wantOut || lo.Engines != 4 || lo.Window != tc.want {
 			t.Errorf("%s --window %q json %v: JSONProgress %v, progress to stdout %v, engines %d, window %v; want %v, %v, 4, %v",
 				tc.eng, tc.window, tc.json, lo.JSONProgress, lo.Progress == io.Writer(&stdout), lo.Engines, lo.Window, tc.json, tc.json, tc.want)
+		}
+	}
+}
+
+// bench and tune say what they measured on stdout, their progress and
+// logs on stderr; with --json stdout is the progress's JSON lines alone
+// and the result goes to stderr.
+func TestResultOut(t *testing.T) {
+	for _, tc := range []struct {
+		json   bool
+		stdout bool
+	}{{false, true}, {true, false}} {
+		var stdout, stderr bytes.Buffer
+		e := &Env{Stdout: &stdout, Stderr: &stderr}
+		if got := resultOut(e, tc.json); (got == io.Writer(&stdout)) != tc.stdout || (got == io.Writer(&stderr)) == tc.stdout {
+			t.Errorf("json %v: result to stdout %v, want %v", tc.json, got == io.Writer(&stdout), tc.stdout)
 		}
 	}
 }
