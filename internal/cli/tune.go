@@ -28,7 +28,7 @@ type TuneCmd struct {
 	LaunchFlags `embed:""`
 
 	Levels  string `help:"Load levels to measure: concurrent clients, ascending (each level's width covers the loads up to the next) (default 1,2,4,8)." default:"1,2,4,8" placeholder:"N,N,..." group:"Tune"`
-	Widths  string `help:"Widths to measure besides classic and the engine's default, as bench's." placeholder:"W,W,..." group:"Tune"`
+	Widths  string `help:"Widths to measure besides classic, the engine's default and the policy's width where it differs, as bench's." placeholder:"W,W,..." group:"Tune"`
 	Engines int    `help:"Fresh engines per width, 2 to 20, so the spread between engines is measured (default 3)." default:"3" placeholder:"N" group:"Tune"`
 	Window  string `help:"Length of one measured window per engine and level, 100ms to 10m (default 5s; 1s on the sim)." placeholder:"DUR" group:"Tune"`
 	JSON    bool   `help:"Progress as JSON lines on stdout, for machines." group:"Tune"`
