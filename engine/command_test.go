@@ -412,3 +412,45 @@ func TestEmptyEnvRemovedWarning(t *testing.T) {
 		})
 	}
 }
+
+// At width 1 every adapter starts the engine with no drafter, the draft
+// model set or not: instance's verification reports width 1 verified with
+// nothing to read on that ground. A schedule's bucket off at the load, an
+// adaptive switch to classic and no draft model at all are the ways to it.
+func TestWidthOneStartsNoDrafter(t *testing.T) {
+	ress := map[string]width.Resolution{
+		"schedule bucket 4+:1": sched(t, "1:5,2-3:4,4+:1", 4),
+		"adaptive classic":     width.AdaptedTo(1, "classic is faster", key.Key{}),
+		"no draft model":       off,
+	}
+	caps := map[key.Engine][]Caps{
+		key.LlamaCpp: {{Spelling: Spelling2026}, {Spelling: SpellingLegacy}, {}},
+		key.VLLM:     {{Spelling: SpellingVLLMConfig, Version: "0.24.0"}, {Spelling: SpellingVLLMLegacy, Version: "0.7.3"}, {}},
+		key.SGLang:   {{Version: "0.5.6"}},
+		key.MLXCEL:   {{}},
+		key.Sim:      {{Self: "/usr/local/bin/speclaunch"}},
+	}
+	for _, e := range key.Engines {
+		a, err := For(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, r := range ress {
+			if r.Source != width.Off {
+				t.Fatalf("%s: source %q, want off", name, r.Source)
+			}
+			for _, c := range caps[e] {
+				l, err := a.Command(pySettings(e, "/models/drafter"), r, key.Eagle3, baseEnv, c)
+				if err != nil {
+					t.Fatalf("%s %s %+v: %v", e, name, c, err)
+				}
+				for _, arg := range l.Argv {
+					flag := strings.HasPrefix(arg, "-") && (strings.Contains(arg, "draft") || strings.Contains(arg, "spec"))
+					if flag || strings.Contains(arg, "/models/drafter") {
+						t.Errorf("%s %s %+v: %q in %q", e, name, c, arg, l.Argv)
+					}
+				}
+			}
+		}
+	}
+}

@@ -161,12 +161,36 @@ func Start(ctx context.Context, p *plan.Plan, o Options) (*Engine, error) {
 // Check is what verification found.
 type Check struct {
 	Observed engine.Observation
-	Verified bool   // the engine's width was read and matches
-	Problem  string // non-empty: mismatch, decline, or speculation not live
-	Note     string // could not verify (and why), not an error
+	// Verified: the engine's width was read and matches, or the width is 1
+	// (Off) and there is none to read.
+	Verified bool
+	// Off: the width is 1, and the engine runs with no drafter.
+	Off     bool
+	Problem string // non-empty: mismatch, decline, or speculation not live
+	Note    string // could not verify (and why), not an error
 	// ReadFrom says where the engine's width was read: its startup line, or
 	// the probe's /metrics or /slots reading.
 	ReadFrom string
+}
+
+// offCheck is the check at width 1: every engine adapter starts the engine
+// with no drafter there (engine.speculating; a drafter through engine.args
+// or engine.env is refused), so there is no width to read and none that can
+// differ from the plan's. It is verified, not unverifiable: an alert on
+// speclaunch_width_verified must not fire because speculation is off.
+var offCheck = Check{Verified: true, Off: true}
+
+// Text is the check in words, as /speclaunch/status says it.
+func (c Check) Text() string {
+	switch {
+	case c.Off:
+		return "width 1: speculation off, the engine runs with no drafter"
+	case c.Problem != "":
+		return c.Problem
+	case c.Verified:
+		return fmt.Sprintf("engine runs width %d, read from %s", c.Observed.Width, c.ReadFrom)
+	}
+	return c.Note
 }
 
 // CheckBound is the most an engine's width check takes: llama-server's
@@ -189,13 +213,13 @@ func CheckBound(e key.Engine) time.Duration {
 func (r *Engine) verify(ctx context.Context, probe bool) Check {
 	p := r.Plan
 	want := p.Resolution
+	if want.Source == width.Off {
+		return offCheck
+	}
 	if e := p.Settings.Engine.Value; e == key.VLLM || e == key.SGLang {
 		return r.verifyPy(ctx)
 	}
 	if p.Settings.Engine.Value == key.LlamaCpp {
-		if want.Source == width.Off {
-			return Check{Note: "speculation off: nothing to verify"}
-		}
 		if !probe {
 			return Check{Note: "probe disabled (--no-probe): width not verified"}
 		}
@@ -243,9 +267,6 @@ func (r *Engine) verify(ctx context.Context, probe bool) Check {
 			return c
 		}
 		if time.Now().After(deadline) {
-			if want.Source == width.Off {
-				return Check{Note: "speculation off"}
-			}
 			return Check{Note: "the engine printed no speculative= line; run it with RUST_LOG=info to verify the width"}
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -257,10 +278,6 @@ func compare(want width.Resolution, o engine.Observation) Check {
 	switch {
 	case o.Declined:
 		c.Problem = "the engine declined speculation: it runs without drafting (" + o.Line + ")"
-	case want.Source == width.Off:
-		if o.Speculative {
-			c.Problem = "speculation was resolved off but the engine drafts"
-		}
 	case !o.Speculative:
 		c.Problem = fmt.Sprintf("speculation is not live: the engine drafted nothing (%s)", strings.TrimSpace(o.Line))
 	case o.Width == 0:
@@ -292,7 +309,9 @@ func (r *Engine) verifyPy(ctx context.Context) Check {
 		obs, err = engine.VerifySGLang(cctx, p.Launch.BaseURL, client)
 	}
 	if err == nil {
-		return compare(want, obs)
+		c := compare(want, obs)
+		c.ReadFrom = obs.From
+		return c
 	}
 	r.mu.Lock()
 	var last *engine.Observation
@@ -304,11 +323,9 @@ func (r *Engine) verifyPy(ctx context.Context) Check {
 	r.mu.Unlock()
 	if last != nil {
 		c := compare(want, *last)
+		c.ReadFrom = "the engine's startup line"
 		c.Note = "read from the startup line: " + err.Error()
 		return c
-	}
-	if want.Source == width.Off {
-		return Check{Note: "speculation off: nothing to verify"}
 	}
 	return Check{Note: "could not verify the width: " + err.Error()}
 }

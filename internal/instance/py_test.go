@@ -56,7 +56,7 @@ func TestVerifyDispatchesVLLMAndSGLang(t *testing.T) {
 		{"vllm width matches", key.VLLM, "/metrics", "vllm-metrics-eagle3.txt", w(4), true, ""},
 		{"vllm width differs", key.VLLM, "/metrics", "vllm-metrics-fresh.txt", w(4), false, "runs width 6, not the resolved 4"},
 		{"vllm no speculative config", key.VLLM, "/metrics", "vllm-metrics-off.txt", w(4), false, "not live"},
-		{"vllm off and off", key.VLLM, "/metrics", "vllm-metrics-off.txt", offRes, false, ""},
+		{"vllm off and off", key.VLLM, "/metrics", "vllm-metrics-off.txt", offRes, true, ""}, // width 1: nothing to read
 		{"sglang width matches", key.SGLang, "/server_info", "sglang-server-info.json", w(4), true, ""},
 		{"sglang width differs", key.SGLang, "/server_info", "sglang-server-info.json", w(6), false, "runs width 4, not the resolved 6"},
 		{"sglang off but resolved", key.SGLang, "/server_info", "sglang-server-info-off.json", w(4), false, "not live"},

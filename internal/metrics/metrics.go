@@ -94,7 +94,7 @@ func New(src Sources) *Metrics {
 	m.widthLoad = prometheus.NewGauge(prometheus.GaugeOpts{Name: "speclaunch_width_load",
 		Help: "The load (mean requests in flight) the serving width was chosen for: 1 at a launch, the load that caused the last switch of a followed schedule."})
 	m.verified = prometheus.NewGauge(prometheus.GaugeOpts{Name: "speclaunch_width_verified",
-		Help: "1 when the serving engine's width was read from the engine and matches, else 0."})
+		Help: "1 when the serving engine's width was read from the engine and matches, or is 1 (speculation off: the engine runs with no drafter), else 0."})
 	m.phase = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "speclaunch_state",
 		Help: "The serve runtime's state: 1 for the current one."}, []string{"state"})
 	m.adaptState = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "speclaunch_adapt_state",

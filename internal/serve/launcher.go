@@ -586,13 +586,13 @@ func (sv *launcher) launch(ctx context.Context, p *plan.Plan, n int, what string
 			r.Stop()
 			return nil, exitcode.New(ExitWidthMismatch, fmt.Errorf("--strict-width: %s", chk.Problem))
 		}
+	case chk.Off:
+		sv.log.Info("width check: " + chk.Text())
 	case chk.Verified:
 		sv.log.Info("width verified", "width", chk.Observed.Width, "resolved_from", string(p.Resolution.Source), "read_from", chk.ReadFrom)
-	case chk.Note != "" && p.Resolution.Source != "off":
+	case chk.Note != "":
 		// Not a mismatch, but the width is unproven: say so louder than info.
 		sv.log.Warn("width not verified: " + chk.Note)
-	case chk.Note != "":
-		sv.log.Info("width check: " + chk.Note)
 	}
 	return r, nil
 }

@@ -372,14 +372,7 @@ func (st *serveStatus) handler(sv *launcher) http.Handler {
 			if in.Backend != nil {
 				e.URL, e.InFlight = in.Backend.URL.String(), in.Backend.InFlight()
 			}
-			switch {
-			case chk.Verified:
-				e.Verification = fmt.Sprintf("engine runs width %d, read from %s", chk.Observed.Width, chk.ReadFrom)
-			case chk.Problem != "":
-				e.Verification = chk.Problem
-			default:
-				e.Verification = chk.Note
-			}
+			e.Verification = chk.Text()
 			out["engine"] = e
 		} else {
 			out["engine"] = nil
