@@ -256,7 +256,18 @@ type Options struct {
 	// SendTimeout is how long one write of an answer may wait for the
 	// client; 0 = DefaultSendTimeout.
 	SendTimeout time.Duration
+	// MetricsTimeout bounds the engine's part of GET /metrics; 0 =
+	// DefaultMetricsTimeout.
+	MetricsTimeout time.Duration
 }
+
+// DefaultMetricsTimeout bounds the engine's series in GET /metrics.
+// Prometheus' default scrape_timeout is 10 s: waiting as long on a hung
+// engine failed the whole scrape, speclaunch's own series with it (the
+// restarts and the state that say what is wrong), just when they matter.
+// 3 s leaves a scrape with the default timeout 7 s for the rest, and one
+// lowered to 5 s still gets speclaunch's series.
+const DefaultMetricsTimeout = 3 * time.Second
 
 // Proxy routes requests to the backend that serves now.
 type Proxy struct {
@@ -301,6 +312,9 @@ func New(o Options) *Proxy {
 	}
 	if o.BodyTimeout <= 0 {
 		o.BodyTimeout = DefaultBodyTimeout
+	}
+	if o.MetricsTimeout <= 0 {
+		o.MetricsTimeout = DefaultMetricsTimeout
 	}
 	if o.Transport == nil {
 		o.Transport = &http.Transport{
@@ -695,9 +709,9 @@ func (p *Proxy) authorized(w http.ResponseWriter, r *http.Request) bool {
 }
 
 // metrics answers GET /metrics: the serving engine's series, then
-// speclaunch's own. An engine that exposes none (llama-server without
-// --metrics), or none serving, leaves speclaunch's alone; an engine's 401
-// passes through.
+// speclaunch's own. Where the engine's are missing (none serves, its
+// /metrics failed or took longer than MetricsTimeout) a comment line says
+// why, in their place; an engine's 401 passes through.
 func (p *Proxy) metrics(w http.ResponseWriter, r *http.Request) {
 	own := p.o.Metrics()
 	p.mu.Lock()
@@ -709,35 +723,59 @@ func (p *Proxy) metrics(w http.ResponseWriter, r *http.Request) {
 	}
 	p.mu.Unlock()
 	if b == nil {
-		writeMetrics(w, nil, own)
+		writeMetrics(w, missingLine("no engine serves now"), own)
 		return
 	}
 	defer b.add(-1)
-	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	bound := p.o.MetricsTimeout
+	ctx, cancel := context.WithTimeout(r.Context(), bound)
 	defer cancel()
+	timedOut := func() bool { return errors.Is(ctx.Err(), context.DeadlineExceeded) }
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.URL.String()+"/metrics", nil)
 	if err != nil {
-		writeMetrics(w, nil, own)
+		writeMetrics(w, missingLine(seriesMissing(err, false, 0, bound)), own)
 		return
 	}
 	req.Header = r.Header.Clone()
 	resp, err := p.o.Transport.RoundTrip(req)
 	if err != nil {
-		writeMetrics(w, nil, own)
+		writeMetrics(w, missingLine(seriesMissing(err, timedOut(), 0, bound)), own)
 		return
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	switch {
-	case resp.StatusCode == http.StatusUnauthorized:
+	if resp.StatusCode == http.StatusUnauthorized {
 		w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
 		w.WriteHeader(resp.StatusCode)
 		w.Write(body)
-	case err != nil || resp.StatusCode != http.StatusOK:
-		writeMetrics(w, nil, own)
-	default:
-		writeMetrics(w, body, own)
+		return
 	}
+	if why := seriesMissing(err, timedOut(), resp.StatusCode, bound); why != "" {
+		body = missingLine(why)
+	}
+	writeMetrics(w, body, own)
+}
+
+// seriesMissing says why the engine's series are missing from GET /metrics
+// ("" when they are there): err is the request's or its body's, status
+// the engine's answer (0: none came), timedOut that bound ended the wait.
+func seriesMissing(err error, timedOut bool, status int, bound time.Duration) string {
+	switch {
+	case timedOut:
+		return fmt.Sprintf("its /metrics did not answer within %s", bound)
+	case err != nil:
+		return "its /metrics failed: " + err.Error()
+	case status != http.StatusOK:
+		return fmt.Sprintf("its /metrics answered HTTP %d", status)
+	}
+	return ""
+}
+
+// missingLine is the comment of the exposition that stands for the
+// engine's missing series: a scrape that gets speclaunch's alone says why,
+// not only by what it lacks. Prometheus skips comment lines.
+func missingLine(why string) []byte {
+	return []byte("# speclaunch: the engine's series are missing: " + strings.Join(strings.Fields(why), " ") + "\n")
 }
 
 // writeMetrics writes the engine's series (if any) and speclaunch's, each
