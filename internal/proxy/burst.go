@@ -1,8 +1,11 @@
 package proxy
 
 import (
+	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/speclaunch/speclaunch/internal/waitlog"
 )
 
 // burstEvery is how often one cause repeated request after request is
@@ -11,22 +14,71 @@ import (
 // those it stands for keeps the log readable and the cause in view.
 const burstEvery = 10 * time.Second
 
-// burst decides which of a run of identical events is logged.
+// burst decides which of a run of identical events is logged. An event
+// held in a window is logged when the window ends, with the count of the
+// others held with it, whether or not another event comes: two clients
+// that stopped reading at once made one line that counted neither, the
+// second held for a next line that never came.
 type burst struct {
 	mu     sync.Mutex
-	last   time.Time // when one was last logged
+	said   bool      // a line was logged, at last (a fake clock's time may be zero)
+	last   time.Time // when a line was last logged
 	unsaid int       // events since then not logged
+	held   []any     // the latest of them's attributes
+	clock  waitlog.Clock
 }
 
-// note counts an event at now and says whether to log it, and how many
-// before it went unlogged.
-func (b *burst) note(now time.Time) (say bool, unsaid int) {
+// note counts an event at now, attrs its line's, and says whether to log
+// it now and how many before it went unlogged. flushIn, when not zero, is
+// how long until its window ends: the first event held in a window asks
+// for a flush there.
+func (b *burst) note(now time.Time, attrs []any) (say bool, unsaid int, flushIn time.Duration) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if !b.last.IsZero() && now.Sub(b.last) < burstEvery {
+	if b.said && now.Sub(b.last) < burstEvery {
 		b.unsaid++
-		return false, 0
+		b.held = attrs
+		if b.unsaid == 1 {
+			return false, 0, b.last.Add(burstEvery).Sub(now)
+		}
+		return false, 0, 0
 	}
-	unsaid, b.unsaid, b.last = b.unsaid, 0, now
-	return true, unsaid
+	unsaid, b.unsaid, b.held, b.last, b.said = b.unsaid, 0, nil, now, true
+	return true, unsaid, 0
+}
+
+// flush ends a window at now: the latest held event's attributes and how
+// many others were held with it; ok is false when there is none to log (a
+// line since took their count) or the window has not ended.
+func (b *burst) flush(now time.Time) (attrs []any, others int, ok bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.unsaid == 0 || now.Sub(b.last) < burstEvery {
+		return nil, 0, false
+	}
+	attrs, others = b.held, b.unsaid-1
+	b.unsaid, b.held, b.last = 0, nil, now
+	return attrs, others, true
+}
+
+// warn logs msg for one event of b's run: at once where its window
+// allows, else at the window's end with the others held in it;
+// more_since_last_line counts the events a line stands for besides its
+// own.
+func (b *burst) warn(log *slog.Logger, msg string, attrs ...any) {
+	c := b.clock
+	if c == nil {
+		c = waitlog.Real
+	}
+	say, unsaid, flushIn := b.note(c.Now(), attrs)
+	if say {
+		log.Warn(msg, append(attrs, "more_since_last_line", unsaid)...)
+	}
+	if flushIn > 0 {
+		c.AfterFunc(flushIn, func() {
+			if held, others, ok := b.flush(c.Now()); ok {
+				log.Warn(msg, append(held, "more_since_last_line", others)...)
+			}
+		})
+	}
 }

@@ -1,30 +1,87 @@
 package proxy
 
 import (
+	"log/slog"
+	"regexp"
+	"strconv"
 	"testing"
 	"time"
+
+	"github.com/speclaunch/speclaunch/internal/testenv"
+	"github.com/speclaunch/speclaunch/internal/waitlog/waitlogtest"
 )
 
 // A run of one event is logged once per burstEvery, the line saying how
-// many it stands for.
+// many others it stands for; the events held in a window are logged when
+// it ends (flush), the latest with the count of the others, so that none
+// goes uncounted when no event comes after them.
 func TestBurst(t *testing.T) {
 	t0 := time.Date(2026, 12, 6, 3, 0, 0, 0, time.UTC)
+	const flush = true
 	var b burst
 	for i, c := range []struct {
-		at     time.Duration
-		say    bool
-		unsaid int
+		at      time.Duration
+		flush   bool // a flush at, not an event
+		say     bool // an event logged now, or a flush that logs
+		unsaid  int  // the count the line carries
+		flushIn time.Duration
 	}{
-		{0, true, 0},
-		{time.Second, false, 0},
-		{5 * time.Second, false, 0},
-		{burstEvery, true, 2},
-		{burstEvery + time.Millisecond, false, 0},
-		{3 * burstEvery, true, 1},
+		{0, !flush, true, 0, 0},
+		{time.Second, !flush, false, 0, burstEvery - time.Second}, // the first held asks for a flush
+		{5 * time.Second, !flush, false, 0, 0},
+		{burstEvery, flush, true, 1, 0}, // the latest held, and one other
+		{burstEvery + time.Millisecond, !flush, false, 0, burstEvery - time.Millisecond},
+		{2*burstEvery - time.Millisecond, flush, false, 0, 0}, // early: its window has not ended
+		{2 * burstEvery, flush, true, 0, 0},                   // the one held, alone
+		{2*burstEvery + time.Second, flush, false, 0, 0},      // nothing held
+		{3 * burstEvery, !flush, true, 0, 0},
+		{3*burstEvery + time.Second, !flush, false, 0, burstEvery - time.Second},
+		{5 * burstEvery, !flush, true, 1, 0},             // an event after the window took the count first
+		{5*burstEvery + time.Second, flush, false, 0, 0}, // the late flush finds none held
 	} {
-		say, unsaid := b.note(t0.Add(c.at))
-		if say != c.say || unsaid != c.unsaid {
-			t.Errorf("event %d at +%v: say %v unsaid %d, want %v %d", i, c.at, say, unsaid, c.say, c.unsaid)
+		now := t0.Add(c.at)
+		var say bool
+		var unsaid int
+		var flushIn time.Duration
+		if c.flush {
+			_, unsaid, say = b.flush(now)
+		} else {
+			say, unsaid, flushIn = b.note(now, []any{"n", i})
+		}
+		if say != c.say || unsaid != c.unsaid || flushIn != c.flushIn {
+			t.Errorf("step %d at +%v (flush %v): say %v unsaid %d flushIn %v, want %v %d %v", i, c.at, c.flush, say, unsaid, flushIn, c.say, c.unsaid, c.flushIn)
+		}
+	}
+}
+
+// Every event is counted in some line: a line stands for itself and its
+// more_since_last_line. Two at once (two clients that stopped reading)
+// made one line with more_since_last_line=0 before, the second lost.
+func TestBurstLosesNoCount(t *testing.T) {
+	for _, events := range [][]time.Duration{
+		{0, 0},
+		{0, time.Second, 2 * time.Second, 3 * time.Second, 4 * time.Second},
+		{0, 9 * time.Second, 11 * time.Second, 12 * time.Second, 25 * time.Second},
+	} {
+		var log testenv.Buffer
+		clock := &waitlogtest.Clock{}
+		b := burst{clock: clock}
+		l := slog.New(slog.NewTextHandler(&log, nil))
+		at := time.Duration(0)
+		for _, e := range events {
+			clock.Advance(e - at)
+			at = e
+			b.warn(l, "a client stopped reading", "path", "/v1/completions")
+		}
+		clock.Advance(2 * burstEvery) // every window ends
+		lines := regexp.MustCompile(`more_since_last_line=(\d+)`).FindAllStringSubmatch(log.String(), -1)
+		counted := len(lines)
+		for _, m := range lines {
+			n, _ := strconv.Atoi(m[1])
+			counted += n
+		}
+		if counted != len(events) {
+			t.Errorf("events at %v: the lines count %d of %d:\n%s", events, counted, len(events), log.String())
 		}
 	}
 }

@@ -676,10 +676,8 @@ func (p *Proxy) sayStalled(w *sendDeadline, r *http.Request) {
 	if waited == 0 {
 		return
 	}
-	if say, unsaid := p.stalls.note(time.Now()); say {
-		p.o.Log.Warn("proxy: a client stopped reading its answer: one write waited past the send timeout, so its request was ended and its connection closed; the engine's slot is free (docs/serving.md)",
-			"path", r.URL.Path, "waited", waited.Round(time.Millisecond).String(), "more_since_last_line", unsaid)
-	}
+	p.stalls.warn(p.o.Log, "proxy: a client stopped reading its answer: one write waited past the send timeout, so its request was ended and its connection closed; the engine's slot is free (docs/serving.md)",
+		"path", r.URL.Path, "waited", waited.Round(time.Millisecond).String())
 }
 
 // clientGone ends a request whose client went away (or half-closed its
@@ -875,9 +873,7 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 		// Not the engine's failure: a retry soon may find descriptors
 		// free again.
 		p.rejected.Add(1)
-		if say, unsaid := p.localFails.note(time.Now()); say {
-			p.o.Log.Warn("proxy: cannot reach the engine: this process is out of resources; the request gets 503 and the engine keeps serving", "path", r.URL.Path, "err", err, "more_since_last_line", unsaid)
-		}
+		p.localFails.warn(p.o.Log, "proxy: cannot reach the engine: this process is out of resources; the request gets 503 and the engine keeps serving", "path", r.URL.Path, "err", err)
 		writeError(w, http.StatusServiceUnavailable, "speclaunch could not reach the engine ("+publicCause(err)+" on speclaunch's side, not the engine's); retry shortly", "unavailable_error", 1)
 		return
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/speclaunch/speclaunch/internal/testenv"
+	"github.com/speclaunch/speclaunch/internal/waitlog/waitlogtest"
 )
 
 // A client that stops reading an answer ends its request once one write
@@ -90,8 +91,9 @@ func TestSendTimeoutLeavesALongStream(t *testing.T) {
 
 // A request the send timeout ends is logged, with its path and how long
 // its write waited, and no more than one line per burstEvery: the
-// second client that stops reading is counted in the next line. Before,
-// the cut left no trace in the log.
+// second client that stops reading is logged when the window ends. Before,
+// the cut left no trace in the log; then the second of two cuts at once
+// was held for a next line that never came.
 func TestSendTimeoutIsLogged(t *testing.T) {
 	var log testenv.Buffer
 	engine := func(w http.ResponseWriter, r *http.Request) {
@@ -103,6 +105,8 @@ func TestSendTimeoutIsLogged(t *testing.T) {
 		}
 	}
 	p := New(Options{SendTimeout: 100 * time.Millisecond, Log: slog.New(slog.NewTextHandler(&log, nil))})
+	clock := &waitlogtest.Clock{}
+	p.stalls.clock = clock
 	p.Route(backend(t, engine))
 	addr := strings.TrimPrefix(front(t, p), "http://")
 	stall := func() {
@@ -129,5 +133,11 @@ func TestSendTimeoutIsLogged(t *testing.T) {
 	})
 	if n := strings.Count(log.String(), "stopped reading"); n != 1 {
 		t.Errorf("%d lines for two cuts within %s, want 1:\n%s", n, burstEvery, log.String())
+	}
+	clock.Advance(burstEvery) // the window ends with no further cut
+	lines := strings.Split(strings.TrimSpace(log.String()), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[1], "stopped reading") || !strings.Contains(lines[1], "path=/v1/completions") ||
+		!strings.Contains(lines[1], "more_since_last_line=0") {
+		t.Errorf("the second cut should be logged when the window ends, alone:\n%s", log.String())
 	}
 }
