@@ -161,6 +161,7 @@ func TestLastSwitch(t *testing.T) {
 		{"none since", nil, 0, false},
 		{"a reload's", []switchRecord{{Kind: "reload", OK: true, StartMS: 5000}}, 0, false},
 		{"the follower's", []switchRecord{{Kind: "follow", OK: true, StartMS: 1107}}, 1107 * time.Millisecond, true},
+		{"the follower's after a wait", []switchRecord{{Kind: "follow", OK: true, StartMS: 1107, WaitedMS: 3000}}, 1107 * time.Millisecond, true},
 		{"a failed one", []switchRecord{{Kind: "follow", OK: false, StartMS: 300}}, 0, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -407,14 +407,8 @@ func (sv *launcher) serving(in *server.Instance) {
 func (sv *launcher) switched(s server.Switched, to *server.Instance) {
 	j := s.Job
 	defer sv.followAddress(j.Plan)
-	rec := switchRecord{Kind: j.Kind.String(), Reason: j.Reason, Mode: j.Mode.String(), At: time.Now().Add(-s.Took), StartMS: ms(s.Took), OK: s.OK, Error: errString(s.Err)}
+	rec := switchRecordOf(s, time.Now())
 	sv.met.Switched(j.Kind.String(), j.Mode.String(), s.OK, s.Took)
-	if s.From != nil { // its instance may be gone: a drain switch stopped it first
-		rec.FromWidth = widthOf(s.From.Plan)
-	}
-	if s.Drain > 0 {
-		rec.DrainMS = ms(s.Drain)
-	}
 	if to == nil {
 		sv.st.switched(rec)
 		return
@@ -434,7 +428,23 @@ func (sv *launcher) switched(s server.Switched, to *server.Instance) {
 			sv.ctl.adaptedTo(0, "")
 		}
 	}
-	sv.log.Info("switched", "to_pid", to.Proc.PID(), "width", widthOf(to.Plan), "mode", j.Mode.String(), "took", s.Took.Round(time.Millisecond).String())
+	attrs := []any{"to_pid", to.Proc.PID(), "width", widthOf(to.Plan), "mode", j.Mode.String(), "took", s.Took.Round(time.Millisecond).String()}
+	if s.Waited > 0 {
+		attrs = append(attrs, "waited", s.Waited.Round(time.Millisecond).String())
+	}
+	sv.log.Info("switched", attrs...)
+}
+
+// switchRecordOf is a finished switch as the status history keeps it, at
+// now: its took_ms the switch alone, the wait behind another apart.
+func switchRecordOf(s server.Switched, now time.Time) switchRecord {
+	j := s.Job
+	rec := switchRecord{Kind: j.Kind.String(), Reason: j.Reason, Mode: j.Mode.String(), At: now.Add(-s.Took), StartMS: ms(s.Took),
+		WaitedMS: ms(s.Waited), DrainMS: ms(s.Drain), OK: s.OK, Error: errString(s.Err)}
+	if s.From != nil { // its instance may be gone: a drain switch stopped it first
+		rec.FromWidth = widthOf(s.From.Plan)
+	}
+	return rec
 }
 
 // metricSources are the proxy's counters, read at scrape time.

@@ -127,8 +127,12 @@ type switchRecord struct {
 	ToWidth   int       `json:"to_width,omitempty"`
 	OK        bool      `json:"ok"`
 	Error     string    `json:"error,omitempty"`
-	StartMS   float64   `json:"took_ms"`            // from the request to the new engine serving (or failing)
-	DrainMS   float64   `json:"drain_ms,omitempty"` // drain: requests held while the old engine finished
+	// StartMS runs from the switch's start to the new engine serving (or
+	// failing): the follower and the adaptive loop read it as the cost of
+	// a switch (lastSwitch), so a wait before the start is WaitedMS.
+	StartMS  float64 `json:"took_ms"`
+	WaitedMS float64 `json:"waited_ms,omitempty"` // asked for while another switch ran: from the request to its start
+	DrainMS  float64 `json:"drain_ms,omitempty"`  // drain: requests held while the old engine finished
 }
 
 // maxSwitchRecords bounds the status history.

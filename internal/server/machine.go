@@ -120,6 +120,10 @@ type Machine struct {
 	// Pending is the latest switch asked for while Job ran (the latest
 	// wins); it starts once Job and any drain are over.
 	Pending *Job
+	// pendingAt: when Pending was asked for; waited: how long Job waited
+	// as Pending before it began (Switched.Waited).
+	pendingAt time.Time
+	waited    time.Duration
 	// Plan is the plan in force: the serving engine's, or the last one
 	// that served.
 	Plan   *plan.Plan
@@ -276,8 +280,12 @@ type (
 		From, To *Engine
 		OK       bool
 		Err      error
-		Took     time.Duration
-		Drain    time.Duration // drain mode: from the hold to the old engine's last request (or the drain timeout)
+		// Took runs from the switch's start to the new engine serving
+		// (or failing): the switch alone, which the follower and the
+		// adaptive loop price a switch by. Waited is how long it waited
+		// before, asked for while another switch ran (0: it began at once).
+		Took, Waited time.Duration
+		Drain        time.Duration // drain mode: from the hold to the old engine's last request (or the drain timeout)
 	}
 	// Adopt: the plan takes effect without an engine switch (its engine
 	// command equals the serving one's; the proxy's limits may differ).
@@ -388,7 +396,7 @@ func (s *stepper) hold() {
 // engine out of the route and drains it.
 func (s *stepper) begin(j *Job) {
 	m := &s.m
-	m.Job, m.fellBack, m.jobErr, m.began = j, false, nil, s.now
+	m.Job, m.fellBack, m.jobErr, m.began, m.waited = j, false, nil, s.now, 0
 	m.left, m.drainTook = nil, 0
 	m.restartAt = time.Time{}
 	if m.Phase != Stopping {
@@ -430,7 +438,7 @@ func (s *stepper) submit(j *Job) {
 		if m.Pending != nil {
 			s.do(Reply{Job: m.Pending, Err: ErrSuperseded})
 		}
-		m.Pending = j
+		m.Pending, m.pendingAt = j, s.now
 		s.log(lvInfo, "a switch is under way; the new settings apply after it", "why", j.Reason)
 	case m.Serving != nil && samePlan(j.Plan, m.Plan):
 		s.adopt(j)
@@ -484,7 +492,7 @@ func (s *stepper) ready(e Ready) {
 		if m.fellBack {
 			err = m.jobErr
 		}
-		s.do(Switched{Job: j, From: cmp.Or(old, m.left), To: st, OK: !m.fellBack, Err: err, Took: s.now.Sub(m.began), Drain: m.drainTook}, Reply{Job: j, Err: err})
+		s.do(Switched{Job: j, From: cmp.Or(old, m.left), To: st, OK: !m.fellBack, Err: err, Took: s.now.Sub(m.began), Waited: m.waited, Drain: m.drainTook}, Reply{Job: j, Err: err})
 	}
 	m.Job, m.fellBack, m.jobErr, m.left = nil, false, nil, nil
 	if m.Phase == Stopping {
@@ -510,7 +518,7 @@ func (s *stepper) startFailed(st *Engine, err error) {
 	}
 	if m.Serving != nil {
 		s.log(lvError, "the new engine failed to start; the old one keeps serving", "why", j.Reason, "err", err)
-		s.do(Switched{Job: j, From: m.Serving, OK: false, Err: err, Took: s.now.Sub(m.began)}, Reply{Job: j, Err: err})
+		s.do(Switched{Job: j, From: m.Serving, OK: false, Err: err, Took: s.now.Sub(m.began), Waited: m.waited}, Reply{Job: j, Err: err})
 		m.Job, m.Phase = nil, Serving
 		s.next()
 		return
@@ -523,7 +531,7 @@ func (s *stepper) startFailed(st *Engine, err error) {
 		return
 	}
 	if j != nil && j.Kind != KindStart {
-		s.do(Switched{Job: j, From: m.left, OK: false, Err: err, Took: s.now.Sub(m.began), Drain: m.drainTook}, Reply{Job: j, Err: err})
+		s.do(Switched{Job: j, From: m.left, OK: false, Err: err, Took: s.now.Sub(m.began), Waited: m.waited, Drain: m.drainTook}, Reply{Job: j, Err: err})
 	}
 	m.Job = nil
 	m.lastErr = err
@@ -546,6 +554,9 @@ func (s *stepper) next() {
 	j := m.Pending
 	m.Pending = nil
 	s.submit(j)
+	if m.Job == j {
+		m.waited = s.now.Sub(m.pendingAt)
+	}
 }
 
 // adopt takes in a job whose engine command is the serving one's.

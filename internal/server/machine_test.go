@@ -470,3 +470,59 @@ func TestSignalDuringBackoffAfterAFailedStart(t *testing.T) {
 	f.want(Signal{Sig: syscall.SIGTERM}, "Refuse Cut Exit(143)")
 	f.logged(lvInfo, "after failing to start (port taken)")
 }
+
+// A switch's Took runs from its start, the time the follower and the
+// adaptive loop price a switch by; one asked for while another ran says
+// how long it waited before its start (Waited). Before, a reload that
+// waited 3 s behind a switch said nothing of the wait.
+func TestSwitchedTookAndWaited(t *testing.T) {
+	type step struct {
+		after time.Duration
+		ev    Event
+	}
+	reload := func(w string) Event { return Submit{Job: job(KindReload, key.SwitchOverlap, planOf("--w", w))} }
+	cases := []struct {
+		name         string
+		steps        []step // on a machine whose engine 1 serves; the last ends the switch looked at
+		took, waited time.Duration
+	}{
+		{"at once", []step{{0, reload("3")}, {2 * time.Second, Ready{ID: 2}}}, 2 * time.Second, 0},
+		{"behind an overlap switch and its drain", []step{
+			{0, reload("3")}, {time.Second, reload("5")}, {2 * time.Second, Ready{ID: 2}},
+			{500 * time.Millisecond, Drained{ID: 1}}, {0, Exited{ID: 1}}, {2 * time.Second, Ready{ID: 3}},
+		}, 2 * time.Second, 2500 * time.Millisecond},
+		{"the latest wins, its own wait", []step{
+			{0, reload("3")}, {time.Second, reload("5")}, {time.Second, reload("6")}, {time.Second, Ready{ID: 2}},
+			{0, Drained{ID: 1}}, {0, Exited{ID: 1}}, {4 * time.Second, Ready{ID: 3}},
+		}, 4 * time.Second, time.Second},
+		{"failed behind a switch", []step{
+			{0, reload("3")}, {time.Second, reload("5")}, {2 * time.Second, Ready{ID: 2}},
+			{0, Drained{ID: 1}}, {0, Exited{ID: 1}}, {time.Second, Ready{ID: 3, Err: errors.New("no binary")}},
+		}, time.Second, 2 * time.Second},
+		{"after a waited one, at once", []step{
+			{0, reload("3")}, {time.Second, reload("5")}, {time.Second, Ready{ID: 2}},
+			{0, Drained{ID: 1}}, {0, Exited{ID: 1}}, {time.Second, Ready{ID: 3}},
+			{0, Drained{ID: 2}}, {0, Exited{ID: 2}}, {0, reload("7")}, {3 * time.Second, Ready{ID: 4}},
+		}, 3 * time.Second, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := serving(t, limits)
+			for _, s := range c.steps {
+				f.after(s.after, s.ev)
+			}
+			var sw *Switched
+			for _, a := range f.last {
+				if a, ok := a.(Switched); ok {
+					sw = &a
+				}
+			}
+			if sw == nil {
+				t.Fatalf("the last step switched nothing: %s", summary(f.last))
+			}
+			if sw.Took != c.took || sw.Waited != c.waited {
+				t.Errorf("took %s waited %s, want %s and %s", sw.Took, sw.Waited, c.took, c.waited)
+			}
+		})
+	}
+}
