@@ -307,6 +307,42 @@ func (out *outcome) timings(data []byte) {
 	}
 }
 
+// answer is what a non-streamed answer carries: the OpenAI routes'
+// choices[].text (completions) or choices[].message.content (chat) with
+// usage, or llama-server's native /completion's content and
+// tokens_predicted ({"content":"…","stop":true,…}).
+type answer struct {
+	Choices []struct {
+		Text    string `json:"text"`
+		Message struct {
+			Content string `json:"content"`
+		} `json:"message"`
+	} `json:"choices"`
+	Usage struct {
+		CompletionTokens int `json:"completion_tokens"`
+	} `json:"usage"`
+	Content         string `json:"content"`
+	TokensPredicted int    `json:"tokens_predicted"`
+}
+
+// answerTokens is how many tokens a non-streamed answer counts: 0 when it
+// carries no text (empty), at least 1 when it does but says no count.
+// Reading the OpenAI shapes alone counted every answer of /completion
+// empty.
+func answerTokens(raw []byte) (int, error) {
+	var v answer
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return 0, err
+	}
+	switch {
+	case len(v.Choices) > 0 && (v.Choices[0].Text != "" || v.Choices[0].Message.Content != ""):
+		return max(1, v.Usage.CompletionTokens), nil
+	case v.Content != "":
+		return max(1, v.TokensPredicted), nil
+	}
+	return 0, nil
+}
+
 // failBackoff is the pause after a request that got no HTTP answer.
 const failBackoff = 50 * time.Millisecond
 
@@ -330,29 +366,15 @@ func one(ctx context.Context, o Options, body []byte) outcome {
 		return out
 	}
 	if !o.Stream {
-		var v struct {
-			Choices []struct {
-				Text    string `json:"text"`
-				Message struct {
-					Content string `json:"content"`
-				} `json:"message"`
-			} `json:"choices"`
-			Usage struct {
-				CompletionTokens int `json:"completion_tokens"`
-			} `json:"usage"`
-		}
 		raw, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 		if err == nil {
-			err = json.Unmarshal(raw, &v)
+			out.tokens, err = answerTokens(raw)
 		}
 		if err != nil {
 			out.err = "bad body: " + short(err.Error())
 			return out
 		}
 		out.timings(raw)
-		if len(v.Choices) > 0 && (v.Choices[0].Text != "" || v.Choices[0].Message.Content != "") {
-			out.tokens = max(1, v.Usage.CompletionTokens)
-		}
 		return out
 	}
 	sc := bufio.NewScanner(resp.Body)

@@ -5,6 +5,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -45,5 +47,35 @@ func TestStreamFinalEvent(t *testing.T) {
 				t.Errorf("ok %d cut %d failed %d, want ok %d cut %d failed %d: %s", res.OK, res.Cut, res.Failed, c.ok, c.cut, c.failed, res)
 			}
 		})
+	}
+}
+
+// A non-streamed answer counts its tokens in each shape an engine gives:
+// the OpenAI completions and chat routes, and llama-server's native
+// /completion (engine/testdata/h200/completion.json, captured from
+// llama-server on the H200), which was read as empty.
+func TestAnswerTokens(t *testing.T) {
+	native, err := os.ReadFile(filepath.Join("..", "..", "engine", "testdata", "h200", "completion.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, body string
+		tokens     int
+		bad        bool
+	}{
+		{"completions", `{"choices":[{"text":"a b","finish_reason":"length"}],"usage":{"completion_tokens":2}}`, 2, false},
+		{"chat", `{"choices":[{"message":{"role":"assistant","content":"a b c"}}],"usage":{"completion_tokens":3}}`, 3, false},
+		{"native /completion", string(native), 16, false},
+		{"native, no count", `{"content":"a","stop":true}`, 1, false},
+		{"completions, no count", `{"choices":[{"text":"a"}]}`, 1, false},
+		{"empty completions", `{"choices":[{"text":""}],"usage":{"completion_tokens":0}}`, 0, false},
+		{"empty native", `{"content":"","stop":true,"tokens_predicted":0}`, 0, false},
+		{"not JSON", `<html>`, 0, true},
+	} {
+		got, err := answerTokens([]byte(c.body))
+		if got != c.tokens || (err != nil) != c.bad {
+			t.Errorf("%s: %d tokens, err %v; want %d, bad %v", c.name, got, err, c.tokens, c.bad)
+		}
 	}
 }
