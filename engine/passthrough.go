@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unicode"
 
 	"github.com/speclaunch/speclaunch/internal/key"
 	"github.com/speclaunch/speclaunch/internal/llamaflags"
@@ -20,6 +21,10 @@ var ErrPassthrough = errors.New("engine argument conflicts with the launcher")
 // engine argument that is not a flag the engine knows and is nearest a
 // key flag (--api-kye K).
 var ErrKeyFlagMisspelt = errors.New("engine argument is a misspelt key flag")
+
+// ErrKeyFlagSpaced is wrapped by the CheckPassthrough error for a key
+// flag with white space around it ("--api-key ", its key the next item).
+var ErrKeyFlagSpaced = errors.New("engine argument is a key flag with white space around it")
 
 // ErrKeyFlagJoined is wrapped by the CheckPassthrough error for an engine
 // argument that is a key flag and its value in one ("--api-key K").
@@ -174,7 +179,7 @@ func CheckPassthrough(e key.Engine, args []string) error {
 			return fmt.Errorf("%w: %q sets %s: %s", ErrPassthrough, secret.MaskArgv([]string{a})[0], o.what, o.fix)
 		}
 	}
-	if err := joinedKeyFlag(args); err != nil {
+	if err := joinedKeyFlag(e, args); err != nil {
 		return err
 	}
 	return misspeltKeyFlag(e, args)
@@ -184,13 +189,24 @@ func CheckPassthrough(e key.Engine, args []string) error {
 // (secret.JoinedFlag: "--api-key K", a TOML list's one item where two were
 // meant): the engine reads no key from it, so it refuses to start on an
 // unknown flag (llama-server) or serves with no API key (the sim), and
-// the value would sit on its command line. The value is masked.
-func joinedKeyFlag(args []string) error {
+// the value would sit on its command line. The value is masked. The fix
+// names the flag spelt right ("--api-kye K" → --api-key): split as given
+// it would be refused again, as misspelt.
+func joinedKeyFlag(e key.Engine, args []string) error {
 	for _, a := range args {
-		if name, _, ok := secret.JoinedFlag(a); ok {
-			return fmt.Errorf("%w: %q: the engine reads no key from it (it refuses to start on an unknown flag, or serves with no API key); give the flag and its value as two arguments (in a profile's engine.args, two list items: [%q, \"KEY\"]) or as %s=KEY",
-				ErrKeyFlagJoined, secret.MaskArgv([]string{a})[0], name, name)
+		if t := strings.TrimSpace(a); t != a && secret.ListedFlag(t) && !strings.ContainsFunc(t, unicode.IsSpace) {
+			return fmt.Errorf("%w: %q: the engine takes it for another flag; write %s", ErrKeyFlagSpaced, a, t)
 		}
+		name, _, ok := secret.JoinedFlag(a)
+		if !ok || !secret.ListedFlag(name) {
+			continue // a flag secret by its words only (--eos-token </s>) is masked, not refused
+		}
+		fix, typed := name, ""
+		if near := newKeyFlagJudge(e).near(name); near != "" {
+			fix, typed = near, fmt.Sprintf("; %s is not a flag the engine (%s) knows", name, e)
+		}
+		return fmt.Errorf("%w: %q: the engine reads no key from it (it refuses to start on an unknown flag, or serves with no API key); give the flag and its value as two arguments (in a profile's engine.args, two list items: [%q, \"KEY\"]) or as %s=KEY%s",
+			ErrKeyFlagJoined, secret.MaskArgv([]string{a})[0], fix, fix, typed)
 	}
 	return nil
 }
@@ -207,10 +223,7 @@ func joinedKeyFlag(args []string) error {
 // looked for only where a key flag is within reach: a profile's many
 // copies of one argument cost one look, not one each.
 func misspeltKeyFlag(e key.Engine, args []string) error {
-	sp := APIKeySpec(e)
-	known, keyFlags := knownFlags(e)
-	llamaLike := e == key.LlamaCpp || e == key.MLXCEL || e == key.Sim
-	isKey := func(f string) bool { return isKeyFlag(sp, f) }
+	j := newKeyFlagJudge(e)
 	judged := map[string]bool{}
 	for i, a := range args {
 		if !strings.HasPrefix(a, "-") || a == "-" || strings.TrimLeft(a, "-0123456789.") == "" {
@@ -224,18 +237,8 @@ func misspeltKeyFlag(e key.Engine, args []string) error {
 			continue
 		}
 		judged[name] = true
-		if _, ok := llamaflags.Values(name); (llamaLike && ok) || slices.Contains(known, name) {
-			continue
-		}
-		// The nearest known flag can take a key only if a key flag is
-		// within 2 edits, case ignored (--API-KEY is a typo as well:
-		// llama-server's flags are case-sensitive, and it refuses it as an
-		// unknown flag): the short list first, the long one only then.
-		if typo.NearestFold(name, keyFlags) == "" {
-			continue
-		}
-		near := typo.NearestFold(name, known)
-		if near == "" || !isKey(near) {
+		near := j.near(name)
+		if near == "" {
 			continue
 		}
 		if !inline && i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
@@ -252,6 +255,39 @@ func misspeltKeyFlag(e key.Engine, args []string) error {
 		return fmt.Errorf("%w: %s is not a flag the engine (%s) knows; did you mean %s? Spell it %s: as given, the engine refuses to start on the unknown flag, and the key would be on its command line as a plain argument", ErrKeyFlagMisspelt, shown, e, near, near)
 	}
 	return nil
+}
+
+// keyFlagJudge knows an engine's flags, to say which key flag an unknown
+// one is a typo of.
+type keyFlagJudge struct {
+	e               key.Engine
+	sp              secret.Spec
+	known, keyFlags []string
+}
+
+func newKeyFlagJudge(e key.Engine) keyFlagJudge {
+	known, keyFlags := knownFlags(e)
+	return keyFlagJudge{e: e, sp: APIKeySpec(e), known: known, keyFlags: keyFlags}
+}
+
+// near is the key flag name is a typo of, "" when name is a flag the
+// engine knows or near no key flag. The nearest key flag must be within 2
+// edits, case ignored (--API-KEY is a typo as well: llama-server's flags
+// are case-sensitive, and it refuses it as an unknown flag): the short
+// list first, the long one only then.
+func (j keyFlagJudge) near(name string) string {
+	llamaLike := j.e == key.LlamaCpp || j.e == key.MLXCEL || j.e == key.Sim
+	if _, ok := llamaflags.Values(name); (llamaLike && ok) || slices.Contains(j.known, name) {
+		return ""
+	}
+	if typo.NearestFold(name, j.keyFlags) == "" {
+		return ""
+	}
+	near := typo.NearestFold(name, j.known)
+	if near == "" || !isKeyFlag(j.sp, near) {
+		return ""
+	}
+	return near
 }
 
 // isKeyFlag reports whether flag f of an engine whose keys sp names takes

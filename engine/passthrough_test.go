@@ -193,6 +193,10 @@ func TestJoinedKeyFlag(t *testing.T) {
 		{"the flag's own form", key.LlamaCpp, []string{"--api-key=LEAKCHECKKEY-0123456789"}, nil, ""},
 		{"a value with a space, its own form", key.VLLM, []string{"--api-key=LEAKCHECKKEY 0123456789"}, nil, ""},
 		{"no secret", key.LlamaCpp, []string{"--alias", "my model"}, nil, ""},
+		{"a zero-width space", key.LlamaCpp, []string{"--api-key\u200bLEAKCHECKKEY-0123456789"}, ErrKeyFlagJoined, fix},
+		{"misspelt: the fix spells it right", key.LlamaCpp, []string{"--api-kye LEAKCHECKKEY-0123456789"}, ErrKeyFlagJoined, fix + "; --api-kye is not a flag the engine (llama.cpp) knows"},
+		{"a flag secret by its words only", key.LlamaCpp, []string{"--chat-template", "x", "--eos-token </s> x"}, nil, ""},
+		{"a space after the flag, the key next", key.LlamaCpp, []string{"--api-key ", "LEAKCHECKKEY-0123456789"}, ErrKeyFlagSpaced, `"--api-key ": the engine takes it for another flag; write --api-key`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := CheckPassthrough(tc.e, tc.args)

@@ -192,13 +192,35 @@ func nearSecretFlag(n string) bool {
 // words of its value (vLLM's --api-key K1 K2); ok is false for any other
 // argument, the flag's own form "--api-key=K" included.
 func JoinedFlag(a string) (name string, vals []string, ok bool) {
-	a = strings.TrimLeftFunc(a, unicode.IsSpace)
-	i := strings.IndexFunc(a, unicode.IsSpace)
+	a = strings.TrimLeftFunc(a, joinSep)
+	i := strings.IndexFunc(a, joinSep)
 	if i < 0 || strings.Contains(a[:i], "=") || !SecretFlag(a[:i]) {
 		return "", nil, false
 	}
-	rest := strings.TrimPrefix(strings.TrimLeftFunc(a[i:], unicode.IsSpace), "=")
-	return a[:i], strings.Fields(rest), true
+	rest := strings.TrimPrefix(strings.TrimLeftFunc(a[i:], joinSep), "=")
+	if vals = strings.FieldsFunc(rest, joinSep); len(vals) == 0 {
+		// "--api-key " and its key in the next item: a flag as typed, its
+		// value the argument after it, which SecretFlag masks.
+		return "", nil, false
+	}
+	return a[:i], vals, true
+}
+
+// ListedFlag reports whether name is a secret flag an engine lists
+// (secretFlags, -hft) or a typo of one (--api-kye, --API_KEY), not a
+// flag secret only by the words in its name (--eos-token, --auth): a
+// value joined to a listed one was meant as the engine's key.
+func ListedFlag(name string) bool {
+	n := strings.ToUpper(strings.TrimLeft(name, "-"))
+	return strings.HasPrefix(name, "-") && (n == "HFT" || nearSecretFlag(strings.ReplaceAll(n, "_", "-")))
+}
+
+// joinSep is what can stand between a joined flag and its value: white
+// space, or an invisible format character (a zero-width space, U+FEFF,
+// U+2060) pasted from a web page, which a hostile round saw print a key
+// whole when only white space counted.
+func joinSep(r rune) bool {
+	return unicode.IsSpace(r) || unicode.Is(unicode.Cf, r)
 }
 
 // maskJoined is the argument JoinedFlag split into the flag name and the

@@ -169,6 +169,8 @@ func TestMaskArgv(t *testing.T) {
 		{"joined, a typo", []string{"--API-KYE LEAKCHECKKEY-0123456789"}, []string{"--API-KYE ****6789"}},
 		{"joined, a space in the flag's own form", []string{"--api-key=LEAK 0123456789"}, []string{"--api-key=****6789"}},
 		{"joined, a key file", []string{"--api-key-file /run/my keys.txt"}, []string{"--api-key-file /run/my keys.txt"}},
+		{"a space after the flag, the key next", []string{"--api-key ", "LEAKCHECKKEY-0123456789"}, []string{"--api-key ", "****6789"}},
+		{"joined by a zero-width space", []string{"--api-key\u200bLEAKCHECKKEY-0123456789"}, []string{"--api-key ****6789"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			orig := slices.Clone(c.in)
@@ -576,12 +578,16 @@ func TestJoinedFlag(t *testing.T) {
 		{"--api-key\tK1", "--api-key", []string{"K1"}},
 		{" --api-key K1 ", "--api-key", []string{"K1"}},
 		{"--api-key K1 K2", "--api-key", []string{"K1", "K2"}},
-		{"--api-key ", "--api-key", nil},
+		{"--api-key ", "", nil}, // the key is the next item: a flag, not joined
 		{"--hf-token hf_abc", "--hf-token", []string{"hf_abc"}},
 		{"-hft T", "-hft", []string{"T"}},
 		{"--API-KEY K1", "--API-KEY", []string{"K1"}},
 		{"--api_key K1", "--api_key", []string{"K1"}},
 		{"--auth K1", "--auth", []string{"K1"}},
+		{"--api-key\u200bK1", "--api-key", []string{"K1"}},
+		{"--api-key\ufeffK1", "--api-key", []string{"K1"}},
+		{"--api-key\u2060\u00a0K1", "--api-key", []string{"K1"}},
+		{"\u200b--api-key K1", "--api-key", []string{"K1"}},
 		{"--api-key=K1 K2", "", nil},
 		{"--api-key", "", nil},
 		{"--api-key-file /a b", "", nil},
@@ -593,6 +599,23 @@ func TestJoinedFlag(t *testing.T) {
 		name, vals, ok := JoinedFlag(c.arg)
 		if ok != (c.name != "") || name != c.name || !slices.Equal(vals, c.vals) {
 			t.Errorf("JoinedFlag(%q) = %q, %q, %v; want %q, %q", c.arg, name, vals, ok, c.name, c.vals)
+		}
+	}
+}
+
+// ListedFlag: the secret flags the engines list and their typos, not a
+// flag secret by its words only.
+func TestListedFlag(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		want bool
+	}{
+		{"--api-key", true}, {"--API-KEY", true}, {"--api_key", true}, {"--api-kye", true},
+		{"--hf-token", true}, {"-hft", true}, {"--admin-api-key", true},
+		{"--eos-token", false}, {"--auth", false}, {"-k", false}, {"--api-key-file", false}, {"api-key", false},
+	} {
+		if got := ListedFlag(c.name); got != c.want {
+			t.Errorf("ListedFlag(%q) = %v, want %v", c.name, got, c.want)
 		}
 	}
 }
