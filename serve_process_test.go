@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"net"
 	"os"
@@ -228,5 +229,28 @@ func TestSIGINTDuringProbeIsNoProbeFailure(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "engine stopped") {
 		t.Errorf("no engine stop in the log:\n%s", out.String())
+	}
+}
+
+// TestClosedStdoutIsNoDeath: a write to a stdout whose reader went away
+// (`speclaunch tune --json | head -3`) fails with EPIPE; the process is
+// not killed by SIGPIPE (exit 141, nothing said), as Go kills it by
+// default for fd 1 and 2.
+func TestClosedStdoutIsNoDeath(t *testing.T) {
+	testenv.E2E(t)
+	bin := staticBinary(t)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	defer w.Close()
+	var stderr bytes.Buffer
+	cmd := exec.Command(bin, "resolve", "--profile", "profiles/demo.toml")
+	cmd.Stdout, cmd.Stderr = w, &stderr
+	cmd.Env = append(os.Environ(), "PATH="+t.TempDir(), "XDG_CONFIG_HOME="+t.TempDir())
+	err = cmd.Run()
+	if ee, ok := err.(*exec.ExitError); ok && !ee.Exited() {
+		t.Fatalf("resolve with its stdout closed was killed: %v (stderr %q)", err, stderr.String())
 	}
 }
