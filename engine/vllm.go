@@ -155,7 +155,7 @@ var vllmOwnedKeys = map[string]string{
 	"method":                 "the drafter kind: set --draft-kind (or draft.kind in the profile)",
 	"model":                  "the draft model: set --draft-model (or draft.model in the profile)",
 	"num_speculative_tokens": "the draft width: set --draft-block-size W (or draft.block_size in the profile), in the launcher's unit: num_speculative_tokens = W - 1",
-	VLLMScheduleKey:          "the width schedule: give it as speclaunch's own schedule, --draft-schedule (or draft.schedule in the profile, or MLXCEL_DRAFT_SCHEDULE; docs/schedule.md), in the launcher's unit, widths (K + 1): [[1, 1, 3], [2, 1048576, 0]] is 1:4,2+:1",
+	VLLMScheduleKey:          "the width schedule: give it as speclaunch's own schedule, --draft-schedule (or draft.schedule in the profile, or MLXCEL_DRAFT_SCHEDULE; docs/schedule.md), in the launcher's unit, widths (K + 1): for example, [[1, 1, 3], [2, 1048576, 0]] is 1:4,2+:1",
 }
 
 // splitSpecConfig takes an operator's --speculative-config out of the

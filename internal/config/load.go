@@ -288,9 +288,9 @@ var engineArgsRow = Row{Name: "engine-args", Key: "engine.args", Default: "none"
 func typedArgs(e key.Engine) string {
 	switch e {
 	case key.VLLM:
-		return "engine arguments (vLLM's arguments as typed, and after --)"
+		return "engine arguments for vLLM (llama-server flags as typed, and after --)"
 	case key.SGLang:
-		return "engine arguments (SGLang's arguments as typed, and after --)"
+		return "engine arguments for SGLang (llama-server flags as typed, and after --)"
 	}
 	return "engine arguments (llama-server flags as typed, and after --)"
 }

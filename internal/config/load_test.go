@@ -553,8 +553,8 @@ func TestEngineArgsSource(t *testing.T) {
 		{"", "flag engine arguments (llama-server flags as typed, and after --)"},
 		{"llama.cpp", "flag engine arguments (llama-server flags as typed, and after --)"},
 		{"sim", "flag engine arguments (llama-server flags as typed, and after --)"},
-		{"vllm", "flag engine arguments (vLLM's arguments as typed, and after --)"},
-		{"sglang", "flag engine arguments (SGLang's arguments as typed, and after --)"},
+		{"vllm", "flag engine arguments for vLLM (llama-server flags as typed, and after --)"},
+		{"sglang", "flag engine arguments for SGLang (llama-server flags as typed, and after --)"},
 	} {
 		flags := map[string]string{}
 		if c.engine != "" {

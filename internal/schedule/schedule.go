@@ -165,7 +165,7 @@ func (s Schedule) validate(bucket func(i int) string) error {
 		where := bucket(i)
 		switch {
 		case b.Lo < 1:
-			return fmt.Errorf("%s starts at %d concurrent requests: loads start at 1", where, b.Lo)
+			return fmt.Errorf("%s starts at %d requests in flight: loads start at 1", where, b.Lo)
 		case b.Lo > maxLevel || b.Hi > maxLevel:
 			return fmt.Errorf("%s names a load above %d: use 0 (or N+) for no upper bound", where, maxLevel)
 		case b.Hi < 0:

@@ -30,7 +30,7 @@ func TestParse(t *testing.T) {
 		{in: "2+:4", err: "leaves loads 1-1"},
 		// A bucket is named as written: "0:4" read as 0 to no bound
 		// was said as "0+", a bucket the operator never wrote.
-		{in: "0:4,1+:5", err: `bucket 1 "0:4" starts at 0 concurrent requests: loads start at 1`},
+		{in: "0:4,1+:5", err: `bucket 1 "0:4" starts at 0 requests in flight: loads start at 1`},
 		{in: "1:6, 3+:2", err: `bucket 2 "3+:2" leaves loads 2-2 without a width`},
 		{in: "1+:0", err: "width 0"},
 		{in: "0", err: "width 0"},

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/BurntSushi/toml"
 )
@@ -210,10 +211,23 @@ func FuzzCheck(f *testing.F) {
 	if b, err := os.ReadFile("../../policy.toml"); err == nil {
 		f.Add(string(b))
 	}
+	for _, s := range []string{"\xe3", "a = 1\n\xff", "a = \"\x00\"", "# é\n[a]\x00"} {
+		f.Add(s)
+	}
 	f.Fuzz(func(t *testing.T, src string) {
 		err := Check(src)
 		var ge *Error
-		if err != nil && (!errors.As(err, &ge) || ge.Line < 1 || ge.Line > strings.Count(src, "\n")+1 || ge.Depth != MaxDepth+1) {
+		if err != nil && (!errors.As(err, &ge) || ge.Line < 1 || ge.Line > strings.Count(src, "\n")+1) {
+			t.Fatalf("bad error %#v", err)
+		}
+		// Not text (a byte not UTF-8, or a NUL): refused as that, depth 0.
+		if text := utf8.ValidString(src) && !strings.Contains(src, "\x00"); !text {
+			if err == nil || ge.Depth != 0 || ge.Msg == "" {
+				t.Fatalf("not text, Check: %#v", err)
+			}
+			return
+		}
+		if err != nil && ge.Depth != MaxDepth+1 {
 			t.Fatalf("bad error %#v", err)
 		}
 		if err != nil && len(src) > 4096 {
