@@ -14,10 +14,11 @@ type Kind int
 // Observations.
 const (
 	Tick     Kind = iota // the clock only
-	Scrape               // the serving engine's counters and the proxy's in-flight count
+	Scrape               // the serving engine's counters and its generation requests in flight
 	Probed               // a probe's result: Verify, or Err
 	Switched             // a switch's outcome: Width serving now and Took, or Err
-	// Sample is the proxy's in-flight count and the serving Width, every
+	// Sample is the server's load (the proxy's count of clients'
+	// generation requests in flight) and the serving Width, every
 	// follow.Tick: what serve follows the schedule in force by
 	// (internal/follow), the one place a switch is asked for.
 	Sample
@@ -28,8 +29,9 @@ type Observation struct {
 	Kind Kind
 	Now  time.Time
 	// Scrape: the serving engine (Engine changes whenever another engine
-	// process serves), its width, the proxy's requests in flight, and the
-	// engine's counters. Sample: Width and InFlight.
+	// process serves), its width, its clients' generation requests in
+	// flight (the proxy's count), and the engine's counters. Sample: Width
+	// and InFlight.
 	Engine   uint64
 	Width    int
 	InFlight float64

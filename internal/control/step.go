@@ -231,14 +231,14 @@ func (cur Counters) since(base Counters) (d Counters, ok bool) {
 	return d, true
 }
 
-// observeLoad samples the proxy's in-flight count and settles the load
-// bucket the scrapes measure (serve follows the schedule by Sample). A
-// scrape with nothing in flight is no sample and moves no bucket: the
-// window is the load while there is one. Idle for idleGap (nothing in
-// flight, nothing generated), the window starts again and no bucket is
-// measured until the load settles anew, so that the first scrapes of the
-// traffic after a pause are neither counted under the bucket before it
-// nor averaged with it.
+// observeLoad samples the scrape's generation requests in flight and
+// settles the load bucket the scrapes measure (serve follows the schedule
+// by Sample). A scrape with nothing in flight is no sample and moves no
+// bucket: the window is the load while there is one. Idle for idleGap
+// (nothing in flight, nothing generated), the window starts again and no
+// bucket is measured until the load settles anew, so that the first
+// scrapes of the traffic after a pause are neither counted under the
+// bucket before it nor averaged with it.
 func (c Controller) observeLoad(s *State, o Observation) []Action {
 	l := &s.Load
 	if o.InFlight <= 0 {

@@ -1,13 +1,15 @@
 // Package follow decides when serve moves a one-width engine (llama.cpp,
 // mlxcel, sim) to another bucket of its width schedule. It is a pure
 // state machine over explicit state: the shell samples the proxy's own
-// count of requests in flight and reports the switches it ran; Step says
-// when to switch and why. Where the schedule came from (the operator, a
-// policy entry, `speclaunch tune`, the adaptive controller) is not its
-// business: Config.Schedule is whichever is in force. A schedule whose
-// width changes at the bucket the load sits in (the adaptive controller
-// learnt another width there) is followed by the same rule: the load has
-// sat there since it entered the bucket, which the switch must repay.
+// count of clients' generation requests in flight (the engine's batch:
+// polls of its state are not the load) and reports the switches it ran;
+// Step says when to switch and why. Where the schedule came from (the
+// operator, a policy entry, `speclaunch tune`, the adaptive controller) is
+// not its business: Config.Schedule is whichever is in force. A schedule
+// whose width changes at the bucket the load sits in (the adaptive
+// controller learnt another width there) is followed by the same rule: the
+// load has sat there since it entered the bucket, which the switch must
+// repay.
 package follow
 
 import (
@@ -91,11 +93,11 @@ func New(cfg Config, w int, started time.Duration) State {
 	return State{Width: w, Switch: max(started, 0), ring: make([]int, n), counts: make([]int, len(cfg.Schedule)), cand: -1}
 }
 
-// Observation is one sample: the server's requests in flight at Now (on
-// every engine, a draining one's included, and those the proxy holds),
-// and Busy, why no switch can start now ("" when one can): an engine
-// still drains or starts beside the serving one, so a switch asked now
-// would wait behind it and run on a load read before.
+// Observation is one sample: the server's generation requests in flight
+// at Now (on every engine, a draining one's included, and those the proxy
+// holds), and Busy, why no switch can start now ("" when one can): an
+// engine still drains or starts beside the serving one, so a switch asked
+// now would wait behind it and run on a load read before.
 type Observation struct {
 	Now      time.Time
 	InFlight int

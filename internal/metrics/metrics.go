@@ -77,7 +77,7 @@ func New(src Sources) *Metrics {
 		}
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, fn))
 	}
-	f("speclaunch_requests_in_flight", "Requests in flight on the serving engine, the launcher's own included.", src.InFlight, false)
+	f("speclaunch_requests_in_flight", "Requests in flight on the serving engine, of every route, the launcher's own included (the load a schedule follows counts generations alone).", src.InFlight, false)
 	f("speclaunch_requests_held", "Requests waiting for an engine (a drain switch, a restart).", src.HeldNow, false)
 	f("speclaunch_requests_held_total", "Requests that waited for an engine.", src.Held, true)
 	f("speclaunch_requests_rejected_total", "Requests answered 503 by speclaunch: queue full, held too long, or stopping.", src.Rejected, true)
@@ -92,7 +92,7 @@ func New(src Sources) *Metrics {
 	m.width = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "speclaunch_width",
 		Help: "The serving engine's draft width (verify rows; 1 = speculation off), labelled by where it came from and the schedule's bucket in force (requests in flight: 1, 2-3, 4+)."}, []string{"source", "bucket"})
 	m.widthLoad = prometheus.NewGauge(prometheus.GaugeOpts{Name: "speclaunch_width_load",
-		Help: "The load (mean requests in flight) the serving width was chosen for: 1 at a launch, the load that caused the last switch of a followed schedule."})
+		Help: "The load (mean generation requests in flight) the serving width was chosen for: 1 at a launch, the load that caused the last switch of a followed schedule."})
 	m.verified = prometheus.NewGauge(prometheus.GaugeOpts{Name: "speclaunch_width_verified",
 		Help: "1 when the serving engine's width was read from the engine and matches, or is 1 (speculation off: the engine runs with no drafter), else 0."})
 	m.phase = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "speclaunch_state",

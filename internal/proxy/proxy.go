@@ -5,7 +5,9 @@
 // It knows nothing of widths or policies. serve's runtime (package
 // server, driven by package serve) tells it where to send requests (Route)
 // and when to hold them (Hold); the proxy counts each backend's requests in
-// flight so an old engine can be drained before it is stopped.
+// flight so an old engine can be drained before it is stopped, and apart
+// from them the clients' generation requests (generates), the load a width
+// schedule is followed by.
 //
 // What a client sees:
 //   - bodies and responses are streamed; server-sent events are flushed as
@@ -157,7 +159,16 @@ func (b *Backend) add(d int) {
 	b.mu.Unlock()
 }
 
-// Served is how long clients' generation requests (isWork) took on this
+// Generating is the number of clients' generation requests (generates)
+// being served by the backend now: the engine's batch, where InFlight
+// also counts reads of its state and speclaunch's own requests.
+func (b *Backend) Generating() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.work.n
+}
+
+// Served is how long clients' generation requests (generates) took on this
 // engine, summed over those that ended well (the whole answer sent, a
 // status below 400, the client still there), from the moment the proxy
 // handed each to it to the last byte of its answer, and how many: the
@@ -179,7 +190,7 @@ func (b *Backend) now() time.Time {
 	return time.Now()
 }
 
-// beginWork counts a client's request for work on b (isWork).
+// beginWork counts a client's request for work on b (generates).
 func (b *Backend) beginWork() workMark {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -194,18 +205,23 @@ func (b *Backend) endWork(w workMark, count bool) {
 	b.work.end(w, b.now(), count)
 }
 
-// isWork says whether a request asks the engine to generate: a POST to
-// one of llama-server's generation routes. Others (/tokenize,
-// /apply-template, /embedding, slot saves, reads of its state) move none
-// of the counters a width is measured by.
-func isWork(r *http.Request) bool {
-	return r.Method == http.MethodPost && generationPaths[r.URL.Path]
+// generates says whether a request asks the engine to decode tokens: a
+// POST to one of the generation routes (a GET of one is answered 404 or
+// 405 and decodes nothing). Only these fill the engine's batch, so only
+// they are the load a width schedule is followed by (Proxy.Generating)
+// and the work a width is measured by (Backend.Served). Others (/v1/models,
+// /props, /metrics, /slots, /tokenize, /apply-template, /embedding, slot
+// saves) move neither.
+func generates(method, path string) bool {
+	return method == http.MethodPost && generationPaths[path]
 }
 
-// generationPaths are llama-server's routes that decode tokens.
+// generationPaths are llama-server's routes that decode tokens, its
+// Ollama /api/chat and Anthropic /v1/messages included; mlxcel's and the
+// OpenAI routes of vLLM and SGLang are among them.
 var generationPaths = map[string]bool{
 	"/completion": true, "/completions": true, "/v1/completions": true,
-	"/chat/completions": true, "/v1/chat/completions": true,
+	"/chat/completions": true, "/v1/chat/completions": true, "/api/chat": true,
 	"/infill": true, "/v1/messages": true, "/v1/responses": true,
 }
 
@@ -284,6 +300,7 @@ type Proxy struct {
 	queue   []*waiter     // FIFO
 
 	held, rejected, retried atomic.Int64
+	generating              atomic.Int64 // clients' generation requests taken and not yet answered (Generating)
 	bodies                  *bodyBudget
 	localFails              burst // 503s for speclaunch's own want of resources, logged in bursts
 	stalls                  burst // answers cut by the send timeout (a client stopped reading), logged in bursts
@@ -485,6 +502,14 @@ func (p *Proxy) Stats() Stats {
 		BodyBytesHeld: bh, BodiesStreamed: bs}
 }
 
+// Generating is the number of clients' generation requests (generates)
+// the proxy has taken and not yet answered: held for an engine, or on any
+// engine, a draining one's included. It is the server's load as a width
+// schedule reads it (docs/schedule.md): a poll of /v1/models or /metrics,
+// a tokenize call or speclaunch's own probe fills no batch, so none of
+// them counts.
+func (p *Proxy) Generating() int { return int(p.generating.Load()) }
+
 // errHeld is a request that could not be given a backend in time.
 type errHeld struct {
 	why      string
@@ -628,6 +653,11 @@ func (p *Proxy) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "cannot read the request body: "+err.Error(), "invalid_request_error", 0)
 		return
 	}
+	gen := generates(r.Method, r.URL.Path)
+	if gen {
+		p.generating.Add(1)
+		defer p.generating.Add(-1)
+	}
 	b, err := p.acquire(r.Context(), nil)
 	if err != nil {
 		var h *errHeld
@@ -638,7 +668,7 @@ func (p *Proxy) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		clientGone() // nobody to answer
 	}
 	s := &slot{b: b, in: r.Body}
-	if isWork(r) {
+	if gen {
 		s.work = b.beginWork()
 	}
 	answered := false // the answer went out whole (ServeHTTP panics on a cut stream)

@@ -12,6 +12,7 @@ import (
 	"github.com/speclaunch/speclaunch/internal/key"
 	"github.com/speclaunch/speclaunch/internal/modelhash"
 	"github.com/speclaunch/speclaunch/internal/plan"
+	"github.com/speclaunch/speclaunch/internal/proxy"
 	"github.com/speclaunch/speclaunch/internal/secret"
 	"github.com/speclaunch/speclaunch/internal/server"
 	"github.com/speclaunch/speclaunch/internal/waitlog"
@@ -148,17 +149,26 @@ func (sv *launcher) SwitchWidth(ctx context.Context, w int, reason string) (took
 	}
 }
 
-// InFlight is the number of requests the serving engine has in flight now
-// (clients' and the launcher's own, counted by the proxy); 0 while none
-// serves, and in direct mode (no proxy counts them).
-func (sv *launcher) InFlight() int {
-	if sv.rt == nil {
-		return 0
-	}
-	if in := sv.rt.Current(); in != nil && in.Backend != nil {
-		return in.Backend.InFlight()
+// Generating is the clients' generation requests on the serving engine
+// now (proxy.Backend.Generating: neither the launcher's own requests nor
+// reads of the engine's state); 0 while none serves, and in direct mode
+// (no proxy counts them).
+func (sv *launcher) Generating() int {
+	if b := sv.servingBackend(); b != nil {
+		return b.Generating()
 	}
 	return 0
+}
+
+// servingBackend is the serving engine's backend; nil while none serves.
+func (sv *launcher) servingBackend() *proxy.Backend {
+	if sv.rt == nil {
+		return nil
+	}
+	if in := sv.rt.Current(); in != nil {
+		return in.Backend
+	}
+	return nil
 }
 
 // switchErr is a switch job's answer as the loop reads it: a job a later

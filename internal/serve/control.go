@@ -48,10 +48,11 @@ type controlShell struct {
 	// succeeded (said once).
 	resumed string
 	saved   bool
-	// probing counts the shell's own probe requests in flight, which the
-	// proxy's count holds and the load must not; pre is a probe made
-	// before traffic, for the loop to take; hasCurve says the controller
-	// has a verify cost, so no new engine is probed before traffic.
+	// probing counts the shell's own probes in flight (a scrape that spans
+	// one says so; the load never counts their requests: they are not
+	// clients'); pre is a probe made before traffic, for the loop to take;
+	// hasCurve says the controller has a verify cost, so no new engine is
+	// probed before traffic.
 	probing  atomic.Int32
 	probed   atomic.Bool  // a probe ran since the last scrape
 	switches atomic.Int64 // switches begun: a probe that saw one was cut by it
@@ -213,10 +214,10 @@ func (sh *controlShell) startedIn() time.Duration {
 	return sh.started()
 }
 
-// sample is the server's load (less the shell's own probe requests),
-// whether a switch can start, and the serving width, for the follower.
+// sample is the server's load (Runtime.Load), whether a switch can
+// start, and the serving width, for the follower.
 func (sh *controlShell) sample(now time.Time) control.Observation {
-	o := control.Observation{Kind: control.Sample, Now: now, InFlight: float64(max(0, sh.rt.Load()-int(sh.probing.Load()))), Busy: sh.rt.Busy()}
+	o := control.Observation{Kind: control.Sample, Now: now, InFlight: float64(sh.rt.Load()), Busy: sh.rt.Busy()}
 	if in := sh.eng.Current(); in != nil {
 		o.Width, sh.serving = widthOf(in.Plan), in.Plan
 	}
@@ -268,7 +269,8 @@ func (sh *controlShell) followDefault(s control.State, serving *plan.Plan) contr
 	return s
 }
 
-// scrape reads the serving engine's counters and the load.
+// scrape reads the serving engine's counters and its load
+// (Runtime.Generating).
 func (sh *controlShell) scrape(ctx context.Context, now time.Time) (control.Observation, error) {
 	in := sh.eng.Current()
 	if in == nil || in.Backend == nil {
@@ -302,7 +304,7 @@ func (sh *controlShell) scrape(ctx context.Context, now time.Time) (control.Obse
 	}
 	probed := sh.probed.Swap(false) || sh.probing.Load() > 0
 	return control.Observation{Kind: control.Scrape, Now: now, Engine: uint64(in.ID), Width: w, Probing: probed,
-		InFlight: float64(max(0, sh.rt.InFlight()-int(sh.probing.Load()))), Counters: control.Counters{Cycles: snap.Cycles, AtLeast: snap.PerPos, Tokens: snap.Predicted, Secs: secs}}, nil
+		InFlight: float64(sh.rt.Generating()), Counters: control.Counters{Cycles: snap.Cycles, AtLeast: snap.PerPos, Tokens: snap.Predicted, Secs: secs}}, nil
 }
 
 // switchTo asks the runtime for the switch and answers the loop.

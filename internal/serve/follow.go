@@ -40,7 +40,7 @@ func FollowOff(p *plan.Plan, proxied, adapting bool) string {
 type FollowStatus struct {
 	Schedule string    `json:"schedule"`
 	Bucket   string    `json:"bucket"`        // the bucket whose width runs, in requests in flight
-	Load     float64   `json:"load"`          // mean requests in flight over the last window
+	Load     float64   `json:"load"`          // mean generation requests in flight over the last window
 	Note     string    `json:"note"`          // the last decision, or why not yet
 	Switches int       `json:"switches"`      // made by the follower since serve started
 	Off      string    `json:"off,omitempty"` // why it does not follow
@@ -68,8 +68,8 @@ func (sv *launcher) runFollow(p *plan.Plan) func() {
 	return func() { cancel(); <-done }
 }
 
-// follow is the follower's loop: a sample of the proxy's in-flight count
-// every follow.Tick, a switch when the rule asks for one.
+// follow is the follower's loop: a sample of the load (Load) every
+// follow.Tick, a switch when the rule asks for one.
 func (sv *launcher) follow(ctx context.Context, p *plan.Plan, started time.Duration) {
 	cfg := follow.Config{Schedule: p.Resolution.Schedule, Gain: sv.gainOf(p)}
 	st := follow.New(cfg, widthOf(p), started)
@@ -149,17 +149,16 @@ func (sv *launcher) followSwitch(ctx context.Context, st follow.State, d follow.
 	return st, took, err == nil
 }
 
-// Load is the server's requests in flight: on every engine (a draining
-// one's streams included) and those the proxy holds for the next engine.
+// Load is the server's load as a width schedule reads it: the clients'
+// generation requests the proxy has taken (proxy.Proxy.Generating), on
+// every engine (a draining one's streams included) and held for the next
+// one. Polls of /v1/models or /metrics and the launcher's own requests
+// fill no batch and do not count; 0 in direct mode.
 func (sv *launcher) Load() int {
-	n := 0
-	if sv.rt != nil {
-		n = sv.rt.InFlightAll()
+	if sv.px == nil {
+		return 0
 	}
-	if sv.px != nil {
-		n += sv.px.Stats().HeldNow
-	}
-	return n
+	return sv.px.Generating()
 }
 
 // Busy says why no switch can start now: an engine alive beside the

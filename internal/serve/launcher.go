@@ -458,7 +458,12 @@ func (sv *launcher) metricSources() metrics.Sources {
 		}
 	}
 	return metrics.Sources{
-		InFlight: func() float64 { return float64(sv.InFlight()) },
+		InFlight: func() float64 { // every route's and the launcher's own: not the load (Load)
+			if b := sv.servingBackend(); b != nil {
+				return float64(b.InFlight())
+			}
+			return 0
+		},
 		HeldNow:  stat(func(s proxy.Stats) float64 { return float64(s.HeldNow) }),
 		Held:     stat(func(s proxy.Stats) float64 { return float64(s.HeldTotal) }),
 		Rejected: stat(func(s proxy.Stats) float64 { return float64(s.RejectedTotal) }),

@@ -22,9 +22,9 @@ type fakeRuntime struct{ inFlight int }
 func (f fakeRuntime) SwitchWidth(context.Context, int, string) (time.Duration, error) {
 	return 0, nil
 }
-func (f fakeRuntime) InFlight() int { return f.inFlight }
-func (f fakeRuntime) Load() int     { return f.inFlight }
-func (f fakeRuntime) Busy() string  { return "" }
+func (f fakeRuntime) Generating() int { return f.inFlight }
+func (f fakeRuntime) Load() int       { return f.inFlight }
+func (f fakeRuntime) Busy() string    { return "" }
 
 // defaultPlan is a plan whose precedence resolved width w (the engine's
 // default for its kind), its engine command naming w.

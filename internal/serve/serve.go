@@ -17,9 +17,10 @@
 // A controller beside the runtime (the adaptive width loop; the schedule
 // follower, follow.go) talks to it through Runtime, which the launcher
 // implements: SwitchWidth(ctx, w, reason) asks for a switch to width w
-// (1 = speculation off) and waits for its outcome; InFlight() reads the
-// proxy's in-flight count of the serving engine (SwitchLoad, beside them,
-// switches to the schedule's bucket for a load). The launcher drives a
+// (1 = speculation off) and waits for its outcome; Load() and Generating()
+// read the proxy's count of clients' generation requests, the server's and
+// the serving engine's (SwitchLoad, beside them, switches to the
+// schedule's bucket for a load). The launcher drives a
 // controller through Controller: a probe of each new engine before it
 // takes traffic, and Run once the first engine serves.
 //
@@ -48,10 +49,13 @@ type Runtime interface {
 	// speculation off) for reason, and returns once the switch ended.
 	// took is the switch's own time, as the runtime recorded it.
 	SwitchWidth(ctx context.Context, w int, reason string) (took time.Duration, err error)
-	// InFlight is the number of requests the serving engine has in flight.
-	InFlight() int
-	// Load is the server's requests in flight: on every engine (a
-	// draining one's included) and those the proxy holds.
+	// Generating is the clients' generation requests on the serving
+	// engine now.
+	Generating() int
+	// Load is the server's clients' generation requests: on every engine
+	// (a draining one's included) and those the proxy holds. Other
+	// requests (/v1/models, /metrics, tokenize calls, the launcher's own)
+	// fill no batch and are not the load.
 	Load() int
 	// Busy says why no switch can start now ("" when one can).
 	Busy() string

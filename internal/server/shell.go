@@ -167,21 +167,6 @@ func (r *Runtime) Beside() int {
 	return n
 }
 
-// InFlightAll is the requests in flight on every engine alive, a draining
-// one's included: the server's load, where Current's count is the serving
-// engine's alone (during a drain its streams run on the old one).
-func (r *Runtime) InFlightAll() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := 0
-	for _, l := range r.engines {
-		if l != nil && l.inst != nil && l.inst.Backend != nil {
-			n += l.inst.Backend.InFlight()
-		}
-	}
-	return n
-}
-
 // Run starts the first engine and runs until the runtime stops; it returns
 // the exit code and, for a non-zero one, why.
 func (r *Runtime) Run() (int, error) {
