@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/speclaunch/speclaunch/internal/testenv"
 )
 
 // Only a POST to a route that decodes tokens generates; reads of the
@@ -100,12 +102,12 @@ func TestGeneratingCountsGenerationRequestsOnly(t *testing.T) {
 	for _, r := range polls {
 		send(r[0], r[1])
 	}
-	waitFor(t, "the polls in flight", func() bool { return b.InFlight() == len(polls) })
+	testenv.WaitFor(t, "the polls in flight", func() bool { return b.InFlight() == len(polls) })
 	check("polls in flight", 0, 0)
 
 	send("POST", "/v1/chat/completions")
 	send("POST", "/completion")
-	waitFor(t, "two generations in flight beside the polls", func() bool { return b.InFlight() == len(polls)+2 })
+	testenv.WaitFor(t, "two generations in flight beside the polls", func() bool { return b.InFlight() == len(polls)+2 })
 	check("two generations in flight", 2, 2)
 
 	p.Hold()
@@ -116,7 +118,7 @@ func TestGeneratingCountsGenerationRequestsOnly(t *testing.T) {
 	// /metrics is not held: while none serves it answers speclaunch's
 	// series alone.
 	held := len(polls) - 1 + 1 // the polls but /metrics, and the generation
-	waitFor(t, "the held requests", func() bool { return p.Stats().HeldNow == held })
+	testenv.WaitFor(t, "the held requests", func() bool { return p.Stats().HeldNow == held })
 	check("polls and a generation held", 3, 2)
 
 	free()
@@ -124,6 +126,6 @@ func TestGeneratingCountsGenerationRequestsOnly(t *testing.T) {
 	for range sent {
 		<-done
 	}
-	waitFor(t, "every request answered", func() bool { return b.InFlight() == 0 })
+	testenv.WaitFor(t, "every request answered", func() bool { return b.InFlight() == 0 })
 	check("all answered", 0, 0)
 }

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/speclaunch/speclaunch/internal/testenv"
 )
 
 // stalled is an engine that takes a request and answers nothing until
@@ -71,7 +73,7 @@ func TestGoneEngineSendsUnansweredRequestsOn(t *testing.T) {
 			old.Gone() // as the runtime does before it stops the engine
 			close(stop)
 			if mode == "drain" {
-				waitFor(t, "the request held again", func() bool { return p.Stats().HeldNow == 1 })
+				testenv.WaitFor(t, "the request held again", func() bool { return p.Stats().HeldNow == 1 })
 				p.Route(next)
 			}
 			if g := <-got; g != `200 {"prompt":"abc"}` {

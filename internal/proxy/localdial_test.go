@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/speclaunch/speclaunch/internal/testenv"
 )
 
 // failFirst fails its first n round trips with err and passes the rest
@@ -111,7 +113,7 @@ func TestRefusalLiftsWhenTheEngineAnswers(t *testing.T) {
 		p.ServeHTTP(w, httptest.NewRequest("POST", "/v1/completions", strings.NewReader(`{"prompt":"x"}`)))
 		got <- w
 	}()
-	waitFor(t, "the refused request held", func() bool { return p.Stats().HeldNow == 1 })
+	testenv.WaitFor(t, "the refused request held", func() bool { return p.Stats().HeldNow == 1 })
 	p.Answered(b)
 	if w := <-got; w.Code != 200 || w.Body.String() != "ok" {
 		t.Errorf("the held request: %d %q, want 200 from the engine that answered", w.Code, w.Body.String())

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/speclaunch/speclaunch/internal/testenv"
 )
 
 func backend(t *testing.T, h http.HandlerFunc) *Backend {
@@ -147,7 +149,7 @@ func TestHoldReleasesInOrder(t *testing.T) {
 			resp.Body.Close()
 			codes[i] = resp.StatusCode
 		}()
-		waitFor(t, fmt.Sprintf("request %d held", i), func() bool { return p.Stats().HeldNow == i+1 })
+		testenv.WaitFor(t, fmt.Sprintf("request %d held", i), func() bool { return p.Stats().HeldNow == i+1 })
 		p.mu.Lock()
 		q := slices.Clone(p.queue)
 		p.mu.Unlock()
@@ -201,19 +203,6 @@ func TestHoldReleasesInOrder(t *testing.T) {
 	}
 }
 
-// waitFor polls cond until it holds, and fails the test after 5 s: a
-// broken hold fails its test instead of hanging the package.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 5s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 func apiError(t *testing.T, resp *http.Response) APIError {
 	t.Helper()
 	var e APIError
@@ -253,7 +242,7 @@ func TestHeld503SaysStartingOrSwitching(t *testing.T) {
 			t.Cleanup(p.Close) // before the front closes: it answers the held request
 			if tc.full {
 				go http.Get(u + "/v1/models") // takes the one place
-				waitFor(t, "one request held", func() bool { return p.Stats().HeldNow == 1 })
+				testenv.WaitFor(t, "one request held", func() bool { return p.Stats().HeldNow == 1 })
 			}
 			resp, err := http.Get(u + "/v1/models")
 			if err != nil {
@@ -298,13 +287,13 @@ func TestRefusedDialGoesToTheNextEngine(t *testing.T) {
 		resp.Body.Close()
 		got <- fmt.Sprint(resp.StatusCode, " ", string(b))
 	}()
-	waitFor(t, "one request held", func() bool { return p.Stats().HeldNow == 1 })
+	testenv.WaitFor(t, "one request held", func() bool { return p.Stats().HeldNow == 1 })
 	p.Route(good)
 	if g := <-got; g != `200 {"prompt":"abc"}` {
 		t.Errorf("got %q", g)
 	}
 	// The handler counts the request out after the client has its answer.
-	waitFor(t, "the request counted out", func() bool { return good.InFlight() == 0 })
+	testenv.WaitFor(t, "the request counted out", func() bool { return good.InFlight() == 0 })
 	if p.Stats().RetriedTotal != 1 || dead.InFlight() != 0 || good.InFlight() != 0 {
 		t.Errorf("stats %+v, in flight %d/%d", p.Stats(), dead.InFlight(), good.InFlight())
 	}
@@ -376,7 +365,7 @@ func TestDrain(t *testing.T) {
 	p.Route(b)
 	u := front(t, p)
 	go http.Get(u + "/slow")
-	waitFor(t, "one request in flight", func() bool { return b.InFlight() == 1 })
+	testenv.WaitFor(t, "one request in flight", func() bool { return b.InFlight() == 1 })
 	ctx, cancel := contextWithTimeout(50 * time.Millisecond)
 	if left := b.Drain(ctx); left != 1 {
 		t.Errorf("drain with a request in flight returned %d", left)
@@ -408,7 +397,7 @@ func TestCloseAnswersHeldRequests(t *testing.T) {
 		resp.Body.Close()
 		got <- resp.StatusCode
 	}()
-	waitFor(t, "one request held", func() bool { return p.Stats().HeldNow == 1 })
+	testenv.WaitFor(t, "one request held", func() bool { return p.Stats().HeldNow == 1 })
 	p.Close()
 	if c := <-got; c != 503 {
 		t.Errorf("held request got %d on Close, want 503", c)

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/speclaunch/speclaunch/internal/testenv"
 )
 
 // A held request's 503 says to come back after a tenth of the hold
@@ -37,7 +39,7 @@ func TestRetryAfterIsTheDocumentedRule(t *testing.T) {
 	// p.Close answers the held request, before the server closes.
 	t.Cleanup(p.Close)
 	go http.Get(u + "/v1/models") // takes the one place
-	waitFor(t, "one request held", func() bool { return p.Stats().HeldNow == 1 })
+	testenv.WaitFor(t, "one request held", func() bool { return p.Stats().HeldNow == 1 })
 	resp, err := http.Get(u + "/v1/models")
 	if err != nil {
 		t.Fatal(err)

@@ -120,13 +120,13 @@ func TestSendTimeoutIsLogged(t *testing.T) {
 		// The client reads nothing from here on.
 	}
 	stall()
-	waitFor(t, "the cut logged", func() bool { return strings.Contains(log.String(), "stopped reading") })
+	testenv.WaitFor(t, "the cut logged", func() bool { return strings.Contains(log.String(), "stopped reading") })
 	line := log.String()
 	if !strings.Contains(line, "level=WARN") || !strings.Contains(line, "path=/v1/completions") || !strings.Contains(line, "waited=") {
 		t.Errorf("the line should say the path and how long the write waited, at warn:\n%s", line)
 	}
 	stall()
-	waitFor(t, "the second cut counted", func() bool {
+	testenv.WaitFor(t, "the second cut counted", func() bool {
 		p.stalls.mu.Lock()
 		defer p.stalls.mu.Unlock()
 		return p.stalls.unsaid == 1

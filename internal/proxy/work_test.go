@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/speclaunch/speclaunch/internal/testenv"
 )
 
 // The meter counts each ended request's seconds, capped to its share of
@@ -118,7 +120,7 @@ func TestServedSecondsThroughTheProxy(t *testing.T) {
 		resp.Body.Close()
 	}
 	post()
-	waitFor(t, "the request counted out", func() bool { return good.InFlight() == 0 })
+	testenv.WaitFor(t, "the request counted out", func() bool { return good.InFlight() == 0 })
 	if got := served(good); got != 3 {
 		t.Fatalf("served %g s after one 3 s POST, want 3", got)
 	}
@@ -127,7 +129,7 @@ func TestServedSecondsThroughTheProxy(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	waitFor(t, "the GET counted out", func() bool { return good.InFlight() == 0 })
+	testenv.WaitFor(t, "the GET counted out", func() bool { return good.InFlight() == 0 })
 	if got := served(good); got != 3 {
 		t.Errorf("served %g s after a GET, want 3 still", got)
 	}
@@ -135,11 +137,11 @@ func TestServedSecondsThroughTheProxy(t *testing.T) {
 	p.Route(dead)
 	done := make(chan struct{})
 	go func() { post(); close(done) }()
-	waitFor(t, "one request held", func() bool { return p.Stats().HeldNow == 1 })
+	testenv.WaitFor(t, "one request held", func() bool { return p.Stats().HeldNow == 1 })
 	tick(time.Second) // held a second after the refused dial: no engine's work
 	p.Route(good)
 	<-done
-	waitFor(t, "the retried request counted out", func() bool { return good.InFlight() == 0 })
+	testenv.WaitFor(t, "the retried request counted out", func() bool { return good.InFlight() == 0 })
 	if got, d := served(good), served(dead); got != 6 || d != 0 {
 		t.Errorf("served %g s on the engine that answered (want 6), %g on the dead one (want 0)", got, d)
 	}
@@ -204,12 +206,12 @@ func TestServedCountsGenerationsThatEndedWell(t *testing.T) {
 	bufio.NewReader(resp.Body).ReadString('\n') // the first event, then the client leaves
 	cancel()
 	resp.Body.Close()
-	waitFor(t, "the requests counted out", func() bool { return eng.InFlight() == 0 })
+	testenv.WaitFor(t, "the requests counted out", func() bool { return eng.InFlight() == 0 })
 	if secs, n := eng.Served(4); secs != 0 || n != 0 {
 		t.Errorf("served %g s over %d requests, want none", secs, n)
 	}
 	send("/v1/chat/completions", "")
-	waitFor(t, "the good request counted out", func() bool { return eng.InFlight() == 0 })
+	testenv.WaitFor(t, "the good request counted out", func() bool { return eng.InFlight() == 0 })
 	if secs, n := eng.Served(4); secs != 1 || n != 1 {
 		t.Errorf("served %g s over %d requests, want 1 s over the one that ended well", secs, n)
 	}
@@ -230,7 +232,7 @@ func TestServedCountsGenerationsThatEndedWell(t *testing.T) {
 	if r2.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("status %d after the hold timeout, want 503", r2.StatusCode)
 	}
-	waitFor(t, "the refused request counted out", func() bool { return dead.InFlight() == 0 })
+	testenv.WaitFor(t, "the refused request counted out", func() bool { return dead.InFlight() == 0 })
 	if secs, n := dead.Served(4); secs != 0 || n != 0 {
 		t.Errorf("the dead engine served %g s over %d requests, want none", secs, n)
 	}

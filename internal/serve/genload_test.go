@@ -12,6 +12,7 @@ import (
 	"github.com/speclaunch/speclaunch/internal/follow"
 	"github.com/speclaunch/speclaunch/internal/proxy"
 	"github.com/speclaunch/speclaunch/internal/schedule"
+	"github.com/speclaunch/speclaunch/internal/testenv"
 )
 
 // The load the follower reads counts only clients' generation requests:
@@ -62,12 +63,12 @@ func TestLoadCountsGenerationRequestsOnly(t *testing.T) {
 	for _, r := range polls {
 		send(r[0], r[1])
 	}
-	waitUntil(t, "the polls in flight", func() bool { return b.InFlight() == len(polls) })
+	testenv.WaitFor(t, "the polls in flight", func() bool { return b.InFlight() == len(polls) })
 	px.Hold()
 	for _, r := range polls[:4] { // a held /metrics answers speclaunch's series at once
 		send(r[0], r[1])
 	}
-	waitUntil(t, "the polls held", func() bool { return px.Stats().HeldNow == 4 })
+	testenv.WaitFor(t, "the polls held", func() bool { return px.Stats().HeldNow == 4 })
 
 	sched, err := schedule.Parse("1:5,2-3:4,4+:1", "test")
 	if err != nil {
@@ -87,7 +88,7 @@ func TestLoadCountsGenerationRequestsOnly(t *testing.T) {
 
 	send("POST", "/v1/chat/completions")
 	send("POST", "/completion")
-	waitUntil(t, "the generations held", func() bool { return px.Stats().HeldNow == 6 })
+	testenv.WaitFor(t, "the generations held", func() bool { return px.Stats().HeldNow == 6 })
 	if n := sv.Load(); n != 2 {
 		t.Errorf("Load() = %d with two generations held beside %d polls, want 2", n, len(polls)+4)
 	}
@@ -98,17 +99,5 @@ func TestLoadCountsGenerationRequestsOnly(t *testing.T) {
 	}
 	if n := sv.Load(); n != 0 {
 		t.Errorf("Load() = %d once every request was answered, want 0", n)
-	}
-}
-
-// waitUntil polls cond until it holds, and fails the test after 5 s.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 5s", what)
-		}
-		time.Sleep(time.Millisecond)
 	}
 }

@@ -8,6 +8,7 @@ package testenv
 import (
 	"os"
 	"testing"
+	"time"
 )
 
 // Var is the environment variable that turns the end-to-end tier on.
@@ -24,5 +25,20 @@ func E2E(t testing.TB) {
 	t.Helper()
 	if !Enabled() {
 		t.Skip("end-to-end tier (real processes, real time): run it with " + Command)
+	}
+}
+
+// WaitFor polls cond until it holds, and fails t after 5 s: a test that
+// waits on goroutines it started (a request held in the proxy) fails
+// instead of hanging its package when the code under test is broken. It
+// judges no time: the bound only ends a wait that would never end.
+func WaitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 5s", what)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
