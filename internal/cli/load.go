@@ -30,7 +30,10 @@ type loaded struct {
 	Profile  *profiles.Profile
 	Policy   *policy.Policy
 	Notices  []config.Notice
-	Files    []string // profile and policy files to watch
+	// FileNotices are those of Notices about the files as they are now (an
+	// empty tuned layer), which serve says again on every reload.
+	FileNotices []config.Notice
+	Files       []string // profile and policy files to watch
 }
 
 // load layers the settings and merges the policies. Every failure is bad
@@ -83,7 +86,7 @@ func (e *Env) loadNamed(in config.Input) (*loaded, error) {
 	if err != nil {
 		return &loaded{Files: files}, err
 	}
-	return &loaded{Settings: s, Profile: prof, Policy: pol, Notices: append(notices, tunedNotices...), Files: files}, nil
+	return &loaded{Settings: s, Profile: prof, Policy: pol, Notices: append(notices, tunedNotices...), FileNotices: tunedNotices, Files: files}, nil
 }
 
 // tunedOwn is the tuned layer a load of s reads as a layer of its own: ""

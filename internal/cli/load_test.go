@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -250,6 +251,58 @@ func TestTunedLayerCountsTowardPolicyFiles(t *testing.T) {
 			e = strings.ReplaceAll(e, "\n  ", " ") // unwrapped
 			if code != tc.code || tc.want != "" && !strings.Contains(e, fmt.Sprintf(tc.want, layer)) {
 				t.Errorf("exit %d, stderr:\n%s\nwant exit %d saying %q", code, e, tc.code, fmt.Sprintf(tc.want, layer))
+			}
+		})
+	}
+}
+
+// serve says on every reload what the files say of themselves, from the
+// notice the start logs (emptyTuned): a layer emptied under a running
+// serve changed the width and said nothing of the file. The settings'
+// other notices (a misspelt variable) were said once, at start.
+func TestServeLoadSaysAnEmptyTunedLayer(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "cfg")
+	tuned := filepath.Join(cfg, "speclaunch", TunedFile)
+	prof := filepath.Join(dir, "p.toml")
+	writeFile(t, prof, "[engine]\nname = \"sim\"\n")
+	getenv := func(k string) string {
+		return map[string]string{"XDG_CONFIG_HOME": cfg, "MLXCEL_PROT": "1"}[k]
+	}
+	for _, c := range []struct {
+		name, layer string
+		none        bool // no file
+		want        int  // lines naming the layer empty
+	}{
+		{"no layer", "", true, 0},
+		{"0 bytes", "", false, 1},
+		{"comments", "# emptied\n", false, 1},
+		{"a byte-order mark and blank lines", "\ufeff\n\n", false, 1},
+		{"a layer with its schema", "schema = 1\n", false, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			os.RemoveAll(cfg)
+			if !c.none {
+				if err := os.MkdirAll(filepath.Dir(tuned), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				writeFile(t, tuned, c.layer)
+			}
+			e := &Env{Getenv: getenv, PolicyTOML: policyTOML, Ctx: context.Background()}
+			in := config.Input{Flags: map[string]string{"profile": prof}, Getenv: getenv, EnvNames: []string{"MLXCEL_PROT"}}
+			ld, err := serveLoader{e, in}.Load()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var start, reload bytes.Buffer
+			logNotices(newLogger(&start, "json", "info", getenv), ld.(serveLoad).l.Notices)
+			ld.LogNotices(newLogger(&reload, "json", "info", getenv)) // JSON: a line unwrapped
+			empty := "the tuned layer " + tuned + " is empty (nothing but whitespace and comments)"
+			if n, m := strings.Count(start.String(), empty), strings.Count(reload.String(), empty); n != c.want || m != c.want {
+				t.Errorf("said %d times at start, %d on a reload; want %d each:\nstart:\n%s\nreload:\n%s", n, m, c.want, start.String(), reload.String())
+			}
+			if !strings.Contains(start.String(), "MLXCEL_PROT is set") || strings.Contains(reload.String(), "MLXCEL_PROT") {
+				t.Errorf("the misspelt variable is not said at start alone:\nstart:\n%s\nreload:\n%s", start.String(), reload.String())
 			}
 		})
 	}

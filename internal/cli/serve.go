@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"syscall"
 
 	"github.com/speclaunch/speclaunch/internal/config"
@@ -149,3 +150,8 @@ func (sl serveLoad) Files() []string { return sl.l.Files }
 func (sl serveLoad) Settings() config.Settings { return sl.l.Settings }
 
 func (sl serveLoad) Build(o plan.Options) (*plan.Plan, error) { return build(sl.e, sl.l, o) }
+
+// LogNotices logs the notices of the files as this reading found them,
+// as the start logged them (logNotices): a tuned layer emptied under a
+// running serve is said on the reload that reads it.
+func (sl serveLoad) LogNotices(log *slog.Logger) { logNotices(log, sl.l.FileNotices) }

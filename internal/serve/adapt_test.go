@@ -61,6 +61,8 @@ type profileLoad struct {
 
 func (l profileLoad) Files() []string { return []string{l.path} }
 
+func (profileLoad) LogNotices(*slog.Logger) {}
+
 func (l profileLoad) Settings() config.Settings { return l.s }
 
 func (l profileLoad) Build(o plan.Options) (*plan.Plan, error) {

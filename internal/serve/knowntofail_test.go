@@ -122,6 +122,7 @@ type flagLoad struct{ p *plan.Plan }
 func (l flagLoad) Files() []string                        { return nil }
 func (l flagLoad) Settings() config.Settings              { return l.p.Settings }
 func (l flagLoad) Build(plan.Options) (*plan.Plan, error) { return l.p, nil }
+func (flagLoad) LogNotices(*slog.Logger)                  {}
 
 type flagLoader struct{ l flagLoad }
 

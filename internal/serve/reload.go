@@ -67,6 +67,8 @@ func (sv *launcher) reload(cur *plan.Plan, ch watch.Change) (*plan.Plan, Load, b
 		sv.log.Error("reload rejected; the engine keeps running with the previous settings", "err", err)
 		return nil, nil, false, err
 	}
+	// The files' own notices (an empty tuned layer), said on every reload.
+	l.LogNotices(sv.log)
 	adapted, why := sv.ctl.kept() // the runtime's goroutine sets them after an adaptive switch
 	// The bucket of the schedule serve follows stays while the edit leaves
 	// the engine as it is (the follower moves it when the load does).

@@ -31,6 +31,8 @@ type schedLoad struct{ sched, arg string }
 
 func (l schedLoad) Files() []string { return nil }
 
+func (schedLoad) LogNotices(*slog.Logger) {}
+
 func (l schedLoad) Settings() config.Settings {
 	var s config.Settings
 	s.Engine.Value, s.Model.Value = key.Sim, "target"
@@ -168,5 +170,65 @@ func TestReloadDuringAFollowSwitch(t *testing.T) {
 	np, _, _, err := sv.reload(cur, watch.Change{Path: "p.toml", Reason: "write"}) // a comment
 	if err != nil || np.Resolution.Load != 4 {
 		t.Fatalf("reload during a switch: %v, built at load %d, want 4 (the bucket the switch goes to)", err, np.Resolution.Load)
+	}
+}
+
+// noticeLoad is a reading whose files say something of themselves: a
+// tuned layer emptied under serve.
+type noticeLoad struct {
+	schedLoad
+	notice string
+}
+
+func (l noticeLoad) LogNotices(log *slog.Logger) {
+	if l.notice != "" {
+		log.Warn(l.notice)
+	}
+}
+
+type noticeLoader struct{ l *noticeLoad }
+
+func (f noticeLoader) Load() (Load, error) { return *f.l, nil }
+
+// A reload says what the files say of themselves (Load.LogNotices), once
+// per reload, as the start said it: a tuned layer emptied under serve
+// changed the width and said nothing of the file. A switch that reads the
+// files again (an adaptive switch's rebuild) says nothing more.
+func TestReloadSaysWhatTheFilesSay(t *testing.T) {
+	const empty = "the tuned layer T is empty (nothing but whitespace and comments)"
+	for _, c := range []struct {
+		name     string
+		notice   string
+		reloads  int
+		rebuilds int
+		want     int // warn lines naming the layer
+	}{
+		{"an emptied layer, one reload", empty, 1, 0, 1},
+		{"an emptied layer, two reloads", empty, 2, 0, 2},
+		{"nothing to say", "", 1, 0, 0},
+		{"an adaptive switch's rebuild", empty, 0, 2, 0},
+		{"a reload, then a rebuild", empty, 1, 1, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			files := &noticeLoad{schedLoad{sched: "1:6,2+:4", arg: "a"}, c.notice}
+			var log strings.Builder
+			sv := &launcher{c: Config{Loader: noticeLoader{files}}, st: newServeStatus(&plan.Plan{}), log: slog.New(slog.NewTextHandler(&log, nil))}
+			cur, _ := files.Build(plan.Options{Load: 1})
+			sv.force.take(cur, *files)
+			for i := 0; i < c.reloads; i++ {
+				files.arg = "edit" + strconv.Itoa(i) // the engine changes, as the width did
+				if _, _, _, err := sv.reload(cur, watch.Change{Path: "T", Reason: "write"}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := 0; i < c.rebuilds; i++ {
+				if _, _, err := sv.rebuild(plan.Options{Adapted: 4, AdaptReason: "test"}, "adaptive switch"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := strings.Count(log.String(), "level=WARN msg=\""+empty); got != c.want {
+				t.Errorf("said %d times, want %d:\n%s", got, c.want, log.String())
+			}
+		})
 	}
 }

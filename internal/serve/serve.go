@@ -90,6 +90,10 @@ type Load interface {
 	Settings() config.Settings
 	// Build makes the plan of this reading.
 	Build(o plan.Options) (*plan.Plan, error)
+	// LogNotices logs what this reading says of the files as they are now
+	// (an empty tuned layer), as the start logged it: a reload says it
+	// again, where the settings' other notices were said once at start.
+	LogNotices(log *slog.Logger)
 }
 
 // Config is what serve runs with, besides the first plan.
