@@ -204,6 +204,40 @@ func TestEmptyTunedLayer(t *testing.T) {
 	}
 }
 
+// policy explain says an empty tuned layer as resolve does, in its notes
+// (writeNotes, from emptyTuned): its layers line leaves the file out, and
+// it said nothing of why the tuned schedule was gone.
+func TestExplainSaysAnEmptyTunedLayer(t *testing.T) {
+	t.Parallel() // its tuned layers are its own (withEnv)
+	const prof = "../../profiles/demo-load.toml"
+	for _, c := range []struct {
+		name, layer string
+		none        bool // no file
+		want        int  // notes naming the layer empty
+	}{
+		{"no layer", "", true, 0},
+		{"0 bytes", "", false, 1},
+		{"comments", "# emptied\n", false, 1},
+		{"a layer with its schema", "schema = 1\n", false, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := t.TempDir()
+			layer := filepath.Join(cfg, "speclaunch", TunedFile)
+			if !c.none {
+				if err := os.MkdirAll(filepath.Dir(layer), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				writeFile(t, layer, c.layer)
+			}
+			code, o, e := withEnv(map[string]string{"XDG_CONFIG_HOME": cfg}).cli("policy", "explain", "--profile", prof)
+			empty := "\nnotes:\n  warn: the tuned layer " + layer + " is empty (nothing but whitespace and comments)"
+			if n := strings.Count(o, empty); code != 0 || n != c.want || strings.Contains(e, "is empty") {
+				t.Errorf("exit %d, the empty layer said %d times in explain's notes (stdout), want %d:\n%s%s", code, n, c.want, o, e)
+			}
+		})
+	}
+}
+
 // checkRefused: exit 2 with each of want in stderr (its lines joined: the
 // error is wrapped to the screen).
 func checkRefused(t *testing.T, what string, code int, stderr string, want []string) {

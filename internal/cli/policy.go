@@ -137,6 +137,7 @@ func (c *PolicyExplainCmd) Run(e *Env) error {
 	for _, ln := range lines {
 		fmt.Fprintln(e.Stdout, "  "+ln)
 	}
+	writeNotes(e.Stdout, p, l.Notices) // an empty tuned layer, which no layer line names
 	return nil
 }
 

@@ -199,14 +199,22 @@ func writeResolution(w io.Writer, p *plan.Plan, notices []config.Notice) {
 	}
 	row("serving", servingLine(p))
 	writeLaunch(w, p)
-	if len(notices) > 0 || len(p.Warnings) > 0 {
-		fmt.Fprintln(w, "notes:")
-		for _, n := range notices {
-			fmt.Fprintf(w, "  %s: %s\n", n.Level, n.Msg)
-		}
-		for _, m := range p.Warnings {
-			fmt.Fprintf(w, "  warn: %s\n", m)
-		}
+	writeNotes(w, p, notices)
+}
+
+// writeNotes writes what the load and the plan say beside a resolution
+// (an empty tuned layer, a variable that lost to another), as resolve and
+// policy explain print it: the notes their JSON carries.
+func writeNotes(w io.Writer, p *plan.Plan, notices []config.Notice) {
+	if len(notices) == 0 && len(p.Warnings) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "notes:")
+	for _, n := range notices {
+		fmt.Fprintf(w, "  %s: %s\n", n.Level, n.Msg)
+	}
+	for _, m := range p.Warnings {
+		fmt.Fprintf(w, "  warn: %s\n", m)
 	}
 }
 
