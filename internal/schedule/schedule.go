@@ -240,7 +240,7 @@ func Parse(text, source string) (Schedule, error) {
 		// docker --env-file and systemd's Environment= pass quotes literally
 		return nil, fmt.Errorf("the schedule %s is in quotes: write it without them (an env file passes quotes as part of the value)", clip(text))
 	}
-	if _, err := number(text); !errors.Is(err, strconv.ErrSyntax) {
+	if bare(text) {
 		// a bare width, "4": width 4 at every load
 		w, err := parseWidth(text)
 		if err != nil {
@@ -263,6 +263,17 @@ func Parse(text, source string) (Schedule, error) {
 		s = append(s, b)
 	}
 	return s, s.validate(func(i int) string { return fmt.Sprintf("bucket %d %q", i+1, clip(strings.TrimSpace(items[i]))) })
+}
+
+// bare says whether text is a bare width: digits alone, a sign let in
+// for number to refuse by name. It is decided by the characters before
+// any number is read: Atoi finds a number too large before a syntax error
+// after it, and "99999999999999999999+:4" was read as a width.
+func bare(text string) bool {
+	if text[0] == '+' || text[0] == '-' {
+		text = text[1:]
+	}
+	return text != "" && strings.Trim(text, "0123456789") == ""
 }
 
 // itemForm is how one bucket of the text form is written.
@@ -303,28 +314,36 @@ func parseLoad(load string) (Bucket, error) {
 	var err error
 	switch lo, hi, isRange := strings.Cut(load, "-"); {
 	case strings.HasSuffix(load, "+"):
-		b.Lo, err = number(strings.TrimSuffix(load, "+"))
+		b.Lo, err = loadNumber(strings.TrimSuffix(load, "+"))
 	case isRange:
-		if b.Lo, err = number(strings.TrimSpace(lo)); err == nil {
-			b.Hi, err = number(strings.TrimSpace(hi))
-			if err == nil && b.Hi == 0 {
-				err = strconv.ErrSyntax // 0 is no upper bound in triples only: here it is N+
-			}
+		if b.Lo, err = loadNumber(strings.TrimSpace(lo)); err == nil {
+			b.Hi, err = loadNumber(strings.TrimSpace(hi))
+		}
+		if err == nil && b.Hi == 0 {
+			// 0 is no upper bound in a [lo, hi, width] triple only
+			// (docs/schedule.md): here an open bucket is N+.
+			return Bucket{}, fmt.Errorf("load %s ends at 0: a range ends at a load of 1 or more; write %d+ for no upper bound (0 means none only as hi in a [lo, hi, width] triple)", clip(load), b.Lo)
 		}
 	default:
-		b.Lo, err = number(load)
+		b.Lo, err = loadNumber(load)
 		b.Hi = b.Lo
 	}
+	return b, err
+}
+
+// loadNumber reads one number of a load, an error naming it.
+func loadNumber(s string) (int, error) {
+	n, err := number(s)
 	var ne *numberError
 	switch {
 	case errors.As(err, &ne):
-		return Bucket{}, fmt.Errorf("load %w", err)
+		return 0, fmt.Errorf("load %w", err)
 	case errors.Is(err, strconv.ErrRange):
-		return Bucket{}, fmt.Errorf("load %s is far out of range: loads are requests in flight", clip(load))
+		return 0, fmt.Errorf("load %s is far out of range: loads are requests in flight, at most %d", clip(s), maxLevel)
 	case err != nil:
-		return Bucket{}, errors.New("load is not a whole number or range: " + itemForm)
+		return 0, errors.New("load is not a whole number or range: " + itemForm)
 	}
-	return b, nil
+	return n, nil
 }
 
 // numberError is a number that strconv.Atoi reads but the text form

@@ -20,7 +20,15 @@ func TestParse(t *testing.T) {
 		{in: `"1:6,2+:1"`, err: "is in quotes: write it without them"},
 		{in: `'4'`, err: "is in quotes"},
 		{in: "1:99999999999999999999", err: "width 99999999999999999999 is far out of range"},
-		{in: "1:6,99999999999999999999+:1", err: "load 99999999999999999999+ is far out of range"},
+		// A load too large for an int is named as a load, the number alone:
+		// Atoi's range error came before its syntax error, and the whole
+		// text was read as a bare width.
+		{in: "99999999999999999999+:4", err: `bucket 1 "99999999999999999999+:4": load 99999999999999999999 is far out of range: loads are requests in flight, at most 1048576`},
+		{in: "99999999999999999999:4", err: `bucket 1 "99999999999999999999:4": load 99999999999999999999 is far out of range`},
+		{in: "1:6,99999999999999999999+:1", err: `bucket 2 "99999999999999999999+:1": load 99999999999999999999 is far out of range`},
+		{in: "1:6,2-99999999999999999999:4,99999999999999999999+:1", err: `bucket 2 "2-99999999999999999999:4": load 99999999999999999999 is far out of range`},
+		{in: "99999999999999999999+", err: `bucket 1 "99999999999999999999+": has no colon`},
+		{in: "-99999999999999999999", err: "width -99999999999999999999 has a sign"},
 		{in: "1:6,3+:2", err: "leaves loads 2-2 without a width"},
 		{in: "1-3:6,3+:2", err: "overlaps"},
 		{in: "1:6,2-3:4", err: "the last bucket ends at 3 requests in flight: end the schedule with an open bucket"},
@@ -38,7 +46,11 @@ func TestParse(t *testing.T) {
 		{in: "1+4", err: "no colon"},
 		{in: "a:4", err: "load is not"},
 		{in: "1:x", err: "width is not"},
-		{in: "1-0:4", err: "load is not"},
+		// 0 is no upper bound only as hi in a triple: 2-0 was "not a
+		// whole number or range".
+		{in: "1:6,2-0:4", err: `bucket 2 "2-0:4": load 2-0 ends at 0: a range ends at a load of 1 or more; write 2+ for no upper bound (0 means none only as hi in a [lo, hi, width] triple)`},
+		{in: "1-0:4", err: "load 1-0 ends at 0"},
+		{in: "1-:4", err: "load is not a whole number or range"},
 		// A sign or a leading zero is refused, though Atoi reads "+6" and
 		// "06" as 6: "1:+6" (for 1+:6) was read as 1:6.
 		{in: "1:+6", err: `bucket 1 "1:+6": width +6 has a sign: write the number alone (a load's + goes after it: 4+:1`},
