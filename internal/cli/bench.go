@@ -208,7 +208,7 @@ func (c *BenchCmd) sweep(e *Env, log *slog.Logger, o bench.Options, st *starter,
 	}
 	log.Info("record written", "md", outBase+".md", "json", outBase+".json", "svg", outBase+".svg")
 	out := resultOut(e, o.JSONProgress)
-	fmt.Fprintf(out, "\n%s\n", rec.Verdict.Why)
+	fmt.Fprintln(out, rec.Verdict.Why)
 	for _, a := range rec.Arms {
 		if a.Status == record.StatusFailed {
 			fmt.Fprintf(out, "failed, not measured: %s (%s)\n", a.Label, a.StatusReason)
@@ -224,8 +224,11 @@ func (c *BenchCmd) sweep(e *Env, log *slog.Logger, o bench.Options, st *starter,
 // verdict and its entry, tune's schedule and where it was written):
 // stdout, since it is the command's result, while their progress, notes
 // and logs go to stderr. With --json stdout holds the progress's JSON
-// lines alone, and the result joins the logs on stderr.
+// lines alone, and the result joins the logs on stderr. The blank line
+// that sets the result apart from the progress goes to stderr, where the
+// progress is: stdout redirected to a file began with it.
 func resultOut(e *Env, jsonProgress bool) io.Writer {
+	fmt.Fprintln(e.Stderr)
 	if jsonProgress {
 		return e.Stderr
 	}

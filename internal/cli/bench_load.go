@@ -105,7 +105,7 @@ func sweepLoad(e *Env, log *slog.Logger, lo bench.LoadOptions, st *starter, rec 
 		return err
 	}
 	log.Info("record written", "md", outBase+".md", "json", outBase+".json", "svg", outBase+".svg")
-	fmt.Fprintf(resultOut(e, lo.JSONProgress), "\n%s\n", rec.Verdict.Why)
+	fmt.Fprintln(resultOut(e, lo.JSONProgress), rec.Verdict.Why)
 	return nil
 }
 

@@ -283,9 +283,8 @@ func (t *tuning) run(e *Env) error {
 	if err != nil {
 		return fmt.Errorf("tune earned an invalid schedule %s: %w", earned.Text, err)
 	}
-	out := resultOut(e, t.lo.JSONProgress)
 	if sched.Max() < key.MinWidth {
-		fmt.Fprintf(out, "classic decoding beat the engine's default at every load measured: no schedule is written (%s unchanged). Run without a draft model to turn speculation off.\n", t.layer)
+		fmt.Fprintf(resultOut(e, t.lo.JSONProgress), "classic decoding beat the engine's default at every load measured: no schedule is written (%s unchanged). Run without a draft model to turn speculation off.\n", t.layer)
 		return nil
 	}
 	entry := t.entry
@@ -296,7 +295,7 @@ func (t *tuning) run(e *Env) error {
 	if err := t.write(e.Ctx, entry); err != nil {
 		return fmt.Errorf("tune measured %s (record %s.md) but did not write it: %w", sched, t.outBase, err)
 	}
-	fmt.Fprintf(out, "\ntuned in %s: %s (%s)\nwritten to %s as entry %s; record %s.md\n%s\n",
+	fmt.Fprintf(resultOut(e, t.lo.JSONProgress), "tuned in %s: %s (%s)\nwritten to %s as entry %s; record %s.md\n%s\n",
 		time.Since(started).Round(time.Second), sched.Describe(), sched, t.layer, entry.ID, t.outBase, tunedNext(t.layer, t.profile, e.Getenv))
 	return nil
 }

@@ -64,11 +64,12 @@ max_tokens = 24
 		if code != 0 {
 			t.Fatalf("tune exit %d:\n%s%s", code, stdout, log)
 		}
-		// The result on stdout, the progress on stderr (resultOut): the
-		// result was on stderr, and stdout empty.
+		// The result on stdout from its first line, the progress on stderr
+		// (resultOut): the result was on stderr, and stdout empty; then
+		// stdout began with a blank line.
 		out := stdout.String()
-		if !strings.Contains(out, "tuned in ") || !strings.Contains(out, "written to "+layer) || !strings.Contains(log.String(), "left") || strings.Contains(out, "left") {
-			t.Errorf("tune's result (stdout) names no layer, or its progress (stderr) shows no time left:\nstdout:\n%s\nstderr:\n%s", out, log)
+		if !strings.HasPrefix(out, "tuned in ") || !strings.Contains(out, "written to "+layer) || !strings.Contains(log.String(), "left") || strings.Contains(out, "left") {
+			t.Errorf("tune's result (stdout) does not start with its first line or names no layer, or its progress (stderr) shows no time left:\nstdout:\n%s\nstderr:\n%s", out, log)
 		}
 		if !strings.Contains(out, "`speclaunch policy explain --profile "+prof+"` says where it came from") {
 			t.Errorf("tune's last line does not give the policy explain that shows the entry (on its profile):\n%s", out)
@@ -233,16 +234,26 @@ func TestTuneLoadOptionsKeepBenchFlags(t *testing.T) {
 
 // bench and tune say what they measured on stdout, their progress and
 // logs on stderr; with --json stdout is the progress's JSON lines alone
-// and the result goes to stderr.
+// and the result goes to stderr. The blank line that sets the result
+// apart from the progress goes to stderr: stdout redirected to a file
+// began with it.
 func TestResultOut(t *testing.T) {
 	for _, tc := range []struct {
-		json   bool
-		stdout bool
-	}{{false, true}, {true, false}} {
+		json           bool
+		stdout, stderr string
+	}{
+		{false, "verdict\n", "progress\n\n"},
+		{true, `{"progress":1}` + "\n", "progress\n\nverdict\n"},
+	} {
 		var stdout, stderr bytes.Buffer
 		e := &Env{Stdout: &stdout, Stderr: &stderr}
-		if got := resultOut(e, tc.json); (got == io.Writer(&stdout)) != tc.stdout || (got == io.Writer(&stderr)) == tc.stdout {
-			t.Errorf("json %v: result to stdout %v, want %v", tc.json, got == io.Writer(&stdout), tc.stdout)
+		fmt.Fprintln(&stderr, "progress")
+		if tc.json {
+			fmt.Fprintln(&stdout, `{"progress":1}`)
+		}
+		fmt.Fprintln(resultOut(e, tc.json), "verdict")
+		if stdout.String() != tc.stdout || stderr.String() != tc.stderr {
+			t.Errorf("json %v: stdout %q, stderr %q; want %q, %q", tc.json, stdout.String(), stderr.String(), tc.stdout, tc.stderr)
 		}
 	}
 }
