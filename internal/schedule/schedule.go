@@ -167,7 +167,7 @@ func (s Schedule) validate(bucket func(i int) string) error {
 		case b.Lo < 1:
 			return fmt.Errorf("%s starts at %d requests in flight: loads start at 1", where, b.Lo)
 		case b.Lo > maxLevel || b.Hi > maxLevel:
-			return fmt.Errorf("%s names a load above %d: use 0 (or N+) for no upper bound", where, maxLevel)
+			return fmt.Errorf("%s names a load above %d: write N+ for no upper bound (hi = 0 in a [lo, hi, width] triple)", where, maxLevel)
 		case b.Hi < 0:
 			return fmt.Errorf("%s ends at %d: a bucket ends at a load of 1 or more, or 0 for no upper bound", where, b.Hi)
 		case b.Hi != 0 && b.Hi < b.Lo:
