@@ -945,3 +945,34 @@ func TestStayLineSaysWhyNoTrial(t *testing.T) {
 		t.Errorf("no stay line says why no width was tried: %+v", acts)
 	}
 }
+
+// TestNoTrialTheCapCannotUndo: a trial is begun only where the hourly cap
+// leaves the two switches it needs (there, and back); else the stay line
+// says so and nothing is asked of the follower. Before, a check the cap
+// held back was asked for again at every decision, and a trial the cap
+// let in but not out stranded the engine at the width tried.
+func TestNoTrialTheCapCannotUndo(t *testing.T) {
+	for _, tc := range []struct {
+		perHour int
+		trial   bool
+	}{{1, false}, {2, true}, {0, true}} {
+		c := New(Config{Default: schedule.Flat(4, "default"), MaxPerHour: tc.perHour})
+		s := c.Init(Pair{})
+		e := &fakeEngine{gen: 1, width: 4, s: 0.9, ms: 5, n: 1, now: t0}
+		s, acts := run(c, s, e, 4)
+		v := map[int]float64{}
+		for _, a := range acts {
+			for _, r := range a.Rows {
+				v[r] = 3 + 0.1*float64(r)
+			}
+		}
+		s, _ = c.Step(s, Observation{Kind: Probed, Now: e.now, Verify: v})
+		s, acts = run(c, s, e, 30)
+		if got := s.Exp.Kind == Trialing; got != tc.trial || (len(switches(acts)) > 0) != tc.trial {
+			t.Errorf("cap %d an hour: trial %v, switches %v; want a trial %v", tc.perHour, got, switches(acts), tc.trial)
+		}
+		if !tc.trial && !logged(acts, "no trial: the hourly cap on switches leaves 1, and a trial needs 2 (there and back)") {
+			t.Errorf("cap %d an hour: no stay line says the cap held the trial back: %+v", tc.perHour, acts)
+		}
+	}
+}

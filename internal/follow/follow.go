@@ -253,6 +253,12 @@ func (s State) switchTime() time.Duration {
 	return PriorSwitch
 }
 
+// Left is how many switches the hourly cap still allows at now: an
+// experiment that needs two (there, and back) is not begun with fewer.
+func (s State) Left(cfg Config, now time.Time) int {
+	return max(0, maxPerHour(cfg)-len(since(s.recent, now.Add(-time.Hour))))
+}
+
 func maxPerHour(cfg Config) int {
 	if cfg.MaxPerHour > 0 {
 		return cfg.MaxPerHour
