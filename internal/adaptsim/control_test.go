@@ -136,6 +136,7 @@ var controlVariants = []struct {
 	{"no bucket acceptance", func(c *control.Config) { c.Off = map[string]bool{"bucket acceptance": true} }},
 	{"no bucket acceptance (other seeds)", func(c *control.Config) { c.Off = map[string]bool{"bucket acceptance": true} }},
 	{"no check under classic", func(c *control.Config) { c.Off = map[string]bool{"check": true} }},
+	{"no retrial", func(c *control.Config) { c.Off = map[string]bool{"retrial": true} }},
 	{"follow cap 6 an hour", func(c *control.Config) { c.MaxPerHour = 6 }},
 	{"follow cap 24 an hour", func(c *control.Config) { c.MaxPerHour = 24 }},
 	{"Z 1.0", func(c *control.Config) { c.Z = 1.0 }},

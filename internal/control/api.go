@@ -138,7 +138,9 @@ type Config struct {
 	// "trials", "extrapolation" (positions not observed), "regimes"
 	// (Pair.Regimes), "check" (the default checked under width 1),
 	// "bucket acceptance" (the drift test against the bucket's own
-	// acceptance), "probe apart" (no run from a scrape the probe shared);
+	// acceptance), "probe apart" (no run from a scrape the probe shared),
+	// "retrial" (a second engine of a width one engine ran ahead inside the
+	// noise);
 	// serve turns "trials" off for adapt.trials = 0. Nil
 	// otherwise.
 	Off map[string]bool

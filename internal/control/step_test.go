@@ -976,3 +976,47 @@ func TestNoTrialTheCapCannotUndo(t *testing.T) {
 		}
 	}
 }
+
+// TestRetrialOfAWidthAheadInsideTheNoise: a trial of classic whose one
+// engine ran ahead of the default, but inside the noise, is undone, then
+// measured again on a second engine while the model (the verify cost of
+// one row, which classic's own run does not move) still predicts it
+// passes; with "retrial" off, it is not.
+func TestRetrialOfAWidthAheadInsideTheNoise(t *testing.T) {
+	for _, off := range []bool{false, true} {
+		cfg := Config{Default: schedule.Flat(4, "default")}
+		if off {
+			cfg.Off = map[string]bool{"retrial": true}
+		}
+		c := New(cfg)
+		s := c.Init(Pair{})
+		e := &fakeEngine{gen: 1, width: 4, s: 0.1, ms: 5, n: 1, now: t0}
+		s, acts := run(c, s, e, 4)
+		v := map[int]float64{}
+		for _, a := range acts {
+			for _, r := range a.Rows {
+				v[r] = 2 + 0.5*float64(r)
+			}
+		}
+		s, _ = c.Step(s, Observation{Kind: Probed, Now: e.now, Verify: v})
+		s, _ = run(c, s, e, 30)
+		if s.Exp.Kind != Trialing || s.Exp.Width != 1 {
+			t.Fatalf("no trial of classic to start from: %+v", s.Exp)
+		}
+		// Classic's engine runs 6 % ahead of width 4: above one engine's
+		// spread at one request, inside the bound of one run against one.
+		s, _ = c.Step(s, Observation{Kind: Switched, Now: e.now, Took: time.Second})
+		e.gen, e.width, e.ms = 2, 1, 1/(1.3/5*1.06)
+		s, acts = run(c, s, e, 20)
+		if !logged(acts, "back to width 4") {
+			t.Fatalf("the trial of classic was not undone inside the noise: %+v", acts)
+		}
+		s, _ = c.Step(s, Observation{Kind: Switched, Now: e.now, Took: time.Second})
+		e.gen, e.width, e.ms = 3, 4, 5
+		_, acts = run(c, s, e, 20)
+		again := logged(acts, "adapt: trial of width 1 at 1 request in flight: width 1 measured +") && logged(acts, "a second engine measures it")
+		if again == off {
+			t.Errorf("retrial off %v: a second engine of classic asked for %v: %+v", off, again, acts)
+		}
+	}
+}
