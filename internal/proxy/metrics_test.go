@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"compress/gzip"
 	"errors"
 	"io"
 	"net/http"
@@ -27,11 +28,29 @@ func TestMetricsOfTheEngine(t *testing.T) {
 	notSupported := func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "not supported", http.StatusNotImplemented)
 	}
+	// scraped answers as an engine that honours a scraper's headers does:
+	// gzip when asked, OpenMetrics when asked; the key is what it needs.
+	scraped := func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.Header.Get("Authorization") != "Bearer k-1234567":
+			http.Error(w, "no key", http.StatusUnauthorized)
+		case strings.Contains(r.Header.Get("Accept-Encoding"), "gzip"):
+			w.Header().Set("Content-Encoding", "gzip")
+			gz := gzip.NewWriter(w)
+			io.WriteString(gz, "x 1\n")
+			gz.Close()
+		case strings.Contains(r.Header.Get("Accept"), "openmetrics"):
+			io.WriteString(w, "x 1\n# EOF\n")
+		default:
+			io.WriteString(w, "x 1\n")
+		}
+	}
 	cases := []struct {
 		name   string
 		engine http.HandlerFunc // nil: none serves
 		want   string
 	}{
+		{"a scraper's headers, the key alone passed on", scraped, "x 1\n" + own},
 		{"answers", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "llamacpp:requests_processing 2") },
 			"llamacpp:requests_processing 2\n" + own},
 		{"hung", hang,
@@ -48,7 +67,11 @@ func TestMetricsOfTheEngine(t *testing.T) {
 				p.Route(backend(t, c.engine))
 			}
 			c2 := &http.Client{Timeout: 5 * time.Second} // a bound to give up, not a judge of speed
-			resp, err := c2.Get(front(t, p) + "/metrics")
+			req, _ := http.NewRequest(http.MethodGet, front(t, p)+"/metrics", nil)
+			req.Header.Set("Accept-Encoding", "gzip") // as Prometheus sends
+			req.Header.Set("Accept", "application/openmetrics-text; version=1.0.0,text/plain;version=0.0.4;q=0.5")
+			req.Header.Set("Authorization", "Bearer k-1234567")
+			resp, err := c2.Do(req)
 			if err != nil {
 				t.Fatal(err)
 			}
