@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"unicode"
 
 	"github.com/speclaunch/speclaunch/internal/key"
 	"github.com/speclaunch/speclaunch/internal/llamaflags"
@@ -23,8 +22,9 @@ var ErrPassthrough = errors.New("engine argument conflicts with the launcher")
 var ErrKeyFlagMisspelt = errors.New("engine argument is a misspelt key flag")
 
 // ErrKeyFlagSpaced is wrapped by the CheckPassthrough error for a key
-// flag with white space around it ("--api-key ", its key the next item).
-var ErrKeyFlagSpaced = errors.New("engine argument is a key flag with white space around it")
+// flag with white space or an invisible character around it ("--api-key ",
+// "\u200b--api-key", its key the next item).
+var ErrKeyFlagSpaced = errors.New("engine argument is a key flag with white space or an invisible character around it")
 
 // ErrKeyFlagJoined is wrapped by the CheckPassthrough error for an engine
 // argument that is a key flag and its value in one ("--api-key K").
@@ -145,7 +145,10 @@ func normFlag(name string) string {
 // --spec-draft-n-max, --draft-max, --draft, --draft-n, --draft-min), the
 // draft model or kind, the target model, host and port; both `--flag v` and
 // `--flag=v` forms. The error names the launcher's own flag. Arguments are
-// never passed through a shell, so no quoting is checked.
+// never passed through a shell, so no quoting is checked. Then a key flag
+// joined to its value or with characters around it (keyFlagArg), then a
+// misspelt key flag (misspeltKeyFlag). Every pass reads an argument's flag
+// by argName.
 func CheckPassthrough(e key.Engine, args []string) error {
 	var extra map[string]ownedFlag
 	switch e {
@@ -160,55 +163,80 @@ func CheckPassthrough(e key.Engine, args []string) error {
 	default:
 		return fmt.Errorf("no pass-through rules for engine %q: pick one of mlxcel, llama.cpp, vllm, sglang, sim", e)
 	}
-	for _, a := range args {
-		if !strings.HasPrefix(a, "-") {
-			continue
-		}
-		name, _, _ := strings.Cut(a, "=")
-		if n, _, joined := secret.JoinedFlag(a); joined {
-			name = n // "--hf-token T" in one argument is --hf-token all the same
-		}
-		if e == key.VLLM || e == key.SGLang {
-			name = normFlag(name)
-		}
-		o, ok := extra[name]
+	flags := make([]flagArg, len(args))
+	for i, a := range args {
+		flags[i] = argName(e, a)
+		o, ok := extra[flags[i].name]
 		if !ok {
-			o, ok = commonOwned[name]
+			o, ok = commonOwned[flags[i].name]
 		}
 		if ok {
-			return fmt.Errorf("%w: %q sets %s: %s", ErrPassthrough, secret.MaskArgv([]string{a})[0], o.what, o.fix)
+			return fmt.Errorf("%w: %q sets %s: %s", ErrPassthrough, secret.MaskArg(a), o.what, o.fix)
 		}
 	}
-	if err := joinedKeyFlag(e, args); err != nil {
-		return err
+	j := newKeyFlagJudge(e)
+	for i, a := range args {
+		if err := keyFlagArg(j, a, flags[i]); err != nil {
+			return err
+		}
 	}
-	return misspeltKeyFlag(e, args)
+	return misspeltKeyFlag(j, args, flags)
 }
 
-// joinedKeyFlag refuses a key flag and its value given as one argument
-// (secret.JoinedFlag: "--api-key K", a TOML list's one item where two were
-// meant): the engine reads no key from it, so it refuses to start on an
-// unknown flag (llama-server) or serves with no API key (the sim), and
-// the value would sit on its command line. The value is masked. The fix
-// names the flag spelt right ("--api-kye K" → --api-key): split as given
-// it would be refused again, as misspelt.
-func joinedKeyFlag(e key.Engine, args []string) error {
-	for _, a := range args {
-		if t := strings.TrimSpace(a); t != a && secret.ListedFlag(t) && !strings.ContainsFunc(t, unicode.IsSpace) {
-			return fmt.Errorf("%w: %q: the engine takes it for another flag; write %s", ErrKeyFlagSpaced, a, t)
-		}
-		name, _, ok := secret.JoinedFlag(a)
-		if !ok || !secret.ListedFlag(name) {
-			continue // a flag secret by its words only (--eos-token </s>) is masked, not refused
-		}
-		fix, typed := name, ""
-		if near := newKeyFlagJudge(e).near(name); near != "" {
-			fix, typed = near, fmt.Sprintf("; %s is not a flag the engine (%s) knows", name, e)
-		}
-		return fmt.Errorf("%w: %q: the engine reads no key from it (it refuses to start on an unknown flag, or serves with no API key); give the flag and its value as two arguments (in a profile's engine.args, two list items: [%q, \"KEY\"]) or as %s=KEY%s",
-			ErrKeyFlagJoined, secret.MaskArgv([]string{a})[0], fix, fix, typed)
+// flagArg is an engine argument as every pass of CheckPassthrough reads
+// it (argName).
+type flagArg struct {
+	name   string // the flag it names; "" for a value
+	joined bool   // a secret flag and its value in one (secret.JoinedFlag)
+	spaced bool   // joinSep characters around the name (secret.TrimFlag)
+}
+
+// argName is the flag engine argument a names: a joined one's
+// ("--hf-token T" is --hf-token), else the part before "=", bare of the
+// white space or invisible characters around it (" --hf-token" is
+// --hf-token), spelt with dashes for vLLM and SGLang (normFlag).
+func argName(e key.Engine, a string) flagArg {
+	name, _, _ := strings.Cut(a, "=")
+	var f flagArg
+	if n, _, ok := secret.JoinedFlag(a); ok {
+		name, f.joined = n, true
+	} else {
+		name, f.spaced = secret.TrimFlag(name)
 	}
-	return nil
+	if !strings.HasPrefix(name, "-") {
+		return flagArg{}
+	}
+	if e == key.VLLM || e == key.SGLang {
+		name = normFlag(name) // --api_key is --api-key to them
+	}
+	f.name = name
+	return f
+}
+
+// keyFlagArg refuses a key flag the engine cannot read as one: with
+// white space or an invisible character around it ("--api-key\u200b",
+// its key the next item), which the engine takes for another flag; or
+// joined to its value in one argument (secret.JoinedFlag: "--api-key K",
+// a TOML list's one item where two were meant), from which the engine
+// reads no key, so it refuses to start on an unknown flag (llama-server)
+// or serves with no API key (the sim), and the value would sit on its
+// command line. The argument is masked. The fix names the flag spelt
+// right ("--api-kye K" → --api-key): as given it would be refused again,
+// as misspelt. A flag secret by its words only (--eos-token </s>) is
+// masked, not refused.
+func keyFlagArg(j keyFlagJudge, a string, f flagArg) error {
+	if (!f.joined && !f.spaced) || !secret.ListedFlag(f.name) {
+		return nil
+	}
+	fix, typed := f.name, ""
+	if near := j.near(f.name); near != "" {
+		fix, typed = near, fmt.Sprintf("; %s is not a flag the engine (%s) knows", f.name, j.e)
+	}
+	if f.spaced {
+		return fmt.Errorf("%w: %q: the engine takes it for another flag; write %s with nothing around it%s", ErrKeyFlagSpaced, secret.MaskArg(a), fix, typed)
+	}
+	return fmt.Errorf("%w: %q: the engine reads no key from it (it refuses to start on an unknown flag, or serves with no API key); %s%s",
+		ErrKeyFlagJoined, secret.MaskArg(a), secret.JoinedFix(fix), typed)
 }
 
 // misspeltKeyFlag refuses an argument that is no flag the engine knows
@@ -222,18 +250,11 @@ func joinedKeyFlag(e key.Engine, args []string) error {
 // distinct name is judged once, and the nearest of every known flag is
 // looked for only where a key flag is within reach: a profile's many
 // copies of one argument cost one look, not one each.
-func misspeltKeyFlag(e key.Engine, args []string) error {
-	j := newKeyFlagJudge(e)
+func misspeltKeyFlag(j keyFlagJudge, args []string, flags []flagArg) error {
 	judged := map[string]bool{}
 	for i, a := range args {
-		if !strings.HasPrefix(a, "-") || a == "-" || strings.TrimLeft(a, "-0123456789.") == "" {
-			continue
-		}
-		name, val, inline := strings.Cut(a, "=")
-		if e == key.VLLM || e == key.SGLang {
-			name = normFlag(name) // --api_key is --api-key to them
-		}
-		if judged[name] {
+		name := flags[i].name
+		if name == "" || name == "-" || strings.TrimLeft(name, "-0123456789.") == "" || judged[name] {
 			continue
 		}
 		judged[name] = true
@@ -241,6 +262,7 @@ func misspeltKeyFlag(e key.Engine, args []string) error {
 		if near == "" {
 			continue
 		}
+		_, val, inline := strings.Cut(a, "=")
 		if !inline && i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
 			val = args[i+1]
 		}
@@ -248,11 +270,11 @@ func misspeltKeyFlag(e key.Engine, args []string) error {
 		if val != "" {
 			shown += " " + secret.Mask(val)
 		}
-		if o, owned := llamaOwned[near]; owned && e == key.LlamaCpp {
+		if o, owned := llamaOwned[near]; owned && j.e == key.LlamaCpp {
 			// Spelt right it is refused too (--hf-token): say why, not "spell it".
-			return fmt.Errorf("%w: %s is not a flag the engine (%s) knows; did you mean %s? That sets %s: %s", ErrKeyFlagMisspelt, shown, e, near, o.what, o.fix)
+			return fmt.Errorf("%w: %s is not a flag the engine (%s) knows; did you mean %s? That sets %s: %s", ErrKeyFlagMisspelt, shown, j.e, near, o.what, o.fix)
 		}
-		return fmt.Errorf("%w: %s is not a flag the engine (%s) knows; did you mean %s? Spell it %s: as given, the engine refuses to start on the unknown flag, and the key would be on its command line as a plain argument", ErrKeyFlagMisspelt, shown, e, near, near)
+		return fmt.Errorf("%w: %s is not a flag the engine (%s) knows; did you mean %s? Spell it %s: as given, the engine refuses to start on the unknown flag, and the key would be on its command line as a plain argument", ErrKeyFlagMisspelt, shown, j.e, near, near)
 	}
 	return nil
 }

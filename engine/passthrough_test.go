@@ -170,7 +170,7 @@ func TestMisspeltKeyFlag(t *testing.T) {
 // served with no key. Spelt as the flag's own form, or as two arguments,
 // it passes; a flag the launcher owns is refused as such, joined or not.
 func TestJoinedKeyFlag(t *testing.T) {
-	const fix = `give the flag and its value as two arguments (in a profile's engine.args, two list items: ["--api-key", "KEY"]) or as --api-key=KEY`
+	const fix = `give the flag and its value as two arguments (--api-key KEY; in a profile's engine.args, two list items: ["--api-key", "KEY"]) or as --api-key=KEY`
 	for _, tc := range []struct {
 		name string
 		e    key.Engine
@@ -197,6 +197,19 @@ func TestJoinedKeyFlag(t *testing.T) {
 		{"misspelt: the fix spells it right", key.LlamaCpp, []string{"--api-kye LEAKCHECKKEY-0123456789"}, ErrKeyFlagJoined, fix + "; --api-kye is not a flag the engine (llama.cpp) knows"},
 		{"a flag secret by its words only", key.LlamaCpp, []string{"--chat-template", "x", "--eos-token </s> x"}, nil, ""},
 		{"a space after the flag, the key next", key.LlamaCpp, []string{"--api-key ", "LEAKCHECKKEY-0123456789"}, ErrKeyFlagSpaced, `"--api-key ": the engine takes it for another flag; write --api-key`},
+		// White space or an invisible character around the flag, however
+		// the key follows: the engine reads no key flag.
+		{"a zero-width space after the flag, the key next", key.LlamaCpp, []string{"--api-key\u200b", "LEAKCHECKKEY-0123456789"}, ErrKeyFlagSpaced, `"--api-key\u200b": the engine takes it for another flag; write --api-key`},
+		{"a zero-width space before the flag, the key next", key.VLLM, []string{"\u200b--api-key", "LEAKCHECKKEY-0123456789"}, ErrKeyFlagSpaced, `"\u200b--api-key": the engine takes it for another flag; write --api-key`},
+		{"a zero-width space before the flag's own form", key.Sim, []string{"\u200b--api-key=LEAKCHECKKEY-0123456789"}, ErrKeyFlagSpaced, `"\u200b--api-key=****6789"`},
+		{"a space before a misspelt flag: spelt right", key.LlamaCpp, []string{" --api-kye", "LEAKCHECKKEY-0123456789"}, ErrKeyFlagSpaced, "write --api-key with nothing around it; --api-kye is not a flag"},
+		{"SGLang's --api_key, spaced", key.SGLang, []string{"--api_key\t", "LEAKCHECKKEY-0123456789"}, ErrKeyFlagSpaced, "write --api-key"},
+		// A flag the launcher owns is refused as such, space or not.
+		{"llama-server's --hf-token after a space, joined", key.LlamaCpp, []string{" --hf-token hf_LEAKabcdefghijklmnop"}, ErrPassthrough, `"--hf-token ****mnop" sets a Hugging Face token`},
+		{"llama-server's --hf-token after a space", key.LlamaCpp, []string{" --hf-token", "hf_LEAKabcdefghijklmnop"}, ErrPassthrough, `" --hf-token" sets a Hugging Face token`},
+		{"an owned flag after a space", key.VLLM, []string{"\u200b--port", "8000"}, ErrPassthrough, "sets the listen port"},
+		{"vLLM's --hf-token after a space, joined", key.VLLM, []string{" --hf-token hf_LEAKabcdefghijklmnop"}, ErrKeyFlagJoined, `["--hf-token", "KEY"]) or as --hf-token=KEY`},
+		{"a value with a space before it", key.LlamaCpp, []string{"--alias", " my model"}, nil, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := CheckPassthrough(tc.e, tc.args)

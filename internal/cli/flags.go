@@ -195,17 +195,17 @@ func unknownFlag(app, cmd *kong.Node, a string, owned map[string]int) error {
 		return usage(fmt.Errorf("unknown flag %s: a flag of %s, not of %s", name, strings.Join(of, " and "), cmd.Path()),
 			"give it to speclaunch "+strings.Join(of, " or speclaunch ")+"; speclaunch "+cmd.Path()+" --help lists this command's flags")
 	}
-	msg := fmt.Sprintf("unknown flag %s: neither a speclaunch flag nor one llama-server lists", secret.MaskArgv([]string{name})[0])
+	msg := fmt.Sprintf("unknown flag %s: neither a speclaunch flag nor one llama-server lists", secret.MaskArg(name))
 	near, says := suggestion(name, owned)
 	// A typo of a secret flag (--api-kye=K) still carries a key.
-	hint := "to pass a flag to the engine as it is, put it after --: speclaunch " + cmd.Path() + " ... -- " + secret.MaskArgv([]string{a})[0]
+	hint := "to pass a flag to the engine as it is, put it after --: speclaunch " + cmd.Path() + " ... -- " + secret.MaskArg(a)
 	if jn, _, joined := secret.JoinedFlag(a); joined {
 		// "--api-key K" quoted as one: after -- it is refused too.
-		hint = "give the flag and its value as two arguments: " + jn + " KEY"
+		hint = secret.JoinedFix(jn)
 	} else if secret.SecretFlag(near) {
 		spelt := near
 		if hasVal {
-			spelt = secret.MaskArgv([]string{near + "=" + val})[0]
+			spelt = secret.MaskArg(near + "=" + val)
 		}
 		hint = "spell it " + spelt + "; a misspelt key flag is refused after -- too"
 	}

@@ -4,8 +4,9 @@
 // Masking follows llama-server, which logs its key as "****" and the last 4
 // characters (tools/server/server-http.cpp): Mask does the same, and masks
 // a key of 4 characters or fewer completely. What is a secret is decided in
-// one place each: SecretFlag for command-line flags (JoinedFlag for one
-// given with its value as one argument), SecretEnv for
+// one place each: SecretFlag for command-line flags (TrimFlag for what
+// may sit around a flag's name, JoinedFlag for one given with its value as
+// one argument), SecretEnv for
 // environment variables, MaskValue for a value whatever its name; Keys reads an engine's keys from its argv,
 // environment and key files; Redactor replaces secret values wherever they
 // appear in free text; Bearer adds the key to outgoing requests and
@@ -15,6 +16,7 @@ package secret
 import (
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"unicode"
 
@@ -124,22 +126,56 @@ func nearSecretEnv(n string, parts []string) bool {
 }
 
 // SecretFlag reports whether a command-line flag (with its dashes, without
-// "=value") takes a secret: --api-key, --hf-token, -hft, --admin-api-key;
-// another whose name says so by the rule of variables (secretName: --auth,
-// --bearer, --db-password) or -k, or is a typo of a secret flag
-// (nearSecretFlag: --api-kye); not --api-key-file, --ssl-key-file or
-// --max-num-batched-tokens. A switch takes no value, so no secret, whatever
-// its name (switchFlag: --cors-credentials, --no-auth, --disable-auth):
-// the argument after it is its own. Case does not matter.
+// "=value") takes a secret: --api-key, --hf-token, -hft, --admin-api-key
+// and their typos (ListedFlag); another whose name says so by the rule of
+// variables (secretName: --auth, --bearer, --db-password) or -k; not
+// --api-key-file, --ssl-key-file or --max-num-batched-tokens. A switch
+// takes no value, so no secret, whatever its name (switchFlag:
+// --cors-credentials, --no-auth, --disable-auth): the argument after it is
+// its own. Case does not matter, nor joinSep characters around the name
+// (TrimFlag).
 func SecretFlag(name string) bool {
+	n, ok := valueFlag(name)
+	return ok && (listedName(n) || n == "K" || secretName(flagParts(n))) // -k for a key
+}
+
+// ListedFlag reports whether name is a secret flag an engine lists
+// (secretFlags, -hft) or a typo of one (--api-kye, --API_KEY), not a
+// flag secret only by the words in its name (--eos-token, --auth): a
+// value joined to a listed one was meant as the engine's key. Every
+// listed flag is a SecretFlag.
+func ListedFlag(name string) bool {
+	n, ok := valueFlag(name)
+	return ok && listedName(n)
+}
+
+// valueFlag is name, bare (TrimFlag), in upper case without its dashes,
+// and whether it is a flag that takes a value: the one reading of a name
+// SecretFlag and ListedFlag share.
+func valueFlag(name string) (n string, ok bool) {
+	name, _ = TrimFlag(name)
 	if !strings.HasPrefix(name, "-") || switchFlag(name) {
-		return false
+		return "", false
 	}
-	n := strings.ToUpper(strings.TrimLeft(name, "-"))
-	if n == "HFT" || n == "K" { // llama.cpp's short --hf-token; -k for a key
-		return true
-	}
-	return secretName(flagParts(n)) || nearSecretFlag(n)
+	return strings.ToUpper(strings.TrimLeft(name, "-")), true
+}
+
+// listedName reports whether a flag's name (valueFlag's) is one of
+// secretFlags, llama.cpp's short -hft, or a typo of one; "_" is "-", as
+// vLLM and SGLang read it.
+func listedName(n string) bool {
+	return n == "HFT" || nearSecretFlag(strings.ReplaceAll(n, "_", "-"))
+}
+
+// TrimFlag is a flag's name with the joinSep characters around it
+// stripped, as every rule of flags reads it: a pasted space or zero-width
+// space beside "--api-key" hides the flag from the engine, not from
+// masking. spaced reports that some were stripped and none is left within
+// (" --api-key", "--api-key\u200b"); a name with one within is a joined
+// argument, JoinedFlag's.
+func TrimFlag(name string) (bare string, spaced bool) {
+	bare = strings.TrimFunc(name, joinSep)
+	return bare, bare != name && !strings.ContainsFunc(bare, joinSep)
 }
 
 // switchFlag reports whether a flag takes no value: llama-server lists it
@@ -206,13 +242,12 @@ func JoinedFlag(a string) (name string, vals []string, ok bool) {
 	return a[:i], vals, true
 }
 
-// ListedFlag reports whether name is a secret flag an engine lists
-// (secretFlags, -hft) or a typo of one (--api-kye, --API_KEY), not a
-// flag secret only by the words in its name (--eos-token, --auth): a
-// value joined to a listed one was meant as the engine's key.
-func ListedFlag(name string) bool {
-	n := strings.ToUpper(strings.TrimLeft(name, "-"))
-	return strings.HasPrefix(name, "-") && (n == "HFT" || nearSecretFlag(strings.ReplaceAll(n, "_", "-")))
+// JoinedFix is the fix for flag name given joined to its value in one
+// argument (JoinedFlag), in the one wording the command line and the
+// engine arguments share.
+func JoinedFix(name string) string {
+	return "give the flag and its value as two arguments (" + name + " KEY; in a profile's engine.args, two list items: [" +
+		strconv.Quote(name) + `, "KEY"]) or as ` + name + "=KEY"
 }
 
 // joinSep is what can stand between a joined flag and its value: white
@@ -273,6 +308,10 @@ func MaskArgv(argv []string) []string {
 	out, _ := maskArgv(argv)
 	return out
 }
+
+// MaskArg is argument a masked as MaskArgv masks it alone: a secret
+// flag's value joined to it or after "=", else its parts secret by shape.
+func MaskArg(a string) string { return MaskArgv([]string{a})[0] }
 
 // maskArgv is MaskArgv, and which arguments it masked as a secret flag's.
 func maskArgv(argv []string) (out []string, byFlag []bool) {

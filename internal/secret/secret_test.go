@@ -137,6 +137,14 @@ func TestSecretNames(t *testing.T) {
 		{"--no-auth", false},
 		{"--disable-auth", false},
 		{"--no_token", false},
+		// White space or an invisible character around the name hides it
+		// from the engine, not from masking.
+		{"--api-key\u200b", true},
+		{"\u200b--api-key", true},
+		{" --hf-token\t", true},
+		{"\ufeff-hft", true},
+		{"\u200b--api-key-file", false},
+		{"--hf_tok", true}, // a typo of a listed flag is secret (ListedFlag)
 	} {
 		if got := SecretFlag(c.name); got != c.want {
 			t.Errorf("SecretFlag(%q) = %v, want %v", c.name, got, c.want)
@@ -171,6 +179,11 @@ func TestMaskArgv(t *testing.T) {
 		{"joined, a key file", []string{"--api-key-file /run/my keys.txt"}, []string{"--api-key-file /run/my keys.txt"}},
 		{"a space after the flag, the key next", []string{"--api-key ", "LEAKCHECKKEY-0123456789"}, []string{"--api-key ", "****6789"}},
 		{"joined by a zero-width space", []string{"--api-key\u200bLEAKCHECKKEY-0123456789"}, []string{"--api-key ****6789"}},
+		// A zero-width space around the flag, the key the next item.
+		{"a zero-width space after the flag, the key next", []string{"--api-key\u200b", "LEAKCHECKKEY-0123456789"}, []string{"--api-key\u200b", "****6789"}},
+		{"a zero-width space before the flag, the key next", []string{"\u200b--api-key", "LEAKCHECKKEY-0123456789"}, []string{"\u200b--api-key", "****6789"}},
+		{"a zero-width space before a flag's own form", []string{"\u200b--auth=hunter2hunter"}, []string{"\u200b--auth=****nter"}},
+		{"a space before llama.cpp's short flag", []string{" -hft", "hunter2hunter"}, []string{" -hft", "****nter"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			orig := slices.Clone(c.in)
@@ -588,6 +601,7 @@ func TestJoinedFlag(t *testing.T) {
 		{"--api-key\ufeffK1", "--api-key", []string{"K1"}},
 		{"--api-key\u2060\u00a0K1", "--api-key", []string{"K1"}},
 		{"\u200b--api-key K1", "--api-key", []string{"K1"}},
+		{"--hf_tok T", "--hf_tok", []string{"T"}}, // a typo of a listed flag
 		{"--api-key=K1 K2", "", nil},
 		{"--api-key", "", nil},
 		{"--api-key-file /a b", "", nil},
@@ -613,9 +627,36 @@ func TestListedFlag(t *testing.T) {
 		{"--api-key", true}, {"--API-KEY", true}, {"--api_key", true}, {"--api-kye", true},
 		{"--hf-token", true}, {"-hft", true}, {"--admin-api-key", true},
 		{"--eos-token", false}, {"--auth", false}, {"-k", false}, {"--api-key-file", false}, {"api-key", false},
+		{"--api-key\u200b", true}, {"\u200b--api-key", true}, {" --hf-token ", true}, {"\u2060-hft", true},
+		{"\u200b--eos-token", false}, {"--no-api-key", false}, {"--hf_tok", true},
 	} {
 		if got := ListedFlag(c.name); got != c.want {
 			t.Errorf("ListedFlag(%q) = %v, want %v", c.name, got, c.want)
+		}
+		if c.want && !SecretFlag(c.name) {
+			t.Errorf("ListedFlag(%q), but not SecretFlag: a value joined to it would not be masked", c.name)
+		}
+	}
+}
+
+// TrimFlag strips white space and invisible characters around a flag's
+// name; spaced only where none is left within (a joined argument is not).
+func TestTrimFlag(t *testing.T) {
+	for _, c := range []struct {
+		in, bare string
+		spaced   bool
+	}{
+		{"--api-key", "--api-key", false},
+		{"--api-key ", "--api-key", true},
+		{"--api-key\u200b", "--api-key", true},
+		{"\ufeff--api-key\u2060", "--api-key", true},
+		{"\t-hft", "-hft", true},
+		{" --api-key K ", "--api-key K", false},
+		{"--api-key\u200bK", "--api-key\u200bK", false},
+		{"", "", false},
+	} {
+		if bare, spaced := TrimFlag(c.in); bare != c.bare || spaced != c.spaced {
+			t.Errorf("TrimFlag(%q) = %q, %v; want %q, %v", c.in, bare, spaced, c.bare, c.spaced)
 		}
 	}
 }
