@@ -26,6 +26,8 @@ type burst struct {
 	unsaid int       // events since then not logged
 	held   []any     // the latest of them's attributes
 	clock  waitlog.Clock
+	log    *slog.Logger // where, and what, the run's lines say (warn's)
+	msg    string
 }
 
 // note counts an event at now, attrs its line's, and says whether to log
@@ -70,6 +72,9 @@ func (b *burst) warn(log *slog.Logger, msg string, attrs ...any) {
 	if c == nil {
 		c = waitlog.Real
 	}
+	b.mu.Lock()
+	b.log, b.msg = log, msg
+	b.mu.Unlock()
 	say, unsaid, flushIn := b.note(c.Now(), attrs)
 	if say {
 		log.Warn(msg, append(attrs, "more_since_last_line", unsaid)...)
@@ -80,5 +85,18 @@ func (b *burst) warn(log *slog.Logger, msg string, attrs ...any) {
 				log.Warn(msg, append(held, "more_since_last_line", others)...)
 			}
 		})
+	}
+}
+
+// sayHeld logs the events held in the window under way now, with the
+// count of the others, where its window's end would come too late: the
+// proxy is done, and the process may exit before it.
+func (b *burst) sayHeld() {
+	b.mu.Lock()
+	attrs, n, log, msg := b.held, b.unsaid, b.log, b.msg
+	b.unsaid, b.held = 0, nil
+	b.mu.Unlock()
+	if n > 0 && log != nil {
+		log.Warn(msg, append(attrs, "more_since_last_line", n-1)...)
 	}
 }

@@ -430,6 +430,15 @@ func (p *Proxy) Close() {
 	p.queue = nil
 }
 
+// SayHeld logs the warnings the burst throttle holds (clients that
+// stopped reading, speclaunch's want of resources) now, not at their
+// window's end: serve calls it once the public listener is closed, so
+// that every event is counted in some line before the process exits.
+func (p *Proxy) SayHeld() {
+	p.localFails.sayHeld()
+	p.stalls.sayHeld()
+}
+
 // Refuse answers new requests, and /health, with 503 and Retry-After:
 // the launcher is stopping (readiness goes down at once). Requests in
 // flight go on; held ones stay held for an engine that is starting.

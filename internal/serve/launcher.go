@@ -211,6 +211,7 @@ func (sv *launcher) run(p *plan.Plan) error {
 			return err
 		}
 		sv.pub = pub
+		defer sv.px.SayHeld() // after the listener closes (defers run last first)
 		defer sv.pub.close()
 		sv.log.Info("proxy listening; the engine gets a loopback port of its own", "addr", pub.addr, "switch", p.Settings.Switch.Value)
 	}
