@@ -93,7 +93,7 @@ var profileRow = Row{Name: "profile", Flag: "profile", Envs: []string{"MLXCEL_PR
 
 // The rows the engine's inference (infer.go) peeks at before they layer.
 var (
-	engineBinaryRow = pathRow(Row{Name: "engine-binary", Flag: "engine-binary", Envs: []string{"MLXCEL_ENGINE_BINARY"}, Key: "engine.binary", Default: "`mlxcel-server` / `llama-server` / `vllm` / `python3` (sglang) on `PATH`", Doc: "the sim engine is this binary; for sglang, the Python interpreter it is installed in"},
+	engineBinaryRow = pathRow(Row{Name: "engine-binary", Flag: "engine-binary", Envs: []string{"MLXCEL_ENGINE_BINARY"}, Key: "engine.binary", Default: "`mlxcel-server` / `llama-server` / `vllm` / `python3` (sglang) on `PATH`; for sim, this speclaunch", Doc: "for sim, a speclaunch binary, which the sim engine runs as its engine; for sglang, the Python interpreter it is installed in"},
 		func(s *Settings) *Field[string] { return &s.EngineBinary }, false)
 	modelRow = pathRow(Row{Name: "model", Flag: "model", Envs: []string{"LLAMA_ARG_MODEL", "MLXCEL_MODEL"}, Key: "model.path", Default: "none", Doc: "MLX checkpoint directory or GGUF file (flag also `-m`); for vllm/sglang also a Hugging Face repo id"},
 		func(s *Settings) *Field[string] { return &s.Model }, true)

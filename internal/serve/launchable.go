@@ -57,13 +57,19 @@ func Launchable(p *plan.Plan, checkPort bool) error {
 func Runnable(p *plan.Plan) error {
 	s := p.Settings
 	if s.Engine.Value != key.Sim && p.Facts.BinaryPath == "" && (s.Model.Value != "" || s.EngineBinary.Set()) {
-		return exitcode.Bad(binaryMissing(p))
+		return exitcode.Bad(binaryMissing(s, p.Facts.Binary))
 	}
 	if len(p.Launch.Argv) > 0 {
 		// What will be exec'd, whatever the engine: a drain switch stops
-		// the old engine only after this check.
-		if _, err := exec.LookPath(p.Launch.Argv[0]); err != nil {
-			return exitcode.Bad(fmt.Errorf("engine binary %s cannot be run (%v); install it or fix engine.binary in the profile (--engine-binary, MLXCEL_ENGINE_BINARY)", p.Launch.Argv[0], errors.Unwrap(err)))
+		// the old engine only after this check. A binary an operator set
+		// (the sim's, which the check above leaves here) is refused
+		// naming where it was set.
+		bin := p.Launch.Argv[0]
+		if _, err := exec.LookPath(bin); err != nil {
+			if s.EngineBinary.Set() {
+				return exitcode.Bad(binaryMissing(s, bin))
+			}
+			return exitcode.Bad(fmt.Errorf("engine binary %s cannot be run (%v); install it or set engine.binary in the profile (--engine-binary, MLXCEL_ENGINE_BINARY)", bin, errors.Unwrap(err)))
 		}
 	}
 	for _, m := range []struct {
@@ -162,17 +168,21 @@ func argsSource(s config.Settings, name string) string {
 	return s.EngineArgs.Src.String()
 }
 
-// binaryMissing is the refusal of an engine binary not found: where it
-// was looked for, and where it was set when an operator set it.
-func binaryMissing(p *plan.Plan) error {
-	s, bin := p.Settings, p.Facts.Binary
+// binaryMissing is the refusal of an engine binary, bin, not found: where
+// it was looked for, and where it was set when an operator set it. The
+// sim's binary is a speclaunch, this one unless set.
+func binaryMissing(s config.Settings, bin string) error {
 	if !s.EngineBinary.Set() {
 		return fmt.Errorf("engine binary %q not found (looked up %q on PATH); install %s or set engine.binary in the profile (--engine-binary, MLXCEL_ENGINE_BINARY)", bin, bin, s.Engine.Value)
 	}
-	if strings.ContainsRune(bin, os.PathSeparator) {
-		return fmt.Errorf("engine binary %q not found (%s): no executable file at that path; install %s there or fix the path", bin, s.EngineBinary.Src, s.Engine.Value)
+	where, fix := "no executable file at that path", fmt.Sprintf("install %s there or fix the path", s.Engine.Value)
+	if !strings.ContainsRune(bin, os.PathSeparator) {
+		where, fix = "looked up on PATH", fmt.Sprintf("install %s or give its path", s.Engine.Value)
 	}
-	return fmt.Errorf("engine binary %q not found (%s): looked up on PATH; install %s or give its path", bin, s.EngineBinary.Src, s.Engine.Value)
+	if s.Engine.Value == key.Sim {
+		fix = "the sim engine runs a speclaunch binary: fix the path, or unset it to run this speclaunch"
+	}
+	return fmt.Errorf("engine binary %q not found (%s): %s; %s", bin, s.EngineBinary.Src, where, fix)
 }
 
 // bindFix is what to do when the public address cannot be bound, by why.

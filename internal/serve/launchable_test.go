@@ -104,3 +104,41 @@ func TestLaunchableChecksTheSimsModels(t *testing.T) {
 		})
 	}
 }
+
+// An engine binary that cannot be run is refused naming where it was set
+// (variable, flag or profile file:line), the sim's as llama.cpp's, and
+// where it was looked for; one not set says every place to set it.
+func TestRunnableSaysWhereTheBinaryWasSet(t *testing.T) {
+	env := config.Source{Origin: config.Env, Name: "MLXCEL_ENGINE_BINARY"}
+	flag := config.Source{Origin: config.Flag, Name: "--engine-binary"}
+	prof := config.Source{Origin: config.Profile, Name: "p.toml:3"}
+	for _, tc := range []struct {
+		name   string
+		engine key.Engine
+		bin    string
+		src    config.Source // Default = not set
+		want   string
+	}{
+		{"sim, a path in the variable", key.Sim, "/nonexistent/x", env, `engine binary "/nonexistent/x" not found (env MLXCEL_ENGINE_BINARY): no executable file at that path; the sim engine runs a speclaunch binary: fix the path, or unset it to run this speclaunch`},
+		{"sim, a path in the flag", key.Sim, "/nonexistent/x", flag, `not found (flag --engine-binary): no executable file at that path`},
+		{"sim, a name in the profile", key.Sim, "no-such-speclaunch", prof, `engine binary "no-such-speclaunch" not found (profile p.toml:3): looked up on PATH; the sim engine runs`},
+		{"sim, not set", key.Sim, "/nonexistent/self", config.Source{}, `engine binary /nonexistent/self cannot be run (stat /nonexistent/self: no such file or directory); install it or set engine.binary in the profile (--engine-binary, MLXCEL_ENGINE_BINARY)`},
+		{"llama.cpp, a path in the variable", key.LlamaCpp, "/nonexistent/x", env, `engine binary "/nonexistent/x" not found (env MLXCEL_ENGINE_BINARY): no executable file at that path; install llama.cpp there or fix the path`},
+		{"llama.cpp, a name in the profile", key.LlamaCpp, "no-such-llama-server", prof, `not found (profile p.toml:3): looked up on PATH; install llama.cpp or give its path`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &plan.Plan{}
+			s := &p.Settings
+			s.Engine.Value = tc.engine
+			if tc.src.Origin != config.Default {
+				s.EngineBinary = config.Field[string]{Value: tc.bin, Src: tc.src}
+			}
+			p.Facts.Binary = tc.bin
+			p.Launch.Argv = []string{tc.bin, "__sim"}
+			err := Runnable(p)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.As(err, new(*exitcode.BadInput)) {
+				t.Fatalf("err = %v, want bad input holding %q", err, tc.want)
+			}
+		})
+	}
+}
