@@ -34,6 +34,8 @@ func TestCheck(t *testing.T) {
 		{"5,000 nested inline tables", "x = 1\n\na = " + nest("{b = ", "1", "}", 5_000), 3},
 		{"inline tables at the limit", "a = " + nest("{b = ", "1", "}", MaxDepth), 0},
 		{"inline tables one past", "a = " + nest("{b = ", "1", "}", deep), 1},
+		// A dotted key's last part names its value, not a table: 17 parts
+		// open 16 tables, where a header of 17 parts opens 17.
 		{"dotted key at the limit", strings.Repeat("a.", MaxDepth) + "a = 1", 0},
 		{"dotted key one past", "\n" + strings.Repeat("a.", deep) + "a = 1", 2},
 		{"dotted key in an inline table", "a = {" + strings.Repeat("b.", MaxDepth) + "c = 1}", 1},
@@ -164,36 +166,41 @@ func TestRealFiles(t *testing.T) {
 }
 
 // decodedDepth is how deep a decoded TOML document nests, counted as
-// Check counts: each table and each array below the root is one level.
+// Check counts: each table and each array below the root is one level,
+// and so is each dot in a key (a quoted key's, which the decoder keeps
+// whole).
 func decodedDepth(root map[string]any) int {
-	d := 0
-	for _, v := range root {
-		d = max(d, levels(v))
+	return keyed(root) - 1
+}
+
+// keyed is the levels of a table holding m: one, plus its deepest value
+// with the dots of that value's key.
+func keyed(m map[string]any) int {
+	d := 1
+	for k, x := range m {
+		d = max(d, 1+strings.Count(k, ".")+levels(x))
 	}
 	return d
 }
 
 func levels(v any) int {
-	var kids []any
 	switch v := v.(type) {
 	case map[string]any:
-		for _, x := range v {
-			kids = append(kids, x)
-		}
+		return keyed(v)
 	case []map[string]any:
+		d := 1
 		for _, x := range v {
-			kids = append(kids, x)
+			d = max(d, 1+keyed(x))
 		}
+		return d
 	case []any:
-		kids = v
-	default:
-		return 0
+		d := 1
+		for _, x := range v {
+			d = max(d, 1+levels(x))
+		}
+		return d
 	}
-	d := 1
-	for _, x := range kids {
-		d = max(d, 1+levels(x))
-	}
-	return d
+	return 0
 }
 
 // FuzzCheck: Check never panics, names a line of the text, and on every
@@ -205,6 +212,8 @@ func FuzzCheck(f *testing.F) {
 		"a = '''\n[\n'''", `a = "\"["`, `"a.b".c = 1`, "a = [ # [\n 1 ]", "a = {}\nb = {c = {}, }",
 		"a = " + nest("[", "", "]", MaxDepth), "a = " + nest("[", "", "]", MaxDepth+1),
 		strings.Repeat("a.", MaxDepth) + "a = 1", "[" + strings.Repeat("a.", MaxDepth) + "a]",
+		`"` + strings.Repeat("a.", MaxDepth) + `a" = 1`, `"` + strings.Repeat("a.", MaxDepth+1) + `a" = 1`,
+		`["a.b"]` + "\nc = {\"d.e\" = [1]}",
 	} {
 		f.Add(s)
 	}
