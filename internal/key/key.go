@@ -5,6 +5,7 @@
 package key
 
 import (
+	"errors"
 	"fmt"
 	"github.com/speclaunch/speclaunch/internal/quote"
 	"github.com/speclaunch/speclaunch/internal/typo"
@@ -279,31 +280,33 @@ func (c Capability) SM() string {
 	return fmt.Sprintf("sm_%d%d", c.Major, c.Minor)
 }
 
+// ErrCapabilityRange is wrapped by ParseCapability's error for a
+// capability written right whose major version is outside 1 to 99.
+var ErrCapabilityRange = errors.New("the major version is 1 to 99, e.g. 9.0 for H200 or 12.1 for GB10")
+
 // ParseCapability accepts "9.0", "12.1" or "sm_90"/"sm_121" (the last digit
-// is the minor version, as in CUDA's arch names).
+// is the minor version, as in CUDA's arch names), with a major version of
+// 1 to 99.
 func ParseCapability(s string) (Capability, error) {
 	v := strings.ToLower(strings.TrimSpace(s))
 	bad := fmt.Errorf("malformed compute capability %s (want MAJOR.MINOR such as 9.0 or 12.1, or sm_90)", quote.Quoted(s, 64))
+	var a, b string
 	if rest, ok := strings.CutPrefix(v, "sm_"); ok {
 		rest = strings.TrimRight(rest, "af")
 		if len(rest) < 2 {
 			return Capability{}, bad
 		}
-		maj, err1 := strconv.Atoi(rest[:len(rest)-1])
-		min, err2 := strconv.Atoi(rest[len(rest)-1:])
-		if err1 != nil || err2 != nil || maj < 1 || maj > 99 {
-			return Capability{}, bad
-		}
-		return Capability{maj, min}, nil
-	}
-	a, b, ok := strings.Cut(v, ".")
-	if !ok {
+		a, b = rest[:len(rest)-1], rest[len(rest)-1:]
+	} else if a, b, ok = strings.Cut(v, "."); !ok || len(b) != 1 {
 		return Capability{}, bad
 	}
 	maj, err1 := strconv.Atoi(a)
 	min, err2 := strconv.Atoi(b)
-	if err1 != nil || err2 != nil || maj < 1 || maj > 99 || min < 0 || min > 9 || len(b) != 1 {
+	if err1 != nil || err2 != nil || min < 0 || min > 9 {
 		return Capability{}, bad
+	}
+	if maj < 1 || maj > 99 {
+		return Capability{}, fmt.Errorf("compute capability %s is out of range: %w", quote.Quoted(s, 64), ErrCapabilityRange)
 	}
 	return Capability{maj, min}, nil
 }

@@ -1,6 +1,7 @@
 package key
 
 import (
+	"errors"
 	"strings"
 	"testing"
 )
@@ -93,5 +94,45 @@ func TestParseEngineDidYouMean(t *testing.T) {
 		if e, err := ParseEngine(strings.ToUpper(sp.spelt)); err != nil || e != sp.e {
 			t.Errorf("offered spelling %q: %v, %v; want %v", sp.spelt, e, err, sp.e)
 		}
+	}
+}
+
+// A capability is MAJOR.MINOR or sm_MAJORMINOR; one written so whose
+// major version is outside 1 to 99 is refused saying the range, not the
+// form.
+func TestParseCapability(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want Capability
+		err  string // "" = accepted
+	}{
+		{"9.0", Capability{9, 0}, ""},
+		{"12.1", Capability{12, 1}, ""},
+		{"sm_90", Capability{9, 0}, ""},
+		{"sm_121a", Capability{12, 1}, ""},
+		{"99.9", Capability{99, 9}, ""},
+		{"100.0", Capability{}, `compute capability "100.0" is out of range: the major version is 1 to 99`},
+		{"0.5", Capability{}, `compute capability "0.5" is out of range: the major version is 1 to 99`},
+		{"sm_1000", Capability{}, `"sm_1000" is out of range`},
+		{"sm_05", Capability{}, `"sm_05" is out of range`},
+		{"twelve", Capability{}, "malformed compute capability"},
+		{"9.10", Capability{}, "malformed compute capability"},
+		{"sm_9", Capability{}, "malformed compute capability"},
+	} {
+		t.Run(tc.in, func(t *testing.T) {
+			got, err := ParseCapability(tc.in)
+			if tc.err == "" {
+				if err != nil || got != tc.want {
+					t.Fatalf("got %v, %v; want %v", got, err, tc.want)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Fatalf("err = %v, want one holding %q", err, tc.err)
+			}
+			if ranged := strings.Contains(tc.err, "out of range"); errors.Is(err, ErrCapabilityRange) != ranged {
+				t.Fatalf("errors.Is(err, ErrCapabilityRange) = %v, want %v", !ranged, ranged)
+			}
+		})
 	}
 }

@@ -508,7 +508,10 @@ func (t table) hostKey() (key.Capability, key.Quant, error) {
 		return key.Capability{}, "", err
 	}
 	c, err := key.ParseCapability(cs)
-	if err != nil || c.String() != cs {
+	switch {
+	case errors.Is(err, key.ErrCapabilityRange):
+		return key.Capability{}, "", t.errf("capability", "capability: %v", err)
+	case err != nil || c.String() != cs:
 		return key.Capability{}, "", t.errf("capability", "capability %q must be written MAJOR.MINOR, e.g. \"12.1\" for GB10 or \"9.0\" for H200", cs)
 	}
 	qs, _, err := t.str("quant", `name the target quantization measured, e.g. quant = "affine"`)
