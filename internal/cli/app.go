@@ -88,11 +88,11 @@ func Main(args []string, emb Embedded, stdout, stderr io.Writer) int {
 
 // survivePipe keeps a closed stdout or stderr from killing the process:
 // Go dies of SIGPIPE on a write to a broken pipe on fd 1 or 2 unless the
-// signal is asked for, so `tune --json | head -3` died mid-measurement
-// (exit 141, nothing said) and a serve whose log reader went away would
-// stop serving. Asked for, a write returns EPIPE and the run goes on; a
-// handler, unlike an ignored signal, is not inherited by the engines it
-// starts.
+// signal is asked for, so a reader that stops early
+// (`tune --json | head -3`) would end a measurement, and a log reader
+// that goes away a serve, with exit 141 and nothing said. Asked for, a
+// write returns EPIPE and the run goes on; a handler, unlike an ignored
+// signal, is not inherited by the engines it starts.
 func survivePipe() {
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 }

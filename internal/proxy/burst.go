@@ -16,9 +16,9 @@ const burstEvery = 10 * time.Second
 
 // burst decides which of a run of identical events is logged. An event
 // held in a window is logged when the window ends, with the count of the
-// others held with it, whether or not another event comes: two clients
-// that stopped reading at once made one line that counted neither, the
-// second held for a next line that never came.
+// others held with it, whether or not another event comes: a run may end
+// at any event, and every event of it is in a line, logged or counted,
+// without waiting on a next one that may never come.
 type burst struct {
 	mu     sync.Mutex
 	said   bool      // a line was logged, at last (a fake clock's time may be zero)

@@ -266,9 +266,10 @@ func Parse(text, source string) (Schedule, error) {
 }
 
 // bare says whether text is a bare width: digits alone, a sign let in
-// for number to refuse by name. It is decided by the characters before
-// any number is read: Atoi finds a number too large before a syntax error
-// after it, and "99999999999999999999+:4" was read as a width.
+// for number to refuse by name. It looks at the characters, not at a
+// parse: Atoi reports a number too large before a syntax error after it,
+// so a parse would take "99999999999999999999+:4", a load too large to
+// read, for a width.
 func bare(text string) bool {
 	if text[0] == '+' || text[0] == '-' {
 		text = text[1:]

@@ -252,8 +252,8 @@ func JoinedFix(name string) string {
 
 // joinSep is what can stand between a joined flag and its value: white
 // space, or an invisible format character (a zero-width space, U+FEFF,
-// U+2060) pasted from a web page, which a hostile round saw print a key
-// whole when only white space counted.
+// U+2060), which a paste from a web page carries and a terminal does not
+// show. A key joined by either is joined all the same, so it is masked.
 func joinSep(r rune) bool {
 	return unicode.IsSpace(r) || unicode.Is(unicode.Cf, r)
 }

@@ -86,8 +86,9 @@ func Check(src string) error {
 // before the depth is scanned, so that a binary file (a program, random
 // bytes) named as a profile or policy file is said to be one whatever its
 // size: the decoder says so too, but only of a file whose brackets do
-// not pass MaxDepth first, and one of a few hundred KiB was refused as
-// nested too deep, at a line of its binary.
+// not pass MaxDepth first, and a binary's stray bytes hold brackets
+// enough to pass it, which the depth scan would report at a line of the
+// binary.
 func notText(src string) *Error {
 	bad := strings.IndexByte(src, 0)
 	what, why := "a NUL byte (0x00)", "TOML files cannot contain control characters, and a NUL is most often the sign of a file that is not a text file (a program, compressed or random bytes): check that this is the file you meant"
