@@ -264,7 +264,8 @@ func (c *BenchCmd) options(ctx context.Context, s config.Settings, p *profiles.P
 // loadBench layers bench's rows into s (config.LoadBench) and reads the
 // prompt file or set they name into the harness's options: all that bench
 // reads of its options, with nothing written (options then checks where
-// the record goes). profile show checks a [bench] table with it.
+// the record goes). profile show and profile validate check a [bench]
+// table with it.
 func loadBench(ctx context.Context, s *config.Settings, p *profiles.Profile, flags map[string]string) (bench.Options, error) {
 	if err := config.LoadBench(s, p, flags); err != nil {
 		return bench.Options{}, err

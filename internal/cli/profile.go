@@ -237,9 +237,12 @@ func (c *ProfileValidateCmd) Run(e *Env) error {
 	if err != nil {
 		return err
 	}
-	// The [bench] table is checked the way bench reads it (benchWarning).
+	// The [bench] table is checked the way bench reads it, as profile show
+	// checks it (benchWarning); where the record goes is bench's to check
+	// when it runs, so nothing is written here.
 	notices := l.Notices
-	if _, _, _, _, err := (&BenchCmd{}).options(e.Ctx, l.Settings, l.Profile, nil); err != nil {
+	s := l.Settings
+	if _, err := loadBench(e.Ctx, &s, l.Profile, nil); err != nil {
 		notices = append(notices, benchWarning(err))
 	}
 	for _, n := range notices { // an empty profile, a typed key, a [bench] table bench would refuse: valid, but said

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A profile that names no model (a container gives it in LLAMA_ARG_MODEL)
@@ -182,6 +183,53 @@ func TestValidateWarnsOfBenchOptions(t *testing.T) {
 			code, o, e = runCLI(t, "profile", "show", "--profile", prof)
 			if code != 0 || want != "" && !strings.Contains(unwrap(o), "warn: "+want) {
 				t.Errorf("show: exit %d, want 0 and %q:\n%s%s", code, want, o, e)
+			}
+		})
+	}
+}
+
+// profile validate checks a [bench] table as profile show does
+// (loadBench) and writes nothing: where bench's record goes is bench's to
+// check when it runs. It checked the default record's stem in the
+// current directory, creating and deleting a file there, and in a
+// directory that takes no file warned that bench would refuse its
+// options, with no [bench] table at all. The directory's time would move
+// with a file made and removed in it (a read-only mode does not stop
+// root).
+func TestValidateWritesNothingWhereItRuns(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	prof := filepath.Join(t.TempDir(), "p.toml")
+	writeFile(t, prof, "[engine]\nname = \"sim\"\n[model]\npath = \"demo-target\"\nquant = \"affine\"\n[draft]\nmodel = \"demo-drafter\"\n")
+	then := time.Date(2001, 2, 3, 4, 5, 6, 0, time.UTC)
+	for _, tc := range []struct {
+		name string
+		cwd  func(t *testing.T, dir string) // makes dir what validate runs in
+	}{
+		{"a read-only directory", func(t *testing.T, dir string) {
+			if err := os.Chmod(dir, 0o555); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.Chmod(dir, 0o755) })
+		}},
+		{"a directory removed under it", func(t *testing.T, dir string) {
+			if err := os.Remove(dir); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			t.Chdir(dir)
+			if err := os.Chtimes(dir, then, then); err != nil {
+				t.Fatal(err)
+			}
+			tc.cwd(t, dir)
+			code, o, e := runCLI(t, "profile", "validate", "--profile", prof)
+			if code != 0 || !strings.Contains(o, prof+": ok") || strings.Contains(e, "warn") {
+				t.Errorf("exit %d, want 0, ok and no warning:\n%s%s", code, o, e)
+			}
+			if fi, err := os.Stat(dir); err == nil && !fi.ModTime().Equal(then) {
+				t.Errorf("validate wrote in %s (modified %v)", dir, fi.ModTime())
 			}
 		})
 	}
