@@ -207,6 +207,7 @@ func (c *BenchCmd) sweep(e *Env, log *slog.Logger, o bench.Options, st *starter,
 		return runErr
 	}
 	log.Info("record written", "md", outBase+".md", "json", outBase+".json", "svg", outBase+".svg")
+	fmt.Fprintln(e.Stderr) // after the progress, before the result
 	out := resultOut(e, o.JSONProgress)
 	fmt.Fprintln(out, rec.Verdict.Why)
 	for _, a := range rec.Arms {
@@ -224,11 +225,11 @@ func (c *BenchCmd) sweep(e *Env, log *slog.Logger, o bench.Options, st *starter,
 // verdict and its entry, tune's schedule and where it was written):
 // stdout, since it is the command's result, while their progress, notes
 // and logs go to stderr. With --json stdout holds the progress's JSON
-// lines alone, and the result joins the logs on stderr. The blank line
-// that sets the result apart from the progress goes to stderr, where the
-// progress is: stdout redirected to a file began with it.
+// lines alone, and the result joins the logs on stderr. It writes
+// nothing: the caller sets the result apart from the progress with a
+// blank line on stderr, where the progress is (on stdout, a file it was
+// redirected to began with it).
 func resultOut(e *Env, jsonProgress bool) io.Writer {
-	fmt.Fprintln(e.Stderr)
 	if jsonProgress {
 		return e.Stderr
 	}

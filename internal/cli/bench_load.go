@@ -105,6 +105,7 @@ func sweepLoad(e *Env, log *slog.Logger, lo bench.LoadOptions, st *starter, rec 
 		return err
 	}
 	log.Info("record written", "md", outBase+".md", "json", outBase+".json", "svg", outBase+".svg")
+	fmt.Fprintln(e.Stderr) // after the progress, before the result
 	fmt.Fprintln(resultOut(e, lo.JSONProgress), rec.Verdict.Why)
 	return nil
 }

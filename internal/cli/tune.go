@@ -284,6 +284,7 @@ func (t *tuning) run(e *Env) error {
 		return fmt.Errorf("tune earned an invalid schedule %s: %w", earned.Text, err)
 	}
 	if sched.Max() < key.MinWidth {
+		fmt.Fprintln(e.Stderr) // after the progress, before the result
 		fmt.Fprintf(resultOut(e, t.lo.JSONProgress), "classic decoding beat the engine's default at every load measured: no schedule is written (%s unchanged). Run without a draft model to turn speculation off.\n", t.layer)
 		return nil
 	}
@@ -295,6 +296,7 @@ func (t *tuning) run(e *Env) error {
 	if err := t.write(e.Ctx, entry); err != nil {
 		return fmt.Errorf("tune measured %s (record %s.md) but did not write it: %w", sched, t.outBase, err)
 	}
+	fmt.Fprintln(e.Stderr) // after the progress, before the result
 	fmt.Fprintf(resultOut(e, t.lo.JSONProgress), "tuned in %s: %s (%s)\nwritten to %s as entry %s; record %s.md\n%s\n",
 		time.Since(started).Round(time.Second), sched.Describe(), sched, t.layer, entry.ID, t.outBase, tunedNext(t.layer, t.profile, e.Getenv))
 	return nil

@@ -234,16 +234,17 @@ func TestTuneLoadOptionsKeepBenchFlags(t *testing.T) {
 
 // bench and tune say what they measured on stdout, their progress and
 // logs on stderr; with --json stdout is the progress's JSON lines alone
-// and the result goes to stderr. The blank line that sets the result
-// apart from the progress goes to stderr: stdout redirected to a file
-// began with it.
+// and the result goes to stderr. resultOut only picks the stream, however
+// often it is asked: it wrote the blank line that sets the result apart
+// from the progress itself, so a second call wrote a second one (the
+// callers write it).
 func TestResultOut(t *testing.T) {
 	for _, tc := range []struct {
 		json           bool
 		stdout, stderr string
 	}{
-		{false, "verdict\n", "progress\n\n"},
-		{true, `{"progress":1}` + "\n", "progress\n\nverdict\n"},
+		{false, "verdict\nentry\n", "progress\n"},
+		{true, `{"progress":1}` + "\n", "progress\nverdict\nentry\n"},
 	} {
 		var stdout, stderr bytes.Buffer
 		e := &Env{Stdout: &stdout, Stderr: &stderr}
@@ -252,6 +253,7 @@ func TestResultOut(t *testing.T) {
 			fmt.Fprintln(&stdout, `{"progress":1}`)
 		}
 		fmt.Fprintln(resultOut(e, tc.json), "verdict")
+		fmt.Fprintln(resultOut(e, tc.json), "entry")
 		if stdout.String() != tc.stdout || stderr.String() != tc.stderr {
 			t.Errorf("json %v: stdout %q, stderr %q; want %q, %q", tc.json, stdout.String(), stderr.String(), tc.stdout, tc.stderr)
 		}
