@@ -25,11 +25,11 @@ func renderLoadMarkdown(rec *record.Record) []byte {
 		md.w("**%s** (`%s`; as policy triples `schedule = %s`).\n\n", e.Describe, e.Text, triplesText(e.Triples))
 	}
 	md.w("%s\n\n", rec.Verdict.Why)
-	if rec.Verdict.NoEntryReason != "" {
-		md.w("It backs no embedded policy entry: %s. A tuned user layer may still carry it (docs/schedule.md).\n\n", rec.Verdict.NoEntryReason)
+	if s := EntryVerdict(rec); s != "" {
+		md.w("%s\n\n", s)
 	}
 	if rec.Verdict.EarnsEntry {
-		md.w("It earns a policy entry (after committing this record):\n\n```toml\n%s```\n\n", rec.Verdict.Entry)
+		md.w("```toml\n%s```\n\n", rec.Verdict.Entry)
 	}
 	md.w("| clients | width | from | why |\n|---:|---:|---|---|\n")
 	for _, l := range rec.Levels {

@@ -105,14 +105,28 @@ func (md *mdWriter) verdict() {
 
 // policyEntry writes the entry the record earns, or why it earns none.
 func (md *mdWriter) policyEntry() {
-	v := md.rec.Verdict
-	md.w("\n## Policy entry\n\n")
-	if v.EarnsEntry {
-		md.w("This record earns an entry:\n\n```toml\n%s```\n", v.Entry)
-	} else {
-		md.w("No entry is earned: %s.\n", orDash(v.NoEntryReason))
+	md.w("\n## Policy entry\n\n%s\n", EntryVerdict(md.rec))
+	if v := md.rec.Verdict; v.EarnsEntry {
+		md.w("\n```toml\n%s```\n", v.Entry)
 	}
 	md.w("\n")
+}
+
+// EntryVerdict says what a record earns in a policy entry, in the words
+// of its markdown, which bench prints too: that it earns one (the
+// verdict's Entry follows), or why it earns none; "" for a load sweep
+// that earned no schedule, whose Why says so.
+func EntryVerdict(rec *record.Record) string {
+	v := rec.Verdict
+	switch {
+	case v.EarnsEntry:
+		return "This record earns a policy entry; after committing the record, add it to policy.toml:"
+	case len(rec.Levels) == 0:
+		return "No policy entry is earned: " + orDash(v.NoEntryReason) + "."
+	case v.NoEntryReason != "":
+		return "It backs no embedded policy entry: " + v.NoEntryReason + ". A tuned user layer may still carry it (docs/schedule.md)."
+	}
+	return ""
 }
 
 // hostAndEngine writes what the figures were measured on, as key: value

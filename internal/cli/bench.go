@@ -208,17 +208,26 @@ func (c *BenchCmd) sweep(e *Env, log *slog.Logger, o bench.Options, st *starter,
 	}
 	log.Info("record written", "md", outBase+".md", "json", outBase+".json", "svg", outBase+".svg")
 	fmt.Fprintln(e.Stderr) // after the progress, before the result
-	out := resultOut(e, o.JSONProgress)
+	writeVerdict(resultOut(e, o.JSONProgress), rec)
+	return nil
+}
+
+// writeVerdict says what a record earned: its verdict, the arms that
+// failed, and what it earns in a policy entry, as its markdown says it
+// (bench.EntryVerdict), with the entry when it earns one.
+func writeVerdict(out io.Writer, rec *record.Record) {
 	fmt.Fprintln(out, rec.Verdict.Why)
 	for _, a := range rec.Arms {
 		if a.Status == record.StatusFailed {
 			fmt.Fprintf(out, "failed, not measured: %s (%s)\n", a.Label, a.StatusReason)
 		}
 	}
-	if rec.Verdict.EarnsEntry {
-		fmt.Fprintf(out, "\nThis record earns a policy entry; after committing the record, add to policy.toml:\n\n%s\n", rec.Verdict.Entry)
+	if s := bench.EntryVerdict(rec); s != "" {
+		fmt.Fprintln(out, s)
 	}
-	return nil
+	if rec.Verdict.EarnsEntry {
+		fmt.Fprintf(out, "\n%s", rec.Verdict.Entry)
+	}
 }
 
 // resultOut is where bench and tune say what a measurement earned (the

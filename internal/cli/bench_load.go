@@ -106,7 +106,7 @@ func sweepLoad(e *Env, log *slog.Logger, lo bench.LoadOptions, st *starter, rec 
 	}
 	log.Info("record written", "md", outBase+".md", "json", outBase+".json", "svg", outBase+".svg")
 	fmt.Fprintln(e.Stderr) // after the progress, before the result
-	fmt.Fprintln(resultOut(e, lo.JSONProgress), rec.Verdict.Why)
+	writeVerdict(resultOut(e, lo.JSONProgress), rec)
 	return nil
 }
 

@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/speclaunch/speclaunch/internal/bench"
+	"github.com/speclaunch/speclaunch/internal/record"
 )
 
 // TestBenchOutCheckedFirst: an output path that cannot be written is bad
@@ -45,5 +48,44 @@ func TestBenchOutCheckedFirst(t *testing.T) {
 				t.Errorf("the check left %v, want only the profile", left)
 			}
 		})
+	}
+}
+
+// bench's stdout says what the record earns in a policy entry, in the
+// words of the record's "Policy entry" section (bench.EntryVerdict), and
+// the entry when it earns one. It said only the ranking: a simulated or
+// incomplete record's terminal never said that it earns nothing, and a
+// load sweep's never showed its entry.
+func TestWriteVerdict(t *testing.T) {
+	const entry = "[[entry]]\nid = \"x\"\n"
+	for _, tc := range []struct {
+		name string
+		rec  record.Record
+		want string
+	}{
+		{"simulated", record.Record{Verdict: record.Verdict{Why: "width 4 ran 70.5 tok/s.", NoEntryReason: "the record is simulated: a record from the sim engine never backs an entry"}},
+			"width 4 ran 70.5 tok/s.\nNo policy entry is earned: the record is simulated: a record from the sim engine never backs an entry.\n"},
+		{"an arm failed, interrupted", record.Record{Arms: []record.Arm{{Label: "width 8", Status: record.StatusFailed, StatusReason: "start failed"}},
+			Verdict: record.Verdict{Why: "width 4 ran 70.5 tok/s.", NoEntryReason: "the record is incomplete (the bench was interrupted)"}},
+			"width 4 ran 70.5 tok/s.\nfailed, not measured: width 8 (start failed)\nNo policy entry is earned: the record is incomplete (the bench was interrupted).\n"},
+		{"an entry", record.Record{Verdict: record.Verdict{Why: "width 4 ran 70.5 tok/s.", EarnsEntry: true, Entry: entry}},
+			"width 4 ran 70.5 tok/s.\nThis record earns a policy entry; after committing the record, add it to policy.toml:\n\n" + entry},
+		{"a load sweep's schedule, simulated", record.Record{Levels: []record.Level{{Concurrency: 1}}, Verdict: record.Verdict{Why: "the levels earn the schedule 1+:4 (width 4)", NoEntryReason: "the record is simulated"}},
+			"the levels earn the schedule 1+:4 (width 4)\nIt backs no embedded policy entry: the record is simulated. A tuned user layer may still carry it (docs/schedule.md).\n"},
+		{"a load sweep's entry", record.Record{Levels: []record.Level{{Concurrency: 1}}, Verdict: record.Verdict{Why: "the levels earn the schedule 1+:4 (width 4)", EarnsEntry: true, Entry: entry}},
+			"the levels earn the schedule 1+:4 (width 4)\nThis record earns a policy entry; after committing the record, add it to policy.toml:\n\n" + entry},
+		{"a load sweep, no schedule", record.Record{Levels: []record.Level{{Concurrency: 1}}, Verdict: record.Verdict{Why: "no schedule earned: no level measured"}},
+			"no schedule earned: no level measured\n"},
+	} {
+		var out bytes.Buffer
+		writeVerdict(&out, &tc.rec)
+		if out.String() != tc.want {
+			t.Errorf("%s:\n%q, want\n%q", tc.name, out.String(), tc.want)
+		}
+		// the record's markdown says it in the same words
+		line := strings.Split(strings.TrimSpace(tc.want), "\n")
+		if md := string(bench.RenderMarkdown(&tc.rec)); !strings.Contains(md, line[len(line)-1]) {
+			t.Errorf("%s: the record's markdown does not say %q:\n%s", tc.name, line[len(line)-1], md)
+		}
 	}
 }

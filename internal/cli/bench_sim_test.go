@@ -65,6 +65,10 @@ base_port = %d
 	if !strings.HasPrefix(stdout.String(), rec.Verdict.Why) || strings.Contains(stdout.String(), "record written") || !strings.Contains(log.String(), "record written") {
 		t.Errorf("bench's verdict is not on stdout alone from its first line, or its logs not on stderr:\nstdout:\n%s\nstderr:\n%s", stdout, log)
 	}
+	// and what the record earns, as its "Policy entry" section says it
+	if _, earns, _ := strings.Cut(stdout.String(), "\nNo policy entry is earned: "); !strings.Contains(earns, "the record is simulated") {
+		t.Errorf("bench's stdout does not say that a simulated record earns no entry:\n%s", stdout)
+	}
 	for _, ext := range []string{".md", ".svg"} {
 		if _, err := os.Stat(out + ext); err != nil {
 			t.Error(err)
