@@ -109,6 +109,16 @@ func TestChoose(t *testing.T) {
 			why: "no width was measured OK in every record"},
 		{name: "nothing measured", recs: []*record.Record{pairRec("i", 100, armSpec{width: 3, median: 150, status: record.StatusFailed})},
 			why: "i has no width measured OK"},
+		{name: "nothing measured, interrupted", recs: []*record.Record{func() *record.Record {
+			r := pairRec("j", 100, armSpec{width: 3, median: 150, status: record.StatusFailed})
+			r.Complete = false
+			return r
+		}()}, why: "j has no width measured OK: the record is incomplete (the bench was interrupted)"},
+		{name: "nothing measured, simulated and interrupted", recs: []*record.Record{pairA(), func() *record.Record {
+			r := pairRec("k", 100, armSpec{width: 3, median: 150, status: record.StatusFailed})
+			r.Complete, r.Simulated = false, true
+			return r
+		}()}, why: "k has no width measured OK: the record is simulated: a record from the sim engine never backs an entry; measure on a real engine and GPU; the record is incomplete (the bench was interrupted)"},
 		{name: "no records", why: "no records"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

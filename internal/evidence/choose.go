@@ -96,7 +96,7 @@ func rankCommon(evs []*Evidence, worst map[int]float64) ([]int, string) {
 	for i, e := range evs {
 		ranked := e.Ranked()
 		if len(ranked) == 0 {
-			return nil, fmt.Sprintf("%s has no width measured OK", e.Name())
+			return nil, noWidth(e)
 		}
 		best := ranked[0].Stats.Median
 		var ws []int
@@ -134,6 +134,17 @@ func rankCommon(evs []*Evidence, worst map[int]float64) ([]int, string) {
 		return a - b
 	})
 	return common, ""
+}
+
+// noWidth says that a record has no width measured OK, and what else
+// keeps it from backing an entry (RecordFails: simulated, incomplete),
+// since no width is judged to say it.
+func noWidth(e *Evidence) string {
+	msg := e.Name() + " has no width measured OK"
+	if fails := e.RecordFails(); len(fails) > 0 {
+		msg += ": " + strings.Join(fails, "; ")
+	}
+	return msg
 }
 
 // runnerUp is the best-ranked width other than w that passes, else the
