@@ -187,7 +187,7 @@ func RunLoad(ctx context.Context, o LoadOptions, start Starter, rec *record.Reco
 	h.p.begin(o)
 	defer func() {
 		h.finish(ctx, err)
-		h.p.finish(rec, err)
+		h.p.finish(rec, causeOf(ctx, err))
 	}()
 	for e := 0; e < o.Engines; e++ {
 		for k := range o.Arms {

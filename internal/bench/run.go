@@ -253,7 +253,7 @@ func Run(ctx context.Context, o Options, start Starter, rec *record.Record) (err
 
 	defer func() {
 		h.stopAll()
-		h.finish(err)
+		h.finish(causeOf(ctx, err))
 	}()
 	if o.Schedule == ScheduleResident {
 		return h.resident(ctx)
@@ -849,6 +849,15 @@ func (h *harness) finish(err error) {
 	h.rec.Complete = err == nil
 	analyze(h.rec, func(a, i int) []int32 { return h.pieces[[2]int{a, i}] })
 	h.p.finish(h.rec.Complete, err)
+}
+
+// causeOf is err, or where err is ctx's end, its cause: the caller's
+// words for what stopped the run (a signal), which the progress says.
+func causeOf(ctx context.Context, err error) error {
+	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		return context.Cause(ctx)
+	}
+	return err
 }
 
 // SelfCPU is this process's user+system CPU time (engines excluded).

@@ -474,3 +474,41 @@ func TestRoundOrder(t *testing.T) {
 		}
 	}
 }
+
+// A cancelled run's last JSON event says what stopped it in the caller's
+// words (the context's cause; speclaunch gives the signal's): it said Go's
+// "context canceled".
+func TestCancelSaysItsCause(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		cause error  // nil: cancelled with none
+		want  string // in the done event
+	}{
+		{"a signal's words", errors.New("interrupted (SIGINT)"), `"error":"interrupted (SIGINT)"`},
+		{"none given", nil, `"error":"context canceled"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancelCause(context.Background())
+			defer cancel(nil)
+			models := costModels()
+			m := models["width 6"]
+			m.onRequest = func(k int) {
+				if k == 2 {
+					cancel(tc.cause)
+				}
+			}
+			models["width 6"] = m
+			e := newFakeEngine(t, models)
+			o := testOptions(specArms())
+			var prog bytes.Buffer
+			o.Progress, o.JSONProgress = &prog, true
+			if err := Run(ctx, o, e.starter(), newRecord()); !errors.Is(err, context.Canceled) {
+				t.Fatalf("err = %v, want context.Canceled", err)
+			}
+			lines := strings.Split(strings.TrimSpace(prog.String()), "\n")
+			if last := lines[len(lines)-1]; !strings.HasPrefix(last, `{"event":"done","complete":false`) || !strings.Contains(last, tc.want) {
+				t.Errorf("last event %s, want the done event with %s", last, tc.want)
+			}
+		})
+	}
+}

@@ -277,10 +277,49 @@ func missingValue(pe *kong.ParseError) error {
 // reports it: the commands say 130 (SIGINT) for either, and a container
 // runtime stopping one with SIGTERM is told 143.
 func interruptCode(ctx context.Context, code int) int {
-	if c := context.Cause(ctx); code == 130 && c != nil && c.Error() == syscall.SIGTERM.String()+" signal received" { // os/signal.NotifyContext's cause
+	if code == 130 && stopSignal(ctx) == syscall.SIGTERM {
 		return 143
 	}
 	return code
+}
+
+// stopSignal is the signal that stopped ctx, read from
+// os/signal.NotifyContext's cause; 0 for none.
+func stopSignal(ctx context.Context) syscall.Signal {
+	c := context.Cause(ctx)
+	for _, s := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		if c != nil && c.Error() == s.String()+" signal received" {
+			return s
+		}
+	}
+	return 0
+}
+
+// stopped is what stopped a command, in an operator's words; it is a
+// cancellation (errors.Is context.Canceled).
+type stopped string
+
+func (s stopped) Error() string        { return string(s) }
+func (s stopped) Is(target error) bool { return target == context.Canceled }
+
+// stopCause says what stopped ctx: the signal (stopSignal), else that it
+// was interrupted.
+func stopCause(ctx context.Context) error {
+	switch stopSignal(ctx) {
+	case syscall.SIGINT:
+		return stopped("interrupted (SIGINT)")
+	case syscall.SIGTERM:
+		return stopped("stopped by SIGTERM")
+	}
+	return stopped("interrupted")
+}
+
+// withStopCause is ctx with stopCause's words as the cause of its end,
+// for a harness that says its context's cause (bench's progress).
+func withStopCause(ctx context.Context) (context.Context, func()) {
+	c, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, func() { cancel(stopCause(ctx)) })
+	return c, func() { stop(); cancel(nil) }
 }
 
 type kongExit struct{}

@@ -189,8 +189,10 @@ func defaultPlan(e *Env, l *loaded) (*plan.Plan, error) {
 // sweep runs the arms, writes the record (partial when interrupted) and
 // says what it earned.
 func (c *BenchCmd) sweep(e *Env, log *slog.Logger, o bench.Options, st *starter, rec *record.Record, outBase string) error {
+	ctx, done := withStopCause(e.Ctx)
+	defer done()
 	cpu0, wall0 := bench.SelfCPU(), time.Now()
-	runErr := bench.Run(e.Ctx, o, st.start, rec)
+	runErr := bench.Run(ctx, o, st.start, rec)
 	// The harness must not be what it measures: record its own CPU time
 	// (this process only, not the engines) against the run's wall time.
 	rec.Method.HarnessCPUS = (bench.SelfCPU() - cpu0).Seconds()

@@ -116,8 +116,10 @@ func runLoadRecord(e *Env, lo bench.LoadOptions, st *starter, rec *record.Record
 	if few := evidence.FewEngines(lo.Engines); few != "" {
 		fmt.Fprintf(e.Stderr, "note: %s\n", few)
 	}
+	ctx, done := withStopCause(e.Ctx)
+	defer done()
 	cpu0, wall0 := bench.SelfCPU(), time.Now()
-	runErr := bench.RunLoad(e.Ctx, lo, st.start, rec)
+	runErr := bench.RunLoad(ctx, lo, st.start, rec)
 	rec.Method.HarnessCPUS = (bench.SelfCPU() - cpu0).Seconds()
 	rec.Method.WallS = time.Since(wall0).Seconds()
 	redactRecord(rec, e.secrets)

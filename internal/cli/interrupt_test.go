@@ -112,3 +112,26 @@ func TestInterruptCode(t *testing.T) {
 		t.Errorf("no signal: %d", got)
 	}
 }
+
+// bench's context ends with what stopped it in an operator's words
+// (withStopCause), which its --json done event says: it said Go's
+// "context canceled". The cause is still a cancellation.
+func TestStopCause(t *testing.T) {
+	for _, c := range []struct {
+		cause error // the parent's, as os/signal.NotifyContext gives it
+		want  string
+	}{
+		{errors.New(syscall.SIGINT.String() + " signal received"), "interrupted (SIGINT)"},
+		{errors.New(syscall.SIGTERM.String() + " signal received"), "stopped by SIGTERM"},
+		{nil, "interrupted"},
+	} {
+		parent, cancel := context.WithCancelCause(context.Background())
+		ctx, done := withStopCause(parent)
+		cancel(c.cause)
+		<-ctx.Done()
+		if got := context.Cause(ctx); got == nil || got.Error() != c.want || !errors.Is(got, context.Canceled) || !errors.Is(ctx.Err(), context.Canceled) {
+			t.Errorf("%v: cause %v (err %v), want %q, a cancellation", c.cause, got, ctx.Err(), c.want)
+		}
+		done()
+	}
+}
