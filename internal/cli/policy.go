@@ -15,6 +15,7 @@ import (
 
 	"github.com/speclaunch/speclaunch/internal/bench"
 	"github.com/speclaunch/speclaunch/internal/key"
+	"github.com/speclaunch/speclaunch/internal/plan"
 	"github.com/speclaunch/speclaunch/internal/policy"
 	"github.com/speclaunch/speclaunch/internal/policycheck"
 	"github.com/speclaunch/speclaunch/internal/quote"
@@ -109,7 +110,7 @@ type PolicyExplainCmd struct {
 // profile and facts as resolve (so --capability/--quant/--draft-kind ask
 // about a hypothetical host).
 func (c *PolicyExplainCmd) Run(e *Env) error {
-	l, p, err := c.hypothetical(e)
+	l, p, err := c.hypothetical(e, plan.Options{NoCommand: true}) // explain shows no engine command
 	if err != nil {
 		return err
 	}

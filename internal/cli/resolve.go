@@ -28,7 +28,7 @@ type ResolveCmd struct {
 
 // Run implements `speclaunch resolve`.
 func (c *ResolveCmd) Run(e *Env) error {
-	l, p, err := c.hypothetical(e)
+	l, p, err := c.hypothetical(e, plan.Options{})
 	if err != nil {
 		return err
 	}
@@ -41,8 +41,9 @@ func (c *ResolveCmd) Run(e *Env) error {
 
 // hypothetical loads the settings and builds the plan the way resolve and
 // policy explain answer: a drafter kind without a draft model is asked
-// about, not turned off.
-func (f *LaunchFlags) hypothetical(e *Env) (*loaded, *plan.Plan, error) {
+// about, not turned off. o holds the caller's own options (explain's
+// NoCommand).
+func (f *LaunchFlags) hypothetical(e *Env, o plan.Options) (*loaded, *plan.Plan, error) {
 	if err := f.checkArgs(e); err != nil {
 		return nil, nil, err
 	}
@@ -50,7 +51,8 @@ func (f *LaunchFlags) hypothetical(e *Env) (*loaded, *plan.Plan, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	p, err := build(e, l, plan.Options{Hypothetical: true})
+	o.Hypothetical = true
+	p, err := build(e, l, o)
 	return l, p, err
 }
 

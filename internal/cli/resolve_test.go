@@ -39,3 +39,24 @@ func TestWriteScheduleRowsCountRequests(t *testing.T) {
 		}
 	}
 }
+
+// policy explain shows no engine command, so it does not warn that a key
+// query (no target model) leaves none to show; resolve, which shows one
+// when it can, still does. explain's notes ended with that warning.
+func TestExplainDoesNotWarnOfNoCommand(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	keyQuery := []string{"--engine", "mlxcel", "--draft-kind", "dflash", "--capability", "12.1", "--quant", "affine"}
+	for _, tc := range []struct {
+		cmd  []string
+		warn bool // "no engine command to show" said
+	}{
+		{[]string{"policy", "explain"}, false},
+		{[]string{"policy", "explain", "--json"}, false},
+		{[]string{"resolve"}, true},
+	} {
+		code, o, e := runCLI(t, append(tc.cmd, keyQuery...)...)
+		if said := strings.Contains(o+e, "no engine command to show"); code != 0 || said != tc.warn {
+			t.Errorf("%s: exit %d, the warning said %v, want 0 and %v:\n%s%s", strings.Join(tc.cmd, " "), code, said, tc.warn, o, e)
+		}
+	}
+}

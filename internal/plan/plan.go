@@ -139,6 +139,9 @@ type Options struct {
 	// profile for another host, whose key files, like its models, are
 	// that host's. The rest of the key checks stand.
 	Offline bool
+	// NoCommand: the caller shows no engine command (policy explain), so
+	// a missing target, which leaves none to show, is not a warning.
+	NoCommand bool
 }
 
 // Build gathers the facts, resolves the width and builds the engine
@@ -190,7 +193,9 @@ func Build(ctx context.Context, s config.Settings, pol *policy.Policy, d Deps, o
 		if _, err := p.command(ad, width.Resolution{Source: width.Off}, d, "MODEL"); err != nil && hint == "" {
 			return nil, err
 		}
-		p.Warnings = append(p.Warnings, "no target model given (--model, LLAMA_ARG_MODEL or model.path)"+hint+": no engine command to show")
+		if !o.NoCommand {
+			p.Warnings = append(p.Warnings, "no target model given (--model, LLAMA_ARG_MODEL or model.path)"+hint+": no engine command to show")
+		}
 		return p, nil
 	}
 	l, err := p.command(ad, launchRes, d, s.Model.Value)
