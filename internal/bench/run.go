@@ -18,10 +18,25 @@ import (
 
 // Check refuses a plan that cannot yield a ranking or a record that can
 // be read back, before anything starts and any record is written; Run
-// makes the same check.
-func Check(o Options) error {
-	_, err := o.withDefaults()
-	return err
+// makes the same check. note says where the run sends more than o asks
+// (warmupNote), "" where it sends what o asks.
+func Check(o Options) (note string, err error) {
+	full, err := o.withDefaults()
+	if err != nil {
+		return "", err
+	}
+	return warmupNote(o, full), nil
+}
+
+// warmupNote says when full, o with its defaults, sends more warm-up
+// requests per server start than o asks: one per prompt of a set at
+// least (fillPrompts).
+func warmupNote(o, full Options) string {
+	_ = o.fillRuns() // the warm-up asked, 0 for none; full passed its checks
+	if full.Warmup <= o.Warmup {
+		return ""
+	}
+	return fmt.Sprintf("%d warm-up requests per server start, not %d: at least one per prompt of the set (%d prompts)", full.Warmup, o.Warmup, len(full.Prompts))
 }
 
 // withDefaults fills zero options and refuses a plan that cannot yield a

@@ -512,3 +512,29 @@ func TestCancelSaysItsCause(t *testing.T) {
 		})
 	}
 }
+
+// Each prompt of a set is warmed once, so a warm-up below the set's size
+// is raised to it, and Check says so (bench prints it): --prompts code
+// --warmup 1 ran 4 warm-ups and said nothing.
+func TestCheckSaysARaisedWarmup(t *testing.T) {
+	set := []Prompt{{Name: "a", Text: "a"}, {Name: "b", Text: "b"}, {Name: "c", Text: "c"}, {Name: "d", Text: "d"}}
+	for _, tc := range []struct {
+		name    string
+		warmup  int
+		prompts []Prompt
+		want    string // "" for no note
+	}{
+		{"one prompt, one warm-up", 1, nil, ""},
+		{"a set, one warm-up", 1, set, "4 warm-up requests per server start, not 1: at least one per prompt of the set (4 prompts)"},
+		{"a set, the default", 0, set, "4 warm-up requests per server start, not 3: at least one per prompt of the set (4 prompts)"},
+		{"a set, more than its prompts", 5, set, ""},
+		{"a set, as many as its prompts", 4, set, ""},
+		{"a set, none", -1, set, ""},
+	} {
+		o := testOptions(specArms())
+		o.Warmup, o.Prompts = tc.warmup, tc.prompts
+		if note, err := Check(o); err != nil || note != tc.want {
+			t.Errorf("%s: note %q (%v), want %q", tc.name, note, err, tc.want)
+		}
+	}
+}

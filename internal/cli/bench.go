@@ -132,8 +132,12 @@ func (c *BenchCmd) Run(e *Env) error {
 	} else {
 		o.Progress, o.IsTTY = e.Stderr, isTTY(e.Stderr)
 	}
-	if err := bench.Check(o); err != nil {
+	note, err := bench.Check(o)
+	if err != nil {
 		return usage(err, "") // before anything starts, and no record is written
+	}
+	if note != "" {
+		log.Info(note)
 	}
 	log.Info("bench starting", "arms", len(arms), "rounds", o.Rounds, "schedule", o.Schedule, "engine", string(s.Engine.Value), "out", outBase)
 	return c.sweep(e, log, o, st, rec, outBase)
