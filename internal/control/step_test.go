@@ -902,6 +902,20 @@ func TestRedefaultKeepsWhatWasDecided(t *testing.T) {
 	}
 }
 
+// probed is s after e's first 4 scrapes at one request and the probe
+// they ask for, each row r priced verify(r) ms.
+func probed(c Controller, s State, e *fakeEngine, verify func(r int) float64) State {
+	s, acts := run(c, s, e, 4)
+	v := map[int]float64{}
+	for _, a := range acts {
+		for _, r := range a.Rows {
+			v[r] = verify(r)
+		}
+	}
+	s, _ = c.Step(s, Observation{Kind: Probed, Now: e.now, Verify: v})
+	return s
+}
+
 // TestNoTrialSaysWhy: a stay line names what held every trial back.
 func TestNoTrialSaysWhy(t *testing.T) {
 	cases := []struct {
@@ -925,19 +939,8 @@ func TestStayLineSaysWhyNoTrial(t *testing.T) {
 	c := New(Config{Default: schedule.Flat(4, "default")})
 	s := c.Init(Pair{})
 	e := &fakeEngine{gen: 1, width: 4, s: 0.5, ms: 5, n: 1, now: t0}
-	s, acts := run(c, s, e, 4)
-	var rows []int
-	for _, a := range acts {
-		if a.Op == Probe {
-			rows = a.Rows
-		}
-	}
-	v := map[int]float64{}
-	for _, r := range rows {
-		v[r] = 3 + 1.5*float64(r) // each row costs: no other width pays
-	}
-	s, _ = c.Step(s, Observation{Kind: Probed, Now: e.now, Verify: v})
-	_, acts = run(c, s, e, 30)
+	s = probed(c, s, e, func(r int) float64 { return 3 + 1.5*float64(r) }) // each row costs: no other width pays
+	_, acts := run(c, s, e, 30)
 	if len(switches(acts)) != 0 {
 		t.Fatalf("switched %v where no width should pay", switches(acts))
 	}
@@ -959,15 +962,8 @@ func TestNoTrialTheCapCannotUndo(t *testing.T) {
 		c := New(Config{Default: schedule.Flat(4, "default"), MaxPerHour: tc.perHour})
 		s := c.Init(Pair{})
 		e := &fakeEngine{gen: 1, width: 4, s: 0.9, ms: 5, n: 1, now: t0}
-		s, acts := run(c, s, e, 4)
-		v := map[int]float64{}
-		for _, a := range acts {
-			for _, r := range a.Rows {
-				v[r] = 3 + 0.1*float64(r)
-			}
-		}
-		s, _ = c.Step(s, Observation{Kind: Probed, Now: e.now, Verify: v})
-		s, acts = run(c, s, e, 30)
+		s = probed(c, s, e, func(r int) float64 { return 3 + 0.1*float64(r) })
+		s, acts := run(c, s, e, 30)
 		if got := s.Exp.Kind == Trialing; got != tc.trial || (len(switches(acts)) > 0) != tc.trial {
 			t.Errorf("cap %d an hour: trial %v, switches %v; want a trial %v", tc.perHour, got, switches(acts), tc.trial)
 		}
@@ -991,14 +987,7 @@ func TestRetrialOfAWidthAheadInsideTheNoise(t *testing.T) {
 		c := New(cfg)
 		s := c.Init(Pair{})
 		e := &fakeEngine{gen: 1, width: 4, s: 0.1, ms: 5, n: 1, now: t0}
-		s, acts := run(c, s, e, 4)
-		v := map[int]float64{}
-		for _, a := range acts {
-			for _, r := range a.Rows {
-				v[r] = 2 + 0.5*float64(r)
-			}
-		}
-		s, _ = c.Step(s, Observation{Kind: Probed, Now: e.now, Verify: v})
+		s = probed(c, s, e, func(r int) float64 { return 2 + 0.5*float64(r) })
 		s, _ = run(c, s, e, 30)
 		if s.Exp.Kind != Trialing || s.Exp.Width != 1 {
 			t.Fatalf("no trial of classic to start from: %+v", s.Exp)
@@ -1007,7 +996,7 @@ func TestRetrialOfAWidthAheadInsideTheNoise(t *testing.T) {
 		// spread at one request, inside the bound of one run against one.
 		s, _ = c.Step(s, Observation{Kind: Switched, Now: e.now, Took: time.Second})
 		e.gen, e.width, e.ms = 2, 1, 1/(1.3/5*1.06)
-		s, acts = run(c, s, e, 20)
+		s, acts := run(c, s, e, 20)
 		if !logged(acts, "back to width 4") {
 			t.Fatalf("the trial of classic was not undone inside the noise: %+v", acts)
 		}

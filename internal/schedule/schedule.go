@@ -296,17 +296,7 @@ func parseItem(it string) (Bucket, error) {
 
 // parseWidth reads a width of the text form.
 func parseWidth(w string) (int, error) {
-	n, err := number(w)
-	var ne *numberError
-	switch {
-	case errors.As(err, &ne):
-		return 0, fmt.Errorf("width %w", err)
-	case errors.Is(err, strconv.ErrRange):
-		return 0, fmt.Errorf("width %s is far out of range: widths go from 1 (off) to 256", clip(w))
-	case err != nil:
-		return 0, errors.New("width is not a whole number: " + itemForm)
-	}
-	return n, nil
+	return readNumber("width", w, "a whole number", "widths go from 1 (off) to 256")
 }
 
 // parseLoad reads a load of the text form: "1", "2-3" or "4+".
@@ -333,16 +323,23 @@ func parseLoad(load string) (Bucket, error) {
 }
 
 // loadNumber reads one number of a load, an error naming it.
-func loadNumber(s string) (int, error) {
+func loadNumber(n string) (int, error) {
+	return readNumber("load", n, "a whole number or range", fmt.Sprintf("loads are requests in flight, at most %d", maxLevel))
+}
+
+// readNumber reads one number of the text form, what it is ("width",
+// "load") naming it in an error, with what it must be (form) and the
+// range it lies in (span).
+func readNumber(what, s, form, span string) (int, error) {
 	n, err := number(s)
 	var ne *numberError
 	switch {
 	case errors.As(err, &ne):
-		return 0, fmt.Errorf("load %w", err)
+		return 0, fmt.Errorf("%s %w", what, err)
 	case errors.Is(err, strconv.ErrRange):
-		return 0, fmt.Errorf("load %s is far out of range: loads are requests in flight, at most %d", clip(s), maxLevel)
+		return 0, fmt.Errorf("%s %s is far out of range: %s", what, clip(s), span)
 	case err != nil:
-		return 0, errors.New("load is not a whole number or range: " + itemForm)
+		return 0, fmt.Errorf("%s is not %s: %s", what, form, itemForm)
 	}
 	return n, nil
 }
