@@ -32,7 +32,7 @@ func TestMetricsOfTheEngine(t *testing.T) {
 	// gzip when asked, OpenMetrics when asked; the key is what it needs.
 	scraped := func(w http.ResponseWriter, r *http.Request) {
 		switch {
-		case r.Header.Get("Authorization") != "Bearer k-1234567":
+		case r.Header.Get("Authorization") != "Bearer k-1234567" && r.Header.Get("X-Api-Key") != "k-1234567":
 			http.Error(w, "no key", http.StatusUnauthorized)
 		case strings.Contains(r.Header.Get("Accept-Encoding"), "gzip"):
 			w.Header().Set("Content-Encoding", "gzip")
@@ -51,6 +51,7 @@ func TestMetricsOfTheEngine(t *testing.T) {
 		want   string
 	}{
 		{"a scraper's headers, the key alone passed on", scraped, "x 1\n" + own},
+		{"the key as X-Api-Key", scraped, "x 1\n" + own},
 		{"answers", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "llamacpp:requests_processing 2") },
 			"llamacpp:requests_processing 2\n" + own},
 		{"hung", hang,
@@ -70,7 +71,11 @@ func TestMetricsOfTheEngine(t *testing.T) {
 			req, _ := http.NewRequest(http.MethodGet, front(t, p)+"/metrics", nil)
 			req.Header.Set("Accept-Encoding", "gzip") // as Prometheus sends
 			req.Header.Set("Accept", "application/openmetrics-text; version=1.0.0,text/plain;version=0.0.4;q=0.5")
-			req.Header.Set("Authorization", "Bearer k-1234567")
+			if c.name == "the key as X-Api-Key" {
+				req.Header.Set("X-Api-Key", "k-1234567")
+			} else {
+				req.Header.Set("Authorization", "Bearer k-1234567")
+			}
 			resp, err := c2.Do(req)
 			if err != nil {
 				t.Fatal(err)

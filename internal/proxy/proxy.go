@@ -773,14 +773,14 @@ func (p *Proxy) metrics(w http.ResponseWriter, r *http.Request) {
 		writeMetrics(w, missingLine(seriesMissing(err, false, 0, bound)), own)
 		return
 	}
-	// Only the key goes on: a scraper's Accept-Encoding (Prometheus asks
-	// for gzip) or Accept (OpenMetrics) would have the engine answer in a
-	// form speclaunch's own series cannot be appended to.
-	// Only the key goes on: a scraper's Accept-Encoding (Prometheus asks
-	// for gzip) or Accept (OpenMetrics) would have the engine answer in a
-	// form speclaunch's own series cannot be appended to.
-	if a := r.Header.Get("Authorization"); a != "" {
-		req.Header.Set("Authorization", a)
+	// Only the key goes on, in either header the proxy takes it in: a
+	// scraper's Accept-Encoding (Prometheus asks for gzip) or Accept
+	// (OpenMetrics) would have the engine answer in a form speclaunch's
+	// own series cannot be appended to.
+	for _, h := range []string{"Authorization", "X-Api-Key"} {
+		if a := r.Header.Get(h); a != "" {
+			req.Header.Set(h, a)
+		}
 	}
 	req.Header.Set("Accept", "text/plain; version=0.0.4")
 	resp, err := p.o.Transport.RoundTrip(req)
