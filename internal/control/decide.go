@@ -54,22 +54,19 @@ func (c Controller) decide(s *State, b int, now time.Time) []Action {
 	if choice != run || now.Before(s.Exp.HoldUntil) {
 		return acts // serve follows the schedule there (Sample)
 	}
-	if left := s.Follow.State.Left(follow.Config{MaxPerHour: c.cfg.MaxPerHour}, now); left < 2 {
-		// A trial or check the cap cannot switch to was asked for again at
-		// every decision, and one it could switch to but not back from
-		// stranded the engine at the width tried (the sim's gb10 cell of
-		// two classes at four clients, docs/benchmark_results/control-matrix-2026-12-06.md).
-		why += fmt.Sprintf("; no trial: the hourly cap on switches leaves %d, and a trial needs 2 (there and back)", left)
-		s.Engine.Last.Reason = why
-		return append(acts, Action{Op: Log, Msg: fmt.Sprintf("adapt: stay at width %d at %s: %s", run, schedule.InFlight(sb.Range()), why)})
-	}
 	if w, reason := c.check(s, b, def, now); w > 0 && choice == 1 {
+		if msg, capped := c.capped(s, b, run, why, now); capped {
+			return append(acts, msg)
+		}
 		s.Exp = Experiment{Kind: Trialing, Width: w, From: run, Bucket: b, Since: now, Reason: reason, HoldUntil: s.Exp.HoldUntil}
 		s.Engine.Last.Choice, s.Engine.Last.Switch, s.Engine.Last.Reason = w, true, reason
 		return append(acts, Action{Op: Log, Msg: fmt.Sprintf("adapt: %s at %s", reason, schedule.InFlight(sb.Range()))})
 	}
 	w, p, reason := c.pickTrial(s, b, choice, now)
 	if w > 0 {
+		if msg, capped := c.capped(s, b, run, why, now); capped {
+			return append(acts, msg)
+		}
 		s.Pair.Buckets[b].Tried[w] = now
 		s.Exp = Experiment{Kind: Trialing, Width: w, From: run, Bucket: b, Since: now, Reason: reason, Predicted: p, HoldUntil: s.Exp.HoldUntil}
 		s.Engine.Last.Choice, s.Engine.Last.Switch, s.Engine.Last.Reason = w, true, "trial: "+reason
@@ -267,4 +264,18 @@ func runsWord(n int) string {
 		return "1 run"
 	}
 	return fmt.Sprintf("%d runs", n)
+}
+
+// capped is the stay line where the follower's hourly cap leaves fewer
+// than the two switches an experiment needs, there and back: one the cap
+// held back would be asked for at every decision, and one it let in but
+// not out would leave the engine at the width tried.
+func (c Controller) capped(s *State, b, run int, why string, now time.Time) (Action, bool) {
+	left := s.Follow.State.Left(follow.Config{MaxPerHour: c.cfg.MaxPerHour}, now)
+	if left >= 2 {
+		return Action{}, false
+	}
+	why += fmt.Sprintf("; no trial: the hourly cap on switches leaves %d, and a trial needs 2 (there and back)", left)
+	s.Engine.Last.Reason = why
+	return Action{Op: Log, Msg: fmt.Sprintf("adapt: stay at width %d at %s: %s", run, schedule.InFlight(s.Pair.Schedule[b].Range()), why)}, true
 }

@@ -145,7 +145,7 @@ func (c Controller) pickTrial(s *State, b, base int, now time.Time) (int, float6
 	bk := s.Pair.Buckets[b]
 	for w := 1; w <= c.cfg.MaxWidth; w++ {
 		if ew, measured := c.estimate(s, b, w); measured || w == base {
-			if p, ok := c.retrial(s, b, w, ew, eb, accept, sigma); ok && w != base && p > pickRate {
+			if p, ok := c.retrial(s, b, w, ew, eb, accept, sigma, now); ok && w != base && p > pickRate {
 				pick, pickRate, again = w, p, true
 			}
 			continue
@@ -181,15 +181,36 @@ func (c Controller) pickTrial(s *State, b, base int, now time.Time) (int, float6
 // a width the model predicts to pass (accept) and whose one engine ran
 // ahead of base by more than one engine's spread plus its two switches is
 // tried again; ahead by less, the first engine is as likely the engine as
-// the width. On the sim matrix it lifted the median cell from 0.975 to
-// 0.978 on 8 seeds, no cell ending below the default
-// (docs/benchmark_results/control-matrix-2026-12-06.md).
-func (c Controller) retrial(s *State, b, w int, ew, eb Estimate, accept, sigma float64) (float64, bool) {
+// the width. It is the one trial within RetryAfter of the last: asked for
+// only while no trial of w began since its run (a retrial that ended
+// unjudged waits RetryAfter, as any trial does).
+func (c Controller) retrial(s *State, b, w int, ew, eb Estimate, accept, sigma float64, now time.Time) (float64, bool) {
 	if !c.on("retrial") || ew.Runs != 1 || w == s.Engine.Width || ew.Rate/eb.Rate-1 <= 2*c.need(s)+sigma {
+		return 0, false
+	}
+	if !retryDue(s.Pair.Buckets[b].Tried[w], c.lastRun(s, b, w), now, c.cfg.RetryAfter) {
 		return 0, false
 	}
 	p, ok := c.predict(s, b, w)
 	return p, ok && p/eb.Rate-1 >= accept
+}
+
+// retryDue says whether a width whose last trial began at tried (zero:
+// none) and whose newest run ended at ran may be tried again at now: no
+// trial of it began since that run, or RetryAfter has passed.
+func retryDue(tried, ran, now time.Time, after time.Duration) bool {
+	return tried.Before(ran) || now.Sub(tried) >= after
+}
+
+// lastRun is when the newest run of width w at bucket b ended.
+func (c Controller) lastRun(s *State, b, w int) time.Time {
+	var last time.Time
+	for _, r := range s.Pair.Buckets[b].Runs[w] {
+		if r.At.After(last) {
+			last = r.At
+		}
+	}
+	return last
 }
 
 // noTrial is what held every width back from a trial: the best

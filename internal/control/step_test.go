@@ -1002,10 +1002,29 @@ func TestRetrialOfAWidthAheadInsideTheNoise(t *testing.T) {
 		}
 		s, _ = c.Step(s, Observation{Kind: Switched, Now: e.now, Took: time.Second})
 		e.gen, e.width, e.ms = 3, 4, 5
-		_, acts = run(c, s, e, 20)
+		s, acts = run(c, s, e, 20)
 		again := logged(acts, "adapt: trial of width 1 at 1 request in flight: width 1 measured +") && logged(acts, "a second engine measures it")
 		if again == off {
 			t.Errorf("retrial off %v: a second engine of classic asked for %v: %+v", off, again, acts)
+		}
+	}
+}
+
+// A width is tried again on a second engine once: while no trial of it
+// began since its run ended, or RetryAfter after the last one began.
+func TestRetrialOnce(t *testing.T) {
+	ran := t0.Add(time.Minute)
+	for _, c := range []struct {
+		tried, now time.Time
+		want       bool
+	}{
+		{t0, ran.Add(time.Second), true},                                       // the first trial made the run
+		{ran.Add(time.Second), ran.Add(time.Minute), false},                    // a retrial began since: it ended unjudged
+		{ran.Add(time.Second), ran.Add(time.Second + DefaultRetryAfter), true}, // RetryAfter later
+		{time.Time{}, ran, true},                                               // never tried here (measured as served)
+	} {
+		if got := retryDue(c.tried, ran, c.now, DefaultRetryAfter); got != c.want {
+			t.Errorf("tried %v, run ended %v, now %v: %v, want %v", c.tried, ran, c.now, got, c.want)
 		}
 	}
 }
