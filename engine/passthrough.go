@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unicode"
 
 	"github.com/speclaunch/speclaunch/internal/key"
 	"github.com/speclaunch/speclaunch/internal/llamaflags"
@@ -194,7 +195,9 @@ type flagArg struct {
 // argName is the flag engine argument a names: a joined one's
 // ("--hf-token T" is --hf-token), else the part before "=", bare of the
 // white space or invisible characters around it (" --hf-token" is
-// --hf-token), spelt with dashes for vLLM and SGLang (normFlag).
+// --hf-token), spelt with dashes for vLLM and SGLang (normFlag); an
+// argument that starts with white space is a value unless it names a key
+// flag.
 func argName(e key.Engine, a string) flagArg {
 	name, _, _ := strings.Cut(a, "=")
 	var f flagArg
@@ -204,6 +207,12 @@ func argName(e key.Engine, a string) flagArg {
 		name, f.spaced = secret.TrimFlag(name)
 	}
 	if !strings.HasPrefix(name, "-") {
+		return flagArg{}
+	}
+	if f.spaced && unicode.IsSpace([]rune(a)[0]) && !secret.ListedFlag(name) {
+		// White space before a dash is a value's ("\n-m" after
+		// --reverse-prompt, " --port" in a chat template), but a key flag
+		// so written is still one the engine cannot read.
 		return flagArg{}
 	}
 	if e == key.VLLM || e == key.SGLang {

@@ -210,6 +210,8 @@ func TestJoinedKeyFlag(t *testing.T) {
 		{"an owned flag after a space", key.VLLM, []string{"\u200b--port", "8000"}, ErrPassthrough, "sets the listen port"},
 		{"vLLM's --hf-token after a space, joined", key.VLLM, []string{" --hf-token hf_LEAKabcdefghijklmnop"}, ErrKeyFlagJoined, `["--hf-token", "KEY"]) or as --hf-token=KEY`},
 		{"a value with a space before it", key.LlamaCpp, []string{"--alias", " my model"}, nil, ""},
+		{"a value that starts with a newline and a dash", key.LlamaCpp, []string{"--reverse-prompt", "\n-m"}, nil, ""},
+		{"a value that starts with a space and a flag's name", key.LlamaCpp, []string{"--chat-template", " --port"}, nil, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := CheckPassthrough(tc.e, tc.args)
