@@ -242,8 +242,8 @@ func writeVerdict(out io.Writer, rec *record.Record) {
 // and logs go to stderr. With --json stdout holds the progress's JSON
 // lines alone, and the result joins the logs on stderr. It writes
 // nothing: the caller sets the result apart from the progress with a
-// blank line on stderr, where the progress is (on stdout, a file it was
-// redirected to began with it).
+// blank line on stderr, where the progress is, so that stdout begins with
+// the result.
 func resultOut(e *Env, jsonProgress bool) io.Writer {
 	if jsonProgress {
 		return e.Stderr

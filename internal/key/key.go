@@ -306,7 +306,7 @@ func ParseCapability(s string) (Capability, error) {
 		return Capability{}, bad
 	}
 	if maj < 1 || maj > 99 {
-		return Capability{}, fmt.Errorf("compute capability %s is out of range: %w", quote.Quoted(s, 64), ErrCapabilityRange)
+		return Capability{}, fmt.Errorf("%s is out of range: %w", quote.Quoted(s, 64), ErrCapabilityRange)
 	}
 	return Capability{maj, min}, nil
 }

@@ -135,7 +135,7 @@ func TestParseRejects(t *testing.T) {
 		{"entry sm capability", entryWith("capability", `"sm_121"`), 7, `capability "sm_121" must be written MAJOR.MINOR`},
 		{"entry malformed capability", entryWith("capability", `"twelve"`), 7, "must be written MAJOR.MINOR"},
 		{"entry capability padded", entryWith("capability", `" 12.1"`), 7, "must be written MAJOR.MINOR"},
-		{"entry capability out of range", entryWith("capability", `"100.0"`), 7, `capability: compute capability "100.0" is out of range: the major version is 1 to 99`},
+		{"entry capability out of range", entryWith("capability", `"100.0"`), 7, `capability: "100.0" is out of range: the major version is 1 to 99`},
 		{"entry capability 0", entryWith("capability", `"0.0"`), 7, `"0.0" is out of range`},
 		{"entry capability integer", entryWith("capability", `12`), 7, "capability must be a string, not a integer"},
 		{"entry capability float", entryWith("capability", `12.1`), 7, "capability must be a string, not a float"},

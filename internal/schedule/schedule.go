@@ -166,7 +166,9 @@ func (s Schedule) validate(bucket func(i int) string) error {
 		switch {
 		case b.Lo < 1:
 			return fmt.Errorf("%s starts at %d requests in flight: loads start at 1", where, b.Lo)
-		case b.Lo > maxLevel || b.Hi > maxLevel:
+		case b.Lo > maxLevel:
+			return fmt.Errorf("%s starts above %d requests in flight, more than any server runs: start the last bucket at a load it can see", where, maxLevel)
+		case b.Hi > maxLevel:
 			return fmt.Errorf("%s names a load above %d: write N+ for no upper bound (hi = 0 in a [lo, hi, width] triple)", where, maxLevel)
 		case b.Hi < 0:
 			return fmt.Errorf("%s ends at %d: a bucket ends at a load of 1 or more, or 0 for no upper bound", where, b.Hi)
@@ -313,7 +315,7 @@ func parseLoad(load string) (Bucket, error) {
 		if err == nil && b.Hi == 0 {
 			// 0 is no upper bound in a [lo, hi, width] triple only
 			// (docs/schedule.md): here an open bucket is N+.
-			return Bucket{}, fmt.Errorf("load %s ends at 0: a range ends at a load of 1 or more; write %d+ for no upper bound (0 means none only as hi in a [lo, hi, width] triple)", clip(load), b.Lo)
+			return Bucket{}, fmt.Errorf("load %s ends at 0: a range ends at a load of 1 or more; write %d+ for no upper bound (0 means none only as hi in a [lo, hi, width] triple)", clip(load), max(b.Lo, 1))
 		}
 	default:
 		b.Lo, err = loadNumber(load)

@@ -39,6 +39,8 @@ func TestParse(t *testing.T) {
 		// A bucket is named as written: "0:4" read as 0 to no bound
 		// was said as "0+", a bucket the operator never wrote.
 		{in: "0:4,1+:5", err: `bucket 1 "0:4" starts at 0 requests in flight: loads start at 1`},
+		{in: "1:4,2000000+:1", err: `bucket 2 "2000000+:1" starts above 1048576 requests in flight, more than any server runs`},
+		{in: "0-0:4", err: "write 1+ for no upper bound"},
 		{in: "1:6, 3+:2", err: `bucket 2 "3+:2" leaves loads 2-2 without a width`},
 		{in: "1+:0", err: "width 0"},
 		{in: "0", err: "width 0"},
