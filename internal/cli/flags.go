@@ -195,6 +195,11 @@ func unknownFlag(app, cmd *kong.Node, a string, owned map[string]int) error {
 		return usage(fmt.Errorf("unknown flag %s: a flag of %s, not of %s", name, strings.Join(of, " and "), cmd.Path()),
 			"give it to speclaunch "+strings.Join(of, " or speclaunch ")+"; speclaunch "+cmd.Path()+" --help lists this command's flags")
 	}
+	if bare, spaced := secret.TrimFlag(name); spaced {
+		// "--api-key\u200b": say what is around it, which may not show.
+		return usage(fmt.Errorf("flag %q has white space or an invisible character around it", secret.MaskArg(name)),
+			"write "+bare+" with nothing around it")
+	}
 	msg := fmt.Sprintf("unknown flag %s: neither a speclaunch flag nor one llama-server lists", secret.MaskArg(name))
 	near, says := suggestion(name, owned)
 	// A typo of a secret flag (--api-kye=K) still carries a key.

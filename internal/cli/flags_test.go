@@ -52,6 +52,7 @@ func TestPrepass(t *testing.T) {
 		{name: "an unknown long flag names the nearest", args: "serve --draft-blok-size 3", err: "unknown flag --draft-blok-size: neither a speclaunch flag nor one llama-server lists (did you mean --draft-block-size?)"},
 		{name: "a mistyped llama-server flag names it with its spellings", args: "serve --ngl 99", err: "unknown flag --ngl: neither a speclaunch flag nor one llama-server lists (did you mean llama-server's -ngl, --gpu-layers, --n-gpu-layers?)"},
 		{name: "a llama-server flag of one spelling", args: "serve --metric", err: "(did you mean llama-server's --metrics?)"},
+		{name: "a flag with an invisible character after it", args: "resolve --api-key\u200b K", err: `flag "--api-key\u200b" has white space or an invisible character around it`},
 		{name: "a launcher flag wins a tie", args: "serve --dryrun", err: "(did you mean --dry-run?)"},
 		{name: "an unknown multi-letter short flag", args: "serve -ngx 3", err: "unknown flag -ngx"},
 		{name: "a value is missing", args: "serve -m t -ngl", err: "llama-server flag -ngl takes 1 value(s) and got none"},
