@@ -225,9 +225,12 @@ type noTrial struct {
 // String says it in one clause; need is the gain a trial must show.
 func (n noTrial) String(base int, baseRate, need float64) string {
 	var parts []string
-	if n.width > 0 {
+	switch {
+	case n.width > 0 && n.rate > baseRate:
 		parts = append(parts, fmt.Sprintf("no trial: the best prediction, width %d, is %+.1f%% over width %d, short of the %.1f%% a trial needs", n.width, 100*(n.rate/baseRate-1), base, 100*need))
-	} else {
+	case n.width > 0:
+		parts = append(parts, fmt.Sprintf("no trial: no width is predicted faster than width %d (the fastest predicted, width %d, %+.1f%%)", base, n.width, 100*(n.rate/baseRate-1)))
+	default:
 		parts = append(parts, fmt.Sprintf("no trial: no width is predicted faster than width %d", base))
 	}
 	if n.unpriced > 0 {

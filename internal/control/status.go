@@ -57,7 +57,7 @@ func (s State) Status(now time.Time) Status {
 	if b := s.Load.Bucket; b >= 0 && b < len(s.Pair.Schedule) {
 		st.Measuring = s.Pair.Schedule[b].Range()
 	}
-	if d := s.Follow.Last; d.From.Width > 0 {
+	if d := s.Follow.Last; d.From.Width > 0 && d.From.Lo > 0 { // no full window yet: no bucket to name ("0+")
 		st.Bucket, st.Load, st.Follow = d.From.Range(), d.Load, d.Reason
 	}
 	switch {

@@ -78,7 +78,7 @@ func (c Controller) Fit(p Pair) (Pair, string) {
 		for j, o := range old {
 			if o.Lo == r[0] && o.Hi == r[1] {
 				from[i], b = j, o
-				if j < len(oldSched) && oldSched[j].Lo == o.Lo && oldSched[j].Hi == o.Hi && oldSched[j].Source != "default" {
+				if j < len(oldSched) && oldSched[j].Lo == o.Lo && oldSched[j].Hi == o.Hi && !safeAnswer(oldSched[j].Source) {
 					nb = oldSched[j] // decided; the default's width otherwise (the default may have changed)
 				}
 			}
@@ -121,13 +121,20 @@ func (c Controller) Fit(p Pair) (Pair, string) {
 	return p, note
 }
 
+// safeAnswer says whether a bucket's width is the default's, undecided
+// ("default") or decided to stay at the safe answer (choose's "default
+// width 16…"): such a bucket serves the default in force, so a state saved
+// under another default (a tune or a policy edit since) resumes at the new
+// one, not at the old default's width.
+func safeAnswer(source string) bool { return strings.HasPrefix(source, "default") }
+
 // fits says whether p's buckets and schedule are the configured buckets,
 // with the default's width where nothing was decided yet.
 func (c Controller) fits(p Pair) bool {
 	ok := c.sameRanges(p) && len(p.Schedule) == len(c.cfg.Buckets)
 	for i := 0; ok && i < len(p.Schedule); i++ {
 		sb := p.Schedule[i]
-		ok = sb.Lo == p.Buckets[i].Lo && sb.Hi == p.Buckets[i].Hi && (sb.Source != "default" || sb.Width == c.defaultAt(sb.Lo))
+		ok = sb.Lo == p.Buckets[i].Lo && sb.Hi == p.Buckets[i].Hi && (!safeAnswer(sb.Source) || sb.Width == c.defaultAt(sb.Lo))
 	}
 	return ok
 }

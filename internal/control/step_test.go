@@ -924,7 +924,7 @@ func TestNoTrialSaysWhy(t *testing.T) {
 	}{
 		{noTrial{width: 6, rate: 103, unpriced: 2}, "no trial: the best prediction, width 6, is +3.0% over width 4, short of the 5.0% a trial needs; 2 other widths not priced (the probe lacks their rows)"},
 		{noTrial{unpriced: 1}, "no trial: no width is predicted faster than width 4; 1 other width not priced (the probe lacks their rows)"},
-		{noTrial{width: 2, rate: 99, tried: 3}, "no trial: the best prediction, width 2, is -1.0% over width 4, short of the 5.0% a trial needs; 3 tried lately"},
+		{noTrial{width: 2, rate: 99, tried: 3}, "no trial: no width is predicted faster than width 4 (the fastest predicted, width 2, -1.0%); 3 tried lately"},
 	}
 	for _, tc := range cases {
 		if got := tc.n.String(4, 100, 0.05); got != tc.want {
@@ -944,7 +944,7 @@ func TestStayLineSaysWhyNoTrial(t *testing.T) {
 	if len(switches(acts)) != 0 {
 		t.Fatalf("switched %v where no width should pay", switches(acts))
 	}
-	if !logged(acts, "adapt: stay at width 4 at 1 request in flight: default width 4; no trial: the best prediction, width ") {
+	if !logged(acts, "adapt: stay at width 4 at 1 request in flight: default width 4; no trial: no width is predicted faster than width 4 (the fastest predicted, width ") {
 		t.Errorf("no stay line says why no width was tried: %+v", acts)
 	}
 }
@@ -1026,5 +1026,22 @@ func TestRetrialOnce(t *testing.T) {
 		if got := retryDue(c.tried, ran, c.now, DefaultRetryAfter); got != c.want {
 			t.Errorf("tried %v, run ended %v, now %v: %v, want %v", c.tried, ran, c.now, got, c.want)
 		}
+	}
+}
+
+// TestResumeAtTheDefaultInForce: a state saved under another default (a
+// tune since moved it from 16 to 6) resumes at the default in force where
+// it had stayed at the safe answer or decided nothing, and keeps what it
+// measured and chose elsewhere. Before, it switched to the old default's
+// 16 and back once it decided again.
+func TestResumeAtTheDefaultInForce(t *testing.T) {
+	saved := New(Config{Default: schedule.Flat(16, "default")}).Init(Pair{}).Pair
+	saved.Schedule[0].Width, saved.Schedule[0].Source = 16, "default width 16"
+	saved.Schedule[1].Width, saved.Schedule[1].Source = 3, "width 3 measured +36.4% over default width 16 (lower bound +22.7% over 2 runs, above the 0.5% a switch costs)"
+	saved.Schedule[2].Width, saved.Schedule[2].Source = 16, "default width 16 (the safe answer): width 5 +2.0% (lower bound -4.0%), within the noise"
+	s := New(Config{Default: schedule.Flat(6, "tuned")}).Init(saved)
+	got := []int{s.Pair.Schedule[0].Width, s.Pair.Schedule[1].Width, s.Pair.Schedule[2].Width, s.Pair.Schedule[3].Width}
+	if want := []int{6, 3, 6, 6}; !slices.Equal(got, want) {
+		t.Errorf("resumed widths %v (%s), want %v", got, s.Pair.Schedule, want)
 	}
 }
