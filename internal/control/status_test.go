@@ -84,3 +84,18 @@ func TestStatus(t *testing.T) {
 		t.Errorf("status after a failed switch %+v", st)
 	}
 }
+
+// Before a full window the follower's decision names no bucket: the
+// status names none either, not "0+".
+func TestStatusNamesNoBucketBeforeAWindow(t *testing.T) {
+	c := New(Config{Default: schedule.Flat(4, "default")})
+	s := c.Init(Pair{})
+	s.Follow.Last = follow.Decision{From: schedule.Bucket{Width: 4}}
+	if st := s.Status(t0); st.Bucket != "" {
+		t.Errorf("bucket %q before a full window, want none", st.Bucket)
+	}
+	s.Follow.Last = follow.Decision{From: schedule.Bucket{Lo: 1, Hi: 1, Width: 4}, Load: 1}
+	if st := s.Status(t0); st.Bucket != "1" {
+		t.Errorf("bucket %q at one request, want 1", st.Bucket)
+	}
+}
