@@ -25,18 +25,19 @@ func Check(o Options) (note string, err error) {
 	if err != nil {
 		return "", err
 	}
-	return warmupNote(o, full), nil
+	asked := o
+	asked.fillRuns() // cannot fail where withDefaults passed: the warm-up o asks, its default filled
+	return warmupNote(asked.Warmup, full), nil
 }
 
-// warmupNote says when full, o with its defaults, sends more warm-up
-// requests per server start than o asks: one per prompt of a set at
-// least (fillPrompts).
-func warmupNote(o, full Options) string {
-	_ = o.fillRuns() // the warm-up asked, 0 for none; full passed its checks
-	if full.Warmup <= o.Warmup {
+// warmupNote says when full, the options with their defaults, sends more
+// warm-up requests per server start than asked: one per prompt of a set
+// at least (fillPrompts).
+func warmupNote(asked int, full Options) string {
+	if full.Warmup <= asked {
 		return ""
 	}
-	return fmt.Sprintf("%d warm-up requests per server start, not %d: at least one per prompt of the set (%d prompts)", full.Warmup, o.Warmup, len(full.Prompts))
+	return fmt.Sprintf("%d warm-up requests per server start, not %d: at least one per prompt of the set (%d prompts)", full.Warmup, asked, len(full.Prompts))
 }
 
 // withDefaults fills zero options and refuses a plan that cannot yield a
