@@ -30,13 +30,14 @@ type burst struct {
 	msg    string
 }
 
-// note counts an event at now, attrs its line's, and says whether to log
+// note counts an event at now (log and msg its run's, attrs its line's: what sayHeld says is set under the one lock) and says whether to log
 // it now and how many before it went unlogged. flushIn, when not zero, is
 // how long until its window ends: the first event held in a window asks
 // for a flush there.
-func (b *burst) note(now time.Time, attrs []any) (say bool, unsaid int, flushIn time.Duration) {
+func (b *burst) note(now time.Time, log *slog.Logger, msg string, attrs []any) (say bool, unsaid int, flushIn time.Duration) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.log, b.msg = log, msg // what sayHeld says
 	if b.said && now.Sub(b.last) < burstEvery {
 		b.unsaid++
 		b.held = attrs
@@ -72,10 +73,7 @@ func (b *burst) warn(log *slog.Logger, msg string, attrs ...any) {
 	if c == nil {
 		c = waitlog.Real
 	}
-	b.mu.Lock()
-	b.log, b.msg = log, msg
-	b.mu.Unlock()
-	say, unsaid, flushIn := b.note(c.Now(), attrs)
+	say, unsaid, flushIn := b.note(c.Now(), log, msg, attrs)
 	if say {
 		log.Warn(msg, append(attrs, "more_since_last_line", unsaid)...)
 	}

@@ -46,7 +46,7 @@ func TestBurst(t *testing.T) {
 		if c.flush {
 			_, unsaid, say = b.flush(now)
 		} else {
-			say, unsaid, flushIn = b.note(now, []any{"n", i})
+			say, unsaid, flushIn = b.note(now, nil, "", []any{"n", i})
 		}
 		if say != c.say || unsaid != c.unsaid || flushIn != c.flushIn {
 			t.Errorf("step %d at +%v (flush %v): say %v unsaid %d flushIn %v, want %v %d %v", i, c.at, c.flush, say, unsaid, flushIn, c.say, c.unsaid, c.flushIn)
