@@ -205,10 +205,7 @@ func article(w string) string {
 	if n, ok := tomlTypes[w]; ok {
 		return n
 	}
-	if strings.ContainsRune("aeiou", rune(w[0])) {
-		return "an " + w
-	}
-	return "a " + w
+	return safefile.Article(w) + " " + w
 }
 
 var lineRE = regexp.MustCompile(`^toml: line (\d+)(?: \(last key "([^"]*)"\))?: (.*)$`)

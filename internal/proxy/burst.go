@@ -30,8 +30,9 @@ type burst struct {
 	msg    string
 }
 
-// note counts an event at now (log and msg its run's, attrs its line's: what sayHeld says is set under the one lock) and says whether to log
-// it now and how many before it went unlogged. flushIn, when not zero, is
+// note counts an event at now (log and msg its run's, kept for sayHeld
+// under the one lock; attrs its line's) and says whether to log it now
+// and how many before it went unlogged. flushIn, when not zero, is
 // how long until its window ends: the first event held in a window asks
 // for a flush there.
 func (b *burst) note(now time.Time, log *slog.Logger, msg string, attrs []any) (say bool, unsaid int, flushIn time.Duration) {

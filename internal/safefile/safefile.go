@@ -235,12 +235,12 @@ func (r *Reader) Read(p []byte) (int, error) {
 
 func (r *Reader) tooLarge() error {
 	return &Error{What: r.what, Path: r.path, Err: ErrTooLarge,
-		Msg: fmt.Sprintf("file is larger than %s (%d bytes), the cap for %s %s; check that this is the file you meant (caps: docs/file-limits.md)", human(r.limit), r.limit, article(r.what), r.what)}
+		Msg: fmt.Sprintf("file is larger than %s (%d bytes), the cap for %s %s; check that this is the file you meant (caps: docs/file-limits.md)", human(r.limit), r.limit, Article(r.what), r.what)}
 }
 
-// article is "an" before a word that starts with a vowel (an api key file,
+// Article is "an" before a word that starts with a vowel (an api key file,
 // an adaptive state), else "a".
-func article(word string) string {
+func Article(word string) string {
 	if word != "" && strings.ContainsRune("aeiouAEIOU", rune(word[0])) {
 		return "an"
 	}
