@@ -254,6 +254,9 @@ var policyRow = Row{Name: "policy", Flag: "policy", Envs: []string{"MLXCEL_POLIC
 		for _, p := range s.Policies {
 			pols = append(pols, p.Value+" ("+p.Src.String()+")")
 		}
+		if len(pols) == 0 {
+			return pols, "default" // no file named: the startup line counts it with the defaults, not as "(none) (layered)"
+		}
 		return pols, "layered"
 	}}
 

@@ -414,3 +414,26 @@ func wantErr(t *testing.T, err error, want string) bool {
 	}
 	return true
 }
+
+// The policy row with no file named is a default, which the startup line
+// counts among the defaults; with a file it is "layered".
+func TestPolicyRowSource(t *testing.T) {
+	var row Row
+	for _, r := range Rows {
+		if r.Key == "policy.files" {
+			row = r
+		}
+	}
+	for _, c := range []struct {
+		pols []Field[string]
+		want string
+	}{
+		{nil, "default"},
+		{[]Field[string]{{"p.toml", Source{Flag, "--policy"}}}, "layered"},
+	} {
+		s := Settings{Policies: c.pols}
+		if _, src, _ := row.Show(&s); src != c.want {
+			t.Errorf("%d files: source %q, want %q", len(c.pols), src, c.want)
+		}
+	}
+}
