@@ -76,7 +76,7 @@ var errUnauthorized = errors.New("no key or a wrong one")
 func run(args []string) int {
 	fs := flag.NewFlagSet("followeval", flag.ContinueOnError)
 	url := fs.String("url", "http://127.0.0.1:8080", "public URL of speclaunch serve (the proxy)")
-	dir := fs.String("prompts", "", "directory of prompt files, one prompt per file (e.g. internal/bench/prompts/code)")
+	dir := fs.String("prompts", "", "directory of prompt files, one prompt per file (required; e.g. internal/bench/prompts/code)")
 	levels := fs.String("levels", "1,4", "clients of each phase, in turn")
 	phase := fs.Duration("phase", 2*time.Minute, "length of one phase")
 	total := fs.Duration("run", 12*time.Minute, "length of the run")
