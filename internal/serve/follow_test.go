@@ -87,6 +87,19 @@ func TestBucketInForce(t *testing.T) {
 	if b, l := st.bucketInForce(adapted); b != "1+" || l != 1 {
 		t.Errorf("adapted, another width chosen since: %s %v", b, l)
 	}
+	// The launch's engine the controller kept (no switch of its): the
+	// controller's bucket, load and learnt schedule, not the plan's "1+"
+	// at load 1; not where it serves another width.
+	kept := schedPlan(t, key.Sim, "1+:5", 0)
+	st = &serveStatus{}
+	st.setAdapt(control.Status{Width: 5, Bucket: "2-4", Load: 3.9, Schedule: "1:5,2-4:5,5-8:5,9+:5"})
+	if b, l := st.bucketInForce(kept); b != "2-4" || l != 3.9 || st.scheduleOf(kept) != "1:5,2-4:5,5-8:5,9+:5" {
+		t.Errorf("kept by the controller: %s %v %s", b, l, st.scheduleOf(kept))
+	}
+	st.setAdapt(control.Status{Width: 6, Bucket: "2-4", Load: 3.9, Schedule: "1:5,2-4:6,5-8:5,9+:5"})
+	if b, l := st.bucketInForce(kept); b != "1+" || l != 1 || st.scheduleOf(kept) != "1+:5" {
+		t.Errorf("the controller serves another width: %s %v %s", b, l, st.scheduleOf(kept))
+	}
 }
 
 // The gains the follower reads from a load sweep's record: the level in

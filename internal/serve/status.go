@@ -281,10 +281,20 @@ func (st *serveStatus) chosenAdapt(w int, bucket string, load float64) {
 // names is one of it), else the plan's. Under --adapt the status showed
 // the plan's flat "1+:16" beside the learnt schedule's bucket "1".
 func (st *serveStatus) scheduleOf(p *plan.Plan) string {
-	if cs, ok := st.adapt.(control.Status); ok && cs.Schedule != "" && st.adaptServes(p) {
+	if cs, ok := st.adapt.(control.Status); ok && cs.Schedule != "" && (st.adaptServes(p) || st.adaptKept(p)) {
 		return cs.Schedule
 	}
 	return p.Resolution.Schedule.String()
+}
+
+// adaptKept says that the adaptive controller reads the load and keeps
+// p's width at its bucket in force, though no switch of its started p
+// (the launch's engine at the default): its bucket and load are the
+// ones in force, not the plan's "1+" at load 1, which read so under four
+// clients for a whole run.
+func (st *serveStatus) adaptKept(p *plan.Plan) bool {
+	cs, ok := st.adapt.(control.Status)
+	return ok && cs.Bucket != "" && cs.Width == widthOf(p)
 }
 
 // adaptServes says that p is the adaptive controller's last switch, so
@@ -297,6 +307,10 @@ func (st *serveStatus) bucketOf(p *plan.Plan) (string, float64) {
 	r := p.Resolution
 	if st.adaptServes(p) {
 		return st.adaptBucket, st.adaptLoad // the learnt schedule's bucket in force
+	}
+	if st.adaptKept(p) {
+		cs := st.adapt.(control.Status)
+		return cs.Bucket, cs.Load
 	}
 	if len(r.Schedule) == 0 {
 		return "", 0
