@@ -29,6 +29,7 @@ import (
 	"github.com/speclaunch/speclaunch/internal/plan"
 	"github.com/speclaunch/speclaunch/internal/policy"
 	"github.com/speclaunch/speclaunch/internal/record"
+	"github.com/speclaunch/speclaunch/internal/schedule"
 	"github.com/speclaunch/speclaunch/internal/secret"
 	"github.com/speclaunch/speclaunch/internal/serve"
 	"github.com/speclaunch/speclaunch/internal/waitlog"
@@ -76,7 +77,8 @@ func (c *BenchCmd) Run(e *Env) error {
 	if err != nil {
 		return err
 	}
-	s := l.Settings
+	s, setAside := measuring(l.Settings)
+	l.Settings = s
 	e.logJSON = s.LogFormat.Value == "json"
 	prof := l.Profile
 	if s.Engine.Value == key.VLLM || s.Engine.Value == key.SGLang {
@@ -99,6 +101,9 @@ func (c *BenchCmd) Run(e *Env) error {
 		return err
 	}
 	log := newLogger(e.Stderr, s.LogFormat.Value, s.LogLevel.Value, e.Getenv)
+	if setAside != "" {
+		log.Warn(setAside)
+	}
 	dp, err := defaultPlan(e, l)
 	if err != nil {
 		return err
@@ -171,12 +176,28 @@ func (c *BenchCmd) checkOut(outBase string) error {
 	return nil
 }
 
+// measuring is s as bench and tune measure with it: the operator's width
+// or schedule set aside, since every arm runs a width of its own and the
+// default arm the engine's. A schedule left in force ran every arm at its
+// width (tune's width-8 arm ran width 3 under MLXCEL_DRAFT_SCHEDULE=1+:3,
+// and tune saved that as the pair's tuned schedule). setAside says what
+// was set aside ("" when nothing was); serve still applies it.
+func measuring(s config.Settings) (m config.Settings, setAside string) {
+	switch {
+	case s.Schedule.Value != nil:
+		setAside = fmt.Sprintf("the width schedule %s (%s) is set aside: every arm runs its own width; serve still applies it", s.Schedule.Value, s.Schedule.Src)
+	case s.Width.Value != 0:
+		setAside = fmt.Sprintf("the width %d (%s) is set aside: every arm runs its own width; serve still applies it", s.Width.Value, s.Width.Src)
+	}
+	s.Width, s.Schedule = config.Field[int]{}, config.Field[schedule.Schedule]{}
+	return s, setAside
+}
+
 // defaultPlan is the default arm's plan: the engine's own default width
 // (the policy arm, only when the policy resolves another width for this
 // host, runs that one; no width is measured twice under two names).
 func defaultPlan(e *Env, l *loaded) (*plan.Plan, error) {
-	ds := l.Settings
-	ds.Width = config.Field[int]{}
+	ds, _ := measuring(l.Settings)
 	dp, err := build(e, &loaded{Settings: ds, Policy: l.Policy}, plan.Options{})
 	if err != nil {
 		return nil, err

@@ -99,7 +99,8 @@ type tuning struct {
 // key and the pair can be named, the layer parses and its directory takes
 // files, and the sweep fits a record.
 func (c *TuneCmd) prepare(e *Env, l *loaded, levels []int, layer string) (*tuning, error) {
-	s := l.Settings
+	s, setAside := measuring(l.Settings)
+	l.Settings = s
 	if s.Engine.Value == key.VLLM || s.Engine.Value == key.SGLang {
 		return nil, usage(fmt.Errorf("tune cannot measure %s: serve hands %s a schedule natively, but the load sweep reads a llama-server-compatible stream", s.Engine.Value, s.Engine.Value), "tune a llama.cpp, mlxcel or sim engine; write a vLLM or SGLang schedule by hand with --draft-schedule (docs/schedule.md)")
 	}
@@ -148,6 +149,9 @@ func (c *TuneCmd) prepare(e *Env, l *loaded, levels []int, layer string) (*tunin
 	}
 	s.EngineArgs, _, _ = withSlots(s.Engine.Value, s.EngineArgs, e.Getenv, levels[len(levels)-1])
 	t.st = newStarter(e, l, s, dp, true)
+	if setAside != "" {
+		t.st.log.Warn(setAside)
+	}
 	t.rec = bc.identity(e, dp, nil)
 	t.rec.Name = filepath.Base(t.outBase)
 	t.rec.Title = fmt.Sprintf("Tune: %s on this pair under load (%s clients)", t.rec.Key.Engine, joinLevels(levels))

@@ -14,9 +14,11 @@ import (
 	"time"
 
 	"github.com/speclaunch/speclaunch/internal/bench"
+	"github.com/speclaunch/speclaunch/internal/config"
 	"github.com/speclaunch/speclaunch/internal/key"
 	"github.com/speclaunch/speclaunch/internal/policy"
 	"github.com/speclaunch/speclaunch/internal/record"
+	"github.com/speclaunch/speclaunch/internal/schedule"
 	"github.com/speclaunch/speclaunch/internal/testenv"
 )
 
@@ -400,5 +402,31 @@ func TestTunedIDKeepsEachGPUsSchedule(t *testing.T) {
 	}
 	if _, err := policy.Parse("t.toml", policy.RenderTuned([]policy.Entry{entry(gb10, key.QuantQ4_K)})); err != nil {
 		t.Errorf("the entry does not parse back: %v", err)
+	}
+}
+
+// bench and tune measure with the operator's width or schedule set aside,
+// and say so: a schedule left in force (MLXCEL_DRAFT_SCHEDULE=1+:3) ran
+// tune's width-8 arm at width 3, and tune saved that as the pair's tuned
+// schedule.
+func TestMeasuringSetsTheOperatorWidthAside(t *testing.T) {
+	sched, err := schedule.Parse("1+:3", "override")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := config.Source{Origin: config.Env, Name: "MLXCEL_DRAFT_SCHEDULE"}
+	for _, tc := range []struct {
+		name string
+		s    config.Settings
+		want string
+	}{
+		{"schedule", config.Settings{Schedule: config.Field[schedule.Schedule]{Value: sched, Src: env}}, "the width schedule 1+:3 (env MLXCEL_DRAFT_SCHEDULE) is set aside"},
+		{"width", config.Settings{Width: config.Field[int]{Value: 5, Src: config.Source{Origin: config.Flag, Name: "--draft-block-size"}}}, "the width 5 (flag --draft-block-size) is set aside"},
+		{"neither", config.Settings{}, ""},
+	} {
+		m, note := measuring(tc.s)
+		if m.Schedule.Value != nil || m.Width.Value != 0 || !strings.HasPrefix(note, tc.want) || (tc.want == "") != (note == "") {
+			t.Errorf("%s: schedule %v, width %d, note %q; want none, 0, %q…", tc.name, m.Schedule.Value, m.Width.Value, note, tc.want)
+		}
 	}
 }
