@@ -69,6 +69,15 @@ func (c *TuneCmd) Run(e *Env) error {
 	if err != nil {
 		return err
 	}
+	run := filepath.Join(filepath.Dir(layer), "."+filepath.Base(layer)+".tune.lock")
+	release, ok, err := safefile.Hold(run)
+	switch {
+	case err != nil:
+		return err
+	case !ok:
+		return usage(fmt.Errorf("another speclaunch tune is writing %s (its lock %s is held)", layer, run), "wait for it to end: two tunes on one host measure each other's load")
+	}
+	defer release()
 	return t.run(e)
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/speclaunch/speclaunch/internal/key"
 	"github.com/speclaunch/speclaunch/internal/policy"
 	"github.com/speclaunch/speclaunch/internal/record"
+	"github.com/speclaunch/speclaunch/internal/safefile"
 	"github.com/speclaunch/speclaunch/internal/schedule"
 	"github.com/speclaunch/speclaunch/internal/testenv"
 )
@@ -428,5 +429,34 @@ func TestMeasuringSetsTheOperatorWidthAside(t *testing.T) {
 		if m.Schedule.Value != nil || m.Width.Value != 0 || !strings.HasPrefix(note, tc.want) || (tc.want == "") != (note == "") {
 			t.Errorf("%s: schedule %v, width %d, note %q; want none, 0, %q…", tc.name, m.Schedule.Value, m.Width.Value, note, tc.want)
 		}
+	}
+}
+
+// A second tune while one runs on the same layer is refused before it
+// starts an engine: two tunes at once each measured under the other's
+// load, and the later write won.
+func TestTuneRefusedWhileAnotherRuns(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "target"), "target weights")
+	writeFile(t, filepath.Join(dir, "drafter"), "drafter weights")
+	prof := filepath.Join(dir, "p.toml")
+	writeFile(t, prof, "[engine]\nname = \"sim\"\n[model]\npath = \"target\"\nquant = \"affine\"\n[draft]\nmodel = \"drafter\"\n[gpu]\ncapability = \"9.0\"\n")
+	cfg := filepath.Join(dir, "config")
+	getenv := func(k string) string {
+		if k == "XDG_CONFIG_HOME" {
+			return cfg
+		}
+		return os.Getenv(k)
+	}
+	layer := filepath.Join(cfg, "speclaunch", TunedFile)
+	release, ok, err := safefile.Hold(filepath.Join(filepath.Dir(layer), "."+TunedFile+".tune.lock"))
+	if err != nil || !ok {
+		t.Fatalf("hold: %v %v", ok, err)
+	}
+	defer release()
+	var stdout, stderr bytes.Buffer
+	code := runEnv(context.Background(), []string{"tune", "--profile", prof, "--levels", "1,2"}, Embedded{Policy: policyTOML}, &stdout, &stderr, nil, getenv)
+	if code != 2 || !strings.Contains(stderr.String(), "another speclaunch tune is writing "+layer) || !strings.Contains(stderr.String(), "wait for it to end") {
+		t.Errorf("exit %d:\n%s%s", code, stdout.String(), stderr.String())
 	}
 }

@@ -48,3 +48,27 @@ func Locked(ctx context.Context, path string, wait time.Duration, fn func() erro
 		}
 	}
 }
+
+// Hold takes the exclusive lock on the file name (created if missing, left
+// in place) without waiting and keeps it until release; ok false, with no
+// error, when another process holds it. Systems without flock always get
+// it. tune holds one for its whole sweep: two tunes run at once each
+// measured under the other's load and the later write won.
+func Hold(name string) (release func(), ok bool, err error) {
+	if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+		return nil, false, err
+	}
+	f, err := os.OpenFile(name, os.O_RDONLY|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, false, err
+	}
+	busy, err := tryLock(f)
+	if err != nil || busy {
+		f.Close()
+		if err != nil {
+			err = fmt.Errorf("lock %s: %w", name, err)
+		}
+		return nil, false, err
+	}
+	return func() { f.Close() }, true, nil
+}

@@ -30,3 +30,25 @@ func TestLockedExcludes(t *testing.T) {
 		t.Errorf("after the first: %v, ran %d", err, ran)
 	}
 }
+
+// While one Hold is held, a second is refused without error; after its
+// release, the next gets it.
+func TestHoldExcludes(t *testing.T) {
+	name := filepath.Join(t.TempDir(), "sub", ".tuned.toml.tune.lock")
+	release, ok, err := Hold(name)
+	if err != nil || !ok {
+		t.Fatalf("first: ok %v, %v", ok, err)
+	}
+	if r, ok, err := Hold(name); ok || err != nil {
+		t.Errorf("second while the first holds: ok %v, %v", ok, err)
+		if ok {
+			r()
+		}
+	}
+	release()
+	r, ok, err := Hold(name)
+	if !ok || err != nil {
+		t.Fatalf("after the release: ok %v, %v", ok, err)
+	}
+	r()
+}
