@@ -147,14 +147,18 @@ func (s Schedule) WithSource(src string) Schedule {
 // each starting where the one before ended, the last unbounded, widths
 // from 1 (off) to MaxWidth. The error says which bucket and the fix.
 func (s Schedule) Validate() error {
-	return s.validate(func(i int) string { return fmt.Sprintf("bucket %d (%s)", i+1, s[i].Range()) })
+	return s.validate(false, func(i int) string { return fmt.Sprintf("bucket %d (%s)", i+1, s[i].Range()) })
 }
 
 // validate is Validate with each bucket named by bucket(i): as the
 // operator wrote it where there is a text ("0:4" is not the "0+" its
-// numbers render as), by its range where there is none.
-func (s Schedule) validate(bucket func(i int) string) error {
+// numbers render as), by its range where there is none. triple says the
+// schedule was written as [lo, hi, width] triples, so that a fix is said
+// in the form the operator can follow ("2-4" is no triple).
+func (s Schedule) validate(triple bool, bucket func(i int) string) error {
 	switch {
+	case len(s) == 0 && triple:
+		return errors.New("the schedule is empty: give at least one bucket, e.g. [[1, 0, 4]] (width 4 at every load)")
 	case len(s) == 0:
 		return errors.New("the schedule is empty: give at least one bucket, e.g. \"1+:4\" (width 4 at every load)")
 	case len(s) > MaxBuckets:
@@ -173,7 +177,12 @@ func (s Schedule) validate(bucket func(i int) string) error {
 		case b.Hi < 0:
 			return fmt.Errorf("%s ends at %d: a bucket ends at a load of 1 or more, or 0 for no upper bound", where, b.Hi)
 		case b.Hi != 0 && b.Hi < b.Lo:
-			return fmt.Errorf("%s ends below where it starts: write the lower load first (%d-%d)", where, b.Hi, b.Lo)
+			return fmt.Errorf("%s ends below where it starts: %s", where, s.hiFix(i, triple))
+		case s.lower(i) >= 0:
+			// Any other advice would be about a neighbour the operator
+			// did not mean: [[4, 0, 1], [1, 3, 6]] was told to start
+			// [4, 0, 1] at 1.
+			return fmt.Errorf("%s comes before %s, which starts at a lower load: list the buckets in ascending order of load", where, bucket(s.lower(i)))
 		case b.Lo < next:
 			return fmt.Errorf("%s overlaps the bucket before it, which covers up to %d: start this one at %d", where, next-1, next)
 		case b.Lo > next:
@@ -194,6 +203,34 @@ func (s Schedule) validate(bucket func(i int) string) error {
 	return fmt.Errorf("the last bucket ends at %s: end the schedule with an open bucket (%d+ or hi = 0) so every load has a width", InFlight(strconv.Itoa(next-1)), next)
 }
 
+// lower is the first bucket after bucket i that starts at a lower load
+// than it, -1 if none: the buckets are out of order.
+func (s Schedule) lower(i int) int {
+	for j := i + 1; j < len(s); j++ {
+		if s[j].Lo < s[i].Lo {
+			return j
+		}
+	}
+	return -1
+}
+
+// hiFix is the fix for bucket i, which ends below where it starts, in the
+// form it was written in: in the text form the loads swapped ("4-2" for
+// 2-4); in a triple, hi is the last load the bucket covers, and swapping
+// lo and hi would most often overlap the bucket before ([[1, 3, 4], [4,
+// 2, 1]] swapped is [2, 4, 1]).
+func (s Schedule) hiFix(i int, triple bool) string {
+	b := s[i]
+	switch {
+	case !triple:
+		return fmt.Sprintf("write the lower load first (%d-%d)", b.Hi, b.Lo)
+	case i == len(s)-1:
+		return fmt.Sprintf("hi %d is below lo %d; hi is the last load the bucket covers, at least its lo, or 0 for no upper bound: e.g. [%d, 0, %d]", b.Hi, b.Lo, b.Lo, b.Width)
+	default:
+		return fmt.Sprintf("hi %d is below lo %d; hi is the last load the bucket covers: give a hi of %d or more", b.Hi, b.Lo, b.Lo)
+	}
+}
+
 // FromTriples builds a schedule from [lo, hi, width] triples, the shape of
 // TOML's `schedule = [[1, 1, 6], [2, 3, 4], [4, 0, 1]]` and of vLLM's
 // num_speculative_tokens_per_batch_size, and validates it.
@@ -211,7 +248,7 @@ func FromTriples(t [][]int, source string) (Schedule, error) {
 	if len(t) > MaxBuckets {
 		return nil, fmt.Errorf("the schedule has %d buckets, above the limit of %d: merge neighbouring loads that share a width", len(t), MaxBuckets)
 	}
-	return s, s.validate(func(i int) string { return fmt.Sprintf("bucket %d [%d, %d, %d]", i+1, t[i][0], t[i][1], t[i][2]) })
+	return s, s.validate(true, func(i int) string { return fmt.Sprintf("bucket %d [%d, %d, %d]", i+1, t[i][0], t[i][1], t[i][2]) })
 }
 
 // Triples renders the schedule as [lo, hi, width] triples (TOML, JSON).
@@ -264,7 +301,7 @@ func Parse(text, source string) (Schedule, error) {
 		b.Source = source
 		s = append(s, b)
 	}
-	return s, s.validate(func(i int) string { return fmt.Sprintf("bucket %d %q", i+1, clip(strings.TrimSpace(items[i]))) })
+	return s, s.validate(false, func(i int) string { return fmt.Sprintf("bucket %d %q", i+1, clip(strings.TrimSpace(items[i]))) })
 }
 
 // bare says whether text is a bare width: digits alone, a sign let in

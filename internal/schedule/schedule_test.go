@@ -34,7 +34,10 @@ func TestParse(t *testing.T) {
 		{in: "1:6,2-3:4", err: "the last bucket ends at 3 requests in flight: end the schedule with an open bucket"},
 		{in: "1:4", err: "the last bucket ends at 1 request in flight: end the schedule with an open bucket (2+"},
 		{in: "1+:4,2+:3", err: "buckets follow it"},
-		{in: "1:6,4-2:3,5+:1", err: "ends below where it starts"},
+		{in: "1:6,4-2:3,5+:1", err: "ends below where it starts: write the lower load first (2-4)"},
+		// Buckets out of order are said so, in either form: "4+:1,1-3:6"
+		// was told to start 4+ at 1.
+		{in: "4+:1,1-3:6", err: `bucket 1 "4+:1" comes before bucket 2 "1-3:6", which starts at a lower load: list the buckets in ascending order of load`},
 		{in: "2+:4", err: "leaves loads 1-1"},
 		// A bucket is named as written: "0:4" read as 0 to no bound
 		// was said as "0+", a bucket the operator never wrote.
@@ -116,6 +119,14 @@ func TestFromTriples(t *testing.T) {
 	}{
 		{[][]int{{1, 3, 8}, {4, -1, 4}}, "bucket 2 [4, -1, 4] ends at -1"},
 		{[][]int{{0, 0, 4}}, "bucket 1 [0, 0, 4] starts at 0"},
+		// Advice the triple form can follow: buckets out of order were
+		// told to start [4, 0, 1] at 1, a hi below its lo to write the
+		// text form's "2-4", and an empty schedule to write "1+:4".
+		{[][]int{{4, 0, 1}, {1, 3, 6}}, "bucket 1 [4, 0, 1] comes before bucket 2 [1, 3, 6], which starts at a lower load: list the buckets in ascending order of load"},
+		{[][]int{{1, 1, 6}, {4, 0, 1}, {2, 3, 4}}, "bucket 2 [4, 0, 1] comes before bucket 3 [2, 3, 4], which starts at a lower load"},
+		{[][]int{{1, 3, 4}, {4, 2, 1}}, "bucket 2 [4, 2, 1] ends below where it starts: hi 2 is below lo 4; hi is the last load the bucket covers, at least its lo, or 0 for no upper bound: e.g. [4, 0, 1]"},
+		{[][]int{{1, 3, 4}, {4, 2, 2}, {5, 0, 1}}, "bucket 2 [4, 2, 2] ends below where it starts: hi 2 is below lo 4; hi is the last load the bucket covers: give a hi of 4 or more"},
+		{[][]int{}, "the schedule is empty: give at least one bucket, e.g. [[1, 0, 4]]"},
 	} {
 		if _, err := FromTriples(c.t, ""); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("FromTriples(%v): %v, want %q", c.t, err, c.want)
