@@ -25,6 +25,7 @@ import (
 	"github.com/BurntSushi/toml"
 	"github.com/speclaunch/speclaunch/internal/quote"
 	"github.com/speclaunch/speclaunch/internal/safefile"
+	"github.com/speclaunch/speclaunch/internal/schedule"
 	"github.com/speclaunch/speclaunch/internal/secret"
 	"github.com/speclaunch/speclaunch/internal/tomlguard"
 	"github.com/speclaunch/speclaunch/internal/tomlpos"
@@ -210,6 +211,32 @@ func article(w string) string {
 
 var lineRE = regexp.MustCompile(`^toml: line (\d+)(?: \(last key "([^"]*)"\))?: (.*)$`)
 
+// intRangeRE is the decoder's wording of an integer past what TOML holds
+// (an int64), which it refuses before any key's own check sees it.
+var intRangeRE = regexp.MustCompile(`^(\S+) is out of range for int64$`)
+
+// outOfRange says an integer past what TOML holds as the key's own check
+// says one merely too large: the key, and for draft.schedule the bucket,
+// the number and the bound, as schedule.TriplesOf does; "" for any other
+// error. It was "invalid TOML: 99999999999999999999 is out of range for
+// int64", which named neither the key nor the fix.
+func outOfRange(src string, pe toml.ParseError) string {
+	m := intRangeRE.FindStringSubmatch(pe.Message)
+	if m == nil || pe.LastKey == "" {
+		return ""
+	}
+	n := m[1]
+	if pe.LastKey == "draft.schedule" {
+		if at := tomlpos.ElementAt(src, tomlpos.Build(src).Line(pe.LastKey), pe.Position.Start); len(at) == 2 {
+			return "bad draft.schedule: " + schedule.OutOfRange(at[0], at[1], n).Error()
+		}
+	}
+	if last := pe.LastKey[strings.LastIndexByte(pe.LastKey, '.')+1:]; secret.SecretEnv(last) || secret.SecretFlag(last) {
+		n = secret.Mask(n) // the decoder's message showed it whole
+	}
+	return fmt.Sprintf("%s: %s is far out of range, beyond any TOML integer: see docs/profiles.md for the values %s takes", pe.LastKey, n, pe.LastKey)
+}
+
 // Parse decodes profile text; name is used in errors. Unknown keys and wrong
 // types are errors with a line, so a typo never silently does nothing.
 func Parse(name string, data []byte) (*Profile, error) {
@@ -226,6 +253,9 @@ func Parse(name string, data []byte) (*Profile, error) {
 		var pe toml.ParseError
 		if errors.As(err, &pe) {
 			line := tomlpos.SyntaxLine(string(data), pe)
+			if msg := outOfRange(string(data), pe); msg != "" {
+				return nil, &Error{File: name, Line: line, Msg: msg}
+			}
 			return nil, &Error{File: name, Line: line, Msg: "invalid TOML: " + maskQuoted(pe.Message, statementAt(data, line))}
 		}
 		if m := lineRE.FindStringSubmatch(err.Error()); m != nil {

@@ -3,6 +3,7 @@ package schedule
 import (
 	"fmt"
 	"math"
+	"strconv"
 
 	"github.com/speclaunch/speclaunch/internal/tomlguard"
 )
@@ -31,10 +32,18 @@ func TriplesOf(rows []any) ([][]int, error) {
 			case !ok:
 				return nil, fmt.Errorf("bucket %d number %d is %s (%s), not a whole number: write it without quotes or a decimal point", i+1, j+1, tomlguard.Kind(x), clip(tomlguard.Text(x)))
 			case n < -maxNumber || n > maxNumber: // in range, FromTriples says what is wrong with it
-				return nil, fmt.Errorf("bucket %d number %d (%d) is far out of range: loads go up to a few hundred requests, widths to 256", i+1, j+1, n)
+				return nil, OutOfRange(i+1, j+1, strconv.FormatInt(n, 10))
 			}
 			out[i] = append(out[i], int(n))
 		}
 	}
 	return out, nil
+}
+
+// OutOfRange is the error for number j of bucket i (both from 1), written
+// as text, that is far out of range: TriplesOf's for one an int64 holds,
+// and a profile's for one past it, which the TOML decoder refuses before
+// TriplesOf sees it (profiles/profile.go, outOfRange).
+func OutOfRange(i, j int, text string) error {
+	return fmt.Errorf("bucket %d number %d (%s) is far out of range: loads go up to a few hundred requests, widths to 256", i, j, clip(text))
 }

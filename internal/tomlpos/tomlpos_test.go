@@ -3,6 +3,7 @@ package tomlpos
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -200,6 +201,32 @@ func BenchmarkLineEntries(b *testing.B) {
 		x := Build(text)
 		for _, p := range paths {
 			x.Line(p)
+		}
+	}
+}
+
+// An error the decoder reports by offset is placed in its array as a
+// validator names it: bucket and number of a schedule.
+func TestElementAt(t *testing.T) {
+	big := "99999999999999999999"
+	for _, c := range []struct {
+		name, src string
+		line      int
+		want      []int
+	}{
+		{"one line", "[draft]\nschedule = [[1, 0, " + big + "]]\n", 2, []int{1, 3}},
+		{"second bucket", "schedule = [[1, 3, 4], [" + big + ", 0, 1]]\n", 1, []int{2, 1}},
+		{"buckets on lines of their own, comments between", "schedule = [ # load, width\n  [1, 3, 4], # [9, 9, 9],\n  [4, " + big + ", 1],\n]\n", 1, []int{2, 2}},
+		{"strings with brackets and commas", "schedule = [[\"[,\", 'a,]', 1], [2, " + big + "]]\n", 1, []int{2, 2}},
+		{"a quoted key with an =", "\"a=b\" = [1, " + big + "]\n", 1, []int{2}},
+		{"a scalar", "port = " + big + "\n", 1, nil},
+		{"an inline table", "x = [{a = 1, b = " + big + "}]\n", 1, nil},
+		{"after the array", "x = [1, 2] # " + big + "\n", 1, nil},
+		{"line past the end", "x = [" + big + "]", 5, nil},
+	} {
+		at := strings.Index(c.src, big)
+		if got := ElementAt(c.src, c.line, at); !slices.Equal(got, c.want) {
+			t.Errorf("%s: ElementAt = %v, want %v", c.name, got, c.want)
 		}
 	}
 }
