@@ -76,7 +76,7 @@ func (c *PolicyListCmd) Run(e *Env) error {
 	rows = rows[:0]
 	for _, en := range pol.Entries {
 		rows = append(rows, []string{en.ID + ":", string(en.Key.Engine), "drafter=" + string(en.Key.Drafter),
-			"capability=" + en.Key.Capability.String(), "quant=" + string(en.Key.Quant), "-> width " + strconv.Itoa(en.Width)})
+			"capability=" + en.Key.Capability.String(), "quant=" + string(en.Key.Quant), "-> " + entryAnswer(en)})
 	}
 	heads := alignRows(rows)
 	for i, en := range pol.Entries {
@@ -98,6 +98,17 @@ func (c *PolicyListCmd) Run(e *Env) error {
 		}
 	}
 	return nil
+}
+
+// entryAnswer is what an entry answers, as policy list shows it: its
+// width, or a schedule of more than one bucket as the startup line says
+// it ("width 16 at 1-3, off at 4+"), whose width alone ("width 16") hid
+// that speculation is off from 4 requests up.
+func entryAnswer(en policy.Entry) string {
+	if len(en.Schedule) > 1 {
+		return en.Schedule.Describe()
+	}
+	return "width " + strconv.Itoa(en.Width)
 }
 
 // PolicyExplainCmd explains one key.

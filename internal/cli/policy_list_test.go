@@ -69,6 +69,40 @@ func TestPolicyListAligns(t *testing.T) {
 	}
 }
 
+// An entry of a schedule of more than one bucket shows its schedule as
+// the startup line says it: a tuned 1-3:16,4+:1 was listed as "-> width
+// 16", which hid that it is off at 4+.
+func TestPolicyListShowsTheSchedule(t *testing.T) {
+	pol := filepath.Join(t.TempDir(), "p.toml")
+	writeFile(t, pol, `schema = 1
+
+[[entry]]
+id = "tuned-x"
+engine = "mlxcel"
+drafter = "dflash"
+capability = "9.0"
+quant = "q8_0"
+schedule = [[1, 3, 16], [4, 0, 1]]
+pin = "sim"
+record = "records/tune.md"
+tuned = "2026-12-05"
+target_sha256 = "`+strings.Repeat("a", 64)+`"
+draft_sha256 = "`+strings.Repeat("b", 64)+`"
+`)
+	var out bytes.Buffer
+	if code := MainContext(context.Background(), []string{"policy", "list", "--policy", pol}, policyTOML, &out, &out, nil); code != 0 {
+		t.Fatalf("exit %d: %s", code, out.String())
+	}
+	for _, l := range strings.Split(out.String(), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(l), "tuned-x:") && !strings.HasSuffix(l, "-> width 16 at 1-3, off at 4+") {
+			t.Errorf("the tuned entry's line %q, want it to end with the schedule", l)
+		}
+	}
+	if !strings.Contains(out.String(), "tuned-x:") || !strings.Contains(out.String(), "-> width 4 (runner-up 3)") {
+		t.Errorf("want the tuned entry and the embedded one's width:\n%s", out.String())
+	}
+}
+
 // policy list --json and policy check --json speak the snake_case of every
 // other --json output; they printed Go's field names (EntryID, Layers).
 func TestPolicyJSONKeys(t *testing.T) {
