@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -58,5 +60,41 @@ func TestExplainDoesNotWarnOfNoCommand(t *testing.T) {
 		if said := strings.Contains(o+e, "no engine command to show"); code != 0 || said != tc.warn {
 			t.Errorf("%s: exit %d, the warning said %v, want 0 and %v:\n%s%s", strings.Join(tc.cmd, " "), code, said, tc.warn, o, e)
 		}
+	}
+}
+
+// resolve --json's facts.pair is in the snake_case of every other key:
+// it was {"Target", "Draft", "Pin"}, Go's field names.
+func TestResolveJSONPairKeys(t *testing.T) {
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir()) // no tuned layer of the machine's
+	pol := filepath.Join(t.TempDir(), "tuned.toml")
+	// An entry keyed to a pair makes resolve hash the launch's pair.
+	writeFile(t, pol, `schema = 1
+
+[[entry]]
+id = "tuned-x"
+engine = "mlxcel"
+drafter = "dflash"
+capability = "9.0"
+quant = "q8_0"
+schedule = [[1, 3, 16], [4, 0, 1]]
+pin = "sim"
+record = "records/tune.md"
+tuned = "2026-12-05"
+target_sha256 = "`+strings.Repeat("a", 64)+`"
+draft_sha256 = "`+strings.Repeat("b", 64)+`"
+`)
+	code, o, e := runCLI(t, "resolve", "--json", "--profile", "../../profiles/demo-load.toml", "--policy", pol)
+	var res struct {
+		Facts struct {
+			Pair map[string]string `json:"pair"`
+		} `json:"facts"`
+	}
+	if err := json.Unmarshal([]byte(o), &res); code != 0 || err != nil {
+		t.Fatalf("resolve --json: exit %d, %v\n%s%s", code, err, o, e)
+	}
+	p := res.Facts.Pair
+	if len(p) != 3 || len(p["target"]) != 64 || len(p["draft"]) != 64 || p["pin"] != "sim" {
+		t.Errorf("facts.pair = %v, want the keys target, draft and pin", p)
 	}
 }

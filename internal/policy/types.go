@@ -57,8 +57,12 @@ type Entry struct {
 // Pair names a model pair by content on one engine build: the target's and
 // the drafter's content hashes (modelhash.Sum, or a sim stand-in's) and
 // the engine's pin as a record states it ("llama.cpp d32676d", "sim").
+// Its JSON (resolve --json's facts.pair) is in the snake_case of every
+// other --json key.
 type Pair struct {
-	Target, Draft, Pin string
+	Target string `json:"target"`
+	Draft  string `json:"draft"`
+	Pin    string `json:"pin"`
 }
 
 // SimPin is the sim engine's pin, as its records and the entries tuned on
