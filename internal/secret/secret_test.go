@@ -822,6 +822,9 @@ func TestMaskLeavesProse(t *testing.T) {
 		{"engine argument is a misspelt key flag: --api-kye ****3456 is not a flag the engine (llama.cpp) knows; did you mean --api-key? Spell it --api-key: as given, the engine refuses to start on the unknown flag, and the key would be on its command line as a plain argument",
 			"engine argument is a misspelt key flag: --api-kye ****3456 is not a flag the engine (llama.cpp) knows; did you mean --api-key? Spell it --api-key: as given, the engine refuses to start on the unknown flag, and the key would be on its command line as a plain argument"},
 		{"Spell it --admin-api-key: otherwise refused", "Spell it --admin-api-key: otherwise refused"},
+		// One dash is a flag's name too: "unknown flag -api-key: ****ther a
+		// speclaunch flag" (a new-operator campaign).
+		{"unknown flag -api-key: neither a speclaunch flag nor one llama-server lists", "unknown flag -api-key: neither a speclaunch flag nor one llama-server lists"},
 		{"api-key: as", "api-key: as"},
 		{"X-Api-Key: abc", "X-Api-Key: abc"},
 		// Credentials still masked.

@@ -61,7 +61,7 @@ func randomish(body string) bool {
 
 // headerValue reports whether the match m of authRestRE after the header
 // name v[h[0]:h[1]] is a credential rather than prose: not a flag's name
-// (--api-key, --admin-api-key) followed by a colon ("Spell it --api-key:
+// (--api-key, -api-key, --admin-api-key) followed by a colon ("Spell it --api-key:
 // as given": a flag takes its value after "=" or a space, so "--api-key:"
 // starts a sentence, not a header), and with no scheme before it not a
 // short word ("api-key: as": letters only and shorter than MinRedact, which
@@ -73,7 +73,7 @@ func headerValue(v string, h, m []int) bool {
 	for s > 0 && (isAlnum(v[s-1]) || v[s-1] == '-' || v[s-1] == '_') {
 		s--
 	}
-	if strings.HasPrefix(v[s:], "--") && strings.Contains(rest[:m[2]], ":") {
+	if strings.HasPrefix(v[s:], "-") && strings.Contains(rest[:m[2]], ":") {
 		return false
 	}
 	val := rest[m[2]:m[3]]
