@@ -259,15 +259,17 @@ func LevelDisagreements(ctx context.Context, rec *record.Record) ([]string, erro
 	for i := range rec.Levels {
 		l := &rec.Levels[i]
 		at := fmt.Sprintf("level %d", l.Concurrency)
-		for _, d := range Of(rec.AtLevel(i)).Disagreements() {
+		lv := Of(rec.AtLevel(i))
+		lv.writtenBy = WrittenBy(rec)
+		for _, d := range lv.Disagreements() {
 			out = append(out, at+": "+d)
 		}
 		if !same(l.Spread.MaxRel, spreads[i].MaxRel) || l.Spread.Engines != spreads[i].Engines {
-			out = appendDiff(out, at, "its raw runs", []string{field("spread.max_rel", l.Spread.MaxRel, spreads[i].MaxRel), field("spread.engines", float64(l.Spread.Engines), float64(spreads[i].Engines))})
+			out = appendDiff(out, WrittenBy(rec), at, "its raw runs", []string{field("spread.max_rel", l.Spread.MaxRel, spreads[i].MaxRel), field("spread.engines", float64(l.Spread.Engines), float64(spreads[i].Engines))})
 		}
 		if l.Bucket.Width != verdicts[i].Width || l.Bucket.From != verdicts[i].From {
-			out = append(out, fmt.Sprintf("%s: stored bucket width %d (%s) disagrees with the rule applied to its raw runs (width %d, %s); regenerate the record with speclaunch bench",
-				at, l.Bucket.Width, l.Bucket.From, verdicts[i].Width, verdicts[i].From))
+			out = append(out, fmt.Sprintf("%s: stored bucket width %d (%s) disagrees with the rule applied to its raw runs (width %d, %s); regenerate the record with %s",
+				at, l.Bucket.Width, l.Bucket.From, verdicts[i].Width, verdicts[i].From, WrittenBy(rec)))
 		}
 	}
 	switch {
@@ -276,7 +278,7 @@ func LevelDisagreements(ctx context.Context, rec *record.Record) ([]string, erro
 	case rec.Earned == nil:
 		out = append(out, "the record stores no earned schedule; its levels earn "+earned.Text)
 	case !slices.EqualFunc(rec.Earned.Triples, earned.Triples, slices.Equal):
-		out = append(out, fmt.Sprintf("the stored earned schedule %s disagrees with the one its raw runs earn (%s); regenerate the record with speclaunch bench", rec.Earned.Text, earned.Text))
+		out = append(out, fmt.Sprintf("the stored earned schedule %s disagrees with the one its raw runs earn (%s); regenerate the record with %s", rec.Earned.Text, earned.Text, WrittenBy(rec)))
 	}
 	return out, nil
 }

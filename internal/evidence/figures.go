@@ -25,13 +25,17 @@ type Evidence struct {
 	// record has none.
 	Classic, Default *Arm
 	rep              map[int]*Arm
+	// writtenBy is the command a finding's fix names (WrittenBy); a level
+	// of a load sweep gets the sweep's from LevelDisagreements, since the
+	// level's view (record.AtLevel) has no levels of its own.
+	writtenBy string
 }
 
 // Of gathers a record's evidence: per arm, its statistics and cost from
 // its measured runs (when it has any runs), and which arm stands for each
 // width (record.Representative), in one pass over the arms.
 func Of(rec *record.Record) *Evidence {
-	e := &Evidence{Rec: rec, Arms: make([]Arm, len(rec.Arms))}
+	e := &Evidence{Rec: rec, Arms: make([]Arm, len(rec.Arms)), writtenBy: WrittenBy(rec)}
 	at := make(map[*record.Arm]*Arm, len(rec.Arms))
 	for i := range rec.Arms {
 		a := &rec.Arms[i]
@@ -66,6 +70,17 @@ func (e *Evidence) Name() string {
 		return quote.Text(e.Rec.Title, 0)
 	}
 	return "an unnamed record"
+}
+
+// WrittenBy names the command that writes a record of rec's kind, for the
+// fix a finding suggests: a load sweep (its levels, or one level of it,
+// since record.AtLevel keeps Method.Load) is written by tune or bench
+// --concurrency, any other record by bench.
+func WrittenBy(rec *record.Record) string {
+	if len(rec.Levels) > 0 || rec.Method.Load != nil {
+		return "speclaunch tune (or speclaunch bench --concurrency)"
+	}
+	return "speclaunch bench"
 }
 
 // HasRuns reports whether any arm kept raw runs; a transcribed record may

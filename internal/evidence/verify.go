@@ -25,7 +25,7 @@ func (e *Evidence) Disagreements() []string {
 			if !same(a.Arm.Cost.MSPerCycle, a.Cost.MSPerCycle) {
 				fs = append(fs, field("cost.ms_per_cycle", a.Arm.Cost.MSPerCycle, a.Cost.MSPerCycle))
 			}
-			out = appendDiff(out, who, "its raw runs", fs)
+			out = appendDiff(out, e.writtenBy, who, "its raw runs", fs)
 		}
 		if a.Kind != record.KindClassic && e.classicOK() != nil && a.Arm.BeatsClassic != e.BeatsClassic(a) {
 			out = append(out, fmt.Sprintf("%s: stored beats_classic %v disagrees with the margin applied to its figures (%v); regenerate the record's analysis with this speclaunch",
@@ -44,7 +44,7 @@ func (e *Evidence) bracketDiff() []string {
 	if c.FromRuns {
 		got := Drift(c.Arm)
 		fs := append(statsFields("drift.first", d.First, got.First), statsFields("drift.last", d.Last, got.Last)...)
-		return appendDiff(nil, "classic", "its raw runs", fs)
+		return appendDiff(nil, e.writtenBy, "classic", "its raw runs", fs)
 	}
 	var fs []string
 	for _, b := range []struct {
@@ -58,11 +58,13 @@ func (e *Evidence) bracketDiff() []string {
 	if n := d.First.N + d.Last.N; n > c.Stats.N {
 		fs = append(fs, fmt.Sprintf("the brackets hold %d runs, classic's stats %d", n, c.Stats.N))
 	}
-	return appendDiff(nil, "classic", "classic's own stats (the brackets are part of its runs)", fs)
+	return appendDiff(nil, e.writtenBy, "classic", "classic's own stats (the brackets are part of its runs)", fs)
 }
 
 // ComparisonDiff compares a stored bootstrap comparison of arm label with
 // the one recomputed from the raw runs (nothing when either is missing).
+// Only a single-level record stores one (an arm's vs_default), so its fix
+// is bench's.
 func ComparisonDiff(label, name string, stored, got *record.Comparison) []string {
 	if stored == nil || got == nil {
 		return nil
@@ -79,7 +81,7 @@ func ComparisonDiff(label, name string, stored, got *record.Comparison) []string
 			fs = append(fs, field(name+"."+f.name, f.have, f.get))
 		}
 	}
-	return appendDiff(nil, fmt.Sprintf("arm %q", label), "its raw runs", fs)
+	return appendDiff(nil, "speclaunch bench", fmt.Sprintf("arm %q", label), "its raw runs", fs)
 }
 
 func statsFields(name string, stored, got record.Stats) []string {
@@ -102,13 +104,14 @@ func field(name string, stored, got float64) string {
 	return fmt.Sprintf("%s %.4g (recomputed %.4g)", name, stored, got)
 }
 
-// appendDiff adds one finding for who when fields differ.
-func appendDiff(out []string, who, source string, fields []string) []string {
+// appendDiff adds one finding for who when fields differ; cmd is the
+// command that writes the record again (WrittenBy).
+func appendDiff(out []string, cmd, who, source string, fields []string) []string {
 	if len(fields) == 0 {
 		return out
 	}
-	return append(out, fmt.Sprintf("%s: stored %s disagree(s) with %s; the figures or the runs were edited: regenerate the record with speclaunch bench",
-		who, strings.Join(fields, ", "), source))
+	return append(out, fmt.Sprintf("%s: stored %s disagree(s) with %s; the figures or the runs were edited: regenerate the record with %s",
+		who, strings.Join(fields, ", "), source, cmd))
 }
 
 // same is equality up to float rounding: a record's figures are written

@@ -100,7 +100,7 @@ func (f *findings) note(format string, args ...any) {
 func (f *findings) record(ctx context.Context, e policy.Entry, path string, rec *record.Record) error {
 	ev := evidence.Of(rec)
 	f.identity(e, rec)
-	f.runs(ev)
+	f.runs(rec, ev)
 	f.probs = append(f.probs, ev.Disagreements()...)
 	levels, err := evidence.LevelDisagreements(ctx, rec)
 	if err != nil {
@@ -161,19 +161,37 @@ func (f *findings) identity(e policy.Entry, rec *record.Record) {
 	}
 }
 
-// runs says what the figures were recomputed from.
-func (f *findings) runs(ev *evidence.Evidence) {
-	if !ev.HasRuns() {
-		f.note("the record keeps no raw runs: it is judged on its stored figures, which cannot be recomputed (and the bootstrap against the default cannot be run)")
-		return
-	}
-	var without []string
-	for _, a := range ev.Arms {
-		if !a.FromRuns {
-			without = append(without, strconv.Quote(a.Label))
+// runs says what the figures were recomputed from: the record's arms, or a
+// load sweep's arms level by level (its top-level arms are empty, and its
+// levels' runs are recomputed by evidence.LevelDisagreements and Earn).
+// Without raw runs, the note names the command that writes such a record
+// with them (evidence.WrittenBy).
+func (f *findings) runs(rec *record.Record, ev *evidence.Evidence) {
+	levels := []*evidence.Evidence{ev}
+	if len(rec.Levels) > 0 {
+		levels = levels[:0]
+		for i := range rec.Levels {
+			levels = append(levels, evidence.Of(rec.AtLevel(i)))
 		}
 	}
-	if len(without) > 0 {
+	var without []string
+	kept := false
+	for i, l := range levels {
+		at := ""
+		if len(rec.Levels) > 0 {
+			at = fmt.Sprintf("level %d ", rec.Levels[i].Concurrency)
+		}
+		for _, a := range l.Arms {
+			kept = kept || a.FromRuns
+			if !a.FromRuns {
+				without = append(without, at+strconv.Quote(a.Label))
+			}
+		}
+	}
+	switch {
+	case !kept:
+		f.note("the record keeps no raw runs: it is judged on its stored figures, which cannot be recomputed (and the bootstrap against the default cannot be run); %s writes a record with them", evidence.WrittenBy(rec))
+	case len(without) > 0:
 		f.note("arms without raw runs, judged on their stored figures: %s", strings.Join(without, ", "))
 	}
 }

@@ -87,7 +87,7 @@ func TestCheck(t *testing.T) {
 		notes    []string
 	}{
 		{name: "good", repo: repoWith(goodRecord()),
-			notes: []string{"classic range 57.98–58.71 tok/s over 6 runs, both brackets (ceiling 58.71)", "the record keeps no raw runs"}},
+			notes: []string{"classic range 57.98–58.71 tok/s over 6 runs, both brackets (ceiling 58.71)", "the record keeps no raw runs", "speclaunch bench writes a record with them"}},
 		{name: "missing md", repo: func() files { f := repoWith(goodRecord()); delete(f, recPath); return f }(),
 			problems: []string{"record docs/benchmark_results/r.md: missing"}},
 		{name: "missing json", repo: files{recPath: []byte("# r")},

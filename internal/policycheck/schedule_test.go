@@ -119,3 +119,54 @@ func pinnedSim(e policy.Entry) policy.Entry {
 func simRecord(r *record.Record) {
 	r.Key.Engine, r.Engine.Name, r.Engine.Pin, r.Simulated = "sim", "sim", policy.SimPin, true
 }
+
+// A load sweep keeps its raw runs in its levels, and they are recomputed:
+// check must not say it keeps none (it did, reading only the top-level
+// arms, which a sweep leaves empty), and a fix it suggests names the
+// commands that write a sweep, not bench's single-level run. A sweep that
+// truly lacks runs says so, naming those commands.
+func TestCheckSweepRunsAndFix(t *testing.T) {
+	e := simTuned(goodEntry())
+	e.RunnerUp = 0
+	e.Schedule, _ = schedule.Parse("1-3:6,4+:1", "measured")
+	e.Width = e.Schedule.At(1).Width
+	const sweepCmd = "speclaunch tune (or speclaunch bench --concurrency)"
+	for _, tc := range []struct {
+		name        string
+		edit        func(*record.Record)
+		wantProblem string // "" = ok
+		wantNote    string
+		notNote     string // "" = no such check
+	}{
+		{"raw runs in its levels", nil, "", "", "keeps no raw runs"},
+		{"an edited earned schedule", func(r *record.Record) {
+			r.Earned = &record.Earned{Triples: [][]int{{1, 0, 6}}, Text: "1+:6"}
+		}, "regenerate the record with " + sweepCmd, "", "keeps no raw runs"},
+		{"an edited level figure", func(r *record.Record) { r.Levels[0].Arms[1].Stats.Median++ }, "regenerate the record with " + sweepCmd, "", ""},
+		{"one level without runs", func(r *record.Record) { r.Levels[1].Arms[0].Runs = nil },
+			"level 4: stored bucket width 1", `arms without raw runs, judged on their stored figures: level 4 "classic"`, "keeps no raw runs"},
+		{"no raw runs at all", func(r *record.Record) {
+			for i := range r.Levels {
+				for j := range r.Levels[i].Arms {
+					r.Levels[i].Arms[j].Runs = nil
+				}
+			}
+		}, "level", "the record keeps no raw runs: it is judged on its stored figures, which cannot be recomputed (and the bootstrap against the default cannot be run); " + sweepCmd + " writes a record with them", "speclaunch bench writes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := sweepRecord(t)
+			simRecord(&rec)
+			if tc.edit != nil {
+				tc.edit(&rec)
+			}
+			vs := check(t, &policy.Policy{Entries: []policy.Entry{e}}, repoWith(rec).read)
+			probs, notes := strings.Join(vs[0].Problems, "\n"), strings.Join(vs[0].Notes, "\n")
+			if (tc.wantProblem == "") != vs[0].OK || !strings.Contains(probs, tc.wantProblem) {
+				t.Errorf("ok %v, problems:\n%s\nwant %q", vs[0].OK, probs, tc.wantProblem)
+			}
+			if !strings.Contains(notes, tc.wantNote) || tc.notNote != "" && strings.Contains(notes+probs, tc.notNote) {
+				t.Errorf("notes:\n%s\nproblems:\n%s\nwant a note %q and nothing of %q", notes, probs, tc.wantNote, tc.notNote)
+			}
+		})
+	}
+}
