@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -62,12 +63,25 @@ func (c *BenchCmd) loadOptions(e *Env, o bench.Options, levels []int) (bench.Loa
 			return lo, &config.Error{Src: src, Msg: fmt.Sprintf("%q is below %v, the shortest window: a window must hold tokens to have a rate; give %v or more", c.Window, bench.MinLoadWindow, bench.MinLoadWindow)}
 		}
 		if d > bench.MaxLoadWindow {
-			return lo, &config.Error{Src: src, Msg: fmt.Sprintf("%q is above %v, the longest window: a window of %v already holds a few hundred tokens at one client, and every window is run arms × levels × engines × %d times; give %v or less", c.Window, bench.MaxLoadWindow, bench.DefaultLoadWindow, bench.DefaultWindows, bench.MaxLoadWindow)}
+			return lo, &config.Error{Src: src, Msg: longWindow(c.Window, lo)}
 		}
 		// a short window is a short warm-up too (the default's 3 s at most)
 		lo.Window, lo.Warm = d, min(d, bench.DefaultLoadWarm)
 	}
 	return withLoadProgress(e, lo, c.JSON)
+}
+
+// longWindow says why a window past bench.MaxLoadWindow is refused, with
+// the count this sweep would run it: arms × levels × engines × windows per
+// engine and level, as the sweep fills them (lo's, else bench's defaults;
+// tune's two sim windows apply only without --window, tune.go). It said
+// "× 3 times" for every sweep, which a tune on the sim, whose record says
+// 2 windows, seemed to contradict.
+func longWindow(text string, lo bench.LoadOptions) string {
+	engines, windows := cmp.Or(lo.Engines, bench.DefaultEngines), cmp.Or(lo.Windows, bench.DefaultWindows)
+	n := len(lo.Arms) * len(lo.Levels) * engines * windows
+	return fmt.Sprintf("%q is above %v, the longest window: a window of %v already holds a few hundred tokens at one client, and this sweep would run %d of them (%d arms × %d levels × %d engines × %d windows per engine and level); give %v or less",
+		text, bench.MaxLoadWindow, bench.DefaultLoadWindow, n, len(lo.Arms), len(lo.Levels), engines, windows, bench.MaxLoadWindow)
 }
 
 // withLoadProgress sends the sweep's progress to stderr (a bar on a

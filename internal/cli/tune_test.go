@@ -169,7 +169,7 @@ func TestLoadSweepFlagErrors(t *testing.T) {
 		{[]string{"tune", "--engines", "0"}, "flag --engines: 0 is outside 2 to 20 fresh engines per width\nspeclaunch: hint: give --engines 3 (the default), up to 20"}, // was taken as the default
 		{[]string{"bench", "--concurrency", "1,4", "--engines", "0"}, "flag --engines: 0 is outside 2 to 20 fresh engines per width\nspeclaunch: hint: give --engines 3 (the default), up to 20"},
 		{[]string{"tune", "--quant", "unknown"}, "tune needs the target's quantization"},
-		{[]string{"tune", "--window", "9999h"}, `flag --window: "9999h" is above 10m0s, the longest window: a window of 5s already holds a few hundred tokens at one client, and every window is run arms × levels × engines × 3 times`},
+		{[]string{"tune", "--window", "9999h"}, `flag --window: "9999h" is above 10m0s, the longest window: a window of 5s already holds a few hundred tokens at one client, and this sweep would run 252 of them (7 arms × 4 levels × 3 engines × 3 windows per engine and level)`},
 		{[]string{"bench", "--concurrency", "1,4", "--window", "11m"}, `flag --window: "11m" is above 10m0s`},
 		{[]string{"tune", "--window", "0s"}, `flag --window: "0s" is not a duration above 0`}, // refused after the layer is read, before records/ is made
 		{[]string{"tune", "--window", "9999999999h"}, `flag --window: "9999999999h" is far out of range; give 10m0s or less`},
@@ -231,6 +231,31 @@ func TestTuneLoadOptionsKeepBenchFlags(t *testing.T) {
 		if lo.JSONProgress != tc.json || lo.Progress != wantOut || lo.Engines != 4 || lo.Window != tc.want {
 			t.Errorf("%s --window %q json %v: JSONProgress %v, progress to stdout %v, engines %d, window %v; want %v, %v, 4, %v",
 				tc.eng, tc.window, tc.json, lo.JSONProgress, lo.Progress == io.Writer(&stdout), lo.Engines, lo.Window, tc.json, tc.json, tc.want)
+		}
+	}
+}
+
+// A --window past the longest is refused with the count of windows the
+// sweep would run, the one it does run with a window in bounds: it said
+// "arms × levels × engines × 3 times" for every sweep, which a tune on the
+// sim (2 windows per level without --window) seemed to contradict.
+func TestLongWindowSaysTheSweepsCount(t *testing.T) {
+	arms := []bench.ArmSpec{{Label: "classic", Kind: bench.KindClassic}, {Label: "default = 4", Kind: bench.KindDefault, Width: 4}, {Label: "width 8", Kind: bench.KindWidth, Width: 8}}
+	for _, eng := range []key.Engine{key.Sim, key.LlamaCpp} {
+		for _, engines := range []int{2, 5} {
+			e := &Env{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" }, Ctx: context.Background()}
+			c := &TuneCmd{Engines: engines, Window: "200ms"}
+			lo, err := c.loadOptions(e, bench.Options{Arms: arms}, []int{1, 2, 4}, eng)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := len(lo.Arms) * len(lo.Levels) * lo.Engines * lo.Windows
+			c.Window = "11m"
+			_, err = c.loadOptions(e, bench.Options{Arms: arms}, []int{1, 2, 4}, eng)
+			want := fmt.Sprintf("this sweep would run %d of them (3 arms × 3 levels × %d engines × %d windows per engine and level)", n, engines, lo.Windows)
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("%s --engines %d --window 11m: %v\nwant %q", eng, engines, err, want)
+			}
 		}
 	}
 }
