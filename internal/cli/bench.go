@@ -131,7 +131,7 @@ func (c *BenchCmd) Run(e *Env) error {
 	if r := dp.Resolution; r.FromEntry() {
 		rec.Verdict.PolicyWidth, rec.Verdict.PolicyEntry = r.Width, r.Entry.ID
 	}
-	st := newStarter(e, l, s, dp, c.BasePort == 0 && (prof == nil || prof.Bench.BasePort == nil))
+	st := newStarter(e, l, s, dp, c.drawsArmPorts(prof))
 	if c.JSON {
 		o.Progress, o.JSONProgress = e.Stdout, true
 	} else {
@@ -161,6 +161,13 @@ func newStarter(e *Env, l *loaded, s config.Settings, dp *plan.Plan, anyPort boo
 		log: newLogger(e.Stderr, s.LogFormat.Value, s.LogLevel.Value, e.Getenv)}
 	st.anyPort = anyPort
 	return st
+}
+
+// drawsArmPorts is bench's rule for the arms' ports, which tune follows
+// through its bench (TuneCmd.bench): each is drawn at random unless the
+// operator gave a base port, --base-port or bench.base_port.
+func (c *BenchCmd) drawsArmPorts(p *profiles.Profile) bool {
+	return c.BasePort == 0 && (p == nil || p.Bench.BasePort == nil)
 }
 
 // checkOut refuses to overwrite a record unless --force.

@@ -27,7 +27,7 @@ func (c *BenchCmd) loadSweep(e *Env, log *slog.Logger, l *loaded, dp *plan.Plan,
 	}
 	s, prof := l.Settings, l.Profile
 	s.EngineArgs, _, _ = withSlots(s.Engine.Value, s.EngineArgs, e.Getenv, levels[len(levels)-1])
-	st := newStarter(e, l, s, dp, c.BasePort == 0 && (prof == nil || prof.Bench.BasePort == nil))
+	st := newStarter(e, l, s, dp, c.drawsArmPorts(prof))
 	rec := c.identity(e, dp, notes)
 	rec.Name = filepath.Base(outBase)
 	log.Info("load sweep starting", "arms", len(o.Arms), "levels", joinLevels(levels), "engines_per_width", lo.Engines, "engine", string(s.Engine.Value), "out", outBase)

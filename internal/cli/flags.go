@@ -19,7 +19,8 @@ import (
 	"github.com/speclaunch/speclaunch/internal/typo"
 )
 
-// LaunchFlags is the flag surface shared by resolve, serve and bench. Every
+// LaunchFlags is the flag surface shared by resolve, serve, bench and tune
+// (the commands that answer for serve's address add ListenFlags). Every
 // value is taken as a string and parsed by config.Load, so that a bad value
 // is reported once, the same way, naming its source, whether it came from a
 // flag, a variable or a profile. Env names are shown in help but read by
@@ -38,12 +39,20 @@ type LaunchFlags struct {
 	SpecDraftNMax  string   `name:"spec-draft-n-max" aliases:"draft-max,draft,draft-n" help:"The width in llama.cpp's unit, draft tokens N (= width N+1); also --draft-max; its variables apply to a llama.cpp engine only." placeholder:"N" group:"Launch"`
 	Capability     string   `help:"CUDA compute capability to resolve for instead of probing nvidia-smi, e.g. 9.0 or 12.1." placeholder:"X.Y" group:"Launch"`
 	Quant          string   `help:"Target quantization instead of reading it from the checkpoint: affine, nvfp4, other, q4_0, q4_k, q8_0, f16, ..." placeholder:"Q" group:"Launch"`
-	Host           string   `help:"Public address serve listens on: speclaunch's proxy, with the engine on a loopback port of its own behind it; with --proxy=false, the engine itself. An IP address or host name." placeholder:"HOST" group:"Launch"`
-	Port           string   `help:"Public port serve listens on: the proxy's, or with --proxy=false the engine's." placeholder:"PORT" group:"Launch"`
 	LogFormat      string   `help:"Log format: auto (colour on a terminal unless NO_COLOR), text, color, json." placeholder:"FMT" group:"Logging"`
 	LogLevel       string   `help:"Log level: debug, info, warn, error." placeholder:"LEVEL" group:"Logging"`
 
 	EngineArgs []string `arg:"" optional:"" passthrough:"" help:"Engine arguments: llama-server flags work as typed (-ngl 99 -c 8192 --jinja); anything else goes after --. Passed through verbatim, except --api-key KEY, the engine's API key, which reaches it in env LLAMA_API_KEY, off its command line (the variable works too); a key file, one key a line, is --api-key-file FILE or env LLAMA_ARG_API_KEY_FILE. Keys are never printed in full (docs/engines.md, API keys)." placeholder:"-- ENGINE-ARGS"`
+}
+
+// ListenFlags is the public address serve listens on, which resolve,
+// policy explain and profile show and validate answer for as serve would.
+// bench and tune do not embed it: their engines listen on loopback ports of
+// their own (--base-port), and --host and --port, once in LaunchFlags, sat
+// in their help and did nothing.
+type ListenFlags struct {
+	Host string `help:"Public address serve listens on: speclaunch's proxy, with the engine on a loopback port of its own behind it; with --proxy=false, the engine itself. An IP address or host name." placeholder:"HOST" group:"Launch"`
+	Port string `help:"Public port serve listens on: the proxy's, or with --proxy=false the engine's." placeholder:"PORT" group:"Launch"`
 }
 
 // given returns the raw values of the flags that appeared on the command
@@ -154,6 +163,9 @@ func prepass(app *kong.Node, args []string) (argvPlan, error) {
 			continue
 		}
 		if values, ok := llamaflags.Values(name); ok {
+			if elsewhere(app, name) {
+				return out, unknownFlag(app, cmd, a, owned)
+			}
 			if err := typedEmptyKey(name, val, hasVal, args[i+1:]); err != nil {
 				return out, err
 			}
@@ -181,6 +193,15 @@ func prepass(app *kong.Node, args []string) (argvPlan, error) {
 		out.kong = append(out.kong, a)
 	}
 	return out, nil
+}
+
+// elsewhere reports a llama-server flag that speclaunch sets on the engine
+// itself (engine.CheckPassthrough refuses it) and another command takes:
+// --host and --port, which bench and tune lack (their engines take
+// loopback ports). Routed to the engine, `tune --port 9000` was refused
+// with serve's fix, "set it with speclaunch --port".
+func elsewhere(app *kong.Node, name string) bool {
+	return errors.Is(engine.CheckPassthrough(key.LlamaCpp, []string{name}), engine.ErrPassthrough) && len(commandsWithFlag(app, name)) > 0
 }
 
 // unknownFlag is the refusal of argument a, a flag neither speclaunch's

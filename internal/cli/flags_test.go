@@ -59,6 +59,12 @@ func TestPrepass(t *testing.T) {
 		{name: "a flag where a value goes", args: "serve -c --dry-run -m t", err: "llama-server flag -c needs a value, and --dry-run after it is a flag"},
 		{name: "a llama flag where a value goes", args: "serve -m t -c --jinja", err: "llama-server flag -c needs a value, and --jinja after it is a flag"},
 		{name: "a value is not --", args: "serve -ngl -- 3", err: "-ngl takes 1 value"},
+		// --host and --port are serve's address: bench's and tune's engines
+		// take loopback ports (--base-port). Routed to the engine, they were
+		// refused with serve's fix, "set it with speclaunch --port".
+		{name: "serve's port in tune", args: "tune --port 9000", err: "unknown flag --port: a flag of serve and resolve"},
+		{name: "serve's host in bench", args: "bench --host=0.0.0.0", err: "unknown flag --host: a flag of serve and resolve"},
+		{name: "serve's own port", args: "serve --port 9000", kong: "serve --port 9000"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -80,3 +80,23 @@ func TestProfileShowListsEveryRow(t *testing.T) {
 		}
 	}
 }
+
+// --host and --port are serve's public address, which resolve, policy
+// explain and profile show and validate answer for; bench's and tune's
+// engines listen on loopback ports of their own (--base-port), so their
+// help lists neither: both did, from the flags they shared with serve, and
+// took them without effect.
+func TestSweepHelpListsNoServeAddress(t *testing.T) {
+	for cmd, want := range map[string]bool{"serve": true, "resolve": true, "bench": false, "tune": false} {
+		var out bytes.Buffer
+		MainContext(context.Background(), []string{cmd, "--help"}, policyTOML, &out, &out, nil)
+		for _, f := range []string{"--host=HOST", "--port=PORT"} {
+			if got := strings.Contains(out.String(), f); got != want {
+				t.Errorf("%s --help lists %s: %v, want %v", cmd, f, got, want)
+			}
+		}
+		if !want && !strings.Contains(out.String(), "--base-port=PORT") {
+			t.Errorf("%s --help lists no --base-port:\n%s", cmd, out.String())
+		}
+	}
+}

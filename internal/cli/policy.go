@@ -114,6 +114,7 @@ func entryAnswer(en policy.Entry) string {
 // PolicyExplainCmd explains one key.
 type PolicyExplainCmd struct {
 	LaunchFlags `embed:""`
+	ListenFlags `embed:""`
 	JSON        bool `help:"Print JSON."`
 }
 

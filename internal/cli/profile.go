@@ -169,6 +169,7 @@ func (c *ProfileInitCmd) checkDir(path string) error {
 // ProfileShowCmd prints the effective settings.
 type ProfileShowCmd struct {
 	LaunchFlags `embed:""`
+	ListenFlags `embed:""`
 	JSON        bool `help:"Print JSON."`
 }
 
@@ -215,6 +216,7 @@ func (c *ProfileShowCmd) Run(e *Env) error {
 // ProfileValidateCmd checks one profile.
 type ProfileValidateCmd struct {
 	LaunchFlags `embed:""`
+	ListenFlags `embed:""`
 	Offline     bool `help:"Check the profile alone, not this host's engine binary, model files and key files: a profile written for another machine, or a check in CI."`
 }
 

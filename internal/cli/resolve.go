@@ -20,6 +20,7 @@ import (
 // ResolveCmd prints the resolution and the engine command; it starts nothing.
 type ResolveCmd struct {
 	LaunchFlags `embed:""`
+	ListenFlags `embed:""`
 	JSON        bool `help:"Print JSON for machines instead of text."`
 	// As serve's: resolve then says whether serve would adapt this width.
 	Adapt bool `help:"Ask as serve --adapt would: say whether the width would be learned from live traffic at serve time, and if not why (docs/adaptive.md)."`

@@ -15,6 +15,7 @@ import (
 // ServeCmd starts and supervises the engine.
 type ServeCmd struct {
 	LaunchFlags `embed:""`
+	ListenFlags `embed:""`
 
 	DryRun          bool   `help:"Print what would run (resolution, command, environment) and exit: 0 when it could start, 2 when it says it would fail. A port in use is noted, not a failure (a dry run often checks a profile beside the server that holds it)."`
 	ReadyTimeout    string `help:"How long to wait for the engine's /health." placeholder:"DUR" group:"Serve"`

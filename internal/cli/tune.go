@@ -31,7 +31,10 @@ type TuneCmd struct {
 	Widths  string `help:"Widths to measure besides classic, the engine's default and the policy's width where it differs, as bench's." placeholder:"W,W,..." group:"Tune"`
 	Engines int    `help:"Fresh engines per width, 2 to 20, so the spread between engines is measured (default 3)." default:"3" placeholder:"N" group:"Tune"`
 	Window  string `help:"Length of one measured window per engine and level, 100ms to 10m (default 5s; 1s on the sim)." placeholder:"DUR" group:"Tune"`
-	JSON    bool   `help:"Progress as JSON lines on stdout, for machines." group:"Tune"`
+	// As bench's (its help, word for word): without it an operator could
+	// not keep tune's engines inside a port range.
+	BasePort int  `help:"First loopback port for arm servers (arm i on base+i); without it each arm draws its own below the ephemeral range, so two benches on one host never collide." placeholder:"PORT" group:"Tune"`
+	JSON     bool `help:"Progress as JSON lines on stdout, for machines." group:"Tune"`
 }
 
 // The sim's windows: its rates follow a cost model with 1% noise per
@@ -157,7 +160,7 @@ func (c *TuneCmd) prepare(e *Env, l *loaded, levels []int, layer string) (*tunin
 		return nil, usage(fmt.Errorf("tune cannot write beside %s: %w", layer, err), "name a writable file with --policy FILE")
 	}
 	s.EngineArgs, _, _ = withSlots(s.Engine.Value, s.EngineArgs, e.Getenv, levels[len(levels)-1])
-	t.st = newStarter(e, l, s, dp, true)
+	t.st = newStarter(e, l, s, dp, bc.drawsArmPorts(l.Profile))
 	if setAside != "" {
 		t.st.log.Warn(setAside)
 	}
@@ -170,7 +173,7 @@ func (c *TuneCmd) prepare(e *Env, l *loaded, levels []int, layer string) (*tunin
 // bench is the bench command tune runs: every flag the two share
 // (--json was once left out here, and tune printed nothing on stdout).
 func (c *TuneCmd) bench() *BenchCmd {
-	return &BenchCmd{LaunchFlags: c.LaunchFlags, Widths: c.Widths, Engines: c.Engines, Window: c.Window, JSON: c.JSON}
+	return &BenchCmd{LaunchFlags: c.LaunchFlags, Widths: c.Widths, Engines: c.Engines, Window: c.Window, BasePort: c.BasePort, JSON: c.JSON}
 }
 
 // loadOptions are the sweep's options: bench's, and on the sim the short

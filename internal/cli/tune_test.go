@@ -21,6 +21,7 @@ import (
 	"github.com/speclaunch/speclaunch/internal/safefile"
 	"github.com/speclaunch/speclaunch/internal/schedule"
 	"github.com/speclaunch/speclaunch/internal/testenv"
+	"github.com/speclaunch/speclaunch/profiles"
 )
 
 // tune on the sim writes a tuned layer keyed to the pair, its record
@@ -257,6 +258,43 @@ func TestLongWindowSaysTheSweepsCount(t *testing.T) {
 				t.Errorf("%s --engines %d --window 11m: %v\nwant %q", eng, engines, err, want)
 			}
 		}
+	}
+}
+
+// tune's engines take the ports bench's would: from --base-port or the
+// profile's bench.base_port when given, else drawn at random. tune had no
+// --base-port and drew every port, bench.base_port unread, so an operator
+// could not keep its engines inside a range.
+func TestTuneTakesBenchsBasePort(t *testing.T) {
+	base := 18600
+	withBase := &profiles.Profile{}
+	withBase.Bench.BasePort = &base
+	for _, tc := range []struct {
+		flag  int
+		prof  *profiles.Profile
+		drawn bool
+	}{
+		{0, nil, true},
+		{0, &profiles.Profile{}, true},
+		{18650, nil, false},
+		{0, withBase, false},
+	} {
+		if got := (&TuneCmd{BasePort: tc.flag}).bench().drawsArmPorts(tc.prof); got != tc.drawn {
+			t.Errorf("tune --base-port %d, profile bench.base_port set %v: ports drawn %v, want %v (bench's rule)", tc.flag, tc.prof == withBase, got, tc.drawn)
+		}
+	}
+	// The flag's help is bench's, word for word.
+	app := testModel(t)
+	help := map[string]string{}
+	for _, c := range app.Children {
+		for _, f := range c.Flags {
+			if f.Name == "base-port" {
+				help[c.Name] = f.Help
+			}
+		}
+	}
+	if help["tune"] == "" || help["tune"] != help["bench"] {
+		t.Errorf("tune --base-port's help %q, bench's %q", help["tune"], help["bench"])
 	}
 }
 
