@@ -80,12 +80,30 @@ type LoadOptions struct {
 	IsTTY          bool
 }
 
-// Sweep is how long one engine is measured, start excluded.
+// engineCost is the time a load sweep spends on each engine besides its
+// warm-ups and windows: starting it (ready on /health, its width checked)
+// and stopping it. The estimate left it out and ran low by about that
+// much per engine: beyond their warm-ups and windows, six tunes on the sim
+// (2 to 6 engines, 1 to 3 levels, 100 to 500 ms windows, an idle 2-core
+// machine) took 1.11 s per engine, whatever the levels and windows, most
+// of it the sim's own 1 s start (--sim-warmup's default,
+// internal/sim/args.go); the committed sim tune took 1.50 s per engine on a
+// shared machine (157.5 s for 126 s of warm-ups and windows on 21 engines,
+// docs/benchmark_results/tuned-mlxcel-5cea7275-180583d4-20261205-083609.json),
+// and llama-server on the H200 0.94 s (199.5 s for 192 s on 8 engines,
+// docs/benchmark_results/tuned-llama.cpp-e622b8f9-86de037f-20261205-135033.json).
+// An engine slower to load makes the estimate low again; the time left then
+// follows the steps measured (loadProgress.left).
+const engineCost = 1100 * time.Millisecond
+
+// perEngine is how long one engine takes: its start and stop, and at each
+// level a warm-up and the windows.
 func (o LoadOptions) perEngine() time.Duration {
-	return time.Duration(len(o.Levels)) * (o.Warm + time.Duration(o.Windows)*o.Window)
+	return engineCost + time.Duration(len(o.Levels))*(o.Warm+time.Duration(o.Windows)*o.Window)
 }
 
-// Estimate is how long the sweep takes, engine starts excluded.
+// Estimate is how long the sweep takes: every arm's engines one after
+// another, each started, measured at every level and stopped.
 func (o LoadOptions) Estimate() time.Duration {
 	return time.Duration(len(o.Arms)*o.Engines) * o.perEngine()
 }
