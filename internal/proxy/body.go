@@ -216,6 +216,9 @@ type deadlineBody struct {
 	// request's context on the deadline before Read sees the error, so
 	// bodyLate also reads the clock.
 	deadline time.Time
+	// onEnd, when set, runs once when the body has been read to its end
+	// (slot.beginLate).
+	onEnd func()
 }
 
 // bodyLeft reports that the request of ctx (the proxy's slot) has a body
@@ -246,9 +249,11 @@ func streamed(ctx context.Context) *deadlineBody {
 
 func (d *deadlineBody) Read(b []byte) (int, error) {
 	n, err := d.r.Read(b)
-	if errors.Is(err, io.EOF) {
-		d.ended.Store(true)
+	if errors.Is(err, io.EOF) && !d.ended.Swap(true) {
 		d.clear()
+		if d.onEnd != nil {
+			d.onEnd()
+		}
 	}
 	err = bodyErr(err)
 	if errors.Is(err, errBodyTimeout) {

@@ -1,11 +1,16 @@
 package proxy
 
 import (
+	"bufio"
+	"bytes"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/speclaunch/speclaunch/internal/testenv"
 )
@@ -128,4 +133,50 @@ func TestGeneratingCountsGenerationRequestsOnly(t *testing.T) {
 	}
 	testenv.WaitFor(t, "every request answered", func() bool { return b.InFlight() == 0 })
 	check("all answered", 0, 0)
+}
+
+// A generation whose body streams through is load, and work on its
+// engine, once its body is whole: six clients that each sent part of a
+// large body and stalled read as load 6, and the follower turned
+// speculation off for everyone.
+func TestStreamedBodyCountsOnceWhole(t *testing.T) {
+	whole, release := make(chan struct{}), make(chan struct{})
+	b := backend(t, func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		close(whole)
+		<-release
+		w.Write([]byte("{}"))
+	})
+	p := New(Options{})
+	p.Route(b)
+	c, err := net.Dial("tcp", strings.TrimPrefix(front(t, p), "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	size := maxReplay + 1<<20
+	head := []byte(`{"prompt":"`)
+	fmt.Fprintf(c, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s", size, head)
+	check := func(when string, want int) {
+		t.Helper()
+		if p.Generating() != want || b.Generating() != want {
+			t.Errorf("%s: Proxy.Generating() %d, Backend.Generating() %d; want %d", when, p.Generating(), b.Generating(), want)
+		}
+	}
+	testenv.WaitFor(t, "the request on its engine", func() bool { return b.InFlight() == 1 })
+	check("its body stalled", 0)
+	c.Write(bytes.Repeat([]byte("a"), size-len(head)))
+	<-whole
+	testenv.WaitFor(t, "the body counted", func() bool { return p.Generating() == 1 })
+	check("its body whole", 1)
+	close(release)
+	c.SetReadDeadline(time.Now().Add(30 * time.Second)) // the test's own bound, never reached
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	testenv.WaitFor(t, "the request answered", func() bool { return b.InFlight() == 0 })
+	check("answered", 0)
 }

@@ -615,6 +615,39 @@ type slot struct {
 	work   workMark
 	status int
 	in     io.ReadCloser // the client's body as the handler reads it
+
+	// A generation whose body streams through counts as load and work from
+	// the end of its body (beginLate), which the transport's writer reads:
+	// mu guards work and b against the handler's end of it, ended says the
+	// handler is done, late that beginLate counted it.
+	mu          sync.Mutex
+	ended, late bool
+}
+
+// beginLate counts a generation whose body streams through once the body
+// is whole: six clients that each sent 9 MiB of a 20 MB body and stalled
+// read as load 6, and the follower turned speculation off for everyone,
+// though no engine had a request to decode.
+func (s *slot) beginLate(p *Proxy) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.ended && !s.late {
+		s.late = true
+		p.generating.Add(1)
+		s.work = s.b.beginWork()
+	}
+}
+
+// end ends the request's work on its engine (count: it ended well) and a
+// late count of its load.
+func (s *slot) end(p *Proxy, count bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ended = true
+	if s.late {
+		p.generating.Add(-1)
+	}
+	s.b.endWork(s.work, count)
 }
 
 // ServeHTTP proxies one request.
@@ -663,7 +696,8 @@ func (p *Proxy) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	gen := generates(r.Method, r.URL.Path)
-	if gen {
+	streams, _ := r.Body.(*deadlineBody)
+	if gen && streams == nil {
 		p.generating.Add(1)
 		defer p.generating.Add(-1)
 	}
@@ -677,7 +711,10 @@ func (p *Proxy) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		clientGone() // nobody to answer
 	}
 	s := &slot{b: b, in: r.Body}
-	if gen {
+	switch {
+	case gen && streams != nil:
+		streams.onEnd = func() { s.beginLate(p) }
+	case gen:
 		s.work = b.beginWork()
 	}
 	answered := false // the answer went out whole (ServeHTTP panics on a cut stream)
@@ -686,7 +723,7 @@ func (p *Proxy) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		// request's cycles to /metrics only then, and a cancelled or
 		// failed request's time without its cycles would price the width
 		// up.
-		s.b.endWork(s.work, answered && r.Context().Err() == nil && s.status > 0 && s.status < 400)
+		s.end(p, answered && r.Context().Err() == nil && s.status > 0 && s.status < 400)
 		s.b.add(-1)
 	}()
 	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), slotKey{}, s)))
@@ -1039,12 +1076,14 @@ func (t *retrying) RoundTrip(req *http.Request) (*http.Response, error) {
 		if aerr != nil {
 			return nil, aerr
 		}
+		s.mu.Lock()
 		dead.endWork(s.work, false)
 		dead.add(-1)
 		s.b = nb
 		if s.work.ok {
 			s.work = nb.beginWork()
 		}
+		s.mu.Unlock()
 		r2 := req.Clone(req.Context())
 		r2.URL.Scheme, r2.URL.Host = nb.URL.Scheme, nb.URL.Host
 		if req.GetBody != nil {
