@@ -35,7 +35,11 @@ const ExitWidthMismatch = 3
 func Launchable(p *plan.Plan, checkPort bool) error {
 	s := p.Settings
 	if s.Model.Value == "" {
-		return exitcode.Bad(errors.New("no target model: set model.path in the profile, --model/-m, or LLAMA_ARG_MODEL" + engine.HFRepoHint(s.Engine.Value, s.EngineArgs.Value)))
+		in := "the profile"
+		if s.ProfilePath != "" {
+			in = s.ProfilePath // a reload under serve: which file (it named none)
+		}
+		return exitcode.Bad(errors.New("no target model: set model.path in " + in + ", --model/-m, or LLAMA_ARG_MODEL" + engine.HFRepoHint(s.Engine.Value, s.EngineArgs.Value)))
 	}
 	if err := Runnable(p); err != nil {
 		return err

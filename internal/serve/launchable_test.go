@@ -84,6 +84,9 @@ func TestLaunchableChecksTheSimsModels(t *testing.T) {
 		{"stand-in names beside the profile", filepath.Join(dir, "demo-target"), filepath.Join(dir, "demo-drafter"), ""},
 		{"a missing target", missing, there, "target model " + missing + " (profile " + prof + ":7): stat"},
 		{"a missing drafter", there, missing, "draft model " + missing + " (profile " + prof + ":7): stat"},
+		// A reload of a profile emptied of its model said "set model.path in
+		// the profile", naming no file (a hostile-client campaign).
+		{"no target at all", "", there, "no target model: set model.path in " + prof + ", --model/-m"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := &plan.Plan{}
@@ -98,7 +101,7 @@ func TestLaunchableChecksTheSimsModels(t *testing.T) {
 				}
 				return
 			}
-			if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, fs.ErrNotExist) || !errors.As(err, new(*exitcode.BadInput)) {
+			if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(tc.want, ": stat") && !errors.Is(err, fs.ErrNotExist) || !errors.As(err, new(*exitcode.BadInput)) {
 				t.Fatalf("err = %v, want bad input holding %q", err, tc.want)
 			}
 		})
