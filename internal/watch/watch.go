@@ -509,7 +509,12 @@ func (w *Watcher) check(f *file, reason string) bool {
 			}
 			if !f.missing {
 				f.missing = true
-				w.log.Warn("watched file is missing (deleted, or being replaced); the running settings stay until it is back", "path", f.path)
+				if to, lerr := os.Readlink(f.path); lerr == nil {
+					// A link that leads nowhere is not "deleted": say where it points.
+					w.log.Warn("watched file is a symlink that leads nowhere; the running settings stay until it leads to a file", "path", f.path, "to", to)
+				} else {
+					w.log.Warn("watched file is missing (deleted, or being replaced); the running settings stay until it is back", "path", f.path)
+				}
 			}
 		} else if msg := err.Error(); msg != f.unreadable {
 			// Its content once readable again is a change, even the

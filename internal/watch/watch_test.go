@@ -443,6 +443,16 @@ func TestUnreadableFileIsSaidOnce(t *testing.T) {
 	if n, m := strings.Count(logs.String(), "cannot read watched file"), strings.Count(logs.String(), "watched file is missing"); n != 3 || m != 2 {
 		t.Errorf("%d unreadable and %d missing warnings, want 3 and 2:\n%s", n, m, logs.String())
 	}
+	// A link that leads nowhere says so, with its target (it read
+	// "watched file is missing (deleted, …)").
+	write(t, path, "v3")
+	w.check(f, ReasonRescan)
+	must(t, os.Remove(path))
+	must(t, os.Symlink(filepath.Join(dir, "nowhere"), path))
+	w.check(f, ReasonRescan)
+	if !strings.Contains(logs.String(), "watched file is a symlink that leads nowhere") || !strings.Contains(logs.String(), "to="+filepath.Join(dir, "nowhere")) {
+		t.Errorf("a dangling link was not said as one:\n%s", logs.String())
+	}
 }
 
 // Watch changes the set: a file added (a policy file a reload named, in
