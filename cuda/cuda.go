@@ -26,10 +26,12 @@ import (
 // GPU is one device as nvidia-smi lists it. Index is nvidia-smi's (PCI bus
 // order), which is CUDA's only when CUDA_DEVICE_ORDER=PCI_BUS_ID.
 type GPU struct {
-	Index              int
-	Name, UUID, Driver string
-	Capability         key.Capability
-	CapKnown           bool // false when the driver or device did not report compute_cap
+	Index      int            `json:"index"`
+	Name       string         `json:"name"`
+	UUID       string         `json:"uuid"`
+	Driver     string         `json:"driver"`
+	Capability key.Capability `json:"capability"`
+	CapKnown   bool           `json:"cap_known"` // false when the driver or device did not report compute_cap
 }
 
 // Result is what the probe found.

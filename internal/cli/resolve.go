@@ -246,6 +246,8 @@ func engineLine(p *plan.Plan) string {
 }
 
 // ResolutionJSON is resolve --json's shape; fields only ever get added.
+// Keys are snake_case (facts.pair and facts.gpus printed Go's field names
+// until they were given tags).
 type ResolutionJSON struct {
 	Width     int               `json:"width"`
 	Speculate bool              `json:"speculative"`
