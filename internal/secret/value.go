@@ -60,26 +60,30 @@ func randomish(body string) bool {
 }
 
 // headerValue reports whether the match m of authRestRE after the header
-// name v[h[0]:h[1]] is a credential rather than prose: not a flag's name
-// (--api-key, -api-key, --admin-api-key) followed by a colon ("Spell it --api-key:
-// as given": a flag takes its value after "=" or a space, so "--api-key:"
-// starts a sentence, not a header), and with no scheme before it not a
-// short word ("api-key: as": letters only and shorter than MinRedact, which
-// the Redactor leaves alone too). A value after Bearer, Basic or Token is a
-// credential whatever its length.
+// name v[h[0]:h[1]] is a credential rather than prose. A value after
+// Bearer, Basic or Token is a credential whatever its length. Otherwise it
+// is prose after a flag's name (--api-key, -api-key, --admin-api-key:
+// dashes, then lowercase letters and dashes) followed by a colon ("Spell
+// it --api-key: as given": a flag takes its value after "=" or a space, so
+// "--api-key:" starts a sentence, not a header), or a short word ("api-key:
+// as": letters only and shorter than MinRedact, which the Redactor leaves
+// alone too). curl's glued "-HX-Api-Key: K" is a header, not a flag.
 func headerValue(v string, h, m []int) bool {
 	rest := v[h[1]:]
 	s := h[0]
 	for s > 0 && (isAlnum(v[s-1]) || v[s-1] == '-' || v[s-1] == '_') {
 		s--
 	}
-	if strings.HasPrefix(v[s:], "-") && strings.Contains(rest[:m[2]], ":") {
+	if strings.TrimSpace(strings.Trim(strings.TrimSpace(rest[:m[2]]), `":=`)) != "" {
+		return true // schemed
+	}
+	name := v[s:h[1]]
+	flag := strings.HasPrefix(name, "-") && strings.Trim(name, "-abcdefghijklmnopqrstuvwxyz") == ""
+	if flag && strings.Contains(rest[:m[2]], ":") {
 		return false
 	}
 	val := rest[m[2]:m[3]]
-	schemed := strings.TrimSpace(strings.Trim(strings.TrimSpace(rest[:m[2]]), `":=`)) != ""
-	word := len(val) < MinRedact && !strings.ContainsFunc(val, func(r rune) bool { return !unicode.IsLetter(r) })
-	return schemed || !word
+	return len(val) >= MinRedact || strings.ContainsFunc(val, func(r rune) bool { return !unicode.IsLetter(r) })
 }
 
 // valueSpans are the byte ranges of v that are secret by shape, sorted
