@@ -54,9 +54,9 @@ var (
 	ownHFToken = ownedFlag{"a Hugging Face token, which would show on the engine's command line (ps)",
 		"speclaunch runs llama-server on local model files (its -hf is refused), so it downloads nothing: drop the flag (llama-server reads HF_TOKEN from its environment, should it ever need one)"}
 	ownHost = ownedFlag{"the listen address",
-		"set it with speclaunch --host (or server.host in the profile)"}
+		"set it with speclaunch serve --host (or server.host in the profile); bench and tune run their engines on loopback"}
 	ownPort = ownedFlag{"the listen port",
-		"set it with speclaunch --port (or server.port in the profile)"}
+		"set it with speclaunch serve --port (or server.port in the profile); bench and tune pick their engines' ports (--base-port, bench.base_port)"}
 )
 
 var commonOwned = map[string]ownedFlag{

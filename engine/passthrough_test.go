@@ -208,6 +208,8 @@ func TestJoinedKeyFlag(t *testing.T) {
 		{"llama-server's --hf-token after a space, joined", key.LlamaCpp, []string{" --hf-token hf_LEAKabcdefghijklmnop"}, ErrPassthrough, `"--hf-token ****mnop" sets a Hugging Face token`},
 		{"llama-server's --hf-token after a space", key.LlamaCpp, []string{" --hf-token", "hf_LEAKabcdefghijklmnop"}, ErrPassthrough, `" --hf-token" sets a Hugging Face token`},
 		{"an owned flag after a space", key.VLLM, []string{"\u200b--port", "8000"}, ErrPassthrough, "sets the listen port"},
+		// Its fix holds for bench and tune too, which take no --port (a review).
+		{"the listen port's fix", key.LlamaCpp, []string{"--port", "1"}, ErrPassthrough, "set it with speclaunch serve --port (or server.port in the profile); bench and tune pick their engines' ports (--base-port"},
 		{"vLLM's --hf-token after a space, joined", key.VLLM, []string{" --hf-token hf_LEAKabcdefghijklmnop"}, ErrKeyFlagJoined, `["--hf-token", "KEY"]) or as --hf-token=KEY`},
 		{"a value with a space before it", key.LlamaCpp, []string{"--alias", " my model"}, nil, ""},
 		{"a value that starts with a newline and a dash", key.LlamaCpp, []string{"--reverse-prompt", "\n-m"}, nil, ""},

@@ -72,13 +72,14 @@ func (c *TuneCmd) Run(e *Env) error {
 	if err != nil {
 		return err
 	}
-	run := filepath.Join(filepath.Dir(layer), "."+filepath.Base(layer)+".tune.lock")
+	run := safefile.RunLock(layer)
 	release, ok, err := safefile.Hold(run)
 	switch {
 	case err != nil:
 		return err
 	case !ok:
-		return usage(fmt.Errorf("another speclaunch tune is writing %s (its lock %s is held)", layer, run), "wait for it to end: two tunes on one host measure each other's load")
+		return usage(fmt.Errorf("another speclaunch tune is running for %s (its lock %s is held)", layer, run),
+			"wait for it to end; two tunes on one GPU measure each other's load, whatever files they write, so run them one after another")
 	}
 	defer release()
 	return t.run(e)

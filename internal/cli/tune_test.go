@@ -512,14 +512,14 @@ func TestTuneRefusedWhileAnotherRuns(t *testing.T) {
 		return os.Getenv(k)
 	}
 	layer := filepath.Join(cfg, "speclaunch", TunedFile)
-	release, ok, err := safefile.Hold(filepath.Join(filepath.Dir(layer), "."+TunedFile+".tune.lock"))
+	release, ok, err := safefile.Hold(safefile.RunLock(layer))
 	if err != nil || !ok {
 		t.Fatalf("hold: %v %v", ok, err)
 	}
 	defer release()
 	var stdout, stderr bytes.Buffer
 	code := runEnv(context.Background(), []string{"tune", "--profile", prof, "--levels", "1,2"}, Embedded{Policy: policyTOML}, &stdout, &stderr, nil, getenv)
-	if code != 2 || !strings.Contains(stderr.String(), "another speclaunch tune is writing "+layer) || !strings.Contains(stderr.String(), "wait for it to end") {
+	if code != 2 || !strings.Contains(stderr.String(), "another speclaunch tune is running for "+layer) || !strings.Contains(stderr.String(), "wait for it to end") {
 		t.Errorf("exit %d:\n%s%s", code, stdout.String(), stderr.String())
 	}
 }

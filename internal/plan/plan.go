@@ -512,9 +512,9 @@ func (p *Plan) engineCaps(ctx context.Context, d Deps) {
 // width replaces all but an operator's.
 func (p *Plan) resolve(pol *policy.Policy, o Options, speculative bool) {
 	s, f := p.Settings, &p.Facts
-	override, sched := s.Width.Value, s.Schedule.Value
+	override := s.Width.Value
 	if o.WidthOverride > 0 {
-		override, sched = o.WidthOverride, nil // forced: an operator schedule ran bench's width arms at its width
+		override = o.WidthOverride // bench's and tune's arms, whose settings hold no operator schedule (cli's measuring)
 	}
 	p.Resolution = width.Resolve(width.Input{
 		Engine:      s.Engine.Value,
@@ -524,7 +524,7 @@ func (p *Plan) resolve(pol *policy.Policy, o Options, speculative bool) {
 		OverrideSrc: s.Width.Src.String(),
 		Load:        o.Load,
 		// Schedule: the operator's (config keeps it or a width, not both).
-		OverrideSchedule: sched,
+		OverrideSchedule: s.Schedule.Value,
 		Declared:         f.Declared,
 		DeclaredReason:   f.DeclaredReason,
 		Capability:       f.Capability,

@@ -19,23 +19,15 @@ const lockPoll = 50 * time.Millisecond
 // past ctx; the lock file is left in place (empty), since removing it
 // would race the next holder. The directory is created if missing.
 func Locked(ctx context.Context, path string, wait time.Duration, fn func() error) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	name := filepath.Join(dir, "."+filepath.Base(path)+".lock")
-	f, err := os.OpenFile(name, os.O_RDONLY|os.O_CREATE, 0o644) // flock needs no write access: another user's lock file in a shared directory still locks
-	if err != nil {
-		return err
-	}
-	defer f.Close() // closing the file releases the lock
+	name := lockName(path, "")
 	deadline := time.Now().Add(wait)
 	for {
-		busy, err := tryLock(f)
+		release, ok, err := Hold(name)
 		if err != nil {
-			return fmt.Errorf("lock %s: %w", name, err)
+			return err
 		}
-		if !busy {
+		if ok {
+			defer release()
 			return fn()
 		}
 		if !time.Now().Before(deadline) {
@@ -48,6 +40,20 @@ func Locked(ctx context.Context, path string, wait time.Duration, fn func() erro
 		}
 	}
 }
+
+// lockName is the lock file beside path: ".NAME.lock", or ".NAME.WHAT.lock"
+// for another lock on the same file (tune's run beside its write).
+func lockName(path, what string) string {
+	if what != "" {
+		what = "." + what
+	}
+	return filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+what+".lock")
+}
+
+// RunLock is the lock file tune holds (Hold) beside the layer path for its
+// whole run; Locked's own is taken only for the write, so the two never
+// wait on each other.
+func RunLock(path string) string { return lockName(path, "tune") }
 
 // Hold takes the exclusive lock on the file name (created if missing, left
 // in place) without waiting and keeps it until release; ok false, with no
