@@ -18,7 +18,7 @@ type Sources struct {
 	InFlight func() float64 // requests in flight on the serving engine
 	HeldNow  func() float64 // requests waiting for an engine
 	Held     func() float64 // requests ever held
-	Rejected func() float64 // 503s: queue full, held too long, stopping
+	Rejected func() float64 // 503s: queue full, held too long, stopping, out of resources, connections past the cap
 	Retried  func() float64 // requests sent again to the next engine
 }
 
@@ -80,7 +80,7 @@ func New(src Sources) *Metrics {
 	f("speclaunch_requests_in_flight", "Requests in flight on the serving engine, of every route, the launcher's own included (the load a schedule follows counts generations alone).", src.InFlight, false)
 	f("speclaunch_requests_held", "Requests waiting for an engine (a drain switch, a restart).", src.HeldNow, false)
 	f("speclaunch_requests_held_total", "Requests that waited for an engine.", src.Held, true)
-	f("speclaunch_requests_rejected_total", "Requests answered 503 by speclaunch: queue full, held too long, or stopping.", src.Rejected, true)
+	f("speclaunch_requests_rejected_total", "Requests answered 503 by speclaunch: queue full, held too long, stopping, out of resources, or client connections past the cap.", src.Rejected, true)
 	f("speclaunch_requests_retried_total", "Requests sent again to the next engine (their engine died before answering).", src.Retried, true)
 	m.switches = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "speclaunch_switches_total",
 		Help: "Engine switches by kind (reload, adapt, restart, follow), mode (overlap, drain, direct; alone when nothing served) and outcome (ok, failed)."}, []string{"kind", "mode", "outcome"})

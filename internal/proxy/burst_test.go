@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -95,5 +96,39 @@ func TestBurstLosesNoCount(t *testing.T) {
 		if got := counted(); got != len(events) {
 			t.Errorf("events at %v: the lines count %d of %d:\n%s", events, got, len(events), log.String())
 		}
+	}
+}
+
+// A connection shed at serve's connection cap is a rejected request
+// (rejected_total, speclaunch_requests_rejected_total) and logged in
+// bursts: one line at once, the rest counted when the window ends and at
+// SayHeld. Before, a cap full of stalled bodies shed every new client
+// with no line and no count.
+func TestShedConnCountedAndLogged(t *testing.T) {
+	var log testenv.Buffer
+	p := New(Options{Log: slog.New(slog.NewTextHandler(&log, nil))})
+	clock := &waitlogtest.Clock{}
+	p.shedConns.clock = clock
+	for range 3 {
+		p.ShedConn(32)
+	}
+	if got := p.Stats().RejectedTotal; got != 3 {
+		t.Errorf("rejected_total %d after 3 connections shed, want 3", got)
+	}
+	lines := func() []string {
+		return regexp.MustCompile(`(?m)^.*answered 503 and closed.*$`).FindAllString(log.String(), -1)
+	}
+	if l := lines(); len(l) != 1 || !regexp.MustCompile(`level=WARN .* cap=32 more_since_last_line=0`).MatchString(l[0]) {
+		t.Fatalf("3 sheds at once: want one warn line with the cap, got:\n%s", log.String())
+	}
+	clock.Advance(burstEvery)
+	if l := lines(); len(l) != 2 || !strings.Contains(l[1], "more_since_last_line=1") {
+		t.Errorf("the window's end should log the 2 held, one line counting the other:\n%s", log.String())
+	}
+	p.ShedConn(32) // within the window the flush opened: held
+	p.ShedConn(32)
+	p.SayHeld()
+	if l := lines(); len(l) != 3 || !strings.Contains(l[2], "more_since_last_line=1") {
+		t.Errorf("SayHeld should log the 2 held in the window, one line counting the other:\n%s", log.String())
 	}
 }

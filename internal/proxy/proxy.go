@@ -304,6 +304,7 @@ type Proxy struct {
 	bodies                  *bodyBudget
 	localFails              burst // 503s for speclaunch's own want of resources, logged in bursts
 	stalls                  burst // answers cut by the send timeout (a client stopped reading), logged in bursts
+	shedConns               burst // client connections answered 503 at serve's connection cap (ShedConn), logged in bursts
 }
 
 type waiter struct {
@@ -437,6 +438,18 @@ func (p *Proxy) Close() {
 func (p *Proxy) SayHeld() {
 	p.localFails.sayHeld()
 	p.stalls.sayHeld()
+	p.shedConns.sayHeld()
+}
+
+// ShedConn counts a client connection answered 503 and closed at the
+// public listener's connection cap (internal/serve/conns.go) among the
+// requests rejected, as the client reads the same 503 a full queue gives,
+// and logs it at warn in bursts: a flood sheds thousands a second, and
+// before it was counted nowhere and logged never. capacity is the cap.
+func (p *Proxy) ShedConn(capacity int) {
+	p.rejected.Add(1)
+	p.shedConns.warn(p.o.Log, "proxy: a client connection was answered 503 and closed: every connection the server allows has a request in progress; /health is still answered (docs/serving.md)",
+		"cap", capacity)
 }
 
 // Refuse answers new requests, and /health, with 503 and Retry-After:
@@ -491,7 +504,7 @@ type Stats struct {
 	QueueSize     int   `json:"queue_size"`
 	HoldTimeoutS  int   `json:"hold_timeout_s"`
 	HeldTotal     int64 `json:"held_total"`
-	RejectedTotal int64 `json:"rejected_total"` // 503s: queue full, held too long, stopping, out of resources
+	RejectedTotal int64 `json:"rejected_total"` // 503s: queue full, held too long, stopping, out of resources, connections past the cap
 	RetriedTotal  int64 `json:"retried_total"`  // refused dials sent to the next engine
 	// BodyBytesHeld are the request bodies kept in memory now (bounded by
 	// Options.BodyBudget); BodiesStreamed counts the bodies that did not
