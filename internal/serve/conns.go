@@ -2,6 +2,7 @@ package serve
 
 import (
 	"container/list"
+	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -16,17 +17,35 @@ import (
 // took RSS from 24 MB to 1.9 GB.
 const (
 	// maxConns: client connections open at once, past which a new one
-	// gets 503 and is closed. It bounds what connections may hold:
-	// 4096 × (maxHeaderBytes + 4 KiB, and Go's buffers and goroutine,
-	// about 20 KiB) is about 230 MiB at most; and it is four times the
-	// default hold queue (server.queue_size 1024, one connection a held
-	// request), leaving room for the requests the engines serve.
+	// may only ask for /health (spareConns) or gets 503 and is closed. It
+	// bounds what connections may hold: (4096 + spareConns) ×
+	// (maxHeaderBytes + 4 KiB, and Go's buffers and goroutine, about
+	// 20 KiB) is about 230 MiB at most; and it is four times the default
+	// hold queue (server.queue_size 1024, one connection a held request),
+	// leaving room for the requests the engines serve.
 	maxConns = 4096
+	// spareConns: connections beyond the cap that may ask for /health
+	// alone. A request in progress is never reclaimed (a body may stall
+	// for the proxy's body timeout, renewed as it trickles), so a cap
+	// full of stalled bodies shed every /health and a liveness probe
+	// failed. Reclaiming the request whose body stalled longest instead
+	// would cut a client's upload that is merely slow, and still shed
+	// /health at a cap of requests held for a switch; a spare pool
+	// answers /health whatever the cap holds, and costs 16 descriptors
+	// and under 1 MiB at most. 16: several probes at once (liveness,
+	// readiness, a load balancer's) with room for a flood's churn.
+	spareConns = 16
+	// spareLife: how long a spare connection may live, its header and
+	// answer included: the Kubernetes recipe's liveness probe gives up
+	// after 5 s (deploy/kubernetes/speclaunch.yaml), and /health is
+	// answered in microseconds from the runtime's state.
+	spareLife = 5 * time.Second
 	// connFDReserve: descriptors kept for all else when the limit is
 	// below maxConns' needs (each proxied request holds two, the client's
 	// and the engine's). Besides requests serve holds a few dozen: two
 	// engines' pipes during a switch, the watcher, probe, scrape and
-	// liveness connections, the log; 256 leaves several times that.
+	// liveness connections, the log, and spareConns (one each: /health
+	// never dials an engine); 256 leaves several times that.
 	connFDReserve = 256
 	// minConns: the cap under a tiny limit, so that a few clients are
 	// still served (the reserve shrinks below 288 descriptors).
@@ -42,45 +61,58 @@ func capFor(nofile int) int {
 }
 
 // slots counts the client connections open across every public listener
-// serve has had (a rebind's old listener finishes its connections), and
-// keeps those waiting for a request in the order they began to wait.
+// serve has had (a rebind's old listener finishes its connections), in
+// two pools: main, the cap, and spare, connections past it that may ask
+// for /health alone (spareConns). Each keeps those waiting for a request
+// in the order they began to wait.
 type slots struct {
-	ch chan struct{}
+	main, spare pool
+	life        time.Duration // a spare's (spareLife; tests lengthen it)
+	// shed counts and logs a connection answered 503 at the cap
+	// (proxy.Proxy.ShedConn: its rejected requests); nil counts nothing.
+	shed func(capacity int)
 
-	mu   sync.Mutex
-	idle list.List // of *slotConn: accepted or kept alive, no request in yet
+	mu sync.Mutex // the pools' waiting lists and each slotConn's fields
 }
 
-func newSlots(n int) *slots { return &slots{ch: make(chan struct{}, n)} }
+// pool is one bound on connections.
+type pool struct {
+	ch   chan struct{}
+	idle list.List // under slots.mu, of *slotConn: accepted or kept alive, no request in yet
+}
 
-// take holds a slot for a new connection. At the cap it closes the
+func newSlots(n int) *slots {
+	return &slots{main: pool{ch: make(chan struct{}, n)}, spare: pool{ch: make(chan struct{}, spareConns)}, life: spareLife}
+}
+
+// take holds a slot of p for a new connection. At the cap it closes the
 // connection that has waited longest for a request, as nginx reuses its
 // idle keep-alive connections when worker_connections run out: otherwise
 // clients that connect and send nothing, or keep connections alive and
 // idle, would hold every slot until their timeouts (ReadHeaderTimeout,
-// IdleTimeout), and every new request, /health included, would read 503.
-// Only a cap full of requests in progress sheds.
-func (s *slots) take() bool {
+// IdleTimeout), and every new request would read 503. Only a pool full of
+// requests in progress refuses.
+func (s *slots) take(p *pool) bool {
 	for range 2 {
 		select {
-		case s.ch <- struct{}{}:
+		case p.ch <- struct{}{}:
 			return true
 		default:
 		}
-		if !s.reclaim() {
+		if !s.reclaim(p) {
 			return false
 		}
 	}
 	return false
 }
 
-// reclaim closes the connection that has waited longest for a request. A
+// reclaim closes p's connection that has waited longest for a request. A
 // request whose header completes in the instant between the choice and
 // the close is lost with it, as with nginx's reuse of idle keep-alive
 // connections; the longest waiter is the least likely to be sending.
-func (s *slots) reclaim() bool {
+func (s *slots) reclaim(p *pool) bool {
 	s.mu.Lock()
-	e := s.idle.Front()
+	e := p.idle.Front()
 	if e != nil {
 		s.unlist(e.Value.(*slotConn))
 	}
@@ -90,6 +122,13 @@ func (s *slots) reclaim() bool {
 	}
 	e.Value.(*slotConn).Close()
 	return true
+}
+
+// count counts and logs one connection answered 503 at the cap.
+func (s *slots) count() {
+	if s.shed != nil {
+		s.shed(cap(s.main.ch))
+	}
 }
 
 // connState is the public servers' http.Server.ConnState: a connection
@@ -105,20 +144,21 @@ func (s *slots) connState(nc net.Conn, st http.ConnState) {
 	defer s.mu.Unlock()
 	s.unlist(c)
 	if (st == http.StateNew || st == http.StateIdle) && !c.closed {
-		c.waiting = s.idle.PushBack(c)
+		c.waiting = c.p.idle.PushBack(c)
 	}
 }
 
-// unlist takes c off the waiting list; s.mu is held.
+// unlist takes c off its pool's waiting list; s.mu is held.
 func (s *slots) unlist(c *slotConn) {
 	if c.waiting != nil {
-		s.idle.Remove(c.waiting)
+		c.p.idle.Remove(c.waiting)
 		c.waiting = nil
 	}
 }
 
 // cappedListener hands out a connection while a slot is free or one can be
-// reclaimed (slots.take); past that it answers 503 at once and closes the
+// reclaimed (slots.take); past that a spare one, for /health alone
+// (slots.guard); past both it answers 503 at once and closes the
 // connection, so that clients holding connections cost the server a
 // bounded number.
 type cappedListener struct {
@@ -126,11 +166,12 @@ type cappedListener struct {
 	s *slots
 }
 
-// shedReply is what a connection past the cap reads.
-var shedReply = func() []byte {
-	body := `{"error":{"code":503,"message":"too many open connections to this server; retry in a second","type":"unavailable_error"}}` + "\n"
-	return fmt.Appendf(nil, "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
-}()
+// shedBody is what a request past the cap reads, as shedReply's body or
+// a spare connection's answer to anything but /health.
+const shedBody = `{"error":{"code":503,"message":"too many open connections to this server; retry in a second","type":"unavailable_error"}}` + "\n"
+
+// shedReply is what a connection past the cap and the spares reads.
+var shedReply = fmt.Appendf(nil, "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", len(shedBody), shedBody)
 
 func (l *cappedListener) Accept() (net.Conn, error) {
 	for {
@@ -138,9 +179,15 @@ func (l *cappedListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		if l.s.take() {
-			return &slotConn{Conn: c, s: l.s}, nil
+		if l.s.take(&l.s.main) {
+			return &slotConn{Conn: c, s: l.s, p: &l.s.main}, nil
 		}
+		if l.s.take(&l.s.spare) {
+			sc := &slotConn{Conn: c, s: l.s, p: &l.s.spare, until: time.Now().Add(l.s.life)}
+			sc.SetDeadline(sc.until)
+			return sc, nil
+		}
+		l.s.count()
 		// The write goes to a fresh socket's empty buffer; the deadline
 		// keeps a client that never reads from holding the accept loop.
 		c.SetWriteDeadline(time.Now().Add(50 * time.Millisecond))
@@ -149,11 +196,54 @@ func (l *cappedListener) Accept() (net.Conn, error) {
 	}
 }
 
+// spareKey marks the context of a spare connection's requests.
+type spareKey struct{}
+
+// connContext is the public servers' http.Server.ConnContext: it marks
+// a spare connection's requests for guard.
+func (s *slots) connContext(ctx context.Context, nc net.Conn) context.Context {
+	if c, ok := nc.(*slotConn); ok && c.p == &s.spare {
+		return context.WithValue(ctx, spareKey{}, true)
+	}
+	return ctx
+}
+
+// guard passes a spare connection's request to h only for GET or HEAD
+// /health (the proxy answers it from the runtime's state, no engine
+// dialed); anything else reads shedBody's 503, counted as a shed. Either
+// answer closes the connection, and nothing more of a body is read: Go
+// reads up to 256 KiB of a body the handler left before closing, which a
+// body stalled behind a /health could hold for the spare's whole life
+// (with no body, Go's own read for the client's close is left alone).
+func (s *slots) guard(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Context().Value(spareKey{}) == nil {
+			h.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("Connection", "close")
+		if r.URL.Path == "/health" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+			h.ServeHTTP(w, r)
+		} else {
+			s.count()
+			w.Header().Set("Retry-After", "1")
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			w.Write([]byte(shedBody))
+		}
+		if r.ContentLength != 0 { // -1: chunked
+			http.NewResponseController(w).SetReadDeadline(time.Now())
+		}
+	})
+}
+
 // slotConn gives its slot back once, when closed.
 type slotConn struct {
 	net.Conn
-	s    *slots
-	once sync.Once
+	s     *slots
+	p     *pool     // the pool it holds a slot of
+	until time.Time // a spare's end: no deadline set on it goes past this
+	once  sync.Once
 
 	// Under s.mu: its place on the waiting list, and whether it was
 	// closed (a closed one never joins the list again).
@@ -167,9 +257,27 @@ func (c *slotConn) Close() error {
 		c.closed = true
 		c.s.unlist(c)
 		c.s.mu.Unlock()
-		<-c.s.ch
+		<-c.p.ch
 	})
 	return c.Conn.Close()
+}
+
+// clamp bounds a spare's deadlines by its life: net/http sets the read
+// deadline to ReadHeaderTimeout (30 s) for a header and clears it after,
+// and the proxy renews a body's, which would let a spare outlive it.
+func (c *slotConn) clamp(t time.Time) time.Time {
+	if !c.until.IsZero() && (t.IsZero() || t.After(c.until)) {
+		return c.until
+	}
+	return t
+}
+
+func (c *slotConn) SetDeadline(t time.Time) error { return c.Conn.SetDeadline(c.clamp(t)) }
+
+func (c *slotConn) SetReadDeadline(t time.Time) error { return c.Conn.SetReadDeadline(c.clamp(t)) }
+
+func (c *slotConn) SetWriteDeadline(t time.Time) error {
+	return c.Conn.SetWriteDeadline(c.clamp(t))
 }
 
 // CloseWrite passes the half-close through: net/http sends a FIN with it

@@ -13,14 +13,18 @@ import (
 	"time"
 )
 
-// Past the cap a new connection reads 503 and is closed; a closed one
-// gives its slot back, once however often it is closed.
+// Past the cap a new connection takes a spare slot, reclaiming the spare
+// that has waited longest for a request; past the spares too it reads 503,
+// counted as a shed, and is closed. A closed connection gives its slot
+// back, once however often it is closed.
 func TestCappedListener(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	sl := newSlots(2)
+	shed := make(chan int, 4)
+	sl.shed = func(capacity int) { shed <- capacity }
 	ln := &cappedListener{Listener: l, s: sl}
 	defer ln.Close()
 	accepted := make(chan net.Conn)
@@ -40,31 +44,68 @@ func TestCappedListener(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		c.SetDeadline(time.Now().Add(10 * time.Second)) // a bound on a broken cap, not a timing
 		t.Cleanup(func() { c.Close() })
 		return c
 	}
+	accept := func() *slotConn {
+		t.Helper()
+		select {
+		case c := <-accepted:
+			if c == nil {
+				t.Fatal("the listener stopped")
+			}
+			return c.(*slotConn)
+		case <-time.After(10 * time.Second): // a bound on a broken cap, not a timing
+			t.Fatal("a connection was not handed out")
+			return nil
+		}
+	}
 	dial()
-	first := <-accepted
+	first := accept()
 	dial()
-	<-accepted
-	shed := dial()
-	shed.SetReadDeadline(time.Now().Add(10 * time.Second)) // a bound on a broken cap, not a timing
-	resp, err := http.ReadResponse(bufio.NewReader(shed), nil)
+	accept()
+	var spares []*slotConn
+	var oldest net.Conn
+	for i := range spareConns {
+		c := dial()
+		if i == 0 {
+			oldest = c
+		}
+		sc := accept()
+		sl.connState(sc, http.StateNew) // waiting for a request, as http.Server marks it
+		spares = append(spares, sc)
+	}
+	dial()
+	newest := accept()
+	if newest.p != &sl.spare || newest.until.IsZero() {
+		t.Fatalf("past the cap: pool %p, life until %v; want a spare slot with a life", newest.p, newest.until)
+	}
+	if _, err := oldest.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("a full spare pool: its longest waiting connection read %v, want it closed (EOF) for the new one", err)
+	}
+	for _, sc := range append(spares[1:], newest) {
+		sl.connState(sc, http.StateActive) // a request in
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(dial()), nil)
 	if err != nil {
-		t.Fatalf("a connection past the cap: %v, want a 503", err)
+		t.Fatalf("a connection past the cap and the spares: %v, want a 503", err)
 	}
 	body, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || !json.Valid(body) || !strings.Contains(string(body), `"type":"unavailable_error"`) {
 		t.Errorf("past the cap: %d, Retry-After %q, %s; want 503, a Retry-After and the engines' error body", resp.StatusCode, resp.Header.Get("Retry-After"), body)
 	}
+	if n := len(shed); n != 1 || <-shed != 2 {
+		t.Errorf("%d sheds counted, want one, at cap 2", n)
+	}
 	first.Close()
 	first.Close()
 	dial()
-	if c := <-accepted; c == nil {
+	if c := accept(); c.p != &sl.main {
 		t.Fatal("no slot given back by a closed connection")
 	}
-	if len(sl.ch) != 2 {
-		t.Errorf("%d slots held, want 2 (a double close gave back two)", len(sl.ch))
+	if len(sl.main.ch) != 2 || len(sl.spare.ch) != spareConns {
+		t.Errorf("%d slots held and %d spares, want 2 and %d (a double close gave back two)", len(sl.main.ch), len(sl.spare.ch), spareConns)
 	}
 }
 
@@ -111,8 +152,8 @@ func TestHeaderCap(t *testing.T) {
 
 // At the cap a new connection takes the slot of one that waits for a
 // request (connected and silent here); only a cap full of requests in
-// progress sheds. Before, two silent connections held a cap of two, and
-// /health read 503.
+// progress sheds (but for /health: TestHealthAtACapOfStalledBodies).
+// Before, two silent connections held a cap of two, and /health read 503.
 func TestCapReclaimsWaitingConnections(t *testing.T) {
 	inHandler, release := make(chan struct{}), make(chan struct{})
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -158,7 +199,7 @@ func TestCapReclaimsWaitingConnections(t *testing.T) {
 		}
 	}
 	probe := dial()
-	probe.Write([]byte("GET /health HTTP/1.1\r\nHost: x\r\n\r\n"))
+	probe.Write([]byte("GET /slow HTTP/1.1\r\nHost: x\r\n\r\n"))
 	resp, err := http.ReadResponse(bufio.NewReader(probe), nil)
 	if err != nil {
 		t.Fatalf("at a cap of requests in progress: %v, want a 503", err)
@@ -175,8 +216,8 @@ func TestWaitingOrder(t *testing.T) {
 	conn := func() *slotConn {
 		a, b := net.Pipe()
 		t.Cleanup(func() { a.Close(); b.Close() })
-		sl.ch <- struct{}{}
-		return &slotConn{Conn: a, s: sl}
+		sl.main.ch <- struct{}{}
+		return &slotConn{Conn: a, s: sl, p: &sl.main}
 	}
 	a, b, c := conn(), conn(), conn()
 	sl.connState(a, http.StateNew)
@@ -186,18 +227,156 @@ func TestWaitingOrder(t *testing.T) {
 	sl.connState(a, http.StateIdle) // a's reply is out: it waits behind b and c
 	sl.connState(c, http.StateActive)
 	var got []string
-	for sl.reclaim() {
+	for sl.reclaim(&sl.main) {
 		for name, x := range map[string]*slotConn{"a": a, "b": b, "c": c} {
 			if x.closed && !slices.Contains(got, name) {
 				got = append(got, name)
 			}
 		}
 	}
-	if want := []string{"b", "a"}; !slices.Equal(got, want) || len(sl.ch) != 1 {
-		t.Errorf("reclaimed %v with %d slots left held, want b then a, and c (busy) holding 1", got, len(sl.ch))
+	if want := []string{"b", "a"}; !slices.Equal(got, want) || len(sl.main.ch) != 1 {
+		t.Errorf("reclaimed %v with %d slots left held, want b then a, and c (busy) holding 1", got, len(sl.main.ch))
 	}
 	sl.connState(b, http.StateIdle) // a closed connection never waits again
-	if sl.reclaim() {
+	if sl.reclaim(&sl.main) {
 		t.Error("a closed connection was reclaimed again")
+	}
+}
+
+// /health is answered at a cap full of requests whose bodies stall (a
+// request in progress is never reclaimed), on a spare connection; any
+// other request there reads the cap's 503, closes and is counted as a
+// shed. Before, 32 stalled bodies at a cap of 32 shed every /health for
+// their whole stall, and a liveness probe failed; the sheds were counted
+// nowhere.
+func TestHealthAtACapOfStalledBodies(t *testing.T) {
+	inHandler := make(chan struct{}, 2)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/health" {
+			w.Write([]byte(`{"status":"ok"}`))
+			return
+		}
+		inHandler <- struct{}{}
+		io.ReadAll(r.Body) // stalls with the client's body: ends when it closes
+	})
+	sl := newSlots(2)
+	shed := make(chan int, 4)
+	sl.shed = func(capacity int) { shed <- capacity }
+	srv, err := serveHTTP("127.0.0.1:0", h, sl, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.shutdown(time.Second) }) // after the clients close (cleanups run last first)
+	dial := func() net.Conn {
+		t.Helper()
+		c, err := net.Dial("tcp", srv.ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(10 * time.Second)) // a bound on a broken cap, not a timing
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	for range 2 {
+		dial().Write([]byte("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{\"prompt\":"))
+		entered(t, inHandler)
+	}
+	ask := func(req string) (*http.Response, string) {
+		t.Helper()
+		c := dial()
+		c.Write([]byte(req))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("%q at a cap of stalled bodies: %v", req, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		return resp, string(body)
+	}
+	for _, m := range []string{"GET", "HEAD"} {
+		resp, _ := ask(m + " /health HTTP/1.1\r\nHost: x\r\n\r\n")
+		if resp.StatusCode != http.StatusOK || !resp.Close {
+			t.Errorf("%s /health at a cap of stalled bodies: %d (close %v), want 200 and the connection closed", m, resp.StatusCode, resp.Close)
+		}
+	}
+	if len(shed) != 0 {
+		t.Errorf("%d sheds counted for /health answered, want none", len(shed))
+	}
+	for _, req := range []string{"GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n", "POST /health HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n"} {
+		resp, body := ask(req)
+		if resp.StatusCode != http.StatusServiceUnavailable || !resp.Close || resp.Header.Get("Retry-After") != "1" || body != shedBody {
+			t.Errorf("%q on a spare connection: %d (close %v, Retry-After %q) %s; want the cap's 503, closed", req, resp.StatusCode, resp.Close, resp.Header.Get("Retry-After"), body)
+		}
+		if n := len(shed); n != 1 || <-shed != 2 {
+			t.Errorf("%q: %d sheds counted, want one, at cap 2", req, n)
+		}
+	}
+}
+
+// A spare connection lives at most its life whatever deadline net/http or
+// the proxy sets (none, or a renewed body's), and once /health is answered
+// no stalled body behind it is read: before, Go read up to 256 KiB of it
+// before closing, so a client announcing a body could hold a spare.
+func TestSpareConnectionIsShort(t *testing.T) {
+	until := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
+	c := &slotConn{until: until}
+	for _, d := range []struct{ set, want time.Time }{
+		{time.Time{}, until},
+		{until.Add(time.Minute), until},
+		{until.Add(-time.Second), until.Add(-time.Second)},
+	} {
+		if got := c.clamp(d.set); !got.Equal(d.want) {
+			t.Errorf("a spare's deadline set to %v: %v, want %v", d.set, got, d.want)
+		}
+	}
+	if main := (&slotConn{}).clamp(time.Time{}); !main.IsZero() {
+		t.Errorf("a main connection's deadline cleared: %v, want none", main)
+	}
+
+	inHandler := make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/health" {
+			inHandler <- struct{}{}
+			io.ReadAll(r.Body)
+		}
+	})
+	sl := newSlots(1)
+	sl.life = time.Hour // so that only the cut after the answer can close it within the bound
+	srv, err := serveHTTP("127.0.0.1:0", h, sl, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.shutdown(time.Second) }) // after the clients close (cleanups run last first)
+	dial := func() net.Conn {
+		t.Helper()
+		c, err := net.Dial("tcp", srv.ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(10 * time.Second)) // a bound on a broken cut, not a timing
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	dial().Write([]byte("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{"))
+	entered(t, inHandler)
+	probe := dial()
+	probe.Write([]byte("GET /health HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n"))
+	br := bufio.NewReader(probe)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("/health with a stalled body on a spare: %v %v, want 200", resp, err)
+	}
+	io.ReadAll(resp.Body)
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Errorf("after /health's answer, with its body stalled: %v, want the spare closed (EOF)", err)
+	}
+}
+
+// entered waits for a request to reach the handler.
+func entered(t *testing.T, in <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-in:
+	case <-time.After(10 * time.Second): // a bound on a broken cap, not a timing
+		t.Fatal("a request at a cap with room never reached the handler")
 	}
 }

@@ -206,7 +206,7 @@ func (sv *launcher) run(p *plan.Plan) error {
 	if sv.px != nil {
 		// Listening once the runtime exists: a request or a scrape
 		// arriving at once finds it.
-		pub, err := listenPublic(p, sv.px, sv.log)
+		pub, err := listenPublic(p, sv.px, sv.px.ShedConn, sv.log)
 		if err != nil {
 			return err
 		}

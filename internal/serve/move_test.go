@@ -102,7 +102,7 @@ func TestPublicFollowsThePlanInForce(t *testing.T) {
 			p := plans{old: at("127.0.0.1", base), oldAgain: at("127.0.0.1", base), moved: at("127.0.0.1", base+1), moved2: at("127.0.0.1", base+1),
 				movedAll: at("0.0.0.0", base+1), other: at("127.0.0.1", base+2), allIfaces: at("0.0.0.0", base)}
 			named := map[string]*plan.Plan{"old": p.old, "moved": p.moved, "movedAll": p.movedAll, "other": p.other}
-			pb, err := listenPublic(p.old, h, discard)
+			pb, err := listenPublic(p.old, h, nil, discard)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -143,7 +143,7 @@ func TestAdoptedMoveSettles(t *testing.T) {
 	old := &plan.Plan{Settings: config.Settings{Host: config.Field[string]{Value: "127.0.0.1"}, Port: config.Field[int]{Value: ports}}}
 	moved := &plan.Plan{Settings: config.Settings{Host: config.Field[string]{Value: "127.0.0.1"}, Port: config.Field[int]{Value: ports + 1}}}
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})
-	pb, err := listenPublic(old, h, discard)
+	pb, err := listenPublic(old, h, nil, discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +171,7 @@ func TestMoveLetsOpenRequestsFinish(t *testing.T) {
 		<-release
 		w.Write([]byte("last"))
 	})
-	pb, err := listenPublic(old, h, discard)
+	pb, err := listenPublic(old, h, nil, discard)
 	if err != nil {
 		t.Fatal(err)
 	}

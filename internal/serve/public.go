@@ -46,9 +46,12 @@ func addrOf(p *plan.Plan) string {
 	return net.JoinHostPort(p.Settings.Host.Value, strconv.Itoa(p.Settings.Port.Value))
 }
 
-func listenPublic(p *plan.Plan, h http.Handler, log *slog.Logger) (*public, error) {
+// listenPublic listens at p's address; shed counts and logs a connection
+// answered 503 at the connection cap (conns.go).
+func listenPublic(p *plan.Plan, h http.Handler, shed func(capacity int), log *slog.Logger) (*public, error) {
 	addr := addrOf(p)
 	sl := newSlots(connCap())
+	sl.shed = shed
 	srv, err := serveHTTP(addr, h, sl, log)
 	if err != nil {
 		return nil, exitcode.Bad(fmt.Errorf("port %d on %s is not available (%v); %s", p.Settings.Port.Value, p.Settings.Host.Value, err, bindFix(err)))

@@ -34,7 +34,8 @@ func serveHTTP(addr string, h http.Handler, sl *slots, log *slog.Logger) (*httpS
 	}
 	ln := &cappedListener{Listener: l, s: sl}
 	s := &httpServer{ln: ln, srv: &http.Server{
-		Handler:           h,
+		Handler:           sl.guard(h),
+		ConnContext:       sl.connContext,
 		ReadHeaderTimeout: 30 * time.Second,
 		MaxHeaderBytes:    maxHeaderBytes,
 		// A kept-alive connection with no request closes after two
