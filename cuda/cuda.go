@@ -12,6 +12,7 @@ package cuda
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -32,6 +33,16 @@ type GPU struct {
 	Driver     string         `json:"driver"`
 	Capability key.Capability `json:"capability"`
 	CapKnown   bool           `json:"cap_known"` // false when the driver or device did not report compute_cap
+}
+
+// MarshalJSON writes the capability as resolve --json's other facts do,
+// "9.0" (or "none"), where key.Capability alone printed {"Major":9,"Minor":0}.
+func (g GPU) MarshalJSON() ([]byte, error) {
+	type plain GPU
+	return json.Marshal(struct {
+		plain
+		Capability string `json:"capability"`
+	}{plain(g), g.Capability.String()})
 }
 
 // Result is what the probe found.

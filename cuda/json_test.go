@@ -6,7 +6,8 @@ import (
 )
 
 // resolve --json's facts.gpus speaks snake_case as every other key does;
-// it printed Go's Index, Name, UUID, Driver, Capability and CapKnown.
+// it printed Go's Index, Name, UUID, Driver, Capability and CapKnown, and
+// the capability as {"Major":…,"Minor":…}.
 func TestGPUJSONKeys(t *testing.T) {
 	b, err := json.Marshal(GPU{Index: 1, Name: "H100", UUID: "GPU-1", Driver: "580", CapKnown: true})
 	if err != nil {
@@ -20,6 +21,9 @@ func TestGPUJSONKeys(t *testing.T) {
 		if _, ok := m[k]; !ok {
 			t.Errorf("no key %q in %s", k, b)
 		}
+	}
+	if m["capability"] != "none" {
+		t.Errorf("capability %v, want \"none\" as resolve's other facts write it", m["capability"])
 	}
 	if len(m) != 6 {
 		t.Errorf("%d keys in %s, want 6", len(m), b)
