@@ -262,21 +262,7 @@ func TestHealthAtACapOfStalledBodies(t *testing.T) {
 	sl := newSlots(2)
 	shed := make(chan int, 4)
 	sl.shed = func(capacity int) { shed <- capacity }
-	srv, err := serveHTTP("127.0.0.1:0", h, sl, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.shutdown(time.Second) }) // after the clients close (cleanups run last first)
-	dial := func() net.Conn {
-		t.Helper()
-		c, err := net.Dial("tcp", srv.ln.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.SetDeadline(time.Now().Add(10 * time.Second)) // a bound on a broken cap, not a timing
-		t.Cleanup(func() { c.Close() })
-		return c
-	}
+	dial := serveSlots(t, h, sl)
 	for range 2 {
 		dial().Write([]byte("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{\"prompt\":"))
 		entered(t, inHandler)
@@ -341,21 +327,7 @@ func TestSpareConnectionIsShort(t *testing.T) {
 	})
 	sl := newSlots(1)
 	sl.life = time.Hour // so that only the cut after the answer can close it within the bound
-	srv, err := serveHTTP("127.0.0.1:0", h, sl, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.shutdown(time.Second) }) // after the clients close (cleanups run last first)
-	dial := func() net.Conn {
-		t.Helper()
-		c, err := net.Dial("tcp", srv.ln.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.SetDeadline(time.Now().Add(10 * time.Second)) // a bound on a broken cut, not a timing
-		t.Cleanup(func() { c.Close() })
-		return c
-	}
+	dial := serveSlots(t, h, sl)
 	dial().Write([]byte("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{"))
 	entered(t, inHandler)
 	probe := dial()
@@ -378,5 +350,27 @@ func entered(t *testing.T, in <-chan struct{}) {
 	case <-in:
 	case <-time.After(10 * time.Second): // a bound on a broken cap, not a timing
 		t.Fatal("a request at a cap with room never reached the handler")
+	}
+}
+
+// serveSlots serves h behind sl on a loopback port and returns a dialer
+// whose connections carry a 10 s deadline: a bound on a broken cap or
+// cut, not a timing.
+func serveSlots(t *testing.T, h http.Handler, sl *slots) func() net.Conn {
+	t.Helper()
+	srv, err := serveHTTP("127.0.0.1:0", h, sl, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.shutdown(time.Second) }) // after the clients close (cleanups run last first)
+	return func() net.Conn {
+		t.Helper()
+		c, err := net.Dial("tcp", srv.ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		t.Cleanup(func() { c.Close() })
+		return c
 	}
 }
