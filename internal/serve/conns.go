@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/speclaunch/speclaunch/internal/proxy"
 )
 
 // Bounds on what clients hold open at the public address. A flood of
@@ -24,15 +26,15 @@ const (
 	// hold queue (server.queue_size 1024, one connection a held request),
 	// leaving room for the requests the engines serve.
 	maxConns = 4096
-	// spareConns: connections beyond the cap that may ask for /health
-	// alone. A request in progress is never reclaimed (a body may stall
+	// spareConns: connections beyond the cap that may ask for /health,
+	// the status page and /metrics alone (spareServes). A request in progress is never reclaimed (a body may stall
 	// for the proxy's body timeout, renewed as it trickles), so a cap
 	// full of stalled bodies shed every /health and a liveness probe
 	// failed. Reclaiming the request whose body stalled longest instead
 	// would cut a client's upload that is merely slow, and still shed
 	// /health at a cap of requests held for a switch; a spare pool
-	// answers /health whatever the cap holds, and costs 16 descriptors
-	// and under 1 MiB at most. 16: several probes at once (liveness,
+	// answers /health whatever the cap holds, and costs 32 descriptors
+	// (a /metrics scrape dials the engine) and under 1 MiB at most. 16: several probes at once (liveness,
 	// readiness, a load balancer's) with room for a flood's churn.
 	spareConns = 16
 	// spareLife: how long a spare connection may live, its header and
@@ -44,8 +46,8 @@ const (
 	// below maxConns' needs (each proxied request holds two, the client's
 	// and the engine's). Besides requests serve holds a few dozen: two
 	// engines' pipes during a switch, the watcher, probe, scrape and
-	// liveness connections, the log, and spareConns (one each: /health
-	// never dials an engine); 256 leaves several times that.
+	// liveness connections, the log, and spareConns (two each at most: a
+	// /metrics scrape dials the engine); 256 leaves several times that.
 	connFDReserve = 256
 	// minConns: the cap under a tiny limit, so that a few clients are
 	// still served (the reserve shrinks below 288 descriptors).
@@ -63,7 +65,7 @@ func capFor(nofile int) int {
 // slots counts the client connections open across every public listener
 // serve has had (a rebind's old listener finishes its connections), in
 // two pools: main, the cap, and spare, connections past it that may ask
-// for /health alone (spareConns). Each keeps those waiting for a request
+// for /health, status and metrics alone (spareConns). Each keeps those waiting for a request
 // in the order they began to wait.
 type slots struct {
 	main, spare pool
@@ -157,7 +159,8 @@ func (s *slots) unlist(c *slotConn) {
 }
 
 // cappedListener hands out a connection while a slot is free or one can be
-// reclaimed (slots.take); past that a spare one, for /health alone
+// reclaimed (slots.take); past that a spare one, for /health, status and
+// metrics alone
 // (slots.guard); past both it answers 503 at once and closes the
 // connection, so that clients holding connections cost the server a
 // bounded number.
@@ -222,7 +225,7 @@ func (s *slots) guard(h http.Handler) http.Handler {
 			return
 		}
 		w.Header().Set("Connection", "close")
-		if r.URL.Path == "/health" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+		if spareServes(r) {
 			h.ServeHTTP(w, r)
 		} else {
 			s.count()
@@ -235,6 +238,23 @@ func (s *slots) guard(h http.Handler) http.Handler {
 			http.NewResponseController(w).SetReadDeadline(time.Now())
 		}
 	})
+}
+
+// spareServes says what a spare connection may ask (GET or HEAD): /health,
+// and the two pages an operator watches a full cap by, whose 503s
+// proxy.rejected_total and speclaunch_requests_rejected_total count (they
+// read 503 themselves at a full cap, so the count could not be seen while
+// it rose). /metrics reads the engine's series within its 3 s bound
+// (proxy.DefaultMetricsTimeout), inside a spare's life.
+func spareServes(r *http.Request) bool {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return false
+	}
+	switch r.URL.Path {
+	case "/health", proxy.StatusPath, "/metrics":
+		return true
+	}
+	return false
 }
 
 // slotConn gives its slot back once, when closed.

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/speclaunch/speclaunch/internal/proxy"
 )
 
 // Past the cap a new connection takes a spare slot, reclaiming the spare
@@ -252,7 +254,7 @@ func TestWaitingOrder(t *testing.T) {
 func TestHealthAtACapOfStalledBodies(t *testing.T) {
 	inHandler := make(chan struct{}, 2)
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/health" {
+		if r.URL.Path == "/health" || r.URL.Path == "/metrics" || r.URL.Path == proxy.StatusPath {
 			w.Write([]byte(`{"status":"ok"}`))
 			return
 		}
@@ -278,10 +280,14 @@ func TestHealthAtACapOfStalledBodies(t *testing.T) {
 		body, _ := io.ReadAll(resp.Body)
 		return resp, string(body)
 	}
-	for _, m := range []string{"GET", "HEAD"} {
-		resp, _ := ask(m + " /health HTTP/1.1\r\nHost: x\r\n\r\n")
-		if resp.StatusCode != http.StatusOK || !resp.Close {
-			t.Errorf("%s /health at a cap of stalled bodies: %d (close %v), want 200 and the connection closed", m, resp.StatusCode, resp.Close)
+	// The status page and /metrics too: the pages the 503s are counted on
+	// (a new-user pass found both 503 at a full cap).
+	for _, p := range []string{"/health", proxy.StatusPath, "/metrics"} {
+		for _, m := range []string{"GET", "HEAD"} {
+			resp, _ := ask(m + " " + p + " HTTP/1.1\r\nHost: x\r\n\r\n")
+			if resp.StatusCode != http.StatusOK || !resp.Close {
+				t.Errorf("%s %s at a cap of stalled bodies: %d (close %v), want 200 and the connection closed", m, p, resp.StatusCode, resp.Close)
+			}
 		}
 	}
 	if len(shed) != 0 {
