@@ -103,6 +103,7 @@ func (c *BenchCmd) Run(e *Env) error {
 	log := newLogger(e.Stderr, s.LogFormat.Value, s.LogLevel.Value, e.Getenv)
 	if setAside != "" {
 		log.Warn(setAside)
+		notes = append(notes, setAside) // the record says what it measured without
 	}
 	dp, err := defaultPlan(e, l)
 	if err != nil {
@@ -194,7 +195,11 @@ func measuring(s config.Settings) (m config.Settings, setAside string) {
 	case s.Schedule.Value != nil:
 		setAside = fmt.Sprintf("the width schedule %s (%s) is set aside: every arm runs its own width; serve still applies it", s.Schedule.Value, s.Schedule.Src)
 	case s.Width.Value != 0:
-		setAside = fmt.Sprintf("the width %d (%s) is set aside: every arm runs its own width; serve still applies it", s.Width.Value, s.Width.Src)
+		from := s.Width.Src.String()
+		if s.WidthNote != "" {
+			from += ": " + s.WidthNote // --spec-draft-n-max 3 is width 4: say the 3
+		}
+		setAside = fmt.Sprintf("the width %d (%s) is set aside: every arm runs its own width; serve still applies it", s.Width.Value, from)
 	}
 	s.Width, s.Schedule = config.Field[int]{}, config.Field[schedule.Schedule]{}
 	return s, setAside

@@ -72,14 +72,21 @@ func (c *TuneCmd) Run(e *Env) error {
 	if err != nil {
 		return err
 	}
-	run := safefile.RunLock(layer)
+	// One tune at a time for this user, whatever file it writes: a tune
+	// with --policy other.toml ran beside one writing the tuned layer, and
+	// each measured under the other's load.
+	lockBeside := layer
+	if l := tunedLayer(e.Getenv); l != "" {
+		lockBeside = l
+	}
+	run := safefile.RunLock(lockBeside)
 	release, ok, err := safefile.Hold(run)
 	switch {
 	case err != nil:
 		return err
 	case !ok:
-		return usage(fmt.Errorf("another speclaunch tune is running for %s (its lock %s is held)", layer, run),
-			"wait for it to end; two tunes on one GPU measure each other's load, whatever files they write, so run them one after another")
+		return usage(fmt.Errorf("another speclaunch tune is running (its lock %s is held)", run),
+			"wait for it to end: two tunes on one GPU measure each other's load")
 	}
 	defer release()
 	return t.run(e)
@@ -165,7 +172,11 @@ func (c *TuneCmd) prepare(e *Env, l *loaded, levels []int, layer string) (*tunin
 	if setAside != "" {
 		t.st.log.Warn(setAside)
 	}
-	t.rec = bc.identity(e, dp, nil)
+	var notes []string
+	if setAside != "" {
+		notes = []string{setAside} // the record says what it measured without
+	}
+	t.rec = bc.identity(e, dp, notes)
 	t.rec.Name = filepath.Base(t.outBase)
 	t.rec.Title = fmt.Sprintf("Tune: %s on this pair under load (%s clients)", t.rec.Key.Engine, joinLevels(levels))
 	return t, nil

@@ -486,6 +486,8 @@ func TestMeasuringSetsTheOperatorWidthAside(t *testing.T) {
 	}{
 		{"schedule", config.Settings{Schedule: config.Field[schedule.Schedule]{Value: sched, Src: env}}, "the width schedule 1+:3 (env MLXCEL_DRAFT_SCHEDULE) is set aside"},
 		{"width", config.Settings{Width: config.Field[int]{Value: 5, Src: config.Source{Origin: config.Flag, Name: "--draft-block-size"}}}, "the width 5 (flag --draft-block-size) is set aside"},
+		{"width in draft tokens", config.Settings{Width: config.Field[int]{Value: 4, Src: config.Source{Origin: config.Flag, Name: "--spec-draft-n-max"}}, WidthNote: "--spec-draft-n-max 3 draft tokens = width 4"},
+			"the width 4 (flag --spec-draft-n-max: --spec-draft-n-max 3 draft tokens = width 4) is set aside"},
 		{"neither", config.Settings{}, ""},
 	} {
 		m, note := measuring(tc.s)
@@ -517,9 +519,12 @@ func TestTuneRefusedWhileAnotherRuns(t *testing.T) {
 		t.Fatalf("hold: %v %v", ok, err)
 	}
 	defer release()
-	var stdout, stderr bytes.Buffer
-	code := runEnv(context.Background(), []string{"tune", "--profile", prof, "--levels", "1,2"}, Embedded{Policy: policyTOML}, &stdout, &stderr, nil, getenv)
-	if code != 2 || !strings.Contains(stderr.String(), "another speclaunch tune is running for "+layer) || !strings.Contains(stderr.String(), "wait for it to end") {
-		t.Errorf("exit %d:\n%s%s", code, stdout.String(), stderr.String())
+	// Whatever file it writes: one with --policy ran beside it.
+	for _, extra := range [][]string{nil, {"--policy", filepath.Join(dir, "other.toml")}} {
+		var stdout, stderr bytes.Buffer
+		code := runEnv(context.Background(), append([]string{"tune", "--profile", prof, "--levels", "1,2"}, extra...), Embedded{Policy: policyTOML}, &stdout, &stderr, nil, getenv)
+		if code != 2 || !strings.Contains(stderr.String(), "another speclaunch tune is running (its lock "+safefile.RunLock(layer)) || !strings.Contains(stderr.String(), "wait for it to end") {
+			t.Errorf("%v: exit %d:\n%s%s", extra, code, stdout.String(), stderr.String())
+		}
 	}
 }
