@@ -101,10 +101,7 @@ func (c *BenchCmd) Run(e *Env) error {
 		return err
 	}
 	log := newLogger(e.Stderr, s.LogFormat.Value, s.LogLevel.Value, e.Getenv)
-	if setAside != "" {
-		log.Warn(setAside)
-		notes = append(notes, setAside) // the record says what it measured without
-	}
+	notes = sayAside(log, notes, setAside)
 	dp, err := defaultPlan(e, l)
 	if err != nil {
 		return err
@@ -203,6 +200,16 @@ func measuring(s config.Settings) (m config.Settings, setAside string) {
 	}
 	s.Width, s.Schedule = config.Field[int]{}, config.Field[schedule.Schedule]{}
 	return s, setAside
+}
+
+// sayAside logs what measuring set aside and adds it to the record's
+// notes, which say what it measured without.
+func sayAside(log *slog.Logger, notes []string, setAside string) []string {
+	if setAside == "" {
+		return notes
+	}
+	log.Warn(setAside)
+	return append(notes, setAside)
 }
 
 // defaultPlan is the default arm's plan: the engine's own default width

@@ -169,14 +169,7 @@ func (c *TuneCmd) prepare(e *Env, l *loaded, levels []int, layer string) (*tunin
 	}
 	s.EngineArgs, _, _ = withSlots(s.Engine.Value, s.EngineArgs, e.Getenv, levels[len(levels)-1])
 	t.st = newStarter(e, l, s, dp, bc.drawsArmPorts(l.Profile))
-	if setAside != "" {
-		t.st.log.Warn(setAside)
-	}
-	var notes []string
-	if setAside != "" {
-		notes = []string{setAside} // the record says what it measured without
-	}
-	t.rec = bc.identity(e, dp, notes)
+	t.rec = bc.identity(e, dp, sayAside(t.st.log, nil, setAside))
 	t.rec.Name = filepath.Base(t.outBase)
 	t.rec.Title = fmt.Sprintf("Tune: %s on this pair under load (%s clients)", t.rec.Key.Engine, joinLevels(levels))
 	return t, nil
