@@ -213,8 +213,12 @@ func unknownFlag(app, cmd *kong.Node, a string, owned map[string]int) error {
 	name, val, hasVal := strings.Cut(a, "=")
 	if of := commandsWithFlag(app, name); len(of) > 0 {
 		// profile show --proxy=false: a flag of serve, not of this command.
-		return usage(fmt.Errorf("unknown flag %s: a flag of %s, not of %s", name, strings.Join(of, " and "), cmd.Path()),
-			"give it to speclaunch "+strings.Join(of, " or speclaunch ")+"; speclaunch "+cmd.Path()+" --help lists this command's flags")
+		hint := "give it to speclaunch " + strings.Join(of, " or speclaunch ") + "; speclaunch " + cmd.Path() + " --help lists this command's flags"
+		if (name == "--port" || name == "--host") && hasFlag(cmd, "base-port") {
+			// bench --port: its engines' ports are --base-port's.
+			hint = "bench and tune run their engines on loopback ports of their own: pick them with --base-port PORT (or bench.base_port in the profile)"
+		}
+		return usage(fmt.Errorf("unknown flag %s: a flag of %s, not of %s", name, strings.Join(of, " and "), cmd.Path()), hint)
 	}
 	if bare, spaced := secret.TrimFlag(name); spaced {
 		// "--api-key\u200b": say what is around it, which may not show.
@@ -476,4 +480,16 @@ func (onOff) Decode(ctx *kong.DecodeContext, target reflect.Value) error {
 		return fmt.Errorf("bad boolean %v: want true or false (also 1/0, yes/no, on/off)", v)
 	}
 	return nil
+}
+
+// hasFlag says whether cmd takes the flag --name.
+func hasFlag(cmd *kong.Node, name string) bool {
+	for _, f := range cmd.AllFlags(true) {
+		for _, g := range f {
+			if g.Name == name {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -29,6 +29,8 @@ func TestUsageRoughEdges(t *testing.T) {
 		{withEnv(nil), []string{"policy", "explian"}, 2, "", `did you mean "explain"?` + "\nspeclaunch: hint: run speclaunch policy --help for its commands", engineHint},
 		{withEnv(nil), []string{"policy", "list", "-x"}, 2, "", "hint: run speclaunch policy list --help for its flags", engineHint},
 		{withEnv(nil), []string{"profile", "show", "--proxy=false"}, 2, "", "unknown flag --proxy: a flag of serve and resolve, not of profile show\nspeclaunch: hint: give it to speclaunch serve or speclaunch resolve", "llama-server's --props"},
+		// bench's engines' ports are --base-port's, not serve's --port.
+		{withEnv(nil), []string{"bench", "--port", "9"}, 2, "", "unknown flag --port: a flag of serve and resolve and policy explain and profile show and profile validate, not of bench\nspeclaunch: hint: bench and tune run their engines on loopback ports of their own: pick them with --base-port PORT", ""},
 		{withEnv(nil), []string{"serve", "--dry-run", "--profile", "../../profiles/demo.toml", "--proxy", "false"}, 2, "", `unexpected argument "false" after --proxy` + "\nspeclaunch: hint: a boolean flag takes its value after =: --proxy=false", ""},
 		{withEnv(map[string]string{"MLXCEL_ENGINE": "llama.ccp"}), []string{"resolve", "-m", "x.gguf"}, 2, "", `unknown engine "llama.ccp" (did you mean llama.cpp? known:`, ""},
 	} {
