@@ -366,7 +366,7 @@ func (c *PolicyProposeCmd) schedule(e *Env, rec *record.Record) error {
 		w := e.Stdout
 		fmt.Fprintf(w, "key: engine=%s drafter=%s capability=%s quant=%s, a load sweep at %s clients\n", rec.Key.Engine, rec.Key.Drafter, rec.Key.Capability, rec.Key.Quant, joinLevels(p.Levels))
 		for i, b := range p.Buckets {
-			writeClauses(w, "  ", fmt.Sprintf("%d clients: width %d (%s): %s", p.Levels[i], b.Width, b.From, b.Why))
+			writeClauses(w, "  ", b.At(p.Levels[i]))
 		}
 		writeClauses(w, "", p.Why)
 		if p.Entry != "" {

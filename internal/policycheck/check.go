@@ -253,7 +253,7 @@ func (f *findings) schedule(ctx context.Context, e policy.Entry, rec *record.Rec
 	allDefault := true
 	for i, b := range buckets {
 		allDefault = allDefault && b.From == evidence.FromDefault
-		f.note("%d clients: width %d (%s): %s", rec.Levels[i].Concurrency, b.Width, b.From, b.Why)
+		f.note("%s", b.At(rec.Levels[i].Concurrency))
 	}
 	if allDefault {
 		f.problem("no level of the record beat the engine's default: an entry would change nothing")

@@ -6,6 +6,8 @@
 // so that a later policy can reuse one without the other.
 package record
 
+import "fmt"
+
 // Schema is the current record schema version.
 const Schema = 1
 
@@ -514,6 +516,17 @@ type LevelVerdict struct {
 	// (nil when the default's width stands).
 	VsDefault *Comparison `json:"vs_default,omitempty"`
 	Why       string      `json:"why"`
+}
+
+// At says the verdict at a level of clients, as policy propose and
+// policy check print it ("1 client: width 6 (measured): …"; both said
+// "1 clients").
+func (v LevelVerdict) At(clients int) string {
+	noun := "clients"
+	if clients == 1 {
+		noun = "client"
+	}
+	return fmt.Sprintf("%d %s: width %d (%s): %s", clients, noun, v.Width, v.From, v.Why)
 }
 
 // Earned is the schedule a load sweep earns: [lo, hi, width] triples (hi
