@@ -216,8 +216,7 @@ func sayAside(log *slog.Logger, notes []string, setAside string) []string {
 // (the policy arm, only when the policy resolves another width for this
 // host, runs that one; no width is measured twice under two names).
 func defaultPlan(e *Env, l *loaded) (*plan.Plan, error) {
-	ds, _ := measuring(l.Settings)
-	dp, err := build(e, &loaded{Settings: ds, Policy: l.Policy}, plan.Options{})
+	dp, err := build(e, l, plan.Options{}) // l.Settings are measuring's: the default arm's width is the engine's
 	if err != nil {
 		return nil, err
 	}

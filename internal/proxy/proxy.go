@@ -448,7 +448,7 @@ func (p *Proxy) SayHeld() {
 // before it was counted nowhere and logged never. capacity is the cap.
 func (p *Proxy) ShedConn(capacity int) {
 	p.rejected.Add(1)
-	p.shedConns.warn(p.o.Log, "proxy: a client connection was answered 503 and closed: every connection the server allows has a request in progress; /health has spare ones (docs/serving.md)",
+	p.shedConns.warn(p.o.Log, "proxy: a client connection was answered 503 and closed: every connection the server allows has a request in progress; /health, the status page and /metrics have spare ones (docs/serving.md)",
 		"cap", capacity)
 }
 

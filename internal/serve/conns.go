@@ -211,9 +211,8 @@ func (s *slots) connContext(ctx context.Context, nc net.Conn) context.Context {
 	return ctx
 }
 
-// guard passes a spare connection's request to h only for GET or HEAD
-// /health (the proxy answers it from the runtime's state, no engine
-// dialed); anything else reads shedBody's 503, counted as a shed. Either
+// guard passes a spare connection's request to h only where spareServes
+// says so; anything else reads shedBody's 503, counted as a shed. Either
 // answer closes the connection, and nothing more of a body is read: Go
 // reads up to 256 KiB of a body the handler left before closing, which a
 // body stalled behind a /health could hold for the spare's whole life
