@@ -74,21 +74,7 @@ func TestPolicyListAligns(t *testing.T) {
 // 16", which hid that it is off at 4+.
 func TestPolicyListShowsTheSchedule(t *testing.T) {
 	pol := filepath.Join(t.TempDir(), "p.toml")
-	writeFile(t, pol, `schema = 1
-
-[[entry]]
-id = "tuned-x"
-engine = "mlxcel"
-drafter = "dflash"
-capability = "9.0"
-quant = "q8_0"
-schedule = [[1, 3, 16], [4, 0, 1]]
-pin = "sim"
-record = "records/tune.md"
-tuned = "2026-12-05"
-target_sha256 = "`+strings.Repeat("a", 64)+`"
-draft_sha256 = "`+strings.Repeat("b", 64)+`"
-`)
+	writeFile(t, pol, "schema = 1\n\n"+tunedEntryTOML("x", "9.0", "q8_0", "[[1, 3, 16], [4, 0, 1]]", "a"))
 	var out bytes.Buffer
 	if code := MainContext(context.Background(), []string{"policy", "list", "--policy", pol}, policyTOML, &out, &out, nil); code != 0 {
 		t.Fatalf("exit %d: %s", code, out.String())

@@ -69,21 +69,7 @@ func TestResolveJSONPairKeys(t *testing.T) {
 	t.Setenv("XDG_CONFIG_HOME", t.TempDir()) // no tuned layer of the machine's
 	pol := filepath.Join(t.TempDir(), "tuned.toml")
 	// An entry keyed to a pair makes resolve hash the launch's pair.
-	writeFile(t, pol, `schema = 1
-
-[[entry]]
-id = "tuned-x"
-engine = "mlxcel"
-drafter = "dflash"
-capability = "9.0"
-quant = "q8_0"
-schedule = [[1, 3, 16], [4, 0, 1]]
-pin = "sim"
-record = "records/tune.md"
-tuned = "2026-12-05"
-target_sha256 = "`+strings.Repeat("a", 64)+`"
-draft_sha256 = "`+strings.Repeat("b", 64)+`"
-`)
+	writeFile(t, pol, "schema = 1\n\n"+tunedEntryTOML("x", "9.0", "q8_0", "[[1, 3, 16], [4, 0, 1]]", "a"))
 	code, o, e := runCLI(t, "resolve", "--json", "--profile", "../../profiles/demo-load.toml", "--policy", pol)
 	var res struct {
 		Facts struct {

@@ -351,20 +351,7 @@ func TestTunedNext(t *testing.T) {
 // tunedFixture is a tuned entry for a pair whose target hash is 64 × c.
 func tunedFixture(t *testing.T, c string) policy.Entry {
 	t.Helper()
-	f, err := policy.Parse("fixture.toml", []byte(`schema = 1
-[[entry]]
-id = "tuned-`+c+`"
-engine = "mlxcel"
-drafter = "dflash"
-capability = "12.1"
-quant = "affine"
-schedule = [[1, 3, 6], [4, 0, 1]]
-pin = "sim"
-record = "records/tune.md"
-tuned = "2026-12-05"
-target_sha256 = "`+strings.Repeat(c, 64)+`"
-draft_sha256 = "`+strings.Repeat("b", 64)+`"
-`))
+	f, err := policy.Parse("fixture.toml", []byte("schema = 1\n"+tunedEntryTOML(c, "12.1", "affine", "[[1, 3, 6], [4, 0, 1]]", c)))
 	if err != nil || len(f.Entries) != 1 {
 		t.Fatalf("fixture: %v", err)
 	}
@@ -527,4 +514,23 @@ func TestTuneRefusedWhileAnotherRuns(t *testing.T) {
 			t.Errorf("%v: exit %d:\n%s%s", extra, code, stdout.String(), stderr.String())
 		}
 	}
+}
+
+// tunedEntryTOML is a tuned [[entry]] of the sim's stand-in engine, as
+// tune writes one: id "tuned-"+id, keyed on capability and quant, its
+// schedule in triples, its target hash 64 × target.
+func tunedEntryTOML(id, capability, quant, schedule, target string) string {
+	return `[[entry]]
+id = "tuned-` + id + `"
+engine = "mlxcel"
+drafter = "dflash"
+capability = "` + capability + `"
+quant = "` + quant + `"
+schedule = ` + schedule + `
+pin = "sim"
+record = "records/tune.md"
+tuned = "2026-12-05"
+target_sha256 = "` + strings.Repeat(target, 64) + `"
+draft_sha256 = "` + strings.Repeat("b", 64) + `"
+`
 }
