@@ -19,6 +19,14 @@
 //
 //	go run ./scripts/enginetimings -follow follow.json serve.log
 //
+// With -warm, it prints how each engine's requests ran by the seconds
+// since its first one began, over the median of those that began 20 s or
+// more after it (the question of a new engine that runs slow beside the
+// old one's drain after a switch), and the median over the engines after
+// the first of each kind, classic and drafting.
+//
+//	go run ./scripts/enginetimings -warm -min-tokens 100 serve.log
+//
 // Exit status: 0, or 2 for bad input (a file that cannot be read, no
 // print_timing line, -follow over several engines).
 package main
@@ -224,7 +232,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("enginetimings", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	follow := fs.String("follow", "", "a followeval report (JSON) of a run on one engine: print each phase's draft acceptance")
-	minTokens := fs.Int("min-tokens", 50, "with -follow, count only requests of at least this many eval tokens")
+	warm := fs.Bool("warm", false, "print how each engine's requests ran by the seconds since its first one began, against its own later ones")
+	minTokens := fs.Int("min-tokens", 50, "with -follow or -warm, count only requests of at least this many eval tokens")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -233,7 +242,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if fs.NArg() != 1 {
-		return bad("want one log file, got %d arguments (usage: enginetimings [-follow report.json] serve.log)", fs.NArg())
+		return bad("want one log file, got %d arguments (usage: enginetimings [-follow report.json | -warm] serve.log)", fs.NArg())
 	}
 	name := fs.Arg(0)
 	f, err := os.Open(name)
@@ -250,6 +259,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	w := bufio.NewWriter(stdout)
 	defer w.Flush()
+	if *warm {
+		writeWarm(w, Warm(rows, *minTokens))
+		return 0
+	}
 	if *follow == "" {
 		fmt.Fprintf(w, "# llama-server print_timing per request, from %s; engine_s: seconds since the engine started, when the request ended\n", name)
 		fmt.Fprintln(w, "engine\ttask\tslot\tengine_s\tprompt_n\tprompt_ms\teval_n\teval_ms\tdraft_accepted\tdraft_generated")

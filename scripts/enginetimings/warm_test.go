@@ -1,0 +1,46 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// req is a request of 100 tokens at msPerToken that began at begin
+// seconds on engine e.
+func req(e int, begin, msPerToken float64, drafted int) Row {
+	return Row{Engine: e, EngineS: begin + msPerToken*100/1e3, EvalN: 100, EvalMS: msPerToken * 100, DraftTokens: drafted}
+}
+
+func TestWarm(t *testing.T) {
+	var rows []Row
+	// Engine 2 (classic) runs 1.5x slow for its first 2 s, then steady at 4 ms.
+	for _, b := range []float64{10, 10.5, 11.5} {
+		rows = append(rows, req(2, b, 6, 0))
+	}
+	for _, b := range []float64{13, 16, 21, 31, 32, 33, 34, 35} {
+		rows = append(rows, req(2, b, 4, 0))
+	}
+	// Engine 3 (drafting) has too few steady requests to be reported.
+	for _, b := range []float64{1, 22, 23} {
+		rows = append(rows, req(3, b, 3, 10))
+	}
+	// A short request does not count, nor set the start.
+	rows = append(rows, Row{Engine: 2, EngineS: 5, EvalN: 16, EvalMS: 1})
+	ws := Warm(rows, 50)
+	if len(ws) != 1 || ws[0].Engine != 2 || !ws[0].Classic {
+		t.Fatalf("engines %+v, want engine 2 alone, classic", ws)
+	}
+	w := ws[0]
+	wantN := []int{3, 1, 1, 1, 5}
+	wantR := []float64{1.5, 1, 1, 1, 1}
+	for i := range wantN {
+		if w.N[i] != wantN[i] || w.Ratio[i] != wantR[i] {
+			t.Errorf("bin %d: %d requests at %.3f, want %d at %.3f", i, w.N[i], w.Ratio[i], wantN[i], wantR[i])
+		}
+	}
+	var b strings.Builder
+	writeWarm(&b, ws)
+	if !strings.Contains(b.String(), "classic: median ratio a bin (engines)\t0-2s 1.500 (1)") {
+		t.Errorf("summary:\n%s", b.String())
+	}
+}
