@@ -27,6 +27,9 @@
 //
 //	go run ./scripts/enginetimings -warm -min-tokens 100 serve.log
 //
+// -follow and -warm also read the command's own .tsv output (a file
+// named *.tsv) in place of a log.
+//
 // Exit status: 0, or 2 for bad input (a file that cannot be read, no
 // print_timing line, -follow over several engines).
 package main
@@ -250,7 +253,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return bad("%v", err)
 	}
 	defer f.Close()
-	rows, err := Parse(f)
+	parse := Parse
+	if strings.HasSuffix(name, ".tsv") {
+		parse = ParseTSV
+	}
+	rows, err := parse(f)
 	if err != nil {
 		return bad("%s: %v", name, err)
 	}
@@ -265,7 +272,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if *follow == "" {
 		fmt.Fprintf(w, "# llama-server print_timing per request, from %s; engine_s: seconds since the engine started, when the request ended\n", name)
-		fmt.Fprintln(w, "engine\ttask\tslot\tengine_s\tprompt_n\tprompt_ms\teval_n\teval_ms\tdraft_accepted\tdraft_generated")
+		fmt.Fprintln(w, tsvHeader)
 		for _, r := range rows {
 			fmt.Fprintf(w, "%d\t%d\t%d\t%.3f\t%d\t%.2f\t%d\t%.2f\t%d\t%d\n", r.Engine, r.Task, r.Slot, r.EngineS, r.PromptN, r.PromptMS, r.EvalN, r.EvalMS, r.DraftAccepted, r.DraftTokens)
 		}

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 )
 
 // WarmBins are the edges, in seconds after an engine's first client
@@ -144,4 +146,35 @@ func kindName(classic bool) string {
 		return "classic"
 	}
 	return "drafting"
+}
+
+// tsvHeader is the header line of this command's own output.
+const tsvHeader = "engine\ttask\tslot\tengine_s\tprompt_n\tprompt_ms\teval_n\teval_ms\tdraft_accepted\tdraft_generated"
+
+// ParseTSV reads this command's own output back, so that -warm and
+// -follow run on a committed engine-timings file as on the log it came
+// from. Lines starting with # are skipped.
+func ParseTSV(r io.Reader) ([]Row, error) {
+	sc := bufio.NewScanner(r)
+	var rows []Row
+	header := false
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimRight(sc.Text(), "\r")
+		switch {
+		case strings.HasPrefix(line, "#") || line == "":
+			continue
+		case !header:
+			if line != tsvHeader {
+				return nil, fmt.Errorf("line %d: not an engine-timings header", n)
+			}
+			header = true
+			continue
+		}
+		var r Row
+		if _, err := fmt.Sscanf(line, "%d\t%d\t%d\t%g\t%d\t%g\t%d\t%g\t%d\t%d", &r.Engine, &r.Task, &r.Slot, &r.EngineS, &r.PromptN, &r.PromptMS, &r.EvalN, &r.EvalMS, &r.DraftAccepted, &r.DraftTokens); err != nil {
+			return nil, fmt.Errorf("line %d: %w", n, err)
+		}
+		rows = append(rows, r)
+	}
+	return rows, sc.Err()
 }

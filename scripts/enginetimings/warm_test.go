@@ -1,6 +1,10 @@
 package main
 
 import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -42,5 +46,43 @@ func TestWarm(t *testing.T) {
 	writeWarm(&b, ws)
 	if !strings.Contains(b.String(), "classic: median ratio a bin (engines)\t0-2s 1.500 (1)") {
 		t.Errorf("summary:\n%s", b.String())
+	}
+}
+
+// The command's own output reads back as the rows it was written from
+// (to the printed precision), so -warm runs on a committed .tsv.
+func TestParseTSV(t *testing.T) {
+	dir := t.TempDir()
+	log := filepath.Join(dir, "serve.log")
+	if err := os.WriteFile(log, []byte(request), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if rc := run([]string{log}, &out, &errb); rc != 0 {
+		t.Fatalf("rc %d: %s", rc, errb.String())
+	}
+	want := task2
+	want.EngineS = 0.158 // printed to the millisecond
+	for _, tc := range []struct {
+		name, in string
+		want     []Row
+		err      string
+	}{
+		{"own output", out.String(), []Row{want}, ""},
+		{"not a header", "engine\ttask\n1\t2\n", nil, "line 1: not an engine-timings header"},
+		{"a short row", tsvHeader + "\n1\t2\t3\n", nil, "line 2:"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rows, err := ParseTSV(strings.NewReader(tc.in))
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil || !slices.Equal(rows, tc.want) {
+				t.Fatalf("rows %+v err %v, want %+v", rows, err, tc.want)
+			}
+		})
 	}
 }
