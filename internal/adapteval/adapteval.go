@@ -32,12 +32,16 @@ import (
 
 // Options describe one measurement.
 type Options struct {
-	URL         string   // the public URL of serve --adapt (the proxy)
-	Prompts     []Prompt // rotated across requests
-	Clients     int      // concurrent clients (default 1)
-	MaxTokens   int      // default 128
-	Temperature float64  // 0 = greedy (sent explicitly: llama-server's default is 0.8)
-	Seed        int      // with Temperature > 0: request seed = Seed + prompt index
+	URL       string   // the public URL of serve --adapt (the proxy)
+	Prompts   []Prompt // rotated across requests
+	Clients   int      // concurrent clients (default 1)
+	MaxTokens int      // default 128
+	// LengthSpread varies max_tokens by prompt (loadgen.Options.Spread):
+	// at one length, clients that start together stay in step at classic
+	// decoding, which no server's traffic does.
+	LengthSpread float64
+	Temperature  float64 // 0 = greedy (sent explicitly: llama-server's default is 0.8)
+	Seed         int     // with Temperature > 0: request seed = Seed + prompt index
 	// SettleTimeout bounds phase 1 (default 5m); Measure or Requests bound
 	// phase 2 (default 60s).
 	SettleTimeout time.Duration
@@ -103,14 +107,15 @@ type Measured struct {
 
 // Result is what -out holds.
 type Result struct {
-	URL         string    `json:"url"`
-	Started     time.Time `json:"started"`
-	PromptDir   string    `json:"prompt_dir,omitempty"`
-	Prompts     []Prompt  `json:"prompts"`
-	Clients     int       `json:"clients"`
-	MaxTokens   int       `json:"max_tokens"`
-	Temperature float64   `json:"temperature"`
-	Seed        *int      `json:"seed,omitempty"`
+	URL          string    `json:"url"`
+	Started      time.Time `json:"started"`
+	PromptDir    string    `json:"prompt_dir,omitempty"`
+	Prompts      []Prompt  `json:"prompts"`
+	Clients      int       `json:"clients"`
+	MaxTokens    int       `json:"max_tokens"`
+	LengthSpread float64   `json:"length_spread,omitempty"`
+	Temperature  float64   `json:"temperature"`
+	Seed         *int      `json:"seed,omitempty"`
 
 	// Fixed: a fixed-width measurement (Options.Fixed); Settled then
 	// means the width did not change from the warm-up to the end.
@@ -265,7 +270,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if err := o.defaults(); err != nil {
 		return Result{}, err
 	}
-	r := Result{URL: o.URL, Prompts: o.Prompts, Clients: o.Clients, MaxTokens: o.MaxTokens, Temperature: o.Temperature}
+	r := Result{URL: o.URL, Prompts: o.Prompts, Clients: o.Clients, MaxTokens: o.MaxTokens, LengthSpread: o.LengthSpread, Temperature: o.Temperature}
 	st, err := getStatus(ctx, o)
 	if err != nil {
 		return r, err
@@ -391,7 +396,7 @@ func (e *evalRun) startLoad(ctx context.Context) {
 		prompts[i] = p.Text
 	}
 	e.lo = loadgen.Options{URL: o.URL, Clients: o.Clients, Duration: o.SettleTimeout + o.Measure + time.Hour, Stream: true,
-		MaxTokens: o.MaxTokens, Prompts: prompts, Params: map[string]any{"temperature": o.Temperature},
+		MaxTokens: o.MaxTokens, Spread: o.LengthSpread, Prompts: prompts, Params: map[string]any{"temperature": o.Temperature},
 		Stop: e.stop, Live: e.live, Client: o.Client, OnDone: e.done}
 	// Seeds differ per prompt and repeat per prompt, so a prompt's sampled
 	// text is the same every time it comes round (as greedy text is).

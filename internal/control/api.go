@@ -118,9 +118,9 @@ type Config struct {
 	// WarmUp is how long a new engine serves alone before its counters
 	// count: its first requests run slower (on an H200 under 4 clients
 	// the first request of each slot ran 11-49 % slower a token; on an
-	// H100 a classic engine beside a draining width-4 one ran 23 % slower
-	// for 2 s, 2.8 % from 2 to 5 s and at most 0.4 % after:
-	// docs/benchmark_results/h100-switch-2026-12-06e.md).
+	// H100 a classic engine after a switch ran 23 % slower over its first
+	// 2 s, the old engine's drain, and its clients fell into step (its
+	// steady pace, on one request length) within 6.1 s: docs/benchmark_results/h100-switch-2026-12-06e.md).
 	WarmUp time.Duration
 	// RetryAfter is how long a width tried stays untried again (30 min).
 	RetryAfter time.Duration

@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"sort"
 	"strings"
@@ -25,18 +26,24 @@ import (
 
 // Options describe the load.
 type Options struct {
-	URL       string          // base URL, e.g. http://127.0.0.1:8080
-	Path      string          // default /v1/completions; a /chat/ path sends the prompt as one user message
-	Clients   int             // concurrent clients (default 4)
-	Requests  int             // requests per client; 0 = until Duration ends
-	Duration  time.Duration   // stop starting requests after this; 0 = no limit (Requests must be set)
-	Stream    bool            // stream: true (SSE)
-	MaxTokens int             // default 16
-	Prompt    string          // default "def fib(n):"
-	Prompts   []string        // when set, requests rotate through these instead of Prompt
-	Seeds     []int           // when set, Prompts[i] is sent with "seed": Seeds[i]
-	Params    map[string]any  // extra request fields (temperature, seed), merged into every body
-	Stop      <-chan struct{} // closed: start no new request; those in flight finish
+	URL       string        // base URL, e.g. http://127.0.0.1:8080
+	Path      string        // default /v1/completions; a /chat/ path sends the prompt as one user message
+	Clients   int           // concurrent clients (default 4)
+	Requests  int           // requests per client; 0 = until Duration ends
+	Duration  time.Duration // stop starting requests after this; 0 = no limit (Requests must be set)
+	Stream    bool          // stream: true (SSE)
+	MaxTokens int           // default 16
+	// Spread varies max_tokens by prompt, from MaxTokens·(1−Spread) to
+	// MaxTokens·(1+Spread) (Lengths), so that requests end at different
+	// steps: with one length, greedy classic decoding ends every request
+	// of clients that began together together, and they stay in step,
+	// which no server's traffic does (docs/benchmark_results/h100-switch-2026-12-06e.md).
+	Spread  float64
+	Prompt  string          // default "def fib(n):"
+	Prompts []string        // when set, requests rotate through these instead of Prompt
+	Seeds   []int           // when set, Prompts[i] is sent with "seed": Seeds[i]
+	Params  map[string]any  // extra request fields (temperature, seed), merged into every body
+	Stop    <-chan struct{} // closed: start no new request; those in flight finish
 	// Stagger delays client k's first request by k·Stagger, so that the
 	// clients run out of step from the start rather than in step.
 	Stagger time.Duration
@@ -167,6 +174,34 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	return r.res, nil
 }
 
+// Lengths are the max_tokens of n prompts with mean about max and the
+// given spread: evenly from max·(1−spread) to max·(1+spread), each step
+// once, in an order that does not follow the prompts' (a stride near n/2),
+// each at least 1. A spread of 0 (or below) gives max for each.
+func Lengths(max int, spread float64, n int) []int {
+	out := make([]int, n)
+	m := n/2 + 1 // a stride coprime with n visits every step once
+	for gcd(m, n) != 1 {
+		m++
+	}
+	for i := range out {
+		out[i] = max
+		if spread > 0 && n > 1 {
+			step := (i * m) % n
+			f := 1 - spread + 2*spread*float64(step)/float64(n-1)
+			out[i] = int(math.Max(1, math.Round(float64(max)*f)))
+		}
+	}
+	return out
+}
+
+func gcd(a, b int) int {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
 // requestBodies are the JSON bodies, one per prompt: a completion, or a
 // chat completion with the prompt as one user message.
 func requestBodies(o Options) ([][]byte, error) {
@@ -180,7 +215,7 @@ func requestBodies(o Options) ([][]byte, error) {
 		for k, v := range o.Params {
 			m[k] = v
 		}
-		m["model"], m["prompt"], m["max_tokens"], m["stream"] = o.Model, p, o.MaxTokens, o.Stream
+		m["model"], m["prompt"], m["max_tokens"], m["stream"] = o.Model, p, Lengths(o.MaxTokens, o.Spread, len(prompts))[i], o.Stream
 		if strings.Contains(o.Path, "/chat/") {
 			delete(m, "prompt")
 			m["messages"] = []map[string]string{{"role": "user", "content": p}}

@@ -7,6 +7,8 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -76,6 +78,46 @@ func TestAnswerTokens(t *testing.T) {
 		got, err := answerTokens([]byte(c.body))
 		if got != c.tokens || (err != nil) != c.bad {
 			t.Errorf("%s: %d tokens, err %v; want %d, bad %v", c.name, got, err, c.tokens, c.bad)
+		}
+	}
+}
+
+func TestLengths(t *testing.T) {
+	for _, tc := range []struct {
+		max    int
+		spread float64
+		n      int
+		want   []int
+	}{
+		{200, 0, 3, []int{200, 200, 200}},
+		{200, 0.5, 1, []int{200}},
+		{200, 0.5, 8, []int{100, 243, 157, 300, 214, 129, 271, 186}},
+		{200, 0.5, 6, []int{100, 300, 260, 220, 180, 140}},
+		{2, 0.9, 2, []int{1, 4}},
+	} {
+		got := Lengths(tc.max, tc.spread, tc.n)
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("Lengths(%d, %g, %d) = %v, want %v", tc.max, tc.spread, tc.n, got, tc.want)
+		}
+		seen := map[int]bool{}
+		for _, v := range got {
+			seen[v] = true
+		}
+		if tc.spread > 0 && tc.n > 1 && len(seen) != tc.n {
+			t.Errorf("Lengths(%d, %g, %d) = %v: not every step once", tc.max, tc.spread, tc.n, got)
+		}
+	}
+}
+
+// Each prompt's body carries its own length.
+func TestBodiesSpread(t *testing.T) {
+	bodies, err := requestBodies(Options{Prompts: []string{"a", "b"}, MaxTokens: 100, Spread: 0.5, Model: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []string{`"max_tokens":50`, `"max_tokens":150`} {
+		if !strings.Contains(string(bodies[i]), want) {
+			t.Errorf("body %d = %s, want %s", i, bodies[i], want)
 		}
 	}
 }

@@ -33,7 +33,8 @@ func run(args []string) int {
 	fs.StringVar(&o.URL, "url", "http://127.0.0.1:8080", "public URL of `speclaunch serve --adapt` (the proxy)")
 	dir := fs.String("prompts", "", "directory of prompt files, one prompt per file (e.g. internal/bench/prompts/code)")
 	fs.IntVar(&o.Clients, "clients", 1, "concurrent clients")
-	fs.IntVar(&o.MaxTokens, "max-tokens", 128, "max_tokens per request")
+	fs.IntVar(&o.MaxTokens, "max-tokens", 128, "max_tokens per request: the mean, with -length-spread")
+	fs.Float64Var(&o.LengthSpread, "length-spread", 0.5, "vary max_tokens by prompt from (1-s)x to (1+s)x -max-tokens, so clients never run in step (0: one length)")
 	fs.Float64Var(&o.Temperature, "temperature", 0, "sampling temperature (0 = greedy)")
 	fs.IntVar(&o.Seed, "seed", 1234, "with -temperature > 0: seed of prompt i is seed+i")
 	fs.DurationVar(&o.SettleTimeout, "settle-timeout", 5*time.Minute, "phase 1 bound: wait this long for the loop to settle")
@@ -54,8 +55,8 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "adapteval: give -measure or -requests, not both")
 		return 2
 	}
-	if o.Clients < 1 || o.MaxTokens < 1 || o.Temperature < 0 || o.Requests < 0 || o.Measure < 0 || o.SettleTimeout <= 0 || o.Fixed < 0 {
-		fmt.Fprintln(os.Stderr, "adapteval: -clients and -max-tokens must be ≥ 1, -temperature, -requests, -measure and -fixed ≥ 0, -settle-timeout > 0")
+	if o.Clients < 1 || o.MaxTokens < 1 || !(o.LengthSpread >= 0 && o.LengthSpread < 1) || o.Temperature < 0 || o.Requests < 0 || o.Measure < 0 || o.SettleTimeout <= 0 || o.Fixed < 0 {
+		fmt.Fprintln(os.Stderr, "adapteval: -clients and -max-tokens must be ≥ 1, -length-spread from 0 to below 1, -temperature, -requests, -measure and -fixed ≥ 0, -settle-timeout > 0")
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)

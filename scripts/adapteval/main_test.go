@@ -17,6 +17,8 @@ func TestBadInput(t *testing.T) {
 		{"-prompts", dir, "-measure", "5s", "-requests", "3"},
 		{"-prompts", dir, "-clients", "0"},
 		{"-prompts", dir, "-temperature", "-1"},
+		{"-prompts", dir, "-length-spread", "1"},
+		{"-prompts", dir, "-length-spread", "-0.1"},
 		{"-prompts", empty},
 		{"-prompts", filepath.Join(dir, "missing")},
 		{"-prompts", dir, "-no-such-flag"},

@@ -13,7 +13,12 @@
 //	    -levels 1,4 -phase 2m -run 12m -max-tokens 200 -out follow.json
 //
 // Requests are greedy unless -temperature says otherwise, as tune
-// measures (llama-server's own default is 0.8).
+// measures (llama-server's own default is 0.8). Their max_tokens vary by
+// prompt around -max-tokens (-length-spread, 0.5 by default): at one
+// length, clients that start a phase together stay in step at classic
+// decoding, its best case and no server's traffic
+// (docs/benchmark_results/h100-switch-2026-12-06e.md); runs before
+// 2026-12-06e used one length.
 //
 // Exit status: 0 no failed or empty request, 1 some, 2 bad input.
 package main
@@ -59,13 +64,16 @@ type Report struct {
 	Phase  string `json:"phase"`
 	// Temperature is sent with every request: llama-server's own default
 	// is 0.8, and tune measures greedy (0).
-	Temperature float64         `json:"temperature"`
-	Phases      []Phase         `json:"phases"`
-	Tokens      int             `json:"tokens"`
-	Seconds     float64         `json:"seconds"`
-	Rate        float64         `json:"tokens_per_s"`
-	Bad         int             `json:"failed_or_empty"`
-	Switches    json.RawMessage `json:"switches"` // the status page's switch records at the end
+	Temperature float64 `json:"temperature"`
+	// MaxTokens and LengthSpread are the requests' lengths (loadgen.Lengths).
+	MaxTokens    int             `json:"max_tokens"`
+	LengthSpread float64         `json:"length_spread"`
+	Phases       []Phase         `json:"phases"`
+	Tokens       int             `json:"tokens"`
+	Seconds      float64         `json:"seconds"`
+	Rate         float64         `json:"tokens_per_s"`
+	Bad          int             `json:"failed_or_empty"`
+	Switches     json.RawMessage `json:"switches"` // the status page's switch records at the end
 }
 
 func main() { os.Exit(run(os.Args[1:])) }
@@ -80,19 +88,20 @@ func run(args []string) int {
 	levels := fs.String("levels", "1,4", "clients of each phase, in turn")
 	phase := fs.Duration("phase", 2*time.Minute, "length of one phase")
 	total := fs.Duration("run", 12*time.Minute, "length of the run")
-	maxTokens := fs.Int("max-tokens", 200, "max_tokens per request")
+	maxTokens := fs.Int("max-tokens", 200, "max_tokens per request: the mean, with -length-spread")
+	spread := fs.Float64("length-spread", 0.5, "vary max_tokens by prompt from (1-s)x to (1+s)x -max-tokens, so clients never run in step (0: one length)")
 	temp := fs.Float64("temperature", 0, "temperature sent with every request (0 = greedy, as tune measures; llama-server's own default is 0.8)")
 	out := fs.String("out", "", "write the JSON report here")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	ls, err := parseLevels(*levels)
-	if err != nil || *dir == "" || *phase <= 0 || *total < *phase || *maxTokens < 1 || !(*temp >= 0 && *temp <= 5) || fs.NArg() > 0 {
+	if err != nil || *dir == "" || *phase <= 0 || *total < *phase || *maxTokens < 1 || !(*spread >= 0 && *spread < 1) || !(*temp >= 0 && *temp <= 5) || fs.NArg() > 0 {
 		why := ""
 		if err != nil {
 			why = " (" + err.Error() + ")"
 		}
-		fmt.Fprintf(os.Stderr, "followeval: give -prompts DIR, -levels like 1,4%s, -phase > 0, -run ≥ -phase, -max-tokens ≥ 1, -temperature from 0 to 5, no positional arguments\n", why)
+		fmt.Fprintf(os.Stderr, "followeval: give -prompts DIR, -levels like 1,4%s, -phase > 0, -run ≥ -phase, -max-tokens ≥ 1, -length-spread from 0 to below 1, -temperature from 0 to 5, no positional arguments\n", why)
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -118,7 +127,7 @@ func run(args []string) int {
 	for i, p := range ps {
 		texts[i] = p.Text
 	}
-	rep := Report{URL: *url, Levels: ls, Phase: phase.String(), Temperature: *temp}
+	rep := Report{URL: *url, Levels: ls, Phase: phase.String(), Temperature: *temp, MaxTokens: *maxTokens, LengthSpread: *spread}
 	for i := 0; time.Duration(i)*(*phase) < *total && ctx.Err() == nil; i++ {
 		n := ls[i%len(ls)]
 		p := runPhase(ctx, *url, auth, n, *phase, *maxTokens, *temp, texts)

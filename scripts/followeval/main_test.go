@@ -40,3 +40,17 @@ func TestAPIKey(t *testing.T) {
 		t.Errorf("status with the key: %v", err)
 	}
 }
+
+// A length spread outside [0, 1) is bad input, said before any request
+// (against a server that answers, so that only the flag can make it 2).
+func TestBadSpread(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(`{"switches_total":0}`))
+	}))
+	defer srv.Close()
+	for _, v := range []string{"1", "-0.1", "NaN"} {
+		if got := run([]string{"-url", srv.URL, "-prompts", "../../internal/bench/prompts/code", "-phase", "1s", "-run", "1s", "-length-spread", v}); got != 2 {
+			t.Errorf("-length-spread %s: exit %d, want 2", v, got)
+		}
+	}
+}
