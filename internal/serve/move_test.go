@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -201,5 +202,103 @@ func TestMoveLetsOpenRequestsFinish(t *testing.T) {
 	close(release)
 	if g := <-got; g != "first last <nil>" {
 		t.Errorf("the request open across the move read %q, want it whole", g)
+	}
+}
+
+// A reload that changes the host is bound ahead as a port change is: an
+// address this host cannot listen on is refused before anything switches,
+// and the proxy stays where it listens, asking for nothing. Only where the
+// listener in force holds the port (every interface on it) does the move
+// wait for the switch's end. Before, a host change on the port in force
+// bound nothing, the switch went through, and the proxy's move failed
+// after it, logged alone, while the reload read applied.
+func TestReserveBindsAHostChange(t *testing.T) {
+	if ln, err := net.Listen("tcp", "127.0.0.2:0"); err != nil {
+		t.Skipf("this host cannot listen on 127.0.0.2 (%v)", err)
+	} else {
+		ln.Close()
+	}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})
+	for _, c := range []struct {
+		name    string
+		host    string
+		held    bool   // another process listens on host at the port in force
+		refused string // in the error; "" when reserve takes it
+		pending bool   // bound ahead
+	}{
+		{"another address of this host binds beside the old", "127.0.0.2", false, "", true},
+		{"every interface on the port in force waits for the switch's end", "0.0.0.0", false, "", false},
+		{"an address not this host's is refused", "192.0.2.1", false, "the proxy stays on", false},
+		{"a name that does not resolve is refused", "nonexistent-host.invalid", false, "the proxy stays on", false},
+		{"another process on that host and port is refused", "127.0.0.2", true, "stop what holds it", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			port := testenv.Port(t)
+			at := func(host string) *plan.Plan {
+				return &plan.Plan{Settings: config.Settings{Host: config.Field[string]{Value: host}, Port: config.Field[int]{Value: port}}}
+			}
+			old, moved := at("127.0.0.1"), at(c.host)
+			if c.held {
+				ln, err := net.Listen("tcp", addrOf(moved))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer ln.Close()
+			}
+			pb, err := listenPublic(old, h, nil, discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer pb.close()
+			err = pb.reserve(moved)
+			switch {
+			case c.refused == "" && err != nil:
+				t.Fatalf("reserve refused %s: %v", addrOf(moved), err)
+			case c.refused != "" && (err == nil || !strings.Contains(err.Error(), c.refused)):
+				t.Fatalf("reserve of %s: error %v, want one saying %q", addrOf(moved), err, c.refused)
+			}
+			if (pb.pending != nil) != c.pending {
+				t.Errorf("bound ahead: %v, want %v", pb.pending != nil, c.pending)
+			}
+			if wants := pb.want == moved; wants != (err == nil) {
+				t.Errorf("the move is asked for: %v, with reserve's error %v", wants, err)
+			}
+			if err != nil {
+				pb.follow(old, nil) // the switch was never asked for: nothing moves
+				if pb.address() != addrOf(old) {
+					t.Errorf("after a refused move the proxy listens on %s, want %s", pb.address(), addrOf(old))
+				}
+				return
+			}
+			pb.follow(moved, moved)
+			if pb.address() != addrOf(moved) {
+				t.Errorf("after the switch the proxy listens on %s, want %s", pb.address(), addrOf(moved))
+			}
+		})
+	}
+}
+
+// ownPort: the proxy's own listener can hold an address's port only where
+// the hosts overlap.
+func TestOwnPort(t *testing.T) {
+	for _, c := range []struct {
+		addr, held string
+		want       bool
+	}{
+		{"0.0.0.0:80", "127.0.0.1:80", true},
+		{"127.0.0.1:80", "0.0.0.0:80", true},
+		{"[::]:80", "127.0.0.1:80", true},
+		{":80", "127.0.0.1:80", true},
+		{"localhost:80", "127.0.0.1:80", true}, // a name may be the other
+		{"127.0.0.1:80", "127.0.0.1:80", true},
+		{"127.0.0.2:80", "127.0.0.1:80", false},
+		{"192.0.2.1:80", "127.0.0.1:80", false},
+		{"[::1]:80", "127.0.0.1:80", false},
+		{"0.0.0.0:81", "127.0.0.1:80", false},
+		{"bad", "127.0.0.1:80", false},
+	} {
+		if got := ownPort(c.addr, c.held); got != c.want {
+			t.Errorf("ownPort(%q, %q) = %v, want %v", c.addr, c.held, got, c.want)
+		}
 	}
 }

@@ -20,9 +20,10 @@ import (
 // public is the proxy's listening side. Where it listens follows the plan
 // in force (follow), never a plan still on its way: a switch that fails
 // leaves the address as it was, and the status page names where the proxy
-// listens. A plan whose address has another port is bound ahead, beside
-// the address in force (reserve), so that a taken port rejects it before
-// anything stops and clients may connect there as soon as it is asked for.
+// listens. A plan with another address (port or host) is bound ahead,
+// beside the address in force (reserve), so that an address this host
+// cannot listen on rejects it before anything stops and clients may
+// connect there as soon as it is asked for.
 type public struct {
 	h     http.Handler
 	log   *slog.Logger
@@ -66,25 +67,31 @@ func (pb *public) address() string {
 	return pb.addr
 }
 
-// reserve takes np as the latest plan asked for. Its address, on another
-// port than the one in force, is bound now beside it (a taken port is
-// refused, changing nothing); on the same port (0.0.0.0:P to 127.0.0.1:P)
-// the listener in force holds it, and the move waits for follow.
+// reserve takes np as the latest plan asked for. Its address, where it is
+// not the one in force (another port, or another host), is bound now
+// beside it: one that cannot be bound (a taken port, a host that does not
+// resolve or is not this machine's) is refused, changing nothing. Only
+// where the listener in force holds the port itself (0.0.0.0:P to
+// 127.0.0.1:P: ownPort) does the move wait for follow.
 func (pb *public) reserve(np *plan.Plan) error {
 	addr := addrOf(np)
 	pb.mu.Lock()
 	defer pb.mu.Unlock()
 	switch {
-	case addr == pb.addr || samePort(addr, pb.addr):
-		pb.dropLocked("a later reload asks for the port in force")
+	case addr == pb.addr:
+		pb.dropLocked("a later reload asks for the address in force")
 	case pb.pending != nil && pb.pendingAddr == addr:
 	default:
 		if pb.pending != nil && samePort(addr, pb.pendingAddr) {
 			pb.dropLocked("")
 		}
 		srv, err := serveHTTP(addr, pb.h, pb.slots, pb.log)
+		if err != nil && errors.Is(err, syscall.EADDRINUSE) && ownPort(addr, pb.addr) {
+			pb.dropLocked("a later reload asks for the port in force")
+			break
+		}
 		if err != nil {
-			return exitcode.Bad(fmt.Errorf("port %d on %s is not available (%v); the proxy stays on %s", np.Settings.Port.Value, np.Settings.Host.Value, err, pb.addr))
+			return exitcode.Bad(fmt.Errorf("port %d on %s is not available (%w); the proxy stays on %s; %s", np.Settings.Port.Value, np.Settings.Host.Value, err, pb.addr, bindFix(err)))
 		}
 		pb.dropLocked("a later reload asked for another address")
 		pb.pending, pb.pendingAddr = srv, addr
@@ -138,7 +145,7 @@ func (pb *public) follow(inForce, done *plan.Plan) {
 func (pb *public) moveLocked(addr string) error {
 	old, oldAddr := pb.srv, pb.addr
 	srv, err := serveHTTP(addr, pb.h, pb.slots, pb.log)
-	if err != nil && errors.Is(err, syscall.EADDRINUSE) && samePort(addr, oldAddr) {
+	if err != nil && errors.Is(err, syscall.EADDRINUSE) && ownPort(addr, oldAddr) {
 		old.closeListener()
 		if srv, err = serveHTTP(addr, pb.h, pb.slots, pb.log); err != nil {
 			back, berr := serveHTTP(oldAddr, pb.h, pb.slots, pb.log)
@@ -184,6 +191,24 @@ func (pb *public) retireLocked(s *httpServer) {
 		pb.retiring = slices.DeleteFunc(pb.retiring, func(x *httpServer) bool { return x == s })
 		pb.mu.Unlock()
 	}()
+}
+
+// ownPort says whether the proxy's listener at held may be what keeps
+// addr from being bound: one port, and hosts that overlap (either is every
+// interface, or a name, which may resolve to the other). Two distinct
+// addresses of this host bind one port side by side (127.0.0.1:P and
+// 127.0.0.2:P), so a refusal there comes from another process.
+func ownPort(addr, held string) bool {
+	h1, p1, err1 := net.SplitHostPort(addr)
+	h2, p2, err2 := net.SplitHostPort(held)
+	if err1 != nil || err2 != nil || p1 != p2 {
+		return false
+	}
+	ip1, ip2 := net.ParseIP(h1), net.ParseIP(h2)
+	if ip1 == nil || ip2 == nil {
+		return true
+	}
+	return ip1.IsUnspecified() || ip2.IsUnspecified() || ip1.Equal(ip2)
 }
 
 // samePort says whether two host:port addresses name one port.
