@@ -17,7 +17,9 @@ import (
 // written through (a symlink to a regular file is followed): a write to a
 // FIFO with no reader would block for good, one to /dev/zero would vanish,
 // one through a dangling symlink would create its target wherever it
-// points.
+// points. It is for the files an operator names and may link from
+// elsewhere (profiles, the tuned layer, bench records); a file that is
+// speclaunch's own (its cache) is written with WriteOwn.
 func WriteFile(path string, b []byte, perm fs.FileMode) error {
 	if li, err := os.Lstat(path); err == nil && li.Mode()&fs.ModeSymlink != 0 {
 		// A symlink to a regular file (a profile linked from elsewhere) is
@@ -29,6 +31,24 @@ func WriteFile(path string, b []byte, perm fs.FileMode) error {
 		}
 	}
 	return Replace(path, b, perm)
+}
+
+// WriteOwn writes b to path as Replace does, for a file that is
+// speclaunch's own (the adaptive state in its cache): a symlink at path,
+// even to a regular file, is replaced by the file, never written through,
+// since no operator's choice is kept there and writing through would
+// overwrite (and chmod) whatever file the link names. link is the target
+// of the symlink it replaced ("" where none was), for the caller to say.
+func WriteOwn(path string, b []byte, perm fs.FileMode) (link string, err error) {
+	if li, err := os.Lstat(path); err == nil && li.Mode()&fs.ModeSymlink != 0 {
+		if link, err = os.Readlink(path); err != nil {
+			link = "(unreadable: " + err.Error() + ")"
+		}
+	}
+	if err := Replace(path, b, perm); err != nil {
+		return "", err
+	}
+	return link, nil
 }
 
 // Replace writes b to path through a temporary file beside it and a

@@ -97,3 +97,70 @@ func TestReplaceNeverFollows(t *testing.T) {
 		t.Errorf("%s holds %q, want the new content", link, b)
 	}
 }
+
+// WriteOwn puts a regular file at path whatever is there and says which
+// link it replaced: a symlink to a regular file is replaced, its target
+// left as it was (content and mode), where WriteFile writes through it.
+func TestWriteOwnReplacesALink(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		make   func(t *testing.T, path, target string) // what is at path before
+		link   bool                                    // WriteOwn says it replaced a link to target
+		kept   bool                                    // target exists after, as it was
+		before string                                  // target's content before
+	}{
+		{"nothing there", func(t *testing.T, path, target string) {}, false, false, ""},
+		{"a regular file", func(t *testing.T, path, target string) {
+			must(t, os.WriteFile(path, []byte("old"), 0o644))
+		}, false, false, ""},
+		{"a symlink to a regular file", func(t *testing.T, path, target string) {
+			must(t, os.WriteFile(target, []byte("theirs"), 0o644))
+			must(t, os.Symlink(target, path))
+		}, true, true, "theirs"},
+		{"a dangling symlink", func(t *testing.T, path, target string) {
+			must(t, os.Symlink(target, path))
+		}, true, false, ""},
+		{"a symlink to a FIFO", func(t *testing.T, path, target string) {
+			must(t, syscall.Mkfifo(target, 0o644))
+			must(t, os.Symlink(target, path))
+		}, true, false, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path, target := filepath.Join(dir, "state.json"), filepath.Join(dir, "elsewhere")
+			c.make(t, path, target)
+			link, err := WriteOwn(path, []byte("new"), 0o600)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := map[bool]string{true: target, false: ""}[c.link]; link != want {
+				t.Errorf("WriteOwn says it replaced a link to %q, want %q", link, want)
+			}
+			li, err := os.Lstat(path)
+			if err != nil || !li.Mode().IsRegular() || li.Mode().Perm() != 0o600 {
+				t.Errorf("after WriteOwn %v, %v: want a regular file, mode 0600", li, err)
+			}
+			if b, _ := os.ReadFile(path); string(b) != "new" {
+				t.Errorf("%s holds %q, want the new content", path, b)
+			}
+			if c.kept {
+				fi, err := os.Stat(target)
+				if b, _ := os.ReadFile(target); string(b) != c.before || err != nil || fi.Mode().Perm() != 0o644 {
+					t.Errorf("the link's target holds %q (%v, %v), want %q, mode 0644 as it was", b, fi, err, c.before)
+				}
+			} else if fi, err := os.Lstat(target); err == nil && fi.Mode().IsRegular() {
+				t.Errorf("WriteOwn created %s through the link", target)
+			}
+			if left, _ := filepath.Glob(filepath.Join(dir, ".*")); len(left) != 0 {
+				t.Errorf("temporary files left: %v", left)
+			}
+		})
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -463,8 +463,14 @@ func (sh *controlShell) save(s control.State, now time.Time) {
 	if err == nil {
 		err = os.MkdirAll(filepath.Dir(sh.file), 0o755)
 	}
+	var link string
 	if err == nil {
-		err = safefile.WriteFile(sh.file, b, 0o600)
+		// The cache is speclaunch's own: a symlink there is replaced, never
+		// written through to whatever file it names.
+		link, err = safefile.WriteOwn(sh.file, b, 0o600)
+	}
+	if link != "" {
+		sh.log.Warn("adapt: the state file was a symbolic link; it is replaced by the file itself, and the file it pointed to is left as it was", "file", sh.file, "target", link)
 	}
 	switch {
 	case err != nil:

@@ -45,3 +45,44 @@ func TestControlLoadFitsSavedBuckets(t *testing.T) {
 		t.Errorf("the log says the buckets changed %d times, want once with what was kept:\n%s", n, log.String())
 	}
 }
+
+// The adaptive state file is speclaunch's own: a symlink at its path is
+// replaced by the saved file, said once with its target, and the file it
+// pointed to is left as it was. Before, the save wrote through the link,
+// over that file (and made it 0600), even one the load had refused.
+func TestControlSaveReplacesALink(t *testing.T) {
+	dir := t.TempDir()
+	file, theirs := filepath.Join(dir, "adapt-control-x.json"), filepath.Join(dir, "theirs.txt")
+	if err := os.WriteFile(theirs, []byte("not a state"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(theirs, file); err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	key := adapt.CacheKey{Engine: "sim", GPU: "none", Capability: "12.1"}
+	c := control.New(control.Config{Default: schedule.Flat(4, "engine default")})
+	sh := &controlShell{c: c, file: file, key: key, log: slog.New(slog.NewTextHandler(&log, nil))}
+	if p := sh.load(); len(p.Schedule) != 0 {
+		t.Fatalf("the load resumed %v from a file that is no state", p.Schedule)
+	}
+	s := c.Init(control.Pair{})
+	sh.save(s, time.Now())
+	sh.save(s, time.Now())
+	if b, _ := os.ReadFile(theirs); string(b) != "not a state" {
+		t.Errorf("the link's target holds %q: the save wrote through the link", b)
+	}
+	if fi, err := os.Stat(theirs); err != nil || fi.Mode().Perm() != 0o644 {
+		t.Errorf("the link's target is %v (%v), want mode 0644 as it was", fi, err)
+	}
+	if li, err := os.Lstat(file); err != nil || !li.Mode().IsRegular() {
+		t.Errorf("the state file is %v (%v), want a regular file in place of the link", li, err)
+	}
+	if n := strings.Count(log.String(), "was a symbolic link"); n != 1 || !strings.Contains(log.String(), "target="+theirs) {
+		t.Errorf("the log says the link was replaced %d times, want once with its target:\n%s", n, log.String())
+	}
+	var sp savedPair
+	if b, err := os.ReadFile(file); err != nil || json.Unmarshal(b, &sp) != nil || sp.Key.Engine != key.Engine {
+		t.Errorf("the state file in the link's place holds %q (%v), want the saved state", b, err)
+	}
+}
