@@ -88,10 +88,67 @@ const (
 	maxSavedRows    = 4096
 )
 
-// Check says what is wrong with a Pair read from a file ("" when nothing):
-// the controller takes a saved Pair only when it passes.
-func (p Pair) Check() string {
+// clockSkew is how far past now a saved time may lie and still be taken:
+// a clock stepped back by NTP after the save, not a file from the future.
+const clockSkew = 5 * time.Minute
+
+// Resume says whether a Pair read from a file written at saved is taken
+// at now. why names what is wrong with it, by the file's field ("" when
+// nothing: Check, and the file's own time); one that passes but holds
+// nothing learnt ("pair": null, a run stopped before it measured) is not
+// taken either, with no why: there is nothing to resume.
+func Resume(saved time.Time, p Pair, now time.Time) (take bool, why string) {
+	if why := later("saved", saved, now); why != "" {
+		return false, why
+	}
+	if why := p.Check(now); why != "" {
+		return false, why
+	}
+	return p.Learnt(), ""
+}
+
+// Learnt says whether p holds anything measured or decided: acceptance, a
+// verify cost, a run, a width tried, a switch time, a kept traffic or a
+// width decided (the default's widths, which Init gives every Pair, are
+// not).
+func (p Pair) Learnt() bool {
+	if len(p.Acc) > 0 || len(p.Verify) > 0 || p.SwitchS > 0 || len(p.Regimes) > 0 || len(p.Changes) > 0 || p.TrialError != 0 {
+		return true
+	}
+	for _, b := range p.Buckets {
+		if len(b.Acc) > 0 || len(b.Tried) > 0 {
+			return true
+		}
+		for _, rs := range b.Runs {
+			if len(rs) > 0 {
+				return true
+			}
+		}
+	}
+	for _, sb := range p.Schedule {
+		if !safeAnswer(sb.Source) {
+			return true
+		}
+	}
+	return false
+}
+
+// later says what is wrong with a saved time t, the field what, at now
+// ("" when nothing): one past now by more than clockSkew.
+func later(what string, t, now time.Time) string {
+	if t.After(now.Add(clockSkew)) {
+		return fmt.Sprintf("%s %s is later than now (%s)", what, t.Format(time.RFC3339), now.Format(time.RFC3339))
+	}
+	return ""
+}
+
+// Check says what is wrong with a Pair read from a file at now ("" when
+// nothing), naming the field: the controller takes a saved Pair only when
+// it passes.
+func (p Pair) Check(now time.Time) string {
 	switch {
+	case p.Decisions < 0:
+		return fmt.Sprintf("Decisions %d, below 0", p.Decisions)
 	case len(p.Verify) > maxSavedRows:
 		return fmt.Sprintf("%d probed row counts, more than %d", len(p.Verify), maxSavedRows)
 	case len(p.Changes) > maxChanges:
@@ -113,6 +170,9 @@ func (p Pair) Check() string {
 	if why := checkAcc(p.Acc, p.Cycles); why != "" {
 		return why
 	}
+	if why := p.checkTimes(now); why != "" {
+		return why
+	}
 	for r, v := range p.Verify {
 		if r < 1 || r > maxSavedRows || !finite(v, 1e-6, 1e6) {
 			return fmt.Sprintf("verify cost %v ms at %d rows", v, r)
@@ -121,6 +181,9 @@ func (p Pair) Check() string {
 	for _, b := range p.Buckets {
 		if len(b.Runs) > maxSavedWidth || !finite(b.N, 0, 1e6) {
 			return fmt.Sprintf("bucket %d-%d: %d widths, load %v", b.Lo, b.Hi, len(b.Runs), b.N)
+		}
+		if !finite(b.NSamples, 0, 1e15) {
+			return fmt.Sprintf("bucket %d-%d: NSamples %v, below 0 or out of bounds", b.Lo, b.Hi, b.NSamples)
 		}
 		if why := checkRuns(b.Lo, b.Hi, b.Runs); why != "" {
 			return why
@@ -140,6 +203,54 @@ func (p Pair) Check() string {
 		}
 		if why := checkAcc(r.Acc, r.Cycles); why != "" {
 			return "a traffic regime's " + why
+		}
+	}
+	return ""
+}
+
+// checkTimes says which of p's saved times lies past now (later): when
+// its knowledge changed, the changes of traffic, a bucket's trials and
+// every run's and kept traffic's. A time to come would hold a width back
+// from a trial, or keep a run fresh, for as long as it is ahead.
+func (p Pair) checkTimes(now time.Time) string {
+	if why := later("Saved", p.Saved, now); why != "" {
+		return why
+	}
+	for _, t := range p.Changes {
+		if why := later("Changes", t, now); why != "" {
+			return why
+		}
+	}
+	for _, b := range p.Buckets {
+		for w, t := range b.Tried {
+			if why := later(fmt.Sprintf("Tried of width %d", w), t, now); why != "" {
+				return fmt.Sprintf("bucket %d-%d: %s", b.Lo, b.Hi, why)
+			}
+		}
+		if why := runsLater(b.Runs, now); why != "" {
+			return fmt.Sprintf("bucket %d-%d: %s", b.Lo, b.Hi, why)
+		}
+	}
+	for _, r := range p.Regimes {
+		if why := later("At", r.At, now); why != "" {
+			return "a traffic regime: " + why
+		}
+		for _, runs := range r.Runs {
+			if why := runsLater(runs, now); why != "" {
+				return "a traffic regime: " + why
+			}
+		}
+	}
+	return ""
+}
+
+// runsLater says which run's time lies past now ("" when none).
+func runsLater(runs map[int][]Run, now time.Time) string {
+	for w, rs := range runs {
+		for _, r := range rs {
+			if why := later(fmt.Sprintf("At of a run of width %d", w), r.At, now); why != "" {
+				return why
+			}
 		}
 	}
 	return ""

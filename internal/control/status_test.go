@@ -47,13 +47,66 @@ func TestPairCheck(t *testing.T) {
 		{"a bucket accepting more than its cycles", func(p *Pair) { p.Buckets[0].Acc, p.Buckets[0].Cycles = []float64{50}, []float64{10} }, "bucket 1-1: position 1"},
 		{"a bucket's acceptance of other lengths", func(p *Pair) { p.Buckets[0].Acc, p.Buckets[0].Cycles = []float64{5, 5}, []float64{10} }, "acceptance positions"},
 		{"too many changes of traffic", func(p *Pair) { p.Changes = make([]time.Time, maxChanges+1) }, "changes of traffic"},
+		{"decisions below 0", func(p *Pair) { p.Decisions = -1 }, "Decisions -1, below 0"},
+		{"a bucket's samples below 0", func(p *Pair) { p.Buckets[0].NSamples = -1 }, "bucket 1-1: NSamples -1"},
+		{"saved in year 9999", func(p *Pair) { p.Saved = year9999 }, "Saved 9999-12-31T00:00:00Z is later than now"},
+		{"saved a minute ahead (a clock stepped back)", func(p *Pair) { p.Saved = t0.Add(time.Minute) }, ""},
+		{"a width tried in year 9999", func(p *Pair) { p.Buckets[0].Tried[4] = year9999 }, "bucket 1-1: Tried of width 4 9999-12-31T00:00:00Z is later than now"},
+		{"a run in year 9999", func(p *Pair) { p.Buckets[0].Runs[4][0].At = year9999 }, "At of a run of width 4 9999"},
+		{"a change of traffic in year 9999", func(p *Pair) { p.Changes = []time.Time{year9999} }, "Changes 9999"},
+		{"a kept traffic in year 9999", func(p *Pair) { p.Regimes = []Regime{{At: year9999}} }, "a traffic regime: At 9999"},
+		{"a kept traffic's run in year 9999", func(p *Pair) {
+			p.Regimes = []Regime{{Runs: []map[int][]Run{{4: {{At: year9999}}}}}}
+		}, "a traffic regime: At of a run of width 4 9999"},
 	}
 	for _, tc := range cases {
 		p := good()
 		tc.edit(&p)
-		got := p.Check()
+		got := p.Check(t0)
 		if tc.want == "" && got != "" || tc.want != "" && !strings.Contains(got, tc.want) {
 			t.Errorf("%s: Check() = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+var year9999 = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
+
+// A saved state is resumed only when it holds something learnt and every
+// time in it has come: "pair": null, or one with nothing but the default's
+// widths, is nothing to resume (no word), and a file saved in year 9999
+// is refused by its field. Before, both were resumed, the first said as
+// "resuming what an earlier run learnt".
+func TestResume(t *testing.T) {
+	c := New(Config{Default: schedule.Flat(4, "default")})
+	fresh := c.Init(Pair{}).Pair
+	learnt := c.Init(Pair{}).Pair
+	learnt.Buckets[0].Runs[4] = []Run{{Tokens: 100, Secs: 1, Cycles: 40, Scrapes: 5, SumR: 500, SumR2: 50000, SumT: 12, SumT2: 30}}
+	tried := c.Init(Pair{}).Pair
+	tried.Buckets[1].Tried[6] = t0.Add(-time.Hour)
+	decided := c.Init(Pair{}).Pair
+	decided.Schedule[0].Width, decided.Schedule[0].Source = 8, "measured"
+	negative := learnt
+	negative.Decisions = -1
+	for _, tc := range []struct {
+		name  string
+		saved time.Time
+		p     Pair
+		take  bool
+		why   string // in the reason
+	}{
+		{`"pair": null`, t0.Add(-time.Hour), Pair{}, false, ""},
+		{"the default's widths alone", t0.Add(-time.Hour), fresh, false, ""},
+		{"a run", t0.Add(-time.Hour), learnt, true, ""},
+		{"a width tried", t0.Add(-time.Hour), tried, true, ""},
+		{"a width decided", t0.Add(-time.Hour), decided, true, ""},
+		{"no saved time", time.Time{}, learnt, true, ""},
+		{"saved in year 9999", year9999, learnt, false, "saved 9999-12-31T00:00:00Z is later than now"},
+		{"saved in year 9999 with nothing learnt", year9999, Pair{}, false, "saved 9999"},
+		{"decisions below 0", t0.Add(-time.Hour), negative, false, "Decisions -1"},
+	} {
+		take, why := Resume(tc.saved, tc.p, t0)
+		if take != tc.take || (tc.why == "") != (why == "") || !strings.Contains(why, tc.why) {
+			t.Errorf("%s: Resume = %v, %q; want %v, %q", tc.name, take, why, tc.take, tc.why)
 		}
 	}
 }

@@ -432,9 +432,12 @@ func (sh *controlShell) load() control.Pair {
 		sh.log.Warn("adapt: the saved state was written for another engine or GPU; learning again", "file", sh.file)
 		return control.Pair{}
 	}
-	if why := sp.Pair.Check(); why != "" {
+	take, why := control.Resume(sp.Saved, sp.Pair, time.Now())
+	if why != "" {
 		sh.log.Warn("adapt: the saved state is not read ("+why+"); learning again", "file", sh.file)
-		return control.Pair{}
+	}
+	if !take {
+		return control.Pair{} // refused, or nothing learnt to resume
 	}
 	sh.resumed = sp.Saved.Format(time.RFC3339)
 	p, note := sh.c.Fit(sp.Pair) // saved under other load buckets: mapped, the rest learnt again

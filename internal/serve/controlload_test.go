@@ -24,7 +24,7 @@ func TestControlLoadFitsSavedBuckets(t *testing.T) {
 	p := flat.Init(control.Pair{}).Pair
 	p.Schedule[0].Width, p.Schedule[0].Source = 8, "measured"
 	file := filepath.Join(t.TempDir(), "adapt-control-x.json")
-	b, err := json.Marshal(savedPair{Key: key, Saved: time.Unix(1_800_000_000, 0), Pair: p})
+	b, err := json.Marshal(savedPair{Key: key, Saved: time.Unix(1_700_000_000, 0), Pair: p})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,5 +84,56 @@ func TestControlSaveReplacesALink(t *testing.T) {
 	var sp savedPair
 	if b, err := os.ReadFile(file); err != nil || json.Unmarshal(b, &sp) != nil || sp.Key.Engine != key.Engine {
 		t.Errorf("the state file in the link's place holds %q (%v), want the saved state", b, err)
+	}
+}
+
+// The shell resumes a saved state only when control.Resume takes it: one
+// that holds nothing learnt is no "resuming" line and no resumed status,
+// and one with a time to come or a negative count is refused with a
+// warning naming the file and the field. Before, all four were resumed.
+func TestControlLoadResumesOnlyWhatWasLearnt(t *testing.T) {
+	key := adapt.CacheKey{Engine: "sim", GPU: "none", Capability: "12.1"}
+	c := control.New(control.Config{Default: schedule.Flat(4, "engine default")})
+	learnt := func() savedPair {
+		p := c.Init(control.Pair{}).Pair
+		p.Schedule[0].Width, p.Schedule[0].Source = 8, "measured"
+		return savedPair{Key: key, Saved: time.Now().Add(-time.Hour), Pair: p}
+	}
+	year9999 := time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name string
+		edit func(sp *savedPair)
+		warn string // in the warning; "" none
+		take bool
+	}{
+		{"a learnt state", func(sp *savedPair) {}, "", true},
+		{`"pair": null`, func(sp *savedPair) { sp.Pair = control.Pair{} }, "", false},
+		{`"saved" in year 9999`, func(sp *savedPair) { sp.Saved = year9999 }, "saved 9999-12-31T00:00:00Z is later than now", false},
+		{"a width tried in year 9999", func(sp *savedPair) { sp.Pair.Buckets[0].Tried = map[int]time.Time{4: year9999} }, "Tried of width 4 9999", false},
+		{`"Decisions": -1`, func(sp *savedPair) { sp.Pair.Decisions = -1 }, "Decisions -1", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sp := learnt()
+			tc.edit(&sp)
+			file := filepath.Join(t.TempDir(), "adapt-control-x.json")
+			b, err := json.Marshal(sp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(file, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			var log bytes.Buffer
+			sh := &controlShell{c: c, file: file, key: key, log: slog.New(slog.NewTextHandler(&log, nil))}
+			sh.load()
+			took := sh.resumed != ""
+			if took != tc.take || strings.Contains(log.String(), "resuming what an earlier run learnt") != tc.take {
+				t.Errorf("resumed %q, want it taken %v; log:\n%s", sh.resumed, tc.take, log.String())
+			}
+			warned := strings.Contains(log.String(), "level=WARN")
+			if warned != (tc.warn != "") || !strings.Contains(log.String(), tc.warn) || warned && !strings.Contains(log.String(), "file="+file) {
+				t.Errorf("the log, want a warning naming the file and %q (none when empty):\n%s", tc.warn, log.String())
+			}
+		})
 	}
 }
