@@ -516,6 +516,32 @@ func TestTuneRefusedWhileAnotherRuns(t *testing.T) {
 	}
 }
 
+// A directory where tune's run lock goes is bad input (exit 2) that names
+// the path and the fix; before, it was exit 1 and the open's bare error.
+func TestTuneLockPathTaken(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "target"), "target weights")
+	writeFile(t, filepath.Join(dir, "drafter"), "drafter weights")
+	prof := filepath.Join(dir, "p.toml")
+	writeFile(t, prof, "[engine]\nname = \"sim\"\n[model]\npath = \"target\"\nquant = \"affine\"\n[draft]\nmodel = \"drafter\"\n[gpu]\ncapability = \"9.0\"\n")
+	cfg := filepath.Join(dir, "config")
+	getenv := func(k string) string {
+		if k == "XDG_CONFIG_HOME" {
+			return cfg
+		}
+		return os.Getenv(k)
+	}
+	lock := safefile.RunLock(filepath.Join(cfg, "speclaunch", TunedFile))
+	if err := os.MkdirAll(lock, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	code := runEnv(context.Background(), []string{"tune", "--profile", prof, "--levels", "1,2"}, Embedded{Policy: policyTOML}, &stdout, &stderr, nil, getenv)
+	if code != 2 || !strings.Contains(stderr.String(), lock+": is a directory") || !strings.Contains(stderr.String(), "remove it") {
+		t.Errorf("exit %d:\n%s%s", code, stdout.String(), stderr.String())
+	}
+}
+
 // tunedEntryTOML is a tuned [[entry]] of the sim's stand-in engine, as
 // tune writes one: id "tuned-"+id, keyed on capability and quant, its
 // schedule in triples, its target hash 64 × target.

@@ -3,6 +3,7 @@ package safefile
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -60,13 +61,25 @@ func RunLock(path string) string { return lockName(path, "tune") }
 // error, when another process holds it. Systems without flock always get
 // it. tune holds one for its whole sweep: two tunes run at once each
 // measured under the other's load and the later write won.
+//
+// Something other than a regular file at name (a directory, a FIFO, a
+// symlink to either) is refused with an *Error naming it and the fix,
+// bad input: the lock file is speclaunch's own, made again once removed.
+// The open does not block, so a FIFO there cannot hang it.
 func Hold(name string) (release func(), ok bool, err error) {
 	if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
 		return nil, false, err
 	}
-	f, err := os.OpenFile(name, os.O_RDONLY|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(name, os.O_RDONLY|os.O_CREATE|openFlags, 0o644)
 	if err != nil {
+		if fi, serr := os.Stat(name); serr == nil && !fi.Mode().IsRegular() {
+			return nil, false, lockFileError(name, fi.Mode(), err)
+		}
 		return nil, false, err
+	}
+	if fi, err := f.Stat(); err == nil && !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, false, lockFileError(name, fi.Mode(), nil)
 	}
 	busy, err := tryLock(f)
 	if err != nil || busy {
@@ -77,4 +90,11 @@ func Hold(name string) (release func(), ok bool, err error) {
 		return nil, false, err
 	}
 	return func() { f.Close() }, true, nil
+}
+
+// lockFileError refuses what stands at the lock file's path, of mode m,
+// with the fix: remove it.
+func lockFileError(name string, m fs.FileMode, err error) *Error {
+	return &Error{What: "lock file", Path: name, Err: err,
+		Msg: "is " + Kind(m) + ", not a regular file; remove it (speclaunch makes the lock file again, empty)"}
 }
