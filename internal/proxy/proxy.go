@@ -358,6 +358,10 @@ func New(o Options) *Proxy {
 			pr.SetURL(s.b.URL)
 			pr.Out.Host = pr.In.Host
 			pr.SetXForwarded()
+			// speclaunch's server answers a client's Expect: 100-continue
+			// as the body is read; the engine's own 100 would reach the
+			// client as a second one.
+			pr.Out.Header.Del("Expect")
 			// The inbound body stays ours: a refused dial must leave it
 			// unread and open so the request can go to the next engine.
 			if pr.Out.Body != nil && pr.Out.Body != http.NoBody {
