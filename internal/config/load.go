@@ -185,6 +185,7 @@ func Load(in Input) (Settings, *profiles.Profile, []Notice, error) {
 	if err := l.rows(&s, ScopeLaunch, ScopeServe); err != nil {
 		return Settings{}, nil, nil, err
 	}
+	l.flagOverEnv(&s)
 	l.notices = append(l.notices, envTypos(in.EnvNames)...)
 	return s, l.prof, l.notices, nil
 }

@@ -26,6 +26,7 @@ type Flag struct {
 	Names  []string // "-ngl", "--gpu-layers", "--n-gpu-layers"
 	Values int      // how many tokens follow it: 0 (--jinja), 1 (-ngl N), 2 (--control-vector-layer-range START END)
 	Hint   string   // the values' placeholder in --help, e.g. "N", "FNAME", "START END"
+	Env    string   // the variable llama-server also reads it from, e.g. "LLAMA_ARG_CTX_SIZE"; "" for none
 }
 
 // countValues counts the placeholders in a hint: words separated by
@@ -56,13 +57,24 @@ func countValues(hint string) int {
 // or more spaces (the description column) or the end of the line.
 var headRE = regexp.MustCompile(`^((?:-[-\w.]+,\s+)*-[-\w.]+)((?: \S+)*)(?:\s{2,}|$)`)
 
+// envRE matches the "(env: LLAMA_ARG_CTX_SIZE)" an option's description
+// ends with, on a continuation line of its own.
+var envRE = regexp.MustCompile(`\(env: ([A-Z][A-Z0-9_]*)\)`)
+
 // Parse reads the options of `llama-server --help`. Only lines that start
 // with '-' in the first column are options; continuation lines (the
-// description, "(env: ...)") are indented.
+// description, "(env: ...)") are indented, and an "(env: NAME)" among
+// them is the option's variable.
 func Parse(help string) []Flag {
 	var out []Flag
 	for _, line := range strings.Split(help, "\n") {
 		line = strings.TrimRight(line, "\r")
+		if strings.HasPrefix(line, " ") && len(out) > 0 && out[len(out)-1].Env == "" {
+			if m := envRE.FindStringSubmatch(line); m != nil {
+				out[len(out)-1].Env = m[1]
+			}
+			continue
+		}
 		if !strings.HasPrefix(line, "-") || strings.HasPrefix(line, "-----") {
 			continue
 		}
@@ -100,6 +112,43 @@ func Merge(lists ...[]Flag) (map[string]Flag, error) {
 		}
 	}
 	return out, nil
+}
+
+// Envs maps each variable the lists (the newest tree first) name to the
+// first name of its flag in the newest list that names it: llama-server
+// renames a variable with its flag (LLAMA_ARG_MODEL_DRAFT became
+// LLAMA_ARG_SPEC_DRAFT_MODEL), so both names stay. A variable of two
+// flags that share no name is an error: which one it sets is not known.
+func Envs(lists ...[]Flag) (map[string]string, error) {
+	out := map[string]string{}
+	names := map[string][]string{} // variable -> the names of its flag where first met
+	for _, l := range lists {
+		for _, f := range l {
+			if f.Env == "" {
+				continue
+			}
+			old, ok := names[f.Env]
+			if !ok {
+				out[f.Env], names[f.Env] = f.Names[0], f.Names
+				continue
+			}
+			if !slices.ContainsFunc(f.Names, func(n string) bool { return slices.Contains(old, n) }) {
+				return nil, fmt.Errorf("variable %s is the flag %s in one --help and %s in another", f.Env, old[0], f.Names[0])
+			}
+		}
+	}
+	return out, nil
+}
+
+// EnvFlag returns every spelling of the flag that llama-server also reads
+// from variable name ("LLAMA_ARG_CTX_SIZE" -> -c, --ctx-size), nil for a
+// variable it reads for no flag: its command line wins over the variable.
+func EnvFlag(name string) []string {
+	f, ok := envFlags[name]
+	if !ok {
+		return nil
+	}
+	return Spellings(f)
 }
 
 // Values reports how many tokens follow a llama-server flag, and whether

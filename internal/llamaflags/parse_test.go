@@ -1,7 +1,9 @@
 package llamaflags
 
 import (
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -80,5 +82,43 @@ func TestTableIsCurrent(t *testing.T) {
 		if v, ok := Values(n); !ok || v != f.Values {
 			t.Errorf("%s: table says %d (known %v), the captures %d: run go generate ./internal/llamaflags", n, v, ok, f.Values)
 		}
+	}
+	envs, err := Envs(Parse(readHelp(t, "new-help.txt")), Parse(readHelp(t, "old-help.txt")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(envs, envFlags) {
+		t.Errorf("table has %d variables, the captures %d (or they differ): run go generate ./internal/llamaflags", len(envFlags), len(envs))
+	}
+}
+
+// EnvFlag knows the flag of each variable llama-server reads, under
+// either tree's name, and no flag for a variable of none.
+func TestEnvFlag(t *testing.T) {
+	for _, c := range []struct {
+		env  string
+		want []string
+	}{
+		{"LLAMA_ARG_CTX_SIZE", []string{"-c", "--ctx-size"}},
+		{"LLAMA_ARG_N_GPU_LAYERS", []string{"-ngl", "--gpu-layers", "--n-gpu-layers"}},
+		{"LLAMA_ARG_N_PARALLEL", []string{"-np", "--parallel"}},
+		{"LLAMA_ARG_SPEC_DRAFT_MODEL", []string{"--spec-draft-model", "-md", "--model-draft"}}, // the new tree's name
+		{"LLAMA_ARG_MODEL_DRAFT", []string{"--spec-draft-model", "-md", "--model-draft"}},      // the old tree's
+		{"LLAMA_ARG_NOPE", nil},
+		{"MLXCEL_PORT", nil},
+	} {
+		if got := EnvFlag(c.env); !slices.Equal(got, c.want) {
+			t.Errorf("EnvFlag(%s) = %q, want %q", c.env, got, c.want)
+		}
+	}
+}
+
+// A variable that two trees give to unrelated flags is refused: which
+// flag it sets would be a guess.
+func TestEnvsRefusesConflict(t *testing.T) {
+	a := []Flag{{Names: []string{"-x"}, Env: "LLAMA_ARG_X"}}
+	b := []Flag{{Names: []string{"-y"}, Env: "LLAMA_ARG_X"}}
+	if _, err := Envs(a, b); err == nil || !strings.Contains(err.Error(), "LLAMA_ARG_X") {
+		t.Fatalf("Envs = %v, want an error naming LLAMA_ARG_X", err)
 	}
 }

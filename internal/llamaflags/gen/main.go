@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"go/format"
 	"log"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/speclaunch/speclaunch/internal/llamaflags"
 )
@@ -71,6 +73,16 @@ func Generate(srcs []string, lists ...[]llamaflags.Flag) ([]byte, error) {
 			}
 			fmt.Fprintf(&b, "},\n")
 		}
+	}
+	fmt.Fprintf(&b, "}\n\n")
+	envs, err := llamaflags.Envs(lists...)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(&b, "// envFlags maps each variable llama-server reads a flag from to that\n// flag (one of its names), as the newest --help that names it says.\n")
+	fmt.Fprintf(&b, "var envFlags = map[string]string{\n")
+	for _, e := range slices.Sorted(maps.Keys(envs)) {
+		fmt.Fprintf(&b, "\t%q: %q,\n", e, envs[e])
 	}
 	fmt.Fprintf(&b, "}\n")
 	return format.Source(b.Bytes())
