@@ -56,12 +56,10 @@ func writeLaunch(w io.Writer, p *plan.Plan) {
 	for _, k := range sortedKeys(set) {
 		fmt.Fprintf(w, "  %s=%s\n", k, plan.ShellQuote(set[k]))
 	}
-	inherited = secret.MaskEnvMap(inherited)
+	inherited = shownInherited(p)
 	for _, k := range sortedKeys(inherited) {
 		if config.EnvTypo(k) != "" {
-			// A mistyped name (warned of in the notes): its value is
-			// not printed.
-			fmt.Fprintf(w, "  %s=****  # inherited; a mistyped name (notes), its value not printed\n", k)
+			fmt.Fprintf(w, "  %s=%s  # inherited; a mistyped name (notes), its value not printed\n", k, inherited[k])
 			continue
 		}
 		fmt.Fprintf(w, "  %s=%s  # inherited\n", k, plan.ShellQuote(inherited[k]))
@@ -69,6 +67,20 @@ func writeLaunch(w io.Writer, p *plan.Plan) {
 	for _, k := range p.Launch.EnvRemoved {
 		fmt.Fprintf(w, "  unset %s\n", k)
 	}
+}
+
+// shownInherited is inheritedEnv as resolve shows it, in its text and in
+// its JSON (env_inherited) alike: secrets masked (secret.MaskEnvMap), and
+// a mistyped name's value not shown at all (****; the notes warn of the
+// name).
+func shownInherited(p *plan.Plan) map[string]string {
+	out := secret.MaskEnvMap(inheritedEnv(p))
+	for k := range out {
+		if config.EnvTypo(k) != "" {
+			out[k] = secret.Masked
+		}
+	}
+	return out
 }
 
 // engineEnvPrefixes are the variable families an engine reads itself; a

@@ -3,11 +3,13 @@ package cli
 import (
 	"encoding/json"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/speclaunch/speclaunch/internal/plan"
 	"github.com/speclaunch/speclaunch/internal/policy"
 )
 
@@ -152,6 +154,46 @@ func TestDryRunRefusesABadShadowedPort(t *testing.T) {
 		code, o, e := withEnv(tc.env).cli(append([]string{"serve", "--dry-run", "--profile", "../../profiles/demo.toml"}, tc.args...)...)
 		if code != tc.code || !strings.Contains(unwrap(o+e), tc.want) {
 			t.Errorf("%v %v: exit %d, want %d and %q:\n%s%s", tc.env, tc.args, code, tc.code, tc.want, o, e)
+		}
+	}
+}
+
+// resolve --json lists the engine's inherited variables (env_inherited)
+// as the text does, masked the same way: a secret as ****3456, a
+// mistyped name's value as ****; env_set was {} while the text listed
+// them.
+func TestResolveJSONListsInheritedEnv(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	dir := t.TempDir()
+	llama := filepath.Join(dir, "p.toml")
+	if err := os.WriteFile(llama, []byte("[model]\npath = \""+filepath.ToSlash(filepath.Join(dir, "t.gguf"))+"\"\n[engine]\nname = \"llama.cpp\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		profile, name, value, want string
+	}{
+		{llama, "LLAMA_ARG_CTX_SIZE", "4096", "4096"},
+		{llama, "LLAMA_API_KEY", "abcdef123456", "****3456"},
+		{"../../profiles/demo.toml", "MLXCEL_PROT", "hunter3password", "****"},
+		{"../../profiles/demo.toml", "MLXCEL_CACHE_DIR", "/var/cache/it's", "/var/cache/it's"},
+	} {
+		run := withEnv(map[string]string{tc.name: tc.value})
+		code, o, e := run.cli("resolve", "--json", "--profile", tc.profile)
+		var res struct {
+			EnvInherited map[string]string `json:"env_inherited"`
+		}
+		if err := json.Unmarshal([]byte(o), &res); code != 0 || err != nil {
+			t.Fatalf("%s: exit %d, %v\n%s%s", tc.name, code, err, o, e)
+		}
+		if got, ok := res.EnvInherited[tc.name]; !ok || got != tc.want {
+			t.Errorf("%s: env_inherited %q, want %s=%q", tc.name, res.EnvInherited, tc.name, tc.want)
+		}
+		// The text lists each of them with the same value.
+		_, text, _ := run.cli("resolve", "--profile", tc.profile)
+		for k, v := range res.EnvInherited {
+			if !strings.Contains(text, "  "+k+"="+plan.ShellQuote(v)+"  # inherited\n") && !strings.Contains(text, "  "+k+"="+v+"  # inherited; a mistyped name") {
+				t.Errorf("%s: the text does not list %s=%s as --json does:\n%s", tc.name, k, v, text)
+			}
 		}
 	}
 }

@@ -259,13 +259,16 @@ type ResolutionJSON struct {
 	Facts     plan.Facts        `json:"facts"`
 	// Argv is the engine's command as serve starts it: behind the proxy
 	// it listens on 127.0.0.1:PORT, a loopback port picked at start.
-	Argv       []string           `json:"argv"`
-	EnvSet     map[string]string  `json:"env_set"`
-	EnvRemoved []string           `json:"env_removed"`
-	Settings   map[string]Setting `json:"settings"`
-	Notices    []string           `json:"notices"`
-	Warnings   []string           `json:"warnings"`
-	Adapt      AdaptJSON          `json:"adapt"`
+	Argv       []string          `json:"argv"`
+	EnvSet     map[string]string `json:"env_set"`
+	EnvRemoved []string          `json:"env_removed"`
+	// EnvInherited is the engine's own variables it inherits as they are
+	// (the text's "# inherited" lines), masked as the text masks them.
+	EnvInherited map[string]string  `json:"env_inherited"`
+	Settings     map[string]Setting `json:"settings"`
+	Notices      []string           `json:"notices"`
+	Warnings     []string           `json:"warnings"`
+	Adapt        AdaptJSON          `json:"adapt"`
 	// Schedule is the answer at every load, each bucket with its source;
 	// Width is its bucket at Load (the launch's: one request in flight),
 	// or its widest for an engine that takes the schedule itself.
@@ -320,7 +323,8 @@ func resolutionJSON(p *plan.Plan, notices []config.Notice) ResolutionJSON {
 		Width: r.Width, Speculate: r.Source != width.Off, Source: string(r.Source), Reason: r.Reason, Headline: p.Headline(),
 		Key:   map[string]string{"engine": string(r.Key.Engine), "drafter": string(r.Key.Drafter), "capability": r.Key.Capability.String(), "quant": string(r.Key.Quant)},
 		Facts: p.Facts, Argv: secret.MaskArgv(engineArgv(p)), EnvSet: secret.MaskEnvMap(p.Launch.EnvSet), EnvRemoved: p.Launch.EnvRemoved,
-		Settings: settingsMap(p.Settings), Notices: []string{}, Warnings: append([]string{}, p.Warnings...),
+		EnvInherited: shownInherited(p),
+		Settings:     settingsMap(p.Settings), Notices: []string{}, Warnings: append([]string{}, p.Warnings...),
 		Adapt: adaptNote(p),
 	}
 	if out.EnvSet == nil {
