@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/speclaunch/speclaunch/internal/config"
 	"github.com/speclaunch/speclaunch/internal/key"
@@ -54,7 +55,7 @@ func writeLaunch(w io.Writer, p *plan.Plan) {
 	fmt.Fprintln(w, "environment:")
 	set := secret.MaskEnvMap(p.Launch.EnvSet)
 	for _, k := range sortedKeys(set) {
-		fmt.Fprintf(w, "  %s=%s\n", k, plan.ShellQuote(set[k]))
+		fmt.Fprintf(w, "  %s=%s\n", k, envValue(set[k]))
 	}
 	inherited = shownInherited(p)
 	for _, k := range sortedKeys(inherited) {
@@ -62,11 +63,22 @@ func writeLaunch(w io.Writer, p *plan.Plan) {
 			fmt.Fprintf(w, "  %s=%s  # inherited; a mistyped name (notes), its value not printed\n", k, inherited[k])
 			continue
 		}
-		fmt.Fprintf(w, "  %s=%s  # inherited\n", k, plan.ShellQuote(inherited[k]))
+		fmt.Fprintf(w, "  %s=%s  # inherited\n", k, envValue(inherited[k]))
 	}
 	for _, k := range p.Launch.EnvRemoved {
 		fmt.Fprintf(w, "  unset %s\n", k)
 	}
+}
+
+// envValue is a variable's value as the environment section shows it:
+// shell-quoted, as one would type it; one too long for a line, or with a
+// character that is not printable (a newline would forge a line), as the
+// notes quote a value (config.Quoted: "a/a/..."... (100000 bytes)).
+func envValue(v string) string {
+	if len(v) > config.MaxQuoted || strings.ContainsFunc(v, func(r rune) bool { return !unicode.IsPrint(r) }) {
+		return config.Quoted(v)
+	}
+	return plan.ShellQuote(v)
 }
 
 // shownInherited is inheritedEnv as resolve shows it, in its text and in

@@ -197,3 +197,33 @@ func TestResolveJSONListsInheritedEnv(t *testing.T) {
 		}
 	}
 }
+
+// An inherited value too long for a line, or one with a newline, is
+// quoted in resolve's environment section as the notes quote it (cut,
+// its length said): MLXCEL_PROFILE of 100,000 bytes printed a
+// 100,030-character line beside a notes line that cut it.
+func TestEnvironmentLinesAreCut(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	long := strings.Repeat("a/", 50000)
+	for _, tc := range []struct {
+		name, value, want string
+	}{
+		{"MLXCEL_PROFILE", long, `MLXCEL_PROFILE="` + long[:64] + `"... (100000 bytes)  # inherited`},
+		{"MLXCEL_CACHE_DIR", "x\nMLXCEL_FORGED=1", `MLXCEL_CACHE_DIR="x\nMLXCEL_FORGED=1"  # inherited`},
+		{"MLXCEL_CACHE_DIR", "/var/cache/it's", `MLXCEL_CACHE_DIR='/var/cache/it'\''s'  # inherited`},
+		{"MLXCEL_CACHE_DIR", strings.Repeat("b", 64), `MLXCEL_CACHE_DIR=` + strings.Repeat("b", 64) + `  # inherited`},
+	} {
+		code, o, e := withEnv(map[string]string{tc.name: tc.value}).cli("resolve", "--profile", "../../profiles/demo.toml")
+		if code != 0 {
+			t.Fatalf("%s: exit %d\n%s%s", tc.name, code, o, e)
+		}
+		if !strings.Contains(o, "\n  "+tc.want+"\n") {
+			t.Errorf("%s: no line %q in\n%.2000s", tc.name, tc.want, o)
+		}
+		for _, l := range strings.Split(o, "\n") {
+			if len(l) > 400 || strings.HasPrefix(l, "MLXCEL_FORGED") {
+				t.Errorf("%s: a line of %d bytes: %.200s", tc.name, len(l), l)
+			}
+		}
+	}
+}

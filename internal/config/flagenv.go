@@ -44,8 +44,8 @@ func (l *layer) flagOverEnv(s *Settings) {
 		}
 		shown := secret.MaskArgv(append([]string{flag}, vals...))
 		given := strings.Join(shown, " ")
-		if len(given) > maxQuoted {
-			given = flag + " " + quoted(strings.Join(shown[1:], " "))
+		if len(given) > MaxQuoted {
+			given = flag + " " + Quoted(strings.Join(shown[1:], " "))
 		}
 		masked := strings.TrimPrefix(secret.MaskEnv([]string{name + "=" + v})[0], name+"=")
 		where, fix := "typed on the command line", "the command line"
@@ -56,7 +56,7 @@ func (l *layer) flagOverEnv(s *Settings) {
 		if len(vals) == 0 {
 			verb = "is set beside" // a switch: the flag decides, whatever the variable says
 		}
-		l.notices = append(l.notices, Notice{"info", fmt.Sprintf("%s=%s %s %s %s; the engine runs %s, as llama-server takes its command line over its variables; to have the variable win, drop %s from %s", name, quoted(masked), verb, given, where, given, flag, fix)})
+		l.notices = append(l.notices, Notice{"info", fmt.Sprintf("%s=%s %s %s %s; the engine runs %s, as llama-server takes its command line over its variables; to have the variable win, drop %s from %s", name, Quoted(masked), verb, given, where, given, flag, fix)})
 	}
 }
 

@@ -27,12 +27,12 @@ func ParseHost(v string) (string, error) {
 	}
 	switch {
 	case strings.Contains(h, "://"):
-		return "", fmt.Errorf("%s is a URL: give only the host name or IP address, e.g. 0.0.0.0", quoted(v))
+		return "", fmt.Errorf("%s is a URL: give only the host name or IP address, e.g. 0.0.0.0", Quoted(v))
 	case strings.Count(h, ":") == 1:
-		return "", fmt.Errorf("%s has a port: give the host alone and the port as --port (server.port, LLAMA_ARG_PORT)", quoted(v))
+		return "", fmt.Errorf("%s has a port: give the host alone and the port as --port (server.port, LLAMA_ARG_PORT)", Quoted(v))
 	}
 	if err := hostName(h); err != nil {
-		return "", fmt.Errorf("%s is not an IP address or a host name: %w; e.g. 127.0.0.1, 0.0.0.0, ::1 or localhost", quoted(v), err)
+		return "", fmt.Errorf("%s is not an IP address or a host name: %w; e.g. 127.0.0.1, 0.0.0.0, ::1 or localhost", Quoted(v), err)
 	}
 	return h, nil
 }
@@ -57,10 +57,10 @@ func hostName(h string) error {
 	}
 	for _, label := range strings.Split(strings.TrimSuffix(h, "."), ".") {
 		if label == "" || len(label) > 63 {
-			return fmt.Errorf("label %s must be 1 to 63 characters", quoted(label))
+			return fmt.Errorf("label %s must be 1 to 63 characters", Quoted(label))
 		}
 		if label[0] == '-' || label[len(label)-1] == '-' {
-			return fmt.Errorf("label %s starts or ends with '-'", quoted(label))
+			return fmt.Errorf("label %s starts or ends with '-'", Quoted(label))
 		}
 		for _, r := range label {
 			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {

@@ -8,9 +8,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/speclaunch/speclaunch/internal/key"
+	"github.com/speclaunch/speclaunch/internal/quote"
 	"github.com/speclaunch/speclaunch/internal/safefile"
 	"github.com/speclaunch/speclaunch/internal/secret"
 	"github.com/speclaunch/speclaunch/profiles"
@@ -85,7 +85,7 @@ func (l *layer) pick(r Row, notify bool) (string, Source, bool) {
 func (l *layer) shadowed(r Row, winner, val string, from int) {
 	for _, e := range r.Envs[from:] {
 		if v := l.in.Getenv(e); v != "" && v != val && !sameKind(r.Name, v, val) {
-			l.notices = append(l.notices, Notice{"info", fmt.Sprintf("%s=%s differs from %s=%s; keeping %s", e, quoted(v), winner, quoted(val), winner)})
+			l.notices = append(l.notices, Notice{"info", fmt.Sprintf("%s=%s differs from %s=%s; keeping %s", e, Quoted(v), winner, Quoted(val), winner)})
 		}
 	}
 }
@@ -321,7 +321,7 @@ func (l *layer) width(e key.Engine) (Field[int], string, error) {
 			if err == nil {
 				for _, lower := range blockEnvs[i+1:] {
 					if w := l.in.Getenv(lower); w != "" && strings.TrimSpace(w) != strings.TrimSpace(v) {
-						l.notices = append(l.notices, Notice{"info", fmt.Sprintf("%s=%s is set but %s=%s already provides the width; keeping %s", lower, quoted(w), name, quoted(v), name)})
+						l.notices = append(l.notices, Notice{"info", fmt.Sprintf("%s=%s is set but %s=%s already provides the width; keeping %s", lower, Quoted(w), name, Quoted(v), name)})
 					}
 				}
 				if e == key.LlamaCpp {
@@ -337,7 +337,7 @@ func (l *layer) width(e key.Engine) (Field[int], string, error) {
 			continue
 		}
 		if e != key.LlamaCpp {
-			l.notices = append(l.notices, Notice{"info", fmt.Sprintf("%s=%s is llama.cpp's draft-token cap; it does not set the %s width (use --draft-block-size)", name, quoted(v), e)})
+			l.notices = append(l.notices, Notice{"info", fmt.Sprintf("%s=%s is llama.cpp's draft-token cap; it does not set the %s width (use --draft-block-size)", name, Quoted(v), e)})
 			continue
 		}
 		f, note, err := nmaxWidth(v, Source{Env, name})
@@ -365,17 +365,17 @@ func (l *layer) noteShadowedNmax(names []string, winner, v string, w int) {
 		if n, err := strconv.Atoi(strings.TrimSpace(x)); err == nil && n+1 == w {
 			continue
 		}
-		l.notices = append(l.notices, Notice{"info", fmt.Sprintf("%s=%s (draft tokens) is set but %s=%s already provides the width (%d); keeping %s", lower, quoted(x), winner, quoted(v), w, winner)})
+		l.notices = append(l.notices, Notice{"info", fmt.Sprintf("%s=%s (draft tokens) is set but %s=%s already provides the width (%d); keeping %s", lower, Quoted(x), winner, Quoted(v), w, winner)})
 	}
 }
 
 func blockWidth(v string, src Source) (Field[int], string, error) {
 	n, err := strconv.Atoi(strings.TrimSpace(v))
 	if errors.Is(err, strconv.ErrRange) {
-		return Field[int]{}, "", &Error{Src: src, Msg: fmt.Sprintf("draft width %s is far out of range; want a width from %d to %d (verify rows = draft tokens + 1)", quoted(v), key.MinWidth, key.MaxWidth)}
+		return Field[int]{}, "", &Error{Src: src, Msg: fmt.Sprintf("draft width %s is far out of range; want a width from %d to %d (verify rows = draft tokens + 1)", Quoted(v), key.MinWidth, key.MaxWidth)}
 	}
 	if err != nil {
-		return Field[int]{}, "", &Error{Src: src, Msg: fmt.Sprintf("draft width %s is not a whole number; want a width from %d to %d (verify rows = draft tokens + 1)", quoted(v), key.MinWidth, key.MaxWidth)}
+		return Field[int]{}, "", &Error{Src: src, Msg: fmt.Sprintf("draft width %s is not a whole number; want a width from %d to %d (verify rows = draft tokens + 1)", Quoted(v), key.MinWidth, key.MaxWidth)}
 	}
 	if err := key.CheckWidth(n); err != nil {
 		return Field[int]{}, "", &Error{Src: src, Msg: err.Error()}
@@ -386,10 +386,10 @@ func blockWidth(v string, src Source) (Field[int], string, error) {
 func nmaxWidth(v string, src Source) (Field[int], string, error) {
 	n, err := strconv.Atoi(strings.TrimSpace(v))
 	if errors.Is(err, strconv.ErrRange) {
-		return Field[int]{}, "", &Error{Src: src, Msg: fmt.Sprintf("draft token count %s is far out of range; want N from 1 to %d (width N+1)", quoted(v), key.MaxWidth-1)}
+		return Field[int]{}, "", &Error{Src: src, Msg: fmt.Sprintf("draft token count %s is far out of range; want N from 1 to %d (width N+1)", Quoted(v), key.MaxWidth-1)}
 	}
 	if err != nil {
-		return Field[int]{}, "", &Error{Src: src, Msg: fmt.Sprintf("draft token count %s is not a whole number; want N from 1 to %d (width N+1)", quoted(v), key.MaxWidth-1)}
+		return Field[int]{}, "", &Error{Src: src, Msg: fmt.Sprintf("draft token count %s is not a whole number; want N from 1 to %d (width N+1)", Quoted(v), key.MaxWidth-1)}
 	}
 	if n < 1 {
 		return Field[int]{}, "", &Error{Src: src, Msg: fmt.Sprintf("draft token count %d means no drafting (width %d); to run without speculation, remove the draft model", n, n+1)}
@@ -420,11 +420,11 @@ func ParseKind(v string) (key.Drafter, error) {
 	t := strings.ToLower(strings.TrimSpace(v))
 	switch {
 	case strings.Contains(t, ","):
-		return "", fmt.Errorf("%s lists several speculative types; speclaunch runs one drafter: name one kind (draft-simple, draft-mtp, draft-dflash, draft-dspark, draft-eagle3 or dflash, mtp, draft, ...)", quoted(v))
+		return "", fmt.Errorf("%s lists several speculative types; speclaunch runs one drafter: name one kind (draft-simple, draft-mtp, draft-dflash, draft-dspark, draft-eagle3 or dflash, mtp, draft, ...)", Quoted(v))
 	case t == "none":
-		return "", fmt.Errorf("%s would turn speculation off; speclaunch turns it off when no draft model is set: unset the draft model and this value", quoted(v))
+		return "", fmt.Errorf("%s would turn speculation off; speclaunch turns it off when no draft model is set: unset the draft model and this value", Quoted(v))
 	case strings.HasPrefix(t, "ngram") && t != string(key.Ngram): // bare "ngram" is vLLM's and SGLang's kind
-		return "", fmt.Errorf("%s is n-gram speculation, which drafts from the prompt without a draft model, so there is no drafter width for speclaunch to resolve: name a draft-model kind, or run llama-server with --spec-type %s directly", quoted(v), quoted(t))
+		return "", fmt.Errorf("%s is n-gram speculation, which drafts from the prompt without a draft model, so there is no drafter width for speclaunch to resolve: name a draft-model kind, or run llama-server with --spec-type %s directly", Quoted(v), Quoted(t))
 	}
 	return key.ParseDrafter(t)
 }
@@ -440,18 +440,11 @@ func sameKind(name, a, b string) bool {
 	return err1 == nil && err2 == nil && x == y
 }
 
-// maxQuoted is how much of a value an error or notice quotes: a value of
+// MaxQuoted is how much of a value an error or notice quotes: a value of
 // kilobytes (a wrong variable, a pasted file) would bury the message.
-const maxQuoted = 64
+const MaxQuoted = 64
 
-// quoted is v quoted as %q does, cut to maxQuoted bytes with its length said.
-func quoted(v string) string {
-	if len(v) <= maxQuoted {
-		return strconv.Quote(v)
-	}
-	cut := v[:maxQuoted]
-	for !utf8.ValidString(cut) && len(cut) > 0 {
-		cut = cut[:len(cut)-1]
-	}
-	return fmt.Sprintf("%s... (%d bytes)", strconv.Quote(cut), len(v))
-}
+// Quoted is v quoted as %q does, cut to MaxQuoted bytes with its length
+// said ("a/a/..."... (100000 bytes)): every notice and error of the
+// settings, and resolve's environment lines, quote a value so.
+func Quoted(v string) string { return quote.Quoted(v, MaxQuoted) }

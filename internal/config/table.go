@@ -388,7 +388,7 @@ func parseQuant(v string) (string, error) {
 func parsePort(v string) (int, error) {
 	n, err := strconv.Atoi(strings.TrimSpace(v))
 	if err != nil || n < 1 || n > 65535 {
-		return 0, fmt.Errorf("bad port %s: want a number from 1 to 65535", quoted(v))
+		return 0, fmt.Errorf("bad port %s: want a number from 1 to 65535", Quoted(v))
 	}
 	return n, nil
 }
@@ -396,7 +396,7 @@ func parsePort(v string) (int, error) {
 func parseQueueSize(v string) (int, error) {
 	n, err := strconv.Atoi(strings.TrimSpace(v))
 	if err != nil || n < 1 || n > MaxQueueSize {
-		return 0, fmt.Errorf("bad queue size %s: want the number of requests to hold during a switch, from 1 to %d", quoted(v), MaxQueueSize)
+		return 0, fmt.Errorf("bad queue size %s: want the number of requests to hold during a switch, from 1 to %d", Quoted(v), MaxQueueSize)
 	}
 	return n, nil
 }
@@ -404,7 +404,7 @@ func parseQueueSize(v string) (int, error) {
 func parseMargin(v string) (float64, error) {
 	f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
 	if err != nil || !(f > 0 && f < 1) { // NaN fails both
-		return 0, fmt.Errorf("bad margin %s: want the predicted gain needed to switch as a fraction above 0 and below 1, e.g. 0.03 for 3%%", quoted(v))
+		return 0, fmt.Errorf("bad margin %s: want the predicted gain needed to switch as a fraction above 0 and below 1, e.g. 0.03 for 3%%", Quoted(v))
 	}
 	return f, nil
 }
@@ -458,11 +458,11 @@ func parseDuration(v string) (time.Duration, error) {
 	d, err := readDuration(v)
 	switch {
 	case errors.Is(err, errDurationLong):
-		return 0, fmt.Errorf("bad duration %s: far out of range; want above 0 and at most %s, e.g. 30s, 10m or a number of seconds", quoted(v), longestDuration)
+		return 0, fmt.Errorf("bad duration %s: far out of range; want above 0 and at most %s, e.g. 30s, 10m or a number of seconds", Quoted(v), longestDuration)
 	case err != nil:
-		return 0, fmt.Errorf("bad duration %s: want e.g. 30s, 10m or a number of seconds", quoted(v))
+		return 0, fmt.Errorf("bad duration %s: want e.g. 30s, 10m or a number of seconds", Quoted(v))
 	case d <= 0:
-		return 0, fmt.Errorf("bad duration %s: must be above 0, e.g. 30s, 10m or a number of seconds", quoted(v))
+		return 0, fmt.Errorf("bad duration %s: must be above 0, e.g. 30s, 10m or a number of seconds", Quoted(v))
 	}
 	return d, nil
 }
@@ -475,9 +475,9 @@ func parseDurationOrOff(v string) (time.Duration, error) {
 	d, err := readDuration(v)
 	switch {
 	case errors.Is(err, errDurationLong):
-		return 0, fmt.Errorf("bad duration %s: far out of range; want 0 (off) up to %s, e.g. 30s, 10m or a number of seconds", quoted(v), longestDuration)
+		return 0, fmt.Errorf("bad duration %s: far out of range; want 0 (off) up to %s, e.g. 30s, 10m or a number of seconds", Quoted(v), longestDuration)
 	case err != nil || d < 0:
-		return 0, fmt.Errorf("bad duration %s: want e.g. 30s, 10m or a number of seconds, or 0 for off", quoted(v))
+		return 0, fmt.Errorf("bad duration %s: want e.g. 30s, 10m or a number of seconds, or 0 for off", Quoted(v))
 	}
 	return d, nil
 }
@@ -495,7 +495,7 @@ func oneOf(what string, opts ...string) func(string) (string, error) {
 		if n := len(opts); n > 1 {
 			want = strings.Join(opts[:n-1], ", ") + " or " + opts[n-1]
 		}
-		return "", fmt.Errorf("bad %s %s: want %s", what, quoted(v), want)
+		return "", fmt.Errorf("bad %s %s: want %s", what, Quoted(v), want)
 	}
 }
 
@@ -504,7 +504,7 @@ func wholeIn(what string, lo, hi int) func(string) (int, error) {
 	return func(v string) (int, error) {
 		n, err := strconv.Atoi(strings.TrimSpace(v))
 		if err != nil || n < lo || n > hi {
-			return 0, fmt.Errorf("bad value %s for %s: want a whole number from %d to %d", quoted(v), what, lo, hi)
+			return 0, fmt.Errorf("bad value %s for %s: want a whole number from %d to %d", Quoted(v), what, lo, hi)
 		}
 		return n, nil
 	}
@@ -516,7 +516,7 @@ func wholeNumber(what string) func(string) (int, error) {
 	return func(v string) (int, error) {
 		n, err := strconv.Atoi(strings.TrimSpace(v))
 		if err != nil {
-			return 0, fmt.Errorf("bad %s %s: want a whole number", what, quoted(v))
+			return 0, fmt.Errorf("bad %s %s: want a whole number", what, Quoted(v))
 		}
 		return n, nil
 	}
@@ -581,7 +581,7 @@ func ParseLevels(v string) ([]int, error) {
 		case errors.Is(err, strconv.ErrRange):
 			return nil, fmt.Errorf("%q: level %s is outside 1 to %d clients: %s", v, f, defaults.BenchMaxConcurrency, want)
 		case err != nil:
-			return nil, fmt.Errorf("%q: level %s is not a whole number: %s", v, quoted(f), want)
+			return nil, fmt.Errorf("%q: level %s is not a whole number: %s", v, Quoted(f), want)
 		case n < 1 || n > defaults.BenchMaxConcurrency:
 			return nil, fmt.Errorf("%q: level %d is outside 1 to %d clients: %s", v, n, defaults.BenchMaxConcurrency, want)
 		case len(out) > 0 && n == out[len(out)-1]:
