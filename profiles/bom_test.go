@@ -31,6 +31,16 @@ func TestParseBOMAndTypeWords(t *testing.T) {
 		{"[serve]\nready_timeout = 900\n", 2, `serve.ready_timeout = 900 is a number; write a duration string such as "900s"`},
 		{"[adapt]\nwindow = 2.0\n", 2, `adapt.window = 2.0 is a number; write a duration string such as "2s"`},
 		{"server.hang_timeout = 0\n", 1, `server.hang_timeout = 0 is a number; write a duration string such as "0s"`},
+		{"[serve]\nready_timeout = 9000000000\n", 2, `serve.ready_timeout = 9000000000 is a number; write a duration string such as "9000000000s"`},
+		// A number no duration string of its seconds would be taken for:
+		// an example and the range, never "+Infs", "-5s" or "0s".
+		{"[serve]\nready_timeout = inf\n", 2, `serve.ready_timeout = +Inf is a number; write a duration string such as "5m" or "90s", above 0 and at most 2562047h (about 292 years)`},
+		{"[serve]\nready_timeout = nan\n", 2, `serve.ready_timeout = NaN is a number; write a duration string such as "5m" or "90s", above 0`},
+		{"[serve]\nready_timeout = -5\n", 2, `serve.ready_timeout = -5 is a number; write a duration string such as "5m" or "90s", above 0`},
+		{"[serve]\nready_timeout = 99999999999\n", 2, `serve.ready_timeout = 99999999999 is a number; write a duration string such as "5m" or "90s", above 0 and at most 2562047h`},
+		{"[serve]\nready_timeout = 1e-12\n", 2, `such as "5m" or "90s", above 0`},
+		{"[server]\ndrain_timeout = 0\n", 2, `server.drain_timeout = 0 is a number; write a duration string such as "5m" or "90s", above 0`},
+		{"[server]\nhang_timeout = -1\n", 2, `server.hang_timeout = -1 is a number; write a duration string such as "5m" or "90s", from 0 (off) up to 2562047h`},
 		{"[server]\ndrain_timeout = true\n", 2, "server.drain_timeout: is a boolean, want a string"},
 		{"[server]\nhost = 8\n", 2, "server.host: is an integer, want a string"},
 	} {

@@ -20,6 +20,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 
 	"github.com/BurntSushi/toml"
@@ -97,7 +98,7 @@ type Profile struct {
 		DrainTimeout    string `toml:"drain_timeout" kind:"duration"`
 		HoldTimeout     string `toml:"hold_timeout" kind:"duration"`
 		ShutdownTimeout string `toml:"shutdown_timeout" kind:"duration"`
-		HangTimeout     string `toml:"hang_timeout" kind:"duration"`
+		HangTimeout     string `toml:"hang_timeout" kind:"duration" zero:"off"`
 		QueueSize       *int   `toml:"queue_size"`
 	} `toml:"server"`
 	Adapt struct {
@@ -512,8 +513,9 @@ func statementAt(data []byte, n int) string {
 }
 
 // numberForDuration is the message for a duration key (one tagged
-// kind:"duration") that the file gives as a number: what it wrote and the
-// string to write instead; "" for any other key or value.
+// kind:"duration") that the file gives as a number: what it wrote and a
+// string to write instead that the key takes; "" for any other key or
+// value.
 func numberForDuration(data []byte, path string) string {
 	if !durationKeys[path] {
 		return ""
@@ -529,27 +531,59 @@ func numberForDuration(data []byte, path string) string {
 		}
 	}
 	v := raw[parts[len(parts)-1]]
-	var n string
-	switch x := v.(type) {
+	var x float64
+	switch n := v.(type) {
 	case int64:
-		n = strconv.FormatInt(x, 10)
+		x = float64(n)
 	case float64:
-		n = strconv.FormatFloat(x, 'f', -1, 64)
+		x = n
 	default:
 		return ""
 	}
-	return fmt.Sprintf("%s = %s is a number; write a duration string such as \"%ss\" (see docs/profiles.md)", path, tomlguard.Text(v), n)
+	if s := secondsDuration(x, offKeys[path]); s != "" {
+		return fmt.Sprintf("%s = %s is a number; write a duration string such as %q (see docs/profiles.md)", path, tomlguard.Text(v), s)
+	}
+	want := "above 0 and at most " + LongestDuration
+	if offKeys[path] {
+		want = "from 0 (off) up to " + LongestDuration
+	}
+	return fmt.Sprintf("%s = %s is a number; write a duration string such as \"5m\" or \"90s\", %s (see docs/profiles.md)", path, tomlguard.Text(v), want)
+}
+
+// LongestDuration is the longest duration a setting takes, as its
+// messages say it: what a time.Duration holds.
+const LongestDuration = "2562047h (about 292 years)"
+
+// secondsDuration is x seconds as a duration string ("30s") where a
+// duration key takes it: above 0 and within what a time.Duration holds,
+// or 0 for a key that reads 0 as off (off); "" otherwise (a negative
+// number, inf, nan, one too large, or so small it reads as 0).
+func secondsDuration(x float64, off bool) string {
+	if x == 0 && off {
+		return "0s"
+	}
+	s := strconv.FormatFloat(x, 'f', -1, 64) + "s"
+	if d, err := time.ParseDuration(s); err != nil || d <= 0 {
+		return ""
+	}
+	return s
 }
 
 // DurationKey reports whether a profile key holds a duration (tagged
 // kind:"duration"): a string such as "30s".
 func DurationKey(path string) bool { return durationKeys[path] }
 
+// OffKey reports whether a duration key reads 0 as off (tagged
+// zero:"off"), as its setting's parser does (config's test holds them
+// equal).
+func OffKey(path string) bool { return offKeys[path] }
+
 // keyPaths are a profile's keys as dotted paths ("engine.name"), read from
-// Profile's toml tags: what a mistyped key is matched against.
-var keyPaths, durationKeys = func() ([]string, map[string]bool) {
+// Profile's toml tags: what a mistyped key is matched against; durationKeys
+// and offKeys those tagged kind:"duration" and zero:"off".
+var keyPaths, durationKeys, offKeys = func() ([]string, map[string]bool, map[string]bool) {
 	var out []string
-	durations := map[string]bool{}
+	durations, offs := map[string]bool{}, map[string]bool{}
 	var walk func(t reflect.Type, prefix string)
 	walk = func(t reflect.Type, prefix string) {
 		for f := range t.Fields() {
@@ -565,8 +599,11 @@ var keyPaths, durationKeys = func() ([]string, map[string]bool) {
 			if f.Tag.Get("kind") == "duration" {
 				durations[prefix+tag] = true
 			}
+			if f.Tag.Get("zero") == "off" {
+				offs[prefix+tag] = true
+			}
 		}
 	}
 	walk(reflect.TypeFor[Profile](), "")
-	return out, durations
+	return out, durations, offs
 }()

@@ -14,6 +14,7 @@ import (
 	"github.com/speclaunch/speclaunch/internal/defaults"
 	"github.com/speclaunch/speclaunch/internal/key"
 	"github.com/speclaunch/speclaunch/internal/record"
+	"github.com/speclaunch/speclaunch/profiles"
 )
 
 // Scope is which commands read a row.
@@ -415,7 +416,7 @@ func parseMargin(v string) (float64, error) {
 // "invalid duration" of 9999999h.
 const (
 	maxDurationSeconds = float64(math.MaxInt64) / float64(time.Second)
-	longestDuration    = "2562047h (about 292 years)"
+	longestDuration    = profiles.LongestDuration
 )
 
 var (

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -110,6 +111,42 @@ func TestDurationRowsAreDurationKeys(t *testing.T) {
 	}
 	if n < 7 {
 		t.Errorf("%d duration rows with a profile key, want at least 7 (the timeouts and adapt.window)", n)
+	}
+}
+
+// A duration key written as a number is refused with a string to write
+// that the key's setting takes: "+Infs", "-5s", "99999999999s" and "0s"
+// (for a key that takes no 0) were suggested, then refused. A key that
+// reads 0 as off is one profiles tags zero:"off", and no other is.
+func TestNumberForDurationSuggestsATakenValue(t *testing.T) {
+	suggested := regexp.MustCompile(`such as ("[^"]*")`)
+	for _, r := range Rows {
+		if !r.duration || r.Key == "" || r.Scope == ScopeBench {
+			continue
+		}
+		var s Settings
+		load := func(v string) error {
+			p, err := profiles.Parse("p.toml", []byte(r.Key+" = "+v+"\n"))
+			if err != nil {
+				return err
+			}
+			l := &layer{in: Input{Getenv: env(nil)}, prof: p}
+			return r.layer(l, &s)
+		}
+		if off := load(`"0s"`) == nil; off != profiles.OffKey(r.Key) {
+			t.Errorf("%s: takes 0: %v, profiles.OffKey: %v", r.Key, off, profiles.OffKey(r.Key))
+		}
+		for _, n := range []string{"30", "0.5", "0", "-0.0", "-5", "inf", "-inf", "nan", "1e-12", "9000000000", "99999999999", "1e300"} {
+			err := load(n)
+			m := suggested.FindStringSubmatch(fmt.Sprint(err))
+			if m == nil {
+				t.Errorf("%s = %s: %v, want a suggestion", r.Key, n, err)
+				continue
+			}
+			if err := load(m[1]); err != nil {
+				t.Errorf("%s = %s: suggests %s, which is refused: %v", r.Key, n, m[1], err)
+			}
+		}
 	}
 }
 
