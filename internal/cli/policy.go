@@ -248,7 +248,7 @@ func (c *PolicyCheckCmd) withoutTuned(e *Env, pol *policy.Policy) *policy.Policy
 		out.Entries = append(out.Entries, en)
 	}
 	if skipped > 0 {
-		fmt.Fprintf(e.Stderr, "the tuned layer %s: %d entries not checked (check them with --policy %s --root %s)\n", layer, skipped, layer, filepath.Dir(layer))
+		fmt.Fprintf(e.Stderr, "the tuned layer %s: %s not checked (check them with --policy %s --root %s)\n", layer, entries(skipped), layer, filepath.Dir(layer))
 	}
 	return &out
 }

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/speclaunch/speclaunch/internal/policy"
 )
 
 func TestAlignRows(t *testing.T) {
@@ -108,6 +110,35 @@ func TestPolicyJSONKeys(t *testing.T) {
 		}
 		if strings.ContainsAny(strings.SplitN(out.String(), ":", 2)[0], "ABCDEFGHIJKLMNOPQRSTUVWXYZ") {
 			t.Errorf("%v: a key in Go's spelling: %.200s", c.args, out.String())
+		}
+	}
+}
+
+// policy check counts the tuned layer's entries it leaves unchecked in
+// words that fit the count: "1 entries not checked" was said of one.
+func TestPolicyCheckCountsTunedEntriesLeftOut(t *testing.T) {
+	for _, c := range []struct {
+		ids  []string
+		want string
+	}{
+		{[]string{"a"}, ": 1 entry not checked (check them with --policy "},
+		{[]string{"a", "c"}, ": 2 entries not checked (check them with --policy "},
+	} {
+		cfg := t.TempDir()
+		t.Setenv("XDG_CONFIG_HOME", cfg)
+		var es []policy.Entry
+		for _, id := range c.ids {
+			es = append(es, tunedFixture(t, id))
+		}
+		if err := writeLayer(filepath.Join(cfg, "speclaunch", TunedFile), es); err != nil {
+			t.Fatal(err)
+		}
+		var out, errb bytes.Buffer
+		if code := MainContext(context.Background(), []string{"policy", "check", "--root", filepath.Join("..", "..")}, policyTOML, &out, &errb, nil); code != 0 {
+			t.Fatalf("%v: exit %d\n%s%s", c.ids, code, out.String(), errb.String())
+		}
+		if !strings.Contains(errb.String(), c.want) {
+			t.Errorf("%v: stderr %q, want %q in it", c.ids, errb.String(), c.want)
 		}
 	}
 }

@@ -439,12 +439,12 @@ func (t table) pair(pin string) (Pair, string, error) {
 	if err != nil {
 		return Pair{}, "", err
 	}
-	tuned, hasTuned, err := t.str("tuned", "")
+	tuned, _, err := t.str("tuned", "")
 	if err != nil {
 		return Pair{}, "", err
 	}
 	switch {
-	case !hasT && !hasD && !hasTuned:
+	case !t.tunedEntry():
 		return Pair{}, "", nil
 	case !hasT || !hasD:
 		return Pair{}, "", t.errf("target_sha256", "a tuned entry names both models by content: give target_sha256 and draft_sha256 (speclaunch tune writes them), or neither")
@@ -532,7 +532,10 @@ func (t table) hostKey() (key.Capability, key.Quant, error) {
 // and `records` (every record the entry rests on); at least one is given,
 // and a `record` given beside `records` must be among them.
 func (t table) records() (string, []string, error) {
-	const missing = `every entry names the committed records that earned it, e.g. records = ["docs/benchmark_results/<pair-a>.md", "docs/benchmark_results/<pair-b>.md"] (or record = "..." for one)`
+	missing := `every entry names the committed records that earned it, e.g. records = ["docs/benchmark_results/<pair-a>.md", "docs/benchmark_results/<pair-b>.md"] (or record = "..." for one)`
+	if t.tunedEntry() {
+		missing = `a tuned entry names the record speclaunch tune wrote beside this file, e.g. record = "records/<name>.md"`
+	}
 	one, hasOne, err := t.str("record", "")
 	if err != nil {
 		return "", nil, err
@@ -590,9 +593,27 @@ func (t table) records() (string, []string, error) {
 
 func (t table) recordPath(k, rec string) error {
 	if !strings.HasSuffix(rec, ".md") || path.IsAbs(rec) || path.Clean(rec) != rec || strings.HasPrefix(rec, "../") {
-		return t.errf(k, "record %q must be the repository-relative path of the record's .md, e.g. \"docs/benchmark_results/<name>.md\" (its .json twin sits beside it)", rec)
+		return t.errf(k, "record %q must be %s (its .json twin sits beside it)", rec, t.recordRule())
 	}
 	return nil
+}
+
+// recordRule says what an entry's record path is relative to, with an
+// example that fits it: a tuned entry's (one that names its pair) is
+// relative to its file's directory, where tune writes records/
+// (Entry.RecordPath); any other's to the repository.
+func (t table) recordRule() string {
+	if t.tunedEntry() {
+		return `the path of the record's .md relative to this file's directory, e.g. "records/<name>.md" (where speclaunch tune writes it)`
+	}
+	return `the repository-relative path of the record's .md, e.g. "docs/benchmark_results/<name>.md"`
+}
+
+// tunedEntry says whether the entry is a tuned one: it gives any of
+// target_sha256, draft_sha256 and tuned (what tune writes), and pair then
+// reads them.
+func (t table) tunedEntry() bool {
+	return slices.ContainsFunc([]string{"target_sha256", "draft_sha256", "tuned"}, func(k string) bool { _, ok := t.m[k]; return ok })
 }
 
 // cost reads the entry's cost tables: one inline table per record,

@@ -68,6 +68,9 @@ entry = [{id = "a", engine = "llama.cpp", drafter = "draft-dflash", capability =
 	}
 }
 
+// tunedKeys make validEntry a tuned entry: the keys tune writes.
+var tunedKeys = "tuned = \"2026-12-05\"\ntarget_sha256 = \"" + strings.Repeat("a", 64) + "\"\ndraft_sha256 = \"" + strings.Repeat("b", 64) + "\"\n"
+
 // entryWith returns a file whose single entry has line `k = v` replaced (or
 // removed when v is empty, or added when k is new).
 func entryWith(k, v string) string {
@@ -156,6 +159,12 @@ func TestParseRejects(t *testing.T) {
 		{"entry record not md", entryWith("record", `"docs/x.json"`), 12, "must be the repository-relative path of the record's .md"},
 		{"entry record absolute", entryWith("record", `"/abs/x.md"`), 12, "repository-relative"},
 		{"entry record escapes", entryWith("record", `"../x.md"`), 12, "repository-relative"},
+		{"entry record example", entryWith("record", `"x.json"`), 12, `e.g. "docs/benchmark_results/<name>.md"`},
+		// A tuned entry's record is relative to its layer, where tune
+		// writes records/: the example is one of those, not the repository's.
+		{"tuned entry record not md", entryWith("record", `"records/x.json"`) + tunedKeys, 12, `record "records/x.json" must be the path of the record's .md relative to this file's directory, e.g. "records/<name>.md"`},
+		{"tuned entry record absolute", entryWith("record", `"/abs/x.md"`) + tunedKeys, 12, `relative to this file's directory, e.g. "records/<name>.md"`},
+		{"tuned entry missing record", entryWith("record", "") + tunedKeys, 3, `a tuned entry names the record speclaunch tune wrote beside this file, e.g. record = "records/<name>.md"`},
 		{"entry note table", entryWith("note", `{a = 1}`), 13, "note must be a string, not a table"},
 		{"duplicate id", "schema = 1\n" + validEntry + strings.Replace(validEntry, `"12.1"`, `"9.0"`, 1), 14, `duplicate entry id "gb10-affine-dflash" (first at p.toml:2)`},
 		{"duplicate key", "schema = 1\n" + validEntry + strings.Replace(validEntry, `"gb10-affine-dflash"`, `"other"`, 1), 13, `same key (engine=mlxcel drafter=dflash capability=12.1 quant=affine) as entry "gb10-affine-dflash" at p.toml:2`},
