@@ -150,6 +150,38 @@ func TestBadWidths(t *testing.T) {
 	}
 }
 
+// MLXCEL_PORT=tcp://10.96.0.10:8080, what Kubernetes sets for a Service
+// named mlxcel, is still bad input (exit 2), and its error says where it
+// came from and the two fixes, each of which TestShadowedVariablesMustParse
+// accepts; a port of any other form gets no such hint.
+func TestPortServiceLinkHint(t *testing.T) {
+	const hint = "; this looks like a Kubernetes service link (a Service named mlxcel makes Kubernetes set MLXCEL_PORT=tcp://IP:PORT in the pods beside it): set enableServiceLinks: false in the pod spec, or set the port with LLAMA_ARG_PORT or --port, which win over MLXCEL_PORT"
+	for _, c := range []struct {
+		name, value string
+		env         string
+		hint        bool
+	}{
+		{"a Service link", "tcp://10.96.0.10:8080", "MLXCEL_PORT", true},
+		{"a Service link under llama.cpp's name", "tcp://10.96.0.11:80", "LLAMA_ARG_PORT", true},
+		{"udp", "udp://10.96.0.10:53", "MLXCEL_PORT", true},
+		{"a URL", "http://10.96.0.10:8080", "MLXCEL_PORT", false},
+		{"a path after the port", "tcp://10.96.0.10:8080/x", "MLXCEL_PORT", false},
+		{"a word", "http", "MLXCEL_PORT", false},
+		{"out of range", "70000", "MLXCEL_PORT", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, _, _, err := Load(Input{Getenv: env(map[string]string{c.env: c.value})})
+			want := "env " + c.env + ": bad port " + strconv.Quote(c.value) + ": want a number from 1 to 65535"
+			if err == nil || !strings.HasPrefix(err.Error(), want) {
+				t.Fatalf("error %v, want it to start %q", err, want)
+			}
+			if got := strings.Contains(err.Error(), hint); got != c.hint {
+				t.Errorf("hint given %v, want %v: %v", got, c.hint, err)
+			}
+		})
+	}
+}
+
 // A variable that a flag or a higher name overrides must parse all the
 // same where the engine parses it beside the flag: llama-server parses
 // LLAMA_ARG_PORT=abc beside --port and refuses to start. Any other keeps

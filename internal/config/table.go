@@ -389,10 +389,18 @@ func parseQuant(v string) (string, error) {
 func parsePort(v string) (int, error) {
 	n, err := strconv.Atoi(strings.TrimSpace(v))
 	if err != nil || n < 1 || n > 65535 {
-		return 0, fmt.Errorf("bad port %s: want a number from 1 to 65535", Quoted(v))
+		msg := fmt.Sprintf("bad port %s: want a number from 1 to 65535", Quoted(v))
+		if serviceLink.MatchString(strings.TrimSpace(v)) {
+			msg += "; this looks like a Kubernetes service link (a Service named mlxcel makes Kubernetes set MLXCEL_PORT=tcp://IP:PORT in the pods beside it): set enableServiceLinks: false in the pod spec, or set the port with LLAMA_ARG_PORT or --port, which win over MLXCEL_PORT (docs/containers.md)"
+		}
+		return 0, errors.New(msg)
 	}
 	return n, nil
 }
+
+// serviceLink is the form of the variable NAME_PORT Kubernetes sets for
+// each Service NAME in the pod's namespace (tcp://10.96.0.10:8080).
+var serviceLink = regexp.MustCompile(`^(?:tcp|udp|sctp)://[^/:\s]+:[0-9]+$`)
 
 func parseQueueSize(v string) (int, error) {
 	n, err := strconv.Atoi(strings.TrimSpace(v))
