@@ -36,6 +36,14 @@ const (
 	MaxText = 4096
 	// MaxNotes is the most notes of one record.
 	MaxNotes = 64
+	// MaxWallS bounds one run's wall time, in seconds: a day, far above
+	// any request (bench's request timeout is 120 s unless raised) or
+	// load window (at most 10 minutes) a bench run times.
+	MaxWallS = 86400
+	// MaxTokPerS bounds a rate, a run's and an arm's statistics: a
+	// million tokens a second, far above any engine (the fastest
+	// committed run, 8 clients at once, streamed about 3,400).
+	MaxTokPerS = 1e6
 )
 
 // ErrInvalid is wrapped by every error Validate returns.
@@ -141,11 +149,23 @@ func validateArms(as []Arm, at string, total *int) error {
 }
 
 // OneLine is s as a record holds prose: every run of white space and
-// control characters (a wrapped paragraph's line ends, a tab) one space,
-// the ends trimmed. Write applies it (bench.Write); validateText refuses
-// a record whose text is not so.
+// unprintable characters (a wrapped paragraph's line ends, a tab) one
+// space, the ends trimmed. Write applies it (bench.Write); validateText
+// refuses a record whose text is not so.
 func OneLine(s string) string {
-	return strings.Join(strings.FieldsFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }), " ")
+	return strings.Join(strings.FieldsFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unprintable(r) }), " ")
+}
+
+// unprintable is what a record's one line of text may not hold: a control
+// character (a newline splits the line, an escape drives the terminal),
+// or a bidirectional control (U+202A to U+202E, U+2066 to U+2069), which
+// reorders what a terminal shows after it.
+func unprintable(r rune) bool {
+	return unicode.IsControl(r) || bidiControl(r)
+}
+
+func bidiControl(r rune) bool {
+	return r >= '\u202A' && r <= '\u202E' || r >= '\u2066' && r <= '\u2069'
 }
 
 // TextFits says why prose of a record's title or a note does not fit
@@ -157,7 +177,7 @@ func TextFits(s string) string {
 	return ""
 }
 
-// validateText bounds the prose a record carries and keeps control
+// validateText bounds the prose a record carries and keeps unprintable
 // characters out of it: policy list and explain print it to terminals.
 func validateText(r *Record) error {
 	if len(r.Notes) > MaxNotes {
@@ -175,8 +195,12 @@ func validateText(r *Record) error {
 		if len(f.value) > f.max {
 			return &FieldError{Field: f.field, Msg: fmt.Sprintf("is %d bytes long, above the %d it may hold", len(f.value), f.max)}
 		}
-		if i := strings.IndexFunc(f.value, unicode.IsControl); i >= 0 {
-			return &FieldError{Field: f.field, Msg: fmt.Sprintf("holds a control character (%U at byte %d); a record's text is one printable line", []rune(f.value[i:])[0], i)}
+		if i := strings.IndexFunc(f.value, unprintable); i >= 0 {
+			r, what := []rune(f.value[i:])[0], "a control character"
+			if bidiControl(r) {
+				what = "a bidirectional control character"
+			}
+			return &FieldError{Field: f.field, Msg: fmt.Sprintf("holds %s (%U at byte %d); a record's text is one printable line", what, r, i)}
 		}
 	}
 	return nil
@@ -233,28 +257,47 @@ func validateArm(a *Arm, at string) error {
 		return bad("runs", "holds %d runs, above the %d an arm may hold; use fewer rounds or prompts per record", len(a.Runs), MaxRunsPerArm)
 	}
 	for j := range a.Runs {
-		if x := a.Runs[j].TokPerS; math.IsNaN(x) || math.IsInf(x, 0) || x < 0 {
-			return bad(fmt.Sprintf("runs[%d].tok_per_s", j), "is %v: a rate is a finite number, 0 or more", x)
-		}
 		if f, msg := badRun(&a.Runs[j]); f != "" {
 			return bad(fmt.Sprintf("runs[%d].%s", j, f), "%s", msg)
-		}
-		if r := &a.Runs[j]; r.TokPerS > 0 && (r.WallS <= 0 || r.CompletionTokens <= 0) {
-			return bad(fmt.Sprintf("runs[%d].tok_per_s", j), "is %v with wall_s %v and completion_tokens %d: a rate is tokens over wall time, and this run has no such figures; the record was edited, re-run the bench", r.TokPerS, r.WallS, r.CompletionTokens)
-		} else if r.TokPerS > 0 {
-			// bench writes tok_per_s as tokens over wall time; a run
-			// whose rate disagrees with its own raw figures was edited.
-			if want := float64(r.CompletionTokens) / r.WallS; math.Abs(r.TokPerS-want) > 1e-3*want {
-				return bad(fmt.Sprintf("runs[%d].tok_per_s", j), "is %v, but the run's completion_tokens over its wall_s is %.6g: the record was edited; re-run the bench", r.TokPerS, want)
-			}
 		}
 	}
 	return badFigures(a, bad)
 }
 
-// badRun is a run's first figure no measurement gives (a negative time or
-// count, a rate that is not a number), as field and message; "" if none.
+// badRun is a run's first figure no measurement gives, as field and
+// message ("" if none): a negative time or count, a rate that is not a
+// number (badRaw); a time or rate past what any run takes or reaches
+// (MaxWallS, MaxTokPerS); tokens in no time; a rate that is not the run's
+// tokens over its wall time, as bench writes it (a run whose rate
+// disagrees with its own figures was edited).
 func badRun(r *Run) (string, string) {
+	if f, msg := badRaw(r); f != "" {
+		return f, msg
+	}
+	switch {
+	case r.TokPerS > 0 && (r.WallS <= 0 || r.CompletionTokens <= 0):
+		return "tok_per_s", fmt.Sprintf("is %v with wall_s %v and completion_tokens %d: a rate is tokens over wall time, and this run has no such figures; the record was edited, re-run the bench", r.TokPerS, r.WallS, r.CompletionTokens)
+	case r.CompletionTokens > 0 && r.WallS == 0:
+		return "wall_s", fmt.Sprintf("is 0 with completion_tokens %d: tokens take time to stream, and a run's rate is its tokens over its wall time; the record was edited, re-run the bench", r.CompletionTokens)
+	case r.WallS > MaxWallS:
+		return "wall_s", fmt.Sprintf("is %v: above %d s (a day), longer than any run bench times; the record was edited, re-run the bench", r.WallS, MaxWallS)
+	case r.TokPerS > MaxTokPerS:
+		return "tok_per_s", fmt.Sprintf("is %v: above %g tokens/s, faster than any engine streams; the record was edited, re-run the bench", r.TokPerS, MaxTokPerS)
+	}
+	if r.TokPerS > 0 || r.CompletionTokens > 0 {
+		if want := float64(r.CompletionTokens) / r.WallS; math.IsInf(want, 0) || math.Abs(r.TokPerS-want) > 1e-3*want {
+			return "tok_per_s", fmt.Sprintf("is %v, but the run's completion_tokens over its wall_s is %.6g: the record was edited; re-run the bench", r.TokPerS, want)
+		}
+	}
+	return "", ""
+}
+
+// badRaw is a run's first figure no measurement gives (a negative time or
+// count, a rate that is not a number), as field and message; "" if none.
+func badRaw(r *Run) (string, string) {
+	if x := r.TokPerS; math.IsNaN(x) || math.IsInf(x, 0) || x < 0 {
+		return "tok_per_s", fmt.Sprintf("is %v: a rate is a finite number, 0 or more", x)
+	}
 	for _, f := range []struct {
 		name string
 		v    float64
@@ -289,6 +332,18 @@ func badFigures(a *Arm, bad func(field, format string, args ...any) error) error
 			return bad(field, "is %v: a finite number, 0 or more", v)
 		}
 		return nil
+	}
+	st := a.Stats
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"min", st.Min}, {"median", st.Median}, {"max", st.Max}, {"mean", st.Mean}} {
+		if math.IsNaN(f.v) || math.IsInf(f.v, 0) || f.v < 0 || f.v > MaxTokPerS {
+			return bad("stats."+f.name, "is %v: a rate from 0 to %g tokens/s", f.v, MaxTokPerS)
+		}
+	}
+	if st.N < 0 {
+		return bad("stats.n", "is %d: a count is 0 or more", st.N)
 	}
 	if err := finite("cost.ms_per_cycle", a.Cost.MSPerCycle, 0); err != nil {
 		return err

@@ -68,6 +68,40 @@ func TestValidate(t *testing.T) {
 		{"a rate without its wall time", func(r *Record) { r.Arms[1].Runs[0].WallS, r.Arms[1].Runs[0].CompletionTokens = 0, 240 }, "arms[1].runs[0].tok_per_s", "is 120 with wall_s 0 and completion_tokens 240"},
 		{"a rate without its tokens", func(r *Record) { r.Arms[1].Runs[0].CompletionTokens = 0 }, "arms[1].runs[0].tok_per_s", "is 120 with wall_s 2 and completion_tokens 0"},
 		{"negative rate", func(r *Record) { r.Arms[1].Runs[0].TokPerS = -1 }, "arms[1].runs[0].tok_per_s", "is -1"},
+		// Tokens take time, and no run is faster than any engine or longer
+		// than a day: a record edited so passed and policy propose printed
+		// its 300-digit medians.
+		{"tokens in no time", func(r *Record) {
+			r.Arms[1].Runs[0].WallS, r.Arms[1].Runs[0].TokPerS, r.Arms[1].Runs[0].CompletionTokens = 0, 0, 200
+		}, "arms[1].runs[0].wall_s", "is 0 with completion_tokens 200: tokens take time to stream"},
+		{"tokens at a rate of 0", func(r *Record) { r.Arms[1].Runs[0].TokPerS = 0 }, "arms[1].runs[0].tok_per_s", "is 0, but the run's completion_tokens over its wall_s is 120"},
+		{"a rate beyond any engine", func(r *Record) {
+			r.Arms[1].Runs[0].WallS, r.Arms[1].Runs[0].CompletionTokens, r.Arms[1].Runs[0].TokPerS = 1e-300, 1000, 1e303
+		}, "arms[1].runs[0].tok_per_s", "is 1e+303: above 1e+06 tokens/s"},
+		{"tokens in the least time a float holds", func(r *Record) {
+			r.Arms[1].Runs[0].WallS, r.Arms[1].Runs[0].CompletionTokens, r.Arms[1].Runs[0].TokPerS = 5e-324, 1000, 0
+		}, "arms[1].runs[0].tok_per_s", "is 0, but the run's completion_tokens over its wall_s is +Inf"},
+		{"a rate at the bound", func(r *Record) {
+			r.Arms[1].Runs[0].WallS, r.Arms[1].Runs[0].CompletionTokens, r.Arms[1].Runs[0].TokPerS = 0.001, 1000, 1e6
+		}, "", ""},
+		{"a run of a day", func(r *Record) {
+			r.Arms[1].Runs[0].WallS, r.Arms[1].Runs[0].CompletionTokens, r.Arms[1].Runs[0].TokPerS = 86400, 86400, 1
+		}, "", ""},
+		{"a run past a day", func(r *Record) {
+			r.Arms[1].Runs[0].WallS, r.Arms[1].Runs[0].CompletionTokens, r.Arms[1].Runs[0].TokPerS = 86401, 86401, 1
+		}, "arms[1].runs[0].wall_s", "is 86401: above 86400 s (a day)"},
+		{"a stored median beyond any engine", func(r *Record) { r.Arms[1].Stats.Median = 1e303 }, "arms[1].stats.median", "is 1e+303: a rate from 0 to 1e+06 tokens/s"},
+		{"a negative stored minimum", func(r *Record) { r.Arms[0].Stats.Min = -1 }, "arms[0].stats.min", "is -1"},
+		{"a level's run", func(r *Record) {
+			r.Levels = []Level{{Concurrency: 1, Arms: valid().Arms}}
+			r.Levels[0].Arms[0].Runs[0].WallS, r.Levels[0].Arms[0].Runs[0].TokPerS = 0, 0
+		}, "levels[0].arms[0].runs[0].wall_s", "is 0 with completion_tokens 200"},
+		// A bidirectional control reorders what a terminal shows after it,
+		// as policy list and explain print a record's text.
+		{"title with a right-to-left override", func(r *Record) { r.Title = "a\u202Eb" }, "title", "bidirectional control character (U+202E at byte 1)"},
+		{"note with an isolate", func(r *Record) { r.Notes = []string{"ok", "x\u2066y\u2069"} }, "notes[1]", "bidirectional control character (U+2066 at byte 1)"},
+		{"name with an embedding", func(r *Record) { r.Name = "r\u202A" }, "name", "bidirectional control character (U+202A"},
+		{"launcher with a pop isolate", func(r *Record) { r.Launcher = "speclaunch \u2069" }, "launcher", "bidirectional control character (U+2069"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := valid()
@@ -193,6 +227,28 @@ func TestDecodeWordsTypeErrors(t *testing.T) {
 		_, err := Decode([]byte(in))
 		if err == nil || len(err.Error()) > 300 || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "Go struct") || strings.Contains(err.Error(), "float64") {
 			t.Errorf("%.40s: %d-byte error %.300q, want %q", in, len(fmt.Sprint(err)), err, want)
+		}
+	}
+}
+
+// OneLine makes a record's prose what validateText takes: a bench title or
+// note with a control or a bidirectional control is written as one line
+// of printable text, not refused later by the records' own reader.
+func TestOneLineIsValidText(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"a\nb\tc", "a b c"},
+		{"  x\u202Ey\u2066z\u2069 ", "x y z"},
+		{"\u202Aonly\u202C", "only"},
+		{"é ok", "é ok"},
+	} {
+		got := OneLine(c.in)
+		if got != c.want {
+			t.Errorf("OneLine(%q) = %q, want %q", c.in, got, c.want)
+		}
+		r := valid()
+		r.Title, r.Notes = got, []string{got}
+		if err := Validate(r); err != nil {
+			t.Errorf("OneLine(%q) = %q, refused: %v", c.in, got, err)
 		}
 	}
 }
