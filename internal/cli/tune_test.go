@@ -484,22 +484,30 @@ func TestMeasuringSetsTheOperatorWidthAside(t *testing.T) {
 	}
 }
 
-// A second tune while one runs on the same layer is refused before it
-// starts an engine: two tunes at once each measured under the other's
-// load, and the later write won.
-func TestTuneRefusedWhileAnotherRuns(t *testing.T) {
-	dir := t.TempDir()
+// tuneLockSetup is a sim pair's profile in a temporary dir and a getenv
+// whose XDG_CONFIG_HOME is cfg, for the tests of tune's run lock.
+func tuneLockSetup(t *testing.T) (dir, prof, cfg string, getenv func(string) string) {
+	t.Helper()
+	dir = t.TempDir()
 	writeFile(t, filepath.Join(dir, "target"), "target weights")
 	writeFile(t, filepath.Join(dir, "drafter"), "drafter weights")
-	prof := filepath.Join(dir, "p.toml")
+	prof = filepath.Join(dir, "p.toml")
 	writeFile(t, prof, "[engine]\nname = \"sim\"\n[model]\npath = \"target\"\nquant = \"affine\"\n[draft]\nmodel = \"drafter\"\n[gpu]\ncapability = \"9.0\"\n")
-	cfg := filepath.Join(dir, "config")
-	getenv := func(k string) string {
+	cfg = filepath.Join(dir, "config")
+	getenv = func(k string) string {
 		if k == "XDG_CONFIG_HOME" {
 			return cfg
 		}
 		return os.Getenv(k)
 	}
+	return dir, prof, cfg, getenv
+}
+
+// A second tune while one runs on the same layer is refused before it
+// starts an engine: two tunes at once each measured under the other's
+// load, and the later write won.
+func TestTuneRefusedWhileAnotherRuns(t *testing.T) {
+	dir, prof, cfg, getenv := tuneLockSetup(t)
 	layer := filepath.Join(cfg, "speclaunch", TunedFile)
 	release, ok, err := safefile.Hold(safefile.RunLock(layer))
 	if err != nil || !ok {
@@ -519,18 +527,7 @@ func TestTuneRefusedWhileAnotherRuns(t *testing.T) {
 // A directory where tune's run lock goes is bad input (exit 2) that names
 // the path and the fix; before, it was exit 1 and the open's bare error.
 func TestTuneLockPathTaken(t *testing.T) {
-	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "target"), "target weights")
-	writeFile(t, filepath.Join(dir, "drafter"), "drafter weights")
-	prof := filepath.Join(dir, "p.toml")
-	writeFile(t, prof, "[engine]\nname = \"sim\"\n[model]\npath = \"target\"\nquant = \"affine\"\n[draft]\nmodel = \"drafter\"\n[gpu]\ncapability = \"9.0\"\n")
-	cfg := filepath.Join(dir, "config")
-	getenv := func(k string) string {
-		if k == "XDG_CONFIG_HOME" {
-			return cfg
-		}
-		return os.Getenv(k)
-	}
+	_, prof, cfg, getenv := tuneLockSetup(t)
 	lock := safefile.RunLock(filepath.Join(cfg, "speclaunch", TunedFile))
 	if err := os.MkdirAll(lock, 0o755); err != nil {
 		t.Fatal(err)
