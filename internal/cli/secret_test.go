@@ -721,11 +721,12 @@ func TestSecretsUnreadKeyVarInEngineEnv(t *testing.T) {
 	}
 }
 
-// A key no HTTP client can send (space, tab or carriage return at either
-// end) stops the launch with exit 2 naming where it was given: the flag
-// (speclaunch's own, after --, or the profile's engine.args file:line),
-// the variable (or the profile's engine.env), the key file and its line;
-// never the key. Before, none of them was named.
+// A key no HTTP client can send (white space at either end, a control
+// character within) stops the launch with exit 2 naming where it was
+// given: the flag (speclaunch's own, after --, or the profile's
+// engine.args file:line), the variable (or the profile's engine.env), the
+// key file and its line; never the key. Before, none of them was named,
+// and a newline within a key was taken: every request got 401.
 func TestSecretsUnsendableKeyNamesItsSource(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	const k = "spacedkey1234567"
@@ -737,6 +738,14 @@ func TestSecretsUnsendableKeyNamesItsSource(t *testing.T) {
 	writeFile(t, args, "[engine]\nname = \"sim\"\nargs = [\"--api-key\", \""+k+" \"]\n[model]\npath = \"demo-target\"\n")
 	env := filepath.Join(dir, "env.toml")
 	writeFile(t, env, "[engine]\nname = \"sim\"\n[model]\npath = \"demo-target\"\n[engine.env]\nLLAMA_API_KEY = \""+k+"\\t\"\n")
+	// A control character within the key, from each source.
+	const nl = "NLKEY-123456\nsecond"
+	ctl := filepath.Join(dir, "ctl.txt")
+	writeFile(t, ctl, "# a pasted escape\n"+k+"\x1b\x1b\n")
+	ctlArgs := filepath.Join(dir, "ctlargs.toml")
+	writeFile(t, ctlArgs, "[engine]\nname = \"sim\"\nargs = [\"--api-key\", \"NLKEY-123456\\nsecond\"]\n[model]\npath = \"demo-target\"\n")
+	ctlEnv := filepath.Join(dir, "ctlenv.toml")
+	writeFile(t, ctlEnv, "[engine]\nname = \"sim\"\n[model]\npath = \"demo-target\"\n[engine.env]\nLLAMA_API_KEY = \"NLKEY-123456\\u007fsecond\"\n")
 	demo := []string{"--profile", "../../profiles/demo.toml"}
 	for _, tc := range []struct {
 		name string
@@ -744,18 +753,26 @@ func TestSecretsUnsendableKeyNamesItsSource(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"speclaunch's --api-key-file", nil, append(demo, "--api-key-file", sk), "--api-key-file: key file " + sk + ":1: an API key begins or ends with a space"},
-		{"a CRLF key file", nil, append(demo, "--api-key-file="+crlf), "--api-key-file: key file " + crlf + ":2: an API key begins"},
+		{"speclaunch's --api-key-file", nil, append(demo, "--api-key-file", sk), "--api-key-file: key file " + sk + ":1: an API key begins with a space"},
+		{"a CRLF key file", nil, append(demo, "--api-key-file="+crlf), "--api-key-file: key file " + crlf + ":2: an API key ends with a carriage return (a key file saved with CRLF line ends?)"},
 		{"LLAMA_ARG_API_KEY_FILE", map[string]string{"LLAMA_ARG_API_KEY_FILE": sk}, demo, "LLAMA_ARG_API_KEY_FILE: key file " + sk + ":1: an API key begins"},
-		{"LLAMA_API_KEY", map[string]string{"LLAMA_API_KEY": k + " "}, demo, "error: env LLAMA_API_KEY: an API key begins"},
-		{"after --", nil, append(demo, "--", "--api-key", k+" "), "after --): engine flag --api-key gives an API key that begins"},
-		{"speclaunch's --api-key", nil, append(demo, "--api-key", " "+k), "after --): engine flag --api-key gives an API key that begins"},
-		{"engine.args", nil, []string{"--profile", args}, "error: profile " + args + ":3: engine flag --api-key gives an API key that begins"},
-		{"engine.env", nil, []string{"--profile", env}, "error: profile " + env + ":6: engine.env: env LLAMA_API_KEY: an API key begins"},
+		{"LLAMA_API_KEY", map[string]string{"LLAMA_API_KEY": k + " "}, demo, "error: env LLAMA_API_KEY: an API key ends with a space"},
+		{"LLAMA_API_KEY with its newline", map[string]string{"LLAMA_API_KEY": k + "\n"}, demo, "error: env LLAMA_API_KEY: an API key ends with a newline"},
+		{"after --", nil, append(demo, "--", "--api-key", k+" "), "after --): engine flag --api-key gives an API key that ends with a space"},
+		{"speclaunch's --api-key", nil, append(demo, "--api-key", " "+k), "after --): engine flag --api-key gives an API key that begins with a space"},
+		{"engine.args", nil, []string{"--profile", args}, "error: profile " + args + ":3: engine flag --api-key gives an API key that ends with a space"},
+		{"engine.env", nil, []string{"--profile", env}, "error: profile " + env + ":6: engine.env: env LLAMA_API_KEY: an API key ends with a tab"},
+		{"LLAMA_API_KEY with a newline within", map[string]string{"LLAMA_API_KEY": nl}, demo, "error: env LLAMA_API_KEY: an API key holds a control character (a newline) at byte 13, which no HTTP client can send"},
+		{"speclaunch's --api-key with a newline within", nil, append(demo, "--api-key", nl), "after --): engine flag --api-key gives an API key that holds a control character (a newline) at byte 13"},
+		{"after -- with a newline within", nil, append(demo, "--", "--api-key="+nl), "after --): engine flag --api-key gives an API key that holds a control character (a newline) at byte 13"},
+		{"a key file with an escape within", nil, append(demo, "--api-key-file", ctl), "--api-key-file: key file " + ctl + ":2: an API key holds a control character (an escape) at byte 17"},
+		{"LLAMA_ARG_API_KEY_FILE with an escape within", map[string]string{"LLAMA_ARG_API_KEY_FILE": ctl}, demo, "LLAMA_ARG_API_KEY_FILE: key file " + ctl + ":2: an API key holds a control character (an escape)"},
+		{"engine.args with a newline within", nil, []string{"--profile", ctlArgs}, "error: profile " + ctlArgs + ":3: engine flag --api-key gives an API key that holds a control character (a newline) at byte 13"},
+		{"engine.env with a DEL within", nil, []string{"--profile", ctlEnv}, "error: profile " + ctlEnv + ":6: engine.env: env LLAMA_API_KEY: an API key holds a control character (a DEL) at byte 13"},
 	} {
 		for _, cmd := range [][]string{{"serve", "--dry-run"}, {"resolve"}} {
 			code, o, e := withEnv(tc.env).cli(append(cmd, tc.args...)...)
-			if code != 2 || !strings.Contains(unwrap(e), tc.want) || strings.Contains(o+e, k) {
+			if code != 2 || !strings.Contains(unwrap(e), tc.want) || strings.Contains(o+e, k) || strings.Contains(o+e, "second") || strings.Contains(o+e, "NLKEY") {
 				t.Errorf("%s, %q: exit %d, want 2 and %q, the key not printed:\n%s%s", tc.name, cmd, code, tc.want, o, e)
 			}
 		}

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/speclaunch/speclaunch/internal/typo"
 )
@@ -147,19 +149,27 @@ func (ks *keyList) flags(argv []string) (files, fileFrom []string, err error) {
 }
 
 // UnsendableError is a key no HTTP client can send: HTTP drops a header
-// value's surrounding space, and every request would get 401. It names
-// where the key came from, never the key.
+// value's surrounding space, and refuses one with a control character in
+// it (Go's client: "invalid header field value for \"Authorization\""), so
+// every request would get 401. It names where the key came from and what
+// is wrong with it, never the key.
 type UnsendableError struct {
 	// From names the source: "engine flag --api-key", "env
 	// LLAMA_API_KEY", "--api-key-file: key file keys.txt:2".
 	From string
 	Flag string // the key flag that gave the key, if one did
 	Env  string // the variable that gave the key, if one did
+	// Why says what is wrong (unsendable): "ends with a newline", "holds a
+	// control character (a newline) at byte 13".
+	Why string
 }
 
 func (e *UnsendableError) Error() string {
-	why := "begins or ends with a space, a tab or a carriage return"
-	if e.Flag == "" && e.Env == "" { // a key file's line
+	why := e.Why
+	if why == "" { // a caller's own UnsendableError
+		why = "begins or ends with white space"
+	}
+	if e.Flag == "" && e.Env == "" && strings.Contains(why, "ends with a carriage return") { // a key file's line
 		why += " (a key file saved with CRLF line ends?)"
 	}
 	why += ", which no HTTP client can send: every request would get 401; remove it"
@@ -172,15 +182,50 @@ func (e *UnsendableError) Error() string {
 
 // sendable refuses a key no HTTP client can send, naming src.
 func sendable(k string, src UnsendableError) error {
-	if unsendable(k) {
+	if why := unsendable(k); why != "" {
+		src.Why = why
 		return &src
 	}
 	return nil
 }
 
-// unsendable reports a key no HTTP client can send: blanks around it
-// (a key file's line saved with CRLF, a pasted space).
-func unsendable(k string) bool { return k != strings.TrimSpace(k) }
+// unsendable says what makes a key one no HTTP client can send, "" when
+// nothing does: white space at either end (a key file's line saved with
+// CRLF, a pasted space, a variable set from a file with its newline), or
+// a byte a header value cannot carry within it: a control character
+// other than a tab, or DEL (a newline pasted into the key). It names the
+// characters, never the key.
+func unsendable(k string) string {
+	if k != strings.TrimSpace(k) {
+		var at []string
+		if r, _ := utf8.DecodeRuneInString(k); unicode.IsSpace(r) {
+			at = append(at, "begins with "+charName(r))
+		}
+		if r, _ := utf8.DecodeLastRuneInString(k); unicode.IsSpace(r) {
+			at = append(at, "ends with "+charName(r))
+		}
+		return strings.Join(at, " and ")
+	}
+	for i := 0; i < len(k); i++ {
+		if b := k[i]; b < ' ' && b != '\t' || b == 0x7f {
+			return fmt.Sprintf("holds a control character (%s) at byte %d", charName(rune(b)), i+1)
+		}
+	}
+	return ""
+}
+
+// charNames are the characters unsendable names in words.
+var charNames = map[rune]string{' ': "a space", '\t': "a tab", '\r': "a carriage return", '\n': "a newline",
+	0: "a NUL", 0x1b: "an escape", 0x7f: "a DEL"}
+
+// charName names a character of a key: in words where it has a common
+// name, else by its code point (U+00A0).
+func charName(r rune) string {
+	if n, ok := charNames[r]; ok {
+		return n
+	}
+	return fmt.Sprintf("U+%04X", r)
+}
 
 // UnreadKeyVar is the first variable of env (NAME=VALUE, set) whose name
 // says it holds an engine's API key while the engine reads none from it:
@@ -313,8 +358,8 @@ func fileKeys(read func(path string) ([]byte, error), path, from string, sp Spec
 	for n, line := range strings.Split(string(b), "\n") {
 		if line != "" && line[0] != '#' {
 			keys = append(keys, line)
-			if unsendable(line) { // the line's source is formatted only then: a file may hold 100,000 keys
-				return nil, &UnsendableError{From: fmt.Sprintf("%s: key file %s:%d", from, path, n+1)}
+			if why := unsendable(line); why != "" { // the line's source is formatted only then: a file may hold 100,000 keys
+				return nil, &UnsendableError{From: fmt.Sprintf("%s: key file %s:%d", from, path, n+1), Why: why}
 			}
 		}
 	}

@@ -220,6 +220,7 @@ func TestKeys(t *testing.T) {
 		"/spaces.txt":   "  k1 \n",
 		"/env-keys":     "env-file-key\n",
 		"/crlf.txt":     "# CRLF\ncrlf-key\r\n",
+		"/ctl.txt":      "# a pasted escape\nctl\x1bkey\n",
 		"/empty.txt":    "",
 		"/comments.txt": "\n\n#c\n",
 	}
@@ -245,13 +246,25 @@ func TestKeys(t *testing.T) {
 			want: []string{"key-from-file-1", "key-from-file-2"}},
 		// Keys no HTTP client can send: every request would get 401.
 		// Each names where the key came from (before, none did).
-		{name: "carriage return", sp: llamaSpec, argv: []string{"--api-key-file=/crlf.txt"}, wantErrSub: "api-key-file: key file /crlf.txt:2: an API key begins or ends with a space, a tab or a carriage return"},
-		{name: "spaces around a key", sp: llamaSpec, argv: []string{"--api-key-file=/spaces.txt"}, wantErrSub: "api-key-file: key file /spaces.txt:1: an API key begins or ends with a space"},
+		{name: "carriage return", sp: llamaSpec, argv: []string{"--api-key-file=/crlf.txt"}, wantErrSub: "api-key-file: key file /crlf.txt:2: an API key ends with a carriage return (a key file saved with CRLF line ends?)"},
+		{name: "spaces around a key", sp: llamaSpec, argv: []string{"--api-key-file=/spaces.txt"}, wantErrSub: "api-key-file: key file /spaces.txt:1: an API key begins with a space and ends with a space"},
 		{name: "spaces in an env key file", sp: llamaSpec, env: []string{"LLAMA_ARG_API_KEY_FILE=/spaces.txt"}, wantErrSub: "LLAMA_ARG_API_KEY_FILE: key file /spaces.txt:1: an API key begins"},
-		{name: "a blank variable", sp: llamaSpec, env: []string{"LLAMA_API_KEY= "}, wantErrSub: "env LLAMA_API_KEY: an API key begins or ends with a space"},
-		{name: "a spaced key in a list", sp: llamaSpec, env: []string{"LLAMA_API_KEY=good-key-1, k2"}, wantErrSub: "env LLAMA_API_KEY: an API key begins"},
-		{name: "a spaced flag key", sp: llamaSpec, argv: []string{"--api-key", "k1 "}, wantErrSub: "engine flag --api-key gives an API key that begins or ends with a space"},
+		{name: "a blank variable", sp: llamaSpec, env: []string{"LLAMA_API_KEY= "}, wantErrSub: "env LLAMA_API_KEY: an API key begins with a space"},
+		{name: "a spaced key in a list", sp: llamaSpec, env: []string{"LLAMA_API_KEY=good-key-1, k2"}, wantErrSub: "env LLAMA_API_KEY: an API key begins with a space"},
+		{name: "a spaced flag key", sp: llamaSpec, argv: []string{"--api-key", "k1 "}, wantErrSub: "engine flag --api-key gives an API key that ends with a space"},
 		{name: "a spaced further value", sp: Spec{Flags: []string{"--api-key"}, Multi: true}, argv: []string{"--api-key", "k1", " k2"}, wantErrSub: "engine flag --api-key gives an API key that begins"},
+		// A variable set from a file with its newline ($(cat key)\n), named
+		// as one, not as "a space, a tab or a carriage return".
+		{name: "a trailing newline", sp: llamaSpec, env: []string{"LLAMA_API_KEY=nl-key-123456\n"}, wantErrSub: "env LLAMA_API_KEY: an API key ends with a newline, which no HTTP client can send"},
+		{name: "a tab within is sent", sp: llamaSpec, env: []string{"LLAMA_API_KEY=tab\tkey"}, want: []string{"tab\tkey"}},
+		// A control character within: Go's client refuses the header
+		// ("invalid header field value"), so every request got 401.
+		{name: "a newline within a variable's key", sp: llamaSpec, env: []string{"LLAMA_API_KEY=NLKEY-123456\nsecond"}, wantErrSub: "env LLAMA_API_KEY: an API key holds a control character (a newline) at byte 13, which no HTTP client can send"},
+		{name: "a DEL within a listed key", sp: llamaSpec, env: []string{"LLAMA_API_KEY=good-key-1,bad\x7fkey"}, wantErrSub: "an API key holds a control character (a DEL) at byte 4"},
+		{name: "a NUL within a flag's key", sp: llamaSpec, argv: []string{"--api-key", "nul\x00key"}, wantErrSub: "engine flag --api-key gives an API key that holds a control character (a NUL) at byte 4"},
+		{name: "a bell within a further value", sp: Spec{Flags: []string{"--api-key"}, Multi: true}, argv: []string{"--api-key", "k1", "k\a2"}, wantErrSub: "engine flag --api-key gives an API key that holds a control character (U+0007) at byte 2"},
+		{name: "an escape within a key file's line", sp: llamaSpec, argv: []string{"--api-key-file", "/ctl.txt"}, wantErrSub: "api-key-file: key file /ctl.txt:2: an API key holds a control character (an escape) at byte 4"},
+		{name: "a newline within a vLLM key", sp: Spec{Flags: []string{"--api-key"}, Env: []string{"VLLM_API_KEY"}}, env: []string{"VLLM_API_KEY=a\nb"}, wantErrSub: "env VLLM_API_KEY: an API key holds a control character (a newline) at byte 2"},
 		// A key source given with no key in it would start the engine
 		// open while the operator believes a key is set.
 		{name: "empty file", sp: llamaSpec, argv: []string{"--api-key-file", "/empty.txt"}, wantErrSub: "key file /empty.txt holds no key"},
