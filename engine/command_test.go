@@ -345,6 +345,12 @@ func TestCheckPassthrough(t *testing.T) {
 		{key.LlamaCpp, []string{"--hf-token", "hf_SECRET123456"}, "a Hugging Face token"},
 		{key.LlamaCpp, []string{"-hft=hf_SECRET123456"}, `"-hft=****3456"`},
 		{key.LlamaCpp, []string{"--alias", "-m"}, "--model"}, // conservative: a value that looks like a flag is rejected too
+		// A prefix or TLS moves the engine off speclaunch's plain GET
+		// /health at the root: serve waited out its ready timeout.
+		{key.LlamaCpp, []string{"--api-prefix", "/v2"}, "path-rewriting proxy in front of speclaunch's port"},
+		{key.LlamaCpp, []string{"-ngl", "99", "--api-prefix=/v2"}, `"--api-prefix=/v2" sets a path prefix for every route of the engine, /health included`},
+		{key.LlamaCpp, []string{"--ssl-key-file", "k.pem"}, "TLS-terminating proxy in front of speclaunch's port"},
+		{key.LlamaCpp, []string{"--ssl-cert-file=c.pem"}, `"--ssl-cert-file=c.pem" sets HTTPS for the engine`},
 	}
 	for _, tt := range tests {
 		err := CheckPassthrough(tt.e, tt.args)
@@ -452,5 +458,50 @@ func TestWidthOneStartsNoDrafter(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// llama-server reads --api-prefix and --ssl-key-file/--ssl-cert-file from
+// LLAMA_ARG_API_PREFIX and LLAMA_ARG_SSL_KEY_FILE/_CERT_FILE too: set in
+// the operator's environment or the profile's engine.env, either is
+// refused, naming the variable, its flag, where it was set and the fix.
+// Before, they reached the engine, and serve waited out its ready timeout
+// on a /health that had moved under the prefix or to HTTPS. Set but empty
+// is unset, and harmless to the engine.
+func TestServedOffVariablesRefused(t *testing.T) {
+	a, err := For(key.LlamaCpp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		environ []string
+		env     map[string]string // engine.env
+		want    string            // "" = accepted
+	}{
+		{"the prefix in the environment", []string{"LLAMA_ARG_API_PREFIX=/v2"}, nil,
+			"env LLAMA_ARG_API_PREFIX (llama-server's --api-prefix) sets a path prefix for every route of the engine, /health included, where speclaunch asks at the root"},
+		{"a key file in the environment", []string{"LLAMA_ARG_SSL_KEY_FILE=/k.pem"}, nil,
+			"env LLAMA_ARG_SSL_KEY_FILE (llama-server's --ssl-key-file) sets HTTPS for the engine, where speclaunch speaks plain HTTP to it (its readiness check, width probe and /metrics scrape would never succeed: serve would wait out its ready timeout): unset it; speclaunch's proxy serves plain HTTP; for HTTPS, put a TLS-terminating proxy in front of speclaunch's port"},
+		{"a cert file in engine.env", nil, map[string]string{"LLAMA_ARG_SSL_CERT_FILE": "/c.pem"},
+			"profile profiles/demo.toml:9: engine.env sets LLAMA_ARG_SSL_CERT_FILE (llama-server's --ssl-cert-file), which sets HTTPS for the engine"},
+		{"the prefix in engine.env", nil, map[string]string{"LLAMA_ARG_API_PREFIX": "/v2"},
+			"profile profiles/demo.toml:9: engine.env sets LLAMA_ARG_API_PREFIX (llama-server's --api-prefix), which sets a path prefix"},
+		{"set but empty", []string{"LLAMA_ARG_API_PREFIX=", "LLAMA_ARG_SSL_KEY_FILE="}, nil, ""},
+		{"another variable", []string{"LLAMA_ARG_CTX_SIZE=8192"}, map[string]string{"LLAMA_ARG_N_PARALLEL": "2"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := settings(key.LlamaCpp, "/models/draft.gguf")
+			s.Env, s.EnvFrom = tc.env, "profile profiles/demo.toml:9"
+			for _, caps := range []Caps{{Spelling: Spelling2026}, {Spelling: SpellingLegacy}, {}} {
+				_, err := a.Command(s, res(4), key.Draft, append(slices.Clone(baseEnv), tc.environ...), caps)
+				switch {
+				case tc.want == "" && err != nil:
+					t.Errorf("%+v: refused: %v", caps, err)
+				case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+					t.Errorf("%+v: got %v, want %q", caps, err, tc.want)
+				}
+			}
+		})
 	}
 }

@@ -38,6 +38,9 @@ func (llamaAdapter) Command(s Spec, r width.Resolution, kind key.Drafter, enviro
 	if err := CheckPassthrough(key.LlamaCpp, s.Args); err != nil {
 		return Launch{}, fmt.Errorf("%s: %w", s.ArgsFrom, err)
 	}
+	if err := checkServedOff(environ, s); err != nil {
+		return Launch{}, err
+	}
 	on, err := speculating(s, r)
 	if err != nil {
 		return Launch{}, err

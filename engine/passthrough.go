@@ -59,6 +59,47 @@ var (
 		"set it with speclaunch serve --port (or server.port in the profile); bench and tune pick their engines' ports (--base-port, bench.base_port)"}
 )
 
+// servedOff are llama-server's settings that move what it serves off
+// plain HTTP at the root, where speclaunch's own requests to it go: its
+// readiness check (GET /health, internal/supervise), the width probe and
+// the /metrics scrape would never succeed (llama-server serves /health
+// under the prefix too, or speaks only TLS), and serve would wait out its
+// whole ready timeout. Each is refused as a flag (llamaOwned) and as the
+// variable llama-server reads it from (checkServedOff), naming the fix.
+var servedOff = []struct {
+	flag, env string
+	what, fix string // what it sets; how to have it all the same
+}{
+	{"--api-prefix", "LLAMA_ARG_API_PREFIX", servePrefix, prefixFix},
+	{"--ssl-key-file", "LLAMA_ARG_SSL_KEY_FILE", serveTLS, tlsFix},
+	{"--ssl-cert-file", "LLAMA_ARG_SSL_CERT_FILE", serveTLS, tlsFix},
+}
+
+const (
+	servePrefix = "a path prefix for every route of the engine, /health included, where speclaunch asks at the root (its readiness check, width probe and /metrics scrape would never succeed: serve would wait out its ready timeout)"
+	prefixFix   = "speclaunch's proxy serves the engine's routes at the root of its port; to serve them under a prefix, put a path-rewriting proxy in front of speclaunch's port"
+	serveTLS    = "HTTPS for the engine, where speclaunch speaks plain HTTP to it (its readiness check, width probe and /metrics scrape would never succeed: serve would wait out its ready timeout)"
+	tlsFix      = "speclaunch's proxy serves plain HTTP; for HTTPS, put a TLS-terminating proxy in front of speclaunch's port"
+)
+
+// checkServedOff refuses a servedOff variable set to a value, in the
+// operator's environment (environ, NAME=VALUE) or the profile's
+// engine.env (s.Env, each named by its file:line): llama-server reads it
+// as its flag. Set but empty, it is unset to the launcher, and to
+// llama-server harmless (no prefix; no TLS without both files).
+func checkServedOff(environ []string, s Spec) error {
+	env := parseEnviron(environ)
+	for _, f := range servedOff {
+		if v := s.Env[f.env]; v != "" {
+			return fmt.Errorf("%s: engine.env sets %s (llama-server's %s), which sets %s: remove it; %s", s.envFrom(f.env), f.env, f.flag, f.what, f.fix)
+		}
+		if v, _ := env.get(f.env); v != "" {
+			return fmt.Errorf("env %s (llama-server's %s) sets %s: unset it; %s", f.env, f.flag, f.what, f.fix)
+		}
+	}
+	return nil
+}
+
 var commonOwned = map[string]ownedFlag{
 	"-md": ownDraftModel, "--model-draft": ownDraftModel, "--draft-model": ownDraftModel, "--spec-draft-model": ownDraftModel,
 	"--spec-type": ownKind, "--draft-kind": ownKind,
@@ -77,6 +118,12 @@ var llamaOwned = map[string]ownedFlag{
 	"--spec-default": ownKind,
 	"-hf":            ownHFModel, "-hfr": ownHFModel, "--hf-repo": ownHFModel, "-mu": ownModel, "--model-url": ownModel,
 	"--hf-token": ownHFToken, "-hft": ownHFToken,
+}
+
+func init() {
+	for _, f := range servedOff {
+		llamaOwned[f.flag] = ownedFlag{f.what, "drop it; " + f.fix}
+	}
 }
 
 // HFRepoHint is what to add where no target model is given but the

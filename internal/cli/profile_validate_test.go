@@ -26,6 +26,9 @@ func TestValidateChecksEngineArgsWithoutAModel(t *testing.T) {
 		{"llama.cpp LLAMA_ARG_PORT", "[engine]\nname = \"llama.cpp\"\n[engine.env]\nLLAMA_ARG_PORT = \"9000\"\n", ":4: engine.env sets LLAMA_ARG_PORT=9000, which the launcher owns"},
 		{"vllm num_speculative_tokens", "[engine]\nname = \"vllm\"\nargs = [\"--speculative-config\", '{\"num_speculative_tokens\": 3}']\n", ":3: engine argument conflicts with the launcher: --speculative-config key \"num_speculative_tokens\""},
 		{"sglang --port", "[engine]\nname = \"sglang\"\nargs = [\"--port\", \"1\"]\n", ":3: engine argument conflicts with the launcher: \"--port\""},
+		{"llama.cpp --api-prefix", "[engine]\nname = \"llama.cpp\"\nargs = [\"-ngl\", \"99\", \"--api-prefix\", \"/v2\"]\n", ":3: engine argument conflicts with the launcher: \"--api-prefix\" sets a path prefix for every route of the engine"},
+		{"llama.cpp --ssl-cert-file", "[engine]\nname = \"llama.cpp\"\nargs = [\"--ssl-cert-file=/c.pem\"]\n", ":3: engine argument conflicts with the launcher: \"--ssl-cert-file=/c.pem\" sets HTTPS for the engine"},
+		{"llama.cpp LLAMA_ARG_SSL_KEY_FILE", "[engine]\nname = \"llama.cpp\"\n[engine.env]\nLLAMA_ARG_SSL_KEY_FILE = \"/k.pem\"\n", ":4: engine.env sets LLAMA_ARG_SSL_KEY_FILE (llama-server's --ssl-key-file), which sets HTTPS for the engine"},
 		{"llama.cpp, its own flags", "[engine]\nname = \"llama.cpp\"\nargs = [\"--jinja\"]\n[engine.env]\nLLAMA_ARG_CTX_SIZE = \"8192\"\n", ""},
 	} {
 		prof := filepath.Join(t.TempDir(), "v.toml")
@@ -232,5 +235,39 @@ func TestValidateWritesNothingWhereItRuns(t *testing.T) {
 				t.Errorf("validate wrote in %s (modified %v)", dir, fi.ModTime())
 			}
 		})
+	}
+}
+
+// llama-server's --api-prefix, --ssl-key-file and --ssl-cert-file move
+// /health under a prefix or to HTTPS, where speclaunch's readiness check,
+// width probe and /metrics scrape never reach it: typed, after --, or as
+// the variables llama-server reads them from, each is refused with exit 2
+// and the fix (a proxy in front of speclaunch's port) by the dry run and
+// profile validate alike. Before, they passed, and serve waited out its
+// ready timeout.
+func TestPrefixAndTLSRefused(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	prof := filepath.Join(t.TempDir(), "p.toml")
+	writeFile(t, prof, "[engine]\nname = \"llama.cpp\"\n")
+	launch := []string{"--profile", prof, "-m", "x.gguf", "-md", "d.gguf", "--capability", "9.0", "--quant", "q4_0"}
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{"--api-prefix typed", nil, []string{"--api-prefix", "/v2"}, `"--api-prefix" sets a path prefix for every route of the engine, /health included`},
+		{"--ssl-key-file after --", nil, []string{"--", "--ssl-key-file", "/k.pem"}, `"--ssl-key-file" sets HTTPS for the engine`},
+		{"--ssl-cert-file= typed", nil, []string{"--ssl-cert-file=/c.pem"}, "put a TLS-terminating proxy in front of speclaunch's port"},
+		{"LLAMA_ARG_API_PREFIX", map[string]string{"LLAMA_ARG_API_PREFIX": "/v2"}, nil, "env LLAMA_ARG_API_PREFIX (llama-server's --api-prefix) sets a path prefix"},
+		{"LLAMA_ARG_SSL_CERT_FILE", map[string]string{"LLAMA_ARG_SSL_CERT_FILE": "/c.pem"}, nil, "env LLAMA_ARG_SSL_CERT_FILE (llama-server's --ssl-cert-file) sets HTTPS"},
+	} {
+		for _, cmd := range []string{"serve --dry-run", "profile validate"} {
+			args := append(append(strings.Fields(cmd), launch...), tc.args...)
+			code, o, e := withEnv(tc.env).cli(args...)
+			if code != 2 || !strings.Contains(unwrap(e), tc.want) {
+				t.Errorf("%s, %s: exit %d, want 2 and %q:\n%s%s", tc.name, cmd, code, tc.want, o, e)
+			}
+		}
 	}
 }

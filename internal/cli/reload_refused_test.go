@@ -60,6 +60,34 @@ func TestReloadWithAFlagTheEngineRefusesInOverlapIsTried(t *testing.T) {
 	}
 }
 
+// A reload whose engine.args add --api-prefix, or whose engine.env sets
+// LLAMA_ARG_SSL_CERT_FILE, is rejected, naming the profile's line and the
+// fix, whatever the switch mode: the new engine's /health would be under
+// the prefix or on HTTPS, where speclaunch's readiness check never reaches
+// it. The serving engine serves on.
+func TestReloadWithAPrefixOrTLSIsRejected(t *testing.T) {
+	testenv.E2E(t)
+	t.Parallel() // see TestMain
+	port := freePort(t)
+	r, prof, base := serveFakeLlama(t, port, "overlap")
+	prefix := strings.Replace(base, "name = \"llama.cpp\"\n", "name = \"llama.cpp\"\nargs = [\"--api-prefix\", \"/v2\"]\n", 1)
+	renameOver(t, prof, prefix)
+	r.log.waitFor(t, `reload rejected; the engine keeps running`, 1, 20*time.Second)
+	tls := base + "[engine.env]\nLLAMA_ARG_SSL_CERT_FILE = \"/c.pem\"\n"
+	renameOver(t, prof, tls)
+	r.log.waitFor(t, `reload rejected; the engine keeps running`, 2, 20*time.Second)
+	l := r.log.String()
+	if !strings.Contains(l, `p.toml:3: engine argument conflicts with the launcher: \"--api-prefix\" sets a path prefix`) || !strings.Contains(l, "LLAMA_ARG_SSL_CERT_FILE (llama-server's --ssl-cert-file), which sets HTTPS") {
+		t.Errorf("the rejections name neither the profile's line nor the flag:\n%s", l)
+	}
+	if strings.Contains(l, "stopping engine") || strings.Count(l, "starting engine") != 1 {
+		t.Errorf("the serving engine was stopped or another started:\n%s", l)
+	}
+	if code := health(port); code != http.StatusOK {
+		t.Errorf("/health %d after the rejected reloads, want 200", code)
+	}
+}
+
 // serveFakeLlama serves the fake llama-server's profile on port with
 // server.switch = mode, once its width is verified; the log is JSON, a
 // line a message whatever the length of the temporary paths.
