@@ -505,3 +505,63 @@ func TestServedOffVariablesRefused(t *testing.T) {
 		})
 	}
 }
+
+// The minimum draft follows the tree the binary's --help showed: a legacy
+// llama-server takes --draft-min N (and LLAMA_ARG_DRAFT_MIN) as its own,
+// so it reaches the engine; a 2026 tree refuses to start on either, so
+// the flag is refused with the 2026 tree's own (--spec-draft-n-min) and
+// the variable kept out, as for a tree not inspected, whose command is
+// the 2026 one. Before, a legacy tree was refused --draft-min and told to
+// pass --spec-draft-n-min, which it refuses at start ("error: invalid
+// argument"): a legacy operator could set no minimum draft.
+func TestDraftMinFollowsTheTree(t *testing.T) {
+	a, err := For(key.LlamaCpp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	legacy, new26, unknown := Caps{Spelling: SpellingLegacy}, Caps{Spelling: Spelling2026}, Caps{}
+	for _, tc := range []struct {
+		name    string
+		caps    Caps
+		args    []string
+		environ []string
+		env     map[string]string // engine.env
+		want    string            // the error, "" for none
+		argv    string            // in the command, for none
+		kept    bool              // LLAMA_ARG_DRAFT_MIN reaches the engine
+	}{
+		{name: "legacy --draft-min", caps: legacy, args: []string{"--draft-min", "2"}, argv: "--draft-max 3 --host 127.0.0.1 --port 8080 --metrics --draft-min 2"},
+		{name: "legacy --draft-n-min=", caps: legacy, args: []string{"--draft-n-min=2"}, argv: "--metrics --draft-n-min=2"},
+		{name: "legacy LLAMA_ARG_DRAFT_MIN", caps: legacy, environ: []string{"LLAMA_ARG_DRAFT_MIN=2"}, kept: true},
+		{name: "legacy engine.env LLAMA_ARG_DRAFT_MIN", caps: legacy, env: map[string]string{"LLAMA_ARG_DRAFT_MIN": "2"}, kept: true},
+		{name: "2026 --draft-min", caps: new26, args: []string{"--draft-min", "2"}, want: `"--draft-min" sets the minimum draft, which 2026 llama-server trees removed (they refuse to start on it): on a 2026 tree pass --spec-draft-n-min N instead`},
+		{name: "unknown --draft-n-min", caps: unknown, args: []string{"--draft-n-min", "2"}, want: "a legacy tree, as its --help tells, takes --draft-min N as given"},
+		{name: "2026 --spec-draft-n-min", caps: new26, args: []string{"--spec-draft-n-min", "2"}, argv: "--metrics --spec-draft-n-min 2"},
+		{name: "2026 LLAMA_ARG_DRAFT_MIN", caps: new26, environ: []string{"LLAMA_ARG_DRAFT_MIN=2"}},
+		{name: "unknown LLAMA_ARG_DRAFT_MIN", caps: unknown, environ: []string{"LLAMA_ARG_DRAFT_MIN=2"}},
+		{name: "2026 engine.env LLAMA_ARG_DRAFT_MIN", caps: new26, env: map[string]string{"LLAMA_ARG_DRAFT_MIN": "2"},
+			want: "engine.env sets LLAMA_ARG_DRAFT_MIN=2, which the launcher owns for llama-server: set the minimum draft with LLAMA_ARG_SPEC_DRAFT_N_MIN (--spec-draft-n-min) on a 2026 tree"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := settings(key.LlamaCpp, "/models/draft.gguf", tc.args...)
+			s.Env, s.EnvFrom = tc.env, "profile profiles/demo.toml:9"
+			l, err := a.Command(s, res(4), key.Draft, append(slices.Clone(baseEnv), tc.environ...), tc.caps)
+			if tc.want != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("got %v, want %q", err, tc.want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(strings.Join(l.Argv, " "), tc.argv) {
+				t.Errorf("argv %q, want %q in it", l.Argv, tc.argv)
+			}
+			kept, removed := slices.Contains(l.Env, "LLAMA_ARG_DRAFT_MIN=2"), slices.Contains(l.EnvRemoved, "LLAMA_ARG_DRAFT_MIN")
+			if kept != tc.kept || removed != (tc.environ != nil && !tc.kept) {
+				t.Errorf("LLAMA_ARG_DRAFT_MIN kept %v, removed %v (%v), want kept %v", kept, removed, l.EnvRemoved, tc.kept)
+			}
+		})
+	}
+}

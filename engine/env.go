@@ -29,7 +29,8 @@ var (
 	ruleDraftMax = envRule{"LLAMA_ARG_DRAFT_MAX",
 		"the launcher translated it into the width (draft tokens + 1) and passes the width as a flag; a 2026 llama-server refuses to start while it is set (\"the argument has been removed\")", widthFix}
 	ruleDraftMin = envRule{"LLAMA_ARG_DRAFT_MIN",
-		"a 2026 llama-server refuses to start while it is set (\"the argument has been removed\"); the launcher sizes the draft with the width alone", widthFix}
+		"a 2026 llama-server refuses to start while it is set (\"the argument has been removed\"); its minimum draft is LLAMA_ARG_SPEC_DRAFT_N_MIN (--spec-draft-n-min)",
+		"set the minimum draft with LLAMA_ARG_SPEC_DRAFT_N_MIN (--spec-draft-n-min) on a 2026 tree"}
 )
 
 // ruleSpecType: the settings layer read LLAMA_ARG_SPEC_TYPE as the drafter
@@ -38,7 +39,16 @@ var (
 var ruleSpecType = envRule{"LLAMA_ARG_SPEC_TYPE",
 	"the launcher read it as the drafter kind and passes the kind as a flag", "set the drafter kind with draft.kind in the profile (or --draft-kind)"}
 
-var llamaEnvRules = []envRule{ruleDraftMax, ruleDraftMin, ruleSpecNMax, ruleDraftBlockSize, ruleMLXCELBlockSize, ruleSpecType}
+// llamaEnvRules are the rules for a llama-server of spelling sp:
+// LLAMA_ARG_DRAFT_MIN is a legacy tree's own minimum draft, which the
+// launcher does not set, so it is kept out only of a 2026 tree (or one
+// not inspected, taken for a 2026 one), which refuses to start on it.
+func llamaEnvRules(sp Spelling) []envRule {
+	if sp == SpellingLegacy {
+		return []envRule{ruleDraftMax, ruleSpecNMax, ruleDraftBlockSize, ruleMLXCELBlockSize, ruleSpecType}
+	}
+	return []envRule{ruleDraftMax, ruleDraftMin, ruleSpecNMax, ruleDraftBlockSize, ruleMLXCELBlockSize, ruleSpecType}
+}
 
 var mlxcelEnvRules = []envRule{ruleDraftBlockSize, ruleMLXCELBlockSize, ruleSpecType}
 

@@ -35,7 +35,7 @@ func (llamaAdapter) Command(s Spec, r width.Resolution, kind key.Drafter, enviro
 	if err != nil {
 		return Launch{}, err
 	}
-	if err := CheckPassthrough(key.LlamaCpp, s.Args); err != nil {
+	if err := checkPassthrough(key.LlamaCpp, s.Args, caps.Spelling); err != nil {
 		return Launch{}, fmt.Errorf("%s: %w", s.ArgsFrom, err)
 	}
 	if err := checkServedOff(environ, s); err != nil {
@@ -80,7 +80,7 @@ func (llamaAdapter) Command(s Spec, r width.Resolution, kind key.Drafter, enviro
 	}
 	argv = append(argv, s.Args...)
 	l.Argv = argv
-	if err := buildEnv("llama-server", environ, llamaEnvRules, s.Env, s.envFrom, nil, &l); err != nil {
+	if err := buildEnv("llama-server", environ, llamaEnvRules(caps.Spelling), s.Env, s.envFrom, nil, &l); err != nil {
 		return Launch{}, err
 	}
 	l.keysToEnv(key.LlamaCpp, "llama-server")

@@ -39,8 +39,8 @@ type ownedFlag struct {
 var (
 	ownWidth = ownedFlag{"the draft width",
 		"set the width with speclaunch --draft-block-size W (or draft.block_size in the profile), in the launcher's unit: verify rows = draft tokens + 1"}
-	ownDraftMin = ownedFlag{"the draft size (removed in 2026 llama-server trees, which then refuse to start)",
-		"size the draft with speclaunch --draft-block-size W (or draft.block_size in the profile); for a minimum draft on a 2026 tree pass --spec-draft-n-min"}
+	ownDraftMin = ownedFlag{"the minimum draft, which 2026 llama-server trees removed (they refuse to start on it)",
+		"on a 2026 tree pass --spec-draft-n-min N instead (a legacy tree, as its --help tells, takes --draft-min N as given); the draft's size is speclaunch's --draft-block-size W (or draft.block_size in the profile)"}
 	ownDraftModel = ownedFlag{"the draft model",
 		"set it with speclaunch --draft-model (or draft.model in the profile)"}
 	ownKind = ownedFlag{"the drafter kind",
@@ -113,7 +113,6 @@ var mlxcelOwned = map[string]ownedFlag{
 
 var llamaOwned = map[string]ownedFlag{
 	"--spec-draft-n-max": ownWidth, "--draft-max": ownWidth, "--draft": ownWidth, "--draft-n": ownWidth,
-	"--draft-min": ownDraftMin, "--draft-n-min": ownDraftMin,
 	"--spec-draft-hf": ownHFDraft, "-hfd": ownHFDraft, "-hfrd": ownHFDraft, "--hf-repo-draft": ownHFDraft,
 	"--spec-default": ownKind,
 	"-hf":            ownHFModel, "-hfr": ownHFModel, "--hf-repo": ownHFModel, "-mu": ownModel, "--model-url": ownModel,
@@ -124,6 +123,15 @@ func init() {
 	for _, f := range servedOff {
 		llamaOwned[f.flag] = ownedFlag{f.what, "drop it; " + f.fix}
 	}
+}
+
+// llamaRemoved are the flags 2026 llama-server trees list as removed
+// stubs, refusing to start on them, where a legacy tree takes them and
+// the launcher does not set them: the minimum draft. They are refused
+// unless the binary's --help showed the legacy spelling (a tree not
+// inspected is taken for a 2026 one, as its command is).
+var llamaRemoved = map[string]ownedFlag{
+	"--draft-min": ownDraftMin, "--draft-n-min": ownDraftMin,
 }
 
 // HFRepoHint is what to add where no target model is given but the
@@ -190,14 +198,22 @@ func normFlag(name string) string {
 
 // CheckPassthrough rejects pass-through engine arguments that set what the
 // launcher owns: the width (mlxcel --draft-block-size; llama.cpp
-// --spec-draft-n-max, --draft-max, --draft, --draft-n, --draft-min), the
-// draft model or kind, the target model, host and port; both `--flag v` and
-// `--flag=v` forms. The error names the launcher's own flag. Arguments are
-// never passed through a shell, so no quoting is checked. Then a key flag
+// --spec-draft-n-max, --draft-max, --draft, --draft-n), the draft model or
+// kind, the target model, host and port; both `--flag v` and `--flag=v`
+// forms. The error names the launcher's own flag. Arguments are never
+// passed through a shell, so no quoting is checked. Then a key flag
 // joined to its value or with characters around it (keyFlagArg), then a
 // misspelt key flag (misspeltKeyFlag). Every pass reads an argument's flag
-// by argName.
+// by argName. A llama-server tree's own flags are judged as for one not
+// inspected (checkPassthrough).
 func CheckPassthrough(e key.Engine, args []string) error {
+	return checkPassthrough(e, args, SpellingUnknown)
+}
+
+// checkPassthrough is CheckPassthrough for a llama-server of spelling sp:
+// the flags a 2026 tree removed (llamaRemoved) are refused unless sp is
+// the legacy spelling, whose own they are.
+func checkPassthrough(e key.Engine, args []string, sp Spelling) error {
 	var extra map[string]ownedFlag
 	switch e {
 	case key.MLXCEL, key.Sim:
@@ -217,6 +233,9 @@ func CheckPassthrough(e key.Engine, args []string) error {
 		o, ok := extra[flags[i].name]
 		if !ok {
 			o, ok = commonOwned[flags[i].name]
+		}
+		if !ok && e == key.LlamaCpp && sp != SpellingLegacy {
+			o, ok = llamaRemoved[flags[i].name]
 		}
 		if ok {
 			return fmt.Errorf("%w: %q sets %s: %s", ErrPassthrough, secret.MaskArg(a), o.what, o.fix)
