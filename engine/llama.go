@@ -45,7 +45,7 @@ func (llamaAdapter) Command(s Spec, r width.Resolution, kind key.Drafter, enviro
 	if err != nil {
 		return Launch{}, err
 	}
-	l := Launch{BaseURL: base, Unknown: unknownLlamaFlags(s.Args)}
+	l := Launch{BaseURL: base, Unknown: unknownLlamaFlags(s.Args, caps.Spelling)}
 	l.Warnings = append(l.Warnings, unknownWarnings(l.Unknown)...)
 	sp := caps.Spelling
 	if sp == SpellingUnknown {

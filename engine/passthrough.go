@@ -424,21 +424,44 @@ var llamaKeyFlags = sync.OnceValue(func() map[key.Engine][]string {
 type UnknownFlag struct {
 	Name  string // as given, without its "=value"
 	Count int    // how many times it is given
+	// Spelling is the llama-server tree whose --help was judged (the
+	// binary's, as detected); SpellingUnknown judges every captured tree's.
+	Spelling Spelling
 }
 
 // Why is the warning of u: whose list lacks it, how often it is given,
 // and the nearest flag the list holds (found here, not for every unknown
-// flag: a profile may hold tens of thousands).
+// flag: a profile may hold tens of thousands). A flag another captured
+// tree lists is said to be that tree's.
 func (u UnknownFlag) Why() string {
 	given := ""
 	if u.Count > 1 {
 		given = fmt.Sprintf(" (given %d times)", u.Count)
 	}
-	msg := fmt.Sprintf("engine argument %s%s is not a flag llama-server lists in its --help; llama-server refuses to start on an unknown flag", u.Name, given)
-	if near := llamaflags.Nearest(u.Name, llamaflags.All()); near != "" {
+	known, whose, other := llamaflags.All(), "llama-server", ""
+	if t, ok := llamaTree(u.Spelling); ok {
+		known, whose = llamaflags.AllOf(t), fmt.Sprintf("this llama-server (flag spelling %s)", u.Spelling)
+		if _, ok := llamaflags.Values(u.Name); ok {
+			other = ", only another llama.cpp tree's"
+		}
+	}
+	msg := fmt.Sprintf("engine argument %s%s is not a flag %s lists in its --help%s; llama-server refuses to start on an unknown flag", u.Name, given, whose, other)
+	if near := llamaflags.Nearest(u.Name, known); near != "" {
 		msg += fmt.Sprintf(" (did you mean %s?)", strings.Join(llamaflags.Spellings(near), ", "))
 	}
 	return msg
+}
+
+// llamaTree is the captured tree of spelling sp (internal/llamaflags);
+// ok is false for SpellingUnknown, judged against every captured tree.
+func llamaTree(sp Spelling) (t llamaflags.Tree, ok bool) {
+	switch sp {
+	case Spelling2026:
+		return llamaflags.Tree2026, true
+	case SpellingLegacy:
+		return llamaflags.TreeLegacy, true
+	}
+	return 0, false
 }
 
 // maxUnknownFlagWarnings is how many distinct unknown flags are each named
@@ -465,14 +488,16 @@ func unknownWarnings(us []UnknownFlag) []string {
 }
 
 // unknownLlamaFlags finds every distinct pass-through argument that looks
-// like a flag llama-server's --help does not list (internal/llamaflags),
+// like a flag the --help of llama-server's tree of spelling sp does not
+// list (internal/llamaflags; every captured tree's for SpellingUnknown),
 // first given first, with how often it is given: llama-server refuses to
 // start on an unknown flag, and a dry run should say so first (the
 // warnings are unknownWarnings'). Values are stepped over by each known
 // flag's arity, so "--keep -1" is not read as a flag.
-func unknownLlamaFlags(args []string) []UnknownFlag {
+func unknownLlamaFlags(args []string, sp Spelling) []UnknownFlag {
 	var out []UnknownFlag
 	at := map[string]int{} // name → index in out
+	tree, oneTree := llamaTree(sp)
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		if !strings.HasPrefix(a, "-") || a == "-" || strings.TrimLeft(a, "-0123456789.") == "" {
@@ -483,13 +508,15 @@ func unknownLlamaFlags(args []string) []UnknownFlag {
 			if !hasVal {
 				i += n
 			}
-			continue
+			if !oneTree || llamaflags.ListedBy(name, tree) {
+				continue
+			}
 		}
 		j, seen := at[name]
 		if !seen {
 			j = len(out)
 			at[name] = j
-			out = append(out, UnknownFlag{Name: name})
+			out = append(out, UnknownFlag{Name: name, Spelling: sp})
 		}
 		out[j].Count++
 	}

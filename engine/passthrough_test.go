@@ -12,22 +12,33 @@ import (
 
 // TestUnknownLlamaFlags: a pass-through flag llama-server does not list is
 // named with the nearest it does; values (negative numbers included) and
-// known flags in either form are not.
+// known flags in either form are not. With the tree detected, its own
+// --help is the list: a flag only another tree lists is unknown to it
+// (before, the two trees' lists were one, and a legacy tree given
+// --spec-draft-n-min refused to start without a warning first).
 func TestUnknownLlamaFlags(t *testing.T) {
 	for _, tc := range []struct {
 		name string
+		sp   Spelling
 		args []string
 		want []string // the warnings, each as the substring it must hold
 	}{
-		{"known flags and values", []string{"-ngl", "99", "--keep", "-1", "-c=8192", "--jinja", "--no-warmup"}, nil},
-		{"a value that looks like a flag", []string{"--override-kv", "-x", "--jinja"}, nil},
-		{"a mistyped flag", []string{"--ngl", "99"}, []string{"engine argument --ngl is not a flag llama-server lists in its --help; llama-server refuses to start on an unknown flag (did you mean -ngl, --gpu-layers, --n-gpu-layers?)"}},
-		{"with =", []string{"--ctx-siz=8192"}, []string{"--ctx-siz is not a flag llama-server lists in its --help; llama-server refuses to start on an unknown flag (did you mean -c, --ctx-size?)"}},
-		{"nothing near", []string{"--zzzzzzzzzz"}, []string{"--zzzzzzzzzz is not a flag llama-server lists in its --help; llama-server refuses to start on an unknown flag"}},
-		{"two", []string{"--jinj", "-ngl", "1", "--metric"}, []string{"--jinj is not", "--metric is not a flag llama-server lists in its --help; llama-server refuses to start on an unknown flag (did you mean --metrics?)"}},
+		{"known flags and values", SpellingUnknown, []string{"-ngl", "99", "--keep", "-1", "-c=8192", "--jinja", "--no-warmup"}, nil},
+		{"a value that looks like a flag", SpellingUnknown, []string{"--override-kv", "-x", "--jinja"}, nil},
+		{"a mistyped flag", SpellingUnknown, []string{"--ngl", "99"}, []string{"engine argument --ngl is not a flag llama-server lists in its --help; llama-server refuses to start on an unknown flag (did you mean -ngl, --gpu-layers, --n-gpu-layers?)"}},
+		{"with =", SpellingUnknown, []string{"--ctx-siz=8192"}, []string{"--ctx-siz is not a flag llama-server lists in its --help; llama-server refuses to start on an unknown flag (did you mean -c, --ctx-size?)"}},
+		{"nothing near", SpellingUnknown, []string{"--zzzzzzzzzz"}, []string{"--zzzzzzzzzz is not a flag llama-server lists in its --help; llama-server refuses to start on an unknown flag"}},
+		{"two", SpellingUnknown, []string{"--jinj", "-ngl", "1", "--metric"}, []string{"--jinj is not", "--metric is not a flag llama-server lists in its --help; llama-server refuses to start on an unknown flag (did you mean --metrics?)"}},
+		{"a tree not inspected takes either tree's", SpellingUnknown, []string{"--spec-draft-n-min", "1", "--ctx-size-draft", "4096"}, nil},
+		{"a 2026 flag on a legacy tree", SpellingLegacy, []string{"-ngl", "99", "--spec-draft-n-min", "1", "-c", "4096"},
+			[]string{"engine argument --spec-draft-n-min is not a flag this llama-server (flag spelling legacy) lists in its --help, only another llama.cpp tree's; llama-server refuses to start on an unknown flag"}},
+		{"a legacy flag on a 2026 tree", Spelling2026, []string{"--ctx-size-draft=4096", "--jinja"},
+			[]string{"engine argument --ctx-size-draft is not a flag this llama-server (flag spelling 2026) lists in its --help, only another llama.cpp tree's; llama-server refuses to start on an unknown flag"}},
+		{"the legacy tree's own flags", SpellingLegacy, []string{"--draft-min", "2", "-cd", "4096", "--metrics"}, nil},
+		{"a mistyped flag on a legacy tree: its nearest", SpellingLegacy, []string{"--ngl", "99"}, []string{"engine argument --ngl is not a flag this llama-server (flag spelling legacy) lists in its --help; llama-server refuses to start on an unknown flag (did you mean -ngl, --gpu-layers, --n-gpu-layers?)"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := unknownLlamaFlags(tc.args)
+			got := unknownLlamaFlags(tc.args, tc.sp)
 			if len(got) != len(tc.want) {
 				t.Fatalf("unknown %v, want %d", got, len(tc.want))
 			}
@@ -71,7 +82,7 @@ func TestUnknownLlamaFlagsOncePerName(t *testing.T) {
 			"engine argument --xyzzy-0 (given 2 times) is not", "and 5 more distinct engine arguments (10 in all, the first --xyzzy-20) are not flags llama-server lists", "--xyzzy-24"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			unknown := unknownLlamaFlags(tc.args)
+			unknown := unknownLlamaFlags(tc.args, SpellingUnknown)
 			if len(unknown) != tc.unknown || unknown[len(unknown)-1].Name != tc.lastName {
 				t.Fatalf("unknown %v, want %d names, the last %s", unknown, tc.unknown, tc.lastName)
 			}
@@ -105,7 +116,7 @@ func BenchmarkPassthroughChecks(b *testing.B) {
 				if err := CheckPassthrough(key.LlamaCpp, bc.args); err != nil {
 					b.Fatal(err)
 				}
-				unknownWarnings(unknownLlamaFlags(bc.args))
+				unknownWarnings(unknownLlamaFlags(bc.args, SpellingUnknown))
 			}
 		})
 	}

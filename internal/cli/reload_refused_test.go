@@ -23,7 +23,7 @@ func TestReloadWithAFlagTheEngineRefusesStopsNothing(t *testing.T) {
 	renameOver(t, prof, withBogusFlag(base))
 	r.log.waitFor(t, `new settings cannot start; the engine keeps running with the previous ones`, 1, 20*time.Second)
 	l := r.log.String()
-	if !strings.Contains(l, "p.toml:3: engine argument --bogus-flag is not a flag llama-server lists in its --help") || !strings.Contains(l, "a switch in drain mode stops it before the new engine starts") {
+	if !strings.Contains(l, "p.toml:3: engine argument --bogus-flag is not a flag this llama-server (flag spelling 2026) lists in its --help") || !strings.Contains(l, "a switch in drain mode stops it before the new engine starts") {
 		t.Errorf("the refusal names neither the profile's line, the flag nor the mode:\n%s", l)
 	}
 	if strings.Contains(l, "stopping engine") || strings.Count(l, "starting engine") != 1 {
@@ -49,7 +49,7 @@ func TestReloadWithAFlagTheEngineRefusesInOverlapIsTried(t *testing.T) {
 	r.log.waitFor(t, `starting the new engine beside it all the same`, 1, 20*time.Second)
 	r.log.waitFor(t, `the new engine failed to start; the old one keeps serving`, 1, 20*time.Second)
 	l := r.log.String()
-	if !strings.Contains(l, "p.toml:3: engine argument --bogus-flag is not a flag llama-server lists in its --help") {
+	if !strings.Contains(l, "p.toml:3: engine argument --bogus-flag is not a flag this llama-server (flag spelling 2026) lists in its --help") {
 		t.Errorf("the warning names neither the profile's line nor the flag:\n%s", l)
 	}
 	if strings.Contains(l, "new settings cannot start") || strings.Count(l, "starting engine") != 2 {

@@ -7,6 +7,7 @@
 // The table (table.go) is generated from llama-server's own --help, captured
 // from two llama.cpp trees and committed under
 // internal/fakellama/testdata/{new,old}-help.txt; `go generate` rebuilds it.
+// Values knows a flag either tree lists; ListedBy says which tree's does.
 package llamaflags
 
 //go:generate go run ./gen -o table.go ../fakellama/testdata/new-help.txt ../fakellama/testdata/old-help.txt
@@ -180,6 +181,43 @@ var all = sync.OnceValue(func() []string {
 		out = append(out, n)
 	}
 	sort.Strings(out)
+	return out
+})
+
+// Tree is one of the captured llama.cpp trees, numbered as the
+// go:generate line names their --help captures, newest first.
+type Tree uint8
+
+const (
+	Tree2026   Tree = iota // new-help.txt: --spec-draft-n-max, --spec-type
+	TreeLegacy             // old-help.txt: --draft-max, --model-draft
+)
+
+// ListedBy reports whether tree's --help lists name: Values knows every
+// flag some tree lists, a pass-through flag of another tree among them
+// (--spec-draft-n-min, only a 2026 tree's), which this tree refuses at
+// start.
+func ListedBy(name string, tree Tree) bool {
+	if _, ok := values[name]; !ok {
+		return false
+	}
+	bits, some := onlyIn[name]
+	return !some || bits&(1<<tree) != 0
+}
+
+// AllOf returns every flag name tree's --help lists, sorted; shared as
+// All's is (clone it before changing it).
+func AllOf(tree Tree) []string { return allOf()[tree] }
+
+var allOf = sync.OnceValue(func() map[Tree][]string {
+	out := map[Tree][]string{}
+	for _, t := range []Tree{Tree2026, TreeLegacy} {
+		for _, n := range All() {
+			if ListedBy(n, t) {
+				out[t] = append(out[t], n)
+			}
+		}
+	}
 	return out
 })
 

@@ -83,6 +83,20 @@ func TestTableIsCurrent(t *testing.T) {
 			t.Errorf("%s: table says %d (known %v), the captures %d: run go generate ./internal/llamaflags", n, v, ok, f.Values)
 		}
 	}
+	for i, name := range []string{"new-help.txt", "old-help.txt"} {
+		tm, err := Merge(Parse(readHelp(t, name)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for n := range m {
+			if _, ok := tm[n]; ListedBy(n, Tree(i)) != ok {
+				t.Errorf("%s: the table says %s lists it %v, the capture %v: run go generate ./internal/llamaflags", n, name, !ok, ok)
+			}
+		}
+		if got := len(AllOf(Tree(i))); got != len(tm) {
+			t.Errorf("%s: AllOf lists %d flags, the capture %d", name, got, len(tm))
+		}
+	}
 	envs, err := Envs(Parse(readHelp(t, "new-help.txt")), Parse(readHelp(t, "old-help.txt")))
 	if err != nil {
 		t.Fatal(err)
@@ -120,5 +134,28 @@ func TestEnvsRefusesConflict(t *testing.T) {
 	b := []Flag{{Names: []string{"-y"}, Env: "LLAMA_ARG_X"}}
 	if _, err := Envs(a, b); err == nil || !strings.Contains(err.Error(), "LLAMA_ARG_X") {
 		t.Fatalf("Envs = %v, want an error naming LLAMA_ARG_X", err)
+	}
+}
+
+// Each tree lists its own flags: a flag of one tree alone is no flag of
+// the other's, which refuses to start on it.
+func TestListedBy(t *testing.T) {
+	for _, c := range []struct {
+		name           string
+		in2026, legacy bool
+	}{
+		{"-ngl", true, true},
+		{"--spec-draft-n-min", true, false},
+		{"--spec-draft-model", true, false},
+		{"--draft-min", true, true}, // a removed stub in 2026 trees, listed all the same
+		{"--ctx-size-draft", false, true},
+		{"--bogus", false, false},
+	} {
+		if got := ListedBy(c.name, Tree2026); got != c.in2026 {
+			t.Errorf("%s: listed by the 2026 tree %v, want %v", c.name, got, c.in2026)
+		}
+		if got := ListedBy(c.name, TreeLegacy); got != c.legacy {
+			t.Errorf("%s: listed by the legacy tree %v, want %v", c.name, got, c.legacy)
+		}
 	}
 }

@@ -84,6 +84,36 @@ func Generate(srcs []string, lists ...[]llamaflags.Flag) ([]byte, error) {
 	for _, e := range slices.Sorted(maps.Keys(envs)) {
 		fmt.Fprintf(&b, "\t%q: %q,\n", e, envs[e])
 	}
-	fmt.Fprintf(&b, "}\n")
+	fmt.Fprintf(&b, "}\n\n")
+	writeOnlyIn(&b, m, lists)
 	return format.Source(b.Bytes())
+}
+
+// writeOnlyIn renders onlyIn: each flag that not every capture lists,
+// with the bits (1<<i) of the captures that do, i counting from the
+// newest.
+func writeOnlyIn(b *bytes.Buffer, m map[string]llamaflags.Flag, lists [][]llamaflags.Flag) {
+	listed := make([]map[string]bool, len(lists))
+	for i, l := range lists {
+		listed[i] = map[string]bool{}
+		for _, f := range l {
+			for _, n := range f.Names {
+				listed[i][n] = true
+			}
+		}
+	}
+	fmt.Fprintf(b, "// onlyIn are the flags not every capture lists, each with the captures\n// that do as bits: 1<<i for the i-th capture above, newest first.\n")
+	fmt.Fprintf(b, "var onlyIn = map[string]uint8{\n")
+	for _, n := range llamaflags.Names(m) {
+		var bits uint8
+		for i := range lists {
+			if listed[i][n] {
+				bits |= 1 << i
+			}
+		}
+		if bits != 1<<len(lists)-1 {
+			fmt.Fprintf(b, "\t%q: %d,\n", n, bits)
+		}
+	}
+	fmt.Fprintf(b, "}\n")
 }
