@@ -477,6 +477,12 @@ func TestSecretsCaseVariantKeyFlag(t *testing.T) {
 		{[]string{"--", "--Api-Key=SECRETKEY123456"}, "did you mean --api-key? Spell it --api-key"},
 		{[]string{"--API-KEY", "SECRETKEY123456"}, "hint: spell it --api-key; a misspelt key flag is refused after -- too"},
 		{[]string{"--API-KEY=SECRETKEY123456"}, "hint: spell it --api-key=****3456;"},
+		// The flag's name before its colon is prose whatever its case:
+		// masking read "--API-KEY: neither" as a header, and printed
+		// "unknown flag --API-KEY: ****ther a speclaunch flag".
+		{[]string{"--API-KEY", "SECRETKEY123456"}, "error: unknown flag --API-KEY: neither a speclaunch flag nor one llama-server lists (did you mean llama-server's --api-key?)"},
+		{[]string{"--Api-Key=SECRETKEY123456"}, "error: unknown flag --Api-Key: neither a speclaunch flag nor one llama-server lists"},
+		{[]string{"-API-KEY", "SECRETKEY123456"}, "error: unknown flag -API-KEY: neither a speclaunch flag"},
 	} {
 		code, o, e := runCLI(t, append([]string{"serve", "--dry-run", "--profile", "../../profiles/demo.toml"}, tc.args...)...)
 		if code != 2 || !strings.Contains(unwrap(e), tc.want) || strings.Contains(o+e, "SECRETKEY") {

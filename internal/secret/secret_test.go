@@ -842,6 +842,17 @@ func TestMaskLeavesProse(t *testing.T) {
 		// after any name (the one-dash rule first let both through whole).
 		{"unknown flag -HX-Api-Key: Zq9abcdefgh12345: neither", "unknown flag -HX-Api-Key: ****345: neither"},
 		{"x -Authorization: Bearer Zq9abcdefgh12345", "x -Authorization: Bearer ****2345"},
+		{"curl -HX-API-KEY: Zq9abcdefgh12345", "curl -HX-API-KEY: ****2345"},
+		{"curl -HProxy-Authorization: Zq9abcdefgh12345", "curl -HProxy-Authorization: ****2345"},
+		// A flag's name is prose whatever its case: "unknown flag
+		// --API-KEY: ****ther a speclaunch flag" (a tester's pass).
+		{"unknown flag --API-KEY: neither a speclaunch flag nor one llama-server lists", "unknown flag --API-KEY: neither a speclaunch flag nor one llama-server lists"},
+		{"unknown flag --Api-Key: neither a speclaunch flag", "unknown flag --Api-Key: neither a speclaunch flag"},
+		{"unknown flag -API-KEY: neither a speclaunch flag", "unknown flag -API-KEY: neither a speclaunch flag"},
+		{"Spell it --ADMIN-API-KEY: otherwise refused", "Spell it --ADMIN-API-KEY: otherwise refused"},
+		// Its value is masked as ever: after "=" or a space, not a colon.
+		{"--API-KEY=Zq9abcdefgh12345", "--API-KEY=****2345"},
+		{"--Api-Key: Bearer Zq9abcdefgh12345", "--Api-Key: Bearer ****2345"},
 		{"--api-key: Bearer Zq9abcdefgh12345", "--api-key: Bearer ****2345"},
 		{"api-key: as", "api-key: as"},
 		{"X-Api-Key: abc", "X-Api-Key: abc"},

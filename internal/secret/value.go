@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // A secret's name says nothing when the operator chose it (AUTH, DB_URL,
@@ -62,12 +63,12 @@ func randomish(body string) bool {
 // headerValue reports whether the match m of authRestRE after the header
 // name v[h[0]:h[1]] is a credential rather than prose. A value after
 // Bearer, Basic or Token is a credential whatever its length. Otherwise it
-// is prose after a flag's name (--api-key, -api-key, --admin-api-key:
-// dashes, then lowercase letters and dashes) followed by a colon ("Spell
-// it --api-key: as given": a flag takes its value after "=" or a space, so
-// "--api-key:" starts a sentence, not a header), or a short word ("api-key:
-// as": letters only and shorter than MinRedact, which the Redactor leaves
-// alone too). curl's glued "-HX-Api-Key: K" is a header, not a flag.
+// is prose after a flag's name (proseFlag: --api-key, -api-key,
+// --API-KEY, --Admin-Api-Key) followed by a colon ("Spell it --api-key: as
+// given", "unknown flag --API-KEY: neither…": a flag takes its value after
+// "=" or a space, so "--api-key:" starts a sentence, not a header), or a
+// short word ("api-key: as": letters only and shorter than MinRedact,
+// which the Redactor leaves alone too).
 func headerValue(v string, h, m []int) bool {
 	rest := v[h[1]:]
 	s := h[0]
@@ -77,13 +78,25 @@ func headerValue(v string, h, m []int) bool {
 	if strings.TrimSpace(strings.Trim(strings.TrimSpace(rest[:m[2]]), `":=`)) != "" {
 		return true // schemed
 	}
-	name := v[s:h[1]]
-	flag := strings.HasPrefix(name, "-") && strings.Trim(name, "-abcdefghijklmnopqrstuvwxyz") == ""
-	if flag && strings.Contains(rest[:m[2]], ":") {
+	if proseFlag(v[s:h[1]]) && strings.Contains(rest[:m[2]], ":") {
 		return false
 	}
 	val := rest[m[2]:m[3]]
 	return len(val) >= MinRedact || strings.ContainsFunc(val, func(r rune) bool { return !unicode.IsLetter(r) })
+}
+
+// proseFlag reports whether name, before a colon, is a flag's as prose
+// names it: dashes, then letters of any case and dashes (--api-key,
+// -api-key, --API-KEY, --Api-Key; llama-server's flags are
+// case-sensitive, so an operator's --API-KEY is named back as typed). Not
+// curl's glued header, one dash and H before the header's name
+// ("-HX-Api-Key: K", "-Hapi-key: K"): a header, its value a credential.
+func proseFlag(name string) bool {
+	bare := strings.TrimLeft(name, "-")
+	if bare == "" || bare == name || strings.TrimFunc(bare, func(r rune) bool { return r == '-' || r < utf8.RuneSelf && unicode.IsLetter(r) }) != "" {
+		return false
+	}
+	return len(name)-len(bare) > 1 || bare[0] != 'H'
 }
 
 // valueSpans are the byte ranges of v that are secret by shape, sorted
