@@ -47,9 +47,12 @@ type Env struct {
 	// tests that run without them): policy check falls back to them.
 	Records     fs.FS
 	Passthrough []string
-	Ctx         context.Context
-	Deps        *plan.Deps // nil = the host's real probes
-	parent      context.Context
+	// spelled is how each launcher flag given by an alias was typed
+	// (argvPlan.spelled), for config.Input.Spelled.
+	spelled map[string]string
+	Ctx     context.Context
+	Deps    *plan.Deps // nil = the host's real probes
+	parent  context.Context
 	// logJSON: the command logs JSON (--log-format json), so its final
 	// error and hint are one JSON line too (reportJSON).
 	logJSON bool
@@ -153,7 +156,7 @@ func runEnv(parent context.Context, args []string, emb Embedded, stdout, stderr 
 	if err != nil {
 		return env.report(stderr, err)
 	}
-	args, env.Passthrough = argv.kong, argv.engine
+	args, env.Passthrough, env.spelled = argv.kong, argv.engine, argv.spelled
 	code, done := func() (code int, done bool) {
 		defer func() {
 			if r := recover(); r != nil {

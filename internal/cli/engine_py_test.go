@@ -38,7 +38,8 @@ func TestPyBadInputExit2(t *testing.T) {
 		{"vllm legacy flag", with(vllm, "--", "--num-speculative-tokens", "5"), []string{vlArgs, "--draft-block-size"}},
 		{"sglang steps", with(sglang, "--", "--speculative-num-steps", "5"), []string{sgArgs, "--draft-block-size"}},
 		{"sglang adaptive", with(sglang, "--", "--speculative-adaptive"), []string{sgArgs, "num_steps", "--draft-block-size"}},
-		{"ngram sentinel with eagle3", []string{"--engine", "vllm", "-m", "org/model", "-md", "ngram", "--draft-kind", "eagle3"}, []string{"flag --draft-model", "--draft-kind ngram"}},
+		{"ngram sentinel with eagle3", []string{"--engine", "vllm", "-m", "org/model", "-md", "ngram", "--draft-kind", "eagle3"}, []string{"flag -md", "--draft-kind ngram"}},
+		{"ngram sentinel with eagle3, by the long name", []string{"--engine", "vllm", "-m", "org/model", "--draft-model", "ngram", "--draft-kind", "eagle3"}, []string{"flag --draft-model", "--draft-kind ngram"}},
 	}
 	for _, c := range cases {
 		for _, cmd := range [][]string{{"resolve"}, {"serve", "--dry-run"}} {

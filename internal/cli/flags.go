@@ -86,7 +86,7 @@ func (f *LaunchFlags) input(e *Env, extra map[string]string, pass []string) conf
 	for _, kv := range os.Environ() {
 		names = append(names, strings.SplitN(kv, "=", 2)[0])
 	}
-	return config.Input{Flags: flags, Policies: f.Policy, Passthrough: pass, Getenv: e.Getenv, LookPath: look, EnvNames: names}
+	return config.Input{Flags: flags, Spelled: e.spelled, Policies: f.Policy, Passthrough: pass, Getenv: e.Getenv, LookPath: look, EnvNames: names}
 }
 
 // llamaAliases are llama-server's spellings of what the launcher owns, as a
@@ -98,12 +98,14 @@ var llamaAliases = map[string]string{
 	"--usage": "--help",
 }
 
-// argvPlan is the pre-pass's result: what Kong parses, and the engine
+// argvPlan is the pre-pass's result: what Kong parses, the engine
 // arguments in the order they were typed (those routed out of the launcher's
-// flags, then those after "--").
+// flags, then those after "--"), and how each launcher flag given by an
+// alias was typed (config.Input.Spelled: "draft-kind": "--spec-type").
 type argvPlan struct {
-	kong   []string
-	engine []string
+	kong    []string
+	engine  []string
+	spelled map[string]string
 }
 
 // prepass rewrites argv before Kong sees it. In a launch command (one that
@@ -126,6 +128,7 @@ func prepass(app *kong.Node, args []string) (argvPlan, error) {
 	var out argvPlan
 	cmd, at := findCommand(app, args)
 	owned, shortToLong := ownedFlags(cmd)
+	aliases := flagAliases(cmd)
 	launch := takesEngineArgs(cmd)
 	for i := 0; i < len(args); i++ {
 		a := args[i]
@@ -138,10 +141,12 @@ func prepass(app *kong.Node, args []string) (argvPlan, error) {
 			continue
 		}
 		name, val, hasVal := strings.Cut(a, "=")
+		typed := name
 		if long, ok := llamaAliases[name]; ok {
 			name = long
 		}
 		if values, ok := owned[name]; ok {
+			out.spelled = spelledAs(out.spelled, aliases, shortToLong, typed, name)
 			if l, ok := shortToLong[name]; ok && (hasVal || values == 1) {
 				name = l
 			}
@@ -339,6 +344,44 @@ func childNamed(n *kong.Node, name string) *kong.Node {
 		}
 	}
 	return nil
+}
+
+// flagAliases maps each alias of n's flags to the flag's long name:
+// "--spec-type" to "draft-kind".
+func flagAliases(n *kong.Node) map[string]string {
+	out := map[string]string{}
+	for _, group := range n.AllFlags(false) {
+		for _, f := range group {
+			for _, a := range f.Aliases {
+				out["--"+a] = f.Name
+			}
+		}
+	}
+	return out
+}
+
+// spelledAs records in spelled that a flag was typed as typed where that
+// is an alias: a Kong alias (--spec-type for --draft-kind), or one of
+// llamaAliases (-md), name being what it rewrote it to. Typed by its own
+// name (or short one), the flag's record goes: the last one typed is the
+// one whose value stands.
+func spelledAs(spelled, aliases, shortToLong map[string]string, typed, name string) map[string]string {
+	long, ok := aliases[typed]
+	if !ok && typed != name && strings.HasPrefix(name, "--") {
+		long, ok = strings.TrimPrefix(name, "--"), true
+	}
+	if !ok {
+		if l, short := shortToLong[name]; short {
+			name = l
+		}
+		delete(spelled, strings.TrimPrefix(name, "--"))
+		return spelled
+	}
+	if spelled == nil {
+		spelled = map[string]string{}
+	}
+	spelled[long] = typed
+	return spelled
 }
 
 // ownedFlags maps every spelling of the command's flags (--name, aliases,

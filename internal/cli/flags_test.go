@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -188,5 +189,37 @@ func TestMissingFlagValue(t *testing.T) {
 		if code != 2 || !strings.Contains(out.String(), "error: "+tc.want) || strings.Contains(out.String(), "EOL") {
 			t.Errorf("%v: exit %d, output:\n%s\nwant 2 and %q", tc.args, code, out.String(), tc.want)
 		}
+	}
+}
+
+// A launcher flag given by an alias is named as typed wherever its source
+// shows: `--spec-type none` was refused as "flag --draft-kind: bad drafter
+// kind", naming a flag the operator never typed. The long name typed
+// after an alias is the one whose value stands, and is named.
+func TestAliasNamedAsTyped(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	launch := []string{"serve", "--dry-run", "--engine", "llama.cpp", "-m", "x.gguf", "--capability", "9.0", "--quant", "q4_0"}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"--spec-type none", []string{"-md", "d.gguf", "--spec-type", "none"}, `error: flag --spec-type: bad drafter kind: "none" would turn speculation off`},
+		{"--spec-type=", []string{"-md", "d.gguf", "--spec-type=ngram-mod"}, `error: flag --spec-type: bad drafter kind: "ngram-mod" is n-gram speculation`},
+		{"--draft-kind none", []string{"-md", "d.gguf", "--draft-kind", "none"}, `error: flag --draft-kind: bad drafter kind: "none"`},
+		{"the long name last", []string{"-md", "d.gguf", "--spec-type", "draft", "--draft-kind", "none"}, `error: flag --draft-kind: bad drafter kind: "none"`},
+		{"the alias last", []string{"-md", "d.gguf", "--draft-kind", "draft", "--spec-type", "none"}, `error: flag --spec-type: bad drafter kind: "none"`},
+		{"--draft-max 0", []string{"-md", "d.gguf", "--draft-max", "0"}, "error: flag --draft-max: draft token count 0 means no drafting"},
+		{"--spec-draft-n-max 0", []string{"-md", "d.gguf", "--spec-draft-n-max", "0"}, "error: flag --spec-draft-n-max: draft token count 0 means no drafting"},
+	} {
+		code, o, e := runCLI(t, append(slices.Clone(launch), tc.args...)...)
+		if code != 2 || !strings.Contains(unwrap(e), tc.want) {
+			t.Errorf("%s: exit %d, want 2 and %q:\n%s%s", tc.name, code, tc.want, o, e)
+		}
+	}
+	// profile show says where each setting came from, as typed.
+	code, o, e := runCLI(t, "profile", "show", "--engine", "llama.cpp", "-m", "x.gguf", "--model-draft", "d.gguf", "--spec-type", "draft-simple")
+	if code != 0 || !regexp.MustCompile(`draft-kind +draft-simple +flag --spec-type\n`).MatchString(o) || !regexp.MustCompile(`draft-model +d.gguf +flag --model-draft\n`).MatchString(o) {
+		t.Errorf("profile show: exit %d, want the sources as typed:\n%s%s", code, o, e)
 	}
 }

@@ -22,6 +22,10 @@ type Input struct {
 	// Flags holds the raw values of flags given on the command line, keyed by
 	// long name without dashes ("draft-block-size"). Absent = not given.
 	Flags map[string]string
+	// Spelled is how a flag of Flags was typed where an alias gave it
+	// ("draft-kind": "--spec-type"), for its source to name what the
+	// operator typed. Absent = its long name.
+	Spelled map[string]string
 	// Policies are the --policy values, in order.
 	Policies []string
 	// Passthrough are the engine args after "--".
@@ -39,6 +43,15 @@ type Input struct {
 	// for the engine's inference (a LLAMA_ARG_* variable); the rows' own
 	// names are always read.
 	EnvNames []string
+}
+
+// flagName is flag f as typed: its alias where one gave it (Spelled),
+// else its long name.
+func (in Input) flagName(f string) string {
+	if n, ok := in.Spelled[f]; ok {
+		return n
+	}
+	return "--" + f
 }
 
 type layer struct {
@@ -61,10 +74,11 @@ func (l *layer) peek(r Row) (string, Source, bool) {
 
 func (l *layer) pick(r Row, notify bool) (string, Source, bool) {
 	if v, ok := l.in.Flags[r.Flag]; ok && r.Flag != "" && !(r.blank && v == "") {
+		src := Source{Flag, l.in.flagName(r.Flag)}
 		if notify {
-			l.shadowed(r, "flag --"+r.Flag, v, 0)
+			l.shadowed(r, src.String(), v, 0)
 		}
-		return v, Source{Flag, "--" + r.Flag}, true
+		return v, src, true
 	}
 	for i, e := range r.Envs {
 		if v := l.in.Getenv(e); v != "" {
@@ -307,13 +321,13 @@ func (l *layer) width(e key.Engine) (Field[int], string, error) {
 	blockFlag, hasBlock := l.in.Flags["draft-block-size"]
 	nmaxFlag, hasNmax := l.in.Flags["spec-draft-n-max"]
 	if hasBlock && hasNmax {
-		return Field[int]{}, "", &Error{Src: Source{Flag, "--spec-draft-n-max"}, Msg: "give the width once: --draft-block-size W (verify rows) or --spec-draft-n-max N (draft tokens, = width N+1), not both"}
+		return Field[int]{}, "", &Error{Src: Source{Flag, l.in.flagName("spec-draft-n-max")}, Msg: "give the width once: --draft-block-size W (verify rows) or --spec-draft-n-max N (draft tokens, = width N+1), not both"}
 	}
 	if hasBlock {
 		return blockWidth(blockFlag, Source{Flag, "--draft-block-size"})
 	}
 	if hasNmax {
-		return nmaxWidth(nmaxFlag, Source{Flag, "--spec-draft-n-max"})
+		return nmaxWidth(nmaxFlag, Source{Flag, l.in.flagName("spec-draft-n-max")})
 	}
 	for i, name := range blockEnvs {
 		if v := l.in.Getenv(name); v != "" {
