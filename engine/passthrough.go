@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"unicode"
@@ -14,8 +15,26 @@ import (
 	"github.com/speclaunch/speclaunch/internal/typo"
 )
 
-// ErrPassthrough is wrapped by every CheckPassthrough error.
+// ErrPassthrough is what every CheckPassthrough error for an argument
+// the launcher refuses as its own is (errors.Is): an ownedArgError.
 var ErrPassthrough = errors.New("engine argument conflicts with the launcher")
+
+// ownedArgError is the refusal of an engine argument that sets what the
+// launcher sets, or what it cannot serve: a sentence naming the argument
+// ("engine argument \"--draft-max\" sets the draft width: FIX"). It is
+// ErrPassthrough, whose words it does not repeat.
+type ownedArgError struct{ msg string }
+
+func (e *ownedArgError) Error() string { return e.msg }
+
+// Is makes the error ErrPassthrough.
+func (e *ownedArgError) Is(target error) bool { return target == ErrPassthrough }
+
+// ownedArg is the refusal of engine argument arg (as shown, masked),
+// which sets what; fix says what to do instead.
+func ownedArg(arg, what, fix string) error {
+	return &ownedArgError{fmt.Sprintf("engine argument %s sets %s: %s", arg, what, fix)}
+}
 
 // ErrKeyFlagMisspelt is wrapped by the CheckPassthrough error for an
 // engine argument that is not a flag the engine knows and is nearest a
@@ -238,7 +257,7 @@ func checkPassthrough(e key.Engine, args []string, sp Spelling) error {
 			o, ok = llamaRemoved[flags[i].name]
 		}
 		if ok {
-			return fmt.Errorf("%w: %q sets %s: %s", ErrPassthrough, secret.MaskArg(a), o.what, o.fix)
+			return ownedArg(strconv.Quote(secret.MaskArg(a)), o.what, o.fix)
 		}
 	}
 	j := newKeyFlagJudge(e)

@@ -239,3 +239,29 @@ func TestJoinedKeyFlag(t *testing.T) {
 		})
 	}
 }
+
+// A refused engine argument is a sentence naming it, what it sets and the
+// fix, and is ErrPassthrough all the same: it read "engine argument
+// conflicts with the launcher: "--draft-max" sets the draft width: …".
+func TestOwnedArgReadsAsASentence(t *testing.T) {
+	for _, tc := range []struct {
+		e    key.Engine
+		args []string
+		want string // the whole message's start
+	}{
+		{key.LlamaCpp, []string{"--draft-max", "3"}, `engine argument "--draft-max" sets the draft width: set the width with speclaunch --draft-block-size W`},
+		{key.LlamaCpp, []string{"--api-prefix=/v2"}, `engine argument "--api-prefix=/v2" sets a path prefix for every route of the engine`},
+		{key.LlamaCpp, []string{"-hft", "hf_SECRET123456"}, `engine argument "-hft" sets a Hugging Face token`},
+		{key.Sim, []string{"--port", "1"}, `engine argument "--port" sets the listen port: set it with speclaunch serve --port`},
+		{key.VLLM, []string{"--speculative-config", `{"method":"ngram"}`}, `engine argument --speculative-config's key "method" sets the drafter kind: set --draft-kind`},
+		{key.SGLang, []string{"--speculative-num-steps", "3"}, `engine argument "--speculative-num-steps" sets the draft width:`},
+	} {
+		err := CheckPassthrough(tc.e, tc.args)
+		if tc.e == key.VLLM {
+			_, _, err = splitSpecConfig(tc.args)
+		}
+		if err == nil || !strings.HasPrefix(err.Error(), tc.want) || !errors.Is(err, ErrPassthrough) {
+			t.Errorf("%s %q: %v, want ErrPassthrough reading %q…", tc.e, tc.args, err, tc.want)
+		}
+	}
+}

@@ -232,7 +232,7 @@ func isSpecConfigFlag(name string) bool { return name == "--speculative-config" 
 
 func checkOwnedKey(k string) error {
 	if fix, owned := vllmOwnedKeys[k]; owned {
-		return fmt.Errorf("%w: --speculative-config key %q sets %s", ErrPassthrough, k, fix)
+		return &ownedArgError{fmt.Sprintf("engine argument --speculative-config's key %q sets %s", k, fix)}
 	}
 	return nil
 }

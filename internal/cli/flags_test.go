@@ -211,6 +211,11 @@ func TestAliasNamedAsTyped(t *testing.T) {
 		{"the alias last", []string{"-md", "d.gguf", "--draft-kind", "draft", "--spec-type", "none"}, `error: flag --spec-type: bad drafter kind: "none"`},
 		{"--draft-max 0", []string{"-md", "d.gguf", "--draft-max", "0"}, "error: flag --draft-max: draft token count 0 means no drafting"},
 		{"--spec-draft-n-max 0", []string{"-md", "d.gguf", "--spec-draft-n-max", "0"}, "error: flag --spec-draft-n-max: draft token count 0 means no drafting"},
+		// An engine argument the launcher refuses reads as a sentence
+		// naming it, after where it was typed: it read "flag engine
+		// arguments (…): engine argument conflicts with the launcher: …".
+		{"a refused engine argument", []string{"-md", "d.gguf", "--", "--draft-max", "3"},
+			`error: engine arguments on the command line (llama-server flags as typed, and after --): engine argument "--draft-max" sets the draft width: set the width with speclaunch --draft-block-size W`},
 	} {
 		code, o, e := runCLI(t, append(slices.Clone(launch), tc.args...)...)
 		if code != 2 || !strings.Contains(unwrap(e), tc.want) {

@@ -53,7 +53,7 @@ func TestProfileEngineArgsBlameTheProfile(t *testing.T) {
 	prof := filepath.Join(t.TempDir(), "ea.toml")
 	os.WriteFile(prof, []byte("[engine]\nname = \"llama.cpp\"\nargs = [\"--port\", \"1\"]\n[model]\npath = \"m.gguf\"\n"), 0o644)
 	code, o, e := runCLI(t, "serve", "--dry-run", "--profile", prof, "--capability", "9.0", "--", "--jinja")
-	if code != 2 || !strings.Contains(e, "profile "+prof+":3: engine argument conflicts with the launcher") {
+	if code != 2 || !strings.Contains(e, "profile "+prof+":3: engine argument \"--port\" sets the listen port") {
 		t.Errorf("exit %d\n%s%s", code, o, e)
 	}
 }

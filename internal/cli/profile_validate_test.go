@@ -20,14 +20,14 @@ func TestValidateChecksEngineArgsWithoutAModel(t *testing.T) {
 		name, body string
 		want       string // "" for ok
 	}{
-		{"llama.cpp --port", "[engine]\nname = \"llama.cpp\"\nargs = [\"--port\", \"9000\"]\n", ":3: engine argument conflicts with the launcher: \"--port\" sets the listen port"},
-		{"sim --draft-block-size", "[engine]\nname = \"sim\"\nargs = [\"--draft-block-size=3\"]\n", ":3: engine argument conflicts with the launcher: \"--draft-block-size=3\" sets the draft width"},
-		{"mlxcel --draft-block-size", "[engine]\nname = \"mlxcel\"\nargs = [\"--draft-block-size=3\"]\n", ":3: engine argument conflicts with the launcher"},
+		{"llama.cpp --port", "[engine]\nname = \"llama.cpp\"\nargs = [\"--port\", \"9000\"]\n", ":3: engine argument \"--port\" sets the listen port"},
+		{"sim --draft-block-size", "[engine]\nname = \"sim\"\nargs = [\"--draft-block-size=3\"]\n", ":3: engine argument \"--draft-block-size=3\" sets the draft width"},
+		{"mlxcel --draft-block-size", "[engine]\nname = \"mlxcel\"\nargs = [\"--draft-block-size=3\"]\n", ":3: engine argument \"--draft-block-size=3\" sets the draft width"},
 		{"llama.cpp LLAMA_ARG_PORT", "[engine]\nname = \"llama.cpp\"\n[engine.env]\nLLAMA_ARG_PORT = \"9000\"\n", ":4: engine.env sets LLAMA_ARG_PORT=9000, which the launcher owns"},
-		{"vllm num_speculative_tokens", "[engine]\nname = \"vllm\"\nargs = [\"--speculative-config\", '{\"num_speculative_tokens\": 3}']\n", ":3: engine argument conflicts with the launcher: --speculative-config key \"num_speculative_tokens\""},
-		{"sglang --port", "[engine]\nname = \"sglang\"\nargs = [\"--port\", \"1\"]\n", ":3: engine argument conflicts with the launcher: \"--port\""},
-		{"llama.cpp --api-prefix", "[engine]\nname = \"llama.cpp\"\nargs = [\"-ngl\", \"99\", \"--api-prefix\", \"/v2\"]\n", ":3: engine argument conflicts with the launcher: \"--api-prefix\" sets a path prefix for every route of the engine"},
-		{"llama.cpp --ssl-cert-file", "[engine]\nname = \"llama.cpp\"\nargs = [\"--ssl-cert-file=/c.pem\"]\n", ":3: engine argument conflicts with the launcher: \"--ssl-cert-file=/c.pem\" sets HTTPS for the engine"},
+		{"vllm num_speculative_tokens", "[engine]\nname = \"vllm\"\nargs = [\"--speculative-config\", '{\"num_speculative_tokens\": 3}']\n", ":3: engine argument --speculative-config's key \"num_speculative_tokens\" sets the draft width"},
+		{"sglang --port", "[engine]\nname = \"sglang\"\nargs = [\"--port\", \"1\"]\n", ":3: engine argument \"--port\""},
+		{"llama.cpp --api-prefix", "[engine]\nname = \"llama.cpp\"\nargs = [\"-ngl\", \"99\", \"--api-prefix\", \"/v2\"]\n", ":3: engine argument \"--api-prefix\" sets a path prefix for every route of the engine"},
+		{"llama.cpp --ssl-cert-file", "[engine]\nname = \"llama.cpp\"\nargs = [\"--ssl-cert-file=/c.pem\"]\n", ":3: engine argument \"--ssl-cert-file=/c.pem\" sets HTTPS for the engine"},
 		{"llama.cpp LLAMA_ARG_SSL_KEY_FILE", "[engine]\nname = \"llama.cpp\"\n[engine.env]\nLLAMA_ARG_SSL_KEY_FILE = \"/k.pem\"\n", ":4: engine.env sets LLAMA_ARG_SSL_KEY_FILE (llama-server's --ssl-key-file), which sets HTTPS for the engine"},
 		{"llama.cpp, its own flags", "[engine]\nname = \"llama.cpp\"\nargs = [\"--jinja\"]\n[engine.env]\nLLAMA_ARG_CTX_SIZE = \"8192\"\n", ""},
 	} {
@@ -256,7 +256,7 @@ func TestPrefixAndTLSRefused(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"--api-prefix typed", nil, []string{"--api-prefix", "/v2"}, `"--api-prefix" sets a path prefix for every route of the engine, /health included`},
+		{"--api-prefix typed", nil, []string{"--api-prefix", "/v2"}, `error: engine arguments on the command line (llama-server flags as typed, and after --): engine argument "--api-prefix" sets a path prefix for every route of the engine, /health included`},
 		{"--ssl-key-file after --", nil, []string{"--", "--ssl-key-file", "/k.pem"}, `"--ssl-key-file" sets HTTPS for the engine`},
 		{"--ssl-cert-file= typed", nil, []string{"--ssl-cert-file=/c.pem"}, "put a TLS-terminating proxy in front of speclaunch's port"},
 		{"LLAMA_ARG_API_PREFIX", map[string]string{"LLAMA_ARG_API_PREFIX": "/v2"}, nil, "env LLAMA_ARG_API_PREFIX (llama-server's --api-prefix) sets a path prefix"},

@@ -77,7 +77,7 @@ func TestReloadWithAPrefixOrTLSIsRejected(t *testing.T) {
 	renameOver(t, prof, tls)
 	r.log.waitFor(t, `reload rejected; the engine keeps running`, 2, 20*time.Second)
 	l := r.log.String()
-	if !strings.Contains(l, `p.toml:3: engine argument conflicts with the launcher: \"--api-prefix\" sets a path prefix`) || !strings.Contains(l, "LLAMA_ARG_SSL_CERT_FILE (llama-server's --ssl-cert-file), which sets HTTPS") {
+	if !strings.Contains(l, `p.toml:3: engine argument \"--api-prefix\" sets a path prefix`) || !strings.Contains(l, "LLAMA_ARG_SSL_CERT_FILE (llama-server's --ssl-cert-file), which sets HTTPS") {
 		t.Errorf("the rejections name neither the profile's line nor the flag:\n%s", l)
 	}
 	if strings.Contains(l, "stopping engine") || strings.Count(l, "starting engine") != 1 {

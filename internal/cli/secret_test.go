@@ -612,7 +612,7 @@ func TestSecretsEmptyKeyNamesItsSource(t *testing.T) {
 		{[]string{"--profile", "../../profiles/demo.toml", "--api-key", ""}, "error: flag --api-key has no value"},
 		{[]string{"--profile", "../../profiles/demo.toml", "--api-key="}, "error: flag --api-key has no value"},
 		{[]string{"--profile", "../../profiles/demo.toml", "--api-key-file", ""}, "error: flag --api-key-file has no value"},
-		{[]string{"--profile", "../../profiles/demo.toml", "--", "--api-key", ""}, "error: flag engine arguments (llama-server flags as typed, and after --): engine flag --api-key has no value"},
+		{[]string{"--profile", "../../profiles/demo.toml", "--", "--api-key", ""}, "error: engine arguments on the command line (llama-server flags as typed, and after --): engine flag --api-key has no value"},
 		{[]string{"--profile", prof}, "error: profile " + prof + ":3: engine flag --api-key has no value"},
 		{[]string{"--profile", prof, "--", "--jinja"}, "error: profile " + prof + ":3: engine flag --api-key has no value"},
 	} {

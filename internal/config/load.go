@@ -302,15 +302,16 @@ var engineArgsRow = Row{Name: "engine-args", Key: "engine.args", Default: "none"
 // typedArgs names the engine arguments of the command line for engine e
 // (the engine row layers first): llama-server's flags where the engine
 // takes them, else vLLM's or SGLang's own, so that an error in a vLLM
-// argument is not said to be in a llama-server flag.
+// argument is not said to be in a llama-server flag. No flag's name, it
+// shows as it is (Source.String), not as "flag engine arguments …".
 func typedArgs(e key.Engine) string {
 	switch e {
 	case key.VLLM:
-		return "engine arguments for vLLM (llama-server flags as typed, and after --)"
+		return "engine arguments for vLLM on the command line (llama-server flags as typed, and after --)"
 	case key.SGLang:
-		return "engine arguments for SGLang (llama-server flags as typed, and after --)"
+		return "engine arguments for SGLang on the command line (llama-server flags as typed, and after --)"
 	}
-	return "engine arguments (llama-server flags as typed, and after --)"
+	return "engine arguments on the command line (llama-server flags as typed, and after --)"
 }
 
 // width layers the operator width: --draft-block-size or the engine-unit

@@ -582,11 +582,11 @@ func TestEngineArgsSource(t *testing.T) {
 		engine string // "" to infer it
 		want   string
 	}{
-		{"", "flag engine arguments (llama-server flags as typed, and after --)"},
-		{"llama.cpp", "flag engine arguments (llama-server flags as typed, and after --)"},
-		{"sim", "flag engine arguments (llama-server flags as typed, and after --)"},
-		{"vllm", "flag engine arguments for vLLM (llama-server flags as typed, and after --)"},
-		{"sglang", "flag engine arguments for SGLang (llama-server flags as typed, and after --)"},
+		{"", "engine arguments on the command line (llama-server flags as typed, and after --)"},
+		{"llama.cpp", "engine arguments on the command line (llama-server flags as typed, and after --)"},
+		{"sim", "engine arguments on the command line (llama-server flags as typed, and after --)"},
+		{"vllm", "engine arguments for vLLM on the command line (llama-server flags as typed, and after --)"},
+		{"sglang", "engine arguments for SGLang on the command line (llama-server flags as typed, and after --)"},
 	} {
 		flags := map[string]string{}
 		if c.engine != "" {

@@ -6,6 +6,7 @@ package config
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/speclaunch/speclaunch/internal/key"
@@ -32,6 +33,9 @@ type Source struct {
 func (s Source) String() string {
 	switch s.Origin {
 	case Flag:
+		if !strings.HasPrefix(s.Name, "-") { // the engine arguments typed (typedArgs), no flag
+			return s.Name
+		}
 		return "flag " + s.Name
 	case Env:
 		return "env " + s.Name
