@@ -309,6 +309,18 @@ func MaskArgv(argv []string) []string {
 	return out
 }
 
+// headerEnd reports whether argument a ends in a credential header's name
+// and its colon ("-HAuthorization:", "X-Api-Key:"), so that its value is
+// the next argument, after a scheme word if there is one.
+func headerEnd(a string) bool {
+	hs := authHeaderRE.FindAllStringIndex(a, -1)
+	if len(hs) == 0 {
+		return false
+	}
+	rest := strings.TrimSpace(strings.Trim(a[hs[len(hs)-1][1]:], `"'`))
+	return rest == ":"
+}
+
 // MaskArg is argument a masked as MaskArgv masks it alone: a secret
 // flag's value joined to it or after "=", else its parts secret by shape.
 func MaskArg(a string) string { return MaskArgv([]string{a})[0] }
@@ -324,6 +336,16 @@ func maskArgv(argv []string) (out []string, byFlag []bool) {
 	for i := 0; i < len(out); i++ {
 		if name, vals, ok := JoinedFlag(out[i]); ok {
 			out[i], byFlag[i] = maskJoined(name, vals), true
+			continue
+		}
+		if headerEnd(out[i]) { // "-HAuthorization:" "Bearer" "K": curl's header in parts
+			if i+2 < len(out) && authValueRE.MatchString(out[i+1]+" x") {
+				i++ // the scheme stays
+			}
+			if i+1 < len(out) && !strings.HasPrefix(out[i+1], "-") {
+				mask(i + 1)
+				i++
+			}
 			continue
 		}
 		name, val, inline := strings.Cut(out[i], "=")

@@ -805,9 +805,35 @@ func TestMaskArgvHeader(t *testing.T) {
 		{"X-Api-Key: my-key-0000", "X-Api-Key: ****0000"},
 		{`{"Authorization": "Bearer tok-SECRET-5555"}`, `{"Authorization": "Bearer ****5555"}`},
 		{"Content-Type: application/json", "Content-Type: application/json"},
+		// curl's -H glued to the header's name
+		{"-HAuthorization: Bearer tok-SECRET-5555", "-HAuthorization: Bearer ****5555"},
+		{"-Hapi-key: my-key-SECRET-0000", "-Hapi-key: ****0000"},
+		{"-HX-Api-Key: my-key-SECRET-0000", "-HX-Api-Key: ****0000"},
 	} {
 		if got := MaskArgv([]string{"--header", c.in}); got[1] != c.want {
 			t.Errorf("MaskArgv(--header %q) = %q, want %q", c.in, got[1], c.want)
+		}
+	}
+}
+
+// A credential header given in parts, as curl's habits split it (after
+// --, or a profile's args): its value, after a scheme word, is masked and
+// given to the Redactor; before, "-HAuthorization:" "Bearer" "K" showed K.
+func TestMaskArgvHeaderInParts(t *testing.T) {
+	for _, c := range []struct{ in, want []string }{
+		{[]string{"-HAuthorization:", "Bearer", "SKSECRET123", "--port", "1"}, []string{"-HAuthorization:", "Bearer", "****T123", "--port", "1"}},
+		{[]string{"-H", "X-Api-Key:", "SKSECRET123"}, []string{"-H", "X-Api-Key:", "****T123"}},
+		{[]string{"-Hapi-key:", "SKSECRET123"}, []string{"-Hapi-key:", "****T123"}},
+		{[]string{"Authorization:", "Basic", "dXNlcjpwYXNz"}, []string{"Authorization:", "Basic", "****YXNz"}},
+		{[]string{"-HAuthorization:", "--port", "1"}, []string{"-HAuthorization:", "--port", "1"}},
+		{[]string{"-HContent-Type:", "application/json"}, []string{"-HContent-Type:", "application/json"}},
+	} {
+		if got := MaskArgv(c.in); !slices.Equal(got, c.want) {
+			t.Errorf("MaskArgv(%q) = %q, want %q", c.in, got, c.want)
+		}
+		masked := !slices.Equal(c.in, c.want)
+		if vals := ArgvValues(c.in); masked != slices.ContainsFunc(vals, func(v string) bool { return slices.Contains(c.in, v) && !slices.Contains(c.want, v) }) {
+			t.Errorf("ArgvValues(%q) = %q: the masked value should go to the Redactor, and nothing else", c.in, vals)
 		}
 	}
 }
@@ -844,6 +870,10 @@ func TestMaskLeavesProse(t *testing.T) {
 		{"x -Authorization: Bearer Zq9abcdefgh12345", "x -Authorization: Bearer ****2345"},
 		{"curl -HX-API-KEY: Zq9abcdefgh12345", "curl -HX-API-KEY: ****2345"},
 		{"curl -HProxy-Authorization: Zq9abcdefgh12345", "curl -HProxy-Authorization: ****2345"},
+		// The glued header named back with the message's own colon: the
+		// colon is no credential (it read "-HX-Api-Key:**** neither").
+		{"unknown flag -HX-Api-Key:: neither a speclaunch flag", "unknown flag -HX-Api-Key:: neither a speclaunch flag"},
+		{"unknown flag -HAuthorization:: neither", "unknown flag -HAuthorization:: neither"},
 		// A flag's name is prose whatever its case: "unknown flag
 		// --API-KEY: ****ther a speclaunch flag" (a tester's pass).
 		{"unknown flag --API-KEY: neither a speclaunch flag nor one llama-server lists", "unknown flag --API-KEY: neither a speclaunch flag nor one llama-server lists"},

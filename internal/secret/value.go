@@ -22,8 +22,12 @@ var (
 	authValueRE = regexp.MustCompile(`^\s*(?i:(bearer)|basic|token)\s+(\S+)\s*$`)
 	// A header (or a JSON key) that carries a credential, its scheme
 	// kept: "Authorization: Bearer X", `"X-Api-Key": "X"`.
-	authHeaderRE = regexp.MustCompile(`(?i)\b(?:proxy-)?authorization|\b(?:x-)?api-key`)
-	authRestRE   = regexp.MustCompile(`^"?\s*[:=]\s*"?(?:(?i:bearer|basic|token)\s+)?([^\s"',;]+)`)
+	// curl's -H may be glued to the name ("-HAuthorization:", "-Hapi-key:"),
+	// where no word boundary comes before it.
+	authHeaderRE = regexp.MustCompile(`(?i)(?:\b|-H)(?:proxy-)?authorization|(?:\b|-H)(?:x-)?api-key`)
+	// The value starts with no colon: "-HX-Api-Key:: neither" (a flag named
+	// back in prose) holds no credential.
+	authRestRE = regexp.MustCompile(`^"?\s*[:=]\s*"?(?:(?i:bearer|basic|token)\s+)?([^\s"',;:][^\s"',;]*)`)
 	// A URL's password: scheme://user:PASS@host. The last "@" ends it (a
 	// password may hold a raw "@"); a port (host:8080/) has none.
 	urlPassRE = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:]*:([^\s/?#]*)@`)
