@@ -46,12 +46,27 @@ const (
 	// below maxConns' needs (each proxied request holds two, the client's
 	// and the engine's). Besides requests serve holds a few dozen: two
 	// engines' pipes during a switch, the watcher, probe, scrape and
-	// liveness connections, the log, and spareConns (two each at most: a
-	// /metrics scrape dials the engine); 256 leaves several times that.
+	// liveness connections, the log, spareConns (two each at most: a
+	// /metrics scrape dials the engine) and lingerConns; 256 leaves
+	// several times that.
 	connFDReserve = 256
 	// minConns: the cap under a tiny limit, so that a few clients are
 	// still served (the reserve shrinks below 288 descriptors).
 	minConns = 16
+	// lingerConns: connections net/http answered early with the client's
+	// request unread (a 431 header, a 408 or a spare's 503 with a body
+	// left), held open for its wait before the close (rstAvoidanceDelay,
+	// 500 ms) so that the client reads the answer before a reset. They
+	// give their slot back when that wait begins (slotConn.CloseWrite):
+	// the client sees the end at once and may connect again, and one
+	// client doing so in a loop held all the spares through the waits,
+	// so /health read 503 for as long as it ran. Past lingerConns such a
+	// connection is closed at once, its answer written (the client may
+	// read a reset for it), as one past the spares is: so the waits hold
+	// 16 descriptors at most, not one per slot given back. net/http's
+	// goroutine sleeps through the wait either way, its buffers given
+	// back (4 clients looping on 431s at 4,000 a second: 25 MB more RSS).
+	lingerConns = 16
 	// maxHeaderBytes: a request's header block (Go adds 4 KiB to it);
 	// 32 KiB is nginx's default total for large client headers.
 	maxHeaderBytes = 32 << 10
@@ -69,7 +84,10 @@ func capFor(nofile int) int {
 // in the order they began to wait.
 type slots struct {
 	main, spare pool
-	life        time.Duration // a spare's (spareLife; tests lengthen it)
+	// linger: connections in net/http's wait before their close, their
+	// slot given back (lingerConns).
+	linger chan struct{}
+	life   time.Duration // a spare's (spareLife; tests lengthen it)
 	// shed counts and logs a connection answered 503 at the cap
 	// (proxy.Proxy.ShedConn: its rejected requests); nil counts nothing.
 	shed func(capacity int)
@@ -84,7 +102,7 @@ type pool struct {
 }
 
 func newSlots(n int) *slots {
-	return &slots{main: pool{ch: make(chan struct{}, n)}, spare: pool{ch: make(chan struct{}, spareConns)}, life: spareLife}
+	return &slots{main: pool{ch: make(chan struct{}, n)}, spare: pool{ch: make(chan struct{}, spareConns)}, linger: make(chan struct{}, lingerConns), life: spareLife}
 }
 
 // take holds a slot of p for a new connection. At the cap it closes the
@@ -217,6 +235,8 @@ func (s *slots) connContext(ctx context.Context, nc net.Conn) context.Context {
 // reads up to 256 KiB of a body the handler left before closing, which a
 // body stalled behind a /health could hold for the spare's whole life
 // (with no body, Go's own read for the client's close is left alone).
+// With more of it left, Go half-closes and waits before the close, and
+// the spare is given back at the half-close (slotConn.CloseWrite).
 func (s *slots) guard(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Context().Value(spareKey{}) == nil {
@@ -256,7 +276,8 @@ func spareServes(r *http.Request) bool {
 	return false
 }
 
-// slotConn gives its slot back once, when closed.
+// slotConn gives its slot back once: when closed, or when net/http
+// half-closes it to wait before the close (CloseWrite).
 type slotConn struct {
 	net.Conn
 	s     *slots
@@ -264,13 +285,16 @@ type slotConn struct {
 	until time.Time // a spare's end: no deadline set on it goes past this
 	once  sync.Once
 
-	// Under s.mu: its place on the waiting list, and whether it was
-	// closed (a closed one never joins the list again).
+	// Under s.mu: its place on the waiting list, whether its slot was
+	// given back (closed: it never joins the list again), and whether it
+	// holds a place of s.linger.
 	waiting *list.Element
 	closed  bool
+	lingers bool
 }
 
-func (c *slotConn) Close() error {
+// give gives c's slot back, once.
+func (c *slotConn) give() {
 	c.once.Do(func() {
 		c.s.mu.Lock()
 		c.closed = true
@@ -278,6 +302,17 @@ func (c *slotConn) Close() error {
 		c.s.mu.Unlock()
 		<-c.p.ch
 	})
+}
+
+func (c *slotConn) Close() error {
+	c.give()
+	c.s.mu.Lock()
+	lingered := c.lingers
+	c.lingers = false
+	c.s.mu.Unlock()
+	if lingered {
+		<-c.s.linger
+	}
 	return c.Conn.Close()
 }
 
@@ -299,11 +334,22 @@ func (c *slotConn) SetWriteDeadline(t time.Time) error {
 	return c.Conn.SetWriteDeadline(c.clamp(t))
 }
 
-// CloseWrite passes the half-close through: net/http sends a FIN with it
-// before closing a connection it answered early (431, 408), so the client
-// sees the end at once and the slot is not held through the server's
-// wait for a reset to be avoided.
+// CloseWrite is net/http's half-close of a connection it has answered
+// early with the client's request unread (a 431, a 408, a spare's 503),
+// after which it waits 500 ms (rstAvoidanceDelay) and closes it. The FIN
+// tells the client at once, so the slot is given back here, not at the
+// close, and the wait holds a place of s.linger instead (lingerConns);
+// with none free the connection is closed at once.
 func (c *slotConn) CloseWrite() error {
+	select {
+	case c.s.linger <- struct{}{}:
+	default:
+		return c.Close()
+	}
+	c.s.mu.Lock()
+	c.lingers = true
+	c.s.mu.Unlock()
+	c.give() // before the FIN: a client that reads the end finds the slot free
 	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
 		return cw.CloseWrite()
 	}

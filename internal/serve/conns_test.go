@@ -3,6 +3,7 @@ package serve
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -378,5 +379,130 @@ func serveSlots(t *testing.T, h http.Handler, sl *slots) func() net.Conn {
 		c.SetDeadline(time.Now().Add(10 * time.Second))
 		t.Cleanup(func() { c.Close() })
 		return c
+	}
+}
+
+// A connection net/http answers early with the client's request unread
+// (a spare's 503 with a body left, a 431) gives its slot back when it is
+// half-closed, before net/http's 500 ms wait for the close: the client
+// reads the end at once and may connect again. Before, one client
+// reconnecting at a spare's 503 in a loop held all the spares through
+// those waits at a cap of stalled bodies, so /health read 503 for as long
+// as it ran; a 431 held its cap slot the same way.
+func TestAnsweredEarlyGivesItsSlotBack(t *testing.T) {
+	inHandler := make(chan struct{}, 1)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/health" || r.URL.Path == "/other" {
+			return
+		}
+		inHandler <- struct{}{}
+		io.ReadAll(r.Body)
+	})
+	oneSpare := func(n int) *slots { // one spare: one connection in the wait holds them all
+		sl := newSlots(n)
+		sl.spare.ch = make(chan struct{}, 1)
+		return sl
+	}
+	// ask sends req on c and reads the answer's status.
+	ask := func(c net.Conn, req string) int {
+		t.Helper()
+		c.Write([]byte(req))
+		br := bufio.NewReader(c)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("%.40q: %v", req, err)
+		}
+		io.ReadAll(resp.Body)
+		return resp.StatusCode
+	}
+	// early sends req on c and reads its answer, then the end: net/http's
+	// half-close (the client may connect again from here).
+	early := func(c net.Conn, req string) int {
+		t.Helper()
+		code := ask(c, req)
+		if _, err := c.Read(make([]byte, 1)); err != io.EOF {
+			t.Fatalf("%.40q answered %d: then %v, want the end (EOF)", req, code, err)
+		}
+		return code
+	}
+
+	dial := serveSlots(t, h, oneSpare(1))
+	dial().Write([]byte("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{"))
+	entered(t, inHandler)
+	big := "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 1048576\r\n\r\n{" // over the 256 KiB Go reads of a body left
+	if code := early(dial(), big); code != http.StatusServiceUnavailable {
+		t.Fatalf("an upload on the spare: %d, want the cap's 503", code)
+	}
+	if code := ask(dial(), "GET /health HTTP/1.1\r\nHost: x\r\n\r\n"); code != http.StatusOK {
+		t.Errorf("/health just after an upload's 503 on the spare: %d, want 200 (the spare given back)", code)
+	}
+
+	dial = serveSlots(t, h, oneSpare(1))
+	if code := early(dial(), "GET /other HTTP/1.1\r\nHost: x\r\nX-Big: "+strings.Repeat("a", 40<<10)+"\r\n\r\n"); code != http.StatusRequestHeaderFieldsTooLarge {
+		t.Fatalf("a 40 KiB header: %d, want 431", code)
+	}
+	if code := ask(dial(), "GET /other HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"); code != http.StatusOK {
+		t.Errorf("a request just after a 431 at a cap of one: %d, want 200 (the slot given back)", code)
+	}
+}
+
+// The connections in net/http's wait before the close are bounded apart
+// (lingerConns): with every place taken a half-closed connection is
+// closed at once, its slot given back; one that finds a place keeps its
+// socket open through the wait and gives the place back once, at its
+// close.
+func TestLingerIsBounded(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	sl := newSlots(2)
+	pair := func() (net.Conn, *slotConn) {
+		t.Helper()
+		c, err := net.Dial("tcp", l.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(10 * time.Second)) // a bound on a broken close, not a timing
+		t.Cleanup(func() { c.Close() })
+		s, err := l.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		sl.main.ch <- struct{}{}
+		return c, &slotConn{Conn: s, s: sl, p: &sl.main}
+	}
+	for range lingerConns {
+		sl.linger <- struct{}{}
+	}
+	_, full := pair()
+	full.CloseWrite()
+	if _, err := full.Conn.Write([]byte("x")); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("half-closed with every linger place taken: a write reads %v, want the socket closed at once", err)
+	}
+	full.Close()
+	if len(sl.main.ch) != 0 || len(sl.linger) != lingerConns {
+		t.Errorf("closed at once: %d slots and %d linger places held, want 0 and %d", len(sl.main.ch), len(sl.linger), lingerConns)
+	}
+
+	<-sl.linger
+	client, waits := pair()
+	waits.CloseWrite()
+	if len(sl.main.ch) != 0 || len(sl.linger) != lingerConns {
+		t.Errorf("in the wait: %d slots and %d linger places held, want 0 and %d", len(sl.main.ch), len(sl.linger), lingerConns)
+	}
+	if _, err := client.Read(make([]byte, 1)); err != io.EOF {
+		t.Errorf("the client of a half-closed connection reads %v, want the end (EOF)", err)
+	}
+	client.Write([]byte("y"))
+	if _, err := waits.Conn.Read(make([]byte, 1)); err != nil {
+		t.Errorf("in the wait the socket reads %v, want it open", err)
+	}
+	waits.Close()
+	waits.Close()
+	if len(sl.linger) != lingerConns-1 {
+		t.Errorf("after the close: %d linger places held, want %d (its own given back once)", len(sl.linger), lingerConns-1)
 	}
 }
