@@ -131,3 +131,30 @@ func TestUnsentStoppedSaysWhy(t *testing.T) {
 		t.Errorf("got %q", g)
 	}
 }
+
+// A request its engine left unanswered when no engine follows it (the
+// runtime marks it GoneLast: no restart policy, so speclaunch stops) is
+// logged as answered 503, which it is once the proxy closes. Before, a
+// kill -9 with no restart policy logged "sending the request to the next
+// engine" though none came.
+func TestGoneLastSaysTheRequestGets503(t *testing.T) {
+	old, arrived, stop := stalled(t)
+	var log testenv.Buffer
+	p := New(Options{Log: slog.New(slog.NewTextHandler(&log, nil))})
+	p.Route(old)
+	got := make(chan string, 1)
+	go post(front(t, p), `{"prompt":"abc"}`, got)
+	<-arrived
+	p.Hold() // as the runtime does: Hold, Gone, Refuse, Cut
+	old.GoneLast()
+	close(stop)
+	testenv.WaitFor(t, "the request held again", func() bool { return p.Stats().HeldNow == 1 })
+	p.Refuse()
+	p.Close()
+	if g := <-got; !strings.HasPrefix(g, "503 ") {
+		t.Errorf("got %q, want 503", g)
+	}
+	if l := log.String(); !strings.Contains(l, "the engine ended before answering and no engine follows it (speclaunch stops); the request gets 503") || strings.Contains(l, "next engine") {
+		t.Errorf("logged %s; want the request said to get 503, not sent to the next engine", l)
+	}
+}

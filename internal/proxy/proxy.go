@@ -79,6 +79,7 @@ type Backend struct {
 	dead     atomic.Bool   // the engine is gone (Gone): it no longer serves, for good
 	refused  atomic.Bool   // a dial was refused (netfail.Refused); lifted when the engine answers again (Proxy.Answered)
 	gone     chan struct{} // closed by Gone: the engine died or hung
+	last     atomic.Bool   // no engine follows it (GoneLast): speclaunch stops
 	goneOnce sync.Once
 	closing  atomic.Bool            // the engine is being stopped: no new launcher request starts on it
 	stopWhy  atomic.Pointer[string] // set by StopsWith: speclaunch stops it with requests in flight
@@ -100,6 +101,14 @@ func NewBackend(baseURL, name string) (*Backend, error) {
 func (b *Backend) Gone() {
 	b.dead.Store(true)
 	b.goneOnce.Do(func() { close(b.gone) })
+}
+
+// GoneLast marks the engine dead with no engine to follow it (no restart
+// policy): speclaunch stops, and a request it left unanswered gets 503,
+// as the log says, not the next engine.
+func (b *Backend) GoneLast() {
+	b.last.Store(true)
+	b.Gone()
 }
 
 // out reports that b takes no new request: gone, or its last dial refused.
@@ -1084,6 +1093,12 @@ func (t *retrying) RoundTrip(req *http.Request) (*http.Response, error) {
 		case req.GetBody != nil && t.p.waitGone(req.Context(), dead, goneGrace):
 			// The engine died or hung before answering: the request had
 			// no effect a client could see.
+			if dead.last.Load() {
+				// No engine follows it (GoneLast): acquire holds the
+				// request until speclaunch closes the proxy: 503.
+				t.p.o.Log.Info("proxy: the engine ended before answering and no engine follows it (speclaunch stops); the request gets 503", "engine", dead.Name, "path", req.URL.Path, "err", err)
+				break
+			}
 			t.p.o.Log.Info("proxy: the engine ended before answering; sending the request to the next engine", "engine", dead.Name, "path", req.URL.Path, "err", err)
 		default:
 			return resp, err

@@ -253,8 +253,12 @@ type (
 		Why  string
 	}
 	// Gone: the engine died or hung; requests without a response byte from
-	// it go to the next engine.
-	Gone struct{ ID EngineID }
+	// it go to the next engine, or, Last, none follows it (none starting,
+	// no restart: speclaunch stops) and they get 503.
+	Gone struct {
+		ID   EngineID
+		Last bool
+	}
 	// Refuse: the launcher is stopping: /health answers 503, new requests
 	// get 503 with Retry-After; held ones stay held for an engine.
 	Refuse struct{}
@@ -631,7 +635,7 @@ func (s *stepper) hung(id EngineID) {
 			// engine_n is the launcher's count, as in the "engine N |"
 			// prefix of the engine's output; the pid is on its start line.
 			s.log(lvError, "engine stopped answering; killing it", "engine_n", id)
-			s.do(Gone{ID: id}, Stop{ID: id, Kill: true, Why: WhyHung})
+			s.do(Gone{ID: id, Last: e == m.Serving && s.lastOne(137)}, Stop{ID: id, Kill: true, Why: WhyHung})
 			m.stopping = append(m.stopping, id)
 			if e == m.Serving {
 				m.lastCode = 137
@@ -653,11 +657,11 @@ func (s *stepper) servingDied(code int, why string) {
 		return
 	}
 	s.hold()
-	s.do(Gone{ID: dead.ID})
+	s.do(Gone{ID: dead.ID, Last: s.lastOne(code)})
 	switch {
 	case m.Starting != nil:
 		s.log(lvError, "engine exited during a switch; requests wait for the new engine", "exit_code", code)
-	case code != 0 && m.Limits.Restart || m.lastCode == 137 && m.Limits.Restart:
+	case s.restarts(code):
 		wait := m.backoff.Next(s.now.Sub(dead.Since))
 		s.log(lvError, "engine exited; restarting", "exit_code", code, "backoff", wait.String())
 		m.restartAt = s.now.Add(wait)
@@ -670,6 +674,14 @@ func (s *stepper) servingDied(code int, why string) {
 		s.stopAllThenExit(0, nil)
 	}
 }
+
+// restarts says the restart policy starts an engine again after the
+// serving one ended with code (one killed for hanging reads 137).
+func (s *stepper) restarts(code int) bool { return code != 0 && s.m.Limits.Restart }
+
+// lastOne says no engine follows the serving one should it end with code:
+// none is starting and the restart policy starts none, so speclaunch stops.
+func (s *stepper) lastOne(code int) bool { return s.m.Starting == nil && !s.restarts(code) }
 
 // drained: the draining engine finished its requests (or its time ran
 // out): stop it.

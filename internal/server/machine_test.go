@@ -101,7 +101,11 @@ func summary(acts []Action) string {
 			}
 			out = append(out, s+")")
 		case Gone:
-			out = append(out, fmt.Sprintf("Gone(%d)", a.ID))
+			s := fmt.Sprintf("Gone(%d", a.ID)
+			if a.Last {
+				s += " last"
+			}
+			out = append(out, s+")")
 		case Refuse:
 			out = append(out, "Refuse")
 		case Reply:
@@ -372,7 +376,29 @@ func TestCrashRestartsOnFailure(t *testing.T) {
 
 func TestCrashWithoutRestartExits(t *testing.T) {
 	f := serving(t, limits)
-	f.want(Exited{ID: 1, Code: 3}, "Hold Gone(1) Refuse Cut Exit(3)")
+	f.want(Exited{ID: 1, Code: 3}, "Hold Gone(1 last) Refuse Cut Exit(3)")
+}
+
+// An engine that dies or hangs with no engine to follow it (no restart
+// policy, or a clean exit, and none starting) is marked gone as the last
+// one: the proxy's log says its unanswered requests get 503 as speclaunch
+// stops, where it said they were sent to the next engine. One that a
+// restart or a starting engine follows is not the last.
+func TestGoneSaysWhetherAnEngineFollows(t *testing.T) {
+	f := serving(t, limits)
+	f.want(Hung{ID: 1}, "Gone(1 last) Stop(1 kill)")
+	f.want(Exited{ID: 1, Code: 137}, "Hold Gone(1 last) Refuse Cut Exit(137)")
+
+	restart := limits
+	restart.Restart = true
+	f = serving(t, restart)
+	f.want(Exited{ID: 1, Code: 0}, "Hold Gone(1 last) Refuse Cut Exit(0)") // a clean exit is not restarted
+	f = serving(t, restart)
+	f.want(Hung{ID: 1}, "Gone(1) Stop(1 kill)")
+
+	f = serving(t, limits)
+	f.want(Submit{Job: job(KindReload, key.SwitchOverlap, planOf("--w", "3"))}, "Start(2 reload)")
+	f.want(Exited{ID: 1, Code: 1}, "Hold Gone(1)")
 }
 
 // A hung engine is killed and replaced; requests without a response byte

@@ -78,7 +78,7 @@ func TestRecoveredDeathIsNotTheExitCode(t *testing.T) {
 				// A profile edit turns the restart policy off; the
 				// engine command is the same, so it is adopted.
 				f.want(Submit{Job: &Job{Kind: KindReload, Mode: key.SwitchOverlap, Plan: f.m.Plan, Limits: limits}}, "Adopt Reply(<nil>)")
-				f.want(Exited{ID: id, Code: 139}, "Hold Gone("+itoa(id)+") Refuse Cut Exit(139)")
+				f.want(Exited{ID: id, Code: 139}, "Hold Gone("+itoa(id)+" last) Refuse Cut Exit(139)")
 			}},
 		} {
 			t.Run(rc.name+"; "+st.name, func(t *testing.T) {

@@ -257,7 +257,11 @@ func (r *Runtime) exec(acts []Action) (Exit, bool) {
 			r.stop(a)
 		case Gone:
 			if l := r.get(a.ID); l != nil && l.inst != nil && l.inst.Backend != nil {
-				l.inst.Backend.Gone()
+				if a.Last {
+					l.inst.Backend.GoneLast()
+				} else {
+					l.inst.Backend.Gone()
+				}
 			}
 		case Cut:
 			r.countCut()
