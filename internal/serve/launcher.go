@@ -122,6 +122,9 @@ func (sv *launcher) startInst(ctx context.Context, p *plan.Plan, id server.Engin
 	t0 := time.Now()
 	r, err := sv.launch(ctx, ep, int(id), what, interrupt)
 	if err != nil {
+		if r != nil && r.Proc != nil { // stopped: its exit code is said (server.Launcher)
+			return &server.Instance{Plan: p, Proc: r.Proc}, err
+		}
 		return nil, err
 	}
 	if kind == server.KindStart {
@@ -575,12 +578,13 @@ func (sv *launcher) launch(ctx context.Context, p *plan.Plan, n int, what string
 	r, err := instance.Start(ctx, p, o)
 	if err != nil {
 		// An engine that exits while starting: the launcher exits with the
-		// engine's code, after showing its last lines.
+		// engine's code, after showing its last lines. The engine, stopped,
+		// comes back with the error (instance.Start).
 		var ee *supervise.ExitedError
 		if errors.As(err, &ee) && ee.Code > 0 {
-			return nil, exitcode.New(ee.Code, err)
+			return r, exitcode.New(ee.Code, err)
 		}
-		return nil, StartErr(err)
+		return r, StartErr(err)
 	}
 
 	attrs := []any{"url", p.Launch.BaseURL, "after", r.Ready.Round(time.Millisecond).String(), "pid", r.Proc.PID()}

@@ -39,7 +39,8 @@ type Launcher interface {
 	// Launch starts p's engine (the runtime's engine id), waits until it
 	// is ready and verifies its width; interrupt ends the wait (the engine
 	// is then stopped). On an error the engine process, if any, has been
-	// stopped.
+	// stopped, and the Instance returned holds it (its Proc; nil where no
+	// process began), so that its exit code can be said.
 	Launch(ctx context.Context, p *plan.Plan, id EngineID, kind Kind, interrupt context.Context) (*Instance, error)
 	// BeforeTraffic runs on every new engine after Launch and before the
 	// proxy routes a request to it (the adaptive loop's probe: the engine
@@ -344,6 +345,12 @@ func (r *Runtime) start(a Start) {
 			err = context.Canceled
 		}
 		if err != nil {
+			if ctx.Err() != nil && in != nil && in.Proc != nil {
+				// Stopped while it started (a signal, a switch given
+				// up): its code is said as a serving engine's stop's is.
+				<-in.Proc.Done()
+				r.o.Log.Info("engine stopped", "pid", in.Proc.PID(), "exit_code", in.Proc.ExitCode(), "why", "it was starting")
+			}
 			r.events <- Ready{ID: id, Err: err}
 			r.events <- Exited{ID: id, Code: -1}
 			return
