@@ -874,6 +874,12 @@ func TestMaskLeavesProse(t *testing.T) {
 		// colon is no credential (it read "-HX-Api-Key:**** neither").
 		{"unknown flag -HX-Api-Key:: neither a speclaunch flag", "unknown flag -HX-Api-Key:: neither a speclaunch flag"},
 		{"unknown flag -HAuthorization:: neither", "unknown flag -HAuthorization:: neither"},
+		// A value glued to the colon is the flag's, whatever the case (it
+		// was printed whole once prose took any case).
+		{"--API-KEY:Zq9abcdefgh12345", "--API-KEY:****2345"},
+		{"-API-KEY:Zq9abcdefgh12345", "-API-KEY:****2345"},
+		{"--Api-Key:Zq9abcdefgh12345", "--Api-Key:****2345"},
+		{"--api-key:Zq9abcdefgh12345", "--api-key:****2345"},
 		// A flag's name is prose whatever its case: "unknown flag
 		// --API-KEY: ****ther a speclaunch flag" (a tester's pass).
 		{"unknown flag --API-KEY: neither a speclaunch flag nor one llama-server lists", "unknown flag --API-KEY: neither a speclaunch flag nor one llama-server lists"},

@@ -82,11 +82,19 @@ func headerValue(v string, h, m []int) bool {
 	if strings.TrimSpace(strings.Trim(strings.TrimSpace(rest[:m[2]]), `":=`)) != "" {
 		return true // schemed
 	}
-	if proseFlag(v[s:h[1]]) && strings.Contains(rest[:m[2]], ":") {
+	if proseFlag(v[s:h[1]]) && proseColon(rest[:m[2]]) {
 		return false
 	}
 	val := rest[m[2]:m[3]]
 	return len(val) >= MinRedact || strings.ContainsFunc(val, func(r rune) bool { return !unicode.IsLetter(r) })
+}
+
+// proseColon reports whether the text between a flag's name and the value
+// after it is a colon and white space, as prose writes one ("--API-KEY:
+// neither"); a value glued to the colon ("--API-KEY:K") is the flag's.
+func proseColon(sep string) bool {
+	i := strings.Index(sep, ":")
+	return i >= 0 && i+1 < len(sep) && strings.TrimSpace(sep[i+1:]) == "" && sep[i+1:] != ""
 }
 
 // proseFlag reports whether name, before a colon, is a flag's as prose
