@@ -446,7 +446,15 @@ type UnknownFlag struct {
 	// Spelling is the llama-server tree whose --help was judged (the
 	// binary's, as detected); SpellingUnknown judges every captured tree's.
 	Spelling Spelling
+	// OtherTree is a flag another captured tree lists: a build of this
+	// spelling newer or older than its capture may list it too, so it is
+	// said, not held against a reload (Unproven).
+	OtherTree bool
 }
+
+// Unproven reports whether u is known to stop the engine at its start: a
+// flag no captured llama-server tree lists.
+func (u UnknownFlag) Unproven() bool { return !u.OtherTree }
 
 // Why is the warning of u: whose list lacks it, how often it is given,
 // and the nearest flag the list holds (found here, not for every unknown
@@ -457,14 +465,14 @@ func (u UnknownFlag) Why() string {
 	if u.Count > 1 {
 		given = fmt.Sprintf(" (given %d times)", u.Count)
 	}
-	known, whose, other := llamaflags.All(), "llama-server", ""
+	known, whose := llamaflags.All(), "llama-server"
 	if t, ok := llamaTree(u.Spelling); ok {
 		known, whose = llamaflags.AllOf(t), fmt.Sprintf("this llama-server (flag spelling %s)", u.Spelling)
-		if _, ok := llamaflags.Values(u.Name); ok {
-			other = ", only another llama.cpp tree's"
-		}
 	}
-	msg := fmt.Sprintf("engine argument %s%s is not a flag %s lists in its --help%s; llama-server refuses to start on an unknown flag", u.Name, given, whose, other)
+	msg := fmt.Sprintf("engine argument %s%s is not a flag %s lists in its --help; llama-server refuses to start on an unknown flag", u.Name, given, whose)
+	if u.OtherTree {
+		msg = fmt.Sprintf("engine argument %s%s is listed by another llama.cpp tree's --help, not by the one captured for %s; a build that does not list it refuses to start on it", u.Name, given, whose)
+	}
 	if near := llamaflags.Nearest(u.Name, known); near != "" {
 		msg += fmt.Sprintf(" (did you mean %s?)", strings.Join(llamaflags.Spellings(near), ", "))
 	}
@@ -535,7 +543,8 @@ func unknownLlamaFlags(args []string, sp Spelling) []UnknownFlag {
 		if !seen {
 			j = len(out)
 			at[name] = j
-			out = append(out, UnknownFlag{Name: name, Spelling: sp})
+			_, other := llamaflags.Values(name)
+			out = append(out, UnknownFlag{Name: name, Spelling: sp, OtherTree: other})
 		}
 		out[j].Count++
 	}

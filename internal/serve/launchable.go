@@ -91,8 +91,9 @@ func Runnable(p *plan.Plan) error {
 }
 
 // unproven is each flag of np's engine arguments that the engine is known
-// to refuse at its start (engine.Launch.Unknown: llama-server's --help
-// lists no such flag) and that the serving engine, cur, does not run
+// to refuse at its start (engine.Launch.Unknown: no captured llama-server
+// --help lists such a flag; one another tree lists may be this build's)
+// and that the serving engine, cur, does not run
 // already: a flag it runs (same engine, same binary) is proven taken,
 // whatever the list says (a build newer than the list).
 func unproven(cur, np *plan.Plan) []engine.UnknownFlag {
@@ -104,7 +105,7 @@ func unproven(cur, np *plan.Plan) []engine.UnknownFlag {
 	}
 	var out []engine.UnknownFlag
 	for _, u := range np.Launch.Unknown {
-		if !runs[u.Name] {
+		if !runs[u.Name] && u.Unproven() {
 			out = append(out, u)
 		}
 	}
