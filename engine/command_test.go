@@ -488,6 +488,8 @@ func TestServedOffVariablesRefused(t *testing.T) {
 		{"the prefix in engine.env", nil, map[string]string{"LLAMA_ARG_API_PREFIX": "/v2"},
 			"profile profiles/demo.toml:9: engine.env sets LLAMA_ARG_API_PREFIX (llama-server's --api-prefix), which sets a path prefix"},
 		{"set but empty", []string{"LLAMA_ARG_API_PREFIX=", "LLAMA_ARG_SSL_KEY_FILE="}, nil, ""},
+		// engine.env's value is the engine's, over the operator's.
+		{"the environment's, cleared by engine.env", []string{"LLAMA_ARG_API_PREFIX=/v2"}, map[string]string{"LLAMA_ARG_API_PREFIX": ""}, ""},
 		{"another variable", []string{"LLAMA_ARG_CTX_SIZE=8192"}, map[string]string{"LLAMA_ARG_N_PARALLEL": "2"}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

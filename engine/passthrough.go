@@ -105,12 +105,16 @@ const (
 // operator's environment (environ, NAME=VALUE) or the profile's
 // engine.env (s.Env, each named by its file:line): llama-server reads it
 // as its flag. Set but empty, it is unset to the launcher, and to
-// llama-server harmless (no prefix; no TLS without both files).
+// llama-server harmless (no prefix; no TLS without both files); engine.env's
+// value, empty included, is the one the engine gets over the operator's.
 func checkServedOff(environ []string, s Spec) error {
 	env := parseEnviron(environ)
 	for _, f := range servedOff {
-		if v := s.Env[f.env]; v != "" {
-			return fmt.Errorf("%s: engine.env sets %s (llama-server's %s), which sets %s: remove it; %s", s.envFrom(f.env), f.env, f.flag, f.what, f.fix)
+		if v, set := s.Env[f.env]; set {
+			if v != "" {
+				return fmt.Errorf("%s: engine.env sets %s (llama-server's %s), which sets %s: remove it; %s", s.envFrom(f.env), f.env, f.flag, f.what, f.fix)
+			}
+			continue // the profile's empty value is what the engine gets
 		}
 		if v, _ := env.get(f.env); v != "" {
 			return fmt.Errorf("env %s (llama-server's %s) sets %s: unset it; %s", f.env, f.flag, f.what, f.fix)
