@@ -89,7 +89,10 @@ const (
 )
 
 // clockSkew is how far past now a saved time may lie and still be taken:
-// a clock stepped back by NTP after the save, not a file from the future.
+// a clock stepped back by NTP after the save, or a cache shared by hosts
+// whose clocks differ a little, not a file from the future. It is a
+// tolerance, not a measurement; a state refused for it is learnt again,
+// which costs trials, never a wrong width.
 const clockSkew = 5 * time.Minute
 
 // Resume says whether a Pair read from a file written at saved is taken

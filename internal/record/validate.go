@@ -42,7 +42,8 @@ const (
 	MaxWallS = 86400
 	// MaxTokPerS bounds a rate, a run's and an arm's statistics: a
 	// million tokens a second, far above any engine (the fastest
-	// committed run, 8 clients at once, streamed about 3,400).
+	// committed run, four requests at once, streamed 3,412:
+	// docs/benchmark_results/h200-llamacpp-d32676d-q4_0-pair3141L24-code-c4.json).
 	MaxTokPerS = 1e6
 )
 
