@@ -310,14 +310,21 @@ func MaskArgv(argv []string) []string {
 }
 
 // headerEnd reports whether argument a ends in a credential header's name
-// and its colon ("-HAuthorization:", "X-Api-Key:"), so that its value is
-// the next argument, after a scheme word if there is one.
+// and its colon ("-HAuthorization:", "X-Api-Key:"), or a scheme word after
+// them ("Authorization: Bearer"), so that its value is the next argument,
+// after a scheme word if there is one.
 func headerEnd(a string) bool {
 	hs := authHeaderRE.FindAllStringIndex(a, -1)
 	if len(hs) == 0 {
 		return false
 	}
 	rest := strings.TrimSpace(strings.Trim(a[hs[len(hs)-1][1]:], `"'`))
+	if scheme, ok := strings.CutPrefix(rest, ":"); ok && strings.TrimSpace(scheme) != "" {
+		rest = ":" // "Authorization: Bearer", the credential next
+		if !authValueRE.MatchString(scheme + " x") {
+			return false
+		}
+	}
 	return rest == ":"
 }
 

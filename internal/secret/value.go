@@ -86,6 +86,9 @@ func headerValue(v string, h, m []int) bool {
 		return false
 	}
 	val := rest[m[2]:m[3]]
+	if authValueRE.MatchString(val+" x") && strings.TrimSpace(rest[m[3]:]) == "" {
+		return false // "Authorization: Bearer" and its credential in the next argument
+	}
 	return len(val) >= MinRedact || strings.ContainsFunc(val, func(r rune) bool { return !unicode.IsLetter(r) })
 }
 
