@@ -210,12 +210,13 @@ func requestBodies(o Options) ([][]byte, error) {
 		prompts = []string{o.Prompt}
 	}
 	bodies := make([][]byte, len(prompts))
+	lengths := Lengths(o.MaxTokens, o.Spread, len(prompts))
 	for i, p := range prompts {
 		m := map[string]any{}
 		for k, v := range o.Params {
 			m[k] = v
 		}
-		m["model"], m["prompt"], m["max_tokens"], m["stream"] = o.Model, p, Lengths(o.MaxTokens, o.Spread, len(prompts))[i], o.Stream
+		m["model"], m["prompt"], m["max_tokens"], m["stream"] = o.Model, p, lengths[i], o.Stream
 		if strings.Contains(o.Path, "/chat/") {
 			delete(m, "prompt")
 			m["messages"] = []map[string]string{{"role": "user", "content": p}}

@@ -244,6 +244,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "enginetimings: "+format+"\n", a...)
 		return 2
 	}
+	if *warm && *follow != "" {
+		return bad("give -warm or -follow, not both")
+	}
 	if fs.NArg() != 1 {
 		return bad("want one log file, got %d arguments (usage: enginetimings [-follow report.json | -warm] serve.log)", fs.NArg())
 	}

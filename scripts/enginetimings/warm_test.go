@@ -86,3 +86,12 @@ func TestParseTSV(t *testing.T) {
 		})
 	}
 }
+
+// -warm and -follow are two reports: both at once is bad input, not one
+// of them silently.
+func TestWarmAndFollow(t *testing.T) {
+	var out, errb bytes.Buffer
+	if rc := run([]string{"-warm", "-follow", "/nonexistent.json", "serve.log"}, &out, &errb); rc != 2 || !strings.Contains(errb.String(), "not both") {
+		t.Errorf("rc %d, stderr %q: want 2 and the reason", rc, errb.String())
+	}
+}
