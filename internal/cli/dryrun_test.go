@@ -72,7 +72,7 @@ func TestDryRunNotesAPortInUse(t *testing.T) {
 	// An address this host does not have fails the dry run, as it fails
 	// serve (192.0.2.1: TEST-NET-1, never a local address).
 	code, o, e := runCLI(t, "serve", "--dry-run", "--profile", "../../profiles/demo.toml", "--host", "192.0.2.1", "--port", held)
-	if code != 2 || !strings.Contains(o, "would fail: port "+held+" on 192.0.2.1 is not available") || !strings.Contains(o, "set --host") || strings.Contains(o, "note: port") {
+	if code != 2 || !strings.Contains(o, "would fail: host 192.0.2.1 cannot be listened on (port "+held+")") || !strings.Contains(o, "set --host") || strings.Contains(o, "note: port") {
 		t.Errorf("an address this host lacks: exit %d\n%s%s", code, o, e)
 	}
 }

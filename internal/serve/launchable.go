@@ -46,7 +46,7 @@ func Launchable(p *plan.Plan, checkPort bool) error {
 	}
 	if checkPort {
 		if err := PortFree(s.Host.Value, s.Port.Value); err != nil {
-			return exitcode.Bad(fmt.Errorf("port %d on %s is not available (%v); %s", s.Port.Value, s.Host.Value, err, bindFix(err)))
+			return unavailable(s.Host.Value, s.Port.Value, err, "")
 		}
 	}
 	return nil
@@ -191,6 +191,18 @@ func binaryMissing(s config.Settings, bin string) error {
 }
 
 // bindFix is what to do when the public address cannot be bound, by why.
+// unavailable is the error of an address that cannot be bound: the port
+// where the port is at fault (taken, privileged), else the host (it does
+// not resolve, or is not this machine's), with bindFix's fix; then says
+// where the proxy stays, for a reload ("" at start).
+func unavailable(host string, port int, err error, then string) error {
+	what := fmt.Sprintf("port %d on %s is not available", port, host)
+	if !errors.Is(err, syscall.EADDRINUSE) && !errors.Is(err, syscall.EACCES) {
+		what = fmt.Sprintf("host %s cannot be listened on (port %d)", host, port)
+	}
+	return exitcode.Bad(fmt.Errorf("%s (%w)%s; %s", what, err, then, bindFix(err)))
+}
+
 func bindFix(err error) string {
 	switch {
 	case errors.Is(err, syscall.EADDRINUSE):

@@ -13,7 +13,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/speclaunch/speclaunch/internal/exitcode"
 	"github.com/speclaunch/speclaunch/internal/plan"
 )
 
@@ -55,7 +54,7 @@ func listenPublic(p *plan.Plan, h http.Handler, shed func(capacity int), log *sl
 	sl.shed = shed
 	srv, err := serveHTTP(addr, h, sl, log)
 	if err != nil {
-		return nil, exitcode.Bad(fmt.Errorf("port %d on %s is not available (%v); %s", p.Settings.Port.Value, p.Settings.Host.Value, err, bindFix(err)))
+		return nil, unavailable(p.Settings.Host.Value, p.Settings.Port.Value, err, "")
 	}
 	return &public{h: h, log: log, addr: addr, srv: srv, slots: sl}, nil
 }
@@ -91,7 +90,7 @@ func (pb *public) reserve(np *plan.Plan) error {
 			break
 		}
 		if err != nil {
-			return exitcode.Bad(fmt.Errorf("port %d on %s is not available (%w); the proxy stays on %s; %s", np.Settings.Port.Value, np.Settings.Host.Value, err, pb.addr, bindFix(err)))
+			return unavailable(np.Settings.Host.Value, np.Settings.Port.Value, err, "; the proxy stays on "+pb.addr)
 		}
 		pb.dropLocked("a later reload asked for another address")
 		pb.pending, pb.pendingAddr = srv, addr
