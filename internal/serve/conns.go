@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/speclaunch/speclaunch/internal/proxy"
@@ -67,6 +68,14 @@ const (
 	// goroutine sleeps through the wait either way, its buffers given
 	// back (4 clients looping on 431s at 4,000 a second: 25 MB more RSS).
 	lingerConns = 16
+	// maxAsleep bounds net/http's goroutines in that wait, descriptor or
+	// not: past it the listener accepts no new connection until some
+	// wake (new clients wait in the kernel's backlog, 500 ms at most), so
+	// a flood's waits cost at most maxAsleep goroutine stacks (8 KiB
+	// each: 32 MiB), not one per connection it can open in 500 ms.
+	maxAsleep = 4096
+	// asleepPoll is how often a listener held by maxAsleep looks again.
+	asleepPoll = 10 * time.Millisecond
 	// maxHeaderBytes: a request's header block (Go adds 4 KiB to it);
 	// 32 KiB is nginx's default total for large client headers.
 	maxHeaderBytes = 32 << 10
@@ -87,7 +96,11 @@ type slots struct {
 	// linger: connections in net/http's wait before their close, their
 	// slot given back (lingerConns).
 	linger chan struct{}
-	life   time.Duration // a spare's (spareLife; tests lengthen it)
+	// asleep counts the connections answered early whose goroutine has
+	// not closed them yet (maxAsleep; max is it, tests lower it).
+	asleep   atomic.Int64
+	maxSleep int64
+	life     time.Duration // a spare's (spareLife; tests lengthen it)
 	// shed counts and logs a connection answered 503 at the cap
 	// (proxy.Proxy.ShedConn: its rejected requests); nil counts nothing.
 	shed func(capacity int)
@@ -102,7 +115,7 @@ type pool struct {
 }
 
 func newSlots(n int) *slots {
-	return &slots{main: pool{ch: make(chan struct{}, n)}, spare: pool{ch: make(chan struct{}, spareConns)}, linger: make(chan struct{}, lingerConns), life: spareLife}
+	return &slots{main: pool{ch: make(chan struct{}, n)}, spare: pool{ch: make(chan struct{}, spareConns)}, linger: make(chan struct{}, lingerConns), maxSleep: maxAsleep, life: spareLife}
 }
 
 // take holds a slot of p for a new connection. At the cap it closes the
@@ -196,6 +209,9 @@ var shedReply = fmt.Appendf(nil, "HTTP/1.1 503 Service Unavailable\r\nRetry-Afte
 
 func (l *cappedListener) Accept() (net.Conn, error) {
 	for {
+		for !l.s.awake() {
+			time.Sleep(asleepPoll)
+		}
 		c, err := l.Listener.Accept()
 		if err != nil {
 			return nil, err
@@ -216,6 +232,10 @@ func (l *cappedListener) Accept() (net.Conn, error) {
 		c.Close()
 	}
 }
+
+// awake reports whether a new connection may be accepted: fewer than
+// maxAsleep answered early are waiting for their close (maxAsleep).
+func (s *slots) awake() bool { return s.asleep.Load() < s.maxSleep }
 
 // spareKey marks the context of a spare connection's requests.
 type spareKey struct{}
@@ -291,6 +311,7 @@ type slotConn struct {
 	waiting *list.Element
 	closed  bool
 	lingers bool
+	early   bool // answered early: counted in s.asleep until its Close
 }
 
 // give gives c's slot back, once.
@@ -307,11 +328,14 @@ func (c *slotConn) give() {
 func (c *slotConn) Close() error {
 	c.give()
 	c.s.mu.Lock()
-	lingered := c.lingers
-	c.lingers = false
+	lingered, early := c.lingers, c.early
+	c.lingers, c.early = false, false
 	c.s.mu.Unlock()
 	if lingered {
 		<-c.s.linger
+	}
+	if early {
+		c.s.asleep.Add(-1)
 	}
 	return c.Conn.Close()
 }
@@ -341,10 +365,17 @@ func (c *slotConn) SetWriteDeadline(t time.Time) error {
 // close, and the wait holds a place of s.linger instead (lingerConns);
 // with none free the connection is closed at once.
 func (c *slotConn) CloseWrite() error {
+	c.s.mu.Lock()
+	if !c.early {
+		c.early = true
+		c.s.asleep.Add(1) // until net/http's Close after its wait
+	}
+	c.s.mu.Unlock()
 	select {
 	case c.s.linger <- struct{}{}:
 	default:
-		return c.Close()
+		c.give()
+		return c.Conn.Close()
 	}
 	c.s.mu.Lock()
 	c.lingers = true

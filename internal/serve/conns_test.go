@@ -506,3 +506,53 @@ func TestLingerIsBounded(t *testing.T) {
 		t.Errorf("after the close: %d linger places held, want %d (its own given back once)", len(sl.linger), lingerConns-1)
 	}
 }
+
+// The connections answered early count until net/http closes them after
+// its wait, lingering or closed at once; at maxAsleep the listener takes
+// no new one (awake), so a flood's waits hold a bounded number of
+// goroutines, not one per connection it opens in 500 ms.
+func TestAsleepIsBounded(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	sl := newSlots(4)
+	sl.maxSleep = 2
+	conn := func() *slotConn {
+		t.Helper()
+		c, err := net.Dial("tcp", l.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		s, err := l.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sl.main.ch <- struct{}{}
+		return &slotConn{Conn: s, s: sl, p: &sl.main}
+	}
+	for range lingerConns - 1 { // one linger place left: the second is closed at once
+		sl.linger <- struct{}{}
+	}
+	a, b := conn(), conn()
+	a.CloseWrite()
+	if !sl.awake() {
+		t.Fatalf("one of two asleep: not awake")
+	}
+	b.CloseWrite()
+	b.CloseWrite() // net/http half-closes once; a second call counts once all the same
+	if sl.awake() || sl.asleep.Load() != 2 {
+		t.Fatalf("two of two asleep (one lingering, one closed at once): awake %v, asleep %d", sl.awake(), sl.asleep.Load())
+	}
+	b.Close()
+	if !sl.awake() || sl.asleep.Load() != 1 {
+		t.Fatalf("one closed after its wait: awake %v, asleep %d", sl.awake(), sl.asleep.Load())
+	}
+	a.Close()
+	a.Close()
+	if sl.asleep.Load() != 0 || len(sl.main.ch) != 0 {
+		t.Errorf("all closed: asleep %d, slots %d, want 0 and 0", sl.asleep.Load(), len(sl.main.ch))
+	}
+}
