@@ -250,6 +250,7 @@ func (sv *launcher) runAdapt(p *plan.Plan) func() {
 			sv.log.Error("adaptive width stopped", "err", err)
 		}
 	}()
+	sv.ctl.ranAdapt(done)
 	return func() { cancel(); <-done }
 }
 

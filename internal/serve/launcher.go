@@ -531,11 +531,15 @@ func (sv *launcher) adopt(np *plan.Plan, from Load) {
 }
 
 // endAdapt stops the adaptive loop (at shutdown: it must not probe an
-// engine being stopped, nor ask for a switch).
+// engine being stopped, nor ask for a switch) and waits for its end, its
+// last save written, though another goroutine stopped it (a signal's
+// NoteStopping): serve exited mid-save, the state lost and a temp file
+// left.
 func (sv *launcher) endAdapt() {
 	if stop := sv.ctl.takeStopAdapt(false); stop != nil {
 		stop()
 	}
+	sv.ctl.waitAdapt()
 }
 
 // probeClient is the client of the launcher's own requests to engines:

@@ -86,7 +86,11 @@ type controllers struct {
 	// stopAdapt and stopFollow stop the loops, nil when none runs; started:
 	// they started, with the first engine that served.
 	stopAdapt, stopFollow func()
-	started               bool
+	// adaptDone closes when the adaptive loop has ended, its last save
+	// written: serve's exit waits on it, whoever stopped the loop
+	// (NoteStopping stops it from a goroutine of its own).
+	adaptDone <-chan struct{}
+	started   bool
 	// adapted is the width the adaptive loop switched to (1 = speculation
 	// off), 0 before it has; a reload keeps it, or every profile edit (a
 	// comment, a SIGHUP) would put the policy's width back.
@@ -122,6 +126,23 @@ func (c *controllers) ran(stop func(), follower bool) {
 		c.stopFollow = stop
 	} else {
 		c.stopAdapt = stop
+	}
+}
+
+// ranAdapt records the adaptive loop's end (adaptDone).
+func (c *controllers) ranAdapt(done <-chan struct{}) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.adaptDone = done
+}
+
+// waitAdapt waits for the adaptive loop to end, if one ran.
+func (c *controllers) waitAdapt() {
+	c.mu.Lock()
+	done := c.adaptDone
+	c.mu.Unlock()
+	if done != nil {
+		<-done
 	}
 }
 
