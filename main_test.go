@@ -100,6 +100,20 @@ func TestMain(m *testing.M) {
 type removeBuilt struct{ m *testing.M }
 
 func (r removeBuilt) Run() int {
+	// The process tests' children inherit this environment: their caches
+	// and config (llama-server detection's llama-caps.json, the adaptive
+	// state) go to a directory of the run's own, not the operator's who
+	// runs the README's go test ./... (go's build cache stays where it was).
+	if os.Getenv("GOCACHE") == "" {
+		if d, err := os.UserCacheDir(); err == nil {
+			os.Setenv("GOCACHE", filepath.Join(d, "go-build"))
+		}
+	}
+	if home, err := os.MkdirTemp("", "speclaunch-test-home-"); err == nil {
+		defer os.RemoveAll(home)
+		os.Setenv("XDG_CONFIG_HOME", filepath.Join(home, "config"))
+		os.Setenv("XDG_CACHE_HOME", filepath.Join(home, "cache"))
+	}
 	code := r.m.Run()
 	if builtBin != "" {
 		os.RemoveAll(filepath.Dir(builtBin))
