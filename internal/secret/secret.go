@@ -345,6 +345,12 @@ func maskArgv(argv []string) (out []string, byFlag []bool) {
 			out[i], byFlag[i] = maskJoined(name, vals), true
 			continue
 		}
+		if (out[i] == "-u" || out[i] == "--user") && i+1 < len(out) && strings.Contains(out[i+1], ":") {
+			user, pass, _ := strings.Cut(out[i+1], ":") // curl's -u user:password
+			out[i+1], byFlag[i+1] = user+":"+Mask(pass), true
+			i++
+			continue
+		}
 		if headerEnd(out[i]) { // "-HAuthorization:" "Bearer" "K": curl's header in parts
 			if i+2 < len(out) && authValueRE.MatchString(out[i+1]+" x") {
 				i++ // the scheme stays

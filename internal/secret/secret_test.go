@@ -828,6 +828,11 @@ func TestMaskArgvHeaderInParts(t *testing.T) {
 		{[]string{"-HAuthorization:", "--port", "1"}, []string{"-HAuthorization:", "--port", "1"}},
 		{[]string{"-HContent-Type:", "application/json"}, []string{"-HContent-Type:", "application/json"}},
 		{[]string{"-H", "Authorization: Bearer", "SKSECRET123"}, []string{"-H", "Authorization: Bearer", "****T123"}},
+		// curl's -u user:password, and a session cookie
+		{[]string{"-u", "user:abcdef123456SECRET"}, []string{"-u", "user:****CRET"}},
+		{[]string{"--user", "user:abcdef123456SECRET", "-ub", "512"}, []string{"--user", "user:****CRET", "-ub", "512"}},
+		{[]string{"-H", "Cookie: session=abcdef123456SECRET"}, []string{"-H", "Cookie: ****CRET"}},
+		{[]string{"-HCookie:", "session=abcdef123456SECRET"}, []string{"-HCookie:", "****CRET"}},
 		{[]string{"-H", "Authorization: raw-SECRET-1234", "words"}, []string{"-H", "Authorization: ****1234", "words"}},
 	} {
 		if got := MaskArgv(c.in); !slices.Equal(got, c.want) {

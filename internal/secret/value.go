@@ -24,7 +24,8 @@ var (
 	// kept: "Authorization: Bearer X", `"X-Api-Key": "X"`.
 	// curl's -H may be glued to the name ("-HAuthorization:", "-Hapi-key:"),
 	// where no word boundary comes before it.
-	authHeaderRE = regexp.MustCompile(`(?i)(?:\b|-H)(?:proxy-)?authorization|(?:\b|-H)(?:x-)?api-key`)
+	// A cookie is a session's credential as much.
+	authHeaderRE = regexp.MustCompile(`(?i)(?:\b|-H)(?:proxy-)?authorization|(?:\b|-H)(?:x-)?api-key|(?:\b|-H)(?:set-)?cookie`)
 	// The value starts with no colon: "-HX-Api-Key:: neither" (a flag named
 	// back in prose) holds no credential.
 	authRestRE = regexp.MustCompile(`^"?\s*[:=]\s*"?(?:(?i:bearer|basic|token)\s+)?([^\s"',;:][^\s"',;]*)`)
