@@ -320,6 +320,11 @@ func TestCheckPassthrough(t *testing.T) {
 		want string // "" = ok
 	}{
 		{key.MLXCEL, []string{"--max-batch-size", "1", "--ignore-eos"}, ""},
+		// curl's credentials pasted: refused, the key masked
+		{key.LlamaCpp, []string{"-H", "X-Api-Key: abcdef123456SECRET"}, `engine argument "X-Api-Key: ****CRET": it is an HTTP client's credential`},
+		{key.LlamaCpp, []string{"-HAuthorization:", "Bearer", "abcdef123456SECRET"}, `engine argument "-HAuthorization:": it is an HTTP client's credential`},
+		{key.VLLM, []string{"-u", "user:abcdef123456SECRET"}, "send the header from the client"},
+		{key.LlamaCpp, []string{"-H", "Content-Type: application/json"}, ""},
 		{key.MLXCEL, []string{"--draft-block-size", "4"}, "--draft-block-size"},
 		{key.MLXCEL, []string{"--draft-block-size=4"}, "draft width"},
 		{key.Sim, []string{"--draft-block-size=4"}, "draft width"},

@@ -269,6 +269,9 @@ func checkPassthrough(e key.Engine, args []string, sp Spelling) error {
 		if err := keyFlagArg(j, a, flags[i]); err != nil {
 			return err
 		}
+		if secret.CredentialHeader(args, i) {
+			return &ownedArgError{fmt.Sprintf("engine argument %s: %s", strconv.Quote(secret.MaskArgv(args)[i]), secret.HeaderFix)}
+		}
 	}
 	return misspeltKeyFlag(j, args, flags)
 }

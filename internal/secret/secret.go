@@ -309,6 +309,27 @@ func MaskArgv(argv []string) []string {
 	return out
 }
 
+// CredentialHeader reports whether argv[i] is an HTTP credential as curl
+// takes one (a credential header, whole or its name with the value
+// after it; -u user:password): no engine takes it on its command line,
+// where the key would show to ps. HeaderFix says what to do instead.
+func CredentialHeader(argv []string, i int) bool {
+	a := argv[i]
+	switch {
+	case (a == "-u" || a == "--user") && i+1 < len(argv) && strings.Contains(argv[i+1], ":"):
+		return true
+	case strings.HasPrefix(a, "-") && !strings.HasPrefix(a, "-H"):
+		return false // a flag (--api-key=K is the key flags' rules')
+	case headerEnd(a):
+		return i+1 < len(argv) && !strings.HasPrefix(argv[i+1], "-")
+	}
+	h := authHeaderRE.FindStringIndex(strings.TrimPrefix(a, "-H"))
+	return h != nil && h[0] == 0 && MaskValue(a) != a // "Authorization: Bearer K", "-HCookie: s=K"
+}
+
+// HeaderFix is the fix of a CredentialHeader given to an engine.
+const HeaderFix = "it is an HTTP client's credential (curl's -H or -u), not an engine flag: the engine refuses it, and the key would be on its command line for ps to show; give the engine its key with --api-key or --api-key-file (LLAMA_API_KEY) and send the header from the client"
+
 // headerEnd reports whether argument a ends in a credential header's name
 // and its colon ("-HAuthorization:", "X-Api-Key:"), or a scheme word after
 // them ("Authorization: Bearer"), so that its value is the next argument,

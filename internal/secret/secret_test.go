@@ -874,7 +874,7 @@ func TestMaskLeavesProse(t *testing.T) {
 		{"unknown flag -api-key: neither a speclaunch flag nor one llama-server lists", "unknown flag -api-key: neither a speclaunch flag nor one llama-server lists"},
 		// curl's glued -H is a header, and a scheme's value is a credential
 		// after any name (the one-dash rule first let both through whole).
-		{"unknown flag -HX-Api-Key: Zq9abcdefgh12345: neither", "unknown flag -HX-Api-Key: ****345: neither"},
+		{"unknown flag -HX-Api-Key: Zq9abcdefgh12345: neither", "unknown flag -HX-Api-Key: ****2345: neither"},
 		{"x -Authorization: Bearer Zq9abcdefgh12345", "x -Authorization: Bearer ****2345"},
 		{"curl -HX-API-KEY: Zq9abcdefgh12345", "curl -HX-API-KEY: ****2345"},
 		{"curl -HProxy-Authorization: Zq9abcdefgh12345", "curl -HProxy-Authorization: ****2345"},
@@ -882,6 +882,7 @@ func TestMaskLeavesProse(t *testing.T) {
 		// colon is no credential (it read "-HX-Api-Key:**** neither").
 		{"unknown flag -HX-Api-Key:: neither a speclaunch flag", "unknown flag -HX-Api-Key:: neither a speclaunch flag"},
 		{"unknown flag -HAuthorization:: neither", "unknown flag -HAuthorization:: neither"},
+		{"unknown flag -HAuthorization: Bearer SKSECRET123: neither", "unknown flag -HAuthorization: Bearer ****T123: neither"},
 		// A value glued to the colon is the flag's, whatever the case (it
 		// was printed whole once prose took any case).
 		{"--API-KEY:Zq9abcdefgh12345", "--API-KEY:****2345"},
@@ -909,6 +910,31 @@ func TestMaskLeavesProse(t *testing.T) {
 	} {
 		if got := MaskValue(c.in); got != c.want {
 			t.Errorf("MaskValue(%q)\n = %q\nwant %q", c.in, got, c.want)
+		}
+	}
+}
+
+// A credential as curl takes it is told apart from flags and values.
+func TestCredentialHeader(t *testing.T) {
+	for _, c := range []struct {
+		argv []string
+		i    int
+		want bool
+	}{
+		{[]string{"-H", "X-Api-Key: abcdef123456SECRET"}, 1, true},
+		{[]string{"-HAuthorization: Bearer abcdef123456SECRET"}, 0, true},
+		{[]string{"-HAuthorization:", "Bearer", "abcdef123456SECRET"}, 0, true},
+		{[]string{"-u", "user:abcdef123456SECRET"}, 0, true},
+		{[]string{"-H", "Cookie: session=abcdef123456SECRET"}, 1, true},
+		{[]string{"-HAuthorization:", "--port", "1"}, 0, false},
+		{[]string{"--api-key=abcdef123456SECRET"}, 0, false}, // the key flags' own rules
+		{[]string{"--api-key", "abcdef123456SECRET"}, 0, false},
+		{[]string{"-H", "Content-Type: application/json"}, 1, false},
+		{[]string{"-u", "512"}, 0, false},
+		{[]string{"-m", "/models/api-key-notes.gguf"}, 1, false},
+	} {
+		if got := CredentialHeader(c.argv, c.i); got != c.want {
+			t.Errorf("CredentialHeader(%q, %d) = %v, want %v", c.argv, c.i, got, c.want)
 		}
 	}
 }

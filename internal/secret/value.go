@@ -26,9 +26,10 @@ var (
 	// where no word boundary comes before it.
 	// A cookie is a session's credential as much.
 	authHeaderRE = regexp.MustCompile(`(?i)(?:\b|-H)(?:proxy-)?authorization|(?:\b|-H)(?:x-)?api-key|(?:\b|-H)(?:set-)?cookie`)
-	// The value starts with no colon: "-HX-Api-Key:: neither" (a flag named
-	// back in prose) holds no credential.
-	authRestRE = regexp.MustCompile(`^"?\s*[:=]\s*"?(?:(?i:bearer|basic|token)\s+)?([^\s"',;:][^\s"',;]*)`)
+	// The value starts and ends with no colon: "-HX-Api-Key:: neither" (a
+	// flag named back in prose) holds no credential, and "K:" in "unknown
+	// flag -HAuthorization: Bearer K: neither" ends at K.
+	authRestRE = regexp.MustCompile(`^"?\s*[:=]\s*"?(?:(?i:bearer|basic|token)\s+)?([^\s"',;:](?:[^\s"',;]*[^\s"',;:])?)`)
 	// A URL's password: scheme://user:PASS@host. The last "@" ends it (a
 	// password may hold a raw "@"); a port (host:8080/) has none.
 	urlPassRE = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:]*:([^\s/?#]*)@`)
