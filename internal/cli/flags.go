@@ -245,6 +245,9 @@ func unknownFlag(app, cmd *kong.Node, a string, owned map[string]int) error {
 			spelt = secret.MaskArg(near + "=" + val)
 		}
 		hint = "spell it " + spelt + "; a misspelt key flag is refused after -- too"
+	} else if strings.EqualFold(near, name) {
+		// --PORT: after -- llama-server would refuse it; flags are case-sensitive.
+		hint = "spell it " + near + ": flags are case-sensitive, and after -- llama-server refuses " + name
 	}
 	return usage(errors.New(msg+says), hint)
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"regexp"
 	"slices"
@@ -226,5 +227,19 @@ func TestAliasNamedAsTyped(t *testing.T) {
 	code, o, e := runCLI(t, "profile", "show", "--engine", "llama.cpp", "-m", "x.gguf", "--model-draft", "d.gguf", "--spec-type", "draft-simple")
 	if code != 0 || !regexp.MustCompile(`draft-kind +draft-simple +flag --spec-type\n`).MatchString(o) || !regexp.MustCompile(`draft-model +d.gguf +flag --model-draft\n`).MatchString(o) {
 		t.Errorf("profile show: exit %d, want the sources as typed:\n%s%s", code, o, e)
+	}
+}
+
+// A flag that differs from a known one only in case is to be spelt right:
+// after --, llama-server (case-sensitive) would refuse it, which the
+// hint to put it there led to.
+func TestCaseOnlyFlagHint(t *testing.T) {
+	app := testModel(t)
+	for _, args := range []string{"serve --PORT 9000", "serve -NGL 99", "resolve --CTX-SIZE 8192"} {
+		_, err := prepass(app, strings.Fields(args))
+		var e *exitError
+		if !errors.As(err, &e) || !strings.HasPrefix(e.Hint, "spell it ") || !strings.Contains(e.Hint, "case-sensitive") {
+			t.Errorf("%s: %v, want a hint to spell it right", args, err)
+		}
 	}
 }
