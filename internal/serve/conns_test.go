@@ -446,19 +446,16 @@ func TestAnsweredEarlyGivesItsSlotBack(t *testing.T) {
 	}
 }
 
-// The connections in net/http's wait before the close are bounded apart
-// (lingerConns): with every place taken a half-closed connection is
-// closed at once, its slot given back; one that finds a place keeps its
-// socket open through the wait and gives the place back once, at its
-// close.
-func TestLingerIsBounded(t *testing.T) {
+// slotPairs makes connected pairs on a loopback listener: the client's end
+// and the server's, wrapped as a connection holding a main slot of sl.
+func slotPairs(t *testing.T, sl *slots) func() (net.Conn, *slotConn) {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	sl := newSlots(2)
-	pair := func() (net.Conn, *slotConn) {
+	t.Cleanup(func() { l.Close() })
+	return func() (net.Conn, *slotConn) {
 		t.Helper()
 		c, err := net.Dial("tcp", l.Addr().String())
 		if err != nil {
@@ -474,6 +471,16 @@ func TestLingerIsBounded(t *testing.T) {
 		sl.main.ch <- struct{}{}
 		return c, &slotConn{Conn: s, s: sl, p: &sl.main}
 	}
+}
+
+// The connections in net/http's wait before the close are bounded apart
+// (lingerConns): with every place taken a half-closed connection is
+// closed at once, its slot given back; one that finds a place keeps its
+// socket open through the wait and gives the place back once, at its
+// close.
+func TestLingerIsBounded(t *testing.T) {
+	sl := newSlots(2)
+	pair := slotPairs(t, sl)
 	for range lingerConns {
 		sl.linger <- struct{}{}
 	}
@@ -512,27 +519,10 @@ func TestLingerIsBounded(t *testing.T) {
 // no new one (awake), so a flood's waits hold a bounded number of
 // goroutines, not one per connection it opens in 500 ms.
 func TestAsleepIsBounded(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
 	sl := newSlots(4)
 	sl.maxSleep = 2
-	conn := func() *slotConn {
-		t.Helper()
-		c, err := net.Dial("tcp", l.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		s, err := l.Accept()
-		if err != nil {
-			t.Fatal(err)
-		}
-		sl.main.ch <- struct{}{}
-		return &slotConn{Conn: s, s: sl, p: &sl.main}
-	}
+	pair := slotPairs(t, sl)
+	conn := func() *slotConn { _, s := pair(); return s }
 	for range lingerConns - 1 { // one linger place left: the second is closed at once
 		sl.linger <- struct{}{}
 	}
