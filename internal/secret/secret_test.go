@@ -883,6 +883,7 @@ func TestMaskLeavesProse(t *testing.T) {
 		{"unknown flag -HX-Api-Key:: neither a speclaunch flag", "unknown flag -HX-Api-Key:: neither a speclaunch flag"},
 		{"unknown flag -HAuthorization:: neither", "unknown flag -HAuthorization:: neither"},
 		{"unknown flag -HAuthorization: Bearer SKSECRET123: neither", "unknown flag -HAuthorization: Bearer ****T123: neither"},
+		{`engine argument "Authorization: Bearer": it is`, `engine argument "Authorization: Bearer": it is`},
 		// A value glued to the colon is the flag's, whatever the case (it
 		// was printed whole once prose took any case).
 		{"--API-KEY:Zq9abcdefgh12345", "--API-KEY:****2345"},
