@@ -88,7 +88,7 @@ func headerValue(v string, h, m []int) bool {
 		return false
 	}
 	val := rest[m[2]:m[3]]
-	if authValueRE.MatchString(val+" x") {
+	if authValueRE.MatchString(val + " x") {
 		return false // a scheme word alone ("Authorization: Bearer", its credential in the next argument, or quoted in a message) is none
 	}
 	return len(val) >= MinRedact || strings.ContainsFunc(val, func(r rune) bool { return !unicode.IsLetter(r) })
