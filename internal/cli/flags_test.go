@@ -243,3 +243,16 @@ func TestCaseOnlyFlagHint(t *testing.T) {
 		}
 	}
 }
+
+// curl's credential flags typed before -- are told what to do instead,
+// not to put them after --, where they are refused.
+func TestCurlCredentialFlagHint(t *testing.T) {
+	app := testModel(t)
+	for _, args := range []string{"serve --user me:SEKRETzz9876", "serve -uuser:SEKRETzz9876", "resolve --cookie=sid=SEKRETzz9876", "serve -HX-Api-Key:SEKRETzz9876"} {
+		_, err := prepass(app, strings.Fields(args))
+		var e *exitError
+		if !errors.As(err, &e) || !strings.Contains(e.Hint, "HTTP client's credential") || strings.Contains(e.Error()+e.Hint, "SEKRETzz9876") {
+			t.Errorf("%s: %v, want the credential hint and the key masked", args, err)
+		}
+	}
+}

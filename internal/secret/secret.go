@@ -315,16 +315,72 @@ func MaskArgv(argv []string) []string {
 // where the key would show to ps. HeaderFix says what to do instead.
 func CredentialHeader(argv []string, i int) bool {
 	a := argv[i]
-	switch {
-	case (a == "-u" || a == "--user") && i+1 < len(argv) && strings.Contains(argv[i+1], ":"):
-		return true
-	case strings.HasPrefix(a, "-") && !strings.HasPrefix(a, "-H"):
-		return false // a flag (--api-key=K is the key flags' rules')
-	case headerEnd(a):
-		return i+1 < len(argv) && !strings.HasPrefix(argv[i+1], "-")
+	next := ""
+	if i+1 < len(argv) && !strings.HasPrefix(argv[i+1], "-") {
+		next = argv[i+1]
 	}
-	h := authHeaderRE.FindStringIndex(strings.TrimPrefix(a, "-H"))
-	return h != nil && h[0] == 0 && MaskValue(a) != a // "Authorization: Bearer K", "-HCookie: s=K"
+	if _, ok := curlUser(a, next); ok {
+		return true
+	}
+	if v, ok := curlCookie(a, next); ok {
+		return v != ""
+	}
+	var h string
+	switch {
+	case i > 0 && (argv[i-1] == "-H" || argv[i-1] == "--header"):
+		h = a // the header itself is named in the refusal, not -H
+	case a == "-H" || a == "--header":
+		return false
+	case strings.HasPrefix(a, "--header="):
+		h = strings.TrimPrefix(a, "--header=")
+	case strings.HasPrefix(a, "-H"):
+		h = a[2:]
+	default:
+		return false
+	}
+	if l := authHeaderRE.FindStringIndex(h); l == nil || l[0] != 0 {
+		return false
+	}
+	if headerEnd(h) {
+		return next != ""
+	}
+	return MaskValue(h) != h // "Authorization: Bearer K", "Cookie: s=K"
+}
+
+// curlUser is curl's -u user:password in its forms (-u U:P, --user U:P,
+// -uU:P, --user=U:P): the argument that holds it, and whether a is one.
+func curlUser(a, next string) (val string, ok bool) {
+	switch {
+	case a == "-u" || a == "--user":
+		val = next
+	case strings.HasPrefix(a, "--user="):
+		val = strings.TrimPrefix(a, "--user=")
+	case strings.HasPrefix(a, "-u") && !strings.HasPrefix(a, "--"):
+		val = a[2:]
+	}
+	return val, strings.Contains(val, ":")
+}
+
+// curlCookie is curl's -b/--cookie and --oauth2-bearer in their forms: the
+// value (a cookie string or a token), and whether a is such a flag.
+func curlCookie(a, next string) (val string, ok bool) {
+	for _, f := range []string{"--cookie", "--oauth2-bearer"} {
+		if a == f {
+			return next, true
+		}
+		if v, found := strings.CutPrefix(a, f+"="); found {
+			return v, true
+		}
+	}
+	// -b is llama-server's --batch-size too: curl's only with a cookie's
+	// name=value after it.
+	switch {
+	case a == "-b" && strings.Contains(next, "="):
+		return next, true
+	case strings.HasPrefix(a, "-b") && !strings.HasPrefix(a, "--") && strings.Contains(a, "="):
+		return a[2:], true // -bsession=K
+	}
+	return "", false
 }
 
 // HeaderFix is the fix of a CredentialHeader given to an engine.
@@ -353,6 +409,34 @@ func headerEnd(a string) bool {
 // flag's value joined to it or after "=", else its parts secret by shape.
 func MaskArg(a string) string { return MaskArgv([]string{a})[0] }
 
+// maskCurl masks out[i] and what follows it where they are curl's
+// credential flags (curlUser, curlCookie): the password, the cookie or
+// token whole. It returns the last index it read and whether it did.
+func maskCurl(out []string, byFlag []bool, i int) (int, bool) {
+	a, next := out[i], ""
+	if i+1 < len(out) && !strings.HasPrefix(out[i+1], "-") {
+		next = out[i+1]
+	}
+	v, user := curlUser(a, next)
+	if !user {
+		var cookie bool
+		if v, cookie = curlCookie(a, next); !cookie || v == "" {
+			return i, false
+		}
+	}
+	masked := Mask(v)
+	if user {
+		u, pass, _ := strings.Cut(v, ":")
+		masked = u + ":" + Mask(pass)
+	}
+	if v == next && a != v && !strings.HasSuffix(a, v) {
+		out[i+1], byFlag[i+1] = masked, true
+		return i + 1, true
+	}
+	out[i], byFlag[i] = strings.TrimSuffix(a, v)+masked, true
+	return i, true
+}
+
 // maskArgv is MaskArgv, and which arguments it masked as a secret flag's.
 func maskArgv(argv []string) (out []string, byFlag []bool) {
 	out = make([]string, len(argv))
@@ -366,10 +450,8 @@ func maskArgv(argv []string) (out []string, byFlag []bool) {
 			out[i], byFlag[i] = maskJoined(name, vals), true
 			continue
 		}
-		if (out[i] == "-u" || out[i] == "--user") && i+1 < len(out) && strings.Contains(out[i+1], ":") {
-			user, pass, _ := strings.Cut(out[i+1], ":") // curl's -u user:password
-			out[i+1], byFlag[i+1] = user+":"+Mask(pass), true
-			i++
+		if j, ok := maskCurl(out, byFlag, i); ok {
+			i = j
 			continue
 		}
 		if headerEnd(out[i]) { // "-HAuthorization:" "Bearer" "K": curl's header in parts

@@ -833,6 +833,14 @@ func TestMaskArgvHeaderInParts(t *testing.T) {
 		{[]string{"--user", "user:abcdef123456SECRET", "-ub", "512"}, []string{"--user", "user:****CRET", "-ub", "512"}},
 		{[]string{"-H", "Cookie: session=abcdef123456SECRET"}, []string{"-H", "Cookie: ****CRET"}},
 		{[]string{"-HCookie:", "session=abcdef123456SECRET"}, []string{"-HCookie:", "****CRET"}},
+		// every pair of a cookie, and curl's glued and = forms
+		{[]string{"-H", "Cookie: a=1; sid=SEKRETzz9876"}, []string{"-H", "Cookie: ****9876"}},
+		{[]string{"-H", "Cookie:sid=SEKRETzz9876;other=SEKRETzz9876"}, []string{"-H", "Cookie:****9876"}},
+		{[]string{"-uuser:SEKRETzz9876"}, []string{"-uuser:****9876"}},
+		{[]string{"--user=u:SEKRETzz9876"}, []string{"--user=u:****9876"}},
+		{[]string{"-b", "session=SEKRETzz9876"}, []string{"-b", "****9876"}},
+		{[]string{"--cookie=session=SEKRETzz9876"}, []string{"--cookie=****9876"}},
+		{[]string{"-H", "X-Auth-Token: SEKRETzz9876"}, []string{"-H", "X-Auth-Token: ****9876"}},
 		{[]string{"-H", "Authorization: raw-SECRET-1234", "words"}, []string{"-H", "Authorization: ****1234", "words"}},
 	} {
 		if got := MaskArgv(c.in); !slices.Equal(got, c.want) {
@@ -933,6 +941,22 @@ func TestCredentialHeader(t *testing.T) {
 		{[]string{"-H", "Content-Type: application/json"}, 1, false},
 		{[]string{"-u", "512"}, 0, false},
 		{[]string{"-m", "/models/api-key-notes.gguf"}, 1, false},
+		// curl's other forms (a recheck), and lookalikes that are not
+		{[]string{"-uuser:abcdef123456SECRET"}, 0, true},
+		{[]string{"--user=u:abcdef123456SECRET"}, 0, true},
+		{[]string{"-b", "session=abcdef123456SECRET"}, 0, true},
+		{[]string{"--cookie=session=abcdef123456SECRET"}, 0, true},
+		{[]string{"--header=Authorization: Bearer abcdef123456SECRET"}, 0, true},
+		{[]string{"-H", "X-Auth-Token: abcdef123456SECRET"}, 1, true},
+		{[]string{"-H", "api_key: abcdef123456SECRET"}, 1, true},
+		{[]string{"--alias", "Cookie:7b"}, 1, false},
+		{[]string{"--alias", "Cookie: crumbs=9"}, 1, false},
+		{[]string{"--override-kv", "api-key=str:x"}, 1, false},
+		{[]string{"--lora", "cookie:1.0"}, 1, false},
+		{[]string{"-ub", "512"}, 0, false},
+		{[]string{"-b", "2048"}, 0, false}, // llama-server's --batch-size
+		{[]string{"-b2048"}, 0, false},
+		{[]string{"-H"}, 0, false},
 	} {
 		if got := CredentialHeader(c.argv, c.i); got != c.want {
 			t.Errorf("CredentialHeader(%q, %d) = %v, want %v", c.argv, c.i, got, c.want)

@@ -25,7 +25,7 @@ var (
 	// curl's -H may be glued to the name ("-HAuthorization:", "-Hapi-key:"),
 	// where no word boundary comes before it.
 	// A cookie is a session's credential as much.
-	authHeaderRE = regexp.MustCompile(`(?i)(?:\b|-H)(?:proxy-)?authorization|(?:\b|-H)(?:x-)?api-key|(?:\b|-H)(?:set-)?cookie`)
+	authHeaderRE = regexp.MustCompile(`(?i)(?:\b|-H)(?:proxy-)?authorization|(?:\b|-H)(?:x-)?api[-_]key|(?:\b|-H)(?:x-)?auth-token|(?:\b|-H)(?:set-)?cookie`)
 	// The value starts and ends with no colon: "-HX-Api-Key:: neither" (a
 	// flag named back in prose) holds no credential, and "K:" in "unknown
 	// flag -HAuthorization: Bearer K: neither" ends at K.
@@ -116,6 +116,16 @@ func proseFlag(name string) bool {
 	return len(name)-len(bare) > 1 || bare[0] != 'H'
 }
 
+// cookieEnd is where a cookie header's value that reaches from before e
+// ends: the end of v or the quote that closes it, so that every pair of
+// "Cookie: a=1; sid=K" is masked, not the first alone.
+func cookieEnd(v string, e int) int {
+	if q := strings.IndexAny(v[e:], `"'`); q >= 0 {
+		return e + q
+	}
+	return len(v)
+}
+
 // valueSpans are the byte ranges of v that are secret by shape, sorted
 // and merged where they overlap.
 func valueSpans(v string) [][2]int {
@@ -130,7 +140,11 @@ func valueSpans(v string) [][2]int {
 	}
 	for _, h := range authHeaderRE.FindAllStringIndex(v, -1) {
 		if m := authRestRE.FindStringSubmatchIndex(v[h[1]:]); m != nil && headerValue(v, h, m) {
-			add(h[1]+m[2], h[1]+m[3])
+			e := h[1] + m[3]
+			if strings.HasSuffix(strings.ToLower(v[h[0]:h[1]]), "cookie") {
+				e = cookieEnd(v, e) // every pair: "a=1; sid=K"
+			}
+			add(h[1]+m[2], e)
 		}
 	}
 	for _, m := range urlPassRE.FindAllStringSubmatchIndex(v, -1) {
