@@ -284,7 +284,7 @@ func ArgvValues(argv []string) []string {
 			out = append(out, vals...)
 			continue
 		}
-		if name, val, ok := strings.Cut(v, "="); ok && SecretFlag(name) {
+		if name, _, val, ok := flagValue(v); ok && SecretFlag(name) {
 			v = val
 		}
 		if v != "" {
@@ -374,11 +374,8 @@ func curlCookie(a, next string) (val string, ok bool) {
 	}
 	// -b is llama-server's --batch-size too: curl's only with a cookie's
 	// name=value after it.
-	switch {
-	case a == "-b" && strings.Contains(next, "="):
-		return next, true
-	case strings.HasPrefix(a, "-b") && !strings.HasPrefix(a, "--") && strings.Contains(a, "="):
-		return a[2:], true // -bsession=K
+	if a == "-b" && strings.Contains(next, "=") {
+		return next, true // not -bN=V glued: -b=2048 and -batch-size=N are llama-server's
 	}
 	return "", false
 }
@@ -409,6 +406,19 @@ func headerEnd(a string) bool {
 // flag's value joined to it or after "=", else its parts secret by shape.
 func MaskArg(a string) string { return MaskArgv([]string{a})[0] }
 
+// flagValue splits a flag's argument at "=", or at ":" where the part
+// before it is a secret flag ("--hf-token:K", a typo the engine refuses
+// with the key shown): name, separator, value, and whether it had one.
+func flagValue(a string) (name, sep, val string, ok bool) {
+	if name, val, ok = strings.Cut(a, "="); ok {
+		return name, "=", val, true
+	}
+	if n, v, found := strings.Cut(a, ":"); found && v != "" && v[0] != ' ' && v[0] != '\t' && !strings.HasPrefix(n, "-H") && SecretFlag(n) {
+		return n, ":", v, true // glued: "--hf-token: K" is prose or a header's
+	}
+	return a, "", "", false
+}
+
 // maskCurl masks out[i] and what follows it where they are curl's
 // credential flags (curlUser, curlCookie): the password, the cookie or
 // token whole. It returns the last index it read and whether it did.
@@ -424,11 +434,7 @@ func maskCurl(out []string, byFlag []bool, i int) (int, bool) {
 			return i, false
 		}
 	}
-	masked := Mask(v)
-	if user {
-		u, pass, _ := strings.Cut(v, ":")
-		masked = u + ":" + Mask(pass)
-	}
+	masked := Mask(v) // a user name may be the token too (-u TOKEN:x-oauth-basic)
 	if v == next && a != v && !strings.HasSuffix(a, v) {
 		out[i+1], byFlag[i+1] = masked, true
 		return i + 1, true
@@ -464,12 +470,12 @@ func maskArgv(argv []string) (out []string, byFlag []bool) {
 			}
 			continue
 		}
-		name, val, inline := strings.Cut(out[i], "=")
+		name, sep, val, inline := flagValue(out[i])
 		if !SecretFlag(name) {
 			continue
 		}
 		if inline {
-			out[i], byFlag[i] = name+"="+Mask(val), true
+			out[i], byFlag[i] = name+sep+Mask(val), true
 			continue
 		}
 		if i+1 < len(out) && !strings.HasPrefix(out[i+1], "--") {

@@ -175,6 +175,7 @@ func TestMaskArgv(t *testing.T) {
 		{"joined by a tab", []string{"--api-key\tLEAKCHECKKEY-0123456789"}, []string{"--api-key ****6789"}},
 		{"joined, several keys", []string{"--api-key k-first-0001  k-second-0002"}, []string{"--api-key ****0001 ****0002"}},
 		{"joined, a typo", []string{"--API-KYE LEAKCHECKKEY-0123456789"}, []string{"--API-KYE ****6789"}},
+		{"a colon for the =", []string{"--hf-token:SEKRETzz9876", "-hft:SEKRETzz9876"}, []string{"--hf-token:****9876", "-hft:****9876"}},
 		{"joined, a space in the flag's own form", []string{"--api-key=LEAK 0123456789"}, []string{"--api-key=****6789"}},
 		{"joined, a key file", []string{"--api-key-file /run/my keys.txt"}, []string{"--api-key-file /run/my keys.txt"}},
 		{"a space after the flag, the key next", []string{"--api-key ", "LEAKCHECKKEY-0123456789"}, []string{"--api-key ", "****6789"}},
@@ -829,18 +830,28 @@ func TestMaskArgvHeaderInParts(t *testing.T) {
 		{[]string{"-HContent-Type:", "application/json"}, []string{"-HContent-Type:", "application/json"}},
 		{[]string{"-H", "Authorization: Bearer", "SKSECRET123"}, []string{"-H", "Authorization: Bearer", "****T123"}},
 		// curl's -u user:password, and a session cookie
-		{[]string{"-u", "user:abcdef123456SECRET"}, []string{"-u", "user:****CRET"}},
-		{[]string{"--user", "user:abcdef123456SECRET", "-ub", "512"}, []string{"--user", "user:****CRET", "-ub", "512"}},
+		{[]string{"-u", "user:abcdef123456SECRET"}, []string{"-u", "****CRET"}},
+		{[]string{"--user", "user:abcdef123456SECRET", "-ub", "512"}, []string{"--user", "****CRET", "-ub", "512"}},
 		{[]string{"-H", "Cookie: session=abcdef123456SECRET"}, []string{"-H", "Cookie: ****CRET"}},
 		{[]string{"-HCookie:", "session=abcdef123456SECRET"}, []string{"-HCookie:", "****CRET"}},
 		// every pair of a cookie, and curl's glued and = forms
 		{[]string{"-H", "Cookie: a=1; sid=SEKRETzz9876"}, []string{"-H", "Cookie: ****9876"}},
 		{[]string{"-H", "Cookie:sid=SEKRETzz9876;other=SEKRETzz9876"}, []string{"-H", "Cookie:****9876"}},
-		{[]string{"-uuser:SEKRETzz9876"}, []string{"-uuser:****9876"}},
-		{[]string{"--user=u:SEKRETzz9876"}, []string{"--user=u:****9876"}},
+		{[]string{"-uuser:SEKRETzz9876"}, []string{"-u****9876"}},
+		{[]string{"--user=u:SEKRETzz9876"}, []string{"--user=****9876"}},
 		{[]string{"-b", "session=SEKRETzz9876"}, []string{"-b", "****9876"}},
 		{[]string{"--cookie=session=SEKRETzz9876"}, []string{"--cookie=****9876"}},
 		{[]string{"-H", "X-Auth-Token: SEKRETzz9876"}, []string{"-H", "X-Auth-Token: ****9876"}},
+		// a leak hunt: quoted values, a value cut at a comma, more names
+		{[]string{"-H", `Cookie: sid="SEKRETzz9876"`}, []string{"-H", `Cookie: ****876"`}},
+		{[]string{"-H", `Cookie: a="1"; sid=SEKRETzz9876`}, []string{"-H", `Cookie: ****9876`}},
+		{[]string{"-H", `Authorization: Bearer "SEKRETzz9876"`}, []string{"-H", `Authorization: Bearer "****9876"`}},
+		{[]string{"-H", "Authorization: Bearer abc,SEKRETzz9876"}, []string{"-H", "Authorization: Bearer ****9876"}},
+		{[]string{"-H", "apikey: SEKRETzz9876"}, []string{"-H", "apikey: ****9876"}},
+		{[]string{"-H", "Cookie: ;sid=SEKRETzz9876"}, []string{"-H", "Cookie: ****9876"}},
+		{[]string{"-H", "X_API_KEY: SEKRETzz9876"}, []string{"-H", "X_API_KEY: ****9876"}},
+		{[]string{"-H", "PRIVATE-TOKEN: SEKRETzz9876"}, []string{"-H", "PRIVATE-TOKEN: ****9876"}},
+		{[]string{"-H", "Ocp-Apim-Subscription-Key: SEKRETzz9876"}, []string{"-H", "Ocp-Apim-Subscription-Key: ****9876"}},
 		{[]string{"-H", "Authorization: raw-SECRET-1234", "words"}, []string{"-H", "Authorization: ****1234", "words"}},
 	} {
 		if got := MaskArgv(c.in); !slices.Equal(got, c.want) {
@@ -892,6 +903,9 @@ func TestMaskLeavesProse(t *testing.T) {
 		{"unknown flag -HAuthorization:: neither", "unknown flag -HAuthorization:: neither"},
 		{"unknown flag -HAuthorization: Bearer SKSECRET123: neither", "unknown flag -HAuthorization: Bearer ****T123: neither"},
 		{`engine argument "Authorization: Bearer": it is`, `engine argument "Authorization: Bearer": it is`},
+		// a cookie in a message masks its value, not the rest of the message
+		{"unknown flag -HCookie: 1a: neither a speclaunch flag", "unknown flag -HCookie: ****: neither a speclaunch flag"},
+		{"unknown flag --api_key: neither a speclaunch flag", "unknown flag --api_key: neither a speclaunch flag"},
 		// A value glued to the colon is the flag's, whatever the case (it
 		// was printed whole once prose took any case).
 		{"--API-KEY:Zq9abcdefgh12345", "--API-KEY:****2345"},
@@ -956,6 +970,8 @@ func TestCredentialHeader(t *testing.T) {
 		{[]string{"-ub", "512"}, 0, false},
 		{[]string{"-b", "2048"}, 0, false}, // llama-server's --batch-size
 		{[]string{"-b2048"}, 0, false},
+		{[]string{"-b=2048"}, 0, false},
+		{[]string{"-batch-size=2048"}, 0, false},
 		{[]string{"-H"}, 0, false},
 	} {
 		if got := CredentialHeader(c.argv, c.i); got != c.want {

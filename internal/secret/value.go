@@ -25,11 +25,17 @@ var (
 	// curl's -H may be glued to the name ("-HAuthorization:", "-Hapi-key:"),
 	// where no word boundary comes before it.
 	// A cookie is a session's credential as much.
-	authHeaderRE = regexp.MustCompile(`(?i)(?:\b|-H)(?:proxy-)?authorization|(?:\b|-H)(?:x-)?api[-_]key|(?:\b|-H)(?:x-)?auth-token|(?:\b|-H)(?:set-)?cookie`)
+	authHeaderRE = regexp.MustCompile(`(?i)(?:\b|-H)(?:proxy-)?authorization|(?:\b|-H)(?:x[-_])?api[-_]?key|(?:\b|-H)(?:x-)?(?:auth|access|private)[-_]token|(?:\b|-H)subscription-key|(?:\b|-H)(?:set-)?cookie`)
 	// The value starts and ends with no colon: "-HX-Api-Key:: neither" (a
 	// flag named back in prose) holds no credential, and "K:" in "unknown
 	// flag -HAuthorization: Bearer K: neither" ends at K.
-	authRestRE = regexp.MustCompile(`^"?\s*[:=]\s*"?(?:(?i:bearer|basic|token)\s+)?([^\s"',;:](?:[^\s"',;]*[^\s"',;:])?)`)
+	// A quote may open the value, and a comma or semicolon stand within it.
+	authRestRE = regexp.MustCompile(`^"?\s*[:=]\s*"?(?:(?i:bearer|basic|token)\s+)?['"]?([^\s"',;:](?:[^\s"']*[^\s"',;:])?)`)
+	// A cookie header's pairs after its first value: "; sid=K", a value
+	// quoted or not (RFC 6265), so that every pair is masked.
+	// A cookie header whose value begins with its separator: ": ;sid=K".
+	cookieLeadRE  = regexp.MustCompile(`^\s*:\s*;`)
+	cookiePairsRE = regexp.MustCompile(`^(?:"[^"\s]*")?(?:\s*;\s*[^\s;=]+=(?:"[^"]*"|[^\s;"']*))*`)
 	// A URL's password: scheme://user:PASS@host. The last "@" ends it (a
 	// password may hold a raw "@"); a port (host:8080/) has none.
 	urlPassRE = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:]*:([^\s/?#]*)@`)
@@ -110,20 +116,18 @@ func proseColon(sep string) bool {
 // ("-HX-Api-Key: K", "-Hapi-key: K"): a header, its value a credential.
 func proseFlag(name string) bool {
 	bare := strings.TrimLeft(name, "-")
-	if bare == "" || bare == name || strings.TrimFunc(bare, func(r rune) bool { return r == '-' || r < utf8.RuneSelf && unicode.IsLetter(r) }) != "" {
+	if bare == "" || bare == name || strings.TrimFunc(bare, func(r rune) bool { return r == '-' || r == '_' || r < utf8.RuneSelf && unicode.IsLetter(r) }) != "" {
 		return false
 	}
 	return len(name)-len(bare) > 1 || bare[0] != 'H'
 }
 
 // cookieEnd is where a cookie header's value that reaches from before e
-// ends: the end of v or the quote that closes it, so that every pair of
-// "Cookie: a=1; sid=K" is masked, not the first alone.
+// ends: past every further pair (cookiePairsRE), so that all of
+// "Cookie: a=1; sid=K" is masked, not the first pair alone, and no more
+// of a message than the pairs.
 func cookieEnd(v string, e int) int {
-	if q := strings.IndexAny(v[e:], `"'`); q >= 0 {
-		return e + q
-	}
-	return len(v)
+	return e + len(cookiePairsRE.FindString(v[e:]))
 }
 
 // valueSpans are the byte ranges of v that are secret by shape, sorted
@@ -139,6 +143,10 @@ func valueSpans(v string) [][2]int {
 		add(m[4], m[5])
 	}
 	for _, h := range authHeaderRE.FindAllStringIndex(v, -1) {
+		if c := cookieLeadRE.FindStringIndex(v[h[1]:]); c != nil && strings.HasSuffix(strings.ToLower(v[h[0]:h[1]]), "cookie") {
+			add(h[1]+c[1]-1, cookieEnd(v, h[1]+c[1]-1)) // "Cookie: ;sid=K": no first value
+			continue
+		}
 		if m := authRestRE.FindStringSubmatchIndex(v[h[1]:]); m != nil && headerValue(v, h, m) {
 			e := h[1] + m[3]
 			if strings.HasSuffix(strings.ToLower(v[h[0]:h[1]]), "cookie") {
