@@ -33,6 +33,9 @@ var (
 	authRestRE = regexp.MustCompile(`^"?\s*[:=]\s*"?(?:(?i:bearer|basic|token)\s+)?['"]?([^\s"',;:](?:[^\s"']*[^\s"',;:])?)`)
 	// A cookie header's pairs after its first value: "; sid=K", a value
 	// quoted or not (RFC 6265), so that every pair is masked.
+	// An Authorization header's value in any scheme ("Bot K", "OAuth K",
+	// "ApiKey K"): the token after the scheme word.
+	authSchemeRE = regexp.MustCompile(`^"?\s*:\s*"?[A-Za-z][A-Za-z0-9._-]*\s+['"]?([^\s"',;:](?:[^\s"']*[^\s"',;:])?)`)
 	// A cookie header whose value begins with its separator: ": ;sid=K".
 	cookieLeadRE  = regexp.MustCompile(`^\s*:\s*;`)
 	cookiePairsRE = regexp.MustCompile(`^(?:"[^"\s]*")?(?:\s*;\s*[^\s;=]+=(?:"[^"]*"|[^\s;"']*))*`)
@@ -146,6 +149,12 @@ func valueSpans(v string) [][2]int {
 		if c := cookieLeadRE.FindStringIndex(v[h[1]:]); c != nil && strings.HasSuffix(strings.ToLower(v[h[0]:h[1]]), "cookie") {
 			add(h[1]+c[1]-1, cookieEnd(v, h[1]+c[1]-1)) // "Cookie: ;sid=K": no first value
 			continue
+		}
+		if strings.HasSuffix(strings.ToLower(v[h[0]:h[1]]), "authorization") {
+			if m := authSchemeRE.FindStringSubmatchIndex(v[h[1]:]); m != nil && !authValueRE.MatchString(v[h[1]+m[2]:h[1]+m[3]]+" x") {
+				add(h[1]+m[2], h[1]+m[3]) // "Authorization: Bot K"
+				continue
+			}
 		}
 		if m := authRestRE.FindStringSubmatchIndex(v[h[1]:]); m != nil && headerValue(v, h, m) {
 			e := h[1] + m[3]
