@@ -314,16 +314,9 @@ func MaskArgv(argv []string) []string {
 // after it; -u user:password): no engine takes it on its command line,
 // where the key would show to ps. HeaderFix says what to do instead.
 func CredentialHeader(argv []string, i int) bool {
-	a := argv[i]
-	next := ""
-	if i+1 < len(argv) && !strings.HasPrefix(argv[i+1], "-") {
-		next = argv[i+1]
-	}
-	if _, ok := curlUser(a, next); ok {
+	a, next := argv[i], nextValue(argv, i)
+	if _, _, ok := curlValue(a, next); ok {
 		return true
-	}
-	if v, ok := curlCookie(a, next); ok {
-		return v != ""
 	}
 	var h string
 	switch {
@@ -348,36 +341,56 @@ func CredentialHeader(argv []string, i int) bool {
 }
 
 // curlUser is curl's -u user:password in its forms (-u U:P, --user U:P,
-// -uU:P, --user=U:P): the argument that holds it, and whether a is one.
-func curlUser(a, next string) (val string, ok bool) {
+// -uU:P, --user=U:P): the value, whether it is the next argument's (next)
+// rather than a's own, and whether a is one.
+func curlUser(a, next string) (val string, inNext, ok bool) {
 	switch {
 	case a == "-u" || a == "--user":
-		val = next
+		val, inNext = next, true
 	case strings.HasPrefix(a, "--user="):
 		val = strings.TrimPrefix(a, "--user=")
 	case strings.HasPrefix(a, "-u") && !strings.HasPrefix(a, "--"):
 		val = a[2:]
 	}
-	return val, strings.Contains(val, ":")
+	return val, inNext, strings.Contains(val, ":")
 }
 
 // curlCookie is curl's -b/--cookie and --oauth2-bearer in their forms: the
-// value (a cookie string or a token), and whether a is such a flag.
-func curlCookie(a, next string) (val string, ok bool) {
+// value (a cookie string or a token), whether it is next's, and whether a
+// is such a flag.
+func curlCookie(a, next string) (val string, inNext, ok bool) {
 	for _, f := range []string{"--cookie", "--oauth2-bearer"} {
 		if a == f {
-			return next, true
+			return next, true, true
 		}
 		if v, found := strings.CutPrefix(a, f+"="); found {
-			return v, true
+			return v, false, true
 		}
 	}
 	// -b is llama-server's --batch-size too: curl's only with a cookie's
 	// name=value after it.
 	if a == "-b" && strings.Contains(next, "=") {
-		return next, true // not -bN=V glued: -b=2048 and -batch-size=N are llama-server's
+		return next, true, true // not -bN=V glued: -b=2048 and -batch-size=N are llama-server's
 	}
-	return "", false
+	return "", false, false
+}
+
+// curlValue is curl's credential of curlUser or curlCookie at a (its
+// value, and whether it is next's), ok false for neither or an empty one.
+func curlValue(a, next string) (val string, inNext, ok bool) {
+	if val, inNext, ok = curlUser(a, next); ok {
+		return val, inNext, true
+	}
+	val, inNext, ok = curlCookie(a, next)
+	return val, inNext, ok && val != ""
+}
+
+// nextValue is the argument after argv[i] when it is not a flag.
+func nextValue(argv []string, i int) string {
+	if i+1 < len(argv) && !strings.HasPrefix(argv[i+1], "-") {
+		return argv[i+1]
+	}
+	return ""
 }
 
 // HeaderFix is the fix of a CredentialHeader given to an engine.
@@ -395,7 +408,7 @@ func headerEnd(a string) bool {
 	rest := strings.TrimSpace(strings.Trim(a[hs[len(hs)-1][1]:], `"'`))
 	if scheme, ok := strings.CutPrefix(rest, ":"); ok && strings.TrimSpace(scheme) != "" {
 		rest = ":" // "Authorization: Bearer", the credential next
-		if !authValueRE.MatchString(scheme + " x") {
+		if !schemeRE.MatchString(scheme) {
 			return false
 		}
 	}
@@ -423,23 +436,15 @@ func flagValue(a string) (name, sep, val string, ok bool) {
 // credential flags (curlUser, curlCookie): the password, the cookie or
 // token whole. It returns the last index it read and whether it did.
 func maskCurl(out []string, byFlag []bool, i int) (int, bool) {
-	a, next := out[i], ""
-	if i+1 < len(out) && !strings.HasPrefix(out[i+1], "-") {
-		next = out[i+1]
-	}
-	v, user := curlUser(a, next)
-	if !user {
-		var cookie bool
-		if v, cookie = curlCookie(a, next); !cookie || v == "" {
-			return i, false
-		}
-	}
-	masked := Mask(v) // a user name may be the token too (-u TOKEN:x-oauth-basic)
-	if v == next && a != v && !strings.HasSuffix(a, v) {
-		out[i+1], byFlag[i+1] = masked, true
+	v, inNext, ok := curlValue(out[i], nextValue(out, i))
+	switch {
+	case !ok:
+		return i, false
+	case inNext:
+		out[i+1], byFlag[i+1] = Mask(v), true // a user name may be the token too (-u TOKEN:x-oauth-basic)
 		return i + 1, true
 	}
-	out[i], byFlag[i] = strings.TrimSuffix(a, v)+masked, true
+	out[i], byFlag[i] = strings.TrimSuffix(out[i], v)+Mask(v), true
 	return i, true
 }
 
@@ -461,7 +466,7 @@ func maskArgv(argv []string) (out []string, byFlag []bool) {
 			continue
 		}
 		if headerEnd(out[i]) { // "-HAuthorization:" "Bearer" "K": curl's header in parts
-			if i+2 < len(out) && authValueRE.MatchString(out[i+1]+" x") {
+			if i+2 < len(out) && schemeRE.MatchString(out[i+1]) {
 				i++ // the scheme stays
 			}
 			if i+1 < len(out) && !strings.HasPrefix(out[i+1], "-") {

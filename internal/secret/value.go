@@ -20,6 +20,8 @@ var (
 	// and "Basic mode" are words, and a Redactor fed "budget" masked it in
 	// every log line).
 	authValueRE = regexp.MustCompile(`^\s*(?i:(bearer)|basic|token)\s+(\S+)\s*$`)
+	// A scheme word alone, a credential's name and not the credential.
+	schemeRE = regexp.MustCompile(`^\s*(?i:bearer|basic|token)\s*$`)
 	// A header (or a JSON key) that carries a credential, its scheme
 	// kept: "Authorization: Bearer X", `"X-Api-Key": "X"`.
 	// curl's -H may be glued to the name ("-HAuthorization:", "-Hapi-key:"),
@@ -97,7 +99,7 @@ func headerValue(v string, h, m []int) bool {
 		return false
 	}
 	val := rest[m[2]:m[3]]
-	if authValueRE.MatchString(val + " x") {
+	if schemeRE.MatchString(val) {
 		return false // a scheme word alone ("Authorization: Bearer", its credential in the next argument, or quoted in a message) is none
 	}
 	return len(val) >= MinRedact || strings.ContainsFunc(val, func(r rune) bool { return !unicode.IsLetter(r) })
@@ -151,7 +153,7 @@ func valueSpans(v string) [][2]int {
 			continue
 		}
 		if strings.HasSuffix(strings.ToLower(v[h[0]:h[1]]), "authorization") {
-			if m := authSchemeRE.FindStringSubmatchIndex(v[h[1]:]); m != nil && !authValueRE.MatchString(v[h[1]+m[2]:h[1]+m[3]]+" x") {
+			if m := authSchemeRE.FindStringSubmatchIndex(v[h[1]:]); m != nil && !schemeRE.MatchString(v[h[1]+m[2]:h[1]+m[3]]) {
 				add(h[1]+m[2], h[1]+m[3]) // "Authorization: Bot K"
 				continue
 			}
