@@ -6,6 +6,8 @@ import (
 	"io"
 	"slices"
 	"strings"
+
+	"github.com/speclaunch/speclaunch/internal/evidence"
 )
 
 // WarmBins are the edges, in seconds after an engine's first client
@@ -79,24 +81,14 @@ func engineWarm(e int, rs []Row) (EngineWarm, bool) {
 	if len(per[nb-1]) < minRef {
 		return EngineWarm{}, false
 	}
-	w := EngineWarm{Engine: e, Classic: drafted == 0, RefMSPerToken: median(per[nb-1]), Ratio: make([]float64, nb), N: make([]int, nb)}
+	w := EngineWarm{Engine: e, Classic: drafted == 0, RefMSPerToken: evidence.Median(per[nb-1]), Ratio: make([]float64, nb), N: make([]int, nb)}
 	for i, v := range per {
 		w.N[i] = len(v)
 		if len(v) > 0 {
-			w.Ratio[i] = median(v) / w.RefMSPerToken
+			w.Ratio[i] = evidence.Median(v) / w.RefMSPerToken
 		}
 	}
 	return w, true
-}
-
-func median(v []float64) float64 {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
 }
 
 // writeWarm prints one row an engine, then the median ratio a bin over
@@ -128,7 +120,7 @@ func writeWarm(w io.Writer, ws []EngineWarm) {
 				fmt.Fprintf(w, "\t%s -", binName(i))
 				continue
 			}
-			fmt.Fprintf(w, "\t%s %.3f (%d)", binName(i), median(v), len(v))
+			fmt.Fprintf(w, "\t%s %.3f (%d)", binName(i), evidence.Median(v), len(v))
 		}
 		fmt.Fprintln(w)
 	}
