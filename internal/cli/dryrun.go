@@ -7,11 +7,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode"
 
 	"github.com/speclaunch/speclaunch/internal/config"
 	"github.com/speclaunch/speclaunch/internal/key"
 	"github.com/speclaunch/speclaunch/internal/plan"
+	"github.com/speclaunch/speclaunch/internal/quote"
 	"github.com/speclaunch/speclaunch/internal/secret"
 )
 
@@ -75,7 +75,7 @@ func writeLaunch(w io.Writer, p *plan.Plan) {
 // character that is not printable (a newline would forge a line), as the
 // notes quote a value (config.Quoted: "a/a/..."... (100000 bytes)).
 func envValue(v string) string {
-	if len(v) > config.MaxQuoted || strings.ContainsFunc(v, func(r rune) bool { return !unicode.IsPrint(r) }) {
+	if len(v) > config.MaxQuoted || strings.ContainsFunc(v, func(r rune) bool { return !quote.Printable(r) }) {
 		return config.Quoted(v)
 	}
 	return plan.ShellQuote(v)

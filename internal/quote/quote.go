@@ -7,6 +7,7 @@ package quote
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 )
@@ -44,13 +45,12 @@ func Quoted(s string, max int) string {
 }
 
 func plain(s string) bool {
-	if !utf8.ValidString(s) {
-		return false
-	}
-	for _, r := range s {
-		if !unicode.IsPrint(r) && r != ' ' {
-			return false
-		}
-	}
-	return true
+	return utf8.ValidString(s) && !strings.ContainsFunc(s, func(r rune) bool { return !Printable(r) })
 }
+
+// Printable reports whether r shows as itself on a terminal, taking one
+// line: not a control (a newline, an escape), nor a format character
+// (a bidirectional control reorders what follows it), nor a line or
+// paragraph separator. The one rule of printable text for every place
+// that prints what an operator or a file gave.
+func Printable(r rune) bool { return unicode.IsPrint(r) }

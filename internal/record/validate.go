@@ -157,14 +157,15 @@ func OneLine(s string) string {
 	return strings.Join(strings.FieldsFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unprintable(r) }), " ")
 }
 
-// unprintable is what a record's one line of text may not hold: a control
-// character (a newline splits the line, an escape drives the terminal),
-// or a bidirectional control (U+202A to U+202E, U+2066 to U+2069), which
-// reorders what a terminal shows after it.
-func unprintable(r rune) bool {
-	return unicode.IsControl(r) || bidiControl(r)
-}
+// unprintable is what a record's one line of text may not hold
+// (quote.Printable): a control character (a newline splits the line, an
+// escape drives the terminal), a bidirectional control, which reorders
+// what a terminal shows after it, or any other character that does not
+// print.
+func unprintable(r rune) bool { return !quote.Printable(r) }
 
+// bidiControl names a bidirectional control in the refusal (U+202A to
+// U+202E, U+2066 to U+2069).
 func bidiControl(r rune) bool {
 	return r >= '\u202A' && r <= '\u202E' || r >= '\u2066' && r <= '\u2069'
 }
@@ -198,8 +199,11 @@ func validateText(r *Record) error {
 		}
 		if i := strings.IndexFunc(f.value, unprintable); i >= 0 {
 			r, what := []rune(f.value[i:])[0], "a control character"
-			if bidiControl(r) {
+			switch {
+			case bidiControl(r):
 				what = "a bidirectional control character"
+			case !unicode.IsControl(r):
+				what = "a character that does not print"
 			}
 			return &FieldError{Field: f.field, Msg: fmt.Sprintf("holds %s (%U at byte %d); a record's text is one printable line", what, r, i)}
 		}

@@ -102,6 +102,10 @@ func TestValidate(t *testing.T) {
 		{"note with an isolate", func(r *Record) { r.Notes = []string{"ok", "x\u2066y\u2069"} }, "notes[1]", "bidirectional control character (U+2066 at byte 1)"},
 		{"name with an embedding", func(r *Record) { r.Name = "r\u202A" }, "name", "bidirectional control character (U+202A"},
 		{"launcher with a pop isolate", func(r *Record) { r.Launcher = "speclaunch \u2069" }, "launcher", "bidirectional control character (U+2069"},
+		// Every character that does not print, by quote.Printable's one rule
+		// (a line separator and a left-to-right mark passed before).
+		{"title with a line separator", func(r *Record) { r.Title = "a\u2028b" }, "title", "a character that does not print (U+2028 at byte 1)"},
+		{"note with a left-to-right mark", func(r *Record) { r.Notes = []string{"x\u200Ey"} }, "notes[0]", "a character that does not print (U+200E at byte 1)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := valid()
