@@ -340,6 +340,15 @@ func CredentialHeader(argv []string, i int) bool {
 	return MaskValue(h) != h // "Authorization: Bearer K", "Cookie: s=K"
 }
 
+// CurlCredentialFlag reports whether name is one of curl's options whose
+// value is a credential whatever it holds (-u, --user, --cookie,
+// --oauth2-bearer; curl's -b is llama-server's --batch-size too): typed
+// where an engine flag goes, it is told what to do instead.
+func CurlCredentialFlag(name string) bool {
+	_, inNext, ok := curlValue(name, "u:p=v") // a value each of them takes
+	return ok && inNext && name != "-b"
+}
+
 // curlUser is curl's -u user:password in its forms (-u U:P, --user U:P,
 // -uU:P, --user=U:P): the value, whether it is the next argument's (next)
 // rather than a's own, and whether a is one.
