@@ -89,7 +89,25 @@ func (c *TuneCmd) Run(e *Env) error {
 			"wait for it to end: two tunes on one GPU measure each other's load")
 	}
 	defer release()
+	if err := t.makeRecords(); err != nil {
+		return err
+	}
 	return t.run(e)
+}
+
+// makeRecords makes records/ beside the layer, tune's own
+// (docs/schedule.md), where bench.Write makes no directory an operator
+// names: under the run lock, so that a tune refused on its flags or on
+// another tune's lock leaves nothing behind.
+func (t *tuning) makeRecords() error {
+	err := os.MkdirAll(filepath.Dir(t.outBase), 0o755)
+	if err == nil {
+		err = bench.CheckWritable(t.outBase)
+	}
+	if err != nil {
+		return usage(fmt.Errorf("tune cannot write beside %s: %w", t.layer, err), "name a writable file with --policy FILE")
+	}
+	return nil
 }
 
 // layerPath is the file tune writes: the last --policy flag, else the
@@ -156,16 +174,6 @@ func (c *TuneCmd) prepare(e *Env, l *loaded, levels []int, layer string) (*tunin
 	o.Arms, o.APIKey = arms, dp.APIKey()
 	if t.lo, err = c.loadOptions(e, o, levels, s.Engine.Value); err != nil {
 		return nil, err
-	}
-	// records/ beside the layer is tune's own (docs/schedule.md): tune
-	// makes it, where bench.Write makes no directory an operator names;
-	// last, so that a tune refused on its flags leaves nothing behind.
-	err = os.MkdirAll(filepath.Dir(t.outBase), 0o755)
-	if err == nil {
-		err = bench.CheckWritable(t.outBase)
-	}
-	if err != nil {
-		return nil, usage(fmt.Errorf("tune cannot write beside %s: %w", layer, err), "name a writable file with --policy FILE")
 	}
 	s.EngineArgs, _, _ = withSlots(s.Engine.Value, s.EngineArgs, e.Getenv, levels[len(levels)-1])
 	t.st = newStarter(e, l, s, dp, bc.drawsArmPorts(l.Profile))

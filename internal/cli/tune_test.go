@@ -521,6 +521,12 @@ func TestTuneRefusedWhileAnotherRuns(t *testing.T) {
 		if code != 2 || !strings.Contains(stderr.String(), "another speclaunch tune is running (its lock "+safefile.RunLock(layer)) || !strings.Contains(stderr.String(), "wait for it to end") {
 			t.Errorf("%v: exit %d:\n%s%s", extra, code, stdout.String(), stderr.String())
 		}
+		// Refused, it leaves nothing behind: records/ is made under the lock.
+		for _, d := range []string{filepath.Join(cfg, "speclaunch", "records"), filepath.Join(dir, "records")} {
+			if _, err := os.Stat(d); !os.IsNotExist(err) {
+				t.Errorf("%v: %s made by a refused tune (%v)", extra, d, err)
+			}
+		}
 	}
 }
 
