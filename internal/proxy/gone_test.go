@@ -157,4 +157,9 @@ func TestGoneLastSaysTheRequestGets503(t *testing.T) {
 	if l := log.String(); !strings.Contains(l, "the engine ended before answering and no engine follows it (speclaunch stops); the request gets 503") || strings.Contains(l, "next engine") {
 		t.Errorf("logged %s; want the request said to get 503, not sent to the next engine", l)
 	}
+	// Answered 503, it was not sent again: retried_total counts only what
+	// reached a next engine.
+	if st := p.Stats(); st.RetriedTotal != 0 {
+		t.Errorf("retried %d, want 0", st.RetriedTotal)
+	}
 }

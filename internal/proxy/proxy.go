@@ -518,7 +518,7 @@ type Stats struct {
 	HoldTimeoutS  int   `json:"hold_timeout_s"`
 	HeldTotal     int64 `json:"held_total"`
 	RejectedTotal int64 `json:"rejected_total"` // 503s: queue full, held too long, stopping, out of resources, connections past the cap
-	RetriedTotal  int64 `json:"retried_total"`  // refused dials sent to the next engine
+	RetriedTotal  int64 `json:"retried_total"`  // requests sent again to a next engine (refused, or unanswered by a gone one)
 	// BodyBytesHeld are the request bodies kept in memory now (bounded by
 	// Options.BodyBudget); BodiesStreamed counts the bodies that did not
 	// fit and streamed through without a re-send.
@@ -1103,11 +1103,11 @@ func (t *retrying) RoundTrip(req *http.Request) (*http.Response, error) {
 		default:
 			return resp, err
 		}
-		t.p.retried.Add(1)
 		nb, aerr := t.p.acquire(req.Context(), dead)
 		if aerr != nil {
 			return nil, aerr
 		}
+		t.p.retried.Add(1) // only what reaches a next engine: a 503 here was not sent again
 		s.mu.Lock()
 		dead.endWork(s.work, false)
 		dead.add(-1)
