@@ -46,6 +46,11 @@ var ErrKeyFlagMisspelt = errors.New("engine argument is a misspelt key flag")
 // "\u200b--api-key", its key the next item).
 var ErrKeyFlagSpaced = errors.New("engine argument is a key flag with white space or an invisible character around it")
 
+// ErrKeyFlagDashed is wrapped by the CheckPassthrough error for a key
+// flag that begins with another dash than "-" ("—api-key": autocorrect's
+// em dash for "--"), which the engine reads as a value.
+var ErrKeyFlagDashed = errors.New("engine argument is a key flag written with another dash")
+
 // ErrKeyFlagJoined is wrapped by the CheckPassthrough error for an engine
 // argument that is a key flag and its value in one ("--api-key K").
 var ErrKeyFlagJoined = errors.New("engine argument is a key flag and its value in one")
@@ -282,6 +287,7 @@ type flagArg struct {
 	name   string // the flag it names; "" for a value
 	joined bool   // a secret flag and its value in one (secret.JoinedFlag)
 	spaced bool   // joinSep characters around the name (secret.TrimFlag)
+	dash   rune   // the other dash a key flag began with (secret.PlainDashes), 0 if none
 }
 
 // argName is the flag engine argument a names: a joined one's
@@ -297,6 +303,9 @@ func argName(e key.Engine, a string) flagArg {
 		name, f.joined = n, true
 	} else {
 		name, f.spaced = secret.TrimFlag(name)
+	}
+	if plain, r, ok := secret.PlainDashes(name); ok && secret.ListedFlag(plain) {
+		name, f.dash = plain, r // "—api-key": autocorrect's dash, a key flag still
 	}
 	if !strings.HasPrefix(name, "-") {
 		return flagArg{}
@@ -326,6 +335,14 @@ func argName(e key.Engine, a string) flagArg {
 // as misspelt. A flag secret by its words only (--eos-token </s>) is
 // masked, not refused.
 func keyFlagArg(j keyFlagJudge, a string, f flagArg) error {
+	if f.dash != 0 {
+		fix := f.name
+		if near := j.near(f.name); near != "" {
+			fix = near
+		}
+		return fmt.Errorf("%w: %q begins with %s (U+%04X), not \"-\": the engine reads it as no flag, and the key after it would sit on its command line as a plain argument; type %s with ASCII dashes",
+			ErrKeyFlagDashed, secret.MaskArg(a), string(f.dash), f.dash, fix)
+	}
 	if (!f.joined && !f.spaced) || !secret.ListedFlag(f.name) {
 		return nil
 	}

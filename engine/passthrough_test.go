@@ -230,6 +230,13 @@ func TestJoinedKeyFlag(t *testing.T) {
 		{"a value with a space before it", key.LlamaCpp, []string{"--alias", " my model"}, nil, ""},
 		{"a value that starts with a newline and a dash", key.LlamaCpp, []string{"--reverse-prompt", "\n-m"}, nil, ""},
 		{"a value that starts with a space and a flag's name", key.LlamaCpp, []string{"--chat-template", " --port"}, nil, ""},
+		// Autocorrect's dash: the engine reads a value, the key after it
+		// would sit on its command line (a campaign).
+		{"an em dash", key.Sim, []string{"\u2014api-key", "LEAKCHECKKEY-0123456789"}, ErrKeyFlagDashed, "\"\u2014api-key\" begins with \u2014 (U+2014), not \"-\""},
+		{"minus signs", key.LlamaCpp, []string{"\u2212\u2212api-key", "LEAKCHECKKEY-0123456789"}, ErrKeyFlagDashed, "type --api-key with ASCII dashes"},
+		{"an en dash and a typo", key.LlamaCpp, []string{"\u2013api-kye=LEAKCHECKKEY-0123456789"}, ErrKeyFlagDashed, "type --api-key with ASCII dashes"},
+		{"a dash before a value", key.LlamaCpp, []string{"--alias", "\u2014api model"}, nil, ""},
+		{"an em dash before another flag", key.LlamaCpp, []string{"-c", "1", "\u2014port"}, nil, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := CheckPassthrough(tc.e, tc.args)

@@ -248,7 +248,7 @@ func (p *Plan) command(ad engine.Adapter, res width.Resolution, d Deps, model st
 	}
 	s := p.Settings
 	l, err := run(s)
-	if err != nil && (errors.Is(err, engine.ErrPassthrough) || errors.Is(err, engine.ErrKeyFlagMisspelt) || errors.Is(err, engine.ErrKeyFlagJoined)) && s.ProfileArgs.Value != nil {
+	if err != nil && (errors.Is(err, engine.ErrPassthrough) || errors.Is(err, engine.ErrKeyFlagMisspelt) || errors.Is(err, engine.ErrKeyFlagJoined) || errors.Is(err, engine.ErrKeyFlagDashed)) && s.ProfileArgs.Value != nil {
 		alone := s
 		alone.EngineArgs = s.ProfileArgs
 		if _, perr := run(alone); perr != nil {

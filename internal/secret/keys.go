@@ -124,6 +124,11 @@ func (ks *keyList) flags(argv []string) (files, fileFrom []string, err error) {
 			if i+1 >= len(argv) {
 				return nil, nil, sp.NoValue(name)
 			}
+			if sp.keyFlag(argv[i+1]) {
+				e := sp.NoValue(name)
+				e.Next = argv[i+1]
+				return nil, nil, e
+			}
 			i++
 			val = argv[i]
 		}
@@ -375,9 +380,16 @@ func fileKeys(read func(path string) ([]byte, error), path, from string, sp Spec
 type NoValueError struct {
 	Flag string
 	Alt  []string // the variables that can give the key instead
+	// Next is the key flag that followed Flag where its value goes
+	// ("--api-key --api-key K", a flag given twice): read as the key, it
+	// would leave K a plain argument on the engine's command line.
+	Next string
 }
 
 func (e *NoValueError) Error() string {
+	if e.Next != "" {
+		return fmt.Sprintf("engine flag %s has no value (the argument after it, %s, is a key flag: one of the two is extra): %s", e.Flag, MaskArg(e.Next), e.Fix())
+	}
 	return fmt.Sprintf("engine flag %s has no value: %s", e.Flag, e.Fix())
 }
 
@@ -388,6 +400,13 @@ func (e *NoValueError) Fix() string {
 		hint = ", or set " + strings.Join(e.Alt, " or ")
 	}
 	return fmt.Sprintf("give it after the flag (%s VALUE)%s; without it the engine would serve with no API key", e.Flag, hint)
+}
+
+// keyFlag reports whether argument a is one of sp's key or key-file
+// flags, alone or with "=value".
+func (sp Spec) keyFlag(a string) bool {
+	name, _, _ := strings.Cut(a, "=")
+	return slices.Contains(sp.Flags, name) || slices.Contains(sp.FileFlags, name)
 }
 
 // NoValue is the error for a key flag of sp given no key.
@@ -413,7 +432,7 @@ func TakeKeyFlags(sp Spec, argv []string) (rest, values []string, ok bool) {
 			continue
 		}
 		if !inline {
-			if i+1 >= len(argv) {
+			if i+1 >= len(argv) || sp.keyFlag(argv[i+1]) {
 				return argv, nil, false
 			}
 			i++

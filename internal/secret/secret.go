@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/speclaunch/speclaunch/internal/llamaflags"
 	"github.com/speclaunch/speclaunch/internal/typo"
@@ -154,10 +155,39 @@ func ListedFlag(name string) bool {
 // SecretFlag and ListedFlag share.
 func valueFlag(name string) (n string, ok bool) {
 	name, _ = TrimFlag(name)
+	if plain, _, dashed := PlainDashes(name); dashed {
+		name = plain
+	}
 	if !strings.HasPrefix(name, "-") || switchFlag(name) {
 		return "", false
 	}
 	return strings.ToUpper(strings.TrimLeft(name, "-")), true
+}
+
+// PlainDashes is argument a written with the ASCII dashes a flag begins
+// with, where it begins with dashes of another kind: autocorrect turns
+// "--" into an en or em dash (one such dash is "--"), and a paste brings
+// minus signs and fullwidth hyphens. No engine reads it as a flag, but
+// the value after "—api-key" is the key all the same. r is the first
+// such dash; ok is false for any other argument.
+func PlainDashes(a string) (plain string, r rune, ok bool) {
+	rest := strings.TrimLeftFunc(a, otherDash)
+	if rest == a || rest == "" {
+		return a, 0, false
+	}
+	r, _ = utf8.DecodeRuneInString(a)
+	n := utf8.RuneCountInString(a[:len(a)-len(rest)])
+	if n == 1 && (r == '\u2013' || r == '\u2014') {
+		n = 2
+	}
+	return strings.Repeat("-", n) + rest, r, true
+}
+
+// otherDash reports whether r is a dash other than ASCII's "-": Unicode's
+// dash punctuation (hyphen, en and em dash, fullwidth hyphen-minus) and
+// the minus sign.
+func otherDash(r rune) bool {
+	return r != '-' && (unicode.Is(unicode.Pd, r) || r == '\u2212')
 }
 
 // listedName reports whether a flag's name (valueFlag's) is one of

@@ -185,6 +185,14 @@ func TestMaskArgv(t *testing.T) {
 		{"a zero-width space before the flag, the key next", []string{"\u200b--api-key", "LEAKCHECKKEY-0123456789"}, []string{"\u200b--api-key", "****6789"}},
 		{"a zero-width space before a flag's own form", []string{"\u200b--auth=hunter2hunter"}, []string{"\u200b--auth=****nter"}},
 		{"a space before llama.cpp's short flag", []string{" -hft", "hunter2hunter"}, []string{" -hft", "****nter"}},
+		// Autocorrect's dashes: the engine reads no flag, the key is one
+		// still (a campaign: shown whole in the dry run and the log).
+		{"an em dash", []string{"\u2014api-key", "SECRETKEY123"}, []string{"\u2014api-key", "****Y123"}},
+		{"an en dash", []string{"\u2013api-key", "SECRETKEY123"}, []string{"\u2013api-key", "****Y123"}},
+		{"minus signs", []string{"\u2212\u2212api-key", "SECRETKEY123"}, []string{"\u2212\u2212api-key", "****Y123"}},
+		{"fullwidth hyphens", []string{"\uff0d\uff0dhf-token", "SECRETKEY123"}, []string{"\uff0d\uff0dhf-token", "****Y123"}},
+		{"an en dash, joined by =", []string{"\u2013api-key=SECRETKEY123"}, []string{"\u2013api-key=****Y123"}},
+		{"a dash before a value is prose", []string{"--alias", "\u2014 my model"}, []string{"--alias", "\u2014 my model"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			orig := slices.Clone(c.in)
@@ -253,6 +261,9 @@ func TestKeys(t *testing.T) {
 		{name: "a blank variable", sp: llamaSpec, env: []string{"LLAMA_API_KEY= "}, wantErrSub: "env LLAMA_API_KEY: an API key begins with a space"},
 		{name: "a spaced key in a list", sp: llamaSpec, env: []string{"LLAMA_API_KEY=good-key-1, k2"}, wantErrSub: "env LLAMA_API_KEY: an API key begins with a space"},
 		{name: "a spaced flag key", sp: llamaSpec, argv: []string{"--api-key", "k1 "}, wantErrSub: "engine flag --api-key gives an API key that ends with a space"},
+		// Given twice, the second flag is no key (a campaign: it became
+		// the key, and the key after it a plain argument shown whole).
+		{name: "the flag twice", sp: llamaSpec, argv: []string{"--api-key", "--api-key", "SECRETKEY123"}, wantErrSub: "engine flag --api-key has no value (the argument after it, --api-key, is a key flag: one of the two is extra)"},
 		{name: "a spaced further value", sp: Spec{Flags: []string{"--api-key"}, Multi: true}, argv: []string{"--api-key", "k1", " k2"}, wantErrSub: "engine flag --api-key gives an API key that begins"},
 		// A variable set from a file with its newline ($(cat key)\n), named
 		// as one, not as "a space, a tab or a carriage return".
@@ -692,6 +703,10 @@ func TestTakeKeyFlags(t *testing.T) {
 		{vllm, []string{"--api-key", "a", "b", "--x"}, []string{"--x"}, []string{"a", "b"}, true},
 		{llama, []string{"-c", "1", "--api-key"}, []string{"-c", "1", "--api-key"}, nil, false},
 		{llama, []string{"--api-key=,", "-c"}, []string{"--api-key=,", "-c"}, nil, false},
+		// The flag twice: the second is no key, and the key after it
+		// would be left a plain argument (a campaign).
+		{llama, []string{"--api-key", "--api-key", "K"}, []string{"--api-key", "--api-key", "K"}, nil, false},
+		{Spec{Flags: []string{"--api-key"}, FileFlags: []string{"--api-key-file"}}, []string{"--api-key", "--api-key-file=f"}, []string{"--api-key", "--api-key-file=f"}, nil, false},
 	} {
 		rest, vals, ok := TakeKeyFlags(c.sp, c.argv)
 		if !slices.Equal(rest, c.rest) || !slices.Equal(vals, c.vals) || ok != c.ok {
