@@ -207,6 +207,16 @@ const shedBody = `{"error":{"code":503,"message":"too many open connections to t
 // shedReply is what a connection past the cap and the spares reads.
 var shedReply = fmt.Appendf(nil, "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", len(shedBody), shedBody)
 
+// sendBuffer caps the kernel's send buffer of a client connection, so
+// that the proxy's send timeout (proxy.DefaultSendTimeout) starts soon
+// after a client stops reading: left to itself Linux grows the buffer to
+// 4 MiB (net.ipv4.tcp_wmem), some 18,000 tokens of a stream at about 225
+// bytes a token, and a client that never read held its engine slot for
+// minutes before any write blocked (a hostile campaign, 2026-12-06).
+// Linux doubles the value: 128 KiB in flight still carries 1.3 MB/s at a
+// 100 ms round trip, thousands of streamed tokens a second.
+const sendBuffer = 64 << 10
+
 func (l *cappedListener) Accept() (net.Conn, error) {
 	for {
 		for !l.s.awake() {
@@ -215,6 +225,9 @@ func (l *cappedListener) Accept() (net.Conn, error) {
 		c, err := l.Listener.Accept()
 		if err != nil {
 			return nil, err
+		}
+		if tc, ok := c.(*net.TCPConn); ok {
+			tc.SetWriteBuffer(sendBuffer)
 		}
 		if l.s.take(&l.s.main) {
 			return &slotConn{Conn: c, s: l.s, p: &l.s.main}, nil
