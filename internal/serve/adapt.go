@@ -25,7 +25,7 @@ func AdaptOff(p *plan.Plan, proxied bool) string {
 	case !p.Settings.Adapt.Value:
 		return "not asked for (--adapt, adapt.enabled, MLXCEL_ADAPT)"
 	case p.Resolution.Source == width.Override:
-		return "an operator width is set (" + p.Settings.Width.Src.String() + "); it always wins"
+		return operatorSet(p.Settings) + "; it always wins"
 	case p.Settings.DraftModel.Value == "":
 		return "no draft model: speculation is off"
 	case !proxied:
@@ -36,6 +36,16 @@ func AdaptOff(p *plan.Plan, proxied bool) string {
 		return string(p.Settings.Engine.Value) + ": the loop reads llama-server's per-position counters and probes its /completion timings, which this engine does not expose (docs/engines.md)"
 	}
 	return ""
+}
+
+// operatorSet says which operator setting overrides the policy
+// (width.Override), with its source: the schedule or the width. A
+// schedule was named as a width "(default)".
+func operatorSet(s config.Settings) string {
+	if s.Schedule.Value != nil {
+		return "an operator schedule is set (" + s.Schedule.Src.String() + ")"
+	}
+	return "an operator width is set (" + s.Width.Src.String() + ")"
 }
 
 // newAdapt makes the adaptive width controller when it is asked for (nil

@@ -18,6 +18,7 @@ import (
 	"github.com/speclaunch/speclaunch/internal/plan"
 	"github.com/speclaunch/speclaunch/internal/policy"
 	"github.com/speclaunch/speclaunch/internal/proxy"
+	"github.com/speclaunch/speclaunch/internal/schedule"
 	"github.com/speclaunch/speclaunch/internal/server"
 	"github.com/speclaunch/speclaunch/internal/watch"
 	"github.com/speclaunch/speclaunch/internal/width"
@@ -248,5 +249,30 @@ func TestAdaptStateOnPageAndMetric(t *testing.T) {
 	}
 	if want := `speclaunch_adapt_state{state="not adapting"} 1`; !strings.Contains(string(sv.met.Text()), want) {
 		t.Errorf("metric without %s:\n%s", want, sv.met.Text())
+	}
+}
+
+// Adaptation off for an operator setting names the setting and its
+// source: a schedule was named as a width "(default)" (a new-user pass).
+func TestAdaptOffNamesTheOperatorSetting(t *testing.T) {
+	sch, err := schedule.Parse("1:5,2+:1", "MLXCEL_DRAFT_SCHEDULE")
+	if err != nil {
+		t.Fatal(err)
+	}
+	flag := config.Source{Origin: config.Flag, Name: "--draft-block-size"}
+	env := config.Source{Origin: config.Env, Name: "MLXCEL_DRAFT_SCHEDULE"}
+	for _, tc := range []struct {
+		name string
+		s    config.Settings
+		want string
+	}{
+		{"width", config.Settings{Width: config.Field[int]{Value: 3, Src: flag}}, "an operator width is set (flag --draft-block-size); it always wins"},
+		{"schedule", config.Settings{Schedule: config.Field[schedule.Schedule]{Value: sch, Src: env}}, "an operator schedule is set (env MLXCEL_DRAFT_SCHEDULE); it always wins"},
+	} {
+		tc.s.Adapt.Value, tc.s.DraftModel.Value, tc.s.Engine.Value = true, "d", key.Sim
+		p := &plan.Plan{Settings: tc.s, Resolution: width.Resolution{Source: width.Override}}
+		if got := AdaptOff(p, true); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
 	}
 }

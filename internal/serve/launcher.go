@@ -645,7 +645,7 @@ func (sv *launcher) operatorWidthEndsAdapt(p *plan.Plan, w int) {
 	if stop == nil {
 		return
 	}
-	why := "an operator width is set (" + p.Settings.Width.Src.String() + "); it always wins"
+	why := operatorSet(p.Settings) + "; it always wins"
 	sv.log.Info("adaptive width off: " + why + "; it stays off until speclaunch restarts")
 	go func() { // the loop may be waiting on the runtime's goroutine
 		stop()
@@ -707,7 +707,7 @@ func (sv *launcher) adaptedPlan(cur *plan.Plan, w int, reason string) (*plan.Pla
 	}
 	if np.Resolution.Source == width.Override {
 		// The loop stops on it: an operator width always wins.
-		return nil, nil, fmt.Errorf("%w: an operator width is set (%s); it always wins", adapt.ErrNotAdapting, np.Settings.Width.Src)
+		return nil, nil, fmt.Errorf("%w: %s; it always wins", adapt.ErrNotAdapting, operatorSet(np.Settings))
 	}
 	return np, l, nil
 }
