@@ -137,7 +137,7 @@ func (c *PolicyExplainCmd) Run(e *Env) error {
 	fmt.Fprintln(e.Stdout, p.Headline())
 	fmt.Fprintf(e.Stdout, "key: %s\n", r.Key)
 	order := []string{
-		"1. operator override (flag, LLAMA_ARG_DRAFT_BLOCK_SIZE, MLXCEL_DRAFT_BLOCK_SIZE, engine-unit flag/env, profile draft.block_size)",
+		"1. operator override: a width (flag, LLAMA_ARG_DRAFT_BLOCK_SIZE, MLXCEL_DRAFT_BLOCK_SIZE, engine-unit flag/env, profile draft.block_size) or a schedule (--draft-schedule, MLXCEL_DRAFT_SCHEDULE, profile draft.schedule)",
 		"2. a width the drafter checkpoint declares",
 		"3. a tuned entry for this very model pair and engine build (speclaunch tune), then a measured policy entry for exactly this key",
 		"4. the per-(engine, drafter) default",

@@ -63,6 +63,16 @@ func TestExplainDoesNotWarnOfNoCommand(t *testing.T) {
 	}
 }
 
+// policy explain's precedence names the schedule beside the width as an
+// operator override: it named only the width's settings (a new-user pass).
+func TestExplainPrecedenceNamesTheSchedule(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	code, o, e := runCLI(t, "policy", "explain", "--engine", "mlxcel", "--draft-kind", "dflash", "--capability", "12.1", "--quant", "affine")
+	if code != 0 || !strings.Contains(o, "or a schedule (--draft-schedule, MLXCEL_DRAFT_SCHEDULE, profile draft.schedule)") {
+		t.Errorf("exit %d:\n%s%s", code, o, e)
+	}
+}
+
 // resolve --json's facts.pair is in the snake_case of every other key:
 // it was {"Target", "Draft", "Pin"}, Go's field names.
 func TestResolveJSONPairKeys(t *testing.T) {
