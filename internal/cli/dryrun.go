@@ -100,7 +100,7 @@ func shownInherited(p *plan.Plan) map[string]string {
 var engineEnvPrefixes = map[key.Engine][]string{
 	key.LlamaCpp: {"LLAMA_ARG_", "LLAMA_API_KEY"},
 	key.MLXCEL:   {"LLAMA_ARG_", "LLAMA_API_KEY", "MLXCEL_", "RUST_LOG"},
-	key.Sim:      {"LLAMA_ARG_", "MLXCEL_"},
+	key.Sim:      {"LLAMA_ARG_", "LLAMA_API_KEY", "MLXCEL_"},
 	key.VLLM:     {"VLLM_"},
 	key.SGLang:   {"SGLANG_", "SGL_"},
 }

@@ -176,6 +176,9 @@ func TestResolveJSONListsInheritedEnv(t *testing.T) {
 		{llama, "LLAMA_API_KEY", "abcdef123456", "****3456"},
 		{"../../profiles/demo.toml", "MLXCEL_PROT", "hunter3password", "****"},
 		{"../../profiles/demo.toml", "MLXCEL_CACHE_DIR", "/var/cache/it's", "/var/cache/it's"},
+		// The sim reads llama-server's key variable too; it was not listed
+		// (a new-user pass).
+		{"../../profiles/demo.toml", "LLAMA_API_KEY", "abcdef123456", "****3456"},
 	} {
 		run := withEnv(map[string]string{tc.name: tc.value})
 		code, o, e := run.cli("resolve", "--json", "--profile", tc.profile)
