@@ -168,6 +168,9 @@ func runEnv(parent context.Context, args []string, emb Embedded, stdout, stderr 
 			}
 		}()
 		kctx, err := parser.Parse(args)
+		if werr, failed := helpWriteFailure(err); failed {
+			return env.report(stderr, werr), true
+		}
 		var xe *exitError
 		if errors.As(err, &xe) {
 			// A command's Validate said the flag and its fix: not Kong's
@@ -212,6 +215,23 @@ func helpCommand(args []string) []string {
 		return args
 	}
 	return append(slices.Clone(args[1:]), "--help")
+}
+
+// helpWriteFailure reads a Parse error that is --help failing to reach
+// stdout: not bad input, so not exit 2 and no flags hint. A reader gone
+// early (EPIPE, `serve --help | head -1`) ends quietly with exit 0, as
+// Unix tools do; any other write error (ENOSPC) is an I/O failure, exit 1.
+// The returned error is nil for the quiet end; failed is false for any
+// error that is not a failed write.
+func helpWriteFailure(err error) (out error, failed bool) {
+	var pe *fs.PathError
+	if err == nil || !errors.As(err, &pe) || pe.Op != "write" {
+		return nil, false
+	}
+	if errors.Is(pe, syscall.EPIPE) {
+		return exitCode(0, nil), true
+	}
+	return exitCode(1, fmt.Errorf("writing help: %w", pe)), true
 }
 
 // parseError is Kong's refusal of args said as bad input with the fix: a

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io/fs"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/alecthomas/kong"
@@ -98,5 +100,51 @@ func TestSweepHelpListsNoServeAddress(t *testing.T) {
 		if !want && !strings.Contains(out.String(), "--base-port=PORT") {
 			t.Errorf("%s --help lists no --base-port:\n%s", cmd, out.String())
 		}
+	}
+}
+
+// failingWriter fails every write as a closed or full stdout does.
+type failingWriter struct{ errno syscall.Errno }
+
+func (w failingWriter) Write([]byte) (int, error) {
+	return 0, &fs.PathError{Op: "write", Path: "/dev/stdout", Err: w.errno}
+}
+
+// --help that cannot reach stdout is not bad input: a reader gone early
+// (EPIPE) ends quietly with 0; a full disk (ENOSPC) is an I/O failure,
+// exit 1, said without the flags hint.
+func TestHelpWriteFailure(t *testing.T) {
+	cases := []struct {
+		args    []string
+		errno   syscall.Errno
+		code    int
+		wantErr string
+	}{
+		{[]string{"serve", "--help"}, syscall.EPIPE, 0, ""},
+		{[]string{"bench", "--help"}, syscall.EPIPE, 0, ""},
+		{[]string{"profile", "show", "--help"}, syscall.EPIPE, 0, ""},
+		{[]string{"--help"}, syscall.EPIPE, 0, ""},
+		{[]string{"serve", "--help"}, syscall.ENOSPC, 1, "writing help: write /dev/stdout: no space left on device"},
+		{[]string{"help", "tune"}, syscall.ENOSPC, 1, "writing help: write /dev/stdout: no space left on device"},
+	}
+	for _, c := range cases {
+		var errOut bytes.Buffer
+		code := MainContext(context.Background(), c.args, policyTOML, failingWriter{c.errno}, &errOut, nil)
+		if code != c.code {
+			t.Errorf("%v (%v): exit %d, want %d; stderr %q", c.args, c.errno, code, c.code, errOut.String())
+		}
+		if strings.Contains(errOut.String(), "hint") {
+			t.Errorf("%v (%v): a hint was given: %q", c.args, c.errno, errOut.String())
+		}
+		if c.wantErr == "" && errOut.Len() != 0 {
+			t.Errorf("%v (%v): want nothing said, got %q", c.args, c.errno, errOut.String())
+		}
+		if c.wantErr != "" && !strings.Contains(errOut.String(), c.wantErr) {
+			t.Errorf("%v (%v): stderr %q, want %q", c.args, c.errno, errOut.String(), c.wantErr)
+		}
+	}
+	// A parse error that is no write failure is left to parseError.
+	if _, failed := helpWriteFailure(&fs.PathError{Op: "open", Path: "x", Err: syscall.ENOENT}); failed {
+		t.Error("an open error was read as a failed help write")
 	}
 }
