@@ -64,6 +64,9 @@ type BenchCmd struct {
 	// levels are bench.concurrency's levels (flag > profile > 1), set by
 	// options: more than one is a load sweep.
 	levels []int
+	// windows per engine and level in a load sweep; 0 is bench's default
+	// (tune on the sim sets its own, tuneSimWindows).
+	windows int
 }
 
 // Run implements `speclaunch bench`.

@@ -49,7 +49,7 @@ func parseLevels(text, flag string) ([]int, error) {
 // ports, timeouts, key) and the sweep's own flags.
 func (c *BenchCmd) loadOptions(e *Env, o bench.Options, levels []int) (bench.LoadOptions, error) {
 	lo := bench.LoadOptions{Arms: o.Arms, Levels: levels, Engines: c.Engines, MaxTokens: o.MaxTokens, Prompts: o.Prompts, PromptSet: o.PromptSet,
-		Temperature: o.Temperature, BasePort: o.BasePort, RequestTimeout: o.RequestTimeout, APIKey: o.APIKey}
+		Temperature: o.Temperature, BasePort: o.BasePort, RequestTimeout: o.RequestTimeout, APIKey: o.APIKey, Windows: c.windows}
 	if c.Window != "" {
 		d, err := time.ParseDuration(c.Window)
 		src := config.Source{Origin: config.Flag, Name: "--window"}
@@ -74,9 +74,9 @@ func (c *BenchCmd) loadOptions(e *Env, o bench.Options, levels []int) (bench.Loa
 // longWindow says why a window past bench.MaxLoadWindow is refused, with
 // the count this sweep would run it: arms × levels × engines × windows per
 // engine and level, as the sweep fills them (lo's, else bench's defaults;
-// tune's two sim windows apply only without --window, tune.go). It said
-// "× 3 times" for every sweep, which a tune on the sim, whose record says
-// 2 windows, seemed to contradict.
+// tune on the sim runs its two, tune.go). It said "× 3 times" for every
+// sweep, which a tune on the sim, whose record says 2 windows, seemed to
+// contradict.
 func longWindow(text string, lo bench.LoadOptions) string {
 	engines, windows := cmp.Or(lo.Engines, bench.DefaultEngines), cmp.Or(lo.Windows, bench.DefaultWindows)
 	n := len(lo.Arms) * len(lo.Levels) * engines * windows

@@ -189,15 +189,21 @@ func (c *TuneCmd) bench() *BenchCmd {
 	return &BenchCmd{LaunchFlags: c.LaunchFlags, Widths: c.Widths, Engines: c.Engines, Window: c.Window, BasePort: c.BasePort, JSON: c.JSON}
 }
 
-// loadOptions are the sweep's options: bench's, and on the sim the short
-// windows above unless --window is given.
+// loadOptions are the sweep's options: bench's, and on the sim the two
+// windows above, 1 s long unless --window is given. --window sets a
+// window's length, not their count: with it, a sim tune ran bench's three
+// while docs/schedule.md and its refusal of a long window said two.
 func (c *TuneCmd) loadOptions(e *Env, o bench.Options, levels []int, eng key.Engine) (bench.LoadOptions, error) {
-	lo, err := c.bench().loadOptions(e, o, levels)
+	bc := c.bench()
+	if eng == key.Sim {
+		bc.windows = tuneSimWindows
+	}
+	lo, err := bc.loadOptions(e, o, levels)
 	if err != nil {
 		return lo, err
 	}
 	if eng == key.Sim && c.Window == "" {
-		lo.Warm, lo.Window, lo.Windows = tuneSimWarm, tuneSimWindow, tuneSimWindows
+		lo.Warm, lo.Window = tuneSimWarm, tuneSimWindow
 	}
 	return lo, nil
 }

@@ -170,7 +170,14 @@ func TestLoadSweepFlagErrors(t *testing.T) {
 		{[]string{"tune", "--engines", "0"}, "flag --engines: 0 is outside 2 to 20 fresh engines per width\nspeclaunch: hint: give --engines 3 (the default), up to 20"}, // was taken as the default
 		{[]string{"bench", "--concurrency", "1,4", "--engines", "0"}, "flag --engines: 0 is outside 2 to 20 fresh engines per width\nspeclaunch: hint: give --engines 3 (the default), up to 20"},
 		{[]string{"tune", "--quant", "unknown"}, "tune needs the target's quantization"},
-		{[]string{"tune", "--window", "9999h"}, `flag --window: "9999h" is above 10m0s, the longest window: a window of 5s already holds a few hundred tokens at one client, and this sweep would run 252 of them (7 arms × 4 levels × 3 engines × 3 windows per engine and level)`},
+		// on the sim tune runs its two windows whatever their length
+		{[]string{"tune", "--window", "9999h"}, `flag --window: "9999h" is above 10m0s, the longest window: a window of 5s already holds a few hundred tokens at one client, and this sweep would run 168 of them (7 arms × 4 levels × 3 engines × 2 windows per engine and level)`},
+		{[]string{"tune", "--window", "11m", "--levels", "1,4"}, `(7 arms × 2 levels × 3 engines × 2 windows per engine and level)`},
+		{[]string{"bench", "--concurrency", "1,4", "--window", "11m"}, `× 3 windows per engine and level`},
+		// classic is an arm of its own in both: leaving the drafter out is no fix
+		{[]string{"tune", "--widths", "1,4", "--levels", "1,4"}, "flag --widths: width 1 is below 2: classic decoding (width 1) is always measured as an arm of its own, so leave it out"},
+		{[]string{"bench", "--widths", "1,4"}, "flag --widths: width 1 is below 2: classic decoding (width 1) is always measured as an arm of its own, so leave it out"},
+		{[]string{"bench", "--concurrency", "1,4", "--widths", "0,4"}, "flag --widths: width 0 is below 2: classic decoding"},
 		{[]string{"bench", "--concurrency", "1,4", "--window", "11m"}, `flag --window: "11m" is above 10m0s`},
 		{[]string{"tune", "--window", "0s"}, `flag --window: "0s" is not a duration above 0`}, // refused after the layer is read, before records/ is made
 		{[]string{"tune", "--window", "9999999999h"}, `flag --window: "9999999999h" is far out of range; give 10m0s or less`},
@@ -188,7 +195,7 @@ func TestLoadSweepFlagErrors(t *testing.T) {
 			args = append(args, "--out", filepath.Join(dir, "rec"))
 		}
 		code := MainContext(context.Background(), args, policyTOML, &out, &out, nil)
-		if got := strings.ReplaceAll(out.String(), "\n  ", " "); code != 2 || !strings.Contains(got, tc.want) { // unwrapped
+		if got := strings.ReplaceAll(out.String(), "\n  ", " "); code != 2 || !strings.Contains(got, tc.want) || strings.Contains(got, "remove the draft model") { // unwrapped
 			t.Errorf("%v: exit %d, output:\n%s\nwant %q", tc.args, code, out.String(), tc.want)
 		}
 	}
@@ -206,15 +213,16 @@ func TestTuneLoadOptionsKeepBenchFlags(t *testing.T) {
 		window string
 		json   bool
 		want   time.Duration // the window the sweep runs
+		n      int           // and how many per engine and level
 	}{
-		{key.Sim, "", true, tuneSimWindow},
-		{key.Sim, "150ms", true, 150 * time.Millisecond},
-		{key.LlamaCpp, "", true, bench.DefaultLoadWindow},
-		{key.LlamaCpp, "150ms", true, 150 * time.Millisecond},
-		{key.Sim, "", false, tuneSimWindow},
-		{key.Sim, "150ms", false, 150 * time.Millisecond},
-		{key.LlamaCpp, "", false, bench.DefaultLoadWindow},
-		{key.LlamaCpp, "150ms", false, 150 * time.Millisecond},
+		{key.Sim, "", true, tuneSimWindow, tuneSimWindows},
+		{key.Sim, "150ms", true, 150 * time.Millisecond, tuneSimWindows}, // --window sets the length only
+		{key.LlamaCpp, "", true, bench.DefaultLoadWindow, bench.DefaultWindows},
+		{key.LlamaCpp, "150ms", true, 150 * time.Millisecond, bench.DefaultWindows},
+		{key.Sim, "", false, tuneSimWindow, tuneSimWindows},
+		{key.Sim, "150ms", false, 150 * time.Millisecond, tuneSimWindows},
+		{key.LlamaCpp, "", false, bench.DefaultLoadWindow, bench.DefaultWindows},
+		{key.LlamaCpp, "150ms", false, 150 * time.Millisecond, bench.DefaultWindows},
 	} {
 		var stdout, stderr bytes.Buffer
 		e := &Env{Stdout: &stdout, Stderr: &stderr, Getenv: func(string) string { return "" }, Ctx: context.Background()}
@@ -229,9 +237,9 @@ func TestTuneLoadOptionsKeepBenchFlags(t *testing.T) {
 		if tc.json {
 			wantOut = &stdout
 		}
-		if lo.JSONProgress != tc.json || lo.Progress != wantOut || lo.Engines != 4 || lo.Window != tc.want {
-			t.Errorf("%s --window %q json %v: JSONProgress %v, progress to stdout %v, engines %d, window %v; want %v, %v, 4, %v",
-				tc.eng, tc.window, tc.json, lo.JSONProgress, lo.Progress == io.Writer(&stdout), lo.Engines, lo.Window, tc.json, tc.json, tc.want)
+		if lo.JSONProgress != tc.json || lo.Progress != wantOut || lo.Engines != 4 || lo.Window != tc.want || lo.Windows != tc.n {
+			t.Errorf("%s --window %q json %v: JSONProgress %v, progress to stdout %v, engines %d, window %v × %d; want %v, %v, 4, %v × %d",
+				tc.eng, tc.window, tc.json, lo.JSONProgress, lo.Progress == io.Writer(&stdout), lo.Engines, lo.Window, lo.Windows, tc.json, tc.json, tc.want, tc.n)
 		}
 	}
 }

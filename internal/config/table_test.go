@@ -385,7 +385,7 @@ func TestLoadBench(t *testing.T) {
 		{name: "rounds below the floor", profile: "[bench]\nrounds = 2\n", err: "profile d/p.toml:2: 2 rounds is below 3"},
 		{name: "width twice", flags: map[string]string{"widths": "2,4,2"}, err: "flag --widths: width 2 is listed twice"},
 		{name: "width not a number", flags: map[string]string{"widths": "2,x"}, err: `flag --widths: "x" is not a whole number`},
-		{name: "width 1", profile: "[bench]\nwidths = [1, 4]\n", err: "profile d/p.toml:2: "},
+		{name: "width 1", profile: "[bench]\nwidths = [1, 4]\n", err: "profile d/p.toml:2: width 1 is below 2: classic decoding (width 1) is always measured as an arm of its own, so leave it out"},
 		{name: "base port without room", flags: map[string]string{"base-port": "65530"}, err: "flag --base-port: base port 65530: want a port with room for one per arm"},
 		{name: "schedule", profile: "[bench]\nschedule = \"Resident\"\n", err: `profile d/p.toml:2: schedule "Resident": want restart or resident`},
 		{name: "temperature", flags: map[string]string{"temperature": "6"}, err: "flag --temperature: temperature 6: want 0"},
