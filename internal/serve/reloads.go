@@ -18,7 +18,7 @@ type lastReload struct {
 	At     time.Time `json:"time"`
 	Result string    `json:"result"`          // applied, rejected, switching, superseded
 	File   string    `json:"file"`            // the file that changed; on SIGHUP, every watched file
-	Why    string    `json:"why"`             // what the watcher saw: write, rename-over, SIGHUP, …
+	Why    string    `json:"why"`             // what the watcher saw: created, write, rename-over, SIGHUP, …
 	Error  string    `json:"error,omitempty"` // why it was rejected, secrets masked
 }
 

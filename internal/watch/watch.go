@@ -37,15 +37,22 @@ import (
 	"github.com/speclaunch/speclaunch/internal/safefile"
 )
 
-// Reasons carried by Change.
+// Reasons carried by Change. What events saw is named by classify.
 const (
-	ReasonWrite       = "write"        // the file was written in place
-	ReasonRenameOver  = "rename-over"  // the file's name was created, renamed or removed (editor save)
+	ReasonCreated     = "created"      // the file was not there at the last look, and is now
+	ReasonRemoved     = "removed"      // the file was there at the last look, and is not now
+	ReasonWrite       = "write"        // the file was written in place (truncate and write)
+	ReasonRenameOver  = "rename-over"  // another file was renamed onto it (editor save)
 	ReasonSymlinkSwap = "symlink swap" // the file resolves elsewhere now (ConfigMap ..data swap)
 	ReasonRescan      = "rescan"       // fsnotify overflowed or failed; every file was re-read
 	ReasonPoll        = "poll"         // found by the periodic poll, not by an event
 	ReasonSIGHUP      = "SIGHUP"       // explicit reload request
 )
+
+// byEvents marks a file pending on events: check names what they did
+// (classify) once it has read the file, since an event alone cannot tell a
+// file created from one renamed over.
+const byEvents = "events"
 
 // Change reports one reload trigger. For SIGHUP, Path is "": the request is
 // to reload everything, whether or not any file changed.
@@ -91,14 +98,15 @@ type Options struct {
 type file struct {
 	path      string // absolute, cleaned; compared with event names
 	dir       string
-	resolved  string   // last EvalSymlinks(path) seen with a readable file
-	sum       [32]byte // sha256 of the last content reported (or found at New)
-	have      bool     // sum is valid
-	pending   string   // strongest reason seen since the last debounced read
-	missing   bool     // last read found no file (warned once)
-	mayGo     bool     // its absence is a setting (Options.MayVanish)
-	vanishing bool     // a MayVanish file found missing once, not yet twice
-	empty     bool     // last read found an empty file (warned once)
+	resolved  string      // last EvalSymlinks(path) seen with a readable file
+	sum       [32]byte    // sha256 of the last content reported (or found at New)
+	have      bool        // sum is valid
+	pending   string      // strongest reason seen since the last debounced read
+	ops       fsnotify.Op // the events that named the file since then
+	missing   bool        // last read found no file (warned once)
+	mayGo     bool        // its absence is a setting (Options.MayVanish)
+	vanishing bool        // a MayVanish file found missing once, not yet twice
+	empty     bool        // last read found an empty file (warned once)
 	// unreadable is the error of the last read that failed otherwise (a
 	// FIFO, a directory, a file too large), warned once until it changes
 	// or the file reads again: every poll met it.
@@ -392,9 +400,9 @@ func (w *Watcher) onError(err error) {
 func (w *Watcher) checkPending() bool {
 	for _, f := range w.files {
 		if f.pending != "" {
-			reason := f.pending
-			f.pending = ""
-			if !w.check(f, reason) {
+			reason, ops := f.pending, f.ops
+			f.pending, f.ops = "", 0
+			if !w.checkAfter(f, reason, ops) {
 				return false
 			}
 		}
@@ -419,7 +427,7 @@ func (w *Watcher) pollAll() bool {
 // Change; false once the watcher is closing.
 func (w *Watcher) onSIGHUP() bool {
 	for _, f := range w.files {
-		f.pending = ""
+		f.pending, f.ops = "", 0
 		if sum, resolved, _, err := readSum(f.path); err == nil {
 			f.sum, f.resolved, f.have = sum, resolved, true
 		}
@@ -440,22 +448,18 @@ func (w *Watcher) onEvent(ev fsnotify.Event) bool {
 		if f.dir != dir {
 			continue
 		}
-		reason := ""
-		switch {
-		case name == f.path && ev.Op.Has(fsnotify.Create|fsnotify.Rename|fsnotify.Remove):
-			reason = ReasonRenameOver
-		case name == f.path:
-			reason = ReasonWrite
-		default:
+		mark := name == f.path
+		if mark {
+			f.ops |= ev.Op
+		} else if resolved, err := filepath.EvalSymlinks(f.path); err == nil && resolved != f.resolved {
 			// The ConfigMap case: no event names the file, but it now
-			// resolves into a different ..<timestamp> directory.
-			if resolved, err := filepath.EvalSymlinks(f.path); err == nil && resolved != f.resolved {
-				reason = ReasonSymlinkSwap
-			}
+			// resolves into a different ..<timestamp> directory (or, new,
+			// resolves at all: a file renamed into place).
+			mark = true
 		}
-		if reason != "" {
-			w.log.Debug("watched file event", "path", f.path, "event", ev.String(), "reason", reason)
-			f.pending = stronger(f.pending, reason)
+		if mark {
+			w.log.Debug("watched file event", "path", f.path, "event", ev.String())
+			f.pending = stronger(f.pending, byEvents)
 			marked = true
 		}
 	}
@@ -472,16 +476,54 @@ func stronger(a, b string) string {
 
 func rank(reason string) int {
 	switch reason {
-	case ReasonWrite:
+	case byEvents:
 		return 1
-	case ReasonRenameOver:
-		return 2
-	case ReasonSymlinkSwap:
-		return 3
 	case ReasonRescan:
-		return 4
+		return 2
 	}
 	return 0
+}
+
+// sighting is what one debounce window saw of a watched file: the events
+// that named it, and how it stood at the last look and stands now.
+type sighting struct {
+	ops      fsnotify.Op // the events naming the file (none: a swap elsewhere)
+	existed  bool        // it was there at the last look
+	exists   bool        // it is there now
+	relinked bool        // it resolves to another path than at the last look
+}
+
+// classify names what a window's events did to a file. The event alone
+// misled: a first tune renaming tuned.toml into place was a "symlink swap"
+// (it resolved at all, where it had not), and a shell's `>` creating it a
+// "rename-over" (its Create event).
+func classify(s sighting) string {
+	switch {
+	case !s.existed && s.exists:
+		return ReasonCreated
+	case s.existed && !s.exists:
+		return ReasonRemoved
+	case s.relinked:
+		return ReasonSymlinkSwap
+	case s.ops.Has(fsnotify.Create) || s.ops.Has(fsnotify.Rename) || s.ops.Has(fsnotify.Remove):
+		return ReasonRenameOver
+	}
+	return ReasonWrite
+}
+
+// checkAfter is check for a file pending for reason; for events it first
+// reads what they did (classify).
+func (w *Watcher) checkAfter(f *file, reason string, ops fsnotify.Op) bool {
+	if reason != byEvents {
+		return w.check(f, reason)
+	}
+	resolved, err := filepath.EvalSymlinks(f.path)
+	exists := err == nil || !errors.Is(err, fs.ErrNotExist)
+	// A file never read (absent, or empty since it appeared) was not
+	// there as content: its first is a creation.
+	existed := !f.missing && (f.have || f.unreadable != "")
+	reason = classify(sighting{ops: ops, existed: existed, exists: exists, relinked: err == nil && existed && f.have && resolved != f.resolved})
+	return w.check(f, reason)
 }
 
 // check re-reads f and emits a Change if its content hash differs from the

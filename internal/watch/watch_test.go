@@ -169,13 +169,53 @@ func TestMissingFileWaitsForItsReturn(t *testing.T) {
 	must(t, os.Remove(path))
 	expectNone(t, w, 400*time.Millisecond)
 	renameOver(t, path, "v2")
-	expect(t, w, Change{Path: path, Reason: ReasonRenameOver})
+	expect(t, w, Change{Path: path, Reason: ReasonCreated})
 
-	// A file absent at New is reported when it appears.
-	later := filepath.Join(dir, "later.toml")
-	w2 := newWatcher(t, []string{later}, Options{})
+	// A file absent at New is reported when it appears, as created
+	// whether written by a shell's > or renamed into place.
+	later, renamed := filepath.Join(dir, "later.toml"), filepath.Join(dir, "renamed.toml")
+	w2 := newWatcher(t, []string{later, renamed}, Options{})
 	write(t, later, "x")
-	expect(t, w2, Change{Path: later, Reason: ReasonRenameOver})
+	expect(t, w2, Change{Path: later, Reason: ReasonCreated})
+	renameOver(t, renamed, "x")
+	expect(t, w2, Change{Path: renamed, Reason: ReasonCreated})
+}
+
+// classify names what one window's events did, from the events that named
+// the file (folded as onEvent folds them) and how it stood before and after.
+func TestClassify(t *testing.T) {
+	const f, tmp = "/d/tuned.toml", "/d/.tuned.toml.tmp"
+	ev := func(name string, op fsnotify.Op) fsnotify.Event { return fsnotify.Event{Name: name, Op: op} }
+	for _, c := range []struct {
+		name                      string
+		events                    []fsnotify.Event
+		existed, exists, relinked bool
+		want                      string
+	}{
+		// tune's first write: a temporary file renamed onto a name that
+		// was not there (said "symlink swap": it resolved, where it had not)
+		{"first tune", []fsnotify.Event{ev(tmp, fsnotify.Create), ev(tmp, fsnotify.Write), ev(tmp, fsnotify.Rename), ev(f, fsnotify.Create)}, false, true, false, ReasonCreated},
+		// the same seen only through the temporary file's events
+		{"first tune, only tmp's events", []fsnotify.Event{ev(tmp, fsnotify.Write), ev(tmp, fsnotify.Rename)}, false, true, false, ReasonCreated},
+		// printf ... > tuned.toml where there was none (said "rename-over")
+		{"shell creates", []fsnotify.Event{ev(f, fsnotify.Create), ev(f, fsnotify.Write)}, false, true, false, ReasonCreated},
+		{"shell rewrites", []fsnotify.Event{ev(f, fsnotify.Write), ev(f, fsnotify.Write)}, true, true, false, ReasonWrite},
+		{"editor save", []fsnotify.Event{ev(tmp, fsnotify.Create), ev(tmp, fsnotify.Write), ev(tmp, fsnotify.Rename), ev(f, fsnotify.Create)}, true, true, false, ReasonRenameOver},
+		{"vim: moved aside, written anew", []fsnotify.Event{ev(f, fsnotify.Rename), ev(f, fsnotify.Create), ev(f, fsnotify.Write)}, true, true, false, ReasonRenameOver},
+		{"ConfigMap ..data swap", []fsnotify.Event{ev("/d/..data_tmp", fsnotify.Create), ev("/d/..data_tmp", fsnotify.Rename), ev("/d/..data", fsnotify.Create)}, true, true, true, ReasonSymlinkSwap},
+		{"deleted", []fsnotify.Event{ev(f, fsnotify.Remove)}, true, false, false, ReasonRemoved},
+		{"moved away", []fsnotify.Event{ev(f, fsnotify.Rename)}, true, false, false, ReasonRemoved},
+	} {
+		var ops fsnotify.Op
+		for _, e := range c.events {
+			if e.Name == f {
+				ops |= e.Op
+			}
+		}
+		if got := classify(sighting{ops: ops, existed: c.existed, exists: c.exists, relinked: c.relinked}); got != c.want {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
+	}
 }
 
 // A file whose absence is a setting (the tuned layer) deleted is a
