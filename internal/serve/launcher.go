@@ -334,11 +334,10 @@ func (sv *launcher) feed(changes <-chan watch.Change, hup <-chan os.Signal, stop
 			continue
 		}
 		sv.followFiles(l.Files())
-		if !changed && !sv.force.switching() {
-			// The runtime takes it in without a switch. During one it
-			// applies after it (the latest wins), and says so itself.
-			sv.log.Info("reload: engine command unchanged; nothing to do", "width", widthOf(np))
-		}
+		// The runtime takes an unchanged engine in without a switch.
+		// During one it applies after it (the latest wins), and says so
+		// itself.
+		kept := !changed && !sv.force.switching()
 		why := ch.Reason
 		if ch.Path != "" {
 			why = ch.Path + " (" + ch.Reason + ")"
@@ -347,6 +346,12 @@ func (sv *launcher) feed(changes <-chan watch.Change, hup <-chan os.Signal, stop
 		if err := sv.submit(server.KindReload, "reload: "+why, cur, np, l, reply); err != nil {
 			sv.reloaded(ch, err)
 			continue
+		}
+		if kept {
+			// Said once submit took it: a front port refused there was
+			// "nothing to do" and then an error in one reload.
+			msg, attrs := keptEngine("reload: engine command unchanged", cur, np)
+			sv.log.Info(msg, append([]any{"width", widthOf(np)}, attrs...)...)
 		}
 		// The outcome is the runtime's: a new engine that fails to start
 		// leaves the old settings serving, which is a rejection.
@@ -478,8 +483,9 @@ func (sv *launcher) metricSources() metrics.Sources {
 // adopted: a reload that starts the engine command now serving (one
 // that arrived during a switch to the same settings, or a comment edit).
 func (sv *launcher) adopted(j *server.Job) {
-	if sv.plan() != j.Plan {
-		sv.log.Info("the settings asked for are the ones now serving; nothing to do", "why", j.Reason)
+	if cur := sv.plan(); cur != j.Plan {
+		msg, attrs := keptEngine("the engine asked for is the one now serving", cur, j.Plan)
+		sv.log.Info(msg, append([]any{"why", j.Reason}, attrs...)...)
 	}
 	sv.adopt(j.Plan, origin(j))
 	sv.followAddress(j.Plan)
@@ -488,6 +494,16 @@ func (sv *launcher) adopted(j *server.Job) {
 	if in := sv.st.keptBy(j.Plan); in != nil {
 		sv.publishServing(in, j.Plan)
 	}
+}
+
+// keptEngine is what a reload that keeps the engine command says it does:
+// nothing, or, where the front address changed, the proxy's move there.
+// lead says the engine stays.
+func keptEngine(lead string, cur, np *plan.Plan) (string, []any) {
+	if cur == nil || np == nil || addrOf(cur) == addrOf(np) {
+		return lead + "; nothing to do", nil
+	}
+	return lead + "; the front address moves", []any{"from", addrOf(cur), "to", addrOf(np)}
 }
 
 // followAddress moves the proxy to the address of the plan in force once

@@ -1,0 +1,86 @@
+package serve
+
+import (
+	"bytes"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/speclaunch/speclaunch/internal/key"
+	"github.com/speclaunch/speclaunch/internal/metrics"
+	"github.com/speclaunch/speclaunch/internal/plan"
+	"github.com/speclaunch/speclaunch/internal/proxy"
+	"github.com/speclaunch/speclaunch/internal/testenv"
+	"github.com/speclaunch/speclaunch/internal/watch"
+)
+
+// A reload that keeps the engine says "nothing to do" only where the front
+// address stays too; a moved port is what it does.
+func TestKeptEngine(t *testing.T) {
+	at := func(host string, port int) *plan.Plan {
+		p := &plan.Plan{}
+		p.Settings.Host.Value, p.Settings.Port.Value = host, port
+		return p
+	}
+	for _, c := range []struct {
+		name    string
+		cur, np *plan.Plan
+		msg     string
+		attrs   []any
+	}{
+		{"same address", at("127.0.0.1", 19301), at("127.0.0.1", 19301), "lead; nothing to do", nil},
+		{"port moves", at("127.0.0.1", 19301), at("127.0.0.1", 19302), "lead; the front address moves", []any{"from", "127.0.0.1:19301", "to", "127.0.0.1:19302"}},
+		{"host moves", at("127.0.0.1", 19301), at("0.0.0.0", 19301), "lead; the front address moves", []any{"from", "127.0.0.1:19301", "to", "0.0.0.0:19301"}},
+		{"nothing in force yet", nil, at("127.0.0.1", 19301), "lead; nothing to do", nil},
+	} {
+		msg, attrs := keptEngine("lead", c.cur, c.np)
+		if msg != c.msg || !slices.Equal(attrs, c.attrs) {
+			t.Errorf("%s: %q %v, want %q %v", c.name, msg, attrs, c.msg, c.attrs)
+		}
+	}
+}
+
+// A reload that keeps the engine and moves the front port to one that is
+// taken is refused, and its log says only that: it said "engine command
+// unchanged; nothing to do" and then that the new settings cannot start.
+func TestReloadToATakenPortSaysOneThing(t *testing.T) {
+	bin, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ports := testenv.PortBlock(t, 2)
+	taken, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(ports+1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	cur := llamaPlan(bin, []string{"-ngl", "99"}, nil)
+	cur.Settings.Model.Value = bin
+	cur.Settings.Proxy.Value, cur.Settings.Switch.Value = true, key.SwitchDrain
+	cur.Settings.Host.Value, cur.Settings.Port.Value = "127.0.0.1", ports
+	np := *cur
+	np.Settings.Port.Value = ports + 1
+	var log bytes.Buffer
+	lg := slog.New(slog.NewTextHandler(&log, nil))
+	pb, err := listenPublic(cur, http.NotFoundHandler(), nil, lg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pb.close()
+	sv := &launcher{c: Config{Loader: flagLoader{flagLoad{&np}}}, px: proxy.New(proxy.Options{}), pub: pb, force: inForce{plan: cur}, st: newServeStatus(cur), met: metrics.New(metrics.Sources{}), log: lg}
+	changes, stop, done := make(chan watch.Change), make(chan struct{}), make(chan struct{})
+	go func() { sv.feed(changes, nil, stop); close(done) }()
+	changes <- watch.Change{Path: "p.toml", Reason: watch.ReasonWrite}
+	changes <- watch.Change{Path: "p.toml", Reason: watch.ReasonWrite} // taken once the first is done
+	close(stop)
+	<-done
+	l := log.String()
+	if !strings.Contains(l, "new settings cannot start") || strings.Contains(l, "nothing to do") || strings.Contains(l, "moves") {
+		t.Errorf("log:\n%s", l)
+	}
+}
