@@ -107,6 +107,9 @@ func TestValidateChecksThisHost(t *testing.T) {
 		{"a missing target", llama + "[model]\npath = \"/nonexistent/t.gguf\"\n", 2, "target model /nonexistent/t.gguf (profile PROF:5): stat /nonexistent/t.gguf"},
 		{"a missing drafter", llama + fmt.Sprintf("[model]\npath = %q\n[draft]\nmodel = \"/nonexistent/d.gguf\"\n", target), 2, "draft model /nonexistent/d.gguf (profile PROF:7)"},
 		{"a missing binary", "[engine]\nname = \"llama.cpp\"\nbinary = \"/nonexistent/llama-server\"\n", 2, "engine binary \"/nonexistent/llama-server\" not found (profile PROF:3): no executable file at that path"},
+		// every problem in one run, not one at a time
+		{"a missing binary and target", "[engine]\nname = \"llama.cpp\"\nbinary = \"/nonexistent/llama-server\"\n[model]\npath = \"/nonexistent/t.gguf\"\n", 2, "2 problems on this host: (1) engine binary \"/nonexistent/llama-server\" not found (profile PROF:3)"},
+		{"a missing binary and target, the second", "[engine]\nname = \"llama.cpp\"\nbinary = \"/nonexistent/llama-server\"\n[model]\npath = \"/nonexistent/t.gguf\"\n", 2, "; (2) target model /nonexistent/t.gguf (profile PROF:5): stat /nonexistent/t.gguf"},
 		{"no target, the default binary unchecked", "[engine]\nname = \"llama.cpp\"\nargs = [\"--jinja\"]\n", 0, ""},
 		{"a misspelt key variable", "[engine]\nname = \"sim\"\n[model]\npath = \"t\"\n[engine.env]\nLLAMA_API_KYE = \"sk-1234567890\"\n", 0,
 			"warn: profile PROF:6: engine.env sets LLAMA_API_KYE, but sim reads no API key from it"},
@@ -125,8 +128,9 @@ func TestValidateChecksThisHost(t *testing.T) {
 }
 
 // --offline checks a profile written for another machine: its missing
-// binary and model files are not looked for, and it still fails on what
-// is wrong in the file itself.
+// binary and model files are not looked for, nor warned of (it said
+// "cannot read target" after "model files ... not checked"), and it still
+// fails on what is wrong in the file itself.
 func TestValidateOffline(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	for _, tc := range []struct {
@@ -134,6 +138,7 @@ func TestValidateOffline(t *testing.T) {
 		code       int
 	}{
 		{"another machine's files", "[engine]\nname = \"llama.cpp\"\nbinary = \"/nonexistent/llama-server\"\n[model]\npath = \"/nonexistent/t.gguf\"\n", 0},
+		{"another machine's pair", "[engine]\nname = \"llama.cpp\"\n[model]\npath = \"/nonexistent/t.gguf\"\n[draft]\nmodel = \"/nonexistent/d\"\n", 0},
 		{"a key the launcher owns", "[engine]\nname = \"llama.cpp\"\nargs = [\"--port\", \"9\"]\n[model]\npath = \"/nonexistent/t.gguf\"\n", 2},
 		{"another machine's key file", "[engine]\nname = \"llama.cpp\"\nargs = [\"--api-key-file\", \"/run/secrets/api-key\"]\n[model]\npath = \"/nonexistent/t.gguf\"\n", 0},
 		{"an empty key flag", "[engine]\nname = \"llama.cpp\"\nargs = [\"--api-key=\"]\n[model]\npath = \"/nonexistent/t.gguf\"\n", 2},
@@ -141,7 +146,7 @@ func TestValidateOffline(t *testing.T) {
 		prof := filepath.Join(t.TempDir(), "p.toml")
 		writeFile(t, prof, tc.body)
 		code, o, e := runCLI(t, "profile", "validate", "--offline", "--profile", prof)
-		if code != tc.code || tc.code == 0 && !strings.Contains(o, prof+": ok (offline") {
+		if code != tc.code || tc.code == 0 && !strings.Contains(o, prof+": ok (offline") || strings.Contains(e, "/nonexistent/t.gguf") || strings.Contains(e, "/nonexistent/d") {
 			t.Errorf("%s: exit %d, want %d:\n%s%s", tc.name, code, tc.code, o, e)
 		}
 	}

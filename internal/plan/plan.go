@@ -135,9 +135,11 @@ type Options struct {
 	// launch's first request). An engine that takes the schedule itself
 	// (vLLM) ignores it.
 	Load int
-	// Offline reads no key file: profile validate --offline checks a
-	// profile for another host, whose key files, like its models, are
-	// that host's. The rest of the key checks stand.
+	// Offline reads no key file and no model file: profile validate
+	// --offline checks a profile for another host, whose key files and
+	// models are that host's (it warned that the target could not be
+	// read, after saying model files are not checked). The rest of the
+	// key checks stand.
 	Offline bool
 	// NoCommand: the caller shows no engine command (policy explain), so
 	// a missing target, which leaves none to show, is not a warning.
@@ -154,6 +156,9 @@ func Build(ctx context.Context, s config.Settings, pol *policy.Policy, d Deps, o
 		return nil, err
 	}
 	p := &Plan{Settings: s, Adapter: ad}
+	if o.Offline {
+		d.TargetQuant, d.DrafterKind, d.Declared = nil, nil, nil
+	}
 	speculative, err := p.drafter(ctx, d, o)
 	if err != nil {
 		return nil, err
@@ -165,7 +170,7 @@ func Build(ctx context.Context, s config.Settings, pol *policy.Policy, d Deps, o
 		return nil, err
 	}
 	p.engineCaps(ctx, d)
-	if speculative && !p.Facts.Hypothetical && s.Model.Value != "" && // no target: nothing to hash, and the warning below says so
+	if speculative && !p.Facts.Hypothetical && s.Model.Value != "" && !o.Offline && // no target: nothing to hash, and the warning below says so
 		pol.HasPairs(width.KeyFor(s.Engine.Value, p.Facts.Drafter, p.Facts.Capability, p.Facts.Quant)) {
 		p.pair()
 	}

@@ -57,8 +57,40 @@ func Launchable(p *plan.Plan, checkPort bool) error {
 // given and the port, and what profile validate checks with it. A plan
 // with no target (profile validate of a profile that names none: an empty
 // one, a container's that gets it from LLAMA_ARG_MODEL) has only what the
-// settings name checked: engine.binary where set, the drafter.
+// settings name checked: engine.binary where set, the drafter. It is the
+// first of HostProblems.
 func Runnable(p *plan.Plan) error {
+	if ps := HostProblems(p); len(ps) > 0 {
+		return ps[0]
+	}
+	return nil
+}
+
+// HostProblems is every problem Runnable checks for, in its order: the
+// engine binary, then each model file. profile validate says them all in
+// one run, where fixing one showed the next.
+func HostProblems(p *plan.Plan) []error {
+	var out []error
+	if err := binaryProblem(p); err != nil {
+		out = append(out, err)
+	}
+	s := p.Settings
+	for _, m := range []struct {
+		what string
+		f    config.Field[string]
+	}{{"target model", s.Model}, {"draft model", s.DraftModel}} {
+		if m.f.Value == "" || plan.SimName(s, m.f) {
+			continue
+		}
+		if err := checkModelPath(s.Engine.Value, m.what, m.f.Value, m.f.Src.String()); err != nil {
+			out = append(out, err)
+		}
+	}
+	return out
+}
+
+// binaryProblem is Runnable's check of the engine binary.
+func binaryProblem(p *plan.Plan) error {
 	s := p.Settings
 	if s.Engine.Value != key.Sim && p.Facts.BinaryPath == "" && (s.Model.Value != "" || s.EngineBinary.Set()) {
 		return exitcode.Bad(binaryMissing(s, p.Facts.Binary))
@@ -74,17 +106,6 @@ func Runnable(p *plan.Plan) error {
 				return exitcode.Bad(binaryMissing(s, bin))
 			}
 			return exitcode.Bad(fmt.Errorf("engine binary %s cannot be run (%v); install it or set engine.binary in the profile (--engine-binary, MLXCEL_ENGINE_BINARY)", bin, errors.Unwrap(err)))
-		}
-	}
-	for _, m := range []struct {
-		what string
-		f    config.Field[string]
-	}{{"target model", s.Model}, {"draft model", s.DraftModel}} {
-		if m.f.Value == "" || plan.SimName(s, m.f) {
-			continue
-		}
-		if err := checkModelPath(s.Engine.Value, m.what, m.f.Value, m.f.Src.String()); err != nil {
-			return err
 		}
 	}
 	return nil
