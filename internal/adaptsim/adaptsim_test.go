@@ -53,6 +53,9 @@ func TestEngineMatchesRateAt(t *testing.T) {
 // the oracle (less its switches), and the Fixed one the default's share.
 func TestOracleAndFixed(t *testing.T) {
 	p := demoLoad()
+	// A server's traffic, as the matrix's: under one length a classic
+	// engine a switch started runs slower than a fresh one (ClassicSwitched).
+	p.Model.VariedLengths = true
 	tr := Traffic{"load", []Phase{{Dur: PhaseDur, Clients: 1}, {Dur: PhaseDur, Clients: 4}}}
 	ws := OracleWidths(p, tr, 17)
 	if ws[0] == ws[1] {
@@ -254,5 +257,34 @@ func TestAcceptsByLoad(t *testing.T) {
 	}
 	if acc.at(0, 0) != acc.at(0, 1) || acc.at(0, 9) != acc.at(0, 4) {
 		t.Error("a count outside 1-4 does not read the nearest")
+	}
+}
+
+// Under one-length requests a classic engine a switch started runs
+// ClassicSwitched slower than the first engine; a speculative one, or
+// any under varied lengths (ClassicVaried prices those), does not.
+func TestSwitchedClassic(t *testing.T) {
+	m := simcost.DemoLoad()
+	m.Noise = 0
+	varied := m
+	varied.VariedLengths = true
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, tc := range []struct {
+		name  string
+		m     simcost.Model
+		width int
+		want  float64 // the switched engine's round over the first's
+	}{
+		{"classic, one length", m, 1, m.Batch.ClassicSwitched},
+		{"width 4, one length", m, 4, 1},
+		{"classic, varied lengths", varied, 1, 1},
+	} {
+		first := &engine{gen: 1, width: tc.width}
+		next := &engine{gen: 2, width: tc.width}
+		a := first.cycleMS(tc.m, 4, math.Inf(-1), 0, 250, rng)
+		b := next.cycleMS(tc.m, 4, math.Inf(-1), 0, 250, rng)
+		if math.Abs(b/a-tc.want) > 1e-9 {
+			t.Errorf("%s: switched over first %v, want %v", tc.name, b/a, tc.want)
+		}
 	}
 }

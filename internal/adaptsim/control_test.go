@@ -26,6 +26,9 @@ func Control(cfg control.Config) Factory {
 		c := cfg
 		c.Default = schedule.Flat(p.Default, "engine default")
 		c.SwitchS = p.SwitchS
+		if p.Llama && c.ClassicLoad == 0 {
+			c.ClassicLoad = control.LlamaClassicLoad // as serve sets it
+		}
 		ctl := control.New(c)
 		return &controlAdapter{c: ctl, s: ctl.Init(control.Pair{})}
 	}
@@ -137,6 +140,7 @@ var controlVariants = []struct {
 	{"no bucket acceptance (other seeds)", func(c *control.Config) { c.Off = map[string]bool{"bucket acceptance": true} }},
 	{"no check under classic", func(c *control.Config) { c.Off = map[string]bool{"check": true} }},
 	{"no retrial", func(c *control.Config) { c.Off = map[string]bool{"retrial": true} }},
+	{"no classic load", func(c *control.Config) { c.Off = map[string]bool{"classic load": true} }},
 	{"follow cap 6 an hour", func(c *control.Config) { c.MaxPerHour = 6 }},
 	{"follow cap 24 an hour", func(c *control.Config) { c.MaxPerHour = 24 }},
 	{"Z 1.0", func(c *control.Config) { c.Z = 1.0 }},

@@ -142,6 +142,9 @@ func (e *engine) started(m simcost.Model, k int) {
 func (e *engine) cycleMS(m simcost.Model, k int, sharedSince, now, dt float64, rng *rand.Rand) float64 {
 	k = max(1, k)
 	cyc := m.CycleMS(e.width, k) * m.EngineFactor(e.z, e.width, k) * m.SharedFactor(now-sharedSince)
+	if e.gen > 1 {
+		cyc *= m.SwitchedFactor(e.width, k)
+	}
 	return cyc * math.Max(0.5, 1+m.Noise*rng.NormFloat64()/math.Sqrt(math.Max(1, dt/cyc)))
 }
 

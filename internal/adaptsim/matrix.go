@@ -40,12 +40,12 @@ const (
 func Profiles(replayDir string) ([]Profile, error) {
 	ps := []Profile{
 		{Name: "gb10", Model: simcost.Default(), Default: mlxcelDefault},
-		{Name: "demo-load", Model: simcost.DemoLoad(), Default: llamaDefault},
+		{Name: "demo-load", Model: simcost.DemoLoad(), Default: llamaDefault, Llama: true},
 	}
 	for _, name := range simcost.ProfileNames() {
 		m := simcost.H200Q8()
 		m.Accept = simcost.Profiles[name]
-		ps = append(ps, Profile{Name: "h200 " + name, Model: m, Default: llamaDefault})
+		ps = append(ps, Profile{Name: "h200 " + name, Model: m, Default: llamaDefault, Llama: true})
 	}
 	for i := range ps {
 		ps[i].SwitchS, ps[i].Slots, ps[i].ReqTokens = simSwitchS, slots, ReqTokens
@@ -57,6 +57,11 @@ func Profiles(replayDir string) ([]Profile, error) {
 	for _, c := range cells {
 		ps = append(ps, ReplayProfile(c))
 	}
+	// A server's requests vary in length; the committed cells' one length
+	// kept classic's clients in step (simcost.Batch.ClassicVaried).
+	for i := range ps {
+		ps[i].Model.VariedLengths = true
+	}
 	return ps, nil
 }
 
@@ -64,7 +69,7 @@ func Profiles(replayDir string) ([]Profile, error) {
 // (simcost.ReplayCell.Model), llama.cpp's default, its client count.
 func ReplayProfile(c simcost.ReplayCell) Profile {
 	name := strings.TrimPrefix(filepath.Base(c.Name), "h200-llamacpp-d32676d-")
-	return Profile{Name: "replay " + name, Model: c.Model(), Default: llamaDefault, SwitchS: replaySwitchS, Slots: slots,
+	return Profile{Name: "replay " + name, Model: c.Model(), Default: llamaDefault, Llama: true, SwitchS: replaySwitchS, Slots: slots,
 		ReqTokens: c.ReqTokens, Clients: c.Clients}
 }
 

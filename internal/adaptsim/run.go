@@ -14,6 +14,9 @@ import (
 type Profile struct {
 	Name  string
 	Model simcost.Model
+	// Llama says the engine is llama-server (the controller's
+	// control.LlamaClassicLoad applies); else mlxcel's stand-in.
+	Llama bool
 	// Default is the engine's default width, the width a run starts at
 	// and the safe answer a controller is judged against (llama.cpp 4,
 	// mlxcel 16).

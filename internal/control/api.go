@@ -106,6 +106,10 @@ type Config struct {
 	// *-fixed.json, log rates): 0.034 at one client (5 degrees of
 	// freedom), 0.056 at four (20).
 	Spread1, SpreadN float64
+	// ClassicLoad scales classic's predicted time a token with several
+	// requests in flight over the probe's rows, which run in step (0 or
+	// 1: none). serve sets LlamaClassicLoad for llama-server.
+	ClassicLoad float64
 	// Z is the standard errors of every lower bound (1.64: one-sided 95 %).
 	Z float64
 	// Payback is the time over which a switch's gain must repay its
@@ -142,11 +146,19 @@ type Config struct {
 	// "bucket acceptance" (the drift test against the bucket's own
 	// acceptance), "probe apart" (no run from a scrape the probe shared),
 	// "retrial" (a second engine of a width one engine ran ahead inside the
-	// noise);
+	// noise), "classic load" (ClassicLoad);
 	// serve turns "trials" off for adapt.trials = 0. Nil
 	// otherwise.
 	Off map[string]bool
 }
+
+// LlamaClassicLoad is llama-server's ClassicLoad: four clients of
+// requests of varied length ran classic at 1.24 times the time a token of
+// one-length requests in step, and widths 2-8 at the same (on an H100,
+// docs/benchmark_results/h100-outofstep-2026-12-06f.md), where the
+// controller had predicted classic ahead at four clients and measured it
+// behind (−9.1 % against +41.8 %, docs/benchmark_results/h100-follow-2026-12-06b.md).
+const LlamaClassicLoad = 1.24
 
 // Defaults.
 const (

@@ -707,6 +707,32 @@ func TestTokensPerCycle(t *testing.T) {
 	}
 }
 
+// Classic's prediction with several in flight carries ClassicLoad over
+// the probe's rows, which run in step; with one in flight, without it, or
+// with the rule off it is the probe's own (the H100 run of 2026-12-06f).
+func TestClassicLoad(t *testing.T) {
+	state := func(n float64) *State {
+		return &State{Pair: Pair{Verify: map[int]float64{1: 3, 4: 4}, Buckets: []Bucket{{Lo: 1, Hi: 0, N: n}}}}
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		n    float64
+		want float64
+	}{
+		{"four in flight", Config{ClassicLoad: LlamaClassicLoad}, 4, 1000 / (4 * LlamaClassicLoad)},
+		{"one in flight", Config{ClassicLoad: LlamaClassicLoad}, 1, 1000.0 / 3},
+		{"an engine without it", Config{}, 4, 1000.0 / 4},
+		{"the rule off", Config{ClassicLoad: LlamaClassicLoad, Off: map[string]bool{"classic load": true}}, 4, 1000.0 / 4},
+	} {
+		tc.cfg.Default = schedule.Flat(4, "default")
+		got, ok := New(tc.cfg).predict(state(tc.n), 0, 1)
+		if !ok || math.Abs(got-tc.want) > 1e-9 {
+			t.Errorf("%s: predict(classic) = %v, %v; want %v", tc.name, got, ok, tc.want)
+		}
+	}
+}
+
 // A scrape whose interval the probe shared adds nothing to the width's
 // runs: the probe's requests took the engine's time from the traffic.
 func TestStepProbeApart(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"github.com/speclaunch/speclaunch/engine"
 	"github.com/speclaunch/speclaunch/internal/adapt"
 	"github.com/speclaunch/speclaunch/internal/config"
+	"github.com/speclaunch/speclaunch/internal/control"
 	"github.com/speclaunch/speclaunch/internal/key"
 	"github.com/speclaunch/speclaunch/internal/metrics"
 	"github.com/speclaunch/speclaunch/internal/plan"
@@ -120,6 +121,22 @@ func TestControlConfigTrials(t *testing.T) {
 		p.Resolution.Width = 4
 		if got := controlConfig(p).Off["trials"]; got != c.off {
 			t.Errorf("MLXCEL_ADAPT_TRIALS=%q: trials off %v, want %v", c.env, got, c.off)
+		}
+	}
+}
+
+// llama-server's controller prices classic under load with
+// control.LlamaClassicLoad; another engine's without.
+func TestControlConfigClassicLoad(t *testing.T) {
+	for _, c := range []struct {
+		e    key.Engine
+		want float64
+	}{{key.LlamaCpp, control.LlamaClassicLoad}, {key.Sim, 0}} {
+		p := &plan.Plan{}
+		p.Settings.Engine.Value = c.e
+		p.Resolution.Width = 4
+		if got := controlConfig(p).ClassicLoad; got != c.want {
+			t.Errorf("%s: ClassicLoad %v, want %v", c.e, got, c.want)
 		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/speclaunch/speclaunch/internal/adapt"
 	"github.com/speclaunch/speclaunch/internal/control"
 	"github.com/speclaunch/speclaunch/internal/follow"
+	"github.com/speclaunch/speclaunch/internal/key"
 	"github.com/speclaunch/speclaunch/internal/plan"
 	"github.com/speclaunch/speclaunch/internal/probe"
 	"github.com/speclaunch/speclaunch/internal/safefile"
@@ -491,6 +492,9 @@ func controlConfig(p *plan.Plan) control.Config {
 	c := control.Config{Default: defaultOf(p), MaxWidth: s.AdaptMaxWidth.Value, MinCycles: float64(s.AdaptMinCycles.Value), Hold: s.AdaptWindow.Value}
 	if s.AdaptTrials.Value == 0 {
 		c.Off = map[string]bool{"trials": true} // adapt.trials = 0: no width is tried unmeasured
+	}
+	if s.Engine.Value == key.LlamaCpp {
+		c.ClassicLoad = control.LlamaClassicLoad
 	}
 	return c
 }

@@ -26,6 +26,11 @@ type Batch struct {
 	// outside the engine's own timings (the next turn of the server loop,
 	// the drafted prompt), at classic and at a speculative width.
 	PickupClassic, PickupSpec float64
+	// ClassicVaried scales a classic step of several sequences when the
+	// requests vary in length (Model.VariedLengths); ClassicSwitched one
+	// on an engine that took over by a switch under one-length requests,
+	// whose clients arrive out of step. 0 or 1: none.
+	ClassicVaried, ClassicSwitched float64
 }
 
 // Spread is the random effect of one engine on its speed: each fresh
@@ -60,6 +65,9 @@ func (c Model) cycleMS(w, n int) float64 {
 		live := c.Batch.ClassicLive
 		if live <= 0 {
 			live = 1
+		}
+		if c.VariedLengths && c.Batch.ClassicVaried > 0 {
+			live *= c.Batch.ClassicVaried
 		}
 		return c.VerifyRowsMS(n) * live
 	}
@@ -106,6 +114,16 @@ func EngineDraw(seed uint64) float64 {
 // width w with n sequences: exp(σ·z), 1 when Spread is zero.
 func (c Model) EngineFactor(z float64, w, n int) float64 {
 	return math.Exp(c.SpreadSigma(w, n) * z)
+}
+
+// SwitchedFactor is the time multiplier of a classic round of n
+// sequences on an engine that took over by a switch, under one-length
+// requests (Batch.ClassicSwitched); 1 otherwise.
+func (c Model) SwitchedFactor(w, n int) float64 {
+	if w < 2 && n > 1 && !c.VariedLengths && c.Batch.ClassicSwitched > 0 {
+		return c.Batch.ClassicSwitched
+	}
+	return 1
 }
 
 // SharedFactor is the time multiplier of a new engine's round at ms

@@ -66,6 +66,31 @@ func TestPickupSpreadShared(t *testing.T) {
 	}
 }
 
+// Classic with several sequences costs ClassicVaried more when requests
+// vary in length, and ClassicSwitched more on an engine a switch started
+// under one-length requests; neither touches one sequence or a
+// speculative width, nor each other (the H100 run of 2026-12-06f).
+func TestClassicVariedAndSwitched(t *testing.T) {
+	one := Model{ClassicMS: 3, Verify: map[int]float64{1: 3, 4: 4, 8: 5, 16: 6}, DraftMS: 0.3, DraftTokenMS: 0.4,
+		Batch: Batch{ClassicLive: 1.05, ClassicVaried: 1.24, ClassicSwitched: 1.053}}
+	varied := one
+	varied.VariedLengths = true
+	for _, c := range []struct {
+		w, n              int
+		ratio, switchedOn float64 // varied over one length; SwitchedFactor under one length
+	}{{1, 4, 1.24, 1.053}, {1, 1, 1, 1}, {4, 4, 1, 1}, {2, 2, 1, 1}} {
+		if got := varied.CycleMS(c.w, c.n) / one.CycleMS(c.w, c.n); !near(got, c.ratio) {
+			t.Errorf("w %d n %d: varied over one length %v, want %v", c.w, c.n, got, c.ratio)
+		}
+		if got := one.SwitchedFactor(c.w, c.n); !near(got, c.switchedOn) {
+			t.Errorf("w %d n %d: SwitchedFactor %v, want %v", c.w, c.n, got, c.switchedOn)
+		}
+		if got := varied.SwitchedFactor(c.w, c.n); got != 1 {
+			t.Errorf("w %d n %d: SwitchedFactor under varied lengths %v, want 1 (ClassicVaried holds it)", c.w, c.n, got)
+		}
+	}
+}
+
 // RateAt: a request of R tokens takes R/E cycles and its pickup rounds.
 func TestRateAt(t *testing.T) {
 	m := Model{ClassicMS: 4, Verify: map[int]float64{1: 4, 2: 5, 4: 8}, Accept: []float64{0.5, 0.25, 0.125}, Batch: Batch{PickupClassic: 2, PickupSpec: 4}}

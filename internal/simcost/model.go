@@ -62,6 +62,12 @@ type Model struct {
 	// engine stalls it: its prompt is not in the slot's cache yet, so
 	// its whole prompt is evaluated in the batch (0: nothing).
 	ColdPrefillMS float64
+	// VariedLengths says the requests vary in length, as a server's do:
+	// clients never run in step, and a classic step of several sequences
+	// costs Batch.ClassicVaried more than under the one-length traffic
+	// the committed H200 cells ran (a traffic's property, set after
+	// ReplayCell.Model fits the recorded one-length rates).
+	VariedLengths bool
 	// WidthScale, when set, scales each width's cycle (key 1: classic) so
 	// that a replay of a committed cell gives its recorded rates
 	// (ReplayCell.Model): linear between keys, the edge value beyond.

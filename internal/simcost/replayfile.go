@@ -17,11 +17,13 @@ import (
 // 1 MiB).
 const maxReplayFile = 16 << 20
 
-// LoadReplayCells reads every committed fixed-width adapteval file in dir
-// (docs/benchmark_results/adapteval/*-fixed.json) with the decisions file
-// of the same cell (its probe curve and acceptance), sorted by name.
+// LoadReplayCells reads every committed fixed-width adapteval file of an
+// H200 cell in dir (docs/benchmark_results/adapteval/h200-*-fixed.json)
+// with the decisions file of the same cell (its probe curve and
+// acceptance), sorted by name. The cost model is the H200's (H200Q8);
+// another card's fixed files have no decisions file beside them.
 func LoadReplayCells(dir string) ([]ReplayCell, error) {
-	paths, err := filepath.Glob(filepath.Join(dir, "*-fixed.json"))
+	paths, err := filepath.Glob(filepath.Join(dir, "h200-*-fixed.json"))
 	if err != nil {
 		return nil, fmt.Errorf("replay cells in %s: %w", dir, err)
 	}
@@ -35,7 +37,7 @@ func LoadReplayCells(dir string) ([]ReplayCell, error) {
 		cells = append(cells, c)
 	}
 	if len(cells) == 0 {
-		return nil, fmt.Errorf("replay cells: no *-fixed.json in %s", dir)
+		return nil, fmt.Errorf("replay cells: no h200-*-fixed.json in %s", dir)
 	}
 	return cells, nil
 }
