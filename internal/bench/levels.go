@@ -263,7 +263,8 @@ func (h *loadRun) prepare() {
 		Schedule: "load", Rounds: o.Engines, MaxTokens: o.MaxTokens, Widths: widths, Endpoint: "POST /v1/completions (streamed)",
 		PromptSet: o.PromptSet, Sampling: "greedy", Concurrency: o.Levels[0], Bootstrap: evidence.Method(),
 		Load: &record.LoadMethod{Levels: o.Levels, Engines: o.Engines, WarmS: o.Warm.Seconds(), WindowS: o.Window.Seconds(), Windows: o.Windows,
-			Traffic: "closed-loop clients, one per level step, started out of step (client k after k·warm-up/(2·level)), rotating through the prompts " + strings.Join(names, ", ")},
+			Traffic: fmt.Sprintf("closed-loop clients, one per level step, started out of step (client k after k·warm-up/(2·level)), rotating through the prompts %s; each prompt's max_tokens fixed between %.1f and %.1f times %d, so that requests end apart",
+				strings.Join(names, ", "), 1-loadLengthSpread, 1+loadLengthSpread, o.MaxTokens)},
 	}
 	if o.Temperature > 0 {
 		rec.Method.Sampling, rec.Method.Temperature = "sampled", o.Temperature
@@ -332,6 +333,13 @@ func (h *loadRun) failArm(i, e int, srv Server, err error) {
 	h.p.armFailed(h.o.Arms[i], err)
 }
 
+// loadLengthSpread varies each prompt's max_tokens from 0.5 to 1.5 times
+// MaxTokens (loadgen.Lengths), as a server's requests vary: with one
+// length classic's four clients ran in step, its best case, at 0.81 of
+// the time a token they took with lengths that varied, while widths 2-8
+// ran the same (an H100, docs/benchmark_results/h100-outofstep-2026-12-06f.md).
+const loadLengthSpread = 0.5
+
 // level runs one level's load on srv: a warm-up, then the windows, each
 // one run. Requests still in flight at the end are cut (the engine serves
 // the next level or stops). Only ctx ending is an error.
@@ -344,7 +352,7 @@ func (h *loadRun) level(ctx context.Context, srv Server, clients, engine int) ([
 	for i, p := range o.Prompts {
 		prompts[i] = p.Text
 	}
-	lo := loadgen.Options{URL: srv.BaseURL(), Clients: clients, Duration: 24 * time.Hour, Stream: true, MaxTokens: o.MaxTokens,
+	lo := loadgen.Options{URL: srv.BaseURL(), Clients: clients, Duration: 24 * time.Hour, Stream: true, MaxTokens: o.MaxTokens, Spread: loadLengthSpread,
 		Prompts: prompts, Params: map[string]any{"temperature": o.Temperature}, Model: srv.ModelID(), Timeout: o.RequestTimeout,
 		Live: live, Stagger: o.Warm / time.Duration(2*clients),
 		OnDone: func(s loadgen.Sample) {

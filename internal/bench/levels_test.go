@@ -32,6 +32,7 @@ type sseRegistry struct {
 	live, total int
 	failLabel   string
 	onStart     func(n int)
+	maxTokens   map[float64]bool // each request's max_tokens
 }
 
 func (r *sseRegistry) starter() Starter {
@@ -41,6 +42,17 @@ func (r *sseRegistry) starter() Starter {
 		}
 		s := &sseServer{width: arm.Width, reg: r}
 		s.ts = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			var body struct {
+				MaxTokens float64 `json:"max_tokens"`
+			}
+			if json.NewDecoder(req.Body).Decode(&body) == nil {
+				r.mu.Lock()
+				if r.maxTokens == nil {
+					r.maxTokens = map[float64]bool{}
+				}
+				r.maxTokens[body.MaxTokens] = true
+				r.mu.Unlock()
+			}
 			w.Header().Set("Content-Type", "text/event-stream")
 			for range 4 {
 				fmt.Fprint(w, "data: {\"choices\":[{\"text\":\"t\",\"finish_reason\":null}]}\n\n")
@@ -98,6 +110,11 @@ func TestRunLoadStructure(t *testing.T) {
 	}
 	if reg.live != 0 || reg.total != len(o.Arms)*o.Engines {
 		t.Errorf("live %d, started %d; want 0 and %d", reg.live, reg.total, len(o.Arms)*o.Engines)
+	}
+	// The requests vary in length, as a server's do (loadLengthSpread):
+	// with one length classic's clients ran in step, its best case.
+	if len(reg.maxTokens) < 2 {
+		t.Errorf("max_tokens sent %v, want the lengths to vary by prompt", reg.maxTokens)
 	}
 	if !rec.Complete || len(rec.Arms) != 0 || len(rec.Levels) != 2 || rec.Method.Load == nil || rec.Earned == nil {
 		t.Fatalf("record: complete %v, %d arms, %d levels, load %v, earned %v", rec.Complete, len(rec.Arms), len(rec.Levels), rec.Method.Load, rec.Earned)
