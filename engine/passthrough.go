@@ -340,8 +340,12 @@ func keyFlagArg(j keyFlagJudge, a string, f flagArg) error {
 		if near := j.near(f.name); near != "" {
 			fix = near
 		}
-		return fmt.Errorf("%w: %q begins with %s (U+%04X), not \"-\": the engine reads it as no flag, and the key after it would sit on its command line as a plain argument; type %s with ASCII dashes",
-			ErrKeyFlagDashed, secret.MaskArg(a), string(f.dash), f.dash, fix)
+		then := "type " + fix + " with ASCII dashes"
+		if o, owned := llamaOwned[fix]; owned && j.e == key.LlamaCpp {
+			then = fmt.Sprintf("%s sets %s: %s", fix, o.what, o.fix) // spelt right it is refused too
+		}
+		return fmt.Errorf("%w: %q begins with %s (U+%04X), not \"-\": the engine reads it as no flag, and the key after it would sit on its command line as a plain argument; %s",
+			ErrKeyFlagDashed, secret.MaskArg(a), string(f.dash), f.dash, then)
 	}
 	if (!f.joined && !f.spaced) || !secret.ListedFlag(f.name) {
 		return nil

@@ -237,6 +237,11 @@ func TestJoinedKeyFlag(t *testing.T) {
 		{"an en dash and a typo", key.LlamaCpp, []string{"\u2013api-kye=LEAKCHECKKEY-0123456789"}, ErrKeyFlagDashed, "type --api-key with ASCII dashes"},
 		{"a dash before a value", key.LlamaCpp, []string{"--alias", "\u2014api model"}, nil, ""},
 		{"an em dash before another flag", key.LlamaCpp, []string{"-c", "1", "\u2014port"}, nil, ""},
+		// Prose after a dash is a value's, near a key flag or not (a review).
+		{"an alias of prose", key.LlamaCpp, []string{"--alias", "\u2014 API key"}, nil, ""},
+		{"a reverse prompt of prose", key.LlamaCpp, []string{"--reverse-prompt", "\u2014API KEY:"}, nil, ""},
+		{"an en dash and a space", key.LlamaCpp, []string{"--alias", "\u2013 apikey"}, nil, ""},
+		{"llama-server's owned -hft", key.LlamaCpp, []string{"\u2013hft", "hf_LEAKabcdefghijklmnop"}, ErrKeyFlagDashed, "sets a Hugging Face token"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := CheckPassthrough(tc.e, tc.args)

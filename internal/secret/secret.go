@@ -172,7 +172,7 @@ func valueFlag(name string) (n string, ok bool) {
 // such dash; ok is false for any other argument.
 func PlainDashes(a string) (plain string, r rune, ok bool) {
 	rest := strings.TrimLeftFunc(a, otherDash)
-	if rest == a || rest == "" {
+	if rest == a || !flagShaped(rest) {
 		return a, 0, false
 	}
 	r, _ = utf8.DecodeRuneInString(a)
@@ -181,6 +181,23 @@ func PlainDashes(a string) (plain string, r rune, ok bool) {
 		n = 2
 	}
 	return strings.Repeat("-", n) + rest, r, true
+}
+
+// flagShaped reports whether rest, what follows a flag's dashes, is a
+// flag's name (a letter, then letters, digits, "-" and "_") up to its end
+// or an "=" or ":" and its value: "— API key" or "—API KEY:" is prose, a
+// value's, not a flag typed with another dash.
+func flagShaped(rest string) bool {
+	name := rest
+	if i := strings.IndexAny(rest, "=:"); i >= 0 {
+		name = rest[:i]
+	}
+	if name == "" || !unicode.IsLetter(rune(name[0])) || name[0] >= utf8.RuneSelf {
+		return false
+	}
+	return !strings.ContainsFunc(name, func(r rune) bool {
+		return r != '-' && r != '_' && (r >= utf8.RuneSelf || !unicode.IsLetter(r) && !unicode.IsDigit(r))
+	})
 }
 
 // otherDash reports whether r is a dash other than ASCII's "-": Unicode's

@@ -193,6 +193,7 @@ func TestMaskArgv(t *testing.T) {
 		{"fullwidth hyphens", []string{"\uff0d\uff0dhf-token", "SECRETKEY123"}, []string{"\uff0d\uff0dhf-token", "****Y123"}},
 		{"an en dash, joined by =", []string{"\u2013api-key=SECRETKEY123"}, []string{"\u2013api-key=****Y123"}},
 		{"a dash before a value is prose", []string{"--alias", "\u2014 my model"}, []string{"--alias", "\u2014 my model"}},
+		{"prose near a key flag", []string{"--alias", "\u2014 API key", "--port", "1"}, []string{"--alias", "\u2014 API key", "--port", "1"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			orig := slices.Clone(c.in)
