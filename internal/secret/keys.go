@@ -115,42 +115,59 @@ func (ks *keyList) add(v string, src UnsendableError) error {
 func (ks *keyList) flags(argv []string) (files, fileFrom []string, err error) {
 	sp := ks.sp
 	for i := 0; i < len(argv); i++ {
-		name, val, inline := strings.Cut(argv[i], "=")
-		isKey, isFile := slices.Contains(sp.Flags, name), slices.Contains(sp.FileFlags, name)
-		if !isKey && !isFile {
+		name, _, _ := strings.Cut(argv[i], "=")
+		isKey := slices.Contains(sp.Flags, name)
+		if !isKey && !slices.Contains(sp.FileFlags, name) {
 			continue
 		}
-		if !inline {
-			if i+1 >= len(argv) {
-				return nil, nil, sp.NoValue(name)
-			}
-			if sp.keyFlag(argv[i+1]) {
-				e := sp.NoValue(name)
-				e.Next = argv[i+1]
-				return nil, nil, e
-			}
-			i++
-			val = argv[i]
+		vals, last, nerr := sp.valueAt(argv, i)
+		if nerr != nil {
+			return nil, nil, nerr
 		}
-		if sp.EmptyKey(name, val) {
-			return nil, nil, sp.NoValue(name)
-		}
+		i = last
 		if !isKey {
-			files, fileFrom = append(files, val), append(fileFrom, name)
+			files, fileFrom = append(files, vals[0]), append(fileFrom, name)
 			continue
 		}
 		src := UnsendableError{From: "engine flag " + name, Flag: name}
-		if err := ks.add(val, src); err != nil {
-			return nil, nil, err
-		}
-		for sp.Multi && !inline && i+1 < len(argv) && !strings.HasPrefix(argv[i+1], "-") {
-			i++
-			if err := ks.add(argv[i], src); err != nil {
+		for _, v := range vals {
+			if err := ks.add(v, src); err != nil {
 				return nil, nil, err
 			}
 		}
 	}
 	return files, fileFrom, nil
+}
+
+// valueAt reads the key or key-file flag at argv[i] as the engine does:
+// its values (several for a Multi key flag given apart, vLLM's --api-key
+// K1 K2) and the index of the last argument it took; a *NoValueError
+// where it has no usable value: none, empty, or another key flag where
+// its value goes. The one reading Keys and TakeKeyFlags share.
+func (sp Spec) valueAt(argv []string, i int) (vals []string, last int, nerr *NoValueError) {
+	name, val, inline := strings.Cut(argv[i], "=")
+	last = i
+	if !inline {
+		if i+1 >= len(argv) {
+			return nil, i, sp.NoValue(name)
+		}
+		if sp.keyFlag(argv[i+1]) {
+			e := sp.NoValue(name)
+			e.Next = argv[i+1]
+			return nil, i, e
+		}
+		last = i + 1
+		val = argv[last]
+	}
+	if sp.EmptyKey(name, val) {
+		return nil, i, sp.NoValue(name)
+	}
+	vals = []string{val}
+	for sp.Multi && !inline && slices.Contains(sp.Flags, name) && last+1 < len(argv) && !strings.HasPrefix(argv[last+1], "-") {
+		last++
+		vals = append(vals, argv[last])
+	}
+	return vals, last, nil
 }
 
 // UnsendableError is a key no HTTP client can send: HTTP drops a header
@@ -426,26 +443,16 @@ func (sp Spec) EmptyKey(flag, val string) bool {
 // whole, when a key flag has no usable value: Keys then names it.
 func TakeKeyFlags(sp Spec, argv []string) (rest, values []string, ok bool) {
 	for i := 0; i < len(argv); i++ {
-		name, val, inline := strings.Cut(argv[i], "=")
+		name, _, _ := strings.Cut(argv[i], "=")
 		if !slices.Contains(sp.Flags, name) {
 			rest = append(rest, argv[i])
 			continue
 		}
-		if !inline {
-			if i+1 >= len(argv) || sp.keyFlag(argv[i+1]) {
-				return argv, nil, false
-			}
-			i++
-			val = argv[i]
-		}
-		if val == "" || sp.Split && strings.Trim(val, ",") == "" {
+		vals, last, nerr := sp.valueAt(argv, i)
+		if nerr != nil {
 			return argv, nil, false
 		}
-		values = append(values, val)
-		for sp.Multi && !inline && i+1 < len(argv) && !strings.HasPrefix(argv[i+1], "-") {
-			i++
-			values = append(values, argv[i])
-		}
+		values, i = append(values, vals...), last
 	}
 	return rest, values, true
 }
