@@ -280,11 +280,16 @@ func TestSwitchedClassic(t *testing.T) {
 		{"classic, varied lengths", varied, 1, 1},
 	} {
 		first := &engine{gen: 1, width: tc.width}
-		next := &engine{gen: 2, width: tc.width}
-		a := first.cycleMS(tc.m, 4, math.Inf(-1), 0, 250, rng)
-		b := next.cycleMS(tc.m, 4, math.Inf(-1), 0, 250, rng)
+		next := &engine{gen: 2, width: tc.width, takeover: 0}
+		a := first.cycleMS(tc.m, 4, math.Inf(-1), 1000, 250, rng)
+		b := next.cycleMS(tc.m, 4, math.Inf(-1), 1000, 250, rng)
 		if math.Abs(b/a-tc.want) > 1e-9 {
 			t.Errorf("%s: switched over first %v, want %v", tc.name, b/a, tc.want)
+		}
+		// Past the span measured (SwitchedMS), as the first.
+		later := next.cycleMS(tc.m, 4, math.Inf(-1), 1e6, 250, rng)
+		if math.Abs(later/a-1) > 1e-9 {
+			t.Errorf("%s: switched over first at 1000 s %v, want 1", tc.name, later/a)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/speclaunch/speclaunch/internal/control"
 	"github.com/speclaunch/speclaunch/internal/schedule"
+	"github.com/speclaunch/speclaunch/internal/simcost"
 )
 
 func init() {
@@ -267,5 +268,13 @@ func BenchmarkHardwareEffects(b *testing.B) {
 				}
 			}
 		}
+	}
+}
+
+// The controller's belief about classic under load and the sim's truth
+// are one measurement (docs/benchmark_results/h100-outofstep-2026-12-06f.md).
+func TestClassicLoadIsTheSimsClassicVaried(t *testing.T) {
+	if control.LlamaClassicLoad != simcost.H200Batch.ClassicVaried {
+		t.Errorf("control.LlamaClassicLoad %v, simcost.H200Batch.ClassicVaried %v: one measurement", control.LlamaClassicLoad, simcost.H200Batch.ClassicVaried)
 	}
 }

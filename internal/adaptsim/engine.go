@@ -143,7 +143,7 @@ func (e *engine) cycleMS(m simcost.Model, k int, sharedSince, now, dt float64, r
 	k = max(1, k)
 	cyc := m.CycleMS(e.width, k) * m.EngineFactor(e.z, e.width, k) * m.SharedFactor(now-sharedSince)
 	if e.gen > 1 {
-		cyc *= m.SwitchedFactor(e.width, k)
+		cyc *= m.SwitchedFactor(e.width, k, now-e.takeover)
 	}
 	return cyc * math.Max(0.5, 1+m.Noise*rng.NormFloat64()/math.Sqrt(math.Max(1, dt/cyc)))
 }

@@ -335,9 +335,9 @@ func (h *loadRun) failArm(i, e int, srv Server, err error) {
 
 // loadLengthSpread varies each prompt's max_tokens from 0.5 to 1.5 times
 // MaxTokens (loadgen.Lengths), as a server's requests vary: with one
-// length classic's four clients ran in step, its best case, at 0.81 of
-// the time a token they took with lengths that varied, while widths 2-8
-// ran the same (an H100, docs/benchmark_results/h100-outofstep-2026-12-06f.md).
+// length classic's four clients looked 1.24 times faster a token than
+// with lengths that varied, while width 4 ran the same (an H100,
+// docs/benchmark_results/h100-outofstep-2026-12-06f.md).
 const loadLengthSpread = 0.5
 
 // level runs one level's load on srv: a warm-up, then the windows, each

@@ -106,9 +106,10 @@ type Config struct {
 	// *-fixed.json, log rates): 0.034 at one client (5 degrees of
 	// freedom), 0.056 at four (20).
 	Spread1, SpreadN float64
-	// ClassicLoad scales classic's predicted time a token with several
-	// requests in flight over the probe's rows, which run in step (0 or
-	// 1: none). serve sets LlamaClassicLoad for llama-server.
+	// ClassicLoad scales classic's predicted time a token with four or
+	// more requests in flight over the probe's rows, which run in step,
+	// and linearly less down to none at one (0 or 1: none). serve sets
+	// LlamaClassicLoad for llama-server.
 	ClassicLoad float64
 	// Z is the standard errors of every lower bound (1.64: one-sided 95 %).
 	Z float64
@@ -124,7 +125,10 @@ type Config struct {
 	// the first request of each slot ran 11-49 % slower a token; on an
 	// H100 a classic engine after a switch ran 23 % slower over its first
 	// 2 s, the old engine's drain, and its clients fell into step (its
-	// steady pace, on one request length) within 6.1 s: docs/benchmark_results/h100-switch-2026-12-06e.md).
+	// steady pace, on one request length) within 6.1 s: docs/benchmark_results/h100-switch-2026-12-06e.md;
+	// with 128-token requests they mostly did not within 18 s, 1.05 times
+	// slower a token: docs/benchmark_results/h100-outofstep-2026-12-06f.md,
+	// and a server's requests of varied length never run in step).
 	WarmUp time.Duration
 	// RetryAfter is how long a width tried stays untried again (30 min).
 	RetryAfter time.Duration
@@ -154,10 +158,12 @@ type Config struct {
 
 // LlamaClassicLoad is llama-server's ClassicLoad: four clients of
 // requests of varied length ran classic at 1.24 times the time a token of
-// one-length requests in step, and widths 2-8 at the same (on an H100,
-// docs/benchmark_results/h100-outofstep-2026-12-06f.md), where the
-// controller had predicted classic ahead at four clients and measured it
-// behind (−9.1 % against +41.8 %, docs/benchmark_results/h100-follow-2026-12-06b.md).
+// one-length requests (four servers, two in step, two not), and width 4
+// at the same (on an H100, docs/benchmark_results/h100-outofstep-2026-12-06f.md),
+// where the controller had predicted classic ahead at four clients and
+// measured it behind (−9.1 % against +41.8 %,
+// docs/benchmark_results/h100-follow-2026-12-06b.md). Measured at four in
+// flight; between one and four it is interpolated, an assumption.
 const LlamaClassicLoad = 1.24
 
 // Defaults.

@@ -102,8 +102,8 @@ func (c Controller) predict(s *State, b, w int) (float64, bool) {
 		return 0, false
 	}
 	if w < 2 {
-		if n >= 1.5 && c.cfg.ClassicLoad > 1 && c.on("classic load") {
-			v *= c.cfg.ClassicLoad // several in flight: out of step, unlike the probe's rows
+		if c.cfg.ClassicLoad > 1 && c.on("classic load") {
+			v *= 1 + (c.cfg.ClassicLoad-1)*math.Min(1, (n-1)/3) // several in flight: out of step, unlike the probe's rows
 		}
 		return 1000 / v, true
 	}

@@ -712,7 +712,7 @@ func TestTokensPerCycle(t *testing.T) {
 // with the rule off it is the probe's own (the H100 run of 2026-12-06f).
 func TestClassicLoad(t *testing.T) {
 	state := func(n float64) *State {
-		return &State{Pair: Pair{Verify: map[int]float64{1: 3, 4: 4}, Buckets: []Bucket{{Lo: 1, Hi: 0, N: n}}}}
+		return &State{Pair: Pair{Verify: map[int]float64{1: 3, 4: 4, 8: 4, 3: 4, 2: 4}, Buckets: []Bucket{{Lo: 1, Hi: 0, N: n}}}}
 	}
 	for _, tc := range []struct {
 		name string
@@ -722,6 +722,8 @@ func TestClassicLoad(t *testing.T) {
 	}{
 		{"four in flight", Config{ClassicLoad: LlamaClassicLoad}, 4, 1000 / (4 * LlamaClassicLoad)},
 		{"one in flight", Config{ClassicLoad: LlamaClassicLoad}, 1, 1000.0 / 3},
+		{"two and a half in flight: half of it", Config{ClassicLoad: LlamaClassicLoad}, 2.5, 1000 / (4 * (1 + (LlamaClassicLoad-1)/2))},
+		{"eight in flight: all of it", Config{ClassicLoad: LlamaClassicLoad}, 8, 1000 / (4 * LlamaClassicLoad)},
 		{"an engine without it", Config{}, 4, 1000.0 / 4},
 		{"the rule off", Config{ClassicLoad: LlamaClassicLoad, Off: map[string]bool{"classic load": true}}, 4, 1000.0 / 4},
 	} {

@@ -26,11 +26,20 @@ type Batch struct {
 	// outside the engine's own timings (the next turn of the server loop,
 	// the drafted prompt), at classic and at a speculative width.
 	PickupClassic, PickupSpec float64
-	// ClassicVaried scales a classic step of several sequences when the
+	// ClassicVaried scales a classic step of four sequences when the
 	// requests vary in length (Model.VariedLengths); ClassicSwitched one
 	// on an engine that took over by a switch under one-length requests,
-	// whose clients arrive out of step. 0 or 1: none.
-	ClassicVaried, ClassicSwitched float64
+	// whose clients arrive out of step, for its first SwitchedMS. Both
+	// were measured at four; between one and four sequences they are
+	// interpolated (FourShare), an assumption. 0 or 1: none.
+	ClassicVaried, ClassicSwitched, SwitchedMS float64
+}
+
+// FourShare is how much of an effect measured at four sequences applies
+// with n: none with one, all from four, linear between (an assumption,
+// as adaptsim's Profile.LoadAccept makes).
+func FourShare(n int) float64 {
+	return math.Min(1, math.Max(0, float64(n-1)/3))
 }
 
 // Spread is the random effect of one engine on its speed: each fresh
@@ -67,7 +76,7 @@ func (c Model) cycleMS(w, n int) float64 {
 			live = 1
 		}
 		if c.VariedLengths && c.Batch.ClassicVaried > 0 {
-			live *= c.Batch.ClassicVaried
+			live *= 1 + (c.Batch.ClassicVaried-1)*FourShare(n)
 		}
 		return c.VerifyRowsMS(n) * live
 	}
@@ -117,11 +126,12 @@ func (c Model) EngineFactor(z float64, w, n int) float64 {
 }
 
 // SwitchedFactor is the time multiplier of a classic round of n
-// sequences on an engine that took over by a switch, under one-length
-// requests (Batch.ClassicSwitched); 1 otherwise.
-func (c Model) SwitchedFactor(w, n int) float64 {
-	if w < 2 && n > 1 && !c.VariedLengths && c.Batch.ClassicSwitched > 0 {
-		return c.Batch.ClassicSwitched
+// sequences on an engine that took over by a switch ms milliseconds ago,
+// under one-length requests (Batch.ClassicSwitched, for its first
+// Batch.SwitchedMS); 1 otherwise.
+func (c Model) SwitchedFactor(w, n int, ms float64) float64 {
+	if w < 2 && n > 1 && !c.VariedLengths && c.Batch.ClassicSwitched > 0 && ms >= 0 && ms < c.Batch.SwitchedMS {
+		return 1 + (c.Batch.ClassicSwitched-1)*FourShare(n)
 	}
 	return 1
 }

@@ -71,23 +71,33 @@ func TestPickupSpreadShared(t *testing.T) {
 // under one-length requests; neither touches one sequence or a
 // speculative width, nor each other (the H100 run of 2026-12-06f).
 func TestClassicVariedAndSwitched(t *testing.T) {
-	one := Model{ClassicMS: 3, Verify: map[int]float64{1: 3, 4: 4, 8: 5, 16: 6}, DraftMS: 0.3, DraftTokenMS: 0.4,
-		Batch: Batch{ClassicLive: 1.05, ClassicVaried: 1.24, ClassicSwitched: 1.053}}
+	one := Model{ClassicMS: 3, Verify: map[int]float64{1: 3, 2: 3.2, 3: 3.5, 4: 4, 8: 5, 16: 6}, DraftMS: 0.3, DraftTokenMS: 0.4,
+		Batch: Batch{ClassicLive: 1.05, ClassicVaried: 1.24, ClassicSwitched: 1.053, SwitchedMS: 20000}}
 	varied := one
 	varied.VariedLengths = true
 	for _, c := range []struct {
 		w, n              int
-		ratio, switchedOn float64 // varied over one length; SwitchedFactor under one length
-	}{{1, 4, 1.24, 1.053}, {1, 1, 1, 1}, {4, 4, 1, 1}, {2, 2, 1, 1}} {
+		ratio, switchedOn float64 // varied over one length; SwitchedFactor under one length, 1 s in
+	}{
+		{1, 4, 1.24, 1.053},
+		{1, 2, 1 + 0.24/3, 1 + 0.053/3}, // measured at four, interpolated
+		{1, 1, 1, 1},
+		{4, 4, 1, 1},
+		{2, 2, 1, 1},
+	} {
 		if got := varied.CycleMS(c.w, c.n) / one.CycleMS(c.w, c.n); !near(got, c.ratio) {
 			t.Errorf("w %d n %d: varied over one length %v, want %v", c.w, c.n, got, c.ratio)
 		}
-		if got := one.SwitchedFactor(c.w, c.n); !near(got, c.switchedOn) {
+		if got := one.SwitchedFactor(c.w, c.n, 1000); !near(got, c.switchedOn) {
 			t.Errorf("w %d n %d: SwitchedFactor %v, want %v", c.w, c.n, got, c.switchedOn)
 		}
-		if got := varied.SwitchedFactor(c.w, c.n); got != 1 {
+		if got := varied.SwitchedFactor(c.w, c.n, 1000); got != 1 {
 			t.Errorf("w %d n %d: SwitchedFactor under varied lengths %v, want 1 (ClassicVaried holds it)", c.w, c.n, got)
 		}
+	}
+	// Past the span measured, nothing.
+	if got := one.SwitchedFactor(1, 4, 20000); got != 1 {
+		t.Errorf("SwitchedFactor at 20 s: %v, want 1", got)
 	}
 }
 

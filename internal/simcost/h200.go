@@ -56,17 +56,20 @@ const (
 //     (mean 3.6) and 4.0-8.1 at a speculative width (mean 5.8).
 //   - ClassicVaried: four clients of requests that vary in length
 //     (adapteval -length-spread 0.5) got 762.6 tok/s at classic over five
-//     fresh servers (757-767), against 944.5 (917-971, four) with every
-//     request 128 tokens, the traffic of the cells above: 1.24 times the
-//     time a token. Widths 2-8 lost nothing (width 4: 993.0 against
-//     998.7). Measured on an H100, not an H200, with pair 7243L36's recipe
+//     fresh servers (757-767), against 944.5 (917-971, four: two in step,
+//     two not) with every request 128 tokens, the traffic of the cells
+//     above: 1.24 times the time a token. Width 4 lost nothing (993.0
+//     against 998.7); the other widths were measured with varied lengths
+//     only. Measured on an H100, not an H200, with pair 7243L36's recipe
 //     (docs/benchmark_results/h100-outofstep-2026-12-06f.md).
-//   - ClassicSwitched: under one-length requests a classic engine that
-//     took over by a switch ran 1.044-1.057 (mean 1.053) times the fresh
-//     classic servers' eval ms a token over its 20 s, its clients arriving
-//     out of step and not falling back in step (the same run's switches).
+//   - ClassicSwitched, SwitchedMS: under one-length requests the classic
+//     engines a switch started ran 1.044-1.057 (mean 1.053) times the
+//     fresh classic servers' eval ms a token over their 20 s lives
+//     (1.018-1.032 against the two fresh servers out of step); none began
+//     four requests together in its first 18 s, two did in their last
+//     second. Past the 20 s measured, the sim charges nothing.
 var H200Batch = Batch{SeqMS: 0.40, SeqTokenMS: 0.23, ClassicLive: 1.054, PickupClassic: 3.6, PickupSpec: 5.8,
-	ClassicVaried: 1.24, ClassicSwitched: 1.053}
+	ClassicVaried: 1.24, ClassicSwitched: 1.053, SwitchedMS: 20000}
 
 // H200Spread is the between-engine spread: the pooled standard deviation
 // of log tokens/s between windows of one width on fresh servers, over
