@@ -212,9 +212,10 @@ var shedReply = fmt.Appendf(nil, "HTTP/1.1 503 Service Unavailable\r\nRetry-Afte
 // after a client stops reading: left to itself Linux grows the buffer to
 // 4 MiB (net.ipv4.tcp_wmem), some 18,000 tokens of a stream at about 225
 // bytes a token, and a client that never read held its engine slot for
-// minutes before any write blocked (a hostile campaign, 2026-12-06).
-// Linux doubles the value: 128 KiB in flight still carries 1.3 MB/s at a
-// 100 ms round trip, thousands of streamed tokens a second.
+// minutes before any write blocked (TestClientSendBufferCapped). Linux
+// doubles the value: 128 KiB in flight still carries 1.3 MB/s at a 100
+// ms round trip, thousands of streamed tokens a second; a non-streamed
+// answer of several MB (embeddings) takes seconds more over such a link.
 const sendBuffer = 64 << 10
 
 func (l *cappedListener) Accept() (net.Conn, error) {
