@@ -547,7 +547,8 @@ func (w *Watcher) check(f *file, reason string) bool {
 				// is a change, even the one it had.
 				f.missing, f.have, f.vanishing = true, false, false
 				w.log.Info("watched file deleted; reloading without it", "path", f.path)
-				return w.emit(Change{Path: f.path, Reason: reason})
+				// What happened, however this second look came (a poll).
+				return w.emit(Change{Path: f.path, Reason: ReasonRemoved})
 			}
 			if !f.missing {
 				f.missing = true
@@ -574,6 +575,11 @@ func (w *Watcher) check(f *file, reason string) bool {
 			w.log.Info("watched file is back", "path", f.path)
 		} else {
 			w.log.Info("watched file appeared", "path", f.path)
+		}
+		if f.mayGo {
+			// A file whose absence was a setting came to be: what
+			// happened, however this look came (a poll).
+			reason = ReasonCreated
 		}
 	}
 	f.resolved = resolved
