@@ -242,6 +242,12 @@ func TestJoinedKeyFlag(t *testing.T) {
 		{"a reverse prompt of prose", key.LlamaCpp, []string{"--reverse-prompt", "\u2014API KEY:"}, nil, ""},
 		{"an en dash and a space", key.LlamaCpp, []string{"--alias", "\u2013 apikey"}, nil, ""},
 		{"llama-server's owned -hft", key.LlamaCpp, []string{"\u2013hft", "hf_LEAKabcdefghijklmnop"}, ErrKeyFlagDashed, "sets a Hugging Face token"},
+		// A recheck: mixed dashes, hyphens of another kind within, a colon.
+		{"an em dash and a hyphen", key.Sim, []string{"\u2014-api-key", "LEAKCHECKKEY-0123456789"}, ErrKeyFlagDashed, "type --api-key with ASCII dashes"},
+		{"Unicode hyphens throughout", key.LlamaCpp, []string{"\u2010\u2010api\u2010key", "LEAKCHECKKEY-0123456789"}, ErrKeyFlagDashed, "type --api-key with ASCII dashes"},
+		{"a hyphen and an em dash", key.LlamaCpp, []string{"-\u2014api-key=LEAKCHECKKEY-0123456789"}, ErrKeyFlagDashed, "type --api-key with ASCII dashes"},
+		{"a colon for the =", key.Sim, []string{"--api-key:LEAKCHECKKEY-0123456789"}, ErrKeyFlagJoined, "the engine reads no key from it"},
+		{"another dash and a colon", key.LlamaCpp, []string{"\u2212api-key:LEAKCHECKKEY-0123456789"}, ErrKeyFlagDashed, "ASCII dashes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := CheckPassthrough(tc.e, tc.args)

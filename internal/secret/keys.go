@@ -159,6 +159,11 @@ func (sp Spec) valueAt(argv []string, i int) (vals []string, last int, nerr *NoV
 		last = i + 1
 		val = argv[last]
 	}
+	if inline && sp.keyFlag(val) { // "--api-key=--api-key K"
+		e := sp.NoValue(name)
+		e.Next = val
+		return nil, i, e
+	}
 	if sp.EmptyKey(name, val) {
 		return nil, i, sp.NoValue(name)
 	}

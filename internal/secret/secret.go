@@ -164,23 +164,41 @@ func valueFlag(name string) (n string, ok bool) {
 	return strings.ToUpper(strings.TrimLeft(name, "-")), true
 }
 
-// PlainDashes is argument a written with the ASCII dashes a flag begins
-// with, where it begins with dashes of another kind: autocorrect turns
-// "--" into an en or em dash (one such dash is "--"), and a paste brings
-// minus signs and fullwidth hyphens. No engine reads it as a flag, but
-// the value after "—api-key" is the key all the same. r is the first
-// such dash; ok is false for any other argument.
+// PlainDashes is argument a written with ASCII dashes where a flag's
+// dashes, or the hyphens of its name, are of another kind: autocorrect
+// turns "--" into an en or em dash (one such dash alone is "--"), and a
+// paste brings minus signs, fullwidth and Unicode hyphens, mixed with
+// ASCII ones ("—-api-key", "‐‐api‐key"). No engine reads it as a flag,
+// but the value after it is the key all the same. r is the first dash of
+// another kind; ok is false for any other argument, and for prose ("—
+// API key").
 func PlainDashes(a string) (plain string, r rune, ok bool) {
-	rest := strings.TrimLeftFunc(a, otherDash)
-	if rest == a || !flagShaped(rest) {
+	isDash := func(c rune) bool { return c == '-' || otherDash(c) }
+	rest := strings.TrimLeftFunc(a, isDash)
+	lead := a[:len(a)-len(rest)]
+	name, value := rest, ""
+	if i := strings.IndexAny(rest, "=:"); i >= 0 {
+		name, value = rest[:i], rest[i:]
+	}
+	i := strings.IndexFunc(lead+name, otherDash)
+	if lead == "" || i < 0 {
 		return a, 0, false
 	}
-	r, _ = utf8.DecodeRuneInString(a)
-	n := utf8.RuneCountInString(a[:len(a)-len(rest)])
-	if n == 1 && (r == '\u2013' || r == '\u2014') {
+	r, _ = utf8.DecodeRuneInString((lead + name)[i:])
+	name = strings.Map(func(c rune) rune {
+		if otherDash(c) {
+			return '-'
+		}
+		return c
+	}, name)
+	if !flagShaped(name) {
+		return a, 0, false
+	}
+	n := min(utf8.RuneCountInString(lead), 2)
+	if first, _ := utf8.DecodeRuneInString(lead); n == 1 && (first == '\u2013' || first == '\u2014') {
 		n = 2
 	}
-	return strings.Repeat("-", n) + rest, r, true
+	return strings.Repeat("-", n) + name + value, r, true
 }
 
 // flagShaped reports whether rest, what follows a flag's dashes, is a
@@ -334,7 +352,7 @@ func ArgvValues(argv []string) []string {
 		if name, _, val, ok := flagValue(v); ok && SecretFlag(name) {
 			v = val
 		}
-		if v != "" {
+		if v != "" && !SecretFlag(v) { // "--api-key=--api-key": a flag, not a key
 			out = append(out, v)
 		}
 	}
@@ -535,14 +553,21 @@ func maskArgv(argv []string) (out []string, byFlag []bool) {
 		if !SecretFlag(name) {
 			continue
 		}
-		if inline {
+		switch {
+		case inline && SecretFlag(val):
+			// "--api-key=--api-key K": the flag typed twice, the key next.
 			out[i], byFlag[i] = name+sep+Mask(val), true
-			continue
-		}
-		if i+1 < len(out) && !strings.HasPrefix(out[i+1], "--") {
+			if i+1 < len(out) && !strings.HasPrefix(out[i+1], "--") {
+				mask(i + 1)
+				i++
+			}
+		case inline:
+			out[i], byFlag[i] = name+sep+Mask(val), true
+		case i+1 < len(out) && !strings.HasPrefix(out[i+1], "--"):
 			mask(i + 1)
 			i++
 		}
+		// vLLM's --api-key K1 K2 (or =K1 K2): its further values.
 		for i+1 < len(out) && !strings.HasPrefix(out[i+1], "-") {
 			mask(i + 1)
 			i++
@@ -576,6 +601,9 @@ func maskEnvValue(k, v string) string {
 	if SecretEnv(k) {
 		return Mask(v)
 	}
+	if name, vals, ok := JoinedFlag(v); ok { // LLAMA_ARG_ALIAS="--api-key K"
+		return maskJoined(name, vals)
+	}
 	return MaskValue(v)
 }
 
@@ -603,6 +631,9 @@ func EnvValues(env []string) []string {
 		case SecretEnv(k):
 			out = append(out, v)
 		default:
+			if _, vals, joined := JoinedFlag(v); joined {
+				out = append(out, vals...)
+			}
 			out = append(out, ValueSecrets(v)...)
 		}
 	}

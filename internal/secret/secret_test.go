@@ -194,6 +194,14 @@ func TestMaskArgv(t *testing.T) {
 		{"an en dash, joined by =", []string{"\u2013api-key=SECRETKEY123"}, []string{"\u2013api-key=****Y123"}},
 		{"a dash before a value is prose", []string{"--alias", "\u2014 my model"}, []string{"--alias", "\u2014 my model"}},
 		{"prose near a key flag", []string{"--alias", "\u2014 API key", "--port", "1"}, []string{"--alias", "\u2014 API key", "--port", "1"}},
+		// A recheck: an ASCII dash beside another, and hyphens of another
+		// kind within the name.
+		{"an em dash and a hyphen", []string{"\u2014-api-key", "SECRETKEY123"}, []string{"\u2014-api-key", "****Y123"}},
+		{"a hyphen and an em dash", []string{"-\u2014api-key", "SECRETKEY123"}, []string{"-\u2014api-key", "****Y123"}},
+		{"Unicode hyphens throughout", []string{"\u2010\u2010api\u2010key", "SECRETKEY123"}, []string{"\u2010\u2010api\u2010key", "****Y123"}},
+		{"minus signs throughout, joined", []string{"\u2212\u2212api\u2212key=SECRETKEY123"}, []string{"\u2212\u2212api\u2212key=****Y123"}},
+		{"the flag as its own value", []string{"--api-key=--api-key", "SECRETKEY123"}, []string{"--api-key=****-key", "****Y123"}},
+		{"vLLM's keys after the = form", []string{"--api-key=SECRETKEY123", "SECRETKEY456"}, []string{"--api-key=****Y123", "****Y456"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			orig := slices.Clone(c.in)
@@ -213,9 +221,13 @@ func TestMaskEnv(t *testing.T) {
 	if got := MaskEnv(in); !slices.Equal(got, want) {
 		t.Errorf("MaskEnv = %q, want %q", got, want)
 	}
-	m := MaskEnvMap(map[string]string{"LLAMA_API_KEY": "sk-0123456789", "LLAMA_ARG_PORT": "8080"})
-	if m["LLAMA_API_KEY"] != "****6789" || m["LLAMA_ARG_PORT"] != "8080" {
+	m := MaskEnvMap(map[string]string{"LLAMA_API_KEY": "sk-0123456789", "LLAMA_ARG_PORT": "8080", "LLAMA_ARG_ALIAS": "\u2014api-key SECRETKEY123"})
+	if m["LLAMA_API_KEY"] != "****6789" || m["LLAMA_ARG_PORT"] != "8080" || m["LLAMA_ARG_ALIAS"] != "\u2014api-key ****Y123" {
 		t.Errorf("MaskEnvMap = %v", m)
+	}
+	// A key flag and its key pasted as a variable's value (a recheck).
+	if got := EnvValues([]string{"LLAMA_ARG_ALIAS=--api-key SECRETKEY123"}); !slices.Contains(got, "SECRETKEY123") {
+		t.Errorf("EnvValues of a joined key flag = %q", got)
 	}
 	if got := EnvValues(in); !slices.Equal(got, []string{"hf_0123456789", "sk-abcdefgh", "xyz"}) {
 		t.Errorf("EnvValues = %q", got)
@@ -595,8 +607,8 @@ func TestSwitchesTakeNoValue(t *testing.T) {
 }
 
 func TestArgvValues(t *testing.T) {
-	got := ArgvValues([]string{"--port", "1", "--api-kye", "K1", "--hf-tokne=K2", "--api-key-file", "f", "--api-key = K3 K4"})
-	if !slices.Equal(got, []string{"K1", "K2", "K3", "K4"}) {
+	got := ArgvValues([]string{"--port", "1", "--api-kye", "K1", "--hf-tokne=K2", "--api-key-file", "f", "--api-key = K3 K4", "--api-key=--api-key", "K5"})
+	if !slices.Equal(got, []string{"K1", "K2", "K3", "K4", "K5"}) {
 		t.Errorf("ArgvValues = %q", got)
 	}
 }
@@ -708,6 +720,7 @@ func TestTakeKeyFlags(t *testing.T) {
 		// would be left a plain argument (a campaign).
 		{llama, []string{"--api-key", "--api-key", "K"}, []string{"--api-key", "--api-key", "K"}, nil, false},
 		{Spec{Flags: []string{"--api-key"}, FileFlags: []string{"--api-key-file"}}, []string{"--api-key", "--api-key-file=f"}, []string{"--api-key", "--api-key-file=f"}, nil, false},
+		{llama, []string{"--api-key=--api-key", "K"}, []string{"--api-key=--api-key", "K"}, nil, false},
 	} {
 		rest, vals, ok := TakeKeyFlags(c.sp, c.argv)
 		if !slices.Equal(rest, c.rest) || !slices.Equal(vals, c.vals) || ok != c.ok {
