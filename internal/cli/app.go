@@ -115,6 +115,42 @@ func run(parent context.Context, args []string, emb Embedded, stdout, stderr io.
 // through getenv: a test gives its own (t.Setenv would keep it from
 // running in parallel with the others).
 func runEnv(parent context.Context, args []string, emb Embedded, stdout, stderr io.Writer, deps *plan.Deps, getenv func(string) string) int {
+	out := &outWriter{Writer: stdout}
+	return out.settle(runCommand(parent, args, emb, out, stderr, deps, getenv), stderr)
+}
+
+// outWriter keeps the first error writing a command's output: a command
+// whose output did not reach a full disk had exited 0 with nothing said.
+// A reader that went away (EPIPE, `resolve | head -1`) is no failure.
+type outWriter struct {
+	io.Writer
+	err error
+}
+
+func (w *outWriter) Write(p []byte) (int, error) {
+	n, err := w.Writer.Write(p)
+	if err != nil && w.err == nil {
+		w.err = err
+	}
+	return n, err
+}
+
+// Unwrap gives the writer beneath (terminal detection).
+func (w *outWriter) Unwrap() io.Writer { return w.Writer }
+
+// settle is the exit code of a command that returned code: 1 with the
+// error said where it succeeded but its output failed other than by a
+// closed pipe.
+func (w *outWriter) settle(code int, stderr io.Writer) int {
+	if code != 0 || w.err == nil || errors.Is(w.err, syscall.EPIPE) {
+		return code
+	}
+	fmt.Fprintf(stderr, "speclaunch: error: writing output: %v\n", w.err)
+	return 1
+}
+
+// runCommand is runEnv's command, its output kept by outWriter.
+func runCommand(parent context.Context, args []string, emb Embedded, stdout, stderr io.Writer, deps *plan.Deps, getenv func(string) string) int {
 	// The simulated engine is this binary re-executed; its argv is
 	// mlxcel-server's, which Kong must not see.
 	if len(args) > 0 && args[0] == simCommand {

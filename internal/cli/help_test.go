@@ -126,6 +126,11 @@ func TestHelpWriteFailure(t *testing.T) {
 		{[]string{"--help"}, syscall.EPIPE, 0, ""},
 		{[]string{"serve", "--help"}, syscall.ENOSPC, 1, "writing help: write /dev/stdout: no space left on device"},
 		{[]string{"help", "tune"}, syscall.ENOSPC, 1, "writing help: write /dev/stdout: no space left on device"},
+		// A command's own output, not help (a recheck: each exited 0).
+		{[]string{"--version"}, syscall.ENOSPC, 1, "writing output: write /dev/stdout: no space left on device"},
+		{[]string{"policy", "list"}, syscall.ENOSPC, 1, "writing output: write /dev/stdout: no space left on device"},
+		{[]string{"resolve", "--profile", "../../profiles/demo.toml"}, syscall.ENOSPC, 1, "writing output: write /dev/stdout: no space left on device"},
+		{[]string{"resolve", "--profile", "../../profiles/demo.toml"}, syscall.EPIPE, 0, ""},
 	}
 	for _, c := range cases {
 		var errOut bytes.Buffer

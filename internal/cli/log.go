@@ -83,8 +83,12 @@ func typedLogFormat(args []string) string {
 }
 
 func isTTY(w io.Writer) bool {
-	if u, ok := w.(interface{ Unwrap() io.Writer }); ok {
-		w = u.Unwrap() // the secret redactor over stderr
+	for {
+		u, ok := w.(interface{ Unwrap() io.Writer })
+		if !ok {
+			break
+		}
+		w = u.Unwrap() // the secret redactor, the output's error keeper
 	}
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
