@@ -151,7 +151,7 @@ func (sp Spec) valueAt(argv []string, i int) (vals []string, last int, nerr *NoV
 		if i+1 >= len(argv) {
 			return nil, i, sp.NoValue(name)
 		}
-		if sp.keyFlag(argv[i+1]) {
+		if sp.keyFlag(argv[i+1]) || argv[i+1] == "--" {
 			e := sp.NoValue(name)
 			e.Next = argv[i+1]
 			return nil, i, e
@@ -163,6 +163,12 @@ func (sp Spec) valueAt(argv []string, i int) (vals []string, last int, nerr *NoV
 		e := sp.NoValue(name)
 		e.Next = val
 		return nil, i, e
+	}
+	if !sp.Multi && slices.Contains(sp.Flags, name) && last+1 < len(argv) && !strings.HasPrefix(argv[last+1], "-") {
+		// "--api-key=K1 K2": an engine of one key value (llama-server,
+		// the sim) takes K1 alone, and K2 would sit on its command line
+		// as a plain argument, which it refuses at start.
+		return nil, i, &NoValueError{Flag: name, Stray: argv[last+1], Alt: append(slices.Clone(sp.Env), sp.FileEnv...)}
 	}
 	if sp.EmptyKey(name, val) {
 		return nil, i, sp.NoValue(name)
@@ -403,12 +409,21 @@ type NoValueError struct {
 	Flag string
 	Alt  []string // the variables that can give the key instead
 	// Next is the key flag that followed Flag where its value goes
-	// ("--api-key --api-key K", a flag given twice): read as the key, it
-	// would leave K a plain argument on the engine's command line.
+	// ("--api-key --api-key K", a flag given twice; or "--"): read as the
+	// key, it would leave K a plain argument on the engine's command line.
 	Next string
+	// Stray is a plain argument after Flag=KEY ("--api-key=K1 K2"): a
+	// second key the engine would not read, on its command line.
+	Stray string
 }
 
 func (e *NoValueError) Error() string {
+	if e.Stray != "" {
+		return fmt.Sprintf("engine flag %s and its key are followed by a plain argument (%s), which the engine would not read as a key and which would sit on its command line: give several keys as one comma-separated value (%s K1,K2)", e.Flag, Mask(e.Stray), e.Flag)
+	}
+	if e.Next == "--" {
+		return fmt.Sprintf("engine flag %s has no value (the argument after it is --, the end of flags): %s", e.Flag, e.Fix())
+	}
 	if e.Next != "" {
 		return fmt.Sprintf("engine flag %s has no value (the argument after it, %s, is a key flag: one of the two is extra): %s", e.Flag, MaskArg(e.Next), e.Fix())
 	}

@@ -156,6 +156,11 @@ func ListedFlag(name string) bool {
 func valueFlag(name string) (n string, ok bool) {
 	name, _ = TrimFlag(name)
 	if plain, _, dashed := PlainDashes(name); dashed {
+		// Only an engine's key flag so typed: "—secret" or "—token" is a
+		// value's prose, and masking what follows it hid model names.
+		if n, _, _ := strings.Cut(plain, ":"); !listedName(strings.ToUpper(strings.TrimLeft(n, "-"))) {
+			return "", false
+		}
 		name = plain
 	}
 	if !strings.HasPrefix(name, "-") || switchFlag(name) {
@@ -222,7 +227,13 @@ func flagShaped(rest string) bool {
 // dash punctuation (hyphen, en and em dash, fullwidth hyphen-minus) and
 // the minus sign.
 func otherDash(r rune) bool {
-	return r != '-' && (unicode.Is(unicode.Pd, r) || r == '\u2212')
+	switch r {
+	case '-':
+		return false
+	case '\u2212', '\u02D7', '\u207B', '\u208B', '\u2043', '\u2796': // minus signs, modifier and super/subscript minus, hyphen bullet
+		return true
+	}
+	return unicode.Is(unicode.Pd, r)
 }
 
 // listedName reports whether a flag's name (valueFlag's) is one of
@@ -601,7 +612,7 @@ func maskEnvValue(k, v string) string {
 	if SecretEnv(k) {
 		return Mask(v)
 	}
-	if name, vals, ok := JoinedFlag(v); ok { // LLAMA_ARG_ALIAS="--api-key K"
+	if name, vals, ok := JoinedFlag(v); ok && ListedFlag(name) { // LLAMA_ARG_ALIAS="--api-key K"
 		return maskJoined(name, vals)
 	}
 	return MaskValue(v)
@@ -631,8 +642,8 @@ func EnvValues(env []string) []string {
 		case SecretEnv(k):
 			out = append(out, v)
 		default:
-			if _, vals, joined := JoinedFlag(v); joined {
-				out = append(out, vals...)
+			if name, vals, joined := JoinedFlag(v); joined && ListedFlag(name) {
+				out = append(out, vals...) // not PYTEST_ADDOPTS="-k engine"
 			}
 			out = append(out, ValueSecrets(v)...)
 		}

@@ -194,6 +194,10 @@ func TestMaskArgv(t *testing.T) {
 		{"an en dash, joined by =", []string{"\u2013api-key=SECRETKEY123"}, []string{"\u2013api-key=****Y123"}},
 		{"a dash before a value is prose", []string{"--alias", "\u2014 my model"}, []string{"--alias", "\u2014 my model"}},
 		{"prose near a key flag", []string{"--alias", "\u2014 API key", "--port", "1"}, []string{"--alias", "\u2014 API key", "--port", "1"}},
+		// Prose shaped like a secret-named flag with another dash is no
+		// flag: what follows it is not masked (a recheck: model names hid).
+		{"a dash before a secret-ish word", []string{"--alias", "\u2014secret", "-np", "4", "--served-model-name", "\u2014token", "llama"}, []string{"--alias", "\u2014secret", "-np", "4", "--served-model-name", "\u2014token", "llama"}},
+		{"a modifier minus", []string{"\u02D7\u02D7api-key", "SECRETKEY123"}, []string{"\u02D7\u02D7api-key", "****Y123"}},
 		// A recheck: an ASCII dash beside another, and hyphens of another
 		// kind within the name.
 		{"an em dash and a hyphen", []string{"\u2014-api-key", "SECRETKEY123"}, []string{"\u2014-api-key", "****Y123"}},
@@ -225,9 +229,10 @@ func TestMaskEnv(t *testing.T) {
 	if m["LLAMA_API_KEY"] != "****6789" || m["LLAMA_ARG_PORT"] != "8080" || m["LLAMA_ARG_ALIAS"] != "\u2014api-key ****Y123" {
 		t.Errorf("MaskEnvMap = %v", m)
 	}
-	// A key flag and its key pasted as a variable's value (a recheck).
-	if got := EnvValues([]string{"LLAMA_ARG_ALIAS=--api-key SECRETKEY123"}); !slices.Contains(got, "SECRETKEY123") {
-		t.Errorf("EnvValues of a joined key flag = %q", got)
+	// A key flag and its key pasted as a variable's value (a recheck);
+	// not another program's options ("-k engine" hid every "engine").
+	if got := EnvValues([]string{"LLAMA_ARG_ALIAS=--api-key SECRETKEY123", "PYTEST_ADDOPTS=-k engine", "MAKEFLAGS=-k --jobs=16"}); !slices.Equal(got, []string{"SECRETKEY123"}) {
+		t.Errorf("EnvValues = %q, want the pasted key alone", got)
 	}
 	if got := EnvValues(in); !slices.Equal(got, []string{"hf_0123456789", "sk-abcdefgh", "xyz"}) {
 		t.Errorf("EnvValues = %q", got)
@@ -306,7 +311,11 @@ func TestKeys(t *testing.T) {
 		{name: "file flag without value", sp: llamaSpec, argv: []string{"--api-key-file="}, wantErrSub: "engine flag --api-key-file has no value"},
 		{name: "no split for vllm", sp: Spec{Flags: []string{"--api-key"}, Env: []string{"VLLM_API_KEY"}}, argv: []string{"--api-key", "a,b"}, env: []string{"VLLM_API_KEY=v"}, want: []string{"a,b", "v"}},
 		{name: "several values", sp: Spec{Flags: []string{"--api-key"}, Multi: true}, argv: []string{"--api-key", "k1", "k2", "--port", "1", "--api-key=k3", "x"}, want: []string{"k1", "k2", "k3"}},
-		{name: "one value without Multi", sp: llamaSpec, argv: []string{"--api-key", "k1", "k2"}, want: []string{"k1"}},
+		// A second key after a key flag of one value: on the engine's
+		// command line, which refuses it at start (a recheck).
+		{name: "one value without Multi", sp: llamaSpec, argv: []string{"--api-key", "k1", "SEKRETkey7654321"}, wantErrSub: "engine flag --api-key and its key are followed by a plain argument (****4321)"},
+		{name: "one value without Multi, = form", sp: llamaSpec, argv: []string{"--api-key=k1", "SEKRETkey7654321"}, wantErrSub: "(--api-key K1,K2)"},
+		{name: "-- for the key", sp: llamaSpec, argv: []string{"--api-key", "--", "SEKRETkey7654321"}, wantErrSub: "engine flag --api-key has no value (the argument after it is --, the end of flags)"},
 		// In a directory that exists: clearly a path (ClearlyPath).
 		{name: "missing file", sp: llamaSpec, argv: []string{"--api-key-file", nope}, wantErrSub: "--api-key-file: "},
 		{name: "missing env file", sp: llamaSpec, env: []string{"LLAMA_ARG_API_KEY_FILE=" + nope}, wantErrSub: "LLAMA_ARG_API_KEY_FILE: "},
