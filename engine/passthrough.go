@@ -271,6 +271,13 @@ func checkPassthrough(e key.Engine, args []string, sp Spelling) error {
 	}
 	j := newKeyFlagJudge(e)
 	for i, a := range args {
+		if i > 0 && (flags[i].dash != 0 || flags[i].joined) && valueOf(e, args[i-1]) && (i+1 == len(args) || strings.HasPrefix(args[i+1], "-")) {
+			// "--reverse-prompt —API-KEY:": a prose value, the flag
+			// before it takes one, and no key follows it (after
+			// "--alias —api-key K" K would be one: refused below).
+			flags[i] = flagArg{}
+			continue
+		}
 		if err := keyFlagArg(j, a, flags[i]); err != nil {
 			return err
 		}
@@ -328,6 +335,17 @@ func argName(e key.Engine, a string) flagArg {
 	}
 	f.name = name
 	return f
+}
+
+// valueOf reports whether argument prev is a llama-server flag that takes
+// a value and no key (--reverse-prompt, --alias): the argument after it is
+// that value, however it is shaped.
+func valueOf(e key.Engine, prev string) bool {
+	if e != key.LlamaCpp && e != key.MLXCEL && e != key.Sim || strings.Contains(prev, "=") || secret.SecretFlag(prev) {
+		return false
+	}
+	n, ok := llamaflags.Values(prev)
+	return ok && n > 0
 }
 
 // keyFlagArg refuses a key flag the engine cannot read as one: with

@@ -239,6 +239,13 @@ func TestJoinedKeyFlag(t *testing.T) {
 		{"an em dash before another flag", key.LlamaCpp, []string{"-c", "1", "\u2014port"}, nil, ""},
 		// Prose after a dash is a value's, near a key flag or not (a review).
 		{"an alias of prose", key.LlamaCpp, []string{"--alias", "\u2014 API key"}, nil, ""},
+		// Shaped like a key flag, but the value of the flag before it (a recheck).
+		{"a reverse prompt shaped like a key flag", key.LlamaCpp, []string{"--reverse-prompt", "\u2014API-KEY:"}, nil, ""},
+		{"a reverse prompt with a colon", key.LlamaCpp, []string{"-r", "--api-key:"}, nil, ""},
+		{"an alias shaped like a key flag", key.Sim, []string{"--alias", "\u2014api-key"}, nil, ""},
+		{"after a key flag it is still refused", key.LlamaCpp, []string{"--api-key", "K", "\u2014api-key", "LEAKCHECKKEY-0123456789"}, ErrKeyFlagDashed, "ASCII dashes"},
+		{"a key after it: refused", key.LlamaCpp, []string{"--alias", "\u2014api-key", "LEAKCHECKKEY-0123456789"}, ErrKeyFlagDashed, "ASCII dashes"},
+		{"a prose value, then flags", key.LlamaCpp, []string{"-r", "\u2014API-KEY:", "-c", "4096"}, nil, ""},
 		{"a reverse prompt of prose", key.LlamaCpp, []string{"--reverse-prompt", "\u2014API KEY:"}, nil, ""},
 		{"an en dash and a space", key.LlamaCpp, []string{"--alias", "\u2013 apikey"}, nil, ""},
 		{"llama-server's owned -hft", key.LlamaCpp, []string{"\u2013hft", "hf_LEAKabcdefghijklmnop"}, ErrKeyFlagDashed, "sets a Hugging Face token"},
