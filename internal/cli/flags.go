@@ -234,7 +234,10 @@ func unknownFlag(app, cmd *kong.Node, a string, owned map[string]int) error {
 	near, says := suggestion(name, owned)
 	// A typo of a secret flag (--api-kye=K) still carries a key.
 	hint := "to pass a flag to the engine as it is, put it after --: speclaunch " + cmd.Path() + " ... -- " + secret.MaskArg(a)
-	if secret.CredentialHeader([]string{a}, 0) || secret.CurlCredentialFlag(name) {
+	if plain, _, dashed := secret.PlainDashes(name); dashed && secret.ListedFlag(plain) {
+		// "-—api-key": after -- it is refused too.
+		hint = "type " + plain + " with ASCII dashes"
+	} else if secret.CredentialHeader([]string{a}, 0) || secret.CurlCredentialFlag(name) {
 		hint = secret.HeaderFix // after --, refused too
 	} else if jn, _, joined := secret.JoinedFlag(a); joined {
 		// "--api-key K" quoted as one: after -- it is refused too.

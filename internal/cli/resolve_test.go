@@ -73,6 +73,17 @@ func TestExplainPrecedenceNamesTheSchedule(t *testing.T) {
 	}
 }
 
+// A key flag typed with another dash before -- is named with the fix,
+// not sent after --, where it is refused too; the message's words stay
+// (a recheck: "-—api-key: ****ther").
+func TestDashedKeyFlagBeforeDoubleDash(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	code, o, e := runCLI(t, "resolve", "--profile", "../../profiles/demo.toml", "-\u2014api-key", "SEKRETkey1234567")
+	if code != 2 || !strings.Contains(e, "neither a speclaunch flag") || !strings.Contains(e, "type --api-key with ASCII dashes") || strings.Contains(o+e, "SEKRETkey1234567") {
+		t.Errorf("exit %d:\n%s%s", code, o, e)
+	}
+}
+
 // resolve --json's facts.pair is in the snake_case of every other key:
 // it was {"Target", "Draft", "Pin"}, Go's field names.
 func TestResolveJSONPairKeys(t *testing.T) {

@@ -932,6 +932,8 @@ func TestMaskLeavesProse(t *testing.T) {
 		// One dash is a flag's name too: "unknown flag -api-key: ****ther a
 		// speclaunch flag" (a new-operator campaign).
 		{"unknown flag -api-key: neither a speclaunch flag nor one llama-server lists", "unknown flag -api-key: neither a speclaunch flag nor one llama-server lists"},
+		// And with another dash (a recheck: "-—api-key: ****ther").
+		{"unknown flag -\u2014api-key: neither a speclaunch flag nor one llama-server lists", "unknown flag -\u2014api-key: neither a speclaunch flag nor one llama-server lists"},
 		// curl's glued -H is a header, and a scheme's value is a credential
 		// after any name (the one-dash rule first let both through whole).
 		{"unknown flag -HX-Api-Key: Zq9abcdefgh12345: neither", "unknown flag -HX-Api-Key: ****2345: neither"},

@@ -89,8 +89,16 @@ func randomish(body string) bool {
 func headerValue(v string, h, m []int) bool {
 	rest := v[h[1]:]
 	s := h[0]
-	for s > 0 && (isAlnum(v[s-1]) || v[s-1] == '-' || v[s-1] == '_') {
-		s--
+	for s > 0 {
+		if isAlnum(v[s-1]) || v[s-1] == '-' || v[s-1] == '_' {
+			s--
+			continue
+		}
+		r, n := utf8.DecodeLastRuneInString(v[:s])
+		if !otherDash(r) { // "-—api-key: neither": autocorrect's dash is a flag's too
+			break
+		}
+		s -= n
 	}
 	if strings.TrimSpace(strings.Trim(strings.TrimSpace(rest[:m[2]]), `":=`)) != "" {
 		return true // schemed
@@ -120,6 +128,9 @@ func proseColon(sep string) bool {
 // curl's glued header, one dash and H before the header's name
 // ("-HX-Api-Key: K", "-Hapi-key: K"): a header, its value a credential.
 func proseFlag(name string) bool {
+	if plain, _, ok := PlainDashes(name); ok {
+		name = plain // "-—api-key: neither"
+	}
 	bare := strings.TrimLeft(name, "-")
 	if bare == "" || bare == name || strings.TrimFunc(bare, func(r rune) bool { return r == '-' || r == '_' || r < utf8.RuneSelf && unicode.IsLetter(r) }) != "" {
 		return false
