@@ -311,10 +311,8 @@ func argName(e key.Engine, a string) flagArg {
 	} else {
 		name, f.spaced = secret.TrimFlag(name)
 	}
-	if plain, r, ok := secret.PlainDashes(name); ok {
-		if n, _, _ := strings.Cut(plain, ":"); secret.ListedFlag(n) {
-			name, f.dash = plain, r // "—api-key": autocorrect's dash, a key flag still
-		}
+	if plain, r, ok := secret.DashedKeyFlag(name); ok {
+		name, f.dash = plain, r // "—api-key": autocorrect's dash, a key flag still
 	}
 	if n, _, colon := strings.Cut(name, ":"); colon && secret.ListedFlag(n) {
 		// "--api-key:K": no engine reads a key from it, and the key sits

@@ -234,7 +234,7 @@ func unknownFlag(app, cmd *kong.Node, a string, owned map[string]int) error {
 	near, says := suggestion(name, owned)
 	// A typo of a secret flag (--api-kye=K) still carries a key.
 	hint := "to pass a flag to the engine as it is, put it after --: speclaunch " + cmd.Path() + " ... -- " + secret.MaskArg(a)
-	if plain, _, dashed := secret.PlainDashes(name); dashed && secret.ListedFlag(plain) {
+	if plain, _, dashed := secret.DashedKeyFlag(name); dashed {
 		// "-—api-key": after -- it is refused too.
 		hint = "type " + plain + " with ASCII dashes"
 	} else if secret.CredentialHeader([]string{a}, 0) || secret.CurlCredentialFlag(name) {

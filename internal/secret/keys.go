@@ -146,35 +146,35 @@ func (ks *keyList) flags(argv []string) (files, fileFrom []string, err error) {
 // its value goes. The one reading Keys and TakeKeyFlags share.
 func (sp Spec) valueAt(argv []string, i int) (vals []string, last int, nerr *NoValueError) {
 	name, val, inline := strings.Cut(argv[i], "=")
-	last = i
-	if !inline {
-		if i+1 >= len(argv) {
-			return nil, i, sp.NoValue(name)
-		}
-		if sp.keyFlag(argv[i+1]) || argv[i+1] == "--" {
-			e := sp.NoValue(name)
-			e.Next = argv[i+1]
-			return nil, i, e
-		}
-		last = i + 1
-		val = argv[last]
-	}
-	if inline && sp.keyFlag(val) { // "--api-key=--api-key K"
+	fail := func(next, stray string) ([]string, int, *NoValueError) {
 		e := sp.NoValue(name)
-		e.Next = val
+		e.Next, e.Stray = next, stray
 		return nil, i, e
 	}
-	if !sp.Multi && slices.Contains(sp.Flags, name) && last+1 < len(argv) && !strings.HasPrefix(argv[last+1], "-") {
+	last = i
+	switch {
+	case !inline && i+1 >= len(argv):
+		return fail("", "")
+	case !inline && (sp.keyFlag(argv[i+1]) || argv[i+1] == "--"):
+		return fail(argv[i+1], "")
+	case !inline:
+		last = i + 1
+		val = argv[last]
+	case sp.keyFlag(val): // "--api-key=--api-key K"
+		return fail(val, "")
+	}
+	isKey := slices.Contains(sp.Flags, name)
+	if !sp.Multi && isKey && last+1 < len(argv) && !strings.HasPrefix(argv[last+1], "-") {
 		// "--api-key=K1 K2": an engine of one key value (llama-server,
 		// the sim) takes K1 alone, and K2 would sit on its command line
 		// as a plain argument, which it refuses at start.
-		return nil, i, &NoValueError{Flag: name, Stray: argv[last+1], Alt: append(slices.Clone(sp.Env), sp.FileEnv...)}
+		return fail("", argv[last+1])
 	}
 	if sp.EmptyKey(name, val) {
-		return nil, i, sp.NoValue(name)
+		return fail("", "")
 	}
 	vals = []string{val}
-	for sp.Multi && !inline && slices.Contains(sp.Flags, name) && last+1 < len(argv) && !strings.HasPrefix(argv[last+1], "-") {
+	for sp.Multi && !inline && isKey && last+1 < len(argv) && !strings.HasPrefix(argv[last+1], "-") {
 		last++
 		vals = append(vals, argv[last])
 	}

@@ -155,12 +155,7 @@ func ListedFlag(name string) bool {
 // SecretFlag and ListedFlag share.
 func valueFlag(name string) (n string, ok bool) {
 	name, _ = TrimFlag(name)
-	if plain, _, dashed := PlainDashes(name); dashed {
-		// Only an engine's key flag so typed: "—secret" or "—token" is a
-		// value's prose, and masking what follows it hid model names.
-		if n, _, _ := strings.Cut(plain, ":"); !listedName(strings.ToUpper(strings.TrimLeft(n, "-"))) {
-			return "", false
-		}
+	if plain, _, dashed := DashedKeyFlag(name); dashed {
 		name = plain
 	}
 	if !strings.HasPrefix(name, "-") || switchFlag(name) {
@@ -206,15 +201,25 @@ func PlainDashes(a string) (plain string, r rune, ok bool) {
 	return strings.Repeat("-", n) + name + value, r, true
 }
 
-// flagShaped reports whether rest, what follows a flag's dashes, is a
-// flag's name (a letter, then letters, digits, "-" and "_") up to its end
-// or an "=" or ":" and its value: "— API key" or "—API KEY:" is prose, a
-// value's, not a flag typed with another dash.
-func flagShaped(rest string) bool {
-	name := rest
-	if i := strings.IndexAny(rest, "=:"); i >= 0 {
-		name = rest[:i]
+// DashedKeyFlag is PlainDashes for an engine's key flag alone (--api-key,
+// --hf-token and their typos: listedName): "—secret" or "—token" is a
+// value's prose, and masking what followed it hid model names. The one
+// reading of a dashed key flag that masking, the engine's argument check
+// and the CLI's hint share.
+func DashedKeyFlag(a string) (plain string, r rune, ok bool) {
+	plain, r, ok = PlainDashes(a)
+	n, _, _ := strings.Cut(plain, ":")
+	if !ok || !listedName(strings.ToUpper(strings.TrimLeft(n, "-"))) {
+		return a, 0, false
 	}
+	return plain, r, true
+}
+
+// flagShaped reports whether name, what follows a flag's dashes up to an
+// "=" or ":", is a flag's name (a letter, then letters, digits, "-" and
+// "_"): "— API key" or "—API KEY:" is prose, a value's, not a flag typed
+// with another dash.
+func flagShaped(name string) bool {
 	if name == "" || !unicode.IsLetter(rune(name[0])) || name[0] >= utf8.RuneSelf {
 		return false
 	}
