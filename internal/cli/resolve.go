@@ -66,6 +66,13 @@ func (f *LaunchFlags) checkArgs(e *Env) error {
 			// "profile validate my.toml": a profile is a flag, not a positional.
 			return usage(fmt.Errorf("unexpected argument %q", a), "a profile is named with --profile: --profile "+a)
 		}
+		if plain, _, dashed := secret.PlainDashes(a); dashed {
+			// "—api-key K": a flag typed with another dash (a word
+			// processor's); after -- it is no flag either, and a key
+			// flag is refused there.
+			name, _, _ := strings.Cut(plain, "=")
+			return usage(fmt.Errorf("unexpected argument %q", a), "type "+name+" with ASCII dashes")
+		}
 		if flag := boolFlagBefore(e, a); flag != "" {
 			return usage(fmt.Errorf("unexpected argument %q after %s", a, flag), "a boolean flag takes its value after =: "+flag+"="+a)
 		}

@@ -84,6 +84,22 @@ func TestDashedKeyFlagBeforeDoubleDash(t *testing.T) {
 	}
 }
 
+// A flag typed with another dash and no ASCII one ("—api-key K", a word
+// processor's) is a stray argument named with its fix, not sent after --.
+func TestOtherDashFlagAsArgument(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	for _, a := range []string{"\u2014api-key", "\u2013\u2013api-key=SEKRETkey1234567", "\u2212\u2212port"} {
+		code, o, e := runCLI(t, "resolve", "--profile", "../../profiles/demo.toml", a, "SEKRETkey1234567")
+		want := "type --api-key with ASCII dashes"
+		if strings.Contains(a, "port") {
+			want = "type --port with ASCII dashes"
+		}
+		if code != 2 || !strings.Contains(e, want) || strings.Contains(o+e, "SEKRETkey1234567") {
+			t.Errorf("%q: exit %d:\n%s%s", a, code, o, e)
+		}
+	}
+}
+
 // resolve --json's facts.pair is in the snake_case of every other key:
 // it was {"Target", "Draft", "Pin"}, Go's field names.
 func TestResolveJSONPairKeys(t *testing.T) {

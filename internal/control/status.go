@@ -28,9 +28,11 @@ type Status struct {
 	Measuring string  `json:"measuring,omitempty"`
 	SwitchS   float64 `json:"switch_s,omitempty"`
 	// PredictionError is the latest judged trial's measured / predicted
-	// rate − 1 (Pair.TrialError): below zero, the model was too hopeful.
-	PredictionError float64 `json:"prediction_error"`
-	Note            string  `json:"note,omitempty"`
+	// rate − 1 (Pair.TrialError): below zero, the model was too hopeful;
+	// null until a trial is judged, so that "none yet" never reads as a
+	// perfect prediction.
+	PredictionError *float64 `json:"prediction_error"`
+	Note            string   `json:"note,omitempty"`
 	// Decisions counts the decisions; LastDecision is the serving
 	// engine's latest (nil before one), with the running width among its
 	// candidates when it judged that width (what scripts/adapteval's
@@ -46,7 +48,10 @@ type Status struct {
 // Status summarises s at now.
 func (s State) Status(now time.Time) Status {
 	st := Status{State: "watching", Width: s.Engine.Width, Schedule: s.Pair.Schedule.String(), Describe: s.Pair.Schedule.Describe(),
-		Buckets: append(schedule.Schedule(nil), s.Pair.Schedule...), SwitchS: s.Pair.SwitchS, PredictionError: s.Pair.TrialError, Updated: now}
+		Buckets: append(schedule.Schedule(nil), s.Pair.Schedule...), SwitchS: s.Pair.SwitchS, Updated: now}
+	if te := s.Pair.TrialError; te != 0 {
+		st.PredictionError = &te
+	}
 	if d := s.Engine.Last; d.Running > 0 {
 		st.LastDecision = &lastDecision{Decision: d}
 		if d.Judged {

@@ -1,6 +1,7 @@
 package control
 
 import (
+	"encoding/json"
 	"math"
 	"strings"
 	"testing"
@@ -118,6 +119,10 @@ func TestStatus(t *testing.T) {
 	s.Engine.Width, s.Load.Bucket = 4, 1
 	if st := s.Status(t0); st.State != "watching" || st.Measuring != "2-4" || st.Bucket != "" || st.Schedule != s.Pair.Schedule.String() || len(st.Buckets) != 4 {
 		t.Errorf("status %+v", st)
+	}
+	// No trial judged: no prediction error (null), not a perfect 0.
+	if b, _ := json.Marshal(s.Status(t0)); !strings.Contains(string(b), `"prediction_error":null`) {
+		t.Errorf("status before a judged trial: %s, want prediction_error null", b)
 	}
 	s.Follow.Last = follow.Decision{From: s.Pair.Schedule[1], To: s.Pair.Schedule[2], Load: 5, Reason: "load 5.0 has been at 5-8"} // a decision's load is to a tenth
 	if st := s.Status(t0); st.Bucket != "2-4" || st.Load != 5 || !strings.Contains(st.Follow, "5-8") {

@@ -276,8 +276,8 @@ func TestStepTrialAndProbe(t *testing.T) {
 	}
 	// The model overpredicted the trial: its error is kept with the pair
 	// and shown.
-	if te := s.Pair.TrialError; te >= 0 || s.Status(e.now).PredictionError != te {
-		t.Errorf("trial error %v (status %v), want below zero after a trial slower than predicted", s.Pair.TrialError, s.Status(e.now).PredictionError)
+	if te, pe := s.Pair.TrialError, s.Status(e.now).PredictionError; te >= 0 || pe == nil || *pe != te {
+		t.Errorf("trial error %v (status %v), want below zero after a trial slower than predicted", te, pe)
 	}
 }
 

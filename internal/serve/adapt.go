@@ -66,7 +66,9 @@ func (sv *launcher) newAdapt(p *plan.Plan) Controller {
 		client: secret.Client(sv.probeClient(60*time.Second), sv.engineKey), log: sv.log.With("component", "adapt"),
 		publish: func(s control.Status) {
 			sv.showAdapt(s, s.State)
-			sv.met.PredictionError(s.PredictionError)
+			if s.PredictionError != nil {
+				sv.met.PredictionError(*s.PredictionError)
+			}
 		}, every: controlEvery,
 		started: func() time.Duration {
 			_, d := sv.ctl.forFollower()
@@ -246,7 +248,7 @@ func (sv *launcher) runAdapt(p *plan.Plan) func() {
 	if loop == nil {
 		return nil
 	}
-	sv.log.Info("adaptive width on: the width is learned from live traffic (docs/adaptive.md)", "starts_at", p.Resolution.Width)
+	sv.log.Info("adaptive width on: the width is learned from live traffic; experimental, not yet shown ahead of the default on hardware (docs/adaptive.md, \"Is it the default?\")", "starts_at", p.Resolution.Width)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
