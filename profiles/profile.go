@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -76,7 +77,7 @@ type Profile struct {
 		Name   string            `toml:"name"`
 		Binary string            `toml:"binary"`
 		Args   []string          `toml:"args"`
-		Env    map[string]string `toml:"env"`
+		Env    map[string]string `toml:"env" example:"LLAMA_API_KEY = \"…\""`
 	} `toml:"engine"`
 	Model struct {
 		Path  string `toml:"path"`
@@ -200,6 +201,9 @@ var tomlTypes = map[string]string{
 	"[]any": "an array", "[]interface": "an array", "slice": "an array", "array": "an array",
 	"map[string]any": "a table", "map": "a table", "struct": "a table",
 	"time.Time": "a date or time",
+	// MetaData.Type's names, for a key that takes a table (notATable).
+	"Integer": "an integer", "Float": "a float", "String": "a string", "Bool": "a boolean",
+	"Array": "an array", "ArrayHash": "an array of tables", "Datetime": "a date or time",
 }
 
 // article names a decoder type as TOML does, with "a" or "an".
@@ -251,36 +255,13 @@ func Parse(name string, data []byte) (*Profile, error) {
 	}
 	md, err := toml.Decode(string(data), p)
 	if err != nil {
-		var pe toml.ParseError
-		if errors.As(err, &pe) {
-			line := tomlpos.SyntaxLine(string(data), pe)
-			if msg := outOfRange(string(data), pe); msg != "" {
-				return nil, &Error{File: name, Line: line, Msg: msg}
-			}
-			return nil, &Error{File: name, Line: line, Msg: "invalid TOML: " + maskQuoted(pe.Message, statementAt(data, line))}
-		}
-		if m := lineRE.FindStringSubmatch(err.Error()); m != nil {
-			var line int
-			fmt.Sscan(m[1], &line)
-			msg := m[3]
-			if strings.Contains(msg, "expected table but found") {
-				// The decoder's message names a Go struct type; say the fix.
-				msg = fmt.Sprintf("%q must be a table, e.g. [%s] followed by its keys (see docs/profiles.md)", m[2], m[2])
-			} else if d := numberForDuration(data, m[2]); d != "" {
-				msg = d
-			} else if t := typesRE.FindStringSubmatch(msg); t != nil {
-				// Not the decoder's Go words ("destination has type
-				// integer"): what the key holds and what it takes.
-				msg = fmt.Sprintf("%s: is %s, want %s (see docs/profiles.md)", m[2], article(t[1]), article(t[2]))
-			} else if m[2] != "" {
-				msg = fmt.Sprintf("%s: %s", m[2], msg)
-			}
-			return nil, &Error{File: name, Line: line, Msg: msg}
-		}
-		return nil, &Error{File: name, Msg: err.Error()}
+		return nil, decodeError(name, data, err)
 	}
 	p.lines = tomlpos.Build(string(data))
 	p.empty = !slices.ContainsFunc(md.Keys(), func(k toml.Key) bool { return md.Type(k...) != "Hash" }) // "Hash": a table
+	if err := notATable(name, md, p.lines); err != nil {
+		return nil, err
+	}
 	for _, k := range md.Undecoded() {
 		path := k.String()
 		// [[policy.entry]] tables are validated by the policy parser.
@@ -301,6 +282,56 @@ func Parse(name string, data []byte) (*Profile, error) {
 		return nil, &Error{File: name, Line: p.lines.Line(path), Msg: msg + " (see docs/profiles.md for the schema; `speclaunch profile init` writes a commented example)"}
 	}
 	return p, nil
+}
+
+// notATable refuses a key that takes a table (tableKeys: engine.env)
+// given as anything else: BurntSushi/toml v1.6.0 decodes a string, number,
+// boolean or array into a map as nothing, with no error (its unifyMap), so
+// `env = "LLAMA_API_KEY=…"` validated and the engine served without its
+// key. MetaData.Type says what the file wrote; "" is a table a dotted key
+// made (env.K = "v"). The value is never quoted: it may be a key.
+func notATable(name string, md toml.MetaData, lines tomlpos.Index) error {
+	for _, path := range slices.Sorted(maps.Keys(tableKeys)) {
+		t := md.Type(strings.Split(path, ".")...)
+		if t == "" || t == "Hash" {
+			continue
+		}
+		return &Error{File: name, Line: lines.Line(path), Msg: fmt.Sprintf("%s: is %s, want a table: write [%s] on a line of its own, then one NAME = \"value\" line under it for each entry (%s) (see docs/profiles.md)", path, article(t), path, tableKeys[path])}
+	}
+	return nil
+}
+
+// decodeError is the *Error for the decoder's err on data: its file:line,
+// and the key and the fix in TOML's words, not the decoder's Go ones.
+func decodeError(name string, data []byte, err error) error {
+	var pe toml.ParseError
+	if errors.As(err, &pe) {
+		line := tomlpos.SyntaxLine(string(data), pe)
+		if msg := outOfRange(string(data), pe); msg != "" {
+			return &Error{File: name, Line: line, Msg: msg}
+		}
+		return &Error{File: name, Line: line, Msg: "invalid TOML: " + maskQuoted(pe.Message, statementAt(data, line))}
+	}
+	m := lineRE.FindStringSubmatch(err.Error())
+	if m == nil {
+		return &Error{File: name, Msg: err.Error()}
+	}
+	var line int
+	fmt.Sscan(m[1], &line)
+	msg := m[3]
+	if strings.Contains(msg, "expected table but found") {
+		// The decoder's message names a Go struct type; say the fix.
+		msg = fmt.Sprintf("%q must be a table, e.g. [%s] followed by its keys (see docs/profiles.md)", m[2], m[2])
+	} else if d := numberForDuration(data, m[2]); d != "" {
+		msg = d
+	} else if t := typesRE.FindStringSubmatch(msg); t != nil {
+		// Not the decoder's Go words ("destination has type
+		// integer"): what the key holds and what it takes.
+		msg = fmt.Sprintf("%s: is %s, want %s (see docs/profiles.md)", m[2], article(t[1]), article(t[2]))
+	} else if m[2] != "" {
+		msg = fmt.Sprintf("%s: %s", m[2], msg)
+	}
+	return &Error{File: name, Line: line, Msg: msg}
 }
 
 // Load reads and parses a profile file. The file must be a regular file
@@ -580,10 +611,12 @@ func OffKey(path string) bool { return offKeys[path] }
 
 // keyPaths are a profile's keys as dotted paths ("engine.name"), read from
 // Profile's toml tags: what a mistyped key is matched against; durationKeys
-// and offKeys those tagged kind:"duration" and zero:"off".
-var keyPaths, durationKeys, offKeys = func() ([]string, map[string]bool, map[string]bool) {
+// and offKeys those tagged kind:"duration" and zero:"off"; tableKeys those
+// that take a table (a map: engine.env), each with its example entry
+// (tagged example:"…") for notATable to show.
+var keyPaths, durationKeys, offKeys, tableKeys = func() ([]string, map[string]bool, map[string]bool, map[string]string) {
 	var out []string
-	durations, offs := map[string]bool{}, map[string]bool{}
+	durations, offs, tables := map[string]bool{}, map[string]bool{}, map[string]string{}
 	var walk func(t reflect.Type, prefix string)
 	walk = func(t reflect.Type, prefix string) {
 		for f := range t.Fields() {
@@ -602,8 +635,11 @@ var keyPaths, durationKeys, offKeys = func() ([]string, map[string]bool, map[str
 			if f.Tag.Get("zero") == "off" {
 				offs[prefix+tag] = true
 			}
+			if f.Type.Kind() == reflect.Map {
+				tables[prefix+tag] = f.Tag.Get("example")
+			}
 		}
 	}
 	walk(reflect.TypeFor[Profile](), "")
-	return out, durations, offs
+	return out, durations, offs, tables
 }()

@@ -1,0 +1,61 @@
+package profiles
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// envKey is a key written in the cases below: no error may show it.
+const envKey = "abc12345"
+
+// [engine.env] written as anything but a table was decoded as nothing,
+// without an error (the decoder's unifyMap drops a non-table into a map),
+// so the profile validated and the engine served without its key. It is
+// refused at the line that gives it, with the fix, the value not shown;
+// so are the entries of the table that are not strings.
+func TestEngineEnvMustBeATable(t *testing.T) {
+	const fix = `want a table: write [engine.env] on a line of its own, then one NAME = "value" line under it for each entry (LLAMA_API_KEY = "…")`
+	for _, c := range []struct {
+		name, text string
+		line       int
+		want       string
+	}{
+		{"a string", "[engine]\nname = \"sim\"\nenv = \"LLAMA_API_KEY=" + envKey + "\"\n", 3, "engine.env: is a string, " + fix},
+		{"an integer", "[engine]\nenv = 5\n", 2, "engine.env: is an integer, " + fix},
+		{"a boolean", "[engine]\nenv = true\n", 2, "engine.env: is a boolean, " + fix},
+		{"an array", "[engine]\nenv = [\"LLAMA_API_KEY=" + envKey + "\"]\n", 2, "engine.env: is an array, " + fix},
+		{"a date", "[engine]\nenv = 1979-05-27\n", 2, "engine.env: is a date or time, " + fix},
+		{"a dotted key at the top", "# a profile\n\nengine.env = \"LLAMA_API_KEY=" + envKey + "\"\n[model]\npath = \"m\"\n", 3, "engine.env: is a string, " + fix},
+		// The entries: a string each.
+		{"an entry that is a number", "[engine.env]\nLLAMA_API_KEY = 5\n", 2, "engine.env.LLAMA_API_KEY: is an integer, want a string"},
+		{"an entry that is a table", "[engine.env.LLAMA_API_KEY]\nx = \"" + envKey + "\"\n", 1, "engine.env.LLAMA_API_KEY: is a table, want a string"},
+		{"an entry that is an inline table", "[engine.env]\nLLAMA_API_KEY = {x = \"" + envKey + "\"}\n", 2, "engine.env.LLAMA_API_KEY: is a table, want a string"},
+		{"an entry that is an array", "[engine.env]\nLLAMA_API_KEY = [\"" + envKey + "\"]\n", 2, "engine.env.LLAMA_API_KEY: is an array, want a string"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Parse("p.toml", []byte(c.text))
+			var pe *Error
+			if !errors.As(err, &pe) || pe.Line != c.line || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("got %v; want p.toml:%d and %q", err, c.line, c.want)
+			}
+			if strings.Contains(err.Error(), envKey) {
+				t.Errorf("%q shows the value", err)
+			}
+		})
+	}
+	for _, text := range []string{
+		"[engine.env]\nLLAMA_API_KEY = \"k\"\n",
+		"[engine]\nenv = {LLAMA_API_KEY = \"k\"}\n",
+		"[engine]\nenv.LLAMA_API_KEY = \"k\"\n",
+		"engine.env.LLAMA_API_KEY = \"k\"\n",
+		"[engine.env]\n",
+	} {
+		p, err := Parse("p.toml", []byte(text))
+		if err != nil {
+			t.Errorf("%q: %v", text, err)
+		} else if v, ok := p.Engine.Env["LLAMA_API_KEY"]; strings.Contains(text, "LLAMA") && (!ok || v != "k") {
+			t.Errorf("%q: engine.env %v", text, p.Engine.Env)
+		}
+	}
+}
