@@ -214,7 +214,10 @@ func article(w string) string {
 	return safefile.Article(w) + " " + w
 }
 
-var lineRE = regexp.MustCompile(`^toml: line (\d+)(?: \(last key "([^"]*)"\))?: (.*)$`)
+// lineRE is the decoder's wording of an error in a value: its line,
+// where it knows one (not for a table a dotted key made: port.x = 1),
+// and the key it was decoding, quoted as %q quotes.
+var lineRE = regexp.MustCompile(`^toml: (?:line (\d+) ?)?(?:\(last key "((?:[^"\\]|\\.)*)"\))?: (.*)$`)
 
 // intRangeRE is the decoder's wording of an integer past what TOML holds
 // (an int64), which it refuses before any key's own check sees it.
@@ -255,7 +258,7 @@ func Parse(name string, data []byte) (*Profile, error) {
 	}
 	md, err := toml.Decode(string(data), p)
 	if err != nil {
-		return nil, decodeError(name, data, err)
+		return nil, decodeError(name, data, md, err)
 	}
 	p.lines = tomlpos.Build(string(data))
 	p.empty = !slices.ContainsFunc(md.Keys(), func(k toml.Key) bool { return md.Type(k...) != "Hash" }) // "Hash": a table
@@ -303,7 +306,7 @@ func notATable(name string, md toml.MetaData, lines tomlpos.Index) error {
 
 // decodeError is the *Error for the decoder's err on data: its file:line,
 // and the key and the fix in TOML's words, not the decoder's Go ones.
-func decodeError(name string, data []byte, err error) error {
+func decodeError(name string, data []byte, md toml.MetaData, err error) error {
 	var pe toml.ParseError
 	if errors.As(err, &pe) {
 		line := tomlpos.SyntaxLine(string(data), pe)
@@ -316,22 +319,64 @@ func decodeError(name string, data []byte, err error) error {
 	if m == nil {
 		return &Error{File: name, Msg: err.Error()}
 	}
+	last := m[2]
+	if k, err := strconv.Unquote(`"` + last + `"`); err == nil {
+		last = k
+	}
 	var line int
 	fmt.Sscan(m[1], &line)
+	under := keyUnder(md, last)
+	if line == 0 {
+		// A table a dotted key made (port.x = 1) has no position in
+		// the decoder: the line of the key that made it.
+		line = tomlpos.Build(string(data)).Line(under)
+	}
 	msg := m[3]
 	if strings.Contains(msg, "expected table but found") {
 		// The decoder's message names a Go struct type; say the fix.
-		msg = fmt.Sprintf("%q must be a table, e.g. [%s] followed by its keys (see docs/profiles.md)", m[2], m[2])
-	} else if d := numberForDuration(data, m[2]); d != "" {
+		msg = fmt.Sprintf("%q must be a table, e.g. [%s] followed by its keys (see docs/profiles.md)", last, last)
+	} else if d := numberForDuration(data, last); d != "" {
 		msg = d
 	} else if t := typesRE.FindStringSubmatch(msg); t != nil {
 		// Not the decoder's Go words ("destination has type
 		// integer"): what the key holds and what it takes.
-		msg = fmt.Sprintf("%s: is %s, want %s (see docs/profiles.md)", m[2], article(t[1]), article(t[2]))
-	} else if m[2] != "" {
-		msg = fmt.Sprintf("%s: %s", m[2], msg)
+		msg = fmt.Sprintf("%s: is %s, want %s%s (see docs/profiles.md)", last, article(t[1]), article(t[2]), dottedFix(last, under, t[1]))
+	} else if last != "" {
+		msg = fmt.Sprintf("%s: %s", last, msg)
 	}
 	return &Error{File: name, Line: line, Msg: msg}
+}
+
+// keyUnder is the first key of the file at or under table path last
+// ("server.port.x" of `port.x = 1` in [server]), for its line; last
+// itself when the file has none.
+func keyUnder(md toml.MetaData, last string) string {
+	for _, k := range md.Keys() {
+		for n := len(k); n > 0; n-- {
+			if k[:n].String() == last {
+				return k.String()
+			}
+		}
+	}
+	return last
+}
+
+// dottedFix is the fix for a table given where key last takes a value
+// (its type held, the decoder's word) because a dot follows its name
+// (under, "server.port.x" of `port.x = 1`): a dot in a key nests a table,
+// which the operator rarely means; "" for any other mismatch. In a table
+// of names (engine.env) a name may hold a dot, quoted.
+func dottedFix(last, under, held string) string {
+	if tomlTypes[held] != "a table" || under == last {
+		return ""
+	}
+	fix := fmt.Sprintf(": the dot in %s makes %s a table; give %s its value with no dot after its name", under, last, last)
+	if i := strings.LastIndexByte(last, '.'); i > 0 {
+		if _, ok := tableKeys[last[:i]]; ok {
+			fix += fmt.Sprintf(", or quote a name that holds a dot (\"%s\" = …)", strings.TrimPrefix(under, last[:i+1]))
+		}
+	}
+	return fix
 }
 
 // Load reads and parses a profile file. The file must be a regular file

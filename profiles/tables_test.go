@@ -59,3 +59,34 @@ func TestEngineEnvMustBeATable(t *testing.T) {
 		}
 	}
 }
+
+// A dot after the name of a key that takes a value (port.x = 1) makes the
+// key a table; the decoder said so in its Go words with no line
+// ("toml: (last key \"server.port\"): incompatible types: TOML value has
+// type map[string]any; destination has type integer"). It is said at the
+// line of the dotted key, in TOML's words, with the fix.
+func TestDottedKeyOnAValue(t *testing.T) {
+	const noDot = "its value with no dot after its name (see docs/profiles.md)"
+	for _, c := range []struct {
+		name, text string
+		line       int
+		want       string
+	}{
+		{"a number", "[server]\nhost = \"h\"\nport.x = 1\n", 3, "server.port: is a table, want an integer: the dot in server.port.x makes server.port a table; give server.port " + noDot},
+		{"a string from the top", "# x\nengine.name.x = 1\n", 2, "engine.name: is a table, want a string: the dot in engine.name.x makes engine.name a table; give engine.name " + noDot},
+		{"a string from its table's parent", "[engine]\nname.x = 1\n", 2, "engine.name: is a table, want a string: the dot in engine.name.x makes engine.name a table"},
+		// A variable's name may hold a dot: quoted, it is one name.
+		{"a variable", "[engine.env]\nA = \"a\"\nFOO.BAR = \"x\"\n", 3, `engine.env.FOO: is a table, want a string: the dot in engine.env.FOO.BAR makes engine.env.FOO a table; give engine.env.FOO its value with no dot after its name, or quote a name that holds a dot ("FOO.BAR" = …) (see docs/profiles.md)`},
+		{"a variable from engine", "[engine]\nenv.X.Y = \"b\"\n", 2, `or quote a name that holds a dot ("X.Y" = …)`},
+		// A [table] header where a value belongs keeps its line and words.
+		{"a header", "[server.port]\nx = 1\n", 1, "server.port: is a table, want an integer (see docs/profiles.md)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Parse("p.toml", []byte(c.text))
+			var pe *Error
+			if !errors.As(err, &pe) || pe.Line != c.line || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "destination") {
+				t.Fatalf("got %v; want p.toml:%d and %q", err, c.line, c.want)
+			}
+		})
+	}
+}
