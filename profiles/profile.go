@@ -501,6 +501,12 @@ func ExampleNames() []string {
 // character ('…').
 var quotedRE = regexp.MustCompile(`"[^"]*"|'[^']*'`)
 
+// keyNamedRE is the decoder's wording of a key it refuses by its name,
+// the whole message: defined twice, or a value and a table at once. What
+// it quotes is the key's dotted path (engine.env.LLAMA_API_KEY), which
+// holds the names the file gives keys, never a value.
+var keyNamedRE = regexp.MustCompile(`^(?:Key '.*' (?:has already been defined|was already created as a hash|was already created and cannot be used as an array)\.|".*" is not a table)$`)
+
 // maskQuoted masks what a TOML error quotes from line when the line names a
 // secret (a variable or flag whose name says key, token, secret or
 // password): a value typed without quotes is quoted back in part in the
@@ -510,7 +516,14 @@ var quotedRE = regexp.MustCompile(`"[^"]*"|'[^']*'`)
 // (secret.Mask: "****" and its last 4 characters), so that no other part
 // of the key shows; one not found among the line's values shows as "****".
 // A quote of TOML's own punctuation ("(',')") stays.
+//
+// A message that refuses a key by its name (keyNamedRE) quotes the key's
+// dotted path, not a value: it stays, so that the operator can see which
+// key (it was "Key '****' has already been defined.").
 func maskQuoted(msg, line string) string {
+	if keyNamedRE.MatchString(msg) {
+		return msg
+	}
 	names := strings.FieldsFunc(line, func(r rune) bool {
 		return !(r == '_' || r == '-' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
 	})

@@ -90,3 +90,35 @@ func TestDottedKeyOnAValue(t *testing.T) {
 		})
 	}
 }
+
+// A key the decoder refuses by its name (defined twice, a value and a
+// table at once) is named, on a line that names a secret too: the name
+// is not the secret, the value is, and the message quotes no value. It
+// read "Key '****' has already been defined.", which left the operator
+// nothing to act on, or "Key '****_KEY'", part of the name masked as a
+// value.
+func TestKeyNamedTwiceIsNamed(t *testing.T) {
+	for _, c := range []struct {
+		name, text string
+		line       int
+		want       string
+	}{
+		{"a variable twice", "[engine]\nname = \"sim\"\n[engine.env]\nLLAMA_API_KEY = \"" + envKey + "\"\nLLAMA_API_KEY = \"" + envKey + "\"\n", 5, "invalid TOML: Key 'engine.env.LLAMA_API_KEY' has already been defined."},
+		{"quoted the second time", "[engine.env]\nHF_TOKEN = \"" + envKey + "\"\n\"HF_TOKEN\" = \"x\"\n", 3, "Key 'engine.env.HF_TOKEN' has already been defined."},
+		{"args twice", "[engine]\nargs = [\"--api-key\", \"" + envKey + "\"]\nargs = [\"--api-key\", \"" + envKey + "\"]\n", 3, "Key 'engine.args' has already been defined."},
+		{"a value, then a table", "[engine.env]\nLLAMA_API_KEY = \"" + envKey + "\"\n[engine.env.LLAMA_API_KEY]\nx = 1\n", 3, "Key 'engine.env.LLAMA_API_KEY' has already been defined."},
+		{"a value, then an array of tables", "[engine.env]\nLLAMA_API_KEY = \"" + envKey + "\"\n[[engine.env.LLAMA_API_KEY]]\n", 3, "Key 'engine.env.LLAMA_API_KEY' was already created and cannot be used as an array."},
+		{"a value, then a dotted key", "[engine.env]\nLLAMA_API_KEY = \"" + envKey + "\"\nLLAMA_API_KEY.x = \"b\"\n", 3, "Key 'engine.env.LLAMA_API_KEY' has already been defined."},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Parse("p.toml", []byte(c.text))
+			var pe *Error
+			if !errors.As(err, &pe) || pe.Line != c.line || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("got %v; want p.toml:%d and %q", err, c.line, c.want)
+			}
+			if strings.Contains(err.Error(), envKey) {
+				t.Errorf("%q shows the value", err)
+			}
+		})
+	}
+}
