@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/speclaunch/speclaunch/internal/config"
 	"github.com/speclaunch/speclaunch/internal/plan"
@@ -199,13 +201,7 @@ func (c *ProfileShowCmd) Run(e *Env) error {
 	} else {
 		fmt.Fprintln(e.Stdout, "no profile (set --profile or MLXCEL_PROFILE)")
 	}
-	width := 18
-	for k := range m {
-		width = max(width, len(k))
-	}
-	for _, k := range sortedKeys(m) {
-		fmt.Fprintf(e.Stdout, "  %-*s %-40s %s\n", width, k, fmt.Sprint(m[k].Value), m[k].Source)
-	}
+	writeSettings(e.Stdout, m)
 	fmt.Fprintf(e.Stdout, "policy layers: %s\n", strings.Join(l.Policy.Layers, " < "))
 	for _, n := range notices {
 		fmt.Fprintf(e.Stdout, "%s: %s\n", n.Level, n.Msg)
@@ -289,6 +285,20 @@ func (h hostProblems) Unwrap() []error { return h }
 // them (docs/environment-variables.md, "bench").
 func benchWarning(err error) config.Notice {
 	return config.Notice{Level: "warn", Msg: "bench would refuse its options (serve does not read them): " + err.Error()}
+}
+
+// writeSettings prints profile show's table: a setting a line, its name,
+// value and source in columns as wide as their widest entry (at least 18
+// and 40), so that a long value (bench-base-port's default) pushes no
+// source out of line.
+func writeSettings(w io.Writer, m map[string]Setting) {
+	width, vwidth := 18, 40
+	for k, s := range m {
+		width, vwidth = max(width, utf8.RuneCountInString(k)), max(vwidth, utf8.RuneCountInString(fmt.Sprint(s.Value))) // fmt pads by runes
+	}
+	for _, k := range sortedKeys(m) {
+		fmt.Fprintf(w, "  %-*s %-*s %s\n", width, k, vwidth, fmt.Sprint(m[k].Value), m[k].Source)
+	}
 }
 
 // settingsMap flattens Settings for show/--json and serve's effective
