@@ -16,6 +16,7 @@ import (
 	"github.com/speclaunch/speclaunch/internal/config"
 	"github.com/speclaunch/speclaunch/internal/plan"
 	"github.com/speclaunch/speclaunch/internal/safefile"
+	"github.com/speclaunch/speclaunch/internal/secret"
 	"github.com/speclaunch/speclaunch/internal/serve"
 	"github.com/speclaunch/speclaunch/profiles"
 )
@@ -193,6 +194,7 @@ func (c *ProfileShowCmd) Run(e *Env) error {
 	} else {
 		maps.Copy(m, rowsMap(s, config.ScopeBench))
 	}
+	maps.Copy(m, engineEnvMap(l.Settings))
 	if c.JSON {
 		return writeJSON(e.Stdout, map[string]any{"profile": l.Settings.ProfilePath, "settings": m, "policy_layers": l.Policy.Layers})
 	}
@@ -300,6 +302,25 @@ func writeSettings(w io.Writer, m map[string]Setting) {
 		fmt.Fprintf(w, "  %-*s %-*s %s\n", width, k, vwidth, fmt.Sprint(m[k].Value), m[k].Source)
 	}
 }
+
+// engineEnvMap is the profile's engine.env for profile show, an entry a
+// variable ("engine-env.LLAMA_API_KEY") with its file:line, its value
+// masked as --dry-run masks it (secret.MaskEnvMap) and, in text, written
+// as --dry-run writes it (envText).
+func engineEnvMap(s config.Settings) map[string]Setting {
+	m := map[string]Setting{}
+	for k, v := range secret.MaskEnvMap(s.EngineEnv.Value) {
+		m["engine-env."+k] = Setting{envText(v), s.EnvSrc(k).String()}
+	}
+	return m
+}
+
+// envText is a variable's value, already masked, that prints as the
+// dry run's environment section prints one (envValue: a newline in it
+// cannot forge a line) and goes into JSON as it is.
+type envText string
+
+func (v envText) String() string { return envValue(string(v)) }
 
 // settingsMap flattens Settings for show/--json and serve's effective
 // settings line: every launch and serve row of config.Rows with a line of

@@ -33,6 +33,43 @@ func profileShowJSON(t *testing.T, prof string) map[string]Setting {
 	return got.Settings
 }
 
+// profile show prints every effective value (docs/profiles.md), the
+// profile's [engine.env] too: each variable with its file:line, its value
+// masked as serve --dry-run masks it. It listed none of them.
+func TestProfileShowListsEngineEnv(t *testing.T) {
+	prof := showProfile(t)
+	code, text, e := runCLI(t, "profile", "show", "--profile", prof)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, e)
+	}
+	_, dry, _ := runCLI(t, "serve", "--dry-run", "--profile", prof)
+	settings := profileShowJSON(t, prof)
+	for _, c := range []struct {
+		name, line, dryRun, value string
+	}{
+		{"LLAMA_API_KEY", "7", "LLAMA_API_KEY='****6789'", "****6789"},
+		{"AUTH", "8", "AUTH='****9876'", "****9876"},
+		{"FOO", "9", "FOO=bar", "bar"},
+	} {
+		src := "profile " + prof + ":" + c.line
+		if !strings.Contains(dry, c.dryRun) {
+			t.Fatalf("serve --dry-run lacks %s:\n%s", c.dryRun, dry)
+		}
+		_, shown, _ := strings.Cut(c.dryRun, "=")
+		if !strings.Contains(text, "engine-env."+c.name+" ") || !strings.Contains(text, " "+shown+" ") || !strings.Contains(text, src+"\n") {
+			t.Errorf("profile show lacks engine-env.%s %s (%s):\n%s", c.name, shown, src, text)
+		}
+		if s := settings["engine-env."+c.name]; s.Value != c.value || s.Source != src {
+			t.Errorf("--json: engine-env.%s is %+v, want %q from %s", c.name, s, c.value, src)
+		}
+	}
+	for _, leak := range []string{"LEAKCHECK", "LeakCheck"} {
+		if strings.Contains(text, leak) || strings.Contains(dry, leak) {
+			t.Errorf("a secret shows:\n%s\n%s", text, dry)
+		}
+	}
+}
+
 // profile show's sources stand in one column: a value longer than the
 // others (bench-base-port's default, "none: a free loopback port per arm,
 // drawn at random in 20000-31999") pushed its source out of line.
