@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -162,17 +161,18 @@ func keyMap(k key.Key) map[string]string {
 type PolicyCheckCmd struct {
 	Policy  []string `help:"Also check this policy file; repeatable." placeholder:"FILE"`
 	Profile string   `help:"Also check this profile's policy." placeholder:"PATH|NAME"`
-	Root    string   `help:"Directory record paths are relative to (default ., the current directory)." default:"." placeholder:"DIR"`
+	Root    string   `help:"Directory the committed records' paths are relative to (default ., the current directory); a tuned entry's records are found beside its file." default:"." placeholder:"DIR"`
 	JSON    bool     `help:"Print JSON."`
 }
 
-// Run implements `policy check`: exit 1 when any entry fails.
+// Run implements `policy check`: every entry of the merged policy, the
+// user's tuned layer's among them (docs/policy.md), each with the file it
+// came from; exit 1 when any entry fails.
 func (c *PolicyCheckCmd) Run(e *Env) error {
 	pol, err := e.policyOnly(c.Profile, c.Policy)
 	if err != nil {
 		return err
 	}
-	pol = c.withoutTuned(e, pol)
 	if fi, err := os.Stat(c.Root); err != nil || !fi.IsDir() {
 		// Every record would read as missing, each entry a failure
 		// (exit 1), where the mistake is the flag's.
@@ -182,14 +182,7 @@ func (c *PolicyCheckCmd) Run(e *Env) error {
 		}
 		return usage(fmt.Errorf("flag --root: %s %s", c.Root, what), "give the directory the records' paths are relative to (the repository's root)")
 	}
-	read := func(path string) ([]byte, error) {
-		b, err := record.ReadFile(e.Ctx, filepath.Join(c.Root, filepath.FromSlash(path)))
-		if err == nil || e.Records == nil || !errors.Is(err, fs.ErrNotExist) {
-			return b, err
-		}
-		return fs.ReadFile(e.Records, path)
-	}
-	verdicts, err := policycheck.Check(e.Ctx, pol, read)
+	verdicts, err := policycheck.Check(e.Ctx, pol, c.reader(e))
 	if err != nil {
 		return fmt.Errorf("policy check stopped: %w", err)
 	}
@@ -209,7 +202,7 @@ func (c *PolicyCheckCmd) Run(e *Env) error {
 			if !v.OK {
 				status = "FAIL"
 			}
-			fmt.Fprintf(e.Stdout, "%s %s\n", status, v.EntryID)
+			fmt.Fprintf(e.Stdout, "%s %s  from %s\n", status, v.EntryID, v.Origin)
 			for _, p := range v.Problems {
 				fmt.Fprintf(e.Stdout, "     problem: %s\n", p)
 			}
@@ -228,29 +221,22 @@ func (c *PolicyCheckCmd) Run(e *Env) error {
 	return nil
 }
 
-// withoutTuned leaves the default tuned layer's entries out of the check
-// unless --policy names that file: its records sit beside it, not under
-// --root, and it may hold sim records, which back no entry of a committed
-// policy but are what trying tune on the sim writes (docs/schedule.md).
-func (c *PolicyCheckCmd) withoutTuned(e *Env, pol *policy.Policy) *policy.Policy {
-	layer := tunedLayer(e.Getenv)
-	if layer == "" || slices.Contains(c.Policy, layer) {
-		return pol
-	}
-	out := *pol
-	out.Entries = nil
-	skipped := 0
-	for _, en := range pol.Entries {
-		if strings.HasPrefix(en.Origin, layer+":") {
-			skipped++
-			continue
+// reader reads a record's file for the check: a tuned entry's where it
+// sits, beside its layer (policy.Entry.RecordFile: the tuned layer's
+// records were read under --root, and a fresh tune failed as missing);
+// any other under --root, or for the embedded policy from the copies
+// embedded in the binary when they are not on disk.
+func (c *PolicyCheckCmd) reader(e *Env) policycheck.ReadFunc {
+	return func(path string, beside bool) ([]byte, error) {
+		if beside {
+			return record.ReadFile(e.Ctx, path)
 		}
-		out.Entries = append(out.Entries, en)
+		b, err := record.ReadFile(e.Ctx, filepath.Join(c.Root, filepath.FromSlash(path)))
+		if err == nil || e.Records == nil || !errors.Is(err, fs.ErrNotExist) {
+			return b, err
+		}
+		return fs.ReadFile(e.Records, path)
 	}
-	if skipped > 0 {
-		fmt.Fprintf(e.Stderr, "the tuned layer %s: %s not checked (check them with --policy %s --root %s)\n", layer, entries(skipped), layer, filepath.Dir(layer))
-	}
-	return &out
 }
 
 // PolicyProposeCmd applies the cross-pair rule of docs/policy.md to bench

@@ -3,11 +3,10 @@ package cli
 import (
 	"bytes"
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/speclaunch/speclaunch/internal/policy"
 )
 
 func TestAlignRows(t *testing.T) {
@@ -114,31 +113,90 @@ func TestPolicyJSONKeys(t *testing.T) {
 	}
 }
 
-// policy check counts the tuned layer's entries it leaves unchecked in
-// words that fit the count: "1 entries not checked" was said of one.
-func TestPolicyCheckCountsTunedEntriesLeftOut(t *testing.T) {
-	for _, c := range []struct {
-		ids  []string
-		want string
-	}{
-		{[]string{"a"}, ": 1 entry not checked (check them with --policy "},
-		{[]string{"a", "c"}, ": 2 entries not checked (check them with --policy "},
-	} {
-		cfg := t.TempDir()
-		t.Setenv("XDG_CONFIG_HOME", cfg)
-		var es []policy.Entry
-		for _, id := range c.ids {
-			es = append(es, tunedFixture(t, id))
-		}
-		if err := writeLayer(filepath.Join(cfg, "speclaunch", TunedFile), es); err != nil {
+// simTuneRecord is a committed record of tune on the sim: the record a
+// sim-tuned entry rests on, copied beside a test's tuned layer.
+const simTuneRecord = "tuned-mlxcel-5cea7275-180583d4-20261205-083609"
+
+// simTunedLayer writes a tuned layer in cfg/speclaunch holding one entry
+// tuned on the sim, and with its record beside it, in records/, as tune
+// writes them; it returns the layer's path.
+func simTunedLayer(t *testing.T, cfg string, withRecord bool) string {
+	t.Helper()
+	dir := filepath.Join(cfg, "speclaunch")
+	if err := os.MkdirAll(filepath.Join(dir, "records"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, ext := range []string{".md", ".json"} {
+		b, err := os.ReadFile(filepath.Join("..", "..", "docs", "benchmark_results", simTuneRecord+ext))
+		if err != nil {
 			t.Fatal(err)
 		}
-		var out, errb bytes.Buffer
-		if code := MainContext(context.Background(), []string{"policy", "check", "--root", filepath.Join("..", "..")}, policyTOML, &out, &errb, nil); code != 0 {
-			t.Fatalf("%v: exit %d\n%s%s", c.ids, code, out.String(), errb.String())
-		}
-		if !strings.Contains(errb.String(), c.want) {
-			t.Errorf("%v: stderr %q, want %q in it", c.ids, errb.String(), c.want)
+		if withRecord {
+			writeFile(t, filepath.Join(dir, "records", simTuneRecord+ext), string(b))
 		}
 	}
+	layer := filepath.Join(dir, TunedFile)
+	writeFile(t, layer, "schema = 1\n"+strings.NewReplacer(`"12.1"`, `"9.0"`, `"affine"`, `"q8_0"`, "records/tune.md", "records/"+simTuneRecord+".md").
+		Replace(tunedEntryTOML("sim", "12.1", "affine", "[[1, 3, 16], [4, 0, 1]]", "a")))
+	return layer
+}
+
+// policy check checks every entry of the merged policy, the user's tuned
+// layer's among them, each named with the file it came from, and reads a
+// tuned entry's record beside its layer whatever --root and the working
+// directory are. It read them under --root: a fresh tune's layer failed
+// its own suggested check ("records/….md: missing"), and plain policy
+// check left the layer out ("1 entry checked" of 2).
+func TestPolicyCheckTunedLayer(t *testing.T) {
+	repo := filepath.Join("..", "..")
+	for _, c := range []struct {
+		name       string
+		withRecord bool
+		args       func(layer string) []string
+		code       int
+		want       []string
+	}{
+		{"plain, the records present", true, func(string) []string { return []string{"--root", repo} }, 0,
+			[]string{"ok   tuned-sim  from LAYER:2", "ok   gb10-affine-dflash  from policy.toml (embedded):", "note: the record is simulated, as the entry is", "2 entries checked, 0 failed"}},
+		{"the layer named and another root", true, func(l string) []string { return []string{"--policy", l, "--root", t.TempDir()} }, 1,
+			[]string{"ok   tuned-sim  from LAYER:2", "FAIL gb10-affine-dflash", "2 entries checked, 1 failed"}},
+		{"the layer named by a relative path", true, func(l string) []string { return []string{"--policy", relTo(t, l), "--root", repo} }, 0,
+			[]string{"ok   tuned-sim  from " + "REL:2", "2 entries checked, 0 failed"}},
+		{"the record missing", false, func(string) []string { return []string{"--root", repo} }, 1,
+			[]string{"FAIL tuned-sim  from LAYER:2", "problem: record DIR/records/" + simTuneRecord + ".md: missing; re-run speclaunch tune on this pair", "2 entries checked, 1 failed"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := t.TempDir()
+			t.Setenv("XDG_CONFIG_HOME", cfg)
+			layer := simTunedLayer(t, cfg, c.withRecord)
+			var out, errb bytes.Buffer
+			code := MainContext(context.Background(), append([]string{"policy", "check"}, c.args(layer)...), policyTOML, &out, &errb, nil)
+			if code != c.code {
+				t.Errorf("exit %d, want %d\n%s%s", code, c.code, out.String(), errb.String())
+			}
+			for _, w := range c.want {
+				w = strings.NewReplacer("LAYER", layer, "DIR", filepath.Dir(layer), "REL", relTo(t, layer)).Replace(w)
+				if !strings.Contains(out.String(), w) {
+					t.Errorf("no %q in\n%s%s", w, out.String(), errb.String())
+				}
+			}
+			if strings.Contains(errb.String(), "not checked") {
+				t.Errorf("an entry was left out:\n%s", errb.String())
+			}
+		})
+	}
+}
+
+// relTo is path relative to the working directory.
+func relTo(t *testing.T, path string) string {
+	t.Helper()
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := filepath.Rel(wd, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rel
 }

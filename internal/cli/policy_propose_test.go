@@ -50,7 +50,7 @@ func TestPolicyProposeH200Q8RoundTrip(t *testing.T) {
 	if e.Width != 5 || e.RunnerUp != 6 || len(e.Records) != 2 || len(e.Cost) != 2 {
 		t.Errorf("entry %+v", e)
 	}
-	vs, err := policycheck.Check(context.Background(), policy.Merge(f), func(p string) ([]byte, error) { return os.ReadFile(filepath.Join(root, filepath.FromSlash(p))) })
+	vs, err := policycheck.Check(context.Background(), policy.Merge(f), func(p string, _ bool) ([]byte, error) { return os.ReadFile(filepath.Join(root, filepath.FromSlash(p))) })
 	if err != nil {
 		t.Fatal(err)
 	}

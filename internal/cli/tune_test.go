@@ -114,8 +114,8 @@ max_tokens = 24
 	if res["source"] != "simulated" {
 		t.Errorf("resolve's source for an entry tuned on the sim: %v, want simulated:\n%s", res["source"], out.String())
 	}
-	// The check tune's layer suggests (policy check's note on the skipped
-	// layer): the embedded records as the binary has them.
+	// policy check on the layer, its record read beside it whatever
+	// --root is: the embedded records as the binary has them.
 	out.Reset()
 	code := runEnv(context.Background(), []string{"policy", "check", "--policy", layer, "--root", filepath.Dir(layer)},
 		Embedded{Policy: policyTOML, Records: os.DirFS("../..")}, &out, &out, nil, getenv)

@@ -76,19 +76,29 @@ func RenderTuned(entries []Entry) []byte {
 	return b.Bytes()
 }
 
-// RecordPath is where the entry's record is on this machine: a tuned
-// entry's record sits beside its layer (its path is relative to the
-// layer's directory); any other entry's is relative to the repository.
+// RecordPath is where the entry's record is on this machine
+// (RecordFile).
 func (e Entry) RecordPath() string {
-	if e.Pair.IsZero() || e.Record == "" {
-		return e.Record
+	path, _ := e.RecordFile(e.Record)
+	return path
+}
+
+// RecordFile is where rec, one of the entry's records as the entry lists
+// it, is on this machine, and whether that is beside the entry's file: a
+// tuned entry's records sit beside its layer (their paths are relative to
+// the layer's directory, where tune writes records/); any other entry's
+// are relative to the repository, and rec is returned as it is. resolve,
+// policy explain and policy check all read a record's place here.
+func (e Entry) RecordFile(rec string) (path string, beside bool) {
+	if e.Pair.IsZero() || rec == "" {
+		return rec, false
 	}
 	file := e.Origin
 	if i := strings.LastIndexByte(file, ':'); i > 0 {
 		file = file[:i]
 	}
 	if file == "" {
-		return e.Record
+		return rec, true
 	}
-	return filepath.Join(filepath.Dir(file), filepath.FromSlash(e.Record))
+	return filepath.Join(filepath.Dir(file), filepath.FromSlash(rec)), true
 }

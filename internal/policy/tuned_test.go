@@ -75,17 +75,32 @@ func TestTunedPairErrors(t *testing.T) {
 	}
 }
 
-// A tuned entry's record is found beside its layer; a measured entry's
-// stays repository-relative.
+// A tuned entry's record is found beside its layer, wherever the layer
+// was named from; a measured entry's stays repository-relative. resolve,
+// policy explain (RecordPath) and policy check (RecordFile) read one rule.
 func TestRecordPath(t *testing.T) {
-	e := tunedEntry("tuned-a", "a")
-	e.Origin = "/home/u/.config/speclaunch/tuned.toml:11"
-	if got := e.RecordPath(); got != "/home/u/.config/speclaunch/records/tune.md" {
-		t.Errorf("tuned: %s", got)
+	tuned := func(origin string) Entry {
+		e := tunedEntry("tuned-a", "a")
+		e.Origin = origin
+		return e
 	}
-	m := entry("gb10-affine-dflash", gb10, 4, "policy.toml:40")
-	if got := m.RecordPath(); got != "docs/r.md" {
-		t.Errorf("measured: %s", got)
+	for _, tc := range []struct {
+		name   string
+		entry  Entry
+		want   string
+		beside bool
+	}{
+		{"tuned, an absolute layer", tuned("/home/u/.config/speclaunch/tuned.toml:11"), "/home/u/.config/speclaunch/records/tune.md", true},
+		{"tuned, a relative layer", tuned("sub/tuned.toml:3"), "sub/records/tune.md", true},
+		{"tuned, no origin", tuned(""), "records/tune.md", true},
+		{"measured", entry("gb10-affine-dflash", gb10, 4, "policy.toml:40"), "docs/r.md", false},
+	} {
+		if got := tc.entry.RecordPath(); got != tc.want {
+			t.Errorf("%s: RecordPath %s, want %s", tc.name, got, tc.want)
+		}
+		if got, beside := tc.entry.RecordFile(tc.entry.Record); got != tc.want || beside != tc.beside {
+			t.Errorf("%s: RecordFile %s, %v; want %s, %v", tc.name, got, beside, tc.want, tc.beside)
+		}
 	}
 }
 

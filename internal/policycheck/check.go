@@ -26,6 +26,7 @@ import (
 // the entry (a transcribed record, drift between the classic brackets).
 type Verdict struct {
 	EntryID  string   `json:"entry_id"`
+	Origin   string   `json:"origin"` // the file and line the entry came from
 	OK       bool     `json:"ok"`
 	Problems []string `json:"problems"`
 	Notes    []string `json:"notes"`
@@ -36,10 +37,12 @@ type Verdict struct {
 // record measures the entry's key on a real engine at the entry's pin, its
 // stored figures agree with its raw runs, and the entry's width passes the
 // rule (evidence.Judge) on figures recomputed from those runs. readFile
-// reads a repository-relative path; Check itself does no I/O, so every rule
-// is a table test. Every problem is reported, not only the first. An error
+// reads a record's file: a repository-relative path, or with beside a path
+// on this machine, where a tuned entry's records sit beside its layer
+// (policy.Entry.RecordFile, the rule resolve and policy explain read);
+// Check itself does no I/O, so every rule is a table test. Every problem is reported, not only the first. An error
 // is the context's: a signal stops the bootstrap.
-func Check(ctx context.Context, p *policy.Policy, readFile func(path string) ([]byte, error)) ([]Verdict, error) {
+func Check(ctx context.Context, p *policy.Policy, readFile ReadFunc) ([]Verdict, error) {
 	if p == nil {
 		return nil, nil
 	}
@@ -56,15 +59,15 @@ func Check(ctx context.Context, p *policy.Policy, readFile func(path string) ([]
 
 // checkEntry reads every record the entry rests on and applies every rule
 // to each: a cross-pair entry must hold in all of its records.
-func checkEntry(ctx context.Context, e policy.Entry, readFile func(string) ([]byte, error)) (Verdict, error) {
-	v := Verdict{EntryID: e.ID}
+func checkEntry(ctx context.Context, e policy.Entry, readFile ReadFunc) (Verdict, error) {
+	v := Verdict{EntryID: e.ID, Origin: e.Origin}
 	recs := e.Records
 	if len(recs) == 0 {
 		recs = []string{e.Record}
 	}
 	for _, path := range recs {
 		f := findings{}
-		rec, ps := readRecord(path, readFile)
+		rec, ps := readRecord(e, path, readFile)
 		f.probs = ps
 		if rec != nil {
 			if err := f.record(ctx, e, path, rec); err != nil {
@@ -119,17 +122,24 @@ func (f *findings) record(ctx context.Context, e policy.Entry, path string, rec 
 	return nil
 }
 
-// readRecord reads a record's .md (it must exist) and decodes its .json
-// twin (record.Decode validates it before anything is derived).
-func readRecord(path string, readFile func(string) ([]byte, error)) (*record.Record, []string) {
+// ReadFunc reads a record's file: path is repository-relative, or with
+// beside a path on this machine (a tuned entry's record, beside its layer).
+type ReadFunc func(path string, beside bool) ([]byte, error)
+
+// readRecord reads the entry's record listed (as the entry lists it) where it
+// is (policy.Entry.RecordFile), its .md (it must exist) and its .json twin,
+// decoded (record.Decode validates it before anything is derived). A
+// problem names the file where it was looked for.
+func readRecord(e policy.Entry, listed string, readFile ReadFunc) (*record.Record, []string) {
 	var probs []string
-	if _, err := readFile(path); err != nil {
-		probs = append(probs, fmt.Sprintf("record %s: %s", path, readProblem(err)))
+	path, beside := e.RecordFile(listed)
+	if _, err := readFile(path, beside); err != nil {
+		probs = append(probs, fmt.Sprintf("record %s: %s", path, readProblem(err, beside)))
 	}
 	jsonPath := strings.TrimSuffix(path, ".md") + ".json"
-	data, err := readFile(jsonPath)
+	data, err := readFile(jsonPath, beside)
 	if err != nil {
-		return nil, append(probs, fmt.Sprintf("record twin %s: %s", jsonPath, readProblem(err)))
+		return nil, append(probs, fmt.Sprintf("record twin %s: %s", jsonPath, readProblem(err, beside)))
 	}
 	if len(data) > safefile.RecordLimit {
 		return nil, append(probs, fmt.Sprintf("record twin %s is %d bytes, above the %d-byte cap for a record", jsonPath, len(data), safefile.RecordLimit))
@@ -334,8 +344,14 @@ func costProblems(e policy.Entry, path string, ev *evidence.Evidence) []string {
 	return probs
 }
 
-func readProblem(err error) string {
-	if errors.Is(err, fs.ErrNotExist) {
+// readProblem says why a record's file could not be read, and the fix: a
+// tuned entry's record (beside its layer) is tune's to write, not a
+// repository's to commit.
+func readProblem(err error, beside bool) string {
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && beside:
+		return "missing; re-run speclaunch tune on this pair, or fix the entry's record path (relative to its file's directory)"
+	case errors.Is(err, fs.ErrNotExist):
 		return "missing; commit the record the entry cites, or fix the entry's record path"
 	}
 	return "cannot be read: " + err.Error()

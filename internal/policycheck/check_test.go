@@ -347,7 +347,7 @@ func TestCheckStrictRecordsAndCost(t *testing.T) {
 // check runs Check with a live context; the context's error is the only one.
 func check(t *testing.T, p *policy.Policy, read func(string) ([]byte, error)) []Verdict {
 	t.Helper()
-	vs, err := Check(context.Background(), p, read)
+	vs, err := Check(context.Background(), p, func(path string, _ bool) ([]byte, error) { return read(path) })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,8 @@ package policycheck
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -166,6 +168,54 @@ func TestCheckSweepRunsAndFix(t *testing.T) {
 			}
 			if !strings.Contains(notes, tc.wantNote) || tc.notNote != "" && strings.Contains(notes+probs, tc.notNote) {
 				t.Errorf("notes:\n%s\nproblems:\n%s\nwant a note %q and nothing of %q", notes, probs, tc.wantNote, tc.notNote)
+			}
+		})
+	}
+}
+
+// A tuned entry's record is read beside its layer, where tune writes it
+// (policy.Entry.RecordFile), and a problem names that file; a measured
+// entry's is read repository-relative. The record was read under --root
+// for both, and a fresh tune's layer failed as missing.
+func TestCheckReadsTunedRecordBesideItsLayer(t *testing.T) {
+	sweep := sweepRecord(t)
+	simRecord(&sweep)
+	tuned := simTuned(goodEntry())
+	tuned.RunnerUp, tuned.Record = 0, "records/t.md"
+	tuned.Schedule, _ = schedule.Parse("1-3:6,4+:1", "measured")
+	tuned.Width = 6
+	at := func(e policy.Entry, origin string) policy.Entry { e.Origin = origin; return e }
+	for _, tc := range []struct {
+		name   string
+		entry  policy.Entry
+		rec    record.Record
+		path   string // where the record must be read
+		beside bool
+	}{
+		{"tuned, its layer named absolute", at(tuned, "/home/u/.config/speclaunch/tuned.toml:2"), sweep, "/home/u/.config/speclaunch/records/t.md", true},
+		{"tuned, its layer named relative", at(tuned, "sub/tuned.toml:2"), sweep, "sub/records/t.md", true},
+		{"measured", goodEntry(), goodRecord(), recPath, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := json.Marshal(tc.rec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			repo := files{tc.path: []byte("# record\n"), strings.TrimSuffix(tc.path, ".md") + ".json": b}
+			read := func(p string, beside bool) ([]byte, error) {
+				if beside != tc.beside {
+					return nil, fmt.Errorf("%s read with beside %v", p, beside)
+				}
+				return repo.read(p)
+			}
+			vs, err := Check(context.Background(), &policy.Policy{Entries: []policy.Entry{tc.entry}}, read)
+			if err != nil || !vs[0].OK || vs[0].Origin != tc.entry.Origin {
+				t.Errorf("%v: ok %v, origin %q, problems %q", err, vs[0].OK, vs[0].Origin, vs[0].Problems)
+			}
+			delete(repo, tc.path)
+			vs, _ = Check(context.Background(), &policy.Policy{Entries: []policy.Entry{tc.entry}}, read)
+			if got := strings.Join(vs[0].Problems, "\n"); !strings.Contains(got, "record "+tc.path+": missing") {
+				t.Errorf("a missing record: problems %q, want %s named", got, tc.path)
 			}
 		})
 	}
