@@ -58,6 +58,9 @@ func (c *TuneCmd) Run(e *Env) error {
 	if err != nil {
 		return err
 	}
+	if err := layerDir(layer, e.Getenv); err != nil {
+		return err
+	}
 	in := c.LaunchFlags.input(e, nil, e.Passthrough)
 	if _, err := os.Stat(layer); err != nil {
 		// tune creates the file it names; it is not yet a layer to read
@@ -120,6 +123,37 @@ func (c *TuneCmd) layerPath(e *Env) (string, error) {
 		return p, nil
 	}
 	return "", usage(errors.New("tune has nowhere to write: neither XDG_CONFIG_HOME nor HOME is set"), "set one of them, or name the file with --policy FILE")
+}
+
+// layerDir refuses, before anything is read or measured, a --policy file
+// whose directory does not exist or takes no file: tune made the whole
+// tree (--policy /tmp/typo-dir/sub/tuned.toml built typo-dir/sub/records/),
+// where profile init and bench --out refuse a missing directory. The
+// user's own tuned layer's directory is speclaunch's, made when missing
+// (makeRecords).
+func layerDir(layer string, getenv func(string) string) error {
+	if own := tunedLayer(getenv); own != "" && filepath.Clean(own) == filepath.Clean(layer) {
+		return nil
+	}
+	dir := filepath.Dir(layer)
+	err := safefile.CheckDir(dir)
+	switch _, serr := os.Stat(dir); {
+	case err == nil:
+		return nil
+	case errors.Is(serr, fs.ErrNotExist):
+		return usage(fmt.Errorf("flag --policy: %s: %w", layer, err), fmt.Sprintf("create the directory first (mkdir -p %s), or name a file in an existing directory", plan.ShellQuote(dir)))
+	}
+	return usage(fmt.Errorf("flag --policy: %s: %w", layer, err), "name a file in a directory this user can write")
+}
+
+// leftAsItWas says that tune left the layer as it was: "is unchanged",
+// or "was not created" for a file that does not exist (an interrupted
+// tune said a file that never existed was unchanged).
+func leftAsItWas(layer string) string {
+	if _, err := os.Lstat(layer); errors.Is(err, fs.ErrNotExist) {
+		return layer + " was not created"
+	}
+	return layer + " is unchanged"
 }
 
 // tuning is one tune, planned: everything checked before anything starts.
@@ -306,7 +340,7 @@ func (t *tuning) run(e *Env) error {
 	err := runLoadRecord(e, t.lo, t.st, t.rec, t.outBase)
 	switch {
 	case errors.Is(err, context.Canceled):
-		return exitCode(130, fmt.Errorf("tune interrupted: %s is unchanged; partial record %s.md", t.layer, t.outBase))
+		return exitCode(130, fmt.Errorf("tune interrupted: %s; partial record %s.md", leftAsItWas(t.layer), t.outBase))
 	case err != nil:
 		return err
 	}
@@ -320,7 +354,7 @@ func (t *tuning) run(e *Env) error {
 	}
 	if sched.Max() < key.MinWidth {
 		fmt.Fprintln(e.Stderr) // after the progress, before the result
-		fmt.Fprintf(resultOut(e, t.lo.JSONProgress), "classic decoding beat the engine's default at every load measured: no schedule is written (%s unchanged). Run without a draft model to turn speculation off.\n", t.layer)
+		fmt.Fprintf(resultOut(e, t.lo.JSONProgress), "classic decoding beat the engine's default at every load measured: no schedule is written (%s). Run without a draft model to turn speculation off.\n", leftAsItWas(t.layer))
 		return nil
 	}
 	entry := t.entry
@@ -380,7 +414,7 @@ func (t *tuning) write(ctx context.Context, entry policy.Entry) error {
 func writeLayer(path string, entries []policy.Entry) error {
 	data := policy.RenderTuned(entries)
 	if _, err := policy.Parse(path, data); err != nil {
-		return fmt.Errorf("the tuned layer would not parse (a bug; %s is unchanged): %w", path, err)
+		return fmt.Errorf("the tuned layer would not parse (a bug; %s): %w", leftAsItWas(path), err)
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("tuned layer: %w", err)

@@ -571,3 +571,81 @@ target_sha256 = "` + strings.Repeat(target, 64) + `"
 draft_sha256 = "` + strings.Repeat("b", 64) + `"
 `
 }
+
+// tune --policy names a file in a directory that exists: a missing one
+// (a typo) or a file in its place is refused with exit 2, naming the flag
+// and the fix, before anything is read or measured, and no tree is built
+// (it made typo-dir/sub/records/, and records/ at / for /nonexist.toml's
+// like). The user's own tuned layer's directory is speclaunch's: made
+// when missing, never refused.
+func TestTuneRefusesAMissingPolicyDir(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "afile"), "")
+	prof := filepath.Join(dir, "p.toml")
+	writeFile(t, prof, "[engine]\nname = \"sim\"\n[model]\npath = \"t\"\nquant = \"affine\"\n[draft]\nmodel = \"d\"\n[gpu]\ncapability = \"12.1\"\n")
+	own := filepath.Join(dir, "cfg", "speclaunch", TunedFile) // not made yet
+	for _, tc := range []struct {
+		name, layer string
+		want        []string // "" = not refused
+		absent      string   // a path the refusal must not have made
+	}{
+		{"a missing directory", filepath.Join(dir, "typo-dir", "sub", "tuned.toml"),
+			[]string{"flag --policy: " + filepath.Join(dir, "typo-dir", "sub", "tuned.toml") + ": directory " + filepath.Join(dir, "typo-dir", "sub") + " does not exist",
+				"hint: create the directory first (mkdir -p " + filepath.Join(dir, "typo-dir", "sub") + "), or name a file in an existing directory"},
+			filepath.Join(dir, "typo-dir")},
+		{"a file in place of the directory", filepath.Join(dir, "afile", "tuned.toml"),
+			[]string{"flag --policy: " + filepath.Join(dir, "afile", "tuned.toml") + ": " + filepath.Join(dir, "afile") + " is not a directory"}, ""},
+		{"an existing directory", filepath.Join(dir, "tuned.toml"), nil, ""},
+		{"the user's own layer, named", own, nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			getenv := func(k string) string {
+				if k == "XDG_CONFIG_HOME" {
+					return filepath.Join(dir, "cfg")
+				}
+				return os.Getenv(k)
+			}
+			err := layerDir(tc.layer, getenv)
+			if tc.want == nil {
+				if err != nil {
+					t.Errorf("refused: %v", err)
+				}
+				return
+			}
+			// Already stopped: refused before anything starts, it says
+			// so; were it checked later, tune ends at once (exit 130)
+			// where it would run a whole sweep.
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			var out bytes.Buffer
+			code := runEnv(ctx, []string{"tune", "--profile", prof, "--levels", "1", "--policy", tc.layer}, Embedded{Policy: policyTOML}, &out, &out, nil, getenv)
+			for _, w := range tc.want {
+				if code != 2 || !strings.Contains(out.String(), w) {
+					t.Errorf("exit %d, output:\n%s\nwant %q", code, out.String(), w)
+				}
+			}
+			if tc.absent != "" {
+				if _, err := os.Stat(tc.absent); err == nil {
+					t.Errorf("%s was made", tc.absent)
+				}
+			}
+		})
+	}
+}
+
+// A layer tune left as it was is said to be unchanged only where it
+// exists: an interrupted tune said "/tmp/typo2/tuned.toml is unchanged"
+// of a file it never created.
+func TestLeftAsItWas(t *testing.T) {
+	dir := t.TempDir()
+	existing := filepath.Join(dir, TunedFile)
+	writeFile(t, existing, "schema = 1\n")
+	for _, tc := range []struct{ layer, want string }{
+		{existing, existing + " is unchanged"},
+		{filepath.Join(dir, "new.toml"), filepath.Join(dir, "new.toml") + " was not created"},
+	} {
+		if got := leftAsItWas(tc.layer); got != tc.want {
+			t.Errorf("leftAsItWas(%s) = %q, want %q", tc.layer, got, tc.want)
+		}
+	}
+}
