@@ -297,7 +297,7 @@ func (p *Policy) ExplainPair(k key.Key, pair Pair) []string {
 	if e := p.LookupPair(k, pair); e != nil {
 		out = append(out, fmt.Sprintf("tuned entry %s matches this pair (%s): %s, tuned %s on this pair, record %s", e.ID, e.Origin, e.Sched().Describe(), orUnknown(e.Tuned), e.RecordPath()))
 		out = append(out, bucketLines(e.Sched())...)
-		out = append(out, "  it answers before any measured entry of the key: it was measured on these very models")
+		out = append(out, "  it answers before any measured entry of the key: "+tunedOn(*e))
 	} else if p != nil {
 		for _, e := range p.Entries {
 			if e.Key == k && !e.Pair.IsZero() {
@@ -306,6 +306,17 @@ func (p *Policy) ExplainPair(k key.Key, pair Pair) []string {
 		}
 	}
 	return append(out, p.Explain(k)...)
+}
+
+// tunedOn says what a tuned entry rests on: a measurement of these very
+// models, or for one tuned on the sim (Simulated) the sim's run of them,
+// as resolve's headline says it ("simulated, never a measurement"), not
+// a measurement.
+func tunedOn(e Entry) string {
+	if e.Simulated() {
+		return "tune ran these very models on the sim engine: simulated, never a measurement"
+	}
+	return "it was measured on these very models"
 }
 
 func orUnknown(s string) string {

@@ -63,6 +63,29 @@ func TestLookupPair(t *testing.T) {
 	}
 }
 
+// policy explain says what a tuned entry rests on as resolve's headline
+// does: one tuned on the sim is simulated, never a measurement; one tuned
+// on a real engine was measured on these very models. Explain said
+// "measured on these very models" under a headline saying "simulated".
+func TestExplainPairSaysSimulated(t *testing.T) {
+	real := tunedEntry("tuned-b", "b")
+	real.Pin, real.Pair.Pin = "llama.cpp d32676d", "llama.cpp d32676d"
+	for _, tc := range []struct {
+		name      string
+		entry     Entry
+		want, not string
+	}{
+		{"tuned on the sim", tunedEntry("tuned-a", "a"), "tune ran these very models on the sim engine: simulated, never a measurement", "measured on"},
+		{"tuned on a real engine", real, "it was measured on these very models", "simulated"},
+	} {
+		p := Merge(&File{Name: "tuned.toml", Entries: []Entry{tc.entry}})
+		lines := strings.Join(p.ExplainPair(gb10, tc.entry.Pair), "\n")
+		if !strings.Contains(lines, tc.want) || strings.Contains(lines, tc.not) {
+			t.Errorf("%s: explain:\n%s\nwant %q, without %q", tc.name, lines, tc.want, tc.not)
+		}
+	}
+}
+
 func TestTunedPairErrors(t *testing.T) {
 	for _, tc := range []struct{ add, want string }{
 		{`target_sha256 = "` + strings.Repeat("a", 64) + `"`, "give target_sha256 and draft_sha256"},
