@@ -284,6 +284,9 @@ func parseError(parser *kong.Kong, args []string, err error) error {
 	}
 	cmd, _ := findCommand(parser.Model.Node, args)
 	hint := "run speclaunch --help for the commands"
+	if m := kongUnexpected.FindStringSubmatch(err.Error()); m != nil && cmd.Type != kong.CommandNode && commandHints[m[1]] != "" {
+		return usage(err, commandHints[m[1]])
+	}
 	if cmd.Type == kong.CommandNode {
 		what := "its flags"
 		if slices.ContainsFunc(cmd.Children, func(c *kong.Node) bool { return c.Type == kong.CommandNode }) {
@@ -296,6 +299,19 @@ func parseError(parser *kong.Kong, args []string, err error) error {
 	}
 	return usage(err, hint)
 }
+
+// commandHints answer a command speclaunch does not have, and that
+// operators guess, with where it is: Kong's did-you-mean finds no command
+// near either name, and "run speclaunch --help" left the guess there.
+var commandHints = map[string]string{
+	"validate": "did you mean `speclaunch profile validate`?",
+	"status":   "speclaunch has no status command: a running serve answers `curl http://HOST:PORT/speclaunch/status` (docs/serving.md, \"/speclaunch/status\")",
+}
+
+// kongUnexpected is Kong's refusal of a word that names no command:
+// "unexpected argument validate", with ", did you mean …" after it when a
+// command is near.
+var kongUnexpected = regexp.MustCompile(`^unexpected argument ([^\s,]+)`)
 
 // Kong's words for a flag given without its value: `--port: expected
 // string value but got "EOL" (<EOL>)`, or the next flag's name in place of

@@ -41,3 +41,28 @@ func TestUsageRoughEdges(t *testing.T) {
 		}
 	}
 }
+
+// A command operators guess that speclaunch does not have is answered
+// with where it is: validate is profile validate's, status is what a
+// running serve answers on /speclaunch/status (docs/serving.md). Both got
+// "unexpected argument" and "run speclaunch --help" alone; other unknown
+// words, and a guess under another command, keep Kong's words and hint.
+func TestUnknownCommandHints(t *testing.T) {
+	for _, tc := range []struct {
+		args   []string
+		stderr string
+		notIn  string
+	}{
+		{[]string{"validate"}, "error: unexpected argument validate\nspeclaunch: hint: did you mean `speclaunch profile validate`?", "run speclaunch --help"},
+		{[]string{"validate", "--profile", "p.toml"}, "hint: did you mean `speclaunch profile validate`?", "run speclaunch --help"},
+		{[]string{"status"}, "error: unexpected argument status\nspeclaunch: hint: speclaunch has no status command: a running serve answers `curl http://HOST:PORT/speclaunch/status` (docs/serving.md, \"/speclaunch/status\")", "run speclaunch --help"},
+		{[]string{"frobnicate"}, "error: unexpected argument frobnicate\nspeclaunch: hint: run speclaunch --help for the commands", "did you mean"},
+		{[]string{"policy", "validate"}, "hint: run speclaunch policy --help for its commands", "profile validate"},
+	} {
+		code, o, e := withEnv(nil).cli(tc.args...)
+		e = unwrap(e)
+		if code != 2 || !strings.Contains(e, tc.stderr) || strings.Contains(o+e, tc.notIn) {
+			t.Errorf("%q: exit %d, want 2, stderr with %q, without %q:\n%s%s", tc.args, code, tc.stderr, tc.notIn, o, e)
+		}
+	}
+}
