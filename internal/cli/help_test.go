@@ -13,6 +13,35 @@ import (
 	"github.com/speclaunch/speclaunch/internal/config"
 )
 
+// serve's and resolve's --help name no retired variable
+// ($MLXCEL_ADAPT_EXPLORE_WIDTH, $MLXCEL_ADAPT_MARGIN): --adapt's said it
+// was "tuned by" them, where docs/adaptive.md and the serve log say they
+// are no longer used. They are still read and validated.
+func TestHelpNamesNoRetiredVariable(t *testing.T) {
+	var retired []string
+	for _, r := range config.Rows {
+		if r.Retired {
+			retired = append(retired, r.Envs...)
+		}
+	}
+	if len(retired) == 0 {
+		t.Fatal("no retired row")
+	}
+	for _, cmd := range []string{"serve", "resolve"} {
+		var out bytes.Buffer
+		MainContext(context.Background(), []string{cmd, "--help"}, policyTOML, &out, &out, nil)
+		rendered := strings.Join(strings.Fields(out.String()), " ")
+		if !strings.Contains(rendered, "tuned by $MLXCEL_ADAPT_MAX_WIDTH,") {
+			t.Errorf("%s --help: no --adapt tuning:\n%s", cmd, out.String())
+		}
+		for _, e := range retired {
+			if strings.Contains(rendered, "$"+e) {
+				t.Errorf("%s --help names the retired $%s", cmd, e)
+			}
+		}
+	}
+}
+
 // Each flag's --help names the variables config.Load reads for it: the
 // text comes from config.Rows (settingsHelp), so a new row's variables show
 // on its flag, and every row's variables are on some command's flag. Both
@@ -51,7 +80,7 @@ func TestHelpNamesEveryRowsVariables(t *testing.T) {
 	}
 	walk(app.Model.Node)
 	for _, r := range config.Rows {
-		if !shown[r.Name] && (len(r.Envs) > 0 || r.Flag != "") {
+		if !shown[r.Name] && !r.Retired && (len(r.Envs) > 0 || r.Flag != "") {
 			t.Errorf("row %s: no command has its flag --%s (or --%s, HelpOn)", r.Name, r.Flag, r.HelpOn)
 		}
 	}

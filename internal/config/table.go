@@ -42,6 +42,11 @@ type Row struct {
 	// HelpOn names the flag whose --help lists this flagless row's
 	// variables (the adapt.* tuning on --adapt).
 	HelpOn string
+	// Retired marks a row still read and validated but no longer used
+	// (docs/adaptive.md: adapt.explore_width, adapt.margin): no --help
+	// names its variables, since they tune nothing (--adapt's help said
+	// "tuned by" them).
+	Retired bool
 	// ShownAs names the row `profile show` lists this one under, where
 	// it has no line of its own.
 	ShownAs string
@@ -191,13 +196,13 @@ var Rows = []Row{
 		false, ParseBool, func(s *Settings) *Field[bool] { return &s.Adapt }),
 	value(Row{Name: "adapt-max-width", Envs: []string{"MLXCEL_ADAPT_MAX_WIDTH"}, Key: "adapt.max_width", Scope: ScopeServe, HelpOn: "adapt", Doc: "widest width the loop may try (2 to 256)"},
 		defaults.AdaptMaxWidth, wholeIn("the widest width the adaptive loop may try", key.MinWidth, key.MaxWidth), func(s *Settings) *Field[int] { return &s.AdaptMaxWidth }),
-	checked(value(Row{Name: "adapt-explore-width", Envs: []string{"MLXCEL_ADAPT_EXPLORE_WIDTH"}, Key: "adapt.explore_width", Scope: ScopeServe, HelpOn: "adapt", Default: "0 (unset)", Doc: "read and validated (at most `adapt.max_width`), no longer used: the log says so when it is set"},
+	checked(value(Row{Name: "adapt-explore-width", Envs: []string{"MLXCEL_ADAPT_EXPLORE_WIDTH"}, Key: "adapt.explore_width", Scope: ScopeServe, Retired: true, Default: "0 (unset)", Doc: "read and validated (at most `adapt.max_width`), no longer used: the log says so when it is set"},
 		0, wholeIn("the exploration width W0", key.MinWidth, key.MaxWidth), func(s *Settings) *Field[int] { return &s.AdaptExplore }), checkExplore),
 	value(Row{Name: "adapt-min-cycles", Envs: []string{"MLXCEL_ADAPT_MIN_CYCLES"}, Key: "adapt.min_cycles", Scope: ScopeServe, HelpOn: "adapt", Doc: "draft cycles behind every position used before a decision (16 or more)"},
 		defaults.AdaptMinCycles, wholeIn("the draft cycles observed before a decision", 16, 1<<30), func(s *Settings) *Field[int] { return &s.AdaptMinCycles }),
 	value(Row{Name: "adapt-trials", Envs: []string{"MLXCEL_ADAPT_TRIALS"}, Key: "adapt.trials", Scope: ScopeServe, HelpOn: "adapt", Doc: "0 turns trials off (only widths already measured are chosen); 1 to 8 leave them on"},
 		defaults.AdaptMaxTrials, wholeIn("the trial widths measured per drift period (0 turns trials off)", 0, MaxAdaptTrials), func(s *Settings) *Field[int] { return &s.AdaptTrials }),
-	value(Row{Name: "adapt-margin", Envs: []string{"MLXCEL_ADAPT_MARGIN"}, Key: "adapt.margin", Scope: ScopeServe, HelpOn: "adapt", Doc: "read and validated (above 0, below 1), no longer used: the log says so when it is set"},
+	value(Row{Name: "adapt-margin", Envs: []string{"MLXCEL_ADAPT_MARGIN"}, Key: "adapt.margin", Scope: ScopeServe, Retired: true, Doc: "read and validated (above 0, below 1), no longer used: the log says so when it is set"},
 		defaults.AdaptMargin, parseMargin, func(s *Settings) *Field[float64] { return &s.AdaptMargin }),
 	value(Row{Name: "adapt-window", Envs: []string{"MLXCEL_ADAPT_WINDOW"}, Key: "adapt.window", Scope: ScopeServe, HelpOn: "adapt", Doc: "after a switch that failed, no switch for this long"},
 		defaults.AdaptWindow, parseDuration, func(s *Settings) *Field[time.Duration] { return &s.AdaptWindow }),

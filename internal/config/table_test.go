@@ -151,7 +151,8 @@ func TestNumberForDurationSuggestsATakenValue(t *testing.T) {
 }
 
 // Rows are unique by name, flag and variable, and each variable sits on a
-// flag's --help: its own flag's, or the one it tunes (HelpOn).
+// flag's --help: its own flag's, or the one it tunes (HelpOn); a retired
+// row's on none.
 func TestRowsUniqueAndOnAFlag(t *testing.T) {
 	names, flags, envs := map[string]bool{}, map[string]bool{}, map[string]string{}
 	for _, r := range Rows {
@@ -177,6 +178,17 @@ func TestRowsUniqueAndOnAFlag(t *testing.T) {
 			on = r.HelpOn
 		}
 		if len(r.Envs) == 0 {
+			continue
+		}
+		if r.Retired {
+			for _, f := range Rows {
+				help, _ := HelpFor(f.Flag)
+				for _, e := range r.Envs {
+					if strings.Contains(help, "$"+e) {
+						t.Errorf("retired row %s: --%s help %q names $%s", r.Name, f.Flag, help, e)
+					}
+				}
+			}
 			continue
 		}
 		help, ok := HelpFor(on)
@@ -215,7 +227,8 @@ func TestHelpFor(t *testing.T) {
 		{"model", "(env: $LLAMA_ARG_MODEL, $MLXCEL_MODEL)"},
 		{"rounds", "(profile bench.rounds; default 5)"},
 		{"request-timeout", "(default 2m)"},
-		{"adapt", "(env: $MLXCEL_ADAPT; default false; tuned by $MLXCEL_ADAPT_MAX_WIDTH, $MLXCEL_ADAPT_EXPLORE_WIDTH, $MLXCEL_ADAPT_MIN_CYCLES, $MLXCEL_ADAPT_TRIALS, $MLXCEL_ADAPT_MARGIN, $MLXCEL_ADAPT_WINDOW)"},
+		// not the retired $MLXCEL_ADAPT_EXPLORE_WIDTH and $MLXCEL_ADAPT_MARGIN
+		{"adapt", "(env: $MLXCEL_ADAPT; default false; tuned by $MLXCEL_ADAPT_MAX_WIDTH, $MLXCEL_ADAPT_MIN_CYCLES, $MLXCEL_ADAPT_TRIALS, $MLXCEL_ADAPT_WINDOW)"},
 		{"dry-run", ""},
 		{"", ""},
 	} {
