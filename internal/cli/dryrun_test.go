@@ -97,19 +97,26 @@ func TestHFRepoWithoutATargetSaysTheFix(t *testing.T) {
 	}
 }
 
-// A mistyped MLXCEL_* variable is warned of by name, and its value is
-// printed nowhere (resolve, its JSON, the dry run), as
+// A mistyped MLXCEL_* or LLAMA_ARG_* variable is warned of by name, and
+// its value is printed nowhere (resolve, its JSON, the dry run), as
 // docs/environment-variables.md says; before, the environment section
-// listed it in full as inherited. A variable mlxcel reads is listed as is.
+// listed it in full as inherited (LLAMA_ARG_PROT with no warning at all).
+// A variable mlxcel or llama-server reads is listed as is.
 func TestMistypedEnvValueNotPrinted(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	const mlxcelTypo = " is set, but neither speclaunch nor mlxcel-server reads it: did you mean "
+	const llamaTypo = " is set, but neither speclaunch nor the llama-server versions it knows read it (a newer one may): did you mean "
 	for _, tc := range []struct {
 		name, value string
 		typo        bool
+		warn        string // after the name
 	}{
-		{"MLXCEL_HOTS", "hunter2password", true},
-		{"MLXCEL_PROT", "hunter3password", true},
-		{"MLXCEL_CACHE_DIR", "/var/cache/mlxcel-x", false},
+		{"MLXCEL_HOTS", "hunter2password", true, mlxcelTypo + "MLXCEL_HOST?"},
+		{"MLXCEL_PROT", "hunter3password", true, mlxcelTypo + "MLXCEL_PORT?"},
+		{"MLXCEL_CACHE_DIR", "/var/cache/mlxcel-x", false, ""},
+		{"LLAMA_ARG_PROT", "hunter4password", true, llamaTypo + "LLAMA_ARG_PORT?"},
+		{"LLAMA_ARG_API_KEY_FIEL", "/run/secrets/hunter5", true, llamaTypo + "LLAMA_ARG_API_KEY_FILE?"},
+		{"LLAMA_ARG_CTX_SIZE", "4096", false, ""},
 	} {
 		t.Setenv(tc.name, tc.value) // the settings' typo check reads the process's names
 		for _, args := range [][]string{{"resolve"}, {"resolve", "--json"}, {"serve", "--dry-run"}} {
@@ -117,7 +124,7 @@ func TestMistypedEnvValueNotPrinted(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("%s, %q: exit %d:\n%s%s", tc.name, args, code, o, e)
 			}
-			if tc.typo && (strings.Contains(o+e, tc.value) || !strings.Contains(o+e, tc.name+" is set, but neither speclaunch nor mlxcel-server reads it")) {
+			if tc.typo && (strings.Contains(o+e, tc.value) || !strings.Contains(unwrap(o+e), tc.name+tc.warn)) {
 				t.Errorf("%s, %q: the value printed, or no warning:\n%s%s", tc.name, args, o, e)
 			}
 			if !tc.typo && args[len(args)-1] != "--json" && !strings.Contains(o, tc.name+"="+tc.value+"  # inherited") {

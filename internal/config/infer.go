@@ -119,16 +119,26 @@ func (l *layer) hints() EngineHints {
 	return h
 }
 
-// rowEnvNames are every row's variables, and knownEnvNames those and
-// mlxcel-server's own (set in init: Rows holds the rows that read it).
-var rowEnvNames, knownEnvNames []string
+// rowEnvNames are every row's variables, knownEnvNames those and
+// mlxcel-server's own, and knownLlamaEnvs the LLAMA_ARG_* ones among them
+// and every one the captured llama-server trees read (set in init: Rows
+// holds the rows that read it).
+var rowEnvNames, knownEnvNames, knownLlamaEnvs []string
 
 func init() {
 	for _, r := range Rows {
 		rowEnvNames = append(rowEnvNames, r.Envs...)
 	}
 	knownEnvNames = slices.Concat(rowEnvNames, mlxcelEnvs)
+	for _, n := range slices.Concat(rowEnvNames, llamaflags.Variables()) {
+		if strings.HasPrefix(n, llamaPrefix) && !slices.Contains(knownLlamaEnvs, n) {
+			knownLlamaEnvs = append(knownLlamaEnvs, n)
+		}
+	}
 }
+
+// llamaPrefix begins llama-server's variables (and mlxcel's shared ones).
+const llamaPrefix = "LLAMA_ARG_"
 
 // mlxcelEnvs are the MLXCEL_* variables mlxcel-server reads itself (its
 // docs, as ../shared/reference/mlxcel.md lists them; the rows hold the
@@ -141,28 +151,40 @@ var mlxcelEnvs = []string{"MLXCEL_AUTOTUNE", "MLXCEL_CACHE_CLEAR_INTERVAL", "MLX
 	"MLXCEL_PROMPT_CACHE_ENABLED", "MLXCEL_SDPA_VECTOR_LARGE_D", "MLXCEL_SERVER_DECODE_STORAGE", "MLXCEL_SURGERY"}
 
 // envTypos warns of each MLXCEL_* variable set that neither speclaunch nor
-// mlxcel-server reads and that is a typo of one (within 2 edits:
-// MLXCEL_PROT for MLXCEL_PORT): it was ignored in silence, where a
-// misspelt flag is refused. Only the name is said, never the value.
+// mlxcel-server reads, and each LLAMA_ARG_* one that neither speclaunch
+// nor a llama-server tree it knows reads, that is a typo of one (within 2
+// edits: MLXCEL_PROT for MLXCEL_PORT, LLAMA_ARG_PROT for LLAMA_ARG_PORT):
+// each was ignored in silence, where a misspelt flag is refused. A
+// warning, not an error: a newer llama-server may read a variable the
+// captured trees do not name. Only the name is said, never the value.
 func envTypos(names []string) []Notice {
 	var out []Notice
 	for _, n := range names {
-		if near := EnvTypo(n); near != "" {
+		near := EnvTypo(n)
+		switch {
+		case near == "":
+		case strings.HasPrefix(n, llamaPrefix):
+			out = append(out, Notice{"warn", fmt.Sprintf("%s is set, but neither speclaunch nor the llama-server versions it knows read it (a newer one may): did you mean %s?", n, near)})
+		default:
 			out = append(out, Notice{"warn", fmt.Sprintf("%s is set, but neither speclaunch nor mlxcel-server reads it: did you mean %s?", n, near)})
 		}
 	}
 	return out
 }
 
-// EnvTypo is the variable that name, an MLXCEL_* variable neither
-// speclaunch nor mlxcel-server reads, is a typo of (within 2 edits); ""
+// EnvTypo is the variable that name is a typo of (within 2 edits): an
+// MLXCEL_* variable neither speclaunch nor mlxcel-server reads, or a
+// LLAMA_ARG_* one neither speclaunch nor a known llama-server reads; ""
 // when it is none. Its value is never printed: a key or password typed
 // under a misspelt name is as secret as under the right one.
 func EnvTypo(name string) string {
-	if !strings.HasPrefix(name, "MLXCEL_") || slices.Contains(knownEnvNames, name) {
-		return ""
+	switch {
+	case strings.HasPrefix(name, "MLXCEL_") && !slices.Contains(knownEnvNames, name):
+		return llamaflags.Nearest(name, knownEnvNames)
+	case strings.HasPrefix(name, llamaPrefix) && !slices.Contains(knownLlamaEnvs, name):
+		return llamaflags.Nearest(name, knownLlamaEnvs)
 	}
-	return llamaflags.Nearest(name, knownEnvNames)
+	return ""
 }
 
 // llamaEnv is the first LLAMA_ARG_* variable set (among the ones the rows

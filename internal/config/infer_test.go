@@ -98,6 +98,10 @@ func TestLoadInfersEngine(t *testing.T) {
 
 // A misspelt MLXCEL_* variable is warned of with the name it is near; one
 // mlxcel-server reads, one speclaunch reads, or one near neither is not.
+// So is a misspelt LLAMA_ARG_* variable, against speclaunch's and the
+// captured llama-server trees' (LLAMA_ARG_PROT was only "# inherited",
+// and serve stayed on 8080); one a tree reads, a legacy one, or one near
+// none (a newer llama-server's) is not.
 func TestEnvTypos(t *testing.T) {
 	for _, c := range []struct {
 		name, want string
@@ -108,7 +112,14 @@ func TestEnvTypos(t *testing.T) {
 		{"MLXCEL_PORT", ""},
 		{"MLXCEL_MTP_ALLOW_INEXACT", ""},
 		{"MLXCEL_SOMETHING_NEW", ""},
-		{"LLAMA_ARG_PROT", ""},
+		{"LLAMA_ARG_PROT", "neither speclaunch nor the llama-server versions it knows read it (a newer one may): did you mean LLAMA_ARG_PORT?"},
+		{"LLAMA_ARG_CTX_SIZ", "did you mean LLAMA_ARG_CTX_SIZE?"},
+		{"LLAMA_ARG_DRAFT_BLOK_SIZE", "did you mean LLAMA_ARG_DRAFT_BLOCK_SIZE?"}, // speclaunch's and mlxcel's, no llama-server's
+		{"LLAMA_ARG_PORT", ""},
+		{"LLAMA_ARG_CTX_SIZE", ""},
+		{"LLAMA_ARG_DRAFT_MAX", ""}, // a legacy tree's
+		{"LLAMA_ARG_SOMETHING_NEW", ""},
+		{"LLAMA_API_KEY", ""},
 	} {
 		got := envTypos([]string{c.name})
 		if c.want == "" && len(got) != 0 || c.want != "" && (len(got) != 1 || got[0].Level != "warn" || !strings.HasSuffix(got[0].Msg, c.want)) {

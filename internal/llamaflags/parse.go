@@ -141,6 +141,20 @@ func Envs(lists ...[]Flag) (map[string]string, error) {
 	return out, nil
 }
 
+// Variables returns every variable llama-server reads a flag from, as the
+// captured --help trees name them (envFlags), sorted: one slice, built
+// once and shared, as All's is (clone it before changing it).
+func Variables() []string { return variables() }
+
+var variables = sync.OnceValue(func() []string {
+	out := make([]string, 0, len(envFlags))
+	for n := range envFlags {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+})
+
 // EnvFlag returns every spelling of the flag that llama-server also reads
 // from variable name ("LLAMA_ARG_CTX_SIZE" -> -c, --ctx-size), nil for a
 // variable it reads for no flag: its command line wins over the variable.
