@@ -314,7 +314,7 @@ func (p *Policy) ExplainPair(k key.Key, pair Pair) []string {
 // a measurement.
 func tunedOn(e Entry) string {
 	if e.Simulated() {
-		return "tune ran these very models on the sim engine: simulated, never a measurement"
+		return "tune ran these very models on the sim engine (simulated, never a measurement)"
 	}
 	return "it was measured on these very models"
 }

@@ -75,7 +75,7 @@ func TestExplainPairSaysSimulated(t *testing.T) {
 		entry     Entry
 		want, not string
 	}{
-		{"tuned on the sim", tunedEntry("tuned-a", "a"), "tune ran these very models on the sim engine: simulated, never a measurement", "measured on"},
+		{"tuned on the sim", tunedEntry("tuned-a", "a"), "tune ran these very models on the sim engine (simulated, never a measurement)", "measured on"},
 		{"tuned on a real engine", real, "it was measured on these very models", "simulated"},
 	} {
 		p := Merge(&File{Name: "tuned.toml", Entries: []Entry{tc.entry}})
