@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/speclaunch/speclaunch/internal/secret"
 	"io"
 	"log/slog"
 	"os"
@@ -41,7 +42,7 @@ func newLogger(w io.Writer, format, level string, getenv func(string) string) *s
 	if color {
 		tf = time.TimeOnly
 	}
-	return slog.New(&screenHandler{next: tint.NewTextHandler(w, &tint.Options{Level: lv, NoColor: !color, TimeFormat: tf})})
+	return slog.New(&screenHandler{next: tint.NewTextHandler(w, &tint.Options{Level: lv, NoColor: !color, TimeFormat: tf}), secrets: secret.RedactorOf(w)})
 }
 
 // logNotices logs the settings' notices at their own level: a warning (an

@@ -2,10 +2,13 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/speclaunch/speclaunch/internal/secret"
 )
 
 // Text log lines are read by people: issue 33 counted 17 lines over 300
@@ -32,6 +35,10 @@ const (
 type screenHandler struct {
 	next  slog.Handler
 	attrs []slog.Attr // from WithAttrs, for measuring: next already has them
+	// secrets are the keys the output writer redacts: a record is redacted
+	// before it is cut or wrapped, where a key cut in two would match
+	// neither half (secret.RedactorOf).
+	secrets *secret.Redactor
 }
 
 func (h *screenHandler) Enabled(ctx context.Context, l slog.Level) bool {
@@ -39,14 +46,15 @@ func (h *screenHandler) Enabled(ctx context.Context, l slog.Level) bool {
 }
 
 func (h *screenHandler) WithAttrs(as []slog.Attr) slog.Handler {
-	return &screenHandler{next: h.next.WithAttrs(as), attrs: append(h.attrs[:len(h.attrs):len(h.attrs)], as...)}
+	return &screenHandler{next: h.next.WithAttrs(as), attrs: append(h.attrs[:len(h.attrs):len(h.attrs)], as...), secrets: h.secrets}
 }
 
 func (h *screenHandler) WithGroup(name string) slog.Handler {
-	return &screenHandler{next: h.next.WithGroup(name), attrs: h.attrs}
+	return &screenHandler{next: h.next.WithGroup(name), attrs: h.attrs, secrets: h.secrets}
 }
 
 func (h *screenHandler) Handle(ctx context.Context, r slog.Record) error {
+	r = h.redacted(r)
 	if utf8.RuneCountInString(r.Message) > screenWidth || strings.Contains(r.Message, "\n") {
 		// A message that alone fills a line: one a little shorter stays
 		// whole, as a test or an operator's grep may look for it.
@@ -94,6 +102,42 @@ func (h *screenHandler) Handle(ctx context.Context, r slog.Record) error {
 		}
 	}
 	return nil
+}
+
+// redacted is r with every known key in its message and attributes
+// replaced, as the writer would replace it in the whole line; r itself
+// when there are no keys.
+func (h *screenHandler) redacted(r slog.Record) slog.Record {
+	if h.secrets == nil {
+		return r
+	}
+	out := slog.NewRecord(r.Time, r.Level, h.secrets.String(r.Message), r.PC)
+	r.Attrs(func(a slog.Attr) bool {
+		out.AddAttrs(h.redactAttr(a))
+		return true
+	})
+	return out
+}
+
+func (h *screenHandler) redactAttr(a slog.Attr) slog.Attr {
+	v := a.Value.Resolve()
+	if v.Kind() == slog.KindGroup {
+		g := v.Group()
+		as := make([]slog.Attr, len(g))
+		for i, x := range g {
+			as[i] = h.redactAttr(x)
+		}
+		return slog.Attr{Key: a.Key, Value: slog.GroupValue(as...)}
+	}
+	s := v.String()
+	red := h.secrets.String(s)
+	switch {
+	case red == s:
+		return a
+	case isErrAttr(a.Key, v):
+		return slog.Any(a.Key, errors.New(red)) // still an error: wrapped, not cut
+	}
+	return slog.String(a.Key, red)
 }
 
 // handleLong writes a message longer than a line (a warning that names a

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/speclaunch/speclaunch/internal/config"
+	"github.com/speclaunch/speclaunch/internal/secret"
 )
 
 // Issue 33: text log lines of 300 to 900 characters (the effective
@@ -181,5 +182,36 @@ func TestReportWrapsToTheScreen(t *testing.T) {
 	}
 	if got := unwrap(out); !strings.Contains(got, strings.TrimSpace(words)) || !strings.Contains(got, "speclaunch: hint: set block_size") {
 		t.Errorf("a word was lost in the wrap:\n%s", out)
+	}
+}
+
+// A key is redacted before a text line is cut or wrapped: cut inside it,
+// each piece matched nothing and showed (a hostile-input campaign: 18 of a
+// key's 20 characters in a cut engine line, a 164-character key in two
+// pieces of a wrapped error, 14 in a cut failed-start tail).
+func TestNoCutShowsAKey(t *testing.T) {
+	const key = "sk-proj-gVt8qDFMyhfAza03Lmj2tuPh1CM8eT2JhTfSxlBgKq7ZpXw3mN8vLr2TzzQ9Zx81Kq7ZpXw3mN8vLr2TzzQ9aa55gVt8qDFMyhfAza03Lmj2tuPh1CM8eT2JhTfSxlBg0123456789abcdefghijklmnopqrstuv"
+	var red secret.Redactor
+	red.Add(key)
+	var buf bytes.Buffer
+	log := newLogger(red.Writer(&buf), "text", "info", func(string) string { return "" })
+	for _, at := range []int{100, 130, 150, 160, 190} {
+		pad := strings.Repeat("x", at)
+		log.Info(pad + " api_key=" + key + " " + strings.Repeat("y", 300))                                       // a message wrapped
+		log.Error("reload rejected", "err", errors.New("engine exited: config: "+pad+" api_key="+key+" host=h")) // an error wrapped
+		log.Info("engine failed to start", "output", pad+" 'api_key': ['"+key+"'], "+strings.Repeat("z", 200))   // an attribute cut
+		var s config.Settings
+		s.LogFormat.Value, s.LogLevel.Value = "text", "info"
+		o := engineOptions(&Env{secrets: &red}, s, 1)
+		buf.Write(o.Format("stderr", pad+key+" "+strings.Repeat("y", 300))) // an engine line cut
+	}
+	out := buf.String()
+	for i := 0; i+8 <= len(key); i += 4 {
+		if part := key[i : i+8]; strings.Contains(out, part) {
+			t.Fatalf("%q of the key shows:\n%s", part, out)
+		}
+	}
+	if !strings.Contains(out, secret.Mask(key)) {
+		t.Errorf("no mask of the key in:\n%s", out)
 	}
 }

@@ -121,7 +121,9 @@ func engineOptions(e *Env, s config.Settings, n int) instance.Options {
 	case s.LogFormat.Value == "json":
 		o.Format = func(stream, line string) []byte { return engineLineJSON(n, stream, line) }
 	case s.LogLevel.Value != "debug":
-		o.Format = func(_, line string) []byte { return engineLineText(prefix, line) }
+		// Redacted before it is cut: a key cut at the screen's width
+		// would match the writer's redaction in neither piece.
+		o.Format = func(_, line string) []byte { return engineLineText(prefix, e.secrets.String(line)) }
 	}
 	return o
 }

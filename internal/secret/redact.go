@@ -137,3 +137,40 @@ func (w *writer) Write(p []byte) (int, error) {
 
 // Unwrap returns the writer underneath (for terminal detection).
 func (w *writer) Unwrap() io.Writer { return w.w }
+
+// RedactorOf is the Redactor behind w when w is one of its Writers, else
+// nil (whose methods replace nothing). Text that is cut or wrapped before
+// it reaches w (a log line cut to a screen's width, an error wrapped at
+// spaces) is to be redacted whole first: a key cut in two matches neither
+// half, and each half was printed.
+func RedactorOf(w io.Writer) *Redactor {
+	if rw, ok := w.(*writer); ok {
+		return rw.r
+	}
+	return nil
+}
+
+// Straddle moves a cut of b back so that no known secret spans it: it is
+// the start of the first secret that begins before cut and runs past it,
+// or that begins before cut and runs past the end of b as far as b shows
+// it (the rest may follow in the next read); else cut. A stream split at
+// the result, each piece redacted on its own, shows no part of a secret
+// that the redactor would have replaced whole.
+func (r *Redactor) Straddle(b []byte, cut int) int {
+	if r == nil || cut <= 0 || cut > len(b) {
+		return cut
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	best := cut
+	for _, f := range r.olds {
+		for p := max(0, cut-len(f)+1); p < best; p++ {
+			end := min(len(b), p+len(f))
+			if p+len(f) > cut && bytes.Equal(b[p:end], f[:end-p]) {
+				best = p
+				break
+			}
+		}
+	}
+	return best
+}

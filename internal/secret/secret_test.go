@@ -3,6 +3,7 @@ package secret
 import (
 	"bytes"
 	"errors"
+	"io"
 	"io/fs"
 	"maps"
 	"net/http"
@@ -1020,5 +1021,40 @@ func TestCredentialHeader(t *testing.T) {
 		if got := CredentialHeader(c.argv, c.i); got != c.want {
 			t.Errorf("CredentialHeader(%q, %d) = %v, want %v", c.argv, c.i, got, c.want)
 		}
+	}
+}
+
+// Straddle moves a cut off any known key, so that pieces redacted one by
+// one show none of it (a hostile-input campaign: a key cut at 64 KiB or
+// across two reads showed in halves).
+func TestStraddle(t *testing.T) {
+	var r Redactor
+	r.Add("Kq7ZpXw3mN8vLr2TzzQ9")
+	for _, tc := range []struct {
+		name string
+		b    string
+		cut  int
+		want int
+	}{
+		{"no key", "hello world", 5, 5},
+		{"key before the cut", "a=Kq7ZpXw3mN8vLr2TzzQ9 tail", 23, 23},
+		{"key across the cut", "a=Kq7ZpXw3mN8vLr2TzzQ9 tail", 10, 2},
+		{"key after the cut", "head a=Kq7ZpXw3mN8vLr2TzzQ9", 4, 4},
+		{"key begun at the end of the read", "api_key=Kq7ZpX", 14, 8},
+		{"its first byte at the end", "api_key=K", 9, 8},
+		{"a prefix that is not the key", "api_key=Kq7Zx", 13, 13},
+		{"cut at zero", "Kq7ZpXw3mN8vLr2TzzQ9", 0, 0},
+		{"cut past the end", "abc", 9, 9},
+	} {
+		if got := r.Straddle([]byte(tc.b), tc.cut); got != tc.want {
+			t.Errorf("%s: Straddle(%q, %d) = %d, want %d", tc.name, tc.b, tc.cut, got, tc.want)
+		}
+	}
+	var none *Redactor
+	if got := none.Straddle([]byte("abc"), 2); got != 2 {
+		t.Errorf("nil Redactor: %d, want 2", got)
+	}
+	if RedactorOf(r.Writer(io.Discard)) != &r || RedactorOf(io.Discard) != nil {
+		t.Error("RedactorOf does not find the Redactor behind its Writer")
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"io"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/speclaunch/speclaunch/internal/secret"
 )
 
 // maxLine bounds one output line. An engine that prints a megabyte without
@@ -58,15 +60,25 @@ func (o *output) copy(r io.Reader, stream string) {
 	if stream == "stderr" {
 		w = o.stderr
 	}
+	// The secrets w redacts (secret.RedactorOf): a key split across two
+	// reads (raw) or two pieces of a long line is redacted in neither, so
+	// no cut falls inside one (Straddle).
+	red := secret.RedactorOf(w)
 	buf := make([]byte, 32<<10)
-	var line []byte
+	var line, held []byte // held: raw bytes that may begin a key, written with the next read
 	for {
 		n, err := r.Read(buf)
 		chunk := buf[:n]
-		if n > 0 && o.raw {
+		if o.raw && (n > 0 || len(held) > 0) {
+			out := append(held, chunk...)
+			keep := len(out)
+			if err == nil {
+				keep = red.Straddle(out, keep)
+			}
 			o.mu.Lock()
-			_, _ = w.Write(chunk)
+			_, _ = w.Write(out[:keep])
 			o.mu.Unlock()
+			held = append([]byte(nil), out[keep:]...)
 		}
 		for len(chunk) > 0 {
 			i := bytes.IndexByte(chunk, '\n')
@@ -76,11 +88,11 @@ func (o *output) copy(r io.Reader, stream string) {
 			}
 			line = append(line, chunk[:i]...)
 			chunk = chunk[i+1:]
-			line = o.emitLong(w, stream, line)
+			line = o.emitLong(w, red, stream, line)
 			o.emit(w, stream, line)
 			line = line[:0]
 		}
-		line = o.emitLong(w, stream, line)
+		line = o.emitLong(w, red, stream, line)
 		if err != nil {
 			if len(line) > 0 {
 				o.emit(w, stream, line)
@@ -91,12 +103,16 @@ func (o *output) copy(r io.Reader, stream string) {
 }
 
 // emitLong emits maxLine-sized pieces from the front of line while it is
-// longer than maxLine, cutting on a UTF-8 boundary, and returns the rest.
-func (o *output) emitLong(w io.Writer, stream string, line []byte) []byte {
+// longer than maxLine, cutting on a UTF-8 boundary and before any secret
+// red knows that the cut would split, and returns the rest.
+func (o *output) emitLong(w io.Writer, red *secret.Redactor, stream string, line []byte) []byte {
 	for len(line) > maxLine {
 		cut := maxLine
 		for back := 0; back < utf8.UTFMax && cut > 0 && !utf8.RuneStart(line[cut]); back++ {
 			cut--
+		}
+		if c := red.Straddle(line, cut); c > 0 {
+			cut = c
 		}
 		if cut == 0 {
 			cut = maxLine

@@ -29,8 +29,9 @@ type Spec struct {
 	Dir  string
 
 	// Prefix is put before every line of child output, e.g. "engine | ".
-	// With Prefix "" and Raw true the bytes pass through untouched, which
-	// keeps an engine's own progress bars and colours intact.
+	// With Prefix "" and Raw true the bytes pass through as they come, which
+	// keeps an engine's own progress bars and colours intact; bytes that
+	// may begin a secret the writer redacts wait for the next read.
 	Prefix string
 	Raw    bool
 
@@ -42,7 +43,9 @@ type Spec struct {
 
 	// Stdout and Stderr receive the child's output streams; nil discards
 	// (lines still reach OnLine and Tail). The same writer may be given for
-	// both: writes are serialised.
+	// both: writes are serialised. A writer from secret.Redactor.Writer
+	// also keeps every cut of the output (a long line's pieces, raw
+	// reads) off the secrets it redacts.
 	Stdout, Stderr io.Writer
 
 	// OnLine is called for every complete child line (without the newline)

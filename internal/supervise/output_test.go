@@ -1,0 +1,58 @@
+package supervise
+
+import (
+	"bytes"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/speclaunch/speclaunch/internal/secret"
+)
+
+// reads returns its parts one Read each, then io.EOF.
+type reads struct{ parts []string }
+
+func (r *reads) Read(p []byte) (int, error) {
+	if len(r.parts) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, r.parts[0])
+	r.parts[0] = r.parts[0][n:]
+	if r.parts[0] == "" {
+		r.parts = r.parts[1:]
+	}
+	return n, nil
+}
+
+// A key the engine prints is redacted whole however its bytes arrive: split
+// across two reads of raw output, or across the cut of a line longer than
+// maxLine (a hostile-input campaign found both printed in halves).
+func TestNoCutSplitsAKey(t *testing.T) {
+	const key = "Kq7ZpXw3mN8vLr2TzzQ9"
+	long := strings.Repeat("x", maxLine-8) + " key=" + key + " end\n"
+	for _, tc := range []struct {
+		name  string
+		raw   bool
+		parts []string
+	}{
+		{"raw, the key across two reads", true, []string{"line 1: api_key=Kq7Zp", "Xw3mN8vLr2TzzQ9 ok\nline 2\n"}},
+		{"raw, the key's first byte ending a read", true, []string{"api_key=K", "q7ZpXw3mN8vLr2TzzQ9\n"}},
+		{"lines, a key across the cut of a long line", false, []string{long}},
+		{"lines, the long line in reads cut inside the key", false, []string{long[:maxLine-1], long[maxLine-1:]}},
+	} {
+		var red secret.Redactor
+		red.Add(key)
+		var buf bytes.Buffer
+		o := newOutput(Spec{Raw: tc.raw, Stdout: red.Writer(&buf)}, 4)
+		o.copy(&reads{parts: append([]string(nil), tc.parts...)}, "stdout")
+		got := buf.String()
+		for _, part := range []string{"Kq7Z", "TzzQ9", "vLr2"} {
+			if strings.Contains(got, part) {
+				t.Errorf("%s: %q of the key shows:\n%.200q", tc.name, part, got[max(0, len(got)-200):])
+			}
+		}
+		if want := strings.Join(tc.parts, ""); tc.raw && strings.ReplaceAll(want, key, secret.Mask(key)) != got {
+			t.Errorf("%s: raw output %q, want the engine's bytes with the key masked", tc.name, got)
+		}
+	}
+}
