@@ -80,6 +80,19 @@ func TestSecretNames(t *testing.T) {
 		{"PATH", false},
 		{"MY_BEARER", true},
 		{"BEARER_MODE", false},
+		// A session, a cookie, a signed token, a data source's URL with its
+		// password, a signature, a shared access signature, a PEM block (a
+		// hostile-input campaign printed each in clear).
+		{"COOKIE", true},
+		{"HF_SESSION", true},
+		{"JWT", true},
+		{"DATABASE_DSN", true},
+		{"SIGNATURE", true},
+		{"AZURE_SAS", true},
+		{"CERT_PEM", true},
+		{"SESSION_TIMEOUT", false},
+		{"COOKIE_PATH", false},
+		{"SAMPLES", false},
 	} {
 		if got := SecretEnv(c.name); got != c.want {
 			t.Errorf("SecretEnv(%q) = %v, want %v", c.name, got, c.want)
