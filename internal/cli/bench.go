@@ -245,7 +245,7 @@ func (c *BenchCmd) sweep(e *Env, log *slog.Logger, o bench.Options, st *starter,
 	rec.Method.WallS = time.Since(wall0).Seconds()
 	redactRecord(rec, e.secrets)
 	if err := bench.Write(rec, outBase, true); err != nil {
-		return fmt.Errorf("write record: %w", err)
+		return err // bench.Write says "write record: …"
 	}
 	if runErr != nil {
 		if errors.Is(runErr, context.Canceled) {

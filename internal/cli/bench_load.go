@@ -138,7 +138,7 @@ func runLoadRecord(e *Env, lo bench.LoadOptions, st *starter, rec *record.Record
 	rec.Method.WallS = time.Since(wall0).Seconds()
 	redactRecord(rec, e.secrets)
 	if err := bench.Write(rec, outBase, true); err != nil {
-		return fmt.Errorf("write record: %w", err)
+		return err // bench.Write says "write record: …"
 	}
 	return runErr
 }
