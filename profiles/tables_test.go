@@ -33,16 +33,7 @@ func TestEngineEnvMustBeATable(t *testing.T) {
 		{"an entry that is an inline table", "[engine.env]\nLLAMA_API_KEY = {x = \"" + envKey + "\"}\n", 2, "engine.env.LLAMA_API_KEY: is a table, want a string"},
 		{"an entry that is an array", "[engine.env]\nLLAMA_API_KEY = [\"" + envKey + "\"]\n", 2, "engine.env.LLAMA_API_KEY: is an array, want a string"},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			_, err := Parse("p.toml", []byte(c.text))
-			var pe *Error
-			if !errors.As(err, &pe) || pe.Line != c.line || !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("got %v; want p.toml:%d and %q", err, c.line, c.want)
-			}
-			if strings.Contains(err.Error(), envKey) {
-				t.Errorf("%q shows the value", err)
-			}
-		})
+		t.Run(c.name, func(t *testing.T) { refusedAt(t, c.text, c.line, c.want) })
 	}
 	for _, text := range []string{
 		"[engine.env]\nLLAMA_API_KEY = \"k\"\n",
@@ -110,15 +101,20 @@ func TestKeyNamedTwiceIsNamed(t *testing.T) {
 		{"a value, then an array of tables", "[engine.env]\nLLAMA_API_KEY = \"" + envKey + "\"\n[[engine.env.LLAMA_API_KEY]]\n", 3, "Key 'engine.env.LLAMA_API_KEY' was already created and cannot be used as an array."},
 		{"a value, then a dotted key", "[engine.env]\nLLAMA_API_KEY = \"" + envKey + "\"\nLLAMA_API_KEY.x = \"b\"\n", 3, "Key 'engine.env.LLAMA_API_KEY' has already been defined."},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			_, err := Parse("p.toml", []byte(c.text))
-			var pe *Error
-			if !errors.As(err, &pe) || pe.Line != c.line || !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("got %v; want p.toml:%d and %q", err, c.line, c.want)
-			}
-			if strings.Contains(err.Error(), envKey) {
-				t.Errorf("%q shows the value", err)
-			}
-		})
+		t.Run(c.name, func(t *testing.T) { refusedAt(t, c.text, c.line, c.want) })
+	}
+}
+
+// refusedAt checks that Parse refuses text at p.toml:line saying want, and
+// never shows envKey, the value.
+func refusedAt(t *testing.T, text string, line int, want string) {
+	t.Helper()
+	_, err := Parse("p.toml", []byte(text))
+	var pe *Error
+	if !errors.As(err, &pe) || pe.Line != line || !strings.Contains(err.Error(), want) {
+		t.Fatalf("got %v; want p.toml:%d and %q", err, line, want)
+	}
+	if strings.Contains(err.Error(), envKey) {
+		t.Errorf("%q shows the value", err)
 	}
 }

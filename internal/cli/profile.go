@@ -159,14 +159,22 @@ func (c *ProfileInitCmd) checkDir(path string) error {
 			return usage(fmt.Errorf("profile %s: %w", path, err), "give a path in a directory this user can write")
 		}
 	}
+	return existingDir("profile "+path, dir)
+}
+
+// existingDir refuses dir, where what (the file, with how it was named)
+// is to be written, when it does not exist (a typo would build a tree) or
+// takes no file, saying how to make it; one rule for profile init and
+// tune --policy.
+func existingDir(what, dir string) error {
 	err := safefile.CheckDir(dir)
 	switch _, serr := os.Stat(dir); {
 	case err == nil:
 		return nil
 	case errors.Is(serr, fs.ErrNotExist):
-		return usage(fmt.Errorf("profile %s: %w", path, err), fmt.Sprintf("create the directory first (mkdir -p %s), or give a path in an existing directory", plan.ShellQuote(dir)))
+		return usage(fmt.Errorf("%s: %w", what, err), fmt.Sprintf("create the directory first (mkdir -p %s), or name a file in an existing directory", plan.ShellQuote(dir)))
 	}
-	return usage(fmt.Errorf("profile %s: %w", path, err), "give a path in a directory this user can write")
+	return usage(fmt.Errorf("%s: %w", what, err), "name a file in a directory this user can write")
 }
 
 // ProfileShowCmd prints the effective settings.

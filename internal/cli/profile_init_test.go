@@ -34,7 +34,7 @@ func TestProfileInit(t *testing.T) {
 	}{
 		{name: "a new file", path: "p.toml", code: 0, want: "wrote "},
 		{name: "a missing directory", path: "typo/sub/p.toml", code: 2,
-			want: "profile {dir}/typo/sub/p.toml: directory {dir}/typo/sub does not exist speclaunch: hint: create the directory first (mkdir -p {dir}/typo/sub), or give a path in an existing directory",
+			want: "profile {dir}/typo/sub/p.toml: directory {dir}/typo/sub does not exist speclaunch: hint: create the directory first (mkdir -p {dir}/typo/sub), or name a file in an existing directory",
 			check: func(t *testing.T, dir string) {
 				if _, err := os.Stat(filepath.Join(dir, "typo")); err == nil {
 					t.Error("profile init created the missing directory")

@@ -135,15 +135,7 @@ func layerDir(layer string, getenv func(string) string) error {
 	if own := tunedLayer(getenv); own != "" && filepath.Clean(own) == filepath.Clean(layer) {
 		return nil
 	}
-	dir := filepath.Dir(layer)
-	err := safefile.CheckDir(dir)
-	switch _, serr := os.Stat(dir); {
-	case err == nil:
-		return nil
-	case errors.Is(serr, fs.ErrNotExist):
-		return usage(fmt.Errorf("flag --policy: %s: %w", layer, err), fmt.Sprintf("create the directory first (mkdir -p %s), or name a file in an existing directory", plan.ShellQuote(dir)))
-	}
-	return usage(fmt.Errorf("flag --policy: %s: %w", layer, err), "name a file in a directory this user can write")
+	return existingDir("flag --policy: "+layer, filepath.Dir(layer))
 }
 
 // leftAsItWas says that tune left the layer as it was: "is unchanged",
