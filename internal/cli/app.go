@@ -405,13 +405,15 @@ func (e *Env) report(w io.Writer, err error) int {
 	if e.logJSON {
 		return reportJSON(w, err)
 	}
-	return report(w, err)
+	return report(w, err, e.secrets)
 }
 
-// report prints an error with its hint and returns the exit code.
-func report(w io.Writer, err error) int {
+// report prints an error with its hint and returns the exit code. The
+// known secrets are redacted before the lines are wrapped or cut: a key
+// cut in two matches the writer's redaction in neither piece.
+func report(w io.Writer, err error, secrets *secret.Redactor) int {
 	msg, hint, code := explain(err)
-	msg, hint = secret.MaskValue(msg), secret.MaskValue(hint)
+	msg, hint = secret.MaskValue(secrets.String(msg)), secret.MaskValue(secrets.String(hint))
 	if msg != "" {
 		// The lines under the first are an engine's last output (a failed
 		// start): cut to the screen, as the engine's lines are in the log.
@@ -454,7 +456,7 @@ func reportJSON(w io.Writer, err error) int {
 		attrs = append(attrs, "hint", hint)
 	}
 	if msg != "" || hint != "" {
-		newLogger(w, "json", "info", nil).Error(msg, attrs...)
+		newLogger(w, nil, "json", "info", nil).Error(msg, attrs...)
 	}
 	return code
 }

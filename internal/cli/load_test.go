@@ -329,8 +329,8 @@ func TestServeLoadSaysAnEmptyTunedLayer(t *testing.T) {
 				t.Fatal(err)
 			}
 			var start, reload bytes.Buffer
-			logNotices(newLogger(&start, "json", "info", getenv), ld.(serveLoad).l.Notices)
-			ld.LogNotices(newLogger(&reload, "json", "info", getenv)) // JSON: a line unwrapped
+			logNotices(newLogger(&start, nil, "json", "info", getenv), ld.(serveLoad).l.Notices)
+			ld.LogNotices(newLogger(&reload, nil, "json", "info", getenv)) // JSON: a line unwrapped
 			empty := "the tuned layer " + tuned + " is empty (nothing but whitespace and comments)"
 			if n, m := strings.Count(start.String(), empty), strings.Count(reload.String(), empty); n != c.want || m != c.want {
 				t.Errorf("said %d times at start, %d on a reload; want %d each:\nstart:\n%s\nreload:\n%s", n, m, c.want, start.String(), reload.String())

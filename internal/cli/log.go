@@ -20,7 +20,7 @@ import (
 // newLogger builds the launcher's logger. tint does no terminal or NO_COLOR
 // detection itself: colour only when the writer is a terminal, TERM is not
 // dumb and NO_COLOR is empty (no-color.org), or when format is "color".
-func newLogger(w io.Writer, format, level string, getenv func(string) string) *slog.Logger {
+func newLogger(w io.Writer, secrets *secret.Redactor, format, level string, getenv func(string) string) *slog.Logger {
 	var lv slog.Level
 	switch level {
 	case "debug":
@@ -42,7 +42,7 @@ func newLogger(w io.Writer, format, level string, getenv func(string) string) *s
 	if color {
 		tf = time.TimeOnly
 	}
-	return slog.New(&screenHandler{next: tint.NewTextHandler(w, &tint.Options{Level: lv, NoColor: !color, TimeFormat: tf}), secrets: secret.RedactorOf(w)})
+	return slog.New(&screenHandler{next: tint.NewTextHandler(w, &tint.Options{Level: lv, NoColor: !color, TimeFormat: tf}), secrets: secrets})
 }
 
 // logNotices logs the settings' notices at their own level: a warning (an

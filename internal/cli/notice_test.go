@@ -13,7 +13,7 @@ import (
 // not.
 func TestLogNoticesKeepTheirLevel(t *testing.T) {
 	var buf bytes.Buffer
-	log := newLogger(&buf, "text", "warn", func(string) string { return "" })
+	log := newLogger(&buf, nil, "text", "warn", func(string) string { return "" })
 	logNotices(log, []config.Notice{
 		{Level: "info", Msg: "an informational notice"},
 		{Level: "warn", Msg: "the API key typed as --api-key is on speclaunch's own command line"},

@@ -37,7 +37,7 @@ type screenHandler struct {
 	attrs []slog.Attr // from WithAttrs, for measuring: next already has them
 	// secrets are the keys the output writer redacts: a record is redacted
 	// before it is cut or wrapped, where a key cut in two would match
-	// neither half (secret.RedactorOf).
+	// neither half.
 	secrets *secret.Redactor
 }
 
@@ -108,7 +108,7 @@ func (h *screenHandler) Handle(ctx context.Context, r slog.Record) error {
 // replaced, as the writer would replace it in the whole line; r itself
 // when there are no keys.
 func (h *screenHandler) redacted(r slog.Record) slog.Record {
-	if h.secrets == nil {
+	if !h.secrets.Any() {
 		return r
 	}
 	out := slog.NewRecord(r.Time, r.Level, h.secrets.String(r.Message), r.PC)
@@ -128,6 +128,9 @@ func (h *screenHandler) redactAttr(a slog.Attr) slog.Attr {
 			as[i] = h.redactAttr(x)
 		}
 		return slog.Attr{Key: a.Key, Value: slog.GroupValue(as...)}
+	}
+	if k := v.Kind(); k != slog.KindString && k != slog.KindAny {
+		return a // a number, a time, a bool: no key in it
 	}
 	s := v.String()
 	red := h.secrets.String(s)

@@ -19,7 +19,7 @@ import (
 // keeps each record one line with every field.
 func TestTextLinesFitTheScreen(t *testing.T) {
 	var buf bytes.Buffer
-	log := newLogger(&buf, "text", "info", func(string) string { return "" })
+	log := newLogger(&buf, nil, "text", "info", func(string) string { return "" })
 	argv := "/usr/bin/llama-server -m /models/" + strings.Repeat("q", 300) + ".gguf --spec-type draft-simple --port 40000"
 	settings := settingsAttrs(map[string]Setting{
 		"engine": {Value: "sim", Source: "profile p.toml:2"}, "model": {Value: strings.Repeat("m", 150), Source: "flag --model"},
@@ -42,7 +42,7 @@ func TestTextLinesFitTheScreen(t *testing.T) {
 		}
 	}
 	var js bytes.Buffer
-	newLogger(&js, "json", "info", nil).Info("starting engine", "cmd", argv)
+	newLogger(&js, nil, "json", "info", nil).Info("starting engine", "cmd", argv)
 	if strings.Count(js.String(), "\n") != 1 || !strings.Contains(js.String(), argv) {
 		t.Errorf("JSON does not keep the whole line: %s", js.String())
 	}
@@ -96,7 +96,7 @@ func TestErrorTailFitsTheScreen(t *testing.T) {
 	tail := "  error: " + strings.Repeat("x", 350) + " the end"
 	err := errors.New("sim failed to start: process exited with code 1 while starting; last output:\n" + tail)
 	var buf bytes.Buffer
-	report(&buf, err)
+	report(&buf, err, nil)
 	for _, l := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
 		if n := utf8.RuneCountInString(l); n > screenWidth {
 			t.Errorf("a %d-character line: %s", n, l)
@@ -116,7 +116,7 @@ func TestErrorTailFitsTheScreen(t *testing.T) {
 // wrapped at spaces, every word kept; its attributes follow on their own.
 func TestLongMessageWraps(t *testing.T) {
 	var buf bytes.Buffer
-	log := newLogger(&buf, "text", "info", func(string) string { return "" })
+	log := newLogger(&buf, nil, "text", "info", func(string) string { return "" })
 	msg := "/models/" + strings.Repeat("deep/", 20) + "config.json: block_size -1 is negative: no width is read from it, nor the kind from model_type qwen3_5_mtp (so dflash); set a width 2 to 256 or remove the key"
 	log.Warn(msg, "engine", "mlxcel")
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
@@ -143,7 +143,7 @@ func TestLongMessageWraps(t *testing.T) {
 // lines and its last two, saying how many went.
 func TestErrorAttrWraps(t *testing.T) {
 	var buf bytes.Buffer
-	log := newLogger(&buf, "text", "info", func(string) string { return "" })
+	log := newLogger(&buf, nil, "text", "info", func(string) string { return "" })
 	msg := "the profile changed and cannot be used: profile /srv/" + strings.Repeat("d", 40) + "/profiles-copy/demo.toml: file is larger than 1 MiB (1048576 bytes), the cap for a profile; check that this is the file you meant (caps: docs/file-limits.md)"
 	log.Error("reload rejected; the engine keeps running with the previous settings", "err", errors.New(msg))
 	many := strings.Repeat("engine line\n", 40) + "hint: pass --ctx-size 4096"
@@ -170,7 +170,7 @@ func TestErrorAttrWraps(t *testing.T) {
 func TestReportWrapsToTheScreen(t *testing.T) {
 	words := strings.Repeat("the drafter's config.json declares block_size 1000000000 ", 6)
 	var b strings.Builder
-	code := report(&b, usage(errors.New(strings.TrimSpace(words)), "set block_size to a width from 2 to 256 in /models/some/long/path/config.json, or remove the key: "+words))
+	code := report(&b, usage(errors.New(strings.TrimSpace(words)), "set block_size to a width from 2 to 256 in /models/some/long/path/config.json, or remove the key: "+words), nil)
 	if code != 2 {
 		t.Fatalf("exit %d, want 2", code)
 	}
@@ -188,24 +188,37 @@ func TestReportWrapsToTheScreen(t *testing.T) {
 // A key is redacted before a text line is cut or wrapped: cut inside it,
 // each piece matched nothing and showed (a hostile-input campaign: 18 of a
 // key's 20 characters in a cut engine line, a 164-character key in two
-// pieces of a wrapped error, 14 in a cut failed-start tail).
+// pieces of a wrapped error, 14 in a cut failed-start tail; a review: the
+// error that ends the command, cut by report).
 func TestNoCutShowsAKey(t *testing.T) {
 	const key = "sk-proj-gVt8qDFMyhfAza03Lmj2tuPh1CM8eT2JhTfSxlBgKq7ZpXw3mN8vLr2TzzQ9Zx81Kq7ZpXw3mN8vLr2TzzQ9aa55gVt8qDFMyhfAza03Lmj2tuPh1CM8eT2JhTfSxlBg0123456789abcdefghijklmnopqrstuv"
 	var red secret.Redactor
 	red.Add(key)
 	var buf bytes.Buffer
-	log := newLogger(red.Writer(&buf), "text", "info", func(string) string { return "" })
+	log := newLogger(red.Writer(&buf), &red, "text", "info", func(string) string { return "" })
 	for _, at := range []int{100, 130, 150, 160, 190} {
 		pad := strings.Repeat("x", at)
 		log.Info(pad + " api_key=" + key + " " + strings.Repeat("y", 300))                                       // a message wrapped
 		log.Error("reload rejected", "err", errors.New("engine exited: config: "+pad+" api_key="+key+" host=h")) // an error wrapped
 		log.Info("engine failed to start", "output", pad+" 'api_key': ['"+key+"'], "+strings.Repeat("z", 200))   // an attribute cut
-		var s config.Settings
-		s.LogFormat.Value, s.LogLevel.Value = "text", "info"
-		o := engineOptions(&Env{secrets: &red}, s, 1)
-		buf.Write(o.Format("stderr", pad+key+" "+strings.Repeat("y", 300))) // an engine line cut
 	}
+	// An engine line is redacted by supervise before it is cut (Secrets).
+	var s config.Settings
+	s.LogFormat.Value, s.LogLevel.Value = "text", "info"
+	if o := engineOptions(&Env{secrets: &red}, s, 1); o.Secrets != &red {
+		t.Error("the engine's lines are not redacted before they are cut: instance.Options.Secrets unset")
+	}
+	// A failed start's tail, cut by report; a key of no known shape, so
+	// that only the redactor can catch it.
+	const plain = "Zx81Kq7ZpXw3mN8vLr2TzzQ9aa55Kq7ZpXw3mN8vLr2Tzz"
+	red.Add(plain)
+	report(red.Writer(&buf), errors.New("sim failed to start; last output:\n  "+strings.Repeat("x", 135)+" "+plain+" "+strings.Repeat("y", 100)), &red)
 	out := buf.String()
+	for i := 0; i+8 <= len(plain); i += 4 {
+		if part := plain[i : i+8]; strings.Contains(out, part) {
+			t.Fatalf("%q of the key shows:\n%s", part, out)
+		}
+	}
 	for i := 0; i+8 <= len(key); i += 4 {
 		if part := key[i : i+8]; strings.Contains(out, part) {
 			t.Fatalf("%q of the key shows:\n%s", part, out)

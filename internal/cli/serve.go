@@ -24,7 +24,7 @@ type ServeCmd struct {
 	StrictWidth     bool   `help:"Stop with exit code 3 when the engine runs another width than resolved, or declines speculation." group:"Serve"`
 	Probe           bool   `negatable:"" default:"true" help:"Verify the running width with one short llama.cpp request; --no-probe skips it (the width is then not verified)." group:"Serve"`
 	Watch           bool   `help:"Reload on profile/policy changes; --watch=false turns it off; it watches when a profile or policy file is given." group:"Serve"`
-	RawEngineOutput bool   `help:"Pass the engine's output through untouched instead of prefixing its lines." group:"Serve"`
+	RawEngineOutput bool   `help:"Pass the engine's output through as it comes (API keys still masked) instead of prefixing its lines." group:"Serve"`
 
 	Proxy           bool   `help:"Serve through speclaunch's own front proxy on --host/--port, the engine on a loopback port, so engine switches fail no request; --proxy=false runs the engine on --host/--port directly." group:"Proxy"`
 	Switch          string `help:"How an engine is replaced (reload, restart, adaptive width): overlap (new engine beside the old), drain (hold requests while one engine is swapped) or auto (drain when two copies would not fit in GPU memory)." placeholder:"MODE" group:"Proxy"`
@@ -58,7 +58,7 @@ func (c *ServeCmd) Run(e *Env) error {
 	}
 	s := l.Settings
 	e.logJSON = s.LogFormat.Value == "json"
-	log := newLogger(e.Stderr, s.LogFormat.Value, s.LogLevel.Value, e.Getenv)
+	log := newLogger(e.Stderr, e.secrets, s.LogFormat.Value, s.LogLevel.Value, e.Getenv)
 	logNotices(log, l.Notices)
 	if !c.DryRun {
 		// Once, at start: what every setting is and where it came from,
@@ -116,14 +116,12 @@ func engineOptions(e *Env, s config.Settings, n int) instance.Options {
 	if s.RawEngineOutput.Value {
 		prefix = ""
 	}
-	o := instance.Options{Out: e.Stderr, Prefix: prefix, Raw: s.RawEngineOutput.Value, ReadyTimeout: s.ReadyTimeout.Value, StopTimeout: s.StopTimeout.Value, Interrupt: e.Ctx, Client: engineClient}
+	o := instance.Options{Out: e.Stderr, Secrets: e.secrets, Prefix: prefix, Raw: s.RawEngineOutput.Value, ReadyTimeout: s.ReadyTimeout.Value, StopTimeout: s.StopTimeout.Value, Interrupt: e.Ctx, Client: engineClient}
 	switch {
 	case s.LogFormat.Value == "json":
 		o.Format = func(stream, line string) []byte { return engineLineJSON(n, stream, line) }
 	case s.LogLevel.Value != "debug":
-		// Redacted before it is cut: a key cut at the screen's width
-		// would match the writer's redaction in neither piece.
-		o.Format = func(_, line string) []byte { return engineLineText(prefix, e.secrets.String(line)) }
+		o.Format = func(_, line string) []byte { return engineLineText(prefix, line) } // redacted before (Secrets)
 	}
 	return o
 }

@@ -50,6 +50,9 @@ const (
 
 // Run implements `speclaunch tune`.
 func (c *TuneCmd) Run(e *Env) error {
+	if err := c.checkArgs(e); err != nil { // "—api-key K" dropped, the engines measured open
+		return err
+	}
 	levels, err := parseLevels(c.Levels, "--levels")
 	if err != nil {
 		return err
@@ -132,8 +135,12 @@ func (c *TuneCmd) layerPath(e *Env) (string, error) {
 // user's own tuned layer's directory is speclaunch's, made when missing
 // (makeRecords).
 func layerDir(layer string, getenv func(string) string) error {
-	if own := tunedLayer(getenv); own != "" && filepath.Clean(own) == filepath.Clean(layer) {
-		return nil
+	if own := tunedLayer(getenv); own != "" {
+		a, errA := filepath.Abs(own)
+		b, errB := filepath.Abs(layer)
+		if errA == nil && errB == nil && a == b { // ./.config/speclaunch/tuned.toml from $HOME too
+			return nil
+		}
 	}
 	return existingDir("flag --policy: "+layer, filepath.Dir(layer))
 }
@@ -336,6 +343,9 @@ func (t *tuning) run(e *Env) error {
 	case err != nil:
 		return err
 	}
+	if !measuredAny(t.rec) { // the default's fallback at every load would rest on nothing
+		return fmt.Errorf("tune measured nothing: no engine of any width started and served (%s; record %s.md says why, engine by engine)", leftAsItWas(t.layer), t.outBase)
+	}
 	earned := t.rec.Earned
 	if earned == nil {
 		return fmt.Errorf("tune earned no schedule: %s (record %s.md)", t.rec.Verdict.Why, t.outBase)
@@ -361,6 +371,21 @@ func (t *tuning) run(e *Env) error {
 	fmt.Fprintf(resultOut(e, t.lo.JSONProgress), "tuned in %s: %s (%s)\nwritten to %s as entry %s; record %s.md\n%s\n",
 		time.Since(started).Round(time.Second), sched.Describe(), sched, t.layer, entry.ID, t.outBase, tunedNext(t.layer, t.profile, e.Getenv))
 	return nil
+}
+
+// measuredAny reports whether any arm at any level of rec measured: an
+// entry written without one would put the default's fallback in the
+// tuned layer as if it had been measured (a recheck: every engine failed
+// to start, and tune wrote an entry and exited 0).
+func measuredAny(rec *record.Record) bool {
+	for _, l := range rec.Levels {
+		for _, a := range l.Arms {
+			if a.Status == record.StatusOK {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // tunedNext says how serve comes to read what tune wrote (by itself from

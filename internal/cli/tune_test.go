@@ -597,6 +597,7 @@ func TestTuneRefusesAMissingPolicyDir(t *testing.T) {
 			[]string{"flag --policy: " + filepath.Join(dir, "afile", "tuned.toml") + ": " + filepath.Join(dir, "afile") + " is not a directory"}, ""},
 		{"an existing directory", filepath.Join(dir, "tuned.toml"), nil, ""},
 		{"the user's own layer, named", own, nil, ""},
+		{"the user's own layer, named relative to here", relTo(t, own), nil, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			getenv := func(k string) string {
@@ -646,6 +647,26 @@ func TestLeftAsItWas(t *testing.T) {
 	} {
 		if got := leftAsItWas(tc.layer); got != tc.want {
 			t.Errorf("leftAsItWas(%s) = %q, want %q", tc.layer, got, tc.want)
+		}
+	}
+}
+
+// A sweep in which no engine measured earns no entry (a recheck: every
+// engine failed to start, and tune wrote the default's fallback as an
+// entry and exited 0).
+func TestMeasuredAny(t *testing.T) {
+	arm := func(status string) record.Arm { return record.Arm{Status: status} }
+	for _, tc := range []struct {
+		name   string
+		levels []record.Level
+		want   bool
+	}{
+		{"no level", nil, false},
+		{"every arm failed", []record.Level{{Arms: []record.Arm{arm(record.StatusFailed), arm(record.StatusFailed)}}, {Arms: []record.Arm{arm(record.StatusFailed)}}}, false},
+		{"one arm measured at the last level", []record.Level{{Arms: []record.Arm{arm(record.StatusFailed)}}, {Arms: []record.Arm{arm(record.StatusFailed), arm(record.StatusOK)}}}, true},
+	} {
+		if got := measuredAny(&record.Record{Levels: tc.levels}); got != tc.want {
+			t.Errorf("%s: measuredAny = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }

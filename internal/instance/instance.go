@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/speclaunch/speclaunch/internal/secret"
 	"io"
 	"log/slog"
 	"net/http"
@@ -82,7 +83,11 @@ func (r *Engine) observe(line string) {
 
 // Options are the knobs serve and bench share.
 type Options struct {
-	Out          io.Writer // where engine output goes
+	Out io.Writer // where engine output goes
+	// Secrets are redacted from the engine's lines before any is cut,
+	// kept (Tail, a failed start's error, a record) or written
+	// (supervise.Spec.Secrets).
+	Secrets      *secret.Redactor
 	Prefix       string
 	Raw          bool
 	ReadyTimeout time.Duration
@@ -117,7 +122,7 @@ func Start(ctx context.Context, p *plan.Plan, o Options) (*Engine, error) {
 	}
 	proc, err := supervise.Start(ctx, supervise.Spec{
 		Argv: p.Launch.Argv, Env: p.Launch.Env,
-		Prefix: o.Prefix, Raw: o.Raw, Format: format, Stdout: out, Stderr: out,
+		Prefix: o.Prefix, Raw: o.Raw, Format: format, Stdout: out, Stderr: out, Secrets: o.Secrets,
 		OnLine:      func(_, line string) { r.observe(line) },
 		StopTimeout: o.StopTimeout,
 	})

@@ -3,10 +3,13 @@ package secret
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"slices"
 	"strings"
 	"sync"
+	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // MinRedact is the shortest value a Redactor replaces in free text. A
@@ -53,12 +56,7 @@ func (r *Redactor) Add(values ...string) {
 			continue
 		}
 		r.known[v] |= isValue
-		forms := []string{v}
-		if b, err := json.Marshal(v); err == nil {
-			if esc := string(b[1 : len(b)-1]); esc != v {
-				forms = append(forms, esc)
-			}
-		}
+		forms := jsonForms(v)
 		for _, f := range forms {
 			if r.known[f]&isForm != 0 {
 				continue
@@ -83,6 +81,45 @@ func (r *Redactor) Add(values ...string) {
 		olds[i], news[i] = r.olds[j], r.news[j]
 	}
 	r.olds, r.news = olds, news
+}
+
+// jsonForms are v and the forms JSON encoders write it in, inside a
+// string: json.Marshal's (<, >, & escaped), slog's JSON handler's and
+// llama-server's (only ", \\ and controls escaped), and Python's json.dumps
+// (vLLM, SGLang: everything past ASCII as \\uXXXX, surrogate pairs above
+// U+FFFF). An engine or the launcher's own JSON log prints a key in one of
+// them; a form not registered is printed whole.
+func jsonForms(v string) []string {
+	forms := []string{v}
+	add := func(f string) {
+		if !slices.Contains(forms, f) {
+			forms = append(forms, f)
+		}
+	}
+	for _, html := range []bool{true, false} {
+		var b bytes.Buffer
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(html)
+		if enc.Encode(v) == nil {
+			if esc := strings.TrimSuffix(b.String(), "\n"); len(esc) >= 2 {
+				add(esc[1 : len(esc)-1])
+			}
+		}
+	}
+	var ascii strings.Builder
+	for _, c := range forms[len(forms)-1] { // slog's form, past ASCII escaped as Python does
+		switch {
+		case c < utf8.RuneSelf:
+			ascii.WriteRune(c)
+		case c > 0xFFFF:
+			hi, lo := utf16.EncodeRune(c)
+			fmt.Fprintf(&ascii, "\\u%04x\\u%04x", hi, lo)
+		default:
+			fmt.Fprintf(&ascii, "\\u%04x", c)
+		}
+	}
+	add(ascii.String())
+	return forms
 }
 
 // Bytes returns b with every known secret replaced; b itself when none
@@ -138,24 +175,24 @@ func (w *writer) Write(p []byte) (int, error) {
 // Unwrap returns the writer underneath (for terminal detection).
 func (w *writer) Unwrap() io.Writer { return w.w }
 
-// RedactorOf is the Redactor behind w when w is one of its Writers, else
-// nil (whose methods replace nothing). Text that is cut or wrapped before
-// it reaches w (a log line cut to a screen's width, an error wrapped at
-// spaces) is to be redacted whole first: a key cut in two matches neither
-// half, and each half was printed.
-func RedactorOf(w io.Writer) *Redactor {
-	if rw, ok := w.(*writer); ok {
-		return rw.r
+// Any reports whether r replaces anything: text is redacted before it is
+// cut or wrapped only then (a key cut in two matches neither half).
+func (r *Redactor) Any() bool {
+	if r == nil {
+		return false
 	}
-	return nil
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return len(r.olds) > 0
 }
 
 // Straddle moves a cut of b back so that no known secret spans it: it is
 // the start of the first secret that begins before cut and runs past it,
 // or that begins before cut and runs past the end of b as far as b shows
-// it (the rest may follow in the next read); else cut. A stream split at
-// the result, each piece redacted on its own, shows no part of a secret
-// that the redactor would have replaced whole.
+// it (the rest may follow in the next read); else cut. b is to be
+// redacted (Bytes) first: then only a secret cut by the end of what was
+// read can span the cut, and the piece after it is shorter than the
+// longest secret.
 func (r *Redactor) Straddle(b []byte, cut int) int {
 	if r == nil || cut <= 0 || cut > len(b) {
 		return cut

@@ -68,18 +68,19 @@ func secretParts(parts []string) bool {
 
 // credentialWords are last parts of a name that say its value is a
 // credential (GITHUB_PAT, PROXY_AUTH, DB_PASS, SSH_PRIVATE, --auth,
-// --bearer, HF_SESSION, DATABASE_DSN, CERT_PEM). Only a whole last part counts, and not for typos: PAT is one
+// --bearer, DATABASE_DSN, CERT_PEM). Not SESSION: a desktop's
+// DESKTOP_SESSION=ubuntu made "ubuntu" a secret, masked in every path. Only a whole last part counts, and not for typos: PAT is one
 // edit from PATH, AUTH from AUTO, and AUTH_MODE, COMPAT and BYPASS are not
 // secrets.
 var credentialWords = []string{"AUTH", "OAUTH", "AUTHORIZATION", "PAT", "PASS", "PASSPHRASE", "PRIVATE", "BEARER",
-	"COOKIE", "SESSION", "JWT", "DSN", "SIGNATURE", "SAS", "PEM"}
+	"COOKIE", "JWT", "DSN", "SIGNATURE", "SAS", "PEM"}
 
 // secretName reports whether the parts of a name (upper case: a
 // variable's split on "_", a flag's on "-" and "_") say its value is a
 // secret: a part that is or ends in KEY, TOKEN, SECRET, PASSWORD, PASSWD or
 // CREDENTIAL(S), unless the name ends in FILE, PATH or DIR; or a last part
 // AUTH, OAUTH, AUTHORIZATION, PAT, PASS, PASSPHRASE, PRIVATE, BEARER, COOKIE,
-// SESSION, JWT, DSN, SIGNATURE, SAS or PEM. The one rule SecretEnv and SecretFlag
+// JWT, DSN, SIGNATURE, SAS or PEM. The one rule SecretEnv and SecretFlag
 // share, before their typos.
 func secretName(parts []string) bool {
 	return secretParts(parts) || len(parts) > 0 && slices.Contains(credentialWords, parts[len(parts)-1])

@@ -21,10 +21,11 @@ const maxLine = 64 << 10
 type output struct {
 	prefix string
 	format func(stream, line string) []byte
-	raw    bool // pass bytes through untouched (Raw with no Prefix)
+	raw    bool // pass bytes through as they come, secrets redacted (Raw with no Prefix)
 	stdout io.Writer
 	stderr io.Writer
 	onLine func(stream, line string)
+	red    *secret.Redactor
 
 	mu   sync.Mutex
 	ring []string
@@ -40,6 +41,7 @@ func newOutput(s Spec, tail int) *output {
 		stdout: s.Stdout,
 		stderr: s.Stderr,
 		onLine: s.OnLine,
+		red:    s.Secrets,
 		ring:   make([]string, tail),
 	}
 	if o.stdout == nil {
@@ -60,25 +62,25 @@ func (o *output) copy(r io.Reader, stream string) {
 	if stream == "stderr" {
 		w = o.stderr
 	}
-	// The secrets w redacts (secret.RedactorOf): a key split across two
-	// reads (raw) or two pieces of a long line is redacted in neither, so
-	// no cut falls inside one (Straddle).
-	red := secret.RedactorOf(w)
 	buf := make([]byte, 32<<10)
-	var line, held []byte // held: raw bytes that may begin a key, written with the next read
+	var line, held []byte // held: raw bytes that may begin a secret, written with the next read
 	for {
 		n, err := r.Read(buf)
 		chunk := buf[:n]
 		if o.raw && (n > 0 || len(held) > 0) {
-			out := append(held, chunk...)
+			out := chunk
+			if len(held) > 0 {
+				out = append(held, chunk...)
+			}
+			out = o.red.Bytes(out) // whole secrets first: what Straddle holds is shorter than one
 			keep := len(out)
 			if err == nil {
-				keep = red.Straddle(out, keep)
+				keep = o.red.Straddle(out, keep)
 			}
 			o.mu.Lock()
 			_, _ = w.Write(out[:keep])
 			o.mu.Unlock()
-			held = append([]byte(nil), out[keep:]...)
+			held = append(held[:0:0], out[keep:]...)
 		}
 		for len(chunk) > 0 {
 			i := bytes.IndexByte(chunk, '\n')
@@ -88,11 +90,11 @@ func (o *output) copy(r io.Reader, stream string) {
 			}
 			line = append(line, chunk[:i]...)
 			chunk = chunk[i+1:]
-			line = o.emitLong(w, red, stream, line)
+			line = o.emitLong(w, stream, line)
 			o.emit(w, stream, line)
 			line = line[:0]
 		}
-		line = o.emitLong(w, red, stream, line)
+		line = o.emitLong(w, stream, line)
 		if err != nil {
 			if len(line) > 0 {
 				o.emit(w, stream, line)
@@ -103,15 +105,19 @@ func (o *output) copy(r io.Reader, stream string) {
 }
 
 // emitLong emits maxLine-sized pieces from the front of line while it is
-// longer than maxLine, cutting on a UTF-8 boundary and before any secret
-// red knows that the cut would split, and returns the rest.
-func (o *output) emitLong(w io.Writer, red *secret.Redactor, stream string, line []byte) []byte {
+// longer than maxLine, its secrets redacted first, cutting on a UTF-8
+// boundary and before a secret the rest of the line may complete, and
+// returns the rest.
+func (o *output) emitLong(w io.Writer, stream string, line []byte) []byte {
+	if len(line) > maxLine {
+		line = o.red.Bytes(line)
+	}
 	for len(line) > maxLine {
 		cut := maxLine
 		for back := 0; back < utf8.UTFMax && cut > 0 && !utf8.RuneStart(line[cut]); back++ {
 			cut--
 		}
-		if c := red.Straddle(line, cut); c > 0 {
+		if c := o.red.Straddle(line, cut); c > 0 {
 			cut = c
 		}
 		if cut == 0 {
@@ -124,7 +130,7 @@ func (o *output) emitLong(w io.Writer, red *secret.Redactor, stream string, line
 }
 
 func (o *output) emit(w io.Writer, stream string, b []byte) {
-	b = bytes.TrimSuffix(b, []byte("\r"))
+	b = o.red.Bytes(bytes.TrimSuffix(b, []byte("\r")))
 	s := string(b)
 	o.mu.Lock()
 	defer o.mu.Unlock()

@@ -15,6 +15,7 @@ package supervise
 import (
 	"errors"
 	"fmt"
+	"github.com/speclaunch/speclaunch/internal/secret"
 	"io"
 	"os"
 	"sync"
@@ -38,15 +39,20 @@ type Spec struct {
 	// Format, when set, renders each line for Stdout/Stderr in place of
 	// Prefix, trailing newline included: e.g. one JSON object per line, so
 	// that a JSON log stays JSON with the engine's lines in it. Raw (with no
-	// Prefix) still wins: the bytes then pass through untouched.
+	// Prefix) still wins: the bytes then pass through as they come (Secrets redacted).
 	Format func(stream, line string) []byte
 
 	// Stdout and Stderr receive the child's output streams; nil discards
 	// (lines still reach OnLine and Tail). The same writer may be given for
-	// both: writes are serialised. A writer from secret.Redactor.Writer
-	// also keeps every cut of the output (a long line's pieces, raw
-	// reads) off the secrets it redacts.
+	// both: writes are serialised.
 	Stdout, Stderr io.Writer
+
+	// Secrets are redacted from every line (what Stdout, Stderr, OnLine
+	// and Tail get) before a long line is cut, and from raw output before
+	// a read is written, the bytes that may begin a secret held for the
+	// next read: a secret cut in two matches neither half. Nil redacts
+	// nothing.
+	Secrets *secret.Redactor
 
 	// OnLine is called for every complete child line (without the newline)
 	// with stream "stdout" or "stderr", e.g. to spot the engine's width line.
