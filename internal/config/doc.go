@@ -16,7 +16,7 @@ func HelpFor(flag string) (string, bool) {
 		case r.Flag == flag && r.Flag != "":
 			found = true
 			parts = append(parts, r.helpParts()...)
-		case r.HelpOn == flag && r.HelpOn != "":
+		case r.HelpOn == flag && r.HelpOn != "" && !r.Retired: // a retired row tunes nothing
 			tuning = append(tuning, dollars(r.Envs)...)
 		}
 	}
