@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -119,17 +121,78 @@ func jsonForms(v string) []string {
 		}
 	}
 	add(ascii.String())
+	add(upperEscapes(ascii.String())) // \u00E9, as some encoders write it
+	for _, f := range slices.Clone(forms) {
+		add(strings.ReplaceAll(f, "/", `\/`)) // PHP's and Jackson's escaped solidus
+	}
+	add(url.QueryEscape(v)) // a key in a logged URL: base64's / + = as %2F %2B %3D
+	add(url.PathEscape(v))
 	return forms
 }
 
+// upperEscapes writes the hex digits of every \\uXXXX in s in upper case.
+func upperEscapes(s string) string {
+	return uEscRE.ReplaceAllStringFunc(s, func(e string) string { return `\u` + strings.ToUpper(e[2:]) })
+}
+
+var (
+	uEscRE = regexp.MustCompile(`\\u[0-9a-f]{4}`)
+	// csiRE is a terminal's colour (CSI) sequence.
+	csiRE = regexp.MustCompile("\x1b\\[[0-9;?]*[ -/]*[@-~]")
+)
+
 // Bytes returns b with every known secret replaced; b itself when none
-// occurs.
+// occurs. Besides each secret whole it replaces one that colour codes
+// split (the line is then written without its codes, "sk-li\x1b[31mve-…"
+// showed whole on a terminal) and one cut short: a run of at least half
+// of a secret's first bytes, and at least minPartial, that the text does
+// not continue with the rest (an engine's log that cut the key). Text
+// that may continue in a next read is for WholeOnly and Straddle first.
 func (r *Redactor) Bytes(b []byte) []byte {
 	if r == nil {
 		return b
 	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
+	return r.partial(r.whole(b))
+}
+
+// WholeOnly replaces the secrets b holds whole (and those colour codes
+// split), never a run that only begins one: before Straddle, on text the
+// next read may continue.
+func (r *Redactor) WholeOnly(b []byte) []byte {
+	if r == nil {
+		return b
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.whole(b)
+}
+
+// String is Bytes for a string.
+func (r *Redactor) String(s string) string {
+	if r == nil || !r.Any() {
+		return s
+	}
+	if b := r.Bytes([]byte(s)); string(b) != s {
+		return string(b)
+	}
+	return s
+}
+
+func (r *Redactor) whole(b []byte) []byte {
+	b = r.exact(b)
+	if bytes.IndexByte(b, 0x1b) >= 0 {
+		if plain := csiRE.ReplaceAll(b, nil); !bytes.Equal(plain, b) {
+			if red := r.exact(plain); !bytes.Equal(red, plain) {
+				return red
+			}
+		}
+	}
+	return b
+}
+
+func (r *Redactor) exact(b []byte) []byte {
 	for i, o := range r.olds {
 		if bytes.Contains(b, o) {
 			b = bytes.ReplaceAll(b, o, r.news[i])
@@ -138,17 +201,32 @@ func (r *Redactor) Bytes(b []byte) []byte {
 	return b
 }
 
-// String is Bytes for a string.
-func (r *Redactor) String(s string) string {
-	if r == nil {
-		return s
+// minPartial is the shortest run of a secret's first bytes Bytes replaces
+// when the rest does not follow: a key's first 12 characters are key
+// material, not a word an engine prints by chance.
+const minPartial = 12
+
+func (r *Redactor) partial(b []byte) []byte {
+	for _, o := range r.olds {
+		need := max(minPartial, (len(o)+1)/2)
+		if need >= len(o) {
+			continue
+		}
+		for from := 0; ; {
+			i := bytes.Index(b[from:], o[:need])
+			if i < 0 {
+				break
+			}
+			i += from
+			n := need
+			for n < len(o) && i+n < len(b) && b[i+n] == o[n] {
+				n++
+			}
+			b = append(b[:i:i], append([]byte(Masked), b[i+n:]...)...)
+			from = i + len(Masked)
+		}
 	}
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	for i, o := range r.olds {
-		s = strings.ReplaceAll(s, string(o), string(r.news[i]))
-	}
-	return s
+	return b
 }
 
 // Writer returns a writer that redacts each Write before passing it to w.

@@ -488,7 +488,7 @@ func TestRedactorAddsEachOnce(t *testing.T) {
 	for range 3 {
 		r.Add("sk-0123456789", `we"ird-0000`, "sk-0123456789-longer")
 	}
-	want := []string{"sk-0123456789-longer", "sk-0123456789", `we\"ird-0000`, `we"ird-0000`}
+	want := []string{"sk-0123456789-longer", "sk-0123456789", "we%22ird-0000", `we\"ird-0000`, `we"ird-0000`} // %22: in a logged URL
 	var got []string
 	for _, o := range r.olds {
 		got = append(got, string(o))
@@ -1087,5 +1087,44 @@ func TestRedactorJSONForms(t *testing.T) {
 		if got := r.String(tc.printed); !strings.Contains(got, Mask(tc.key)) || strings.Contains(got, "Xw9") || strings.Contains(got, "value99\"") {
 			t.Errorf("key %q printed as %s: redacted to %s", tc.key, tc.printed, got)
 		}
+	}
+}
+
+// What a second recheck printed whole: a key split by a colour code, a key
+// an engine's own log cut short, and spellings other encoders use.
+func TestRedactorOtherSpellings(t *testing.T) {
+	const key = "sk-live-0123456789abcdefXYZ9"
+	const b64 = "Ab/Cd+Ef=Gh0123456789xyz9" // openssl rand -base64: / + =
+	for _, tc := range []struct {
+		name, printed, want string
+	}{
+		{"a colour code inside", "key sk-li\x1b[31mve-0123456789abcdefXYZ9\x1b[0m ok", "key ****XYZ9 ok"},
+		{"cut short at the end of the line", "prefix: sk-live-0123456789abcdefXY", "prefix: ****"},
+		{"cut short before more text", "api_key=sk-live-0123456789ab… (cut)", "api_key=****… (cut)"},
+		{"only its common start", "a sk-live- key", "a sk-live- key"},
+		{"a short run of it", "sk-live-0123 is not half", "sk-live-0123 is not half"},
+		{"whole beside a cut copy", key + " " + key[:20], "****XYZ9 ****"},
+		{"an escaped solidus", `{"k":"Ab\/Cd+Ef=Gh0123456789xyz9"}`, `{"k":"****xyz9"}`},
+		{"URL-encoded", "GET /v1?key=Ab%2FCd%2BEf%3DGh0123456789xyz9 200", "GET /v1?key=****xyz9 200"},
+		{"upper-case escapes", `"K\u00E9q7ZpXw3mN8vLr2"`, `"****Lr2"`},
+	} {
+		var r Redactor
+		r.Add(key, b64, "Kéq7ZpXw3mN8vLr2")
+		got := r.String(tc.printed)
+		if tc.name == "upper-case escapes" {
+			if strings.Contains(got, "q7ZpXw3m") {
+				t.Errorf("%s: %q redacted to %q", tc.name, tc.printed, got)
+			}
+			continue
+		}
+		if got != tc.want {
+			t.Errorf("%s: %q redacted to %q, want %q", tc.name, tc.printed, got, tc.want)
+		}
+	}
+	var r Redactor
+	r.Add(key)
+	// Before Straddle, a run that may go on in the next read stays.
+	if got := string(r.WholeOnly([]byte("api_key=sk-live-0123456789"))); got != "api_key=sk-live-0123456789" {
+		t.Errorf("WholeOnly replaced a run the next read may complete: %q", got)
 	}
 }

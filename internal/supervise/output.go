@@ -27,7 +27,14 @@ type output struct {
 	onLine func(stream, line string)
 	red    *secret.Redactor
 
-	mu   sync.Mutex
+	mu sync.Mutex
+	// held are raw bytes that may begin a secret, by the writer they go
+	// to: both streams write to one terminal, and an engine that split a
+	// key between stdout and stderr showed it whole when each stream held
+	// its own. open counts the streams still read; the last to end
+	// writes what is held.
+	held map[io.Writer][]byte
+	open int
 	ring []string
 	next int // next slot in ring
 	full bool
@@ -42,6 +49,8 @@ func newOutput(s Spec, tail int) *output {
 		stderr: s.Stderr,
 		onLine: s.OnLine,
 		red:    s.Secrets,
+		held:   map[io.Writer][]byte{},
+		open:   2, // stdout and stderr (drain)
 		ring:   make([]string, tail),
 	}
 	if o.stdout == nil {
@@ -63,24 +72,12 @@ func (o *output) copy(r io.Reader, stream string) {
 		w = o.stderr
 	}
 	buf := make([]byte, 32<<10)
-	var line, held []byte // held: raw bytes that may begin a secret, written with the next read
+	var line []byte
 	for {
 		n, err := r.Read(buf)
 		chunk := buf[:n]
-		if o.raw && (n > 0 || len(held) > 0) {
-			out := chunk
-			if len(held) > 0 {
-				out = append(held, chunk...)
-			}
-			out = o.red.Bytes(out) // whole secrets first: what Straddle holds is shorter than one
-			keep := len(out)
-			if err == nil {
-				keep = o.red.Straddle(out, keep)
-			}
-			o.mu.Lock()
-			_, _ = w.Write(out[:keep])
-			o.mu.Unlock()
-			held = append(held[:0:0], out[keep:]...)
+		if o.raw {
+			o.rawWrite(w, chunk, err != nil)
 		}
 		for len(chunk) > 0 {
 			i := bytes.IndexByte(chunk, '\n')
@@ -104,13 +101,46 @@ func (o *output) copy(r io.Reader, stream string) {
 	}
 }
 
+// rawWrite writes chunk to w as it comes, after what w has held, its
+// secrets redacted, holding back the bytes that may begin one for the
+// next write to w; ended says this stream has ended, and the last to end
+// writes them all.
+func (o *output) rawWrite(w io.Writer, chunk []byte, ended bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if ended {
+		o.open--
+	}
+	out := chunk
+	if h := o.held[w]; len(h) > 0 {
+		out = append(h, chunk...)
+	}
+	out = o.red.WholeOnly(out) // whole secrets first: what Straddle holds is shorter than one
+	keep := len(out)
+	if !ended || o.open > 0 {
+		keep = o.red.Straddle(out, keep)
+	}
+	if keep > 0 {
+		_, _ = w.Write(o.red.Bytes(out[:keep]))
+	}
+	o.held[w] = append([]byte(nil), out[keep:]...)
+	if o.open <= 0 {
+		for hw, h := range o.held { // the other stream's writer, if it differs
+			if len(h) > 0 {
+				_, _ = hw.Write(o.red.Bytes(h))
+			}
+			delete(o.held, hw)
+		}
+	}
+}
+
 // emitLong emits maxLine-sized pieces from the front of line while it is
 // longer than maxLine, its secrets redacted first, cutting on a UTF-8
 // boundary and before a secret the rest of the line may complete, and
 // returns the rest.
 func (o *output) emitLong(w io.Writer, stream string, line []byte) []byte {
 	if len(line) > maxLine {
-		line = o.red.Bytes(line)
+		line = o.red.WholeOnly(line) // the line goes on: a run at its end may be a secret's start
 	}
 	for len(line) > maxLine {
 		cut := maxLine

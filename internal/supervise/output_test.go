@@ -60,3 +60,33 @@ func TestNoCutSplitsAKey(t *testing.T) {
 		}
 	}
 }
+
+// Both streams write to one terminal: a key an engine split between stdout
+// and stderr is redacted in what the terminal shows (a second recheck: it
+// showed whole when each stream held its own bytes), and what is held is
+// written when the last stream ends.
+func TestRawKeySplitBetweenStreams(t *testing.T) {
+	const key = "sk-live-0123456789abcdefXYZ9"
+	var red secret.Redactor
+	red.Add(key)
+	var buf bytes.Buffer
+	o := newOutput(Spec{Raw: true, Stdout: &buf, Stderr: &buf, Secrets: &red}, 4)
+	o.copy(&reads{parts: []string{"CO:sk-live-0123"}}, "stdout") // then stdout closes
+	o.copy(&reads{parts: []string{"456789abcdefXYZ9 ok\nwaiting s"}}, "stderr")
+	if got, want := buf.String(), "CO:****XYZ9 ok\nwaiting s"; got != want {
+		t.Errorf("raw output %q, want %q", got, want)
+	}
+}
+
+// A line that ends in a key cut short (the engine's log cut it, or it
+// exited) is redacted in what is written and kept.
+func TestLineWithAKeyCutShort(t *testing.T) {
+	var red secret.Redactor
+	red.Add("sk-live-0123456789abcdefXYZ9")
+	var buf bytes.Buffer
+	o := newOutput(Spec{Stdout: &buf, Secrets: &red}, 4)
+	o.copy(&reads{parts: []string{"prefix: sk-live-0123456789abcdefXY"}}, "stdout")
+	if got := buf.String() + strings.Join(o.tailLines(), "\n"); strings.Contains(got, "0123456789") {
+		t.Errorf("a key cut short shows: %q", got)
+	}
+}
