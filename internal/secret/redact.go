@@ -145,8 +145,9 @@ var (
 // occurs. Besides each secret whole it replaces one that colour codes
 // split (the line is then written without its codes, "sk-li\x1b[31mve-…"
 // showed whole on a terminal) and one cut short: a run of at least half
-// of a secret's first bytes, and at least minPartial, that the text does
-// not continue with the rest (an engine's log that cut the key). Text
+// of a secret's first or last bytes, and at least minPartial, that the
+// text does not continue or begin with the rest (an engine's log that cut
+// the key, or wrote its halves to two streams). Text
 // that may continue in a next read is for WholeOnly and Straddle first.
 func (r *Redactor) Bytes(b []byte) []byte {
 	if r == nil {
@@ -224,6 +225,22 @@ func (r *Redactor) partial(b []byte) []byte {
 			}
 			b = append(b[:i:i], append([]byte(Masked), b[i+n:]...)...)
 			from = i + len(Masked)
+		}
+		// And a run of its last bytes the text does not begin with the
+		// rest (an engine that wrote a key's halves to two streams).
+		tail := o[len(o)-need:]
+		for from := 0; ; {
+			i := bytes.Index(b[from:], tail)
+			if i < 0 {
+				break
+			}
+			i += from
+			start, n := i, need
+			for n < len(o) && start > 0 && b[start-1] == o[len(o)-n-1] {
+				start, n = start-1, n+1
+			}
+			b = append(b[:start:start], append([]byte(Masked), b[i+need:]...)...)
+			from = start + len(Masked)
 		}
 	}
 	return b

@@ -1104,6 +1104,8 @@ func TestRedactorOtherSpellings(t *testing.T) {
 		{"only its common start", "a sk-live- key", "a sk-live- key"},
 		{"a short run of it", "sk-live-0123 is not half", "sk-live-0123 is not half"},
 		{"whole beside a cut copy", key + " " + key[:20], "****XYZ9 ****"},
+		{"its second half alone", "engine 1 | 6789abcdefXYZ9", "engine 1 | ****"},
+		{"a short run of its end", "abcdefXYZ9 is not half", "abcdefXYZ9 is not half"},
 		{"an escaped solidus", `{"k":"Ab\/Cd+Ef=Gh0123456789xyz9"}`, `{"k":"****xyz9"}`},
 		{"URL-encoded", "GET /v1?key=Ab%2FCd%2BEf%3DGh0123456789xyz9 200", "GET /v1?key=****xyz9 200"},
 		{"upper-case escapes", `"K\u00E9q7ZpXw3mN8vLr2"`, `"****Lr2"`},
