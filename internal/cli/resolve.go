@@ -76,7 +76,11 @@ func (f *LaunchFlags) checkArgs(e *Env) error {
 		if flag := boolFlagBefore(e, a); flag != "" {
 			return usage(fmt.Errorf("unexpected argument %q after %s", a, flag), "a boolean flag takes its value after =: "+flag+"="+a)
 		}
-		return usage(fmt.Errorf("unexpected argument %q", a), "engine arguments go after --, e.g. speclaunch serve --profile P -- --ctx-size 8192")
+		cmd := "serve"
+		if e.kctx != nil && e.kctx.Selected() != nil {
+			cmd = e.kctx.Selected().Path() // tune's example was serve's
+		}
+		return usage(fmt.Errorf("unexpected argument %q", a), "engine arguments go after --, e.g. speclaunch "+cmd+" --profile P -- --ctx-size 8192")
 	}
 	return nil
 }

@@ -125,3 +125,15 @@ func TestResolveJSONPairKeys(t *testing.T) {
 		t.Errorf("facts.pair = %v, want the keys target, draft and pin", p)
 	}
 }
+
+// A stray argument's example names the command typed (tune's said serve).
+func TestStrayArgumentExampleNamesTheCommand(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	for _, cmd := range [][]string{{"resolve"}, {"tune"}, {"profile", "show"}} {
+		args := append(append([]string(nil), cmd...), "--profile", "../../profiles/demo.toml", "stray")
+		code, _, e := runCLI(t, args...)
+		if want := "e.g. speclaunch " + strings.Join(cmd, " ") + " --profile P -- --ctx-size 8192"; code != 2 || !strings.Contains(e, want) {
+			t.Errorf("%v: exit %d, want %q in:\n%s", cmd, code, want, e)
+		}
+	}
+}
