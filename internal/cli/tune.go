@@ -343,12 +343,9 @@ func (t *tuning) run(e *Env) error {
 	case err != nil:
 		return err
 	}
-	if !measuredAny(t.rec) { // the default's fallback at every load would rest on nothing
-		return fmt.Errorf("tune measured nothing: no engine of any width started and served (%s; record %s.md says why, engine by engine)", leftAsItWas(t.layer), t.outBase)
-	}
 	earned := t.rec.Earned
 	if earned == nil {
-		return fmt.Errorf("tune earned no schedule: %s (record %s.md)", t.rec.Verdict.Why, t.outBase)
+		return fmt.Errorf("tune: %s (%s; record %s.md says why, engine by engine)", t.rec.Verdict.Why, leftAsItWas(t.layer), t.outBase)
 	}
 	sched, err := schedule.FromTriples(earned.Triples, width.TunedBucket)
 	if err != nil {
@@ -371,21 +368,6 @@ func (t *tuning) run(e *Env) error {
 	fmt.Fprintf(resultOut(e, t.lo.JSONProgress), "tuned in %s: %s (%s)\nwritten to %s as entry %s; record %s.md\n%s\n",
 		time.Since(started).Round(time.Second), sched.Describe(), sched, t.layer, entry.ID, t.outBase, tunedNext(t.layer, t.profile, e.Getenv))
 	return nil
-}
-
-// measuredAny reports whether any arm at any level of rec measured: an
-// entry written without one would put the default's fallback in the
-// tuned layer as if it had been measured (a recheck: every engine failed
-// to start, and tune wrote an entry and exited 0).
-func measuredAny(rec *record.Record) bool {
-	for _, l := range rec.Levels {
-		for _, a := range l.Arms {
-			if a.Status == record.StatusOK {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // tunedNext says how serve comes to read what tune wrote (by itself from

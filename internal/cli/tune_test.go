@@ -650,23 +650,3 @@ func TestLeftAsItWas(t *testing.T) {
 		}
 	}
 }
-
-// A sweep in which no engine measured earns no entry (a recheck: every
-// engine failed to start, and tune wrote the default's fallback as an
-// entry and exited 0).
-func TestMeasuredAny(t *testing.T) {
-	arm := func(status string) record.Arm { return record.Arm{Status: status} }
-	for _, tc := range []struct {
-		name   string
-		levels []record.Level
-		want   bool
-	}{
-		{"no level", nil, false},
-		{"every arm failed", []record.Level{{Arms: []record.Arm{arm(record.StatusFailed), arm(record.StatusFailed)}}, {Arms: []record.Arm{arm(record.StatusFailed)}}}, false},
-		{"one arm measured at the last level", []record.Level{{Arms: []record.Arm{arm(record.StatusFailed)}}, {Arms: []record.Arm{arm(record.StatusFailed), arm(record.StatusOK)}}}, true},
-	} {
-		if got := measuredAny(&record.Record{Levels: tc.levels}); got != tc.want {
-			t.Errorf("%s: measuredAny = %v, want %v", tc.name, got, tc.want)
-		}
-	}
-}

@@ -2,6 +2,7 @@ package evidence
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -220,14 +221,22 @@ func EarnSchedule(levels, widths []int, source string) (schedule.Schedule, error
 	return s, s.Validate()
 }
 
+// ErrNothingMeasured is a sweep in which no arm of any level measured:
+// each bucket's fallback to the default would rest on nothing (tune wrote
+// it as an entry, and exited 0, when every engine failed to start).
+var ErrNothingMeasured = errors.New("no engine of any width started and served at any level")
+
 // Earn recomputes every level's spread and bucket and the schedule they
-// earn, from the raw runs. An error is the context's, or a sweep whose
-// levels cannot make a schedule.
+// earn, from the raw runs. An error is the context's, a sweep in which
+// nothing measured (ErrNothingMeasured), or one whose levels cannot make
+// a schedule.
 func Earn(ctx context.Context, rec *record.Record) ([]record.Spread, []record.LevelVerdict, *record.Earned, error) {
 	n := len(rec.Levels)
 	spreads, verdicts := make([]record.Spread, n), make([]record.LevelVerdict, n)
 	levels, widths := make([]int, n), make([]int, n)
+	measured := false
 	for i := range rec.Levels {
+		measured = measured || slices.ContainsFunc(rec.Levels[i].Arms, func(a record.Arm) bool { return a.Status == record.StatusOK })
 		spreads[i] = EngineSpread(rec.Levels[i].Arms)
 		v, err := Bucket(ctx, rec.AtLevel(i))
 		if err != nil {
@@ -235,6 +244,9 @@ func Earn(ctx context.Context, rec *record.Record) ([]record.Spread, []record.Le
 		}
 		verdicts[i] = v
 		levels[i], widths[i] = rec.Levels[i].Concurrency, v.Width
+	}
+	if !measured {
+		return spreads, verdicts, nil, ErrNothingMeasured
 	}
 	s, err := EarnSchedule(levels, widths, FromMeasured)
 	if err != nil {

@@ -2,6 +2,7 @@ package evidence
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -182,6 +183,32 @@ func TestFewEngines(t *testing.T) {
 		got := FewEngines(tc.n)
 		if tc.want == "" && got != "" || tc.want != "" && !strings.Contains(got, tc.want) {
 			t.Errorf("FewEngines(%d) = %q, want %q", tc.n, got, tc.want)
+		}
+	}
+}
+
+// A sweep in which no engine measured earns no schedule (a recheck: every
+// engine failed to start, and tune wrote the default's fallback as an
+// entry and exited 0); one arm measured at any level is a sweep.
+func TestEarnNothingMeasured(t *testing.T) {
+	failed := func(kind string, w int) record.Arm {
+		return record.Arm{Kind: kind, Width: w, Status: record.StatusFailed}
+	}
+	for _, tc := range []struct {
+		name   string
+		levels []record.Level
+		earns  bool
+	}{
+		{"every arm failed", []record.Level{
+			{Concurrency: 1, Arms: []record.Arm{failed(record.KindClassic, 0), failed(record.KindDefault, 4)}},
+			{Concurrency: 4, Arms: []record.Arm{failed(record.KindClassic, 0), failed(record.KindDefault, 4)}}}, false},
+		{"one arm measured at the last level", []record.Level{
+			{Concurrency: 1, Arms: []record.Arm{failed(record.KindClassic, 0), failed(record.KindDefault, 4)}},
+			{Concurrency: 4, Arms: []record.Arm{failed(record.KindClassic, 0), levelArm(record.KindDefault, 4, engines3(150, 151, 149)...)}}}, true},
+	} {
+		_, _, earned, err := Earn(context.Background(), &record.Record{Schema: record.Schema, Levels: tc.levels})
+		if got := earned != nil; got != tc.earns || !tc.earns && !errors.Is(err, ErrNothingMeasured) {
+			t.Errorf("%s: earned %v, err %v; want earned %v", tc.name, earned, err, tc.earns)
 		}
 	}
 }
