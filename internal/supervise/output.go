@@ -31,8 +31,8 @@ type output struct {
 	// held are raw bytes that may begin a secret, by the writer they go
 	// to: both streams write to one terminal, and an engine that split a
 	// key between stdout and stderr showed it whole when each stream held
-	// its own. open counts the streams still read; the last to end
-	// writes what is held.
+	// its own. open counts the streams still read (drain sets it); the
+	// last to end writes what is held.
 	held map[io.Writer][]byte
 	open int
 	ring []string
@@ -50,7 +50,6 @@ func newOutput(s Spec, tail int) *output {
 		onLine: s.OnLine,
 		red:    s.Secrets,
 		held:   map[io.Writer][]byte{},
-		open:   2, // stdout and stderr (drain)
 		ring:   make([]string, tail),
 	}
 	if o.stdout == nil {
@@ -124,7 +123,7 @@ func (o *output) rawWrite(w io.Writer, chunk []byte, ended bool) {
 		_, _ = w.Write(o.red.Bytes(out[:keep]))
 	}
 	o.held[w] = append([]byte(nil), out[keep:]...)
-	if o.open <= 0 {
+	if ended && o.open <= 0 {
 		for hw, h := range o.held { // the other stream's writer, if it differs
 			if len(h) > 0 {
 				_, _ = hw.Write(o.red.Bytes(h))

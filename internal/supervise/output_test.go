@@ -71,6 +71,7 @@ func TestRawKeySplitBetweenStreams(t *testing.T) {
 	red.Add(key)
 	var buf bytes.Buffer
 	o := newOutput(Spec{Raw: true, Stdout: &buf, Stderr: &buf, Secrets: &red}, 4)
+	o.open = 2                                                   // as drain reads both
 	o.copy(&reads{parts: []string{"CO:sk-live-0123"}}, "stdout") // then stdout closes
 	o.copy(&reads{parts: []string{"456789abcdefXYZ9 ok\nwaiting s"}}, "stderr")
 	if got, want := buf.String(), "CO:****XYZ9 ok\nwaiting s"; got != want {

@@ -151,6 +151,7 @@ func (p *Process) runLeader(cmd *exec.Cmd, started chan<- error) {
 func (p *Process) drain(out *output, outR, errR *os.File) {
 	var readers sync.WaitGroup
 	readers.Add(2)
+	out.open = 2 // before either reads: the last to end writes what raw output held
 	go func() { defer readers.Done(); out.copy(outR, "stdout") }()
 	go func() { defer readers.Done(); out.copy(errR, "stderr") }()
 
