@@ -3,7 +3,6 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/speclaunch/speclaunch/internal/secret"
 	"io"
 	"log/slog"
 	"os"
@@ -15,6 +14,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/speclaunch/speclaunch/internal/config"
+	"github.com/speclaunch/speclaunch/internal/secret"
 )
 
 // newLogger builds the launcher's logger. tint does no terminal or NO_COLOR

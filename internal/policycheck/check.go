@@ -39,9 +39,10 @@ type Verdict struct {
 // rule (evidence.Judge) on figures recomputed from those runs. readFile
 // reads a record's file: a repository-relative path, or with beside a path
 // on this machine, where a tuned entry's records sit beside its layer
-// (policy.Entry.RecordFile, the rule resolve and policy explain read);
-// Check itself does no I/O, so every rule is a table test. Every problem is reported, not only the first. An error
-// is the context's: a signal stops the bootstrap.
+// (policy.Entry.RecordFile, the rule resolve and policy explain read).
+// Check itself does no I/O, so every rule is a table test. Every problem
+// is reported, not only the first. An error is the context's: a signal
+// stops the bootstrap.
 func Check(ctx context.Context, p *policy.Policy, readFile ReadFunc) ([]Verdict, error) {
 	if p == nil {
 		return nil, nil

@@ -58,7 +58,7 @@ func (r *Redactor) Add(values ...string) {
 			continue
 		}
 		r.known[v] |= isValue
-		forms := jsonForms(v)
+		forms := spellings(v)
 		for _, f := range forms {
 			if r.known[f]&isForm != 0 {
 				continue
@@ -85,13 +85,14 @@ func (r *Redactor) Add(values ...string) {
 	r.olds, r.news = olds, news
 }
 
-// jsonForms are v and the forms JSON encoders write it in, inside a
-// string: json.Marshal's (<, >, & escaped), slog's JSON handler's and
-// llama-server's (only ", \\ and controls escaped), and Python's json.dumps
-// (vLLM, SGLang: everything past ASCII as \\uXXXX, surrogate pairs above
-// U+FFFF). An engine or the launcher's own JSON log prints a key in one of
-// them; a form not registered is printed whole.
-func jsonForms(v string) []string {
+// spellings are v and the forms encoders print it in: inside a JSON
+// string, json.Marshal's (<, >, & escaped), slog's JSON handler's and
+// llama-server's (only ", \ and controls escaped), and Python's json.dumps
+// (vLLM, SGLang: everything past ASCII as \uXXXX, surrogate pairs above
+// U+FFFF), each also with PHP's escaped solidus and upper-case escapes;
+// and URL-encoded. An engine or the launcher's own JSON log prints a key
+// in one of them; a form not registered is printed whole.
+func spellings(v string) []string {
 	forms := []string{v}
 	add := func(f string) {
 		if !slices.Contains(forms, f) {
@@ -130,7 +131,7 @@ func jsonForms(v string) []string {
 	return forms
 }
 
-// upperEscapes writes the hex digits of every \\uXXXX in s in upper case.
+// upperEscapes writes the hex digits of every \uXXXX in s in upper case.
 func upperEscapes(s string) string {
 	return uEscRE.ReplaceAllStringFunc(s, func(e string) string { return `\u` + strings.ToUpper(e[2:]) })
 }
@@ -181,6 +182,8 @@ func (r *Redactor) String(s string) string {
 	return s
 }
 
+// whole replaces each secret b holds whole, and, when that leaves one a
+// colour code splits, returns b without its codes, redacted.
 func (r *Redactor) whole(b []byte) []byte {
 	b = r.exact(b)
 	if bytes.IndexByte(b, 0x1b) >= 0 {
@@ -202,11 +205,12 @@ func (r *Redactor) exact(b []byte) []byte {
 	return b
 }
 
-// minPartial is the shortest run of a secret's first bytes Bytes replaces
-// when the rest does not follow: a key's first 12 characters are key
-// material, not a word an engine prints by chance.
+// minPartial is the shortest run of a secret's first or last bytes Bytes
+// replaces when the rest does not follow or precede it: 12 characters of
+// a key are key material, not a word an engine prints by chance.
 const minPartial = 12
 
+// partial replaces what is left of a secret cut short (minPartial).
 func (r *Redactor) partial(b []byte) []byte {
 	for _, o := range r.olds {
 		need := max(minPartial, (len(o)+1)/2)
@@ -285,7 +289,7 @@ func (r *Redactor) Any() bool {
 // the start of the first secret that begins before cut and runs past it,
 // or that begins before cut and runs past the end of b as far as b shows
 // it (the rest may follow in the next read); else cut. b is to be
-// redacted (Bytes) first: then only a secret cut by the end of what was
+// redacted (WholeOnly) first: then only a secret cut by the end of what was
 // read can span the cut, and the piece after it is shorter than the
 // longest secret.
 func (r *Redactor) Straddle(b []byte, cut int) int {

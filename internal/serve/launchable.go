@@ -3,7 +3,6 @@ package serve
 import (
 	"errors"
 	"fmt"
-	"github.com/speclaunch/speclaunch/engine"
 	"log/slog"
 	"net"
 	"os"
@@ -13,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/speclaunch/speclaunch/engine"
 	"github.com/speclaunch/speclaunch/internal/config"
 	"github.com/speclaunch/speclaunch/internal/exitcode"
 	"github.com/speclaunch/speclaunch/internal/key"

@@ -15,12 +15,13 @@ package supervise
 import (
 	"errors"
 	"fmt"
-	"github.com/speclaunch/speclaunch/internal/secret"
 	"io"
 	"os"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/speclaunch/speclaunch/internal/secret"
 )
 
 // Spec describes the child to start.

@@ -2,7 +2,6 @@ package watch
 
 import (
 	"fmt"
-	"github.com/speclaunch/speclaunch/internal/testenv"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -15,6 +14,8 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+
+	"github.com/speclaunch/speclaunch/internal/testenv"
 )
 
 // Generous liveness bound for an expected Change; never a speed target.
