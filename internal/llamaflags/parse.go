@@ -14,6 +14,7 @@ package llamaflags
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"sort"
@@ -142,18 +143,9 @@ func Envs(lists ...[]Flag) (map[string]string, error) {
 }
 
 // Variables returns every variable llama-server reads a flag from, as the
-// captured --help trees name them (envFlags), sorted: one slice, built
-// once and shared, as All's is (clone it before changing it).
-func Variables() []string { return variables() }
-
-var variables = sync.OnceValue(func() []string {
-	out := make([]string, 0, len(envFlags))
-	for n := range envFlags {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
-})
+// captured --help trees name them (envFlags), sorted. config reads it
+// once, at start.
+func Variables() []string { return slices.Sorted(maps.Keys(envFlags)) }
 
 // EnvFlag returns every spelling of the flag that llama-server also reads
 // from variable name ("LLAMA_ARG_CTX_SIZE" -> -c, --ctx-size), nil for a
