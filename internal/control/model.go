@@ -249,15 +249,24 @@ func (n noTrial) String(base int, baseRate, need float64) string {
 	return strings.Join(parts, "; ")
 }
 
-// probeRows are the rows the model reads at bucket b: N·w for every width,
-// rounded down and up.
+// probeRows are the rows the model reads at bucket b that it cannot price
+// yet: N·w for every width, rounded down and up, where no probed row
+// count lies on both sides (verifyAt reads between two linearly). The
+// probe before traffic measures every width's rows at one, two and four
+// in flight, so up to four a bucket's rows lie between probed ones and no
+// probe runs under load. Asked for each exact row, the probe under load
+// measured rows batched with live traffic beside the idle ones, priced
+// them cheap, and the model predicted widths 12-15 at four clients
+// +50-66 % over width 4: width 13 measured -10.4 % (on an H100,
+// docs/benchmark_results/h100-follow-2026-12-06h.md; on 2026-12-06g such
+// a probe ran its 30 s bound and cost that phase 4.8 %).
 func (c Controller) probeRows(s *State, b int) []int {
 	n := math.Max(1, s.Pair.Buckets[b].N)
 	seen := map[int]bool{}
 	var rows []int
 	for w := 1; w <= c.cfg.MaxWidth; w++ {
 		for _, r := range []int{int(math.Floor(n * float64(w))), int(math.Ceil(n * float64(w)))} {
-			if _, have := s.Pair.Verify[r]; !have && !seen[r] {
+			if _, priced := verifyAt(s.Pair.Verify, float64(r)); !priced && !seen[r] {
 				seen[r] = true
 				rows = append(rows, r)
 			}

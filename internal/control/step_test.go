@@ -1073,3 +1073,45 @@ func TestResumeAtTheDefaultInForce(t *testing.T) {
 		t.Errorf("resumed widths %v (%s), want %v", got, s.Pair.Schedule, want)
 	}
 }
+
+// TestProbeRowsBetweenProbed: a bucket asks the probe only for rows no
+// probed row count lies on both sides of. The probe before traffic (rows
+// w, 2w and 4w for every width) prices every width up to four in flight,
+// so nothing is probed under load there.
+func TestProbeRowsBetweenProbed(t *testing.T) {
+	c := New(Config{Default: schedule.Flat(4, "default")})
+	before := map[int]float64{}
+	for _, n := range []int{1, 2, 4} {
+		for w := 1; w <= DefaultMaxWidth; w++ {
+			before[n*w] = 3 + 0.1*float64(n*w)
+		}
+	}
+	ones := map[int]float64{}
+	for w := 1; w <= DefaultMaxWidth; w++ {
+		ones[w] = 3 + 0.1*float64(w)
+	}
+	cases := []struct {
+		name   string
+		verify map[int]float64
+		n      float64
+		want   []int // nil: none asked; else the first and last row asked
+	}{
+		{"nothing probed, one in flight", nil, 1, []int{1, DefaultMaxWidth}},
+		{"probed before traffic, 2.1 in flight", before, 2.1, nil},
+		{"probed before traffic, 4.0 in flight", before, 4.0, nil},
+		{"probed before traffic, 3.3 in flight", before, 3.3, nil},
+		{"probed before traffic, 6 in flight", before, 6, []int{72, 102}},
+		{"rows 1-17 only, 4 in flight", ones, 4, []int{20, 68}},
+	}
+	for _, tc := range cases {
+		s := c.Init(Pair{Verify: tc.verify})
+		s.Pair.Buckets[0].N = tc.n
+		got := c.probeRows(&s, 0)
+		switch {
+		case tc.want == nil && len(got) > 0:
+			t.Errorf("%s: asked for rows %v, want none", tc.name, got)
+		case tc.want != nil && (len(got) == 0 || got[0] != tc.want[0] || got[len(got)-1] != tc.want[1]):
+			t.Errorf("%s: asked for rows %v, want %d-%d", tc.name, got, tc.want[0], tc.want[1])
+		}
+	}
+}
