@@ -348,3 +348,28 @@ func since(ts []time.Time, cut time.Time) []time.Time {
 	}
 	return append(ts[:0:0], ts[i:]...)
 }
+
+// Refused says, for each switch between two of the schedule's buckets
+// that the measured gains rule out (the record behind the schedule found
+// the bucket's width no faster than the other's at its load), which
+// switch the follower will never make: a schedule edited by hand can name
+// a width its record measured slower, and the follower keeps to the
+// record, so the operator hears it at start, not only in the status
+// page's note once the load gets there.
+func Refused(cfg Config) []string {
+	if cfg.Gain == nil {
+		return nil
+	}
+	var out []string
+	for _, to := range cfg.Schedule {
+		for _, from := range cfg.Schedule {
+			if from.Width == to.Width {
+				continue
+			}
+			if g, measured := gain(cfg, from, to); measured && g <= 0 {
+				out = append(out, fmt.Sprintf("at %s the schedule names width %d, which its record measured %+.1f%% against width %d: the follower will not switch from width %d to it (edit the schedule or tune again)", schedule.InFlight(to.Range()), to.Width, 100*g, from.Width, from.Width))
+			}
+		}
+	}
+	return out
+}

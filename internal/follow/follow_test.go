@@ -2,6 +2,7 @@ package follow
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -393,5 +394,32 @@ func TestBusyEndReadsTheLoadAgain(t *testing.T) {
 	}
 	if len(switches) != 0 {
 		t.Fatalf("switched to width %d at load %.1f as the busy spell ended", switches[0].To.Width, switches[0].Load)
+	}
+}
+
+// TestRefused: a bucket whose width the record measured no faster than
+// another bucket's width there is named, once per such switch.
+func TestRefused(t *testing.T) {
+	sched := schedule.Schedule{{Lo: 1, Hi: 3, Width: 6}, {Lo: 4, Width: 1}}
+	cases := []struct {
+		name string
+		gain func(from, to schedule.Bucket) (float64, bool)
+		want []string
+	}{
+		{"no record", nil, nil},
+		{"the record agrees", func(from, to schedule.Bucket) (float64, bool) { return 0.05, true }, nil},
+		{"unmeasured", func(from, to schedule.Bucket) (float64, bool) { return 0, false }, nil},
+		{"width 1 measured slower at 4+", func(from, to schedule.Bucket) (float64, bool) {
+			if to.Width == 1 {
+				return -0.013, true
+			}
+			return 0.2, true
+		}, []string{"at 4+ requests in flight the schedule names width 1, which its record measured -1.3% against width 6: the follower will not switch from width 6 to it (edit the schedule or tune again)"}},
+	}
+	for _, tc := range cases {
+		got := Refused(Config{Schedule: sched, Gain: tc.gain})
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s:\n got %q\nwant %q", tc.name, got, tc.want)
+		}
 	}
 }

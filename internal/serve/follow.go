@@ -71,7 +71,7 @@ func (sv *launcher) runFollow(p *plan.Plan) func() {
 // follow is the follower's loop: a sample of the load (Load) every
 // follow.Tick, a switch when the rule asks for one.
 func (sv *launcher) follow(ctx context.Context, p *plan.Plan, started time.Duration) {
-	cfg := follow.Config{Schedule: p.Resolution.Schedule, Gain: sv.gainOf(p)}
+	cfg := sv.followConfig(p)
 	st := follow.New(cfg, widthOf(p), started)
 	tick := time.NewTicker(follow.Tick)
 	defer tick.Stop()
@@ -87,7 +87,7 @@ func (sv *launcher) follow(ctx context.Context, p *plan.Plan, started time.Durat
 			continue
 		}
 		if s := cur.Resolution.Schedule; s.String() != cfg.Schedule.String() {
-			cfg = follow.Config{Schedule: s, Gain: sv.gainOf(cur)} // a reload changed it
+			cfg = sv.followConfig(cur) // a reload changed it
 			st = follow.Renew(cfg, st, widthOf(cur))
 		}
 		if len(cfg.Schedule) < 2 || cfg.Schedule.IsFlat() {
@@ -284,6 +284,16 @@ func levelRate(l *record.Level, w int) float64 {
 		}
 	}
 	return 0
+}
+
+// followConfig is the follower's rule for p's schedule, with the gains of
+// the record behind it; a switch those gains rule out is warned of now.
+func (sv *launcher) followConfig(p *plan.Plan) follow.Config {
+	cfg := follow.Config{Schedule: p.Resolution.Schedule, Gain: sv.gainOf(p)}
+	for _, r := range follow.Refused(cfg) {
+		sv.log.Warn("follow: " + r)
+	}
+	return cfg
 }
 
 // gainOf reads the record behind the plan's policy entry for the
