@@ -221,8 +221,12 @@ func (p *Policy) Explain(k key.Key) []string {
 	if k.Capability.Known() && k.Quant != key.QuantUnknown && k.Quant != "" {
 		out = append(out, "no measured entry for this key")
 	}
-	near := 0
+	near, measured := 0, 0
 	for _, e := range p.Entries {
+		if !e.Pair.IsZero() {
+			continue // a tuned entry answers for its pair only (ExplainPair), never as a measured one
+		}
+		measured++
 		if field, want, got, ok := oneFieldApart(e.Key, k); ok {
 			out = append(out, fmt.Sprintf("  entry %s differs in %s: %s vs %s", e.ID, field, want, got))
 			near++
@@ -234,7 +238,11 @@ func (p *Policy) Explain(k key.Key) []string {
 		}
 	}
 	if near == 0 {
-		out = append(out, fmt.Sprintf("  no entry is within one field of this key (%d entries in all)", len(p.Entries)))
+		n := fmt.Sprintf("%d measured entries", measured)
+		if measured == 1 {
+			n = "1 measured entry"
+		}
+		out = append(out, fmt.Sprintf("  no measured entry is within one field of this key (%s in all)", n))
 	}
 	if w, d, ok := p.DefaultWidth(k.Engine, k.Drafter); ok {
 		line := fmt.Sprintf("default for engine %s drafter %s: width %d (%s)", k.Engine, k.Drafter, w, d.Origin)

@@ -205,6 +205,9 @@ func TestExplain(t *testing.T) {
 	unknownQ.Quant = key.QuantUnknown
 	farAway := key.Key{Engine: key.LlamaCpp, Drafter: key.Draft, Capability: cap90, Quant: key.QuantQ4_K}
 	replaced := Merge(base, &File{Name: "user.toml", Entries: []Entry{entry("mine", gb10, 3, "user.toml:2")}})
+	tuned := entry("tuned-far", farAway, 6, "tuned.toml:3")
+	tuned.Pair = Pair{Target: "t", Draft: "d", Pin: SimPin}
+	tunedToo := Merge(base, &File{Name: "tuned.toml", Entries: []Entry{tuned}})
 
 	cases := []struct {
 		name string
@@ -234,7 +237,7 @@ func TestExplain(t *testing.T) {
 			"differs in quant: affine vs unknown",
 		}, nil},
 		{"nothing near, no default", p, farAway, []string{
-			"no entry is within one field of this key (1 entries in all)",
+			"no measured entry is within one field of this key (1 measured entry in all)",
 			"no default for engine llama.cpp drafter draft",
 		}, []string{"differs in"}},
 		{"replaced by a later layer", replaced, gb10, []string{
@@ -242,7 +245,11 @@ func TestExplain(t *testing.T) {
 			"entry mine matches (user.toml:2): width 3",
 			"it replaced entry gb10-affine-dflash (policy.toml:40), width 4",
 		}, nil},
-		{"nil policy", nil, gb10, []string{"no entry is within one field", "no default"}, nil},
+		{"nil policy", nil, gb10, []string{"no measured entry is within one field", "no default"}, nil},
+		{"a tuned entry of this key is no measured one", tunedToo, farAway, []string{
+			"no measured entry for this key",
+			"no measured entry is within one field of this key (1 measured entry in all)",
+		}, []string{"differs in"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
