@@ -22,8 +22,10 @@ func TestParseBOMAndTypeWords(t *testing.T) {
 		{"[server]\nport = \"abc\"\n", 2, "server.port: is a string, want an integer"},
 		// A table where a key takes a list, a number or a string: what the
 		// key takes, at its line, whether or not the command reads it.
-		{"[draft]\nmodel = \"d\"\nschedule = {a = 1}\n", 3, "draft.schedule is a table; it takes [[lo, hi, width], ...] or a string"},
-		{"[draft.schedule]\nx = 1\n", 1, "draft.schedule is a table"},
+		// draft.schedule's reader says a table as it says its other
+		// faults (internal/config: TestScheduleLayering).
+		{"[draft]\nmodel = \"d\"\nschedule = {a = 1}\n", 0, ""},
+		{"[draft.schedule]\nx = 1\n", 0, ""},
 		{"[bench]\nconcurrency = {a = 1}\n", 2, "bench.concurrency is a table; it takes a number, or a list of levels"},
 		// A duration written as a number: what to write instead.
 		{"[server]\ndrain_timeout = 30\n", 2, `server.drain_timeout = 30 is a number; write a duration string such as "30s"`},

@@ -180,14 +180,24 @@ type Error struct {
 	File string
 	Line int
 	Msg  string
+	// Schedule is why draft.schedule's value is refused where the decoder
+	// refused it before the key's reader could (a number past int64), for
+	// that reader to say as it says the key's other faults
+	// (internal/config/schedule.go); nil for any other fault.
+	Schedule error
 }
 
-func (e *Error) Error() string {
+func (e *Error) Error() string { return e.Where() + ": " + e.Msg }
+
+// Where is the fault's file:line, or its file where no line is known.
+func (e *Error) Where() string {
 	if e.Line > 0 {
-		return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Msg)
+		return fmt.Sprintf("%s:%d", e.File, e.Line)
 	}
-	return fmt.Sprintf("%s: %s", e.File, e.Msg)
+	return e.File
 }
+
+func (e *Error) Unwrap() error { return e.Schedule }
 
 // typesRE is the decoder's wording of a value of the wrong type.
 var typesRE = regexp.MustCompile(`incompatible types: TOML value has type (\S+); destination has type (\S+)`)
@@ -219,30 +229,26 @@ func article(w string) string {
 // and the key it was decoding, quoted as %q quotes.
 var lineRE = regexp.MustCompile(`^toml: (?:line (\d+) ?)?(?:\(last key "((?:[^"\\]|\\.)*)"\))?: (.*)$`)
 
-// intRangeRE is the decoder's wording of an integer past what TOML holds
-// (an int64), which it refuses before any key's own check sees it.
-var intRangeRE = regexp.MustCompile(`^(\S+) is out of range for int64$`)
-
 // outOfRange says an integer past what TOML holds as the key's own check
 // says one merely too large: the key, and for draft.schedule the bucket,
-// the number and the bound, as schedule.TriplesOf does; "" for any other
-// error. It was "invalid TOML: 99999999999999999999 is out of range for
-// int64", which named neither the key nor the fix.
-func outOfRange(src string, pe toml.ParseError) string {
-	m := intRangeRE.FindStringSubmatch(pe.Message)
-	if m == nil || pe.LastKey == "" {
-		return ""
+// the number and the bound, as schedule.TriplesOf does, with that error
+// for the key's reader to say (Error.Schedule); "" for any other error.
+// It was "invalid TOML: 99999999999999999999 is out of range for int64",
+// which named neither the key nor the fix.
+func outOfRange(src string, pe toml.ParseError) (string, error) {
+	b, ok := tomlpos.BigIntOf(src, pe)
+	if !ok {
+		return "", nil
 	}
-	n := m[1]
-	if pe.LastKey == "draft.schedule" {
-		if at := tomlpos.ElementAt(src, tomlpos.Build(src).Line(pe.LastKey), pe.Position.Start); len(at) == 2 {
-			return "bad draft.schedule: " + schedule.OutOfRange(at[0], at[1], n).Error()
-		}
+	n := b.Text
+	if pe.LastKey == "draft.schedule" && len(b.At) == 2 {
+		err := schedule.OutOfRange(b.At[0], b.At[1], b.Array, n)
+		return "bad draft.schedule: " + err.Error(), err
 	}
 	if last := pe.LastKey[strings.LastIndexByte(pe.LastKey, '.')+1:]; secret.SecretEnv(last) || secret.SecretFlag(last) {
 		n = secret.Mask(n) // the decoder's message showed it whole
 	}
-	return fmt.Sprintf("%s: %s is far out of range, beyond any TOML integer: see docs/profiles.md for the values %s takes", pe.LastKey, n, pe.LastKey)
+	return fmt.Sprintf("%s: %s is far out of range, beyond any TOML integer: see docs/profiles.md for the values %s takes", pe.LastKey, n, pe.LastKey), nil
 }
 
 // Parse decodes profile text; name is used in errors. Unknown keys and wrong
@@ -271,12 +277,16 @@ func Parse(name string, data []byte) (*Profile, error) {
 		if strings.HasPrefix(path, "policy.entry") {
 			continue
 		}
-		// A table where a key takes a list or a string: what the key takes,
+		// draft.schedule's type, a table among others, is its reader's to
+		// say, with the key's other faults (internal/config/schedule.go):
+		// every command that loads a profile reads the key.
+		if strings.HasPrefix(path, "draft.schedule.") {
+			continue
+		}
+		// A table where a key takes a list or a number: what the key takes,
 		// whether or not this command reads it (not "unknown key").
-		for _, k := range [][2]string{{"draft.schedule", `[[lo, hi, width], ...] or a string like "1:6,2-3:4,4+:1"`}, {"bench.concurrency", "a number, or a list of levels like [1, 2, 4, 8]"}} {
-			if strings.HasPrefix(path, k[0]+".") {
-				return nil, &Error{File: name, Line: p.lines.Line(k[0]), Msg: fmt.Sprintf("%s is a table; it takes %s (see docs/profiles.md)", k[0], k[1])}
-			}
+		if k := "bench.concurrency"; strings.HasPrefix(path, k+".") {
+			return nil, &Error{File: name, Line: p.lines.Line(k), Msg: k + " is a table; it takes a number, or a list of levels like [1, 2, 4, 8] (see docs/profiles.md)"}
 		}
 		msg := fmt.Sprintf("unknown key %q", path)
 		if near := typo.Nearest(path, keyPaths); near != "" {
@@ -310,8 +320,8 @@ func decodeError(name string, data []byte, md toml.MetaData, err error) error {
 	var pe toml.ParseError
 	if errors.As(err, &pe) {
 		line := tomlpos.SyntaxLine(string(data), pe)
-		if msg := outOfRange(string(data), pe); msg != "" {
-			return &Error{File: name, Line: line, Msg: msg}
+		if msg, sched := outOfRange(string(data), pe); msg != "" {
+			return &Error{File: name, Line: line, Msg: msg, Schedule: sched}
 		}
 		return &Error{File: name, Line: line, Msg: "invalid TOML: " + maskQuoted(pe.Message, statementAt(data, line))}
 	}

@@ -64,8 +64,10 @@ func TestParseErrors(t *testing.T) {
 		// An integer past TOML's is said as one merely too large is,
 		// key, bucket and bound: it was "invalid TOML: 99999999999999999999
 		// is out of range for int64".
-		{"schedule number past int64", "[draft]\nschedule = [[1, 0, 99999999999999999999]]\n", []string{"p.toml:2: bad draft.schedule: bucket 1 number 3 (99999999999999999999) is far out of range: loads go up to a few hundred requests, widths to 256"}},
-		{"schedule number past int64 on a line of its own", "[draft]\nschedule = [\n  [1, 3, 4], # [2, 2, 2]\n  [-99999999999999999999, 0, 1],\n]\n", []string{"p.toml:4: bad draft.schedule: bucket 2 number 1 (-99999999999999999999) is far out of range"}},
+		// The bucket is named as written where it is on one line.
+		{"schedule number past int64", "[draft]\nschedule = [[1, 0, 99999999999999999999]]\n", []string{"p.toml:2: bad draft.schedule: bucket 1 [1, 0, 99999999999999999999] has width 99999999999999999999, above 256, which no drafter runs"}},
+		{"schedule number past int64 on a line of its own", "[draft]\nschedule = [\n  [1, 3, 4], # [2, 2, 2]\n  [-99999999999999999999, 0, 1],\n]\n", []string{"p.toml:4: bad draft.schedule: bucket 2 [-99999999999999999999, 0, 1] starts at -99999999999999999999 requests in flight: loads start at 1"}},
+		{"schedule bucket across lines", "[draft]\nschedule = [[1, 1, 6], [2,\n 99999999999999999999, 4]]\n", []string{"p.toml:3: bad draft.schedule: bucket 2 ends at 99999999999999999999 requests in flight, above 1048576"}},
 		{"port past int64", "[server]\nport = 99999999999999999999\n", []string{"p.toml:2: server.port: 99999999999999999999 is far out of range, beyond any TOML integer: see docs/profiles.md for the values server.port takes"}},
 		{"secret past int64", "[engine.env]\nHF_TOKEN = 12345678901234567890123\n", []string{"p.toml:2: engine.env.HF_TOKEN: ****0123 is far out of range"}},
 	}

@@ -238,8 +238,14 @@ func (l *layer) findProfile() (*profiles.Profile, error) {
 	}
 	p, err := profiles.Load(ctx, path)
 	var se *safefile.Error
-	if errors.As(err, &se) {
+	var pe *profiles.Error
+	switch {
+	case errors.As(err, &se):
 		return nil, &Error{Src: src, Msg: CannotUseProfile, Err: err}
+	case errors.As(err, &pe) && pe.Schedule != nil:
+		// draft.schedule's value, which the decoder refused before the
+		// key's reader saw it, is said as the reader says its others.
+		return nil, badProfileSchedule(Source{Profile, pe.Where()}, pe.Schedule)
 	}
 	return p, err
 }

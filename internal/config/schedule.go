@@ -2,10 +2,10 @@ package config
 
 import (
 	"fmt"
-	"github.com/speclaunch/speclaunch/internal/tomlguard"
 
 	"github.com/speclaunch/speclaunch/internal/key"
 	"github.com/speclaunch/speclaunch/internal/schedule"
+	"github.com/speclaunch/speclaunch/internal/tomlguard"
 )
 
 // scheduleRow is the operator's width schedule: concurrency buckets, each
@@ -60,14 +60,22 @@ func (l *layer) schedule(r Row) (Field[schedule.Schedule], error) {
 	case []any:
 		ts, err := schedule.TriplesOf(x)
 		if err != nil {
-			return Field[schedule.Schedule]{}, &Error{Src: src, Msg: "bad draft.schedule: " + err.Error() + "; " + profileScheduleShape}
+			return Field[schedule.Schedule]{}, badProfileSchedule(src, err)
 		}
 		return checkedSchedule(schedule.FromTriples(ts, ""))(src)
 	}
-	return Field[schedule.Schedule]{}, &Error{Src: src, Msg: fmt.Sprintf("draft.schedule must be an array of [lo, hi, width] or a string, not %s; %s", tomlguard.Kind(p.Draft.Schedule), profileScheduleShape)}
+	// A table too: the profile's decoder leaves draft.schedule's type to
+	// this switch (profiles/profile.go, Parse).
+	return Field[schedule.Schedule]{}, badProfileSchedule(src, fmt.Errorf("it is %s, not an array of [lo, hi, width] or a string", tomlguard.Kind(p.Draft.Schedule)))
 }
 
-const profileScheduleShape = `write draft.schedule = [[1, 1, 6], [2, 3, 4], [4, 0, 1]] (hi 0 = no upper bound, width 1 = speculation off at that load) or draft.schedule = "1:6,2-3:4,4+:1"`
+// badProfileSchedule is the error for every fault of a profile's
+// draft.schedule, that the key's reader finds here or the profile's
+// decoder before it (a number past int64: findProfile): the key, why,
+// and an example in each form the key takes, as written in a profile.
+func badProfileSchedule(src Source, err error) *Error {
+	return &Error{Src: src, Msg: "bad draft.schedule: " + err.Error() + `; write draft.schedule = [[1, 1, 6], [2, 3, 4], [4, 0, 1]] (hi 0 = no upper bound, width 1 = speculation off at that load) or draft.schedule = "1:6,2-3:4,4+:1"`}
+}
 
 // checkedSchedule adds the source to a parsed schedule and refuses one
 // that is off at every load: that is no speculation, which a schedule is
@@ -75,6 +83,8 @@ const profileScheduleShape = `write draft.schedule = [[1, 1, 6], [2, 3, 4], [4, 
 func checkedSchedule(s schedule.Schedule, err error) func(Source) (Field[schedule.Schedule], error) {
 	return func(src Source) (Field[schedule.Schedule], error) {
 		switch {
+		case err != nil && src.Origin == Profile:
+			return Field[schedule.Schedule]{}, badProfileSchedule(src, err)
 		case err != nil:
 			return Field[schedule.Schedule]{}, &Error{Src: src, Msg: "bad draft schedule", Err: err}
 		case s.Max() < key.MinWidth:

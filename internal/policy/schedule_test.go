@@ -55,7 +55,7 @@ func TestParseRejectsSchedules(t *testing.T) {
 		{"schedule = [[1, 6]]", "[lo, hi, width]"},
 		{"schedule = [[1, 0, 2.5]]", "is a float (2.5), not a whole number"},
 		{`schedule = [["1", 0, 4]]`, `is a string ("1"), not a whole number`},
-		{"schedule = [[1, 4294967296, 4], [4294967297, 0, 1]]", "(4294967296) is far out of range"},
+		{"schedule = [[1, 4294967296, 4], [4294967297, 0, 1]]", "bucket 1 [1, 4294967296, 4] ends at 4294967296 requests in flight, above 1048576, more than any server runs"},
 		{"schedule = [[1, 0, 4], 5]", "bucket 2 is an integer, not [lo, hi, width]"},
 		{"schedule = \"1:6\"", "must be an array"},
 		{"schedule = [[1, 0, 4]]\nwidth = 4", "width or schedule, not both"},

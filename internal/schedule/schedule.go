@@ -167,15 +167,12 @@ func (s Schedule) validate(triple bool, bucket func(i int) string) error {
 	next := 1
 	for i, b := range s {
 		where := bucket(i)
+		loWhy, hiWhy, widthWhy := outside(lo, b.Lo, strconv.Itoa(b.Lo)), outside(hi, b.Hi, strconv.Itoa(b.Hi)), outside(wide, b.Width, strconv.Itoa(b.Width))
 		switch {
-		case b.Lo < 1:
-			return fmt.Errorf("%s starts at %d requests in flight: loads start at 1", where, b.Lo)
-		case b.Lo > maxLevel:
-			return fmt.Errorf("%s starts above %d requests in flight, more than any server runs: start the last bucket at a load it can see", where, maxLevel)
-		case b.Hi > maxLevel:
-			return fmt.Errorf("%s names a load above %d: write N+ for no upper bound (hi = 0 in a [lo, hi, width] triple)", where, maxLevel)
-		case b.Hi < 0:
-			return fmt.Errorf("%s ends at %d: a bucket ends at a load of 1 or more, or 0 for no upper bound", where, b.Hi)
+		case loWhy != "":
+			return fmt.Errorf("%s %s", where, loWhy)
+		case hiWhy != "":
+			return fmt.Errorf("%s %s", where, hiWhy)
 		case b.Hi != 0 && b.Hi < b.Lo:
 			return fmt.Errorf("%s ends below where it starts: %s", where, s.hiFix(i, triple))
 		case s.lower(i) >= 0:
@@ -187,10 +184,8 @@ func (s Schedule) validate(triple bool, bucket func(i int) string) error {
 			return fmt.Errorf("%s overlaps the bucket before it, which covers up to %d: start this one at %d", where, next-1, next)
 		case b.Lo > next:
 			return fmt.Errorf("%s leaves loads %d-%d without a width: start this one at %d, or add a bucket for them", where, next, b.Lo-1, next)
-		case b.Width < Off:
-			return fmt.Errorf("%s has width %d: widths start at 1 (speculation off at that load) and 2 (one draft token)", where, b.Width)
-		case b.Width > MaxWidth:
-			return fmt.Errorf("%s has width %d, above %d, which no drafter runs", where, b.Width, MaxWidth)
+		case widthWhy != "":
+			return fmt.Errorf("%s %s", where, widthWhy)
 		}
 		if b.Hi == 0 {
 			if i != len(s)-1 {
@@ -201,6 +196,37 @@ func (s Schedule) validate(triple bool, bucket func(i int) string) error {
 		next = b.Hi + 1
 	}
 	return fmt.Errorf("the last bucket ends at %s: end the schedule with an open bucket (%d+ or hi = 0) so every load has a width", InFlight(strconv.Itoa(next-1)), next)
+}
+
+// The numbers of a [lo, hi, width] triple, in its order.
+const (
+	lo = iota
+	hi
+	wide
+)
+
+// outside says why number field of a bucket (lo, hi or wide), n, lies
+// outside what a schedule takes, with the number as the operator wrote
+// it (text), or "" where it lies inside. It is the one wording of a
+// number out of range, however far: validate's, and OutOfRange's for
+// one an int or TOML cannot hold, which passes n as ±maxNumber.
+func outside(field, n int, text string) string {
+	text = clip(text)
+	switch {
+	case field == lo && n < 1:
+		return fmt.Sprintf("starts at %s requests in flight: loads start at 1", text)
+	case field == lo && n > maxLevel:
+		return fmt.Sprintf("starts at %s requests in flight, above %d, more than any server runs: start the last bucket at a load it can see", text, maxLevel)
+	case field == hi && n < 0:
+		return fmt.Sprintf("ends at %s: a bucket ends at a load of 1 or more, or 0 for no upper bound", text)
+	case field == hi && n > maxLevel:
+		return fmt.Sprintf("ends at %s requests in flight, above %d, more than any server runs: write N+ for no upper bound (hi = 0 in a [lo, hi, width] triple)", text, maxLevel)
+	case field == wide && n < Off:
+		return fmt.Sprintf("has width %s: widths start at 1 (speculation off at that load) and 2 (one draft token)", text)
+	case field == wide && n > MaxWidth:
+		return fmt.Sprintf("has width %s, above %d, which no drafter runs", text, MaxWidth)
+	}
+	return ""
 }
 
 // lower is the first bucket after bucket i that starts at a lower load
@@ -241,7 +267,7 @@ func FromTriples(t [][]int, source string) (Schedule, error) {
 			break // Validate reports the count
 		}
 		if len(tr) != 3 {
-			return nil, fmt.Errorf("bucket %d has %d numbers: write each bucket as [lo, hi, width] (hi 0 = no upper bound)", i+1, len(tr))
+			return nil, notATriple(i+1, strconv.Itoa(len(tr)))
 		}
 		s = append(s, Bucket{Lo: tr[0], Hi: tr[1], Width: tr[2], Source: source})
 	}
@@ -249,6 +275,11 @@ func FromTriples(t [][]int, source string) (Schedule, error) {
 		return nil, fmt.Errorf("the schedule has %d buckets, above the limit of %d: merge neighbouring loads that share a width", len(t), MaxBuckets)
 	}
 	return s, s.validate(true, func(i int) string { return fmt.Sprintf("bucket %d [%d, %d, %d]", i+1, t[i][0], t[i][1], t[i][2]) })
+}
+
+// notATriple is the error for bucket i (from 1) of count numbers.
+func notATriple(i int, count string) error {
+	return fmt.Errorf("bucket %d has %s numbers: write each bucket as [lo, hi, width] (hi 0 = no upper bound)", i, count)
 }
 
 // Triples renders the schedule as [lo, hi, width] triples (TOML, JSON).
@@ -279,9 +310,16 @@ func Parse(text, source string) (Schedule, error) {
 		// docker --env-file and systemd's Environment= pass quotes literally
 		return nil, fmt.Errorf("the schedule %s is in quotes: write it without them (an env file passes quotes as part of the value)", clip(text))
 	}
+	named := func(i int, item string) string {
+		return fmt.Sprintf("bucket %d %q", i+1, clip(strings.TrimSpace(item)))
+	}
+	var far *tooFar
 	if bare(text) {
 		// a bare width, "4": width 4 at every load
 		w, err := parseWidth(text)
+		if errors.As(err, &far) {
+			return nil, fmt.Errorf("%s %w", named(0, text), err)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -295,13 +333,16 @@ func Parse(text, source string) (Schedule, error) {
 	s := make(Schedule, 0, len(items))
 	for i, it := range items {
 		b, err := parseItem(strings.TrimSpace(it))
-		if err != nil {
+		switch {
+		case errors.As(err, &far): // said as validate says a number out of range
+			return nil, fmt.Errorf("%s %w", named(i, it), err)
+		case err != nil:
 			return nil, fmt.Errorf("bucket %d %q: %w", i+1, clip(it), err)
 		}
 		b.Source = source
 		s = append(s, b)
 	}
-	return s, s.validate(false, func(i int) string { return fmt.Sprintf("bucket %d %q", i+1, clip(strings.TrimSpace(items[i]))) })
+	return s, s.validate(false, func(i int) string { return named(i, items[i]) })
 }
 
 // bare says whether text is a bare width: digits alone, a sign let in
@@ -335,19 +376,19 @@ func parseItem(it string) (Bucket, error) {
 
 // parseWidth reads a width of the text form.
 func parseWidth(w string) (int, error) {
-	return readNumber("width", w, "a whole number", "widths go from 1 (off) to 256")
+	return readNumber(wide, w, "a whole number")
 }
 
 // parseLoad reads a load of the text form: "1", "2-3" or "4+".
 func parseLoad(load string) (Bucket, error) {
 	var b Bucket
 	var err error
-	switch lo, hi, isRange := strings.Cut(load, "-"); {
+	switch first, last, isRange := strings.Cut(load, "-"); {
 	case strings.HasSuffix(load, "+"):
-		b.Lo, err = loadNumber(strings.TrimSuffix(load, "+"))
+		b.Lo, err = loadNumber(lo, strings.TrimSuffix(load, "+"))
 	case isRange:
-		if b.Lo, err = loadNumber(strings.TrimSpace(lo)); err == nil {
-			b.Hi, err = loadNumber(strings.TrimSpace(hi))
+		if b.Lo, err = loadNumber(lo, strings.TrimSpace(first)); err == nil {
+			b.Hi, err = loadNumber(hi, strings.TrimSpace(last))
 		}
 		if err == nil && b.Hi == 0 {
 			// 0 is no upper bound in a [lo, hi, width] triple only
@@ -355,28 +396,44 @@ func parseLoad(load string) (Bucket, error) {
 			return Bucket{}, fmt.Errorf("load %s ends at 0: a range ends at a load of 1 or more; write %d+ for no upper bound (0 means none only as hi in a [lo, hi, width] triple)", clip(load), max(b.Lo, 1))
 		}
 	default:
-		b.Lo, err = loadNumber(load)
+		b.Lo, err = loadNumber(lo, load)
 		b.Hi = b.Lo
 	}
 	return b, err
 }
 
-// loadNumber reads one number of a load, an error naming it.
-func loadNumber(n string) (int, error) {
-	return readNumber("load", n, "a whole number or range", fmt.Sprintf("loads are requests in flight, at most %d", maxLevel))
+// loadNumber reads one number of a load, field lo or hi, an error
+// naming it.
+func loadNumber(field int, n string) (int, error) {
+	return readNumber(field, n, "a whole number or range")
 }
 
-// readNumber reads one number of the text form, what it is ("width",
-// "load") naming it in an error, with what it must be (form) and the
-// range it lies in (span).
-func readNumber(what, s, form, span string) (int, error) {
+// tooFar is a number of the text form that an int cannot hold, field lo,
+// hi or wide, as written: Parse names its bucket and says it as validate
+// says a number out of range (outside), not in a wording of its own.
+type tooFar struct {
+	field int
+	text  string
+}
+
+// Error says why, with maxNumber for the number: beyond every bound
+// (number refuses a sign, so it is never below one).
+func (e *tooFar) Error() string { return outside(e.field, maxNumber, e.text) }
+
+// readNumber reads one number of the text form, field lo, hi or wide
+// ("load", "width" in an error), with what it must be (form).
+func readNumber(field int, s, form string) (int, error) {
+	what := "load"
+	if field == wide {
+		what = "width"
+	}
 	n, err := number(s)
 	var ne *numberError
 	switch {
 	case errors.As(err, &ne):
 		return 0, fmt.Errorf("%s %w", what, err)
 	case errors.Is(err, strconv.ErrRange):
-		return 0, fmt.Errorf("%s %s is far out of range: %s", what, clip(s), span)
+		return 0, &tooFar{field, s}
 	case err != nil:
 		return 0, fmt.Errorf("%s is not %s: %s", what, form, itemForm)
 	}

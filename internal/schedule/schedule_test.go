@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -16,17 +17,18 @@ func TestParse(t *testing.T) {
 		{in: "1:1,2+:4", want: "1:1,2+:4", describe: "off at 1 request, width 4 at 2+"},
 		{in: "1-2:1,3-4:6,5+:1", want: "1-2:1,3-4:6,5+:1", describe: "off at 1-2, width 6 at 3-4, off at 5+"},
 		{in: "", err: "empty"},
-		{in: "99999999999999999999", err: "width 99999999999999999999 is far out of range"},
+		{in: "99999999999999999999", err: `bucket 1 "99999999999999999999" has width 99999999999999999999, above 256, which no drafter runs`},
 		{in: `"1:6,2+:1"`, err: "is in quotes: write it without them"},
 		{in: `'4'`, err: "is in quotes"},
-		{in: "1:99999999999999999999", err: "width 99999999999999999999 is far out of range"},
+		{in: "1:99999999999999999999", err: `bucket 1 "1:99999999999999999999" has width 99999999999999999999, above 256`},
 		// A load too large for an int is named as a load, the number alone:
 		// Atoi's range error came before its syntax error, and the whole
-		// text was read as a bare width.
-		{in: "99999999999999999999+:4", err: `bucket 1 "99999999999999999999+:4": load 99999999999999999999 is far out of range: loads are requests in flight, at most 1048576`},
-		{in: "99999999999999999999:4", err: `bucket 1 "99999999999999999999:4": load 99999999999999999999 is far out of range`},
-		{in: "1:6,99999999999999999999+:1", err: `bucket 2 "99999999999999999999+:1": load 99999999999999999999 is far out of range`},
-		{in: "1:6,2-99999999999999999999:4,99999999999999999999+:1", err: `bucket 2 "2-99999999999999999999:4": load 99999999999999999999 is far out of range`},
+		// text was read as a bare width. It is said as a load merely too
+		// large is (TestOutOfRangeOneWording).
+		{in: "99999999999999999999+:4", err: `bucket 1 "99999999999999999999+:4" starts at 99999999999999999999 requests in flight, above 1048576, more than any server runs`},
+		{in: "99999999999999999999:4", err: `bucket 1 "99999999999999999999:4" starts at 99999999999999999999 requests in flight, above 1048576`},
+		{in: "1:6,99999999999999999999+:1", err: `bucket 2 "99999999999999999999+:1" starts at 99999999999999999999 requests`},
+		{in: "1:6,2-99999999999999999999:4,99999999999999999999+:1", err: `bucket 2 "2-99999999999999999999:4" ends at 99999999999999999999 requests in flight, above 1048576`},
 		{in: "99999999999999999999+", err: `bucket 1 "99999999999999999999+": has no colon`},
 		{in: "-99999999999999999999", err: "width -99999999999999999999 has a sign"},
 		{in: "1:6,3+:2", err: "leaves loads 2-2 without a width"},
@@ -42,7 +44,7 @@ func TestParse(t *testing.T) {
 		// A bucket is named as written: "0:4" read as 0 to no bound
 		// was said as "0+", a bucket the operator never wrote.
 		{in: "0:4,1+:5", err: `bucket 1 "0:4" starts at 0 requests in flight: loads start at 1`},
-		{in: "1:4,2000000+:1", err: `bucket 2 "2000000+:1" starts above 1048576 requests in flight, more than any server runs`},
+		{in: "1:4,2000000+:1", err: `bucket 2 "2000000+:1" starts at 2000000 requests in flight, above 1048576, more than any server runs`},
 		{in: "0-0:4", err: "write 1+ for no upper bound"},
 		{in: "1:6, 3+:2", err: `bucket 2 "3+:2" leaves loads 2-2 without a width`},
 		{in: "1+:0", err: "width 0"},
@@ -162,4 +164,71 @@ func TestInFlight(t *testing.T) {
 			t.Errorf("InFlight(%q) = %q, want %q", rng, got, want)
 		}
 	}
+}
+
+// A number out of range is said in one wording, with the one bound,
+// however large it is and whichever reader met it: validate's (2000000),
+// TriplesOf's for one an int may not hold (past 2^31), OutOfRange's for
+// one past int64 (the TOML decoders'), the text form's for one past int.
+// They said "far out of range: loads go up to a few hundred requests",
+// "names a load above 1048576" and "at most 1048576".
+func TestOutOfRangeOneWording(t *testing.T) {
+	const huge = "99999999999999999999"
+	for _, c := range []struct {
+		name   string
+		number string
+		err    func(n string) error
+		want   string // with N for the number
+	}{
+		{"lo in a triple", "2000000", func(n string) error { return triples(t, "[[1, 1, 6], ["+n+", 0, 4]]") }, "bucket 2 [N, 0, 4] starts at N requests in flight, above 1048576, more than any server runs: start the last bucket at a load it can see"},
+		{"lo past an int32", "4294967296", func(n string) error { return triples(t, "[[1, 1, 6], ["+n+", 0, 4]]") }, "bucket 2 [N, 0, 4] starts at N requests in flight, above 1048576, more than any server runs: start the last bucket at a load it can see"},
+		{"lo past int64", huge, func(n string) error { return OutOfRange(2, 1, "["+n+", 0, 4]", n) }, "bucket 2 [N, 0, 4] starts at N requests in flight, above 1048576, more than any server runs: start the last bucket at a load it can see"},
+		{"hi in a triple", "2000000", func(n string) error { return triples(t, "[[1, 1, 6], [2, "+n+", 4], [2000001, 0, 3]]") }, "bucket 2 [2, N, 4] ends at N requests in flight, above 1048576, more than any server runs: write N+ for no upper bound"},
+		{"hi past an int32", "9223372036854775806", func(n string) error { return triples(t, "[[1, 1, 6], [2, "+n+", 4], [9223372036854775807, 0, 3]]") }, "bucket 2 [2, N, 4] ends at N requests in flight, above 1048576, more than any server runs: write N+ for no upper bound"},
+		{"hi past int64", huge, func(n string) error { return OutOfRange(2, 2, "", n) }, "bucket 2 ends at N requests in flight, above 1048576, more than any server runs: write N+ for no upper bound"},
+		{"hi in text", "2000000", func(n string) error { return parseErr("1:6,2-" + n + ":4,4+:1") }, `bucket 2 "2-N:4" ends at N requests in flight, above 1048576, more than any server runs: write N+ for no upper bound`},
+		{"hi past int in text", huge, func(n string) error { return parseErr("1:6,2-" + n + ":4,4+:1") }, `bucket 2 "2-N:4" ends at N requests in flight, above 1048576, more than any server runs: write N+ for no upper bound`},
+		{"width in a triple", "300", func(n string) error { return triples(t, "[[1, 0, "+n+"]]") }, "bucket 1 [1, 0, N] has width N, above 256, which no drafter runs"},
+		{"width past int64", huge, func(n string) error { return OutOfRange(1, 3, "[1, 0, "+n+"]", n) }, "bucket 1 [1, 0, N] has width N, above 256, which no drafter runs"},
+		{"width in text", "300", func(n string) error { return parseErr("1+:" + n) }, `bucket 1 "1+:N" has width N, above 256, which no drafter runs`},
+		{"width past int in text", huge, func(n string) error { return parseErr("1+:" + n) }, `bucket 1 "1+:N" has width N, above 256, which no drafter runs`},
+		{"negative lo past int64", "-" + huge, func(n string) error { return OutOfRange(1, 1, "", n) }, "bucket 1 starts at N requests in flight: loads start at 1"},
+		{"a fourth number past int64", huge, func(n string) error { return OutOfRange(1, 4, "", n) }, "bucket 1 has more than 3 numbers: write each bucket as [lo, hi, width]"},
+	} {
+		err := c.err(c.number)
+		want := strings.ReplaceAll(c.want, "N", c.number)
+		want = strings.ReplaceAll(want, c.number+"+ for", "N+ for") // the fix's N+ stays
+		if err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("%s: %v\nwant %s", c.name, err, want)
+		}
+	}
+}
+
+// triples reads a schedule as TOML decodes [[lo, hi, width], ...] for
+// TriplesOf, then FromTriples: the error of either.
+func triples(t *testing.T, text string) error {
+	t.Helper()
+	var rows []any
+	for _, row := range strings.Split(strings.Trim(text, "[]"), "], [") {
+		var xs []any
+		for _, x := range strings.Split(row, ", ") {
+			n, err := strconv.ParseInt(x, 10, 64)
+			if err != nil {
+				t.Fatalf("%s: %v", text, err)
+			}
+			xs = append(xs, n)
+		}
+		rows = append(rows, xs)
+	}
+	ts, err := TriplesOf(rows)
+	if err != nil {
+		return err
+	}
+	_, err = FromTriples(ts, "")
+	return err
+}
+
+func parseErr(text string) error {
+	_, err := Parse(text, "")
+	return err
 }

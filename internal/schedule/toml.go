@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/speclaunch/speclaunch/internal/tomlguard"
 )
@@ -32,7 +33,7 @@ func TriplesOf(rows []any) ([][]int, error) {
 			case !ok:
 				return nil, fmt.Errorf("bucket %d number %d is %s (%s), not a whole number: write it without quotes or a decimal point", i+1, j+1, tomlguard.Kind(x), clip(tomlguard.Text(x)))
 			case n < -maxNumber || n > maxNumber: // in range, FromTriples says what is wrong with it
-				return nil, OutOfRange(i+1, j+1, strconv.FormatInt(n, 10))
+				return nil, OutOfRange(i+1, j+1, rowText(xs), strconv.FormatInt(n, 10))
 			}
 			out[i] = append(out[i], int(n))
 		}
@@ -40,10 +41,33 @@ func TriplesOf(rows []any) ([][]int, error) {
 	return out, nil
 }
 
+// rowText is a decoded bucket as FromTriples names one: [2, 0, 4].
+func rowText(xs []any) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = tomlguard.Text(x)
+	}
+	return "[" + clip(strings.Join(parts, ", ")) + "]"
+}
+
 // OutOfRange is the error for number j of bucket i (both from 1), written
-// as text, that is far out of range: TriplesOf's for one an int64 holds,
-// and a profile's for one past it, which the TOML decoder refuses before
-// TriplesOf sees it (profiles/profile.go, outOfRange).
-func OutOfRange(i, j int, text string) error {
-	return fmt.Errorf("bucket %d number %d (%s) is far out of range: loads go up to a few hundred requests, widths to 256", i, j, clip(text))
+// as text, that an int cannot hold: TriplesOf's, and a profile's or a
+// policy file's for one past int64, which the TOML decoder refuses before
+// TriplesOf sees it (profiles/profile.go, internal/policy/parse.go). It
+// says what validate says of a number merely too large, so that the
+// message does not change with the number's size; row names the bucket
+// as written, "[1, 0, 99999999999999999999]", or is "" where unknown.
+func OutOfRange(i, j int, row, text string) error {
+	if j > 3 {
+		return notATriple(i, "more than 3")
+	}
+	where := fmt.Sprintf("bucket %d", i)
+	if row != "" {
+		where += " " + row
+	}
+	n := maxNumber // beyond every bound, on the side the sign says
+	if strings.HasPrefix(text, "-") {
+		n = -maxNumber
+	}
+	return fmt.Errorf("%s %s", where, outside(j-1, n, text))
 }

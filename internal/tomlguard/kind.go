@@ -2,6 +2,7 @@ package tomlguard
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -31,7 +32,8 @@ func Kind(v any) string {
 
 // Text is a decoded TOML scalar as the file wrote it, for an error or a
 // flag-like text: a string quoted, a float with its point (4.0 is not 4,
-// so it is not read back as a whole number), a table {…}, an array […].
+// so it is not read back as a whole number) or, from 1e21 up, with its
+// exponent (1e30 was said in 31 digits), a table {…}, an array […].
 func Text(v any) string {
 	switch x := v.(type) {
 	case int64:
@@ -39,7 +41,11 @@ func Text(v any) string {
 	case string:
 		return strconv.Quote(x)
 	case float64:
-		f := strconv.FormatFloat(x, 'f', -1, 64)
+		format := byte('f')
+		if math.Abs(x) >= 1e21 {
+			format = 'g'
+		}
+		f := strconv.FormatFloat(x, format, -1, 64)
 		if !strings.ContainsAny(f, ".eEnN") {
 			f += ".0"
 		}

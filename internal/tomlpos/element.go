@@ -1,8 +1,11 @@
 package tomlpos
 
 import (
+	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/BurntSushi/toml"
 )
 
 // ElementAt is where byte at of src sits in the array value of the
@@ -14,9 +17,15 @@ import (
 // where it cannot say: at outside an array of that assignment, or inside
 // an inline table.
 func ElementAt(src string, line, at int) []int {
+	stack, _ := elementAt(src, line, at)
+	return stack
+}
+
+// elementAt is ElementAt, with the offset of each enclosing array's "[".
+func elementAt(src string, line, at int) (stack, opens []int) {
 	i := lineStart(src, line)
-	if i < 0 || at < i || at >= len(src) {
-		return nil
+	if line < 1 || i < 0 || at < i || at >= len(src) {
+		return nil, nil
 	}
 	// The value starts after the assignment's "=", outside any quoted key.
 	for i < at && src[i] != '=' {
@@ -26,7 +35,8 @@ func ElementAt(src string, line, at int) []int {
 		}
 		i++
 	}
-	var stack []int // one per open array: the element being read; 0 for an inline table
+	// stack has one per open array: the element being read; 0 for an
+	// inline table. opens has where each opened.
 	for i++; i < at; i++ {
 		switch src[i] {
 		case '#':
@@ -36,14 +46,14 @@ func ElementAt(src string, line, at int) []int {
 		case '"', '\'':
 			i = skipString(src, i) - 1
 		case '[':
-			stack = append(stack, 1)
+			stack, opens = append(stack, 1), append(opens, i)
 		case '{':
-			stack = append(stack, 0)
+			stack, opens = append(stack, 0), append(opens, i)
 		case ']', '}':
 			if len(stack) == 0 {
-				return nil // the value ended before at
+				return nil, nil // the value ended before at
 			}
-			stack = stack[:len(stack)-1]
+			stack, opens = stack[:len(stack)-1], opens[:len(opens)-1]
 		case ',':
 			if len(stack) > 0 && stack[len(stack)-1] > 0 {
 				stack[len(stack)-1]++
@@ -51,9 +61,68 @@ func ElementAt(src string, line, at int) []int {
 		}
 	}
 	if len(stack) == 0 || slices.Contains(stack, 0) {
-		return nil // outside the array, or inside an inline table, which has keys, not elements
+		return nil, nil // outside the array, or inside an inline table, which has keys, not elements
 	}
-	return stack
+	return stack, opens
+}
+
+// BigInt is an integer past int64 that the decoder refused, which it
+// does before any key's own check sees it ("99999999999999999999 is out
+// of range for int64"): as written and where it sits in its key's array
+// value, so that a schedule's reader says it as it says a number merely
+// too large (profiles/profile.go, internal/policy/parse.go).
+type BigInt struct {
+	Text string // as written: "99999999999999999999"
+	// At is its element in each enclosing array, outermost first, from 1
+	// (ElementAt); nil where it is in none.
+	At []int
+	// Array is the innermost array that holds it, its elements as
+	// written joined by ", ": "[1, 0, 99999999999999999999]"; "" where
+	// that array spans lines or holds more than plain values.
+	Array string
+}
+
+// intRangeRE is the decoder's wording of an integer past int64.
+var intRangeRE = regexp.MustCompile(`^(\S+) is out of range for int64$`)
+
+// BigIntOf reads pe as the decoder's refusal of an integer past int64 in
+// src; ok is false for any other error, or one whose key it cannot name.
+func BigIntOf(src string, pe toml.ParseError) (b BigInt, ok bool) {
+	m := intRangeRE.FindStringSubmatch(pe.Message)
+	if m == nil || pe.LastKey == "" {
+		return BigInt{}, false
+	}
+	b.Text = m[1]
+	// The decoder counts offsets after a byte-order mark (SyntaxLine).
+	src = strings.TrimPrefix(src, "\xef\xbb\xbf")
+	line := Build(src).LineHolding(pe.LastKey, SyntaxLine(src, pe))
+	stack, opens := elementAt(src, line, pe.Position.Start)
+	if len(stack) > 0 {
+		b.At, b.Array = stack, arrayText(src, opens[len(opens)-1], pe.Position.Start)
+	}
+	return b, true
+}
+
+// arrayText is the array that opens at src[open] and holds byte at, its
+// elements as written joined by ", "; "" where it spans lines or holds
+// anything but plain values (a string, a comment, an array or a table).
+func arrayText(src string, open, at int) string {
+	end := strings.IndexByte(src[at:], ']')
+	if end < 0 {
+		return ""
+	}
+	inner := src[open+1 : at+end]
+	if strings.ContainsAny(inner, "[]{}\"'#\n") {
+		return ""
+	}
+	parts := strings.Split(inner, ",")
+	if len(parts) > 1 && strings.TrimSpace(parts[len(parts)-1]) == "" {
+		parts = parts[:len(parts)-1] // a trailing comma
+	}
+	for i := range parts {
+		parts[i] = strings.TrimSpace(parts[i])
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
 }
 
 // lineStart is the offset of line n (from 1) of src, -1 past its end.

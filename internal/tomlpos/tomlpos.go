@@ -309,6 +309,29 @@ func (x Index) Line(path string) int {
 	return 0
 }
 
+// LineHolding is the line of the assignment of the dotted key path whose
+// value holds line n: the last one at or above n, so that of its own
+// [[name]] element, where Line names the first element's; 0 where there
+// is none. The lines of a multi-line array are no assignments, though
+// Scan may take one for a header ("  [1, 3, 4],"): only a table whose
+// name starts path is looked in.
+func (x Index) LineHolding(path string, n int) int {
+	best := 0
+	for _, r := range x.rs.all() {
+		if r.Line > n {
+			break
+		}
+		rest, ok := path, r.Name == ""
+		if !ok {
+			rest, ok = strings.CutPrefix(path, r.Name+".")
+		}
+		if l := r.Keys[rest]; ok && l <= n {
+			best = max(best, l)
+		}
+	}
+	return best
+}
+
 // dottedLine is the line where key k of table is written as a dotted key
 // of an enclosing table or of the root: env.K = "v" in [engine], or
 // engine.env.K = "v" at the top, for table engine.env; 0 when it is not.

@@ -230,3 +230,44 @@ func TestElementAt(t *testing.T) {
 		}
 	}
 }
+
+// The decoder's refusal of an integer past int64 is placed in its key's
+// array from the decoder's own error, the bucket named as written where
+// it is on one line: the schedule of the second [[entry]] (Line names the
+// first's), one whose buckets sit on lines that Scan takes for headers,
+// and one after a byte-order mark.
+func TestBigIntOf(t *testing.T) {
+	big := "99999999999999999999"
+	for _, c := range []struct {
+		name, src string
+		at        []int
+		array     string
+	}{
+		{"a profile's", "[draft]\nschedule = [[1, 1, 6], [2,0 , " + big + "]]\n", []int{2, 3}, "[2, 0, " + big + "]"},
+		{"the second entry's", "schema = 1\n[[entry]]\nid = \"a\"\nschedule = [[1, 0, 4]]\n[[entry]]\nid = \"b\"\nschedule = [[1, 1, 6], [" + big + ", 0, 4]]\n", []int{2, 1}, "[" + big + ", 0, 4]"},
+		{"buckets on lines of their own", "[draft]\nschedule = [\n  [1, 3, 4], # [2, 2, 2]\n  [-" + big + ", 0, 1],\n]\n", []int{2, 1}, "[-" + big + ", 0, 1]"},
+		{"a bucket across lines", "[draft]\nschedule = [[1, 1, 6], [2,\n " + big + ", 4]]\n", []int{2, 2}, ""},
+		{"after a byte-order mark", "\xef\xbb\xbf[draft]\nschedule = [[1, 0, " + big + "]]\n", []int{1, 3}, "[1, 0, " + big + "]"},
+		{"a scalar", "[server]\nport = " + big + "\n", nil, ""},
+	} {
+		var raw map[string]any
+		_, err := toml.Decode(c.src, &raw)
+		var pe toml.ParseError
+		if !errors.As(err, &pe) {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		b, ok := BigIntOf(c.src, pe)
+		if !ok || !strings.HasSuffix(b.Text, big) || !slices.Equal(b.At, c.at) || b.Array != c.array {
+			t.Errorf("%s: BigIntOf = %+v, %v; want at %v, array %q", c.name, b, ok, c.at, c.array)
+		}
+	}
+	var raw map[string]any
+	_, err := toml.Decode("x = [1, 2\n", &raw)
+	var pe toml.ParseError
+	if !errors.As(err, &pe) {
+		t.Fatal(err)
+	}
+	if b, ok := BigIntOf("x = [1, 2\n", pe); ok {
+		t.Errorf("a syntax error: %+v", b)
+	}
+}
