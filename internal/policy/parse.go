@@ -157,6 +157,12 @@ func syntaxError(name, src string, err error) error {
 	var pe toml.ParseError
 	if errors.As(err, &pe) {
 		line := tomlpos.SyntaxLine(src, pe)
+		// A schedule's number past int64, which the decoder refuses before
+		// scheduleOf sees it, is said as one merely too large is: it was
+		// "invalid TOML: 99999999999999999999 is out of range for int64".
+		if b, ok := tomlpos.BigIntOf(src, pe); ok && pe.LastKey == "entry.schedule" && len(b.At) == 2 {
+			return &ParseError{name, line, badSchedule(schedule.OutOfRange(b.At[0], b.At[1], b.Array, b.Text))}
+		}
 		return &ParseError{name, line, "invalid TOML: " + pe.Message + "; fix the syntax on this line"}
 	}
 	return &ParseError{name, 0, "invalid TOML: " + err.Error()}
@@ -473,7 +479,7 @@ func (t table) widthOrSchedule() (int, schedule.Schedule, error) {
 	}
 	s, err := scheduleOf(v)
 	if err != nil {
-		return 0, nil, t.errf("schedule", "schedule: %v; %s", err, scheduleShape)
+		return 0, nil, t.errf("schedule", "%s", badSchedule(err))
 	}
 	if s.Max() < key.MinWidth {
 		return 0, nil, t.errf("schedule", "schedule is off (width 1) at every load, which a policy never does: give at least one bucket a width of %d or more (to run without speculation, remove the draft model instead)", key.MinWidth)
@@ -485,7 +491,12 @@ func (t table) widthOrSchedule() (int, schedule.Schedule, error) {
 	return w, s, nil
 }
 
-const scheduleShape = "write schedule = [[1, 1, 6], [2, 3, 4], [4, 0, 1]]: [lo, hi, width] buckets from load 1 up, without gaps or overlaps, hi 0 = no upper bound, width 1 = speculation off at that load"
+// badSchedule is the message for every fault of an entry's schedule,
+// found by scheduleOf or by the decoder before it (syntaxError): why, and
+// the form with an example.
+func badSchedule(err error) string {
+	return "schedule: " + err.Error() + "; write schedule = [[1, 1, 6], [2, 3, 4], [4, 0, 1]]: [lo, hi, width] buckets from load 1 up, without gaps or overlaps, hi 0 = no upper bound, width 1 = speculation off at that load"
+}
 
 // scheduleOf reads a decoded TOML array of [lo, hi, width] triples.
 func scheduleOf(v any) (schedule.Schedule, error) {

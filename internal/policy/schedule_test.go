@@ -70,3 +70,41 @@ func TestParseRejectsSchedules(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// A schedule's number past int64 is said as one merely too large is, the
+// bucket, the bound and the example, at the number's line (the decoder's,
+// as a profile's: profiles/profile_test.go), in any entry: the decoder
+// refuses it first, and it was "p.toml:9: invalid TOML:
+// 99999999999999999999 is out of range for int64; fix the syntax on this
+// line".
+func TestParseScheduleNumberPastInt64(t *testing.T) {
+	const huge = "99999999999999999999"
+	for _, c := range []struct {
+		name, sched string
+		line        string
+	}{
+		{"a load", "schedule = [[1, 1, 6], [N, 0, 4]]", "p.toml:19: "},
+		{"a width", "schedule = [[1, 0, N]]", "p.toml:19: "},
+		{"a bucket on a line of its own", "schedule = [\n  [1, 1, 6],\n  [2, 0, N],\n]", "p.toml:21: "},
+	} {
+		msg := func(n string) string {
+			// A first entry, so that the schedule is the second's.
+			text := strings.Replace(scheduleEntry(strings.ReplaceAll(c.sched, "N", n)), "[[entry]]", "[[entry]]\nid = \"first\"\nengine = \"llama.cpp\"\ndrafter = \"draft\"\ncapability = \"8.9\"\nquant = \"q4_0\"\nwidth = 4\npin = \"p\"\nrecord = \"docs/benchmark_results/x.md\"\n\n[[entry]]", 1)
+			_, err := Parse("p.toml", []byte(text))
+			if err == nil {
+				t.Fatalf("%s: no error", c.name)
+			}
+			return strings.ReplaceAll(err.Error(), n, "N")
+		}
+		got, want := msg(huge), msg("2000000")
+		if !strings.HasPrefix(got, c.line) || !strings.Contains(got, "; write schedule = [[1, 1, 6]") {
+			t.Errorf("%s: %s, want %s… and the example", c.name, got, c.line)
+		}
+		// Past the file:line, the message of a number merely too large.
+		_, gotWhy, _ := strings.Cut(got, ": ")
+		_, wantWhy, _ := strings.Cut(want, ": ")
+		if gotWhy != wantWhy {
+			t.Errorf("%s:\n got %s\nwant %s", c.name, gotWhy, wantWhy)
+		}
+	}
+}
