@@ -51,8 +51,8 @@ type LaunchFlags struct {
 // their own (--base-port), and --host and --port, once in LaunchFlags, sat
 // in their help and did nothing.
 type ListenFlags struct {
-	Host string `help:"Public address serve listens on: speclaunch's proxy, with the engine on a loopback port of its own behind it; with --proxy=false, the engine itself. An IP address or host name." placeholder:"HOST" group:"Launch"`
-	Port string `help:"Public port serve listens on: the proxy's, or with --proxy=false the engine's." placeholder:"PORT" group:"Launch"`
+	Host string `help:"Public address serve listens on: speclaunch's proxy, with the engine on a loopback port of its own behind it; with --no-proxy, the engine itself. An IP address or host name." placeholder:"HOST" group:"Launch"`
+	Port string `help:"Public port serve listens on: the proxy's, or with --no-proxy the engine's." placeholder:"PORT" group:"Launch"`
 }
 
 // given returns the raw values of the flags that appeared on the command

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/alecthomas/kong"
+
+	"github.com/speclaunch/speclaunch/internal/config"
 	"github.com/speclaunch/speclaunch/internal/llamaflags"
 )
 
@@ -163,12 +165,63 @@ func TestBoolFlagsTakeTheVariablesWords(t *testing.T) {
 		{"--proxy=0", 0, false},
 		{"--proxy", 0, true},
 		{"--proxy=maybe", 2, false},
+		{"--no-proxy", 0, false},
+		{"--no-proxy=false", 0, true},
 	} {
 		code, o, e := runCLI(t, "serve", "--dry-run", "--profile", "../../profiles/demo.toml", c.arg)
 		if code != c.code || c.code == 0 && strings.Contains(o, "(proxy off)") == c.proxied ||
 			c.code == 2 && !strings.Contains(e, `--proxy: bad boolean "maybe"`) {
 			t.Errorf("%s: exit %d (want %d), proxied %v (want %v):\n%s%s", c.arg, code, c.code, !strings.Contains(o, "(proxy off)"), c.proxied, o, e)
 		}
+	}
+}
+
+// Every boolean flag whose setting defaults to true takes --no-X, as
+// --probe did alone (help: --[no-]probe), and X=false still: --no-proxy was
+// "unknown flag --no-proxy (did you mean --no-probe?)", a flag doing
+// something else, and --no-watch was refused.
+func TestDefaultTrueFlagsNegate(t *testing.T) {
+	app := testModel(t)
+	defaultTrue := map[string]bool{}
+	for _, r := range config.Rows {
+		if r.Flag != "" && r.Default == "true" {
+			defaultTrue[r.Flag] = true
+		}
+	}
+	seen := 0
+	for _, cmd := range []string{"serve", "resolve"} {
+		for _, f := range childNamed(app, cmd).Flags {
+			if f.IsBool() && defaultTrue[f.Name] {
+				seen++
+				if f.Tag.Negatable == "" {
+					t.Errorf("%s --%s defaults to true but takes no --no-%s", cmd, f.Name, f.Name)
+				}
+			}
+		}
+	}
+	if seen < 4 { // serve's probe, watch, proxy; resolve's proxy
+		t.Errorf("%d default-true boolean flags found, want serve's --probe, --watch, --proxy and resolve's --proxy", seen)
+	}
+	_, help, _ := runCLI(t, "serve", "--help")
+	for _, f := range []string{"--[no-]probe", "--[no-]watch", "--[no-]proxy"} {
+		if !strings.Contains(help, f) {
+			t.Errorf("serve --help lacks %s", f)
+		}
+	}
+	for _, args := range [][]string{{"--no-watch"}, {"--watch=false"}, {"--no-probe"}, {"--no-proxy", "--no-watch", "--no-probe"}} {
+		code, o, e := runCLI(t, append([]string{"serve", "--dry-run", "--profile", "../../profiles/demo.toml"}, args...)...)
+		if code != 0 {
+			t.Errorf("%v: exit %d\n%s%s", args, code, o, e)
+		}
+	}
+	code, o, e := runCLI(t, "resolve", "--engine", "sim", "-m", "t", "-md", "d", "--quant", "affine", "--capability", "12.1", "--adapt", "--no-proxy")
+	if code != 0 || !strings.Contains(o, "the proxy is off") {
+		t.Errorf("resolve --adapt --no-proxy: exit %d\n%s%s", code, o, e)
+	}
+	// The nearest flag is named only where it is a typo of it: both
+	// edits in one short word name another flag (--no-prune, --no-probe).
+	if _, err := prepass(app, []string{"serve", "--no-prune"}); err == nil || strings.Contains(err.Error(), "did you mean") {
+		t.Errorf("serve --no-prune: %v, want no flag named", err)
 	}
 }
 

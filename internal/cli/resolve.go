@@ -24,7 +24,7 @@ type ResolveCmd struct {
 	JSON        bool `help:"Print JSON for machines instead of text."`
 	// As serve's: resolve then says whether serve would adapt this width.
 	Adapt bool `help:"Ask as serve --adapt would: say whether the width would be learned from live traffic at serve time, and if not why (docs/adaptive.md)."`
-	Proxy bool `help:"As serve's --proxy; --proxy=false says serve would not adapt."`
+	Proxy bool `negatable:"" default:"true" help:"As serve's --proxy; --no-proxy says serve would not adapt."`
 }
 
 // Run implements `speclaunch resolve`.

@@ -23,10 +23,10 @@ type ServeCmd struct {
 	Restart         string `help:"Restart policy: no or on-failure (capped exponential backoff)." placeholder:"POLICY" group:"Serve"`
 	StrictWidth     bool   `help:"Stop with exit code 3 when the engine runs another width than resolved, or declines speculation." group:"Serve"`
 	Probe           bool   `negatable:"" default:"true" help:"Verify the running width with one short llama.cpp request; --no-probe skips it (the width is then not verified)." group:"Serve"`
-	Watch           bool   `help:"Reload on profile/policy changes; --watch=false turns it off; it watches when a profile or policy file is given." group:"Serve"`
+	Watch           bool   `negatable:"" default:"true" help:"Reload on profile/policy changes; --no-watch turns it off; it watches when a profile or policy file is given." group:"Serve"`
 	RawEngineOutput bool   `help:"Pass the engine's output through as it comes (API keys still masked) instead of prefixing its lines." group:"Serve"`
 
-	Proxy           bool   `help:"Serve through speclaunch's own front proxy on --host/--port, the engine on a loopback port, so engine switches fail no request; --proxy=false runs the engine on --host/--port directly." group:"Proxy"`
+	Proxy           bool   `negatable:"" default:"true" help:"Serve through speclaunch's own front proxy on --host/--port, the engine on a loopback port, so engine switches fail no request; --no-proxy runs the engine on --host/--port directly." group:"Proxy"`
 	Switch          string `help:"How an engine is replaced (reload, restart, adaptive width): overlap (new engine beside the old), drain (hold requests while one engine is swapped) or auto (drain when two copies would not fit in GPU memory)." placeholder:"MODE" group:"Proxy"`
 	DrainTimeout    string `help:"How long an old engine may finish its requests before it is stopped." placeholder:"DUR" group:"Proxy"`
 	HoldTimeout     string `help:"How long a request may wait while the engine is switched before it gets 503." placeholder:"DUR" group:"Proxy"`

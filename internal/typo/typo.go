@@ -2,28 +2,56 @@
 // rule for flags, environment variables, profile keys and secret names.
 package typo
 
-import "strings"
+import (
+	"strings"
+	"unicode"
+)
 
 // maxEdits is the most edits a typo is taken to be.
 const maxEdits = 2
 
 // Nearest returns the candidate closest to name when it is close enough to
 // be a typo of it (at most 2 edits: --ngl for -ngl, --dryrun for
-// --dry-run, engine.nme for engine.name), "" otherwise. Ties go to the
-// earliest candidate. A candidate whose length differs from name's by the
-// best distance so far or more is passed over unmeasured (the distance is
-// at least that difference), so that a long list costs little per name.
+// --dry-run, engine.nme for engine.name, and not both in one short word:
+// apart), "" otherwise. Ties go to the earliest candidate. A candidate
+// whose length differs from name's by the best distance so far or more is
+// passed over unmeasured (the distance is at least that difference), so
+// that a long list costs little per name.
 func Nearest(name string, candidates []string) string {
 	best, bestD := "", maxEdits+1
 	for _, c := range candidates {
 		if diff := len(name) - len(c); diff >= bestD || -diff >= bestD {
 			continue
 		}
-		if d := Distance(name, c); d < bestD {
+		if d := Distance(name, c); d < bestD && (d < maxEdits || !apart(name, c)) {
 			best, bestD = c, d
 		}
 	}
 	return best
+}
+
+// apart says whether name and c, two edits from one another, differ in
+// a word of under 6 characters by both: two edits turn any short word into
+// another (as NearestName says of short names), so --no-proxy is no typo
+// of --no-probe but a flag of its own. Words are the runs of letters and
+// digits; names of a different number of words (--dryrun, --dry-run) are
+// measured whole.
+func apart(name, c string) bool {
+	a, b := words(name), words(c)
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if min(len(a[i]), len(b[i])) < 6 && Distance(a[i], b[i]) >= maxEdits {
+			return true
+		}
+	}
+	return false
+}
+
+// words splits a name at every character that is no letter or digit.
+func words(s string) []string {
+	return strings.FieldsFunc(s, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
 }
 
 // NearestName is Nearest for short names an operator chose or types

@@ -3,12 +3,20 @@ package typo
 import "testing"
 
 func TestNearest(t *testing.T) {
-	known := []string{"engine.name", "engine.binary", "draft.block_size", "--dry-run"}
+	known := []string{"engine.name", "engine.binary", "draft.block_size", "--dry-run", "--no-probe"}
 	for _, c := range []struct{ name, want string }{
 		{"engine.nme", "engine.name"},            // a letter left out
 		{"draft.blokc_size", "draft.block_size"}, // two letters swapped: one edit
 		{"--dryrun", "--dry-run"},
 		{"engine.path", ""}, // too far from every key
+		// Both edits in one short word make another word, not a typo:
+		// --no-proxy was "did you mean --no-probe?", a flag doing
+		// something else. Spread over two words, or in a long one, they
+		// are a typo.
+		{"--no-proxy", ""},
+		{"--dri-run", "--dry-run"},
+		{"draft.blok_sise", "draft.block_size"},
+		{"engine.bineri", "engine.binary"},
 	} {
 		if got := Nearest(c.name, known); got != c.want {
 			t.Errorf("Nearest(%q) = %q, want %q", c.name, got, c.want)
