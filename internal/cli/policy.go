@@ -288,6 +288,9 @@ func (c *PolicyProposeCmd) Run(e *Env) error {
 	} else {
 		writeDecision(e.Stdout, recs, d)
 		if entry != "" {
+			// Why none is earned is the error's alone, on stderr
+			// (docs/policy.md): it was on stdout too.
+			writeClauses(e.Stdout, "", d.Why)
 			fmt.Fprintf(e.Stdout, "\n# chosen by the cross-pair rule (docs/policy.md) over %d record(s)\n%s", len(recs), entry)
 		}
 	}
@@ -297,7 +300,8 @@ func (c *PolicyProposeCmd) Run(e *Env) error {
 	return nil
 }
 
-// writeDecision prints the cross-pair rule's figures and its reason.
+// writeDecision prints the cross-pair rule's figures; its reason is the
+// caller's to print, where an entry is earned.
 func writeDecision(w io.Writer, recs []*record.Record, d bench.Decision) {
 	fmt.Fprintf(w, "key: engine=%s drafter=%s capability=%s quant=%s, %d record(s)\n", recs[0].Key.Engine, recs[0].Key.Drafter, recs[0].Key.Capability, recs[0].Key.Quant, len(recs))
 	for _, l := range d.PerRecord {
@@ -321,7 +325,6 @@ func writeDecision(w io.Writer, recs []*record.Record, d bench.Decision) {
 			fmt.Fprintln(w, "      - "+f)
 		}
 	}
-	writeClauses(w, "", d.Why)
 }
 
 // loaderAccepts parses a proposed entry as a policy file holding it: an
@@ -354,11 +357,12 @@ func (c *PolicyProposeCmd) schedule(e *Env, rec *record.Record) error {
 		for i, b := range p.Buckets {
 			writeClauses(w, "  ", b.At(p.Levels[i]))
 		}
-		writeClauses(w, "", p.Why)
 		if p.Entry != "" {
 			if err := loaderAccepts(p.Entry); err != nil {
 				return exitCode(1, err)
 			}
+			// Why none is earned is the error's alone, as above.
+			writeClauses(w, "", p.Why)
 			fmt.Fprintf(w, "\n# earned per bucket (docs/schedule.md) by %s\n%s", rec.Name, p.Entry)
 		}
 	}

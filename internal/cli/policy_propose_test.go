@@ -217,3 +217,41 @@ func editedRecord(t *testing.T, path string, edit func(rec map[string]any)) stri
 	}
 	return out
 }
+
+// Why no entry is earned is on stderr alone, with exit 1 (docs/policy.md);
+// the figures stay on stdout. It was printed on stdout too, then again as
+// the error. An entry earned keeps its reason on stdout, above it.
+func TestPolicyProposeSaysWhyOnStderrOnly(t *testing.T) {
+	results := filepath.Join("..", "..", "docs", "benchmark_results")
+	q8, err := filepath.Glob(filepath.Join(results, "h200-llamacpp-d32676d-q8_0-pair*.json"))
+	if err != nil || len(q8) < 3 {
+		t.Fatalf("want the committed Q8_0 records, found %v (%v)", q8, err)
+	}
+	for _, tc := range []struct {
+		name    string
+		records []string
+		why     string // the reason's first words
+		figures string // a line of the figures, on stdout
+	}{
+		{"the cross-pair rule", q8, "width 5 keeps at least 0.90", "widths ranked by their worst fraction"},
+		{"a load sweep", []string{filepath.Join(results, "tuned-mlxcel-5cea7275-180583d4-20261205-083609.json")}, "the record is simulated", "4 clients: width 1"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := MainContext(context.Background(), append([]string{"policy", "propose"}, tc.records...), policyTOML, &stdout, &stderr, nil)
+		if code != 1 || !strings.Contains(stderr.String(), tc.why) || !strings.Contains(stdout.String(), tc.figures) {
+			t.Errorf("%s: exit %d, want 1, the reason on stderr and the figures on stdout:\n%s---\n%s", tc.name, code, stdout.String(), stderr.String())
+		}
+		if strings.Contains(stdout.String(), tc.why) {
+			t.Errorf("%s: the reason is on stdout too:\n%s", tc.name, stdout.String())
+		}
+	}
+	// Earned, the reason is the entry's, on stdout (TestPolicyProposeH200Q8RoundTrip's pairs).
+	earned := []string{
+		filepath.Join(results, "h200-llamacpp-d32676d-q8_0-pair1234-2026-11-30.json"),
+		filepath.Join(results, "h200-llamacpp-d32676d-q8_0-pair4321-2026-11-30.json"),
+	}
+	var stdout, stderr bytes.Buffer
+	if code := MainContext(context.Background(), append([]string{"policy", "propose"}, earned...), policyTOML, &stdout, &stderr, nil); code != 0 || !strings.Contains(stdout.String(), "fell back past width 6") || !strings.Contains(stdout.String(), "[[entry]]") {
+		t.Errorf("an entry earned: exit %d:\n%s---\n%s", code, stdout.String(), stderr.String())
+	}
+}
