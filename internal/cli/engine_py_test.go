@@ -20,7 +20,7 @@ func TestPyBadInputExit2(t *testing.T) {
 	sglang := []string{"--engine", "sglang", "-m", "org/model", "-md", "org/draft", "--draft-kind", "eagle3", "--capability", "9.0"}
 	with := func(base []string, extra ...string) []string { return append(slices.Clone(base), extra...) }
 	// The heading names the engine's own arguments, not llama-server's.
-	vlArgs, sgArgs := "engine arguments for vLLM on the command line (llama-server flags as typed, and after --): engine argument ", "engine arguments for SGLang on the command line (llama-server flags as typed, and after --): engine argument "
+	vlArgs, sgArgs := "engine arguments for vLLM on the command line (after --, and any engine flag typed before it): engine argument ", "engine arguments for SGLang on the command line (after --, and any engine flag typed before it): engine argument "
 	cases := []struct {
 		name string
 		args []string

@@ -308,14 +308,17 @@ var engineArgsRow = Row{Name: "engine-args", Key: "engine.args", Default: "none"
 // typedArgs names the engine arguments of the command line for engine e
 // (the engine row layers first): llama-server's flags where the engine
 // takes them, else vLLM's or SGLang's own, so that an error in a vLLM
-// argument is not said to be in a llama-server flag. No flag's name, it
+// argument is not said to be in a llama-server flag. A vLLM or SGLang
+// argument goes after --; a flag typed before it that the pre-pass routes
+// to the engine (internal/cli/flags.go: it knows no engine) is one too,
+// named so without llama-server, which it is not for. No flag's name, it
 // shows as it is (Source.String), not as "flag engine arguments …".
 func typedArgs(e key.Engine) string {
 	switch e {
 	case key.VLLM:
-		return "engine arguments for vLLM on the command line (llama-server flags as typed, and after --)"
+		return "engine arguments for vLLM on the command line (after --, and any engine flag typed before it)"
 	case key.SGLang:
-		return "engine arguments for SGLang on the command line (llama-server flags as typed, and after --)"
+		return "engine arguments for SGLang on the command line (after --, and any engine flag typed before it)"
 	}
 	return "engine arguments on the command line (llama-server flags as typed, and after --)"
 }

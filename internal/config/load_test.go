@@ -585,8 +585,10 @@ func TestEngineArgsSource(t *testing.T) {
 		{"", "engine arguments on the command line (llama-server flags as typed, and after --)"},
 		{"llama.cpp", "engine arguments on the command line (llama-server flags as typed, and after --)"},
 		{"sim", "engine arguments on the command line (llama-server flags as typed, and after --)"},
-		{"vllm", "engine arguments for vLLM on the command line (llama-server flags as typed, and after --)"},
-		{"sglang", "engine arguments for SGLang on the command line (llama-server flags as typed, and after --)"},
+		// The parenthesis names llama-server only where the engine is one
+		// that takes its flags: vLLM's said "llama-server flags as typed".
+		{"vllm", "engine arguments for vLLM on the command line (after --, and any engine flag typed before it)"},
+		{"sglang", "engine arguments for SGLang on the command line (after --, and any engine flag typed before it)"},
 	} {
 		flags := map[string]string{}
 		if c.engine != "" {
