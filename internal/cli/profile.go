@@ -203,6 +203,9 @@ func (c *ProfileShowCmd) Run(e *Env) error {
 		maps.Copy(m, rowsMap(s, config.ScopeBench))
 	}
 	maps.Copy(m, engineEnvMap(l.Settings))
+	if err := launchRefusal(e, l); err != nil {
+		notices = append(notices, config.Notice{Level: "warn", Msg: "serve would refuse this launch: " + err.Error()})
+	}
 	if c.JSON {
 		return writeJSON(e.Stdout, map[string]any{"profile": l.Settings.ProfilePath, "settings": m, "policy_layers": l.Policy.Layers})
 	}
@@ -288,6 +291,18 @@ func (h hostProblems) Error() string {
 }
 
 func (h hostProblems) Unwrap() []error { return h }
+
+// launchRefusal is what serve, resolve and profile validate would refuse
+// of the launch (a key flag joined to its key in engine.args, a flag the
+// launcher owns), for profile show to say as it says bench's refusal
+// (docs/profiles.md): the plan they build, offline and probing nothing of
+// this host, since show reads no model or key file and runs nothing.
+func launchRefusal(e *Env, l *loaded) error {
+	d := e.deps()
+	d.Probe, d.DetectLlama, d.DetectEngine = nil, nil, nil
+	_, err := plan.Build(e.Ctx, l.Settings, l.Policy, d, plan.Options{Offline: true, NoCommand: true})
+	return err
+}
 
 // benchWarning is how profile show and profile validate, which run no
 // bench, say bench's options that bench would refuse: a warn line naming

@@ -103,3 +103,32 @@ func TestProfileShowAlignsSources(t *testing.T) {
 		t.Errorf("%d rows printed, %d settings", rows, len(settings))
 	}
 }
+
+// What serve, resolve and profile validate refuse of the launch, profile
+// show says as a warning line, the key masked, and still exits 0, as it
+// says a [bench] table bench would refuse (docs/profiles.md): a key flag
+// joined to its key in engine.args was shown with no word, exit 0, where
+// the others exit 2 on it.
+func TestProfileShowSaysWhatServeRefuses(t *testing.T) {
+	const key = "SECRETKEY123456"
+	for _, c := range []struct{ name, args, refusal string }{
+		{"a key joined to its flag", `["--api-key ` + key + `"]`, `:3: engine argument is a key flag and its value in one: "--api-key ****3456"`},
+		{"a flag the launcher owns", `["--port", "9"]`, `:3: engine argument "--port" sets the listen port`},
+	} {
+		prof := filepath.Join(t.TempDir(), "sec.toml")
+		writeFile(t, prof, "[engine]\nname = \"sim\"\nargs = "+c.args+"\n[model]\npath = \"demo-target\"\nquant = \"affine\"\n")
+		_, _, refused := runCLI(t, "profile", "validate", "--offline", "--profile", prof)
+		code, o, e := runCLI(t, "profile", "show", "--profile", prof)
+		want := "warn: serve would refuse this launch: profile " + prof + c.refusal
+		if code != 0 || !strings.Contains(o, want) || strings.Contains(o+e, key) {
+			t.Errorf("%s: exit %d, want 0 and %q, the key masked:\n%s%s", c.name, code, want, o, e)
+		}
+		if _, same, _ := strings.Cut(want, "launch: "); !strings.Contains(unwrap(refused), same) {
+			t.Errorf("%s: profile validate says otherwise:\n%s", c.name, refused)
+		}
+	}
+	// A launch serve takes gets no such line.
+	if code, o, e := runCLI(t, "profile", "show", "--profile", showProfile(t)); code != 0 || strings.Contains(o, "would refuse") {
+		t.Errorf("a good profile: exit %d:\n%s%s", code, o, e)
+	}
+}
