@@ -3,9 +3,12 @@ package proxy
 import (
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/speclaunch/speclaunch/internal/testenv"
 )
 
 // An engine that dies in the middle of a streamed answer: the client's
@@ -75,7 +78,7 @@ func TestEngineStoppedAtShutdownIsAnswered(t *testing.T) {
 		got <- resp
 	}()
 	<-arrived
-	p.Close()
+	p.Close(shutdown)
 	close(release)
 	resp := <-got
 	if resp == nil {
@@ -83,7 +86,7 @@ func TestEngineStoppedAtShutdownIsAnswered(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != 503 || !strings.Contains(string(body), "stopped the engine before it answered") {
+	if resp.StatusCode != 503 || !strings.Contains(string(body), "stopped the engine before it answered (the shutdown timeout passed)") {
 		t.Errorf("got %d %q, want 503 saying the engine was stopped before it answered", resp.StatusCode, body)
 	}
 }
@@ -101,11 +104,92 @@ func TestStreamCutAtShutdownSaysSo(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	p.Close()
+	p.Close(shutdown)
 	close(cut)
 	body, _ := io.ReadAll(resp.Body)
 	if !strings.Contains(string(body), `"code":503`) || !strings.Contains(string(body), "speclaunch stopped the engine during this response") {
 		t.Errorf("got %q: want a final error event saying speclaunch stopped the engine", body)
+	}
+}
+
+// shutdown is the cause the runtime closes the proxy with when the
+// shutdown timeout passes (internal/server/machine.go, stopAll).
+var shutdown = Cause{What: "speclaunch stopped the engine", Why: "the shutdown timeout passed"}
+
+// A request its engine left unanswered, or a stream it cut, when the
+// proxy closes: the client is told the cause the proxy was closed with,
+// an engine's exit as well as speclaunch's own stop, whichever of the
+// engine's drop and the runtime's Gone and Cut comes first. Before, every
+// one read "speclaunch stopped the engine ... (the shutdown timeout
+// passed, or a second signal came)", also after a kill -9 with no restart
+// policy, where no signal came; and a stream the kill broke before the
+// runtime saw the exit read "the engine failed".
+func TestCutSaysItsCause(t *testing.T) {
+	exited := Cause{What: "the engine exited with code 137"}
+	const (
+		closeFirst = iota // the runtime's Gone and Cut, then the engine's drop
+		goneFirst         // Gone, the drop, then Cut
+		dropFirst         // the drop, then Gone and Cut (a kill: the socket closes before the runtime reaps the process)
+	)
+	for _, tc := range []struct {
+		name   string
+		stream bool
+		cause  Cause
+		order  int
+		want   string
+	}{
+		{"queued, engine exited, gone first", false, exited, goneFirst, "the engine exited with code 137 before it answered; retry shortly"},
+		{"queued, engine exited, closed first", false, exited, closeFirst, "the engine exited with code 137 before it answered; retry shortly"},
+		{"queued, shutdown", false, shutdown, closeFirst, "speclaunch stopped the engine before it answered (the shutdown timeout passed); retry shortly"},
+		{"stream, engine exited, closed first", true, exited, closeFirst, "the engine exited with code 137 during this response; the output is incomplete"},
+		{"stream, engine exited, dropped first", true, exited, dropFirst, "the engine exited with code 137 during this response; the output is incomplete"},
+		{"stream, shutdown", true, shutdown, closeFirst, "speclaunch stopped the engine during this response (the shutdown timeout passed); the output is incomplete"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, arrived, stop := stalled(t)
+			if tc.stream {
+				a, cut := make(chan struct{}, 1), make(chan struct{})
+				h := streamThenCut(t, cut)
+				b = backend(t, func(w http.ResponseWriter, r *http.Request) { a <- struct{}{}; h(w, r) })
+				arrived, stop = a, cut
+			}
+			var log testenv.Buffer
+			p := New(Options{Log: slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+			p.Route(b)
+			got := make(chan string, 1)
+			go post(front(t, p), `{"prompt":"abc","stream":true}`, got)
+			<-arrived
+			// As the runtime does when the serving engine ends with no
+			// engine to follow it: Hold, Gone (last), Refuse, Cut; at the
+			// shutdown timeout, Refuse and Cut.
+			gone := func() {
+				if tc.cause != shutdown {
+					p.Hold()
+					b.GoneLast()
+				}
+				p.Refuse()
+			}
+			switch tc.order {
+			case closeFirst:
+				gone()
+				p.Close(tc.cause)
+				close(stop)
+			case goneFirst:
+				gone()
+				close(stop)
+				testenv.WaitFor(t, "the request held again", func() bool { return p.Stats().HeldNow == 1 })
+				p.Close(tc.cause)
+			case dropFirst:
+				close(stop)
+				testenv.WaitFor(t, "the broken stream waiting for its cause", func() bool { return strings.Contains(log.String(), "waiting to learn whether its engine exited") })
+				gone()
+				p.Close(tc.cause)
+			}
+			g := <-got
+			if !strings.Contains(g, tc.want) || (!tc.stream && !strings.HasPrefix(g, "503 ")) {
+				t.Errorf("got %q, want %q", g, tc.want)
+			}
+		})
 	}
 }
 

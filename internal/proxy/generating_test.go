@@ -80,7 +80,7 @@ func TestGeneratingCountsGenerationRequestsOnly(t *testing.T) {
 	u := front(t, p)
 	// Before the servers close, which wait for their requests: a failed
 	// check leaves some on the engine and some held.
-	t.Cleanup(func() { free(); p.Close() })
+	t.Cleanup(func() { free(); p.Close(Cause{}) })
 	done := make(chan struct{}, 16)
 	sent := 0
 	send := func(method, path string) {

@@ -150,7 +150,7 @@ func TestGoneLastSaysTheRequestGets503(t *testing.T) {
 	close(stop)
 	testenv.WaitFor(t, "the request held again", func() bool { return p.Stats().HeldNow == 1 })
 	p.Refuse()
-	p.Close()
+	p.Close(Cause{})
 	if g := <-got; !strings.HasPrefix(g, "503 ") {
 		t.Errorf("got %q, want 503", g)
 	}

@@ -124,16 +124,32 @@ func (b *Backend) Closing() { b.closing.Store(true) }
 // no engine failure for it: whoever stops it says so.
 func (b *Backend) StopsWith(why string) { b.stopWhy.Store(&why) }
 
-// stoppedWhy is StopsWith's reason; "" when speclaunch did not stop b
-// under its requests.
-func (b *Backend) stoppedWhy() string {
+// stoppedWhy is StopsWith's reason as a Cause; the zero Cause when
+// speclaunch did not stop b under its requests.
+func (b *Backend) stoppedWhy() Cause {
 	if b == nil {
-		return ""
+		return Cause{}
 	}
 	if w := b.stopWhy.Load(); w != nil {
-		return *w
+		return Cause{What: "speclaunch stopped the engine", Why: *w}
 	}
-	return ""
+	return Cause{}
+}
+
+// Cause is what ended the requests an engine left unanswered, as their
+// clients read it: What happened ("the engine exited with code 137",
+// "speclaunch stopped the engine") and, when known, Why, said after the
+// moment it happened ("... before it answered (the shutdown timeout
+// passed)"). The zero Cause is none: the engine failed on its own.
+type Cause struct{ What, Why string }
+
+// at says the cause at a moment of the request ("before it answered").
+func (c Cause) at(when string) string {
+	s := c.What + " " + when
+	if c.Why != "" {
+		s += " (" + c.Why + ")"
+	}
+	return s
 }
 
 // ErrEngineReplaced refuses a launcher request on an engine being stopped.
@@ -305,6 +321,7 @@ type Proxy struct {
 	holding bool          // new requests wait in queue
 	closed  bool          // speclaunch has stopped: nothing waits any more
 	stopped chan struct{} // closed with closed: waitGone stops waiting
+	cut     Cause         // Close's cause, set before stopped is closed
 	refuse  bool          // speclaunch is stopping: new requests get 503, held ones stay
 	queue   []*waiter     // FIFO
 
@@ -430,11 +447,15 @@ func (p *Proxy) Answered(b *Backend) {
 }
 
 // Close answers every held request, and every later one, with 503: the
-// launcher is stopping and no engine will come.
-func (p *Proxy) Close() {
+// launcher is stopping and no engine will come. cut is why the requests
+// still on an engine end unanswered (the engine exited, or speclaunch
+// stopped it: the shutdown timeout passed, a second signal came), which
+// their clients are told; the first Close's cause stays.
+func (p *Proxy) Close(cut Cause) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.closed {
+		p.cut = cut
 		close(p.stopped)
 	}
 	p.closed, p.cur = true, nil
@@ -988,21 +1009,17 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 		writeError(w, http.StatusServiceUnavailable, "speclaunch could not reach the engine ("+publicCause(err)+" on speclaunch's side, not the engine's); retry shortly", "unavailable_error", 1)
 		return
 	}
-	select {
-	case <-p.stopped:
-		p.rejected.Add(1)
-		writeError(w, http.StatusServiceUnavailable, "speclaunch stopped the engine before it answered (the shutdown timeout passed, or a second signal came); retry shortly", "unavailable_error", 1)
-		return
-	default:
-	}
+	var on *Backend
 	if s, _ := r.Context().Value(slotKey{}).(*slot); s != nil {
-		if why := s.b.stoppedWhy(); why != "" {
-			// A request that could not be sent again (its body streamed
-			// through) on an engine speclaunch stopped under it.
-			p.rejected.Add(1)
-			writeError(w, http.StatusServiceUnavailable, "speclaunch stopped the engine before it answered ("+why+"); retry shortly", "unavailable_error", 1)
-			return
-		}
+		on = s.b
+	}
+	if c := p.cause(on); c.What != "" {
+		// Its engine was stopped, or exited with none to follow it, and
+		// the request could not be sent again (its body streamed through,
+		// or no engine came).
+		p.rejected.Add(1)
+		writeError(w, http.StatusServiceUnavailable, c.at("before it answered")+"; retry shortly", "unavailable_error", 1)
+		return
 	}
 	if bodyLeft(r.Context()) {
 		// The engine stopped reading a body that streams through (a body
@@ -1067,7 +1084,7 @@ func (t *retrying) RoundTrip(req *http.Request) (*http.Response, error) {
 			if s != nil {
 				s.status = resp.StatusCode
 			}
-			return guardStream(resp, t.p.o.Log, t.p.stopped, s), nil
+			return guardStream(resp, t.p, s), nil
 		}
 		if s == nil || attempt >= 8 || req.Context().Err() != nil {
 			return resp, err
@@ -1104,6 +1121,12 @@ func (t *retrying) RoundTrip(req *http.Request) (*http.Response, error) {
 			return resp, err
 		}
 		nb, aerr := t.p.acquire(req.Context(), dead)
+		if aerr == errStopping && dead.last.Load() && t.p.cause(nil).What != "" {
+			// No engine followed it and the proxy closed: the client is
+			// told why its engine left it (Close's cause, upstreamError),
+			// not only that speclaunch stops.
+			return nil, err
+		}
 		if aerr != nil {
 			return nil, aerr
 		}
@@ -1132,11 +1155,12 @@ func (t *retrying) RoundTrip(req *http.Request) (*http.Response, error) {
 // the failure is the client's answer.
 const goneGrace = 3 * time.Second
 
-// bodyCutGrace is goneGrace for a request whose body streamed through
-// and was cut: it cannot be sent again, so only the answer's words wait
-// on it (the engine exited, or it may have refused the body). It is short
-// because where the engine refused the body's size and serves on, the
-// client waits all of it.
+// bodyCutGrace is goneGrace for a failure that only the answer's words
+// wait on: a request whose body streamed through and was cut (it cannot
+// be sent again: the engine exited, or it may have refused the body), and
+// a stream cut mid-way (sseGuard: the engine exited, or failed). It is
+// short because where the engine refused the body's size and serves on,
+// or a stream broke on an engine that lives, the client waits all of it.
 const bodyCutGrace = 500 * time.Millisecond
 
 // waitGone reports whether b is marked gone within grace. Once the
@@ -1159,14 +1183,51 @@ func (p *Proxy) waitGone(ctx context.Context, b *Backend, grace time.Duration) b
 	}
 }
 
+// cause says why a request on b ends unanswered when that is not b's own
+// failure, the zero Cause otherwise: speclaunch stopped b under it
+// (StopsWith, the more precise), or the proxy closed (Close's cause).
+func (p *Proxy) cause(b *Backend) Cause {
+	if c := b.stoppedWhy(); c.What != "" {
+		return c
+	}
+	select {
+	case <-p.stopped:
+		return p.cut // written before stopped was closed
+	default:
+	}
+	return Cause{}
+}
+
+// waitCut waits, within grace, to learn whether a failure on b is one that
+// Close will give the cause of: b marked gone with no engine to follow it
+// (GoneLast), which the runtime's Cut follows. An engine killed mid-stream
+// breaks the stream before the runtime sees it exit, and its client read
+// "the engine failed" where the queued requests were told it exited.
+func (p *Proxy) waitCut(ctx context.Context, b *Backend, grace time.Duration) {
+	if b == nil {
+		return
+	}
+	p.o.Log.Debug("proxy: a stream broke; waiting to learn whether its engine exited", "engine", b.Name, "grace", grace.String())
+	if !p.waitGone(ctx, b, grace) || !b.last.Load() {
+		return
+	}
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-p.stopped:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
 // guardStream makes a server-sent-event stream that breaks mid-way end
 // with an error event, never with a clean end that looks complete.
 // s, when set, is the request's slot: the engine that answers it.
-func guardStream(resp *http.Response, log *slog.Logger, stopped <-chan struct{}, s *slot) *http.Response {
+func guardStream(resp *http.Response, p *Proxy, s *slot) *http.Response {
 	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		return resp
 	}
-	g := &sseGuard{ReadCloser: resp.Body, log: log, stopped: stopped}
+	g := &sseGuard{ReadCloser: resp.Body, p: p, ctx: resp.Request.Context()}
 	if s != nil {
 		g.b = s.b
 	}
@@ -1177,10 +1238,10 @@ func guardStream(resp *http.Response, log *slog.Logger, stopped <-chan struct{},
 // sseGuard turns a read error of an event stream into a final error event.
 type sseGuard struct {
 	io.ReadCloser
-	log     *slog.Logger
-	stopped <-chan struct{} // closed when speclaunch cut the requests (Proxy.Close)
-	b       *Backend        // the engine streaming; nil when unknown
-	tail    *bytes.Reader   // the error event, once the engine failed
+	p    *Proxy          // its cause says why the stream was cut, when not the engine's failure
+	ctx  context.Context // the request's
+	b    *Backend        // the engine streaming; nil when unknown
+	tail *bytes.Reader   // the error event, once the engine failed
 }
 
 func (g *sseGuard) Read(b []byte) (int, error) {
@@ -1194,19 +1255,15 @@ func (g *sseGuard) Read(b []byte) (int, error) {
 	var e APIError
 	e.Error.Code, e.Error.Type = http.StatusBadGateway, "server_error"
 	e.Error.Message = "the engine failed during this response (" + publicCause(err) + "); the output is incomplete"
-	why := g.b.stoppedWhy()
-	select {
-	case <-g.stopped:
-		why = "the shutdown timeout passed, or a second signal came"
-	default:
-	}
-	if why != "" {
-		// Not the engine's failure: speclaunch stopped it with this stream
-		// under way.
+	g.p.waitCut(g.ctx, g.b, bodyCutGrace)
+	if c := g.p.cause(g.b); c.What != "" {
+		// speclaunch stopped the engine with this stream under way, or
+		// it exited and speclaunch stops: whoever stops it, or the
+		// runtime's exit line, says so.
 		e.Error.Code, e.Error.Type = http.StatusServiceUnavailable, "unavailable_error"
-		e.Error.Message = "speclaunch stopped the engine during this response (" + why + "); the output is incomplete"
+		e.Error.Message = c.at("during this response") + "; the output is incomplete"
 	} else {
-		g.log.Warn("proxy: the engine failed mid-stream; ending the stream with an error event", "err", err)
+		g.p.o.Log.Warn("proxy: the engine failed mid-stream; ending the stream with an error event", "err", err)
 	}
 	body, _ := json.Marshal(e)
 	g.tail = bytes.NewReader([]byte("\n\ndata: " + string(body) + "\n\n"))

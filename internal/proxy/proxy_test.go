@@ -133,7 +133,7 @@ func TestHoldReleasesInOrder(t *testing.T) {
 	// held for the default two minutes.
 	p := New(Options{HoldTimeout: 10 * time.Second})
 	u := front(t, p)
-	t.Cleanup(p.Close)
+	t.Cleanup(func() { p.Close(Cause{}) })
 	var wg sync.WaitGroup
 	codes := make([]int, 5)
 	var arrived []*waiter // the queue's waiters, in the order the requests were sent
@@ -239,7 +239,7 @@ func TestHeld503SaysStartingOrSwitching(t *testing.T) {
 				p.Hold()
 			}
 			u := front(t, p)
-			t.Cleanup(p.Close) // before the front closes: it answers the held request
+			t.Cleanup(func() { p.Close(Cause{}) }) // before the front closes: it answers the held request
 			if tc.full {
 				go http.Get(u + "/v1/models") // takes the one place
 				testenv.WaitFor(t, "one request held", func() bool { return p.Stats().HeldNow == 1 })
@@ -398,7 +398,7 @@ func TestCloseAnswersHeldRequests(t *testing.T) {
 		got <- resp.StatusCode
 	}()
 	testenv.WaitFor(t, "one request held", func() bool { return p.Stats().HeldNow == 1 })
-	p.Close()
+	p.Close(Cause{})
 	if c := <-got; c != 503 {
 		t.Errorf("held request got %d on Close, want 503", c)
 	}

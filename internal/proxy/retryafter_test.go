@@ -37,7 +37,7 @@ func TestRetryAfterIsTheDocumentedRule(t *testing.T) {
 	p := New(Options{QueueSize: 1})
 	u := front(t, p)
 	// p.Close answers the held request, before the server closes.
-	t.Cleanup(p.Close)
+	t.Cleanup(func() { p.Close(Cause{}) })
 	go http.Get(u + "/v1/models") // takes the one place
 	testenv.WaitFor(t, "one request held", func() bool { return p.Stats().HeldNow == 1 })
 	resp, err := http.Get(u + "/v1/models")

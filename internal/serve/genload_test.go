@@ -43,7 +43,7 @@ func TestLoadCountsGenerationRequestsOnly(t *testing.T) {
 	t.Cleanup(front.Close)
 	// Before the servers close, which wait for their requests: a failed
 	// check leaves some on the engine and some held.
-	t.Cleanup(func() { free(); px.Close() })
+	t.Cleanup(func() { free(); px.Close(proxy.Cause{}) })
 	sv := &launcher{px: px}
 
 	done := make(chan struct{}, 32)

@@ -24,6 +24,7 @@ import (
 
 	"github.com/speclaunch/speclaunch/internal/key"
 	"github.com/speclaunch/speclaunch/internal/plan"
+	"github.com/speclaunch/speclaunch/internal/proxy"
 	"github.com/speclaunch/speclaunch/internal/supervise"
 )
 
@@ -266,7 +267,8 @@ type (
 	// shutdown timeout passed, a second signal, a fatal exit): no engine
 	// will come, so held requests and those the engines drop are answered
 	// now (503), not after a wait to learn whether their engine is gone.
-	Cut struct{}
+	// Cause is what the clients whose answers end so are told.
+	Cut struct{ Cause proxy.Cause }
 	// Reply: the job's outcome, to whoever waits on it. It follows the
 	// job's Switched or Adopt, so that the launcher has taken the plan in
 	// force before a waiter wakes: a follower that read the plan first saw
@@ -618,7 +620,8 @@ func (s *stepper) exited(e Exited) {
 		m.Serving = nil
 		s.maybeExit()
 	case m.Serving != nil && m.Serving.ID == e.ID:
-		s.servingDied(e.Code, fmt.Sprintf("engine exited with code %d", e.Code))
+		// Told to stop outside a shutdown, it was killed as hung.
+		s.servingDied(e.Code, fmt.Sprintf("engine exited with code %d", e.Code), diedCause(e.Code, asked))
 	default:
 		if m.Phase == Stopping {
 			s.maybeExit()
@@ -645,9 +648,19 @@ func (s *stepper) hung(id EngineID) {
 	}
 }
 
+// diedCause is what the clients of a serving engine that ended are told
+// when no engine follows it: killed as hung (hung), or exited with code.
+func diedCause(code int, hung bool) proxy.Cause {
+	if hung {
+		return proxy.Cause{What: "speclaunch stopped the engine", Why: "it stopped answering its liveness check"}
+	}
+	return proxy.Cause{What: fmt.Sprintf("the engine exited with code %d", code)}
+}
+
 // servingDied: requests are held for the next engine; the restart policy
-// decides whether one comes.
-func (s *stepper) servingDied(code int, why string) {
+// decides whether one comes; if none does, cut is what their clients are
+// told.
+func (s *stepper) servingDied(code int, why string, cut proxy.Cause) {
 	m := &s.m
 	dead := m.Serving
 	m.Serving = nil
@@ -668,10 +681,10 @@ func (s *stepper) servingDied(code int, why string) {
 		m.Phase = Starting
 	case code != 0:
 		s.log(lvError, "engine exited", "exit_code", code)
-		s.stopAllThenExit(code, fmt.Errorf("%s", why))
+		s.stopAllThenExit(code, fmt.Errorf("%s", why), cut)
 	default:
 		s.log(lvInfo, "engine exited", "exit_code", 0)
-		s.stopAllThenExit(0, nil)
+		s.stopAllThenExit(0, nil, cut)
 	}
 }
 
@@ -741,10 +754,10 @@ func (s *stepper) signal(sig os.Signal) {
 	case m.signals == 2:
 		s.log(lvWarn, "second signal: stopping the engines now", "signal", sigName(sig))
 		m.stopBy = time.Time{}
-		s.stopAll(false)
+		s.stopAll(false, stoppedBy("a second signal came"))
 	default:
 		s.log(lvWarn, "killing the engines", "signal", sigName(sig))
-		s.stopAll(true)
+		s.stopAll(true, stoppedBy("a third signal came"))
 	}
 }
 
@@ -771,7 +784,7 @@ func (s *stepper) graceful() {
 			m.lastCode, m.lastErr = 128+int(n), fmt.Errorf("interrupted (%s) while the engine waited to start again after %s", sigName(m.sig), last)
 		}
 		m.cut = true
-		s.do(Cut{}) // no engine will come for the held requests
+		s.do(Cut{Cause: proxy.Cause{What: "speclaunch stopped", Why: sigName(m.sig) + " came while the engine waited to start again after " + last}}) // no engine will come for the held requests
 	}
 	if m.Pending != nil {
 		s.do(Reply{Job: m.Pending, Err: ErrStopping})
@@ -862,12 +875,17 @@ func (s *stepper) tick() {
 	if !m.stopBy.IsZero() && !now.Before(m.stopBy) && m.Phase == Stopping {
 		m.stopBy = time.Time{}
 		s.log(lvWarn, "shutdown timeout: stopping the engines with requests still in flight", "shutdown_timeout", m.Limits.ShutdownTimeout.String())
-		s.stopAll(false)
+		s.stopAll(false, stoppedBy("the shutdown timeout passed"))
 	}
 }
 
-// stopAll stops every engine now (requests in flight are cut).
-func (s *stepper) stopAll(kill bool) {
+// stoppedBy is the cause of a cut that speclaunch's stop makes.
+func stoppedBy(why string) proxy.Cause {
+	return proxy.Cause{What: "speclaunch stopped the engine", Why: why}
+}
+
+// stopAll stops every engine now (requests in flight are cut, told cut).
+func (s *stepper) stopAll(kill bool, cut proxy.Cause) {
 	m := &s.m
 	if m.Phase != Stopping {
 		m.Phase = Stopping
@@ -875,7 +893,7 @@ func (s *stepper) stopAll(kill bool) {
 	}
 	if !m.cut {
 		m.cut = true
-		s.do(Cut{})
+		s.do(Cut{Cause: cut})
 	}
 	for _, e := range []*Engine{m.Starting, m.Serving, m.Draining} {
 		if e == nil {
@@ -897,9 +915,9 @@ func (s *stepper) stopAll(kill bool) {
 
 // stopAllThenExit: the serving engine ended by itself; stop the rest and
 // exit with its code.
-func (s *stepper) stopAllThenExit(code int, err error) {
+func (s *stepper) stopAllThenExit(code int, err error, cut proxy.Cause) {
 	s.m.lastCode, s.m.lastErr = code, err
-	s.stopAll(false)
+	s.stopAll(false, cut)
 }
 
 // maybeExit ends the runtime once, stopping, no engine is left. An engine

@@ -12,6 +12,7 @@ import (
 	"github.com/speclaunch/speclaunch/engine"
 	"github.com/speclaunch/speclaunch/internal/key"
 	"github.com/speclaunch/speclaunch/internal/plan"
+	"github.com/speclaunch/speclaunch/internal/proxy"
 )
 
 // fake is a machine driven by events on a fake clock.
@@ -277,6 +278,41 @@ func TestShutdownTimeoutCutsRequests(t *testing.T) {
 	// launcher's: serve turns the cut into exit 4 (cutExit); before, a
 	// SIGKILLed engine's 137 hid it.
 	f.want(Exited{ID: 1, Code: 143}, "Exit(0)")
+}
+
+// A Cut carries what the clients whose answers it ends are told: an
+// engine that exited with no engine to follow it is not speclaunch's
+// stop. Before, the proxy told every one "the shutdown timeout passed, or
+// a second signal came", also after a kill -9 with no restart policy.
+func TestCutSaysWhatEndedTheRequests(t *testing.T) {
+	stopped := "speclaunch stopped the engine"
+	for _, tc := range []struct {
+		name   string
+		events []Event
+		want   proxy.Cause
+	}{
+		{"the engine exited", []Event{Exited{ID: 1, Code: 137}}, proxy.Cause{What: "the engine exited with code 137"}},
+		{"a clean exit", []Event{Exited{ID: 1, Code: 0}}, proxy.Cause{What: "the engine exited with code 0"}},
+		{"killed as hung", []Event{Hung{ID: 1}, Exited{ID: 1, Code: 137}}, proxy.Cause{What: stopped, Why: "it stopped answering its liveness check"}},
+		{"a second signal", []Event{Signal{Sig: os.Interrupt}, Signal{Sig: os.Interrupt}}, proxy.Cause{What: stopped, Why: "a second signal came"}},
+		{"the shutdown timeout", []Event{Signal{Sig: syscall.SIGTERM}, Tick{}}, proxy.Cause{What: stopped, Why: "the shutdown timeout passed"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := serving(t, limits)
+			var cuts []proxy.Cause
+			for _, ev := range tc.events {
+				f.after(limits.ShutdownTimeout, ev)
+				for _, a := range f.last {
+					if c, ok := a.(Cut); ok {
+						cuts = append(cuts, c.Cause)
+					}
+				}
+			}
+			if len(cuts) != 1 || cuts[0] != tc.want {
+				t.Errorf("cuts %+v, want one: %+v", cuts, tc.want)
+			}
+		})
+	}
 }
 
 func TestSecondSignalStopsAtOnceThirdKills(t *testing.T) {

@@ -187,7 +187,11 @@ func (r *Runtime) Run() (int, error) {
 		exited = exited[:0]
 		if ok {
 			if r.o.Proxy != nil {
-				r.o.Proxy.Close() // held requests get 503: no engine will come
+				// Held requests get 503: no engine will come. A Cut closed
+				// it already where speclaunch stopped an engine under its
+				// requests; else one left unanswered was on an engine that
+				// ended by itself.
+				r.o.Proxy.Close(proxy.Cause{What: "the engine exited"})
 			}
 			r.pending(nil) // a switch still pending waits no more
 			return exit.Code, exit.Err
@@ -267,7 +271,7 @@ func (r *Runtime) exec(acts []Action) (Exit, bool) {
 		case Cut:
 			r.countCut()
 			if r.o.Proxy != nil {
-				r.o.Proxy.Close()
+				r.o.Proxy.Close(a.Cause)
 			}
 		case Refuse:
 			if r.o.Proxy != nil {
