@@ -21,11 +21,10 @@ import (
 const (
 	// maxConns: client connections open at once, past which a new one
 	// may only ask for /health (spareConns) or gets 503 and is closed. It
-	// bounds what connections may hold: (4096 + spareConns) ×
-	// (maxHeaderBytes + 4 KiB, and Go's buffers and goroutine, about
-	// 20 KiB) is about 230 MiB at most; and it is four times the default
-	// hold queue (server.queue_size 1024, one connection a held request),
-	// leaving room for the requests the engines serve.
+	// bounds what connections may hold (maxConnsHeld); and it is four
+	// times the default hold queue (server.queue_size 1024, one
+	// connection a held request), leaving room for the requests the
+	// engines serve.
 	maxConns = 4096
 	// spareConns: connections beyond the cap that may ask for /health,
 	// the status page and /metrics alone (spareServes). A request in progress is never reclaimed (a body may stall
@@ -71,14 +70,42 @@ const (
 	// maxAsleep bounds net/http's goroutines in that wait, descriptor or
 	// not: past it the listener accepts no new connection until some
 	// wake (new clients wait in the kernel's backlog, 500 ms at most), so
-	// a flood's waits cost at most maxAsleep goroutine stacks (8 KiB
-	// each: 32 MiB), not one per connection it can open in 500 ms.
+	// a flood's waits cost at most maxAsleep goroutine stacks
+	// (asleepHeld each: 32 MiB), not one per connection it can open in
+	// 500 ms.
 	maxAsleep = 4096
 	// asleepPoll is how often a listener held by maxAsleep looks again.
 	asleepPoll = 10 * time.Millisecond
 	// maxHeaderBytes: a request's header block (Go adds 4 KiB to it);
-	// 32 KiB is nginx's default total for large client headers.
+	// 32 KiB is nginx's default total for large client headers. A lower
+	// cap saves little (below): 16 KiB would take maxConnsHeld from 401
+	// to 273 MiB, and refuse a gateway's cookies or a long token that
+	// nginx in front would pass.
 	maxHeaderBytes = 32 << 10
+	// headerTimeout: how long a request's header block may take to
+	// arrive.
+	headerTimeout = 30 * time.Second
+	// connHeld is the most one client connection holds in memory while
+	// its header block arrives: the block, up to maxHeaderBytes + 4 KiB,
+	// read into a line buffer that grows as it comes, and as much again
+	// in the buffers it outgrew that the collector has not yet reclaimed;
+	// beside it Go's 4 KiB read and write buffers, the goroutine's stack
+	// and the connection's state, about 20 KiB. 4,100 connections each
+	// sending 36,700 bytes of one header line, unfinished, took serve's
+	// RSS from 23 MB to 395 MB (90.7 KB each; 7,000 bytes: 24 KB each).
+	connHeld = 2*(maxHeaderBytes+4<<10) + 20<<10
+	// asleepHeld: a connection in net/http's wait before its close
+	// (maxAsleep), its buffers given back: its goroutine's stack.
+	asleepHeld = 8 << 10
+	// maxConnsHeld bounds what the client connections hold in memory at
+	// once, request bodies apart (the proxy's body budget, 64 MiB):
+	// (maxConns + spareConns) × connHeld + maxAsleep × asleepHeld =
+	// 4,112 × 92 KiB + 4,096 × 8 KiB, about 401 MiB, held while a flood
+	// lasts (each connection up to headerTimeout, and clients
+	// may connect again) and handed back within minutes after it.
+	// docs/serving.md and docs/design/runtime.md quote it
+	// (TestConnMemoryBoundQuoted).
+	maxConnsHeld = (maxConns+spareConns)*connHeld + maxAsleep*asleepHeld
 )
 
 // capFor is the connection cap under a descriptor limit of nofile.

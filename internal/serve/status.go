@@ -36,7 +36,7 @@ func serveHTTP(addr string, h http.Handler, sl *slots, log *slog.Logger) (*httpS
 	s := &httpServer{ln: ln, srv: &http.Server{
 		Handler:           sl.guard(h),
 		ConnContext:       sl.connContext,
-		ReadHeaderTimeout: 30 * time.Second,
+		ReadHeaderTimeout: headerTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
 		// A kept-alive connection with no request closes after two
 		// minutes (issue 33: 100 idle or trickling connections stayed);
