@@ -323,7 +323,7 @@ func (sv *launcher) feed(changes <-chan watch.Change, hup <-chan os.Signal, stop
 		}
 		if ch.Err != nil {
 			// It names the file and why (too large, a directory, a FIFO).
-			sv.log.Error("reload rejected; the engine keeps running with the previous settings", "err", ch.Err)
+			sv.rejectReload(slog.LevelError, reloadRejected, "err", ch.Err)
 			sv.reloaded(ch, ch.Err)
 			continue
 		}
@@ -382,7 +382,12 @@ func (sv *launcher) submit(kind server.Kind, reason string, cur, np *plan.Plan, 
 		err = sv.checkSwitch(cur, np)
 	}
 	if err != nil {
-		sv.log.Error("new settings cannot start; the engine keeps running with the previous ones", "err", err)
+		const msg = "new settings cannot start; the engine keeps running with the previous ones"
+		if kind == server.KindReload {
+			sv.rejectReload(slog.LevelError, msg, "err", err)
+		} else {
+			sv.log.Error(msg, "err", err)
+		}
 		if reply != nil {
 			reply <- err
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"os"
 	"strings"
@@ -48,7 +49,7 @@ func (sv *launcher) reload(cur *plan.Plan, ch watch.Change) (*plan.Plan, Load, b
 	// a valid, empty profile.)
 	for _, f := range sv.w.files {
 		if fi, err := os.Stat(f); err == nil && fi.Mode().IsRegular() && fi.Size() == 0 && !sv.w.wasEmpty[f] && readsEmpty(f) {
-			sv.log.Warn("reload: the file is empty (a write caught halfway?); not applied: waiting for the next write", "file", f)
+			sv.rejectReload(slog.LevelWarn, "reload: the file is empty (a write caught halfway?); not applied: waiting for the next write", "file", f)
 			return nil, nil, false, fmt.Errorf("%s is empty", f)
 		}
 	}
@@ -64,7 +65,7 @@ func (sv *launcher) reload(cur *plan.Plan, ch watch.Change) (*plan.Plan, Load, b
 		if l != nil {
 			sv.followFiles(l.Files()) // a policy file named but missing or bad: its fix is a change
 		}
-		sv.log.Error("reload rejected; the engine keeps running with the previous settings", "err", err)
+		sv.rejectReload(slog.LevelError, reloadRejected, "err", err)
 		return nil, nil, false, err
 	}
 	// The files' own notices (an empty tuned layer), said on every reload.
@@ -101,7 +102,7 @@ func (sv *launcher) reload(cur *plan.Plan, ch watch.Change) (*plan.Plan, Load, b
 		err = Launchable(np, false)
 	}
 	if err != nil {
-		sv.log.Error("reload rejected; the engine keeps running with the previous settings", "err", err)
+		sv.rejectReload(slog.LevelError, reloadRejected, "err", err)
 		return nil, nil, false, err
 	}
 	if a, b := cur.Settings, np.Settings; a.Adapt.Value != b.Adapt.Value || a.AdaptMaxWidth.Value != b.AdaptMaxWidth.Value ||
@@ -114,6 +115,23 @@ func (sv *launcher) reload(cur *plan.Plan, ch watch.Change) (*plan.Plan, Load, b
 		return np, l, false, nil
 	}
 	return np, l, true, nil
+}
+
+// reloadRejected is the log line of a reload the files as they are now do
+// not make.
+const reloadRejected = "reload rejected; the engine keeps running with the previous settings"
+
+// rejectReload logs a reload the files as they are now do not make, at
+// level with msg and attrs, and has the runtime drop the reload that waits
+// for the switch under way (server.Withdraw), saying so on the same line:
+// the files' latest state wins. Before, the edit that waited applied
+// after the switch all the same, and counted applied, while last_reload
+// read rejected.
+func (sv *launcher) rejectReload(level slog.Level, msg string, attrs ...any) {
+	if sv.rt != nil && sv.rt.Withdraw(server.KindReload) {
+		msg += "; the edit waiting for the switch under way is dropped: the file no longer reads that way"
+	}
+	sv.log.Log(context.Background(), level, msg, attrs...)
 }
 
 // followFresh is how recent the follower's word must be for a reload to

@@ -47,7 +47,8 @@ func (sv *launcher) reloaded(ch watch.Change, err error) {
 // the old settings serve on); superseded, on the status page alone, when
 // a later switch took its place before it began (a follow or adaptive
 // switch is built from the same files on disk; a later reload shows its
-// own record). A reload cut by the stop records nothing. reloading runs on
+// own record), or a later reload, rejected, dropped it (rejectReload). A
+// reload cut by the stop records nothing. reloading runs on
 // the feed goroutine (it reads the watched files); the func it returns
 // may run on any.
 func (sv *launcher) reloading(ch watch.Change) func(error) {
@@ -57,7 +58,7 @@ func (sv *launcher) reloading(ch watch.Change) func(error) {
 		switch {
 		case errors.Is(err, server.ErrStopping):
 			return
-		case errors.Is(err, server.ErrSuperseded):
+		case errors.Is(err, server.ErrSuperseded), errors.Is(err, server.ErrWithdrawn):
 			sv.st.setReload(seq, lastReload{At: time.Now(), Result: reloadSuperseded, File: reloadFile(ch, files), Why: ch.Reason})
 			return
 		}

@@ -76,7 +76,7 @@ func TestRejectedReloadIsShown(t *testing.T) {
 
 // A reload's outcome is the runtime's reply: a new engine that fails to
 // start is a rejection (it read "applied" while the old settings served
-// on), a superseded or stopped one records nothing, and an outcome that
+// on), a superseded, dropped or stopped one records nothing, and an outcome that
 // comes after a later reload began leaves that one's record shown.
 func TestReloadOutcomeIsTheSwitchs(t *testing.T) {
 	sv := &launcher{c: Config{Secrets: &secret.Redactor{}}, st: newServeStatus(&plan.Plan{}), met: metrics.New(metrics.Sources{})}
@@ -100,6 +100,10 @@ func TestReloadOutcomeIsTheSwitchs(t *testing.T) {
 	sv.reloading(ch)(server.ErrSuperseded)
 	if r := result(); r != "superseded" || count("applied") {
 		t.Errorf("superseded by a follow or adaptive switch: %q, want superseded, nothing counted", r)
+	}
+	sv.reloading(ch)(server.ErrWithdrawn)
+	if r := result(); r != "superseded" || count("applied") || !count("rejected") {
+		t.Errorf("dropped while it waited, by a later reload rejected: %q, want superseded, nothing counted (that reload counts its rejection)\n%s", r, sv.met.Text())
 	}
 	sup := sv.reloading(ch)
 	sv.reloading(ch)

@@ -160,14 +160,15 @@ func NewMachine(p *plan.Plan, l Limits) Machine {
 // (the unexported method): Step's type switch covers every event.
 type Event interface{ event() }
 
-func (Begin) event()   {}
-func (Submit) event()  {}
-func (Ready) event()   {}
-func (Exited) event()  {}
-func (Hung) event()    {}
-func (Drained) event() {}
-func (Signal) event()  {}
-func (Tick) event()    {}
+func (Begin) event()    {}
+func (Submit) event()   {}
+func (Ready) event()    {}
+func (Exited) event()   {}
+func (Hung) event()     {}
+func (Drained) event()  {}
+func (Signal) event()   {}
+func (Tick) event()     {}
+func (Withdraw) event() {}
 
 // Events.
 type (
@@ -200,6 +201,13 @@ type (
 	Signal struct{ Sig os.Signal }
 	// Tick: a deadline the machine asked for (Deadline) has come.
 	Tick struct{}
+	// Withdraw: the files a job of Kind was built from no longer make it
+	// (a later reading was rejected): such a job that waits (Pending) is
+	// dropped; one under way goes on. Withdrawn answers on Dropped.
+	Withdraw struct {
+		Kind    Kind
+		Dropped chan<- bool
+	}
 )
 
 // Action is one thing for the shell to do, Step's output. The set is
@@ -207,19 +215,20 @@ type (
 // action.
 type Action interface{ action() }
 
-func (Start) action()    {}
-func (Route) action()    {}
-func (Hold) action()     {}
-func (Watch) action()    {}
-func (Stop) action()     {}
-func (Gone) action()     {}
-func (Refuse) action()   {}
-func (Cut) action()      {}
-func (Reply) action()    {}
-func (Switched) action() {}
-func (Adopt) action()    {}
-func (Log) action()      {}
-func (Exit) action()     {}
+func (Start) action()     {}
+func (Route) action()     {}
+func (Hold) action()      {}
+func (Watch) action()     {}
+func (Stop) action()      {}
+func (Gone) action()      {}
+func (Refuse) action()    {}
+func (Cut) action()       {}
+func (Reply) action()     {}
+func (Switched) action()  {}
+func (Adopt) action()     {}
+func (Log) action()       {}
+func (Exit) action()      {}
+func (Withdrawn) action() {}
 
 // Actions.
 type (
@@ -308,6 +317,12 @@ type (
 		Code int
 		Err  error
 	}
+	// Withdrawn answers a Withdraw on Dropped: Job is the waiting job it
+	// dropped (its own Reply says ErrWithdrawn), nil when none waited.
+	Withdrawn struct {
+		Dropped chan<- bool
+		Job     *Job
+	}
 )
 
 // Log levels, as slog's.
@@ -334,6 +349,9 @@ var ErrStopping = errors.New("speclaunch is stopping")
 
 // ErrSuperseded answers a pending switch replaced by a later one.
 var ErrSuperseded = errors.New("superseded by a later switch")
+
+// ErrWithdrawn answers a pending switch dropped by Withdraw.
+var ErrWithdrawn = errors.New("dropped: the files no longer read that way")
 
 // Deadline is the next time the machine wants a Tick; zero when none.
 func (m Machine) Deadline() time.Time {
@@ -369,6 +387,8 @@ func Step(m Machine, ev Event, now time.Time) (Machine, []Action) {
 		s.signal(e.Sig)
 	case Tick:
 		s.tick()
+	case Withdraw:
+		s.withdraw(e)
 	}
 	return s.m, s.out
 }
@@ -549,6 +569,21 @@ func (s *stepper) startFailed(st *Engine, err error) {
 	s.log(lvError, "engine failed to start; retrying", "err", err, "backoff", wait.String())
 	m.restartAt = s.now.Add(wait)
 	m.Phase = Starting
+}
+
+// withdraw drops the waiting job of w's kind: the latest reading of the
+// files wins, and a rejected one makes no switch, so the edit that waited
+// for the switch under way would have applied settings the files no
+// longer hold (its reload then counted applied though the last one read
+// rejected). A job under way is not undone.
+func (s *stepper) withdraw(w Withdraw) {
+	m := &s.m
+	var j *Job
+	if m.Pending != nil && m.Pending.Kind == w.Kind {
+		j, m.Pending = m.Pending, nil
+		s.do(Reply{Job: j, Err: ErrWithdrawn})
+	}
+	s.do(Withdrawn{Dropped: w.Dropped, Job: j})
 }
 
 // next starts the pending switch once nothing else runs.

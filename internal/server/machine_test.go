@@ -126,6 +126,12 @@ func summary(acts []Action) string {
 			out = append(out, "Adopt")
 		case Exit:
 			out = append(out, fmt.Sprintf("Exit(%d)", a.Code))
+		case Withdrawn:
+			s := "Withdrawn(none)"
+			if a.Job != nil {
+				s = "Withdrawn(" + a.Job.Kind.String() + ")"
+			}
+			out = append(out, s)
 		}
 	}
 	return strings.Join(out, " ")
@@ -162,6 +168,50 @@ func TestSwitchDuringDrainWaits(t *testing.T) {
 	f.want(Drained{ID: 1}, "Stop(1)")
 	f.want(Exited{ID: 1}, "Start(3 adapt)")
 	f.want(Ready{ID: 3}, "Route(3) Watch(2) Switched(ok=true from=2) Reply(<nil>)")
+}
+
+// A reload the files no longer make (a later reading was rejected) is
+// dropped while it waits for the switch under way, and only then: the
+// switch under way goes on, and a follow or adaptive switch that waits
+// stays. Before, nothing took a waiting edit back: with block_size 3
+// switching, block_size 2 waiting and then "x" rejected, width 2 served
+// 13 s later and its reload counted applied while last_reload read
+// rejected.
+func TestWithdrawDropsOnlyAWaitingReload(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		running bool // a reload's switch is under way
+		waiting Kind // the kind of the job that waits; KindStart: none
+		want    string
+	}{
+		{"a reload waits", true, KindReload, "Reply(dropped: the files no longer read that way) Withdrawn(reload)"},
+		{"a follow switch waits", true, KindFollow, "Withdrawn(none)"},
+		{"none waits, a reload is under way", true, KindStart, "Withdrawn(none)"},
+		{"nothing runs", false, KindStart, "Withdrawn(none)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := serving(t, limits)
+			if tc.running {
+				f.want(Submit{Job: job(KindReload, key.SwitchOverlap, planOf("--w", "3"))}, "Start(2 reload)")
+			}
+			if tc.waiting != KindStart {
+				f.want(Submit{Job: job(tc.waiting, key.SwitchOverlap, planOf("--w", "2"))}, "")
+			}
+			dropped := make(chan bool, 1)
+			f.want(Withdraw{Kind: KindReload, Dropped: dropped}, tc.want)
+			if tc.running {
+				f.want(Ready{ID: 2}, "Route(2) Watch(1) Switched(ok=true from=1) Reply(<nil>)")
+				f.want(Drained{ID: 1}, "Stop(1)")
+				// A follow switch that waited starts now; a dropped
+				// reload does not.
+				next := ""
+				if tc.waiting == KindFollow {
+					next = "Start(3 follow)"
+				}
+				f.want(Exited{ID: 1}, next)
+			}
+		})
+	}
 }
 
 func TestOverlapStartFailsOldKeepsServing(t *testing.T) {

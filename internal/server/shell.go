@@ -106,6 +106,7 @@ type Options struct {
 type Runtime struct {
 	o      Options
 	events chan Event
+	ended  chan struct{} // closed when Run returns: no event is read any more
 
 	mu      sync.Mutex
 	engines map[EngineID]*live
@@ -138,12 +139,30 @@ func New(o Options) *Runtime {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Runtime{o: o, events: make(chan Event, 64), engines: map[EngineID]*live{}}
+	return &Runtime{o: o, events: make(chan Event, 64), ended: make(chan struct{}), engines: map[EngineID]*live{}}
 }
 
 // Submit asks for a switch; safe from any goroutine. j.Reply, when set,
 // gets the outcome (buffer it: the runtime does not wait).
 func (r *Runtime) Submit(j *Job) { r.events <- Submit{Job: j} }
+
+// Withdraw drops the switch of kind k that waits for the one under way,
+// if one does (Machine.Pending), and says whether it did; safe from any
+// goroutine. Once the runtime has ended nothing waits: false.
+func (r *Runtime) Withdraw(k Kind) bool {
+	dropped := make(chan bool, 1)
+	select {
+	case r.events <- Withdraw{Kind: k, Dropped: dropped}:
+	case <-r.ended:
+		return false
+	}
+	select {
+	case d := <-dropped:
+		return d
+	case <-r.ended:
+		return false
+	}
+}
 
 // Current is the engine that serves now; nil while none does.
 func (r *Runtime) Current() *Instance {
@@ -171,6 +190,7 @@ func (r *Runtime) Beside() int {
 // Run starts the first engine and runs until the runtime stops; it returns
 // the exit code and, for a non-zero one, why.
 func (r *Runtime) Run() (int, error) {
+	defer close(r.ended)
 	m := NewMachine(r.o.Plan, r.o.Limits)
 	m, acts := Step(m, Begin{}, time.Now())
 	sigs, done := r.o.Signals, r.o.Done
@@ -291,6 +311,8 @@ func (r *Runtime) exec(acts []Action) (Exit, bool) {
 			r.o.Launcher.Notify(NoteAdopted{Job: a.Job})
 		case Log:
 			r.o.Log.Log(context.Background(), slog.Level(a.Level), a.Msg, a.Attrs...)
+		case Withdrawn:
+			a.Dropped <- a.Job != nil // buffered: Withdraw made it
 		case Exit:
 			return a, true
 		}
