@@ -283,7 +283,9 @@ type Options struct {
 	Transport http.RoundTripper
 	// APIKeys are the engine's keys: StatusPath then asks for one of them
 	// as the engine asks on its own routes (401 otherwise); /health stays
-	// public. Every other request goes to the engine, which checks it.
+	// public. Every other request goes to the engine, which checks it,
+	// but for one that waits for 100 Continue, answered the engine's 401
+	// here before its body is asked for.
 	APIKeys []string
 	// Metrics, when set, gives speclaunch's own series (Prometheus text):
 	// served at MetricsPath and appended to the engine's on GET /metrics.
@@ -701,35 +703,7 @@ func (s *slot) end(p *Proxy, count bool) {
 func (p *Proxy) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	w := withSendDeadline(rw, p.o.SendTimeout)
 	defer p.sayStalled(w, r) // also when a cut answer panics out of the handler
-	switch {
-	case r.URL.Path == StatusPath:
-		if p.o.Status == nil {
-			http.NotFound(w, r)
-		} else if readOnly(w, r) && p.authorized(w, r) {
-			p.o.Status.ServeHTTP(w, r)
-		}
-		return
-	case r.URL.Path == MetricsPath && p.o.Metrics != nil:
-		if readOnly(w, r) && p.authorized(w, r) {
-			writeMetrics(w, nil, p.o.Metrics())
-		}
-		return
-	case r.URL.Path == "/metrics" && r.Method == http.MethodHead && p.o.Metrics != nil:
-		// A HEAD asks for headers alone: answered here, so that it never
-		// waits on an engine (net/http drops the body of a HEAD answer).
-		if p.authorized(w, r) {
-			writeMetrics(w, nil, p.o.Metrics())
-		}
-		return
-	case r.URL.Path == "/metrics" && r.Method == http.MethodGet && p.o.Metrics != nil:
-		if p.authorized(w, r) {
-			p.metrics(w, r)
-		}
-		return
-	case r.URL.Path == "/health" && (r.Method == http.MethodGet || r.Method == http.MethodHead):
-		// HEAD as GET, its body dropped by net/http: a hung engine
-		// cannot hang either.
-		p.health(w)
+	if p.answeredHere(w, r) {
 		return
 	}
 	release, err := p.replayable(w, r)
@@ -777,6 +751,52 @@ func (p *Proxy) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	answered = true
 }
 
+// answeredHere answers a request the proxy answers itself, never an
+// engine (its own pages, /health, a refused key before a body), and
+// reports whether it did.
+func (p *Proxy) answeredHere(w http.ResponseWriter, r *http.Request) bool {
+	switch {
+	case r.URL.Path == StatusPath:
+		if p.o.Status == nil {
+			http.NotFound(w, r)
+		} else if readOnly(w, r) && p.authorized(w, r) {
+			p.o.Status.ServeHTTP(w, r)
+		}
+		return true
+	case r.URL.Path == MetricsPath && p.o.Metrics != nil:
+		if readOnly(w, r) && p.authorized(w, r) {
+			writeMetrics(w, nil, p.o.Metrics())
+		}
+		return true
+	case r.URL.Path == "/metrics" && r.Method == http.MethodHead && p.o.Metrics != nil:
+		// A HEAD asks for headers alone: answered here, so that it never
+		// waits on an engine (net/http drops the body of a HEAD answer).
+		if p.authorized(w, r) {
+			writeMetrics(w, nil, p.o.Metrics())
+		}
+		return true
+	case r.URL.Path == "/metrics" && r.Method == http.MethodGet && p.o.Metrics != nil:
+		if p.authorized(w, r) {
+			p.metrics(w, r)
+		}
+		return true
+	case r.URL.Path == "/health" && (r.Method == http.MethodGet || r.Method == http.MethodHead):
+		// HEAD as GET, its body dropped by net/http: a hung engine
+		// cannot hang either.
+		p.health(w)
+		return true
+	case expectsContinue(r) && secret.Refused(r, p.keys()):
+		// The client waits for 100 Continue before it sends its body:
+		// reading the body (replayable) sent one, and the engine's 401
+		// came after the whole body had streamed. The engine's own
+		// answer, given before the body (net/http closes the connection
+		// after it, as the body may follow all the same).
+		secret.Unauthorized(w)
+		return true
+	}
+	return false
+}
+
 // readOnly answers 405 with Allow: GET, HEAD to any other method on a
 // page speclaunch serves itself (the status page, its own metrics), as the
 // engine's own GET routes answer one: a DELETE or a POST got the whole
@@ -819,14 +839,24 @@ func (p *Proxy) stopping() bool {
 // authorized answers 401 as llama-server does when the engine has keys
 // and the request carries none of them.
 func (p *Proxy) authorized(w http.ResponseWriter, r *http.Request) bool {
-	p.mu.Lock()
-	keys := p.o.APIKeys
-	p.mu.Unlock()
-	if secret.Authorized(r, keys) {
+	if secret.Authorized(r, p.keys()) {
 		return true
 	}
 	secret.Unauthorized(w)
 	return false
+}
+
+// keys are the engine's API keys (SetAPIKeys).
+func (p *Proxy) keys() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.o.APIKeys
+}
+
+// expectsContinue says the client waits for 100 Continue before it sends
+// its body (net/http sends it at the body's first read).
+func expectsContinue(r *http.Request) bool {
+	return strings.EqualFold(strings.TrimSpace(r.Header.Get("Expect")), "100-continue")
 }
 
 // metrics answers GET /metrics: the serving engine's series, then

@@ -87,16 +87,22 @@ const UnauthorizedBody = `{"error":{"message":"Invalid API Key","type":"authenti
 // publicPaths need no key (d32676d's get_public_endpoints).
 var publicPaths = map[string]bool{"/health": true, "/v1/health": true, "/models": true, "/v1/models": true}
 
-// Require is llama-server's key check as an engine applies it
-// (middleware_validate_api_key): with keys, every path but the public ones
-// answers 401 with UnauthorizedBody unless the request is Authorized. No
-// keys: next as it is.
+// Refused is llama-server's key check as an engine applies it
+// (middleware_validate_api_key): with keys, a request to any path but the
+// public ones that is not Authorized is refused (401 with
+// UnauthorizedBody). No keys: none is.
+func Refused(r *http.Request, keys []string) bool {
+	return len(keys) > 0 && !publicPaths[r.URL.Path] && !Authorized(r, keys)
+}
+
+// Require answers the requests Refused refuses with Unauthorized, and
+// passes the others to next. No keys: next as it is.
 func Require(keys []string, next http.Handler) http.Handler {
 	if len(keys) == 0 {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !publicPaths[r.URL.Path] && !Authorized(r, keys) {
+		if Refused(r, keys) {
 			Unauthorized(w)
 			return
 		}
