@@ -268,6 +268,28 @@ func checkModelPath(e key.Engine, what, path, src string) error {
 	return exitcode.Bad(fmt.Errorf("%s %s (%s) is %s, not a model file or directory; give the path of the model itself", what, path, src, safefile.Kind(m)))
 }
 
+// startHeadline is the start line's headline: for a schedule of several
+// widths, the width the engine starts with, for the bucket of the load its
+// plan was built at, then the schedule (p.Headline). The schedule alone
+// read "width 5 at 1-3, off at 4+" where the follower started speculation
+// off for 4+.
+func startHeadline(p *plan.Plan) string {
+	r := p.Resolution
+	if s := r.Schedule; len(s) <= 1 || s.IsFlat() || p.RunsOneWidth() {
+		return p.Headline() // one width, said as such
+	}
+	runs := fmt.Sprintf("draft width %d", r.Width)
+	if r.Source == width.Off {
+		runs = "speculation off"
+	}
+	b := r.Schedule.At(r.Load)
+	load := b.Range() + " requests"
+	if b.Lo == 1 && b.Hi == 1 {
+		load = "1 request"
+	}
+	return fmt.Sprintf("%s for %s in flight, of the schedule %s", runs, load, p.Headline())
+}
+
 // logPlan writes the one startup line: width, source, reason, entry and
 // pin, the facts used, and the engine command.
 func logPlan(log *slog.Logger, p *plan.Plan, msg string, extra ...any) {
@@ -295,7 +317,7 @@ func logPlan(log *slog.Logger, p *plan.Plan, msg string, extra ...any) {
 		"capability", f.CapabilityStr, "quant", string(f.Quant),
 		"cmd", plan.ShellJoin(p.Launch.Argv))
 	attrs = append(attrs, extra...)
-	log.Info(msg+": "+p.Headline(), attrs...)
+	log.Info(msg+": "+startHeadline(p), attrs...)
 	for _, w := range p.Warnings {
 		log.Warn(w)
 	}

@@ -446,7 +446,18 @@ func (sv *launcher) switched(s server.Switched, to *server.Instance) {
 	if s.Waited > 0 {
 		attrs = append(attrs, "waited", s.Waited.Round(time.Millisecond).String())
 	}
-	sv.log.Info("switched", attrs...)
+	sv.log.Info(switchedMsg(s.OK), attrs...)
+}
+
+// switchedMsg is the line a finished switch ends with. One that failed
+// with an engine serving after it went back to the previous settings (a
+// drain switch restarts them): "switched" read as success right after
+// "engine with the new settings failed".
+func switchedMsg(ok bool) string {
+	if ok {
+		return "switched"
+	}
+	return "switch failed; went back to the previous settings"
 }
 
 // switchRecordOf is a finished switch as the status history keeps it, at

@@ -1,0 +1,58 @@
+package serve
+
+import (
+	"testing"
+
+	"github.com/speclaunch/speclaunch/internal/config"
+	"github.com/speclaunch/speclaunch/internal/key"
+	"github.com/speclaunch/speclaunch/internal/plan"
+	"github.com/speclaunch/speclaunch/internal/schedule"
+	"github.com/speclaunch/speclaunch/internal/width"
+)
+
+// The start line's headline names the width the engine starts with, for
+// its bucket, before the schedule. Before, the follower's start of
+// speculation off for 4+ read "starting engine for the schedule's bucket:
+// width 5 at 1-3, off at 4+ (operator schedule)".
+func TestStartHeadline(t *testing.T) {
+	sched := schedule.Schedule{{Lo: 1, Hi: 3, Width: 5, Source: "override"}, {Lo: 4, Width: 1, Source: "override"}}
+	first := schedule.Schedule{{Lo: 1, Hi: 1, Width: 6, Source: "override"}, {Lo: 2, Width: 4, Source: "override"}}
+	for _, tc := range []struct {
+		name string
+		r    width.Resolution
+		want string
+	}{
+		{"off for its bucket", width.Resolution{Source: width.Off, Reason: "operator schedule", OnReason: "operator schedule", Schedule: sched, Load: 4},
+			"speculation off for 4+ requests in flight, of the schedule width 5 at 1-3, off at 4+ (operator schedule)"},
+		{"a width for its bucket", width.Resolution{Width: 5, Source: width.Override, Reason: "operator schedule", Schedule: sched, Load: 2},
+			"draft width 5 for 1-3 requests in flight, of the schedule width 5 at 1-3, off at 4+ (operator schedule)"},
+		{"one request", width.Resolution{Width: 6, Source: width.Override, Reason: "operator schedule", Schedule: first, Load: 1},
+			"draft width 6 for 1 request in flight, of the schedule width 6 at 1 request, 4 at 2+ (operator schedule)"},
+		{"one width: the headline as it was", width.Resolution{Width: 4, Source: width.Override, Reason: "operator override", Schedule: schedule.Flat(4, "override"), Load: 1},
+			"draft width 4 (operator override)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &plan.Plan{Resolution: tc.r, Settings: config.Settings{Engine: config.Field[key.Engine]{Value: key.Sim}}}
+			if got := startHeadline(p); got != tc.want {
+				t.Errorf("got  %q\nwant %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// A switch that failed and went back to the previous settings does not
+// end on "switched", which read as success right after "engine with the
+// new settings failed; going back to the previous ones".
+func TestSwitchedMsg(t *testing.T) {
+	for _, tc := range []struct {
+		ok   bool
+		want string
+	}{
+		{true, "switched"},
+		{false, "switch failed; went back to the previous settings"},
+	} {
+		if got := switchedMsg(tc.ok); got != tc.want {
+			t.Errorf("switchedMsg(%v) = %q, want %q", tc.ok, got, tc.want)
+		}
+	}
+}
