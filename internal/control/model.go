@@ -39,8 +39,16 @@ func (c Controller) tokensPerCycle(p Pair, w int, extrapolate bool) (float64, bo
 	return t, true
 }
 
+// maxReadGap is the most rows apart two probed counts may be for a count
+// between them to be read linearly: the widest spacing of the probe
+// before traffic (rows 4w, 36 to 68). Farther apart, the line could hide
+// a kernel's step (the H200's probe showed one between 8 and 9 rows,
+// docs/design/adaptive.md, "The probe"), so such rows are probed.
+const maxReadGap = 4
+
 // verifyAt is the probed verify ms of rows (fractional rows between two
-// probed counts read linearly); ok false outside the probed range.
+// probed counts at most maxReadGap apart read linearly); ok false
+// outside the probed range or across a wider gap.
 func verifyAt(v map[int]float64, rows float64) (float64, bool) {
 	keys := slices.Sorted(maps.Keys(v))
 	i, _ := slices.BinarySearch(keys, int(math.Ceil(rows)))
@@ -52,6 +60,9 @@ func verifyAt(v map[int]float64, rows float64) (float64, bool) {
 		return v[hi], true
 	}
 	lo := keys[i-1]
+	if hi-lo > maxReadGap {
+		return 0, false
+	}
 	f := (rows - float64(lo)) / float64(hi-lo)
 	return v[lo] + f*(v[hi]-v[lo]), true
 }

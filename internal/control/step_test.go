@@ -2,6 +2,7 @@ package control
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"reflect"
 	"slices"
@@ -1074,8 +1075,15 @@ func TestResumeAtTheDefaultInForce(t *testing.T) {
 	}
 }
 
+// withRow is v and row r.
+func withRow(v map[int]float64, r int) map[int]float64 {
+	out := maps.Clone(v)
+	out[r] = 3 + 0.1*float64(r)
+	return out
+}
+
 // TestProbeRowsBetweenProbed: a bucket asks the probe only for rows no
-// probed row count lies on both sides of. The probe before traffic (rows
+// probed row count lies on both sides of, at most maxReadGap apart. The probe before traffic (rows
 // w, 2w and 4w for every width) prices every width up to four in flight,
 // so nothing is probed under load there.
 func TestProbeRowsBetweenProbed(t *testing.T) {
@@ -1102,6 +1110,7 @@ func TestProbeRowsBetweenProbed(t *testing.T) {
 		{"probed before traffic, 3.3 in flight", before, 3.3, nil},
 		{"probed before traffic, 6 in flight", before, 6, []int{72, 102}},
 		{"rows 1-17 only, 4 in flight", ones, 4, []int{20, 68}},
+		{"rows 1-17 and 68, 4 in flight: no line from 17 to 68", withRow(ones, 68), 4, []int{20, 64}},
 	}
 	for _, tc := range cases {
 		s := c.Init(Pair{Verify: tc.verify})
