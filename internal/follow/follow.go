@@ -147,8 +147,8 @@ func Step(cfg Config, s State, o Observation) (State, Decision) {
 		s.capped = false
 		return s, d
 	}
-	g, measured := gain(cfg, d.From, d.To)
-	if measured && g <= 0 {
+	g, out := ruledOut(cfg, d.From, d.To)
+	if out {
 		s.capped = false
 		d.Reason = fmt.Sprintf("load %.1f is at %s, where width %d was measured %+.1f%% against width %d: no switch for it", d.Load, schedule.InFlight(d.To.Range()), d.To.Width, 100*g, s.Width)
 		return s, d
@@ -236,6 +236,14 @@ func gain(cfg Config, from, to schedule.Bucket) (g float64, measured bool) {
 		}
 	}
 	return PriorGain, false
+}
+
+// ruledOut says whether the measured gains rule the switch from from's
+// width to to's out (to's width measured no faster at its load), with
+// the gain.
+func ruledOut(cfg Config, from, to schedule.Bucket) (float64, bool) {
+	g, measured := gain(cfg, from, to)
+	return g, measured && g <= 0
 }
 
 // dwell is how long the load must sit in to's bucket before a switch that
@@ -361,12 +369,15 @@ func Refused(cfg Config) []string {
 		return nil
 	}
 	var out []string
+	seen := map[string]bool{}
 	for _, to := range cfg.Schedule {
 		for _, from := range cfg.Schedule {
-			if from.Width == to.Width {
+			once := fmt.Sprint(from.Width, to)
+			if from.Width == to.Width || seen[once] {
 				continue
 			}
-			if g, measured := gain(cfg, from, to); measured && g <= 0 {
+			seen[once] = true
+			if g, no := ruledOut(cfg, from, to); no {
 				out = append(out, fmt.Sprintf("at %s the schedule names width %d, which its record measured %+.1f%% against width %d: the follower will not switch from width %d to it (edit the schedule or tune again)", schedule.InFlight(to.Range()), to.Width, 100*g, from.Width, from.Width))
 			}
 		}

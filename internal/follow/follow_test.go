@@ -418,6 +418,11 @@ func TestRefused(t *testing.T) {
 	}
 	for _, tc := range cases {
 		got := Refused(Config{Schedule: sched, Gain: tc.gain})
+		twice := schedule.Schedule{{Lo: 1, Hi: 3, Width: 6}, {Lo: 4, Hi: 8, Width: 1}, {Lo: 9, Width: 6}}
+		if again := Refused(Config{Schedule: twice, Gain: tc.gain}); len(again) != len(got) {
+			// width 6 twice (1-3 and 9+): the switch from 6 to 4-8's width 1 is said once
+			t.Errorf("%s: a width named twice says its switch %d times, want %d: %q", tc.name, len(again), len(got), again)
+		}
 		if !slices.Equal(got, tc.want) {
 			t.Errorf("%s:\n got %q\nwant %q", tc.name, got, tc.want)
 		}

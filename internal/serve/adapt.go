@@ -29,7 +29,7 @@ func AdaptOff(p *plan.Plan, proxied bool) string {
 	case p.Settings.DraftModel.Value == "":
 		return "no draft model: speculation is off"
 	case !proxied:
-		return "the proxy is off (--proxy=false): a switch would fail requests"
+		return "the proxy is off (--no-proxy): a switch would fail requests"
 	case p.Settings.Engine.Value == key.MLXCEL:
 		return "mlxcel-server exposes no per-position acceptance counters and no verify-cost probe"
 	case p.Settings.Engine.Value != key.LlamaCpp && p.Settings.Engine.Value != key.Sim:

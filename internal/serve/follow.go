@@ -29,7 +29,7 @@ func FollowOff(p *plan.Plan, proxied, adapting bool) string {
 	case e != key.LlamaCpp && e != key.MLXCEL && e != key.Sim:
 		return string(e) + " is given the schedule's width at one request in flight (docs/engines.md, Width schedules)"
 	case !proxied:
-		return "the proxy is off (--proxy=false): a switch would fail requests; the width for one request in flight runs"
+		return "the proxy is off (--no-proxy): a switch would fail requests; the width for one request in flight runs"
 	case adapting:
 		return "the adaptive width is on: serve follows the schedule it learns, by the same rule (status: adapt)"
 	}

@@ -38,7 +38,7 @@ type launcher struct {
 	// Set by Run and run before any goroutine starts; read-only after.
 	c   Config
 	log *slog.Logger
-	px  *proxy.Proxy // nil in direct mode (--proxy=false)
+	px  *proxy.Proxy // nil in direct mode (--no-proxy)
 	pub *public      // the public listener (proxy mode)
 	rt  *server.Runtime
 	st  *serveStatus
