@@ -95,11 +95,7 @@ func TestPolicyH200Q8EntryDroppedByTheRule(t *testing.T) {
 // earned; it exited 0 after printing the JSON) and its keys are snake_case
 // like every other --json output (they were Go's field names).
 func TestPolicyProposeJSON(t *testing.T) {
-	results := filepath.Join("..", "..", "docs", "benchmark_results")
-	q8, err := filepath.Glob(filepath.Join(results, "h200-llamacpp-d32676d-q8_0-pair*.json"))
-	if err != nil || len(q8) < 3 {
-		t.Fatalf("want the committed Q8_0 records, found %v (%v)", q8, err)
-	}
+	results, q8 := committedQ8(t)
 	for _, tc := range []struct {
 		name    string
 		records []string
@@ -165,11 +161,7 @@ func goCasedKeys(v any, at string) []string {
 // whole (it was cut at 160 bytes, mid-word). What a record says of itself
 // inside it (its name) is quoted and bounded where the reason is built.
 func TestPolicyProposeSaysWhyWhole(t *testing.T) {
-	results := filepath.Join("..", "..", "docs", "benchmark_results")
-	q8, err := filepath.Glob(filepath.Join(results, "h200-llamacpp-d32676d-q8_0-pair*.json"))
-	if err != nil || len(q8) < 3 {
-		t.Fatalf("want the committed Q8_0 records, found %v (%v)", q8, err)
-	}
+	results, q8 := committedQ8(t)
 	// a record whose name would forge a line and bury the error
 	forged := editedRecord(t, q8[0], func(rec map[string]any) {
 		rec["name"] = "x\nspeclaunch: forged line " + strings.Repeat("a", 100_000)
@@ -222,11 +214,7 @@ func editedRecord(t *testing.T, path string, edit func(rec map[string]any)) stri
 // the figures stay on stdout. It was printed on stdout too, then again as
 // the error. An entry earned keeps its reason on stdout, above it.
 func TestPolicyProposeSaysWhyOnStderrOnly(t *testing.T) {
-	results := filepath.Join("..", "..", "docs", "benchmark_results")
-	q8, err := filepath.Glob(filepath.Join(results, "h200-llamacpp-d32676d-q8_0-pair*.json"))
-	if err != nil || len(q8) < 3 {
-		t.Fatalf("want the committed Q8_0 records, found %v (%v)", q8, err)
-	}
+	results, q8 := committedQ8(t)
 	for _, tc := range []struct {
 		name    string
 		records []string
@@ -254,4 +242,16 @@ func TestPolicyProposeSaysWhyOnStderrOnly(t *testing.T) {
 	if code := MainContext(context.Background(), append([]string{"policy", "propose"}, earned...), policyTOML, &stdout, &stderr, nil); code != 0 || !strings.Contains(stdout.String(), "fell back past width 6") || !strings.Contains(stdout.String(), "[[entry]]") {
 		t.Errorf("an entry earned: exit %d:\n%s---\n%s", code, stdout.String(), stderr.String())
 	}
+}
+
+// committedQ8 is the folder of the committed records and its H200 Q8_0
+// records, which the cross-pair rule reads.
+func committedQ8(t *testing.T) (string, []string) {
+	t.Helper()
+	results := filepath.Join("..", "..", "docs", "benchmark_results")
+	q8, err := filepath.Glob(filepath.Join(results, "h200-llamacpp-d32676d-q8_0-pair*.json"))
+	if err != nil || len(q8) < 3 {
+		t.Fatalf("want the committed Q8_0 records, found %v (%v)", q8, err)
+	}
+	return results, q8
 }
