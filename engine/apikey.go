@@ -28,6 +28,19 @@ func APIKeySpec(e key.Engine) secret.Spec {
 	return secret.Spec{}
 }
 
+// ChecksKeysAsLlama says e's server checks its API keys as llama-server
+// does (secret.Refused: every path but the public ones, the key in
+// Authorization or X-Api-Key, llama-server's 401 body): llama.cpp,
+// mlxcel-server and the sim. vLLM guards only paths under /v1, SGLang by
+// its own rule; the proxy leaves those engines to answer for themselves.
+func ChecksKeysAsLlama(e key.Engine) bool {
+	switch e {
+	case key.LlamaCpp, key.MLXCEL, key.Sim:
+		return true
+	}
+	return false
+}
+
 // keyEnv is the variable an engine reads the keys of its key flag from,
 // and how several keys share it: llama-server's LLAMA_API_KEY (mlxcel-server
 // and the sim read it too) is a comma list whose keys add to the flag's, so

@@ -49,7 +49,7 @@ func TestStatusNeedsTheEnginesKey(t *testing.T) {
 		{"no key: open", StatusPath, "", []string{}, 200, "status"},
 	} {
 		if c.keys != nil {
-			p.SetAPIKeys(c.keys)
+			p.SetAPIKeys(c.keys, true)
 		}
 		if code, body := do(c.path, c.auth); code != c.code || (c.body != "" && body != c.body) {
 			t.Errorf("%s: %d %q, want %d %q", c.name, code, body, c.code, c.body)

@@ -49,11 +49,13 @@ func TestExpectContinueAnsweredOnce(t *testing.T) {
 	}
 }
 
-// With the engine's keys, a request that waits for 100 Continue without
-// one is answered the engine's 401 before its body is asked for; with a
-// key, on a public path or with no keys, the 100 comes as before. Before,
-// the proxy sent 100 Continue at once and the client streamed its body
-// for the engine's 401.
+// With the keys of an engine that checks them as llama-server does, a
+// request that waits for 100 Continue without one is answered that 401
+// before its body is asked for; with a key, on a public path or with no
+// keys, the 100 comes as before. Before, the proxy sent 100 Continue at
+// once and the client streamed its body for the engine's 401. An engine
+// with another rule (vLLM guards /v1 alone) answers for itself: a keyless
+// POST /tokenize it serves was refused here.
 func TestExpectContinueWithoutAKeyIs401First(t *testing.T) {
 	reached := make(chan string, 8)
 	b := backend(t, func(w http.ResponseWriter, r *http.Request) {
@@ -64,17 +66,20 @@ func TestExpectContinueWithoutAKeyIs401First(t *testing.T) {
 	for _, tc := range []struct {
 		name, path, auth string
 		keys             []string
+		llama            bool   // the engine checks keys as llama-server does
 		want             string // the first status line's code
 	}{
-		{"no key", "/v1/completions", "", []string{"k1"}, "401"},
-		{"a wrong key", "/v1/completions", "Authorization: Bearer nope\r\n", []string{"k1"}, "401"},
-		{"the key", "/v1/completions", "Authorization: Bearer k1\r\n", []string{"k1"}, "100"},
-		{"the key as X-Api-Key", "/v1/completions", "X-Api-Key: k1\r\n", []string{"k1"}, "100"},
-		{"a public path", "/v1/models", "", []string{"k1"}, "100"},
-		{"no keys: open", "/v1/completions", "", nil, "100"},
+		{"no key", "/v1/completions", "", []string{"k1"}, true, "401"},
+		{"a wrong key", "/v1/completions", "Authorization: Bearer nope\r\n", []string{"k1"}, true, "401"},
+		{"the key", "/v1/completions", "Authorization: Bearer k1\r\n", []string{"k1"}, true, "100"},
+		{"the key as X-Api-Key", "/v1/completions", "X-Api-Key: k1\r\n", []string{"k1"}, true, "100"},
+		{"a public path", "/v1/models", "", []string{"k1"}, true, "100"},
+		{"no keys: open", "/v1/completions", "", nil, true, "100"},
+		{"another rule: a path it serves without a key", "/tokenize", "", []string{"k1"}, false, "100"},
+		{"another rule: its own 401", "/v1/completions", "", []string{"k1"}, false, "100"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := New(Options{APIKeys: tc.keys})
+			p := New(Options{APIKeys: tc.keys, LlamaKeyRule: tc.llama})
 			p.Route(b)
 			c, err := net.Dial("tcp", strings.TrimPrefix(front(t, p), "http://"))
 			if err != nil {

@@ -62,7 +62,7 @@ func TestHeadOfOwnPathsNeverReachesTheEngine(t *testing.T) {
 			t.Errorf("GET %s: %d, HEAD %d: want the same status", path, get, code)
 		}
 	}
-	p.SetAPIKeys([]string{"sk-test-key-0001"})
+	p.SetAPIKeys([]string{"sk-test-key-0001"}, true)
 	for _, path := range []string{"/metrics", StatusPath, MetricsPath} {
 		if code, server, _ := do(http.MethodHead, path); code != http.StatusUnauthorized || server != "" {
 			t.Errorf("HEAD %s without the engine's key: %d, Server %q; want the proxy's 401", path, code, server)

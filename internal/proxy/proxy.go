@@ -282,11 +282,16 @@ type Options struct {
 	// many concurrent streams.
 	Transport http.RoundTripper
 	// APIKeys are the engine's keys: StatusPath then asks for one of them
-	// as the engine asks on its own routes (401 otherwise); /health stays
-	// public. Every other request goes to the engine, which checks it,
-	// but for one that waits for 100 Continue, answered the engine's 401
-	// here before its body is asked for.
+	// as llama-server asks on its own routes (401 otherwise); /health
+	// stays public. Every other request goes to the engine, which checks
+	// it.
 	APIKeys []string
+	// LlamaKeyRule says the engine checks APIKeys as llama-server does
+	// (secret.Refused: llama.cpp, mlxcel-server, the sim): a request that
+	// waits for 100 Continue and that check refuses is answered its 401
+	// here, before its body is asked for. Off (vLLM, SGLang, whose rules
+	// differ), the engine answers every such request itself.
+	LlamaKeyRule bool
 	// Metrics, when set, gives speclaunch's own series (Prometheus text):
 	// served at MetricsPath and appended to the engine's on GET /metrics.
 	Metrics func() []byte
@@ -510,11 +515,12 @@ func (p *Proxy) SetLimits(queueSize int, hold time.Duration) {
 	}
 }
 
-// SetAPIKeys replaces the keys StatusPath asks for (the engine that serves
-// next may have others).
-func (p *Proxy) SetAPIKeys(keys []string) {
+// SetAPIKeys replaces the keys StatusPath asks for and whether the engine
+// checks them as llama-server does (Options.LlamaKeyRule): the engine that
+// serves next may have others, or be another engine.
+func (p *Proxy) SetAPIKeys(keys []string, llamaRule bool) {
 	p.mu.Lock()
-	p.o.APIKeys = keys
+	p.o.APIKeys, p.o.LlamaKeyRule = keys, llamaRule
 	p.mu.Unlock()
 }
 
@@ -785,7 +791,7 @@ func (p *Proxy) answeredHere(w http.ResponseWriter, r *http.Request) bool {
 		// cannot hang either.
 		p.health(w)
 		return true
-	case expectsContinue(r) && secret.Refused(r, p.keys()):
+	case expectsContinue(r) && p.refusedAsLlama(r):
 		// The client waits for 100 Continue before it sends its body:
 		// reading the body (replayable) sent one, and the engine's 401
 		// came after the whole body had streamed. The engine's own
@@ -851,6 +857,17 @@ func (p *Proxy) keys() []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.o.APIKeys
+}
+
+// refusedAsLlama says the engine checks its keys as llama-server does and
+// that check refuses r. vLLM guards only /v1 (and with its own 401 body),
+// SGLang its own routes: a keyless POST /tokenize that vLLM serves would
+// be refused here.
+func (p *Proxy) refusedAsLlama(r *http.Request) bool {
+	p.mu.Lock()
+	keys, llama := p.o.APIKeys, p.o.LlamaKeyRule
+	p.mu.Unlock()
+	return llama && secret.Refused(r, keys)
 }
 
 // expectsContinue says the client waits for 100 Continue before it sends

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/speclaunch/speclaunch/engine"
 	"github.com/speclaunch/speclaunch/internal/adapt"
 	"github.com/speclaunch/speclaunch/internal/config"
 	"github.com/speclaunch/speclaunch/internal/exitcode"
@@ -191,12 +192,13 @@ func (sv *launcher) run(p *plan.Plan) error {
 	sv.met = metrics.New(sv.metricSources())
 	if p.Settings.Proxy.Value {
 		sv.px = proxy.New(proxy.Options{
-			QueueSize:   p.Settings.QueueSize.Value,
-			HoldTimeout: p.Settings.HoldTimeout.Value,
-			Status:      sv.st.handler(sv),
-			Metrics:     sv.met.Text,
-			Log:         sv.log,
-			APIKeys:     p.APIKeys,
+			QueueSize:    p.Settings.QueueSize.Value,
+			HoldTimeout:  p.Settings.HoldTimeout.Value,
+			Status:       sv.st.handler(sv),
+			Metrics:      sv.met.Text,
+			Log:          sv.log,
+			APIKeys:      p.APIKeys,
+			LlamaKeyRule: engine.ChecksKeysAsLlama(p.Settings.Engine.Value),
 		})
 	}
 	changes, hup, closeWatch := sv.watchFiles(p)
@@ -409,7 +411,9 @@ func (sv *launcher) serving(in *server.Instance) {
 	sv.st.serving(in)
 	sv.publishServing(in, in.Plan)
 	if sv.px != nil {
-		sv.px.SetAPIKeys(in.Plan.APIKeys) // the status page asks for this engine's keys
+		// The status page asks for this engine's keys, and an early 401
+		// follows this engine's rule.
+		sv.px.SetAPIKeys(in.Plan.APIKeys, engine.ChecksKeysAsLlama(in.Plan.Settings.Engine.Value))
 	}
 	if sv.ctl.start() {
 		sv.ctl.ran(sv.runAdapt(in.Plan), false)
