@@ -94,6 +94,37 @@ func TestPublicFollowsThePlanInForce(t *testing.T) {
 			must(t, pb.reserve(p.allIfaces))
 			pb.follow(p.old, p.allIfaces)
 		}, []string{"old"}, nil, "old"},
+		// A rejected reload drops the one that waited (withdraw): before,
+		// the address bound ahead for it stayed open until the next
+		// reload taken.
+		{"a waiting move withdrawn", func(t *testing.T, p plans, pb *public) {
+			must(t, pb.reserve(p.oldAgain)) // under way, on the address in force
+			must(t, pb.reserve(p.moved))
+			pb.withdraw(p.old, p.moved, p.oldAgain)
+			pb.follow(p.oldAgain, p.oldAgain)
+		}, []string{"old"}, []string{"moved"}, "old"},
+		{"a waiting move withdrawn, nothing under way", func(t *testing.T, p plans, pb *public) {
+			must(t, pb.reserve(p.moved))
+			pb.withdraw(p.old, p.moved, nil)
+		}, []string{"old"}, []string{"moved"}, "old"},
+		{"a waiting reload withdrawn, the move under way to its address kept", func(t *testing.T, p plans, pb *public) {
+			must(t, pb.reserve(p.moved))
+			must(t, pb.reserve(p.moved2))
+			pb.withdraw(p.old, p.moved2, p.moved)
+			if !answers(p.moved) {
+				t.Error("the address the switch under way asks for was closed with the withdrawn reload's")
+			}
+			pb.follow(p.moved, p.moved)
+		}, []string{"moved"}, []string{"old"}, "moved"},
+		{"a waiting move withdrawn, the move under way elsewhere", func(t *testing.T, p plans, pb *public) {
+			must(t, pb.reserve(p.moved))
+			must(t, pb.reserve(p.other))
+			pb.withdraw(p.old, p.other, p.moved)
+			if answers(p.other) {
+				t.Error("the withdrawn reload's address still answers")
+			}
+			pb.follow(p.moved, p.moved)
+		}, []string{"moved"}, []string{"old", "other"}, "moved"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			base := testenv.PortBlock(t, 3)

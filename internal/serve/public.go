@@ -135,6 +135,21 @@ func (pb *public) follow(inForce, done *plan.Plan) {
 	}
 }
 
+// withdraw takes back dropped, a plan asked for that will not be switched
+// to (a rejected reload withdrew it): the latest plan asked for is the
+// switch still under way, under (nil when none), and the address bound
+// ahead for dropped is closed unless under asks for it too; the proxy
+// stays at the address of inForce. A move under asks for whose listener
+// dropped's closed is bound when under's switch ends (follow).
+func (pb *public) withdraw(inForce, dropped, under *plan.Plan) {
+	pb.mu.Lock()
+	if pb.want == dropped {
+		pb.want = under
+	}
+	pb.mu.Unlock()
+	pb.follow(inForce, nil)
+}
+
 // moveLocked moves the proxy to addr with no listener bound ahead: the new
 // address is bound first, so a taken port leaves the old one serving.
 // Where the listener in force holds the port (0.0.0.0:P to 127.0.0.1:P,

@@ -126,12 +126,32 @@ const reloadRejected = "reload rejected; the engine keeps running with the previ
 // for the switch under way (server.Withdraw), saying so on the same line:
 // the files' latest state wins. Before, the edit that waited applied
 // after the switch all the same, and counted applied, while last_reload
-// read rejected.
+// read rejected. The address bound ahead for the dropped edit is closed
+// (public.withdraw): the proxy kept listening where the file no longer
+// said until the next reload taken.
 func (sv *launcher) rejectReload(level slog.Level, msg string, attrs ...any) {
-	if sv.rt != nil && sv.rt.Withdraw(server.KindReload) {
-		msg += "; the edit waiting for the switch under way is dropped: the file no longer reads that way"
+	if sv.rt != nil {
+		if w := sv.rt.Withdraw(server.KindReload); w.Job != nil {
+			msg += "; the edit waiting for the switch under way is dropped: the file no longer reads that way"
+			sv.withdrawAddress(w)
+		}
 	}
 	sv.log.Log(context.Background(), level, msg, attrs...)
+}
+
+// withdrawAddress gives back the address bound ahead for the job w
+// dropped: the proxy follows the plan in force again, or the switch still
+// under way.
+func (sv *launcher) withdrawAddress(w server.Withdrawal) {
+	if sv.pub == nil {
+		return
+	}
+	var under *plan.Plan
+	if w.UnderWay != nil {
+		under = w.UnderWay.Plan
+	}
+	sv.pub.withdraw(sv.plan(), w.Job.Plan, under)
+	sv.st.setPublic(sv.pub.address())
 }
 
 // followFresh is how recent the follower's word must be for a reload to

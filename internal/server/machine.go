@@ -206,9 +206,18 @@ type (
 	// dropped; one under way goes on. Withdrawn answers on Dropped.
 	Withdraw struct {
 		Kind    Kind
-		Dropped chan<- bool
+		Dropped chan<- Withdrawal
 	}
 )
+
+// Withdrawal is what a Withdraw did: Job is the waiting job it dropped
+// (nil when none waited), UnderWay the switch under way then (nil when
+// none ran, or a start or restart of the settings in force did), the
+// latest job left whose switch has not ended. The front
+// address bound ahead for the dropped job is the launcher's to give back.
+type Withdrawal struct {
+	Job, UnderWay *Job
+}
 
 // Action is one thing for the shell to do, Step's output. The set is
 // closed (the unexported method): the shell's type switch covers every
@@ -317,11 +326,11 @@ type (
 		Code int
 		Err  error
 	}
-	// Withdrawn answers a Withdraw on Dropped: Job is the waiting job it
-	// dropped (its own Reply says ErrWithdrawn), nil when none waited.
+	// Withdrawn answers a Withdraw on Dropped: the job it dropped (its
+	// own Reply says ErrWithdrawn) and the one under way.
 	Withdrawn struct {
-		Dropped chan<- bool
-		Job     *Job
+		Dropped chan<- Withdrawal
+		Withdrawal
 	}
 )
 
@@ -583,7 +592,11 @@ func (s *stepper) withdraw(w Withdraw) {
 		j, m.Pending = m.Pending, nil
 		s.do(Reply{Job: j, Err: ErrWithdrawn})
 	}
-	s.do(Withdrawn{Dropped: w.Dropped, Job: j})
+	var under *Job
+	if m.Job != nil && m.Job.Kind != KindStart {
+		under = m.Job
+	}
+	s.do(Withdrawn{Dropped: w.Dropped, Withdrawal: Withdrawal{Job: j, UnderWay: under}})
 }
 
 // next starts the pending switch once nothing else runs.

@@ -127,11 +127,14 @@ func summary(acts []Action) string {
 		case Exit:
 			out = append(out, fmt.Sprintf("Exit(%d)", a.Code))
 		case Withdrawn:
-			s := "Withdrawn(none)"
+			s := "Withdrawn(none"
 			if a.Job != nil {
-				s = "Withdrawn(" + a.Job.Kind.String() + ")"
+				s = "Withdrawn(" + a.Job.Kind.String()
 			}
-			out = append(out, s)
+			if a.UnderWay != nil {
+				s += " under " + a.UnderWay.Kind.String()
+			}
+			out = append(out, s+")")
 		}
 	}
 	return strings.Join(out, " ")
@@ -184,9 +187,9 @@ func TestWithdrawDropsOnlyAWaitingReload(t *testing.T) {
 		waiting Kind // the kind of the job that waits; KindStart: none
 		want    string
 	}{
-		{"a reload waits", true, KindReload, "Reply(dropped: the files no longer read that way) Withdrawn(reload)"},
-		{"a follow switch waits", true, KindFollow, "Withdrawn(none)"},
-		{"none waits, a reload is under way", true, KindStart, "Withdrawn(none)"},
+		{"a reload waits", true, KindReload, "Reply(dropped: the files no longer read that way) Withdrawn(reload under reload)"},
+		{"a follow switch waits", true, KindFollow, "Withdrawn(none under reload)"},
+		{"none waits, a reload is under way", true, KindStart, "Withdrawn(none under reload)"},
 		{"nothing runs", false, KindStart, "Withdrawn(none)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -197,7 +200,7 @@ func TestWithdrawDropsOnlyAWaitingReload(t *testing.T) {
 			if tc.waiting != KindStart {
 				f.want(Submit{Job: job(tc.waiting, key.SwitchOverlap, planOf("--w", "2"))}, "")
 			}
-			dropped := make(chan bool, 1)
+			dropped := make(chan Withdrawal, 1)
 			f.want(Withdraw{Kind: KindReload, Dropped: dropped}, tc.want)
 			if tc.running {
 				f.want(Ready{ID: 2}, "Route(2) Watch(1) Switched(ok=true from=1) Reply(<nil>)")

@@ -147,20 +147,21 @@ func New(o Options) *Runtime {
 func (r *Runtime) Submit(j *Job) { r.events <- Submit{Job: j} }
 
 // Withdraw drops the switch of kind k that waits for the one under way,
-// if one does (Machine.Pending), and says whether it did; safe from any
-// goroutine. Once the runtime has ended nothing waits: false.
-func (r *Runtime) Withdraw(k Kind) bool {
-	dropped := make(chan bool, 1)
+// if one does (Machine.Pending), and reports the job it dropped and the
+// one under way; safe from any goroutine. Once the runtime has ended
+// nothing waits: none.
+func (r *Runtime) Withdraw(k Kind) Withdrawal {
+	dropped := make(chan Withdrawal, 1)
 	select {
 	case r.events <- Withdraw{Kind: k, Dropped: dropped}:
 	case <-r.ended:
-		return false
+		return Withdrawal{}
 	}
 	select {
 	case d := <-dropped:
 		return d
 	case <-r.ended:
-		return false
+		return Withdrawal{}
 	}
 }
 
@@ -312,7 +313,7 @@ func (r *Runtime) exec(acts []Action) (Exit, bool) {
 		case Log:
 			r.o.Log.Log(context.Background(), slog.Level(a.Level), a.Msg, a.Attrs...)
 		case Withdrawn:
-			a.Dropped <- a.Job != nil // buffered: Withdraw made it
+			a.Dropped <- a.Withdrawal // buffered: Withdraw made it
 		case Exit:
 			return a, true
 		}
