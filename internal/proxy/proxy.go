@@ -1218,10 +1218,15 @@ const bodyCutGrace = 500 * time.Millisecond
 func (p *Proxy) waitGone(ctx context.Context, b *Backend, grace time.Duration) bool {
 	t := time.NewTimer(grace)
 	defer t.Stop()
+	return p.goneBy(ctx, b, t.C)
+}
+
+// goneBy is waitGone until by fires.
+func (p *Proxy) goneBy(ctx context.Context, b *Backend, by <-chan time.Time) bool {
 	select {
 	case <-b.gone:
 		return true
-	case <-t.C:
+	case <-by:
 		return false
 	case <-ctx.Done():
 		return false
@@ -1245,21 +1250,24 @@ func (p *Proxy) cause(b *Backend) Cause {
 	return Cause{}
 }
 
-// waitCut waits, within grace, to learn whether a failure on b is one that
-// Close will give the cause of: b marked gone with no engine to follow it
-// (GoneLast), which the runtime's Cut follows. An engine killed mid-stream
-// breaks the stream before the runtime sees it exit, and its client read
-// "the engine failed" where the queued requests were told it exited.
+// waitCut waits, within grace in all, to learn whether a failure on b is
+// one that Close will give the cause of: b marked gone with no engine to
+// follow it (GoneLast), which the runtime's Cut follows. An engine killed
+// mid-stream breaks the stream before the runtime sees it exit, and its
+// client read "the engine failed" where the queued requests were told it
+// exited.
 func (p *Proxy) waitCut(ctx context.Context, b *Backend, grace time.Duration) {
 	if b == nil {
 		return
 	}
 	p.o.Log.Debug("proxy: a stream broke; waiting to learn whether its engine exited", "engine", b.Name, "grace", grace.String())
-	if !p.waitGone(ctx, b, grace) || !b.last.Load() {
-		return
-	}
+	// One deadline for both waits: a mark that came late left the Cut
+	// grace again, up to twice grace in all.
 	t := time.NewTimer(grace)
 	defer t.Stop()
+	if !p.goneBy(ctx, b, t.C) || !b.last.Load() {
+		return
+	}
 	select {
 	case <-p.stopped:
 	case <-t.C:
