@@ -832,7 +832,10 @@ func (s *stepper) graceful() {
 			m.lastCode, m.lastErr = 128+int(n), fmt.Errorf("interrupted (%s) while the engine waited to start again after %s", sigName(m.sig), last)
 		}
 		m.cut = true
-		s.do(Cut{Cause: proxy.Cause{What: "speclaunch stopped", Why: sigName(m.sig) + " came while the engine waited to start again after " + last}}) // no engine will come for the held requests
+		// No engine will come for the held requests. Their clients are
+		// told the signal, not last: a failed start's error is the log's
+		// (internal text, paths included, is no client's).
+		s.do(Cut{Cause: stoppedBy("a " + sigName(m.sig) + " came while the engine waited to start again")})
 	}
 	if m.Pending != nil {
 		s.do(Reply{Job: m.Pending, Err: ErrStopping})

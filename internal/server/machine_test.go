@@ -339,19 +339,30 @@ func TestShutdownTimeoutCutsRequests(t *testing.T) {
 // a second signal came", also after a kill -9 with no restart policy.
 func TestCutSaysWhatEndedTheRequests(t *testing.T) {
 	stopped := "speclaunch stopped the engine"
+	backoff := proxy.Cause{What: stopped, Why: "a SIGTERM came while the engine waited to start again"}
+	failedStart := errors.New(`exec: "/opt/llama/bin/llama-server": permission denied`)
 	for _, tc := range []struct {
-		name   string
-		events []Event
-		want   proxy.Cause
+		name    string
+		restart bool // --restart on-failure
+		events  []Event
+		want    proxy.Cause
 	}{
-		{"the engine exited", []Event{Exited{ID: 1, Code: 137}}, proxy.Cause{What: "the engine exited with code 137"}},
-		{"a clean exit", []Event{Exited{ID: 1, Code: 0}}, proxy.Cause{What: "the engine exited with code 0"}},
-		{"killed as hung", []Event{Hung{ID: 1}, Exited{ID: 1, Code: 137}}, proxy.Cause{What: stopped, Why: "it stopped answering its liveness check"}},
-		{"a second signal", []Event{Signal{Sig: os.Interrupt}, Signal{Sig: os.Interrupt}}, proxy.Cause{What: stopped, Why: "a second signal came"}},
-		{"the shutdown timeout", []Event{Signal{Sig: syscall.SIGTERM}, Tick{}}, proxy.Cause{What: stopped, Why: "the shutdown timeout passed"}},
+		{"the engine exited", false, []Event{Exited{ID: 1, Code: 137}}, proxy.Cause{What: "the engine exited with code 137"}},
+		{"a clean exit", false, []Event{Exited{ID: 1, Code: 0}}, proxy.Cause{What: "the engine exited with code 0"}},
+		{"killed as hung", false, []Event{Hung{ID: 1}, Exited{ID: 1, Code: 137}}, proxy.Cause{What: stopped, Why: "it stopped answering its liveness check"}},
+		{"a second signal", false, []Event{Signal{Sig: os.Interrupt}, Signal{Sig: os.Interrupt}}, proxy.Cause{What: stopped, Why: "a second signal came"}},
+		{"the shutdown timeout", false, []Event{Signal{Sig: syscall.SIGTERM}, Tick{}}, proxy.Cause{What: stopped, Why: "the shutdown timeout passed"}},
+		// The clients read no start error: before, theirs ended
+		// "(SIGTERM came while the engine waited to start again after
+		// failing to start (exec: ...))".
+		{"a signal in the back-off after a crash", true, []Event{Exited{ID: 1, Code: 137}, Signal{Sig: syscall.SIGTERM}}, backoff},
+		{"a signal in the back-off after a failed start", true,
+			[]Event{Exited{ID: 1, Code: 137}, Tick{}, Ready{ID: 2, Err: failedStart}, Signal{Sig: syscall.SIGTERM}}, backoff},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := serving(t, limits)
+			l := limits
+			l.Restart = tc.restart
+			f := serving(t, l)
 			var cuts []proxy.Cause
 			for _, ev := range tc.events {
 				f.after(limits.ShutdownTimeout, ev)
