@@ -1,12 +1,21 @@
 package serve
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/speclaunch/speclaunch/internal/config"
 	"github.com/speclaunch/speclaunch/internal/key"
+	"github.com/speclaunch/speclaunch/internal/metrics"
 	"github.com/speclaunch/speclaunch/internal/plan"
 	"github.com/speclaunch/speclaunch/internal/schedule"
+	"github.com/speclaunch/speclaunch/internal/server"
+	"github.com/speclaunch/speclaunch/internal/supervise"
 	"github.com/speclaunch/speclaunch/internal/width"
 )
 
@@ -42,17 +51,40 @@ func TestStartHeadline(t *testing.T) {
 
 // A switch that failed and went back to the previous settings does not
 // end on "switched", which read as success right after "engine with the
-// new settings failed; going back to the previous ones".
-func TestSwitchedMsg(t *testing.T) {
+// new settings failed; going back to the previous ones": the line the
+// launcher logs for the runtime's Switched outcome says which it was.
+func TestSwitchedLineSaysTheOutcome(t *testing.T) {
 	for _, tc := range []struct {
+		name string
 		ok   bool
-		want string
+		want string // the line's message
 	}{
-		{true, "switched"},
-		{false, "switch failed; went back to the previous settings"},
+		{"the new settings serve", true, "switched"},
+		{"the new settings failed", false, "switch failed; went back to the previous settings"},
 	} {
-		if got := switchedMsg(tc.ok); got != tc.want {
-			t.Errorf("switchedMsg(%v) = %q, want %q", tc.ok, got, tc.want)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			cur := &plan.Plan{Resolution: width.Resolution{Width: 4, Source: width.Measured}}
+			np := &plan.Plan{Resolution: width.Resolution{Width: 3, Source: width.Measured}}
+			var log bytes.Buffer
+			sv := &launcher{log: slog.New(slog.NewJSONHandler(&log, nil)), force: inForce{plan: cur},
+				st: newServeStatus(cur), met: metrics.New(metrics.Sources{})}
+			s := server.Switched{Job: &server.Job{Kind: server.KindReload, Mode: key.SwitchDrain, Plan: np}, OK: tc.ok, Took: time.Second}
+			to := &server.Instance{ID: 3, Plan: np, Proc: &supervise.Process{}}
+			if !tc.ok {
+				s.Err, to.Plan = errors.New("the engine exited with code 1"), cur // a drain switch restarts the previous settings
+			}
+			sv.switched(s, to)
+			var line struct {
+				Msg   string `json:"msg"`
+				Width int    `json:"width"`
+			}
+			lines := strings.Split(strings.TrimSpace(log.String()), "\n")
+			if err := json.Unmarshal([]byte(lines[len(lines)-1]), &line); err != nil {
+				t.Fatalf("log %q: %v", log.String(), err)
+			}
+			if line.Msg != tc.want || line.Width != widthOf(to.Plan) {
+				t.Errorf("last line %q width %d, want %q width %d\nlog:\n%s", line.Msg, line.Width, tc.want, widthOf(to.Plan), log.String())
+			}
+		})
 	}
 }
