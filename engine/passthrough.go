@@ -370,6 +370,10 @@ func keyFlagArg(j keyFlagJudge, a string, f flagArg) error {
 		return fmt.Errorf("%w: %q begins with %s (U+%04X), not \"-\": the engine reads it as no flag, and the key after it would sit on its command line as a plain argument; %s",
 			ErrKeyFlagDashed, secret.MaskArg(a), string(f.dash), f.dash, then)
 	}
+	if name, file, ok := joinedFileFlag(j.sp, a); ok {
+		return fmt.Errorf("%w: %q: the engine reads no key file from it (it refuses to start on an unknown flag, or serves with no API key); give the flag and its file as two arguments (%s PATH; in a profile's engine.args, two list items: [%q, %q]) or as %s=PATH",
+			ErrKeyFlagJoined, a, name, name, file, name)
+	}
 	if (!f.joined && !f.spaced) || !secret.ListedFlag(f.name) {
 		return nil
 	}
@@ -382,6 +386,19 @@ func keyFlagArg(j keyFlagJudge, a string, f flagArg) error {
 	}
 	return fmt.Errorf("%w: %q: the engine reads no key from it (it refuses to start on an unknown flag, or serves with no API key); %s%s",
 		ErrKeyFlagJoined, secret.MaskArg(a), secret.JoinedFix(fix), typed)
+}
+
+// joinedFileFlag is a key-file flag of the engine (sp.FileFlags:
+// --api-key-file) and its file in one argument ("--api-key-file k.txt", a
+// TOML list's one item where two were meant): the engine reads no key
+// file from it and the sim served with no key at all. A file is no
+// secret, so it is shown.
+func joinedFileFlag(sp secret.Spec, a string) (name, file string, ok bool) {
+	f := strings.FieldsFunc(a, unicode.IsSpace)
+	if len(f) != 2 || !slices.Contains(sp.FileFlags, f[0]) {
+		return "", "", false
+	}
+	return f[0], f[1], true
 }
 
 // misspeltKeyFlag refuses an argument that is no flag the engine knows
