@@ -210,3 +210,33 @@ func streamThenCut(t *testing.T, cut <-chan struct{}) http.HandlerFunc {
 		conn.Close()
 	}
 }
+
+// A request held for an engine that never comes (a crashed engine's
+// restart back-off, cut by a signal) is told Close's cause, as the runtime
+// gives it: before, Refuse and Close let it go as "speclaunch is stopping",
+// which the docs do not say of that case.
+func TestHeldRequestToldTheCause(t *testing.T) {
+	backoff := Cause{What: "speclaunch stopped the engine", Why: "a SIGTERM came while the engine waited to start again"}
+	for _, tc := range []struct {
+		name  string
+		cause Cause
+		want  string
+	}{
+		{"the back-off cut by a signal", backoff, "speclaunch stopped the engine before it answered (a SIGTERM came while the engine waited to start again); retry shortly"},
+		{"closed with no cause", Cause{}, "speclaunch is stopping"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := New(Options{})
+			p.Route(backend(t, func(w http.ResponseWriter, r *http.Request) {}))
+			p.Hold() // the engine crashed; its restart waits out the back-off
+			got := make(chan string, 1)
+			go post(front(t, p), `{"prompt":"abc"}`, got)
+			testenv.WaitFor(t, "the request held", func() bool { return p.Stats().HeldNow == 1 })
+			p.Refuse()
+			p.Close(tc.cause)
+			if body := <-got; !strings.Contains(body, tc.want) {
+				t.Errorf("the held request read %q, want %q", body, tc.want)
+			}
+		})
+	}
+}

@@ -613,13 +613,13 @@ func (p *Proxy) acquire(ctx context.Context, skip *Backend) (*Backend, error) {
 	select {
 	case b := <-w.ch:
 		if b == nil {
-			return nil, errStopping
+			return nil, p.closedHeld()
 		}
 		return b, nil
 	case <-t.C:
 		if b, released := p.dequeue(w); released {
 			if b == nil {
-				return nil, errStopping
+				return nil, p.closedHeld()
 			}
 			return b, nil
 		}
@@ -641,6 +641,27 @@ func (p *Proxy) heldFor() string {
 	}
 	return "the engine is being switched"
 }
+
+// closedHeld is the error of a held request the proxy let go with no
+// backend: Close's cause where it has one (errCut: no engine came for it,
+// as a crashed engine's back-off cut by a signal), else errStopping.
+// Before, such a request was told only that speclaunch stops.
+func (p *Proxy) closedHeld() error {
+	if p.cause(nil).What != "" {
+		return errCut
+	}
+	return errStopping
+}
+
+// answerCut answers a request no engine will answer with what ended it.
+func (p *Proxy) answerCut(w http.ResponseWriter, c Cause) {
+	p.rejected.Add(1)
+	writeError(w, http.StatusServiceUnavailable, c.at("before it answered")+"; retry shortly", "unavailable_error", 1)
+}
+
+// errCut is a held request Close let go with a cause: ServeHTTP answers it
+// with the cause (Proxy.cause).
+var errCut = errors.New("no engine came for the request and the proxy closed")
 
 // errStopping answers requests while the launcher stops.
 var errStopping = &errHeld{why: "speclaunch is stopping", stopping: true}
@@ -731,8 +752,12 @@ func (p *Proxy) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	b, err := p.acquire(r.Context(), nil)
 	if err != nil {
 		var h *errHeld
-		if errors.As(err, &h) {
+		switch {
+		case errors.As(err, &h):
 			p.reject(w, h)
+			return
+		case errors.Is(err, errCut):
+			p.answerCut(w, p.cause(nil))
 			return
 		}
 		clientGone() // nobody to answer
@@ -1064,8 +1089,7 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 		// Its engine was stopped, or exited with none to follow it, and
 		// the request could not be sent again (its body streamed through,
 		// or no engine came).
-		p.rejected.Add(1)
-		writeError(w, http.StatusServiceUnavailable, c.at("before it answered")+"; retry shortly", "unavailable_error", 1)
+		p.answerCut(w, c)
 		return
 	}
 	if bodyLeft(r.Context()) {
