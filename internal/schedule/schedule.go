@@ -216,7 +216,7 @@ func outside(field, n int, text string) string {
 	case field == lo && n < 1:
 		return fmt.Sprintf("starts at %s requests in flight: loads start at 1", text)
 	case field == lo && n > maxLevel:
-		return fmt.Sprintf("starts at %s requests in flight, above %d, more than any server runs: start the last bucket at a load it can see", text, maxLevel)
+		return fmt.Sprintf("starts at %s requests in flight, above %d, more than any server runs: start the bucket at a load a server sees (the first bucket at 1)", text, maxLevel)
 	case field == hi && n < 0:
 		return fmt.Sprintf("ends at %s: a bucket ends at a load of 1 or more, or 0 for no upper bound", text)
 	case field == hi && n > maxLevel:
@@ -224,7 +224,7 @@ func outside(field, n int, text string) string {
 	case field == wide && n < Off:
 		return fmt.Sprintf("has width %s: widths start at 1 (speculation off at that load) and 2 (one draft token)", text)
 	case field == wide && n > MaxWidth:
-		return fmt.Sprintf("has width %s, above %d, which no drafter runs", text, MaxWidth)
+		return fmt.Sprintf("has width %s, above %d, which no drafter runs: write a width from 2 to %d, or 1 for speculation off", text, MaxWidth, MaxWidth)
 	}
 	return ""
 }

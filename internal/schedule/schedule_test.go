@@ -180,9 +180,9 @@ func TestOutOfRangeOneWording(t *testing.T) {
 		err    func(n string) error
 		want   string // with N for the number
 	}{
-		{"lo in a triple", "2000000", func(n string) error { return triples(t, "[[1, 1, 6], ["+n+", 0, 4]]") }, "bucket 2 [N, 0, 4] starts at N requests in flight, above 1048576, more than any server runs: start the last bucket at a load it can see"},
-		{"lo past an int32", "4294967296", func(n string) error { return triples(t, "[[1, 1, 6], ["+n+", 0, 4]]") }, "bucket 2 [N, 0, 4] starts at N requests in flight, above 1048576, more than any server runs: start the last bucket at a load it can see"},
-		{"lo past int64", huge, func(n string) error { return OutOfRange(2, 1, "["+n+", 0, 4]", n) }, "bucket 2 [N, 0, 4] starts at N requests in flight, above 1048576, more than any server runs: start the last bucket at a load it can see"},
+		{"lo in a triple", "2000000", func(n string) error { return triples(t, "[[1, 1, 6], ["+n+", 0, 4]]") }, "bucket 2 [N, 0, 4] starts at N requests in flight, above 1048576, more than any server runs: start the bucket at a load a server sees (the first bucket at 1)"},
+		{"lo past an int32", "4294967296", func(n string) error { return triples(t, "[[1, 1, 6], ["+n+", 0, 4]]") }, "bucket 2 [N, 0, 4] starts at N requests in flight, above 1048576, more than any server runs: start the bucket at a load a server sees (the first bucket at 1)"},
+		{"lo past int64", huge, func(n string) error { return OutOfRange(2, 1, "["+n+", 0, 4]", n) }, "bucket 2 [N, 0, 4] starts at N requests in flight, above 1048576, more than any server runs: start the bucket at a load a server sees (the first bucket at 1)"},
 		{"hi in a triple", "2000000", func(n string) error { return triples(t, "[[1, 1, 6], [2, "+n+", 4], [2000001, 0, 3]]") }, "bucket 2 [2, N, 4] ends at N requests in flight, above 1048576, more than any server runs: write N+ for no upper bound"},
 		{"hi past an int32", "9223372036854775806", func(n string) error { return triples(t, "[[1, 1, 6], [2, "+n+", 4], [9223372036854775807, 0, 3]]") }, "bucket 2 [2, N, 4] ends at N requests in flight, above 1048576, more than any server runs: write N+ for no upper bound"},
 		{"hi past int64", huge, func(n string) error { return OutOfRange(2, 2, "", n) }, "bucket 2 ends at N requests in flight, above 1048576, more than any server runs: write N+ for no upper bound"},
@@ -190,7 +190,7 @@ func TestOutOfRangeOneWording(t *testing.T) {
 		{"hi past int in text", huge, func(n string) error { return parseErr("1:6,2-" + n + ":4,4+:1") }, `bucket 2 "2-N:4" ends at N requests in flight, above 1048576, more than any server runs: write N+ for no upper bound`},
 		{"width in a triple", "300", func(n string) error { return triples(t, "[[1, 0, "+n+"]]") }, "bucket 1 [1, 0, N] has width N, above 256, which no drafter runs"},
 		{"width past int64", huge, func(n string) error { return OutOfRange(1, 3, "[1, 0, "+n+"]", n) }, "bucket 1 [1, 0, N] has width N, above 256, which no drafter runs"},
-		{"width in text", "300", func(n string) error { return parseErr("1+:" + n) }, `bucket 1 "1+:N" has width N, above 256, which no drafter runs`},
+		{"width in text", "300", func(n string) error { return parseErr("1+:" + n) }, `bucket 1 "1+:N" has width N, above 256, which no drafter runs: write a width from 2 to 256, or 1 for speculation off`},
 		{"width past int in text", huge, func(n string) error { return parseErr("1+:" + n) }, `bucket 1 "1+:N" has width N, above 256, which no drafter runs`},
 		{"negative lo past int64", "-" + huge, func(n string) error { return OutOfRange(1, 1, "", n) }, "bucket 1 starts at N requests in flight: loads start at 1"},
 		{"a fourth number past int64", huge, func(n string) error { return OutOfRange(1, 4, "", n) }, "bucket 1 has more than 3 numbers: write each bucket as [lo, hi, width]"},
