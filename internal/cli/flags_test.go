@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -217,6 +218,19 @@ func TestDefaultTrueFlagsNegate(t *testing.T) {
 	code, o, e := runCLI(t, "resolve", "--engine", "sim", "-m", "t", "-md", "d", "--quant", "affine", "--capability", "12.1", "--adapt", "--no-proxy")
 	if code != 0 || !strings.Contains(o, "the proxy is off") {
 		t.Errorf("resolve --adapt --no-proxy: exit %d\n%s%s", code, o, e)
+	}
+	// A profile's adapt.enabled = true is turned off for one run by
+	// --no-adapt, as by --adapt=false (it was "unknown flag --no-adapt").
+	dir := t.TempDir()
+	prof := filepath.Join(dir, "a.toml")
+	if err := os.WriteFile(prof, []byte("[engine]\nname = \"sim\"\n[model]\npath = \"t\"\n[draft]\nmodel = \"d\"\n[adapt]\nenabled = true\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, off := range []string{"--no-adapt", "--adapt=false"} {
+		code, o, e := runCLI(t, "resolve", "--profile", prof, "--quant", "affine", "--capability", "12.1", off)
+		if code != 0 || strings.Contains(o, "adaptive    on") {
+			t.Errorf("resolve %s over adapt.enabled = true: exit %d\n%s%s", off, code, o, e)
+		}
 	}
 	// The nearest flag is named only where it is a typo of it: both
 	// edits in one short word name another flag (--no-prune, --no-probe).

@@ -23,7 +23,7 @@ type ResolveCmd struct {
 	ListenFlags `embed:""`
 	JSON        bool `help:"Print JSON for machines instead of text."`
 	// As serve's: resolve then says whether serve would adapt this width.
-	Adapt bool `help:"Ask as serve --adapt would: say whether the width would be learned from live traffic at serve time, and if not why (docs/adaptive.md)."`
+	Adapt bool `negatable:"" help:"Ask as serve --adapt would: say whether the width would be learned from live traffic at serve time, and if not why (docs/adaptive.md)."`
 	Proxy bool `negatable:"" default:"true" help:"As serve's --proxy; --no-proxy says serve would not adapt."`
 }
 

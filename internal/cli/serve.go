@@ -21,10 +21,10 @@ type ServeCmd struct {
 	ReadyTimeout    string `help:"How long to wait for the engine's /health." placeholder:"DUR" group:"Serve"`
 	StopTimeout     string `help:"SIGTERM grace before SIGKILL when stopping the engine." placeholder:"DUR" group:"Serve"`
 	Restart         string `help:"Restart policy: no or on-failure (capped exponential backoff)." placeholder:"POLICY" group:"Serve"`
-	StrictWidth     bool   `help:"Stop with exit code 3 when the engine runs another width than resolved, or declines speculation." group:"Serve"`
+	StrictWidth     bool   `negatable:"" help:"Stop with exit code 3 when the engine runs another width than resolved, or declines speculation." group:"Serve"`
 	Probe           bool   `negatable:"" default:"true" help:"Verify the running width with one short llama.cpp request; --no-probe skips it (the width is then not verified)." group:"Serve"`
 	Watch           bool   `negatable:"" default:"true" help:"Reload on profile/policy changes; --no-watch turns it off; it watches when a profile or policy file is given." group:"Serve"`
-	RawEngineOutput bool   `help:"Pass the engine's output through as it comes (API keys still masked) instead of prefixing its lines." group:"Serve"`
+	RawEngineOutput bool   `negatable:"" help:"Pass the engine's output through as it comes (API keys still masked) instead of prefixing its lines." group:"Serve"`
 
 	Proxy           bool   `negatable:"" default:"true" help:"Serve through speclaunch's own front proxy on --host/--port, the engine on a loopback port, so engine switches fail no request; --no-proxy runs the engine on --host/--port directly." group:"Proxy"`
 	Switch          string `help:"How an engine is replaced (reload, restart, adaptive width): overlap (new engine beside the old), drain (hold requests while one engine is swapped) or auto (drain when two copies would not fit in GPU memory)." placeholder:"MODE" group:"Proxy"`
@@ -33,7 +33,7 @@ type ServeCmd struct {
 	ShutdownTimeout string `help:"After SIGTERM, how long requests in flight and held may finish before the engine is stopped; /health answers 503 at once and new requests get 503; the default stays under Kubernetes' 30s grace period." placeholder:"DUR" group:"Proxy"`
 	HangTimeout     string `help:"An engine that answers nothing (not even /health) for this long is taken as failed: killed, and the restart policy applies; 0 or off turns it off." placeholder:"DUR" group:"Proxy"`
 	QueueSize       string `help:"Requests held at most during a switch; more get 503 at once." placeholder:"N" group:"Proxy"`
-	Adapt           bool   `help:"Learn the width from live traffic and switch to the best one (llama.cpp, and the sim); an operator width turns it off; tuned in the profile's [adapt] table or by variables; see docs/adaptive.md." group:"Proxy"`
+	Adapt           bool   `negatable:"" help:"Learn the width from live traffic and switch to the best one (llama.cpp, and the sim); an operator width turns it off; tuned in the profile's [adapt] table or by variables; see docs/adaptive.md." group:"Proxy"`
 }
 
 // exitWidthMismatch is serve's exit code under --strict-width.
