@@ -261,8 +261,8 @@ func (n noTrial) String(base int, baseRate, need float64) string {
 }
 
 // probeRows are the rows the model reads at bucket b that it cannot price
-// yet: N·w for every width, rounded down and up, where no probed row
-// count lies on both sides (verifyAt reads between two linearly). The
+// yet: N·w for every width, rounded down and up, where no two probed row
+// counts at most maxReadGap apart lie on both sides (verifyAt). The
 // probe before traffic measures every width's rows at one, two and four
 // in flight, so up to four a bucket's rows lie between probed ones and no
 // probe runs under load. Asked for each exact row, the probe under load
