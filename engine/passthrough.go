@@ -390,15 +390,21 @@ func keyFlagArg(j keyFlagJudge, a string, f flagArg) error {
 
 // joinedFileFlag is a key-file flag of the engine (sp.FileFlags:
 // --api-key-file) and its file in one argument ("--api-key-file k.txt", a
-// TOML list's one item where two were meant): the engine reads no key
-// file from it and the sim served with no key at all. A file is no
-// secret, so it is shown.
+// TOML list's one item where two were meant), its case, the words after
+// it and the white space or invisible characters between them aside: the
+// engine reads no key file from it and the sim served with no key at
+// all. A file is no secret, so it is shown.
 func joinedFileFlag(sp secret.Spec, a string) (name, file string, ok bool) {
-	f := strings.FieldsFunc(a, unicode.IsSpace)
-	if len(f) != 2 || !slices.Contains(sp.FileFlags, f[0]) {
+	f := strings.FieldsFunc(a, func(r rune) bool { return unicode.IsSpace(r) || unicode.Is(unicode.Cf, r) })
+	if len(f) < 2 {
 		return "", "", false
 	}
-	return f[0], f[1], true
+	for _, n := range sp.FileFlags {
+		if strings.EqualFold(n, f[0]) { // --API-KEY-FILE: no flag the engine reads either
+			return n, strings.Join(f[1:], " "), true
+		}
+	}
+	return "", "", false
 }
 
 // misspeltKeyFlag refuses an argument that is no flag the engine knows

@@ -277,11 +277,23 @@ func UnreadKeyVar(sp Spec, env []string) string {
 		for _, pre := range []string{"LLAMA_", "MLXCEL_", "VLLM_", "SGLANG_"} {
 			engineVar = engineVar || strings.HasPrefix(u, pre)
 		}
-		if engineVar && (SecretEnv(n) || keyFileTypo(u)) {
+		if engineVar && (SecretEnv(n) || keyFileTypo(u) || otherCase(sp, n)) {
 			return n
 		}
 	}
 	return ""
+}
+
+// otherCase reports whether n is a variable the engine reads a key or a
+// key file from in another case (llama_arg_api_key_file): variables'
+// names are case-sensitive, so the engine reads nothing from it.
+func otherCase(sp Spec, n string) bool {
+	for _, v := range slices.Concat(sp.Env, sp.FileEnv) {
+		if v != n && strings.EqualFold(v, n) {
+			return true
+		}
+	}
+	return false
 }
 
 // LlamaKeyFileEnv is the variable llama-server (and the engines that take

@@ -776,6 +776,8 @@ func TestUnreadKeyVar(t *testing.T) {
 		{[]string{"LLAMA_ARG_APIKEY_FILE=/k"}, "LLAMA_ARG_APIKEY_FILE"},
 		{[]string{"LLAMA_ARG_API_KEY_PATH=/k"}, "LLAMA_ARG_API_KEY_PATH"},
 		{[]string{"LLAMA_ARG_API_KEY_FILENAME=/k"}, "LLAMA_ARG_API_KEY_FILENAME"},
+		{[]string{"llama_arg_api_key_file=/k"}, "llama_arg_api_key_file"}, // names are case-sensitive
+		{[]string{"Llama_Api_Key=k"}, "Llama_Api_Key"},
 		{[]string{"LLAMA_ARG_SSL_KEY_FILE=/k"}, ""}, // another file
 		{[]string{"LLAMA_ARG_MODEL_PATH=/m"}, ""},
 	} {
