@@ -866,6 +866,13 @@ func (s *stepper) graceful() {
 		if m.Job != nil && m.Job.Kind != KindStart {
 			s.log(lvInfo, "stopping: the switch under way is abandoned; its new engine is stopped", "why", m.Job.Reason)
 		}
+		if !m.cut {
+			// No engine will come for the held requests: they are told
+			// the signal (the shell's close at exit said "the engine
+			// exited" of an engine speclaunch stopped).
+			m.cut = true
+			s.do(Cut{Cause: stoppedBy("a " + sigName(m.sig) + " came while the engine was starting")})
+		}
 		s.stopEngine(st, WhyStopping)
 		if n, ok := m.sig.(syscall.Signal); ok {
 			m.lastCode, m.lastErr = 128+int(n), fmt.Errorf("interrupted (%s) while the engine was starting; it was stopped", sigName(m.sig))

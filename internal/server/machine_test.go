@@ -358,6 +358,10 @@ func TestCutSaysWhatEndedTheRequests(t *testing.T) {
 		{"a signal in the back-off after a crash", true, []Event{Exited{ID: 1, Code: 137}, Signal{Sig: syscall.SIGTERM}}, backoff},
 		{"a signal in the back-off after a failed start", true,
 			[]Event{Exited{ID: 1, Code: 137}, Tick{}, Ready{ID: 2, Err: failedStart}, Signal{Sig: syscall.SIGTERM}}, backoff},
+		// The back-off over, the restarted engine loading: the shell's
+		// close at exit told the held requests "the engine exited".
+		{"a signal while the restarted engine starts", true,
+			[]Event{Exited{ID: 1, Code: 137}, Tick{}, Signal{Sig: syscall.SIGTERM}}, proxy.Cause{What: stopped, Why: "a SIGTERM came while the engine was starting"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := limits
@@ -407,7 +411,7 @@ func TestSIGTERMDuringDrainSwitch(t *testing.T) {
 	f.want(Submit{Job: job(KindReload, key.SwitchDrain, planOf("--w", "3"))}, "Hold Watch(1)")
 	f.want(Drained{ID: 1}, "Stop(1)")
 	f.want(Exited{ID: 1}, "Start(2 reload)")
-	f.want(Signal{Sig: syscall.SIGTERM}, "Refuse Stop(2 SIGTERM)")
+	f.want(Signal{Sig: syscall.SIGTERM}, "Refuse Cut Stop(2 SIGTERM)")
 	f.want(Ready{ID: 2, Err: errors.New("interrupted")}, "")
 	f.want(Exited{ID: 2, Code: -1}, "Reply(speclaunch is stopping) Exit(143)")
 }
@@ -447,7 +451,7 @@ func TestSIGTERMWhileDrainSwitchStopsTheOld(t *testing.T) {
 func TestSignalDuringFirstLoad(t *testing.T) {
 	f := &fake{t: t, m: NewMachine(planOf(), limits), now: t0}
 	f.want(Begin{}, "Start(1 start)")
-	f.want(Signal{Sig: os.Interrupt}, "Refuse Stop(1 SIGINT)")
+	f.want(Signal{Sig: os.Interrupt}, "Refuse Cut Stop(1 SIGINT)")
 	f.want(Exited{ID: 1, Code: -1}, "Reply(speclaunch is stopping) Exit(130)")
 }
 
