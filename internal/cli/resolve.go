@@ -208,8 +208,11 @@ func writeResolution(w io.Writer, p *plan.Plan, notices []config.Notice) {
 		target = "(none)"
 	}
 	row("target", fmt.Sprintf("%s, quant %s (%s)", target, f.Quant, f.QuantSource))
-	if s.Adapt.Value {
+	switch {
+	case s.Adapt.Value:
 		row("adaptive", adaptNote(p).Note)
+	case s.Adapt.Set(): // turned off by a layer above one that set it (--no-adapt over the profile's true): said, with where
+		row("adaptive", "off ("+s.Adapt.Src.String()+")")
 	}
 	row("serving", servingLine(p))
 	writeLaunch(w, p)
