@@ -98,7 +98,7 @@ func (l *layer) pick(r Row, notify bool) (string, Source, bool) {
 // set to a different value than the winner.
 func (l *layer) shadowed(r Row, winner, val string, from int) {
 	for _, e := range r.Envs[from:] {
-		if v := l.in.Getenv(e); v != "" && v != val && !sameKind(r.Name, v, val) {
+		if v := l.in.Getenv(e); v != "" && v != val && !sameValue(r, v, val) {
 			l.notices = append(l.notices, Notice{"info", fmt.Sprintf("%s=%s differs from %s=%s; keeping %s", e, Quoted(v), winner, Quoted(val), winner)})
 		}
 	}
@@ -453,15 +453,21 @@ func ParseKind(v string) (key.Drafter, error) {
 	return key.ParseDrafter(t)
 }
 
-// sameKind reports two drafter-kind spellings of one kind
-// (LLAMA_ARG_SPEC_TYPE=draft-dflash and MLXCEL_DRAFT_KIND=dflash).
-func sameKind(name, a, b string) bool {
-	if name != "draft-kind" {
-		return false
+// sameValue reports two spellings of one value of row r: drafter kinds
+// (LLAMA_ARG_SPEC_TYPE=draft-dflash and MLXCEL_DRAFT_KIND=dflash), and a
+// switch's true or false (MLXCEL_ADAPT=0 and --no-adapt).
+func sameValue(r Row, a, b string) bool {
+	switch {
+	case r.Name == "draft-kind":
+		x, err1 := ParseKind(a)
+		y, err2 := ParseKind(b)
+		return err1 == nil && err2 == nil && x == y
+	case r.Default == "true" || r.Default == "false": // a switch: MLXCEL_ADAPT=0 is --no-adapt's false
+		x, err1 := ParseBool(a)
+		y, err2 := ParseBool(b)
+		return err1 == nil && err2 == nil && x == y
 	}
-	x, err1 := ParseKind(a)
-	y, err2 := ParseKind(b)
-	return err1 == nil && err2 == nil && x == y
+	return false
 }
 
 // MaxQuoted is how much of a value an error or notice quotes: a value of

@@ -603,3 +603,23 @@ func TestEngineArgsSource(t *testing.T) {
 		}
 	}
 }
+
+// A switch's variable that says the flag's value in another spelling
+// (MLXCEL_ADAPT=0 beside --no-adapt, which sets "false") is no difference
+// to tell: the info line said `MLXCEL_ADAPT="0" differs from flag
+// --adapt="false"`. A value that differs is still said.
+func TestShadowedSwitchSameValue(t *testing.T) {
+	for _, tc := range []struct {
+		env  string
+		says bool
+	}{{"0", false}, {"false", false}, {"1", true}, {"true", true}} {
+		_, _, notes, err := Load(Input{Flags: map[string]string{"adapt": "false"}, Getenv: env(map[string]string{"MLXCEL_ADAPT": tc.env})})
+		if err != nil {
+			t.Fatalf("MLXCEL_ADAPT=%s: %v", tc.env, err)
+		}
+		said := slices.ContainsFunc(notes, func(n Notice) bool { return strings.Contains(n.Msg, "MLXCEL_ADAPT=") })
+		if said != tc.says {
+			t.Errorf("MLXCEL_ADAPT=%s beside --adapt=false: said %v, want %v (%q)", tc.env, said, tc.says, notes)
+		}
+	}
+}
