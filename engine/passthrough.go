@@ -271,7 +271,8 @@ func checkPassthrough(e key.Engine, args []string, sp Spelling) error {
 	}
 	j := newKeyFlagJudge(e)
 	for i, a := range args {
-		if i > 0 && (flags[i].dash != 0 || flags[i].joined) && valueOf(e, args[i-1]) && (i+1 == len(args) || strings.HasPrefix(args[i+1], "-")) {
+		_, _, fileJoined := joinedFileFlag(j.sp, a)
+		if i > 0 && (flags[i].dash != 0 || flags[i].joined || fileJoined) && valueOf(e, args[i-1]) && (i+1 == len(args) || strings.HasPrefix(args[i+1], "-")) {
 			// "--reverse-prompt —API-KEY:": a prose value, the flag
 			// before it takes one, and no key follows it (after
 			// "--alias —api-key K" K would be one: refused below).
@@ -371,8 +372,12 @@ func keyFlagArg(j keyFlagJudge, a string, f flagArg) error {
 			ErrKeyFlagDashed, secret.MaskArg(a), string(f.dash), f.dash, then)
 	}
 	if name, file, ok := joinedFileFlag(j.sp, a); ok {
+		shown := a
+		if !strings.ContainsAny(file, "/.") { // no path's shape: maybe a key given to the wrong flag
+			shown, file = name+" "+secret.Mask(file), secret.Mask(file)
+		}
 		return fmt.Errorf("%w: %q: the engine reads no key file from it (it refuses to start on an unknown flag, or serves with no API key); give the flag and its file as two arguments (%s PATH; in a profile's engine.args, two list items: [%q, %q]) or as %s=PATH",
-			ErrKeyFlagJoined, a, name, name, file, name)
+			ErrKeyFlagJoined, shown, name, name, file, name)
 	}
 	if (!f.joined && !f.spaced) || !secret.ListedFlag(f.name) {
 		return nil
@@ -393,7 +398,8 @@ func keyFlagArg(j keyFlagJudge, a string, f flagArg) error {
 // TOML list's one item where two were meant), its case, the words after
 // it and the white space or invisible characters between them aside: the
 // engine reads no key file from it and the sim served with no key at
-// all. A file is no secret, so it is shown.
+// all. A file is no secret, so it is shown, unless it has no path's
+// shape (no "/" or "."): a key given to the wrong flag is masked.
 func joinedFileFlag(sp secret.Spec, a string) (name, file string, ok bool) {
 	f := strings.FieldsFunc(a, func(r rune) bool { return unicode.IsSpace(r) || unicode.Is(unicode.Cf, r) })
 	if len(f) < 2 {

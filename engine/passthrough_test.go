@@ -211,6 +211,8 @@ func TestJoinedKeyFlag(t *testing.T) {
 		{"a key file joined, three words", key.Sim, []string{"--api-key-file a b"}, ErrKeyFlagJoined, "the engine reads no key file from it"},
 		{"a key file joined by a zero-width space", key.Sim, []string{"--api-key-file\u200bk.txt"}, ErrKeyFlagJoined, "the engine reads no key file from it"},
 		{"a key file as two arguments", key.LlamaCpp, []string{"--api-key-file", "k.txt"}, nil, ""},
+		{"a key given to the key-file flag, joined", key.Sim, []string{"--api-key-file LEAKCHECKKEY-0123456789"}, ErrKeyFlagJoined, `"--api-key-file ****6789"`},
+		{"a prose value that reads as a joined key-file flag", key.LlamaCpp, []string{"--reverse-prompt", "--api-key-file k.txt"}, nil, ""},
 		{"two arguments", key.LlamaCpp, []string{"--api-key", "LEAKCHECKKEY-0123456789"}, nil, ""},
 		{"the flag's own form", key.LlamaCpp, []string{"--api-key=LEAKCHECKKEY-0123456789"}, nil, ""},
 		{"a value with a space, its own form", key.VLLM, []string{"--api-key=LEAKCHECKKEY 0123456789"}, nil, ""},
