@@ -211,7 +211,7 @@ func writeResolution(w io.Writer, p *plan.Plan, notices []config.Notice) {
 	switch {
 	case s.Adapt.Value:
 		row("adaptive", adaptNote(p).Note)
-	case s.Adapt.Set(): // turned off by a layer above one that set it (--no-adapt over the profile's true): said, with where
+	case s.Adapt.Set(): // set false by a layer (--no-adapt, MLXCEL_ADAPT=0, the profile): said, with where
 		row("adaptive", "off ("+s.Adapt.Src.String()+")")
 	}
 	row("serving", servingLine(p))

@@ -643,8 +643,9 @@ func (p *Proxy) heldFor() string {
 }
 
 // closedHeld is the error of a held request the proxy let go with no
-// backend: Close's cause where it has one (errCut: no engine came for it,
-// as a crashed engine's back-off cut by a signal), else errStopping.
+// backend: errCut, answered with Close's cause (the runtime gives one on
+// every path: a signal in a crashed engine's back-off, an engine stopped
+// loading, the shell's close at exit); errStopping where Close had none.
 // Before, such a request was told only that speclaunch stops.
 func (p *Proxy) closedHeld() error {
 	if p.cause(nil).What != "" {
@@ -1192,10 +1193,11 @@ func (t *retrying) RoundTrip(req *http.Request) (*http.Response, error) {
 			return resp, err
 		}
 		nb, aerr := t.p.acquire(req.Context(), dead)
-		if aerr == errStopping && dead.last.Load() && t.p.cause(nil).What != "" {
-			// No engine followed it and the proxy closed: the client is
-			// told why its engine left it (Close's cause, upstreamError),
-			// not only that speclaunch stops.
+		if (aerr == errStopping || errors.Is(aerr, errCut)) && dead.last.Load() && t.p.cause(nil).What != "" {
+			// No engine followed it and the proxy closed (while it waited,
+			// errCut, or before it asked, errStopping): the client is told
+			// why its engine left it (Close's cause, upstreamError), not
+			// only that speclaunch stops.
 			return nil, err
 		}
 		if aerr != nil {

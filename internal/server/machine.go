@@ -893,6 +893,18 @@ func (s *stepper) abandonDrain() {
 	old := m.Draining
 	if slices.Contains(m.stopping, old.ID) {
 		s.log(lvInfo, "stopping: the switch under way is abandoned; its old engine is being stopped already and no new one starts, so held requests get 503", "why", m.Job.Reason)
+		// As for an engine loading with nothing serving: the held
+		// requests are told the signal (the shell's close at exit said
+		// "the engine exited"), and the launcher exits with 128+signal,
+		// set before the old engine's exit, whose cut requests would
+		// make a 0 into 4.
+		if !m.cut {
+			m.cut = true
+			s.do(Cut{Cause: stoppedBy("a " + sigName(m.sig) + " came while the engine was being switched")})
+		}
+		if n, ok := m.sig.(syscall.Signal); ok {
+			m.lastCode, m.lastErr = 128+int(n), fmt.Errorf("interrupted (%s) while the engine was being switched; no engine serves", sigName(m.sig))
+		}
 	} else {
 		s.log(lvInfo, "stopping: the switch under way is abandoned; the old engine, still draining, serves again and takes the held requests", "why", m.Job.Reason)
 		m.Serving, m.Draining, m.left = old, nil, nil
