@@ -828,14 +828,10 @@ func (s *stepper) graceful() {
 			last = fmt.Sprintf("failing to start (%v)", m.lastErr)
 		}
 		s.log(lvInfo, "stopping: no engine runs (it was waiting to start again after "+last+"); held requests get 503")
-		if n, ok := m.sig.(syscall.Signal); ok {
-			m.lastCode, m.lastErr = 128+int(n), fmt.Errorf("interrupted (%s) while the engine waited to start again after %s", sigName(m.sig), last)
-		}
-		m.cut = true
-		// No engine will come for the held requests. Their clients are
-		// told the signal, not last: a failed start's error is the log's
-		// (internal text, paths included, is no client's).
-		s.do(Cut{Cause: stoppedBy("a " + sigName(m.sig) + " came while the engine waited to start again")})
+		// Their clients are told the signal, not last: a failed start's
+		// error is the log's (internal text, paths included, is no
+		// client's).
+		s.interrupted("the engine waited to start again", " after "+last)
 	}
 	if m.Pending != nil {
 		s.do(Reply{Job: m.Pending, Err: ErrStopping})
@@ -866,17 +862,8 @@ func (s *stepper) graceful() {
 		if m.Job != nil && m.Job.Kind != KindStart {
 			s.log(lvInfo, "stopping: the switch under way is abandoned; its new engine is stopped", "why", m.Job.Reason)
 		}
-		if !m.cut {
-			// No engine will come for the held requests: they are told
-			// the signal (the shell's close at exit said "the engine
-			// exited" of an engine speclaunch stopped).
-			m.cut = true
-			s.do(Cut{Cause: stoppedBy("a " + sigName(m.sig) + " came while the engine was starting")})
-		}
+		s.interrupted("the engine was starting", "; it was stopped")
 		s.stopEngine(st, WhyStopping)
-		if n, ok := m.sig.(syscall.Signal); ok {
-			m.lastCode, m.lastErr = 128+int(n), fmt.Errorf("interrupted (%s) while the engine was starting; it was stopped", sigName(m.sig))
-		}
 	}
 	s.drainForStop()
 }
@@ -893,18 +880,9 @@ func (s *stepper) abandonDrain() {
 	old := m.Draining
 	if slices.Contains(m.stopping, old.ID) {
 		s.log(lvInfo, "stopping: the switch under way is abandoned; its old engine is being stopped already and no new one starts, so held requests get 503", "why", m.Job.Reason)
-		// As for an engine loading with nothing serving: the held
-		// requests are told the signal (the shell's close at exit said
-		// "the engine exited"), and the launcher exits with 128+signal,
-		// set before the old engine's exit, whose cut requests would
-		// make a 0 into 4.
-		if !m.cut {
-			m.cut = true
-			s.do(Cut{Cause: stoppedBy("a " + sigName(m.sig) + " came while the engine was being switched")})
-		}
-		if n, ok := m.sig.(syscall.Signal); ok {
-			m.lastCode, m.lastErr = 128+int(n), fmt.Errorf("interrupted (%s) while the engine was being switched; no engine serves", sigName(m.sig))
-		}
+		// The exit code is set before the old engine's exit, whose cut
+		// requests would make a 0 into 4.
+		s.interrupted("the engine was being switched", "; no engine serves")
 	} else {
 		s.log(lvInfo, "stopping: the switch under way is abandoned; the old engine, still draining, serves again and takes the held requests", "why", m.Job.Reason)
 		m.Serving, m.Draining, m.left = old, nil, nil
@@ -949,6 +927,29 @@ func (s *stepper) tick() {
 	}
 }
 
+// interrupted: the signal came while nothing served and no engine will
+// come for the held requests (a crashed engine's back-off, an engine
+// loading with nothing serving, a drain switch's old engine stopped):
+// they are cut, told the signal and while what (the shell's close at
+// exit said "the engine exited" of an engine speclaunch stopped), and
+// the launcher exits as a shell does, 128+signal, its error saying
+// while what and more.
+func (s *stepper) interrupted(while, more string) {
+	m := &s.m
+	s.cutOnce(stoppedBy("a " + sigName(m.sig) + " came while " + while))
+	if n, ok := m.sig.(syscall.Signal); ok {
+		m.lastCode, m.lastErr = 128+int(n), fmt.Errorf("interrupted (%s) while %s%s", sigName(m.sig), while, more)
+	}
+}
+
+// cutOnce sends a stop's one Cut, with what its clients are told.
+func (s *stepper) cutOnce(c proxy.Cause) {
+	if !s.m.cut {
+		s.m.cut = true
+		s.do(Cut{Cause: c})
+	}
+}
+
 // stoppedBy is the cause of a cut that speclaunch's stop makes.
 func stoppedBy(why string) proxy.Cause {
 	return proxy.Cause{What: "speclaunch stopped the engine", Why: why}
@@ -961,10 +962,7 @@ func (s *stepper) stopAll(kill bool, cut proxy.Cause) {
 		m.Phase = Stopping
 		s.do(Refuse{})
 	}
-	if !m.cut {
-		m.cut = true
-		s.do(Cut{Cause: cut})
-	}
+	s.cutOnce(cut)
 	for _, e := range []*Engine{m.Starting, m.Serving, m.Draining} {
 		if e == nil {
 			continue
