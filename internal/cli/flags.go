@@ -354,14 +354,19 @@ func childNamed(n *kong.Node, name string) *kong.Node {
 	return nil
 }
 
-// flagAliases maps each alias of n's flags to the flag's long name:
-// "--spec-type" to "draft-kind".
+// flagAliases maps each alias of n's flags to the flag's long name
+// ("--spec-type" to "draft-kind"), a negatable flag's --no- form among
+// them, so that a source reads as typed: "flag --no-adapt", not "flag
+// --adapt" for a false one.
 func flagAliases(n *kong.Node) map[string]string {
 	out := map[string]string{}
 	for _, group := range n.AllFlags(false) {
 		for _, f := range group {
 			for _, a := range f.Aliases {
 				out["--"+a] = f.Name
+			}
+			if f.Tag != nil && f.Tag.Negatable != "" {
+				out["--no-"+f.Name] = f.Name
 			}
 		}
 	}

@@ -297,6 +297,24 @@ func TestAliasNamedAsTyped(t *testing.T) {
 	}
 }
 
+// A negatable flag given as its negation is named so: serve's effective
+// settings read adapt="false (flag --adapt)" for --no-adapt. The one typed
+// last stands.
+func TestNegationNamedAsTyped(t *testing.T) {
+	app := testModel(t)
+	for _, tc := range []struct{ args, want string }{
+		{"serve --no-adapt", "--no-adapt"},
+		{"serve --no-watch --no-adapt", "--no-adapt"},
+		{"serve --no-adapt --adapt", ""},
+		{"resolve --no-proxy", ""},
+	} {
+		p, err := prepass(app, strings.Fields(tc.args))
+		if err != nil || p.spelled["adapt"] != tc.want {
+			t.Errorf("%s: adapt spelled %q (%v), want %q", tc.args, p.spelled["adapt"], err, tc.want)
+		}
+	}
+}
+
 // A flag that differs from a known one only in case is to be spelt right:
 // after --, llama-server (case-sensitive) would refuse it, which the
 // hint to put it there led to.
