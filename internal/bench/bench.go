@@ -19,6 +19,7 @@ package bench
 import (
 	"context"
 	_ "embed"
+	"fmt"
 	"io"
 	"time"
 
@@ -154,4 +155,30 @@ type Options struct {
 // Prompt is one prompt of a set.
 type Prompt struct {
 	Name, Text string
+}
+
+// Queued is the levels of requests in flight, of levels, that an engine
+// of slots slots cannot decode at once (more requests than slots): there
+// the excess requests queue behind the slots, and the rate measured is the
+// slots', not the load's. None where the slots are unknown (0). The one
+// rule behind bench's and tune's warning and the record's notes
+// (QueueNote).
+func Queued(slots int, levels []int) []int {
+	var out []int
+	for _, l := range levels {
+		if slots > 0 && slots < l {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// QueueNote is what a record says of a level of inFlight requests in
+// flight on an engine of slots slots (from: where that count came from),
+// where the excess requests queue (Queued); "" elsewhere.
+func QueueNote(slots int, from string, inFlight int) string {
+	if len(Queued(slots, []int{inFlight})) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("the engine has %d %s for %d requests in flight (%s): the excess requests queue", slots, plural(slots, "slot", "slots"), inFlight, from)
 }

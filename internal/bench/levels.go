@@ -71,7 +71,12 @@ type LoadOptions struct {
 	Prompts   []Prompt // default: the shipped code and prose sets, mixed
 	PromptSet string
 	// Temperature 0 is greedy.
-	Temperature    float64
+	Temperature float64
+	// Slots and SlotsFrom say how the engines were sized for the levels
+	// (0: unknown), for the record: a level past the slots queues
+	// (QueueNote).
+	Slots          int
+	SlotsFrom      string
 	BasePort       int
 	RequestTimeout time.Duration
 	APIKey         string
@@ -261,7 +266,7 @@ func (h *loadRun) prepare() {
 	}
 	rec.Method = record.Method{
 		Schedule: "load", Rounds: o.Engines, MaxTokens: o.MaxTokens, Widths: widths, Endpoint: "POST /v1/completions (streamed)",
-		PromptSet: o.PromptSet, Sampling: "greedy", Concurrency: o.Levels[0], Bootstrap: evidence.Method(),
+		PromptSet: o.PromptSet, Sampling: "greedy", Concurrency: o.Levels[0], Slots: o.Slots, SlotsFrom: o.SlotsFrom, Bootstrap: evidence.Method(),
 		Load: &record.LoadMethod{Levels: o.Levels, Engines: o.Engines, WarmS: o.Warm.Seconds(), WindowS: o.Window.Seconds(), Windows: o.Windows,
 			Traffic: fmt.Sprintf("closed-loop clients, one per level step, started out of step (client k after k·warm-up/(2·level)), rotating through the prompts %s; each prompt's max_tokens fixed between %.1f and %.1f times %d, so that requests end apart",
 				strings.Join(names, ", "), 1-loadLengthSpread, 1+loadLengthSpread, o.MaxTokens)},

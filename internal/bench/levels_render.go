@@ -55,6 +55,9 @@ func (md *mdWriter) loadMethod() {
 		md.w("- per engine and level: %.1f s warm-up, then %d windows of %.1f s\n", l.WarmS, l.Windows, l.WindowS)
 		md.w("- traffic: %s\n", l.Traffic)
 	}
+	if m.Slots > 0 || m.SlotsFrom != "" {
+		md.w("- engine slots: %s (%s)\n", intOrDash(m.Slots), orDash(m.SlotsFrom))
+	}
 	md.w("- max tokens %d, %s, endpoint %s\n", m.MaxTokens, orDash(m.Sampling), orDash(m.Endpoint))
 	if b := m.Bootstrap; b != nil {
 		md.w("- bootstrap: %d resamples, seed %d; units: the engines (a run's round is its engine)\n", b.Resamples, b.Seed)
@@ -85,6 +88,9 @@ func (md *mdWriter) loadLevel(i int) {
 	md.w("\nSpread between engines: largest %.1f%%, median %.1f%% of an arm's median (%d engines).\n\n", 100*l.Spread.MaxRel, 100*l.Spread.MedianRel, l.Spread.Engines)
 	if few := evidence.FewEngines(l.Spread.Engines); few != "" {
 		md.w("Note: %s.\n\n", few)
+	}
+	if q := QueueNote(md.rec.Method.Slots, md.rec.Method.SlotsFrom, l.Concurrency); q != "" {
+		md.w("Note: %s.\n\n", q)
 	}
 	md.w("Bucket: %s. %s\n\n", widthWord(l.Bucket.Width), l.Bucket.Why)
 }

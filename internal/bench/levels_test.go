@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -209,5 +211,60 @@ func TestLoadOptionsCheck(t *testing.T) {
 		if _, err := o.WithDefaults(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: err %v, want %q", tc.name, err, tc.want)
 		}
+	}
+}
+
+// The levels an engine's slots cannot hold at once are the ones past its
+// slots; with its slots unknown, none.
+func TestQueued(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		slots  int
+		levels []int
+		want   []int
+		note   string // QueueNote at the last level
+	}{
+		{"one slot under a sweep", 1, []int{1, 2, 4, 8}, []int{2, 4, 8}, "the engine has 1 slot for 8 requests in flight (from): the excess requests queue"},
+		{"slots for the top level", 8, []int{1, 2, 4, 8}, nil, ""},
+		{"slots between levels", 4, []int{1, 4, 6}, []int{6}, "the engine has 4 slots for 6 requests in flight (from)"},
+		{"slots unknown", 0, []int{1, 8}, nil, ""},
+		{"one level within", 4, []int{4}, nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Queued(tc.slots, tc.levels); !slices.Equal(got, tc.want) {
+				t.Errorf("Queued(%d, %v) = %v, want %v", tc.slots, tc.levels, got, tc.want)
+			}
+			note := QueueNote(tc.slots, "from", tc.levels[len(tc.levels)-1])
+			if tc.note == "" && note != "" || !strings.Contains(note, tc.note) {
+				t.Errorf("QueueNote = %q, want %q", note, tc.note)
+			}
+		})
+	}
+}
+
+// A load sweep's record says the engine's slots, and under each level
+// past them that the excess requests queue, as a record of one level says
+// it in its notes: a sweep of a one-slot profile said nothing, and its
+// 4-client level measured the rate of 1 client.
+func TestLoadRecordSaysQueuedLevels(t *testing.T) {
+	reg := &sseRegistry{}
+	rec := &record.Record{Key: record.Key{Engine: "llama.cpp", Drafter: "draft-model", Capability: "9.0", Quant: "q4_k"}}
+	o := loadTestOptions() // levels 1 and 3
+	o.Progress, o.JSONProgress = io.Discard, true
+	o.Slots, o.SlotsFrom = 2, "the operator's -np 2"
+	if err := RunLoad(context.Background(), o, reg.starter(), rec); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Method.Slots != 2 || rec.Method.SlotsFrom != o.SlotsFrom {
+		t.Errorf("record's slots %d from %q", rec.Method.Slots, rec.Method.SlotsFrom)
+	}
+	md := string(RenderMarkdown(rec))
+	one, three, ok := strings.Cut(md[strings.Index(md, "## 1 client"):], "## 3 clients")
+	if !ok {
+		t.Fatalf("no level sections:\n%s", md)
+	}
+	note := "Note: the engine has 2 slots for 3 requests in flight (the operator's -np 2): the excess requests queue."
+	if strings.Contains(one, "excess requests queue") || !strings.Contains(three, note) || !strings.Contains(md, "- engine slots: 2 (the operator's -np 2)") {
+		t.Errorf("markdown does not say the queued level alone:\n%s", md)
 	}
 }

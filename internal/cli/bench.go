@@ -121,9 +121,9 @@ func (c *BenchCmd) Run(e *Env) error {
 	// The adaptive loop's probe is checked on the engines it adapts.
 	o.Probe = s.Engine.Value == key.LlamaCpp || s.Engine.Value == key.Sim
 	if o.Concurrency > 1 {
-		s.EngineArgs, o.Slots, o.SlotsFrom = withSlots(s.Engine.Value, s.EngineArgs, e.Getenv, o.Concurrency)
-		if o.Slots > 0 && o.Slots < o.Concurrency {
-			notes = append(notes, fmt.Sprintf("the engine has %d slots for %d requests in flight (%s): the excess requests queue", o.Slots, o.Concurrency, o.SlotsFrom))
+		o.Slots, o.SlotsFrom = sizeSlots(log, &s, e.Getenv, []int{o.Concurrency})
+		if q := bench.QueueNote(o.Slots, o.SlotsFrom, o.Concurrency); q != "" {
+			notes = append(notes, q)
 		}
 	}
 
@@ -488,9 +488,12 @@ func engineDefault(r width.Resolution, pol *policy.Policy, eng key.Engine) (int,
 // withSlots starts the engine with as many slots as requests in flight
 // (--parallel N, which llama-server and mlxcel-server both read), unless
 // the operator set the slot count (-np/--parallel among the engine
-// arguments, or LLAMA_ARG_N_PARALLEL). It returns the engine arguments,
-// the slot count (0 unknown) and where it came from, for the record.
+// arguments, the last one given as the engine takes it: a profile's -np 1
+// and `-- -np 4` after it run 4 slots; or LLAMA_ARG_N_PARALLEL). It
+// returns the engine arguments, the slot count (0 unknown) and where it
+// came from, for the record.
 func withSlots(eng key.Engine, args config.Field[[]string], getenv func(string) string, n int) (config.Field[[]string], int, string) {
+	given := ""
 	for i, a := range args.Value {
 		name, val, inline := strings.Cut(a, "=")
 		if name != "-np" && name != "--parallel" {
@@ -499,8 +502,11 @@ func withSlots(eng key.Engine, args config.Field[[]string], getenv func(string) 
 		if !inline && i+1 < len(args.Value) {
 			val = args.Value[i+1]
 		}
-		v, _ := strconv.Atoi(val)
-		return args, max(v, 0), fmt.Sprintf("the operator's %s %s", name, val)
+		given = name + " " + val
+	}
+	if given != "" {
+		v, _ := strconv.Atoi(given[strings.IndexByte(given, ' ')+1:])
+		return args, max(v, 0), "the operator's " + given
 	}
 	if v := getenv("LLAMA_ARG_N_PARALLEL"); v != "" {
 		k, _ := strconv.Atoi(v)
@@ -512,6 +518,30 @@ func withSlots(eng key.Engine, args config.Field[[]string], getenv func(string) 
 		from += " (the sim serves every request at once and ignores it)"
 	}
 	return out, n, from
+}
+
+// sizeSlots gives s's engine its slots for the highest of levels
+// (withSlots) and says on log, once and before anything starts, where the
+// slots are fewer than a level's requests in flight (bench.Queued): the
+// excess requests queue there, so a level measures the slots and not the
+// load (a profile's -np 1 under --concurrency 1,4 measured the same rate
+// at 4 clients as at 1, and said nothing). It returns the slot count and
+// where it came from, for the record.
+func sizeSlots(log *slog.Logger, s *config.Settings, getenv func(string) string, levels []int) (int, string) {
+	top := levels[len(levels)-1]
+	var slots int
+	var from string
+	s.EngineArgs, slots, from = withSlots(s.Engine.Value, s.EngineArgs, getenv, top)
+	if q := bench.Queued(slots, levels); len(q) > 0 {
+		at := strings.ReplaceAll(joinLevels(q), ",", ", ")
+		noun := "slots"
+		if slots == 1 {
+			noun = "slot"
+		}
+		log.Warn(fmt.Sprintf("the engine has %d %s (%s) for up to %d requests in flight: at %s in flight the excess requests queue, and the rate measured is the slots', not the load's; give it %d slots (-np %d in the engine arguments, e.g. `-- -np %d` after the flags, which wins over a profile's; or LLAMA_ARG_N_PARALLEL=%d where no -np is given), or set neither and the engine is started with --parallel %d",
+			slots, noun, from, top, at, top, top, top, top, top))
+	}
+	return slots, from
 }
 
 func fileSHA(path string) string {

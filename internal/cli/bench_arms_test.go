@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"bytes"
+	"encoding/json"
 	"net"
 	"slices"
 	"strconv"
@@ -30,6 +32,9 @@ func TestWithSlots(t *testing.T) {
 		{name: "added", args: []string{"-ngl", "99"}, eng: key.LlamaCpp, want: []string{"-ngl", "99", "--parallel", "4"}, slots: 4, fromIn: "--parallel 4, added by bench"},
 		{name: "operator -np", args: []string{"-np", "2"}, eng: key.LlamaCpp, want: []string{"-np", "2"}, slots: 2, fromIn: "the operator's -np 2"},
 		{name: "operator --parallel=8", args: []string{"--parallel=8"}, eng: key.MLXCEL, want: []string{"--parallel=8"}, slots: 8, fromIn: "the operator's --parallel 8"},
+		// the last one given, as the engine takes it: a profile's -np 1
+		// and `-- -np 4` after it run 4 slots (the first was read)
+		{name: "operator -np twice", args: []string{"-np", "1", "--no-webui", "-np", "4"}, eng: key.LlamaCpp, want: []string{"-np", "1", "--no-webui", "-np", "4"}, slots: 4, fromIn: "the operator's -np 4"},
 		{name: "operator env", env: "6", eng: key.LlamaCpp, want: nil, slots: 6, fromIn: "LLAMA_ARG_N_PARALLEL=6"},
 		{name: "sim ignores it", eng: key.Sim, want: []string{"--parallel", "4"}, slots: 4, fromIn: "the sim serves every request at once"},
 	} {
@@ -46,6 +51,57 @@ func TestWithSlots(t *testing.T) {
 			got, slots, from := withSlots(tc.eng, config.Field[[]string]{Value: tc.args}, getenv, 4)
 			if !slices.Equal(got.Value, tc.want) || slots != tc.slots || !strings.Contains(from, tc.fromIn) {
 				t.Errorf("args %q slots %d from %q", got.Value, slots, from)
+			}
+		})
+	}
+}
+
+// bench and tune say once, before anything starts, where the engine's
+// slots are fewer than a level's requests in flight, naming where the
+// slots came from and the count that fits; a sweep of a one-slot profile
+// said nothing.
+func TestSizeSlotsWarns(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		env    string
+		levels []int
+		warn   []string // "" for no warning
+	}{
+		{name: "one slot under a sweep", args: []string{"-np", "1"}, levels: []int{1, 2, 4, 8}, warn: []string{"the engine has 1 slot (the operator's -np 1) for up to 8 requests in flight: at 2, 4, 8 in flight the excess requests queue", "give it 8 slots (-np 8", "LLAMA_ARG_N_PARALLEL=8"}},
+		{name: "one level", args: []string{"--parallel=2"}, levels: []int{4}, warn: []string{"the engine has 2 slots (the operator's --parallel 2) for up to 4 requests", "at 4 in flight"}},
+		{name: "the variable", env: "2", levels: []int{1, 4}, warn: []string{"(the operator's LLAMA_ARG_N_PARALLEL=2)"}},
+		{name: "slots for the top level", args: []string{"-np", "8"}, levels: []int{1, 2, 4, 8}},
+		{name: "added by bench", levels: []int{1, 2, 4, 8}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			log := newLogger(&buf, nil, "json", "info", func(string) string { return "" })
+			s := config.Settings{Engine: config.Field[key.Engine]{Value: key.LlamaCpp}, EngineArgs: config.Field[[]string]{Value: tc.args}}
+			getenv := func(k string) string {
+				if k == "LLAMA_ARG_N_PARALLEL" {
+					return tc.env
+				}
+				return ""
+			}
+			sizeSlots(log, &s, getenv, tc.levels)
+			var line struct{ Level, Msg string }
+			if buf.Len() > 0 {
+				if err := json.Unmarshal(buf.Bytes(), &line); err != nil || line.Level != "WARN" {
+					t.Fatalf("not one warning line (%v):\n%s", err, buf.String())
+				}
+			}
+			out := line.Msg
+			if len(tc.warn) == 0 && out != "" {
+				t.Errorf("warned where the slots fit: %s", out)
+			}
+			for _, w := range tc.warn {
+				if !strings.Contains(out, w) {
+					t.Errorf("warning lacks %q:\n%s", w, out)
+				}
+			}
+			if n := strings.Count(buf.String(), "the engine has"); len(tc.warn) > 0 && n != 1 {
+				t.Errorf("%d warnings, want one:\n%s", n, buf.String())
 			}
 		})
 	}

@@ -26,7 +26,7 @@ func (c *BenchCmd) loadSweep(e *Env, log *slog.Logger, l *loaded, dp *plan.Plan,
 		return err
 	}
 	s, prof := l.Settings, l.Profile
-	s.EngineArgs, _, _ = withSlots(s.Engine.Value, s.EngineArgs, e.Getenv, levels[len(levels)-1])
+	lo.Slots, lo.SlotsFrom = sizeSlots(log, &s, e.Getenv, levels)
 	st := newStarter(e, l, s, dp, c.drawsArmPorts(prof))
 	rec := c.identity(e, dp, notes)
 	rec.Name = filepath.Base(outBase)

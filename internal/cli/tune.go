@@ -208,7 +208,8 @@ func (c *TuneCmd) prepare(e *Env, l *loaded, levels []int, layer string) (*tunin
 	if t.lo, err = c.loadOptions(e, o, levels, s.Engine.Value); err != nil {
 		return nil, err
 	}
-	s.EngineArgs, _, _ = withSlots(s.Engine.Value, s.EngineArgs, e.Getenv, levels[len(levels)-1])
+	log := newLogger(e.Stderr, e.secrets, s.LogFormat.Value, s.LogLevel.Value, e.Getenv)
+	t.lo.Slots, t.lo.SlotsFrom = sizeSlots(log, &s, e.Getenv, levels)
 	t.st = newStarter(e, l, s, dp, bc.drawsArmPorts(l.Profile))
 	t.rec = bc.identity(e, dp, sayAside(t.st.log, nil, setAside))
 	t.rec.Name = filepath.Base(t.outBase)
