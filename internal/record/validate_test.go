@@ -256,3 +256,25 @@ func TestOneLineIsValidText(t *testing.T) {
 		}
 	}
 }
+
+// docs/policy.md quotes the error of a record whose run's wall_s was
+// edited to 0 as Validate says it: the doc said "runs[1].wall_s: is 0
+// with completion_tokens 200", which only a run edited to a rate of 0 as
+// well gets, while the binary blamed tok_per_s.
+func TestPolicyDocQuotesTheWallSError(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "policy.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := valid()
+	r.Arms[1].Runs[0].WallS = 0 // the edit; its rate and tokens as bench wrote them
+	err = Validate(r)
+	if err == nil {
+		t.Fatal("a run with wall_s 0 validates")
+	}
+	head, _, _ := strings.Cut(err.Error(), ": a rate is") // the doc quotes up to the reason
+	quote := "`record r.json: " + head + " …`"
+	if text := strings.Join(strings.Fields(string(doc)), " "); !strings.Contains(text, quote) {
+		t.Errorf("docs/policy.md does not quote the error as the binary prints it: want %s (the error: %v)", quote, err)
+	}
+}
