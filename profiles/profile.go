@@ -642,16 +642,24 @@ func numberForDuration(data []byte, path string) string {
 	if s := secondsDuration(x, offKeys[path]); s != "" {
 		return fmt.Sprintf("%s = %s is a number; write a duration string such as %q (see docs/profiles.md)", path, tomlguard.Text(v), s)
 	}
-	want := "above 0 and at most " + LongestDuration
-	if offKeys[path] {
-		want = "from 0 (off) up to " + LongestDuration
-	}
-	return fmt.Sprintf("%s = %s is a number; write a duration string such as \"5m\" or \"90s\", %s (see docs/profiles.md)", path, tomlguard.Text(v), want)
+	return fmt.Sprintf("%s = %s is a number; write a duration string such as \"5m\" or \"90s\", %s (see docs/profiles.md)", path, tomlguard.Text(v), DurationRange(offKeys[path]))
 }
 
 // LongestDuration is the longest duration a setting takes, as its
 // messages say it: what a time.Duration holds.
 const LongestDuration = "2562047h (about 292 years)"
+
+// DurationRange is the range of a duration setting as every message that
+// refuses one says it (a bare number here, a string in config's parser):
+// "above 0 and at most 2562047h …", or from 0 where 0 is off (off). A
+// negative string said "must be above 0" and no bound, where a negative
+// number said the range.
+func DurationRange(off bool) string {
+	if off {
+		return "from 0 (off) up to " + LongestDuration
+	}
+	return "above 0 and at most " + LongestDuration
+}
 
 // secondsDuration is x seconds as a duration string ("30s") where a
 // duration key takes it: above 0 and within what a time.Duration holds,

@@ -429,7 +429,6 @@ func parseMargin(v string) (float64, error) {
 // "invalid duration" of 9999999h.
 const (
 	maxDurationSeconds = float64(math.MaxInt64) / float64(time.Second)
-	longestDuration    = profiles.LongestDuration
 )
 
 var (
@@ -472,11 +471,11 @@ func parseDuration(v string) (time.Duration, error) {
 	d, err := readDuration(v)
 	switch {
 	case errors.Is(err, errDurationLong):
-		return 0, fmt.Errorf("bad duration %s: far out of range; want above 0 and at most %s, e.g. 30s, 10m or a number of seconds", Quoted(v), longestDuration)
+		return 0, fmt.Errorf("bad duration %s: far out of range; want %s, e.g. 30s, 10m or a number of seconds", Quoted(v), profiles.DurationRange(false))
 	case err != nil:
 		return 0, fmt.Errorf("bad duration %s: want e.g. 30s, 10m or a number of seconds", Quoted(v))
 	case d <= 0:
-		return 0, fmt.Errorf("bad duration %s: must be above 0, e.g. 30s, 10m or a number of seconds", Quoted(v))
+		return 0, fmt.Errorf("bad duration %s: want %s, e.g. 30s, 10m or a number of seconds", Quoted(v), profiles.DurationRange(false))
 	}
 	return d, nil
 }
@@ -489,9 +488,11 @@ func parseDurationOrOff(v string) (time.Duration, error) {
 	d, err := readDuration(v)
 	switch {
 	case errors.Is(err, errDurationLong):
-		return 0, fmt.Errorf("bad duration %s: far out of range; want 0 (off) up to %s, e.g. 30s, 10m or a number of seconds", Quoted(v), longestDuration)
-	case err != nil || d < 0:
+		return 0, fmt.Errorf("bad duration %s: far out of range; want %s, e.g. 30s, 10m or a number of seconds", Quoted(v), profiles.DurationRange(true))
+	case err != nil:
 		return 0, fmt.Errorf("bad duration %s: want e.g. 30s, 10m or a number of seconds, or 0 for off", Quoted(v))
+	case d < 0:
+		return 0, fmt.Errorf("bad duration %s: want %s, e.g. 30s, 10m or a number of seconds", Quoted(v), profiles.DurationRange(true))
 	}
 	return d, nil
 }

@@ -216,6 +216,29 @@ func TestRowKeysInProfilesDoc(t *testing.T) {
 	}
 }
 
+// docs/profiles.md quotes a refused duration as the binary says it, a
+// bare number's and a string's, with the same range: it quoted the range
+// for "-5" in quotes, which said "must be above 0" and no bound.
+func TestProfilesDocQuotesDurationErrors(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "profiles.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(strings.Fields(string(doc)), " ")
+	_, err = parseDuration("-5")
+	if err == nil {
+		t.Fatal(`"-5" parsed`)
+	}
+	for _, quote := range []string{
+		"`such as \"5m\" or \"90s\", " + profiles.DurationRange(false) + "`", // the bare number's (profiles.numberForDuration)
+		"`profile p.toml:3: " + err.Error() + "`",
+	} {
+		if !strings.Contains(text, quote) {
+			t.Errorf("docs/profiles.md does not quote %s", quote)
+		}
+	}
+}
+
 func TestHelpFor(t *testing.T) {
 	for _, c := range []struct {
 		flag string
@@ -262,15 +285,18 @@ func TestServeRuntimeTimeouts(t *testing.T) {
 		{name: "profile", profile: true, shutdown: 45 * time.Second, hang: 0, src: "profile " + prof + ":3"},
 		{name: "env over profile", profile: true, envs: map[string]string{"MLXCEL_HANG_TIMEOUT": "90"}, shutdown: 45 * time.Second, hang: 90 * time.Second, src: "env MLXCEL_HANG_TIMEOUT"},
 		{name: "flag over env", flags: map[string]string{"hang-timeout": "2m", "shutdown-timeout": "1s"}, envs: map[string]string{"MLXCEL_HANG_TIMEOUT": "90"}, shutdown: time.Second, hang: 2 * time.Minute, src: "flag --hang-timeout"},
-		{name: "shutdown 0", envs: map[string]string{"MLXCEL_SHUTDOWN_TIMEOUT": "0"}, err: `env MLXCEL_SHUTDOWN_TIMEOUT: bad duration "0": must be above 0`},
-		{name: "hang negative", flags: map[string]string{"hang-timeout": "-1s"}, err: `flag --hang-timeout: bad duration "-1s": want e.g. 30s, 10m or a number of seconds, or 0 for off`},
+		{name: "shutdown 0", envs: map[string]string{"MLXCEL_SHUTDOWN_TIMEOUT": "0"}, err: `env MLXCEL_SHUTDOWN_TIMEOUT: bad duration "0": want above 0 and at most 2562047h (about 292 years), e.g. 30s`},
+		// a negative string says the range, as a negative number in a
+		// profile does (it said "must be above 0" and no bound)
+		{name: "drain negative seconds", envs: map[string]string{"MLXCEL_DRAIN_TIMEOUT": "-5"}, err: `env MLXCEL_DRAIN_TIMEOUT: bad duration "-5": want above 0 and at most 2562047h (about 292 years), e.g. 30s, 10m or a number of seconds`},
+		{name: "hang negative", flags: map[string]string{"hang-timeout": "-1s"}, err: `flag --hang-timeout: bad duration "-1s": want from 0 (off) up to 2562047h (about 292 years), e.g. 30s`},
 		{name: "hang words", envs: map[string]string{"MLXCEL_HANG_TIMEOUT": "soon"}, err: `env MLXCEL_HANG_TIMEOUT: bad duration "soon"`},
 		{name: "hold seconds past int64", envs: map[string]string{"MLXCEL_HOLD_TIMEOUT": "9223372036854775807"}, err: `env MLXCEL_HOLD_TIMEOUT: bad duration "9223372036854775807": far out of range; want above 0 and at most 2562047h (about 292 years)`},
 		{name: "drain seconds past a duration", envs: map[string]string{"MLXCEL_DRAIN_TIMEOUT": "99999999999"}, err: `env MLXCEL_DRAIN_TIMEOUT: bad duration "99999999999": far out of range`},
 		{name: "shutdown hours past a duration", flags: map[string]string{"shutdown-timeout": "9999999h"}, err: `flag --shutdown-timeout: bad duration "9999999h": far out of range`},
 		{name: "shutdown infinite", envs: map[string]string{"MLXCEL_SHUTDOWN_TIMEOUT": "inf"}, err: `env MLXCEL_SHUTDOWN_TIMEOUT: bad duration "inf": far out of range`},
 		{name: "shutdown not a number", envs: map[string]string{"MLXCEL_SHUTDOWN_TIMEOUT": "NaN"}, err: `env MLXCEL_SHUTDOWN_TIMEOUT: bad duration "NaN": want e.g. 30s`},
-		{name: "hang past a duration", envs: map[string]string{"MLXCEL_HANG_TIMEOUT": "1e300"}, err: `env MLXCEL_HANG_TIMEOUT: bad duration "1e300": far out of range; want 0 (off) up to 2562047h (about 292 years)`},
+		{name: "hang past a duration", envs: map[string]string{"MLXCEL_HANG_TIMEOUT": "1e300"}, err: `env MLXCEL_HANG_TIMEOUT: bad duration "1e300": far out of range; want from 0 (off) up to 2562047h (about 292 years)`},
 		{name: "shutdown at the longest", envs: map[string]string{"MLXCEL_SHUTDOWN_TIMEOUT": "2562047h", "MLXCEL_HANG_TIMEOUT": "off"}, shutdown: 2562047 * time.Hour, hang: 0, src: "env MLXCEL_HANG_TIMEOUT"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
