@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
+	"strconv"
 
 	"github.com/speclaunch/speclaunch/internal/safefile"
 )
@@ -115,9 +117,16 @@ func (b *Budget) readBytes(ctx context.Context, path string) ([]byte, error) {
 	limit := min(int64(safefile.PolicyLimit), left)
 	data, err := safefile.ReadFile(ctx, "policy file", path, limit)
 	if errors.Is(err, safefile.ErrTooLarge) && limit < safefile.PolicyLimit {
-		return nil, &LayerError{path, fmt.Sprintf("the policy files layered come to more than %d MiB in all (%d MiB before this one; %s); layer fewer or smaller files (docs/file-limits.md)", MaxLayerBytes>>20, b.bytes>>20, b.counted())}
+		return nil, &LayerError{path, fmt.Sprintf("the policy files layered come to more than %d MiB in all (%s MiB before this one; %s); layer fewer or smaller files (docs/file-limits.md)", MaxLayerBytes>>20, tenthsMiB(b.bytes), b.counted())}
 	}
 	return data, err
+}
+
+// tenthsMiB is n bytes in MiB to one decimal, rounded down so that it
+// never says more than was read: whole MiB said 6.74 MiB of earlier files
+// as "6 MiB before this one", which did not add up to the bound.
+func tenthsMiB(n int64) string {
+	return strconv.FormatFloat(math.Floor(float64(n)*10/(1<<20))/10, 'f', 1, 64)
 }
 
 // parse parses the policy file read from path and counts it, within the

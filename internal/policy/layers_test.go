@@ -106,13 +106,15 @@ func TestBudget(t *testing.T) {
 	t.Run("bytes", func(t *testing.T) {
 		var b Budget
 		var err error
-		for i := 0; i < 3 && err == nil; i++ { // 3 × 3 MiB: the third is past 8 MiB
-			pad := write("pad"+string(rune('a'+i))+".toml", []byte("schema = 1\n#"+strings.Repeat("x", 3<<20)+"\n"))
+		// 3 × 3.37 MiB: the third is past 8 MiB, after 6.74 MiB, said to a
+		// tenth ("6 MiB before this one" did not add up)
+		for i := 0; i < 3 && err == nil; i++ {
+			pad := write("pad"+string(rune('a'+i))+".toml", []byte("schema = 1\n#"+strings.Repeat("x", 3533690)+"\n"))
 			_, err = b.Read(context.Background(), pad)
 		}
 		var le *LayerError
-		if !errors.As(err, &le) || !strings.Contains(err.Error(), "MiB in all") {
-			t.Fatalf("err = %v, want the total bytes refused", err)
+		if !errors.As(err, &le) || !strings.Contains(err.Error(), "more than 8 MiB in all (6.7 MiB before this one;") {
+			t.Fatalf("err = %v, want the total bytes refused, with the bytes before it to a tenth of a MiB", err)
 		}
 		if _, err := b.Read(context.Background(), small); err != nil {
 			t.Errorf("a small file within the bytes left: %v", err)
@@ -162,5 +164,24 @@ func TestReadTunedEmpty(t *testing.T) {
 				t.Error("Read took an empty file without its schema")
 			}
 		})
+	}
+}
+
+// The bytes before a refused file are said to a tenth of a MiB, rounded
+// down: never more than were read, and 6.74 MiB is no longer "6 MiB".
+func TestTenthsMiB(t *testing.T) {
+	for _, tc := range []struct {
+		n    int64
+		want string
+	}{
+		{0, "0.0"},
+		{7067406, "6.7"}, // 6.74 MiB
+		{8<<20 - 1, "7.9"},
+		{8 << 20, "8.0"},
+		{3 << 19, "1.5"},
+	} {
+		if got := tenthsMiB(tc.n); got != tc.want {
+			t.Errorf("tenthsMiB(%d) = %s, want %s", tc.n, got, tc.want)
+		}
 	}
 }
