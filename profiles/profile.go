@@ -271,6 +271,9 @@ func Parse(name string, data []byte) (*Profile, error) {
 	if err := notATable(name, md, p.lines); err != nil {
 		return nil, err
 	}
+	if written, known := caseKey(md); written != "" {
+		return nil, unknownKey(name, p.lines, written, known)
+	}
 	for _, k := range md.Undecoded() {
 		path := k.String()
 		// [[policy.entry]] tables are validated by the policy parser.
@@ -288,14 +291,69 @@ func Parse(name string, data []byte) (*Profile, error) {
 		if k := "bench.concurrency"; strings.HasPrefix(path, k+".") {
 			return nil, &Error{File: name, Line: p.lines.Line(k), Msg: k + " is a table; it takes a number, or a list of levels like [1, 2, 4, 8] (see docs/profiles.md)"}
 		}
-		msg := fmt.Sprintf("unknown key %q", path)
-		if near := typo.Nearest(path, keyPaths); near != "" {
-			msg += fmt.Sprintf("; did you mean %q?", near)
-		}
-		return nil, &Error{File: name, Line: p.lines.Line(path), Msg: msg + " (see docs/profiles.md for the schema; `speclaunch profile init` writes a commented example)"}
+		return nil, unknownKey(name, p.lines, path, typo.Nearest(path, keyPaths))
 	}
 	return p, nil
 }
+
+// unknownKey is the *Error for a key of the file that is none of the
+// profile's (path, as written), with the key it was likely meant to be
+// (near, "" for none).
+func unknownKey(name string, lines tomlpos.Index, path, near string) error {
+	msg := fmt.Sprintf("unknown key %q", path)
+	if near != "" {
+		msg += fmt.Sprintf("; did you mean %q?", near)
+	}
+	if near != "" && strings.EqualFold(near, path) {
+		msg += " Keys are matched with their case."
+	}
+	return &Error{File: name, Line: lines.Line(path), Msg: msg + " (see docs/profiles.md for the schema; `speclaunch profile init` writes a commented example)"}
+}
+
+// caseKey is the first key or table of the file, in its order, that names
+// one of the profile's only in another case ("Engine" for engine,
+// "engine.NAME"), as written, with the profile's spelling; "" when none.
+// The decoder matches a struct's fields regardless of case, so
+// `[Engine] Name = "sim"` was applied, and `NAME = "vllm"` under
+// `name = "sim"` overrode it, said at name's line. Keys are matched
+// exactly, as a policy file's are (it refuses [[Entry]]): such a key is
+// an unknown one, as a misspelt key is. What a key that takes a table or
+// a list of tables holds (engine.env's names, policy.entry's keys) is its
+// reader's to check.
+func caseKey(md toml.MetaData) (written, known string) {
+	for _, k := range md.Keys() {
+		for n := 1; n <= len(k); n++ {
+			p := k[:n].String()
+			if leafPaths[p] {
+				break
+			}
+			if tablePaths[p] {
+				continue
+			}
+			if i := slices.IndexFunc(knownPaths, func(kp string) bool { return strings.EqualFold(kp, p) }); i >= 0 {
+				return p, knownPaths[i]
+			}
+			break // unknown in any case: md.Undecoded says it
+		}
+	}
+	return "", ""
+}
+
+// leafPaths are keyPaths as a set; tablePaths the profile's tables
+// ("engine", "draft"), the prefixes of its keys; knownPaths its tables
+// and keys together, which a key in another case is matched to.
+var leafPaths, tablePaths, knownPaths = func() (map[string]bool, map[string]bool, []string) {
+	leaves, tables := map[string]bool{}, map[string]bool{}
+	for _, k := range keyPaths {
+		leaves[k] = true
+		for i, c := range k {
+			if c == '.' {
+				tables[k[:i]] = true
+			}
+		}
+	}
+	return leaves, tables, slices.Concat(slices.Sorted(maps.Keys(tables)), keyPaths)
+}()
 
 // notATable refuses a key that takes a table (tableKeys: engine.env)
 // given as anything else: BurntSushi/toml v1.6.0 decodes a string, number,

@@ -26,6 +26,21 @@ func TestExamplesParse(t *testing.T) {
 	}
 }
 
+// The names a key that takes a table holds are the engine's, case and
+// all: engine.env's FOO and foo are two variables, not a key in another
+// case.
+func TestParseKeepsTheCaseOfTableNames(t *testing.T) {
+	for _, text := range []string{
+		"[engine.env]\nFoo = \"1\"\nfoo = \"2\"\n",
+		"[engine]\nname = \"sim\"\nenv = { HF_TOKEN = \"x\", Hf_Token = \"y\" }\n",
+	} {
+		p, err := Parse("p.toml", []byte(text))
+		if err != nil || len(p.Engine.Env) != 2 {
+			t.Errorf("%q: %v, env %v", text, err, p)
+		}
+	}
+}
+
 func TestParseErrors(t *testing.T) {
 	cases := []struct {
 		name, text string
@@ -70,6 +85,16 @@ func TestParseErrors(t *testing.T) {
 		{"schedule bucket across lines", "[draft]\nschedule = [[1, 1, 6], [2,\n 99999999999999999999, 4]]\n", []string{"p.toml:3: bad draft.schedule: bucket 2 ends at 99999999999999999999 requests in flight, above 1048576"}},
 		{"port past int64", "[server]\nport = 99999999999999999999\n", []string{"p.toml:2: server.port: 99999999999999999999 is far out of range, beyond any TOML integer: see docs/profiles.md for the values server.port takes"}},
 		{"secret past int64", "[engine.env]\nHF_TOKEN = 12345678901234567890123\n", []string{"p.toml:2: engine.env.HF_TOKEN: ****0123 is far out of range"}},
+		// Keys are matched with their case, as a policy file's are: the
+		// decoder matched fields regardless of case, so [Engine] applied,
+		// and NAME under name overrode it, said at name's line.
+		{"a table in another case", "[Engine]\nName = \"sim\"\n", []string{`p.toml:1: unknown key "Engine"; did you mean "engine"? Keys are matched with their case.`}},
+		{"a key in another case after its own", "[engine]\nname = \"sim\"\nNAME = \"vllm\"\n", []string{`p.toml:3: unknown key "engine.NAME"; did you mean "engine.name"?`}},
+		{"a key in another case alone", "[engine]\nName = \"sim\"\n", []string{`p.toml:2: unknown key "engine.Name"; did you mean "engine.name"?`}},
+		{"a dotted key in another case", "[draft]\nmodel = \"d\"\n[server]\nPORT = 9000\n", []string{`p.toml:4: unknown key "server.PORT"; did you mean "server.port"?`}},
+		{"a top-level dotted key", "Engine.name = \"sim\"\n", []string{`p.toml:1: unknown key "Engine"`}},
+		{"policy entries in another case", "[[Policy.Entry]]\nid = \"x\"\n", []string{`p.toml:1: unknown key "Policy"; did you mean "policy"?`}},
+		{"a bench key in another case", "[bench]\nWidths = [2, 4]\n", []string{`p.toml:2: unknown key "bench.Widths"; did you mean "bench.widths"?`}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -232,6 +232,16 @@ func TestServeReload(t *testing.T) {
 	if health(port) != 200 {
 		t.Fatal("engine stopped serving after a bad edit")
 	}
+	// A key in another case: rejected too, naming its line and the key's
+	// spelling (the decoder applied it: BLOCK_SIZE = 3 switched to width 3).
+	writeFile(t, prof, strings.Replace(base, `kind = "dflash"`, "kind = \"dflash\"\nBLOCK_SIZE = 3", 1))
+	r.log.waitFor(t, `reload rejected`, 3, 10*time.Second)
+	if !strings.Contains(r.log.String(), `p.toml:10: unknown key "draft.BLOCK_SIZE"; did you mean "draft.block_size"?`) {
+		t.Errorf("the rejection does not name the line and the key's spelling:\n%s", r.log)
+	}
+	if health(port) != 200 {
+		t.Fatal("engine stopped serving after a bad edit")
+	}
 	if n := len(pids(r.log.String())); n != 2 {
 		t.Errorf("a bad edit restarted the engine (%d starts)", n)
 	}
