@@ -207,7 +207,9 @@ func (c *ProfileShowCmd) Run(e *Env) error {
 		notices = append(notices, config.Notice{Level: "warn", Msg: "serve would refuse this launch: " + err.Error()})
 	}
 	if c.JSON {
-		return writeJSON(e.Stdout, map[string]any{"profile": l.Settings.ProfilePath, "settings": m, "policy_layers": l.Policy.Layers})
+		// the warn: and info: lines as resolve --json and policy explain
+		// --json carry theirs (resolutionJSON): --json dropped them all
+		return writeJSON(e.Stdout, map[string]any{"profile": l.Settings.ProfilePath, "settings": m, "policy_layers": l.Policy.Layers, "notices": noticeLines(notices)})
 	}
 	if l.Settings.ProfilePath != "" {
 		fmt.Fprintf(e.Stdout, "profile %s\n", l.Settings.ProfilePath)

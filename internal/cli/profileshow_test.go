@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -130,5 +131,47 @@ func TestProfileShowSaysWhatServeRefuses(t *testing.T) {
 	// A launch serve takes gets no such line.
 	if code, o, e := runCLI(t, "profile", "show", "--profile", showProfile(t)); code != 0 || strings.Contains(o, "would refuse") {
 		t.Errorf("a good profile: exit %d:\n%s%s", code, o, e)
+	}
+}
+
+// profile show --json carries the warn: and info: lines its text prints,
+// as resolve --json and policy explain --json carry theirs ("notices",
+// "LEVEL: message"), the key masked: --json dropped them all, exit 0.
+func TestProfileShowJSONKeepsItsNotices(t *testing.T) {
+	const key = "SECRETKEY123456"
+	for _, c := range []struct{ name, text, want string }{
+		{"what serve refuses", "[engine]\nname = \"sim\"\n[model]\npath = \"demo-target\"\n[engine.env]\nLLAMA_ARG_PORT = \"19811\"\n", "warn: serve would refuse this launch: profile PROF:6: engine.env sets LLAMA_ARG_PORT=19811"},
+		{"a key joined to its flag", "[engine]\nname = \"sim\"\nargs = [\"--api-key " + key + "\"]\n[model]\npath = \"demo-target\"\n", "warn: serve would refuse this launch: profile PROF:3: engine argument is a key flag and its value in one: \"--api-key ****3456\""},
+		{"an empty profile", "# nothing\n", "warn: profile PROF is empty"},
+		{"bench's options", "[engine]\nname = \"sim\"\n[bench]\nconcurrency = \"4,1\"\n", "warn: bench would refuse its options (serve does not read them): profile PROF:4:"},
+		{"none", "[engine]\nname = \"sim\"\n[model]\npath = \"demo-target\"\n", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			prof := filepath.Join(t.TempDir(), "p.toml")
+			writeFile(t, prof, c.text)
+			code, o, e := runCLI(t, "profile", "show", "--json", "--profile", prof)
+			var got struct {
+				Notices []string `json:"notices"`
+			}
+			if err := json.Unmarshal([]byte(o), &got); code != 0 || err != nil || got.Notices == nil {
+				t.Fatalf("exit %d, %v, want 0 and a notices list:\n%s%s", code, err, o, e)
+			}
+			// the lines the text prints, no more and no fewer
+			_, text, _ := runCLI(t, "profile", "show", "--profile", prof)
+			var lines []string
+			for l := range strings.Lines(text) {
+				if strings.HasPrefix(l, "warn: ") || strings.HasPrefix(l, "info: ") {
+					lines = append(lines, strings.TrimSuffix(l, "\n"))
+				}
+			}
+			if !slices.Equal(lines, got.Notices) && len(lines)+len(got.Notices) > 0 {
+				t.Errorf("--json notices %q, the text's lines %q", got.Notices, lines)
+			}
+			joined := strings.Join(got.Notices, "\n")
+			want := strings.ReplaceAll(c.want, "PROF", prof)
+			if c.want == "" && len(got.Notices) != 0 || !strings.Contains(joined, want) || strings.Contains(o+e, key) {
+				t.Errorf("notices %q, want %q, the key masked", got.Notices, want)
+			}
+		})
 	}
 }

@@ -350,12 +350,20 @@ func resolutionJSON(p *plan.Plan, notices []config.Notice) ResolutionJSON {
 	if r.Entry != nil {
 		out.Entry = &EntryJSON{ID: r.Entry.ID, Width: r.Entry.Width, Schedule: r.Entry.Schedule.Triples(), RunnerUp: r.Entry.RunnerUp, Pin: r.Entry.Pin, Record: r.Entry.Record, Origin: r.Entry.Origin}
 	}
-	for _, n := range notices {
-		out.Notices = append(out.Notices, n.Level+": "+n.Msg)
-	}
+	out.Notices = noticeLines(notices)
 	out.Schedule, out.Load = []BucketJSON{}, r.Load
 	for _, b := range r.Schedule {
 		out.Schedule = append(out.Schedule, BucketJSON{Lo: b.Lo, Hi: b.Hi, Width: b.Width, Source: bucketSource(b, p.Settings)})
+	}
+	return out
+}
+
+// noticeLines are notices as a command's JSON carries them, one
+// "LEVEL: message" string each, as its text prints them; [] for none.
+func noticeLines(notices []config.Notice) []string {
+	out := []string{}
+	for _, n := range notices {
+		out = append(out, n.Level+": "+n.Msg)
 	}
 	return out
 }
