@@ -121,7 +121,9 @@ func (c *BenchCmd) Run(e *Env) error {
 	// The adaptive loop's probe is checked on the engines it adapts.
 	o.Probe = s.Engine.Value == key.LlamaCpp || s.Engine.Value == key.Sim
 	if o.Concurrency > 1 {
-		o.Slots, o.SlotsFrom = sizeSlots(log, &s, e.Getenv, []int{o.Concurrency})
+		if o.Slots, o.SlotsFrom, err = sizeSlots(log, &s, e.Getenv, []int{o.Concurrency}); err != nil {
+			return err
+		}
 		if q := bench.QueueNote(o.Slots, o.SlotsFrom, o.Concurrency); q != "" {
 			notes = append(notes, q)
 		}
@@ -491,8 +493,11 @@ func engineDefault(r width.Resolution, pol *policy.Policy, eng key.Engine) (int,
 // arguments, the last one given as the engine takes it: a profile's -np 1
 // and `-- -np 4` after it run 4 slots; or LLAMA_ARG_N_PARALLEL). It
 // returns the engine arguments, the slot count (0 unknown) and where it
-// came from, for the record.
-func withSlots(eng key.Engine, args config.Field[[]string], getenv func(string) string, n int) (config.Field[[]string], int, string) {
+// came from, for the record. LLAMA_ARG_N_PARALLEL is read here alone, and
+// a value that is no slot count (abc, 0, -1) is an error naming it: it
+// was taken as the operator's, and the record read "engine slots: — (the
+// operator's LLAMA_ARG_N_PARALLEL=abc)".
+func withSlots(eng key.Engine, args config.Field[[]string], getenv func(string) string, n int) (config.Field[[]string], int, string, error) {
 	given := ""
 	for i, a := range args.Value {
 		name, val, inline := strings.Cut(a, "=")
@@ -506,18 +511,22 @@ func withSlots(eng key.Engine, args config.Field[[]string], getenv func(string) 
 	}
 	if given != "" {
 		v, _ := strconv.Atoi(given[strings.IndexByte(given, ' ')+1:])
-		return args, max(v, 0), "the operator's " + given
+		return args, max(v, 0), "the operator's " + given, nil
 	}
 	if v := getenv("LLAMA_ARG_N_PARALLEL"); v != "" {
-		k, _ := strconv.Atoi(v)
-		return args, max(k, 0), "the operator's LLAMA_ARG_N_PARALLEL=" + v
+		k, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || k < 1 {
+			return args, 0, "", &config.Error{Src: config.Source{Origin: config.Env, Name: "LLAMA_ARG_N_PARALLEL"},
+				Msg: fmt.Sprintf("%s is not a slot count: want a whole number of 1 or more, e.g. LLAMA_ARG_N_PARALLEL=%d for %d requests in flight, or unset it and the engine is started with --parallel %d", config.Quoted(v), n, n, n)}
+		}
+		return args, k, "the operator's LLAMA_ARG_N_PARALLEL=" + v, nil
 	}
 	out := config.Field[[]string]{Value: append(slices.Clone(args.Value), "--parallel", strconv.Itoa(n)), Src: args.Src}
 	from := fmt.Sprintf("--parallel %d, added by bench", n)
 	if eng == key.Sim {
 		from += " (the sim serves every request at once and ignores it)"
 	}
-	return out, n, from
+	return out, n, from, nil
 }
 
 // sizeSlots gives s's engine its slots for the highest of levels
@@ -527,11 +536,13 @@ func withSlots(eng key.Engine, args config.Field[[]string], getenv func(string) 
 // load (a profile's -np 1 under --concurrency 1,4 measured the same rate
 // at 4 clients as at 1, and said nothing). It returns the slot count and
 // where it came from, for the record.
-func sizeSlots(log *slog.Logger, s *config.Settings, getenv func(string) string, levels []int) (int, string) {
+func sizeSlots(log *slog.Logger, s *config.Settings, getenv func(string) string, levels []int) (int, string, error) {
 	top := levels[len(levels)-1]
-	var slots int
-	var from string
-	s.EngineArgs, slots, from = withSlots(s.Engine.Value, s.EngineArgs, getenv, top)
+	args, slots, from, err := withSlots(s.Engine.Value, s.EngineArgs, getenv, top)
+	if err != nil {
+		return 0, "", err
+	}
+	s.EngineArgs = args
 	if q := bench.Queued(slots, levels); len(q) > 0 {
 		at := strings.ReplaceAll(joinLevels(q), ",", ", ")
 		noun := "slots"
@@ -541,7 +552,7 @@ func sizeSlots(log *slog.Logger, s *config.Settings, getenv func(string) string,
 		log.Warn(fmt.Sprintf("the engine has %d %s (%s) for up to %d requests in flight: at %s in flight the excess requests queue, and the rate measured is the slots', not the load's; give it %d slots (-np %d in the engine arguments, e.g. `-- -np %d` after the flags, which wins over a profile's; or LLAMA_ARG_N_PARALLEL=%d where no -np is given), or set neither and the engine is started with --parallel %d",
 			slots, noun, from, top, at, top, top, top, top, top))
 	}
-	return slots, from
+	return slots, from, nil
 }
 
 func fileSHA(path string) string {

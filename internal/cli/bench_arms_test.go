@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"net"
 	"slices"
 	"strconv"
@@ -28,6 +29,7 @@ func TestWithSlots(t *testing.T) {
 		want   []string
 		slots  int
 		fromIn string
+		err    string // the error, "" for none
 	}{
 		{name: "added", args: []string{"-ngl", "99"}, eng: key.LlamaCpp, want: []string{"-ngl", "99", "--parallel", "4"}, slots: 4, fromIn: "--parallel 4, added by bench"},
 		{name: "operator -np", args: []string{"-np", "2"}, eng: key.LlamaCpp, want: []string{"-np", "2"}, slots: 2, fromIn: "the operator's -np 2"},
@@ -37,6 +39,15 @@ func TestWithSlots(t *testing.T) {
 		{name: "operator -np twice", args: []string{"-np", "1", "--no-webui", "-np", "4"}, eng: key.LlamaCpp, want: []string{"-np", "1", "--no-webui", "-np", "4"}, slots: 4, fromIn: "the operator's -np 4"},
 		{name: "operator env", env: "6", eng: key.LlamaCpp, want: nil, slots: 6, fromIn: "LLAMA_ARG_N_PARALLEL=6"},
 		{name: "sim ignores it", eng: key.Sim, want: []string{"--parallel", "4"}, slots: 4, fromIn: "the sim serves every request at once"},
+		// a variable that is no slot count is refused, naming it and the
+		// fix: "abc" was taken as the operator's, and the record read
+		// "engine slots: — (the operator's LLAMA_ARG_N_PARALLEL=abc)"
+		{name: "env not a number", env: "abc", eng: key.Sim, err: `env LLAMA_ARG_N_PARALLEL: "abc" is not a slot count: want a whole number of 1 or more, e.g. LLAMA_ARG_N_PARALLEL=4 for 4 requests in flight, or unset it`},
+		{name: "env zero", env: "0", eng: key.LlamaCpp, err: `env LLAMA_ARG_N_PARALLEL: "0" is not a slot count`},
+		{name: "env auto", env: "-1", eng: key.LlamaCpp, err: `env LLAMA_ARG_N_PARALLEL: "-1" is not a slot count`},
+		{name: "env a fraction", env: "2.5", eng: key.LlamaCpp, err: `"2.5" is not a slot count`},
+		// a flag the engine takes over the variable: the variable is not read
+		{name: "env beside -np", args: []string{"-np", "2"}, env: "abc", eng: key.LlamaCpp, want: []string{"-np", "2"}, slots: 2, fromIn: "the operator's -np 2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			getenv := none
@@ -48,9 +59,16 @@ func TestWithSlots(t *testing.T) {
 					return ""
 				}
 			}
-			got, slots, from := withSlots(tc.eng, config.Field[[]string]{Value: tc.args}, getenv, 4)
-			if !slices.Equal(got.Value, tc.want) || slots != tc.slots || !strings.Contains(from, tc.fromIn) {
-				t.Errorf("args %q slots %d from %q", got.Value, slots, from)
+			got, slots, from, err := withSlots(tc.eng, config.Field[[]string]{Value: tc.args}, getenv, 4)
+			if tc.err != "" {
+				var ce *config.Error
+				if !errors.As(err, &ce) || !strings.Contains(err.Error(), tc.err) {
+					t.Errorf("err %v, want a config.Error with %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil || !slices.Equal(got.Value, tc.want) || slots != tc.slots || !strings.Contains(from, tc.fromIn) {
+				t.Errorf("args %q slots %d from %q, %v", got.Value, slots, from, err)
 			}
 		})
 	}

@@ -26,7 +26,9 @@ func (c *BenchCmd) loadSweep(e *Env, log *slog.Logger, l *loaded, dp *plan.Plan,
 		return err
 	}
 	s, prof := l.Settings, l.Profile
-	lo.Slots, lo.SlotsFrom = sizeSlots(log, &s, e.Getenv, levels)
+	if lo.Slots, lo.SlotsFrom, err = sizeSlots(log, &s, e.Getenv, levels); err != nil {
+		return err
+	}
 	st := newStarter(e, l, s, dp, c.drawsArmPorts(prof))
 	rec := c.identity(e, dp, notes)
 	rec.Name = filepath.Base(outBase)

@@ -209,7 +209,9 @@ func (c *TuneCmd) prepare(e *Env, l *loaded, levels []int, layer string) (*tunin
 		return nil, err
 	}
 	log := newLogger(e.Stderr, e.secrets, s.LogFormat.Value, s.LogLevel.Value, e.Getenv)
-	t.lo.Slots, t.lo.SlotsFrom = sizeSlots(log, &s, e.Getenv, levels)
+	if t.lo.Slots, t.lo.SlotsFrom, err = sizeSlots(log, &s, e.Getenv, levels); err != nil {
+		return nil, err
+	}
 	t.st = newStarter(e, l, s, dp, bc.drawsArmPorts(l.Profile))
 	t.rec = bc.identity(e, dp, sayAside(t.st.log, nil, setAside))
 	t.rec.Name = filepath.Base(t.outBase)
