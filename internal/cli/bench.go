@@ -494,9 +494,9 @@ func engineDefault(r width.Resolution, pol *policy.Policy, eng key.Engine) (int,
 // and `-- -np 4` after it run 4 slots; or LLAMA_ARG_N_PARALLEL). It
 // returns the engine arguments, the slot count (0 unknown) and where it
 // came from, for the record. LLAMA_ARG_N_PARALLEL is read here alone, and
-// a value that is no slot count (abc, 0, -1) is an error naming it: it
+// a value that is no slot count (abc, 0, 2.5) is an error naming it: it
 // was taken as the operator's, and the record read "engine slots: — (the
-// operator's LLAMA_ARG_N_PARALLEL=abc)".
+// operator's LLAMA_ARG_N_PARALLEL=abc)". -1 is llama-server's auto.
 func withSlots(eng key.Engine, args config.Field[[]string], getenv func(string) string, n int) (config.Field[[]string], int, string, error) {
 	given := ""
 	for i, a := range args.Value {
@@ -510,23 +510,40 @@ func withSlots(eng key.Engine, args config.Field[[]string], getenv func(string) 
 		given = name + " " + val
 	}
 	if given != "" {
-		v, _ := strconv.Atoi(given[strings.IndexByte(given, ' ')+1:])
-		return args, max(v, 0), "the operator's " + given, nil
+		v, _ := slotCount(eng, given[strings.IndexByte(given, ' ')+1:])
+		return args, v, "the operator's " + given, nil
 	}
 	if v := getenv("LLAMA_ARG_N_PARALLEL"); v != "" {
-		k, err := strconv.Atoi(strings.TrimSpace(v))
-		if err != nil || k < 1 {
+		k, ok := slotCount(eng, v)
+		if !ok {
 			return args, 0, "", &config.Error{Src: config.Source{Origin: config.Env, Name: "LLAMA_ARG_N_PARALLEL"},
-				Msg: fmt.Sprintf("%s is not a slot count: want a whole number of 1 or more, e.g. LLAMA_ARG_N_PARALLEL=%d for %d requests in flight, or unset it and the engine is started with --parallel %d", config.Quoted(v), n, n, n)}
+				Msg: fmt.Sprintf("%s is not a slot count: want a whole number of 1 or more (or -1, llama-server's auto), e.g. LLAMA_ARG_N_PARALLEL=%d for %d requests in flight, or unset it and the engine is started with --parallel %d", config.Quoted(v), n, n, n)}
 		}
 		return args, k, "the operator's LLAMA_ARG_N_PARALLEL=" + v, nil
 	}
 	out := config.Field[[]string]{Value: append(slices.Clone(args.Value), "--parallel", strconv.Itoa(n)), Src: args.Src}
-	from := fmt.Sprintf("--parallel %d, added by bench", n)
-	if eng == key.Sim {
-		from += " (the sim serves every request at once and ignores it)"
+	return out, n, fmt.Sprintf("--parallel %d, added by bench", n), nil
+}
+
+// llamaAutoSlots is the slots llama-server's -np -1 (auto, its default)
+// gives: "n_parallel is set to auto, using n_parallel = 4" in the captures
+// of internal/fakellama/testdata.
+const llamaAutoSlots = 4
+
+// slotCount reads an -np value: a whole number of 1 or more, or -1, auto,
+// which is llamaAutoSlots on llama.cpp and unknown (0) elsewhere (the sim
+// then serves every request at once). ok is false for anything else.
+func slotCount(eng key.Engine, v string) (n int, ok bool) {
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	switch {
+	case err == nil && n >= 1:
+		return n, true
+	case err == nil && n == -1 && eng == key.LlamaCpp:
+		return llamaAutoSlots, true
+	case err == nil && n == -1:
+		return 0, true
 	}
-	return out, n, from, nil
+	return 0, false
 }
 
 // sizeSlots gives s's engine its slots for the highest of levels

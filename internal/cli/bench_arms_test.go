@@ -38,13 +38,19 @@ func TestWithSlots(t *testing.T) {
 		// and `-- -np 4` after it run 4 slots (the first was read)
 		{name: "operator -np twice", args: []string{"-np", "1", "--no-webui", "-np", "4"}, eng: key.LlamaCpp, want: []string{"-np", "1", "--no-webui", "-np", "4"}, slots: 4, fromIn: "the operator's -np 4"},
 		{name: "operator env", env: "6", eng: key.LlamaCpp, want: nil, slots: 6, fromIn: "LLAMA_ARG_N_PARALLEL=6"},
-		{name: "sim ignores it", eng: key.Sim, want: []string{"--parallel", "4"}, slots: 4, fromIn: "the sim serves every request at once"},
+		// the sim honours --parallel (it read "the sim serves every
+		// request at once and ignores it")
+		{name: "sim", eng: key.Sim, want: []string{"--parallel", "4"}, slots: 4, fromIn: "--parallel 4, added by bench"},
+		// -1 is llama-server's auto, 4 slots (it was refused)
+		{name: "env auto", env: "-1", eng: key.LlamaCpp, want: nil, slots: 4, fromIn: "LLAMA_ARG_N_PARALLEL=-1"},
+		{name: "operator -np -1", args: []string{"-np", "-1"}, eng: key.LlamaCpp, want: []string{"-np", "-1"}, slots: 4, fromIn: "the operator's -np -1"},
+		{name: "sim auto", env: "-1", eng: key.Sim, want: nil, slots: 0, fromIn: "LLAMA_ARG_N_PARALLEL=-1"},
 		// a variable that is no slot count is refused, naming it and the
 		// fix: "abc" was taken as the operator's, and the record read
 		// "engine slots: — (the operator's LLAMA_ARG_N_PARALLEL=abc)"
-		{name: "env not a number", env: "abc", eng: key.Sim, err: `env LLAMA_ARG_N_PARALLEL: "abc" is not a slot count: want a whole number of 1 or more, e.g. LLAMA_ARG_N_PARALLEL=4 for 4 requests in flight, or unset it`},
+		{name: "env not a number", env: "abc", eng: key.Sim, err: `env LLAMA_ARG_N_PARALLEL: "abc" is not a slot count: want a whole number of 1 or more (or -1, llama-server's auto), e.g. LLAMA_ARG_N_PARALLEL=4 for 4 requests in flight, or unset it`},
 		{name: "env zero", env: "0", eng: key.LlamaCpp, err: `env LLAMA_ARG_N_PARALLEL: "0" is not a slot count`},
-		{name: "env auto", env: "-1", eng: key.LlamaCpp, err: `env LLAMA_ARG_N_PARALLEL: "-1" is not a slot count`},
+		{name: "env below auto", env: "-2", eng: key.LlamaCpp, err: `env LLAMA_ARG_N_PARALLEL: "-2" is not a slot count`},
 		{name: "env a fraction", env: "2.5", eng: key.LlamaCpp, err: `"2.5" is not a slot count`},
 		// a flag the engine takes over the variable: the variable is not read
 		{name: "env beside -np", args: []string{"-np", "2"}, env: "abc", eng: key.LlamaCpp, want: []string{"-np", "2"}, slots: 2, fromIn: "the operator's -np 2"},
