@@ -53,6 +53,9 @@ func operatorSet(s config.Settings) string {
 func (sv *launcher) newAdapt(p *plan.Plan) Controller {
 	if why := AdaptOff(p, sv.px != nil); why != "" {
 		if p.Settings.Adapt.Value {
+			if p.Resolution.Source == width.Override {
+				sv.ctl.overrule() // a reload that removes it starts no loop
+			}
 			sv.log.Info("adaptive width off: " + why)
 			sv.showAdapt(adapt.Status{State: adapt.StateNotAdapting, Note: why, Updated: time.Now()}, adapt.StateNotAdapting)
 		}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/speclaunch/speclaunch/engine"
@@ -291,5 +292,53 @@ func TestAdaptOffNamesTheOperatorSetting(t *testing.T) {
 		if got := AdaptOff(p, true); got != tc.want {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
 		}
+	}
+}
+
+// Once an operator width turned the adaptive width off, the status
+// follows the plan in force and says it stays off until a restart: with
+// the width removed by a later reload, the page still said "an operator
+// width is set (profile ad.toml:30); it always wins" with its width 3,
+// while the engine ran the default 16. The loop's stop runs on a goroutine
+// of its own (synctest.Wait waits for it).
+func TestAdaptOffFollowsThePlanInForce(t *testing.T) {
+	prof := config.Source{Origin: config.Profile, Name: "ad.toml:30"}
+	operator := func(w int) *plan.Plan {
+		p := &plan.Plan{Resolution: width.Resolution{Source: width.Override, Width: w}}
+		p.Settings.Width = config.Field[int]{Value: w, Src: prof}
+		p.Settings.Adapt.Value, p.Settings.DraftModel.Value, p.Settings.Engine.Value = true, "d", key.Sim
+		return p
+	}
+	dflt := &plan.Plan{Resolution: width.Resolution{Source: width.KindDefault, Width: 16}}
+	dflt.Settings.Adapt.Value, dflt.Settings.DraftModel.Value, dflt.Settings.Engine.Value = true, "d", key.Sim
+	for _, tc := range []struct {
+		name    string
+		running bool // the loop ran until a reload set the width; else the width was set at start
+	}{{"ended by a reload", true}, {"off from the start", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				sv := &launcher{log: slog.New(slog.DiscardHandler), st: newServeStatus(&plan.Plan{}), met: metrics.New(metrics.Sources{})}
+				if tc.running {
+					sv.ctl.loop, sv.ctl.stopAdapt = &controlShell{}, func() {}
+				} else if c := sv.newAdapt(operator(3)); c != nil {
+					t.Fatal("a controller under an operator width")
+				}
+				show := func(p *plan.Plan, width int, note string) {
+					t.Helper()
+					sv.adopt(p, nil)
+					synctest.Wait()
+					got, _ := sv.st.adapt.(adapt.Status)
+					if got.State != adapt.StateNotAdapting || got.Width != width || got.Note != note {
+						t.Errorf("adapt status %+v, want not adapting at width %d: %q", got, width, note)
+					}
+				}
+				show(operator(3), 3, "an operator width is set (profile ad.toml:30); it always wins; it stays off until speclaunch restarts")
+				show(operator(4), 4, "an operator width is set (profile ad.toml:30); it always wins; it stays off until speclaunch restarts")
+				show(dflt, 16, "an operator width or schedule turned it off, since removed; it stays off until speclaunch restarts")
+				if sv.ctl.adaptive() != nil {
+					t.Error("the loop is kept after an operator width ended it")
+				}
+			})
+		})
 	}
 }

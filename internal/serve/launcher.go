@@ -555,7 +555,7 @@ func (sv *launcher) publishServing(in *server.Instance, p *plan.Plan) {
 func (sv *launcher) adopt(np *plan.Plan, from Load) {
 	cur := sv.force.take(np, from)
 	sv.st.settings(np)
-	sv.operatorWidthEndsAdapt(np, widthOf(np))
+	sv.operatorWidthEndsAdapt(np)
 	if sv.px == nil || cur == nil {
 		return
 	}
@@ -672,21 +672,41 @@ func StartErr(err error) error {
 
 // operatorWidthEndsAdapt stops the adaptive loop when a reload's plan,
 // now serving, has an operator width: it always wins. The loop stays off
-// until speclaunch restarts (adapt.* settings apply at start).
-func (sv *launcher) operatorWidthEndsAdapt(p *plan.Plan, w int) {
-	if p.Resolution.Source != width.Override {
-		return
+// until speclaunch restarts (adapt.* settings apply at start); once an
+// operator setting turned it off, the status follows the plan in force,
+// the operator's width removed or changed.
+func (sv *launcher) operatorWidthEndsAdapt(p *plan.Plan) {
+	if p.Resolution.Source == width.Override {
+		if stop := sv.ctl.takeStopAdapt(true); stop != nil {
+			sv.ctl.overrule()
+			sv.log.Info("adaptive width off: " + operatorSet(p.Settings) + "; it always wins" + staysOff)
+			go func() { // the loop may be waiting on the runtime's goroutine
+				stop()
+				sv.showOverruled()
+			}()
+			return
+		}
 	}
-	stop := sv.ctl.takeStopAdapt(true)
-	if stop == nil {
-		return
+	if sv.ctl.isOverruled() {
+		sv.showOverruled()
 	}
-	why := operatorSet(p.Settings) + "; it always wins"
-	sv.log.Info("adaptive width off: " + why + "; it stays off until speclaunch restarts")
-	go func() { // the loop may be waiting on the runtime's goroutine
-		stop()
-		sv.showAdapt(adapt.Status{State: adapt.StateNotAdapting, Note: why, Width: w, Updated: time.Now()}, adapt.StateNotAdapting)
-	}()
+}
+
+// staysOff ends what is said of an adaptive width an operator setting
+// turned off.
+const staysOff = "; it stays off until speclaunch restarts"
+
+// showOverruled shows the adaptive width off for good by the plan in
+// force: its operator width or schedule, or, that setting since removed,
+// the width it serves. Before, the page kept the removed width and said
+// it was set.
+func (sv *launcher) showOverruled() {
+	p := sv.plan()
+	why := "an operator width or schedule turned it off, since removed"
+	if p.Resolution.Source == width.Override {
+		why = operatorSet(p.Settings) + "; it always wins"
+	}
+	sv.showAdapt(adapt.Status{State: adapt.StateNotAdapting, Note: why + staysOff, Width: widthOf(p), Updated: time.Now()}, adapt.StateNotAdapting)
 }
 
 // checkSwitch refuses, before anything is stopped, a plan that cannot

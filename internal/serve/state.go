@@ -99,6 +99,10 @@ type controllers struct {
 	// firstStart is how long the first engine took to start (it prices
 	// the follower's first switch).
 	firstStart time.Duration
+	// overruled: an operator width or schedule turned the adaptive width
+	// off (at start, or a reload that ended the loop); it stays off until
+	// speclaunch restarts, and the status says so by the plan in force.
+	overruled bool
 }
 
 // adaptive is the adaptive loop, nil when none runs.
@@ -157,6 +161,21 @@ func (c *controllers) takeStopAdapt(ended bool) func() {
 		c.loop = nil
 	}
 	return stop
+}
+
+// overrule records that an operator setting turned the adaptive width
+// off for good.
+func (c *controllers) overrule() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.overruled = true
+}
+
+// isOverruled says an operator setting turned the adaptive width off.
+func (c *controllers) isOverruled() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.overruled
 }
 
 func (c *controllers) takeStopFollow() func() {
