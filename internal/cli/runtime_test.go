@@ -152,6 +152,44 @@ func TestServeHungEngineIsReplaced(t *testing.T) {
 	}
 }
 
+// A stream under way on an engine killed as hung ends with an error event
+// that names the liveness check, with --restart on-failure as without it:
+// with a restart to follow it read "the engine failed during this response
+// (the engine closed the connection)" (502), where without one it was told
+// "speclaunch stopped the engine ... (it stopped answering its liveness
+// check)".
+func TestServeHungEngineStreamSaysWhy(t *testing.T) {
+	testenv.E2E(t)
+	t.Parallel() // see TestMain
+	r, _, _, port := serveSim(t, "", "--hang-timeout", "2s", "--restart", "on-failure")
+	st := status(t, port)
+	if st.Engine == nil {
+		t.Fatal("no engine in the status")
+	}
+	resp, err := http.Post(fmt.Sprintf("http://127.0.0.1:%d/v1/completions", port), "application/json",
+		strings.NewReader(`{"prompt":"def fib(n):","max_tokens":60000,"stream":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	rd := bufio.NewReader(resp.Body)
+	if line, err := rd.ReadString('\n'); err != nil || !strings.HasPrefix(line, "data: ") {
+		t.Fatalf("first line %q, %v: want an event under way", line, err)
+	}
+	if err := syscall.Kill(st.Engine.PID, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(st.Engine.PID, syscall.SIGKILL)
+	rest, _ := io.ReadAll(rd)
+	tail := string(rest)
+	if i := strings.LastIndex(tail, "data: "); i >= 0 {
+		tail = tail[i:]
+	}
+	if !strings.Contains(tail, `"code":503`) || !strings.Contains(tail, "speclaunch stopped the engine during this response (it stopped answering its liveness check)") {
+		t.Errorf("the stream cut by the hung engine's kill ended %q, want a 503 event naming the liveness check; log:\n%s", tail, r.log)
+	}
+}
+
 // Drain mode checks what it can before it stops the old engine: a new
 // engine binary that does not exist is refused and the old engine serves
 // on, never stopped.

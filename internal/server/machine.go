@@ -353,6 +353,10 @@ const (
 	WhyHung       = "hung"
 )
 
+// hungWhy is why speclaunch stopped an engine killed as hung, as the
+// clients whose requests it ends read it (diedCause, the shell's stop).
+const hungWhy = "it stopped answering its liveness check"
+
 // ErrStopping answers switches asked for while the launcher stops.
 var ErrStopping = errors.New("speclaunch is stopping")
 
@@ -700,7 +704,7 @@ func (s *stepper) hung(id EngineID) {
 // when no engine follows it: killed as hung (hung), or exited with code.
 func diedCause(code int, hung bool) proxy.Cause {
 	if hung {
-		return proxy.Cause{What: "speclaunch stopped the engine", Why: "it stopped answering its liveness check"}
+		return stoppedBy(hungWhy)
 	}
 	return proxy.Cause{What: fmt.Sprintf("the engine exited with code %d", code)}
 }

@@ -531,6 +531,12 @@ func (r *Runtime) stop(a Stop) {
 	default:
 	}
 	timeout := l.limits.StopTimeout
+	if a.Why == WhyHung && in.Backend != nil {
+		// Before the kill: a stream it cuts says the liveness check, as
+		// the runtime's Cut does where no restart follows; with one, no
+		// Cut comes, and the stream read that the engine failed.
+		in.Backend.StopsWith(hungWhy)
+	}
 	if a.Why == DrainTimedOut && in.Backend != nil {
 		r.mu.Lock()
 		since := time.Since(l.drain)
