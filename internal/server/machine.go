@@ -575,6 +575,9 @@ func (s *stepper) startFailed(st *Engine, err error) {
 	m.Job = nil
 	m.lastErr = err
 	if !m.Limits.Restart {
+		if c, ok := startCause(err); ok {
+			s.cutOnce(c)
+		}
 		s.exit(2, err)
 		return
 	}
@@ -707,6 +710,18 @@ func diedCause(code int, hung bool) proxy.Cause {
 		return stoppedBy(hungWhy)
 	}
 	return proxy.Cause{What: fmt.Sprintf("the engine exited with code %d", code)}
+}
+
+// startCause is what the held requests are told when a start failed and
+// no engine follows it, where "the engine exited" (the exit's own close)
+// would be wrong: an engine not ready within the ready timeout did not
+// exit, speclaunch stopped it, as a signal during a load is said.
+func startCause(err error) (proxy.Cause, bool) {
+	var te *supervise.TimeoutError
+	if errors.As(err, &te) {
+		return stoppedBy(fmt.Sprintf("it was not ready within the ready timeout, %s", te.After)), true
+	}
+	return proxy.Cause{}, false
 }
 
 // servingDied: requests are held for the next engine; the restart policy

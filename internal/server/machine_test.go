@@ -13,6 +13,7 @@ import (
 	"github.com/speclaunch/speclaunch/internal/key"
 	"github.com/speclaunch/speclaunch/internal/plan"
 	"github.com/speclaunch/speclaunch/internal/proxy"
+	"github.com/speclaunch/speclaunch/internal/supervise"
 )
 
 // fake is a machine driven by events on a fake clock.
@@ -547,6 +548,22 @@ func TestFirstStartFailsExits(t *testing.T) {
 	f := &fake{t: t, m: NewMachine(planOf(), limits), now: t0}
 	f.want(Begin{}, "Start(1 start)")
 	f.want(Ready{ID: 1, Err: errors.New("no model")}, "Exit(2)")
+}
+
+// A first start not ready within the ready timeout, with no restart
+// policy: the held requests are told that speclaunch stopped the engine
+// at the ready timeout (a Cut before the exit), as a signal during the load
+// is said; the exit's own close told them "the engine exited", which it
+// had not.
+func TestFirstStartReadyTimeoutSaysSo(t *testing.T) {
+	f := &fake{t: t, m: NewMachine(planOf(), limits), now: t0}
+	f.want(Begin{}, "Start(1 start)")
+	timedOut := fmt.Errorf("sim did not become ready at http://127.0.0.1:1/health: %w", &supervise.TimeoutError{After: 3 * time.Second})
+	f.want(Ready{ID: 1, Err: timedOut}, "Cut Exit(2)")
+	want := proxy.Cause{What: "speclaunch stopped the engine", Why: "it was not ready within the ready timeout, 3s"}
+	if c := f.last[0].(Cut); c.Cause != want {
+		t.Errorf("cut %+v, want %+v", c.Cause, want)
+	}
 }
 
 func TestSubmitWhileStoppingIsRefused(t *testing.T) {
