@@ -15,6 +15,7 @@ import (
 	"github.com/speclaunch/speclaunch/internal/metrics"
 	"github.com/speclaunch/speclaunch/internal/plan"
 	"github.com/speclaunch/speclaunch/internal/proxy"
+	"github.com/speclaunch/speclaunch/internal/server"
 	"github.com/speclaunch/speclaunch/internal/testenv"
 	"github.com/speclaunch/speclaunch/internal/watch"
 )
@@ -82,5 +83,37 @@ func TestReloadToATakenPortSaysOneThing(t *testing.T) {
 	l := log.String()
 	if !strings.Contains(l, "new settings cannot start") || strings.Contains(l, "nothing to do") || strings.Contains(l, "moves") {
 		t.Errorf("log:\n%s", l)
+	}
+}
+
+// A reload that keeps the engine command says "nothing to do" only where
+// an engine serves with nothing under way: during the first engine's
+// start (SIGHUP in its load) it said "nothing to do", then the runtime
+// that it waited for the start, then "nothing to do" again. The runtime
+// here is not run: its Submit is buffered.
+func TestReloadDuringTheFirstStartSaysOneThing(t *testing.T) {
+	bin, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		phase   server.Phase
+		nothing bool
+	}{{server.Starting, false}, {server.Serving, true}} {
+		cur := llamaPlan(bin, []string{"-ngl", "99"}, nil)
+		cur.Settings.Model.Value = bin
+		cur.Settings.Switch.Value = key.SwitchDrain
+		var log bytes.Buffer
+		sv := &launcher{c: Config{Loader: flagLoader{flagLoad{cur}}}, rt: server.New(server.Options{}), force: inForce{plan: cur},
+			st: newServeStatus(cur), met: metrics.New(metrics.Sources{}), log: slog.New(slog.NewTextHandler(&log, nil))}
+		sv.force.setPhase(tc.phase)
+		changes, stop, done := make(chan watch.Change), make(chan struct{}), make(chan struct{})
+		go func() { sv.feed(changes, nil, stop); close(done) }()
+		changes <- watch.Change{Reason: "SIGHUP"}
+		close(stop)
+		<-done
+		if got := strings.Contains(log.String(), "nothing to do"); got != tc.nothing {
+			t.Errorf("%s: said nothing to do %v, want %v; log:\n%s", tc.phase, got, tc.nothing, log.String())
+		}
 	}
 }

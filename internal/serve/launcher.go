@@ -337,9 +337,9 @@ func (sv *launcher) feed(changes <-chan watch.Change, hup <-chan os.Signal, stop
 		}
 		sv.followFiles(l.Files())
 		// The runtime takes an unchanged engine in without a switch.
-		// During one it applies after it (the latest wins), and says so
-		// itself.
-		kept := !changed && !sv.force.switching()
+		// During one, or an engine's start, it applies after it (the
+		// latest wins), and says so itself.
+		kept := !changed && sv.force.settled()
 		why := ch.Reason
 		if ch.Path != "" {
 			why = ch.Path + " (" + ch.Reason + ")"

@@ -77,6 +77,15 @@ func (f *inForce) switching() bool {
 	return f.phase == server.Switching
 }
 
+// settled says an engine serves with no start or switch under way: a
+// reload that keeps its engine command is nothing to do now, not a job
+// that waits for the first engine, or starts one after a crash.
+func (f *inForce) settled() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.phase == server.Serving
+}
+
 // controllers is the state of the loops beside the runtime, the adaptive
 // width and the schedule follower: which runs, how to stop it, and what
 // they chose, which a reload keeps.

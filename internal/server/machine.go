@@ -478,7 +478,11 @@ func (s *stepper) submit(j *Job) {
 			s.do(Reply{Job: m.Pending, Err: ErrSuperseded})
 		}
 		m.Pending, m.pendingAt = j, s.now
-		s.log(lvInfo, "a switch is under way; the new settings apply after it", "why", j.Reason)
+		under := "a switch is under way"
+		if m.Job != nil && (m.Job.Kind == KindStart || m.Job.Kind == KindRestart) {
+			under = "an engine is starting" // the first, or a restart: no switch
+		}
+		s.log(lvInfo, under+"; the new settings apply after it", "why", j.Reason)
 	case m.Serving != nil && samePlan(j.Plan, m.Plan):
 		s.adopt(j)
 	case m.Serving == nil:

@@ -566,6 +566,28 @@ func TestFirstStartReadyTimeoutSaysSo(t *testing.T) {
 	}
 }
 
+// A reload during the first engine's start, or a restart's, waits for it
+// and says so as a start, not a switch (SIGHUP during the first load said
+// "a switch is under way"); one during a switch says the switch.
+func TestSubmitWhileStartingSaysTheStart(t *testing.T) {
+	f := &fake{t: t, m: NewMachine(planOf("--w", "4"), limits), now: t0}
+	f.want(Begin{}, "Start(1 start)")
+	f.want(Submit{Job: job(KindReload, key.SwitchOverlap, planOf("--w", "4"))}, "")
+	f.logged(lvInfo, "an engine is starting; the new settings apply after it")
+	f.want(Ready{ID: 1}, "Route(1) Adopt Reply(<nil>)")
+	l := limits
+	l.Restart = true
+	f = serving(t, l)
+	f.want(Exited{ID: 1, Code: 137}, "Hold Gone(1)")
+	f.wantAfter(time.Second, Tick{}, "Start(2 restart)")
+	f.want(Submit{Job: job(KindReload, key.SwitchOverlap, planOf("--w", "4"))}, "")
+	f.logged(lvInfo, "an engine is starting; the new settings apply after it")
+	f = serving(t, limits)
+	f.want(Submit{Job: job(KindReload, key.SwitchOverlap, planOf("--w", "3"))}, "Start(2 reload)")
+	f.want(Submit{Job: job(KindReload, key.SwitchOverlap, planOf("--w", "5"))}, "")
+	f.logged(lvInfo, "a switch is under way; the new settings apply after it")
+}
+
 func TestSubmitWhileStoppingIsRefused(t *testing.T) {
 	f := serving(t, limits)
 	f.want(Signal{Sig: syscall.SIGTERM}, "Refuse Watch(1)")
