@@ -124,52 +124,6 @@ func TestSIGKILLDuringOverlapLeavesNoEngine(t *testing.T) {
 	t.Fatalf("engines %v outlived the SIGKILLed launcher", engines)
 }
 
-// SIGQUIT is left to Go, as docs/serving.md and docs/containers.md say:
-// a dump of every goroutine's stack and exit 2, no drain, and the engine
-// dies with the launcher (Pdeathsig). A launcher that took SIGQUIT as a
-// stop, or ignored it, must change those pages with it.
-func TestSIGQUITIsGoDumpAndExit(t *testing.T) {
-	testenv.E2E(t)
-	t.Parallel() // the end-to-end tests wait on their children together
-	bin := staticBinary(t)
-	dir := t.TempDir()
-	l, _ := net.Listen("tcp", "127.0.0.1:0")
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	prof := filepath.Join(dir, "p.toml")
-	os.WriteFile(prof, []byte(fmt.Sprintf("[engine]\nname = \"sim\"\nargs = [\"--sim-warmup\", \"100ms\"]\n[model]\npath = \"t\"\n[draft]\nmodel = \"d\"\nblock_size = 4\n[server]\nport = %d\n", port)), 0o644)
-	cmd := exec.Command(bin, "serve", "--profile", prof, "--log-format", "text")
-	var out testenv.Buffer
-	cmd.Stderr = &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(out.String(), "width verified"); time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no engine serving; log:\n%s", out.String())
-		}
-	}
-	engines := children(cmd.Process.Pid)
-	if len(engines) == 0 {
-		t.Fatal("no engine process under the launcher")
-	}
-	cmd.Process.Signal(syscall.SIGQUIT)
-	err := cmd.Wait()
-	if code := cmd.ProcessState.ExitCode(); code != 2 || !strings.Contains(out.String(), "SIGQUIT: quit") || !strings.Contains(out.String(), "goroutine ") {
-		t.Fatalf("after SIGQUIT: %v (exit %d), want Go's goroutine dump and exit 2; log:\n%s", err, code, out.String())
-	}
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		left := slices.DeleteFunc(slices.Clone(engines), func(p int) bool { return !alive(p) })
-		if len(left) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("engines %v outlived the launcher's SIGQUIT", left)
-		}
-	}
-}
-
 // SIGHUP while the first engine is still loading neither ends the launcher
 // (its default action) nor is lost: the profile is reloaded once the engine
 // serves.
