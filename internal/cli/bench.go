@@ -488,36 +488,36 @@ func engineDefault(r width.Resolution, pol *policy.Policy, eng key.Engine) (int,
 }
 
 // withSlots starts the engine with as many slots as requests in flight
-// (--parallel N, which llama-server and mlxcel-server both read), unless
-// the operator set the slot count (-np/--parallel among the engine
-// arguments, the last one given as the engine takes it: a profile's -np 1
-// and `-- -np 4` after it run 4 slots; or LLAMA_ARG_N_PARALLEL). It
-// returns the engine arguments, the slot count (0 unknown) and where it
-// came from, for the record. LLAMA_ARG_N_PARALLEL is read here alone, and
-// a value that is no slot count (abc, 0, 2.5) is an error naming it: it
-// was taken as the operator's, and the record read "engine slots: — (the
-// operator's LLAMA_ARG_N_PARALLEL=abc)". -1 is llama-server's auto.
-func withSlots(eng key.Engine, args config.Field[[]string], getenv func(string) string, n int) (config.Field[[]string], int, string, error) {
-	given := ""
-	for i, a := range args.Value {
-		name, val, inline := strings.Cut(a, "=")
-		if name != "-np" && name != "--parallel" {
-			continue
+// (--parallel N, which llama-server, mlxcel-server and the sim read),
+// unless the operator set the slot count: the last -np/--parallel among
+// the engine arguments, as the engine takes it (a profile's -np 1 and
+// `-- -np 4` after it run 4 slots); the sim's --sim-slots, which wins
+// over them; llama-server's LLAMA_ARG_N_PARALLEL, the profile's
+// engine.env over the shell's, as the engine gets it. Only llama-server
+// reads the variable: set for the sim it read 4 slots where the sim ran
+// 1. It returns the engine arguments, the slot count (0 unknown) and where
+// it came from, for the record. A value that is no slot count (abc, 0,
+// 2.5) is an error naming it, before anything starts: the variable was
+// taken as the operator's ("engine slots: — (the operator's
+// LLAMA_ARG_N_PARALLEL=abc)"), and -np abc started engines that all failed.
+func withSlots(eng key.Engine, args config.Field[[]string], env slotEnv, n int) (config.Field[[]string], int, string, error) {
+	flag, val := lastFlag(args.Value, "-np", "--parallel")
+	if eng == key.Sim {
+		if f, v := lastFlag(args.Value, "--sim-slots"); f != "" {
+			flag, val = f, v
 		}
-		if !inline && i+1 < len(args.Value) {
-			val = args.Value[i+1]
+	}
+	if flag != "" {
+		k, ok := slotCount(eng, val)
+		if !ok {
+			return args, 0, "", &config.Error{Src: args.Src, Msg: fmt.Sprintf("%s %s is not a slot count: %s, e.g. -np %d for %d requests in flight, or drop it and the engine is started with --parallel %d", flag, config.Quoted(val), slotWant, n, n, n)}
 		}
-		given = name + " " + val
+		return args, k, "the operator's " + flag + " " + val, nil
 	}
-	if given != "" {
-		v, _ := slotCount(eng, given[strings.IndexByte(given, ' ')+1:])
-		return args, v, "the operator's " + given, nil
-	}
-	if v := getenv("LLAMA_ARG_N_PARALLEL"); v != "" {
+	if v, src := env("LLAMA_ARG_N_PARALLEL"); v != "" && eng == key.LlamaCpp {
 		k, ok := slotCount(eng, v)
 		if !ok {
-			return args, 0, "", &config.Error{Src: config.Source{Origin: config.Env, Name: "LLAMA_ARG_N_PARALLEL"},
-				Msg: fmt.Sprintf("%s is not a slot count: want a whole number of 1 or more (or -1, llama-server's auto), e.g. LLAMA_ARG_N_PARALLEL=%d for %d requests in flight, or unset it and the engine is started with --parallel %d", config.Quoted(v), n, n, n)}
+			return args, 0, "", &config.Error{Src: src, Msg: fmt.Sprintf("%s is not a slot count: %s, e.g. LLAMA_ARG_N_PARALLEL=%d for %d requests in flight, or unset it and the engine is started with --parallel %d", config.Quoted(v), slotWant, n, n, n)}
 		}
 		return args, k, "the operator's LLAMA_ARG_N_PARALLEL=" + v, nil
 	}
@@ -525,25 +525,61 @@ func withSlots(eng key.Engine, args config.Field[[]string], getenv func(string) 
 	return out, n, fmt.Sprintf("--parallel %d, added by bench", n), nil
 }
 
+// slotEnv reads a variable as the engine gets it, and where it was set.
+type slotEnv func(name string) (string, config.Source)
+
+// engineEnv is s's engine environment for withSlots: the profile's
+// engine.env over the shell's.
+func engineEnv(s *config.Settings, getenv func(string) string) slotEnv {
+	return func(k string) (string, config.Source) {
+		if v, ok := s.EngineEnv.Value[k]; ok {
+			return v, s.EnvSrc(k)
+		}
+		return getenv(k), config.Source{Origin: config.Env, Name: k}
+	}
+}
+
+// lastFlag is the last of names among args and its value ("" for none),
+// as an engine takes a flag given twice.
+func lastFlag(args []string, names ...string) (flag, val string) {
+	for i, a := range args {
+		name, v, inline := strings.Cut(a, "=")
+		if !slices.Contains(names, name) {
+			continue
+		}
+		if !inline && i+1 < len(args) {
+			v = args[i+1]
+		}
+		flag, val = name, v
+	}
+	return flag, val
+}
+
+// slotWant is what a slot count may be.
+const slotWant = "want a whole number of 1 or more (or -1, llama-server's auto)"
+
 // llamaAutoSlots is the slots llama-server's -np -1 (auto, its default)
 // gives: "n_parallel is set to auto, using n_parallel = 4" in the captures
 // of internal/fakellama/testdata.
 const llamaAutoSlots = 4
 
-// slotCount reads an -np value: a whole number of 1 or more, or -1, auto,
-// which is llamaAutoSlots on llama.cpp and unknown (0) elsewhere (the sim
-// then serves every request at once). ok is false for anything else.
+// slotCount reads a slot count: a whole number of 1 or more, or -1, auto:
+// llamaAutoSlots on llama.cpp, the sim's one slot (it keeps its default
+// for any count below 1), unknown (0) on mlxcel. ok is false for anything
+// else.
 func slotCount(eng key.Engine, v string) (n int, ok bool) {
 	n, err := strconv.Atoi(strings.TrimSpace(v))
 	switch {
-	case err == nil && n >= 1:
+	case err != nil || n < -1 || n == 0:
+		return 0, false
+	case n >= 1:
 		return n, true
-	case err == nil && n == -1 && eng == key.LlamaCpp:
+	case eng == key.LlamaCpp:
 		return llamaAutoSlots, true
-	case err == nil && n == -1:
-		return 0, true
+	case eng == key.Sim:
+		return 1, true
 	}
-	return 0, false
+	return 0, true
 }
 
 // sizeSlots gives s's engine its slots for the highest of levels
@@ -555,7 +591,7 @@ func slotCount(eng key.Engine, v string) (n int, ok bool) {
 // where it came from, for the record.
 func sizeSlots(log *slog.Logger, s *config.Settings, getenv func(string) string, levels []int) (int, string, error) {
 	top := levels[len(levels)-1]
-	args, slots, from, err := withSlots(s.Engine.Value, s.EngineArgs, getenv, top)
+	args, slots, from, err := withSlots(s.Engine.Value, s.EngineArgs, engineEnv(s, getenv), top)
 	if err != nil {
 		return 0, "", err
 	}

@@ -30,6 +30,8 @@ func TestWithSlots(t *testing.T) {
 		slots  int
 		fromIn string
 		err    string // the error, "" for none
+		// profEnv is the profile's engine.env LLAMA_ARG_N_PARALLEL
+		profEnv string
 	}{
 		{name: "added", args: []string{"-ngl", "99"}, eng: key.LlamaCpp, want: []string{"-ngl", "99", "--parallel", "4"}, slots: 4, fromIn: "--parallel 4, added by bench"},
 		{name: "operator -np", args: []string{"-np", "2"}, eng: key.LlamaCpp, want: []string{"-np", "2"}, slots: 2, fromIn: "the operator's -np 2"},
@@ -41,14 +43,23 @@ func TestWithSlots(t *testing.T) {
 		// the sim honours --parallel (it read "the sim serves every
 		// request at once and ignores it")
 		{name: "sim", eng: key.Sim, want: []string{"--parallel", "4"}, slots: 4, fromIn: "--parallel 4, added by bench"},
+		// only llama-server reads the variable: set for the sim it read 4
+		// slots where the sim ran 1
+		{name: "sim and the variable", env: "4", eng: key.Sim, want: []string{"--parallel", "4"}, slots: 4, fromIn: "--parallel 4, added by bench"},
+		{name: "sim -np -1", args: []string{"-np", "-1"}, eng: key.Sim, want: []string{"-np", "-1"}, slots: 1, fromIn: "the operator's -np -1"},
+		{name: "sim --sim-slots over -np", args: []string{"--sim-slots", "1", "-np", "4"}, eng: key.Sim, want: []string{"--sim-slots", "1", "-np", "4"}, slots: 1, fromIn: "the operator's --sim-slots 1"},
+		{name: "profile engine.env over the shell", env: "4", profEnv: "1", eng: key.LlamaCpp, want: nil, slots: 1, fromIn: "LLAMA_ARG_N_PARALLEL=1"},
+		{name: "profile engine.env not a number", profEnv: "x", eng: key.LlamaCpp, err: `profile p.toml:7: "x" is not a slot count`},
+		// -np abc started engines that all failed, and bench exited 0
+		{name: "-np abc", args: []string{"-np", "abc"}, eng: key.LlamaCpp, err: `-np "abc" is not a slot count`},
+		{name: "--parallel=0", args: []string{"--parallel=0"}, eng: key.Sim, err: `--parallel "0" is not a slot count`},
 		// -1 is llama-server's auto, 4 slots (it was refused)
 		{name: "env auto", env: "-1", eng: key.LlamaCpp, want: nil, slots: 4, fromIn: "LLAMA_ARG_N_PARALLEL=-1"},
 		{name: "operator -np -1", args: []string{"-np", "-1"}, eng: key.LlamaCpp, want: []string{"-np", "-1"}, slots: 4, fromIn: "the operator's -np -1"},
-		{name: "sim auto", env: "-1", eng: key.Sim, want: nil, slots: 0, fromIn: "LLAMA_ARG_N_PARALLEL=-1"},
 		// a variable that is no slot count is refused, naming it and the
 		// fix: "abc" was taken as the operator's, and the record read
 		// "engine slots: — (the operator's LLAMA_ARG_N_PARALLEL=abc)"
-		{name: "env not a number", env: "abc", eng: key.Sim, err: `env LLAMA_ARG_N_PARALLEL: "abc" is not a slot count: want a whole number of 1 or more (or -1, llama-server's auto), e.g. LLAMA_ARG_N_PARALLEL=4 for 4 requests in flight, or unset it`},
+		{name: "env not a number", env: "abc", eng: key.LlamaCpp, err: `env LLAMA_ARG_N_PARALLEL: "abc" is not a slot count: want a whole number of 1 or more (or -1, llama-server's auto), e.g. LLAMA_ARG_N_PARALLEL=4 for 4 requests in flight, or unset it`},
 		{name: "env zero", env: "0", eng: key.LlamaCpp, err: `env LLAMA_ARG_N_PARALLEL: "0" is not a slot count`},
 		{name: "env below auto", env: "-2", eng: key.LlamaCpp, err: `env LLAMA_ARG_N_PARALLEL: "-2" is not a slot count`},
 		{name: "env a fraction", env: "2.5", eng: key.LlamaCpp, err: `"2.5" is not a slot count`},
@@ -65,7 +76,12 @@ func TestWithSlots(t *testing.T) {
 					return ""
 				}
 			}
-			got, slots, from, err := withSlots(tc.eng, config.Field[[]string]{Value: tc.args}, getenv, 4)
+			s := config.Settings{}
+			if tc.profEnv != "" {
+				s.EngineEnv.Value = map[string]string{"LLAMA_ARG_N_PARALLEL": tc.profEnv}
+				s.EngineEnvSrc = map[string]config.Source{"LLAMA_ARG_N_PARALLEL": {Origin: config.Profile, Name: "p.toml:7"}}
+			}
+			got, slots, from, err := withSlots(tc.eng, config.Field[[]string]{Value: tc.args}, engineEnv(&s, getenv), 4)
 			if tc.err != "" {
 				var ce *config.Error
 				if !errors.As(err, &ce) || !strings.Contains(err.Error(), tc.err) {

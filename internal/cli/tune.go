@@ -368,9 +368,20 @@ func (t *tuning) run(e *Env) error {
 		return fmt.Errorf("tune measured %s (record %s.md) but did not write it: %w", sched, t.outBase, err)
 	}
 	fmt.Fprintln(e.Stderr) // after the progress, before the result
-	fmt.Fprintf(resultOut(e, t.lo.JSONProgress), "tuned in %s: %s (%s)\nwritten to %s as entry %s; record %s.md\n%s\n",
-		time.Since(started).Round(time.Second), sched.Describe(), sched, t.layer, entry.ID, t.outBase, tunedNext(t.layer, t.profile, e.Getenv))
+	fmt.Fprintf(resultOut(e, t.lo.JSONProgress), "tuned in %s: %s (%s)%s\nwritten to %s as entry %s; record %s.md\n%s\n",
+		time.Since(started).Round(time.Second), sched.Describe(), sched, t.queued(), t.layer, entry.ID, t.outBase, tunedNext(t.layer, t.profile, e.Getenv))
 	return nil
+}
+
+// queued repeats, beside the schedule written, that its levels with more
+// clients than the engine's slots measured the slots (bench.Queued), as
+// the warning before the run said: "" where none did.
+func (t *tuning) queued() string {
+	q := bench.Queued(t.lo.Slots, t.lo.Levels)
+	if len(q) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; at %s in flight the excess requests queued for the engine's slots (%s): tune again with as many slots as clients", strings.ReplaceAll(joinLevels(q), ",", ", "), t.lo.SlotsFrom)
 }
 
 // tunedNext says how serve comes to read what tune wrote (by itself from

@@ -650,3 +650,23 @@ func TestLeftAsItWas(t *testing.T) {
 		}
 	}
 }
+
+// tune's result repeats, beside the schedule it wrote, the levels whose
+// clients outnumbered the engine's slots: the warning before the run had
+// scrolled away, and the schedule earned on one slot went into the layer
+// serve follows with nothing said.
+func TestTuneResultSaysQueuedLevels(t *testing.T) {
+	for _, tc := range []struct {
+		slots int
+		want  string
+	}{
+		{1, "; at 2, 4 in flight the excess requests queued for the engine's slots (the operator's -np 1): tune again with as many slots as clients"},
+		{4, ""},
+		{0, ""}, // unknown
+	} {
+		tn := tuning{lo: bench.LoadOptions{Levels: []int{1, 2, 4}, Slots: tc.slots, SlotsFrom: "the operator's -np 1"}}
+		if got := tn.queued(); got != tc.want {
+			t.Errorf("%d slots: %q, want %q", tc.slots, got, tc.want)
+		}
+	}
+}
