@@ -59,7 +59,7 @@ func (c *BenchCmd) loadOptions(e *Env, o bench.Options, levels []int) (bench.Loa
 			return lo, &config.Error{Src: src, Msg: fmt.Sprintf("%q is far out of range; give %v or less", c.Window, bench.MaxLoadWindow)}
 		}
 		if err != nil || d <= 0 {
-			return lo, &config.Error{Src: src, Msg: fmt.Sprintf("%q is not a duration above 0 (e.g. 5s)", c.Window)}
+			return lo, &config.Error{Src: src, Msg: fmt.Sprintf("%q is not a duration from %v to %v, e.g. 5s", c.Window, bench.MinLoadWindow, bench.MaxLoadWindow)}
 		}
 		if d < bench.MinLoadWindow {
 			return lo, &config.Error{Src: src, Msg: fmt.Sprintf("%q is below %v, the shortest window: a window must hold tokens to have a rate; give %v or more", c.Window, bench.MinLoadWindow, bench.MinLoadWindow)}

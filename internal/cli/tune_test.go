@@ -179,7 +179,7 @@ func TestLoadSweepFlagErrors(t *testing.T) {
 		{[]string{"bench", "--widths", "1,4"}, "flag --widths: width 1 is below 2: classic decoding (width 1) is always measured as an arm of its own, so leave it out"},
 		{[]string{"bench", "--concurrency", "1,4", "--widths", "0,4"}, "flag --widths: width 0 is below 2: classic decoding"},
 		{[]string{"bench", "--concurrency", "1,4", "--window", "11m"}, `flag --window: "11m" is above 10m0s`},
-		{[]string{"tune", "--window", "0s"}, `flag --window: "0s" is not a duration above 0`}, // refused after the layer is read, before records/ is made
+		{[]string{"tune", "--window", "0s"}, `flag --window: "0s" is not a duration from 100ms to 10m0s, e.g. 5s`}, // refused after the layer is read, before records/ is made
 		{[]string{"tune", "--window", "9999999999h"}, `flag --window: "9999999999h" is far out of range; give 10m0s or less`},
 		{[]string{"tune", "--window", "1ns"}, `flag --window: "1ns" is below 100ms, the shortest window`},
 		{[]string{"bench", "--title", strings.Repeat("t", 5000)}, "flag --title: the title is 5000 bytes long, above the 4096"},

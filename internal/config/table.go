@@ -654,7 +654,7 @@ func parseTemperature(v string) (float64, error) {
 func parseRequestTimeout(v string) (time.Duration, error) {
 	d, err := time.ParseDuration(v)
 	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("%q: want a duration such as 120s", v)
+		return 0, fmt.Errorf("%q: want a duration %s, e.g. 120s", v, profiles.DurationRange(false))
 	}
 	return d, nil
 }

@@ -456,7 +456,7 @@ func TestLoadBench(t *testing.T) {
 		{name: "empty --prompts is no set", profile: "[bench]\nprompts = \"code\"\n", flags: map[string]string{"prompts": ""}, check: func(b Bench) bool {
 			return b.Prompts.Value == "" && b.Prompts.Src.String() == "flag --prompts"
 		}},
-		{name: "request timeout", flags: map[string]string{"request-timeout": "0s"}, err: `flag --request-timeout: "0s": want a duration such as 120s`},
+		{name: "request timeout", flags: map[string]string{"request-timeout": "0s"}, err: `flag --request-timeout: "0s": want a duration above 0 and at most 2562047h (about 292 years), e.g. 120s`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var p *profiles.Profile
