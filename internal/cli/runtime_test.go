@@ -119,8 +119,11 @@ func TestServeShutdownTimeoutAnswersTheRequestsCut(t *testing.T) {
 
 // An engine that stops answering (SIGSTOP) does not hang the launcher:
 // /health answers from the runtime's state; after --hang-timeout the
-// engine is killed and replaced, and a request sent to it meanwhile,
-// which had no response byte, is answered by the replacement.
+// engine is killed and replaced. A request sent to it meanwhile, which had
+// no response byte, is answered by the replacement; a stream under way on
+// it ends with an event naming the liveness check (with a restart to
+// follow it read "the engine failed during this response (the engine
+// closed the connection)", 502).
 func TestServeHungEngineIsReplaced(t *testing.T) {
 	testenv.E2E(t)
 	t.Parallel() // see TestMain
@@ -130,42 +133,6 @@ func TestServeHungEngineIsReplaced(t *testing.T) {
 		t.Fatal("no engine in the status")
 	}
 	hung := st.Engine.PID
-	if err := syscall.Kill(hung, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	defer syscall.Kill(hung, syscall.SIGKILL)
-	answered := make(chan error, 1)
-	go func() { answered <- streamWhole(port, 8) }()
-	client := &http.Client{Timeout: 5 * time.Second}
-	resp, err := client.Get(fmt.Sprintf("http://127.0.0.1:%d/health", port))
-	if err != nil {
-		t.Fatalf("/health did not answer while the engine hangs: %v", err)
-	}
-	resp.Body.Close()
-	r.log.waitFor(t, `engine stopped answering; killing it`, 1, 20*time.Second)
-	r.log.waitFor(t, `restarting engine`, 1, 20*time.Second)
-	if err := <-answered; err != nil {
-		t.Errorf("the request sent to the hung engine failed instead of going to its replacement: %v\n%s", err, r.log)
-	}
-	if st := status(t, port); st.Engine == nil || st.Engine.PID == hung {
-		t.Errorf("status engine %+v, want a new engine", st.Engine)
-	}
-}
-
-// A stream under way on an engine killed as hung ends with an error event
-// that names the liveness check, with --restart on-failure as without it:
-// with a restart to follow it read "the engine failed during this response
-// (the engine closed the connection)" (502), where without one it was told
-// "speclaunch stopped the engine ... (it stopped answering its liveness
-// check)".
-func TestServeHungEngineStreamSaysWhy(t *testing.T) {
-	testenv.E2E(t)
-	t.Parallel() // see TestMain
-	r, _, _, port := serveSim(t, "", "--hang-timeout", "2s", "--restart", "on-failure")
-	st := status(t, port)
-	if st.Engine == nil {
-		t.Fatal("no engine in the status")
-	}
 	resp, err := http.Post(fmt.Sprintf("http://127.0.0.1:%d/v1/completions", port), "application/json",
 		strings.NewReader(`{"prompt":"def fib(n):","max_tokens":60000,"stream":true}`))
 	if err != nil {
@@ -176,10 +143,18 @@ func TestServeHungEngineStreamSaysWhy(t *testing.T) {
 	if line, err := rd.ReadString('\n'); err != nil || !strings.HasPrefix(line, "data: ") {
 		t.Fatalf("first line %q, %v: want an event under way", line, err)
 	}
-	if err := syscall.Kill(st.Engine.PID, syscall.SIGSTOP); err != nil {
+	if err := syscall.Kill(hung, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	defer syscall.Kill(st.Engine.PID, syscall.SIGKILL)
+	defer syscall.Kill(hung, syscall.SIGKILL)
+	answered := make(chan error, 1)
+	go func() { answered <- streamWhole(port, 8) }()
+	client := &http.Client{Timeout: 5 * time.Second}
+	health, err := client.Get(fmt.Sprintf("http://127.0.0.1:%d/health", port))
+	if err != nil {
+		t.Fatalf("/health did not answer while the engine hangs: %v", err)
+	}
+	health.Body.Close()
 	rest, _ := io.ReadAll(rd)
 	tail := string(rest)
 	if i := strings.LastIndex(tail, "data: "); i >= 0 {
@@ -187,6 +162,13 @@ func TestServeHungEngineStreamSaysWhy(t *testing.T) {
 	}
 	if !strings.Contains(tail, `"code":503`) || !strings.Contains(tail, "speclaunch stopped the engine during this response (it stopped answering its liveness check)") {
 		t.Errorf("the stream cut by the hung engine's kill ended %q, want a 503 event naming the liveness check; log:\n%s", tail, r.log)
+	}
+	r.log.waitFor(t, `restarting engine`, 1, 20*time.Second)
+	if err := <-answered; err != nil {
+		t.Errorf("the request sent to the hung engine failed instead of going to its replacement: %v\n%s", err, r.log)
+	}
+	if st := status(t, port); st.Engine == nil || st.Engine.PID == hung {
+		t.Errorf("status engine %+v, want a new engine", st.Engine)
 	}
 }
 
