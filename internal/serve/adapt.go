@@ -16,16 +16,26 @@ import (
 	"github.com/speclaunch/speclaunch/internal/secret"
 	"github.com/speclaunch/speclaunch/internal/server"
 	"github.com/speclaunch/speclaunch/internal/waitlog"
-	"github.com/speclaunch/speclaunch/internal/width"
 )
 
 // AdaptOff says why serve does not adapt for a plan, "" when it may.
 func AdaptOff(p *plan.Plan, proxied bool) string {
+	if why := adaptCannot(p, proxied); why != "" {
+		return why
+	}
+	if p.Resolution.IsOperator() {
+		return operatorSet(p.Settings) + "; it always wins"
+	}
+	return ""
+}
+
+// adaptCannot says why serve cannot adapt for a plan whatever the width:
+// with one of these, an operator width removed leaves the loop off for
+// this reason, not for the width.
+func adaptCannot(p *plan.Plan, proxied bool) string {
 	switch {
 	case !p.Settings.Adapt.Value:
 		return "not asked for (--adapt, adapt.enabled, MLXCEL_ADAPT)"
-	case p.Resolution.Source == width.Override:
-		return operatorSet(p.Settings) + "; it always wins"
 	case p.Settings.DraftModel.Value == "":
 		return "no draft model: speculation is off"
 	case !proxied:
@@ -39,7 +49,7 @@ func AdaptOff(p *plan.Plan, proxied bool) string {
 }
 
 // operatorSet says which operator setting overrides the policy
-// (width.Override), with its source: the schedule or the width. A
+// (Resolution.IsOperator), with its source: the schedule or the width. A
 // schedule was named as a width "(default)".
 func operatorSet(s config.Settings) string {
 	if s.Schedule.Value != nil {
@@ -53,8 +63,8 @@ func operatorSet(s config.Settings) string {
 func (sv *launcher) newAdapt(p *plan.Plan) Controller {
 	if why := AdaptOff(p, sv.px != nil); why != "" {
 		if p.Settings.Adapt.Value {
-			if p.Resolution.Source == width.Override {
-				sv.ctl.overrule() // a reload that removes it starts no loop
+			if adaptCannot(p, sv.px != nil) == "" {
+				sv.ctl.overrule() // the operator's: a reload that removes it starts no loop
 			}
 			sv.log.Info("adaptive width off: " + why)
 			sv.showAdapt(adapt.Status{State: adapt.StateNotAdapting, Note: why, Updated: time.Now()}, adapt.StateNotAdapting)

@@ -311,13 +311,16 @@ func TestAdaptOffFollowsThePlanInForce(t *testing.T) {
 	}
 	dflt := &plan.Plan{Resolution: width.Resolution{Source: width.KindDefault, Width: 16}}
 	dflt.Settings.Adapt.Value, dflt.Settings.DraftModel.Value, dflt.Settings.Engine.Value = true, "d", key.Sim
+	offAtOne := &plan.Plan{Resolution: width.Resolution{Source: width.Off, OnSource: width.Override}}
+	offAtOne.Settings.Schedule = config.Field[schedule.Schedule]{Value: schedule.Flat(1, "override"), Src: config.Source{Origin: config.Profile, Name: "ad.toml:31"}}
+	offAtOne.Settings.Adapt.Value, offAtOne.Settings.DraftModel.Value, offAtOne.Settings.Engine.Value = true, "d", key.Sim
 	for _, tc := range []struct {
 		name    string
 		running bool // the loop ran until a reload set the width; else the width was set at start
 	}{{"ended by a reload", true}, {"off from the start", false}} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				sv := &launcher{log: slog.New(slog.DiscardHandler), st: newServeStatus(&plan.Plan{}), met: metrics.New(metrics.Sources{})}
+				sv := &launcher{px: proxy.New(proxy.Options{}), log: slog.New(slog.DiscardHandler), st: newServeStatus(&plan.Plan{}), met: metrics.New(metrics.Sources{})}
 				if tc.running {
 					sv.ctl.loop, sv.ctl.stopAdapt = &controlShell{}, func() {}
 				} else if c := sv.newAdapt(operator(3)); c != nil {
@@ -334,11 +337,30 @@ func TestAdaptOffFollowsThePlanInForce(t *testing.T) {
 				}
 				show(operator(3), 3, "an operator width is set (profile ad.toml:30); it always wins; it stays off until speclaunch restarts")
 				show(operator(4), 4, "an operator width is set (profile ad.toml:30); it always wins; it stays off until speclaunch restarts")
+				// an operator schedule off at one request is the operator's too
+				// (it read "since removed" while the schedule was in force)
+				show(offAtOne, 1, "an operator schedule is set (profile ad.toml:31); it always wins; it stays off until speclaunch restarts")
 				show(dflt, 16, "an operator width or schedule turned it off, since removed; it stays off until speclaunch restarts")
 				if sv.ctl.adaptive() != nil {
 					t.Error("the loop is kept after an operator width ended it")
 				}
 			})
 		})
+	}
+}
+
+// Where the loop could not run whatever the width (here the proxy is off),
+// an operator width is not what keeps it off: with it removed the status
+// keeps that reason, and does not say a restart would bring the loop back.
+func TestAdaptOffForAnotherReasonIsNotOverruled(t *testing.T) {
+	p := &plan.Plan{Resolution: width.Resolution{Source: width.Override, Width: 3}}
+	p.Settings.Width = config.Field[int]{Value: 3, Src: config.Source{Origin: config.Flag, Name: "--draft-block-size"}}
+	p.Settings.Adapt.Value, p.Settings.DraftModel.Value, p.Settings.Engine.Value = true, "d", key.Sim
+	sv := &launcher{log: slog.New(slog.DiscardHandler), st: newServeStatus(&plan.Plan{}), met: metrics.New(metrics.Sources{})}
+	if c := sv.newAdapt(p); c != nil || sv.ctl.isOverruled() {
+		t.Fatalf("controller %v, overruled %v: want neither without the proxy", c, sv.ctl.isOverruled())
+	}
+	if got, _ := sv.st.adapt.(adapt.Status); got.Note != "the proxy is off (--no-proxy): a switch would fail requests" {
+		t.Errorf("note %q, want the proxy's", got.Note)
 	}
 }

@@ -304,9 +304,9 @@ func logPlan(log *slog.Logger, p *plan.Plan, msg string, extra ...any) {
 		attrs = append(attrs, "entry", r.Entry.ID, "pin", r.Entry.Pin, "record", r.Entry.Record)
 	}
 	switch {
-	case r.Source == width.Override && p.Settings.Schedule.Set():
+	case r.IsOperator() && p.Settings.Schedule.Set():
 		attrs = append(attrs, "from", p.Settings.Schedule.Src.String())
-	case r.Source == width.Override:
+	case r.IsOperator():
 		attrs = append(attrs, "from", p.Settings.Width.Src.String())
 	}
 	if s := r.Schedule; len(s) > 1 && !s.IsFlat() {

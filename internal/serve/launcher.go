@@ -442,7 +442,7 @@ func (sv *launcher) switched(s server.Switched, to *server.Instance) {
 		case j.Kind == server.KindAdapt:
 			sv.ctl.adaptedTo(widthOf(to.Plan), j.Reason)
 		case j.Kind == server.KindFollow: // its plan's load is the bucket it chose (a reload reads it there)
-		case !j.Plan.Settings.Adapt.Value || j.Plan.Resolution.Source == width.Override:
+		case !j.Plan.Settings.Adapt.Value || j.Plan.Resolution.IsOperator():
 			sv.ctl.adaptedTo(0, "")
 		}
 	}
@@ -676,7 +676,7 @@ func StartErr(err error) error {
 // operator setting turned it off, the status follows the plan in force,
 // the operator's width removed or changed.
 func (sv *launcher) operatorWidthEndsAdapt(p *plan.Plan) {
-	if p.Resolution.Source == width.Override {
+	if p.Resolution.IsOperator() {
 		if stop := sv.ctl.takeStopAdapt(true); stop != nil {
 			sv.ctl.overrule()
 			sv.log.Info("adaptive width off: " + operatorSet(p.Settings) + "; it always wins" + staysOff)
@@ -703,7 +703,7 @@ const staysOff = "; it stays off until speclaunch restarts"
 func (sv *launcher) showOverruled() {
 	p := sv.plan()
 	why := "an operator width or schedule turned it off, since removed"
-	if p.Resolution.Source == width.Override {
+	if p.Resolution.IsOperator() {
 		why = operatorSet(p.Settings) + "; it always wins"
 	}
 	sv.showAdapt(adapt.Status{State: adapt.StateNotAdapting, Note: why + staysOff, Width: widthOf(p), Updated: time.Now()}, adapt.StateNotAdapting)
@@ -761,7 +761,7 @@ func (sv *launcher) adaptedPlan(cur *plan.Plan, w int, reason string) (*plan.Pla
 	if err != nil {
 		return nil, nil, err
 	}
-	if np.Resolution.Source == width.Override {
+	if np.Resolution.IsOperator() {
 		// The loop stops on it: an operator width always wins.
 		return nil, nil, fmt.Errorf("%w: %s; it always wins", adapt.ErrNotAdapting, operatorSet(np.Settings))
 	}

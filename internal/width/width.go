@@ -77,6 +77,13 @@ func (r Resolution) IsAdaptive() bool {
 	return r.Source == Adaptive || r.Source == Off && r.OnSource == Adaptive
 }
 
+// IsOperator says an operator width or schedule chose this resolution's
+// width, a schedule's bucket that is off included: the adaptive loop ran
+// under an operator schedule whose first bucket was off.
+func (r Resolution) IsOperator() bool {
+	return r.Source == Override || r.Source == Off && r.OnSource == Override
+}
+
 // Describe renders "4 (reason)" as mlxcel's ResolvedBlockSize does.
 func (r Resolution) Describe() string {
 	if r.Source == Off {
