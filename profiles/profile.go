@@ -703,9 +703,9 @@ func numberForDuration(data []byte, path string) string {
 	return fmt.Sprintf("%s = %s is a number; write a duration string such as \"5m\" or \"90s\", %s (see docs/profiles.md)", path, tomlguard.Text(v), DurationRange(offKeys[path]))
 }
 
-// LongestDuration is the longest duration a setting takes, as its
+// longestDuration is the longest duration a setting takes, as its
 // messages say it: what a time.Duration holds.
-const LongestDuration = "2562047h (about 292 years)"
+const longestDuration = "2562047h (about 292 years)"
 
 // DurationRange is the range of a duration setting as every message that
 // refuses one says it (a bare number here, a string in config's parser):
@@ -714,9 +714,9 @@ const LongestDuration = "2562047h (about 292 years)"
 // number said the range.
 func DurationRange(off bool) string {
 	if off {
-		return "from 0 (off) up to " + LongestDuration
+		return "from 0 (off) up to " + longestDuration
 	}
-	return "above 0 and at most " + LongestDuration
+	return "above 0 and at most " + longestDuration
 }
 
 // secondsDuration is x seconds as a duration string ("30s") where a

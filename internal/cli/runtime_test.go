@@ -133,7 +133,8 @@ func TestServeHungEngineIsReplaced(t *testing.T) {
 		t.Fatal("no engine in the status")
 	}
 	hung := st.Engine.PID
-	resp, err := http.Post(fmt.Sprintf("http://127.0.0.1:%d/v1/completions", port), "application/json",
+	// bounded: a stream the kill does not end fails the test, not the run
+	resp, err := (&http.Client{Timeout: 60 * time.Second}).Post(fmt.Sprintf("http://127.0.0.1:%d/v1/completions", port), "application/json",
 		strings.NewReader(`{"prompt":"def fib(n):","max_tokens":60000,"stream":true}`))
 	if err != nil {
 		t.Fatal(err)
