@@ -485,6 +485,13 @@ func (s *stepper) submit(j *Job) {
 		s.log(lvInfo, under+"; the new settings apply after it", "why", j.Reason)
 	case m.Serving != nil && samePlan(j.Plan, m.Plan):
 		s.adopt(j)
+	case m.Serving == nil && samePlan(j.Plan, m.Plan):
+		// A crash's back-off, these very settings: the restart at its end
+		// runs them. Starting now skipped the back-off, so a reload storm
+		// (SIGHUPs, an editor's saves) restarted a crashing engine at once.
+		m.Plan, m.Limits = j.Plan, j.Limits
+		s.log(lvInfo, "the engine asked for restarts with these settings once its back-off ends", "why", j.Reason)
+		s.do(Adopt{Job: j}, Reply{Job: j})
 	case m.Serving == nil:
 		// Nothing serves (restarting after a crash): start the new
 		// settings now, with the previous ones as the fallback.

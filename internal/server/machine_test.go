@@ -588,6 +588,23 @@ func TestSubmitWhileStartingSaysTheStart(t *testing.T) {
 	f.logged(lvInfo, "a switch is under way; the new settings apply after it")
 }
 
+// A reload of the same settings while a crashed engine waits its back-off
+// is adopted, and the restart keeps its time: it started the engine at
+// once, so a SIGHUP storm restarted a crashing engine as fast as it came.
+// New settings still start at once.
+func TestSubmitDuringRestartBackoff(t *testing.T) {
+	l := limits
+	l.Restart = true
+	f := serving(t, l)
+	f.want(Exited{ID: 1, Code: 137}, "Hold Gone(1)")
+	f.want(Submit{Job: job(KindReload, key.SwitchOverlap, planOf("--w", "4"))}, "Adopt Reply(<nil>)")
+	f.logged(lvInfo, "restarts with these settings once its back-off ends")
+	f.wantAfter(time.Second, Tick{}, "Start(2 restart)")
+	f = serving(t, l)
+	f.want(Exited{ID: 1, Code: 137}, "Hold Gone(1)")
+	f.want(Submit{Job: job(KindReload, key.SwitchOverlap, planOf("--w", "3"))}, "Start(2 reload)")
+}
+
 func TestSubmitWhileStoppingIsRefused(t *testing.T) {
 	f := serving(t, limits)
 	f.want(Signal{Sig: syscall.SIGTERM}, "Refuse Watch(1)")
