@@ -68,6 +68,19 @@ func (sv *launcher) runFollow(p *plan.Plan) func() {
 	return func() { cancel(); <-done }
 }
 
+// followLater starts the follower for the plan a reload brought where
+// none runs: the loops start with the first engine, so a schedule that
+// came by a reload (an edit, a tune writing its layer), or one an
+// operator schedule left when it ended the adaptive loop, was never
+// followed. A running follower takes a new schedule itself.
+func (sv *launcher) followLater(p *plan.Plan) {
+	adapting, _ := sv.ctl.forFollower()
+	if !sv.ctl.noFollower() || FollowOff(p, sv.px != nil, adapting) != "" {
+		return
+	}
+	sv.ctl.ran(sv.runFollow(p), true)
+}
+
 // follow is the follower's loop: a sample of the load (Load) every
 // follow.Tick, a switch when the rule asks for one.
 func (sv *launcher) follow(ctx context.Context, p *plan.Plan, started time.Duration) {

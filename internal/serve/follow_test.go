@@ -1,15 +1,19 @@
 package serve
 
 import (
-	"github.com/speclaunch/speclaunch/internal/follow"
+	"log/slog"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/speclaunch/speclaunch/internal/config"
 	"github.com/speclaunch/speclaunch/internal/control"
+	"github.com/speclaunch/speclaunch/internal/follow"
 	"github.com/speclaunch/speclaunch/internal/key"
+	"github.com/speclaunch/speclaunch/internal/metrics"
 	"github.com/speclaunch/speclaunch/internal/plan"
+	"github.com/speclaunch/speclaunch/internal/proxy"
 	"github.com/speclaunch/speclaunch/internal/record"
 	"github.com/speclaunch/speclaunch/internal/schedule"
 	"github.com/speclaunch/speclaunch/internal/width"
@@ -210,4 +214,31 @@ func TestBusyWatchSaysALongWaitOnce(t *testing.T) {
 			t.Errorf("at %v (busy %v): say %v, want %v", l.at, l.busy, say, l.say)
 		}
 	}
+}
+
+// A schedule that comes by a reload is followed: the follower started
+// with the first engine only, so a schedule edited in (or written by a
+// tune) while serve ran was never followed, the engine kept its width at
+// four requests in flight. One follower runs however many reloads come.
+func TestFollowerStartsForAReloadedSchedule(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sv := &launcher{px: proxy.New(proxy.Options{}), log: slog.New(slog.DiscardHandler), st: newServeStatus(&plan.Plan{}), met: metrics.New(metrics.Sources{})}
+		sv.ctl.started = true // the first engine served, with one width
+		sv.adopt(schedPlan(t, key.Sim, "4", 1), nil)
+		if !sv.ctl.noFollower() {
+			t.Fatal("a follower for one width at every load")
+		}
+		sv.adopt(schedPlan(t, key.Sim, "1:6,2-3:4,4+:1", 1), nil)
+		stop := sv.ctl.takeStopFollow()
+		if stop == nil {
+			t.Fatal("no follower for the schedule a reload brought")
+		}
+		stop()
+		running := 0
+		sv.ctl.ran(func() { running++ }, true) // one runs
+		sv.adopt(schedPlan(t, key.Sim, "1:5,2+:1", 1), nil)
+		if sv.ctl.takeStopFollow()(); running != 1 {
+			t.Error("a second follower started for a second reload")
+		}
+	})
 }

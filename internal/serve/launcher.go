@@ -556,6 +556,7 @@ func (sv *launcher) adopt(np *plan.Plan, from Load) {
 	cur := sv.force.take(np, from)
 	sv.st.settings(np)
 	sv.operatorWidthEndsAdapt(np)
+	sv.followLater(np)
 	if sv.px == nil || cur == nil {
 		return
 	}

@@ -187,6 +187,14 @@ func (c *controllers) isOverruled() bool {
 	return c.overruled
 }
 
+// noFollower says the loops started with the first engine and no
+// follower runs.
+func (c *controllers) noFollower() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.started && c.stopFollow == nil
+}
+
 func (c *controllers) takeStopFollow() func() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
