@@ -585,6 +585,14 @@ func (s *stepper) startFailed(st *Engine, err error) {
 	}
 	m.Job = nil
 	m.lastErr = err
+	if m.Pending != nil && !samePlan(m.Pending.Plan, m.Plan) {
+		// An edit waited for this start: its settings go next. The ones
+		// that failed were retried with back-off and the edit lost (or,
+		// without a restart policy, the launcher exited with it unread).
+		s.log(lvError, "engine failed to start; starting the settings that waited for it", "err", err)
+		s.next()
+		return
+	}
 	if !m.Limits.Restart {
 		if c, ok := startCause(err); ok {
 			s.cutOnce(c)

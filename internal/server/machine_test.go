@@ -605,6 +605,26 @@ func TestSubmitDuringRestartBackoff(t *testing.T) {
 	f.want(Submit{Job: job(KindReload, key.SwitchOverlap, planOf("--w", "3"))}, "Start(2 reload)")
 }
 
+// An edit that waited for a start that failed is started next, with or
+// without a restart policy: the failed settings were retried with
+// back-off and the edit lost, or the launcher exited 2 with it unread.
+// Waiting settings the same as the failed ones change nothing.
+func TestStartFailedStartsTheSettingsThatWaited(t *testing.T) {
+	for _, restart := range []bool{false, true} {
+		l := limits
+		l.Restart = restart
+		f := &fake{t: t, m: NewMachine(planOf("--w", "4"), l), now: t0}
+		f.want(Begin{}, "Start(1 start)")
+		f.want(Submit{Job: job(KindReload, key.SwitchOverlap, planOf("--w", "3"))}, "")
+		f.want(Ready{ID: 1, Err: errors.New("not ready within the ready timeout")}, "Start(2 reload)")
+		f.logged(lvError, "starting the settings that waited for it")
+	}
+	f := &fake{t: t, m: NewMachine(planOf("--w", "4"), limits), now: t0}
+	f.want(Begin{}, "Start(1 start)")
+	f.want(Submit{Job: job(KindReload, key.SwitchOverlap, planOf("--w", "4"))}, "")
+	f.want(Ready{ID: 1, Err: errors.New("not ready")}, "Exit(2)")
+}
+
 func TestSubmitWhileStoppingIsRefused(t *testing.T) {
 	f := serving(t, limits)
 	f.want(Signal{Sig: syscall.SIGTERM}, "Refuse Watch(1)")
