@@ -488,18 +488,18 @@ func engineDefault(r width.Resolution, pol *policy.Policy, eng key.Engine) (int,
 }
 
 // withSlots starts the engine with as many slots as requests in flight
-// (--parallel N, which llama-server, mlxcel-server and the sim read),
-// unless the operator set the slot count: the last -np/--parallel among
-// the engine arguments, as the engine takes it (a profile's -np 1 and
-// `-- -np 4` after it run 4 slots); the sim's --sim-slots, which wins
-// over them; llama-server's LLAMA_ARG_N_PARALLEL, the profile's
-// engine.env over the shell's, as the engine gets it. Only llama-server
-// reads the variable: set for the sim it read 4 slots where the sim ran
-// 1. It returns the engine arguments, the slot count (0 unknown) and where
-// it came from, for the record. A value that is no slot count (abc, 0,
-// 2.5) is an error naming it, before anything starts: the variable was
-// taken as the operator's ("engine slots: — (the operator's
-// LLAMA_ARG_N_PARALLEL=abc)"), and -np abc started engines that all failed.
+// (--parallel N, which llama-server, mlxcel-server and the sim read), so
+// that a level measures the load and not a queue, unless the operator set
+// the slot count. That count is read as the engine reads it, since the
+// record says what ran: the last -np/--parallel among the engine
+// arguments (a profile's -np 1 and `-- -np 4` after it run 4 slots); the
+// sim's --sim-slots, which wins over them; LLAMA_ARG_N_PARALLEL, the
+// profile's engine.env over the shell's, on llama-server alone (the sim
+// and mlxcel do not read it). It returns the engine arguments, the slot
+// count (0 unknown) and where it came from, for the record. A value that
+// is no slot count (abc, 0, 2.5) is an error naming it, before anything
+// starts: every engine would fail on it, or the record would hold a count
+// that never ran.
 func withSlots(eng key.Engine, args config.Field[[]string], env slotEnv, n int) (config.Field[[]string], int, string, error) {
 	flag, val := lastFlag(args.Value, "-np", "--parallel")
 	if eng == key.Sim {
@@ -585,10 +585,9 @@ func slotCount(eng key.Engine, v string) (n int, ok bool) {
 // sizeSlots gives s's engine its slots for the highest of levels
 // (withSlots) and says on log, once and before anything starts, where the
 // slots are fewer than a level's requests in flight (bench.Queued): the
-// excess requests queue there, so a level measures the slots and not the
-// load (a profile's -np 1 under --concurrency 1,4 measured the same rate
-// at 4 clients as at 1, and said nothing). It returns the slot count and
-// where it came from, for the record.
+// excess requests queue there, so that level measures the slots and not
+// the load, and the operator can fix the count before the time is spent.
+// It returns the slot count and where it came from, for the record.
 func sizeSlots(log *slog.Logger, s *config.Settings, getenv func(string) string, levels []int) (int, string, error) {
 	top := levels[len(levels)-1]
 	args, slots, from, err := withSlots(s.Engine.Value, s.EngineArgs, engineEnv(s, getenv), top)
