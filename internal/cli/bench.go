@@ -492,25 +492,29 @@ func engineDefault(r width.Resolution, pol *policy.Policy, eng key.Engine) (int,
 // that a level measures the load and not a queue, unless the operator set
 // the slot count. That count is read as the engine reads it, since the
 // record says what ran: the last -np/--parallel among the engine
-// arguments (a profile's -np 1 and `-- -np 4` after it run 4 slots); the
-// sim's --sim-slots, which wins over them; LLAMA_ARG_N_PARALLEL, the
-// profile's engine.env over the shell's, on llama-server alone (the sim
-// and mlxcel do not read it). It returns the engine arguments, the slot
-// count (0 unknown) and where it came from, for the record. A value that
-// is no slot count (abc, 0, 2.5) is an error naming it, before anything
-// starts: every engine would fail on it, or the record would hold a count
-// that never ran.
-func withSlots(eng key.Engine, args config.Field[[]string], env slotEnv, n int) (config.Field[[]string], int, string, error) {
-	flag, val := lastFlag(args.Value, "-np", "--parallel")
+// arguments (config.LastGiven: a profile's -np 1 and `-- -np 4` after it
+// run 4 slots); the sim's --sim-slots, which wins over them;
+// LLAMA_ARG_N_PARALLEL, the profile's engine.env over the shell's, on
+// llama-server alone (the sim and mlxcel do not read it). It returns the
+// engine arguments, the slot count (0 unknown) and where it came from,
+// for the record. A value that is no slot count (abc, 0, 2.5) is an error
+// naming it and where it was given (a profile's engine.args by file:line,
+// even with arguments typed after them), before anything starts: every
+// engine would fail on it, or the record would hold a count that never
+// ran.
+func withSlots(s config.Settings, env slotEnv, n int) (config.Field[[]string], int, string, error) {
+	eng, args := s.Engine.Value, s.EngineArgs
+	at, flag, vals := config.LastGiven(args.Value, []string{"-np", "--parallel"})
 	if eng == key.Sim {
-		if f, v := lastFlag(args.Value, "--sim-slots"); f != "" {
-			flag, val = f, v
+		if i, f, v := config.LastGiven(args.Value, []string{"--sim-slots"}); i >= 0 {
+			at, flag, vals = i, f, v
 		}
 	}
-	if flag != "" {
+	if at >= 0 {
+		val := strings.Join(vals, " ")
 		k, ok := slotCount(eng, val)
 		if !ok {
-			return args, 0, "", &config.Error{Src: args.Src, Msg: fmt.Sprintf("%s %s is not a slot count: %s, e.g. -np %d for %d requests in flight, or drop it and the engine is started with --parallel %d", flag, config.Quoted(val), slotWant, n, n, n)}
+			return args, 0, "", &config.Error{Src: s.EngineArgSrc(at), Msg: fmt.Sprintf("%s %s is not a slot count: %s, e.g. -np %d for %d requests in flight, or drop it and the engine is started with --parallel %d", flag, config.Quoted(val), slotWant, n, n, n)}
 		}
 		return args, k, "the operator's " + flag + " " + val, nil
 	}
@@ -537,22 +541,6 @@ func engineEnv(s *config.Settings, getenv func(string) string) slotEnv {
 		}
 		return getenv(k), config.Source{Origin: config.Env, Name: k}
 	}
-}
-
-// lastFlag is the last of names among args and its value ("" for none),
-// as an engine takes a flag given twice.
-func lastFlag(args []string, names ...string) (flag, val string) {
-	for i, a := range args {
-		name, v, inline := strings.Cut(a, "=")
-		if !slices.Contains(names, name) {
-			continue
-		}
-		if !inline && i+1 < len(args) {
-			v = args[i+1]
-		}
-		flag, val = name, v
-	}
-	return flag, val
 }
 
 // slotWant is what a slot count may be.
@@ -590,7 +578,7 @@ func slotCount(eng key.Engine, v string) (n int, ok bool) {
 // It returns the slot count and where it came from, for the record.
 func sizeSlots(log *slog.Logger, s *config.Settings, getenv func(string) string, levels []int) (int, string, error) {
 	top := levels[len(levels)-1]
-	args, slots, from, err := withSlots(s.Engine.Value, s.EngineArgs, engineEnv(s, getenv), top)
+	args, slots, from, err := withSlots(*s, engineEnv(s, getenv), top)
 	if err != nil {
 		return 0, "", err
 	}

@@ -32,6 +32,9 @@ func TestWithSlots(t *testing.T) {
 		err    string // the error, "" for none
 		// profEnv is the profile's engine.env LLAMA_ARG_N_PARALLEL
 		profEnv string
+		// prof is the profile's engine.args (p.toml:3), which args,
+		// typed on the command line, follow
+		prof []string
 	}{
 		{name: "added", args: []string{"-ngl", "99"}, eng: key.LlamaCpp, want: []string{"-ngl", "99", "--parallel", "4"}, slots: 4, fromIn: "--parallel 4, added by bench"},
 		{name: "operator -np", args: []string{"-np", "2"}, eng: key.LlamaCpp, want: []string{"-np", "2"}, slots: 2, fromIn: "the operator's -np 2"},
@@ -63,6 +66,15 @@ func TestWithSlots(t *testing.T) {
 		{name: "env zero", env: "0", eng: key.LlamaCpp, err: `env LLAMA_ARG_N_PARALLEL: "0" is not a slot count`},
 		{name: "env below auto", env: "-2", eng: key.LlamaCpp, err: `env LLAMA_ARG_N_PARALLEL: "-2" is not a slot count`},
 		{name: "env a fraction", env: "2.5", eng: key.LlamaCpp, err: `"2.5" is not a slot count`},
+		// a -np among the profile's engine.args names the profile's line,
+		// with arguments typed after them too (it named the command line)
+		{name: "profile -np abc, typed args after", prof: []string{"-np", "abc"}, args: []string{"--sim-warmup", "0s"}, eng: key.Sim, err: `profile p.toml:3: -np "abc" is not a slot count`},
+		{name: "profile args alone", prof: []string{"--parallel=x"}, eng: key.LlamaCpp, err: `profile p.toml:3: --parallel "x" is not a slot count`},
+		{name: "typed -np abc after the profile's", prof: []string{"-np", "2"}, args: []string{"-np", "abc"}, eng: key.LlamaCpp, err: `engine arguments on the command line: -np "abc" is not a slot count`},
+		// a flag's value is not a flag: the last -np the engine takes is
+		// the first one, --alias's value is "--parallel"
+		{name: "-np as a value", args: []string{"-np", "2", "--alias", "--parallel"}, eng: key.LlamaCpp, want: []string{"-np", "2", "--alias", "--parallel"}, slots: 2, fromIn: "the operator's -np 2"},
+		{name: "-np as a value inline", args: []string{"--parallel=3", "-a", "-np"}, eng: key.LlamaCpp, want: []string{"--parallel=3", "-a", "-np"}, slots: 3, fromIn: "the operator's --parallel 3"},
 		// a flag the engine takes over the variable: the variable is not read
 		{name: "env beside -np", args: []string{"-np", "2"}, env: "abc", eng: key.LlamaCpp, want: []string{"-np", "2"}, slots: 2, fromIn: "the operator's -np 2"},
 	} {
@@ -76,12 +88,19 @@ func TestWithSlots(t *testing.T) {
 					return ""
 				}
 			}
-			s := config.Settings{}
+			s := config.Settings{Engine: config.Field[key.Engine]{Value: tc.eng}, EngineArgs: config.Field[[]string]{Value: tc.args}}
+			if tc.prof != nil {
+				s.EngineArgs = config.Field[[]string]{Value: append(slices.Clone(tc.prof), tc.args...), Src: config.Source{Origin: config.Profile, Name: "p.toml:3"}}
+				if tc.args != nil {
+					s.ProfileArgs = config.Field[[]string]{Value: tc.prof, Src: s.EngineArgs.Src}
+					s.EngineArgs.Src = config.Source{Origin: config.Flag, Name: "engine arguments on the command line"}
+				}
+			}
 			if tc.profEnv != "" {
 				s.EngineEnv.Value = map[string]string{"LLAMA_ARG_N_PARALLEL": tc.profEnv}
 				s.EngineEnvSrc = map[string]config.Source{"LLAMA_ARG_N_PARALLEL": {Origin: config.Profile, Name: "p.toml:7"}}
 			}
-			got, slots, from, err := withSlots(tc.eng, config.Field[[]string]{Value: tc.args}, engineEnv(&s, getenv), 4)
+			got, slots, from, err := withSlots(s, engineEnv(&s, getenv), 4)
 			if tc.err != "" {
 				var ce *config.Error
 				if !errors.As(err, &ce) || !strings.Contains(err.Error(), tc.err) {

@@ -38,7 +38,7 @@ func (l *layer) flagOverEnv(s *Settings) {
 		if v == "" || len(spellings) == 0 {
 			continue
 		}
-		at, flag, vals := lastGiven(args, spellings)
+		at, flag, vals := LastGiven(args, spellings)
 		if at < 0 || len(vals) > 0 && strings.Join(vals, " ") == strings.TrimSpace(v) {
 			continue
 		}
@@ -49,8 +49,8 @@ func (l *layer) flagOverEnv(s *Settings) {
 		}
 		masked := strings.TrimPrefix(secret.MaskEnv([]string{name + "=" + v})[0], name+"=")
 		where, fix := "typed on the command line", "the command line"
-		if prof := s.ProfileEngineArgs(); at < len(prof.Value) {
-			where, fix = "in the profile's engine.args ("+prof.Src.Name+")", "the profile's engine.args"
+		if src := s.EngineArgSrc(at); src.Origin == Profile {
+			where, fix = "in the profile's engine.args ("+src.Name+")", "the profile's engine.args"
 		}
 		verb := "differs from"
 		if len(vals) == 0 {
@@ -60,23 +60,31 @@ func (l *layer) flagOverEnv(s *Settings) {
 	}
 }
 
-// lastGiven finds the last of spellings among llama-server arguments
-// args, stepping over each known flag's values as llama-server does (its
-// last one wins): its index, the flag as given and its values ("-c",
-// ["2048"]; "--ctx-size=2048" gives ["2048"]); -1 when none is given.
-func lastGiven(args, spellings []string) (at int, flag string, vals []string) {
+// LastGiven finds the last of spellings among engine arguments args,
+// stepping over each llama-server flag's values as llama-server does, so
+// that a value (--alias -np) is never taken for a flag: its index, the
+// flag as given and its values ("-c", ["2048"]; "--ctx-size=2048" gives
+// ["2048"]); -1 when none is given. The engine takes the last one given;
+// this is the one place that rule lives (the settings' notices, bench's
+// slot count). A spelling llama-server does not know (the sim's
+// --sim-slots) takes one value.
+func LastGiven(args, spellings []string) (at int, flag string, vals []string) {
 	at = -1
 	for i := 0; i < len(args); i++ {
 		name, val, inline := strings.Cut(args[i], "=")
+		wanted := slices.Contains(spellings, name)
 		n, known := llamaflags.Values(name)
-		if !known {
+		if !known && !wanted {
 			continue
+		}
+		if !known {
+			n = 1
 		}
 		vs := []string{val}
 		if !inline {
 			vs = args[i+1 : min(i+1+n, len(args))]
 		}
-		if slices.Contains(spellings, name) {
+		if wanted {
 			at, flag, vals = i, name, vs
 		}
 		if !inline {

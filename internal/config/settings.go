@@ -79,6 +79,17 @@ func (s Settings) ProfileEngineArgs() Field[[]string] {
 	return Field[[]string]{}
 }
 
+// EngineArgSrc is where EngineArgs' argument at was given: the profile's
+// engine.args, by file:line, when at falls among them, else EngineArgs'
+// own source (the command line once anything is typed after the
+// profile's), so that an error in a profile's argument names its line.
+func (s Settings) EngineArgSrc(at int) Source {
+	if prof := s.ProfileEngineArgs(); at >= 0 && at < len(prof.Value) {
+		return prof.Src
+	}
+	return s.EngineArgs.Src
+}
+
 // Restart policies for serve.
 const (
 	RestartNo        = "no"
