@@ -32,6 +32,7 @@ import (
 	"github.com/speclaunch/speclaunch/internal/schedule"
 	"github.com/speclaunch/speclaunch/internal/secret"
 	"github.com/speclaunch/speclaunch/internal/serve"
+	"github.com/speclaunch/speclaunch/internal/sim"
 	"github.com/speclaunch/speclaunch/internal/waitlog"
 	"github.com/speclaunch/speclaunch/internal/width"
 	"github.com/speclaunch/speclaunch/profiles"
@@ -495,7 +496,8 @@ func engineDefault(r width.Resolution, pol *policy.Policy, eng key.Engine) (int,
 // arguments (config.LastGiven: a profile's -np 1 and `-- -np 4` after it
 // run 4 slots); the sim's --sim-slots, which wins over them;
 // LLAMA_ARG_N_PARALLEL, the profile's engine.env over the shell's, on
-// llama-server alone (the sim and mlxcel do not read it). It returns the
+// llama-server alone (the sim and mlxcel do not read it); on the sim at
+// most sim.MaxSlots, whatever -np or bench asks (engineSlots). It returns the
 // engine arguments, the slot count (0 unknown) and where it came from,
 // for the record. A value that is no slot count (abc, 0, 2.5) is an error
 // naming it and where it was given (a profile's engine.args by file:line,
@@ -510,23 +512,31 @@ func withSlots(s config.Settings, env slotEnv, n int) (config.Field[[]string], i
 			at, flag, vals = i, f, v
 		}
 	}
+	fits := engineSlots(eng, n)
 	if at >= 0 {
 		val := strings.Join(vals, " ")
-		k, ok := slotCount(eng, val)
-		if !ok {
-			return args, 0, "", &config.Error{Src: s.EngineArgSrc(at), Msg: fmt.Sprintf("%s %s is not a slot count: %s, e.g. -np %d for %d requests in flight, or drop it and the engine is started with --parallel %d", flag, config.Quoted(val), slotWant, n, n, n)}
+		k, ok := slotCount(eng, flag, val)
+		switch {
+		case !ok && flag == "--sim-slots":
+			return args, 0, "", &config.Error{Src: s.EngineArgSrc(at), Msg: fmt.Sprintf("--sim-slots %s is not a slot count the sim takes: want a whole number from 1 to %d, e.g. --sim-slots %d for %d requests in flight, or drop it and the slots follow -np, or the --parallel %d bench adds", config.Quoted(val), sim.MaxSlots, fits, n, fits)}
+		case !ok:
+			return args, 0, "", &config.Error{Src: s.EngineArgSrc(at), Msg: fmt.Sprintf("%s %s is not a slot count: %s, e.g. -np %d for %d requests in flight, or drop it and the engine is started with --parallel %d", flag, config.Quoted(val), slotWant, fits, n, fits)}
 		}
-		return args, k, "the operator's " + flag + " " + val, nil
+		from := "the operator's " + flag + " " + val
+		if asked, _ := strconv.Atoi(strings.TrimSpace(val)); asked > k && k > 0 {
+			from += fmt.Sprintf("; the sim runs at most %d", k)
+		}
+		return args, k, from, nil
 	}
 	if v, src := env("LLAMA_ARG_N_PARALLEL"); v != "" && eng == key.LlamaCpp {
-		k, ok := slotCount(eng, v)
+		k, ok := slotCount(eng, "LLAMA_ARG_N_PARALLEL", v)
 		if !ok {
 			return args, 0, "", &config.Error{Src: src, Msg: fmt.Sprintf("%s is not a slot count: %s, e.g. LLAMA_ARG_N_PARALLEL=%d for %d requests in flight, or unset it and the engine is started with --parallel %d", config.Quoted(v), slotWant, n, n, n)}
 		}
 		return args, k, "the operator's LLAMA_ARG_N_PARALLEL=" + v, nil
 	}
-	out := config.Field[[]string]{Value: append(slices.Clone(args.Value), "--parallel", strconv.Itoa(n)), Src: args.Src}
-	return out, n, fmt.Sprintf("--parallel %d, added by bench", n), nil
+	out := config.Field[[]string]{Value: append(slices.Clone(args.Value), "--parallel", strconv.Itoa(fits)), Src: args.Src}
+	return out, fits, fmt.Sprintf("--parallel %d, added by bench", fits), nil
 }
 
 // slotEnv reads a variable as the engine gets it, and where it was set.
@@ -551,23 +561,38 @@ const slotWant = "want a whole number of 1 or more (or -1, llama-server's auto)"
 // of internal/fakellama/testdata.
 const llamaAutoSlots = 4
 
-// slotCount reads a slot count: a whole number of 1 or more, or -1, auto:
-// llamaAutoSlots on llama.cpp, the sim's one slot (it keeps its default
-// for any count below 1), unknown (0) on mlxcel. ok is false for anything
-// else.
-func slotCount(eng key.Engine, v string) (n int, ok bool) {
+// slotCount reads flag's slot count v as eng takes it: a whole number of
+// 1 or more, or -1, auto: llamaAutoSlots on llama.cpp, the sim's one slot
+// (it keeps its default for any count below 1), unknown (0) on mlxcel.
+// The sim runs at most sim.MaxSlots whatever -np asks (engineSlots), and
+// its own --sim-slots is 1 to sim.MaxSlots or it refuses to start. ok is
+// false for anything else.
+func slotCount(eng key.Engine, flag, v string) (n int, ok bool) {
 	n, err := strconv.Atoi(strings.TrimSpace(v))
 	switch {
-	case err != nil || n < -1 || n == 0:
+	case err != nil:
+		return 0, false
+	case flag == "--sim-slots":
+		return n, n >= 1 && n <= sim.MaxSlots
+	case n < -1 || n == 0:
 		return 0, false
 	case n >= 1:
-		return n, true
+		return engineSlots(eng, n), true
 	case eng == key.LlamaCpp:
 		return llamaAutoSlots, true
 	case eng == key.Sim:
 		return 1, true
 	}
 	return 0, true
+}
+
+// engineSlots is the slots eng runs for -np n: the sim caps it at
+// sim.MaxSlots, so a record and a queue warning count the slots that ran.
+func engineSlots(eng key.Engine, n int) int {
+	if eng == key.Sim {
+		return min(n, sim.MaxSlots)
+	}
+	return n
 }
 
 // sizeSlots gives s's engine its slots for the highest of levels

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"net"
@@ -35,6 +36,7 @@ func TestWithSlots(t *testing.T) {
 		// prof is the profile's engine.args (p.toml:3), which args,
 		// typed on the command line, follow
 		prof []string
+		n    int // requests in flight, 4 unless given
 	}{
 		{name: "added", args: []string{"-ngl", "99"}, eng: key.LlamaCpp, want: []string{"-ngl", "99", "--parallel", "4"}, slots: 4, fromIn: "--parallel 4, added by bench"},
 		{name: "operator -np", args: []string{"-np", "2"}, eng: key.LlamaCpp, want: []string{"-np", "2"}, slots: 2, fromIn: "the operator's -np 2"},
@@ -75,6 +77,14 @@ func TestWithSlots(t *testing.T) {
 		// the first one, --alias's value is "--parallel"
 		{name: "-np as a value", args: []string{"-np", "2", "--alias", "--parallel"}, eng: key.LlamaCpp, want: []string{"-np", "2", "--alias", "--parallel"}, slots: 2, fromIn: "the operator's -np 2"},
 		{name: "-np as a value inline", args: []string{"--parallel=3", "-a", "-np"}, eng: key.LlamaCpp, want: []string{"--parallel=3", "-a", "-np"}, slots: 3, fromIn: "the operator's --parallel 3"},
+		// the sim decodes at most sim.MaxSlots requests at once, and refuses
+		// a --sim-slots outside 1..64 at start
+		{name: "sim -np above its most", args: []string{"-np", "100"}, eng: key.Sim, want: []string{"-np", "100"}, slots: 64, fromIn: "the operator's -np 100; the sim runs at most 64"},
+		{name: "sim, bench adds its most", eng: key.Sim, n: 128, want: []string{"--parallel", "64"}, slots: 64, fromIn: "--parallel 64, added by bench"},
+		{name: "llama.cpp -np 100", args: []string{"-np", "100"}, eng: key.LlamaCpp, want: []string{"-np", "100"}, slots: 100, fromIn: "the operator's -np 100"},
+		{name: "sim --sim-slots 64", args: []string{"--sim-slots", "64"}, eng: key.Sim, want: []string{"--sim-slots", "64"}, slots: 64, fromIn: "the operator's --sim-slots 64"},
+		{name: "sim --sim-slots -1", args: []string{"--sim-slots", "-1"}, eng: key.Sim, err: `--sim-slots "-1" is not a slot count the sim takes: want a whole number from 1 to 64, e.g. --sim-slots 4`},
+		{name: "sim --sim-slots 100", args: []string{"--sim-slots=100"}, eng: key.Sim, n: 128, err: `--sim-slots "100" is not a slot count the sim takes: want a whole number from 1 to 64, e.g. --sim-slots 64 for 128 requests in flight`},
 		// a flag the engine takes over the variable: the variable is not read
 		{name: "env beside -np", args: []string{"-np", "2"}, env: "abc", eng: key.LlamaCpp, want: []string{"-np", "2"}, slots: 2, fromIn: "the operator's -np 2"},
 	} {
@@ -100,7 +110,7 @@ func TestWithSlots(t *testing.T) {
 				s.EngineEnv.Value = map[string]string{"LLAMA_ARG_N_PARALLEL": tc.profEnv}
 				s.EngineEnvSrc = map[string]config.Source{"LLAMA_ARG_N_PARALLEL": {Origin: config.Profile, Name: "p.toml:7"}}
 			}
-			got, slots, from, err := withSlots(s, engineEnv(&s, getenv), 4)
+			got, slots, from, err := withSlots(s, engineEnv(&s, getenv), cmp.Or(tc.n, 4))
 			if tc.err != "" {
 				var ce *config.Error
 				if !errors.As(err, &ce) || !strings.Contains(err.Error(), tc.err) {
@@ -122,6 +132,7 @@ func TestWithSlots(t *testing.T) {
 func TestSizeSlotsWarns(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
+		eng    key.Engine // llama.cpp unless given
 		args   []string
 		env    string
 		levels []int
@@ -132,11 +143,14 @@ func TestSizeSlotsWarns(t *testing.T) {
 		{name: "the variable", env: "2", levels: []int{1, 4}, warn: []string{"(the operator's LLAMA_ARG_N_PARALLEL=2)"}},
 		{name: "slots for the top level", args: []string{"-np", "8"}, levels: []int{1, 2, 4, 8}},
 		{name: "added by bench", levels: []int{1, 2, 4, 8}},
+		// the sim runs at most 64 slots: bench's --parallel 64 queues 128
+		{name: "sim above its most", eng: key.Sim, levels: []int{1, 128}, warn: []string{"the engine has 64 slots (--parallel 64, added by bench) for up to 128 requests in flight: at 128 in flight"}},
+		{name: "sim at its most", eng: key.Sim, levels: []int{1, 64}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var buf bytes.Buffer
 			log := newLogger(&buf, nil, "json", "info", func(string) string { return "" })
-			s := config.Settings{Engine: config.Field[key.Engine]{Value: key.LlamaCpp}, EngineArgs: config.Field[[]string]{Value: tc.args}}
+			s := config.Settings{Engine: config.Field[key.Engine]{Value: cmp.Or(tc.eng, key.LlamaCpp)}, EngineArgs: config.Field[[]string]{Value: tc.args}}
 			getenv := func(k string) string {
 				if k == "LLAMA_ARG_N_PARALLEL" {
 					return tc.env

@@ -61,7 +61,7 @@ func ParseArgs(args []string) (Config, error) {
 		return Config{}, fmt.Errorf("-m/--model is required")
 	}
 	if cfg.Slots == 0 && parallel > 0 { // llama-server's slot count, unless --sim-slots
-		cfg.Slots = min(parallel, maxSlots)
+		cfg.Slots = min(parallel, MaxSlots)
 	}
 	if record != "" {
 		if err := cfg.replayRecord(record); err != nil {
@@ -173,7 +173,7 @@ func (cfg *Config) setSimFlag(c *argCursor, record *string) error {
 	case "--sim-drift":
 		err = floatFlag(name, c.value, &cfg.Drift, 0, 10)
 	case "--sim-slots":
-		err = intFlag(name, c.value, &cfg.Slots, 1, maxSlots)
+		err = intFlag(name, c.value, &cfg.Slots, 1, MaxSlots)
 	case "--sim-record":
 		*record, err = c.value()
 	case "--sim-engine-seed":

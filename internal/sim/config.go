@@ -60,8 +60,10 @@ type Config struct {
 	onReady func(addr string)
 }
 
-// maxSlots bounds --sim-slots.
-const maxSlots = 64
+// MaxSlots bounds --sim-slots and caps -np/--parallel: the most requests
+// the sim decodes at once. Bench reads it to record the slots the sim
+// really runs and to refuse a --sim-slots the sim would refuse at start.
+const MaxSlots = 64
 
 // Per-kind default widths, mirroring mlxcel's flat defaults.
 const (
@@ -114,8 +116,8 @@ func (c Config) validate() error {
 	if c.BlockSize != 0 && c.BlockSize < 2 {
 		errs = append(errs, fmt.Errorf("--draft-block-size %d: want at least 2 (leave out --model-draft to turn speculation off)", c.BlockSize))
 	}
-	if c.Slots < 0 || c.Slots > maxSlots {
-		errs = append(errs, fmt.Errorf("--sim-slots %d: want 1-%d", c.Slots, maxSlots))
+	if c.Slots < 0 || c.Slots > MaxSlots {
+		errs = append(errs, fmt.Errorf("--sim-slots %d: want 1-%d", c.Slots, MaxSlots))
 	}
 	if c.Port < 0 || c.Port > 65535 {
 		errs = append(errs, fmt.Errorf("--port %d: want 0-65535", c.Port))
