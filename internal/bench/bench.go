@@ -180,5 +180,5 @@ func QueueNote(slots int, from string, inFlight int) string {
 	if len(Queued(slots, []int{inFlight})) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("the engine has %d %s for %d requests in flight (%s): the excess requests queue", slots, plural(slots, "slot", "slots"), inFlight, from)
+	return fmt.Sprintf("the engine has %d %s for %d requests in flight (%s): the excess requests queue", slots, Plural(slots, "slot", "slots"), inFlight, from)
 }

@@ -78,7 +78,7 @@ func (p *loadProgress) level(a ArmSpec, engine, clients int, runs []record.Run) 
 		p.emit(map[string]any{"event": "level", "arm": armLabel(a), "engine": engine, "clients": clients, "tok_s": round1(rate), "done": p.done, "steps": p.total, "left_s": p.left().Round(time.Second).Seconds()})
 		return
 	}
-	p.line(p.bar()+fmt.Sprintf(" %s engine %d, %d %s: %.1f tok/s; %s left", shortLabel(armLabel(a)), engine, clients, plural(clients, "client", "clients"), rate, p.left().Round(time.Second)), !p.tty)
+	p.line(p.bar()+fmt.Sprintf(" %s engine %d, %d %s: %.1f tok/s; %s left", shortLabel(armLabel(a)), engine, clients, Plural(clients, "client", "clients"), rate, p.left().Round(time.Second)), !p.tty)
 }
 
 // skip counts the steps of an arm that failed as done.

@@ -70,7 +70,7 @@ func (md *mdWriter) loadMethod() {
 
 func (md *mdWriter) loadLevel(i int) {
 	l := &md.rec.Levels[i]
-	md.w("## %d %s\n\n", l.Concurrency, plural(l.Concurrency, "client", "clients"))
+	md.w("## %d %s\n\n", l.Concurrency, Plural(l.Concurrency, "client", "clients"))
 	md.w("| arm | width | status | engines | min | median | max | vs classic | vs default (P better) | engine medians |\n|---|---:|---|---:|---:|---:|---:|---:|---|---|\n")
 	spread := map[string][]float64{}
 	for _, a := range l.Spread.ByArm {
@@ -125,7 +125,9 @@ func floats(xs []float64) string {
 	return orDash(strings.Join(s, ", "))
 }
 
-func plural(n int, one, many string) string {
+// Plural is one for a count of 1 and many for any other: the one spelling
+// of a counted noun in what bench and tune say.
+func Plural(n int, one, many string) string {
 	if n == 1 {
 		return one
 	}
@@ -179,7 +181,7 @@ func renderLoadSVG(rec *record.Record) ([]byte, error) {
 		}
 		line.Color = col
 		p.Add(line)
-		if err := addPoints(p, leg, pts, fmt.Sprintf("%d %s", l.Concurrency, plural(l.Concurrency, "client", "clients")), draw.CircleGlyph{}, col); err != nil {
+		if err := addPoints(p, leg, pts, fmt.Sprintf("%d %s", l.Concurrency, Plural(l.Concurrency, "client", "clients")), draw.CircleGlyph{}, col); err != nil {
 			return nil, err
 		}
 		if i := slices.IndexFunc(pts.XYs, func(xy plotter.XY) bool { return int(xy.X) == l.Bucket.Width }); i >= 0 {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -498,13 +499,12 @@ func engineDefault(r width.Resolution, pol *policy.Policy, eng key.Engine) (int,
 // LLAMA_ARG_N_PARALLEL, the profile's engine.env over the shell's, on
 // llama-server alone (the sim and mlxcel do not read it); on the sim at
 // most sim.MaxSlots, whatever -np or bench asks (engineSlots). It returns the
-// engine arguments, the slot count (0 unknown) and where it came from,
-// for the record. A value that is no slot count (abc, 0, 2.5) is an error
+// engine arguments and the slot count (slotSize). A value that is no slot count (abc, 0, 2.5) is an error
 // naming it and where it was given (a profile's engine.args by file:line,
 // even with arguments typed after them), before anything starts: every
 // engine would fail on it, or the record would hold a count that never
 // ran.
-func withSlots(s config.Settings, env slotEnv, n int) (config.Field[[]string], int, string, error) {
+func withSlots(s config.Settings, env slotEnv, n int) (config.Field[[]string], slotSize, error) {
 	eng, args := s.Engine.Value, s.EngineArgs
 	at, flag, vals := config.LastGiven(args.Value, []string{"-np", "--parallel"})
 	if eng == key.Sim {
@@ -518,25 +518,33 @@ func withSlots(s config.Settings, env slotEnv, n int) (config.Field[[]string], i
 		k, ok := slotCount(eng, flag, val)
 		switch {
 		case !ok && flag == "--sim-slots":
-			return args, 0, "", &config.Error{Src: s.EngineArgSrc(at), Msg: fmt.Sprintf("--sim-slots %s is not a slot count the sim takes: want a whole number from 1 to %d, e.g. --sim-slots %d for %d requests in flight, or drop it and the slots follow -np, or the --parallel %d bench adds", config.Quoted(val), sim.MaxSlots, fits, n, fits)}
+			return args, slotSize{}, &config.Error{Src: s.EngineArgSrc(at), Msg: fmt.Sprintf("--sim-slots %s is not a slot count the sim takes: want a whole number from 1 to %d, e.g. --sim-slots %d for %d requests in flight, or drop it and the slots follow -np, or the --parallel %d bench adds", config.Quoted(val), sim.MaxSlots, fits, n, fits)}
 		case !ok:
-			return args, 0, "", &config.Error{Src: s.EngineArgSrc(at), Msg: fmt.Sprintf("%s %s is not a slot count: %s, e.g. -np %d for %d requests in flight, or drop it and the engine is started with --parallel %d", flag, config.Quoted(val), slotWant, fits, n, fits)}
+			return args, slotSize{}, &config.Error{Src: s.EngineArgSrc(at), Msg: fmt.Sprintf("%s %s is not a slot count: %s, e.g. -np %d for %d requests in flight, or drop it and the engine is started with --parallel %d", flag, config.Quoted(val), slotWant, fits, n, fits)}
 		}
 		from := "the operator's " + flag + " " + val
 		if asked, _ := strconv.Atoi(strings.TrimSpace(val)); asked > k && k > 0 {
 			from += fmt.Sprintf("; the sim runs at most %d", k)
 		}
-		return args, k, from, nil
+		return args, slotSize{n: k, from: from, by: flag}, nil
 	}
 	if v, src := env("LLAMA_ARG_N_PARALLEL"); v != "" && eng == key.LlamaCpp {
 		k, ok := slotCount(eng, "LLAMA_ARG_N_PARALLEL", v)
 		if !ok {
-			return args, 0, "", &config.Error{Src: src, Msg: fmt.Sprintf("%s is not a slot count: %s, e.g. LLAMA_ARG_N_PARALLEL=%d for %d requests in flight, or unset it and the engine is started with --parallel %d", config.Quoted(v), slotWant, n, n, n)}
+			return args, slotSize{}, &config.Error{Src: src, Msg: fmt.Sprintf("%s is not a slot count: %s, e.g. LLAMA_ARG_N_PARALLEL=%d for %d requests in flight, or unset it and the engine is started with --parallel %d", config.Quoted(v), slotWant, n, n, n)}
 		}
-		return args, k, "the operator's LLAMA_ARG_N_PARALLEL=" + v, nil
+		return args, slotSize{n: k, from: "the operator's LLAMA_ARG_N_PARALLEL=" + v, by: "LLAMA_ARG_N_PARALLEL"}, nil
 	}
 	out := config.Field[[]string]{Value: append(slices.Clone(args.Value), "--parallel", strconv.Itoa(fits)), Src: args.Src}
-	return out, fits, fmt.Sprintf("--parallel %d, added by bench", fits), nil
+	return out, slotSize{n: fits, from: fmt.Sprintf("--parallel %d, added by bench", fits)}, nil
+}
+
+// slotSize is the engine's slot count n (0 unknown), where it came from,
+// for the record, and by, the flag or variable that set it ("" where bench
+// added --parallel): the queue warning's fix depends on which.
+type slotSize struct {
+	n        int
+	from, by string
 }
 
 // slotEnv reads a variable as the engine gets it, and where it was set.
@@ -603,21 +611,43 @@ func engineSlots(eng key.Engine, n int) int {
 // It returns the slot count and where it came from, for the record.
 func sizeSlots(log *slog.Logger, s *config.Settings, getenv func(string) string, levels []int) (int, string, error) {
 	top := levels[len(levels)-1]
-	args, slots, from, err := withSlots(*s, engineEnv(s, getenv), top)
+	args, sz, err := withSlots(*s, engineEnv(s, getenv), top)
 	if err != nil {
 		return 0, "", err
 	}
 	s.EngineArgs = args
-	if q := bench.Queued(slots, levels); len(q) > 0 {
+	if q := bench.Queued(sz.n, levels); len(q) > 0 {
 		at := strings.ReplaceAll(joinLevels(q), ",", ", ")
-		noun := "slots"
-		if slots == 1 {
-			noun = "slot"
-		}
-		log.Warn(fmt.Sprintf("the engine has %d %s (%s) for up to %d requests in flight: at %s in flight the excess requests queue, and the rate measured is the slots', not the load's; give it %d slots (-np %d in the engine arguments, e.g. `-- -np %d` after the flags, which wins over a profile's; or LLAMA_ARG_N_PARALLEL=%d where no -np is given), or set neither and the engine is started with --parallel %d",
-			slots, noun, from, top, at, top, top, top, top, top))
+		log.Warn(fmt.Sprintf("the engine has %d %s (%s) for up to %d requests in flight: at %s in flight the excess requests queue, and the rate measured is the slots', not the load's; %s",
+			sz.n, bench.Plural(sz.n, "slot", "slots"), sz.from, top, at, slotAdvice(s.Engine.Value, sz, top)))
 	}
-	return slots, from, nil
+	return sz.n, sz.from, nil
+}
+
+// slotAdvice is how the operator gives eng's engine, of sz slots, the
+// slots for n requests in flight. It follows what set the count (sz.by)
+// and what the engine reads: the sim takes --sim-slots over -np and runs
+// at most sim.MaxSlots, and only llama-server reads LLAMA_ARG_N_PARALLEL,
+// so advice naming -np under --sim-slots, or the variable elsewhere,
+// would change nothing.
+func slotAdvice(eng key.Engine, sz slotSize, n int) string {
+	var most string
+	if k := engineSlots(eng, n); k < n {
+		most = fmt.Sprintf("the sim decodes at most %d requests at once, so above %d in flight they queue whatever its slots", k, k)
+		if sz.n >= k {
+			return most
+		}
+		most, n = most+"; ", k
+	}
+	switch {
+	case sz.by == "--sim-slots":
+		return most + fmt.Sprintf("give it %d slots: `-- --sim-slots %d` after the flags, which wins over a profile's and over -np", n, n)
+	case sz.by == "LLAMA_ARG_N_PARALLEL":
+		return most + fmt.Sprintf("give it %d slots: LLAMA_ARG_N_PARALLEL=%d where it is set (a profile's engine.env wins over the shell's), or `-- -np %d` after the flags, which llama-server takes over the variable; or unset it and the engine is started with --parallel %d", n, n, n, n)
+	case eng == key.LlamaCpp:
+		return most + fmt.Sprintf("give it %d slots: `-- -np %d` after the flags, which wins over a profile's; or give neither -np nor LLAMA_ARG_N_PARALLEL and the engine is started with --parallel %d", n, n, n)
+	}
+	return most + fmt.Sprintf("give it %d slots: `-- -np %d` after the flags, which wins over a profile's; or drop %s and the engine is started with --parallel %d", n, n, cmp.Or(sz.by, "-np"), n)
 }
 
 func fileSHA(path string) string {

@@ -110,7 +110,8 @@ func TestWithSlots(t *testing.T) {
 				s.EngineEnv.Value = map[string]string{"LLAMA_ARG_N_PARALLEL": tc.profEnv}
 				s.EngineEnvSrc = map[string]config.Source{"LLAMA_ARG_N_PARALLEL": {Origin: config.Profile, Name: "p.toml:7"}}
 			}
-			got, slots, from, err := withSlots(s, engineEnv(&s, getenv), cmp.Or(tc.n, 4))
+			got, sz, err := withSlots(s, engineEnv(&s, getenv), cmp.Or(tc.n, 4))
+			slots, from := sz.n, sz.from
 			if tc.err != "" {
 				var ce *config.Error
 				if !errors.As(err, &ce) || !strings.Contains(err.Error(), tc.err) {
@@ -137,14 +138,22 @@ func TestSizeSlotsWarns(t *testing.T) {
 		env    string
 		levels []int
 		warn   []string // "" for no warning
+		not    []string // what the warning must not say
 	}{
-		{name: "one slot under a sweep", args: []string{"-np", "1"}, levels: []int{1, 2, 4, 8}, warn: []string{"the engine has 1 slot (the operator's -np 1) for up to 8 requests in flight: at 2, 4, 8 in flight the excess requests queue", "give it 8 slots (-np 8", "LLAMA_ARG_N_PARALLEL=8"}},
+		{name: "one slot under a sweep", args: []string{"-np", "1"}, levels: []int{1, 2, 4, 8}, warn: []string{"the engine has 1 slot (the operator's -np 1) for up to 8 requests in flight: at 2, 4, 8 in flight the excess requests queue", "give it 8 slots: `-- -np 8` after the flags", "give neither -np nor LLAMA_ARG_N_PARALLEL"}},
 		{name: "one level", args: []string{"--parallel=2"}, levels: []int{4}, warn: []string{"the engine has 2 slots (the operator's --parallel 2) for up to 4 requests", "at 4 in flight"}},
-		{name: "the variable", env: "2", levels: []int{1, 4}, warn: []string{"(the operator's LLAMA_ARG_N_PARALLEL=2)"}},
+		{name: "the variable", env: "2", levels: []int{1, 4}, warn: []string{"(the operator's LLAMA_ARG_N_PARALLEL=2)", "give it 4 slots: LLAMA_ARG_N_PARALLEL=4 where it is set"}},
+		// the advice follows the engine and what set the count: -np
+		// changes nothing under the sim's --sim-slots, and neither the
+		// sim nor mlxcel reads the variable
+		{name: "sim --sim-slots", eng: key.Sim, args: []string{"--sim-slots", "1", "-np", "8"}, levels: []int{1, 4}, warn: []string{"the engine has 1 slot (the operator's --sim-slots 1)", "give it 4 slots: `-- --sim-slots 4` after the flags, which wins over a profile's and over -np"}, not: []string{"`-- -np", "LLAMA_ARG_N_PARALLEL"}},
+		{name: "sim -np", eng: key.Sim, args: []string{"-np", "2"}, levels: []int{1, 4}, warn: []string{"give it 4 slots: `-- -np 4` after the flags", "or drop -np and the engine is started with --parallel 4"}, not: []string{"LLAMA_ARG_N_PARALLEL", "--sim-slots"}},
+		{name: "mlxcel -np", eng: key.MLXCEL, args: []string{"--parallel=2"}, levels: []int{1, 4}, warn: []string{"the engine has 2 slots", "give it 4 slots: `-- -np 4` after the flags", "or drop --parallel and the engine is started with --parallel 4"}, not: []string{"LLAMA_ARG_N_PARALLEL"}},
+		{name: "sim --sim-slots below its most", eng: key.Sim, args: []string{"--sim-slots", "8"}, levels: []int{1, 128}, warn: []string{"the sim decodes at most 64 requests at once", "give it 64 slots: `-- --sim-slots 64`"}},
 		{name: "slots for the top level", args: []string{"-np", "8"}, levels: []int{1, 2, 4, 8}},
 		{name: "added by bench", levels: []int{1, 2, 4, 8}},
 		// the sim runs at most 64 slots: bench's --parallel 64 queues 128
-		{name: "sim above its most", eng: key.Sim, levels: []int{1, 128}, warn: []string{"the engine has 64 slots (--parallel 64, added by bench) for up to 128 requests in flight: at 128 in flight"}},
+		{name: "sim above its most", eng: key.Sim, levels: []int{1, 128}, warn: []string{"the engine has 64 slots (--parallel 64, added by bench) for up to 128 requests in flight: at 128 in flight", "the sim decodes at most 64 requests at once, so above 64 in flight they queue whatever its slots"}, not: []string{"give it"}},
 		{name: "sim at its most", eng: key.Sim, levels: []int{1, 64}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -171,6 +180,11 @@ func TestSizeSlotsWarns(t *testing.T) {
 			for _, w := range tc.warn {
 				if !strings.Contains(out, w) {
 					t.Errorf("warning lacks %q:\n%s", w, out)
+				}
+			}
+			for _, w := range tc.not {
+				if strings.Contains(out, w) {
+					t.Errorf("warning says %q:\n%s", w, out)
 				}
 			}
 			if n := strings.Count(buf.String(), "the engine has"); len(tc.warn) > 0 && n != 1 {
