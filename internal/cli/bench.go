@@ -122,13 +122,8 @@ func (c *BenchCmd) Run(e *Env) error {
 	}
 	// The adaptive loop's probe is checked on the engines it adapts.
 	o.Probe = s.Engine.Value == key.LlamaCpp || s.Engine.Value == key.Sim
-	if o.Concurrency > 1 {
-		if o.Slots, o.SlotsFrom, err = sizeSlots(log, &s, e.Getenv, []int{o.Concurrency}); err != nil {
-			return err
-		}
-		if q := bench.QueueNote(o.Slots, o.SlotsFrom, o.Concurrency); q != "" {
-			notes = append(notes, q)
-		}
+	if notes, err = oneLevelSlots(log, &s, e.Getenv, &o, notes); err != nil {
+		return err
 	}
 
 	rec := c.identity(e, dp, notes)
@@ -151,6 +146,21 @@ func (c *BenchCmd) Run(e *Env) error {
 	}
 	log.Info("bench starting", "arms", len(arms), "rounds", o.Rounds, "schedule", o.Schedule, "engine", string(s.Engine.Value), "out", outBase)
 	return c.sweep(e, log, o, st, rec, outBase)
+}
+
+// oneLevelSlots sizes s's engine for bench's one level, o.Concurrency
+// (sizeSlots), into o, and adds to notes the record's note where its
+// requests queue. It runs at every level, 1 too, so that a slot count
+// every engine would refuse is refused before the first one starts.
+func oneLevelSlots(log *slog.Logger, s *config.Settings, getenv func(string) string, o *bench.Options, notes []string) ([]string, error) {
+	var err error
+	if o.Slots, o.SlotsFrom, err = sizeSlots(log, s, getenv, []int{max(o.Concurrency, 1)}); err != nil {
+		return notes, err
+	}
+	if q := bench.QueueNote(o.Slots, o.SlotsFrom, o.Concurrency); q != "" {
+		notes = append(notes, q)
+	}
+	return notes, nil
 }
 
 // newStarter starts the arms' engines. Facts are gathered once: every arm
@@ -492,7 +502,7 @@ func engineDefault(r width.Resolution, pol *policy.Policy, eng key.Engine) (int,
 // withSlots starts the engine with as many slots as requests in flight
 // (--parallel N, which llama-server, mlxcel-server and the sim read), so
 // that a level measures the load and not a queue, unless the operator set
-// the slot count. That count is read as the engine reads it, since the
+// the slot count or n is 1 (any engine's own count serves one request). That count is read as the engine reads it, since the
 // record says what ran: the last -np/--parallel among the engine
 // arguments (config.LastGiven: a profile's -np 1 and `-- -np 4` after it
 // run 4 slots); the sim's --sim-slots, which wins over them;
@@ -534,6 +544,9 @@ func withSlots(s config.Settings, env slotEnv, n int) (config.Field[[]string], s
 			return args, slotSize{}, &config.Error{Src: src, Msg: fmt.Sprintf("%s is not a slot count: %s, e.g. LLAMA_ARG_N_PARALLEL=%d for %d requests in flight, or unset it and the engine is started with --parallel %d", config.Quoted(v), slotWant, n, n, n)}
 		}
 		return args, slotSize{n: k, from: "the operator's LLAMA_ARG_N_PARALLEL=" + v, by: "LLAMA_ARG_N_PARALLEL"}, nil
+	}
+	if n <= 1 { // one request at a time: the engine's own count serves it
+		return args, slotSize{}, nil
 	}
 	out := config.Field[[]string]{Value: append(slices.Clone(args.Value), "--parallel", strconv.Itoa(fits)), Src: args.Src}
 	return out, slotSize{n: fits, from: fmt.Sprintf("--parallel %d, added by bench", fits)}, nil

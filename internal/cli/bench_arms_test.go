@@ -77,6 +77,10 @@ func TestWithSlots(t *testing.T) {
 		// the first one, --alias's value is "--parallel"
 		{name: "-np as a value", args: []string{"-np", "2", "--alias", "--parallel"}, eng: key.LlamaCpp, want: []string{"-np", "2", "--alias", "--parallel"}, slots: 2, fromIn: "the operator's -np 2"},
 		{name: "-np as a value inline", args: []string{"--parallel=3", "-a", "-np"}, eng: key.LlamaCpp, want: []string{"--parallel=3", "-a", "-np"}, slots: 3, fromIn: "the operator's --parallel 3"},
+		// one request at a time: bench adds nothing, and still checks
+		{name: "one in flight", args: []string{"-ngl", "99"}, eng: key.LlamaCpp, n: 1, want: []string{"-ngl", "99"}},
+		{name: "one in flight, sim", eng: key.Sim, n: 1, want: nil},
+		{name: "one in flight, -np abc", args: []string{"-np", "abc"}, eng: key.LlamaCpp, n: 1, err: `-np "abc" is not a slot count`},
 		// the sim decodes at most sim.MaxSlots requests at once, and refuses
 		// a --sim-slots outside 1..64 at start
 		{name: "sim -np above its most", args: []string{"-np", "100"}, eng: key.Sim, want: []string{"-np", "100"}, slots: 64, fromIn: "the operator's -np 100; the sim runs at most 64"},
