@@ -170,7 +170,9 @@ func TestSizeSlotsWarns(t *testing.T) {
 				}
 				return ""
 			}
-			sizeSlots(log, &s, getenv, tc.levels)
+			if _, _, err := sizeSlots(log, &s, getenv, tc.levels); err != nil {
+				t.Fatal(err)
+			}
 			var line struct{ Level, Msg string }
 			if buf.Len() > 0 {
 				if err := json.Unmarshal(buf.Bytes(), &line); err != nil || line.Level != "WARN" {
