@@ -225,7 +225,7 @@ var Rows = []Row{
 		"", asIs, func(s *Settings) *Field[string] { return &s.Bench.Prompts }), checkPrompts),
 	value(Row{Name: "bench-temperature", Flag: "temperature", Key: "bench.temperature", Scope: ScopeBench, Doc: "0 (greedy) up to 5; above 0 every request samples with a fixed seed"},
 		0.0, parseTemperature, func(s *Settings) *Field[float64] { return &s.Bench.Temperature }),
-	value(Row{Name: "bench-concurrency", Flag: "concurrency", Key: "bench.concurrency", Scope: ScopeBench, Doc: "requests in flight per measured run, 1 to 256; the engine gets `--parallel N` unless `-np`/`--parallel` is among its arguments or `LLAMA_ARG_N_PARALLEL` is set. A list of levels, ascending (`1,2,4,8`; in a profile also `[1, 2, 4, 8]`), is a load sweep (docs/schedule.md)"},
+	value(Row{Name: "bench-concurrency", Flag: "concurrency", Key: "bench.concurrency", Scope: ScopeBench, Doc: "requests in flight per measured run, 1 to 256; the engine gets `--parallel N` unless you set its slot count (docs/bench.md, \"Load\"). A list of levels, ascending (`1,2,4,8`; in a profile also `[1, 2, 4, 8]`), is a load sweep (docs/schedule.md)"},
 		[]int{1}, parseConcurrency, func(s *Settings) *Field[[]int] { return &s.Bench.Concurrency }),
 	value(Row{Name: "bench-request-timeout", Flag: "request-timeout", Scope: ScopeBench, Doc: "per request, stalled streams included"},
 		defaults.BenchRequestTimeout, parseRequestTimeout, func(s *Settings) *Field[time.Duration] { return &s.Bench.RequestTimeout }).blankUnset(),
