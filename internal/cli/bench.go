@@ -502,14 +502,16 @@ func engineDefault(r width.Resolution, pol *policy.Policy, eng key.Engine) (int,
 // withSlots starts the engine with as many slots as requests in flight
 // (--parallel N, which llama-server, mlxcel-server and the sim read), so
 // that a level measures the load and not a queue, unless the operator set
-// the slot count or n is 1 (any engine's own count serves one request). That count is read as the engine reads it, since the
-// record says what ran: the last -np/--parallel among the engine
-// arguments (config.LastGiven: a profile's -np 1 and `-- -np 4` after it
-// run 4 slots); the sim's --sim-slots, which wins over them;
+// the slot count or n is 1 (any engine's own count serves one request).
+// The operator's count is read as the engine reads it, since the record
+// says what ran: the last -np/--parallel among the engine arguments
+// (config.LastGiven: a profile's -np 1 and `-- -np 4` after it run 4
+// slots); the sim's --sim-slots, which wins over them;
 // LLAMA_ARG_N_PARALLEL, the profile's engine.env over the shell's, on
 // llama-server alone (the sim and mlxcel do not read it); on the sim at
-// most sim.MaxSlots, whatever -np or bench asks (engineSlots). It returns the
-// engine arguments and the slot count (slotSize). A value that is no slot count (abc, 0, 2.5) is an error
+// most sim.MaxSlots, whatever -np or bench asks (engineSlots). It returns
+// the engine arguments and the slot count (slotSize). A value that is no
+// slot count (abc, 0, 2.5, a --sim-slots the sim refuses) is an error
 // naming it and where it was given (a profile's engine.args by file:line,
 // even with arguments typed after them), before anything starts: every
 // engine would fail on it, or the record would hold a count that never

@@ -69,7 +69,7 @@ func TestWithSlots(t *testing.T) {
 		{name: "env below auto", env: "-2", eng: key.LlamaCpp, err: `env LLAMA_ARG_N_PARALLEL: "-2" is not a slot count`},
 		{name: "env a fraction", env: "2.5", eng: key.LlamaCpp, err: `"2.5" is not a slot count`},
 		// a -np among the profile's engine.args names the profile's line,
-		// with arguments typed after them too (it named the command line)
+		// with arguments typed after them too
 		{name: "profile -np abc, typed args after", prof: []string{"-np", "abc"}, args: []string{"--sim-warmup", "0s"}, eng: key.Sim, err: `profile p.toml:3: -np "abc" is not a slot count`},
 		{name: "profile args alone", prof: []string{"--parallel=x"}, eng: key.LlamaCpp, err: `profile p.toml:3: --parallel "x" is not a slot count`},
 		{name: "typed -np abc after the profile's", prof: []string{"-np", "2"}, args: []string{"-np", "abc"}, eng: key.LlamaCpp, err: `engine arguments on the command line: -np "abc" is not a slot count`},
