@@ -530,9 +530,9 @@ func withSlots(s config.Settings, env slotEnv, n int) (config.Field[[]string], s
 		k, ok := slotCount(eng, flag, val)
 		switch {
 		case !ok && flag == "--sim-slots":
-			return args, slotSize{}, &config.Error{Src: s.EngineArgSrc(at), Msg: fmt.Sprintf("--sim-slots %s is not a slot count the sim takes: want a whole number from 1 to %d, e.g. --sim-slots %d for %d requests in flight, or drop it and the slots follow -np, or the --parallel %d bench adds", config.Quoted(val), sim.MaxSlots, fits, n, fits)}
+			return args, slotSize{}, &config.Error{Src: s.EngineArgSrc(at), Msg: fmt.Sprintf("--sim-slots %s is not a slot count the sim takes: want a whole number from 1 to %d, e.g. --sim-slots %d for %d %s in flight", config.Quoted(val), sim.MaxSlots, fits, n, bench.Plural(n, "request", "requests"))}
 		case !ok:
-			return args, slotSize{}, &config.Error{Src: s.EngineArgSrc(at), Msg: fmt.Sprintf("%s %s is not a slot count: %s, e.g. -np %d for %d requests in flight, or drop it and the engine is started with --parallel %d", flag, config.Quoted(val), slotWant, fits, n, fits)}
+			return args, slotSize{}, &config.Error{Src: s.EngineArgSrc(at), Msg: fmt.Sprintf("%s %s is not a slot count: %s, %s", flag, config.Quoted(val), slotWant, slotExample(eng, "-np ", "drop it", n))}
 		}
 		from := "the operator's " + flag + " " + val
 		if asked, _ := strconv.Atoi(strings.TrimSpace(val)); asked > k && k > 0 {
@@ -543,7 +543,7 @@ func withSlots(s config.Settings, env slotEnv, n int) (config.Field[[]string], s
 	if v, src := env("LLAMA_ARG_N_PARALLEL"); v != "" && eng == key.LlamaCpp {
 		k, ok := slotCount(eng, "LLAMA_ARG_N_PARALLEL", v)
 		if !ok {
-			return args, slotSize{}, &config.Error{Src: src, Msg: fmt.Sprintf("%s is not a slot count: %s, e.g. LLAMA_ARG_N_PARALLEL=%d for %d requests in flight, or unset it and the engine is started with --parallel %d", config.Quoted(v), slotWant, n, n, n)}
+			return args, slotSize{}, &config.Error{Src: src, Msg: fmt.Sprintf("%s is not a slot count: %s, %s", config.Quoted(v), slotWant, slotExample(eng, "LLAMA_ARG_N_PARALLEL=", "unset it", n))}
 		}
 		return args, slotSize{n: k, from: "the operator's LLAMA_ARG_N_PARALLEL=" + v, by: "LLAMA_ARG_N_PARALLEL"}, nil
 	}
@@ -552,6 +552,18 @@ func withSlots(s config.Settings, env slotEnv, n int) (config.Field[[]string], s
 	}
 	out := config.Field[[]string]{Value: append(slices.Clone(args.Value), "--parallel", strconv.Itoa(fits)), Src: args.Src}
 	return out, slotSize{n: fits, from: fmt.Sprintf("--parallel %d, added by bench", fits)}, nil
+}
+
+// slotExample is a refused slot count's fix: set (the flag or variable
+// with its separator) to the slots eng runs for n requests in flight, or
+// undo it and have what withSlots then does, which is no --parallel at one
+// request in flight.
+func slotExample(eng key.Engine, set, undo string, n int) string {
+	if n <= 1 {
+		return fmt.Sprintf("e.g. %s1 for 1 request in flight, or %s and the engine keeps its own count", set, undo)
+	}
+	k := engineSlots(eng, n)
+	return fmt.Sprintf("e.g. %s%d for %d requests in flight, or %s and the engine is started with --parallel %d", set, k, n, undo, k)
 }
 
 // slotSize is the engine's slot count n (0 unknown), where it came from,

@@ -80,7 +80,9 @@ func TestWithSlots(t *testing.T) {
 		// one request at a time: bench adds nothing, and still checks
 		{name: "one in flight", args: []string{"-ngl", "99"}, eng: key.LlamaCpp, n: 1, want: []string{"-ngl", "99"}},
 		{name: "one in flight, sim", eng: key.Sim, n: 1, want: nil},
-		{name: "one in flight, -np abc", args: []string{"-np", "abc"}, eng: key.LlamaCpp, n: 1, err: `-np "abc" is not a slot count`},
+		{name: "one in flight, -np abc", args: []string{"-np", "abc"}, eng: key.LlamaCpp, n: 1, err: `-np "abc" is not a slot count: want a whole number of 1 or more (or -1, llama-server's auto), e.g. -np 1 for 1 request in flight, or drop it and the engine keeps its own count`},
+		{name: "one in flight, env abc", env: "abc", eng: key.LlamaCpp, n: 1, err: `env LLAMA_ARG_N_PARALLEL: "abc" is not a slot count: want a whole number of 1 or more (or -1, llama-server's auto), e.g. LLAMA_ARG_N_PARALLEL=1 for 1 request in flight, or unset it and the engine keeps its own count`},
+		{name: "sim -np abc above its most", args: []string{"-np", "abc"}, eng: key.Sim, n: 128, err: `-np "abc" is not a slot count: want a whole number of 1 or more (or -1, llama-server's auto), e.g. -np 64 for 128 requests in flight, or drop it and the engine is started with --parallel 64`},
 		// the sim decodes at most sim.MaxSlots requests at once, and refuses
 		// a --sim-slots outside 1..64 at start
 		{name: "sim -np above its most", args: []string{"-np", "100"}, eng: key.Sim, want: []string{"-np", "100"}, slots: 64, fromIn: "the operator's -np 100; the sim runs at most 64"},
