@@ -242,3 +242,17 @@ func TestFollowerStartsForAReloadedSchedule(t *testing.T) {
 		}
 	})
 }
+
+// The follower's first switch is priced by the first engine that served,
+// whichever start it was: after a failed first start, the edit that waited
+// for it starts the engine, and the follower priced its switch at 0 s (the
+// default 10.3 s then, nine times slower to switch than after a normal
+// start). Later starts do not move it.
+func TestFirstServedStartPricesTheFollower(t *testing.T) {
+	var c controllers
+	c.startTook(1100 * time.Millisecond) // the edit's engine, the first that served
+	c.startTook(9 * time.Second)         // a later switch's
+	if _, d := c.forFollower(); d != 1100*time.Millisecond {
+		t.Errorf("the follower's start %v, want the first engine that served (1.1s)", d)
+	}
+}

@@ -128,9 +128,7 @@ func (sv *launcher) startInst(ctx context.Context, p *plan.Plan, id server.Engin
 		}
 		return nil, err
 	}
-	if kind == server.KindStart {
-		sv.ctl.setFirstStart(time.Since(t0))
-	}
+	sv.ctl.startTook(time.Since(t0))
 	in := &server.Instance{Plan: p, Proc: r.Proc, BaseURL: ep.Launch.BaseURL, Port: port, Since: time.Now(), Info: r}
 	if sv.px != nil {
 		b, err := proxy.NewBackend(ep.Launch.BaseURL, fmt.Sprintf("pid %d", r.Proc.PID()))
@@ -501,9 +499,12 @@ func (sv *launcher) metricSources() metrics.Sources {
 }
 
 // adopted: a reload that starts the engine command now serving (one
-// that arrived during a switch to the same settings, or a comment edit).
+// that arrived during a switch to the same settings, or a comment edit),
+// or the one a crashed engine restarts with after its back-off.
 func (sv *launcher) adopted(j *server.Job) {
-	if cur := sv.plan(); cur != j.Plan {
+	// A crash's back-off adopts too, nothing serving: the runtime said
+	// the restart runs these settings.
+	if cur := sv.plan(); cur != j.Plan && sv.st.serves() {
 		msg, attrs := keptEngine("the engine asked for is the one now serving", cur, j.Plan)
 		sv.log.Info(msg, append([]any{"why", j.Reason}, attrs...)...)
 	}

@@ -232,3 +232,25 @@ func TestReloadSaysWhatTheFilesSay(t *testing.T) {
 		})
 	}
 }
+
+// A reload adopted while a crashed engine waits its back-off says nothing
+// of an engine "now serving": none serves (each SIGHUP of a storm said
+// it). With one serving, the kept engine is said.
+func TestAdoptedDuringBackoffSaysNoEngineServes(t *testing.T) {
+	files := &schedLoad{sched: "1-3:8,4+:3", arg: "a"}
+	old, _ := files.Build(plan.Options{Load: 1})
+	files.sched = "1-3:8,4+:2"
+	edited, _ := files.Build(plan.Options{Load: 1})
+	for _, serving := range []bool{false, true} {
+		var log strings.Builder
+		sv := &launcher{st: newServeStatus(old), log: slog.New(slog.NewTextHandler(&log, nil)), met: metrics.New(metrics.Sources{})}
+		sv.force.take(old, nil)
+		if serving {
+			sv.st.serving(&server.Instance{Plan: old, Proc: &supervise.Process{}, Info: &instance.Engine{}})
+		}
+		sv.adopted(&server.Job{Kind: server.KindReload, Plan: edited, Reason: "reload: SIGHUP"})
+		if said := strings.Contains(log.String(), "is the one now serving"); said != serving {
+			t.Errorf("serving %v: said an engine serves %v:\n%s", serving, said, log.String())
+		}
+	}
+}

@@ -105,8 +105,8 @@ type controllers struct {
 	// comment, a SIGHUP) would put the policy's width back.
 	adapted     int
 	adaptReason string
-	// firstStart is how long the first engine took to start (it prices
-	// the follower's first switch).
+	// firstStart is how long the first engine that served took to start
+	// (it prices the follower's first switch).
 	firstStart time.Duration
 	// overruled: an operator width or schedule turned the adaptive width
 	// off (at start, or a reload that ended the loop); it stays off until
@@ -218,10 +218,17 @@ func (c *controllers) kept() (adapted int, reason string) {
 	return c.adapted, c.adaptReason
 }
 
-func (c *controllers) setFirstStart(d time.Duration) {
+// startTook records how long an engine took to start: the first one that
+// served prices the follower's first switch. It is not always the first
+// start's: after a first start failed, the edit that waited for it started
+// the engine that serves, and the follower priced its switch at 0 s (it
+// read the default 10.3 s, nine times too slow to switch).
+func (c *controllers) startTook(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.firstStart = d
+	if c.firstStart == 0 {
+		c.firstStart = d
+	}
 }
 
 // forFollower is what the follower starts from: whether the adaptive loop

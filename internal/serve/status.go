@@ -196,6 +196,13 @@ func (st *serveStatus) keptBy(np *plan.Plan) *server.Instance {
 	return st.cur
 }
 
+// serves says an engine serves (none after a crash, until its restart).
+func (st *serveStatus) serves() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.cur != nil
+}
+
 func (st *serveStatus) exited(in *server.Instance, code int) {
 	st.mu.Lock()
 	if st.cur == in {
