@@ -271,7 +271,24 @@ func (c *BenchCmd) sweep(e *Env, log *slog.Logger, o bench.Options, st *starter,
 	log.Info("record written", "md", outBase+".md", "json", outBase+".json", "svg", outBase+".svg")
 	fmt.Fprintln(e.Stderr) // after the progress, before the result
 	writeVerdict(resultOut(e, o.JSONProgress), rec)
-	return nil
+	return measuredNothing(rec, outBase)
+}
+
+// measuredNothing fails a bench none of whose arms measured anything
+// (every engine failed to start or to answer): it printed "nothing to
+// compare against", wrote a record of 0 requests and exited 0, which a
+// script reads as a measurement. Exit 1, the record kept for its reasons.
+func measuredNothing(rec *record.Record, outBase string) error {
+	arms := slices.Clone(rec.Arms)
+	for _, l := range rec.Levels {
+		arms = append(arms, l.Arms...)
+	}
+	for _, a := range arms {
+		if a.Status == record.StatusOK {
+			return nil
+		}
+	}
+	return exitCode(1, fmt.Errorf("no arm measured anything: every engine failed (%s.md says why, arm by arm)", outBase))
 }
 
 // writeVerdict says what a record earned: its verdict, the arms that

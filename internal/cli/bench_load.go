@@ -123,7 +123,7 @@ func sweepLoad(e *Env, log *slog.Logger, lo bench.LoadOptions, st *starter, rec 
 	log.Info("record written", "md", outBase+".md", "json", outBase+".json", "svg", outBase+".svg")
 	fmt.Fprintln(e.Stderr) // after the progress, before the result
 	writeVerdict(resultOut(e, lo.JSONProgress), rec)
-	return nil
+	return measuredNothing(rec, outBase)
 }
 
 // runLoadRecord measures and writes the record; the error is the sweep's

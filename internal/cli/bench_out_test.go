@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -86,6 +87,29 @@ func TestWriteVerdict(t *testing.T) {
 		line := strings.Split(strings.TrimSpace(tc.want), "\n")
 		if md := string(bench.RenderMarkdown(&tc.rec)); !strings.Contains(md, line[len(line)-1]) {
 			t.Errorf("%s: the record's markdown does not say %q:\n%s", tc.name, line[len(line)-1], md)
+		}
+	}
+}
+
+// A bench none of whose arms measured anything exits 1, its record kept:
+// it exited 0 after "nothing to compare against", which a script reads as
+// a measurement. One arm measured, on one level or another, is a record.
+func TestMeasuredNothing(t *testing.T) {
+	failed, ok := record.Arm{Status: record.StatusFailed}, record.Arm{Status: record.StatusOK}
+	for _, tc := range []struct {
+		name string
+		rec  record.Record
+		fail bool
+	}{
+		{"every arm failed", record.Record{Arms: []record.Arm{failed, failed}}, true},
+		{"one arm measured", record.Record{Arms: []record.Arm{failed, ok}}, false},
+		{"a sweep, every level failed", record.Record{Levels: []record.Level{{Arms: []record.Arm{failed}}, {Arms: []record.Arm{failed}}}}, true},
+		{"a sweep, one level measured", record.Record{Levels: []record.Level{{Arms: []record.Arm{failed}}, {Arms: []record.Arm{ok}}}}, false},
+	} {
+		err := measuredNothing(&tc.rec, "out/r")
+		var ee *exitError
+		if tc.fail != (err != nil) || tc.fail && (!errors.As(err, &ee) || ee.Code != 1 || !strings.Contains(err.Error(), "out/r.md says why")) {
+			t.Errorf("%s: %v", tc.name, err)
 		}
 	}
 }
