@@ -24,7 +24,7 @@ func AdaptOff(p *plan.Plan, proxied bool) string {
 		return why
 	}
 	if p.Resolution.IsOperator() {
-		return operatorSet(p.Settings) + "; it always wins"
+		return operatorWins(p.Settings)
 	}
 	return ""
 }
@@ -48,14 +48,15 @@ func adaptCannot(p *plan.Plan, proxied bool) string {
 	return ""
 }
 
-// operatorSet says which operator setting overrides the policy
-// (Resolution.IsOperator), with its source: the schedule or the width. A
-// schedule was named as a width "(default)".
-func operatorSet(s config.Settings) string {
+// operatorWins says which operator setting overrides the policy
+// (Resolution.IsOperator), with its source, the schedule or the width,
+// and that it wins over the adaptive width: every message that turns the
+// loop off for it says it so. A schedule was named as a width "(default)".
+func operatorWins(s config.Settings) string {
 	if s.Schedule.Value != nil {
-		return "an operator schedule is set (" + s.Schedule.Src.String() + ")"
+		return "an operator schedule is set (" + s.Schedule.Src.String() + "); it always wins"
 	}
-	return "an operator width is set (" + s.Width.Src.String() + ")"
+	return "an operator width is set (" + s.Width.Src.String() + "); it always wins"
 }
 
 // newAdapt makes the adaptive width controller when it is asked for (nil

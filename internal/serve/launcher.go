@@ -681,7 +681,7 @@ func (sv *launcher) operatorWidthEndsAdapt(p *plan.Plan) {
 	if p.Resolution.IsOperator() {
 		if stop := sv.ctl.takeStopAdapt(true); stop != nil {
 			sv.ctl.overrule()
-			sv.log.Info("adaptive width off: " + operatorSet(p.Settings) + "; it always wins" + staysOff)
+			sv.log.Info("adaptive width off: " + operatorWins(p.Settings) + staysOff)
 			go func() { // the loop may be waiting on the runtime's goroutine
 				stop()
 				sv.showOverruled()
@@ -706,7 +706,7 @@ func (sv *launcher) showOverruled() {
 	p := sv.plan()
 	why := "an operator width or schedule turned it off, since removed"
 	if p.Resolution.IsOperator() {
-		why = operatorSet(p.Settings) + "; it always wins"
+		why = operatorWins(p.Settings)
 	}
 	sv.showAdapt(adapt.Status{State: adapt.StateNotAdapting, Note: why + staysOff, Width: widthOf(p), Updated: time.Now()}, adapt.StateNotAdapting)
 }
@@ -765,7 +765,7 @@ func (sv *launcher) adaptedPlan(cur *plan.Plan, w int, reason string) (*plan.Pla
 	}
 	if np.Resolution.IsOperator() {
 		// The loop stops on it: an operator width always wins.
-		return nil, nil, fmt.Errorf("%w: %s; it always wins", adapt.ErrNotAdapting, operatorSet(np.Settings))
+		return nil, nil, fmt.Errorf("%w: %s", adapt.ErrNotAdapting, operatorWins(np.Settings))
 	}
 	return np, l, nil
 }
