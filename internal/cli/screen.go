@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/speclaunch/speclaunch/internal/secret"
@@ -39,6 +41,43 @@ type screenHandler struct {
 	// before it is cut or wrapped, where a key cut in two would match
 	// neither half.
 	secrets *secret.Redactor
+	// out is the writer under next, shared by every handler derived from
+	// this one.
+	out *recordWriter
+}
+
+// recordWriter writes each record's lines in one Write: a record that
+// screenHandler splits into lines ("  err: ...") is never interleaved
+// with another goroutine's record, nor read with its first line only (CI
+// saw a test read "new settings cannot start" before its cause).
+type recordWriter struct {
+	mu  sync.Mutex
+	w   io.Writer
+	buf []byte
+}
+
+// Write is called by next only, within record, under mu.
+func (rw *recordWriter) Write(p []byte) (int, error) {
+	rw.buf = append(rw.buf, p...)
+	return len(p), nil
+}
+
+// record runs f, which writes one record's lines, and writes them at once.
+func (rw *recordWriter) record(f func() error) error {
+	rw.mu.Lock()
+	defer rw.mu.Unlock()
+	err := f()
+	if len(rw.buf) > 0 {
+		if _, werr := rw.w.Write(rw.buf); err == nil {
+			err = werr
+		}
+	}
+	if cap(rw.buf) > 64<<10 {
+		rw.buf = nil // an engine's long output does not stay held
+	} else {
+		rw.buf = rw.buf[:0]
+	}
+	return err
 }
 
 func (h *screenHandler) Enabled(ctx context.Context, l slog.Level) bool {
@@ -46,15 +85,18 @@ func (h *screenHandler) Enabled(ctx context.Context, l slog.Level) bool {
 }
 
 func (h *screenHandler) WithAttrs(as []slog.Attr) slog.Handler {
-	return &screenHandler{next: h.next.WithAttrs(as), attrs: append(h.attrs[:len(h.attrs):len(h.attrs)], as...), secrets: h.secrets}
+	return &screenHandler{next: h.next.WithAttrs(as), attrs: append(h.attrs[:len(h.attrs):len(h.attrs)], as...), secrets: h.secrets, out: h.out}
 }
 
 func (h *screenHandler) WithGroup(name string) slog.Handler {
-	return &screenHandler{next: h.next.WithGroup(name), attrs: h.attrs, secrets: h.secrets}
+	return &screenHandler{next: h.next.WithGroup(name), attrs: h.attrs, secrets: h.secrets, out: h.out}
 }
 
 func (h *screenHandler) Handle(ctx context.Context, r slog.Record) error {
-	r = h.redacted(r)
+	return h.out.record(func() error { return h.handle(ctx, h.redacted(r)) })
+}
+
+func (h *screenHandler) handle(ctx context.Context, r slog.Record) error {
 	if utf8.RuneCountInString(r.Message) > screenWidth || strings.Contains(r.Message, "\n") {
 		// A message that alone fills a line: one a little shorter stays
 		// whole, as a test or an operator's grep may look for it.

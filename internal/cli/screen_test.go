@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"unicode/utf8"
 
@@ -226,5 +227,45 @@ func TestNoCutShowsAKey(t *testing.T) {
 	}
 	if !strings.Contains(out, secret.Mask(key)) {
 		t.Errorf("no mask of the key in:\n%s", out)
+	}
+}
+
+// writeCalls keeps each Write apart, as a reader polling the log sees it.
+type writeCalls struct {
+	mu    sync.Mutex
+	calls []string
+}
+
+func (w *writeCalls) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.calls = append(w.calls, string(p))
+	return len(p), nil
+}
+
+// A record split into lines reaches the writer in one Write: a reader
+// never sees its first line without its cause, and two goroutines'
+// records never interleave.
+func TestRecordIsOneWrite(t *testing.T) {
+	var w writeCalls
+	log := newLogger(&w, nil, "text", "info", func(string) string { return "" })
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 20 {
+				log.Error("new settings cannot start", "err", errors.New(strings.Repeat("port busy ", 30)), "g", g, "i", i)
+			}
+		}()
+	}
+	wg.Wait()
+	if len(w.calls) != 80 {
+		t.Errorf("%d writes for 80 records", len(w.calls))
+	}
+	for _, c := range w.calls {
+		if strings.Count(c, "new settings cannot start") != 1 || strings.Count(c, "  err: port busy") != 1 {
+			t.Fatalf("a write that is not one whole record:\n%q", c)
+		}
 	}
 }
