@@ -158,6 +158,11 @@ func writeResolution(w io.Writer, p *plan.Plan, notices []config.Notice) {
 	r, f, s := p.Resolution, p.Facts, p.Settings
 	fmt.Fprintln(w, p.Headline())
 	row := func(k, v string) { fmt.Fprintf(w, "  %-11s %s\n", k, v) }
+	if r.Source == width.Off && r.OnSource != "" {
+		// A schedule off at one request: its rows are the schedule's, said
+		// as they are for one that starts speculative.
+		r.Source = r.OnSource
+	}
 	if r.Source != width.Off {
 		src := string(r.Source)
 		if r.Source == width.Override {

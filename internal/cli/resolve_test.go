@@ -137,3 +137,16 @@ func TestStrayArgumentExampleNamesTheCommand(t *testing.T) {
 		}
 	}
 }
+
+// A schedule off at one request prints the rows of any schedule: where it
+// came from, each bucket, the drafter and the key (they were left out, as
+// for a launch with no drafter).
+func TestResolveScheduleOffAtOneRequestShowsItsRows(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	code, o, e := runCLI(t, "resolve", "--profile", "../../profiles/demo-load.toml", "--draft-schedule", "1:1,2+:6")
+	for _, want := range []string{"source      override from flag --draft-schedule", "width 1 (speculation off) (override", "2+ requests in flight: width 6", "  drafter     dflash", "  key         engine="} {
+		if code != 0 || !strings.Contains(o, want) {
+			t.Errorf("exit %d, no %q:\n%s%s", code, want, o, e)
+		}
+	}
+}
