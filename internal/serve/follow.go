@@ -52,10 +52,7 @@ type FollowStatus struct {
 func (sv *launcher) runFollow(p *plan.Plan) func() {
 	adapting, started := sv.ctl.forFollower()
 	if why := FollowOff(p, sv.px != nil, adapting); why != "" {
-		if s := p.Resolution.Schedule; len(s) > 1 && !s.IsFlat() {
-			sv.log.Info("width schedule not followed: "+why, "schedule", s.String())
-			sv.st.setFollow(FollowStatus{Schedule: s.String(), Off: why, Updated: time.Now()})
-		}
+		sv.followOff(p, why)
 		return nil
 	}
 	sv.log.Info("following the width schedule by requests in flight", "schedule", p.Resolution.Schedule.Describe(), "switch_priced_at", started.Round(10*time.Millisecond).String())
@@ -75,10 +72,30 @@ func (sv *launcher) runFollow(p *plan.Plan) func() {
 // followed. A running follower takes a new schedule itself.
 func (sv *launcher) followLater(p *plan.Plan) {
 	adapting, _ := sv.ctl.forFollower()
-	if !sv.ctl.noFollower() || FollowOff(p, sv.px != nil, adapting) != "" {
+	if !sv.ctl.noFollower() {
+		return
+	}
+	if why := FollowOff(p, sv.px != nil, adapting); why != "" {
+		sv.followOff(p, why)
 		return
 	}
 	sv.ctl.ran(sv.runFollow(p), true)
+}
+
+// followOff shows why the plan's schedule is not followed: a schedule of
+// several widths is logged and shown; one width replaces only a note the
+// status already shows, which would stay stale ("the adaptive width is
+// on" after an operator width ended the loop), keeping its switches.
+func (sv *launcher) followOff(p *plan.Plan, why string) {
+	s := p.Resolution.Schedule
+	if len(s) > 1 && !s.IsFlat() {
+		sv.log.Info("width schedule not followed: "+why, "schedule", s.String())
+		sv.st.setFollow(FollowStatus{Schedule: s.String(), Off: why, Switches: sv.st.followSwitches(), Updated: time.Now()})
+		return
+	}
+	if sv.st.hasFollow() {
+		sv.st.setFollow(FollowStatus{Schedule: s.String(), Off: why, Switches: sv.st.followSwitches(), Updated: time.Now()})
+	}
 }
 
 // follow is the follower's loop: a sample of the load (Load) every
@@ -88,7 +105,7 @@ func (sv *launcher) follow(ctx context.Context, p *plan.Plan, started time.Durat
 	st := follow.New(cfg, widthOf(p), started)
 	tick := time.NewTicker(follow.Tick)
 	defer tick.Stop()
-	switches := 0
+	switches := sv.st.followSwitches() // an earlier follower's, since serve started
 	for {
 		select {
 		case <-ctx.Done():
@@ -104,7 +121,7 @@ func (sv *launcher) follow(ctx context.Context, p *plan.Plan, started time.Durat
 			st = follow.Renew(cfg, st, widthOf(cur))
 		}
 		if len(cfg.Schedule) < 2 || cfg.Schedule.IsFlat() {
-			sv.st.setFollow(FollowStatus{Schedule: cfg.Schedule.String(), Off: "one width at every load", Updated: time.Now()})
+			sv.st.setFollow(FollowStatus{Schedule: cfg.Schedule.String(), Off: "one width at every load", Switches: switches, Updated: time.Now()})
 			continue
 		}
 		st.Width = widthOf(cur) // a reload or a restart may have moved it

@@ -256,3 +256,24 @@ func TestFirstServedStartPricesTheFollower(t *testing.T) {
 		t.Errorf("the follower's start %v, want the first engine that served (1.1s)", d)
 	}
 }
+
+// Once an operator width ended the adaptive loop, the follow block says
+// why no schedule is followed now, its switches kept: it went on saying
+// "the adaptive width is on" until serve stopped.
+func TestFollowStatusFollowsAReloadedWidth(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sv := &launcher{px: proxy.New(proxy.Options{}), log: slog.New(slog.DiscardHandler), st: newServeStatus(&plan.Plan{}), met: metrics.New(metrics.Sources{})}
+		sv.ctl.started = true
+		sv.st.setFollow(FollowStatus{Schedule: "1:6,2+:1", Off: "the adaptive width is on: serve follows the schedule it learns", Switches: 3})
+		sv.adopt(schedPlan(t, key.Sim, "4", 1), nil) // the operator's width; the loop has ended
+		f := sv.st.follow
+		if f == nil || f.Off != "one width at every load" || f.Switches != 3 || f.Schedule != "1+:4" {
+			t.Errorf("follow status after an operator width: %+v", f)
+		}
+		fresh := &launcher{px: proxy.New(proxy.Options{}), log: slog.New(slog.DiscardHandler), st: newServeStatus(&plan.Plan{}), met: metrics.New(metrics.Sources{})}
+		fresh.ctl.started = true
+		if fresh.adopt(schedPlan(t, key.Sim, "4", 1), nil); fresh.st.follow != nil {
+			t.Errorf("a follow block for one width where none was shown: %+v", fresh.st.follow)
+		}
+	})
+}

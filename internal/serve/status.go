@@ -347,6 +347,23 @@ func (st *serveStatus) setFollow(f FollowStatus) {
 	st.mu.Unlock()
 }
 
+// hasFollow says the status shows the follower.
+func (st *serveStatus) hasFollow() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.follow != nil
+}
+
+// followSwitches is the follower's switches shown so far.
+func (st *serveStatus) followSwitches() int {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.follow == nil {
+		return 0
+	}
+	return st.follow.Switches
+}
+
 func (st *serveStatus) setAdapt(v any) {
 	st.mu.Lock()
 	st.adapt = v
