@@ -325,6 +325,9 @@ func TestAdaptOffFollowsThePlanInForce(t *testing.T) {
 					sv.ctl.loop, sv.ctl.stopAdapt = &controlShell{}, func() {}
 				} else if c := sv.newAdapt(operator(3)); c != nil {
 					t.Fatal("a controller under an operator width")
+				} else if got, _ := sv.st.adapt.(adapt.Status); got.Width != 3 || !strings.HasSuffix(got.Note, "it always wins; it stays off until speclaunch restarts") {
+					// at start as after a reload: it lacked both until one came
+					t.Errorf("adapt status at start %+v, want width 3 and that it stays off", got)
 				}
 				show := func(p *plan.Plan, width int, note string) {
 					t.Helper()
