@@ -66,7 +66,7 @@ func (sv *launcher) newAdapt(p *plan.Plan) Controller {
 		if p.Settings.Adapt.Value {
 			if adaptCannot(p, sv.px != nil) == "" {
 				sv.ctl.overrule() // the operator's: a reload that removes it starts no loop
-				why += staysOff // said as when a reload's operator width ends the loop
+				why += staysOff   // said as when a reload's operator width ends the loop
 			}
 			sv.log.Info("adaptive width off: " + why)
 			sv.showAdapt(adapt.Status{State: adapt.StateNotAdapting, Note: why, Width: widthOf(p), Updated: time.Now()}, adapt.StateNotAdapting)
