@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/speclaunch/speclaunch/internal/instance"
 	"github.com/speclaunch/speclaunch/internal/key"
 	"github.com/speclaunch/speclaunch/internal/metrics"
 	"github.com/speclaunch/speclaunch/internal/plan"
@@ -115,5 +116,44 @@ func TestReloadDuringTheFirstStartSaysOneThing(t *testing.T) {
 		if got := strings.Contains(log.String(), "nothing to do"); got != tc.nothing {
 			t.Errorf("%s: said nothing to do %v, want %v; log:\n%s", tc.phase, got, tc.nothing, log.String())
 		}
+	}
+}
+
+// A reload that keeps the engine command with an engine serving says so
+// once: the reload loop said "engine command unchanged; nothing to do",
+// then the runtime's adoption of the same job "the engine asked for is
+// the one now serving; nothing to do" (an operator's comment edit logged
+// both). A job the reload loop did not say (one adopted after a switch)
+// is still said.
+func TestKeptReloadSaysNothingToDoOnce(t *testing.T) {
+	bin, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur := llamaPlan(bin, []string{"-ngl", "99"}, nil)
+	cur.Settings.Model.Value = bin
+	cur.Settings.Switch.Value = key.SwitchDrain
+	np := *cur
+	var log bytes.Buffer
+	sv := &launcher{c: Config{Loader: flagLoader{flagLoad{&np}}}, rt: server.New(server.Options{}), force: inForce{plan: cur},
+		st: newServeStatus(cur), met: metrics.New(metrics.Sources{}), log: slog.New(slog.NewTextHandler(&log, nil))}
+	sv.force.setPhase(server.Serving)
+	sv.st.serving(&server.Instance{Plan: cur, Info: &instance.Engine{}})
+	changes, stop, done := make(chan watch.Change), make(chan struct{}), make(chan struct{})
+	go func() { sv.feed(changes, nil, stop); close(done) }()
+	changes <- watch.Change{Path: "p.toml", Reason: watch.ReasonWrite}
+	close(stop)
+	<-done
+	var reply chan error
+	sv.keptSaid.Range(func(k, _ any) bool { reply = k.(chan error); return false })
+	sv.adopted(&server.Job{Kind: server.KindReload, Plan: &np, Reason: "reload: p.toml (write)", Reply: reply})
+	if n := strings.Count(log.String(), "nothing to do"); reply == nil || n != 1 {
+		t.Errorf("said nothing to do %d times, want once; log:\n%s", n, log.String())
+	}
+	other := np
+	log.Reset()
+	sv.adopted(&server.Job{Kind: server.KindReload, Plan: &other, Reason: "reload: p.toml (write)", Reply: make(chan error, 1)})
+	if !strings.Contains(log.String(), "the engine asked for is the one now serving; nothing to do") {
+		t.Errorf("an adoption the reload loop did not say is not said; log:\n%s", log.String())
 	}
 }

@@ -54,7 +54,10 @@ type launcher struct {
 	ctl   controllers // the adaptive loop and the follower; one lock
 
 	submitMu sync.Mutex // one submit at a time (submit)
-	busy     busyWatch  // how long switches have waited on an engine beside the serving one
+	// keptSaid holds the reply channels of reloads the reload loop said
+	// keep the engine command: adopted does not say it a second time.
+	keptSaid sync.Map
+	busy     busyWatch // how long switches have waited on an engine beside the serving one
 }
 
 // switchedLoad is the load in force once a switch ended with to serving:
@@ -343,7 +346,11 @@ func (sv *launcher) feed(changes <-chan watch.Change, hup <-chan os.Signal, stop
 			why = ch.Path + " (" + ch.Reason + ")"
 		}
 		reply := make(chan error, 1)
+		if kept {
+			sv.keptSaid.Store(reply, true) // before submit: the runtime may adopt at once
+		}
 		if err := sv.submit(server.KindReload, "reload: "+why, cur, np, l, reply); err != nil {
+			sv.keptSaid.Delete(reply)
 			sv.reloaded(ch, err)
 			continue
 		}
@@ -375,7 +382,7 @@ func (sv *launcher) submit(kind server.Kind, reason string, cur, np *plan.Plan, 
 	// the address bound ahead is for the latest plan the runtime gets.
 	sv.submitMu.Lock()
 	defer sv.submitMu.Unlock()
-	mode := sv.switchMode(np)
+	mode := sv.switchMode(np, !plan.SameEngine(cur, np))
 	// Before checkSwitch, which binds a new public address ahead.
 	warn, err := knownToFail(cur, np, mode)
 	if err == nil {
@@ -504,7 +511,8 @@ func (sv *launcher) metricSources() metrics.Sources {
 func (sv *launcher) adopted(j *server.Job) {
 	// A crash's back-off adopts too, nothing serving: the runtime said
 	// the restart runs these settings.
-	if cur := sv.plan(); cur != j.Plan && sv.st.serves() {
+	_, said := sv.keptSaid.LoadAndDelete(j.Reply)
+	if cur := sv.plan(); cur != j.Plan && sv.st.serves() && !said {
 		msg, attrs := keptEngine("the engine asked for is the one now serving", cur, j.Plan)
 		sv.log.Info(msg, append([]any{"why", j.Reason}, attrs...)...)
 	}
@@ -735,10 +743,11 @@ func (sv *launcher) checkSwitch(cur, np *plan.Plan) error {
 }
 
 // switchMode picks overlap or drain for a switch (auto's choice and why
-// are logged); direct mode has only stop-then-start.
-func (sv *launcher) switchMode(np *plan.Plan) key.Switch {
+// are logged where a switch may follow, say); direct mode has only
+// stop-then-start.
+func (sv *launcher) switchMode(np *plan.Plan, say bool) key.Switch {
 	mode, why := sv.pickSwitch(np)
-	if sv.px != nil && np.Settings.Switch.Value == key.SwitchAuto {
+	if say && sv.px != nil && np.Settings.Switch.Value == key.SwitchAuto {
 		sv.log.Info("switch mode", "mode", mode, "why", why)
 	}
 	return mode
