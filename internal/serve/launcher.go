@@ -369,6 +369,7 @@ func (sv *launcher) feed(changes <-chan watch.Change, hup <-chan os.Signal, stop
 				done(err)
 			case <-stop: // the runtime has ended: no reply comes
 			}
+			sv.keptSaid.Delete(reply) // answered without an adoption: not kept for ever
 		}()
 	}
 }
