@@ -214,7 +214,7 @@ func (r *Runtime) Run() (int, error) {
 				// ended by itself.
 				r.o.Proxy.Close(proxy.Cause{What: "the engine exited"})
 			}
-			r.pending(nil) // a switch still pending waits no more
+			r.pending(nil, nil) // a switch still pending waits no more
 			return exit.Code, exit.Err
 		}
 		if timer != nil {
@@ -245,7 +245,7 @@ func (r *Runtime) Run() (int, error) {
 		if m.Phase != prev {
 			r.o.Launcher.Notify(NotePhase{Phase: m.Phase})
 		}
-		r.pending(m.Pending)
+		r.pending(m.Pending, m.Serving)
 		if e, ok := ev.(Exited); ok {
 			exited = append(exited, e.ID)
 		}
@@ -254,11 +254,17 @@ func (r *Runtime) Run() (int, error) {
 
 // pending says a switch that waits for the one under way (a reload during
 // a switch), should the wait last; it has no bound of its own: the switch
-// under way says its own waits and bounds.
-func (r *Runtime) pending(j *Job) {
+// under way says its own waits and bounds. With nothing serving, what is
+// under way is an engine's start (the first, or a restart's), not a
+// switch.
+func (r *Runtime) pending(j *Job, serving *Engine) {
 	switch {
 	case j != nil && r.waiting == nil:
-		r.waiting = waitlog.Start(r.o.Log, r.o.Clock, waitlog.For(fmt.Sprintf("the switch under way to end before the one asked for during it (%s)", j.Reason), 0, ""))
+		what := "the switch under way to end before the one asked for during it"
+		if serving == nil {
+			what = "the engine starting to serve before the settings asked for during its start"
+		}
+		r.waiting = waitlog.Start(r.o.Log, r.o.Clock, waitlog.For(fmt.Sprintf("%s (%s)", what, j.Reason), 0, ""))
 	case j == nil && r.waiting != nil:
 		r.waiting()
 		r.waiting = nil

@@ -160,21 +160,30 @@ func TestSilenceIsSaid(t *testing.T) {
 }
 
 // A switch asked for while another runs waits for it; said should it last,
-// and its end once the machine has no switch pending.
+// and its end once the machine has no switch pending. With nothing serving
+// what it waits for is an engine's start: it was called a switch.
 func TestPendingWaitIsSaid(t *testing.T) {
-	var buf bytes.Buffer
-	clock := &waitlogtest.Clock{}
-	rt := New(Options{Log: slog.New(slog.NewTextHandler(&buf, nil)), Clock: clock})
-	j := &Job{Kind: KindReload, Reason: "reload: p.toml (write)"}
-	rt.pending(j)
-	rt.pending(j) // still pending: one wait
-	clock.Advance(waitlog.Quiet)
-	rt.pending(nil)
-	rt.pending(nil)
-	out := buf.String()
-	if strings.Count(out, "still waiting for the switch under way to end before the one asked for during it (reload: p.toml (write)) (5s so far)") != 1 ||
-		strings.Count(out, "the wait for the switch under way to end") != 1 {
-		t.Errorf("log:\n%s", out)
+	for _, tc := range []struct {
+		serving *Engine
+		what    string
+	}{
+		{&Engine{ID: 1}, "the switch under way to end before the one asked for during it"},
+		{nil, "the engine starting to serve before the settings asked for during its start"},
+	} {
+		var buf bytes.Buffer
+		clock := &waitlogtest.Clock{}
+		rt := New(Options{Log: slog.New(slog.NewTextHandler(&buf, nil)), Clock: clock})
+		j := &Job{Kind: KindReload, Reason: "reload: p.toml (write)"}
+		rt.pending(j, tc.serving)
+		rt.pending(j, tc.serving) // still pending: one wait
+		clock.Advance(waitlog.Quiet)
+		rt.pending(nil, tc.serving)
+		rt.pending(nil, tc.serving)
+		out := buf.String()
+		if strings.Count(out, "still waiting for "+tc.what+" (reload: p.toml (write)) (5s so far)") != 1 ||
+			strings.Count(out, "the wait for "+tc.what) != 1 {
+			t.Errorf("log:\n%s", out)
+		}
 	}
 }
 
