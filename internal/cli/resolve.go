@@ -144,14 +144,27 @@ func writeSchedule(row func(k, v string), p *plan.Plan) {
 		}
 		row(k, fmt.Sprintf("%-*s %s (%s)", pad, schedule.InFlight(b.Range())+":", w, bucketSource(b, s)))
 	}
+	row("", scheduleUse(p))
+}
+
+// scheduleUse says what serve does with a schedule of several widths (""
+// for one width): the engine takes it, or serve follows it, or why
+// neither (serve.FollowOff, the rule serve applies).
+func scheduleUse(p *plan.Plan) string {
+	r, s := p.Resolution, p.Settings
 	switch {
+	case len(r.Schedule) < 2 || r.Schedule.IsFlat():
+		return ""
 	case p.RunsOneWidth():
-		row("", fmt.Sprintf("%s takes no schedule: it runs the width for one request in flight at every load (notes say why)", s.Engine.Value))
+		return fmt.Sprintf("%s takes no schedule: it runs the width for one request in flight at every load (notes say why)", s.Engine.Value)
 	case s.Engine.Value == key.VLLM:
-		row("", "vLLM picks the width by batch size itself (num_speculative_tokens_per_batch_size, vLLM 0.24 and later)")
-	default:
-		row("", "serve starts at the width for one request in flight and follows the schedule by its own count of requests in flight (docs/engines.md)")
+		return "vLLM picks the width by batch size itself (num_speculative_tokens_per_batch_size, vLLM 0.24 and later)"
 	}
+	adapting := s.Adapt.Value && serve.AdaptOff(p, s.Proxy.Value) == ""
+	if why := serve.FollowOff(p, s.Proxy.Value, adapting); why != "" {
+		return "serve does not follow it: " + why
+	}
+	return "serve starts at the width for one request in flight and follows the schedule by its own count of requests in flight (docs/engines.md)"
 }
 
 func writeResolution(w io.Writer, p *plan.Plan, notices []config.Notice) {
@@ -293,6 +306,9 @@ type ResolutionJSON struct {
 	// or its widest for an engine that takes the schedule itself.
 	Schedule []BucketJSON `json:"schedule"`
 	Load     int          `json:"load,omitempty"`
+	// Follow says what serve does with a schedule of several widths, as
+	// the text's line under the buckets; absent for one width.
+	Follow string `json:"follow,omitempty"`
 }
 
 // BucketJSON is one bucket of a schedule: lo to hi requests in flight (hi
@@ -356,7 +372,7 @@ func resolutionJSON(p *plan.Plan, notices []config.Notice) ResolutionJSON {
 		out.Entry = &EntryJSON{ID: r.Entry.ID, Width: r.Entry.Width, Schedule: r.Entry.Schedule.Triples(), RunnerUp: r.Entry.RunnerUp, Pin: r.Entry.Pin, Record: r.Entry.Record, Origin: r.Entry.Origin}
 	}
 	out.Notices = noticeLines(notices)
-	out.Schedule, out.Load = []BucketJSON{}, r.Load
+	out.Schedule, out.Load, out.Follow = []BucketJSON{}, r.Load, scheduleUse(p)
 	for _, b := range r.Schedule {
 		out.Schedule = append(out.Schedule, BucketJSON{Lo: b.Lo, Hi: b.Hi, Width: b.Width, Source: bucketSource(b, p.Settings)})
 	}

@@ -150,3 +150,21 @@ func TestResolveScheduleOffAtOneRequestShowsItsRows(t *testing.T) {
 		}
 	}
 }
+
+// resolve says what serve does with a schedule: with --no-proxy serve does
+// not follow it, and resolve said it would (a new-operator pass).
+func TestResolveSaysWhetherServeFollows(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	for _, tc := range []struct {
+		flag, want string
+	}{
+		{"--proxy", "serve starts at the width for one request in flight and follows the schedule"},
+		{"--no-proxy", "serve does not follow it: the proxy is off (--no-proxy)"},
+	} {
+		code, o, e := runCLI(t, "resolve", "--profile", "../../profiles/demo-load.toml", "--draft-schedule", "1:5,2+:1", tc.flag)
+		_, j, _ := runCLI(t, "resolve", "--profile", "../../profiles/demo-load.toml", "--draft-schedule", "1:5,2+:1", tc.flag, "--json")
+		if code != 0 || !strings.Contains(o, tc.want) || !strings.Contains(j, `"follow": "`+tc.want) {
+			t.Errorf("%s: exit %d, no %q:\n%s%s\n%s", tc.flag, code, tc.want, o, e, j)
+		}
+	}
+}
