@@ -24,9 +24,11 @@ type CacheKey struct {
 	Slots int `json:"slots"`
 }
 
-// ModelFile identifies a model file by path, size, modification time and
-// content: re-quantizing, replacing or copying another file over it
-// changes one of them.
+// ModelFile identifies a model file by its size and content: re-quantizing
+// it or copying another file over it changes them; moving, copying or
+// touching it does not (the same weights mounted at another path in a
+// container are the same pair). Path and ModTime are kept in the state
+// file to say what changed.
 type ModelFile struct {
 	Path    string `json:"path"`
 	Size    int64  `json:"size"`
@@ -49,11 +51,61 @@ func StatModel(path string) (ModelFile, error) {
 	return ModelFile{Path: abs, Size: fi.Size(), ModTime: fi.ModTime().UnixNano()}, nil
 }
 
-// ID is the key's file name stem: a hash of its canonical JSON.
+// ID is the key's file name stem: a hash of what the curve is a property
+// of (the engine, the GPU, the slots, each model's size and content), not
+// of where the models lie or when they were written. A model whose content
+// is unknown is named by its path and time instead.
 func (k CacheKey) ID() string {
-	b, _ := json.Marshal(k)
+	id := k
+	id.Models = make([]ModelFile, len(k.Models))
+	for i, m := range k.Models {
+		id.Models[i] = ModelFile{Size: m.Size, SHA256: m.SHA256}
+		if m.SHA256 == "" {
+			id.Models[i] = m
+		}
+	}
+	b, _ := json.Marshal(id)
 	h := sha256.Sum256(b)
 	return hex.EncodeToString(h[:8])
+}
+
+// Changed says what differs from old to k, for a state saved for the same
+// model paths that k does not resume: the engine, the GPU, the slots, a
+// model's content. Empty when the keys are the same curve's.
+func (k CacheKey) Changed(old CacheKey) []string {
+	var out []string
+	if old.Engine != k.Engine {
+		out = append(out, fmt.Sprintf("the engine (%s, now %s)", old.Engine, k.Engine))
+	}
+	if old.GPU != k.GPU || old.Capability != k.Capability {
+		out = append(out, fmt.Sprintf("the GPU (%s %s, now %s %s)", old.GPU, old.Capability, k.GPU, k.Capability))
+	}
+	if old.Slots != k.Slots {
+		out = append(out, fmt.Sprintf("the engine's slots (%d, now %d)", old.Slots, k.Slots))
+	}
+	for i, m := range k.Models {
+		if i < len(old.Models) && (old.Models[i].SHA256 != m.SHA256 || old.Models[i].Size != m.Size) {
+			out = append(out, "the content of "+m.Path)
+		}
+	}
+	if len(old.Models) != len(k.Models) {
+		out = append(out, fmt.Sprintf("the model files (%d, now %d)", len(old.Models), len(k.Models)))
+	}
+	return out
+}
+
+// SamePaths says old was saved for the model files k names, at the same
+// paths: a state that is not resumed is worth a word only then.
+func (k CacheKey) SamePaths(old CacheKey) bool {
+	if len(old.Models) != len(k.Models) || len(k.Models) == 0 {
+		return false
+	}
+	for i, m := range k.Models {
+		if old.Models[i].Path != m.Path {
+			return false
+		}
+	}
+	return true
 }
 
 // CacheDir is $XDG_CACHE_HOME/speclaunch, or ~/.cache/speclaunch.

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -420,6 +421,8 @@ func (sh *controlShell) load() control.Pair {
 	if err != nil {
 		if !errors.Is(err, os.ErrNotExist) {
 			sh.log.Warn("adapt: the saved state is not read; learning again", "file", sh.file, "err", err)
+		} else {
+			sh.noteOtherKey()
 		}
 		return control.Pair{}
 	}
@@ -447,6 +450,36 @@ func (sh *controlShell) load() control.Pair {
 	}
 	sh.log.Info("adapt: resuming what an earlier run learnt", "file", sh.file, "saved", sh.resumed, "schedule", p.Schedule.String())
 	return p
+}
+
+// otherStatesRead bounds the saved states read to say why none resumed.
+const otherStatesRead = 64
+
+// noteOtherKey says why no state was resumed where one was saved for the
+// same model paths under another key (the engine, the GPU, the slots or a
+// model's content changed): without it a new engine build or re-quantized
+// weights started from nothing without a word.
+func (sh *controlShell) noteOtherKey() {
+	files, _ := filepath.Glob(filepath.Join(filepath.Dir(sh.file), "adapt-control-*.json"))
+	for i, name := range files {
+		if i == otherStatesRead {
+			return
+		}
+		f, err := safefile.Open(context.Background(), "adaptive state", name, 1<<20)
+		if err != nil {
+			continue
+		}
+		var sp savedPair
+		err = json.NewDecoder(f).Decode(&sp)
+		f.Close()
+		if err != nil || !sh.key.SamePaths(sp.Key) {
+			continue
+		}
+		if changed := sh.key.Changed(sp.Key); len(changed) > 0 {
+			sh.log.Info("adapt: a state saved for these model files is not resumed: "+strings.Join(changed, ", ")+" changed since; learning again", "file", name)
+			return
+		}
+	}
 }
 
 // noteOldState says, once, that the loop before this controller left a

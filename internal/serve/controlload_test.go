@@ -137,3 +137,47 @@ func TestControlLoadResumesOnlyWhatWasLearnt(t *testing.T) {
 		})
 	}
 }
+
+// The saved state is keyed by the models' content, not their path or
+// time: the same weights touched or mounted elsewhere resume it. Where a
+// state saved for the same model paths is not resumed (here the target's
+// content changed), the log says what changed: a new engine build or
+// re-quantized weights started from nothing without a word.
+func TestControlKeyIsContent(t *testing.T) {
+	m := func(path, sum string, mtime int64) adapt.ModelFile {
+		return adapt.ModelFile{Path: path, Size: 100, ModTime: mtime, SHA256: sum}
+	}
+	key := adapt.CacheKey{Engine: "sim", GPU: "none", Capability: "12.1", Models: []adapt.ModelFile{m("/m/t", "aa", 1), m("/m/d", "bb", 1)}}
+	moved := key
+	moved.Models = []adapt.ModelFile{m("/mnt/t", "aa", 2), m("/mnt/d", "bb", 3)}
+	if moved.ID() != key.ID() {
+		t.Error("the same content at another path and time is another key")
+	}
+	requant := key
+	requant.Models = []adapt.ModelFile{m("/m/t", "cc", 2), m("/m/d", "bb", 1)}
+	if requant.ID() == key.ID() {
+		t.Fatal("other content is the same key")
+	}
+	dir := t.TempDir()
+	saved := filepath.Join(dir, "adapt-control-"+key.ID()+".json")
+	b, err := json.Marshal(savedPair{Key: key, Saved: time.Unix(1_700_000_000, 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(saved, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	sh := &controlShell{c: control.New(control.Config{Default: schedule.Flat(4, "engine default")}), file: filepath.Join(dir, "adapt-control-"+requant.ID()+".json"), key: requant, log: slog.New(slog.NewTextHandler(&log, nil))}
+	sh.load()
+	if want := "not resumed: the content of /m/t changed since"; !strings.Contains(log.String(), want) {
+		t.Errorf("log without %q:\n%s", want, log.String())
+	}
+	other := requant
+	other.Models = []adapt.ModelFile{m("/x/t", "cc", 2), m("/x/d", "bb", 1)}
+	log.Reset()
+	sh.key, sh.file = other, filepath.Join(dir, "adapt-control-"+other.ID()+".json")
+	if sh.load(); log.Len() != 0 {
+		t.Errorf("a word about a state saved for other model paths:\n%s", log.String())
+	}
+}
