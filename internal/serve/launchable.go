@@ -301,7 +301,7 @@ func logPlan(log *slog.Logger, p *plan.Plan, msg string, extra ...any) {
 		attrs = []any{"speculation", "off", "reason", r.Reason}
 	}
 	if r.Entry != nil {
-		attrs = append(attrs, "entry", r.Entry.ID, "pin", r.Entry.Pin, "record", r.Entry.Record)
+		attrs = append(attrs, "entry", r.Entry.ID, "pin", r.Entry.Pin, "record", r.Entry.RecordPath())
 	}
 	switch {
 	case r.IsOperator() && p.Settings.Schedule.Set():

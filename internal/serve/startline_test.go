@@ -13,6 +13,7 @@ import (
 	"github.com/speclaunch/speclaunch/internal/key"
 	"github.com/speclaunch/speclaunch/internal/metrics"
 	"github.com/speclaunch/speclaunch/internal/plan"
+	"github.com/speclaunch/speclaunch/internal/policy"
 	"github.com/speclaunch/speclaunch/internal/schedule"
 	"github.com/speclaunch/speclaunch/internal/server"
 	"github.com/speclaunch/speclaunch/internal/supervise"
@@ -86,5 +87,19 @@ func TestSwitchedLineSaysTheOutcome(t *testing.T) {
 				t.Errorf("last line %q width %d, want %q width %d\nlog:\n%s", line.Msg, line.Width, tc.want, widthOf(to.Plan), log.String())
 			}
 		})
+	}
+}
+
+// The start line names a tuned entry's record where it is, beside its
+// layer, as resolve does: it gave the path relative to the layer's
+// directory ("records/tuned-….md"), which is nowhere from where serve runs.
+func TestStartLineRecordOfATunedEntry(t *testing.T) {
+	e := &policy.Entry{ID: "tuned-x", Record: "records/tuned-x.md", Origin: "/home/op/.config/speclaunch/tuned.toml:3"}
+	e.Pair.Target = "aa"
+	p := &plan.Plan{Resolution: width.Resolution{Width: 4, Source: width.Measured, Reason: "tuned", Entry: e}, Settings: config.Settings{Engine: config.Field[key.Engine]{Value: key.Sim}}}
+	var log bytes.Buffer
+	logPlan(slog.New(slog.NewTextHandler(&log, nil)), p, "starting engine")
+	if want := "record=/home/op/.config/speclaunch/records/tuned-x.md"; !strings.Contains(log.String(), want) {
+		t.Errorf("log without %s:\n%s", want, log.String())
 	}
 }
