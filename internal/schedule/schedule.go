@@ -362,7 +362,10 @@ const itemForm = "write load:width, e.g. 1:6, 2-3:4 or 4+:1"
 
 func parseItem(it string) (Bucket, error) {
 	load, w, ok := strings.Cut(it, ":")
-	if !ok {
+	switch {
+	case strings.TrimSpace(it) == "":
+		return Bucket{}, errors.New("is empty (a comma too many?): " + itemForm)
+	case !ok:
 		return Bucket{}, errors.New("has no colon: " + itemForm)
 	}
 	width, err := parseWidth(strings.TrimSpace(w))
@@ -383,6 +386,9 @@ func parseWidth(w string) (int, error) {
 func parseLoad(load string) (Bucket, error) {
 	var b Bucket
 	var err error
+	if strings.HasPrefix(load, "-") { // "-1": a sign, not a range missing its start
+		return b, fmt.Errorf("load %w", &numberError{load, hasSign})
+	}
 	switch first, last, isRange := strings.Cut(load, "-"); {
 	case strings.HasSuffix(load, "+"):
 		b.Lo, err = loadNumber(lo, strings.TrimSuffix(load, "+"))
@@ -456,12 +462,15 @@ func number(s string) (int, error) {
 	case err != nil && !errors.Is(err, strconv.ErrRange):
 		return 0, err
 	case s[0] == '+' || s[0] == '-':
-		return 0, &numberError{s, "has a sign: write the number alone (a load's + goes after it: 4+:1 is width 1 from 4 requests up)"}
+		return 0, &numberError{s, hasSign}
 	case len(s) > 1 && s[0] == '0':
 		return 0, &numberError{s, "has a leading zero: write " + strings.TrimLeft(s[:len(s)-1], "0") + s[len(s)-1:]}
 	}
 	return n, err
 }
+
+// hasSign is why a number written with a sign is refused.
+const hasSign = "has a sign: write the number alone (a load's + goes after it: 4+:1 is width 1 from 4 requests up)"
 
 func clip(s string) string {
 	if len(s) > 40 {
