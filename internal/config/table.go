@@ -201,7 +201,7 @@ var Rows = []Row{
 	value(Row{Name: "adapt-min-cycles", Envs: []string{"MLXCEL_ADAPT_MIN_CYCLES"}, Key: "adapt.min_cycles", Scope: ScopeServe, HelpOn: "adapt", Doc: "draft cycles behind every position used before a decision (16 or more)"},
 		defaults.AdaptMinCycles, wholeIn("the draft cycles observed before a decision", 16, 1<<30), func(s *Settings) *Field[int] { return &s.AdaptMinCycles }),
 	value(Row{Name: "adapt-trials", Envs: []string{"MLXCEL_ADAPT_TRIALS"}, Key: "adapt.trials", Scope: ScopeServe, HelpOn: "adapt", Doc: "0 turns trials off (only widths already measured are chosen); 1 to 8 leave them on"},
-		defaults.AdaptMaxTrials, wholeIn("the trial widths measured per drift period (0 turns trials off)", 0, MaxAdaptTrials), func(s *Settings) *Field[int] { return &s.AdaptTrials }),
+		defaults.AdaptMaxTrials, wholeIn("adapt.trials, the widths the adaptive loop may try out (0 turns trials off)", 0, MaxAdaptTrials), func(s *Settings) *Field[int] { return &s.AdaptTrials }),
 	value(Row{Name: "adapt-margin", Envs: []string{"MLXCEL_ADAPT_MARGIN"}, Key: "adapt.margin", Scope: ScopeServe, Retired: true, Doc: "read and validated (above 0, below 1), no longer used: the log says so when it is set"},
 		defaults.AdaptMargin, parseMargin, func(s *Settings) *Field[float64] { return &s.AdaptMargin }),
 	value(Row{Name: "adapt-window", Envs: []string{"MLXCEL_ADAPT_WINDOW"}, Key: "adapt.window", Scope: ScopeServe, HelpOn: "adapt", Doc: "after a switch that failed, no switch for this long"},
@@ -418,7 +418,7 @@ func parseQueueSize(v string) (int, error) {
 func parseMargin(v string) (float64, error) {
 	f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
 	if err != nil || !(f > 0 && f < 1) { // NaN fails both
-		return 0, fmt.Errorf("bad margin %s: want the predicted gain needed to switch as a fraction above 0 and below 1, e.g. 0.03 for 3%%", Quoted(v))
+		return 0, fmt.Errorf("bad adapt.margin %s: want a fraction above 0 and below 1, e.g. 0.03; the setting is no longer used, so removing it is the simplest fix", Quoted(v))
 	}
 	return f, nil
 }
