@@ -77,6 +77,8 @@ func cmdCases() []cmdCase {
 		{"vllm-apikeys", key.VLLM, settings(key.VLLM, "/models/draft", "--api-key", "flag-key-1", "flag-key-2"), res(4), key.Draft, baseEnv, Caps{Spelling: SpellingVLLMConfig}},
 		{"sglang-apikey", key.SGLang, settings(key.SGLang, "/models/draft", "--api-key", "flag-key-1"), res(4), key.Draft, baseEnv, Caps{}},
 		{"llama-2026-apikey-novalue", key.LlamaCpp, settings(key.LlamaCpp, "", "--api-key"), off, "", baseEnv, new26},
+		// Embedded MTP: no draft model, the target's own MTP layers draft.
+		{"llama-2026-mtp-embedded", key.LlamaCpp, settings(key.LlamaCpp, ""), res(4), key.MTP, baseEnv, new26},
 	}
 	for _, k := range key.Selectable(key.LlamaCpp) {
 		cs = append(cs, cmdCase{"llama-2026-" + string(k), key.LlamaCpp, settings(key.LlamaCpp, "/models/drafter"), res(4), k, baseEnv, new26})
@@ -261,6 +263,9 @@ func TestCommandErrors(t *testing.T) {
 		{"sim without self", key.Sim, settings(key.Sim, "/m/d"), res(4), key.DFlash, Caps{}, []string{"os.Executable"}, nil},
 		{"legacy mtp", key.LlamaCpp, settings(key.LlamaCpp, "/m/d"), res(4), key.MTP, legacy, []string{"predates --spec-type draft-", "upgrade llama.cpp or use drafter kind draft"}, nil},
 		{"legacy dflash", key.LlamaCpp, settings(key.LlamaCpp, "/m/d"), res(4), key.DFlash, legacy, []string{"predates"}, nil},
+		{"legacy embedded mtp", key.LlamaCpp, settings(key.LlamaCpp, ""), res(4), key.MTP, legacy, []string{"the target's own MTP layers", "needs llama.cpp's 2026 tree", "-md FILE"}, nil},
+		{"2026 dflash without draft model", key.LlamaCpp, settings(key.LlamaCpp, ""), res(4), key.DFlash, new26, []string{"no draft model is set"}, nil},
+		{"vllm mtp without draft model", key.VLLM, settings(key.VLLM, ""), res(4), key.MTP, Caps{Spelling: SpellingVLLMConfig}, []string{"no draft model is set"}, nil},
 		{"2026 internal-mtp", key.LlamaCpp, settings(key.LlamaCpp, "/m/d"), res(4), key.InternalMTP, new26, []string{"internal-mtp"}, nil},
 		{"width 1", key.LlamaCpp, settings(key.LlamaCpp, "/m/d"), res(1), key.Draft, new26, []string{"below 2"}, nil},
 		{"width without draft model", key.MLXCEL, settings(key.MLXCEL, ""), res(4), key.DFlash, Caps{}, []string{"no draft model is set", "--draft-model"}, nil},
@@ -570,5 +575,19 @@ func TestDraftMinFollowsTheTree(t *testing.T) {
 				t.Errorf("LLAMA_ARG_DRAFT_MIN kept %v, removed %v (%v), want kept %v", kept, removed, l.EnvRemoved, tc.kept)
 			}
 		})
+	}
+}
+
+// Embedded is the one rule for a drafter that is the target's own layers:
+// llama.cpp's MTP and nothing else. vLLM's and SGLang's MTP name the
+// target as their draft model; mlxcel's MTP drafter is a checkpoint.
+func TestEmbedded(t *testing.T) {
+	for _, e := range key.Engines {
+		for _, k := range key.Drafters {
+			want := e == key.LlamaCpp && k == key.MTP
+			if got := Embedded(e, k); got != want {
+				t.Errorf("Embedded(%s, %s) = %v, want %v", e, k, got, want)
+			}
+		}
 	}
 }

@@ -212,13 +212,25 @@ func baseURL(host string, port int) string {
 	return "http://" + net.JoinHostPort(dial, strconv.Itoa(port))
 }
 
+// Embedded reports whether drafter kind on engine e drafts from the
+// target's own layers when no draft model is given: llama.cpp's MTP (its
+// 2026 tree's --spec-type draft-mtp without --spec-draft-model). Given a
+// draft model, the kind drafts from that model as any other. It is the one
+// rule every "is there a drafter" asks (plan.EmbeddedDrafter); no other
+// engine or kind has it: vLLM's and SGLang's MTP name the target as their
+// draft model, mlxcel's MTP drafter is a checkpoint of its own.
+func Embedded(e key.Engine, kind key.Drafter) bool {
+	return e == key.LlamaCpp && kind == key.MTP
+}
+
 // speculating reports whether the resolution turns speculation on, and
-// checks it against the settings.
-func speculating(s Spec, r width.Resolution) (bool, error) {
+// checks it against the settings. embedded: the drafter is the target's
+// own layers (Embedded), so no draft model is needed.
+func speculating(s Spec, r width.Resolution, embedded bool) (bool, error) {
 	if r.Source == width.Off || (r.Source == "" && r.Width == 0 && s.Draft == "") {
 		return false, nil
 	}
-	if s.Draft == "" {
+	if s.Draft == "" && !embedded {
 		return false, fmt.Errorf("a draft width %d was resolved (%s) but no draft model is set: set --draft-model (or draft.model in the profile), or leave the width unset to run without speculation", r.Width, r.Source)
 	}
 	if err := key.CheckWidth(r.Width); err != nil {

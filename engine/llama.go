@@ -41,7 +41,8 @@ func (llamaAdapter) Command(s Spec, r width.Resolution, kind key.Drafter, enviro
 	if err := checkServedOff(environ, s); err != nil {
 		return Launch{}, err
 	}
-	on, err := speculating(s, r)
+	embedded := s.Draft == "" && Embedded(key.LlamaCpp, kind)
+	on, err := speculating(s, r, embedded)
 	if err != nil {
 		return Launch{}, err
 	}
@@ -62,9 +63,16 @@ func (llamaAdapter) Command(s Spec, r width.Resolution, kind key.Drafter, enviro
 				return Launch{}, err
 			}
 			// --spec-type is always given: in 2026 trees a draft model alone
-			// is loaded and drafts nothing.
-			argv = append(argv, "--spec-draft-model", s.Draft, "--spec-type", st, "--spec-draft-n-max", n)
+			// is loaded and drafts nothing. Embedded MTP has no draft
+			// model: the target's own MTP layers draft.
+			if !embedded {
+				argv = append(argv, "--spec-draft-model", s.Draft)
+			}
+			argv = append(argv, "--spec-type", st, "--spec-draft-n-max", n)
 		case SpellingLegacy:
+			if embedded {
+				return Launch{}, fmt.Errorf("drafter kind %q with no draft model drafts from the target's own MTP layers, which needs llama.cpp's 2026 tree (--spec-type draft-mtp), but this llama-server predates --spec-type draft-…: upgrade llama.cpp, or give a separate draft model with -md FILE and --spec-type draft-simple", kind)
+			}
 			if kind != key.Draft {
 				return Launch{}, fmt.Errorf("drafter kind %q needs --spec-type draft-%s, but this llama-server predates --spec-type draft-…; it only drafts with a plain draft model: upgrade llama.cpp or use drafter kind draft", kind, kind)
 			}

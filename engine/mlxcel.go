@@ -94,7 +94,7 @@ func mlxcelFlags(e key.Engine, s Spec, r width.Resolution, kind key.Drafter, hea
 	if err := CheckPassthrough(e, s.Args); err != nil {
 		return Launch{}, fmt.Errorf("%s: %w", s.ArgsFrom, err)
 	}
-	on, err := speculating(s, r)
+	on, err := speculating(s, r, false)
 	if err != nil {
 		return Launch{}, err
 	}

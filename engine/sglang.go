@@ -74,7 +74,7 @@ func (sglangAdapter) Command(s Spec, r width.Resolution, kind key.Drafter, envir
 	if err := CheckPassthrough(key.SGLang, s.Args); err != nil {
 		return Launch{}, fmt.Errorf("%s: %w", s.ArgsFrom, err)
 	}
-	on, err := speculating(s, r)
+	on, err := speculating(s, r, false)
 	if err != nil {
 		return Launch{}, err
 	}

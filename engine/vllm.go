@@ -84,7 +84,7 @@ func (vllmAdapter) Command(s Spec, r width.Resolution, kind key.Drafter, environ
 	if err != nil {
 		return Launch{}, fmt.Errorf("%s: %w", s.ArgsFrom, err)
 	}
-	on, err := speculating(s, r)
+	on, err := speculating(s, r, false)
 	if err != nil {
 		return Launch{}, err
 	}
