@@ -22,6 +22,7 @@ import (
 	"strings"
 
 	"github.com/speclaunch/speclaunch/internal/key"
+	"github.com/speclaunch/speclaunch/internal/quote"
 )
 
 // TargetQuant classifies the target at path: an MLX directory (its
@@ -158,6 +159,30 @@ func DrafterKind(ctx context.Context, path string) (key.Drafter, bool) {
 		return "", false
 	}
 	return drafterFromConfig(raw)
+}
+
+// KindFrom says where DrafterKind read kind det at path, for a message
+// that compares it: "the drafter's config.json (dflash)" for a checkpoint
+// directory, and for a GGUF file (or a directory holding only one) its
+// metadata, which has no config.json: "the drafter's GGUF metadata
+// (general.architecture in d.gguf gives kind draft)". A path that cannot
+// be looked at is a GGUF file by its extension.
+func KindFrom(path string, det key.Drafter) string {
+	file := strings.HasSuffix(strings.ToLower(path), ".gguf")
+	if fi, err := os.Stat(path); err == nil {
+		file = !fi.IsDir()
+		if fi.IsDir() {
+			if _, err := os.Stat(filepath.Join(path, "config.json")); errors.Is(err, fs.ErrNotExist) {
+				if g, _ := findGGUF(path); g != "" {
+					path, file = g, true
+				}
+			}
+		}
+	}
+	if file {
+		return fmt.Sprintf("the drafter's GGUF metadata (general.architecture in %s gives kind %s)", quote.Text(path, 0), det)
+	}
+	return fmt.Sprintf("the drafter's config.json (%s)", det)
 }
 
 func drafterFromConfig(raw []byte) (key.Drafter, bool) {

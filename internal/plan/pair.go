@@ -64,15 +64,33 @@ func SimName(s config.Settings, f config.Field[string]) bool {
 	return filepath.Base(f.Value) == f.Value
 }
 
+// EmbeddedDraft prefixes the drafter hash of a pair whose drafter is the
+// target's own layers (EmbeddedDrafter): EmbeddedSum.
+const EmbeddedDraft = "speclaunch embedded drafter\x00"
+
+// EmbeddedSum is the drafter's hash of a pair that drafts with the
+// target's own layers: the sha256 of EmbeddedDraft and the target's hash
+// (hex). It is 64 hex digits as a file's is, and never a file's: a tuned
+// entry of embedded MTP answers no pair with a separate draft model, not
+// even the target given as its own draft model.
+func EmbeddedSum(target string) string {
+	h := sha256.Sum256([]byte(EmbeddedDraft + target))
+	return hex.EncodeToString(h[:])
+}
+
 // PairOf is the launch's pair: both models' content and the engine's pin.
+// A draft "" is a drafter embedded in the target (EmbeddedDrafter),
+// hashed as EmbeddedSum; callers ask only for a launch with a drafter.
 func PairOf(eng key.Engine, target, draft string, caps engine.Caps) (policy.Pair, error) {
 	t, err := ModelSum(eng, target)
 	if err != nil {
 		return policy.Pair{}, fmt.Errorf("hash the target %s: %w", target, err)
 	}
-	d, err := ModelSum(eng, draft)
-	if err != nil {
-		return policy.Pair{}, fmt.Errorf("hash the draft model %s: %w", draft, err)
+	d := EmbeddedSum(t)
+	if draft != "" {
+		if d, err = ModelSum(eng, draft); err != nil {
+			return policy.Pair{}, fmt.Errorf("hash the draft model %s: %w", draft, err)
+		}
 	}
 	return policy.Pair{Target: t, Draft: d, Pin: EnginePin(eng, caps)}, nil
 }

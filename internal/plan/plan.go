@@ -49,6 +49,13 @@ type Facts struct {
 	Drafter       key.Drafter `json:"drafter,omitempty"`
 	DrafterSource string      `json:"drafter_source,omitempty"`
 	Hypothetical  bool        `json:"hypothetical,omitempty"`
+	// Embedded: the drafter is the target's own layers (EmbeddedDrafter:
+	// llama.cpp's MTP with no draft model); DrafterFrom says so.
+	Embedded bool `json:"drafter_embedded,omitempty"`
+	// DrafterFrom is what drafts: the draft model, or the target's own
+	// layers (EmbeddedFrom); "" when nothing does or the drafter is
+	// hypothetical.
+	DrafterFrom string `json:"drafter_from,omitempty"`
 
 	Declared       int    `json:"declared_width,omitempty"`
 	DeclaredReason string `json:"declared_reason,omitempty"`
@@ -347,21 +354,50 @@ func LaunchSpec(s config.Settings) engine.Spec {
 	}
 }
 
+// EmbeddedDrafter reports whether the settings' target drafts with its
+// own layers: no draft model, and a drafter kind the engine runs from the
+// target (engine.Embedded: llama.cpp's MTP, --spec-type draft-mtp). Every
+// question "is there a drafter" asks it, through HasDrafter.
+func EmbeddedDrafter(s config.Settings) bool {
+	if s.DraftModel.Value != "" || s.DraftKind.Value == "" {
+		return false
+	}
+	k, err := key.ParseDrafter(s.DraftKind.Value)
+	return err == nil && engine.Embedded(s.Engine.Value, k)
+}
+
+// HasDrafter reports whether the settings give a drafter: a draft model,
+// or the target's own layers (EmbeddedDrafter). Without one, speculation
+// is off.
+func HasDrafter(s config.Settings) bool {
+	return s.DraftModel.Value != "" || EmbeddedDrafter(s)
+}
+
+// EmbeddedFrom is how a drafter that is the target's own layers is named
+// where a draft model would be.
+func EmbeddedFrom(kind key.Drafter) string {
+	return "the target's own " + strings.ToUpper(string(kind)) + " layers (no draft model)"
+}
+
 // drafter settles whether the launch is speculative and with which drafter
 // kind (given, else detected from the checkpoint, else the engine's
 // default), and reads the width the drafter checkpoint declares.
 func (p *Plan) drafter(ctx context.Context, d Deps, o Options) (speculative bool, err error) {
 	s, f := p.Settings, &p.Facts
-	hasDraft := s.DraftModel.Value != "" && !o.ClassicArm
+	hasDraft := HasDrafter(s) && !o.ClassicArm
+	f.Embedded = hasDraft && EmbeddedDrafter(s)
 	kindGiven := s.DraftKind.Value != ""
 	if !hasDraft && kindGiven && o.Hypothetical && !o.ClassicArm {
 		f.Hypothetical = true
 	}
 	speculative = hasDraft || f.Hypothetical
 	if !hasDraft && kindGiven && !o.Hypothetical && !o.ClassicArm {
-		p.Warnings = append(p.Warnings, fmt.Sprintf("drafter kind %q is set (%s) but no draft model is: speculation is off; set --draft-model", s.DraftKind.Value, s.DraftKind.Src))
+		p.Warnings = append(p.Warnings, fmt.Sprintf("drafter kind %q is set (%s) but no draft model is: speculation is off; %s", s.DraftKind.Value, s.DraftKind.Src, kindFix(s)))
 	}
 	if !speculative {
+		if !o.ClassicArm {
+			p.unusedWidth()
+		}
 		return false, nil
 	}
 	switch {
@@ -371,9 +407,9 @@ func (p *Plan) drafter(ctx context.Context, d Deps, o Options) (speculative bool
 			return false, &config.Error{Src: s.DraftKind.Src, Msg: "bad drafter kind", Err: err}
 		}
 		f.Drafter, f.DrafterSource = k, s.DraftKind.Src.String()
-		if hasDraft && d.DrafterKind != nil {
+		if s.DraftModel.Value != "" && d.DrafterKind != nil {
 			if det, ok := d.DrafterKind(ctx, s.DraftModel.Value); ok && det != k && key.CheckSelectable(s.Engine.Value, det) == nil {
-				p.Warnings = append(p.Warnings, fmt.Sprintf("drafter kind %s (%s) differs from the drafter's config.json (%s); keeping %s", k, s.DraftKind.Src, det, k))
+				p.Warnings = append(p.Warnings, fmt.Sprintf("drafter kind %s (%s) differs from %s; keeping %s", k, s.DraftKind.Src, checkpoint.KindFrom(s.DraftModel.Value, det), k))
 			}
 		}
 	case d.DrafterKind != nil:
@@ -387,7 +423,13 @@ func (p *Plan) drafter(ctx context.Context, d Deps, o Options) (speculative bool
 	if err := key.CheckSelectable(s.Engine.Value, f.Drafter); err != nil {
 		return false, &config.Error{Src: s.DraftKind.Src, Msg: "bad drafter kind", Err: err}
 	}
-	if hasDraft && d.Declared != nil {
+	switch {
+	case f.Embedded:
+		f.DrafterFrom = EmbeddedFrom(f.Drafter)
+	case hasDraft:
+		f.DrafterFrom = s.DraftModel.Value
+	}
+	if s.DraftModel.Value != "" && hasDraft && d.Declared != nil {
 		dec := d.Declared(ctx, f.Drafter, s.DraftModel.Value)
 		f.Declared, f.DeclaredReason = dec.Width, dec.Reason
 		if err := p.checkDeclared(dec); err != nil {
@@ -395,6 +437,47 @@ func (p *Plan) drafter(ctx context.Context, d Deps, o Options) (speculative bool
 		}
 	}
 	return true, nil
+}
+
+// kindFix is how to give a drafter kind set without a draft model one to
+// draft with: for vLLM's and SGLang's MTP, the target itself is the draft
+// model (docs/engines.md).
+func kindFix(s config.Settings) string {
+	k, err := key.ParseDrafter(s.DraftKind.Value)
+	if err == nil && k == key.MTP && (s.Engine.Value == key.VLLM || s.Engine.Value == key.SGLang) {
+		return fmt.Sprintf("%s drafts with a target's MTP layers when the draft model is the target itself: set --draft-model to the target's path (draft.model = model.path)", s.Engine.Value)
+	}
+	return "set --draft-model"
+}
+
+// unusedWidth warns of a width or schedule the operator set for a launch
+// with no drafter: speculation is off, so it is not used.
+func (p *Plan) unusedWidth() {
+	s := p.Settings
+	what, src := "", ""
+	switch {
+	case s.Schedule.Set():
+		what, src = "a draft schedule is set", s.Schedule.Src.String()
+	case s.Width.Set():
+		what, src = fmt.Sprintf("draft width %d is set", s.Width.Value), s.Width.Src.String()
+		if s.WidthNote != "" {
+			src += ": " + s.WidthNote
+		}
+	default:
+		return
+	}
+	p.Warnings = append(p.Warnings, fmt.Sprintf("%s (%s) but no drafter is: speculation is off and it is not used; %s", what, src, noDrafterFix(s.Engine.Value)))
+}
+
+// noDrafterFix is how to give a launch of engine e a drafter.
+func noDrafterFix(e key.Engine) string {
+	switch e {
+	case key.LlamaCpp:
+		return "give a draft model with -md FILE, or --spec-type draft-mtp for a target with MTP layers"
+	case key.VLLM, key.SGLang:
+		return "give a draft model with --draft-model (draft.model in the profile), the target itself with --draft-kind mtp for its MTP layers"
+	}
+	return "give a draft model with --draft-model (draft.model in the profile)"
 }
 
 // checkDeclared names the drafter's config.json when the width it
