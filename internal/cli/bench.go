@@ -99,8 +99,8 @@ func (c *BenchCmd) Run(e *Env) error {
 	if len(levels) < 2 && (engines || c.Window != "") {
 		return usage(errors.New("--engines and --window belong to a load sweep"), "give --concurrency (or bench.concurrency) a list of levels, e.g. --concurrency 1,2,4,8")
 	}
-	if s.DraftModel.Value == "" {
-		return usage(errors.New("bench needs a draft model to measure widths against classic"), "set draft.model in the profile, --draft-model/-md, or LLAMA_ARG_SPEC_DRAFT_MODEL")
+	if !plan.HasDrafter(s) {
+		return usage(errors.New("bench needs a draft model to measure widths against classic"), "set draft.model in the profile, --draft-model/-md, or LLAMA_ARG_SPEC_DRAFT_MODEL (llama.cpp: or --spec-type draft-mtp for a target with MTP layers)")
 	}
 	if err := c.checkOut(outBase); err != nil {
 		return err
@@ -451,22 +451,38 @@ func (c *BenchCmd) identity(e *Env, p *plan.Plan, notes []string) *record.Record
 	if s.Engine.Value == key.Sim {
 		rec.Engine.Version = "sim " + LauncherVersion()
 	}
-	rec.Models = []record.Model{
+	rec.Models = recordModels(s, f, &rec.Notes)
+	return rec
+}
+
+// recordModels are the record's target and draft models, each by content
+// where it can be hashed (a note says where not). A drafter that is the
+// target's own layers (plan.EmbeddedDrafter) has no path of its own: it
+// is hashed as the pair hashes it (plan.EmbeddedSum).
+func recordModels(s config.Settings, f plan.Facts, notes *[]string) []record.Model {
+	models := []record.Model{
 		{Role: "target", Path: s.Model.Value, Bytes: modelhash.Size(s.Model.Value), Quant: string(f.Quant), Note: f.QuantSource},
 		{Role: "draft", Path: s.DraftModel.Value, Bytes: modelhash.Size(s.DraftModel.Value), Kind: string(f.Drafter), Note: f.DrafterSource},
 	}
-	for i := range rec.Models {
-		m := &rec.Models[i]
+	for i := range models {
+		m := &models[i]
+		if m.Role == "draft" && f.Embedded {
+			m.Note += "; " + f.DrafterFrom
+			if t := models[0].Content; t != "" {
+				m.Content, m.ContentMethod = plan.EmbeddedSum(t), "the target's own layers: sha256 of \"speclaunch embedded drafter\", a NUL and the target's content_sha256"
+			}
+			continue
+		}
 		if sum, err := modelhash.Sum(m.Path); err == nil {
 			m.Content, m.ContentMethod = sum, modelhash.Method
 		} else if s.Engine.Value == key.Sim {
 			m.Content, _ = plan.ModelSum(key.Sim, m.Path)
 			m.ContentMethod = "a sim stand-in: sha256 of \"speclaunch sim stand-in\", a NUL and its base name"
 		} else {
-			rec.Notes = append(rec.Notes, fmt.Sprintf("the %s's content could not be hashed (%v): the record names it by path alone", m.Role, err))
+			*notes = append(*notes, fmt.Sprintf("the %s's content could not be hashed (%v): the record names it by path alone", m.Role, err))
 		}
 	}
-	return rec
+	return models
 }
 
 // benchArms lays out the arms: classic, the engine's own default width,

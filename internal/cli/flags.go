@@ -32,7 +32,7 @@ type LaunchFlags struct {
 	Engine         string   `help:"Engine: mlxcel, llama.cpp, vllm, sglang or sim." placeholder:"NAME" group:"Launch"`
 	EngineBinary   string   `help:"Engine binary." placeholder:"PATH" group:"Launch"`
 	Model          string   `short:"m" help:"Target model: an MLX checkpoint directory or a GGUF file." placeholder:"PATH" group:"Launch"`
-	DraftModel     string   `aliases:"model-draft,spec-draft-model" help:"Draft model; also -md, --model-draft, --spec-draft-model. Without one, speculation is off." placeholder:"PATH" group:"Launch"`
+	DraftModel     string   `aliases:"model-draft,spec-draft-model" help:"Draft model; also -md, --model-draft, --spec-draft-model. Without one, speculation is off, except on llama.cpp with --spec-type draft-mtp (the target's own MTP layers draft)." placeholder:"PATH" group:"Launch"`
 	DraftKind      string   `aliases:"spec-type" help:"Drafter kind: dflash|mtp (mlxcel, sim), draft|mtp|dflash|dspark|eagle3 (llama.cpp), draft|eagle|eagle3|mtp|ngram|dflash (vllm, sglang); also --spec-type draft-KIND, as llama-server spells it." placeholder:"KIND" group:"Launch"`
 	DraftBlockSize string   `help:"Draft width = verify rows = draft tokens + 1; overrides the policy." placeholder:"W" group:"Launch"`
 	DraftSchedule  string   `help:"Width by load: 1:6,2-3:4,4+:1 is width 6 at one request in flight, 4 at two or three, off at four or more; a width is one bucket." placeholder:"SCHEDULE" group:"Launch"`

@@ -191,9 +191,12 @@ func writeResolution(w io.Writer, p *plan.Plan, notices []config.Notice) {
 		}
 		row("source", src)
 		writeSchedule(row, p)
-		if f.Hypothetical {
+		switch {
+		case f.Hypothetical:
 			row("drafter", fmt.Sprintf("%s (hypothetical: no draft model given, answering for the kind from %s)", f.Drafter, f.DrafterSource))
-		} else {
+		case f.Embedded:
+			row("drafter", fmt.Sprintf("%s (%s), %s", f.Drafter, f.DrafterSource, f.DrafterFrom))
+		default:
 			row("drafter", fmt.Sprintf("%s (%s) %s", f.Drafter, f.DrafterSource, s.DraftModel.Value))
 		}
 		row("key", fmt.Sprintf("engine=%s drafter=%s capability=%s quant=%s", r.Key.Engine, r.Key.Drafter, r.Key.Capability, r.Key.Quant))

@@ -168,3 +168,44 @@ func TestResolveSaysWhetherServeFollows(t *testing.T) {
 		}
 	}
 }
+
+// llama.cpp's mtp kind with no draft model drafts from the target's own
+// MTP layers: resolve's headline, drafter row, command and JSON say so
+// alike. It answered for a "hypothetical" drafter with a command without
+// speculation.
+func TestResolveEmbeddedMTP(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	args := []string{"resolve", "--engine", "llama.cpp", "-m", "t.gguf", "--spec-type", "draft-mtp", "--capability", "9.0", "--quant", "q4_0", "--adapt"}
+	code, o, e := runCLI(t, args...)
+	for _, want := range []string{
+		"draft width 4 (",
+		"\n  drafter     mtp (flag --spec-type), the target's own MTP layers (no draft model)\n",
+		"llama-server -m t.gguf --spec-type draft-mtp --spec-draft-n-max 3 --host",
+	} {
+		if code != 0 || !strings.Contains(o, want) {
+			t.Errorf("exit %d, lacks %q:\n%s%s", code, want, o, e)
+		}
+	}
+	if strings.Contains(o, "hypothetical") || strings.Contains(o, "no draft model: speculation is off") {
+		t.Errorf("a hypothetical drafter or no speculation said:\n%s", o)
+	}
+	code, o, e = runCLI(t, append(args, "--json")...)
+	var res struct {
+		Speculative bool     `json:"speculative"`
+		Argv        []string `json:"argv"`
+		Facts       struct {
+			Drafter      string `json:"drafter"`
+			Embedded     bool   `json:"drafter_embedded"`
+			From         string `json:"drafter_from"`
+			Hypothetical bool   `json:"hypothetical"`
+		} `json:"facts"`
+	}
+	if err := json.Unmarshal([]byte(o), &res); code != 0 || err != nil {
+		t.Fatalf("exit %d, %v:\n%s%s", code, err, o, e)
+	}
+	f := res.Facts
+	if !res.Speculative || !f.Embedded || f.Hypothetical || f.Drafter != "mtp" || f.From != "the target's own MTP layers (no draft model)" ||
+		!strings.Contains(strings.Join(res.Argv, " "), "--spec-type draft-mtp --spec-draft-n-max 3") {
+		t.Errorf("json: %+v", res)
+	}
+}

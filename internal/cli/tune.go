@@ -175,8 +175,8 @@ func (c *TuneCmd) prepare(e *Env, l *loaded, levels []int, layer string) (*tunin
 	if s.Engine.Value == key.VLLM || s.Engine.Value == key.SGLang {
 		return nil, usage(fmt.Errorf("tune cannot measure %s: serve hands %s a schedule natively, but the load sweep reads a llama-server-compatible stream", s.Engine.Value, s.Engine.Value), "tune a llama.cpp, mlxcel or sim engine; write a vLLM or SGLang schedule by hand with --draft-schedule (docs/schedule.md)")
 	}
-	if s.DraftModel.Value == "" {
-		return nil, usage(errors.New("tune needs a draft model: a schedule says at which loads to speculate"), "set draft.model in the profile, or --draft-model")
+	if !plan.HasDrafter(s) {
+		return nil, usage(errors.New("tune needs a draft model: a schedule says at which loads to speculate"), "set draft.model in the profile, or --draft-model (llama.cpp: or --spec-type draft-mtp for a target with MTP layers)")
 	}
 	flags := given(e.kctx)
 	for _, f := range []string{"levels", "engines", "window", "json"} {

@@ -135,7 +135,7 @@ var Rows = []Row{
 	engineBinaryRow,
 	engineArgsRow,
 	modelRow,
-	pathRow(Row{Name: "draft-model", Flag: "draft-model", Envs: []string{"LLAMA_ARG_SPEC_DRAFT_MODEL", "LLAMA_ARG_MODEL_DRAFT", "MLXCEL_DRAFT_MODEL"}, Key: "draft.model", Default: "none", Doc: "without a draft model speculation is off; flag also `-md`, `--spec-draft-model`, `--model-draft`; `LLAMA_ARG_MODEL_DRAFT` is llama.cpp's legacy name"},
+	pathRow(Row{Name: "draft-model", Flag: "draft-model", Envs: []string{"LLAMA_ARG_SPEC_DRAFT_MODEL", "LLAMA_ARG_MODEL_DRAFT", "MLXCEL_DRAFT_MODEL"}, Key: "draft.model", Default: "none", Doc: "without a draft model speculation is off, except on llama.cpp with drafter kind `mtp` (`--spec-type draft-mtp`), where the target's own MTP layers draft; flag also `-md`, `--spec-draft-model`, `--model-draft`; `LLAMA_ARG_MODEL_DRAFT` is llama.cpp's legacy name"},
 		func(s *Settings) *Field[string] { return &s.DraftModel }, true),
 	draftKindRow,
 	{Name: "draft-block-size", Flag: "draft-block-size", Envs: blockEnvs, Key: "draft.block_size", Default: "resolved", Doc: "the **width**: verify rows = draft tokens + 1, from 2 to 256; resolved (below) when unset",

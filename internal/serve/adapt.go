@@ -36,7 +36,7 @@ func adaptCannot(p *plan.Plan, proxied bool) string {
 	switch {
 	case !p.Settings.Adapt.Value:
 		return "not asked for (--adapt, adapt.enabled, MLXCEL_ADAPT)"
-	case p.Settings.DraftModel.Value == "":
+	case !plan.HasDrafter(p.Settings):
 		return "no draft model: speculation is off"
 	case !proxied:
 		return "the proxy is off (--no-proxy): a switch would fail requests"
@@ -118,6 +118,9 @@ func (sv *launcher) adaptCache(p *plan.Plan) (adapt.CacheKey, string) {
 	// entries; a multi-GB model is not read twice at a start.
 	known := []string{p.Facts.Pair.Target, p.Facts.Pair.Draft}
 	for i, m := range []string{p.Settings.Model.Value, p.Settings.DraftModel.Value} {
+		if i == 1 && p.Facts.Embedded {
+			continue // the target's own layers: the target names them
+		}
 		mf, err := adapt.StatModel(m)
 		switch {
 		case err == nil && known[i] != "":

@@ -312,8 +312,11 @@ func logPlan(log *slog.Logger, p *plan.Plan, msg string, extra ...any) {
 	if s := r.Schedule; len(s) > 1 && !s.IsFlat() {
 		attrs = append(attrs, "schedule", s.String(), "bucket", s.At(r.Load).Range())
 	}
+	attrs = append(attrs, "engine", string(p.Settings.Engine.Value), "drafter", string(f.Drafter))
+	if f.DrafterFrom != "" && r.Source != width.Off {
+		attrs = append(attrs, "drafter_from", f.DrafterFrom) // the draft model, or the target's own layers
+	}
 	attrs = append(attrs,
-		"engine", string(p.Settings.Engine.Value), "drafter", string(f.Drafter),
 		"capability", f.CapabilityStr, "quant", string(f.Quant),
 		"cmd", plan.ShellJoin(p.Launch.Argv))
 	attrs = append(attrs, extra...)

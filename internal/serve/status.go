@@ -372,11 +372,15 @@ func (st *serveStatus) setAdapt(v any) {
 
 // statusEngine is the serving engine in /speclaunch/status.
 type statusEngine struct {
-	PID          int     `json:"pid"`
-	Engine       string  `json:"engine"`
-	InternalPort int     `json:"internal_port"`
-	URL          string  `json:"url"`
-	Width        int     `json:"width"` // 1 = speculation off
+	PID          int    `json:"pid"`
+	Engine       string `json:"engine"`
+	InternalPort int    `json:"internal_port"`
+	URL          string `json:"url"`
+	Width        int    `json:"width"` // 1 = speculation off
+	// Drafter is the drafter kind and DrafterFrom what drafts (the draft
+	// model, or the target's own layers), while speculation is on.
+	Drafter      string  `json:"drafter,omitempty"`
+	DrafterFrom  string  `json:"drafter_from,omitempty"`
 	WidthSource  string  `json:"width_source"`
 	WidthReason  string  `json:"width_reason"`
 	Verified     bool    `json:"width_verified"`
@@ -411,6 +415,9 @@ func (st *serveStatus) handler(sv *launcher) http.Handler {
 			var load float64
 			if e.Bucket, load = st.bucketOf(p); e.Bucket != "" {
 				e.Load = &load // 0 too: a follower's switch on an idle server
+			}
+			if e.Width > 1 {
+				e.Drafter, e.DrafterFrom = string(p.Facts.Drafter), p.Facts.DrafterFrom
 			}
 			if in.Backend != nil {
 				e.URL, e.InFlight = in.Backend.URL.String(), in.Backend.InFlight()
