@@ -160,18 +160,27 @@ func (md *mdWriter) models() {
 		return
 	}
 	md.w("| role | path | bytes | content sha256 | quant | kind | note |\n|---|---|---|---|---|---|---|\n")
-	method := ""
+	var methods []string // each once, with the role of each that is not the first's
 	for _, m := range md.rec.Models {
 		content := "—"
 		if m.Content != "" {
 			content = "`" + short(m.Content) + "`"
-			method = m.ContentMethod
+			switch {
+			case len(methods) == 0:
+				methods = append(methods, "Content hash: "+m.ContentMethod)
+			case !strings.HasSuffix(methods[0], ": "+m.ContentMethod):
+				methods = append(methods, "Content hash of the "+m.Role+": "+m.ContentMethod)
+			}
 		}
-		md.w("| %s | `%s` | %s | %s | %s | %s | %s |\n", cell(m.Role), m.Path, intOrDash64(m.Bytes), content, orDash(m.Quant), orDash(m.Kind), cell(m.Note))
+		path := "—" // a drafter that is the target's own layers has none
+		if m.Path != "" {
+			path = "`" + m.Path + "`"
+		}
+		md.w("| %s | %s | %s | %s | %s | %s | %s |\n", cell(m.Role), path, intOrDash64(m.Bytes), content, orDash(m.Quant), orDash(m.Kind), cell(m.Note))
 	}
 	md.w("\n")
-	if method != "" {
-		md.w("Content hash: %s.\n\n", method)
+	for _, m := range methods {
+		md.w("%s.\n\n", m)
 	}
 }
 
