@@ -10,7 +10,7 @@ import (
 // A drafter that is the target's own layers (llama.cpp's embedded MTP)
 // has no path, shown as a dash, and a content hash of its own method,
 // said beside the target's: the record said only the last model's
-// method, the target's lost, and showed an empty path as “.
+// method, the target's lost, and showed an empty path as two backquotes.
 func TestModelsOfAnEmbeddedDrafter(t *testing.T) {
 	md := &mdWriter{rec: &record.Record{Models: []record.Model{
 		{Role: "target", Path: "t.gguf", Content: strings.Repeat("a", 64), ContentMethod: "sha256 of the file"},
