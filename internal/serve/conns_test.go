@@ -169,6 +169,9 @@ func TestConnMemoryBoundQuoted(t *testing.T) {
 		}
 		text := strings.Join(strings.Fields(string(b)), " ")
 		for _, want := range []string{total, each, "maxConnsHeld"} {
+			if want == "maxConnsHeld" && strings.HasSuffix(doc, "serving.md") {
+				continue // the operators' page quotes the figures; the design names the code
+			}
 			if !strings.Contains(text, want) {
 				t.Errorf("%s does not quote %q (maxConnsHeld, internal/serve/conns.go)", doc, want)
 			}
