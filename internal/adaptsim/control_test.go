@@ -30,6 +30,9 @@ func Control(cfg control.Config) Factory {
 		if p.Llama && c.ClassicLoad == 0 {
 			c.ClassicLoad = control.LlamaClassicLoad // as serve sets it
 		}
+		if !p.Llama { // the sim engine: its own spread, as serve sets it
+			c = c.WithSpread(p.Model.Spread.Single, p.Model.Spread.MultiSpec)
+		}
 		ctl := control.New(c)
 		return &controlAdapter{c: ctl, s: ctl.Init(control.Pair{})}
 	}

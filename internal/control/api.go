@@ -218,6 +218,23 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// WithSpread is c for an engine whose between-engine spread is known
+// (the sim's: its cost model's), single at one request in flight and
+// multi at several, in place of the H200's measured Spread1/SpreadN; an
+// engine whose fresh engines do not differ gets none ("spread" off),
+// which a zero would not say (zero takes the default).
+func (c Config) WithSpread(single, multi float64) Config {
+	c.Spread1, c.SpreadN = single, multi
+	if single <= 0 && multi <= 0 {
+		off := map[string]bool{"spread": true}
+		for k, v := range c.Off {
+			off[k] = v
+		}
+		c.Off = off
+	}
+	return c
+}
+
 // fixedEdges are the low edges of the load buckets learnt under a flat
 // default (1, 2-4, 5-8, 9+): four independent clients keep 3.2-3.6
 // requests in flight (the H200 of 2026-12-03c), inside one bucket.

@@ -367,3 +367,37 @@ func TestAdaptOffForAnotherReasonIsNotOverruled(t *testing.T) {
 		t.Errorf("note %q, want the proxy's", got.Note)
 	}
 }
+
+// The controller's noise is the engine's own spread where it is known:
+// the sim's cost model's (none for the default model, the demo-load
+// model's as measured on the H200), where it assumed the H200's for every
+// engine and so stayed within 3-6 % of widths the sim's engines tell
+// apart; llama-server keeps the H200's measured spread.
+func TestControlConfigSpread(t *testing.T) {
+	for _, c := range []struct {
+		name         string
+		e            key.Engine
+		args         []string
+		trialsOff    bool
+		off          bool
+		single, mult float64
+	}{
+		{"sim, default cost", key.Sim, nil, false, true, 0, 0},
+		{"sim, default cost, trials off", key.Sim, nil, true, true, 0, 0},
+		{"sim, demo-load", key.Sim, []string{"--sim-cost", "demo-load", "-np", "4"}, false, false, 0.034, 0.066},
+		{"llama.cpp", key.LlamaCpp, []string{"-ngl", "99"}, false, false, 0, 0},
+	} {
+		p := &plan.Plan{}
+		p.Settings.Engine.Value, p.Settings.EngineArgs.Value = c.e, c.args
+		p.Resolution.Width = 4
+		if c.trialsOff {
+			p.Settings.AdaptTrials.Value = 0
+		} else {
+			p.Settings.AdaptTrials.Value = 2
+		}
+		got := controlConfig(p)
+		if got.Off["spread"] != c.off || got.Spread1 != c.single || got.SpreadN != c.mult || got.Off["trials"] != c.trialsOff {
+			t.Errorf("%s: spread off %v (%v, %v), trials off %v; want %v (%v, %v), %v", c.name, got.Off["spread"], got.Spread1, got.SpreadN, got.Off["trials"], c.off, c.single, c.mult, c.trialsOff)
+		}
+	}
+}

@@ -24,6 +24,7 @@ import (
 	"github.com/speclaunch/speclaunch/internal/safefile"
 	"github.com/speclaunch/speclaunch/internal/schedule"
 	"github.com/speclaunch/speclaunch/internal/server"
+	"github.com/speclaunch/speclaunch/internal/sim"
 )
 
 // controlShell drives internal/control's pure controller for serve: every
@@ -526,8 +527,15 @@ func controlConfig(p *plan.Plan) control.Config {
 	if s.AdaptTrials.Value == 0 {
 		c.Off = map[string]bool{"trials": true} // adapt.trials = 0: no width is tried unmeasured
 	}
-	if s.Engine.Value == key.LlamaCpp {
+	switch s.Engine.Value {
+	case key.LlamaCpp:
 		c.ClassicLoad = control.LlamaClassicLoad
+	case key.Sim:
+		// The sim's fresh engines differ by its cost model's spread (none
+		// for the default gb10 model), not by the H200's.
+		if sc, err := sim.ParseArgs(append([]string{"-m", "sim"}, s.EngineArgs.Value...)); err == nil {
+			c = c.WithSpread(sc.Cost.Spread.Single, sc.Cost.Spread.MultiSpec)
+		}
 	}
 	return c
 }
