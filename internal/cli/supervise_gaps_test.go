@@ -48,6 +48,10 @@ func TestServeRestartHoldsRequests(t *testing.T) {
 	dir := t.TempDir()
 	// The first engine crashes 500 ms after it is ready; later ones serve.
 	script := countingEngine(t, dir, `[ $n -eq 1 ]`, `--sim-crash-after 500ms --sim-exit-code 7`)
+	// The restart (start 2) waits at its gate until the test lifts it:
+	// the restart lasts until the requests are held, whatever the load.
+	gate := filepath.Join(dir, "hold-2")
+	writeFile(t, gate, "")
 	port := freePort(t)
 	prof := filepath.Join(dir, "p.toml")
 	writeFile(t, prof, strings.Replace(simProfile(port, ""), `name = "sim"`, fmt.Sprintf("name = \"sim\"\nbinary = %q", script), 1))
@@ -62,7 +66,24 @@ func TestServeRestartHoldsRequests(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.Contains(string(body), "switching") {
 		t.Errorf("/health during the restart: %d %s", resp.StatusCode, body)
 	}
-	res, err := loadgen.Run(context.Background(), loadgen.Options{URL: fmt.Sprintf("http://127.0.0.1:%d", port), Clients: 2, Requests: 2, Stream: true, MaxTokens: 4})
+	type outcome struct {
+		res loadgen.Result
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := loadgen.Run(context.Background(), loadgen.Options{URL: fmt.Sprintf("http://127.0.0.1:%d", port), Clients: 2, Requests: 2, Stream: true, MaxTokens: 4})
+		done <- outcome{res, err}
+	}()
+	// Both clients' first requests arrived during the restart: held.
+	if st := waitStatus(t, port, 20*time.Second, func(st statusDoc) bool { return st.Proxy.HeldNow == 2 }); st.Proxy.HeldNow != 2 {
+		t.Errorf("%d requests held during the restart, want 2; log:\n%s", st.Proxy.HeldNow, r.log)
+	}
+	if err := os.Remove(gate); err != nil {
+		t.Fatal(err)
+	}
+	o := <-done
+	res, err := o.res, o.err
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,13 +144,18 @@ func TestServeReloadBusyPortKeepsServing(t *testing.T) {
 func TestServeSIGHUPReloadsWithoutWatch(t *testing.T) {
 	testenv.E2E(t)
 	r, prof, base, _ := serveSim(t, "", "--watch=false")
-	writeFile(t, prof, withWidth(base, 5))
-	time.Sleep(300 * time.Millisecond)
-	if r.log.count(`switching engines`) != 0 {
-		t.Fatal("--watch=false reloaded on a file change")
+	// A watcher says so before the first engine starts ("watching for
+	// changes"): none runs, so no file change can reach the engine.
+	if r.log.count(`watching for changes`) != 0 {
+		t.Fatalf("--watch=false watches the files:\n%s", r.log)
 	}
+	writeFile(t, prof, withWidth(base, 5))
 	syscall.Kill(os.Getpid(), syscall.SIGHUP)
 	r.log.waitFor(t, `width verified width=5`, 1, 20*time.Second)
+	// The one reload is the SIGHUP's, not the write's.
+	if n, m := r.log.count(`reloading`), r.log.count(`reloading files=.* why=SIGHUP`); n != 1 || m != 1 {
+		t.Fatalf("--watch=false reloaded on a file change (%d reloads, %d by SIGHUP):\n%s", n, m, r.log)
+	}
 }
 
 // An empty profile (a truncate-then-write caught halfway, here by a
@@ -182,7 +208,9 @@ func TestServeSIGTERMDuringSwitch(t *testing.T) {
 			if st := status(t, port); (st.Engine == nil) != (mode == "drain") {
 				t.Errorf("%s: status engine %+v while the new engine starts", mode, st.Engine)
 			}
-			time.Sleep(200 * time.Millisecond)
+			// The new engine's first line: its process runs, in its 30 s
+			// load, when SIGTERM comes.
+			r.log.waitFor(t, `engine 2 \| speclaunch sim:`, 1, 20*time.Second)
 			syscall.Kill(os.Getpid(), syscall.SIGTERM)
 			r.exit(t, 20*time.Second)
 			for _, bad := range []string{"failed", "going back", "ERR"} {
@@ -226,8 +254,10 @@ func TestServeReloadDuringSwitchToSameSettings(t *testing.T) {
 	r.log.waitFor(t, `starting engine for the new settings`, 1, 20*time.Second)
 	syscall.Kill(os.Getpid(), syscall.SIGHUP)
 	r.log.waitFor(t, `switched to_pid`, 1, 20*time.Second)
-	r.log.waitFor(t, `nothing to do`, 1, 20*time.Second)
-	time.Sleep(1500 * time.Millisecond)
+	// The second reload, held until the switch ended, is taken in without
+	// a switch: the runtime says what it did with it once it has handled
+	// it (taken in, or a second switch), and nothing else waits.
+	r.log.waitFor(t, `the engine asked for is the one now serving; nothing to do|switching engines`, 2, 20*time.Second)
 	if n := r.log.count(`switching engines`); n != 1 {
 		t.Fatalf("%d switches for one edit, want 1:\n%s", n, r.log)
 	}
@@ -267,7 +297,9 @@ func TestServeReloadBackDuringSwitchWins(t *testing.T) {
 
 // countingEngine writes a stand-in engine binary that counts its starts in
 // dir and runs the sim (this test binary) with extra sim flags on the starts
-// for which the shell test cond (over $n, the start number) holds.
+// for which the shell test cond (over $n, the start number) holds. Start n
+// waits while a file hold-n is in dir: a test holds a start open that way
+// until it has seen what it must see during it.
 func countingEngine(t *testing.T, dir, cond, extra string) string {
 	t.Helper()
 	self, err := os.Executable()
@@ -277,6 +309,7 @@ func countingEngine(t *testing.T, dir, cond, extra string) string {
 	script := filepath.Join(dir, "engine.sh")
 	writeFile(t, script, fmt.Sprintf(`#!/bin/sh
 n=$(cat %[1]s/count 2>/dev/null || echo 0); n=$((n+1)); echo $n > %[1]s/count
+while [ -e %[1]s/hold-$n ]; do sleep 0.05; done
 if %[3]s; then exec %[2]s "$@" %[4]s; fi
 exec %[2]s "$@"
 `, dir, self, cond, extra))
