@@ -168,7 +168,10 @@ func TestServeHungEngineIsReplaced(t *testing.T) {
 	if err := <-answered; err != nil {
 		t.Errorf("the request sent to the hung engine failed instead of going to its replacement: %v\n%s", err, r.log)
 	}
-	if st := status(t, port); st.Engine == nil || st.Engine.PID == hung {
+	// The proxy routes to the new engine a moment before the status names
+	// it (the runtime routes, then tells the launcher): wait for it.
+	replaced := func(st statusDoc) bool { return st.Engine != nil && st.Engine.PID != hung }
+	if st := waitStatus(t, port, 20*time.Second, replaced); !replaced(st) {
 		t.Errorf("status engine %+v, want a new engine", st.Engine)
 	}
 }

@@ -54,27 +54,42 @@ func TestServeSwitchesFailNoRequest(t *testing.T) {
 
 			stop := make(chan struct{})
 			results := make(chan loadgen.Result, 3)
+			const clients = 3 * 2
+			live := &loadgen.Live{}
 			for _, path := range []string{"/v1/completions", "/v1/chat/completions", "/completion"} {
 				go func() {
 					res, _ := loadgen.Run(context.Background(), loadgen.Options{URL: fmt.Sprintf("http://127.0.0.1:%d", port), Path: path,
-						Clients: 2, Stop: stop, Duration: time.Hour, Stream: true, MaxTokens: 12})
+						Clients: 2, Stop: stop, Duration: time.Hour, Stream: true, MaxTokens: 12, Live: live})
 					results <- res
 				}()
 			}
-			time.Sleep(500 * time.Millisecond)
+			// ranThrough waits until the load has answered a round of
+			// requests sent after this point: at most one request per client
+			// is in flight now, so past that many more, the rest were sent
+			// after it.
+			ranThrough := func(what string) {
+				t.Helper()
+				want := live.Done.Load() + 2*clients
+				for deadline := time.Now().Add(30 * time.Second); live.Done.Load() < want; time.Sleep(10 * time.Millisecond) {
+					if time.Now().After(deadline) {
+						t.Fatalf("the load answered %d of %d requests %s within 30s; log:\n%s", live.Done.Load(), want, what, r.log)
+					}
+				}
+			}
+			ranThrough("before the first switch")
 			widths := []int{3, 5, 2, 6}
 			w := 0
 			for i := range n {
 				w = widths[i%len(widths)]
 				renameOver(t, prof, withWidth(base, w))
 				r.log.waitFor(t, `switched to_pid=\d+ width=\d+ mode=`+mode, i+1, 30*time.Second)
-				time.Sleep(300 * time.Millisecond)
+				ranThrough(fmt.Sprintf("after switch %d", i+1))
 			}
 			// A new engine that cannot start: the old one (overlap) or the
 			// previous settings (drain) keep serving.
 			renameOver(t, prof, strings.Replace(withWidth(base, 7), `"100ms"`, `"100ms", "--sim-fail-start"`, 1))
 			r.log.waitFor(t, `failed to start`, 1, 20*time.Second)
-			time.Sleep(300 * time.Millisecond)
+			ranThrough("after the failed switch")
 			close(stop)
 			var total loadgen.Result
 			for range 3 {
@@ -211,14 +226,19 @@ func TestStatusFollowsReload(t *testing.T) {
 	r, prof, base, port := serveSim(t, "")
 	writeFile(t, prof, strings.Replace(base, "[server]\n", "[server]\nswitch = \"drain\"\n", 1))
 	r.log.waitFor(t, `engine command unchanged`, 1, 20*time.Second)
-	if st := status(t, port); st.SwitchMode != "drain" {
+	// The runtime takes the reload in after the reload loop says the
+	// command is unchanged, and the status follows it then: wait for it.
+	if st := waitStatus(t, port, 20*time.Second, func(st statusDoc) bool { return st.SwitchMode == "drain" }); st.SwitchMode != "drain" {
 		t.Errorf("status switch_mode %q after a reload to drain", st.SwitchMode)
 	}
 	port2 := freePort(t)
 	moved := strings.Replace(base, fmt.Sprintf("port = %d", port), fmt.Sprintf("port = %d", port2), 1)
 	writeFile(t, prof, withWidth(moved, 3))
 	r.log.waitFor(t, `width verified width=3`, 1, 20*time.Second)
-	if st := status(t, port2); st.Public != fmt.Sprintf("127.0.0.1:%d", port2) {
+	// The new engine's width is verified before it serves, and the proxy
+	// moves once the switch has ended: wait for the status to say so.
+	want := fmt.Sprintf("127.0.0.1:%d", port2)
+	if st := waitStatus(t, port2, 20*time.Second, func(st statusDoc) bool { return st.Public == want }); st.Public != want {
 		t.Errorf("status public %q after the proxy moved to port %d", st.Public, port2)
 	}
 }
@@ -238,9 +258,20 @@ func TestFailedMoveKeepsTheAddress(t *testing.T) {
 	if st := status(t, port); st.Public != fmt.Sprintf("127.0.0.1:%d", port) {
 		t.Errorf("status public %q after a failed move, want the old port %d", st.Public, port)
 	}
-	if c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port2)); err == nil {
-		c.Close()
-		t.Errorf("port %d still accepts after the move failed", port2)
+	// The line is said as the listener bound ahead is closed, a moment
+	// before it is: wait for the port to refuse.
+	accepts := func() bool {
+		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port2))
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	}
+	for deadline := time.Now().Add(10 * time.Second); accepts(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Errorf("port %d still accepts 10s after the move failed", port2)
+			break
+		}
 	}
 	if err := streamWhole(port, 4); err != nil {
 		t.Errorf("the old address does not serve after the failed move: %v", err)
