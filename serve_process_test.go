@@ -172,9 +172,10 @@ func TestSIGHUPDuringFirstLoadReloadsAfter(t *testing.T) {
 					}
 				}
 			}
+			// SIGHUP is caught before the first engine starts: its
+			// start line is the marker, and its 1.5 s load is under way.
 			waitLine("starting engine:")
 			os.WriteFile(prof, []byte(profile(3, watch)), 0o644)
-			time.Sleep(200 * time.Millisecond)
 			cmd.Process.Signal(syscall.SIGHUP)
 			waitLine("width verified width=4")
 			waitLine("width verified width=3")
@@ -209,7 +210,9 @@ func TestSIGINTDuringProbeIsNoProbeFailure(t *testing.T) {
 		seen := false
 		for sc.Scan() {
 			out.WriteString(sc.Text() + "\n")
-			if !seen && strings.Contains(sc.Text(), "adaptive width on") {
+			// A probe's first line, said as it starts (the one before
+			// traffic, seconds long on this model, or one under load).
+			if !seen && strings.Contains(sc.Text(), "adapt: probing") {
 				seen = true
 				close(probing)
 			}
@@ -218,9 +221,8 @@ func TestSIGINTDuringProbeIsNoProbeFailure(t *testing.T) {
 	select {
 	case <-probing:
 	case <-time.After(30 * time.Second):
-		t.Fatal("the loop did not start")
+		t.Fatal("the loop did not probe")
 	}
-	time.Sleep(500 * time.Millisecond) // inside the probe
 	cmd.Process.Signal(syscall.SIGINT)
 	<-done
 	cmd.Wait()
