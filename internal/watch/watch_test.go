@@ -314,7 +314,7 @@ func TestCloseStopsEverything(t *testing.T) {
 		t.Fatal(err)
 	}
 	write(t, path, "v2") // leave a Change unread: Close must not block on it
-	time.Sleep(50 * time.Millisecond)
+	testenv.WaitFor(t, "the write's Change, unread", func() bool { return len(w.changes) > 0 })
 	must(t, w.Close())
 	must(t, w.Close())
 	for range w.Changes() { // drains what was buffered, then sees it closed
@@ -517,9 +517,10 @@ func TestWatchChangesTheSet(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The dropped file's write comes first; the first Change is the
-	// watched one's.
+	// watched one's. No wait between them: events come in order, and a
+	// window that saw both checks the files in the order they were
+	// added, so a Change for the dropped file would come first either way.
 	renameOver(t, prof, "v2")
-	time.Sleep(3 * DefaultDebounce)
 	renameOver(t, pol, "p3")
 	expect(t, w, Change{Path: pol, Reason: ReasonRenameOver})
 	w.Close()
@@ -535,11 +536,16 @@ func TestWatchWhileChangesIsFull(t *testing.T) {
 	t.Parallel() // each has its own directory; the SIGHUP tests run alone, before these
 	path := filepath.Join(t.TempDir(), "profile.toml")
 	write(t, path, "v0")
-	w := newWatcher(t, []string{path}, Options{})
-	for i := 1; i <= cap(w.changes)+2; i++ { // one more than fits, then one the loop holds
+	// The loop says "watched file changed" (debug) as it hands a Change
+	// over: each save is waited for until then, so that each is a Change
+	// of its own.
+	var logs testenv.Buffer
+	w := newWatcher(t, []string{path}, Options{Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	for i := 1; i <= cap(w.changes)+1; i++ { // as many as fit, then one the loop holds
 		renameOver(t, path, fmt.Sprintf("v%d", i))
-		time.Sleep(3 * DefaultDebounce)
+		testenv.WaitFor(t, fmt.Sprintf("Change %d found", i), func() bool { return strings.Count(logs.String(), "watched file changed") >= i })
 	}
+	renameOver(t, path, fmt.Sprintf("v%d", cap(w.changes)+2)) // and one more while it holds it
 	done := make(chan error, 1)
 	go func() { done <- w.Watch([]string{path}) }()
 	select {
