@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -89,23 +90,33 @@ func waitStatus(t *testing.T, url string, status int, body string) {
 	t.Fatalf("%s never answered %d %s; last: %s", url, status, body, last)
 }
 
+// A cancel during the warm-up ends Run with nil. The real clock runs in a
+// synctest bubble: synctest.Wait returns once Run is parked in its
+// warm-up (nothing listens before it ends), and the bound on Run's return
+// is the bubble's time, which passes only while every goroutine waits.
 func TestShutdownDuringWarmup(t *testing.T) {
-	cfg := testConfig("", 0)
-	cfg.Clock = nil
-	cfg.Warmup = time.Hour
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- Run(ctx, cfg, io.Discard, io.Discard) }()
-	time.Sleep(20 * time.Millisecond)
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("Run: %v", err)
+	synctest.Test(t, func(t *testing.T) {
+		cfg := testConfig("", 0)
+		cfg.Clock = nil
+		cfg.Warmup = time.Hour
+		var stderr syncBuffer
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- Run(ctx, cfg, io.Discard, &stderr) }()
+		synctest.Wait()
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("Run ignored cancel during warm-up")
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Run ignored cancel during warm-up")
-	}
+		if !strings.Contains(stderr.String(), "Shutting down during warm-up") {
+			t.Errorf("Run did not stop in its warm-up:\n%s", stderr.String())
+		}
+	})
 }
 
 // Real pacing with small costs: the stream takes about the modelled time,
