@@ -101,9 +101,11 @@ func TestClientFailures(t *testing.T) {
 
 func TestClientStalledStreamTimesOut(t *testing.T) {
 	release := make(chan struct{})
+	streaming := make(chan struct{}, 2) // a request's first event is sent
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, "data: {\"content\":\"a\",\"stop\":false}\n\n")
 		w.(http.Flusher).Flush()
+		streaming <- struct{}{}
 		select {
 		case <-r.Context().Done():
 		case <-release:
@@ -116,8 +118,10 @@ func TestClientStalledStreamTimesOut(t *testing.T) {
 		t.Errorf("err = %v", res.err)
 	}
 
+	<-streaming // the first request's
+	// Cancelled mid-stream: once the second request's first event is sent.
 	ctx, cancel := context.WithCancel(context.Background())
-	go func() { time.Sleep(50 * time.Millisecond); cancel() }()
+	go func() { <-streaming; cancel() }()
 	res = newClient(10*time.Second).complete(ctx, ts.URL, []byte(`{}`))
 	if !errors.Is(res.err, context.Canceled) {
 		t.Errorf("cancelled request: err = %v, want context.Canceled", res.err)
