@@ -49,8 +49,22 @@ func expect(t *testing.T, w *Watcher, want Change) {
 	}
 }
 
+// expectNoneBefore renames new content over sentinel, a file the watcher
+// watches after the others, and checks that the next Change is the
+// sentinel's (reason: how it is seen, by events or by a poll): a Change
+// the steps before it wrongly made comes first. One watcher's events come
+// in order, and a debounce window, like a poll, checks the files in the
+// order they were added; so the sentinel's Change also says that whatever
+// came before it has been checked, which no sleep says.
+func expectNoneBefore(t *testing.T, w *Watcher, sentinel, content, reason string) {
+	t.Helper()
+	renameOver(t, sentinel, content)
+	expect(t, w, Change{Path: sentinel, Reason: reason})
+}
+
 // expectNone checks that nothing arrives for d: long enough to cover the
-// debounce several times over.
+// debounce several times over. Where a step can be followed by another
+// save, expectNoneBefore says it without a window.
 func expectNone(t *testing.T, w *Watcher, d time.Duration) {
 	t.Helper()
 	select {
@@ -79,11 +93,13 @@ func renameOver(t testing.TB, path, content string) {
 
 func TestInPlaceWriteIsOneChange(t *testing.T) {
 	t.Parallel() // each has its own directory; the SIGHUP tests run alone, before these
-	path := filepath.Join(t.TempDir(), "profile.toml")
+	dir := t.TempDir()
+	path, sentinel := filepath.Join(dir, "profile.toml"), filepath.Join(dir, "sentinel.toml")
 	write(t, path, "v1")
+	write(t, sentinel, "s0")
 	// A debounce the burst fits in whatever the load: three writes with an
 	// fsync each outlasted the default 150 ms on a loaded machine.
-	w := newWatcher(t, []string{path}, Options{Debounce: time.Second})
+	w := newWatcher(t, []string{path, sentinel}, Options{Debounce: time.Second})
 
 	// Three writes in a burst, as some editors do, make one Change.
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
@@ -96,7 +112,7 @@ func TestInPlaceWriteIsOneChange(t *testing.T) {
 	}
 	f.Close()
 	expect(t, w, Change{Path: path, Reason: ReasonWrite})
-	expectNone(t, w, 500*time.Millisecond)
+	expectNoneBefore(t, w, sentinel, "s1", ReasonRenameOver)
 }
 
 func TestRenameOver(t *testing.T) {
@@ -128,7 +144,9 @@ func TestConfigMapSwap(t *testing.T) {
 	mkdata("..ts1", "v1")
 	must(t, os.Symlink("..ts1", filepath.Join(dir, "..data")))
 	must(t, os.Symlink("..data/profile.toml", path))
-	w := newWatcher(t, []string{path}, Options{})
+	sentinel := filepath.Join(dir, "sentinel.toml")
+	write(t, sentinel, "s0")
+	w := newWatcher(t, []string{path, sentinel}, Options{})
 
 	swap := func(from, to, content string) {
 		mkdata(to, content)
@@ -142,18 +160,23 @@ func TestConfigMapSwap(t *testing.T) {
 	expect(t, w, Change{Path: path, Reason: ReasonSymlinkSwap})
 	// An update of another key swaps ..data but leaves this file's bytes.
 	swap("..ts3", "..ts4", "v3")
-	expectNone(t, w, 500*time.Millisecond)
+	expectNoneBefore(t, w, sentinel, "s1", ReasonRenameOver)
 }
 
 func TestUnchangedRewriteIsNoChange(t *testing.T) {
 	t.Parallel() // each has its own directory; the SIGHUP tests run alone, before these
-	path := filepath.Join(t.TempDir(), "profile.toml")
+	dir := t.TempDir()
+	path, sentinel := filepath.Join(dir, "profile.toml"), filepath.Join(dir, "sentinel.toml")
 	write(t, path, "same")
-	w := newWatcher(t, []string{path}, Options{})
+	write(t, sentinel, "s0")
+	w := newWatcher(t, []string{path, sentinel}, Options{})
 	write(t, path, "same")
 	renameOver(t, path, "same")
 	must(t, os.Chmod(path, 0o600))
-	expectNone(t, w, 500*time.Millisecond)
+	// The rewrites' events are all checked once the sentinel's Change
+	// comes: the edit below is a window of its own (a write, not a
+	// rename-over folded in with them).
+	expectNoneBefore(t, w, sentinel, "s1", ReasonRenameOver)
 	// Still watching: a real edit afterwards is reported.
 	write(t, path, "different")
 	expect(t, w, Change{Path: path, Reason: ReasonWrite})
@@ -162,13 +185,15 @@ func TestUnchangedRewriteIsNoChange(t *testing.T) {
 func TestMissingFileWaitsForItsReturn(t *testing.T) {
 	t.Parallel() // each has its own directory; the SIGHUP tests run alone, before these
 	dir := t.TempDir()
-	path := filepath.Join(dir, "policy.toml")
+	path, sentinel := filepath.Join(dir, "policy.toml"), filepath.Join(dir, "sentinel.toml")
 	write(t, path, "v1")
-	w := newWatcher(t, []string{path}, Options{})
-	// Remove, then recreate after several debounce periods: the gap is
-	// not a change, the new content is.
+	write(t, sentinel, "s0")
+	w := newWatcher(t, []string{path, sentinel}, Options{})
+	// Remove, then recreate once the removal has been checked (the
+	// sentinel's Change says so): the gap is not a change, the new
+	// content is.
 	must(t, os.Remove(path))
-	expectNone(t, w, 400*time.Millisecond)
+	expectNoneBefore(t, w, sentinel, "s1", ReasonRenameOver)
 	renameOver(t, path, "v2")
 	expect(t, w, Change{Path: path, Reason: ReasonCreated})
 
@@ -240,10 +265,11 @@ func TestFilesInOneDirectoryShareAWatch(t *testing.T) {
 	t.Parallel() // each has its own directory; the SIGHUP tests run alone, before these
 	d1, d2 := t.TempDir(), t.TempDir()
 	a, b, c := filepath.Join(d1, "a.toml"), filepath.Join(d1, "b.toml"), filepath.Join(d2, "c.toml")
-	for _, p := range []string{a, b, c} {
+	sentinel := filepath.Join(d1, "sentinel.toml")
+	for _, p := range []string{a, b, c, sentinel} {
 		write(t, p, "v1")
 	}
-	w := newWatcher(t, []string{a, b, c, a}, Options{})
+	w := newWatcher(t, []string{a, b, c, a, sentinel}, Options{})
 	if got := slices.Sorted(slices.Values(w.fsw.WatchList())); !slices.Equal(got, slices.Sorted(slices.Values([]string{d1, d2}))) {
 		t.Errorf("WatchList = %q, want one watch per directory", got)
 	}
@@ -251,22 +277,25 @@ func TestFilesInOneDirectoryShareAWatch(t *testing.T) {
 	expect(t, w, Change{Path: b, Reason: ReasonWrite})
 	write(t, c, "v2")
 	expect(t, w, Change{Path: c, Reason: ReasonWrite})
-	expectNone(t, w, 300*time.Millisecond)
+	expectNoneBefore(t, w, sentinel, "v2", ReasonRenameOver)
 }
 
 // TestPollOnly runs without fsnotify, as a single-file bind mount behaves.
 func TestPollOnly(t *testing.T) {
 	t.Parallel() // each has its own directory; the SIGHUP tests run alone, before these
-	path := filepath.Join(t.TempDir(), "profile.toml")
+	dir := t.TempDir()
+	// The sentinel is absent until expectNoneBefore writes it: a poll
+	// reads every file, so a Change of it cannot be an earlier poll's.
+	path, sentinel := filepath.Join(dir, "profile.toml"), filepath.Join(dir, "sentinel.toml")
 	write(t, path, "v1")
-	w := newWatcher(t, []string{path}, Options{Poll: 20 * time.Millisecond, pollOnly: true})
+	w := newWatcher(t, []string{path, sentinel}, Options{Poll: 20 * time.Millisecond, pollOnly: true})
 	if w.fsw != nil {
 		t.Fatal("pollOnly still created an fsnotify watcher")
 	}
 	write(t, path, "v2")
 	expect(t, w, Change{Path: path, Reason: ReasonPoll})
 	write(t, path, "v2")
-	expectNone(t, w, 200*time.Millisecond)
+	expectNoneBefore(t, w, sentinel, "s1", ReasonPoll)
 }
 
 // TestOverflowRescans removes the directory watch so that the kernel
@@ -275,11 +304,15 @@ func TestOverflowRescans(t *testing.T) {
 	t.Parallel() // each has its own directory; the SIGHUP tests run alone, before these
 	dir := t.TempDir()
 	path := filepath.Join(dir, "profile.toml")
+	// In a directory still watched: one watcher's events come in order,
+	// whichever directory they are in.
+	sentinel := filepath.Join(t.TempDir(), "sentinel.toml")
 	write(t, path, "v1")
-	w := newWatcher(t, []string{path}, Options{})
+	write(t, sentinel, "s0")
+	w := newWatcher(t, []string{path, sentinel}, Options{})
 	must(t, w.fsw.Remove(dir))
 	write(t, path, "v2")
-	expectNone(t, w, 300*time.Millisecond)
+	expectNoneBefore(t, w, sentinel, "s1", ReasonRenameOver)
 	w.fsw.Errors <- fsnotify.ErrEventOverflow
 	expect(t, w, Change{Path: path, Reason: ReasonRescan})
 }
@@ -429,17 +462,19 @@ type lockedBuffer = testenv.Buffer
 func TestDeletedAndEmptyFilesAreSaidAndNotApplied(t *testing.T) {
 	t.Parallel() // each has its own directory; the SIGHUP tests run alone, before these
 	dir := t.TempDir()
-	path := filepath.Join(dir, "p.toml")
+	path, sentinel := filepath.Join(dir, "p.toml"), filepath.Join(dir, "sentinel.toml")
 	write(t, path, "v1")
+	write(t, sentinel, "s0")
 	var logs lockedBuffer
-	w := newWatcher(t, []string{path}, Options{Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	w := newWatcher(t, []string{path, sentinel}, Options{Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	must(t, os.Remove(path))
-	expectNone(t, w, 400*time.Millisecond)
+	// The sentinel's Change comes after the removal was checked, and said.
+	expectNoneBefore(t, w, sentinel, "s1", ReasonRenameOver)
 	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "missing") {
 		t.Errorf("a deleted file was not logged at warn: %q", logs.String())
 	}
 	write(t, path, "")
-	expectNone(t, w, 400*time.Millisecond)
+	expectNoneBefore(t, w, sentinel, "s2", ReasonRenameOver)
 	if !strings.Contains(logs.String(), "empty") {
 		t.Errorf("an empty file was not logged: %q", logs.String())
 	}
