@@ -58,9 +58,7 @@ func TestLivenessLiftsARefusal(t *testing.T) {
 		px.ServeHTTP(w, httptest.NewRequest("POST", "/v1/completions", strings.NewReader(`{}`)))
 		got <- w
 	}()
-	for px.Stats().HeldNow == 0 { // the refused request waits
-		time.Sleep(time.Millisecond)
-	}
+	testenv.WaitFor(t, "the refused request held", func() bool { return px.Stats().HeldNow > 0 })
 	go rt.liveness(l, 3*time.Second)
 	if w := <-got; w.Code != 200 || w.Body.String() != "ok" {
 		t.Errorf("the held request: %d %q, want 200 from the engine once it answered /health", w.Code, w.Body.String())
