@@ -204,12 +204,12 @@ func TestServeReload(t *testing.T) {
 	// An unchanged rewrite restarts nothing, nor does an edit of
 	// whitespace only (same command). The watcher says nothing of a
 	// rewrite of the same bytes, so the whitespace edit after it is the
-	// marker: its reload, taken in by the runtime without a switch, is
-	// said once the runtime has handled it, and the watcher reads events
-	// in order, so the unchanged rewrite was handled before or with it.
+	// marker: its reload counts as applied once the runtime has answered
+	// it (taken in, or switched to), and the watcher reads events in
+	// order, so the unchanged rewrite was handled before or with it.
 	renameOver(t, prof, base)
 	renameOver(t, prof, base+"\n")
-	r.log.waitFor(t, `the engine asked for is the one now serving; nothing to do|switching engines`, 1, 20*time.Second)
+	waitReloadsApplied(t, port, 1)
 	if n := r.log.count(`switching engines|engine command changed`); n != 0 {
 		t.Fatalf("an unchanged rewrite or a whitespace edit restarted the engine:\n%s", r.log)
 	}
@@ -372,6 +372,31 @@ func TestServeExitCodes(t *testing.T) {
 			t.Errorf("log:\n%s", r.log)
 		}
 	})
+}
+
+// reloadsApplied is speclaunch_reloads_total{outcome="applied"}: a reload
+// counts once the runtime has answered it, its settings taken in without a
+// switch or switched to.
+func reloadsApplied(t *testing.T, port int) int {
+	t.Helper()
+	for _, m := range scrape(t, fmt.Sprintf("http://127.0.0.1:%d/speclaunch/metrics", port))["speclaunch_reloads_total"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "outcome" && l.GetValue() == "applied" {
+				return int(m.GetCounter().GetValue())
+			}
+		}
+	}
+	return 0
+}
+
+// waitReloadsApplied waits until n reloads are applied (reloadsApplied).
+func waitReloadsApplied(t *testing.T, port, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); reloadsApplied(t, port) < n; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d reloads applied after 20s, want %d", reloadsApplied(t, port), n)
+		}
+	}
 }
 
 // unwrap joins the lines report wraps to the screen ("\n  " continues a
