@@ -126,7 +126,11 @@ func (sh *controlShell) BeforeTraffic(ctx context.Context, t adapt.Target) error
 		}
 		c, err := probe.Run(ctx, sh.client, t.BaseURL, rows, probe.DefaultReps)
 		if err != nil {
-			sh.log.Info(fmt.Sprintf("adapt: the probe before traffic stopped after %s (%v); the engine serves, and what it lacks is probed under load if needed", time.Since(start).Round(time.Millisecond), err))
+			next := "the engine serves, and what it lacks is probed under load if needed"
+			if errors.Is(ctx.Err(), context.Canceled) { // not the bound: the start itself ended
+				next = "the engine's start was called off (a stop, or a newer switch)"
+			}
+			sh.log.Info(fmt.Sprintf("adapt: the probe before traffic stopped after %s (%v); %s", time.Since(start).Round(time.Millisecond), err, next))
 			break
 		}
 		maps.Copy(v, c.VerifyMS)

@@ -2,8 +2,10 @@ package serve
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -179,5 +181,21 @@ func TestControlKeyIsContent(t *testing.T) {
 	sh.key, sh.file = other, filepath.Join(dir, "adapt-control-"+other.ID()+".json")
 	if sh.load(); log.Len() != 0 {
 		t.Errorf("a word about a state saved for other model paths:\n%s", log.String())
+	}
+}
+
+// A probe before traffic cut because the engine's start ended (SIGINT
+// during it) says so: it said "the engine serves" while serve stopped.
+// One cut by its own bound still says the engine serves.
+func TestProbeBeforeTrafficCutByTheStart(t *testing.T) {
+	var log bytes.Buffer
+	sh := &controlShell{c: control.New(control.Config{Default: schedule.Flat(4, "engine default")}), client: http.DefaultClient, log: slog.New(slog.NewTextHandler(&log, nil))}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := sh.BeforeTraffic(ctx, adapt.Target{BaseURL: "http://127.0.0.1:1"}); err != nil {
+		t.Fatal(err)
+	}
+	if l := log.String(); !strings.Contains(l, "the engine's start was called off") || strings.Contains(l, "the engine serves") {
+		t.Errorf("log:\n%s", l)
 	}
 }

@@ -186,11 +186,12 @@ func (pb *public) dropLocked(why string) {
 	if pb.pending == nil {
 		return
 	}
-	if why != "" {
-		pb.log.Info("closed the address bound ahead: "+why, "addr", pb.pendingAddr)
-	}
+	addr := pb.pendingAddr
 	pb.retireLocked(pb.pending)
 	pb.pending, pb.pendingAddr = nil, ""
+	if why != "" { // said once it is closed: a client reading the line finds the port closed
+		pb.log.Info("closed the address bound ahead: "+why, "addr", addr)
+	}
 }
 
 // retireLocked stops s accepting now; its open connections finish, each
