@@ -2,6 +2,8 @@ package main
 
 import (
 	"bufio"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -102,7 +104,7 @@ func BenchmarkProcessServeStartToExec(b *testing.B) {
 }
 
 // BenchmarkProcessServeRSS: the launcher's resident memory while it
-// supervises a sim engine that has served requests.
+// supervises a sim engine that has served a request through its proxy.
 func BenchmarkProcessServeRSS(b *testing.B) {
 	bin := staticBinary(b)
 	var rss, runs float64
@@ -113,7 +115,19 @@ func BenchmarkProcessServeRSS(b *testing.B) {
 		if err := cmd.Start(); err != nil {
 			b.Fatal(err)
 		}
-		time.Sleep(1500 * time.Millisecond)
+		url := "http://127.0.0.1:" + strconv.Itoa(port)
+		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			if resp, err := http.Get(url + "/health"); err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					break
+				}
+			}
+		}
+		if resp, err := http.Post(url+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"x","max_tokens":16}`)); err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
 		f, err := os.Open("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/status")
 		if err == nil {
 			sc := bufio.NewScanner(f)
