@@ -95,8 +95,8 @@ func TestValidateChecksThisHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	target, draft := filepath.Join(dir, "t.gguf"), filepath.Join(dir, "d.gguf")
-	writeFile(t, target, "")
-	writeFile(t, draft, "")
+	writeFile(t, target, "GGUF\x03\x00\x00\x00") // llama-server's model checks read the magic
+	writeFile(t, draft, "GGUF\x03\x00\x00\x00")
 	llama := fmt.Sprintf("[engine]\nname = \"llama.cpp\"\nbinary = %q\n", bin)
 	for _, tc := range []struct {
 		name, body string

@@ -62,7 +62,7 @@ func TestReloadToATakenPortSaysOneThing(t *testing.T) {
 	}
 	defer taken.Close()
 	cur := llamaPlan(bin, []string{"-ngl", "99"}, nil)
-	cur.Settings.Model.Value = bin
+	cur.Settings.Model.Value = ggufModel(t)
 	cur.Settings.Proxy.Value, cur.Settings.Switch.Value = true, key.SwitchDrain
 	cur.Settings.Host.Value, cur.Settings.Port.Value = "127.0.0.1", ports
 	np := *cur
@@ -102,7 +102,7 @@ func TestReloadDuringTheFirstStartSaysOneThing(t *testing.T) {
 		nothing bool
 	}{{server.Starting, false}, {server.Serving, true}} {
 		cur := llamaPlan(bin, []string{"-ngl", "99"}, nil)
-		cur.Settings.Model.Value = bin
+		cur.Settings.Model.Value = ggufModel(t)
 		cur.Settings.Switch.Value = key.SwitchDrain
 		var log bytes.Buffer
 		sv := &launcher{c: Config{Loader: flagLoader{flagLoad{cur}}}, rt: server.New(server.Options{}), force: inForce{plan: cur},
@@ -131,7 +131,7 @@ func TestKeptReloadSaysNothingToDoOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	cur := llamaPlan(bin, []string{"-ngl", "99"}, nil)
-	cur.Settings.Model.Value = bin
+	cur.Settings.Model.Value = ggufModel(t)
 	cur.Settings.Switch.Value = key.SwitchDrain
 	np := *cur
 	var log bytes.Buffer

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -36,6 +37,18 @@ func llamaPlan(bin string, prof, typed []string, unknown ...string) *plan.Plan {
 		p.Launch.Unknown = append(p.Launch.Unknown, engine.UnknownFlag{Name: u, Count: 1})
 	}
 	p.Launch.Argv = append([]string{bin, "-m", "t.gguf"}, s.EngineArgs.Value...)
+	return p
+}
+
+// ggufModel writes a file llama-server's model checks take (checkModelPath:
+// a GGUF file), for a plan whose model must be there: the GGUF magic and
+// version 3.
+func ggufModel(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "t.gguf")
+	if err := os.WriteFile(p, []byte("GGUF\x03\x00\x00\x00"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	return p
 }
 
@@ -135,13 +148,13 @@ func (f flagLoader) Load() (Load, error) { return f.l, nil }
 // here), logged and replied, naming the file:line and the flag. Before,
 // the reload refused it whatever the mode, overlap included.
 func TestReloadRejectsAFlagTheEngineRefuses(t *testing.T) {
-	bin, err := os.Executable() // a binary that runs, and a file that is there for the model
+	bin, err := os.Executable() // a binary that runs
 	if err != nil {
 		t.Fatal(err)
 	}
 	cur := llamaPlan(bin, []string{"-ngl", "99"}, nil)
 	np := llamaPlan(bin, []string{"-ngl", "99", "--bogus-flag"}, nil, "--bogus-flag")
-	np.Settings.Model.Value = bin
+	np.Settings.Model.Value = ggufModel(t)
 	for _, tc := range []struct {
 		name string
 		mode key.Switch // server.switch
@@ -181,9 +194,9 @@ func TestRebuildNeverStartsAnUnprovenFlag(t *testing.T) {
 		t.Fatal(err)
 	}
 	cur := llamaPlan(bin, []string{"-ngl", "99"}, nil)
-	cur.Settings.Model.Value = bin
+	cur.Settings.Model.Value = ggufModel(t)
 	disk := llamaPlan(bin, []string{"-ngl", "99", "--bogus-flag"}, nil, "--bogus-flag")
-	disk.Settings.Model.Value = bin
+	disk.Settings.Model.Value = cur.Settings.Model.Value
 	for _, tc := range []struct {
 		mode key.Switch
 		want *plan.Plan

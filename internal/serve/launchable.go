@@ -3,6 +3,8 @@ package serve
 import (
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -17,6 +19,7 @@ import (
 	"github.com/speclaunch/speclaunch/internal/exitcode"
 	"github.com/speclaunch/speclaunch/internal/key"
 	"github.com/speclaunch/speclaunch/internal/plan"
+	"github.com/speclaunch/speclaunch/internal/quote"
 	"github.com/speclaunch/speclaunch/internal/safefile"
 	"github.com/speclaunch/speclaunch/internal/width"
 )
@@ -247,7 +250,8 @@ func PortFree(host string, port int) error {
 // checkModelPath refuses a model path the engine cannot load: missing
 // (unless the engine fetches it by name), or a FIFO, socket or device (the
 // engine would block on it or read it without end); for llama.cpp also a
-// directory, since llama-server's -m takes the .gguf file itself.
+// directory, since llama-server's -m takes the .gguf file itself, and a
+// file that is empty, not readable by this user or not GGUF (ggufProblem).
 func checkModelPath(e key.Engine, what, path, src string) error {
 	fi, err := os.Stat(path)
 	if err != nil {
@@ -258,6 +262,8 @@ func checkModelPath(e key.Engine, what, path, src string) error {
 	}
 	m := fi.Mode()
 	switch {
+	case m.IsRegular() && e == key.LlamaCpp:
+		return ggufProblem(what, path, src, fi.Size())
 	case m.IsRegular():
 		return nil
 	case m.IsDir() && e != key.LlamaCpp:
@@ -324,4 +330,33 @@ func logPlan(log *slog.Logger, p *plan.Plan, msg string, extra ...any) {
 	for _, w := range p.Warnings {
 		log.Warn(w)
 	}
+}
+
+// ggufProblem refuses a regular file llama-server cannot load as a GGUF
+// model: empty (a download that did not finish), not readable by this
+// user, or not starting with the GGUF magic (a safetensors file, an HTML
+// error page saved as .gguf). The first shard of a split GGUF is a GGUF
+// file and passes. Only the four bytes of the magic are read.
+func ggufProblem(what, path, src string, size int64) error {
+	const fix = "llama-server loads a GGUF model file: give the path of the .gguf file itself"
+	if size == 0 {
+		return exitcode.Bad(fmt.Errorf("%s %s (%s) is empty: %s (a download that did not finish leaves an empty file: fetch it again)", what, path, src, fix))
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrPermission) {
+			return exitcode.Bad(fmt.Errorf("%s %s (%s) is not readable by this user: %v; make it readable (chmod a+r), or run speclaunch as a user who can read it", what, path, src, errors.Unwrap(err)))
+		}
+		return exitcode.Bad(fmt.Errorf("%s %s (%s): %w", what, path, src, err))
+	}
+	defer f.Close()
+	magic := make([]byte, 4)
+	n, err := io.ReadFull(f, magic)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
+		return exitcode.Bad(fmt.Errorf("%s %s (%s) cannot be read: %v; %s", what, path, src, err, fix))
+	}
+	if string(magic[:n]) != "GGUF" {
+		return exitcode.Bad(fmt.Errorf("%s %s (%s) is not a GGUF file (it starts with %s, not \"GGUF\"): %s; convert a Hugging Face checkpoint with llama.cpp's convert_hf_to_gguf.py", what, path, src, quote.Quoted(string(magic[:n]), 0), fix))
+	}
+	return nil
 }

@@ -25,6 +25,20 @@ func TestCheckModelPath(t *testing.T) {
 	if err := os.WriteFile(regular, []byte("GGUF"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	write := func(name string, b []byte, mode os.FileMode) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	shard := write("m-00001-of-00002.gguf", []byte("GGUF\x03\x00\x00\x00"), 0o644)
+	notGGUF := write("st.gguf", []byte("{\"__metadata__\": {}}"), 0o644)
+	short := write("short.gguf", []byte("GG"), 0o644)
+	unreadable := write("secret.gguf", []byte("GGUF"), 0)
 	cases := []struct {
 		name   string
 		engine key.Engine
@@ -32,7 +46,14 @@ func TestCheckModelPath(t *testing.T) {
 		want   string // "" = accepted
 	}{
 		{"regular file", key.LlamaCpp, regular, ""},
-		{"sparse file", key.LlamaCpp, shapes[safefiletest.Huge], ""},
+		{"first shard of a split", key.LlamaCpp, shard, ""},
+		{"sparse file mlxcel", key.MLXCEL, shapes[safefiletest.Huge], ""},
+		{"sparse file llama", key.LlamaCpp, shapes[safefiletest.Huge], `is not a GGUF file (it starts with "\x00", not "GGUF")`},
+		{"empty llama", key.LlamaCpp, shapes[safefiletest.Empty], "is empty: llama-server loads a GGUF model file"},
+		{"empty sim stand-in", key.Sim, shapes[safefiletest.Empty], ""},
+		{"not gguf", key.LlamaCpp, notGGUF, `is not a GGUF file (it starts with "{\"__", not "GGUF")`},
+		{"not gguf mlxcel", key.MLXCEL, notGGUF, ""},
+		{"shorter than the magic", key.LlamaCpp, short, `it starts with "GG"`},
 		{"mlx directory", key.MLXCEL, dir, ""},
 		{"llama directory", key.LlamaCpp, dir, "is a directory: llama-server loads a .gguf file"},
 		{"fifo", key.LlamaCpp, shapes[safefiletest.FIFO], "is a FIFO (named pipe), not a model file"},
@@ -41,6 +62,14 @@ func TestCheckModelPath(t *testing.T) {
 		{"device", key.LlamaCpp, shapes[safefiletest.Device], "is a device, not a model file"},
 		{"missing", key.LlamaCpp, shapes[safefiletest.Missing], "no such file"},
 		{"a repo id vLLM fetches", key.VLLM, "Qwen/Qwen3-8B", ""},
+	}
+	if os.Geteuid() != 0 { // root reads a mode-000 file
+		cases = append(cases, struct {
+			name   string
+			engine key.Engine
+			path   string
+			want   string
+		}{"unreadable", key.LlamaCpp, unreadable, "is not readable by this user: permission denied; make it readable"})
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
