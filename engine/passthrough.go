@@ -530,6 +530,10 @@ type UnknownFlag struct {
 	// spelling newer or older than its capture may list it too, so it is
 	// said, not held against a reload (Unproven).
 	OtherTree bool
+	// Removed is the 2026 tree's --help for a flag it lists as a removed
+	// stub (llamaflags.Removed: "the argument has been removed. use
+	// ..."), given to a tree not shown legacy; "" for any other flag.
+	Removed string
 }
 
 // Unproven reports whether u is known to stop the engine at its start: a
@@ -548,6 +552,9 @@ func (u UnknownFlag) Why() string {
 	known, whose := llamaflags.All(), "llama-server"
 	if t, ok := llamaTree(u.Spelling); ok {
 		known, whose = llamaflags.AllOf(t), fmt.Sprintf("this llama-server (flag spelling %s)", u.Spelling)
+	}
+	if u.Removed != "" {
+		return fmt.Sprintf("engine argument %s%s is a flag 2026 llama-server trees removed: their --help says %q, and they refuse to start on it; pass the flag it names instead (a legacy tree takes %s as given)", u.Name, given, u.Removed, u.Name)
 	}
 	msg := fmt.Sprintf("engine argument %s%s is not a flag %s lists in its --help; llama-server refuses to start on an unknown flag", u.Name, given, whose)
 	if u.OtherTree {
@@ -600,7 +607,11 @@ func unknownWarnings(us []UnknownFlag) []string {
 // first given first, with how often it is given: llama-server refuses to
 // start on an unknown flag, and a dry run should say so first (the
 // warnings are unknownWarnings'). Values are stepped over by each known
-// flag's arity, so "--keep -1" is not read as a flag.
+// flag's arity, so "--keep -1" is not read as a flag. A flag the 2026
+// tree's --help lists as a removed stub (--spec-ngram-size-n) is one it
+// refuses too, unless the tree is shown legacy, whose own it is (a tree
+// not inspected runs the 2026 command): known to stop the engine
+// (Unproven), as a flag no tree lists is.
 func unknownLlamaFlags(args []string, sp Spelling) []UnknownFlag {
 	var out []UnknownFlag
 	at := map[string]int{} // name → index in out
@@ -611,11 +622,14 @@ func unknownLlamaFlags(args []string, sp Spelling) []UnknownFlag {
 			continue
 		}
 		name, _, hasVal := strings.Cut(a, "=")
+		stub := ""
 		if n, ok := llamaflags.Values(name); ok {
 			if !hasVal {
 				i += n
 			}
-			if !oneTree || llamaflags.ListedBy(name, tree) {
+			if why, removed := llamaflags.Removed(name); removed && sp != SpellingLegacy {
+				stub = why
+			} else if !oneTree || llamaflags.ListedBy(name, tree) {
 				continue
 			}
 		}
@@ -624,7 +638,8 @@ func unknownLlamaFlags(args []string, sp Spelling) []UnknownFlag {
 			j = len(out)
 			at[name] = j
 			_, other := llamaflags.Values(name)
-			out = append(out, UnknownFlag{Name: name, Spelling: sp, OtherTree: other})
+			other = other && stub == ""
+			out = append(out, UnknownFlag{Name: name, Spelling: sp, OtherTree: other, Removed: stub})
 		}
 		out[j].Count++
 	}

@@ -35,6 +35,15 @@ func TestUnknownLlamaFlags(t *testing.T) {
 		{"a legacy flag on a 2026 tree", Spelling2026, []string{"--ctx-size-draft=4096", "--jinja"},
 			[]string{"engine argument --ctx-size-draft is listed by another llama.cpp tree's --help, not by the one captured for this llama-server (flag spelling 2026); a build that does not list it refuses to start on it"}},
 		{"the legacy tree's own flags", SpellingLegacy, []string{"--draft-min", "2", "-cd", "4096", "--metrics"}, nil},
+		// The 2026 --help's removed stubs (llamaflags.Removed): refused by
+		// a 2026 tree, and by one not inspected, whose command is the 2026
+		// one; the replacement is the help's to name.
+		{"a removed stub on a 2026 tree", Spelling2026, []string{"--spec-ngram-size-n", "12", "-ngl", "99"},
+			[]string{`engine argument --spec-ngram-size-n is a flag 2026 llama-server trees removed: their --help says "the argument has been removed. use the respective --spec-ngram-*-size-n or --spec-ngram-mod-n-match", and they refuse to start on it; pass the flag it names instead`}},
+		{"removed stubs, a tree not inspected", SpellingUnknown, []string{"--spec-ngram-size-m=48", "--spec-ngram-min-hits", "1", "--spec-ngram-mod-n-match", "12"},
+			[]string{"--spec-ngram-size-m is a flag 2026 llama-server trees removed: their --help says \"the argument has been removed. use the respective --spec-ngram-*-size-m\"",
+				"--spec-ngram-min-hits is a flag 2026 llama-server trees removed: their --help says \"the argument has been removed. use the respective --spec-ngram-*-min-hits\""}},
+		{"the removed stubs are a legacy tree's own", SpellingLegacy, []string{"--spec-ngram-size-n", "12", "--spec-ngram-min-hits", "1"}, nil},
 		{"a mistyped flag on a legacy tree: its nearest", SpellingLegacy, []string{"--ngl", "99"}, []string{"engine argument --ngl is not a flag this llama-server (flag spelling legacy) lists in its --help; llama-server refuses to start on an unknown flag (did you mean -ngl, --gpu-layers, --n-gpu-layers?)"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

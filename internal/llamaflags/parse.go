@@ -29,7 +29,15 @@ type Flag struct {
 	Values int      // how many tokens follow it: 0 (--jinja), 1 (-ngl N), 2 (--control-vector-layer-range START END)
 	Hint   string   // the values' placeholder in --help, e.g. "N", "FNAME", "START END"
 	Env    string   // the variable llama-server also reads it from, e.g. "LLAMA_ARG_CTX_SIZE"; "" for none
+	// Removed is the description of a flag the --help lists as a removed
+	// stub ("the argument has been removed. use ..."), which llama-server
+	// refuses to start on; "" for a flag it takes.
+	Removed string
 }
+
+// removedStub begins the description of a flag llama-server's --help
+// lists only to refuse it.
+const removedStub = "the argument has been removed"
 
 // countValues counts the placeholders in a hint: words separated by
 // spaces outside brackets, so "START END" is two and
@@ -66,14 +74,18 @@ var envRE = regexp.MustCompile(`\(env: ([A-Z][A-Z0-9_]*)\)`)
 // Parse reads the options of `llama-server --help`. Only lines that start
 // with '-' in the first column are options; continuation lines (the
 // description, "(env: ...)") are indented, and an "(env: NAME)" among
-// them is the option's variable.
+// them is the option's variable. A description that begins "the argument
+// has been removed" is kept whole, up to the variable, as Removed.
 func Parse(help string) []Flag {
 	var out []Flag
 	for _, line := range strings.Split(help, "\n") {
 		line = strings.TrimRight(line, "\r")
 		if strings.HasPrefix(line, " ") && len(out) > 0 && out[len(out)-1].Env == "" {
+			last := &out[len(out)-1]
 			if m := envRE.FindStringSubmatch(line); m != nil {
-				out[len(out)-1].Env = m[1]
+				last.Env = m[1]
+			} else if d := strings.TrimSpace(line); last.Removed != "" && d != "" {
+				last.Removed += " " + d
 			}
 			continue
 		}
@@ -86,6 +98,9 @@ func Parse(help string) []Flag {
 		}
 		hint := strings.TrimSpace(m[2])
 		f := Flag{Hint: hint, Values: countValues(hint)}
+		if d := strings.TrimSpace(line[len(m[0]):]); strings.HasPrefix(d, removedStub) {
+			f.Removed = d
+		}
 		for _, n := range strings.Split(m[1], ",") {
 			f.Names = append(f.Names, strings.TrimSpace(n))
 		}
@@ -140,6 +155,15 @@ func Envs(lists ...[]Flag) (map[string]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// Removed returns the words of the newest captured tree's --help (the
+// 2026 tree's) for a flag it lists as a removed stub, which it refuses to
+// start on ("the argument has been removed. use ..."), and whether it
+// does: the replacement is the help's to name.
+func Removed(name string) (why string, ok bool) {
+	why, ok = removed[name]
+	return why, ok
 }
 
 // Variables returns every variable llama-server reads a flag from, as the

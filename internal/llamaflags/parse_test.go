@@ -104,6 +104,39 @@ func TestTableIsCurrent(t *testing.T) {
 	if !maps.Equal(envs, envFlags) {
 		t.Errorf("table has %d variables, the captures %d (or they differ): run go generate ./internal/llamaflags", len(envFlags), len(envs))
 	}
+	stubs := map[string]string{}
+	for _, f := range Parse(readHelp(t, "new-help.txt")) {
+		for _, n := range f.Names {
+			if f.Removed != "" {
+				stubs[n] = f.Removed
+			}
+		}
+	}
+	if !maps.Equal(stubs, removed) {
+		t.Errorf("table has %d removed flags, the newest capture %d (or they differ): run go generate ./internal/llamaflags", len(removed), len(stubs))
+	}
+}
+
+// The flags the 2026 --help lists as removed stubs are known with its
+// words, which name the replacement; a flag it takes is not removed.
+func TestRemoved(t *testing.T) {
+	for _, c := range []struct {
+		name, want string // want "" = not removed
+	}{
+		{"--spec-ngram-size-n", "the argument has been removed. use the respective --spec-ngram-*-size-n or --spec-ngram-mod-n-match"},
+		{"--spec-ngram-size-m", "use the respective --spec-ngram-*-size-m"},
+		{"--spec-ngram-min-hits", "use the respective --spec-ngram-*-min-hits"},
+		{"--draft-n-min", "use --spec-draft-n-min or --spec-ngram-mod-n-min"},
+		{"--spec-draft-n-min", ""},
+		{"--spec-ngram-mod-n-match", ""},
+		{"-ngl", ""},
+		{"--bogus", ""},
+	} {
+		why, ok := Removed(c.name)
+		if ok != (c.want != "") || !strings.Contains(why, c.want) {
+			t.Errorf("%s: removed %v (%q), want %q", c.name, ok, why, c.want)
+		}
+	}
 }
 
 // EnvFlag knows the flag of each variable llama-server reads, under

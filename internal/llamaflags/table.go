@@ -820,3 +820,16 @@ var onlyIn = map[string]uint8{
 	"-mv":                              2,
 	"-no-ag":                           1,
 }
+
+// removed are the flags the newest capture lists as removed stubs
+// (llama-server refuses to start on them), with its words.
+var removed = map[string]string{
+	"--draft":               "the argument has been removed. use --spec-draft-n-max or --spec-ngram-mod-n-max",
+	"--draft-n":             "the argument has been removed. use --spec-draft-n-max or --spec-ngram-mod-n-max",
+	"--draft-max":           "the argument has been removed. use --spec-draft-n-max or --spec-ngram-mod-n-max",
+	"--draft-min":           "the argument has been removed. use --spec-draft-n-min or --spec-ngram-mod-n-min",
+	"--draft-n-min":         "the argument has been removed. use --spec-draft-n-min or --spec-ngram-mod-n-min",
+	"--spec-ngram-size-n":   "the argument has been removed. use the respective --spec-ngram-*-size-n or --spec-ngram-mod-n-match",
+	"--spec-ngram-size-m":   "the argument has been removed. use the respective --spec-ngram-*-size-m",
+	"--spec-ngram-min-hits": "the argument has been removed. use the respective --spec-ngram-*-min-hits",
+}

@@ -86,7 +86,24 @@ func Generate(srcs []string, lists ...[]llamaflags.Flag) ([]byte, error) {
 	}
 	fmt.Fprintf(&b, "}\n\n")
 	writeOnlyIn(&b, m, lists)
+	writeRemoved(&b, lists[0])
 	return format.Source(b.Bytes())
+}
+
+// writeRemoved renders removed: each flag the newest capture lists as a
+// removed stub, every name of it, with the words of its --help.
+func writeRemoved(b *bytes.Buffer, newest []llamaflags.Flag) {
+	fmt.Fprintf(b, "\n// removed are the flags the newest capture lists as removed stubs\n// (llama-server refuses to start on them), with its words.\n")
+	fmt.Fprintf(b, "var removed = map[string]string{\n")
+	for _, f := range newest {
+		if f.Removed == "" {
+			continue
+		}
+		for _, n := range f.Names {
+			fmt.Fprintf(b, "\t%q: %q,\n", n, f.Removed)
+		}
+	}
+	fmt.Fprintf(b, "}\n")
 }
 
 // writeOnlyIn renders onlyIn: each flag that not every capture lists,
