@@ -113,6 +113,12 @@ func render(l Launch) string {
 	for _, w := range l.Warnings {
 		fmt.Fprintf(&b, "  %s\n", w)
 	}
+	if len(l.Notes) > 0 {
+		b.WriteString("notes:\n")
+		for _, n := range l.Notes {
+			fmt.Fprintf(&b, "  %s\n", n)
+		}
+	}
 	fmt.Fprintf(&b, "base_url: %s\n", l.BaseURL)
 	return b.String()
 }
@@ -342,7 +348,7 @@ func TestCheckPassthrough(t *testing.T) {
 		{key.LlamaCpp, []string{"--draft-max", "3"}, "draft width"},
 		{key.LlamaCpp, []string{"--draft", "3"}, "draft width"},
 		{key.LlamaCpp, []string{"--draft-n=3"}, "draft width"},
-		{key.LlamaCpp, []string{"--draft-min", "1"}, "--spec-draft-n-min"},
+		{key.LlamaCpp, []string{"--draft-min", "1"}, ""}, // renamed by the Command (renameDraftMin)
 		{key.LlamaCpp, []string{"-md", "d.gguf"}, "--draft-model"},
 		{key.LlamaCpp, []string{"--model-draft=d.gguf"}, "--draft-model"},
 		{key.LlamaCpp, []string{"--spec-draft-model", "d.gguf"}, "--draft-model"},
@@ -521,17 +527,22 @@ func TestServedOffVariablesRefused(t *testing.T) {
 // The minimum draft follows the tree the binary's --help showed: a legacy
 // llama-server takes --draft-min N (and LLAMA_ARG_DRAFT_MIN) as its own,
 // so it reaches the engine; a 2026 tree refuses to start on either, so
-// the flag is refused with the 2026 tree's own (--spec-draft-n-min) and
-// the variable kept out, as for a tree not inspected, whose command is
-// the 2026 one. Before, a legacy tree was refused --draft-min and told to
+// both are passed on under the 2026 names (--spec-draft-n-min N,
+// LLAMA_ARG_SPEC_DRAFT_N_MIN=N), said once in a note, as for a tree not
+// inspected, whose command is the 2026 one. An operator's
+// LLAMA_ARG_SPEC_DRAFT_N_MIN stands over the old variable, which is
+// warned of. Before, a legacy tree was refused --draft-min and told to
 // pass --spec-draft-n-min, which it refuses at start ("error: invalid
-// argument"): a legacy operator could set no minimum draft.
+// argument"); then a 2026 tree was refused --draft-min where --draft-max
+// was translated.
 func TestDraftMinFollowsTheTree(t *testing.T) {
 	a, err := For(key.LlamaCpp)
 	if err != nil {
 		t.Fatal(err)
 	}
 	legacy, new26, unknown := Caps{Spelling: SpellingLegacy}, Caps{Spelling: Spelling2026}, Caps{}
+	const renamed = "llama.cpp 2026 renamed --draft-min to --spec-draft-n-min and refuses to start on the old name: passing it as --spec-draft-n-min"
+	const envRenamed = "LLAMA_ARG_DRAFT_MIN=2 is kept out of llama-server's environment: llama.cpp 2026 renamed it LLAMA_ARG_SPEC_DRAFT_N_MIN (--spec-draft-n-min) and refuses to start while it is set (\"the argument has been removed\")"
 	for _, tc := range []struct {
 		name    string
 		caps    Caps
@@ -541,16 +552,25 @@ func TestDraftMinFollowsTheTree(t *testing.T) {
 		want    string            // the error, "" for none
 		argv    string            // in the command, for none
 		kept    bool              // LLAMA_ARG_DRAFT_MIN reaches the engine
+		newEnv  string            // LLAMA_ARG_SPEC_DRAFT_N_MIN's value in the engine's environment, "" for none
+		note    string            // the one note, "" for none
+		warn    string            // in a warning, "" for none checked
 	}{
 		{name: "legacy --draft-min", caps: legacy, args: []string{"--draft-min", "2"}, argv: "--draft-max 3 --host 127.0.0.1 --port 8080 --metrics --draft-min 2"},
 		{name: "legacy --draft-n-min=", caps: legacy, args: []string{"--draft-n-min=2"}, argv: "--metrics --draft-n-min=2"},
 		{name: "legacy LLAMA_ARG_DRAFT_MIN", caps: legacy, environ: []string{"LLAMA_ARG_DRAFT_MIN=2"}, kept: true},
 		{name: "legacy engine.env LLAMA_ARG_DRAFT_MIN", caps: legacy, env: map[string]string{"LLAMA_ARG_DRAFT_MIN": "2"}, kept: true},
-		{name: "2026 --draft-min", caps: new26, args: []string{"--draft-min", "2"}, want: `"--draft-min" sets the minimum draft, which 2026 llama-server trees removed (they refuse to start on it): on a 2026 tree pass --spec-draft-n-min N instead`},
-		{name: "unknown --draft-n-min", caps: unknown, args: []string{"--draft-n-min", "2"}, want: "a legacy tree, as its --help tells, takes --draft-min N as given"},
+		{name: "2026 --draft-min", caps: new26, args: []string{"--draft-min", "2"}, argv: "--metrics --spec-draft-n-min 2", note: renamed},
+		{name: "2026 twice, one note", caps: new26, args: []string{"--draft-min=2", "-ngl", "99", "--draft-min", "1"}, argv: "--metrics --spec-draft-n-min=2 -ngl 99 --spec-draft-n-min 1", note: renamed},
+		{name: "unknown --draft-n-min", caps: unknown, args: []string{"--draft-n-min", "2"}, argv: "--metrics --spec-draft-n-min 2",
+			note: "llama.cpp 2026 renamed --draft-n-min to --spec-draft-n-min"},
+		{name: "a value that looks like it", caps: new26, args: []string{"-r", "--draft-min"}, argv: "--metrics -r --draft-min"},
 		{name: "2026 --spec-draft-n-min", caps: new26, args: []string{"--spec-draft-n-min", "2"}, argv: "--metrics --spec-draft-n-min 2"},
-		{name: "2026 LLAMA_ARG_DRAFT_MIN", caps: new26, environ: []string{"LLAMA_ARG_DRAFT_MIN=2"}},
-		{name: "unknown LLAMA_ARG_DRAFT_MIN", caps: unknown, environ: []string{"LLAMA_ARG_DRAFT_MIN=2"}},
+		{name: "2026 LLAMA_ARG_DRAFT_MIN", caps: new26, environ: []string{"LLAMA_ARG_DRAFT_MIN=2"}, newEnv: "2",
+			note: envRenamed + "; passing it as LLAMA_ARG_SPEC_DRAFT_N_MIN=2"},
+		{name: "unknown LLAMA_ARG_DRAFT_MIN", caps: unknown, environ: []string{"LLAMA_ARG_DRAFT_MIN=2"}, newEnv: "2",
+			note: envRenamed + "; passing it as LLAMA_ARG_SPEC_DRAFT_N_MIN=2"},
+		{name: "2026 both variables: the new one stands", caps: new26, environ: []string{"LLAMA_ARG_DRAFT_MIN=2", "LLAMA_ARG_SPEC_DRAFT_N_MIN=1"}, newEnv: "1", warn: envRenamed},
 		{name: "2026 engine.env LLAMA_ARG_DRAFT_MIN", caps: new26, env: map[string]string{"LLAMA_ARG_DRAFT_MIN": "2"},
 			want: "engine.env sets LLAMA_ARG_DRAFT_MIN=2, which the launcher owns for llama-server: set the minimum draft with LLAMA_ARG_SPEC_DRAFT_N_MIN (--spec-draft-n-min) on a 2026 tree"},
 	} {
@@ -573,6 +593,15 @@ func TestDraftMinFollowsTheTree(t *testing.T) {
 			kept, removed := slices.Contains(l.Env, "LLAMA_ARG_DRAFT_MIN=2"), slices.Contains(l.EnvRemoved, "LLAMA_ARG_DRAFT_MIN")
 			if kept != tc.kept || removed != (tc.environ != nil && !tc.kept) {
 				t.Errorf("LLAMA_ARG_DRAFT_MIN kept %v, removed %v (%v), want kept %v", kept, removed, l.EnvRemoved, tc.kept)
+			}
+			if got := envValue(l.Env, "LLAMA_ARG_SPEC_DRAFT_N_MIN"); got != tc.newEnv {
+				t.Errorf("LLAMA_ARG_SPEC_DRAFT_N_MIN=%q in the engine's environment, want %q", got, tc.newEnv)
+			}
+			if (tc.note == "") != (len(l.Notes) == 0) || len(l.Notes) > 1 || tc.note != "" && !strings.Contains(l.Notes[0], tc.note) {
+				t.Errorf("notes %q, want one holding %q", l.Notes, tc.note)
+			}
+			if tc.warn != "" && !slices.ContainsFunc(l.Warnings, func(w string) bool { return strings.Contains(w, tc.warn) }) {
+				t.Errorf("warnings %q, want one holding %q", l.Warnings, tc.warn)
 			}
 		})
 	}

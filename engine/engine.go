@@ -52,8 +52,12 @@ type Launch struct {
 	Argv       []string
 	Env        []string          // full child environment
 	EnvSet     map[string]string // what the launcher added or overrode (for display)
-	EnvRemoved []string          // variables kept out of the child, with reasons in Warnings
+	EnvRemoved []string          // variables kept out of the child, with reasons in Warnings or Notes
 	Warnings   []string
+	// Notes are what the launcher did that an operator should know of
+	// but need not fix (info lines): a name llama.cpp 2026 renamed,
+	// passed on under its new one.
+	Notes []string
 	// Unknown is every distinct pass-through flag the engine's own flag
 	// list does not hold (llama.cpp: llama-server's --help), which it
 	// refuses to start on; Warnings names the first 20 and counts the

@@ -28,9 +28,9 @@ var (
 		"the launcher translated it into the width (draft tokens + 1) and passes the width as a flag", widthFix}
 	ruleDraftMax = envRule{"LLAMA_ARG_DRAFT_MAX",
 		"the launcher translated it into the width (draft tokens + 1) and passes the width as a flag; a 2026 llama-server refuses to start while it is set (\"the argument has been removed\")", widthFix}
-	ruleDraftMin = envRule{"LLAMA_ARG_DRAFT_MIN",
-		"a 2026 llama-server refuses to start while it is set (\"the argument has been removed\"); its minimum draft is LLAMA_ARG_SPEC_DRAFT_N_MIN (--spec-draft-n-min)",
-		"set the minimum draft with LLAMA_ARG_SPEC_DRAFT_N_MIN (--spec-draft-n-min) on a 2026 tree"}
+	ruleDraftMin = envRule{draftMin.env,
+		"llama.cpp 2026 renamed it " + draftMin.newEnv + " (" + draftMin.flag + ") and refuses to start while it is set (\"the argument has been removed\")",
+		"set the minimum draft with " + draftMin.newEnv + " (" + draftMin.flag + ") on a 2026 tree"}
 )
 
 // ruleSpecType: the settings layer read LLAMA_ARG_SPEC_TYPE as the drafter
@@ -71,12 +71,14 @@ var settingEnvRules = []envRule{
 // variables, plus the profile's engine.env, plus defaults (set only when the
 // operator's environment lacks them, or has them empty). envFrom says where
 // an engine.env variable was set (Spec.envFrom: its own file:line).
-func buildEnv(engine string, environ []string, rules []envRule, engineEnv map[string]string, envFrom func(string) string, defaults map[string]string, l *Launch) error {
+// applied names the rules' variables whose value the launcher applies
+// itself, each with what more to say of it (keepOut).
+func buildEnv(engine string, environ []string, rules []envRule, engineEnv map[string]string, envFrom func(string) string, defaults, applied map[string]string, l *Launch) error {
 	if err := checkOwned(engine, rules, engineEnv, envFrom); err != nil {
 		return err
 	}
 	env := parseEnviron(environ)
-	removed := keepOut(engine, rules, env, l)
+	removed := keepOut(engine, rules, env, applied, l)
 	l.EnvSet = map[string]string{}
 	for _, k := range slices.Sorted(maps.Keys(engineEnv)) {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
@@ -109,10 +111,11 @@ func checkOwned(engine string, rules []envRule, engineEnv map[string]string, env
 }
 
 // keepOut names the rules' variables present in env, to be left out of
-// the child's environment, and records each in l with a warning that
-// says why (or that it was set but empty, which the launcher reads as
-// unset).
-func keepOut(engine string, rules []envRule, env *envList, l *Launch) map[string]bool {
+// the child's environment, and records each in l with a line that says
+// why: a note where the launcher applies the value itself (applied, whose
+// words end the line), else a warning (or that it was set but empty,
+// which the launcher reads as unset).
+func keepOut(engine string, rules []envRule, env *envList, applied map[string]string, l *Launch) map[string]bool {
 	removed := map[string]bool{}
 	for _, r := range rules {
 		v, ok := env.get(r.name)
@@ -127,7 +130,12 @@ func keepOut(engine string, rules []envRule, env *envList, l *Launch) map[string
 			l.Warnings = append(l.Warnings, fmt.Sprintf("%s is set but empty: the launcher treats it as unset and keeps it out of %s's environment", r.name, engine))
 			continue
 		}
-		l.Warnings = append(l.Warnings, fmt.Sprintf("%s=%s is kept out of %s's environment: %s", r.name, v, engine, r.why))
+		line := fmt.Sprintf("%s=%s is kept out of %s's environment: %s", r.name, v, engine, r.why)
+		if then, ok := applied[r.name]; ok {
+			l.Notes = append(l.Notes, line+then)
+			continue
+		}
+		l.Warnings = append(l.Warnings, line)
 	}
 	return removed
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/speclaunch/speclaunch/internal/key"
+	"github.com/speclaunch/speclaunch/internal/llamaflags"
+	"github.com/speclaunch/speclaunch/internal/quote"
 	"github.com/speclaunch/speclaunch/internal/width"
 )
 
@@ -35,7 +37,8 @@ func (llamaAdapter) Command(s Spec, r width.Resolution, kind key.Drafter, enviro
 	if err != nil {
 		return Launch{}, err
 	}
-	if err := checkPassthrough(key.LlamaCpp, s.Args, caps.Spelling); err != nil {
+	applied := renameDraftMin(&s, environ, caps.Spelling)
+	if err := CheckPassthrough(key.LlamaCpp, s.Args); err != nil {
 		return Launch{}, fmt.Errorf("%s: %w", s.ArgsFrom, err)
 	}
 	if err := checkServedOff(environ, s); err != nil {
@@ -46,7 +49,7 @@ func (llamaAdapter) Command(s Spec, r width.Resolution, kind key.Drafter, enviro
 	if err != nil {
 		return Launch{}, err
 	}
-	l := Launch{BaseURL: base, Unknown: unknownLlamaFlags(s.Args, caps.Spelling)}
+	l := Launch{BaseURL: base, Unknown: unknownLlamaFlags(s.Args, caps.Spelling), Notes: applied.notes}
 	l.Warnings = append(l.Warnings, unknownWarnings(l.Unknown)...)
 	sp := caps.Spelling
 	if sp == SpellingUnknown {
@@ -88,7 +91,7 @@ func (llamaAdapter) Command(s Spec, r width.Resolution, kind key.Drafter, enviro
 	}
 	argv = append(argv, s.Args...)
 	l.Argv = argv
-	if err := buildEnv("llama-server", environ, llamaEnvRules(caps.Spelling), s.Env, s.envFrom, nil, &l); err != nil {
+	if err := buildEnv("llama-server", environ, llamaEnvRules(caps.Spelling), s.Env, s.envFrom, applied.env, applied.said, &l); err != nil {
 		return Launch{}, err
 	}
 	l.keysToEnv(key.LlamaCpp, "llama-server")
@@ -152,4 +155,61 @@ func (llamaAdapter) ObserveLine(line string) (Observation, bool) {
 		return Observation{Error: m, Line: line}, true
 	}
 	return Observation{}, false
+}
+
+// draftMin is the minimum draft as legacy llama-server trees spell it,
+// flags and variable, which llama.cpp 2026 removed (its --help: "the
+// argument has been removed. use --spec-draft-n-min"; it refuses to start
+// on them), and its 2026 names: renameDraftMin passes it on under those.
+var draftMin = struct {
+	old         []string
+	flag        string
+	env, newEnv string
+}{[]string{"--draft-min", "--draft-n-min"}, "--spec-draft-n-min", "LLAMA_ARG_DRAFT_MIN", "LLAMA_ARG_SPEC_DRAFT_N_MIN"}
+
+// renamed is what renameDraftMin did: the note on the flags it renamed,
+// the variable to set in the child's environment (buildEnv's defaults)
+// and the one it stands for (buildEnv's applied).
+type renamed struct {
+	notes     []string
+	env, said map[string]string
+}
+
+// renameDraftMin passes the minimum draft, given under its legacy names,
+// on under its 2026 ones to a tree not shown legacy (a tree not inspected
+// runs the 2026 command), as the width's --draft-max is: the engine
+// arguments' --draft-min N / --draft-n-min N become --spec-draft-n-min N
+// in s, said once; LLAMA_ARG_DRAFT_MIN=N in the operator's environment,
+// kept out (ruleDraftMin), is set as LLAMA_ARG_SPEC_DRAFT_N_MIN=N unless
+// that is set already (then it stands, and the old one is warned of). A
+// legacy tree takes the old names as given.
+func renameDraftMin(s *Spec, environ []string, sp Spelling) renamed {
+	var r renamed
+	if sp == SpellingLegacy {
+		return r
+	}
+	var from []string
+	for i := 0; i < len(s.Args); i++ {
+		name, _, inline := strings.Cut(s.Args[i], "=")
+		if slices.Contains(draftMin.old, name) {
+			if from == nil {
+				s.Args = slices.Clone(s.Args)
+			}
+			s.Args[i], from = draftMin.flag+strings.TrimPrefix(s.Args[i], name), append(from, name)
+		}
+		if n, ok := llamaflags.Values(name); ok && !inline {
+			i += n
+		}
+	}
+	if from != nil {
+		r.notes = []string{fmt.Sprintf("llama.cpp 2026 renamed %s to %s and refuses to start on the old name: passing it as %s", strings.Join(slices.Compact(slices.Sorted(slices.Values(from))), " and "), draftMin.flag, draftMin.flag)}
+	}
+	env := parseEnviron(environ)
+	v, _ := env.get(draftMin.env)
+	if now, _ := env.get(draftMin.newEnv); strings.TrimSpace(v) == "" || strings.TrimSpace(now) != "" || s.Env[draftMin.newEnv] != "" {
+		return r
+	}
+	r.env = map[string]string{draftMin.newEnv: v}
+	r.said = map[string]string{draftMin.env: "; passing it as " + draftMin.newEnv + "=" + quote.Text(v, 0)}
+	return r
 }

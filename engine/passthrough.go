@@ -63,8 +63,6 @@ type ownedFlag struct {
 var (
 	ownWidth = ownedFlag{"the draft width",
 		"set the width with speclaunch --draft-block-size W (or draft.block_size in the profile), in the launcher's unit: verify rows = draft tokens + 1"}
-	ownDraftMin = ownedFlag{"the minimum draft, which 2026 llama-server trees removed (they refuse to start on it)",
-		"on a 2026 tree pass --spec-draft-n-min N instead (a legacy tree, as its --help tells, takes --draft-min N as given); the draft's size is speclaunch's --draft-block-size W (or draft.block_size in the profile)"}
 	ownDraftModel = ownedFlag{"the draft model",
 		"set it with speclaunch --draft-model (or draft.model in the profile)"}
 	ownKind = ownedFlag{"the drafter kind",
@@ -153,15 +151,6 @@ func init() {
 	}
 }
 
-// llamaRemoved are the flags 2026 llama-server trees list as removed
-// stubs, refusing to start on them, where a legacy tree takes them and
-// the launcher does not set them: the minimum draft. They are refused
-// unless the binary's --help showed the legacy spelling (a tree not
-// inspected is taken for a 2026 one, as its command is).
-var llamaRemoved = map[string]ownedFlag{
-	"--draft-min": ownDraftMin, "--draft-n-min": ownDraftMin,
-}
-
 // HFRepoHint is what to add where no target model is given but the
 // engine arguments name a Hugging Face repo for it (llama-server's -hf
 // habit): the flag and the fix; "" when they do not. The flags are
@@ -232,16 +221,10 @@ func normFlag(name string) string {
 // passed through a shell, so no quoting is checked. Then a key flag
 // joined to its value or with characters around it (keyFlagArg), then a
 // misspelt key flag (misspeltKeyFlag). Every pass reads an argument's flag
-// by argName. A llama-server tree's own flags are judged as for one not
-// inspected (checkPassthrough).
+// by argName. The minimum draft's legacy names (--draft-min), which a 2026
+// tree removed, are not refused: llama's Command renames them
+// (renameDraftMin).
 func CheckPassthrough(e key.Engine, args []string) error {
-	return checkPassthrough(e, args, SpellingUnknown)
-}
-
-// checkPassthrough is CheckPassthrough for a llama-server of spelling sp:
-// the flags a 2026 tree removed (llamaRemoved) are refused unless sp is
-// the legacy spelling, whose own they are.
-func checkPassthrough(e key.Engine, args []string, sp Spelling) error {
 	var extra map[string]ownedFlag
 	switch e {
 	case key.MLXCEL, key.Sim:
@@ -261,9 +244,6 @@ func checkPassthrough(e key.Engine, args []string, sp Spelling) error {
 		o, ok := extra[flags[i].name]
 		if !ok {
 			o, ok = commonOwned[flags[i].name]
-		}
-		if !ok && e == key.LlamaCpp && sp != SpellingLegacy {
-			o, ok = llamaRemoved[flags[i].name]
 		}
 		if ok {
 			return ownedArg(strconv.Quote(secret.MaskArg(a)), o.what, o.fix)

@@ -99,7 +99,7 @@ func (sglangAdapter) Command(s Spec, r width.Resolution, kind key.Drafter, envir
 	if warn := oneWidthWarn(key.SGLang, r, caps); warn != "" {
 		l.Warnings = append(l.Warnings, warn)
 	}
-	if err := buildEnv("sglang", environ, nil, s.Env, s.envFrom, nil, &l); err != nil {
+	if err := buildEnv("sglang", environ, nil, s.Env, s.envFrom, nil, nil, &l); err != nil {
 		return Launch{}, err
 	}
 	l.keysToEnv(key.SGLang, "sglang")

@@ -140,7 +140,7 @@ func (vllmAdapter) Command(s Spec, r width.Resolution, kind key.Drafter, environ
 	argv = l.listen(argv, host, port)
 	argv = append(argv, rest...)
 	l.Argv = argv
-	if err := buildEnv("vllm", environ, nil, s.Env, s.envFrom, nil, &l); err != nil {
+	if err := buildEnv("vllm", environ, nil, s.Env, s.envFrom, nil, nil, &l); err != nil {
 		return Launch{}, err
 	}
 	l.keysToEnv(key.VLLM, "vllm")

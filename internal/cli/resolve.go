@@ -244,12 +244,15 @@ func writeResolution(w io.Writer, p *plan.Plan, notices []config.Notice) {
 // (an empty tuned layer, a variable that lost to another), as resolve and
 // policy explain print it: the notes their JSON carries.
 func writeNotes(w io.Writer, p *plan.Plan, notices []config.Notice) {
-	if len(notices) == 0 && len(p.Warnings) == 0 {
+	if len(notices) == 0 && len(p.Warnings) == 0 && len(p.Notes) == 0 {
 		return
 	}
 	fmt.Fprintln(w, "notes:")
 	for _, n := range notices {
 		fmt.Fprintf(w, "  %s: %s\n", n.Level, n.Msg)
+	}
+	for _, m := range p.Notes {
+		fmt.Fprintf(w, "  info: %s\n", m)
 	}
 	for _, m := range p.Warnings {
 		fmt.Fprintf(w, "  warn: %s\n", m)
@@ -375,6 +378,9 @@ func resolutionJSON(p *plan.Plan, notices []config.Notice) ResolutionJSON {
 		out.Entry = &EntryJSON{ID: r.Entry.ID, Width: r.Entry.Width, Schedule: r.Entry.Schedule.Triples(), RunnerUp: r.Entry.RunnerUp, Pin: r.Entry.Pin, Record: r.Entry.Record, Origin: r.Entry.Origin}
 	}
 	out.Notices = noticeLines(notices)
+	for _, m := range p.Notes {
+		out.Notices = append(out.Notices, "info: "+m)
+	}
 	out.Schedule, out.Load, out.Follow = []BucketJSON{}, r.Load, scheduleUse(p)
 	for _, b := range r.Schedule {
 		out.Schedule = append(out.Schedule, BucketJSON{Lo: b.Lo, Hi: b.Hi, Width: b.Width, Source: bucketSource(b, p.Settings)})

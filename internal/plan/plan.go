@@ -81,6 +81,9 @@ type Plan struct {
 	Launch   engine.Launch
 	Adapter  engine.Adapter
 	Warnings []string
+	// Notes are info lines: what the launch does that an operator should
+	// know of but need not fix (engine.Launch.Notes).
+	Notes []string
 	// APIKeys are the keys the engine will require (engine.APIKeySpec: its
 	// argv, environment and key files); speclaunch's own requests to it
 	// send the first (APIKey). Never printed: see package secret.
@@ -216,6 +219,7 @@ func Build(ctx context.Context, s config.Settings, pol *policy.Policy, d Deps, o
 	}
 	p.Launch = l
 	p.Warnings = append(p.Warnings, l.Warnings...)
+	p.Notes = append(p.Notes, l.Notes...)
 	if p.APIKeys, err = launchKeys(ctx, s, l, o.Offline); err != nil {
 		return nil, err
 	}

@@ -327,6 +327,9 @@ func logPlan(log *slog.Logger, p *plan.Plan, msg string, extra ...any) {
 		"cmd", plan.ShellJoin(p.Launch.Argv))
 	attrs = append(attrs, extra...)
 	log.Info(msg+": "+startHeadline(p), attrs...)
+	for _, n := range p.Notes {
+		log.Info(n)
+	}
 	for _, w := range p.Warnings {
 		log.Warn(w)
 	}
