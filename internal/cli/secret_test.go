@@ -70,8 +70,10 @@ func fakeLlamaProfile(t *testing.T, port int) string {
 	if err := os.Symlink(self, bin); err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, filepath.Join(dir, "t.gguf"), "not a gguf")
-	writeFile(t, filepath.Join(dir, "d.gguf"), "not a gguf")
+	// The GGUF magic, which serve reads before a llama.cpp engine starts
+	// (checkModelPath); the quantization is the profile's.
+	writeFile(t, filepath.Join(dir, "t.gguf"), "GGUF\x03\x00\x00\x00")
+	writeFile(t, filepath.Join(dir, "d.gguf"), "GGUF\x03\x00\x00\x00")
 	p := filepath.Join(dir, "p.toml")
 	writeFile(t, p, fmt.Sprintf(`[engine]
 name = "llama.cpp"
