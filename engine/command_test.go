@@ -620,3 +620,63 @@ func TestEmbedded(t *testing.T) {
 		}
 	}
 }
+
+// A variable the launcher read as its own setting and applies itself (the
+// width's, the kind's: Spec.EnvApplied) is kept out of the engine's
+// environment with an info line, not a warning: a container that exports
+// LLAMA_ARG_SPEC_DRAFT_N_MAX and LLAMA_ARG_SPEC_TYPE got two warnings at
+// every start. One that lost to another setting, or whose value
+// speculation off drops (not applied), is still warned of.
+func TestAppliedEnvIsANote(t *testing.T) {
+	environ := append(slices.Clone(baseEnv), "LLAMA_ARG_SPEC_DRAFT_N_MAX=3", "LLAMA_ARG_SPEC_TYPE=draft-simple", "LLAMA_ARG_DRAFT_BLOCK_SIZE=5")
+	const nmax, kind, block = "LLAMA_ARG_SPEC_DRAFT_N_MAX=3 is kept", "LLAMA_ARG_SPEC_TYPE=draft-simple is kept", "LLAMA_ARG_DRAFT_BLOCK_SIZE=5 is kept"
+	for _, tc := range []struct {
+		name        string
+		e           key.Engine
+		applied     []string
+		notes, warn []string
+	}{
+		{"both applied", key.LlamaCpp, []string{"LLAMA_ARG_SPEC_DRAFT_N_MAX", "LLAMA_ARG_SPEC_TYPE"}, []string{nmax, kind}, []string{block}},
+		{"the width from another", key.LlamaCpp, []string{"LLAMA_ARG_DRAFT_BLOCK_SIZE", "LLAMA_ARG_SPEC_TYPE"}, []string{block, kind}, []string{nmax}},
+		{"none applied", key.LlamaCpp, nil, nil, []string{nmax, block, kind}},
+		{"mlxcel", key.MLXCEL, []string{"LLAMA_ARG_DRAFT_BLOCK_SIZE"}, []string{block}, []string{kind}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, err := For(tc.e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := settings(tc.e, "/models/draft.gguf")
+			s.EnvApplied = tc.applied
+			k := key.Draft
+			if tc.e == key.MLXCEL {
+				k = key.DFlash
+			}
+			l, err := a.Command(s, res(4), k, environ, Caps{Spelling: Spelling2026})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range []struct {
+				got  []string
+				want []string
+				what string
+			}{{l.Notes, tc.notes, "notes"}, {l.Warnings, tc.warn, "warnings"}} {
+				var ours []string
+				for _, g := range c.got {
+					if strings.Contains(g, " is kept out of ") {
+						ours = append(ours, g)
+					}
+				}
+				if len(ours) != len(c.want) {
+					t.Errorf("%s %q, want %d: %q", c.what, ours, len(c.want), c.want)
+					continue
+				}
+				for i, w := range c.want {
+					if !strings.HasPrefix(ours[i], w) {
+						t.Errorf("%s[%d] %q, want %q", c.what, i, ours[i], w)
+					}
+				}
+			}
+		})
+	}
+}

@@ -16,6 +16,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"slices"
 	"strconv"
@@ -172,6 +173,27 @@ type Spec struct {
 	// EnvKeyFrom says where engine.env's variable k was set, its own
 	// file:line (config.Settings.EnvSrc); nil: at EnvFrom.
 	EnvKeyFrom func(k string) string
+	// EnvApplied are the engine variables the settings took a value from
+	// that this launch applies itself (the width's LLAMA_ARG_SPEC_DRAFT_N_MAX,
+	// the kind's LLAMA_ARG_SPEC_TYPE): kept out of the engine's environment
+	// with an info line, where one that lost to another setting, or whose
+	// value speculation off drops, is warned of.
+	EnvApplied []string
+}
+
+// applied is buildEnv's applied for s: its EnvApplied, with nothing more
+// to say of them, and more.
+func (s Spec) applied(more map[string]string) map[string]string {
+	out := maps.Clone(more)
+	if out == nil {
+		out = map[string]string{}
+	}
+	for _, n := range s.EnvApplied {
+		if _, ok := out[n]; !ok {
+			out[n] = ""
+		}
+	}
+	return out
 }
 
 // envFrom is where engine.env's variable k was set.

@@ -91,7 +91,7 @@ func (llamaAdapter) Command(s Spec, r width.Resolution, kind key.Drafter, enviro
 	}
 	argv = append(argv, s.Args...)
 	l.Argv = argv
-	if err := buildEnv("llama-server", environ, llamaEnvRules(caps.Spelling), s.Env, s.envFrom, applied.env, applied.said, &l); err != nil {
+	if err := buildEnv("llama-server", environ, llamaEnvRules(caps.Spelling), s.Env, s.envFrom, applied.env, s.applied(applied.said), &l); err != nil {
 		return Launch{}, err
 	}
 	l.keysToEnv(key.LlamaCpp, "llama-server")

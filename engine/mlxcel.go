@@ -26,7 +26,7 @@ func (mlxcelAdapter) Command(s Spec, r width.Resolution, kind key.Drafter, envir
 		return Launch{}, err
 	}
 	// The width line is an INFO line: RUST_LOG=info unless the operator set one.
-	if err := buildEnv("mlxcel-server", environ, mlxcelEnvRules, s.Env, s.envFrom, map[string]string{"RUST_LOG": "info"}, nil, &l); err != nil {
+	if err := buildEnv("mlxcel-server", environ, mlxcelEnvRules, s.Env, s.envFrom, map[string]string{"RUST_LOG": "info"}, s.applied(nil), &l); err != nil {
 		return Launch{}, err
 	}
 	if v := envValue(l.Env, "RUST_LOG"); r.Width >= key.MinWidth && !logsInfo(v) {
@@ -71,7 +71,7 @@ func (simAdapter) Command(s Spec, r width.Resolution, kind key.Drafter, environ 
 	if err != nil {
 		return Launch{}, err
 	}
-	if err := buildEnv("sim", environ, mlxcelEnvRules, s.Env, s.envFrom, nil, nil, &l); err != nil {
+	if err := buildEnv("sim", environ, mlxcelEnvRules, s.Env, s.envFrom, nil, s.applied(nil), &l); err != nil {
 		return Launch{}, err
 	}
 	l.keysToEnv(key.Sim, "sim")

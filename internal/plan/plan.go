@@ -260,6 +260,7 @@ func (p *Plan) command(ad engine.Adapter, res width.Resolution, d Deps, model st
 	run := func(s config.Settings) (engine.Launch, error) {
 		spec := LaunchSpec(s)
 		spec.Model = model
+		spec.EnvApplied = appliedEnv(s, res)
 		return ad.Command(spec, res, p.Facts.Drafter, d.Environ, p.Facts.Caps)
 	}
 	s := p.Settings
@@ -272,6 +273,24 @@ func (p *Plan) command(ad engine.Adapter, res width.Resolution, d Deps, model st
 		}
 	}
 	return l, err
+}
+
+// appliedEnv are the variables the settings read the width and the
+// drafter kind from, where launch res applies them (engine.Spec.EnvApplied):
+// speculating, the width the operator's (not a schedule's over it). A
+// variable that lost to another setting is not the field's source.
+func appliedEnv(s config.Settings, res width.Resolution) []string {
+	if res.Source == width.Off {
+		return nil
+	}
+	var out []string
+	if res.IsOperator() && !s.Schedule.Set() && s.Width.Src.Origin == config.Env {
+		out = append(out, s.Width.Src.Name)
+	}
+	if s.DraftKind.Src.Origin == config.Env {
+		out = append(out, s.DraftKind.Src.Name)
+	}
+	return out
 }
 
 // launchKeys are the API keys the engine of l requires. A key typed as a
