@@ -12,7 +12,8 @@ import (
 // instead of surfacing later as a port that "is not available". It accepts
 // an IP address (an IPv6 one with or without brackets, returned without
 // them) or a host name (letters, digits, '-', '_' and dots; labels of at
-// most 63 characters, 253 in all).
+// most 63 characters, 253 in all); not llama-server's UNIX socket path
+// (one ending in .sock), as speclaunch's proxy listens on TCP only.
 func ParseHost(v string) (string, error) {
 	h := strings.TrimSpace(v)
 	if inner, ok := strings.CutPrefix(h, "["); ok {
@@ -26,6 +27,9 @@ func ParseHost(v string) (string, error) {
 		return h, nil
 	}
 	switch {
+	case strings.HasSuffix(h, ".sock"):
+		// llama-server binds a UNIX socket where its --host ends in .sock.
+		return "", fmt.Errorf("%s is a UNIX socket path, where llama-server would bind a socket: speclaunch's proxy listens on TCP only, and a UNIX socket is not supported; give a host name or IP address and a port, e.g. --host 127.0.0.1 --port 8080 (server.host and server.port, LLAMA_ARG_HOST and LLAMA_ARG_PORT)", Quoted(v))
 	case strings.Contains(h, "://"):
 		return "", fmt.Errorf("%s is a URL: give only the host name or IP address, e.g. 0.0.0.0", Quoted(v))
 	case strings.Count(h, ":") == 1:

@@ -23,6 +23,9 @@ func TestParseHost(t *testing.T) {
 		{"host:8080", "", "has a port"},
 		{"[127.0.0.1]", "", `'[' is not allowed`},
 		{"http://example.com", "", "is a URL"},
+		// llama-server binds a UNIX socket for a host ending in .sock
+		{"/tmp/x.sock", "", `"/tmp/x.sock" is a UNIX socket path, where llama-server would bind a socket: speclaunch's proxy listens on TCP only, and a UNIX socket is not supported; give a host name or IP address and a port, e.g. --host 127.0.0.1 --port 8080`},
+		{"llama.sock", "", "a UNIX socket is not supported"},
 		{"-lead.example", "", "starts or ends with '-'"},
 		{"a..b", "", "must be 1 to 63"},
 		{strings.Repeat("a", 64), "", "must be 1 to 63"},
