@@ -63,6 +63,10 @@ type ownedFlag struct {
 var (
 	ownWidth = ownedFlag{"the draft width",
 		"set the width with speclaunch --draft-block-size W (or draft.block_size in the profile), in the launcher's unit: verify rows = draft tokens + 1"}
+	// ownLlamaWidth is llama-server's width flags, which speclaunch takes
+	// as its own before "--" (cli: --spec-draft-n-max and its aliases).
+	ownLlamaWidth = ownedFlag{ownWidth.what,
+		"speclaunch takes it as its own flag typed before -- (draft tokens N, width N+1): move it before --, or " + ownWidth.fix}
 	ownDraftModel = ownedFlag{"the draft model",
 		"set it with speclaunch --draft-model (or draft.model in the profile)"}
 	ownKind = ownedFlag{"the drafter kind",
@@ -138,7 +142,7 @@ var mlxcelOwned = map[string]ownedFlag{
 }
 
 var llamaOwned = map[string]ownedFlag{
-	"--spec-draft-n-max": ownWidth, "--draft-max": ownWidth, "--draft": ownWidth, "--draft-n": ownWidth,
+	"--spec-draft-n-max": ownLlamaWidth, "--draft-max": ownLlamaWidth, "--draft": ownLlamaWidth, "--draft-n": ownLlamaWidth,
 	"--spec-draft-hf": ownHFDraft, "-hfd": ownHFDraft, "-hfrd": ownHFDraft, "--hf-repo-draft": ownHFDraft,
 	"--spec-default": ownKind,
 	"-hf":            ownHFModel, "-hfr": ownHFModel, "--hf-repo": ownHFModel, "-mu": ownModel, "--model-url": ownModel,

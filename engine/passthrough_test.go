@@ -296,7 +296,9 @@ func TestOwnedArgReadsAsASentence(t *testing.T) {
 		args []string
 		want string // the whole message's start
 	}{
-		{key.LlamaCpp, []string{"--draft-max", "3"}, `engine argument "--draft-max" sets the draft width: set the width with speclaunch --draft-block-size W`},
+		{key.LlamaCpp, []string{"--draft-max", "3"}, `engine argument "--draft-max" sets the draft width: speclaunch takes it as its own flag typed before -- (draft tokens N, width N+1): move it before --, or set the width with speclaunch --draft-block-size W`},
+		{key.LlamaCpp, []string{"--spec-draft-n-max=4"}, `engine argument "--spec-draft-n-max=4" sets the draft width: speclaunch takes it as its own flag typed before --`},
+		{key.MLXCEL, []string{"--draft-block-size", "4"}, `engine argument "--draft-block-size" sets the draft width: set the width with speclaunch --draft-block-size W`},
 		{key.LlamaCpp, []string{"--api-prefix=/v2"}, `engine argument "--api-prefix=/v2" sets a path prefix for every route of the engine`},
 		{key.LlamaCpp, []string{"-hft", "hf_SECRET123456"}, `engine argument "-hft" sets a Hugging Face token`},
 		{key.Sim, []string{"--port", "1"}, `engine argument "--port" sets the listen port: set it with speclaunch serve --port`},

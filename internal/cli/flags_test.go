@@ -283,7 +283,7 @@ func TestAliasNamedAsTyped(t *testing.T) {
 		// naming it, after where it was typed: it read "flag engine
 		// arguments (…): engine argument conflicts with the launcher: …".
 		{"a refused engine argument", []string{"-md", "d.gguf", "--", "--draft-max", "3"},
-			`error: engine arguments on the command line (llama-server flags as typed, and after --): engine argument "--draft-max" sets the draft width: set the width with speclaunch --draft-block-size W`},
+			`error: engine arguments on the command line (llama-server flags as typed, and after --): engine argument "--draft-max" sets the draft width: speclaunch takes it as its own flag typed before -- (draft tokens N, width N+1): move it before --, or set the width with speclaunch --draft-block-size W`},
 	} {
 		code, o, e := runCLI(t, append(slices.Clone(launch), tc.args...)...)
 		if code != 2 || !strings.Contains(unwrap(e), tc.want) {
