@@ -14,6 +14,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/speclaunch/speclaunch/internal/config"
+	"github.com/speclaunch/speclaunch/internal/quote"
 	"github.com/speclaunch/speclaunch/internal/secret"
 )
 
@@ -177,7 +178,10 @@ func settingsAttrs(m map[string]Setting, format string) []any {
 		if v == "" {
 			v = "(unset)"
 		}
-		out = append(out, k, v+" ("+m[k].Source+")")
+		// A value or source with a newline or other control character (a
+		// path "new\nline.gguf") is quoted, as the engine: line quotes it:
+		// the line split in two. Printable ones show as they are, whole.
+		out = append(out, k, quote.Text(v, len(v))+" ("+quote.Text(m[k].Source, len(m[k].Source))+")")
 	}
 	if defaults > 0 {
 		out = append(out, "at_defaults", fmt.Sprintf("%d more (speclaunch profile show lists every setting)", defaults))

@@ -269,3 +269,37 @@ func TestRecordIsOneWrite(t *testing.T) {
 		}
 	}
 }
+
+// A setting whose value or source holds a newline or another control
+// character is quoted on the text log's settings line, as the engine:
+// line quotes it: a model path "new\nline.gguf" split the line in two
+// ("model: new" then "line.gguf (flag --model)"). Printable values,
+// however long, show as they are.
+func TestSettingsLinesQuoteControlCharacters(t *testing.T) {
+	long := strings.Repeat("m", 150)
+	for _, tc := range []struct {
+		name string
+		s    Setting
+		want string
+	}{
+		{"a newline", Setting{Value: "new\nline.gguf", Source: "flag --model"}, `"new\nline.gguf" (flag --model)`},
+		{"an escape", Setting{Value: "m\x1b[31m.gguf", Source: "env LLAMA_ARG_MODEL"}, `"m\x1b[31m.gguf" (env LLAMA_ARG_MODEL)`},
+		{"in the source", Setting{Value: "t.gguf", Source: "profile /tmp/a\nb/p.toml:3"}, `t.gguf ("profile /tmp/a\nb/p.toml:3")`},
+		{"printable", Setting{Value: "my model.gguf", Source: "flag --model"}, "my model.gguf (flag --model)"},
+		{"long", Setting{Value: long, Source: "flag --model"}, long + " (flag --model)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			attrs := settingsAttrs(map[string]Setting{"model": tc.s}, "text")
+			if len(attrs) != 2 || attrs[1] != tc.want {
+				t.Fatalf("attrs %q, want model %q", attrs, tc.want)
+			}
+			var buf bytes.Buffer
+			newLogger(&buf, nil, "text", "info", func(string) string { return "" }).Info("effective settings", attrs...)
+			for _, l := range strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n") {
+				if !strings.Contains(l, "effective settings") && !strings.Contains(l, "  model: ") {
+					t.Errorf("a line of its own, split from the setting: %q in\n%s", l, buf.String())
+				}
+			}
+		})
+	}
+}
