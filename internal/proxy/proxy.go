@@ -1012,9 +1012,17 @@ func (p *Proxy) health(w http.ResponseWriter) {
 	case ready:
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "speclaunch": "switching"})
 	default:
-		writeError(w, http.StatusServiceUnavailable, "Loading model", "unavailable_error", 0)
+		w.Header().Set("Content-Type", "application/json; charset=utf-8")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		io.WriteString(w, loadingBody)
 	}
 }
+
+// loadingBody is llama-server's 503 body while it loads, byte for byte
+// (its field order, no newline: the captured new-slowload-health-sequence,
+// fakellama.LoadingBody), where writeError's order is code, message,
+// type.
+const loadingBody = `{"error":{"message":"Loading model","type":"unavailable_error","code":503}}`
 
 // maxReplay is the largest request body kept in memory so that the
 // request can be sent again to the next engine when its engine dies

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/speclaunch/speclaunch/internal/fakellama"
 	"github.com/speclaunch/speclaunch/internal/testenv"
 )
 
@@ -315,8 +316,11 @@ func TestHealth(t *testing.T) {
 		body, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(body)
 	}
-	if c, body := get(); c != 503 || !strings.Contains(body, "Loading model") {
-		t.Errorf("before the first engine: %d %s", c, body)
+	// Byte for byte llama-server's body while it loads (the captured
+	// slowload health sequence, which fakellama's tests hold it to): its
+	// field order was code, message, type, with a newline.
+	if c, body := get(); c != 503 || body != fakellama.LoadingBody {
+		t.Errorf("before the first engine: %d %q, want 503 %q as llama-server answers", c, body, fakellama.LoadingBody)
 	}
 	p.Route(b)
 	if c, body := get(); c != 200 || body != `{"status":"ok"}` {
