@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -235,5 +236,34 @@ func TestEnvironmentLinesAreCut(t *testing.T) {
 				t.Errorf("%s: a line of %d bytes: %.200s", tc.name, len(l), l)
 			}
 		}
+	}
+}
+
+// A dry run says each notice once, in its notes, as resolve does: the
+// warning of a key typed on speclaunch's own command line (and every
+// other notice) was logged on stderr and printed in the notes as well.
+func TestDryRunSaysANoticeOnce(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{"a typed key", []string{"--api-key", "sk-typed-0123456789"}, nil, "is on speclaunch's own command line, which every user of this host sees in ps"},
+		{"a mistyped variable", nil, map[string]string{"MLXCEL_HOTS": "h"}, "MLXCEL_HOTS is set, but neither speclaunch nor mlxcel-server reads it"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v) // the settings' typo check reads the process's names
+			}
+			for _, cmd := range [][]string{{"serve", "--dry-run"}, {"resolve"}} {
+				args := append(append(slices.Clone(cmd), "--profile", "../../profiles/demo.toml"), tc.args...)
+				code, o, e := runCLI(t, args...)
+				if n := strings.Count(unwrap(o+e), tc.want); code != 0 || n != 1 || !strings.Contains(unwrap(o), tc.want) {
+					t.Errorf("%q: exit %d, said %d times, want once in the notes:\n%s%s", cmd, code, n, o, e)
+				}
+			}
+		})
 	}
 }

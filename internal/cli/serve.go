@@ -59,8 +59,10 @@ func (c *ServeCmd) Run(e *Env) error {
 	s := l.Settings
 	e.logJSON = s.LogFormat.Value == "json"
 	log := newLogger(e.Stderr, e.secrets, s.LogFormat.Value, s.LogLevel.Value, e.Getenv)
-	logNotices(log, l.Notices)
 	if !c.DryRun {
+		// A dry run says the notices once, in its notes (writeResolution),
+		// as resolve does: it logged them as well.
+		logNotices(log, l.Notices)
 		// Once, at start: what every setting is and where it came from,
 		// as `profile show` prints them.
 		log.Info("effective settings", settingsAttrs(settingsMap(s), s.LogFormat.Value)...)
