@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -422,28 +423,31 @@ func (sh *controlShell) load() control.Pair {
 		return control.Pair{}
 	}
 	sh.noteOldState()
-	f, err := safefile.Open(context.Background(), "adaptive state", sh.file, 1<<20)
-	if err != nil {
-		if !errors.Is(err, os.ErrNotExist) {
-			sh.log.Warn("adapt: the saved state is not read; learning again", "file", sh.file, "err", err)
-		} else {
-			sh.noteOtherKey()
+	file := sh.file
+	f, err := safefile.Open(context.Background(), "adaptive state", file, 1<<20)
+	if errors.Is(err, os.ErrNotExist) {
+		if file = sh.otherKey(); file == "" {
+			return control.Pair{}
 		}
+		f, err = safefile.Open(context.Background(), "adaptive state", file, 1<<20)
+	}
+	if err != nil {
+		sh.log.Warn("adapt: the saved state is not read; learning again", "file", file, "err", err)
 		return control.Pair{}
 	}
 	defer f.Close()
 	var sp savedPair
 	if err := json.NewDecoder(f).Decode(&sp); err != nil {
-		sh.log.Warn("adapt: the saved state is not read; learning again", "file", sh.file, "err", err)
+		sh.log.Warn("adapt: the saved state is not read; learning again", "file", file, "err", err)
 		return control.Pair{}
 	}
 	if sp.Key.GPU != sh.key.GPU || sp.Key.Engine != sh.key.Engine || sp.Key.Capability != sh.key.Capability {
-		sh.log.Warn("adapt: the saved state was written for another engine or GPU; learning again", "file", sh.file)
+		sh.log.Warn("adapt: the saved state was written for another engine or GPU; learning again", "file", file)
 		return control.Pair{}
 	}
 	take, why := control.Resume(sp.Saved, sp.Pair, time.Now())
 	if why != "" {
-		sh.log.Warn("adapt: the saved state is not read ("+why+"); learning again", "file", sh.file)
+		sh.log.Warn("adapt: the saved state is not read ("+why+"); learning again", "file", file)
 	}
 	if !take {
 		return control.Pair{} // refused, or nothing learnt to resume
@@ -451,26 +455,43 @@ func (sh *controlShell) load() control.Pair {
 	sh.resumed = sp.Saved.Format(time.RFC3339)
 	p, note := sh.c.Fit(sp.Pair) // saved under other load buckets: mapped, the rest learnt again
 	if note != "" {
-		sh.log.Info(note, "file", sh.file)
+		sh.log.Info(note, "file", file)
 	}
-	sh.log.Info("adapt: resuming what an earlier run learnt", "file", sh.file, "saved", sh.resumed, "schedule", p.Schedule.String())
+	sh.log.Info("adapt: resuming what an earlier run learnt", "file", file, "saved", sh.resumed, "schedule", p.Schedule.String())
 	return p
 }
 
-// otherStatesRead bounds the saved states read to say why none resumed.
+// otherStatesRead bounds the saved states read, the newest first, where
+// none is saved under this run's key.
 const otherStatesRead = 64
 
-// noteOtherKey says why no state was resumed where one was saved for the
-// same model paths under another key (the engine, the GPU, the slots or a
-// model's content changed): without it a new engine build or re-quantized
-// weights started from nothing without a word.
-func (sh *controlShell) noteOtherKey() {
-	files, _ := filepath.Glob(filepath.Join(filepath.Dir(sh.file), "adapt-control-*.json"))
-	for i, name := range files {
-		if i == otherStatesRead {
-			return
+// otherKey looks, where no state is saved under this run's key, for one
+// saved for the same model paths: one of the same curve saved under an
+// earlier keying (the path and time were part of the key) is returned to
+// be read; one whose engine, GPU, slots or model content changed is said,
+// which without a word started from nothing after a new engine build or
+// re-quantized weights.
+func (sh *controlShell) otherKey() string {
+	dir := filepath.Dir(sh.file)
+	entries, _ := os.ReadDir(dir)
+	type state struct {
+		name string
+		mod  time.Time
+	}
+	var states []state
+	for _, e := range entries {
+		if n := e.Name(); strings.HasPrefix(n, "adapt-control-") && strings.HasSuffix(n, ".json") {
+			if fi, err := e.Info(); err == nil {
+				states = append(states, state{filepath.Join(dir, n), fi.ModTime()})
+			}
 		}
-		f, err := safefile.Open(context.Background(), "adaptive state", name, 1<<20)
+	}
+	slices.SortFunc(states, func(a, b state) int { return b.mod.Compare(a.mod) })
+	for i, st := range states {
+		if i == otherStatesRead {
+			break
+		}
+		f, err := safefile.Open(context.Background(), "adaptive state", st.name, 1<<20)
 		if err != nil {
 			continue
 		}
@@ -480,11 +501,14 @@ func (sh *controlShell) noteOtherKey() {
 		if err != nil || !sh.key.SamePaths(sp.Key) {
 			continue
 		}
-		if changed := sh.key.Changed(sp.Key); len(changed) > 0 {
-			sh.log.Info("adapt: a state saved for these model files is not resumed: "+strings.Join(changed, ", ")+" changed since; learning again", "file", name)
-			return
+		changed := sh.key.Changed(sp.Key)
+		if len(changed) == 0 {
+			return st.name
 		}
+		sh.log.Info("adapt: a state saved for these model files is not resumed: "+strings.Join(changed, ", ")+" changed since; learning again", "file", st.name)
+		return ""
 	}
+	return ""
 }
 
 // noteOldState says, once, that the loop before this controller left a

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
@@ -197,5 +198,36 @@ func TestProbeBeforeTrafficCutByTheStart(t *testing.T) {
 	}
 	if l := log.String(); !strings.Contains(l, "the engine's start was called off") || strings.Contains(l, "the engine serves") {
 		t.Errorf("log:\n%s", l)
+	}
+}
+
+// A state saved for the same curve under another file name (the keying
+// before content alone: path and time were part of it) is read, not
+// dropped without a word; the newest such state wins.
+func TestControlLoadReadsTheSameCurveUnderAnOlderName(t *testing.T) {
+	key := adapt.CacheKey{Engine: "sim", GPU: "none", Capability: "12.1", Models: []adapt.ModelFile{{Path: "/m/t", Size: 100, SHA256: "aa"}}}
+	flat := control.New(control.Config{Default: schedule.Flat(4, "engine default")})
+	dir := t.TempDir()
+	for i, w := range []int{6, 8} { // the second is the newer
+		p := flat.Init(control.Pair{}).Pair
+		p.Schedule[0].Width, p.Schedule[0].Source = w, "measured"
+		b, err := json.Marshal(savedPair{Key: key, Saved: time.Now().Add(-time.Hour), Pair: p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := filepath.Join(dir, fmt.Sprintf("adapt-control-old%d.json", i))
+		if err := os.WriteFile(name, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		mod := time.Now().Add(time.Duration(i-2) * time.Minute)
+		if err := os.Chtimes(name, mod, mod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var log bytes.Buffer
+	sh := &controlShell{c: flat, file: filepath.Join(dir, "adapt-control-"+key.ID()+".json"), key: key, log: slog.New(slog.NewTextHandler(&log, nil))}
+	got := sh.load()
+	if len(got.Schedule) == 0 || got.Schedule[0].Width != 8 || !strings.Contains(log.String(), "adapt-control-old1.json") {
+		t.Errorf("resumed %v, want the newer state's width 8; log:\n%s", got.Schedule, log.String())
 	}
 }
