@@ -36,6 +36,9 @@ type GGUFInfo struct {
 	Meta map[string]any
 }
 
+// GGUFMagic opens every GGUF file; serve checks a llama.cpp model for it.
+const GGUFMagic = "GGUF"
+
 // Limits: a string or array longer than these is not a header we can use,
 // and refusing it early keeps hostile input from costing memory or time.
 const (
@@ -59,7 +62,7 @@ const (
 	ggufTypeArray   = 9
 	ggufTypeString  = 8
 	ggufTypeCount   = 13
-	ggufMagic       = "GGUF"
+	ggufMagic       = GGUFMagic
 	ggufMagicLength = 4
 )
 

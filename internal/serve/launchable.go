@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/speclaunch/speclaunch/engine"
+	"github.com/speclaunch/speclaunch/internal/checkpoint"
 	"github.com/speclaunch/speclaunch/internal/config"
 	"github.com/speclaunch/speclaunch/internal/exitcode"
 	"github.com/speclaunch/speclaunch/internal/key"
@@ -345,21 +347,23 @@ func ggufProblem(what, path, src string, size int64) error {
 	if size == 0 {
 		return exitcode.Bad(fmt.Errorf("%s %s (%s) is empty: %s (a download that did not finish leaves an empty file: fetch it again)", what, path, src, fix))
 	}
-	f, err := os.Open(path)
+	// safefile: a FIFO swapped in after the caller's Stat is refused, not
+	// waited on.
+	f, err := safefile.Open(context.Background(), what, path, int64(len(checkpoint.GGUFMagic)))
 	if err != nil {
 		if errors.Is(err, fs.ErrPermission) {
-			return exitcode.Bad(fmt.Errorf("%s %s (%s) is not readable by this user: %v; make it readable (chmod a+r), or run speclaunch as a user who can read it", what, path, src, errors.Unwrap(err)))
+			return exitcode.Bad(fmt.Errorf("%s %s (%s) is not readable by this user: %v; make it readable (chmod a+r), or run speclaunch as a user who can read it", what, path, src, fs.ErrPermission))
 		}
-		return exitcode.Bad(fmt.Errorf("%s %s (%s): %w", what, path, src, err))
+		return exitcode.Bad(fmt.Errorf("%s (%s): %w", what, src, err))
 	}
 	defer f.Close()
-	magic := make([]byte, 4)
+	magic := make([]byte, len(checkpoint.GGUFMagic))
 	n, err := io.ReadFull(f, magic)
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
 		return exitcode.Bad(fmt.Errorf("%s %s (%s) cannot be read: %v; %s", what, path, src, err, fix))
 	}
-	if string(magic[:n]) != "GGUF" {
-		return exitcode.Bad(fmt.Errorf("%s %s (%s) is not a GGUF file (it starts with %s, not \"GGUF\"): %s; convert a Hugging Face checkpoint with llama.cpp's convert_hf_to_gguf.py", what, path, src, quote.Quoted(string(magic[:n]), 0), fix))
+	if string(magic[:n]) != checkpoint.GGUFMagic {
+		return exitcode.Bad(fmt.Errorf("%s %s (%s) is not a GGUF file (it starts with %s, not %q): %s; convert a Hugging Face checkpoint with llama.cpp's convert_hf_to_gguf.py", what, path, src, quote.Quoted(string(magic[:n]), 0), checkpoint.GGUFMagic, fix))
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/speclaunch/speclaunch/internal/config"
 	"github.com/speclaunch/speclaunch/internal/exitcode"
@@ -172,5 +173,22 @@ func TestRunnableSaysWhereTheBinaryWasSet(t *testing.T) {
 				t.Fatalf("err = %v, want bad input holding %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// A FIFO put in place of a checked model file between the caller's Stat
+// and the magic's read is refused, not waited on for a writer (the open
+// blocked serve, a reload or profile validate for ever).
+func TestGGUFMagicReadRefusesAFIFO(t *testing.T) {
+	fifo := safefiletest.Make(t, "m.gguf", 1)[safefiletest.FIFO]
+	done := make(chan error, 1)
+	go func() { done <- ggufProblem("target model", fifo, "flag --model", 100) }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "FIFO") {
+			t.Errorf("err = %v, want the FIFO refused", err)
+		}
+	case <-time.After(10 * time.Second): // ends a wait that would never end; judges no speed
+		t.Fatal("the magic's read waits on a FIFO")
 	}
 }
