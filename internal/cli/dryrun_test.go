@@ -257,6 +257,12 @@ func TestDryRunSaysANoticeOnce(t *testing.T) {
 			for k, v := range tc.env {
 				t.Setenv(k, v) // the settings' typo check reads the process's names
 			}
+			// A plan that cannot be built prints no notes: the notice is
+			// said before the error (it was lost).
+			code, o, e := runCLI(t, append([]string{"serve", "--dry-run", "--profile", "../../profiles/demo.toml"}, append(tc.args, "--", "--draft-block-size", "3")...)...)
+			if n := strings.Count(unwrap(o+e), tc.want); code != 2 || n != 1 {
+				t.Errorf("a failed build: exit %d, said %d times, want once:\n%s%s", code, n, o, e)
+			}
 			for _, cmd := range [][]string{{"serve", "--dry-run"}, {"resolve"}} {
 				args := append(append(slices.Clone(cmd), "--profile", "../../profiles/demo.toml"), tc.args...)
 				code, o, e := runCLI(t, args...)

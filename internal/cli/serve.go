@@ -69,6 +69,9 @@ func (c *ServeCmd) Run(e *Env) error {
 	}
 	p, err := build(e, l, plan.Options{})
 	if err != nil {
+		if c.DryRun {
+			logNotices(log, l.Notices) // no notes come: the notices said before the error
+		}
 		return err
 	}
 	if c.DryRun {
