@@ -411,7 +411,7 @@ func TestEmptyEnvRemovedWarning(t *testing.T) {
 	}{
 		{"empty", "", "LLAMA_ARG_SPEC_TYPE is set but empty: the launcher treats it as unset", "read it as the drafter kind"},
 		{"blank", "  ", "LLAMA_ARG_SPEC_TYPE is set but empty", "read it as the drafter kind"},
-		{"set", "draft-simple", "LLAMA_ARG_SPEC_TYPE=draft-simple is kept out of llama-server's environment: the launcher read it as the drafter kind", "set but empty"},
+		{"set", "draft-simple", "LLAMA_ARG_SPEC_TYPE=draft-simple is kept out of llama-server's environment: the launcher read it, but the drafter kind comes from another setting", "set but empty"}, // not applied here: no EnvApplied
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

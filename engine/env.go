@@ -13,7 +13,18 @@ type envRule struct {
 	name string
 	why  string // completes "NAME=v is kept out of the child: ..."
 	fix  string // what to set instead (for engine.env errors)
+	// unused completes the line instead where the launch does not apply
+	// the value (another setting gave it, or speculation is off): why
+	// said it was passed on as a flag ("" = why stands).
+	unused string
 }
+
+// widthUnused and kindUnused say a width or kind variable the launch
+// does not apply.
+const (
+	widthUnused = "the launcher read it, but the width comes from another setting or speculation is off: it is not used"
+	kindUnused  = "the launcher read it, but the drafter kind comes from another setting or speculation is off: it is not used"
+)
 
 const widthFix = "set the width with --draft-block-size or draft.block_size"
 
@@ -21,23 +32,24 @@ const widthFix = "set the width with --draft-block-size or draft.block_size"
 // layer has already read these as operator overrides.
 var (
 	ruleDraftBlockSize = envRule{"LLAMA_ARG_DRAFT_BLOCK_SIZE",
-		"the launcher read it as a width override and passes the resolved width as a flag", widthFix}
+		"the launcher read it as a width override and passes the resolved width as a flag", widthFix, widthUnused}
 	ruleMLXCELBlockSize = envRule{"MLXCEL_DRAFT_BLOCK_SIZE",
-		"the launcher read it as a width override and passes the resolved width as a flag", widthFix}
+		"the launcher read it as a width override and passes the resolved width as a flag", widthFix, widthUnused}
 	ruleSpecNMax = envRule{"LLAMA_ARG_SPEC_DRAFT_N_MAX",
-		"the launcher translated it into the width (draft tokens + 1) and passes the width as a flag", widthFix}
+		"the launcher translated it into the width (draft tokens + 1) and passes the width as a flag", widthFix, widthUnused}
 	ruleDraftMax = envRule{"LLAMA_ARG_DRAFT_MAX",
-		"the launcher translated it into the width (draft tokens + 1) and passes the width as a flag; a 2026 llama-server refuses to start while it is set (\"the argument has been removed\")", widthFix}
+		"the launcher translated it into the width (draft tokens + 1) and passes the width as a flag; a 2026 llama-server refuses to start while it is set (\"the argument has been removed\")", widthFix,
+		"the launcher read it, but the width comes from another setting or speculation is off, so it is not used; a 2026 llama-server refuses to start while it is set (\"the argument has been removed\")"}
 	ruleDraftMin = envRule{draftMin.env,
 		"llama.cpp 2026 renamed it " + draftMin.newEnv + " (" + draftMin.flag + ") and refuses to start while it is set (\"the argument has been removed\")",
-		"set the minimum draft with " + draftMin.newEnv + " (" + draftMin.flag + ") on a 2026 tree"}
+		"set the minimum draft with " + draftMin.newEnv + " (" + draftMin.flag + ") on a 2026 tree", ""}
 )
 
 // ruleSpecType: the settings layer read LLAMA_ARG_SPEC_TYPE as the drafter
 // kind. Left in the child's environment it would restate a flag, or, with
 // speculation off, ask the engine for a drafter it has no model for.
 var ruleSpecType = envRule{"LLAMA_ARG_SPEC_TYPE",
-	"the launcher read it as the drafter kind and passes the kind as a flag", "set the drafter kind with draft.kind in the profile (or --draft-kind)"}
+	"the launcher read it as the drafter kind and passes the kind as a flag", "set the drafter kind with draft.kind in the profile (or --draft-kind)", kindUnused}
 
 // llamaEnvRules are the rules for a llama-server of spelling sp:
 // LLAMA_ARG_DRAFT_MIN is a legacy tree's own minimum draft, which the
@@ -58,13 +70,13 @@ var mlxcelEnvRules = []envRule{ruleDraftBlockSize, ruleMLXCELBlockSize, ruleSpec
 // engine.env they would only restate or contradict a flag, so they are
 // refused there, as the matching pass-through arguments are.
 var settingEnvRules = []envRule{
-	{"LLAMA_ARG_MODEL", "", "set the target with model.path in the profile (or --model)"},
-	{"LLAMA_ARG_SPEC_DRAFT_MODEL", "", "set the drafter with draft.model in the profile (or --draft-model)"},
-	{"LLAMA_ARG_MODEL_DRAFT", "", "set the drafter with draft.model in the profile (or --draft-model)"},
-	{"LLAMA_ARG_SPEC_TYPE", "", "set the drafter kind with draft.kind in the profile (or --draft-kind)"},
-	{"LLAMA_ARG_DRAFT_KIND", "", "set the drafter kind with draft.kind in the profile (or --draft-kind)"},
-	{"LLAMA_ARG_HOST", "", "set the address with server.host in the profile (or --host)"},
-	{"LLAMA_ARG_PORT", "", "set the port with server.port in the profile (or --port)"},
+	{"LLAMA_ARG_MODEL", "", "set the target with model.path in the profile (or --model)", ""},
+	{"LLAMA_ARG_SPEC_DRAFT_MODEL", "", "set the drafter with draft.model in the profile (or --draft-model)", ""},
+	{"LLAMA_ARG_MODEL_DRAFT", "", "set the drafter with draft.model in the profile (or --draft-model)", ""},
+	{"LLAMA_ARG_SPEC_TYPE", "", "set the drafter kind with draft.kind in the profile (or --draft-kind)", ""},
+	{"LLAMA_ARG_DRAFT_KIND", "", "set the drafter kind with draft.kind in the profile (or --draft-kind)", ""},
+	{"LLAMA_ARG_HOST", "", "set the address with server.host in the profile (or --host)", ""},
+	{"LLAMA_ARG_PORT", "", "set the port with server.port in the profile (or --port)", ""},
 }
 
 // buildEnv makes the child's environment: environ minus the rules'
@@ -130,12 +142,16 @@ func keepOut(engine string, rules []envRule, env *envList, applied map[string]st
 			l.Warnings = append(l.Warnings, fmt.Sprintf("%s is set but empty: the launcher treats it as unset and keeps it out of %s's environment", r.name, engine))
 			continue
 		}
-		line := fmt.Sprintf("%s=%s is kept out of %s's environment: %s", r.name, v, engine, r.why)
+		line := fmt.Sprintf("%s=%s is kept out of %s's environment: ", r.name, v, engine)
 		if then, ok := applied[r.name]; ok {
-			l.Notes = append(l.Notes, line+then)
+			l.Notes = append(l.Notes, line+r.why+then)
 			continue
 		}
-		l.Warnings = append(l.Warnings, line)
+		why := r.why
+		if r.unused != "" {
+			why = r.unused
+		}
+		l.Warnings = append(l.Warnings, line+why)
 	}
 	return removed
 }

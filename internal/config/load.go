@@ -446,7 +446,7 @@ func ParseKind(v string) (key.Drafter, error) {
 	case strings.Contains(t, ","):
 		return "", fmt.Errorf("%s lists several speculative types; speclaunch runs one drafter: name one kind (draft-simple, draft-mtp, draft-dflash, draft-dspark, draft-eagle3 or dflash, mtp, draft, ...)", Quoted(v))
 	case t == "none":
-		return "", fmt.Errorf("%s would turn speculation off; speclaunch turns it off when no draft model is set: unset the draft model and this value", Quoted(v))
+		return "", fmt.Errorf("%s would turn speculation off; speclaunch turns it off when no drafter is set: unset the draft model and this value", Quoted(v))
 	case strings.HasPrefix(t, "ngram") && t != string(key.Ngram): // bare "ngram" is vLLM's and SGLang's kind
 		return "", fmt.Errorf("%s is n-gram speculation, which drafts from the prompt without a draft model, so there is no drafter width for speclaunch to resolve: name a draft-model kind, or run llama-server with --spec-type %s directly", Quoted(v), Quoted(t))
 	}

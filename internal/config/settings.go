@@ -113,7 +113,7 @@ type Settings struct {
 	EngineEnvSrc map[string]Source
 
 	Model      Field[string] // target checkpoint (MLX directory or GGUF file)
-	DraftModel Field[string] // drafter; "" = speculation off
+	DraftModel Field[string] // drafter; "" = none (speculation off, but for llama.cpp's embedded MTP: plan.HasDrafter)
 	DraftKind  Field[string] // raw kind as given; "" = detect from the drafter, else the engine default
 
 	// Width is the operator's width override in the launcher's unit (verify

@@ -335,7 +335,7 @@ const (
 func CheckWidth(w int) error {
 	switch {
 	case w < MinWidth:
-		return fmt.Errorf("draft width %d is below %d: widths 0 and 1 silently disable speculation; to run without speculation, remove the draft model (or set draft.model = \"\" in the profile)", w, MinWidth)
+		return fmt.Errorf("draft width %d is below %d: widths 0 and 1 silently disable speculation; to run without speculation, remove the draft model (or set draft.model = \"\" in the profile), and on llama.cpp a --spec-type draft-mtp with none", w, MinWidth)
 	case w > MaxWidth:
 		return fmt.Errorf("draft width %d is above %d, which no drafter runs; pick a width from %d to %d (verify rows = draft tokens + 1)", w, MaxWidth, MinWidth, MaxWidth)
 	}

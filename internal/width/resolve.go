@@ -14,7 +14,7 @@ import (
 // checkpoints, asking the engine its version) happens before, in the caller.
 type Input struct {
 	Engine     key.Engine
-	HasDrafter bool // a draft model is configured (or a hypothetical kind asked about)
+	HasDrafter bool // a drafter is configured (plan.HasDrafter), or a hypothetical kind asked about
 	Drafter    key.Drafter
 
 	Override    int    // operator width (already validated and converted), 0 = none
