@@ -206,7 +206,12 @@ func renameDraftMin(s *Spec, environ []string, sp Spelling) renamed {
 	}
 	env := parseEnviron(environ)
 	v, _ := env.get(draftMin.env)
-	if now, _ := env.get(draftMin.newEnv); strings.TrimSpace(v) == "" || strings.TrimSpace(now) != "" || s.Env[draftMin.newEnv] != "" {
+	_, inProfile := s.Env[draftMin.newEnv] // set there, even empty on purpose: it stands
+	flagged := from != nil || slices.ContainsFunc(s.Args, func(a string) bool {
+		name, _, _ := strings.Cut(a, "=")
+		return name == draftMin.flag
+	}) // a flag wins over the variable in llama-server: passing both would say two things
+	if now, _ := env.get(draftMin.newEnv); strings.TrimSpace(v) == "" || strings.TrimSpace(now) != "" || inProfile || flagged {
 		return r
 	}
 	r.env = map[string]string{draftMin.newEnv: v}
