@@ -224,14 +224,19 @@ func (c Config) withDefaults() Config {
 // engine whose fresh engines do not differ gets none ("spread" off),
 // which a zero would not say (zero takes the default).
 func (c Config) WithSpread(single, multi float64) Config {
-	c.Spread1, c.SpreadN = single, multi
-	if single <= 0 && multi <= 0 {
-		off := map[string]bool{"spread": true}
-		for k, v := range c.Off {
-			off[k] = v
-		}
-		c.Off = off
+	// noSpread stands for none beside a spread: a zero would take the
+	// default.
+	const noSpread = 1e-9
+	if single > 0 || multi > 0 {
+		c.Spread1, c.SpreadN = max(single, noSpread), max(multi, noSpread)
+		return c
 	}
+	c.Spread1, c.SpreadN = 0, 0
+	off := map[string]bool{"spread": true}
+	for k, v := range c.Off {
+		off[k] = v
+	}
+	c.Off = off
 	return c
 }
 

@@ -1124,3 +1124,17 @@ func TestProbeRowsBetweenProbed(t *testing.T) {
 		}
 	}
 }
+
+// WithSpread: an engine whose fresh engines do not differ turns the
+// spread off, keeping what else is off; one side's zero beside a spread
+// stays none (a zero would take the H200's default).
+func TestWithSpread(t *testing.T) {
+	c := Config{Off: map[string]bool{"trials": true}}.WithSpread(0, 0)
+	if !c.Off["spread"] || !c.Off["trials"] {
+		t.Errorf("none: off %v, want spread and trials", c.Off)
+	}
+	c = Config{}.WithSpread(0.034, 0).withDefaults()
+	if c.Off["spread"] || c.Spread1 != 0.034 || c.SpreadN > 1e-6 {
+		t.Errorf("one side: off %v, spreads %v %v, want 0.034 and none", c.Off, c.Spread1, c.SpreadN)
+	}
+}

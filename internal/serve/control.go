@@ -561,8 +561,8 @@ func controlConfig(p *plan.Plan) control.Config {
 	case key.Sim:
 		// The sim's fresh engines differ by its cost model's spread (none
 		// for the default gb10 model), not by the H200's.
-		if sc, err := sim.ParseArgs(append([]string{"-m", "sim"}, s.EngineArgs.Value...)); err == nil {
-			c = c.WithSpread(sc.Cost.Spread.Single, sc.Cost.Spread.MultiSpec)
+		if sp, ok := sim.CostSpread(s.EngineArgs.Value); ok { // else the H200's, the cautious answer
+			c = c.WithSpread(sp.Single, sp.MultiSpec)
 		}
 	}
 	return c

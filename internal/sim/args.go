@@ -345,3 +345,30 @@ func tableFlag(name string, value func() (string, error), lo, hi float64) (map[i
 	}
 	return t, nil
 }
+
+// CostSpread is the between-engine spread of the cost model the sim's
+// engine arguments pick (--sim-cost, the last given; the default model
+// without one), read without opening any file: false where it cannot be
+// known so (a --sim-record, whose model is in a file, or a bad preset).
+func CostSpread(args []string) (simcost.Spread, bool) {
+	m := DefaultCostModel()
+	for i := 0; i < len(args); i++ {
+		name, v, inline := strings.Cut(args[i], "=")
+		switch {
+		case name == "--sim-record":
+			return simcost.Spread{}, false
+		case name != "--sim-cost":
+			continue
+		case !inline && i+1 < len(args):
+			i++
+			v = args[i]
+		case !inline:
+			return simcost.Spread{}, false
+		}
+		var err error
+		if m, err = simcost.LookupPreset(v); err != nil {
+			return simcost.Spread{}, false
+		}
+	}
+	return m.Spread, true
+}

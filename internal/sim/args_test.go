@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/speclaunch/speclaunch/internal/simcost"
 )
 
 // The mlxcel adapter's command line (engine/testdata/mlxcel-dflash.golden) must parse, with
@@ -134,4 +136,28 @@ func FuzzParseArgs(f *testing.F) {
 			t.Errorf("ParseArgs accepted %q but validate says %v", s, verr)
 		}
 	})
+}
+
+// CostSpread names the spread of the model the arguments pick, without
+// reading a file: a --sim-record's model is in a file, so it is unknown.
+func TestCostSpread(t *testing.T) {
+	for _, tc := range []struct {
+		args   []string
+		single float64
+		ok     bool
+	}{
+		{nil, 0, true},
+		{[]string{"-np", "4"}, 0, true},
+		{[]string{"--sim-cost", "demo-load", "-np", "4"}, simcost.H200Spread.Single, true},
+		{[]string{"--sim-cost=demo-load"}, simcost.H200Spread.Single, true},
+		{[]string{"--sim-cost", "demo-load", "--sim-cost", "gb10"}, 0, true},
+		{[]string{"--sim-record", "/dev/stdin"}, 0, false},
+		{[]string{"--sim-cost", "nope"}, 0, false},
+		{[]string{"--sim-cost"}, 0, false},
+	} {
+		sp, ok := CostSpread(tc.args)
+		if ok != tc.ok || sp.Single != tc.single {
+			t.Errorf("%q: %v %v, want %v %v", tc.args, sp.Single, ok, tc.single, tc.ok)
+		}
+	}
 }
