@@ -60,6 +60,9 @@ type Env struct {
 	// adds them); Stdout and Stderr pass through it, so no byte the
 	// launcher writes shows one.
 	secrets *secret.Redactor
+	// logOut is Stderr as the command's loggers write it (logTo): one
+	// record at a time, whichever logger.
+	logOut *recordWriter
 	// readKeyFile reads an API key file for seedKeyFiles; nil reads it
 	// with safefile (tests count the reads).
 	readKeyFile func(path string) ([]byte, error)
@@ -483,4 +486,13 @@ func explain(err error) (msg, hint string, code int) {
 		return err.Error(), hintFor(err), 2
 	}
 	return err.Error(), "", 1
+}
+
+// logTo is where a command's loggers write: Stderr, one whole record at a
+// time across all of them (bench has two).
+func (e *Env) logTo() io.Writer {
+	if e.logOut == nil {
+		e.logOut = &recordWriter{w: e.Stderr}
+	}
+	return e.logOut
 }

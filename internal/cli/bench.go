@@ -105,7 +105,7 @@ func (c *BenchCmd) Run(e *Env) error {
 	if err := c.checkOut(outBase); err != nil {
 		return err
 	}
-	log := newLogger(e.Stderr, e.secrets, s.LogFormat.Value, s.LogLevel.Value, e.Getenv)
+	log := newLogger(e.logTo(), e.secrets, s.LogFormat.Value, s.LogLevel.Value, e.Getenv)
 	notes = sayAside(log, notes, setAside)
 	dp, err := defaultPlan(e, l)
 	if err != nil {
@@ -173,7 +173,7 @@ func newStarter(e *Env, l *loaded, s config.Settings, dp *plan.Plan, anyPort boo
 	caps := dp.Facts.Caps
 	deps.DetectLlama = func(context.Context, string) (engine.Caps, error) { return caps, nil }
 	st := &starter{e: e, l: l, settings: s, deps: deps, opts: instance.Options{Out: io.Discard, Secrets: e.secrets, ReadyTimeout: s.ReadyTimeout.Value, StopTimeout: s.StopTimeout.Value, Client: engineClient},
-		log: newLogger(e.Stderr, e.secrets, s.LogFormat.Value, s.LogLevel.Value, e.Getenv)}
+		log: newLogger(e.logTo(), e.secrets, s.LogFormat.Value, s.LogLevel.Value, e.Getenv)}
 	st.anyPort = anyPort
 	return st
 }

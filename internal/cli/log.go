@@ -31,19 +31,20 @@ func newLogger(w io.Writer, secrets *secret.Redactor, format, level string, gete
 	case "error":
 		lv = slog.LevelError
 	}
+	out := recordWriterFor(w)
 	if format == "json" {
-		// source tells the launcher's lines from the engine's (engineLineJSON).
-		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lv})).With("source", "speclaunch")
+		// source tells the launcher's lines from the engine's
+		// (engineLineJSON); a JSON record is one line, one Write.
+		return slog.New(slog.NewJSONHandler(out.w, &slog.HandlerOptions{Level: lv})).With("source", "speclaunch")
 	}
 	color := format == "color"
 	if format == "auto" {
-		color = isTTY(w) && getenv("NO_COLOR") == "" && getenv("TERM") != "dumb"
+		color = isTTY(out.w) && getenv("NO_COLOR") == "" && getenv("TERM") != "dumb"
 	}
 	tf := time.RFC3339
 	if color {
 		tf = time.TimeOnly
 	}
-	out := &recordWriter{w: w}
 	return slog.New(&screenHandler{next: tint.NewTextHandler(out, &tint.Options{Level: lv, NoColor: !color, TimeFormat: tf}), secrets: secrets, out: out})
 }
 

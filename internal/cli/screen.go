@@ -48,12 +48,23 @@ type screenHandler struct {
 
 // recordWriter writes each record's lines in one Write: a record that
 // screenHandler splits into lines ("  err: ...") is never interleaved
-// with another goroutine's record, nor read with its first line only (CI
-// saw a test read "new settings cannot start" before its cause).
+// with another goroutine's record, nor read with its first line only (a
+// reader polling the log saw "new settings cannot start" without its
+// cause).
 type recordWriter struct {
 	mu  sync.Mutex
 	w   io.Writer
 	buf []byte
+}
+
+// recordWriterFor is w's recordWriter: w itself when it is one, so that
+// every logger on one stream (bench makes two on stderr) writes its
+// records whole between the others'.
+func recordWriterFor(w io.Writer) *recordWriter {
+	if rw, ok := w.(*recordWriter); ok {
+		return rw
+	}
+	return &recordWriter{w: w}
 }
 
 // Write is called by next only, within record, under mu.
@@ -93,7 +104,8 @@ func (h *screenHandler) WithGroup(name string) slog.Handler {
 }
 
 func (h *screenHandler) Handle(ctx context.Context, r slog.Record) error {
-	return h.out.record(func() error { return h.handle(ctx, h.redacted(r)) })
+	r = h.redacted(r) // outside the lock: only the writing is serialised
+	return h.out.record(func() error { return h.handle(ctx, r) })
 }
 
 func (h *screenHandler) handle(ctx context.Context, r slog.Record) error {

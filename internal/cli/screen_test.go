@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -248,9 +249,12 @@ func (w *writeCalls) Write(p []byte) (int, error) {
 // records never interleave.
 func TestRecordIsOneWrite(t *testing.T) {
 	var w writeCalls
-	log := newLogger(&w, nil, "text", "info", func(string) string { return "" })
+	// Two loggers on one stream, as bench makes on stderr (Env.logTo).
+	out := (&Env{Stderr: &w}).logTo()
+	logs := []*slog.Logger{newLogger(out, nil, "text", "info", func(string) string { return "" }), newLogger(out, nil, "text", "info", func(string) string { return "" })}
 	var wg sync.WaitGroup
 	for g := range 4 {
+		log := logs[g%2]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -58,7 +58,7 @@ func (c *ServeCmd) Run(e *Env) error {
 	}
 	s := l.Settings
 	e.logJSON = s.LogFormat.Value == "json"
-	log := newLogger(e.Stderr, e.secrets, s.LogFormat.Value, s.LogLevel.Value, e.Getenv)
+	log := newLogger(e.logTo(), e.secrets, s.LogFormat.Value, s.LogLevel.Value, e.Getenv)
 	if !c.DryRun {
 		// A dry run says the notices once, in its notes (writeResolution),
 		// as resolve does: it logged them as well.

@@ -208,7 +208,7 @@ func (c *TuneCmd) prepare(e *Env, l *loaded, levels []int, layer string) (*tunin
 	if t.lo, err = c.loadOptions(e, o, levels, s.Engine.Value); err != nil {
 		return nil, err
 	}
-	log := newLogger(e.Stderr, e.secrets, s.LogFormat.Value, s.LogLevel.Value, e.Getenv)
+	log := newLogger(e.logTo(), e.secrets, s.LogFormat.Value, s.LogLevel.Value, e.Getenv)
 	if t.lo.Slots, t.lo.SlotsFrom, err = sizeSlots(log, &s, e.Getenv, levels); err != nil {
 		return nil, err
 	}
