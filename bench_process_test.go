@@ -116,18 +116,27 @@ func BenchmarkProcessServeRSS(b *testing.B) {
 			b.Fatal(err)
 		}
 		url := "http://127.0.0.1:" + strconv.Itoa(port)
-		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-			if resp, err := http.Get(url + "/health"); err == nil {
-				resp.Body.Close()
-				if resp.StatusCode == http.StatusOK {
-					break
-				}
+		healthy := func() bool {
+			resp, err := http.Get(url + "/health")
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			return resp.StatusCode == http.StatusOK
+		}
+		for deadline := time.Now().Add(20 * time.Second); !healthy(); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				cmd.Process.Kill()
+				b.Fatal("the server never answered /health")
 			}
 		}
-		if resp, err := http.Post(url+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"x","max_tokens":16}`)); err == nil {
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
+		resp, err := http.Post(url+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"x","max_tokens":16}`))
+		if err != nil || resp.StatusCode != http.StatusOK {
+			cmd.Process.Kill()
+			b.Fatalf("the request through the proxy: %v %v", err, resp)
 		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
 		f, err := os.Open("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/status")
 		if err == nil {
 			sc := bufio.NewScanner(f)
