@@ -104,12 +104,12 @@ func TestValidateChecksThisHost(t *testing.T) {
 		want       string // in stderr, unwrapped; PROF is the profile's path
 	}{
 		{"all here", llama + fmt.Sprintf("[model]\npath = %q\n[draft]\nmodel = %q\n", target, draft), 0, ""},
-		{"a missing target", llama + "[model]\npath = \"/nonexistent/t.gguf\"\n", 2, "target model /nonexistent/t.gguf (profile PROF:5): stat /nonexistent/t.gguf"},
+		{"a missing target", llama + "[model]\npath = \"/nonexistent/t.gguf\"\n", 2, "target model /nonexistent/t.gguf (profile PROF:5): no such file: check the path"},
 		{"a missing drafter", llama + fmt.Sprintf("[model]\npath = %q\n[draft]\nmodel = \"/nonexistent/d.gguf\"\n", target), 2, "draft model /nonexistent/d.gguf (profile PROF:7)"},
 		{"a missing binary", "[engine]\nname = \"llama.cpp\"\nbinary = \"/nonexistent/llama-server\"\n", 2, "engine binary \"/nonexistent/llama-server\" not found (profile PROF:3): no executable file at that path"},
 		// every problem in one run, not one at a time
 		{"a missing binary and target", "[engine]\nname = \"llama.cpp\"\nbinary = \"/nonexistent/llama-server\"\n[model]\npath = \"/nonexistent/t.gguf\"\n", 2, "2 problems on this host: (1) engine binary \"/nonexistent/llama-server\" not found (profile PROF:3)"},
-		{"a missing binary and target, the second", "[engine]\nname = \"llama.cpp\"\nbinary = \"/nonexistent/llama-server\"\n[model]\npath = \"/nonexistent/t.gguf\"\n", 2, "; (2) target model /nonexistent/t.gguf (profile PROF:5): stat /nonexistent/t.gguf"},
+		{"a missing binary and target, the second", "[engine]\nname = \"llama.cpp\"\nbinary = \"/nonexistent/llama-server\"\n[model]\npath = \"/nonexistent/t.gguf\"\n", 2, "; (2) target model /nonexistent/t.gguf (profile PROF:5): no such file: check the path"},
 		{"no target, the default binary unchecked", "[engine]\nname = \"llama.cpp\"\nargs = [\"--jinja\"]\n", 0, ""},
 		{"a misspelt key variable", "[engine]\nname = \"sim\"\n[model]\npath = \"t\"\n[engine.env]\nLLAMA_API_KYE = \"sk-1234567890\"\n", 0,
 			"warn: profile PROF:6: engine.env sets LLAMA_API_KYE, but sim reads no API key from it"},

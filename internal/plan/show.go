@@ -3,6 +3,7 @@ package plan
 import (
 	"fmt"
 	"strings"
+	"unicode"
 
 	"github.com/speclaunch/speclaunch/engine"
 	"github.com/speclaunch/speclaunch/internal/secret"
@@ -86,6 +87,32 @@ func ShellQuote(s string) string {
 			(r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9'))
 	}) < 0 {
 		return s
+	}
+	if strings.IndexFunc(s, unicode.IsControl) >= 0 {
+		// A newline or tab inside '…' would split the logged command's
+		// line: bash's $'…' says it in one line and pastes as the same
+		// argument.
+		var b strings.Builder
+		b.WriteString("$'")
+		for _, r := range s {
+			switch {
+			case r == '\\' || r == '\'':
+				b.WriteByte('\\')
+				b.WriteRune(r)
+			case r == '\n':
+				b.WriteString(`\n`)
+			case r == '\t':
+				b.WriteString(`\t`)
+			case unicode.IsControl(r) && r < 0x80:
+				fmt.Fprintf(&b, `\x%02x`, r)
+			case unicode.IsControl(r):
+				fmt.Fprintf(&b, `\u%04x`, r)
+			default:
+				b.WriteRune(r)
+			}
+		}
+		b.WriteByte('\'')
+		return b.String()
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

@@ -260,7 +260,14 @@ func checkModelPath(e key.Engine, what, path, src string) error {
 		if key.FetchesModel(e, path) {
 			return nil
 		}
-		return exitcode.Bad(fmt.Errorf("%s %s (%s): %w", what, path, src, err))
+		fix := "check the path"
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			fix = "no such file: check the path (a relative one is read from the directory speclaunch runs in, or the profile's for model.path)"
+		case errors.Is(err, fs.ErrPermission):
+			fix = "a directory on the path cannot be entered by this user: make it searchable (chmod a+x), or run speclaunch as a user who can"
+		}
+		return exitcode.Bad(fmt.Errorf("%s %s (%s): %s: %w", what, shown(path), src, fix, err))
 	}
 	m := fi.Mode()
 	switch {
@@ -271,9 +278,9 @@ func checkModelPath(e key.Engine, what, path, src string) error {
 	case m.IsDir() && e != key.LlamaCpp:
 		return nil
 	case m.IsDir():
-		return exitcode.Bad(fmt.Errorf("%s %s (%s) is a directory: llama-server loads a .gguf file; give the path of the file itself", what, path, src))
+		return exitcode.Bad(fmt.Errorf("%s %s (%s) is a directory: llama-server loads a .gguf file; give the path of the file itself", what, shown(path), src))
 	}
-	return exitcode.Bad(fmt.Errorf("%s %s (%s) is %s, not a model file or directory; give the path of the model itself", what, path, src, safefile.Kind(m)))
+	return exitcode.Bad(fmt.Errorf("%s %s (%s) is %s, not a model file or directory; give the path of the model itself", what, shown(path), src, safefile.Kind(m)))
 }
 
 // startHeadline is the start line's headline: for a schedule of several
@@ -337,6 +344,10 @@ func logPlan(log *slog.Logger, p *plan.Plan, msg string, extra ...any) {
 	}
 }
 
+// shown is a path as an error says it: as given, or Go-quoted where it
+// holds a newline or another character that would break the line.
+func shown(path string) string { return quote.Text(path, max(len(path), quote.Max)) }
+
 // ggufProblem refuses a regular file llama-server cannot load as a GGUF
 // model: empty (a download that did not finish), not readable by this
 // user, or not starting with the GGUF magic (a safetensors file, an HTML
@@ -344,15 +355,16 @@ func logPlan(log *slog.Logger, p *plan.Plan, msg string, extra ...any) {
 // file and passes. Only the four bytes of the magic are read.
 func ggufProblem(what, path, src string, size int64) error {
 	const fix = "llama-server loads a GGUF model file: give the path of the .gguf file itself"
+	said := shown(path)
 	if size == 0 {
-		return exitcode.Bad(fmt.Errorf("%s %s (%s) is empty: %s (a download that did not finish leaves an empty file: fetch it again)", what, path, src, fix))
+		return exitcode.Bad(fmt.Errorf("%s %s (%s) is empty: %s (a download that did not finish leaves an empty file: fetch it again)", what, said, src, fix))
 	}
 	// safefile: a FIFO swapped in after the caller's Stat is refused, not
 	// waited on.
 	f, err := safefile.Open(context.Background(), what, path, int64(len(checkpoint.GGUFMagic)))
 	if err != nil {
 		if errors.Is(err, fs.ErrPermission) {
-			return exitcode.Bad(fmt.Errorf("%s %s (%s) is not readable by this user: %v; make it readable (chmod a+r), or run speclaunch as a user who can read it", what, path, src, fs.ErrPermission))
+			return exitcode.Bad(fmt.Errorf("%s %s (%s) is not readable by this user: %v; make it readable (chmod a+r), or run speclaunch as a user who can read it", what, said, src, fs.ErrPermission))
 		}
 		return exitcode.Bad(fmt.Errorf("%s (%s): %w", what, src, err))
 	}
@@ -360,10 +372,10 @@ func ggufProblem(what, path, src string, size int64) error {
 	magic := make([]byte, len(checkpoint.GGUFMagic))
 	n, err := io.ReadFull(f, magic)
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
-		return exitcode.Bad(fmt.Errorf("%s %s (%s) cannot be read: %v; %s", what, path, src, err, fix))
+		return exitcode.Bad(fmt.Errorf("%s %s (%s) cannot be read: %v; %s", what, said, src, err, fix))
 	}
 	if string(magic[:n]) != checkpoint.GGUFMagic {
-		return exitcode.Bad(fmt.Errorf("%s %s (%s) is not a GGUF file (it starts with %s, not %q): %s; convert a Hugging Face checkpoint with llama.cpp's convert_hf_to_gguf.py", what, path, src, quote.Quoted(string(magic[:n]), 0), checkpoint.GGUFMagic, fix))
+		return exitcode.Bad(fmt.Errorf("%s %s (%s) is not a GGUF file (it starts with %s, not %q): %s; convert a Hugging Face checkpoint with llama.cpp's convert_hf_to_gguf.py", what, said, src, quote.Quoted(string(magic[:n]), 0), checkpoint.GGUFMagic, fix))
 	}
 	return nil
 }

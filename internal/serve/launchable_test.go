@@ -112,8 +112,8 @@ func TestLaunchableChecksTheSimsModels(t *testing.T) {
 	}{
 		{"files that are there", there, there, ""},
 		{"stand-in names beside the profile", filepath.Join(dir, "demo-target"), filepath.Join(dir, "demo-drafter"), ""},
-		{"a missing target", missing, there, "target model " + missing + " (profile " + prof + ":7): stat"},
-		{"a missing drafter", there, missing, "draft model " + missing + " (profile " + prof + ":7): stat"},
+		{"a missing target", missing, there, "target model " + missing + " (profile " + prof + ":7): no such file"},
+		{"a missing drafter", there, missing, "draft model " + missing + " (profile " + prof + ":7): no such file"},
 		// A reload of a profile emptied of its model said "set model.path in
 		// the profile", naming no file (a hostile-client campaign).
 		{"no target at all", "", there, "no target model: set model.path in " + prof + ", --model/-m"},
@@ -190,5 +190,24 @@ func TestGGUFMagicReadRefusesAFIFO(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second): // ends a wait that would never end; judges no speed
 		t.Fatal("the magic's read waits on a FIFO")
+	}
+}
+
+// A model path that holds a newline is said quoted in the refusal, one
+// line with the fix; a missing one says the fix, not only stat's words.
+func TestModelPathRefusalsAreOneLine(t *testing.T) {
+	dir := t.TempDir()
+	odd := filepath.Join(dir, "bad\nname.gguf")
+	if err := os.WriteFile(odd, []byte("FAKE"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ path, want string }{
+		{odd, `bad\nname.gguf" (flag --model) is not a GGUF file`},
+		{filepath.Join(dir, "nope.gguf"), "(flag --model): no such file: check the path"},
+	} {
+		err := checkModelPath(key.LlamaCpp, "target model", tc.path, "flag --model")
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%q: %v, want one line with %q", tc.path, err, tc.want)
+		}
 	}
 }
