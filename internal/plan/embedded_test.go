@@ -131,7 +131,7 @@ func TestWidthWithoutDrafterWarns(t *testing.T) {
 			}
 			n := 0
 			for _, w := range p.Warnings {
-				if strings.Contains(w, tc.want) && strings.HasSuffix(w, "but no drafter is: speculation is off and it is not used; give a draft model with -md FILE, or --spec-type draft-mtp for a target with MTP layers") {
+				if strings.Contains(w, tc.want) && strings.HasSuffix(w, "but no drafter is: speculation is off and it is not used; give a draft model with -md FILE (draft.model in the profile), or --spec-type draft-mtp (draft.kind = \"mtp\") for a target with MTP layers") {
 					n++
 				}
 			}

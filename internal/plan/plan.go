@@ -470,7 +470,10 @@ func kindFix(s config.Settings) string {
 	if err == nil && k == key.MTP && (s.Engine.Value == key.VLLM || s.Engine.Value == key.SGLang) {
 		return fmt.Sprintf("%s drafts with a target's MTP layers when the draft model is the target itself: set --draft-model to the target's path (draft.model = model.path)", s.Engine.Value)
 	}
-	return "set --draft-model"
+	if s.Engine.Value == key.LlamaCpp {
+		return "set --draft-model (draft.model in the profile), or --spec-type draft-mtp for a target with MTP layers"
+	}
+	return "set --draft-model (draft.model in the profile)"
 }
 
 // unusedWidth warns of a width or schedule the operator set for a launch
@@ -496,7 +499,7 @@ func (p *Plan) unusedWidth() {
 func noDrafterFix(e key.Engine) string {
 	switch e {
 	case key.LlamaCpp:
-		return "give a draft model with -md FILE, or --spec-type draft-mtp for a target with MTP layers"
+		return "give a draft model with -md FILE (draft.model in the profile), or --spec-type draft-mtp (draft.kind = \"mtp\") for a target with MTP layers"
 	case key.VLLM, key.SGLang:
 		return "give a draft model with --draft-model (draft.model in the profile), the target itself with --draft-kind mtp for its MTP layers"
 	}
