@@ -104,7 +104,7 @@ func fileHash(path string, info fs.FileInfo) (string, error) {
 		}
 		return hex.EncodeToString(h.Sum(nil)), nil
 	}
-	f, err := os.Open(path)
+	f, err := safefile.OpenRegular("model file", path) // a FIFO swapped in is refused, not waited on
 	if err != nil {
 		return "", err
 	}

@@ -5,7 +5,11 @@ import (
 	"encoding/hex"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/speclaunch/speclaunch/internal/safefile/safefiletest"
 )
 
 func shaHex(s string) string {
@@ -91,5 +95,31 @@ func TestSize(t *testing.T) {
 	}
 	if got := Size(filepath.Join(dir, "missing")); got != 0 {
 		t.Errorf("Size(missing) = %d, want 0", got)
+	}
+}
+
+// fakeInfo is what a Stat said before the file was swapped.
+type fakeInfo struct{ os.FileInfo }
+
+func (fakeInfo) Size() int64       { return 1 << 30 }
+func (fakeInfo) Mode() os.FileMode { return 0o644 }
+
+// A model file over the whole-file cap is hashed by samples; a FIFO put
+// in its place after the Stat is refused, not waited on for a writer (a
+// serve --adapt hung there, SIGTERM unanswered).
+func TestSampledHashRefusesAFIFO(t *testing.T) {
+	fifo := safefiletest.Make(t, "m.gguf", 1)[safefiletest.FIFO]
+	done := make(chan error, 1)
+	go func() {
+		_, err := fileHash(fifo, fakeInfo{})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "FIFO") {
+			t.Errorf("err = %v, want the FIFO refused", err)
+		}
+	case <-time.After(10 * time.Second): // ends a wait that would never end; judges no speed
+		t.Fatal("the sampled hash waits on a FIFO")
 	}
 }

@@ -50,6 +50,26 @@ func openFile(path string) (*os.File, error) {
 	return os.OpenFile(path, os.O_RDONLY|openFlags, 0)
 }
 
+// OpenRegular opens path for random reads (a model file hashed by
+// samples), as Open does: without blocking on a FIFO swapped in after the
+// caller's Stat, and refusing what the opened file is if it is not a
+// regular file.
+func OpenRegular(what, path string) (*os.File, error) {
+	f, err := openFile(path)
+	if err != nil {
+		return nil, statError(what, path, err)
+	}
+	fi, err := f.Stat()
+	if err == nil {
+		err = checkMode(what, path, fi.Mode())
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
 // StallLimit is how long one read of a file that can block (one the
 // runtime polls, as /proc/kmsg: a real file on disk never is) may wait for
 // a byte before the file is refused as one that blocks on read. A read of
