@@ -267,6 +267,9 @@ func checkModelPath(e key.Engine, what, path, src string) error {
 		case errors.Is(err, fs.ErrPermission):
 			fix = "a directory on the path cannot be entered by this user: make it searchable (chmod a+x), or run speclaunch as a user who can"
 		}
+		if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
+			err = pe.Err // its path is said above, quoted; os's would repeat it raw
+		}
 		return exitcode.Bad(fmt.Errorf("%s %s (%s): %s: %w", what, shown(path), src, fix, err))
 	}
 	m := fi.Mode()

@@ -204,9 +204,10 @@ func TestModelPathRefusalsAreOneLine(t *testing.T) {
 	for _, tc := range []struct{ path, want string }{
 		{odd, `bad\nname.gguf" (flag --model) is not a GGUF file`},
 		{filepath.Join(dir, "nope.gguf"), "(flag --model): no such file: check the path"},
+		{filepath.Join(dir, "no\nsuch\x1b[2J.gguf"), `no\nsuch\x1b[2J.gguf" (flag --model): no such file`},
 	} {
 		err := checkModelPath(key.LlamaCpp, "target model", tc.path, "flag --model")
-		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.ContainsAny(err.Error(), "\n\x1b") {
 			t.Errorf("%q: %v, want one line with %q", tc.path, err, tc.want)
 		}
 	}
