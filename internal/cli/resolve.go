@@ -11,6 +11,7 @@ import (
 	"github.com/speclaunch/speclaunch/internal/config"
 	"github.com/speclaunch/speclaunch/internal/key"
 	"github.com/speclaunch/speclaunch/internal/plan"
+	"github.com/speclaunch/speclaunch/internal/quote"
 	"github.com/speclaunch/speclaunch/internal/schedule"
 	"github.com/speclaunch/speclaunch/internal/secret"
 	"github.com/speclaunch/speclaunch/internal/serve"
@@ -170,7 +171,9 @@ func scheduleUse(p *plan.Plan) string {
 func writeResolution(w io.Writer, p *plan.Plan, notices []config.Notice) {
 	r, f, s := p.Resolution, p.Facts, p.Settings
 	fmt.Fprintln(w, p.Headline())
-	row := func(k, v string) { fmt.Fprintf(w, "  %-11s %s\n", k, v) }
+	row := func(k, v string) { // one line each: a path's control characters escaped
+		fmt.Fprintf(w, "  %-11s %s\n", k, strings.ReplaceAll(quote.Controls(v), "\n", `\n`))
+	}
 	if r.Source == width.Off && r.OnSource != "" {
 		// A schedule off at one request: its rows are the schedule's, said
 		// as they are for one that starts speculative.

@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -207,5 +208,21 @@ func TestResolveEmbeddedMTP(t *testing.T) {
 	if !res.Speculative || !f.Embedded || f.Hypothetical || f.Drafter != "mtp" || f.From != "the target's own MTP layers (no draft model)" ||
 		!strings.Contains(strings.Join(res.Argv, " "), "--spec-type draft-mtp --spec-draft-n-max 3") {
 		t.Errorf("json: %+v", res)
+	}
+}
+
+// A path with control characters is said escaped on resolve's rows: one
+// line each, no escape sequence reaching the terminal (a newline split the
+// target row, an ESC coloured or cleared the screen).
+func TestResolveRowsEscapeControls(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	odd := filepath.Join(t.TempDir(), "a\nb\x1b[31m.txt")
+	if err := os.WriteFile(odd, []byte("stand-in"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, o, e := runCLI(t, "resolve", "--engine", "sim", "-m", odd, "-md", "d", "--capability", "9.0", "--quant", "q8_0")
+	head, _, _ := strings.Cut(o, "command:")
+	if code != 0 || strings.Contains(head, "\x1b") || !strings.Contains(head, `a\nb\x1b[31m.txt, quant q8_0`) {
+		t.Errorf("exit %d:\n%q\n%s", code, o, e)
 	}
 }

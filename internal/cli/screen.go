@@ -10,6 +10,7 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"github.com/speclaunch/speclaunch/internal/quote"
 	"github.com/speclaunch/speclaunch/internal/secret"
 )
 
@@ -276,7 +277,7 @@ func screenValue(a slog.Attr) []string {
 		if i > 0 {
 			prefix = "    "
 		}
-		lines = append(lines, prefix+clipLine(p, screenAttrs-utf8.RuneCountInString(prefix)))
+		lines = append(lines, prefix+clipLine(quote.Controls(p), screenAttrs-utf8.RuneCountInString(prefix)))
 	}
 	return lines
 }

@@ -307,3 +307,14 @@ func TestSettingsLinesQuoteControlCharacters(t *testing.T) {
 		})
 	}
 }
+
+// An attribute said on a line of its own has its control characters
+// escaped: a drafter path with an ESC reached the terminal raw.
+func TestOwnLineAttrEscapesControls(t *testing.T) {
+	var buf bytes.Buffer
+	log := newLogger(&buf, nil, "text", "info", func(string) string { return "" })
+	log.Info("starting engine", "cmd", strings.Repeat("c", 100), "drafter_from", "/models/"+strings.Repeat("d", 100)+"\x1b[31m.gguf")
+	if out := buf.String(); strings.Contains(out, "\x1b") || !strings.Contains(out, `\x1b[31m.gguf`) {
+		t.Errorf("log:\n%q", out)
+	}
+}

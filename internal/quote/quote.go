@@ -54,3 +54,23 @@ func plain(s string) bool {
 // paragraph separator. The one rule of printable text for every place
 // that prints what an operator or a file gave.
 func Printable(r rune) bool { return unicode.IsPrint(r) }
+
+// Controls is s with each control character but newline written as its
+// Go escape (\t, \x1b, \u0085): a value said inside a line of text
+// (a path in a log line or a table) cannot move the cursor, clear the
+// screen or break the line's columns; printable text is unchanged.
+func Controls(s string) string {
+	if !strings.ContainsFunc(s, func(r rune) bool { return r != '\n' && unicode.IsControl(r) }) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if r == '\n' || !unicode.IsControl(r) {
+			b.WriteRune(r)
+			continue
+		}
+		q := strconv.QuoteRune(r)
+		b.WriteString(q[1 : len(q)-1])
+	}
+	return b.String()
+}

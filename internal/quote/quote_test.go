@@ -20,3 +20,20 @@ func TestText(t *testing.T) {
 		}
 	}
 }
+
+// Controls escapes every control character but newline, and leaves
+// printable text as it is.
+func TestControls(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"plain/path.gguf", "plain/path.gguf"},
+		{"a\nb", "a\nb"},
+		{"tab\there", `tab\there`},
+		{"esc\x1b[2J", `esc\x1b[2J`},
+		{"nel\u0085", `nel\u0085`},
+		{"ünïcödé", "ünïcödé"},
+	} {
+		if got := Controls(tc.in); got != tc.want {
+			t.Errorf("Controls(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
