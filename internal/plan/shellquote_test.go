@@ -14,6 +14,8 @@ func TestShellQuote(t *testing.T) {
 		{"nl\nx.gguf", `$'nl\nx.gguf'`},
 		{"d\tx's\\.gguf", `$'d\tx\'s\\.gguf'`},
 		{"bell\a", `$'bell\x07'`},
+		{"mix\n\xff.gguf", `$'mix\n\xff.gguf'`},
+		{"real\n\uFFFD", "$'real\\n\uFFFD'"},
 	} {
 		if got := ShellQuote(tc.in); got != tc.want {
 			t.Errorf("ShellQuote(%q) = %s, want %s", tc.in, got, tc.want)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/speclaunch/speclaunch/engine"
 	"github.com/speclaunch/speclaunch/internal/secret"
@@ -94,8 +95,10 @@ func ShellQuote(s string) string {
 		// argument.
 		var b strings.Builder
 		b.WriteString("$'")
-		for _, r := range s {
+		for i, r := range s {
 			switch {
+			case r == utf8.RuneError && !strings.HasPrefix(s[i:], "\uFFFD"):
+				fmt.Fprintf(&b, `\x%02x`, s[i]) // a byte that is no UTF-8: the same byte back
 			case r == '\\' || r == '\'':
 				b.WriteByte('\\')
 				b.WriteRune(r)
