@@ -423,34 +423,46 @@ func (sh *controlShell) load() control.Pair {
 		return control.Pair{}
 	}
 	sh.noteOldState()
-	file := sh.file
+	p, found, learnt := sh.read(sh.file)
+	if !found || !learnt {
+		// None under this key, or one that holds nothing learnt (a run
+		// that measured nothing still saves): one saved for the same
+		// curve under another name is read.
+		if other := sh.otherKey(); other != "" {
+			p, _, _ = sh.read(other)
+		}
+	}
+	return p
+}
+
+// read resumes the state in file: found says the file was there (an
+// error or a refusal is said), learnt that it held something to resume.
+func (sh *controlShell) read(file string) (p control.Pair, found, learnt bool) {
 	f, err := safefile.Open(context.Background(), "adaptive state", file, 1<<20)
 	if errors.Is(err, os.ErrNotExist) {
-		if file = sh.otherKey(); file == "" {
-			return control.Pair{}
-		}
-		f, err = safefile.Open(context.Background(), "adaptive state", file, 1<<20)
+		return control.Pair{}, false, false
 	}
 	if err != nil {
 		sh.log.Warn("adapt: the saved state is not read; learning again", "file", file, "err", err)
-		return control.Pair{}
+		return control.Pair{}, true, true
 	}
 	defer f.Close()
 	var sp savedPair
 	if err := json.NewDecoder(f).Decode(&sp); err != nil {
 		sh.log.Warn("adapt: the saved state is not read; learning again", "file", file, "err", err)
-		return control.Pair{}
+		return control.Pair{}, true, true
 	}
 	if sp.Key.GPU != sh.key.GPU || sp.Key.Engine != sh.key.Engine || sp.Key.Capability != sh.key.Capability {
 		sh.log.Warn("adapt: the saved state was written for another engine or GPU; learning again", "file", file)
-		return control.Pair{}
+		return control.Pair{}, true, true
 	}
 	take, why := control.Resume(sp.Saved, sp.Pair, time.Now())
 	if why != "" {
 		sh.log.Warn("adapt: the saved state is not read ("+why+"); learning again", "file", file)
+		return control.Pair{}, true, true
 	}
 	if !take {
-		return control.Pair{} // refused, or nothing learnt to resume
+		return control.Pair{}, true, false // nothing learnt to resume
 	}
 	sh.resumed = sp.Saved.Format(time.RFC3339)
 	p, note := sh.c.Fit(sp.Pair) // saved under other load buckets: mapped, the rest learnt again
@@ -458,7 +470,7 @@ func (sh *controlShell) load() control.Pair {
 		sh.log.Info(note, "file", file)
 	}
 	sh.log.Info("adapt: resuming what an earlier run learnt", "file", file, "saved", sh.resumed, "schedule", p.Schedule.String())
-	return p
+	return p, true, true
 }
 
 // otherStatesRead bounds the saved states read, the newest first, where
@@ -487,6 +499,7 @@ func (sh *controlShell) otherKey() string {
 		}
 	}
 	slices.SortFunc(states, func(a, b state) int { return b.mod.Compare(a.mod) })
+	var said, from string
 	for i, st := range states {
 		if i == otherStatesRead {
 			break
@@ -502,11 +515,15 @@ func (sh *controlShell) otherKey() string {
 			continue
 		}
 		changed := sh.key.Changed(sp.Key)
-		if len(changed) == 0 {
+		if len(changed) == 0 && st.name != sh.file { // the same curve under another name (this run's own file is no fallback)
 			return st.name
 		}
-		sh.log.Info("adapt: a state saved for these model files is not resumed: "+strings.Join(changed, ", ")+" changed since; learning again", "file", st.name)
-		return ""
+		if len(changed) > 0 && said == "" { // the newest such, said if no same-curve state comes
+			said, from = strings.Join(changed, ", "), st.name
+		}
+	}
+	if said != "" {
+		sh.log.Info("adapt: a state saved for these model files is not resumed: "+said+" changed since; learning again", "file", from)
 	}
 	return ""
 }

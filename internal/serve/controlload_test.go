@@ -224,10 +224,31 @@ func TestControlLoadReadsTheSameCurveUnderAnOlderName(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Newest of all: a state for the same paths under another engine,
+	// which does not hide the same curve's.
+	other := key
+	other.Engine = "llama.cpp 1 (x)"
+	write := func(name string, sp savedPair) {
+		b, err := json.Marshal(sp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("adapt-control-other.json", savedPair{Key: other, Saved: time.Now().Add(-time.Hour), Pair: flat.Init(control.Pair{}).Pair})
 	var log bytes.Buffer
 	sh := &controlShell{c: flat, file: filepath.Join(dir, "adapt-control-"+key.ID()+".json"), key: key, log: slog.New(slog.NewTextHandler(&log, nil))}
 	got := sh.load()
 	if len(got.Schedule) == 0 || got.Schedule[0].Width != 8 || !strings.Contains(log.String(), "adapt-control-old1.json") {
 		t.Errorf("resumed %v, want the newer state's width 8; log:\n%s", got.Schedule, log.String())
+	}
+	// This key's own file holding nothing learnt (a run that measured
+	// nothing saved it) does not hide it either.
+	write("adapt-control-"+key.ID()+".json", savedPair{Key: key, Saved: time.Now(), Pair: flat.Init(control.Pair{}).Pair})
+	log.Reset()
+	if got := sh.load(); len(got.Schedule) == 0 || got.Schedule[0].Width != 8 {
+		t.Errorf("with an empty state under this key: resumed %v, want width 8; log:\n%s", got.Schedule, log.String())
 	}
 }
