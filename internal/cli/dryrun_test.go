@@ -259,9 +259,11 @@ func TestDryRunSaysANoticeOnce(t *testing.T) {
 			}
 			// A plan that cannot be built prints no notes: the notice is
 			// said before the error (it was lost).
-			code, o, e := runCLI(t, append([]string{"serve", "--dry-run", "--profile", "../../profiles/demo.toml"}, append(tc.args, "--", "--draft-block-size", "3")...)...)
-			if n := strings.Count(unwrap(o+e), tc.want); code != 2 || n != 1 {
-				t.Errorf("a failed build: exit %d, said %d times, want once:\n%s%s", code, n, o, e)
+			for _, cmd := range [][]string{{"serve", "--dry-run"}, {"resolve"}} {
+				code, o, e := runCLI(t, append(append(slices.Clone(cmd), "--profile", "../../profiles/demo.toml"), append(tc.args, "--", "--draft-block-size", "3")...)...)
+				if n := strings.Count(unwrap(o+e), tc.want); code != 2 || n != 1 {
+					t.Errorf("%q, a failed build: exit %d, said %d times, want once:\n%s%s", cmd, code, n, o, e)
+				}
 			}
 			for _, cmd := range [][]string{{"serve", "--dry-run"}, {"resolve"}} {
 				args := append(append(slices.Clone(cmd), "--profile", "../../profiles/demo.toml"), tc.args...)

@@ -32,6 +32,11 @@ type ResolveCmd struct {
 func (c *ResolveCmd) Run(e *Env) error {
 	l, p, err := c.hypothetical(e, plan.Options{})
 	if err != nil {
+		if l != nil && !c.JSON { // no notes come: the notices said before the error, as serve --dry-run does
+			for _, n := range l.Notices {
+				fmt.Fprintln(e.Stderr, n.Level+": "+n.Msg)
+			}
+		}
 		return err
 	}
 	if c.JSON {
