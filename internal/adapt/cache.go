@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // CacheKey names what a probed curve is a property of: the engine build,
@@ -78,7 +79,8 @@ func (k CacheKey) Changed(old CacheKey) []string {
 		out = append(out, fmt.Sprintf("the engine (%s, now %s)", old.Engine, k.Engine))
 	}
 	if old.GPU != k.GPU || old.Capability != k.Capability {
-		out = append(out, fmt.Sprintf("the GPU (%s %s, now %s %s)", old.GPU, old.Capability, k.GPU, k.Capability))
+		gpu := func(k CacheKey) string { return strings.TrimSpace(k.GPU + " " + k.Capability) }
+		out = append(out, fmt.Sprintf("the GPU (%s, now %s)", gpu(old), gpu(k)))
 	}
 	if old.Slots != k.Slots {
 		out = append(out, fmt.Sprintf("the engine's slots (%d, now %d)", old.Slots, k.Slots))

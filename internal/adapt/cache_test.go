@@ -22,6 +22,7 @@ func TestKeyChanged(t *testing.T) {
 		{"engine", func(k *CacheKey) { k.Engine = "llama.cpp 2 (e1)" }, []string{"the engine (llama.cpp 1 (d32676d), now llama.cpp 2 (e1))"}},
 		{"gpu", func(k *CacheKey) { k.GPU, k.Capability = "NVIDIA H200", "9.0" }, []string{"the GPU (NVIDIA H100 9.0, now NVIDIA H200 9.0)"}},
 		{"slots", func(k *CacheKey) { k.Slots = 1 }, []string{"the engine's slots (4, now 1)"}},
+		{"no GPU name", func(k *CacheKey) { k.GPU = "" }, []string{"the GPU (NVIDIA H100 9.0, now 9.0)"}},
 		{"drafter", func(k *CacheKey) { k.Models = []ModelFile{base.Models[0], {Path: "/m/d", Size: 5, SHA256: "cc"}} }, []string{"the content of /m/d"}},
 		{"one model less", func(k *CacheKey) { k.Models = base.Models[:1] }, []string{"the model files (2, now 1)"}},
 	} {

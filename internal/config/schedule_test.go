@@ -36,7 +36,7 @@ func TestScheduleLayering(t *testing.T) {
 		{name: "width and schedule as flags", flags: map[string]string{"draft-schedule": "1:6,2+:3", "draft-block-size": "4"}, err: "both given"},
 		{name: "env width over profile schedule", profile: triples, env: map[string]string{"MLXCEL_DRAFT_BLOCK_SIZE": "5"}, width: 5, src: "default", notice: "keeping the width"},
 		{name: "flag schedule over env width", flags: map[string]string{"draft-schedule": "1:6,2+:3"}, env: map[string]string{"MLXCEL_DRAFT_BLOCK_SIZE": "5"}, sched: "1:6,2+:3", src: "flag --draft-schedule", notice: "keeping the schedule"},
-		{name: "bad text names the variable", env: map[string]string{"MLXCEL_DRAFT_SCHEDULE": "1:6,3+:2"}, err: "env MLXCEL_DRAFT_SCHEDULE: bad draft schedule: bucket 2 \"3+:2\" leaves loads 2-2"},
+		{name: "bad text names the variable", env: map[string]string{"MLXCEL_DRAFT_SCHEDULE": "1:6,3+:2"}, err: "env MLXCEL_DRAFT_SCHEDULE: bad draft schedule: bucket 2 \"3+:2\" leaves load 2"},
 		{name: "bad triples name the line", profile: "[draft]\nschedule = [[1, 2, 6], [2, 0, 2]]\n", err: "profile p.toml:2: bad draft.schedule: bucket 2 [2, 0, 2] overlaps"},
 		{name: "short triple", profile: "[draft]\nschedule = [[1, 6]]\n", err: "[lo, hi, width]"},
 		{name: "a float", profile: "[draft]\nschedule = [[1, 0, 2.5]]\n", err: "is a float (2.5), not a whole number"},

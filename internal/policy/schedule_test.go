@@ -44,7 +44,7 @@ func TestParseRejectsSchedules(t *testing.T) {
 	}
 	many += "[71, 0, 2]]"
 	cases := []struct{ sched, want string }{
-		{"schedule = [[1, 1, 6], [3, 0, 1]]", "leaves loads 2-2 without a width"},
+		{"schedule = [[1, 1, 6], [3, 0, 1]]", "leaves load 2 without a width"},
 		{"schedule = [[1, 3, 6], [3, 0, 1]]", "overlaps the bucket before it"},
 		{"schedule = [[1, 1, 6], [4, 2, 3], [5, 0, 1]]", "ends below where it starts"},
 		{"schedule = []", "the schedule is empty"},

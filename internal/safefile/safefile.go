@@ -272,7 +272,11 @@ func checkMode(what, path string, m fs.FileMode) error {
 	if m.IsRegular() {
 		return nil
 	}
-	return &Error{What: what, Path: path, Msg: "is " + Kind(m) + ", not a regular file; give the path of the " + what + " itself (to read from a pipe, write it to a file first)"}
+	msg := "is " + Kind(m) + ", not a regular file; give the path of the " + what + " itself"
+	if m&fs.ModeNamedPipe != 0 {
+		msg += " (to read from a pipe, write it to a file first)"
+	}
+	return &Error{What: what, Path: path, Msg: msg}
 }
 
 // Kind names what a file that is not a regular one is, for an error

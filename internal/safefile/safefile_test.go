@@ -313,3 +313,18 @@ func TestErrorQuotesPath(t *testing.T) {
 		t.Errorf("err = %q", err)
 	}
 }
+
+// The hint to write a pipe to a file is given for a FIFO only: a device
+// (/dev/zero, a symlink to it) got it too.
+func TestPipeHintForAFIFOOnly(t *testing.T) {
+	shapes := safefiletest.Make(t, "f", 1)
+	for _, tc := range []struct {
+		shape string
+		hint  bool
+	}{{safefiletest.FIFO, true}, {safefiletest.Device, false}, {safefiletest.Socket, false}} {
+		_, err := Open(context.Background(), "key file", shapes[tc.shape], 1<<10)
+		if err == nil || strings.Contains(err.Error(), "to read from a pipe") != tc.hint {
+			t.Errorf("%s: %v, want the pipe hint %v", tc.shape, err, tc.hint)
+		}
+	}
+}

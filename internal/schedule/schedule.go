@@ -183,7 +183,11 @@ func (s Schedule) validate(triple bool, bucket func(i int) string) error {
 		case b.Lo < next:
 			return fmt.Errorf("%s overlaps the bucket before it, which covers up to %d: start this one at %d", where, next-1, next)
 		case b.Lo > next:
-			return fmt.Errorf("%s leaves loads %d-%d without a width: start this one at %d, or add a bucket for them", where, next, b.Lo-1, next)
+			gap := fmt.Sprintf("loads %d-%d", next, b.Lo-1)
+			if next == b.Lo-1 {
+				gap = fmt.Sprintf("load %d", next)
+			}
+			return fmt.Errorf("%s leaves %s without a width: start this one at %d, or add a bucket for it", where, gap, next)
 		case widthWhy != "":
 			return fmt.Errorf("%s %s", where, widthWhy)
 		}

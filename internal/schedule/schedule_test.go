@@ -31,7 +31,8 @@ func TestParse(t *testing.T) {
 		{in: "1:6,2-99999999999999999999:4,99999999999999999999+:1", err: `bucket 2 "2-99999999999999999999:4" ends at 99999999999999999999 requests in flight, above 1048576`},
 		{in: "99999999999999999999+", err: `bucket 1 "99999999999999999999+": has no colon`},
 		{in: "-99999999999999999999", err: "width -99999999999999999999 has a sign"},
-		{in: "1:6,3+:2", err: "leaves loads 2-2 without a width"},
+		{in: "1:6,3+:2", err: "leaves load 2 without a width"},
+		{in: "1:6,4+:2", err: "leaves loads 2-3 without a width: start this one at 2, or add a bucket for it"},
 		{in: "1-3:6,3+:2", err: "overlaps"},
 		{in: "1:6,2-3:4", err: "the last bucket ends at 3 requests in flight: end the schedule with an open bucket"},
 		{in: "1:4", err: "the last bucket ends at 1 request in flight: end the schedule with an open bucket (2+"},
@@ -40,13 +41,13 @@ func TestParse(t *testing.T) {
 		// Buckets out of order are said so, in either form: "4+:1,1-3:6"
 		// was told to start 4+ at 1.
 		{in: "4+:1,1-3:6", err: `bucket 1 "4+:1" comes before bucket 2 "1-3:6", which starts at a lower load: list the buckets in ascending order of load`},
-		{in: "2+:4", err: "leaves loads 1-1"},
+		{in: "2+:4", err: "leaves load 1"},
 		// A bucket is named as written: "0:4" read as 0 to no bound
 		// was said as "0+", a bucket the operator never wrote.
 		{in: "0:4,1+:5", err: `bucket 1 "0:4" starts at 0 requests in flight: loads start at 1`},
 		{in: "1:4,2000000+:1", err: `bucket 2 "2000000+:1" starts at 2000000 requests in flight, above 1048576, more than any server runs`},
 		{in: "0-0:4", err: "write 1+ for no upper bound"},
-		{in: "1:6, 3+:2", err: `bucket 2 "3+:2" leaves loads 2-2 without a width`},
+		{in: "1:6, 3+:2", err: `bucket 2 "3+:2" leaves load 2 without a width`},
 		{in: "1+:0", err: "width 0"},
 		{in: "0", err: "width 0"},
 		{in: "1+:300", err: "above 256"},
