@@ -352,22 +352,20 @@ func tableFlag(name string, value func() (string, error), lo, hi float64) (map[i
 // known so (a --sim-record, whose model is in a file, or a bad preset).
 func CostSpread(args []string) (simcost.Spread, bool) {
 	m := DefaultCostModel()
-	for i := 0; i < len(args); i++ {
-		name, v, inline := strings.Cut(args[i], "=")
-		switch {
-		case name == "--sim-record":
+	c := &argCursor{args: args}
+	for ; c.i < len(args); c.i++ {
+		c.name, c.inline, c.hasInline = strings.Cut(args[c.i], "=")
+		switch c.name {
+		case "--sim-record":
 			return simcost.Spread{}, false
-		case name != "--sim-cost":
-			continue
-		case !inline && i+1 < len(args):
-			i++
-			v = args[i]
-		case !inline:
-			return simcost.Spread{}, false
-		}
-		var err error
-		if m, err = simcost.LookupPreset(v); err != nil {
-			return simcost.Spread{}, false
+		case "--sim-cost":
+			v, err := c.value() // ParseArgs's rule for a flag's value
+			if err == nil {
+				m, err = simcost.LookupPreset(v)
+			}
+			if err != nil {
+				return simcost.Spread{}, false
+			}
 		}
 	}
 	return m.Spread, true
