@@ -28,6 +28,9 @@ const (
 
 const widthFix = "set the width with --draft-block-size or draft.block_size"
 
+// refusedOn2026 ends the line of a variable a 2026 llama-server refuses.
+const refusedOn2026 = "; a 2026 llama-server refuses to start while it is set (\"the argument has been removed\")"
+
 // Width variables: the launcher passes the width as a flag and the settings
 // layer has already read these as operator overrides.
 var (
@@ -38,8 +41,7 @@ var (
 	ruleSpecNMax = envRule{"LLAMA_ARG_SPEC_DRAFT_N_MAX",
 		"the launcher translated it into the width (draft tokens + 1) and passes the width as a flag", widthFix, widthUnused}
 	ruleDraftMax = envRule{"LLAMA_ARG_DRAFT_MAX",
-		"the launcher translated it into the width (draft tokens + 1) and passes the width as a flag; a 2026 llama-server refuses to start while it is set (\"the argument has been removed\")", widthFix,
-		"the launcher read it, but the width comes from another setting or speculation is off, so it is not used; a 2026 llama-server refuses to start while it is set (\"the argument has been removed\")"}
+		"the launcher translated it into the width (draft tokens + 1) and passes the width as a flag" + refusedOn2026, widthFix, widthUnused + refusedOn2026}
 	ruleDraftMin = envRule{draftMin.env,
 		"llama.cpp 2026 renamed it " + draftMin.newEnv + " (" + draftMin.flag + ") and refuses to start while it is set (\"the argument has been removed\")",
 		"set the minimum draft with " + draftMin.newEnv + " (" + draftMin.flag + ") on a 2026 tree", ""}
@@ -70,13 +72,13 @@ var mlxcelEnvRules = []envRule{ruleDraftBlockSize, ruleMLXCELBlockSize, ruleSpec
 // engine.env they would only restate or contradict a flag, so they are
 // refused there, as the matching pass-through arguments are.
 var settingEnvRules = []envRule{
-	{"LLAMA_ARG_MODEL", "", "set the target with model.path in the profile (or --model)", ""},
-	{"LLAMA_ARG_SPEC_DRAFT_MODEL", "", "set the drafter with draft.model in the profile (or --draft-model)", ""},
-	{"LLAMA_ARG_MODEL_DRAFT", "", "set the drafter with draft.model in the profile (or --draft-model)", ""},
-	{"LLAMA_ARG_SPEC_TYPE", "", "set the drafter kind with draft.kind in the profile (or --draft-kind)", ""},
-	{"LLAMA_ARG_DRAFT_KIND", "", "set the drafter kind with draft.kind in the profile (or --draft-kind)", ""},
-	{"LLAMA_ARG_HOST", "", "set the address with server.host in the profile (or --host)", ""},
-	{"LLAMA_ARG_PORT", "", "set the port with server.port in the profile (or --port)", ""},
+	{name: "LLAMA_ARG_MODEL", fix: "set the target with model.path in the profile (or --model)"},
+	{name: "LLAMA_ARG_SPEC_DRAFT_MODEL", fix: "set the drafter with draft.model in the profile (or --draft-model)"},
+	{name: "LLAMA_ARG_MODEL_DRAFT", fix: "set the drafter with draft.model in the profile (or --draft-model)"},
+	{name: "LLAMA_ARG_SPEC_TYPE", fix: "set the drafter kind with draft.kind in the profile (or --draft-kind)"},
+	{name: "LLAMA_ARG_DRAFT_KIND", fix: "set the drafter kind with draft.kind in the profile (or --draft-kind)"},
+	{name: "LLAMA_ARG_HOST", fix: "set the address with server.host in the profile (or --host)"},
+	{name: "LLAMA_ARG_PORT", fix: "set the port with server.port in the profile (or --port)"},
 }
 
 // buildEnv makes the child's environment: environ minus the rules'
