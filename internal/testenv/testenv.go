@@ -42,3 +42,18 @@ func WaitFor(t testing.TB, what string, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// Returns runs f and fails t if it has not returned within 10 s: a test
+// of code that must not block (a FIFO opened for a read) fails instead of
+// hanging its package. It judges no time: the bound only ends a wait that
+// would never end.
+func Returns(t testing.TB, what string, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { defer close(done); f() }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s: still blocked after 10s", what)
+	}
+}
