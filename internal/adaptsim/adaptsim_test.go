@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/speclaunch/speclaunch/internal/control"
 	"github.com/speclaunch/speclaunch/internal/simcost"
 )
 
@@ -290,6 +291,25 @@ func TestSwitchedClassic(t *testing.T) {
 		later := next.cycleMS(tc.m, 4, math.Inf(-1), 1e6, 250, rng)
 		if math.Abs(later/a-1) > 1e-9 {
 			t.Errorf("%s: switched over first at 1000 s %v, want 1", tc.name, later/a)
+		}
+	}
+}
+
+// A cell's runs depend on its names only: a profile added before it
+// moves none of its seeds, so none of its figures.
+func TestMatrixCellSeedsByName(t *testing.T) {
+	ps, err := Profiles(replayDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := Options{Horizon: 3 * time.Minute}
+	alone := Matrix(ps[1:2], Control(control.Config{}), 2, 1, o)
+	after := Matrix(ps[:2], Control(control.Config{}), 2, 1, o)
+	got := after[len(after)-len(alone):]
+	for i := range alone {
+		if alone[i].Frac != got[i].Frac || alone[i].Switches != got[i].Switches {
+			t.Errorf("%s / %s: frac %.6f switches %.1f alone, %.6f %.1f after another profile", alone[i].Profile, alone[i].Traffic,
+				alone[i].Frac, alone[i].Switches, got[i].Frac, got[i].Switches)
 		}
 	}
 }

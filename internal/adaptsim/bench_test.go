@@ -16,8 +16,10 @@ var Controllers = map[string]Factory{
 
 // matrixSeeds is the runs per cell: fresh engines differ by 6.6 % at a
 // speculative width under four clients (simcost.H200Spread), so one run
-// of a cell that switches says little.
-const matrixSeeds = 4
+// of a cell that switches says little, and with four a cell's fraction of
+// the oracle moved by up to 0.03 with its seeds
+// (docs/benchmark_results/sim-matrix-seeds-2026-12-07.md).
+const matrixSeeds = 8
 
 // BenchmarkAdaptSimMatrix runs the calibrated matrix (Profiles × Traffics)
 // with one controller and reports the worst and median fraction of the

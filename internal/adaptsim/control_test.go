@@ -213,7 +213,7 @@ func controlMatrix(ps []Profile, f Factory, off uint64) []Cell {
 			wg.Go(func() {
 				sem <- struct{}{}
 				defer func() { <-sem }()
-				c := RunCell(p, tr, f, matrixSeeds, uint64(i)*1000+1+off, Options{})
+				c := RunCell(p, tr, f, matrixSeeds, CellSeed(p.Name, tr.Name)+off, Options{})
 				mu.Lock()
 				cells[i] = c
 				mu.Unlock()

@@ -133,6 +133,9 @@ type sim struct {
 	class    int
 	out      Outcome
 	log      func(string)
+	// refs holds each phase's oracle and default rates: pure in the
+	// phase, and half the matrix's time when priced at every step.
+	refs map[Phase][2]float64
 }
 
 // Run runs controller c on profile p under traffic tr for the horizon,
@@ -180,11 +183,18 @@ func Run(p Profile, tr Traffic, c Controller, seed uint64, o Options) Outcome {
 // the default would have given, to the outcome.
 func (s *sim) account(ph Phase, dt, z0 float64, end bool) {
 	got, mean := s.serveStep(ph, dt)
-	best := 0.0
-	for w := 1; w <= s.o.MaxWidth; w++ {
-		best = math.Max(best, phaseRate(s.p.Model, s.acc, ph, w, s.p.ReqTokens))
+	ref, ok := s.refs[ph]
+	if !ok {
+		for w := 1; w <= s.o.MaxWidth; w++ {
+			ref[0] = math.Max(ref[0], phaseRate(s.p.Model, s.acc, ph, w, s.p.ReqTokens))
+		}
+		ref[1] = phaseRate(s.p.Model, s.acc, ph, s.p.Default, s.p.ReqTokens)
+		if s.refs == nil {
+			s.refs = map[Phase][2]float64{}
+		}
+		s.refs[ph] = ref
 	}
-	def := phaseRate(s.p.Model, s.acc, ph, s.p.Default, s.p.ReqTokens)
+	best, def := ref[0], ref[1]
 	first := def / s.p.Model.EngineFactor(z0, s.p.Default, ph.Clients)
 	sec := dt / 1000
 	s.out.Tokens += got
