@@ -15,6 +15,7 @@ import (
 
 	"github.com/speclaunch/speclaunch/internal/config"
 	"github.com/speclaunch/speclaunch/internal/plan"
+	"github.com/speclaunch/speclaunch/internal/quote"
 	"github.com/speclaunch/speclaunch/internal/safefile"
 	"github.com/speclaunch/speclaunch/internal/secret"
 	"github.com/speclaunch/speclaunch/internal/serve"
@@ -321,12 +322,17 @@ func benchWarning(err error) config.Notice {
 func writeSettings(w io.Writer, m map[string]Setting) {
 	width, vwidth := 18, 40
 	for k, s := range m {
-		width, vwidth = max(width, utf8.RuneCountInString(k)), max(vwidth, utf8.RuneCountInString(fmt.Sprint(s.Value))) // fmt pads by runes
+		width, vwidth = max(width, utf8.RuneCountInString(k)), max(vwidth, utf8.RuneCountInString(cellText(s.Value))) // fmt pads by runes
 	}
 	for _, k := range sortedKeys(m) {
-		fmt.Fprintf(w, "  %-*s %-*s %s\n", width, k, vwidth, fmt.Sprint(m[k].Value), m[k].Source)
+		fmt.Fprintf(w, "  %-*s %-*s %s\n", width, k, vwidth, cellText(m[k].Value), cellText(m[k].Source))
 	}
 }
+
+// cellText is a value as one cell of the settings table: a path a
+// profile gave with an escape or a newline in it printed them raw, which
+// could recolour the terminal or forge a row.
+func cellText(v any) string { return quote.Text(fmt.Sprint(v), 1024) }
 
 // engineEnvMap is the profile's engine.env for profile show, an entry a
 // variable ("engine-env.LLAMA_API_KEY") with its file:line, its value

@@ -175,3 +175,20 @@ func TestProfileShowJSONKeepsItsNotices(t *testing.T) {
 		})
 	}
 }
+
+// A value a profile gave with an escape or a newline in it is one cell of
+// one row: profile show printed them raw.
+func TestProfileShowEscapesControls(t *testing.T) {
+	prof := filepath.Join(t.TempDir(), "p.toml")
+	writeFile(t, prof, "[engine]\nname = \"sim\"\n[model]\npath = \"a\\u001b[31mred\\nmodel  forged default\"\n")
+	code, o, e := runCLI(t, "profile", "show", "--profile", prof)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, e)
+	}
+	if strings.ContainsRune(o, 0x1b) || strings.Contains(o, "\nmodel  forged") {
+		t.Errorf("a control character reached the table:\n%s", o)
+	}
+	if !strings.Contains(o, `\x1b[31mred\nmodel  forged default"`) {
+		t.Errorf("the model row does not show the value escaped:\n%s", o)
+	}
+}
