@@ -522,8 +522,11 @@ func (sh *controlShell) otherKey() string {
 			said, from = strings.Join(changed, ", "), st.name
 		}
 	}
-	if said != "" {
+	switch {
+	case said != "":
 		sh.log.Info("adapt: a state saved for these model files is not resumed: "+said+" changed since; learning again", "file", from)
+	case len(states) > otherStatesRead:
+		sh.log.Info(fmt.Sprintf("adapt: no state saved for these model files among the newest %d of %d in the cache; the older ones are not read; learning again", otherStatesRead, len(states)), "dir", dir)
 	}
 	return ""
 }

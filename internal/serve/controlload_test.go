@@ -252,3 +252,38 @@ func TestControlLoadReadsTheSameCurveUnderAnOlderName(t *testing.T) {
 		t.Errorf("with an empty state under this key: resumed %v, want width 8; log:\n%s", got.Schedule, log.String())
 	}
 }
+
+// Past the newest otherStatesRead states nothing is read, and the log
+// says so: a state for the same curve older than that was passed over
+// without a word.
+func TestControlLoadSaysWhatItDidNotRead(t *testing.T) {
+	key := adapt.CacheKey{Engine: "sim", GPU: "none", Capability: "12.1", Models: []adapt.ModelFile{{Path: "/m/t", Size: 100, SHA256: "aa"}}}
+	flat := control.New(control.Config{Default: schedule.Flat(4, "engine default")})
+	dir := t.TempDir()
+	for i := range otherStatesRead + 1 {
+		k := key
+		if i > 0 { // the oldest is the same curve; the newer ones other models
+			k.Models = []adapt.ModelFile{{Path: fmt.Sprintf("/m/other%d", i), Size: 100, SHA256: "bb"}}
+		}
+		b, err := json.Marshal(savedPair{Key: k, Saved: time.Now().Add(-time.Hour), Pair: flat.Init(control.Pair{}).Pair})
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := filepath.Join(dir, fmt.Sprintf("adapt-control-s%03d.json", i))
+		if err := os.WriteFile(name, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		mod := time.Now().Add(time.Duration(i-100) * time.Minute)
+		if err := os.Chtimes(name, mod, mod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var log bytes.Buffer
+	sh := &controlShell{c: flat, file: filepath.Join(dir, "adapt-control-"+key.ID()+".json"), key: key, log: slog.New(slog.NewTextHandler(&log, nil))}
+	if got := sh.otherKey(); got != "" {
+		t.Errorf("read %s, past the newest %d", got, otherStatesRead)
+	}
+	if want := fmt.Sprintf("newest %d of %d in the cache", otherStatesRead, otherStatesRead+1); !strings.Contains(log.String(), want) {
+		t.Errorf("log does not say %q:\n%s", want, log.String())
+	}
+}
