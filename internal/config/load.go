@@ -228,6 +228,9 @@ func (l *layer) findProfile() (*profiles.Profile, error) {
 	if !ok {
 		return nil, nil
 	}
+	if err := blankPath(src, ref); err != nil {
+		return nil, err
+	}
 	path, err := profiles.Find(ref, l.in.Getenv)
 	if err != nil {
 		return nil, &Error{Src: src, Msg: CannotUseProfile, Err: err}
@@ -255,18 +258,28 @@ func (l *layer) findProfile() (*profiles.Profile, error) {
 var policyRow = Row{Name: "policy", Flag: "policy", Envs: []string{"MLXCEL_POLICY"}, Key: "policy.files", Default: "none",
 	Doc: "`:`-separated policy files layered over the embedded policy; the flag is repeatable; order: profile files < `MLXCEL_POLICY` < `--policy` < the profile's `[[policy.entry]]` (docs/policy.md)",
 	apply: func(_ Row, l *layer, s *Settings) error {
+		var files []Field[string]
 		if p := l.prof; p != nil {
 			for _, f := range p.Policy.Files {
-				s.Policies = append(s.Policies, Field[string]{RelTo(p.Path, f), Source{Profile, p.Where("policy.files")}})
+				files = append(files, Field[string]{f, Source{Profile, p.Where("policy.files")}})
 			}
 		}
 		for _, f := range filepath.SplitList(l.in.Getenv("MLXCEL_POLICY")) {
 			if f != "" {
-				s.Policies = append(s.Policies, Field[string]{f, Source{Env, "MLXCEL_POLICY"}})
+				files = append(files, Field[string]{f, Source{Env, "MLXCEL_POLICY"}})
 			}
 		}
 		for _, f := range l.in.Policies {
-			s.Policies = append(s.Policies, Field[string]{f, Source{Flag, "--policy"}})
+			files = append(files, Field[string]{f, Source{Flag, "--policy"}})
+		}
+		for _, f := range files {
+			if err := blankPath(f.Src, f.Value); err != nil {
+				return err
+			}
+			if f.Src.Origin == Profile {
+				f.Value = RelTo(l.prof.Path, f.Value)
+			}
+			s.Policies = append(s.Policies, f)
 		}
 		return nil
 	},

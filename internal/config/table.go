@@ -324,12 +324,27 @@ func pathRow(r Row, at func(*Settings) *Field[string], model bool) Row {
 			return err
 		}
 		f := at(s)
+		if err := blankPath(f.Src, f.Value); err != nil {
+			return err
+		}
 		if f.Value != "" && f.Src.Origin == Profile && !(model && key.FetchesModel(s.Engine.Value, f.Value)) {
 			f.Value = RelTo(l.prof.Path, f.Value)
 		}
 		return nil
 	}
 	return r
+}
+
+// blankPath refuses a path of only whitespace (LLAMA_ARG_MODEL=" "): it
+// names no file, and every other setting refuses a blank value as one that
+// does not parse, where an empty one counts as unset. The one rule for
+// every path a row, the profile's name or MLXCEL_POLICY gives.
+func blankPath(src Source, v string) error {
+	if v == "" || strings.TrimSpace(v) != "" {
+		return nil
+	}
+	unset := map[Origin]string{Env: "unset the variable (or set it empty)", Flag: "leave the flag out", Profile: "remove the key"}[src.Origin]
+	return &Error{Src: src, Msg: fmt.Sprintf("path %s is blank (only whitespace) and names no file: give a path, or %s", Quoted(v), unset)}
 }
 
 // layer layers one row into s and runs its check.
