@@ -495,14 +495,13 @@ func Find(ref string, getenv func(string) string) (string, error) {
 			if errors.As(err, &pe) {
 				err = pe.Err
 			}
-			return "", fmt.Errorf("profile %s: %w", quote.Quoted(ref, 0), err)
+			return "", fmt.Errorf("profile %s: %w%s", quote.Quoted(ref, 0), err, byStem(ref, getenv))
 		}
 		return ref, nil
 	}
 	dirs := SearchDirs(getenv)
 	for _, d := range dirs {
-		p := filepath.Join(d, ref+".toml")
-		if _, err := os.Stat(p); err == nil {
+		if p := filepath.Join(d, ref+".toml"); statOK(p) {
 			return p, nil
 		}
 	}
@@ -523,6 +522,29 @@ func Find(ref string, getenv func(string) string) (string, error) {
 		list = "found: " + list
 	}
 	return "", fmt.Errorf("no profile named %q in %s (%s); pass a path, or create one with `speclaunch profile init`", ref, strings.Join(dirs, ", "), list)
+}
+
+// byStem is the hint for a NAME.toml that is no file here but whose NAME
+// is a profile in SearchDirs (MLXCEL_PROFILE=cm.toml for cm): "; did you
+// mean profile "cm" (PATH)?", else "". A path with a directory is a path.
+func byStem(ref string, getenv func(string) string) string {
+	stem, ok := strings.CutSuffix(ref, ".toml")
+	if !ok || stem == "" || strings.ContainsRune(ref, os.PathSeparator) {
+		return ""
+	}
+	for _, d := range SearchDirs(getenv) {
+		if p := filepath.Join(d, ref); statOK(p) {
+			return fmt.Sprintf("; did you mean profile %s (%s)?", quote.Quoted(stem, 0), quote.Text(p, 0))
+		}
+	}
+	return ""
+}
+
+// statOK says p names something: a name's search takes the first
+// directory where it does.
+func statOK(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
 
 // Available lists profile names found in SearchDirs, first hit per name.

@@ -1,9 +1,12 @@
 package profiles
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -276,4 +279,39 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
+}
+
+// TestFindNameWithSuffix: NAME.toml that is no file here but whose NAME
+// is a profile of a search directory is told that name and its path
+// (MLXCEL_PROFILE=cm.toml for cm said only "no such file or directory");
+// one that names no profile, or a path with a directory, is not.
+func TestFindNameWithSuffix(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	os.MkdirAll("profiles", 0o755)
+	os.WriteFile("profiles/a.toml", []byte(""), 0o644)
+	xdg := filepath.Join(dir, "xdg")
+	os.MkdirAll(filepath.Join(xdg, "speclaunch", "profiles"), 0o755)
+	os.WriteFile(filepath.Join(xdg, "speclaunch", "profiles", "cm.toml"), []byte(""), 0o644)
+	getenv := func(k string) string {
+		if k == "XDG_CONFIG_HOME" {
+			return xdg
+		}
+		return ""
+	}
+	for _, tc := range []struct{ ref, hint string }{
+		{"cm.toml", `; did you mean profile "cm" (` + filepath.Join(xdg, "speclaunch", "profiles", "cm.toml") + `)?`},
+		{"a.toml", `; did you mean profile "a" (profiles/a.toml)?`},
+		{"c.toml", ""},
+		{"./cm.toml", ""},
+		{".toml", ""},
+	} {
+		t.Run(tc.ref, func(t *testing.T) {
+			_, err := Find(tc.ref, getenv)
+			want := "profile " + strconv.Quote(tc.ref) + ": no such file or directory" + tc.hint
+			if err == nil || err.Error() != want || !errors.Is(err, fs.ErrNotExist) {
+				t.Fatalf("got %v; want %q, wrapping fs.ErrNotExist", err, want)
+			}
+		})
+	}
 }
