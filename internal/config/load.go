@@ -463,7 +463,7 @@ func ParseKind(v string) (key.Drafter, error) {
 	case strings.HasPrefix(t, "ngram") && t != string(key.Ngram): // bare "ngram" is vLLM's and SGLang's kind
 		return "", fmt.Errorf("%s is n-gram speculation, which drafts from the prompt without a draft model, so there is no drafter width for speclaunch to resolve: name a draft-model kind, or run llama-server with --spec-type %s directly", Quoted(v), Quoted(t))
 	}
-	return key.ParseDrafter(t)
+	return key.ParseDrafter(v) // which quotes v as given, not t
 }
 
 // sameValue reports two spellings of one value of row r: drafter kinds

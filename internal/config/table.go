@@ -517,14 +517,14 @@ func parseDurationOrOff(v string) (time.Duration, error) {
 // error").
 func oneOf(what string, opts ...string) func(string) (string, error) {
 	return func(v string) (string, error) {
-		v = strings.ToLower(v)
-		if slices.Contains(opts, v) {
-			return v, nil
+		if w := strings.ToLower(v); slices.Contains(opts, w) {
+			return w, nil
 		}
 		want := strings.Join(opts, ", ")
 		if n := len(opts); n > 1 {
 			want = strings.Join(opts[:n-1], ", ") + " or " + opts[n-1]
 		}
+		// v as given: lowered, a byte that is no UTF-8 read as U+FFFD.
 		return "", fmt.Errorf("bad %s %s: want %s", what, Quoted(v), want)
 	}
 }
