@@ -91,6 +91,13 @@ func widthOf(p *plan.Plan) int {
 	return p.Resolution.Width
 }
 
+// widthSourceOf is where the width a plan runs came from, as the status
+// page's width_source and speclaunch_width's source label both say it:
+// the resolution's source, off where the schedule's bucket in force is
+// width 1 (width_reason says whose schedule that is). The metric said
+// the schedule's source there while the status said off.
+func widthSourceOf(p *plan.Plan) string { return string(p.Resolution.Source) }
+
 // startWhat is the start line's message for a start of kind; fallback: it
 // restarts the settings in force after the new ones failed (a drain
 // switch), which "starting engine for the new settings" misnamed.
@@ -551,11 +558,7 @@ func (sv *launcher) followAddress(done *plan.Plan) {
 // p: its own plan, or the reloaded one it runs.
 func (sv *launcher) publishServing(in *server.Instance, p *plan.Plan) {
 	bucket, load := sv.st.bucketInForce(p)
-	src := p.Resolution.Source
-	if src == width.Off && p.Resolution.OnSource != "" {
-		src = p.Resolution.OnSource // a schedule's bucket that is off: where the schedule came from
-	}
-	sv.met.ServingAt(widthOf(p), string(src), bucket, load, infoOf(in).Check.Verified)
+	sv.met.ServingAt(widthOf(p), widthSourceOf(p), bucket, load, infoOf(in).Check.Verified)
 }
 
 // adopt takes a plan in force, built from the load from (nil: the plan

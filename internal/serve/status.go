@@ -410,7 +410,7 @@ func (st *serveStatus) handler(sv *launcher) http.Handler {
 			chk := infoOf(in).Check
 			p := st.desc
 			e := statusEngine{PID: in.Proc.PID(), Engine: string(p.Settings.Engine.Value), InternalPort: in.Port,
-				Width: widthOf(p), WidthSource: string(p.Resolution.Source), WidthReason: p.Resolution.Reason,
+				Width: widthOf(p), WidthSource: widthSourceOf(p), WidthReason: p.Resolution.Reason,
 				Verified: chk.Verified, UptimeS: time.Since(in.Since).Seconds(), Schedule: st.scheduleOf(p)}
 			var load float64
 			if e.Bucket, load = st.bucketOf(p); e.Bucket != "" {
