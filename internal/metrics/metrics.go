@@ -85,7 +85,7 @@ func New(src Sources) *Metrics {
 	m.switches = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "speclaunch_switches_total",
 		Help: "Engine switches by kind (reload, adapt, restart, follow), mode (overlap, drain, direct; alone when nothing served) and outcome (ok, failed)."}, []string{"kind", "mode", "outcome"})
 	m.switchTime = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "speclaunch_switch_duration_seconds",
-		Help:    "From the switch request to the new engine serving (or failing).",
+		Help:    "From the switch's start to the new engine serving (or failing), as the status's took_ms; a wait behind another switch (waited_ms) is not in it.",
 		Buckets: []float64{0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300}}, []string{"kind", "mode"})
 	m.restarts = prometheus.NewCounter(prometheus.CounterOpts{Name: "speclaunch_engine_restarts_total",
 		Help: "Engines that exited or hung while serving and were restarted."})
