@@ -145,6 +145,7 @@ var controlVariants = []struct {
 	{"no check under classic", func(c *control.Config) { c.Off = map[string]bool{"check": true} }},
 	{"no retrial", func(c *control.Config) { c.Off = map[string]bool{"retrial": true} }},
 	{"no classic load", func(c *control.Config) { c.Off = map[string]bool{"classic load": true} }},
+	{"no far ahead", func(c *control.Config) { c.Off = map[string]bool{"far ahead": true} }},
 	{"follow cap 6 an hour", func(c *control.Config) { c.MaxPerHour = 6 }},
 	{"follow cap 24 an hour", func(c *control.Config) { c.MaxPerHour = 24 }},
 	{"Z 1.0", func(c *control.Config) { c.Z = 1.0 }},
@@ -279,5 +280,40 @@ func BenchmarkHardwareEffects(b *testing.B) {
 func TestClassicLoadIsTheSimsClassicVaried(t *testing.T) {
 	if control.LlamaClassicLoad != simcost.H200Batch.ClassicVaried {
 		t.Errorf("control.LlamaClassicLoad %v, simcost.H200Batch.ClassicVaried %v: one measurement", control.LlamaClassicLoad, simcost.H200Batch.ClassicVaried)
+	}
+}
+
+// On the sim's GB10 (mlxcel's flat 16 half the rate of width 3), a drift
+// of the traffic left the default unmeasured and the controller went back
+// to 16 to measure it, at every change; the model puts 16 far below width
+// 3, so width 3 stays (control's farAhead).
+func TestFarAheadKeepsTheRunningWidth(t *testing.T) {
+	ps, err := Profiles(replayDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, off := range []bool{false, true} {
+		cfg := control.Config{}
+		if off {
+			cfg.Off = map[string]bool{"far ahead": true}
+		}
+		var lines []string
+		tr := Traffic{"two classes, 1 client", []Phase{{Dur: PhaseDur, Clients: 1}, {Dur: PhaseDur, Clients: 1, Class: 1}}}
+		Run(ps[0], tr, Control(cfg)(ps[0]), 3, Options{Horizon: 12 * time.Minute, Log: func(s string) { lines = append(lines, s) }})
+		back, kept := 0, 0
+		for _, l := range lines {
+			if strings.Contains(l, "→ 16") {
+				back++
+			}
+			if strings.Contains(l, "kept: default width 16 is not measured at this load yet") {
+				kept++
+			}
+		}
+		if !off && (back > 0 || kept == 0) {
+			t.Errorf("switched back to the default 16 %d times, kept the running width %d times:\n%s", back, kept, strings.Join(lines, "\n"))
+		}
+		if off && back == 0 {
+			t.Errorf("with the rule off no switch went back to 16: the test does not reach the drift")
+		}
 	}
 }

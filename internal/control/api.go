@@ -150,7 +150,8 @@ type Config struct {
 	// "bucket acceptance" (the drift test against the bucket's own
 	// acceptance), "probe apart" (no run from a scrape the probe shared),
 	// "retrial" (a second engine of a width one engine ran ahead inside the
-	// noise), "classic load" (ClassicLoad);
+	// noise), "classic load" (ClassicLoad), "far ahead" (the running width
+	// kept where the model puts an unmeasured default far below it);
 	// serve turns "trials" off for adapt.trials = 0. Nil
 	// otherwise.
 	Off map[string]bool
