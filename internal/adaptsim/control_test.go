@@ -5,7 +5,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -189,7 +188,7 @@ func BenchmarkControlAblation(b *testing.B) {
 			if strings.Contains(v.name, "other seeds") {
 				off = 500
 			}
-			cells := controlMatrix(ps, Control(cfg), off)
+			cells := Matrix(ps, Control(cfg), matrixSeeds, 2, Options{SeedOffset: off})
 			if os.Getenv("CONTROL_CELLS") != "" {
 				for _, c := range cells {
 					fmt.Printf("CELL\t%s\t%s\t%s\t%.4f\t%+.4f\t%v\n", v.name, c.Profile, c.Traffic, c.Frac, c.EndVsDefault, c.Judged())
@@ -199,30 +198,6 @@ func BenchmarkControlAblation(b *testing.B) {
 			fmt.Printf("ABLATION\t%s\t%.4f\t%.4f\t%d\t%d\t%+.4f\t%.0f\n", v.name, s.Worst, s.Median, s.JudgedUnder97, s.BelowDefault, s.WorstVsDefault, s.Switches)
 		}
 	}
-}
-
-// controlMatrix is Matrix on two goroutines with the seeds moved by off.
-func controlMatrix(ps []Profile, f Factory, off uint64) []Cell {
-	var cells []Cell
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 2)
-	for _, p := range ps {
-		for _, tr := range Traffics(p) {
-			i := len(cells)
-			cells = append(cells, Cell{})
-			wg.Go(func() {
-				sem <- struct{}{}
-				defer func() { <-sem }()
-				c := RunCell(p, tr, f, matrixSeeds, CellSeed(p.Name, tr.Name)+off, Options{})
-				mu.Lock()
-				cells[i] = c
-				mu.Unlock()
-			})
-		}
-	}
-	wg.Wait()
-	return cells
 }
 
 // BenchmarkHardwareEffects runs the control controller on demo-load and
@@ -305,7 +280,7 @@ func TestFarAheadKeepsTheRunningWidth(t *testing.T) {
 			if strings.Contains(l, "→ 16") {
 				back++
 			}
-			if strings.Contains(l, "kept: default width 16 is not measured at this load yet") {
+			if strings.Contains(l, "kept: default width 16 is not measured at this load yet, and width") {
 				kept++
 			}
 		}

@@ -200,7 +200,7 @@ func Matrix(ps []Profile, f Factory, seeds, workers int, o Options) []Cell {
 	for range max(1, workers) {
 		wg.Go(func() {
 			for j := range ch {
-				cells[j.i] = RunCell(j.p, j.tr, f, seeds, CellSeed(j.p.Name, j.tr.Name), o)
+				cells[j.i] = RunCell(j.p, j.tr, f, seeds, CellSeed(j.p.Name, j.tr.Name)+o.SeedOffset, o)
 			}
 		})
 	}

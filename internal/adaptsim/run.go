@@ -68,6 +68,9 @@ type Options struct {
 	MaxWidth int           // widths the oracle sweeps, 1..MaxWidth (17)
 	// Log, when set, gets the harness's and the controller's log lines.
 	Log func(string)
+	// SeedOffset moves every cell's seeds (Matrix): a second seed set,
+	// for the run-to-run noise.
+	SeedOffset uint64
 }
 
 // Defaults of Options.
