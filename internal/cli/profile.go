@@ -213,7 +213,7 @@ func (c *ProfileShowCmd) Run(e *Env) error {
 		return writeJSON(e.Stdout, map[string]any{"profile": l.Settings.ProfilePath, "settings": m, "policy_layers": l.Policy.Layers, "notices": noticeLines(notices)})
 	}
 	if l.Settings.ProfilePath != "" {
-		fmt.Fprintf(e.Stdout, "profile %s\n", l.Settings.ProfilePath)
+		fmt.Fprintf(e.Stdout, "profile %s\n", cellText(l.Settings.ProfilePath))
 	} else {
 		fmt.Fprintln(e.Stdout, "no profile (set --profile or MLXCEL_PROFILE)")
 	}

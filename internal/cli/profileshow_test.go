@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -179,7 +180,11 @@ func TestProfileShowJSONKeepsItsNotices(t *testing.T) {
 // A value a profile gave with an escape or a newline in it is one cell of
 // one row: profile show printed them raw.
 func TestProfileShowEscapesControls(t *testing.T) {
-	prof := filepath.Join(t.TempDir(), "p.toml")
+	dir := filepath.Join(t.TempDir(), "x\x1b[31my")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	prof := filepath.Join(dir, "p.toml")
 	writeFile(t, prof, "[engine]\nname = \"sim\"\n[model]\npath = \"a\\u001b[31mred\\nmodel  forged default\"\n")
 	code, o, e := runCLI(t, "profile", "show", "--profile", prof)
 	if code != 0 {

@@ -273,7 +273,7 @@ var policyRow = Row{Name: "policy", Flag: "policy", Envs: []string{"MLXCEL_POLIC
 			files = append(files, Field[string]{f, Source{Flag, "--policy"}})
 		}
 		for _, f := range files {
-			if err := blankPath(f.Src, f.Value); err != nil {
+			if err := blankIn(f.Src, f.Value, true); err != nil {
 				return err
 			}
 			if f.Src.Origin == Profile {

@@ -339,11 +339,19 @@ func pathRow(r Row, at func(*Settings) *Field[string], model bool) Row {
 // names no file, and every other setting refuses a blank value as one that
 // does not parse, where an empty one counts as unset. The one rule for
 // every path a row, the profile's name or MLXCEL_POLICY gives.
-func blankPath(src Source, v string) error {
+func blankPath(src Source, v string) error { return blankIn(src, v, false) }
+
+// blankIn is blankPath for a path that is one entry of a list (the
+// entries of MLXCEL_POLICY, policy.files): the fix is to drop the entry,
+// since unsetting the variable drops the others too.
+func blankIn(src Source, v string, entry bool) error {
 	if v == "" || strings.TrimSpace(v) != "" {
 		return nil
 	}
 	unset := map[Origin]string{Env: "unset the variable (or set it empty)", Flag: "leave the flag out", Profile: "remove the key"}[src.Origin]
+	if entry && src.Origin != Flag {
+		unset = "remove the blank entry from the list"
+	}
 	return &Error{Src: src, Msg: fmt.Sprintf("path %s is blank (only whitespace) and names no file: give a path, or %s", Quoted(v), unset)}
 }
 
