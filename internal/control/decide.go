@@ -118,7 +118,8 @@ func expWord(e Experiment) string {
 // over the default exceeds the switch time over the payback window; of
 // those that do, the fastest. The running width is left for a faster one
 // only when that one's lower bound over it passes the same test. Without
-// a measure of the default, the default.
+// a measure of the default, the default, unless the running width is far
+// ahead of what the model predicts for it (farAhead).
 func (c Controller) choose(s *State, b, run, def int) (int, string) {
 	ed, ok := c.estimate(s, b, def)
 	if !ok {
