@@ -297,14 +297,25 @@ func Kind(m fs.FileMode) string {
 	return "not a regular file (" + m.Type().String() + ")"
 }
 
+// Nowhere says, for a path whose stat failed with err, whether it is a
+// symlink that leads nowhere (dangling, or a loop), and where it points
+// ("to /gone/x, which leads nowhere (no such file or directory)").
+func Nowhere(path string, err error) (string, bool) {
+	if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ELOOP) {
+		return "", false
+	}
+	if li, lerr := os.Lstat(path); lerr != nil || li.Mode()&fs.ModeSymlink == 0 {
+		return "", false
+	}
+	return leadsNowhere(path, err), true
+}
+
 // statError is the refusal of a path that could not be looked at or
 // opened: what is wrong and what to do, a symlink that leads nowhere named
 // with its target, as Existing names one.
 func statError(what, path string, err error) error {
-	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ELOOP) {
-		if li, lerr := os.Lstat(path); lerr == nil && li.Mode()&fs.ModeSymlink != 0 {
-			return nowhereError(what, path, err)
-		}
+	if _, ok := Nowhere(path, err); ok {
+		return nowhereError(what, path, err)
 	}
 	fix := "check the path"
 	switch {

@@ -260,6 +260,9 @@ func checkModelPath(e key.Engine, what, path, src string) error {
 		if key.FetchesModel(e, path) {
 			return nil
 		}
+		if to, ok := safefile.Nowhere(path, err); ok {
+			return exitcode.Bad(fmt.Errorf("%s %s (%s) is a symlink %s: remove it or give another path", what, shown(path), src, to))
+		}
 		fix := "check the path"
 		switch {
 		case errors.Is(err, fs.ErrNotExist):

@@ -36,6 +36,13 @@ func TestCheckModelPath(t *testing.T) {
 		}
 		return p
 	}
+	link := func(name, to string) string {
+		p := filepath.Join(dir, name)
+		if err := os.Symlink(to, p); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
 	shard := write("m-00001-of-00002.gguf", []byte("GGUF\x03\x00\x00\x00"), 0o644)
 	notGGUF := write("st.gguf", []byte("{\"__metadata__\": {}}"), 0o644)
 	short := write("short.gguf", []byte("GG"), 0o644)
@@ -63,6 +70,8 @@ func TestCheckModelPath(t *testing.T) {
 		{"device", key.LlamaCpp, shapes[safefiletest.Device], "is a device, not a model file"},
 		{"missing", key.LlamaCpp, shapes[safefiletest.Missing], "no such file"},
 		{"a repo id vLLM fetches", key.VLLM, "Qwen/Qwen3-8B", ""},
+		{"dangling symlink", key.LlamaCpp, link("dangling.gguf", filepath.Join(dir, "gone.gguf")), "is a symlink to " + filepath.Join(dir, "gone.gguf") + ", which leads nowhere (no such file or directory): remove it"},
+		{"symlink loop", key.LlamaCpp, link("loop.gguf", "loop.gguf"), "is a symlink to loop.gguf, which leads nowhere (too many levels of symbolic links): remove it"},
 	}
 	if os.Geteuid() != 0 { // root reads a mode-000 file
 		cases = append(cases, struct {
