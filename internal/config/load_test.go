@@ -98,7 +98,7 @@ func TestBadWidths(t *testing.T) {
 	}{
 		{"zero flag", map[string]string{"draft-block-size": "0"}, nil, "", []string{"flag --draft-block-size", "below 2", "remove the draft model"}},
 		{"one env", nil, map[string]string{"MLXCEL_DRAFT_BLOCK_SIZE": "1"}, "", []string{"env MLXCEL_DRAFT_BLOCK_SIZE", "below 2"}},
-		{"negative", map[string]string{"draft-block-size": "-3"}, nil, "", []string{"below 2"}},
+		{"negative", map[string]string{"draft-block-size": "-3"}, nil, "", []string{"is negative: a width is the verify block"}},
 		{"non-numeric env", nil, map[string]string{"LLAMA_ARG_DRAFT_BLOCK_SIZE": "four"}, "", []string{"env LLAMA_ARG_DRAFT_BLOCK_SIZE", "not a whole number"}},
 		{"absurd", map[string]string{"draft-block-size": "1000"}, nil, "", []string{"above 256"}},
 		{"profile width 1", nil, nil, "[draft]\nmodel = \"d\"\nblock_size = 1\n", []string{"profile p.toml:3", "below 2"}},

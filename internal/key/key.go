@@ -334,6 +334,8 @@ const (
 // off when the value would silently do so.
 func CheckWidth(w int) error {
 	switch {
+	case w < 0:
+		return fmt.Errorf("draft width %d is negative: a width is the verify block, draft tokens + 1; pick one from %d to %d", w, MinWidth, MaxWidth)
 	case w < MinWidth:
 		return fmt.Errorf("draft width %d is below %d: widths 0 and 1 silently disable speculation; to run without speculation, remove the draft model (or set draft.model = \"\" in the profile), and on llama.cpp a --spec-type draft-mtp with none", w, MinWidth)
 	case w > MaxWidth:
