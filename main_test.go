@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
+	"github.com/speclaunch/speclaunch/internal/checkpoint"
 	"github.com/speclaunch/speclaunch/internal/cli"
 	"github.com/speclaunch/speclaunch/internal/fakellama"
 	"github.com/speclaunch/speclaunch/internal/safefile"
@@ -90,6 +91,7 @@ func TestMain(m *testing.M) {
 		"llama-server": func() {
 			os.Exit(fakellama.Main(os.Args[1:], os.Environ(), os.Stdout, os.Stderr))
 		},
+		"mkgguf":   mkgguf,
 		"httpwait": func() { os.Exit(httpCmd("GET", true)) },
 		"httpget":  func() { os.Exit(httpCmd("GET", false)) },
 		"httppost": func() { os.Exit(httpCmd("POST", false)) },
@@ -320,6 +322,18 @@ func TestBadFileShapesExit2(t *testing.T) {
 					t.Errorf("stderr %q: want the %s named (%q)", stderr.String(), tc.what, want)
 				}
 			})
+		}
+	}
+}
+
+// mkgguf writes each named file as a whole GGUF header of no tensors and
+// no metadata (version 3): the smallest file serve takes as a llama.cpp
+// model, where a file cut short before its fixed header ends is refused.
+func mkgguf() {
+	for _, p := range os.Args[1:] {
+		if err := os.WriteFile(p, checkpoint.HeaderOnlyGGUF(), 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
 		}
 	}
 }

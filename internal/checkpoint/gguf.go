@@ -144,6 +144,27 @@ func ReadGGUFFile(ctx context.Context, path string) (*GGUFInfo, error) {
 	return info, nil
 }
 
+// GGUFHeaderSize is the fixed start of every GGUF file: magic, version,
+// tensor count, kv count.
+const GGUFHeaderSize = 24
+
+// HeaderOnlyGGUF is the smallest whole GGUF file: version 3, no tensors,
+// no metadata. What tests give serve as a llama.cpp model, which a file
+// cut short before its fixed header ends is not.
+func HeaderOnlyGGUF() []byte {
+	return append([]byte(ggufMagic), 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+}
+
+// GGUFHeaderProblem checks the fixed header of a GGUF file of size bytes
+// read from r (GGUFHeaderSize bytes, no more): a file cut short before it
+// ends, or whose counts its size cannot hold, fails; the metadata after it
+// is not read, so a model whose metadata runs past the cap passes.
+func GGUFHeaderProblem(r io.Reader, size int64) error {
+	g := &ggufReader{r: r, size: size, limit: safefile.GGUFLimit}
+	_, err := g.header()
+	return err
+}
+
 // ReadGGUF reads a GGUF header (magic, version 2 or 3, KVs, tensor infos)
 // from r and stops before the tensor data. When r knows its size
 // (Size() int64, as bytes.Reader and strings.Reader do), counts and

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"github.com/speclaunch/speclaunch/internal/checkpoint"
 	"os"
 	"path/filepath"
 	"strings"
@@ -95,8 +96,8 @@ func TestValidateChecksThisHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	target, draft := filepath.Join(dir, "t.gguf"), filepath.Join(dir, "d.gguf")
-	writeFile(t, target, "GGUF\x03\x00\x00\x00") // llama-server's model checks read the magic
-	writeFile(t, draft, "GGUF\x03\x00\x00\x00")
+	writeFile(t, target, string(checkpoint.HeaderOnlyGGUF())) // llama-server's model checks read the fixed header
+	writeFile(t, draft, string(checkpoint.HeaderOnlyGGUF()))
 	llama := fmt.Sprintf("[engine]\nname = \"llama.cpp\"\nbinary = %q\n", bin)
 	for _, tc := range []struct {
 		name, body string

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/speclaunch/speclaunch/internal/checkpoint"
 	"io"
 	"net/http"
 	"os"
@@ -70,10 +71,10 @@ func fakeLlamaProfile(t *testing.T, port int) string {
 	if err := os.Symlink(self, bin); err != nil {
 		t.Fatal(err)
 	}
-	// The GGUF magic, which serve reads before a llama.cpp engine starts
+	// A whole GGUF header, which serve reads before a llama.cpp engine starts
 	// (checkModelPath); the quantization is the profile's.
-	writeFile(t, filepath.Join(dir, "t.gguf"), "GGUF\x03\x00\x00\x00")
-	writeFile(t, filepath.Join(dir, "d.gguf"), "GGUF\x03\x00\x00\x00")
+	writeFile(t, filepath.Join(dir, "t.gguf"), string(checkpoint.HeaderOnlyGGUF()))
+	writeFile(t, filepath.Join(dir, "d.gguf"), string(checkpoint.HeaderOnlyGGUF()))
 	p := filepath.Join(dir, "p.toml")
 	writeFile(t, p, fmt.Sprintf(`[engine]
 name = "llama.cpp"

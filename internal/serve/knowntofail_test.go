@@ -3,6 +3,7 @@ package serve
 import (
 	"bytes"
 	"errors"
+	"github.com/speclaunch/speclaunch/internal/checkpoint"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -46,7 +47,7 @@ func llamaPlan(bin string, prof, typed []string, unknown ...string) *plan.Plan {
 func ggufModel(t *testing.T) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "t.gguf")
-	if err := os.WriteFile(p, []byte("GGUF\x03\x00\x00\x00"), 0o644); err != nil {
+	if err := os.WriteFile(p, checkpoint.HeaderOnlyGGUF(), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return p

@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -357,8 +358,9 @@ func shown(path string) string { return quote.Text(path, max(len(path), quote.Ma
 // ggufProblem refuses a regular file llama-server cannot load as a GGUF
 // model: empty (a download that did not finish), not readable by this
 // user, or not starting with the GGUF magic (a safetensors file, an HTML
-// error page saved as .gguf). The first shard of a split GGUF is a GGUF
-// file and passes. Only the four bytes of the magic are read.
+// error page saved as .gguf), or cut short before its fixed header ends or
+// declaring counts its size cannot hold. The first shard of a split GGUF
+// is a GGUF file and passes. Only the fixed header's 24 bytes are read.
 func ggufProblem(what, path, src string, size int64) error {
 	const fix = "llama-server loads a GGUF model file: give the path of the .gguf file itself"
 	said := shown(path)
@@ -367,7 +369,7 @@ func ggufProblem(what, path, src string, size int64) error {
 	}
 	// safefile: a FIFO swapped in after the caller's Stat is refused, not
 	// waited on.
-	f, err := safefile.Open(context.Background(), what, path, int64(len(checkpoint.GGUFMagic)))
+	f, err := safefile.Open(context.Background(), what, path, checkpoint.GGUFHeaderSize)
 	if err != nil {
 		if errors.Is(err, fs.ErrPermission) {
 			return exitcode.Bad(fmt.Errorf("%s %s (%s) is not readable by this user: %v; make it readable (chmod a+r), or run speclaunch as a user who can read it", what, said, src, fs.ErrPermission))
@@ -382,6 +384,11 @@ func ggufProblem(what, path, src string, size int64) error {
 	}
 	if string(magic[:n]) != checkpoint.GGUFMagic {
 		return exitcode.Bad(fmt.Errorf("%s %s (%s) is not a GGUF file (it starts with %s, not %q): %s; convert a Hugging Face checkpoint with llama.cpp's convert_hf_to_gguf.py", what, said, src, quote.Quoted(string(magic[:n]), 0), checkpoint.GGUFMagic, fix))
+	}
+	// A file cut short (a copy or download that stopped) or corrupt at its
+	// start, which llama-server fails to load with an exit code of its own.
+	if err := checkpoint.GGUFHeaderProblem(io.MultiReader(bytes.NewReader(magic), f), size); err != nil {
+		return exitcode.Bad(fmt.Errorf("%s %s (%s) is not a whole GGUF file (%v): a copy or download cut short leaves one: fetch or copy it again", what, said, src, err))
 	}
 	return nil
 }

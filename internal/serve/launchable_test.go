@@ -2,6 +2,7 @@ package serve
 
 import (
 	"errors"
+	"github.com/speclaunch/speclaunch/internal/checkpoint"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -23,7 +24,7 @@ func TestCheckModelPath(t *testing.T) {
 	shapes := safefiletest.Make(t, "m.gguf", 1)
 	dir := t.TempDir()
 	regular := filepath.Join(dir, "ok.gguf")
-	if err := os.WriteFile(regular, []byte("GGUF"), 0o644); err != nil {
+	if err := os.WriteFile(regular, checkpoint.HeaderOnlyGGUF(), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	write := func(name string, b []byte, mode os.FileMode) string {
@@ -43,7 +44,9 @@ func TestCheckModelPath(t *testing.T) {
 		}
 		return p
 	}
-	shard := write("m-00001-of-00002.gguf", []byte("GGUF\x03\x00\x00\x00"), 0o644)
+	shard := write("m-00001-of-00002.gguf", checkpoint.HeaderOnlyGGUF(), 0o644)
+	cut := write("cut.gguf", checkpoint.HeaderOnlyGGUF()[:20], 0o644)
+	impossible := write("impossible.gguf", append(checkpoint.HeaderOnlyGGUF()[:16], 0xff, 0xff, 0, 0, 0, 0, 0, 0), 0o644)
 	notGGUF := write("st.gguf", []byte("{\"__metadata__\": {}}"), 0o644)
 	short := write("short.gguf", []byte("GG"), 0o644)
 	unreadable := write("secret.gguf", []byte("GGUF"), 0)
@@ -62,6 +65,8 @@ func TestCheckModelPath(t *testing.T) {
 		{"not gguf", key.LlamaCpp, notGGUF, `is not a GGUF file (it starts with "{\"__", not "GGUF")`},
 		{"not gguf mlxcel", key.MLXCEL, notGGUF, ""},
 		{"shorter than the magic", key.LlamaCpp, short, `it starts with "GG"`},
+		{"cut short", key.LlamaCpp, cut, "is not a whole GGUF file (gguf: truncated reading kv count at byte 16): a copy or download cut short"},
+		{"counts the size cannot hold", key.LlamaCpp, impossible, "is not a whole GGUF file (gguf: kv count 65535 is impossible for the 0 bytes left at byte 16)"},
 		{"mlx directory", key.MLXCEL, dir, ""},
 		{"llama directory", key.LlamaCpp, dir, "is a directory: llama-server loads a .gguf file"},
 		{"fifo", key.LlamaCpp, shapes[safefiletest.FIFO], "is a FIFO (named pipe), not a model file"},
