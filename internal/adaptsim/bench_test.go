@@ -17,7 +17,7 @@ var Controllers = map[string]Factory{
 // matrixSeeds is the runs per cell: fresh engines differ by 6.6 % at a
 // speculative width under four clients (simcost.H200Spread), so one run
 // of a cell that switches says little, and with four a cell's fraction of
-// the oracle moved by up to 0.036 with its seeds
+// the oracle moved by up to 0.034 with its seeds
 // (docs/benchmark_results/sim-matrix-seeds-2026-12-07.md).
 const matrixSeeds = 8
 
