@@ -8,7 +8,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
-	"time"
+
+	"github.com/speclaunch/speclaunch/internal/testenv"
 )
 
 // Shape names, the keys of Make's map.
@@ -71,15 +72,9 @@ func Refused(capText string) map[string]string {
 	}
 }
 
-// Within runs f and fails t when it has not returned within ten seconds:
+// Within runs f and fails t when it has not returned (testenv.Returns):
 // no shape of file may block a reader.
 func Within(t testing.TB, f func()) {
 	t.Helper()
-	done := make(chan struct{})
-	go func() { defer close(done); f() }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("blocked reading a file")
-	}
+	testenv.Returns(t, "reading a file", f)
 }
