@@ -77,10 +77,10 @@ func TestReloadToATakenPortSaysOneThing(t *testing.T) {
 	sv := &launcher{c: Config{Loader: flagLoader{flagLoad{&np}}}, px: proxy.New(proxy.Options{}), pub: pb, force: inForce{plan: cur}, st: newServeStatus(cur), met: metrics.New(metrics.Sources{}), log: lg}
 	changes, stop, done := make(chan watch.Change), make(chan struct{}), make(chan struct{})
 	go func() { sv.feed(changes, nil, stop); close(done) }()
-	changes <- watch.Change{Path: "p.toml", Reason: watch.ReasonWrite}
-	changes <- watch.Change{Path: "p.toml", Reason: watch.ReasonWrite} // taken once the first is done
+	testenv.Returns(t, "the first reload taken", func() { changes <- watch.Change{Path: "p.toml", Reason: watch.ReasonWrite} })
+	testenv.Returns(t, "the second reload taken once the first is done", func() { changes <- watch.Change{Path: "p.toml", Reason: watch.ReasonWrite} })
 	close(stop)
-	<-done
+	testenv.Returns(t, "the reload loop's end", func() { <-done })
 	l := log.String()
 	if !strings.Contains(l, "new settings cannot start") || strings.Contains(l, "nothing to do") || strings.Contains(l, "moves") {
 		t.Errorf("log:\n%s", l)
@@ -110,9 +110,9 @@ func TestReloadDuringTheFirstStartSaysOneThing(t *testing.T) {
 		sv.force.setPhase(tc.phase)
 		changes, stop, done := make(chan watch.Change), make(chan struct{}), make(chan struct{})
 		go func() { sv.feed(changes, nil, stop); close(done) }()
-		changes <- watch.Change{Reason: "SIGHUP"}
+		testenv.Returns(t, "the reload taken", func() { changes <- watch.Change{Reason: "SIGHUP"} })
 		close(stop)
-		<-done
+		testenv.Returns(t, "the reload loop's end", func() { <-done })
 		if got := strings.Contains(log.String(), "nothing to do"); got != tc.nothing {
 			t.Errorf("%s: said nothing to do %v, want %v; log:\n%s", tc.phase, got, tc.nothing, log.String())
 		}
@@ -141,7 +141,7 @@ func TestKeptReloadSaysNothingToDoOnce(t *testing.T) {
 	sv.st.serving(&server.Instance{Plan: cur, Info: &instance.Engine{}})
 	changes, stop, done := make(chan watch.Change), make(chan struct{}), make(chan struct{})
 	go func() { sv.feed(changes, nil, stop); close(done) }()
-	changes <- watch.Change{Path: "p.toml", Reason: watch.ReasonWrite}
+	testenv.Returns(t, "the reload taken", func() { changes <- watch.Change{Path: "p.toml", Reason: watch.ReasonWrite} })
 	// The runtime adopts the job before it replies (and a stop forgets
 	// the reply): take it while the reload waits for its answer.
 	var reply chan error
@@ -151,7 +151,7 @@ func TestKeptReloadSaysNothingToDoOnce(t *testing.T) {
 	})
 	sv.adopted(&server.Job{Kind: server.KindReload, Plan: &np, Reason: "reload: p.toml (write)", Reply: reply})
 	close(stop)
-	<-done
+	testenv.Returns(t, "the reload loop's end", func() { <-done })
 	if n := strings.Count(log.String(), "nothing to do"); n != 1 {
 		t.Errorf("said nothing to do %d times, want once; log:\n%s", n, log.String())
 	}
