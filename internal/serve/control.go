@@ -526,7 +526,7 @@ func (sh *controlShell) otherKey() string {
 	case said != "":
 		sh.log.Info("adapt: a state saved for these model files is not resumed: "+said+" changed since; learning again", "file", from)
 	case len(states) > otherStatesRead:
-		sh.log.Info(fmt.Sprintf("adapt: no state saved for these model files among the newest %d of %d in the cache; the older ones are not read; learning again", otherStatesRead, len(states)), "dir", dir)
+		sh.log.Info(fmt.Sprintf("adapt: no state saved for these model files among the newest %d of %d in the cache; the older ones are not read (delete the states of pairs this host no longer serves to bring them in reach); learning again", otherStatesRead, len(states)), "dir", dir)
 	}
 	return ""
 }
