@@ -151,7 +151,9 @@ type Config struct {
 	// acceptance), "probe apart" (no run from a scrape the probe shared),
 	// "retrial" (a second engine of a width one engine ran ahead inside the
 	// noise), "classic load" (ClassicLoad), "far ahead" (the running width
-	// kept where the model puts an unmeasured default far below it);
+	// kept where the model puts an unmeasured default far below it), "stray
+	// trial" (a trial's width left within a window once the load leaves
+	// its bucket);
 	// serve turns "trials" off for adapt.trials = 0. Nil
 	// otherwise.
 	Off map[string]bool
