@@ -78,3 +78,42 @@ func TestFollowWaitsWhileBusy(t *testing.T) {
 		t.Fatalf("once nothing is beside it: switches %v at %v, want [6] a window after 2m", got, at)
 	}
 }
+
+// A trial's width the load has left is left within one window for the
+// width measured at the load's bucket, where the prior gain's stay came
+// at half a minute (2026-12-06h's four-client trials ran on 19 and 23 s
+// into the one-client load); without a measure there, or with the rule
+// off, the longer stay stands.
+func TestStrayTrialLeftWithinAWindow(t *testing.T) {
+	cases := []struct {
+		name string
+		runs map[int][]float64
+		off  bool
+		want bool // switched to width 4 within 16 s
+	}{
+		{"width 4 measured at one request: left within a window", map[int][]float64{4: {100}}, false, true},
+		{"the rule off: the prior gain's stay", map[int][]float64{4: {100}}, true, false},
+		{"nothing measured or predicted at one request: the prior gain's stay", nil, false, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := Config{Default: schedule.Flat(4, "engine default"), SwitchS: 1}
+			if tc.off {
+				cfg.Off = map[string]bool{"stray trial": true}
+			}
+			c := New(cfg)
+			s := measuredState(c, tc.runs)
+			s.Exp = Experiment{Kind: Trialing, Width: 15, From: 4, Bucket: 1, Since: t0, Reason: "width 15 predicted +52.9%", Predicted: 150}
+			var got []int
+			var at time.Duration
+			for at = 0; at < 16*time.Second && len(got) == 0; at += follow.Tick {
+				var acts []Action
+				s, acts = c.Step(s, Observation{Kind: Sample, Now: t0.Add(at), Width: 15, InFlight: 1})
+				got = append(got, switches(acts)...)
+			}
+			if switched := reflect.DeepEqual(got, []int{4}); switched != tc.want {
+				t.Fatalf("switches %v within %v, want a switch to 4: %v (last: %q)", got, at, tc.want, s.Follow.Last.Reason)
+			}
+		})
+	}
+}
