@@ -146,6 +146,7 @@ var controlVariants = []struct {
 	{"no classic load", func(c *control.Config) { c.Off = map[string]bool{"classic load": true} }},
 	{"no far ahead", func(c *control.Config) { c.Off = map[string]bool{"far ahead": true} }},
 	{"no stray trial", func(c *control.Config) { c.Off = map[string]bool{"stray trial": true} }},
+	{"no way back", func(c *control.Config) { c.Off = map[string]bool{"way back": true} }},
 	{"follow cap 6 an hour", func(c *control.Config) { c.MaxPerHour = 6 }},
 	{"follow cap 24 an hour", func(c *control.Config) { c.MaxPerHour = 24 }},
 	{"Z 1.0", func(c *control.Config) { c.Z = 1.0 }},

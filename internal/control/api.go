@@ -153,7 +153,8 @@ type Config struct {
 	// noise), "classic load" (ClassicLoad), "far ahead" (the running width
 	// kept where the model puts an unmeasured default far below it), "stray
 	// trial" (a trial's width left within a window once the load leaves
-	// its bucket);
+	// its bucket), "way back" (a judged trial's way back taken within a
+	// window);
 	// serve turns "trials" off for adapt.trials = 0. Nil
 	// otherwise.
 	Off map[string]bool

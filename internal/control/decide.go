@@ -42,7 +42,11 @@ func (c Controller) decide(s *State, b int, now time.Time) []Action {
 			s.Pair.TrialError = ew.Rate/s.Exp.Predicted - 1
 		}
 	}
+	tried := s.Exp.Kind == Trialing && s.Exp.Bucket == b && s.Exp.Width == run
 	s.Exp = Experiment{HoldUntil: s.Exp.HoldUntil}
+	if tried && choice != run && c.on("way back") {
+		s.Exp.Back, s.Exp.Bucket = choice, b
+	}
 	s.Pair.Saved = now
 	acts = append(acts, Action{Op: Save})
 	if changed {

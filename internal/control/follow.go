@@ -20,6 +20,9 @@ func (c Controller) sample(s *State, o Observation) []Action {
 	if f.State.Pending == 0 && o.Width > 0 {
 		f.State.Width = o.Width // a reload or a restart may have moved it
 	}
+	if s.Exp.Back != 0 && f.State.Width == s.Exp.Back {
+		s.Exp.Back = 0 // the way back ran
+	}
 	f.State.Switch = time.Duration(c.switchS(s) * float64(time.Second))
 	cfg := follow.Config{Schedule: s.InForce(), Gain: c.gainOf(s), MaxPerHour: c.cfg.MaxPerHour, NotBefore: s.Exp.HoldUntil}
 	var d follow.Decision
@@ -52,6 +55,9 @@ func (c Controller) gainOf(s *State) func(from, to schedule.Bucket) (float64, bo
 		}
 		if b < 0 {
 			return 0, false
+		}
+		if s.Exp.Back != 0 && s.Exp.Bucket == b && s.Exp.Back == to.Width {
+			return math.Inf(1), true // a judged trial's way back (Experiment.Back): within one window
 		}
 		safe := to.Width == c.defaultAt(to.Lo) || s.Exp.Kind == Trialing && s.Exp.Bucket == b && s.Exp.Width == to.Width
 		ef, okF := c.estimate(s, b, from.Width)

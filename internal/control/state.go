@@ -182,6 +182,10 @@ type Experiment struct {
 	Predicted float64
 	// HoldUntil: after a failed switch no other is asked for until then.
 	HoldUntil time.Time
+	// Back is the width a judged trial went back to at Bucket (Kind
+	// NoExp), until serve runs it: the trial's second switch, which the
+	// hourly cap kept for it (capped), taken within one window.
+	Back int
 }
 
 // Load is the clients' load as the proxy counts it.

@@ -354,7 +354,7 @@ func (c Controller) Redefault(s State, d schedule.Schedule) (Controller, State) 
 	}
 	if !slices.Equal(nc.cfg.Buckets, c.cfg.Buckets) {
 		s.Load = Load{Bucket: -1, Since: s.Load.Since}
-		if s.Exp.Kind != NoExp {
+		if s.Exp.Kind != NoExp || s.Exp.Back != 0 {
 			s.Exp = Experiment{HoldUntil: s.Exp.HoldUntil}
 		}
 		s.Probe.Bucket, s.Probe.Skipped = -1, nil
