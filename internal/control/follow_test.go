@@ -105,13 +105,7 @@ func TestStrayTrialLeftWithinAWindow(t *testing.T) {
 			c := New(cfg)
 			s := measuredState(c, tc.runs)
 			s.Exp = Experiment{Kind: Trialing, Width: 15, From: 4, Bucket: 1, Since: t0, Reason: "width 15 predicted +52.9%", Predicted: 150}
-			var got []int
-			var at time.Duration
-			for at = 0; at < 16*time.Second && len(got) == 0; at += follow.Tick {
-				var acts []Action
-				s, acts = c.Step(s, Observation{Kind: Sample, Now: t0.Add(at), Width: 15, InFlight: 1})
-				got = append(got, switches(acts)...)
-			}
+			s, got, at := sampleOneClient(c, s, 15, 16*time.Second)
 			if switched := reflect.DeepEqual(got, []int{4}); switched != tc.want {
 				t.Fatalf("switches %v within %v, want a switch to 4: %v (last: %q)", got, at, tc.want, s.Follow.Last.Reason)
 			}
@@ -141,13 +135,7 @@ func TestTrialWayBackWithinAWindow(t *testing.T) {
 			if want := map[bool]int{false: 4, true: 0}[off]; s.Exp.Back != want {
 				t.Fatalf("after the trial went back: Exp.Back %d, want %d (%+v)", s.Exp.Back, want, s.Exp)
 			}
-			var got []int
-			var at time.Duration
-			for at = 0; at < 16*time.Second && len(got) == 0; at += follow.Tick {
-				var acts []Action
-				s, acts = c.Step(s, Observation{Kind: Sample, Now: t0.Add(at), Width: 7, InFlight: 1})
-				got = append(got, switches(acts)...)
-			}
+			s, got, at := sampleOneClient(c, s, 7, 16*time.Second)
 			if switched := reflect.DeepEqual(got, []int{4}); switched == off {
 				t.Fatalf("switches %v within %v, want a switch to 4: %v (last: %q)", got, at, !off, s.Follow.Last.Reason)
 			}
@@ -166,4 +154,18 @@ func (c Controller) switchedTo(s State, w int, at time.Duration) State {
 	s, _ = c.Step(s, Observation{Kind: Switched, Now: t0.Add(at + time.Second), Width: w, Took: time.Second})
 	s, _ = c.Step(s, Observation{Kind: Sample, Now: t0.Add(at + time.Second + follow.Tick), Width: w, InFlight: 1})
 	return s
+}
+
+// sampleOneClient feeds one request in flight with width w serving, a
+// sample a follow.Tick, until a switch is asked or for up to d; it
+// returns the state, the switches asked and when the sampling stopped.
+func sampleOneClient(c Controller, s State, w int, d time.Duration) (State, []int, time.Duration) {
+	var got []int
+	var at time.Duration
+	for at = 0; at < d && len(got) == 0; at += follow.Tick {
+		var acts []Action
+		s, acts = c.Step(s, Observation{Kind: Sample, Now: t0.Add(at), Width: w, InFlight: 1})
+		got = append(got, switches(acts)...)
+	}
+	return s, got, at
 }
