@@ -239,26 +239,20 @@ func targetOf(in *server.Instance) adapt.Target {
 // beforeTraffic probes a new engine for the adaptive loop before the
 // proxy routes to it: it is idle then, so a busy server needs no idle
 // moment. With nothing serving (the first start, a restart, a drain
-// switch) requests are held meanwhile, so the probe is bounded to a few
-// seconds (what it lacks is probed later); in an overlap switch the old
-// engine serves meanwhile.
+// switch) requests are held meanwhile; in an overlap switch the old
+// engine serves meanwhile. Either way the probe is bounded to beforeBound
+// (what it lacks is probed later), the bound the wait's line says: it said
+// 2m0s while the probe stopped at 10s.
 func (sv *launcher) beforeTraffic(ctx context.Context, in *server.Instance) error {
 	loop := sv.ctl.adaptive()
 	if loop == nil {
 		return nil
 	}
-	bound := 2 * time.Minute
-	if sv.rt.Current() == nil {
-		bound = beforeTrafficHeld
-	}
-	ctx, cancel := context.WithTimeout(ctx, bound)
+	ctx, cancel := context.WithTimeout(ctx, beforeBound)
 	defer cancel()
-	defer waitlog.Start(sv.log, nil, waitlog.For(fmt.Sprintf("engine %d's verify-cost probe before it takes traffic", in.ID), bound, ", then it serves all the same"))()
-	return loop.BeforeTraffic(ctx, targetOf(in))
+	defer waitlog.Start(sv.log, nil, waitlog.For(fmt.Sprintf("engine %d's verify-cost probe before it takes traffic", in.ID), beforeBound, ", then it serves all the same"))()
+	return loop.BeforeTraffic(ctx, targetOf(in), sv.rt.Current() == nil)
 }
-
-// beforeTrafficHeld bounds the probe of a new engine while requests wait.
-const beforeTrafficHeld = 10 * time.Second
 
 // runAdapt runs the loop until the returned func stops it (and waits).
 func (sv *launcher) runAdapt(p *plan.Plan) func() {

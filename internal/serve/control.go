@@ -63,6 +63,11 @@ type controlShell struct {
 	mu       sync.Mutex
 	pre      map[int]float64
 	hasCurve atomic.Bool
+	// preTried: the pairs (adapt.Target.Pair) whose engine was probed
+	// before traffic, cut short or not (mu); before: that probe while it
+	// runs, for a switch asked for meanwhile to say what it waits for.
+	preTried map[string]bool
+	before   atomic.Pointer[preRun]
 	initial  control.Pair // what was resumed (start)
 	// started is how long the first engine took to start: it prices the
 	// first switch until one is measured (0 = unknown). chose records the
@@ -103,16 +108,37 @@ type savedPair struct {
 }
 
 // BeforeTraffic probes a new engine's verify cost while it is idle, but
-// only until the controller has one (the first engine of a run that
-// resumed nothing) and for at most beforeBound, said in the log: what it
-// lacks is probed under load later. It never fails the engine's start.
-func (sh *controlShell) BeforeTraffic(ctx context.Context, t adapt.Target) error {
-	if sh.hasCurve.Load() || t.BaseURL == "" {
+// only for the first engine of a pair while the controller has none (the
+// first engine of a run that resumed nothing: probeBefore) and for at
+// most beforeBound, said in the log with who serves meanwhile (held:
+// requests wait; else the engine it replaces): what it lacks is probed
+// under load later. A later engine of the pair is not probed before
+// traffic though that probe was cut short: a reload saved during it
+// waited for it, then for a second one of the replacement engine, 20 s in
+// all. It never fails the engine's start.
+func (sh *controlShell) BeforeTraffic(ctx context.Context, t adapt.Target, held bool) error {
+	if t.BaseURL == "" {
 		return nil
 	}
+	sh.mu.Lock()
+	if !probeBefore(sh.hasCurve.Load(), sh.preTried, t.Pair) {
+		sh.mu.Unlock()
+		return nil
+	}
+	if sh.preTried == nil {
+		sh.preTried = map[string]bool{}
+	}
+	sh.preTried[t.Pair] = true
+	sh.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, beforeBound)
 	defer cancel()
-	sh.log.Info(fmt.Sprintf("adapt: probing the new engine's verify cost before it takes traffic (at most %s; requests wait meanwhile)", beforeBound))
+	meanwhile := "requests wait meanwhile"
+	if !held {
+		meanwhile = "the engine it replaces serves meanwhile"
+	}
+	sh.log.Info(fmt.Sprintf("adapt: probing the new engine's verify cost before it takes traffic (at most %s; %s)", beforeBound, meanwhile))
+	sh.before.Store(&preRun{engine: t.Gen, began: time.Now()})
+	defer sh.before.Store(nil)
 	sh.mu.Lock()
 	maxW := sh.c.Config().MaxWidth // Run may give the controller a new default meanwhile
 	sh.mu.Unlock()
@@ -140,6 +166,39 @@ func (sh *controlShell) BeforeTraffic(ctx context.Context, t adapt.Target) error
 	sh.pre = v
 	sh.mu.Unlock()
 	return nil
+}
+
+// probeBefore says whether a new engine of pair is probed before it
+// takes traffic: only while the controller has no verify cost, and only
+// the first engine of a pair (tried: the pairs whose engine was probed
+// before traffic, cut short or not). No later engine is (docs/adaptive.md,
+// "The probe never holds you up"): a switch or reload would wait for it.
+func probeBefore(hasCurve bool, tried map[string]bool, pair string) bool {
+	return !hasCurve && !tried[pair]
+}
+
+// preRun is a probe before traffic under way: the engine it probes and
+// when it began.
+type preRun struct {
+	engine uint64
+	began  time.Time
+}
+
+// BeforeTrafficLine says the probe before traffic under way, "" when
+// none runs (preLine).
+func (sh *controlShell) BeforeTrafficLine(now time.Time) string {
+	return preLine(sh.before.Load(), now)
+}
+
+// preLine is the line of a switch asked for while a probe before traffic
+// runs: it waits for that probe, which it names with its bound and the
+// time left (the runtime's own line says only that an engine is starting).
+func preLine(p *preRun, now time.Time) string {
+	if p == nil {
+		return ""
+	}
+	left := min(max(beforeBound-now.Sub(p.began), 0), beforeBound)
+	return fmt.Sprintf("the new settings wait for engine %d's verify-cost probe before it takes traffic (at most %s, %s left), then apply", p.engine, beforeBound, left.Round(100*time.Millisecond))
 }
 
 // takePre is the probe made before traffic, once (nil when none).

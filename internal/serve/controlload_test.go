@@ -193,7 +193,7 @@ func TestProbeBeforeTrafficCutByTheStart(t *testing.T) {
 	sh := &controlShell{c: control.New(control.Config{Default: schedule.Flat(4, "engine default")}), client: http.DefaultClient, log: slog.New(slog.NewTextHandler(&log, nil))}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := sh.BeforeTraffic(ctx, adapt.Target{BaseURL: "http://127.0.0.1:1"}); err != nil {
+	if err := sh.BeforeTraffic(ctx, adapt.Target{BaseURL: "http://127.0.0.1:1"}, true); err != nil {
 		t.Fatal(err)
 	}
 	if l := log.String(); !strings.Contains(l, "the engine's start was called off") || strings.Contains(l, "the engine serves") {

@@ -414,6 +414,11 @@ func (sv *launcher) submit(kind server.Kind, reason string, cur, np *plan.Plan, 
 	if kind == server.KindReload && !plan.SameEngine(cur, np) {
 		sv.log.Info("engine command changed", "changed", diffArgv(secret.MaskArgv(plan.EngineArgv(cur)), secret.MaskArgv(plan.EngineArgv(np))))
 	}
+	if loop := sv.ctl.adaptive(); loop != nil {
+		if line := loop.BeforeTrafficLine(time.Now()); line != "" {
+			sv.log.Info(line, "why", reason)
+		}
+	}
 	sv.rt.Submit(&server.Job{Kind: kind, Mode: mode, Plan: np, Limits: limits(np), Reason: reason, Reply: reply, Origin: l})
 	return nil
 }

@@ -66,7 +66,13 @@ type Runtime interface {
 type Controller interface {
 	// BeforeTraffic probes a new engine before the proxy routes to it
 	// (bounded by ctx); an error is logged and the engine serves anyway.
-	BeforeTraffic(ctx context.Context, t adapt.Target) error
+	// held says requests wait meanwhile (no engine serves), else the
+	// engine it replaces serves them.
+	BeforeTraffic(ctx context.Context, t adapt.Target, held bool) error
+	// BeforeTrafficLine says the probe before traffic under way at now,
+	// for a switch asked for meanwhile, which waits for it: the engine,
+	// the bound, the time left ("" when none runs).
+	BeforeTrafficLine(now time.Time) string
 	// Run runs until ctx ends or the loop gives up (adapt.ErrNotAdapting).
 	Run(ctx context.Context) error
 }
