@@ -90,10 +90,7 @@ func (sv *launcher) newAdapt(p *plan.Plan) Controller {
 			return d
 		},
 		chose: sv.st.chosenAdapt, inForce: sv.plan}
-	if dir != "" {
-		sh.file = controlFile(dir, key)
-	}
-	sh.start()
+	sh.dir = dir // the state is read at the first engine, once its slots are known (keyed)
 	sv.showAdapt(control.Status{State: "watching", Width: p.Resolution.Width, Note: "starting with the first engine", Resumed: sh.resumed, Updated: time.Now()}, "watching")
 	return sh
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -47,6 +48,10 @@ type controlShell struct {
 	publish func(control.Status)
 	file    string // where the pair's knowledge is saved; "" not saved
 	key     adapt.CacheKey
+	// dir is where the state is kept ("" not kept); keyOnce reads the
+	// first engine's slots into key, names file and reads the state.
+	dir     string
+	keyOnce sync.Once
 	every   time.Duration
 	// resumed: when the state resumed was saved ("" none); saved: a save
 	// succeeded (said once).
@@ -84,11 +89,65 @@ type controlShell struct {
 	judged [2]*plan.Plan
 }
 
-// start reads the saved state: before the first engine, so that one that
-// resumed a verify cost is not probed before traffic.
+// start reads the saved state: before the first engine takes traffic, so
+// that one that resumed a verify cost is not probed before traffic.
 func (sh *controlShell) start() {
 	sh.initial = sh.load()
 	sh.hasCurve.Store(len(sh.initial.Verify) > 0)
+}
+
+// keyed completes the key with the first engine's slots (its /props
+// total_slots; 0 when it does not say), names the state's file by it and
+// reads the state, once: the key was made before any engine ran, and its
+// slots were never set, so a state learnt under -np 4 was resumed under
+// -np 8 (an operator's pass on the sim).
+func (sh *controlShell) keyed(ctx context.Context, t adapt.Target) {
+	sh.keyOnce.Do(func() {
+		if sh.dir != "" { // else nothing is saved: the key names no file
+			n, err := engineSlots(ctx, sh.client, t.BaseURL)
+			if err != nil {
+				sh.log.Info("adapt: the engine does not say its slots; its saved state is keyed without them", "err", err)
+			}
+			sh.key.Slots = n
+			sh.file = controlFile(sh.dir, sh.key)
+		}
+		sh.start()
+	})
+}
+
+// engineSlots asks an engine its slot count (/props total_slots), bounded
+// by scrapeBound.
+func engineSlots(ctx context.Context, client *http.Client, base string) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, scrapeBound)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/props", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("/props: %s", resp.Status)
+	}
+	return propsSlots(io.LimitReader(resp.Body, 1<<20))
+}
+
+// propsSlots reads total_slots from a /props body; a count below 1 or
+// none is an error (the key's 0 is "unknown").
+func propsSlots(r io.Reader) (int, error) {
+	var p struct {
+		TotalSlots *int `json:"total_slots"`
+	}
+	if err := json.NewDecoder(r).Decode(&p); err != nil {
+		return 0, fmt.Errorf("/props: %w", err)
+	}
+	if p.TotalSlots == nil || *p.TotalSlots < 1 {
+		return 0, errors.New("/props: no total_slots of 1 or more")
+	}
+	return *p.TotalSlots, nil
 }
 
 // Bounds of the shell's I/O.
@@ -120,6 +179,7 @@ func (sh *controlShell) BeforeTraffic(ctx context.Context, t adapt.Target, held 
 	if t.BaseURL == "" {
 		return nil
 	}
+	sh.keyed(ctx, t)
 	sh.mu.Lock()
 	if !probeBefore(sh.hasCurve.Load(), sh.preTried, t.Pair) {
 		sh.mu.Unlock()

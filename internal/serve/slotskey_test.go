@@ -1,0 +1,90 @@
+package serve
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/speclaunch/speclaunch/internal/adapt"
+	"github.com/speclaunch/speclaunch/internal/control"
+	"github.com/speclaunch/speclaunch/internal/schedule"
+)
+
+func TestPropsSlots(t *testing.T) {
+	for _, c := range []struct {
+		body string
+		want int // 0: an error
+	}{
+		{`{"total_slots":8,"default_generation_settings":{}}`, 8},
+		{`{"total_slots":1}`, 1},
+		{`{"total_slots":0}`, 0},
+		{`{"total_slots":-4}`, 0},
+		{`{}`, 0},
+		{`not json`, 0},
+	} {
+		n, err := propsSlots(strings.NewReader(c.body))
+		if n != c.want || (err == nil) != (c.want > 0) {
+			t.Errorf("%s: %d, %v; want %d", c.body, n, err, c.want)
+		}
+	}
+}
+
+// The saved state's key holds the first engine's slots (its /props
+// total_slots): a state learnt under -np 4 is not resumed by an engine of
+// 8 slots, and the line says the slots changed; one learnt under 8 is.
+// The key's slots were never set, so the -np 4 state was resumed.
+func TestStateKeyedByTheEngineSlots(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/props" {
+			http.Error(w, "no", http.StatusInternalServerError) // the probe before traffic: cut at once
+			return
+		}
+		w.Write([]byte(`{"total_slots":8}`))
+	}))
+	defer srv.Close()
+	models := []adapt.ModelFile{{Path: "/m/t", Size: 100, SHA256: "aa"}, {Path: "/m/d", Size: 10, SHA256: "bb"}}
+	c := control.New(control.Config{Default: schedule.Flat(4, "engine default")})
+	for _, tc := range []struct {
+		name   string
+		slots  int
+		resume bool
+		line   string
+	}{
+		{"learnt under -np 4", 4, false, "not resumed: the engine's slots (4, now 8) changed since"},
+		{"learnt under -np 8", 8, true, "resuming what an earlier run learnt"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			old := adapt.CacheKey{Engine: "sim", GPU: "none", Capability: "12.1", Models: models, Slots: tc.slots}
+			p := c.Init(control.Pair{}).Pair
+			p.Schedule[0].Width, p.Schedule[0].Source = 8, "measured"
+			b, err := json.Marshal(savedPair{Key: old, Saved: time.Now().Add(-time.Hour), Pair: p})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(controlFile(dir, old), b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			var log bytes.Buffer
+			key := old
+			key.Slots = 0 // as adaptCache makes it, before any engine
+			sh := &controlShell{c: c, client: srv.Client(), dir: dir, key: key, log: slog.New(slog.NewTextHandler(&log, nil))}
+			if err := sh.BeforeTraffic(context.Background(), adapt.Target{BaseURL: srv.URL, Gen: 1, Pair: "t\x00d"}, true); err != nil {
+				t.Fatal(err)
+			}
+			if sh.key.Slots != 8 || (sh.resumed != "") != tc.resume || !strings.Contains(log.String(), tc.line) {
+				t.Errorf("key slots %d, resumed %q; want 8 and resumed %v, and the log with %q:\n%s", sh.key.Slots, sh.resumed, tc.resume, tc.line, log.String())
+			}
+			if want := controlFile(dir, adapt.CacheKey{Engine: "sim", GPU: "none", Capability: "12.1", Models: models, Slots: 8}); sh.file != want {
+				t.Errorf("file %s, want %s", sh.file, want)
+			}
+		})
+	}
+}
