@@ -458,10 +458,10 @@ func (sv *launcher) switched(s server.Switched, to *server.Instance) {
 	if s.OK {
 		switch {
 		case j.Kind == server.KindAdapt:
-			sv.ctl.adaptedTo(widthOf(to.Plan), j.Reason)
+			sv.ctl.adaptedTo(widthOf(to.Plan))
 		case j.Kind == server.KindFollow: // its plan's load is the bucket it chose (a reload reads it there)
 		case !j.Plan.Settings.Adapt.Value || j.Plan.Resolution.IsOperator():
-			sv.ctl.adaptedTo(0, "")
+			sv.ctl.adaptedTo(0)
 		}
 	}
 	attrs := []any{"to_pid", to.Proc.PID(), "width", widthOf(to.Plan), "mode", j.Mode.String(), "took", s.Took.Round(time.Millisecond).String()}

@@ -70,7 +70,7 @@ func (sv *launcher) reload(cur *plan.Plan, ch watch.Change) (*plan.Plan, Load, b
 	}
 	// The files' own notices (an empty tuned layer), said on every reload.
 	l.LogNotices(sv.log)
-	adapted, why := sv.ctl.kept() // the runtime's goroutine sets them after an adaptive switch
+	adapted := sv.ctl.kept() // the runtime's goroutine sets it after an adaptive switch
 	// The bucket of the schedule serve follows stays while the edit leaves
 	// the engine as it is (the follower moves it when the load does).
 	load := cur.Resolution.Load
@@ -84,8 +84,10 @@ func (sv *launcher) reload(cur *plan.Plan, ch watch.Change) (*plan.Plan, Load, b
 	o := plan.Options{Load: load}
 	if adapted > 0 && l.Settings().Adapt.Value {
 		// The width the adaptive loop chose stays (an operator width still
-		// wins): the plan is built once, at that width.
-		o = plan.Options{Adapted: adapted, AdaptReason: why}
+		// wins): the plan is built once, at that width, for the reload's
+		// own reason: its start line gave the last adaptive switch's ("…
+		// for width 1 repays a 1.1s switch", with nothing switching).
+		o = plan.Options{Adapted: adapted, AdaptReason: keptAdapted}
 	}
 	np, err := l.Build(o)
 	if err == nil && o.Adapted == 0 && !plan.SameEngine(np, cur) {
@@ -116,6 +118,10 @@ func (sv *launcher) reload(cur *plan.Plan, ch watch.Change) (*plan.Plan, Load, b
 	}
 	return np, l, true, nil
 }
+
+// keptAdapted is the reason of the width a reload keeps from the
+// adaptive loop, as the reload's start line gives it.
+const keptAdapted = "the adaptive width in force, which a reload keeps"
 
 // reloadRejected is the log line of a reload the files as they are now do
 // not make.

@@ -103,8 +103,7 @@ type controllers struct {
 	// adapted is the width the adaptive loop switched to (1 = speculation
 	// off), 0 before it has; a reload keeps it, or every profile edit (a
 	// comment, a SIGHUP) would put the policy's width back.
-	adapted     int
-	adaptReason string
+	adapted int
 	// firstStart is how long the first engine that served took to start
 	// (it prices the follower's first switch).
 	firstStart time.Duration
@@ -205,17 +204,18 @@ func (c *controllers) takeStopFollow() func() {
 
 // adaptedTo records the adaptive loop's width after a switch (0: none,
 // an operator's or the policy's width serves).
-func (c *controllers) adaptedTo(w int, reason string) {
+func (c *controllers) adaptedTo(w int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.adapted, c.adaptReason = w, reason
+	c.adapted = w
 }
 
-// kept is what a reload keeps of the loops' choices.
-func (c *controllers) kept() (adapted int, reason string) {
+// kept is what a reload keeps of the loops' choices: the adaptive width
+// (its switch's reason is not the reload's: keptAdapted).
+func (c *controllers) kept() (adapted int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.adapted, c.adaptReason
+	return c.adapted
 }
 
 // startTook records how long an engine took to start: the first one that
