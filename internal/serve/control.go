@@ -57,6 +57,7 @@ type controlShell struct {
 	// succeeded (said once).
 	resumed string
 	saved   bool
+	dirSaid bool // a directory at file was said (dirAtState)
 	// probing counts the shell's own probes in flight (a scrape that spans
 	// one says so; the load never counts their requests: they are not
 	// clients'); pre is a probe made before traffic, for the loop to take;
@@ -579,6 +580,11 @@ func (sh *controlShell) load() control.Pair {
 // read resumes the state in file: found says the file was there (an
 // error or a refusal is said), learnt that it held something to resume.
 func (sh *controlShell) read(file string) (p control.Pair, found, learnt bool) {
+	if isDir(file) {
+		sh.dirSaid = true
+		sh.log.Warn("adapt: "+dirAtState+"; learning again", "file", file)
+		return control.Pair{}, true, true
+	}
 	f, err := safefile.Open(context.Background(), "adaptive state", file, 1<<20)
 	if errors.Is(err, os.ErrNotExist) {
 		return control.Pair{}, false, false
@@ -593,10 +599,9 @@ func (sh *controlShell) read(file string) (p control.Pair, found, learnt bool) {
 		sh.log.Warn("adapt: the saved state is not read; learning again", "file", file, "err", err)
 		return control.Pair{}, true, true
 	}
-	if sp.Key.GPU != sh.key.GPU || sp.Key.Engine != sh.key.Engine || sp.Key.Capability != sh.key.Capability {
-		sh.log.Warn("adapt: the saved state was written for another engine or GPU; learning again", "file", file)
-		return control.Pair{}, true, true
-	}
+	// What it holds first: one that holds nothing learnt ("pair": null)
+	// is nothing to resume, whatever its key says ("key": null read as
+	// written for another engine or GPU).
 	take, why := control.Resume(sp.Saved, sp.Pair, time.Now())
 	if why != "" {
 		sh.log.Warn("adapt: the saved state is not read ("+why+"); learning again", "file", file)
@@ -604,6 +609,10 @@ func (sh *controlShell) read(file string) (p control.Pair, found, learnt bool) {
 	}
 	if !take {
 		return control.Pair{}, true, false // nothing learnt to resume
+	}
+	if sp.Key.GPU != sh.key.GPU || sp.Key.Engine != sh.key.Engine || sp.Key.Capability != sh.key.Capability {
+		sh.log.Warn("adapt: the saved state was written for another engine or GPU; learning again", "file", file)
+		return control.Pair{}, true, true
 	}
 	sh.resumed = sp.Saved.Format(time.RFC3339)
 	p, note := sh.c.Fit(sp.Pair) // saved under other load buckets: mapped, the rest learnt again
@@ -681,9 +690,27 @@ func (sh *controlShell) noteOldState() {
 	}
 }
 
+// dirAtState says a directory sits at the state file's path: safefile's
+// words ("give the path of the adaptive state itself") ask for a path the
+// operator never gives, and the save's rename failed on it at every save.
+const dirAtState = "a directory sits where speclaunch keeps its adaptive state file, so the state is neither read nor saved; remove that directory (the file is speclaunch's own)"
+
+// isDir says a directory (not a link to one) is at path.
+func isDir(path string) bool {
+	fi, err := os.Lstat(path)
+	return err == nil && fi.IsDir()
+}
+
 // save writes the pair's knowledge (a failure is logged and the loop goes on).
 func (sh *controlShell) save(s control.State, now time.Time) {
 	if sh.file == "" {
+		return
+	}
+	if isDir(sh.file) {
+		if !sh.dirSaid { // read said it at start; a directory made since is said once
+			sh.dirSaid = true
+			sh.log.Warn("adapt: "+dirAtState, "file", sh.file)
+		}
 		return
 	}
 	b, err := json.Marshal(savedPair{Key: sh.key, Saved: now, Pair: s.Pair})
