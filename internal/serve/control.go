@@ -542,10 +542,11 @@ func (sh *controlShell) endWhenReplaced(ctx context.Context, in *server.Instance
 }
 
 // probeStopped says why a probe ended before its end, for the
-// controller's one log line: a switch began meanwhile (its engine was
-// stopped under the probe, so the error is whatever the cut connection
-// gave, often EOF), the bound ran out, serve is stopping, or the probe
-// failed on its own.
+// controller's one log line: a switch began meanwhile (the probe is
+// cancelled once another engine serves, endWhenReplaced, so the error is
+// mostly "context canceled"; where its engine stopped under it first,
+// whatever the cut connection gave, such as EOF), the bound ran out,
+// serve is stopping, or the probe failed on its own.
 func probeStopped(err error, bound time.Duration, switched, timedOut, stopping bool) string {
 	switch {
 	case switched:
