@@ -84,9 +84,7 @@ func (sv *launcher) reload(cur *plan.Plan, ch watch.Change) (*plan.Plan, Load, b
 	o := plan.Options{Load: load}
 	if adapted > 0 && l.Settings().Adapt.Value {
 		// The width the adaptive loop chose stays (an operator width still
-		// wins): the plan is built once, at that width, for the reload's
-		// own reason: its start line gave the last adaptive switch's ("…
-		// for width 1 repays a 1.1s switch", with nothing switching).
+		// wins), built once, for the reload's own reason (keptAdapted).
 		o = plan.Options{Adapted: adapted, AdaptReason: keptAdapted}
 	}
 	np, err := l.Build(o)
@@ -120,7 +118,9 @@ func (sv *launcher) reload(cur *plan.Plan, ch watch.Change) (*plan.Plan, Load, b
 }
 
 // keptAdapted is the reason of the width a reload keeps from the
-// adaptive loop, as the reload's start line gives it.
+// adaptive loop, as the reload's start line gives it: it gave the last
+// adaptive switch's ("… for width 1 repays a 1.1s switch", with nothing
+// switching).
 const keptAdapted = "the adaptive width in force, which a reload keeps"
 
 // reloadRejected is the log line of a reload the files as they are now do
