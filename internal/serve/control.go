@@ -35,10 +35,10 @@ import (
 // controller follows its learnt schedule by internal/follow's rule, as a
 // tuned schedule is followed: one switching path), and it carries out
 // what the controller asks. A switch and a probe run beside the loop and
-// answer it when they end, so neither holds the other, nor a reload: a
-// new engine is never probed before it takes traffic, and a probe under
-// load is bounded (probeBound) and says so in the log when it starts and
-// when it gives up.
+// answer it when they end, so neither holds the other, nor a reload: only
+// the first engine of a pair is probed before it takes traffic, within
+// its bound (probeBefore), and a probe under load is bounded (probeBound)
+// and says so in the log when it starts and when it gives up.
 type controlShell struct {
 	c       control.Controller
 	rt      Runtime
