@@ -167,6 +167,29 @@ func (p *Profile) Line(path string) int {
 	return p.lines.Line(path)
 }
 
+// ElementLine is the line of element i (from 1) of a key's array value
+// ("draft.schedule", "policy.entry[0].schedule"), 0 when unknown.
+func (p *Profile) ElementLine(path string, i int) int {
+	if p == nil {
+		return 0
+	}
+	return p.lines.ElementLine(path, i)
+}
+
+// WhereElement renders "FILE:LINE" for element i (from 1) of a key's
+// array value, on the line that element starts (a schedule's bucket
+// written on a line of its own); Where's answer where that line is not
+// known.
+func (p *Profile) WhereElement(path string, i int) string {
+	if p == nil {
+		return ""
+	}
+	if n := p.ElementLine(path, i); n > 0 {
+		return fmt.Sprintf("%s:%d", p.Path, n)
+	}
+	return p.Where(path)
+}
+
 // Where renders "FILE:LINE" for a key, or just the file.
 func (p *Profile) Where(path string) string {
 	if n := p.Line(path); n > 0 {

@@ -188,7 +188,10 @@ func profileEntries(prof *profiles.Profile) ([]policy.Entry, error) {
 			keyLines[i][k] = prof.Line(fmt.Sprintf("policy.entry[%d].%s", i, k))
 		}
 	}
-	entries, err := policy.ParseProfileEntries(prof.Path, prof.Policy.Entry, lines, keyLines)
+	bucketLine := func(i int, k string, b int) int {
+		return prof.ElementLine(fmt.Sprintf("policy.entry[%d].%s", i, k), b)
+	}
+	entries, err := policy.ParseProfileEntries(prof.Path, prof.Policy.Entry, lines, keyLines, bucketLine)
 	var pe *policy.ParseError
 	if errors.As(err, &pe) {
 		return nil, &profiles.Error{File: pe.File, Line: pe.Line, Msg: pe.Msg}

@@ -72,6 +72,8 @@ func TestProfileErrorsNameTheKeysLine(t *testing.T) {
 			"serve --dry-run", 0, ":8: engine.env sets LLAMA_API_KYE, but sim reads no API key from it", ""},
 		{"a profile's policy entry", "[engine]\nname = \"llama.cpp\"\n\n[[policy.entry]]\nid = \"x1\"\n# c\nengine = \"sim\"\ndrafter = \"dflash\"\ncapability = \"12.1\"\nquant = \"affine\"\nwidth = 4\n",
 			"profile validate", 2, ":7: a measured entry cannot name engine \"sim\"", "hint: fix the profile, then check it with `speclaunch profile validate --profile "},
+		{"a bucket of a profile's policy entry's schedule", "[engine]\nname = \"llama.cpp\"\n\n[[policy.entry]]\nid = \"x1\"\nengine = \"mlxcel\"\ndrafter = \"dflash\"\ncapability = \"12.1\"\nquant = \"affine\"\nschedule = [\n  [1, 1, 6],\n  [2, 0, 0],\n]\nrecord = \"docs/benchmark_results/x.md\"\n",
+			"profile validate", 2, ":12: schedule: bucket 2 [2, 0, 0] has width 0", ""},
 	} {
 		prof := filepath.Join(t.TempDir(), "p.toml")
 		writeFile(t, prof, tc.body)

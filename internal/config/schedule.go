@@ -58,11 +58,20 @@ func (l *layer) schedule(r Row) (Field[schedule.Schedule], error) {
 	case string:
 		return checkedSchedule(schedule.Parse(x, ""))(src)
 	case []any:
+		var s schedule.Schedule
 		ts, err := schedule.TriplesOf(x)
+		if err == nil {
+			s, err = schedule.FromTriples(ts, "")
+		}
+		if b := schedule.BucketOf(err); b > 0 {
+			// The bucket's own line, where it is written on one of
+			// its own: "schedule = [" may be lines above it.
+			src.Name = p.WhereElement("draft.schedule", b)
+		}
 		if err != nil {
 			return Field[schedule.Schedule]{}, badProfileSchedule(src, err)
 		}
-		return checkedSchedule(schedule.FromTriples(ts, ""))(src)
+		return checkedSchedule(s, nil)(src)
 	}
 	// A table too: the profile's decoder leaves draft.schedule's type to
 	// this switch (profiles/profile.go, Parse).

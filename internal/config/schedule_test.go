@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -120,6 +121,39 @@ func TestProfileScheduleFaultsReadAlike(t *testing.T) {
 			want := "profile " + path + ":6: bad draft.schedule: " + c.why
 			if !errors.As(err, &ce) || !strings.HasPrefix(err.Error(), want) || !strings.HasSuffix(err.Error(), example) {
 				t.Errorf("err = %v\nwant a config error %s...%s", err, want, example)
+			}
+		})
+	}
+}
+
+// A fault of one bucket of a schedule written over several lines names
+// that bucket's line: "schedule = [" on line 6 and [2, 0, 0] on line 8
+// was said as line 6. A fault of the whole schedule keeps the key's line.
+func TestProfileScheduleBucketLine(t *testing.T) {
+	for _, c := range []struct {
+		name, sched string
+		line        int
+		why         string
+	}{
+		{"a bad width", "[\n  [1, 1, 6],\n  [2, 0, 0],\n]", 8, "bucket 2 [2, 0, 0] has width 0"},
+		{"a gap", "[\n  [1, 1, 6], # one client\n\n  [3, 0, 4],\n]", 9, "bucket 2 [3, 0, 4] leaves load 2 without a width"},
+		{"a number that is no number", "[\n  [1, 1, 6],\n  [2, 0, \"4\"],\n]", 8, "bucket 2 number 3 is a string"},
+		{"a bracket too many", "[\n  [[1, 1, 6]],\n  [2, 0, 4],\n]", 7, "bucket 1 number 1 is an array"},
+		{"a bucket of two numbers", "[\n  [1, 1, 6],\n  [2, 0],\n]", 8, "bucket 2 has 2 numbers"},
+		{"one line", "[[1, 1, 6], [2, 0, 0]]", 6, "bucket 2 [2, 0, 0] has width 0"},
+		{"the last bucket bounded", "[\n  [1, 1, 6],\n  [2, 3, 4],\n]", 8, "the last bucket ends at 3 requests in flight"},
+		{"empty", "[\n]", 6, "the schedule is empty"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "multi.toml")
+			text := "[engine]\nname = \"sim\"\n\n[draft]\nmodel = \"d\"\nschedule = " + c.sched + "\n"
+			if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, _, _, err := Load(Input{Flags: map[string]string{"profile": path}, Getenv: env(nil)})
+			want := fmt.Sprintf("profile %s:%d: bad draft.schedule: %s", path, c.line, c.why)
+			if err == nil || !strings.HasPrefix(err.Error(), want) {
+				t.Errorf("err = %v\nwant %s...", err, want)
 			}
 		})
 	}

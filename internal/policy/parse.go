@@ -136,11 +136,16 @@ func blank(data []byte) bool {
 // already decoded by the profile loader, with the same rules as a policy
 // file's [[entry]] tables. lines[i] is the header line of entries[i] (0 when
 // unknown), keyLines[i] the line of each of its keys (nil when unknown): an
-// error about a key names the key's line, else the table's.
-func ParseProfileEntries(name string, entries []map[string]any, lines []int, keyLines []map[string]int) ([]Entry, error) {
+// error about a key names the key's line, else the table's. elementLine,
+// where not nil, is the line of element b (from 1) of key k of entry i,
+// 0 when unknown: an error about one bucket of a schedule names its line.
+func ParseProfileEntries(name string, entries []map[string]any, lines []int, keyLines []map[string]int, elementLine func(i int, k string, b int) int) ([]Entry, error) {
 	ts := make([]table, len(entries))
 	for i, m := range entries {
 		t := table{file: name, label: "[[policy.entry]]", m: m}
+		if elementLine != nil {
+			t.elementLine = func(k string, b int) int { return elementLine(i, k, b) }
+		}
 		if i < len(lines) {
 			t.line = lines[i]
 		}
@@ -174,7 +179,10 @@ type table struct {
 	label    string // "[[entry]]", "[[default]]", "[[policy.entry]]"
 	line     int
 	keyLines map[string]int // nil when only the table's line is known
-	m        map[string]any
+	// elementLine is the line of element b (from 1) of key k's array
+	// value, 0 when unknown; nil when no element's line is known.
+	elementLine func(k string, b int) int
+	m           map[string]any
 }
 
 func (t table) lineOf(k string) int {
@@ -182,6 +190,18 @@ func (t table) lineOf(k string) int {
 		return l
 	}
 	return t.line
+}
+
+// bucketLine is the line to name for err, a fault of key k's schedule:
+// that of the bucket it is about where that is known (a schedule written
+// over several lines), else the key's.
+func (t table) bucketLine(k string, err error) int {
+	if b := schedule.BucketOf(err); b > 0 && t.elementLine != nil {
+		if l := t.elementLine(k, b); l > 0 {
+			return l
+		}
+	}
+	return t.lineOf(k)
 }
 
 func (t table) errAt(line int, format string, args ...any) *ParseError {
@@ -219,6 +239,7 @@ func tables(file string, raw map[string]any, name string, ix tomlpos.Index) ([]t
 		t := table{file: file, label: "[[" + name + "]]", line: top, m: m}
 		if len(regs) == len(ms) {
 			t.line, t.keyLines = regs[i].Line, regs[i].Keys
+			t.elementLine = func(k string, b int) int { return ix.ElementLine(fmt.Sprintf("%s[%d].%s", name, i, k), b) }
 		}
 		out[i] = t
 	}
@@ -479,7 +500,7 @@ func (t table) widthOrSchedule() (int, schedule.Schedule, error) {
 	}
 	s, err := scheduleOf(v)
 	if err != nil {
-		return 0, nil, t.errf("schedule", "%s", badSchedule(err))
+		return 0, nil, t.errAt(t.bucketLine("schedule", err), "%s", badSchedule(err))
 	}
 	if s.Max() < key.MinWidth {
 		return 0, nil, t.errf("schedule", "schedule is off (width 1) at every load, which a policy never does: give at least one bucket a width of %d or more (to run without speculation, remove the draft model instead)", key.MinWidth)

@@ -229,7 +229,7 @@ func TestParseProfileEntries(t *testing.T) {
 		}
 		return m
 	}
-	es, err := ParseProfileEntries("prof.toml", []map[string]any{ok, with("id", "p2")}, []int{7}, nil)
+	es, err := ParseProfileEntries("prof.toml", []map[string]any{ok, with("id", "p2")}, []int{7}, nil, nil)
 	if err == nil {
 		t.Fatalf("duplicate key accepted: %+v", es)
 	}
@@ -239,7 +239,7 @@ func TestParseProfileEntries(t *testing.T) {
 
 	other := with("capability", "12.1")
 	other["id"] = "p2"
-	es, err = ParseProfileEntries("prof.toml", []map[string]any{ok, other}, []int{7, 15}, nil)
+	es, err = ParseProfileEntries("prof.toml", []map[string]any{ok, other}, []int{7, 15}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +261,7 @@ func TestParseProfileEntries(t *testing.T) {
 		{"bad capability", with("capability", "sm_90"), "MAJOR.MINOR"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := ParseProfileEntries("prof.toml", []map[string]any{tc.m}, []int{21}, nil)
+			_, err := ParseProfileEntries("prof.toml", []map[string]any{tc.m}, []int{21}, nil, nil)
 			if tc.msg == "" {
 				if err != nil {
 					t.Fatal(err)

@@ -69,6 +69,40 @@ func TestParseRejectsSchedules(t *testing.T) {
 	}
 }
 
+// A fault of one bucket of a schedule written over several lines names
+// that bucket's line, in a policy file's entry (the second, whose lines
+// Line alone would take for the first's) and in a profile's, where it was
+// the line of "schedule = [". A fault of the whole schedule keeps it.
+func TestParseScheduleBucketLine(t *testing.T) {
+	first := "[[entry]]\nid = \"first\"\nengine = \"llama.cpp\"\ndrafter = \"draft\"\ncapability = \"8.9\"\nquant = \"q4_0\"\nwidth = 4\npin = \"p\"\nrecord = \"docs/benchmark_results/x.md\"\n\n[[entry]]"
+	for _, c := range []struct {
+		name, sched string
+		line        int // in the second entry, whose schedule starts on line 19
+		want        string
+	}{
+		{"a bad width", "schedule = [\n  [1, 1, 6],\n  [2, 0, 0],\n]", 21, "bucket 2 [2, 0, 0] has width 0"},
+		{"a comment between", "schedule = [ # lo, hi, width\n  [1, 1, 6],\n  # the rest\n  [3, 0, 4],\n]", 22, "bucket 2 [3, 0, 4] leaves load 2 without a width"},
+		{"a bracket too many", "schedule = [\n  [[1, 1, 6]],\n  [2, 0, 4],\n]", 20, "bucket 1 number 1 is an array"},
+		{"out of order", "schedule = [\n  [4, 0, 1],\n  [1, 3, 6],\n]", 20, "bucket 1 [4, 0, 1] comes before bucket 2"},
+		{"one line", "schedule = [[1, 1, 6], [2, 0, 0]]", 19, "bucket 2 [2, 0, 0] has width 0"},
+		{"off at every load", "schedule = [\n  [1, 1, 1],\n  [2, 0, 1],\n]", 19, "off (width 1) at every load"},
+	} {
+		text := strings.Replace(scheduleEntry(c.sched), "[[entry]]", first, 1)
+		_, err := Parse("p.toml", []byte(text))
+		if err == nil || !strings.HasPrefix(err.Error(), "p.toml:"+itoa(c.line)+": ") || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err = %v, want p.toml:%d and %q", c.name, err, c.line, c.want)
+		}
+	}
+	// A profile's [[policy.entry]]: the line its reader gives for the bucket.
+	m := map[string]any{"id": "p", "engine": "mlxcel", "drafter": "dflash", "capability": "12.1", "quant": "affine", "record": "docs/benchmark_results/x.md",
+		"schedule": []any{[]any{int64(1), int64(1), int64(6)}, []any{int64(2), int64(0), int64(0)}}}
+	at := func(i int, k string, b int) int { return 30 + 10*i + b }
+	_, err := ParseProfileEntries("prof.toml", []map[string]any{m}, []int{7}, []map[string]int{{"schedule": 12}}, at)
+	if err == nil || !strings.HasPrefix(err.Error(), "prof.toml:32: schedule: bucket 2 [2, 0, 0] has width 0") {
+		t.Errorf("profile entry: err = %v, want prof.toml:32", err)
+	}
+}
+
 func itoa(n int) string { return strconv.Itoa(n) }
 
 // A schedule's number past int64 is said as one merely too large is, the

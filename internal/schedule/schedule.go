@@ -156,13 +156,23 @@ func (s Schedule) Validate() error {
 // schedule was written as [lo, hi, width] triples, so that a fix is said
 // in the form the operator can follow ("2-4" is no triple).
 func (s Schedule) validate(triple bool, bucket func(i int) string) error {
+	i, err := s.check(triple, bucket)
+	if err != nil && i >= 0 {
+		return inBucket(i+1, err)
+	}
+	return err
+}
+
+// check is validate: the fault, and the bucket (from 0) it is about, -1
+// where it is about the whole schedule.
+func (s Schedule) check(triple bool, bucket func(i int) string) (int, error) {
 	switch {
 	case len(s) == 0 && triple:
-		return errors.New("the schedule is empty: give at least one bucket, e.g. [[1, 0, 4]] (width 4 at every load)")
+		return -1, errors.New("the schedule is empty: give at least one bucket, e.g. [[1, 0, 4]] (width 4 at every load)")
 	case len(s) == 0:
-		return errors.New("the schedule is empty: give at least one bucket, e.g. \"1+:4\" (width 4 at every load)")
+		return -1, errors.New("the schedule is empty: give at least one bucket, e.g. \"1+:4\" (width 4 at every load)")
 	case len(s) > MaxBuckets:
-		return fmt.Errorf("the schedule has %d buckets, above the limit of %d: merge neighbouring loads that share a width", len(s), MaxBuckets)
+		return -1, fmt.Errorf("the schedule has %d buckets, above the limit of %d: merge neighbouring loads that share a width", len(s), MaxBuckets)
 	}
 	next := 1
 	for i, b := range s {
@@ -170,36 +180,36 @@ func (s Schedule) validate(triple bool, bucket func(i int) string) error {
 		loWhy, hiWhy, widthWhy := outside(lo, b.Lo, strconv.Itoa(b.Lo)), outside(hi, b.Hi, strconv.Itoa(b.Hi)), outside(wide, b.Width, strconv.Itoa(b.Width))
 		switch {
 		case loWhy != "":
-			return fmt.Errorf("%s %s", where, loWhy)
+			return i, fmt.Errorf("%s %s", where, loWhy)
 		case hiWhy != "":
-			return fmt.Errorf("%s %s", where, hiWhy)
+			return i, fmt.Errorf("%s %s", where, hiWhy)
 		case b.Hi != 0 && b.Hi < b.Lo:
-			return fmt.Errorf("%s ends below where it starts: %s", where, s.hiFix(i, triple))
+			return i, fmt.Errorf("%s ends below where it starts: %s", where, s.hiFix(i, triple))
 		case s.lower(i) >= 0:
 			// Any other advice would be about a neighbour the operator
 			// did not mean: [[4, 0, 1], [1, 3, 6]] was told to start
 			// [4, 0, 1] at 1.
-			return fmt.Errorf("%s comes before %s, which starts at a lower load: list the buckets in ascending order of load", where, bucket(s.lower(i)))
+			return i, fmt.Errorf("%s comes before %s, which starts at a lower load: list the buckets in ascending order of load", where, bucket(s.lower(i)))
 		case b.Lo < next:
-			return fmt.Errorf("%s overlaps the bucket before it, which covers up to %d: start this one at %d", where, next-1, next)
+			return i, fmt.Errorf("%s overlaps the bucket before it, which covers up to %d: start this one at %d", where, next-1, next)
 		case b.Lo > next:
 			gap := fmt.Sprintf("loads %d-%d", next, b.Lo-1)
 			if next == b.Lo-1 {
 				gap = fmt.Sprintf("load %d", next)
 			}
-			return fmt.Errorf("%s leaves %s without a width: start this one at %d, or add a bucket for it", where, gap, next)
+			return i, fmt.Errorf("%s leaves %s without a width: start this one at %d, or add a bucket for it", where, gap, next)
 		case widthWhy != "":
-			return fmt.Errorf("%s %s", where, widthWhy)
+			return i, fmt.Errorf("%s %s", where, widthWhy)
 		}
 		if b.Hi == 0 {
 			if i != len(s)-1 {
-				return fmt.Errorf("%s has no upper bound but buckets follow it: give it an upper bound, or drop the ones after it", where)
+				return i, fmt.Errorf("%s has no upper bound but buckets follow it: give it an upper bound, or drop the ones after it", where)
 			}
-			return nil
+			return -1, nil
 		}
 		next = b.Hi + 1
 	}
-	return fmt.Errorf("the last bucket ends at %s: end the schedule with an open bucket (%d+ or hi = 0) so every load has a width", InFlight(strconv.Itoa(next-1)), next)
+	return len(s) - 1, fmt.Errorf("the last bucket ends at %s: end the schedule with an open bucket (%d+ or hi = 0) so every load has a width", InFlight(strconv.Itoa(next-1)), next)
 }
 
 // The numbers of a [lo, hi, width] triple, in its order.
@@ -283,7 +293,34 @@ func FromTriples(t [][]int, source string) (Schedule, error) {
 
 // notATriple is the error for bucket i (from 1) of count numbers.
 func notATriple(i int, count string) error {
-	return fmt.Errorf("bucket %d has %s numbers: write each bucket as [lo, hi, width] (hi 0 = no upper bound)", i, count)
+	return inBucket(i, fmt.Errorf("bucket %d has %s numbers: write each bucket as [lo, hi, width] (hi 0 = no upper bound)", i, count))
+}
+
+// BucketError is a fault of one bucket of a schedule: its message names
+// the bucket, and Bucket says which (from 1), for a file's reader to name
+// the line that bucket is written on (tomlpos.Index.ElementLine).
+type BucketError struct {
+	Bucket int
+	Err    error
+}
+
+func (e *BucketError) Error() string { return e.Err.Error() }
+
+func (e *BucketError) Unwrap() error { return e.Err }
+
+// inBucket is err, about bucket i (from 1).
+func inBucket(i int, err error) error {
+	return &BucketError{Bucket: i, Err: err}
+}
+
+// BucketOf is the bucket (from 1) that err is about, 0 where it is about
+// none.
+func BucketOf(err error) int {
+	var be *BucketError
+	if errors.As(err, &be) {
+		return be.Bucket
+	}
+	return 0
 }
 
 // Triples renders the schedule as [lo, hi, width] triples (TOML, JSON).

@@ -236,3 +236,35 @@ func parseErr(text string) error {
 	_, err := Parse(text, "")
 	return err
 }
+
+// Each fault of one bucket says which (BucketOf), for a file's reader to
+// name that bucket's line; a fault of the whole schedule says none.
+func TestTriplesOfFaults(t *testing.T) {
+	n := func(x int64) any { return x }
+	row := func(xs ...any) any { return xs }
+	for _, c := range []struct {
+		name   string
+		rows   []any
+		bucket int
+		want   string
+	}{
+		{"a string", []any{row(n(1), n(1), n(6)), row(n(2), n(0), "4")}, 2, `bucket 2 number 3 is a string ("4"), not a whole number: write it without quotes or a decimal point`},
+		{"a bucket that is a number", []any{row(n(1), n(1), n(6)), n(5)}, 2, "bucket 2 is an integer, not [lo, hi, width]"},
+		{"two numbers", []any{row(n(1), n(1), n(6)), row(n(2), n(0))}, 2, "bucket 2 has 2 numbers"},
+		{"past an int", []any{row(n(1), n(0), n(1<<40))}, 1, "bucket 1 [1, 0, 1099511627776] has width 1099511627776, above 256"},
+		{"a width of 0", []any{row(n(1), n(1), n(6)), row(n(2), n(0), n(0))}, 2, "bucket 2 [2, 0, 0] has width 0"},
+		{"bounded at the end", []any{row(n(1), n(1), n(6)), row(n(2), n(3), n(4))}, 2, "the last bucket ends at 3 requests in flight"},
+		{"empty", []any{}, 0, "the schedule is empty"},
+	} {
+		ts, err := TriplesOf(c.rows)
+		if err == nil {
+			_, err = FromTriples(ts, "")
+		}
+		if err == nil || !strings.HasPrefix(err.Error(), c.want) || BucketOf(err) != c.bucket {
+			t.Errorf("%s: %v (bucket %d), want %q (bucket %d)", c.name, err, BucketOf(err), c.want, c.bucket)
+		}
+	}
+	if got := BucketOf(OutOfRange(3, 2, "", "99999999999999999999")); got != 3 {
+		t.Errorf("OutOfRange's bucket = %d, want 3", got)
+	}
+}

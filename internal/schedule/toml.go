@@ -25,13 +25,13 @@ func TriplesOf(rows []any) ([][]int, error) {
 	for i, r := range rows {
 		xs, ok := r.([]any)
 		if !ok {
-			return nil, fmt.Errorf("bucket %d is %s, not [lo, hi, width]", i+1, tomlguard.Kind(r))
+			return nil, inBucket(i+1, fmt.Errorf("bucket %d is %s, not [lo, hi, width]", i+1, tomlguard.Kind(r)))
 		}
 		for j, x := range xs {
 			n, ok := x.(int64)
 			switch {
 			case !ok:
-				return nil, fmt.Errorf("bucket %d number %d is %s (%s), not a whole number: write it without quotes or a decimal point", i+1, j+1, tomlguard.Kind(x), clip(tomlguard.Text(x)))
+				return nil, inBucket(i+1, fmt.Errorf("bucket %d number %d is %s (%s), not a whole number: write it without quotes or a decimal point", i+1, j+1, tomlguard.Kind(x), clip(tomlguard.Text(x))))
 			case n < -maxNumber || n > maxNumber: // in range, FromTriples says what is wrong with it
 				return nil, OutOfRange(i+1, j+1, rowText(xs), strconv.FormatInt(n, 10))
 			}
@@ -69,5 +69,5 @@ func OutOfRange(i, j int, row, text string) error {
 	if strings.HasPrefix(text, "-") {
 		n = -maxNumber
 	}
-	return fmt.Errorf("%s %s", where, outside(j-1, n, text))
+	return inBucket(i, fmt.Errorf("%s %s", where, outside(j-1, n, text)))
 }

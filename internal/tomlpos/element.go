@@ -66,6 +66,89 @@ func elementAt(src string, line, at int) (stack, opens []int) {
 	return stack, opens
 }
 
+// ElementLine is the line (from 1) where element i (from 1) of the array
+// value of the key at path (as Line takes it) starts, so that an error
+// about one bucket of a schedule written over several lines names that
+// bucket's line, not that of "schedule = [". It is 0 where it cannot say:
+// the key's assignment is not found on its line (a key of an inline
+// table), its value is no array, or the array has fewer elements.
+func (x Index) ElementLine(path string, i int) int {
+	line := x.Line(path)
+	start := lineStart(x.src, line)
+	if line < 1 || start < 0 || i < 1 {
+		return 0
+	}
+	eq := valueStart(x.src[start:], path[strings.LastIndexAny(path, ".]")+1:])
+	if eq < 0 {
+		return 0
+	}
+	at := elementStart(x.src, start+eq, i)
+	if at < 0 {
+		return 0
+	}
+	return strings.Count(x.src[:at], "\n") + 1
+}
+
+// valueStart is the offset in text, which starts with a line, just past
+// the "=" of that line's assignment of key; -1 where the line assigns
+// no such key (Line fell back to a table's line).
+func valueStart(text, key string) int {
+	end := strings.IndexByte(text, '\n')
+	if end < 0 {
+		end = len(text)
+	}
+	eq := strings.IndexByte(text[:end], '=')
+	if eq < 0 {
+		return -1
+	}
+	k, ok := keyName(text[:eq])
+	if !ok || k != key && !strings.HasSuffix(k, "."+key) {
+		return -1
+	}
+	return eq + 1
+}
+
+// elementStart is the offset in src of the first byte of element i (from
+// 1) of the array value that starts after offset from, -1 where there is
+// none. Comments and strings are skipped as elementAt skips them.
+func elementStart(src string, from, i int) int {
+	depth, n, want := 0, 0, false // want: the next value starts an element
+	for j := from; j < len(src); j++ {
+		c := src[j]
+		switch {
+		case c == ' ' || c == '\t' || c == '\r' || c == '\n':
+			continue
+		case c == '#':
+			for j < len(src) && src[j] != '\n' {
+				j++
+			}
+			continue
+		case depth == 0 && c != '[':
+			return -1 // the value is no array
+		}
+		if depth == 1 && want && c != ']' {
+			if n++; n == i {
+				return j
+			}
+			want = false
+		}
+		switch c {
+		case '"', '\'':
+			j = skipString(src, j) - 1
+		case '[', '{':
+			depth++
+			want = depth == 1
+		case ']', '}':
+			if depth--; depth == 0 {
+				return -1
+			}
+		case ',':
+			want = depth == 1
+		}
+	}
+	return -1
+}
+
 // BigInt is an integer past int64 that the decoder refused, which it
 // does before any key's own check sees it ("99999999999999999999 is out
 // of range for int64"): as written and where it sits in its key's array

@@ -185,11 +185,12 @@ type Index struct {
 	tables map[string][]int // a [name] header's regions, in file order
 	arrays map[string][]int // a [[name]] header's regions: element i is arrays[name][i]
 	top    map[string]int   // k -> the line of the first header named k or starting k.
+	src    string           // the text scanned, for ElementLine
 }
 
 // Build scans TOML text and indexes its regions.
 func Build(text string) Index {
-	x := Index{rs: Scan(text), tables: map[string][]int{}, arrays: map[string][]int{}, top: map[string]int{}}
+	x := Index{rs: Scan(text), tables: map[string][]int{}, arrays: map[string][]int{}, top: map[string]int{}, src: text}
 	for i, r := range x.rs.all() {
 		if r.Array {
 			x.arrays[r.Name] = append(x.arrays[r.Name], i)

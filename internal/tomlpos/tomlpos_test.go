@@ -271,3 +271,34 @@ func TestBigIntOf(t *testing.T) {
 		t.Errorf("a syntax error: %+v", b)
 	}
 }
+
+// An error about one element of an array written over several lines
+// names that element's line, not that of the key's "= [" (a schedule's
+// bucket 2 on line 14 was said on line 12); where the value is no array
+// of that assignment, it is 0, for the caller to keep the key's line.
+func TestElementLine(t *testing.T) {
+	multi := "[draft]\nkind = \"dflash\"\nschedule = [ # lo, hi, width\n  [1, 1, 6],\n\n  # [9, 9, 9],\n  [2, \"]\", 0],\n  [3, 0, 4]]\n"
+	for _, c := range []struct {
+		name, src, path string
+		i, want         int
+	}{
+		{"first bucket on its own line", multi, "draft.schedule", 1, 4},
+		{"past a blank line, a comment and a string with a bracket", multi, "draft.schedule", 2, 7},
+		{"the last bucket", multi, "draft.schedule", 3, 8},
+		{"no such bucket", multi, "draft.schedule", 4, 0},
+		{"one line", "[draft]\nschedule = [[1, 1, 6], [2, 0, 4]]\n", "draft.schedule", 2, 2},
+		{"an element of the second [[entry]]", "[[entry]]\nschedule = [[1, 0, 4]]\n[[entry]]\nschedule = [\n  [1, 1, 6],\n  [2, 0, 0],\n]\n", "entry[1].schedule", 2, 6},
+		{"a dotted key at the top", "draft.schedule = [\n[1, 0, 4]]\n", "draft.schedule", 1, 2},
+		{"a string", "[draft]\nschedule = \"1:6,2+:0\"\n", "draft.schedule", 2, 0},
+		{"an inline table", "draft = {schedule = [\n[1, 0, 4]]}\n", "draft.schedule", 1, 0},
+		{"no such key", "[draft]\nkind = \"dflash\"\n", "draft.schedule", 1, 0},
+		{"the zero Index", "", "draft.schedule", 1, 0},
+	} {
+		if got := Build(c.src).ElementLine(c.path, c.i); got != c.want {
+			t.Errorf("%s: ElementLine(%q, %d) = %d, want %d", c.name, c.path, c.i, got, c.want)
+		}
+	}
+	if got := (Index{}).ElementLine("draft.schedule", 1); got != 0 {
+		t.Errorf("Index{}.ElementLine = %d, want 0", got)
+	}
+}
