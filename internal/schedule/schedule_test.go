@@ -238,7 +238,9 @@ func parseErr(text string) error {
 }
 
 // Each fault of one bucket says which (BucketOf), for a file's reader to
-// name that bucket's line; a fault of the whole schedule says none.
+// name that bucket's line; a fault of the whole schedule says none. A
+// bucket in brackets too many was told to write its number "without
+// quotes or a decimal point", which it has none of.
 func TestTriplesOfFaults(t *testing.T) {
 	n := func(x int64) any { return x }
 	row := func(xs ...any) any { return xs }
@@ -248,6 +250,10 @@ func TestTriplesOfFaults(t *testing.T) {
 		bucket int
 		want   string
 	}{
+		{"a bracket too many", []any{row(row(n(1), n(1), n(6))), row(n(2), n(0), n(4))}, 1,
+			"bucket 1 number 1 is an array ([…]), not a whole number: a bucket is one [lo, hi, width] of whole numbers, one level of brackets per bucket"},
+		{"a table for a number", []any{row(map[string]any{"lo": n(1)}, n(0), n(4))}, 1,
+			"bucket 1 number 1 is a table ({…}), not a whole number: a bucket is one [lo, hi, width] of whole numbers, one level of brackets per bucket"},
 		{"a string", []any{row(n(1), n(1), n(6)), row(n(2), n(0), "4")}, 2, `bucket 2 number 3 is a string ("4"), not a whole number: write it without quotes or a decimal point`},
 		{"a bucket that is a number", []any{row(n(1), n(1), n(6)), n(5)}, 2, "bucket 2 is an integer, not [lo, hi, width]"},
 		{"two numbers", []any{row(n(1), n(1), n(6)), row(n(2), n(0))}, 2, "bucket 2 has 2 numbers"},

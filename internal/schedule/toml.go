@@ -30,6 +30,10 @@ func TriplesOf(rows []any) ([][]int, error) {
 		for j, x := range xs {
 			n, ok := x.(int64)
 			switch {
+			case isNested(x):
+				// [[[1, 1, 6]], ...]: a bracket too many, which no
+				// quotes or decimal point explain.
+				return nil, inBucket(i+1, fmt.Errorf("bucket %d number %d is %s (%s), not a whole number: a bucket is one [lo, hi, width] of whole numbers, one level of brackets per bucket", i+1, j+1, tomlguard.Kind(x), clip(tomlguard.Text(x))))
 			case !ok:
 				return nil, inBucket(i+1, fmt.Errorf("bucket %d number %d is %s (%s), not a whole number: write it without quotes or a decimal point", i+1, j+1, tomlguard.Kind(x), clip(tomlguard.Text(x))))
 			case n < -maxNumber || n > maxNumber: // in range, FromTriples says what is wrong with it
@@ -39,6 +43,16 @@ func TriplesOf(rows []any) ([][]int, error) {
 		}
 	}
 	return out, nil
+}
+
+// isNested reports a decoded value that is an array or a table, where a
+// bucket's number goes.
+func isNested(x any) bool {
+	switch x.(type) {
+	case []any, map[string]any, []map[string]any:
+		return true
+	}
+	return false
 }
 
 // rowText is a decoded bucket as FromTriples names one: [2, 0, 4].
