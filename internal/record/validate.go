@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"reflect"
 	"strings"
@@ -71,7 +72,7 @@ func Decode(data []byte) (*Record, error) {
 	}
 	var r Record
 	if err := json.Unmarshal(data, &r); err != nil {
-		return nil, jsonError(err)
+		return nil, jsonError(data, err)
 	}
 	if err := Validate(&r); err != nil {
 		return nil, err
@@ -442,6 +443,20 @@ func jsonSize(data []byte, maxV, maxC int) (values, containers int) {
 	return values, containers
 }
 
+// jsonSpace is the white space JSON allows between values.
+const jsonSpace = " \t\r\n"
+
+// endsEarly says whether data's JSON value is cut short: it ends, white
+// space aside, before the value does. The decoder says so with
+// io.ErrUnexpectedEOF where Unmarshal says "unexpected end of JSON input"
+// or, for a number cut after its point, that the character after it (one
+// it makes up past the end, or a trailing newline) is invalid.
+func endsEarly(data []byte) bool {
+	var v json.RawMessage
+	err := json.NewDecoder(bytes.NewReader(bytes.TrimRight(data, jsonSpace))).Decode(&v)
+	return errors.Is(err, io.ErrUnexpectedEOF)
+}
+
 // jsonDelim: c ends a JSON number or literal.
 func jsonDelim(c byte) bool {
 	switch c {
@@ -454,8 +469,10 @@ func jsonDelim(c byte) bool {
 // jsonError words a decoding error for an operator: the record's field
 // and what it should hold, not Go's types ("Go struct field
 // Run.arms.runs.tok_per_s of type float64"), and the value cut (a
-// 10^6-digit number made a 1,000,217-character line).
-func jsonError(err error) error {
+// 10^6-digit number made a 1,000,217-character line), and a file cut
+// short said as one: it was "invalid character ' ' after decimal point"
+// at a byte past the file's end, for one ending in `"ratio": 1.`.
+func jsonError(data []byte, err error) error {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
 		want := "another type"
@@ -482,6 +499,9 @@ func jsonError(err error) error {
 		return &FieldError{Field: field, Msg: fmt.Sprintf("is %s, want %s; regenerate the record with speclaunch bench", quote.Text(te.Value, 40), want)}
 	}
 	var se *json.SyntaxError
+	if errors.As(err, &se) && endsEarly(data) {
+		return &FieldError{Field: "(top level)", Msg: fmt.Sprintf("ends early, inside a value, at byte %d (truncated?): restore the file from where it was copied (git, a backup), or re-run the bench or tune that wrote it", len(bytes.TrimRight(data, jsonSpace)))}
+	}
 	if errors.As(err, &se) {
 		return &FieldError{Field: "(top level)", Msg: fmt.Sprintf("is not valid JSON at byte %d (%s); regenerate the record with speclaunch bench", se.Offset, quote.Text(se.Error(), 80))}
 	}

@@ -161,7 +161,7 @@ func TestDecode(t *testing.T) {
 		{"array", "[]", "(top level): a record is a JSON object"},
 		{"empty object", "{}", "schema: is 0"},
 		{"wrong type", `{"schema": "one"}`, "schema: is string, want a whole number"},
-		{"truncated", `{"schema": 1, "arms": [`, "is not valid JSON at byte"},
+		{"truncated", `{"schema": 1, "arms": [`, "(top level): ends early, inside a value, at byte 23 (truncated?): restore the file"},
 		// Counted before anything is built: each empty arm would be a
 		// whole Arm struct (the first cut, two million of them, took
 		// gigabytes).
@@ -231,6 +231,30 @@ func TestDecodeWordsTypeErrors(t *testing.T) {
 		_, err := Decode([]byte(in))
 		if err == nil || len(err.Error()) > 300 || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "Go struct") || strings.Contains(err.Error(), "float64") {
 			t.Errorf("%.40s: %d-byte error %.300q, want %q", in, len(fmt.Sprint(err)), err, want)
+		}
+	}
+}
+
+// A record cut short, mid-number or between values, is said to end early
+// and told to be restored or measured again, where it was "is not valid
+// JSON at byte 18122 (invalid character ' ' after decimal point in
+// numeric literal)" at a byte past its end. A syntax error inside it, or
+// at its last byte, is still one.
+func TestDecodeSaysATruncatedRecordEndsEarly(t *testing.T) {
+	const early = "(top level): ends early, inside a value, at byte %d (truncated?): restore the file from where it was copied (git, a backup), or re-run the bench or tune that wrote it"
+	for _, c := range []struct {
+		name, data, want string
+	}{
+		{"after a decimal point", `{"schema": 1, "ratio": 1.`, fmt.Sprintf(early, 25)},
+		{"after a decimal point and a newline", "{\"schema\": 1, \"ratio\": 1.\n", fmt.Sprintf(early, 25)},
+		{"inside a string", `{"schema": 1, "name": "tun`, fmt.Sprintf(early, 26)},
+		{"inside a literal", `{"schema": 1, "complete": tr`, fmt.Sprintf(early, 28)},
+		{"after a comma", "{\"schema\": 1,\n  ", fmt.Sprintf(early, 13)},
+		{"a bad number inside", `{"schema": 1, "ratio": 1.x}`, "(top level): is not valid JSON at byte 26 (invalid character 'x' after decimal point"},
+		{"a brace too many at the end", `{"schema": 1}}`, "(top level): is not valid JSON at byte 14 (invalid character '}' after top-level value)"},
+	} {
+		if _, err := Decode([]byte(c.data)); err == nil || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %s", c.name, err, c.want)
 		}
 	}
 }
