@@ -80,6 +80,10 @@ func Decode(data []byte) (*Record, error) {
 	return &r, nil
 }
 
+// sweepFix is the fix for a load sweep's record that no sweep writes:
+// the file was edited.
+const sweepFix = "; restore the record, or measure again with speclaunch tune (or speclaunch bench --concurrency)"
+
 // Validate checks what every derivation relies on: the schema, a complete
 // key, the counts of arms and runs (MaxArms, MaxRunsPerArm, MaxRuns), each
 // arm's kind, status and width (0 for classic, 2 to 256 otherwise: widths 0
@@ -101,7 +105,12 @@ func Validate(r *Record) error {
 	if err := validateKey(r.Key); err != nil {
 		return err
 	}
-	if len(r.Arms) == 0 && len(r.Levels) == 0 {
+	switch {
+	case len(r.Arms) == 0 && len(r.Levels) == 0 && (r.Method.Load != nil || r.Earned != nil):
+		// A load sweep keeps its arms per level: "arms: is empty" named a
+		// field that is empty in every sweep.
+		return bad("levels", "is missing or empty, but the record is a load sweep (it has method.load or earned_schedule), whose arms are kept level by level"+sweepFix)
+	case len(r.Arms) == 0 && len(r.Levels) == 0:
 		return bad("arms", "is empty: a record measures at least a classic arm and one width")
 	}
 	if len(r.Levels) > MaxLevels {
@@ -115,8 +124,13 @@ func Validate(r *Record) error {
 	for i := range r.Levels {
 		l := &r.Levels[i]
 		at := fmt.Sprintf("levels[%d]", i)
-		if l.Concurrency <= prev {
-			return bad(at+".concurrency", "is %d: levels are whole numbers of clients, ascending, from 1", l.Concurrency)
+		switch {
+		case l.Concurrency < 1:
+			return bad(at+".concurrency", "is %d: a level is a whole number of clients, from 1"+sweepFix, l.Concurrency)
+		case l.Concurrency == prev:
+			return bad(at+".concurrency", "is %d, as levels[%d].concurrency is: each level is measured once, the levels ascending"+sweepFix, l.Concurrency, i-1)
+		case l.Concurrency < prev:
+			return bad(at+".concurrency", "is %d, below levels[%d].concurrency (%d): the levels ascend"+sweepFix, l.Concurrency, i-1, prev)
 		}
 		prev = l.Concurrency
 		if len(l.Arms) == 0 {

@@ -96,6 +96,24 @@ func TestValidate(t *testing.T) {
 			r.Levels = []Level{{Concurrency: 1, Arms: valid().Arms}}
 			r.Levels[0].Arms[0].Runs[0].WallS, r.Levels[0].Arms[0].Runs[0].TokPerS = 0, 0
 		}, "levels[0].arms[0].runs[0].wall_s", "is 0 with completion_tokens 200"},
+		// A load sweep's levels, each fault said as what it is: a sweep
+		// without them was told "arms: is empty", and a level repeated or
+		// out of order that "levels are whole numbers of clients,
+		// ascending, from 1", as a level of 0 is.
+		{"a sweep's levels", func(r *Record) {
+			r.Levels, r.Arms = []Level{{Concurrency: 1, Arms: valid().Arms}, {Concurrency: 4, Arms: valid().Arms}}, nil
+		}, "", ""},
+		{"a sweep without its levels", func(r *Record) {
+			r.Arms, r.Method.Load = nil, &LoadMethod{Levels: []int{1, 4}}
+		}, "levels", "is missing or empty, but the record is a load sweep (it has method.load or earned_schedule), whose arms are kept level by level; restore the record, or measure again with speclaunch tune (or speclaunch bench --concurrency)"},
+		{"a sweep without its levels or method", func(r *Record) { r.Arms, r.Earned = nil, &Earned{} }, "levels", "is missing or empty, but the record is a load sweep"},
+		{"a level of 0", func(r *Record) { r.Levels, r.Arms = []Level{{Concurrency: 0, Arms: valid().Arms}}, nil }, "levels[0].concurrency", "is 0: a level is a whole number of clients, from 1"},
+		{"a level repeated", func(r *Record) {
+			r.Levels, r.Arms = []Level{{Concurrency: 1, Arms: valid().Arms}, {Concurrency: 1, Arms: valid().Arms}}, nil
+		}, "levels[1].concurrency", "is 1, as levels[0].concurrency is: each level is measured once, the levels ascending"},
+		{"levels out of order", func(r *Record) {
+			r.Levels, r.Arms = []Level{{Concurrency: 4, Arms: valid().Arms}, {Concurrency: 2, Arms: valid().Arms}}, nil
+		}, "levels[1].concurrency", "is 2, below levels[0].concurrency (4): the levels ascend"},
 		// A bidirectional control reorders what a terminal shows after it,
 		// as policy list and explain print a record's text.
 		{"title with a right-to-left override", func(r *Record) { r.Title = "a\u202Eb" }, "title", "bidirectional control character (U+202E at byte 1)"},
