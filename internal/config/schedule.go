@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/speclaunch/speclaunch/internal/key"
 	"github.com/speclaunch/speclaunch/internal/schedule"
@@ -47,6 +48,9 @@ func (l *layer) schedule(r Row) (Field[schedule.Schedule], error) {
 	textRow := r
 	textRow.Key = "" // the profile's value may be triples: read below
 	if v, src, ok := l.raw(textRow); ok {
+		if strings.TrimSpace(v) == "" { // set, to spaces: docs/schedule.md
+			return Field[schedule.Schedule]{}, &Error{Src: src, Msg: "bad draft schedule", Err: fmt.Errorf("the schedule is empty: write it as load:width pairs, e.g. \"1:6,2-3:4,4+:1\", or %s", unsetFix(src.Origin))}
+		}
 		return checkedSchedule(schedule.Parse(v, ""))(src)
 	}
 	p := l.prof

@@ -54,6 +54,10 @@ func TestScheduleLayering(t *testing.T) {
 		{name: "a signed width in the variable", env: map[string]string{"MLXCEL_DRAFT_SCHEDULE": "1:+6"}, err: "env MLXCEL_DRAFT_SCHEDULE: bad draft schedule: bucket 1 \"1:+6\": width +6 has a sign"},
 		{name: "a leading zero in the flag", flags: map[string]string{"draft-schedule": "1:06,2+:1"}, err: "flag --draft-schedule: bad draft schedule: bucket 1 \"1:06\": width 06 has a leading zero: write 6"},
 		{name: "a sign in the profile's text", profile: "[draft]\nschedule = \"1:6,+2+:1\"\n", err: "profile p.toml:2: bad draft.schedule: bucket 2 \"+2+:1\": load +2 has a sign"},
+		// Spaces are a value set (an empty one counts as unset), and the
+		// fix takes it back where it was given: docs/schedule.md.
+		{name: "spaces in the variable", env: map[string]string{"MLXCEL_DRAFT_SCHEDULE": " "}, err: "env MLXCEL_DRAFT_SCHEDULE: bad draft schedule: the schedule is empty: write it as load:width pairs, e.g. \"1:6,2-3:4,4+:1\", or unset the variable (or set it empty)"},
+		{name: "spaces in the flag", flags: map[string]string{"draft-schedule": " "}, err: "flag --draft-schedule: bad draft schedule: the schedule is empty: write it as load:width pairs, e.g. \"1:6,2-3:4,4+:1\", or leave the flag out"},
 		{name: "TOML's signed integers in triples", profile: "[draft]\nmodel = \"d\"\nschedule = [[+1, 1, +6], [2, 0, +1]]\n", sched: "1:6,2+:1", src: "profile p.toml:3"},
 	}
 	for _, c := range cases {

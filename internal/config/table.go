@@ -348,11 +348,17 @@ func blankIn(src Source, v string, entry bool) error {
 	if v == "" || strings.TrimSpace(v) != "" {
 		return nil
 	}
-	unset := map[Origin]string{Env: "unset the variable (or set it empty)", Flag: "leave the flag out", Profile: "remove the key"}[src.Origin]
+	unset := unsetFix(src.Origin)
 	if entry && src.Origin != Flag {
 		unset = "remove the blank entry from the list"
 	}
 	return &Error{Src: src, Msg: fmt.Sprintf("path %s is blank (only whitespace) and names no file: give a path, or %s", Quoted(v), unset)}
+}
+
+// unsetFix is how a value from origin is taken back, for a value that
+// names nothing (only whitespace): every other layer then answers.
+func unsetFix(o Origin) string {
+	return map[Origin]string{Env: "unset the variable (or set it empty)", Flag: "leave the flag out", Profile: "remove the key"}[o]
 }
 
 // layer layers one row into s and runs its check.
