@@ -491,6 +491,10 @@ var sha256Pattern = regexp.MustCompile(`^[0-9a-f]{64}$`)
 // one Entry.Width documents.
 func (t table) widthOrSchedule() (int, schedule.Schedule, error) {
 	v, has := t.m["schedule"]
+	if _, hasWidth := t.m["width"]; !has && !hasWidth {
+		// An entry takes either: "is missing width" left schedule unsaid.
+		return 0, nil, t.errAt(t.line, "%s is missing width or schedule: give the verify-block width, 2 to 256, e.g. width = 4, or the width by load, e.g. schedule = [[1, 1, 6], [2, 0, 4]] ([lo, hi, width] buckets, hi 0 = no upper bound)", t.label)
+	}
 	if !has {
 		w, _, err := t.width("width", true)
 		return w, nil, err

@@ -144,7 +144,7 @@ func TestParseRejects(t *testing.T) {
 		{"entry capability float", entryWith("capability", `12.1`), 7, "capability must be a string, not a float"},
 		{"entry unknown quant", entryWith("quant", `"gptq"`), 8, `unknown quantization "gptq"`},
 		{"entry quant unknown", entryWith("quant", `"unknown"`), 8, `quant "unknown" cannot key an entry`},
-		{"entry missing width", entryWith("width", ""), 3, "missing width"},
+		{"entry missing width", entryWith("width", ""), 3, "[[entry]] is missing width or schedule: give the verify-block width, 2 to 256, e.g. width = 4, or the width by load, e.g. schedule = [[1, 1, 6], [2, 0, 4]]"},
 		{"entry width 1", entryWith("width", "1"), 9, "widths 0 and 1 disable speculation"},
 		{"entry width 257", entryWith("width", "257"), 9, "above 256"},
 		{"entry width float", entryWith("width", "4.0"), 9, "must be an integer, not a float"},
