@@ -30,7 +30,7 @@ type App struct {
 	Resolve ResolveCmd `cmd:"" help:"Print the draft width a server would run at, where it came from and why, and the exact engine command line; starts nothing."`
 	Serve   ServeCmd   `cmd:"" help:"Resolve the width, start the engine with it, verify it, supervise it, and reload on profile or policy changes."`
 	Bench   BenchCmd   `cmd:"" help:"Sweep draft widths against a classic arm on a real engine and write a record (.md, .json, .svg)."`
-	Tune    TuneCmd    `cmd:"" help:"Measure this model pair at several loads and write the schedule it earns into the tuned layer ($XDG_CONFIG_HOME/speclaunch/tuned.toml, or the last --policy FILE), which serve and resolve read (docs/schedule.md)."`
+	Tune    TuneCmd    `cmd:"" help:"Measure this model pair at several loads and write the schedule it earns into the tuned layer ($XDG_CONFIG_HOME/speclaunch/tuned.toml, else ~/.config/speclaunch/tuned.toml; or the last --policy FILE), which serve and resolve read (docs/schedule.md)."`
 	Policy  PolicyCmd  `cmd:"" help:"Show, explain and check the width policy."`
 	Profile ProfileCmd `cmd:"" help:"Write, show and validate profiles."`
 	Version VersionCmd `cmd:"" help:"Print the version, commit and Go version."`

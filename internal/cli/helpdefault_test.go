@@ -70,3 +70,16 @@ func TestHelpNamesTheAPIKey(t *testing.T) {
 		}
 	}
 }
+
+// tune --help names both places of the tuned layer (tunedLayer): with
+// XDG_CONFIG_HOME unset, as on most machines, it named only
+// $XDG_CONFIG_HOME/speclaunch/tuned.toml.
+func TestTuneHelpNamesTheTunedLayer(t *testing.T) {
+	code, o, e := runCLI(t, "tune", "--help")
+	o = strings.Join(strings.Fields(o), " ")
+	for _, want := range []string{"$XDG_CONFIG_HOME/speclaunch/tuned.toml", "~/.config/speclaunch/tuned.toml", "--policy FILE"} {
+		if code != 0 || !strings.Contains(o, want) {
+			t.Errorf("tune --help: exit %d, no %q:\n%s%s", code, want, o, e)
+		}
+	}
+}
