@@ -266,7 +266,13 @@ func (f *findings) schedule(ctx context.Context, e policy.Entry, rec *record.Rec
 		allDefault = allDefault && b.From == evidence.FromDefault
 		f.note("%s", b.At(rec.Levels[i].Concurrency))
 	}
-	if allDefault {
+	switch {
+	case allDefault && e.Tuned != "":
+		// tune measured the pair and kept the default at every load: the
+		// entry says so (policy explain, serve's startup line) where
+		// nothing would otherwise, and re-running tune replaces it.
+		f.note("no level of the record beat the engine's default: the tuned entry keeps the default at every load, as tune measured")
+	case allDefault:
 		f.problem("no level of the record beat the engine's default: an entry would change nothing")
 	}
 	return nil

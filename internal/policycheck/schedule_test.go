@@ -32,13 +32,19 @@ func sweepArm(kind string, w int, rates ...float64) record.Arm {
 // sweepRecord earns 1-3:6,4+:1: width 6 sure over the default (4) at one
 // client, classic sure over it at four. Its stored figures are the rule's.
 func sweepRecord(t *testing.T) record.Record {
+	return sweepRecordOf(t, []record.Level{
+		{Concurrency: 1, Arms: []record.Arm{sweepArm("classic", 0, 80, 81, 79), sweepArm("default", 4, 100, 101, 99), sweepArm("width", 6, 120, 121, 119)}},
+		{Concurrency: 4, Arms: []record.Arm{sweepArm("classic", 0, 200, 201, 199), sweepArm("default", 4, 150, 151, 149), sweepArm("width", 6, 120, 121, 119)}},
+	})
+}
+
+// sweepRecordOf is a load sweep of levels whose stored figures are the
+// rule's.
+func sweepRecordOf(t *testing.T, levels []record.Level) record.Record {
 	rec := goodRecord()
 	rec.Arms, rec.Drift = nil, record.Drift{}
 	rec.Method.Bootstrap = evidence.Method()
-	rec.Levels = []record.Level{
-		{Concurrency: 1, Arms: []record.Arm{sweepArm("classic", 0, 80, 81, 79), sweepArm("default", 4, 100, 101, 99), sweepArm("width", 6, 120, 121, 119)}},
-		{Concurrency: 4, Arms: []record.Arm{sweepArm("classic", 0, 200, 201, 199), sweepArm("default", 4, 150, 151, 149), sweepArm("width", 6, 120, 121, 119)}},
-	}
+	rec.Levels = levels
 	sp, vs, earned, err := evidence.Earn(context.Background(), &rec)
 	if err != nil {
 		t.Fatal(err)
@@ -216,6 +222,39 @@ func TestCheckReadsTunedRecordBesideItsLayer(t *testing.T) {
 			vs, _ = Check(context.Background(), &policy.Policy{Entries: []policy.Entry{tc.entry}}, read)
 			if got := strings.Join(vs[0].Problems, "\n"); !strings.Contains(got, "record "+tc.path+": missing") {
 				t.Errorf("a missing record: problems %q, want %s named", got, tc.path)
+			}
+		})
+	}
+}
+
+// A sweep where no level beat the default earns the default at every
+// load: an entry of the embedded policy would change nothing and fails,
+// while a tuned entry says what tune measured (serve and policy explain
+// name it), which policy check notes and passes: tune wrote such an
+// entry and the check tune suggests then failed it (an operator's pass).
+func TestCheckDefaultEverywhere(t *testing.T) {
+	rec := sweepRecordOf(t, []record.Level{
+		{Concurrency: 1, Arms: []record.Arm{sweepArm("classic", 0, 80, 81, 79), sweepArm("default", 4, 100, 101, 99), sweepArm("width", 6, 90, 91, 89)}},
+		{Concurrency: 4, Arms: []record.Arm{sweepArm("classic", 0, 140, 141, 139), sweepArm("default", 4, 150, 151, 149), sweepArm("width", 6, 120, 121, 119)}},
+	})
+	e := goodEntry()
+	e.RunnerUp = 0
+	e.Schedule, _ = schedule.Parse(rec.Earned.Text, "measured")
+	e.Width = e.Schedule.At(1).Width
+	for _, tc := range []struct {
+		name  string
+		entry policy.Entry
+		ok    bool
+		said  string
+	}{
+		{"an entry of the policy", e, false, "an entry would change nothing"},
+		{"a tuned entry", tunedOn(e, e.Pin), true, "the tuned entry keeps the default at every load"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			vs := check(t, &policy.Policy{Entries: []policy.Entry{tc.entry}}, repoWith(rec).read)
+			all := strings.Join(append(append([]string(nil), vs[0].Problems...), vs[0].Notes...), "\n")
+			if vs[0].OK != tc.ok || !strings.Contains(all, tc.said) {
+				t.Errorf("ok %v, want %v; problems and notes:\n%s\nwant %q", vs[0].OK, tc.ok, all, tc.said)
 			}
 		})
 	}
