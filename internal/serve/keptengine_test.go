@@ -16,6 +16,7 @@ import (
 	"github.com/speclaunch/speclaunch/internal/metrics"
 	"github.com/speclaunch/speclaunch/internal/plan"
 	"github.com/speclaunch/speclaunch/internal/proxy"
+	"github.com/speclaunch/speclaunch/internal/schedule"
 	"github.com/speclaunch/speclaunch/internal/server"
 	"github.com/speclaunch/speclaunch/internal/testenv"
 	"github.com/speclaunch/speclaunch/internal/watch"
@@ -27,6 +28,19 @@ func TestKeptEngine(t *testing.T) {
 	at := func(host string, port int) *plan.Plan {
 		p := &plan.Plan{}
 		p.Settings.Host.Value, p.Settings.Port.Value = host, port
+		p.Resolution.Schedule = schedule.Flat(4, "default")
+		return p
+	}
+	withSchedule := func(p *plan.Plan, text string) *plan.Plan {
+		s, err := schedule.Parse(text, "profile")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Resolution.Schedule = s
+		return p
+	}
+	withQueue := func(p *plan.Plan, n int) *plan.Plan {
+		p.Settings.QueueSize.Value = n
 		return p
 	}
 	for _, c := range []struct {
@@ -39,6 +53,11 @@ func TestKeptEngine(t *testing.T) {
 		{"port moves", at("127.0.0.1", 19301), at("127.0.0.1", 19302), "lead; the front address moves", []any{"from", "127.0.0.1:19301", "to", "127.0.0.1:19302"}},
 		{"host moves", at("127.0.0.1", 19301), at("0.0.0.0", 19301), "lead; the front address moves", []any{"from", "127.0.0.1:19301", "to", "0.0.0.0:19301"}},
 		{"nothing in force yet", nil, at("127.0.0.1", 19301), "lead; nothing to do", nil},
+		// An operator's pass: a schedule edited alone read "nothing to
+		// do", and the edit looked ignored.
+		{"the schedule changes", at("127.0.0.1", 19301), withSchedule(at("127.0.0.1", 19301), "1:3,2+:5"),
+			"lead; the width schedule is now 1:3,2+:5 (was 1+:4), which serve follows by the load", nil},
+		{"the proxy's limits change", at("127.0.0.1", 19301), withQueue(at("127.0.0.1", 19301), 7), "lead; the proxy's limits change", nil},
 	} {
 		msg, attrs := keptEngine("lead", c.cur, c.np)
 		if msg != c.msg || !slices.Equal(attrs, c.attrs) {

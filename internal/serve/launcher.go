@@ -542,10 +542,26 @@ func (sv *launcher) adopted(j *server.Job) {
 // nothing, or, where the front address changed, the proxy's move there.
 // lead says the engine stays.
 func keptEngine(lead string, cur, np *plan.Plan) (string, []any) {
-	if cur == nil || np == nil || addrOf(cur) == addrOf(np) {
+	if cur == nil || np == nil {
 		return lead + "; nothing to do", nil
 	}
-	return lead + "; the front address moves", []any{"from", addrOf(cur), "to", addrOf(np)}
+	var did []string
+	var attrs []any
+	if addrOf(cur) != addrOf(np) {
+		did, attrs = append(did, "the front address moves"), []any{"from", addrOf(cur), "to", addrOf(np)}
+	}
+	// A schedule edited alone keeps the engine, and serve follows the new
+	// one: an operator read "nothing to do" and took the edit for ignored.
+	if a, b := cur.Resolution.Schedule.String(), np.Resolution.Schedule.String(); a != b {
+		did = append(did, fmt.Sprintf("the width schedule is now %s (was %s), which serve follows by the load", b, a))
+	}
+	if a, b := cur.Settings, np.Settings; a.QueueSize.Value != b.QueueSize.Value || a.HoldTimeout.Value != b.HoldTimeout.Value {
+		did = append(did, "the proxy's limits change")
+	}
+	if len(did) == 0 {
+		return lead + "; nothing to do", nil
+	}
+	return lead + "; " + strings.Join(did, "; "), attrs
 }
 
 // followAddress moves the proxy to the address of the plan in force once
