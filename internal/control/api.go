@@ -154,7 +154,8 @@ type Config struct {
 	// kept where the model puts an unmeasured default far below it), "stray
 	// trial" (a trial's width left within a window once the load leaves
 	// its bucket), "way back" (a judged trial's way back taken within a
-	// window);
+	// window), "unmeasured here" (a width with no measure where the load
+	// sits left within a window for that bucket's default, loadReversal);
 	// serve turns "trials" off for adapt.trials = 0. Nil
 	// otherwise.
 	Off map[string]bool

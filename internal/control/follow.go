@@ -62,7 +62,7 @@ func (c Controller) gainOf(s *State) func(from, to schedule.Bucket) (float64, bo
 		safe := to.Width == c.defaultAt(to.Lo) || s.Exp.Kind == Trialing && s.Exp.Bucket == b && s.Exp.Width == to.Width
 		ef, okF := c.estimate(s, b, from.Width)
 		et, okT := c.estimate(s, b, to.Width)
-		if c.strayTrial(s, b, from.Width, to.Width, okF, okT) {
+		if c.strayTrial(s, b, from.Width, to.Width, okF, okT) || c.unmeasuredHere(s, b, from.Width, to.Width, okF, okT || safe) {
 			return math.Inf(1), true
 		}
 		if okF && okT && ef.Rate > 0 && !safe {
@@ -108,4 +108,43 @@ func (c Controller) strayTrial(s *State, b, from, to int, fromMeasured, toMeasur
 	rf, okF := c.predict(s, b, from)
 	rt, okT := c.predict(s, b, to)
 	return okF && okT && rt >= rf
+}
+
+// loadReversal is the largest fall of a width's gain over llama.cpp's
+// default from one client to four among the committed H200 cells that ran
+// fixed widths at both loads on one pair: width 5 of pair 5023L36 (Q8_0),
+// +1.6 % at one client, −26.5 % at four, 28 points
+// (docs/benchmark_results/adapteval/h200-llamacpp-d32676d-q8_0-pair5023L36-prose-c1-2026-12-03c-fixed.json
+// against …-code-c4-2026-12-03c-fixed.json; the same pair in Q4_K_M on one
+// prompt set fell by at most 15 points).
+const loadReversal = 0.28
+
+// unmeasuredHere says whether serve should leave the running width within
+// one window at bucket b, where the load now sits and nothing measured
+// that width, for b's width, which has evidence there (measured there, or
+// the default, the safe answer): wherever both were measured, the running
+// width was ahead by no more than a change of load has been seen to take
+// back (loadReversal). On an H100 width 7, learnt at one client at +9 %
+// over width 4, served each four-client phase of 40 s to its end, and
+// those phases ran 3.7 % below the fixed default's
+// (docs/benchmark_results/h100-follow-2026-12-07.md). A default far behind
+// where both ran (mlxcel's flat 16, half the rate of width 3 on the sim's
+// GB10) keeps the stay; so does a pair of widths never measured together.
+func (c Controller) unmeasuredHere(s *State, b, from, to int, fromMeasured, toBacked bool) bool {
+	if !c.on("unmeasured here") || fromMeasured || !toBacked || from == to {
+		return false
+	}
+	seen := false
+	for j := range s.Pair.Buckets {
+		ef, okF := c.estimate(s, j, from)
+		et, okT := c.estimate(s, j, to)
+		if j == b || !okF || !okT || et.Rate <= 0 {
+			continue
+		}
+		if ef.Rate/et.Rate-1 > loadReversal {
+			return false
+		}
+		seen = true
+	}
+	return seen
 }

@@ -105,7 +105,7 @@ func TestStrayTrialLeftWithinAWindow(t *testing.T) {
 			c := New(cfg)
 			s := measuredState(c, tc.runs)
 			s.Exp = Experiment{Kind: Trialing, Width: 15, From: 4, Bucket: 1, Since: t0, Reason: "width 15 predicted +52.9%", Predicted: 150}
-			s, got, at := sampleOneClient(c, s, 15, 16*time.Second)
+			s, got, at := sampleLoad(c, s, 15, 1, 16*time.Second)
 			if switched := reflect.DeepEqual(got, []int{4}); switched != tc.want {
 				t.Fatalf("switches %v within %v, want a switch to 4: %v (last: %q)", got, at, tc.want, s.Follow.Last.Reason)
 			}
@@ -135,7 +135,7 @@ func TestTrialWayBackWithinAWindow(t *testing.T) {
 			if want := map[bool]int{false: 4, true: 0}[off]; s.Exp.Back != want {
 				t.Fatalf("after the trial went back: Exp.Back %d, want %d (%+v)", s.Exp.Back, want, s.Exp)
 			}
-			s, got, at := sampleOneClient(c, s, 7, 16*time.Second)
+			s, got, at := sampleLoad(c, s, 7, 1, 16*time.Second)
 			if switched := reflect.DeepEqual(got, []int{4}); switched == off {
 				t.Fatalf("switches %v within %v, want a switch to 4: %v (last: %q)", got, at, !off, s.Follow.Last.Reason)
 			}
@@ -156,16 +156,50 @@ func (c Controller) switchedTo(s State, w int, at time.Duration) State {
 	return s
 }
 
-// sampleOneClient feeds one request in flight with width w serving, a
-// sample a follow.Tick, until a switch is asked or for up to d; it
-// returns the state, the switches asked and when the sampling stopped.
-func sampleOneClient(c Controller, s State, w int, d time.Duration) (State, []int, time.Duration) {
+// sampleLoad feeds n requests in flight with width w serving, a sample a
+// follow.Tick, until a switch is asked or for up to d; it returns the
+// state, the switches asked and when the sampling stopped.
+func sampleLoad(c Controller, s State, w int, n float64, d time.Duration) (State, []int, time.Duration) {
 	var got []int
 	var at time.Duration
 	for at = 0; at < d && len(got) == 0; at += follow.Tick {
 		var acts []Action
-		s, acts = c.Step(s, Observation{Kind: Sample, Now: t0.Add(at), Width: w, InFlight: 1})
+		s, acts = c.Step(s, Observation{Kind: Sample, Now: t0.Add(at), Width: w, InFlight: n})
 		got = append(got, switches(acts)...)
 	}
 	return s, got, at
+}
+
+// A width with no measure where the load sits is left within one window
+// for the bucket's default where, at the load both were measured at, it
+// was ahead by no more than a change of load has taken back
+// (loadReversal): on an H100 width 7, learnt at one client at +9 % over
+// width 4, served each 40 s four-client phase to its end (2026-12-07). A
+// default far behind there (the sim's GB10: 16 at half width 3's rate),
+// widths never measured together, and the rule off keep the stay.
+func TestUnmeasuredWidthLeftWithinAWindow(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		runs map[int][]float64 // at one request in flight
+		off  bool
+		want bool // switched to width 4 within 16 s under four requests
+	}{
+		{"width 7 +9 % at one request", map[int][]float64{4: {100}, 7: {109}}, false, true},
+		{"width 7 +69 % at one request: the default far behind", map[int][]float64{4: {100}, 7: {169}}, false, false},
+		{"never measured together", map[int][]float64{7: {109}}, false, false},
+		{"the rule off", map[int][]float64{4: {100}, 7: {109}}, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := Config{Default: schedule.Flat(4, "engine default"), SwitchS: 1}
+			if tc.off {
+				cfg.Off = map[string]bool{"unmeasured here": true}
+			}
+			c := New(cfg)
+			s := measuredState(c, tc.runs)
+			s, got, at := sampleLoad(c, s, 7, 4, 16*time.Second)
+			if switched := reflect.DeepEqual(got, []int{4}); switched != tc.want {
+				t.Fatalf("switches %v within %v, want a switch to 4: %v (last: %q)", got, at, tc.want, s.Follow.Last.Reason)
+			}
+		})
+	}
 }
