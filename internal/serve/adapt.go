@@ -91,7 +91,8 @@ func (sv *launcher) newAdapt(p *plan.Plan) Controller {
 		},
 		chose: sv.st.chosenAdapt, inForce: sv.plan}
 	sh.dir = dir // the state is read at the first engine, once its slots are known (keyed)
-	sv.showAdapt(control.Status{State: "watching", Width: p.Resolution.Width, Note: "starting with the first engine", Resumed: sh.resumed, Updated: time.Now()}, "watching")
+	sh.first = control.Status{State: "watching", Width: p.Resolution.Width, Note: "starting with the first engine"}
+	sv.showAdapt(withTime(sh.first, sh.resumed), "watching")
 	return sh
 }
 

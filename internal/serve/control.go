@@ -46,8 +46,11 @@ type controlShell struct {
 	client  *http.Client
 	log     *slog.Logger
 	publish func(control.Status)
-	file    string // where the pair's knowledge is saved; "" not saved
-	key     adapt.CacheKey
+	// first is the status shown before the controller's first step,
+	// shown again with Resumed once keyed read a state.
+	first control.Status
+	file  string // where the pair's knowledge is saved; "" not saved
+	key   adapt.CacheKey
 	// dir is where the state is kept ("" not kept); keyOnce reads the
 	// first engine's slots into key, names file and reads the state.
 	dir     string
@@ -113,7 +116,19 @@ func (sh *controlShell) keyed(ctx context.Context, t adapt.Target) {
 			sh.file = controlFile(sh.dir, sh.key)
 		}
 		sh.start()
+		if sh.resumed != "" && sh.publish != nil {
+			// The state is read at the first engine now, after the
+			// status was first shown: a restart's status said nothing
+			// of the state it resumed until the controller's first step.
+			sh.publish(withTime(sh.first, sh.resumed))
+		}
 	})
+}
+
+// withTime is st as shown now, with the state resumed ("" none).
+func withTime(st control.Status, resumed string) control.Status {
+	st.Resumed, st.Updated = resumed, time.Now()
+	return st
 }
 
 // engineSlots asks an engine its slot count (/props total_slots), bounded
