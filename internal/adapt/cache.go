@@ -82,7 +82,13 @@ func (k CacheKey) Changed(old CacheKey) []string {
 		gpu := func(k CacheKey) string { return strings.TrimSpace(k.GPU + " " + k.Capability) }
 		out = append(out, fmt.Sprintf("the GPU (%s, now %s)", gpu(old), gpu(k)))
 	}
-	if old.Slots != k.Slots {
+	switch {
+	case old.Slots == 0 && k.Slots > 0:
+		// Saved before the key held the engine's slots: the count it was
+		// learnt under is not known (a review: "(0, now 4)" read as a
+		// state learnt under no slots, after every upgrade).
+		out = append(out, fmt.Sprintf("the engine's slots (not recorded when it was saved, now %d)", k.Slots))
+	case old.Slots != k.Slots:
 		out = append(out, fmt.Sprintf("the engine's slots (%d, now %d)", old.Slots, k.Slots))
 	}
 	for i, m := range k.Models {

@@ -32,4 +32,11 @@ func TestKeyChanged(t *testing.T) {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
 		}
 	}
+	// A state saved before the key held the slots (0) is not said to have
+	// been learnt under none.
+	old := base
+	old.Slots = 0
+	if got, want := base.Changed(old), []string{"the engine's slots (not recorded when it was saved, now 4)"}; !slices.Equal(got, want) {
+		t.Errorf("saved before slots were keyed: %q, want %q", got, want)
+	}
 }

@@ -87,7 +87,7 @@ func (l *layer) schedule(r Row) (Field[schedule.Schedule], error) {
 // decoder before it (a number past int64: findProfile): the key, why,
 // and an example in each form the key takes, as written in a profile.
 func badProfileSchedule(src Source, err error) *Error {
-	return &Error{Src: src, Msg: "bad draft.schedule: " + err.Error() + `; write draft.schedule = [[1, 1, 6], [2, 3, 4], [4, 0, 1]] (hi 0 = no upper bound, width 1 = speculation off at that load) or draft.schedule = "1:6,2-3:4,4+:1"`}
+	return &Error{Src: src, Msg: "bad draft.schedule: " + err.Error() + `; write it e.g. as draft.schedule = [[1, 1, 6], [2, 3, 4], [4, 0, 1]] (hi 0 = no upper bound, width 1 = speculation off at that load) or draft.schedule = "1:6,2-3:4,4+:1"`}
 }
 
 // checkedSchedule adds the source to a parsed schedule and refuses one

@@ -46,7 +46,7 @@ func TestScheduleLayering(t *testing.T) {
 		{name: "a quoted number", profile: "[draft]\nschedule = [[\"1\", 0, 4]]\n", err: `bucket 1 number 1 is a string ("1"), not a whole number`},
 		{name: "a huge number", profile: "[draft]\nschedule = [[1, 4294967296, 4], [4294967297, 0, 1]]\n", err: "bucket 1 [1, 4294967296, 4] ends at 4294967296 requests in flight, above 1048576"},
 		{name: "a huge width in text", flags: map[string]string{"draft-schedule": "1:99999999999999999999"}, err: `flag --draft-schedule: bad draft schedule: bucket 1 "1:99999999999999999999" has width 99999999999999999999, above 256`},
-		{name: "not an array", profile: "[draft]\nschedule = 4\n", err: "profile p.toml:2: bad draft.schedule: it is an integer, not an array of [lo, hi, width] or a string; write draft.schedule = [[1, 1, 6]"},
+		{name: "not an array", profile: "[draft]\nschedule = 4\n", err: "profile p.toml:2: bad draft.schedule: it is an integer, not an array of [lo, hi, width] or a string; write it e.g. as draft.schedule = [[1, 1, 6]"},
 		{name: "a flat array", profile: "[draft]\nschedule = [1, 2]\n", err: "bucket 1 is an integer, not [lo, hi, width]"},
 		{name: "off everywhere", flags: map[string]string{"draft-schedule": "1+:1"}, err: "off (width 1) at every load"},
 		// The text form refuses a sign or a leading zero wherever it is
@@ -103,7 +103,7 @@ func TestScheduleLayering(t *testing.T) {
 // requests", one merely too large "names a load above 1048576", and a
 // huge float was said in 31 digits.
 func TestProfileScheduleFaultsReadAlike(t *testing.T) {
-	const example = `; write draft.schedule = [[1, 1, 6], [2, 3, 4], [4, 0, 1]] (hi 0 = no upper bound, width 1 = speculation off at that load) or draft.schedule = "1:6,2-3:4,4+:1"`
+	const example = `; write it e.g. as draft.schedule = [[1, 1, 6], [2, 3, 4], [4, 0, 1]] (hi 0 = no upper bound, width 1 = speculation off at that load) or draft.schedule = "1:6,2-3:4,4+:1"`
 	for _, c := range []struct{ name, sched, why string }{
 		{"a load past int64", "[[1, 1, 6], [99999999999999999999, 0, 4]]", "bucket 2 [99999999999999999999, 0, 4] starts at 99999999999999999999 requests in flight, above 1048576, more than any server runs"},
 		{"a load past an int32", "[[1, 1, 6], [2, 9223372036854775806, 4], [9223372036854775807, 0, 3]]", "bucket 2 [2, 9223372036854775806, 4] ends at 9223372036854775806 requests in flight, above 1048576, more than any server runs"},

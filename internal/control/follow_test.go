@@ -95,6 +95,7 @@ func TestStrayTrialLeftWithinAWindow(t *testing.T) {
 		{"width 4 measured at one request: left within a window", map[int][]float64{4: {100}}, false, true},
 		{"the rule off: the prior gain's stay", map[int][]float64{4: {100}}, true, false},
 		{"nothing measured or predicted at one request: the prior gain's stay", nil, false, false},
+		{"width 15 measured at one request too: its measure stands", map[int][]float64{4: {100}, 15: {110}}, false, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

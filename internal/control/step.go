@@ -352,9 +352,12 @@ func (c Controller) Redefault(s State, d schedule.Schedule) (Controller, State) 
 			s.Pair.Schedule[i].Source = "default"
 		}
 	}
+	// A way back was to the old schedule's width: the new default serves
+	// there now (a review: Back kept the old width through a reload).
+	s.Exp.Back = 0
 	if !slices.Equal(nc.cfg.Buckets, c.cfg.Buckets) {
 		s.Load = Load{Bucket: -1, Since: s.Load.Since}
-		if s.Exp.Kind != NoExp || s.Exp.Back != 0 {
+		if s.Exp.Kind != NoExp {
 			s.Exp = Experiment{HoldUntil: s.Exp.HoldUntil}
 		}
 		s.Probe.Bucket, s.Probe.Skipped = -1, nil

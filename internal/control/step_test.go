@@ -924,6 +924,13 @@ func TestRedefaultKeepsWhatWasDecided(t *testing.T) {
 	if s.Pair.Schedule[1].Width != 5 {
 		t.Errorf("Redefault wrote into its argument")
 	}
+	// A trial's way back pending at the old default is not taken into the
+	// new one: the new default serves there (a review found Back kept).
+	s.Exp.Back, s.Exp.Bucket = 5, 1
+	if _, ns = c.Redefault(s, schedule.Flat(16, "kind-default")); ns.Exp.Back != 0 {
+		t.Errorf("way back to width %d kept through a new default", ns.Exp.Back)
+	}
+	s.Exp.Back = 0
 	// Another edge splits the buckets: the load is read again.
 	_, ns = c.Redefault(s, schedule.Schedule{{Lo: 1, Hi: 2, Width: 8}, {Lo: 3, Width: 4}})
 	if ns.Load.Bucket != -1 || len(ns.Pair.Buckets) != 5 {

@@ -520,7 +520,7 @@ func (t table) widthOrSchedule() (int, schedule.Schedule, error) {
 // found by scheduleOf or by the decoder before it (syntaxError): why, and
 // the form with an example.
 func badSchedule(err error) string {
-	return "schedule: " + err.Error() + "; write schedule = [[1, 1, 6], [2, 3, 4], [4, 0, 1]]: [lo, hi, width] buckets from load 1 up, without gaps or overlaps, hi 0 = no upper bound, width 1 = speculation off at that load"
+	return "schedule: " + err.Error() + "; write it as [lo, hi, width] buckets, e.g. schedule = [[1, 1, 6], [2, 3, 4], [4, 0, 1]]: from load 1 up, without gaps or overlaps, hi 0 = no upper bound, width 1 = speculation off at that load"
 }
 
 // scheduleOf reads a decoded TOML array of [lo, hi, width] triples.

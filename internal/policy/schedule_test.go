@@ -131,7 +131,7 @@ func TestParseScheduleNumberPastInt64(t *testing.T) {
 			return strings.ReplaceAll(err.Error(), n, "N")
 		}
 		got, want := msg(huge), msg("2000000")
-		if !strings.HasPrefix(got, c.line) || !strings.Contains(got, "; write schedule = [[1, 1, 6]") {
+		if !strings.HasPrefix(got, c.line) || !strings.Contains(got, "e.g. schedule = [[1, 1, 6]") {
 			t.Errorf("%s: %s, want %s… and the example", c.name, got, c.line)
 		}
 		// Past the file:line, the message of a number merely too large.

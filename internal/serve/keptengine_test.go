@@ -56,7 +56,7 @@ func TestKeptEngine(t *testing.T) {
 		// An operator's pass: a schedule edited alone read "nothing to
 		// do", and the edit looked ignored.
 		{"the schedule changes", at("127.0.0.1", 19301), withSchedule(at("127.0.0.1", 19301), "1:3,2+:5"),
-			"lead; the width schedule is now 1:3,2+:5 (was 1+:4), which serve follows by the load", nil},
+			"lead; the width schedule is now 1:3,2+:5 (was 1+:4)", nil},
 		{"the proxy's limits change", at("127.0.0.1", 19301), withQueue(at("127.0.0.1", 19301), 7), "lead; the proxy's limits change", nil},
 	} {
 		msg, attrs := keptEngine("lead", c.cur, c.np)

@@ -553,7 +553,7 @@ func keptEngine(lead string, cur, np *plan.Plan) (string, []any) {
 	// A schedule edited alone keeps the engine, and serve follows the new
 	// one: an operator read "nothing to do" and took the edit for ignored.
 	if a, b := cur.Resolution.Schedule.String(), np.Resolution.Schedule.String(); a != b {
-		did = append(did, fmt.Sprintf("the width schedule is now %s (was %s), which serve follows by the load", b, a))
+		did = append(did, fmt.Sprintf("the width schedule is now %s (was %s)", b, a))
 	}
 	if a, b := cur.Settings, np.Settings; a.QueueSize.Value != b.QueueSize.Value || a.HoldTimeout.Value != b.HoldTimeout.Value {
 		did = append(did, "the proxy's limits change")
