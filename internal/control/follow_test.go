@@ -99,12 +99,7 @@ func TestStrayTrialLeftWithinAWindow(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := Config{Default: schedule.Flat(4, "engine default"), SwitchS: 1}
-			if tc.off {
-				cfg.Off = map[string]bool{"stray trial": true}
-			}
-			c := New(cfg)
-			s := measuredState(c, tc.runs)
+			c, s := ruleOff("stray trial", tc.off, tc.runs)
 			s.Exp = Experiment{Kind: Trialing, Width: 15, From: 4, Bucket: 1, Since: t0, Reason: "width 15 predicted +52.9%", Predicted: 150}
 			s, got, at := sampleLoad(c, s, 15, 1, 16*time.Second)
 			if switched := reflect.DeepEqual(got, []int{4}); switched != tc.want {
@@ -124,12 +119,7 @@ func TestStrayTrialLeftWithinAWindow(t *testing.T) {
 func TestTrialWayBackWithinAWindow(t *testing.T) {
 	for _, off := range []bool{false, true} {
 		t.Run(fmt.Sprintf("way back off %v", off), func(t *testing.T) {
-			cfg := Config{Default: schedule.Flat(4, "engine default"), SwitchS: 1}
-			if off {
-				cfg.Off = map[string]bool{"way back": true}
-			}
-			c := New(cfg)
-			s := measuredState(c, map[int][]float64{4: {100}, 7: {103}})
+			c, s := ruleOff("way back", off, map[int][]float64{4: {100}, 7: {103}})
 			s.Engine.Width = 7
 			s.Exp = Experiment{Kind: Trialing, Width: 7, From: 4, Bucket: 0, Predicted: 120, Reason: "width 7 predicted +20%"}
 			c.decide(&s, 0, t0)
@@ -191,16 +181,23 @@ func TestUnmeasuredWidthLeftWithinAWindow(t *testing.T) {
 		{"the rule off", map[int][]float64{4: {100}, 7: {109}}, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := Config{Default: schedule.Flat(4, "engine default"), SwitchS: 1}
-			if tc.off {
-				cfg.Off = map[string]bool{"unmeasured here": true}
-			}
-			c := New(cfg)
-			s := measuredState(c, tc.runs)
+			c, s := ruleOff("unmeasured here", tc.off, tc.runs)
 			s, got, at := sampleLoad(c, s, 7, 4, 16*time.Second)
 			if switched := reflect.DeepEqual(got, []int{4}); switched != tc.want {
 				t.Fatalf("switches %v within %v, want a switch to 4: %v (last: %q)", got, at, tc.want, s.Follow.Last.Reason)
 			}
 		})
 	}
+}
+
+// ruleOff is a controller of llama.cpp's default 4 and a 1 s switch, with
+// rule turned off where off says, and its state holding runs at one
+// request in flight.
+func ruleOff(rule string, off bool, runs map[int][]float64) (Controller, State) {
+	cfg := Config{Default: schedule.Flat(4, "engine default"), SwitchS: 1}
+	if off {
+		cfg.Off = map[string]bool{rule: true}
+	}
+	c := New(cfg)
+	return c, measuredState(c, runs)
 }
