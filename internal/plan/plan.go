@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -225,10 +226,26 @@ func Build(ctx context.Context, s config.Settings, pol *policy.Policy, d Deps, o
 	}
 	if len(p.APIKeys) == 0 {
 		if w := unreadKeyWarning(s, d.Environ); w != "" {
+			if !loopbackHost(s.Host.Value) {
+				// Reachable from other hosts with no key, where the
+				// operator meant one: refused, not warned (a final
+				// user pass served 0.0.0.0 open on LLAMA_API_KYE).
+				return nil, fmt.Errorf("%s; with host %s (%s) the server is reachable from other hosts, so it is not started open: give the key, or unset that variable", w, s.Host.Value, s.Host.Src)
+			}
 			p.Warnings = append(p.Warnings, w)
 		}
 	}
 	return p, nil
+}
+
+// loopbackHost says whether host is reached from this machine only: a
+// loopback address or localhost.
+func loopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
 }
 
 // unreadKeyWarning warns of a variable whose name says it holds the
