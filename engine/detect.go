@@ -188,6 +188,7 @@ func runBounded(ctx context.Context, path, arg string) (string, error) {
 // error carries the first 300 bytes of that output, and a deadline says
 // how long it waited.
 func runCaptured(ctx context.Context, cmd *exec.Cmd, timeout time.Duration) (string, error) {
+	ownGroup(cmd)
 	cmd.WaitDelay = time.Second
 	var out bytes.Buffer
 	cmd.Stdout = &out

@@ -1,0 +1,17 @@
+//go:build linux
+
+package engine
+
+import (
+	"os/exec"
+	"syscall"
+)
+
+// ownGroup runs cmd in a process group of its own and makes its cancel
+// (the bound, or speclaunch stopping) kill the whole group: a binary whose
+// --help started children of its own and hung left them orphaned, past the
+// bound and past speclaunch's own exit (a final user pass).
+func ownGroup(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+}
