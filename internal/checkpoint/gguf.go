@@ -470,10 +470,10 @@ func (g *ggufReader) header() (*GGUFInfo, error) {
 		return nil, err
 	}
 	if info.TensorCount > maxGGUFCount || info.TensorCount > g.remain()/minTensorBytes {
-		return nil, g.fail(8, "tensor count %d is impossible for the %d bytes left", info.TensorCount, g.remain())
+		return nil, g.fail(8, "tensor count %d is impossible for the %d bytes after the %d-byte header", info.TensorCount, g.remain(), g.off)
 	}
 	if info.KVCount > maxGGUFCount || info.KVCount > g.remain()/minKVBytes {
-		return nil, g.fail(16, "kv count %d is impossible for the %d bytes left", info.KVCount, g.remain())
+		return nil, g.fail(16, "kv count %d is impossible for the %d bytes after the %d-byte header", info.KVCount, g.remain(), g.off)
 	}
 	if info.TensorCount > maxGGUFTensors {
 		return nil, g.fail(8, "tensor count %d is over the %d a GGUF header may declare (real models hold a few thousand)", info.TensorCount, maxGGUFTensors)

@@ -66,7 +66,7 @@ func TestCheckModelPath(t *testing.T) {
 		{"not gguf mlxcel", key.MLXCEL, notGGUF, ""},
 		{"shorter than the magic", key.LlamaCpp, short, `it starts with "GG"`},
 		{"cut short", key.LlamaCpp, cut, "is not a whole GGUF file (gguf: truncated reading kv count at byte 16): a copy or download cut short"},
-		{"counts the size cannot hold", key.LlamaCpp, impossible, "is not a whole GGUF file (gguf: kv count 65535 is impossible for the 0 bytes left at byte 16)"},
+		{"counts the size cannot hold", key.LlamaCpp, impossible, "is not a whole GGUF file (gguf: kv count 65535 is impossible for the 0 bytes after the 24-byte header at byte 16)"},
 		{"mlx directory", key.MLXCEL, dir, ""},
 		{"llama directory", key.LlamaCpp, dir, "is a directory: llama-server loads a .gguf file"},
 		{"fifo", key.LlamaCpp, shapes[safefiletest.FIFO], "is a FIFO (named pipe), not a model file"},
