@@ -61,6 +61,9 @@ type controlShell struct {
 	resumed string
 	saved   bool
 	dirSaid bool // a directory at file was said (dirAtState)
+	// reslotted: a later engine has other slots than the key's, and what
+	// is learnt from then on is not saved under it (reslot).
+	reslotted atomic.Bool
 	// probing counts the shell's own probes in flight (a scrape that spans
 	// one says so; the load never counts their requests: they are not
 	// clients'); pre is a probe made before traffic, for the loop to take;
@@ -106,7 +109,9 @@ func (sh *controlShell) start() {
 // slots were never set, so a state learnt under -np 4 was resumed under
 // -np 8 (an operator's pass on the sim).
 func (sh *controlShell) keyed(ctx context.Context, t adapt.Target) {
+	first := false
 	sh.keyOnce.Do(func() {
+		first = true
 		if sh.dir != "" { // else nothing is saved: the key names no file
 			n, err := engineSlots(ctx, sh.client, t.BaseURL)
 			if err != nil {
@@ -123,6 +128,26 @@ func (sh *controlShell) keyed(ctx context.Context, t adapt.Target) {
 			sh.publish(withTime(sh.first, sh.resumed))
 		}
 	})
+	if !first {
+		sh.reslot(ctx, t)
+	}
+}
+
+// reslot reads a later engine's slots: where they differ from the key's
+// (a reload changed -np), what is learnt from then on is not saved under
+// the key, said once, so that the next start under the key's slots does
+// not resume a state learnt under others (a review: the key was read from
+// the first engine only).
+func (sh *controlShell) reslot(ctx context.Context, t adapt.Target) {
+	if sh.file == "" || sh.reslotted.Load() {
+		return
+	}
+	n, err := engineSlots(ctx, sh.client, t.BaseURL)
+	if err != nil || n == sh.key.Slots {
+		return
+	}
+	sh.reslotted.Store(true)
+	sh.log.Warn(fmt.Sprintf("adapt: the new engine has %d slots where the saved state is keyed by %d: what is learnt from now on is not saved; restart speclaunch to learn under %d", n, sh.key.Slots, n), "file", sh.file)
 }
 
 // withTime is st as shown now, with the state resumed ("" none).
@@ -719,7 +744,7 @@ func isDir(path string) bool {
 
 // save writes the pair's knowledge (a failure is logged and the loop goes on).
 func (sh *controlShell) save(s control.State, now time.Time) {
-	if sh.file == "" {
+	if sh.file == "" || sh.reslotted.Load() {
 		return
 	}
 	if isDir(sh.file) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -86,5 +87,48 @@ func TestStateKeyedByTheEngineSlots(t *testing.T) {
 				t.Errorf("file %s, want %s", sh.file, want)
 			}
 		})
+	}
+}
+
+// A later engine of other slots (a reload changed -np) stops the saves
+// under the key the first engine's slots made, said once: the next start
+// under those slots would resume what was learnt under others.
+func TestLaterEngineOfOtherSlotsStopsTheSaves(t *testing.T) {
+	props := func(n int) *httptest.Server {
+		return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != "/props" {
+				http.Error(w, "no", http.StatusInternalServerError)
+				return
+			}
+			fmt.Fprintf(w, `{"total_slots":%d}`, n)
+		}))
+	}
+	first, same, other := props(4), props(4), props(8)
+	defer first.Close()
+	defer same.Close()
+	defer other.Close()
+	dir := t.TempDir()
+	models := []adapt.ModelFile{{Path: "/m/t", Size: 100, SHA256: "aa"}, {Path: "/m/d", Size: 10, SHA256: "bb"}}
+	c := control.New(control.Config{Default: schedule.Flat(4, "engine default")})
+	var log bytes.Buffer
+	sh := &controlShell{c: c, client: first.Client(), dir: dir, key: adapt.CacheKey{Engine: "sim", Models: models}, log: slog.New(slog.NewTextHandler(&log, nil))}
+	for i, srv := range []*httptest.Server{first, same, other, other} {
+		if err := sh.BeforeTraffic(context.Background(), adapt.Target{BaseURL: srv.URL, Gen: uint64(i + 1), Pair: "t\x00d"}, i == 0); err != nil {
+			t.Fatal(err)
+		}
+		if i == 1 {
+			sh.save(c.Init(control.Pair{}), time.Now())
+			if _, err := os.Stat(sh.file); err != nil {
+				t.Fatalf("a later engine of the same slots: not saved (%v)", err)
+			}
+			os.Remove(sh.file)
+		}
+	}
+	sh.save(c.Init(control.Pair{}), time.Now())
+	if _, err := os.Stat(sh.file); !os.IsNotExist(err) {
+		t.Errorf("saved under the 4-slot key after an 8-slot engine (%v)", err)
+	}
+	if n := strings.Count(log.String(), "the new engine has 8 slots where the saved state is keyed by 4"); n != 1 {
+		t.Errorf("said %d times, want once:\n%s", n, log.String())
 	}
 }
