@@ -279,6 +279,7 @@ func TestAliasNamedAsTyped(t *testing.T) {
 		{"the alias last", []string{"-md", "d.gguf", "--draft-kind", "draft", "--spec-type", "none"}, `error: flag --spec-type: bad drafter kind: "none"`},
 		{"--draft-max 0", []string{"-md", "d.gguf", "--draft-max", "0"}, "error: flag --draft-max: draft token count 0 means no drafting"},
 		{"--spec-draft-n-max 0", []string{"-md", "d.gguf", "--spec-draft-n-max", "0"}, "error: flag --spec-draft-n-max: draft token count 0 means no drafting"},
+		{"--spec-draft-n-max -3", []string{"-md", "d.gguf", "--spec-draft-n-max", "-3"}, "error: flag --spec-draft-n-max: draft token count -3 is negative; want N from 1 to"},
 		// An engine argument the launcher refuses reads as a sentence
 		// naming it, after where it was typed: it read "flag engine
 		// arguments (…): engine argument conflicts with the launcher: …".

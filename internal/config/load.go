@@ -428,8 +428,11 @@ func nmaxWidth(v string, src Source) (Field[int], string, error) {
 	if err != nil {
 		return Field[int]{}, "", &Error{Src: src, Msg: fmt.Sprintf("draft token count %s is not a whole number; want N from 1 to %d (width N+1)", Quoted(v), key.MaxWidth-1)}
 	}
-	if n < 1 {
-		return Field[int]{}, "", &Error{Src: src, Msg: fmt.Sprintf("draft token count %d means no drafting (width %d); to run without speculation, remove the draft model", n, n+1)}
+	if n < 0 {
+		return Field[int]{}, "", &Error{Src: src, Msg: fmt.Sprintf("draft token count %d is negative; want N from 1 to %d (width N+1), or remove the draft model to run without speculation", n, key.MaxWidth-1)}
+	}
+	if n == 0 {
+		return Field[int]{}, "", &Error{Src: src, Msg: "draft token count 0 means no drafting (width 1); to run without speculation, remove the draft model"}
 	}
 	if n > key.MaxWidth-1 { // checked before n+1, which would overflow for the largest ints
 		return Field[int]{}, "", &Error{Src: src, Msg: fmt.Sprintf("draft token count %d is above %d (width %d), which no drafter runs; want N from 1 to %d (width N+1)", n, key.MaxWidth-1, key.MaxWidth, key.MaxWidth-1)}
