@@ -194,6 +194,7 @@ func runCaptured(ctx context.Context, cmd *exec.Cmd, timeout time.Duration) (str
 	cmd.Stdout = &out
 	cmd.Stderr = &out
 	err := cmd.Run()
+	endGroup(cmd)
 	if ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return "", fmt.Errorf("timed out after %s", timeout)
 	}

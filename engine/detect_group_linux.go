@@ -15,3 +15,12 @@ func ownGroup(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 }
+
+// endGroup kills what is left of cmd's group once it has run: a --help
+// that exits while a child it started runs on (a review) leaves no
+// orphan either. The group's id stays taken while any member lives.
+func endGroup(cmd *exec.Cmd) {
+	if cmd.Process != nil {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // ESRCH: nothing was left
+	}
+}

@@ -113,7 +113,8 @@ func (c Controller) strayTrial(s *State, b, from, to int, fromMeasured, toMeasur
 // loadReversal is the largest fall of a width's gain over llama.cpp's
 // default from one client to four among the committed H200 cells that ran
 // fixed widths at both loads on one pair: width 5 of pair 5023L36 (Q8_0),
-// +1.6 % at one client, −26.5 % at four, 28 points
+// +1.6 % at one client on prose prompts, −26.5 % at four on code (one
+// run of width 5 there), 28 points
 // (docs/benchmark_results/adapteval/h200-llamacpp-d32676d-q8_0-pair5023L36-prose-c1-2026-12-03c-fixed.json
 // against …-code-c4-2026-12-03c-fixed.json; the same pair in Q4_K_M on one
 // prompt set fell by at most 15 points).

@@ -170,21 +170,33 @@ func sampleLoad(c Controller, s State, w int, n float64, d time.Duration) (State
 // widths never measured together, and the rule off keep the stay.
 func TestUnmeasuredWidthLeftWithinAWindow(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		runs map[int][]float64 // at one request in flight
-		off  bool
-		want bool // switched to width 4 within 16 s under four requests
+		name    string
+		runs    map[int][]float64 // at one request in flight
+		at4     map[int][]float64 // at four
+		learnt4 int               // the learnt width at four, 0: the default
+		off     bool
+		want    []int // switches within 16 s under four requests
 	}{
-		{"width 7 +9 % at one request", map[int][]float64{4: {100}, 7: {109}}, false, true},
-		{"width 7 +69 % at one request: the default far behind", map[int][]float64{4: {100}, 7: {169}}, false, false},
-		{"never measured together", map[int][]float64{7: {109}}, false, false},
-		{"the rule off", map[int][]float64{4: {100}, 7: {109}}, true, false},
+		{"width 7 +9 % at one request", map[int][]float64{4: {100}, 7: {109}}, nil, 0, false, []int{4}},
+		{"width 7 +69 % at one request: the default far behind", map[int][]float64{4: {100}, 7: {169}}, nil, 0, false, nil},
+		{"never measured together", map[int][]float64{7: {109}}, nil, 0, false, nil},
+		{"the rule off", map[int][]float64{4: {100}, 7: {109}}, nil, 0, true, nil},
+		{"width 7 measured at four requests too: its measure stands", map[int][]float64{4: {100}, 7: {109}}, map[int][]float64{7: {300}}, 0, false, nil},
+		{"a learnt width 6 with no measure at four: no evidence to go to", map[int][]float64{4: {100}, 6: {104}, 7: {109}}, nil, 6, false, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, s := ruleOff("unmeasured here", tc.off, tc.runs)
+			for w, rates := range tc.at4 {
+				for i, r := range rates {
+					s.Pair.Buckets[1].Runs[w] = append(s.Pair.Buckets[1].Runs[w], rateRun(uint64(1000*w+i), r))
+				}
+			}
+			if tc.learnt4 != 0 {
+				s.Pair.Schedule[1].Width, s.Pair.Schedule[1].Source = tc.learnt4, "learnt"
+			}
 			s, got, at := sampleLoad(c, s, 7, 4, 16*time.Second)
-			if switched := reflect.DeepEqual(got, []int{4}); switched != tc.want {
-				t.Fatalf("switches %v within %v, want a switch to 4: %v (last: %q)", got, at, tc.want, s.Follow.Last.Reason)
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("switches %v within %v, want %v (last: %q)", got, at, tc.want, s.Follow.Last.Reason)
 			}
 		})
 	}

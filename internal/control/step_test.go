@@ -96,11 +96,16 @@ func measuredState(c Controller, runs map[int][]float64) State {
 	s.Load = Load{Bucket: 0, Samples: []float64{1, 1, 1, 1, 1, 1, 1, 1}}
 	for w, rates := range runs {
 		for i, r := range rates {
-			s.Pair.Buckets[0].Runs[w] = append(s.Pair.Buckets[0].Runs[w], Run{Engine: uint64(100*w + i), Tokens: r * 600, Secs: 600,
-				Cycles: 10_000, Scrapes: 30, SumR: 30 * r, SumR2: 30 * r * r * 1.0001, SumT: 30 * 3, SumT2: 30 * 9})
+			s.Pair.Buckets[0].Runs[w] = append(s.Pair.Buckets[0].Runs[w], rateRun(uint64(100*w+i), r))
 		}
 	}
 	return s
+}
+
+// rateRun is one engine's run of 600 s at rate r (tokens per s per
+// request), 30 scrapes of nearly no spread.
+func rateRun(engine uint64, r float64) Run {
+	return Run{Engine: engine, Tokens: r * 600, Secs: 600, Cycles: 10_000, Scrapes: 30, SumR: 30 * r, SumR2: 30 * r * r * 1.0001, SumT: 30 * 3, SumT2: 30 * 9}
 }
 
 func TestStepChoice(t *testing.T) {

@@ -230,7 +230,7 @@ func Build(ctx context.Context, s config.Settings, pol *policy.Policy, d Deps, o
 				// Reachable from other hosts with no key, where the
 				// operator meant one: refused, not warned (a final
 				// user pass served 0.0.0.0 open on LLAMA_API_KYE).
-				return nil, fmt.Errorf("%s; with host %s (%s) the server is reachable from other hosts, so it is not started open: give the key, or unset that variable", w, s.Host.Value, s.Host.Src)
+				return nil, fmt.Errorf("%s; with host %s (%s) the server would be reachable from other hosts with no key, so this is refused: give the key, or unset that variable", w, s.Host.Value, s.Host.Src)
 			}
 			p.Warnings = append(p.Warnings, w)
 		}

@@ -139,14 +139,13 @@ func (sh *controlShell) keyed(ctx context.Context, t adapt.Target) {
 // not resume a state learnt under others (a review: the key was read from
 // the first engine only).
 func (sh *controlShell) reslot(ctx context.Context, t adapt.Target) {
-	if sh.file == "" || sh.reslotted.Load() {
-		return
+	if sh.file == "" || sh.key.Slots == 0 || sh.reslotted.Load() {
+		return // the first engine said no slots: nothing to compare with
 	}
 	n, err := engineSlots(ctx, sh.client, t.BaseURL)
-	if err != nil || n == sh.key.Slots {
+	if err != nil || n == sh.key.Slots || !sh.reslotted.CompareAndSwap(false, true) {
 		return
 	}
-	sh.reslotted.Store(true)
 	sh.log.Warn(fmt.Sprintf("adapt: the new engine has %d slots where the saved state is keyed by %d: what is learnt from now on is not saved; restart speclaunch to learn under %d", n, sh.key.Slots, n), "file", sh.file)
 }
 

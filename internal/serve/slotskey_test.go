@@ -132,3 +132,25 @@ func TestLaterEngineOfOtherSlotsStopsTheSaves(t *testing.T) {
 		t.Errorf("said %d times, want once:\n%s", n, log.String())
 	}
 }
+
+// An engine that said no slots keys the state without them, and a later
+// one that says its slots does not stop the saves (a review: "keyed by
+// 0" stopped them for the run).
+func TestLaterEngineAfterOneOfNoSlotsKeepsSaving(t *testing.T) {
+	silent := httptest.NewServer(http.NotFoundHandler())
+	defer silent.Close()
+	four := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(`{"total_slots":4}`)) }))
+	defer four.Close()
+	c := control.New(control.Config{Default: schedule.Flat(4, "engine default")})
+	var log bytes.Buffer
+	sh := &controlShell{c: c, client: four.Client(), dir: t.TempDir(), key: adapt.CacheKey{Engine: "sim"}, log: slog.New(slog.NewTextHandler(&log, nil))}
+	for i, srv := range []*httptest.Server{silent, four} {
+		if err := sh.BeforeTraffic(context.Background(), adapt.Target{BaseURL: srv.URL, Gen: uint64(i + 1), Pair: "t\x00d"}, i == 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sh.save(c.Init(control.Pair{}), time.Now())
+	if _, err := os.Stat(sh.file); err != nil || strings.Contains(log.String(), "where the saved state is keyed by") {
+		t.Errorf("saves stopped after an engine of no slots (%v):\n%s", err, log.String())
+	}
+}
