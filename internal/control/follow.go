@@ -91,8 +91,9 @@ func (c Controller) rateAt(s *State, b, w int) (float64, bool) {
 // Serve then takes b's width within one window (an infinite gain:
 // follow's shortest stay), not after the stay a predicted or prior gain
 // asks, where b's width was measured there or the model puts it no
-// slower. On an H100 two four-client trials (widths 15, then 2) ran on 19
-// and 23 s into the one-client load that followed, and those 40 s phases
+// slower. On an H100 two four-client trials (widths 15, then 2) ran on
+// about 21 and 24 s into the one-client load that followed (19 and 23 s
+// after it settled), and those 40 s phases
 // ran 7 % and 12 % below the same phase of the fixed default's cells
 // (docs/benchmark_results/h100-follow-2026-12-06h.md, cells 4 and 5, and
 // their serve logs). A width the model puts far slower (mlxcel's flat 16

@@ -82,9 +82,9 @@ func TestFollowWaitsWhileBusy(t *testing.T) {
 
 // A trial's width the load has left is left within one window for the
 // width measured at the load's bucket, where the prior gain's stay came
-// at half a minute (2026-12-06h's four-client trials ran on 19 and 23 s
-// into the one-client load); without a measure there, or with the rule
-// off, the longer stay stands.
+// at half a minute (2026-12-06h's four-client trials ran on about 21 and
+// 24 s into the one-client load); without a measure there, or with the
+// rule off, the longer stay stands.
 func TestStrayTrialLeftWithinAWindow(t *testing.T) {
 	cases := []struct {
 		name string
