@@ -44,7 +44,10 @@ func (c Controller) sample(s *State, o Observation) []Action {
 // when another width's gain is within the noise (a measured loss of the
 // default is within it too), and a trial is switched to to be measured
 // (the check under width 1 measured the default slower before); both take
-// the prediction or the prior.
+// the prediction or the prior. Infinite (the follower's shortest stay, one
+// window) for a judged trial's way back (Experiment.Back), a trial's width
+// the load has left (strayTrial) and a width with no measure where the
+// load sits (unmeasuredHere).
 func (c Controller) gainOf(s *State) func(from, to schedule.Bucket) (float64, bool) {
 	return func(from, to schedule.Bucket) (float64, bool) {
 		b := -1
