@@ -57,14 +57,14 @@ func configQuant(ctx context.Context, dir string) (key.Quant, string) {
 	if err != nil {
 		return key.QuantUnknown, fmt.Sprintf("cannot read config.json: %v", err)
 	}
-	if _, err := parseJSON(raw); err != nil {
+	v, err := parseJSON(raw)
+	if err != nil {
 		// Named as mlxcel's reader would fail it: a 100,000-deep file is
 		// JSON, past serde_json's recursion limit (a final user pass
 		// read "not valid JSON" of it).
 		return key.QuantUnknown, fmt.Sprintf("config.json is not valid JSON to mlxcel's reader (%v)", err)
 	}
-	q := ClassifyConfig(raw)
-	return q, "from config.json (mlxcel's classify_quantization rules)"
+	return classify(v), "from config.json (mlxcel's classify_quantization rules)"
 }
 
 func ggufQuant(ctx context.Context, file string) (key.Quant, string) {

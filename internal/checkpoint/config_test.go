@@ -76,6 +76,10 @@ func writeConfig(t testing.TB, raw string) string {
 func TestTargetQuant(t *testing.T) {
 	affine := writeConfig(t, `{"quantization":{"group_size":64,"bits":4,"mode":"affine"}}`)
 	bad := writeConfig(t, `{ not json`)
+	// Valid JSON past mlxcel's reader's recursion limit, which a bare
+	// "not valid JSON" hid; and a file cut short.
+	deep := writeConfig(t, strings.Repeat("[", 100_000)+strings.Repeat("]", 100_000))
+	cut := writeConfig(t, `{"quantization": {"bits": 4`)
 	ggufDir := t.TempDir()
 	writeGGUF(t, filepath.Join(ggufDir, "m-Q8_0.gguf"), q8File())
 	two := t.TempDir()
@@ -96,6 +100,8 @@ func TestTargetQuant(t *testing.T) {
 		{"config.json path", filepath.Join(affine, "config.json"), key.QuantAffine, "config.json"},
 		{"missing dir", filepath.Join(t.TempDir(), "nope"), key.QuantUnknown, "cannot read target"},
 		{"not json", bad, key.QuantUnknown, "not valid JSON"},
+		{"nested too deep", deep, key.QuantUnknown, "config.json is not valid JSON to mlxcel's reader (byte 127: recursion limit exceeded)"},
+		{"cut short", cut, key.QuantUnknown, "config.json is not valid JSON to mlxcel's reader (byte 27: unterminated object)"},
 		{"gguf file", filepath.Join(ggufDir, "m-Q8_0.gguf"), key.QuantQ8_0, "dominant weight type q8_0"},
 		{"dir with one gguf", ggufDir, key.QuantQ8_0, "m-Q8_0.gguf"},
 		{"dir with two ggufs", two, key.QuantUnknown, "2 .gguf files"},
