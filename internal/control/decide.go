@@ -272,7 +272,7 @@ func (c Controller) drift(s *State, b int, now time.Time) string {
 		// A check under width 1 reads the pair's: width 1 drafts nothing, so
 		// a bucket it served has no acceptance of its own to read against.
 	}
-	t, v, ok := s.Engine.recent(ref.varL(w))
+	t, v, ok := s.Engine.recent(ref.varL(w), ref)
 	want, okW := c.tokensPerCycle(ref, w, false)
 	if !ok || !okW || !c.unlike(t, want, v) {
 		return ""

@@ -125,10 +125,17 @@ func (r Run) relVar() float64 {
 const driftScrapes = 10
 
 // recent is the engine's tokens per cycle over its latest scrapes and the
-// variance of that mean: the spread of the scrapes (batch means), at
-// least varL/cycles, the variance of a mean of that many cycles' accepted
-// lengths (ten scrapes' spread is itself too uncertain to stand alone).
-func (e Engine) recent(varL float64) (t, v float64, ok bool) {
+// variance of its difference from what the acceptance ref predicts: the
+// spread of the scrapes (batch means), at least varL/cycles, the variance
+// of a mean of that many cycles' accepted lengths (ten scrapes' spread is
+// itself too uncertain to stand alone); and ref's own, the same variance
+// a cycle over the cycles ref was learnt from. A reference of a few
+// seconds is no firmer than the scrapes read against it: on an H100 a
+// bucket's acceptance learnt from a few scrapes of width 8 read width 4's
+// next 17 s as a change of traffic, and the width learnt at one client was
+// dropped, while the fixed cells' acceptance held within about 3.5 % at
+// both loads (docs/benchmark_results/h100-follow-2026-12-07b.md).
+func (e Engine) recent(varL float64, ref Pair) (t, v float64, ok bool) {
 	var sum, sum2, cycles float64
 	for i, x := range e.Recent {
 		sum, sum2, cycles = sum+x, sum2+x*x, cycles+e.RecentCycles[i]
@@ -137,7 +144,11 @@ func (e Engine) recent(varL float64) (t, v float64, ok bool) {
 		return 0, 0, false
 	}
 	t = sum / float64(len(e.Recent))
-	return t, math.Max(batchVar(sum, sum2, len(e.Recent)), varL/cycles), true
+	v = math.Max(batchVar(sum, sum2, len(e.Recent)), varL/cycles)
+	if len(ref.Cycles) > 0 && ref.Cycles[0] > 0 {
+		v *= 1 + cycles/ref.Cycles[0]
+	}
+	return t, v, true
 }
 
 // batchVar is the variance of the mean of n values from their sum and

@@ -63,8 +63,7 @@ func (c Controller) recall(s *State, now time.Time) string {
 	if !s.Pair.Relearning || w < 2 || !c.on("regimes") {
 		return ""
 	}
-	t, v, ok := s.Engine.recent(s.Pair.varL(w))
-	if !ok {
+	if _, _, ok := s.Engine.recent(s.Pair.varL(w), Pair{}); !ok {
 		return ""
 	}
 	// One try, at the first decision after the change: its scrapes all
@@ -76,7 +75,9 @@ func (c Controller) recall(s *State, now time.Time) string {
 		if now.Sub(r.At) >= c.cfg.RetryAfter || len(r.Runs) != len(s.Pair.Buckets) {
 			continue
 		}
-		want, ok := c.tokensPerCycle(Pair{Acc: r.Acc, Cycles: r.Cycles}, w, false)
+		ref := Pair{Acc: r.Acc, Cycles: r.Cycles}
+		t, v, _ := s.Engine.recent(s.Pair.varL(w), ref)
+		want, ok := c.tokensPerCycle(ref, w, false)
 		if !ok || c.unlike(t, want, v) {
 			continue
 		}

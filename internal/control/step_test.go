@@ -340,6 +340,36 @@ func TestStepDriftByLoad(t *testing.T) {
 	}
 }
 
+// TestDriftWeighsItsReference: the drift test weighs the uncertainty of
+// the acceptance it reads against, so a bucket's acceptance learnt over
+// one scrape (as on the H100 of 2026-12-07b, a few scrapes of another
+// width at a new load) does not call the next scrapes a change of
+// traffic, while the same difference against minutes of scrapes does.
+func TestDriftWeighsItsReference(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		cycles float64 // the cycles the bucket's acceptance was learnt over
+		want   bool
+	}{
+		{"learnt over one scrape: no change", 400, false},
+		{"learnt over minutes: a change", 100_000, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := New(Config{Default: schedule.Flat(4, "default")})
+			s := measuredState(c, nil)
+			bk := &s.Pair.Buckets[0]
+			bk.Acc = []float64{0.6 * tc.cycles, 0.6 * tc.cycles, 0.6 * tc.cycles} // S 0.6 at every position
+			bk.Cycles = []float64{tc.cycles, tc.cycles, tc.cycles}
+			s.Pair.Acc, s.Pair.Cycles = slices.Clone(bk.Acc), slices.Clone(bk.Cycles)
+			e := &fakeEngine{gen: 1, width: 4, s: 0.66, ms: 5, n: 1, now: t0} // 0.18 tokens a cycle more
+			_, acts := run(c, s, e, 9)
+			if found := logged(acts, "traffic changed"); found != tc.want {
+				t.Errorf("a change of traffic found: %v, want %v", found, tc.want)
+			}
+		})
+	}
+}
+
 // TestStepDriftUnderCheck: a bucket without an acceptance of its own
 // (width 1 served it since the last change) is read against the pair's
 // while the default is checked there, so the check can find a change; a
