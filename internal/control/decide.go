@@ -154,7 +154,11 @@ func (c Controller) choose(s *State, b, run, def int) (int, string) {
 		}
 	}
 	if best.Width == def && len(within) > 0 {
-		bestWhy += fmt.Sprintf(" (the safe answer): %s, within the noise of %.1f%% between engines and the %.1fs switch", strings.Join(within, ", "), 100*c.spread(b), c.switchS(s))
+		noise := "its runs"
+		if sp := c.spread(b); sp > 0 {
+			noise = fmt.Sprintf("%.1f%% between engines", 100*sp)
+		}
+		bestWhy += fmt.Sprintf(" (the safe answer): %s, within the noise of %s and the %.1fs switch", strings.Join(within, ", "), noise, c.switchS(s))
 	}
 	return best.Width, bestWhy
 }
@@ -211,7 +215,12 @@ func (c Controller) switchS(s *State) float64 {
 	return c.cfg.SwitchS
 }
 
+// spread is the between-engine spread at bucket b: none where the
+// engine's fresh engines do not differ ("spread" off, WithSpread).
 func (c Controller) spread(b int) float64 {
+	if !c.on("spread") {
+		return 0
+	}
 	if c.cfg.Buckets[b][1] == 1 {
 		return c.cfg.Spread1
 	}

@@ -176,13 +176,7 @@ type Estimate struct {
 // estimate is width w's Estimate at bucket b; ok false when no run of it
 // has MinCycles.
 func (c Controller) estimate(s *State, b, w int) (Estimate, bool) {
-	sigma := c.cfg.SpreadN
-	if c.cfg.Buckets[b][1] == 1 {
-		sigma = c.cfg.Spread1
-	}
-	if !c.on("spread") {
-		sigma = 0
-	}
+	sigma := c.spread(b)
 	e := Estimate{Width: w}
 	for _, r := range s.Pair.Buckets[b].Runs[w] {
 		if r.Cycles < c.cfg.MinCycles || r.Scrapes < minScrapes || r.Secs <= 0 {

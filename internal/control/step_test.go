@@ -145,6 +145,32 @@ func TestStepChoice(t *testing.T) {
 	}
 }
 
+// TestSafeAnswerNamesItsNoise: the stay line names the noise the rule
+// used: the between-engine spread where it applies, the runs' own where
+// the engine's fresh engines do not differ (the sim's default model,
+// WithSpread(0, 0)), not the H200's spread the rule did not use.
+func TestSafeAnswerNamesItsNoise(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		cfg       Config
+		want, not string
+	}{
+		{"the H200's spread", Config{Default: schedule.Flat(4, "engine default"), SwitchS: 1}, "within the noise of 3.4% between engines", "its runs"},
+		{"no spread", Config{Default: schedule.Flat(4, "engine default"), SwitchS: 1}.WithSpread(0, 0), "within the noise of its runs", "between engines"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := New(tc.cfg)
+			s := measuredState(c, map[int][]float64{3: {100.1}})
+			e := &fakeEngine{gen: 1, width: 4, s: 0.7, n: 1, now: t0}
+			e.ms = 1000 * (1 + 0.7*3) / 100
+			s, _ = run(c, s, e, 40)
+			if src := s.Pair.Schedule[0].Source; !strings.Contains(src, tc.want) || strings.Contains(src, tc.not) {
+				t.Errorf("the bucket's source %q, want %q and no %q", src, tc.want, tc.not)
+			}
+		})
+	}
+}
+
 func TestStepCounting(t *testing.T) {
 	c := New(Config{Default: schedule.Flat(4, "default")})
 	cases := []struct {
