@@ -15,6 +15,14 @@ import (
 // b, which serve then follows), and a trial. A decision ends the trial
 // under way.
 func (c Controller) decide(s *State, b int, now time.Time) []Action {
+	if s.Exp.Kind == Trialing && s.Exp.Bucket == b && !s.Exp.Ran && s.Engine.Width != s.Exp.Width {
+		// The follower has yet to switch to the trial's width: a decision
+		// here would end it unjudged before it ran and bar its width for
+		// RetryAfter (a campaign on the sim: a trial predicted +2.2 %
+		// waited out the follower's 49 s stay, and the next decision, 10 s
+		// on, dropped it for another).
+		return nil
+	}
 	var acts []Action
 	if msg := c.drift(s, b, now); msg != "" {
 		// The next decision judges from scrapes of the new traffic only
@@ -32,21 +40,7 @@ func (c Controller) decide(s *State, b int, now time.Time) []Action {
 	changed := sb.Width != choice
 	sb.Width, sb.Source = choice, why
 	s.Pair.Buckets[b].Why = why
-	if s.Exp.Kind == Trialing && (s.Exp.Bucket != b || s.Exp.Width != run) {
-		acts = append(acts, Action{Op: Log, Msg: fmt.Sprintf("adapt: %s of width %d at %s ended unjudged: a decision at %s with width %d serving came first",
-			expWord(s.Exp), s.Exp.Width, schedule.InFlight(s.Pair.Schedule[s.Exp.Bucket].Range()), schedule.InFlight(sb.Range()), run)})
-	}
-	if s.Exp.Kind == Trialing && s.Exp.Bucket == b && s.Exp.Width == run {
-		acts = append(acts, Action{Op: Log, Msg: c.trialOutcome(s, b, choice, why)})
-		if ew, ok := c.estimate(s, b, run); ok && s.Exp.Predicted > 0 {
-			s.Pair.TrialError = ew.Rate/s.Exp.Predicted - 1
-		}
-	}
-	tried := s.Exp.Kind == Trialing && s.Exp.Bucket == b && s.Exp.Width == run
-	s.Exp = Experiment{HoldUntil: s.Exp.HoldUntil}
-	if tried && choice != run && c.on("way back") {
-		s.Exp.Back, s.Exp.Bucket = choice, b
-	}
+	acts = append(acts, c.endExperiment(s, b, run, choice, why)...)
 	s.Pair.Saved = now
 	acts = append(acts, Action{Op: Save})
 	if changed {
@@ -258,6 +252,39 @@ func (c Controller) switched(s *State, o Observation) []Action {
 	}
 	s.Follow.State = follow.Done(s.Follow.State, true, o.Took)
 	return nil
+}
+
+// endExperiment ends the experiment under way at a decision at bucket b
+// (run serving, choice the decision's width there): judged where its width
+// ran at its bucket, else unjudged, said either way. What the follower
+// still owes it stays: a judged trial's way back (Back), and a trial's
+// width serving where the load left its bucket (Stray).
+func (c Controller) endExperiment(s *State, b, run, choice int, why string) []Action {
+	var acts []Action
+	e := s.Exp
+	tried := e.Kind == Trialing && e.Bucket == b && e.Width == run
+	switch {
+	case tried:
+		acts = append(acts, Action{Op: Log, Msg: c.trialOutcome(s, b, choice, why)})
+		if ew, ok := c.estimate(s, b, run); ok && e.Predicted > 0 {
+			s.Pair.TrialError = ew.Rate/e.Predicted - 1
+		}
+	case e.Kind == Trialing:
+		acts = append(acts, Action{Op: Log, Msg: fmt.Sprintf("adapt: %s of width %d at %s ended unjudged: a decision at %s with width %d serving came first",
+			expWord(e), e.Width, schedule.InFlight(s.Pair.Schedule[e.Bucket].Range()), schedule.InFlight(s.Pair.Schedule[b].Range()), run)})
+	}
+	stray, strayB := 0, 0 // a trial's width serving where the load left its bucket
+	switch {
+	case e.Kind == Trialing && e.Bucket != b && e.Width == run:
+		stray, strayB = run, e.Bucket
+	case e.Stray == run && e.StrayBucket != b:
+		stray, strayB = e.Stray, e.StrayBucket
+	}
+	s.Exp = Experiment{HoldUntil: e.HoldUntil, Stray: stray, StrayBucket: strayB}
+	if tried && choice != run && c.on("way back") {
+		s.Exp.Back, s.Exp.Bucket = choice, b
+	}
+	return acts
 }
 
 // drift tests the serving engine's tokens per cycle at bucket b against

@@ -1,6 +1,7 @@
 package control
 
 import (
+	"fmt"
 	"math"
 	"time"
 
@@ -23,14 +24,24 @@ func (c Controller) sample(s *State, o Observation) []Action {
 	if s.Exp.Back != 0 && f.State.Width == s.Exp.Back {
 		s.Exp.Back = 0 // the way back ran
 	}
+	if s.Exp.Stray != 0 && f.State.Width != s.Exp.Stray {
+		s.Exp.Stray = 0 // the stray width no longer serves
+	}
+	if s.Exp.Kind == Trialing && f.State.Width == s.Exp.Width {
+		s.Exp.Ran = true
+	}
 	f.State.Switch = time.Duration(c.switchS(s) * float64(time.Second))
 	cfg := follow.Config{Schedule: s.InForce(), Gain: c.gainOf(s), MaxPerHour: c.cfg.MaxPerHour, NotBefore: s.Exp.HoldUntil}
 	var d follow.Decision
 	f.State, d = follow.Step(cfg, f.State, follow.Observation{Now: o.Now, InFlight: int(math.Round(o.InFlight)), Busy: o.Busy})
-	f.Last = d
 	if !d.Switch {
+		f.Last = d
 		return nil
 	}
+	if _, _, rule := c.gain(s, d.From, d.To); rule != "" {
+		d.Reason += "; " + rule // which rule took it within a window
+	}
+	f.Last = d
 	return []Action{{Op: SwitchTo, Width: d.To.Width, Reason: d.Reason, Bucket: d.To.Range(), Load: d.Load}}
 }
 
@@ -50,34 +61,44 @@ func (c Controller) sample(s *State, o Observation) []Action {
 // load sits (unmeasuredHere).
 func (c Controller) gainOf(s *State) func(from, to schedule.Bucket) (float64, bool) {
 	return func(from, to schedule.Bucket) (float64, bool) {
-		b := -1
-		for i, r := range c.cfg.Buckets {
-			if r[0] == to.Lo && r[1] == to.Hi {
-				b = i
-			}
-		}
-		if b < 0 {
-			return 0, false
-		}
-		if s.Exp.Back != 0 && s.Exp.Bucket == b && s.Exp.Back == to.Width {
-			return math.Inf(1), true // a judged trial's way back (Experiment.Back): within one window
-		}
-		safe := to.Width == c.defaultAt(to.Lo) || s.Exp.Kind == Trialing && s.Exp.Bucket == b && s.Exp.Width == to.Width
-		ef, okF := c.estimate(s, b, from.Width)
-		et, okT := c.estimate(s, b, to.Width)
-		if c.strayTrial(s, b, from.Width, to.Width, okF, okT) || c.unmeasuredHere(s, b, from.Width, to.Width, okF, okT || safe) {
-			return math.Inf(1), true
-		}
-		if okF && okT && ef.Rate > 0 && !safe {
-			return et.Rate/ef.Rate - 1, true
-		}
-		rf, okF := c.rateAt(s, b, from.Width)
-		rt, okT := c.rateAt(s, b, to.Width)
-		if !okF || !okT || rf <= 0 || rt <= rf {
-			return 0, false
-		}
-		return rt/rf - 1, true
+		g, ok, _ := c.gain(s, from, to)
+		return g, ok
 	}
+}
+
+// gain is gainOf's answer, with the rule that made it infinite in the
+// words of the switch line ("" for none).
+func (c Controller) gain(s *State, from, to schedule.Bucket) (float64, bool, string) {
+	b := -1
+	for i, r := range c.cfg.Buckets {
+		if r[0] == to.Lo && r[1] == to.Hi {
+			b = i
+		}
+	}
+	if b < 0 {
+		return 0, false, ""
+	}
+	if s.Exp.Back != 0 && s.Exp.Bucket == b && s.Exp.Back == to.Width {
+		return math.Inf(1), true, "the way back from a judged trial, taken within a window"
+	}
+	safe := to.Width == c.defaultAt(to.Lo) || s.Exp.Kind == Trialing && s.Exp.Bucket == b && s.Exp.Width == to.Width
+	ef, okF := c.estimate(s, b, from.Width)
+	et, okT := c.estimate(s, b, to.Width)
+	if c.strayTrial(s, b, from.Width, to.Width, okF, okT) {
+		return math.Inf(1), true, fmt.Sprintf("width %d was on trial for another load: left within a window", from.Width)
+	}
+	if c.unmeasuredHere(s, b, from.Width, to.Width, okF, okT || safe) {
+		return math.Inf(1), true, fmt.Sprintf("width %d has no measure at this load: left within a window", from.Width)
+	}
+	if okF && okT && ef.Rate > 0 && !safe {
+		return et.Rate/ef.Rate - 1, true, ""
+	}
+	rf, okF := c.rateAt(s, b, from.Width)
+	rt, okT := c.rateAt(s, b, to.Width)
+	if !okF || !okT || rf <= 0 || rt <= rf {
+		return 0, false, ""
+	}
+	return rt/rf - 1, true, ""
 }
 
 // rateAt is width w's measured rate at bucket b, else the model's.
@@ -102,8 +123,11 @@ func (c Controller) rateAt(s *State, b, w int) (float64, bool) {
 // their serve logs). A width the model puts far slower (mlxcel's flat 16
 // on the sim's GB10, unmeasured at four clients) keeps the longer stay.
 func (c Controller) strayTrial(s *State, b, from, to int, fromMeasured, toMeasured bool) bool {
-	e := s.Exp
-	if !c.on("stray trial") || e.Kind != Trialing || e.Bucket == b || e.Width != from || fromMeasured {
+	w, eb := s.Exp.Width, s.Exp.Bucket
+	if s.Exp.Kind != Trialing {
+		w, eb = s.Exp.Stray, s.Exp.StrayBucket // a trial ended unjudged while it served here
+	}
+	if !c.on("stray trial") || w == 0 || eb == b || w != from || fromMeasured {
 		return false
 	}
 	if toMeasured {

@@ -90,20 +90,40 @@ func TestStrayTrialLeftWithinAWindow(t *testing.T) {
 		name string
 		runs map[int][]float64
 		off  bool
-		want bool // switched to width 4 within 16 s
+		// decided: a decision at one request, with width 15 serving,
+		// ended the trial unjudged before the follower's window.
+		decided bool
+		want    bool // switched to width 4 within 16 s
 	}{
-		{"width 4 measured at one request: left within a window", map[int][]float64{4: {100}}, false, true},
-		{"the rule off: the prior gain's stay", map[int][]float64{4: {100}}, true, false},
-		{"nothing measured or predicted at one request: the prior gain's stay", nil, false, false},
-		{"width 15 measured at one request too: its measure stands", map[int][]float64{4: {100}, 15: {110}}, false, false},
+		{"width 4 measured at one request: left within a window", map[int][]float64{4: {100}}, false, false, true},
+		{"the rule off: the prior gain's stay", map[int][]float64{4: {100}}, true, false, false},
+		{"nothing measured or predicted at one request: the prior gain's stay", nil, false, false, false},
+		{"width 15 measured at one request too: its measure stands", map[int][]float64{4: {100}, 15: {110}}, false, false, false},
+		{"the trial ended unjudged by a decision here: left within a window", map[int][]float64{4: {100}}, false, true, true},
+		{"ended unjudged, the rule off: the prior gain's stay", map[int][]float64{4: {100}}, true, true, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			c, s := ruleOff("stray trial", tc.off, tc.runs)
 			s.Exp = Experiment{Kind: Trialing, Width: 15, From: 4, Bucket: 1, Since: t0, Reason: "width 15 predicted +52.9%", Predicted: 150}
+			if tc.decided {
+				s.Engine.Width = 15
+				c.decide(&s, 0, t0)
+				if s.Exp.Kind == Trialing {
+					t.Fatalf("the decision at one request did not end the trial: %+v", s.Exp)
+				}
+			}
 			s, got, at := sampleLoad(c, s, 15, 1, 16*time.Second)
 			if switched := reflect.DeepEqual(got, []int{4}); switched != tc.want {
 				t.Fatalf("switches %v within %v, want a switch to 4: %v (last: %q)", got, at, tc.want, s.Follow.Last.Reason)
+			}
+			if rule := "width 15 was on trial for another load: left within a window"; tc.want && !strings.HasSuffix(s.Follow.Last.Reason, rule) {
+				t.Errorf("the switch says %q, want it to end %q", s.Follow.Last.Reason, rule)
+			}
+			if tc.decided && tc.want {
+				if s = c.switchedTo(s, 4, at); s.Exp.Stray != 0 {
+					t.Errorf("width 4 runs, and the stray width is still kept: %+v", s.Exp)
+				}
 			}
 		})
 	}
@@ -129,6 +149,9 @@ func TestTrialWayBackWithinAWindow(t *testing.T) {
 			s, got, at := sampleLoad(c, s, 7, 1, 16*time.Second)
 			if switched := reflect.DeepEqual(got, []int{4}); switched == off {
 				t.Fatalf("switches %v within %v, want a switch to 4: %v (last: %q)", got, at, !off, s.Follow.Last.Reason)
+			}
+			if rule := "the way back from a judged trial, taken within a window"; !off && !strings.HasSuffix(s.Follow.Last.Reason, rule) {
+				t.Errorf("the switch says %q, want it to end %q", s.Follow.Last.Reason, rule)
 			}
 			if !off {
 				s = c.switchedTo(s, 4, at)
@@ -197,6 +220,9 @@ func TestUnmeasuredWidthLeftWithinAWindow(t *testing.T) {
 			s, got, at := sampleLoad(c, s, 7, 4, 16*time.Second)
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("switches %v within %v, want %v (last: %q)", got, at, tc.want, s.Follow.Last.Reason)
+			}
+			if rule := "width 7 has no measure at this load: left within a window"; len(got) > 0 && !strings.HasSuffix(s.Follow.Last.Reason, rule) {
+				t.Errorf("the switch says %q, want it to end %q", s.Follow.Last.Reason, rule)
 			}
 		})
 	}

@@ -180,12 +180,21 @@ type Experiment struct {
 	// Predicted is the model's rate for the trial's width (0 for a check,
 	// which is not chosen by the model).
 	Predicted float64
+	// Ran: the trial's width has served since the trial began. Until it
+	// has, a decision at its bucket leaves the trial be (decide).
+	Ran bool
 	// HoldUntil: after a failed switch no other is asked for until then.
 	HoldUntil time.Time
 	// Back is the width a judged trial went back to at Bucket (Kind
 	// NoExp), until serve runs it: the trial's second switch, which the
 	// hourly cap kept for it (capped), taken within one window.
 	Back int
+	// Stray is the width of a trial for StrayBucket that a decision at
+	// another bucket ended unjudged while it served there, until it stops
+	// serving: the follower leaves it as it leaves a trial's (strayTrial),
+	// where the trial's end would otherwise have kept it on at the prior's
+	// stay (a campaign on the sim: a whole four-client phase).
+	Stray, StrayBucket int
 }
 
 // Load is the clients' load as the proxy counts it.

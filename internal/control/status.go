@@ -62,14 +62,29 @@ func (s State) Status(now time.Time) Status {
 	if b := s.Load.Bucket; b >= 0 && b < len(s.Pair.Schedule) {
 		st.Measuring = s.Pair.Schedule[b].Range()
 	}
-	if d := s.Follow.Last; d.From.Width > 0 && d.From.Lo > 0 { // no full window yet: no bucket to name ("0+")
-		st.Bucket, st.Load, st.Follow = d.From.Range(), d.Load, d.Reason
+	d := s.Follow.Last
+	if d.To.Lo > 0 { // a full window read: the load and the follower's word
+		st.Load, st.Follow = d.Load, d.Reason
+	}
+	if d.From.Width > 0 && d.From.Lo > 0 { // no full window yet, or a width the schedule in force has nowhere (a trial's the load left): no bucket to name ("0+")
+		st.Bucket = d.From.Range()
 	}
 	switch {
 	case s.Follow.State.Pending != 0:
 		st.State, st.Note = "switching", fmt.Sprintf("switching to width %d: %s", s.Follow.State.Pending, s.Follow.Last.Reason)
 	case s.Exp.Kind == Trialing:
-		st.State, st.Note = "trial", fmt.Sprintf("measuring width %d before judging it: %s", s.Exp.Width, s.Exp.Reason)
+		st.State = "trial"
+		at := schedule.InFlight(s.Pair.Schedule[s.Exp.Bucket].Range())
+		switch {
+		case s.Engine.Width == s.Exp.Width:
+			st.Note = fmt.Sprintf("measuring width %d at %s before judging it: %s", s.Exp.Width, at, s.Exp.Reason)
+		case s.Load.Bucket == s.Exp.Bucket:
+			st.Note = fmt.Sprintf("width %d is to be tried at %s: waiting for the switch to it (%s)", s.Exp.Width, at, s.Exp.Reason)
+		default:
+			// The follower left the trial's width, or never reached it,
+			// when the load left its bucket; the next decision ends it.
+			st.Note = fmt.Sprintf("the trial of width %d at %s is paused: the load left %s, and width %d serves", s.Exp.Width, at, at, s.Engine.Width)
+		}
 	case now.Before(s.Exp.HoldUntil):
 		st.State, st.Note = "holding", "a switch failed; none before "+s.Exp.HoldUntil.Format(time.RFC3339)
 	}

@@ -133,10 +133,22 @@ func TestStatus(t *testing.T) {
 		t.Errorf("status while a switch is under way %+v", st)
 	}
 	s.Follow.State.Pending = 0
-	s.Exp = Experiment{Kind: Trialing, Width: 8, Reason: "why"}
-	if st := s.Status(t0); st.State != "trial" || !strings.Contains(st.Note, "width 8") {
-		t.Errorf("status in a trial %+v", st)
+	for _, tc := range []struct {
+		name            string
+		serving, loadAt int
+		want            string
+	}{
+		{"the trial's width serves", 8, 1, "measuring width 8 at 2-4 requests in flight before judging it: why"},
+		{"the switch to it not yet made", 4, 1, "width 8 is to be tried at 2-4 requests in flight: waiting for the switch to it (why)"},
+		{"the load left its bucket", 4, 0, "the trial of width 8 at 2-4 requests in flight is paused: the load left 2-4 requests in flight, and width 4 serves"},
+	} {
+		s.Exp = Experiment{Kind: Trialing, Width: 8, Bucket: 1, Reason: "why"}
+		s.Engine.Width, s.Load.Bucket = tc.serving, tc.loadAt
+		if st := s.Status(t0); st.State != "trial" || st.Note != tc.want {
+			t.Errorf("%s: status in a trial %q %q, want trial %q", tc.name, st.State, st.Note, tc.want)
+		}
 	}
+	s.Engine.Width, s.Load.Bucket = 4, 1
 	s.Exp = Experiment{HoldUntil: t0.Add(time.Minute)}
 	if st := s.Status(t0); st.State != "holding" {
 		t.Errorf("status after a failed switch %+v", st)
@@ -155,5 +167,19 @@ func TestStatusNamesNoBucketBeforeAWindow(t *testing.T) {
 	s.Follow.Last = follow.Decision{From: schedule.Bucket{Lo: 1, Hi: 1, Width: 4}, Load: 1}
 	if st := s.Status(t0); st.Bucket != "1" {
 		t.Errorf("bucket %q at one request, want 1", st.Bucket)
+	}
+}
+
+// A width the schedule in force has nowhere (a trial's, once the load
+// left its bucket) names no bucket, but the load and the follower's word
+// stay: a campaign saw "load": 0 with four clients in flight, and no
+// word, for 10-60 s after such switches.
+func TestStatusShowsTheLoadBesideAWidthInNoBucket(t *testing.T) {
+	c := New(Config{Default: schedule.Flat(4, "default")})
+	s := c.Init(Pair{})
+	s.Engine.Width = 8
+	s.Follow.Last = follow.Decision{From: schedule.Bucket{Width: 8, Source: "running"}, To: s.Pair.Schedule[1], Load: 4, Reason: "load 4.0 has been at 2-4 requests in flight for 5s"}
+	if st := s.Status(t0); st.Bucket != "" || st.Load != 4 || st.Follow != s.Follow.Last.Reason {
+		t.Errorf("bucket %q, load %v, follow %q; want none, 4 and the follower's word", st.Bucket, st.Load, st.Follow)
 	}
 }

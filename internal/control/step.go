@@ -354,7 +354,7 @@ func (c Controller) Redefault(s State, d schedule.Schedule) (Controller, State) 
 	}
 	// A way back was to the old schedule's width: the new default serves
 	// there now (a review: Back kept the old width through a reload).
-	s.Exp.Back = 0
+	s.Exp.Back, s.Exp.Stray = 0, 0
 	if !slices.Equal(nc.cfg.Buckets, c.cfg.Buckets) {
 		s.Load = Load{Bucket: -1, Since: s.Load.Since}
 		if s.Exp.Kind != NoExp {

@@ -679,7 +679,7 @@ func TestExperimentEndIsSaid(t *testing.T) {
 			"adapt: trial of width 8 at 1 request in flight ended: measured +30.5% against width 4, the width it left; width 8 stays"},
 		{"a check under classic", map[int][]float64{1: {120, 121}, 4: {100}}, 4, Experiment{Kind: Trialing, Width: 4, From: 1},
 			"adapt: check of width 4 at 1 request in flight ended: measured -17.0% against width 1, the width it left; back to width 1"},
-		{"a trial another decision came before", map[int][]float64{4: {100}}, 4, Experiment{Kind: Trialing, Width: 8, From: 4, Predicted: 130},
+		{"a trial another decision came before", map[int][]float64{4: {100}}, 4, Experiment{Kind: Trialing, Width: 8, From: 4, Predicted: 130, Ran: true},
 			"adapt: trial of width 8 at 1 request in flight ended unjudged: a decision at 1 request in flight with width 4 serving came first"},
 	}
 	for _, tc := range cases {
@@ -699,6 +699,27 @@ func TestExperimentEndIsSaid(t *testing.T) {
 				t.Errorf("the experiment is still under way: %+v", s.Exp)
 			}
 		})
+	}
+}
+
+// A trial whose width has not served yet (the follower's stay for its
+// predicted gain not yet over) is not ended by a decision at its bucket:
+// on the sim one predicted +2.2 % was dropped unjudged 10 s after it was
+// chosen, its width barred for 30 minutes, and another chosen (a
+// campaign). Once its width has served, a decision there judges it.
+func TestTrialNotEndedBeforeItRuns(t *testing.T) {
+	c := New(Config{Default: schedule.Flat(4, "default"), SwitchS: 1})
+	s := measuredState(c, map[int][]float64{4: {100}})
+	s.Engine.Width = 4
+	s.Exp = Experiment{Kind: Trialing, Width: 3, From: 4, Bucket: 0, Since: t0, Reason: "width 3 predicted +2.2%", Predicted: 102.2}
+	if acts := c.decide(&s, 0, t0); len(acts) != 0 || s.Exp.Kind != Trialing || s.Exp.Width != 3 {
+		t.Fatalf("a decision before the trial's width served: %+v, exp %+v; want the trial left be", acts, s.Exp)
+	}
+	s, _ = c.Step(s, Observation{Kind: Sample, Now: t0.Add(follow.Tick), Width: 3, InFlight: 1})
+	s.Engine.Width = 4 // served, then left
+	acts := c.decide(&s, 0, t0.Add(time.Minute))
+	if !logged(acts, "ended unjudged") || s.Exp.Kind == Trialing {
+		t.Errorf("a decision after the trial's width served: %+v, exp %+v; want it ended", acts, s.Exp)
 	}
 }
 
