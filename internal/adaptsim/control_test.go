@@ -91,7 +91,7 @@ func (a *controlAdapter) step(o control.Observation) []Command {
 			var more []control.Action
 			a.s, more = a.c.Step(a.s, control.Observation{Kind: control.Probed, Now: o.Now, Verify: v})
 			acts = append(acts, more...)
-		case control.Log:
+		case control.Log, control.Warn:
 			if a.env.Log != nil {
 				a.env.Log(act.Msg)
 			}

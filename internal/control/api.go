@@ -69,6 +69,7 @@ const (
 	Probe                  // probe the verify cost of Rows; answer with Probed
 	Save                   // write State.Pair (Saved)
 	Log                    // log Msg
+	Warn                   // log Msg at warn: the operator should act
 )
 
 // Action is one thing the shell is asked to do.

@@ -254,6 +254,13 @@ func (c Controller) switched(s *State, o Observation) []Action {
 	return nil
 }
 
+// overPredicted is the prediction error below which the model misses by
+// more than a trial must gain to pass, so its trials mostly lose: on the
+// H100 of 2026-12-07b the trials passed at gains of 7.2-8.9 %
+// (docs/benchmark_results/follow/h100-2026-12-07b/serve-A*.log), and
+// docs/adaptive.md tells the operator to turn --adapt off below it.
+const overPredicted = -0.10
+
 // endExperiment ends the experiment under way at a decision at bucket b
 // (run serving, choice the decision's width there): judged where its width
 // ran at its bucket, else unjudged, said either way. What the follower
@@ -268,6 +275,9 @@ func (c Controller) endExperiment(s *State, b, run, choice int, why string) []Ac
 		acts = append(acts, Action{Op: Log, Msg: c.trialOutcome(s, b, choice, why)})
 		if ew, ok := c.estimate(s, b, run); ok && e.Predicted > 0 {
 			s.Pair.TrialError = ew.Rate/e.Predicted - 1
+			if s.Pair.TrialError < overPredicted {
+				acts = append(acts, Action{Op: Warn, Msg: fmt.Sprintf("adapt: the model over-predicted this trial (prediction error %+.0f%%): by more than a trial must gain, so its trials mostly lose here; tune this pair and serve without --adapt (docs/adaptive.md, \"Is it the default?\")", 100*s.Pair.TrialError)})
+			}
 		}
 	case e.Kind == Trialing:
 		acts = append(acts, Action{Op: Log, Msg: fmt.Sprintf("adapt: %s of width %d at %s ended unjudged: a decision at %s with width %d serving came first",

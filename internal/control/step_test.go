@@ -702,6 +702,31 @@ func TestExperimentEndIsSaid(t *testing.T) {
 	}
 }
 
+// A judged trial the model over-predicted by more than a trial must gain
+// (overPredicted) is said at warn, with what to do; a near miss is not.
+func TestOverPredictedTrialWarns(t *testing.T) {
+	c := New(Config{Default: schedule.Flat(4, "default"), SwitchS: 1})
+	for _, tc := range []struct {
+		name      string
+		predicted float64 // the trial's width measured 90
+		warn      bool
+	}{
+		{"predicted 130, measured 90: -31%", 130, true},
+		{"predicted 95, measured 90: -5%", 95, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := measuredState(c, map[int][]float64{4: {100}, 8: {90}})
+			s.Engine.Width, s.Exp = 8, Experiment{Kind: Trialing, Width: 8, From: 4, Predicted: tc.predicted}
+			warned := slices.ContainsFunc(c.decide(&s, 0, t0), func(a Action) bool {
+				return a.Op == Warn && strings.Contains(a.Msg, "over-predicted") && strings.Contains(a.Msg, "tune this pair")
+			})
+			if warned != tc.warn {
+				t.Errorf("warned %v, want %v (trial error %.2f)", warned, tc.warn, s.Pair.TrialError)
+			}
+		})
+	}
+}
+
 // A trial whose width has not served yet (the follower's stay for its
 // predicted gain not yet over) is not ended by a decision at its bucket:
 // on the sim one predicted +2.2 % was dropped unjudged 10 s after it was

@@ -361,6 +361,8 @@ func (sh *controlShell) Run(ctx context.Context) error {
 				go sh.probe(ctx, a, obs)
 			case control.Log:
 				sh.log.Info(a.Msg)
+			case control.Warn:
+				sh.log.Warn(a.Msg)
 			case control.Save:
 				if o.Now.Sub(lastSave) >= saveEvery {
 					sh.save(s, o.Now)
