@@ -130,7 +130,7 @@ func run(args []string) int {
 	rep := Report{URL: *url, Levels: ls, Phase: phase.String(), Temperature: *temp, MaxTokens: *maxTokens, LengthSpread: *spread}
 	for i := 0; time.Duration(i)*(*phase) < *total && ctx.Err() == nil; i++ {
 		n := ls[i%len(ls)]
-		p := runPhase(ctx, *url, auth, n, *phase, *maxTokens, *temp, texts)
+		p := runPhase(ctx, traffic{url: *url, auth: auth, maxTokens: *maxTokens, spread: *spread, temp: *temp, prompts: texts}, n, *phase)
 		fmt.Fprintf(os.Stderr, "phase %d: %d clients, %.1f tok/s, %d requests, %d bad, widths %v, %d switches\n", i+1, n, p.Rate, p.Sent, p.Bad, p.Widths, p.Switches)
 		rep.Phases = append(rep.Phases, p)
 		rep.Tokens, rep.Seconds, rep.Bad = rep.Tokens+p.Tokens, rep.Seconds+p.Seconds, rep.Bad+p.Bad
@@ -173,9 +173,29 @@ func parseLevels(s string) ([]int, error) {
 	return out, nil
 }
 
+// traffic is what every phase's clients send: the flags' requests.
+type traffic struct {
+	url       string
+	auth      http.Header
+	maxTokens int
+	spread    float64 // -length-spread: max_tokens varies by prompt (loadgen.Lengths)
+	temp      float64
+	prompts   []string
+}
+
+// options is loadgen's run of n clients for d. The spread is passed on:
+// until 2026-12-07 it was not, and every request of the H100 follow runs
+// of 2026-12-06g to 2026-12-07b asked for -max-tokens exactly (a review,
+// from their engine timings).
+func (t traffic) options(n int, d time.Duration) loadgen.Options {
+	return loadgen.Options{URL: t.url, Clients: n, Duration: d, Stream: true, MaxTokens: t.maxTokens, Spread: t.spread, Prompts: t.prompts,
+		Params: map[string]any{"temperature": t.temp}, Timeout: 5 * time.Minute, Header: t.auth}
+}
+
 // runPhase runs n clients for d while polling the status page once a
 // second for the width serving and the switches made.
-func runPhase(ctx context.Context, url string, auth http.Header, n int, d time.Duration, maxTokens int, temp float64, prompts []string) Phase {
+func runPhase(ctx context.Context, tr traffic, n int, d time.Duration) Phase {
+	url, auth := tr.url, tr.auth
 	p := Phase{Clients: n}
 	var mu sync.Mutex
 	seen := map[int]bool{}
@@ -206,8 +226,7 @@ func runPhase(ctx context.Context, url string, auth http.Header, n int, d time.D
 			}
 		}
 	}()
-	res, err := loadgen.Run(ctx, loadgen.Options{URL: url, Clients: n, Duration: d, Stream: true, MaxTokens: maxTokens, Prompts: prompts,
-		Params: map[string]any{"temperature": temp}, Timeout: 5 * time.Minute, Header: auth})
+	res, err := loadgen.Run(ctx, tr.options(n, d))
 	stopPoll()
 	<-done
 	if err != nil {

@@ -2,6 +2,10 @@ package main
 
 import (
 	"errors"
+	"slices"
+	"time"
+
+	"github.com/speclaunch/speclaunch/internal/loadgen"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -52,5 +56,17 @@ func TestBadSpread(t *testing.T) {
 		if got := run([]string{"-url", srv.URL, "-prompts", "../../internal/bench/prompts/code", "-phase", "1s", "-run", "1s", "-length-spread", v}); got != 2 {
 			t.Errorf("-length-spread %s: exit %d, want 2", v, got)
 		}
+	}
+}
+
+// The phases' requests vary in length by -length-spread: the flag was
+// parsed and reported but never reached loadgen, and every request of
+// four H100 runs asked for -max-tokens exactly.
+func TestPhasesVaryLengths(t *testing.T) {
+	tr := traffic{maxTokens: 128, spread: 0.5, prompts: []string{"a", "b", "c", "d", "e"}}
+	o := tr.options(4, time.Second)
+	ls := loadgen.Lengths(o.MaxTokens, o.Spread, len(o.Prompts))
+	if slices.Min(ls) >= 128 || slices.Max(ls) <= 128 {
+		t.Errorf("lengths %v for -max-tokens 128 -length-spread 0.5, want some below 128 and some above", ls)
 	}
 }
