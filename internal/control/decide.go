@@ -15,12 +15,13 @@ import (
 // b, which serve then follows), and a trial. A decision ends the trial
 // under way.
 func (c Controller) decide(s *State, b int, now time.Time) []Action {
-	if s.Exp.Kind == Trialing && s.Exp.Bucket == b && !s.Exp.Ran && s.Engine.Width != s.Exp.Width {
+	if s.Exp.Kind == Trialing && s.Exp.Bucket == b && !s.Exp.Ran && s.Engine.Width != s.Exp.Width && now.Sub(s.Exp.Since) < c.trialWait(s) {
 		// The follower has yet to switch to the trial's width: a decision
 		// here would end it unjudged before it ran and bar its width for
 		// RetryAfter (a campaign on the sim: a trial predicted +2.2 %
 		// waited out the follower's 49 s stay, and the next decision, 10 s
-		// on, dropped it for another).
+		// on, dropped it for another). Past the follower's stay for it and
+		// a window, it is ended: the follower reads the load otherwise.
 		return nil
 	}
 	var acts []Action
@@ -260,6 +261,19 @@ func (c Controller) switched(s *State, o Observation) []Action {
 // (docs/benchmark_results/follow/h100-2026-12-07b/serve-A*.log), and
 // docs/adaptive.md tells the operator to turn --adapt off below it.
 const overPredicted = -0.10
+
+// trialWait is how long a trial not yet served may hold its bucket's
+// decisions: the follower's stay for it at the gain it prices the trial
+// at (follow's rule), and one window more for the load to be read there.
+func (c Controller) trialWait(s *State) time.Duration {
+	to := s.InForce()[s.Exp.Bucket]
+	g, ok, _ := c.gain(s, schedule.Bucket{Width: s.Engine.Width}, to)
+	if !ok || g <= 0 {
+		g = follow.PriorGain
+	}
+	stay := time.Duration(min(c.switchS(s)/g, time.Hour.Seconds()) * float64(time.Second))
+	return max(follow.Window, stay) + follow.Window
+}
 
 // endExperiment ends the experiment under way at a decision at bucket b
 // (run serving, choice the decision's width there): judged where its width

@@ -27,13 +27,16 @@ func (c Controller) sample(s *State, o Observation) []Action {
 	if s.Exp.Stray != 0 && f.State.Width != s.Exp.Stray {
 		s.Exp.Stray = 0 // the stray width no longer serves
 	}
-	if s.Exp.Kind == Trialing && f.State.Width == s.Exp.Width {
-		s.Exp.Ran = true
+	if s.Exp.Kind == Trialing && f.State.Width == s.Exp.Width && s.Load.Bucket == s.Exp.Bucket {
+		s.Exp.Ran = true // at its bucket: served elsewhere it measured nothing for the trial
 	}
 	f.State.Switch = time.Duration(c.switchS(s) * float64(time.Second))
 	cfg := follow.Config{Schedule: s.InForce(), Gain: c.gainOf(s), MaxPerHour: c.cfg.MaxPerHour, NotBefore: s.Exp.HoldUntil}
 	var d follow.Decision
 	f.State, d = follow.Step(cfg, f.State, follow.Observation{Now: o.Now, InFlight: int(math.Round(o.InFlight)), Busy: o.Busy})
+	if d.To.Lo > 0 {
+		f.Read = d
+	}
 	if !d.Switch {
 		f.Last = d
 		return nil

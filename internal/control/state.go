@@ -43,6 +43,11 @@ type Probing struct {
 type Follow struct {
 	State follow.State
 	Last  follow.Decision
+	// Read is the last decision made over a full window: after a
+	// switch the window is read again, and the status shows the load
+	// last read meanwhile, not 0 (a review: "load": 0 with four clients
+	// in flight for 8-10 s after each switch).
+	Read follow.Decision
 }
 
 // Pair is what belongs to the model pair on this host: saved, it survives

@@ -5,6 +5,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/speclaunch/speclaunch/internal/follow"
 	"github.com/speclaunch/speclaunch/internal/schedule"
 )
 
@@ -63,8 +64,12 @@ func (s State) Status(now time.Time) Status {
 		st.Measuring = s.Pair.Schedule[b].Range()
 	}
 	d := s.Follow.Last
-	if d.To.Lo > 0 { // a full window read: the load and the follower's word
+	switch r := s.Follow.Read; {
+	case d.To.Lo > 0: // a full window read: the load and the follower's word
 		st.Load, st.Follow = d.Load, d.Reason
+	case r.To.Lo > 0: // read again since the engine changed: the load last read
+		st.Load = r.Load
+		st.Follow = fmt.Sprintf("the load is read again over a %s window since the engine changed (%.1f requests in flight when last read)", follow.Window, r.Load)
 	}
 	if d.From.Width > 0 && d.From.Lo > 0 { // no full window yet, or a width the schedule in force has nowhere (a trial's the load left): no bucket to name ("0+")
 		st.Bucket = d.From.Range()
@@ -76,7 +81,7 @@ func (s State) Status(now time.Time) Status {
 		st.State = "trial"
 		at := schedule.InFlight(s.Pair.Schedule[s.Exp.Bucket].Range())
 		switch {
-		case s.Engine.Width == s.Exp.Width:
+		case s.Engine.Width == s.Exp.Width && s.Load.Bucket == s.Exp.Bucket:
 			st.Note = fmt.Sprintf("measuring width %d at %s before judging it: %s", s.Exp.Width, at, s.Exp.Reason)
 		case s.Load.Bucket == s.Exp.Bucket:
 			st.Note = fmt.Sprintf("width %d is to be tried at %s: waiting for the switch to it (%s)", s.Exp.Width, at, s.Exp.Reason)

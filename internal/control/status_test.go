@@ -141,6 +141,7 @@ func TestStatus(t *testing.T) {
 		{"the trial's width serves", 8, 1, "measuring width 8 at 2-4 requests in flight before judging it: why"},
 		{"the switch to it not yet made", 4, 1, "width 8 is to be tried at 2-4 requests in flight: waiting for the switch to it (why)"},
 		{"the load left its bucket", 4, 0, "the trial of width 8 at 2-4 requests in flight is paused: the load left 2-4 requests in flight, and width 4 serves"},
+		{"its width serves where the load left", 8, 0, "the trial of width 8 at 2-4 requests in flight is paused: the load left 2-4 requests in flight, and width 8 serves"},
 	} {
 		s.Exp = Experiment{Kind: Trialing, Width: 8, Bucket: 1, Reason: "why"}
 		s.Engine.Width, s.Load.Bucket = tc.serving, tc.loadAt
@@ -181,5 +182,31 @@ func TestStatusShowsTheLoadBesideAWidthInNoBucket(t *testing.T) {
 	s.Follow.Last = follow.Decision{From: schedule.Bucket{Width: 8, Source: "running"}, To: s.Pair.Schedule[1], Load: 4, Reason: "load 4.0 has been at 2-4 requests in flight for 5s"}
 	if st := s.Status(t0); st.Bucket != "" || st.Load != 4 || st.Follow != s.Follow.Last.Reason {
 		t.Errorf("bucket %q, load %v, follow %q; want none, 4 and the follower's word", st.Bucket, st.Load, st.Follow)
+	}
+}
+
+// After an engine change the follower reads the load again over a full
+// window; meanwhile the status shows the load last read and says so, not
+// "load": 0 (a review: 8-10 s of 0 after each switch, four clients in
+// flight).
+func TestStatusKeepsTheLoadWhileTheWindowRefills(t *testing.T) {
+	c := New(Config{Default: schedule.Flat(4, "default")})
+	s := c.Init(Pair{})
+	now := t0
+	step := func(busy string) {
+		now = now.Add(follow.Tick)
+		s, _ = c.Step(s, Observation{Kind: Sample, Now: now, Width: 4, InFlight: 4, Busy: busy})
+	}
+	for range 60 { // 15 s: a full window
+		step("")
+	}
+	if st := s.Status(now); st.Load != 4 || st.Bucket != "2-4" {
+		t.Fatalf("after a window at 4 in flight: load %v, bucket %q", st.Load, st.Bucket)
+	}
+	step("an engine starts beside the serving one")
+	step("") // the spell ended: the window restarts
+	st := s.Status(now)
+	if st.Load != 4 || !strings.Contains(st.Follow, "read again") {
+		t.Errorf("while the window refills: load %v, follow %q; want 4 and that it is read again", st.Load, st.Follow)
 	}
 }

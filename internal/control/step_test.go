@@ -740,6 +740,12 @@ func TestTrialNotEndedBeforeItRuns(t *testing.T) {
 	if acts := c.decide(&s, 0, t0); len(acts) != 0 || s.Exp.Kind != Trialing || s.Exp.Width != 3 {
 		t.Fatalf("a decision before the trial's width served: %+v, exp %+v; want the trial left be", acts, s.Exp)
 	}
+	// Not for ever: past the follower's stay for it (1 s / 2.2 % = 45 s)
+	// and a window, a decision ends it.
+	late := s.clone()
+	if acts := c.decide(&late, 0, t0.Add(2*time.Minute)); !logged(acts, "ended unjudged") || late.Exp.Kind == Trialing {
+		t.Errorf("a decision 2 minutes on, the trial never served: %+v, exp %+v; want it ended", acts, late.Exp)
+	}
 	s, _ = c.Step(s, Observation{Kind: Sample, Now: t0.Add(follow.Tick), Width: 3, InFlight: 1})
 	s.Engine.Width = 4 // served, then left
 	acts := c.decide(&s, 0, t0.Add(time.Minute))
