@@ -727,6 +727,45 @@ func TestOverPredictedTrialWarns(t *testing.T) {
 	}
 }
 
+// Where the decision's choice is the default, unmeasured at the bucket
+// and unpriced there, the running width, measured there, is what the
+// follower keeps: a trial is begun against it, where none was (the
+// matrix's GB10 served its one-client width through every four-client
+// phase). Not with the rule off, nor where the running width has no
+// measure there.
+func TestTrialBesideAnUnmeasuredDefault(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		off      bool
+		measured bool // width 3 measured at 2-4
+		want     int  // the trial's width, 0 for none
+	}{
+		{"the default unmeasured and unpriced: a trial against width 3", false, true, 1},
+		{"the rule off: no trial", true, true, 0},
+		{"width 3 unmeasured there too: no trial", false, false, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := Config{Default: schedule.Flat(16, "engine default"), SwitchS: 1}
+			if tc.off {
+				cfg.Off = map[string]bool{"trial beside": true}
+			}
+			c := New(cfg)
+			s := c.Init(Pair{})
+			s.Load = Load{Bucket: 1, Samples: []float64{4, 4, 4, 4, 4, 4, 4, 4}}
+			s.Pair.Buckets[1].N, s.Pair.Buckets[1].NSamples = 4, 10
+			s.Pair.Verify = map[int]float64{1: 15, 2: 16, 4: 20} // classic at 4 in flight: 50 tokens/s a request; 64 rows (width 16) unprobed
+			if tc.measured {
+				s.Pair.Buckets[1].Runs[3] = []Run{rateRun(1, 30)}
+			}
+			s.Engine.Width = 3
+			c.decide(&s, 1, t0)
+			if got := map[bool]int{true: s.Exp.Width}[s.Exp.Kind == Trialing]; got != tc.want || tc.want != 0 && s.Exp.From != 3 {
+				t.Errorf("trial of width %d from %d (%+v), want %d from 3", got, s.Exp.From, s.Exp, tc.want)
+			}
+		})
+	}
+}
+
 // A trial whose width has not served yet (the follower's stay for its
 // predicted gain not yet over) is not ended by a decision at its bucket:
 // on the sim one predicted +2.2 % was dropped unjudged 10 s after it was
