@@ -45,7 +45,21 @@ type controlAdapter struct {
 
 func (a *controlAdapter) Start(env Env, s Scrape) []Command {
 	a.env = env
-	return a.scrape(s)
+	if os.Getenv("ADAPTSIM_PROBE_BEFORE") == "" {
+		return a.scrape(s)
+	}
+	// As serve does (internal/serve's BeforeTraffic): the first engine is
+	// probed before it takes traffic, for the rows of BeforeLoads. Not
+	// yet the matrix's default: with it one cell ends 1.3 % below the
+	// default (docs/benchmark_results/sim-matrix-probebefore-2026-12-07.md).
+	v := map[int]float64{}
+	for _, n := range control.BeforeLoads {
+		for w := 1; w <= a.c.Config().MaxWidth; w++ {
+			v[n*w] = env.Probe(n * w)
+		}
+	}
+	cmds := a.step(control.Observation{Kind: control.Probed, Now: s.Now, Verify: v, Before: true})
+	return append(cmds, a.scrape(s)...)
 }
 
 func (a *controlAdapter) Scrape(s Scrape) []Command { return a.scrape(s) }

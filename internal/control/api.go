@@ -60,6 +60,12 @@ type Counters struct {
 	Secs    float64   // seconds requests were served, summed over requests
 }
 
+// BeforeLoads are the requests in flight whose rows (each times every
+// width) serve probes on the first engine of a pair before it takes
+// traffic: rows between them are read, not probed again (verifyAt), so up
+// to four in flight nothing is probed under load.
+var BeforeLoads = []int{1, 2, 4}
+
 // Op is what an action asks of the shell.
 type Op int
 

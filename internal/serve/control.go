@@ -244,7 +244,7 @@ func (sh *controlShell) BeforeTraffic(ctx context.Context, t adapt.Target, held 
 	sh.mu.Unlock()
 	start := time.Now()
 	v := map[int]float64{}
-	for _, n := range []int{1, 2, 4} {
+	for _, n := range control.BeforeLoads {
 		var rows []int
 		for w := 1; w <= maxW; w++ {
 			if _, have := v[n*w]; !have {
