@@ -105,16 +105,37 @@ func (sv *launcher) reload(cur *plan.Plan, ch watch.Change) (*plan.Plan, Load, b
 		sv.rejectReload(slog.LevelError, reloadRejected, "err", err)
 		return nil, nil, false, err
 	}
-	if a, b := cur.Settings, np.Settings; a.Adapt.Value != b.Adapt.Value || a.AdaptMaxWidth.Value != b.AdaptMaxWidth.Value ||
-		a.AdaptExplore.Value != b.AdaptExplore.Value || a.AdaptMargin.Value != b.AdaptMargin.Value ||
-		a.AdaptMinCycles.Value != b.AdaptMinCycles.Value || a.AdaptWindow.Value != b.AdaptWindow.Value ||
-		a.AdaptTrials.Value != b.AdaptTrials.Value {
-		sv.log.Warn("reload: adapt.* settings apply when speclaunch starts; restart it for this change to take effect")
+	if ch := adaptChanges(cur.Settings, np.Settings); len(ch) > 0 {
+		sv.log.Warn(fmt.Sprintf("reload: %s changed, but adapt.* settings apply when speclaunch starts; restart it for this change to take effect", strings.Join(ch, ", ")))
 	}
 	if plan.SameEngine(np, cur) {
 		return np, l, false, nil
 	}
 	return np, l, true, nil
+}
+
+// adaptChanges names, by profile key, the adapt.* settings that differ
+// between a and b: the reload's warning says which, where it said only
+// "adapt.*" (an operator campaign).
+func adaptChanges(a, b config.Settings) []string {
+	var out []string
+	for _, c := range []struct {
+		changed bool
+		key     string
+	}{
+		{a.Adapt.Value != b.Adapt.Value, "adapt.enabled"},
+		{a.AdaptMaxWidth.Value != b.AdaptMaxWidth.Value, "adapt.max_width"},
+		{a.AdaptExplore.Value != b.AdaptExplore.Value, "adapt.explore_width"},
+		{a.AdaptMargin.Value != b.AdaptMargin.Value, "adapt.margin"},
+		{a.AdaptMinCycles.Value != b.AdaptMinCycles.Value, "adapt.min_cycles"},
+		{a.AdaptWindow.Value != b.AdaptWindow.Value, "adapt.window"},
+		{a.AdaptTrials.Value != b.AdaptTrials.Value, "adapt.trials"},
+	} {
+		if c.changed {
+			out = append(out, c.key)
+		}
+	}
+	return out
 }
 
 // keptAdapted is the reason of the width a reload keeps from the

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -251,6 +252,27 @@ func TestAdoptedDuringBackoffSaysNoEngineServes(t *testing.T) {
 		sv.adopted(&server.Job{Kind: server.KindReload, Plan: edited, Reason: "reload: SIGHUP"})
 		if said := strings.Contains(log.String(), "is the one now serving"); said != serving {
 			t.Errorf("serving %v: said an engine serves %v:\n%s", serving, said, log.String())
+		}
+	}
+}
+
+// A reload's warning about start-only adapt settings names each one that
+// changed, by its profile key.
+func TestAdaptChangesNamed(t *testing.T) {
+	var a config.Settings
+	for _, tc := range []struct {
+		name string
+		edit func(*config.Settings)
+		want []string
+	}{
+		{"nothing changed", func(*config.Settings) {}, nil},
+		{"enabled", func(s *config.Settings) { s.Adapt.Value = true }, []string{"adapt.enabled"}},
+		{"window and trials", func(s *config.Settings) { s.AdaptWindow.Value = time.Minute; s.AdaptTrials.Value = 3 }, []string{"adapt.window", "adapt.trials"}},
+	} {
+		b := a
+		tc.edit(&b)
+		if got := adaptChanges(a, b); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }
