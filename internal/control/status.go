@@ -18,8 +18,10 @@ type Status struct {
 	Schedule string            `json:"schedule"`
 	Describe string            `json:"describe"`
 	Buckets  []schedule.Bucket `json:"buckets"`
-	// Bucket is the bucket of the schedule in force whose width runs,
-	// Load the mean requests in flight over the follower's window, and
+	// Bucket is the load's bucket of the schedule in force where its
+	// width runs (none while another serves there), Load the mean requests
+	// in flight over the follower's window (the last read while it is
+	// read again after a switch), and
 	// Follow the follower's last word (why it switched or waits); ""
 	// before its first full window. Measuring is the load bucket the
 	// scrapes measure now.
@@ -63,37 +65,50 @@ func (s State) Status(now time.Time) Status {
 	if b := s.Load.Bucket; b >= 0 && b < len(s.Pair.Schedule) {
 		st.Measuring = s.Pair.Schedule[b].Range()
 	}
+	// The serving width as the follower sees it (its samples come four
+	// times a second; the scrapes that set Engine every 2 s, and none
+	// before the first: a pass saw width 0 for a second after the probe).
+	if w := s.Follow.State.Width; w > 0 {
+		st.Width = w
+	}
 	d := s.Follow.Last
 	switch r := s.Follow.Read; {
-	case d.To.Lo > 0: // a full window read: the load and the follower's word
+	case d.To.Lo > 0: // a full window read: the load, the follower's word, and the load's bucket where its width runs
 		st.Load, st.Follow = d.Load, d.Reason
+		if d.To.Width == st.Width {
+			st.Bucket = d.To.Range()
+		}
 	case r.To.Lo > 0: // read again since the engine changed: the load last read
 		st.Load = r.Load
 		st.Follow = fmt.Sprintf("the load is read again over a %s window since the engine changed (%.1f requests in flight when last read)", follow.Window, r.Load)
-	}
-	if d.From.Width > 0 && d.From.Lo > 0 { // no full window yet, or a width the schedule in force has nowhere (a trial's the load left): no bucket to name ("0+")
-		st.Bucket = d.From.Range()
 	}
 	switch {
 	case s.Follow.State.Pending != 0:
 		st.State, st.Note = "switching", fmt.Sprintf("switching to width %d: %s", s.Follow.State.Pending, s.Follow.Last.Reason)
 	case s.Exp.Kind == Trialing:
-		st.State = "trial"
-		at := schedule.InFlight(s.Pair.Schedule[s.Exp.Bucket].Range())
-		switch {
-		case s.Engine.Width == s.Exp.Width && s.Load.Bucket == s.Exp.Bucket:
-			st.Note = fmt.Sprintf("measuring width %d at %s before judging it: %s", s.Exp.Width, at, s.Exp.Reason)
-		case s.Load.Bucket == s.Exp.Bucket:
-			st.Note = fmt.Sprintf("width %d is to be tried at %s: waiting for the switch to it (%s)", s.Exp.Width, at, s.Exp.Reason)
-		default:
-			// The follower left the trial's width, or never reached it,
-			// when the load left its bucket; the next decision ends it.
-			st.Note = fmt.Sprintf("the trial of width %d at %s is paused: the load left %s, and width %d serves", s.Exp.Width, at, at, s.Engine.Width)
-		}
+		st.State, st.Note = "trial", s.trialNote(st.Width)
 	case now.Before(s.Exp.HoldUntil):
 		st.State, st.Note = "holding", "a switch failed; none before "+s.Exp.HoldUntil.Format(time.RFC3339)
 	}
 	return st
+}
+
+// trialNote says what a trial under way is doing, serving width w:
+// measured at its bucket, waiting for the follower's switch to it, or
+// paused (the load left its bucket, or the follower left its width).
+func (s State) trialNote(w int) string {
+	e := s.Exp
+	at := schedule.InFlight(s.Pair.Schedule[e.Bucket].Range())
+	here := s.Load.Bucket == e.Bucket
+	switch {
+	case w == e.Width && here:
+		return fmt.Sprintf("measuring width %d at %s before judging it: %s", e.Width, at, e.Reason)
+	case here && !e.Ran:
+		return fmt.Sprintf("width %d is to be tried at %s: waiting for the switch to it (%s)", e.Width, at, e.Reason)
+	case here:
+		return fmt.Sprintf("the trial of width %d at %s is paused: width %d serves, and the next decision there judges or ends it", e.Width, at, w)
+	}
+	return fmt.Sprintf("the trial of width %d at %s is paused: the load left %s, and width %d serves", e.Width, at, at, w)
 }
 
 type lastDecision struct {

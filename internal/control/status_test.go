@@ -125,7 +125,7 @@ func TestStatus(t *testing.T) {
 		t.Errorf("status before a judged trial: %s, want prediction_error null", b)
 	}
 	s.Follow.Last = follow.Decision{From: s.Pair.Schedule[1], To: s.Pair.Schedule[2], Load: 5, Reason: "load 5.0 has been at 5-8"} // a decision's load is to a tenth
-	if st := s.Status(t0); st.Bucket != "2-4" || st.Load != 5 || !strings.Contains(st.Follow, "5-8") {
+	if st := s.Status(t0); st.Bucket != "5-8" || st.Load != 5 || !strings.Contains(st.Follow, "5-8") {
 		t.Errorf("status of the bucket in force %+v", st)
 	}
 	s.Follow.State.Pending = 6
@@ -136,14 +136,16 @@ func TestStatus(t *testing.T) {
 	for _, tc := range []struct {
 		name            string
 		serving, loadAt int
+		ran             bool
 		want            string
 	}{
-		{"the trial's width serves", 8, 1, "measuring width 8 at 2-4 requests in flight before judging it: why"},
-		{"the switch to it not yet made", 4, 1, "width 8 is to be tried at 2-4 requests in flight: waiting for the switch to it (why)"},
-		{"the load left its bucket", 4, 0, "the trial of width 8 at 2-4 requests in flight is paused: the load left 2-4 requests in flight, and width 4 serves"},
-		{"its width serves where the load left", 8, 0, "the trial of width 8 at 2-4 requests in flight is paused: the load left 2-4 requests in flight, and width 8 serves"},
+		{"the trial's width serves", 8, 1, true, "measuring width 8 at 2-4 requests in flight before judging it: why"},
+		{"the switch to it not yet made", 4, 1, false, "width 8 is to be tried at 2-4 requests in flight: waiting for the switch to it (why)"},
+		{"the load left its bucket", 4, 0, false, "the trial of width 8 at 2-4 requests in flight is paused: the load left 2-4 requests in flight, and width 4 serves"},
+		{"served, then left by the follower", 4, 1, true, "the trial of width 8 at 2-4 requests in flight is paused: width 4 serves, and the next decision there judges or ends it"},
+		{"its width serves where the load left", 8, 0, true, "the trial of width 8 at 2-4 requests in flight is paused: the load left 2-4 requests in flight, and width 8 serves"},
 	} {
-		s.Exp = Experiment{Kind: Trialing, Width: 8, Bucket: 1, Reason: "why"}
+		s.Exp = Experiment{Kind: Trialing, Width: 8, Bucket: 1, Reason: "why", Ran: tc.ran}
 		s.Engine.Width, s.Load.Bucket = tc.serving, tc.loadAt
 		if st := s.Status(t0); st.State != "trial" || st.Note != tc.want {
 			t.Errorf("%s: status in a trial %q %q, want trial %q", tc.name, st.State, st.Note, tc.want)
@@ -165,9 +167,25 @@ func TestStatusNamesNoBucketBeforeAWindow(t *testing.T) {
 	if st := s.Status(t0); st.Bucket != "" {
 		t.Errorf("bucket %q before a full window, want none", st.Bucket)
 	}
-	s.Follow.Last = follow.Decision{From: schedule.Bucket{Lo: 1, Hi: 1, Width: 4}, Load: 1}
+	s.Engine.Width = 4
+	s.Follow.Last = follow.Decision{From: schedule.Bucket{Lo: 1, Hi: 1, Width: 4}, To: schedule.Bucket{Lo: 1, Hi: 1, Width: 4}, Load: 1}
 	if st := s.Status(t0); st.Bucket != "1" {
 		t.Errorf("bucket %q at one request, want 1", st.Bucket)
+	}
+}
+
+// The bucket shown is the load's, where its width runs; none while
+// another width serves there (a trial's width 1 in force at 2-4, width 4
+// serving): a pass saw "5-8", the first bucket holding width 4, with four
+// requests in flight.
+func TestStatusBucketIsTheLoads(t *testing.T) {
+	c := New(Config{Default: schedule.Flat(4, "default")})
+	s := c.Init(Pair{})
+	s.Engine.Width = 4
+	trial := schedule.Bucket{Lo: 2, Hi: 4, Width: 1, Source: "trial: width 1 predicted +19%"}
+	s.Follow.Last = follow.Decision{From: s.Pair.Schedule[2], To: trial, Load: 4, Reason: "load 4.0 has been at 2-4 requests in flight for 5s"}
+	if st := s.Status(t0); st.Bucket != "" || st.Load != 4 {
+		t.Errorf("bucket %q, load %v; want none and 4", st.Bucket, st.Load)
 	}
 }
 
@@ -208,5 +226,17 @@ func TestStatusKeepsTheLoadWhileTheWindowRefills(t *testing.T) {
 	st := s.Status(now)
 	if st.Load != 4 || !strings.Contains(st.Follow, "read again") {
 		t.Errorf("while the window refills: load %v, follow %q; want 4 and that it is read again", st.Load, st.Follow)
+	}
+}
+
+// The width shown is the follower's, which its samples set four times a
+// second: before the first scrape the engine's is 0 (a pass saw "width":
+// 0 for a second after the first probe).
+func TestStatusWidthBeforeTheFirstScrape(t *testing.T) {
+	c := New(Config{Default: schedule.Flat(4, "default")})
+	s := c.Init(Pair{})
+	s, _ = c.Step(s, Observation{Kind: Sample, Now: t0, Width: 4, InFlight: 1})
+	if st := s.Status(t0); st.Width != 4 {
+		t.Errorf("width %d before the first scrape, want 4", st.Width)
 	}
 }
