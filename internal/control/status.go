@@ -126,6 +126,9 @@ const (
 	maxSavedWidth   = schedule.MaxWidth
 	maxSavedBuckets = schedule.MaxBuckets
 	maxSavedRows    = 4096
+	// maxSavedDecisions: one decision a scrape (2 s) for a thousand years
+	// is 1.6e10; more is no count a run made.
+	maxSavedDecisions = 1 << 40
 )
 
 // clockSkew is how far past now a saved time may lie and still be taken:
@@ -190,8 +193,10 @@ func later(what string, t, now time.Time) string {
 // it passes.
 func (p Pair) Check(now time.Time) string {
 	switch {
-	case p.Decisions < 0:
-		return fmt.Sprintf("Decisions %d, below 0", p.Decisions)
+	case p.Decisions < 0 || p.Decisions > maxSavedDecisions:
+		return fmt.Sprintf("Decisions %d, below 0 or above %d", p.Decisions, maxSavedDecisions)
+	case len(p.Schedule) > 0 && len(p.Buckets) != len(p.Schedule):
+		return fmt.Sprintf("a schedule of %d buckets beside %d load buckets", len(p.Schedule), len(p.Buckets))
 	case len(p.Verify) > maxSavedRows:
 		return fmt.Sprintf("%d probed row counts, more than %d", len(p.Verify), maxSavedRows)
 	case len(p.Changes) > maxChanges:
@@ -222,6 +227,14 @@ func (p Pair) Check(now time.Time) string {
 		}
 	}
 	for _, b := range p.Buckets {
+		if b.Lo < 1 || b.Lo > schedule.MaxLevel || b.Hi < 0 || b.Hi > schedule.MaxLevel || b.Hi != 0 && b.Hi < b.Lo {
+			return fmt.Sprintf("a load bucket %d-%d: its low end must be 1 to %d and its high end 0 (none) or from the low end to %d", b.Lo, b.Hi, schedule.MaxLevel, schedule.MaxLevel)
+		}
+		for w := range b.Tried {
+			if w < 0 || w > maxSavedWidth {
+				return fmt.Sprintf("bucket %d-%d: Tried of width %d, not 0 (the probe) to %d", b.Lo, b.Hi, w, maxSavedWidth)
+			}
+		}
 		if len(b.Runs) > maxSavedWidth || !finite(b.N, 0, 1e6) {
 			return fmt.Sprintf("bucket %d-%d: %d widths, load %v", b.Lo, b.Hi, len(b.Runs), b.N)
 		}
