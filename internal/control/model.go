@@ -229,7 +229,7 @@ func (c Controller) lastRun(s *State, b, w int) time.Time {
 
 // noTrial is what held every width back from a trial: the best
 // prediction that fell short, and the widths tried lately or not
-// predicted (the probe lacks their rows).
+// predicted (unpricedWhy).
 type noTrial struct {
 	width           int
 	rate            float64
@@ -244,20 +244,32 @@ func (n noTrial) String(base int, baseRate, need float64) string {
 		parts = append(parts, fmt.Sprintf("no trial: the best prediction, width %d, is %+.1f%% over width %d, short of the %.1f%% a trial needs", n.width, 100*(n.rate/baseRate-1), base, 100*need))
 	case n.width > 0:
 		parts = append(parts, fmt.Sprintf("no trial: no width is predicted faster than width %d (the fastest predicted, width %d, %+.1f%%)", base, n.width, 100*(n.rate/baseRate-1)))
+	case n.unpriced > 0:
+		// Nothing priced (the probe failed, or nothing measured here
+		// fits a drafting cost): no prediction was made to fall short (a
+		// pass read "no width is predicted faster" where none was).
+		parts = append(parts, fmt.Sprintf("no trial: no other width can be priced yet (%s)", unpricedWhy(n.unpriced)))
+		n.unpriced = 0
 	default:
 		parts = append(parts, fmt.Sprintf("no trial: no width is predicted faster than width %d", base))
 	}
 	if n.unpriced > 0 {
-		w := "widths"
-		if n.unpriced == 1 {
-			w = "width"
-		}
-		parts = append(parts, fmt.Sprintf("%d other %s not priced (the probe lacks their rows)", n.unpriced, w))
+		parts = append(parts, fmt.Sprintf("%d other %s not priced (%s)", n.unpriced, map[bool]string{true: "width", false: "widths"}[n.unpriced == 1], unpricedWhy(0)))
 	}
 	if n.tried > 0 {
 		parts = append(parts, fmt.Sprintf("%d tried lately", n.tried))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// unpricedWhy says why widths are not priced, with their count when n
+// is above 0.
+func unpricedWhy(n int) string {
+	why := "the probe lacks their verify rows, or nothing measured at this load gives their drafting cost"
+	if n > 0 {
+		return fmt.Sprintf("%d widths: %s", n, why)
+	}
+	return why
 }
 
 // probeRows are the rows the model reads at bucket b that it cannot price

@@ -1110,8 +1110,9 @@ func TestNoTrialSaysWhy(t *testing.T) {
 		n    noTrial
 		want string
 	}{
-		{noTrial{width: 6, rate: 103, unpriced: 2}, "no trial: the best prediction, width 6, is +3.0% over width 4, short of the 5.0% a trial needs; 2 other widths not priced (the probe lacks their rows)"},
-		{noTrial{unpriced: 1}, "no trial: no width is predicted faster than width 4; 1 other width not priced (the probe lacks their rows)"},
+		{noTrial{width: 6, rate: 103, unpriced: 2}, "no trial: the best prediction, width 6, is +3.0% over width 4, short of the 5.0% a trial needs; 2 other widths not priced (the probe lacks their verify rows, or nothing measured at this load gives their drafting cost)"},
+		{noTrial{unpriced: 16}, "no trial: no other width can be priced yet (16 widths: the probe lacks their verify rows, or nothing measured at this load gives their drafting cost)"},
+		{noTrial{tried: 2}, "no trial: no width is predicted faster than width 4; 2 tried lately"},
 		{noTrial{width: 2, rate: 99, tried: 3}, "no trial: no width is predicted faster than width 4 (the fastest predicted, width 2, -1.0%); 3 tried lately"},
 	}
 	for _, tc := range cases {
