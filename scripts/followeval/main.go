@@ -7,7 +7,8 @@
 // widths the status page showed and the switches made; run it once
 // against a server at a fixed width (serve --draft-block-size W) to have
 // that width's figure for the same traffic. Against a server with an API
-// key it sends LLAMA_ARG_API_KEY's value, the variable serve reads it from.
+// key it sends the first key of LLAMA_API_KEY (the variable serve and
+// llama-server read a key list from, docs/engines.md), else VLLM_API_KEY's.
 //
 //	go run ./scripts/followeval -url http://127.0.0.1:8080 -prompts internal/bench/prompts/code \
 //	    -levels 1,4 -phase 2m -run 12m -max-tokens 200 -out follow.json
@@ -24,6 +25,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -111,14 +113,11 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "followeval:", err)
 		return 2
 	}
-	auth := http.Header{} // the key serve was given, from the variable operators give it in
-	if k := os.Getenv("LLAMA_ARG_API_KEY"); k != "" {
-		auth.Set("Authorization", "Bearer "+k)
-	}
+	auth := authHeader(os.Getenv)
 	if _, err := status(*url, auth); err != nil { // nothing to measure: say so now, not after the run
 		hint := "start speclaunch serve first, or give -url its public address"
 		if errors.Is(err, errUnauthorized) {
-			hint = "the server has an API key: set LLAMA_ARG_API_KEY to it"
+			hint = "the server has an API key: set LLAMA_API_KEY to it"
 		}
 		fmt.Fprintf(os.Stderr, "followeval: %v; %s\n", err, hint)
 		return 2
@@ -273,4 +272,15 @@ func status(url string, auth http.Header) (statusPage, error) {
 		return st, fmt.Errorf("status page: %s", resp.Status)
 	}
 	return st, json.NewDecoder(http.MaxBytesReader(nil, resp.Body, 4<<20)).Decode(&st)
+}
+
+// authHeader carries the key serve was given, from the variable operators
+// give it in: LLAMA_API_KEY's first key (a comma-separated list, as serve
+// and llama-server read it), else VLLM_API_KEY.
+func authHeader(getenv func(string) string) http.Header {
+	auth := http.Header{}
+	if k, _, _ := strings.Cut(cmp.Or(getenv("LLAMA_API_KEY"), getenv("VLLM_API_KEY")), ","); k != "" {
+		auth.Set("Authorization", "Bearer "+k)
+	}
+	return auth
 }

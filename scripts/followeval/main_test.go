@@ -26,7 +26,7 @@ func TestDeadURL(t *testing.T) {
 	}
 }
 
-// A server with an API key: followeval sends LLAMA_ARG_API_KEY, and
+// A server with an API key: followeval sends LLAMA_API_KEY's first key, and
 // without it says that the key is what is missing.
 func TestAPIKey(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -68,5 +68,22 @@ func TestPhasesVaryLengths(t *testing.T) {
 	ls := loadgen.Lengths(o.MaxTokens, o.Spread, len(o.Prompts))
 	if slices.Min(ls) >= 128 || slices.Max(ls) <= 128 {
 		t.Errorf("lengths %v for -max-tokens 128 -length-spread 0.5, want some below 128 and some above", ls)
+	}
+}
+
+// The key sent is LLAMA_API_KEY's first (serve reads a list from it, and
+// not from LLAMA_ARG_API_KEY), else VLLM_API_KEY's.
+func TestAuthHeader(t *testing.T) {
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"LLAMA_API_KEY": "sk-a,sk-b"}, "Bearer sk-a"},
+		{map[string]string{"VLLM_API_KEY": "sk-v"}, "Bearer sk-v"},
+		{map[string]string{"LLAMA_ARG_API_KEY": "sk-x"}, ""},
+	} {
+		if got := authHeader(func(k string) string { return tc.env[k] }).Get("Authorization"); got != tc.want {
+			t.Errorf("%v: %q, want %q", tc.env, got, tc.want)
+		}
 	}
 }
