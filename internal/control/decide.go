@@ -41,6 +41,7 @@ func (c Controller) decide(s *State, b int, now time.Time) []Action {
 	changed := sb.Width != choice
 	sb.Width, sb.Source = choice, why
 	s.Pair.Buckets[b].Why = why
+	judging := s.Exp.Kind == Trialing && s.Exp.Bucket == b && s.Exp.Width == run
 	acts = append(acts, c.endExperiment(s, b, run, choice, why)...)
 	s.Pair.Saved = now
 	acts = append(acts, Action{Op: Save})
@@ -53,12 +54,15 @@ func (c Controller) decide(s *State, b int, now time.Time) []Action {
 	if now.Before(s.Exp.HoldUntil) {
 		return acts
 	}
-	base := choice
+	base, beside := choice, false
 	if choice != run {
-		if !c.trialBeside(s, b, run, choice, def) {
+		// A trial just judged here goes back (Back): no trial beside it
+		// in the same decision (a review: trials chained, each against
+		// the last one's width, and the way back was lost).
+		if judging || !c.trialBeside(s, b, run, choice, def) {
 			return acts // serve follows the schedule there (Sample)
 		}
-		base = run
+		base, beside = run, true
 	}
 	if w, reason := c.check(s, b, def, now); w > 0 && choice == 1 && base == choice {
 		if msg, capped := c.capped(s, b, run, why, now); capped {
@@ -71,12 +75,18 @@ func (c Controller) decide(s *State, b int, now time.Time) []Action {
 	w, p, reason := c.pickTrial(s, b, base, now)
 	if w > 0 {
 		if msg, capped := c.capped(s, b, run, why, now); capped {
+			if beside {
+				return acts // no stay line: the follower goes to the choice there
+			}
 			return append(acts, msg)
 		}
 		s.Pair.Buckets[b].Tried[w] = now
 		s.Exp = Experiment{Kind: Trialing, Width: w, From: run, Bucket: b, Since: now, Reason: reason, Predicted: p, HoldUntil: s.Exp.HoldUntil}
 		s.Engine.Last.Choice, s.Engine.Last.Switch, s.Engine.Last.Reason = w, true, "trial: "+reason
 		return append(acts, Action{Op: Log, Msg: fmt.Sprintf("adapt: trial of width %d at %s: %s", w, schedule.InFlight(sb.Range()), reason)})
+	}
+	if beside {
+		return acts // no trial beside: the follower goes to the choice there, as without the rule
 	}
 	if reason != "" {
 		why += "; " + reason
@@ -174,8 +184,11 @@ func (c Controller) choose(s *State, b, run, def int) (int, string) {
 // width 3, learnt at one client, served every four-client phase (the
 // default 16 unmeasured there, unpriced, and never switched to), at 0.954
 // of the oracle; with it 0.969, and no other cell moved
-// (docs/benchmark_results/sim-matrix-beside-2026-12-07.md). A trial begun
-// so goes back to the default when judged, which measures it there.
+// (docs/benchmark_results/sim-matrix-beside-2026-12-07.md; on the harness
+// with serve's probe before traffic, which prices the default, that cell
+// reads 0.943 with it, sim-matrix-probebefore-2026-12-07.md). A trial
+// begun so goes back to the default when judged, which measures it there,
+// and no other is begun by the decision that judged it.
 func (c Controller) trialBeside(s *State, b, run, choice, def int) bool {
 	if !c.on("trial beside") || choice != def {
 		return false

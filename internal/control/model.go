@@ -248,7 +248,7 @@ func (n noTrial) String(base int, baseRate, need float64) string {
 		// Nothing priced (the probe failed, or nothing measured here
 		// fits a drafting cost): no prediction was made to fall short (a
 		// pass read "no width is predicted faster" where none was).
-		parts = append(parts, fmt.Sprintf("no trial: no other width can be priced yet (%s)", unpricedWhy(n.unpriced)))
+		parts = append(parts, fmt.Sprintf("no trial: no untried width can be priced yet (%s)", unpricedWhy(n.unpriced)))
 		n.unpriced = 0
 	default:
 		parts = append(parts, fmt.Sprintf("no trial: no width is predicted faster than width %d", base))
@@ -266,7 +266,10 @@ func (n noTrial) String(base int, baseRate, need float64) string {
 // is above 0.
 func unpricedWhy(n int) string {
 	why := "the probe lacks their verify rows, or nothing measured at this load gives their drafting cost"
-	if n > 0 {
+	switch {
+	case n == 1:
+		return "1 width: " + why
+	case n > 1:
 		return fmt.Sprintf("%d widths: %s", n, why)
 	}
 	return why

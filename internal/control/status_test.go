@@ -21,6 +21,7 @@ func TestPairCheck(t *testing.T) {
 		p.Acc, p.Cycles = []float64{50, 20}, []float64{100, 100}
 		p.Verify = map[int]float64{1: 3, 2: 3.2}
 		p.Buckets[0].Runs[4] = []Run{{Tokens: 100, Secs: 1, Cycles: 40, Scrapes: 5, SumR: 500, SumR2: 50000, SumT: 12, SumT2: 30}}
+		p.Buckets[0].Tried[0], p.Buckets[1].Tried[3] = t0, t0 // the probe's, and a trial's
 		return p
 	}
 	cases := []struct {

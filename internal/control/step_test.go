@@ -737,12 +737,21 @@ func TestTrialBesideAnUnmeasuredDefault(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		off      bool
-		measured bool // width 3 measured at 2-4
-		want     int  // the trial's width, 0 for none
+		measured bool    // width 3 measured at 2-4
+		accept   float64 // S at every position; 0: none learnt
+		rowsTo   int     // verify rows probed from 1 to this; 0: 1, 2 and 4 only
+		judging  bool    // a trial of width 1 from 3, beside the default, is judged by this decision
+		want     int     // the trial's width after the decision, 0 for none; -1 for any
+		back     int     // the way back asked for
 	}{
-		{"the default unmeasured and unpriced: a trial against width 3", false, true, 1},
-		{"the rule off: no trial", true, true, 0},
-		{"width 3 unmeasured there too: no trial", false, false, 0},
+		{"the default unpriced: a trial against width 3", false, true, 0, 0, false, 1, 0},
+		{"the rule off: no trial", true, true, 0, 0, false, 0, 0},
+		{"width 3 unmeasured there too: no trial", false, false, 0, 0, false, 0, 0},
+		{"the default priced slower than width 3: a trial against it", false, true, 0.3, 68, false, -1, 0},
+		{"the default priced faster: no trial, the follower goes to it", false, true, 0.95, 68, false, 0, 0},
+		// Widths up to 10 priced (40 rows at 4 in flight), 16 not: a trial
+		// could be chained from width 1.
+		{"a trial beside it judged here: back to the default, no trial chained", false, true, 0.9, 40, true, 0, 16},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := Config{Default: schedule.Flat(16, "engine default"), SwitchS: 1}
@@ -754,13 +763,30 @@ func TestTrialBesideAnUnmeasuredDefault(t *testing.T) {
 			s.Load = Load{Bucket: 1, Samples: []float64{4, 4, 4, 4, 4, 4, 4, 4}}
 			s.Pair.Buckets[1].N, s.Pair.Buckets[1].NSamples = 4, 10
 			s.Pair.Verify = map[int]float64{1: 15, 2: 16, 4: 20} // classic at 4 in flight: 50 tokens/s a request; 64 rows (width 16) unprobed
+			if tc.rowsTo > 0 {
+				s.Pair.Verify = map[int]float64{}
+				for r := 1; r <= tc.rowsTo; r++ {
+					s.Pair.Verify[r] = 10 + 0.5*float64(r)
+				}
+			}
+			if tc.accept > 0 {
+				for k := 1; k <= 16; k++ {
+					s.Pair.Acc, s.Pair.Cycles = append(s.Pair.Acc, 10000*math.Pow(tc.accept, float64(k))), append(s.Pair.Cycles, 10000)
+				}
+			}
 			if tc.measured {
 				s.Pair.Buckets[1].Runs[3] = []Run{rateRun(1, 30)}
 			}
 			s.Engine.Width = 3
+			if tc.judging {
+				s.Pair.Buckets[1].Runs[1] = []Run{rateRun(2, 28)}
+				s.Engine.Width = 1
+				s.Exp = Experiment{Kind: Trialing, Width: 1, From: 3, Bucket: 1, Since: t0, Ran: true, Reason: "width 1 predicted +67%", Predicted: 50}
+			}
 			c.decide(&s, 1, t0)
-			if got := map[bool]int{true: s.Exp.Width}[s.Exp.Kind == Trialing]; got != tc.want || tc.want != 0 && s.Exp.From != 3 {
-				t.Errorf("trial of width %d from %d (%+v), want %d from 3", got, s.Exp.From, s.Exp, tc.want)
+			got := map[bool]int{true: s.Exp.Width}[s.Exp.Kind == Trialing]
+			if tc.want < 0 && (got == 0 || s.Exp.From != 3) || tc.want >= 0 && (got != tc.want || tc.want != 0 && s.Exp.From != 3) || s.Exp.Back != tc.back {
+				t.Errorf("trial of width %d from %d, way back %d (%+v); want %d from 3, way back %d", got, s.Exp.From, s.Exp.Back, s.Exp, tc.want, tc.back)
 			}
 		})
 	}
@@ -1111,7 +1137,8 @@ func TestNoTrialSaysWhy(t *testing.T) {
 		want string
 	}{
 		{noTrial{width: 6, rate: 103, unpriced: 2}, "no trial: the best prediction, width 6, is +3.0% over width 4, short of the 5.0% a trial needs; 2 other widths not priced (the probe lacks their verify rows, or nothing measured at this load gives their drafting cost)"},
-		{noTrial{unpriced: 16}, "no trial: no other width can be priced yet (16 widths: the probe lacks their verify rows, or nothing measured at this load gives their drafting cost)"},
+		{noTrial{unpriced: 16}, "no trial: no untried width can be priced yet (16 widths: the probe lacks their verify rows, or nothing measured at this load gives their drafting cost)"},
+		{noTrial{unpriced: 1, tried: 2}, "no trial: no untried width can be priced yet (1 width: the probe lacks their verify rows, or nothing measured at this load gives their drafting cost); 2 tried lately"},
 		{noTrial{tried: 2}, "no trial: no width is predicted faster than width 4; 2 tried lately"},
 		{noTrial{width: 2, rate: 99, tried: 3}, "no trial: no width is predicted faster than width 4 (the fastest predicted, width 2, -1.0%); 3 tried lately"},
 	}

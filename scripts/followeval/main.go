@@ -117,7 +117,7 @@ func run(args []string) int {
 	if _, err := status(*url, auth); err != nil { // nothing to measure: say so now, not after the run
 		hint := "start speclaunch serve first, or give -url its public address"
 		if errors.Is(err, errUnauthorized) {
-			hint = "the server has an API key: set LLAMA_API_KEY to it"
+			hint = "the server has an API key: set LLAMA_API_KEY to it (to one of its keys, where serve reads them from a file)"
 		}
 		fmt.Fprintf(os.Stderr, "followeval: %v; %s\n", err, hint)
 		return 2
@@ -276,11 +276,14 @@ func status(url string, auth http.Header) (statusPage, error) {
 
 // authHeader carries the key serve was given, from the variable operators
 // give it in: LLAMA_API_KEY's first key (a comma-separated list, as serve
-// and llama-server read it), else VLLM_API_KEY.
+// and llama-server read it, empty items skipped), else VLLM_API_KEY.
 func authHeader(getenv func(string) string) http.Header {
 	auth := http.Header{}
-	if k, _, _ := strings.Cut(cmp.Or(getenv("LLAMA_API_KEY"), getenv("VLLM_API_KEY")), ","); k != "" {
-		auth.Set("Authorization", "Bearer "+k)
+	for k := range strings.SplitSeq(cmp.Or(getenv("LLAMA_API_KEY"), getenv("VLLM_API_KEY")), ",") {
+		if k != "" { // serve skips empty items
+			auth.Set("Authorization", "Bearer "+k)
+			break
+		}
 	}
 	return auth
 }

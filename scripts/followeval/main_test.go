@@ -79,6 +79,7 @@ func TestAuthHeader(t *testing.T) {
 		want string
 	}{
 		{map[string]string{"LLAMA_API_KEY": "sk-a,sk-b"}, "Bearer sk-a"},
+		{map[string]string{"LLAMA_API_KEY": ",sk-a"}, "Bearer sk-a"},
 		{map[string]string{"VLLM_API_KEY": "sk-v"}, "Bearer sk-v"},
 		{map[string]string{"LLAMA_ARG_API_KEY": "sk-x"}, ""},
 	} {
