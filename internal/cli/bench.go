@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/speclaunch/speclaunch/cuda"
@@ -853,12 +854,16 @@ const armPortLo, armPortHi = defaults.BenchArmPortLo, defaults.BenchArmPortHi
 
 // armPortChecked is armPort with the arm's check (check, on the port it
 // got): a picked port found taken at the check is picked again, up to
-// armPortTries ports; a port the operator gave is checked once.
+// armPortTries ports; a port the operator gave is checked once. Taken is
+// the check's own answer (EADDRINUSE), not a second look: a port held for
+// an instant by another process's free-port probe was free again at the
+// second look, and the arm failed (a CI run: "port 20121 … address
+// already in use").
 func (st *starter) armPortChecked(port int, check func(int) error) (int, error) {
 	for try := 1; ; try++ {
 		free := st.armPort(port)
 		err := check(free)
-		if err == nil || !st.anyPort || try == armPortTries || serve.PortFree("127.0.0.1", free) == nil {
+		if err == nil || !st.anyPort || try == armPortTries || !errors.Is(err, syscall.EADDRINUSE) {
 			return free, err
 		}
 		if st.log != nil {

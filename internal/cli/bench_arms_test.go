@@ -5,10 +5,12 @@ import (
 	"cmp"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/speclaunch/speclaunch/engine"
@@ -337,9 +339,17 @@ func TestArmPortCheckedPicksAgain(t *testing.T) {
 		{"taken, then free", true, []int{taken, 0}, 0, false},
 		{"taken every time", true, nil, taken, true},
 		{"the operator's port, taken", false, nil, taken, true},
+		{"taken at the check for an instant, free at a second look", true, []int{-1, 0}, 0, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			picks := slices.Clone(tc.picks)
+			blip := map[int]bool{}
+			check := func(p int) error {
+				if blip[p] {
+					return fmt.Errorf("port %d on 127.0.0.1 is not available (%w)", p, syscall.EADDRINUSE)
+				}
+				return check(p)
+			}
 			st := &starter{anyPort: tc.anyPort, pick: func() (int, error) {
 				if len(picks) == 0 {
 					return taken, nil
@@ -349,13 +359,17 @@ func TestArmPortCheckedPicksAgain(t *testing.T) {
 				if p == 0 {
 					return freePort(t), nil
 				}
+				if p < 0 { // a free port another process's probe holds at the check only
+					p = freePort(t)
+					blip[p] = true
+				}
 				return p, nil
 			}}
 			if !tc.anyPort {
 				st.pick = nil
 			}
 			got, err := st.armPortChecked(taken, check)
-			if (err != nil) != tc.fails || tc.want != 0 && got != tc.want || tc.want == 0 && got == taken {
+			if (err != nil) != tc.fails || tc.want != 0 && got != tc.want || tc.want == 0 && (got == taken || blip[got]) {
 				t.Errorf("port %d, err %v; want port %d (0: any but the taken %d), failing %v", got, err, tc.want, taken, tc.fails)
 			}
 		})
