@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"net"
 	"testing"
+
+	"github.com/speclaunch/speclaunch/internal/defaults"
 )
 
 // PortBlock returns the first of n consecutive ports free on every
@@ -14,11 +16,14 @@ import (
 // loopback port of another test's engine before the server binds it: the
 // end-to-end tier then failed now and then with "address already in use"
 // (TestServeHostMovesOnOnePort, 2 runs in 40 beside two other serve
-// tests). Ports below the range are never handed out that way.
+// tests). Ports below the range are never handed out that way. They lie
+// below bench's arm ports too (defaults.BenchArmPortLo up): a test's probe
+// of a port there held, for an instant, the port a bench arm under test
+// had drawn, and the arm failed (bench.txtar in a CI run, port 20121).
 func PortBlock(t testing.TB, n int) int {
 	t.Helper()
 	for range 200 {
-		base := 20000 + rand.IntN(12000-n)
+		base := testPortLo + rand.IntN(defaults.BenchArmPortLo-testPortLo-n)
 		ok := true
 		for p := base; p < base+n && ok; p++ {
 			l, err := net.Listen("tcp", fmt.Sprintf(":%d", p))
@@ -32,9 +37,13 @@ func PortBlock(t testing.TB, n int) int {
 			return base
 		}
 	}
-	t.Fatal("no block of free ports below 32768")
+	t.Fatalf("no block of %d free ports in %d-%d", n, testPortLo, defaults.BenchArmPortLo-1)
 	return 0
 }
+
+// testPortLo is the lowest port a test draws: above the ports of the
+// services a host commonly runs (up to 9999).
+const testPortLo = 10000
 
 // Port returns a port free on every interface, below the ephemeral range
 // (PortBlock says why).
