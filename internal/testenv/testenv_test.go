@@ -1,6 +1,10 @@
 package testenv
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/speclaunch/speclaunch/internal/defaults"
+)
 
 // E2E runs a test only with SPECLAUNCH_E2E=1; any other value skips it
 // (a stray "0" or "false" must not turn the slow tier on).
@@ -20,5 +24,15 @@ func TestE2E(t *testing.T) {
 				t.Errorf("%s=%q: ran %v, want %v", Var, tc.val, ran, tc.run)
 			}
 		})
+	}
+}
+
+// Test ports lie below bench's arm ports, so that a test's probe never
+// holds a port an arm drew.
+func TestPortBelowBenchArms(t *testing.T) {
+	for range 20 {
+		if p := Port(t); p < testPortLo || p >= defaults.BenchArmPortLo {
+			t.Fatalf("port %d, want %d to %d", p, testPortLo, defaults.BenchArmPortLo-1)
+		}
 	}
 }
