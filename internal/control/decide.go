@@ -157,7 +157,7 @@ func (c Controller) choose(s *State, b, run, def int) (int, string) {
 		case lo <= need && gain > 0:
 			within = append(within, fmt.Sprintf("width %d %+.1f%% (lower bound %+.1f%%)", w, 100*gain, 100*lo))
 		case lo > need && ew.Rate > best.Rate:
-			best, bestWhy = ew, fmt.Sprintf("width %d measured %+.1f%% over default width %d (lower bound %+.1f%% over %s, above the %.1f%% a switch costs)", w, 100*gain, def, 100*lo, runsWord(ew.Runs), 100*need)
+			best, bestWhy = ew, fmt.Sprintf("width %d measured %+.1f%% over default width %d (lower bound %+.1f%% over %s, above the %.1f%% a switch costs)", w, 100*gain, def, 100*lo, counted(ew.Runs, "run"), 100*need)
 		}
 	}
 	if er, ok := c.estimate(s, b, run); ok && run != best.Width && (run == def || c.passes(er, ed, need)) {
@@ -397,14 +397,6 @@ func (c Controller) drift(s *State, b int, now time.Time) string {
 		s.Pair.Changes = s.Pair.Changes[1:]
 	}
 	return fmt.Sprintf("adapt: the traffic changed: width %d delivers %.2f tokens a cycle where the acceptance learnt says %.2f; what was measured at this acceptance is dropped (and kept, for if it comes back)", w, t, want)
-}
-
-// runsWord says n engines' runs with the count's own number.
-func runsWord(n int) string {
-	if n == 1 {
-		return "1 run"
-	}
-	return fmt.Sprintf("%d runs", n)
 }
 
 // capped is the stay line where the follower's hourly cap leaves fewer

@@ -248,13 +248,13 @@ func (n noTrial) String(base int, baseRate, need float64) string {
 		// Nothing priced (the probe failed, or nothing measured here
 		// fits a drafting cost): no prediction was made to fall short (a
 		// pass read "no width is predicted faster" where none was).
-		parts = append(parts, fmt.Sprintf("no trial: no untried width can be priced yet (%s)", unpricedWhy(n.unpriced)))
+		parts = append(parts, fmt.Sprintf("no trial: no untried width can be priced yet (%s: %s)", counted(n.unpriced, "width"), unpricedWhy))
 		n.unpriced = 0
 	default:
 		parts = append(parts, fmt.Sprintf("no trial: no width is predicted faster than width %d", base))
 	}
 	if n.unpriced > 0 {
-		parts = append(parts, fmt.Sprintf("%d other %s not priced (%s)", n.unpriced, map[bool]string{true: "width", false: "widths"}[n.unpriced == 1], unpricedWhy(0)))
+		parts = append(parts, fmt.Sprintf("%s not priced (%s)", counted(n.unpriced, "other width"), unpricedWhy))
 	}
 	if n.tried > 0 {
 		parts = append(parts, fmt.Sprintf("%d tried lately", n.tried))
@@ -262,18 +262,8 @@ func (n noTrial) String(base int, baseRate, need float64) string {
 	return strings.Join(parts, "; ")
 }
 
-// unpricedWhy says why widths are not priced, with their count when n
-// is above 0.
-func unpricedWhy(n int) string {
-	why := "the probe lacks their verify rows, or nothing measured at this load gives their drafting cost"
-	switch {
-	case n == 1:
-		return "1 width: " + why
-	case n > 1:
-		return fmt.Sprintf("%d widths: %s", n, why)
-	}
-	return why
-}
+// unpricedWhy is why widths are not priced.
+const unpricedWhy = "the probe lacks their verify rows, or nothing measured at this load gives their drafting cost"
 
 // probeRows are the rows the model reads at bucket b that it cannot price
 // yet: N·w for every width, rounded down and up, where no two probed row
@@ -331,12 +321,12 @@ func (c Controller) probeFor(s *State, b int, now time.Time) []Action {
 	return []Action{{Op: Probe, Rows: rows, Reason: what}}
 }
 
-// rowCounts says n row counts with the count's own number.
-func rowCounts(n int) string {
+// counted says n things with the count's own number: "1 run", "3 runs".
+func counted(n int, thing string) string {
 	if n == 1 {
-		return "1 row count"
+		return "1 " + thing
 	}
-	return fmt.Sprintf("%d row counts", n)
+	return fmt.Sprintf("%d %ss", n, thing)
 }
 
 // probed takes a probe's result. A probe the controller asked for ends
@@ -345,7 +335,7 @@ func rowCounts(n int) string {
 func (c Controller) probed(s *State, o Observation) []Action {
 	var acts []Action
 	if o.Err != "" {
-		acts = append(acts, Action{Op: Log, Msg: fmt.Sprintf("adapt: the probe stopped, %s, with %s measured; the controller goes on, and a width whose rows it lacks is not tried until the probe is asked for again", o.Err, rowCounts(len(o.Verify)))})
+		acts = append(acts, Action{Op: Log, Msg: fmt.Sprintf("adapt: the probe stopped, %s, with %s measured; the controller goes on, and a width whose rows it lacks is not tried until the probe is asked for again", o.Err, counted(len(o.Verify), "row count"))})
 	}
 	if s.Pair.Verify == nil {
 		s.Pair.Verify = map[int]float64{}
