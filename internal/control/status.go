@@ -226,10 +226,16 @@ func (p Pair) Check(now time.Time) string {
 			return fmt.Sprintf("verify cost %v ms at %d rows", v, r)
 		}
 	}
-	for _, b := range p.Buckets {
-		if b.Lo < 1 || b.Lo > schedule.MaxLevel || b.Hi < 0 || b.Hi > schedule.MaxLevel || b.Hi != 0 && b.Hi < b.Lo {
-			return fmt.Sprintf("a load bucket %d-%d: its low end must be 1 to %d and its high end 0 (none) or from the low end to %d", b.Lo, b.Hi, schedule.MaxLevel, schedule.MaxLevel)
+	if len(p.Buckets) > 0 { // their ranges by the schedule's own rule: from 1, in order, no gaps
+		ranges := make(schedule.Schedule, len(p.Buckets))
+		for i, b := range p.Buckets {
+			ranges[i] = schedule.Bucket{Lo: b.Lo, Hi: b.Hi, Width: 1}
 		}
+		if err := ranges.Validate(); err != nil {
+			return "the load buckets: " + err.Error()
+		}
+	}
+	for _, b := range p.Buckets {
 		for w := range b.Tried {
 			if w < 0 || w > maxSavedWidth {
 				return fmt.Sprintf("bucket %d-%d: Tried of width %d, not 0 (the probe) to %d", b.Lo, b.Hi, w, maxSavedWidth)

@@ -22,8 +22,8 @@ const (
 	Off = 1
 	// MaxWidth mirrors key.MaxWidth: no drafter runs a wider verify block.
 	MaxWidth = 256
-	// MaxLevel bounds a bucket edge; no server runs more concurrent requests.
-	MaxLevel = 1 << 20
+	// maxLevel bounds a bucket edge; no server runs more concurrent requests.
+	maxLevel = 1 << 20
 )
 
 // Bucket is one load range: from Lo to Hi concurrent requests inclusive
@@ -229,12 +229,12 @@ func outside(field, n int, text string) string {
 	switch {
 	case field == lo && n < 1:
 		return fmt.Sprintf("starts at %s requests in flight: loads start at 1", text)
-	case field == lo && n > MaxLevel:
-		return fmt.Sprintf("starts at %s requests in flight, above %d, more than any server runs: start the bucket at a load a server sees (the first bucket at 1)", text, MaxLevel)
+	case field == lo && n > maxLevel:
+		return fmt.Sprintf("starts at %s requests in flight, above %d, more than any server runs: start the bucket at a load a server sees (the first bucket at 1)", text, maxLevel)
 	case field == hi && n < 0:
 		return fmt.Sprintf("ends at %s: a bucket ends at a load of 1 or more, or 0 for no upper bound", text)
-	case field == hi && n > MaxLevel:
-		return fmt.Sprintf("ends at %s requests in flight, above %d, more than any server runs: write N+ for no upper bound (hi = 0 in a [lo, hi, width] triple)", text, MaxLevel)
+	case field == hi && n > maxLevel:
+		return fmt.Sprintf("ends at %s requests in flight, above %d, more than any server runs: write N+ for no upper bound (hi = 0 in a [lo, hi, width] triple)", text, maxLevel)
 	case field == wide && n < Off:
 		return fmt.Sprintf("has width %s: widths start at 1 (speculation off at that load) and 2 (one draft token)", text)
 	case field == wide && n > MaxWidth:
