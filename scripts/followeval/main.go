@@ -7,8 +7,8 @@
 // widths the status page showed and the switches made; run it once
 // against a server at a fixed width (serve --draft-block-size W) to have
 // that width's figure for the same traffic. Against a server with an API
-// key it sends the first key of LLAMA_API_KEY (the variable serve and
-// llama-server read a key list from, docs/engines.md), else VLLM_API_KEY's.
+// key it sends the first key it finds where serve reads keys from
+// (LLAMA_API_KEY, LLAMA_ARG_API_KEY_FILE; else VLLM_API_KEY; docs/engines.md).
 //
 //	go run ./scripts/followeval -url http://127.0.0.1:8080 -prompts internal/bench/prompts/code \
 //	    -levels 1,4 -phase 2m -run 12m -max-tokens 200 -out follow.json
@@ -25,7 +25,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -40,8 +39,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/speclaunch/speclaunch/engine"
 	"github.com/speclaunch/speclaunch/internal/adapteval"
+	"github.com/speclaunch/speclaunch/internal/key"
 	"github.com/speclaunch/speclaunch/internal/loadgen"
+	"github.com/speclaunch/speclaunch/internal/safefile"
+	"github.com/speclaunch/speclaunch/internal/secret"
 )
 
 // Phase is one stretch of constant load.
@@ -113,11 +116,17 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "followeval:", err)
 		return 2
 	}
-	auth := authHeader(os.Getenv)
+	auth, err := authHeader(os.Environ(), func(path string) ([]byte, error) {
+		return safefile.ReadFile(context.Background(), "api key file", path, safefile.KeyFileLimit)
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "followeval:", err)
+		return 2
+	}
 	if _, err := status(*url, auth); err != nil { // nothing to measure: say so now, not after the run
 		hint := "start speclaunch serve first, or give -url its public address"
 		if errors.Is(err, errUnauthorized) {
-			hint = "the server has an API key: set LLAMA_API_KEY to it (to one of its keys, where serve reads them from a file)"
+			hint = "the server has an API key: set LLAMA_API_KEY (or LLAMA_ARG_API_KEY_FILE) as for serve"
 		}
 		fmt.Fprintf(os.Stderr, "followeval: %v; %s\n", err, hint)
 		return 2
@@ -274,16 +283,21 @@ func status(url string, auth http.Header) (statusPage, error) {
 	return st, json.NewDecoder(http.MaxBytesReader(nil, resp.Body, 4<<20)).Decode(&st)
 }
 
-// authHeader carries the key serve was given, from the variable operators
-// give it in: LLAMA_API_KEY's first key (a comma-separated list, as serve
-// and llama-server read it, empty items skipped), else VLLM_API_KEY.
-func authHeader(getenv func(string) string) http.Header {
+// authHeader carries the key serve was given, read where serve and
+// llama-server read keys (secret.Keys with llama.cpp's spec: LLAMA_API_KEY's
+// list, LLAMA_ARG_API_KEY_FILE's file), else vLLM's (VLLM_API_KEY): the
+// first one. env is the NAME=VALUE environment; read reads a key file.
+func authHeader(env []string, read func(string) ([]byte, error)) (http.Header, error) {
 	auth := http.Header{}
-	for k := range strings.SplitSeq(cmp.Or(getenv("LLAMA_API_KEY"), getenv("VLLM_API_KEY")), ",") {
-		if k != "" { // serve skips empty items
-			auth.Set("Authorization", "Bearer "+k)
+	for _, e := range []key.Engine{key.LlamaCpp, key.VLLM} {
+		ks, err := secret.Keys(engine.APIKeySpec(e), nil, env, read)
+		if err != nil {
+			return nil, err
+		}
+		if len(ks) > 0 {
+			auth.Set("Authorization", "Bearer "+ks[0])
 			break
 		}
 	}
-	return auth
+	return auth, nil
 }

@@ -71,9 +71,11 @@ func TestPhasesVaryLengths(t *testing.T) {
 	}
 }
 
-// The key sent is LLAMA_API_KEY's first (serve reads a list from it, and
-// not from LLAMA_ARG_API_KEY), else VLLM_API_KEY's.
+// The key sent is the first serve would read: LLAMA_API_KEY's (a list,
+// empty items skipped; not LLAMA_ARG_API_KEY), a key file's, else
+// VLLM_API_KEY's.
 func TestAuthHeader(t *testing.T) {
+	read := func(path string) ([]byte, error) { return []byte("# keys\nsk-f\n"), nil }
 	for _, tc := range []struct {
 		env  map[string]string
 		want string
@@ -82,9 +84,15 @@ func TestAuthHeader(t *testing.T) {
 		{map[string]string{"LLAMA_API_KEY": ",sk-a"}, "Bearer sk-a"},
 		{map[string]string{"VLLM_API_KEY": "sk-v"}, "Bearer sk-v"},
 		{map[string]string{"LLAMA_ARG_API_KEY": "sk-x"}, ""},
+		{map[string]string{"LLAMA_ARG_API_KEY_FILE": "keys.txt"}, "Bearer sk-f"},
 	} {
-		if got := authHeader(func(k string) string { return tc.env[k] }).Get("Authorization"); got != tc.want {
-			t.Errorf("%v: %q, want %q", tc.env, got, tc.want)
+		var env []string
+		for k, v := range tc.env {
+			env = append(env, k+"="+v)
+		}
+		h, err := authHeader(env, read)
+		if got := h.Get("Authorization"); err != nil || got != tc.want {
+			t.Errorf("%v: %q (%v), want %q", tc.env, got, err, tc.want)
 		}
 	}
 }
