@@ -116,9 +116,7 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "followeval:", err)
 		return 2
 	}
-	auth, err := authHeader(os.Environ(), func(path string) ([]byte, error) {
-		return safefile.ReadFile(context.Background(), "api key file", path, safefile.KeyFileLimit)
-	})
+	auth, err := authHeader(os.Environ(), readKeyFile)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "followeval:", err)
 		return 2
@@ -300,4 +298,9 @@ func authHeader(env []string, read func(string) ([]byte, error)) (http.Header, e
 		}
 	}
 	return auth, nil
+}
+
+// readKeyFile reads a key file as serve does: bounded, named in its errors.
+func readKeyFile(path string) ([]byte, error) {
+	return safefile.ReadFile(context.Background(), "api key file", path, safefile.KeyFileLimit)
 }
