@@ -314,8 +314,8 @@ func (c Controller) trialWait(s *State) time.Duration {
 	if !ok || g <= 0 {
 		g = follow.PriorGain
 	}
-	stay := time.Duration(min(c.switchS(s)/g, time.Hour.Seconds()) * float64(time.Second))
-	return max(follow.Window, stay) + follow.Window
+	stay := follow.Dwell(time.Duration(c.switchS(s)*float64(time.Second)), g)
+	return min(stay, time.Hour) + follow.Window // an hour: the follower's cap counts switches by the hour
 }
 
 // endExperiment ends the experiment under way at a decision at bucket b

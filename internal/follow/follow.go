@@ -246,12 +246,16 @@ func ruledOut(cfg Config, from, to schedule.Bucket) (float64, bool) {
 	return g, measured && g <= 0
 }
 
-// dwell is how long the load must sit in to's bucket before a switch that
-// gains g (> 0): the switch time over the gain (the load is expected to
-// stay about as long as it has: a switch made once it has stayed that long
-// repays itself over its own stay), and never less than one window.
-func (s State) dwell(g float64) time.Duration {
-	return max(Window, time.Duration(min(float64(s.switchTime())/g, math.MaxInt64/2))) // a tiny gain: never, without overflow
+// dwell is Dwell at this engine's switch time.
+func (s State) dwell(g float64) time.Duration { return Dwell(s.switchTime(), g) }
+
+// Dwell is how long the load must sit in a bucket before a switch taking
+// sw that gains g (> 0): the switch time over the gain (the load is
+// expected to stay about as long as it has: a switch made once it has
+// stayed that long repays itself over its own stay), and never less than
+// one window.
+func Dwell(sw time.Duration, g float64) time.Duration {
+	return max(Window, time.Duration(min(float64(sw)/g, math.MaxInt64/2))) // a tiny gain: never, without overflow
 }
 
 func (s State) switchTime() time.Duration {
