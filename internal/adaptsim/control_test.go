@@ -123,7 +123,10 @@ func TestControlCell(t *testing.T) {
 		t.Skip("set ADAPTSIM_CELL=profile/traffic/seed")
 	}
 	f := strings.Split(want, "/")
-	seed, _ := strconv.Atoi(f[len(f)-1])
+	seed, err := strconv.ParseUint(f[len(f)-1], 10, 64)
+	if err != nil {
+		t.Fatalf("ADAPTSIM_CELL's seed: %v", err)
+	}
 	ps, err := Profiles(replayDir)
 	if err != nil {
 		t.Fatal(err)
@@ -131,7 +134,7 @@ func TestControlCell(t *testing.T) {
 	for _, p := range ps {
 		for _, tr := range Traffics(p) {
 			if p.Name == f[0] && tr.Name == f[1] {
-				o := Run(p, tr, Controllers["control"](p), uint64(seed), Options{Log: func(s string) { t.Log(s) }})
+				o := Run(p, tr, Controllers["control"](p), seed, Options{Log: func(s string) { t.Log(s) }})
 				t.Logf("frac %.3f", o.Frac())
 			}
 		}
