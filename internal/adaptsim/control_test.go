@@ -45,13 +45,9 @@ type controlAdapter struct {
 
 func (a *controlAdapter) Start(env Env, s Scrape) []Command {
 	a.env = env
-	if os.Getenv("ADAPTSIM_PROBE_BEFORE") == "" {
-		return a.scrape(s)
-	}
 	// As serve does (internal/serve's BeforeTraffic): the first engine is
-	// probed before it takes traffic, for the rows of BeforeLoads. Not
-	// yet the matrix's default: with it one cell ends 1.3 % below the
-	// default (docs/benchmark_results/sim-matrix-probebefore-2026-12-07.md).
+	// probed before it takes traffic, for the rows of BeforeLoads; at no
+	// virtual time and without serve's 10 s bound.
 	v := map[int]float64{}
 	for _, n := range control.BeforeLoads {
 		for w := 1; w <= a.c.Config().MaxWidth; w++ {
