@@ -161,7 +161,6 @@ var controlVariants = []struct {
 	{"no stray trial", func(c *control.Config) { c.Off = map[string]bool{"stray trial": true} }},
 	{"no way back", func(c *control.Config) { c.Off = map[string]bool{"way back": true} }},
 	{"no unmeasured here", func(c *control.Config) { c.Off = map[string]bool{"unmeasured here": true} }},
-	{"no trial beside", func(c *control.Config) { c.Off = map[string]bool{"trial beside": true} }},
 	{"follow cap 6 an hour", func(c *control.Config) { c.MaxPerHour = 6 }},
 	{"follow cap 24 an hour", func(c *control.Config) { c.MaxPerHour = 24 }},
 	{"Z 1.0", func(c *control.Config) { c.Z = 1.0 }},

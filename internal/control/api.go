@@ -162,11 +162,8 @@ type Config struct {
 	// trial" (a trial's width left within a window once the load leaves
 	// its bucket), "way back" (a judged trial's way back taken within a
 	// window), "unmeasured here" (a width with no measure where the load
-	// sits left within a window for that bucket's width, loadReversal),
-	// "trial beside" (a trial against the running width where the
-	// default is the choice but unmeasured, trialBeside);
-	// serve turns "trials" off for adapt.trials = 0. Nil
-	// otherwise.
+	// sits left within a window for that bucket's width, loadReversal);
+	// serve turns "trials" off for adapt.trials = 0. Nil otherwise.
 	Off map[string]bool
 }
 

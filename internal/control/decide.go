@@ -41,7 +41,6 @@ func (c Controller) decide(s *State, b int, now time.Time) []Action {
 	changed := sb.Width != choice
 	sb.Width, sb.Source = choice, why
 	s.Pair.Buckets[b].Why = why
-	judging := s.Exp.Kind == Trialing && s.Exp.Bucket == b && s.Exp.Width == run
 	acts = append(acts, c.endExperiment(s, b, run, choice, why)...)
 	s.Pair.Saved = now
 	acts = append(acts, Action{Op: Save})
@@ -51,20 +50,10 @@ func (c Controller) decide(s *State, b int, now time.Time) []Action {
 	s.Pair.Decisions++
 	_, judged := c.estimate(s, b, run)
 	s.Engine.Last = Decision{Running: run, Choice: choice, Switch: choice != run, Reason: why, Judged: judged}
-	if now.Before(s.Exp.HoldUntil) {
-		return acts
+	if choice != run || now.Before(s.Exp.HoldUntil) {
+		return acts // serve follows the schedule there (Sample)
 	}
-	base, beside := choice, false
-	if choice != run {
-		// A trial just judged here goes back (Back): no trial beside it
-		// in the same decision (a review: trials chained, each against
-		// the last one's width, and the way back was lost).
-		if judging || !c.trialBeside(s, b, run, choice, def) {
-			return acts // serve follows the schedule there (Sample)
-		}
-		base, beside = run, true
-	}
-	if w, reason := c.check(s, b, def, now); w > 0 && choice == 1 && base == choice {
+	if w, reason := c.check(s, b, def, now); w > 0 && choice == 1 {
 		if msg, capped := c.capped(s, b, run, why, now); capped {
 			return append(acts, msg)
 		}
@@ -72,21 +61,15 @@ func (c Controller) decide(s *State, b int, now time.Time) []Action {
 		s.Engine.Last.Choice, s.Engine.Last.Switch, s.Engine.Last.Reason = w, true, reason
 		return append(acts, Action{Op: Log, Msg: fmt.Sprintf("adapt: %s at %s", reason, schedule.InFlight(sb.Range()))})
 	}
-	w, p, reason := c.pickTrial(s, b, base, now)
+	w, p, reason := c.pickTrial(s, b, choice, now)
 	if w > 0 {
 		if msg, capped := c.capped(s, b, run, why, now); capped {
-			if beside {
-				return acts // no stay line: the follower goes to the choice there
-			}
 			return append(acts, msg)
 		}
 		s.Pair.Buckets[b].Tried[w] = now
 		s.Exp = Experiment{Kind: Trialing, Width: w, From: run, Bucket: b, Since: now, Reason: reason, Predicted: p, HoldUntil: s.Exp.HoldUntil}
 		s.Engine.Last.Choice, s.Engine.Last.Switch, s.Engine.Last.Reason = w, true, "trial: "+reason
 		return append(acts, Action{Op: Log, Msg: fmt.Sprintf("adapt: trial of width %d at %s: %s", w, schedule.InFlight(sb.Range()), reason)})
-	}
-	if beside {
-		return acts // no trial beside: the follower goes to the choice there, as without the rule
 	}
 	if reason != "" {
 		why += "; " + reason
@@ -173,32 +156,6 @@ func (c Controller) choose(s *State, b, run, def int) (int, string) {
 		bestWhy += fmt.Sprintf(" (the safe answer): %s, within the noise of %s and the %.1fs switch", strings.Join(within, ", "), noise, c.switchS(s))
 	}
 	return best.Width, bestWhy
-}
-
-// trialBeside says whether a decision at bucket b whose choice is the
-// default, not measured there, may still begin a trial against the
-// running width, measured there: where the model puts the default slower
-// than it, or cannot price the default (the probe lacks its rows), the
-// follower keeps the running width for the prior's stay, and without this
-// no trial ran at that load at all. On the matrix's GB10 under 40 s phases
-// width 3, learnt at one client, served every four-client phase (the
-// default 16 unmeasured there, unpriced, and never switched to), at 0.954
-// of the oracle; with it 0.969, and no other cell moved
-// (docs/benchmark_results/sim-matrix-beside-2026-12-07.md; on the harness
-// with serve's probe before traffic, which prices the default, that cell
-// reads 0.943 with it, sim-matrix-probebefore-2026-12-07.md). A trial
-// begun so goes back to the default when judged, which measures it there,
-// and no other is begun by the decision that judged it.
-func (c Controller) trialBeside(s *State, b, run, choice, def int) bool {
-	if !c.on("trial beside") || choice != def {
-		return false
-	}
-	if _, ok := c.estimate(s, b, def); ok {
-		return false
-	}
-	er, ok := c.estimate(s, b, run)
-	p, okp := c.predict(s, b, def)
-	return ok && (!okp || p < er.Rate)
 }
 
 // predictMiss is the largest miss of the model's prediction recorded on
