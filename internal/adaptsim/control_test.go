@@ -110,18 +110,30 @@ func (a *controlAdapter) step(o control.Observation) []Command {
 	return cmds
 }
 
-// TestControlCell runs one cell with the control controller and logs
-// every line: ADAPTSIM_CELL="profile/traffic/seed" (-v), the names as in
-// the report.
+// TestControlCell runs one cell with the control controller (-v):
+// ADAPTSIM_CELL="profile/traffic" logs the fraction of each of the
+// matrix's seeds for it, "profile/traffic/seed" every line of that seed's
+// run; the names as in the report.
 func TestControlCell(t *testing.T) {
 	want := os.Getenv("ADAPTSIM_CELL")
 	if want == "" {
-		t.Skip("set ADAPTSIM_CELL=profile/traffic/seed")
+		t.Skip("set ADAPTSIM_CELL=profile/traffic[/seed]")
 	}
-	f := strings.Split(want, "/")
-	seed, err := strconv.ParseUint(f[len(f)-1], 10, 64)
-	if err != nil {
-		t.Fatalf("ADAPTSIM_CELL's seed: %v", err)
+	f := strings.SplitN(want, "/", 3)
+	if len(f) < 2 {
+		t.Fatalf("ADAPTSIM_CELL %q: want profile/traffic[/seed]", want)
+	}
+	var seeds []uint64
+	if len(f) == 3 {
+		seed, err := strconv.ParseUint(f[2], 10, 64)
+		if err != nil {
+			t.Fatalf("ADAPTSIM_CELL's seed: %v", err)
+		}
+		seeds = []uint64{seed}
+	} else {
+		for i := range uint64(matrixSeeds) {
+			seeds = append(seeds, CellSeed(f[0], f[1])+i)
+		}
 	}
 	ps, err := Profiles(replayDir)
 	if err != nil {
@@ -129,12 +141,20 @@ func TestControlCell(t *testing.T) {
 	}
 	for _, p := range ps {
 		for _, tr := range Traffics(p) {
-			if p.Name == f[0] && tr.Name == f[1] {
-				o := Run(p, tr, Controllers["control"](p), seed, Options{Log: func(s string) { t.Log(s) }})
-				t.Logf("frac %.3f", o.Frac())
+			if p.Name != f[0] || tr.Name != f[1] {
+				continue
 			}
+			for _, seed := range seeds {
+				o := Options{}
+				if len(seeds) == 1 {
+					o.Log = func(s string) { t.Log(s) }
+				}
+				t.Logf("seed %d: frac %.3f", seed, Run(p, tr, Controllers["control"](p), seed, o).Frac())
+			}
+			return
 		}
 	}
+	t.Fatalf("ADAPTSIM_CELL %q: no such profile and traffic in the matrix", want)
 }
 
 // controlVariants are the ablation's: each rule of internal/control
