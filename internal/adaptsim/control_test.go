@@ -127,7 +127,7 @@ func TestControlCell(t *testing.T) {
 	if len(f) == 3 {
 		seed, err := strconv.ParseUint(f[2], 10, 64)
 		if err != nil {
-			t.Fatalf("ADAPTSIM_CELL's seed: %v", err)
+			t.Fatalf("ADAPTSIM_CELL %q: its seed: %v", want, err)
 		}
 		seeds = []uint64{seed}
 	} else {
