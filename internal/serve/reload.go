@@ -18,6 +18,7 @@ import (
 	"github.com/speclaunch/speclaunch/internal/safefile"
 	"github.com/speclaunch/speclaunch/internal/server"
 	"github.com/speclaunch/speclaunch/internal/watch"
+	"github.com/speclaunch/speclaunch/internal/width"
 )
 
 // readsEmpty says whether a file that says it has 0 bytes reads as empty:
@@ -85,13 +86,14 @@ func (sv *launcher) reload(cur *plan.Plan, ch watch.Change) (*plan.Plan, Load, b
 	if adapted > 0 && l.Settings().Adapt.Value {
 		// The width the adaptive loop chose stays (an operator width still
 		// wins), built once, for the reload's own reason (keptAdapted).
-		o = plan.Options{Adapted: adapted, AdaptReason: keptAdapted}
+		o.Adapted, o.AdaptReason = adapted, keptAdapted
 	}
 	np, err := l.Build(o)
-	if err == nil && o.Adapted == 0 && !plan.SameEngine(np, cur) {
-		// The edit starts a new engine anyway: at the bucket of the load
-		// now, not the one the follower last switched to, which it keeps
-		// while the server idles (no gain repays a switch at no load).
+	if err == nil && np.Resolution.Source != width.Adaptive && !plan.SameEngine(np, cur) {
+		// The edit starts a new engine anyway, not at the adaptive loop's
+		// width (an operator width or schedule wins): at the bucket of the
+		// load now, not the one the follower last switched to, which it
+		// keeps while the server idles (no gain repays a switch at no load).
 		if now := reloadLoad(sv.st.followNow(), sv.Load(), time.Now()); np.Resolution.Schedule.At(now).Lo != np.Resolution.Schedule.At(load).Lo {
 			np, err = l.Build(plan.Options{Load: now})
 		}

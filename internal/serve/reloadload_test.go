@@ -28,7 +28,10 @@ import (
 
 // schedLoad is a reading of the files: an operator schedule, and an
 // engine argument an edit can change.
-type schedLoad struct{ sched, arg string }
+type schedLoad struct {
+	sched, arg string
+	adapt      bool // adapt.enabled
+}
 
 func (l schedLoad) Files() []string { return nil }
 
@@ -36,7 +39,7 @@ func (schedLoad) LogNotices(*slog.Logger) {}
 
 func (l schedLoad) Settings() config.Settings {
 	var s config.Settings
-	s.Engine.Value, s.Model.Value = key.Sim, "target"
+	s.Engine.Value, s.Model.Value, s.Adapt.Value = key.Sim, "target", l.adapt
 	return s
 }
 
@@ -83,6 +86,23 @@ func TestReloadsInARowStartAtTheLoadNow(t *testing.T) {
 	np3, _, changed, err := sv.reload(np2, watch.Change{Path: "p.toml", Reason: "write"})
 	if err != nil || !changed || np3.Resolution.Load != 4 {
 		t.Errorf("busy reload: %v, changed %v, load %d, want load 4", err, changed, np3.Resolution.Load)
+	}
+}
+
+// An operator schedule set while the adaptive loop's width serves (its
+// width kept on a reload, but an operator's wins) starts at the width for
+// the load now: four in flight ran the 1-request width 5 for 87 s before
+// the follower moved it (an operator campaign).
+func TestScheduleEditUnderAdaptStartsAtTheLoadNow(t *testing.T) {
+	files := &schedLoad{sched: "1:5,2+:1", arg: "a", adapt: true}
+	sv := &launcher{c: Config{Loader: schedLoader{files}}, st: newServeStatus(&plan.Plan{}), log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	sv.ctl.adapted = 1 // the adaptive loop's last switch
+	cur := &plan.Plan{Resolution: width.AdaptedTo(1, "adaptive", key.Key{}), Settings: files.Settings()}
+	cur.Launch.Argv = []string{os.Args[0], "--width", "1", "x"}
+	sv.st.setFollow(FollowStatus{Schedule: "1+:1", Bucket: "1+", Load: 3.9, Updated: time.Now()})
+	np, _, changed, err := sv.reload(cur, watch.Change{Path: "p.toml", Reason: "write"})
+	if err != nil || !changed || widthOf(np) != 1 || np.Resolution.Load != 4 {
+		t.Fatalf("reload: %v, changed %v, width %d at load %d, want width 1 at load 4", err, changed, widthOf(np), np.Resolution.Load)
 	}
 }
 
