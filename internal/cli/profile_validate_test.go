@@ -167,8 +167,8 @@ func TestValidateWarnsOfBenchOptions(t *testing.T) {
 		code       int    // validate's
 		want       string // the warning's message after "warn: ", PROF the profile's path; "" for none
 	}{
-		{"levels not ascending", sim + "[bench]\nconcurrency = [4, 1]\n", 0, `bench would refuse its options (serve does not read them): profile PROF:8: "4,1": level 1 comes after 4, not ascending`},
-		{"a width below 2", sim + "[bench]\nwidths = [1, 2]\n", 0, "bench would refuse its options (serve does not read them): profile PROF:8: width 1 is below 2: classic decoding (width 1) is always measured as an arm of its own"},
+		{"levels not ascending", sim + "[bench]\nconcurrency = [4, 1]\n", 0, `bench would refuse its options (serve does not read them): profile PROF:8: bench.concurrency: "4,1": level 1 comes after 4, not ascending`},
+		{"a width below 2", sim + "[bench]\nwidths = [1, 2]\n", 0, "bench would refuse its options (serve does not read them): profile PROF:8: bench.widths: width 1 is below 2: classic decoding (width 1) is always measured as an arm of its own"},
 		{"a prompt file not there", sim + "[bench]\nprompt_file = \"nope.txt\"\n", 0, "bench would refuse its options (serve does not read them): profile PROF:8: cannot use the prompt file"},
 		{"a good table", sim + "[bench]\nconcurrency = [1, 4]\n", 0, ""},
 		{"and what serve refuses", "[engine]\nname = \"sim\"\nargs = [\"--port\", \"1\"]\n[bench]\nconcurrency = [4, 1]\n", 2, ""},

@@ -155,7 +155,7 @@ func TestLoadSweepFlagErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"bench", "--profile", bad}, `bad.toml:11: "4,1": level 1 comes after 4, not ascending: give whole numbers of concurrent clients, ascending, e.g. 1,2,4,8`},
+		{[]string{"bench", "--profile", bad}, `bad.toml:11: bench.concurrency: "4,1": level 1 comes after 4, not ascending: give whole numbers of concurrent clients, ascending, e.g. 1,2,4,8`},
 		{[]string{"bench", "--profile", sweep, "--engines", "1"}, "flag --engines: 1 is outside 2 to 20 fresh engines per width\nspeclaunch: hint: give --engines 3 (the default), up to 20"},
 		{[]string{"bench", "--concurrency", "4,1"}, `flag --concurrency: "4,1": level 1 comes after 4, not ascending`},
 		{[]string{"bench", "--concurrency", "1,4", "--engines", "1"}, "flag --engines: 1 is outside 2 to 20 fresh engines per width\nspeclaunch: hint: give --engines 3 (the default), up to 20"},

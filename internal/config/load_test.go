@@ -112,7 +112,7 @@ func TestBadWidths(t *testing.T) {
 		{"bad port env", nil, map[string]string{"LLAMA_ARG_PORT": "70000"}, "", []string{"env LLAMA_ARG_PORT"}},
 		{"host with a space", map[string]string{"host": "a b"}, nil, "", []string{"flag --host: bad host", `"a b" is not an IP address or a host name`}},
 		{"host env with a port", nil, map[string]string{"LLAMA_ARG_HOST": "0.0.0.0:8080"}, "", []string{"env LLAMA_ARG_HOST: bad host", "has a port"}},
-		{"host in the profile", nil, nil, "[server]\nhost = \"http://x\"\n", []string{"profile p.toml:2: bad host", "is a URL"}},
+		{"host in the profile", nil, nil, "[server]\nhost = \"http://x\"\n", []string{"profile p.toml:2: server.host: bad host", "is a URL"}},
 		{"bad engine", map[string]string{"engine": "tgi"}, nil, "", []string{"flag --engine", "unknown engine"}},
 		{"bad kind for engine", map[string]string{"draft-kind": "eagle3"}, nil, "", []string{"not supported by engine mlxcel"}},
 		{"internal-mtp", map[string]string{"draft-kind": "internal-mtp"}, nil, "", []string{"not user-selectable"}},

@@ -260,7 +260,7 @@ func value[T any](r Row, def T, parse func(string) (T, error), at func(*Settings
 		}
 		x, err := parse(v)
 		if err != nil {
-			return sourced(src, err)
+			return sourced(src, keyed(r, src, err))
 		}
 		if err := l.shadowedParse(r, src, s.Engine.Value, func(v string) error { _, err := parse(v); return err }); err != nil {
 			return err
@@ -377,6 +377,22 @@ func (r Row) layer(l *layer, s *Settings) error {
 
 // sourced names the source in a parser's error: a parser returns an *Error
 // without one, or a plain error that is its message.
+// keyed names the profile's key in a value's error from a profile, whose
+// file:line alone left the operator to find which setting the line holds
+// ("bad duration \"banana\"" for adapt.window); a flag or a variable
+// names itself.
+func keyed(r Row, src Source, err error) error {
+	if src.Origin != Profile || r.Key == "" {
+		return err
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		e.Msg = r.Key + ": " + e.Msg
+		return e
+	}
+	return fmt.Errorf("%s: %w", r.Key, err)
+}
+
 func sourced(src Source, err error) error {
 	var e *Error
 	if errors.As(err, &e) {

@@ -231,7 +231,7 @@ func TestProfilesDocQuotesDurationErrors(t *testing.T) {
 	}
 	for _, quote := range []string{
 		"`such as \"5m\" or \"90s\", " + profiles.DurationRange(false) + "`", // the bare number's (profiles.numberForDuration)
-		"`profile p.toml:3: " + err.Error() + "`",
+		"`profile p.toml:3: server.drain_timeout: " + err.Error() + "`",      // the key named (keyed)
 	} {
 		if !strings.Contains(text, quote) {
 			t.Errorf("docs/profiles.md does not quote %s", quote)
@@ -421,14 +421,14 @@ func TestLoadBench(t *testing.T) {
 			return b.Rounds.Value == 9 && b.Rounds.Src.String() == "flag --rounds" && slices.Equal(b.Widths.Value, []int{2, 4}) && b.Widths.Src.String() == "profile d/p.toml:3"
 		}},
 		{name: "prompt file relative to the profile", profile: "[bench]\nprompt_file = \"q.txt\"\n", check: func(b Bench) bool { return b.PromptFile.Value == filepath.Join("d", "q.txt") }},
-		{name: "rounds below the floor", profile: "[bench]\nrounds = 2\n", err: "profile d/p.toml:2: 2 rounds is below 3"},
+		{name: "rounds below the floor", profile: "[bench]\nrounds = 2\n", err: "profile d/p.toml:2: bench.rounds: 2 rounds is below 3"},
 		{name: "width twice", flags: map[string]string{"widths": "2,4,2"}, err: "flag --widths: width 2 is listed twice"},
 		{name: "width not a number", flags: map[string]string{"widths": "2,x"}, err: `flag --widths: "x" is not a whole number`},
-		{name: "width 1", profile: "[bench]\nwidths = [1, 4]\n", err: "profile d/p.toml:2: width 1 is below 2: classic decoding (width 1) is always measured as an arm of its own, so leave it out"},
+		{name: "width 1", profile: "[bench]\nwidths = [1, 4]\n", err: "profile d/p.toml:2: bench.widths: width 1 is below 2: classic decoding (width 1) is always measured as an arm of its own, so leave it out"},
 		{name: "base port without room", flags: map[string]string{"base-port": "65530"}, err: "flag --base-port: base port 65530: want a port with room for one per arm"},
-		{name: "schedule", profile: "[bench]\nschedule = \"Resident\"\n", err: `profile d/p.toml:2: schedule "Resident": want restart or resident`},
+		{name: "schedule", profile: "[bench]\nschedule = \"Resident\"\n", err: `profile d/p.toml:2: bench.schedule: schedule "Resident": want restart or resident`},
 		{name: "temperature", flags: map[string]string{"temperature": "6"}, err: "flag --temperature: temperature 6: want 0"},
-		{name: "concurrency", profile: "[bench]\nconcurrency = 0\n", err: "profile d/p.toml:2: concurrency 0: want 1"},
+		{name: "concurrency", profile: "[bench]\nconcurrency = 0\n", err: "profile d/p.toml:2: bench.concurrency: concurrency 0: want 1"},
 		{name: "concurrency one level", profile: "[bench]\nconcurrency = 4\n", check: func(b Bench) bool {
 			return slices.Equal(b.Concurrency.Value, []int{4}) && b.Concurrency.Src.String() == "profile d/p.toml:2"
 		}},
@@ -440,15 +440,15 @@ func TestLoadBench(t *testing.T) {
 		{name: "the flag's levels over the profile's", profile: "[bench]\nconcurrency = [1, 2]\n", flags: map[string]string{"concurrency": "2,8"}, check: func(b Bench) bool {
 			return slices.Equal(b.Concurrency.Value, []int{2, 8}) && b.Concurrency.Src.String() == "flag --concurrency"
 		}},
-		{name: "concurrency levels descending", profile: "[bench]\n\nconcurrency = [4, 1]\n", err: `profile d/p.toml:3: "4,1": level 1 comes after 4, not ascending: give whole numbers of concurrent clients, ascending, e.g. 1,2,4,8`},
-		{name: "concurrency level not a number", profile: "[bench]\nconcurrency = [1, \"x\"]\n", err: `profile d/p.toml:2: "1,\"x\"": level "x" is a string, not a whole number: write it without quotes`},
+		{name: "concurrency levels descending", profile: "[bench]\n\nconcurrency = [4, 1]\n", err: `profile d/p.toml:3: bench.concurrency: "4,1": level 1 comes after 4, not ascending: give whole numbers of concurrent clients, ascending, e.g. 1,2,4,8`},
+		{name: "concurrency level not a number", profile: "[bench]\nconcurrency = [1, \"x\"]\n", err: `profile d/p.toml:2: bench.concurrency: "1,\"x\"": level "x" is a string, not a whole number: write it without quotes`},
 		{name: "concurrency level quoted", profile: "[bench]\nconcurrency = [1, \"4\"]\n", err: `level "4" is a string, not a whole number`},
 		{name: "concurrency level a float", profile: "[bench]\nconcurrency = [1, 4.0]\n", err: `level "4.0" is not a whole number`},
-		{name: "concurrency a float", profile: "[bench]\nconcurrency = 4.0\n", err: `profile d/p.toml:2: bad concurrency "4.0"`},
-		{name: "concurrency empty list", profile: "[bench]\nconcurrency = []\n", err: `profile d/p.toml:2: bad concurrency "[]"`},
+		{name: "concurrency a float", profile: "[bench]\nconcurrency = 4.0\n", err: `profile d/p.toml:2: bench.concurrency: bad concurrency "4.0"`},
+		{name: "concurrency empty list", profile: "[bench]\nconcurrency = []\n", err: `profile d/p.toml:2: bench.concurrency: bad concurrency "[]"`},
 		{name: "concurrency a fraction", profile: "[bench]\nconcurrency = 1.5\n", err: "profile d/p.toml:2: "},
 		{name: "concurrency level above 256", flags: map[string]string{"concurrency": "1,512"}, err: `flag --concurrency: "1,512": level 512 is outside 1 to 256 clients`},
-		{name: "concurrency too many levels", profile: "[bench]\nconcurrency = [" + strings.Repeat("1,", 64) + "1]\n", err: "profile d/p.toml:2: 65 levels, above the 64 a sweep may measure"},
+		{name: "concurrency too many levels", profile: "[bench]\nconcurrency = [" + strings.Repeat("1,", 64) + "1]\n", err: "profile d/p.toml:2: bench.concurrency: 65 levels, above the 64 a sweep may measure"},
 		{name: "set and file", profile: "[bench]\nprompt_file = \"a.txt\"\n", flags: map[string]string{"prompts": "code"}, err: "flag --prompts: a prompt set and a prompt file (profile d/p.toml:2) were both given"},
 		{name: "empty --out keeps the profile's", profile: "[bench]\nout = \"r/x\"\n", flags: map[string]string{"out": "", "request-timeout": ""}, check: func(b Bench) bool {
 			return b.Out.Value == "r/x" && b.RequestTimeout.Value == 2*time.Minute
