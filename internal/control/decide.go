@@ -2,6 +2,7 @@ package control
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -75,8 +76,26 @@ func (c Controller) decide(s *State, b int, now time.Time) []Action {
 		why += "; " + reason
 		s.Engine.Last.Reason = why
 	}
-	return append(acts, Action{Op: Log, Msg: fmt.Sprintf("adapt: stay at width %d at %s: %s", run, schedule.InFlight(sb.Range()), why)})
+	msg := fmt.Sprintf("adapt: stay at width %d at %s: %s", run, schedule.InFlight(sb.Range()), why)
+	if shape := stayShape(msg); shape != s.Engine.Stay || now.Sub(s.Engine.StayAt) >= stayRepeat {
+		s.Engine.Stay, s.Engine.StayAt = shape, now
+		acts = append(acts, Action{Op: Log, Msg: msg})
+	}
+	return acts
 }
+
+// stayRepeat is how often the same stay is logged again: it was logged
+// at every decision, every 10 s, with only its percentages moving (an
+// operator campaign); the status's last_decision has each one.
+const stayRepeat = 10 * time.Minute
+
+// measures are a stay line's figures that move from one decision to the
+// next (percentages, rates, seconds); widths, loads and counts stay.
+var measures = regexp.MustCompile(`[+-]?\d+(\.\d+)?(%|s\b)|\d+\.\d+`)
+
+// stayShape is a stay line without its measures: two stays of one shape
+// say the same thing.
+func stayShape(msg string) string { return measures.ReplaceAllString(msg, "#") }
 
 // trialOutcome says what the trial (or check) under way at bucket b
 // measured against the width it left, and what follows: an operator who

@@ -153,6 +153,10 @@ type Engine struct {
 	// Counted is the scrapes it has counted; Decided is Counted at its
 	// last decision.
 	Counted, Decided int
+	// Stay is the last stay line's shape (stayShape) and StayAt when it
+	// was logged: the same stay is not logged again within stayRepeat.
+	Stay   string
+	StayAt time.Time
 }
 
 // Decision is one decision, as the status shows it.

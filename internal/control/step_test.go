@@ -1100,6 +1100,45 @@ func TestStayLineSaysWhyNoTrial(t *testing.T) {
 	}
 }
 
+// The same stay is logged once, then again after stayRepeat, not at each
+// decision, where its percentages move from one to the next (an operator
+// campaign: the same line every 10 s); the status has every decision.
+func TestStayLoggedOnceUntilRepeat(t *testing.T) {
+	c := New(Config{Default: schedule.Flat(4, "default")})
+	s := c.Init(Pair{})
+	e := &fakeEngine{gen: 1, width: 4, s: 0.5, ms: 5, n: 1, now: t0}
+	s = probed(c, s, e, func(r int) float64 { return 3 + 1.5*float64(r) })
+	stays := func(acts []Action) (n int) {
+		for _, a := range acts {
+			if a.Op == Log && strings.HasPrefix(a.Msg, "adapt: stay at") {
+				n++
+			}
+		}
+		return n
+	}
+	s, acts := run(c, s, e, 60) // two minutes: several decisions
+	if n := stays(acts); n != 1 || s.Pair.Decisions < 3 {
+		t.Fatalf("%d stay lines over %d decisions, want 1", n, s.Pair.Decisions)
+	}
+	if !strings.Contains(s.Engine.Last.Reason, "no trial") {
+		t.Errorf("the last decision %q, want its stay in the status", s.Engine.Last.Reason)
+	}
+	_, acts = run(c, s, e, int(stayRepeat/(2*time.Second))) // ten minutes more
+	if n := stays(acts); n != 1 {
+		t.Errorf("%d stay lines in the next %v, want 1", n, stayRepeat)
+	}
+}
+
+// The shape of a stay keeps its widths and loads, not its measures.
+func TestStayShape(t *testing.T) {
+	a := stayShape("adapt: stay at width 16 at 1 request in flight: default width 16; no trial: the best prediction, width 17, is +2.0% over width 16, short of the 8.1% a trial needs")
+	b := stayShape("adapt: stay at width 16 at 1 request in flight: default width 16; no trial: the best prediction, width 17, is +2.1% over width 16, short of the 8.0% a trial needs")
+	c := stayShape("adapt: stay at width 16 at 1 request in flight: default width 16; no trial: the best prediction, width 12, is +2.1% over width 16, short of the 8.0% a trial needs")
+	if a != b || a == c {
+		t.Errorf("shapes:\n%s\n%s\n%s\nwant the first two equal, the third not", a, b, c)
+	}
+}
+
 // TestNoTrialTheCapCannotUndo: a trial is begun only where the hourly cap
 // leaves the two switches it needs (there, and back); else the stay line
 // says so and nothing is asked of the follower. Before, a check the cap
