@@ -124,9 +124,10 @@ func TestBadWidths(t *testing.T) {
 		{"bad log format", map[string]string{"log-format": "xml"}, nil, "", []string{"bad log format"}},
 		{"a kilobyte value is quoted in part", nil, map[string]string{"LLAMA_ARG_PORT": strings.Repeat("8", 5000)}, "", []string{"env LLAMA_ARG_PORT", `bad port "` + strings.Repeat("8", 64) + `"... (5000 bytes): want`}},
 		{"margin NaN env", nil, map[string]string{"MLXCEL_ADAPT_MARGIN": "NaN"}, "", []string{"env MLXCEL_ADAPT_MARGIN", "bad adapt.margin"}},
-		{"margin nan profile", nil, nil, "[adapt]\nmargin = nan\n", []string{"profile p.toml:2", "bad adapt.margin"}},
+		{"margin nan profile", nil, nil, "[adapt]\nmargin = nan\n", []string{"profile p.toml:2: bad adapt.margin"}}, // the key once (keyed)
 		{"trials above the bound", nil, map[string]string{"MLXCEL_ADAPT_TRIALS": "9"}, "", []string{"env MLXCEL_ADAPT_TRIALS", "from 0 to 8"}},
-		{"trials negative in the profile", nil, nil, "[adapt]\ntrials = -1\n", []string{"profile p.toml:2", "from 0 to 8"}},
+		{"trials negative in the profile", nil, nil, "[adapt]\ntrials = -1\n", []string{"profile p.toml:2: bad value", "from 0 to 8"}},
+		{"window in the profile names its key", nil, nil, "[adapt]\nwindow = \"banana\"\n", []string{`profile p.toml:2: adapt.window: bad duration "banana"`}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -375,14 +375,12 @@ func (r Row) layer(l *layer, s *Settings) error {
 	return r.check(s)
 }
 
-// sourced names the source in a parser's error: a parser returns an *Error
-// without one, or a plain error that is its message.
 // keyed names the profile's key in a value's error from a profile, whose
 // file:line alone left the operator to find which setting the line holds
 // ("bad duration \"banana\"" for adapt.window); a flag or a variable
-// names itself.
+// names itself, and a message that names the key already is left.
 func keyed(r Row, src Source, err error) error {
-	if src.Origin != Profile || r.Key == "" {
+	if src.Origin != Profile || r.Key == "" || strings.Contains(err.Error(), r.Key) {
 		return err
 	}
 	var e *Error
@@ -393,6 +391,8 @@ func keyed(r Row, src Source, err error) error {
 	return fmt.Errorf("%s: %w", r.Key, err)
 }
 
+// sourced names the source in a parser's error: a parser returns an *Error
+// without one, or a plain error that is its message.
 func sourced(src Source, err error) error {
 	var e *Error
 	if errors.As(err, &e) {

@@ -258,8 +258,12 @@ func (r *run) client(ctx context.Context) {
 			return
 		}
 		if d := pause(out); d > 0 {
+			if !r.deadline.IsZero() {
+				d = min(d, time.Until(r.deadline)) // the pause ends with the load
+			}
 			select {
 			case <-ctx.Done():
+			case <-o.Stop: // a nil Stop never ends it
 			case <-time.After(d):
 			}
 		}

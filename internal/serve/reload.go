@@ -18,7 +18,6 @@ import (
 	"github.com/speclaunch/speclaunch/internal/safefile"
 	"github.com/speclaunch/speclaunch/internal/server"
 	"github.com/speclaunch/speclaunch/internal/watch"
-	"github.com/speclaunch/speclaunch/internal/width"
 )
 
 // readsEmpty says whether a file that says it has 0 bytes reads as empty:
@@ -89,7 +88,7 @@ func (sv *launcher) reload(cur *plan.Plan, ch watch.Change) (*plan.Plan, Load, b
 		o.Adapted, o.AdaptReason = adapted, keptAdapted
 	}
 	np, err := l.Build(o)
-	if err == nil && np.Resolution.Source != width.Adaptive && !plan.SameEngine(np, cur) {
+	if err == nil && !np.Resolution.IsAdaptive() && !plan.SameEngine(np, cur) {
 		// The edit starts a new engine anyway, not at the adaptive loop's
 		// width (an operator width or schedule wins): at the bucket of the
 		// load now, not the one the follower last switched to, which it
