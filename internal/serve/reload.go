@@ -115,25 +115,20 @@ func (sv *launcher) reload(cur *plan.Plan, ch watch.Change) (*plan.Plan, Load, b
 	return np, l, true, nil
 }
 
-// adaptChanges names, by profile key, the adapt.* settings that differ
-// between a and b: the reload's warning says which, where it said only
-// "adapt.*" (an operator campaign).
+// adaptChanges names, by profile key in the order of config.Rows, the
+// adapt.* settings that differ between a and b: the reload's warning says
+// which, where it said only "adapt.*" (an operator campaign). The table
+// of settings is the one list of them.
 func adaptChanges(a, b config.Settings) []string {
 	var out []string
-	for _, c := range []struct {
-		changed bool
-		key     string
-	}{
-		{a.Adapt.Value != b.Adapt.Value, "adapt.enabled"},
-		{a.AdaptMaxWidth.Value != b.AdaptMaxWidth.Value, "adapt.max_width"},
-		{a.AdaptExplore.Value != b.AdaptExplore.Value, "adapt.explore_width"},
-		{a.AdaptMargin.Value != b.AdaptMargin.Value, "adapt.margin"},
-		{a.AdaptMinCycles.Value != b.AdaptMinCycles.Value, "adapt.min_cycles"},
-		{a.AdaptWindow.Value != b.AdaptWindow.Value, "adapt.window"},
-		{a.AdaptTrials.Value != b.AdaptTrials.Value, "adapt.trials"},
-	} {
-		if c.changed {
-			out = append(out, c.key)
+	for _, r := range config.Rows {
+		if !strings.HasPrefix(r.Key, "adapt.") {
+			continue
+		}
+		va, _, _ := r.Show(&a)
+		vb, _, _ := r.Show(&b)
+		if fmt.Sprint(va) != fmt.Sprint(vb) {
+			out = append(out, r.Key)
 		}
 	}
 	return out

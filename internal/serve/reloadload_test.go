@@ -287,11 +287,11 @@ func TestAdaptChangesNamed(t *testing.T) {
 	}{
 		{"nothing changed", func(*config.Settings) {}, nil},
 		{"enabled", func(s *config.Settings) { s.Adapt.Value = true }, []string{"adapt.enabled"}},
-		{"window and trials", func(s *config.Settings) { s.AdaptWindow.Value = time.Minute; s.AdaptTrials.Value = 3 }, []string{"adapt.window", "adapt.trials"}},
+		{"window and trials", func(s *config.Settings) { s.AdaptWindow.Value = time.Minute; s.AdaptTrials.Value = 3 }, []string{"adapt.trials", "adapt.window"}},
 		{"every one", func(s *config.Settings) {
 			s.Adapt.Value, s.AdaptMaxWidth.Value, s.AdaptExplore.Value, s.AdaptMargin.Value = true, 9, 3, 0.1
 			s.AdaptMinCycles.Value, s.AdaptWindow.Value, s.AdaptTrials.Value = 64, time.Minute, 3
-		}, []string{"adapt.enabled", "adapt.max_width", "adapt.explore_width", "adapt.margin", "adapt.min_cycles", "adapt.window", "adapt.trials"}},
+		}, []string{"adapt.enabled", "adapt.max_width", "adapt.explore_width", "adapt.min_cycles", "adapt.trials", "adapt.margin", "adapt.window"}},
 	} {
 		b := a
 		tc.edit(&b)
