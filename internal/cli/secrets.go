@@ -73,9 +73,7 @@ func (e *Env) seedSecrets(args []string) {
 func (e *Env) seedKeyFiles(args []string, getenv func(string) string) {
 	read := e.readKeyFile
 	if read == nil {
-		read = func(path string) ([]byte, error) {
-			return safefile.ReadFile(e.Ctx, "api key file", path, safefile.KeyFileLimit)
-		}
+		read = safefile.KeyFileReader(e.Ctx)
 	}
 	e.secrets.Add(keyFileSecrets(args, getenv, read)...)
 }

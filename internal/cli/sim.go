@@ -30,9 +30,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	// The keys, from where llama-server reads them; a key file that cannot
 	// be read stops the start, as it stops llama-server's.
-	read := func(path string) ([]byte, error) {
-		return safefile.ReadFile(ctx, "api key file", path, safefile.KeyFileLimit)
-	}
+	read := safefile.KeyFileReader(ctx)
 	if cfg.APIKeys, err = secret.Keys(engine.APIKeySpec(key.Sim), args, os.Environ(), read); err != nil {
 		fmt.Fprintf(stderr, "speclaunch sim: error: %v\n", err)
 		return 2

@@ -319,11 +319,9 @@ func launchKeys(ctx context.Context, s config.Settings, l engine.Launch, offline
 	if _, err := secret.Keys(flags, s.EngineArgs.Value, nil, nil); err != nil {
 		return nil, keyArgsSource(s, err)
 	}
-	read := func(path string) ([]byte, error) {
-		if offline {
-			return []byte("offline-stand-in\n"), nil // another host's file
-		}
-		return safefile.ReadFile(ctx, "api key file", path, safefile.KeyFileLimit)
+	read := safefile.KeyFileReader(ctx)
+	if offline {
+		read = func(string) ([]byte, error) { return []byte("offline-stand-in\n"), nil } // another host's file
 	}
 	keys, err := secret.Keys(sp, l.Argv, l.Env, read)
 	var un *secret.UnsendableError

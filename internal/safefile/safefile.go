@@ -33,6 +33,13 @@ const (
 	KeyFileLimit = 1 << 20   // an engine's API key file: a key per line
 )
 
+// KeyFileReader reads an engine's API key file as serve, bench and the
+// sim engine read it: bounded by KeyFileLimit, named in its errors; the
+// one reader secret.Keys is given.
+func KeyFileReader(ctx context.Context) func(path string) ([]byte, error) {
+	return func(path string) ([]byte, error) { return ReadFile(ctx, "api key file", path, KeyFileLimit) }
+}
+
 // stat is os.Stat; a test replaces it to reach the check after the open.
 var stat = os.Stat
 

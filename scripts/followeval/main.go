@@ -116,7 +116,7 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "followeval:", err)
 		return 2
 	}
-	auth, err := authHeader(os.Environ(), readKeyFile)
+	auth, err := authHeader(os.Environ(), safefile.KeyFileReader(context.Background()))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "followeval:", err)
 		return 2
@@ -298,9 +298,4 @@ func authHeader(env []string, read func(string) ([]byte, error)) (http.Header, e
 		}
 	}
 	return auth, nil
-}
-
-// readKeyFile reads a key file as serve does: bounded, named in its errors.
-func readKeyFile(path string) ([]byte, error) {
-	return safefile.ReadFile(context.Background(), "api key file", path, safefile.KeyFileLimit)
 }
