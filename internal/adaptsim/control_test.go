@@ -178,6 +178,7 @@ var controlVariants = []struct {
 	{"no retrial", func(c *control.Config) { c.Off = map[string]bool{"retrial": true} }},
 	{"no classic load", func(c *control.Config) { c.Off = map[string]bool{"classic load": true} }},
 	{"no far ahead", func(c *control.Config) { c.Off = map[string]bool{"far ahead": true} }},
+	{"no ahead elsewhere", func(c *control.Config) { c.Off = map[string]bool{"ahead elsewhere": true} }},
 	{"no stray trial", func(c *control.Config) { c.Off = map[string]bool{"stray trial": true} }},
 	{"no way back", func(c *control.Config) { c.Off = map[string]bool{"way back": true} }},
 	{"no unmeasured here", func(c *control.Config) { c.Off = map[string]bool{"unmeasured here": true} }},

@@ -158,7 +158,9 @@ type Config struct {
 	// acceptance), "probe apart" (no run from a scrape the probe shared),
 	// "retrial" (a second engine of a width one engine ran ahead inside the
 	// noise), "classic load" (ClassicLoad), "far ahead" (the running width
-	// kept where the model puts an unmeasured default far below it), "stray
+	// kept where the model puts an unmeasured default far below it),
+	// "ahead elsewhere" (a width kept where the default is unmeasured and
+	// it ran ahead of it at another load beyond loadReversal), "stray
 	// trial" (a trial's width left within a window once the load leaves
 	// its bucket), "way back" (a judged trial's way back taken within a
 	// window), "unmeasured here" (a width with no measure where the load

@@ -136,21 +136,25 @@ func expWord(e Experiment) string {
 // over the default exceeds the switch time over the payback window; of
 // those that do, the fastest. The running width is left for a faster one
 // only when that one's lower bound over it passes the same test. Without
-// a measure of the default, the default, unless the running width is far
-// ahead of what the model predicts for it (farAhead).
+// a measure of the default, a width far ahead of it (standIn) is the
+// incumbent in its place; without one, the default.
 func (c Controller) choose(s *State, b, run, def int) (int, string) {
+	ref, name := def, fmt.Sprintf("default width %d", def)
+	best, bestWhy := Estimate{}, name
 	ed, ok := c.estimate(s, b, def)
 	if !ok {
-		if why := c.farAhead(s, b, run, def); why != "" {
-			return run, why
+		w, why := c.standIn(s, b, run, def)
+		if w == 0 {
+			return def, fmt.Sprintf("default width %d: not measured at this load yet", def)
 		}
-		return def, fmt.Sprintf("default width %d: not measured at this load yet", def)
+		ref, name, bestWhy = w, fmt.Sprintf("width %d", w), why
+		ed, _ = c.estimate(s, b, w)
 	}
+	best = ed
 	need := c.need(s)
-	best, bestWhy := ed, fmt.Sprintf("default width %d", def)
 	var within []string
 	for _, w := range c.measured(s, b) {
-		if w == def {
+		if w == ref {
 			continue
 		}
 		ew, _ := c.estimate(s, b, w)
@@ -159,22 +163,49 @@ func (c Controller) choose(s *State, b, run, def int) (int, string) {
 		case lo <= need && gain > 0:
 			within = append(within, fmt.Sprintf("width %d %+.1f%% (lower bound %+.1f%%)", w, 100*gain, 100*lo))
 		case lo > need && ew.Rate > best.Rate:
-			best, bestWhy = ew, fmt.Sprintf("width %d measured %+.1f%% over default width %d (lower bound %+.1f%% over %s, above the %.1f%% a switch costs)", w, 100*gain, def, 100*lo, counted(ew.Runs, "run"), 100*need)
+			best, bestWhy = ew, fmt.Sprintf("width %d measured %+.1f%% over %s (lower bound %+.1f%% over %s, above the %.1f%% a switch costs)", w, 100*gain, name, 100*lo, counted(ew.Runs, "run"), 100*need)
 		}
 	}
-	if er, ok := c.estimate(s, b, run); ok && run != best.Width && (run == def || c.passes(er, ed, need)) {
+	if er, ok := c.estimate(s, b, run); ok && run != best.Width && (run == ref || c.passes(er, ed, need)) {
 		if _, lo := c.gainLo(best, er); lo <= need {
 			best, bestWhy = er, fmt.Sprintf("width %d kept: width %d is not faster beyond the noise", run, best.Width)
 		}
 	}
-	if best.Width == def && len(within) > 0 {
+	if best.Width == ref && len(within) > 0 {
 		noise := "its runs"
 		if sp := c.spread(b); sp > 0 {
 			noise = fmt.Sprintf("%.1f%% between engines", 100*sp)
 		}
-		bestWhy += fmt.Sprintf(" (the safe answer): %s, within the noise of %s and the %.1fs switch", strings.Join(within, ", "), noise, c.switchS(s))
+		safe := " (the safe answer)"
+		if ref != def {
+			safe = ""
+		}
+		bestWhy += fmt.Sprintf("%s: %s, within the noise of %s and the %.1fs switch", safe, strings.Join(within, ", "), noise, c.switchS(s))
 	}
 	return best.Width, bestWhy
+}
+
+// standIn is the width that stands in for the default at bucket b where
+// the default has no measure there: of the widths measured there, the
+// running one first, one far ahead of the default (farAhead), else 0.
+// serve's follower keeps such a width rather than switch to the default
+// (follow.go, unmeasuredHere), so the decision judges against it: without
+// it the decision named the default, which the follower did not reach
+// within a 40 s phase, and tried nothing (on the sim's GB10, width 3
+// served every four-client phase where width 5 is best).
+func (c Controller) standIn(s *State, b, run, def int) (int, string) {
+	if why := c.farAhead(s, b, run, def); why != "" {
+		return run, why
+	}
+	for _, w := range c.measured(s, b) {
+		if w == run {
+			continue
+		}
+		if why := c.farAhead(s, b, w, def); why != "" {
+			return w, why
+		}
+	}
+	return 0, ""
 }
 
 // predictMiss is the largest miss of the model's prediction recorded on
@@ -184,25 +215,33 @@ func (c Controller) choose(s *State, b, run, def int) (int, string) {
 // not the live TrialError, which enters no decision.
 const predictMiss = 0.40
 
-// farAhead keeps the running width where the default is not measured at
-// bucket b (a drift dropped what was, or the load moved here) and the
-// running width's lower bound beats the model's prediction of the default
-// by more than that miss could hide, taken the other way (the default
-// under-predicted by the factor 0.60: 1/0.60 − 1 = +67 %): on the sim's
-// GB10 the drift went back to the flat 16, half the rate of width 3, for
-// the 30 s it takes to measure it at every change of traffic. "" otherwise.
-func (c Controller) farAhead(s *State, b, run, def int) string {
-	if run == def || !c.on("far ahead") {
+// farAhead says why width w is kept where the default is not measured at
+// bucket b (a drift dropped what was, or the load moved here), or "":
+// w's lower bound beats the model's prediction of the default by more
+// than that miss could hide, taken the other way (the default
+// under-predicted by the factor 0.60: 1/0.60 − 1 = +67 %), or w ran ahead
+// of the default at another load by more than a change of load has been
+// seen to take back (loadReversal). On the sim's GB10 the drift went back
+// to the flat 16, half the rate of width 3, for the 30 s it takes to
+// measure it at every change of traffic.
+func (c Controller) farAhead(s *State, b, w, def int) string {
+	if w == def || !c.on("far ahead") {
 		return ""
 	}
-	er, ok := c.estimate(s, b, run)
+	ew, ok := c.estimate(s, b, w)
+	if !ok {
+		return ""
+	}
+	if lead, at, seen := c.leadElsewhere(s, b, w, def); seen && lead > loadReversal && c.on("ahead elsewhere") {
+		return fmt.Sprintf("width %d kept: default width %d is not measured at this load yet, and width %d ran %+.0f%% ahead of it at %s, beyond the %.0f points a change of load has been seen to take back", w, def, w, 100*lead, schedule.InFlight(s.Pair.Schedule[at].Range()), 100*loadReversal)
+	}
 	p, okp := c.predict(s, b, def)
-	if !ok || !okp || p <= 0 {
+	if !okp || p <= 0 {
 		return ""
 	}
 	need := 1/(1-predictMiss) - 1
-	if _, lo := c.gainLo(er, Estimate{Width: def, Rate: p}); lo > need {
-		return fmt.Sprintf("width %d kept: default width %d is not measured at this load yet, and width %d's lower bound is %+.0f%% over the model's prediction of it, beyond the %+.0f%% the model's largest recorded miss could hide", run, def, run, 100*lo, 100*need)
+	if _, lo := c.gainLo(ew, Estimate{Width: def, Rate: p}); lo > need {
+		return fmt.Sprintf("width %d kept: default width %d is not measured at this load yet, and width %d's lower bound is %+.0f%% over the model's prediction of it, beyond the %+.0f%% the model's largest recorded miss could hide", w, def, w, 100*lo, 100*need)
 	}
 	return ""
 }

@@ -166,17 +166,22 @@ func (c Controller) unmeasuredHere(s *State, b, from, to int, fromMeasured, toBa
 	if !c.on("unmeasured here") || fromMeasured || !toBacked || from == to {
 		return false
 	}
-	seen := false
+	lead, _, seen := c.leadElsewhere(s, b, from, to)
+	return seen && lead <= loadReversal
+}
+
+// leadElsewhere is width w's largest lead over width ref at a bucket other
+// than b where both were measured (at: that bucket), and whether one was.
+func (c Controller) leadElsewhere(s *State, b, w, ref int) (lead float64, at int, seen bool) {
 	for j := range s.Pair.Buckets {
-		ef, okF := c.estimate(s, j, from)
-		et, okT := c.estimate(s, j, to)
-		if j == b || !okF || !okT || et.Rate <= 0 {
+		ew, okW := c.estimate(s, j, w)
+		er, okR := c.estimate(s, j, ref)
+		if j == b || !okW || !okR || er.Rate <= 0 {
 			continue
 		}
-		if ef.Rate/et.Rate-1 > loadReversal {
-			return false
+		if l := ew.Rate/er.Rate - 1; !seen || l > lead {
+			lead, at, seen = l, j, true
 		}
-		seen = true
 	}
-	return seen
+	return lead, at, seen
 }

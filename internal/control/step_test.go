@@ -1299,3 +1299,44 @@ func TestWithSpread(t *testing.T) {
 		t.Errorf("one side: off %v, spreads %v %v, want 0.034 and none", c.Off, c.Spread1, c.SpreadN)
 	}
 }
+
+// Where the default has no measure at the load, a width that ran ahead of
+// it at another load by more than a change of load has taken back
+// (loadReversal) is the incumbent in its place: serve's follower keeps
+// it (unmeasuredHere), and the decision named the default it did not go
+// to and tried nothing (the sim's GB10: width 3 served each four-client
+// phase). Less far ahead, or with the rule off, the default stands.
+func TestStandInForAnUnmeasuredDefault(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		at1, at4 map[int][]float64 // runs at one request in flight, at four
+		run      int
+		off      bool
+		want     int
+		why      string
+	}{
+		{"width 3 +64 % at one request: kept at four", map[int][]float64{16: {100}, 3: {164}}, map[int][]float64{3: {150}}, 3, false, 3, "width 3 ran +64% ahead of it at 1 request in flight, beyond the 28 points"},
+		{"+20 % at one request: a change of load can take that back", map[int][]float64{16: {100}, 3: {120}}, map[int][]float64{3: {150}}, 3, false, 16, "default width 16: not measured at this load yet"},
+		{"the rule off", map[int][]float64{16: {100}, 3: {164}}, map[int][]float64{3: {150}}, 3, true, 16, "default width 16: not measured at this load yet"},
+		{"a trial's width faster than it beyond the noise", map[int][]float64{16: {100}, 3: {164}}, map[int][]float64{3: {150}, 5: {200, 201}}, 5, false, 5, "width 5 measured +33.7% over width 3"},
+		{"a trial's width within its noise: back to it", map[int][]float64{16: {100}, 3: {164}}, map[int][]float64{3: {150}, 5: {151}}, 5, false, 3, "width 3 ran +64% ahead"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := Config{Default: schedule.Flat(16, "engine default"), SwitchS: 1}
+			if tc.off {
+				cfg.Off = map[string]bool{"ahead elsewhere": true}
+			}
+			c := New(cfg)
+			s := measuredState(c, tc.at1)
+			for w, rates := range tc.at4 {
+				for i, r := range rates {
+					s.Pair.Buckets[1].Runs[w] = append(s.Pair.Buckets[1].Runs[w], rateRun(uint64(1000*w+i), r))
+				}
+			}
+			got, why := c.choose(&s, 1, tc.run, 16)
+			if got != tc.want || !strings.Contains(why, tc.why) {
+				t.Fatalf("choose: width %d (%s), want %d with %q", got, why, tc.want, tc.why)
+			}
+		})
+	}
+}
