@@ -131,7 +131,7 @@ func TestStatus(t *testing.T) {
 	if b, _ := json.Marshal(s.Status(t0)); !strings.Contains(string(b), `"prediction_error":null`) {
 		t.Errorf("status before a judged trial: %s, want prediction_error null", b)
 	}
-	s.Follow.Last = follow.Decision{From: s.Pair.Schedule[1], To: s.Pair.Schedule[2], Load: 5, Reason: "load 5.0 has been at 5-8"} // a decision's load is to a tenth
+	s.Follow.Last = follow.Decision{From: s.Pair.Schedule[1], To: s.Pair.Schedule[2], Load: 5, Reason: "the load has been at 5-8 requests in flight for 5s (mean 5.0)"} // a decision's load is to a tenth
 	if st := s.Status(t0); st.Bucket != "5-8" || st.Load != 5 || !strings.Contains(st.Follow, "5-8") {
 		t.Errorf("status of the bucket in force %+v", st)
 	}
@@ -190,7 +190,7 @@ func TestStatusBucketIsTheLoads(t *testing.T) {
 	s := c.Init(Pair{})
 	s.Engine.Width = 4
 	trial := schedule.Bucket{Lo: 2, Hi: 4, Width: 1, Source: "trial: width 1 predicted +19%"}
-	s.Follow.Last = follow.Decision{From: s.Pair.Schedule[2], To: trial, Load: 4, Reason: "load 4.0 has been at 2-4 requests in flight for 5s"}
+	s.Follow.Last = follow.Decision{From: s.Pair.Schedule[2], To: trial, Load: 4, Reason: "the load has been at 2-4 requests in flight for 5s (mean 4.0)"}
 	if st := s.Status(t0); st.Bucket != "" || st.Load != 4 {
 		t.Errorf("bucket %q, load %v; want none and 4", st.Bucket, st.Load)
 	}
@@ -204,7 +204,7 @@ func TestStatusShowsTheLoadBesideAWidthInNoBucket(t *testing.T) {
 	c := New(Config{Default: schedule.Flat(4, "default")})
 	s := c.Init(Pair{})
 	s.Engine.Width = 8
-	s.Follow.Last = follow.Decision{From: schedule.Bucket{Width: 8, Source: "running"}, To: s.Pair.Schedule[1], Load: 4, Reason: "load 4.0 has been at 2-4 requests in flight for 5s"}
+	s.Follow.Last = follow.Decision{From: schedule.Bucket{Width: 8, Source: "running"}, To: s.Pair.Schedule[1], Load: 4, Reason: "the load has been at 2-4 requests in flight for 5s (mean 4.0)"}
 	if st := s.Status(t0); st.Bucket != "" || st.Load != 4 || st.Follow != s.Follow.Last.Reason {
 		t.Errorf("bucket %q, load %v, follow %q; want none, 4 and the follower's word", st.Bucket, st.Load, st.Follow)
 	}

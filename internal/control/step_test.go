@@ -538,7 +538,7 @@ func TestStepOneSwitchingPath(t *testing.T) {
 			var got []int
 			for _, a := range sw {
 				got = append(got, a.Width)
-				if a.Bucket == "" || a.Load <= 0 || !strings.Contains(a.Reason, "requests in flight") {
+				if a.Bucket == "" || a.Load <= 0 || !strings.Contains(a.Reason, fmt.Sprintf("(mean %.1f)", a.Load)) {
 					t.Errorf("a switch without its load: %+v", a)
 				}
 			}

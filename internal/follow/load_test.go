@@ -29,7 +29,7 @@ func TestDecisionLoadIsTheFigureItsReasonSays(t *testing.T) {
 	if d.Load != 1 {
 		t.Errorf("load %v, want the mean 0.95 rounded once to a tenth: 1", d.Load)
 	}
-	if want := fmt.Sprintf("load %.1f requests in flight", d.Load); !strings.HasPrefix(d.Reason, want) {
+	if want := fmt.Sprintf("(mean %.1f)", d.Load); !strings.HasPrefix(d.Reason, "the load has sat at 1 request in flight for ") || !strings.Contains(d.Reason, want) {
 		t.Errorf("reason %q, want it to give the decision's load: %q…", d.Reason, want)
 	}
 }

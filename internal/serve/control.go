@@ -395,7 +395,7 @@ func followWord(st control.Status) string {
 	if st.Follow != "" || st.Bucket == "" {
 		return st.Follow
 	}
-	return fmt.Sprintf("load %.1f requests in flight sits where width %d runs: no switch", st.Load, st.Width)
+	return fmt.Sprintf("the load sits at %s (mean %.1f), where width %d runs: no switch", schedule.InFlight(st.Bucket), st.Load, st.Width)
 }
 
 func (sh *controlShell) startedIn() time.Duration {

@@ -16,8 +16,8 @@ func TestFollowWord(t *testing.T) {
 		want string
 	}{
 		{"before the first full window", control.Status{Width: 4}, ""},
-		{"the controller's word", control.Status{Width: 4, Bucket: "1", Load: 3.9, Follow: "load 3.9 is at 2-4 requests in flight; width 1 waits: an engine starts"}, "load 3.9 is at 2-4 requests in flight; width 1 waits: an engine starts"},
-		{"the load where the width runs", control.Status{Width: 4, Bucket: "2-4", Load: 3.9}, "load 3.9 requests in flight sits where width 4 runs: no switch"},
+		{"the controller's word", control.Status{Width: 4, Bucket: "1", Load: 3.9, Follow: "the load is at 2-4 requests in flight (mean 3.9); width 1 waits: an engine starts"}, "the load is at 2-4 requests in flight (mean 3.9); width 1 waits: an engine starts"},
+		{"the load where the width runs", control.Status{Width: 4, Bucket: "2-4", Load: 3.9}, "the load sits at 2-4 requests in flight (mean 3.9), where width 4 runs: no switch"},
 	} {
 		if got := followWord(c.st); got != c.want {
 			t.Errorf("%s:\n got %q\nwant %q", c.name, got, c.want)
