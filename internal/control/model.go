@@ -240,10 +240,11 @@ type noTrial struct {
 func (n noTrial) String(base int, baseRate, need float64) string {
 	var parts []string
 	switch {
-	case n.width > 0 && n.rate > baseRate:
-		parts = append(parts, fmt.Sprintf("no trial: the best prediction, width %d, is %+.1f%% over width %d, short of the %.1f%% a trial needs", n.width, 100*(n.rate/baseRate-1), base, 100*need))
 	case n.width > 0:
-		parts = append(parts, fmt.Sprintf("no trial: no width is predicted faster than width %d (the fastest predicted, width %d, %+.1f%%)", base, n.width, 100*(n.rate/baseRate-1)))
+		// One clause whichever side of the base the best prediction falls:
+		// a prediction near +0 % flipped between two wordings, and each
+		// flip logged the stay line again (stayShape).
+		parts = append(parts, fmt.Sprintf("no trial: the fastest predicted, width %d, is %+.1f%% against width %d, short of the %.1f%% a trial needs", n.width, 100*(n.rate/baseRate-1), base, 100*need))
 	case n.unpriced > 0:
 		// Nothing priced (the probe failed, or nothing measured here
 		// fits a drafting cost): no prediction was made to fall short (a

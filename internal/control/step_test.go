@@ -1071,11 +1071,11 @@ func TestNoTrialSaysWhy(t *testing.T) {
 		n    noTrial
 		want string
 	}{
-		{noTrial{width: 6, rate: 103, unpriced: 2}, "no trial: the best prediction, width 6, is +3.0% over width 4, short of the 5.0% a trial needs; 2 other widths not priced (the probe lacks their verify rows, or nothing measured at this load gives their drafting cost)"},
+		{noTrial{width: 6, rate: 103, unpriced: 2}, "no trial: the fastest predicted, width 6, is +3.0% against width 4, short of the 5.0% a trial needs; 2 other widths not priced (the probe lacks their verify rows, or nothing measured at this load gives their drafting cost)"},
 		{noTrial{unpriced: 16}, "no trial: no untried width can be priced yet (16 widths: the probe lacks their verify rows, or nothing measured at this load gives their drafting cost)"},
 		{noTrial{unpriced: 1, tried: 2}, "no trial: no untried width can be priced yet (1 width: the probe lacks their verify rows, or nothing measured at this load gives their drafting cost); 2 tried lately"},
 		{noTrial{tried: 2}, "no trial: no width is predicted faster than width 4; 2 tried lately"},
-		{noTrial{width: 2, rate: 99, tried: 3}, "no trial: no width is predicted faster than width 4 (the fastest predicted, width 2, -1.0%); 3 tried lately"},
+		{noTrial{width: 2, rate: 99, tried: 3}, "no trial: the fastest predicted, width 2, is -1.0% against width 4, short of the 5.0% a trial needs; 3 tried lately"},
 	}
 	for _, tc := range cases {
 		if got := tc.n.String(4, 100, 0.05); got != tc.want {
@@ -1095,7 +1095,7 @@ func TestStayLineSaysWhyNoTrial(t *testing.T) {
 	if len(switches(acts)) != 0 {
 		t.Fatalf("switched %v where no width should pay", switches(acts))
 	}
-	if !logged(acts, "adapt: stay at width 4 at 1 request in flight: default width 4; no trial: no width is predicted faster than width 4 (the fastest predicted, width ") {
+	if !logged(acts, "adapt: stay at width 4 at 1 request in flight: default width 4; no trial: the fastest predicted, width ") {
 		t.Errorf("no stay line says why no width was tried: %+v", acts)
 	}
 }
@@ -1131,12 +1131,19 @@ func TestStayLoggedOnceUntilRepeat(t *testing.T) {
 
 // The shape of a stay keeps its widths and loads, not its measures.
 func TestStayShape(t *testing.T) {
-	a := stayShape("adapt: stay at width 16 at 1 request in flight: default width 16; no trial: the best prediction, width 17, is +2.0% over width 16, short of the 8.1% a trial needs")
-	b := stayShape("adapt: stay at width 16 at 1 request in flight: default width 16; no trial: the best prediction, width 17, is +2.1% over width 16, short of the 8.0% a trial needs")
-	c := stayShape("adapt: stay at width 16 at 1 request in flight: default width 16; no trial: the best prediction, width 12, is +2.1% over width 16, short of the 8.0% a trial needs")
-	if a != b || a == c {
-		t.Errorf("shapes:\n%s\n%s\n%s\nwant the first two equal, the third not", a, b, c)
+	a := stayShape(noTrialStay(17, 1.020))
+	b := stayShape(noTrialStay(17, 1.021))
+	c := stayShape(noTrialStay(12, 1.021))
+	d := stayShape(noTrialStay(17, 0.999)) // the best prediction on the other side of the base: one shape
+	if a != b || a == c || a != d {
+		t.Errorf("shapes:\n%s\n%s\n%s\n%s\nwant the first, second and fourth equal, the third not", a, b, c, d)
 	}
+}
+
+// noTrialStay is a stay line whose best prediction is width w at ratio r
+// of width 16's rate.
+func noTrialStay(w int, r float64) string {
+	return "adapt: stay at width 16 at 1 request in flight: default width 16; " + noTrial{width: w, rate: 100 * r}.String(16, 100, 0.08)
 }
 
 // TestNoTrialTheCapCannotUndo: a trial is begun only where the hourly cap
