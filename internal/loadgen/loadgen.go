@@ -240,9 +240,19 @@ type run struct {
 	bodies   [][]byte
 	deadline time.Time
 	next     atomic.Int64 // rotates prompts across all clients
+	// after is a client's pause timer (time.After when nil; a test's
+	// fake).
+	after func(time.Duration) <-chan time.Time
 
 	mu  sync.Mutex
 	res Result
+}
+
+func (r *run) wait(d time.Duration) <-chan time.Time {
+	if r.after != nil {
+		return r.after(d)
+	}
+	return time.After(d)
 }
 
 // client sends requests one after another until the load ends.
@@ -264,7 +274,7 @@ func (r *run) client(ctx context.Context) {
 			select {
 			case <-ctx.Done():
 			case <-o.Stop: // a nil Stop never ends it
-			case <-time.After(d):
+			case <-r.wait(d):
 			}
 		}
 	}

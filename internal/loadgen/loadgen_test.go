@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -164,5 +165,44 @@ func TestRetryAfterRead(t *testing.T) {
 		if out.status != 503 || out.retryAfter != c.want {
 			t.Errorf("Retry-After %q: status %d, retry after %v, want 503 and %v", c.header, out.status, out.retryAfter, c.want)
 		}
+	}
+}
+
+// A client's pause after a refusal ends at Stop, and within the load's
+// deadline: it waited out a Retry-After past both, lengthening a phase.
+func TestPauseEndsWithTheLoad(t *testing.T) {
+	stop := make(chan struct{})
+	var sent atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if sent.Add(1) == 1 {
+			close(stop)
+		}
+		w.Header().Set("Retry-After", "5")
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	o := Options{URL: srv.URL, Path: "/v1/completions", Client: srv.Client(), Timeout: 10 * time.Second, Stop: stop}
+	res := Result{ByStatus: map[int]int{}, Errors: map[string]int{}}
+	r := &run{o: o, bodies: [][]byte{[]byte("{}")}, res: res, after: func(time.Duration) <-chan time.Time { return nil }} // the pause never ends by itself
+	done := make(chan struct{})
+	go func() { r.client(context.Background()); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(time.Minute): // a guard against a hang, not a measure
+		t.Fatal("the client's pause did not end at Stop")
+	}
+	if n := sent.Load(); n != 1 {
+		t.Errorf("%d requests sent, want 1 (none after Stop)", n)
+	}
+
+	var asked time.Duration
+	o.Stop, o.Requests = nil, 1
+	r = &run{o: o, bodies: [][]byte{[]byte("{}")}, res: res, deadline: time.Now().Add(time.Second), after: func(d time.Duration) <-chan time.Time {
+		asked = d
+		return time.After(0)
+	}}
+	r.client(context.Background())
+	if asked <= 0 || asked > time.Second {
+		t.Errorf("paused %v with the load ending within 1s, want at most 1s (not the 5s Retry-After)", asked)
 	}
 }
