@@ -317,7 +317,7 @@ func TestFarAheadKeepsTheRunningWidth(t *testing.T) {
 			if strings.Contains(l, "→ 16") {
 				back++
 			}
-			if strings.Contains(l, "kept: default width 16 is not measured at this load yet, and width") {
+			if strings.Contains(l, "in the default's place: default width 16 is not measured at this load yet, and width") {
 				kept++
 			}
 		}

@@ -1,6 +1,7 @@
 package control
 
 import (
+	"cmp"
 	"fmt"
 	"regexp"
 	"slices"
@@ -139,18 +140,20 @@ func expWord(e Experiment) string {
 // a measure of the default, a width far ahead of it (standIn) is the
 // incumbent in its place; without one, the default.
 func (c Controller) choose(s *State, b, run, def int) (int, string) {
-	ref, name := def, fmt.Sprintf("default width %d", def)
-	best, bestWhy := Estimate{}, name
+	ref, name, why := def, fmt.Sprintf("default width %d", def), ""
 	ed, ok := c.estimate(s, b, def)
 	if !ok {
-		w, why := c.standIn(s, b, run, def)
-		if w == 0 {
+		w, in := c.standIn(s, b, run, def)
+		switch {
+		case w == 0:
 			return def, fmt.Sprintf("default width %d: not measured at this load yet", def)
+		case !c.on("ahead elsewhere"):
+			return w, in // the rule before the stand-in: the running width, judged against nothing
 		}
-		ref, name, bestWhy = w, fmt.Sprintf("width %d", w), why
+		ref, name, why = w, fmt.Sprintf("width %d", w), in
 		ed, _ = c.estimate(s, b, w)
 	}
-	best = ed
+	best, bestWhy := ed, cmp.Or(why, name)
 	need := c.need(s)
 	var within []string
 	for _, w := range c.measured(s, b) {
@@ -176,29 +179,40 @@ func (c Controller) choose(s *State, b, run, def int) (int, string) {
 		if sp := c.spread(b); sp > 0 {
 			noise = fmt.Sprintf("%.1f%% between engines", 100*sp)
 		}
-		safe := " (the safe answer)"
+		lead := " (the safe answer):"
 		if ref != def {
-			safe = ""
+			lead = "; against it:"
 		}
-		bestWhy += fmt.Sprintf("%s: %s, within the noise of %s and the %.1fs switch", safe, strings.Join(within, ", "), noise, c.switchS(s))
+		bestWhy += fmt.Sprintf("%s %s, within the noise of %s and the %.1fs switch", lead, strings.Join(within, ", "), noise, c.switchS(s))
 	}
 	return best.Width, bestWhy
 }
 
-// standIn is the width that stands in for the default at bucket b where
-// the default has no measure there: of the widths measured there, the
-// running one first, one far ahead of the default (farAhead), else 0.
-// serve's follower keeps such a width rather than switch to the default
-// (follow.go, unmeasuredHere), so the decision judges against it: without
-// it the decision named the default, which the follower did not reach
-// within a 40 s phase, and tried nothing (on the sim's GB10, width 3
-// served every four-client phase where width 5 is best).
+// standIn is the width in the default's place at bucket b, where the
+// default has no measure: of the widths measured there, one far ahead of
+// the default (farAhead), the running one first, else 0. A trial's width
+// is not one while its trial is under way (it must pass against the width
+// it left, tried first). The follower, which leaves a width with no
+// measure at the load for the default within a window only where it was
+// not far ahead of it elsewhere (follow.go, unmeasuredHere), takes the
+// default at the prior gain's stay otherwise: on the sim's GB10 longer
+// than a 40 s phase, while the decision named the default and tried
+// nothing (width 3 served every four-client phase where width 5 is
+// best). The decision judges against such a width instead.
 func (c Controller) standIn(s *State, b, run, def int) (int, string) {
-	if why := c.farAhead(s, b, run, def); why != "" {
-		return run, why
+	if !c.on("ahead elsewhere") { // the rule before the stand-in: the running width or none
+		if why := c.farAhead(s, b, run, def); why != "" {
+			return run, why
+		}
+		return 0, ""
 	}
-	for _, w := range c.measured(s, b) {
-		if w == run {
+	trial := s.Exp.Kind == Trialing && s.Exp.Bucket == b && s.Exp.Width == run
+	first := run
+	if trial {
+		first = s.Exp.From
+	}
+	for _, w := range append([]int{first}, c.measured(s, b)...) {
+		if trial && w == run {
 			continue
 		}
 		if why := c.farAhead(s, b, w, def); why != "" {
@@ -208,6 +222,19 @@ func (c Controller) standIn(s *State, b, run, def int) (int, string) {
 	return 0, ""
 }
 
+// standsIn says whether width w is bucket b's width in the default's place
+// (standIn, with from running): the follower switches to it as it does to
+// the default, without a measured gain (a width measured a little faster
+// within the noise would otherwise hold the switch for good).
+func (c Controller) standsIn(s *State, b, from, w int) bool {
+	def := c.defaultAt(c.cfg.Buckets[b][0])
+	if _, ok := c.estimate(s, b, def); ok || !c.on("ahead elsewhere") {
+		return false
+	}
+	si, _ := c.standIn(s, b, from, def)
+	return si == w
+}
+
 // predictMiss is the largest miss of the model's prediction recorded on
 // hardware: a judged trial measured at 0.60 of its predicted rate
 // (prediction_error −0.40, docs/benchmark_results/h100-follow-2026-12-06h.md;
@@ -215,7 +242,7 @@ func (c Controller) standIn(s *State, b, run, def int) (int, string) {
 // not the live TrialError, which enters no decision.
 const predictMiss = 0.40
 
-// farAhead says why width w is kept where the default is not measured at
+// farAhead says why width w takes the default's place where the default is not measured at
 // bucket b (a drift dropped what was, or the load moved here), or "":
 // w's lower bound beats the model's prediction of the default by more
 // than that miss could hide, taken the other way (the default
@@ -233,7 +260,7 @@ func (c Controller) farAhead(s *State, b, w, def int) string {
 		return ""
 	}
 	if lead, at, seen := c.leadElsewhere(s, b, w, def); seen && lead > loadReversal && c.on("ahead elsewhere") {
-		return fmt.Sprintf("width %d kept: default width %d is not measured at this load yet, and width %d ran %+.0f%% ahead of it at %s, beyond the %.0f points a change of load has been seen to take back", w, def, w, 100*lead, schedule.InFlight(s.Pair.Schedule[at].Range()), 100*loadReversal)
+		return fmt.Sprintf("width %d in the default's place: default width %d is not measured at this load yet, and width %d ran %+.0f%% ahead of it at %s, beyond the %.0f points a change of load has been seen to take back", w, def, w, 100*lead, schedule.InFlight(s.Pair.Schedule[at].Range()), 100*loadReversal)
 	}
 	p, okp := c.predict(s, b, def)
 	if !okp || p <= 0 {
@@ -241,7 +268,7 @@ func (c Controller) farAhead(s *State, b, w, def int) string {
 	}
 	need := 1/(1-predictMiss) - 1
 	if _, lo := c.gainLo(ew, Estimate{Width: def, Rate: p}); lo > need {
-		return fmt.Sprintf("width %d kept: default width %d is not measured at this load yet, and width %d's lower bound is %+.0f%% over the model's prediction of it, beyond the %+.0f%% the model's largest recorded miss could hide", w, def, w, 100*lo, 100*need)
+		return fmt.Sprintf("width %d in the default's place: default width %d is not measured at this load yet, and width %d's lower bound is %+.0f%% over the model's prediction of it, beyond the %+.0f%% the model's largest recorded miss could hide", w, def, w, 100*lo, 100*need)
 	}
 	return ""
 }

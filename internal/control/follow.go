@@ -54,9 +54,10 @@ func (c Controller) sample(s *State, o Observation) []Action {
 // prediction where a width lacks a measure, as a trial's is chosen by; ok
 // false (follow.PriorGain applies) when either is unknown or the
 // prediction is no gain. A switch to the default or to a trial is not
-// made for a gain: the default is the safe answer the rule returns to
-// when another width's gain is within the noise (a measured loss of the
-// default is within it too), and a trial is switched to to be measured
+// made for a gain: the default (or the width in its place, standsIn) is
+// the safe answer the rule returns to when another width's gain is within
+// the noise (a measured loss of the default is within it too), and a
+// trial is switched to to be measured
 // (the check under width 1 measured the default slower before); both take
 // the prediction or the prior. Infinite (the follower's shortest stay, one
 // window) for a judged trial's way back (Experiment.Back), a trial's width
@@ -84,7 +85,7 @@ func (c Controller) gain(s *State, from, to schedule.Bucket) (float64, bool, str
 	if s.Exp.Back != 0 && s.Exp.Bucket == b && s.Exp.Back == to.Width {
 		return math.Inf(1), true, "the way back from a judged trial, taken within a window"
 	}
-	safe := to.Width == c.defaultAt(to.Lo) || s.Exp.Kind == Trialing && s.Exp.Bucket == b && s.Exp.Width == to.Width
+	safe := to.Width == c.defaultAt(to.Lo) || s.Exp.Kind == Trialing && s.Exp.Bucket == b && s.Exp.Width == to.Width || c.standsIn(s, b, from.Width, to.Width)
 	ef, okF := c.estimate(s, b, from.Width)
 	et, okT := c.estimate(s, b, to.Width)
 	if c.strayTrial(s, b, from.Width, to.Width, okF, okT) {

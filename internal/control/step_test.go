@@ -1309,24 +1309,27 @@ func TestWithSpread(t *testing.T) {
 
 // Where the default has no measure at the load, a width that ran ahead of
 // it at another load by more than a change of load has taken back
-// (loadReversal) is the incumbent in its place: serve's follower keeps
-// it (unmeasuredHere), and the decision named the default it did not go
-// to and tried nothing (the sim's GB10: width 3 served each four-client
-// phase). Less far ahead, or with the rule off, the default stands.
+// (loadReversal) is the incumbent in its place: serve's follower leaves it
+// for the default only at the prior gain's stay, and the decision named
+// the default it did not go to and tried nothing (the sim's GB10: width 3
+// served each four-client phase). Less far ahead, or with the rule off,
+// the default stands; a trial's width is judged against the width it left.
 func TestStandInForAnUnmeasuredDefault(t *testing.T) {
 	for _, tc := range []struct {
-		name     string
-		at1, at4 map[int][]float64 // runs at one request in flight, at four
-		run      int
-		off      bool
-		want     int
-		why      string
+		name          string
+		at1, at4, at5 map[int][]float64 // runs at one request in flight, at four, at five to eight
+		run, trialOf  int               // the width serving; the width a trial of it left (0: none)
+		off           bool
+		want          int
+		why, not      string // in the reason, and not in it
 	}{
-		{"width 3 +64 % at one request: kept at four", map[int][]float64{16: {100}, 3: {164}}, map[int][]float64{3: {150}}, 3, false, 3, "width 3 ran +64% ahead of it at 1 request in flight, beyond the 28 points"},
-		{"+20 % at one request: a change of load can take that back", map[int][]float64{16: {100}, 3: {120}}, map[int][]float64{3: {150}}, 3, false, 16, "default width 16: not measured at this load yet"},
-		{"the rule off", map[int][]float64{16: {100}, 3: {164}}, map[int][]float64{3: {150}}, 3, true, 16, "default width 16: not measured at this load yet"},
-		{"a trial's width faster than it beyond the noise", map[int][]float64{16: {100}, 3: {164}}, map[int][]float64{3: {150}, 5: {200, 201}}, 5, false, 5, "width 5 measured +33.7% over width 3"},
-		{"a trial's width within its noise: back to it", map[int][]float64{16: {100}, 3: {164}}, map[int][]float64{3: {150}, 5: {151}}, 5, false, 3, "width 3 ran +64% ahead"},
+		{"width 3 +64 % at one request: kept at four", map[int][]float64{16: {100}, 3: {164}}, map[int][]float64{3: {150}}, nil, 3, 0, false, 3, "width 3 in the default's place: default width 16 is not measured at this load yet, and width 3 ran +64% ahead of it at 1 request in flight, beyond the 28 points", ""},
+		{"+20 % at one request: a change of load can take that back", map[int][]float64{16: {100}, 3: {120}}, map[int][]float64{3: {150}}, nil, 3, 0, false, 16, "default width 16: not measured at this load yet", ""},
+		{"the largest lead elsewhere counts", map[int][]float64{16: {100}, 3: {164}}, map[int][]float64{3: {150}}, map[int][]float64{16: {100}, 3: {110}}, 3, 0, false, 3, "ran +64% ahead of it at 1 request in flight", ""},
+		{"the rule off", map[int][]float64{16: {100}, 3: {164}}, map[int][]float64{3: {150}}, nil, 3, 0, true, 16, "default width 16: not measured at this load yet", ""},
+		{"a width faster than it beyond the noise", map[int][]float64{16: {100}, 3: {164}}, map[int][]float64{3: {150}, 5: {200, 201}}, nil, 5, 0, false, 5, "width 5 measured +33.7% over width 3", ""},
+		{"a width within its noise: back to it", map[int][]float64{16: {100}, 3: {164}}, map[int][]float64{3: {150}, 5: {151}}, nil, 5, 0, false, 3, "width 3 in the default's place", "the safe answer"},
+		{"a trial's width far ahead too, slower here: back to the width it left", map[int][]float64{16: {100}, 3: {164}, 5: {170}}, map[int][]float64{3: {150}, 5: {147}}, nil, 5, 3, false, 3, "width 3 in the default's place", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := Config{Default: schedule.Flat(16, "engine default"), SwitchS: 1}
@@ -1335,14 +1338,27 @@ func TestStandInForAnUnmeasuredDefault(t *testing.T) {
 			}
 			c := New(cfg)
 			s := measuredState(c, tc.at1)
-			for w, rates := range tc.at4 {
-				for i, r := range rates {
-					s.Pair.Buckets[1].Runs[w] = append(s.Pair.Buckets[1].Runs[w], rateRun(uint64(1000*w+i), r))
+			for b, runs := range map[int]map[int][]float64{1: tc.at4, 2: tc.at5} {
+				for w, rates := range runs {
+					for i, r := range rates {
+						s.Pair.Buckets[b].Runs[w] = append(s.Pair.Buckets[b].Runs[w], rateRun(uint64(1000*w+100*b+i), r))
+					}
 				}
 			}
+			if tc.trialOf != 0 {
+				s.Exp = Experiment{Kind: Trialing, Width: tc.run, From: tc.trialOf, Bucket: 1, Predicted: 160}
+			}
 			got, why := c.choose(&s, 1, tc.run, 16)
-			if got != tc.want || !strings.Contains(why, tc.why) {
-				t.Fatalf("choose: width %d (%s), want %d with %q", got, why, tc.want, tc.why)
+			if got != tc.want || !strings.Contains(why, tc.why) || tc.not != "" && strings.Contains(why, tc.not) {
+				t.Fatalf("choose: width %d (%s), want %d with %q, without %q", got, why, tc.want, tc.why, tc.not)
+			}
+			if tc.want == 16 || tc.want == tc.run {
+				return
+			}
+			// The follower switches to it as to the default: without a
+			// measured gain, which may be a loss within the noise.
+			if !c.standsIn(&s, 1, tc.run, tc.want) {
+				t.Errorf("width %d does not stand in for the follower", tc.want)
 			}
 		})
 	}
