@@ -74,13 +74,13 @@ func (a *controlAdapter) Sample(s Scrape) []Command {
 }
 
 func (a *controlAdapter) scrape(s Scrape) []Command {
-	secs := s.Counters.Served
+	secs, busy := s.Counters.Served, s.Counters.EngineSecs
 	if secs <= 0 {
-		secs = s.Counters.EngineSecs
+		secs, busy = s.Counters.EngineSecs, 0
 	}
 	return a.step(control.Observation{Kind: control.Scrape, Now: s.Now, Engine: s.Engine, Width: s.Width,
 		InFlight: s.InFlight, Counters: control.Counters{Cycles: s.Counters.Cycles, AtLeast: append([]float64(nil), s.Counters.AtLeast...),
-			Tokens: s.Counters.Tokens, Secs: secs}})
+			Tokens: s.Counters.Tokens, Secs: secs, Busy: busy}})
 }
 
 func (a *controlAdapter) step(o control.Observation) []Command {
@@ -179,6 +179,7 @@ var controlVariants = []struct {
 	{"no classic load", func(c *control.Config) { c.Off = map[string]bool{"classic load": true} }},
 	{"no far ahead", func(c *control.Config) { c.Off = map[string]bool{"far ahead": true} }},
 	{"no ahead elsewhere", func(c *control.Config) { c.Off = map[string]bool{"ahead elsewhere": true} }},
+	{"no wait", func(c *control.Config) { c.Off = map[string]bool{"wait": true} }},
 	{"no stray trial", func(c *control.Config) { c.Off = map[string]bool{"stray trial": true} }},
 	{"no way back", func(c *control.Config) { c.Off = map[string]bool{"way back": true} }},
 	{"no unmeasured here", func(c *control.Config) { c.Off = map[string]bool{"unmeasured here": true} }},

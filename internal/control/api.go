@@ -58,6 +58,10 @@ type Counters struct {
 	AtLeast []float64 // [k-1]: cycles accepting at least k draft tokens
 	Tokens  float64   // tokens generated
 	Secs    float64   // seconds requests were served, summed over requests
+	// Busy is the engine's own seconds generating, summed over requests
+	// (llama-server's tokens_predicted_seconds: no wait before decoding);
+	// 0 where unknown. Secs − Busy is the requests' wait (waitPerToken).
+	Busy float64
 }
 
 // BeforeLoads are the requests in flight whose rows (each times every
@@ -164,7 +168,9 @@ type Config struct {
 	// trial" (a trial's width left within a window once the load leaves
 	// its bucket), "way back" (a judged trial's way back taken within a
 	// window), "unmeasured here" (a width with no measure where the load
-	// sits left within a window for that bucket's width, loadReversal);
+	// sits left within a window for that bucket's width, loadReversal),
+	// "wait" (the requests' wait outside the engine's time priced in
+	// cycles, waitPerToken);
 	// serve turns "trials" off for adapt.trials = 0. Nil otherwise.
 	Off map[string]bool
 }

@@ -98,12 +98,13 @@ func (c Controller) addRun(s *State, b int, d Counters, now time.Time) Run {
 	r := &rs[i]
 	if r.Scrapes >= runWindow {
 		f := float64(runWindow-1) / runWindow
-		r.Tokens, r.Secs, r.Cycles = f*r.Tokens, f*r.Secs, f*r.Cycles
+		r.Tokens, r.Secs, r.Cycles, r.Busy = f*r.Tokens, f*r.Secs, f*r.Cycles, f*r.Busy
 		r.SumR, r.SumR2, r.SumT, r.SumT2 = f*r.SumR, f*r.SumR2, f*r.SumT, f*r.SumT2
 		r.Scrapes--
 	}
 	rate, tpc := d.Tokens/d.Secs, d.Tokens/math.Max(cycles, 1e-9)
 	r.Tokens, r.Secs, r.Cycles, r.Scrapes = r.Tokens+d.Tokens, r.Secs+d.Secs, r.Cycles+cycles, r.Scrapes+1
+	r.Busy += min(d.Busy, d.Secs)
 	r.SumR, r.SumR2, r.SumT, r.SumT2 = r.SumR+rate, r.SumR2+rate*rate, r.SumT+tpc, r.SumT2+tpc*tpc
 	r.At = now
 	bk.Runs[w] = rs

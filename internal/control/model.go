@@ -82,6 +82,9 @@ func (c Controller) draftFit(s *State, b int) (a, slope float64, ok bool) {
 		var secs, cycles float64
 		for _, r := range s.Pair.Buckets[b].Runs[w] {
 			secs, cycles = secs+r.Secs, cycles+r.Cycles
+			if r.Busy > 0 && c.waitPerToken(s, b) > 0 {
+				secs += r.Busy - r.Secs // the engine's own time: the wait is priced apart
+			}
 		}
 		xs, ds = append(xs, float64(w-1)), append(ds, math.Max(0, 1000*secs/cycles-v))
 	}
@@ -126,7 +129,36 @@ func (c Controller) predict(s *State, b, w int) (float64, bool) {
 	if !ok {
 		return 0, false
 	}
-	return 1000 * t / (v + a + slope*float64(w-1)), true
+	return 1000 / ((v + a + slope*float64(w-1)) * (1/t + c.waitPerToken(s, b))), true
+}
+
+// waitPerToken is what a request waits outside the engine's own time at
+// bucket b, in engine cycles per token generated, from the speculative
+// widths measured there: (served − busy seconds) per token over busy
+// seconds per cycle. With several requests in flight a request waits for
+// turns of the server loop, whose rounds are the width's cycles, so a
+// wide width's few cycles a request carry the same turns at a longer
+// cycle: on the sim's H200 cost (simcost's PickupSpec, 5.8 rounds a
+// request at four sequences) width 10 runs 9 % ahead of 17 at four
+// clients, where cycles alone put 17 ahead by 12 %. 0 at one request in
+// flight (what waits there, the prompt, costs no rounds) and where the
+// engine gives no time of its own.
+func (c Controller) waitPerToken(s *State, b int) float64 {
+	if !c.on("wait") || c.cfg.Buckets[b][0] <= 1 {
+		return 0
+	}
+	var wait, tok, busy, cyc float64
+	for w, rs := range s.Pair.Buckets[b].Runs {
+		for _, r := range rs {
+			if w >= 2 && r.Busy > 0 {
+				wait, tok, busy, cyc = wait+r.Secs-r.Busy, tok+r.Tokens, busy+r.Busy, cyc+r.Cycles
+			}
+		}
+	}
+	if tok <= 0 || busy <= 0 || wait <= 0 {
+		return 0
+	}
+	return wait * cyc / (tok * busy)
 }
 
 // pickTrial names a width to try at bucket b against base, the width

@@ -121,7 +121,10 @@ type Run struct {
 	// (summed over requests; for width 1 every token is one), over
 	// Scrapes scrapes.
 	Tokens, Secs, Cycles float64
-	Scrapes              int
+	// Busy is the engine's own seconds generating within Secs (0 where
+	// the engine does not say).
+	Busy    float64
+	Scrapes int
 	// SumR, SumR2: the sum and the sum of squares of each scrape's rate
 	// (tokens/secs), for the run's own standard error (batch means).
 	SumR, SumR2 float64

@@ -343,7 +343,7 @@ func checkRuns(lo, hi int, runs map[int][]Run) string {
 			return fmt.Sprintf("bucket %d-%d: width %d with %d runs", lo, hi, w, len(rs))
 		}
 		for _, r := range rs {
-			if !finite(r.Tokens, 0, 1e15) || !finite(r.Secs, 0, 1e12) || !finite(r.Cycles, 0, 1e15) || r.Scrapes < 0 || r.Scrapes > runWindow ||
+			if !finite(r.Tokens, 0, 1e15) || !finite(r.Secs, 0, 1e12) || !finite(r.Busy, 0, 1e12) || !finite(r.Cycles, 0, 1e15) || r.Scrapes < 0 || r.Scrapes > runWindow ||
 				!finite(r.SumR, 0, 1e12) || !finite(r.SumR2, 0, 1e18) || !finite(r.SumT, 0, 1e9) || !finite(r.SumT2, 0, 1e12) {
 				return fmt.Sprintf("bucket %d-%d: a run of width %d out of bounds", lo, hi, w)
 			}

@@ -221,8 +221,8 @@ func (c Controller) scrape(s *State, o Observation) []Action {
 // since is cur − base, ok false when a counter went backwards (the
 // engine restarted).
 func (cur Counters) since(base Counters) (d Counters, ok bool) {
-	d = Counters{Cycles: cur.Cycles - base.Cycles, Tokens: cur.Tokens - base.Tokens, Secs: cur.Secs - base.Secs}
-	if d.Cycles < 0 || d.Tokens < 0 || d.Secs < 0 || len(cur.AtLeast) < len(base.AtLeast) {
+	d = Counters{Cycles: cur.Cycles - base.Cycles, Tokens: cur.Tokens - base.Tokens, Secs: cur.Secs - base.Secs, Busy: cur.Busy - base.Busy}
+	if d.Cycles < 0 || d.Tokens < 0 || d.Secs < 0 || d.Busy < 0 || len(cur.AtLeast) < len(base.AtLeast) {
 		return Counters{}, false
 	}
 	d.AtLeast = make([]float64, len(cur.AtLeast))

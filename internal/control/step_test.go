@@ -1363,3 +1363,44 @@ func TestStandInForAnUnmeasuredDefault(t *testing.T) {
 		})
 	}
 }
+
+// A request's wait outside the engine's own time is priced in the engine's
+// cycles per token, from the speculative widths measured at the bucket
+// (served − busy seconds per token over busy seconds per cycle), so that
+// a wide width's longer cycle carries it: on the sim's H200 cost width 10
+// runs ahead of 17 at four clients only with it. Not at one request in
+// flight, not from classic, not where the engine gives no time of its
+// own, and not with the rule off.
+func TestWaitPerToken(t *testing.T) {
+	run := func(secs, busy float64) Run { // 1000 cycles of 15.4 tokens
+		return Run{Engine: 1, Tokens: 15_400, Cycles: 1000, Secs: secs, Busy: busy, Scrapes: 10}
+	}
+	for _, tc := range []struct {
+		name   string
+		bucket int
+		w      int
+		r      Run
+		off    bool
+		want   float64
+	}{
+		{"four clients: 20.9 s of wait over 30 s busy", 1, 17, run(50.9, 30), false, 20.9 / 15_400 / (30.0 / 1000)},
+		{"one request in flight", 0, 17, run(50.9, 30), false, 0},
+		{"classic's runs", 1, 1, run(50.9, 30), false, 0},
+		{"no time of the engine's own", 1, 17, run(50.9, 0), false, 0},
+		{"no wait", 1, 17, run(30, 30), false, 0},
+		{"the rule off", 1, 17, run(50.9, 30), true, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := Config{Default: schedule.Flat(4, "engine default")}
+			if tc.off {
+				cfg.Off = map[string]bool{"wait": true}
+			}
+			c := New(cfg)
+			s := c.Init(Pair{})
+			s.Pair.Buckets[tc.bucket].Runs[tc.w] = []Run{tc.r}
+			if got := c.waitPerToken(&s, tc.bucket); math.Abs(got-tc.want) > 1e-12 {
+				t.Errorf("waitPerToken = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

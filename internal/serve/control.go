@@ -490,12 +490,13 @@ func (sh *controlShell) scrape(ctx context.Context, now time.Time) (control.Obse
 		return control.Observation{}, fmt.Errorf("%w: the engine reports no acceptance by draft position; only the width it was given is served", adapt.ErrNotAdapting)
 	}
 	secs, _ := in.Backend.Served(0)
+	busy := snap.PredictSeconds // the engine's own: the wait before decoding is secs − busy
 	if secs <= 0 {
-		secs = snap.PredictSeconds // requests sent around the proxy: the engine's own seconds
+		secs, busy = snap.PredictSeconds, 0 // requests sent around the proxy: the engine's own seconds, no wait known
 	}
 	probed := sh.probed.Swap(false) || sh.probing.Load() > 0
 	return control.Observation{Kind: control.Scrape, Now: now, Engine: uint64(in.ID), Width: w, Probing: probed,
-		InFlight: float64(sh.rt.Generating()), Counters: control.Counters{Cycles: snap.Cycles, AtLeast: snap.PerPos, Tokens: snap.Predicted, Secs: secs}}, nil
+		InFlight: float64(sh.rt.Generating()), Counters: control.Counters{Cycles: snap.Cycles, AtLeast: snap.PerPos, Tokens: snap.Predicted, Secs: secs, Busy: busy}}, nil
 }
 
 // switchTo asks the runtime for the switch and answers the loop.
