@@ -45,7 +45,8 @@ func newLogger(w io.Writer, secrets *secret.Redactor, format, level string, gete
 	if color {
 		tf = time.TimeOnly
 	}
-	return slog.New(&screenHandler{next: tint.NewTextHandler(out, &tint.Options{Level: lv, NoColor: !color, TimeFormat: tf}), secrets: secrets, out: out})
+	th := tint.NewTextHandler(out, &tint.Options{Level: lv, NoColor: !color, TimeFormat: tf})
+	return slog.New(&screenHandler{next: th, bare: th, secrets: secrets, out: out})
 }
 
 // logNotices logs the settings' notices at their own level: a warning (an

@@ -36,7 +36,12 @@ const (
 // several lines on as many, and a value longer than a line is cut saying
 // how long it was. JSON output is not wrapped: it keeps every field.
 type screenHandler struct {
-	next  slog.Handler
+	next slog.Handler
+	// bare is next before any WithAttrs or WithGroup: a long message's
+	// lines but its last go through it, so that the logger's own
+	// attributes (component=adapt) end the message, not each of its lines
+	// (an operator's pass: "… no component=adapt" / "  trial: …").
+	bare  slog.Handler
 	attrs []slog.Attr // from WithAttrs, for measuring: next already has them
 	// secrets are the keys the output writer redacts: a record is redacted
 	// before it is cut or wrapped, where a key cut in two would match
@@ -97,11 +102,11 @@ func (h *screenHandler) Enabled(ctx context.Context, l slog.Level) bool {
 }
 
 func (h *screenHandler) WithAttrs(as []slog.Attr) slog.Handler {
-	return &screenHandler{next: h.next.WithAttrs(as), attrs: append(h.attrs[:len(h.attrs):len(h.attrs)], as...), secrets: h.secrets, out: h.out}
+	return &screenHandler{next: h.next.WithAttrs(as), bare: h.bare, attrs: append(h.attrs[:len(h.attrs):len(h.attrs)], as...), secrets: h.secrets, out: h.out}
 }
 
 func (h *screenHandler) WithGroup(name string) slog.Handler {
-	return &screenHandler{next: h.next.WithGroup(name), attrs: h.attrs, secrets: h.secrets, out: h.out}
+	return &screenHandler{next: h.next.WithGroup(name), bare: h.bare, attrs: h.attrs, secrets: h.secrets, out: h.out}
 }
 
 func (h *screenHandler) Handle(ctx context.Context, r slog.Record) error {
@@ -211,8 +216,12 @@ func (h *screenHandler) handleLong(ctx context.Context, r slog.Record) error {
 			lines = append(lines, l)
 		}
 	}
-	for _, l := range lines {
-		if err := h.next.Handle(ctx, slog.NewRecord(r.Time, r.Level, l, r.PC)); err != nil {
+	for i, l := range lines {
+		next := h.next
+		if i < len(lines)-1 && h.bare != nil {
+			next = h.bare
+		}
+		if err := next.Handle(ctx, slog.NewRecord(r.Time, r.Level, l, r.PC)); err != nil {
 			return err
 		}
 	}

@@ -318,3 +318,21 @@ func TestOwnLineAttrEscapesControls(t *testing.T) {
 		t.Errorf("log:\n%q", out)
 	}
 }
+
+// A logger's own attributes (component=adapt) end a long message, not
+// each of its lines: "… no component=adapt" / "  trial: …" broke the
+// sentence and a grep for it (an operator's pass).
+func TestLongMessageKeepsItsAttrsToTheEnd(t *testing.T) {
+	var buf bytes.Buffer
+	log := newLogger(&buf, nil, "text", "info", func(string) string { return "" }).With("component", "adapt")
+	log.Info("adapt: stay at width 1 at 2-4 requests in flight: " + strings.Repeat("width 1 measured +26.7% over default width 16; ", 6) + "no trial")
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	for i, l := range lines {
+		if has := strings.Contains(l, "component=adapt"); has != (i == len(lines)-1) {
+			t.Errorf("line %d of %d has component=adapt %v: %s", i+1, len(lines), has, l)
+		}
+	}
+	if len(lines) < 2 {
+		t.Fatalf("the message did not wrap:\n%s", buf.String())
+	}
+}

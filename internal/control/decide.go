@@ -78,11 +78,26 @@ func (c Controller) decide(s *State, b int, now time.Time) []Action {
 		s.Engine.Last.Reason = why
 	}
 	msg := fmt.Sprintf("adapt: stay at width %d at %s: %s", run, schedule.InFlight(sb.Range()), why)
-	if shape := stayShape(msg); shape != s.Engine.Stay || now.Sub(s.Engine.StayAt) >= stayRepeat {
-		s.Engine.Stay, s.Engine.StayAt = shape, now
+	if s.Engine.stayDue(stayShape(msg), now) {
 		acts = append(acts, Action{Op: Log, Msg: msg})
 	}
 	return acts
+}
+
+// stayDue says whether a stay of this shape is logged at now (none of it
+// within stayRepeat), and marks it logged when it is.
+func (e *Engine) stayDue(shape string, now time.Time) bool {
+	i := slices.IndexFunc(e.Stays, func(m StayMark) bool { return m.Shape == shape })
+	switch {
+	case i >= 0 && now.Sub(e.Stays[i].At) < stayRepeat:
+		return false
+	case i >= 0:
+		e.Stays = slices.Delete(e.Stays, i, i+1)
+	case len(e.Stays) >= maxStays:
+		e.Stays = e.Stays[1:]
+	}
+	e.Stays = append(e.Stays, StayMark{Shape: shape, At: now})
+	return true
 }
 
 // stayRepeat is how often the same stay is logged again: it was logged

@@ -156,11 +156,22 @@ type Engine struct {
 	// Counted is the scrapes it has counted; Decided is Counted at its
 	// last decision.
 	Counted, Decided int
-	// Stay is the last stay line's shape (stayShape) and StayAt when it
-	// was logged: the same stay is not logged again within stayRepeat.
-	Stay   string
-	StayAt time.Time
+	// Stays are the stay lines logged lately, by shape (stayShape): the
+	// same stay is not logged again within stayRepeat, also where stays at
+	// two loads alternate (an operator's pass saw one stay every 90 s,
+	// with the other load's between). At most maxStays, the oldest dropped.
+	Stays []StayMark
 }
+
+// StayMark is a stay line's shape and when it was last logged.
+type StayMark struct {
+	Shape string
+	At    time.Time
+}
+
+// maxStays bounds Engine.Stays: a stay a bucket, for the few buckets a
+// schedule has, and their alternatives.
+const maxStays = 16
 
 // Decision is one decision, as the status shows it.
 type Decision struct {
@@ -246,6 +257,7 @@ func (s State) clone() State {
 	s.Engine.Base.AtLeast = slices.Clone(s.Engine.Base.AtLeast)
 	s.Engine.Recent, s.Engine.RecentCycles = slices.Clone(s.Engine.Recent), slices.Clone(s.Engine.RecentCycles)
 	s.Engine.RecentPos = slices.Clone(s.Engine.RecentPos) // its rows are never written in place
+	s.Engine.Stays = slices.Clone(s.Engine.Stays)
 	s.Load.Samples = slices.Clone(s.Load.Samples)
 	s.Follow.State = s.Follow.State.Clone()
 	s.Probe.Skipped = slices.Clone(s.Probe.Skipped)

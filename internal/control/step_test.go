@@ -1404,3 +1404,32 @@ func TestWaitPerToken(t *testing.T) {
 		})
 	}
 }
+
+// Stays at two loads that alternate are each logged once until
+// stayRepeat, where one remembered shape logged each at every turn; the
+// marks are bounded.
+func TestStayDue(t *testing.T) {
+	var e Engine
+	for i, tc := range []struct {
+		shape string
+		at    time.Duration
+		want  bool
+	}{
+		{"stay at 1", 0, true},
+		{"stay at 2-4", 40 * time.Second, true},
+		{"stay at 1", 80 * time.Second, false},
+		{"stay at 2-4", 120 * time.Second, false},
+		{"stay at 1", stayRepeat, true},
+		{"stay at 1", stayRepeat + time.Second, false},
+	} {
+		if got := e.stayDue(tc.shape, t0.Add(tc.at)); got != tc.want {
+			t.Errorf("step %d: %q at %v logged %v, want %v", i, tc.shape, tc.at, got, tc.want)
+		}
+	}
+	for i := range 3 * maxStays {
+		e.stayDue(fmt.Sprint("shape ", i), t0)
+	}
+	if len(e.Stays) != maxStays {
+		t.Errorf("%d marks, want at most %d", len(e.Stays), maxStays)
+	}
+}
