@@ -80,11 +80,17 @@ func (c Controller) draftFit(s *State, b int) (a, slope float64, ok bool) {
 			continue
 		}
 		var secs, cycles float64
+		priced := c.waitPerToken(s, b) > 0
 		for _, r := range s.Pair.Buckets[b].Runs[w] {
-			secs, cycles = secs+r.Secs, cycles+r.Cycles
-			if r.Busy > 0 && c.waitPerToken(s, b) > 0 {
-				secs += r.Busy - r.Secs // the engine's own time: the wait is priced apart
-			}
+			switch {
+			case !priced:
+				secs, cycles = secs+r.Secs, cycles+r.Cycles
+			case r.Busy > 0: // the engine's own time: the wait is priced apart
+				secs, cycles = secs+r.Busy, cycles+r.Cycles
+			} // a run without it (an older state's) would count its wait twice
+		}
+		if cycles <= 0 {
+			continue
 		}
 		xs, ds = append(xs, float64(w-1)), append(ds, math.Max(0, 1000*secs/cycles-v))
 	}
@@ -134,31 +140,33 @@ func (c Controller) predict(s *State, b, w int) (float64, bool) {
 
 // waitPerToken is what a request waits outside the engine's own time at
 // bucket b, in engine cycles per token generated, from the speculative
-// widths measured there: (served − busy seconds) per token over busy
-// seconds per cycle. With several requests in flight a request waits for
-// turns of the server loop, whose rounds are the width's cycles, so a
-// wide width's few cycles a request carry the same turns at a longer
-// cycle: on the sim's H200 cost (simcost's PickupSpec, 5.8 rounds a
-// request at four sequences) width 10 runs 9 % ahead of 17 at four
-// clients, where cycles alone put 17 ahead by 12 %. 0 at one request in
-// flight (what waits there, the prompt, costs no rounds) and where the
-// engine gives no time of its own.
+// widths measured there: each run's served − busy seconds in its own
+// cycles (busy seconds per cycle), over the tokens (pooling seconds and
+// cycles across widths first weighted a wide width's long cycles by its
+// many tokens: +37 % with widths 2 and 17, a review's computation). With
+// several requests in flight a request waits for turns of the server
+// loop, whose rounds are the width's cycles, so a wide width's few cycles
+// a request carry the same turns at a longer cycle: on the sim's H200
+// cost (simcost's PickupSpec, 5.8 rounds a request at four sequences)
+// width 10 runs 9 % ahead of 17 at four clients, where cycles alone put
+// 17 ahead by 12 %. 0 at one request in flight (what waits there, the
+// prompt, costs no rounds) and where the engine gives no time of its own.
 func (c Controller) waitPerToken(s *State, b int) float64 {
 	if !c.on("wait") || c.cfg.Buckets[b][0] <= 1 {
 		return 0
 	}
-	var wait, tok, busy, cyc float64
+	var wait, tok float64
 	for w, rs := range s.Pair.Buckets[b].Runs {
 		for _, r := range rs {
-			if w >= 2 && r.Busy > 0 {
-				wait, tok, busy, cyc = wait+r.Secs-r.Busy, tok+r.Tokens, busy+r.Busy, cyc+r.Cycles
+			if w >= 2 && r.Busy > 0 && r.Secs > r.Busy {
+				wait, tok = wait+(r.Secs-r.Busy)*r.Cycles/r.Busy, tok+r.Tokens
 			}
 		}
 	}
-	if tok <= 0 || busy <= 0 || wait <= 0 {
+	if tok <= 0 || wait <= 0 {
 		return 0
 	}
-	return wait * cyc / (tok * busy)
+	return wait / tok
 }
 
 // pickTrial names a width to try at bucket b against base, the width

@@ -1405,6 +1405,38 @@ func TestWaitPerToken(t *testing.T) {
 	}
 }
 
+// Runs of two widths whose requests wait the same 5.8 rounds of their own
+// width's cycle give that wait, 5.8 rounds over 128 tokens (pooling their
+// seconds and cycles first gave 37 % more); a run without the engine's
+// own time is left out of the drafting fit, where its wait would count
+// twice.
+func TestWaitAcrossWidths(t *testing.T) {
+	const rounds, reqTokens, reqs = 5.8, 128.0, 100.0
+	mk := func(engine uint64, t, cycleMS float64, busy bool) Run {
+		cycles := reqs * reqTokens / t
+		r := Run{Engine: engine, Tokens: reqs * reqTokens, Cycles: cycles, Busy: cycles * cycleMS / 1000, Scrapes: 10}
+		r.Secs = r.Busy + reqs*rounds*cycleMS/1000
+		if !busy {
+			r.Busy = 0
+		}
+		return r
+	}
+	c := New(Config{Default: schedule.Flat(4, "engine default"), MinCycles: 16})
+	s := c.Init(Pair{})
+	s.Pair.Buckets[1].Runs[2] = []Run{mk(1, 1.9, 10, true)}
+	s.Pair.Buckets[1].Runs[17] = []Run{mk(2, 15.4, 30, true)}
+	if got, want := c.waitPerToken(&s, 1), rounds/reqTokens; math.Abs(got-want) > 1e-12 {
+		t.Errorf("waitPerToken = %v, want %v", got, want)
+	}
+	s.Pair.Verify = map[int]float64{8: 6, 68: 20}
+	s.Pair.Buckets[1].N = 4
+	a0, s0, _ := c.draftFit(&s, 1)
+	s.Pair.Buckets[1].Runs[17] = append(s.Pair.Buckets[1].Runs[17], mk(3, 15.4, 30, false))
+	if a1, s1, _ := c.draftFit(&s, 1); math.Abs(a1-a0) > 1e-9 || math.Abs(s1-s0) > 1e-9 {
+		t.Errorf("draftFit with a run without the engine's time: %v + %v·x, want %v + %v·x", a1, s1, a0, s0)
+	}
+}
+
 // Stays at two loads that alternate are each logged once until
 // stayRepeat, where one remembered shape logged each at every turn; the
 // marks are bounded.
