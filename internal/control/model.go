@@ -149,7 +149,10 @@ func (c Controller) predict(s *State, b, w int) (float64, bool) {
 // a request carry the same turns at a longer cycle: on the sim's H200
 // cost (simcost's PickupSpec, 5.8 rounds a request at four sequences)
 // width 10 runs 9 % ahead of 17 at four clients, where cycles alone put
-// 17 ahead by 12 %. 0 at one request in flight (what waits there, the
+// 17 ahead by 12 %; on the H200 at four clients, clients got 0.96-0.98 of
+// the rate llama-server's own timings promise at classic and 0.85-0.93 at
+// widths 2-8 (docs/design/adaptive.md, the rate's definition). 0 at one
+// request in flight (what waits there, the
 // prompt, costs no rounds) and where the engine gives no time of its own.
 func (c Controller) waitPerToken(s *State, b int) float64 {
 	if !c.on("wait") || c.cfg.Buckets[b][0] <= 1 {
