@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -331,5 +332,60 @@ func TestOwnPort(t *testing.T) {
 		if got := ownPort(c.addr, c.held); got != c.want {
 			t.Errorf("ownPort(%q, %q) = %v, want %v", c.addr, c.held, got, c.want)
 		}
+	}
+}
+
+// A one-port move whose port another process holds for an instant, after
+// the listener in force gave it up, binds it once it is free; where the new
+// address stays taken, the old one is taken back, also after an instant
+// taken (a CI run lost both at once, and the proxy listened nowhere).
+func TestOnePortMoveOutlastsAnInstantsHolder(t *testing.T) {
+	for _, c := range []struct {
+		name             string
+		busyNew, busyOld int    // binds that fail after the listener in force closed, of each address
+		wantAddr         string // where the proxy ends: "new" or "old"
+	}{
+		{"the new address free on its third try", 2, 0, "new"},
+		{"the new address taken: the old one back", 1000, 0, "old"},
+		{"the old one back on its fourth try", 1000, 3, "old"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			port := testenv.Port(t)
+			oldAddr, newAddr := fmt.Sprintf("127.0.0.1:%d", port), fmt.Sprintf("0.0.0.0:%d", port)
+			log := slog.New(slog.NewTextHandler(io.Discard, nil))
+			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})
+			sl := newSlots(connCap())
+			srv, err := serveHTTP(oldAddr, h, sl, log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pb := &public{h: h, log: log, addr: oldAddr, srv: srv, slots: sl}
+			defer func() { pb.mu.Lock(); pb.srv.shutdown(time.Second); pb.mu.Unlock() }()
+			calls := map[string]int{}
+			pb.bind = func(addr string) (*httpServer, error) {
+				calls[addr]++
+				busy := map[string]int{newAddr: c.busyNew, oldAddr: c.busyOld}[addr]
+				if addr == newAddr && calls[addr] == 1 {
+					return serveHTTP(addr, h, sl, log) // the listener in force holds the port: in use
+				}
+				if n := calls[addr] - 1; addr == newAddr && n <= busy || addr == oldAddr && n < busy {
+					return nil, fmt.Errorf("listen tcp %s: %w", addr, syscall.EADDRINUSE)
+				}
+				return serveHTTP(addr, h, sl, log)
+			}
+			pb.mu.Lock()
+			err = pb.moveLocked(newAddr)
+			got := pb.addr
+			pb.mu.Unlock()
+			want := map[string]string{"new": newAddr, "old": oldAddr}[c.wantAddr]
+			if got != want || (c.wantAddr == "new") != (err == nil) {
+				t.Fatalf("after the move the proxy is at %s (err %v), want %s", got, err, want)
+			}
+			conn, derr := net.DialTimeout("tcp", oldAddr, 10*time.Second) // 0.0.0.0 answers on loopback too
+			if derr != nil {
+				t.Fatalf("the proxy answers on no address: %v", derr)
+			}
+			conn.Close()
+		})
 	}
 }

@@ -40,6 +40,39 @@ type public struct {
 	// open ones finishing (a stream on the old address is never cut by
 	// the move).
 	retiring []*httpServer
+	// bind listens at an address: serveHTTP, or a test's.
+	bind func(addr string) (*httpServer, error)
+}
+
+// A one-port move closes the listener in force before it binds the port
+// again, and a port just released can be held for an instant by another
+// process probing it (a CI run: both the new address and the old one
+// answered "address already in use", and the proxy no longer listened).
+// So the move tries the new address moveTries times and the old one
+// takeBackTries times, bindPause apart: at most 0.1 s and 1 s.
+const (
+	moveTries     = 5
+	takeBackTries = 50
+	bindPause     = 20 * time.Millisecond
+)
+
+// listen binds addr, tries times while it is in use (one-port moves).
+func (pb *public) listen(addr string, tries int) (*httpServer, error) {
+	bind := pb.bind
+	if bind == nil {
+		bind = func(addr string) (*httpServer, error) { return serveHTTP(addr, pb.h, pb.slots, pb.log) }
+	}
+	var err error
+	for i := range tries {
+		if i > 0 {
+			time.Sleep(bindPause)
+		}
+		var srv *httpServer
+		if srv, err = bind(addr); err == nil || !errors.Is(err, syscall.EADDRINUSE) {
+			return srv, err
+		}
+	}
+	return nil, err
 }
 
 func addrOf(p *plan.Plan) string {
@@ -158,11 +191,11 @@ func (pb *public) withdraw(inForce, dropped, under *plan.Plan) {
 // address cannot be bound the old one is taken back.
 func (pb *public) moveLocked(addr string) error {
 	old, oldAddr := pb.srv, pb.addr
-	srv, err := serveHTTP(addr, pb.h, pb.slots, pb.log)
+	srv, err := pb.listen(addr, 1)
 	if err != nil && errors.Is(err, syscall.EADDRINUSE) && ownPort(addr, oldAddr) {
 		old.closeListener()
-		if srv, err = serveHTTP(addr, pb.h, pb.slots, pb.log); err != nil {
-			back, berr := serveHTTP(oldAddr, pb.h, pb.slots, pb.log)
+		if srv, err = pb.listen(addr, moveTries); err != nil {
+			back, berr := pb.listen(oldAddr, takeBackTries)
 			if berr != nil {
 				return fmt.Errorf("%s is not available (%w), and the old address %s could not be taken back (%v): it no longer accepts connections; restart speclaunch", addr, err, oldAddr, berr)
 			}
