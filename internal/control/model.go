@@ -161,8 +161,8 @@ func (c Controller) waitPerToken(s *State, b int) float64 {
 	var wait, tok float64
 	for w, rs := range s.Pair.Buckets[b].Runs {
 		for _, r := range rs {
-			if w >= 2 && r.Busy > 0 && r.Secs > r.Busy {
-				wait, tok = wait+(r.Secs-r.Busy)*r.Cycles/r.Busy, tok+r.Tokens
+			if w >= 2 && r.Busy > 0 { // a run that waited nothing counts its tokens too
+				wait, tok = wait+max(0, r.Secs-r.Busy)*r.Cycles/r.Busy, tok+r.Tokens
 			}
 		}
 	}

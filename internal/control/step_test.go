@@ -1428,6 +1428,13 @@ func TestWaitAcrossWidths(t *testing.T) {
 	if got, want := c.waitPerToken(&s, 1), rounds/reqTokens; math.Abs(got-want) > 1e-12 {
 		t.Errorf("waitPerToken = %v, want %v", got, want)
 	}
+	idle := mk(4, 15.4, 30, true)
+	idle.Secs = idle.Busy // a third run of as many tokens that waited nothing: a third less wait a token
+	s.Pair.Buckets[1].Runs[17] = append(s.Pair.Buckets[1].Runs[17], idle)
+	if got, want := c.waitPerToken(&s, 1), rounds/reqTokens*2/3; math.Abs(got-want) > 1e-12 {
+		t.Errorf("waitPerToken with a run that waited nothing = %v, want %v", got, want)
+	}
+	s.Pair.Buckets[1].Runs[17] = s.Pair.Buckets[1].Runs[17][:1]
 	s.Pair.Verify = map[int]float64{8: 6, 68: 20}
 	s.Pair.Buckets[1].N = 4
 	a0, s0, _ := c.draftFit(&s, 1)
