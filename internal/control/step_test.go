@@ -445,14 +445,19 @@ func TestCountersSince(t *testing.T) {
 		cur, old Counters
 		ok       bool
 	}{
-		{"grows", Counters{Cycles: 10, Tokens: 20, Secs: 1, AtLeast: []float64{5, 2}}, Counters{Cycles: 5, Tokens: 8, AtLeast: []float64{2}}, true},
+		{"grows", Counters{Cycles: 10, Tokens: 20, Secs: 1, Busy: 0.5, AtLeast: []float64{5, 2}}, Counters{Cycles: 5, Tokens: 8, Busy: 0.25, AtLeast: []float64{2}}, true},
 		{"restarted", Counters{Cycles: 1}, Counters{Cycles: 5}, false},
 		{"a family shrank", Counters{Cycles: 10, AtLeast: []float64{1}}, Counters{Cycles: 5, AtLeast: []float64{1, 1}}, false},
 		{"a position went back", Counters{Cycles: 10, AtLeast: []float64{1}}, Counters{Cycles: 5, AtLeast: []float64{2}}, false},
+		{"the engine's own seconds went back", Counters{Cycles: 10, Secs: 5, Busy: 1}, Counters{Cycles: 5, Secs: 2, Busy: 2}, false},
 	}
 	for _, tc := range cases {
-		if _, ok := tc.cur.since(tc.old); ok != tc.ok {
+		d, ok := tc.cur.since(tc.old)
+		if ok != tc.ok {
 			t.Errorf("%s: ok %v, want %v", tc.name, ok, tc.ok)
+		}
+		if ok && d.Busy != tc.cur.Busy-tc.old.Busy {
+			t.Errorf("%s: busy %v, want %v", tc.name, d.Busy, tc.cur.Busy-tc.old.Busy)
 		}
 	}
 }
@@ -1470,5 +1475,49 @@ func TestStayDue(t *testing.T) {
 	}
 	if len(e.Stays) != maxStays {
 		t.Errorf("%d marks, want at most %d", len(e.Stays), maxStays)
+	}
+}
+
+// With the wait priced, the model ranks widths at four requests as the
+// sim's cost does (simcost's h200 drafting and pickup: width 10 ahead of
+// 17), from runs of widths 4 and 17 whose requests each wait 5.8 rounds;
+// without it, the wait folded into the drafting cost puts 17 ahead.
+func TestPredictPricesTheWait(t *testing.T) {
+	const rounds, reqTokens, reqs = 5.8, 128.0, 100.0
+	verify := map[int]float64{16: 6.0, 40: 7.83, 68: 9.93}
+	tpc := func(w int) float64 { return 1 + 0.9*float64(w-1) }
+	cycle := func(w int) float64 { return 1.5 + 1.16*float64(w-1) + verify[4*w] } // engine ms a cycle of four
+	truth := func(w int) float64 { return 1000 / (cycle(w) * (1/tpc(w) + rounds/reqTokens)) }
+	for _, off := range []bool{false, true} {
+		cfg := Config{Default: schedule.Flat(4, "engine default")}
+		if off {
+			cfg.Off = map[string]bool{"wait": true}
+		}
+		c := New(cfg)
+		s := c.Init(Pair{})
+		s.Pair.Verify = verify
+		for range 16 {
+			s.Pair.Acc, s.Pair.Cycles = append(s.Pair.Acc, 0.9e6), append(s.Pair.Cycles, 1e6)
+		}
+		s.Pair.Buckets[1].N = 4
+		for i, w := range []int{4, 17} {
+			cycles := reqs * reqTokens / tpc(w)
+			r := Run{Engine: uint64(i + 1), Tokens: reqs * reqTokens, Cycles: cycles, Busy: cycles * cycle(w) / 1000, Scrapes: 30}
+			r.Secs = r.Busy + reqs*rounds*cycle(w)/1000
+			rate := r.Tokens / r.Secs
+			r.SumR, r.SumR2 = 30*rate, 30*rate*rate*1.0001
+			s.Pair.Buckets[1].Runs[w] = []Run{r}
+		}
+		p10, ok10 := c.predict(&s, 1, 10)
+		p17, ok17 := c.predict(&s, 1, 17)
+		if !ok10 || !ok17 {
+			t.Fatalf("wait off %v: no prediction (%v, %v)", off, ok10, ok17)
+		}
+		switch {
+		case !off && (math.Abs(p10/truth(10)-1) > 1e-9 || math.Abs(p17/truth(17)-1) > 1e-9):
+			t.Errorf("with the wait: width 10 %.1f, 17 %.1f tokens/s a request, want the cost's %.1f and %.1f", p10, p17, truth(10), truth(17))
+		case off && p10 >= p17:
+			t.Errorf("without the wait: width 10 %.1f ahead of 17 %.1f; the test no longer shows what the wait changes", p10, p17)
+		}
 	}
 }

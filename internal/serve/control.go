@@ -460,6 +460,18 @@ func (sh *controlShell) followDefault(s control.State, serving *plan.Plan) contr
 	return s
 }
 
+// servedSecs are a scrape's seconds served and the engine's own within
+// them (the wait before decoding is the difference, which the controller
+// prices): the proxy's and llama-server's tokens_predicted_seconds; where
+// the proxy counted none (requests sent around it), the engine's own, and
+// no wait known.
+func servedSecs(proxy, engine float64) (secs, busy float64) {
+	if proxy <= 0 {
+		return engine, 0
+	}
+	return proxy, engine
+}
+
 // scrape reads the serving engine's counters and its load
 // (Runtime.Generating).
 func (sh *controlShell) scrape(ctx context.Context, now time.Time) (control.Observation, error) {
@@ -489,11 +501,8 @@ func (sh *controlShell) scrape(ctx context.Context, now time.Time) (control.Obse
 	if w >= 2 && snap.Cycles > 0 && !snap.HasPerPos {
 		return control.Observation{}, fmt.Errorf("%w: the engine reports no acceptance by draft position; only the width it was given is served", adapt.ErrNotAdapting)
 	}
-	secs, _ := in.Backend.Served(0)
-	busy := snap.PredictSeconds // the engine's own: the wait before decoding is secs − busy
-	if secs <= 0 {
-		secs, busy = snap.PredictSeconds, 0 // requests sent around the proxy: the engine's own seconds, no wait known
-	}
+	served, _ := in.Backend.Served(0)
+	secs, busy := servedSecs(served, snap.PredictSeconds)
 	probed := sh.probed.Swap(false) || sh.probing.Load() > 0
 	return control.Observation{Kind: control.Scrape, Now: now, Engine: uint64(in.ID), Width: w, Probing: probed,
 		InFlight: float64(sh.rt.Generating()), Counters: control.Counters{Cycles: snap.Cycles, AtLeast: snap.PerPos, Tokens: snap.Predicted, Secs: secs, Busy: busy}}, nil
