@@ -349,11 +349,7 @@ func TestStepDriftByLoad(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := Config{Default: schedule.Flat(4, "default")}
-			if tc.off {
-				cfg.Off = map[string]bool{"bucket acceptance": true}
-			}
-			c := New(cfg)
+			c := newWithOff(Config{Default: schedule.Flat(4, "default")}, "bucket acceptance", tc.off)
 			s := measuredState(c, nil)
 			e := &fakeEngine{gen: 1, width: 4, s: tc.s1, ms: 5, n: tc.n1, now: t0}
 			s, _ = run(c, s, e, 40)
@@ -865,11 +861,7 @@ func TestStepProbeApart(t *testing.T) {
 		{"apart", false, 0},
 		{"rule off", true, 1},
 	} {
-		cfg := Config{Default: schedule.Flat(4, "default")}
-		if tc.off {
-			cfg.Off = map[string]bool{"probe apart": true}
-		}
-		c := New(cfg)
+		c := newWithOff(Config{Default: schedule.Flat(4, "default")}, "probe apart", tc.off)
 		e := &fakeEngine{gen: 1, width: 4, s: 0.7, ms: 5, n: 1, now: t0}
 		s, _ := run(c, c.Init(Pair{}), e, 6)
 		scrapes := func(s State) int {
@@ -1182,11 +1174,7 @@ func TestNoTrialTheCapCannotUndo(t *testing.T) {
 // passes; with "retrial" off, it is not.
 func TestRetrialOfAWidthAheadInsideTheNoise(t *testing.T) {
 	for _, off := range []bool{false, true} {
-		cfg := Config{Default: schedule.Flat(4, "default")}
-		if off {
-			cfg.Off = map[string]bool{"retrial": true}
-		}
-		c := New(cfg)
+		c := newWithOff(Config{Default: schedule.Flat(4, "default")}, "retrial", off)
 		s := c.Init(Pair{})
 		e := &fakeEngine{gen: 1, width: 4, s: 0.1, ms: 5, n: 1, now: t0}
 		s = probed(c, s, e, func(r int) float64 { return 2 + 0.5*float64(r) })
@@ -1337,11 +1325,7 @@ func TestStandInForAnUnmeasuredDefault(t *testing.T) {
 		{"a trial's width far ahead too, slower here: back to the width it left", map[int][]float64{16: {100}, 3: {164}, 5: {170}}, map[int][]float64{3: {150}, 5: {147}}, nil, 5, 3, false, 3, "width 3 in the default's place", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := Config{Default: schedule.Flat(16, "engine default"), SwitchS: 1}
-			if tc.off {
-				cfg.Off = map[string]bool{"ahead elsewhere": true}
-			}
-			c := New(cfg)
+			c := newWithOff(Config{Default: schedule.Flat(16, "engine default"), SwitchS: 1}, "ahead elsewhere", tc.off)
 			s := measuredState(c, tc.at1)
 			for b, runs := range map[int]map[int][]float64{1: tc.at4, 2: tc.at5} {
 				for w, rates := range runs {
@@ -1396,11 +1380,7 @@ func TestWaitPerToken(t *testing.T) {
 		{"the rule off", 1, 17, run(50.9, 30), true, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := Config{Default: schedule.Flat(4, "engine default")}
-			if tc.off {
-				cfg.Off = map[string]bool{"wait": true}
-			}
-			c := New(cfg)
+			c := newWithOff(Config{Default: schedule.Flat(4, "engine default")}, "wait", tc.off)
 			s := c.Init(Pair{})
 			s.Pair.Buckets[tc.bucket].Runs[tc.w] = []Run{tc.r}
 			if got := c.waitPerToken(&s, tc.bucket); math.Abs(got-tc.want) > 1e-12 {
@@ -1489,11 +1469,7 @@ func TestPredictPricesTheWait(t *testing.T) {
 	cycle := func(w int) float64 { return 1.5 + 1.16*float64(w-1) + verify[4*w] } // engine ms a cycle of four
 	truth := func(w int) float64 { return 1000 / (cycle(w) * (1/tpc(w) + rounds/reqTokens)) }
 	for _, off := range []bool{false, true} {
-		cfg := Config{Default: schedule.Flat(4, "engine default")}
-		if off {
-			cfg.Off = map[string]bool{"wait": true}
-		}
-		c := New(cfg)
+		c := newWithOff(Config{Default: schedule.Flat(4, "engine default")}, "wait", off)
 		s := c.Init(Pair{})
 		s.Pair.Verify = verify
 		for range 16 {
@@ -1520,4 +1496,12 @@ func TestPredictPricesTheWait(t *testing.T) {
 			t.Errorf("without the wait: width 10 %.1f ahead of 17 %.1f; the test no longer shows what the wait changes", p10, p17)
 		}
 	}
+}
+
+// newWithOff is the controller of cfg with rule turned off where off says.
+func newWithOff(cfg Config, rule string, off bool) Controller {
+	if off {
+		cfg.Off = map[string]bool{rule: true}
+	}
+	return New(cfg)
 }
