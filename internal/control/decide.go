@@ -257,9 +257,9 @@ func (c Controller) standsIn(s *State, b, from, w int) bool {
 // not the live TrialError, which enters no decision.
 const predictMiss = 0.40
 
-// farAhead says why width w takes the default's place where the default is not measured at
-// bucket b (a drift dropped what was, or the load moved here), or "":
-// w's lower bound beats the model's prediction of the default by more
+// farAhead says why width w takes the default's place where the default
+// is not measured at bucket b (a drift dropped what was, or the load moved
+// here), or "": w's lower bound beats the model's prediction of the default by more
 // than that miss could hide, taken the other way (the default
 // under-predicted by the factor 0.60: 1/0.60 − 1 = +67 %), or w ran ahead
 // of the default at another load by more than a change of load has been

@@ -74,18 +74,18 @@ func verifyAt(v map[int]float64, rows float64) (float64, bool) {
 func (c Controller) draftFit(s *State, b int) (a, slope float64, ok bool) {
 	n := math.Max(1, s.Pair.Buckets[b].N)
 	var xs, ds []float64
+	priced := c.waitPerToken(s, b) > 0 // the wait is priced apart: the fit reads the engine's own time
 	for _, w := range c.measured(s, b) {
 		v, okV := verifyAt(s.Pair.Verify, n*float64(w))
 		if w < 2 || !okV {
 			continue
 		}
 		var secs, cycles float64
-		priced := c.waitPerToken(s, b) > 0
 		for _, r := range s.Pair.Buckets[b].Runs[w] {
 			switch {
 			case !priced:
 				secs, cycles = secs+r.Secs, cycles+r.Cycles
-			case r.Busy > 0: // the engine's own time: the wait is priced apart
+			case r.Busy > 0:
 				secs, cycles = secs+r.Busy, cycles+r.Cycles
 			} // a run without it (an older state's) would count its wait twice
 		}
@@ -152,8 +152,8 @@ func (c Controller) predict(s *State, b, w int) (float64, bool) {
 // 17 ahead by 12 %; on the H200 at four clients, clients got 0.96-0.98 of
 // the rate llama-server's own timings promise at classic and 0.85-0.93 at
 // widths 2-8 (docs/design/adaptive.md, the rate's definition). 0 at one
-// request in flight (what waits there, the
-// prompt, costs no rounds) and where the engine gives no time of its own.
+// request in flight (what waits there, the prompt, costs no rounds) and
+// where the engine gives no time of its own.
 func (c Controller) waitPerToken(s *State, b int) float64 {
 	if !c.on("wait") || c.cfg.Buckets[b][0] <= 1 {
 		return 0

@@ -331,8 +331,9 @@ func stopped(c <-chan struct{}) bool {
 
 type outcome struct {
 	status int
-	// retryAfter is the Retry-After of a refused request, in seconds (0:
-	// none, or a date, which a client of a local server need not read).
+	// retryAfter is the Retry-After of a refused request, given in
+	// seconds (0: none, or a date, which a client of a local server need
+	// not read).
 	retryAfter time.Duration
 	tokens     int
 	done       bool
