@@ -106,8 +106,11 @@ func (e *Engine) stayDue(shape string, now time.Time) bool {
 const stayRepeat = 10 * time.Minute
 
 // measures are a stay line's figures that move from one decision to the
-// next (percentages, rates, seconds); widths, loads and counts stay.
-var measures = regexp.MustCompile(`[+-]?\d+(\.\d+)?(%|s\b)|\d+\.\d+`)
+// next (percentages, rates, seconds, and which untried width the model
+// prices fastest: among widths priced alike far below the base it moved
+// from one decision to the next, and the same stay was logged 10 s
+// apart); the widths and loads of the decision, and counts, stay.
+var measures = regexp.MustCompile(`predicted, width \d+|[+-]?\d+(\.\d+)?(%|s\b)|\d+\.\d+`)
 
 // stayShape is a stay line without its measures: two stays of one shape
 // say the same thing.

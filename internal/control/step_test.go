@@ -1130,10 +1130,11 @@ func TestStayLoggedOnceUntilRepeat(t *testing.T) {
 func TestStayShape(t *testing.T) {
 	a := stayShape(noTrialStay(17, 1.020))
 	b := stayShape(noTrialStay(17, 1.021))
-	c := stayShape(noTrialStay(12, 1.021))
+	c := stayShape(noTrialStay(12, 1.021)) // another width priced fastest: the same stay
 	d := stayShape(noTrialStay(17, 0.999)) // the best prediction on the other side of the base: one shape
-	if a != b || a == c || a != d {
-		t.Errorf("shapes:\n%s\n%s\n%s\n%s\nwant the first, second and fourth equal, the third not", a, b, c, d)
+	e := stayShape(strings.Replace(noTrialStay(17, 1.020), "stay at width 16", "stay at width 12", 1))
+	if a != b || a != c || a != d || a == e {
+		t.Errorf("shapes:\n%s\n%s\n%s\n%s\n%s\nwant the first four equal, the fifth (another width staying) not", a, b, c, d, e)
 	}
 }
 
