@@ -313,14 +313,21 @@ func startHeadline(p *plan.Plan) string {
 }
 
 // logPlan writes the one startup line: width, source, reason, entry and
-// pin, the facts used, and the engine command.
-func logPlan(log *slog.Logger, p *plan.Plan, msg string, extra ...any) {
+// pin, the facts used, and the engine command. The reason is an attribute
+// only where the headline does not already say it, and a width switch
+// (brief: the adaptive loop's or the schedule's, which change the width
+// only) leaves out the facts that cannot change within a serve: an
+// adaptive switch logged its reason four times in 27 lines (an H100 run's
+// log, docs/benchmark_results/follow/h100-2026-12-07d/serve-A1.log).
+func logPlan(log *slog.Logger, p *plan.Plan, msg string, brief bool, extra ...any) {
 	r, f := p.Resolution, p.Facts
-	attrs := []any{
-		"width", r.Width, "width_source", string(r.Source), "reason", r.Reason,
-	}
+	head := startHeadline(p)
+	attrs := []any{"width", r.Width, "width_source", string(r.Source)}
 	if r.Source == width.Off {
-		attrs = []any{"speculation", "off", "reason", r.Reason}
+		attrs = []any{"speculation", "off"}
+	}
+	if !strings.Contains(head, r.Reason) {
+		attrs = append(attrs, "reason", r.Reason)
 	}
 	if r.Entry != nil {
 		attrs = append(attrs, "entry", r.Entry.ID, "pin", r.Entry.Pin, "record", r.Entry.RecordPath())
@@ -334,15 +341,16 @@ func logPlan(log *slog.Logger, p *plan.Plan, msg string, extra ...any) {
 	if s := r.Schedule; len(s) > 1 && !s.IsFlat() {
 		attrs = append(attrs, "schedule", s.String(), "bucket", s.At(r.Load).Range())
 	}
-	attrs = append(attrs, "engine", string(p.Settings.Engine.Value), "drafter", string(f.Drafter))
-	if f.DrafterFrom != "" && r.Source != width.Off {
-		attrs = append(attrs, "drafter_from", f.DrafterFrom) // the draft model, or the target's own layers
+	if !brief {
+		attrs = append(attrs, "engine", string(p.Settings.Engine.Value), "drafter", string(f.Drafter))
+		if f.DrafterFrom != "" && r.Source != width.Off {
+			attrs = append(attrs, "drafter_from", f.DrafterFrom) // the draft model, or the target's own layers
+		}
+		attrs = append(attrs, "capability", f.CapabilityStr, "quant", string(f.Quant))
 	}
-	attrs = append(attrs,
-		"capability", f.CapabilityStr, "quant", string(f.Quant),
-		"cmd", plan.ShellJoin(p.Launch.Argv))
+	attrs = append(attrs, "cmd", plan.ShellJoin(p.Launch.Argv))
 	attrs = append(attrs, extra...)
-	log.Info(msg+": "+startHeadline(p), attrs...)
+	log.Info(msg+": "+head, attrs...)
 	for _, n := range p.Notes {
 		log.Info(n)
 	}

@@ -131,7 +131,8 @@ func (sv *launcher) startInst(ctx context.Context, p *plan.Plan, id server.Engin
 	// settings failed and the previous ones start again.
 	what := startWhat(kind, kind != server.KindStart && kind != server.KindRestart && p == sv.plan())
 	t0 := time.Now()
-	r, err := sv.launch(ctx, ep, int(id), what, interrupt)
+	brief := kind == server.KindAdapt || kind == server.KindFollow // the width alone changes
+	r, err := sv.launch(ctx, ep, int(id), what, brief, interrupt)
 	if err != nil {
 		if r != nil && r.Proc != nil { // stopped: its exit code is said (server.Launcher)
 			return &server.Instance{Plan: p, Proc: r.Proc}, err
@@ -646,8 +647,8 @@ func LoopbackPort() (int, error) {
 
 // launch starts, waits for ready and verifies. A verification problem under
 // --strict-width stops the engine and returns exit code 3.
-func (sv *launcher) launch(ctx context.Context, p *plan.Plan, n int, what string, interrupt context.Context) (*instance.Engine, error) {
-	logPlan(sv.log, p, what, "engine_n", n)
+func (sv *launcher) launch(ctx context.Context, p *plan.Plan, n int, what string, brief bool, interrupt context.Context) (*instance.Engine, error) {
+	logPlan(sv.log, p, what, brief, "engine_n", n)
 	o := sv.c.Engine(p.Settings, n)
 	o.Interrupt, o.Log, o.Name = interrupt, sv.log, fmt.Sprintf("engine %d", n)
 	r, err := instance.Start(ctx, p, o)

@@ -98,8 +98,52 @@ func TestStartLineRecordOfATunedEntry(t *testing.T) {
 	e.Pair.Target = "aa"
 	p := &plan.Plan{Resolution: width.Resolution{Width: 4, Source: width.Measured, Reason: "tuned", Entry: e}, Settings: config.Settings{Engine: config.Field[key.Engine]{Value: key.Sim}}}
 	var log bytes.Buffer
-	logPlan(slog.New(slog.NewTextHandler(&log, nil)), p, "starting engine")
+	logPlan(slog.New(slog.NewTextHandler(&log, nil)), p, "starting engine", false)
 	if want := "record=/home/op/.config/speclaunch/records/tuned-x.md"; !strings.Contains(log.String(), want) {
 		t.Errorf("log without %s:\n%s", want, log.String())
+	}
+}
+
+// The start line says its reason once: as an attribute only where the
+// headline does not carry it; and a width switch's start leaves out the
+// facts a serve cannot change (an adaptive switch logged its reason four
+// times in 27 lines).
+func TestStartLineSaysItOnce(t *testing.T) {
+	facts := []string{"engine", "drafter", "capability", "quant"}
+	for _, tc := range []struct {
+		name      string
+		r         width.Resolution
+		brief     bool
+		reason    bool // the reason attribute present
+		withFacts bool
+	}{
+		{"a start: the reason in the headline", width.Resolution{Width: 4, Source: width.KindDefault, Reason: "per-kind default"}, false, false, true},
+		{"a width switch: brief", width.Resolution{Width: 1, Source: width.Off, Reason: "the load has sat at 4+"}, true, false, false},
+		{"a reason the headline leaves out", width.Resolution{Source: width.Off, Reason: "schedule bucket 4+", OnReason: "operator schedule",
+			Schedule: schedule.Schedule{{Lo: 1, Hi: 3, Width: 5, Source: "override"}, {Lo: 4, Width: 1, Source: "override"}}, Load: 4}, false, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &plan.Plan{Resolution: tc.r, Settings: config.Settings{Engine: config.Field[key.Engine]{Value: key.Sim}}}
+			var log bytes.Buffer
+			logPlan(slog.New(slog.NewJSONHandler(&log, nil)), p, "starting engine", tc.brief)
+			var line map[string]any
+			if err := json.Unmarshal(log.Bytes(), &line); err != nil {
+				t.Fatalf("log %q: %v", log.String(), err)
+			}
+			if !strings.Contains(line["msg"].(string), tc.r.Reason) && !tc.reason {
+				t.Errorf("msg %q leaves out the reason %q", line["msg"], tc.r.Reason)
+			}
+			if _, ok := line["reason"]; ok != tc.reason {
+				t.Errorf("reason attribute present %v, want %v: %s", ok, tc.reason, log.String())
+			}
+			for _, k := range facts {
+				if _, ok := line[k]; ok != tc.withFacts {
+					t.Errorf("%s present %v, want %v: %s", k, ok, tc.withFacts, log.String())
+				}
+			}
+			if _, ok := line["cmd"]; !ok {
+				t.Errorf("no cmd: %s", log.String())
+			}
+		})
 	}
 }
