@@ -175,15 +175,25 @@ type Config struct {
 	Off map[string]bool
 }
 
-// LlamaClassicLoad is llama-server's ClassicLoad: four clients of
-// requests of varied length ran classic at 1.24 times the time a token of
-// one-length requests (four servers, two in step, two not), and width 4
-// at the same (on an H100, docs/benchmark_results/h100-outofstep-2026-12-06f.md),
-// where the controller had predicted classic ahead at four clients and
-// measured it behind (−9.1 % against +41.8 %,
-// docs/benchmark_results/h100-follow-2026-12-06b.md). Measured at four in
-// flight; between one and four it is interpolated, an assumption.
-const LlamaClassicLoad = 1.24
+// LlamaClassicLoad is llama-server's ClassicLoad, over the probe's rows,
+// two measurements at four requests in flight multiplied:
+//   - one-length requests: classic's eval ms a token under four slots ran
+//     1.054 times the probe's four rows (1.00-1.08 over five classic runs
+//     on the H200, docs/benchmark_results/adapteval/h200-llamacpp-d32676d-{q8_0,q4_k_m}-pair7243L36-code-c4-2026-12-03e-engine-timings.jsonl);
+//   - requests of varied length ran classic at 1.24 times the time a
+//     token of one-length requests (four servers, two in step, two not;
+//     on an H100, docs/benchmark_results/h100-outofstep-2026-12-06f.md).
+//
+// The sim charges both (simcost.H200Batch's ClassicLive and
+// ClassicVaried); with the second alone the controller priced classic
+// 5 % faster than the sim runs it and, on the matrix, switched 169.4
+// times a run against 146.0 (docs/benchmark_results/sim-matrix-classic-2026-12-07.md).
+// Without either it predicted classic ahead at four clients and measured
+// it behind (−9.1 % against +41.8 %, docs/benchmark_results/h100-follow-2026-12-06b.md);
+// with 1.24 it still did on a slower H100 (−5.4 % against +39.4 %,
+// docs/benchmark_results/h100-follow-2026-12-07d.md). Between one and four
+// in flight it is interpolated, an assumption.
+const LlamaClassicLoad = 1.054 * 1.24
 
 // Defaults.
 const (
