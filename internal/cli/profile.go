@@ -271,29 +271,12 @@ func (c *ProfileValidateCmd) Run(e *Env) error {
 		fmt.Fprintf(e.Stdout, "%s: ok (offline: this host's engine binary, model files and key files not checked)\n", l.Settings.ProfilePath)
 		return nil
 	}
-	if ps := serve.HostProblems(p); len(ps) > 0 {
-		return usage(hostProblems(ps), "profile validate checks this host's engine binary and model files, as serve does before it starts: run it where the profile will serve, fix the path, or pass --offline to check the profile alone")
+	if err := serve.Runnable(p); err != nil {
+		return usage(err, "profile validate checks this host's engine binary and model files, as serve does before it starts: run it where the profile will serve, fix the path, or pass --offline to check the profile alone")
 	}
 	fmt.Fprintf(e.Stdout, "%s: ok\n", l.Settings.ProfilePath)
 	return nil
 }
-
-// hostProblems is every problem of this host said in one error, numbered
-// where there are several; errors.As finds each (exit 2, as any one is).
-type hostProblems []error
-
-func (h hostProblems) Error() string {
-	if len(h) == 1 {
-		return h[0].Error()
-	}
-	msgs := make([]string, len(h))
-	for i, p := range h {
-		msgs[i] = fmt.Sprintf("(%d) %v", i+1, p)
-	}
-	return fmt.Sprintf("%d problems on this host: %s", len(h), strings.Join(msgs, "; "))
-}
-
-func (h hostProblems) Unwrap() []error { return h }
 
 // launchRefusal is what serve, resolve and profile validate would refuse
 // of the launch (a key flag joined to its key in engine.args, a flag the

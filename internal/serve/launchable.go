@@ -63,19 +63,36 @@ func Launchable(p *plan.Plan, checkPort bool) error {
 // given and the port, and what profile validate checks with it. A plan
 // with no target (profile validate of a profile that names none: an empty
 // one, a container's that gets it from LLAMA_ARG_MODEL) has only what the
-// settings name checked: engine.binary where set, the drafter. It is the
-// first of HostProblems.
+// settings name checked: engine.binary where set, the drafter. Every one
+// of hostProblems is said, in one error (Problems): serve said the first,
+// and fixing it showed the next.
 func Runnable(p *plan.Plan) error {
-	if ps := HostProblems(p); len(ps) > 0 {
-		return ps[0]
+	if ps := hostProblems(p); len(ps) > 0 {
+		return Problems(ps)
 	}
 	return nil
 }
 
-// HostProblems is every problem Runnable checks for, in its order: the
-// engine binary, then each model file. profile validate says them all in
-// one run, where fixing one showed the next.
-func HostProblems(p *plan.Plan) []error {
+// Problems is every problem of this host said in one error, numbered
+// where there are several; errors.As finds each (exit 2, as any one is).
+type Problems []error
+
+func (h Problems) Error() string {
+	if len(h) == 1 {
+		return h[0].Error()
+	}
+	msgs := make([]string, len(h))
+	for i, p := range h {
+		msgs[i] = fmt.Sprintf("(%d) %v", i+1, p)
+	}
+	return fmt.Sprintf("%d problems on this host: %s", len(h), strings.Join(msgs, "; "))
+}
+
+func (h Problems) Unwrap() []error { return h }
+
+// hostProblems is every problem Runnable checks for, in its order: the
+// engine binary, then each model file.
+func hostProblems(p *plan.Plan) []error {
 	var out []error
 	if err := binaryProblem(p); err != nil {
 		out = append(out, err)

@@ -221,3 +221,25 @@ func TestModelPathRefusalsAreOneLine(t *testing.T) {
 		}
 	}
 }
+
+// serve says every problem of this host in one error, as profile validate
+// does: it said the first, and fixing it showed the next.
+func TestRunnableSaysEveryProblem(t *testing.T) {
+	p := &plan.Plan{}
+	s := &p.Settings
+	s.Engine.Value = key.LlamaCpp
+	prof := func(line string) config.Source { return config.Source{Origin: config.Profile, Name: "p.toml:" + line} }
+	s.EngineBinary = config.Field[string]{Value: "/nonexistent/llama-server", Src: prof("3")}
+	s.Model = config.Field[string]{Value: "/nonexistent/t.gguf", Src: prof("5")}
+	s.DraftModel = config.Field[string]{Value: "/nonexistent/d.gguf", Src: prof("7")}
+	p.Facts.Binary = s.EngineBinary.Value
+	err := Runnable(p)
+	for _, want := range []string{"3 problems on this host: (1) engine binary", "(2) target model /nonexistent/t.gguf (profile p.toml:5)", "(3) draft model /nonexistent/d.gguf (profile p.toml:7)"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("err = %v, want it to hold %q", err, want)
+		}
+	}
+	if !errors.As(err, new(*exitcode.BadInput)) {
+		t.Errorf("err = %v, want bad input (exit 2)", err)
+	}
+}
