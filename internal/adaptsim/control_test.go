@@ -2,7 +2,6 @@ package adaptsim
 
 import (
 	"fmt"
-	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -28,7 +27,7 @@ func Control(cfg control.Config) Factory {
 		c.Default = schedule.Flat(p.Default, "engine default")
 		c.SwitchS = p.SwitchS
 		if p.Llama && c.ClassicLoad == 0 {
-			c.ClassicLoad = control.LlamaClassicLoad // as serve sets it
+			c.ClassicLive, c.ClassicLoad = control.LlamaClassicLive, control.LlamaClassicLoad // as serve sets them
 		}
 		if !p.Llama { // the sim engine: its own spread, as serve sets it
 			c = c.WithSpread(p.Model.Spread.Single, p.Model.Spread.MultiSpec)
@@ -290,11 +289,14 @@ func BenchmarkHardwareEffects(b *testing.B) {
 }
 
 // The controller's belief about classic under load and the sim's truth
-// are the same two measurements (control.LlamaClassicLoad).
+// are the same two measurements (control.LlamaClassicLive and
+// LlamaClassicLoad); control's TestClassicPricedAsTheSim prices them
+// alike at every count in flight.
 func TestClassicLoadIsTheSims(t *testing.T) {
 	b := simcost.H200Batch
-	if got, want := control.LlamaClassicLoad, b.ClassicLive*b.ClassicVaried; math.Abs(got-want) > 1e-9 {
-		t.Errorf("control.LlamaClassicLoad %v, simcost.H200Batch.ClassicLive × ClassicVaried %v: the same measurements", got, want)
+	if control.LlamaClassicLive != b.ClassicLive || control.LlamaClassicLoad != b.ClassicVaried {
+		t.Errorf("control.LlamaClassicLive, LlamaClassicLoad %v, %v; simcost.H200Batch.ClassicLive, ClassicVaried %v, %v: the same measurements",
+			control.LlamaClassicLive, control.LlamaClassicLoad, b.ClassicLive, b.ClassicVaried)
 	}
 }
 

@@ -117,11 +117,13 @@ type Config struct {
 	// *-fixed.json, log rates): 0.034 at one client (5 degrees of
 	// freedom), 0.056 at four (20).
 	Spread1, SpreadN float64
-	// ClassicLoad scales classic's predicted time a token with four or
-	// more requests in flight over the probe's rows, which run in step,
-	// and linearly less down to none at one (0 or 1: none). serve sets
-	// LlamaClassicLoad for llama-server.
-	ClassicLoad float64
+	// ClassicLive and ClassicLoad scale classic's predicted time a token
+	// over the probe's rows, which run in step: ClassicLive with more
+	// than one request in flight, ClassicLoad with four or more and
+	// linearly less down to none at one, as the sim charges them
+	// (simcost.Model's cycle of n classic sequences). 0 or 1: none.
+	// serve sets LlamaClassicLive and LlamaClassicLoad for llama-server.
+	ClassicLive, ClassicLoad float64
 	// Z is the standard errors of every lower bound (1.64: one-sided 95 %).
 	Z float64
 	// Payback is the time over which a switch's gain must repay its
@@ -175,8 +177,8 @@ type Config struct {
 	Off map[string]bool
 }
 
-// LlamaClassicLoad is llama-server's ClassicLoad, over the probe's rows,
-// two measurements at four requests in flight multiplied:
+// LlamaClassicLive and LlamaClassicLoad are llama-server's ClassicLive
+// and ClassicLoad, over the probe's rows:
 //   - one-length requests: classic's eval ms a token under four slots ran
 //     1.054 times the probe's four rows (1.00-1.08 over five classic runs
 //     on the H200, docs/benchmark_results/adapteval/h200-llamacpp-d32676d-{q8_0,q4_k_m}-pair7243L36-code-c4-2026-12-03e-engine-timings.jsonl);
@@ -186,14 +188,17 @@ type Config struct {
 //
 // The sim charges both (simcost.H200Batch's ClassicLive and
 // ClassicVaried); with the second alone the controller priced classic
-// 5 % faster than the sim runs it and, on the matrix, switched 169.4
-// times a run against 146.0 (docs/benchmark_results/sim-matrix-classic-2026-12-07.md).
+// 5 % faster than the sim runs it and, on the matrix (eight seeds),
+// switched 169.4 times a run against 144.8 (docs/benchmark_results/sim-matrix-classic-2026-12-07.md).
 // Without either it predicted classic ahead at four clients and measured
 // it behind (−9.1 % against +41.8 %, docs/benchmark_results/h100-follow-2026-12-06b.md);
-// with 1.24 it still did on a slower H100 (−5.4 % against +39.4 %,
-// docs/benchmark_results/h100-follow-2026-12-07d.md). Between one and four
-// in flight it is interpolated, an assumption.
-const LlamaClassicLoad = 1.054 * 1.24
+// with the 1.24 alone it still did on a slower H100 (−5.4 % against
+// +39.4 %, docs/benchmark_results/h100-follow-2026-12-07d.md). Measured at
+// four in flight; the 1.24 is interpolated below four, an assumption.
+const (
+	LlamaClassicLive = 1.054
+	LlamaClassicLoad = 1.24
+)
 
 // Defaults.
 const (

@@ -122,8 +122,13 @@ func (c Controller) predict(s *State, b, w int) (float64, bool) {
 		return 0, false
 	}
 	if w < 2 {
-		if c.cfg.ClassicLoad > 1 && c.on("classic load") {
-			v *= 1 + (c.cfg.ClassicLoad-1)*math.Min(1, (n-1)/3) // several in flight: out of step, unlike the probe's rows
+		if n > 1 && c.on("classic load") { // several in flight: out of step, unlike the probe's rows
+			if c.cfg.ClassicLive > 1 {
+				v *= c.cfg.ClassicLive
+			}
+			if c.cfg.ClassicLoad > 1 {
+				v *= 1 + (c.cfg.ClassicLoad-1)*math.Min(1, (n-1)/3)
+			}
 		}
 		return 1000 / v, true
 	}

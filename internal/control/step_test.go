@@ -12,6 +12,7 @@ import (
 
 	"github.com/speclaunch/speclaunch/internal/follow"
 	"github.com/speclaunch/speclaunch/internal/schedule"
+	"github.com/speclaunch/speclaunch/internal/simcost"
 )
 
 var t0 = time.Unix(1_800_000_000, 0)
@@ -822,9 +823,10 @@ func TestTokensPerCycle(t *testing.T) {
 	}
 }
 
-// Classic's prediction with several in flight carries ClassicLoad over
-// the probe's rows, which run in step; with one in flight, without it, or
-// with the rule off it is the probe's own (the H100 run of 2026-12-06f).
+// Classic's prediction with several in flight carries ClassicLive, and
+// ClassicLoad by how many, over the probe's rows, which run in step; with
+// one in flight, without them, or with the rule off it is the probe's own
+// (the H100 run of 2026-12-06f).
 func TestClassicLoad(t *testing.T) {
 	state := func(n float64) *State {
 		return &State{Pair: Pair{Verify: map[int]float64{1: 3, 4: 4, 8: 4, 3: 4, 2: 4}, Buckets: []Bucket{{Lo: 1, Hi: 0, N: n}}}}
@@ -841,11 +843,33 @@ func TestClassicLoad(t *testing.T) {
 		{"eight in flight: all of it", Config{ClassicLoad: LlamaClassicLoad}, 8, 1000 / (4 * LlamaClassicLoad)},
 		{"an engine without it", Config{}, 4, 1000.0 / 4},
 		{"the rule off", Config{ClassicLoad: LlamaClassicLoad, Off: map[string]bool{"classic load": true}}, 4, 1000.0 / 4},
+		{"both, four in flight", Config{ClassicLive: LlamaClassicLive, ClassicLoad: LlamaClassicLoad}, 4, 1000 / (4 * LlamaClassicLive * LlamaClassicLoad)},
+		{"both, two and a half: the live one whole", Config{ClassicLive: LlamaClassicLive, ClassicLoad: LlamaClassicLoad}, 2.5, 1000 / (4 * LlamaClassicLive * (1 + (LlamaClassicLoad-1)/2))},
+		{"both, one in flight: none", Config{ClassicLive: LlamaClassicLive, ClassicLoad: LlamaClassicLoad}, 1, 1000.0 / 3},
+		{"both, the rule off", Config{ClassicLive: LlamaClassicLive, ClassicLoad: LlamaClassicLoad, Off: map[string]bool{"classic load": true}}, 4, 1000.0 / 4},
 	} {
 		tc.cfg.Default = schedule.Flat(4, "default")
 		got, ok := New(tc.cfg).predict(state(tc.n), 0, 1)
 		if !ok || math.Abs(got-tc.want) > 1e-9 {
 			t.Errorf("%s: predict(classic) = %v, %v; want %v", tc.name, got, ok, tc.want)
+		}
+	}
+}
+
+// Classic under load is priced as the sim charges it, at every count in
+// flight: the predicted time a token over the probe's rows is the sim's
+// classic cycle of n sequences over its verify of n rows (varied
+// lengths). With ClassicLoad alone it was 1.054 times faster at four.
+func TestClassicPricedAsTheSim(t *testing.T) {
+	m := simcost.H200Q8()
+	m.VariedLengths = true
+	c := New(Config{Default: schedule.Flat(4, "default"), ClassicLive: LlamaClassicLive, ClassicLoad: LlamaClassicLoad})
+	for _, n := range []int{2, 3, 4, 6} {
+		v := m.VerifyRowsMS(n)
+		s := &State{Pair: Pair{Verify: map[int]float64{n: v}, Buckets: []Bucket{{Lo: 1, N: float64(n)}}}}
+		rate, ok := c.predict(s, 0, 1)
+		if got, want := 1000/rate, m.CycleMS(1, n); !ok || math.Abs(got-want) > 1e-9 {
+			t.Errorf("%d in flight: classic priced %.4f ms a token, the sim's %.4f", n, got, want)
 		}
 	}
 }

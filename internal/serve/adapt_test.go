@@ -127,17 +127,17 @@ func TestControlConfigTrials(t *testing.T) {
 }
 
 // llama-server's controller prices classic under load with
-// control.LlamaClassicLoad; another engine's without.
+// control.LlamaClassicLive and LlamaClassicLoad; another engine's without.
 func TestControlConfigClassicLoad(t *testing.T) {
 	for _, c := range []struct {
-		e    key.Engine
-		want float64
-	}{{key.LlamaCpp, control.LlamaClassicLoad}, {key.Sim, 0}} {
+		e          key.Engine
+		live, load float64
+	}{{key.LlamaCpp, control.LlamaClassicLive, control.LlamaClassicLoad}, {key.Sim, 0, 0}} {
 		p := &plan.Plan{}
 		p.Settings.Engine.Value = c.e
 		p.Resolution.Width = 4
-		if got := controlConfig(p).ClassicLoad; got != c.want {
-			t.Errorf("%s: ClassicLoad %v, want %v", c.e, got, c.want)
+		if cfg := controlConfig(p); cfg.ClassicLive != c.live || cfg.ClassicLoad != c.load {
+			t.Errorf("%s: ClassicLive, ClassicLoad %v, %v; want %v, %v", c.e, cfg.ClassicLive, cfg.ClassicLoad, c.live, c.load)
 		}
 	}
 }

@@ -797,7 +797,7 @@ func controlConfig(p *plan.Plan) control.Config {
 	}
 	switch s.Engine.Value {
 	case key.LlamaCpp:
-		c.ClassicLoad = control.LlamaClassicLoad
+		c.ClassicLive, c.ClassicLoad = control.LlamaClassicLive, control.LlamaClassicLoad
 	case key.Sim:
 		// The sim's fresh engines differ by its cost model's spread (none
 		// for the default gb10 model), not by the H200's.

@@ -343,7 +343,7 @@ func logPlan(log *slog.Logger, p *plan.Plan, msg string, brief bool, extra ...an
 	if r.Source == width.Off {
 		attrs = []any{"speculation", "off"}
 	}
-	if !strings.Contains(head, r.Reason) {
+	if !strings.Contains(head, "("+r.Reason) {
 		attrs = append(attrs, "reason", r.Reason)
 	}
 	if r.Entry != nil {

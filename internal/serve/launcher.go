@@ -112,6 +112,20 @@ func startWhat(kind server.Kind, fallback bool) string {
 
 func (sv *launcher) plan() *plan.Plan { return sv.force.get() }
 
+// briefStart says whether the start of p, of kind, may leave out the facts
+// of the plan in force (logPlan's brief): a width switch's (the adaptive
+// loop's or the schedule's) where they are the same. Such a switch builds
+// its plan from the files on disk, so an edited drafter or target can
+// start with it before the watcher's reload: its facts are then said.
+func briefStart(kind server.Kind, cur, p *plan.Plan) bool {
+	if kind != server.KindAdapt && kind != server.KindFollow || cur == nil {
+		return false
+	}
+	a, b := cur.Facts, p.Facts
+	return cur.Settings.Engine.Value == p.Settings.Engine.Value && a.Drafter == b.Drafter && a.DrafterFrom == b.DrafterFrom &&
+		a.CapabilityStr == b.CapabilityStr && a.Quant == b.Quant
+}
+
 // startInst starts p's engine for the runtime: on a loopback port of its
 // own behind the proxy, or on the public address in direct mode. The
 // command is the plan's, built once with the plan; behind the proxy only
@@ -131,8 +145,7 @@ func (sv *launcher) startInst(ctx context.Context, p *plan.Plan, id server.Engin
 	// settings failed and the previous ones start again.
 	what := startWhat(kind, kind != server.KindStart && kind != server.KindRestart && p == sv.plan())
 	t0 := time.Now()
-	brief := kind == server.KindAdapt || kind == server.KindFollow // the width alone changes
-	r, err := sv.launch(ctx, ep, int(id), what, brief, interrupt)
+	r, err := sv.launch(ctx, ep, int(id), what, briefStart(kind, sv.plan(), p), interrupt)
 	if err != nil {
 		if r != nil && r.Proc != nil { // stopped: its exit code is said (server.Launcher)
 			return &server.Instance{Plan: p, Proc: r.Proc}, err

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -109,21 +110,25 @@ func TestStartLineRecordOfATunedEntry(t *testing.T) {
 // facts a serve cannot change (an adaptive switch logged its reason four
 // times in 27 lines).
 func TestStartLineSaysItOnce(t *testing.T) {
-	facts := []string{"engine", "drafter", "capability", "quant"}
+	facts := []string{"engine", "drafter", "drafter_from", "capability", "quant"}
+	on := width.Resolution{Width: 3, Source: width.Adaptive, Reason: "the load has sat at 1"}
 	for _, tc := range []struct {
 		name      string
 		r         width.Resolution
 		brief     bool
 		reason    bool // the reason attribute present
-		withFacts bool
+		withFacts []string
 	}{
-		{"a start: the reason in the headline", width.Resolution{Width: 4, Source: width.KindDefault, Reason: "per-kind default"}, false, false, true},
-		{"a width switch: brief", width.Resolution{Width: 1, Source: width.Off, Reason: "the load has sat at 4+"}, true, false, false},
+		{"a start: the reason in the headline", width.Resolution{Width: 4, Source: width.KindDefault, Reason: "per-kind default"}, false, false, facts},
+		{"a width switch: brief", on, true, false, nil},
+		{"speculation off, brief", width.Resolution{Width: 1, Source: width.Off, Reason: "the load has sat at 4+"}, true, false, nil},
+		{"speculation off: no drafter_from", width.Resolution{Width: 1, Source: width.Off, Reason: "the load has sat at 4+"}, false, false, []string{"engine", "drafter", "capability", "quant"}},
 		{"a reason the headline leaves out", width.Resolution{Source: width.Off, Reason: "schedule bucket 4+", OnReason: "operator schedule",
-			Schedule: schedule.Schedule{{Lo: 1, Hi: 3, Width: 5, Source: "override"}, {Lo: 4, Width: 1, Source: "override"}}, Load: 4}, false, true, true},
+			Schedule: schedule.Schedule{{Lo: 1, Hi: 3, Width: 5, Source: "override"}, {Lo: 4, Width: 1, Source: "override"}}, Load: 4}, false, true, []string{"engine", "drafter", "capability", "quant"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := &plan.Plan{Resolution: tc.r, Settings: config.Settings{Engine: config.Field[key.Engine]{Value: key.Sim}}}
+			p.Facts.Drafter, p.Facts.DrafterFrom, p.Facts.CapabilityStr, p.Facts.Quant = "draft", "/m/d.gguf", "9.0", "q8_0"
 			var log bytes.Buffer
 			logPlan(slog.New(slog.NewJSONHandler(&log, nil)), p, "starting engine", tc.brief)
 			var line map[string]any
@@ -137,12 +142,44 @@ func TestStartLineSaysItOnce(t *testing.T) {
 				t.Errorf("reason attribute present %v, want %v: %s", ok, tc.reason, log.String())
 			}
 			for _, k := range facts {
-				if _, ok := line[k]; ok != tc.withFacts {
-					t.Errorf("%s present %v, want %v: %s", k, ok, tc.withFacts, log.String())
+				if _, ok := line[k]; ok != slices.Contains(tc.withFacts, k) {
+					t.Errorf("%s present %v, want %v: %s", k, ok, !ok, log.String())
 				}
 			}
 			if _, ok := line["cmd"]; !ok {
 				t.Errorf("no cmd: %s", log.String())
+			}
+		})
+	}
+}
+
+// A width switch's start is brief only where the facts of the plan in
+// force hold: a switch builds on the files on disk, so an edited drafter
+// can start with it before the watcher's reload.
+func TestBriefStart(t *testing.T) {
+	mk := func(drafter string) *plan.Plan {
+		p := &plan.Plan{Settings: config.Settings{Engine: config.Field[key.Engine]{Value: key.LlamaCpp}}}
+		p.Facts.Drafter, p.Facts.DrafterFrom, p.Facts.CapabilityStr, p.Facts.Quant = "draft", drafter, "9.0", "q8_0"
+		return p
+	}
+	cur := mk("/m/d.gguf")
+	for _, tc := range []struct {
+		name string
+		kind server.Kind
+		cur  *plan.Plan
+		p    *plan.Plan
+		want bool
+	}{
+		{"adaptive, the same facts", server.KindAdapt, cur, mk("/m/d.gguf"), true},
+		{"the schedule's, the same facts", server.KindFollow, cur, mk("/m/d.gguf"), true},
+		{"adaptive, an edited drafter", server.KindAdapt, cur, mk("/m/d2.gguf"), false},
+		{"a reload", server.KindReload, cur, mk("/m/d.gguf"), false},
+		{"the first start", server.KindStart, nil, mk("/m/d.gguf"), false},
+		{"a restart", server.KindRestart, cur, mk("/m/d.gguf"), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := briefStart(tc.kind, tc.cur, tc.p); got != tc.want {
+				t.Errorf("briefStart = %v, want %v", got, tc.want)
 			}
 		})
 	}
