@@ -163,7 +163,7 @@ type Config struct {
 	// "bucket acceptance" (the drift test against the bucket's own
 	// acceptance), "probe apart" (no run from a scrape the probe shared),
 	// "retrial" (a second engine of a width one engine ran ahead inside the
-	// noise), "classic load" (ClassicLoad), "far ahead" (the running width
+	// noise), "classic load" (ClassicLive and ClassicLoad), "far ahead" (the running width
 	// kept where the model puts an unmeasured default far below it),
 	// "ahead elsewhere" (a width kept where the default is unmeasured and
 	// it ran ahead of it at another load beyond loadReversal), "stray
