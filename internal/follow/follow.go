@@ -150,13 +150,13 @@ func Step(cfg Config, s State, o Observation) (State, Decision) {
 	g, out := ruledOut(cfg, d.From, d.To)
 	if out {
 		s.capped = false
-		d.Reason = fmt.Sprintf("the load is at %s (mean %.1f), where width %d was measured %+.1f%% against width %d: no switch for it", schedule.InFlight(d.To.Range()), d.Load, d.To.Width, 100*g, s.Width)
+		d.Reason = fmt.Sprintf("the load is at %s (mean %.1f), where width %d was measured %+.1f%% against width %d: no switch for it", schedule.InFlightAt(d.To.Range(), d.Load), d.Load, d.To.Width, 100*g, s.Width)
 		return s, d
 	}
 	need := s.dwell(g)
 	stayed := o.Now.Sub(s.candSince) + Window/2 // the window saw the load move half a window before the mode did
 	if stayed < need {
-		d.Reason = fmt.Sprintf("the load has been at %s for %s (mean %.1f); width %d repays a %s switch after %s", schedule.InFlight(d.To.Range()), stayed.Round(time.Second), d.Load, d.To.Width, s.switchTime().Round(100*time.Millisecond), need.Round(time.Second))
+		d.Reason = fmt.Sprintf("the load has been at %s for %s (mean %.1f); width %d repays a %s switch after %s", schedule.InFlightAt(d.To.Range(), d.Load), stayed.Round(time.Second), d.Load, d.To.Width, s.switchTime().Round(100*time.Millisecond), need.Round(time.Second))
 		return s, d
 	}
 	s.recent = since(s.recent, o.Now.Add(-time.Hour))
@@ -170,12 +170,12 @@ func Step(cfg Config, s State, o Observation) (State, Decision) {
 		return s, d
 	}
 	if o.Busy != "" {
-		d.Reason = fmt.Sprintf("the load is at %s (mean %.1f); width %d waits: %s", schedule.InFlight(d.To.Range()), d.Load, d.To.Width, o.Busy)
+		d.Reason = fmt.Sprintf("the load is at %s (mean %.1f); width %d waits: %s", schedule.InFlightAt(d.To.Range(), d.Load), d.Load, d.To.Width, o.Busy)
 		return s, d
 	}
 	d.Switch, s.Pending, s.capped = true, d.To.Width, false
 	s.recent = append(s.recent, o.Now)
-	d.Reason = fmt.Sprintf("the load has sat at %s for %s (mean %.1f): width %d (%s) for width %d repays a %s switch", schedule.InFlight(d.To.Range()), stayed.Round(time.Second), d.Load, d.To.Width, d.To.Source, s.Width, s.switchTime().Round(100*time.Millisecond))
+	d.Reason = fmt.Sprintf("the load has sat at %s for %s (mean %.1f): width %d (%s) for width %d repays a %s switch", schedule.InFlightAt(d.To.Range(), d.Load), stayed.Round(time.Second), d.Load, d.To.Width, d.To.Source, s.Width, s.switchTime().Round(100*time.Millisecond))
 	return s, d
 }
 

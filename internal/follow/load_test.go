@@ -33,3 +33,16 @@ func TestDecisionLoadIsTheFigureItsReasonSays(t *testing.T) {
 		t.Errorf("reason %q, want it to give the decision's load: %q…", d.Reason, want)
 	}
 }
+
+// An idle server's load falls in the first bucket: the switch says "or
+// none", where it read "sat at 1 request in flight for 10s (mean 0.0)".
+func TestIdleLoadSaysOrNone(t *testing.T) {
+	cfg := Config{Schedule: demo(t)}
+	r := drive(cfg, New(cfg, 4, time.Second), 2*time.Minute, time.Second, func(time.Duration) int { return 0 })
+	if len(r.switches) == 0 {
+		t.Fatal("no switch to the first bucket")
+	}
+	if d := r.switches[0]; !strings.HasPrefix(d.Reason, "the load has sat at 1 request in flight or none for ") || !strings.Contains(d.Reason, "(mean 0.0)") {
+		t.Errorf("reason %q, want the idle load said as such", d.Reason)
+	}
+}

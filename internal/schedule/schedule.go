@@ -70,6 +70,16 @@ func InFlight(rng string) string {
 	return rng + " requests in flight"
 }
 
+// InFlightAt is InFlight for a load read at mean: "or none" is added
+// where the mean is below one, as an idle server's load falls in the first
+// bucket (a log read "sat at 1 request in flight for 10s (mean 0.0)").
+func InFlightAt(rng string, mean float64) string {
+	if mean < 1 {
+		return InFlight(rng) + " or none"
+	}
+	return InFlight(rng)
+}
+
 // IsFlat reports whether the schedule is one width at every load.
 func (s Schedule) IsFlat() bool {
 	if len(s) == 0 {

@@ -274,3 +274,22 @@ func TestTriplesOfFaults(t *testing.T) {
 		t.Errorf("OutOfRange's bucket = %d, want 3", got)
 	}
 }
+
+// A load read below one request in flight (an idle server's, which falls
+// in the first bucket) is said with "or none".
+func TestInFlightAt(t *testing.T) {
+	for _, tc := range []struct {
+		rng  string
+		mean float64
+		want string
+	}{
+		{"1", 1, "1 request in flight"},
+		{"1", 0, "1 request in flight or none"},
+		{"1-3", 0.4, "1-3 requests in flight or none"},
+		{"2-4", 3.9, "2-4 requests in flight"},
+	} {
+		if got := InFlightAt(tc.rng, tc.mean); got != tc.want {
+			t.Errorf("InFlightAt(%q, %v) = %q, want %q", tc.rng, tc.mean, got, tc.want)
+		}
+	}
+}

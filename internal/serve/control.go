@@ -395,7 +395,7 @@ func followWord(st control.Status) string {
 	if st.Follow != "" || st.Bucket == "" {
 		return st.Follow
 	}
-	return fmt.Sprintf("the load sits at %s (mean %.1f), where width %d runs: no switch", schedule.InFlight(st.Bucket), st.Load, st.Width)
+	return fmt.Sprintf("the load sits at %s (mean %.1f), where width %d runs: no switch", schedule.InFlightAt(st.Bucket, st.Load), st.Load, st.Width)
 }
 
 func (sh *controlShell) startedIn() time.Duration {
@@ -510,7 +510,7 @@ func (sh *controlShell) scrape(ctx context.Context, now time.Time) (control.Obse
 
 // switchTo asks the runtime for the switch and answers the loop.
 func (sh *controlShell) switchTo(ctx context.Context, a control.Action, obs chan<- control.Observation) {
-	sh.log.Info(fmt.Sprintf("adapt: switch to width %d at %s: %s", a.Width, schedule.InFlight(a.Bucket), a.Reason), "load", a.Load)
+	sh.log.Info(fmt.Sprintf("adapt: switch to width %d at %s: %s", a.Width, schedule.InFlight(a.Bucket), a.Reason)) // its reason gives the load
 	if sh.chose != nil {
 		sh.chose(a.Width, a.Bucket, a.Load)
 	}

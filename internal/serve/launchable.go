@@ -24,6 +24,7 @@ import (
 	"github.com/speclaunch/speclaunch/internal/plan"
 	"github.com/speclaunch/speclaunch/internal/quote"
 	"github.com/speclaunch/speclaunch/internal/safefile"
+	"github.com/speclaunch/speclaunch/internal/schedule"
 	"github.com/speclaunch/speclaunch/internal/width"
 )
 
@@ -313,37 +314,46 @@ func checkModelPath(e key.Engine, what, path, src string) error {
 // read "width 5 at 1-3, off at 4+" where the follower started speculation
 // off for 4+.
 func startHeadline(p *plan.Plan) string {
-	r := p.Resolution
-	if s := r.Schedule; len(s) <= 1 || s.IsFlat() || p.RunsOneWidth() {
+	if s := p.Resolution.Schedule; len(s) <= 1 || s.IsFlat() || p.RunsOneWidth() {
 		return p.Headline() // one width, said as such
 	}
+	return briefHeadline(p) + ", of the schedule " + p.Headline()
+}
+
+// briefHeadline is what the engine runs: its width, and the bucket it runs
+// it for under a schedule of several; a width switch's start headline,
+// whose reason the adaptive loop's or the follower's line gave before it.
+func briefHeadline(p *plan.Plan) string {
+	r := p.Resolution
 	runs := fmt.Sprintf("draft width %d", r.Width)
 	if r.Source == width.Off {
 		runs = "speculation off"
 	}
-	b := r.Schedule.At(r.Load)
-	load := b.Range() + " requests"
-	if b.Lo == 1 && b.Hi == 1 {
-		load = "1 request"
+	if s := r.Schedule; len(s) > 1 && !s.IsFlat() && !p.RunsOneWidth() {
+		runs += " for " + schedule.InFlight(s.At(r.Load).Range())
 	}
-	return fmt.Sprintf("%s for %s in flight, of the schedule %s", runs, load, p.Headline())
+	return runs
 }
 
 // logPlan writes the one startup line: width, source, reason, entry and
 // pin, the facts used, and the engine command. The reason is an attribute
 // only where the headline does not already say it, and a width switch
 // (brief: the adaptive loop's or the schedule's, which change the width
-// only) leaves out the facts that cannot change within a serve: an
-// adaptive switch logged its reason four times in 27 lines (an H100 run's
-// log, docs/benchmark_results/follow/h100-2026-12-07d/serve-A1.log).
+// only, briefStart) says neither its reason, which the line before it
+// gave, nor the facts that did not change: an adaptive switch logged its
+// reason four times in 27 lines (an H100 run's log,
+// docs/benchmark_results/follow/h100-2026-12-07d/serve-A1.log).
 func logPlan(log *slog.Logger, p *plan.Plan, msg string, brief bool, extra ...any) {
 	r, f := p.Resolution, p.Facts
 	head := startHeadline(p)
+	if brief {
+		head = briefHeadline(p)
+	}
 	attrs := []any{"width", r.Width, "width_source", string(r.Source)}
 	if r.Source == width.Off {
 		attrs = []any{"speculation", "off"}
 	}
-	if !strings.Contains(head, "("+r.Reason) {
+	if !brief && !strings.Contains(head, "("+r.Reason) {
 		attrs = append(attrs, "reason", r.Reason)
 	}
 	if r.Entry != nil {

@@ -499,6 +499,9 @@ func (s *stepper) submit(j *Job) {
 		s.begin(j)
 	default:
 		attrs := []any{"mode", j.Mode.String(), "why", j.Reason}
+		if j.Kind == KindAdapt || j.Kind == KindFollow {
+			attrs = attrs[:2] // the adaptive loop's or the follower's line just said why
+		}
 		if j.Mode == key.SwitchDrain {
 			// The wait a drain makes, and its bound, said up front.
 			attrs = append(attrs, "holds_new_requests", "until the serving engine's requests finish, at most "+m.Serving.Limits.DrainTimeout.String())

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -738,5 +739,32 @@ func TestSwitchedTookAndWaited(t *testing.T) {
 				t.Errorf("took %s waited %s, want %s and %s", sw.Took, sw.Waited, c.took, c.waited)
 			}
 		})
+	}
+}
+
+// A width switch's "switching engines" line leaves its why to the
+// adaptive loop's or the follower's line before it (it was said there in
+// full, then again cut short here); a reload's says it.
+func TestSwitchingLineWhy(t *testing.T) {
+	for _, tc := range []struct {
+		kind Kind
+		why  bool
+	}{{KindReload, true}, {KindAdapt, false}, {KindFollow, false}} {
+		f := serving(t, limits)
+		j := job(tc.kind, key.SwitchOverlap, planOf("--w", "3"))
+		j.Reason = "the load has sat at 4+"
+		f.want(Submit{Job: j}, "Start(2 "+tc.kind.String()+")")
+		found := false
+		for _, a := range f.last {
+			if l, ok := a.(Log); ok && l.Msg == "switching engines" {
+				found = true
+				if got := slices.Contains(l.Attrs, any("why")); got != tc.why {
+					t.Errorf("%s: why given %v, want %v: %v", tc.kind, got, tc.why, l.Attrs)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("%s: no \"switching engines\" line", tc.kind)
+		}
 	}
 }
