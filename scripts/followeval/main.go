@@ -83,6 +83,30 @@ type Report struct {
 
 func main() { os.Exit(run(os.Args[1:])) }
 
+// flagProblems is each rule the flags break, said as its fix: the one
+// line for them all listed every rule, not the one broken.
+func flagProblems(dir string, levelsErr error, phase, total time.Duration, maxTokens int, spread, temp float64, nargs int) []string {
+	var bad []string
+	for _, c := range []struct {
+		bad bool
+		fix string
+	}{
+		{dir == "", "give -prompts DIR (e.g. internal/bench/prompts/code)"},
+		{levelsErr != nil, fmt.Sprintf("give -levels like 1,4 (%v)", levelsErr)},
+		{phase <= 0, "give -phase > 0"},
+		{total < phase, "give -run ≥ -phase"},
+		{maxTokens < 1, "give -max-tokens ≥ 1"},
+		{!(spread >= 0 && spread < 1), "give -length-spread from 0 to below 1"},
+		{!(temp >= 0 && temp <= 5), "give -temperature from 0 to 5"},
+		{nargs > 0, "give no positional arguments"},
+	} {
+		if c.bad {
+			bad = append(bad, c.fix)
+		}
+	}
+	return bad
+}
+
 // errUnauthorized: the server wants an API key followeval did not send.
 var errUnauthorized = errors.New("no key or a wrong one")
 
@@ -97,16 +121,16 @@ func run(args []string) int {
 	spread := fs.Float64("length-spread", 0.5, "vary max_tokens by prompt from (1-s)x to (1+s)x -max-tokens, so clients never run in step (0: one length)")
 	temp := fs.Float64("temperature", 0, "temperature sent with every request (0 = greedy, as tune measures; llama-server's own default is 0.8)")
 	out := fs.String("out", "", "write the JSON report here")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "followeval drives a running speclaunch serve with closed-loop clients whose count changes by phase (-levels, -phase), and reports tokens/s, widths and switches per phase.\n\nUsage: followeval -prompts DIR [flags]")
+		fs.PrintDefaults()
+	}
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	ls, err := parseLevels(*levels)
-	if err != nil || *dir == "" || *phase <= 0 || *total < *phase || *maxTokens < 1 || !(*spread >= 0 && *spread < 1) || !(*temp >= 0 && *temp <= 5) || fs.NArg() > 0 {
-		why := ""
-		if err != nil {
-			why = " (" + err.Error() + ")"
-		}
-		fmt.Fprintf(os.Stderr, "followeval: give -prompts DIR, -levels like 1,4%s, -phase > 0, -run ≥ -phase, -max-tokens ≥ 1, -length-spread from 0 to below 1, -temperature from 0 to 5, no positional arguments\n", why)
+	if bad := flagProblems(*dir, err, *phase, *total, *maxTokens, *spread, *temp, fs.NArg()); len(bad) > 0 {
+		fmt.Fprintf(os.Stderr, "followeval: %s (-h lists the flags)\n", strings.Join(bad, "; "))
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)

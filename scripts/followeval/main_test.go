@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/speclaunch/speclaunch/internal/loadgen"
@@ -94,5 +95,22 @@ func TestAuthHeader(t *testing.T) {
 		if got := h.Get("Authorization"); err != nil || got != tc.want {
 			t.Errorf("%v: %q (%v), want %q", tc.env, got, err, tc.want)
 		}
+	}
+}
+
+// Bad flags are said by the rule each breaks, not by a list of every rule.
+func TestFlagProblems(t *testing.T) {
+	ok := func() (string, error, time.Duration, time.Duration, int, float64, float64, int) {
+		return "p", nil, time.Second, time.Second, 128, 0.5, 0, 0
+	}
+	dir, le, ph, tot, mt, sp, te, na := ok()
+	if got := flagProblems(dir, le, ph, tot, mt, sp, te, na); len(got) != 0 {
+		t.Errorf("good flags: %q", got)
+	}
+	if got := flagProblems("", le, 0, tot, mt, sp, te, na); len(got) != 2 || !strings.Contains(got[0], "-prompts") || !strings.Contains(got[1], "-phase > 0") {
+		t.Errorf("no -prompts and -phase 0: %q, want those two", got)
+	}
+	if got := flagProblems(dir, le, ph, tot, mt, 1, te, 2); len(got) != 2 || !strings.Contains(got[0], "-length-spread") || !strings.Contains(got[1], "positional") {
+		t.Errorf("-length-spread 1 and two arguments: %q, want those two", got)
 	}
 }
