@@ -251,6 +251,9 @@ func unknownFlag(app, cmd *kong.Node, a string, owned map[string]int) error {
 	} else if strings.EqualFold(near, name) {
 		// --PORT: after -- llama-server would refuse it; flags are case-sensitive.
 		hint = "spell it " + near + ": flags are case-sensitive, and after -- llama-server refuses " + name
+	} else if near != "" {
+		// --draft-blok-size: the hint led with passing the typo on as it is.
+		hint = "spell it " + near + "; " + hint
 	}
 	return usage(errors.New(msg+says), hint)
 }
