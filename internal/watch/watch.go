@@ -593,8 +593,12 @@ func (w *Watcher) check(f *file, reason string) bool {
 		}
 		return true
 	}
+	wasEmpty := f.empty
 	f.empty = false
 	if f.have && bytes.Equal(sum[:], f.sum[:]) {
+		if wasEmpty { // the warning said it waits for the next write: this one changes nothing
+			w.log.Info("watched file is not empty any more and holds what it held before: nothing to apply", "path", f.path)
+		}
 		return true
 	}
 	f.sum, f.have = sum, true

@@ -482,6 +482,32 @@ func TestDeletedAndEmptyFilesAreSaidAndNotApplied(t *testing.T) {
 	expect(t, w, Change{Path: path, Reason: ReasonWrite})
 }
 
+// A file emptied and then given back what it held is said (the empty
+// one's warning waits for the next write, and that write changed nothing,
+// so nothing followed it), and is no change.
+func TestEmptiedAndRestoredIsSaid(t *testing.T) {
+	t.Parallel() // each has its own directory; the SIGHUP tests run alone, before these
+	dir := t.TempDir()
+	path := filepath.Join(dir, "p.toml")
+	write(t, path, "v1")
+	var logs lockedBuffer
+	w := newWatcher(t, []string{path}, Options{pollOnly: true, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	f := w.files[0]
+	write(t, path, "")
+	w.check(f, ReasonRescan)
+	write(t, path, "v1")
+	w.check(f, ReasonRescan)
+	w.check(f, ReasonRescan)
+	if n := strings.Count(logs.String(), "holds what it held before: nothing to apply"); n != 1 {
+		t.Errorf("said %d times, want once:\n%s", n, logs.String())
+	}
+	select {
+	case c := <-w.Changes():
+		t.Errorf("a change %+v, want none: the content is what it was", c)
+	default:
+	}
+}
+
 // A watched file that cannot be read (here a link to a FIFO) is said once,
 // not at every poll or event, and again after it read well in between.
 func TestUnreadableFileIsSaidOnce(t *testing.T) {
