@@ -16,18 +16,19 @@ func TestCutExit(t *testing.T) {
 	engineErr := errors.New("engine exited with code 1")
 	for _, c := range []struct {
 		code, cut, want int
-		msg             string
+		why, msg        string
 	}{
-		{0, 0, 0, ""},
-		{0, 2, exitcode.RequestsCut, "stopped with 2 request(s) in flight cut"},
-		{1, 2, 1, "engine exited"},
-		{143, 1, 143, "engine exited"},
+		{0, 0, 0, "", ""},
+		{0, 2, exitcode.RequestsCut, "a second signal came", "stopped with 2 request(s) in flight cut (a second signal came)"},
+		{0, 1, exitcode.RequestsCut, "", "stopped with 1 request(s) in flight cut (the shutdown timeout passed, or a second signal came)"},
+		{1, 2, 1, "", "engine exited"},
+		{143, 1, 143, "", "engine exited"},
 	} {
 		in := error(nil)
 		if c.code != 0 {
 			in = engineErr
 		}
-		code, err := cutExit(c.code, in, c.cut)
+		code, err := cutExit(c.code, in, c.cut, c.why)
 		if code != c.want || (c.msg == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.msg)) {
 			t.Errorf("cutExit(%d, cut %d) = %d, %v; want %d, %q", c.code, c.cut, code, err, c.want, c.msg)
 		}

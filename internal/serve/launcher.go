@@ -250,17 +250,22 @@ func (sv *launcher) run(p *plan.Plan) error {
 	<-fed
 	sv.endAdapt()
 	sv.endFollow()
-	code, err = cutExit(code, err, sv.rt.Cut())
+	cut, why := sv.rt.Cut()
+	code, err = cutExit(code, err, cut, why)
 	return runErr(code, err)
 }
 
 // cutExit turns a clean exit with requests cut into exitcode.RequestsCut
-// (docs/serving.md, "Exit codes"); any other exit keeps its code.
-func cutExit(code int, err error, cut int) (int, error) {
+// (docs/serving.md, "Exit codes"); any other exit keeps its code. why is
+// the cut's cause, said in place of a list of the possible ones.
+func cutExit(code int, err error, cut int, why string) (int, error) {
 	if code != 0 || cut == 0 {
 		return code, err
 	}
-	return exitcode.RequestsCut, fmt.Errorf("stopped with %d request(s) in flight cut (the shutdown timeout passed, or a second signal came)", cut)
+	if why == "" {
+		why = "the shutdown timeout passed, or a second signal came"
+	}
+	return exitcode.RequestsCut, fmt.Errorf("stopped with %d request(s) in flight cut (%s)", cut, why)
 }
 
 // watchFiles catches SIGHUP and watches the profile and policy files.

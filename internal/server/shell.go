@@ -111,7 +111,8 @@ type Runtime struct {
 	mu      sync.Mutex
 	engines map[EngineID]*live
 	serving EngineID
-	cut     int // requests in flight when the engines were stopped under them
+	cut     int    // requests in flight when the engines were stopped under them
+	cutWhy  string // why they were (the cut's cause: "the shutdown timeout passed", …)
 	// waiting ends the wait of a switch asked for while another ran
 	// (Machine.Pending), said should it last; nil when none waits.
 	waiting func()
@@ -296,7 +297,7 @@ func (r *Runtime) exec(acts []Action) (Exit, bool) {
 				}
 			}
 		case Cut:
-			r.countCut()
+			r.countCut(a.Cause.Why)
 			if r.o.Proxy != nil {
 				r.o.Proxy.Close(a.Cause)
 			}
@@ -345,9 +346,10 @@ func (r *Runtime) inst(e *Engine) *Instance {
 
 // countCut adds up the requests in flight on every engine as they are
 // stopped under them (the shutdown timeout passed, or a second signal).
-func (r *Runtime) countCut() {
+func (r *Runtime) countCut(why string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.cutWhy = why
 	for _, l := range r.engines {
 		if l.inst != nil && l.inst.Backend != nil {
 			r.cut += l.inst.Backend.InFlight()
@@ -356,11 +358,11 @@ func (r *Runtime) countCut() {
 }
 
 // Cut is how many requests were in flight when speclaunch stopped the
-// engines under them; 0 for a clean stop.
-func (r *Runtime) Cut() int {
+// engines under them, 0 for a clean stop, and why it did.
+func (r *Runtime) Cut() (int, string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.cut
+	return r.cut, r.cutWhy
 }
 
 // start launches an engine off the loop; Ready, then Exited, come back.
