@@ -292,7 +292,7 @@ func (c Controller) observeLoad(s *State, o Observation) []Action {
 	if first {
 		return c.probeFor(s, b, o.Now)
 	}
-	acts := []Action{{Op: Log, Msg: fmt.Sprintf("adapt: load moved to %s (mean %.1f)", schedule.InFlightAt(s.Pair.Schedule[b].Range(), mean), mean)}}
+	acts := []Action{{Op: Log, Msg: fmt.Sprintf("adapt: load moved to %s (mean %.1f)", schedule.InFlight(s.Pair.Schedule[b].Range()), mean)}}
 	return append(acts, c.probeFor(s, b, o.Now)...)
 }
 

@@ -20,7 +20,7 @@ func TestCutExit(t *testing.T) {
 	}{
 		{0, 0, 0, "", ""},
 		{0, 2, exitcode.RequestsCut, "a second signal came", "stopped with 2 request(s) in flight cut (a second signal came)"},
-		{0, 1, exitcode.RequestsCut, "", "stopped with 1 request(s) in flight cut (the shutdown timeout passed, or a second signal came)"},
+		{0, 1, exitcode.RequestsCut, "", "stopped with 1 request(s) in flight cut (the engines were stopped under them)"},
 		{1, 2, 1, "", "engine exited"},
 		{143, 1, 143, "", "engine exited"},
 	} {

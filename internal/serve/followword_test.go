@@ -18,6 +18,7 @@ func TestFollowWord(t *testing.T) {
 		{"before the first full window", control.Status{Width: 4}, ""},
 		{"the controller's word", control.Status{Width: 4, Bucket: "1", Load: 3.9, Follow: "the load is at 2-4 requests in flight (mean 3.9); width 1 waits: an engine starts"}, "the load is at 2-4 requests in flight (mean 3.9); width 1 waits: an engine starts"},
 		{"the load where the width runs", control.Status{Width: 4, Bucket: "2-4", Load: 3.9}, "the load sits at 2-4 requests in flight (mean 3.9), where width 4 runs: no switch"},
+		{"an idle server's", control.Status{Width: 4, Bucket: "1", Load: 0.4}, "the load sits at 1 request in flight or none (mean 0.4), where width 4 runs: no switch"},
 	} {
 		if got := followWord(c.st); got != c.want {
 			t.Errorf("%s:\n got %q\nwant %q", c.name, got, c.want)

@@ -322,7 +322,9 @@ func startHeadline(p *plan.Plan) string {
 
 // briefHeadline is what the engine runs: its width, and the bucket it runs
 // it for under a schedule of several; a width switch's start headline,
-// whose reason the adaptive loop's or the follower's line gave before it.
+// whose reason the adaptive loop's or the follower's line gave when it
+// asked for the switch (or, for the previous settings started again after
+// the switch failed, the failure's line just before).
 func briefHeadline(p *plan.Plan) string {
 	r := p.Resolution
 	runs := fmt.Sprintf("draft width %d", r.Width)

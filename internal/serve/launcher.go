@@ -263,7 +263,7 @@ func cutExit(code int, err error, cut int, why string) (int, error) {
 		return code, err
 	}
 	if why == "" {
-		why = "the shutdown timeout passed, or a second signal came"
+		why = "the engines were stopped under them"
 	}
 	return exitcode.RequestsCut, fmt.Errorf("stopped with %d request(s) in flight cut (%s)", cut, why)
 }

@@ -500,7 +500,7 @@ func (s *stepper) submit(j *Job) {
 	default:
 		attrs := []any{"mode", j.Mode.String(), "why", j.Reason}
 		if j.Kind == KindAdapt || j.Kind == KindFollow {
-			attrs = attrs[:2] // the adaptive loop's or the follower's line just said why
+			attrs[2], attrs[3] = "kind", j.Kind.String() // the adaptive loop's or the follower's line said why when it asked
 		}
 		if j.Mode == key.SwitchDrain {
 			// The wait a drain makes, and its bound, said up front.

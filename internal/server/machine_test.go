@@ -761,6 +761,9 @@ func TestSwitchingLineWhy(t *testing.T) {
 				if got := slices.Contains(l.Attrs, any("why")); got != tc.why {
 					t.Errorf("%s: why given %v, want %v: %v", tc.kind, got, tc.why, l.Attrs)
 				}
+				if !tc.why && !slices.Contains(l.Attrs, any(tc.kind.String())) {
+					t.Errorf("%s: the line names no kind in place of why: %v", tc.kind, l.Attrs)
+				}
 			}
 		}
 		if !found {

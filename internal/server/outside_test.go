@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/speclaunch/speclaunch/internal/proxy"
 	"github.com/speclaunch/speclaunch/internal/supervise"
 	"github.com/speclaunch/speclaunch/internal/testenv"
 	"github.com/speclaunch/speclaunch/internal/waitlog/waitlogtest"
@@ -89,6 +90,25 @@ func TestOldEngineKilledFromOutsideIsAnError(t *testing.T) {
 		}
 		if !outside && !strings.Contains(out, `level=INFO msg="old engine stopped"`) {
 			t.Errorf("stopped by speclaunch (exit %d): want \"old engine stopped\":\n%s", proc.ExitCode(), out)
+		}
+	}
+}
+
+// A cut's cause reaches the exit line: its Why, or where it has none (an
+// engine that ended by itself) its What; the exit line otherwise fell back
+// to "the shutdown timeout passed, or a second signal came".
+func TestCutKeepsItsCause(t *testing.T) {
+	for _, tc := range []struct {
+		cause proxy.Cause
+		want  string
+	}{
+		{stoppedBy("a second signal came"), "a second signal came"},
+		{proxy.Cause{What: "the engine exited with code 0"}, "the engine exited with code 0"},
+	} {
+		rt := New(Options{})
+		rt.exec([]Action{Cut{Cause: tc.cause}})
+		if _, why := rt.Cut(); why != tc.want {
+			t.Errorf("cause %+v: Cut says %q, want %q", tc.cause, why, tc.want)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -297,7 +298,7 @@ func (r *Runtime) exec(acts []Action) (Exit, bool) {
 				}
 			}
 		case Cut:
-			r.countCut(a.Cause.Why)
+			r.countCut(cmp.Or(a.Cause.Why, a.Cause.What)) // an engine that ended by itself has no Why
 			if r.o.Proxy != nil {
 				r.o.Proxy.Close(a.Cause)
 			}
