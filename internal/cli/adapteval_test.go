@@ -23,20 +23,10 @@ import (
 func TestAdaptEvalReportsTheChosenWidth(t *testing.T) {
 	testenv.E2E(t)
 	t.Parallel() // see TestMain
-	const prof = "flat"
 	dir := t.TempDir()
 	port := freePort(t)
 	p := filepath.Join(dir, "p.toml")
-	// The flat profile: the controller tries the widest width and keeps
-	// it (it beats the default by far more than the noise), so the width
-	// adapteval reports is one the controller chose. Widths up to 8: the
-	// probe is shorter.
-	writeFile(t, p, simProfile(port, `, "--sim-profile", "`+prof+`", "--sim-noise", "0"`)+`[adapt]
-enabled = true
-min_cycles = 32
-window = "1s"
-max_width = 8
-`)
+	writeFile(t, p, farAdaptProfile(port, 32))
 	prompts := filepath.Join(dir, "prompts")
 	if err := os.Mkdir(prompts, 0o755); err != nil {
 		t.Fatal(err)
