@@ -25,6 +25,7 @@ import (
 	"unicode"
 
 	"github.com/BurntSushi/toml"
+	"github.com/speclaunch/speclaunch/internal/problems"
 	"github.com/speclaunch/speclaunch/internal/quote"
 	"github.com/speclaunch/speclaunch/internal/safefile"
 	"github.com/speclaunch/speclaunch/internal/schedule"
@@ -297,8 +298,13 @@ func Parse(name string, data []byte) (*Profile, error) {
 	if written, known := caseKey(md); written != "" {
 		return nil, unknownKey(name, p.lines, written, known)
 	}
+	var unknown []*Error
+	var said []string // unknown keys said: one under them is not said again
 	for _, k := range md.Undecoded() {
 		path := k.String()
+		if slices.ContainsFunc(said, func(u string) bool { return strings.HasPrefix(path, u+".") }) {
+			continue
+		}
 		// [[policy.entry]] tables are validated by the policy parser.
 		if strings.HasPrefix(path, "policy.entry") {
 			continue
@@ -314,7 +320,20 @@ func Parse(name string, data []byte) (*Profile, error) {
 		if k := "bench.concurrency"; strings.HasPrefix(path, k+".") {
 			return nil, &Error{File: name, Line: p.lines.Line(k), Msg: k + " is a table; it takes a number, or a list of levels like [1, 2, 4, 8] (see docs/profiles.md)"}
 		}
-		return nil, unknownKey(name, p.lines, path, typo.Nearest(path, keyPaths))
+		// Every unknown key at once: a profile with two typos was said
+		// one at a time.
+		said = append(said, path)
+		unknown = append(unknown, unknownKey(name, p.lines, path, typo.Nearest(path, knownPaths)))
+	}
+	errs := make([]error, len(unknown))
+	for i, e := range unknown {
+		if i < len(unknown)-1 { // where the keys are listed: said once, last
+			e.Msg = strings.TrimSuffix(e.Msg, unknownSee)
+		}
+		errs[i] = e
+	}
+	if err := problems.Join("in the profile", errs); err != nil {
+		return nil, err
 	}
 	return p, nil
 }
@@ -322,7 +341,7 @@ func Parse(name string, data []byte) (*Profile, error) {
 // unknownKey is the *Error for a key of the file that is none of the
 // profile's (path, as written), with the key it was likely meant to be
 // (near, "" for none).
-func unknownKey(name string, lines tomlpos.Index, path, near string) error {
+func unknownKey(name string, lines tomlpos.Index, path, near string) *Error {
 	msg := fmt.Sprintf("unknown key %q", path)
 	if near != "" {
 		msg += fmt.Sprintf("; did you mean %q?", near)
@@ -330,8 +349,11 @@ func unknownKey(name string, lines tomlpos.Index, path, near string) error {
 	if near != "" && strings.EqualFold(near, path) {
 		msg += " Keys are matched with their case."
 	}
-	return &Error{File: name, Line: lines.Line(path), Msg: msg + " (see docs/profiles.md for the schema; `speclaunch profile init` writes a commented example)"}
+	return &Error{File: name, Line: lines.Line(path), Msg: msg + unknownSee}
 }
+
+// unknownSee ends an unknown key's message: where the keys are listed.
+const unknownSee = " (see docs/profiles.md for the schema; `speclaunch profile init` writes a commented example)"
 
 // caseKey is the first key or table of the file, in its order, that names
 // one of the profile's only in another case ("Engine" for engine,

@@ -98,6 +98,9 @@ func TestParseErrors(t *testing.T) {
 		{"a top-level dotted key", "Engine.name = \"sim\"\n", []string{`p.toml:1: unknown key "Engine"`}},
 		{"policy entries in another case", "[[Policy.Entry]]\nid = \"x\"\n", []string{`p.toml:1: unknown key "Policy"; did you mean "policy"?`}},
 		{"a bench key in another case", "[bench]\nWidths = [2, 4]\n", []string{`p.toml:2: unknown key "bench.Widths"; did you mean "bench.widths"?`}},
+		// Every unknown key at once, a table's once (not again for each
+		// key under it), where the keys are listed said once, last.
+		{"unknown keys, all of them", "[sevrer]\nport = 1\nhost = \"x\"\n[draft]\nblock_sise = 4\n", []string{`2 problems in the profile: (1) p.toml:1: unknown key "sevrer"; did you mean "server"?; (2) p.toml:5: unknown key "draft.block_sise"; did you mean "draft.block_size"? (see docs/profiles.md`}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/speclaunch/speclaunch/internal/key"
+	"github.com/speclaunch/speclaunch/internal/problems"
 	"github.com/speclaunch/speclaunch/internal/quote"
 	"github.com/speclaunch/speclaunch/internal/safefile"
 	"github.com/speclaunch/speclaunch/internal/secret"
@@ -154,17 +155,26 @@ func errText(err error) string {
 	return e.what()
 }
 
-// rows layers every row of the scopes into s, in table order; the first
-// bad value stops it.
+// rows layers every row of the scopes into s, in table order, and says
+// every bad value in one error (problems.Join): the first alone left the
+// operator to fix one and find the next. A row that reads a bad one
+// (Row.reads) is skipped, so that no error is one a bad value caused; a
+// bad engine, which every row reads, ends it.
 func (l *layer) rows(s *Settings, scopes ...Scope) error {
+	var errs []error
+	bad := map[string]bool{}
 	for _, r := range Rows {
-		if slices.Contains(scopes, r.Scope) {
-			if err := r.layer(l, s); err != nil {
-				return err
+		if !slices.Contains(scopes, r.Scope) || slices.ContainsFunc(r.reads, func(n string) bool { return bad[n] }) {
+			continue
+		}
+		if err := r.layer(l, s); err != nil {
+			errs, bad[r.Name] = append(errs, err), true
+			if r.Name == engineRow.Name {
+				break
 			}
 		}
 	}
-	return nil
+	return problems.Join("in the settings", errs)
 }
 
 // Load layers flag > env > profile > default into Settings for every launch

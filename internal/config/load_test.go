@@ -1,6 +1,8 @@
 package config
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -622,5 +624,48 @@ func TestShadowedSwitchSameValue(t *testing.T) {
 		if said != tc.says {
 			t.Errorf("MLXCEL_ADAPT=%s beside --adapt=false: said %v, want %v (%q)", tc.env, said, tc.says, notes)
 		}
+	}
+}
+
+// Load says every bad value in one error, numbered, each found by
+// errors.As; a row that reads a bad one is left unsaid (its error would be
+// one the bad value caused), and a bad engine, which every row reads,
+// stops it.
+func TestLoadSaysEveryBadValue(t *testing.T) {
+	cases := []struct {
+		name, profile string
+		want          []string // the problems, in order
+	}{
+		{"three bad values", "[draft]\nblock_size = -3\n[server]\nport = 99999\n[serve]\nstop_timeout = \"banana\"\n",
+			[]string{"(1) profile p.toml:2: draft.block_size: draft width -3 is negative", "(2) profile p.toml:4: server.port: bad port", "(3) profile p.toml:6: serve.stop_timeout: bad duration"}},
+		{"one bad value is said alone", "[server]\nport = 99999\n", []string{"profile p.toml:2: server.port: bad port \"99999\""}},
+		{"a bad engine stops it", "[engine]\nname = \"simx\"\n[server]\nport = 99999\n", []string{"profile p.toml:2: engine.name: bad engine"}},
+		{"a schedule beside a bad width is left unsaid", "[draft]\nblock_size = 1\nschedule = \"1:5\"\n", []string{"profile p.toml:2: draft.block_size: draft width 1 is below 2"}},
+		{"an exploration width over a bad max width is left unsaid", "[adapt]\nmax_width = 1\nexplore_width = 9\n", []string{"profile p.toml:2: adapt.max_width: bad value \"1\""}},
+		{"a check's error names its key", "[adapt]\nmax_width = 4\nexplore_width = 9\n", []string{"profile p.toml:3: adapt.explore_width: exploration width 9 is wider than adapt.max_width 4"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, _, _, err := Load(Input{Profile: prof(t, c.profile), Getenv: env(nil)})
+			var ce *Error
+			if err == nil || !errors.As(err, &ce) {
+				t.Fatalf("err = %v, want a config error", err)
+			}
+			msg := err.Error()
+			if len(c.want) > 1 && !strings.HasPrefix(msg, fmt.Sprintf("%d problems in the settings: ", len(c.want))) {
+				t.Errorf("err = %q, want %d problems", msg, len(c.want))
+			}
+			if n := strings.Count(msg, "; ("); len(c.want) > 1 && n != len(c.want)-1 || len(c.want) == 1 && strings.Contains(msg, "problems") {
+				t.Errorf("err = %q, want %d problems", msg, len(c.want))
+			}
+			at := 0
+			for _, w := range c.want {
+				i := strings.Index(msg[at:], w)
+				if i < 0 {
+					t.Fatalf("err = %q, want %q after byte %d", msg, w, at)
+				}
+				at += i + len(w)
+			}
+		})
 	}
 }

@@ -33,7 +33,7 @@ func TestScheduleLayering(t *testing.T) {
 		{name: "profile text", profile: text, sched: "1-2:5,3+:2", src: "profile p.toml:3"},
 		{name: "env over profile", profile: triples, env: map[string]string{"MLXCEL_DRAFT_SCHEDULE": "1:8,2+:2"}, sched: "1:8,2+:2", src: "env MLXCEL_DRAFT_SCHEDULE"},
 		{name: "flag over env", flags: map[string]string{"draft-schedule": "1+:3"}, env: map[string]string{"MLXCEL_DRAFT_SCHEDULE": "1:8,2+:2"}, sched: "1+:3", src: "flag --draft-schedule"},
-		{name: "width and schedule in one profile", profile: both, err: "profile p.toml:4: a width (profile p.toml:3) and a schedule were both given"},
+		{name: "width and schedule in one profile", profile: both, err: "profile p.toml:4: draft.schedule: a width (profile p.toml:3) and a schedule were both given"},
 		{name: "width and schedule as flags", flags: map[string]string{"draft-schedule": "1:6,2+:3", "draft-block-size": "4"}, err: "both given"},
 		{name: "env width over profile schedule", profile: triples, env: map[string]string{"MLXCEL_DRAFT_BLOCK_SIZE": "5"}, width: 5, src: "default", notice: "keeping the width"},
 		{name: "flag schedule over env width", flags: map[string]string{"draft-schedule": "1:6,2+:3"}, env: map[string]string{"MLXCEL_DRAFT_BLOCK_SIZE": "5"}, sched: "1:6,2+:3", src: "flag --draft-schedule", notice: "keeping the schedule"},

@@ -57,6 +57,11 @@ type Row struct {
 	apply    func(r Row, l *layer, s *Settings) error // nil: another row's apply layers it; r is the row as built
 	show     func(s *Settings) (any, string)          // value and source for `profile show`
 	check    func(s *Settings) error                  // run on the value as layered
+	// reads names the rows above whose values apply or check reads:
+	// where one of them was bad, this row is not layered (Load says
+	// every bad value, not those a bad one caused). Every row reads the
+	// engine's: a bad engine ends the layering.
+	reads []string
 }
 
 // Show is the row's value and source as `profile show` prints them; false
@@ -197,7 +202,7 @@ var Rows = []Row{
 	value(Row{Name: "adapt-max-width", Envs: []string{"MLXCEL_ADAPT_MAX_WIDTH"}, Key: "adapt.max_width", Scope: ScopeServe, HelpOn: "adapt", Doc: "widest width the loop may try (2 to 256)"},
 		defaults.AdaptMaxWidth, wholeIn("the widest width the adaptive loop may try", key.MinWidth, key.MaxWidth), func(s *Settings) *Field[int] { return &s.AdaptMaxWidth }),
 	checked(value(Row{Name: "adapt-explore-width", Envs: []string{"MLXCEL_ADAPT_EXPLORE_WIDTH"}, Key: "adapt.explore_width", Scope: ScopeServe, Retired: true, Default: "0 (unset)", Doc: "read and validated (at most `adapt.max_width`), no longer used: the log says so when it is set"},
-		0, wholeIn("the exploration width W0", key.MinWidth, key.MaxWidth), func(s *Settings) *Field[int] { return &s.AdaptExplore }), checkExplore),
+		0, wholeIn("the exploration width W0", key.MinWidth, key.MaxWidth), func(s *Settings) *Field[int] { return &s.AdaptExplore }), checkExplore, "adapt-max-width"),
 	value(Row{Name: "adapt-min-cycles", Envs: []string{"MLXCEL_ADAPT_MIN_CYCLES"}, Key: "adapt.min_cycles", Scope: ScopeServe, HelpOn: "adapt", Doc: "draft cycles behind every position used before a decision (16 or more)"},
 		defaults.AdaptMinCycles, wholeIn("the draft cycles observed before a decision", 16, 1<<30), func(s *Settings) *Field[int] { return &s.AdaptMinCycles }),
 	value(Row{Name: "adapt-trials", Envs: []string{"MLXCEL_ADAPT_TRIALS"}, Key: "adapt.trials", Scope: ScopeServe, HelpOn: "adapt", Doc: "0 turns trials off (only widths already measured are chosen); 1 to 8 leave them on"},
@@ -216,13 +221,13 @@ var Rows = []Row{
 	value(Row{Name: "bench-max-tokens", Flag: "max-tokens", Key: "bench.max_tokens", Scope: ScopeBench, Doc: "tokens per request, 1 to 65536"},
 		defaults.BenchMaxTokens, parseMaxTokens, func(s *Settings) *Field[int] { return &s.Bench.MaxTokens }),
 	randomWhenUnset(checked(value(Row{Name: "bench-base-port", Flag: "base-port", Key: "bench.base_port", Scope: ScopeBench, Default: randomArmPorts, Doc: "first loopback port for arm servers (arm i on base+i); without it each arm gets a free loopback port drawn at random below the ephemeral range, so two benches on one host never collide"},
-		defaults.BenchBasePort, wholeNumber("base port"), func(s *Settings) *Field[int] { return &s.Bench.BasePort }), checkBasePort)),
+		defaults.BenchBasePort, wholeNumber("base port"), func(s *Settings) *Field[int] { return &s.Bench.BasePort }), checkBasePort, "bench-widths")),
 	value(Row{Name: "bench-schedule", Flag: "schedule", Key: "bench.schedule", Scope: ScopeBench, Doc: "`restart`: one server at a time, each round restarts every arm; `resident`: every arm's server up at once"},
 		defaults.BenchSchedule, parseSchedule, func(s *Settings) *Field[string] { return &s.Bench.Schedule }),
 	pathRow(Row{Name: "bench-prompt-file", Flag: "prompt-file", Key: "bench.prompt_file", Scope: ScopeBench, Default: "the shipped ~160-token Python prompt", Doc: "one prompt file; not with a prompt set"},
 		func(s *Settings) *Field[string] { return &s.Bench.PromptFile }, false).blankUnset(),
 	checked(value(Row{Name: "bench-prompts", Flag: "prompts", Key: "bench.prompts", Scope: ScopeBench, Default: "none", Doc: "a prompt set: a directory of prompt files (relative to the profile), or a shipped set, `code` or `prose`; every arm runs every prompt"},
-		"", asIs, func(s *Settings) *Field[string] { return &s.Bench.Prompts }), checkPrompts),
+		"", asIs, func(s *Settings) *Field[string] { return &s.Bench.Prompts }), checkPrompts, "bench-prompt-file"),
 	value(Row{Name: "bench-temperature", Flag: "temperature", Key: "bench.temperature", Scope: ScopeBench, Doc: "0 (greedy) up to 5; above 0 every request samples with a fixed seed"},
 		0.0, parseTemperature, func(s *Settings) *Field[float64] { return &s.Bench.Temperature }),
 	value(Row{Name: "bench-concurrency", Flag: "concurrency", Key: "bench.concurrency", Scope: ScopeBench, Doc: "requests in flight per measured run, 1 to 256; the engine gets `--parallel N` unless you set its slot count (docs/bench.md, \"Load\"). A list of levels, ascending (`1,2,4,8`; in a profile also `[1, 2, 4, 8]`), is a load sweep (docs/schedule.md)"},
@@ -306,9 +311,10 @@ func randomWhenUnset(r Row) Row {
 	return r
 }
 
-// checked adds a check of the layered value against the settings above it.
-func checked(r Row, check func(s *Settings) error) Row {
-	r.check = check
+// checked adds a check of the layered value against the settings above
+// it, the rows it reads named (Row.reads).
+func checked(r Row, check func(s *Settings) error, reads ...string) Row {
+	r.check, r.reads = check, reads
 	return r
 }
 
@@ -366,13 +372,17 @@ func (r Row) layer(l *layer, s *Settings) error {
 	if r.apply == nil {
 		return nil
 	}
-	if err := r.apply(r, l, s); err != nil {
-		return err
+	err := r.apply(r, l, s)
+	if err == nil && r.check != nil {
+		err = r.check(s)
 	}
-	if r.check == nil {
-		return nil
+	// A row's error names its profile key, whichever step found it: the
+	// width's and the checks' named the line alone.
+	var e *Error
+	if errors.As(err, &e) {
+		return keyed(r, e.Src, err)
 	}
-	return r.check(s)
+	return err
 }
 
 // keyed names the profile's key in a value's error from a profile, whose

@@ -22,6 +22,7 @@ import (
 	"github.com/speclaunch/speclaunch/internal/exitcode"
 	"github.com/speclaunch/speclaunch/internal/key"
 	"github.com/speclaunch/speclaunch/internal/plan"
+	"github.com/speclaunch/speclaunch/internal/problems"
 	"github.com/speclaunch/speclaunch/internal/quote"
 	"github.com/speclaunch/speclaunch/internal/safefile"
 	"github.com/speclaunch/speclaunch/internal/schedule"
@@ -65,31 +66,11 @@ func Launchable(p *plan.Plan, checkPort bool) error {
 // with no target (profile validate of a profile that names none: an empty
 // one, a container's that gets it from LLAMA_ARG_MODEL) has only what the
 // settings name checked: engine.binary where set, the drafter. Every one
-// of hostProblems is said, in one error (Problems): serve said the first,
+// of hostProblems is said, in one error (problems.Join): serve said the first,
 // and fixing it showed the next.
 func Runnable(p *plan.Plan) error {
-	if ps := hostProblems(p); len(ps) > 0 {
-		return Problems(ps)
-	}
-	return nil
+	return problems.Join("on this host", hostProblems(p))
 }
-
-// Problems is every problem of this host said in one error, numbered
-// where there are several; errors.As finds each (exit 2, as any one is).
-type Problems []error
-
-func (h Problems) Error() string {
-	if len(h) == 1 {
-		return h[0].Error()
-	}
-	msgs := make([]string, len(h))
-	for i, p := range h {
-		msgs[i] = fmt.Sprintf("(%d) %v", i+1, p)
-	}
-	return fmt.Sprintf("%d problems on this host: %s", len(h), strings.Join(msgs, "; "))
-}
-
-func (h Problems) Unwrap() []error { return h }
 
 // hostProblems is every problem Runnable checks for, in its order: the
 // engine binary, then each model file.
