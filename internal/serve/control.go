@@ -332,7 +332,7 @@ func (sh *controlShell) Run(ctx context.Context) error {
 		var o control.Observation
 		select {
 		case <-ctx.Done():
-			sh.save(s, time.Now())
+			sh.save(s, time.Now(), true)
 			return nil
 		case o = <-obs:
 		case now := <-sample.C:
@@ -365,7 +365,7 @@ func (sh *controlShell) Run(ctx context.Context) error {
 				sh.log.Warn(a.Msg)
 			case control.Save:
 				if o.Now.Sub(lastSave) >= saveEvery {
-					sh.save(s, o.Now)
+					sh.save(s, o.Now, false)
 					lastSave = o.Now
 				}
 			}
@@ -753,8 +753,9 @@ func isDir(path string) bool {
 	return err == nil && fi.IsDir()
 }
 
-// save writes the pair's knowledge (a failure is logged and the loop goes on).
-func (sh *controlShell) save(s control.State, now time.Time) {
+// save writes the pair's knowledge (a failure is logged and the loop goes
+// on); last: the save as the loop stops, whose first line says no "again".
+func (sh *controlShell) save(s control.State, now time.Time, last bool) {
 	if sh.file == "" || sh.reslotted.Load() {
 		return
 	}
@@ -781,6 +782,9 @@ func (sh *controlShell) save(s control.State, now time.Time) {
 	switch {
 	case err != nil:
 		sh.log.Warn("adapt: the learnt state was not saved", "file", sh.file, "err", err)
+	case !sh.saved && last:
+		sh.saved = true
+		sh.log.Info("adapt: what was learnt is saved; the next start on this model pair resumes it", "file", sh.file)
 	case !sh.saved:
 		sh.saved = true
 		sh.log.Info("adapt: what was learnt is saved (and again as it learns)", "file", sh.file)

@@ -70,8 +70,8 @@ func TestControlSaveReplacesALink(t *testing.T) {
 		t.Fatalf("the load resumed %v from a file that is no state", p.Schedule)
 	}
 	s := c.Init(control.Pair{})
-	sh.save(s, time.Now())
-	sh.save(s, time.Now())
+	sh.save(s, time.Now(), false)
+	sh.save(s, time.Now(), false)
 	if b, _ := os.ReadFile(theirs); string(b) != "not a state" {
 		t.Errorf("the link's target holds %q: the save wrote through the link", b)
 	}
@@ -285,5 +285,27 @@ func TestControlLoadSaysWhatItDidNotRead(t *testing.T) {
 	}
 	if want := fmt.Sprintf("newest %d of %d in the cache", otherStatesRead, otherStatesRead+1); !strings.Contains(log.String(), want) {
 		t.Errorf("log does not say %q:\n%s", want, log.String())
+	}
+}
+
+// The first save's line says what follows it: more saves as the loop
+// learns, or, where the first is the one made as the loop stops, the next
+// start's resume ("and again as it learns" was said at shutdown).
+func TestFirstSaveLine(t *testing.T) {
+	for _, c := range []struct {
+		last         bool
+		want, unsaid string
+	}{
+		{false, "adapt: what was learnt is saved (and again as it learns)", "next start"},
+		{true, "adapt: what was learnt is saved; the next start on this model pair resumes it", "again"},
+	} {
+		var log bytes.Buffer
+		ctl := control.New(control.Config{Default: schedule.Flat(4, "engine default")})
+		sh := &controlShell{c: ctl, file: filepath.Join(t.TempDir(), "adapt-control-x.json"), log: slog.New(slog.NewTextHandler(&log, nil))}
+		sh.save(ctl.Init(control.Pair{}), time.Now(), c.last)
+		sh.save(ctl.Init(control.Pair{}), time.Now(), c.last)
+		if got := log.String(); strings.Count(got, "what was learnt is saved") != 1 || !strings.Contains(got, c.want) || strings.Contains(got, c.unsaid) {
+			t.Errorf("last %v: log %q, want one line %q", c.last, got, c.want)
+		}
 	}
 }

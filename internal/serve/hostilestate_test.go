@@ -53,8 +53,8 @@ func TestDirectoryAtTheStatePath(t *testing.T) {
 	sh := &controlShell{c: c, file: file, log: slog.New(slog.NewTextHandler(&log, nil))}
 	sh.load()
 	s := c.Init(control.Pair{})
-	sh.save(s, time.Now())
-	sh.save(s, time.Now())
+	sh.save(s, time.Now(), false)
+	sh.save(s, time.Now(), false)
 	l := log.String()
 	if strings.Count(l, "a directory sits where speclaunch keeps its adaptive state file") != 1 || !strings.Contains(l, "remove that directory") ||
 		!strings.Contains(l, "file="+file) || strings.Contains(l, "itself") || strings.Contains(l, "rename") {
@@ -63,8 +63,8 @@ func TestDirectoryAtTheStatePath(t *testing.T) {
 	// Made after the start: said once at the saves.
 	log.Reset()
 	sh.dirSaid = false
-	sh.save(s, time.Now())
-	sh.save(s, time.Now())
+	sh.save(s, time.Now(), false)
+	sh.save(s, time.Now(), false)
 	if strings.Count(log.String(), "a directory sits") != 1 {
 		t.Errorf("saves:\n%s", log.String())
 	}

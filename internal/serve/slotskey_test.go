@@ -117,14 +117,14 @@ func TestLaterEngineOfOtherSlotsStopsTheSaves(t *testing.T) {
 			t.Fatal(err)
 		}
 		if i == 1 {
-			sh.save(c.Init(control.Pair{}), time.Now())
+			sh.save(c.Init(control.Pair{}), time.Now(), false)
 			if _, err := os.Stat(sh.file); err != nil {
 				t.Fatalf("a later engine of the same slots: not saved (%v)", err)
 			}
 			os.Remove(sh.file)
 		}
 	}
-	sh.save(c.Init(control.Pair{}), time.Now())
+	sh.save(c.Init(control.Pair{}), time.Now(), false)
 	if _, err := os.Stat(sh.file); !os.IsNotExist(err) {
 		t.Errorf("saved under the 4-slot key after an 8-slot engine (%v)", err)
 	}
@@ -149,7 +149,7 @@ func TestLaterEngineAfterOneOfNoSlotsKeepsSaving(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	sh.save(c.Init(control.Pair{}), time.Now())
+	sh.save(c.Init(control.Pair{}), time.Now(), false)
 	if _, err := os.Stat(sh.file); err != nil || strings.Contains(log.String(), "where the saved state is keyed by") {
 		t.Errorf("saves stopped after an engine of no slots (%v):\n%s", err, log.String())
 	}
