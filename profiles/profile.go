@@ -295,14 +295,22 @@ func Parse(name string, data []byte) (*Profile, error) {
 	if err := notATable(name, md, p.lines); err != nil {
 		return nil, err
 	}
-	if written, known := caseKey(md); written != "" {
-		return nil, unknownKey(name, p.lines, written, known)
-	}
+	// Every unknown key at once, a table's once (not again for each key
+	// under it): a profile with two typos was said one at a time.
 	var unknown []*Error
-	var said []string // unknown keys said: one under them is not said again
+	var said []string
+	saidUnder := func(path string) bool {
+		return slices.ContainsFunc(said, func(u string) bool { return path == u || strings.HasPrefix(path, u+".") })
+	}
+	for _, c := range caseKeys(md) {
+		if !saidUnder(c[0]) {
+			said = append(said, c[0])
+			unknown = append(unknown, unknownKey(name, p.lines, c[0], c[1]))
+		}
+	}
 	for _, k := range md.Undecoded() {
 		path := k.String()
-		if slices.ContainsFunc(said, func(u string) bool { return strings.HasPrefix(path, u+".") }) {
+		if saidUnder(path) {
 			continue
 		}
 		// [[policy.entry]] tables are validated by the policy parser.
@@ -318,16 +326,25 @@ func Parse(name string, data []byte) (*Profile, error) {
 		// A table where a key takes a list or a number: what the key takes,
 		// whether or not this command reads it (not "unknown key").
 		if k := "bench.concurrency"; strings.HasPrefix(path, k+".") {
-			return nil, &Error{File: name, Line: p.lines.Line(k), Msg: k + " is a table; it takes a number, or a list of levels like [1, 2, 4, 8] (see docs/profiles.md)"}
+			said = append(said, k)
+			unknown = append(unknown, &Error{File: name, Line: p.lines.Line(k), Msg: k + " is a table; it takes a number, or a list of levels like [1, 2, 4, 8] (see docs/profiles.md)"})
+			continue
 		}
-		// Every unknown key at once: a profile with two typos was said
-		// one at a time.
 		said = append(said, path)
 		unknown = append(unknown, unknownKey(name, p.lines, path, typo.Nearest(path, knownPaths)))
 	}
+	// In the file's order; where the keys are listed said once, by the
+	// last unknown key.
+	slices.SortStableFunc(unknown, func(a, b *Error) int { return a.Line - b.Line })
+	see := -1
+	for i, e := range unknown {
+		if strings.HasSuffix(e.Msg, unknownSee) {
+			see = i
+		}
+	}
 	errs := make([]error, len(unknown))
 	for i, e := range unknown {
-		if i < len(unknown)-1 { // where the keys are listed: said once, last
+		if i != see {
 			e.Msg = strings.TrimSuffix(e.Msg, unknownSee)
 		}
 		errs[i] = e
@@ -355,9 +372,9 @@ func unknownKey(name string, lines tomlpos.Index, path, near string) *Error {
 // unknownSee ends an unknown key's message: where the keys are listed.
 const unknownSee = " (see docs/profiles.md for the schema; `speclaunch profile init` writes a commented example)"
 
-// caseKey is the first key or table of the file, in its order, that names
+// caseKeys are the keys and tables of the file, in its order, that name
 // one of the profile's only in another case ("Engine" for engine,
-// "engine.NAME"), as written, with the profile's spelling; "" when none.
+// "engine.NAME"): each as written, then the profile's spelling.
 // The decoder matches a struct's fields regardless of case, so
 // `[Engine] Name = "sim"` was applied, and `NAME = "vllm"` under
 // `name = "sim"` overrode it, said at name's line. Keys are matched
@@ -365,7 +382,8 @@ const unknownSee = " (see docs/profiles.md for the schema; `speclaunch profile i
 // an unknown one, as a misspelt key is. What a key that takes a table or
 // a list of tables holds (engine.env's names, policy.entry's keys) is its
 // reader's to check.
-func caseKey(md toml.MetaData) (written, known string) {
+func caseKeys(md toml.MetaData) [][2]string {
+	var out [][2]string
 	for _, k := range md.Keys() {
 		for n := 1; n <= len(k); n++ {
 			p := k[:n].String()
@@ -376,12 +394,14 @@ func caseKey(md toml.MetaData) (written, known string) {
 				continue
 			}
 			if i := slices.IndexFunc(knownPaths, func(kp string) bool { return strings.EqualFold(kp, p) }); i >= 0 {
-				return p, knownPaths[i]
+				if !slices.ContainsFunc(out, func(c [2]string) bool { return c[0] == p }) {
+					out = append(out, [2]string{p, knownPaths[i]})
+				}
 			}
 			break // unknown in any case: md.Undecoded says it
 		}
 	}
-	return "", ""
+	return out
 }
 
 // leafPaths are keyPaths as a set; tablePaths the profile's tables

@@ -100,6 +100,7 @@ func TestParseErrors(t *testing.T) {
 		{"a bench key in another case", "[bench]\nWidths = [2, 4]\n", []string{`p.toml:2: unknown key "bench.Widths"; did you mean "bench.widths"?`}},
 		// Every unknown key at once, a table's once (not again for each
 		// key under it), where the keys are listed said once, last.
+		{"unknown keys in another case and a table for a list, all of them", "[server]\nprot = 1\n[Draft]\nmodel = \"d\"\n[bench.concurrency]\nx = 1\n", []string{`3 problems in the profile: (1) p.toml:2: unknown key "server.prot"; did you mean "server.port"?; (2) p.toml:3: unknown key "Draft"; did you mean "draft"? Keys are matched with their case. (see docs/profiles.md for the schema`, `(3) p.toml:5: bench.concurrency is a table`}},
 		{"unknown keys, all of them", "[sevrer]\nport = 1\nhost = \"x\"\n[draft]\nblock_sise = 4\n", []string{`2 problems in the profile: (1) p.toml:1: unknown key "sevrer"; did you mean "server"?; (2) p.toml:5: unknown key "draft.block_sise"; did you mean "draft.block_size"? (see docs/profiles.md`}},
 	}
 	for _, c := range cases {

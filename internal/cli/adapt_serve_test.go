@@ -37,9 +37,14 @@ window = "1s"
 // timings could erase: a trial predicted +0.8 % waited out a test's
 // minute, and under -race the flat profile's verify probe put classic
 // first (+3.4 %, no trial) where width 8 wins by far.
-func farAdaptProfile(port, minCycles int) string {
-	return strings.Replace(simProfile(port, `, "--sim-noise", "0"`), `capability = "12.1"`, `capability = "9.0"`, 1) +
-		fmt.Sprintf("[adapt]\nenabled = true\nmax_width = 8\nmin_cycles = %d\nwindow = \"1s\"\n", minCycles)
+func farAdaptProfile(t *testing.T, port, minCycles int) string {
+	t.Helper()
+	base := simProfile(port, `, "--sim-noise", "0"`)
+	body := strings.Replace(base, `capability = "12.1"`, `capability = "9.0"`, 1)
+	if body == base {
+		t.Fatal("simProfile sets no capability 12.1 for farAdaptProfile to replace")
+	}
+	return body + fmt.Sprintf("[adapt]\nenabled = true\nmax_width = 8\nmin_cycles = %d\nwindow = \"1s\"\n", minCycles)
 }
 
 // startAdaptServe serves profile p and waits until the first engine is
@@ -143,7 +148,7 @@ func TestServeAdaptedWidthSurvivesReload(t *testing.T) {
 	dir := t.TempDir()
 	port := freePort(t)
 	p := filepath.Join(dir, "p.toml")
-	body := farAdaptProfile(port, 64)
+	body := farAdaptProfile(t, port, 64)
 	writeFile(t, p, body)
 	r := startServe(t, "--profile", p)
 	r.log.waitFor(t, `width verified`, 1, 20*time.Second)

@@ -26,7 +26,7 @@ func TestAdaptEvalReportsTheChosenWidth(t *testing.T) {
 	dir := t.TempDir()
 	port := freePort(t)
 	p := filepath.Join(dir, "p.toml")
-	writeFile(t, p, farAdaptProfile(port, 32))
+	writeFile(t, p, farAdaptProfile(t, port, 32))
 	prompts := filepath.Join(dir, "prompts")
 	if err := os.Mkdir(prompts, 0o755); err != nil {
 		t.Fatal(err)

@@ -157,17 +157,18 @@ func errText(err error) string {
 
 // rows layers every row of the scopes into s, in table order, and says
 // every bad value in one error (problems.Join): the first alone left the
-// operator to fix one and find the next. A row that reads a bad one
-// (Row.reads) is skipped, so that no error is one a bad value caused; a
-// bad engine, which every row reads, ends it.
+// operator to fix one and find the next. A row's check against a bad one
+// (Row.reads) is not run, so that no error is one a bad value caused; a
+// bad engine ends the list.
 func (l *layer) rows(s *Settings, scopes ...Scope) error {
 	var errs []error
 	bad := map[string]bool{}
 	for _, r := range Rows {
-		if !slices.Contains(scopes, r.Scope) || slices.ContainsFunc(r.reads, func(n string) bool { return bad[n] }) {
+		if !slices.Contains(scopes, r.Scope) {
 			continue
 		}
-		if err := r.layer(l, s); err != nil {
+		check := !slices.ContainsFunc(r.reads, func(n string) bool { return bad[n] })
+		if err := r.layer(l, s, check); err != nil {
 			errs, bad[r.Name] = append(errs, err), true
 			if r.Name == engineRow.Name {
 				break

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/speclaunch/speclaunch/internal/key"
+	"github.com/speclaunch/speclaunch/internal/problems"
 	"github.com/speclaunch/speclaunch/profiles"
 )
 
@@ -628,9 +629,8 @@ func TestShadowedSwitchSameValue(t *testing.T) {
 }
 
 // Load says every bad value in one error, numbered, each found by
-// errors.As; a row that reads a bad one is left unsaid (its error would be
-// one the bad value caused), and a bad engine, which every row reads,
-// stops it.
+// errors.As; a check against a bad value is not run (its error would be
+// one the bad value caused), and a bad engine ends the list.
 func TestLoadSaysEveryBadValue(t *testing.T) {
 	cases := []struct {
 		name, profile string
@@ -640,16 +640,25 @@ func TestLoadSaysEveryBadValue(t *testing.T) {
 			[]string{"(1) profile p.toml:2: draft.block_size: draft width -3 is negative", "(2) profile p.toml:4: server.port: bad port", "(3) profile p.toml:6: serve.stop_timeout: bad duration"}},
 		{"one bad value is said alone", "[server]\nport = 99999\n", []string{"profile p.toml:2: server.port: bad port \"99999\""}},
 		{"a bad engine stops it", "[engine]\nname = \"simx\"\n[server]\nport = 99999\n", []string{"profile p.toml:2: engine.name: bad engine"}},
-		{"a schedule beside a bad width is left unsaid", "[draft]\nblock_size = 1\nschedule = \"1:5\"\n", []string{"profile p.toml:2: draft.block_size: draft width 1 is below 2"}},
-		{"an exploration width over a bad max width is left unsaid", "[adapt]\nmax_width = 1\nexplore_width = 9\n", []string{"profile p.toml:2: adapt.max_width: bad value \"1\""}},
+		{"a good schedule beside a bad width adds no error", "[draft]\nblock_size = 1\nschedule = \"1+:5\"\n", []string{"profile p.toml:2: draft.block_size: draft width 1 is below 2"}},
+		{"a bad schedule beside a bad width is said", "[draft]\nblock_size = 1\nschedule = \"1:5\"\n", []string{"(1) profile p.toml:2: draft.block_size: draft width 1 is below 2", "(2) profile p.toml:3: bad draft.schedule"}},
+		// The default 17 stands for the bad max width: 20 would be over it.
+		{"an exploration width is not checked against a bad max width", "[adapt]\nmax_width = 1\nexplore_width = 20\n", []string{"profile p.toml:2: adapt.max_width: bad value \"1\""}},
+		{"a bad exploration width beside a bad max width is said", "[adapt]\nmax_width = 1\nexplore_width = 300\n", []string{"(1) profile p.toml:2: adapt.max_width: bad value \"1\"", "(2) profile p.toml:3: adapt.explore_width: bad value \"300\""}},
 		{"a check's error names its key", "[adapt]\nmax_width = 4\nexplore_width = 9\n", []string{"profile p.toml:3: adapt.explore_width: exploration width 9 is wider than adapt.max_width 4"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			_, _, _, err := Load(Input{Profile: prof(t, c.profile), Getenv: env(nil)})
-			var ce *Error
-			if err == nil || !errors.As(err, &ce) {
-				t.Fatalf("err = %v, want a config error", err)
+			errs := []error{err}
+			if l, ok := err.(problems.List); ok {
+				errs = l.Errs
+			}
+			for _, e := range errs {
+				var ce *Error
+				if e == nil || !errors.As(e, &ce) || !errors.As(err, &ce) {
+					t.Fatalf("err = %v, want config errors, each found by errors.As", err)
+				}
 			}
 			msg := err.Error()
 			if len(c.want) > 1 && !strings.HasPrefix(msg, fmt.Sprintf("%d problems in the settings: ", len(c.want))) {
@@ -667,5 +676,19 @@ func TestLoadSaysEveryBadValue(t *testing.T) {
 				at += i + len(w)
 			}
 		})
+	}
+}
+
+// Every name a row reads is a row above it: a misspelt one, or one below,
+// would leave its check run against a bad value.
+func TestRowReadsNameRowsAbove(t *testing.T) {
+	above := map[string]bool{}
+	for _, r := range Rows {
+		for _, n := range r.reads {
+			if !above[n] {
+				t.Errorf("row %s reads %q, which is no row above it", r.Name, n)
+			}
+		}
+		above[r.Name] = true
 	}
 }

@@ -13,7 +13,7 @@ import (
 // with a width (1 = speculation off at that load). A width given as
 // draft-block-size is the one-bucket schedule; both at one layer is an
 // error, at two layers the higher wins.
-var scheduleRow = Row{Name: "draft-schedule", Flag: "draft-schedule", Envs: []string{"MLXCEL_DRAFT_SCHEDULE"}, Key: "draft.schedule", Default: "resolved", reads: []string{"draft-block-size"},
+var scheduleRow = Row{Name: "draft-schedule", Flag: "draft-schedule", Envs: []string{"MLXCEL_DRAFT_SCHEDULE"}, Key: "draft.schedule", Default: "resolved",
 	Doc: "the width by load: `1:6,2-3:4,4+:1` is width 6 at one request in flight, 4 at two or three, speculation off (width 1) at four or more; in a profile also `[[1, 1, 6], [2, 3, 4], [4, 0, 1]]` (hi 0 = no upper bound). Buckets start at 1, leave no gaps, end open; at most 64. A width (`draft-block-size`) is the one-bucket schedule: given at the same layer as a schedule it is an error, at another layer the higher layer wins. vLLM takes the schedule itself; for the other engines serve follows it (docs/engines.md, \"Width schedules\")",
 	apply: func(r Row, l *layer, s *Settings) error {
 		f, err := l.schedule(r)

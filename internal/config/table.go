@@ -57,10 +57,10 @@ type Row struct {
 	apply    func(r Row, l *layer, s *Settings) error // nil: another row's apply layers it; r is the row as built
 	show     func(s *Settings) (any, string)          // value and source for `profile show`
 	check    func(s *Settings) error                  // run on the value as layered
-	// reads names the rows above whose values apply or check reads:
-	// where one of them was bad, this row is not layered (Load says
-	// every bad value, not those a bad one caused). Every row reads the
-	// engine's: a bad engine ends the layering.
+	// reads names the rows above whose values check compares this one
+	// with: where one of them was bad, the check is not run (Load says
+	// every bad value, not those a bad one caused). A bad engine, whose
+	// value decides how the rows below it read theirs, ends the layering.
 	reads []string
 }
 
@@ -265,7 +265,7 @@ func value[T any](r Row, def T, parse func(string) (T, error), at func(*Settings
 		}
 		x, err := parse(v)
 		if err != nil {
-			return sourced(src, keyed(r, src, err))
+			return sourced(src, err) // Row.layer names the key
 		}
 		if err := l.shadowedParse(r, src, s.Engine.Value, func(v string) error { _, err := parse(v); return err }); err != nil {
 			return err
@@ -368,37 +368,31 @@ func unsetFix(o Origin) string {
 }
 
 // layer layers one row into s and runs its check.
-func (r Row) layer(l *layer, s *Settings) error {
+func (r Row) layer(l *layer, s *Settings, check bool) error {
 	if r.apply == nil {
 		return nil
 	}
 	err := r.apply(r, l, s)
-	if err == nil && r.check != nil {
+	if err == nil && check && r.check != nil {
 		err = r.check(s)
 	}
 	// A row's error names its profile key, whichever step found it: the
 	// width's and the checks' named the line alone.
 	var e *Error
 	if errors.As(err, &e) {
-		return keyed(r, e.Src, err)
+		keyed(r, e)
 	}
 	return err
 }
 
-// keyed names the profile's key in a value's error from a profile, whose
+// keyed names the profile's key in e, a value's error from a profile, whose
 // file:line alone left the operator to find which setting the line holds
 // ("bad duration \"banana\"" for adapt.window); a flag or a variable
 // names itself, and a message that names the key already is left.
-func keyed(r Row, src Source, err error) error {
-	if src.Origin != Profile || r.Key == "" || strings.Contains(err.Error(), r.Key) {
-		return err
-	}
-	var e *Error
-	if errors.As(err, &e) {
+func keyed(r Row, e *Error) {
+	if e.Src.Origin == Profile && r.Key != "" && !strings.Contains(e.Error(), r.Key) {
 		e.Msg = r.Key + ": " + e.Msg
-		return e
 	}
-	return fmt.Errorf("%s: %w", r.Key, err)
 }
 
 // sourced names the source in a parser's error: a parser returns an *Error

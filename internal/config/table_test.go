@@ -131,7 +131,7 @@ func TestNumberForDurationSuggestsATakenValue(t *testing.T) {
 				return err
 			}
 			l := &layer{in: Input{Getenv: env(nil)}, prof: p}
-			return r.layer(l, &s)
+			return r.layer(l, &s, true)
 		}
 		if off := load(`"0s"`) == nil; off != profiles.OffKey(r.Key) {
 			t.Errorf("%s: takes 0: %v, profiles.OffKey: %v", r.Key, off, profiles.OffKey(r.Key))

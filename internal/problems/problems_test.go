@@ -20,7 +20,7 @@ func TestJoin(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			err := Join("in the settings", c.errs)
-			if got := ""; err != nil && err.Error() != c.want || err == nil && c.want != got {
+			if err == nil && c.want != "" || err != nil && err.Error() != c.want {
 				t.Fatalf("Join = %v, want %q", err, c.want)
 			}
 			for _, e := range c.errs {
