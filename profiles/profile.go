@@ -288,7 +288,11 @@ func Parse(name string, data []byte) (*Profile, error) {
 	}
 	md, err := toml.Decode(string(data), p)
 	if err != nil {
-		return nil, decodeError(name, data, md, err)
+		var pe toml.ParseError
+		if errors.As(err, &pe) {
+			return nil, decodeError(name, data, md, err)
+		}
+		return nil, valueErrors(name, data, md, err)
 	}
 	p.lines = tomlpos.Build(string(data))
 	p.empty = !slices.ContainsFunc(md.Keys(), func(k toml.Key) bool { return md.Type(k...) != "Hash" }) // "Hash": a table
@@ -333,24 +337,8 @@ func Parse(name string, data []byte) (*Profile, error) {
 		said = append(said, path)
 		unknown = append(unknown, unknownKey(name, p.lines, path, typo.Nearest(path, knownPaths)))
 	}
-	// In the file's order; where the keys are listed said once, by the
-	// last unknown key.
-	slices.SortStableFunc(unknown, func(a, b *Error) int { return a.Line - b.Line })
-	see := -1
-	for i, e := range unknown {
-		if strings.HasSuffix(e.Msg, unknownSee) {
-			see = i
-		}
-	}
-	errs := make([]error, len(unknown))
-	for i, e := range unknown {
-		if i != see {
-			e.Msg = strings.TrimSuffix(e.Msg, unknownSee)
-		}
-		errs[i] = e
-	}
-	if err := problems.Join("in the profile", errs); err != nil {
-		return nil, err
+	if len(unknown) > 0 {
+		return nil, joinSaid(unknown)
 	}
 	return p, nil
 }
@@ -366,11 +354,8 @@ func unknownKey(name string, lines tomlpos.Index, path, near string) *Error {
 	if near != "" && strings.EqualFold(near, path) {
 		msg += " Keys are matched with their case."
 	}
-	return &Error{File: name, Line: lines.Line(path), Msg: msg + unknownSee}
+	return &Error{File: name, Line: lines.Line(path), Msg: msg + " (see docs/profiles.md for the schema; `speclaunch profile init` writes a commented example)"}
 }
-
-// unknownSee ends an unknown key's message: where the keys are listed.
-const unknownSee = " (see docs/profiles.md for the schema; `speclaunch profile init` writes a commented example)"
 
 // caseKeys are the keys and tables of the file, in its order, that name
 // one of the profile's only in another case ("Engine" for engine,
@@ -473,11 +458,107 @@ func decodeError(name string, data []byte, md toml.MetaData, err error) error {
 	} else if t := typesRE.FindStringSubmatch(msg); t != nil {
 		// Not the decoder's Go words ("destination has type
 		// integer"): what the key holds and what it takes.
-		msg = fmt.Sprintf("%s: is %s, want %s%s (see docs/profiles.md)", last, article(t[1]), article(t[2]), dottedFix(last, under, t[1]))
+		msg = fmt.Sprintf("%s: is %s, want %s%s%s (see docs/profiles.md)", last, article(t[1]), article(t[2]), dottedFix(last, under, t[1]), quoteFix(t[1], t[2]))
 	} else if last != "" {
 		msg = fmt.Sprintf("%s: %s", last, msg)
 	}
 	return &Error{File: name, Line: line, Msg: msg}
+}
+
+// valueErrors says every value of data the profile cannot take, in the
+// file's order: the decoder stops at the first it meets (err, md), and
+// which that is changed from run to run (it walks a table's keys in Go's
+// map order), so each value is decoded again on its own. A value under
+// an array of tables ([[policy.entry]]) is its reader's to check.
+func valueErrors(name string, data []byte, md toml.MetaData, err error) error {
+	var raw map[string]any
+	rmd, rerr := toml.Decode(string(data), &raw)
+	if rerr != nil {
+		return decodeError(name, data, md, err)
+	}
+	var errs []*Error
+	var arrays []string
+	said := map[string]bool{}
+	var oerr error
+	for _, k := range rmd.Keys() {
+		path := k.String()
+		switch t := rmd.Type(k...); {
+		case t == "ArrayHash":
+			arrays = append(arrays, path)
+			continue
+		case t == "Hash" || slices.ContainsFunc(arrays, func(a string) bool { return strings.HasPrefix(path, a+".") }):
+			continue
+		}
+		one, ok := oneValue(k, raw)
+		var buf bytes.Buffer
+		if !ok || toml.NewEncoder(&buf).Encode(one) != nil {
+			continue
+		}
+		var alone Profile
+		if _, oerr = toml.Decode(buf.String(), &alone); oerr == nil {
+			continue
+		}
+		// Said of the file as written: its line is found from the key
+		// (the one-value document's is not the file's), and a dotted key
+		// is told from a table's header (dottedFix).
+		at := errors.New(snippetLineRE.ReplaceAllString(oerr.Error(), "toml: "))
+		e, ok := decodeError(name, data, rmd, at).(*Error)
+		if !ok || said[e.Msg] { // the keys of one table given for a value: said once
+			continue
+		}
+		said[e.Msg] = true
+		errs = append(errs, e)
+	}
+	if len(errs) == 0 {
+		return decodeError(name, data, md, err)
+	}
+	return joinSaid(errs)
+}
+
+// snippetLineRE is the line a one-value document's error names.
+var snippetLineRE = regexp.MustCompile(`^toml: line \d+ ?`)
+
+// oneValue is the document that holds key k of raw alone, in its tables;
+// false where k is not a path of tables to a value (a key inside an
+// array's inline table).
+func oneValue(k toml.Key, raw map[string]any) (map[string]any, bool) {
+	v := any(raw)
+	for _, part := range k {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if v, ok = m[part]; !ok {
+			return nil, false
+		}
+	}
+	for i := len(k) - 1; i >= 0; i-- {
+		v = map[string]any{k[i]: v}
+	}
+	return v.(map[string]any), len(k) > 0
+}
+
+// seeRE is where an error sends the operator: docs/profiles.md.
+var seeRE = regexp.MustCompile(` \(see docs/profiles\.md[^)]*\)$`)
+
+// joinSaid is errs, in the file's order, in one error (problems.Join),
+// where to read more said once, by the last that says it.
+func joinSaid(errs []*Error) error {
+	slices.SortStableFunc(errs, func(a, b *Error) int { return a.Line - b.Line })
+	see := -1
+	for i, e := range errs {
+		if seeRE.MatchString(e.Msg) {
+			see = i
+		}
+	}
+	out := make([]error, len(errs))
+	for i, e := range errs {
+		if i != see {
+			e.Msg = seeRE.ReplaceAllString(e.Msg, "")
+		}
+		out[i] = e
+	}
+	return problems.Join("in the profile", out)
 }
 
 // keyUnder is the first key of the file at or under table path last
@@ -499,6 +580,21 @@ func keyUnder(md toml.MetaData, last string) string {
 // (under, "server.port.x" of `port.x = 1`): a dot in a key nests a table,
 // which the operator rarely means; "" for any other mismatch. In a table
 // of names (engine.env) a name may hold a dot, quoted.
+// quoteFix is the fix for a value quoted that its key takes bare (proxy =
+// "yes"), or bare that it takes quoted: the environment takes "yes" for a
+// boolean, the profile only TOML's true and false.
+func quoteFix(held, want string) string {
+	switch h, w := article(held), article(want); {
+	case h == "a string" && w == "a boolean":
+		return ": write true or false, without quotes"
+	case h == "a string" && (w == "an integer" || w == "a float"):
+		return ": write the number without quotes"
+	case w == "a string" && (h == "an integer" || h == "a float" || h == "a boolean"):
+		return ": put the value in quotes"
+	}
+	return ""
+}
+
 func dottedFix(last, under, held string) string {
 	if tomlTypes[held] != "a table" || under == last {
 		return ""

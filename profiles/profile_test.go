@@ -100,7 +100,10 @@ func TestParseErrors(t *testing.T) {
 		{"a bench key in another case", "[bench]\nWidths = [2, 4]\n", []string{`p.toml:2: unknown key "bench.Widths"; did you mean "bench.widths"?`}},
 		// Every unknown key at once, a table's once (not again for each
 		// key under it), where the keys are listed said once, last.
-		{"unknown keys in another case and a table for a list, all of them", "[server]\nprot = 1\n[Draft]\nmodel = \"d\"\n[bench.concurrency]\nx = 1\n", []string{`3 problems in the profile: (1) p.toml:2: unknown key "server.prot"; did you mean "server.port"?; (2) p.toml:3: unknown key "Draft"; did you mean "draft"? Keys are matched with their case. (see docs/profiles.md for the schema`, `(3) p.toml:5: bench.concurrency is a table`}},
+		{"unknown keys in another case and a table for a list, all of them", "[server]\nprot = 1\n[Draft]\nmodel = \"d\"\n[bench.concurrency]\nx = 1\n", []string{`3 problems in the profile: (1) p.toml:2: unknown key "server.prot"; did you mean "server.port"?; (2) p.toml:3: unknown key "Draft"; did you mean "draft"? Keys are matched with their case.; (3) p.toml:5: bench.concurrency is a table; it takes a number, or a list of levels like [1, 2, 4, 8] (see docs/profiles.md)`}},
+		// Every value of the wrong type, in the file's order, whichever the
+		// decoder met first (it walks a table's keys in Go's map order).
+		{"values of the wrong type, all of them", "[server]\nport = \"x\"\nproxy = \"yes\"\n[serve]\nstrict_width = \"maybe\"\nready_timeout = 30\n[model]\npath = 5\n", []string{`5 problems in the profile: (1) p.toml:2: server.port: is a string, want an integer: write the number without quotes; (2) p.toml:3: server.proxy: is a string, want a boolean: write true or false, without quotes; (3) p.toml:5: serve.strict_width: is a string, want a boolean: write true or false, without quotes; (4) p.toml:6: serve.ready_timeout = 30 is a number; write a duration string such as "30s"; (5) p.toml:8: model.path: is an integer, want a string: put the value in quotes (see docs/profiles.md)`}},
 		{"unknown keys, all of them", "[sevrer]\nport = 1\nhost = \"x\"\n[draft]\nblock_sise = 4\n", []string{`2 problems in the profile: (1) p.toml:1: unknown key "sevrer"; did you mean "server"?; (2) p.toml:5: unknown key "draft.block_sise"; did you mean "draft.block_size"? (see docs/profiles.md`}},
 	}
 	for _, c := range cases {
