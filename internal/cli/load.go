@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/alecthomas/kong"
 	"github.com/speclaunch/speclaunch/engine"
@@ -275,13 +276,26 @@ func badInputErr(err error) error { return exitcode.Bad(err) }
 func hintFor(err error) string {
 	var pe *profiles.Error
 	var pol *policy.ParseError
+	var ce *config.Error
 	switch {
 	case errors.As(err, &pe):
-		return "fix the profile, then check it with `speclaunch profile validate --profile " + pe.File + "`"
+		return validateHint(pe.File)
+	case errors.As(err, &ce) && ce.Src.Origin == config.Profile && ce.Msg != config.CannotUseProfile:
+		// A value of the profile the settings refused (file:line).
+		file := ce.Src.Name
+		if i := strings.LastIndexByte(file, ':'); i > 0 && strings.Trim(file[i+1:], "0123456789") == "" {
+			file = file[:i]
+		}
+		return validateHint(file)
 	case errors.As(err, &pol):
 		return "fix the policy file (schema: docs/policy.md); `speclaunch policy list` shows the merged policy"
 	}
 	return ""
+}
+
+// validateHint is the hint for a fault in the profile file.
+func validateHint(file string) string {
+	return "fix the profile, then check it with `speclaunch profile validate --profile " + plan.ShellQuote(file) + "`"
 }
 
 // build makes the plan for the loaded settings.

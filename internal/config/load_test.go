@@ -692,3 +692,14 @@ func TestRowReadsNameRowsAbove(t *testing.T) {
 		above[r.Name] = true
 	}
 }
+
+// adapt.explore_width takes the 0 it shows as its default ("0 (unset)"),
+// as well as a width; 1 is neither.
+func TestExploreWidthTakesItsDefault(t *testing.T) {
+	for v, want := range map[string]string{"0": "", "5": "", "1": `want a whole number from 2 to 256, or 0 (unset)`} {
+		s, _, _, err := Load(Input{Profile: prof(t, "[adapt]\nexplore_width = "+v+"\n"), Getenv: env(nil)})
+		if want == "" && (err != nil || strconv.Itoa(s.AdaptExplore.Value) != v) || want != "" && (err == nil || !strings.Contains(err.Error(), want)) {
+			t.Errorf("explore_width = %s: %v (value %d), want %q", v, err, s.AdaptExplore.Value, want)
+		}
+	}
+}

@@ -202,7 +202,7 @@ var Rows = []Row{
 	value(Row{Name: "adapt-max-width", Envs: []string{"MLXCEL_ADAPT_MAX_WIDTH"}, Key: "adapt.max_width", Scope: ScopeServe, HelpOn: "adapt", Doc: "widest width the loop may try (2 to 256)"},
 		defaults.AdaptMaxWidth, wholeIn("the widest width the adaptive loop may try", key.MinWidth, key.MaxWidth), func(s *Settings) *Field[int] { return &s.AdaptMaxWidth }),
 	checked(value(Row{Name: "adapt-explore-width", Envs: []string{"MLXCEL_ADAPT_EXPLORE_WIDTH"}, Key: "adapt.explore_width", Scope: ScopeServe, Retired: true, Default: "0 (unset)", Doc: "read and validated (at most `adapt.max_width`), no longer used: the log says so when it is set"},
-		0, wholeIn("the exploration width W0", key.MinWidth, key.MaxWidth), func(s *Settings) *Field[int] { return &s.AdaptExplore }), checkExplore, "adapt-max-width"),
+		0, zeroOr(wholeIn("the exploration width W0", key.MinWidth, key.MaxWidth)), func(s *Settings) *Field[int] { return &s.AdaptExplore }), checkExplore, "adapt-max-width"),
 	value(Row{Name: "adapt-min-cycles", Envs: []string{"MLXCEL_ADAPT_MIN_CYCLES"}, Key: "adapt.min_cycles", Scope: ScopeServe, HelpOn: "adapt", Doc: "draft cycles behind every position used before a decision (16 or more)"},
 		defaults.AdaptMinCycles, wholeIn("the draft cycles observed before a decision", 16, 1<<30), func(s *Settings) *Field[int] { return &s.AdaptMinCycles }),
 	value(Row{Name: "adapt-trials", Envs: []string{"MLXCEL_ADAPT_TRIALS"}, Key: "adapt.trials", Scope: ScopeServe, HelpOn: "adapt", Doc: "0 turns trials off (only widths already measured are chosen); 1 to 8 leave them on"},
@@ -569,6 +569,21 @@ func wholeIn(what string, lo, hi int) func(string) (int, error) {
 		n, err := strconv.Atoi(strings.TrimSpace(v))
 		if err != nil || n < lo || n > hi {
 			return 0, fmt.Errorf("bad value %s for %s: want a whole number from %d to %d", Quoted(v), what, lo, hi)
+		}
+		return n, nil
+	}
+}
+
+// zeroOr takes 0 as well as what parse takes: the value a row shows as
+// its default ("0 (unset)") is one an operator may write.
+func zeroOr(parse func(string) (int, error)) func(string) (int, error) {
+	return func(v string) (int, error) {
+		if strings.TrimSpace(v) == "0" {
+			return 0, nil
+		}
+		n, err := parse(v)
+		if err != nil {
+			return 0, fmt.Errorf("%w, or 0 (unset)", err)
 		}
 		return n, nil
 	}
