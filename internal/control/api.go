@@ -43,6 +43,9 @@ type Observation struct {
 	// engine before traffic on its own, which answers no Probe action.
 	Verify map[int]float64
 	Before bool
+	// Cut: a switch of the serving engine cut the probe, which is then
+	// no probe tried: its bucket's is asked for again at once.
+	Cut bool
 	// Sample: why no switch can start now ("" when one can:
 	// follow.Observation.Busy).
 	Busy string

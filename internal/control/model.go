@@ -383,7 +383,17 @@ func counted(n int, thing string) string {
 // load entered it while that one ran).
 func (c Controller) probed(s *State, o Observation) []Action {
 	var acts []Action
-	if o.Err != "" {
+	switch {
+	case o.Err != "" && o.Cut && !o.Before:
+		// Not the engine's fault: a switch of the loop's own (the follower
+		// serving the load's width) cut it, and with the rows barred for
+		// RetryAfter no untried width could be priced for half an hour (a
+		// user pass on the sim at four clients).
+		acts = append(acts, Action{Op: Log, Msg: fmt.Sprintf("adapt: the probe stopped, %s, with %s measured; the rows it lacks are probed again on the engine that serves now", o.Err, counted(len(o.Verify), "row count"))})
+		if b := s.Probe.Bucket; b >= 0 && b < len(s.Pair.Buckets) {
+			s.Pair.Buckets[b].Tried[0] = time.Time{}
+		}
+	case o.Err != "":
 		acts = append(acts, Action{Op: Log, Msg: fmt.Sprintf("adapt: the probe stopped, %s, with %s measured; the controller goes on, and a width whose rows it lacks is not tried until the probe is asked for again", o.Err, counted(len(o.Verify), "row count"))})
 	}
 	if s.Pair.Verify == nil {

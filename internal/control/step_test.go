@@ -663,6 +663,30 @@ func TestProbeStoppedSaidOnce(t *testing.T) {
 	}
 }
 
+// A probe that a switch of the serving engine cut is no probe tried: the
+// rows it lacks are asked for again at once, of the engine that serves
+// now; one that failed on its own waits RetryAfter (a user pass on the sim:
+// after a cut, no untried width could be priced for half an hour).
+func TestProbeCutBySwitchIsAskedAgain(t *testing.T) {
+	isProbe := func(a Action) bool { return a.Op == Probe }
+	for _, cut := range []bool{true, false} {
+		c := New(Config{Default: schedule.Flat(4, "default")})
+		s := c.Init(Pair{})
+		e := &fakeEngine{gen: 1, width: 4, s: 0.9, ms: 5, n: 1, now: t0}
+		s, acts := run(c, s, e, 4)
+		if !slices.ContainsFunc(acts, isProbe) {
+			t.Fatalf("no probe asked for: %v", acts)
+		}
+		_, acts = c.Step(s, Observation{Kind: Probed, Now: e.now, Err: "cut by a switch of the serving engine (EOF)", Cut: cut})
+		if asked := slices.ContainsFunc(acts, isProbe); asked != cut {
+			t.Errorf("cut %v: probe asked for again %v, want %v; %v", cut, asked, cut, acts)
+		}
+		if cut && !logged(acts, "the rows it lacks are probed again on the engine that serves now") {
+			t.Errorf("the cut probe's line does not say it is asked for again: %v", acts)
+		}
+	}
+}
+
 // The end of an experiment is said: a trial or a check judged, with what
 // it measured against the width it left, or one a decision elsewhere came
 // before.

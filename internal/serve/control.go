@@ -547,7 +547,8 @@ func (sh *controlShell) probe(ctx context.Context, a control.Action, obs chan<- 
 		timedOut := errors.Is(pctx.Err(), context.DeadlineExceeded)
 		cancel()
 		if err != nil { // the controller logs it, once
-			o.Err = probeStopped(err, probeBound, sh.switches.Load() != before || replaced.Load(), timedOut, ctx.Err() != nil)
+			o.Cut = sh.switches.Load() != before || replaced.Load()
+			o.Err = probeStopped(err, probeBound, o.Cut, timedOut, ctx.Err() != nil)
 		}
 		o.Verify = c.VerifyMS
 		if c.Bare {
