@@ -126,8 +126,12 @@ func TestServeAdaptResumesAfterRestart(t *testing.T) {
 	if len(saved) != 1 {
 		t.Fatalf("saved states %v, want one; log:\n%s", saved, r.log)
 	}
+	// Whatever six requests taught it, the state says width 6 was
+	// learnt for one request in flight: the restart starts at it.
+	learnt(t, saved[0], 6)
 
 	r2 := startServe(t, "--profile", p)
+	r2.log.waitFor(t, `starting engine: draft width 6 \(resumed: learnt for 1 request in flight by an earlier run`, 1, 20*time.Second)
 	r2.log.waitFor(t, `resuming what an earlier run learnt`, 1, 20*time.Second)
 	r2.log.waitFor(t, `width verified`, 1, 20*time.Second) // said before the proxy serves: wait for it
 	if a := adaptStatus(t, port); a.Resumed == "" {
@@ -196,6 +200,29 @@ func TestServeAdaptOffAfterReloadSetsWidth(t *testing.T) {
 			t.Fatalf("adapt state %q after the operator width; log:\n%s", adaptState(t, port), r.log)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// learnt rewrites the state file so that its schedule holds width w,
+// learnt, for one request in flight.
+func learnt(t *testing.T, file string, w int) {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st map[string]any
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatal(err)
+	}
+	sched := st["pair"].(map[string]any)["Schedule"].([]any)
+	first := sched[0].(map[string]any)
+	first["width"], first["source"] = w, fmt.Sprintf("width %d measured", w)
+	if b, err = json.Marshal(st); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, b, 0o600); err != nil {
+		t.Fatal(err)
 	}
 }
 

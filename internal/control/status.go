@@ -179,6 +179,15 @@ func (p Pair) Learnt() bool {
 	return false
 }
 
+// LearntAt is the width p's schedule decided for n requests in flight,
+// 0 where its bucket holds the default's (nothing was decided there).
+func (p Pair) LearntAt(n int) int {
+	if b := p.Schedule.At(n); b.Width > 0 && !safeAnswer(b.Source) {
+		return b.Width
+	}
+	return 0
+}
+
 // later says what is wrong with a saved time t, the field what, at now
 // ("" when nothing): one past now by more than clockSkew.
 func later(what string, t, now time.Time) string {

@@ -59,9 +59,44 @@ func operatorWins(s config.Settings) string {
 	return "an operator width is set (" + s.Width.Src.String() + "); it always wins"
 }
 
+// adaptCache is where the controller's state is kept: its key (without
+// the engine's slots) and directory ("" when it is not kept).
+type adaptCache struct {
+	key adapt.CacheKey
+	dir string
+}
+
+// newAdaptCache is p's adaptCache, made once a start (the models are
+// hashed for the key).
+func (sv *launcher) newAdaptCache(p *plan.Plan) *adaptCache {
+	key, dir := sv.adaptCache(p)
+	return &adaptCache{key, dir}
+}
+
+// resumeStart is the first engine's plan at the width an earlier run
+// learnt for one request in flight (resumedWidth), nil where none was
+// learnt, p runs it already, or no plan at it can be built (said).
+func (sv *launcher) resumeStart(p *plan.Plan, c *adaptCache) *plan.Plan {
+	if c.dir == "" {
+		return nil
+	}
+	w, why := resumedWidth(c.dir, c.key, time.Now())
+	if w == 0 || w == widthOf(p) {
+		return nil
+	}
+	np, l, err := sv.adaptedPlan(p, w, why)
+	if err != nil {
+		sv.log.Info(fmt.Sprintf("adapt: the first engine starts at width %d, not at the width %d an earlier run learnt", widthOf(p), w), "err", err)
+		return nil
+	}
+	sv.force.take(np, l)
+	return np
+}
+
 // newAdapt makes the adaptive width controller when it is asked for (nil
-// when not); it runs once the first engine serves.
-func (sv *launcher) newAdapt(p *plan.Plan) Controller {
+// when not); it runs once the first engine serves. c is p's cache (nil
+// when adapt was off at the start's check).
+func (sv *launcher) newAdapt(p *plan.Plan, c *adaptCache) Controller {
 	if why := AdaptOff(p, sv.px != nil); why != "" {
 		if p.Settings.Adapt.Value {
 			if adaptCannot(p, sv.px != nil) == "" {
@@ -76,7 +111,10 @@ func (sv *launcher) newAdapt(p *plan.Plan) Controller {
 	if s := p.Settings; s.AdaptExplore.Value != 0 || s.AdaptMargin.Src.Origin != config.Default {
 		sv.log.Info("adaptive width: adapt.explore_width and adapt.margin are read but no longer used: the controller tries the widths its model predicts, and moves when the measured gain passes the noise between engines and repays the switch (docs/adaptive.md)")
 	}
-	key, dir := sv.adaptCache(p)
+	if c == nil {
+		c = sv.newAdaptCache(p)
+	}
+	key, dir := c.key, c.dir
 	sh := &controlShell{c: control.New(controlConfig(p)), rt: sv, eng: sv.rt, key: key,
 		client: secret.Client(sv.probeClient(60*time.Second), sv.engineKey), log: sv.log.With("component", "adapt"),
 		publish: func(s control.Status) {

@@ -262,7 +262,7 @@ func TestAdaptStateOnPageAndMetric(t *testing.T) {
 	sv := &launcher{log: slog.New(slog.DiscardHandler), st: newServeStatus(&plan.Plan{}), met: metrics.New(metrics.Sources{})}
 	p := &plan.Plan{Resolution: width.Resolution{Source: width.Override}}
 	p.Settings.Adapt.Value = true
-	if c := sv.newAdapt(p); c != nil {
+	if c := sv.newAdapt(p, nil); c != nil {
 		t.Fatal("a controller under an operator width")
 	}
 	if want := `speclaunch_adapt_state{state="not adapting"} 1`; !strings.Contains(string(sv.met.Text()), want) {
@@ -323,7 +323,7 @@ func TestAdaptOffFollowsThePlanInForce(t *testing.T) {
 				sv := &launcher{px: proxy.New(proxy.Options{}), log: slog.New(slog.DiscardHandler), st: newServeStatus(&plan.Plan{}), met: metrics.New(metrics.Sources{})}
 				if tc.running {
 					sv.ctl.loop, sv.ctl.stopAdapt = &controlShell{}, func() {}
-				} else if c := sv.newAdapt(operator(3)); c != nil {
+				} else if c := sv.newAdapt(operator(3), nil); c != nil {
 					t.Fatal("a controller under an operator width")
 				} else if got, _ := sv.st.adapt.(adapt.Status); got.Width != 3 || !strings.HasSuffix(got.Note, "it always wins; it stays off until speclaunch restarts") {
 					// at start as after a reload: it lacked both until one came
@@ -360,7 +360,7 @@ func TestAdaptOffForAnotherReasonIsNotOverruled(t *testing.T) {
 	p.Settings.Width = config.Field[int]{Value: 3, Src: config.Source{Origin: config.Flag, Name: "--draft-block-size"}}
 	p.Settings.Adapt.Value, p.Settings.DraftModel.Value, p.Settings.Engine.Value = true, "d", key.Sim
 	sv := &launcher{log: slog.New(slog.DiscardHandler), st: newServeStatus(&plan.Plan{}), met: metrics.New(metrics.Sources{})}
-	if c := sv.newAdapt(p); c != nil || sv.ctl.isOverruled() {
+	if c := sv.newAdapt(p, nil); c != nil || sv.ctl.isOverruled() {
 		t.Fatalf("controller %v, overruled %v: want neither without the proxy", c, sv.ctl.isOverruled())
 	}
 	if got, _ := sv.st.adapt.(adapt.Status); got.Note != "the proxy is off (--no-proxy): a switch would fail requests" {

@@ -688,6 +688,33 @@ const otherStatesRead = 64
 // re-quantized weights.
 func (sh *controlShell) otherKey() string {
 	dir := filepath.Dir(sh.file)
+	states, all := savedStates(dir)
+	var said, from string
+	for _, st := range states {
+		sp, err := readSaved(st)
+		if err != nil || !sh.key.SamePaths(sp.Key) {
+			continue
+		}
+		changed := sh.key.Changed(sp.Key)
+		if len(changed) == 0 && st != sh.file { // the same curve under another name (this run's own file is no fallback)
+			return st
+		}
+		if len(changed) > 0 && said == "" { // the newest such, said if no same-curve state comes
+			said, from = strings.Join(changed, ", "), st
+		}
+	}
+	switch {
+	case said != "":
+		sh.log.Info("adapt: a state saved for these model files is not resumed: "+said+" changed since; learning again", "file", from)
+	case all > otherStatesRead:
+		sh.log.Info(fmt.Sprintf("adapt: no state saved for these model files among the newest %d of %d in the cache; the older ones are not read (delete the states of pairs this host no longer serves to bring them in reach); learning again", otherStatesRead, all), "dir", dir)
+	}
+	return ""
+}
+
+// savedStates are the controller's state files in dir, the newest first,
+// otherStatesRead at most, and how many there are.
+func savedStates(dir string) ([]string, int) {
 	entries, _ := os.ReadDir(dir)
 	type state struct {
 		name string
@@ -702,36 +729,55 @@ func (sh *controlShell) otherKey() string {
 		}
 	}
 	slices.SortFunc(states, func(a, b state) int { return b.mod.Compare(a.mod) })
-	var said, from string
-	for i, st := range states {
-		if i == otherStatesRead {
-			break
-		}
-		f, err := safefile.Open(context.Background(), "adaptive state", st.name, 1<<20)
-		if err != nil {
+	var names []string
+	for _, st := range states[:min(len(states), otherStatesRead)] {
+		names = append(names, st.name)
+	}
+	return names, len(states)
+}
+
+// readSaved reads one state file, bounded as the load reads it.
+func readSaved(file string) (savedPair, error) {
+	var sp savedPair
+	f, err := safefile.Open(context.Background(), "adaptive state", file, 1<<20)
+	if err != nil {
+		return sp, err
+	}
+	defer f.Close()
+	err = json.NewDecoder(f).Decode(&sp)
+	return sp, err
+}
+
+// resumedWidth is the width a start on key's pair resumes at: the width
+// learnt for one request in flight, the load a start meets, in the newest
+// state saved in dir for these model files on this engine and GPU,
+// whatever its slots (the key has none before an engine says them), with
+// the reason the start line gives; 0 where none was learnt. A restart
+// started at the default and switched to the learnt width a window later,
+// with no traffic: on a GPU, a model loaded twice (a user pass on the sim).
+// The state the controller then reads is the one of the engine's slots; if
+// it holds another width, the follower takes it.
+func resumedWidth(dir string, key adapt.CacheKey, now time.Time) (int, string) {
+	key.Slots = 0
+	states, _ := savedStates(dir)
+	for _, st := range states {
+		sp, err := readSaved(st)
+		if err != nil || !key.SamePaths(sp.Key) {
 			continue
 		}
-		var sp savedPair
-		err = json.NewDecoder(f).Decode(&sp)
-		f.Close()
-		if err != nil || !sh.key.SamePaths(sp.Key) {
+		sp.Key.Slots = 0
+		if len(key.Changed(sp.Key)) > 0 {
 			continue
 		}
-		changed := sh.key.Changed(sp.Key)
-		if len(changed) == 0 && st.name != sh.file { // the same curve under another name (this run's own file is no fallback)
-			return st.name
+		if take, _ := control.Resume(sp.Saved, sp.Pair, now); !take {
+			return 0, ""
 		}
-		if len(changed) > 0 && said == "" { // the newest such, said if no same-curve state comes
-			said, from = strings.Join(changed, ", "), st.name
+		if w := sp.Pair.LearntAt(1); w > 0 {
+			return w, fmt.Sprintf("resumed: learnt for 1 request in flight by an earlier run (saved %s)", sp.Saved.Format(time.RFC3339))
 		}
+		return 0, ""
 	}
-	switch {
-	case said != "":
-		sh.log.Info("adapt: a state saved for these model files is not resumed: "+said+" changed since; learning again", "file", from)
-	case len(states) > otherStatesRead:
-		sh.log.Info(fmt.Sprintf("adapt: no state saved for these model files among the newest %d of %d in the cache; the older ones are not read (delete the states of pairs this host no longer serves to bring them in reach); learning again", otherStatesRead, len(states)), "dir", dir)
-	}
-	return ""
+	return 0, ""
 }
 
 // noteOldState says, once, that the loop before this controller left a

@@ -210,6 +210,13 @@ func (sv *launcher) run(p *plan.Plan) error {
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 	sv.force.take(p, nil)
+	var cache *adaptCache
+	if AdaptOff(p, p.Settings.Proxy.Value) == "" {
+		cache = sv.newAdaptCache(p)
+		if np := sv.resumeStart(p, cache); np != nil {
+			p = np
+		}
+	}
 	sv.st = newServeStatus(p)
 	sv.met = metrics.New(sv.metricSources())
 	if p.Settings.Proxy.Value {
@@ -229,7 +236,7 @@ func (sv *launcher) run(p *plan.Plan) error {
 		Plan: p, Limits: limits(p), Proxy: sv.px, Log: sv.log,
 		Signals: sigs, Done: sv.c.Done, Launcher: runtimeSide{sv},
 	})
-	sv.ctl.loop = sv.newAdapt(p) // its client counts through the runtime
+	sv.ctl.loop = sv.newAdapt(p, cache) // its client counts through the runtime
 	if sv.px != nil {
 		// Listening once the runtime exists: a request or a scrape
 		// arriving at once finds it.

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -152,5 +153,69 @@ func TestLaterEngineAfterOneOfNoSlotsKeepsSaving(t *testing.T) {
 	sh.save(c.Init(control.Pair{}), time.Now(), false)
 	if _, err := os.Stat(sh.file); err != nil || strings.Contains(log.String(), "where the saved state is keyed by") {
 		t.Errorf("saves stopped after an engine of no slots (%v):\n%s", err, log.String())
+	}
+}
+
+// A start resumes at the width the newest state saved for its pair learnt
+// for one request in flight, whatever the state's slots (an engine says
+// them only once it runs); nothing where that bucket holds the default's
+// width, the model content, engine or GPU changed, or the files are
+// another pair's. A restart started at the default and switched a window
+// later, with no traffic.
+func TestResumedWidth(t *testing.T) {
+	models := []adapt.ModelFile{{Path: "/m/t", Size: 100, SHA256: "aa"}, {Path: "/m/d", Size: 10, SHA256: "bb"}}
+	key := adapt.CacheKey{Engine: "sim", GPU: "none", Capability: "12.1", Models: models}
+	c := control.New(control.Config{Default: schedule.Flat(16, "engine default")})
+	learnt := func(w int, source string) control.Pair {
+		p := c.Init(control.Pair{}).Pair
+		p.Schedule[0].Width, p.Schedule[0].Source = w, source
+		p.Verify = map[int]float64{1: 3}
+		return p
+	}
+	type state struct {
+		key  adapt.CacheKey
+		pair control.Pair
+		age  time.Duration
+	}
+	with := func(f func(*adapt.CacheKey)) adapt.CacheKey {
+		k := key
+		k.Models = slices.Clone(models)
+		f(&k)
+		return k
+	}
+	for _, tc := range []struct {
+		name   string
+		states []state
+		want   int
+	}{
+		{"learnt under 4 slots", []state{{with(func(k *adapt.CacheKey) { k.Slots = 4 }), learnt(4, "measured"), time.Hour}}, 4},
+		{"the newest of two", []state{{with(func(k *adapt.CacheKey) { k.Slots = 4 }), learnt(4, "measured"), 2 * time.Hour}, {with(func(k *adapt.CacheKey) { k.Slots = 8 }), learnt(6, "measured"), time.Hour}}, 6},
+		{"the default's width at one request", []state{{key, learnt(16, "default width 16"), time.Hour}}, 0},
+		{"the target's content changed", []state{{with(func(k *adapt.CacheKey) { k.Models[0].SHA256 = "cc" }), learnt(4, "measured"), time.Hour}}, 0},
+		{"another engine", []state{{with(func(k *adapt.CacheKey) { k.Engine = "llama.cpp b1" }), learnt(4, "measured"), time.Hour}}, 0},
+		{"another pair", []state{{with(func(k *adapt.CacheKey) { k.Models[1].Path = "/m/other" }), learnt(4, "measured"), time.Hour}}, 0},
+		{"none", nil, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for _, st := range tc.states {
+				b, err := json.Marshal(savedPair{Key: st.key, Saved: time.Now().Add(-st.age), Pair: st.pair})
+				if err != nil {
+					t.Fatal(err)
+				}
+				f := controlFile(dir, st.key)
+				if err := os.WriteFile(f, b, 0o600); err != nil {
+					t.Fatal(err)
+				}
+				mod := time.Now().Add(-st.age)
+				if err := os.Chtimes(f, mod, mod); err != nil {
+					t.Fatal(err)
+				}
+			}
+			w, why := resumedWidth(dir, key, time.Now())
+			if w != tc.want || (w > 0) != strings.HasPrefix(why, "resumed: learnt for 1 request in flight by an earlier run (saved ") {
+				t.Errorf("resumed width %d (%q), want %d", w, why, tc.want)
+			}
+		})
 	}
 }
