@@ -408,7 +408,7 @@ func TestIsExplore(t *testing.T) {
 		reason string
 		want   bool
 	}{
-		{"the load has sat at 2-4 requests in flight for 11s (mean 4.0): width 4 (trial: width 4 predicted +57.3% over width 16; a gain of 18.1% passes the noise and the switch) for width 16 repays a 3s switch", true},
+		{"the load has sat at 2-4 requests in flight for 11s (mean 4.0): width 4 (trial: width 4 predicted +57.3% over width 16, above the 18.1% a trial needs to pass the noise and repay the switch) for width 16 repays a 3s switch", true},
 		{"the load has sat at 2-4 requests in flight for 10m33s (mean 4.0): width 16 (trial: check: width 1 shows no change of traffic) for width 1 repays a 3s switch", true},
 		{"the load has sat at 2-4 requests in flight for 5m53s (mean 4.0): width 4 (width 4 measured +66.8% over default width 16) for width 16 repays a 3s switch", false},
 		{"explore: trial of width 3", true},

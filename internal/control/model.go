@@ -233,7 +233,7 @@ func (c Controller) pickTrial(s *State, b, base int, now time.Time) (int, float6
 		ew, _ := c.estimate(s, b, pick)
 		return pick, pickRate, fmt.Sprintf("width %d measured %+.1f%% over width %d on one engine, inside the noise, and predicted %+.1f%%: a second engine measures it", pick, 100*(ew.Rate/eb.Rate-1), base, 100*(pickRate/eb.Rate-1))
 	}
-	why := fmt.Sprintf("width %d predicted %+.1f%% over width %d; a gain of %.1f%% passes the noise and the switch", pick, 100*(pickRate/eb.Rate-1), base, 100*accept)
+	why := fmt.Sprintf("width %d predicted %+.1f%% over width %d, above the %.1f%% a trial needs to pass the noise and repay the switch", pick, 100*(pickRate/eb.Rate-1), base, 100*accept)
 	return pick, pickRate, why
 }
 
