@@ -207,20 +207,10 @@ func TestServeAdaptOffAfterReloadSetsWidth(t *testing.T) {
 // learnt, for one request in flight.
 func learnt(t *testing.T, file string, w int) {
 	t.Helper()
-	b, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var st map[string]any
-	if err := json.Unmarshal(b, &st); err != nil {
-		t.Fatal(err)
-	}
-	sched := st["pair"].(map[string]any)["Schedule"].([]any)
-	first := sched[0].(map[string]any)
-	first["width"], first["source"] = w, fmt.Sprintf("width %d measured", w)
-	if b, err = json.Marshal(st); err != nil {
-		t.Fatal(err)
-	}
+	b := editedJSON(t, file, func(st map[string]any) {
+		first := st["pair"].(map[string]any)["Schedule"].([]any)[0].(map[string]any)
+		first["width"], first["source"] = w, fmt.Sprintf("width %d measured", w)
+	})
 	if err := os.WriteFile(file, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
