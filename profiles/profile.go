@@ -233,7 +233,8 @@ var tomlTypes = map[string]string{
 	"float64": "a float", "float": "a float",
 	"bool": "a boolean", "string": "a string",
 	"[]any": "an array", "[]interface": "an array", "slice": "an array", "array": "an array",
-	"map[string]any": "a table", "map": "a table", "struct": "a table",
+	"[]map[string]any": "an array", // an array of inline tables, as the one-value documents write it
+	"map[string]any":   "a table", "map": "a table", "struct": "a table",
 	"time.Time": "a date or time",
 	// MetaData.Type's names, for a key that takes a table (notATable).
 	"Integer": "an integer", "Float": "a float", "String": "a string", "Bool": "a boolean",
@@ -338,7 +339,7 @@ func Parse(name string, data []byte) (*Profile, error) {
 		unknown = append(unknown, unknownKey(name, p.lines, path, typo.Nearest(path, knownPaths)))
 	}
 	if len(unknown) > 0 {
-		return nil, joinSaid(unknown)
+		return nil, joinSaid(unknown, 0)
 	}
 	return p, nil
 }
@@ -480,6 +481,8 @@ func valueErrors(name string, data []byte, md toml.MetaData, err error) error {
 	var arrays []string
 	said := map[string]bool{}
 	var oerr error
+	more := 0
+	var lines *tomlpos.Index
 	for _, k := range rmd.Keys() {
 		path := k.String()
 		switch t := rmd.Type(k...); {
@@ -498,21 +501,70 @@ func valueErrors(name string, data []byte, md toml.MetaData, err error) error {
 		if _, oerr = toml.Decode(buf.String(), &alone); oerr == nil {
 			continue
 		}
-		// Said of the file as written: its line is found from the key
-		// (the one-value document's is not the file's), and a dotted key
-		// is told from a table's header (dottedFix).
-		at := errors.New(snippetLineRE.ReplaceAllString(oerr.Error(), "toml: "))
-		e, ok := decodeError(name, data, rmd, at).(*Error)
-		if !ok || said[e.Msg] { // the keys of one table given for a value: said once
+		// The keys of one table given for a value fail as one: said once.
+		at := snippetLineRE.ReplaceAllString(oerr.Error(), "toml: ")
+		last := at
+		if m := lineRE.FindStringSubmatch(at); m != nil {
+			last = m[2]
+		}
+		if said[last] {
 			continue
 		}
-		said[e.Msg] = true
-		errs = append(errs, e)
+		said[last] = true
+		if len(errs) == maxValueErrors { // each is said at the cost of a pass over the file
+			more++
+			continue
+		}
+		// Said of the file as written: its line is found from the key
+		// (the one-value document's is not the file's), and a dotted key
+		// is told from a table's header (dottedFix). A quoted key, which
+		// the index does not hold, is looked for under its table.
+		if lines == nil {
+			x := tomlpos.Build(string(data))
+			lines = &x
+		}
+		if n := quotedKeyLine(string(data), *lines, k); n > 0 {
+			at = fmt.Sprintf("toml: line %d %s", n, strings.TrimPrefix(at, "toml: "))
+		}
+		if e, ok := decodeError(name, data, rmd, errors.New(at)).(*Error); ok {
+			errs = append(errs, e)
+		}
 	}
 	if len(errs) == 0 {
 		return decodeError(name, data, md, err)
 	}
-	return joinSaid(errs)
+	return joinSaid(errs, more)
+}
+
+// maxValueErrors bounds the values of the wrong type said: a hostile
+// profile of 16,000 took minutes to say them all (each pass reads the
+// file) in an error of 1.5 MB.
+const maxValueErrors = 20
+
+// quotedKeyLine is the line of key k where its last part is quoted
+// (engine.env."FOO.BAR"): the first line from its table's that assigns
+// it; 0 for a bare key, which the index finds.
+func quotedKeyLine(data string, lines tomlpos.Index, k toml.Key) int {
+	if len(k) == 0 {
+		return 0
+	}
+	last := k[len(k)-1]
+	if !strings.ContainsFunc(last, func(r rune) bool {
+		return !(r == '_' || r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
+	}) {
+		return 0
+	}
+	from := max(1, lines.Line(k[:len(k)-1].String()))
+	all := strings.Split(data, "\n")
+	for i := from - 1; i < len(all); i++ {
+		t := strings.TrimSpace(all[i])
+		for _, q := range []string{strconv.Quote(last), "'" + last + "'"} {
+			if rest, ok := strings.CutPrefix(t, q); ok && strings.HasPrefix(strings.TrimSpace(rest), "=") {
+				return i + 1
+			}
+		}
+	}
+	return 0
 }
 
 // snippetLineRE is the line a one-value document's error names.
@@ -542,21 +594,31 @@ func oneValue(k toml.Key, raw map[string]any) (map[string]any, bool) {
 var seeRE = regexp.MustCompile(` \(see docs/profiles\.md[^)]*\)$`)
 
 // joinSaid is errs, in the file's order, in one error (problems.Join),
-// where to read more said once, by the last that says it.
-func joinSaid(errs []*Error) error {
+// where to read more said once, by the last that says it, in its longest
+// form; more: further errors not listed.
+func joinSaid(errs []*Error, more int) error {
 	slices.SortStableFunc(errs, func(a, b *Error) int { return a.Line - b.Line })
-	see := -1
+	see, said := -1, ""
 	for i, e := range errs {
-		if seeRE.MatchString(e.Msg) {
+		if m := seeRE.FindString(e.Msg); m != "" {
 			see = i
+			if len(m) > len(said) {
+				said = m
+			}
 		}
 	}
 	out := make([]error, len(errs))
 	for i, e := range errs {
-		if i != see {
+		if see >= 0 && len(errs) > 1 {
 			e.Msg = seeRE.ReplaceAllString(e.Msg, "")
+			if i == see {
+				e.Msg += said
+			}
 		}
 		out[i] = e
+	}
+	if more > 0 {
+		out = append(out, fmt.Errorf("and %d more values of the wrong type, not listed: fix these, then validate again", more))
 	}
 	return problems.Join("in the profile", out)
 }
@@ -575,11 +637,6 @@ func keyUnder(md toml.MetaData, last string) string {
 	return last
 }
 
-// dottedFix is the fix for a table given where key last takes a value
-// (its type held, the decoder's word) because a dot follows its name
-// (under, "server.port.x" of `port.x = 1`): a dot in a key nests a table,
-// which the operator rarely means; "" for any other mismatch. In a table
-// of names (engine.env) a name may hold a dot, quoted.
 // quoteFix is the fix for a value quoted that its key takes bare (proxy =
 // "yes"), or bare that it takes quoted: the environment takes "yes" for a
 // boolean, the profile only TOML's true and false.
@@ -595,6 +652,11 @@ func quoteFix(held, want string) string {
 	return ""
 }
 
+// dottedFix is the fix for a table given where key last takes a value
+// (its type held, the decoder's word) because a dot follows its name
+// (under, "server.port.x" of `port.x = 1`): a dot in a key nests a table,
+// which the operator rarely means; "" for any other mismatch. In a table
+// of names (engine.env) a name may hold a dot, quoted.
 func dottedFix(last, under, held string) string {
 	if tomlTypes[held] != "a table" || under == last {
 		return ""

@@ -2,6 +2,7 @@ package profiles
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -100,7 +101,11 @@ func TestParseErrors(t *testing.T) {
 		{"a bench key in another case", "[bench]\nWidths = [2, 4]\n", []string{`p.toml:2: unknown key "bench.Widths"; did you mean "bench.widths"?`}},
 		// Every unknown key at once, a table's once (not again for each
 		// key under it), where the keys are listed said once, last.
-		{"unknown keys in another case and a table for a list, all of them", "[server]\nprot = 1\n[Draft]\nmodel = \"d\"\n[bench.concurrency]\nx = 1\n", []string{`3 problems in the profile: (1) p.toml:2: unknown key "server.prot"; did you mean "server.port"?; (2) p.toml:3: unknown key "Draft"; did you mean "draft"? Keys are matched with their case.; (3) p.toml:5: bench.concurrency is a table; it takes a number, or a list of levels like [1, 2, 4, 8] (see docs/profiles.md)`}},
+		{"unknown keys in another case and a table for a list, all of them", "[server]\nprot = 1\n[Draft]\nmodel = \"d\"\n[bench.concurrency]\nx = 1\n", []string{`3 problems in the profile: (1) p.toml:2: unknown key "server.prot"; did you mean "server.port"?; (2) p.toml:3: unknown key "Draft"; did you mean "draft"? Keys are matched with their case.; (3) p.toml:5: bench.concurrency is a table; it takes a number, or a list of levels like [1, 2, 4, 8] (see docs/profiles.md for the schema; ` + "`speclaunch profile init`" + ` writes a commented example)`}},
+		// A quoted key's line is its own, not its table's; an array of
+		// inline tables is an array.
+		{"a quoted name of the wrong type", "[engine]\nname = \"sim\"\n[engine.env]\nA = \"b\"\n\"FOO.BAR\" = 5\n", []string{`p.toml:5: engine.env."FOO.BAR": is an integer, want a string: put the value in quotes`}},
+		{"an array of inline tables for a string", "[model]\npath = [{a = 1}]\nquant = 5\n", []string{`(1) p.toml:2: model.path: is an array, want a string`, `(2) p.toml:3: model.quant: is an integer, want a string`}},
 		// Every value of the wrong type, in the file's order, whichever the
 		// decoder met first (it walks a table's keys in Go's map order).
 		{"values of the wrong type, all of them", "[server]\nport = \"x\"\nproxy = \"yes\"\n[serve]\nstrict_width = \"maybe\"\nready_timeout = 30\n[model]\npath = 5\n", []string{`5 problems in the profile: (1) p.toml:2: server.port: is a string, want an integer: write the number without quotes; (2) p.toml:3: server.proxy: is a string, want a boolean: write true or false, without quotes; (3) p.toml:5: serve.strict_width: is a string, want a boolean: write true or false, without quotes; (4) p.toml:6: serve.ready_timeout = 30 is a number; write a duration string such as "30s"; (5) p.toml:8: model.path: is an integer, want a string: put the value in quotes (see docs/profiles.md)`}},
@@ -320,5 +325,25 @@ func TestFindNameWithSuffix(t *testing.T) {
 				t.Fatalf("got %v; want %q, wrapping fs.ErrNotExist", err, want)
 			}
 		})
+	}
+}
+
+// A profile of many values of the wrong type says the first
+// maxValueErrors and counts the rest: each costs a pass over the file, and
+// 16,000 took minutes in an error of 1.5 MB.
+func TestManyValuesOfTheWrongType(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("[engine.env]\n")
+	for i := range 1000 {
+		fmt.Fprintf(&b, "V%d = %d\n", i, i)
+	}
+	_, err := Parse("p.toml", []byte(b.String()))
+	if err == nil {
+		t.Fatal("want an error")
+	}
+	msg := err.Error()
+	if !strings.HasPrefix(msg, fmt.Sprintf("%d problems in the profile: (1) p.toml:2: engine.env.V0: is an integer", maxValueErrors+1)) ||
+		!strings.Contains(msg, fmt.Sprintf("(%d) and %d more values of the wrong type, not listed", maxValueErrors+1, 1000-maxValueErrors)) {
+		t.Errorf("error %.300q…, want %d listed and %d more counted", msg, maxValueErrors, 1000-maxValueErrors)
 	}
 }

@@ -140,6 +140,14 @@ func TestServeAdaptResumesAfterRestart(t *testing.T) {
 	if strings.Contains(r2.log.String(), "learning again") {
 		t.Errorf("the saved state was not taken:\n%s", r2.log)
 	}
+	// A reload keeps the width resumed, as it keeps an adaptive switch's:
+	// it went back to the policy's 4, restarting the engine.
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, p, string(b)+"# a comment\n")
+	r2.log.waitFor(t, `reload: engine command unchanged; nothing to do width=6`, 1, 20*time.Second)
 }
 
 // A profile edit that changes no setting (here a comment) keeps the width

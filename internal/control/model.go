@@ -391,7 +391,7 @@ func (c Controller) probed(s *State, o Observation) []Action {
 		// user pass on the sim at four clients).
 		acts = append(acts, Action{Op: Log, Msg: fmt.Sprintf("adapt: the probe stopped, %s, with %s measured; the rows it lacks are probed again on the engine that serves now", o.Err, counted(len(o.Verify), "row count"))})
 		if b := s.Probe.Bucket; b >= 0 && b < len(s.Pair.Buckets) {
-			s.Pair.Buckets[b].Tried[0] = time.Time{}
+			delete(s.Pair.Buckets[b].Tried, 0)
 		}
 	case o.Err != "":
 		acts = append(acts, Action{Op: Log, Msg: fmt.Sprintf("adapt: the probe stopped, %s, with %s measured; the controller goes on, and a width whose rows it lacks is not tried until the probe is asked for again", o.Err, counted(len(o.Verify), "row count"))})

@@ -90,6 +90,7 @@ func (sv *launcher) resumeStart(p *plan.Plan, c *adaptCache) *plan.Plan {
 		return nil
 	}
 	sv.force.take(np, l)
+	sv.ctl.adaptedTo(w) // a reload keeps it, as an adaptive switch's
 	return np
 }
 

@@ -762,10 +762,10 @@ func resumedWidth(dir string, key adapt.CacheKey, now time.Time) (int, string) {
 	states, _ := savedStates(dir)
 	for _, st := range states {
 		sp, err := readSaved(st)
-		if err != nil || !key.SamePaths(sp.Key) {
+		if err != nil {
 			continue
 		}
-		sp.Key.Slots = 0
+		sp.Key.Slots = 0 // by content, as the key is: the same weights moved are the same pair
 		if len(key.Changed(sp.Key)) > 0 {
 			continue
 		}

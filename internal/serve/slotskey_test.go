@@ -159,8 +159,8 @@ func TestLaterEngineAfterOneOfNoSlotsKeepsSaving(t *testing.T) {
 // A start resumes at the width the newest state saved for its pair learnt
 // for one request in flight, whatever the state's slots (an engine says
 // them only once it runs); nothing where that bucket holds the default's
-// width, the model content, engine or GPU changed, or the files are
-// another pair's. A restart started at the default and switched a window
+// width, or the model content, engine or GPU changed (moved files are
+// the same pair: the key holds content, not paths). A restart started at the default and switched a window
 // later, with no traffic.
 func TestResumedWidth(t *testing.T) {
 	models := []adapt.ModelFile{{Path: "/m/t", Size: 100, SHA256: "aa"}, {Path: "/m/d", Size: 10, SHA256: "bb"}}
@@ -193,7 +193,8 @@ func TestResumedWidth(t *testing.T) {
 		{"the default's width at one request", []state{{key, learnt(16, "default width 16"), time.Hour}}, 0},
 		{"the target's content changed", []state{{with(func(k *adapt.CacheKey) { k.Models[0].SHA256 = "cc" }), learnt(4, "measured"), time.Hour}}, 0},
 		{"another engine", []state{{with(func(k *adapt.CacheKey) { k.Engine = "llama.cpp b1" }), learnt(4, "measured"), time.Hour}}, 0},
-		{"another pair", []state{{with(func(k *adapt.CacheKey) { k.Models[1].Path = "/m/other" }), learnt(4, "measured"), time.Hour}}, 0},
+		{"the drafter moved", []state{{with(func(k *adapt.CacheKey) { k.Models[1].Path = "/m/other" }), learnt(4, "measured"), time.Hour}}, 4},
+		{"another drafter", []state{{with(func(k *adapt.CacheKey) { k.Models[1].SHA256 = "dd" }), learnt(4, "measured"), time.Hour}}, 0},
 		{"none", nil, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
