@@ -81,8 +81,8 @@ func (sv *launcher) resumeStart(p *plan.Plan, c *adaptCache) *plan.Plan {
 		return nil
 	}
 	w, why := resumedWidth(c.dir, c.key, time.Now())
-	if w == 0 || w == widthOf(p) {
-		return nil
+	if w == 0 || w == widthOf(p) || w > p.Settings.AdaptMaxWidth.Value {
+		return nil // above adapt.max_width: lowered since it was learnt
 	}
 	np, l, err := sv.adaptedPlan(p, w, why)
 	if err != nil {
