@@ -617,10 +617,11 @@ func joinSaid(errs []*Error, more int) error {
 		}
 		out[i] = e
 	}
-	if more > 0 {
-		out = append(out, fmt.Errorf("and %d more values of the wrong type, not listed: fix these, then validate again", more))
+	err := problems.Join("in the profile", out)
+	if more > 0 { // not one of the problems listed: after them
+		err = fmt.Errorf("%w; and %d more values of the wrong type, not listed: fix these, then validate again", err, more)
 	}
-	return problems.Join("in the profile", out)
+	return err
 }
 
 // keyUnder is the first key of the file at or under table path last
@@ -645,7 +646,7 @@ func quoteFix(held, want string) string {
 	case h == "a string" && w == "a boolean":
 		return ": write true or false, without quotes"
 	case h == "a string" && (w == "an integer" || w == "a float"):
-		return ": write the number without quotes"
+		return ": write a number, without quotes"
 	case w == "a string" && (h == "an integer" || h == "a float" || h == "a boolean"):
 		return ": put the value in quotes"
 	}

@@ -392,7 +392,13 @@ func (c Controller) endExperiment(s *State, b, run, choice int, why string) []Ac
 		acts = append(acts, Action{Op: Log, Msg: c.trialOutcome(s, b, choice, why)})
 		if ew, ok := c.estimate(s, b, run); ok && e.Predicted > 0 {
 			s.Pair.TrialError = ew.Rate/e.Predicted - 1
-			if s.Pair.TrialError < overPredicted {
+			switch {
+			case s.Pair.TrialError < overPredicted && choice == run:
+				// It won all the same: no advice against the loop beside a
+				// width it keeps (a user pass read the warning so, after a
+				// trial that won by 31 %).
+				acts = append(acts, Action{Op: Log, Msg: fmt.Sprintf("adapt: width %d is kept, though the model over-predicted its trial (prediction error %+.0f%%)", run, 100*s.Pair.TrialError)})
+			case s.Pair.TrialError < overPredicted:
 				acts = append(acts, Action{Op: Warn, Msg: fmt.Sprintf("adapt: the model over-predicted this trial (prediction error %+.0f%%): by more than a trial must gain, so its trials mostly lose here; tune this pair and serve without --adapt (docs/adaptive.md, \"Is it the default?\")", 100*s.Pair.TrialError)})
 			}
 		}

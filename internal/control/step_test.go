@@ -729,25 +729,30 @@ func TestExperimentEndIsSaid(t *testing.T) {
 }
 
 // A judged trial the model over-predicted by more than a trial must gain
-// (overPredicted) is said at warn, with what to do; a near miss is not.
+// (overPredicted) is said at warn, with what to do; a near miss is not,
+// nor one whose width won all the same (said at info).
 func TestOverPredictedTrialWarns(t *testing.T) {
 	c := New(Config{Default: schedule.Flat(4, "default"), SwitchS: 1})
 	for _, tc := range []struct {
 		name      string
-		predicted float64 // the trial's width measured 90
+		predicted float64
+		measured  float64 // the trial's width; width 4 measured 100
 		warn      bool
+		kept      bool
 	}{
-		{"predicted 130, measured 90: -31%", 130, true},
-		{"predicted 95, measured 90: -5%", 95, false},
+		{"predicted 130, measured 90: -31%", 130, 90, true, false},
+		{"predicted 95, measured 90: -5%", 95, 90, false, false},
+		{"predicted 260, measured 130: -50%, kept", 260, 130, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := measuredState(c, map[int][]float64{4: {100}, 8: {90}})
+			s := measuredState(c, map[int][]float64{4: {100}, 8: {tc.measured}})
 			s.Engine.Width, s.Exp = 8, Experiment{Kind: Trialing, Width: 8, From: 4, Predicted: tc.predicted}
-			warned := slices.ContainsFunc(c.decide(&s, 0, t0), func(a Action) bool {
+			acts := c.decide(&s, 0, t0)
+			warned := slices.ContainsFunc(acts, func(a Action) bool {
 				return a.Op == Warn && strings.Contains(a.Msg, "over-predicted") && strings.Contains(a.Msg, "tune this pair")
 			})
-			if warned != tc.warn {
-				t.Errorf("warned %v, want %v (trial error %.2f)", warned, tc.warn, s.Pair.TrialError)
+			if warned != tc.warn || logged(acts, "width 8 is kept, though the model over-predicted its trial") != tc.kept {
+				t.Errorf("warned %v, want %v; kept said %v, want %v (trial error %.2f): %v", warned, tc.warn, !tc.kept, tc.kept, s.Pair.TrialError, acts)
 			}
 		})
 	}

@@ -58,6 +58,11 @@ type launcher struct {
 	// keep the engine command: adopted does not say it a second time.
 	keptSaid sync.Map
 	busy     busyWatch // how long switches have waited on an engine beside the serving one
+
+	// unbuilt is the last error of the files on disk a switch's rebuild
+	// said (rebuild): the same one is not said again at every switch.
+	unbuiltMu sync.Mutex
+	unbuilt   string
 }
 
 // switchedLoad is the load in force once a switch ended with to serving:
@@ -852,13 +857,39 @@ func (sv *launcher) rebuild(opts plan.Options, what string) (*plan.Plan, Load, e
 		if good == nil {
 			return nil, nil, err
 		}
-		sv.log.Warn(what+": the files on disk do not make a plan that can start; switching on the settings in force", "err", err)
-		l = good
-		if np, err = l.Build(opts); err != nil {
+		sv.sayUnbuilt(what, err)
+		if np, err = good.Build(opts); err != nil {
 			return nil, nil, err
 		}
+		return np, good, nil
 	}
+	sv.builtAgain()
 	return np, l, nil
+}
+
+// builtAgain notes that the files on disk make a plan again: a later
+// fault is said, the same as before included.
+func (sv *launcher) builtAgain() {
+	sv.unbuiltMu.Lock()
+	sv.unbuilt = ""
+	sv.unbuiltMu.Unlock()
+}
+
+// sayUnbuilt says that the files on disk do not make a plan (err), once
+// for each error: the reload that met it said it already, and each
+// adaptive switch repeated it in full (a user pass: the same four problems
+// at every switch); the same again is at debug.
+func (sv *launcher) sayUnbuilt(what string, err error) {
+	sv.unbuiltMu.Lock()
+	again := sv.unbuilt == err.Error()
+	sv.unbuilt = err.Error()
+	sv.unbuiltMu.Unlock()
+	msg := what + ": the files on disk do not make a plan that can start; switching on the settings in force"
+	if again {
+		sv.log.Debug(msg+" (as said before)", "err", err)
+		return
+	}
+	sv.log.Warn(msg, "err", err)
 }
 
 // unprovenErr refuses np where its engine arguments hold a flag the
