@@ -300,22 +300,42 @@ func Parse(name string, data []byte) (*Profile, error) {
 	if err := notATable(name, md, p.lines); err != nil {
 		return nil, err
 	}
-	// Every unknown key at once, a table's once (not again for each key
-	// under it): a profile with two typos was said one at a time.
-	var unknown []*Error
-	var said []string
-	saidUnder := func(path string) bool {
-		return slices.ContainsFunc(said, func(u string) bool { return path == u || strings.HasPrefix(path, u+".") })
+	if unknown, more := unknownKeys(name, md, p.lines, maxSaid); len(unknown) > 0 {
+		return nil, joinSaid(unknown, more)
+	}
+	return p, nil
+}
+
+// unknownKeys are the keys of the file (md, its lines) that are none of
+// the profile's, every one at once, a table's once (not again for each
+// key under it): a profile with two typos was said one at a time. The
+// first room are said; more counts the rest.
+func unknownKeys(name string, md toml.MetaData, lines tomlpos.Index, room int) (unknown []*Error, more int) {
+	said := map[string]bool{}
+	saidUnder := func(k toml.Key) bool {
+		for i := 1; i <= len(k); i++ {
+			if said[k[:i].String()] {
+				return true
+			}
+		}
+		return false
+	}
+	add := func(path string, e func() *Error) {
+		said[path] = true
+		if len(unknown) == room {
+			more++
+			return
+		}
+		unknown = append(unknown, e())
 	}
 	for _, c := range caseKeys(md) {
-		if !saidUnder(c[0]) {
-			said = append(said, c[0])
-			unknown = append(unknown, unknownKey(name, p.lines, c[0], c[1]))
+		if !said[c[0]] {
+			add(c[0], func() *Error { return unknownKey(name, lines, c[0], c[1]) })
 		}
 	}
 	for _, k := range md.Undecoded() {
 		path := k.String()
-		if saidUnder(path) {
+		if saidUnder(k) {
 			continue
 		}
 		// [[policy.entry]] tables are validated by the policy parser.
@@ -331,17 +351,14 @@ func Parse(name string, data []byte) (*Profile, error) {
 		// A table where a key takes a list or a number: what the key takes,
 		// whether or not this command reads it (not "unknown key").
 		if k := "bench.concurrency"; strings.HasPrefix(path, k+".") {
-			said = append(said, k)
-			unknown = append(unknown, &Error{File: name, Line: p.lines.Line(k), Msg: k + " is a table; it takes a number, or a list of levels like [1, 2, 4, 8] (see docs/profiles.md)"})
+			add(k, func() *Error {
+				return &Error{File: name, Line: lines.Line(k), Msg: k + " is a table; it takes a number, or a list of levels like [1, 2, 4, 8] (see docs/profiles.md)"}
+			})
 			continue
 		}
-		said = append(said, path)
-		unknown = append(unknown, unknownKey(name, p.lines, path, typo.Nearest(path, knownPaths)))
+		add(path, func() *Error { return unknownKey(name, lines, path, typo.Nearest(path, knownPaths)) })
 	}
-	if len(unknown) > 0 {
-		return nil, joinSaid(unknown, 0)
-	}
-	return p, nil
+	return unknown, more
 }
 
 // unknownKey is the *Error for a key of the file that is none of the
@@ -478,18 +495,19 @@ func valueErrors(name string, data []byte, md toml.MetaData, err error) error {
 		return decodeError(name, data, md, err)
 	}
 	var errs []*Error
-	var arrays []string
+	arrays := map[string]bool{}
 	said := map[string]bool{}
 	var oerr error
 	more := 0
 	var lines *tomlpos.Index
+	var wrong []toml.Key
 	for _, k := range rmd.Keys() {
 		path := k.String()
 		switch t := rmd.Type(k...); {
 		case t == "ArrayHash":
-			arrays = append(arrays, path)
+			arrays[path] = true
 			continue
-		case t == "Hash" || slices.ContainsFunc(arrays, func(a string) bool { return strings.HasPrefix(path, a+".") }):
+		case t == "Hash" || underArray(k, arrays):
 			continue
 		}
 		one, ok := oneValue(k, raw)
@@ -501,6 +519,7 @@ func valueErrors(name string, data []byte, md toml.MetaData, err error) error {
 		if _, oerr = toml.Decode(buf.String(), &alone); oerr == nil {
 			continue
 		}
+		wrong = append(wrong, k)
 		// The keys of one table given for a value fail as one: said once.
 		at := snippetLineRE.ReplaceAllString(oerr.Error(), "toml: ")
 		last := at
@@ -511,7 +530,7 @@ func valueErrors(name string, data []byte, md toml.MetaData, err error) error {
 			continue
 		}
 		said[last] = true
-		if len(errs) == maxValueErrors { // each is said at the cost of a pass over the file
+		if len(errs) == maxSaid { // each is said at the cost of a pass over the file
 			more++
 			continue
 		}
@@ -533,13 +552,54 @@ func valueErrors(name string, data []byte, md toml.MetaData, err error) error {
 	if len(errs) == 0 {
 		return decodeError(name, data, md, err)
 	}
+	// The unknown keys beside them, of the file without its values of the
+	// wrong type: said after those were fixed, they took a second run.
+	if rest, ok := without(raw, wrong); ok {
+		var buf bytes.Buffer
+		var again Profile
+		if toml.NewEncoder(&buf).Encode(rest) == nil {
+			if amd, aerr := toml.Decode(buf.String(), &again); aerr == nil {
+				unknown, n := unknownKeys(name, amd, *lines, maxSaid-len(errs))
+				errs, more = append(errs, unknown...), more+n
+			}
+		}
+	}
 	return joinSaid(errs, more)
 }
 
-// maxValueErrors bounds the values of the wrong type said: a hostile
-// profile of 16,000 took minutes to say them all (each pass reads the
-// file) in an error of 1.5 MB.
-const maxValueErrors = 20
+// without is raw less the values at keys, in a copy (raw is left); false
+// where a key is not a path of tables to a value.
+func without(raw map[string]any, keys []toml.Key) (map[string]any, bool) {
+	var cp func(m map[string]any) map[string]any
+	cp = func(m map[string]any) map[string]any {
+		out := make(map[string]any, len(m))
+		for k, v := range m {
+			if t, ok := v.(map[string]any); ok {
+				v = cp(t)
+			}
+			out[k] = v
+		}
+		return out
+	}
+	rest := cp(raw)
+	for _, k := range keys {
+		m := rest
+		for _, part := range k[:len(k)-1] {
+			next, ok := m[part].(map[string]any)
+			if !ok {
+				return nil, false
+			}
+			m = next
+		}
+		delete(m, k[len(k)-1])
+	}
+	return rest, true
+}
+
+// maxSaid bounds the problems of a profile said, the rest counted: a
+// hostile profile of 16,000 values of the wrong type took minutes to say
+// them all (each pass reads the file), in an error of 1.5 MB.
+const maxSaid = 20
 
 // quotedKeyLine is the line of key k where its last part is quoted
 // (engine.env."FOO.BAR"): the first line from its table's that assigns
@@ -565,6 +625,16 @@ func quotedKeyLine(data string, lines tomlpos.Index, k toml.Key) int {
 		}
 	}
 	return 0
+}
+
+// underArray says k lies under one of arrays (of tables).
+func underArray(k toml.Key, arrays map[string]bool) bool {
+	for i := 1; i < len(k); i++ {
+		if arrays[k[:i].String()] {
+			return true
+		}
+	}
+	return false
 }
 
 // snippetLineRE is the line a one-value document's error names.
@@ -619,7 +689,7 @@ func joinSaid(errs []*Error, more int) error {
 	}
 	err := problems.Join("in the profile", out)
 	if more > 0 { // not one of the problems listed: after them
-		err = fmt.Errorf("%w; and %d more values of the wrong type, not listed: fix these, then validate again", err, more)
+		err = fmt.Errorf("%w; and %d more, not listed: fix these, then validate again", err, more)
 	}
 	return err
 }
