@@ -289,10 +289,10 @@ func Parse(name string, data []byte) (*Profile, error) {
 	}
 	md, err := toml.Decode(string(data), p)
 	if err != nil {
-		var pe toml.ParseError
-		if errors.As(err, &pe) {
-			return nil, decodeError(name, data, md, err)
-		}
+		// A syntax error is said alone (valueErrors says it where the
+		// file does not decode as TOML); a number past its key's type
+		// (adapt.margin = 9007199254740993) is a parse error too, met
+		// first or not as the decoder walks the keys: with the others.
 		return nil, valueErrors(name, data, md, err)
 	}
 	p.lines = tomlpos.Build(string(data))
@@ -300,17 +300,17 @@ func Parse(name string, data []byte) (*Profile, error) {
 	if err := notATable(name, md, p.lines); err != nil {
 		return nil, err
 	}
-	if unknown, more := unknownKeys(name, md, p.lines, maxSaid); len(unknown) > 0 {
-		return nil, joinSaid(unknown, more)
+	if unknown := unknownKeys(name, md, p.lines); len(unknown) > 0 {
+		return nil, joinFound(unknown)
 	}
 	return p, nil
 }
 
 // unknownKeys are the keys of the file (md, its lines) that are none of
 // the profile's, every one at once, a table's once (not again for each
-// key under it): a profile with two typos was said one at a time. The
-// first room are said; more counts the rest.
-func unknownKeys(name string, md toml.MetaData, lines tomlpos.Index, room int) (unknown []*Error, more int) {
+// key under it): a profile with two typos was said one at a time.
+func unknownKeys(name string, md toml.MetaData, lines tomlpos.Index) []pending {
+	var unknown []pending
 	said := map[string]bool{}
 	saidUnder := func(k toml.Key) bool {
 		for i := 1; i <= len(k); i++ {
@@ -322,11 +322,7 @@ func unknownKeys(name string, md toml.MetaData, lines tomlpos.Index, room int) (
 	}
 	add := func(path string, e func() *Error) {
 		said[path] = true
-		if len(unknown) == room {
-			more++
-			return
-		}
-		unknown = append(unknown, e())
+		unknown = append(unknown, pending{lines.Line(path), e})
 	}
 	for _, c := range caseKeys(md) {
 		if !said[c[0]] {
@@ -358,7 +354,7 @@ func unknownKeys(name string, md toml.MetaData, lines tomlpos.Index, room int) (
 		}
 		add(path, func() *Error { return unknownKey(name, lines, path, typo.Nearest(path, knownPaths)) })
 	}
-	return unknown, more
+	return unknown
 }
 
 // unknownKey is the *Error for a key of the file that is none of the
@@ -494,21 +490,24 @@ func valueErrors(name string, data []byte, md toml.MetaData, err error) error {
 	if rerr != nil {
 		return decodeError(name, data, md, err)
 	}
-	var errs []*Error
+	lines := tomlpos.Build(string(data))
+	var found []pending
 	arrays := map[string]bool{}
 	said := map[string]bool{}
-	var oerr error
-	more := 0
-	var lines *tomlpos.Index
 	var wrong []toml.Key
 	for _, k := range rmd.Keys() {
 		path := k.String()
-		switch t := rmd.Type(k...); {
+		t := rmd.Type(k...)
+		switch {
 		case t == "ArrayHash":
 			arrays[path] = true
 			continue
-		case t == "Hash" || underArray(k, arrays):
-			continue
+		case underArray(k, arrays), !mayHold(k):
+			continue // a key of no profile value: unknown at most (unknownKeys)
+		case t == "Hash" && (!leafLower[strings.ToLower(path)] || tableKeys[strings.ToLower(path)] != ""):
+			continue // a table, or one of names (engine.env): its keys are checked
+		case underNames(k) && t == "String":
+			continue // a name's value (engine.env): a string, as it must be
 		}
 		one, ok := oneValue(k, raw)
 		var buf bytes.Buffer
@@ -516,7 +515,8 @@ func valueErrors(name string, data []byte, md toml.MetaData, err error) error {
 			continue
 		}
 		var alone Profile
-		if _, oerr = toml.Decode(buf.String(), &alone); oerr == nil {
+		_, oerr := toml.Decode(buf.String(), &alone)
+		if oerr == nil {
 			continue
 		}
 		wrong = append(wrong, k)
@@ -530,42 +530,99 @@ func valueErrors(name string, data []byte, md toml.MetaData, err error) error {
 			continue
 		}
 		said[last] = true
-		if len(errs) == maxSaid { // each is said at the cost of a pass over the file
-			more++
-			continue
+		line := lines.Line(path)
+		if n := quotedKeyLine(string(data), lines, k); n > 0 {
+			line = n
 		}
-		// Said of the file as written: its line is found from the key
-		// (the one-value document's is not the file's), and a dotted key
-		// is told from a table's header (dottedFix). A quoted key, which
-		// the index does not hold, is looked for under its table.
-		if lines == nil {
-			x := tomlpos.Build(string(data))
-			lines = &x
-		}
-		if n := quotedKeyLine(string(data), *lines, k); n > 0 {
-			at = fmt.Sprintf("toml: line %d %s", n, strings.TrimPrefix(at, "toml: "))
-		}
-		if e, ok := decodeError(name, data, rmd, errors.New(at)).(*Error); ok {
+		var pe toml.ParseError
+		found = append(found, pending{line, func() *Error {
+			if errors.As(oerr, &pe) { // a number past what its key's type holds
+				return &Error{File: name, Line: line, Msg: fmt.Sprintf("%s: %s (see docs/profiles.md)", path, pe.Message)}
+			}
+			// Said of the file as written: its line is found from the key
+			// (the one-value document's is not the file's), and a dotted
+			// key is told from a table's header (dottedFix). A quoted key,
+			// which the index does not hold, is looked for under its table.
+			if line != lines.Line(path) {
+				at = fmt.Sprintf("toml: line %d %s", line, strings.TrimPrefix(at, "toml: "))
+			}
+			e, _ := decodeError(name, data, rmd, errors.New(at)).(*Error)
+			return e
+		}})
+	}
+	if len(found) == 0 {
+		return decodeError(name, data, md, err)
+	}
+	return joinFound(append(found, unknownBeside(name, raw, wrong, lines)...))
+}
+
+// unknownBeside are the unknown keys beside the values of the wrong type
+// (wrong), those of the file (raw, its lines) without them: said after
+// those were fixed, they took a second run.
+func unknownBeside(name string, raw map[string]any, wrong []toml.Key, lines tomlpos.Index) []pending {
+	rest, ok := without(raw, wrong)
+	var buf bytes.Buffer
+	if !ok || toml.NewEncoder(&buf).Encode(rest) != nil {
+		return nil
+	}
+	var again Profile
+	amd, err := toml.Decode(buf.String(), &again)
+	if err != nil {
+		return nil
+	}
+	return unknownKeys(name, amd, lines)
+}
+
+// pending is a problem of a profile at its line, said (say) only if it is
+// among the first maxSaid: saying one may cost a pass over the file.
+type pending struct {
+	line int
+	say  func() *Error
+}
+
+// joinFound says the first maxSaid of fs, in the file's order, and counts
+// the rest (joinSaid).
+func joinFound(fs []pending) error {
+	slices.SortStableFunc(fs, func(a, b pending) int { return a.line - b.line })
+	var errs []*Error
+	for _, f := range fs[:min(len(fs), maxSaid)] {
+		if e := f.say(); e != nil {
 			errs = append(errs, e)
 		}
 	}
-	if len(errs) == 0 {
-		return decodeError(name, data, md, err)
-	}
-	// The unknown keys beside them, of the file without its values of the
-	// wrong type: said after those were fixed, they took a second run.
-	if rest, ok := without(raw, wrong); ok {
-		var buf bytes.Buffer
-		var again Profile
-		if toml.NewEncoder(&buf).Encode(rest) == nil {
-			if amd, aerr := toml.Decode(buf.String(), &again); aerr == nil {
-				unknown, n := unknownKeys(name, amd, *lines, maxSaid-len(errs))
-				errs, more = append(errs, unknown...), more+n
-			}
+	return joinSaid(errs, len(fs)-min(len(fs), maxSaid))
+}
+
+// mayHold says k may hold a profile value, whatever its case (the decoder
+// matches fields so): a key or table of the profile's, or a name under a
+// table of names (engine.env). Any other key is unknown, and its value is
+// none of the profile's.
+func mayHold(k toml.Key) bool {
+	p := strings.ToLower(k.String())
+	return leafLower[p] || tableLower[p] || underNames(k)
+}
+
+// underNames says k is a name under a table of names (engine.env).
+func underNames(k toml.Key) bool {
+	for i := 1; i < len(k); i++ {
+		if _, ok := tableKeys[strings.ToLower(k[:i].String())]; ok {
+			return true
 		}
 	}
-	return joinSaid(errs, more)
+	return false
 }
+
+// leafLower and tableLower are leafPaths and tablePaths in lower case.
+var leafLower, tableLower = func() (map[string]bool, map[string]bool) {
+	l, t := map[string]bool{}, map[string]bool{}
+	for p := range leafPaths {
+		l[strings.ToLower(p)] = true
+	}
+	for p := range tablePaths {
+		t[strings.ToLower(p)] = true
+	}
+	return l, t
+}()
 
 // without is raw less the values at keys, in a copy (raw is left); false
 // where a key is not a path of tables to a value.

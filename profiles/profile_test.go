@@ -105,6 +105,10 @@ func TestParseErrors(t *testing.T) {
 		// The unknown keys beside the values of the wrong type, in one
 		// list: said after those were fixed, they took a second run.
 		{"wrong types and unknown keys together", "[server]\nport = \"x\"\nprot = 5\n[sevrer]\nhost = \"y\"\n", []string{`3 problems in the profile: (1) p.toml:2: server.port: is a string, want an integer: write a number, without quotes; (2) p.toml:3: unknown key "server.prot"; did you mean "server.port"?; (3) p.toml:4: unknown key "sevrer"; did you mean "server"? (see docs/profiles.md for the schema`}},
+		// A number past its key's type is a parse error the decoder met
+		// first or not; a table given for a value is one of the values.
+		{"a float out of range beside a wrong type", "[adapt]\nmargin = 9007199254740993\n[server]\nport = \"x\"\n", []string{`2 problems in the profile: (1) p.toml:2: adapt.margin: 9007199254740993 is out of the safe float64 range; (2) p.toml:4: server.port: is a string, want an integer`}},
+		{"tables for values", "[server.port]\n[model.path]\n", []string{`2 problems in the profile: (1) p.toml:1: server.port: is a table, want an integer; (2) p.toml:2: model.path: is a table, want a string`}},
 		// A quoted key's line is its own, not its table's; an array of
 		// inline tables is an array.
 		{"a quoted name of the wrong type", "[engine]\nname = \"sim\"\n[engine.env]\nA = \"b\"\n\"FOO.BAR\" = 5\n", []string{`p.toml:5: engine.env."FOO.BAR": is an integer, want a string: put the value in quotes`}},
@@ -366,5 +370,28 @@ func TestManyUnknownKeys(t *testing.T) {
 	if !strings.HasPrefix(msg, fmt.Sprintf("%d problems in the profile: (1) p.toml:1: unknown key \"unknown_0\"", maxSaid)) ||
 		!strings.HasSuffix(msg, fmt.Sprintf("; and %d more, not listed: fix these, then validate again", 1000-maxSaid)) {
 		t.Errorf("error %.300q…, want %d listed and %d more counted", msg, maxSaid, 1000-maxSaid)
+	}
+}
+
+// The problems said are the file's first maxSaid by line, wrong types and
+// unknown keys together: the unknown keys came from a document in
+// alphabetical order, and the cap left out lines 3, 12 and 21 (a review).
+func TestSaidAreTheFirstByLine(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("[server]\nport = \"x\"\nzz = 1\n")
+	for i := 1; i <= maxSaid; i++ {
+		fmt.Fprintf(&b, "a%d = 1\n", i)
+	}
+	_, err := Parse("p.toml", []byte(b.String()))
+	if err == nil {
+		t.Fatal("want an error")
+	}
+	for line := 2; line <= maxSaid+1; line++ {
+		if !strings.Contains(err.Error(), fmt.Sprintf(" p.toml:%d: ", line)) {
+			t.Errorf("line %d not said: %s", line, err)
+		}
+	}
+	if !strings.HasSuffix(err.Error(), "; and 2 more, not listed: fix these, then validate again") {
+		t.Errorf("error %s, want 2 more counted", err)
 	}
 }
