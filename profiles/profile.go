@@ -495,9 +495,21 @@ func valueErrors(name string, data []byte, md toml.MetaData, err error) error {
 	arrays := map[string]bool{}
 	said := map[string]bool{}
 	var wrong []toml.Key
+	// A key in another case than the profile's is unknown, whatever its
+	// value: the decoder matched it to the field regardless of case, and
+	// its type was said first, then its name in the next run (a review).
+	cases := map[string]bool{}
+	for _, c := range caseKeys(rmd) {
+		cases[c[0]] = true
+		found = append(found, pending{lines.Line(c[0]), func() *Error { return unknownKey(name, lines, c[0], c[1]) }})
+	}
 	for _, k := range rmd.Keys() {
 		path := k.String()
 		t := rmd.Type(k...)
+		if underCase(k, cases) {
+			wrong = append(wrong, k) // said as unknown above; not again beside
+			continue
+		}
 		switch {
 		case t == "ArrayHash":
 			arrays[path] = true
@@ -509,51 +521,62 @@ func valueErrors(name string, data []byte, md toml.MetaData, err error) error {
 		case underNames(k) && t == "String":
 			continue // a name's value (engine.env): a string, as it must be
 		}
-		one, ok := oneValue(k, raw)
-		var buf bytes.Buffer
-		if !ok || toml.NewEncoder(&buf).Encode(one) != nil {
-			continue
-		}
-		var alone Profile
-		_, oerr := toml.Decode(buf.String(), &alone)
-		if oerr == nil {
+		pe, last, bad := wrongValue(name, data, raw, rmd, lines, k)
+		if !bad {
 			continue
 		}
 		wrong = append(wrong, k)
-		// The keys of one table given for a value fail as one: said once.
-		at := snippetLineRE.ReplaceAllString(oerr.Error(), "toml: ")
-		last := at
-		if m := lineRE.FindStringSubmatch(at); m != nil {
-			last = m[2]
+		if !said[last] { // the keys of one table given for a value fail as one: said once
+			said[last] = true
+			found = append(found, pe)
 		}
-		if said[last] {
-			continue
-		}
-		said[last] = true
-		line := lines.Line(path)
-		if n := quotedKeyLine(string(data), lines, k); n > 0 {
-			line = n
-		}
-		var pe toml.ParseError
-		found = append(found, pending{line, func() *Error {
-			if errors.As(oerr, &pe) { // a number past what its key's type holds
-				return &Error{File: name, Line: line, Msg: fmt.Sprintf("%s: %s (see docs/profiles.md)", path, pe.Message)}
-			}
-			// Said of the file as written: its line is found from the key
-			// (the one-value document's is not the file's), and a dotted
-			// key is told from a table's header (dottedFix). A quoted key,
-			// which the index does not hold, is looked for under its table.
-			if line != lines.Line(path) {
-				at = fmt.Sprintf("toml: line %d %s", line, strings.TrimPrefix(at, "toml: "))
-			}
-			e, _ := decodeError(name, data, rmd, errors.New(at)).(*Error)
-			return e
-		}})
 	}
 	if len(found) == 0 {
 		return decodeError(name, data, md, err)
 	}
 	return joinFound(append(found, unknownBeside(name, raw, wrong, lines)...))
+}
+
+// wrongValue decodes the value at key k of the file (data, raw, rmd, its
+// lines) alone into a profile: bad where the profile cannot take it, with
+// its problem and the key the decoder named (last: a table given for a
+// value names the table).
+func wrongValue(name string, data []byte, raw map[string]any, rmd toml.MetaData, lines tomlpos.Index, k toml.Key) (p pending, last string, bad bool) {
+	one, ok := oneValue(k, raw)
+	var buf bytes.Buffer
+	if !ok || toml.NewEncoder(&buf).Encode(one) != nil {
+		return pending{}, "", false
+	}
+	var alone Profile
+	_, oerr := toml.Decode(buf.String(), &alone)
+	if oerr == nil {
+		return pending{}, "", false
+	}
+	path := k.String()
+	at := snippetLineRE.ReplaceAllString(oerr.Error(), "toml: ")
+	last = at
+	if m := lineRE.FindStringSubmatch(at); m != nil {
+		last = m[2]
+	}
+	line := lines.Line(path)
+	if n := quotedKeyLine(string(data), lines, k); n > 0 {
+		line = n
+	}
+	return pending{line, func() *Error {
+		var pe toml.ParseError
+		if errors.As(oerr, &pe) { // a number past what its key's type holds
+			return &Error{File: name, Line: line, Msg: fmt.Sprintf("%s: %s (see docs/profiles.md)", path, pe.Message)}
+		}
+		// Said of the file as written: its line is found from the key
+		// (the one-value document's is not the file's), and a dotted
+		// key is told from a table's header (dottedFix). A quoted key,
+		// which the index does not hold, is looked for under its table.
+		if line != lines.Line(path) {
+			at = fmt.Sprintf("toml: line %d %s", line, strings.TrimPrefix(at, "toml: "))
+		}
+		e, _ := decodeError(name, data, rmd, errors.New(at)).(*Error)
+		return e
+	}}, last, true
 }
 
 // unknownBeside are the unknown keys beside the values of the wrong type
@@ -587,6 +610,9 @@ func joinFound(fs []pending) error {
 	var errs []*Error
 	for _, f := range fs[:min(len(fs), maxSaid)] {
 		if e := f.say(); e != nil {
+			if len(e.Msg) > maxSaidBytes { // a key of 50 kB, said five times over (a review: a 5 MB error)
+				e.Msg = fmt.Sprintf("%s… (%d bytes more)", strings.ToValidUTF8(e.Msg[:maxSaidBytes], ""), len(e.Msg)-maxSaidBytes)
+			}
 			errs = append(errs, e)
 		}
 	}
@@ -639,14 +665,19 @@ func without(raw map[string]any, keys []toml.Key) (map[string]any, bool) {
 		return out
 	}
 	rest := cp(raw)
+next:
 	for _, k := range keys {
 		m := rest
 		for _, part := range k[:len(k)-1] {
-			next, ok := m[part].(map[string]any)
+			v, there := m[part]
+			if !there {
+				continue next // under a key deleted already
+			}
+			sub, ok := v.(map[string]any)
 			if !ok {
 				return nil, false
 			}
-			m = next
+			m = sub
 		}
 		delete(m, k[len(k)-1])
 	}
@@ -657,6 +688,10 @@ func without(raw map[string]any, keys []toml.Key) (map[string]any, bool) {
 // hostile profile of 16,000 values of the wrong type took minutes to say
 // them all (each pass reads the file), in an error of 1.5 MB.
 const maxSaid = 20
+
+// maxSaidBytes bounds one problem's text: its key is the file's, and may
+// be as long as the file.
+const maxSaidBytes = 2000
 
 // quotedKeyLine is the line of key k where its last part is quoted
 // (engine.env."FOO.BAR"): the first line from its table's that assigns
@@ -682,6 +717,16 @@ func quotedKeyLine(data string, lines tomlpos.Index, k toml.Key) int {
 		}
 	}
 	return 0
+}
+
+// underCase says k is, or lies under, one of cases (keys in another case).
+func underCase(k toml.Key, cases map[string]bool) bool {
+	for i := 1; i <= len(k); i++ {
+		if cases[k[:i].String()] {
+			return true
+		}
+	}
+	return false
 }
 
 // underArray says k lies under one of arrays (of tables).

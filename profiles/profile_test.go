@@ -109,6 +109,11 @@ func TestParseErrors(t *testing.T) {
 		// first or not; a table given for a value is one of the values.
 		{"a float out of range beside a wrong type", "[adapt]\nmargin = 9007199254740993\n[server]\nport = \"x\"\n", []string{`2 problems in the profile: (1) p.toml:2: adapt.margin: 9007199254740993 is out of the safe float64 range; (2) p.toml:4: server.port: is a string, want an integer`}},
 		{"tables for values", "[server.port]\n[model.path]\n", []string{`2 problems in the profile: (1) p.toml:1: server.port: is a table, want an integer; (2) p.toml:2: model.path: is a table, want a string`}},
+		// A key in another case is unknown whatever its value (the
+		// decoder matched it to the field and its type was said first),
+		// and the unknown keys beside it are said too.
+		{"a key in another case with a wrong type", "[server]\nport = 1\nPORT = \"x\"\nhost = 5\n", []string{`2 problems in the profile: (1) p.toml:3: unknown key "server.PORT"; did you mean "server.port"? Keys are matched with their case.; (2) p.toml:4: server.host: is an integer, want a string`}},
+		{"a table in another case beside a wrong type", "[Server]\nport = \"x\"\n[draft]\nblock_size = \"3\"\nmodle = \"x\"\n", []string{`3 problems in the profile: (1) p.toml:1: unknown key "Server"; did you mean "server"? Keys are matched with their case.; (2) p.toml:4: draft.block_size: is a string, want an integer: write a number, without quotes; (3) p.toml:5: unknown key "draft.modle"`}},
 		// A quoted key's line is its own, not its table's; an array of
 		// inline tables is an array.
 		{"a quoted name of the wrong type", "[engine]\nname = \"sim\"\n[engine.env]\nA = \"b\"\n\"FOO.BAR\" = 5\n", []string{`p.toml:5: engine.env."FOO.BAR": is an integer, want a string: put the value in quotes`}},
@@ -393,5 +398,18 @@ func TestSaidAreTheFirstByLine(t *testing.T) {
 	}
 	if !strings.HasSuffix(err.Error(), "; and 2 more, not listed: fix these, then validate again") {
 		t.Errorf("error %s, want 2 more counted", err)
+	}
+}
+
+// One problem's text is bounded: its key is the file's, and a 50 kB key
+// said five times over made a 5 MB error (a review).
+func TestLongKeyBounded(t *testing.T) {
+	long := strings.Repeat("K", 50_000)
+	_, err := Parse("p.toml", []byte("[engine.env]\n"+long+".x = 1\n[server]\nport = \"x\"\n"))
+	if err == nil {
+		t.Fatal("want an error")
+	}
+	if n := len(err.Error()); n > 2*maxSaid*maxSaidBytes/10 || !strings.Contains(err.Error(), "bytes more)") {
+		t.Errorf("error of %d bytes, want it cut to about %d a problem: %.200q", n, maxSaidBytes, err.Error())
 	}
 }
