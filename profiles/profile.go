@@ -300,7 +300,7 @@ func Parse(name string, data []byte) (*Profile, error) {
 	if err := notATable(name, md, p.lines); err != nil {
 		return nil, err
 	}
-	if unknown := unknownKeys(name, md, p.lines); len(unknown) > 0 {
+	if unknown := unknownKeys(name, string(data), md, p.lines); len(unknown) > 0 {
 		return nil, joinFound(unknown)
 	}
 	return p, nil
@@ -309,7 +309,7 @@ func Parse(name string, data []byte) (*Profile, error) {
 // unknownKeys are the keys of the file (md, its lines) that are none of
 // the profile's, every one at once, a table's once (not again for each
 // key under it): a profile with two typos was said one at a time.
-func unknownKeys(name string, md toml.MetaData, lines tomlpos.Index) []pending {
+func unknownKeys(name, data string, md toml.MetaData, lines tomlpos.Index) []pending {
 	var unknown []pending
 	said := map[string]bool{}
 	saidUnder := func(k toml.Key) bool {
@@ -352,7 +352,18 @@ func unknownKeys(name string, md toml.MetaData, lines tomlpos.Index) []pending {
 			})
 			continue
 		}
-		add(path, func() *Error { return unknownKey(name, lines, path, typo.Nearest(path, knownPaths)) })
+		// A quoted name ("pört" = 1), which the index does not hold, is
+		// looked for under its table: it was said at the table's line.
+		line := lines.Line(path)
+		if n := quotedKeyLine(data, lines, k); n > 0 {
+			line = n
+		}
+		said[path] = true
+		unknown = append(unknown, pending{line, func() *Error {
+			e := unknownKey(name, lines, path, typo.Nearest(path, knownPaths))
+			e.Line = line
+			return e
+		}})
 	}
 	return unknown
 }
@@ -534,7 +545,7 @@ func valueErrors(name string, data []byte, md toml.MetaData, err error) error {
 	if len(found) == 0 {
 		return decodeError(name, data, md, err)
 	}
-	return joinFound(append(found, unknownBeside(name, raw, wrong, lines)...))
+	return joinFound(append(found, unknownBeside(name, string(data), raw, wrong, lines)...))
 }
 
 // wrongValue decodes the value at key k of the file (data, raw, rmd, its
@@ -582,7 +593,7 @@ func wrongValue(name string, data []byte, raw map[string]any, rmd toml.MetaData,
 // unknownBeside are the unknown keys beside the values of the wrong type
 // (wrong), those of the file (raw, its lines) without them: said after
 // those were fixed, they took a second run.
-func unknownBeside(name string, raw map[string]any, wrong []toml.Key, lines tomlpos.Index) []pending {
+func unknownBeside(name, data string, raw map[string]any, wrong []toml.Key, lines tomlpos.Index) []pending {
 	rest, ok := without(raw, wrong)
 	var buf bytes.Buffer
 	if !ok || toml.NewEncoder(&buf).Encode(rest) != nil {
@@ -593,7 +604,7 @@ func unknownBeside(name string, raw map[string]any, wrong []toml.Key, lines toml
 	if err != nil {
 		return nil
 	}
-	return unknownKeys(name, amd, lines)
+	return unknownKeys(name, data, amd, lines)
 }
 
 // pending is a problem of a profile at its line, said (say) only if it is
