@@ -114,6 +114,7 @@ func TestParseErrors(t *testing.T) {
 		// and the unknown keys beside it are said too.
 		{"a key in another case with a wrong type", "[server]\nport = 1\nPORT = \"x\"\nhost = 5\n", []string{`2 problems in the profile: (1) p.toml:3: unknown key "server.PORT"; did you mean "server.port"? Keys are matched with their case.; (2) p.toml:4: server.host: is an integer, want a string`}},
 		{"a table in another case beside a wrong type", "[Server]\nport = \"x\"\n[draft]\nblock_size = \"3\"\nmodle = \"x\"\n", []string{`3 problems in the profile: (1) p.toml:1: unknown key "Server"; did you mean "server"? Keys are matched with their case.; (2) p.toml:4: draft.block_size: is a string, want an integer: write a number, without quotes; (3) p.toml:5: unknown key "draft.modle"`}},
+		{"a quoted name with an escaped quote", "[engine.env]\nA = \"b\"\n\"x\\\"y\" = 5\n", []string{`p.toml:3: engine.env."x\"y": is an integer, want a string`}},
 		{"a quoted unknown name", "[server]\nport = 1\n\"pört\" = 1\n", []string{`p.toml:3: unknown key "server.\"pört\""`}},
 		// A quoted key's line is its own, not its table's; an array of
 		// inline tables is an array.
