@@ -320,13 +320,13 @@ func unknownKeys(name string, q *quoted, md toml.MetaData, lines tomlpos.Index) 
 		}
 		return false
 	}
-	add := func(path string, e func() *Error) {
+	add := func(path string, line int, e func() *Error) {
 		said[path] = true
-		unknown = append(unknown, pending{lines.Line(path), e})
+		unknown = append(unknown, pending{line, e})
 	}
 	for _, c := range caseKeys(md) {
 		if !said[c[0]] {
-			add(c[0], func() *Error { return unknownKey(name, lines, c[0], c[1]) })
+			add(c[0], lines.Line(c[0]), func() *Error { return unknownKey(name, lines, c[0], c[1]) })
 		}
 	}
 	for _, k := range md.Undecoded() {
@@ -347,7 +347,7 @@ func unknownKeys(name string, q *quoted, md toml.MetaData, lines tomlpos.Index) 
 		// A table where a key takes a list or a number: what the key takes,
 		// whether or not this command reads it (not "unknown key").
 		if k := "bench.concurrency"; strings.HasPrefix(path, k+".") {
-			add(k, func() *Error {
+			add(k, lines.Line(k), func() *Error {
 				return &Error{File: name, Line: lines.Line(k), Msg: k + " is a table; it takes a number, or a list of levels like [1, 2, 4, 8] (see docs/profiles.md)"}
 			})
 			continue
@@ -358,12 +358,11 @@ func unknownKeys(name string, q *quoted, md toml.MetaData, lines tomlpos.Index) 
 		if n := q.line(lines, k); n > 0 {
 			line = n
 		}
-		said[path] = true
-		unknown = append(unknown, pending{line, func() *Error {
+		add(path, line, func() *Error {
 			e := unknownKey(name, lines, path, typo.Nearest(path, knownPaths))
 			e.Line = line
 			return e
-		}})
+		})
 	}
 	return unknown
 }
