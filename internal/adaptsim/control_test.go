@@ -46,10 +46,10 @@ type controlAdapter struct {
 func (a *controlAdapter) Start(env Env, s Scrape) []Command {
 	a.env = env
 	// As serve does (internal/serve's BeforeTraffic): the first engine is
-	// probed before it takes traffic, for the rows of BeforeLoads; at no
-	// virtual time and without serve's 10 s bound.
+	// probed before it takes traffic, for the rows of its slots'
+	// BeforeLoads; at no virtual time and without serve's 10 s bound.
 	v := map[int]float64{}
-	for _, n := range control.BeforeLoads {
+	for _, n := range control.BeforeLoadsFor(env.Slots) {
 		for w := 1; w <= a.c.Config().MaxWidth; w++ {
 			v[n*w] = env.Probe(n * w)
 		}
@@ -78,7 +78,7 @@ func (a *controlAdapter) scrape(s Scrape) []Command {
 	if secs <= 0 {
 		secs, busy = s.Counters.EngineSecs, 0
 	}
-	return a.step(control.Observation{Kind: control.Scrape, Now: s.Now, Engine: s.Engine, Width: s.Width,
+	return a.step(control.Observation{Kind: control.Scrape, Now: s.Now, Engine: s.Engine, Width: s.Width, Slots: s.Slots,
 		InFlight: s.InFlight, Counters: control.Counters{Cycles: s.Counters.Cycles, AtLeast: append([]float64(nil), s.Counters.AtLeast...),
 			Tokens: s.Counters.Tokens, Secs: secs, Busy: busy}})
 }

@@ -36,6 +36,9 @@ type Observation struct {
 	Width    int
 	InFlight float64
 	Counters Counters
+	// Slots (Scrape) is the engine's total_slots, 0 when it does not say:
+	// more requests in flight than slots wait in its queue (decoding).
+	Slots int
 	// Probing (Scrape): the shell probed this engine at some time since
 	// the last scrape, so the counters' change is not the width's rate.
 	Probing bool
@@ -72,6 +75,24 @@ type Counters struct {
 // traffic: rows between them are read, not probed again (verifyAt), so up
 // to four in flight nothing is probed under load.
 var BeforeLoads = []int{1, 2, 4}
+
+// BeforeLoadsFor is BeforeLoads for an engine of slots (0: unknown): a
+// load above the slots decodes only slots sequences together (decoding),
+// so the loads are capped there. One slot probes one load: on the sim's
+// GB10 cost the probe of all three ran out its 10 s bound while requests
+// waited.
+func BeforeLoadsFor(slots int) []int {
+	if slots <= 0 {
+		return BeforeLoads
+	}
+	var ns []int
+	for _, n := range BeforeLoads {
+		if n = min(n, slots); !slices.Contains(ns, n) {
+			ns = append(ns, n)
+		}
+	}
+	return ns
+}
 
 // Op is what an action asks of the shell.
 type Op int

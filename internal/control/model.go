@@ -72,7 +72,7 @@ func verifyAt(v map[int]float64, rows float64) (float64, bool) {
 // one width the split is unknown and taken half and half. ok false when
 // no drafting width was measured.
 func (c Controller) draftFit(s *State, b int) (a, slope float64, ok bool) {
-	n := math.Max(1, s.Pair.Buckets[b].N)
+	n := decoding(s, b)
 	var xs, ds []float64
 	priced := c.waitPerToken(s, b) > 0 // the wait is priced apart: the fit reads the engine's own time
 	for _, w := range c.measured(s, b) {
@@ -114,9 +114,9 @@ func (c Controller) draftFit(s *State, b int) (a, slope float64, ok bool) {
 
 // predict is the model's tok/s per request in flight for width w at
 // bucket b: tokens per cycle (extrapolated) over ms per cycle (verify of
-// N·w rows plus drafting).
+// N·w rows plus drafting, N the sequences decoding together).
 func (c Controller) predict(s *State, b, w int) (float64, bool) {
-	n := math.Max(1, s.Pair.Buckets[b].N)
+	n := decoding(s, b)
 	v, ok := verifyAt(s.Pair.Verify, n*float64(w))
 	if !ok || v <= 0 {
 		return 0, false
@@ -143,6 +143,25 @@ func (c Controller) predict(s *State, b, w int) (float64, bool) {
 	return 1000 / ((v + a + slope*float64(w-1)) * (1/t + c.waitPerToken(s, b))), true
 }
 
+// decoding is the sequences that decode together at bucket b: its mean
+// load, at most the engine's slots. Requests beyond the slots wait in the
+// engine's queue, and the shell counts only the share of their time they
+// held a slot (proxy.Backend.Served), so a width's rate there is its rate
+// at the slots' load. On a one-slot engine (the sim's default, as
+// mlxcel-server's max_batch_size=1: internal/sim) every load decodes one
+// sequence; priced as four batched, the probe under load
+// asked for rows 20-68 that engine never runs, ran its 30 s bound with
+// none measured, and classic, priced without the queue its requests
+// waited in, was tried again and again (docs/benchmark_results/
+// sim-one-slot-2026-12-07.md).
+func decoding(s *State, b int) float64 {
+	n := math.Max(1, s.Pair.Buckets[b].N)
+	if k := s.Engine.Slots; k > 0 {
+		n = math.Min(n, float64(k))
+	}
+	return n
+}
+
 // waitPerToken is what a request waits outside the engine's own time at
 // bucket b, in engine cycles per token generated, from the speculative
 // widths measured there: each run's served − busy seconds in its own
@@ -160,8 +179,8 @@ func (c Controller) predict(s *State, b, w int) (float64, bool) {
 // request in flight (what waits there, the prompt, costs no rounds) and
 // where the engine gives no time of its own.
 func (c Controller) waitPerToken(s *State, b int) float64 {
-	if !c.on("wait") || c.cfg.Buckets[b][0] <= 1 {
-		return 0
+	if !c.on("wait") || c.cfg.Buckets[b][0] <= 1 || s.Engine.Slots == 1 {
+		return 0 // one sequence decodes at a time: no turns to wait for
 	}
 	var wait, tok float64
 	for w, rs := range s.Pair.Buckets[b].Runs {
@@ -326,7 +345,7 @@ const unpricedWhy = "the probe lacks their verify rows, or nothing measured at t
 // docs/benchmark_results/h100-follow-2026-12-06h.md; on 2026-12-06g such
 // a probe ran its 30 s bound and cost that phase 4.8 %).
 func (c Controller) probeRows(s *State, b int) []int {
-	n := math.Max(1, s.Pair.Buckets[b].N)
+	n := decoding(s, b)
 	seen := map[int]bool{}
 	var rows []int
 	for w := 1; w <= c.cfg.MaxWidth; w++ {

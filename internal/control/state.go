@@ -137,6 +137,7 @@ type Run struct {
 type Engine struct {
 	Gen   uint64
 	Width int
+	Slots int // its total_slots (0: unknown)
 	// Since is when it was first seen.
 	Since time.Time
 	// Base is the scrape its counting starts from; HasBase false until

@@ -185,7 +185,7 @@ func (c Controller) scrape(s *State, o Observation) []Action {
 	}
 	acts := c.observeLoad(s, o)
 	if o.Engine != s.Engine.Gen {
-		s.Engine = Engine{Gen: o.Engine, Width: o.Width, Since: o.Now}
+		s.Engine = Engine{Gen: o.Engine, Width: o.Width, Slots: o.Slots, Since: o.Now}
 	}
 	e := &s.Engine
 	if c.on("warmup") && o.Now.Sub(e.Since) < c.cfg.WarmUp {

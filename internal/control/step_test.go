@@ -857,28 +857,31 @@ func TestTokensPerCycle(t *testing.T) {
 // one in flight, without them, or with the rule off it is the probe's own
 // (the H100 run of 2026-12-06f).
 func TestClassicLoad(t *testing.T) {
-	state := func(n float64) *State {
-		return &State{Pair: Pair{Verify: map[int]float64{1: 3, 4: 4, 8: 4, 3: 4, 2: 4}, Buckets: []Bucket{{Lo: 1, Hi: 0, N: n}}}}
+	state := func(n float64, slots int) *State {
+		return &State{Pair: Pair{Verify: map[int]float64{1: 3, 4: 4, 8: 4, 3: 4, 2: 4}, Buckets: []Bucket{{Lo: 1, Hi: 0, N: n}}}, Engine: Engine{Slots: slots}}
 	}
 	for _, tc := range []struct {
-		name string
-		cfg  Config
-		n    float64
-		want float64
+		name  string
+		cfg   Config
+		n     float64
+		want  float64
+		slots int
 	}{
-		{"four in flight", Config{ClassicLoad: LlamaClassicLoad}, 4, 1000 / (4 * LlamaClassicLoad)},
-		{"one in flight", Config{ClassicLoad: LlamaClassicLoad}, 1, 1000.0 / 3},
-		{"two and a half in flight: half of it", Config{ClassicLoad: LlamaClassicLoad}, 2.5, 1000 / (4 * (1 + (LlamaClassicLoad-1)/2))},
-		{"eight in flight: all of it", Config{ClassicLoad: LlamaClassicLoad}, 8, 1000 / (4 * LlamaClassicLoad)},
-		{"an engine without it", Config{}, 4, 1000.0 / 4},
-		{"the rule off", Config{ClassicLoad: LlamaClassicLoad, Off: map[string]bool{"classic load": true}}, 4, 1000.0 / 4},
-		{"both, four in flight", Config{ClassicLive: LlamaClassicLive, ClassicLoad: LlamaClassicLoad}, 4, 1000 / (4 * LlamaClassicLive * LlamaClassicLoad)},
-		{"both, two and a half: the live one whole", Config{ClassicLive: LlamaClassicLive, ClassicLoad: LlamaClassicLoad}, 2.5, 1000 / (4 * LlamaClassicLive * (1 + (LlamaClassicLoad-1)/2))},
-		{"both, one in flight: none", Config{ClassicLive: LlamaClassicLive, ClassicLoad: LlamaClassicLoad}, 1, 1000.0 / 3},
-		{"both, the rule off", Config{ClassicLive: LlamaClassicLive, ClassicLoad: LlamaClassicLoad, Off: map[string]bool{"classic load": true}}, 4, 1000.0 / 4},
+		{"both, four in flight on one slot: one decodes", Config{ClassicLive: LlamaClassicLive, ClassicLoad: LlamaClassicLoad}, 4, 1000.0 / 3, 1},
+		{"both, eight in flight on four slots: four decode", Config{ClassicLive: LlamaClassicLive, ClassicLoad: LlamaClassicLoad}, 8, 1000 / (4 * LlamaClassicLive * LlamaClassicLoad), 4},
+		{"four in flight", Config{ClassicLoad: LlamaClassicLoad}, 4, 1000 / (4 * LlamaClassicLoad), 0},
+		{"one in flight", Config{ClassicLoad: LlamaClassicLoad}, 1, 1000.0 / 3, 0},
+		{"two and a half in flight: half of it", Config{ClassicLoad: LlamaClassicLoad}, 2.5, 1000 / (4 * (1 + (LlamaClassicLoad-1)/2)), 0},
+		{"eight in flight: all of it", Config{ClassicLoad: LlamaClassicLoad}, 8, 1000 / (4 * LlamaClassicLoad), 0},
+		{"an engine without it", Config{}, 4, 1000.0 / 4, 0},
+		{"the rule off", Config{ClassicLoad: LlamaClassicLoad, Off: map[string]bool{"classic load": true}}, 4, 1000.0 / 4, 0},
+		{"both, four in flight", Config{ClassicLive: LlamaClassicLive, ClassicLoad: LlamaClassicLoad}, 4, 1000 / (4 * LlamaClassicLive * LlamaClassicLoad), 0},
+		{"both, two and a half: the live one whole", Config{ClassicLive: LlamaClassicLive, ClassicLoad: LlamaClassicLoad}, 2.5, 1000 / (4 * LlamaClassicLive * (1 + (LlamaClassicLoad-1)/2)), 0},
+		{"both, one in flight: none", Config{ClassicLive: LlamaClassicLive, ClassicLoad: LlamaClassicLoad}, 1, 1000.0 / 3, 0},
+		{"both, the rule off", Config{ClassicLive: LlamaClassicLive, ClassicLoad: LlamaClassicLoad, Off: map[string]bool{"classic load": true}}, 4, 1000.0 / 4, 0},
 	} {
 		tc.cfg.Default = schedule.Flat(4, "default")
-		got, ok := New(tc.cfg).predict(state(tc.n), 0, 1)
+		got, ok := New(tc.cfg).predict(state(tc.n, tc.slots), 0, 1)
 		if !ok || math.Abs(got-tc.want) > 1e-9 {
 			t.Errorf("%s: predict(classic) = %v, %v; want %v", tc.name, got, ok, tc.want)
 		}
@@ -1317,19 +1320,25 @@ func TestProbeRowsBetweenProbed(t *testing.T) {
 		name   string
 		verify map[int]float64
 		n      float64
+		slots  int
 		want   []int // nil: none asked; else the first and last row asked
 	}{
-		{"nothing probed, one in flight", nil, 1, []int{1, DefaultMaxWidth}},
-		{"probed before traffic, 2.1 in flight", before, 2.1, nil},
-		{"probed before traffic, 4.0 in flight", before, 4.0, nil},
-		{"probed before traffic, 3.3 in flight", before, 3.3, nil},
-		{"probed before traffic, 6 in flight", before, 6, []int{72, 102}},
-		{"rows 1-17 only, 4 in flight", ones, 4, []int{20, 68}},
-		{"rows 1-17 and 68, 4 in flight: no line from 17 to 68", withRow(ones, 68), 4, []int{20, 64}},
+		{"nothing probed, one in flight", nil, 1, 0, []int{1, DefaultMaxWidth}},
+		{"probed before traffic, 2.1 in flight", before, 2.1, 0, nil},
+		{"probed before traffic, 4.0 in flight", before, 4.0, 0, nil},
+		{"probed before traffic, 3.3 in flight", before, 3.3, 0, nil},
+		{"probed before traffic, 6 in flight", before, 6, 0, []int{72, 102}},
+		{"probed before traffic, 6 in flight on four slots", before, 6, 4, nil},
+		{"rows 1-17 only, 4 in flight", ones, 4, 0, []int{20, 68}},
+		{"rows 1-17 only, 4 in flight on one slot: one decodes", ones, 4, 1, nil},
+		{"rows 1-17 only, 4 in flight on two slots", ones, 4, 2, []int{18, 34}},
+		{"rows 1-17 only, 4 in flight on eight slots", ones, 4, 8, []int{20, 68}},
+		{"rows 1-17 and 68, 4 in flight: no line from 17 to 68", withRow(ones, 68), 4, 0, []int{20, 64}},
 	}
 	for _, tc := range cases {
 		s := c.Init(Pair{Verify: tc.verify})
 		s.Pair.Buckets[0].N = tc.n
+		s.Engine.Slots = tc.slots
 		got := c.probeRows(&s, 0)
 		switch {
 		case tc.want == nil && len(got) > 0:
@@ -1337,6 +1346,37 @@ func TestProbeRowsBetweenProbed(t *testing.T) {
 		case tc.want != nil && (len(got) == 0 || got[0] != tc.want[0] || got[len(got)-1] != tc.want[1]):
 			t.Errorf("%s: asked for rows %v, want %d-%d", tc.name, got, tc.want[0], tc.want[1])
 		}
+	}
+}
+
+// BeforeLoadsFor caps the loads probed before traffic at the engine's
+// slots: a load above them decodes no more sequences together.
+func TestBeforeLoadsFor(t *testing.T) {
+	for _, tc := range []struct {
+		slots int
+		want  []int
+	}{
+		{0, []int{1, 2, 4}}, {1, []int{1}}, {2, []int{1, 2}}, {3, []int{1, 2, 3}}, {4, []int{1, 2, 4}}, {8, []int{1, 2, 4}},
+	} {
+		if got := BeforeLoadsFor(tc.slots); !slices.Equal(got, tc.want) {
+			t.Errorf("BeforeLoadsFor(%d) = %v, want %v", tc.slots, got, tc.want)
+		}
+	}
+}
+
+// A scrape of a new engine takes its slots; the next engine's replace
+// them with the rest of what it knows.
+func TestScrapeTakesTheEngineSlots(t *testing.T) {
+	c := New(Config{Default: schedule.Flat(4, "default")})
+	s := c.Init(Pair{})
+	t0 := time.Unix(0, 0)
+	s, _ = c.Step(s, Observation{Kind: Scrape, Now: t0, Engine: 1, Width: 4, InFlight: 4, Slots: 1})
+	if s.Engine.Slots != 1 {
+		t.Fatalf("engine 1: slots %d, want 1", s.Engine.Slots)
+	}
+	s, _ = c.Step(s, Observation{Kind: Scrape, Now: t0.Add(2 * time.Second), Engine: 2, Width: 4, InFlight: 4, Slots: 4})
+	if s.Engine.Slots != 4 {
+		t.Errorf("engine 2: slots %d, want 4", s.Engine.Slots)
 	}
 }
 
@@ -1425,17 +1465,21 @@ func TestWaitPerToken(t *testing.T) {
 		r      Run
 		off    bool
 		want   float64
+		slots  int
 	}{
-		{"four clients: 20.9 s of wait over 30 s busy", 1, 17, run(50.9, 30), false, 20.9 / 15_400 / (30.0 / 1000)},
-		{"one request in flight", 0, 17, run(50.9, 30), false, 0},
-		{"classic's runs", 1, 1, run(50.9, 30), false, 0},
-		{"no time of the engine's own", 1, 17, run(50.9, 0), false, 0},
-		{"no wait", 1, 17, run(30, 30), false, 0},
-		{"the rule off", 1, 17, run(50.9, 30), true, 0},
+		{"four clients: 20.9 s of wait over 30 s busy", 1, 17, run(50.9, 30), false, 20.9 / 15_400 / (30.0 / 1000), 0},
+		{"four clients on four slots", 1, 17, run(50.9, 30), false, 20.9 / 15_400 / (30.0 / 1000), 4},
+		{"four clients on one slot: no turns", 1, 17, run(50.9, 30), false, 0, 1},
+		{"one request in flight", 0, 17, run(50.9, 30), false, 0, 0},
+		{"classic's runs", 1, 1, run(50.9, 30), false, 0, 0},
+		{"no time of the engine's own", 1, 17, run(50.9, 0), false, 0, 0},
+		{"no wait", 1, 17, run(30, 30), false, 0, 0},
+		{"the rule off", 1, 17, run(50.9, 30), true, 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newWithOff(Config{Default: schedule.Flat(4, "engine default")}, "wait", tc.off)
 			s := c.Init(Pair{})
+			s.Engine.Slots = tc.slots
 			s.Pair.Buckets[tc.bucket].Runs[tc.w] = []Run{tc.r}
 			if got := c.waitPerToken(&s, tc.bucket); math.Abs(got-tc.want) > 1e-12 {
 				t.Errorf("waitPerToken = %v, want %v", got, tc.want)

@@ -79,6 +79,7 @@ type controlShell struct {
 	// before traffic, cut short or not (mu); before: that probe while it
 	// runs, for a switch asked for meanwhile to say what it waits for.
 	preTried map[string]bool
+	slots    map[uint64]int // engines' total_slots by generation (mu; slotsOf)
 	before   atomic.Pointer[preRun]
 	initial  control.Pair // what was resumed (start)
 	// started is how long the first engine took to start: it prices the
@@ -103,17 +104,47 @@ func (sh *controlShell) start() {
 	sh.hasCurve.Store(len(sh.initial.Verify) > 0)
 }
 
-// keyed completes the key with the first engine's slots (its /props
-// total_slots; 0 when it does not say), names the state's file by it and
+// slotsOf reads engine t's slots (its /props total_slots; 0 when it does
+// not say) once, before it takes traffic, for the key and for the scrapes
+// of it: requests beyond them wait in its queue, counted as the controller
+// prices them (control.Observation.Slots). The latest few engines are kept:
+// the one that serves and the one it replaces, draining.
+func (sh *controlShell) slotsOf(ctx context.Context, t adapt.Target) (int, error) {
+	n, err := engineSlots(ctx, sh.client, t.BaseURL)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.slots == nil {
+		sh.slots = map[uint64]int{}
+	}
+	sh.slots[t.Gen] = n
+	for g := range sh.slots {
+		if g+keptSlots <= t.Gen {
+			delete(sh.slots, g)
+		}
+	}
+	return n, err
+}
+
+// keptSlots is how many engines' slots slotsOf keeps, the newest.
+const keptSlots = 3
+
+// engineSlotsOf is the slots slotsOf read for engine gen (0: not read).
+func (sh *controlShell) engineSlotsOf(gen uint64) int {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return sh.slots[gen]
+}
+
+// keyed completes the key with the first engine's slots (n, read by
+// slotsOf; err why they are unknown), names the state's file by it and
 // reads the state, once: the key was made before any engine ran, and its
 // slots were never set, so a state learnt under -np 4 was resumed under
 // -np 8 (an operator's pass on the sim).
-func (sh *controlShell) keyed(ctx context.Context, t adapt.Target) {
+func (sh *controlShell) keyed(n int, err error) {
 	first := false
 	sh.keyOnce.Do(func() {
 		first = true
 		if sh.dir != "" { // else nothing is saved: the key names no file
-			n, err := engineSlots(ctx, sh.client, t.BaseURL)
 			if err != nil {
 				sh.log.Info("adapt: the engine does not say its slots; its saved state is keyed without them", "err", err)
 			}
@@ -129,20 +160,19 @@ func (sh *controlShell) keyed(ctx context.Context, t adapt.Target) {
 		}
 	})
 	if !first {
-		sh.reslot(ctx, t)
+		sh.reslot(n, err)
 	}
 }
 
-// reslot reads a later engine's slots: where they differ from the key's
-// (a reload changed -np), what is learnt from then on is not saved under
-// the key, said once, so that the next start under the key's slots does
-// not resume a state learnt under others (a review: the key was read from
-// the first engine only).
-func (sh *controlShell) reslot(ctx context.Context, t adapt.Target) {
+// reslot compares a later engine's slots (n, err as keyed's) with the
+// key's: where they differ (a reload changed -np), what is learnt from
+// then on is not saved under the key, said once, so that the next start
+// under the key's slots does not resume a state learnt under others (a
+// review: the key was read from the first engine only).
+func (sh *controlShell) reslot(n int, err error) {
 	if sh.file == "" || sh.key.Slots == 0 || sh.reslotted.Load() {
 		return // the first engine said no slots: nothing to compare with
 	}
-	n, err := engineSlots(ctx, sh.client, t.BaseURL)
 	if err != nil || n == sh.key.Slots || !sh.reslotted.CompareAndSwap(false, true) {
 		return
 	}
@@ -219,7 +249,8 @@ func (sh *controlShell) BeforeTraffic(ctx context.Context, t adapt.Target, held 
 	if t.BaseURL == "" {
 		return nil
 	}
-	sh.keyed(ctx, t)
+	slots, err := sh.slotsOf(ctx, t)
+	sh.keyed(slots, err)
 	sh.mu.Lock()
 	if !probeBefore(sh.hasCurve.Load(), sh.preTried, t.Pair) {
 		sh.mu.Unlock()
@@ -244,7 +275,7 @@ func (sh *controlShell) BeforeTraffic(ctx context.Context, t adapt.Target, held 
 	sh.mu.Unlock()
 	start := time.Now()
 	v := map[int]float64{}
-	for _, n := range control.BeforeLoads {
+	for _, n := range control.BeforeLoadsFor(slots) {
 		var rows []int
 		for w := 1; w <= maxW; w++ {
 			if _, have := v[n*w]; !have {
@@ -501,10 +532,11 @@ func (sh *controlShell) scrape(ctx context.Context, now time.Time) (control.Obse
 	if w >= 2 && snap.Cycles > 0 && !snap.HasPerPos {
 		return control.Observation{}, fmt.Errorf("%w: the engine reports no acceptance by draft position; only the width it was given is served", adapt.ErrNotAdapting)
 	}
-	served, _ := in.Backend.Served(0)
+	slots := sh.engineSlotsOf(uint64(in.ID))
+	served, _ := in.Backend.Served(slots) // a request queued beyond the slots counts its share
 	secs, busy := servedSecs(served, snap.PredictSeconds)
 	probed := sh.probed.Swap(false) || sh.probing.Load() > 0
-	return control.Observation{Kind: control.Scrape, Now: now, Engine: uint64(in.ID), Width: w, Probing: probed,
+	return control.Observation{Kind: control.Scrape, Now: now, Engine: uint64(in.ID), Width: w, Probing: probed, Slots: slots,
 		InFlight: float64(sh.rt.Generating()), Counters: control.Counters{Cycles: snap.Cycles, AtLeast: snap.PerPos, Tokens: snap.Predicted, Secs: secs, Busy: busy}}, nil
 }
 

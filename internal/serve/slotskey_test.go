@@ -16,7 +16,9 @@ import (
 
 	"github.com/speclaunch/speclaunch/internal/adapt"
 	"github.com/speclaunch/speclaunch/internal/control"
+	"github.com/speclaunch/speclaunch/internal/proxy"
 	"github.com/speclaunch/speclaunch/internal/schedule"
+	"github.com/speclaunch/speclaunch/internal/server"
 )
 
 func TestPropsSlots(t *testing.T) {
@@ -220,3 +222,49 @@ func TestResumedWidth(t *testing.T) {
 		})
 	}
 }
+
+// Each engine's slots, read before it takes traffic, go with every scrape
+// of it (the controller prices a load above them as the slots' load), also
+// where nothing is saved; an engine that does not say them scrapes 0.
+func TestScrapeSaysTheEngineSlots(t *testing.T) {
+	engine := func(props string) *httptest.Server {
+		return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/props" && props != "" {
+				w.Write([]byte(props))
+				return
+			}
+			if r.URL.Path == "/props" {
+				http.NotFound(w, r)
+			}
+		}))
+	}
+	one, silent := engine(`{"total_slots":1}`), engine("")
+	defer one.Close()
+	defer silent.Close()
+	eng := &fakeEngines{}
+	sh := &controlShell{c: control.New(control.Config{Default: schedule.Flat(4, "engine default")}), client: one.Client(), eng: eng, rt: fakeRuntime{inFlight: 4},
+		log: slog.New(slog.DiscardHandler)}
+	sh.hasCurve.Store(true) // a verify cost is known: no probe before traffic
+	for i, tc := range []struct {
+		srv  *httptest.Server
+		want int
+	}{{one, 1}, {silent, 0}} {
+		gen := uint64(i + 1)
+		if err := sh.BeforeTraffic(context.Background(), adapt.Target{BaseURL: tc.srv.URL, Gen: gen, Pair: "t\x00d"}, i == 0); err != nil {
+			t.Fatal(err)
+		}
+		b, err := proxy.NewBackend(tc.srv.URL, fmt.Sprintf("engine %d", gen))
+		if err != nil {
+			t.Fatal(err)
+		}
+		eng.cur = &server.Instance{ID: server.EngineID(gen), Backend: b, Plan: defaultPlan(1)}
+		o, err := sh.scrape(context.Background(), time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.Slots != tc.want {
+			t.Errorf("engine %d: the scrape says %d slots, want %d", gen, o.Slots, tc.want)
+		}
+	}
+}
+
