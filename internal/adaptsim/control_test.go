@@ -46,12 +46,12 @@ type controlAdapter struct {
 func (a *controlAdapter) Start(env Env, s Scrape) []Command {
 	a.env = env
 	// As serve does (internal/serve's BeforeTraffic): the first engine is
-	// probed before it takes traffic, for the rows of its slots'
-	// BeforeLoads; at no virtual time and without serve's 10 s bound.
+	// probed before it takes traffic, for the rows of BeforeRows; at no
+	// virtual time and without serve's 10 s bound.
 	v := map[int]float64{}
-	for _, n := range control.BeforeLoadsFor(env.Slots) {
-		for w := 1; w <= a.c.Config().MaxWidth; w++ {
-			v[n*w] = env.Probe(n * w)
+	for _, rows := range control.BeforeRows(env.Slots, a.c.Config().MaxWidth, s.Width) {
+		for _, r := range rows {
+			v[r] = env.Probe(r)
 		}
 	}
 	cmds := a.step(control.Observation{Kind: control.Probed, Now: s.Now, Verify: v, Before: true})

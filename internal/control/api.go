@@ -94,6 +94,29 @@ func BeforeLoadsFor(slots int) []int {
 	return ns
 }
 
+// BeforeRows are the rows the probe before traffic measures, by load
+// (BeforeLoadsFor(slots)), each load's without the rows of the loads
+// before it: every width up to maxWidth times the load, and the serving
+// width's where it is wider. A default of 16 over adapt.max_width 8 has
+// rows only the load of two gave it; without them its runs price no
+// drafting cost, and on a one-slot engine (one load) no width could be
+// tried.
+func BeforeRows(slots, maxWidth, serving int) [][]int {
+	seen := map[int]bool{}
+	var out [][]int
+	for _, n := range BeforeLoadsFor(slots) {
+		var rows []int
+		for w := 1; w <= max(maxWidth, serving); w++ {
+			if (w <= maxWidth || w == serving) && !seen[n*w] {
+				seen[n*w] = true
+				rows = append(rows, n*w)
+			}
+		}
+		out = append(out, rows)
+	}
+	return out
+}
+
 // Op is what an action asks of the shell.
 type Op int
 

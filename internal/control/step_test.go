@@ -1364,6 +1364,25 @@ func TestBeforeLoadsFor(t *testing.T) {
 	}
 }
 
+// BeforeRows: each load's rows once, and the serving width's where it is
+// wider than the widest tried.
+func TestBeforeRows(t *testing.T) {
+	for _, tc := range []struct {
+		name                     string
+		slots, maxWidth, serving int
+		want                     [][]int
+	}{
+		{"one slot", 1, 4, 2, [][]int{{1, 2, 3, 4}}},
+		{"one slot, serving wider", 1, 4, 16, [][]int{{1, 2, 3, 4, 16}}},
+		{"two slots", 2, 3, 3, [][]int{{1, 2, 3}, {4, 6}}},
+		{"four slots, serving wider", 4, 2, 5, [][]int{{1, 2, 5}, {4, 10}, {8, 20}}},
+	} {
+		if got := BeforeRows(tc.slots, tc.maxWidth, tc.serving); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: BeforeRows = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
 // A scrape of a new engine takes its slots; the next engine's replace
 // them with the rest of what it knows.
 func TestScrapeTakesTheEngineSlots(t *testing.T) {

@@ -275,13 +275,7 @@ func (sh *controlShell) BeforeTraffic(ctx context.Context, t adapt.Target, held 
 	sh.mu.Unlock()
 	start := time.Now()
 	v := map[int]float64{}
-	for _, n := range control.BeforeLoadsFor(slots) {
-		var rows []int
-		for w := 1; w <= maxW; w++ {
-			if _, have := v[n*w]; !have {
-				rows = append(rows, n*w)
-			}
-		}
+	for _, rows := range control.BeforeRows(slots, maxW, t.Width) {
 		c, err := probe.Run(ctx, sh.client, t.BaseURL, rows, probe.DefaultReps)
 		if err != nil {
 			next := "the engine serves, and what it lacks is probed under load if needed"

@@ -267,4 +267,3 @@ func TestScrapeSaysTheEngineSlots(t *testing.T) {
 		}
 	}
 }
-
