@@ -83,7 +83,7 @@ var BeforeLoads = []int{1, 2, 4}
 // waited.
 func BeforeLoadsFor(slots int) []int {
 	if slots <= 0 {
-		return BeforeLoads
+		return slices.Clone(BeforeLoads)
 	}
 	var ns []int
 	for _, n := range BeforeLoads {
@@ -94,25 +94,40 @@ func BeforeLoadsFor(slots int) []int {
 	return ns
 }
 
-// BeforeRows are the rows the probe before traffic measures, by load
-// (BeforeLoadsFor(slots)), each load's without the rows of the loads
-// before it: every width up to maxWidth times the load, and the serving
-// width's where it is wider. A default of 16 over adapt.max_width 8 has
-// rows only the load of two gave it; without them its runs price no
-// drafting cost, and on a one-slot engine (one load) no width could be
-// tried.
+// BeforeRows are the rows the probe before traffic measures, in groups
+// probed in turn: for each load of BeforeLoadsFor(slots), every width up
+// to maxWidth times the load (without the rows of the loads before it),
+// then the serving width's rows at every load where it is wider. A
+// default of 16 over adapt.max_width 8 had row 16 only from the load of
+// two; without it its runs price no drafting cost, and on a one-slot
+// engine (one load) no width could be tried. Its group comes last, so a
+// probe cut by its bound keeps the rows it had before (a review).
 func BeforeRows(slots, maxWidth, serving int) [][]int {
 	seen := map[int]bool{}
 	var out [][]int
+	var wide []int
 	for _, n := range BeforeLoadsFor(slots) {
 		var rows []int
-		for w := 1; w <= max(maxWidth, serving); w++ {
-			if (w <= maxWidth || w == serving) && !seen[n*w] {
+		for w := 1; w <= maxWidth; w++ {
+			if !seen[n*w] {
 				seen[n*w] = true
 				rows = append(rows, n*w)
 			}
 		}
 		out = append(out, rows)
+		if serving > maxWidth {
+			wide = append(wide, n*serving)
+		}
+	}
+	var last []int
+	for _, r := range wide {
+		if !seen[r] {
+			seen[r] = true
+			last = append(last, r)
+		}
+	}
+	if len(last) > 0 {
+		out = append(out, last)
 	}
 	return out
 }

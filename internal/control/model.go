@@ -149,10 +149,10 @@ func (c Controller) predict(s *State, b, w int) (float64, bool) {
 // held a slot (proxy.Backend.Served), so a width's rate there is its rate
 // at the slots' load. On a one-slot engine (the sim's default, as
 // mlxcel-server's max_batch_size=1: internal/sim) every load decodes one
-// sequence; priced as four batched, the probe under load
-// asked for rows 20-68 that engine never runs, ran its 30 s bound with
-// none measured, and classic, priced without the queue its requests
-// waited in, was tried again and again (docs/benchmark_results/
+// sequence; priced as four batched, the probe under load asked for rows
+// of four sequences that engine never runs, ran its 30 s bound with none
+// measured, and classic, priced without the queue its requests waited
+// in, was tried again and again (docs/benchmark_results/
 // sim-one-slot-2026-12-07.md).
 func decoding(s *State, b int) float64 {
 	n := math.Max(1, s.Pair.Buckets[b].N)
@@ -373,6 +373,12 @@ func (c Controller) probeFor(s *State, b int, now time.Time) []Action {
 		return nil
 	}
 	what := fmt.Sprintf("the verify cost of %d-%d rows, for %s", rows[0], rows[len(rows)-1], schedule.InFlight(s.Pair.Schedule[b].Range()))
+	if k := s.Engine.Slots; k > 0 && bk.N > float64(k) {
+		// Every slot busy: the probe's requests would queue behind the
+		// clients' (decoding). Not a probe tried: the bucket the load
+		// moves to next asks again.
+		return []Action{{Op: Log, Msg: fmt.Sprintf("adapt: not probing %s now: %.1f requests in flight on an engine of %s, so the probe would wait in its queue behind the clients'; asked for again when the load fits its slots", what, bk.N, counted(k, "slot"))}}
+	}
 	if p := &s.Probe; !p.Since.IsZero() {
 		if p.Bucket == b || slices.Contains(p.Skipped, b) {
 			return nil

@@ -274,3 +274,28 @@ func (s State) InForce() schedule.Schedule {
 	}
 	return in
 }
+
+// DropQueued clears, from a state saved before the shell counted a queued
+// request by its share of the time (proxy.Backend.Served at the engine's
+// slots), the runs of the buckets whose loads are all above slots, and
+// their learnt widths: their seconds held the whole queue, so a width's
+// rate there read lower the longer its requests waited. It returns how
+// many buckets it cleared.
+func (c Controller) DropQueued(p Pair, slots int) (Pair, int) {
+	if slots <= 0 {
+		return p, 0
+	}
+	n := 0
+	p.Buckets, p.Schedule = slices.Clone(p.Buckets), slices.Clone(p.Schedule)
+	for i, b := range p.Buckets {
+		if b.Lo <= slots || len(b.Runs) == 0 {
+			continue
+		}
+		n++
+		p.Buckets[i].Runs, p.Buckets[i].Why = map[int][]Run{}, ""
+		if i < len(p.Schedule) {
+			p.Schedule[i].Width, p.Schedule[i].Source = c.defaultAt(b.Lo), "default"
+		}
+	}
+	return p, n
+}

@@ -247,3 +247,45 @@ func TestStatusWidthBeforeTheFirstScrape(t *testing.T) {
 		t.Errorf("width %d before the first scrape, want 4", st.Width)
 	}
 }
+
+// DropQueued clears the runs and learnt widths of the buckets whose loads
+// are all above the slots, only those that hold runs.
+func TestDropQueued(t *testing.T) {
+	c := New(Config{Default: schedule.Flat(4, "default")})
+	learnt := func() Pair {
+		p := c.Init(Pair{}).Pair
+		for i := range p.Buckets {
+			p.Buckets[i].Runs[6] = []Run{{Engine: 1, Tokens: 100, Secs: 1}}
+			p.Schedule[i].Width, p.Schedule[i].Source = 6, "measured"
+		}
+		p.Buckets[len(p.Buckets)-1].Runs = map[int][]Run{} // the last holds none
+		return p
+	}
+	for _, tc := range []struct {
+		slots   int
+		cleared int
+		kept    []bool // by bucket: runs kept
+	}{
+		{0, 0, []bool{true, true, true, false}},
+		{1, 2, []bool{true, false, false, false}},
+		{4, 1, []bool{true, true, false, false}},
+		{8, 0, []bool{true, true, true, false}},
+	} {
+		in := learnt()
+		p, n := c.DropQueued(in, tc.slots)
+		if n != tc.cleared {
+			t.Errorf("%d slots: cleared %d buckets, want %d", tc.slots, n, tc.cleared)
+		}
+		for i, k := range tc.kept {
+			if got := len(p.Buckets[i].Runs) > 0; got != k {
+				t.Errorf("%d slots: bucket %s runs kept %v, want %v", tc.slots, p.Schedule[i].Range(), got, k)
+			}
+			if !k && p.Schedule[i].Width != 4 && i < len(tc.kept)-1 {
+				t.Errorf("%d slots: bucket %s width %d, want the default 4", tc.slots, p.Schedule[i].Range(), p.Schedule[i].Width)
+			}
+		}
+		if len(in.Buckets[1].Runs) == 0 {
+			t.Errorf("%d slots: the pair given was written into", tc.slots)
+		}
+	}
+}

@@ -858,7 +858,7 @@ func TestTokensPerCycle(t *testing.T) {
 // (the H100 run of 2026-12-06f).
 func TestClassicLoad(t *testing.T) {
 	state := func(n float64, slots int) *State {
-		return &State{Pair: Pair{Verify: map[int]float64{1: 3, 4: 4, 8: 4, 3: 4, 2: 4}, Buckets: []Bucket{{Lo: 1, Hi: 0, N: n}}}, Engine: Engine{Slots: slots}}
+		return &State{Pair: Pair{Verify: map[int]float64{1: 3, 4: 4, 8: 6, 3: 4, 2: 4}, Buckets: []Bucket{{Lo: 1, Hi: 0, N: n}}}, Engine: Engine{Slots: slots}}
 	}
 	for _, tc := range []struct {
 		name  string
@@ -872,7 +872,7 @@ func TestClassicLoad(t *testing.T) {
 		{"four in flight", Config{ClassicLoad: LlamaClassicLoad}, 4, 1000 / (4 * LlamaClassicLoad), 0},
 		{"one in flight", Config{ClassicLoad: LlamaClassicLoad}, 1, 1000.0 / 3, 0},
 		{"two and a half in flight: half of it", Config{ClassicLoad: LlamaClassicLoad}, 2.5, 1000 / (4 * (1 + (LlamaClassicLoad-1)/2)), 0},
-		{"eight in flight: all of it", Config{ClassicLoad: LlamaClassicLoad}, 8, 1000 / (4 * LlamaClassicLoad), 0},
+		{"eight in flight: all of it", Config{ClassicLoad: LlamaClassicLoad}, 8, 1000 / (6 * LlamaClassicLoad), 0},
 		{"an engine without it", Config{}, 4, 1000.0 / 4, 0},
 		{"the rule off", Config{ClassicLoad: LlamaClassicLoad, Off: map[string]bool{"classic load": true}}, 4, 1000.0 / 4, 0},
 		{"both, four in flight", Config{ClassicLive: LlamaClassicLive, ClassicLoad: LlamaClassicLoad}, 4, 1000 / (4 * LlamaClassicLive * LlamaClassicLoad), 0},
@@ -1365,7 +1365,7 @@ func TestBeforeLoadsFor(t *testing.T) {
 }
 
 // BeforeRows: each load's rows once, and the serving width's where it is
-// wider than the widest tried.
+// wider than the widest tried, last.
 func TestBeforeRows(t *testing.T) {
 	for _, tc := range []struct {
 		name                     string
@@ -1373,12 +1373,41 @@ func TestBeforeRows(t *testing.T) {
 		want                     [][]int
 	}{
 		{"one slot", 1, 4, 2, [][]int{{1, 2, 3, 4}}},
-		{"one slot, serving wider", 1, 4, 16, [][]int{{1, 2, 3, 4, 16}}},
+		{"one slot, serving wider: last", 1, 4, 16, [][]int{{1, 2, 3, 4}, {16}}},
 		{"two slots", 2, 3, 3, [][]int{{1, 2, 3}, {4, 6}}},
-		{"four slots, serving wider", 4, 2, 5, [][]int{{1, 2, 5}, {4, 10}, {8, 20}}},
+		{"four slots, serving wider", 4, 2, 5, [][]int{{1, 2}, {4}, {8}, {5, 10, 20}}},
+		{"two slots, serving 8 over 4: row 8 the load of two had", 2, 4, 8, [][]int{{1, 2, 3, 4}, {6, 8}, {16}}},
 	} {
 		if got := BeforeRows(tc.slots, tc.maxWidth, tc.serving); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s: BeforeRows = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// No probe under load runs while the load exceeds the engine's slots:
+// its requests would queue behind the clients' (on one slot under four
+// clients it ran its 30 s bound with none measured). It is said, and it is
+// no probe tried.
+func TestNoProbeBehindAQueue(t *testing.T) {
+	c := New(Config{Default: schedule.Flat(4, "default")})
+	for _, tc := range []struct {
+		name  string
+		n     float64
+		slots int
+		probe bool
+	}{
+		{"four in flight on one slot", 4, 1, false},
+		{"one in flight on one slot", 1, 1, true},
+		{"four in flight on four slots", 4, 4, true},
+		{"four in flight, slots unknown", 4, 0, true},
+	} {
+		s := c.Init(Pair{})
+		s.Pair.Buckets[0].N, s.Engine.Slots = tc.n, tc.slots
+		acts := c.probeFor(&s, 0, time.Unix(0, 0))
+		probed := slices.ContainsFunc(acts, func(a Action) bool { return a.Op == Probe })
+		said := slices.ContainsFunc(acts, func(a Action) bool { return strings.Contains(a.Msg, "would wait in its queue") })
+		if probed != tc.probe || said == tc.probe || !tc.probe && !s.Pair.Buckets[0].Tried[0].IsZero() {
+			t.Errorf("%s: probe asked %v, queue said %v, tried %v; want a probe %v", tc.name, probed, said, s.Pair.Buckets[0].Tried[0], tc.probe)
 		}
 	}
 }

@@ -107,8 +107,7 @@ func (sh *controlShell) start() {
 // slotsOf reads engine t's slots (its /props total_slots; 0 when it does
 // not say) once, before it takes traffic, for the key and for the scrapes
 // of it: requests beyond them wait in its queue, counted as the controller
-// prices them (control.Observation.Slots). The latest few engines are kept:
-// the one that serves and the one it replaces, draining.
+// prices them (control.Observation.Slots).
 func (sh *controlShell) slotsOf(ctx context.Context, t adapt.Target) (int, error) {
 	n, err := engineSlots(ctx, sh.client, t.BaseURL)
 	sh.mu.Lock()
@@ -117,21 +116,22 @@ func (sh *controlShell) slotsOf(ctx context.Context, t adapt.Target) (int, error
 		sh.slots = map[uint64]int{}
 	}
 	sh.slots[t.Gen] = n
-	for g := range sh.slots {
-		if g+keptSlots <= t.Gen {
-			delete(sh.slots, g)
-		}
-	}
 	return n, err
 }
 
-// keptSlots is how many engines' slots slotsOf keeps, the newest.
-const keptSlots = 3
-
-// engineSlotsOf is the slots slotsOf read for engine gen (0: not read).
+// engineSlotsOf is the slots slotsOf read for engine gen, the serving one
+// (0: not read); the engines before it are dropped, as none of them
+// serves again. Dropped by the newest start instead, a serving engine
+// that outlived failed starts read 0 and counted its queue's seconds (a
+// review).
 func (sh *controlShell) engineSlotsOf(gen uint64) int {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	for g := range sh.slots {
+		if g < gen {
+			delete(sh.slots, g)
+		}
+	}
 	return sh.slots[gen]
 }
 
@@ -234,7 +234,14 @@ type savedPair struct {
 	Key   adapt.CacheKey `json:"key"`
 	Saved time.Time      `json:"saved"`
 	Pair  control.Pair   `json:"pair"`
+	// Counted is how a queued request's seconds were counted: shareCounted
+	// ("" in a state saved before: every second, control.DropQueued).
+	Counted string `json:"counted,omitempty"`
 }
+
+// shareCounted marks a state whose runs count a request that waited in
+// the engine's queue by its share of the time (proxy.Backend.Served).
+const shareCounted = "slot share"
 
 // BeforeTraffic probes a new engine's verify cost while it is idle, but
 // only for the first engine of a pair while the controller has none (the
@@ -698,6 +705,12 @@ func (sh *controlShell) read(file string) (p control.Pair, found, learnt bool) {
 	if note != "" {
 		sh.log.Info(note, "file", file)
 	}
+	if sp.Counted != shareCounted {
+		var n int
+		if p, n = sh.c.DropQueued(p, sh.key.Slots); n > 0 {
+			sh.log.Info(fmt.Sprintf("adapt: what was measured at loads above the engine's slots (%d) is learnt again: that state counted every second its requests waited in the engine's queue", sh.key.Slots), "file", file)
+		}
+	}
 	sh.log.Info("adapt: resuming what an earlier run learnt", "file", file, "saved", sh.resumed, "schedule", p.Schedule.String())
 	return p, true, true
 }
@@ -839,7 +852,7 @@ func (sh *controlShell) save(s control.State, now time.Time, last bool) {
 		}
 		return
 	}
-	b, err := json.Marshal(savedPair{Key: sh.key, Saved: now, Pair: s.Pair})
+	b, err := json.Marshal(savedPair{Key: sh.key, Saved: now, Pair: s.Pair, Counted: shareCounted})
 	if err == nil {
 		err = os.MkdirAll(filepath.Dir(sh.file), 0o755)
 	}

@@ -5,12 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +21,7 @@ import (
 	"github.com/speclaunch/speclaunch/internal/proxy"
 	"github.com/speclaunch/speclaunch/internal/schedule"
 	"github.com/speclaunch/speclaunch/internal/server"
+	"github.com/speclaunch/speclaunch/internal/testenv"
 )
 
 func TestPropsSlots(t *testing.T) {
@@ -264,6 +267,133 @@ func TestScrapeSaysTheEngineSlots(t *testing.T) {
 		}
 		if o.Slots != tc.want {
 			t.Errorf("engine %d: the scrape says %d slots, want %d", gen, o.Slots, tc.want)
+		}
+	}
+}
+
+// The serving engine keeps its slots through later starts that never
+// served (failed, or still probing before traffic): only the engines
+// before the one a scrape reads are dropped. Dropped by the newest start,
+// a serving engine that outlived failed starts read 0.
+func TestServingEngineKeepsItsSlots(t *testing.T) {
+	one := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(`{"total_slots":1}`)) }))
+	defer one.Close()
+	four := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(`{"total_slots":4}`)) }))
+	defer four.Close()
+	sh := &controlShell{client: one.Client()}
+	for gen, srv := range map[uint64]*httptest.Server{5: one, 6: four, 7: four, 8: four, 9: four} {
+		if _, err := sh.slotsOf(context.Background(), adapt.Target{BaseURL: srv.URL, Gen: gen}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := sh.engineSlotsOf(5); got != 1 {
+		t.Errorf("serving engine 5 after four later starts: %d slots, want 1", got)
+	}
+	if got := sh.engineSlotsOf(9); got != 4 || len(sh.slots) != 1 {
+		t.Errorf("engine 9 serving: %d slots and %d engines kept, want 4 and 1", got, len(sh.slots))
+	}
+}
+
+// A scrape counts a request that waited in a one-slot engine's queue by
+// its share of the time (Served at the engine's slots), not every second
+// of it.
+func TestScrapeCountsTheQueueByShare(t *testing.T) {
+	release := make(chan struct{})
+	eng := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/props":
+			w.Write([]byte(`{"total_slots":1}`))
+		case "/completion":
+			<-release
+			w.Write([]byte(`{"content":"x"}`))
+		}
+	}))
+	defer eng.Close()
+	b, err := proxy.NewBackend(eng.URL, "engine 1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := proxy.New(proxy.Options{})
+	p.Route(b)
+	front := httptest.NewServer(p)
+	defer front.Close()
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := http.Post(front.URL+"/completion", "application/json", strings.NewReader(`{"prompt":"a"}`))
+			if err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		}()
+	}
+	testenv.WaitFor(t, "both requests in flight", func() bool { return b.InFlight() == 2 })
+	close(release)
+	wg.Wait()
+	testenv.WaitFor(t, "both counted out", func() bool { _, n := b.Served(0); return n == 2 })
+	sh := &controlShell{c: control.New(control.Config{Default: schedule.Flat(4, "engine default")}), client: eng.Client(), eng: &fakeEngines{cur: &server.Instance{ID: 1, Backend: b, Plan: defaultPlan(1)}},
+		rt: fakeRuntime{inFlight: 2}, log: slog.New(slog.DiscardHandler)}
+	sh.hasCurve.Store(true)
+	if err := sh.BeforeTraffic(context.Background(), adapt.Target{BaseURL: eng.URL, Gen: 1, Pair: "t\x00d"}, true); err != nil {
+		t.Fatal(err)
+	}
+	o, err := sh.scrape(context.Background(), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	share, _ := b.Served(1)
+	all, _ := b.Served(0)
+	if o.Counters.Secs != share || share >= all {
+		t.Errorf("the scrape counted %g s; want the share %g, below every second %g", o.Counters.Secs, share, all)
+	}
+}
+
+// A state saved before a queued request was counted by its share loses
+// what it measured at loads above the engine's slots, said; one saved
+// since keeps it.
+func TestOldStateLearnsTheQueuedLoadsAgain(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/props" {
+			http.Error(w, "no", http.StatusInternalServerError)
+			return
+		}
+		w.Write([]byte(`{"total_slots":1}`))
+	}))
+	defer srv.Close()
+	models := []adapt.ModelFile{{Path: "/m/t", Size: 100, SHA256: "aa"}, {Path: "/m/d", Size: 10, SHA256: "bb"}}
+	c := control.New(control.Config{Default: schedule.Flat(4, "engine default")})
+	for _, tc := range []struct {
+		counted string
+		kept    bool
+	}{{"", false}, {shareCounted, true}} {
+		dir := t.TempDir()
+		key := adapt.CacheKey{Engine: "sim", GPU: "none", Capability: "12.1", Models: models, Slots: 1}
+		p := c.Init(control.Pair{}).Pair
+		p.Buckets[0].Runs[6] = []control.Run{{Engine: 1, Tokens: 100, Secs: 1}}
+		p.Buckets[1].Runs[6] = []control.Run{{Engine: 1, Tokens: 100, Secs: 4}}
+		p.Schedule[0].Width, p.Schedule[0].Source = 6, "measured"
+		b, err := json.Marshal(savedPair{Key: key, Saved: time.Now().Add(-time.Hour), Pair: p, Counted: tc.counted})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(controlFile(dir, key), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var log bytes.Buffer
+		key.Slots = 0
+		sh := &controlShell{c: c, client: srv.Client(), dir: dir, key: key, log: slog.New(slog.NewTextHandler(&log, nil))}
+		if err := sh.BeforeTraffic(context.Background(), adapt.Target{BaseURL: srv.URL, Gen: 1, Pair: "t\x00d"}, true); err != nil {
+			t.Fatal(err)
+		}
+		said := strings.Contains(log.String(), "is learnt again: that state counted every second")
+		if got := len(sh.initial.Buckets[1].Runs) > 0; got != tc.kept || said == tc.kept || len(sh.initial.Buckets[0].Runs) == 0 {
+			t.Errorf("counted %q: 2-4 runs kept %v, said %v, one-request runs %d; want kept %v:\n%s", tc.counted, got, said, len(sh.initial.Buckets[0].Runs), tc.kept, log.String())
+		}
+		sh.save(c.Init(sh.initial), time.Now(), false) // saved since: marked
+		if b, err := os.ReadFile(sh.file); err != nil || !strings.Contains(string(b), `"counted":"slot share"`) {
+			t.Errorf("counted %q: the state saved again is not marked (%v): %.200s", tc.counted, err, b)
 		}
 	}
 }
