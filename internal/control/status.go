@@ -30,6 +30,9 @@ type Status struct {
 	Follow    string  `json:"follow,omitempty"`
 	Measuring string  `json:"measuring,omitempty"`
 	SwitchS   float64 `json:"switch_s,omitempty"`
+	// Slots is the serving engine's total_slots (omitted: unknown): a
+	// load above them is priced at them, the rest waiting in its queue.
+	Slots int `json:"slots,omitempty"`
 	// PredictionError is the latest judged trial's measured / predicted
 	// rate − 1 (Pair.TrialError): below zero, the model was too hopeful;
 	// null until a trial is judged, so that "none yet" never reads as a
@@ -50,7 +53,7 @@ type Status struct {
 
 // Status summarises s at now.
 func (s State) Status(now time.Time) Status {
-	st := Status{State: "watching", Width: s.Engine.Width, Schedule: s.Pair.Schedule.String(), Describe: s.Pair.Schedule.Describe(),
+	st := Status{State: "watching", Width: s.Engine.Width, Slots: s.Engine.Slots, Schedule: s.Pair.Schedule.String(), Describe: s.Pair.Schedule.Describe(),
 		Buckets: append(schedule.Schedule(nil), s.Pair.Schedule...), SwitchS: s.Pair.SwitchS, Updated: now}
 	if te := s.Pair.TrialError; te != 0 {
 		st.PredictionError = &te

@@ -127,10 +127,16 @@ func TestStatus(t *testing.T) {
 	if st := s.Status(t0); st.State != "watching" || st.Measuring != "2-4" || st.Bucket != "" || st.Schedule != s.Pair.Schedule.String() || len(st.Buckets) != 4 {
 		t.Errorf("status %+v", st)
 	}
-	// No trial judged: no prediction error (null), not a perfect 0.
-	if b, _ := json.Marshal(s.Status(t0)); !strings.Contains(string(b), `"prediction_error":null`) {
-		t.Errorf("status before a judged trial: %s, want prediction_error null", b)
+	// No trial judged: no prediction error (null), not a perfect 0. The
+	// slots are said once known.
+	if b, _ := json.Marshal(s.Status(t0)); !strings.Contains(string(b), `"prediction_error":null`) || strings.Contains(string(b), `"slots"`) {
+		t.Errorf("status before a judged trial: %s, want prediction_error null and no slots", b)
 	}
+	s.Engine.Slots = 1
+	if b, _ := json.Marshal(s.Status(t0)); !strings.Contains(string(b), `"slots":1`) {
+		t.Errorf("status of a one-slot engine: %s, want slots 1", b)
+	}
+	s.Engine.Slots = 0
 	s.Follow.Last = follow.Decision{From: s.Pair.Schedule[1], To: s.Pair.Schedule[2], Load: 5, Reason: "the load has been at 5-8 requests in flight for 5s (mean 5.0)"} // a decision's load is to a tenth
 	if st := s.Status(t0); st.Bucket != "5-8" || st.Load != 5 || !strings.Contains(st.Follow, "5-8") {
 		t.Errorf("status of the bucket in force %+v", st)

@@ -185,6 +185,7 @@ func (c Controller) scrape(s *State, o Observation) []Action {
 	}
 	acts := c.observeLoad(s, o)
 	if o.Engine != s.Engine.Gen {
+		acts = append(acts, reslot(s, o)...)
 		s.Engine = Engine{Gen: o.Engine, Width: o.Width, Slots: o.Slots, Since: o.Now}
 	}
 	e := &s.Engine
@@ -216,6 +217,24 @@ func (c Controller) scrape(s *State, o Observation) []Action {
 	}
 	e.Decided = e.Counted
 	return append(acts, c.decide(s, b, o.Now)...)
+}
+
+// reslot sets aside the rates measured under other slots when a new
+// engine has another count than the one before it (a reload changed -np):
+// a width's rate depends on how many requests decode together, and runs
+// of both counts were pooled in one estimate (a user pass on the sim). The
+// acceptance and the verify cost by rows are the pair's and stay; the
+// experiment under way ends with them.
+func reslot(s *State, o Observation) []Action {
+	was := s.Engine.Slots
+	if was <= 0 || o.Slots <= 0 || o.Slots == was {
+		return nil
+	}
+	for i := range s.Pair.Buckets {
+		s.Pair.Buckets[i].Runs, s.Pair.Buckets[i].Tried = map[int][]Run{}, map[int]time.Time{}
+	}
+	s.Exp = Experiment{}
+	return []Action{{Op: Log, Msg: fmt.Sprintf("adapt: engine %d has %s where the engine before it had %d: the rates measured under %d are set aside and learnt again (the acceptance and the verify cost are kept)", o.Engine, counted(o.Slots, "slot"), was, was)}}
 }
 
 // since is cur − base, ok false when a counter went backwards (the

@@ -1384,10 +1384,10 @@ func TestBeforeRows(t *testing.T) {
 	}
 }
 
-// No probe under load runs while the load exceeds the engine's slots:
-// its requests would queue behind the clients' (on one slot under four
-// clients it ran its 30 s bound with none measured). It is said, and it is
-// no probe tried.
+// No probe under load runs while the load leaves no slot free: its
+// requests would queue behind the clients' (under four clients it ran its
+// 30 s bound with 0 or 1 row measured on one, two and four slots). It is
+// said, and it is no probe tried.
 func TestNoProbeBehindAQueue(t *testing.T) {
 	c := New(Config{Default: schedule.Flat(4, "default")})
 	for _, tc := range []struct {
@@ -1397,8 +1397,11 @@ func TestNoProbeBehindAQueue(t *testing.T) {
 		probe bool
 	}{
 		{"four in flight on one slot", 4, 1, false},
-		{"one in flight on one slot", 1, 1, true},
-		{"four in flight on four slots", 4, 4, true},
+		{"one in flight on one slot", 1, 1, false},
+		{"four in flight on four slots", 4, 4, false},
+		{"3.5 in flight on four slots", 3.5, 4, false},
+		{"three in flight on four slots: one free", 3, 4, true},
+		{"four in flight on eight slots", 4, 8, true},
 		{"four in flight, slots unknown", 4, 0, true},
 	} {
 		s := c.Init(Pair{})
@@ -1412,19 +1415,35 @@ func TestNoProbeBehindAQueue(t *testing.T) {
 	}
 }
 
-// A scrape of a new engine takes its slots; the next engine's replace
-// them with the rest of what it knows.
+// A scrape of a new engine takes its slots; where they differ from the
+// engine's before it (both known), the rates measured are set aside, said,
+// and the acceptance and verify cost kept.
 func TestScrapeTakesTheEngineSlots(t *testing.T) {
 	c := New(Config{Default: schedule.Flat(4, "default")})
-	s := c.Init(Pair{})
 	t0 := time.Unix(0, 0)
-	s, _ = c.Step(s, Observation{Kind: Scrape, Now: t0, Engine: 1, Width: 4, InFlight: 4, Slots: 1})
-	if s.Engine.Slots != 1 {
-		t.Fatalf("engine 1: slots %d, want 1", s.Engine.Slots)
-	}
-	s, _ = c.Step(s, Observation{Kind: Scrape, Now: t0.Add(2 * time.Second), Engine: 2, Width: 4, InFlight: 4, Slots: 4})
-	if s.Engine.Slots != 4 {
-		t.Errorf("engine 2: slots %d, want 4", s.Engine.Slots)
+	for _, tc := range []struct {
+		name          string
+		before, after int
+		setAside      bool
+	}{
+		{"one slot, then four", 1, 4, true},
+		{"four, then four", 4, 4, false},
+		{"unknown, then four", 0, 4, false},
+		{"four, then unknown", 4, 0, false},
+	} {
+		s := c.Init(Pair{Verify: map[int]float64{1: 3}})
+		s, _ = c.Step(s, Observation{Kind: Scrape, Now: t0, Engine: 1, Width: 4, InFlight: 4, Slots: tc.before})
+		if s.Engine.Slots != tc.before {
+			t.Fatalf("%s: engine 1 slots %d, want %d", tc.name, s.Engine.Slots, tc.before)
+		}
+		s.Pair.Buckets[1].Runs[4] = []Run{{Engine: 1, Tokens: 100, Secs: 1}}
+		var acts []Action
+		s, acts = c.Step(s, Observation{Kind: Scrape, Now: t0.Add(2 * time.Second), Engine: 2, Width: 4, InFlight: 4, Slots: tc.after})
+		said := slices.ContainsFunc(acts, func(a Action) bool { return strings.Contains(a.Msg, "are set aside and learnt again") })
+		kept := len(s.Pair.Buckets[1].Runs) > 0
+		if s.Engine.Slots != tc.after || said != tc.setAside || kept == tc.setAside || len(s.Pair.Verify) != 1 {
+			t.Errorf("%s: engine 2 slots %d, said %v, runs kept %v, verify %v; want %d slots and set aside %v", tc.name, s.Engine.Slots, said, kept, s.Pair.Verify, tc.after, tc.setAside)
+		}
 	}
 }
 

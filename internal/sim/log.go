@@ -23,14 +23,15 @@ func (l *logger) printf(format string, args ...any) {
 // line "Starting BatchScheduler (..., speculative=dflash (drafter=PATH,
 // block_size=N, block_size_from=REASON, explicit_kind=B))" when its
 // scheduler starts (src/server/speculative_dispatch.rs summary()), or
-// "speculative=off".
+// "speculative=off". max_batch_size is the sim's slots: it said 1 under
+// -np 4 (a user pass).
 func (l *logger) startup(cfg Config) {
 	spec := "speculative=off"
 	if w, from := cfg.ResolveBlockSize(); w > 0 {
 		spec = fmt.Sprintf("speculative=%s (drafter=%s, block_size=%d, block_size_from=%s, explicit_kind=%t)",
 			cfg.kind(), cfg.DraftModel, w, from, cfg.DraftKind != "")
 	}
-	l.printf("Starting BatchScheduler (max_batch_size=1, max_queue_depth=32, prefill_chunk_size=512, max_batch_prefill=4, decode_storage=auto, %s) %s", spec, simTag)
+	l.printf("Starting BatchScheduler (max_batch_size=%d, max_queue_depth=32, prefill_chunk_size=512, max_batch_prefill=4, decode_storage=auto, %s) %s", max(1, cfg.Slots), spec, simTag)
 }
 
 // diagnostics logs mlxcel's two per-request lines for a speculative request.

@@ -264,6 +264,9 @@ func TestStartupLines(t *testing.T) {
 		{"no drafter", func() Config { return testConfig("", 0) }, []string{
 			"decode_storage=auto, speculative=off) [speclaunch sim",
 		}},
+		{"four slots", func() Config { c := testConfig(dflash, 4); c.Slots = 4; return c }, []string{
+			"Starting BatchScheduler (max_batch_size=4, max_queue_depth=32,",
+		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
