@@ -48,15 +48,8 @@ func TestPropsSlots(t *testing.T) {
 // 8 slots, and the line says the slots changed; one learnt under 8 is.
 // The key's slots were never set, so the -np 4 state was resumed.
 func TestStateKeyedByTheEngineSlots(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/props" {
-			http.Error(w, "no", http.StatusInternalServerError) // the probe before traffic: cut at once
-			return
-		}
-		w.Write([]byte(`{"total_slots":8}`))
-	}))
-	defer srv.Close()
-	models := []adapt.ModelFile{{Path: "/m/t", Size: 100, SHA256: "aa"}, {Path: "/m/d", Size: 10, SHA256: "bb"}}
+	srv := propsEngine(t, 8)
+	models := testModels
 	c := control.New(control.Config{Default: schedule.Flat(4, "engine default")})
 	for _, tc := range []struct {
 		name   string
@@ -72,13 +65,7 @@ func TestStateKeyedByTheEngineSlots(t *testing.T) {
 			old := adapt.CacheKey{Engine: "sim", GPU: "none", Capability: "12.1", Models: models, Slots: tc.slots}
 			p := c.Init(control.Pair{}).Pair
 			p.Schedule[0].Width, p.Schedule[0].Source = 8, "measured"
-			b, err := json.Marshal(savedPair{Key: old, Saved: time.Now().Add(-time.Hour), Pair: p})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(controlFile(dir, old), b, 0o600); err != nil {
-				t.Fatal(err)
-			}
+			writeState(t, dir, savedPair{Key: old, Saved: time.Now().Add(-time.Hour), Pair: p})
 			var log bytes.Buffer
 			key := old
 			key.Slots = 0 // as adaptCache makes it, before any engine
@@ -100,21 +87,9 @@ func TestStateKeyedByTheEngineSlots(t *testing.T) {
 // under the key the first engine's slots made, said once: the next start
 // under those slots would resume what was learnt under others.
 func TestLaterEngineOfOtherSlotsStopsTheSaves(t *testing.T) {
-	props := func(n int) *httptest.Server {
-		return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.URL.Path != "/props" {
-				http.Error(w, "no", http.StatusInternalServerError)
-				return
-			}
-			fmt.Fprintf(w, `{"total_slots":%d}`, n)
-		}))
-	}
-	first, same, other := props(4), props(4), props(8)
-	defer first.Close()
-	defer same.Close()
-	defer other.Close()
+	first, same, other := propsEngine(t, 4), propsEngine(t, 4), propsEngine(t, 8)
 	dir := t.TempDir()
-	models := []adapt.ModelFile{{Path: "/m/t", Size: 100, SHA256: "aa"}, {Path: "/m/d", Size: 10, SHA256: "bb"}}
+	models := testModels
 	c := control.New(control.Config{Default: schedule.Flat(4, "engine default")})
 	var log bytes.Buffer
 	sh := &controlShell{c: c, client: first.Client(), dir: dir, key: adapt.CacheKey{Engine: "sim", Models: models}, log: slog.New(slog.NewTextHandler(&log, nil))}
@@ -168,7 +143,7 @@ func TestLaterEngineAfterOneOfNoSlotsKeepsSaving(t *testing.T) {
 // the same pair: the key holds content, not paths). A restart started at the default and switched a window
 // later, with no traffic.
 func TestResumedWidth(t *testing.T) {
-	models := []adapt.ModelFile{{Path: "/m/t", Size: 100, SHA256: "aa"}, {Path: "/m/d", Size: 10, SHA256: "bb"}}
+	models := testModels
 	key := adapt.CacheKey{Engine: "sim", GPU: "none", Capability: "12.1", Models: models}
 	c := control.New(control.Config{Default: schedule.Flat(16, "engine default")})
 	learnt := func(w int, source string) control.Pair {
@@ -205,14 +180,7 @@ func TestResumedWidth(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			for _, st := range tc.states {
-				b, err := json.Marshal(savedPair{Key: st.key, Saved: time.Now().Add(-st.age), Pair: st.pair})
-				if err != nil {
-					t.Fatal(err)
-				}
-				f := controlFile(dir, st.key)
-				if err := os.WriteFile(f, b, 0o600); err != nil {
-					t.Fatal(err)
-				}
+				f := writeState(t, dir, savedPair{Key: st.key, Saved: time.Now().Add(-st.age), Pair: st.pair})
 				mod := time.Now().Add(-st.age)
 				if err := os.Chtimes(f, mod, mod); err != nil {
 					t.Fatal(err)
@@ -276,10 +244,7 @@ func TestScrapeSaysTheEngineSlots(t *testing.T) {
 // before the one a scrape reads are dropped. Dropped by the newest start,
 // a serving engine that outlived failed starts read 0.
 func TestServingEngineKeepsItsSlots(t *testing.T) {
-	one := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(`{"total_slots":1}`)) }))
-	defer one.Close()
-	four := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(`{"total_slots":4}`)) }))
-	defer four.Close()
+	one, four := propsEngine(t, 1), propsEngine(t, 4)
 	sh := &controlShell{client: one.Client()}
 	for gen, srv := range map[uint64]*httptest.Server{5: one, 6: four, 7: four, 8: four, 9: four} {
 		if _, err := sh.slotsOf(context.Background(), adapt.Target{BaseURL: srv.URL, Gen: gen}); err != nil {
@@ -354,15 +319,8 @@ func TestScrapeCountsTheQueueByShare(t *testing.T) {
 // what it measured at loads above the engine's slots, said; one saved
 // since keeps it.
 func TestOldStateLearnsTheQueuedLoadsAgain(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/props" {
-			http.Error(w, "no", http.StatusInternalServerError)
-			return
-		}
-		w.Write([]byte(`{"total_slots":1}`))
-	}))
-	defer srv.Close()
-	models := []adapt.ModelFile{{Path: "/m/t", Size: 100, SHA256: "aa"}, {Path: "/m/d", Size: 10, SHA256: "bb"}}
+	srv := propsEngine(t, 1)
+	models := testModels
 	c := control.New(control.Config{Default: schedule.Flat(4, "engine default")})
 	for _, tc := range []struct {
 		counted string
@@ -374,13 +332,7 @@ func TestOldStateLearnsTheQueuedLoadsAgain(t *testing.T) {
 		p.Buckets[0].Runs[6] = []control.Run{{Engine: 1, Tokens: 100, Secs: 1}}
 		p.Buckets[1].Runs[6] = []control.Run{{Engine: 1, Tokens: 100, Secs: 4}}
 		p.Schedule[0].Width, p.Schedule[0].Source = 6, "measured"
-		b, err := json.Marshal(savedPair{Key: key, Saved: time.Now().Add(-time.Hour), Pair: p, Counted: tc.counted})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(controlFile(dir, key), b, 0o600); err != nil {
-			t.Fatal(err)
-		}
+		writeState(t, dir, savedPair{Key: key, Saved: time.Now().Add(-time.Hour), Pair: p, Counted: tc.counted})
 		var log bytes.Buffer
 		key.Slots = 0
 		sh := &controlShell{c: c, client: srv.Client(), dir: dir, key: key, log: slog.New(slog.NewTextHandler(&log, nil))}
@@ -397,3 +349,35 @@ func TestOldStateLearnsTheQueuedLoadsAgain(t *testing.T) {
 		}
 	}
 }
+
+// propsEngine is an engine that says its slots at /props and fails every
+// other request (a probe before traffic ends at once), closed with t.
+func propsEngine(t *testing.T, slots int) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/props" {
+			http.Error(w, "no", http.StatusInternalServerError)
+			return
+		}
+		fmt.Fprintf(w, `{"total_slots":%d}`, slots)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// writeState saves sp in dir under its key's file, as the shell names it,
+// and returns that file.
+func writeState(t *testing.T, dir string, sp savedPair) string {
+	t.Helper()
+	b, err := json.Marshal(sp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := controlFile(dir, sp.Key)
+	if err := os.WriteFile(f, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// testModels are a target and a drafter as a state's key holds them.
+var testModels = []adapt.ModelFile{{Path: "/m/t", Size: 100, SHA256: "aa"}, {Path: "/m/d", Size: 10, SHA256: "bb"}}
