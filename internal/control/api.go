@@ -78,7 +78,9 @@ var BeforeLoads = []int{1, 2, 4}
 
 // BeforeLoadsFor is BeforeLoads for an engine of slots (0: unknown): a
 // load above the slots decodes only slots sequences together (decoding),
-// so the loads are capped there. One slot probes one load: on the sim's
+// so the loads are capped there, and more slots than BeforeLoads reaches
+// are probed too: a load that fills them leaves no slot free, and no
+// probe runs under it (probeFor). One slot probes one load: on the sim's
 // GB10 cost the probe of all three ran out its 10 s bound while requests
 // waited.
 func BeforeLoadsFor(slots int) []int {
@@ -86,7 +88,7 @@ func BeforeLoadsFor(slots int) []int {
 		return slices.Clone(BeforeLoads)
 	}
 	var ns []int
-	for _, n := range BeforeLoads {
+	for _, n := range append(slices.Clone(BeforeLoads), slots) {
 		if n = min(n, slots); !slices.Contains(ns, n) {
 			ns = append(ns, n)
 		}

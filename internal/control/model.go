@@ -373,15 +373,15 @@ func (c Controller) probeFor(s *State, b int, now time.Time) []Action {
 		return nil
 	}
 	what := fmt.Sprintf("the verify cost of %d-%d rows, for %s", rows[0], rows[len(rows)-1], schedule.InFlight(s.Pair.Schedule[b].Range()))
-	if k := s.Engine.Slots; k > 0 && bk.N > float64(k-1) {
+	if k, n := s.Engine.Slots, s.Load.mean(); k > 0 && n > float64(k-1) {
 		// No slot free on average: each of the probe's requests waits in
 		// the queue for a client's to end. On the sim under four clients
 		// it ran its 30 s bound with 0 or 1 row measured on one, two and
 		// four slots (docs/benchmark_results/sim-one-slot-2026-12-07.md);
 		// on an H100 at four clients on four slots it went bare and
-		// priced wide widths cheap (probeRows). Not a probe tried: the
-		// bucket the load moves to next asks again.
-		return []Action{{Op: Log, Msg: fmt.Sprintf("adapt: not probing %s now: %.1f requests in flight on an engine of %s leave no slot free, so the probe would wait in its queue behind the clients'; asked for again at a load that leaves one free", what, bk.N, counted(k, "slot"))}}
+		// priced wide widths cheap (probeRows). The probe before traffic
+		// measured the slots' load (BeforeLoadsFor). Not a probe tried.
+		return []Action{{Op: Log, Msg: fmt.Sprintf("adapt: not probing %s now: %.1f requests in flight on an engine of %s leave no slot free, so the probe would wait in its queue behind the clients'; it runs at a load that leaves one free, if one comes", what, n, counted(k, "slot"))}}
 	}
 	if p := &s.Probe; !p.Since.IsZero() {
 		if p.Bucket == b || slices.Contains(p.Skipped, b) {

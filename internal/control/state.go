@@ -236,6 +236,18 @@ type Load struct {
 	Gap       bool
 }
 
+// mean is the load window's mean requests in flight (0: no sample).
+func (l Load) mean() float64 {
+	if len(l.Samples) == 0 {
+		return 0
+	}
+	sum := 0.0
+	for _, v := range l.Samples {
+		sum += v
+	}
+	return sum / float64(len(l.Samples))
+}
+
 // clone deep-copies s, so that Step never writes into its argument.
 func (s State) clone() State {
 	p := s.Pair
@@ -277,25 +289,42 @@ func (s State) InForce() schedule.Schedule {
 
 // DropQueued clears, from a state saved before the shell counted a queued
 // request by its share of the time (proxy.Backend.Served at the engine's
-// slots), the runs of the buckets whose loads are all above slots, and
-// their learnt widths: their seconds held the whole queue, so a width's
-// rate there read lower the longer its requests waited. It returns how
-// many buckets it cleared.
+// slots), the runs of the buckets whose mean load was above slots (in
+// the regimes kept too), and their learnt widths: their seconds held the
+// whole queue, so a width's rate there read lower the longer its requests
+// waited. It returns how many buckets it cleared.
 func (c Controller) DropQueued(p Pair, slots int) (Pair, int) {
 	if slots <= 0 {
 		return p, 0
 	}
-	n := 0
-	p.Buckets, p.Schedule = slices.Clone(p.Buckets), slices.Clone(p.Schedule)
+	var clear []int
 	for i, b := range p.Buckets {
-		if b.Lo <= slots || len(b.Runs) == 0 {
-			continue
-		}
-		n++
-		p.Buckets[i].Runs, p.Buckets[i].Why = map[int][]Run{}, ""
-		if i < len(p.Schedule) {
-			p.Schedule[i].Width, p.Schedule[i].Source = c.defaultAt(b.Lo), "default"
+		if b.N > float64(slots) && len(b.Runs) > 0 {
+			clear = append(clear, i)
 		}
 	}
-	return p, n
+	return c.setAside(p, clear), len(clear)
+}
+
+// setAside is p without the runs, the trial times and the learnt widths
+// of the buckets at idx, in the regimes kept too (recall would bring them
+// back); the acceptance and the verify cost stay. It writes nothing of p.
+func (c Controller) setAside(p Pair, idx []int) Pair {
+	if len(idx) == 0 {
+		return p
+	}
+	p.Buckets, p.Schedule, p.Regimes = slices.Clone(p.Buckets), slices.Clone(p.Schedule), slices.Clone(p.Regimes)
+	for _, i := range idx {
+		p.Buckets[i].Runs, p.Buckets[i].Tried, p.Buckets[i].Why = map[int][]Run{}, map[int]time.Time{}, ""
+		if i < len(p.Schedule) {
+			p.Schedule[i].Width, p.Schedule[i].Source = c.defaultAt(p.Buckets[i].Lo), "default"
+		}
+		for r := range p.Regimes {
+			if i < len(p.Regimes[r].Runs) {
+				p.Regimes[r].Runs = slices.Clone(p.Regimes[r].Runs)
+				p.Regimes[r].Runs[i] = map[int][]Run{}
+			}
+		}
+	}
+	return p
 }

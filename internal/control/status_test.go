@@ -254,17 +254,20 @@ func TestStatusWidthBeforeTheFirstScrape(t *testing.T) {
 	}
 }
 
-// DropQueued clears the runs and learnt widths of the buckets whose loads
-// are all above the slots, only those that hold runs.
+// DropQueued clears the runs and learnt widths of the buckets whose mean
+// load was above the slots, in the regimes too, only those that hold runs.
 func TestDropQueued(t *testing.T) {
 	c := New(Config{Default: schedule.Flat(4, "default")})
 	learnt := func() Pair {
 		p := c.Init(Pair{}).Pair
-		for i := range p.Buckets {
-			p.Buckets[i].Runs[6] = []Run{{Engine: 1, Tokens: 100, Secs: 1}}
-			p.Schedule[i].Width, p.Schedule[i].Source = 6, "measured"
+		for i, n := range []float64{1, 3.8, 6, 0} { // mean loads; the last bucket holds no runs
+			p.Buckets[i].N = n
+			if n > 0 {
+				p.Buckets[i].Runs[6] = []Run{{Engine: 1, Tokens: 100, Secs: 1}}
+				p.Schedule[i].Width, p.Schedule[i].Source = 6, "measured"
+			}
 		}
-		p.Buckets[len(p.Buckets)-1].Runs = map[int][]Run{} // the last holds none
+		p.Regimes = []Regime{{Runs: []map[int][]Run{{6: {{Engine: 1}}}, {6: {{Engine: 1}}}, {6: {{Engine: 1}}}, {}}}}
 		return p
 	}
 	for _, tc := range []struct {
@@ -274,6 +277,7 @@ func TestDropQueued(t *testing.T) {
 	}{
 		{0, 0, []bool{true, true, true, false}},
 		{1, 2, []bool{true, false, false, false}},
+		{2, 2, []bool{true, false, false, false}}, // 2-4 at a mean of 3.8 queued on two
 		{4, 1, []bool{true, true, false, false}},
 		{8, 0, []bool{true, true, true, false}},
 	} {
@@ -286,11 +290,14 @@ func TestDropQueued(t *testing.T) {
 			if got := len(p.Buckets[i].Runs) > 0; got != k {
 				t.Errorf("%d slots: bucket %s runs kept %v, want %v", tc.slots, p.Schedule[i].Range(), got, k)
 			}
+			if got := len(p.Regimes[0].Runs[i]) > 0; got != k {
+				t.Errorf("%d slots: bucket %s runs kept in the regime %v, want %v", tc.slots, p.Schedule[i].Range(), got, k)
+			}
 			if !k && p.Schedule[i].Width != 4 && i < len(tc.kept)-1 {
 				t.Errorf("%d slots: bucket %s width %d, want the default 4", tc.slots, p.Schedule[i].Range(), p.Schedule[i].Width)
 			}
 		}
-		if len(in.Buckets[1].Runs) == 0 {
+		if len(in.Buckets[1].Runs) == 0 || len(in.Regimes[0].Runs[1]) == 0 {
 			t.Errorf("%d slots: the pair given was written into", tc.slots)
 		}
 	}

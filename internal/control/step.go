@@ -183,11 +183,12 @@ func (c Controller) scrape(s *State, o Observation) []Action {
 	if s.Load.Since.IsZero() {
 		s.Load.Since = o.Now
 	}
-	acts := c.observeLoad(s, o)
-	if o.Engine != s.Engine.Gen {
-		acts = append(acts, reslot(s, o)...)
+	var acts []Action
+	if o.Engine != s.Engine.Gen { // first: the load is read at this engine's slots
+		acts = c.reslot(s, o)
 		s.Engine = Engine{Gen: o.Engine, Width: o.Width, Slots: o.Slots, Since: o.Now}
 	}
+	acts = append(acts, c.observeLoad(s, o)...)
 	e := &s.Engine
 	if c.on("warmup") && o.Now.Sub(e.Since) < c.cfg.WarmUp {
 		return acts
@@ -222,18 +223,21 @@ func (c Controller) scrape(s *State, o Observation) []Action {
 // reslot sets aside the rates measured under other slots when a new
 // engine has another count than the one before it (a reload changed -np):
 // a width's rate depends on how many requests decode together, and runs
-// of both counts were pooled in one estimate (a user pass on the sim). The
-// acceptance and the verify cost by rows are the pair's and stay; the
-// experiment under way ends with them.
-func reslot(s *State, o Observation) []Action {
+// of both counts were pooled in one estimate (a user pass on the sim).
+// Every bucket's runs, trial times and learnt width go (setAside), with
+// the experiment under way; the acceptance, the verify cost and a hold
+// after a failed switch stay.
+func (c Controller) reslot(s *State, o Observation) []Action {
 	was := s.Engine.Slots
 	if was <= 0 || o.Slots <= 0 || o.Slots == was {
 		return nil
 	}
-	for i := range s.Pair.Buckets {
-		s.Pair.Buckets[i].Runs, s.Pair.Buckets[i].Tried = map[int][]Run{}, map[int]time.Time{}
+	all := make([]int, len(s.Pair.Buckets))
+	for i := range all {
+		all[i] = i
 	}
-	s.Exp = Experiment{}
+	s.Pair = c.setAside(s.Pair, all)
+	s.Exp = Experiment{HoldUntil: s.Exp.HoldUntil}
 	return []Action{{Op: Log, Msg: fmt.Sprintf("adapt: engine %d has %s where the engine before it had %d: the rates measured under %d are set aside and learnt again (the acceptance and the verify cost are kept)", o.Engine, counted(o.Slots, "slot"), was, was)}}
 }
 
@@ -289,11 +293,7 @@ func (c Controller) observeLoad(s *State, o Observation) []Action {
 	if 2*len(l.Samples) < c.cfg.LoadWindow {
 		return nil
 	}
-	mean := 0.0
-	for _, v := range l.Samples {
-		mean += v
-	}
-	mean /= float64(len(l.Samples))
+	mean := l.mean()
 	b := c.bucketOf(mean, l.Bucket)
 	if bk := &s.Pair.Buckets[b]; true {
 		bk.NSamples++

@@ -1350,13 +1350,14 @@ func TestProbeRowsBetweenProbed(t *testing.T) {
 }
 
 // BeforeLoadsFor caps the loads probed before traffic at the engine's
-// slots: a load above them decodes no more sequences together.
+// slots (a load above them decodes no more sequences together) and adds
+// the slots where BeforeLoads stops short of them.
 func TestBeforeLoadsFor(t *testing.T) {
 	for _, tc := range []struct {
 		slots int
 		want  []int
 	}{
-		{0, []int{1, 2, 4}}, {1, []int{1}}, {2, []int{1, 2}}, {3, []int{1, 2, 3}}, {4, []int{1, 2, 4}}, {8, []int{1, 2, 4}},
+		{0, []int{1, 2, 4}}, {1, []int{1}}, {2, []int{1, 2}}, {3, []int{1, 2, 3}}, {4, []int{1, 2, 4}}, {8, []int{1, 2, 4, 8}},
 	} {
 		if got := BeforeLoadsFor(tc.slots); !slices.Equal(got, tc.want) {
 			t.Errorf("BeforeLoadsFor(%d) = %v, want %v", tc.slots, got, tc.want)
@@ -1405,7 +1406,8 @@ func TestNoProbeBehindAQueue(t *testing.T) {
 		{"four in flight, slots unknown", 4, 0, true},
 	} {
 		s := c.Init(Pair{})
-		s.Pair.Buckets[0].N, s.Engine.Slots = tc.n, tc.slots
+		s.Load.Samples, s.Engine.Slots = []float64{tc.n, tc.n}, tc.slots
+		s.Pair.Buckets[0].N = 4 // the bucket's mean over its life: the window's is what counts
 		acts := c.probeFor(&s, 0, time.Unix(0, 0))
 		probed := slices.ContainsFunc(acts, func(a Action) bool { return a.Op == Probe })
 		said := slices.ContainsFunc(acts, func(a Action) bool { return strings.Contains(a.Msg, "would wait in its queue") })
@@ -1416,8 +1418,9 @@ func TestNoProbeBehindAQueue(t *testing.T) {
 }
 
 // A scrape of a new engine takes its slots; where they differ from the
-// engine's before it (both known), the rates measured are set aside, said,
-// and the acceptance and verify cost kept.
+// engine's before it (both known), the runs, trial times, learnt widths
+// and the trial under way are set aside, said; the acceptance, the verify
+// cost and a hold after a failed switch are kept.
 func TestScrapeTakesTheEngineSlots(t *testing.T) {
 	c := New(Config{Default: schedule.Flat(4, "default")})
 	t0 := time.Unix(0, 0)
@@ -1436,13 +1439,17 @@ func TestScrapeTakesTheEngineSlots(t *testing.T) {
 		if s.Engine.Slots != tc.before {
 			t.Fatalf("%s: engine 1 slots %d, want %d", tc.name, s.Engine.Slots, tc.before)
 		}
-		s.Pair.Buckets[1].Runs[4] = []Run{{Engine: 1, Tokens: 100, Secs: 1}}
+		s.Pair.Buckets[1].Runs[6] = []Run{{Engine: 1, Tokens: 100, Secs: 1}}
+		s.Pair.Buckets[1].Tried[6] = t0
+		s.Pair.Schedule[1].Width, s.Pair.Schedule[1].Source = 6, "measured"
+		hold := t0.Add(time.Minute)
+		s.Exp = Experiment{Kind: Trialing, Width: 6, Bucket: 1, HoldUntil: hold}
 		var acts []Action
 		s, acts = c.Step(s, Observation{Kind: Scrape, Now: t0.Add(2 * time.Second), Engine: 2, Width: 4, InFlight: 4, Slots: tc.after})
 		said := slices.ContainsFunc(acts, func(a Action) bool { return strings.Contains(a.Msg, "are set aside and learnt again") })
-		kept := len(s.Pair.Buckets[1].Runs) > 0
-		if s.Engine.Slots != tc.after || said != tc.setAside || kept == tc.setAside || len(s.Pair.Verify) != 1 {
-			t.Errorf("%s: engine 2 slots %d, said %v, runs kept %v, verify %v; want %d slots and set aside %v", tc.name, s.Engine.Slots, said, kept, s.Pair.Verify, tc.after, tc.setAside)
+		kept := len(s.Pair.Buckets[1].Runs) > 0 && len(s.Pair.Buckets[1].Tried) > 0 && s.Pair.Schedule[1].Width == 6 && s.Exp.Kind == Trialing
+		if s.Engine.Slots != tc.after || said != tc.setAside || kept == tc.setAside || len(s.Pair.Verify) != 1 || !s.Exp.HoldUntil.Equal(hold) {
+			t.Errorf("%s: engine 2 slots %d, said %v, runs, trial times, width and trial kept %v, verify %v, hold %v; want %d slots and set aside %v", tc.name, s.Engine.Slots, said, kept, s.Pair.Verify, s.Exp.HoldUntil, tc.after, tc.setAside)
 		}
 	}
 }

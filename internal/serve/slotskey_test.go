@@ -246,8 +246,8 @@ func TestScrapeSaysTheEngineSlots(t *testing.T) {
 func TestServingEngineKeepsItsSlots(t *testing.T) {
 	one, four := propsEngine(t, 1), propsEngine(t, 4)
 	sh := &controlShell{client: one.Client()}
-	for gen, srv := range map[uint64]*httptest.Server{5: one, 6: four, 7: four, 8: four, 9: four} {
-		if _, err := sh.slotsOf(context.Background(), adapt.Target{BaseURL: srv.URL, Gen: gen}); err != nil {
+	for i, srv := range []*httptest.Server{one, four, four, four, four} { // engines 5 to 9, in turn
+		if _, err := sh.slotsOf(context.Background(), adapt.Target{BaseURL: srv.URL, Gen: uint64(5 + i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -331,6 +331,7 @@ func TestOldStateLearnsTheQueuedLoadsAgain(t *testing.T) {
 		p := c.Init(control.Pair{}).Pair
 		p.Buckets[0].Runs[6] = []control.Run{{Engine: 1, Tokens: 100, Secs: 1}}
 		p.Buckets[1].Runs[6] = []control.Run{{Engine: 1, Tokens: 100, Secs: 4}}
+		p.Buckets[1].N = 4 // four in flight on the one slot
 		p.Schedule[0].Width, p.Schedule[0].Source = 6, "measured"
 		writeState(t, dir, savedPair{Key: key, Saved: time.Now().Add(-time.Hour), Pair: p, Counted: tc.counted})
 		var log bytes.Buffer
