@@ -61,8 +61,8 @@ type controlShell struct {
 	resumed string
 	saved   bool
 	dirSaid bool // a directory at file was said (dirAtState)
-	// reslotted: a later engine has other slots than the key's, and what
-	// is learnt from then on is not saved under it (reslot).
+	// reslotted: the latest engine has other slots than the key's, said
+	// (reslot); what the controller learns under them is not saved (save).
 	reslotted atomic.Bool
 	// probing counts the shell's own probes in flight (a scrape that spans
 	// one says so; the load never counts their requests: they are not
@@ -165,18 +165,22 @@ func (sh *controlShell) keyed(n int, err error) {
 }
 
 // reslot compares a later engine's slots (n, err as keyed's) with the
-// key's: where they differ (a reload changed -np), what is learnt from
-// then on is not saved under the key, said once, so that the next start
-// under the key's slots does not resume a state learnt under others (a
-// review: the key was read from the first engine only).
+// key's and says when they part (a reload changed -np: what is learnt
+// from then on is not saved under the key, so that the next start under
+// the key's slots does not resume a state learnt under others; a review:
+// the key was read from the first engine only) and when they meet again
+// (saving resumes: a user pass's run went back to -np 4 and saved nothing
+// more). Whether a save is made is the state's own slots' call (save).
 func (sh *controlShell) reslot(n int, err error) {
-	if sh.file == "" || sh.key.Slots == 0 || sh.reslotted.Load() {
+	if sh.file == "" || sh.key.Slots == 0 || err != nil {
 		return // the first engine said no slots: nothing to compare with
 	}
-	if err != nil || n == sh.key.Slots || !sh.reslotted.CompareAndSwap(false, true) {
-		return
+	if n != sh.key.Slots && sh.reslotted.CompareAndSwap(false, true) {
+		sh.log.Warn(fmt.Sprintf("adapt: the new engine has %d slots where the saved state is keyed by %d: what is learnt from now on is not saved; restart speclaunch to learn under %d", n, sh.key.Slots, n), "file", sh.file)
 	}
-	sh.log.Warn(fmt.Sprintf("adapt: the new engine has %d slots where the saved state is keyed by %d: what is learnt from now on is not saved; restart speclaunch to learn under %d", n, sh.key.Slots, n), "file", sh.file)
+	if n == sh.key.Slots && sh.reslotted.CompareAndSwap(true, false) {
+		sh.log.Info(fmt.Sprintf("adapt: the new engine has %d slots again, as the saved state is keyed: what it learns is saved again (what was learnt under other slots is set aside)", n), "file", sh.file)
+	}
 }
 
 // withTime is st as shown now, with the state resumed ("" none).
@@ -842,8 +846,8 @@ func isDir(path string) bool {
 // save writes the pair's knowledge (a failure is logged and the loop goes
 // on); last: the save as the loop stops, whose first line says no "again".
 func (sh *controlShell) save(s control.State, now time.Time, last bool) {
-	if sh.file == "" || sh.reslotted.Load() {
-		return
+	if sh.file == "" || sh.key.Slots > 0 && s.Engine.Slots > 0 && s.Engine.Slots != sh.key.Slots {
+		return // learnt under other slots than the key's (reslot)
 	}
 	if isDir(sh.file) {
 		if !sh.dirSaid { // read said it at start; a directory made since is said once

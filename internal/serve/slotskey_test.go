@@ -85,32 +85,49 @@ func TestStateKeyedByTheEngineSlots(t *testing.T) {
 
 // A later engine of other slots (a reload changed -np) stops the saves
 // under the key the first engine's slots made, said once: the next start
-// under those slots would resume what was learnt under others.
+// under those slots would resume what was learnt under others. An engine
+// of the key's slots again resumes them, said once (a user pass went back
+// to -np 4 and nothing more was saved). The state's own engine slots
+// decide: until the controller has seen the new engine, its state is
+// still the old engine's.
 func TestLaterEngineOfOtherSlotsStopsTheSaves(t *testing.T) {
-	first, same, other := propsEngine(t, 4), propsEngine(t, 4), propsEngine(t, 8)
-	dir := t.TempDir()
-	models := testModels
+	four, eight := propsEngine(t, 4), propsEngine(t, 8)
 	c := control.New(control.Config{Default: schedule.Flat(4, "engine default")})
 	var log bytes.Buffer
-	sh := &controlShell{c: c, client: first.Client(), dir: dir, key: adapt.CacheKey{Engine: "sim", Models: models}, log: slog.New(slog.NewTextHandler(&log, nil))}
-	for i, srv := range []*httptest.Server{first, same, other, other} {
-		if err := sh.BeforeTraffic(context.Background(), adapt.Target{BaseURL: srv.URL, Gen: uint64(i + 1), Pair: "t\x00d"}, i == 0); err != nil {
+	sh := &controlShell{c: c, client: four.Client(), dir: t.TempDir(), key: adapt.CacheKey{Engine: "sim", Models: testModels}, log: slog.New(slog.NewTextHandler(&log, nil))}
+	saved := func(slots int) bool {
+		os.Remove(sh.file)
+		s := c.Init(control.Pair{})
+		s.Engine.Slots = slots
+		sh.save(s, time.Now(), false)
+		_, err := os.Stat(sh.file)
+		return err == nil
+	}
+	for i, step := range []struct {
+		srv        *httptest.Server
+		stateSlots int
+		want       bool
+	}{
+		{four, 4, true},
+		{four, 4, true},  // a later engine of the same slots
+		{eight, 4, true}, // routed, not yet scraped: the state is the 4-slot engine's
+		{eight, 8, false},
+		{eight, 8, false},
+		{four, 8, false}, // back to 4, not yet scraped
+		{four, 4, true},
+	} {
+		if err := sh.BeforeTraffic(context.Background(), adapt.Target{BaseURL: step.srv.URL, Gen: uint64(i + 1), Pair: "t\x00d"}, i == 0); err != nil {
 			t.Fatal(err)
 		}
-		if i == 1 {
-			sh.save(c.Init(control.Pair{}), time.Now(), false)
-			if _, err := os.Stat(sh.file); err != nil {
-				t.Fatalf("a later engine of the same slots: not saved (%v)", err)
-			}
-			os.Remove(sh.file)
+		if got := saved(step.stateSlots); got != step.want {
+			t.Errorf("engine %d, a state of %d slots: saved %v, want %v", i+1, step.stateSlots, got, step.want)
 		}
 	}
-	sh.save(c.Init(control.Pair{}), time.Now(), false)
-	if _, err := os.Stat(sh.file); !os.IsNotExist(err) {
-		t.Errorf("saved under the 4-slot key after an 8-slot engine (%v)", err)
-	}
 	if n := strings.Count(log.String(), "the new engine has 8 slots where the saved state is keyed by 4"); n != 1 {
-		t.Errorf("said %d times, want once:\n%s", n, log.String())
+		t.Errorf("the parting said %d times, want once:\n%s", n, log.String())
+	}
+	if n := strings.Count(log.String(), "the new engine has 4 slots again, as the saved state is keyed"); n != 1 {
+		t.Errorf("the meeting said %d times, want once:\n%s", n, log.String())
 	}
 }
 
