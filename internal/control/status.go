@@ -253,8 +253,11 @@ func (p Pair) Check(now time.Time) string {
 				return fmt.Sprintf("bucket %d-%d: Tried of width %d, not 0 (the probe) to %d", b.Lo, b.Hi, w, maxSavedWidth)
 			}
 		}
-		if len(b.Runs) > maxSavedWidth || !finite(b.N, 0, 1e6) {
-			return fmt.Sprintf("bucket %d-%d: %d widths, load %v", b.Lo, b.Hi, len(b.Runs), b.N)
+		if len(b.Runs) > maxSavedWidth {
+			return fmt.Sprintf("bucket %d-%d: runs of %d widths, more than the %d a state holds", b.Lo, b.Hi, len(b.Runs), maxSavedWidth)
+		}
+		if !finite(b.N, 0, 1e6) {
+			return fmt.Sprintf("bucket %d-%d: load %v, below 0 or out of bounds", b.Lo, b.Hi, b.N) // it named the width count first (a user pass)
 		}
 		if !finite(b.NSamples, 0, 1e15) {
 			return fmt.Sprintf("bucket %d-%d: NSamples %v, below 0 or out of bounds", b.Lo, b.Hi, b.NSamples)

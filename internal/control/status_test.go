@@ -57,6 +57,13 @@ func TestPairCheck(t *testing.T) {
 		{"a width tried below 0", func(p *Pair) { p.Buckets[0].Tried[-3] = t0 }, "Tried of width -3"},
 		{"a schedule without its load buckets", func(p *Pair) { p.Buckets = nil }, "a schedule of 4 buckets beside 0 load buckets"},
 		{"a bucket's samples below 0", func(p *Pair) { p.Buckets[0].NSamples = -1 }, "bucket 1-1: NSamples -1"},
+		{"a bucket's load out of bounds", func(p *Pair) { p.Buckets[1].N = 1e300 }, "bucket 2-4: load 1e+300, below 0 or out of bounds"},
+		{"a bucket's load below 0", func(p *Pair) { p.Buckets[1].N = -3 }, "bucket 2-4: load -3, below 0"},
+		{"runs of more widths than a state holds", func(p *Pair) {
+			for w := range maxSavedWidth + 1 {
+				p.Buckets[1].Runs[w+1] = nil
+			}
+		}, "bucket 2-4: runs of"},
 		{"saved in year 9999", func(p *Pair) { p.Saved = year9999 }, "Saved 9999-12-31T00:00:00Z is later than now"},
 		{"saved a minute ahead (a clock stepped back)", func(p *Pair) { p.Saved = t0.Add(time.Minute) }, ""},
 		{"a width tried in year 9999", func(p *Pair) { p.Buckets[0].Tried[4] = year9999 }, "bucket 1-1: Tried of width 4 9999-12-31T00:00:00Z is later than now"},
