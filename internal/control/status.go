@@ -248,25 +248,8 @@ func (p Pair) Check(now time.Time) string {
 		}
 	}
 	for _, b := range p.Buckets {
-		for w := range b.Tried {
-			if w < 0 || w > maxSavedWidth {
-				return fmt.Sprintf("bucket %d-%d: Tried of width %d, not 0 (the probe) to %d", b.Lo, b.Hi, w, maxSavedWidth)
-			}
-		}
-		if len(b.Runs) > maxSavedWidth {
-			return fmt.Sprintf("bucket %d-%d: runs of %d widths, more than the %d a state holds", b.Lo, b.Hi, len(b.Runs), maxSavedWidth)
-		}
-		if !finite(b.N, 0, 1e6) {
-			return fmt.Sprintf("bucket %d-%d: load %v, below 0 or out of bounds", b.Lo, b.Hi, b.N) // it named the width count first (a user pass)
-		}
-		if !finite(b.NSamples, 0, 1e15) {
-			return fmt.Sprintf("bucket %d-%d: NSamples %v, below 0 or out of bounds", b.Lo, b.Hi, b.NSamples)
-		}
-		if why := checkRuns(b.Lo, b.Hi, b.Runs); why != "" {
+		if why := checkBucket(b); why != "" {
 			return why
-		}
-		if why := checkAcc(b.Acc, b.Cycles); why != "" {
-			return fmt.Sprintf("bucket %d-%d: %s", b.Lo, b.Hi, why)
 		}
 	}
 	for _, r := range p.Regimes {
@@ -281,6 +264,32 @@ func (p Pair) Check(now time.Time) string {
 		if why := checkAcc(r.Acc, r.Cycles); why != "" {
 			return "a traffic regime's " + why
 		}
+	}
+	return ""
+}
+
+// checkBucket is Check of one load bucket: its trial widths, its runs,
+// its load and samples, and its acceptance.
+func checkBucket(b Bucket) string {
+	for w := range b.Tried {
+		if w < 0 || w > maxSavedWidth {
+			return fmt.Sprintf("bucket %d-%d: Tried of width %d, not 0 (the probe) to %d", b.Lo, b.Hi, w, maxSavedWidth)
+		}
+	}
+	if len(b.Runs) > maxSavedWidth {
+		return fmt.Sprintf("bucket %d-%d: runs of %d widths, more than the %d a state holds", b.Lo, b.Hi, len(b.Runs), maxSavedWidth)
+	}
+	if !finite(b.N, 0, 1e6) {
+		return fmt.Sprintf("bucket %d-%d: load %v, below 0 or out of bounds", b.Lo, b.Hi, b.N) // it named the width count first (a user pass)
+	}
+	if !finite(b.NSamples, 0, 1e15) {
+		return fmt.Sprintf("bucket %d-%d: NSamples %v, below 0 or out of bounds", b.Lo, b.Hi, b.NSamples)
+	}
+	if why := checkRuns(b.Lo, b.Hi, b.Runs); why != "" {
+		return why
+	}
+	if why := checkAcc(b.Acc, b.Cycles); why != "" {
+		return fmt.Sprintf("bucket %d-%d: %s", b.Lo, b.Hi, why)
 	}
 	return ""
 }
