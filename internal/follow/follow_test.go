@@ -238,6 +238,9 @@ func TestScheduleChangesUnderTheLoad(t *testing.T) {
 					if d.To.Width != 6 || d.Load != 1 {
 						t.Errorf("switch %+v", d)
 					}
+					if assumed := strings.Contains(d.Reason, "if it gains the 3.6% assumed where none is measured"); assumed != (c.gain == 0) {
+						t.Errorf("reason %q: says the prior gain %v, want %v", d.Reason, assumed, c.gain == 0)
+					}
 				}
 			}
 			switch {
