@@ -177,7 +177,7 @@ func Step(cfg Config, s State, o Observation) (State, Decision) {
 	s.recent = append(s.recent, o.Now)
 	d.Reason = fmt.Sprintf("the load has sat at %s for %s (mean %.1f): width %d (%s) for width %d repays a %s switch", schedule.InFlightAt(d.To.Range(), d.Load), stayed.Round(time.Second), d.Load, d.To.Width, d.To.Source, s.Width, s.switchTime().Round(100*time.Millisecond))
 	if _, measured := gain(cfg, d.From, d.To); !measured {
-		// Nothing measured says it repays: two user passes read
+		// Nothing measured says it repays: a user pass read
 		// "repays" of a default no run had measured as a measurement.
 		d.Reason += fmt.Sprintf(" if it gains the %.1f%% assumed where none is measured", 100*PriorGain)
 	}
