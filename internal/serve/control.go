@@ -675,17 +675,11 @@ func (sh *controlShell) read(file string) (p control.Pair, found, learnt bool) {
 		sh.log.Warn("adapt: "+dirAtState+"; learning again", "file", file)
 		return control.Pair{}, true, true
 	}
-	f, err := safefile.Open(context.Background(), "adaptive state", file, 1<<20)
+	sp, err := readSaved(file)
 	if errors.Is(err, os.ErrNotExist) {
 		return control.Pair{}, false, false
 	}
 	if err != nil {
-		sh.log.Warn("adapt: the saved state is not read; learning again", "file", file, "err", err)
-		return control.Pair{}, true, true
-	}
-	defer f.Close()
-	var sp savedPair
-	if err := json.NewDecoder(f).Decode(&sp); err != nil {
 		sh.log.Warn("adapt: the saved state is not read; learning again", "file", file, "err", err)
 		return control.Pair{}, true, true
 	}
