@@ -257,7 +257,9 @@ type Config struct {
 // Without either it predicted classic ahead at four clients and measured
 // it behind (−9.1 % against +41.8 %, docs/benchmark_results/h100-follow-2026-12-06b.md);
 // with the 1.24 alone it still did on a slower H100 (−5.4 % against
-// +39.4 %, docs/benchmark_results/h100-follow-2026-12-07d.md). Measured at
+// +39.4 %, docs/benchmark_results/h100-follow-2026-12-07d.md); with both,
+// on another H100, it measured +4.5 % against +19.3 %, its step as priced
+// (docs/benchmark_results/h100-follow-2026-12-07e.md). Measured at
 // four in flight; the 1.24 is interpolated below four, an assumption.
 const (
 	LlamaClassicLive = 1.054

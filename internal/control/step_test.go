@@ -729,8 +729,9 @@ func TestExperimentEndIsSaid(t *testing.T) {
 }
 
 // A judged trial the model over-predicted by more than a trial must gain
-// (overPredicted) is said at warn, with what to do; a near miss is not,
-// nor one whose width won all the same (said at info).
+// (overPredicted) and that lost against the width it left is said at
+// warn, with what to do; a near miss is not, nor one whose width won all
+// the same or lost nothing (said at info).
 func TestOverPredictedTrialWarns(t *testing.T) {
 	c := New(Config{Default: schedule.Flat(4, "default"), SwitchS: 1})
 	for _, tc := range []struct {
@@ -739,10 +740,12 @@ func TestOverPredictedTrialWarns(t *testing.T) {
 		measured  float64 // the trial's width; width 4 measured 100
 		warn      bool
 		kept      bool
+		noLoss    bool // said at info: it lost nothing against width 4
 	}{
-		{"predicted 130, measured 90: -31%", 130, 90, true, false},
-		{"predicted 95, measured 90: -5%", 95, 90, false, false},
-		{"predicted 260, measured 130: -50%, kept", 260, 130, false, true},
+		{"predicted 130, measured 90: -31%", 130, 90, true, false, false},
+		{"predicted 95, measured 90: -5%", 95, 90, false, false, false},
+		{"predicted 260, measured 130: -50%, kept", 260, 130, false, true, false},
+		{"predicted 119.3, measured 104.5: -12%, no loss", 119.3, 104.5, false, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := measuredState(c, map[int][]float64{4: {100}, 8: {tc.measured}})
@@ -751,8 +754,10 @@ func TestOverPredictedTrialWarns(t *testing.T) {
 			warned := slices.ContainsFunc(acts, func(a Action) bool {
 				return a.Op == Warn && strings.Contains(a.Msg, "over-predicted") && strings.Contains(a.Msg, "tune this pair")
 			})
-			if warned != tc.warn || logged(acts, "width 8 is kept, though the model over-predicted its trial") != tc.kept {
-				t.Errorf("warned %v, want %v; kept said %v, want %v (trial error %.2f): %v", warned, tc.warn, !tc.kept, tc.kept, s.Pair.TrialError, acts)
+			kept := logged(acts, "width 8 is kept, though the model over-predicted its trial")
+			noLoss := logged(acts, "though width 8 lost nothing against width 4")
+			if warned != tc.warn || kept != tc.kept || noLoss != tc.noLoss {
+				t.Errorf("warned %v, want %v; kept said %v, want %v; no loss said %v, want %v (trial error %.2f): %v", warned, tc.warn, kept, tc.kept, noLoss, tc.noLoss, s.Pair.TrialError, acts)
 			}
 		})
 	}
