@@ -89,6 +89,25 @@ type Pair struct {
 	// Saved is when the pair's knowledge last changed in a way worth
 	// saving (the shell writes it on Save).
 	Saved time.Time
+	// Aside is what the buckets learnt under another slot count, by that
+	// count, set aside while an engine of other slots serves (reslot) and
+	// taken back when one of that count serves again: a user pass
+	// reloaded -np 4 → 8 → 4 and the run's state, saved under the key of
+	// four, had lost what it learnt at four. Not saved: a start under
+	// other slots reads its own key's file.
+	Aside map[int][]Slotted `json:"-"`
+}
+
+// Slotted is what one bucket learnt under one slot count: what setAside
+// clears, but for the regimes' runs (a drift meanwhile may have changed
+// the regimes).
+type Slotted struct {
+	Runs  map[int][]Run
+	Tried map[int]time.Time
+	Why   string
+	// Width and Source are the bucket's entry of the learnt schedule.
+	Width  int
+	Source string
 }
 
 // Bucket is one load bucket's measurements.
@@ -256,6 +275,7 @@ func (s State) clone() State {
 	p.Regimes = slices.Clone(p.Regimes) // nor a Regime's: recall clones what it takes
 	p.Changes = slices.Clone(p.Changes)
 	p.Schedule = slices.Clone(p.Schedule)
+	p.Aside = maps.Clone(p.Aside) // its entries are replaced, never written in place
 	p.Buckets = slices.Clone(p.Buckets)
 	for i, b := range p.Buckets {
 		b.Runs = maps.Clone(b.Runs)

@@ -224,21 +224,44 @@ func (c Controller) scrape(s *State, o Observation) []Action {
 // engine has another count than the one before it (a reload changed -np):
 // a width's rate depends on how many requests decode together, and runs
 // of both counts were pooled in one estimate (a user pass on the sim).
-// Every bucket's runs, trial times and learnt width go (setAside), with
-// the experiment under way; the acceptance, the verify cost and a hold
-// after a failed switch stay.
+// Every bucket's runs, trial times and learnt width go (setAside) into
+// Pair.Aside under the old count, with the experiment under way; what was
+// set aside under the new count earlier in the run comes back. The
+// acceptance, the verify cost and a hold after a failed switch stay.
 func (c Controller) reslot(s *State, o Observation) []Action {
 	was := s.Engine.Slots
 	if was <= 0 || o.Slots <= 0 || o.Slots == was {
 		return nil
 	}
-	all := make([]int, len(s.Pair.Buckets))
-	for i := range all {
-		all[i] = i
+	p := s.Pair
+	all, kept := make([]int, len(p.Buckets)), make([]Slotted, len(p.Buckets))
+	for i, b := range p.Buckets {
+		all[i], kept[i] = i, Slotted{Runs: b.Runs, Tried: b.Tried, Why: b.Why}
+		if i < len(p.Schedule) {
+			kept[i].Width, kept[i].Source = p.Schedule[i].Width, p.Schedule[i].Source
+		}
 	}
-	s.Pair = c.setAside(s.Pair, all)
+	back := p.Aside[o.Slots]
+	p = c.setAside(p, all)
+	p.Aside = maps.Clone(p.Aside)
+	if p.Aside == nil {
+		p.Aside = map[int][]Slotted{}
+	}
+	p.Aside[was] = kept
+	delete(p.Aside, o.Slots)
+	msg := fmt.Sprintf("adapt: engine %d has %s where the engine before it had %d: the rates measured under %d are set aside (taken back if an engine of %d serves again) and learnt again (the acceptance and the verify cost are kept)", o.Engine, counted(o.Slots, "slot"), was, was, was)
+	if len(back) == len(p.Buckets) {
+		for i, k := range back {
+			p.Buckets[i].Runs, p.Buckets[i].Tried, p.Buckets[i].Why = k.Runs, k.Tried, k.Why
+			if i < len(p.Schedule) {
+				p.Schedule[i].Width, p.Schedule[i].Source = k.Width, k.Source
+			}
+		}
+		msg = fmt.Sprintf("adapt: engine %d has %s where the engine before it had %d: the rates measured under %d are set aside, and those measured under %d earlier in this run are taken back (schedule %s)", o.Engine, counted(o.Slots, "slot"), was, was, o.Slots, p.Schedule)
+	}
+	s.Pair = p
 	s.Exp = Experiment{HoldUntil: s.Exp.HoldUntil}
-	return []Action{{Op: Log, Msg: fmt.Sprintf("adapt: engine %d has %s where the engine before it had %d: the rates measured under %d are set aside and learnt again (the acceptance and the verify cost are kept)", o.Engine, counted(o.Slots, "slot"), was, was)}}
+	return []Action{{Op: Log, Msg: msg}}
 }
 
 // since is cur − base, ok false when a counter went backwards (the

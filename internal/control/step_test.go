@@ -1451,11 +1451,45 @@ func TestScrapeTakesTheEngineSlots(t *testing.T) {
 		s.Exp = Experiment{Kind: Trialing, Width: 6, Bucket: 1, HoldUntil: hold}
 		var acts []Action
 		s, acts = c.Step(s, Observation{Kind: Scrape, Now: t0.Add(2 * time.Second), Engine: 2, Width: 4, InFlight: 4, Slots: tc.after})
-		said := slices.ContainsFunc(acts, func(a Action) bool { return strings.Contains(a.Msg, "are set aside and learnt again") })
+		said := slices.ContainsFunc(acts, func(a Action) bool { return strings.Contains(a.Msg, "are set aside (taken back if an engine of") })
 		kept := len(s.Pair.Buckets[1].Runs) > 0 && len(s.Pair.Buckets[1].Tried) > 0 && s.Pair.Schedule[1].Width == 6 && s.Exp.Kind == Trialing
 		if s.Engine.Slots != tc.after || said != tc.setAside || kept == tc.setAside || len(s.Pair.Verify) != 1 || !s.Exp.HoldUntil.Equal(hold) {
 			t.Errorf("%s: engine 2 slots %d, said %v, runs, trial times, width and trial kept %v, verify %v, hold %v; want %d slots and set aside %v", tc.name, s.Engine.Slots, said, kept, s.Pair.Verify, s.Exp.HoldUntil, tc.after, tc.setAside)
 		}
+	}
+}
+
+// Slots that come back bring back what was learnt under them earlier in
+// the run (-np 4 → 8 → 4 by reload): the runs, trial times and learnt
+// widths measured at four, said; what was learnt at eight is set aside in
+// turn, and comes back with eight.
+func TestSlotsComeBack(t *testing.T) {
+	c := New(Config{Default: schedule.Flat(4, "default")})
+	t0 := time.Unix(0, 0)
+	s := c.Init(Pair{Verify: map[int]float64{1: 3}})
+	s, _ = c.Step(s, Observation{Kind: Scrape, Now: t0, Engine: 1, Width: 4, InFlight: 4, Slots: 4})
+	s.Pair.Buckets[1].Runs[6] = []Run{{Engine: 1, Tokens: 100, Secs: 1}}
+	s.Pair.Buckets[1].Tried[6] = t0
+	s.Pair.Schedule[1].Width, s.Pair.Schedule[1].Source = 6, "measured at four"
+	at := func(n int, engine uint64, slots int) []Action {
+		var acts []Action
+		s, acts = c.Step(s, Observation{Kind: Scrape, Now: t0.Add(time.Duration(n) * time.Second), Engine: engine, Width: 4, InFlight: 4, Slots: slots})
+		return acts
+	}
+	at(2, 2, 8)
+	if len(s.Pair.Buckets[1].Runs) != 0 || s.Pair.Schedule[1].Width != 4 {
+		t.Fatalf("under eight slots: runs %v, width %d; want none and the default", s.Pair.Buckets[1].Runs, s.Pair.Schedule[1].Width)
+	}
+	s.Pair.Buckets[1].Runs[2] = []Run{{Engine: 2, Tokens: 50, Secs: 1}}
+	s.Pair.Schedule[1].Width, s.Pair.Schedule[1].Source = 2, "measured at eight"
+	acts := at(4, 3, 4)
+	b := s.Pair.Buckets[1]
+	if len(b.Runs[6]) != 1 || len(b.Runs[2]) != 0 || !b.Tried[6].Equal(t0) || s.Pair.Schedule[1].Width != 6 || s.Pair.Schedule[1].Source != "measured at four" || !logged(acts, "measured under 4 earlier in this run are taken back") {
+		t.Errorf("four slots again: runs %v, tried %v, schedule %v, said %v; want width 6's run, its trial time and width 6 back, said", b.Runs, b.Tried, s.Pair.Schedule[1], acts)
+	}
+	at(6, 4, 8)
+	if len(s.Pair.Buckets[1].Runs[2]) != 1 || s.Pair.Schedule[1].Width != 2 {
+		t.Errorf("eight slots again: runs %v, schedule %v; want width 2's run and width 2 back", s.Pair.Buckets[1].Runs, s.Pair.Schedule[1])
 	}
 }
 

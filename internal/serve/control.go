@@ -179,7 +179,7 @@ func (sh *controlShell) reslot(n int, err error) {
 		sh.log.Warn(fmt.Sprintf("adapt: the new engine has %d slots where the saved state is keyed by %d: what is learnt from now on is not saved; restart speclaunch to learn under %d", n, sh.key.Slots, n), "file", sh.file)
 	}
 	if n == sh.key.Slots && sh.reslotted.CompareAndSwap(true, false) {
-		sh.log.Info(fmt.Sprintf("adapt: the new engine has %d slots again, as the saved state is keyed: what it learns is saved again (what was learnt under other slots is set aside)", n), "file", sh.file)
+		sh.log.Info(fmt.Sprintf("adapt: the new engine has %d slots again, as the saved state is keyed: what it learns is saved again", n), "file", sh.file)
 	}
 }
 
