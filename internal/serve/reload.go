@@ -118,11 +118,13 @@ func (sv *launcher) reload(cur *plan.Plan, ch watch.Change) (*plan.Plan, Load, b
 // adaptChanges names, by profile key in the order of config.Rows, the
 // adapt.* settings that differ between a and b: the reload's warning says
 // which, where it said only "adapt.*" (an operator campaign). The table
-// of settings is the one list of them.
+// of settings is the one list of them. A retired setting is left out: a
+// restart would change nothing (a user pass was told to restart for
+// adapt.margin).
 func adaptChanges(a, b config.Settings) []string {
 	var out []string
 	for _, r := range config.Rows {
-		if !strings.HasPrefix(r.Key, "adapt.") {
+		if !strings.HasPrefix(r.Key, "adapt.") || r.Retired {
 			continue
 		}
 		va, _, _ := r.Show(&a)

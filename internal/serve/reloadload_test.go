@@ -277,7 +277,7 @@ func TestAdoptedDuringBackoffSaysNoEngineServes(t *testing.T) {
 }
 
 // A reload's warning about start-only adapt settings names each one that
-// changed, by its profile key.
+// changed, by its profile key; not a retired one, which tunes nothing.
 func TestAdaptChangesNamed(t *testing.T) {
 	var a config.Settings
 	for _, tc := range []struct {
@@ -288,10 +288,11 @@ func TestAdaptChangesNamed(t *testing.T) {
 		{"nothing changed", func(*config.Settings) {}, nil},
 		{"enabled", func(s *config.Settings) { s.Adapt.Value = true }, []string{"adapt.enabled"}},
 		{"window and trials", func(s *config.Settings) { s.AdaptWindow.Value = time.Minute; s.AdaptTrials.Value = 3 }, []string{"adapt.trials", "adapt.window"}},
+		{"margin alone (retired)", func(s *config.Settings) { s.AdaptMargin.Value = 0.1 }, nil},
 		{"every one", func(s *config.Settings) {
 			s.Adapt.Value, s.AdaptMaxWidth.Value, s.AdaptExplore.Value, s.AdaptMargin.Value = true, 9, 3, 0.1
 			s.AdaptMinCycles.Value, s.AdaptWindow.Value, s.AdaptTrials.Value = 64, time.Minute, 3
-		}, []string{"adapt.enabled", "adapt.max_width", "adapt.explore_width", "adapt.min_cycles", "adapt.trials", "adapt.margin", "adapt.window"}},
+		}, []string{"adapt.enabled", "adapt.max_width", "adapt.min_cycles", "adapt.trials", "adapt.window"}},
 	} {
 		b := a
 		tc.edit(&b)
