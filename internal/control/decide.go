@@ -201,7 +201,14 @@ func (c Controller) choose(s *State, b, run, def int) (int, string) {
 		if ref != def {
 			lead = "; against it:"
 		}
-		bestWhy += fmt.Sprintf("%s %s, within the noise of %s and the %.1fs switch", lead, strings.Join(within, ", "), noise, c.switchS(s))
+		// The lower bound is what the noise holds back: a user pass read
+		// "width 1 +11.1% (lower bound -4.2%), within the noise of 6.6%"
+		// as a contradiction.
+		bounds := "the lower bound"
+		if len(within) > 1 {
+			bounds = "the lower bounds"
+		}
+		bestWhy += fmt.Sprintf("%s %s: %s within the noise of %s and the %.1fs switch", lead, strings.Join(within, ", "), bounds, noise, c.switchS(s))
 	}
 	return best.Width, bestWhy
 }

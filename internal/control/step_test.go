@@ -156,8 +156,8 @@ func TestSafeAnswerNamesItsNoise(t *testing.T) {
 		cfg       Config
 		want, not string
 	}{
-		{"the H200's spread", Config{Default: schedule.Flat(4, "engine default"), SwitchS: 1}, "within the noise of 3.4% between engines", "its runs"},
-		{"no spread", Config{Default: schedule.Flat(4, "engine default"), SwitchS: 1}.WithSpread(0, 0), "within the noise of its runs", "between engines"},
+		{"the H200's spread", Config{Default: schedule.Flat(4, "engine default"), SwitchS: 1}, "): the lower bound within the noise of 3.4% between engines", "its runs"},
+		{"no spread", Config{Default: schedule.Flat(4, "engine default"), SwitchS: 1}.WithSpread(0, 0), "): the lower bound within the noise of its runs", "between engines"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := New(tc.cfg)

@@ -175,11 +175,18 @@ func Step(cfg Config, s State, o Observation) (State, Decision) {
 	}
 	d.Switch, s.Pending, s.capped = true, d.To.Width, false
 	s.recent = append(s.recent, o.Now)
-	d.Reason = fmt.Sprintf("the load has sat at %s for %s (mean %.1f): width %d (%s) for width %d repays a %s switch", schedule.InFlightAt(d.To.Range(), d.Load), stayed.Round(time.Second), d.Load, d.To.Width, d.To.Source, s.Width, s.switchTime().Round(100*time.Millisecond))
-	if _, measured := gain(cfg, d.From, d.To); !measured {
+	d.Reason = fmt.Sprintf("the load has sat at %s for %s (mean %.1f): width %d (%s) for width %d", schedule.InFlightAt(d.To.Range(), d.Load), stayed.Round(time.Second), d.Load, d.To.Width, d.To.Source, s.Width)
+	switch g, measured := gain(cfg, d.From, d.To); {
+	case math.IsInf(g, 1):
+		// A rule's switch, taken within a window (the caller's gain names
+		// the rule): no gain is claimed to repay it (a user pass read
+		// "repays" on the way back to a width measured 11 % slower).
+	case !measured:
 		// Nothing measured says it repays: a user pass read
 		// "repays" of a default no run had measured as a measurement.
-		d.Reason += fmt.Sprintf(" if it gains the %.1f%% assumed where none is measured", 100*PriorGain)
+		d.Reason += fmt.Sprintf(" repays a %s switch if it gains the %.1f%% assumed where none is measured", s.switchTime().Round(100*time.Millisecond), 100*PriorGain)
+	default:
+		d.Reason += fmt.Sprintf(" repays a %s switch", s.switchTime().Round(100*time.Millisecond))
 	}
 	return s, d
 }

@@ -1,6 +1,7 @@
 package follow
 
 import (
+	"math"
 	"reflect"
 	"slices"
 	"strings"
@@ -212,6 +213,7 @@ func TestScheduleChangesUnderTheLoad(t *testing.T) {
 		{name: "the load sat there long: at once", changeAt: 10 * time.Minute, wantAt: 10*time.Minute + Tick},
 		{name: "the load just arrived: after the prior's dwell (10 s / 3.6 %, from the full window at 10 s)", changeAt: 15 * sec, wantAt: 285 * sec},
 		{name: "a measured gain: sooner (10 s / 0.5 = 20 s)", changeAt: 15 * sec, gain: 0.5, wantAt: 25 * sec},
+		{name: "a rule's switch (an infinite gain): within a window, nothing said to repay it", changeAt: 15 * sec, gain: math.Inf(1), wantAt: 15*sec + Window},
 		{name: "held after a failed switch", changeAt: 10 * time.Minute, notBefore: 11 * time.Minute, wantAt: 11 * time.Minute},
 		{name: "never changed: never", changeAt: time.Hour, wantNone: true},
 	}
@@ -240,6 +242,9 @@ func TestScheduleChangesUnderTheLoad(t *testing.T) {
 					}
 					if assumed := strings.Contains(d.Reason, "if it gains the 3.6% assumed where none is measured"); assumed != (c.gain == 0) {
 						t.Errorf("reason %q: says the prior gain %v, want %v", d.Reason, assumed, c.gain == 0)
+					}
+					if repays := strings.Contains(d.Reason, "repays a 10s switch"); repays == math.IsInf(c.gain, 1) {
+						t.Errorf("reason %q: says it repays the switch %v, want %v", d.Reason, repays, !math.IsInf(c.gain, 1))
 					}
 				}
 			}
