@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // perPos reads S(k) = per-position count / cycles from /metrics.
@@ -71,10 +72,13 @@ func TestProfileFlag(t *testing.T) {
 }
 
 // A token-array prompt after a cached prefix evaluates only the new tokens,
-// at the verify cost of that many rows.
+// at the verify cost of that many rows: the modeled cost, where the host's
+// timers overshoot each sleep by a millisecond (the probe read rows 1-4 as
+// 4.2 ms on the real clock, the model's 3.2-4.0).
 func TestTokenArrayPromptCache(t *testing.T) {
 	cfg := testConfig(dflash, 4)
 	cfg.Cost.Noise = 0
+	cfg.Clock = &fakeClock{now: time.Unix(1_800_000_000, 0), late: time.Millisecond}
 	r := startSim(t, cfg)
 	ids := func(prefix, fresh int, base int) string {
 		var p []string

@@ -15,9 +15,11 @@ import (
 )
 
 // fakeClock advances only when slept on, so timings are exact and tests fast.
+// late is how far each sleep overshoots, as a host's timers do.
 type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
+	mu   sync.Mutex
+	now  time.Time
+	late time.Duration
 }
 
 func newFakeClock() *fakeClock { return &fakeClock{now: time.Unix(1_800_000_000, 0)} }
@@ -35,7 +37,7 @@ func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if d > 0 {
-		c.now = c.now.Add(d)
+		c.now = c.now.Add(d + c.late)
 	}
 	return nil
 }
