@@ -204,11 +204,11 @@ func (c Controller) choose(s *State, b, run, def int) (int, string) {
 		// The lower bound is what the noise holds back: a user pass read
 		// "width 1 +11.1% (lower bound -4.2%), within the noise of 6.6%"
 		// as a contradiction.
-		bounds := "the lower bound"
+		bounds := "a lower bound"
 		if len(within) > 1 {
-			bounds = "the lower bounds"
+			bounds = "lower bounds"
 		}
-		bestWhy += fmt.Sprintf("%s %s: %s within the noise of %s and the %.1fs switch", lead, strings.Join(within, ", "), bounds, noise, c.switchS(s))
+		bestWhy += fmt.Sprintf("%s %s, %s within the noise of %s and the %.1fs switch", lead, strings.Join(within, ", "), bounds, noise, c.switchS(s))
 	}
 	return best.Width, bestWhy
 }
@@ -400,14 +400,14 @@ func (c Controller) endExperiment(s *State, b, run, choice int, why string) []Ac
 		if ew, ok := c.estimate(s, b, run); ok && e.Predicted > 0 {
 			s.Pair.TrialError = ew.Rate/e.Predicted - 1
 			ef, okf := c.estimate(s, b, e.From)
-			lost := okf && e.From != run && ew.Rate < ef.Rate
+			noLoss := okf && e.From != run && ew.Rate >= ef.Rate // unmeasured: not shown
 			switch {
 			case s.Pair.TrialError < overPredicted && choice == run:
 				// It won all the same: no advice against the loop beside a
 				// width it keeps (a user pass read the warning so, after a
 				// trial that won by 31 %).
 				acts = append(acts, Action{Op: Log, Msg: fmt.Sprintf("adapt: width %d is kept, though the model over-predicted its trial (prediction error %+.0f%%)", run, 100*s.Pair.TrialError)})
-			case s.Pair.TrialError < overPredicted && !lost:
+			case s.Pair.TrialError < overPredicted && noLoss:
 				// It lost nothing against the width it left: no advice
 				// against the loop either (classic at four clients on the
 				// H100 of docs/benchmark_results/h100-follow-2026-12-07e.md
@@ -472,6 +472,7 @@ func (c Controller) drift(s *State, b int, now time.Time) string {
 		bk.Acc, bk.Cycles = nil, nil
 	}
 	s.Pair.Acc, s.Pair.Cycles = nil, nil
+	s.Pair.Aside = nil // measured under the old traffic too (a review)
 	s.Pair.Buckets[b].Runs[w] = []Run{live}
 	s.Pair.Relearning = c.on("regimes")
 	s.Pair.Changes = append(s.Pair.Changes, now)

@@ -102,9 +102,10 @@ type Pair struct {
 // clears, but for the regimes' runs (a drift meanwhile may have changed
 // the regimes).
 type Slotted struct {
-	Runs  map[int][]Run
-	Tried map[int]time.Time
-	Why   string
+	Lo, Hi int // the bucket's range: taken back only into the same range
+	Runs   map[int][]Run
+	Tried  map[int]time.Time
+	Why    string
 	// Width and Source are the bucket's entry of the learnt schedule.
 	Width  int
 	Source string

@@ -236,7 +236,7 @@ func (c Controller) reslot(s *State, o Observation) []Action {
 	p := s.Pair
 	all, kept := make([]int, len(p.Buckets)), make([]Slotted, len(p.Buckets))
 	for i, b := range p.Buckets {
-		all[i], kept[i] = i, Slotted{Runs: b.Runs, Tried: b.Tried, Why: b.Why}
+		all[i], kept[i] = i, Slotted{Lo: b.Lo, Hi: b.Hi, Runs: b.Runs, Tried: b.Tried, Why: b.Why}
 		if i < len(p.Schedule) {
 			kept[i].Width, kept[i].Source = p.Schedule[i].Width, p.Schedule[i].Source
 		}
@@ -249,15 +249,24 @@ func (c Controller) reslot(s *State, o Observation) []Action {
 	}
 	p.Aside[was] = kept
 	delete(p.Aside, o.Slots)
-	msg := fmt.Sprintf("adapt: engine %d has %s where the engine before it had %d: the rates measured under %d are set aside (taken back if an engine of %d serves again) and learnt again (the acceptance and the verify cost are kept)", o.Engine, counted(o.Slots, "slot"), was, was, was)
-	if len(back) == len(p.Buckets) {
-		for i, k := range back {
-			p.Buckets[i].Runs, p.Buckets[i].Tried, p.Buckets[i].Why = k.Runs, k.Tried, k.Why
-			if i < len(p.Schedule) {
-				p.Schedule[i].Width, p.Schedule[i].Source = k.Width, k.Source
+	took := 0
+	for _, k := range back {
+		for i := range p.Buckets {
+			if p.Buckets[i].Lo == k.Lo && p.Buckets[i].Hi == k.Hi {
+				p.Buckets[i].Runs, p.Buckets[i].Tried, p.Buckets[i].Why = k.Runs, k.Tried, k.Why
+				if i < len(p.Schedule) {
+					p.Schedule[i].Width, p.Schedule[i].Source = k.Width, k.Source
+				}
+				took++
 			}
 		}
-		msg = fmt.Sprintf("adapt: engine %d has %s where the engine before it had %d: the rates measured under %d are set aside, and those measured under %d earlier in this run are taken back (schedule %s)", o.Engine, counted(o.Slots, "slot"), was, was, o.Slots, p.Schedule)
+	}
+	msg := fmt.Sprintf("adapt: engine %d has %s where the engine before it had %d: the rates measured under %d are set aside (taken back if an engine of %d serves again) and learnt again (the acceptance and the verify cost are kept)", o.Engine, counted(o.Slots, "slot"), was, was, was)
+	switch {
+	case took > 0:
+		msg = fmt.Sprintf("adapt: engine %d has %s where the engine before it had %d: the rates measured under %d are set aside, and those measured under %d earlier in this run are taken back, %d of %d buckets (schedule %s; the acceptance and the verify cost are kept)", o.Engine, counted(o.Slots, "slot"), was, was, o.Slots, took, len(p.Buckets), p.Schedule)
+	case len(back) > 0:
+		msg += fmt.Sprintf("; those measured under %d earlier in this run were for other load buckets (the schedule changed since) and are dropped", o.Slots)
 	}
 	s.Pair = p
 	s.Exp = Experiment{HoldUntil: s.Exp.HoldUntil}

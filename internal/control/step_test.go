@@ -156,8 +156,8 @@ func TestSafeAnswerNamesItsNoise(t *testing.T) {
 		cfg       Config
 		want, not string
 	}{
-		{"the H200's spread", Config{Default: schedule.Flat(4, "engine default"), SwitchS: 1}, "): the lower bound within the noise of 3.4% between engines", "its runs"},
-		{"no spread", Config{Default: schedule.Flat(4, "engine default"), SwitchS: 1}.WithSpread(0, 0), "): the lower bound within the noise of its runs", "between engines"},
+		{"the H200's spread", Config{Default: schedule.Flat(4, "engine default"), SwitchS: 1}, "), a lower bound within the noise of 3.4% between engines", "its runs"},
+		{"no spread", Config{Default: schedule.Flat(4, "engine default"), SwitchS: 1}.WithSpread(0, 0), "), a lower bound within the noise of its runs", "between engines"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := New(tc.cfg)
@@ -319,14 +319,15 @@ func TestStepDrift(t *testing.T) {
 	s := measuredState(c, map[int][]float64{6: {130, 131}})
 	e := &fakeEngine{gen: 1, width: 4, s: 0.8, ms: 5, n: 1, now: t0}
 	s, _ = run(c, s, e, 40)
-	e.s = 0.3 // the traffic changed
+	s.Pair.Aside = map[int][]Slotted{8: {{Lo: 1, Hi: 1, Width: 6}}} // set aside under eight slots, the old traffic's
+	e.s = 0.3                                                       // the traffic changed
 	s, acts := run(c, s, e, 60)
 	found := false
 	for _, a := range acts {
 		found = found || a.Op == Log && strings.Contains(a.Msg, "traffic changed")
 	}
-	if !found || len(s.Pair.Buckets[0].Runs[6]) != 0 {
-		t.Errorf("drift not found or width 6's runs kept: %v", s.Pair.Buckets[0].Runs[6])
+	if !found || len(s.Pair.Buckets[0].Runs[6]) != 0 || s.Pair.Aside != nil {
+		t.Errorf("drift not found, or width 6's runs or what was set aside kept: %v, %v", s.Pair.Buckets[0].Runs[6], s.Pair.Aside)
 	}
 }
 
@@ -741,14 +742,20 @@ func TestOverPredictedTrialWarns(t *testing.T) {
 		warn      bool
 		kept      bool
 		noLoss    bool // said at info: it lost nothing against width 4
+		noBase    bool // width 4 has no measure: no loss is shown
 	}{
-		{"predicted 130, measured 90: -31%", 130, 90, true, false, false},
-		{"predicted 95, measured 90: -5%", 95, 90, false, false, false},
-		{"predicted 260, measured 130: -50%, kept", 260, 130, false, true, false},
-		{"predicted 119.3, measured 104.5: -12%, no loss", 119.3, 104.5, false, false, true},
+		{"predicted 130, measured 90: -31%", 130, 90, true, false, false, false},
+		{"predicted 95, measured 90: -5%", 95, 90, false, false, false, false},
+		{"predicted 260, measured 130: -50%, kept", 260, 130, false, true, false, false},
+		{"predicted 119.3, measured 104.5: -12%, no loss", 119.3, 104.5, false, false, true, false},
+		{"predicted 130, measured 90, width 4 not measured: -31%", 130, 90, true, false, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := measuredState(c, map[int][]float64{4: {100}, 8: {tc.measured}})
+			runs := map[int][]float64{4: {100}, 8: {tc.measured}}
+			if tc.noBase {
+				delete(runs, 4)
+			}
+			s := measuredState(c, runs)
 			s.Engine.Width, s.Exp = 8, Experiment{Kind: Trialing, Width: 8, From: 4, Predicted: tc.predicted}
 			acts := c.decide(&s, 0, t0)
 			warned := slices.ContainsFunc(acts, func(a Action) bool {
@@ -1490,6 +1497,15 @@ func TestSlotsComeBack(t *testing.T) {
 	at(6, 4, 8)
 	if len(s.Pair.Buckets[1].Runs[2]) != 1 || s.Pair.Schedule[1].Width != 2 {
 		t.Errorf("eight slots again: runs %v, schedule %v; want width 2's run and width 2 back", s.Pair.Buckets[1].Runs, s.Pair.Schedule[1])
+	}
+	// What was set aside under buckets a schedule change has since
+	// redrawn is not taken back into other ranges: it is dropped, said.
+	for i := range s.Pair.Aside[4] {
+		s.Pair.Aside[4][i].Lo += 100
+	}
+	acts = at(8, 5, 4)
+	if len(s.Pair.Buckets[1].Runs) != 0 || s.Pair.Schedule[1].Width != 4 || !logged(acts, "were for other load buckets") {
+		t.Errorf("four slots, the buckets redrawn: runs %v, schedule %v, said %v; want none taken back, said", s.Pair.Buckets[1].Runs, s.Pair.Schedule[1], acts)
 	}
 }
 

@@ -157,6 +157,9 @@ func Step(cfg Config, s State, o Observation) (State, Decision) {
 	stayed := o.Now.Sub(s.candSince) + Window/2 // the window saw the load move half a window before the mode did
 	if stayed < need {
 		d.Reason = fmt.Sprintf("the load has been at %s for %s (mean %.1f); width %d repays a %s switch after %s", schedule.InFlightAt(d.To.Range(), d.Load), stayed.Round(time.Second), d.Load, d.To.Width, s.switchTime().Round(100*time.Millisecond), need.Round(time.Second))
+		if math.IsInf(g, 1) { // a rule's switch: no gain repays it (see below)
+			d.Reason = fmt.Sprintf("the load has been at %s for %s (mean %.1f); width %d follows after %s", schedule.InFlightAt(d.To.Range(), d.Load), stayed.Round(time.Second), d.Load, d.To.Width, need.Round(time.Second))
+		}
 		return s, d
 	}
 	s.recent = since(s.recent, o.Now.Add(-time.Hour))

@@ -184,6 +184,36 @@ func TestPendingAndFailure(t *testing.T) {
 	}
 }
 
+// While the load has not yet stayed the window a rule's switch (an
+// infinite gain) waits for, the reason says when it follows, not that a
+// gain repays it.
+func TestRuleSwitchWaits(t *testing.T) {
+	sched, _ := schedule.Parse("1:4,2-4:6", "x")
+	for _, tc := range []struct {
+		name string
+		gain float64
+		want string
+	}{
+		{"a rule's switch", math.Inf(1), "; width 6 follows after 10s"},
+		{"a measured gain", 0.05, "; width 6 repays a 1s switch after 20s"},
+	} {
+		cfg := Config{Schedule: sched, Gain: func(_, _ schedule.Bucket) (float64, bool) { return tc.gain, true }}
+		st := New(cfg, 4, time.Second)
+		var d Decision
+		at := time.Duration(0)
+		for ; at < Window; at += Tick {
+			st, _ = Step(cfg, st, Observation{Now: t0.Add(at), InFlight: 1})
+		}
+		for d.To.Width != 6 && at < 3*Window { // the load moves to three in flight: the first step whose mode follows
+			st, d = Step(cfg, st, Observation{Now: t0.Add(at), InFlight: 3})
+			at += Tick
+		}
+		if d.Switch || !strings.HasSuffix(d.Reason, tc.want) {
+			t.Errorf("%s: %+v, want a wait ending %q", tc.name, d, tc.want)
+		}
+	}
+}
+
 // Buckets of one width are one width: no switch between them.
 func TestSameWidthBuckets(t *testing.T) {
 	s, _ := schedule.Parse("1:4,2-3:4,4+:4", "x")
@@ -235,6 +265,9 @@ func TestScheduleChangesUnderTheLoad(t *testing.T) {
 				}
 				var d Decision
 				st, d = Step(cfg, st, Observation{Now: t0.Add(at), InFlight: 1})
+				if math.IsInf(c.gain, 1) && strings.Contains(d.Reason, "repays") {
+					t.Errorf("at %v, reason %q: a rule's switch said to be repaid", at, d.Reason)
+				}
 				if d.Switch {
 					got = at
 					if d.To.Width != 6 || d.Load != 1 {

@@ -117,15 +117,22 @@ func (d *decoder) run(n int) error {
 	if err := d.wait(d.prefillMS * d.factor()); err != nil {
 		return err
 	}
-	first := d.clk.Now()
+	first := d.deadline
 	// The prefill's modeled time, not the clock's: a sleep of a few
 	// milliseconds overshoots by up to about one on the host's timers, a
 	// quarter of a short prefill, and the probe reads this as the verify
 	// cost of that many rows. On profiles/demo-load.toml the controller
 	// read rows 1-4 as 4.2 ms (the model: 3.2-4.0) and predicted width
 	// 17 fastest at one client, where the model puts width 5 ahead of
-	// 16 by 7.8 %.
-	d.res.PromptMS = ms(d.deadline.Sub(d.start))
+	// 16 by 7.8 %. Where the model prices no prefill (a text prompt on a
+	// cost without PromptTokenMS), the clock's, as before: an engine never
+	// reports 0 for a prompt it evaluated, and the probe refuses a 0.
+	// The decode is timed from the same instant, so that the two sum to
+	// the request's time on the clock.
+	if d.res.PromptMS = ms(first.Sub(d.start)); d.res.PromptMS <= 0 {
+		first = d.clk.Now()
+		d.res.PromptMS = ms(first.Sub(d.start))
+	}
 	if err := d.burst(1); err != nil {
 		return err
 	}
