@@ -106,8 +106,11 @@ func (sv *launcher) reload(cur *plan.Plan, ch watch.Change) (*plan.Plan, Load, b
 		sv.rejectReload(slog.LevelError, reloadRejected, "err", err)
 		return nil, nil, false, err
 	}
-	if ch := adaptChanges(cur.Settings, np.Settings); len(ch) > 0 {
+	if ch := adaptChanges(cur.Settings, np.Settings, false); len(ch) > 0 {
 		sv.log.Warn(fmt.Sprintf("reload: %s changed, but adapt.* settings apply when speclaunch starts; restart it for this change to take effect", strings.Join(ch, ", ")))
+	}
+	if ch := adaptChanges(cur.Settings, np.Settings, true); len(ch) > 0 {
+		sv.log.Info(fmt.Sprintf("reload: %s changed; read but no longer used, so nothing changes", strings.Join(ch, ", ")))
 	}
 	if plan.SameEngine(np, cur) {
 		return np, l, false, nil
@@ -118,13 +121,13 @@ func (sv *launcher) reload(cur *plan.Plan, ch watch.Change) (*plan.Plan, Load, b
 // adaptChanges names, by profile key in the order of config.Rows, the
 // adapt.* settings that differ between a and b: the reload's warning says
 // which, where it said only "adapt.*" (an operator campaign). The table
-// of settings is the one list of them. A retired setting is left out: a
-// restart would change nothing (a user pass was told to restart for
-// adapt.margin).
-func adaptChanges(a, b config.Settings) []string {
+// of settings is the one list of them. The retired settings are named
+// apart (retired true): a restart would change nothing (a user pass was
+// told to restart for adapt.margin).
+func adaptChanges(a, b config.Settings, retired bool) []string {
 	var out []string
 	for _, r := range config.Rows {
-		if !strings.HasPrefix(r.Key, "adapt.") || r.Retired {
+		if !strings.HasPrefix(r.Key, "adapt.") || r.Retired != retired {
 			continue
 		}
 		va, _, _ := r.Show(&a)

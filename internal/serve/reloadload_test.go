@@ -277,27 +277,28 @@ func TestAdoptedDuringBackoffSaysNoEngineServes(t *testing.T) {
 }
 
 // A reload's warning about start-only adapt settings names each one that
-// changed, by its profile key; not a retired one, which tunes nothing.
+// changed, by its profile key; a retired one, which tunes nothing, is
+// named apart.
 func TestAdaptChangesNamed(t *testing.T) {
 	var a config.Settings
 	for _, tc := range []struct {
-		name string
-		edit func(*config.Settings)
-		want []string
+		name          string
+		edit          func(*config.Settings)
+		want, retired []string
 	}{
-		{"nothing changed", func(*config.Settings) {}, nil},
-		{"enabled", func(s *config.Settings) { s.Adapt.Value = true }, []string{"adapt.enabled"}},
-		{"window and trials", func(s *config.Settings) { s.AdaptWindow.Value = time.Minute; s.AdaptTrials.Value = 3 }, []string{"adapt.trials", "adapt.window"}},
-		{"margin alone (retired)", func(s *config.Settings) { s.AdaptMargin.Value = 0.1 }, nil},
+		{"nothing changed", func(*config.Settings) {}, nil, nil},
+		{"enabled", func(s *config.Settings) { s.Adapt.Value = true }, []string{"adapt.enabled"}, nil},
+		{"window and trials", func(s *config.Settings) { s.AdaptWindow.Value = time.Minute; s.AdaptTrials.Value = 3 }, []string{"adapt.trials", "adapt.window"}, nil},
+		{"margin alone (retired)", func(s *config.Settings) { s.AdaptMargin.Value = 0.1 }, nil, []string{"adapt.margin"}},
 		{"every one", func(s *config.Settings) {
 			s.Adapt.Value, s.AdaptMaxWidth.Value, s.AdaptExplore.Value, s.AdaptMargin.Value = true, 9, 3, 0.1
 			s.AdaptMinCycles.Value, s.AdaptWindow.Value, s.AdaptTrials.Value = 64, time.Minute, 3
-		}, []string{"adapt.enabled", "adapt.max_width", "adapt.min_cycles", "adapt.trials", "adapt.window"}},
+		}, []string{"adapt.enabled", "adapt.max_width", "adapt.min_cycles", "adapt.trials", "adapt.window"}, []string{"adapt.explore_width", "adapt.margin"}},
 	} {
 		b := a
 		tc.edit(&b)
-		if got := adaptChanges(a, b); !slices.Equal(got, tc.want) {
-			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		if got, ret := adaptChanges(a, b, false), adaptChanges(a, b, true); !slices.Equal(got, tc.want) || !slices.Equal(ret, tc.retired) {
+			t.Errorf("%s: %v and retired %v, want %v and %v", tc.name, got, ret, tc.want, tc.retired)
 		}
 	}
 }
