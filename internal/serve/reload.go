@@ -106,16 +106,23 @@ func (sv *launcher) reload(cur *plan.Plan, ch watch.Change) (*plan.Plan, Load, b
 		sv.rejectReload(slog.LevelError, reloadRejected, "err", err)
 		return nil, nil, false, err
 	}
-	if ch := adaptChanges(cur.Settings, np.Settings, false); len(ch) > 0 {
-		sv.log.Warn(fmt.Sprintf("reload: %s changed, but adapt.* settings apply when speclaunch starts; restart it for this change to take effect", strings.Join(ch, ", ")))
-	}
-	if ch := adaptChanges(cur.Settings, np.Settings, true); len(ch) > 0 {
-		sv.log.Info(fmt.Sprintf("reload: %s changed; read but no longer used, so nothing changes", strings.Join(ch, ", ")))
-	}
+	sv.sayAdaptChanges(cur.Settings, np.Settings)
 	if plan.SameEngine(np, cur) {
 		return np, l, false, nil
 	}
 	return np, l, true, nil
+}
+
+// sayAdaptChanges says which adapt.* settings a reload changed from a to
+// b: those that apply only at a restart, and the retired ones, which
+// change nothing.
+func (sv *launcher) sayAdaptChanges(a, b config.Settings) {
+	if ch := adaptChanges(a, b, false); len(ch) > 0 {
+		sv.log.Warn(fmt.Sprintf("reload: %s changed, but adapt.* settings apply when speclaunch starts; restart it for this change to take effect", strings.Join(ch, ", ")))
+	}
+	if ch := adaptChanges(a, b, true); len(ch) > 0 {
+		sv.log.Info(fmt.Sprintf("reload: %s changed; read but no longer used, so nothing changes", strings.Join(ch, ", ")))
+	}
 }
 
 // adaptChanges names, by profile key in the order of config.Rows, the
