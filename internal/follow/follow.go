@@ -162,18 +162,8 @@ func Step(cfg Config, s State, o Observation) (State, Decision) {
 		}
 		return s, d
 	}
-	s.recent = since(s.recent, o.Now.Add(-time.Hour))
-	if limit := maxPerHour(cfg); len(s.recent) >= limit {
-		d.Reason = fmt.Sprintf("held at width %d: %d switches in the last hour, the cap (%d)", s.Width, len(s.recent), limit)
-		d.Capped, s.capped = !s.capped, true
-		return s, d
-	}
-	if o.Now.Before(cfg.NotBefore) {
-		d.Reason = fmt.Sprintf("held at width %d until %s: a switch failed", s.Width, cfg.NotBefore.Format(time.RFC3339))
-		return s, d
-	}
-	if o.Busy != "" {
-		d.Reason = fmt.Sprintf("the load is at %s (mean %.1f); width %d waits: %s", schedule.InFlightAt(d.To.Range(), d.Load), d.Load, d.To.Width, o.Busy)
+	var held bool
+	if s, d, held = s.held(cfg, o, d); held {
 		return s, d
 	}
 	d.Switch, s.Pending, s.capped = true, d.To.Width, false
@@ -192,6 +182,32 @@ func Step(cfg Config, s State, o Observation) (State, Decision) {
 		d.Reason += fmt.Sprintf(" repays a %s switch", s.switchTime().Round(100*time.Millisecond))
 	}
 	return s, d
+}
+
+// held says whether a switch to d.To whose stay has run out waits all the
+// same, with d's reason: the hourly cap, the hold after a failed switch,
+// an engine busy beside the serving one, a load whose mean has left the
+// bucket its mode still reads.
+func (s State) held(cfg Config, o Observation, d Decision) (State, Decision, bool) {
+	s.recent = since(s.recent, o.Now.Add(-time.Hour))
+	switch limit := maxPerHour(cfg); {
+	case len(s.recent) >= limit:
+		d.Reason = fmt.Sprintf("held at width %d: %d switches in the last hour, the cap (%d)", s.Width, len(s.recent), limit)
+		d.Capped, s.capped = !s.capped, true
+	case o.Now.Before(cfg.NotBefore):
+		d.Reason = fmt.Sprintf("held at width %d until %s: a switch failed", s.Width, cfg.NotBefore.Format(time.RFC3339))
+	case o.Busy != "":
+		d.Reason = fmt.Sprintf("the load is at %s (mean %.1f); width %d waits: %s", schedule.InFlightAt(d.To.Range(), d.Load), d.Load, d.To.Width, o.Busy)
+	case !meanWithin(d.To, s.load()):
+		// The mode still reads the bucket the load is leaving: on the
+		// sim's demo profile a one-client width's stay ran out as four
+		// clients came (mode 1, mean 2.1), and it was switched in and out
+		// again within the phase.
+		d.Reason = fmt.Sprintf("the load has been at %s, but its mean (%.1f) has left it; width %d waits for the load to settle", schedule.InFlightAt(d.To.Range(), d.Load), d.Load, d.To.Width)
+	default:
+		return s, d, false
+	}
+	return s, d, true
 }
 
 // Renew is s under a schedule a reload changed: the load is read again
@@ -338,6 +354,13 @@ func (s State) mode() int {
 		}
 	}
 	return best
+}
+
+// meanWithin says whether the window's mean load x rounds into b (Hi 0:
+// no upper bound). Below the first bucket it counts as in it: an idle
+// spell is not a load that left.
+func meanWithin(b schedule.Bucket, x float64) bool {
+	return (b.Lo <= 1 || x >= float64(b.Lo)-0.5) && (b.Hi == 0 || x < float64(b.Hi)+0.5)
 }
 
 // roundLoad is a load as it is given anywhere, to a tenth: Step rounds

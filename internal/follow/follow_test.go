@@ -214,6 +214,58 @@ func TestRuleSwitchWaits(t *testing.T) {
 	}
 }
 
+// A switch whose stay has run out as the load leaves its bucket waits:
+// the window's mode still reads the old bucket, its mean no longer does
+// (the demo profile's one-client width was switched in as four clients
+// came, and out again). Once the mean is back the switch is made.
+func TestNoSwitchAsTheLoadLeaves(t *testing.T) {
+	sched, _ := schedule.Parse("1:6,2-4:4", "x")
+	cfg := Config{Schedule: sched, Gain: func(_, _ schedule.Bucket) (float64, bool) { return 0.1, true }} // 10 s / 0.1: a 100 s stay
+	st := New(cfg, 4, 10*time.Second)
+	var d Decision
+	at := time.Duration(0)
+	for ; at < 103*time.Second; at += Tick { // one in flight: short of the stay, counted from the full window at 10 s
+		st, d = Step(cfg, st, Observation{Now: t0.Add(at), InFlight: 1})
+	}
+	if d.Switch {
+		t.Fatalf("switched before the stay: %+v", d)
+	}
+	for end := at + 4*time.Second; at < end; at += Tick { // four come: the mode is still 1, the mean is not
+		if st, d = Step(cfg, st, Observation{Now: t0.Add(at), InFlight: 4}); d.Switch {
+			t.Fatalf("switched to width 6 as the load left its bucket (mean %.1f): %+v", d.Load, d)
+		}
+	}
+	if !strings.Contains(d.Reason, "its mean (2.2) has left it; width 6 waits for the load to settle") {
+		t.Errorf("reason %q, want the wait said", d.Reason)
+	}
+	switched := false
+	for end := at + 20*time.Second; at < end && !switched; at += Tick { // one again: the switch is made
+		st, d = Step(cfg, st, Observation{Now: t0.Add(at), InFlight: 1})
+		switched = d.Switch && d.To.Width == 6
+	}
+	if !switched {
+		t.Errorf("no switch once the load came back: %+v", d)
+	}
+}
+
+// TestMeanWithin: a mean rounds into a bucket; below the first it counts
+// as in it (idle).
+func TestMeanWithin(t *testing.T) {
+	for _, tc := range []struct {
+		lo, hi int
+		x      float64
+		want   bool
+	}{
+		{1, 1, 1.0, true}, {1, 1, 1.49, true}, {1, 1, 1.5, false}, {1, 1, 0, true},
+		{2, 4, 1.5, true}, {2, 4, 1.49, false}, {2, 4, 4.49, true}, {2, 4, 4.5, false},
+		{9, 0, 8.5, true}, {9, 0, 100, true}, {9, 0, 8.4, false},
+	} {
+		if got := meanWithin(schedule.Bucket{Lo: tc.lo, Hi: tc.hi}, tc.x); got != tc.want {
+			t.Errorf("mean %v in %d-%d: %v, want %v", tc.x, tc.lo, tc.hi, got, tc.want)
+		}
+	}
+}
+
 // Buckets of one width are one width: no switch between them.
 func TestSameWidthBuckets(t *testing.T) {
 	s, _ := schedule.Parse("1:4,2-3:4,4+:4", "x")
