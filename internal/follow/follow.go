@@ -198,12 +198,12 @@ func (s State) held(cfg Config, o Observation, d Decision) (State, Decision, boo
 		d.Reason = fmt.Sprintf("held at width %d until %s: a switch failed", s.Width, cfg.NotBefore.Format(time.RFC3339))
 	case o.Busy != "":
 		d.Reason = fmt.Sprintf("the load is at %s (mean %.1f); width %d waits: %s", schedule.InFlightAt(d.To.Range(), d.Load), d.Load, d.To.Width, o.Busy)
-	case !meanWithin(d.To, s.load()):
+	case !meanWithin(d.To, s.busyLoad()):
 		// The mode still reads the bucket the load is leaving: on the
 		// sim's demo profile a one-client width's stay ran out as four
 		// clients came (mode 1, mean 2.1), and it was switched in and out
 		// again within the phase.
-		d.Reason = fmt.Sprintf("the load has been at %s, but its mean (%.1f) has left it; width %d waits for the load to settle", schedule.InFlightAt(d.To.Range(), d.Load), d.Load, d.To.Width)
+		d.Reason = fmt.Sprintf("the load has been at %s, but its mean (%.1f) has left it; width %d waits for the load to settle", schedule.InFlightAt(d.To.Range(), d.Load), roundLoad(s.busyLoad()), d.To.Width)
 	default:
 		return s, d, false
 	}
@@ -356,9 +356,27 @@ func (s State) mode() int {
 	return best
 }
 
-// meanWithin says whether the window's mean load x rounds into b (Hi 0:
-// no upper bound). Below the first bucket it counts as in it: an idle
-// spell is not a load that left.
+// busyLoad is the window's mean load over its samples with a request in
+// flight (0 where none had one): on traffic that comes and goes, idle
+// samples would pull the mean below the load the requests meet (two in
+// flight half the time read 1.0), and meanWithin would hold the width for
+// two back for ever.
+func (s State) busyLoad() float64 {
+	n := 0
+	for _, v := range s.ring[:s.filled] {
+		if v>>8 > 0 {
+			n++
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return float64(s.sum) / float64(n)
+}
+
+// meanWithin says whether the mean load x rounds into b (Hi 0: no upper
+// bound). Below the first bucket it counts as in it: an idle spell is not
+// a load that left.
 func meanWithin(b schedule.Bucket, x float64) bool {
 	return (b.Lo <= 1 || x >= float64(b.Lo)-0.5) && (b.Hi == 0 || x < float64(b.Hi)+0.5)
 }

@@ -248,6 +248,29 @@ func TestNoSwitchAsTheLoadLeaves(t *testing.T) {
 	}
 }
 
+// Traffic that comes and goes (two in flight, then none, in turn, a little
+// more often two) sits at 2-4 by the window's mode, and its mean over the
+// busy samples is 2: the switch is made, where the mean over every sample
+// (about 1.1) would hold it for ever.
+func TestOnAndOffTrafficSwitches(t *testing.T) {
+	sched, _ := schedule.Parse("1:6,2-4:4", "x")
+	cfg := Config{Schedule: sched, Gain: func(_, _ schedule.Bucket) (float64, bool) { return 0.5, true }}
+	st := New(cfg, 6, time.Second)
+	switched := false
+	for at, i := time.Duration(0), 0; at < 2*time.Minute && !switched; at, i = at+Tick, i+1 {
+		n := 2
+		if i%20 >= 11 { // 11 samples of 2, 9 of none
+			n = 0
+		}
+		var d Decision
+		st, d = Step(cfg, st, Observation{Now: t0.Add(at), InFlight: n})
+		switched = d.Switch && d.To.Width == 4
+	}
+	if !switched {
+		t.Errorf("no switch to width 4 for traffic of two in flight that comes and goes: %+v", st)
+	}
+}
+
 // TestMeanWithin: a mean rounds into a bucket; below the first it counts
 // as in it (idle).
 func TestMeanWithin(t *testing.T) {
