@@ -374,11 +374,11 @@ func (s State) busyLoad() float64 {
 	return float64(s.sum) / float64(n)
 }
 
-// meanWithin says whether the mean load x rounds into b (Hi 0: no upper
-// bound). Below the first bucket it counts as in it: an idle spell is not
-// a load that left.
+// meanWithin says whether the mean load x, rounded to a whole request,
+// is in b; 0 is read as 1, as Schedule.Index reads an idle sample: an
+// idle spell is not a load that left.
 func meanWithin(b schedule.Bucket, x float64) bool {
-	return (b.Lo <= 1 || x >= float64(b.Lo)-0.5) && (b.Hi == 0 || x < float64(b.Hi)+0.5)
+	return b.Contains(max(1, int(math.Round(x))))
 }
 
 // roundLoad is a load as it is given anywhere, to a tenth: Step rounds
